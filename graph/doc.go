@@ -1,0 +1,36 @@
+// Package graph is theloop's process kernel: it decides where a work item is
+// in a process graph and whether it may move.
+//
+// A graph is declared data (YAML, validated against the embedded JSON Schema in
+// graph.schema.json): nodes with ordered entry and exit hook chains, and edges
+// keyed on the outcome of a node's exit chain. [Parse] decodes a graph file,
+// [Compile] checks every structural rule once and binds hook names to the
+// functions in a [Registry]; the result, a [*Graph], is immutable and safe to
+// share between goroutines.
+//
+// A [*Runtime] walks work items through a compiled graph: [Runtime.Start],
+// [Runtime.Complete] (an agent's claim that a node's work is done),
+// [Runtime.Advance] (re-evaluate the current node, optionally with an inbound
+// event such as a reviewer's comment), [Runtime.Status] (the report that
+// `loopctl check` prints), [Runtime.Force] (the audited escape hatch) and
+// [Runtime.DeclareSkips]. The daemon, `loopctl`, the `loop-gate` Stop hook and
+// CI all call these same methods.
+//
+// Boundaries. The package does no I/O: it imports nothing that touches files,
+// processes or the network. Everything outside the process reaches it through
+// interfaces supplied by the embedder: graph-state persistence ([Store]), the
+// work item's artifact files ([Artifacts]), outbound integrations
+// ([Integrations]), time ([Clock]), observations ([Sink]) and audit trails
+// ([Auditor]). The graph/graphtest package provides in-memory versions of each
+// for tests and embedders.
+//
+// Guarantees that callers rely on:
+//   - A hook that panics, returns an error status, or outlives its deadline is
+//     a non-retriable block, never a pass.
+//   - State is saved before the entry chain of a newly entered node runs.
+//   - Gates read only the [Event] handed to Advance; claims (Complete) carry
+//     no event, so a human gate can never be passed by a claim.
+//   - Status with recompute ignores the stored pointer, parking and forced
+//     flags and derives the current node from the artifacts and the recorded
+//     human decisions alone.
+package graph

@@ -1,0 +1,279 @@
+package graph
+
+import (
+	"context"
+	"io/fs"
+	"strings"
+	"time"
+)
+
+// Status is a hook's verdict.
+type Status string
+
+// The four hook statuses. Any other value returned by a hook is treated as a
+// non-retriable block.
+const (
+	// StatusPass: this hook is satisfied; the chain continues.
+	StatusPass Status = "pass"
+	// StatusSkip: the hook had nothing to check. Not a verdict: the chain
+	// continues, and a chain of passes and skips passes.
+	StatusSkip Status = "skip"
+	// StatusWait: not decidable yet (a human has not answered). The chain
+	// stops and the node parks until the next inbound event.
+	StatusWait Status = "wait"
+	// StatusBlock: unmet. The chain stops and the messages go back to the
+	// worker.
+	StatusBlock Status = "block"
+)
+
+// Valid reports whether s is one of the four statuses.
+func (s Status) Valid() bool {
+	switch s {
+	case StatusPass, StatusSkip, StatusWait, StatusBlock:
+		return true
+	}
+	return false
+}
+
+// Boundary names which chain of a node is running.
+type Boundary string
+
+// Node boundaries.
+const (
+	Entry Boundary = "entry"
+	Exit  Boundary = "exit"
+)
+
+// Mode says what kind of evaluation a chain runs under.
+type Mode string
+
+const (
+	// ModeLive is an evaluation that may move the work item (Start, Advance,
+	// Complete, Force). Hooks may perform side effects.
+	ModeLive Mode = "live"
+	// ModeCheck is the pure evaluation behind Status: no network, no model
+	// call, no subprocess, no writes. Hooks that would run a program report
+	// skip; the Artifacts handle refuses writes and Integrations is nil.
+	ModeCheck Mode = "check"
+)
+
+// Severity of a message.
+type Severity string
+
+// Message severities.
+const (
+	SeverityError   Severity = "error"
+	SeverityWarning Severity = "warning"
+	SeverityInfo    Severity = "info"
+)
+
+// Message is one finding or note in a HookResult. Text is composed only of
+// theloop's own vocabulary, hook names and file paths — never of comment or
+// payload text, because messages are fed back to an agent.
+type Message struct {
+	Text     string   `json:"text"`
+	Path     string   `json:"path"`
+	Severity Severity `json:"severity"`
+}
+
+// String renders the message as "<text> (<path>)", or "<text>" without a path.
+func (m Message) String() string {
+	if m.Path == "" {
+		return m.Text
+	}
+	return m.Text + " (" + m.Path + ")"
+}
+
+// Errorf-style constructors are deliberately absent: messages are built from
+// constants and paths, which keeps untrusted text out of them by construction.
+
+// HookResult is what a hook returns.
+type HookResult struct {
+	Status Status `json:"status"`
+	// Hook is the hook's registered name; the chain runner fills it in.
+	Hook     string         `json:"hook"`
+	Messages []Message      `json:"messages"`
+	Data     map[string]any `json:"data"`
+	// Retriable is false when trying again without a change cannot help
+	// (a panic, a misdeclared graph). Constructors default it to true.
+	Retriable bool `json:"retriable"`
+}
+
+// Outcome is the routing outcome this result declares: Data["outcome"] when
+// it is a non-empty string, else the status.
+func (r HookResult) Outcome() string {
+	if o, ok := r.Data["outcome"].(string); ok && o != "" {
+		return o
+	}
+	return string(r.Status)
+}
+
+// DataString returns Data[key] when it is a string.
+func (r HookResult) DataString(key string) string {
+	s, _ := r.Data[key].(string)
+	return s
+}
+
+// Pass returns a passing result carrying data (which may be nil).
+func Pass(data map[string]any) HookResult {
+	return HookResult{Status: StatusPass, Data: data, Retriable: true}
+}
+
+// PassWith returns a passing result that routes on outcome.
+func PassWith(outcome string, data map[string]any) HookResult {
+	if data == nil {
+		data = map[string]any{}
+	}
+	data["outcome"] = outcome
+	return HookResult{Status: StatusPass, Data: data, Retriable: true}
+}
+
+// Block returns a blocking result carrying every finding.
+func Block(msgs ...Message) HookResult {
+	return HookResult{Status: StatusBlock, Messages: msgs, Retriable: true}
+}
+
+// Wait returns a waiting result with an optional info note.
+func Wait(note string) HookResult {
+	r := HookResult{Status: StatusWait, Retriable: true}
+	if note != "" {
+		r.Messages = []Message{{Text: note, Severity: SeverityInfo}}
+	}
+	return r
+}
+
+// Skip returns a skip result with an optional info note.
+func Skip(note string) HookResult {
+	r := HookResult{Status: StatusSkip, Retriable: true}
+	if note != "" {
+		r.Messages = []Message{{Text: note, Severity: SeverityInfo}}
+	}
+	return r
+}
+
+// Finding returns an error-severity message about path.
+func Finding(text, path string) Message {
+	return Message{Text: text, Path: path, Severity: SeverityError}
+}
+
+// WorkItem is what a chain runs for.
+type WorkItem struct {
+	// ID is the spec-directory name, e.g. "issue-109".
+	ID string `json:"id"`
+	// Ref is the provider-qualified name integrations use, e.g.
+	// "github:owner/repo#109". It may equal ID when none can be derived.
+	Ref string `json:"ref"`
+	// SpecDir is the spec directory's path relative to the repository root
+	// (slash-separated), e.g. "docs/specs/issue-109". Used in messages.
+	SpecDir  string   `json:"specDir"`
+	Tags     []string `json:"tags"`
+	RiskTier int      `json:"riskTier"`
+}
+
+// Comment is one human-authored comment carried by an inbound event.
+// Body is untrusted text: hooks may classify it but never echo it into
+// messages, assignments or command lines.
+type Comment struct {
+	ID     string `json:"id,omitempty"`
+	Author string `json:"author"`
+	Body   string `json:"body"`
+	URL    string `json:"url,omitempty"`
+}
+
+// Event is the inbound event an exit chain is evaluated against. Only the
+// daemon's ingress builds events; claims and checks carry none.
+type Event struct {
+	// ID identifies the delivery (e.g. X-GitHub-Delivery), for provenance.
+	ID string `json:"id,omitempty"`
+	// Kind is the event type, e.g. "issue_comment".
+	Kind     string    `json:"kind,omitempty"`
+	Comments []Comment `json:"comments"`
+}
+
+// Artifacts is a work item's spec directory as hooks see it. Names are
+// slash-separated and relative to the spec directory ("requirements.md",
+// "pr-loops/pr-7/graph-state.json").
+type Artifacts interface {
+	fs.FS
+	// WriteFile replaces name atomically. Under ModeCheck it fails.
+	WriteFile(name string, data []byte) error
+	// AppendFile appends data to name, creating it if absent. Under
+	// ModeCheck it fails.
+	AppendFile(name string, data []byte) error
+	// Path returns name's display path, relative to the repository root.
+	Path(name string) string
+}
+
+// Integrations performs outbound operations (GitHub, Slack, Jira) on behalf of
+// hooks. Arguments and results are plain JSON-shaped maps so that every
+// transport of a provider answers the same way; credentials never appear in
+// them.
+type Integrations interface {
+	Call(ctx context.Context, op Operation, args map[string]any) (map[string]any, error)
+}
+
+// Operation names an outbound operation as "<provider>.<verb>", e.g.
+// "github.add-comment". Hooks declare the operations they need when they
+// register; providers declare the ones they implement.
+type Operation string
+
+// Provider returns the part before the first dot.
+func (o Operation) Provider() string {
+	p, _, _ := strings.Cut(string(o), ".")
+	return p
+}
+
+// DeliverFunc pastes text into the work item's bound agent session. It
+// reports false when there is no live session to deliver into. Only the
+// daemon injects one; on the CLI path the claim envelope carries the
+// assignment instead.
+type DeliverFunc func(ctx context.Context, text string) (bool, error)
+
+// SessionBinding is the agent session a work item is bound to.
+type SessionBinding struct {
+	ID     string `json:"id"`
+	Runner string `json:"runner"`
+	Alive  *bool  `json:"alive,omitempty"`
+}
+
+// HookContext is everything a hook may see. Hooks must treat it as read-only.
+type HookContext struct {
+	WorkItem WorkItem
+	// Node is the compiled node whose chain is running.
+	Node     *Node
+	Boundary Boundary
+	Mode     Mode
+	// Artifacts gives access to the work item's spec directory.
+	Artifacts Artifacts
+	// Session is the bound agent session, when one is recorded.
+	Session *SessionBinding
+	// Event is the inbound event; nil for entry chains, claims and checks.
+	Event *Event
+	// Results are the results of earlier hooks in this chain run.
+	Results []HookResult
+	// Params are this hook reference's `with:` values.
+	Params Values
+	// Config carries settings (authorized users, label prefix, ...) and
+	// handles — environment-variable names — never secret values.
+	Config Values
+	// Integrations performs outbound calls; nil under ModeCheck.
+	Integrations Integrations
+	// Deliver pastes text into the bound session; nil on the CLI path.
+	Deliver DeliverFunc
+	// SkippedArtifacts holds every artifact name produced by a node that is
+	// declared skipped (exit chains only).
+	SkippedArtifacts map[string]bool
+	// Decisions are the recorded human decisions (exit chains only).
+	Decisions map[string]Decision
+	// Surface is the frozen collaboration surface ("work-item",
+	// "pull-request" or "").
+	Surface string
+	Graph   *Graph
+	// Now is the evaluation time, from the runtime's clock.
+	Now time.Time
+}
+
+// Hook is a registered unit of work. It must honour ctx's deadline when it
+// blocks, must not retain hc after returning, and must not panic (a panic is
+// recovered and becomes a block).
+type Hook func(ctx context.Context, hc *HookContext) HookResult

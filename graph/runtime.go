@@ -1,0 +1,1095 @@
+package graph
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sort"
+	"strings"
+	"time"
+)
+
+// DefaultLockTimeout is how long a verb waits for a work item's state lock.
+const DefaultLockTimeout = 2 * time.Second
+
+// Options are a Runtime's dependencies. Store and Items are required.
+type Options struct {
+	// Store persists graph-state.json.
+	Store Store
+	// Items resolves work item ids to their artifacts.
+	Items Items
+	// Sink receives events; nil discards them.
+	Sink Sink
+	// Clock tells the time; nil is the wall clock.
+	Clock Clock
+	// Config is handed to hooks (authorizedUsers, phaseLabelPrefix, ...).
+	// It carries handles, never secret values.
+	Config Values
+	// Integrations performs outbound calls for live chains; nil makes
+	// outbound hooks record a degradation.
+	Integrations Integrations
+	// Deliver pastes a node's assignment into the work item's session. Only
+	// the daemon sets it; on the CLI path the claim envelope carries the
+	// assignment.
+	Deliver func(ctx context.Context, workItem, text string) (bool, error)
+	// Auditor leaves the execution-log entry and ticket comment for force
+	// and skip declarations; nil leaves only state and event log.
+	Auditor Auditor
+	// LockTimeout bounds waiting for the state lock (DefaultLockTimeout).
+	LockTimeout time.Duration
+}
+
+// Runtime walks work items through one compiled graph. It is safe for
+// concurrent use; verbs that change state serialise per work item through
+// the Store's lock.
+type Runtime struct {
+	g    *Graph
+	opts Options
+	sink Sink
+	clk  Clock
+}
+
+// New returns a Runtime for g.
+func New(g *Graph, opts Options) (*Runtime, error) {
+	if g == nil {
+		return nil, errors.New("graph: New needs a compiled graph")
+	}
+	if opts.Store == nil {
+		return nil, errors.New("graph: New needs a Store (graphtest.NewStore for an in-memory one)")
+	}
+	if opts.Items == nil {
+		return nil, errors.New("graph: New needs an Items resolver")
+	}
+	r := &Runtime{g: g, opts: opts, sink: opts.Sink, clk: opts.Clock}
+	if r.sink == nil {
+		r.sink = discardSink{}
+	}
+	if r.clk == nil {
+		r.clk = SystemClock{}
+	}
+	if r.opts.LockTimeout <= 0 {
+		r.opts.LockTimeout = DefaultLockTimeout
+	}
+	if r.opts.Config == nil {
+		r.opts.Config = Values{}
+	}
+	return r, nil
+}
+
+// Graph returns the runtime's graph.
+func (r *Runtime) Graph() *Graph { return r.g }
+
+// NodeReport is one node's verdict in a Report.
+type NodeReport struct {
+	Node     string   `json:"node"`
+	Status   string   `json:"status"`
+	Outcome  string   `json:"outcome"`
+	Messages []string `json:"messages"`
+	Forced   bool     `json:"forced"`
+	Attempts int      `json:"attempts"`
+}
+
+// Report is what Status returns and `loopctl check --format json` prints.
+type Report struct {
+	WorkItem    string       `json:"workItem"`
+	CurrentNode string       `json:"currentNode"`
+	OK          bool         `json:"ok"`
+	Parked      *Parked      `json:"parked"`
+	Nodes       []NodeReport `json:"nodes"`
+	// Warnings are notes about the evaluation itself (a reconstructed state).
+	Warnings []string `json:"warnings,omitempty"`
+}
+
+// Node returns the report of node id.
+func (rep *Report) Node(id string) (NodeReport, bool) {
+	for _, n := range rep.Nodes {
+		if n.Node == id {
+			return n, true
+		}
+	}
+	return NodeReport{}, false
+}
+
+// Step statuses beyond the hook statuses.
+const (
+	StepEscalated = "escalated"
+	StepRefused   = "refused"
+	StepNoop      = "noop"
+	StepBusy      = "busy"
+)
+
+// StepReport is the result of Start and Advance.
+type StepReport struct {
+	// Node is the node that was evaluated (or entered, for Start).
+	Node string `json:"node"`
+	// Status is pass, wait, block or escalated.
+	Status   string   `json:"status"`
+	Outcome  string   `json:"outcome"`
+	Messages []string `json:"messages"`
+	Forced   bool     `json:"forced"`
+	Attempts int      `json:"attempts"`
+	// Moved reports whether the pointer moved; CurrentNode is where it is
+	// now.
+	Moved       bool   `json:"moved"`
+	CurrentNode string `json:"currentNode"`
+}
+
+// Claim is the envelope Complete returns and `loopctl graph complete`
+// prints.
+type Claim struct {
+	Node        string   `json:"node"`
+	Status      string   `json:"status"`
+	Outcome     string   `json:"outcome"`
+	Moved       bool     `json:"moved"`
+	CurrentNode string   `json:"currentNode"`
+	Messages    []string `json:"messages"`
+	// Reason explains a refusal: not-started, not-current, already-past,
+	// busy.
+	Reason string `json:"reason"`
+}
+
+// ForceResult is what Force returns.
+type ForceResult struct {
+	WorkItem string   `json:"workItem"`
+	FromNode string   `json:"fromNode"`
+	ToNode   string   `json:"toNode"`
+	Reason   string   `json:"reason"`
+	Warnings []string `json:"warnings"`
+	// Entry is the outcome of the target's entry chain.
+	Messages []string `json:"messages"`
+}
+
+// SkipRejection is a token DeclareSkips refused, and why.
+type SkipRejection struct {
+	Token string `json:"token"`
+	Why   string `json:"why"`
+}
+
+// SkipResult is what DeclareSkips returns.
+type SkipResult struct {
+	WorkItem string          `json:"workItem"`
+	Declared []string        `json:"declared"`
+	Rejected []SkipRejection `json:"rejected"`
+	Reason   string          `json:"reason"`
+	Warnings []string        `json:"warnings"`
+}
+
+// session is one verb's view of a work item.
+type session struct {
+	wi   WorkItem
+	arts Artifacts
+	st   *State
+	warn []string
+}
+
+func (r *Runtime) now() time.Time { return r.clk.Now() }
+
+func (r *Runtime) emit(name string, level Level, wi WorkItem, fields ...Field) {
+	ref := wi.Ref
+	if ref == "" {
+		ref = wi.ID
+	}
+	r.sink.Emit(LogEvent{Time: r.now(), Name: name, Level: level, Fields: append([]Field{{"work_item", ref}}, fields...)})
+}
+
+// open resolves the work item and loads its state. Missing state is a fresh
+// state; unparseable state is reconstructed by recompute with a warning
+// (the Store preserves the bad bytes when it next saves).
+func (r *Runtime) open(ctx context.Context, id string) (*session, error) {
+	wi, arts, err := r.opts.Items.Resolve(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	s := &session{wi: wi, arts: arts}
+	st, err := r.opts.Store.Load(ctx, id)
+	switch {
+	case err == nil:
+		s.st = st
+	case errors.Is(err, ErrNoState):
+		s.st = NewState(id)
+	case errors.Is(err, ErrCorruptState):
+		s.st = NewState(id)
+		rep := r.evaluateAll(ctx, s, true)
+		if rep.CurrentNode != "" {
+			s.st.Enter(rep.CurrentNode, r.now())
+		}
+		s.st.Loop = r.g.Name
+		s.warn = append(s.warn, fmt.Sprintf("graph-state.json could not be parsed; the state was reconstructed from the artifacts (current node: %s) and the unparseable file is preserved beside it", rep.CurrentNode))
+		r.emit("graph.state_reconstructed", LevelWarning, wi, Field{"node", rep.CurrentNode}, Field{"error", err.Error()})
+	default:
+		return nil, err
+	}
+	if s.st.WorkItem == "" {
+		s.st.WorkItem = id
+	}
+	return s, nil
+}
+
+func (r *Runtime) save(ctx context.Context, s *session) error {
+	if err := r.opts.Store.Save(ctx, s.st.WorkItem, s.st); err != nil {
+		return fmt.Errorf("saving graph state of %s: %w", s.st.WorkItem, err)
+	}
+	return nil
+}
+
+func (r *Runtime) lock(ctx context.Context, id string) (func(), error) {
+	unlock, err := r.opts.Store.Lock(ctx, id, r.opts.LockTimeout)
+	if err != nil {
+		return nil, err
+	}
+	return unlock, nil
+}
+
+// --- skips -------------------------------------------------------------
+
+// skipInfo is the effective skip set of a state: honoured declarations plus
+// unselected opt-ins.
+type skipInfo struct {
+	decl    map[string]SkipDecl
+	invalid map[string]bool
+}
+
+func (k skipInfo) has(id string) bool { _, ok := k.decl[id]; return ok }
+
+// skips filters the state's declarations through the compiled graph: a
+// declaration is honoured only for a declared, skippable, non-required node;
+// every opt-in node not selected is skipped with via "not-selected".
+func (r *Runtime) skips(st *State) skipInfo {
+	k := skipInfo{decl: map[string]SkipDecl{}, invalid: map[string]bool{}}
+	for _, id := range st.Skips.Keys() {
+		d, _ := st.Skips.Get(id)
+		n, ok := r.g.Node(id)
+		if !ok || !n.Skippable || n.Required {
+			k.invalid[id] = true
+			continue
+		}
+		k.decl[id] = d
+	}
+	for _, n := range r.g.nodes {
+		if !n.OptIn {
+			continue
+		}
+		if _, ok := k.decl[n.ID]; ok {
+			continue
+		}
+		if st.OptIns.Has(n.ID) {
+			continue
+		}
+		k.decl[n.ID] = SkipDecl{Via: "not-selected"}
+	}
+	return k
+}
+
+// skippedArtifacts is every artifact name produced by a skipped node.
+func (r *Runtime) skippedArtifacts(k skipInfo) map[string]bool {
+	out := map[string]bool{}
+	for _, n := range r.g.nodes {
+		if !k.has(n.ID) {
+			continue
+		}
+		for _, name := range n.ProducedNames() {
+			out[name] = true
+		}
+	}
+	return out
+}
+
+// SkipProvenance renders why a node is skipped, for reports and logs.
+func SkipProvenance(d SkipDecl) string {
+	if d.Via == "not-selected" {
+		return "not selected — an opt-in phase, off unless it is ticked at `phase-selection`"
+	}
+	via := d.Via
+	if via == "" {
+		via = "unknown"
+	}
+	s := "skipped by declaration — via " + via
+	if d.Token != "" {
+		s += ", token '" + d.Token + "'"
+	}
+	if d.By != "" {
+		s += ", by " + d.By
+	}
+	if d.Reason != "" {
+		s += ", reason: " + d.Reason
+	}
+	return s
+}
+
+// routeSkips walks from id around every skipped node along its `skipped`
+// edge, recording each as skipped, and returns the first node that is not
+// skipped. A skipped node without a `skipped` edge (impossible in a compiled
+// graph) is landed on: fail closed.
+func (r *Runtime) routeSkips(s *session, id string, k skipInfo) string {
+	visited := map[string]bool{}
+	for k.has(id) && !visited[id] {
+		visited[id] = true
+		to, ok := r.g.Next(id, OutcomeSkipped)
+		if !ok {
+			break
+		}
+		now := r.now()
+		s.st.update(id, func(rec *NodeRecord) {
+			if rec.EnteredAt == "" {
+				rec.EnteredAt = Timestamp(now)
+			}
+			rec.Outcome = OutcomeSkipped
+			rec.ExitedAt = Timestamp(now)
+		})
+		d := k.decl[id]
+		fields := []Field{{"node", id}}
+		for _, kv := range [][2]string{{"via", d.Via}, {"token", d.Token}, {"by", d.By}, {"reason", d.Reason}, {"at", d.At}} {
+			if kv[1] != "" {
+				fields = append(fields, Field{kv[0], kv[1]})
+			}
+		}
+		r.emit("graph.node_skipped", LevelInfo, s.wi, fields...)
+		id = to
+	}
+	return id
+}
+
+// --- evaluation ----------------------------------------------------------
+
+func (r *Runtime) hookContext(s *session, n *Node, b Boundary, mode Mode, ev *Event, k *skipInfo) *HookContext {
+	hc := &HookContext{
+		WorkItem: s.wi,
+		Node:     n,
+		Boundary: b,
+		Mode:     mode,
+		Session:  s.st.Session,
+		Event:    ev,
+		Config:   r.opts.Config,
+		Surface:  s.st.Surface,
+		Graph:    r.g,
+		Now:      r.now(),
+	}
+	if mode == ModeCheck {
+		hc.Artifacts = readOnly{s.arts}
+	} else {
+		hc.Artifacts = s.arts
+		hc.Integrations = r.opts.Integrations
+		if r.opts.Deliver != nil {
+			id := s.wi.ID
+			deliver := r.opts.Deliver
+			hc.Deliver = func(ctx context.Context, text string) (bool, error) { return deliver(ctx, id, text) }
+		}
+	}
+	if b == Exit {
+		decisions := make(map[string]Decision, s.st.Decisions.Len())
+		for _, key := range s.st.Decisions.Keys() {
+			decisions[key], _ = s.st.Decisions.Get(key)
+		}
+		hc.Decisions = decisions
+		if k != nil {
+			hc.SkippedArtifacts = r.skippedArtifacts(*k)
+		}
+	}
+	return hc
+}
+
+// standingDecision returns the recorded verdict of a human gate when it
+// still stands: its outcome leads forward (to a later node, or nowhere from
+// a terminal node). A verdict that sent the work item back (changes
+// requested) does not satisfy the gate; the gate waits for a new review.
+func (r *Runtime) standingDecision(st *State, n *Node) (Decision, bool) {
+	if !n.IsHuman() {
+		return Decision{}, false
+	}
+	d, ok := st.Decisions.Get(n.ID)
+	if !ok || d.Outcome == "" {
+		return Decision{}, false
+	}
+	to, ok := r.g.Next(n.ID, d.Outcome)
+	if !ok {
+		return d, n.Terminal
+	}
+	if target, _ := r.g.Node(to); target != nil && target.Index > n.Index {
+		return d, true
+	}
+	return Decision{}, false
+}
+
+// evaluate runs n's exit chain (or honours its standing decision).
+func (r *Runtime) evaluate(ctx context.Context, s *session, n *Node, mode Mode, ev *Event, k skipInfo) ChainOutcome {
+	if d, ok := r.standingDecision(s.st, n); ok {
+		res := PassWith(d.Outcome, map[string]any{"decision": n.ID, "recorded": true})
+		res.Hook = "(recorded decision)"
+		res.Messages = []Message{{Text: "decided " + d.Outcome + decisionBy(d), Severity: SeverityInfo}}
+		return ChainOutcome{Status: StatusPass, Results: []HookResult{res}, Blocking: -1}
+	}
+	return RunChain(ctx, n.Exit, r.hookContext(s, n, Exit, mode, ev, &k))
+}
+
+func decisionBy(d Decision) string {
+	if d.By == "" {
+		return ""
+	}
+	return " by " + d.By
+}
+
+// Status evaluates every node's exit chain, in declaration order, purely
+// (ModeCheck: no writes, no network, no subprocess) and reports each
+// verdict. With recompute the stored pointer, parking and forced flags are
+// ignored: the current node is the first node that is not satisfied, from
+// the artifacts and the recorded human decisions, skips and opt-ins alone.
+// Status takes no lock and writes nothing.
+func (r *Runtime) Status(ctx context.Context, id string, recompute bool) (*Report, error) {
+	s, err := r.open(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	rep := r.evaluateAll(ctx, s, recompute)
+	rep.Warnings = append(rep.Warnings, s.warn...)
+	return rep, nil
+}
+
+func (r *Runtime) evaluateAll(ctx context.Context, s *session, recompute bool) *Report {
+	k := r.skips(s.st)
+	rep := &Report{WorkItem: s.st.WorkItem, Nodes: make([]NodeReport, 0, len(r.g.nodes))}
+	first := ""
+	for _, n := range r.g.nodes {
+		rec := s.st.Record(n.ID)
+		nr := NodeReport{Node: n.ID, Attempts: rec.Attempts, Forced: rec.Forced && !recompute, Messages: []string{}}
+		if d, ok := k.decl[n.ID]; ok {
+			nr.Status, nr.Outcome = string(StatusSkip), OutcomeSkipped
+			nr.Messages = append(nr.Messages, SkipProvenance(d))
+		} else {
+			c := r.evaluate(ctx, s, n, ModeCheck, nil, k)
+			nr.Status, nr.Outcome = string(c.Status), c.Outcome()
+			for _, m := range c.Messages() {
+				nr.Messages = append(nr.Messages, m.String())
+			}
+			if k.invalid[n.ID] {
+				nr.Messages = append(nr.Messages, "graph state declares a skip on this node, which is not skippable — the declaration is refused and has no effect")
+			}
+		}
+		if first == "" && nr.Status != string(StatusPass) && nr.Status != string(StatusSkip) {
+			first = n.ID
+		}
+		rep.Nodes = append(rep.Nodes, nr)
+	}
+	if recompute {
+		rep.CurrentNode = first
+		if first == "" && len(r.g.nodes) > 0 {
+			rep.CurrentNode = r.g.nodes[len(r.g.nodes)-1].ID
+		}
+	} else {
+		rep.CurrentNode = s.st.CurrentNode
+		if rep.CurrentNode == "" {
+			rep.CurrentNode = r.g.Start
+		}
+		rep.Parked = s.st.Parked
+	}
+	rep.OK = true
+	cur, declared := r.g.Node(rep.CurrentNode)
+	for i, nr := range rep.Nodes {
+		if declared && i > cur.Index {
+			break
+		}
+		if nr.Status != string(StatusPass) && nr.Status != string(StatusSkip) {
+			rep.OK = false
+			break
+		}
+	}
+	return rep
+}
+
+// --- Start ---------------------------------------------------------------
+
+// Start enters the graph's start node (routing around declared skips) and
+// runs its entry chain. The pointer is saved before the chain runs. Start is
+// idempotent: for a work item that already has a pointer it returns
+// (nil, nil) and changes nothing.
+func (r *Runtime) Start(ctx context.Context, id string) (*StepReport, error) {
+	unlock, err := r.lock(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	defer unlock()
+	s, err := r.open(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	if s.st.CurrentNode != "" {
+		return nil, nil
+	}
+	node := r.routeSkips(s, r.g.Start, r.skips(s.st))
+	if r.g.Name != "" || s.st.Loop == "" {
+		s.st.Loop = r.g.Name
+	}
+	rep := &StepReport{Node: node, Status: string(StatusPass), Outcome: string(StatusPass), Messages: []string{}, Moved: true}
+	msgs, err := r.enter(ctx, s, node, false)
+	if err != nil {
+		return nil, err
+	}
+	rep.Messages = append(append(rep.Messages, s.warn...), msgs...)
+	rep.Attempts = s.st.Record(node).Attempts
+	rep.CurrentNode = s.st.CurrentNode
+	r.emit("graph.started", LevelInfo, s.wi, Field{"node", node})
+	return rep, nil
+}
+
+// enter moves the pointer to id, saves, and runs id's entry chain. It
+// returns report messages (degradations, an entry chain that stopped).
+func (r *Runtime) enter(ctx context.Context, s *session, id string, forced bool) ([]string, error) {
+	n, _ := r.g.Node(id)
+	s.st.Enter(id, r.now())
+	if forced {
+		s.st.update(id, func(rec *NodeRecord) { rec.Forced = true })
+	}
+	// A gate entered again is reviewed again: its previous verdict no
+	// longer stands.
+	s.st.Decisions.Delete(id)
+	if err := r.save(ctx, s); err != nil {
+		return nil, err
+	}
+	if n.IsHuman() {
+		res, sess := r.resolveSession(s.st, n)
+		fields := []Field{{"node", id}, {"resolution", res}}
+		if sess != "" {
+			fields = append(fields, Field{"session", sess})
+		}
+		r.emit("graph.gate_session", LevelInfo, s.wi, fields...)
+	}
+	c := RunChain(ctx, n.Entry, r.hookContext(s, n, Entry, ModeLive, nil, nil))
+	msgs := r.noteDegraded(s, id, c)
+	if !c.Satisfied() {
+		msgs = append(msgs, fmt.Sprintf("warning: the entry chain of %s stopped: %s", id, c.Render()))
+		r.emit("graph.entry_incomplete", LevelWarning, s.wi, Field{"node", id}, Field{"hook", c.BlockingHook()})
+	}
+	return msgs, nil
+}
+
+// resolveSession decides which agent session a human gate uses (§5.9).
+func (r *Runtime) resolveSession(st *State, n *Node) (string, string) {
+	if n.Session != SessionInherit {
+		return "new", ""
+	}
+	if st.Session != nil && (st.Session.Alive == nil || *st.Session.Alive) {
+		return "inherited", st.Session.ID
+	}
+	return "fresh-with-artifacts", ""
+}
+
+func (r *Runtime) noteDegraded(s *session, node string, c ChainOutcome) []string {
+	var msgs []string
+	for _, res := range c.Degraded() {
+		e := res.DataString("error")
+		msgs = append(msgs, fmt.Sprintf("warning: %s did not complete: %s", res.Hook, e))
+		r.emit("graph.hook_degraded", LevelWarning, s.wi, Field{"node", node}, Field{"hook", res.Hook}, Field{"error", e})
+	}
+	return msgs
+}
+
+// --- Advance -------------------------------------------------------------
+
+// Advance re-evaluates the work item's current node with ev (nil for a claim
+// or a CLI advance, which carry no verdict) and, when the exit chain passes,
+// takes the edge for its outcome, routes around declared skips, saves, and
+// runs the new node's entry chain. wait parks the node; block counts an
+// attempt; the same block twice in a row, or attempts reaching maxAttempts,
+// escalates — the node is parked and only a new event or a force moves it.
+func (r *Runtime) Advance(ctx context.Context, id string, ev *Event) (*StepReport, error) {
+	unlock, err := r.lock(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	defer unlock()
+	s, err := r.open(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	return r.advance(ctx, s, ev)
+}
+
+func (r *Runtime) advance(ctx context.Context, s *session, ev *Event) (*StepReport, error) {
+	st := s.st
+	if st.CurrentNode == "" {
+		return nil, fmt.Errorf("%s: %w; start it first (the daemon does on `the-loop start`, or `loopctl graph run`)", s.wi.ID, ErrNotStarted)
+	}
+	node, ok := r.g.Node(st.CurrentNode)
+	if !ok {
+		return nil, fmt.Errorf("%s: the current node '%s' is not declared in graph %s: %w; move it with `loopctl graph force --to <node> --reason ...` (declared nodes: %s)",
+			s.wi.ID, st.CurrentNode, r.g.Name, ErrUnknownNode, strings.Join(r.g.IDs(), ", "))
+	}
+	rep := &StepReport{Node: node.ID, Messages: append([]string{}, s.warn...), CurrentNode: node.ID}
+
+	if p := st.Parked; p != nil && p.Escalated && p.Node == node.ID && ev == nil {
+		rep.Status, rep.Outcome = StepEscalated, StepEscalated
+		rep.Attempts = st.Record(node.ID).Attempts
+		rep.Messages = append(rep.Messages, "this node escalated and is parked until a human acts: a new event on the work item, or `loopctl graph force`", p.Reason)
+		return rep, nil
+	}
+
+	k := r.skips(st)
+	c := r.evaluate(ctx, s, node, ModeLive, ev, k)
+	rep.Outcome = c.Outcome()
+	for _, m := range c.Messages() {
+		rep.Messages = append(rep.Messages, m.String())
+	}
+	rep.Messages = append(rep.Messages, r.noteDegraded(s, node.ID, c)...)
+
+	switch c.Status {
+	case StatusWait:
+		reason := c.Render()
+		if reason == "" {
+			reason = "awaiting a human"
+		}
+		st.Park(node.ID, reason, false, r.now())
+		if err := r.save(ctx, s); err != nil {
+			return nil, err
+		}
+		r.emit("graph.parked", LevelInfo, s.wi, Field{"node", node.ID})
+		rep.Status = string(StatusWait)
+		rep.Attempts = st.Record(node.ID).Attempts
+		return rep, nil
+
+	case StatusBlock:
+		rendered := c.Render()
+		repeated := st.NoteBlock(node.ID, rendered)
+		attempts := st.Record(node.ID).Attempts
+		rep.Attempts = attempts
+		if repeated || attempts >= node.MaxAttempts {
+			st.Park(node.ID, rendered, true, r.now())
+			if err := r.save(ctx, s); err != nil {
+				return nil, err
+			}
+			r.emit("graph.escalated", LevelWarning, s.wi, Field{"node", node.ID}, Field{"attempts", attempts}, Field{"repeated", repeated})
+			rep.Status = StepEscalated
+			if repeated {
+				rep.Messages = append(rep.Messages, "escalated: the same block twice in a row; a human has been asked to look")
+			} else {
+				rep.Messages = append(rep.Messages, fmt.Sprintf("escalated: %d attempts reached this node's limit of %d; a human has been asked to look", attempts, node.MaxAttempts))
+			}
+			rep.Messages = append(rep.Messages, r.escalate(ctx, s, node)...)
+			return rep, nil
+		}
+		if err := r.save(ctx, s); err != nil {
+			return nil, err
+		}
+		r.emit("graph.blocked", LevelInfo, s.wi, Field{"node", node.ID}, Field{"hook", c.BlockingHook()})
+		rep.Status = string(StatusBlock)
+		return rep, nil
+	}
+
+	// Satisfied.
+	if r.recordFacts(s, node, c, ev) {
+		k = r.skips(st)
+	}
+	outcome := c.Outcome()
+	st.Exit(node.ID, outcome, r.now())
+	target, found := r.g.Next(node.ID, outcome)
+	if !found {
+		rep.Attempts = st.Record(node.ID).Attempts
+		if node.Terminal {
+			if err := r.save(ctx, s); err != nil {
+				return nil, err
+			}
+			r.emit("graph.completed", LevelInfo, s.wi, Field{"node", node.ID})
+			rep.Status = string(StatusPass)
+			rep.Messages = append(rep.Messages, "the walk is complete")
+			return rep, nil
+		}
+		reason := fmt.Sprintf("no declared edge from %s on '%s'", node.ID, outcome)
+		st.Park(node.ID, reason, true, r.now())
+		if err := r.save(ctx, s); err != nil {
+			return nil, err
+		}
+		r.emit("graph.no_edge", LevelWarning, s.wi, Field{"node", node.ID}, Field{"outcome", outcome})
+		rep.Status = StepEscalated
+		rep.Messages = append(rep.Messages, fmt.Sprintf("no declared edge from %s on outcome '%s'", node.ID, outcome))
+		rep.Messages = append(rep.Messages, r.escalate(ctx, s, node)...)
+		return rep, nil
+	}
+	target = r.routeSkips(s, target, k)
+	msgs, err := r.enter(ctx, s, target, false)
+	if err != nil {
+		return nil, err
+	}
+	r.emit("graph.advanced", LevelInfo, s.wi, Field{"node", node.ID}, Field{"to", target}, Field{"outcome", outcome})
+	rep.Status = string(StatusPass)
+	rep.Moved = true
+	rep.CurrentNode = target
+	rep.Attempts = st.Record(node.ID).Attempts
+	rep.Messages = append(rep.Messages, "advanced to "+target)
+	rep.Messages = append(rep.Messages, msgs...)
+	return rep, nil
+}
+
+// escalate runs the graph's onEscalation chain for node (state is saved).
+func (r *Runtime) escalate(ctx context.Context, s *session, n *Node) []string {
+	if len(r.g.onEscalation) == 0 {
+		return nil
+	}
+	c := RunChain(ctx, r.g.onEscalation, r.hookContext(s, n, Entry, ModeLive, nil, nil))
+	msgs := r.noteDegraded(s, n.ID, c)
+	if !c.Satisfied() {
+		msgs = append(msgs, "warning: the escalation chain stopped: "+c.Render())
+	}
+	return msgs
+}
+
+// recordFacts records what a satisfied exit chain decided (§5.8, and the
+// gate verdict of decision 2). It reports whether skips or opt-ins changed.
+func (r *Runtime) recordFacts(s *session, n *Node, c ChainOutcome, ev *Event) bool {
+	st := s.st
+	at := Timestamp(r.now())
+	for _, res := range c.Results {
+		key := res.DataString("decision")
+		if key == "" || res.Data["recorded"] == true {
+			continue
+		}
+		d := Decision{At: at, Outcome: res.Outcome(), By: res.DataString("by"), Comment: res.DataString("comment")}
+		if ev != nil {
+			d.Event = ev.ID
+		}
+		if fg, ok := res.Data["frozenGraph"]; ok && fg != nil {
+			d.Graph = fg
+			d.Via = res.DataString("selectionSource")
+		}
+		if sf := res.DataString("surface"); sf != "" {
+			d.Surface = sf
+			st.Surface = sf
+		}
+		d.SessionPerPr = res.DataString("sessionPerPr")
+		if g, ok := res.Data["goal"]; ok && g != nil {
+			d.Goal = g
+		}
+		st.Decisions.SetDefault(key, d)
+	}
+	// A human gate's verdict is a recorded decision with provenance.
+	if n.IsHuman() && !st.Decisions.Has(n.ID) {
+		if last := lastDecisive(c); last != nil && last.Data["recorded"] != true {
+			d := Decision{At: at, Outcome: c.Outcome(), By: last.DataString("by"), Comment: last.DataString("comment"), Via: "event"}
+			if d.By == "" {
+				d.By = authorsOf(last.Data["comments"])
+			}
+			if ev != nil {
+				d.Event = ev.ID
+				if d.Comment == "" && len(ev.Comments) > 0 {
+					d.Comment = ev.Comments[len(ev.Comments)-1].ID
+				}
+			}
+			st.Decisions.Set(n.ID, d)
+		}
+	}
+
+	changed := false
+	var skipped, opted []string
+	for _, res := range c.Results {
+		for node, raw := range AsValues(res.Data["declaredSkips"]) {
+			t, ok := r.g.Node(node)
+			if !ok || !t.Skippable || t.Required || st.Record(node).EnteredAt != "" {
+				continue
+			}
+			v := AsValues(raw)
+			if st.Skips.SetDefault(node, SkipDecl{Via: v.StringOr("via", "selection"), Token: v.StringOr("token", node), By: v.String("by"), Reason: v.String("reason"), At: at}) {
+				skipped = append(skipped, node)
+				changed = true
+			}
+		}
+		for node, raw := range AsValues(res.Data["optIns"]) {
+			t, ok := r.g.Node(node)
+			if !ok || !t.OptIn || st.Record(node).EnteredAt != "" {
+				continue
+			}
+			v := AsValues(raw)
+			if st.OptIns.SetDefault(node, OptInSelection{Via: v.StringOr("via", "selection"), Token: v.StringOr("token", node), By: v.String("by"), At: at}) {
+				opted = append(opted, node)
+				changed = true
+			}
+		}
+	}
+	if len(skipped) > 0 {
+		sort.Strings(skipped)
+		r.emit("graph.skips_declared", LevelInfo, s.wi, Field{"via", "selection"}, Field{"nodes", skipped})
+	}
+	if len(opted) > 0 {
+		sort.Strings(opted)
+		r.emit("graph.opt_ins_selected", LevelInfo, s.wi, Field{"via", "selection"}, Field{"nodes", opted})
+	}
+	return changed
+}
+
+// lastDecisive is the last result carrying a routing outcome.
+func lastDecisive(c ChainOutcome) *HookResult {
+	for i := len(c.Results) - 1; i >= 0; i-- {
+		if o, ok := c.Results[i].Data["outcome"].(string); ok && o != "" {
+			return &c.Results[i]
+		}
+	}
+	return nil
+}
+
+// authorsOf joins the "@author" of classify-style comment data.
+func authorsOf(v any) string {
+	var names []string
+	seen := map[string]bool{}
+	add := func(a string) {
+		a = strings.TrimPrefix(strings.TrimSpace(a), "@")
+		if a != "" && !seen[a] {
+			seen[a] = true
+			names = append(names, "@"+a)
+		}
+	}
+	switch cs := v.(type) {
+	case []Comment:
+		for _, c := range cs {
+			add(c.Author)
+		}
+	case []any:
+		for _, e := range cs {
+			add(AsValues(e).String("author"))
+		}
+	case []map[string]any:
+		for _, e := range cs {
+			add(Values(e).String("author"))
+		}
+	}
+	return strings.Join(names, ", ")
+}
+
+// --- Complete ------------------------------------------------------------
+
+// Complete is an agent's claim that node's work is done ("" = the current
+// node). A claim is not a verdict: it records the claimant and runs the
+// node's real exit chain with no event (so a human gate answers wait). A
+// claim on a node behind the pointer is a no-op; on any other node that is
+// not current it is refused. The whole load→evaluate→save runs under the
+// state lock; a busy lock answers status "busy".
+func (r *Runtime) Complete(ctx context.Context, id, node, actor string) (*Claim, error) {
+	unlock, err := r.lock(ctx, id)
+	if errors.Is(err, ErrBusy) {
+		return &Claim{Node: node, Status: StepBusy, Messages: []string{"another theloop process holds the graph-state lock; try again"}, Reason: "busy"}, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	defer unlock()
+	s, err := r.open(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	cur := s.st.CurrentNode
+	if cur == "" {
+		return &Claim{Node: node, Status: StepRefused, Reason: "not-started", Messages: []string{"this work item has not entered the graph; nothing to complete"}}, nil
+	}
+	claimed := node
+	if claimed == "" {
+		claimed = cur
+	}
+	if claimed != cur {
+		c := &Claim{Node: claimed, CurrentNode: cur, Messages: []string{fmt.Sprintf("the current node is '%s'", cur)}}
+		if r.g.Before(claimed, cur) {
+			c.Status, c.Reason = StepNoop, "already-past"
+			c.Messages[0] += " and the claimed node is behind it"
+		} else {
+			c.Status, c.Reason = StepRefused, "not-current"
+			if _, ok := r.g.Node(claimed); !ok {
+				c.Messages = append(c.Messages, fmt.Sprintf("'%s' is not a node of this graph; declared nodes are: %s", claimed, strings.Join(r.g.IDs(), ", ")))
+			}
+		}
+		return c, nil
+	}
+	by := actor
+	if by == "" {
+		by = "cli"
+	}
+	s.st.Completions.Set(claimed, Completion{At: Timestamp(r.now()), By: by})
+	if err := r.save(ctx, s); err != nil {
+		return nil, err
+	}
+	step, err := r.advance(ctx, s, nil)
+	if err != nil {
+		return nil, err
+	}
+	return &Claim{Node: claimed, Status: step.Status, Outcome: step.Outcome, Moved: s.st.CurrentNode != cur,
+		CurrentNode: s.st.CurrentNode, Messages: step.Messages}, nil
+}
+
+// --- Force ---------------------------------------------------------------
+
+// Force moves the pointer to node `to` regardless of gates — the audited
+// escape hatch. It needs a reason, refuses undeclared nodes, warns about an
+// undeclared edge and a bypassed required node, enters the target (running
+// its entry chain, also when going backwards) and is recorded in state, the
+// event log and, through the Auditor, the execution log and the ticket. It
+// never forges a verdict: Status with recompute still reports the bypassed
+// gates as unmet.
+func (r *Runtime) Force(ctx context.Context, id, to, reason, actor string) (*ForceResult, error) {
+	reason = strings.TrimSpace(reason)
+	if reason == "" {
+		return nil, fmt.Errorf("%w: an unexplained override is refused. Record why you are bypassing the gate (--reason)", ErrReasonRequired)
+	}
+	target, ok := r.g.Node(to)
+	if !ok {
+		return nil, fmt.Errorf("%w '%s'; declared nodes are: %s", ErrUnknownNode, to, strings.Join(r.g.IDs(), ", "))
+	}
+	unlock, err := r.lock(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	defer unlock()
+	s, err := r.open(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	from := s.st.CurrentNode
+	if from == "" {
+		from = r.g.Start
+	}
+	var warnings []string
+	if !r.declaredEdge(from, to) {
+		warnings = append(warnings, fmt.Sprintf("%s → %s is not a declared edge; you are deliberately outside the model", from, to))
+	}
+	if fn, ok := r.g.Node(from); ok && fn.Required && from != to {
+		warnings = append(warnings, fmt.Sprintf("node '%s' is marked required — this force bypasses a guarantee the process treats as mandatory", from))
+	} else if target.Required && from != to {
+		warnings = append(warnings, fmt.Sprintf("node '%s' is marked required — this force bypasses a guarantee the process treats as mandatory", to))
+	}
+	if actor == "" {
+		actor = "(shell)"
+	}
+	rec := ForceRecord{From: from, To: to, Reason: reason, Actor: actor, At: Timestamp(r.now()), Warnings: append([]string{}, warnings...)}
+	s.st.Forced = append(s.st.Forced, rec)
+	res := &ForceResult{WorkItem: s.wi.Ref, FromNode: from, ToNode: to, Reason: reason, Warnings: warnings, Messages: append([]string{}, s.warn...)}
+	if res.WorkItem == "" {
+		res.WorkItem = s.wi.ID
+	}
+	r.emit("graph.forced", LevelWarning, s.wi, Field{"from", from}, Field{"to", to}, Field{"actor", actor}, Field{"reason", reason})
+	msgs, err := r.enter(ctx, s, to, true)
+	if err != nil {
+		return nil, err
+	}
+	res.Messages = append(res.Messages, msgs...)
+	if r.opts.Auditor != nil {
+		if err := r.opts.Auditor.Forced(ctx, s.wi, rec); err != nil {
+			res.Warnings = append(res.Warnings, "could not record the audit trail: "+err.Error())
+		}
+	}
+	return res, nil
+}
+
+func (r *Runtime) declaredEdge(from, to string) bool {
+	if next, ok := r.g.Next(from, string(StatusPass)); ok && next == to {
+		return true
+	}
+	for _, e := range r.g.edges {
+		if e.From == from && e.To == to {
+			return true
+		}
+	}
+	return false
+}
+
+// --- DeclareSkips ----------------------------------------------------------
+
+// DeclareSkips records skip declarations for nodes or skip sets (tokens)
+// that the work item has not reached. A reason is required. A node already
+// entered, current, or behind the pointer is rejected: a skip is a plan,
+// not an amnesty.
+func (r *Runtime) DeclareSkips(ctx context.Context, id string, tokens []string, reason, actor string) (*SkipResult, error) {
+	reason = strings.TrimSpace(reason)
+	if reason == "" {
+		return nil, fmt.Errorf("%w: an unexplained skip is refused. Record why this work item does not walk the phase (--reason)", ErrReasonRequired)
+	}
+	type pick struct{ node, token string }
+	var picks []pick
+	seen := map[string]bool{}
+	res := &SkipResult{Reason: reason, Declared: []string{}, Rejected: []SkipRejection{}, Warnings: []string{}}
+	for _, t := range tokens {
+		t = strings.TrimSpace(t)
+		if t == "" {
+			continue
+		}
+		if members, ok := r.g.SkipSet(t); ok {
+			for _, m := range members {
+				if !seen[m] {
+					seen[m] = true
+					picks = append(picks, pick{m, t})
+				}
+			}
+			continue
+		}
+		if n, ok := r.g.Node(t); ok && n.Skippable && !n.Required {
+			if !seen[t] {
+				seen[t] = true
+				picks = append(picks, pick{t, t})
+			}
+			continue
+		}
+		res.Rejected = append(res.Rejected, SkipRejection{Token: t, Why: "not a skippable node or shipped skip set"})
+	}
+	if len(picks) == 0 && len(res.Rejected) == 0 {
+		return nil, fmt.Errorf("%w: name at least one node or skip set to declare", ErrReasonRequired)
+	}
+	unlock, err := r.lock(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	defer unlock()
+	s, err := r.open(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	res.WorkItem = s.wi.Ref
+	if res.WorkItem == "" {
+		res.WorkItem = s.wi.ID
+	}
+	if actor == "" {
+		actor = "(shell)"
+	}
+	cur := s.st.CurrentNode
+	at := Timestamp(r.now())
+	for _, p := range picks {
+		if p.node == cur || s.st.Record(p.node).EnteredAt != "" || (cur != "" && r.g.Before(p.node, cur)) {
+			res.Rejected = append(res.Rejected, SkipRejection{Token: p.node, Why: "already entered or behind the pointer — a skip is a plan, not an amnesty"})
+			continue
+		}
+		if s.st.Skips.SetDefault(p.node, SkipDecl{Via: "cli", Token: p.token, By: actor, Reason: reason, At: at}) {
+			res.Declared = append(res.Declared, p.node)
+		}
+	}
+	if len(res.Declared) > 0 {
+		if err := r.save(ctx, s); err != nil {
+			return nil, err
+		}
+		r.emit("graph.skips_declared", LevelInfo, s.wi, Field{"via", "cli"}, Field{"actor", actor}, Field{"reason", reason}, Field{"nodes", res.Declared})
+		if r.opts.Auditor != nil {
+			if err := r.opts.Auditor.SkipsDeclared(ctx, s.wi, res.Declared, actor, reason); err != nil {
+				res.Warnings = append(res.Warnings, "could not record the audit trail: "+err.Error())
+			}
+		}
+	}
+	for _, rj := range res.Rejected {
+		r.emit("graph.skips_rejected", LevelWarning, s.wi, Field{"token", rj.Token}, Field{"via", "cli"}, Field{"why", rj.Why})
+	}
+	return res, nil
+}
+
+// --- Session binding --------------------------------------------------------
+
+// BindSession records the agent session serving the work item (the daemon
+// calls it on spawn, and with alive=false when the session closes).
+func (r *Runtime) BindSession(ctx context.Context, id string, b SessionBinding) error {
+	unlock, err := r.lock(ctx, id)
+	if err != nil {
+		return err
+	}
+	defer unlock()
+	s, err := r.open(ctx, id)
+	if err != nil {
+		return err
+	}
+	s.st.Session = &b
+	return r.save(ctx, s)
+}
+
+// readOnly wraps Artifacts for ModeCheck: reads pass through, writes fail.
+type readOnly struct{ Artifacts }
+
+var errReadOnly = errors.New("artifacts are read-only during check")
+
+func (readOnly) WriteFile(string, []byte) error  { return errReadOnly }
+func (readOnly) AppendFile(string, []byte) error { return errReadOnly }

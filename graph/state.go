@@ -1,0 +1,331 @@
+package graph
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strconv"
+	"time"
+	"unicode/utf8"
+)
+
+// StateVersion is the graph-state.json format version.
+const StateVersion = 1
+
+// Sentinel errors. Compare with errors.Is.
+var (
+	// ErrNoState: the work item has no saved state (it never started).
+	ErrNoState = errors.New("no graph state")
+	// ErrCorruptState: the saved state could not be parsed. The Store keeps
+	// the unparseable bytes and preserves them beside the state file when it
+	// next saves; the runtime reconstructs the state by recompute.
+	ErrCorruptState = errors.New("graph state is unparseable")
+	// ErrBusy: another process holds the work item's state lock.
+	ErrBusy = errors.New("another theloop process holds the graph-state lock")
+	// ErrNotStarted: the work item has not entered the graph.
+	ErrNotStarted = errors.New("work item has not entered the graph")
+	// ErrUnknownNode: a node id that the graph does not declare.
+	ErrUnknownNode = errors.New("unknown node")
+	// ErrReasonRequired: an override (force, skip) without a reason.
+	ErrReasonRequired = errors.New("a reason is required")
+)
+
+// State is a work item's graph-state.json. Field names and key order follow
+// the-loop's format (reference graph-spec §6); it is a cache of the walk,
+// never an authority: Status with recompute does not trust it.
+type State struct {
+	Version     int                       `json:"version"`
+	WorkItem    string                    `json:"workItem"`
+	CurrentNode string                    `json:"currentNode"`
+	Nodes       OrderedMap[NodeRecord]    `json:"nodes"`
+	Decisions   OrderedMap[Decision]      `json:"decisions"`
+	Forced      []ForceRecord             `json:"forced"`
+	Parked      *Parked                   `json:"parked"`
+	Session     *SessionBinding           `json:"session"`
+	Completions OrderedMap[Completion]    `json:"completions"`
+	Skips       OrderedMap[SkipDecl]      `json:"skips"`
+	OptIns      OrderedMap[OptInSelection] `json:"optIns"`
+	Surface     string                    `json:"surface"`
+	Loop        string                    `json:"loop"`
+}
+
+// NodeRecord is a node's history in one work item.
+type NodeRecord struct {
+	// Attempts counts entries into the node plus blocked evaluations.
+	Attempts  int    `json:"attempts"`
+	Outcome   string `json:"outcome"`
+	EnteredAt string `json:"enteredAt"`
+	ExitedAt  string `json:"exitedAt"`
+	// LastBlock is the rendered text of the latest block in the current
+	// visit ("" after entering).
+	LastBlock string `json:"lastBlock"`
+	Forced    bool   `json:"forced"`
+}
+
+// Decision is a recorded human decision: a gate verdict or a selection. It
+// carries provenance — who, through which event and comment, and when.
+type Decision struct {
+	At string `json:"at"`
+	// Graph is the frozen graph recorded by phase selection.
+	Graph        any    `json:"graph,omitempty"`
+	Via          string `json:"via,omitempty"`
+	Surface      string `json:"surface,omitempty"`
+	SessionPerPr string `json:"sessionPerPr,omitempty"`
+	Goal         any    `json:"goal,omitempty"`
+	// Outcome is the gate's verdict (approved, changes-requested, ...).
+	Outcome string `json:"outcome,omitempty"`
+	// By names who decided, e.g. "@dana" (several joined by ", ").
+	By string `json:"by,omitempty"`
+	// Event is the inbound delivery the decision arrived in.
+	Event string `json:"event,omitempty"`
+	// Comment identifies the deciding comment (id or URL).
+	Comment string `json:"comment,omitempty"`
+}
+
+// ForceRecord is one use of the escape hatch.
+type ForceRecord struct {
+	From     string   `json:"from"`
+	To       string   `json:"to"`
+	Reason   string   `json:"reason"`
+	Actor    string   `json:"actor"`
+	At       string   `json:"at"`
+	Warnings []string `json:"warnings"`
+}
+
+// Parked says why the pointer is not moving.
+type Parked struct {
+	Node   string `json:"node"`
+	Reason string `json:"reason"`
+	Since  string `json:"since"`
+	// Escalated is set when the node escalated; only a new event or a force
+	// moves it on.
+	Escalated bool `json:"escalated,omitempty"`
+}
+
+// Completion records the latest completion claim of a node.
+type Completion struct {
+	At string `json:"at"`
+	By string `json:"by"`
+}
+
+// SkipDecl declares a node skipped.
+type SkipDecl struct {
+	Via    string `json:"via"`
+	Token  string `json:"token"`
+	By     string `json:"by"`
+	Reason string `json:"reason"`
+	At     string `json:"at"`
+}
+
+// OptInSelection selects an opt-in node.
+type OptInSelection struct {
+	Via   string `json:"via"`
+	Token string `json:"token"`
+	By    string `json:"by"`
+	At    string `json:"at"`
+}
+
+// NewState returns the empty state of a work item that never started.
+func NewState(id string) *State {
+	return &State{Version: StateVersion, WorkItem: id, Forced: []ForceRecord{}}
+}
+
+// Clone returns a deep enough copy for the runtime's purposes (maps and
+// slices are not shared).
+func (s *State) Clone() *State {
+	c := *s
+	c.Nodes = s.Nodes.Clone()
+	c.Decisions = s.Decisions.Clone()
+	c.Completions = s.Completions.Clone()
+	c.Skips = s.Skips.Clone()
+	c.OptIns = s.OptIns.Clone()
+	c.Forced = append([]ForceRecord{}, s.Forced...)
+	if s.Parked != nil {
+		p := *s.Parked
+		c.Parked = &p
+	}
+	if s.Session != nil {
+		b := *s.Session
+		c.Session = &b
+	}
+	return &c
+}
+
+// Record returns the node's record (zero when the node was never touched).
+func (s *State) Record(id string) NodeRecord {
+	r, _ := s.Nodes.Get(id)
+	return r
+}
+
+func (s *State) update(id string, f func(*NodeRecord)) {
+	r, _ := s.Nodes.Get(id)
+	f(&r)
+	s.Nodes.Set(id, r)
+}
+
+// Enter moves the pointer to id: enteredAt is set if empty, attempts grows
+// by one, lastBlock is cleared (a new visit), and parking is cleared.
+func (s *State) Enter(id string, now time.Time) {
+	s.update(id, func(r *NodeRecord) {
+		if r.EnteredAt == "" {
+			r.EnteredAt = Timestamp(now)
+		}
+		r.Attempts++
+		r.LastBlock = ""
+	})
+	s.CurrentNode = id
+	s.Parked = nil
+}
+
+// Exit records the node's outcome.
+func (s *State) Exit(id, outcome string, now time.Time) {
+	s.update(id, func(r *NodeRecord) {
+		r.Outcome = outcome
+		r.ExitedAt = Timestamp(now)
+	})
+}
+
+// Park records why the pointer is not moving.
+func (s *State) Park(id, reason string, escalated bool, now time.Time) {
+	s.Parked = &Parked{Node: id, Reason: reason, Since: Timestamp(now), Escalated: escalated}
+}
+
+// NoteBlock counts a blocked evaluation as an attempt, stores the rendered
+// block, and reports whether it repeats the previous block of this visit.
+func (s *State) NoteBlock(id, rendered string) (repeated bool) {
+	s.update(id, func(r *NodeRecord) {
+		repeated = rendered != "" && r.LastBlock == rendered
+		r.LastBlock = rendered
+		r.Attempts++
+	})
+	return repeated
+}
+
+// Timestamp formats t as the-loop's state timestamps: UTC, second
+// precision, "+00:00" suffix.
+func Timestamp(t time.Time) string {
+	return t.UTC().Format("2006-01-02T15:04:05") + "+00:00"
+}
+
+// MarshalState serialises s the way graph-state.json is written: two-space
+// indentation, keys in the documented order, <, > and & unescaped, every
+// non-ASCII character escaped as \uXXXX, and a trailing newline.
+func MarshalState(s *State) ([]byte, error) {
+	if s.Forced == nil {
+		s.Forced = []ForceRecord{}
+	}
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	enc.SetIndent("", "  ")
+	if err := enc.Encode(s); err != nil {
+		return nil, err
+	}
+	return EscapeNonASCII(buf.Bytes()), nil
+}
+
+// EscapeNonASCII rewrites every non-ASCII rune in JSON text as a \uXXXX
+// escape (surrogate pairs above U+FFFF). Valid because non-ASCII can only
+// occur inside JSON strings.
+func EscapeNonASCII(b []byte) []byte {
+	ascii := true
+	for _, c := range b {
+		if c >= utf8.RuneSelf {
+			ascii = false
+			break
+		}
+	}
+	if ascii {
+		return b
+	}
+	out := make([]byte, 0, len(b)+32)
+	for len(b) > 0 {
+		r, size := utf8.DecodeRune(b)
+		if r < utf8.RuneSelf {
+			out = append(out, b[0])
+			b = b[1:]
+			continue
+		}
+		if r > 0xFFFF {
+			r -= 0x10000
+			out = appendU(out, 0xD800+(r>>10))
+			out = appendU(out, 0xDC00+(r&0x3FF))
+		} else {
+			out = appendU(out, r)
+		}
+		b = b[size:]
+	}
+	return out
+}
+
+func appendU(out []byte, r rune) []byte {
+	s := strconv.FormatInt(int64(r), 16)
+	out = append(out, '\\', 'u')
+	for i := len(s); i < 4; i++ {
+		out = append(out, '0')
+	}
+	return append(out, s...)
+}
+
+// ParseState reads graph-state.json. Missing keys take their defaults;
+// entries that are not objects are dropped. It returns an error wrapping
+// ErrCorruptState when the text is not a JSON object.
+func ParseState(id string, data []byte) (*State, error) {
+	trim := bytes.TrimSpace(data)
+	if len(trim) == 0 || trim[0] != '{' {
+		return nil, fmt.Errorf("%w: not a JSON object", ErrCorruptState)
+	}
+	// Decode field by field so that one mistyped field (an agent's edit)
+	// does not cost the rest.
+	var fields map[string]json.RawMessage
+	if err := json.Unmarshal(trim, &fields); err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrCorruptState, err)
+	}
+	s := NewState(id)
+	get := func(key string, into any) {
+		if raw, ok := fields[key]; ok {
+			_ = json.Unmarshal(raw, into)
+		}
+	}
+	get("version", &s.Version)
+	if s.Version == 0 {
+		s.Version = StateVersion
+	}
+	get("workItem", &s.WorkItem)
+	if s.WorkItem == "" {
+		s.WorkItem = id
+	}
+	get("currentNode", &s.CurrentNode)
+	get("nodes", &s.Nodes)
+	get("decisions", &s.Decisions)
+	get("forced", &s.Forced)
+	if s.Forced == nil {
+		s.Forced = []ForceRecord{}
+	}
+	get("parked", &s.Parked)
+	get("session", &s.Session)
+	get("completions", &s.Completions)
+	get("skips", &s.Skips)
+	get("optIns", &s.OptIns)
+	get("surface", &s.Surface)
+	get("loop", &s.Loop)
+	return s, nil
+}
+
+// Store persists graph state. Implementations must write atomically (a
+// reader sees the old or the new file, never a torn one).
+type Store interface {
+	// Load returns the saved state. It returns an error wrapping ErrNoState
+	// when there is none, and one wrapping ErrCorruptState when the saved
+	// bytes do not parse (the store must then preserve those bytes beside
+	// the state, never delete them, before it next saves).
+	Load(ctx context.Context, id string) (*State, error)
+	// Save replaces the saved state.
+	Save(ctx context.Context, id string, s *State) error
+	// Lock takes the work item's exclusive lock, retrying up to timeout; it
+	// returns an error wrapping ErrBusy when the lock stays held. The lock is
+	// not re-entrant.
+	Lock(ctx context.Context, id string, timeout time.Duration) (unlock func(), err error)
+}

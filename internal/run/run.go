@@ -1,0 +1,128 @@
+// Package run is theloop's one way to run another program (tmux, git, gh,
+// the agent harness). Every package that starts a process takes a Runner, so
+// tests can use the real program or a strict stub, and so that argv is
+// always an explicit list — never a shell string.
+package run
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"strings"
+	"time"
+)
+
+// Cmd describes one program invocation.
+type Cmd struct {
+	// Name is the program (looked up on PATH unless it contains a slash).
+	Name string
+	// Args are the arguments, passed verbatim (no shell).
+	Args []string
+	// Dir is the working directory ("" = the caller's).
+	Dir string
+	// Env holds extra KEY=VALUE entries added to the caller's environment.
+	Env []string
+	// Stdin is fed to the program's standard input.
+	Stdin []byte
+	// Timeout kills the program after this long (0 = only ctx bounds it).
+	Timeout time.Duration
+}
+
+// String renders the command for messages (arguments quoted when needed).
+func (c Cmd) String() string {
+	parts := []string{c.Name}
+	for _, a := range c.Args {
+		if a == "" || strings.ContainsAny(a, " \t\n\"'\\$`") {
+			a = fmt.Sprintf("%q", a)
+		}
+		parts = append(parts, a)
+	}
+	return strings.Join(parts, " ")
+}
+
+// Result is what a finished program left behind.
+type Result struct {
+	Stdout   []byte
+	Stderr   []byte
+	ExitCode int
+}
+
+// ExitError reports a program that ran and exited non-zero.
+type ExitError struct {
+	Cmd    Cmd
+	Result Result
+}
+
+func (e *ExitError) Error() string {
+	msg := strings.TrimSpace(string(e.Result.Stderr))
+	if len(msg) > 400 {
+		msg = msg[:400] + "…"
+	}
+	if msg == "" {
+		return fmt.Sprintf("%s: exit status %d", e.Cmd.Name, e.Result.ExitCode)
+	}
+	return fmt.Sprintf("%s: exit status %d: %s", e.Cmd.Name, e.Result.ExitCode, msg)
+}
+
+// Sentinel errors.
+var (
+	// ErrNotFound: the program is not installed (not on PATH).
+	ErrNotFound = errors.New("program not found")
+	// ErrTimeout: the program outlived its timeout and was killed.
+	ErrTimeout = errors.New("program timed out")
+)
+
+// Runner runs programs. Run returns the result and a nil error on exit 0;
+// an *ExitError on a non-zero exit (the Result is filled in too); an error
+// wrapping ErrNotFound or ErrTimeout otherwise.
+type Runner interface {
+	Run(ctx context.Context, c Cmd) (Result, error)
+}
+
+// Exec runs real programs with os/exec.
+type Exec struct{}
+
+// Run implements Runner.
+func (Exec) Run(ctx context.Context, c Cmd) (Result, error) {
+	if c.Timeout > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, c.Timeout)
+		defer cancel()
+	}
+	path, err := exec.LookPath(c.Name)
+	if err != nil {
+		return Result{ExitCode: -1}, fmt.Errorf("%s: %w", c.Name, ErrNotFound)
+	}
+	cmd := exec.CommandContext(ctx, path, c.Args...)
+	cmd.Dir = c.Dir
+	if len(c.Env) > 0 {
+		cmd.Env = append(os.Environ(), c.Env...)
+	}
+	if c.Stdin != nil {
+		cmd.Stdin = bytes.NewReader(c.Stdin)
+	}
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	cmd.WaitDelay = 2 * time.Second
+	err = cmd.Run()
+	res := Result{Stdout: stdout.Bytes(), Stderr: stderr.Bytes()}
+	if cmd.ProcessState != nil {
+		res.ExitCode = cmd.ProcessState.ExitCode()
+	}
+	if ctx.Err() == context.DeadlineExceeded {
+		return res, fmt.Errorf("%s after %s: %w", c.Name, c.Timeout, ErrTimeout)
+	}
+	if err != nil {
+		var ee *exec.ExitError
+		if errors.As(err, &ee) {
+			return res, &ExitError{Cmd: c, Result: res}
+		}
+		return res, fmt.Errorf("running %s: %w", c.Name, err)
+	}
+	return res, nil
+}
+
+var _ Runner = Exec{}

@@ -1,0 +1,74 @@
+package run
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+)
+
+// Stub is a strict Runner for tests: every call must match a registered
+// expectation (in any order), and Verify fails the test for expectations
+// never used. Prefer the real program where it is cheap (git, tmux).
+type Stub struct {
+	t     testing.TB
+	mu    sync.Mutex
+	stubs []*stubEntry
+	calls []Cmd
+}
+
+type stubEntry struct {
+	prefix string
+	res    Result
+	err    error
+	used   int
+}
+
+// NewStub returns a Stub bound to t; Verify runs at cleanup.
+func NewStub(t testing.TB) *Stub {
+	s := &Stub{t: t}
+	t.Cleanup(s.Verify)
+	return s
+}
+
+// Register answers calls whose "name arg1 arg2..." starts with prefix.
+func (s *Stub) Register(prefix string, res Result, err error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.stubs = append(s.stubs, &stubEntry{prefix: prefix, res: res, err: err})
+}
+
+// Run implements Runner.
+func (s *Stub) Run(_ context.Context, c Cmd) (Result, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.calls = append(s.calls, c)
+	line := strings.Join(append([]string{c.Name}, c.Args...), " ")
+	for _, e := range s.stubs {
+		if strings.HasPrefix(line, e.prefix) {
+			e.used++
+			return e.res, e.err
+		}
+	}
+	s.t.Errorf("run.Stub: unexpected command: %s", line)
+	return Result{ExitCode: -1}, fmt.Errorf("unexpected command: %s", line)
+}
+
+// Calls returns every command run so far.
+func (s *Stub) Calls() []Cmd {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([]Cmd(nil), s.calls...)
+}
+
+// Verify fails the test for registered expectations that never matched.
+func (s *Stub) Verify() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, e := range s.stubs {
+		if e.used == 0 {
+			s.t.Errorf("run.Stub: expected command never ran: %s", e.prefix)
+		}
+	}
+}

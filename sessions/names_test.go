@@ -1,0 +1,122 @@
+package sessions
+
+import (
+	"errors"
+	"os/exec"
+	"regexp"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+)
+
+func TestSanitizeTmuxName(t *testing.T) {
+	tests := []struct{ in, want string }{
+		{"loop-github-octo-repo-15", "loop-github-octo-repo-15"},
+		{"loop-github-ghe.corp.example-8443-octo-repo-1", "loop-github-ghe_corp_example-8443-octo-repo-1"},
+		{"loop-a:b.c", "loop-a_b_c"},
+		{"loop-a b;c", "loop-a-b-c"},
+		{"loop-ü", "loop--"},
+		{"", ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.in, func(t *testing.T) {
+			require.Equal(t, tt.want, SanitizeTmuxName(tt.in))
+		})
+	}
+}
+
+func TestIsLoopSessionName(t *testing.T) {
+	for name, want := range map[string]bool{
+		"loop-github-octo-repo-15": true, "loop-a_b": true,
+		"loop-": false, "loop": false, "main": false, "loop-a.b": false, "loop-a:b": false,
+		"xloop-a": false, "loop-a;": false, "loop-a\n": false,
+	} {
+		require.Equal(t, want, IsLoopSessionName(name), name)
+	}
+}
+
+func TestValidSessionID(t *testing.T) {
+	id, err := NewSessionID()
+	require.NoError(t, err)
+	for id, want := range map[string]bool{
+		id: true, "abc": true, "a.b_c-d": true, strings.Repeat("a", 128): true,
+		"": false, "-abc": false, ".abc": false, "a b": false, "a;b": false, strings.Repeat("a", 129): false,
+		"../etc/passwd": false,
+	} {
+		require.Equal(t, want, ValidSessionID(id), id)
+	}
+}
+
+var uuidV4 = regexp.MustCompile(`^[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$`)
+
+func TestNewSessionID(t *testing.T) {
+	seen := map[string]bool{}
+	for i := 0; i < 100; i++ {
+		id, err := NewSessionID()
+		require.NoError(t, err)
+		require.Regexp(t, uuidV4, id)
+		require.False(t, seen[id], "duplicate id %s", id)
+		seen[id] = true
+	}
+}
+
+func TestValidateBranch(t *testing.T) {
+	for b, ok := range map[string]bool{
+		"issue-15": true, "feature/x.y": true, "a/b/c": true, "v1.2": true,
+		"": false, "-x": false, "/x": false, "x/": false, "x.": false, "a..b": false, "a//b": false,
+		"a/.b": false, ".a": false, "a.lock": false, "a.lock/b": false, "a b": false, "a~b": false,
+		"a^b": false, "a:b": false, "a?b": false, "a*b": false, "a[b": false, "a\\b": false, "a@{b": false,
+		strings.Repeat("a", 201): false,
+	} {
+		err := ValidateBranch(b)
+		if ok {
+			require.NoError(t, err, b)
+		} else {
+			require.ErrorIs(t, err, ErrInvalidName, b)
+		}
+	}
+}
+
+func FuzzSanitizeTmuxName(f *testing.F) {
+	for _, s := range []string{"loop-a.b:c", "", "loop-ü\x00;", "loop-github-octo-repo-15", "::..", "a\nb"} {
+		f.Add(s)
+	}
+	safe := regexp.MustCompile(`^[A-Za-z0-9_-]*$`)
+	f.Fuzz(func(t *testing.T, s string) {
+		got := SanitizeTmuxName(s)
+		if !safe.MatchString(got) {
+			t.Fatalf("SanitizeTmuxName(%q) = %q has unsafe characters", s, got)
+		}
+		if again := SanitizeTmuxName(got); again != got {
+			t.Fatalf("not idempotent: %q -> %q -> %q", s, got, again)
+		}
+		if strings.HasPrefix(s, "loop-") && len(s) > len("loop-") && !IsLoopSessionName(got) {
+			t.Fatalf("loop name %q sanitised to %q, which is not a loop name", s, got)
+		}
+	})
+}
+
+// FuzzValidateBranch checks that every branch we accept is one git accepts
+// too (when git is installed), so a validated name never fails at git.
+func FuzzValidateBranch(f *testing.F) {
+	for _, s := range []string{"issue-15", "a/b", "a..b", "-x", "x.lock", "a/.b", "@", "a@{1}", "héllo", "x/"} {
+		f.Add(s)
+	}
+	git, _ := exec.LookPath("git")
+	f.Fuzz(func(t *testing.T, s string) {
+		err := ValidateBranch(s)
+		if err != nil {
+			if !errors.Is(err, ErrInvalidName) {
+				t.Fatalf("error %v does not wrap ErrInvalidName", err)
+			}
+			return
+		}
+		if git == "" {
+			return
+		}
+		if out, err := exec.Command(git, "check-ref-format", "--branch", s).CombinedOutput(); err != nil {
+			t.Fatalf("accepted %q but git rejects it: %s", s, out)
+		}
+	})
+}

@@ -1,0 +1,321 @@
+package sessions
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"time"
+)
+
+// DefaultMarketplaceRepo is the GitHub repository Claude Code fetches
+// the-loop's plugin (Stop hook, commands, skill) from.
+const DefaultMarketplaceRepo = "MadaraUchiha-314/the-loop"
+
+// Trust scopes for ClaudeEnvironment.TrustScope.
+const (
+	TrustWorkspaceRoot = "workspace-root"
+	TrustDirectory     = "directory"
+)
+
+// Bypass-disclaimer policies for ClaudeEnvironment.AcceptBypass.
+const (
+	BypassAuto   = "auto"
+	BypassAlways = "always"
+	BypassNever  = "never"
+)
+
+var ownerRepoPattern = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]*/[A-Za-z0-9][A-Za-z0-9._-]*$`)
+
+// ClaudeEnvironment pre-seeds Claude Code's own configuration so that an
+// unattended session in a new worktree starts at its prompt instead of at a
+// trust dialog (which the first paste would otherwise answer), with
+// the-loop's plugin enabled. Build it with ClaudeEnvironmentFromEnv, or fill
+// the paths explicitly (tests must: never point them at a real home).
+type ClaudeEnvironment struct {
+	// ConfigDir is Claude Code's config directory ($CLAUDE_CONFIG_DIR or
+	// ~/.claude). Empty disables preparation.
+	ConfigDir string
+	// UserConfigFile holds per-project trust (".claude.json").
+	UserConfigFile string
+	// SettingsFile holds plugin and permission settings ("" = ConfigDir/settings.json).
+	SettingsFile string
+	// Home is the user's home directory, which is never trusted wholesale.
+	Home string
+	// Trust marks the session's directory trusted.
+	Trust bool
+	// TrustScope is TrustWorkspaceRoot (also trust WorkspaceRoot when it
+	// contains the cwd) or TrustDirectory (the cwd only).
+	TrustScope string
+	// WorkspaceRoot is the root all worktrees live under.
+	WorkspaceRoot string
+	// AcceptBypass decides when to pre-accept the bypass-permissions
+	// disclaimer: BypassAuto (only when the harness args ask for bypass),
+	// BypassAlways, BypassNever.
+	AcceptBypass string
+	// Plugin enables the-loop's plugin from MarketplaceRepo.
+	Plugin bool
+	// MarketplaceRepo is owner/repo of the plugin marketplace.
+	MarketplaceRepo string
+}
+
+// ClaudeEnvironmentFromEnv resolves Claude Code's files the way Claude Code
+// does: config dir $CLAUDE_CONFIG_DIR else <home>/.claude; user config
+// <config dir>/.config.json if it exists, else
+// ${CLAUDE_CONFIG_DIR:-<home>}/.claude.json. Trust (workspace-root scope)
+// and the plugin are on; the bypass disclaimer follows the harness args.
+func ClaudeEnvironmentFromEnv(getenv func(string) string, home, workspaceRoot string) ClaudeEnvironment {
+	base := getenv("CLAUDE_CONFIG_DIR")
+	dir := base
+	if dir == "" {
+		dir = filepath.Join(home, ".claude")
+		base = home
+	}
+	user := filepath.Join(dir, ".config.json")
+	if _, err := os.Stat(user); err != nil {
+		user = filepath.Join(base, ".claude.json")
+	}
+	return ClaudeEnvironment{
+		ConfigDir:       dir,
+		UserConfigFile:  user,
+		SettingsFile:    filepath.Join(dir, "settings.json"),
+		Home:            home,
+		Trust:           true,
+		TrustScope:      TrustWorkspaceRoot,
+		WorkspaceRoot:   workspaceRoot,
+		AcceptBypass:    BypassAuto,
+		Plugin:          true,
+		MarketplaceRepo: DefaultMarketplaceRepo,
+	}
+}
+
+// wantsBypass reports whether harness args ask Claude Code to skip
+// permission prompts.
+func wantsBypass(args []string) bool {
+	for i, a := range args {
+		switch {
+		case a == "--dangerously-skip-permissions", a == "--permission-mode=bypassPermissions":
+			return true
+		case a == "--permission-mode" && i+1 < len(args) && args[i+1] == "bypassPermissions":
+			return true
+		}
+	}
+	return false
+}
+
+// Prepare writes trust for cwd and the plugin settings. It only writes a
+// file when something changes; it never overwrites a file it cannot parse
+// or whose top level is not an object (it reports it instead); it changes
+// only the keys it owns and never flips a plugin setting the operator made;
+// it writes through symlinks; new files are 0600, existing ones keep their
+// mode. Each file is edited under its own lock.
+func (e ClaudeEnvironment) Prepare(cwd string, harnessArgs []string) (Prepared, error) {
+	var p Prepared
+	if e.ConfigDir == "" {
+		return p, nil
+	}
+	if !filepath.IsAbs(cwd) {
+		return p, fmt.Errorf("preparing Claude Code for %q: the directory must be absolute", cwd)
+	}
+	var errs []error
+	if e.Trust && e.UserConfigFile != "" {
+		dirs := e.trustedDirs(cwd)
+		bypass := e.bypass(harnessArgs)
+		changed, err := editJSONFile(e.UserConfigFile, func(doc map[string]any) bool {
+			changed := false
+			projects, ok := doc["projects"].(map[string]any)
+			if !ok {
+				if _, present := doc["projects"]; present {
+					return false // not ours to repair
+				}
+				projects = map[string]any{}
+				doc["projects"] = projects
+			}
+			for _, d := range dirs {
+				proj, ok := projects[d].(map[string]any)
+				if !ok {
+					if _, present := projects[d]; present {
+						continue
+					}
+					proj = map[string]any{}
+					projects[d] = proj
+				}
+				changed = setTrue(proj, "hasTrustDialogAccepted") || changed
+				changed = setTrue(proj, "hasCompletedProjectOnboarding") || changed
+			}
+			if bypass {
+				changed = setTrue(doc, "bypassPermissionsModeAccepted") || changed
+			}
+			return changed
+		})
+		if err != nil {
+			errs = append(errs, err)
+		} else {
+			p.Trusted = dirs
+			if changed {
+				p.Changed = append(p.Changed, e.UserConfigFile)
+			}
+		}
+	}
+	settings := e.SettingsFile
+	if settings == "" {
+		settings = filepath.Join(e.ConfigDir, "settings.json")
+	}
+	bypass := e.bypass(harnessArgs)
+	if e.Plugin || bypass {
+		repo := e.MarketplaceRepo
+		if repo == "" {
+			repo = DefaultMarketplaceRepo
+		}
+		if e.Plugin && !ownerRepoPattern.MatchString(repo) {
+			errs = append(errs, fmt.Errorf("plugin marketplace repo %q must be owner/repo", repo))
+		} else {
+			changed, err := editJSONFile(settings, func(doc map[string]any) bool {
+				changed := false
+				if bypass {
+					changed = setTrue(doc, "skipDangerousModePermissionPrompt") || changed
+				}
+				if e.Plugin {
+					changed = setIfAbsent(doc, "extraKnownMarketplaces", "the-loop",
+						map[string]any{"source": map[string]any{"source": "github", "repo": repo}}) || changed
+					changed = setIfAbsent(doc, "enabledPlugins", "the-loop@the-loop", true) || changed
+				}
+				return changed
+			})
+			if err != nil {
+				errs = append(errs, err)
+			} else if changed {
+				p.Changed = append(p.Changed, settings)
+			}
+		}
+	}
+	return p, errors.Join(errs...)
+}
+
+func (e ClaudeEnvironment) bypass(args []string) bool {
+	switch e.AcceptBypass {
+	case BypassAlways:
+		return true
+	case BypassNever:
+		return false
+	default:
+		return wantsBypass(args)
+	}
+}
+
+// trustedDirs lists the directory keys to trust: cwd (and its real path),
+// plus the workspace root under TrustWorkspaceRoot when it contains cwd and
+// is neither "/" nor the home directory itself.
+func (e ClaudeEnvironment) trustedDirs(cwd string) []string {
+	var dirs []string
+	add := func(d string) {
+		d = filepath.Clean(d)
+		for _, have := range dirs {
+			if have == d {
+				return
+			}
+		}
+		dirs = append(dirs, d)
+		if real, err := filepath.EvalSymlinks(d); err == nil && real != d {
+			dirs = append(dirs, real)
+		}
+	}
+	add(cwd)
+	if e.TrustScope != TrustDirectory && e.WorkspaceRoot != "" {
+		root := filepath.Clean(e.WorkspaceRoot)
+		home := filepath.Clean(e.Home)
+		if rel, err := filepath.Rel(root, filepath.Clean(cwd)); err == nil && rel != ".." && !strings.HasPrefix(rel, "../") &&
+			root != "/" && (e.Home == "" || root != home) {
+			add(root)
+		}
+	}
+	return dirs
+}
+
+func setTrue(m map[string]any, key string) bool {
+	if v, ok := m[key].(bool); ok && v {
+		return false
+	}
+	m[key] = true
+	return true
+}
+
+// setIfAbsent sets m[outer][key] = v unless outer is not an object (left
+// alone) or key is already present with any value (the operator's choice).
+func setIfAbsent(m map[string]any, outer, key string, v any) bool {
+	inner, ok := m[outer].(map[string]any)
+	if !ok {
+		if _, present := m[outer]; present {
+			return false
+		}
+		inner = map[string]any{}
+		m[outer] = inner
+	}
+	if _, present := inner[key]; present {
+		return false
+	}
+	inner[key] = v
+	return true
+}
+
+// editJSONFile applies edit to the JSON object in path (a missing file is an
+// empty object) and writes the result only if edit reports a change.
+func editJSONFile(path string, edit func(map[string]any) bool) (bool, error) {
+	target := path
+	if real, err := filepath.EvalSymlinks(path); err == nil {
+		target = real // write through the link, keep the link
+	}
+	if err := os.MkdirAll(filepath.Dir(target), 0o700); err != nil {
+		return false, fmt.Errorf("preparing %s: %w", path, err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	unlock, err := lockFile(ctx, filepath.Join(filepath.Dir(target), "."+filepath.Base(target)+".theloop-lock"))
+	if err != nil {
+		return false, err
+	}
+	defer unlock()
+
+	mode := fs.FileMode(0o600)
+	doc := map[string]any{}
+	data, err := os.ReadFile(target)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+	case err != nil:
+		return false, fmt.Errorf("reading %s: %w", path, err)
+	default:
+		if fi, err := os.Stat(target); err == nil {
+			mode = fi.Mode().Perm()
+		}
+		if len(bytes.TrimSpace(data)) > 0 {
+			dec := json.NewDecoder(bytes.NewReader(data))
+			dec.UseNumber() // keep numbers exactly as written
+			var v any
+			if err := dec.Decode(&v); err != nil {
+				return false, fmt.Errorf("%s is not valid JSON (%v); left untouched — fix or remove it so theloop can pre-trust workspaces", path, err)
+			}
+			obj, ok := v.(map[string]any)
+			if !ok {
+				return false, fmt.Errorf("%s does not hold a JSON object; left untouched — fix it so theloop can pre-trust workspaces", path)
+			}
+			doc = obj
+		}
+	}
+	if !edit(doc) {
+		return false, nil
+	}
+	out, err := json.MarshalIndent(doc, "", "  ")
+	if err != nil {
+		return false, fmt.Errorf("encoding %s: %w", path, err)
+	}
+	if err := writeFileAtomic(target, append(out, '\n'), mode); err != nil {
+		return false, err
+	}
+	return true, nil
+}

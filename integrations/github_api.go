@@ -1,0 +1,86 @@
+package integrations
+
+import (
+	"context"
+	"net/http"
+	"net/url"
+	"strings"
+)
+
+// githubAPI is the api transport: net/http against the REST root (and its
+// GraphQL endpoint) with a bearer token. It serves exactly one host, the
+// one its base URL names; a ref naming another host is refused rather than
+// sent to the wrong server.
+type githubAPI struct {
+	client  *http.Client
+	base    *url.URL
+	graphql string
+	host    string // browser host of the issues this API serves
+	token   *secret
+}
+
+func newGitHubAPI(client *http.Client, base *url.URL, token *secret) *githubAPI {
+	a := &githubAPI{client: client, base: base, token: token, host: strings.ToLower(base.Host)}
+	if strings.EqualFold(base.Host, "api.github.com") {
+		a.host = "github.com"
+	}
+	g := *base
+	if strings.HasSuffix(g.Path, "/api/v3") {
+		g.Path = strings.TrimSuffix(g.Path, "/api/v3") + "/api/graphql"
+	} else {
+		g.Path += "/graphql"
+	}
+	a.graphql = g.String()
+	return a
+}
+
+func (a *githubAPI) name() string { return TransportAPI }
+
+func (a *githubAPI) do(ctx context.Context, req ghRequest) (response, error) {
+	tok, err := a.token.get(ctx)
+	if err != nil {
+		return response{}, err
+	}
+	target := a.base.String() + "/" + req.path
+	if req.path == "graphql" {
+		target = a.graphql
+	}
+	h := http.Header{}
+	h.Set("Authorization", "Bearer "+tok)
+	h.Set("Accept", "application/vnd.github+json")
+	h.Set("X-GitHub-Api-Version", "2022-11-28")
+	h.Set("User-Agent", "theloop")
+	if req.body != nil {
+		h.Set("Content-Type", "application/json")
+	}
+	return httpAttempt(a.client, req.method, target, h, req.body)(ctx)
+}
+
+func (a *githubAPI) nextPath(link string) (string, error) {
+	u, err := url.Parse(link)
+	if err != nil || !strings.EqualFold(u.Scheme, a.base.Scheme) || !strings.EqualFold(u.Host, a.base.Host) {
+		// The token must never follow a link to another server.
+		return "", fail(ErrTransport, "GitHub's next-page link points outside %s; refusing to follow it", a.base.Host)
+	}
+	return relativeAPIPath(u, a.base.EscapedPath())
+}
+
+func (a *githubAPI) checkHost(host string) error {
+	if host == "" || strings.EqualFold(host, a.host) {
+		return nil
+	}
+	return fail(ErrInvalidRef, "the ref names host %s but integrations.github.api.baseUrl serves %s — point baseUrl at that host's API (https://%s/api/v3), or use transport: cli with a gh login for it", host, a.host, host)
+}
+
+func (a *githubAPI) webHost(host string) string {
+	if host != "" {
+		return host
+	}
+	return a.host
+}
+
+func (a *githubAPI) authHint() string {
+	return "check the token in " + envList(a.token.env) + " (integrations.github.api.tokenEnv)"
+}
+
+var _ githubTransport = (*githubAPI)(nil)

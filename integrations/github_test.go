@@ -1,0 +1,429 @@
+package integrations
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/theloop-dev/theloop/graph"
+)
+
+const testToken = "ghp_test_token_0123456789"
+
+func fixtureServer(t *testing.T, prefix string) *fakeGitHub {
+	fg := newFakeGitHub(t, prefix, testToken)
+	seedFixture(fg)
+	return fg
+}
+
+func TestGitHubReadOperations(t *testing.T) {
+	fg := fixtureServer(t, "")
+	s := apiSet(t, fg, newWorld(mapEnv{"GH_TOKEN": testToken}))
+	tests := []struct {
+		name string
+		op   graph.Operation
+		args map[string]any
+		want map[string]any
+	}{
+		{"get-issue", OpGitHubGetIssue, map[string]any{"ref": "github:octo/repo#7"}, map[string]any{
+			"number": 7, "title": "Add the thing", "body": "Please add it.", "state": "open", "author": "dana",
+			"labels": []any{"bug", "loop:requirements", "the-loop: auto-execute", "Loop:Old"},
+			"url":    "https://github.com/octo/repo/issues/7", "isPullRequest": false, "merged": false,
+		}},
+		{"get-issue of a PR, null body", OpGitHubGetIssue, map[string]any{"ref": "github:octo/repo#9"}, map[string]any{
+			"number": 9, "title": "Old", "body": "", "state": "closed", "author": "dana",
+			"labels": []any{"the-loop: auto-execute"}, "url": "https://github.com/octo/repo/issues/9", "isPullRequest": false, "merged": false,
+		}},
+		{"get-labels", OpGitHubGetLabels, map[string]any{"ref": "github:octo/repo#7"}, map[string]any{
+			"labels": []any{"bug", "loop:requirements", "the-loop: auto-execute", "Loop:Old"},
+		}},
+		{"list-comments reads every page", OpGitHubListComments, map[string]any{"ref": "github:octo/repo#7"}, map[string]any{"comments": []any{
+			map[string]any{"id": 101, "author": "user1", "body": "comment 1", "url": "https://github.com/octo/repo/issues/7#issuecomment-101", "createdAt": "2026-01-01T10:00:00Z"},
+			map[string]any{"id": 102, "author": "user0", "body": "comment 2", "url": "https://github.com/octo/repo/issues/7#issuecomment-102", "createdAt": "2026-01-02T10:00:00Z"},
+			map[string]any{"id": 103, "author": "user1", "body": "comment 3", "url": "https://github.com/octo/repo/issues/7#issuecomment-103", "createdAt": "2026-01-03T10:00:00Z"},
+			map[string]any{"id": 104, "author": "user0", "body": "comment 4", "url": "https://github.com/octo/repo/issues/7#issuecomment-104", "createdAt": "2026-01-04T10:00:00Z"},
+			map[string]any{"id": 105, "author": "user1", "body": "comment 5", "url": "https://github.com/octo/repo/issues/7#issuecomment-105", "createdAt": "2026-01-05T10:00:00Z"},
+		}}},
+		{"list-comments of an issue without comments", OpGitHubListComments, map[string]any{"ref": "github:octo/repo#9"}, map[string]any{"comments": []any{}}},
+		{"list-reviews keeps every state", OpGitHubListReviews, map[string]any{"ref": "github:octo/repo#8"}, map[string]any{"reviews": []any{
+			map[string]any{"id": 201, "author": "dana", "body": "LGTM", "state": "APPROVED", "url": "https://github.com/octo/repo/pull/8#pullrequestreview-201", "submittedAt": "2026-01-05T00:00:00Z"},
+			map[string]any{"id": 202, "author": "", "body": "", "state": "PENDING", "url": "https://github.com/octo/repo/pull/8#pullrequestreview-202", "submittedAt": ""},
+			map[string]any{"id": 203, "author": "lee", "body": "nit: naming", "state": "COMMENTED", "url": "https://github.com/octo/repo/pull/8#pullrequestreview-203", "submittedAt": "2026-01-06T00:00:00Z"},
+		}}},
+		{"list-review-comments falls back to original_line", OpGitHubListReviewComments, map[string]any{"ref": "github:octo/repo#8"}, map[string]any{"comments": []any{
+			map[string]any{"id": 301, "author": "lee", "body": "rename", "url": "https://github.com/octo/repo/pull/8#discussion_r301", "path": "main.go", "line": 12, "createdAt": "2026-01-06T00:00:00Z"},
+			map[string]any{"id": 302, "author": "lee", "body": "outdated", "url": "https://github.com/octo/repo/pull/8#discussion_r302", "path": "old.go", "line": 4, "createdAt": "2026-01-06T00:01:00Z"},
+		}}},
+		{"list-items-by-label, open by default", OpGitHubListItemsByLabel, map[string]any{"repo": "octo/repo", "label": "the-loop: auto-execute"}, map[string]any{"items": []any{
+			map[string]any{"number": 8, "title": "Implement the thing", "url": "https://github.com/octo/repo/issues/8", "isPullRequest": true, "labels": []any{"the-loop: auto-execute"}, "ref": "github:octo/repo#8"},
+			map[string]any{"number": 7, "title": "Add the thing", "url": "https://github.com/octo/repo/issues/7", "isPullRequest": false, "labels": []any{"bug", "loop:requirements", "the-loop: auto-execute", "Loop:Old"}, "ref": "github:octo/repo#7"},
+		}}},
+		{"list-items-by-label, closed", OpGitHubListItemsByLabel, map[string]any{"repo": "github.com/octo/repo", "label": "the-loop: auto-execute", "state": "closed"}, map[string]any{"items": []any{
+			map[string]any{"number": 9, "title": "Old", "url": "https://github.com/octo/repo/issues/9", "isPullRequest": false, "labels": []any{"the-loop: auto-execute"}, "ref": "github:octo/repo#9"},
+		}}},
+		{"closing-issues via GraphQL", OpGitHubClosingIssues, map[string]any{"ref": "github:octo/repo#8"}, map[string]any{
+			"issues": []any{7}, "refs": []any{"github:octo/repo#7", "github:octo/other#3"}, "source": "graphql",
+		}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			got, err := s.Call(context.Background(), tc.op, tc.args)
+			require.NoError(t, err)
+			assert.Equal(t, tc.want, got)
+		})
+	}
+	t.Run("pagination made one request per page", func(t *testing.T) {
+		reqs := fg.requestsTo("/issues/7/comments")
+		require.Len(t, reqs, 3)
+		for _, r := range reqs {
+			assert.Equal(t, "Bearer "+testToken, r.Auth)
+			assert.Contains(t, r.Query, "per_page=100")
+		}
+	})
+}
+
+func TestClosingIssuesFallsBackToTheBody(t *testing.T) {
+	fg := fixtureServer(t, "")
+	fg.graphqlUnsupported = true
+	s := apiSet(t, fg, newWorld(mapEnv{"GH_TOKEN": testToken}))
+	got, err := s.Call(context.Background(), OpGitHubClosingIssues, map[string]any{"ref": "github:octo/repo#8"})
+	require.NoError(t, err)
+	assert.Equal(t, map[string]any{"issues": []any{7}, "refs": []any{"github:octo/repo#7", "github:octo/other#3"}, "source": "body"}, got)
+
+	_, err = s.Call(context.Background(), OpGitHubClosingIssues, map[string]any{"ref": "github:octo/repo#7"})
+	requireKind(t, err, ErrNotFound)
+}
+
+func TestSetLabelsKeepsEveryOtherLabel(t *testing.T) {
+	tests := []struct {
+		name        string
+		labels      any
+		prefix      any
+		want        []any
+		wantDeletes int
+		wantPosts   int
+	}{
+		{"moves the phase label", []string{"loop:design"}, "loop:",
+			[]any{"bug", "the-loop: auto-execute", "loop:design"}, 2, 1},
+		{"keeps a wanted label, removes other loop: labels case-insensitively", []any{"loop:requirements"}, "loop:",
+			[]any{"bug", "loop:requirements", "the-loop: auto-execute"}, 1, 0},
+		{"without a prefix only adds", []string{"loop:design"}, nil,
+			[]any{"bug", "loop:requirements", "the-loop: auto-execute", "Loop:Old", "loop:design"}, 0, 1},
+		{"an empty list clears the prefix", []string{}, "loop:",
+			[]any{"bug", "the-loop: auto-execute"}, 2, 0},
+		{"nothing to do changes nothing", []string{"bug"}, "nomatch:",
+			[]any{"bug", "loop:requirements", "the-loop: auto-execute", "Loop:Old"}, 0, 0},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			fg := fixtureServer(t, "")
+			s := apiSet(t, fg, newWorld(mapEnv{"GH_TOKEN": testToken}))
+			args := map[string]any{"ref": "github:octo/repo#7", "labels": tc.labels}
+			if tc.prefix != nil {
+				args["replacePrefix"] = tc.prefix
+			}
+			got, err := s.Call(context.Background(), OpGitHubSetLabels, args)
+			require.NoError(t, err)
+			assert.Equal(t, map[string]any{"labels": tc.want}, got)
+			assert.Equal(t, tc.want, toAnyStrings(fg.labelsOf("octo/repo", 7)), "server state")
+			var deletes, posts int
+			for _, r := range fg.requestsTo("/issues/7/labels") {
+				switch r.Method {
+				case http.MethodDelete:
+					deletes++
+				case http.MethodPost:
+					posts++
+				case http.MethodPut:
+					t.Errorf("set-labels must never replace the whole label set")
+				}
+			}
+			assert.Equal(t, tc.wantDeletes, deletes)
+			assert.Equal(t, tc.wantPosts, posts)
+		})
+	}
+	t.Run("a label removed meanwhile is not an error", func(t *testing.T) {
+		fg := fixtureServer(t, "")
+		fg.fault(fault{method: http.MethodDelete, path: "/labels/Loop:Old", status: 404, body: `{"message":"Label does not exist"}`, times: 1})
+		s := apiSet(t, fg, newWorld(mapEnv{"GH_TOKEN": testToken}))
+		got, err := s.Call(context.Background(), OpGitHubSetLabels, map[string]any{"ref": "github:octo/repo#7", "labels": []string{"loop:design"}, "replacePrefix": "loop:"})
+		require.NoError(t, err)
+		assert.Equal(t, map[string]any{"labels": []any{"bug", "the-loop: auto-execute", "Loop:Old", "loop:design"}}, got)
+	})
+	t.Run("a label with a space is escaped in the path", func(t *testing.T) {
+		fg := fixtureServer(t, "")
+		fg.put("octo/repo", &fakeIssue{Number: 20, Labels: []string{"loop:needs review", "x"}})
+		s := apiSet(t, fg, newWorld(mapEnv{"GH_TOKEN": testToken}))
+		got, err := s.Call(context.Background(), OpGitHubSetLabels, map[string]any{"ref": "github:octo/repo#20", "labels": []string{"loop:done"}, "replacePrefix": "loop:"})
+		require.NoError(t, err)
+		assert.Equal(t, map[string]any{"labels": []any{"x", "loop:done"}}, got)
+	})
+}
+
+func TestAddCommentAndReaction(t *testing.T) {
+	fg := fixtureServer(t, "")
+	s := apiSet(t, fg, newWorld(mapEnv{"GH_TOKEN": testToken}))
+	body := "Review please.\n\n`$(rm -rf /)` \"quoted\" 'single' --flag\n<!-- the-loop:agent-comment -->\n"
+	got, err := s.Call(context.Background(), OpGitHubAddComment, map[string]any{"ref": "github:octo/repo#7", "body": body})
+	require.NoError(t, err)
+	assert.Equal(t, map[string]any{"id": 9001, "url": "https://github.com/octo/repo/issues/7#issuecomment-9001"}, got)
+	is := fg.issue("octo/repo", 7)
+	assert.Equal(t, body, is.Comments[len(is.Comments)-1]["body"])
+
+	reactions := []struct {
+		name string
+		args map[string]any
+		path string
+	}{
+		{"on a conversation comment", map[string]any{"commentId": 101}, "/repos/octo/repo/issues/comments/101/reactions"},
+		{"id from JSON", map[string]any{"commentId": float64(4200000000)}, "/repos/octo/repo/issues/comments/4200000000/reactions"},
+		{"on a review comment", map[string]any{"commentId": "301", "commentType": "review-comment"}, "/repos/octo/repo/pulls/comments/301/reactions"},
+		{"on the issue itself", map[string]any{}, "/repos/octo/repo/issues/7/reactions"},
+	}
+	for _, tc := range reactions {
+		t.Run(tc.name, func(t *testing.T) {
+			args := map[string]any{"ref": "github:octo/repo#7", "content": "eyes"}
+			for k, v := range tc.args {
+				args[k] = v
+			}
+			got, err := s.Call(context.Background(), OpGitHubAddReaction, args)
+			require.NoError(t, err)
+			assert.Equal(t, map[string]any{}, got)
+			reqs := fg.requestsTo(tc.path)
+			require.Len(t, reqs, 1)
+			assert.JSONEq(t, `{"content":"eyes"}`, reqs[0].Body)
+		})
+	}
+}
+
+func TestInvalidArgumentsFailBeforeAnyRequest(t *testing.T) {
+	fg := fixtureServer(t, "")
+	w := newWorld(mapEnv{"GH_TOKEN": testToken})
+	s := apiSet(t, fg, w)
+	badRefs := []any{nil, 7, "", "octo/repo#7", "github:octo#7", "github:octo/repo#0", "github:octo/repo#-1",
+		"github:octo/re po#1", "github:../repo#1", "github:octo/..#1", "jira:octo/repo#1", "github:not_a_host/octo/repo#1",
+		"github:a/b/c/d#1", "github:octo/repo#99999999999", "GitHub:octo/repo#1",
+		// The api transport serves one host: a ref on another is refused, never sent.
+		"github:ghe.corp.example/octo/repo#7"}
+	for _, op := range githubOperations {
+		if op == OpGitHubListItemsByLabel {
+			continue
+		}
+		for _, ref := range badRefs {
+			t.Run(fmt.Sprintf("%s %v", op, ref), func(t *testing.T) {
+				args := map[string]any{"ref": ref, "body": "x", "labels": []string{"a"}, "content": "eyes"}
+				_, err := s.Call(context.Background(), op, args)
+				require.Error(t, err)
+				assert.True(t, errors.Is(err, ErrInvalidRef) || errors.Is(err, ErrInvalidArgument), "%v", err)
+			})
+		}
+	}
+	others := []struct {
+		op   graph.Operation
+		args map[string]any
+	}{
+		{OpGitHubAddComment, map[string]any{"ref": "github:octo/repo#7", "body": "  "}},
+		{OpGitHubAddComment, map[string]any{"ref": "github:octo/repo#7", "body": 3}},
+		{OpGitHubSetLabels, map[string]any{"ref": "github:octo/repo#7"}},
+		{OpGitHubSetLabels, map[string]any{"ref": "github:octo/repo#7", "labels": []any{"ok", 3}}},
+		{OpGitHubSetLabels, map[string]any{"ref": "github:octo/repo#7", "labels": []string{"bad\nlabel"}}},
+		{OpGitHubSetLabels, map[string]any{"ref": "github:octo/repo#7", "labels": "loop:x"}},
+		{OpGitHubAddReaction, map[string]any{"ref": "github:octo/repo#7", "content": "thumbsup"}},
+		{OpGitHubAddReaction, map[string]any{"ref": "github:octo/repo#7", "content": "eyes", "commentId": 1.5}},
+		{OpGitHubAddReaction, map[string]any{"ref": "github:octo/repo#7", "content": "eyes", "commentId": 1, "commentType": "commit"}},
+		{OpGitHubListItemsByLabel, map[string]any{"repo": "octo", "label": "x"}},
+		{OpGitHubListItemsByLabel, map[string]any{"repo": "octo/repo", "label": "a,b"}},
+		{OpGitHubListItemsByLabel, map[string]any{"repo": "octo/repo", "label": "x", "state": "merged"}},
+		{OpGitHubListItemsByLabel, map[string]any{"repo": "octo/repo"}},
+	}
+	for _, tc := range others {
+		t.Run(fmt.Sprintf("%s %v", tc.op, tc.args), func(t *testing.T) {
+			_, err := s.Call(context.Background(), tc.op, tc.args)
+			requireKind(t, err, ErrInvalidArgument)
+		})
+	}
+	assert.Zero(t, fg.requestCount(), "no request may be made for invalid arguments")
+	assert.Equal(t, w.sink.Count(EventCallFailed), len(w.sink.Events()), "only call_failed events")
+}
+
+func TestRetriesAndRateLimits(t *testing.T) {
+	now := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
+	tests := []struct {
+		name       string
+		faults     []fault
+		op         graph.Operation
+		kind       error // nil: success
+		status     int
+		attempts   int
+		wantWaits  []time.Duration
+		wantEvents int
+	}{
+		{name: "502 twice then an answer", op: OpGitHubGetIssue,
+			faults:   []fault{{path: "/issues/7", status: 502, body: `{"message":"Server Error"}`, times: 2}},
+			attempts: 3, wantWaits: []time.Duration{500 * time.Millisecond, time.Second}},
+		{name: "500 every time: bounded, then ErrServer", op: OpGitHubGetLabels,
+			faults: []fault{{path: "/labels", status: 500}},
+			kind:   ErrServer, status: 500, attempts: 3, wantWaits: []time.Duration{500 * time.Millisecond, time.Second}, wantEvents: 1},
+		{name: "a comment is not reposted after a 5xx", op: OpGitHubAddComment,
+			faults: []fault{{path: "/comments", status: 502}},
+			kind:   ErrServer, status: 502, attempts: 1, wantEvents: 1},
+		{name: "503 Retry-After is honoured", op: OpGitHubGetIssue,
+			faults:   []fault{{path: "/issues/7", status: 503, header: map[string]string{"Retry-After": "3"}, times: 1}},
+			attempts: 2, wantWaits: []time.Duration{3 * time.Second}},
+		{name: "403 primary rate limit waits for the reset", op: OpGitHubGetIssue,
+			faults: []fault{{path: "/issues/7", status: 403, times: 1, body: `{"message":"API rate limit exceeded"}`,
+				header: map[string]string{"X-RateLimit-Remaining": "0", "X-RateLimit-Reset": strconv.FormatInt(now.Add(4*time.Second).Unix(), 10)}}},
+			attempts: 2, wantWaits: []time.Duration{5 * time.Second}},
+		{name: "429 Retry-After waits, even for a comment", op: OpGitHubAddComment,
+			faults:   []fault{{path: "/comments", status: 429, times: 1, header: map[string]string{"Retry-After": "2"}}},
+			attempts: 2, wantWaits: []time.Duration{2 * time.Second}},
+		{name: "a reset beyond the deadline fails at once", op: OpGitHubGetIssue,
+			faults: []fault{{path: "/issues/7", status: 403, body: `{"message":"API rate limit exceeded"}`,
+				header: map[string]string{"X-RateLimit-Remaining": "0", "X-RateLimit-Reset": strconv.FormatInt(now.Add(time.Hour).Unix(), 10)}}},
+			kind: ErrRateLimited, status: 403, attempts: 1, wantEvents: 1},
+		{name: "secondary rate limit with Retry-After beyond the deadline", op: OpGitHubGetIssue,
+			faults: []fault{{path: "/issues/7", status: 403, header: map[string]string{"Retry-After": "60"}, body: `{"message":"You have exceeded a secondary rate limit"}`}},
+			kind:   ErrRateLimited, status: 403, attempts: 1, wantEvents: 1},
+		{name: "rate limited on every attempt", op: OpGitHubGetIssue,
+			faults: []fault{{path: "/issues/7", status: 429}},
+			kind:   ErrRateLimited, status: 429, attempts: 3, wantWaits: []time.Duration{500 * time.Millisecond, time.Second}, wantEvents: 1},
+		{name: "403 without rate-limit headers is a permission error", op: OpGitHubGetIssue,
+			faults: []fault{{path: "/issues/7", status: 403, body: `{"message":"Resource not accessible by integration"}`}},
+			kind:   ErrForbidden, status: 403, attempts: 1, wantEvents: 1},
+		{name: "401", op: OpGitHubGetIssue,
+			faults: []fault{{path: "/issues/7", status: 401, body: `{"message":"Bad credentials"}`}},
+			kind:   ErrUnauthorized, status: 401, attempts: 1, wantEvents: 1},
+		{name: "422", op: OpGitHubAddComment,
+			faults: []fault{{path: "/comments", status: 422, body: `{"message":"Validation Failed"}`}},
+			kind:   ErrRejected, status: 422, attempts: 1, wantEvents: 1},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			fg := fixtureServer(t, "")
+			for _, f := range tc.faults {
+				fg.fault(f)
+			}
+			w := newWorld(mapEnv{"GH_TOKEN": testToken})
+			require.Equal(t, now, w.clock.Now())
+			s := apiSet(t, fg, w)
+			args := map[string]any{"ref": "github:octo/repo#7", "body": "hello"}
+			got, err := s.Call(context.Background(), tc.op, args)
+			if tc.kind == nil {
+				require.NoError(t, err)
+				assert.NotEmpty(t, got)
+			} else {
+				e := requireKind(t, err, tc.kind)
+				assert.Equal(t, tc.status, e.Status)
+				assert.Equal(t, tc.attempts, e.Attempts)
+				assert.Contains(t, e.Error(), string(tc.op))
+			}
+			assert.Equal(t, tc.wantWaits, w.sleep.recorded())
+			assert.Len(t, fg.requestsTo("/issues/7"), tc.attempts, "requests made")
+			assert.Equal(t, tc.wantEvents, w.sink.Count(EventCallFailed))
+		})
+	}
+}
+
+// TestOutageFailsPromptly: a GitHub that answers 500 to everything costs
+// each call a bounded number of attempts, fails it with ErrServer, and
+// emits exactly one event per failed call.
+func TestOutageFailsPromptly(t *testing.T) {
+	fg := fixtureServer(t, "")
+	fg.fault(fault{path: "/", status: 500, body: `{"message":"Server Error"}`})
+	w := newWorld(mapEnv{"GH_TOKEN": testToken})
+	s := apiSet(t, fg, w)
+	calls := []struct {
+		op       graph.Operation
+		args     map[string]any
+		attempts int
+	}{
+		{OpGitHubSetLabels, map[string]any{"ref": "github:octo/repo#7", "labels": []string{"loop:design"}, "replacePrefix": "loop:"}, 3},
+		{OpGitHubAddComment, map[string]any{"ref": "github:octo/repo#7", "body": "ready for review"}, 1},
+		{OpGitHubListComments, map[string]any{"ref": "github:octo/repo#7"}, 3},
+		{OpGitHubClosingIssues, map[string]any{"ref": "github:octo/repo#8"}, 3},
+	}
+	for i, c := range calls {
+		_, err := s.Call(context.Background(), c.op, c.args)
+		e := requireKind(t, err, ErrServer)
+		assert.Equal(t, c.attempts, e.Attempts)
+		require.Equal(t, i+1, w.sink.Count(EventCallFailed), "one event per failed call")
+		ev := w.sink.Events()[i]
+		assert.Equal(t, graph.LevelWarning, ev.Level)
+		for key, want := range map[string]any{"provider": "github", "operation": string(c.op), "transport": "api", "attempts": c.attempts, "status": 500} {
+			v, ok := ev.Get(key)
+			require.True(t, ok, key)
+			assert.Equal(t, want, v, key)
+		}
+		wi, _ := ev.Get("work_item")
+		assert.Equal(t, c.args["ref"], wi)
+		msg, _ := ev.Get("error")
+		assert.Equal(t, e.Error(), msg)
+	}
+	assert.Equal(t, 3+1+3+3, fg.requestCount())
+}
+
+func TestSlowGitHubTimesOut(t *testing.T) {
+	fg := fixtureServer(t, "")
+	fg.fault(fault{path: "/issues/7", slow: true})
+	w := newWorld(mapEnv{"GH_TOKEN": testToken})
+	s := w.set(t, Config{GitHub: &GitHubConfig{Transport: TransportAPI, TimeoutSeconds: 0.2, API: GitHubAPIConfig{BaseURL: fg.URL()}}})
+	_, err := s.Call(context.Background(), OpGitHubGetIssue, map[string]any{"ref": "github:octo/repo#7"})
+	e := requireKind(t, err, ErrTimeout)
+	assert.ErrorIs(t, err, context.DeadlineExceeded)
+	assert.Equal(t, 1, e.Attempts)
+	assert.Contains(t, e.Error(), "timeoutSeconds")
+	assert.Equal(t, 1, w.sink.Count(EventCallFailed))
+}
+
+func TestCallerDeadlineBoundsTheCall(t *testing.T) {
+	fg := fixtureServer(t, "")
+	fg.fault(fault{path: "/issues/7", slow: true})
+	s := apiSet(t, fg, newWorld(mapEnv{"GH_TOKEN": testToken}))
+	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+	defer cancel()
+	_, err := s.Call(ctx, OpGitHubGetIssue, map[string]any{"ref": "github:octo/repo#7"})
+	requireKind(t, err, ErrTimeout)
+}
+
+func TestPaginationNeverLeavesTheAPIHost(t *testing.T) {
+	fg := fixtureServer(t, "")
+	fg.fault(fault{path: "/issues/7/comments", status: 200, body: `[]`,
+		header: map[string]string{"Link": `<https://evil.example/repos/octo/repo/issues/7/comments?page=2>; rel="next"`}})
+	s := apiSet(t, fg, newWorld(mapEnv{"GH_TOKEN": testToken}))
+	_, err := s.Call(context.Background(), OpGitHubListComments, map[string]any{"ref": "github:octo/repo#7"})
+	e := requireKind(t, err, ErrTransport)
+	assert.Contains(t, e.Error(), "refusing to follow")
+}
+
+func TestPaginationIsBounded(t *testing.T) {
+	fg := fixtureServer(t, "")
+	fg.fault(fault{path: "/issues/7/comments", status: 200, body: `[]`,
+		header: map[string]string{"Link": fmt.Sprintf(`<%s/repos/octo/repo/issues/7/comments?page=2>; rel="next"`, fg.URL())}})
+	s := apiSet(t, fg, newWorld(mapEnv{"GH_TOKEN": testToken}))
+	_, err := s.Call(context.Background(), OpGitHubListComments, map[string]any{"ref": "github:octo/repo#7"})
+	requireKind(t, err, ErrRejected)
+	assert.Len(t, fg.requestsTo("/comments"), maxPages)
+}
+
+func TestGitHubEnterpriseBaseURL(t *testing.T) {
+	fg := fixtureServer(t, "/api/v3")
+	s := apiSet(t, fg, newWorld(mapEnv{"GH_TOKEN": testToken}))
+	got, err := s.Call(context.Background(), OpGitHubListComments, map[string]any{"ref": "github:octo/repo#7"})
+	require.NoError(t, err)
+	assert.Len(t, got["comments"], 5)
+	got, err = s.Call(context.Background(), OpGitHubClosingIssues, map[string]any{"ref": "github:octo/repo#8"})
+	require.NoError(t, err)
+	assert.Equal(t, "graphql", got["source"])
+	assert.Len(t, fg.requestsTo("/api/graphql"), 1)
+	// A ref naming the host the base URL serves is accepted.
+	host := strings.TrimPrefix(fg.srv.URL, "http://")
+	_, err = s.Call(context.Background(), OpGitHubGetIssue, map[string]any{"ref": "github:" + host + "/octo/repo#7"})
+	require.NoError(t, err)
+}

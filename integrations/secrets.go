@@ -1,0 +1,171 @@
+package integrations
+
+import (
+	"context"
+	"encoding/base64"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/theloop-dev/theloop/internal/run"
+)
+
+// redacted replaces a credential wherever it would appear in text.
+const redacted = "[redacted]"
+
+// minSecretLen: shorter values are not scrubbed (they would mangle ordinary
+// text and protect nothing).
+const minSecretLen = 6
+
+// redactor scrubs every credential the Set has seen from text. It is safe
+// for concurrent use.
+type redactor struct {
+	mu      sync.RWMutex
+	secrets []string
+}
+
+// add registers a secret, and the encodings under which it could appear
+// (basic-auth base64).
+func (r *redactor) add(secret string) {
+	secret = strings.TrimSpace(secret)
+	if len(secret) < minSecretLen {
+		return
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, s := range []string{secret, base64.StdEncoding.EncodeToString([]byte(secret))} {
+		dup := false
+		for _, have := range r.secrets {
+			if have == s {
+				dup = true
+				break
+			}
+		}
+		if !dup {
+			r.secrets = append(r.secrets, s)
+		}
+	}
+	// Longest first, so a secret containing another is replaced whole.
+	sort.Slice(r.secrets, func(i, j int) bool { return len(r.secrets[i]) > len(r.secrets[j]) })
+}
+
+func (r *redactor) scrub(s string) string {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	for _, secret := range r.secrets {
+		if strings.Contains(s, secret) {
+			s = strings.ReplaceAll(s, secret, redacted)
+		}
+	}
+	return s
+}
+
+// scrubValue returns v with every string scrubbed, recursing into the
+// JSON-shaped containers results are made of.
+func (r *redactor) scrubValue(v any) any {
+	switch x := v.(type) {
+	case string:
+		return r.scrub(x)
+	case map[string]any:
+		out := make(map[string]any, len(x))
+		for k, e := range x {
+			out[k] = r.scrubValue(e)
+		}
+		return out
+	case []any:
+		out := make([]any, len(x))
+		for i, e := range x {
+			out[i] = r.scrubValue(e)
+		}
+		return out
+	case []string:
+		out := make([]string, len(x))
+		for i, e := range x {
+			out[i] = r.scrub(e)
+		}
+		return out
+	}
+	return v
+}
+
+// secret reads one credential: the first non-empty variable of env, else the
+// output of command (run once, then kept in memory). It is read at call time
+// so a rotated variable takes effect without a restart. Every value read is
+// registered with the redactor before it is returned.
+type secret struct {
+	what    string   // "GitHub token", for messages
+	env     []string // variable names, in order
+	command []string // optional secret-store argv
+	fix     string   // how to provide it, for messages
+
+	lookup Env
+	runner run.Runner
+	red    *redactor
+
+	mu     sync.Mutex
+	cached string
+}
+
+// present reports whether a value could be obtained without running
+// anything: a variable is set, or a command is configured.
+func (s *secret) present() bool {
+	for _, name := range s.env {
+		if v, ok := s.lookup(name); ok && strings.TrimSpace(v) != "" {
+			return true
+		}
+	}
+	return len(s.command) > 0
+}
+
+func (s *secret) get(ctx context.Context) (string, error) {
+	for _, name := range s.env {
+		if v, ok := s.lookup(name); ok && strings.TrimSpace(v) != "" {
+			v = strings.TrimSpace(v)
+			s.red.add(v)
+			return v, nil
+		}
+	}
+	if len(s.command) == 0 {
+		return "", failFinal(ErrNoCredentials, "no %s: %s is not set — %s", s.what, envList(s.env), s.fix)
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.cached != "" {
+		return s.cached, nil
+	}
+	res, err := s.runner.Run(ctx, run.Cmd{Name: s.command[0], Args: s.command[1:], Timeout: 10 * time.Second})
+	// The command's output may hold the secret: never quote it.
+	if err != nil {
+		return "", failFinal(ErrNoCredentials, "no %s: %s is not set and the token command %s failed (exit %d) — %s", s.what, envList(s.env), s.command[0], res.ExitCode, s.fix)
+	}
+	v := strings.TrimSpace(string(res.Stdout))
+	if v == "" {
+		return "", failFinal(ErrNoCredentials, "no %s: the token command %s printed nothing — %s", s.what, s.command[0], s.fix)
+	}
+	s.red.add(v)
+	s.cached = v
+	return v, nil
+}
+
+func envList(names []string) string {
+	switch len(names) {
+	case 0:
+		return "no variable"
+	case 1:
+		return names[0]
+	}
+	return strings.Join(names[:len(names)-1], ", ") + " or " + names[len(names)-1]
+}
+
+// registerEnv scrubs the current values of variables that may hold
+// credentials even when this Set does not use them itself (GH_TOKEN under
+// the cli transport is gh's, but it must not leak through gh's stderr).
+func registerEnv(red *redactor, lookup Env, names ...string) {
+	for _, n := range names {
+		if v, ok := lookup(n); ok {
+			red.add(v)
+		}
+	}
+}
+

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"strings"
+	"sync"
 	"time"
 )
 
@@ -90,69 +91,337 @@ func (c ChainOutcome) Degraded() []HookResult {
 // hook reference declared blocking turns a recorded integration failure
 // (data.error) into a block.
 func RunChain(ctx context.Context, hooks []BoundHook, base *HookContext) ChainOutcome {
-	out := ChainOutcome{Status: StatusPass, Blocking: -1, Results: make([]HookResult, 0, len(hooks))}
-	for _, h := range hooks {
-		hc := *base
-		hc.Params = h.Params
-		hc.Results = out.Results[:len(out.Results):len(out.Results)]
-		res := runHook(ctx, h, &hc)
-		if h.Blocking && res.Status != StatusBlock {
-			if e, _ := res.Data["error"].(string); e != "" {
-				res.Status = StatusBlock
-				res.Messages = append(res.Messages, Finding(fmt.Sprintf("the %s hook could not complete its integration call and is declared blocking; the call's error is in the event log", h.Name), ""))
+	return runChains(ctx, nil, []chainJob{{hooks: hooks, base: base}})[0]
+}
+
+// chainJob is one chain to run.
+type chainJob struct {
+	hooks []BoundHook
+	base  *HookContext
+}
+
+// runChains runs several chains one after another on a single worker
+// goroutine while the caller supervises the deadline of whichever hook is
+// running with one timer. Handing work to another goroutine once per batch
+// — not once per hook — keeps a whole-graph check cheap. A hook that
+// overruns is abandoned (its goroutine finishes on its own), its chain ends
+// in a block, and the remaining chains continue on a fresh worker.
+func runChains(ctx context.Context, pool *workerPool, jobs []chainJob) []ChainOutcome {
+	outs := make([]ChainOutcome, 0, len(jobs))
+	for len(outs) < len(jobs) {
+		b := &batch{jobs: jobs[len(outs):], parent: ctx, done: make(chan struct{})}
+		pool.run(b.run)
+		outs = append(outs, b.supervise(ctx)...)
+	}
+	return outs
+}
+
+// batch is the shared state between a worker and its supervisor.
+type batch struct {
+	jobs   []chainJob
+	parent context.Context
+	done   chan struct{}
+
+	mu        sync.Mutex
+	outs      []ChainOutcome
+	cur       ChainOutcome // the chain in progress
+	running   *hookCtx     // the hook in progress, nil between hooks
+	runName   string
+	seq       uint64
+	abandoned bool
+}
+
+func (b *batch) run() {
+	defer close(b.done)
+	for _, job := range b.jobs {
+		out := ChainOutcome{Status: StatusPass, Blocking: -1, Results: make([]HookResult, 0, len(job.hooks))}
+		for _, h := range job.hooks {
+			timeout := h.Timeout
+			if timeout <= 0 {
+				timeout = DefaultHookTimeout
+			}
+			hctx := &hookCtx{Context: b.parent, timeout: timeout}
+			hctx.start()
+			b.mu.Lock()
+			if b.abandoned {
+				b.mu.Unlock()
+				return
+			}
+			b.cur, b.running, b.runName = out, hctx, h.Name
+			b.seq++
+			b.mu.Unlock()
+
+			hc := *job.base
+			hc.Params = h.Params
+			hc.Results = out.Results[:len(out.Results):len(out.Results)]
+			res := callHook(h, hctx, &hc)
+			hctx.cancel(context.Canceled)
+			res = normalise(h, res)
+
+			b.mu.Lock()
+			if b.abandoned {
+				b.mu.Unlock()
+				return
+			}
+			out.Results = append(out.Results, res)
+			b.running = nil
+			b.mu.Unlock()
+			if res.Status != StatusPass && res.Status != StatusSkip {
+				out.Status = res.Status
+				out.Blocking = len(out.Results) - 1
+				break
 			}
 		}
-		out.Results = append(out.Results, res)
-		if res.Status != StatusPass && res.Status != StatusSkip {
-			out.Status = res.Status
-			out.Blocking = len(out.Results) - 1
-			break
+		b.mu.Lock()
+		b.outs = append(b.outs, out)
+		b.mu.Unlock()
+	}
+}
+
+// supervise waits for the worker, enforcing the running hook's deadline.
+// It returns the outcomes of the chains that finished (the last one ending
+// in a block when a hook overran).
+func (b *batch) supervise(ctx context.Context) []ChainOutcome {
+	var timer *time.Timer
+	defer func() {
+		if timer != nil {
+			timer.Stop()
+		}
+	}()
+	for {
+		b.mu.Lock()
+		running, seq := b.running, b.seq
+		b.mu.Unlock()
+		// Between hooks, no deadline can fall before the shortest timeout
+		// from now; the timer re-arms for the running hook when it fires.
+		wait := b.minTimeout()
+		if running != nil {
+			wait = time.Until(running.deadlineAt())
+		}
+		if timer == nil {
+			timer = time.NewTimer(wait)
+		} else {
+			timer.Reset(wait)
+		}
+		select {
+		case <-b.done:
+			return b.outs
+		case <-timer.C:
+			b.mu.Lock()
+			if b.running == nil || b.seq != seq || time.Now().Before(b.running.deadlineAt()) {
+				b.mu.Unlock()
+				continue // the worker moved on; watch the next hook
+			}
+			name, hctx := b.runName, b.running
+			msg := fmt.Sprintf("the %s hook did not finish within %s", name, hctx.timeout.Round(time.Millisecond))
+			return b.abandon(hctx, name, msg, context.DeadlineExceeded)
+		case <-ctx.Done():
+			b.mu.Lock()
+			if b.running == nil {
+				// Between hooks: let the worker notice on its own.
+				b.abandoned = true
+				out := append(b.outs, ChainOutcome{Status: StatusBlock, Results: []HookResult{failed("(chain)", "the chain was cancelled before it finished")}, Blocking: 0})
+				b.mu.Unlock()
+				return out
+			}
+			name, hctx := b.runName, b.running
+			return b.abandon(hctx, name, fmt.Sprintf("the %s hook was cancelled before it finished", name), ctx.Err())
 		}
 	}
+}
+
+func (b *batch) minTimeout() time.Duration {
+	min := DefaultHookTimeout
+	for _, j := range b.jobs {
+		for _, h := range j.hooks {
+			if h.Timeout > 0 && h.Timeout < min {
+				min = h.Timeout
+			}
+		}
+	}
+	return min
+}
+
+// abandon ends the current chain with a block for the running hook. Called
+// with b.mu held; releases it.
+func (b *batch) abandon(hctx *hookCtx, name, msg string, err error) []ChainOutcome {
+	b.abandoned = true
+	cur := b.cur
+	cur.Results = append(cur.Results[:len(cur.Results):len(cur.Results)], failed(name, msg))
+	cur.Status = StatusBlock
+	cur.Blocking = len(cur.Results) - 1
+	out := append(b.outs, cur)
+	b.mu.Unlock()
+	hctx.cancel(err)
 	return out
 }
 
-// runHook calls one hook under its deadline, converting panics, invalid
-// statuses and overruns into non-retriable blocks.
-func runHook(ctx context.Context, h BoundHook, hc *HookContext) HookResult {
-	timeout := h.Timeout
-	if timeout <= 0 {
-		timeout = DefaultHookTimeout
-	}
-	hctx, cancel := context.WithTimeout(ctx, timeout)
-	defer cancel()
-
-	done := make(chan HookResult, 1)
-	go func() {
-		defer func() {
-			if p := recover(); p != nil {
-				done <- failed(h.Name, fmt.Sprintf("the %s hook failed to run: %v", h.Name, p))
-			}
-		}()
-		done <- h.Spec.Run(hctx, hc)
-	}()
-
-	var res HookResult
-	select {
-	case res = <-done:
-	case <-hctx.Done():
-		// Prefer a result that raced the deadline.
-		select {
-		case res = <-done:
-		default:
-			if ctx.Err() != nil {
-				return failed(h.Name, fmt.Sprintf("the %s hook was cancelled before it finished", h.Name))
-			}
-			return failed(h.Name, fmt.Sprintf("the %s hook did not finish within %s", h.Name, timeout.Round(time.Millisecond)))
+// callHook runs one hook, converting a panic into a block.
+func callHook(h BoundHook, ctx *hookCtx, hc *HookContext) (res HookResult) {
+	defer func() {
+		if p := recover(); p != nil {
+			res = failed(h.Name, fmt.Sprintf("the %s hook failed to run: %v", h.Name, p))
 		}
-	}
+	}()
+	return h.Spec.Run(ctx, hc)
+}
+
+// normalise stamps the hook name, refuses invalid statuses and applies the
+// reference's blocking flag.
+func normalise(h BoundHook, res HookResult) HookResult {
 	res.Hook = h.Name
 	if !res.Status.Valid() {
 		return failed(h.Name, fmt.Sprintf("the %s hook returned an invalid status %q", h.Name, string(res.Status)))
 	}
+	if h.Blocking && res.Status != StatusBlock {
+		if e, _ := res.Data["error"].(string); e != "" {
+			res.Status = StatusBlock
+			res.Messages = append(res.Messages, Finding(fmt.Sprintf("the %s hook could not complete its integration call and is declared blocking; the call's error is in the event log", h.Name), ""))
+		}
+	}
 	return res
+}
+
+// workerPool keeps a few idle goroutines that run batches, so checks do not
+// pay for a new goroutine (and its stack growth) each time. A nil pool
+// starts a goroutine per batch.
+type workerPool struct {
+	idle chan chan func()
+}
+
+func newWorkerPool(size int) *workerPool {
+	return &workerPool{idle: make(chan chan func(), size)}
+}
+
+func (p *workerPool) run(f func()) {
+	if p == nil {
+		go f()
+		return
+	}
+	select {
+	case jobs := <-p.idle:
+		jobs <- f
+	default:
+		jobs := make(chan func(), 1)
+		jobs <- f
+		go p.loop(jobs)
+	}
+}
+
+// loop runs jobs until the pool already holds enough idle workers.
+func (p *workerPool) loop(jobs chan func()) {
+	for f := range jobs {
+		f()
+		select {
+		case p.idle <- jobs:
+		default:
+			return
+		}
+	}
 }
 
 func failed(hook, text string) HookResult {
 	return HookResult{Status: StatusBlock, Hook: hook, Retriable: false, Messages: []Message{Finding(text, "")}}
+}
+
+// hookCtx is the context a hook runs under: its parent plus the hook's own
+// deadline. Unlike context.WithTimeout it starts no timer of its own (the
+// supervisor in RunChain holds the only one) and allocates its Done channel
+// only when a hook asks for it — most hooks never do.
+type hookCtx struct {
+	context.Context
+	timeout time.Duration
+
+	mu       sync.Mutex
+	deadline time.Time
+	done     chan struct{}
+	err      error
+}
+
+var _ context.Context = (*hookCtx)(nil)
+
+func (c *hookCtx) start() {
+	c.mu.Lock()
+	c.deadline = time.Now().Add(c.timeout)
+	c.mu.Unlock()
+}
+
+func (c *hookCtx) deadlineAt() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.deadline.IsZero() {
+		return time.Now().Add(c.timeout)
+	}
+	return c.deadline
+}
+
+// Deadline implements context.Context.
+func (c *hookCtx) Deadline() (time.Time, bool) {
+	d := c.deadlineAt()
+	if pd, ok := c.Context.Deadline(); ok && pd.Before(d) {
+		return pd, true
+	}
+	return d, true
+}
+
+// Done implements context.Context.
+func (c *hookCtx) Done() <-chan struct{} {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.done == nil {
+		c.done = make(chan struct{})
+		if c.err != nil {
+			close(c.done)
+			return c.done
+		}
+		// Close at the deadline even if the supervisor is gone, and follow
+		// the parent's cancellation.
+		d := time.Until(c.deadline)
+		if c.deadline.IsZero() {
+			d = c.timeout
+		}
+		pdone := c.Context.Done()
+		done := c.done
+		go func() {
+			t := time.NewTimer(d)
+			defer t.Stop()
+			select {
+			case <-t.C:
+				c.cancel(context.DeadlineExceeded)
+			case <-pdone:
+				c.cancel(c.Context.Err())
+			case <-done:
+			}
+		}()
+	}
+	return c.done
+}
+
+// Err implements context.Context.
+func (c *hookCtx) Err() error {
+	c.mu.Lock()
+	err, deadline := c.err, c.deadline
+	c.mu.Unlock()
+	if err != nil {
+		return err
+	}
+	if perr := c.Context.Err(); perr != nil {
+		return perr
+	}
+	if !deadline.IsZero() && !time.Now().Before(deadline) {
+		return context.DeadlineExceeded
+	}
+	return nil
+}
+
+func (c *hookCtx) cancel(err error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.err != nil {
+		return
+	}
+	c.err = err
+	if c.done != nil {
+		close(c.done)
+	}
 }

@@ -451,10 +451,12 @@ func (c *compiler) unreachable(g *Graph) []Problem {
 		id := queue[0]
 		queue = queue[1:]
 		for _, e := range g.edges {
-			if e.From == id && !seen[e.To] {
-				seen[e.To] = true
-				queue = append(queue, e.To)
+			// Only edges that can be taken (the first per from/outcome).
+			if e.From != id || g.next[[2]string{e.From, e.On}] != e.To || seen[e.To] {
+				continue
 			}
+			seen[e.To] = true
+			queue = append(queue, e.To)
 		}
 	}
 	var out []Problem

@@ -106,6 +106,9 @@ func Parse(source string, src []byte) (f *File, err error) {
 		return nil, &LoadError{Source: source, Problems: []Problem{{Where: file.where(""), Message: "the file holds more than one YAML document; a graph file holds exactly one"}}}
 	}
 	body := astFile.Docs[0].Body
+	if expandedSize(body) > maxExpandedNodes {
+		return nil, &LoadError{Source: source, Problems: []Problem{{Where: source, Message: fmt.Sprintf("the file expands to more than %d YAML nodes (through anchors and aliases); a graph file is far smaller — remove the alias chains", maxExpandedNodes)}}}
+	}
 
 	var generic any
 	if err := yaml.NodeToValue(body, &generic); err != nil {
@@ -149,7 +152,14 @@ func (f *File) validateSchema(v any) []Problem {
 			continue
 		}
 		seen[key] = true
-		probs = append(probs, Problem{Where: f.where(path), Path: path, Message: msg})
+		at := path
+		if prop, ok := e.Details()["property"].(string); ok && e.Type() == "additional_property_not_allowed" {
+			// Point at the offending key itself when it can be found.
+			if p := strings.TrimPrefix(path+"."+prop, "."); f.positionOf(p).Line > 0 {
+				at = p
+			}
+		}
+		probs = append(probs, Problem{Where: f.where(at), Path: path, Message: msg})
 	}
 	sort.SliceStable(probs, func(i, j int) bool {
 		pi, pj := f.positionOf(probs[i].Path), f.positionOf(probs[j].Path)
@@ -254,6 +264,54 @@ func jsonShaped(v any) (any, error) {
 	default:
 		return v, nil
 	}
+}
+
+// maxExpandedNodes bounds a graph file's size after alias expansion, so a
+// hostile file ("billion laughs") cannot exhaust memory or time.
+const maxExpandedNodes = 100_000
+
+// expandedSize counts the YAML nodes of n with every alias expanded,
+// stopping early past maxExpandedNodes.
+func expandedSize(n ast.Node) int {
+	total := 0
+	ast.Walk(&sizer{n: &total, anchors: map[string]int{}}, n)
+	return total
+}
+
+type sizer struct {
+	n       *int
+	anchors map[string]int
+}
+
+func (s *sizer) add(k int) {
+	if *s.n += k; *s.n > maxExpandedNodes {
+		*s.n = maxExpandedNodes + 1
+	}
+}
+
+func (s *sizer) Visit(node ast.Node) ast.Visitor {
+	if *s.n > maxExpandedNodes {
+		return nil
+	}
+	switch t := node.(type) {
+	case *ast.AliasNode:
+		if t.Value != nil {
+			s.add(s.anchors[t.Value.String()])
+		}
+		return nil
+	case *ast.AnchorNode:
+		sub := 0
+		if t.Value != nil {
+			ast.Walk(&sizer{n: &sub, anchors: s.anchors}, t.Value)
+		}
+		if t.Name != nil {
+			s.anchors[t.Name.String()] = sub
+		}
+		s.add(sub)
+		return nil
+	}
+	s.add(1)
+	return s
 }
 
 // mappingKeys returns the keys of the mapping at body.<key>, in source order.

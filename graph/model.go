@@ -17,7 +17,7 @@ type File struct {
 	Start       string              `yaml:"start" json:"start"`
 	SkipSets    map[string][]string `yaml:"skipSets" json:"skipSets,omitempty"`
 	// OnEscalation runs when a node escalates (theloop addition).
-	OnEscalation []HookRef `yaml:"onEscalation" json:"onEscalation,omitempty"`
+	OnEscalation []HookRef  `yaml:"onEscalation" json:"onEscalation,omitempty"`
 	Nodes        []NodeSpec `yaml:"nodes" json:"nodes"`
 	Edges        []EdgeSpec `yaml:"edges" json:"edges"`
 

@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"maps"
+	"slices"
 )
 
 // OrderedMap is a string-keyed map that remembers insertion order, so that
@@ -70,11 +72,7 @@ func (o *OrderedMap[V]) Delete(k string) {
 
 // Clone returns a shallow copy.
 func (o *OrderedMap[V]) Clone() OrderedMap[V] {
-	var c OrderedMap[V]
-	for _, k := range o.keys {
-		c.Set(k, o.m[k])
-	}
-	return c
+	return OrderedMap[V]{keys: slices.Clone(o.keys), m: maps.Clone(o.m)}
 }
 
 // MarshalJSON writes the entries in insertion order.

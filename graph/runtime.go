@@ -2,6 +2,7 @@ package graph
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"sort"
@@ -47,6 +48,7 @@ type Runtime struct {
 	opts Options
 	sink Sink
 	clk  Clock
+	pool *workerPool
 }
 
 // New returns a Runtime for g.
@@ -60,7 +62,7 @@ func New(g *Graph, opts Options) (*Runtime, error) {
 	if opts.Items == nil {
 		return nil, errors.New("graph: New needs an Items resolver")
 	}
-	r := &Runtime{g: g, opts: opts, sink: opts.Sink, clk: opts.Clock}
+	r := &Runtime{g: g, opts: opts, sink: opts.Sink, clk: opts.Clock, pool: newWorkerPool(4)}
 	if r.sink == nil {
 		r.sink = discardSink{}
 	}
@@ -180,6 +182,11 @@ type session struct {
 	arts Artifacts
 	st   *State
 	warn []string
+
+	// Exit-chain inputs derived from st, computed once per skip set.
+	exitFor   *skipInfo
+	decisions map[string]Decision
+	skipped   map[string]bool
 }
 
 func (r *Runtime) now() time.Time { return r.clk.Now() }
@@ -375,15 +382,17 @@ func (r *Runtime) hookContext(s *session, n *Node, b Boundary, mode Mode, ev *Ev
 			hc.Deliver = func(ctx context.Context, text string) (bool, error) { return deliver(ctx, id, text) }
 		}
 	}
-	if b == Exit {
-		decisions := make(map[string]Decision, s.st.Decisions.Len())
-		for _, key := range s.st.Decisions.Keys() {
-			decisions[key], _ = s.st.Decisions.Get(key)
+	if b == Exit && k != nil {
+		if s.exitFor != k {
+			s.decisions = make(map[string]Decision, s.st.Decisions.Len())
+			for _, key := range s.st.Decisions.Keys() {
+				s.decisions[key], _ = s.st.Decisions.Get(key)
+			}
+			s.skipped = r.skippedArtifacts(*k)
+			s.exitFor = k
 		}
-		hc.Decisions = decisions
-		if k != nil {
-			hc.SkippedArtifacts = r.skippedArtifacts(*k)
-		}
+		hc.Decisions = s.decisions
+		hc.SkippedArtifacts = s.skipped
 	}
 	return hc
 }
@@ -410,15 +419,25 @@ func (r *Runtime) standingDecision(st *State, n *Node) (Decision, bool) {
 	return Decision{}, false
 }
 
-// evaluate runs n's exit chain (or honours its standing decision).
-func (r *Runtime) evaluate(ctx context.Context, s *session, n *Node, mode Mode, ev *Event, k skipInfo) ChainOutcome {
-	if d, ok := r.standingDecision(s.st, n); ok {
-		res := PassWith(d.Outcome, map[string]any{"decision": n.ID, "recorded": true})
-		res.Hook = "(recorded decision)"
-		res.Messages = []Message{{Text: "decided " + d.Outcome + decisionBy(d), Severity: SeverityInfo}}
-		return ChainOutcome{Status: StatusPass, Results: []HookResult{res}, Blocking: -1}
+// standing returns the outcome of a human gate whose recorded decision
+// still stands, without running its chain.
+func (r *Runtime) standing(st *State, n *Node) (ChainOutcome, bool) {
+	d, ok := r.standingDecision(st, n)
+	if !ok {
+		return ChainOutcome{}, false
 	}
-	return RunChain(ctx, n.Exit, r.hookContext(s, n, Exit, mode, ev, &k))
+	res := PassWith(d.Outcome, map[string]any{"decision": n.ID, "recorded": true})
+	res.Hook = "(recorded decision)"
+	res.Messages = []Message{{Text: "decided " + d.Outcome + decisionBy(d), Severity: SeverityInfo}}
+	return ChainOutcome{Status: StatusPass, Results: []HookResult{res}, Blocking: -1}, true
+}
+
+// evaluate runs n's exit chain (or honours its standing decision).
+func (r *Runtime) evaluate(ctx context.Context, s *session, n *Node, mode Mode, ev *Event, k *skipInfo) ChainOutcome {
+	if c, ok := r.standing(s.st, n); ok {
+		return c
+	}
+	return runChains(ctx, r.pool, []chainJob{{n.Exit, r.hookContext(s, n, Exit, mode, ev, k)}})[0]
 }
 
 func decisionBy(d Decision) string {
@@ -446,16 +465,35 @@ func (r *Runtime) Status(ctx context.Context, id string, recompute bool) (*Repor
 
 func (r *Runtime) evaluateAll(ctx context.Context, s *session, recompute bool) *Report {
 	k := r.skips(s.st)
-	rep := &Report{WorkItem: s.st.WorkItem, Nodes: make([]NodeReport, 0, len(r.g.nodes))}
+	rep := &Report{WorkItem: s.st.WorkItem, Nodes: make([]NodeReport, len(r.g.nodes))}
+	// Every chain of the check runs in one batch: one hand-off to a worker
+	// goroutine for the whole graph.
+	outcomes := make([]ChainOutcome, len(r.g.nodes))
+	var jobs []chainJob
+	var jobNodes []int
+	for i, n := range r.g.nodes {
+		if k.has(n.ID) {
+			continue
+		}
+		if c, ok := r.standing(s.st, n); ok {
+			outcomes[i] = c
+			continue
+		}
+		jobs = append(jobs, chainJob{n.Exit, r.hookContext(s, n, Exit, ModeCheck, nil, &k)})
+		jobNodes = append(jobNodes, i)
+	}
+	for j, c := range runChains(ctx, r.pool, jobs) {
+		outcomes[jobNodes[j]] = c
+	}
 	first := ""
-	for _, n := range r.g.nodes {
+	for i, n := range r.g.nodes {
 		rec := s.st.Record(n.ID)
 		nr := NodeReport{Node: n.ID, Attempts: rec.Attempts, Forced: rec.Forced && !recompute, Messages: []string{}}
 		if d, ok := k.decl[n.ID]; ok {
 			nr.Status, nr.Outcome = string(StatusSkip), OutcomeSkipped
 			nr.Messages = append(nr.Messages, SkipProvenance(d))
 		} else {
-			c := r.evaluate(ctx, s, n, ModeCheck, nil, k)
+			c := outcomes[i]
 			nr.Status, nr.Outcome = string(c.Status), c.Outcome()
 			for _, m := range c.Messages() {
 				nr.Messages = append(nr.Messages, m.String())
@@ -467,7 +505,7 @@ func (r *Runtime) evaluateAll(ctx context.Context, s *session, recompute bool) *
 		if first == "" && nr.Status != string(StatusPass) && nr.Status != string(StatusSkip) {
 			first = n.ID
 		}
-		rep.Nodes = append(rep.Nodes, nr)
+		rep.Nodes[i] = nr
 	}
 	if recompute {
 		rep.CurrentNode = first
@@ -519,7 +557,7 @@ func (r *Runtime) Start(ctx context.Context, id string) (*StepReport, error) {
 		s.st.Loop = r.g.Name
 	}
 	rep := &StepReport{Node: node, Status: string(StatusPass), Outcome: string(StatusPass), Messages: []string{}, Moved: true}
-	msgs, err := r.enter(ctx, s, node, false)
+	msgs, err := r.enter(ctx, s, node, entryStart)
 	if err != nil {
 		return nil, err
 	}
@@ -530,9 +568,19 @@ func (r *Runtime) Start(ctx context.Context, id string) (*StepReport, error) {
 	return rep, nil
 }
 
+// How a node is entered.
+type entryKind int
+
+const (
+	entryStart entryKind = iota
+	entryEdge
+	entryForce
+)
+
 // enter moves the pointer to id, saves, and runs id's entry chain. It
 // returns report messages (degradations, an entry chain that stopped).
-func (r *Runtime) enter(ctx context.Context, s *session, id string, forced bool) ([]string, error) {
+func (r *Runtime) enter(ctx context.Context, s *session, id string, how entryKind) ([]string, error) {
+	forced := how == entryForce
 	n, _ := r.g.Node(id)
 	s.st.Enter(id, r.now())
 	if forced {
@@ -544,7 +592,7 @@ func (r *Runtime) enter(ctx context.Context, s *session, id string, forced bool)
 	if err := r.save(ctx, s); err != nil {
 		return nil, err
 	}
-	if n.IsHuman() {
+	if n.IsHuman() && how == entryEdge {
 		res, sess := r.resolveSession(s.st, n)
 		fields := []Field{{"node", id}, {"resolution", res}}
 		if sess != "" {
@@ -552,7 +600,7 @@ func (r *Runtime) enter(ctx context.Context, s *session, id string, forced bool)
 		}
 		r.emit("graph.gate_session", LevelInfo, s.wi, fields...)
 	}
-	c := RunChain(ctx, n.Entry, r.hookContext(s, n, Entry, ModeLive, nil, nil))
+	c := runChains(ctx, r.pool, []chainJob{{n.Entry, r.hookContext(s, n, Entry, ModeLive, nil, nil)}})[0]
 	msgs := r.noteDegraded(s, id, c)
 	if !c.Satisfied() {
 		msgs = append(msgs, fmt.Sprintf("warning: the entry chain of %s stopped: %s", id, c.Render()))
@@ -623,7 +671,7 @@ func (r *Runtime) advance(ctx context.Context, s *session, ev *Event) (*StepRepo
 	}
 
 	k := r.skips(st)
-	c := r.evaluate(ctx, s, node, ModeLive, ev, k)
+	c := r.evaluate(ctx, s, node, ModeLive, ev, &k)
 	rep.Outcome = c.Outcome()
 	for _, m := range c.Messages() {
 		rep.Messages = append(rep.Messages, m.String())
@@ -703,7 +751,7 @@ func (r *Runtime) advance(ctx context.Context, s *session, ev *Event) (*StepRepo
 		return rep, nil
 	}
 	target = r.routeSkips(s, target, k)
-	msgs, err := r.enter(ctx, s, target, false)
+	msgs, err := r.enter(ctx, s, target, entryEdge)
 	if err != nil {
 		return nil, err
 	}
@@ -722,7 +770,7 @@ func (r *Runtime) escalate(ctx context.Context, s *session, n *Node) []string {
 	if len(r.g.onEscalation) == 0 {
 		return nil
 	}
-	c := RunChain(ctx, r.g.onEscalation, r.hookContext(s, n, Entry, ModeLive, nil, nil))
+	c := runChains(ctx, r.pool, []chainJob{{r.g.onEscalation, r.hookContext(s, n, Entry, ModeLive, nil, nil)}})[0]
 	msgs := r.noteDegraded(s, n.ID, c)
 	if !c.Satisfied() {
 		msgs = append(msgs, "warning: the escalation chain stopped: "+c.Render())
@@ -745,7 +793,7 @@ func (r *Runtime) recordFacts(s *session, n *Node, c ChainOutcome, ev *Event) bo
 			d.Event = ev.ID
 		}
 		if fg, ok := res.Data["frozenGraph"]; ok && fg != nil {
-			d.Graph = fg
+			d.Graph = rawJSON(fg)
 			d.Via = res.DataString("selectionSource")
 		}
 		if sf := res.DataString("surface"); sf != "" {
@@ -754,7 +802,7 @@ func (r *Runtime) recordFacts(s *session, n *Node, c ChainOutcome, ev *Event) bo
 		}
 		d.SessionPerPr = res.DataString("sessionPerPr")
 		if g, ok := res.Data["goal"]; ok && g != nil {
-			d.Goal = g
+			d.Goal = rawJSON(g)
 		}
 		st.Decisions.SetDefault(key, d)
 	}
@@ -810,6 +858,15 @@ func (r *Runtime) recordFacts(s *session, n *Node, c ChainOutcome, ev *Event) bo
 		r.emit("graph.opt_ins_selected", LevelInfo, s.wi, Field{"via", "selection"}, Field{"nodes", opted})
 	}
 	return changed
+}
+
+// rawJSON serialises hook data for a decision record (nil when it cannot).
+func rawJSON(v any) json.RawMessage {
+	b, err := marshalNoEscape(v)
+	if err != nil {
+		return nil
+	}
+	return b
 }
 
 // lastDecisive is the last result carrying a routing outcome.
@@ -958,7 +1015,7 @@ func (r *Runtime) Force(ctx context.Context, id, to, reason, actor string) (*For
 		res.WorkItem = s.wi.ID
 	}
 	r.emit("graph.forced", LevelWarning, s.wi, Field{"from", from}, Field{"to", to}, Field{"actor", actor}, Field{"reason", reason})
-	msgs, err := r.enter(ctx, s, to, true)
+	msgs, err := r.enter(ctx, s, to, entryForce)
 	if err != nil {
 		return nil, err
 	}

@@ -36,19 +36,19 @@ var (
 // the-loop's format (reference graph-spec §6); it is a cache of the walk,
 // never an authority: Status with recompute does not trust it.
 type State struct {
-	Version     int                       `json:"version"`
-	WorkItem    string                    `json:"workItem"`
-	CurrentNode string                    `json:"currentNode"`
-	Nodes       OrderedMap[NodeRecord]    `json:"nodes"`
-	Decisions   OrderedMap[Decision]      `json:"decisions"`
-	Forced      []ForceRecord             `json:"forced"`
-	Parked      *Parked                   `json:"parked"`
-	Session     *SessionBinding           `json:"session"`
-	Completions OrderedMap[Completion]    `json:"completions"`
-	Skips       OrderedMap[SkipDecl]      `json:"skips"`
+	Version     int                        `json:"version"`
+	WorkItem    string                     `json:"workItem"`
+	CurrentNode string                     `json:"currentNode"`
+	Nodes       OrderedMap[NodeRecord]     `json:"nodes"`
+	Decisions   OrderedMap[Decision]       `json:"decisions"`
+	Forced      []ForceRecord              `json:"forced"`
+	Parked      *Parked                    `json:"parked"`
+	Session     *SessionBinding            `json:"session"`
+	Completions OrderedMap[Completion]     `json:"completions"`
+	Skips       OrderedMap[SkipDecl]       `json:"skips"`
 	OptIns      OrderedMap[OptInSelection] `json:"optIns"`
-	Surface     string                    `json:"surface"`
-	Loop        string                    `json:"loop"`
+	Surface     string                     `json:"surface"`
+	Loop        string                     `json:"loop"`
 }
 
 // NodeRecord is a node's history in one work item.
@@ -69,11 +69,11 @@ type NodeRecord struct {
 type Decision struct {
 	At string `json:"at"`
 	// Graph is the frozen graph recorded by phase selection.
-	Graph        any    `json:"graph,omitempty"`
-	Via          string `json:"via,omitempty"`
-	Surface      string `json:"surface,omitempty"`
-	SessionPerPr string `json:"sessionPerPr,omitempty"`
-	Goal         any    `json:"goal,omitempty"`
+	Graph        json.RawMessage `json:"graph,omitempty"`
+	Via          string          `json:"via,omitempty"`
+	Surface      string          `json:"surface,omitempty"`
+	SessionPerPr string          `json:"sessionPerPr,omitempty"`
+	Goal         json.RawMessage `json:"goal,omitempty"`
 	// Outcome is the gate's verdict (approved, changes-requested, ...).
 	Outcome string `json:"outcome,omitempty"`
 	// By names who decided, e.g. "@dana" (several joined by ", ").

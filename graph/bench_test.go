@@ -1,0 +1,72 @@
+package graph_test
+
+import (
+	"context"
+	"fmt"
+	"testing"
+
+	"github.com/theloop-dev/theloop/graph"
+	"github.com/theloop-dev/theloop/graph/graphtest"
+)
+
+// BenchmarkAdvance measures one passing Advance through a 3-hook exit chain
+// (evaluate, record the exit, take the edge, save, enter the next node) on
+// the in-memory store. Target: ≤ 10 µs/op.
+func BenchmarkAdvance(b *testing.B) {
+	reg := graphtest.Registry(map[string]graph.Hook{
+		"h1": graphtest.Returning(graph.Pass(nil)),
+		"h2": graphtest.Returning(graph.Skip("nothing to check")),
+		"h3": graphtest.Returning(graph.Pass(map[string]any{"artifacts": []string{"a.md"}})),
+	})
+	chain := graphtest.Hooks("h1", "h2", "h3")
+	g := graphtest.NewGraph("bench").
+		Node(graph.NodeSpec{ID: "a", Exit: chain}).
+		Node(graph.NodeSpec{ID: "b", Exit: chain}).
+		Edge("a", "pass", "b").Edge("b", "pass", "a").MustCompile(reg)
+	rt, err := graph.New(g, graph.Options{Store: graphtest.NewStore(), Items: graphtest.NewItems()})
+	if err != nil {
+		b.Fatal(err)
+	}
+	ctx := context.Background()
+	if _, err := rt.Start(ctx, "w"); err != nil {
+		b.Fatal(err)
+	}
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		rep, err := rt.Advance(ctx, "w", nil)
+		if err != nil || !rep.Moved {
+			b.Fatalf("advance: %v %+v", err, rep)
+		}
+	}
+}
+
+// BenchmarkStatusRecompute measures `check --recompute` of a 20-node graph
+// (two exit hooks per node) on the in-memory store. Target: ≤ 50 µs/op.
+func BenchmarkStatusRecompute(b *testing.B) {
+	reg := graphtest.Registry(map[string]graph.Hook{
+		"pass": graphtest.Returning(graph.Pass(nil)),
+		"skip": graphtest.Returning(graph.Skip("")),
+	})
+	bld := graphtest.NewGraph("bench20")
+	for i := 0; i < 20; i++ {
+		bld.Node(graph.NodeSpec{ID: fmt.Sprintf("n%02d", i), Exit: graphtest.Hooks("pass", "skip")})
+		if i > 0 {
+			bld.Edge(fmt.Sprintf("n%02d", i-1), "pass", fmt.Sprintf("n%02d", i))
+		}
+	}
+	g := bld.MustCompile(reg)
+	rt, err := graph.New(g, graph.Options{Store: graphtest.NewStore(), Items: graphtest.NewItems()})
+	if err != nil {
+		b.Fatal(err)
+	}
+	ctx := context.Background()
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		rep, err := rt.Status(ctx, "w", true)
+		if err != nil || len(rep.Nodes) != 20 {
+			b.Fatal(err)
+		}
+	}
+}

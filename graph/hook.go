@@ -2,6 +2,7 @@ package graph
 
 import (
 	"context"
+	"errors"
 	"io/fs"
 	"strings"
 	"time"
@@ -223,6 +224,31 @@ func (o Operation) Provider() string {
 	return p
 }
 
+// ErrUnsupportedOperation is returned (wrapped) by an Integrations whose
+// configuration provides no provider for an operation. Hooks treat it as a
+// deliberate absence (skip), not an outage.
+var ErrUnsupportedOperation = errors.New("operation not configured")
+
+// Commands runs programs for the few hooks that must (verify-tests). argv is
+// an explicit list, never a shell string; dir "" means the repository root.
+// It is nil under ModeCheck: check never starts a subprocess.
+type Commands interface {
+	Run(ctx context.Context, argv []string, dir string) (CommandResult, error)
+}
+
+// CommandResult is what a finished program left behind. Err-free results
+// with a non-zero ExitCode are ordinary failures; Run's error is for a
+// program that could not start (wrap ErrCommandNotFound) or timed out.
+type CommandResult struct {
+	Stdout   []byte
+	Stderr   []byte
+	ExitCode int
+}
+
+// ErrCommandNotFound is wrapped by Commands.Run when the program is not
+// installed.
+var ErrCommandNotFound = errors.New("command not found")
+
 // DeliverFunc pastes text into the work item's bound agent session. It
 // reports false when there is no live session to deliver into. Only the
 // daemon injects one; on the CLI path the claim envelope carries the
@@ -258,6 +284,8 @@ type HookContext struct {
 	Config Values
 	// Integrations performs outbound calls; nil under ModeCheck.
 	Integrations Integrations
+	// Commands runs programs; nil under ModeCheck.
+	Commands Commands
 	// Deliver pastes text into the bound session; nil on the CLI path.
 	Deliver DeliverFunc
 	// SkippedArtifacts holds every artifact name produced by a node that is

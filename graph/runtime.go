@@ -29,6 +29,9 @@ type Options struct {
 	// Integrations performs outbound calls for live chains; nil makes
 	// outbound hooks record a degradation.
 	Integrations Integrations
+	// Commands runs programs for hooks that must (verify-tests); nil makes
+	// such hooks block in live mode. Never used under check.
+	Commands Commands
 	// Deliver pastes a node's assignment into the work item's session. Only
 	// the daemon sets it; on the CLI path the claim envelope carries the
 	// assignment.
@@ -376,6 +379,7 @@ func (r *Runtime) hookContext(s *session, n *Node, b Boundary, mode Mode, ev *Ev
 	} else {
 		hc.Artifacts = s.arts
 		hc.Integrations = r.opts.Integrations
+		hc.Commands = r.opts.Commands
 		if r.opts.Deliver != nil {
 			id := s.wi.ID
 			deliver := r.opts.Deliver

@@ -1,0 +1,200 @@
+package sessions
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/theloop-dev/theloop/internal/run"
+)
+
+// Test environment: real tmux on a private server per test, real git, and a
+// fake `claude` that behaves enough like Claude Code for the session
+// machinery: it records its argv and environment, remembers the
+// conversations it started (so --resume of a known id works and an unknown
+// one fails the way Claude Code does), turns on bracketed paste, logs
+// every line it receives, and exits on the line __DIE__.
+
+func requireTool(t testing.TB, name string) {
+	t.Helper()
+	if _, err := exec.LookPath(name); err != nil {
+		t.Skipf("%s is not installed; .ci/run installs it", name)
+	}
+}
+
+var socketSeq atomic.Int64
+
+// newTestTmux returns a Tmux on a fresh private server that is killed when
+// the test ends. Timings are tightened for tests; deadlines stay generous
+// for loaded machines.
+func newTestTmux(t testing.TB, edit func(*TmuxConfig)) *Tmux {
+	t.Helper()
+	requireTool(t, "tmux")
+	cfg := DefaultTmuxConfig()
+	cfg.Socket = fmt.Sprintf("theloop-test-%d-%d", os.Getpid(), socketSeq.Add(1))
+	cfg.Width, cfg.Height = 160, 40
+	cfg.ReadySettle = 150 * time.Millisecond
+	cfg.PollInterval = 20 * time.Millisecond
+	cfg.ReadyTimeout = 10 * time.Second
+	cfg.ReceiptTimeout = 10 * time.Second
+	cfg.TempDir = t.TempDir()
+	if edit != nil {
+		edit(&cfg)
+	}
+	tm, err := NewTmux(cfg, run.Exec{})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = exec.Command("tmux", "-L", cfg.Socket, "kill-server").Run() })
+	return tm
+}
+
+// tmuxRaw runs a tmux command on tm's server, bypassing the runner's
+// checks (to set up sessions theloop would not make).
+func tmuxRaw(t testing.TB, tm *Tmux, args ...string) string {
+	t.Helper()
+	out, err := exec.Command("tmux", append([]string{"-L", tm.cfg.Socket}, args...)...).CombinedOutput()
+	require.NoError(t, err, "tmux %v: %s", args, out)
+	return string(out)
+}
+
+func panePID(t testing.TB, tm *Tmux, name string) int {
+	t.Helper()
+	out := tmuxRaw(t, tm, "list-panes", "-t", "="+name+":", "-F", "#{pane_pid}")
+	pid, err := strconv.Atoi(strings.TrimSpace(out))
+	require.NoError(t, err)
+	return pid
+}
+
+// killHarness crashes the harness in a session (SIGKILL, like an OOM kill)
+// and waits until tmux sees the pane dead or the session gone.
+func killHarness(t testing.TB, tm *Tmux, name string) {
+	t.Helper()
+	require.NoError(t, syscall.Kill(panePID(t, tm, name), syscall.SIGKILL))
+	waitFor(t, "harness to die", func() bool {
+		l, _ := tm.Probe(context.Background(), name)
+		return l == LivenessDead || l == LivenessAbsent
+	})
+}
+
+// waitFor polls cond for up to 10 s.
+func waitFor(t testing.TB, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+const fakeClaudeScript = `#!/usr/bin/env bash
+root=$(cd "$(dirname "$0")/.." && pwd)
+mode=fresh id=""
+for ((i = 1; i <= $#; i++)); do
+  case "${!i}" in
+    --session-id) mode=new; j=$((i + 1)); id=${!j} ;;
+    --resume) mode=resume; j=$((i + 1)); id=${!j} ;;
+  esac
+done
+printf '%s\t%s\t%s\t%s\t%s\n' "$$" "$PWD" "${THE_LOOP_WORK_ITEM:-}" "${THE_LOOP_SESSION_ID:-}" "$*" >> "$root/argv.log"
+if [ "$mode" = resume ] && [ ! -e "$root/conversations/$id" ]; then
+  echo "No conversation found with session ID: $id"
+  exit 1
+fi
+mkdir -p "$root/conversations" && : > "$root/conversations/$id"
+echo "fake claude ($mode $id)"
+printf '\033[?2004h'
+while IFS= read -r line; do
+  line=${line//$'\e[200~'/}
+  line=${line//$'\e[201~'/}
+  printf '%s\t%s\n' "$id" "$line" >> "$root/received.log"
+  [ "$line" = "__DIE__" ] && exit 3
+done
+`
+
+type fakeClaude struct {
+	root string
+	bin  string
+}
+
+type fakeRun struct {
+	PID                       int
+	Cwd, WorkItem, SessionEnv string
+	Args                      []string
+}
+
+// installFakeClaude writes the fake into a temp dir and puts it first on
+// PATH (for this test only).
+func installFakeClaude(t testing.TB) *fakeClaude {
+	t.Helper()
+	requireTool(t, "bash")
+	root := t.TempDir()
+	require.NoError(t, os.MkdirAll(filepath.Join(root, "bin"), 0o755))
+	bin := filepath.Join(root, "bin", "claude")
+	require.NoError(t, os.WriteFile(bin, []byte(fakeClaudeScript), 0o755))
+	t.Setenv("PATH", filepath.Dir(bin)+string(os.PathListSeparator)+os.Getenv("PATH"))
+	return &fakeClaude{root: root, bin: bin}
+}
+
+func (f *fakeClaude) runs(t testing.TB) []fakeRun {
+	t.Helper()
+	data, err := os.ReadFile(filepath.Join(f.root, "argv.log"))
+	if os.IsNotExist(err) {
+		return nil
+	}
+	require.NoError(t, err)
+	var runs []fakeRun
+	for _, line := range strings.Split(strings.TrimSpace(string(data)), "\n") {
+		p := strings.SplitN(line, "\t", 5)
+		require.Len(t, p, 5, line)
+		pid, _ := strconv.Atoi(p[0])
+		runs = append(runs, fakeRun{PID: pid, Cwd: p[1], WorkItem: p[2], SessionEnv: p[3], Args: strings.Fields(p[4])})
+	}
+	return runs
+}
+
+// received returns the lines the fake read in conversation id.
+func (f *fakeClaude) received(t testing.TB, id string) []string {
+	t.Helper()
+	data, err := os.ReadFile(filepath.Join(f.root, "received.log"))
+	if os.IsNotExist(err) {
+		return nil
+	}
+	require.NoError(t, err)
+	var lines []string
+	for _, l := range strings.Split(string(data), "\n") {
+		if got, ok := strings.CutPrefix(l, id+"\t"); ok {
+			lines = append(lines, got)
+		}
+	}
+	return lines
+}
+
+// waitReceived waits until conversation id has read the line want.
+func (f *fakeClaude) waitReceived(t testing.TB, id, want string) {
+	t.Helper()
+	waitFor(t, fmt.Sprintf("%q in conversation %s", want, id), func() bool {
+		for _, l := range f.received(t, id) {
+			if l == want {
+				return true
+			}
+		}
+		return false
+	})
+}
+
+// forget makes the fake unable to resume id, like a conversation Claude Code
+// has lost.
+func (f *fakeClaude) forget(t testing.TB, id string) {
+	require.NoError(t, os.Remove(filepath.Join(f.root, "conversations", id)))
+}

@@ -1,0 +1,682 @@
+package sessions
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"time"
+	"unicode"
+	"unicode/utf8"
+
+	"github.com/theloop-dev/theloop/internal/run"
+)
+
+// TmuxConfig configures the tmux runner. Start from DefaultTmuxConfig; zero
+// durations and sizes are replaced by the defaults in NewTmux.
+type TmuxConfig struct {
+	// Binary is the tmux program (default "tmux").
+	Binary string
+	// Socket selects a named server (tmux -L). Empty means the user's default
+	// server, which is what lets an operator `tmux attach -t loop-…`. Tests
+	// use a unique name so they never touch the operator's server.
+	Socket string
+	// SocketPath selects a server by socket path (tmux -S). At most one of
+	// Socket and SocketPath may be set.
+	SocketPath string
+	// RemainOnExit keeps a session's pane after the harness exits, so an
+	// operator can read its last words; the runner then sees it as dead and
+	// clears it before respawning.
+	RemainOnExit bool
+	// Width and Height size the detached window (agent TUIs need room).
+	Width, Height int
+	// CommandTimeout bounds every tmux call except probes.
+	CommandTimeout time.Duration
+	// ProbeTimeout bounds liveness probes; a probe that times out is
+	// LivenessUnknown.
+	ProbeTimeout time.Duration
+	// ReadyTimeout bounds WaitReady.
+	ReadyTimeout time.Duration
+	// ReadySettle is how long a freshly spawned pane must show the same,
+	// non-empty screen before it counts as ready for a paste.
+	ReadySettle time.Duration
+	// ReceiptTimeout bounds the wait for pasted text to show up in the pane.
+	ReceiptTimeout time.Duration
+	// PollInterval is the step of every wait loop.
+	PollInterval time.Duration
+	// TempDir holds the short-lived paste files ("" = os.TempDir()).
+	TempDir string
+}
+
+// DefaultTmuxConfig returns the production defaults: the default tmux
+// server, remain-on-exit on, a 200x50 window, 30 s per command, 10 s per
+// probe.
+func DefaultTmuxConfig() TmuxConfig {
+	return TmuxConfig{
+		Binary:         "tmux",
+		RemainOnExit:   true,
+		Width:          200,
+		Height:         50,
+		CommandTimeout: 30 * time.Second,
+		ProbeTimeout:   10 * time.Second,
+		ReadyTimeout:   30 * time.Second,
+		ReadySettle:    300 * time.Millisecond,
+		ReceiptTimeout: 10 * time.Second,
+		PollInterval:   50 * time.Millisecond,
+	}
+}
+
+var socketNamePattern = regexp.MustCompile(`^[A-Za-z0-9._-]+$`)
+
+// Validate reports the first setting that cannot work, naming the field.
+func (c TmuxConfig) Validate() error {
+	switch {
+	case c.Socket != "" && c.SocketPath != "":
+		return fmt.Errorf("tmux config: set Socket or SocketPath, not both")
+	case c.Socket != "" && !socketNamePattern.MatchString(c.Socket):
+		return fmt.Errorf("tmux config: Socket %q may only contain A-Z a-z 0-9 . _ -", c.Socket)
+	case c.SocketPath != "" && !filepath.IsAbs(c.SocketPath):
+		return fmt.Errorf("tmux config: SocketPath %q must be absolute", c.SocketPath)
+	case c.Width < 20 || c.Width > 1000 || c.Height < 5 || c.Height > 1000:
+		return fmt.Errorf("tmux config: window %dx%d out of range (20-1000 x 5-1000)", c.Width, c.Height)
+	}
+	return nil
+}
+
+func (c TmuxConfig) withDefaults() TmuxConfig {
+	d := DefaultTmuxConfig()
+	if c.Binary == "" {
+		c.Binary = d.Binary
+	}
+	if c.Width == 0 {
+		c.Width = d.Width
+	}
+	if c.Height == 0 {
+		c.Height = d.Height
+	}
+	for _, p := range []struct {
+		v *time.Duration
+		d time.Duration
+	}{
+		{&c.CommandTimeout, d.CommandTimeout}, {&c.ProbeTimeout, d.ProbeTimeout},
+		{&c.ReadyTimeout, d.ReadyTimeout}, {&c.ReadySettle, d.ReadySettle},
+		{&c.ReceiptTimeout, d.ReceiptTimeout}, {&c.PollInterval, d.PollInterval},
+	} {
+		if *p.v <= 0 {
+			*p.v = p.d
+		}
+	}
+	return c
+}
+
+// Liveness is what tmux says about a session name. The zero value is
+// LivenessUnknown, so a liveness nobody computed is never mistaken for
+// "absent".
+type Liveness int
+
+const (
+	// LivenessUnknown: tmux did not answer, or answered something we cannot
+	// read. Treat as possibly live: never kill it, never spawn over it.
+	LivenessUnknown Liveness = iota
+	// LivenessLive: the session exists and at least one pane runs a process.
+	LivenessLive
+	// LivenessDead: the session exists but every pane's process has exited
+	// (remain-on-exit kept it). The name is still taken; it may be cleared.
+	LivenessDead
+	// LivenessAbsent: tmux answered that no such session exists.
+	LivenessAbsent
+)
+
+func (l Liveness) String() string {
+	switch l {
+	case LivenessLive:
+		return "live"
+	case LivenessDead:
+		return "dead"
+	case LivenessAbsent:
+		return "absent"
+	default:
+		return "unknown"
+	}
+}
+
+// Tmux is the only runner of tmux commands in theloop. Every command names
+// its target explicitly with an exact-match target (=name), so tmux's
+// prefix matching can never hit loop-x-15 when loop-x-1 was meant, and no
+// command resolves a tmux client, so a read-only observer attached to a
+// session cannot get in the way of delivery.
+//
+// A Tmux is safe for concurrent use.
+type Tmux struct {
+	cfg    TmuxConfig
+	runner run.Runner
+}
+
+// NewTmux returns a runner for the configured tmux server.
+func NewTmux(cfg TmuxConfig, runner run.Runner) (*Tmux, error) {
+	cfg = cfg.withDefaults()
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	if runner == nil {
+		return nil, errors.New("sessions.NewTmux: nil runner (pass run.Exec{})")
+	}
+	return &Tmux{cfg: cfg, runner: runner}, nil
+}
+
+// Config returns the effective configuration (defaults filled in).
+func (t *Tmux) Config() TmuxConfig { return t.cfg }
+
+// tmuxArgSafe refuses arguments tmux would reinterpret: one ending in ";"
+// ends the tmux command and starts another (so a harness argument "x;"
+// followed by "kill-server" would run it), and NUL cannot pass through argv.
+func tmuxArgSafe(a string) error {
+	if strings.HasSuffix(a, ";") {
+		return fmt.Errorf("%w: %q ends in \";\", which tmux reads as a command separator; drop the trailing \";\"", ErrUnsafeArgument, a)
+	}
+	if strings.ContainsRune(a, 0) {
+		return fmt.Errorf("%w: %q contains a NUL byte", ErrUnsafeArgument, a)
+	}
+	return nil
+}
+
+func (t *Tmux) run(ctx context.Context, timeout time.Duration, args ...string) (run.Result, error) {
+	return t.runSeq(ctx, timeout, args)
+}
+
+// runSeq runs one or more tmux commands in a single tmux invocation,
+// joined by the ";" separator, so the server executes them back to back
+// before it handles any other event (such as a pane's process exiting).
+func (t *Tmux) runSeq(ctx context.Context, timeout time.Duration, cmds ...[]string) (run.Result, error) {
+	full := make([]string, 0, 16)
+	switch {
+	case t.cfg.Socket != "":
+		full = append(full, "-L", t.cfg.Socket)
+	case t.cfg.SocketPath != "":
+		full = append(full, "-S", t.cfg.SocketPath)
+	}
+	for i, c := range cmds {
+		for _, a := range c {
+			if err := tmuxArgSafe(a); err != nil {
+				return run.Result{}, err
+			}
+		}
+		if i > 0 {
+			full = append(full, ";")
+		}
+		full = append(full, c...)
+	}
+	return t.runner.Run(ctx, run.Cmd{Name: t.cfg.Binary, Args: full, Timeout: timeout})
+}
+
+// sessionTarget and paneTarget are exact-match targets: "=" turns off tmux's
+// prefix and pattern matching; the trailing ":" selects the session's
+// current window and its active pane.
+func sessionTarget(name string) string { return "=" + name }
+func paneTarget(name string) string    { return "=" + name + ":" }
+
+// saysAbsent reports whether a failed tmux call's stderr means "there is no
+// such session" (or no server at all, which implies it), as opposed to a
+// failure that leaves the answer open.
+func saysAbsent(err error) bool {
+	var ee *run.ExitError
+	if !errors.As(err, &ee) {
+		return false
+	}
+	msg := string(ee.Result.Stderr)
+	switch {
+	case strings.Contains(msg, "can't find session"),
+		strings.Contains(msg, "can't find window"),
+		strings.Contains(msg, "can't find pane"),
+		strings.Contains(msg, "no server running"),
+		// A server with no sessions left (it exits right after its last
+		// session is killed) answers any target this way.
+		strings.Contains(msg, "no current target"):
+		return true
+	case strings.Contains(msg, "error connecting to"):
+		return strings.Contains(msg, "No such file or directory") || strings.Contains(msg, "Connection refused")
+	}
+	return false
+}
+
+// Probe reports the session's liveness. The error is nil for live, dead and
+// absent; for LivenessUnknown it says why (timeout, unreadable answer,
+// tmux missing) so the caller can report it.
+func (t *Tmux) Probe(ctx context.Context, name string) (Liveness, error) {
+	if name != SanitizeTmuxName(name) || name == "" {
+		return LivenessUnknown, fmt.Errorf("%w: tmux session name %q (sanitise it with SanitizeTmuxName)", ErrInvalidName, name)
+	}
+	if _, err := t.run(ctx, t.cfg.ProbeTimeout, "has-session", "-t", sessionTarget(name)); err != nil {
+		if saysAbsent(err) {
+			return LivenessAbsent, nil
+		}
+		return LivenessUnknown, fmt.Errorf("probing tmux session %s: %w", name, err)
+	}
+	res, err := t.run(ctx, t.cfg.ProbeTimeout, "list-panes", "-s", "-t", sessionTarget(name), "-F", "#{pane_dead}")
+	if err != nil {
+		if saysAbsent(err) {
+			return LivenessAbsent, nil
+		}
+		return LivenessUnknown, fmt.Errorf("listing panes of tmux session %s: %w", name, err)
+	}
+	l := parsePaneDead(string(res.Stdout))
+	if l == LivenessUnknown {
+		return l, fmt.Errorf("listing panes of tmux session %s: no panes reported", name)
+	}
+	return l, nil
+}
+
+// parsePaneDead reads `list-panes -F '#{pane_dead}'` output: every pane "1"
+// means dead; any other line counts as a live pane (a line we cannot read
+// must not let us kill a session); no lines at all is unknown.
+func parsePaneDead(out string) Liveness {
+	seen := false
+	for _, line := range strings.Split(out, "\n") {
+		line = strings.TrimSpace(line)
+		if line == "" {
+			continue
+		}
+		seen = true
+		if line != "1" {
+			return LivenessLive
+		}
+	}
+	if !seen {
+		return LivenessUnknown
+	}
+	return LivenessDead
+}
+
+// SpawnSpec describes a session to start.
+type SpawnSpec struct {
+	// Name is the tmux session name; it must be a loop-* name.
+	Name string
+	// Cwd is the absolute working directory of the harness.
+	Cwd string
+	// Env holds KEY=VALUE pairs set in the session's environment.
+	Env []string
+	// Argv is the program (an absolute path is best: the tmux server's PATH
+	// is the one it started with) and its arguments.
+	Argv []string
+}
+
+var envKeyPattern = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
+var bareCommandPattern = regexp.MustCompile(`^[A-Za-z0-9/._-]+$`)
+
+func (s SpawnSpec) validate() error {
+	if !IsLoopSessionName(s.Name) {
+		return fmt.Errorf("%w: %q (spawn only loop-[A-Za-z0-9_-]+ names; build one with WorkItem.TmuxName)", ErrNotLoopSession, s.Name)
+	}
+	if !filepath.IsAbs(s.Cwd) {
+		return fmt.Errorf("%w: working directory %q must be absolute", ErrInvalidName, s.Cwd)
+	}
+	if fi, err := os.Stat(s.Cwd); err != nil || !fi.IsDir() {
+		return fmt.Errorf("%w: %s is not a directory (prepare the workspace first)", ErrCwdMissing, s.Cwd)
+	}
+	for _, kv := range s.Env {
+		k, v, ok := strings.Cut(kv, "=")
+		if !ok || !envKeyPattern.MatchString(k) || strings.ContainsAny(v, "\x00\n") {
+			return fmt.Errorf("%w: environment entry %q must be KEY=VALUE on one line", ErrUnsafeArgument, kv)
+		}
+	}
+	if len(s.Argv) == 0 || s.Argv[0] == "" {
+		return fmt.Errorf("%w: empty harness command", ErrUnsafeArgument)
+	}
+	// tmux hands a one-word command to `sh -c`; make sure that word means
+	// only itself to a shell.
+	if len(s.Argv) == 1 && !bareCommandPattern.MatchString(s.Argv[0]) {
+		return fmt.Errorf("%w: a command without arguments (%q) is run by a shell; use a plain path", ErrUnsafeArgument, s.Argv[0])
+	}
+	return nil
+}
+
+// Spawn starts a detached session running s.Argv in s.Cwd. It never replaces
+// a live session: a live or unknown name is refused (ErrSessionLive,
+// ErrSessionUnknown); a dead one is cleared first. If tmux reports a
+// duplicate anyway (a race), the name is probed again, a dead occupant is
+// cleared and the spawn retried once.
+func (t *Tmux) Spawn(ctx context.Context, s SpawnSpec) error {
+	if err := s.validate(); err != nil {
+		return err
+	}
+	args := []string{"new-session", "-d", "-s", s.Name, "-c", s.Cwd,
+		"-x", fmt.Sprint(t.cfg.Width), "-y", fmt.Sprint(t.cfg.Height)}
+	for _, kv := range s.Env {
+		args = append(args, "-e", kv)
+	}
+	args = append(args, "--")
+	args = append(args, s.Argv...)
+	for _, a := range args {
+		if err := tmuxArgSafe(a); err != nil {
+			return err
+		}
+	}
+	// remain-on-exit is set in the same invocation: a harness that exits at
+	// once (an unknown --resume id) would otherwise take its session, and
+	// its last words, with it before a separate set-option arrived.
+	cmds := [][]string{args}
+	if t.cfg.RemainOnExit {
+		cmds = append(cmds, []string{"set-option", "-w", "-t", paneTarget(s.Name), "remain-on-exit", "on"})
+	}
+	for attempt := 0; ; attempt++ {
+		if err := t.clearForSpawn(ctx, s.Name); err != nil {
+			return err
+		}
+		_, err := t.runSeq(ctx, t.cfg.CommandTimeout, cmds...)
+		if err == nil {
+			return nil
+		}
+		// Retry once when the name was taken under us (the next probe
+		// decides what to do about the occupant) or when the server was
+		// exiting as we connected.
+		var ee *run.ExitError
+		if attempt == 0 && errors.As(err, &ee) {
+			if msg := string(ee.Result.Stderr); strings.Contains(msg, "duplicate session") || strings.Contains(msg, "server exited unexpectedly") {
+				continue
+			}
+		}
+		return fmt.Errorf("spawning tmux session %s: %w", s.Name, err)
+	}
+}
+
+// clearForSpawn makes the name free or refuses: absent is free, dead is
+// killed (and must then be absent), live and unknown are refused.
+func (t *Tmux) clearForSpawn(ctx context.Context, name string) error {
+	l, err := t.Probe(ctx, name)
+	switch l {
+	case LivenessAbsent:
+		return nil
+	case LivenessLive:
+		return fmt.Errorf("%w: tmux session %s is running; deliver into it, or close it first (`tmux kill-session -t %s`) if it is stale", ErrSessionLive, name, name)
+	case LivenessDead:
+		if _, err := t.run(ctx, t.cfg.CommandTimeout, "kill-session", "-t", sessionTarget(name)); err != nil && !saysAbsent(err) {
+			return fmt.Errorf("%w: clearing dead tmux session %s: %v", ErrSessionOccupied, name, err)
+		}
+		// Killing a server's last session makes the server exit, and a probe
+		// racing that exit may get no clear answer: poll briefly.
+		deadline := time.Now().Add(t.cfg.ProbeTimeout)
+		for {
+			l, _ := t.Probe(ctx, name)
+			if l == LivenessAbsent {
+				return nil
+			}
+			if l == LivenessLive || time.Now().After(deadline) {
+				return fmt.Errorf("%w: dead tmux session %s is %s after kill-session; look with `tmux ls`", ErrSessionOccupied, name, l)
+			}
+			if err := sleepCtx(ctx, t.cfg.PollInterval); err != nil {
+				return err
+			}
+		}
+	default:
+		return fmt.Errorf("%w: %s: %v; not spawning over it — check the tmux server, then retry", ErrSessionUnknown, name, err)
+	}
+}
+
+// Kill ends a loop-* session whatever its state. It is for closing and
+// cleaning up a work item at an operator's request; respawning never calls
+// it (it only clears sessions that are already dead). Killing an absent
+// session is not an error.
+func (t *Tmux) Kill(ctx context.Context, name string) error {
+	if !IsLoopSessionName(name) {
+		return fmt.Errorf("%w: refusing to kill %q; theloop only kills sessions it named loop-*", ErrNotLoopSession, name)
+	}
+	if _, err := t.run(ctx, t.cfg.CommandTimeout, "kill-session", "-t", sessionTarget(name)); err != nil && !saysAbsent(err) {
+		return fmt.Errorf("killing tmux session %s: %w", name, err)
+	}
+	return nil
+}
+
+// Capture returns the text of the session's active pane, scrollback
+// included, with wrapped lines joined.
+func (t *Tmux) Capture(ctx context.Context, name string) (string, error) {
+	if !IsLoopSessionName(name) {
+		return "", fmt.Errorf("%w: %q", ErrNotLoopSession, name)
+	}
+	res, err := t.run(ctx, t.cfg.CommandTimeout, "capture-pane", "-p", "-J", "-S", "-", "-t", paneTarget(name))
+	if err != nil {
+		if saysAbsent(err) {
+			return "", fmt.Errorf("%w: tmux session %s is absent", ErrSessionMissing, name)
+		}
+		return "", fmt.Errorf("capturing tmux session %s: %w", name, err)
+	}
+	return string(res.Stdout), nil
+}
+
+// WaitReady waits until a freshly started harness has drawn a non-empty
+// screen that stays unchanged for ReadySettle, so a paste lands in its
+// input instead of racing its start-up. A pane whose process exits meanwhile
+// is ErrSessionMissing; no steady screen within ReadyTimeout is ErrNotReady.
+func (t *Tmux) WaitReady(ctx context.Context, name string) error {
+	deadline := time.Now().Add(t.cfg.ReadyTimeout)
+	var last string
+	var since time.Time
+	for {
+		screen, err := t.Capture(ctx, name)
+		if err != nil {
+			return err
+		}
+		now := time.Now()
+		if screen != last || strings.TrimSpace(screen) == "" {
+			last, since = screen, now
+		} else if now.Sub(since) >= t.cfg.ReadySettle {
+			switch l, err := t.Probe(ctx, name); l {
+			case LivenessLive:
+				return nil
+			case LivenessDead, LivenessAbsent:
+				return fmt.Errorf("%w: the harness in %s exited during start-up; its last screen:\n%s", ErrSessionMissing, name, lastLines(screen, 10))
+			default:
+				return fmt.Errorf("%w: %s: %v", ErrSessionUnknown, name, err)
+			}
+		}
+		if now.After(deadline) {
+			return fmt.Errorf("%w: %s showed no steady screen within %s; attach with `tmux attach -t %s` to see what it is waiting for", ErrNotReady, name, t.cfg.ReadyTimeout, name)
+		}
+		if err := sleepCtx(ctx, t.cfg.PollInterval); err != nil {
+			return err
+		}
+	}
+}
+
+// Receipt is the evidence that a delivery reached the pane.
+type Receipt struct {
+	// Session is the tmux session delivered into.
+	Session string
+	// Bytes is the size of the text pasted (after sanitising).
+	Bytes int
+	// Seen: the tail of the pasted text appeared in the pane once more than
+	// it did before the paste. This is the strong signal.
+	Seen bool
+	// Changed: the pane's content changed after the paste. Weaker (a TUI may
+	// show a large paste as a placeholder, or redraw for other reasons), but
+	// proof the pane is taking input.
+	Changed bool
+	// Submitted: the submit key was sent after the paste was confirmed.
+	Submitted bool
+	// Confirmed is how long after the paste the pane showed it.
+	Confirmed time.Duration
+}
+
+// Verified reports whether the pane demonstrably took the text and it was
+// submitted.
+func (r Receipt) Verified() bool { return r.Submitted && (r.Seen || r.Changed) }
+
+// Deliver pastes text into the session and submits it: the text goes through
+// a private temporary file into a uniquely named tmux buffer (so concurrent
+// deliveries to different sessions cannot swap buffers), is pasted
+// bracketed so newlines do not submit early, and only once the pane shows it
+// is a separate Enter sent. Control characters other than newline and tab
+// are removed first, so pasted text cannot end the bracketed paste and type
+// keys of its own.
+//
+// Deliver does not submit if the pane never showed the text
+// (ErrNotReceived, or ErrSessionMissing if the harness is gone); the
+// returned Receipt says what was observed either way.
+func (t *Tmux) Deliver(ctx context.Context, name, text string) (Receipt, error) {
+	r := Receipt{Session: name}
+	if !IsLoopSessionName(name) {
+		return r, fmt.Errorf("%w: refusing to paste into %q", ErrNotLoopSession, name)
+	}
+	clean := SanitizePaste(text)
+	if clean == "" {
+		return r, fmt.Errorf("%w: nothing to paste into %s", ErrEmptyDelivery, name)
+	}
+	r.Bytes = len(clean)
+	before, err := t.Capture(ctx, name)
+	if err != nil {
+		return r, err
+	}
+	frag := receiptFragment(clean)
+	seenBefore := strings.Count(squashSpace(before), frag)
+
+	buf, err := t.loadBuffer(ctx, clean)
+	if err != nil {
+		return r, fmt.Errorf("delivering to %s: %w", name, err)
+	}
+	pasted := time.Now()
+	// tmux 3.3 crashes — every session on the server with it — when
+	// paste-buffer targets a dead pane. The check and the paste therefore
+	// run inside the server as one command (if-shell -F evaluates the
+	// format without a shell), leaving no gap for the harness to die in.
+	// Only validated names go into the command strings.
+	target := paneTarget(name)
+	res, err := t.run(ctx, t.cfg.CommandTimeout, "if-shell", "-F", "-t", target, "#{pane_dead}",
+		"display-message -p "+paneDeadMarker, "paste-buffer -p -d -b "+buf+" -t "+target)
+	dead := err == nil && strings.Contains(string(res.Stdout), paneDeadMarker)
+	if err != nil || dead {
+		_, _ = t.run(ctx, t.cfg.CommandTimeout, "delete-buffer", "-b", buf)
+		if dead || saysAbsent(err) {
+			return r, fmt.Errorf("%w: the harness in %s is gone; respawn it", ErrSessionMissing, name)
+		}
+		return r, fmt.Errorf("pasting into %s: %w", name, err)
+	}
+
+	deadline := pasted.Add(t.cfg.ReceiptTimeout)
+	var changedAt time.Time
+	for {
+		screen, err := t.Capture(ctx, name)
+		if err != nil {
+			return r, err
+		}
+		if strings.Count(squashSpace(screen), frag) > seenBefore {
+			r.Seen = true
+			r.Confirmed = time.Since(pasted)
+			break
+		}
+		now := time.Now()
+		if !r.Changed && screen != before {
+			r.Changed, changedAt = true, now
+			r.Confirmed = now.Sub(pasted)
+		}
+		// A changed screen that never shows the text (a TUI placeholder for
+		// a long paste) is accepted after one settle period.
+		if r.Changed && now.Sub(changedAt) >= t.cfg.ReadySettle || now.After(deadline) {
+			break
+		}
+		if err := sleepCtx(ctx, t.cfg.PollInterval); err != nil {
+			return r, err
+		}
+	}
+	if !r.Seen && !r.Changed {
+		if l, _ := t.Probe(ctx, name); l == LivenessDead || l == LivenessAbsent {
+			return r, fmt.Errorf("%w: the harness in %s is %s; respawn it", ErrSessionMissing, name, l)
+		}
+		return r, fmt.Errorf("%w: %s showed no sign of the pasted text within %s; attach with `tmux attach -t %s` to look (text left unsubmitted)", ErrNotReceived, name, t.cfg.ReceiptTimeout, name)
+	}
+	if _, err := t.run(ctx, t.cfg.CommandTimeout, "send-keys", "-t", paneTarget(name), "Enter"); err != nil {
+		return r, fmt.Errorf("submitting to %s: %w", name, err)
+	}
+	r.Submitted = true
+	return r, nil
+}
+
+// loadBuffer puts text into a fresh, uniquely named tmux buffer via a
+// private temporary file and returns the buffer's name.
+func (t *Tmux) loadBuffer(ctx context.Context, text string) (string, error) {
+	f, err := os.CreateTemp(t.cfg.TempDir, "theloop-paste-*")
+	if err != nil {
+		return "", fmt.Errorf("creating paste file: %w", err)
+	}
+	defer os.Remove(f.Name())
+	_, werr := f.WriteString(text)
+	if cerr := f.Close(); werr == nil {
+		werr = cerr
+	}
+	if werr != nil {
+		return "", fmt.Errorf("writing paste file: %w", werr)
+	}
+	var nonce [6]byte
+	if _, err := rand.Read(nonce[:]); err != nil {
+		return "", err
+	}
+	buf := "theloop-" + hex.EncodeToString(nonce[:])
+	if _, err := t.run(ctx, t.cfg.CommandTimeout, "load-buffer", "-b", buf, f.Name()); err != nil {
+		return "", fmt.Errorf("loading paste buffer: %w", err)
+	}
+	return buf, nil
+}
+
+// paneDeadMarker is what the paste guard prints when the pane is dead.
+const paneDeadMarker = "theloop-pane-dead"
+
+// SanitizePaste prepares text for pasting into a terminal: line endings
+// become "\n", invalid UTF-8 becomes U+FFFD, and every control character
+// other than "\n" and "\t" (ESC above all, which could end a bracketed paste
+// and smuggle keystrokes) is dropped. Trailing whitespace is trimmed, since
+// submitting is the runner's job, not the text's.
+func SanitizePaste(text string) string {
+	text = strings.ToValidUTF8(text, "\uFFFD")
+	text = strings.ReplaceAll(text, "\r\n", "\n")
+	text = strings.ReplaceAll(text, "\r", "\n")
+	text = strings.Map(func(r rune) rune {
+		if r == '\n' || r == '\t' || !unicode.IsControl(r) {
+			return r
+		}
+		return -1
+	}, text)
+	return strings.TrimRightFunc(text, unicode.IsSpace)
+}
+
+// receiptFragment is what Deliver looks for on screen: the last up-to-24
+// characters of the text's last line, with whitespace runs squashed (the
+// terminal renders tabs and wraps as spaces).
+func receiptFragment(clean string) string {
+	line := clean[strings.LastIndexByte(clean, '\n')+1:]
+	line = squashSpace(line)
+	if utf8.RuneCountInString(line) > 24 {
+		r := []rune(line)
+		line = strings.TrimSpace(string(r[len(r)-24:]))
+	}
+	return line
+}
+
+func squashSpace(s string) string { return strings.Join(strings.Fields(s), " ") }
+
+// lastLines returns the last n non-blank lines of a screen capture.
+func lastLines(s string, n int) string {
+	var lines []string
+	for _, l := range strings.Split(s, "\n") {
+		if strings.TrimSpace(l) != "" {
+			lines = append(lines, l)
+		}
+	}
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	return strings.Join(lines, "\n")
+}
+
+func sleepCtx(ctx context.Context, d time.Duration) error {
+	timer := time.NewTimer(d)
+	defer timer.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-timer.C:
+		return nil
+	}
+}

@@ -127,4 +127,3 @@ func containsFold(list []string, s string) bool {
 func hasPrefixFold(s, prefix string) bool {
 	return len(s) >= len(prefix) && strings.EqualFold(s[:len(prefix)], prefix)
 }
-

@@ -163,6 +163,13 @@ func (f *fakeGitHub) fault(ft fault) *fault {
 	return &c
 }
 
+// set changes the fake's behaviour under its lock.
+func (f *fakeGitHub) set(change func(f *fakeGitHub)) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	change(f)
+}
+
 func (f *fakeGitHub) requestsTo(substr string) []fakeRequest {
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -173,6 +180,12 @@ func (f *fakeGitHub) requestsTo(substr string) []fakeRequest {
 		}
 	}
 	return out
+}
+
+func (f *fakeGitHub) reactionList() []string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return append([]string(nil), f.reactions...)
 }
 
 func (f *fakeGitHub) requestCount() int {
@@ -502,4 +515,3 @@ func seedFixture(f *fakeGitHub) {
 	})
 	f.put("octo/repo", &fakeIssue{Number: 9, Title: "Old", Author: "dana", State: "closed", Labels: []string{"the-loop: auto-execute"}})
 }
-

@@ -572,4 +572,3 @@ func relativeAPIPath(u *url.URL, root string) (string, error) {
 	}
 	return p, nil
 }
-

@@ -92,7 +92,7 @@ func TestGitHubReadOperations(t *testing.T) {
 
 func TestClosingIssuesFallsBackToTheBody(t *testing.T) {
 	fg := fixtureServer(t, "")
-	fg.graphqlUnsupported = true
+	fg.set(func(f *fakeGitHub) { f.graphqlUnsupported = true })
 	s := apiSet(t, fg, newWorld(mapEnv{"GH_TOKEN": testToken}))
 	got, err := s.Call(context.Background(), OpGitHubClosingIssues, map[string]any{"ref": "github:octo/repo#8"})
 	require.NoError(t, err)

@@ -168,4 +168,3 @@ func registerEnv(red *redactor, lookup Env, names ...string) {
 		}
 	}
 }
-

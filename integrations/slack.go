@@ -219,4 +219,3 @@ func (w *slackWebhook) post(ctx context.Context, st *callState, args map[string]
 	}
 	return nil, f
 }
-

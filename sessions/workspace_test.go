@@ -1,0 +1,256 @@
+package sessions
+
+import (
+	"context"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/theloop-dev/theloop/internal/run"
+)
+
+// gitTest runs git for test set-up and returns its trimmed output.
+func gitTest(t testing.TB, dir string, args ...string) string {
+	t.Helper()
+	cmd := exec.Command("git", append([]string{"-C", dir}, args...)...)
+	out, err := cmd.CombinedOutput()
+	require.NoError(t, err, "git %v: %s", args, out)
+	return strings.TrimSpace(string(out))
+}
+
+// isolateGit keeps the machine's git configuration out of the test and
+// gives commits an author.
+func isolateGit(t testing.TB) {
+	t.Helper()
+	requireTool(t, "git")
+	empty := filepath.Join(t.TempDir(), "gitconfig")
+	require.NoError(t, os.WriteFile(empty, nil, 0o600))
+	t.Setenv("GIT_CONFIG_GLOBAL", empty)
+	t.Setenv("GIT_CONFIG_NOSYSTEM", "1")
+	for _, k := range []string{"GIT_AUTHOR_NAME", "GIT_COMMITTER_NAME"} {
+		t.Setenv(k, "theloop test")
+	}
+	for _, k := range []string{"GIT_AUTHOR_EMAIL", "GIT_COMMITTER_EMAIL"} {
+		t.Setenv(k, "test@theloop.invalid")
+	}
+}
+
+// newOrigin makes a bare repository with one commit on main, plus the
+// given extra branches (each with a commit of its own), and returns its
+// path, usable as a clone URL.
+func newOrigin(t testing.TB, branches ...string) string {
+	t.Helper()
+	isolateGit(t)
+	base := t.TempDir()
+	origin := filepath.Join(base, "origin.git")
+	gitTest(t, base, "init", "--quiet", "--bare", "-b", "main", origin)
+	seed := filepath.Join(base, "seed")
+	gitTest(t, base, "clone", "--quiet", origin, seed)
+	require.NoError(t, os.WriteFile(filepath.Join(seed, "README.md"), []byte("hello\n"), 0o644))
+	gitTest(t, seed, "add", "README.md")
+	gitTest(t, seed, "commit", "--quiet", "-m", "initial")
+	gitTest(t, seed, "push", "--quiet", "origin", "HEAD:main")
+	for _, b := range branches {
+		gitTest(t, seed, "checkout", "--quiet", "-b", b, "main")
+		require.NoError(t, os.WriteFile(filepath.Join(seed, b+".txt"), []byte(b+"\n"), 0o644))
+		gitTest(t, seed, "add", ".")
+		gitTest(t, seed, "commit", "--quiet", "-m", "work on "+b)
+		gitTest(t, seed, "push", "--quiet", "origin", b)
+	}
+	return origin
+}
+
+func newTestWorkspaces(t testing.TB) *Workspaces {
+	t.Helper()
+	ws, err := NewWorkspaces(WorkspaceConfig{Root: t.TempDir()}, run.Exec{})
+	require.NoError(t, err)
+	return ws
+}
+
+func TestWorkspacePrepareCreatesWorktreeOnIssueBranch(t *testing.T) {
+	ctx := context.Background()
+	origin := newOrigin(t)
+	w := newTestWorkspaces(t)
+	item := mustItem(t, "github:octo/repo#5")
+
+	ws, err := w.Prepare(ctx, item, PrepareOptions{CloneURL: origin})
+	require.NoError(t, err)
+	require.False(t, ws.Reused)
+	require.Equal(t, filepath.Join(w.cfg.Root, "github.com", "octo", "repo"), ws.Clone)
+	require.Equal(t, filepath.Join(w.cfg.Root, ".worktrees", "github.com", "octo", "repo", "github-octo-repo-5"), ws.Dir)
+	require.Equal(t, "issue-5", ws.Branch)
+	require.Equal(t, "issue-5", gitTest(t, ws.Dir, "rev-parse", "--abbrev-ref", "HEAD"))
+	require.FileExists(t, filepath.Join(ws.Dir, "README.md"))
+	owner, err := os.ReadFile(ws.Dir + ".owner")
+	require.NoError(t, err)
+	require.Equal(t, "github:octo/repo#5\n", string(owner))
+
+	again, err := w.Prepare(ctx, item, PrepareOptions{CloneURL: origin})
+	require.NoError(t, err)
+	require.True(t, again.Reused)
+	require.Equal(t, ws.Dir, again.Dir)
+	require.NoError(t, again.FetchErr)
+}
+
+func TestWorkspaceUsesExistingRemoteBranch(t *testing.T) {
+	ctx := context.Background()
+	origin := newOrigin(t, "issue-7")
+	w := newTestWorkspaces(t)
+	ws, err := w.Prepare(ctx, mustItem(t, "github:octo/repo#7"), PrepareOptions{CloneURL: origin})
+	require.NoError(t, err)
+	require.FileExists(t, filepath.Join(ws.Dir, "issue-7.txt"), "the worktree carries the branch's own commits")
+	require.Equal(t, "origin/issue-7", gitTest(t, ws.Dir, "rev-parse", "--abbrev-ref", "@{upstream}"))
+}
+
+func TestTwoWorkItemsNeverShareAWorktree(t *testing.T) {
+	ctx := context.Background()
+	origin := newOrigin(t)
+	w := newTestWorkspaces(t)
+	a, b := mustItem(t, "github:octo/repo#1"), mustItem(t, "github:octo/repo#2")
+
+	// Prepared concurrently against a repository not cloned yet: one clone,
+	// two worktrees.
+	var wg sync.WaitGroup
+	results := make([]Workspace, 2)
+	errs := make([]error, 2)
+	for i, item := range []WorkItem{a, b} {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			results[i], errs[i] = w.Prepare(ctx, item, PrepareOptions{CloneURL: origin})
+		}()
+	}
+	wg.Wait()
+	require.NoError(t, errs[0])
+	require.NoError(t, errs[1])
+	wa, wb := results[0], results[1]
+	require.Equal(t, wa.Clone, wb.Clone)
+	require.NotEqual(t, wa.Dir, wb.Dir)
+	require.Equal(t, "issue-1", gitTest(t, wa.Dir, "rev-parse", "--abbrev-ref", "HEAD"))
+	require.Equal(t, "issue-2", gitTest(t, wb.Dir, "rev-parse", "--abbrev-ref", "HEAD"))
+
+	require.NoError(t, os.WriteFile(filepath.Join(wa.Dir, "only-a.txt"), []byte("a"), 0o644))
+	require.NoFileExists(t, filepath.Join(wb.Dir, "only-a.txt"))
+
+	// A branch is checked out in one worktree only: asking for a's branch
+	// for b fails loudly instead of sharing it.
+	c := mustItem(t, "github:octo/repo#3")
+	_, err := w.Prepare(ctx, c, PrepareOptions{CloneURL: origin, Branch: "issue-1"})
+	require.Error(t, err)
+	require.Contains(t, err.Error(), "one worktree only")
+}
+
+func TestWorktreeHasOneOwner(t *testing.T) {
+	ctx := context.Background()
+	origin := newOrigin(t)
+	w := newTestWorkspaces(t)
+	item := mustItem(t, "github:octo/repo#4")
+	path, err := w.Path(item)
+	require.NoError(t, err)
+	require.NoError(t, os.MkdirAll(filepath.Dir(path), 0o755))
+	require.NoError(t, os.WriteFile(path+".owner", []byte("github:someone/else#4\n"), 0o644))
+
+	_, err = w.Prepare(ctx, item, PrepareOptions{CloneURL: origin})
+	require.ErrorIs(t, err, ErrWorktreeOwned)
+	require.Contains(t, err.Error(), "github:someone/else#4")
+	require.NoDirExists(t, path)
+	require.ErrorIs(t, w.Remove(ctx, item), ErrWorktreeOwned)
+}
+
+func TestWorkspaceRefusesDirectoriesInTheWay(t *testing.T) {
+	ctx := context.Background()
+	origin := newOrigin(t)
+	w := newTestWorkspaces(t)
+	item := mustItem(t, "github:octo/repo#6")
+
+	clone := filepath.Join(w.cfg.Root, "github.com", "octo", "repo")
+	require.NoError(t, os.MkdirAll(clone, 0o755))
+	require.NoError(t, os.WriteFile(filepath.Join(clone, "precious.txt"), []byte("x"), 0o644))
+	_, err := w.Prepare(ctx, item, PrepareOptions{CloneURL: origin})
+	require.ErrorIs(t, err, ErrWorkspaceConflict)
+	require.FileExists(t, filepath.Join(clone, "precious.txt"))
+	require.NoError(t, os.RemoveAll(clone))
+
+	path, err := w.Path(item)
+	require.NoError(t, err)
+	require.NoError(t, os.MkdirAll(path, 0o755))
+	_, err = w.Prepare(ctx, item, PrepareOptions{CloneURL: origin})
+	require.ErrorIs(t, err, ErrWorkspaceConflict)
+}
+
+func TestWorkspaceRemoveAndRecreate(t *testing.T) {
+	ctx := context.Background()
+	origin := newOrigin(t)
+	w := newTestWorkspaces(t)
+	item := mustItem(t, "github:octo/repo#8")
+	ws, err := w.Prepare(ctx, item, PrepareOptions{CloneURL: origin})
+	require.NoError(t, err)
+	require.NoError(t, os.WriteFile(filepath.Join(ws.Dir, "wip.txt"), []byte("x"), 0o644))
+	gitTest(t, ws.Dir, "add", "wip.txt")
+	gitTest(t, ws.Dir, "commit", "--quiet", "-m", "wip")
+
+	require.NoError(t, w.Remove(ctx, item))
+	require.NoDirExists(t, ws.Dir)
+	require.NoFileExists(t, ws.Dir+".owner")
+	require.NoError(t, w.Remove(ctx, item), "removing twice is fine")
+
+	again, err := w.Prepare(ctx, item, PrepareOptions{CloneURL: origin})
+	require.NoError(t, err)
+	require.FileExists(t, filepath.Join(again.Dir, "wip.txt"), "the local branch, with its commits, is kept and reused")
+}
+
+func TestWorkspaceRunsNoRepositoryHooks(t *testing.T) {
+	ctx := context.Background()
+	origin := newOrigin(t)
+	w := newTestWorkspaces(t)
+	ws, err := w.Prepare(ctx, mustItem(t, "github:octo/repo#1"), PrepareOptions{CloneURL: origin})
+	require.NoError(t, err)
+	marker := filepath.Join(t.TempDir(), "hook-ran")
+	hook := filepath.Join(ws.Clone, ".git", "hooks", "post-checkout")
+	require.NoError(t, os.WriteFile(hook, []byte("#!/bin/sh\ntouch "+marker+"\n"), 0o755))
+
+	_, err = w.Prepare(ctx, mustItem(t, "github:octo/repo#2"), PrepareOptions{CloneURL: origin})
+	require.NoError(t, err)
+	require.NoFileExists(t, marker)
+}
+
+func TestWorkspaceValidatesBeforeArgv(t *testing.T) {
+	ctx := context.Background()
+	stub := run.NewStub(t) // any git call fails the test: all of these are refused first
+	w, err := NewWorkspaces(WorkspaceConfig{Root: t.TempDir()}, stub)
+	require.NoError(t, err)
+	item := mustItem(t, "github:octo/repo#1")
+	for name, tc := range map[string]struct {
+		opts PrepareOptions
+		want error
+	}{
+		"option as branch":     {PrepareOptions{Branch: "--orphan"}, ErrInvalidName},
+		"branch with ..":       {PrepareOptions{Branch: "a..b"}, ErrInvalidName},
+		"option as clone URL":  {PrepareOptions{CloneURL: "--upload-pack=touch /tmp/pwned"}, ErrUnsafeArgument},
+		"remote helper URL":    {PrepareOptions{CloneURL: "ext::sh -c touch% /tmp/pwned"}, ErrUnsafeArgument},
+		"control chars in URL": {PrepareOptions{CloneURL: "https://x/y\n"}, ErrUnsafeArgument},
+	} {
+		t.Run(name, func(t *testing.T) {
+			_, err := w.Prepare(ctx, item, tc.opts)
+			require.ErrorIs(t, err, tc.want)
+		})
+	}
+	_, err = NewWorkspaces(WorkspaceConfig{Root: "relative"}, stub)
+	require.Error(t, err)
+}
+
+func TestWorkspaceLayoutForHostWithPort(t *testing.T) {
+	w, err := NewWorkspaces(WorkspaceConfig{Root: "/srv/loop"}, run.Exec{})
+	require.NoError(t, err)
+	p, err := w.Path(mustItem(t, "github:ghe.corp.example:8443/my.org/my.repo.git#3"))
+	require.NoError(t, err)
+	require.Equal(t, "/srv/loop/.worktrees/ghe.corp.example_8443/my.org/my.repo/github-ghe.corp.example-8443-my.org-my.repo.git-3", p)
+	url, err := cloneURL(mustItem(t, "github:octo/repo#1"), "")
+	require.NoError(t, err)
+	require.Equal(t, "https://github.com/octo/repo.git", url)
+}

@@ -199,4 +199,3 @@ func argAfter(args []string, flag string) string {
 	}
 	return ""
 }
-

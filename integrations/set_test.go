@@ -46,7 +46,7 @@ func TestTransportResolution(t *testing.T) {
 		{name: "explicit cli with gh", cfg: Config{GitHub: &GitHubConfig{Transport: "cli"}}, env: mapEnv{"GH_TOKEN": "t0ken-value"}, gh: true,
 			want: map[string]string{"github": "cli"}},
 		{name: "slack auto prefers the bot token", cfg: Config{Slack: &SlackConfig{Channel: "#loop"}},
-			env: mapEnv{"GH_TOKEN": "t0ken-value", DefaultSlackBotTokenEnv: "xoxb-123456", DefaultSlackWebhookURLEnv: "https://hooks.slack.com/services/T/B/X"},
+			env:  mapEnv{"GH_TOKEN": "t0ken-value", DefaultSlackBotTokenEnv: "xoxb-123456", DefaultSlackWebhookURLEnv: "https://hooks.slack.com/services/T/B/X"},
 			want: map[string]string{"github": "api", "slack": "api"}},
 		{name: "slack auto takes the webhook", cfg: Config{Slack: &SlackConfig{}},
 			env:  mapEnv{"GH_TOKEN": "t0ken-value", DefaultSlackWebhookURLEnv: "https://hooks.slack.com/services/T/B/X"},

@@ -137,7 +137,7 @@ func decodeSlackAnswer(b []byte) (ok bool, code string, err error) {
 // slackCode keeps an error code printable: Slack's codes are snake_case.
 func slackCode(s string) string {
 	var b strings.Builder
-	for _, r := range s {
+	for _, r := range strings.ToLower(s) {
 		if r == '_' || (r >= 'a' && r <= 'z') || (r >= '0' && r <= '9') {
 			b.WriteRune(r)
 		}

@@ -291,6 +291,9 @@ type HookContext struct {
 	// SkippedArtifacts holds every artifact name produced by a node that is
 	// declared skipped (exit chains only).
 	SkippedArtifacts map[string]bool
+	// SkippedNodes holds the nodes declared skipped, including opt-in nodes
+	// not selected (exit chains only).
+	SkippedNodes map[string]bool
 	// Decisions are the recorded human decisions (exit chains only).
 	Decisions map[string]Decision
 	// Surface is the frozen collaboration surface ("work-item",

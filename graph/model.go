@@ -56,27 +56,31 @@ type EdgeSpec struct {
 }
 
 // UnmarshalYAML accepts `on` as a string or, as YAML 1.1 writers produce
-// for values like `yes`, a boolean.
+// for values like `yes`, a boolean — and accepts the key itself spelled
+// `true`, which is how a YAML 1.1 writer dumps an unquoted `on` key.
 func (e *EdgeSpec) UnmarshalYAML(unmarshal func(any) error) error {
-	var raw struct {
-		From string `yaml:"from"`
-		To   string `yaml:"to"`
-		On   any    `yaml:"on"`
-	}
+	// Decode generically: a YAML 1.1 `true` key does not bind to struct
+	// fields.
+	var raw map[string]any
 	if err := unmarshal(&raw); err != nil {
 		return err
 	}
-	e.From, e.To = raw.From, raw.To
-	switch v := raw.On.(type) {
-	case nil:
-		e.On = ""
-	case string:
-		e.On = v
-	case bool:
-		e.On = fmt.Sprint(v)
-	default:
-		e.On = fmt.Sprint(v)
+	str := func(v any) string {
+		switch t := v.(type) {
+		case nil:
+			return ""
+		case string:
+			return t
+		default:
+			return fmt.Sprint(t)
+		}
 	}
+	e.From, e.To = str(raw["from"]), str(raw["to"])
+	on, ok := raw["on"]
+	if !ok {
+		on = raw["true"]
+	}
+	e.On = str(on)
 	return nil
 }
 

@@ -188,8 +188,9 @@ type session struct {
 
 	// Exit-chain inputs derived from st, computed once per skip set.
 	exitFor   *skipInfo
-	decisions map[string]Decision
-	skipped   map[string]bool
+	decisions    map[string]Decision
+	skipped      map[string]bool
+	skippedNodes map[string]bool
 }
 
 func (r *Runtime) now() time.Time { return r.clk.Now() }
@@ -393,10 +394,15 @@ func (r *Runtime) hookContext(s *session, n *Node, b Boundary, mode Mode, ev *Ev
 				s.decisions[key], _ = s.st.Decisions.Get(key)
 			}
 			s.skipped = r.skippedArtifacts(*k)
+			s.skippedNodes = make(map[string]bool, len(k.decl))
+			for id := range k.decl {
+				s.skippedNodes[id] = true
+			}
 			s.exitFor = k
 		}
 		hc.Decisions = s.decisions
 		hc.SkippedArtifacts = s.skipped
+		hc.SkippedNodes = s.skippedNodes
 	}
 	return hc
 }

@@ -1,0 +1,443 @@
+package hooks
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"regexp"
+	"strings"
+
+	"github.com/theloop-dev/theloop/graph"
+)
+
+// slot is one declared artifact: a single name or alternatives ("a.md|b.md").
+type slot struct {
+	names   []string
+	present []string
+}
+
+func (s slot) label() string { return strings.Join(s.names, ", ") }
+
+// entries normalises a produces-style parameter (string or list).
+func entries(v any) []string {
+	var out []string
+	for _, e := range graph.AsStrings(v) {
+		if strings.TrimSpace(e) != "" {
+			out = append(out, e)
+		}
+	}
+	return out
+}
+
+// resolveSlots resolves produces-style entries against the spec directory.
+// It never chooses between present alternatives.
+func resolveSlots(a graph.Artifacts, es []string) []slot {
+	var out []slot
+	for _, e := range es {
+		var s slot
+		for _, p := range strings.Split(e, "|") {
+			if p = strings.TrimSpace(p); p != "" {
+				s.names = append(s.names, p)
+			}
+		}
+		if len(s.names) == 0 {
+			continue
+		}
+		for _, n := range s.names {
+			if isFile(a, n) {
+				s.present = append(s.present, n)
+			}
+		}
+		out = append(out, s)
+	}
+	return out
+}
+
+// isFile reports whether name exists as a regular file.
+func isFile(a graph.Artifacts, name string) bool {
+	if a == nil || !fs.ValidPath(name) {
+		return false
+	}
+	st, err := fs.Stat(a, name)
+	return err == nil && st.Mode().IsRegular()
+}
+
+func readText(a graph.Artifacts, name string) (string, error) {
+	if !fs.ValidPath(name) {
+		return "", fmt.Errorf("invalid artifact name %q", name)
+	}
+	b, err := fs.ReadFile(a, name)
+	return string(b), err
+}
+
+// validateArtifacts checks a node's declared outputs: existence (exactly one
+// of alternatives), the front-matter lock, front-matter values, required
+// sections, and unticked checkboxes — and reports every finding in one
+// block.
+func validateArtifacts(_ context.Context, hc *graph.HookContext) graph.HookResult {
+	p := hc.Params
+	a := hc.Artifacts
+	if ows := entries(p["onlyWhenSkipped"]); len(ows) > 0 {
+		slots := resolveSlots(a, ows)
+		if len(slots) == 0 {
+			return graph.Skip("onlyWhenSkipped names no artifact")
+		}
+		for _, s := range slots {
+			for _, n := range s.names {
+				if !hc.SkippedArtifacts[n] {
+					return graph.Skip(s.label() + " was not declared skipped")
+				}
+			}
+			if len(s.present) > 0 {
+				return graph.Skip(s.label() + " exists; it is gated where it is declared")
+			}
+		}
+	}
+
+	own := resolveSlots(a, hc.Node.Produces)
+	slots := append(own[:len(own):len(own)], resolveSlots(a, entries(p["validates"]))...)
+	checks := p.Bool("locked") || p.Has("frontMatter") || p.Has("sections") || p.Has("checkmarks")
+	if len(slots) == 0 {
+		if checks {
+			r := graph.Block(graph.Finding("this node gates on artifact content but names no artifact to read it from — the graph must declare `produces:` on the node or `validates:` on this hook entry", hc.WorkItem.SpecDir))
+			r.Retriable = false
+			return r
+		}
+		return graph.Skip("this node declares no artifacts")
+	}
+	if hc.Node.Optional {
+		consider := own
+		if len(consider) == 0 {
+			consider = slots
+		}
+		produced := false
+		for _, s := range consider {
+			if len(s.present) > 0 {
+				produced = true
+			}
+		}
+		if !produced {
+			return graph.Skip("optional node; no artifact was produced")
+		}
+	}
+
+	var findings []graph.Message
+	var toRead []string
+	planned := 0
+	for _, s := range slots {
+		switch len(s.present) {
+		case 0:
+			all := true
+			for _, n := range s.names {
+				if !hc.SkippedArtifacts[n] {
+					all = false
+				}
+			}
+			if all {
+				planned++
+				continue
+			}
+			if len(s.names) == 1 {
+				findings = append(findings, graph.Finding("required artifact is missing", a.Path(s.names[0])))
+			} else {
+				findings = append(findings, graph.Finding("required artifact is missing — write one of: "+s.label(), hc.WorkItem.SpecDir))
+			}
+		case 1:
+			toRead = append(toRead, s.present[0])
+		default:
+			findings = append(findings, graph.Finding(fmt.Sprintf("%d artifacts present where one is expected — keep one of: %s", len(s.present), strings.Join(s.present, ", ")), hc.WorkItem.SpecDir))
+		}
+	}
+
+	for _, name := range toRead {
+		path := a.Path(name)
+		text, err := readText(a, name)
+		if err != nil {
+			findings = append(findings, graph.Finding("artifact could not be read: "+errorKind(err), path))
+			continue
+		}
+		fm, body := FrontMatter(text)
+		if p.Bool("locked") {
+			status := strings.TrimSpace(fmString(fm["status"]))
+			if status != "approved" {
+				shown := status
+				if shown == "" {
+					shown = "(unset)"
+				}
+				findings = append(findings, graph.Finding("artifact is not locked — front-matter says status: "+shown+", expected status: approved", path))
+			}
+		}
+		if want := p.Map("frontMatter"); want != nil {
+			for _, k := range sortedKeys(want) {
+				got := fmString(fm[k])
+				exp := fmString(want[k])
+				if got != exp {
+					findings = append(findings, graph.Finding(fmt.Sprintf("front-matter %s: expected %q, found %q", k, exp, got), path))
+				}
+			}
+		}
+		for _, title := range p.Strings("sections") {
+			sec, ok := FindSection(body, title)
+			switch {
+			case !ok:
+				findings = append(findings, graph.Finding("required section is missing: "+title, path))
+			case sec.Content == "":
+				findings = append(findings, graph.Finding("required section is empty: "+title, path))
+			}
+		}
+		if p.String("checkmarks") == "complete" {
+			if n := strings.Count(body, "- [ ]"); n > 0 {
+				findings = append(findings, graph.Finding(fmt.Sprintf("%d task(s) still unticked", n), path))
+			}
+		}
+	}
+	if len(findings) > 0 {
+		return graph.Block(findings...)
+	}
+	if planned > 0 && len(toRead) == 0 {
+		return graph.Skip("artifact(s) authored by a declared-skipped node; absence is planned")
+	}
+	return graph.Pass(map[string]any{"artifacts": toRead})
+}
+
+// errorKind describes a read error without echoing paths twice.
+func errorKind(err error) string {
+	switch {
+	case errors.Is(err, fs.ErrPermission):
+		return "permission denied"
+	case errors.Is(err, fs.ErrNotExist):
+		return "it does not exist"
+	}
+	var pe *fs.PathError
+	if errors.As(err, &pe) {
+		return pe.Err.Error()
+	}
+	return err.Error()
+}
+
+// enforcesBoundariesFrom blocks when a boundary marker named upstream (e.g.
+// "trust boundary" in the requirements) is not answered downstream.
+func enforcesBoundariesFrom(_ context.Context, hc *graph.HookContext) graph.HookResult {
+	up := entries(hc.Params["upstream"])
+	if len(up) == 0 {
+		return graph.Skip("no upstream artifact declared")
+	}
+	var upFiles []string
+	for _, s := range resolveSlots(hc.Artifacts, up) {
+		upFiles = append(upFiles, s.present...)
+	}
+	var down []string
+	for _, s := range resolveSlots(hc.Artifacts, hc.Node.Produces) {
+		down = append(down, s.present...)
+	}
+	if len(upFiles) == 0 || len(hc.Node.Produces) == 0 {
+		return graph.Skip("upstream or downstream artifact absent")
+	}
+	upText := joinBodies(hc.Artifacts, upFiles)
+	downText := joinBodies(hc.Artifacts, down)
+	var msgs []graph.Message
+	for _, m := range hc.Params.Strings("markers") {
+		lm := strings.ToLower(m)
+		if lm == "" {
+			continue
+		}
+		if strings.Contains(upText, lm) && !strings.Contains(downText, lm) {
+			path := hc.WorkItem.SpecDir
+			if len(down) == 1 {
+				path = hc.Artifacts.Path(down[0])
+			}
+			msgs = append(msgs, graph.Finding("boundary named upstream is unanswered here: "+m, path))
+		}
+	}
+	if len(msgs) > 0 {
+		return graph.Block(msgs...)
+	}
+	return graph.Pass(nil)
+}
+
+func joinBodies(a graph.Artifacts, names []string) string {
+	var parts []string
+	for _, n := range names {
+		t, err := readText(a, n)
+		if err != nil {
+			continue
+		}
+		_, body := FrontMatter(t)
+		parts = append(parts, strings.ToLower(body))
+	}
+	return strings.Join(parts, "\n")
+}
+
+// mermaidTypes are the diagram keywords a mermaid block may start with.
+var mermaidTypes = []string{"flowchart", "graph", "sequenceDiagram", "stateDiagram", "stateDiagram-v2", "classDiagram", "erDiagram", "journey", "gantt", "pie", "mindmap", "timeline", "gitGraph", "quadrantChart", "C4Context", "block-beta"}
+
+var backtickInLabel = regexp.MustCompile("\\[\\s*\"[^\"\\n]*`")
+
+// lintArtifacts checks the node's artifacts: every mermaid block parses at
+// the structural level, optional line length, and the built-in markdown
+// structure lint (an unclosed code fence swallows the rest of the document).
+// A configured external linter runs only in live mode (never under check).
+func lintArtifacts(ctx context.Context, hc *graph.HookContext) graph.HookResult {
+	var files []string
+	for _, s := range resolveSlots(hc.Artifacts, hc.Node.Produces) {
+		files = append(files, s.present...)
+	}
+	if len(files) == 0 {
+		return graph.Skip("no artifacts to lint")
+	}
+	diagrams := true
+	if b := hc.Params.BoolPtr("diagrams"); b != nil {
+		diagrams = *b
+	}
+	structure := true
+	if b := hc.Params.BoolPtr("structure"); b != nil {
+		structure = *b
+	}
+	maxLen := hc.Params.Int("maxLineLength", 0)
+	var msgs []graph.Message
+	for _, f := range files {
+		text, err := readText(hc.Artifacts, f)
+		path := hc.Artifacts.Path(f)
+		if err != nil {
+			msgs = append(msgs, graph.Finding("artifact could not be read: "+errorKind(err), path))
+			continue
+		}
+		if diagrams {
+			for _, m := range lintMermaid(text) {
+				msgs = append(msgs, graph.Finding(m, path))
+			}
+		}
+		if maxLen > 0 {
+			for _, m := range lintLineLength(text, maxLen) {
+				msgs = append(msgs, graph.Finding(m, path))
+			}
+		}
+		if structure {
+			for _, m := range lintStructure(text) {
+				msgs = append(msgs, graph.Finding(m, path))
+			}
+		}
+	}
+	if argv := hc.Params.Strings("linter"); len(argv) > 0 && hc.Mode == graph.ModeLive && len(msgs) == 0 {
+		if hc.Commands == nil {
+			return graph.Block(graph.Finding("the markdown linter is configured but no command runner is available", ""))
+		}
+		paths := make([]string, len(files))
+		for i, f := range files {
+			paths[i] = hc.Artifacts.Path(f)
+		}
+		res, err := hc.Commands.Run(ctx, append(argv, paths...), "")
+		switch {
+		case errors.Is(err, graph.ErrCommandNotFound):
+			r := graph.Block(graph.Finding("markdown linter not found: "+argv[0], ""))
+			r.Retriable = false
+			return r
+		case err != nil:
+			return graph.Block(graph.Finding("markdown linter did not finish: "+argv[0], ""))
+		case res.ExitCode != 0:
+			out := append([]graph.Message{graph.Finding(fmt.Sprintf("markdown linter %s reported problems, exit %d", argv[0], res.ExitCode), "")}, tailLines(res.Stdout, res.Stderr, 20)...)
+			return graph.Block(out...)
+		}
+	}
+	if len(msgs) > 0 {
+		return graph.Block(msgs...)
+	}
+	return graph.Pass(map[string]any{"linted": files})
+}
+
+// lintMermaid applies the structural mermaid checks to every closed block.
+func lintMermaid(text string) []string {
+	lines := strings.Split(text, "\n")
+	var out []string
+	idx := 0
+	for i := 0; i < len(lines); i++ {
+		t := strings.TrimSpace(lines[i])
+		if !strings.HasPrefix(t, "```mermaid") {
+			continue
+		}
+		end := -1
+		for j := i + 1; j < len(lines); j++ {
+			if strings.HasPrefix(strings.TrimSpace(lines[j]), "```") {
+				end = j
+				break
+			}
+		}
+		if end < 0 {
+			break // an unclosed block is not a diagram
+		}
+		idx++
+		block := lines[i+1 : end]
+		first := ""
+		for _, l := range block {
+			if strings.TrimSpace(l) != "" {
+				first = strings.TrimSpace(l)
+				break
+			}
+		}
+		switch {
+		case first == "":
+			out = append(out, fmt.Sprintf("mermaid block %d is empty", idx))
+		default:
+			ok := false
+			for _, kw := range mermaidTypes {
+				if strings.HasPrefix(first, kw) {
+					ok = true
+					break
+				}
+			}
+			if !ok {
+				shown := first
+				if r := []rune(shown); len(r) > 40 {
+					shown = string(r[:40])
+				}
+				out = append(out, fmt.Sprintf("mermaid block %d does not start with a diagram type (found '%s')", idx, shown))
+			}
+		}
+		for n, l := range block {
+			if backtickInLabel.MatchString(l) {
+				out = append(out, fmt.Sprintf("mermaid block %d line %d: a backtick inside a node label breaks rendering — use plain text", idx, n+1))
+			}
+		}
+		i = end
+	}
+	return out
+}
+
+func lintLineLength(text string, limit int) []string {
+	var out []string
+	inFence := false
+	for i, l := range strings.Split(text, "\n") {
+		if isFence(l) {
+			inFence = !inFence
+			continue
+		}
+		if inFence {
+			continue
+		}
+		if len([]rune(l)) > limit && strings.Contains(strings.TrimSpace(l), " ") {
+			out = append(out, fmt.Sprintf("line %d exceeds %d characters", i+1, limit))
+		}
+	}
+	return out
+}
+
+// lintStructure is the built-in markdown structure lint: problems that
+// break how the document renders for its reviewer.
+func lintStructure(text string) []string {
+	var out []string
+	open := -1
+	for i, l := range strings.Split(text, "\n") {
+		if isFence(l) {
+			if open < 0 {
+				open = i + 1
+			} else {
+				open = -1
+			}
+		}
+	}
+	if open > 0 {
+		out = append(out, fmt.Sprintf("line %d opens a code fence that is never closed — everything after it renders as code", open))
+	}
+	return out
+}

@@ -1,0 +1,142 @@
+package hooks
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/theloop-dev/theloop/graph"
+)
+
+// Marker is the self-authored marker every comment theloop posts carries
+// (the-loop's, so both implementations recognise each other's comments).
+const Marker = "<!-- the-loop:agent-comment -->"
+
+// Attribution is the visible line above the marker.
+const Attribution = "🤖 _the-loop, autonomous comment_"
+
+// Mark appends the attribution and marker to a comment body, unless it
+// already carries the marker.
+func Mark(body string) string {
+	if strings.Contains(body, Marker) {
+		return body
+	}
+	return strings.TrimRight(body, " \t\r\n") + "\n\n" + Attribution + "\n" + Marker + "\n"
+}
+
+// SelfAuthored reports whether a comment body was written by the-loop.
+func SelfAuthored(body string) bool { return strings.Contains(body, Marker) }
+
+// Operations the hooks use (see package integrations for providers).
+const (
+	OpAddComment    graph.Operation = "github.add-comment"
+	OpSetLabels     graph.Operation = "github.set-labels"
+	OpListComments  graph.Operation = "github.list-comments"
+	OpSlackPost     graph.Operation = "slack.post-message"
+	configAuthUsers                 = "authorizedUsers"
+)
+
+// authorizedComments returns the event's comments that count: not
+// self-authored, with an author exactly (case-sensitive) in the allowlist.
+// An empty allowlist authorizes nobody.
+func authorizedComments(hc *graph.HookContext) []graph.Comment {
+	if hc.Event == nil {
+		return nil
+	}
+	allowed := map[string]bool{}
+	for _, u := range hc.Config.Strings(configAuthUsers) {
+		allowed[u] = true
+	}
+	var out []graph.Comment
+	for _, c := range hc.Event.Comments {
+		if SelfAuthored(c.Body) {
+			continue
+		}
+		if c.Author == "" || !allowed[c.Author] {
+			continue
+		}
+		out = append(out, c)
+	}
+	return out
+}
+
+// authors renders "@a, @b" for the distinct authors of comments.
+func authors(cs []graph.Comment) string {
+	var names []string
+	seen := map[string]bool{}
+	for _, c := range cs {
+		a := strings.TrimPrefix(c.Author, "@")
+		if a != "" && !seen[a] {
+			seen[a] = true
+			names = append(names, "@"+a)
+		}
+	}
+	return strings.Join(names, ", ")
+}
+
+// commentData is the JSON-shaped form of comments kept in result data.
+func commentData(cs []graph.Comment) []any {
+	out := make([]any, len(cs))
+	for i, c := range cs {
+		out[i] = map[string]any{"id": c.ID, "author": c.Author, "body": c.Body}
+	}
+	return out
+}
+
+// errNoIntegrations marks a live chain run without any integrations
+// configured (an embedder's or a test's choice, not an outage).
+var errNoIntegrations = fmt.Errorf("no integrations configured: %w", graph.ErrUnsupportedOperation)
+
+// call performs an outbound operation.
+func call(ctx context.Context, hc *graph.HookContext, op graph.Operation, args map[string]any) (map[string]any, error) {
+	if hc.Integrations == nil {
+		return nil, errNoIntegrations
+	}
+	return hc.Integrations.Call(ctx, op, args)
+}
+
+// sideEffect turns an outbound call's error into the hook's result: a
+// provider that is not configured is a skip (nothing to do here), any other
+// failure is a pass carrying data.error (recorded, reported, never wedging
+// the graph unless the reference is declared blocking).
+func sideEffect(err error, data map[string]any, skipNote string) graph.HookResult {
+	if data == nil {
+		data = map[string]any{}
+	}
+	if errors.Is(err, graph.ErrUnsupportedOperation) {
+		return graph.Skip(skipNote)
+	}
+	data["error"] = err.Error()
+	return graph.Pass(data)
+}
+
+// postComment posts a marked comment on the work item.
+func postComment(ctx context.Context, hc *graph.HookContext, body string) (map[string]any, error) {
+	return call(ctx, hc, OpAddComment, map[string]any{"ref": hc.WorkItem.Ref, "body": Mark(body)})
+}
+
+// listComments reads the work item's comments.
+func listComments(ctx context.Context, hc *graph.HookContext) ([]graph.Comment, error) {
+	res, err := call(ctx, hc, OpListComments, map[string]any{"ref": hc.WorkItem.Ref})
+	if err != nil {
+		return nil, err
+	}
+	var out []graph.Comment
+	raw, _ := res["comments"].([]any)
+	for _, e := range raw {
+		v := graph.AsValues(e)
+		if v == nil {
+			continue
+		}
+		author := v.String("author")
+		if author == "" {
+			author = v.Map("author").String("login")
+		}
+		if author == "" {
+			author = v.Map("user").String("login")
+		}
+		out = append(out, graph.Comment{ID: fmt.Sprint(v["id"]), Author: strings.TrimPrefix(author, "@"), Body: v.String("body"), URL: v.String("url")})
+	}
+	return out, nil
+}

@@ -1,0 +1,129 @@
+package hooks
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"path"
+	"regexp"
+	"sort"
+	"strings"
+
+	"github.com/theloop-dev/theloop/graph"
+)
+
+var repoSegment = regexp.MustCompile(`^[A-Za-z0-9._-]+$`)
+
+// RepoStateKey turns "owner/repo" (or "host/owner/repo") into the directory
+// key "owner__repo". It rejects, never sanitises: fewer than two segments, a
+// "." or ".." segment, or a segment outside [A-Za-z0-9._-].
+func RepoStateKey(repo string) (string, error) {
+	parts := strings.Split(strings.TrimSpace(repo), "/")
+	if len(parts) < 2 {
+		return "", fmt.Errorf("%q is not <owner>/<repo>", repo)
+	}
+	for _, p := range parts {
+		if p == "." || p == ".." || !repoSegment.MatchString(p) {
+			return "", fmt.Errorf("%q has an invalid segment %q", repo, p)
+		}
+	}
+	if len(parts) > 2 {
+		parts = parts[len(parts)-2:]
+	}
+	return strings.Join(parts, "__"), nil
+}
+
+// innerLoop is one pull request's inner loop found on disk.
+type innerLoop struct {
+	label   string // "pr-16" or "octo__infra/pr-7"
+	current string
+}
+
+// findInnerLoops reads pr-loops/pr-*/graph-state.json and
+// pr-loops/*/pr-*/graph-state.json; an unreadable state counts as
+// unfinished.
+func findInnerLoops(a graph.Artifacts) []innerLoop {
+	var out []innerLoop
+	for _, pattern := range []string{"pr-loops/pr-*/graph-state.json", "pr-loops/*/pr-*/graph-state.json"} {
+		matches, _ := fs.Glob(a, pattern)
+		for _, m := range matches {
+			label := strings.TrimPrefix(path.Dir(m), "pr-loops/")
+			cur := ""
+			if b, err := fs.ReadFile(a, m); err == nil {
+				if st, err := graph.ParseState("", b); err == nil {
+					cur = st.CurrentNode
+				}
+			}
+			out = append(out, innerLoop{label: label, current: cur})
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].label < out[j].label })
+	return out
+}
+
+// awaitInnerLoops waits until every pull request's inner loop is complete
+// and every repository declared in execution-log.md has one.
+func awaitInnerLoops(_ context.Context, hc *graph.HookContext) graph.HookResult {
+	var declared []string
+	if text, err := readText(hc.Artifacts, ExecutionLog); err == nil {
+		fm, _ := FrontMatter(text)
+		if list, ok := fm["repos"].([]any); ok {
+			for _, r := range list {
+				declared = append(declared, fmString(r))
+			}
+		}
+	} else if !errors.Is(err, fs.ErrNotExist) && isFile(hc.Artifacts, ExecutionLog) {
+		return graph.Block(graph.Finding("execution-log.md could not be read: "+errorKind(err), hc.Artifacts.Path(ExecutionLog)))
+	}
+	keys := map[string]string{}
+	for _, r := range declared {
+		k, err := RepoStateKey(r)
+		if err != nil {
+			return graph.Block(graph.Finding("execution-log.md declares a repository the-loop cannot use: "+err.Error()+". `repos:` entries are <owner>/<repo>.", hc.Artifacts.Path(ExecutionLog)))
+		}
+		keys[r] = k
+	}
+	loops := findInnerLoops(hc.Artifacts)
+	var pending []string
+	for _, l := range loops {
+		if l.current != "complete" {
+			pending = append(pending, l.label)
+		}
+	}
+	origin := hc.Config.String("originRepo")
+	var missing []string
+	originUnknown := false
+	for _, r := range declared {
+		has := false
+		for _, l := range loops {
+			if strings.HasPrefix(l.label, keys[r]+"/") {
+				has = true
+			}
+			if !strings.Contains(l.label, "/") && origin != "" && strings.EqualFold(r, origin) {
+				has = true
+			}
+		}
+		if !has {
+			if origin == "" {
+				originUnknown = true
+			}
+			missing = append(missing, r)
+		}
+	}
+	if len(pending) == 0 && len(missing) == 0 {
+		return graph.Pass(map[string]any{"innerLoops": len(loops)})
+	}
+	var parts []string
+	if len(pending) > 0 {
+		parts = append(parts, fmt.Sprintf("waiting for %d inner loop(s) to finish: %s", len(pending), strings.Join(pending, ", ")))
+	}
+	if len(missing) > 0 {
+		parts = append(parts, fmt.Sprintf("%d declared repository(ies) have no inner loop yet: %s", len(missing), strings.Join(missing, ", ")))
+	}
+	if originUnknown {
+		parts = append(parts, "the origin repository is unknown (set ticketing.github in .the-loop/harness-config.yaml), so top-level pull-request loops cannot be attributed")
+	}
+	note := strings.Join(parts, "; ") + " — each pull request completes its pdlc-pr-loop (" + hc.WorkItem.SpecDir + "/pr-loops/) before the work item moves past implementation"
+	return graph.Wait(note)
+}

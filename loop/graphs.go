@@ -1,0 +1,78 @@
+package loop
+
+import (
+	"embed"
+	"fmt"
+	"strings"
+	"sync"
+
+	"github.com/theloop-dev/theloop/graph"
+	"github.com/theloop-dev/theloop/hooks"
+)
+
+// Shipped loop names.
+const (
+	WorkItemLoop     = "pdlc-work-item-loop"
+	PRLoop           = "pdlc-pr-loop"
+	AdhocLoop        = "pdlc-adhoc-loop"
+	ContributionLoop = "pdlc-contribution-loop"
+)
+
+//go:embed graphs/*.yaml
+var shippedFS embed.FS
+
+// ShippedGraphSource returns the YAML of a shipped loop.
+func ShippedGraphSource(name string) ([]byte, error) {
+	b, err := shippedFS.ReadFile("graphs/" + name + ".yaml")
+	if err != nil {
+		return nil, fmt.Errorf("no shipped loop named %q; shipped loops are: %s", name, strings.Join(ShippedLoopNames(), ", "))
+	}
+	return b, nil
+}
+
+var (
+	shippedMu    sync.Mutex
+	shippedCache = map[string]*graph.Graph{}
+)
+
+// ShippedGraph compiles a shipped loop against the shipped hooks, once per
+// process. A shipped graph that does not compile is a packaging error.
+func ShippedGraph(name string) (*graph.Graph, error) {
+	shippedMu.Lock()
+	defer shippedMu.Unlock()
+	if g, ok := shippedCache[name]; ok {
+		return g, nil
+	}
+	src, err := ShippedGraphSource(name)
+	if err != nil {
+		return nil, err
+	}
+	g, err := graph.Load("loop/graphs/"+name+".yaml", src, shippedRegistry())
+	if err != nil {
+		return nil, fmt.Errorf("the shipped graph %s does not compile (a packaging error — please report it): %w", name, err)
+	}
+	shippedCache[name] = g
+	return g, nil
+}
+
+var (
+	regOnce sync.Once
+	reg     *graph.Registry
+)
+
+// shippedRegistry holds exactly theloop's own hooks (never a repository's).
+func shippedRegistry() *graph.Registry {
+	regOnce.Do(func() { reg = hooks.NewRegistry() })
+	return reg
+}
+
+// ResolveOuterLoop is the single fail-closed reading of the agent-writable
+// `loop` field of graph-state.json: only the contribution and ad-hoc loops
+// are honoured; anything else means the default work-item loop.
+func ResolveOuterLoop(name string) string {
+	switch name {
+	case ContributionLoop, AdhocLoop:
+		return name
+	}
+	return WorkItemLoop
+}

@@ -1,0 +1,166 @@
+package loop
+
+import (
+	"context"
+	"fmt"
+	"io/fs"
+	"os"
+	"path"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+
+	"github.com/theloop-dev/theloop/graph"
+	"github.com/theloop-dev/theloop/hooks"
+)
+
+var (
+	issueID  = regexp.MustCompile(`^issue-(\d+)$`)
+	repoHalf = regexp.MustCompile(`^[A-Za-z0-9._-]+$`)
+)
+
+// WorkItemRef derives a work item's provider-qualified ref: issue-<n> in a
+// repository whose harness config names ticketing.github owner/repo becomes
+// github:<owner>/<repo>#<n>; anything else stays the bare id.
+func WorkItemRef(id, originRepo string) string {
+	m := issueID.FindStringSubmatch(id)
+	if m == nil {
+		return id
+	}
+	n, err := strconv.Atoi(m[1])
+	if err != nil || n <= 0 {
+		return id
+	}
+	owner, repo, ok := strings.Cut(originRepo, "/")
+	if !ok || !repoHalf.MatchString(owner) || !repoHalf.MatchString(repo) {
+		return id
+	}
+	return fmt.Sprintf("github:%s/%s#%d", owner, repo, n)
+}
+
+// fileItems resolves work items to spec directories on disk.
+type fileItems struct {
+	repoRoot   string // absolute
+	specRoot   string // relative, slash-separated
+	originRepo string
+	// refOverride is an inner loop's pull-request ref.
+	refOverride string
+}
+
+// Resolve implements graph.Items.
+func (it *fileItems) Resolve(_ context.Context, id string) (graph.WorkItem, graph.Artifacts, error) {
+	if err := ValidateWorkItemID(id); err != nil {
+		return graph.WorkItem{}, nil, err
+	}
+	display := path.Join(it.specRoot, id)
+	arts := &FileArtifacts{dir: filepath.Join(it.repoRoot, filepath.FromSlash(display)), display: display}
+	wi := graph.WorkItem{ID: id, Ref: WorkItemRef(id, it.originRepo), SpecDir: display, Tags: []string{}, RiskTier: 3}
+	if it.refOverride != "" {
+		wi.Ref = it.refOverride
+	}
+	for _, name := range []string{"requirements.md", "bugfix.md", "design.md"} {
+		b, err := fs.ReadFile(arts, name)
+		if err != nil {
+			continue
+		}
+		fm, _ := hooks.FrontMatter(string(b))
+		if tags := graph.AsStrings(fm["tags"]); tags != nil {
+			wi.Tags = tags
+		}
+		if t := graph.Values(fm).Int("riskTier", 0); t > 0 {
+			wi.RiskTier = t
+		}
+		break
+	}
+	return wi, arts, nil
+}
+
+// FileArtifacts is a spec directory on disk as graph.Artifacts. Reads go
+// through os.DirFS semantics (names must be fs.ValidPath, so nothing
+// escapes the directory); writes are atomic replacements.
+type FileArtifacts struct {
+	dir     string
+	display string
+}
+
+// NewFileArtifacts returns the artifacts of the spec directory dir, shown in
+// messages as display (e.g. "docs/specs/issue-7").
+func NewFileArtifacts(dir, display string) *FileArtifacts {
+	return &FileArtifacts{dir: dir, display: display}
+}
+
+func (a *FileArtifacts) full(op, name string) (string, error) {
+	if !fs.ValidPath(name) || name == "." {
+		return "", &fs.PathError{Op: op, Path: name, Err: fs.ErrInvalid}
+	}
+	return filepath.Join(a.dir, filepath.FromSlash(name)), nil
+}
+
+// Open implements fs.FS.
+func (a *FileArtifacts) Open(name string) (fs.File, error) {
+	if !fs.ValidPath(name) {
+		return nil, &fs.PathError{Op: "open", Path: name, Err: fs.ErrInvalid}
+	}
+	return os.DirFS(a.dir).Open(name)
+}
+
+// ReadFile implements fs.ReadFileFS (one syscall path, no directory walk).
+func (a *FileArtifacts) ReadFile(name string) ([]byte, error) {
+	p, err := a.full("read", name)
+	if err != nil {
+		return nil, err
+	}
+	return os.ReadFile(p)
+}
+
+// Stat implements fs.StatFS.
+func (a *FileArtifacts) Stat(name string) (fs.FileInfo, error) {
+	p, err := a.full("stat", name)
+	if err != nil {
+		return nil, err
+	}
+	return os.Stat(p)
+}
+
+// WriteFile implements graph.Artifacts: temp file, fsync, rename.
+func (a *FileArtifacts) WriteFile(name string, data []byte) error {
+	p, err := a.full("write", name)
+	if err != nil {
+		return err
+	}
+	if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+		return err
+	}
+	return writeFileAtomic(p, data, 0o644)
+}
+
+// AppendFile implements graph.Artifacts.
+func (a *FileArtifacts) AppendFile(name string, data []byte) error {
+	p, err := a.full("append", name)
+	if err != nil {
+		return err
+	}
+	if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+		return err
+	}
+	f, err := os.OpenFile(p, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o644)
+	if err != nil {
+		return err
+	}
+	if _, err := f.Write(data); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
+}
+
+// Path implements graph.Artifacts.
+func (a *FileArtifacts) Path(name string) string { return path.Join(a.display, name) }
+
+var (
+	_ graph.Artifacts = (*FileArtifacts)(nil)
+	_ fs.ReadFileFS   = (*FileArtifacts)(nil)
+	_ fs.StatFS       = (*FileArtifacts)(nil)
+	_ graph.Items     = (*fileItems)(nil)
+)

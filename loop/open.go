@@ -1,0 +1,300 @@
+package loop
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/theloop-dev/theloop/graph"
+	"github.com/theloop-dev/theloop/hooks"
+)
+
+// ErrRepoNotFound: the repository root does not exist or is not a
+// directory.
+var ErrRepoNotFound = errors.New("repository not found")
+
+// Options tailor Open. The zero value opens the work-item loop for CLI use:
+// no integrations, no delivery, wall clock, no event log.
+type Options struct {
+	// GraphFile loads another graph file instead of a shipped loop (for
+	// graph authors, and for conformance against the-loop's own graphs). It
+	// is compiled against theloop's shipped hooks only.
+	GraphFile string
+	// Loop names a shipped loop. Empty: the loop recorded in WorkItem's
+	// state (only the contribution and ad-hoc loops are honoured from that
+	// agent-writable field), else the work-item loop; PR > 0 always selects
+	// the PR loop.
+	Loop string
+	// WorkItem is the id whose recorded loop Open consults when Loop is
+	// empty.
+	WorkItem string
+	// PR and PRRepo address a pull request's inner loop.
+	PR     int
+	PRRepo string
+
+	// Operator settings, from the CLI config.
+	AuthorizedUsers []string
+	ExecuteKeyword  string
+	SessionPerPr    string
+	// SpecDir overrides the repository's workflow.specDir.
+	SpecDir string
+
+	// The world.
+	Integrations graph.Integrations
+	Commands     graph.Commands
+	Deliver      func(ctx context.Context, workItem, text string) (bool, error)
+	Sink         graph.Sink
+	Clock        graph.Clock
+	LockTimeout  time.Duration
+	// Warn receives non-fatal findings (an ignored repository graph, a
+	// harness-config key of the wrong type). Nil discards them.
+	Warn func(string)
+}
+
+// Repo is a repository checkout as theloop reads it.
+type Repo struct {
+	Root          string
+	Harness       HarnessConfig
+	Collaborators Collaborators
+	SpecDir       string
+	Warnings      []string
+}
+
+// OpenRepo reads a checkout's configuration without building a runtime.
+// It never writes and never runs anything from the repository.
+func OpenRepo(root, specDirOverride string) (*Repo, error) {
+	abs, err := filepath.Abs(root)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %s: %v", ErrRepoNotFound, root, err)
+	}
+	if st, err := os.Stat(abs); err != nil || !st.IsDir() {
+		return nil, fmt.Errorf("%w: %s is not a directory; pass the repository root with --repo", ErrRepoNotFound, root)
+	}
+	r := &Repo{Root: abs}
+	h, warns, err := LoadHarnessConfig(abs)
+	if err != nil {
+		return nil, err
+	}
+	r.Harness = h
+	r.Warnings = append(r.Warnings, warns...)
+	r.Warnings = append(r.Warnings, RepoGraphWarnings(abs)...)
+	c, err := LoadCollaborators(abs)
+	if err != nil {
+		r.Warnings = append(r.Warnings, err.Error())
+	}
+	r.Collaborators = c
+	r.SpecDir = h.SpecDir
+	if specDirOverride != "" {
+		if err := ValidateSpecDir("routing.graph.specDir", specDirOverride); err != nil {
+			return nil, err
+		}
+		r.SpecDir = specDirOverride
+	}
+	return r, nil
+}
+
+// Open turns a repository checkout into a ready runtime for one loop: it
+// reads the harness config (defaults when absent), compiles the loop, and
+// wires the filesystem store, the spec-directory artifacts and the hooks'
+// configuration. It does no network I/O and starts no process.
+func Open(repoRoot string, opts Options) (*graph.Runtime, error) {
+	r, err := OpenRepo(repoRoot, opts.SpecDir)
+	if err != nil {
+		return nil, err
+	}
+	return r.Runtime(opts)
+}
+
+// Runtime builds the runtime of one loop over this repository.
+func (r *Repo) Runtime(opts Options) (*graph.Runtime, error) {
+	for _, w := range r.Warnings {
+		if opts.Warn != nil {
+			opts.Warn(w)
+		}
+	}
+	g, err := r.selectGraph(opts)
+	if err != nil {
+		return nil, err
+	}
+	origin := r.Harness.OriginRepo()
+	storeOpts := []StoreOption{}
+	if opts.Clock != nil {
+		storeOpts = append(storeOpts, WithStoreClock(opts.Clock))
+	}
+	items := &fileItems{repoRoot: r.Root, specRoot: r.SpecDir, originRepo: origin}
+	cfg := r.hookConfig(opts)
+	if opts.PR > 0 {
+		sub, err := PRLoopSubPath(opts.PRRepo, origin, opts.PR)
+		if err != nil {
+			return nil, err
+		}
+		storeOpts = append(storeOpts, WithStateSubPath(sub))
+		prRepo := opts.PRRepo
+		if prRepo == "" {
+			prRepo = origin
+		}
+		if prRepo != "" {
+			items.refOverride = fmt.Sprintf("github:%s#%d", prRepo, opts.PR)
+		}
+		cfg["assignmentPr"] = opts.PR
+		if opts.PRRepo != "" && !strings.EqualFold(opts.PRRepo, origin) {
+			cfg["assignmentPrRepo"] = opts.PRRepo
+		}
+	}
+	store := NewStore(r.Root, r.SpecDir, storeOpts...)
+	return graph.New(g, graph.Options{
+		Store:        store,
+		Items:        items,
+		Sink:         opts.Sink,
+		Clock:        opts.Clock,
+		Config:       cfg,
+		Integrations: opts.Integrations,
+		Commands:     opts.Commands,
+		Deliver:      opts.Deliver,
+		Auditor:      &auditor{root: r.Root, integrations: opts.Integrations, clock: opts.Clock},
+		LockTimeout:  opts.LockTimeout,
+	})
+}
+
+func (r *Repo) selectGraph(opts Options) (*graph.Graph, error) {
+	if opts.GraphFile != "" {
+		src, err := os.ReadFile(opts.GraphFile)
+		if err != nil {
+			return nil, fmt.Errorf("reading graph file: %w", err)
+		}
+		return graph.Load(opts.GraphFile, src, shippedRegistry())
+	}
+	name := opts.Loop
+	switch {
+	case opts.PR > 0:
+		name = PRLoop
+	case name == "" && opts.WorkItem != "":
+		name = ResolveOuterLoop(r.recordedLoop(opts.WorkItem))
+	case name == "":
+		name = WorkItemLoop
+	}
+	return ShippedGraph(name)
+}
+
+// recordedLoop peeks at the loop a work item's state records ("" when none).
+func (r *Repo) recordedLoop(id string) string {
+	if ValidateWorkItemID(id) != nil {
+		return ""
+	}
+	st, err := NewStore(r.Root, r.SpecDir).Load(context.Background(), id)
+	if err != nil {
+		return ""
+	}
+	return st.Loop
+}
+
+// hookConfig is the configuration hooks read (handles, never secrets).
+func (r *Repo) hookConfig(opts Options) graph.Values {
+	events := map[string]any{}
+	for ev, roles := range r.Harness.Notifications.Events {
+		rs := make([]any, len(roles))
+		for i, x := range roles {
+			rs[i] = x
+		}
+		events[ev] = rs
+	}
+	collab := make([]any, 0, len(r.Collaborators))
+	for _, c := range r.Collaborators {
+		roles := make([]any, len(c.Roles))
+		for i, x := range c.Roles {
+			roles[i] = x
+		}
+		collab = append(collab, map[string]any{"login": c.Login, "roles": roles, "slack": c.Slack})
+	}
+	users := make([]any, len(opts.AuthorizedUsers))
+	for i, u := range opts.AuthorizedUsers {
+		users[i] = u
+	}
+	cfg := graph.Values{
+		"authorizedUsers":  users,
+		"phaseLabelPrefix": r.Harness.PhaseLabelPrefix,
+		"notifications":    map[string]any{"enabled": r.Harness.Notifications.Enabled, "events": events},
+		"collaborators":    collab,
+		"repoInitialized":  r.Harness.Present,
+		"originRepo":       r.Harness.OriginRepo(),
+	}
+	if opts.ExecuteKeyword != "" {
+		cfg["executeKeyword"] = opts.ExecuteKeyword
+	}
+	if opts.SessionPerPr != "" {
+		cfg["sessionPerPr"] = opts.SessionPerPr
+	}
+	return cfg
+}
+
+// auditor leaves the human-visible trail of force and skip declarations:
+// an execution-log entry (when the work item keeps one) and a marked comment
+// on the ticket. Both are best-effort; failures come back as warnings.
+type auditor struct {
+	root         string
+	integrations graph.Integrations
+	clock        graph.Clock
+}
+
+func (a *auditor) now() time.Time {
+	if a.clock != nil {
+		return a.clock.Now()
+	}
+	return time.Now()
+}
+
+func (a *auditor) comment(ctx context.Context, wi graph.WorkItem, body string) error {
+	if a.integrations == nil {
+		return nil
+	}
+	_, err := a.integrations.Call(ctx, hooks.OpAddComment, map[string]any{"ref": wi.Ref, "body": hooks.Mark(body)})
+	if errors.Is(err, graph.ErrUnsupportedOperation) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("could not post the audit comment: %w", err)
+	}
+	return nil
+}
+
+// log appends an entry to the work item's execution log, when it keeps one.
+func (a *auditor) log(wi graph.WorkItem, entry string) error {
+	arts := NewFileArtifacts(filepath.Join(a.root, filepath.FromSlash(wi.SpecDir)), wi.SpecDir)
+	if _, err := arts.Stat(hooks.ExecutionLog); err != nil {
+		return nil
+	}
+	if err := arts.AppendFile(hooks.ExecutionLog, []byte(entry)); err != nil {
+		return fmt.Errorf("could not append to %s: %w", arts.Path(hooks.ExecutionLog), err)
+	}
+	return nil
+}
+
+// Forced implements graph.Auditor.
+func (a *auditor) Forced(ctx context.Context, wi graph.WorkItem, rec graph.ForceRecord) error {
+	var b strings.Builder
+	fmt.Fprintf(&b, "🤖 _the-loop_ — **forced transition**\n\n`%s` → `%s` by %s\n\n**Reason:** %s", rec.From, rec.To, rec.Actor, rec.Reason)
+	for _, w := range rec.Warnings {
+		b.WriteString("\n- ⚠️ " + w)
+	}
+	b.WriteString("\n\nOnly the pointer moved: no gate was passed. `loopctl check --recompute` still reports the bypassed gate as unmet.")
+	entry := fmt.Sprintf("\n### %s — forced %s → %s\n\n- **By:** %s\n- **Reason:** %s\n", a.now().Format("2006-01-02"), rec.From, rec.To, rec.Actor, rec.Reason)
+	for _, w := range rec.Warnings {
+		entry += "- **Warning:** " + w + "\n"
+	}
+	return errors.Join(a.log(wi, entry), a.comment(ctx, wi, b.String()))
+}
+
+// SkipsDeclared implements graph.Auditor.
+func (a *auditor) SkipsDeclared(ctx context.Context, wi graph.WorkItem, nodes []string, by, reason string) error {
+	q := make([]string, len(nodes))
+	for i, n := range nodes {
+		q[i] = "`" + n + "`"
+	}
+	body := fmt.Sprintf("🤖 _the-loop_ — **declared skips**\n\n%s declared skipped by %s\n\n**Reason:** %s\n\nThese are declarations, not verdicts: `loopctl check` reports them as skipped, never as passed.", strings.Join(q, ", "), by, reason)
+	entry := fmt.Sprintf("\n### %s — declared skips\n\n- **Nodes:** %s\n- **By:** %s\n- **Reason:** %s\n", a.now().Format("2006-01-02"), strings.Join(nodes, ", "), by, reason)
+	return errors.Join(a.log(wi, entry), a.comment(ctx, wi, body))
+}

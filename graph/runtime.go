@@ -187,7 +187,7 @@ type session struct {
 	warn []string
 
 	// Exit-chain inputs derived from st, computed once per skip set.
-	exitFor   *skipInfo
+	exitFor      *skipInfo
 	decisions    map[string]Decision
 	skipped      map[string]bool
 	skippedNodes map[string]bool

@@ -5,6 +5,7 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"unicode/utf8"
 )
 
 // Ref is a parsed work-item reference (daemon-spec §0.1):
@@ -101,10 +102,13 @@ func validHost(h string) bool {
 	return dottedRE.MatchString(h) || namePort.MatchString(h)
 }
 
-// clip shortens s for an error message.
+// clip shortens s for an error message, on a rune boundary.
 func clip(s string, n int) string {
 	if len(s) <= n {
 		return s
+	}
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
 	}
 	return s[:n] + "…"
 }

@@ -1,0 +1,175 @@
+package integrations
+
+import (
+	"encoding/json"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+	"unicode/utf8"
+)
+
+// Fuzz targets for every parser of outside input: refs (from events and
+// state), Link headers, gh's --include output, GitHub/Slack/Jira answers,
+// PR bodies (closing keywords) and Retry-After. Run each briefly with
+// `go test -fuzz=FuzzX -fuzztime=20s ./integrations`.
+
+func FuzzParseRef(f *testing.F) {
+	for _, s := range []string{"github:octo/repo#7", "github:ghe.corp.example/octo/repo#15", "github:github.com/o/r#1",
+		"github:host:8443/o/r#2", "jira:a/b#1", "github:o/r#0", "github:../r#1", "github:o/r#99999999999", " github:o/r#3 ", "github:a/b/c/d#1", "#1", ""} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		r, err := ParseRef(s)
+		if err != nil {
+			if !strings.Contains(err.Error(), "work-item ref") {
+				t.Fatalf("error without the sentinel: %v", err)
+			}
+			return
+		}
+		if r.Number <= 0 || !validName(r.Owner) || !validName(r.Repo) || (r.Host != "" && !validHost(r.Host)) {
+			t.Fatalf("accepted an invalid ref %q: %+v", s, r)
+		}
+		again, err := ParseRef(r.String())
+		if err != nil || again != r {
+			t.Fatalf("round trip of %q: %+v → %q → %+v, %v", s, r, r.String(), again, err)
+		}
+	})
+}
+
+func FuzzNextLink(f *testing.F) {
+	for _, s := range []string{
+		`<https://api.github.com/repositories/1/issues?labels=a,b&page=2>; rel="next", <https://api.github.com/repositories/1/issues?page=5>; rel="last"`,
+		`<https://x/y?page=1>; rel="prev first", <https://x/y?page=3>; rel=next`,
+		`<>; rel="next"`, `<a`, `;;;rel=next`, ``, `<x>; REL = "Next"`,
+	} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		next := nextLink([]string{s})
+		if next != "" && !strings.Contains(s, "<"+next+">") {
+			t.Fatalf("next %q is not a link target of %q", next, s)
+		}
+	})
+}
+
+func FuzzParseGhInclude(f *testing.F) {
+	for _, s := range []string{
+		"HTTP/2.0 200 OK\r\nContent-Type: application/json\r\nLink: <https://api.github.com/x?page=2>; rel=\"next\"\r\n\r\n[{\"name\":\"bug\"}]",
+		"HTTP/1.1 204 No Content\r\nX-Github-Request-Id: 1\r\n\r\n",
+		"HTTP/2.0 404 Not Found\r\n\r\n{\"message\":\"Not Found\"}",
+		"HTTP/2.0 200 OK\n\n{}", "HTTP/2.0 999 Odd\r\n\r\n", "HTTP/2.0\r\n", "garbage", "",
+		"HTTP/1.1 200 OK\r\nBad Header Line\r\n\r\nbody",
+	} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, b []byte) {
+		resp, err := parseGhInclude(b)
+		if err == nil && (resp.status < 100 || resp.status > 599 || len(resp.body) > len(b)) {
+			t.Fatalf("accepted %q as status %d", b, resp.status)
+		}
+		_ = nextLink(resp.header.Values("Link"))
+	})
+}
+
+func FuzzGitHubDecoders(f *testing.F) {
+	for _, s := range []string{
+		`[{"name":"bug"},{"name":"loop:design"}]`,
+		`[{"id":1,"user":{"login":"a"},"body":"x","html_url":"u","created_at":"t"},{"id":2,"user":null,"body":null}]`,
+		`[{"id":3,"user":{"login":"b"},"state":"APPROVED","submitted_at":null}]`,
+		`[{"id":4,"path":"a.go","line":null,"original_line":7},{"line":-1}]`,
+		`{"number":7,"title":"t","body":null,"state":"open","user":{"login":"d"},"labels":[{"name":"x"}],"pull_request":{"merged_at":"2026"}}`,
+		`[{"number":8,"labels":[{"name":"a"}],"pull_request":{}},{"number":-3},{"number":1e30}]`,
+		`{"data":{"repository":{"pullRequest":{"closingIssuesReferences":{"nodes":[{"number":7,"repository":{"nameWithOwner":"o/r"}},{"number":0},{"number":9,"repository":{"nameWithOwner":"../x"}}]}}}}}`,
+		`{"errors":[{"message":"nope"}]}`, `{"message":"Bad credentials"}`, `null`, `[]`, `{}`, `[1,2]`, `"s"`, ``, `[{"id":"x"}]`,
+	} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, b []byte) {
+		check := func(v any, err error) {
+			if err != nil {
+				return
+			}
+			if _, err := json.Marshal(v); err != nil {
+				t.Fatalf("decoded value is not JSON-shaped: %v", err)
+			}
+		}
+		check(decodeLabelNames(b))
+		check(decodeComments(b))
+		check(decodeReviews(b))
+		check(decodeReviewComments(b))
+		check(decodeIssue(b))
+		check(decodeItems(b, "", "o", "r"))
+		check(decodeCreatedComment(b))
+		refs, _, err := decodeClosing(b)
+		if err == nil {
+			for _, r := range refs {
+				if r.Number <= 0 || !validName(r.Owner) || !validName(r.Repo) {
+					t.Fatalf("invalid closing ref %+v", r)
+				}
+			}
+		}
+		if m := githubMessage(b); len(m) > 204 {
+			t.Fatalf("message not clipped: %d bytes", len(m))
+		}
+	})
+}
+
+func FuzzClosingKeywords(f *testing.F) {
+	for _, s := range []string{
+		"Fixes #7", "closes: octo/other#3 and resolves #4", "Resolved https://github.com/octo/repo/issues/9",
+		"prefixes #1", "FIXED #0", "fix #12, fix #12", "Closes https://evil.example/octo/repo/issues/5", "close\t#99999999999",
+	} {
+		f.Add(s, "github.com")
+	}
+	f.Fuzz(func(t *testing.T, body, host string) {
+		seen := map[closingRef]bool{}
+		for _, r := range parseClosingKeywords(body, "octo", "repo", host) {
+			if r.Number <= 0 || r.Number >= maxNumber || !validName(r.Owner) || !validName(r.Repo) || seen[r] {
+				t.Fatalf("bad or duplicate ref %+v from %q", r, body)
+			}
+			seen[r] = true
+		}
+	})
+}
+
+func FuzzServiceAnswers(f *testing.F) {
+	for _, s := range []string{
+		`{"ok":true,"ts":"1.2"}`, `{"ok":false,"error":"not_in_channel"}`, `{"ok":"yes"}`,
+		`{"id":"10001"}`, `{"id":10002}`, `{"id":null}`,
+		`{"transitions":[{"id":"11","name":"Start","to":{"name":"In Progress"}}]}`, `{"transitions":"x"}`,
+		`{"errorMessages":["Issue does not exist"],"errors":{"summary":"required"}}`, `[]`, ``, `ok`, `no_service`,
+	} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, b []byte) {
+		if _, code, err := decodeSlackAnswer(b); err == nil {
+			for _, r := range code {
+				if r != '_' && (r < 'a' || r > 'z') && (r < '0' || r > '9') {
+					t.Fatalf("unsanitised Slack code %q", code)
+				}
+			}
+		}
+		if code := slackCode(string(b)); code == "" || len(code) > 61 {
+			t.Fatalf("slackCode(%q) = %q", b, code)
+		}
+		_, _ = decodeJiraComment(b)
+		_, _ = decodeJiraTransitions(b)
+		if m := jiraMessage(b); !utf8.ValidString(m) && utf8.Valid(b) {
+			t.Fatalf("jiraMessage broke UTF-8: %q", m)
+		}
+	})
+}
+
+func FuzzRetryAfter(f *testing.F) {
+	for _, s := range []string{"3", "0", "-1", "86401", "Wed, 21 Oct 2015 07:28:00 GMT", "soon", "", "99999999999999999999"} {
+		f.Add(s)
+	}
+	now := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
+	f.Fuzz(func(t *testing.T, v string) {
+		d, ok := retryAfter(http.Header{"Retry-After": {v}}, now)
+		if ok && (d < 0 || d > 24*time.Hour) {
+			t.Fatalf("Retry-After %q → %s", v, d)
+		}
+	})
+}

@@ -67,7 +67,8 @@ type Error struct {
 	// Transport is the provider's resolved transport ("api", "cli", ...), or
 	// "" when the provider is not configured.
 	Transport string
-	// Attempts counts the requests made (0 when the call failed before any).
+	// Attempts counts the attempts made at the service (0 when the call
+	// failed before any: bad arguments, unavailable provider).
 	Attempts int
 	// Status is the HTTP status of the last answer, 0 when there was none.
 	Status int

@@ -11,18 +11,49 @@ import (
 	"github.com/theloop-dev/theloop/graph"
 )
 
-// GitHub operations. Both transports implement every one.
+// GitHub operations. Both transports implement every one and answer each
+// with the same map. "ref" is a work-item ref, github:[host/]owner/repo#n
+// (a malformed ref fails every operation with ErrInvalidRef). Ids and
+// numbers are int; lists are []any of map[string]any or string; timestamps
+// are GitHub's RFC 3339 strings, "" when absent.
 const (
-	OpGitHubAddComment         graph.Operation = "github.add-comment"
-	OpGitHubSetLabels          graph.Operation = "github.set-labels"
-	OpGitHubGetLabels          graph.Operation = "github.get-labels"
-	OpGitHubListComments       graph.Operation = "github.list-comments"
-	OpGitHubListReviews        graph.Operation = "github.list-reviews"
+	// {ref, body} → {id, url}. The body is posted verbatim: the caller
+	// composes it and adds the self-authored marker. Not retried after a
+	// 5xx (GitHub may have posted it).
+	OpGitHubAddComment graph.Operation = "github.add-comment"
+	// {ref, labels: [string], replacePrefix?: "loop:"} → {labels: [string]}:
+	// removes the labels starting with replacePrefix (case-insensitively)
+	// that are not in labels, adds the missing ones, keeps every other
+	// label; returns the issue's labels afterwards. Without replacePrefix it
+	// only adds.
+	OpGitHubSetLabels graph.Operation = "github.set-labels"
+	// {ref} → {labels: [string]}.
+	OpGitHubGetLabels graph.Operation = "github.get-labels"
+	// {ref} → {comments: [{id, author, body, url, createdAt}]}, every page,
+	// oldest first; author is the login ("" for a deleted user).
+	OpGitHubListComments graph.Operation = "github.list-comments"
+	// {ref (a PR)} → {reviews: [{id, author, body, state, url, submittedAt}]},
+	// every state (PENDING included; callers filter).
+	OpGitHubListReviews graph.Operation = "github.list-reviews"
+	// {ref (a PR)} → {comments: [{id, author, body, url, path, line,
+	// createdAt}]}; line is the comment's line, else its original line,
+	// else 0.
 	OpGitHubListReviewComments graph.Operation = "github.list-review-comments"
-	OpGitHubGetIssue           graph.Operation = "github.get-issue"
-	OpGitHubListItemsByLabel   graph.Operation = "github.list-items-by-label"
-	OpGitHubAddReaction        graph.Operation = "github.add-reaction"
-	OpGitHubClosingIssues      graph.Operation = "github.closing-issues"
+	// {ref} → {number, title, body, state, author, labels, url,
+	// isPullRequest, merged}.
+	OpGitHubGetIssue graph.Operation = "github.get-issue"
+	// {repo: "owner/repo" or "host/owner/repo", label, state?:
+	// open (default)|closed|all} → {items: [{number, title, url,
+	// isPullRequest, labels, ref}]}, issues and PRs, newest first.
+	OpGitHubListItemsByLabel graph.Operation = "github.list-items-by-label"
+	// {ref, content, commentId?, commentType?: issue-comment (default) |
+	// review-comment} → {}. Without commentId the reaction goes on the issue
+	// or PR itself. content is one of +1 -1 laugh confused heart hooray
+	// rocket eyes.
+	OpGitHubAddReaction graph.Operation = "github.add-reaction"
+	// {ref (a PR)} → {issues: [int], refs: [string], source: "graphql" |
+	// "body"}; see github.closingIssues.
+	OpGitHubClosingIssues graph.Operation = "github.closing-issues"
 )
 
 var githubOperations = []graph.Operation{

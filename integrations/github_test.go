@@ -427,3 +427,29 @@ func TestGitHubEnterpriseBaseURL(t *testing.T) {
 	_, err = s.Call(context.Background(), OpGitHubGetIssue, map[string]any{"ref": "github:" + host + "/octo/repo#7"})
 	require.NoError(t, err)
 }
+
+// TestConcurrentCalls: a Set serves hooks running in parallel (run with
+// -race).
+func TestConcurrentCalls(t *testing.T) {
+	fg := fixtureServer(t, "")
+	w := newWorld(mapEnv{"GH_TOKEN": testToken})
+	s := apiSet(t, fg, w)
+	errs := make(chan error, 16)
+	for i := range 16 {
+		go func() {
+			op, args := OpGitHubListComments, map[string]any{"ref": "github:octo/repo#7"}
+			if i%4 == 0 {
+				op, args = OpGitHubGetIssue, map[string]any{"ref": "github:octo/repo#404"}
+			}
+			_, err := s.Call(context.Background(), op, args)
+			if i%4 == 0 && err != nil {
+				err = nil
+			}
+			errs <- err
+		}()
+	}
+	for range 16 {
+		require.NoError(t, <-errs)
+	}
+	assert.Equal(t, 4, w.sink.Count(EventCallFailed))
+}

@@ -10,7 +10,9 @@ import (
 	"github.com/theloop-dev/theloop/graph"
 )
 
-// OpSlackPostMessage posts text to a channel: {text, channel?} → {}.
+// OpSlackPostMessage posts text: {text, channel?} → {}. The api transport
+// posts to channel, else integrations.slack.channel; the webhook transport
+// posts to its own channel and refuses a different channel argument.
 const OpSlackPostMessage graph.Operation = "slack.post-message"
 
 var slackOperations = []graph.Operation{OpSlackPostMessage}

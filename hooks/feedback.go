@@ -40,7 +40,7 @@ type sentence struct {
 }
 
 // sentenceWords splits text into sentences of lower-cased words (letters,
-// digits and apostrophes). Sentences end at . ! ? ; and line breaks.
+// digits and apostrophes). Sentences end at . ! ? ; , : and line breaks.
 func sentenceWords(text string) []sentence {
 	text = strings.ToLower(strings.ReplaceAll(text, "’", "'"))
 	var out []sentence
@@ -65,7 +65,8 @@ func sentenceWords(text string) []sentence {
 			w.WriteRune(r)
 		case r == '?':
 			flushSentence(true)
-		case r == '.' || r == '!' || r == ';' || r == '\n':
+		case r == '.' || r == '!' || r == ';' || r == ',' || r == ':' || r == '\n':
+			// Clause breaks bound negation: "no changes requested, approved".
 			flushSentence(false)
 		default:
 			flushWord()
@@ -250,7 +251,11 @@ func lockArtifacts(_ context.Context, hc *graph.HookContext) graph.HookResult {
 			findings = append(findings, graph.Finding("cannot lock: artifact could not be read: "+errorKind(err), path))
 			continue
 		}
-		out := SetFrontMatterLock(text, approvers)
+		out, ok := SetFrontMatterLock(text, approvers)
+		if !ok {
+			findings = append(findings, graph.Finding("cannot lock: the front matter is not a YAML mapping theloop can edit; fix it so `status: approved` can be written", path))
+			continue
+		}
 		if err := hc.Artifacts.WriteFile(name, []byte(out)); err != nil {
 			findings = append(findings, graph.Finding("cannot lock: artifact could not be written: "+errorKind(err), path))
 			continue
@@ -283,53 +288,63 @@ func dedupe(in []string) []string {
 
 // SetFrontMatterLock returns text with `status: approved` and
 // `approvedBy: [...]` in its front matter, editing those keys in place and
-// keeping every other line; a document without front matter gets one.
-func SetFrontMatterLock(text string, approvers []string) string {
+// keeping every other line; a document without front matter gets one. It
+// reports false — and changes nothing — when the existing front matter is
+// unterminated, not valid YAML, not a mapping, or cannot be edited line by
+// line into one that reads approved: a human must fix it first.
+func SetFrontMatterLock(text string, approvers []string) (string, bool) {
 	by := "[" + strings.Join(quoteAll(approvers), ", ") + "]"
-	fm, _ := FrontMatter(text)
+	if !strings.HasPrefix(text, "---") {
+		return "---\nstatus: approved\napprovedBy: " + by + "\n---\n" + text, true
+	}
 	lines := strings.Split(text, "\n")
-	if strings.HasPrefix(text, "---") && len(fm) >= 0 {
-		end := -1
-		for i := 1; i < len(lines); i++ {
-			if strings.TrimSpace(lines[i]) == "---" {
-				end = i
-				break
-			}
-		}
-		if end > 0 {
-			if _, ok := parseYAMLMapping(strings.Join(lines[1:end], "\n")); ok {
-				head := make([]string, 0, end+2)
-				sawStatus, sawBy := false, false
-				for i := 1; i < end; i++ {
-					l := lines[i]
-					key := topLevelKey(l)
-					switch key {
-					case "status":
-						head = append(head, "status: approved")
-						sawStatus = true
-						continue
-					case "approvedBy":
-						head = append(head, "approvedBy: "+by)
-						sawBy = true
-						// drop a block list that followed the key
-						for i+1 < end && strings.HasPrefix(strings.TrimLeft(lines[i+1], " "), "- ") && (strings.HasPrefix(lines[i+1], " ") || strings.HasPrefix(lines[i+1], "-")) {
-							i++
-						}
-						continue
-					}
-					head = append(head, l)
-				}
-				if !sawStatus {
-					head = append(head, "status: approved")
-				}
-				if !sawBy {
-					head = append(head, "approvedBy: "+by)
-				}
-				return "---\n" + strings.Join(head, "\n") + "\n" + strings.Join(lines[end:], "\n")
-			}
+	end := -1
+	for i := 1; i < len(lines); i++ {
+		if strings.TrimSpace(lines[i]) == "---" {
+			end = i
+			break
 		}
 	}
-	return "---\nstatus: approved\napprovedBy: " + by + "\n---\n" + text
+	if end < 0 {
+		return text, false
+	}
+	if _, ok := parseYAMLMapping(strings.Join(lines[1:end], "\n")); !ok {
+		return text, false
+	}
+	if fm, _ := FrontMatter(text); len(fm) == 0 && strings.TrimSpace(strings.Join(lines[1:end], "\n")) != "" {
+		return text, false // valid YAML, but not a mapping
+	}
+	head := make([]string, 0, end+2)
+	sawStatus, sawBy := false, false
+	for i := 1; i < end; i++ {
+		l := lines[i]
+		switch topLevelKey(l) {
+		case "status":
+			head = append(head, "status: approved")
+			sawStatus = true
+			continue
+		case "approvedBy":
+			head = append(head, "approvedBy: "+by)
+			sawBy = true
+			// drop the block list that followed the key
+			for i+1 < end && strings.HasPrefix(strings.TrimLeft(lines[i+1], " "), "- ") {
+				i++
+			}
+			continue
+		}
+		head = append(head, l)
+	}
+	if !sawStatus {
+		head = append(head, "status: approved")
+	}
+	if !sawBy {
+		head = append(head, "approvedBy: "+by)
+	}
+	out := "---\n" + strings.Join(head, "\n") + "\n" + strings.Join(lines[end:], "\n")
+	if fm, _ := FrontMatter(out); strings.TrimSpace(fmString(fm["status"])) != "approved" {
+		return text, false
+	}
+	return out, true
 }
 
 func topLevelKey(line string) string {
@@ -355,12 +370,20 @@ func quoteAll(ss []string) []string {
 // dated, to the artifact's "## Review comments" section, never rewriting
 // earlier entries.
 func recordFeedback(_ context.Context, hc *graph.HookContext) graph.HookResult {
-	into := hc.Params.String("into")
-	if into == "" {
+	decl := hc.Params.String("into")
+	if decl == "" {
 		return graph.Skip("no target artifact declared")
 	}
-	if !isFile(hc.Artifacts, into) {
-		return graph.Skip(into + " does not exist")
+	// `into` may name alternatives (requirements.md|bugfix.md): the review
+	// goes into the one that exists.
+	into := ""
+	for _, s := range resolveSlots(hc.Artifacts, []string{decl}) {
+		if len(s.present) == 1 {
+			into = s.present[0]
+		}
+	}
+	if into == "" {
+		return graph.Skip(decl + " does not exist")
 	}
 	cls, ok := lastClassification(hc)
 	if !ok {

@@ -1,0 +1,88 @@
+package hooks_test
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/theloop-dev/theloop/hooks"
+)
+
+func FuzzFrontMatter(f *testing.F) {
+	for _, s := range []string{"---\nstatus: approved\n---\nbody", "---\n: :\n---\n", "---\n- a\n---\nx", "---\nnot closed", "--- \n---", "---\r\nstatus: x\r\n---\r\n", "---\na: &x [*x]\n---\n"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, text string) {
+		fm, body := hooks.FrontMatter(text)
+		if fm == nil {
+			t.Fatal("front matter is never nil")
+		}
+		if !strings.HasSuffix(text, body) {
+			t.Fatalf("body %q is not a suffix of the text", body)
+		}
+		// Locking any document yields one whose front matter says approved.
+		locked, ok := hooks.SetFrontMatterLock(text, []string{"@a"})
+		if !ok {
+			if locked != text {
+				t.Fatal("a refused lock must change nothing")
+			}
+			return
+		}
+		if fm2, _ := hooks.FrontMatter(locked); fm2["status"] != "approved" {
+			t.Fatalf("lock did not land on %q: %q", text, locked)
+		}
+		if !strings.Contains(locked, body) {
+			t.Fatalf("locking lost the body of %q", text)
+		}
+	})
+}
+
+func FuzzSections(f *testing.F) {
+	for _, s := range []string{"# A\ntext\n## B\n```\n# not\n```\n", "#\n##\n", "```\n# a", "# A\n\n# A\nx"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, body string) {
+		for _, s := range hooks.Sections(body) {
+			if s.Level < 1 {
+				t.Fatalf("bad level %d", s.Level)
+			}
+			if got, ok := hooks.FindSection(body, s.Title); !ok || got.Title != s.Title {
+				t.Fatalf("section %q not found again", s.Title)
+			}
+		}
+	})
+}
+
+func FuzzChecklist(f *testing.F) {
+	for _, s := range []string{"- [x] design\n- [ ] `critic`\n* [X] a.b-c", "-[ ]x", "- [x] \n", "  - [ ] pr-sessions-always"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, body string) {
+		for _, r := range hooks.ParseChecklist(body) {
+			if r.Token == "" || strings.ContainsAny(r.Token, " \n`[]") {
+				t.Fatalf("bad token %q", r.Token)
+			}
+		}
+	})
+}
+
+func FuzzClassify(f *testing.F) {
+	for _, s := range []string{"approved", "not approved", "LGTM but nit", "changes requested", "don't ship it", "approved?", "no changes requested, approved"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, body string) {
+		switch out := hooks.Classify([]string{body}); out {
+		case "", hooks.OutcomeApproved, hooks.OutcomeApprovedWithComments, hooks.OutcomeChangesRequested:
+		default:
+			t.Fatalf("outcome %q outside the closed set", out)
+		}
+		// Negating an approval never approves.
+		if out := hooks.Classify([]string{"not approved " + body}); out == hooks.OutcomeApproved && !strings.ContainsAny(body, ".,;:!?\n") {
+			// "not approved X" can only approve if X holds its own approval.
+			if hooks.Classify([]string{body}) == "" {
+				t.Fatalf("%q approved only after negation", body)
+			}
+		}
+		_ = hooks.DeclaresDone(body)
+		_, _ = hooks.ParseGoal(body)
+	})
+}

@@ -83,14 +83,23 @@ func runParity(t *testing.T, api, cli *Set, steps paritySteps) {
 // transport (gh api) against identical GitHubs return identical maps. The
 // hooks-level version runs the shipped hooks over both.
 func TestBothGitHubTransportsAnswerAlike(t *testing.T) {
-	for _, prefix := range []string{"", "/api/v3"} {
+	// Each gh call starts a process; the Enterprise root runs a shorter
+	// sequence that still crosses pages, writes and GraphQL.
+	for _, tc := range []struct {
+		prefix string
+		steps  paritySteps
+	}{
+		{"", paritySequence},
+		{"/api/v3", paritySteps{paritySequence[3], paritySequence[6], paritySequence[7], paritySequence[14], paritySequence[15]}},
+	} {
+		prefix := tc.prefix
 		t.Run("root "+orDefault(prefix, "/"), func(t *testing.T) {
 			apiGH, cliGH := fixtureServer(t, prefix), fixtureServer(t, prefix)
 			fake := installFakeGh(t, cliGH.URL(), testToken)
 			api := apiSet(t, apiGH, newWorld(mapEnv{"GH_TOKEN": testToken}))
 			cli := cliSet(t, newWorld(mapEnv{}), GitHubConfig{})
 
-			runParity(t, api, cli, paritySequence)
+			runParity(t, api, cli, tc.steps)
 			assert.Equal(t, apiGH.labelsOf("octo/repo", 7), cliGH.labelsOf("octo/repo", 7))
 			assert.Equal(t, apiGH.issue("octo/repo", 7).Comments, cliGH.issue("octo/repo", 7).Comments)
 			assert.Equal(t, apiGH.reactionList(), cliGH.reactionList())

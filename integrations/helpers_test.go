@@ -85,11 +85,6 @@ func apiSet(t testing.TB, fg *fakeGitHub, w *world) *Set {
 	return w.set(t, Config{GitHub: &GitHubConfig{Transport: TransportAPI, API: GitHubAPIConfig{BaseURL: fg.URL()}}})
 }
 
-func ctxT(t testing.TB) context.Context {
-	t.Helper()
-	return context.Background()
-}
-
 // requireKind asserts err is an *Error wrapping kind.
 func requireKind(t testing.TB, err error, kind error) *Error {
 	t.Helper()

@@ -20,9 +20,11 @@ var (
 	// ErrProviderUnavailable: the provider is configured but its transport
 	// cannot be used (no token, no gh on PATH).
 	ErrProviderUnavailable = errors.New("integration provider unavailable")
-	// ErrUnsupportedOperation: the provider's transport does not implement
-	// the operation.
-	ErrUnsupportedOperation = errors.New("operation not implemented")
+	// ErrUnsupportedOperation: no configured provider implements the
+	// operation. It is graph.ErrUnsupportedOperation itself, so hooks, which
+	// see only the graph package, can tell a deliberate absence (skip) from
+	// an outage; an *Error for an unconfigured provider wraps it too.
+	ErrUnsupportedOperation = graph.ErrUnsupportedOperation
 	// ErrInvalidArgument: an argument is missing or has the wrong shape.
 	ErrInvalidArgument = errors.New("invalid integration argument")
 	// ErrInvalidRef: a work-item ref is malformed.
@@ -130,7 +132,10 @@ type VerifyProblem struct {
 	Transport string
 	// Reason says what is wrong and how to fix it.
 	Reason string
-	kind   error
+	// Err is the sentinel classifying the problem (ErrProviderNotConfigured,
+	// ErrProviderUnavailable or ErrUnsupportedOperation), so a caller can,
+	// for instance, downgrade an unconfigured optional provider to a warning.
+	Err error
 }
 
 func (p VerifyProblem) String() string {
@@ -159,7 +164,7 @@ func (e *VerifyError) Error() string {
 func (e *VerifyError) Unwrap() []error {
 	var out []error
 	for _, p := range e.Problems {
-		out = append(out, p.kind)
+		out = append(out, p.Err)
 	}
 	return out
 }

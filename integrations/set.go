@@ -228,7 +228,7 @@ func (s *Set) Call(ctx context.Context, op graph.Operation, args map[string]any)
 func (s *Set) notConfigured(op graph.Operation) error {
 	name := op.Provider()
 	if _, known := catalog[name]; !known {
-		return fail(ErrProviderNotConfigured, "there is no integration provider %q (known: github, slack, jira)", name)
+		return fail(ErrUnsupportedOperation, "there is no integration provider %q (known: github, slack, jira) — the operation name is wrong", name)
 	}
 	return fail(ErrProviderNotConfigured, "integrations.%s is not configured — %s", name, configureHint[name])
 }
@@ -249,6 +249,10 @@ func (s *Set) wrap(op graph.Operation, transport string, st *callState, err erro
 	e.kinds = classify(err)
 	if len(e.kinds) == 0 {
 		e.kinds = []error{ErrTransport}
+	}
+	if errors.Is(err, ErrProviderNotConfigured) && !errors.Is(err, ErrUnsupportedOperation) {
+		// Not configured is a deliberate absence: hooks skip on it.
+		e.kinds = append(e.kinds, ErrUnsupportedOperation)
 	}
 	return e
 }
@@ -308,17 +312,17 @@ func (s *Set) check(op graph.Operation) *VerifyProblem {
 	p := s.providers[name]
 	switch {
 	case catalog[name] == nil:
-		prob.kind, prob.Reason = ErrProviderNotConfigured, fmt.Sprintf("there is no integration provider %q (known: github, slack, jira) — fix the hook's declared operations", name)
+		prob.Err, prob.Reason = ErrUnsupportedOperation, fmt.Sprintf("there is no integration provider %q (known: github, slack, jira) — fix the hook's declared operations", name)
 	case !known:
-		prob.kind, prob.Reason = ErrUnsupportedOperation, fmt.Sprintf("no %s transport implements it — fix the hook's declared operations (%s implements %s)", name, name, catalogList(name))
+		prob.Err, prob.Reason = ErrUnsupportedOperation, fmt.Sprintf("no %s transport implements it — fix the hook's declared operations (%s implements %s)", name, name, catalogList(name))
 	case p == nil:
-		prob.kind, prob.Reason = ErrProviderNotConfigured, fmt.Sprintf("provider %s is not configured — %s", name, configureHint[name])
+		prob.Err, prob.Reason = ErrProviderNotConfigured, fmt.Sprintf("provider %s is not configured — %s", name, configureHint[name])
 	case p.unavailable != nil:
 		prob.Transport = p.transport
-		prob.kind, prob.Reason = ErrProviderUnavailable, s.red.scrub(p.unavailable.msg)
+		prob.Err, prob.Reason = ErrProviderUnavailable, s.red.scrub(p.unavailable.msg)
 	case p.ops[op] == nil:
 		prob.Transport = p.transport
-		prob.kind, prob.Reason = ErrUnsupportedOperation, fmt.Sprintf("the %s transport of %s does not implement it — set integrations.%s.transport to one that does", p.transport, name, name)
+		prob.Err, prob.Reason = ErrUnsupportedOperation, fmt.Sprintf("the %s transport of %s does not implement it — set integrations.%s.transport to one that does", p.transport, name, name)
 	default:
 		return nil
 	}

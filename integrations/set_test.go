@@ -273,6 +273,15 @@ func TestVerify(t *testing.T) {
 		assert.Contains(t, err.Error(), want)
 	}
 
+	t.Run("a caller may downgrade unconfigured providers", func(t *testing.T) {
+		var strict []VerifyProblem
+		for _, p := range ve.Problems {
+			if !errors.Is(p.Err, ErrProviderNotConfigured) {
+				strict = append(strict, p)
+			}
+		}
+		assert.Len(t, strict, 2) // the typo and the unknown provider stay fatal
+	})
 	t.Run("an unavailable provider names its remedy at load", func(t *testing.T) {
 		g := verifyGraph(t, map[string][]graph.Operation{"set-phase-label": {OpGitHubSetLabels}})
 		s := newWorld(mapEnv{}).set(t, Config{})
@@ -300,8 +309,8 @@ func TestCallRefusesUnknownOperations(t *testing.T) {
 	}{
 		{"github.frobnicate", ErrUnsupportedOperation, "github.add-comment"},
 		{"slack.post-message", ErrProviderNotConfigured, "integrations.slack is not configured"},
-		{"linear.create", ErrProviderNotConfigured, `no integration provider "linear"`},
-		{"", ErrProviderNotConfigured, "no integration provider"},
+		{"linear.create", ErrUnsupportedOperation, `no integration provider "linear"`},
+		{"", ErrUnsupportedOperation, "no integration provider"},
 	}
 	for _, tc := range tests {
 		_, err := s.Call(context.Background(), tc.op, nil)
@@ -309,6 +318,16 @@ func TestCallRefusesUnknownOperations(t *testing.T) {
 		assert.Contains(t, e.Error(), tc.want)
 	}
 	assert.Equal(t, len(tests), w.sink.Count(EventCallFailed))
+
+	t.Run("hooks tell a deliberate absence from an outage through the graph package", func(t *testing.T) {
+		_, err := s.Call(context.Background(), OpSlackPostMessage, map[string]any{"text": "x"})
+		assert.ErrorIs(t, err, graph.ErrUnsupportedOperation, "not configured: skip")
+		unavailable := newWorld(mapEnv{}).set(t, Config{Slack: &SlackConfig{}})
+		_, err = unavailable.Call(context.Background(), OpSlackPostMessage, map[string]any{"text": "x"})
+		assert.NotErrorIs(t, err, graph.ErrUnsupportedOperation, "configured but unusable: a recorded failure")
+		_, err = unavailable.Call(context.Background(), OpGitHubGetIssue, map[string]any{"ref": "github:o/r#1"})
+		assert.NotErrorIs(t, err, graph.ErrUnsupportedOperation)
+	})
 }
 
 func TestImplemented(t *testing.T) {

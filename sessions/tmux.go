@@ -244,6 +244,12 @@ func saysAbsent(err error) bool {
 	return false
 }
 
+// serverExiting reports a connection the server closed mid-command.
+func serverExiting(err error) bool {
+	var ee *run.ExitError
+	return errors.As(err, &ee) && strings.Contains(string(ee.Result.Stderr), "server exited unexpectedly")
+}
+
 // Probe reports the session's liveness. The error is nil for live, dead and
 // absent; for LivenessUnknown it says why (timeout, unreadable answer,
 // tmux missing) so the caller can report it.
@@ -251,9 +257,22 @@ func (t *Tmux) Probe(ctx context.Context, name string) (Liveness, error) {
 	if name != SanitizeTmuxName(name) || name == "" {
 		return LivenessUnknown, fmt.Errorf("%w: tmux session name %q (sanitise it with SanitizeTmuxName)", ErrInvalidName, name)
 	}
-	if _, err := t.run(ctx, t.cfg.ProbeTimeout, "has-session", "-t", sessionTarget(name)); err != nil {
+	// A server that is exiting (its last session just closed) drops the
+	// connection mid-command; asking again a moment later gets a real
+	// answer, so only a repeated failure is unknown.
+	for attempt := 1; ; attempt++ {
+		_, err := t.run(ctx, t.cfg.ProbeTimeout, "has-session", "-t", sessionTarget(name))
+		if err == nil {
+			break
+		}
 		if saysAbsent(err) {
 			return LivenessAbsent, nil
+		}
+		if attempt < 5 && serverExiting(err) {
+			if err := sleepCtx(ctx, t.cfg.PollInterval); err != nil {
+				return LivenessUnknown, err
+			}
+			continue
 		}
 		return LivenessUnknown, fmt.Errorf("probing tmux session %s: %w", name, err)
 	}
@@ -375,10 +394,8 @@ func (t *Tmux) Spawn(ctx context.Context, s SpawnSpec) error {
 		// decides what to do about the occupant) or when the server was
 		// exiting as we connected.
 		var ee *run.ExitError
-		if attempt == 0 && errors.As(err, &ee) {
-			if msg := string(ee.Result.Stderr); strings.Contains(msg, "duplicate session") || strings.Contains(msg, "server exited unexpectedly") {
-				continue
-			}
+		if attempt == 0 && (serverExiting(err) || errors.As(err, &ee) && strings.Contains(string(ee.Result.Stderr), "duplicate session")) {
+			continue
 		}
 		return fmt.Errorf("spawning tmux session %s: %w", s.Name, err)
 	}

@@ -46,9 +46,13 @@ type managerFixture struct {
 	claude   ClaudeEnvironment
 }
 
-func newManagerFixture(t *testing.T, edit func(*ManagerConfig)) *managerFixture {
+func newManagerFixture(t testing.TB, edit func(*ManagerConfig)) *managerFixture {
+	return newManagerFixtureWith(t, nil, edit)
+}
+
+func newManagerFixtureWith(t testing.TB, editTmux func(*TmuxConfig), edit func(*ManagerConfig)) *managerFixture {
 	t.Helper()
-	f := &managerFixture{tmux: newTestTmux(t, nil), fake: installFakeClaude(t), observed: &recordingObserver{}}
+	f := &managerFixture{tmux: newTestTmux(t, editTmux), fake: installFakeClaude(t), observed: &recordingObserver{}}
 	var err error
 	f.reg, err = OpenRegistry(RegistryDir(t.TempDir()))
 	require.NoError(t, err)

@@ -133,17 +133,25 @@ type fakeRun struct {
 	Args                      []string
 }
 
-// installFakeClaude writes the fake into a temp dir and puts it first on
-// PATH (for this test only).
-func installFakeClaude(t testing.TB) *fakeClaude {
+// writeFakeClaude writes the fake into a temp dir. Tests that run it by
+// absolute path use this and may run in parallel.
+func writeFakeClaude(t testing.TB) *fakeClaude {
 	t.Helper()
 	requireTool(t, "bash")
 	root := t.TempDir()
 	require.NoError(t, os.MkdirAll(filepath.Join(root, "bin"), 0o755))
 	bin := filepath.Join(root, "bin", "claude")
 	require.NoError(t, os.WriteFile(bin, []byte(fakeClaudeScript), 0o755))
-	t.Setenv("PATH", filepath.Dir(bin)+string(os.PathListSeparator)+os.Getenv("PATH"))
 	return &fakeClaude{root: root, bin: bin}
+}
+
+// installFakeClaude also puts the fake first on PATH (for this test only),
+// where the Manager looks the harness up like the daemon would.
+func installFakeClaude(t testing.TB) *fakeClaude {
+	t.Helper()
+	f := writeFakeClaude(t)
+	t.Setenv("PATH", filepath.Dir(f.bin)+string(os.PathListSeparator)+os.Getenv("PATH"))
+	return f
 }
 
 func (f *fakeClaude) runs(t testing.TB) []fakeRun {

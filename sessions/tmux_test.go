@@ -26,9 +26,10 @@ func spawnFake(t *testing.T, tm *Tmux, fake *fakeClaude, name, id string) {
 }
 
 func TestTmuxSpawnDeliverReceipt(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	tm := newTestTmux(t, nil)
-	fake := installFakeClaude(t)
+	fake := writeFakeClaude(t)
 	spawnFake(t, tm, fake, "loop-github-o-r-1", "conv-1")
 
 	runs := fake.runs(t)
@@ -57,9 +58,10 @@ func TestTmuxSpawnDeliverReceipt(t *testing.T) {
 }
 
 func TestTmuxDeliverStripsControlCharacters(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	tm := newTestTmux(t, nil)
-	fake := installFakeClaude(t)
+	fake := writeFakeClaude(t)
 	spawnFake(t, tm, fake, "loop-x-1", "conv-1")
 	// ESC[201~ would end the bracketed paste early; ^C would interrupt the
 	// harness; ^M would submit half the text.
@@ -76,6 +78,7 @@ func TestTmuxDeliverStripsControlCharacters(t *testing.T) {
 }
 
 func TestSanitizePaste(t *testing.T) {
+	t.Parallel()
 	for in, want := range map[string]string{
 		"a\r\nb\rc\n\n":       "a\nb\nc",
 		"tab\tkept":           "tab\tkept",
@@ -89,9 +92,10 @@ func TestSanitizePaste(t *testing.T) {
 }
 
 func TestTmuxLiveness(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	tm := newTestTmux(t, nil)
-	fake := installFakeClaude(t)
+	fake := writeFakeClaude(t)
 
 	l, err := tm.Probe(ctx, "loop-x-1")
 	require.NoError(t, err)
@@ -115,9 +119,10 @@ func TestTmuxLiveness(t *testing.T) {
 }
 
 func TestTmuxWithoutRemainOnExitDeadIsAbsent(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	tm := newTestTmux(t, func(c *TmuxConfig) { c.RemainOnExit = false })
-	fake := installFakeClaude(t)
+	fake := writeFakeClaude(t)
 	spawnFake(t, tm, fake, "loop-x-1", "conv-1")
 	tmuxRaw(t, tm, "new-session", "-d", "-s", "keepalive") // keep the server up
 	killHarness(t, tm, "loop-x-1")
@@ -127,6 +132,7 @@ func TestTmuxWithoutRemainOnExitDeadIsAbsent(t *testing.T) {
 }
 
 func TestTmuxProbeUnknownIsNeverAbsent(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	const prefix = "tmux -L s "
 	exit := func(stderr string) error {
@@ -175,6 +181,7 @@ func TestTmuxProbeUnknownIsNeverAbsent(t *testing.T) {
 }
 
 func TestParsePaneDead(t *testing.T) {
+	t.Parallel()
 	for out, want := range map[string]Liveness{
 		"0\n": LivenessLive, "1\n": LivenessDead, "1\n1\n": LivenessDead, "1\n0\n": LivenessLive,
 		"": LivenessUnknown, "\n \n": LivenessUnknown, "garbage\n": LivenessLive, "1\n?\n": LivenessLive,
@@ -201,9 +208,10 @@ func FuzzParsePaneDead(f *testing.F) {
 }
 
 func TestTmuxSpawnNeverReplacesLiveSession(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	tm := newTestTmux(t, nil)
-	fake := installFakeClaude(t)
+	fake := writeFakeClaude(t)
 	spawnFake(t, tm, fake, "loop-x-1", "conv-1")
 	pid := panePID(t, tm, "loop-x-1")
 
@@ -214,8 +222,9 @@ func TestTmuxSpawnNeverReplacesLiveSession(t *testing.T) {
 }
 
 func TestTmuxSpawnClearsDeadSession(t *testing.T) {
+	t.Parallel()
 	tm := newTestTmux(t, nil)
-	fake := installFakeClaude(t)
+	fake := writeFakeClaude(t)
 	spawnFake(t, tm, fake, "loop-x-1", "conv-1")
 	killHarness(t, tm, "loop-x-1")
 	spawnFake(t, tm, fake, "loop-x-1", "conv-2")
@@ -223,9 +232,10 @@ func TestTmuxSpawnClearsDeadSession(t *testing.T) {
 }
 
 func TestTmuxKillOnlyLoopSessions(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	tm := newTestTmux(t, nil)
-	fake := installFakeClaude(t)
+	fake := writeFakeClaude(t)
 	tmuxRaw(t, tm, "new-session", "-d", "-s", "main")
 	spawnFake(t, tm, fake, "loop-x-1", "conv-1")
 
@@ -245,6 +255,7 @@ func TestTmuxKillOnlyLoopSessions(t *testing.T) {
 // tmux splits its argv at any argument ending in ";", so a harness
 // argument "x;" followed by "kill-server" would run kill-server.
 func TestTmuxRefusesCommandSeparatorArguments(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	tm := newTestTmux(t, nil)
 	tmuxRaw(t, tm, "new-session", "-d", "-s", "bystander")
@@ -265,6 +276,7 @@ func TestTmuxRefusesCommandSeparatorArguments(t *testing.T) {
 }
 
 func TestTmuxSpawnValidates(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	tm := newTestTmux(t, nil)
 	cwd := t.TempDir()
@@ -286,9 +298,10 @@ func TestTmuxSpawnValidates(t *testing.T) {
 // An operator watching read-only must not be able to break delivery: no
 // command the runner uses resolves a client.
 func TestTmuxReadOnlyObserverDoesNotBreakDelivery(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	tm := newTestTmux(t, nil)
-	fake := installFakeClaude(t)
+	fake := writeFakeClaude(t)
 	spawnFake(t, tm, fake, "loop-x-1", "conv-1")
 
 	host := tm.cfg.Socket + "-observer"
@@ -311,9 +324,10 @@ func TestTmuxReadOnlyObserverDoesNotBreakDelivery(t *testing.T) {
 // Work items whose refs contain "." and ":" get names tmux keeps as they
 // are, so probing, delivering and killing find the session.
 func TestTmuxNamesWithDotsAndColons(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	tm := newTestTmux(t, nil)
-	fake := installFakeClaude(t)
+	fake := writeFakeClaude(t)
 	item := mustItem(t, "github:ghe.corp.example:8443/my.org/my.repo#3")
 	name := item.TmuxName()
 	require.Equal(t, "loop-github-ghe_corp_example-8443-my_org-my_repo-3", name)
@@ -330,9 +344,10 @@ func TestTmuxNamesWithDotsAndColons(t *testing.T) {
 // session on the server. Delivery into a dead session must fail cleanly
 // and leave the server (and the operator's other sessions) alone.
 func TestTmuxDeliverIntoDeadSession(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	tm := newTestTmux(t, func(c *TmuxConfig) { c.ReceiptTimeout = 2 * time.Second })
-	fake := installFakeClaude(t)
+	fake := writeFakeClaude(t)
 	tmuxRaw(t, tm, "new-session", "-d", "-s", "bystander")
 	spawnFake(t, tm, fake, "loop-x-1", "conv-1")
 	killHarness(t, tm, "loop-x-1")
@@ -346,9 +361,10 @@ func TestTmuxDeliverIntoDeadSession(t *testing.T) {
 }
 
 func TestTmuxWaitReadyReportsEarlyExit(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	tm := newTestTmux(t, nil)
-	fake := installFakeClaude(t)
+	fake := writeFakeClaude(t)
 	require.NoError(t, tm.Spawn(ctx, SpawnSpec{Name: "loop-x-1", Cwd: t.TempDir(), Argv: []string{fake.bin, "--resume", "never-seen"}}))
 	err := tm.WaitReady(ctx, "loop-x-1")
 	require.ErrorIs(t, err, ErrSessionMissing)
@@ -359,10 +375,11 @@ func TestTmuxWaitReadyReportsEarlyExit(t *testing.T) {
 // set in the same tmux call as new-session), so the spawner sees "dead",
 // not "absent", and the operator finds the pane and its exit status.
 func TestTmuxInstantExitLeavesDeadPane(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	tm := newTestTmux(t, nil)
 	tmuxRaw(t, tm, "new-session", "-d", "-s", "bystander")
-	for i := 0; i < 5; i++ {
+	for i := 0; i < 2; i++ {
 		require.NoError(t, tm.Spawn(ctx, SpawnSpec{Name: "loop-x-1", Cwd: t.TempDir(), Argv: []string{"/bin/sh", "-c", "echo last words; exit 1"}}))
 		waitFor(t, "the harness to exit", func() bool {
 			l, _ := tm.Probe(ctx, "loop-x-1")
@@ -379,6 +396,7 @@ func TestTmuxInstantExitLeavesDeadPane(t *testing.T) {
 }
 
 func TestNewTmuxValidates(t *testing.T) {
+	t.Parallel()
 	for name, cfg := range map[string]TmuxConfig{
 		"both sockets":  {Socket: "a", SocketPath: "/tmp/b"},
 		"bad socket":    {Socket: "a/b"},

@@ -14,68 +14,79 @@ import (
 	"github.com/theloop-dev/theloop/internal/run"
 )
 
+// gitEnv keeps the machine's git configuration out of a test and gives
+// commits an author. It is passed explicitly (not with t.Setenv) so the
+// git tests can run in parallel.
+func gitEnv(t testing.TB) []string {
+	t.Helper()
+	requireTool(t, "git")
+	empty := filepath.Join(t.TempDir(), "gitconfig")
+	require.NoError(t, os.WriteFile(empty, nil, 0o600))
+	return []string{
+		"GIT_CONFIG_GLOBAL=" + empty, "GIT_CONFIG_NOSYSTEM=1",
+		"GIT_AUTHOR_NAME=theloop test", "GIT_COMMITTER_NAME=theloop test",
+		"GIT_AUTHOR_EMAIL=test@theloop.invalid", "GIT_COMMITTER_EMAIL=test@theloop.invalid",
+	}
+}
+
 // gitTest runs git for test set-up and returns its trimmed output.
-func gitTest(t testing.TB, dir string, args ...string) string {
+func gitTest(t testing.TB, env []string, dir string, args ...string) string {
 	t.Helper()
 	cmd := exec.Command("git", append([]string{"-C", dir}, args...)...)
+	cmd.Env = append(os.Environ(), env...)
 	out, err := cmd.CombinedOutput()
 	require.NoError(t, err, "git %v: %s", args, out)
 	return strings.TrimSpace(string(out))
 }
 
-// isolateGit keeps the machine's git configuration out of the test and
-// gives commits an author.
-func isolateGit(t testing.TB) {
-	t.Helper()
-	requireTool(t, "git")
-	empty := filepath.Join(t.TempDir(), "gitconfig")
-	require.NoError(t, os.WriteFile(empty, nil, 0o600))
-	t.Setenv("GIT_CONFIG_GLOBAL", empty)
-	t.Setenv("GIT_CONFIG_NOSYSTEM", "1")
-	for _, k := range []string{"GIT_AUTHOR_NAME", "GIT_COMMITTER_NAME"} {
-		t.Setenv(k, "theloop test")
-	}
-	for _, k := range []string{"GIT_AUTHOR_EMAIL", "GIT_COMMITTER_EMAIL"} {
-		t.Setenv(k, "test@theloop.invalid")
-	}
+// envRunner adds environment entries to every command it runs.
+type envRunner struct {
+	run.Runner
+	env []string
+}
+
+func (r envRunner) Run(ctx context.Context, c run.Cmd) (run.Result, error) {
+	c.Env = append(append([]string(nil), r.env...), c.Env...)
+	return r.Runner.Run(ctx, c)
 }
 
 // newOrigin makes a bare repository with one commit on main, plus the
 // given extra branches (each with a commit of its own), and returns its
 // path, usable as a clone URL.
-func newOrigin(t testing.TB, branches ...string) string {
+func newOrigin(t testing.TB, env []string, branches ...string) string {
 	t.Helper()
-	isolateGit(t)
 	base := t.TempDir()
 	origin := filepath.Join(base, "origin.git")
-	gitTest(t, base, "init", "--quiet", "--bare", "-b", "main", origin)
+	gitTest(t, env, base, "init", "--quiet", "--bare", "-b", "main", origin)
 	seed := filepath.Join(base, "seed")
-	gitTest(t, base, "clone", "--quiet", origin, seed)
+	gitTest(t, env, base, "clone", "--quiet", origin, seed)
 	require.NoError(t, os.WriteFile(filepath.Join(seed, "README.md"), []byte("hello\n"), 0o644))
-	gitTest(t, seed, "add", "README.md")
-	gitTest(t, seed, "commit", "--quiet", "-m", "initial")
-	gitTest(t, seed, "push", "--quiet", "origin", "HEAD:main")
+	gitTest(t, env, seed, "add", "README.md")
+	gitTest(t, env, seed, "commit", "--quiet", "-m", "initial")
+	gitTest(t, env, seed, "push", "--quiet", "origin", "HEAD:main")
 	for _, b := range branches {
-		gitTest(t, seed, "checkout", "--quiet", "-b", b, "main")
+		gitTest(t, env, seed, "checkout", "--quiet", "-b", b, "main")
 		require.NoError(t, os.WriteFile(filepath.Join(seed, b+".txt"), []byte(b+"\n"), 0o644))
-		gitTest(t, seed, "add", ".")
-		gitTest(t, seed, "commit", "--quiet", "-m", "work on "+b)
-		gitTest(t, seed, "push", "--quiet", "origin", b)
+		gitTest(t, env, seed, "add", ".")
+		gitTest(t, env, seed, "commit", "--quiet", "-m", "work on "+b)
+		gitTest(t, env, seed, "push", "--quiet", "origin", b)
 	}
 	return origin
 }
 
-func newTestWorkspaces(t testing.TB) *Workspaces {
+func newTestWorkspaces(t testing.TB, env []string) *Workspaces {
 	t.Helper()
-	ws, err := NewWorkspaces(WorkspaceConfig{Root: t.TempDir()}, run.Exec{})
+	ws, err := NewWorkspaces(WorkspaceConfig{Root: t.TempDir()}, envRunner{run.Exec{}, env})
 	require.NoError(t, err)
 	return ws
 }
 
 func TestWorkspacePrepareCreatesWorktreeOnIssueBranch(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
-	origin := newOrigin(t)
-	w := newTestWorkspaces(t)
+	env := gitEnv(t)
+	origin := newOrigin(t, env)
+	w := newTestWorkspaces(t, env)
 	item := mustItem(t, "github:octo/repo#5")
 
 	ws, err := w.Prepare(ctx, item, PrepareOptions{CloneURL: origin})
@@ -84,7 +95,7 @@ func TestWorkspacePrepareCreatesWorktreeOnIssueBranch(t *testing.T) {
 	require.Equal(t, filepath.Join(w.cfg.Root, "github.com", "octo", "repo"), ws.Clone)
 	require.Equal(t, filepath.Join(w.cfg.Root, ".worktrees", "github.com", "octo", "repo", "github-octo-repo-5"), ws.Dir)
 	require.Equal(t, "issue-5", ws.Branch)
-	require.Equal(t, "issue-5", gitTest(t, ws.Dir, "rev-parse", "--abbrev-ref", "HEAD"))
+	require.Equal(t, "issue-5", gitTest(t, env, ws.Dir, "rev-parse", "--abbrev-ref", "HEAD"))
 	require.FileExists(t, filepath.Join(ws.Dir, "README.md"))
 	owner, err := os.ReadFile(ws.Dir + ".owner")
 	require.NoError(t, err)
@@ -98,19 +109,23 @@ func TestWorkspacePrepareCreatesWorktreeOnIssueBranch(t *testing.T) {
 }
 
 func TestWorkspaceUsesExistingRemoteBranch(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
-	origin := newOrigin(t, "issue-7")
-	w := newTestWorkspaces(t)
+	env := gitEnv(t)
+	origin := newOrigin(t, env, "issue-7")
+	w := newTestWorkspaces(t, env)
 	ws, err := w.Prepare(ctx, mustItem(t, "github:octo/repo#7"), PrepareOptions{CloneURL: origin})
 	require.NoError(t, err)
 	require.FileExists(t, filepath.Join(ws.Dir, "issue-7.txt"), "the worktree carries the branch's own commits")
-	require.Equal(t, "origin/issue-7", gitTest(t, ws.Dir, "rev-parse", "--abbrev-ref", "@{upstream}"))
+	require.Equal(t, "origin/issue-7", gitTest(t, env, ws.Dir, "rev-parse", "--abbrev-ref", "@{upstream}"))
 }
 
 func TestTwoWorkItemsNeverShareAWorktree(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
-	origin := newOrigin(t)
-	w := newTestWorkspaces(t)
+	env := gitEnv(t)
+	origin := newOrigin(t, env)
+	w := newTestWorkspaces(t, env)
 	a, b := mustItem(t, "github:octo/repo#1"), mustItem(t, "github:octo/repo#2")
 
 	// Prepared concurrently against a repository not cloned yet: one clone,
@@ -131,8 +146,8 @@ func TestTwoWorkItemsNeverShareAWorktree(t *testing.T) {
 	wa, wb := results[0], results[1]
 	require.Equal(t, wa.Clone, wb.Clone)
 	require.NotEqual(t, wa.Dir, wb.Dir)
-	require.Equal(t, "issue-1", gitTest(t, wa.Dir, "rev-parse", "--abbrev-ref", "HEAD"))
-	require.Equal(t, "issue-2", gitTest(t, wb.Dir, "rev-parse", "--abbrev-ref", "HEAD"))
+	require.Equal(t, "issue-1", gitTest(t, env, wa.Dir, "rev-parse", "--abbrev-ref", "HEAD"))
+	require.Equal(t, "issue-2", gitTest(t, env, wb.Dir, "rev-parse", "--abbrev-ref", "HEAD"))
 
 	require.NoError(t, os.WriteFile(filepath.Join(wa.Dir, "only-a.txt"), []byte("a"), 0o644))
 	require.NoFileExists(t, filepath.Join(wb.Dir, "only-a.txt"))
@@ -146,9 +161,11 @@ func TestTwoWorkItemsNeverShareAWorktree(t *testing.T) {
 }
 
 func TestWorktreeHasOneOwner(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
-	origin := newOrigin(t)
-	w := newTestWorkspaces(t)
+	env := gitEnv(t)
+	origin := newOrigin(t, env)
+	w := newTestWorkspaces(t, env)
 	item := mustItem(t, "github:octo/repo#4")
 	path, err := w.Path(item)
 	require.NoError(t, err)
@@ -163,9 +180,11 @@ func TestWorktreeHasOneOwner(t *testing.T) {
 }
 
 func TestWorkspaceRefusesDirectoriesInTheWay(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
-	origin := newOrigin(t)
-	w := newTestWorkspaces(t)
+	env := gitEnv(t)
+	origin := newOrigin(t, env)
+	w := newTestWorkspaces(t, env)
 	item := mustItem(t, "github:octo/repo#6")
 
 	clone := filepath.Join(w.cfg.Root, "github.com", "octo", "repo")
@@ -184,15 +203,17 @@ func TestWorkspaceRefusesDirectoriesInTheWay(t *testing.T) {
 }
 
 func TestWorkspaceRemoveAndRecreate(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
-	origin := newOrigin(t)
-	w := newTestWorkspaces(t)
+	env := gitEnv(t)
+	origin := newOrigin(t, env)
+	w := newTestWorkspaces(t, env)
 	item := mustItem(t, "github:octo/repo#8")
 	ws, err := w.Prepare(ctx, item, PrepareOptions{CloneURL: origin})
 	require.NoError(t, err)
 	require.NoError(t, os.WriteFile(filepath.Join(ws.Dir, "wip.txt"), []byte("x"), 0o644))
-	gitTest(t, ws.Dir, "add", "wip.txt")
-	gitTest(t, ws.Dir, "commit", "--quiet", "-m", "wip")
+	gitTest(t, env, ws.Dir, "add", "wip.txt")
+	gitTest(t, env, ws.Dir, "commit", "--quiet", "-m", "wip")
 
 	require.NoError(t, w.Remove(ctx, item))
 	require.NoDirExists(t, ws.Dir)
@@ -205,9 +226,11 @@ func TestWorkspaceRemoveAndRecreate(t *testing.T) {
 }
 
 func TestWorkspaceRunsNoRepositoryHooks(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
-	origin := newOrigin(t)
-	w := newTestWorkspaces(t)
+	env := gitEnv(t)
+	origin := newOrigin(t, env)
+	w := newTestWorkspaces(t, env)
 	ws, err := w.Prepare(ctx, mustItem(t, "github:octo/repo#1"), PrepareOptions{CloneURL: origin})
 	require.NoError(t, err)
 	marker := filepath.Join(t.TempDir(), "hook-ran")
@@ -220,6 +243,7 @@ func TestWorkspaceRunsNoRepositoryHooks(t *testing.T) {
 }
 
 func TestWorkspaceValidatesBeforeArgv(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	stub := run.NewStub(t) // any git call fails the test: all of these are refused first
 	w, err := NewWorkspaces(WorkspaceConfig{Root: t.TempDir()}, stub)
@@ -245,6 +269,7 @@ func TestWorkspaceValidatesBeforeArgv(t *testing.T) {
 }
 
 func TestWorkspaceLayoutForHostWithPort(t *testing.T) {
+	t.Parallel()
 	w, err := NewWorkspaces(WorkspaceConfig{Root: "/srv/loop"}, run.Exec{})
 	require.NoError(t, err)
 	p, err := w.Path(mustItem(t, "github:ghe.corp.example:8443/my.org/my.repo.git#3"))

@@ -1,0 +1,469 @@
+package loop
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/theloop-dev/theloop/graph"
+)
+
+// File names inside a work item's spec directory (reference graph-spec §1).
+const (
+	StateFileName = "graph-state.json"
+	LockFileName  = "graph-state.lock"
+	// corruptInfix joins the state file name and the UTC timestamp of a
+	// preserved unparseable copy: graph-state.json.corrupt-20260102T030405Z.
+	corruptInfix = ".corrupt-"
+	// corruptStamp formats the timestamp in a corrupt copy's name.
+	corruptStamp = "20060102T150405Z"
+)
+
+// DefaultLockPoll is how often Lock retries a held lock.
+const DefaultLockPoll = 25 * time.Millisecond
+
+// FileStore is the filesystem graph.Store: a work item's state lives in
+// <repo>/<specRoot>[/<id>]/<subPath>/graph-state.json, its lock in
+// graph-state.lock beside it.
+//
+// Contracts:
+//   - Ids are validated before the filesystem is touched; an id with a path
+//     separator, NUL, "." or ".." is refused with ErrInvalidID, never
+//     sanitised.
+//   - Load never writes anything.
+//   - Save is atomic (temp file in the same directory, fsync, rename,
+//     fsync of the directory): a reader, or a process started after a
+//     crash, sees the old file or the new one, never a torn one. An
+//     unparseable file about to be replaced is first preserved beside it.
+//   - Lock is an exclusive flock(2) that excludes other processes and other
+//     goroutines of this process alike. Save does not take it: callers that
+//     read-modify-write hold it around the whole sequence (it is not
+//     re-entrant).
+//
+// A FileStore built with an unsafe spec root or sub-path refuses every call
+// with the construction error (fail closed). It is safe for concurrent use.
+type FileStore struct {
+	repoRoot string
+	specRoot string
+	subPath  string
+	clock    graph.Clock
+	poll     time.Duration
+	err      error
+}
+
+// StoreOption configures a FileStore.
+type StoreOption func(*FileStore)
+
+// WithStoreClock sets the clock that names preserved corrupt copies
+// (default: the wall clock).
+func WithStoreClock(c graph.Clock) StoreOption {
+	return func(s *FileStore) {
+		if c != nil {
+			s.clock = c
+		}
+	}
+}
+
+// WithLockPoll sets the interval between lock attempts (default
+// DefaultLockPoll). Non-positive values keep the default.
+func WithLockPoll(d time.Duration) StoreOption {
+	return func(s *FileStore) {
+		if d > 0 {
+			s.poll = d
+		}
+	}
+}
+
+// WithStateSubPath stores state in a sub-directory of each work item's spec
+// directory — an inner (PR) loop's "pr-loops/pr-<n>" or
+// "pr-loops/<owner>__<repo>/pr-<n>" (build it with PRLoopSubPath). The
+// sub-path must be relative, made of [A-Za-z0-9._-] segments, none of them
+// "." or "..".
+func WithStateSubPath(sub string) StoreOption {
+	return func(s *FileStore) {
+		if err := validateSubPath(sub); err != nil {
+			s.err = err
+			return
+		}
+		s.subPath = filepath.FromSlash(sub)
+	}
+}
+
+// NewStore returns the store of the repository checked out at repoRoot,
+// whose work items live under specRoot (relative to repoRoot, e.g.
+// "docs/specs"; "" means DefaultSpecDir). An absolute or escaping specRoot
+// makes every call fail with ErrUnsafePath.
+func NewStore(repoRoot, specRoot string, opts ...StoreOption) *FileStore {
+	s := &FileStore{repoRoot: repoRoot, clock: graph.SystemClock{}, poll: DefaultLockPoll}
+	if specRoot == "" {
+		specRoot = DefaultSpecDir
+	}
+	clean, err := cleanRelativeDir("specRoot", specRoot)
+	if err != nil {
+		s.err = err
+	}
+	s.specRoot = clean
+	for _, o := range opts {
+		o(s)
+	}
+	return s
+}
+
+// validID reports why id cannot name a work item directory, or nil.
+func validID(id string) error {
+	switch {
+	case id == "":
+		return fmt.Errorf("%w: the id is empty", ErrInvalidID)
+	case id == "." || id == "..":
+		return fmt.Errorf("%w: %q is not a directory name", ErrInvalidID, id)
+	case strings.ContainsAny(id, "/\\\x00"):
+		return fmt.Errorf("%w: %q contains a path separator or NUL; a work item id is one directory name such as issue-109", ErrInvalidID, id)
+	}
+	return nil
+}
+
+// ValidateWorkItemID checks that id can name a work item's spec directory:
+// non-empty, not "." or "..", and free of "/", "\" and NUL. The error wraps
+// ErrInvalidID.
+func ValidateWorkItemID(id string) error { return validID(id) }
+
+// dir returns the directory holding id's state and lock.
+func (s *FileStore) dir(id string) (string, error) {
+	if s.err != nil {
+		return "", s.err
+	}
+	if err := validID(id); err != nil {
+		return "", err
+	}
+	return filepath.Join(s.repoRoot, s.specRoot, id, s.subPath), nil
+}
+
+// StatePath returns the path of id's graph-state.json.
+func (s *FileStore) StatePath(id string) (string, error) {
+	d, err := s.dir(id)
+	if err != nil {
+		return "", err
+	}
+	return filepath.Join(d, StateFileName), nil
+}
+
+// LockPath returns the path of id's graph-state.lock.
+func (s *FileStore) LockPath(id string) (string, error) {
+	d, err := s.dir(id)
+	if err != nil {
+		return "", err
+	}
+	return filepath.Join(d, LockFileName), nil
+}
+
+// Load implements graph.Store. A missing file yields an error wrapping
+// graph.ErrNoState; a file that cannot be read, or whose bytes are not a
+// JSON object, one wrapping graph.ErrCorruptState (the file is left as it
+// is — Save preserves it). Load modifies nothing.
+func (s *FileStore) Load(ctx context.Context, id string) (*graph.State, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	path, err := s.StatePath(id)
+	if err != nil {
+		return nil, err
+	}
+	data, err := os.ReadFile(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, fmt.Errorf("%s: %w", path, graph.ErrNoState)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w: %w", path, graph.ErrCorruptState, err)
+	}
+	st, err := graph.ParseState(id, data)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	return st, nil
+}
+
+// Save implements graph.Store: it writes st (graph.MarshalState) atomically
+// to id's state file, creating the spec directory (0755) when missing. When
+// the file it replaces does not parse, its bytes are first preserved as
+// graph-state.json.corrupt-<UTC timestamp> beside it (a numeric suffix is
+// added rather than overwrite an earlier copy); if they cannot be preserved
+// Save fails and leaves the file alone. Save does not take the lock.
+func (s *FileStore) Save(ctx context.Context, id string, st *graph.State) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	if st == nil {
+		return fmt.Errorf("saving the state of %s: nil state", id)
+	}
+	dir, err := s.dir(id)
+	if err != nil {
+		return err
+	}
+	data, err := graph.MarshalState(st)
+	if err != nil {
+		return fmt.Errorf("encoding the state of %s: %w", id, err)
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return fmt.Errorf("creating the spec directory of %s: %w", id, err)
+	}
+	path := filepath.Join(dir, StateFileName)
+	if err := s.preserveCorrupt(id, path); err != nil {
+		return err
+	}
+	if err := writeFileAtomic(path, data, 0o644); err != nil {
+		return err
+	}
+	removeStaleTemps(dir)
+	return nil
+}
+
+// staleTempAge is the age after which a temp file of an interrupted Save is
+// removed. A Save writes its temp file in milliseconds, so a younger one may
+// belong to a Save in progress in another process and is left alone.
+const staleTempAge = 10 * time.Minute
+
+// removeStaleTemps deletes temp files that a process killed in the middle
+// of a Save left in dir, so that they do not linger in the checkout.
+// Best-effort: failures are ignored.
+func removeStaleTemps(dir string) {
+	matches, _ := filepath.Glob(filepath.Join(dir, "."+StateFileName+".tmp-*"))
+	for _, m := range matches {
+		if info, err := os.Lstat(m); err == nil && info.Mode().IsRegular() && time.Since(info.ModTime()) > staleTempAge {
+			_ = os.Remove(m)
+		}
+	}
+}
+
+// preserveCorrupt keeps an unparseable state file under a corrupt-<ts>
+// name before it is replaced. A missing or parseable file needs nothing.
+func (s *FileStore) preserveCorrupt(id, path string) error {
+	data, err := os.ReadFile(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	if err == nil {
+		if _, perr := graph.ParseState(id, data); perr == nil {
+			return nil
+		}
+	}
+	// Unparseable, or unreadable: keep it. A hard link keeps the very inode
+	// (whatever we could read of it) and never replaces an existing name;
+	// copying is the fallback for filesystems without links.
+	base := path + corruptInfix + s.clock.Now().UTC().Format(corruptStamp)
+	for n := 0; n < 1000; n++ {
+		name := base
+		if n > 0 {
+			name = base + "." + strconv.Itoa(n)
+		}
+		lerr := os.Link(path, name)
+		if lerr == nil {
+			return syncDir(filepath.Dir(path))
+		}
+		if errors.Is(lerr, fs.ErrExist) {
+			continue
+		}
+		if err != nil {
+			return fmt.Errorf("%s does not parse and cannot be read or preserved (%v; %v); it was left in place — move it aside by hand, then retry", path, err, lerr)
+		}
+		cerr := copyExclusive(name, data)
+		if cerr == nil {
+			return syncDir(filepath.Dir(path))
+		}
+		if errors.Is(cerr, fs.ErrExist) {
+			continue
+		}
+		return fmt.Errorf("%s does not parse and could not be preserved as %s (%v); it was left in place — free disk space or move it aside by hand, then retry", path, name, cerr)
+	}
+	return fmt.Errorf("%s does not parse and 1000 corrupt copies named %s* already exist; remove old copies, then retry", path, base)
+}
+
+// copyExclusive writes data to a new file name, failing if it exists.
+func copyExclusive(name string, data []byte) error {
+	f, err := os.OpenFile(name, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
+	if err != nil {
+		return err
+	}
+	if _, err := f.Write(data); err != nil {
+		f.Close()
+		os.Remove(name)
+		return err
+	}
+	if err := f.Sync(); err != nil {
+		f.Close()
+		os.Remove(name)
+		return err
+	}
+	return f.Close()
+}
+
+// writeFileAtomic replaces path with data: temp file in the same
+// directory, write, fsync, rename over path, fsync the directory. The temp
+// file is removed on any failure.
+func writeFileAtomic(path string, data []byte, perm fs.FileMode) (err error) {
+	dir := filepath.Dir(path)
+	f, err := os.CreateTemp(dir, "."+filepath.Base(path)+".tmp-*")
+	if err != nil {
+		return fmt.Errorf("writing %s: %w", path, err)
+	}
+	tmp := f.Name()
+	defer func() {
+		if err != nil {
+			f.Close()
+			os.Remove(tmp)
+		}
+	}()
+	if _, err = f.Write(data); err != nil {
+		return fmt.Errorf("writing %s: %w", path, err)
+	}
+	if err = f.Chmod(perm); err != nil {
+		return fmt.Errorf("writing %s: %w", path, err)
+	}
+	if err = f.Sync(); err != nil {
+		return fmt.Errorf("writing %s: fsync: %w", path, err)
+	}
+	if err = f.Close(); err != nil {
+		return fmt.Errorf("writing %s: %w", path, err)
+	}
+	if err = os.Rename(tmp, path); err != nil {
+		return fmt.Errorf("writing %s: %w", path, err)
+	}
+	if serr := syncDir(dir); serr != nil {
+		// The new file is in place; only its durability across a power
+		// loss is in doubt. Report it without removing anything.
+		return fmt.Errorf("%s was written but its directory could not be synced: %w", path, serr)
+	}
+	return nil
+}
+
+// syncDir fsyncs a directory so that a rename or link in it is durable.
+// Filesystems that cannot sync directories are accepted.
+func syncDir(dir string) error {
+	d, err := os.Open(dir)
+	if err != nil {
+		return err
+	}
+	defer d.Close()
+	if err := d.Sync(); err != nil && !errors.Is(err, syscall.EINVAL) && !errors.Is(err, syscall.ENOTSUP) {
+		return err
+	}
+	return nil
+}
+
+// Lock implements graph.Store: it takes an exclusive advisory lock on id's
+// graph-state.lock (creating the directory and file as needed), trying
+// every poll interval until timeout, then fails with an error wrapping
+// graph.ErrBusy that names the file. A cancelled ctx stops the wait with
+// ctx's error. The returned unlock is idempotent and safe to defer.
+func (s *FileStore) Lock(ctx context.Context, id string, timeout time.Duration) (func(), error) {
+	dir, err := s.dir(id)
+	if err != nil {
+		return nil, err
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, fmt.Errorf("creating the spec directory of %s: %w", id, err)
+	}
+	return lockFile(ctx, filepath.Join(dir, LockFileName), timeout, s.poll)
+}
+
+// lockFile polls tryLock until it succeeds, ctx ends or timeout passes.
+func lockFile(ctx context.Context, path string, timeout, poll time.Duration) (func(), error) {
+	unlock, err := tryLock(path)
+	if err == nil || !errors.Is(err, errLockHeld) {
+		return unlock, wrapLockErr(path, err)
+	}
+	timer := time.NewTimer(timeout)
+	defer timer.Stop()
+	ticker := time.NewTicker(poll)
+	defer ticker.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return nil, fmt.Errorf("waiting for %s: %w", path, ctx.Err())
+		case <-timer.C:
+			unlock, err := tryLock(path)
+			if errors.Is(err, errLockHeld) {
+				return nil, fmt.Errorf("%w: another theloop process holds %s; wait for it or check for a stuck process (fuser -v %s)", graph.ErrBusy, path, path)
+			}
+			return unlock, wrapLockErr(path, err)
+		case <-ticker.C:
+			unlock, err := tryLock(path)
+			if err == nil || !errors.Is(err, errLockHeld) {
+				return unlock, wrapLockErr(path, err)
+			}
+		}
+	}
+}
+
+func wrapLockErr(path string, err error) error {
+	if err == nil {
+		return nil
+	}
+	return fmt.Errorf("locking %s: %w", path, err)
+}
+
+// errLockHeld is tryLock's "somebody else has it".
+var errLockHeld = errors.New("lock held")
+
+// segmentPattern is one segment of a state sub-path or repo state key.
+var segmentPattern = regexp.MustCompile(`^[A-Za-z0-9._-]+$`)
+
+func validateSubPath(sub string) error {
+	if sub == "" {
+		return nil
+	}
+	if strings.HasPrefix(sub, "/") {
+		return fmt.Errorf("%w: state sub-path %q is absolute; use a path relative to the work item's spec directory such as pr-loops/pr-7", ErrUnsafePath, sub)
+	}
+	for _, seg := range strings.Split(sub, "/") {
+		if seg == "." || seg == ".." || !segmentPattern.MatchString(seg) {
+			return fmt.Errorf("%w: state sub-path %q has segment %q; segments are [A-Za-z0-9._-]+ and never . or ..", ErrUnsafePath, sub, seg)
+		}
+	}
+	return nil
+}
+
+// RepoStateKey turns "owner/repo" (or "host/owner/repo") into the directory
+// name "owner__repo" (segments joined by "__"). It refuses — never
+// sanitises — fewer than two segments and any segment that is "." or ".."
+// or not fully [A-Za-z0-9._-]+ (reference graph-spec §1).
+func RepoStateKey(repo string) (string, error) {
+	segs := strings.Split(repo, "/")
+	if len(segs) < 2 {
+		return "", fmt.Errorf("%w: repository %q is not owner/repo", ErrUnsafePath, repo)
+	}
+	for _, seg := range segs {
+		if seg == "." || seg == ".." || !segmentPattern.MatchString(seg) {
+			return "", fmt.Errorf("%w: repository %q has segment %q; segments are [A-Za-z0-9._-]+ and never . or ..", ErrUnsafePath, repo, seg)
+		}
+	}
+	return strings.Join(segs, "__"), nil
+}
+
+// PRLoopSubPath returns the state sub-path of an inner (PR) loop:
+// "pr-loops/pr-<n>" when the pull request lives in the origin repository
+// (prRepo empty or equal to originRepo, compared case-insensitively), else
+// "pr-loops/<owner>__<repo>/pr-<n>". Pass it to WithStateSubPath.
+func PRLoopSubPath(prRepo, originRepo string, pr int) (string, error) {
+	if pr <= 0 {
+		return "", fmt.Errorf("%w: pull request number %d must be positive", ErrUnsafePath, pr)
+	}
+	leaf := "pr-" + strconv.Itoa(pr)
+	if prRepo == "" || strings.EqualFold(prRepo, originRepo) {
+		return "pr-loops/" + leaf, nil
+	}
+	key, err := RepoStateKey(prRepo)
+	if err != nil {
+		return "", err
+	}
+	return "pr-loops/" + key + "/" + leaf, nil
+}
+
+var _ graph.Store = (*FileStore)(nil)

@@ -1,6 +1,8 @@
 package integrations
 
 import (
+	"bytes"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net"
@@ -143,6 +145,39 @@ type JiraAPIConfig struct {
 // integrations block: GitHub with transport auto, nothing else.
 func DefaultConfig() Config {
 	return Config{GitHub: &GitHubConfig{}}
+}
+
+// DecodeConfig turns the raw `integrations:` block of the CLI config (as
+// loop.CLIConfig.Integrations holds it; nil for an absent block) into a
+// validated Config. Unknown keys are refused — a credential written into
+// the block (`token: ghp_…`) is an unknown key, and the error names the key,
+// never its value. A nil or empty block yields DefaultConfig.
+func DecodeConfig(raw map[string]any) (Config, error) {
+	if len(raw) == 0 {
+		return DefaultConfig(), nil
+	}
+	b, err := json.Marshal(raw)
+	if err != nil {
+		return Config{}, fmt.Errorf("integrations: the block is not plain data (%v): %w", jsonProblem(err), ErrInvalidConfig)
+	}
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.DisallowUnknownFields()
+	var cfg Config
+	if err := dec.Decode(&cfg); err != nil {
+		var te *json.UnmarshalTypeError
+		switch {
+		case errors.As(err, &te):
+			return Config{}, fmt.Errorf("integrations.%s: expected %s, found %s: %w", te.Field, te.Type, te.Value, ErrInvalidConfig)
+		case strings.HasPrefix(err.Error(), "json: unknown field "):
+			return Config{}, fmt.Errorf("integrations: unknown key %s — see the integrations section of the CLI config reference (credentials belong in environment variables, named by tokenEnv/urlEnv): %w",
+				strings.TrimPrefix(err.Error(), "json: unknown field "), ErrInvalidConfig)
+		}
+		return Config{}, fmt.Errorf("integrations: %s: %w", jsonProblem(err), ErrInvalidConfig)
+	}
+	if cfg.GitHub == nil {
+		cfg.GitHub = &GitHubConfig{}
+	}
+	return cfg, cfg.Validate()
 }
 
 // Validate reports every malformed key at once, each named by its path

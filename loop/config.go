@@ -1,0 +1,899 @@
+package loop
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"regexp"
+	"sort"
+	"strconv"
+	"strings"
+
+	"github.com/goccy/go-yaml"
+)
+
+// Sentinel errors. Compare with errors.Is; the wrapping error names the
+// file, key or id and the fix.
+var (
+	// ErrInvalidID: a work item id that cannot name one directory.
+	ErrInvalidID = errors.New("invalid work item id")
+	// ErrUnsafePath: a configured or derived path that is absolute or
+	// escapes the directory it must stay inside.
+	ErrUnsafePath = errors.New("path escapes the repository")
+	// ErrInvalidConfig: a configuration file that does not parse, or whose
+	// keys have the wrong type.
+	ErrInvalidConfig = errors.New("invalid configuration")
+	// ErrConfigTooOld: the CLI config still carries a removed key or
+	// declares a version older than CurrentCLIConfigVersion; it must be
+	// migrated before theloop uses it.
+	ErrConfigTooOld = errors.New("configuration must be migrated")
+)
+
+// Defaults of the repository's harness config (reference daemon-spec §12.3).
+const (
+	DefaultSpecDir          = "docs/specs"
+	DefaultPhaseLabelPrefix = "loop:"
+)
+
+// Repository configuration file locations, relative to the repository root.
+const (
+	HarnessConfigFile       = ".the-loop/harness-config.yaml"
+	LegacyHarnessConfigFile = ".the-loop/config.yaml"
+	CollaboratorsFile       = ".the-loop/collaborators.yaml"
+)
+
+// maxConfigBytes bounds a configuration file read into memory; real ones
+// are a few kilobytes.
+const maxConfigBytes = 1 << 20
+
+// maxConfigNodes bounds the values a decoded configuration expands to
+// through YAML anchors and aliases, so that a repository file cannot make a
+// later walk of Raw (JSON encoding, for instance) explode.
+const maxConfigNodes = 100_000
+
+// ShippedLoopNames are the graphs theloop ships (ARCHITECTURE decision 14).
+func ShippedLoopNames() []string {
+	return []string{"pdlc-work-item-loop", "pdlc-pr-loop", "pdlc-adhoc-loop", "pdlc-contribution-loop"}
+}
+
+// --- YAML helpers ----------------------------------------------------------
+
+// decodeYAMLMap decodes one YAML document into a string-keyed map. An empty
+// document is an empty map. Panics of the YAML library become errors, and
+// documents that expand past maxConfigNodes are refused. The error carries
+// the line and column and a caret excerpt.
+func decodeYAMLMap(name string, data []byte) (m map[string]any, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			m, err = nil, fmt.Errorf("%s: the YAML parser failed on this file: %v", name, r)
+		}
+	}()
+	if len(data) > maxConfigBytes {
+		return nil, fmt.Errorf("%s: %d bytes is larger than the %d a configuration file may have", name, len(data), maxConfigBytes)
+	}
+	var v any
+	if err := yaml.Unmarshal(data, &v); err != nil {
+		return nil, fmt.Errorf("%s: not valid YAML: %s", name, yaml.FormatError(err, false, true))
+	}
+	if v == nil {
+		return map[string]any{}, nil
+	}
+	top, ok := v.(map[string]any)
+	if !ok {
+		return nil, fmt.Errorf("%s: the file must be a YAML mapping of keys, not %s", name, typeName(v))
+	}
+	budget := maxConfigNodes
+	if !withinBudget(top, &budget) {
+		return nil, fmt.Errorf("%s: the file expands to more than %d values through anchors and aliases; remove the alias chains", name, maxConfigNodes)
+	}
+	return top, nil
+}
+
+// withinBudget walks v, spending one unit of budget per value, and reports
+// whether the walk finished within it.
+func withinBudget(v any, budget *int) bool {
+	*budget--
+	if *budget < 0 {
+		return false
+	}
+	switch t := v.(type) {
+	case map[string]any:
+		for _, e := range t {
+			if !withinBudget(e, budget) {
+				return false
+			}
+		}
+	case []any:
+		for _, e := range t {
+			if !withinBudget(e, budget) {
+				return false
+			}
+		}
+	}
+	return true
+}
+
+// typeName names a decoded YAML value's type for error messages.
+func typeName(v any) string {
+	switch v.(type) {
+	case nil:
+		return "null"
+	case string:
+		return "a string"
+	case bool:
+		return "a boolean"
+	case map[string]any:
+		return "a mapping"
+	case []any:
+		return "a list"
+	case float32, float64:
+		return "a number"
+	case int, int8, int16, int32, int64, uint, uint8, uint16, uint32, uint64:
+		return "a number"
+	default:
+		return fmt.Sprintf("%T", v)
+	}
+}
+
+// lookup follows a dotted path of mapping keys. It returns the value and
+// whether the path exists. When an intermediate value is neither a mapping
+// nor null, bad names the key holding it and v is that value.
+func lookup(m map[string]any, path string) (v any, found bool, bad string) {
+	cur := any(m)
+	parts := strings.Split(path, ".")
+	for i, p := range parts {
+		mm, ok := cur.(map[string]any)
+		if !ok {
+			if cur == nil {
+				return nil, false, ""
+			}
+			return cur, false, strings.Join(parts[:i], ".")
+		}
+		cur, ok = mm[p]
+		if !ok {
+			return nil, false, ""
+		}
+	}
+	return cur, true, ""
+}
+
+// keyReader reads typed values out of a decoded map, collecting a problem
+// for each key present with the wrong type (null counts as absent).
+type keyReader struct {
+	m        map[string]any
+	problems []string
+}
+
+func (r *keyReader) get(path string) (any, bool) {
+	v, found, bad := lookup(r.m, path)
+	if bad != "" {
+		r.problem(bad, "a mapping", v)
+		return nil, false
+	}
+	if !found || v == nil {
+		return nil, false
+	}
+	return v, true
+}
+
+func (r *keyReader) problem(key, want string, got any) {
+	r.add(fmt.Sprintf("%s: expected %s, got %s", key, want, typeName(got)))
+}
+
+// add records a problem once (a scalar where a mapping belongs would
+// otherwise be reported for every key read beneath it).
+func (r *keyReader) add(msg string) {
+	for _, p := range r.problems {
+		if p == msg {
+			return
+		}
+	}
+	r.problems = append(r.problems, msg)
+}
+
+func (r *keyReader) str(path string) (string, bool) {
+	v, ok := r.get(path)
+	if !ok {
+		return "", false
+	}
+	s, isStr := v.(string)
+	if !isStr {
+		r.problem(path, "a string", v)
+		return "", false
+	}
+	return s, true
+}
+
+func (r *keyReader) boolean(path string) (bool, bool) {
+	v, ok := r.get(path)
+	if !ok {
+		return false, false
+	}
+	b, isBool := v.(bool)
+	if !isBool {
+		r.problem(path, "true or false", v)
+		return false, false
+	}
+	return b, true
+}
+
+func (r *keyReader) strings(path string) ([]string, bool) {
+	v, ok := r.get(path)
+	if !ok {
+		return nil, false
+	}
+	return r.stringList(path, v)
+}
+
+func (r *keyReader) stringList(path string, v any) ([]string, bool) {
+	list, isList := v.([]any)
+	if !isList {
+		r.problem(path, "a list of strings", v)
+		return nil, false
+	}
+	out := make([]string, 0, len(list))
+	for i, e := range list {
+		s, isStr := e.(string)
+		if !isStr {
+			r.add(fmt.Sprintf("%s[%d]: expected a string, got %s", path, i, typeName(e)))
+			return nil, false
+		}
+		out = append(out, s)
+	}
+	return out, true
+}
+
+func (r *keyReader) mapping(path string) (map[string]any, bool) {
+	v, ok := r.get(path)
+	if !ok {
+		return nil, false
+	}
+	mm, isMap := v.(map[string]any)
+	if !isMap {
+		r.problem(path, "a mapping", v)
+		return nil, false
+	}
+	return mm, true
+}
+
+// cleanRelativeDir validates a directory that must stay inside the
+// repository: relative, not "." and never climbing out through "..". It
+// returns the cleaned, slash-separated form.
+func cleanRelativeDir(key, dir string) (string, error) {
+	if dir == "" {
+		return "", fmt.Errorf("%w: %s is empty; set it to a directory inside the repository such as %s", ErrUnsafePath, key, DefaultSpecDir)
+	}
+	if strings.ContainsRune(dir, 0) {
+		return "", fmt.Errorf("%w: %s %q contains NUL", ErrUnsafePath, key, dir)
+	}
+	slash := filepath.ToSlash(dir)
+	if strings.HasPrefix(slash, "/") || filepath.IsAbs(dir) || filepath.VolumeName(dir) != "" {
+		return "", fmt.Errorf("%w: %s %q is absolute; use a path relative to the repository root such as %s", ErrUnsafePath, key, dir, DefaultSpecDir)
+	}
+	clean := filepath.ToSlash(filepath.Clean(dir))
+	if clean == "." {
+		return "", fmt.Errorf("%w: %s %q is the repository root; use a sub-directory such as %s", ErrUnsafePath, key, dir, DefaultSpecDir)
+	}
+	if clean == ".." || strings.HasPrefix(clean, "../") {
+		return "", fmt.Errorf("%w: %s %q leaves the repository; use a path inside it such as %s", ErrUnsafePath, key, dir, DefaultSpecDir)
+	}
+	return clean, nil
+}
+
+// ValidateSpecDir checks a spec directory setting (workflow.specDir,
+// routing.graph.specDir): it must be relative to the repository root and
+// stay inside it. The error wraps ErrUnsafePath and names key.
+func ValidateSpecDir(key, dir string) error {
+	_, err := cleanRelativeDir(key, dir)
+	return err
+}
+
+// readConfigFile reads a configuration file, reporting absence separately.
+// Files larger than maxConfigBytes are refused.
+func readConfigFile(path string) (data []byte, exists bool, err error) {
+	f, err := os.Open(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, false, nil
+	}
+	if err != nil {
+		return nil, true, err
+	}
+	defer f.Close()
+	data, err = io.ReadAll(io.LimitReader(f, maxConfigBytes+1))
+	if err != nil {
+		return nil, true, err
+	}
+	if len(data) > maxConfigBytes {
+		return nil, true, fmt.Errorf("the file is larger than the %d bytes a configuration file may have", maxConfigBytes)
+	}
+	return data, true, nil
+}
+
+// --- Harness config (per repository) --------------------------------------
+
+// HarnessConfig is what theloop reads from a repository's
+// .the-loop/harness-config.yaml (or the legacy .the-loop/config.yaml).
+// The repository is untrusted input: it can choose where its specs live and
+// how its labels look, never how theloop runs (no hooks, no credentials, no
+// authorized users).
+type HarnessConfig struct {
+	// Present is true when the file exists (the repository is initialised
+	// for the-loop), even if it could not be used.
+	Present bool
+	// Path is the file read, relative to the repository root ("" if none).
+	Path string
+	// SpecDir is workflow.specDir, cleaned and relative to the repository
+	// root (default DefaultSpecDir).
+	SpecDir string
+	// PhaseLabelPrefix is workflow.phaseLabelPrefix (default "loop:").
+	PhaseLabelPrefix string
+	// Phases is workflow.phases (nil when absent).
+	Phases []string
+	// Owner and Repo are ticketing.github.owner and .repo.
+	Owner, Repo string
+	// Notifications is the notifications block.
+	Notifications Notifications
+	// Raw is the whole decoded file (empty when absent or unparseable).
+	Raw map[string]any
+}
+
+// Notifications maps notify events to the roles to notify.
+type Notifications struct {
+	// Enabled is notifications.enabled (default true).
+	Enabled bool
+	// Events maps an event name (phase-approval-pending, ...) to roles.
+	Events map[string][]string
+}
+
+// Roles returns the roles notified of event (nil when disabled or none).
+func (n Notifications) Roles(event string) []string {
+	if !n.Enabled {
+		return nil
+	}
+	return n.Events[event]
+}
+
+// ownerRepoPattern is one half of owner/repo (reference graph-spec §5.2).
+var ownerRepoPattern = regexp.MustCompile(`^[A-Za-z0-9._-]+$`)
+
+// OriginRepo returns "owner/repo" from ticketing.github, or "" when either
+// half is missing or not [A-Za-z0-9._-]+.
+func (h HarnessConfig) OriginRepo() string {
+	if !ownerRepoPattern.MatchString(h.Owner) || !ownerRepoPattern.MatchString(h.Repo) {
+		return ""
+	}
+	return h.Owner + "/" + h.Repo
+}
+
+// DefaultHarnessConfig is the configuration of a repository without a
+// harness config file.
+func DefaultHarnessConfig() HarnessConfig {
+	return HarnessConfig{
+		SpecDir:          DefaultSpecDir,
+		PhaseLabelPrefix: DefaultPhaseLabelPrefix,
+		Notifications:    Notifications{Enabled: true, Events: map[string][]string{}},
+		Raw:              map[string]any{},
+	}
+}
+
+// LoadHarnessConfig reads the repository's harness config: harness-config.yaml,
+// else the legacy config.yaml, else defaults. Reading is best-effort, as in
+// the-loop: an unreadable or unparseable file, or a key of the wrong type,
+// yields the defaults for what could not be read plus a warning naming the
+// file and key. The one error is a workflow.specDir that is absolute or
+// leaves the repository (wrapping ErrUnsafePath): theloop must never read
+// or write state outside the checkout, so it refuses rather than guess.
+func LoadHarnessConfig(repoRoot string) (HarnessConfig, []string, error) {
+	for _, rel := range []string{HarnessConfigFile, LegacyHarnessConfigFile} {
+		data, exists, err := readConfigFile(filepath.Join(repoRoot, filepath.FromSlash(rel)))
+		if !exists {
+			continue
+		}
+		if err != nil {
+			cfg := DefaultHarnessConfig()
+			cfg.Present, cfg.Path = true, rel
+			return cfg, []string{fmt.Sprintf("%s could not be read (%v); using the defaults", rel, err)}, nil
+		}
+		cfg, warnings, perr := ParseHarnessConfig(rel, data)
+		cfg.Present = true
+		return cfg, warnings, perr
+	}
+	return DefaultHarnessConfig(), nil, nil
+}
+
+// ParseHarnessConfig decodes a harness config file's bytes; name is used in
+// messages and as Path. See LoadHarnessConfig for the error policy. It never
+// panics.
+func ParseHarnessConfig(name string, data []byte) (HarnessConfig, []string, error) {
+	cfg := DefaultHarnessConfig()
+	cfg.Path = name
+	raw, err := decodeYAMLMap(name, data)
+	if err != nil {
+		return cfg, []string{err.Error() + "; using the defaults (the file is best-effort; fix it to apply its settings)"}, nil
+	}
+	cfg.Raw = raw
+	r := &keyReader{m: raw}
+	if dir, ok := r.str("workflow.specDir"); ok {
+		clean, err := cleanRelativeDir(name+": workflow.specDir", dir)
+		if err != nil {
+			return cfg, nil, err
+		}
+		cfg.SpecDir = clean
+	}
+	if p, ok := r.str("workflow.phaseLabelPrefix"); ok {
+		if strings.TrimSpace(p) == "" {
+			r.add("workflow.phaseLabelPrefix: is empty; phase labels need a prefix such as \"loop:\"")
+		} else {
+			cfg.PhaseLabelPrefix = p
+		}
+	}
+	if phases, ok := r.strings("workflow.phases"); ok {
+		cfg.Phases = phases
+	}
+	before := len(r.problems)
+	if o, ok := r.str("ticketing.github.owner"); ok {
+		cfg.Owner = o
+	}
+	if rp, ok := r.str("ticketing.github.repo"); ok {
+		cfg.Repo = rp
+	}
+	if len(r.problems) == before && (cfg.Owner != "" || cfg.Repo != "") && cfg.OriginRepo() == "" {
+		r.add(fmt.Sprintf("ticketing.github.owner/repo: %q/%q is not a repository name ([A-Za-z0-9._-]+ each); work item refs will not be derived", cfg.Owner, cfg.Repo))
+	}
+	if en, ok := r.boolean("notifications.enabled"); ok {
+		cfg.Notifications.Enabled = en
+	}
+	if events, ok := r.mapping("notifications.events"); ok {
+		for _, ev := range sortedKeys(events) {
+			if events[ev] == nil {
+				continue
+			}
+			if roles, ok := r.stringList("notifications.events."+ev, events[ev]); ok {
+				cfg.Notifications.Events[ev] = roles
+			}
+		}
+	}
+	if _, ok := r.get("graph.hooks"); ok {
+		r.add("graph.hooks: repository hooks are never run by theloop (no code from a watched repository is executed); the key is ignored")
+	}
+	warnings := make([]string, 0, len(r.problems))
+	for _, p := range r.problems {
+		warnings = append(warnings, name+": "+p)
+	}
+	return cfg, warnings, nil
+}
+
+func sortedKeys[V any](m map[string]V) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return keys
+}
+
+// RepoGraphWarnings reports repository files that would declare or override
+// a graph — .the-loop/graph.yaml, .the-loop/pdlc.yaml or
+// .the-loop/<shipped loop name>.yaml (or .yml). theloop reads nothing from
+// them: graphs declared by a repository are a future feature, and a
+// repository must not be able to change the process it is held to. Each
+// warning names the file.
+func RepoGraphWarnings(repoRoot string) []string {
+	names := append([]string{"graph", "pdlc"}, ShippedLoopNames()...)
+	var warnings []string
+	for _, n := range names {
+		for _, ext := range []string{".yaml", ".yml"} {
+			rel := ".the-loop/" + n + ext
+			if _, err := os.Lstat(filepath.Join(repoRoot, filepath.FromSlash(rel))); err == nil {
+				warnings = append(warnings, fmt.Sprintf("%s is ignored: graphs declared by a repository are a future feature; theloop runs its shipped graphs", rel))
+			}
+		}
+	}
+	return warnings
+}
+
+// parseVersion parses a dotted numeric version ("0.5.0", "1.2").
+func parseVersion(s string) ([]int, bool) {
+	s = strings.TrimPrefix(strings.TrimSpace(s), "v")
+	if s == "" {
+		return nil, false
+	}
+	parts := strings.Split(s, ".")
+	out := make([]int, len(parts))
+	for i, p := range parts {
+		n, err := strconv.Atoi(p)
+		if err != nil || n < 0 {
+			return nil, false
+		}
+		out[i] = n
+	}
+	return out, true
+}
+
+// compareVersions compares dotted versions numerically, missing parts 0.
+func compareVersions(a, b []int) int {
+	for i := 0; i < len(a) || i < len(b); i++ {
+		var x, y int
+		if i < len(a) {
+			x = a[i]
+		}
+		if i < len(b) {
+			y = b[i]
+		}
+		if x != y {
+			if x < y {
+				return -1
+			}
+			return 1
+		}
+	}
+	return 0
+}
+
+// --- CLI config (the operator's) ------------------------------------------
+
+// CLI config constants (reference daemon-spec §12).
+const (
+	// CurrentCLIConfigVersion is the oldest cli-config.yaml version theloop
+	// accepts (numeric dotted comparison; a missing version is accepted).
+	CurrentCLIConfigVersion = "0.5.0"
+	// CLIConfigEnv names the variable that may point at the CLI config.
+	CLIConfigEnv = "THE_LOOP_CLI_CONFIG"
+	// CLIConfigFile is looked for under the working directory, then under
+	// the home directory.
+	CLIConfigFile = ".the-loop/cli-config.yaml"
+	// DefaultStateRoot is state.root's default.
+	DefaultStateRoot = ".the-loop"
+)
+
+// routing.tmux.sessionPerPr modes (reference graph-spec §5.1).
+const (
+	SessionPerPrNever           = "never"
+	SessionPerPrCrossRepository = "cross-repository"
+	SessionPerPrAlways          = "always"
+)
+
+// ControlCommands lists the control commands in the order a comment is
+// searched for them (reference daemon-spec §5.1).
+func ControlCommands() []string {
+	return []string{"start", "stop", "pause", "resume", "execute", "contribute", "cleanup", "do"}
+}
+
+// DefaultControlKeywords returns routing.control.keywords' defaults:
+// "the-loop <command>" for every command.
+func DefaultControlKeywords() map[string]string {
+	kw := make(map[string]string, 8)
+	for _, c := range ControlCommands() {
+		kw[c] = "the-loop " + c
+	}
+	return kw
+}
+
+// removedCLIKeys are keys the-loop removed, with their replacements
+// (reference daemon-spec §12.1). A config carrying one is refused rather
+// than half-applied. The reference also removed integrations.slack in
+// favour of channels.slack; theloop's integrations package configures its
+// Slack provider under integrations.slack again, so that key is accepted.
+var removedCLIKeys = []struct{ key, replacement string }{
+	{"webhooks.ghWebhook.routing", "the top-level routing block"},
+	{"routing.control.ghBinary", "integrations.github.cli.binary"},
+	{"routing.reactions.ghBinary", "integrations.github.cli.binary"},
+	{"routing.announce.ghBinary", "integrations.github.cli.binary"},
+	{"polling.stateFile", "state.root"},
+}
+
+// CLIConfig is the operator's cli-config.yaml: how theloop runs on this
+// machine. Unlike a repository's harness config it is trusted and must not
+// be silently ignored: a file that does not parse or has a mistyped key is
+// an error.
+type CLIConfig struct {
+	// Path is the file read ("" when none was found: defaults).
+	Path string
+	// Version is the declared version ("" when absent).
+	Version string
+	// StateRoot is state.root (default ".the-loop", relative to the
+	// process's working directory; a leading "~/" is expanded by
+	// LoadCLIConfig).
+	StateRoot string
+	// AuthorizedUsers is routing.authorizedUsers with empty entries
+	// dropped. Empty denies every named actor (fail closed).
+	AuthorizedUsers []string
+	// Keywords maps each of ControlCommands to its keyword
+	// (routing.control.keywords; "" disables that one command).
+	Keywords map[string]string
+	// ExecuteKeyword is Keywords["execute"].
+	ExecuteKeyword string
+	// SessionPerPr is routing.tmux.sessionPerPr resolved to one of the
+	// SessionPerPr modes.
+	SessionPerPr string
+	// EventLogEnabled is eventLog.enabled (default true).
+	EventLogEnabled bool
+	// EventLogPath is eventLog.path (default <StateRoot>/logs/events.jsonl).
+	EventLogPath string
+	// GraphSpecDir is routing.graph.specDir, the operator's override of a
+	// repository's workflow.specDir ("" = the repository decides).
+	GraphSpecDir string
+	// Integrations is the raw integrations block (nil when absent), for
+	// the integrations package to decode.
+	Integrations map[string]any
+	// Channels is the raw channels block (nil when absent).
+	Channels map[string]any
+	// Raw is the whole decoded file.
+	Raw map[string]any
+	// Warnings are problems that do not stop theloop (an unknown
+	// sessionPerPr value, a removed runner setting, ...).
+	Warnings []string
+}
+
+// DefaultCLIConfig is the configuration used when no file is found.
+func DefaultCLIConfig() CLIConfig {
+	kw := DefaultControlKeywords()
+	return CLIConfig{
+		StateRoot:       DefaultStateRoot,
+		AuthorizedUsers: []string{},
+		Keywords:        kw,
+		ExecuteKeyword:  kw["execute"],
+		SessionPerPr:    SessionPerPrCrossRepository,
+		EventLogEnabled: true,
+		EventLogPath:    filepath.Join(DefaultStateRoot, "logs", "events.jsonl"),
+		Raw:             map[string]any{},
+	}
+}
+
+// CLIConfigSource is where LoadCLIConfig looks, with the environment
+// injected. Zero values mean the real process environment.
+type CLIConfigSource struct {
+	// Path is an explicit file (--config); it must exist.
+	Path string
+	// LookupEnv reads environment variables (default os.LookupEnv).
+	LookupEnv func(string) (string, bool)
+	// HomeDir returns the home directory (default os.UserHomeDir).
+	HomeDir func() (string, error)
+	// WorkDir is the directory ./.the-loop/cli-config.yaml is relative to
+	// (default the process's working directory).
+	WorkDir string
+}
+
+func (src CLIConfigSource) withDefaults() CLIConfigSource {
+	if src.LookupEnv == nil {
+		src.LookupEnv = os.LookupEnv
+	}
+	if src.HomeDir == nil {
+		src.HomeDir = os.UserHomeDir
+	}
+	if src.WorkDir == "" {
+		src.WorkDir = "."
+	}
+	return src
+}
+
+// ResolveCLIConfigPath picks the CLI config file by priority (reference
+// daemon-spec §12.1): the explicit path › $THE_LOOP_CLI_CONFIG ›
+// ./.the-loop/cli-config.yaml › ~/.the-loop/cli-config.yaml. An explicit
+// path or the variable names a file that must exist (required is true);
+// the two default locations are used only when present. path is "" when
+// nothing applies.
+func ResolveCLIConfigPath(src CLIConfigSource) (path string, required bool) {
+	src = src.withDefaults()
+	if src.Path != "" {
+		return src.Path, true
+	}
+	if p, ok := src.LookupEnv(CLIConfigEnv); ok && p != "" {
+		return p, true
+	}
+	local := filepath.Join(src.WorkDir, filepath.FromSlash(CLIConfigFile))
+	if _, err := os.Stat(local); err == nil {
+		return local, false
+	}
+	if home, err := src.HomeDir(); err == nil && home != "" {
+		p := filepath.Join(home, filepath.FromSlash(CLIConfigFile))
+		if _, err := os.Stat(p); err == nil {
+			return p, false
+		}
+	}
+	return "", false
+}
+
+// LoadCLIConfig resolves and reads the operator's CLI config. No file found
+// yields DefaultCLIConfig. An explicit or $THE_LOOP_CLI_CONFIG file that is
+// missing or unreadable, a file that does not parse (the error names the
+// line), a mistyped key (ErrInvalidConfig), and a removed key or a version
+// older than CurrentCLIConfigVersion (ErrConfigTooOld) are errors. A
+// leading "~/" in state.root and eventLog.path is expanded.
+func LoadCLIConfig(src CLIConfigSource) (CLIConfig, error) {
+	src = src.withDefaults()
+	path, required := ResolveCLIConfigPath(src)
+	if path == "" {
+		return DefaultCLIConfig(), nil
+	}
+	data, exists, err := readConfigFile(path)
+	if !exists {
+		if required {
+			how := "--config"
+			if src.Path == "" {
+				how = "$" + CLIConfigEnv
+			}
+			return CLIConfig{}, fmt.Errorf("%w: the CLI config %s (named by %s) does not exist; create it or point %s at an existing file", ErrInvalidConfig, path, how, how)
+		}
+		return DefaultCLIConfig(), nil
+	}
+	if err != nil {
+		return CLIConfig{}, fmt.Errorf("%w: reading the CLI config %s: %v", ErrInvalidConfig, path, err)
+	}
+	cfg, err := ParseCLIConfig(path, data)
+	if err != nil {
+		return CLIConfig{}, err
+	}
+	if home, herr := src.HomeDir(); herr == nil && home != "" {
+		cfg.StateRoot = expandHome(cfg.StateRoot, home)
+		cfg.EventLogPath = expandHome(cfg.EventLogPath, home)
+	}
+	return cfg, nil
+}
+
+func expandHome(p, home string) string {
+	if p == "~" {
+		return home
+	}
+	if strings.HasPrefix(p, "~/") {
+		return filepath.Join(home, p[2:])
+	}
+	return p
+}
+
+// ParseCLIConfig decodes a CLI config's bytes; name is the file, used in
+// messages and as Path. See LoadCLIConfig for the error policy. It never
+// panics.
+func ParseCLIConfig(name string, data []byte) (CLIConfig, error) {
+	cfg := DefaultCLIConfig()
+	cfg.Path = name
+	raw, err := decodeYAMLMap(name, data)
+	if err != nil {
+		return CLIConfig{}, fmt.Errorf("%w: %v", ErrInvalidConfig, err)
+	}
+	cfg.Raw = raw
+	if len(raw) == 0 {
+		return cfg, nil
+	}
+	if err := checkCLIConfigCurrent(name, raw); err != nil {
+		return CLIConfig{}, err
+	}
+	r := &keyReader{m: raw}
+	if v, ok := r.get("version"); ok {
+		cfg.Version = scalarString(v)
+	}
+	if root, ok := r.str("state.root"); ok {
+		if strings.TrimSpace(root) == "" {
+			r.add("state.root: is empty; remove the key to use .the-loop or name a directory")
+		} else {
+			cfg.StateRoot = root
+		}
+	}
+	cfg.EventLogPath = filepath.Join(cfg.StateRoot, "logs", "events.jsonl")
+	if users, ok := r.strings("routing.authorizedUsers"); ok {
+		for _, u := range users {
+			if u = strings.TrimSpace(u); u != "" {
+				cfg.AuthorizedUsers = append(cfg.AuthorizedUsers, u)
+			}
+		}
+	}
+	if kws, ok := r.mapping("routing.control.keywords"); ok {
+		known := cfg.Keywords
+		for _, cmd := range sortedKeys(kws) {
+			if _, isCmd := known[cmd]; !isCmd {
+				cfg.Warnings = append(cfg.Warnings, fmt.Sprintf("%s: routing.control.keywords.%s is not a control command (%s); it is ignored", name, cmd, strings.Join(ControlCommands(), ", ")))
+				continue
+			}
+			if kws[cmd] == nil {
+				continue
+			}
+			if kw, ok := r.str("routing.control.keywords." + cmd); ok {
+				cfg.Keywords[cmd] = strings.TrimSpace(kw)
+			}
+		}
+	}
+	cfg.ExecuteKeyword = cfg.Keywords["execute"]
+	if v, found, _ := lookup(raw, "routing.tmux.sessionPerPr"); found {
+		mode, warning := ResolveSessionPerPr(v)
+		cfg.SessionPerPr = mode
+		if warning != "" {
+			cfg.Warnings = append(cfg.Warnings, name+": "+warning)
+		}
+	}
+	if en, ok := r.boolean("eventLog.enabled"); ok {
+		cfg.EventLogEnabled = en
+	}
+	if p, ok := r.str("eventLog.path"); ok && strings.TrimSpace(p) != "" {
+		cfg.EventLogPath = p
+	}
+	if dir, ok := r.str("routing.graph.specDir"); ok && dir != "" {
+		clean, err := cleanRelativeDir(name+": routing.graph.specDir", dir)
+		if err != nil {
+			return CLIConfig{}, err
+		}
+		cfg.GraphSpecDir = clean
+	}
+	if m, ok := r.mapping("integrations"); ok {
+		cfg.Integrations = m
+	}
+	if m, ok := r.mapping("channels"); ok {
+		cfg.Channels = m
+	}
+	if runner, ok := r.get("routing.runner"); ok && runner != "tmux" {
+		cfg.Warnings = append(cfg.Warnings, fmt.Sprintf("%s: routing.runner was removed; tmux is the only runner and the key is ignored", name))
+	}
+	if hooks, ok := r.get("routing.graph.repoHooks"); ok && hooks != false {
+		cfg.Warnings = append(cfg.Warnings, fmt.Sprintf("%s: routing.graph.repoHooks is ignored: theloop never runs code from a watched repository", name))
+	}
+	if len(r.problems) > 0 {
+		return CLIConfig{}, fmt.Errorf("%w: %s: %s; fix the key(s) — the operator's configuration is never ignored", ErrInvalidConfig, name, strings.Join(r.problems, "; "))
+	}
+	return cfg, nil
+}
+
+// checkCLIConfigCurrent refuses removed keys and versions older than
+// CurrentCLIConfigVersion, naming each key and its replacement.
+func checkCLIConfigCurrent(name string, raw map[string]any) error {
+	var found []string
+	for _, k := range removedCLIKeys {
+		if _, ok, _ := lookup(raw, k.key); ok {
+			found = append(found, fmt.Sprintf("%s was removed (use %s)", k.key, k.replacement))
+		}
+	}
+	if len(found) > 0 {
+		return fmt.Errorf("%w: %s: %s; move the settings there and set version: %q", ErrConfigTooOld, name, strings.Join(found, "; "), CurrentCLIConfigVersion)
+	}
+	v, ok := raw["version"]
+	if !ok || v == nil {
+		return nil
+	}
+	s := scalarString(v)
+	have, okV := parseVersion(s)
+	if !okV {
+		return fmt.Errorf("%w: %s: version %q is not a dotted version number such as %q", ErrInvalidConfig, name, s, CurrentCLIConfigVersion)
+	}
+	want, _ := parseVersion(CurrentCLIConfigVersion)
+	if compareVersions(have, want) < 0 {
+		return fmt.Errorf("%w: %s: version %q is older than %s; migrate the configuration (removed keys move to their replacements) and set version: %q", ErrConfigTooOld, name, s, CurrentCLIConfigVersion, CurrentCLIConfigVersion)
+	}
+	return nil
+}
+
+// scalarString renders a YAML scalar as text ("0.5" for the number 0.5).
+func scalarString(v any) string {
+	switch t := v.(type) {
+	case string:
+		return t
+	case float64:
+		return strconv.FormatFloat(t, 'f', -1, 64)
+	case float32:
+		return strconv.FormatFloat(float64(t), 'f', -1, 32)
+	default:
+		return fmt.Sprint(v)
+	}
+}
+
+// ResolveSessionPerPr maps a configured routing.tmux.sessionPerPr value to
+// a mode (reference graph-spec §5.1): null and true → cross-repository,
+// false → never, a mode name → itself, anything else → cross-repository
+// with a warning naming the key.
+func ResolveSessionPerPr(v any) (mode, warning string) {
+	switch t := v.(type) {
+	case nil:
+		return SessionPerPrCrossRepository, ""
+	case bool:
+		if t {
+			return SessionPerPrCrossRepository, ""
+		}
+		return SessionPerPrNever, ""
+	case string:
+		switch t {
+		case SessionPerPrNever, SessionPerPrCrossRepository, SessionPerPrAlways:
+			return t, ""
+		}
+	}
+	return SessionPerPrCrossRepository, fmt.Sprintf("routing.tmux.sessionPerPr: %q is not one of never, cross-repository, always (or true/false); using cross-repository", scalarString(v))
+}

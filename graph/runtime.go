@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"sort"
 	"strings"
+	"sync"
 	"time"
 )
 
@@ -185,6 +186,9 @@ type session struct {
 	arts Artifacts
 	st   *State
 	warn []string
+
+	// ro is the read-only, memoising view of arts used by check chains.
+	ro *readOnly
 
 	// Exit-chain inputs derived from st, computed once per skip set.
 	exitFor      *skipInfo
@@ -376,7 +380,10 @@ func (r *Runtime) hookContext(s *session, n *Node, b Boundary, mode Mode, ev *Ev
 		Now:      r.now(),
 	}
 	if mode == ModeCheck {
-		hc.Artifacts = readOnly{s.arts}
+		if s.ro == nil {
+			s.ro = &readOnly{Artifacts: s.arts}
+		}
+		hc.Artifacts = s.ro
 	} else {
 		hc.Artifacts = s.arts
 		hc.Integrations = r.opts.Integrations
@@ -1153,10 +1160,40 @@ func (r *Runtime) BindSession(ctx context.Context, id string, b SessionBinding) 
 	return r.save(ctx, s)
 }
 
-// readOnly wraps Artifacts for ModeCheck: reads pass through, writes fail.
-type readOnly struct{ Artifacts }
+// Memoizer is implemented by the Artifacts that check-mode chains receive:
+// nothing can change the files during a check, so a parse of one file can be
+// shared by every hook of the evaluation. Hooks use it when present.
+type Memoizer interface {
+	Memo(key string, compute func() any) any
+}
+
+// readOnly wraps Artifacts for ModeCheck: reads pass through, writes fail,
+// and parse results are memoised for the evaluation.
+type readOnly struct {
+	Artifacts
+	mu   sync.Mutex
+	memo map[string]any
+}
 
 var errReadOnly = errors.New("artifacts are read-only during check")
 
-func (readOnly) WriteFile(string, []byte) error  { return errReadOnly }
-func (readOnly) AppendFile(string, []byte) error { return errReadOnly }
+func (*readOnly) WriteFile(string, []byte) error  { return errReadOnly }
+func (*readOnly) AppendFile(string, []byte) error { return errReadOnly }
+
+// Memo implements Memoizer.
+func (r *readOnly) Memo(key string, compute func() any) any {
+	r.mu.Lock()
+	if v, ok := r.memo[key]; ok {
+		r.mu.Unlock()
+		return v
+	}
+	r.mu.Unlock()
+	v := compute()
+	r.mu.Lock()
+	if r.memo == nil {
+		r.memo = map[string]any{}
+	}
+	r.memo[key] = v
+	r.mu.Unlock()
+	return v
+}

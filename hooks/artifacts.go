@@ -152,12 +152,12 @@ func validateArtifacts(_ context.Context, hc *graph.HookContext) graph.HookResul
 
 	for _, name := range toRead {
 		path := a.Path(name)
-		text, err := readText(a, name)
-		if err != nil {
-			findings = append(findings, graph.Finding("artifact could not be read: "+errorKind(err), path))
+		doc := loadDoc(a, name)
+		if doc.err != nil {
+			findings = append(findings, graph.Finding("artifact could not be read: "+errorKind(doc.err), path))
 			continue
 		}
-		fm, body := FrontMatter(text)
+		fm, body := doc.fm, doc.body
 		if p.Bool("locked") {
 			status := strings.TrimSpace(fmString(fm["status"]))
 			if status != "approved" {
@@ -178,7 +178,7 @@ func validateArtifacts(_ context.Context, hc *graph.HookContext) graph.HookResul
 			}
 		}
 		for _, title := range p.Strings("sections") {
-			sec, ok := FindSection(body, title)
+			sec, ok := doc.section(title)
 			switch {
 			case !ok:
 				findings = append(findings, graph.Finding("required section is missing: "+title, path))
@@ -259,12 +259,9 @@ func enforcesBoundariesFrom(_ context.Context, hc *graph.HookContext) graph.Hook
 func joinBodies(a graph.Artifacts, names []string) string {
 	var parts []string
 	for _, n := range names {
-		t, err := readText(a, n)
-		if err != nil {
-			continue
+		if d := loadDoc(a, n); d.err == nil {
+			parts = append(parts, strings.ToLower(d.body))
 		}
-		_, body := FrontMatter(t)
-		parts = append(parts, strings.ToLower(body))
 	}
 	return strings.Join(parts, "\n")
 }
@@ -297,10 +294,11 @@ func lintArtifacts(ctx context.Context, hc *graph.HookContext) graph.HookResult 
 	maxLen := hc.Params.Int("maxLineLength", 0)
 	var msgs []graph.Message
 	for _, f := range files {
-		text, err := readText(hc.Artifacts, f)
+		d := loadDoc(hc.Artifacts, f)
+		text := d.text
 		path := hc.Artifacts.Path(f)
-		if err != nil {
-			msgs = append(msgs, graph.Finding("artifact could not be read: "+errorKind(err), path))
+		if d.err != nil {
+			msgs = append(msgs, graph.Finding("artifact could not be read: "+errorKind(d.err), path))
 			continue
 		}
 		if diagrams {

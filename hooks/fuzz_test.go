@@ -86,3 +86,15 @@ func FuzzClassify(f *testing.F) {
 		_, _ = hooks.ParseGoal(body)
 	})
 }
+
+// FuzzSimpleFrontMatter is a differential test: wherever the fast
+// front-matter reader answers, the general YAML parser must give exactly the
+// same mapping.
+func FuzzSimpleFrontMatter(f *testing.F) {
+	for _, s := range []string{"status: approved\ntags: [cli, graph]\nriskTier: 4\ntitle: \"R: x\"\n", "a: -3\nb: 0\n# c\n", "a: 'x y'\nb: [1, 'q', w]\n", "a: yes\n", "a: 1.5\n", "a: 2026-01-02\n", "a: x #c\n", "a: [ ]\n", "a:\n  - x\n"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, block string) {
+		hooks.CheckSimpleFrontMatterAgrees(t, block)
+	})
+}

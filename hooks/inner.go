@@ -66,15 +66,14 @@ func findInnerLoops(a graph.Artifacts) []innerLoop {
 // and every repository declared in execution-log.md has one.
 func awaitInnerLoops(_ context.Context, hc *graph.HookContext) graph.HookResult {
 	var declared []string
-	if text, err := readText(hc.Artifacts, ExecutionLog); err == nil {
-		fm, _ := FrontMatter(text)
-		if list, ok := fm["repos"].([]any); ok {
+	if d := loadDoc(hc.Artifacts, ExecutionLog); d.err == nil {
+		if list, ok := d.fm["repos"].([]any); ok {
 			for _, r := range list {
 				declared = append(declared, fmString(r))
 			}
 		}
-	} else if !errors.Is(err, fs.ErrNotExist) && isFile(hc.Artifacts, ExecutionLog) {
-		return graph.Block(graph.Finding("execution-log.md could not be read: "+errorKind(err), hc.Artifacts.Path(ExecutionLog)))
+	} else if !errors.Is(d.err, fs.ErrNotExist) && isFile(hc.Artifacts, ExecutionLog) {
+		return graph.Block(graph.Finding("execution-log.md could not be read: "+errorKind(d.err), hc.Artifacts.Path(ExecutionLog)))
 	}
 	keys := map[string]string{}
 	for _, r := range declared {

@@ -2,9 +2,12 @@ package hooks
 
 import (
 	"fmt"
+	"io/fs"
 	"strings"
 
 	"github.com/goccy/go-yaml"
+
+	"github.com/theloop-dev/theloop/graph"
 )
 
 // FrontMatter splits a markdown document into its YAML front matter and
@@ -60,6 +63,9 @@ func parseYAMLMapping(block string) (m map[string]any, ok bool) {
 	}()
 	if strings.TrimSpace(block) == "" {
 		return map[string]any{}, true
+	}
+	if m, ok := simpleFrontMatter(block); ok {
+		return m, true
 	}
 	var v any
 	if err := yaml.Unmarshal([]byte(block), &v); err != nil {
@@ -159,4 +165,193 @@ func FindSection(body, title string) (Section, bool) {
 		}
 	}
 	return Section{}, false
+}
+
+// document is an artifact read and parsed once.
+type document struct {
+	text     string
+	fm       map[string]any
+	body     string
+	sections []Section
+	err      error
+}
+
+// section finds a section by exact title.
+func (d *document) section(title string) (Section, bool) {
+	for _, s := range d.sections {
+		if s.Title == title {
+			return s, true
+		}
+	}
+	return Section{}, false
+}
+
+// loadDoc reads and parses an artifact. Under check the artifacts memoise,
+// so each file is read and parsed once per evaluation however many hooks
+// look at it. Callers must not modify the result.
+func loadDoc(a graph.Artifacts, name string) *document {
+	load := func() any {
+		if !fs.ValidPath(name) {
+			return &document{err: fmt.Errorf("invalid artifact name %q", name)}
+		}
+		b, err := fs.ReadFile(a, name)
+		if err != nil {
+			return &document{err: err}
+		}
+		d := &document{text: string(b)}
+		d.fm, d.body = FrontMatter(d.text)
+		d.sections = Sections(d.body)
+		return d
+	}
+	if m, ok := a.(graph.Memoizer); ok {
+		return m.Memo("doc\x00"+name, load).(*document)
+	}
+	return load().(*document)
+}
+
+// simpleFrontMatter parses the front matter almost every artifact has —
+// top-level `key: value` lines whose values are plain words, quoted strings
+// without escapes, small integers, or flow lists of those — without the
+// general YAML parser, which costs a hundred times more on the Stop hook's
+// path. It reports false for anything else, and the caller falls back to the
+// full parser; FuzzSimpleFrontMatter proves both agree wherever this one
+// answers.
+func simpleFrontMatter(block string) (map[string]any, bool) {
+	for _, c := range block {
+		if c < 0x20 && c != '\n' || c >= 0x7f {
+			return nil, false // tabs, CR, controls, non-ASCII: leave to the YAML parser
+		}
+	}
+	out := map[string]any{}
+	for _, line := range strings.Split(block, "\n") {
+		t := strings.TrimSpace(line)
+		if t == "" || strings.HasPrefix(t, "#") && (len(line) == 0 || line[0] == '#') {
+			continue
+		}
+		key, rest, ok := strings.Cut(line, ":")
+		if !ok || !simpleKey(key) {
+			return nil, false
+		}
+		if _, dup := out[key]; dup {
+			return nil, false
+		}
+		if rest != "" && rest[0] != ' ' {
+			return nil, false
+		}
+		v, ok := simpleValue(strings.TrimSpace(rest))
+		if !ok {
+			return nil, false
+		}
+		out[key] = v
+	}
+	return out, true
+}
+
+func simpleKey(k string) bool {
+	if k == "" || len(k) > 64 {
+		return false
+	}
+	for i, c := range k {
+		switch {
+		case c >= 'a' && c <= 'z', c >= 'A' && c <= 'Z':
+		case i > 0 && (c >= '0' && c <= '9' || c == '_' || c == '-'):
+		default:
+			return false
+		}
+	}
+	return true
+}
+
+// simpleValue reads a scalar or a flow list of scalars.
+func simpleValue(v string) (any, bool) {
+	if strings.HasPrefix(v, "[") {
+		if !strings.HasSuffix(v, "]") {
+			return nil, false
+		}
+		inner := strings.TrimSpace(v[1 : len(v)-1])
+		items := []any{}
+		if inner == "" {
+			return items, true
+		}
+		for _, part := range strings.Split(inner, ",") {
+			x, ok := simpleScalar(strings.TrimSpace(part))
+			if !ok {
+				return nil, false
+			}
+			items = append(items, x)
+		}
+		return items, true
+	}
+	return simpleScalar(v)
+}
+
+// simpleScalar accepts plain words, quoted strings without escapes or inner
+// quotes, and integers without leading zeros. Anything YAML might read as
+// another type (booleans, null, floats, dates, …) is refused.
+func simpleScalar(v string) (any, bool) {
+	if v == "" {
+		return nil, false
+	}
+	if n := len(v); n >= 2 && (v[0] == '"' && v[n-1] == '"' || v[0] == '\'' && v[n-1] == '\'') {
+		inner := v[1 : n-1]
+		if strings.ContainsAny(inner, "\"'\\\n\t") {
+			return nil, false
+		}
+		for _, r := range inner {
+			if r < 0x20 || r == 0x7f || r >= 0x80 {
+				return nil, false
+			}
+		}
+		return inner, true
+	}
+	if isSmallInt(v) {
+		n := 0
+		neg := v[0] == '-'
+		for _, c := range strings.TrimPrefix(v, "-") {
+			n = n*10 + int(c-'0')
+		}
+		if neg {
+			n = -n
+		}
+		return uint64OrInt(n, neg), true
+	}
+	for i, c := range v {
+		switch {
+		case c >= 'a' && c <= 'z', c >= 'A' && c <= 'Z':
+		case i > 0 && (c >= '0' && c <= '9' || c == '-' || c == '_' || c == '.' || c == '/'):
+		case i > 0 && c == ' ' && v[i-1] != ' ' && i < len(v)-1:
+		default:
+			return nil, false
+		}
+	}
+	switch strings.ToLower(v) {
+	case "true", "false", "yes", "no", "on", "off", "y", "n", "null", "nan", "inf":
+		return nil, false
+	}
+	if strings.Contains(v, " #") {
+		return nil, false
+	}
+	return v, true
+}
+
+func isSmallInt(v string) bool {
+	d := strings.TrimPrefix(v, "-")
+	if d == "" || len(d) > 9 || (len(d) > 1 && d[0] == '0') {
+		return false
+	}
+	for _, c := range d {
+		if c < '0' || c > '9' {
+			return false
+		}
+	}
+	return true
+}
+
+// uint64OrInt mirrors the YAML library's integer types: uint64 for
+// non-negative values, int64 for negative ones.
+func uint64OrInt(n int, neg bool) any {
+	if neg {
+		return int64(n)
+	}
+	return uint64(n)
 }

@@ -119,6 +119,9 @@ func NewManager(cfg ManagerConfig, deps Deps) (*Manager, error) {
 		items: map[string]*sync.Mutex{},
 	}
 	for _, h := range deps.Harnesses {
+		if h == nil {
+			return nil, errors.New("sessions.NewManager: nil harness adapter")
+		}
 		if _, dup := m.harnesses[h.Name()]; dup {
 			return nil, fmt.Errorf("sessions.NewManager: harness %q registered twice", h.Name())
 		}
@@ -417,12 +420,21 @@ func (m *Manager) respawn(ctx context.Context, rec Record, prompt string) (Respa
 		return res, err
 	}
 	if reason == "" {
+		// Any doubt means a fresh conversation: a resumed harness that dies
+		// before it is ready would otherwise fail every delivery, forever.
+		if err := m.tmux.WaitReady(ctx, rec.TmuxName); errors.Is(err, ErrSessionMissing) {
+			reason = "the harness exited while starting the resumed conversation"
+		} else if err != nil {
+			return res, err
+		}
+	}
+	if reason == "" {
 		res.Resumed = true
 		m.observer.Observe(Observation{Event: "session.respawned", Item: rec.Item, SessionID: rec.SessionID, TmuxName: rec.TmuxName, Detail: map[string]any{"resumed": true}})
 		if prompt == "" {
-			return res, m.tmux.WaitReady(ctx, rec.TmuxName)
+			return res, nil
 		}
-		res.Record, res.Receipt, err = m.deliverReady(ctx, rec, prompt)
+		res.Record, res.Receipt, err = m.deliverLive(ctx, rec, prompt)
 		return res, err
 	}
 
@@ -435,6 +447,10 @@ func (m *Manager) respawn(ctx context.Context, rec Record, prompt string) (Respa
 	if err != nil {
 		return res, err
 	}
+	// The new id is recorded before the spawn. If the spawn then fails, the
+	// next delivery finds no session, cannot resume the id (it never ran)
+	// and falls back again: it heals, at the cost of one extra fallback
+	// entry.
 	fb := Fallback{At: m.stamp(), PreviousSessionID: rec.SessionID, Reason: reason, Artifacts: m.artifacts(rec)}
 	rec, err = m.reg.Update(ctx, rec.Item, func(r *Record, _ bool) error {
 		r.SessionID, r.Created, r.Status = id, fb.At, StatusActive

@@ -207,6 +207,29 @@ func TestManagerUnknownResumeIDFallsBackToFreshWithArtifacts(t *testing.T) {
 	require.Contains(t, f.observed.events(), "session.resume_failed")
 }
 
+// A resumed harness that outlives the resume probe but dies before it is
+// ready is no better than one that could not resume: start fresh.
+func TestManagerResumeThatDiesDuringStartUpFallsBack(t *testing.T) {
+	ctx := context.Background()
+	f := newManagerFixture(t, func(c *ManagerConfig) { c.ResumeProbe = 200 * time.Millisecond })
+	item := mustItem(t, "github:octo/repo#6")
+	res, err := f.m.Spawn(ctx, SpawnRequest{Item: item, Cwd: workdir(t, "issue-6", "bugfix.md")})
+	require.NoError(t, err)
+	old := res.Record.SessionID
+	killHarness(t, f.tmux, item.TmuxName())
+	f.fake.crashAfterResume(t, old)
+
+	d, err := f.m.Deliver(ctx, item, "still there?")
+	require.NoError(t, err)
+	require.NotNil(t, d.Respawn)
+	require.False(t, d.Respawn.Resumed)
+	require.NotNil(t, d.Respawn.Fallback)
+	require.Equal(t, "the harness exited while starting the resumed conversation", d.Respawn.Fallback.Reason)
+	require.Equal(t, []string{"docs/specs/issue-6/bugfix.md"}, d.Respawn.Fallback.Artifacts)
+	f.fake.waitReceived(t, d.Record.SessionID, "still there?")
+	require.NotEqual(t, old, d.Record.SessionID)
+}
+
 func TestManagerRespawnNeverKillsALiveSession(t *testing.T) {
 	ctx := context.Background()
 	f := newManagerFixture(t, nil)

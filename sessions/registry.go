@@ -157,7 +157,7 @@ func ParseRecord(data []byte) (Record, error) {
 		return bad("workItem fields disagree with ref %q", j.WorkItem.Ref)
 	}
 	r := Record{Item: item, Harness: j.Harness, SessionID: j.HarnessSessionID, Cwd: j.Cwd, Status: j.Status}
-	if r.Harness == "" || !socketNamePattern.MatchString(r.Harness) {
+	if !harnessNamePattern.MatchString(r.Harness) {
 		return bad("harness %q", r.Harness)
 	}
 	if !ValidSessionID(r.SessionID) {
@@ -200,6 +200,9 @@ func RegistryDir(stateRoot string) string { return filepath.Join(stateRoot, "ses
 // recordFilePattern is what List and lookups consider a record; other files
 // may share the directory.
 var recordFilePattern = regexp.MustCompile(`^[A-Za-z0-9._-]+-[0-9]+\.json$`)
+
+// harnessNamePattern is the shape of an adapter name ("claude", "cursor").
+var harnessNamePattern = regexp.MustCompile(`^[a-z][a-z0-9-]{0,31}$`)
 
 // Registry stores one record per work item as <dir>/<slug>.json. Writes are
 // atomic (temp file, fsync, rename) and serialised across processes by a

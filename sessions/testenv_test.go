@@ -23,7 +23,9 @@ import (
 // machinery: it records its argv and environment, remembers the
 // conversations it started (so --resume of a known id works and an unknown
 // one fails the way Claude Code does), turns on bracketed paste, logs
-// every line it receives, and exits on the line __DIE__.
+// every line it receives, and exits on the line __DIE__. A conversation
+// file holding "crash-after-resume" makes a resume of it die silently
+// after 0.6 s, past a short resume probe but before it is ready.
 
 func requireTool(t testing.TB, name string) {
 	t.Helper()
@@ -110,6 +112,10 @@ printf '%s\t%s\t%s\t%s\t%s\n' "$$" "$PWD" "${THE_LOOP_WORK_ITEM:-}" "${THE_LOOP_
 if [ "$mode" = resume ] && [ ! -e "$root/conversations/$id" ]; then
   echo "No conversation found with session ID: $id"
   exit 1
+fi
+if [ "$mode" = resume ] && [ "$(cat "$root/conversations/$id")" = crash-after-resume ]; then
+  sleep 0.6
+  exit 4
 fi
 mkdir -p "$root/conversations" && : > "$root/conversations/$id"
 echo "fake claude ($mode $id)"
@@ -199,6 +205,11 @@ func (f *fakeClaude) waitReceived(t testing.TB, id, want string) {
 		}
 		return false
 	})
+}
+
+// crashAfterResume makes the next resume of id die during start-up.
+func (f *fakeClaude) crashAfterResume(t testing.TB, id string) {
+	require.NoError(t, os.WriteFile(filepath.Join(f.root, "conversations", id), []byte("crash-after-resume"), 0o644))
 }
 
 // forget makes the fake unable to resume id, like a conversation Claude Code

@@ -471,19 +471,24 @@ func (t *Tmux) Capture(ctx context.Context, name string) (string, error) {
 func (t *Tmux) WaitReady(ctx context.Context, name string) error {
 	deadline := time.Now().Add(t.cfg.ReadyTimeout)
 	var last string
-	var since time.Time
+	since := time.Now()
 	for {
 		screen, err := t.Capture(ctx, name)
 		if err != nil {
 			return err
 		}
 		now := time.Now()
-		if screen != last || strings.TrimSpace(screen) == "" {
+		if screen != last {
 			last, since = screen, now
 		} else if now.Sub(since) >= t.cfg.ReadySettle {
+			// Steady: check the process, whether or not anything is drawn
+			// (a dead pane does not always show tmux's "Pane is dead").
 			switch l, err := t.Probe(ctx, name); l {
 			case LivenessLive:
-				return nil
+				if strings.TrimSpace(screen) != "" {
+					return nil
+				}
+				since = now // alive but blank: keep waiting
 			case LivenessDead, LivenessAbsent:
 				return fmt.Errorf("%w: the harness in %s exited during start-up; its last screen:\n%s", ErrSessionMissing, name, lastLines(screen, 10))
 			default:

@@ -371,6 +371,21 @@ func TestTmuxWaitReadyReportsEarlyExit(t *testing.T) {
 	require.Contains(t, err.Error(), "exited during start-up")
 }
 
+func TestTmuxWaitReadyOnSilentHarness(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	tm := newTestTmux(t, func(c *TmuxConfig) { c.ReadyTimeout = 1500 * time.Millisecond })
+
+	// Silent, then dead: reported as missing, not waited out as "not ready"
+	// (a dead pane's screen may stay blank).
+	require.NoError(t, tm.Spawn(ctx, SpawnSpec{Name: "loop-x-1", Cwd: t.TempDir(), Argv: []string{"/bin/sh", "-c", "sleep 0.3; exit 4"}}))
+	require.ErrorIs(t, tm.WaitReady(ctx, "loop-x-1"), ErrSessionMissing)
+
+	// Silent and alive: never ready.
+	require.NoError(t, tm.Spawn(ctx, SpawnSpec{Name: "loop-x-2", Cwd: t.TempDir(), Argv: []string{"/bin/sleep", "60"}}))
+	require.ErrorIs(t, tm.WaitReady(ctx, "loop-x-2"), ErrNotReady)
+}
+
 // A harness that exits at once still leaves a dead pane (remain-on-exit is
 // set in the same tmux call as new-session), so the spawner sees "dead",
 // not "absent", and the operator finds the pane and its exit status.

@@ -18,7 +18,14 @@ const (
 	ContributionLoop = "pdlc-contribution-loop"
 )
 
-//go:embed graphs/*.yaml
+//go:generate go run ./internal/gengraphs graphs
+
+// The shipped graphs: YAML is the source; the JSON beside each file is its
+// parsed, schema-validated form (go generate ./loop), which is what a
+// process loads — no YAML parse on the Stop hook's path. TestShippedJSON
+// keeps the two in step.
+//
+//go:embed graphs/*.yaml graphs/*.json
 var shippedFS embed.FS
 
 // ShippedGraphSource returns the YAML of a shipped loop.
@@ -43,11 +50,18 @@ func ShippedGraph(name string) (*graph.Graph, error) {
 	if g, ok := shippedCache[name]; ok {
 		return g, nil
 	}
-	src, err := ShippedGraphSource(name)
-	if err != nil {
+	if _, err := ShippedGraphSource(name); err != nil {
 		return nil, err
 	}
-	g, err := graph.Load("loop/graphs/"+name+".yaml", src, shippedRegistry())
+	src, err := shippedFS.ReadFile("graphs/" + name + ".json")
+	if err != nil {
+		return nil, fmt.Errorf("the shipped graph %s has no generated JSON form (run go generate ./loop): %w", name, err)
+	}
+	f, err := graph.ParseJSON("loop/graphs/"+name+".yaml", src)
+	if err != nil {
+		return nil, fmt.Errorf("the shipped graph %s does not load (a packaging error — please report it): %w", name, err)
+	}
+	g, err := graph.Compile(f, shippedRegistry())
 	if err != nil {
 		return nil, fmt.Errorf("the shipped graph %s does not compile (a packaging error — please report it): %w", name, err)
 	}

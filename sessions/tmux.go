@@ -603,10 +603,12 @@ func (t *Tmux) Deliver(ctx context.Context, name, text string) (Receipt, error) 
 			return r, err
 		}
 	}
+	// A pane that changed because its harness died is no receipt: check the
+	// process before submitting (and so before claiming Submitted).
+	if l, _ := t.Probe(ctx, name); l == LivenessDead || l == LivenessAbsent {
+		return r, fmt.Errorf("%w: the harness in %s is %s; respawn it", ErrSessionMissing, name, l)
+	}
 	if !r.Seen && !r.Changed {
-		if l, _ := t.Probe(ctx, name); l == LivenessDead || l == LivenessAbsent {
-			return r, fmt.Errorf("%w: the harness in %s is %s; respawn it", ErrSessionMissing, name, l)
-		}
 		return r, fmt.Errorf("%w: %s showed no sign of the pasted text within %s; attach with `tmux attach -t %s` to look (text left unsubmitted)", ErrNotReceived, name, t.cfg.ReceiptTimeout, name)
 	}
 	if _, err := t.run(ctx, t.cfg.CommandTimeout, "send-keys", "-t", paneTarget(name), "Enter"); err != nil {

@@ -1,0 +1,687 @@
+package loop
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/theloop-dev/theloop/graph"
+)
+
+// Event log defaults.
+const (
+	DefaultEventLogMaxBytes   = 10 << 20
+	DefaultEventLogMaxBackups = 3
+	// EventTimeLayout is the envelope's ts: UTC, milliseconds, "Z".
+	EventTimeLayout = "2006-01-02T15:04:05.000Z"
+)
+
+// maxEventLine bounds one line the reader accepts; longer lines are
+// counted as malformed.
+const maxEventLine = 4 << 20
+
+// envelopeKeys are written first, in this order, by every line. A field of
+// a LogEvent with one of these names is dropped: the envelope cannot be
+// overridden.
+var envelopeKeys = [...]string{"ts", "source", "event", "level", "pid"}
+
+// EventLogOptions configure an EventLog. Zero values take the defaults.
+type EventLogOptions struct {
+	// MaxBytes is the size the file may reach before it is rotated
+	// (default DefaultEventLogMaxBytes; negative: never rotate). The bound
+	// is soft: writers in other processes may pass it by a few lines.
+	MaxBytes int64
+	// MaxBackups is how many rotated files are kept: events.jsonl.1 (the
+	// newest) to events.jsonl.<MaxBackups> (default 3).
+	MaxBackups int
+	// Clock stamps events whose Time is zero (default the wall clock).
+	Clock graph.Clock
+	// Warnings receives the report of a failing write (default os.Stderr).
+	Warnings io.Writer
+	// PID is the envelope's pid (default os.Getpid()).
+	PID int
+}
+
+// EventLog is the JSONL event log (reference graph-spec §8, daemon-spec
+// §15), a graph.Sink. Every event is one line written with one write(2) on
+// a descriptor opened with O_APPEND, so several processes can share the
+// file without interleaving lines.
+//
+// Rotation: when a line would take the file past MaxBytes the writer takes
+// a flock on the sidecar <path>.lock, re-checks the size (another process
+// may have rotated already), shifts events.jsonl.N → .N+1, renames the file
+// to events.jsonl.1 and reopens. A writer in another process that checked
+// the size just before the rename writes its line at the end of the file
+// that has become events.jsonl.1: the line is kept, in the newest backup —
+// a benign race. Before every write the log checks that its descriptor
+// still names the file at path and reopens it otherwise, so at most one
+// line per process lands in a rotated file.
+//
+// Emit never panics, never blocks on another process and never returns an
+// error: a failing write is reported once to Warnings (again only after a
+// write has succeeded in between) and the event is dropped. A nil *EventLog
+// discards events. Safe for concurrent use.
+type EventLog struct {
+	path, source string
+	maxBytes     int64
+	maxBackups   int
+	clock        graph.Clock
+	warnings     io.Writer
+	pid          int
+
+	mu     sync.Mutex
+	f      *os.File
+	warned bool
+	closed bool
+}
+
+// OpenEventLog opens (creating it and its directory, 0755) the log at path
+// for events emitted by source (e.g. "loopctl", "loopd", "loop-gate").
+// It fails only when the file cannot be opened; the caller decides whether
+// to run without a log.
+func OpenEventLog(path, source string, opts EventLogOptions) (*EventLog, error) {
+	if path == "" {
+		return nil, errors.New("event log: empty path; set eventLog.path or disable the log with eventLog.enabled: false")
+	}
+	l := &EventLog{
+		path: path, source: source,
+		maxBytes: opts.MaxBytes, maxBackups: opts.MaxBackups,
+		clock: opts.Clock, warnings: opts.Warnings, pid: opts.PID,
+	}
+	if l.maxBytes == 0 {
+		l.maxBytes = DefaultEventLogMaxBytes
+	}
+	if l.maxBackups <= 0 {
+		l.maxBackups = DefaultEventLogMaxBackups
+	}
+	if l.clock == nil {
+		l.clock = graph.SystemClock{}
+	}
+	if l.warnings == nil {
+		l.warnings = os.Stderr
+	}
+	if l.pid == 0 {
+		l.pid = os.Getpid()
+	}
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		return nil, fmt.Errorf("event log %s: creating its directory: %w", path, err)
+	}
+	f, err := openAppend(path)
+	if err != nil {
+		return nil, fmt.Errorf("event log %s: %w", path, err)
+	}
+	l.f = f
+	return l, nil
+}
+
+func openAppend(path string) (*os.File, error) {
+	return os.OpenFile(path, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o644)
+}
+
+// Path returns the log file's path.
+func (l *EventLog) Path() string { return l.path }
+
+// Close closes the file. Later Emits are discarded.
+func (l *EventLog) Close() error {
+	if l == nil {
+		return nil
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.closed = true
+	if l.f == nil {
+		return nil
+	}
+	err := l.f.Close()
+	l.f = nil
+	return err
+}
+
+// Emit implements graph.Sink: it appends e as one line. An event with a
+// zero Time is stamped with the log's clock.
+func (l *EventLog) Emit(e graph.LogEvent) {
+	if l == nil {
+		return
+	}
+	if e.Time.IsZero() {
+		e.Time = l.clock.Now()
+	}
+	line := FormatEventLine(l.source, l.pid, e)
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.closed {
+		return
+	}
+	if err := l.write(line); err != nil {
+		if !l.warned {
+			l.warned = true
+			fmt.Fprintf(l.warnings, "theloop: warning: event log %s: %v; events are being dropped (further failures are not reported until a write succeeds)\n", l.path, err)
+		}
+		return
+	}
+	l.warned = false
+}
+
+// write appends line, reopening or rotating the file first as needed.
+// Called with l.mu held.
+func (l *EventLog) write(line []byte) error {
+	if err := l.ensureCurrent(); err != nil {
+		return err
+	}
+	if l.maxBytes > 0 {
+		st, err := l.f.Stat()
+		if err != nil {
+			return err
+		}
+		if st.Size() > 0 && st.Size()+int64(len(line)) > l.maxBytes {
+			if err := l.rotate(int64(len(line))); err != nil {
+				return err
+			}
+		}
+	}
+	_, err := l.f.Write(line)
+	return err
+}
+
+// ensureCurrent makes l.f the file at l.path: it (re)opens it when it was
+// never opened, was rotated away by another process, or was removed.
+func (l *EventLog) ensureCurrent() error {
+	if l.f != nil {
+		pathInfo, err := os.Stat(l.path)
+		if err == nil {
+			fdInfo, ferr := l.f.Stat()
+			if ferr == nil && os.SameFile(pathInfo, fdInfo) {
+				return nil
+			}
+		} else if !errors.Is(err, fs.ErrNotExist) {
+			return err
+		}
+		l.f.Close()
+		l.f = nil
+	}
+	if err := os.MkdirAll(filepath.Dir(l.path), 0o755); err != nil {
+		return err
+	}
+	f, err := openAppend(l.path)
+	if err != nil {
+		return err
+	}
+	l.f = f
+	return nil
+}
+
+// rotate moves the full file aside under the sidecar lock. When another
+// process holds that lock it is rotating right now: rotate does not wait,
+// and the line is appended to the file as it is.
+func (l *EventLog) rotate(need int64) error {
+	unlock, err := tryLock(l.path + ".lock")
+	if errors.Is(err, errLockHeld) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("taking the rotation lock: %w", err)
+	}
+	defer unlock()
+	st, err := os.Stat(l.path)
+	if err == nil && st.Size() > 0 && st.Size()+need > l.maxBytes {
+		for i := l.maxBackups - 1; i >= 1; i-- {
+			from := l.path + "." + strconv.Itoa(i)
+			if err := os.Rename(from, l.path+"."+strconv.Itoa(i+1)); err != nil && !errors.Is(err, fs.ErrNotExist) {
+				return fmt.Errorf("rotating: %w", err)
+			}
+		}
+		if err := os.Rename(l.path, l.path+".1"); err != nil {
+			return fmt.Errorf("rotating: %w", err)
+		}
+	} else if err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return err
+	}
+	// Another process may have rotated already: either way, write to the
+	// file now at path.
+	return l.ensureCurrent()
+}
+
+// FormatEventLine renders one event log line, trailing newline included:
+// the envelope ts (e.Time in UTC, milliseconds, "Z"), source, event, level
+// (info when empty) and pid, then e's fields in order. Fields whose value
+// encodes to null are omitted, as are fields reusing an envelope key or an
+// earlier field's key. Separators are compact, non-ASCII is escaped as
+// \uXXXX and <, >, & are left as they are. A value JSON cannot encode (a
+// channel, NaN) is written as its fmt %v text; an error as its message.
+func FormatEventLine(source string, pid int, e graph.LogEvent) []byte {
+	level := e.Level
+	if level == "" {
+		level = graph.LevelInfo
+	}
+	var b bytes.Buffer
+	b.Grow(128)
+	b.WriteString(`{"ts":"`)
+	b.WriteString(e.Time.UTC().Format(EventTimeLayout))
+	b.WriteString(`","source":`)
+	b.Write(encodeJSONValue(source))
+	b.WriteString(`,"event":`)
+	b.Write(encodeJSONValue(e.Name))
+	b.WriteString(`,"level":`)
+	b.Write(encodeJSONValue(string(level)))
+	b.WriteString(`,"pid":`)
+	b.WriteString(strconv.Itoa(pid))
+	seen := make(map[string]bool, len(e.Fields))
+	for _, k := range envelopeKeys {
+		seen[k] = true
+	}
+	for _, f := range e.Fields {
+		if seen[f.Key] {
+			continue
+		}
+		seen[f.Key] = true
+		v := encodeJSONValue(f.Value)
+		if string(v) == "null" {
+			continue
+		}
+		b.WriteByte(',')
+		b.Write(encodeJSONValue(f.Key))
+		b.WriteByte(':')
+		b.Write(v)
+	}
+	b.WriteString("}\n")
+	return graph.EscapeNonASCII(b.Bytes())
+}
+
+// encodeJSONValue encodes v compactly without HTML escaping.
+func encodeJSONValue(v any) []byte {
+	if err, ok := v.(error); ok && err != nil {
+		v = err.Error()
+	}
+	var b bytes.Buffer
+	enc := json.NewEncoder(&b)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(v); err != nil {
+		b.Reset()
+		_ = enc.Encode(fmt.Sprintf("%v", v))
+	}
+	return bytes.TrimRight(b.Bytes(), "\n")
+}
+
+var _ graph.Sink = (*EventLog)(nil)
+
+// --- Reading ---------------------------------------------------------------
+
+// EventRecord is one parsed line of the event log.
+type EventRecord struct {
+	Time   time.Time
+	Source string
+	Event  string
+	Level  graph.Level
+	PID    int
+	// Fields are the line's other keys in file order; numbers are
+	// json.Number, objects map[string]any, arrays []any.
+	Fields []graph.Field
+	// Line is the line as stored, without its newline.
+	Line []byte
+}
+
+// Get returns the value of the named field.
+func (r EventRecord) Get(key string) (any, bool) {
+	for _, f := range r.Fields {
+		if f.Key == key {
+			return f.Value, true
+		}
+	}
+	return nil, false
+}
+
+// ParseEventLine parses one event log line. It requires a JSON object with
+// a non-empty string "event" and an RFC 3339 "ts"; "source" and "level",
+// when present, must be strings and "pid" an integer. Time is in UTC. Other keys become
+// Fields (the first of duplicated keys wins). It never panics.
+func ParseEventLine(line []byte) (EventRecord, error) {
+	line = bytes.TrimRight(line, "\r\n")
+	rec := EventRecord{Line: line}
+	dec := json.NewDecoder(bytes.NewReader(line))
+	dec.UseNumber()
+	tok, err := dec.Token()
+	if err != nil {
+		return rec, fmt.Errorf("not JSON: %w", err)
+	}
+	if d, ok := tok.(json.Delim); !ok || d != '{' {
+		return rec, errors.New("not a JSON object")
+	}
+	seen := map[string]bool{}
+	var ts, event string
+	var haveTS, haveEvent bool
+	for dec.More() {
+		tok, err := dec.Token()
+		if err != nil {
+			return rec, fmt.Errorf("not JSON: %w", err)
+		}
+		key, ok := tok.(string)
+		if !ok {
+			return rec, errors.New("not a JSON object")
+		}
+		var v any
+		if err := dec.Decode(&v); err != nil {
+			return rec, fmt.Errorf("not JSON: %w", err)
+		}
+		if seen[key] {
+			continue
+		}
+		seen[key] = true
+		switch key {
+		case "ts":
+			ts, haveTS = v.(string)
+			if !haveTS {
+				return rec, errors.New(`"ts" is not a string`)
+			}
+		case "event":
+			event, haveEvent = v.(string)
+			if !haveEvent {
+				return rec, errors.New(`"event" is not a string`)
+			}
+		case "source":
+			s, ok := v.(string)
+			if !ok {
+				return rec, errors.New(`"source" is not a string`)
+			}
+			rec.Source = s
+		case "level":
+			s, ok := v.(string)
+			if !ok {
+				return rec, errors.New(`"level" is not a string`)
+			}
+			rec.Level = graph.Level(s)
+		case "pid":
+			n, ok := v.(json.Number)
+			if !ok {
+				return rec, errors.New(`"pid" is not a number`)
+			}
+			pid, err := strconv.Atoi(n.String())
+			if err != nil {
+				return rec, errors.New(`"pid" is not an integer`)
+			}
+			rec.PID = pid
+		default:
+			rec.Fields = append(rec.Fields, graph.Field{Key: key, Value: v})
+		}
+	}
+	if _, err := dec.Token(); err != nil {
+		return rec, fmt.Errorf("not JSON: %w", err)
+	}
+	if _, err := dec.Token(); err != io.EOF {
+		return rec, errors.New("text after the JSON object")
+	}
+	if !haveEvent || event == "" {
+		return rec, errors.New(`no "event"`)
+	}
+	if !haveTS {
+		return rec, errors.New(`no "ts"`)
+	}
+	t, err := time.Parse(time.RFC3339Nano, ts)
+	if err != nil {
+		return rec, fmt.Errorf(`"ts" %q is not an RFC 3339 time`, ts)
+	}
+	if t = t.UTC(); t.Year() < 0 || t.Year() > 9999 {
+		return rec, fmt.Errorf(`"ts" %q is outside the years 0000–9999 in UTC`, ts)
+	}
+	rec.Time, rec.Event = t, event
+	return rec, nil
+}
+
+// EventQuery filters ReadEvents. Zero fields match everything.
+type EventQuery struct {
+	// WorkItem matches the work_item field (or membership in work_items):
+	// a ref ("github:o/r#109") matches itself and the bare id issue-109; a
+	// bare id ("issue-109", "109" or "#109") matches any ref numbered 109.
+	WorkItem string
+	// Event matches the event name exactly, or as a prefix when it ends in
+	// "." or "*" ("graph." and "graph.*" match graph.advanced).
+	Event string
+	// Source matches the envelope's source exactly.
+	Source string
+	// Since keeps events at or after this instant.
+	Since time.Time
+	// Limit keeps only the last Limit matching events (0: all).
+	Limit int
+}
+
+// Match reports whether rec passes q.
+func (q EventQuery) Match(rec EventRecord) bool {
+	if q.Event != "" {
+		if p, ok := strings.CutSuffix(q.Event, "*"); ok {
+			if !strings.HasPrefix(rec.Event, p) {
+				return false
+			}
+		} else if strings.HasSuffix(q.Event, ".") {
+			if !strings.HasPrefix(rec.Event, q.Event) {
+				return false
+			}
+		} else if rec.Event != q.Event {
+			return false
+		}
+	}
+	if q.Source != "" && rec.Source != q.Source {
+		return false
+	}
+	if !q.Since.IsZero() && rec.Time.Before(q.Since) {
+		return false
+	}
+	if q.WorkItem != "" {
+		var items []string
+		if v, ok := rec.Get("work_item"); ok {
+			if s, ok := v.(string); ok {
+				items = append(items, s)
+			}
+		}
+		if v, ok := rec.Get("work_items"); ok {
+			if list, ok := v.([]any); ok {
+				for _, e := range list {
+					if s, ok := e.(string); ok {
+						items = append(items, s)
+					}
+				}
+			}
+		}
+		for _, it := range items {
+			if workItemMatches(q.WorkItem, it) {
+				return true
+			}
+		}
+		return false
+	}
+	return true
+}
+
+// workItemMatches compares a queried work item with a logged one: equal
+// strings match; otherwise, when at least one side is a bare id (not a
+// ref), they match on the issue number.
+func workItemMatches(q, v string) bool {
+	q, v = strings.TrimSpace(q), strings.TrimSpace(v)
+	if q == v {
+		return true
+	}
+	qRef, vRef := strings.Contains(q, ":"), strings.Contains(v, ":")
+	if qRef && vRef {
+		return false
+	}
+	nq, nv := itemNumber(q), itemNumber(v)
+	return nq != "" && nq == nv
+}
+
+// itemNumber extracts the number of "issue-<n>", "<n>", "#<n>" or a ref
+// "...#<n>"; "" when there is none.
+func itemNumber(s string) string {
+	if i := strings.LastIndexByte(s, '#'); i >= 0 {
+		s = s[i+1:]
+	} else {
+		s = strings.TrimPrefix(s, "issue-")
+	}
+	if s == "" {
+		return ""
+	}
+	for _, c := range s {
+		if c < '0' || c > '9' {
+			return ""
+		}
+	}
+	return strings.TrimLeft(s, "0")
+}
+
+// EventStats counts what a scan saw.
+type EventStats struct {
+	Files     int // files read (rotated ones included)
+	Lines     int // non-blank lines
+	Malformed int // lines skipped because ParseEventLine refused them
+	Matched   int // lines that passed the query
+}
+
+// ScanEvents calls fn for every event of the log at path that matches q,
+// oldest first: the rotated files (path.N down to path.1), then path.
+// Malformed lines are skipped and counted; a missing log has no events.
+// q.Limit is ignored (see ReadEvents). A rotation by a writer during the
+// scan may make it see some lines twice or miss some. fn's error stops the
+// scan and is returned.
+func ScanEvents(path string, q EventQuery, fn func(EventRecord) error) (EventStats, error) {
+	var stats EventStats
+	files, err := eventLogFiles(path)
+	if err != nil {
+		return stats, err
+	}
+	for _, name := range files {
+		f, err := os.Open(name)
+		if errors.Is(err, fs.ErrNotExist) {
+			continue // rotated away since it was listed
+		}
+		if err != nil {
+			return stats, fmt.Errorf("reading the event log: %w", err)
+		}
+		stats.Files++
+		err = scanEventFile(f, q, &stats, fn)
+		f.Close()
+		if err != nil {
+			return stats, err
+		}
+	}
+	return stats, nil
+}
+
+func scanEventFile(r io.Reader, q EventQuery, stats *EventStats, fn func(EventRecord) error) error {
+	br := bufio.NewReaderSize(r, 64*1024)
+	var long bool // inside a line longer than maxEventLine
+	var buf []byte
+	for {
+		chunk, err := br.ReadSlice('\n')
+		if len(chunk) > 0 {
+			if !long {
+				buf = append(buf, chunk...)
+				if len(buf) > maxEventLine {
+					long, buf = true, buf[:0]
+				}
+			}
+			if chunk[len(chunk)-1] == '\n' {
+				if long {
+					stats.Lines++
+					stats.Malformed++
+					long = false
+				} else if err := handleEventLine(buf, q, stats, fn); err != nil {
+					return err
+				}
+				buf = buf[:0]
+			}
+		}
+		if errors.Is(err, bufio.ErrBufferFull) {
+			continue
+		}
+		if err == io.EOF {
+			if long {
+				stats.Lines++
+				stats.Malformed++
+			} else if len(buf) > 0 {
+				return handleEventLine(buf, q, stats, fn)
+			}
+			return nil
+		}
+		if err != nil {
+			return fmt.Errorf("reading the event log: %w", err)
+		}
+	}
+}
+
+func handleEventLine(line []byte, q EventQuery, stats *EventStats, fn func(EventRecord) error) error {
+	if len(bytes.TrimSpace(line)) == 0 {
+		return nil
+	}
+	stats.Lines++
+	rec, err := ParseEventLine(bytes.Clone(line))
+	if err != nil {
+		stats.Malformed++
+		return nil
+	}
+	if !q.Match(rec) {
+		return nil
+	}
+	stats.Matched++
+	return fn(rec)
+}
+
+// ReadEvents returns the events of the log at path that match q, oldest
+// first, reading rotated files too; q.Limit keeps the last ones. Malformed
+// lines are skipped (ScanEvents counts them).
+func ReadEvents(path string, q EventQuery) ([]EventRecord, error) {
+	var out []EventRecord
+	_, err := ScanEvents(path, q, func(rec EventRecord) error {
+		out = append(out, rec)
+		if q.Limit > 0 && len(out) > 2*q.Limit {
+			out = append(out[:0], out[len(out)-q.Limit:]...)
+		}
+		return nil
+	})
+	if q.Limit > 0 && len(out) > q.Limit {
+		out = out[len(out)-q.Limit:]
+	}
+	return out, err
+}
+
+// eventLogFiles lists path's rotated files, oldest (highest number) first,
+// then path itself.
+func eventLogFiles(path string) ([]string, error) {
+	dir, base := filepath.Dir(path), filepath.Base(path)
+	entries, err := os.ReadDir(dir)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("reading the event log directory: %w", err)
+	}
+	type rotated struct {
+		n    int
+		name string
+	}
+	var rot []rotated
+	for _, e := range entries {
+		suffix, ok := strings.CutPrefix(e.Name(), base+".")
+		if !ok || e.IsDir() {
+			continue
+		}
+		n, err := strconv.Atoi(suffix)
+		if err != nil || n <= 0 || strconv.Itoa(n) != suffix {
+			continue
+		}
+		rot = append(rot, rotated{n, filepath.Join(dir, e.Name())})
+	}
+	sort.Slice(rot, func(i, j int) bool { return rot[i].n > rot[j].n })
+	files := make([]string, 0, len(rot)+1)
+	for _, r := range rot {
+		files = append(files, r.name)
+	}
+	return append(files, path), nil
+}

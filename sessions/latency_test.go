@@ -57,7 +57,7 @@ func median(ds []time.Duration) time.Duration {
 //
 // It is a benchmark, not a test, so `go test` does not pay for 20 spawns.
 func BenchmarkSpawnToFirstDelivery(b *testing.B) {
-	f := newManagerFixtureWith(b, productionTimings, nil)
+	f := newManagerFixtureWith(b, true, productionTimings, nil)
 	var ds []time.Duration
 	n := 0
 	for b.Loop() {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -46,13 +47,30 @@ type managerFixture struct {
 	claude   ClaudeEnvironment
 }
 
+// newManagerFixture builds a Manager whose LookPath finds the fake claude
+// directly, so the test may run in parallel.
 func newManagerFixture(t testing.TB, edit func(*ManagerConfig)) *managerFixture {
-	return newManagerFixtureWith(t, nil, edit)
+	return newManagerFixtureWith(t, false, nil, edit)
 }
 
-func newManagerFixtureWith(t testing.TB, editTmux func(*TmuxConfig), edit func(*ManagerConfig)) *managerFixture {
+// newManagerFixtureWith can instead put the fake first on PATH (onPath) and
+// let the Manager look it up there, as the daemon does; such a test cannot
+// run in parallel.
+func newManagerFixtureWith(t testing.TB, onPath bool, editTmux func(*TmuxConfig), edit func(*ManagerConfig)) *managerFixture {
 	t.Helper()
-	f := &managerFixture{tmux: newTestTmux(t, editTmux), fake: installFakeClaude(t), observed: &recordingObserver{}}
+	f := &managerFixture{tmux: newTestTmux(t, editTmux), observed: &recordingObserver{}}
+	var lookPath func(string) (string, error)
+	if onPath {
+		f.fake = installFakeClaude(t)
+	} else {
+		f.fake = writeFakeClaude(t)
+		lookPath = func(name string) (string, error) {
+			if name == "claude" {
+				return f.fake.bin, nil
+			}
+			return "", exec.ErrNotFound
+		}
+	}
 	var err error
 	f.reg, err = OpenRegistry(RegistryDir(t.TempDir()))
 	require.NoError(t, err)
@@ -67,6 +85,7 @@ func newManagerFixtureWith(t testing.TB, editTmux func(*TmuxConfig), edit func(*
 		Tmux: f.tmux, Registry: f.reg,
 		Harnesses: []Harness{&ClaudeCode{Env: f.claude}, &Cursor{}},
 		Observer:  f.observed,
+		LookPath:  lookPath,
 	})
 	require.NoError(t, err)
 	return f
@@ -86,7 +105,7 @@ func workdir(t *testing.T, specID string, artifacts ...string) string {
 
 func TestManagerSpawnDeliverReceipt(t *testing.T) {
 	ctx := context.Background()
-	f := newManagerFixture(t, nil)
+	f := newManagerFixtureWith(t, true, nil, nil) // the fake is found on PATH
 	item := mustItem(t, "github:octo/repo#5")
 	cwd := workdir(t, "issue-5")
 
@@ -127,6 +146,7 @@ func TestManagerSpawnDeliverReceipt(t *testing.T) {
 }
 
 func TestManagerDeadSessionIsResumed(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	f := newManagerFixture(t, nil)
 	item := mustItem(t, "github:octo/repo#5")
@@ -158,6 +178,7 @@ func TestManagerDeadSessionIsResumed(t *testing.T) {
 }
 
 func TestManagerUnknownResumeIDFallsBackToFreshWithArtifacts(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	f := newManagerFixture(t, nil)
 	item := mustItem(t, "github:octo/repo#5")
@@ -210,6 +231,7 @@ func TestManagerUnknownResumeIDFallsBackToFreshWithArtifacts(t *testing.T) {
 // A resumed harness that outlives the resume probe but dies before it is
 // ready is no better than one that could not resume: start fresh.
 func TestManagerResumeThatDiesDuringStartUpFallsBack(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	f := newManagerFixture(t, func(c *ManagerConfig) { c.ResumeProbe = 200 * time.Millisecond })
 	item := mustItem(t, "github:octo/repo#6")
@@ -231,6 +253,7 @@ func TestManagerResumeThatDiesDuringStartUpFallsBack(t *testing.T) {
 }
 
 func TestManagerRespawnNeverKillsALiveSession(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	f := newManagerFixture(t, nil)
 	item := mustItem(t, "github:octo/repo#9")
@@ -261,6 +284,7 @@ func TestManagerRespawnNeverKillsALiveSession(t *testing.T) {
 // and nothing is killed: the strict stub fails the test on any command
 // beyond the probes and the attempted capture.
 func TestManagerUnknownSessionIsNeverRespawned(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	stub := run.NewStub(t)
 	stub.Register("tmux -L s has-session", run.Result{}, run.ErrTimeout)
@@ -288,6 +312,7 @@ func TestManagerUnknownSessionIsNeverRespawned(t *testing.T) {
 }
 
 func TestManagerResumeDisabledStartsFresh(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	f := newManagerFixture(t, func(c *ManagerConfig) { c.ResumeOnRespawn = false })
 	item := mustItem(t, "gitlab:gitlab.example/a/b#3") // no spec id, so no artifacts
@@ -309,6 +334,7 @@ func TestManagerResumeDisabledStartsFresh(t *testing.T) {
 }
 
 func TestManagerRefusals(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	tm := newTestTmux(t, nil)
 	reg, err := OpenRegistry(t.TempDir())
@@ -342,6 +368,7 @@ func TestManagerRefusals(t *testing.T) {
 }
 
 func TestManagerFailedSpawnRestoresRecord(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	f := newManagerFixture(t, nil)
 	item := mustItem(t, "github:octo/repo#2")
@@ -357,6 +384,7 @@ func TestManagerFailedSpawnRestoresRecord(t *testing.T) {
 }
 
 func TestManagerClose(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	f := newManagerFixture(t, nil)
 	item := mustItem(t, "github:octo/repo#4")

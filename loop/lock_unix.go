@@ -10,12 +10,12 @@ import (
 )
 
 // tryLock takes a non-blocking exclusive flock(2) on path, creating the
-// file. Each call opens its own file description, so the lock excludes
+// file (a symbolic link at path is refused). Each call opens its own file description, so the lock excludes
 // other goroutines of this process as well as other processes; the kernel
 // releases it when the holder dies. It returns errLockHeld when another
 // holder has it. The returned unlock is idempotent.
 func tryLock(path string) (func(), error) {
-	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o644)
+	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE|syscall.O_NOFOLLOW, 0o644)
 	if err != nil {
 		return nil, err
 	}

@@ -43,6 +43,8 @@ const DefaultLockPoll = 25 * time.Millisecond
 //     fsync of the directory): a reader, or a process started after a
 //     crash, sees the old file or the new one, never a torn one. An
 //     unparseable file about to be replaced is first preserved beside it.
+//   - Save and Lock refuse (ErrUnsafePath) to go through a symbolic link
+//     between the repository root and the state directory.
 //   - Lock is an exclusive flock(2) that excludes other processes and other
 //     goroutines of this process alike. Save does not take it: callers that
 //     read-modify-write hold it around the whole sequence (it is not
@@ -211,8 +213,8 @@ func (s *FileStore) Save(ctx context.Context, id string, st *graph.State) error 
 	if err != nil {
 		return fmt.Errorf("encoding the state of %s: %w", id, err)
 	}
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return fmt.Errorf("creating the spec directory of %s: %w", id, err)
+	if err := s.prepareDir(id, dir); err != nil {
+		return err
 	}
 	path := filepath.Join(dir, StateFileName)
 	if err := s.preserveCorrupt(id, path); err != nil {
@@ -240,6 +242,35 @@ func removeStaleTemps(dir string) {
 			_ = os.Remove(m)
 		}
 	}
+}
+
+// prepareDir creates id's state directory (0755) after checking that no
+// existing directory between the repository root and it is a symbolic
+// link: the spec tree is writable by the agent, and a link must not make
+// theloop write state outside the checkout.
+func (s *FileStore) prepareDir(id, dir string) error {
+	rel, err := filepath.Rel(s.repoRoot, dir)
+	if err != nil {
+		return fmt.Errorf("%w: %s is not under %s", ErrUnsafePath, dir, s.repoRoot)
+	}
+	cur := s.repoRoot
+	for _, seg := range strings.Split(rel, string(filepath.Separator)) {
+		cur = filepath.Join(cur, seg)
+		info, err := os.Lstat(cur)
+		if errors.Is(err, fs.ErrNotExist) {
+			break
+		}
+		if err != nil {
+			return fmt.Errorf("checking %s: %w", cur, err)
+		}
+		if info.Mode()&fs.ModeSymlink != 0 {
+			return fmt.Errorf("%w: %s is a symbolic link; theloop writes work item state only inside the checkout — replace the link with a directory", ErrUnsafePath, cur)
+		}
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return fmt.Errorf("creating the spec directory of %s: %w", id, err)
+	}
+	return nil
 }
 
 // preserveCorrupt keeps an unparseable state file under a corrupt-<ts>
@@ -367,8 +398,8 @@ func (s *FileStore) Lock(ctx context.Context, id string, timeout time.Duration) 
 	if err != nil {
 		return nil, err
 	}
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return nil, fmt.Errorf("creating the spec directory of %s: %w", id, err)
+	if err := s.prepareDir(id, dir); err != nil {
+		return nil, err
 	}
 	return lockFile(ctx, filepath.Join(dir, LockFileName), timeout, s.poll)
 }

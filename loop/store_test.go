@@ -497,10 +497,10 @@ func TestStoreConcurrentUpdatesAcrossProcesses(t *testing.T) {
 // state file must parse, be exactly one of the states the child wrote, and
 // be no older than the last save the child reported complete. Now and then
 // the file is corrupted before a child starts: its bytes must then be found
-// preserved beside it. Kills run in a few lanes (one work item each) at
+// preserved beside it. Kills run in eight lanes (one work item each) at
 // once, so that process start-up on a loaded machine does not dominate.
 func TestStoreSurvivesSIGKILL(t *testing.T) {
-	kills, lanes := 200, 4
+	kills, lanes := 200, 8
 	if testing.Short() {
 		kills = 40
 	}
@@ -641,4 +641,32 @@ func TestStoreSaveRemovesStaleTempFiles(t *testing.T) {
 	require.NoError(t, s.Save(ctx, "issue-1", graph.NewState("issue-1")))
 	assert.Equal(t, []string{".graph-state.json.tmp-222", StateFileName}, dirNames(t, dir),
 		"a temp file left by a killed Save is removed; a recent one may be another Save's and stays")
+}
+
+func TestStoreRefusesSymlinkedSpecDirs(t *testing.T) {
+	ctx := context.Background()
+	outside := t.TempDir()
+	for _, link := range []string{"docs", "docs/specs", "docs/specs/issue-1"} {
+		t.Run(link, func(t *testing.T) {
+			repo := t.TempDir()
+			p := filepath.Join(repo, filepath.FromSlash(link))
+			require.NoError(t, os.MkdirAll(filepath.Dir(p), 0o755))
+			require.NoError(t, os.Symlink(outside, p))
+			s := NewStore(repo, "docs/specs")
+			err := s.Save(ctx, "issue-1", graph.NewState("issue-1"))
+			require.ErrorIs(t, err, ErrUnsafePath)
+			assert.Contains(t, err.Error(), "is a symbolic link")
+			_, err = s.Lock(ctx, "issue-1", time.Second)
+			require.ErrorIs(t, err, ErrUnsafePath)
+			assert.Empty(t, dirNames(t, outside), "nothing is written through the link")
+		})
+	}
+	// A symbolic link at the lock file is not followed.
+	repo := t.TempDir()
+	dir := filepath.Join(repo, "docs", "specs", "issue-1")
+	require.NoError(t, os.MkdirAll(dir, 0o755))
+	require.NoError(t, os.Symlink(filepath.Join(outside, "x"), filepath.Join(dir, LockFileName)))
+	_, err := NewStore(repo, "docs/specs").Lock(ctx, "issue-1", time.Second)
+	require.Error(t, err)
+	assert.Empty(t, dirNames(t, outside))
 }

@@ -445,7 +445,7 @@ func (r *Runtime) standing(st *State, n *Node) (ChainOutcome, bool) {
 	}
 	res := PassWith(d.Outcome, map[string]any{"decision": n.ID, "recorded": true})
 	res.Hook = "(recorded decision)"
-	res.Messages = []Message{{Text: "decided " + d.Outcome + decisionBy(d), Severity: SeverityInfo}}
+	res.Messages = []Message{{Text: "recorded decision: " + d.Outcome + decisionBy(d) + " at " + d.At, Severity: SeverityInfo}}
 	return ChainOutcome{Status: StatusPass, Results: []HookResult{res}, Blocking: -1}, true
 }
 
@@ -486,6 +486,7 @@ func (r *Runtime) evaluateAll(ctx context.Context, s *session, recompute bool) *
 	// Every chain of the check runs in one batch: one hand-off to a worker
 	// goroutine for the whole graph.
 	outcomes := make([]ChainOutcome, len(r.g.nodes))
+	decided := map[int]bool{}
 	var jobs []chainJob
 	var jobNodes []int
 	for i, n := range r.g.nodes {
@@ -494,6 +495,7 @@ func (r *Runtime) evaluateAll(ctx context.Context, s *session, recompute bool) *
 		}
 		if c, ok := r.standing(s.st, n); ok {
 			outcomes[i] = c
+			decided[i] = true
 			continue
 		}
 		jobs = append(jobs, chainJob{n.Exit, r.hookContext(s, n, Exit, ModeCheck, nil, &k)})
@@ -514,6 +516,10 @@ func (r *Runtime) evaluateAll(ctx context.Context, s *session, recompute bool) *
 			nr.Status, nr.Outcome = string(c.Status), c.Outcome()
 			for _, m := range c.Messages() {
 				nr.Messages = append(nr.Messages, m.String())
+			}
+			if decided[i] {
+				// Say why a gate passes without an event: its recorded verdict.
+				nr.Messages = append(nr.Messages, c.Results[0].Messages[0].String())
 			}
 			if k.invalid[n.ID] {
 				nr.Messages = append(nr.Messages, "graph state declares a skip on this node, which is not skippable — the declaration is refused and has no effect")

@@ -108,6 +108,7 @@ func TestValidateArtifacts(t *testing.T) {
 		{"missing alternatives", "", []string{"requirements.md|bugfix.md"}, false, nil, nil, graph.StatusBlock, []string{"required artifact is missing — write one of: requirements.md, bugfix.md (docs/specs/issue-9)"}},
 		{"two alternatives present", "both", []string{"requirements.md|bugfix.md"}, false, nil, nil, graph.StatusBlock, []string{"2 artifacts present where one is expected — keep one of: requirements.md, bugfix.md (docs/specs/issue-9)"}},
 		{"heading inside a fence does not count", "draft", []string{"design.md"}, false, graph.Values{"sections": []any{"Architecture", "Security design"}}, nil, graph.StatusBlock, []string{"required section is missing: Security design (docs/specs/issue-9/design.md)"}},
+		{"an issue number is not a heading", "", []string{"log.md"}, false, graph.Values{"sections": []any{"Pull requests"}}, nil, graph.StatusPass, nil},
 		{"unticked tasks", "draft", []string{"tasks.md"}, false, graph.Values{"checkmarks": "complete"}, nil, graph.StatusBlock, []string{"2 task(s) still unticked (docs/specs/issue-9/tasks.md)"}},
 		{"all ticked", "complete", []string{"tasks.md"}, false, graph.Values{"checkmarks": "complete"}, nil, graph.StatusPass, nil},
 		{"validates the execution log", "complete", nil, false, graph.Values{"validates": "execution-log.md", "sections": []any{"Review cycles", "Security review (gate)"}}, nil, graph.StatusPass, nil},
@@ -123,7 +124,9 @@ func TestValidateArtifacts(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			node := &graph.Node{ID: "n", Produces: tc.produces, Optional: tc.optional}
-			hc := ctxFor(specFolder(t, tc.folder), node)
+			a := specFolder(t, tc.folder)
+			a.Set("log.md", "# Log\n\n## Pull requests\n\n#7 — CSV export\n")
+			hc := ctxFor(a, node)
 			for _, s := range tc.skipped {
 				hc.SkippedArtifacts[s] = true
 			}

@@ -108,18 +108,26 @@ func isFence(line string) bool {
 	return strings.HasPrefix(strings.TrimLeft(line, " \t"), "```")
 }
 
-// headingLevel returns the number of leading '#' of a heading line (at
-// column 0), or 0 when the line is not a heading.
+// headingLevel returns the number of leading '#' of an ATX heading at
+// column 0 — one to six '#' followed by a space, a tab or the end of the
+// line, as in CommonMark — or 0 when the line is not a heading ("#7 — the
+// fix" is a paragraph).
 func headingLevel(line string) int {
 	n := 0
 	for n < len(line) && line[n] == '#' {
 		n++
 	}
+	if n == 0 || n > 6 {
+		return 0
+	}
+	if n < len(line) && line[n] != ' ' && line[n] != '\t' && line[n] != '\r' {
+		return 0
+	}
 	return n
 }
 
-// Sections lists the document's sections in order. A heading is a line that
-// starts with '#' at column 0 outside fenced code; a fence toggles on any
+// Sections lists the document's sections in order. A heading is an ATX
+// heading at column 0 outside fenced code (see headingLevel); a fence toggles on any
 // line whose left-trimmed text starts with three backticks. A section runs
 // to the next heading of the same or a higher level, so subsections belong
 // to it; its content is trimmed.

@@ -90,3 +90,7 @@ func ResolveOuterLoop(name string) string {
 	}
 	return WorkItemLoop
 }
+
+// ShippedHooks is the registry of theloop's own hooks, the only hooks a
+// graph loaded by this package can name.
+func ShippedHooks() *graph.Registry { return shippedRegistry() }

@@ -62,6 +62,9 @@ type Repo struct {
 	Collaborators Collaborators
 	SpecDir       string
 	Warnings      []string
+
+	// graphFiles caches graphs loaded with Options.GraphFile.
+	graphFiles map[string]*graph.Graph
 }
 
 // OpenRepo reads a checkout's configuration without building a runtime.
@@ -162,11 +165,22 @@ func (r *Repo) Runtime(opts Options) (*graph.Runtime, error) {
 
 func (r *Repo) selectGraph(opts Options) (*graph.Graph, error) {
 	if opts.GraphFile != "" {
+		if g, ok := r.graphFiles[opts.GraphFile]; ok {
+			return g, nil
+		}
 		src, err := os.ReadFile(opts.GraphFile)
 		if err != nil {
 			return nil, fmt.Errorf("reading graph file: %w", err)
 		}
-		return graph.Load(opts.GraphFile, src, shippedRegistry())
+		g, err := graph.Load(opts.GraphFile, src, shippedRegistry())
+		if err != nil {
+			return nil, err
+		}
+		if r.graphFiles == nil {
+			r.graphFiles = map[string]*graph.Graph{}
+		}
+		r.graphFiles[opts.GraphFile] = g
+		return g, nil
 	}
 	name := opts.Loop
 	switch {

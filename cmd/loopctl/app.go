@@ -1,0 +1,277 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"runtime/debug"
+	"strings"
+
+	"github.com/urfave/cli/v2"
+
+	"github.com/theloop-dev/theloop/graph"
+	"github.com/theloop-dev/theloop/loop"
+)
+
+// version is stamped at build time:
+//
+//	go build -ldflags "-X main.version=v1.2.3" ./cmd/loopctl
+var version = ""
+
+// Exit codes.
+const (
+	exitOK      = 0
+	exitFailed  = 1 // a check failed, a claim blocked, a verification found a violation
+	exitRefused = 2 // bad usage, or an override refused (no reason, unknown node)
+)
+
+// IOStreams are the process's streams.
+type IOStreams struct {
+	In     io.Reader
+	Out    io.Writer
+	ErrOut io.Writer
+}
+
+// Factory is the outside world a command may use. Tests build their own.
+type Factory struct {
+	IO      IOStreams
+	Getenv  func(string) string
+	Getwd   func() (string, error)
+	HomeDir func() (string, error)
+	Clock   graph.Clock
+	// Integrations builds the outbound integrations for live verbs (nil:
+	// none). It receives the CLI config's raw integrations block.
+	Integrations func(cfg *loop.CLIConfig, sink graph.Sink) (graph.Integrations, []string, error)
+}
+
+func systemFactory() *Factory {
+	return &Factory{
+		IO:           IOStreams{In: os.Stdin, Out: os.Stdout, ErrOut: os.Stderr},
+		Getenv:       os.Getenv,
+		Getwd:        os.Getwd,
+		HomeDir:      os.UserHomeDir,
+		Clock:        graph.SystemClock{},
+		Integrations: buildIntegrations,
+	}
+}
+
+// exitError carries an exit code for an outcome that is not a program error
+// (a failed check, a refused override); its message, if any, goes to
+// stderr.
+type exitError struct {
+	code int
+	msg  string
+}
+
+func (e *exitError) Error() string { return e.msg }
+
+func failWith(code int, format string, args ...any) error {
+	return &exitError{code: code, msg: fmt.Sprintf(format, args...)}
+}
+
+// versionString is the stamped version, else the module's build info.
+func versionString() string {
+	if version != "" {
+		return version
+	}
+	if bi, ok := debug.ReadBuildInfo(); ok {
+		v := bi.Main.Version
+		for _, s := range bi.Settings {
+			if s.Key == "vcs.revision" && len(s.Value) >= 12 {
+				v += " (" + s.Value[:12] + ")"
+			}
+		}
+		if v != "" {
+			return v
+		}
+	}
+	return "dev"
+}
+
+// newApp assembles the command tree.
+func newApp(f *Factory) *cli.App {
+	app := &cli.App{
+		Name:                 "loopctl",
+		Usage:                "walk work items through theloop's process graph",
+		Version:              versionString(),
+		EnableBashCompletion: true,
+		HideHelpCommand:      true,
+		Writer:               f.IO.Out,
+		ErrWriter:            f.IO.ErrOut,
+		Reader:               f.IO.In,
+		Description: `theloop makes a product-development lifecycle an explicit graph: each node has
+entry and exit hook chains, and a work item moves only when the current node's
+exit chain passes. loopctl is how an agent reports work done (graph complete),
+how CI gates a pull request (check --recompute --fail-on block), and how an
+operator inspects, forces and skips.
+
+Try it without a GitHub account:  loopctl demo`,
+		Commands: []*cli.Command{
+			newCheckCmd(f, nil),
+			newGraphCmd(f),
+			newEventsCmd(f, nil),
+			newDemoCmd(f, nil),
+			newInstallCmd(f, nil),
+			newCompletionCmd(f),
+		},
+		ExitErrHandler: func(*cli.Context, error) {},
+	}
+	return app
+}
+
+// Main runs loopctl with argv (argv[0] is the program name) and returns the
+// exit code.
+func Main(argv []string, f *Factory) int {
+	app := newApp(f)
+	err := app.RunContext(context.Background(), permute(app, argv))
+	if err == nil {
+		return exitOK
+	}
+	var ee *exitError
+	if errors.As(err, &ee) {
+		if ee.msg != "" {
+			fmt.Fprintln(f.IO.ErrOut, ee.msg)
+		}
+		return ee.code
+	}
+	var ce cli.ExitCoder
+	if errors.As(err, &ce) {
+		if msg := err.Error(); msg != "" {
+			fmt.Fprintln(f.IO.ErrOut, "loopctl:", msg)
+		}
+		return ce.ExitCode()
+	}
+	fmt.Fprintln(f.IO.ErrOut, "loopctl:", err)
+	if isUsageError(err) {
+		return exitRefused
+	}
+	return exitFailed
+}
+
+func isUsageError(err error) bool {
+	s := err.Error()
+	for _, p := range []string{"flag provided but not defined", "Required flag", "invalid value", "flag needs an argument", "No help topic", "unknown command"} {
+		if strings.Contains(s, p) {
+			return true
+		}
+	}
+	return false
+}
+
+// permute moves each command's flags ahead of its positional arguments, so
+// `loopctl check issue-42 --recompute` reads like `loopctl check
+// --recompute issue-42` (urfave/cli stops parsing flags at the first
+// argument). Everything after "--" is left alone.
+func permute(app *cli.App, argv []string) []string {
+	if len(argv) < 2 {
+		return argv
+	}
+	out := []string{argv[0]}
+	cmds := app.Commands
+	flags := app.Flags
+	i := 1
+	// Walk down the command path.
+	for i < len(argv) {
+		a := argv[i]
+		if strings.HasPrefix(a, "-") {
+			break
+		}
+		var next *cli.Command
+		for _, c := range cmds {
+			if c.Name == a || contains(c.Aliases, a) {
+				next = c
+				break
+			}
+		}
+		if next == nil {
+			break
+		}
+		out = append(out, a)
+		cmds, flags = next.Subcommands, next.Flags
+		i++
+	}
+	var fl, pos []string
+	for ; i < len(argv); i++ {
+		a := argv[i]
+		if a == "--" {
+			pos = append(pos, argv[i:]...)
+			break
+		}
+		if !strings.HasPrefix(a, "-") || a == "-" {
+			pos = append(pos, a)
+			continue
+		}
+		fl = append(fl, a)
+		if !strings.Contains(a, "=") && takesValue(flags, strings.TrimLeft(a, "-")) && i+1 < len(argv) {
+			i++
+			fl = append(fl, argv[i])
+		}
+	}
+	return append(append(out, fl...), pos...)
+}
+
+func takesValue(flags []cli.Flag, name string) bool {
+	for _, f := range flags {
+		for _, n := range f.Names() {
+			if n == name {
+				if tv, ok := f.(interface{ TakesValue() bool }); ok {
+					return tv.TakesValue()
+				}
+				return false
+			}
+		}
+	}
+	return false
+}
+
+func contains(ss []string, s string) bool {
+	for _, x := range ss {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}
+
+func newCompletionCmd(f *Factory) *cli.Command {
+	return &cli.Command{
+		Name:      "completion",
+		Usage:     "print a shell completion script (bash or zsh)",
+		ArgsUsage: "bash|zsh",
+		Description: `Load completions in your shell:
+
+   source <(loopctl completion bash)
+   source <(loopctl completion zsh)`,
+		Action: func(c *cli.Context) error {
+			shell := c.Args().First()
+			script, ok := completionScripts[shell]
+			if !ok {
+				return failWith(exitRefused, "loopctl completion: name a shell: bash or zsh")
+			}
+			_, err := io.WriteString(f.IO.Out, script)
+			return err
+		},
+	}
+}
+
+var completionScripts = map[string]string{
+	"bash": `# loopctl bash completion
+_loopctl_complete() {
+  local cur words
+  cur="${COMP_WORDS[COMP_CWORD]}"
+  words=$("${COMP_WORDS[0]}" "${COMP_WORDS[@]:1:$((COMP_CWORD-1))}" --generate-bash-completion 2>/dev/null)
+  COMPREPLY=($(compgen -W "${words}" -- "${cur}"))
+}
+complete -o default -F _loopctl_complete loopctl
+`,
+	"zsh": `#compdef loopctl
+_loopctl() {
+  local -a opts
+  opts=("${(@f)$(${words[1]} ${words[@]:1:$((CURRENT-2))} --generate-bash-completion 2>/dev/null)}")
+  _describe 'loopctl' opts
+}
+compdef _loopctl loopctl
+`,
+}

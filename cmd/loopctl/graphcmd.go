@@ -1,0 +1,597 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sort"
+	"strings"
+	"text/tabwriter"
+
+	"github.com/urfave/cli/v2"
+
+	"github.com/theloop-dev/theloop/graph"
+	"github.com/theloop-dev/theloop/loop"
+)
+
+func newGraphCmd(f *Factory) *cli.Command {
+	return &cli.Command{
+		Name:  "graph",
+		Usage: "show, walk, force and verify the process graph",
+		Description: `The verbs an agent uses: complete (report a node's work done).
+The verbs an operator uses: show, status, advance, run, force, skip, hooks, verify.
+
+A claim is not a verdict: complete runs the node's real exit chain; at a human
+gate it answers wait, because only an authorized person's comment on the
+ticket (through the daemon) can pass a gate.`,
+		Subcommands: []*cli.Command{
+			newShowCmd(f, nil),
+			newStatusCmd(f, nil),
+			newCompleteCmd(f, nil),
+			newAdvanceCmd(f, nil),
+			newRunCmd(f, nil),
+			newForceCmd(f, nil),
+			newSkipCmd(f, nil),
+			newHooksCmd(f, nil),
+			newVerifyCmd(f, nil),
+		},
+	}
+}
+
+func workItemArg(c *cli.Context, verb string) (string, error) {
+	switch c.NArg() {
+	case 1:
+		return c.Args().First(), nil
+	case 0:
+		if id := c.String("work-item"); id != "" {
+			return id, nil
+		}
+	}
+	return "", failWith(exitRefused, "loopctl graph %s: name one work item, e.g. `loopctl graph %s issue-42`", verb, verb)
+}
+
+var workItemFlag = &cli.StringFlag{Name: "work-item", Aliases: []string{"w"}, Usage: "the work item (instead of the argument)"}
+
+// --- show -----------------------------------------------------------------
+
+type showOptions struct {
+	Factory  *Factory
+	Repo     repoFlags
+	Format   string
+	WorkItem string
+	Loop     string
+}
+
+func newShowCmd(f *Factory, runF func(*showOptions) error) *cli.Command {
+	return &cli.Command{
+		Name:  "show",
+		Usage: "print the graph (text, json, mermaid, dot), optionally marking a work item's position",
+		Description: `Examples:
+   loopctl graph show
+   loopctl graph show --format mermaid --work-item issue-42
+   loopctl graph show --loop pdlc-pr-loop --format dot | dot -Tsvg > pr-loop.svg`,
+		Flags: append(repoFlagDefs(true), workItemFlag,
+			&cli.StringFlag{Name: "format", Value: "text", Usage: "text, json, mermaid or dot"},
+			&cli.StringFlag{Name: "loop", Usage: "a shipped loop: " + strings.Join(loop.ShippedLoopNames(), ", ")},
+		),
+		Action: func(c *cli.Context) error {
+			opts := &showOptions{Factory: f, Repo: readRepoFlags(c), Format: c.String("format"), WorkItem: c.String("work-item"), Loop: c.String("loop")}
+			switch opts.Format {
+			case "text", "json", "mermaid", "dot":
+			default:
+				return failWith(exitRefused, "loopctl graph show: --format must be text, json, mermaid or dot, not %q", opts.Format)
+			}
+			if runF != nil {
+				return runF(opts)
+			}
+			return runShow(c.Context, opts)
+		},
+	}
+}
+
+func runShow(ctx context.Context, opts *showOptions) error {
+	var g *graph.Graph
+	var m *marks
+	if opts.WorkItem == "" && opts.Repo.GraphFile == "" && opts.Repo.PR == 0 {
+		name := opts.Loop
+		if name == "" {
+			name = loop.WorkItemLoop
+		}
+		var err error
+		if g, err = loop.ShippedGraph(name); err != nil {
+			return err
+		}
+	} else {
+		rt, err := opts.Factory.openCheck(opts.Repo, opts.WorkItem)
+		if err != nil {
+			return err
+		}
+		g = rt.Graph()
+		if opts.WorkItem != "" {
+			rep, err := rt.Status(ctx, opts.WorkItem, false)
+			if err != nil {
+				return err
+			}
+			m = marksFrom(rep)
+		}
+	}
+	w := opts.Factory.IO.Out
+	switch opts.Format {
+	case "json":
+		renderJSON(w, g, m)
+	case "mermaid":
+		renderMermaid(w, g, m)
+	case "dot":
+		renderDot(w, g, m)
+	default:
+		renderText(w, g, m)
+	}
+	return nil
+}
+
+// --- status -----------------------------------------------------------------
+
+type statusOptions struct {
+	Factory  *Factory
+	Repo     repoFlags
+	WorkItem string
+	Format   string
+}
+
+func newStatusCmd(f *Factory, runF func(*statusOptions) error) *cli.Command {
+	return &cli.Command{
+		Name:      "status",
+		Usage:     "the work item's verdicts at its stored pointer (check without --recompute); exit 0 iff ok",
+		ArgsUsage: "WORK-ITEM",
+		Flags: append(repoFlagDefs(true), workItemFlag,
+			&cli.StringFlag{Name: "format", Value: "table", Usage: "table or json"}),
+		Action: func(c *cli.Context) error {
+			id, err := workItemArg(c, "status")
+			if err != nil {
+				return err
+			}
+			opts := &statusOptions{Factory: f, Repo: readRepoFlags(c), WorkItem: id, Format: c.String("format")}
+			if runF != nil {
+				return runF(opts)
+			}
+			rt, err := f.openCheck(opts.Repo, id)
+			if err != nil {
+				return err
+			}
+			rep, err := rt.Status(c.Context, id, false)
+			if err != nil {
+				return err
+			}
+			if opts.Format == "json" {
+				writeJSON(f.IO.Out, rep)
+			} else {
+				writeReport(f.IO.Out, rep, rt.Graph().Name, false)
+			}
+			if !rep.OK {
+				return &exitError{code: exitFailed}
+			}
+			return nil
+		},
+	}
+}
+
+// --- complete ---------------------------------------------------------------
+
+type completeOptions struct {
+	Factory  *Factory
+	Repo     repoFlags
+	WorkItem string
+	Node     string
+	Actor    string
+}
+
+func newCompleteCmd(f *Factory, runF func(*completeOptions) error) *cli.Command {
+	return &cli.Command{
+		Name:      "complete",
+		Usage:     "claim that the current node's work is done; prints the claim envelope (JSON)",
+		ArgsUsage: "WORK-ITEM",
+		Description: `The agent's one verb. complete runs the current node's real exit chain: if it
+passes, the work item moves on and the reply names the node it now stands at;
+if not, the reply lists what is missing. At a human gate the answer is wait.
+
+The reply is JSON: {node, status, outcome, moved, currentNode, messages, reason}.
+Exit status is 0 for every answer (read status), 2 for bad usage.
+
+Example:
+   loopctl graph complete issue-42`,
+		Flags: append(repoFlagDefs(true), workItemFlag,
+			&cli.StringFlag{Name: "node", Usage: "the node you claim (default: the current one); a claim on another node is refused"},
+			&cli.StringFlag{Name: "actor", Value: "cli", Usage: "who claims, recorded in graph-state.json"},
+		),
+		Action: func(c *cli.Context) error {
+			id, err := workItemArg(c, "complete")
+			if err != nil {
+				return err
+			}
+			opts := &completeOptions{Factory: f, Repo: readRepoFlags(c), WorkItem: id, Node: c.String("node"), Actor: c.String("actor")}
+			if runF != nil {
+				return runF(opts)
+			}
+			return runComplete(c.Context, opts)
+		},
+	}
+}
+
+func runComplete(ctx context.Context, opts *completeOptions) error {
+	l, err := opts.Factory.openLive(opts.Repo, opts.WorkItem)
+	if err != nil {
+		return err
+	}
+	defer l.close()
+	opts.Factory.warn(l.warnings)
+	claim, err := l.rt.Complete(ctx, opts.WorkItem, opts.Node, opts.Actor)
+	if err != nil {
+		return err
+	}
+	writeJSON(opts.Factory.IO.Out, claim)
+	return nil
+}
+
+// --- advance ----------------------------------------------------------------
+
+type advanceOptions struct {
+	Factory  *Factory
+	Repo     repoFlags
+	WorkItem string
+}
+
+func newAdvanceCmd(f *Factory, runF func(*advanceOptions) error) *cli.Command {
+	return &cli.Command{
+		Name:      "advance",
+		Usage:     "re-evaluate the current node and move on if it passes (no event: human gates wait)",
+		ArgsUsage: "WORK-ITEM",
+		Description: `advance accepts no event on purpose: the comments a gate reads come only from
+the daemon's ingress. Exit status: 0 for pass or wait, 1 for block or escalated.`,
+		Flags: append(repoFlagDefs(true), workItemFlag),
+		Action: func(c *cli.Context) error {
+			id, err := workItemArg(c, "advance")
+			if err != nil {
+				return err
+			}
+			opts := &advanceOptions{Factory: f, Repo: readRepoFlags(c), WorkItem: id}
+			if runF != nil {
+				return runF(opts)
+			}
+			l, err := f.openLive(opts.Repo, id)
+			if err != nil {
+				return err
+			}
+			defer l.close()
+			f.warn(l.warnings)
+			rep, err := l.rt.Advance(c.Context, id, nil)
+			if errors.Is(err, graph.ErrNotStarted) {
+				return failWith(exitFailed, "loopctl graph advance: %v", err)
+			}
+			if err != nil {
+				return err
+			}
+			writeJSON(f.IO.Out, rep)
+			if rep.Status != string(graph.StatusPass) && rep.Status != string(graph.StatusWait) {
+				return &exitError{code: exitFailed}
+			}
+			return nil
+		},
+	}
+}
+
+// --- run ----------------------------------------------------------------------
+
+type runOptions struct {
+	Factory  *Factory
+	Repo     repoFlags
+	WorkItem string
+	MaxNodes int
+	DryRun   bool
+}
+
+func newRunCmd(f *Factory, runF func(*runOptions) error) *cli.Command {
+	return &cli.Command{
+		Name:      "run",
+		Usage:     "start the work item if needed and advance until it waits, blocks or ends",
+		ArgsUsage: "WORK-ITEM",
+		Description: `Exit status: 0 when the walk waits at a human gate or completes, 1 on a block,
+an escalation, or a node visited more than twice (a loop needing a human).`,
+		Flags: append(repoFlagDefs(true), workItemFlag,
+			&cli.IntFlag{Name: "max-nodes", Value: 20, Usage: "stop after this many advances"},
+			&cli.BoolFlag{Name: "dry-run", Usage: "print the stored-pointer status instead of walking"},
+		),
+		Action: func(c *cli.Context) error {
+			id, err := workItemArg(c, "run")
+			if err != nil {
+				return err
+			}
+			opts := &runOptions{Factory: f, Repo: readRepoFlags(c), WorkItem: id, MaxNodes: c.Int("max-nodes"), DryRun: c.Bool("dry-run")}
+			if runF != nil {
+				return runF(opts)
+			}
+			return runRun(c.Context, opts)
+		},
+	}
+}
+
+func runRun(ctx context.Context, opts *runOptions) error {
+	f := opts.Factory
+	if opts.DryRun {
+		rt, err := f.openCheck(opts.Repo, opts.WorkItem)
+		if err != nil {
+			return err
+		}
+		rep, err := rt.Status(ctx, opts.WorkItem, false)
+		if err != nil {
+			return err
+		}
+		writeReport(f.IO.Out, rep, rt.Graph().Name, false)
+		return nil
+	}
+	l, err := f.openLive(opts.Repo, opts.WorkItem)
+	if err != nil {
+		return err
+	}
+	defer l.close()
+	f.warn(l.warnings)
+	if start, err := l.rt.Start(ctx, opts.WorkItem); err != nil {
+		return err
+	} else if start != nil {
+		fmt.Fprintf(f.IO.Out, "started at %s\n", start.CurrentNode)
+	}
+	seen := map[string]int{}
+	for i := 0; i < opts.MaxNodes; i++ {
+		rep, err := l.rt.Advance(ctx, opts.WorkItem, nil)
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(f.IO.Out, "%-24s %-9s → %s\n", rep.Node, rep.Status, rep.CurrentNode)
+		for _, m := range rep.Messages {
+			fmt.Fprintf(f.IO.Out, "    %s\n", oneLine(m))
+		}
+		switch rep.Status {
+		case string(graph.StatusWait):
+			return nil
+		case string(graph.StatusBlock), graph.StepEscalated:
+			return &exitError{code: exitFailed}
+		}
+		if !rep.Moved {
+			if n, ok := l.rt.Graph().Node(rep.CurrentNode); ok && n.Terminal {
+				return nil
+			}
+			return &exitError{code: exitFailed}
+		}
+		seen[rep.CurrentNode]++
+		if seen[rep.CurrentNode] > 2 {
+			return failWith(exitFailed, "loopctl graph run: %s was entered more than twice; stopping for a human to look", rep.CurrentNode)
+		}
+	}
+	return nil
+}
+
+// --- force ------------------------------------------------------------------
+
+type forceOptions struct {
+	Factory  *Factory
+	Repo     repoFlags
+	WorkItem string
+	To       string
+	Reason   string
+	Actor    string
+}
+
+func newForceCmd(f *Factory, runF func(*forceOptions) error) *cli.Command {
+	return &cli.Command{
+		Name:      "force",
+		Usage:     "move the pointer to a node regardless of gates — the audited escape hatch",
+		ArgsUsage: "WORK-ITEM",
+		Description: `force needs --reason. It enters the target (running its entry chain, also when
+going backwards), warns about an undeclared edge or a bypassed required node,
+and is recorded in graph-state.json, the execution log, the event log and a
+marked comment on the ticket. It never forges a verdict: check --recompute
+still reports the bypassed gate as unmet.
+
+Example:
+   loopctl graph force issue-42 --to design --reason "requirements approved in the planning meeting"`,
+		Flags: append(repoFlagDefs(true), workItemFlag,
+			&cli.StringFlag{Name: "to", Required: true, Usage: "the node to move to"},
+			&cli.StringFlag{Name: "reason", Usage: "why (required)"},
+			&cli.StringFlag{Name: "actor", Usage: "who (default: (shell))"},
+		),
+		Action: func(c *cli.Context) error {
+			id, err := workItemArg(c, "force")
+			if err != nil {
+				return err
+			}
+			opts := &forceOptions{Factory: f, Repo: readRepoFlags(c), WorkItem: id, To: c.String("to"), Reason: c.String("reason"), Actor: c.String("actor")}
+			if runF != nil {
+				return runF(opts)
+			}
+			return runForce(c.Context, opts)
+		},
+	}
+}
+
+func runForce(ctx context.Context, opts *forceOptions) error {
+	f := opts.Factory
+	l, err := f.openLive(opts.Repo, opts.WorkItem)
+	if err != nil {
+		return err
+	}
+	defer l.close()
+	f.warn(l.warnings)
+	res, err := l.rt.Force(ctx, opts.WorkItem, opts.To, opts.Reason, opts.Actor)
+	if errors.Is(err, graph.ErrReasonRequired) || errors.Is(err, graph.ErrUnknownNode) {
+		return failWith(exitRefused, "refused: %v", err)
+	}
+	if err != nil {
+		return err
+	}
+	writeJSON(f.IO.Out, res)
+	for _, w := range res.Warnings {
+		fmt.Fprintln(f.IO.ErrOut, "warning:", w)
+	}
+	return nil
+}
+
+// --- skip -------------------------------------------------------------------
+
+type skipOptions struct {
+	Factory  *Factory
+	Repo     repoFlags
+	WorkItem string
+	Tokens   []string
+	Reason   string
+	Actor    string
+}
+
+func newSkipCmd(f *Factory, runF func(*skipOptions) error) *cli.Command {
+	return &cli.Command{
+		Name:      "skip",
+		Usage:     "declare nodes (or skip sets) this work item will not walk",
+		ArgsUsage: "WORK-ITEM",
+		Description: `A skip is a plan, not an amnesty: nodes already entered or behind the pointer
+are refused, as are nodes that are not skippable. --reason is required.
+Exit status: 0 if anything was declared, 1 if nothing was, 2 on refusal.
+
+Example:
+   loopctl graph skip issue-42 --set review-chain --reason "docs-only change"`,
+		Flags: append(repoFlagDefs(true), workItemFlag,
+			&cli.StringSliceFlag{Name: "node", Usage: "a skippable node (repeatable)"},
+			&cli.StringSliceFlag{Name: "set", Usage: "a skip set of the graph (repeatable)"},
+			&cli.StringFlag{Name: "reason", Usage: "why (required)"},
+			&cli.StringFlag{Name: "actor", Usage: "who (default: (shell))"},
+		),
+		Action: func(c *cli.Context) error {
+			id, err := workItemArg(c, "skip")
+			if err != nil {
+				return err
+			}
+			opts := &skipOptions{Factory: f, Repo: readRepoFlags(c), WorkItem: id, Tokens: append(c.StringSlice("node"), c.StringSlice("set")...), Reason: c.String("reason"), Actor: c.String("actor")}
+			if runF != nil {
+				return runF(opts)
+			}
+			return runSkip(c.Context, opts)
+		},
+	}
+}
+
+func runSkip(ctx context.Context, opts *skipOptions) error {
+	f := opts.Factory
+	if len(opts.Tokens) == 0 {
+		return failWith(exitRefused, "refused: name at least one node (--node) or skip set (--set) to declare")
+	}
+	l, err := f.openLive(opts.Repo, opts.WorkItem)
+	if err != nil {
+		return err
+	}
+	defer l.close()
+	f.warn(l.warnings)
+	res, err := l.rt.DeclareSkips(ctx, opts.WorkItem, opts.Tokens, opts.Reason, opts.Actor)
+	if errors.Is(err, graph.ErrReasonRequired) {
+		return failWith(exitRefused, "refused: %v", err)
+	}
+	if err != nil {
+		return err
+	}
+	writeJSON(f.IO.Out, res)
+	if len(res.Declared) == 0 {
+		return &exitError{code: exitFailed}
+	}
+	return nil
+}
+
+// --- hooks ------------------------------------------------------------------
+
+func newHooksCmd(f *Factory, runF func(*showOptions) error) *cli.Command {
+	return &cli.Command{
+		Name:  "hooks",
+		Usage: "list the registered hooks, the integration operations each needs, and where the graph uses them",
+		Flags: append(repoFlagDefs(false),
+			&cli.StringFlag{Name: "loop", Usage: "a shipped loop (default: pdlc-work-item-loop)"},
+			&cli.StringFlag{Name: "format", Value: "table", Usage: "table or json"}),
+		Action: func(c *cli.Context) error {
+			opts := &showOptions{Factory: f, Repo: readRepoFlags(c), Loop: c.String("loop"), Format: c.String("format")}
+			if runF != nil {
+				return runF(opts)
+			}
+			return runHooks(opts)
+		},
+	}
+}
+
+type hookInfo struct {
+	Name    string   `json:"name"`
+	Summary string   `json:"summary"`
+	Needs   []string `json:"needs"`
+	UsedBy  []string `json:"usedBy"`
+}
+
+func runHooks(opts *showOptions) error {
+	name := opts.Loop
+	if name == "" {
+		name = loop.WorkItemLoop
+	}
+	g, err := loop.ShippedGraph(name)
+	if err != nil {
+		return err
+	}
+	if opts.Repo.GraphFile != "" {
+		rt, err := opts.Factory.openCheck(opts.Repo, "")
+		if err != nil {
+			return err
+		}
+		g = rt.Graph()
+	}
+	used := map[string][]string{}
+	for _, n := range g.Nodes() {
+		for _, h := range n.Entry {
+			used[h.Name] = append(used[h.Name], n.ID+" (entry)")
+		}
+		for _, h := range n.Exit {
+			used[h.Name] = append(used[h.Name], n.ID+" (exit)")
+		}
+	}
+	for _, h := range g.OnEscalation() {
+		used[h.Name] = append(used[h.Name], "onEscalation")
+	}
+	var infos []hookInfo
+	for _, spec := range loop.ShippedHooks().Specs() {
+		needs := make([]string, len(spec.Needs))
+		for i, op := range spec.Needs {
+			needs[i] = string(op)
+		}
+		infos = append(infos, hookInfo{Name: spec.Name, Summary: spec.Summary, Needs: needs, UsedBy: dedupe(used[spec.Name])})
+	}
+	sort.Slice(infos, func(i, j int) bool { return infos[i].Name < infos[j].Name })
+	if opts.Format == "json" {
+		writeJSON(opts.Factory.IO.Out, infos)
+		return nil
+	}
+	tw := tabwriter.NewWriter(opts.Factory.IO.Out, 2, 4, 2, ' ', 0)
+	fmt.Fprintf(tw, "HOOK\tNEEDS\tUSED IN %s\tWHAT IT CHECKS OR DOES\n", g.Name)
+	for _, h := range infos {
+		needs := strings.Join(h.Needs, ", ")
+		if needs == "" {
+			needs = "-"
+		}
+		usedBy := fmt.Sprintf("%d node(s)", len(h.UsedBy))
+		if len(h.UsedBy) == 0 {
+			usedBy = "-"
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", h.Name, needs, usedBy, h.Summary)
+	}
+	return tw.Flush()
+}
+
+func dedupe(in []string) []string {
+	seen := map[string]bool{}
+	out := []string{}
+	for _, s := range in {
+		if !seen[s] {
+			seen[s] = true
+			out = append(out, s)
+		}
+	}
+	return out
+}

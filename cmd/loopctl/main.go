@@ -1,0 +1,15 @@
+// Command loopctl is theloop's CLI for operators, agents and CI: check a
+// work item against its process graph, claim a node's work done, walk,
+// force and skip, show and verify graphs, read the event log, install the
+// harness Stop hook, and run a demo of the whole loop.
+//
+//	loopctl check issue-42 --recompute --fail-on block
+//	loopctl graph complete issue-42
+//	go run ./cmd/loopctl demo
+package main
+
+import "os"
+
+func main() {
+	os.Exit(Main(os.Args, systemFactory()))
+}

@@ -1,0 +1,111 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"strings"
+
+	"github.com/urfave/cli/v2"
+
+	"github.com/theloop-dev/theloop/graph"
+	"github.com/theloop-dev/theloop/loop"
+)
+
+type verifyOptions struct {
+	Factory *Factory
+	Repo    repoFlags
+	Loop    string
+	Format  string
+}
+
+func newVerifyCmd(f *Factory, runF func(*verifyOptions) error) *cli.Command {
+	return &cli.Command{
+		Name:  "verify",
+		Usage: "prove, over the compiled graph, the guarantees the process relies on",
+		Description: `verify checks the graph itself — no work item, no artifacts:
+  gates-guard-what-follows                no producing node reaches what follows its
+                                          human gate without passing the gate
+  human-gates-exit-through-classify       gates move only on a classified reply
+  skippable-nodes-route-on-skipped        every declared skip can be routed around
+  phase-selection-cannot-be-routed-around choosing the phases cannot be skipped
+
+Each guarantee prints proved, violated (with a counterexample path) or n/a.
+Exit status 1 on any violation. Without --graph or --loop, every shipped loop
+is verified.`,
+		Flags: append(repoFlagDefs(false),
+			&cli.StringFlag{Name: "loop", Usage: "one shipped loop"},
+			&cli.StringFlag{Name: "format", Value: "text", Usage: "text or json"}),
+		Action: func(c *cli.Context) error {
+			opts := &verifyOptions{Factory: f, Repo: readRepoFlags(c), Loop: c.String("loop"), Format: c.String("format")}
+			if runF != nil {
+				return runF(opts)
+			}
+			return runVerify(c.Context, opts)
+		},
+	}
+}
+
+type verifiedGraph struct {
+	Graph      string           `json:"graph"`
+	Guarantees []loop.Guarantee `json:"guarantees"`
+}
+
+func runVerify(_ context.Context, opts *verifyOptions) error {
+	var gs []*graph.Graph
+	switch {
+	case opts.Repo.GraphFile != "":
+		rt, err := opts.Factory.openCheck(opts.Repo, "")
+		if err != nil {
+			return err
+		}
+		gs = append(gs, rt.Graph())
+	case opts.Loop != "":
+		g, err := loop.ShippedGraph(opts.Loop)
+		if err != nil {
+			return err
+		}
+		gs = append(gs, g)
+	default:
+		for _, name := range loop.ShippedLoopNames() {
+			g, err := loop.ShippedGraph(name)
+			if err != nil {
+				return err
+			}
+			gs = append(gs, g)
+		}
+	}
+	var out []verifiedGraph
+	violated := false
+	for _, g := range gs {
+		name := g.Name
+		if name == "" {
+			name = g.Source
+		}
+		vg := verifiedGraph{Graph: name, Guarantees: loop.Verify(g)}
+		for _, gr := range vg.Guarantees {
+			if gr.Verdict == loop.Violated {
+				violated = true
+			}
+		}
+		out = append(out, vg)
+	}
+	w := opts.Factory.IO.Out
+	if opts.Format == "json" {
+		writeJSON(w, out)
+	} else {
+		for _, vg := range out {
+			fmt.Fprintln(w, vg.Graph)
+			for _, gr := range vg.Guarantees {
+				fmt.Fprintf(w, "  %-9s %s\n", gr.Verdict, gr.Name)
+				fmt.Fprintf(w, "            %s\n", gr.Detail)
+				if len(gr.Counterexample) > 0 {
+					fmt.Fprintf(w, "            counterexample: %s\n", strings.Join(gr.Counterexample, " → "))
+				}
+			}
+		}
+	}
+	if violated {
+		return &exitError{code: exitFailed}
+	}
+	return nil
+}

@@ -421,7 +421,7 @@ func lockFile(ctx context.Context, path string, timeout, poll time.Duration) (fu
 		case <-timer.C:
 			unlock, err := tryLock(path)
 			if errors.Is(err, errLockHeld) {
-				return nil, fmt.Errorf("%w: another theloop process holds %s; wait for it or check for a stuck process (fuser -v %s)", graph.ErrBusy, path, path)
+				return nil, fmt.Errorf("%w (%s); wait for it or check for a stuck process (fuser -v %s)", graph.ErrBusy, path, path)
 			}
 			return unlock, wrapLockErr(path, err)
 		case <-ticker.C:

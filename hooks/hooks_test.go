@@ -250,7 +250,7 @@ func TestAwaitInnerLoops(t *testing.T) {
 }
 
 func TestRepoStateKey(t *testing.T) {
-	for in, want := range map[string]string{"acme/widgets": "acme__widgets", "github.com/acme/widgets": "acme__widgets"} {
+	for in, want := range map[string]string{"acme/widgets": "acme__widgets", "github.com/acme/widgets": "github.com__acme__widgets"} {
 		got, err := hooks.RepoStateKey(in)
 		require.NoError(t, err)
 		require.Equal(t, want, got)

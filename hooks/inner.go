@@ -16,10 +16,13 @@ import (
 var repoSegment = regexp.MustCompile(`^[A-Za-z0-9._-]+$`)
 
 // RepoStateKey turns "owner/repo" (or "host/owner/repo") into the directory
-// key "owner__repo". It rejects, never sanitises: fewer than two segments, a
-// "." or ".." segment, or a segment outside [A-Za-z0-9._-].
+// key "owner__repo" (every segment, joined by "__"). It rejects, never
+// sanitises: fewer than two segments, a "." or ".." segment, or a segment
+// outside [A-Za-z0-9._-]. The store (loop.PRLoopSubPath) and
+// await-inner-loops both use it, so a loop's state and the gate that waits
+// for it always agree on the directory.
 func RepoStateKey(repo string) (string, error) {
-	parts := strings.Split(strings.TrimSpace(repo), "/")
+	parts := strings.Split(repo, "/")
 	if len(parts) < 2 {
 		return "", fmt.Errorf("%q is not <owner>/<repo>", repo)
 	}
@@ -27,9 +30,6 @@ func RepoStateKey(repo string) (string, error) {
 		if p == "." || p == ".." || !repoSegment.MatchString(p) {
 			return "", fmt.Errorf("%q has an invalid segment %q", repo, p)
 		}
-	}
-	if len(parts) > 2 {
-		parts = parts[len(parts)-2:]
 	}
 	return strings.Join(parts, "__"), nil
 }

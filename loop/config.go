@@ -30,6 +30,9 @@ var (
 	// declares a version older than CurrentCLIConfigVersion; it must be
 	// migrated before theloop uses it.
 	ErrConfigTooOld = errors.New("configuration must be migrated")
+	// ErrRepoNotFound: the repository root does not exist or is not a
+	// directory.
+	ErrRepoNotFound = errors.New("repository not found")
 )
 
 // Defaults of the repository's harness config (reference daemon-spec §12.3).

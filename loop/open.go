@@ -13,10 +13,6 @@ import (
 	"github.com/theloop-dev/theloop/hooks"
 )
 
-// ErrRepoNotFound: the repository root does not exist or is not a
-// directory.
-var ErrRepoNotFound = errors.New("repository not found")
-
 // Options tailor Open. The zero value opens the work-item loop for CLI use:
 // no integrations, no delivery, wall clock, no event log.
 type Options struct {

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/theloop-dev/theloop/graph"
+	"github.com/theloop-dev/theloop/hooks"
 )
 
 // File names inside a work item's spec directory (reference graph-spec §1).
@@ -462,20 +463,14 @@ func validateSubPath(sub string) error {
 }
 
 // RepoStateKey turns "owner/repo" (or "host/owner/repo") into the directory
-// name "owner__repo" (segments joined by "__"). It refuses — never
-// sanitises — fewer than two segments and any segment that is "." or ".."
-// or not fully [A-Za-z0-9._-]+ (reference graph-spec §1).
+// name "owner__repo", refusing — never sanitising — unusable names (see
+// hooks.RepoStateKey, which await-inner-loops uses on the same paths).
 func RepoStateKey(repo string) (string, error) {
-	segs := strings.Split(repo, "/")
-	if len(segs) < 2 {
-		return "", fmt.Errorf("%w: repository %q is not owner/repo", ErrUnsafePath, repo)
+	key, err := hooks.RepoStateKey(repo)
+	if err != nil {
+		return "", fmt.Errorf("%w: repository %v", ErrUnsafePath, err)
 	}
-	for _, seg := range segs {
-		if seg == "." || seg == ".." || !segmentPattern.MatchString(seg) {
-			return "", fmt.Errorf("%w: repository %q has segment %q; segments are [A-Za-z0-9._-]+ and never . or ..", ErrUnsafePath, repo, seg)
-		}
-	}
-	return strings.Join(segs, "__"), nil
+	return key, nil
 }
 
 // PRLoopSubPath returns the state sub-path of an inner (PR) loop:

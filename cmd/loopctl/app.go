@@ -124,7 +124,11 @@ Try it without a GitHub account:  loopctl demo`,
 // Main runs loopctl with argv (argv[0] is the program name) and returns the
 // exit code.
 func Main(argv []string, f *Factory) int {
-	app := newApp(f)
+	return mainWith(newApp(f), argv, f)
+}
+
+// mainWith runs an assembled app (tests swap in commands that only parse).
+func mainWith(app *cli.App, argv []string, f *Factory) int {
 	err := app.RunContext(context.Background(), permute(app, argv))
 	if err == nil {
 		return exitOK

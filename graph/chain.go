@@ -108,6 +108,10 @@ type chainJob struct {
 // in a block, and the remaining chains continue on a fresh worker.
 func runChains(ctx context.Context, pool *workerPool, jobs []chainJob) []ChainOutcome {
 	outs := make([]ChainOutcome, 0, len(jobs))
+	// Leading empty chains pass without a hand-off.
+	for len(outs) < len(jobs) && len(jobs[len(outs)].hooks) == 0 {
+		outs = append(outs, ChainOutcome{Status: StatusPass, Blocking: -1})
+	}
 	for len(outs) < len(jobs) {
 		b := &batch{jobs: jobs[len(outs):], parent: ctx, done: make(chan struct{})}
 		pool.run(b.run)

@@ -81,12 +81,18 @@ func (s *Store) Lock(ctx context.Context, id string, timeout time.Duration) (fun
 		s.locks[id] = ch
 	}
 	s.mu.Unlock()
+	var once sync.Once
+	unlock := func() { once.Do(func() { <-ch }) }
+	select {
+	case ch <- struct{}{}:
+		return unlock, nil
+	default:
+	}
 	t := time.NewTimer(timeout)
 	defer t.Stop()
 	select {
 	case ch <- struct{}{}:
-		var once sync.Once
-		return func() { once.Do(func() { <-ch }) }, nil
+		return unlock, nil
 	case <-t.C:
 		return nil, fmt.Errorf("state of %s: %w", id, graph.ErrBusy)
 	case <-ctx.Done():

@@ -200,15 +200,6 @@ func (g *Graph) Hooks() []BoundHook {
 	return out
 }
 
-// Load parses and compiles a graph file in one step.
-func Load(source string, src []byte, reg *Registry) (*Graph, error) {
-	f, err := Parse(source, src)
-	if err != nil {
-		return nil, err
-	}
-	return Compile(f, reg)
-}
-
 // Compile checks every structural rule of the graph format and binds hook
 // names to reg (DefaultRegistry when nil). All problems are reported
 // together in one *LoadError; each names the offending element. Cycles are
@@ -320,7 +311,7 @@ func (c *compiler) compile() *Graph {
 		}
 	}
 
-	names := f.skipSetOrder
+	names := f.SkipSetOrder
 	if len(names) != len(f.SkipSets) {
 		names = names[:0:0]
 		for k := range f.SkipSets {

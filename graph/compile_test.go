@@ -8,6 +8,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/theloop-dev/theloop/graph"
+	"github.com/theloop-dev/theloop/graph/graphfile"
 	"github.com/theloop-dev/theloop/graph/graphtest"
 )
 
@@ -49,7 +50,7 @@ edges:
 `
 
 func TestCompileValidGraph(t *testing.T) {
-	g, err := graph.Load("tiny.yaml", []byte(validGraph), testRegistry())
+	g, err := graphfile.Load("tiny.yaml", []byte(validGraph), testRegistry())
 	require.NoError(t, err)
 	require.Equal(t, "a", g.Start)
 	require.Equal(t, []string{"a", "b", "c", "d"}, g.IDs())
@@ -111,7 +112,7 @@ func TestCompileRules(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			_, err := graph.Load("tiny.yaml", []byte(tc.yaml), testRegistry())
+			_, err := graphfile.Load("tiny.yaml", []byte(tc.yaml), testRegistry())
 			require.Error(t, err)
 			require.True(t, errors.Is(err, graph.ErrInvalidGraph), "error %v should match ErrInvalidGraph", err)
 			for _, w := range tc.want {
@@ -132,7 +133,7 @@ nodes:
 edges:
   - {from: a, on: pass, to: zz}
 `
-	_, err := graph.Load("multi.yaml", []byte(src), testRegistry())
+	_, err := graphfile.Load("multi.yaml", []byte(src), testRegistry())
 	require.Error(t, err)
 	var le *graph.LoadError
 	require.True(t, errors.As(err, &le))
@@ -145,7 +146,7 @@ edges:
 
 func TestCompileSchemaProblemsAllReported(t *testing.T) {
 	src := "nodes:\n  - id: a\n    actor: robot\n  - id: b\n    sesion: new\n"
-	_, err := graph.Load("s.yaml", []byte(src), testRegistry())
+	_, err := graphfile.Load("s.yaml", []byte(src), testRegistry())
 	require.Error(t, err)
 	require.Contains(t, err.Error(), "2 problems")
 	require.Contains(t, err.Error(), "s.yaml:3:")
@@ -163,7 +164,7 @@ edges:
   - {from: a, on: pass, to: island}
   - {from: b, on: pass, to: a}
 `
-	g, err := graph.Load("w.yaml", []byte(src), testRegistry())
+	g, err := graphfile.Load("w.yaml", []byte(src), testRegistry())
 	require.NoError(t, err, "cycles are accepted")
 	ws := g.Warnings()
 	require.Len(t, ws, 2)
@@ -186,7 +187,7 @@ nodes:
 edges:
   - {from: a, on: true, to: b}
 `
-	g, err := graph.Load("b.yaml", []byte(src), testRegistry())
+	g, err := graphfile.Load("b.yaml", []byte(src), testRegistry())
 	require.NoError(t, err)
 	a, _ := g.Node("a")
 	require.True(t, a.Exit[1].Blocking)
@@ -210,5 +211,5 @@ func TestRegistryPanicsOnBadRegistration(t *testing.T) {
 
 func TestSchemaIsTheShippedFile(t *testing.T) {
 	// The schema editors point at is the one the loader enforces.
-	require.True(t, strings.Contains(string(graph.SchemaJSON), `"$schema": "http://json-schema.org/draft-07/schema#"`))
+	require.True(t, strings.Contains(string(graphfile.SchemaJSON), `"$schema": "http://json-schema.org/draft-07/schema#"`))
 }

@@ -1,12 +1,13 @@
 // Package graph is theloop's process kernel: it decides where a work item is
 // in a process graph and whether it may move.
 //
-// A graph is declared data (YAML, validated against the embedded JSON Schema in
-// graph.schema.json): nodes with ordered entry and exit hook chains, and edges
-// keyed on the outcome of a node's exit chain. [Parse] decodes a graph file,
-// [Compile] checks every structural rule once and binds hook names to the
-// functions in a [Registry]; the result, a [*Graph], is immutable and safe to
-// share between goroutines.
+// A graph is declared data: nodes with ordered entry and exit hook chains,
+// and edges keyed on the outcome of a node's exit chain. Package
+// graph/graphfile reads graph files (YAML validated against the JSON Schema
+// graph/graphfile/graph.schema.json); [ParseJSON] reads the pre-validated
+// JSON form theloop embeds. [Compile] checks every structural rule once and
+// binds hook names to the functions in a [Registry]; the result, a
+// [*Graph], is immutable and safe to share between goroutines.
 //
 // A [*Runtime] walks work items through a compiled graph: [Runtime.Start],
 // [Runtime.Complete] (an agent's claim that a node's work is done),

@@ -3,7 +3,7 @@ package graph_test
 import (
 	"testing"
 
-	"github.com/theloop-dev/theloop/graph"
+	"github.com/theloop-dev/theloop/graph/graphfile"
 )
 
 // Decode + compile must never panic, whatever the bytes.
@@ -18,7 +18,7 @@ func FuzzLoad(f *testing.F) {
 	f.Add([]byte("{nodes: [{id: a}], start: 3}"))
 	reg := testRegistry()
 	f.Fuzz(func(t *testing.T, data []byte) {
-		g, err := graph.Load("fuzz.yaml", data, reg)
+		g, err := graphfile.Load("fuzz.yaml", data, reg)
 		if err != nil {
 			if err.Error() == "" {
 				t.Fatal("errors must say something")

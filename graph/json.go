@@ -8,19 +8,15 @@ import (
 
 // MarshalFile renders a parsed graph file as JSON: the form theloop embeds
 // for its shipped graphs, so that loading them costs a JSON decode instead of
-// a YAML parse and a schema validation on every start of loop-gate. The YAML
-// stays the source of truth; the JSON is generated from it (go generate
-// ./loop) and a test keeps the two identical.
+// a YAML parse and a schema validation (package graphfile) on every start of
+// loop-gate. The YAML stays the source of truth; the JSON is generated from
+// it (go generate ./loop) and a test keeps the two identical.
 func MarshalFile(f *File) ([]byte, error) {
-	type plain File
 	var b bytes.Buffer
 	enc := json.NewEncoder(&b)
 	enc.SetEscapeHTML(false)
 	enc.SetIndent("", " ")
-	if err := enc.Encode(struct {
-		*plain
-		SkipSetOrder []string `json:"skipSetOrder,omitempty"`
-	}{(*plain)(f), f.skipSetOrder}); err != nil {
+	if err := enc.Encode(f); err != nil {
 		return nil, err
 	}
 	return b.Bytes(), nil
@@ -30,17 +26,12 @@ func MarshalFile(f *File) ([]byte, error) {
 // to have been validated as YAML already (it does not run the schema); it
 // still refuses unknown keys, and Compile still checks every rule.
 func ParseJSON(source string, data []byte) (*File, error) {
-	var aux struct {
-		File
-		SkipSetOrder []string `json:"skipSetOrder"`
-	}
+	var f File
 	dec := json.NewDecoder(bytes.NewReader(data))
 	dec.DisallowUnknownFields()
-	if err := dec.Decode(&aux); err != nil {
+	if err := dec.Decode(&f); err != nil {
 		return nil, &LoadError{Source: source, Problems: []Problem{{Where: source, Message: fmt.Sprintf("not a graph in JSON form: %v", err)}}}
 	}
-	f := aux.File
 	f.Source = source
-	f.skipSetOrder = aux.SkipSetOrder
 	return &f, nil
 }

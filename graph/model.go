@@ -3,9 +3,6 @@ package graph
 import (
 	"fmt"
 	"strings"
-
-	"github.com/goccy/go-yaml"
-	"github.com/goccy/go-yaml/ast"
 )
 
 // File is a graph file as written: the YAML model before compilation.
@@ -23,9 +20,11 @@ type File struct {
 
 	// Source names where the file came from (for error messages).
 	Source string `yaml:"-" json:"-"`
-	ast    *ast.File
-	// order of skipSets keys as written
-	skipSetOrder []string
+	// Positions locates an element path such as "nodes[3].exit[0]" as
+	// "<file>:<line>:<col>" (set by the YAML reader; nil otherwise).
+	Positions func(path string) string `yaml:"-" json:"-"`
+	// SkipSetOrder is the order skipSets were written in (maps forget it).
+	SkipSetOrder []string `yaml:"-" json:"skipSetOrder,omitempty"`
 }
 
 // NodeSpec is one entry of `nodes:`.
@@ -141,48 +140,16 @@ func (s *StringList) UnmarshalYAML(unmarshal func(any) error) error {
 	return nil
 }
 
-// Position is a 1-based line and column in a graph file.
-type Position struct {
-	Line, Column int
-}
-
-// positionOf finds the source position of a path such as "nodes[3].exit[0]"
-// (empty = the document). It returns the zero Position when unknown.
-func (f *File) positionOf(path string) Position {
-	if f == nil || f.ast == nil {
-		return Position{}
-	}
-	p := "$"
-	if path != "" {
-		p = "$." + path
-	}
-	yp, err := yaml.PathString(p)
-	if err != nil {
-		return Position{}
-	}
-	n, err := yp.FilterFile(f.ast)
-	if err != nil || n == nil {
-		return Position{}
-	}
-	tk := n.GetToken()
-	if tk == nil || tk.Position == nil {
-		return Position{}
-	}
-	// For a mapping, point at its first key rather than the value start.
-	return Position{Line: tk.Position.Line, Column: tk.Position.Column}
-}
-
-// where renders "<source>:<line>:<col>" for path, degrading gracefully.
+// where renders an element path's location, "<source>:<line>:<col>" when
+// the file was read with positions, else the source name.
 func (f *File) where(path string) string {
-	src := "graph"
+	if f != nil && f.Positions != nil {
+		return f.Positions(path)
+	}
 	if f != nil && f.Source != "" {
-		src = f.Source
+		return f.Source
 	}
-	pos := f.positionOf(path)
-	if pos.Line == 0 {
-		return src
-	}
-	return fmt.Sprintf("%s:%d:%d", src, pos.Line, pos.Column)
+	return "graph"
 }
 
 // splitAlternatives splits a produces entry "a.md|b.md" into its names,

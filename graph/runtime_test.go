@@ -14,6 +14,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/theloop-dev/theloop/graph"
+	"github.com/theloop-dev/theloop/graph/graphfile"
 	"github.com/theloop-dev/theloop/graph/graphtest"
 )
 
@@ -181,7 +182,7 @@ func newFixture(t *testing.T) *fixture {
 		hooks[name] = f.calls.Wrap(name, h)
 	}
 	reg := graphtest.Registry(hooks)
-	g, err := graph.Load("mini.yaml", []byte(fixtureGraph), reg)
+	g, err := graphfile.Load("mini.yaml", []byte(fixtureGraph), reg)
 	require.NoError(t, err)
 	f.g = g
 	f.rt, err = graph.New(g, graph.Options{Store: f.store, Items: f.items, Sink: f.sink, Clock: f.clock, Auditor: f.audit, LockTimeout: 200 * time.Millisecond})

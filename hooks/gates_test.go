@@ -7,6 +7,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/theloop-dev/theloop/graph"
+	"github.com/theloop-dev/theloop/graph/graphfile"
 	"github.com/theloop-dev/theloop/graph/graphtest"
 	"github.com/theloop-dev/theloop/hooks"
 )
@@ -180,7 +181,7 @@ func TestSetFrontMatterLock(t *testing.T) {
 }
 
 func TestPhaseSelection(t *testing.T) {
-	g, err := graph.Load("mini.yaml", []byte(`
+	g, err := graphfile.Load("mini.yaml", []byte(`
 name: pdlc-work-item-loop
 start: phase-selection
 nodes:
@@ -307,7 +308,7 @@ func TestUntrustedTextNeverInMessages(t *testing.T) {
 		for _, b := range bodies {
 			a := specFolder(t, "complete")
 			hc := ctxFor(a, &graph.Node{ID: "n", Actor: graph.ActorHuman, Produces: []string{"requirements.md"}})
-			hc.Graph, _ = graph.Load("g.yaml", []byte("nodes: [{id: n}]"), shipped)
+			hc.Graph, _ = graphfile.Load("g.yaml", []byte("nodes: [{id: n}]"), shipped)
 			hc.Integrations = tickets
 			hc.Event = event(graph.Comment{ID: "1", Author: "dana", Body: b})
 			prior := graph.PassWith("approved", map[string]any{"comments": []any{map[string]any{"author": "dana", "body": b}}})

@@ -12,6 +12,8 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/theloop-dev/theloop/graph"
+	"github.com/theloop-dev/theloop/graph/graphfile"
 	"github.com/theloop-dev/theloop/loop"
 )
 
@@ -69,7 +71,7 @@ func TestConformanceWithTheLoopV11(t *testing.T) {
 	exp := loadExpected(t)
 	repo := t.TempDir()
 	copyTree(t, filepath.Join(conformanceDir, "repo"), repo)
-	rt, err := loop.Open(repo, loop.Options{GraphFile: filepath.Join(conformanceDir, "graphs", "pdlc-work-item-loop.yaml")})
+	rt, err := loop.Open(repo, loop.Options{Graph: loadGraph(t, filepath.Join(conformanceDir, "graphs", "pdlc-work-item-loop.yaml"))})
 	require.NoError(t, err)
 
 	ids := make([]string, 0, len(exp))
@@ -105,4 +107,14 @@ func TestConformanceWithTheLoopV11(t *testing.T) {
 		}
 	}
 	t.Logf("conformance: %d/%d work items agree fully; %d/%d node verdicts agree", agreeItems, len(ids), agreeNodes, totalNodes)
+}
+
+// loadGraph compiles a graph file against theloop's hooks.
+func loadGraph(t testing.TB, path string) *graph.Graph {
+	t.Helper()
+	src, err := os.ReadFile(path)
+	require.NoError(t, err)
+	g, err := graphfile.Load(path, src, loop.ShippedHooks())
+	require.NoError(t, err)
+	return g
 }

@@ -14,6 +14,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/theloop-dev/theloop/graph"
+	"github.com/theloop-dev/theloop/graph/graphfile"
 	"github.com/theloop-dev/theloop/graph/graphtest"
 	"github.com/theloop-dev/theloop/loop"
 )
@@ -193,7 +194,7 @@ func TestShippedJSON(t *testing.T) {
 	for _, name := range loop.ShippedLoopNames() {
 		src, err := loop.ShippedGraphSource(name)
 		require.NoError(t, err)
-		f, err := graph.Parse("loop/graphs/"+name+".yaml", src)
+		f, err := graphfile.Parse("loop/graphs/"+name+".yaml", src)
 		require.NoError(t, err, "the YAML validates against graph.schema.json")
 		want, err := graph.MarshalFile(f)
 		require.NoError(t, err)

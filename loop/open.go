@@ -16,10 +16,12 @@ import (
 // Options tailor Open. The zero value opens the work-item loop for CLI use:
 // no integrations, no delivery, wall clock, no event log.
 type Options struct {
-	// GraphFile loads another graph file instead of a shipped loop (for
-	// graph authors, and for conformance against the-loop's own graphs). It
-	// is compiled against theloop's shipped hooks only.
-	GraphFile string
+	// Graph runs this compiled graph instead of a shipped loop (for graph
+	// authors, and for conformance against the-loop's own graphs); compile
+	// it against ShippedHooks() with package graph/graphfile. Reading graph
+	// files is not this package's job, so that the Stop hook links no YAML
+	// parser.
+	Graph *graph.Graph
 	// Loop names a shipped loop. Empty: the loop recorded in WorkItem's
 	// state (only the contribution and ad-hoc loops are honoured from that
 	// agent-writable field), else the work-item loop; PR > 0 always selects
@@ -58,9 +60,6 @@ type Repo struct {
 	Collaborators Collaborators
 	SpecDir       string
 	Warnings      []string
-
-	// graphFiles caches graphs loaded with Options.GraphFile.
-	graphFiles map[string]*graph.Graph
 }
 
 // OpenRepo reads a checkout's configuration without building a runtime.
@@ -160,23 +159,8 @@ func (r *Repo) Runtime(opts Options) (*graph.Runtime, error) {
 }
 
 func (r *Repo) selectGraph(opts Options) (*graph.Graph, error) {
-	if opts.GraphFile != "" {
-		if g, ok := r.graphFiles[opts.GraphFile]; ok {
-			return g, nil
-		}
-		src, err := os.ReadFile(opts.GraphFile)
-		if err != nil {
-			return nil, fmt.Errorf("reading graph file: %w", err)
-		}
-		g, err := graph.Load(opts.GraphFile, src, shippedRegistry())
-		if err != nil {
-			return nil, err
-		}
-		if r.graphFiles == nil {
-			r.graphFiles = map[string]*graph.Graph{}
-		}
-		r.graphFiles[opts.GraphFile] = g
-		return g, nil
+	if opts.Graph != nil {
+		return opts.Graph, nil
 	}
 	name := opts.Loop
 	switch {

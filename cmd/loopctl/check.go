@@ -112,12 +112,16 @@ func runCheck(ctx context.Context, opts *checkOptions) error {
 			return err
 		}
 	}
+	g, err := opts.Repo.graph()
+	if err != nil {
+		return err
+	}
 	var reports []*graph.Report
 	loopName := ""
 	failed := false
 	for _, id := range ids {
 		// Each work item may record its own loop (contribution, ad hoc).
-		rt, err := repo.Runtime(loop.Options{GraphFile: opts.Repo.GraphFile, WorkItem: id, PR: opts.Repo.PR, PRRepo: opts.Repo.PRRepo, Clock: opts.Factory.Clock})
+		rt, err := repo.Runtime(loop.Options{Graph: g, WorkItem: id, PR: opts.Repo.PR, PRRepo: opts.Repo.PRRepo, Clock: opts.Factory.Clock})
 		if err != nil {
 			return err
 		}

@@ -10,6 +10,7 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/theloop-dev/theloop/graph"
+	"github.com/theloop-dev/theloop/graph/graphfile"
 	"github.com/theloop-dev/theloop/integrations"
 	"github.com/theloop-dev/theloop/internal/run"
 	"github.com/theloop-dev/theloop/loop"
@@ -72,7 +73,23 @@ func (f *Factory) openCheck(rf repoFlags, workItem string) (*graph.Runtime, erro
 	if err != nil {
 		return nil, err
 	}
-	return loop.Open(root, loop.Options{GraphFile: rf.GraphFile, WorkItem: workItem, PR: rf.PR, PRRepo: rf.PRRepo, Clock: f.Clock})
+	g, err := rf.graph()
+	if err != nil {
+		return nil, err
+	}
+	return loop.Open(root, loop.Options{Graph: g, WorkItem: workItem, PR: rf.PR, PRRepo: rf.PRRepo, Clock: f.Clock})
+}
+
+// graph compiles --graph FILE against theloop's hooks (nil without --graph).
+func (rf repoFlags) graph() (*graph.Graph, error) {
+	if rf.GraphFile == "" {
+		return nil, nil
+	}
+	src, err := os.ReadFile(rf.GraphFile)
+	if err != nil {
+		return nil, fmt.Errorf("--graph: %w", err)
+	}
+	return graphfile.Load(rf.GraphFile, src, loop.ShippedHooks())
 }
 
 // live is a runtime for a verb that may change state: it records events,
@@ -119,8 +136,13 @@ func (f *Factory) openLive(rf repoFlags, workItem string) (*live, error) {
 		l.close()
 		return nil, err
 	}
+	g, err := rf.graph()
+	if err != nil {
+		l.close()
+		return nil, err
+	}
 	rt, err := repo.Runtime(loop.Options{
-		GraphFile: rf.GraphFile, WorkItem: workItem, PR: rf.PR, PRRepo: rf.PRRepo,
+		Graph: g, WorkItem: workItem, PR: rf.PR, PRRepo: rf.PRRepo,
 		AuthorizedUsers: cfg.AuthorizedUsers, ExecuteKeyword: cfg.ExecuteKeyword, SessionPerPr: cfg.SessionPerPr,
 		Integrations: integ, Commands: loop.Commands{Runner: run.Exec{}, Root: repo.Root},
 		Sink: sink, Clock: f.Clock,

@@ -16,6 +16,7 @@ import (
 	"strings"
 
 	"github.com/theloop-dev/theloop/graph"
+	"github.com/theloop-dev/theloop/graph/graphfile"
 	"github.com/theloop-dev/theloop/graph/graphtest"
 )
 
@@ -71,7 +72,7 @@ func run(out io.Writer) error {
 	reg := graph.NewRegistry()
 	reg.Register(graph.HookSpec{Name: "has-heading", Run: hasHeading, Summary: "the artifact has a ## heading"})
 	reg.Register(graph.HookSpec{Name: "approve", Run: approve, Summary: "a release manager approved"})
-	g, err := graph.Load("release-loop.yaml", []byte(releaseLoop), reg)
+	g, err := graphfile.Load("release-loop.yaml", []byte(releaseLoop), reg)
 	if err != nil {
 		return err
 	}

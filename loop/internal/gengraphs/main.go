@@ -12,6 +12,7 @@ import (
 	"strings"
 
 	"github.com/theloop-dev/theloop/graph"
+	"github.com/theloop-dev/theloop/graph/graphfile"
 	"github.com/theloop-dev/theloop/hooks"
 )
 
@@ -31,7 +32,7 @@ func main() {
 		if err != nil {
 			fail(err)
 		}
-		f, err := graph.Parse("loop/"+filepath.ToSlash(path), src)
+		f, err := graphfile.Parse("loop/"+filepath.ToSlash(path), src)
 		if err != nil {
 			fail(err)
 		}

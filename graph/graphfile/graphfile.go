@@ -1,8 +1,15 @@
-package graph
+// Package graphfile reads process-graph files: YAML decoding with
+// goccy/go-yaml, validation against the JSON Schema that ships beside it
+// (graph.schema.json, draft-07, via xeipuuv/gojsonschema), and problems
+// reported with file, line and column. It is kept apart from package graph
+// so that a program that only runs graphs — the loop-gate Stop hook, which
+// loads theloop's shipped graphs from their embedded JSON form — links
+// neither the YAML parser nor the schema validator and pays none of their
+// start-up cost.
+package graphfile
 
 import (
 	_ "embed"
-	"errors"
 	"fmt"
 	"sort"
 	"strconv"
@@ -13,61 +20,16 @@ import (
 	"github.com/goccy/go-yaml/ast"
 	"github.com/goccy/go-yaml/parser"
 	"github.com/xeipuuv/gojsonschema"
+
+	"github.com/theloop-dev/theloop/graph"
 )
 
 // SchemaJSON is the JSON Schema (draft-07) every graph file is validated
-// against. The same bytes ship as graph/graph.schema.json for editors.
+// against. The same bytes ship as graph/graphfile/graph.schema.json for
+// editors.
 //
 //go:embed graph.schema.json
 var SchemaJSON []byte
-
-// Problem is one thing wrong with a graph file.
-type Problem struct {
-	// Where is "<file>:<line>:<col>" (or just the file when the position is
-	// unknown).
-	Where string
-	// Path locates the offending element, e.g. "nodes[3].exit[0]".
-	Path string
-	// Message says what is wrong and, where it can, how to fix it.
-	Message string
-}
-
-func (p Problem) String() string {
-	if p.Where == "" {
-		return p.Message
-	}
-	return p.Where + ": " + p.Message
-}
-
-// LoadError reports every problem found while parsing or compiling a graph.
-type LoadError struct {
-	Source   string
-	Problems []Problem
-}
-
-func (e *LoadError) Error() string {
-	var b strings.Builder
-	src := e.Source
-	if src == "" {
-		src = "graph"
-	}
-	if len(e.Problems) == 1 {
-		fmt.Fprintf(&b, "invalid graph %s: %s", src, e.Problems[0])
-		return b.String()
-	}
-	fmt.Fprintf(&b, "invalid graph %s: %d problems:", src, len(e.Problems))
-	for _, p := range e.Problems {
-		b.WriteString("\n  - ")
-		b.WriteString(p.String())
-	}
-	return b.String()
-}
-
-// ErrInvalidGraph is matched (errors.Is) by every *LoadError.
-var ErrInvalidGraph = errors.New("invalid graph")
-
-// Is lets errors.Is(err, ErrInvalidGraph) match.
-func (e *LoadError) Is(target error) bool { return target == ErrInvalidGraph }
 
 var (
 	schemaOnce sync.Once
@@ -82,67 +44,121 @@ func compiledSchema() (*gojsonschema.Schema, error) {
 	return schema, schemaErr
 }
 
+// Load parses and compiles a graph file in one step.
+func Load(source string, src []byte, reg *graph.Registry) (*graph.Graph, error) {
+	f, err := Parse(source, src)
+	if err != nil {
+		return nil, err
+	}
+	return graph.Compile(f, reg)
+}
+
+// positions resolves element paths against the parsed YAML.
+type positions struct {
+	source string
+	ast    *ast.File
+}
+
+// position is a 1-based line and column.
+type position struct{ line, col int }
+
+// positionOf finds the source position of a path such as "nodes[3].exit[0]"
+// (empty = the document); the zero position when unknown.
+func (p *positions) positionOf(path string) position {
+	if p == nil || p.ast == nil {
+		return position{}
+	}
+	ps := "$"
+	if path != "" {
+		ps = "$." + path
+	}
+	yp, err := yaml.PathString(ps)
+	if err != nil {
+		return position{}
+	}
+	n, err := yp.FilterFile(p.ast)
+	if err != nil || n == nil {
+		return position{}
+	}
+	tk := n.GetToken()
+	if tk == nil || tk.Position == nil {
+		return position{}
+	}
+	return position{line: tk.Position.Line, col: tk.Position.Column}
+}
+
+// where renders "<source>:<line>:<col>" for path, or the source alone.
+func (p *positions) where(path string) string {
+	pos := p.positionOf(path)
+	if pos.line == 0 {
+		return p.source
+	}
+	return fmt.Sprintf("%s:%d:%d", p.source, pos.line, pos.col)
+}
+
 // Parse decodes a graph file and validates it against the JSON Schema. The
 // source name is used in error messages. Every schema violation is reported
 // (with line and column) in one *LoadError; Parse never panics on any input.
-func Parse(source string, src []byte) (f *File, err error) {
+func Parse(source string, src []byte) (f *graph.File, err error) {
 	defer func() {
 		// The YAML library is third-party code fed outside input: a panic in
 		// it must become an error, never a crash.
 		if r := recover(); r != nil {
-			f, err = nil, &LoadError{Source: source, Problems: []Problem{{Where: source, Message: fmt.Sprintf("the YAML parser failed on this file: %v", r)}}}
+			f, err = nil, &graph.LoadError{Source: source, Problems: []graph.Problem{{Where: source, Message: fmt.Sprintf("the YAML parser failed on this file: %v", r)}}}
 		}
 	}()
-	file := &File{Source: source}
+	file := &graph.File{Source: source}
+	pos := &positions{source: source}
 	astFile, err := parser.ParseBytes(src, 0)
 	if err != nil {
-		return nil, &LoadError{Source: source, Problems: []Problem{{Where: source, Message: "not valid YAML: " + yaml.FormatError(err, false, true)}}}
+		return nil, &graph.LoadError{Source: source, Problems: []graph.Problem{{Where: source, Message: "not valid YAML: " + yaml.FormatError(err, false, true)}}}
 	}
-	file.ast = astFile
+	pos.ast = astFile
+	file.Positions = pos.where
 	if len(astFile.Docs) == 0 || astFile.Docs[0].Body == nil {
-		return nil, &LoadError{Source: source, Problems: []Problem{{Where: source, Message: "the file is empty; a graph needs at least `nodes:`"}}}
+		return nil, &graph.LoadError{Source: source, Problems: []graph.Problem{{Where: source, Message: "the file is empty; a graph needs at least `nodes:`"}}}
 	}
 	if len(astFile.Docs) > 1 {
-		return nil, &LoadError{Source: source, Problems: []Problem{{Where: file.where(""), Message: "the file holds more than one YAML document; a graph file holds exactly one"}}}
+		return nil, &graph.LoadError{Source: source, Problems: []graph.Problem{{Where: pos.where(""), Message: "the file holds more than one YAML document; a graph file holds exactly one"}}}
 	}
 	body := astFile.Docs[0].Body
 	if expandedSize(body) > maxExpandedNodes {
-		return nil, &LoadError{Source: source, Problems: []Problem{{Where: source, Message: fmt.Sprintf("the file expands to more than %d YAML nodes (through anchors and aliases); a graph file is far smaller — remove the alias chains", maxExpandedNodes)}}}
+		return nil, &graph.LoadError{Source: source, Problems: []graph.Problem{{Where: source, Message: fmt.Sprintf("the file expands to more than %d YAML nodes (through anchors and aliases); a graph file is far smaller — remove the alias chains", maxExpandedNodes)}}}
 	}
 
 	var generic any
 	if err := yaml.NodeToValue(body, &generic); err != nil {
-		return nil, &LoadError{Source: source, Problems: []Problem{{Where: source, Message: yaml.FormatError(err, false, true)}}}
+		return nil, &graph.LoadError{Source: source, Problems: []graph.Problem{{Where: source, Message: yaml.FormatError(err, false, true)}}}
 	}
 	generic, err = jsonShaped(generic)
 	if err != nil {
-		return nil, &LoadError{Source: source, Problems: []Problem{{Where: source, Message: err.Error()}}}
+		return nil, &graph.LoadError{Source: source, Problems: []graph.Problem{{Where: source, Message: err.Error()}}}
 	}
-	if probs := file.validateSchema(generic); len(probs) > 0 {
-		return nil, &LoadError{Source: source, Problems: probs}
+	if probs := pos.validateSchema(generic); len(probs) > 0 {
+		return nil, &graph.LoadError{Source: source, Problems: probs}
 	}
 	if err := yaml.NodeToValue(body, file, yaml.DisallowUnknownField()); err != nil {
-		return nil, &LoadError{Source: source, Problems: []Problem{{Where: source, Message: yaml.FormatError(err, false, true)}}}
+		return nil, &graph.LoadError{Source: source, Problems: []graph.Problem{{Where: source, Message: yaml.FormatError(err, false, true)}}}
 	}
-	file.skipSetOrder = mappingKeys(body, "skipSets")
+	file.SkipSetOrder = mappingKeys(body, "skipSets")
 	return file, nil
 }
 
 // validateSchema checks v against the embedded schema and converts each
 // violation into a Problem with a source position.
-func (f *File) validateSchema(v any) []Problem {
+func (f *positions) validateSchema(v any) []graph.Problem {
 	s, err := compiledSchema()
 	if err != nil {
-		return []Problem{{Where: f.Source, Message: "the embedded graph schema does not compile: " + err.Error()}}
+		return []graph.Problem{{Where: f.source, Message: "the embedded graph schema does not compile: " + err.Error()}}
 	}
 	res, err := s.Validate(gojsonschema.NewGoLoader(v))
 	if err != nil {
-		return []Problem{{Where: f.Source, Message: "schema validation failed: " + err.Error()}}
+		return []graph.Problem{{Where: f.source, Message: "schema validation failed: " + err.Error()}}
 	}
 	if res.Valid() {
 		return nil
 	}
-	var probs []Problem
+	var probs []graph.Problem
 	seen := map[string]bool{}
 	for _, e := range res.Errors() {
 		path := schemaFieldToPath(e.Field())
@@ -155,18 +171,18 @@ func (f *File) validateSchema(v any) []Problem {
 		at := path
 		if prop, ok := e.Details()["property"].(string); ok && e.Type() == "additional_property_not_allowed" {
 			// Point at the offending key itself when it can be found.
-			if p := strings.TrimPrefix(path+"."+prop, "."); f.positionOf(p).Line > 0 {
+			if p := strings.TrimPrefix(path+"."+prop, "."); f.positionOf(p).line > 0 {
 				at = p
 			}
 		}
-		probs = append(probs, Problem{Where: f.where(at), Path: path, Message: msg})
+		probs = append(probs, graph.Problem{Where: f.where(at), Path: path, Message: msg})
 	}
 	sort.SliceStable(probs, func(i, j int) bool {
 		pi, pj := f.positionOf(probs[i].Path), f.positionOf(probs[j].Path)
-		if pi.Line != pj.Line {
-			return pi.Line < pj.Line
+		if pi.line != pj.line {
+			return pi.line < pj.line
 		}
-		return pi.Column < pj.Column
+		return pi.col < pj.col
 	})
 	return probs
 }

@@ -1,0 +1,90 @@
+package main
+
+import (
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"testing"
+	"time"
+)
+
+// buildLoopctl builds the binary once per benchmark run.
+func buildLoopctl(b *testing.B) string {
+	b.Helper()
+	bin := filepath.Join(b.TempDir(), "loopctl")
+	out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput()
+	if err != nil {
+		b.Skipf("cannot build loopctl: %v\n%s", err, out)
+	}
+	return bin
+}
+
+// midGraphRepo is a work item standing at implementation, with five
+// artifacts the checks read.
+func midGraphRepo(b *testing.B) string {
+	repo := b.TempDir()
+	files := map[string]string{
+		".the-loop/harness-config.yaml":        "ticketing:\n  github: {owner: acme, repo: widgets}\nworkflow:\n  specDir: docs/specs\n",
+		"docs/specs/issue-42/requirements.md":  "---\nstatus: approved\napprovedBy: [\"@dana\"]\n---\n# R\n\n## Requirements\n\n1. x\n\n## Security considerations\n\nA trust boundary.\n",
+		"docs/specs/issue-42/design.md":        "---\nstatus: approved\n---\n# D\n\n## Architecture\n\n```mermaid\nflowchart LR\n  A --> B\n```\n\n## Security design\n\nThe trust boundary.\n\n## Testing strategy\n\nTables.\n",
+		"docs/specs/issue-42/testing-plan.md":  "# T\n\n## Test matrix\n\n- [x] a\n\n## Verification environment\n\nx\n\n## Evidence plan\n\nx\n\n## Verification results\n\npending\n",
+		"docs/specs/issue-42/tasks.md":         "# Tasks\n\n## Task list\n\n- [x] one\n- [ ] two\n",
+		"docs/specs/issue-42/execution-log.md": "# Log\n\n## Review cycles\n\nnone yet\n",
+		"docs/specs/issue-42/graph-state.json": `{"version": 1, "workItem": "issue-42", "currentNode": "implementation", "decisions": {"phase-selection": {"at": "2026-05-01T00:00:00+00:00", "outcome": "selected"}, "requirements-approval": {"at": "2026-05-02T00:00:00+00:00", "outcome": "approved"}, "design-approval": {"at": "2026-05-03T00:00:00+00:00", "outcome": "approved"}}, "loop": "pdlc-work-item-loop"}` + "\n",
+	}
+	for rel, content := range files {
+		p := filepath.Join(repo, filepath.FromSlash(rel))
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			b.Fatal(err)
+		}
+		if err := os.WriteFile(p, []byte(content), 0o644); err != nil {
+			b.Fatal(err)
+		}
+	}
+	return repo
+}
+
+// benchProcess execs the command b.N times and reports the median wall time.
+func benchProcess(b *testing.B, bin string, args ...string) {
+	b.Helper()
+	times := make([]time.Duration, 0, b.N)
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		start := time.Now()
+		cmd := exec.Command(bin, args...)
+		if out, err := cmd.CombinedOutput(); err != nil {
+			if _, ok := err.(*exec.ExitError); !ok {
+				b.Fatalf("%v\n%s", err, out)
+			}
+		}
+		times = append(times, time.Since(start))
+	}
+	b.StopTimer()
+	sort.Slice(times, func(i, j int) bool { return times[i] < times[j] })
+	b.ReportMetric(float64(times[len(times)/2].Microseconds())/1000, "ms-median")
+}
+
+// BenchmarkCheckProcess: `loopctl check --recompute` as a whole process, on
+// a work item at a mid-graph node with five artifacts. Target: median ≤ 5 ms.
+func BenchmarkCheckProcess(b *testing.B) {
+	bin := buildLoopctl(b)
+	repo := midGraphRepo(b)
+	benchProcess(b, bin, "check", "issue-42", "--repo", repo, "--recompute", "--format", "json")
+}
+
+// BenchmarkCheckAllConformanceProcess: `loopctl check --all --recompute`
+// over the 61 conformance work items. Target: ≤ 100 ms.
+func BenchmarkCheckAllConformanceProcess(b *testing.B) {
+	conf := filepath.Join("..", "..", "..", "shared", "conformance", "the-loop-v11")
+	if _, err := os.Stat(filepath.Join(conf, "repo")); err != nil {
+		b.Skip("conformance data not present")
+	}
+	bin := buildLoopctl(b)
+	repo := b.TempDir()
+	if err := os.CopyFS(repo, os.DirFS(filepath.Join(conf, "repo"))); err != nil {
+		b.Fatal(err)
+	}
+	graphFile, _ := filepath.Abs(filepath.Join(conf, "graphs", "pdlc-work-item-loop.yaml"))
+	benchProcess(b, bin, "check", "--all", "--repo", repo, "--recompute", "--format", "json", "--graph", graphFile)
+}

@@ -1,0 +1,92 @@
+// Command loop-gate is theloop's harness Stop hook. Claude Code and Cursor
+// run it when the agent is about to stop; it checks the work item's current
+// node (`loopctl check --recompute`, in-process) and, while that node
+// blocks, keeps the agent working — at most three times in a row per node.
+//
+//	loop-gate claude   # Claude Code: {"decision":"block","reason":...}
+//	loop-gate cursor   # Cursor: {"followup_message":...}
+//
+// It always exits 0 (except for bad usage, 1) and lets the agent stop on any
+// internal error. `loopctl install` registers it.
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"runtime/debug"
+
+	"github.com/theloop-dev/theloop/internal/stopgate"
+)
+
+// version is stamped at build time:
+//
+//	go build -ldflags "-X main.version=v1.2.3" ./cmd/loop-gate
+var version = ""
+
+const usage = `usage: loop-gate [claude|cursor]
+
+The harness Stop hook of theloop. It reads the Stop payload on stdin, checks
+the current node of the session's work item ($THE_LOOP_WORK_ITEM, else the
+session registry) and answers in the harness's format. Install it with
+"loopctl install".
+`
+
+func main() {
+	os.Exit(run(os.Args, stdin(), os.Stdout, os.Stderr))
+}
+
+// stdin is the payload stream, nil when stdin is a terminal (run by hand).
+func stdin() io.Reader {
+	if st, err := os.Stdin.Stat(); err == nil && st.Mode()&os.ModeCharDevice != 0 {
+		return nil
+	}
+	return os.Stdin
+}
+
+func run(argv []string, in io.Reader, out, errOut io.Writer) int {
+	arg := ""
+	if len(argv) > 1 {
+		arg = argv[1]
+	}
+	switch arg {
+	case "--version", "-version", "version":
+		fmt.Fprintln(out, "loop-gate", versionString())
+		return 0
+	case "--help", "-help", "-h", "help":
+		fmt.Fprint(out, usage)
+		return 0
+	}
+	if len(argv) > 2 {
+		fmt.Fprintf(errOut, "loop-gate: one argument, claude or cursor; got %d\n%s", len(argv)-1, usage)
+		return 1
+	}
+	h, err := stopgate.ParseHarness(arg)
+	if err != nil {
+		// Exit 1 is a non-blocking error to both harnesses: the agent
+		// stops and the misconfigured hook is visible.
+		fmt.Fprintf(errOut, "loop-gate: %v\n%s", err, usage)
+		return 1
+	}
+	return stopgate.Run(context.Background(), stopgate.Options{Harness: h, Stdin: in, Stdout: out, Stderr: errOut})
+}
+
+// versionString is the stamped version, else the module's build info.
+func versionString() string {
+	if version != "" {
+		return version
+	}
+	if bi, ok := debug.ReadBuildInfo(); ok {
+		v := bi.Main.Version
+		for _, s := range bi.Settings {
+			if s.Key == "vcs.revision" && len(s.Value) >= 12 {
+				v += " (" + s.Value[:12] + ")"
+			}
+		}
+		if v != "" {
+			return v
+		}
+	}
+	return "dev"
+}

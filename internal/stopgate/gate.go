@@ -1,0 +1,364 @@
+// Package stopgate is loop-gate's logic: the harness Stop hook that keeps an
+// agent working while the current node of its work item blocks.
+//
+// One stop is one pure check: the gate reads the harness's Stop payload,
+// finds the work item ($THE_LOOP_WORK_ITEM, else the session registry by the
+// payload's session id) and the repository (the payload's directory, walked
+// up to the one holding .git), runs `check --recompute` in-process, and
+// answers. Only a block at the current node blocks; a human gate (wait) and a
+// satisfied node let the agent stop. It blocks at most MaxAttempts times in a
+// row per work item and node, then gives up.
+//
+// The gate fails open, deliberately: an unreadable repository, a broken
+// state file, a panic — every internal error lets the agent stop and says
+// why on stderr. A Stop hook that wedged a session would be worse than one
+// that misses a block; CI (`loopctl check --recompute --fail-on block`) is
+// the closed gate.
+//
+// Boundaries: no network, no subprocess, no writes to the repository. The
+// only files written are the attempt counters, outside the repository.
+// Feedback reaching the agent is built from theloop's own text, node ids,
+// hook messages and artifact paths — never from comment bodies.
+package stopgate
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+	"unicode"
+
+	"github.com/theloop-dev/theloop/graph"
+	"github.com/theloop-dev/theloop/loop"
+)
+
+// WorkItemEnv names the work item a session works on; the daemon sets it in
+// every session it spawns.
+const WorkItemEnv = "THE_LOOP_WORK_ITEM"
+
+// DefaultTimeout bounds one check. A check that runs out of time lets the
+// agent stop.
+const DefaultTimeout = 25 * time.Second
+
+// Options are the gate's inputs. Zero optional fields mean the real world.
+type Options struct {
+	Harness Harness
+	// Stdin holds the Stop payload (nil: none).
+	Stdin  io.Reader
+	Stdout io.Writer
+	Stderr io.Writer
+	// Getenv reads the environment (default os.Getenv).
+	Getenv func(string) string
+	// Getwd is the fallback directory when the payload names none (default
+	// os.Getwd).
+	Getwd func() (string, error)
+	// Counters keeps the attempt counts (zero: DefaultCounterDir()).
+	Counters Counters
+	// Lookup resolves a harness session id to a work item when
+	// $THE_LOOP_WORK_ITEM is unset (nil: RegistryLookup over the real
+	// environment).
+	Lookup SessionLookup
+	// Check evaluates a work item (nil: RecomputeCheck).
+	Check func(ctx context.Context, repoRoot, workItem string) (*graph.Report, error)
+	// Timeout bounds the check (0: DefaultTimeout).
+	Timeout time.Duration
+}
+
+func (o Options) withDefaults() Options {
+	if o.Stdout == nil {
+		o.Stdout = io.Discard
+	}
+	if o.Stderr == nil {
+		o.Stderr = io.Discard
+	}
+	if o.Getenv == nil {
+		o.Getenv = os.Getenv
+	}
+	if o.Getwd == nil {
+		o.Getwd = os.Getwd
+	}
+	if o.Counters.Dir == "" {
+		o.Counters.Dir = DefaultCounterDir()
+	}
+	if o.Lookup == nil {
+		o.Lookup = RegistryLookup(o.Getenv, os.UserHomeDir)
+	}
+	if o.Check == nil {
+		o.Check = RecomputeCheck
+	}
+	if o.Timeout <= 0 {
+		o.Timeout = DefaultTimeout
+	}
+	if o.Harness == "" {
+		o.Harness = Claude
+	}
+	return o
+}
+
+// RecomputeCheck is `loopctl check <id> --recompute` in-process: it opens
+// the repository's loop for the work item and evaluates every node, purely.
+func RecomputeCheck(ctx context.Context, repoRoot, workItem string) (*graph.Report, error) {
+	rt, err := loop.Open(repoRoot, loop.Options{WorkItem: workItem})
+	if err != nil {
+		return nil, err
+	}
+	return rt.Status(ctx, workItem, true)
+}
+
+// Verdict is the gate's answer to one stop.
+type Verdict struct {
+	// Block keeps the agent working; Reason is what it is told.
+	Block  bool
+	Reason string
+	// Notes go to stderr (for the operator, not the agent).
+	Notes []string
+}
+
+// Run answers one stop: it writes the harness's block answer to Stdout when
+// the gate blocks, notes to Stderr, and returns the process exit code,
+// which is always 0 — Claude Code reads a block from the JSON, Cursor from
+// followup_message, and any other answer lets the agent stop. Run never
+// panics.
+func Run(ctx context.Context, o Options) int {
+	o = o.withDefaults()
+	v := Evaluate(ctx, o)
+	for _, n := range v.Notes {
+		fmt.Fprintln(o.Stderr, "loop-gate:", n)
+	}
+	if v.Block {
+		if err := writeBlock(o.Stdout, o.Harness, v.Reason); err != nil {
+			fmt.Fprintln(o.Stderr, "loop-gate: could not write the answer:", err)
+		}
+	}
+	return 0
+}
+
+func writeBlock(w io.Writer, h Harness, reason string) error {
+	var answer any
+	if h == Cursor {
+		answer = struct {
+			FollowupMessage string `json:"followup_message"`
+		}{reason}
+	} else {
+		answer = struct {
+			Decision string `json:"decision"`
+			Reason   string `json:"reason"`
+		}{"block", reason}
+	}
+	enc := json.NewEncoder(w)
+	enc.SetEscapeHTML(false)
+	return enc.Encode(answer)
+}
+
+// Evaluate decides one stop without writing the answer. Every failure is an
+// allowing verdict with a note; a panic anywhere below is one too.
+func Evaluate(ctx context.Context, o Options) (v Verdict) {
+	o = o.withDefaults()
+	defer func() {
+		if p := recover(); p != nil {
+			v = allow(fmt.Sprintf("internal error (%v); letting the agent stop — run `loopctl check <work-item> --recompute` to see the state", p))
+		}
+	}()
+	var notes []string
+	var p Payload
+	if o.Stdin != nil {
+		data, err := io.ReadAll(io.LimitReader(o.Stdin, MaxPayloadBytes))
+		if err != nil {
+			notes = append(notes, fmt.Sprintf("could not read the Stop payload: %v", err))
+		}
+		if p, err = ParsePayload(data); err != nil {
+			notes = append(notes, fmt.Sprintf("ignoring the Stop payload: %v", err))
+		}
+	}
+	v = decide(ctx, o, p)
+	v.Notes = append(notes, v.Notes...)
+	return v
+}
+
+func allow(notes ...string) Verdict { return Verdict{Notes: notes} }
+
+func decide(ctx context.Context, o Options, p Payload) Verdict {
+	// Cursor also fires stop when the user aborted or the agent errored:
+	// there is nothing to finish, and a follow-up would fight the user.
+	if p.Status == "aborted" || p.Status == "error" {
+		return allow()
+	}
+	id, hint, note := workItem(o, p)
+	if id == "" {
+		if note != "" {
+			return allow(note)
+		}
+		return allow()
+	}
+	if err := loop.ValidateWorkItemID(id); err != nil {
+		return allow(fmt.Sprintf("%s=%q is not a work item id (%v); set it to the spec directory's name, e.g. issue-42", WorkItemEnv, id, err))
+	}
+	start := p.Cwd
+	if start == "" {
+		start = hint
+	}
+	if start == "" {
+		wd, err := o.Getwd()
+		if err != nil {
+			return allow(fmt.Sprintf("%s: no directory in the Stop payload and no working directory (%v); letting the agent stop", id, err))
+		}
+		start = wd
+	}
+	root, err := FindRepoRoot(start)
+	if err != nil {
+		return allow(fmt.Sprintf("%s: %v; letting the agent stop", id, err))
+	}
+
+	cctx, cancel := context.WithTimeout(ctx, o.Timeout)
+	defer cancel()
+	rep, err := o.Check(cctx, root, id)
+	if err == nil && cctx.Err() != nil {
+		err = fmt.Errorf("the check did not finish within %s", o.Timeout)
+	}
+	if err != nil {
+		return allow(fmt.Sprintf("%s: could not check %s (%v); letting the agent stop — run `loopctl check %s --recompute` in %s", id, root, err, id, root))
+	}
+	return verdict(o, root, id, rep)
+}
+
+// Blocking returns the current node's report when it blocks: the only case
+// in which the gate keeps the agent working. A human gate (wait), a
+// satisfied node and a current node the report does not list all let the
+// agent stop.
+func Blocking(rep *graph.Report) (graph.NodeReport, bool) {
+	if rep == nil {
+		return graph.NodeReport{}, false
+	}
+	n, ok := rep.Node(rep.CurrentNode)
+	if !ok || n.Status != string(graph.StatusBlock) {
+		return graph.NodeReport{}, false
+	}
+	return n, true
+}
+
+func verdict(o Options, root, id string, rep *graph.Report) Verdict {
+	node, blocks := Blocking(rep)
+	if !blocks {
+		if err := o.Counters.Reset(root, id); err != nil {
+			return allow(fmt.Sprintf("could not clear the attempt counters: %v", err))
+		}
+		return allow()
+	}
+	limit := ParseMaxAttempts(o.Getenv(MaxAttemptsEnv))
+	n, err := o.Counters.Increment(root, id, node.Node)
+	if err != nil {
+		// Without a counter nothing bounds the loop: fail open.
+		return allow(fmt.Sprintf("%s is blocked at node `%s`, but the attempt counter in %s cannot be kept (%v); letting the agent stop — run `loopctl check %s --recompute`", id, node.Node, o.Counters.Dir, err, id))
+	}
+	if n > limit {
+		var notes []string
+		if err := o.Counters.Reset(root, id); err != nil {
+			notes = append(notes, fmt.Sprintf("could not clear the attempt counters: %v", err))
+		}
+		notes = append(notes, fmt.Sprintf("%s is still blocked at node `%s` after %d attempts; giving up and letting the agent stop (%s raises the limit). Run `loopctl check %s --recompute` to see what is missing.", id, node.Node, limit, MaxAttemptsEnv, id))
+		return Verdict{Notes: notes}
+	}
+	return Verdict{Block: true, Reason: Reason(id, node, n, limit)}
+}
+
+// Reason limits: the agent needs the findings, not a wall of text.
+const (
+	maxReasonMessages   = 20
+	maxReasonMessageLen = 400
+)
+
+// Reason is the text that keeps the agent working: theloop's own words, the
+// node id, and the node's hook messages (which name hooks, sections and
+// artifact paths — never comment text).
+func Reason(id string, node graph.NodeReport, attempt, limit int) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "theloop: %s is at node `%s`, which is not done", id, node.Node)
+	if len(node.Messages) == 0 {
+		fmt.Fprintf(&b, " (its exit chain blocks; `loopctl check %s --recompute` says why).\n", id)
+	} else {
+		b.WriteString(":\n")
+		for i, m := range node.Messages {
+			if i == maxReasonMessages {
+				fmt.Fprintf(&b, "  · … and %d more (`loopctl check %s --recompute` lists them all)\n", len(node.Messages)-i, id)
+				break
+			}
+			fmt.Fprintf(&b, "  · %s\n", oneLine(m, maxReasonMessageLen))
+		}
+	}
+	fmt.Fprintf(&b, "\nFix these, then run `loopctl graph complete %s`. (attempt %d/%d)", id, attempt, limit)
+	return b.String()
+}
+
+// oneLine folds a message onto one line, drops control characters and caps
+// its length.
+func oneLine(s string, limit int) string {
+	var b strings.Builder
+	n := 0
+	for _, r := range s {
+		if n == limit {
+			b.WriteString("…")
+			break
+		}
+		switch {
+		case r == '\n' || r == '\r' || r == '\t':
+			r = ' '
+		case unicode.IsControl(r):
+			continue
+		}
+		b.WriteRune(r)
+		n++
+	}
+	return b.String()
+}
+
+// workItem finds the work item: $THE_LOOP_WORK_ITEM, else the session
+// registry by the payload's session id. hint is the registry's directory for
+// the session, when it came from there. An empty id with an empty note is
+// the common case of a session that is not theloop's: let it stop quietly.
+func workItem(o Options, p Payload) (id, hint, note string) {
+	if id := strings.TrimSpace(o.Getenv(WorkItemEnv)); id != "" {
+		return id, "", ""
+	}
+	if p.SessionID == "" {
+		return "", "", ""
+	}
+	s, err := o.Lookup(p.SessionID)
+	switch {
+	case errors.Is(err, ErrNoSession):
+		return "", "", ""
+	case err != nil:
+		return "", "", fmt.Sprintf("could not look up session %s in the session registry (%v); letting the agent stop", p.SessionID, err)
+	}
+	return s.WorkItem, s.Cwd, ""
+}
+
+// FindRepoRoot walks up from dir to the directory holding .git (a directory
+// in a clone, a file in a worktree) and returns it with symlinks resolved. It
+// runs no program.
+func FindRepoRoot(dir string) (string, error) {
+	abs, err := filepath.Abs(dir)
+	if err != nil {
+		return "", fmt.Errorf("the session's directory %q: %v", dir, err)
+	}
+	if st, err := os.Stat(abs); err != nil || !st.IsDir() {
+		return "", fmt.Errorf("the session's directory %s does not exist or is not a directory", abs)
+	}
+	if real, err := filepath.EvalSymlinks(abs); err == nil {
+		abs = real
+	}
+	for d := abs; ; {
+		if _, err := os.Lstat(filepath.Join(d, ".git")); err == nil {
+			return d, nil
+		}
+		parent := filepath.Dir(d)
+		if parent == d {
+			return "", fmt.Errorf("no git repository at or above %s", abs)
+		}
+		d = parent
+	}
+}

@@ -4,8 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/theloop-dev/theloop/internal/lazyre"
 	"io/fs"
-	"regexp"
 	"strings"
 
 	"github.com/theloop-dev/theloop/graph"
@@ -269,7 +269,7 @@ func joinBodies(a graph.Artifacts, names []string) string {
 // mermaidTypes are the diagram keywords a mermaid block may start with.
 var mermaidTypes = []string{"flowchart", "graph", "sequenceDiagram", "stateDiagram", "stateDiagram-v2", "classDiagram", "erDiagram", "journey", "gantt", "pie", "mindmap", "timeline", "gitGraph", "quadrantChart", "C4Context", "block-beta"}
 
-var backtickInLabel = regexp.MustCompile("\\[\\s*\"[^\"\\n]*`")
+var backtickInLabel = lazyre.New("\\[\\s*\"[^\"\\n]*`")
 
 // lintArtifacts checks the node's artifacts: every mermaid block parses at
 // the structural level, optional line length, and the built-in markdown

@@ -2,7 +2,7 @@ package hooks
 
 import (
 	"context"
-	"regexp"
+	"github.com/theloop-dev/theloop/internal/lazyre"
 	"strings"
 
 	"github.com/theloop-dev/theloop/graph"
@@ -14,9 +14,9 @@ const GoalMarker = "<!-- the-loop:goal-request -->"
 const decisionGoal = "goal-definition"
 
 var (
-	goalLine     = regexp.MustCompile(`(?im)^[#>*_ \t]*goal(?:\*\*|__)?[ \t]*:[ \t]*(?:\*\*|__)?[ \t]*(.*\S)[ \t]*$`)
-	criteriaLine = regexp.MustCompile(`(?i)^[#>*_ \t]*success criteria[ \t]*:?[ \t]*(?:\*\*|__)?[ \t]*$`)
-	bulletLine   = regexp.MustCompile(`^[ \t]*[-*][ \t]+(?:\[[ xX]\][ \t]*)?(.*\S)[ \t]*$`)
+	goalLine     = lazyre.New(`(?im)^[#>*_ \t]*goal(?:\*\*|__)?[ \t]*:[ \t]*(?:\*\*|__)?[ \t]*(.*\S)[ \t]*$`)
+	criteriaLine = lazyre.New(`(?i)^[#>*_ \t]*success criteria[ \t]*:?[ \t]*(?:\*\*|__)?[ \t]*$`)
+	bulletLine   = lazyre.New(`^[ \t]*[-*][ \t]+(?:\[[ xX]\][ \t]*)?(.*\S)[ \t]*$`)
 )
 
 // Goal is a contribution's stated goal.
@@ -140,7 +140,7 @@ func classifyGoal(ctx context.Context, hc *graph.HookContext) graph.HookResult {
 
 var (
 	completionPhrases = []string{"all done", "we're done", "we are done", "that's all", "thats all", "nothing else", "no more", "all set", "close it", "close this", "lgtm", "looks good", "ship it", "approved", "done"}
-	negatorWord       = regexp.MustCompile(`(?i)\b(not|isn't|isnt|aren't|arent|nope|no)\b`)
+	negatorWord       = lazyre.New(`(?i)\b(not|isn't|isnt|aren't|arent|nope|no)\b`)
 )
 
 // phraseAt reports the positions where phrase occurs as a whole phrase (not

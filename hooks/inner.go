@@ -4,16 +4,16 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/theloop-dev/theloop/internal/lazyre"
 	"io/fs"
 	"path"
-	"regexp"
 	"sort"
 	"strings"
 
 	"github.com/theloop-dev/theloop/graph"
 )
 
-var repoSegment = regexp.MustCompile(`^[A-Za-z0-9._-]+$`)
+var repoSegment = lazyre.New(`^[A-Za-z0-9._-]+$`)
 
 // RepoStateKey turns "owner/repo" (or "host/owner/repo") into the directory
 // key "owner__repo" (every segment, joined by "__"). It rejects, never

@@ -3,7 +3,7 @@ package hooks
 import (
 	"context"
 	"fmt"
-	"regexp"
+	"github.com/theloop-dev/theloop/internal/lazyre"
 	"strings"
 
 	"github.com/theloop-dev/theloop/graph"
@@ -36,7 +36,7 @@ var prSessionText = map[string]string{
 
 // checklistLine matches one checklist row: "- [x] token" (backticks
 // optional).
-var checklistLine = regexp.MustCompile("(?m)^\\s*[-*]\\s*\\[([ xX])\\]\\s*`?([A-Za-z0-9][A-Za-z0-9._-]*)`?")
+var checklistLine = lazyre.New("(?m)^\\s*[-*]\\s*\\[([ xX])\\]\\s*`?([A-Za-z0-9][A-Za-z0-9._-]*)`?")
 
 // ChecklistRow is one parsed row.
 type ChecklistRow struct {

@@ -2,8 +2,8 @@ package loop
 
 import (
 	"fmt"
+	"github.com/theloop-dev/theloop/internal/lazyre"
 	"path/filepath"
-	"regexp"
 	"strings"
 )
 
@@ -54,7 +54,7 @@ func (c Collaborators) ByRole(role string) []Collaborator {
 // loginPattern is a GitHub login: alphanumerics and single hyphens, at most
 // 39 characters. Checked loosely (consecutive hyphens allowed) — the point
 // is that a login never carries spaces, markup or mentions of others.
-var loginPattern = regexp.MustCompile(`^[A-Za-z0-9](?:[A-Za-z0-9-]{0,38})$`)
+var loginPattern = lazyre.New(`^[A-Za-z0-9](?:[A-Za-z0-9-]{0,38})$`)
 
 // collaboratorKeys are the keys an entry may carry; anything else is a
 // typo that would silently drop a recipient, so it is an error.

@@ -3,11 +3,11 @@ package loop
 import (
 	"errors"
 	"fmt"
+	"github.com/theloop-dev/theloop/internal/lazyre"
 	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
-	"regexp"
 	"sort"
 	"strconv"
 	"strings"
@@ -360,7 +360,7 @@ func (n Notifications) Roles(event string) []string {
 }
 
 // ownerRepoPattern is one half of owner/repo (reference graph-spec §5.2).
-var ownerRepoPattern = regexp.MustCompile(`^[A-Za-z0-9._-]+$`)
+var ownerRepoPattern = lazyre.New(`^[A-Za-z0-9._-]+$`)
 
 // OriginRepo returns "owner/repo" from ticketing.github, or "" when either
 // half is missing or not [A-Za-z0-9._-]+.

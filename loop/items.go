@@ -3,11 +3,11 @@ package loop
 import (
 	"context"
 	"fmt"
+	"github.com/theloop-dev/theloop/internal/lazyre"
 	"io/fs"
 	"os"
 	"path"
 	"path/filepath"
-	"regexp"
 	"strconv"
 	"strings"
 
@@ -16,8 +16,8 @@ import (
 )
 
 var (
-	issueID  = regexp.MustCompile(`^issue-(\d+)$`)
-	repoHalf = regexp.MustCompile(`^[A-Za-z0-9._-]+$`)
+	issueID  = lazyre.New(`^issue-(\d+)$`)
+	repoHalf = lazyre.New(`^[A-Za-z0-9._-]+$`)
 )
 
 // WorkItemRef derives a work item's provider-qualified ref: issue-<n> in a

@@ -4,10 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/theloop-dev/theloop/internal/lazyre"
 	"io/fs"
 	"os"
 	"path/filepath"
-	"regexp"
 	"strconv"
 	"strings"
 	"syscall"
@@ -445,7 +445,7 @@ func wrapLockErr(path string, err error) error {
 var errLockHeld = errors.New("lock held")
 
 // segmentPattern is one segment of a state sub-path or repo state key.
-var segmentPattern = regexp.MustCompile(`^[A-Za-z0-9._-]+$`)
+var segmentPattern = lazyre.New(`^[A-Za-z0-9._-]+$`)
 
 func validateSubPath(sub string) error {
 	if sub == "" {

@@ -3,14 +3,14 @@ package sessions
 import (
 	"crypto/rand"
 	"fmt"
-	"regexp"
+	"github.com/theloop-dev/theloop/internal/lazyre"
 	"strings"
 )
 
 var (
-	loopNamePattern  = regexp.MustCompile(`^loop-[A-Za-z0-9_-]+$`)
-	sessionIDPattern = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$`)
-	branchPattern    = regexp.MustCompile(`^[A-Za-z0-9._/-]+$`)
+	loopNamePattern  = lazyre.New(`^loop-[A-Za-z0-9_-]+$`)
+	sessionIDPattern = lazyre.New(`^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$`)
+	branchPattern    = lazyre.New(`^[A-Za-z0-9._/-]+$`)
 )
 
 // SanitizeTmuxName rewrites a session name the way tmux stores it ("." and

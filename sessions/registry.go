@@ -6,10 +6,10 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/theloop-dev/theloop/internal/lazyre"
 	"io/fs"
 	"os"
 	"path/filepath"
-	"regexp"
 	"sort"
 	"strings"
 	"time"
@@ -199,10 +199,10 @@ func RegistryDir(stateRoot string) string { return filepath.Join(stateRoot, "ses
 
 // recordFilePattern is what List and lookups consider a record; other files
 // may share the directory.
-var recordFilePattern = regexp.MustCompile(`^[A-Za-z0-9._-]+-[0-9]+\.json$`)
+var recordFilePattern = lazyre.New(`^[A-Za-z0-9._-]+-[0-9]+\.json$`)
 
 // harnessNamePattern is the shape of an adapter name ("claude", "cursor").
-var harnessNamePattern = regexp.MustCompile(`^[a-z][a-z0-9-]{0,31}$`)
+var harnessNamePattern = lazyre.New(`^[a-z][a-z0-9-]{0,31}$`)
 
 // Registry stores one record per work item as <dir>/<slug>.json. Writes are
 // atomic (temp file, fsync, rename) and serialised across processes by a

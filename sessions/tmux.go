@@ -6,9 +6,9 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"github.com/theloop-dev/theloop/internal/lazyre"
 	"os"
 	"path/filepath"
-	"regexp"
 	"strings"
 	"time"
 	"unicode"
@@ -71,7 +71,7 @@ func DefaultTmuxConfig() TmuxConfig {
 	}
 }
 
-var socketNamePattern = regexp.MustCompile(`^[A-Za-z0-9._-]+$`)
+var socketNamePattern = lazyre.New(`^[A-Za-z0-9._-]+$`)
 
 // Validate reports the first setting that cannot work, naming the field.
 func (c TmuxConfig) Validate() error {
@@ -324,8 +324,8 @@ type SpawnSpec struct {
 	Argv []string
 }
 
-var envKeyPattern = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
-var bareCommandPattern = regexp.MustCompile(`^[A-Za-z0-9/._-]+$`)
+var envKeyPattern = lazyre.New(`^[A-Za-z_][A-Za-z0-9_]*$`)
+var bareCommandPattern = lazyre.New(`^[A-Za-z0-9/._-]+$`)
 
 func (s SpawnSpec) validate() error {
 	if !IsLoopSessionName(s.Name) {

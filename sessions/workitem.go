@@ -2,7 +2,7 @@ package sessions
 
 import (
 	"fmt"
-	"regexp"
+	"github.com/theloop-dev/theloop/internal/lazyre"
 	"strconv"
 	"strings"
 )
@@ -31,10 +31,10 @@ type WorkItem struct {
 }
 
 var (
-	refPattern       = regexp.MustCompile(`^([a-z][a-z0-9-]*):([^#]+)#([0-9]+)$`)
-	repoPartPattern  = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]*$`)
-	hostLabelPattern = regexp.MustCompile(`^[A-Za-z0-9]([A-Za-z0-9-]*[A-Za-z0-9])?$`)
-	slugUnsafe       = regexp.MustCompile(`[^A-Za-z0-9._-]+`)
+	refPattern       = lazyre.New(`^([a-z][a-z0-9-]*):([^#]+)#([0-9]+)$`)
+	repoPartPattern  = lazyre.New(`^[A-Za-z0-9][A-Za-z0-9._-]*$`)
+	hostLabelPattern = lazyre.New(`^[A-Za-z0-9]([A-Za-z0-9-]*[A-Za-z0-9])?$`)
+	slugUnsafe       = lazyre.New(`[^A-Za-z0-9._-]+`)
 )
 
 // maxRefPart bounds owner, repo and host so a hostile ref cannot produce a

@@ -255,6 +255,20 @@ func (r *Runtime) lock(ctx context.Context, id string) (func(), error) {
 	return unlock, nil
 }
 
+// openLocked takes the work item's lock and loads its state; the caller
+// must call unlock when it returns no error.
+func (r *Runtime) openLocked(ctx context.Context, id string) (s *session, unlock func(), err error) {
+	unlock, err = r.lock(ctx, id)
+	if err != nil {
+		return nil, nil, err
+	}
+	if s, err = r.open(ctx, id); err != nil {
+		unlock()
+		return nil, nil, err
+	}
+	return s, unlock, nil
+}
+
 // --- skips -------------------------------------------------------------
 
 // skipInfo is the effective skip set of a state: honoured declarations plus
@@ -563,15 +577,11 @@ func (r *Runtime) evaluateAll(ctx context.Context, s *session, recompute bool) *
 // idempotent: for a work item that already has a pointer it returns
 // (nil, nil) and changes nothing.
 func (r *Runtime) Start(ctx context.Context, id string) (*StepReport, error) {
-	unlock, err := r.lock(ctx, id)
+	s, unlock, err := r.openLocked(ctx, id)
 	if err != nil {
 		return nil, err
 	}
 	defer unlock()
-	s, err := r.open(ctx, id)
-	if err != nil {
-		return nil, err
-	}
 	if s.st.CurrentNode != "" {
 		return nil, nil
 	}
@@ -662,15 +672,11 @@ func (r *Runtime) noteDegraded(s *session, node string, c ChainOutcome) []string
 // attempt; the same block twice in a row, or attempts reaching maxAttempts,
 // escalates — the node is parked and only a new event or a force moves it.
 func (r *Runtime) Advance(ctx context.Context, id string, ev *Event) (*StepReport, error) {
-	unlock, err := r.lock(ctx, id)
+	s, unlock, err := r.openLocked(ctx, id)
 	if err != nil {
 		return nil, err
 	}
 	defer unlock()
-	s, err := r.open(ctx, id)
-	if err != nil {
-		return nil, err
-	}
 	return r.advance(ctx, s, ev)
 }
 
@@ -939,7 +945,7 @@ func authorsOf(v any) string {
 // not current it is refused. The whole load→evaluate→save runs under the
 // state lock; a busy lock answers status "busy".
 func (r *Runtime) Complete(ctx context.Context, id, node, actor string) (*Claim, error) {
-	unlock, err := r.lock(ctx, id)
+	s, unlock, err := r.openLocked(ctx, id)
 	if errors.Is(err, ErrBusy) {
 		return &Claim{Node: node, Status: StepBusy, Messages: []string{"another theloop process holds the graph-state lock; try again"}, Reason: "busy"}, nil
 	}
@@ -947,10 +953,6 @@ func (r *Runtime) Complete(ctx context.Context, id, node, actor string) (*Claim,
 		return nil, err
 	}
 	defer unlock()
-	s, err := r.open(ctx, id)
-	if err != nil {
-		return nil, err
-	}
 	cur := s.st.CurrentNode
 	if cur == "" {
 		return &Claim{Node: node, Status: StepRefused, Reason: "not-started", Messages: []string{"this work item has not entered the graph; nothing to complete"}}, nil
@@ -1006,15 +1008,11 @@ func (r *Runtime) Force(ctx context.Context, id, to, reason, actor string) (*For
 	if !ok {
 		return nil, fmt.Errorf("%w '%s'; declared nodes are: %s", ErrUnknownNode, to, strings.Join(r.g.IDs(), ", "))
 	}
-	unlock, err := r.lock(ctx, id)
+	s, unlock, err := r.openLocked(ctx, id)
 	if err != nil {
 		return nil, err
 	}
 	defer unlock()
-	s, err := r.open(ctx, id)
-	if err != nil {
-		return nil, err
-	}
 	from := s.st.CurrentNode
 	if from == "" {
 		from = r.g.Start
@@ -1104,15 +1102,11 @@ func (r *Runtime) DeclareSkips(ctx context.Context, id string, tokens []string, 
 	if len(picks) == 0 && len(res.Rejected) == 0 {
 		return nil, fmt.Errorf("%w: name at least one node or skip set to declare", ErrReasonRequired)
 	}
-	unlock, err := r.lock(ctx, id)
+	s, unlock, err := r.openLocked(ctx, id)
 	if err != nil {
 		return nil, err
 	}
 	defer unlock()
-	s, err := r.open(ctx, id)
-	if err != nil {
-		return nil, err
-	}
 	res.WorkItem = s.wi.Ref
 	if res.WorkItem == "" {
 		res.WorkItem = s.wi.ID
@@ -1153,15 +1147,11 @@ func (r *Runtime) DeclareSkips(ctx context.Context, id string, tokens []string, 
 // BindSession records the agent session serving the work item (the daemon
 // calls it on spawn, and with alive=false when the session closes).
 func (r *Runtime) BindSession(ctx context.Context, id string, b SessionBinding) error {
-	unlock, err := r.lock(ctx, id)
+	s, unlock, err := r.openLocked(ctx, id)
 	if err != nil {
 		return err
 	}
 	defer unlock()
-	s, err := r.open(ctx, id)
-	if err != nil {
-		return err
-	}
 	s.st.Session = &b
 	return r.save(ctx, s)
 }

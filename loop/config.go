@@ -339,7 +339,8 @@ type HarnessConfig struct {
 	Owner, Repo string
 	// Notifications is the notifications block.
 	Notifications Notifications
-	// Raw is the whole decoded file (empty when absent or unparseable).
+	// Raw holds the decoded top-level keys theloop reads (empty when absent
+	// or unparseable).
 	Raw map[string]any
 }
 
@@ -411,9 +412,30 @@ func LoadHarnessConfig(repoRoot string) (HarnessConfig, []string, error) {
 // messages and as Path. See LoadHarnessConfig for the error policy. It never
 // panics.
 func ParseHarnessConfig(name string, data []byte) (HarnessConfig, []string, error) {
+	return parseHarnessConfig(name, data, true)
+}
+
+// harnessKeys are the top-level keys of a harness config theloop reads.
+var harnessKeys = map[string]bool{"version": true, "workflow": true, "ticketing": true, "notifications": true, "graph": true}
+
+// parseHarnessConfig decodes the file; with fast it first decodes only the
+// top-level blocks theloop reads (a repository's harness config is mostly
+// settings for the agent: the-loop's own is 300 lines, which costs the Stop
+// hook milliseconds to parse whole). Anything the fast path cannot decode
+// falls back to the whole file, so errors and their line numbers are the
+// full parser's. The one difference: a syntax error confined to a block
+// theloop does not read is not seen, and the settings it does read apply.
+func parseHarnessConfig(name string, data []byte, fast bool) (HarnessConfig, []string, error) {
 	cfg := DefaultHarnessConfig()
 	cfg.Path = name
-	raw, err := decodeYAMLMap(name, data)
+	var raw map[string]any
+	var err error
+	if part, ok := topLevelBlocks(data, harnessKeys); fast && ok {
+		raw, err = decodeYAMLMap(name, part)
+	}
+	if raw == nil || err != nil {
+		raw, err = decodeYAMLMap(name, data)
+	}
 	if err != nil {
 		return cfg, []string{err.Error() + "; using the defaults (the file is best-effort; fix it to apply its settings)"}, nil
 	}
@@ -899,4 +921,56 @@ func ResolveSessionPerPr(v any) (mode, warning string) {
 		}
 	}
 	return SessionPerPrCrossRepository, fmt.Sprintf("routing.tmux.sessionPerPr: %q is not one of never, cross-repository, always (or true/false); using cross-repository", scalarString(v))
+}
+
+// topLevelBlocks returns the lines of a block-style YAML mapping that belong
+// to the wanted top-level keys (each key line at column 0 and everything
+// indented, blank or commented after it). It reports false for documents it
+// cannot cut safely: a top-level line that is not a plain "key:" (flow
+// style, sequences, complex keys, directives) or a second document.
+func topLevelBlocks(data []byte, want map[string]bool) ([]byte, bool) {
+	if len(data) > maxConfigBytes {
+		return nil, false
+	}
+	var out []byte
+	keep, seenKey := false, false
+	for i, line := range strings.SplitAfter(string(data), "\n") {
+		t := strings.TrimRight(line, "\r\n")
+		if t == "" || t[0] == ' ' || t[0] == '#' {
+			if !seenKey && strings.TrimSpace(t) != "" && !strings.HasPrefix(strings.TrimSpace(t), "#") {
+				return nil, false // content before the first key: not a plain mapping
+			}
+			if keep {
+				out = append(out, line...)
+			}
+			continue
+		}
+		if t == "---" && i == 0 {
+			continue
+		}
+		key, ok := plainTopKey(t)
+		if !ok {
+			return nil, false
+		}
+		keep, seenKey = want[key], true
+		if keep {
+			out = append(out, line...)
+		}
+	}
+	return out, true
+}
+
+// plainTopKey reads "key:" or "key: value" at column 0 for a plain key.
+func plainTopKey(line string) (string, bool) {
+	i := strings.IndexByte(line, ':')
+	if i <= 0 || (i+1 < len(line) && line[i+1] != ' ') {
+		return "", false
+	}
+	key := line[:i]
+	for _, c := range key {
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '_' || c == '-' || c == '.') {
+			return "", false
+		}
+	}
+	return key, true
 }

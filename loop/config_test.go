@@ -206,17 +206,27 @@ func TestHarnessConfigUnreadableFileWarns(t *testing.T) {
 }
 
 func TestHarnessConfigRefusesAliasBombs(t *testing.T) {
-	var b strings.Builder
-	b.WriteString("a0: &a0 [x, x, x, x, x, x, x, x, x, x]\n")
-	for i := 1; i < 8; i++ {
-		name, prev := "a"+string(rune('0'+i)), "*a"+string(rune('0'+i-1))
-		b.WriteString(name + ": &" + name + " [" + strings.Repeat(prev+", ", 9) + prev + "]\n")
+	bomb := func(indent string) string {
+		var b strings.Builder
+		b.WriteString(indent + "a0: &a0 [x, x, x, x, x, x, x, x, x, x]\n")
+		for i := 1; i < 8; i++ {
+			name, prev := "a"+string(rune('0'+i)), "*a"+string(rune('0'+i-1))
+			b.WriteString(indent + name + ": &" + name + " [" + strings.Repeat(prev+", ", 9) + prev + "]\n")
+		}
+		return b.String()
 	}
-	cfg, warnings, err := ParseHarnessConfig("bomb.yaml", []byte(b.String()))
+	// Inside a block theloop reads: refused.
+	cfg, warnings, err := ParseHarnessConfig("bomb.yaml", []byte("notifications:\n"+bomb("  ")))
 	require.NoError(t, err)
 	require.Len(t, warnings, 1)
 	assert.Contains(t, warnings[0], "anchors and aliases")
 	assert.Empty(t, cfg.Raw, "nothing of the file is handed on")
+
+	// Elsewhere: never parsed at all, and the settings theloop reads apply.
+	cfg, warnings, err = ParseHarnessConfig("bomb.yaml", []byte(bomb("")+"workflow:\n  specDir: specs\n"))
+	require.NoError(t, err)
+	assert.Empty(t, warnings)
+	assert.Equal(t, "specs", cfg.SpecDir)
 }
 
 func TestRepoGraphWarnings(t *testing.T) {

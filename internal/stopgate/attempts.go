@@ -42,96 +42,81 @@ func DefaultCounterDir() string {
 	return filepath.Join(os.TempDir(), "theloop-gate-"+strconv.Itoa(os.Getuid()))
 }
 
-// Counters are the gate's attempt counters: one small file per (repository,
-// work item, node) holding the number of consecutive blocks. A missing or
-// corrupt file counts as 0. Writes are atomic (temp file + rename). Two gates
-// racing on the same item can lose an increment, never corrupt a file.
+// Counters are the gate's attempt counters. Attempts count consecutive
+// blocks of one work item at one node: each (repository, work item) has one
+// small file, named by a hash of the two, holding "<attempts> <node>". A
+// block at another node starts again from 1; a satisfied check removes the
+// file. A missing or corrupt file counts as 0. Writes are atomic (temp file
+// + rename). Two gates racing on the same item can lose an increment, never
+// corrupt a file.
+//
+// One file per work item rather than per node keeps a stop to one read and
+// one write — no directory scan to forget the other nodes.
 type Counters struct {
 	Dir string
 }
 
-// itemKey names a (repository, work item) pair; every counter of the pair
-// starts with it, so the pair's counters can be cleared together.
-func itemKey(repoRoot, workItem string) string {
+func (c Counters) path(repoRoot, workItem string) string {
 	sum := sha256.Sum256([]byte(repoRoot + "\x00" + workItem))
-	return hex.EncodeToString(sum[:8])
+	return filepath.Join(c.Dir, hex.EncodeToString(sum[:12]))
 }
 
-func (c Counters) path(repoRoot, workItem, node string) string {
-	sum := sha256.Sum256([]byte(node))
-	return filepath.Join(c.Dir, itemKey(repoRoot, workItem)+"-"+hex.EncodeToString(sum[:8]))
-}
-
-// Get returns the recorded attempts (0 when missing or unreadable).
+// Get returns the recorded consecutive blocks at node (0 when the work
+// item's counter is missing, unreadable, or counts another node).
 func (c Counters) Get(repoRoot, workItem, node string) int {
-	data, err := os.ReadFile(c.path(repoRoot, workItem, node))
+	data, err := os.ReadFile(c.path(repoRoot, workItem))
 	if err != nil {
 		return 0
 	}
-	n, err := strconv.Atoi(strings.TrimSpace(string(data)))
+	count, recorded, ok := strings.Cut(strings.TrimSuffix(string(data), "\n"), " ")
+	if !ok || recorded != node {
+		return 0
+	}
+	n, err := strconv.Atoi(count)
 	if err != nil || n < 0 {
 		return 0
 	}
 	return n
 }
 
-// Increment records one more block at node and returns the new count. The
-// work item's counters at other nodes are cleared: attempts count
-// consecutive blocks at one node, so moving on starts afresh.
+// Increment records one more block at node and returns the new count.
 func (c Counters) Increment(repoRoot, workItem, node string) (int, error) {
 	n := c.Get(repoRoot, workItem, node) + 1
-	keep := c.path(repoRoot, workItem, node)
-	if err := c.clear(repoRoot, workItem, keep); err != nil {
-		return n, err
+	if err := writeAtomic(c.Dir, c.path(repoRoot, workItem), []byte(strconv.Itoa(n)+" "+node+"\n")); err != nil {
+		return n, fmt.Errorf("writing the attempt counter: %w", err)
 	}
-	if err := os.MkdirAll(c.Dir, 0o700); err != nil {
-		return n, fmt.Errorf("creating the attempt counter directory: %w", err)
-	}
-	return n, writeAtomic(keep, []byte(strconv.Itoa(n)+"\n"))
+	return n, nil
 }
 
-// Reset clears every counter of the work item in the repository.
+// Reset clears the work item's counter.
 func (c Counters) Reset(repoRoot, workItem string) error {
-	return c.clear(repoRoot, workItem, "")
+	if err := os.Remove(c.path(repoRoot, workItem)); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return fmt.Errorf("clearing the attempt counter: %w", err)
+	}
+	return nil
 }
 
-func (c Counters) clear(repoRoot, workItem, keep string) error {
-	entries, err := os.ReadDir(c.Dir)
+// writeAtomic replaces path with data through a temporary file in dir,
+// creating dir (0700) when it is missing.
+func writeAtomic(dir, path string, data []byte) error {
+	f, err := os.CreateTemp(dir, ".tmp-*")
 	if errors.Is(err, fs.ErrNotExist) {
-		return nil
-	}
-	if err != nil {
-		return fmt.Errorf("reading the attempt counters: %w", err)
-	}
-	prefix := itemKey(repoRoot, workItem) + "-"
-	var errs []error
-	for _, e := range entries {
-		m := filepath.Join(c.Dir, e.Name())
-		if !strings.HasPrefix(e.Name(), prefix) || m == keep {
-			continue
-		}
-		if err := os.Remove(m); err != nil && !errors.Is(err, fs.ErrNotExist) {
-			errs = append(errs, err)
+		if err = os.MkdirAll(dir, 0o700); err == nil {
+			f, err = os.CreateTemp(dir, ".tmp-*")
 		}
 	}
-	return errors.Join(errs...)
-}
-
-func writeAtomic(path string, data []byte) error {
-	f, err := os.CreateTemp(filepath.Dir(path), ".tmp-*")
 	if err != nil {
-		return fmt.Errorf("writing the attempt counter: %w", err)
+		return err
 	}
 	tmp := f.Name()
 	_, werr := f.Write(data)
-	cerr := f.Close()
-	if err := errors.Join(werr, cerr); err != nil {
+	if err := errors.Join(werr, f.Close()); err != nil {
 		os.Remove(tmp)
-		return fmt.Errorf("writing the attempt counter: %w", err)
+		return err
 	}
 	if err := os.Rename(tmp, path); err != nil {
 		os.Remove(tmp)
-		return fmt.Errorf("writing the attempt counter: %w", err)
+		return err
 	}
 	return nil
 }

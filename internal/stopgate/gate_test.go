@@ -44,22 +44,26 @@ func TestCounters(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, 1, n)
 	require.Equal(t, 0, c.Get("/r", "issue-1", "design"))
+	n, err = c.Increment("/r", "issue-1", "design")
+	require.NoError(t, err)
+	require.Equal(t, 1, n)
 	require.Equal(t, 1, c.Get("/r", "issue-2", "design"))
 
 	// Corrupt → 0.
-	require.NoError(t, os.WriteFile(c.path("/r", "issue-1", "test-planning"), []byte("-7"), 0o600))
-	require.Equal(t, 0, c.Get("/r", "issue-1", "test-planning"))
-	require.NoError(t, os.WriteFile(c.path("/r", "issue-1", "test-planning"), []byte("many"), 0o600))
-	n, err = c.Increment("/r", "issue-1", "test-planning")
+	for _, bad := range []string{"-7 design", "many design", "3", "", "\x00\xff design"} {
+		require.NoError(t, os.WriteFile(c.path("/r", "issue-1"), []byte(bad), 0o600))
+		require.Equal(t, 0, c.Get("/r", "issue-1", "design"), "%q", bad)
+	}
+	n, err = c.Increment("/r", "issue-1", "design")
 	require.NoError(t, err)
 	require.Equal(t, 1, n)
 
 	require.NoError(t, c.Reset("/r", "issue-1"))
-	require.Equal(t, 0, c.Get("/r", "issue-1", "test-planning"))
+	require.Equal(t, 0, c.Get("/r", "issue-1", "design"))
 	require.Equal(t, 1, c.Get("/r", "issue-2", "design"), "reset touches only its work item")
 	entries, err := os.ReadDir(c.Dir)
 	require.NoError(t, err)
-	require.Len(t, entries, 2, "no temporary files left behind")
+	require.Len(t, entries, 2, "one file per work item, no temporary files left behind")
 }
 
 func report(current, status string, msgs ...string) *graph.Report {

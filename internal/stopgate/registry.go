@@ -3,6 +3,7 @@ package stopgate
 import (
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 
@@ -41,14 +42,18 @@ type SessionLookup func(sessionID string) (Session, error)
 // it. The config is read only when a lookup happens.
 func RegistryLookup(getenv func(string) string, homeDir func() (string, error)) SessionLookup {
 	return func(sessionID string) (Session, error) {
-		if !sessions.ValidSessionID(sessionID) {
-			return Session{}, ErrNoSession
-		}
 		root, err := stateRoot(getenv, homeDir)
 		if err != nil {
 			return Session{}, err
 		}
-		rec, err := sessions.LookupBySessionID(sessions.RegistryDir(root), sessionID)
+		dir := sessions.RegistryDir(root)
+		// No registry, no theloop session: settle it with one stat before
+		// the lookup validates the id (its first use costs a regular
+		// expression compile, ~2 ms of a cold process).
+		if _, err := os.Stat(dir); errors.Is(err, fs.ErrNotExist) {
+			return Session{}, ErrNoSession
+		}
+		rec, err := sessions.LookupBySessionID(dir, sessionID)
 		if errors.Is(err, sessions.ErrNoRecord) || errors.Is(err, sessions.ErrInvalidName) {
 			return Session{}, ErrNoSession
 		}

@@ -4,8 +4,8 @@
 // A graph is declared data: nodes with ordered entry and exit hook chains,
 // and edges keyed on the outcome of a node's exit chain. Package
 // graph/graphfile reads graph files (YAML validated against the JSON Schema
-// graph/graphfile/graph.schema.json); [ParseJSON] reads the pre-validated
-// JSON form theloop embeds. [Compile] checks every structural rule once and
+// graph/graphfile/graph.schema.json) into a [File]; a program may also build
+// a File in code, as theloop does for its shipped graphs. [Compile] checks every structural rule once and
 // binds hook names to the functions in a [Registry]; the result, a
 // [*Graph], is immutable and safe to share between goroutines.
 //

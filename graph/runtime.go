@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io/fs"
 	"sort"
 	"strings"
 	"sync"
@@ -1175,6 +1176,24 @@ var errReadOnly = errors.New("artifacts are read-only during check")
 
 func (*readOnly) WriteFile(string, []byte) error  { return errReadOnly }
 func (*readOnly) AppendFile(string, []byte) error { return errReadOnly }
+
+// Stat implements fs.StatFS (through the wrapped artifacts' own Stat when
+// they have one), remembering answers for the evaluation: hooks ask about
+// the same files over and over.
+func (r *readOnly) Stat(name string) (fs.FileInfo, error) {
+	type stat struct {
+		fi  fs.FileInfo
+		err error
+	}
+	st := r.Memo("stat\x00"+name, func() any {
+		fi, err := fs.Stat(r.Artifacts, name)
+		return stat{fi, err}
+	}).(stat)
+	return st.fi, st.err
+}
+
+// ReadFile implements fs.ReadFileFS through the wrapped artifacts.
+func (r *readOnly) ReadFile(name string) ([]byte, error) { return fs.ReadFile(r.Artifacts, name) }
 
 // Memo implements Memoizer.
 func (r *readOnly) Memo(key string, compute func() any) any {

@@ -14,6 +14,7 @@ import (
 
 	"github.com/theloop-dev/theloop/graph"
 	"github.com/theloop-dev/theloop/internal/run"
+	"github.com/theloop-dev/theloop/internal/run/runtest"
 )
 
 // The canaries are credentials no output may contain: errors, event fields,
@@ -87,7 +88,7 @@ func TestCredentialsNeverLeak(t *testing.T) {
 		fg := newFakeGitHub(t, "", "some-other-token")
 		seedFixture(fg)
 		fg.set(func(f *fakeGitHub) { f.echoAuthInErrors = true })
-		stub := run.NewStub(t)
+		stub := runtest.NewStub(t)
 		stub.Register("secret-tool lookup", run.Result{Stdout: []byte(canaryGitHub + "\n")}, nil)
 		w := newWorld(mapEnv{})
 		d := w.deps()

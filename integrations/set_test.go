@@ -13,6 +13,7 @@ import (
 	"github.com/theloop-dev/theloop/graph"
 	"github.com/theloop-dev/theloop/graph/graphtest"
 	"github.com/theloop-dev/theloop/internal/run"
+	"github.com/theloop-dev/theloop/internal/run/runtest"
 )
 
 func TestTransportResolution(t *testing.T) {
@@ -121,7 +122,7 @@ func TestExplicitCLIWithATokenStillUsesGh(t *testing.T) {
 
 func TestTokenCommand(t *testing.T) {
 	fg := fixtureServer(t, "")
-	stub := run.NewStub(t)
+	stub := runtest.NewStub(t)
 	stub.Register("pass show github/theloop", run.Result{Stdout: []byte(testToken + "\n")}, nil)
 	w := newWorld(mapEnv{})
 	d := w.deps()
@@ -135,7 +136,7 @@ func TestTokenCommand(t *testing.T) {
 	assert.Len(t, stub.Calls(), 1, "the command runs once; the token stays in memory")
 
 	t.Run("a failing command names neither its output nor the token", func(t *testing.T) {
-		stub := run.NewStub(t)
+		stub := runtest.NewStub(t)
 		stub.Register("pass show", run.Result{Stdout: []byte("partial-secret-output"), Stderr: []byte("gpg: decryption failed"), ExitCode: 2},
 			&run.ExitError{Result: run.Result{ExitCode: 2}})
 		d := w.deps()

@@ -18,14 +18,15 @@ const (
 	ContributionLoop = "pdlc-contribution-loop"
 )
 
-//go:generate go run ./internal/gengraphs graphs
+//go:generate go run ./internal/gengraphs graphs shipped_graphs.go
 
-// The shipped graphs: YAML is the source; the JSON beside each file is its
-// parsed, schema-validated form (go generate ./loop), which is what a
-// process loads — no YAML parse on the Stop hook's path. TestShippedJSON
-// keeps the two in step.
+// The shipped graphs: the YAML in graphs/ is the source (embedded for
+// `loopctl graph show` and editors); shipped_graphs.go is its parsed,
+// schema-validated form as Go literals, which is what a process compiles —
+// no YAML parse or JSON decode on the Stop hook's path. TestShippedGo keeps
+// the two in step.
 //
-//go:embed graphs/*.yaml graphs/*.json
+//go:embed graphs/*.yaml
 var shippedFS embed.FS
 
 // ShippedGraphSource returns the YAML of a shipped loop.
@@ -50,18 +51,14 @@ func ShippedGraph(name string) (*graph.Graph, error) {
 	if g, ok := shippedCache[name]; ok {
 		return g, nil
 	}
-	if _, err := ShippedGraphSource(name); err != nil {
-		return nil, err
+	file, ok := shippedFiles[name]
+	if !ok {
+		if _, err := ShippedGraphSource(name); err != nil {
+			return nil, err
+		}
+		return nil, fmt.Errorf("the shipped graph %s has no generated form (run go generate ./loop)", name)
 	}
-	src, err := shippedFS.ReadFile("graphs/" + name + ".json")
-	if err != nil {
-		return nil, fmt.Errorf("the shipped graph %s has no generated JSON form (run go generate ./loop): %w", name, err)
-	}
-	f, err := graph.ParseJSON("loop/graphs/"+name+".yaml", src)
-	if err != nil {
-		return nil, fmt.Errorf("the shipped graph %s does not load (a packaging error — please report it): %w", name, err)
-	}
-	g, err := graph.Compile(f, shippedRegistry())
+	g, err := graph.Compile(file(), shippedRegistry())
 	if err != nil {
 		return nil, fmt.Errorf("the shipped graph %s does not compile (a packaging error — please report it): %w", name, err)
 	}
@@ -94,3 +91,12 @@ func ResolveOuterLoop(name string) string {
 // ShippedHooks is the registry of theloop's own hooks, the only hooks a
 // graph loaded by this package can name.
 func ShippedHooks() *graph.Registry { return shippedRegistry() }
+
+// ShippedFile returns a fresh copy of a shipped loop's parsed graph file
+// (nil for an unknown name).
+func ShippedFile(name string) *graph.File {
+	if f, ok := shippedFiles[name]; ok {
+		return f()
+	}
+	return nil
+}

@@ -15,6 +15,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/theloop-dev/theloop/internal/run"
+	"github.com/theloop-dev/theloop/internal/run/runtest"
 )
 
 type recordingObserver struct {
@@ -286,7 +287,7 @@ func TestManagerRespawnNeverKillsALiveSession(t *testing.T) {
 func TestManagerUnknownSessionIsNeverRespawned(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	stub := run.NewStub(t)
+	stub := runtest.NewStub(t)
 	stub.Register("tmux -L s has-session", run.Result{}, run.ErrTimeout)
 	stub.Register("tmux -L s capture-pane", run.Result{}, run.ErrTimeout)
 	tm, err := NewTmux(TmuxConfig{Socket: "s"}, stub)

@@ -8,9 +8,8 @@ import (
 )
 
 var (
-	loopNamePattern  = lazyre.New(`^loop-[A-Za-z0-9_-]+$`)
-	sessionIDPattern = lazyre.New(`^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$`)
-	branchPattern    = lazyre.New(`^[A-Za-z0-9._/-]+$`)
+	loopNamePattern = lazyre.New(`^loop-[A-Za-z0-9_-]+$`)
+	branchPattern   = lazyre.New(`^[A-Za-z0-9._/-]+$`)
 )
 
 // SanitizeTmuxName rewrites a session name the way tmux stores it ("." and
@@ -42,7 +41,23 @@ func IsLoopSessionName(name string) bool { return loopNamePattern.MatchString(na
 // ValidSessionID reports whether id has the shape of a harness session id
 // that may be passed to --resume: [A-Za-z0-9][A-Za-z0-9._-]{0,127}. Such an
 // id never starts with "-", so it cannot be read as a flag.
-func ValidSessionID(id string) bool { return sessionIDPattern.MatchString(id) }
+// It is written out by hand: the Stop hook calls it on every stop, and the
+// equivalent regular expression takes milliseconds to compile.
+func ValidSessionID(id string) bool {
+	if len(id) == 0 || len(id) > 128 {
+		return false
+	}
+	for i := 0; i < len(id); i++ {
+		c := id[i]
+		switch {
+		case c >= 'A' && c <= 'Z', c >= 'a' && c <= 'z', c >= '0' && c <= '9':
+		case i > 0 && (c == '.' || c == '_' || c == '-'):
+		default:
+			return false
+		}
+	}
+	return true
+}
 
 // NewSessionID returns a random (version 4) UUID in the 8-4-4-4-12 form
 // Claude Code accepts for --session-id.

@@ -120,3 +120,17 @@ func FuzzValidateBranch(f *testing.F) {
 		}
 	})
 }
+
+// ValidSessionID is hand-written for speed; it must accept exactly what the
+// documented pattern accepts.
+func FuzzValidSessionIDMatchesItsPattern(f *testing.F) {
+	pattern := regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$`)
+	for _, s := range []string{"", "a", "-a", "a-b.c_d", "7b0c2f9e-1d7a-4f7e-9a55-0c1e2d3f4a5b", strings.Repeat("a", 128), strings.Repeat("a", 129), "a b", "é"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, id string) {
+		if got, want := ValidSessionID(id), pattern.MatchString(id); got != want {
+			t.Fatalf("ValidSessionID(%q) = %v, the pattern says %v", id, got, want)
+		}
+	})
+}

@@ -13,6 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/theloop-dev/theloop/internal/run"
+	"github.com/theloop-dev/theloop/internal/run/runtest"
 )
 
 func spawnFake(t *testing.T, tm *Tmux, fake *fakeClaude, name, id string) {
@@ -140,32 +141,32 @@ func TestTmuxProbeUnknownIsNeverAbsent(t *testing.T) {
 	}
 	tests := []struct {
 		name  string
-		stubs func(s *run.Stub)
+		stubs func(s *runtest.Stub)
 	}{
-		{"has-session times out", func(s *run.Stub) {
+		{"has-session times out", func(s *runtest.Stub) {
 			s.Register(prefix+"has-session", run.Result{}, run.ErrTimeout)
 		}},
-		{"tmux not installed", func(s *run.Stub) {
+		{"tmux not installed", func(s *runtest.Stub) {
 			s.Register(prefix+"has-session", run.Result{}, run.ErrNotFound)
 		}},
-		{"server refuses", func(s *run.Stub) {
+		{"server refuses", func(s *runtest.Stub) {
 			s.Register(prefix+"has-session", run.Result{}, exit("server exited unexpectedly"))
 		}},
-		{"permission denied", func(s *run.Stub) {
+		{"permission denied", func(s *runtest.Stub) {
 			s.Register(prefix+"has-session", run.Result{}, exit("error connecting to /tmp/tmux-0/s (Permission denied)"))
 		}},
-		{"no panes listed", func(s *run.Stub) {
+		{"no panes listed", func(s *runtest.Stub) {
 			s.Register(prefix+"has-session", run.Result{}, nil)
 			s.Register(prefix+"list-panes", run.Result{Stdout: []byte("\n")}, nil)
 		}},
-		{"list-panes times out", func(s *run.Stub) {
+		{"list-panes times out", func(s *runtest.Stub) {
 			s.Register(prefix+"has-session", run.Result{}, nil)
 			s.Register(prefix+"list-panes", run.Result{}, run.ErrTimeout)
 		}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			stub := run.NewStub(t)
+			stub := runtest.NewStub(t)
 			tt.stubs(stub)
 			tm, err := NewTmux(TmuxConfig{Socket: "s"}, stub)
 			require.NoError(t, err)

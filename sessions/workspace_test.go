@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/theloop-dev/theloop/internal/run"
+	"github.com/theloop-dev/theloop/internal/run/runtest"
 )
 
 // gitEnv keeps the machine's git configuration out of a test and gives
@@ -245,7 +246,7 @@ func TestWorkspaceRunsNoRepositoryHooks(t *testing.T) {
 func TestWorkspaceValidatesBeforeArgv(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	stub := run.NewStub(t) // any git call fails the test: all of these are refused first
+	stub := runtest.NewStub(t) // any git call fails the test: all of these are refused first
 	w, err := NewWorkspaces(WorkspaceConfig{Root: t.TempDir()}, stub)
 	require.NoError(t, err)
 	item := mustItem(t, "github:octo/repo#1")

@@ -3,7 +3,7 @@
 // (graph.schema.json, draft-07, via xeipuuv/gojsonschema), and problems
 // reported with file, line and column. It is kept apart from package graph
 // so that a program that only runs graphs — the loop-gate Stop hook, which
-// loads theloop's shipped graphs from their embedded JSON form — links
+// compiles theloop's shipped graphs from generated Go literals — links
 // neither the YAML parser nor the schema validator and pays none of their
 // start-up cost.
 package graphfile

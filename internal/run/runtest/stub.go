@@ -1,4 +1,6 @@
-package run
+// Package runtest holds a strict stub of run.Runner for tests. It lives
+// apart from package run so that binaries do not link package testing.
+package runtest
 
 import (
 	"context"
@@ -6,21 +8,23 @@ import (
 	"strings"
 	"sync"
 	"testing"
+
+	"github.com/theloop-dev/theloop/internal/run"
 )
 
-// Stub is a strict Runner for tests: every call must match a registered
+// Stub is a strict run.Runner for tests: every call must match a registered
 // expectation (in any order), and Verify fails the test for expectations
 // never used. Prefer the real program where it is cheap (git, tmux).
 type Stub struct {
 	t     testing.TB
 	mu    sync.Mutex
 	stubs []*stubEntry
-	calls []Cmd
+	calls []run.Cmd
 }
 
 type stubEntry struct {
 	prefix string
-	res    Result
+	res    run.Result
 	err    error
 	used   int
 }
@@ -33,14 +37,14 @@ func NewStub(t testing.TB) *Stub {
 }
 
 // Register answers calls whose "name arg1 arg2..." starts with prefix.
-func (s *Stub) Register(prefix string, res Result, err error) {
+func (s *Stub) Register(prefix string, res run.Result, err error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.stubs = append(s.stubs, &stubEntry{prefix: prefix, res: res, err: err})
 }
 
-// Run implements Runner.
-func (s *Stub) Run(_ context.Context, c Cmd) (Result, error) {
+// Run implements run.Runner.
+func (s *Stub) Run(_ context.Context, c run.Cmd) (run.Result, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.calls = append(s.calls, c)
@@ -52,14 +56,14 @@ func (s *Stub) Run(_ context.Context, c Cmd) (Result, error) {
 		}
 	}
 	s.t.Errorf("run.Stub: unexpected command: %s", line)
-	return Result{ExitCode: -1}, fmt.Errorf("unexpected command: %s", line)
+	return run.Result{ExitCode: -1}, fmt.Errorf("unexpected command: %s", line)
 }
 
 // Calls returns every command run so far.
-func (s *Stub) Calls() []Cmd {
+func (s *Stub) Calls() []run.Cmd {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return append([]Cmd(nil), s.calls...)
+	return append([]run.Cmd(nil), s.calls...)
 }
 
 // Verify fails the test for registered expectations that never matched.

@@ -15,6 +15,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"runtime"
 	"runtime/debug"
 
 	"github.com/theloop-dev/theloop/internal/stopgate"
@@ -32,6 +33,12 @@ the current node of the session's work item ($THE_LOOP_WORK_ITEM, else the
 session registry) and answers in the harness's format. Install it with
 "loopctl install".
 `
+
+func init() {
+	// A process that lives for milliseconds has no use for heap profiling,
+	// whose bucket tables cost page faults on every start.
+	runtime.MemProfileRate = 0
+}
 
 func main() {
 	os.Exit(run(os.Args, stdin(), os.Stdout, os.Stderr))

@@ -2,6 +2,7 @@ package hooks
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"github.com/theloop-dev/theloop/internal/lazyre"
@@ -51,8 +52,12 @@ func findInnerLoops(a graph.Artifacts) []innerLoop {
 			label := strings.TrimPrefix(path.Dir(m), "pr-loops/")
 			cur := ""
 			if b, err := fs.ReadFile(a, m); err == nil {
-				if st, err := graph.ParseState("", b); err == nil {
-					cur = st.CurrentNode
+				// Only the pointer matters here: decode just that.
+				var head struct {
+					CurrentNode string `json:"currentNode"`
+				}
+				if json.Unmarshal(b, &head) == nil {
+					cur = head.CurrentNode
 				}
 			}
 			out = append(out, innerLoop{label: label, current: cur})

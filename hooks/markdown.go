@@ -126,13 +126,16 @@ func headingLevel(line string) int {
 	return n
 }
 
-// Sections lists the document's sections in order. A heading is an ATX
-// heading at column 0 outside fenced code (see headingLevel); a fence toggles on any
-// line whose left-trimmed text starts with three backticks. A section runs
-// to the next heading of the same or a higher level, so subsections belong
-// to it; its content is trimmed.
-func Sections(body string) []Section {
-	lines := strings.Split(body, "\n")
+// sectionSpan is a section located by line numbers; its content is built
+// only when asked for.
+type sectionSpan struct {
+	title      string
+	level      int
+	start, end int // content lines [start, end)
+}
+
+// spans locates every section of body (see Sections).
+func spans(lines []string) []sectionSpan {
 	type head struct{ line, level int }
 	var heads []head
 	inFence := false
@@ -148,7 +151,7 @@ func Sections(body string) []Section {
 			heads = append(heads, head{i, lv})
 		}
 	}
-	out := make([]Section, 0, len(heads))
+	out := make([]sectionSpan, 0, len(heads))
 	for j, h := range heads {
 		end := len(lines)
 		for _, k := range heads[j+1:] {
@@ -157,9 +160,22 @@ func Sections(body string) []Section {
 				break
 			}
 		}
-		title := strings.TrimSpace(strings.TrimLeft(lines[h.line], "#"))
-		content := strings.TrimSpace(strings.Join(lines[h.line+1:end], "\n"))
-		out = append(out, Section{Title: title, Level: h.level, Content: content})
+		out = append(out, sectionSpan{title: strings.TrimSpace(strings.TrimLeft(lines[h.line], "#")), level: h.level, start: h.line + 1, end: end})
+	}
+	return out
+}
+
+// Sections lists the document's sections in order. A heading is an ATX
+// heading at column 0 outside fenced code (see headingLevel); a fence
+// toggles on any line whose left-trimmed text starts with three backticks.
+// A section runs to the next heading of the same or a higher level, so
+// subsections belong to it; its content is trimmed.
+func Sections(body string) []Section {
+	lines := strings.Split(body, "\n")
+	sp := spans(lines)
+	out := make([]Section, len(sp))
+	for i, s := range sp {
+		out[i] = Section{Title: s.title, Level: s.level, Content: strings.TrimSpace(strings.Join(lines[s.start:s.end], "\n"))}
 	}
 	return out
 }
@@ -177,18 +193,19 @@ func FindSection(body, title string) (Section, bool) {
 
 // document is an artifact read and parsed once.
 type document struct {
-	text     string
-	fm       map[string]any
-	body     string
-	sections []Section
-	err      error
+	text  string
+	fm    map[string]any
+	body  string
+	lines []string
+	spans []sectionSpan
+	err   error
 }
 
-// section finds a section by exact title.
+// section finds the first section titled exactly title.
 func (d *document) section(title string) (Section, bool) {
-	for _, s := range d.sections {
-		if s.Title == title {
-			return s, true
+	for _, s := range d.spans {
+		if s.title == title {
+			return Section{Title: s.title, Level: s.level, Content: strings.TrimSpace(strings.Join(d.lines[s.start:s.end], "\n"))}, true
 		}
 	}
 	return Section{}, false
@@ -208,7 +225,8 @@ func loadDoc(a graph.Artifacts, name string) *document {
 		}
 		d := &document{text: string(b)}
 		d.fm, d.body = FrontMatter(d.text)
-		d.sections = Sections(d.body)
+		d.lines = strings.Split(d.body, "\n")
+		d.spans = spans(d.lines)
 		return d
 	}
 	if m, ok := a.(graph.Memoizer); ok {
@@ -226,33 +244,70 @@ func loadDoc(a graph.Artifacts, name string) *document {
 // answers.
 func simpleFrontMatter(block string) (map[string]any, bool) {
 	for _, c := range block {
-		if c < 0x20 && c != '\n' || c >= 0x7f {
-			return nil, false // tabs, CR, controls, non-ASCII: leave to the YAML parser
+		if c < 0x20 && c != '\n' || c == 0x7f {
+			return nil, false // tabs, CR, controls: leave to the YAML parser
 		}
 	}
 	out := map[string]any{}
 	for _, line := range strings.Split(block, "\n") {
-		t := strings.TrimSpace(line)
-		if t == "" || strings.HasPrefix(t, "#") && (len(line) == 0 || line[0] == '#') {
-			continue
+		rest := strings.TrimLeft(line, " ")
+		if rest == "" || rest[0] == '#' {
+			continue // blank, or a comment line at any indentation
 		}
-		key, rest, ok := strings.Cut(line, ":")
+		if len(rest) != len(line) {
+			return nil, false // nested content
+		}
+		key, val, ok := strings.Cut(line, ":")
 		if !ok || !simpleKey(key) {
 			return nil, false
 		}
 		if _, dup := out[key]; dup {
 			return nil, false
 		}
-		if rest != "" && rest[0] != ' ' {
+		if val != "" && val[0] != ' ' {
 			return nil, false
 		}
-		v, ok := simpleValue(strings.TrimSpace(rest))
+		val, ok = stripComment(strings.Trim(val, " "))
+		if !ok {
+			return nil, false
+		}
+		v, ok := simpleValue(val)
 		if !ok {
 			return nil, false
 		}
 		out[key] = v
 	}
 	return out, true
+}
+
+// stripComment removes a trailing " # comment" from a value. A quoted
+// value ends at its closing quote; anything after it must be a comment.
+// Values with non-ASCII text are refused.
+func stripComment(v string) (string, bool) {
+	if v != "" && (v[0] == '"' || v[0] == '\'') {
+		end := strings.IndexByte(v[1:], v[0])
+		if end < 0 {
+			return "", false
+		}
+		q, tail := v[:end+2], strings.TrimLeft(v[end+2:], " ")
+		if tail != "" && tail[0] != '#' || tail != "" && len(tail) == len(v[end+2:]) {
+			return "", false // text after the quote, or "#" glued to it
+		}
+		return q, isASCII(q)
+	}
+	if i := strings.Index(v, " #"); i >= 0 {
+		v = strings.TrimRight(v[:i], " ")
+	}
+	return v, isASCII(v)
+}
+
+func isASCII(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if s[i] >= 0x80 {
+			return false
+		}
+	}
+	return true
 }
 
 func simpleKey(k string) bool {
@@ -272,17 +327,20 @@ func simpleKey(k string) bool {
 
 // simpleValue reads a scalar or a flow list of scalars.
 func simpleValue(v string) (any, bool) {
+	if v == "{}" {
+		return map[string]any{}, true
+	}
 	if strings.HasPrefix(v, "[") {
 		if !strings.HasSuffix(v, "]") {
 			return nil, false
 		}
-		inner := strings.TrimSpace(v[1 : len(v)-1])
+		inner := strings.Trim(v[1:len(v)-1], " ")
 		items := []any{}
 		if inner == "" {
 			return items, true
 		}
 		for _, part := range strings.Split(inner, ",") {
-			x, ok := simpleScalar(strings.TrimSpace(part))
+			x, ok := simpleScalar(strings.Trim(part, " "))
 			if !ok {
 				return nil, false
 			}

@@ -2,6 +2,7 @@ package loop
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -179,11 +180,23 @@ func (r *Repo) recordedLoop(id string) string {
 	if ValidateWorkItemID(id) != nil {
 		return ""
 	}
-	st, err := NewStore(r.Root, r.SpecDir).Load(context.Background(), id)
+	path, err := NewStore(r.Root, r.SpecDir).StatePath(id)
 	if err != nil {
 		return ""
 	}
-	return st.Loop
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return ""
+	}
+	// Only the loop name is needed here; the full state is parsed once,
+	// by the verb that follows.
+	var head struct {
+		Loop string `json:"loop"`
+	}
+	if json.Unmarshal(data, &head) != nil {
+		return ""
+	}
+	return head.Loop
 }
 
 // hookConfig is the configuration hooks read (handles, never secrets).

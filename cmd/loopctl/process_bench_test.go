@@ -13,7 +13,8 @@ import (
 func buildLoopctl(b *testing.B) string {
 	b.Helper()
 	bin := filepath.Join(b.TempDir(), "loopctl")
-	out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput()
+	// Built the way the README installs it.
+	out, err := exec.Command("go", "build", "-ldflags=-s -w", "-tags", "urfave_cli_no_docs", "-o", bin, ".").CombinedOutput()
 	if err != nil {
 		b.Skipf("cannot build loopctl: %v\n%s", err, out)
 	}

@@ -16,8 +16,8 @@ import (
 	"io"
 	"os"
 	"runtime"
-	"runtime/debug"
 
+	"github.com/theloop-dev/theloop/internal/buildinfo"
 	"github.com/theloop-dev/theloop/internal/stopgate"
 )
 
@@ -80,20 +80,4 @@ func run(argv []string, in io.Reader, out, errOut io.Writer) int {
 }
 
 // versionString is the stamped version, else the module's build info.
-func versionString() string {
-	if version != "" {
-		return version
-	}
-	if bi, ok := debug.ReadBuildInfo(); ok {
-		v := bi.Main.Version
-		for _, s := range bi.Settings {
-			if s.Key == "vcs.revision" && len(s.Value) >= 12 {
-				v += " (" + s.Value[:12] + ")"
-			}
-		}
-		if v != "" {
-			return v
-		}
-	}
-	return "dev"
-}
+func versionString() string { return buildinfo.Version(version) }

@@ -6,11 +6,11 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"runtime/debug"
 	"strings"
 
 	"github.com/urfave/cli/v2"
 
+	"github.com/theloop-dev/theloop/internal/buildinfo"
 	"github.com/theloop-dev/theloop/graph"
 	"github.com/theloop-dev/theloop/loop"
 )
@@ -72,23 +72,7 @@ func failWith(code int, format string, args ...any) error {
 }
 
 // versionString is the stamped version, else the module's build info.
-func versionString() string {
-	if version != "" {
-		return version
-	}
-	if bi, ok := debug.ReadBuildInfo(); ok {
-		v := bi.Main.Version
-		for _, s := range bi.Settings {
-			if s.Key == "vcs.revision" && len(s.Value) >= 12 {
-				v += " (" + s.Value[:12] + ")"
-			}
-		}
-		if v != "" {
-			return v
-		}
-	}
-	return "dev"
-}
+func versionString() string { return buildinfo.Version(version) }
 
 // newApp assembles the command tree.
 func newApp(f *Factory) *cli.App {

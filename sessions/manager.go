@@ -27,6 +27,10 @@ type ManagerConfig struct {
 	// SpecDir is the artifact directory relative to the session's cwd
 	// (the repository's workflow.specDir; default "docs/specs").
 	SpecDir string
+	// StateRoot is theloop's state root as an absolute path. Sessions get
+	// it as THE_LOOP_STATE_ROOT, so loop-gate — which runs in the agent's
+	// checkout, not the daemon's directory — finds the session registry.
+	StateRoot string
 }
 
 // DefaultManagerConfig returns the defaults: claude, resume on, 2 s probe,
@@ -185,13 +189,18 @@ func (m *Manager) harness(name string) (Harness, string, error) {
 }
 
 // sessionEnv is the environment every spawned session gets: loop-gate reads
-// THE_LOOP_WORK_ITEM to find what to check.
-func sessionEnv(item WorkItem, sessionID string) []string {
-	return []string{
+// THE_LOOP_WORK_ITEM to find what to check (and THE_LOOP_STATE_ROOT to find
+// the registry).
+func sessionEnv(item WorkItem, sessionID, stateRoot string) []string {
+	env := []string{
 		"THE_LOOP_WORK_ITEM=" + item.WorkItemEnv(),
 		"THE_LOOP_WORK_ITEM_REF=" + item.String(),
 		"THE_LOOP_SESSION_ID=" + sessionID,
 	}
+	if stateRoot != "" {
+		env = append(env, "THE_LOOP_STATE_ROOT="+stateRoot)
+	}
+	return env
 }
 
 func (m *Manager) prepareEnvironment(h Harness, item WorkItem, cwd string) {
@@ -274,7 +283,7 @@ func (m *Manager) Spawn(ctx context.Context, req SpawnRequest) (SpawnResult, err
 	if err != nil {
 		return SpawnResult{}, err
 	}
-	spec := SpawnSpec{Name: name, Cwd: req.Cwd, Env: sessionEnv(req.Item, id), Argv: append([]string{bin}, args...)}
+	spec := SpawnSpec{Name: name, Cwd: req.Cwd, Env: sessionEnv(req.Item, id, m.cfg.StateRoot), Argv: append([]string{bin}, args...)}
 	if err := m.tmux.Spawn(ctx, spec); err != nil {
 		// Do not leave a record pointing at a conversation that never began.
 		if hadPrev {
@@ -461,7 +470,7 @@ func (m *Manager) respawn(ctx context.Context, rec Record, prompt string) (Respa
 		return res, err
 	}
 	res.Record, res.Fallback = rec, &fb
-	spec := SpawnSpec{Name: rec.TmuxName, Cwd: rec.Cwd, Env: sessionEnv(rec.Item, id), Argv: append([]string{bin}, args...)}
+	spec := SpawnSpec{Name: rec.TmuxName, Cwd: rec.Cwd, Env: sessionEnv(rec.Item, id, m.cfg.StateRoot), Argv: append([]string{bin}, args...)}
 	if err := m.tmux.Spawn(ctx, spec); err != nil {
 		return res, err
 	}
@@ -487,7 +496,7 @@ func (m *Manager) tryResume(ctx context.Context, h Harness, bin string, rec Reco
 	if err != nil {
 		return "the harness cannot resume sessions", nil
 	}
-	spec := SpawnSpec{Name: rec.TmuxName, Cwd: rec.Cwd, Env: sessionEnv(rec.Item, rec.SessionID), Argv: append([]string{bin}, args...)}
+	spec := SpawnSpec{Name: rec.TmuxName, Cwd: rec.Cwd, Env: sessionEnv(rec.Item, rec.SessionID, m.cfg.StateRoot), Argv: append([]string{bin}, args...)}
 	if err := m.tmux.Spawn(ctx, spec); err != nil {
 		if errors.Is(err, ErrSessionLive) || errors.Is(err, ErrSessionUnknown) || errors.Is(err, ErrSessionOccupied) {
 			return "", err

@@ -414,3 +414,13 @@ func TestSeedPrompt(t *testing.T) {
 	require.True(t, strings.HasSuffix(got, "There are no artifacts under docs/specs/issue-5 yet; start from the work item itself.\n"))
 	require.False(t, slices.Contains(strings.Split(got, "\n"), "the event"))
 }
+
+func TestSessionEnvCarriesTheStateRoot(t *testing.T) {
+	item, err := ParseWorkItem("github:octo/repo#15")
+	require.NoError(t, err)
+	env := sessionEnv(item, "s-1", "/srv/theloop")
+	require.Contains(t, env, "THE_LOOP_WORK_ITEM=issue-15")
+	require.Contains(t, env, "THE_LOOP_SESSION_ID=s-1")
+	require.Contains(t, env, "THE_LOOP_STATE_ROOT=/srv/theloop")
+	require.NotContains(t, strings.Join(sessionEnv(item, "s-1", ""), "\n"), "THE_LOOP_STATE_ROOT", "no root configured, none exported")
+}

@@ -187,6 +187,9 @@ type session struct {
 	arts Artifacts
 	st   *State
 	warn []string
+	// now is the verb's one reading of the clock: every timestamp and event
+	// of a transition carries the same instant.
+	now time.Time
 
 	// ro is the read-only, memoising view of arts used by check chains.
 	ro *readOnly
@@ -200,12 +203,15 @@ type session struct {
 
 func (r *Runtime) now() time.Time { return r.clk.Now() }
 
-func (r *Runtime) emit(name string, level Level, wi WorkItem, fields ...Field) {
-	ref := wi.Ref
-	if ref == "" {
-		ref = wi.ID
+func (r *Runtime) emit(s *session, name string, level Level, fields ...Field) {
+	if _, off := r.sink.(discardSink); off {
+		return
 	}
-	r.sink.Emit(LogEvent{Time: r.now(), Name: name, Level: level, Fields: append([]Field{{"work_item", ref}}, fields...)})
+	ref := s.wi.Ref
+	if ref == "" {
+		ref = s.wi.ID
+	}
+	r.sink.Emit(LogEvent{Time: s.now, Name: name, Level: level, Fields: append([]Field{{"work_item", ref}}, fields...)})
 }
 
 // open resolves the work item and loads its state. Missing state is a fresh
@@ -216,7 +222,7 @@ func (r *Runtime) open(ctx context.Context, id string) (*session, error) {
 	if err != nil {
 		return nil, err
 	}
-	s := &session{wi: wi, arts: arts}
+	s := &session{wi: wi, arts: arts, now: r.now()}
 	st, err := r.opts.Store.Load(ctx, id)
 	switch {
 	case err == nil:
@@ -227,11 +233,11 @@ func (r *Runtime) open(ctx context.Context, id string) (*session, error) {
 		s.st = NewState(id)
 		rep := r.evaluateAll(ctx, s, true)
 		if rep.CurrentNode != "" {
-			s.st.Enter(rep.CurrentNode, r.now())
+			s.st.Enter(rep.CurrentNode, s.now)
 		}
 		s.st.Loop = r.g.Name
 		s.warn = append(s.warn, fmt.Sprintf("graph-state.json could not be parsed; the state was reconstructed from the artifacts (current node: %s) and the unparseable file is preserved beside it", rep.CurrentNode))
-		r.emit("graph.state_reconstructed", LevelWarning, wi, Field{"node", rep.CurrentNode}, Field{"error", err.Error()})
+		r.emit(s, "graph.state_reconstructed", LevelWarning, Field{"node", rep.CurrentNode}, Field{"error", err.Error()})
 	default:
 		return nil, err
 	}
@@ -358,7 +364,7 @@ func (r *Runtime) routeSkips(s *session, id string, k skipInfo) string {
 		if !ok {
 			break
 		}
-		now := r.now()
+		now := s.now
 		s.st.update(id, func(rec *NodeRecord) {
 			if rec.EnteredAt == "" {
 				rec.EnteredAt = Timestamp(now)
@@ -373,7 +379,7 @@ func (r *Runtime) routeSkips(s *session, id string, k skipInfo) string {
 				fields = append(fields, Field{kv[0], kv[1]})
 			}
 		}
-		r.emit("graph.node_skipped", LevelInfo, s.wi, fields...)
+		r.emit(s, "graph.node_skipped", LevelInfo, fields...)
 		id = to
 	}
 	return id
@@ -392,7 +398,7 @@ func (r *Runtime) hookContext(s *session, n *Node, b Boundary, mode Mode, ev *Ev
 		Config:   r.opts.Config,
 		Surface:  s.st.Surface,
 		Graph:    r.g,
-		Now:      r.now(),
+		Now:      s.now,
 	}
 	if mode == ModeCheck {
 		if s.ro == nil {
@@ -598,7 +604,7 @@ func (r *Runtime) Start(ctx context.Context, id string) (*StepReport, error) {
 	rep.Messages = append(append(rep.Messages, s.warn...), msgs...)
 	rep.Attempts = s.st.Record(node).Attempts
 	rep.CurrentNode = s.st.CurrentNode
-	r.emit("graph.started", LevelInfo, s.wi, Field{"node", node})
+	r.emit(s, "graph.started", LevelInfo, Field{"node", node})
 	return rep, nil
 }
 
@@ -616,7 +622,7 @@ const (
 func (r *Runtime) enter(ctx context.Context, s *session, id string, how entryKind) ([]string, error) {
 	forced := how == entryForce
 	n, _ := r.g.Node(id)
-	s.st.Enter(id, r.now())
+	s.st.Enter(id, s.now)
 	if forced {
 		s.st.update(id, func(rec *NodeRecord) { rec.Forced = true })
 	}
@@ -632,13 +638,13 @@ func (r *Runtime) enter(ctx context.Context, s *session, id string, how entryKin
 		if sess != "" {
 			fields = append(fields, Field{"session", sess})
 		}
-		r.emit("graph.gate_session", LevelInfo, s.wi, fields...)
+		r.emit(s, "graph.gate_session", LevelInfo, fields...)
 	}
 	c := runChains(ctx, r.pool, []chainJob{{n.Entry, r.hookContext(s, n, Entry, ModeLive, nil, nil)}})[0]
 	msgs := r.noteDegraded(s, id, c)
 	if !c.Satisfied() {
 		msgs = append(msgs, fmt.Sprintf("warning: the entry chain of %s stopped: %s", id, c.Render()))
-		r.emit("graph.entry_incomplete", LevelWarning, s.wi, Field{"node", id}, Field{"hook", c.BlockingHook()})
+		r.emit(s, "graph.entry_incomplete", LevelWarning, Field{"node", id}, Field{"hook", c.BlockingHook()})
 	}
 	return msgs, nil
 }
@@ -659,7 +665,7 @@ func (r *Runtime) noteDegraded(s *session, node string, c ChainOutcome) []string
 	for _, res := range c.Degraded() {
 		e := res.DataString("error")
 		msgs = append(msgs, fmt.Sprintf("warning: %s did not complete: %s", res.Hook, e))
-		r.emit("graph.hook_degraded", LevelWarning, s.wi, Field{"node", node}, Field{"hook", res.Hook}, Field{"error", e})
+		r.emit(s, "graph.hook_degraded", LevelWarning, Field{"node", node}, Field{"hook", res.Hook}, Field{"error", e})
 	}
 	return msgs
 }
@@ -714,11 +720,11 @@ func (r *Runtime) advance(ctx context.Context, s *session, ev *Event) (*StepRepo
 		if reason == "" {
 			reason = "awaiting a human"
 		}
-		st.Park(node.ID, reason, false, r.now())
+		st.Park(node.ID, reason, false, s.now)
 		if err := r.save(ctx, s); err != nil {
 			return nil, err
 		}
-		r.emit("graph.parked", LevelInfo, s.wi, Field{"node", node.ID})
+		r.emit(s, "graph.parked", LevelInfo, Field{"node", node.ID})
 		rep.Status = string(StatusWait)
 		rep.Attempts = st.Record(node.ID).Attempts
 		return rep, nil
@@ -729,11 +735,11 @@ func (r *Runtime) advance(ctx context.Context, s *session, ev *Event) (*StepRepo
 		attempts := st.Record(node.ID).Attempts
 		rep.Attempts = attempts
 		if repeated || attempts >= node.MaxAttempts {
-			st.Park(node.ID, rendered, true, r.now())
+			st.Park(node.ID, rendered, true, s.now)
 			if err := r.save(ctx, s); err != nil {
 				return nil, err
 			}
-			r.emit("graph.escalated", LevelWarning, s.wi, Field{"node", node.ID}, Field{"attempts", attempts}, Field{"repeated", repeated})
+			r.emit(s, "graph.escalated", LevelWarning, Field{"node", node.ID}, Field{"attempts", attempts}, Field{"repeated", repeated})
 			rep.Status = StepEscalated
 			if repeated {
 				rep.Messages = append(rep.Messages, "escalated: the same block twice in a row; a human has been asked to look")
@@ -746,7 +752,7 @@ func (r *Runtime) advance(ctx context.Context, s *session, ev *Event) (*StepRepo
 		if err := r.save(ctx, s); err != nil {
 			return nil, err
 		}
-		r.emit("graph.blocked", LevelInfo, s.wi, Field{"node", node.ID}, Field{"hook", c.BlockingHook()})
+		r.emit(s, "graph.blocked", LevelInfo, Field{"node", node.ID}, Field{"hook", c.BlockingHook()})
 		rep.Status = string(StatusBlock)
 		return rep, nil
 	}
@@ -756,7 +762,7 @@ func (r *Runtime) advance(ctx context.Context, s *session, ev *Event) (*StepRepo
 		k = r.skips(st)
 	}
 	outcome := c.Outcome()
-	st.Exit(node.ID, outcome, r.now())
+	st.Exit(node.ID, outcome, s.now)
 	target, found := r.g.Next(node.ID, outcome)
 	if !found {
 		rep.Attempts = st.Record(node.ID).Attempts
@@ -764,17 +770,17 @@ func (r *Runtime) advance(ctx context.Context, s *session, ev *Event) (*StepRepo
 			if err := r.save(ctx, s); err != nil {
 				return nil, err
 			}
-			r.emit("graph.completed", LevelInfo, s.wi, Field{"node", node.ID})
+			r.emit(s, "graph.completed", LevelInfo, Field{"node", node.ID})
 			rep.Status = string(StatusPass)
 			rep.Messages = append(rep.Messages, "the walk is complete")
 			return rep, nil
 		}
 		reason := fmt.Sprintf("no declared edge from %s on '%s'", node.ID, outcome)
-		st.Park(node.ID, reason, true, r.now())
+		st.Park(node.ID, reason, true, s.now)
 		if err := r.save(ctx, s); err != nil {
 			return nil, err
 		}
-		r.emit("graph.no_edge", LevelWarning, s.wi, Field{"node", node.ID}, Field{"outcome", outcome})
+		r.emit(s, "graph.no_edge", LevelWarning, Field{"node", node.ID}, Field{"outcome", outcome})
 		rep.Status = StepEscalated
 		rep.Messages = append(rep.Messages, fmt.Sprintf("no declared edge from %s on outcome '%s'", node.ID, outcome))
 		rep.Messages = append(rep.Messages, r.escalate(ctx, s, node)...)
@@ -785,7 +791,7 @@ func (r *Runtime) advance(ctx context.Context, s *session, ev *Event) (*StepRepo
 	if err != nil {
 		return nil, err
 	}
-	r.emit("graph.advanced", LevelInfo, s.wi, Field{"node", node.ID}, Field{"to", target}, Field{"outcome", outcome})
+	r.emit(s, "graph.advanced", LevelInfo, Field{"node", node.ID}, Field{"to", target}, Field{"outcome", outcome})
 	rep.Status = string(StatusPass)
 	rep.Moved = true
 	rep.CurrentNode = target
@@ -812,7 +818,7 @@ func (r *Runtime) escalate(ctx context.Context, s *session, n *Node) []string {
 // gate verdict of decision 2). It reports whether skips or opt-ins changed.
 func (r *Runtime) recordFacts(s *session, n *Node, c ChainOutcome, ev *Event) bool {
 	st := s.st
-	at := Timestamp(r.now())
+	at := Timestamp(s.now)
 	for _, res := range c.Results {
 		key := res.DataString("decision")
 		if key == "" || res.Data["recorded"] == true {
@@ -881,11 +887,11 @@ func (r *Runtime) recordFacts(s *session, n *Node, c ChainOutcome, ev *Event) bo
 	}
 	if len(skipped) > 0 {
 		sort.Strings(skipped)
-		r.emit("graph.skips_declared", LevelInfo, s.wi, Field{"via", "selection"}, Field{"nodes", skipped})
+		r.emit(s, "graph.skips_declared", LevelInfo, Field{"via", "selection"}, Field{"nodes", skipped})
 	}
 	if len(opted) > 0 {
 		sort.Strings(opted)
-		r.emit("graph.opt_ins_selected", LevelInfo, s.wi, Field{"via", "selection"}, Field{"nodes", opted})
+		r.emit(s, "graph.opt_ins_selected", LevelInfo, Field{"via", "selection"}, Field{"nodes", opted})
 	}
 	return changed
 }
@@ -979,7 +985,7 @@ func (r *Runtime) Complete(ctx context.Context, id, node, actor string) (*Claim,
 	if by == "" {
 		by = "cli"
 	}
-	s.st.Completions.Set(claimed, Completion{At: Timestamp(r.now()), By: by})
+	s.st.Completions.Set(claimed, Completion{At: Timestamp(s.now), By: by})
 	if err := r.save(ctx, s); err != nil {
 		return nil, err
 	}
@@ -1030,13 +1036,13 @@ func (r *Runtime) Force(ctx context.Context, id, to, reason, actor string) (*For
 	if actor == "" {
 		actor = "(shell)"
 	}
-	rec := ForceRecord{From: from, To: to, Reason: reason, Actor: actor, At: Timestamp(r.now()), Warnings: append([]string{}, warnings...)}
+	rec := ForceRecord{From: from, To: to, Reason: reason, Actor: actor, At: Timestamp(s.now), Warnings: append([]string{}, warnings...)}
 	s.st.Forced = append(s.st.Forced, rec)
 	res := &ForceResult{WorkItem: s.wi.Ref, FromNode: from, ToNode: to, Reason: reason, Warnings: warnings, Messages: append([]string{}, s.warn...)}
 	if res.WorkItem == "" {
 		res.WorkItem = s.wi.ID
 	}
-	r.emit("graph.forced", LevelWarning, s.wi, Field{"from", from}, Field{"to", to}, Field{"actor", actor}, Field{"reason", reason})
+	r.emit(s, "graph.forced", LevelWarning, Field{"from", from}, Field{"to", to}, Field{"actor", actor}, Field{"reason", reason})
 	msgs, err := r.enter(ctx, s, to, entryForce)
 	if err != nil {
 		return nil, err
@@ -1116,7 +1122,7 @@ func (r *Runtime) DeclareSkips(ctx context.Context, id string, tokens []string, 
 		actor = "(shell)"
 	}
 	cur := s.st.CurrentNode
-	at := Timestamp(r.now())
+	at := Timestamp(s.now)
 	for _, p := range picks {
 		if p.node == cur || s.st.Record(p.node).EnteredAt != "" || (cur != "" && r.g.Before(p.node, cur)) {
 			res.Rejected = append(res.Rejected, SkipRejection{Token: p.node, Why: "already entered or behind the pointer — a skip is a plan, not an amnesty"})
@@ -1130,7 +1136,7 @@ func (r *Runtime) DeclareSkips(ctx context.Context, id string, tokens []string, 
 		if err := r.save(ctx, s); err != nil {
 			return nil, err
 		}
-		r.emit("graph.skips_declared", LevelInfo, s.wi, Field{"via", "cli"}, Field{"actor", actor}, Field{"reason", reason}, Field{"nodes", res.Declared})
+		r.emit(s, "graph.skips_declared", LevelInfo, Field{"via", "cli"}, Field{"actor", actor}, Field{"reason", reason}, Field{"nodes", res.Declared})
 		if r.opts.Auditor != nil {
 			if err := r.opts.Auditor.SkipsDeclared(ctx, s.wi, res.Declared, actor, reason); err != nil {
 				res.Warnings = append(res.Warnings, "could not record the audit trail: "+err.Error())
@@ -1138,7 +1144,7 @@ func (r *Runtime) DeclareSkips(ctx context.Context, id string, tokens []string, 
 		}
 	}
 	for _, rj := range res.Rejected {
-		r.emit("graph.skips_rejected", LevelWarning, s.wi, Field{"token", rj.Token}, Field{"via", "cli"}, Field{"why", rj.Why})
+		r.emit(s, "graph.skips_rejected", LevelWarning, Field{"token", rj.Token}, Field{"via", "cli"}, Field{"why", rj.Why})
 	}
 	return res, nil
 }

@@ -3,7 +3,6 @@ package graph
 import (
 	"bytes"
 	"encoding/json"
-	"fmt"
 	"maps"
 	"slices"
 )
@@ -102,42 +101,61 @@ func (o OrderedMap[V]) MarshalJSON() ([]byte, error) {
 // UnmarshalJSON reads an object, keeping key order. Entries whose value does
 // not decode as V (for instance a node record that is not an object) are
 // dropped rather than failing the whole file: the state is agent-writable
-// and a bad entry must not cost the good ones. null reads as empty.
+// and a bad entry must not cost the good ones. null, or a value that is not
+// an object at all, reads as empty.
 func (o *OrderedMap[V]) UnmarshalJSON(data []byte) error {
 	*o = OrderedMap[V]{}
-	data = bytes.TrimSpace(data)
-	if bytes.Equal(data, []byte("null")) {
+	var m map[string]json.RawMessage
+	if json.Unmarshal(data, &m) != nil || m == nil {
 		return nil
 	}
-	dec := json.NewDecoder(bytes.NewReader(data))
-	tok, err := dec.Token()
-	if err != nil {
-		return err
-	}
-	if d, ok := tok.(json.Delim); !ok || d != '{' {
-		return fmt.Errorf("expected an object")
-	}
-	for dec.More() {
-		kt, err := dec.Token()
-		if err != nil {
-			return err
-		}
-		k, _ := kt.(string)
-		var raw json.RawMessage
-		if err := dec.Decode(&raw); err != nil {
-			return err
-		}
-		var v V
+	for _, k := range objectKeys(bytes.TrimSpace(data)) {
+		raw := m[k]
 		if !isJSONObject(raw) {
 			continue
 		}
+		var v V
 		if err := json.Unmarshal(raw, &v); err != nil {
 			continue
 		}
 		o.Set(k, v)
 	}
-	_, err = dec.Token()
-	return err
+	return nil
+}
+
+// objectKeys returns the keys of a valid JSON object in the order written
+// (first occurrence first), scanning the bytes once.
+func objectKeys(data []byte) []string {
+	var keys []string
+	depth, expectKey := 0, false
+	for i := 0; i < len(data); i++ {
+		switch c := data[i]; c {
+		case '{', '[':
+			depth++
+			expectKey = c == '{' && depth == 1
+		case '}', ']':
+			depth--
+		case ',':
+			expectKey = depth == 1
+		case '"':
+			j := i + 1
+			for j < len(data) && data[j] != '"' {
+				if data[j] == '\\' {
+					j++
+				}
+				j++
+			}
+			if depth == 1 && expectKey && j < len(data) {
+				var k string
+				if json.Unmarshal(data[i:j+1], &k) == nil {
+					keys = append(keys, k)
+				}
+				expectKey = false
+			}
+			i = j
+		}
+	}
+	return keys
 }
 
 func isJSONObject(raw []byte) bool {

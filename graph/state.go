@@ -277,40 +277,25 @@ func ParseState(id string, data []byte) (*State, error) {
 	if len(trim) == 0 || trim[0] != '{' {
 		return nil, fmt.Errorf("%w: not a JSON object", ErrCorruptState)
 	}
-	// Decode field by field so that one mistyped field (an agent's edit)
-	// does not cost the rest.
-	var fields map[string]json.RawMessage
-	if err := json.Unmarshal(trim, &fields); err != nil {
-		return nil, fmt.Errorf("%w: %v", ErrCorruptState, err)
-	}
+	// One decode: encoding/json skips a mistyped field and completes the
+	// rest (an agent's bad edit costs only that field); only a syntax error
+	// makes the file corrupt.
 	s := NewState(id)
-	get := func(key string, into any) {
-		if raw, ok := fields[key]; ok {
-			_ = json.Unmarshal(raw, into)
+	if err := json.Unmarshal(trim, s); err != nil {
+		var te *json.UnmarshalTypeError
+		if !errors.As(err, &te) {
+			return nil, fmt.Errorf("%w: %v", ErrCorruptState, err)
 		}
 	}
-	get("version", &s.Version)
 	if s.Version == 0 {
 		s.Version = StateVersion
 	}
-	get("workItem", &s.WorkItem)
 	if s.WorkItem == "" {
 		s.WorkItem = id
 	}
-	get("currentNode", &s.CurrentNode)
-	get("nodes", &s.Nodes)
-	get("decisions", &s.Decisions)
-	get("forced", &s.Forced)
 	if s.Forced == nil {
 		s.Forced = []ForceRecord{}
 	}
-	get("parked", &s.Parked)
-	get("session", &s.Session)
-	get("completions", &s.Completions)
-	get("skips", &s.Skips)
-	get("optIns", &s.OptIns)
-	get("surface", &s.Surface)
-	get("loop", &s.Loop)
 	return s, nil
 }
 

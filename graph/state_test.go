@@ -124,3 +124,37 @@ func FuzzParseState(f *testing.F) {
 		_ = bytes.TrimSpace(out)
 	})
 }
+
+func TestOrderedMapKeepsKeyOrderThroughEscapes(t *testing.T) {
+	var m graph.OrderedMap[graph.Completion]
+	require.NoError(t, json.Unmarshal([]byte(`{"z\"q": {"by": "a"}, "a": "skip", "m\\": {"by": "{"}, "b": {"by": ","}}`), &m))
+	require.Equal(t, []string{"z\"q", "m\\", "b"}, m.Keys())
+	c, _ := m.Get("b")
+	require.Equal(t, ",", c.By)
+}
+
+func FuzzOrderedMapKeys(f *testing.F) {
+	f.Add([]byte(`{"a": {}, "b": {"x": "}"}, "c\"": {}}`))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		var m graph.OrderedMap[graph.Completion]
+		if err := json.Unmarshal(data, &m); err != nil {
+			return
+		}
+		var plain map[string]json.RawMessage
+		if json.Unmarshal(data, &plain) != nil {
+			return
+		}
+		for _, k := range m.Keys() {
+			if _, ok := plain[k]; !ok {
+				t.Fatalf("key %q is not in the object", k)
+			}
+		}
+		for k, raw := range plain {
+			var c graph.Completion
+			trimmed := bytes.TrimSpace(raw)
+			if len(trimmed) > 0 && trimmed[0] == '{' && json.Unmarshal(raw, &c) == nil && !m.Has(k) {
+				t.Fatalf("object entry %q was lost", k)
+			}
+		}
+	})
+}

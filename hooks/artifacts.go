@@ -260,7 +260,7 @@ func joinBodies(a graph.Artifacts, names []string) string {
 	var parts []string
 	for _, n := range names {
 		if d := loadDoc(a, n); d.err == nil {
-			parts = append(parts, strings.ToLower(d.body))
+			parts = append(parts, d.lowerBody())
 		}
 	}
 	return strings.Join(parts, "\n")

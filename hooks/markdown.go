@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"io/fs"
 	"strings"
+	"sync"
 
 	"github.com/goccy/go-yaml"
 
@@ -199,6 +200,15 @@ type document struct {
 	lines []string
 	spans []sectionSpan
 	err   error
+
+	lowerOnce sync.Once
+	lower     string
+}
+
+// lowerBody is the body in lower case, computed once per document.
+func (d *document) lowerBody() string {
+	d.lowerOnce.Do(func() { d.lower = strings.ToLower(d.body) })
+	return d.lower
 }
 
 // section finds the first section titled exactly title.

@@ -1,9 +1,11 @@
 package graph_test
 
 import (
-	"github.com/stretchr/testify/require"
-	"github.com/theloop-dev/theloop/graph/graphfile"
 	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/theloop-dev/theloop/graph/graphfile"
 )
 
 func TestAliasBombIsRefused(t *testing.T) {

@@ -4,11 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/theloop-dev/theloop/internal/lazyre"
 	"io/fs"
+	"maps"
+	"slices"
 	"strings"
 
 	"github.com/theloop-dev/theloop/graph"
+	"github.com/theloop-dev/theloop/internal/lazyre"
 )
 
 // slot is one declared artifact: a single name or alternatives ("a.md|b.md").
@@ -169,7 +171,7 @@ func validateArtifacts(_ context.Context, hc *graph.HookContext) graph.HookResul
 			}
 		}
 		if want := p.Map("frontMatter"); want != nil {
-			for _, k := range sortedKeys(want) {
+			for _, k := range slices.Sorted(maps.Keys(want)) {
 				got := fmString(fm[k])
 				exp := fmString(want[k])
 				if got != exp {

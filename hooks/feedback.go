@@ -3,7 +3,6 @@ package hooks
 import (
 	"context"
 	"fmt"
-	"sort"
 	"strings"
 	"unicode"
 
@@ -453,13 +452,4 @@ func recordDecision(_ context.Context, hc *graph.HookContext) graph.HookResult {
 		return graph.Pass(map[string]any{"appended": false, "error": "could not append to " + into + ": " + errorKind(err)})
 	}
 	return graph.Pass(map[string]any{"appended": true})
-}
-
-func sortedKeys(m map[string]any) []string {
-	out := make([]string, 0, len(m))
-	for k := range m {
-		out = append(out, k)
-	}
-	sort.Strings(out)
-	return out
 }

@@ -2,10 +2,10 @@ package hooks
 
 import (
 	"context"
-	"github.com/theloop-dev/theloop/internal/lazyre"
 	"strings"
 
 	"github.com/theloop-dev/theloop/graph"
+	"github.com/theloop-dev/theloop/internal/lazyre"
 )
 
 // GoalMarker identifies the goal-request comment of the contribution loop.

@@ -5,13 +5,13 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/theloop-dev/theloop/internal/lazyre"
 	"io/fs"
 	"path"
 	"sort"
 	"strings"
 
 	"github.com/theloop-dev/theloop/graph"
+	"github.com/theloop-dev/theloop/internal/lazyre"
 )
 
 var repoSegment = lazyre.New(`^[A-Za-z0-9._-]+$`)

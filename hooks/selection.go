@@ -3,10 +3,11 @@ package hooks
 import (
 	"context"
 	"fmt"
-	"github.com/theloop-dev/theloop/internal/lazyre"
+	"slices"
 	"strings"
 
 	"github.com/theloop-dev/theloop/graph"
+	"github.com/theloop-dev/theloop/internal/lazyre"
 )
 
 // SelectionMarker identifies the phase-selection checklist comment.
@@ -183,7 +184,7 @@ func ReadSelection(g *graph.Graph, rows []ChecklistRow, sessionDefault string) S
 			continue
 		}
 		if m, ok := strings.CutPrefix(r.Token, prSessionsPrefix); ok {
-			if r.Ticked && prSessionText[m] != "" && !contains(modes, m) {
+			if r.Ticked && prSessionText[m] != "" && !slices.Contains(modes, m) {
 				modes = append(modes, m)
 			}
 			continue
@@ -214,15 +215,6 @@ func ReadSelection(g *graph.Graph, rows []ChecklistRow, sessionDefault string) S
 		sel.SessionPerPr = modes[0]
 	}
 	return sel
-}
-
-func contains(ss []string, s string) bool {
-	for _, x := range ss {
-		if x == s {
-			return true
-		}
-	}
-	return false
 }
 
 // classifyPhaseSelection freezes the phase selection from an authorized
@@ -301,7 +293,7 @@ func freeze(hc *graph.HookContext, sel Selection) map[string]any {
 	}
 	nodes := make([]any, 0, len(hc.Graph.Nodes()))
 	for _, n := range hc.Graph.Nodes() {
-		nodes = append(nodes, map[string]any{"id": n.ID, "phase": n.Phase, "skipped": skipped[n.ID] || (n.OptIn && !contains(sel.OptIns, n.ID)), "selectable": n.Skippable, "optIn": n.OptIn})
+		nodes = append(nodes, map[string]any{"id": n.ID, "phase": n.Phase, "skipped": skipped[n.ID] || (n.OptIn && !slices.Contains(sel.OptIns, n.ID)), "selectable": n.Skippable, "optIn": n.OptIn})
 	}
 	return map[string]any{"loop": hc.Graph.Name, "workItem": hc.WorkItem.ID, "surface": sel.Surface, "sessionPerPr": sel.SessionPerPr, "nodes": nodes}
 }
@@ -326,7 +318,7 @@ func confirmation(g *graph.Graph, sel Selection, actor string) string {
 	}
 	var offered []string
 	for _, n := range g.Nodes() {
-		if n.OptIn && !contains(sel.OptIns, n.ID) {
+		if n.OptIn && !slices.Contains(sel.OptIns, n.ID) {
 			offered = append(offered, n.ID)
 		}
 	}

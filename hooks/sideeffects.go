@@ -3,6 +3,7 @@ package hooks
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/theloop-dev/theloop/graph"
@@ -59,7 +60,7 @@ func ResolveRecipients(cfg graph.Values, event string) (roles []string, people [
 			continue
 		}
 		for _, r := range c.Strings("roles") {
-			if contains(roles, r) {
+			if slices.Contains(roles, r) {
 				seen[login] = true
 				people = append(people, Recipient{Login: login, Slack: c.String("slack")})
 				break

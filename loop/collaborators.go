@@ -2,9 +2,12 @@ package loop
 
 import (
 	"fmt"
-	"github.com/theloop-dev/theloop/internal/lazyre"
+	"maps"
 	"path/filepath"
+	"slices"
 	"strings"
+
+	"github.com/theloop-dev/theloop/internal/lazyre"
 )
 
 // Collaborator is one person in a repository's .the-loop/collaborators.yaml:
@@ -106,7 +109,7 @@ func ParseCollaborators(name string, data []byte) (Collaborators, error) {
 		if !ok {
 			return nil, bad("%s: expected a mapping with login, name, roles, slack, email, got %s", where, typeName(e))
 		}
-		for _, k := range sortedKeys(m) {
+		for _, k := range slices.Sorted(maps.Keys(m)) {
 			if !collaboratorKeys[k] {
 				return nil, bad("%s: unknown key %q; an entry has login, name, roles, slack, email", where, k)
 			}

@@ -3,14 +3,16 @@ package loop
 import (
 	"errors"
 	"fmt"
-	"github.com/theloop-dev/theloop/internal/lazyre"
 	"io"
 	"io/fs"
+	"maps"
 	"os"
 	"path/filepath"
-	"sort"
+	"slices"
 	"strconv"
 	"strings"
+
+	"github.com/theloop-dev/theloop/internal/lazyre"
 
 	"github.com/goccy/go-yaml"
 )
@@ -472,7 +474,7 @@ func parseHarnessConfig(name string, data []byte, fast bool) (HarnessConfig, []s
 		cfg.Notifications.Enabled = en
 	}
 	if events, ok := r.mapping("notifications.events"); ok {
-		for _, ev := range sortedKeys(events) {
+		for _, ev := range slices.Sorted(maps.Keys(events)) {
 			if events[ev] == nil {
 				continue
 			}
@@ -489,15 +491,6 @@ func parseHarnessConfig(name string, data []byte, fast bool) (HarnessConfig, []s
 		warnings = append(warnings, name+": "+p)
 	}
 	return cfg, warnings, nil
-}
-
-func sortedKeys[V any](m map[string]V) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	return keys
 }
 
 // RepoGraphWarnings reports repository files that would declare or override
@@ -807,7 +800,7 @@ func ParseCLIConfig(name string, data []byte) (CLIConfig, error) {
 	}
 	if kws, ok := r.mapping("routing.control.keywords"); ok {
 		known := cfg.Keywords
-		for _, cmd := range sortedKeys(kws) {
+		for _, cmd := range slices.Sorted(maps.Keys(kws)) {
 			if _, isCmd := known[cmd]; !isCmd {
 				cfg.Warnings = append(cfg.Warnings, fmt.Sprintf("%s: routing.control.keywords.%s is not a control command (%s); it is ignored", name, cmd, strings.Join(ControlCommands(), ", ")))
 				continue

@@ -3,7 +3,6 @@ package loop
 import (
 	"context"
 	"fmt"
-	"github.com/theloop-dev/theloop/internal/lazyre"
 	"io/fs"
 	"os"
 	"path"
@@ -13,6 +12,8 @@ import (
 
 	"github.com/theloop-dev/theloop/graph"
 	"github.com/theloop-dev/theloop/hooks"
+	"github.com/theloop-dev/theloop/internal/atomicfile"
+	"github.com/theloop-dev/theloop/internal/lazyre"
 )
 
 var (
@@ -132,7 +133,7 @@ func (a *FileArtifacts) WriteFile(name string, data []byte) error {
 	if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
 		return err
 	}
-	return writeFileAtomic(p, data, 0o644)
+	return atomicfile.Write(p, data, 0o644)
 }
 
 // AppendFile implements graph.Artifacts.

@@ -4,17 +4,17 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/theloop-dev/theloop/internal/lazyre"
 	"io/fs"
 	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
-	"syscall"
 	"time"
 
 	"github.com/theloop-dev/theloop/graph"
 	"github.com/theloop-dev/theloop/hooks"
+	"github.com/theloop-dev/theloop/internal/atomicfile"
+	"github.com/theloop-dev/theloop/internal/lazyre"
 )
 
 // File names inside a work item's spec directory (reference graph-spec §1).
@@ -221,7 +221,7 @@ func (s *FileStore) Save(ctx context.Context, id string, st *graph.State) error 
 	if err := s.preserveCorrupt(id, path); err != nil {
 		return err
 	}
-	if err := writeFileAtomic(path, data, 0o644); err != nil {
+	if err := atomicfile.Write(path, data, 0o644); err != nil {
 		return err
 	}
 	removeStaleTemps(dir)
@@ -297,7 +297,7 @@ func (s *FileStore) preserveCorrupt(id, path string) error {
 		}
 		lerr := os.Link(path, name)
 		if lerr == nil {
-			return syncDir(filepath.Dir(path))
+			return atomicfile.SyncDir(filepath.Dir(path))
 		}
 		if errors.Is(lerr, fs.ErrExist) {
 			continue
@@ -307,7 +307,7 @@ func (s *FileStore) preserveCorrupt(id, path string) error {
 		}
 		cerr := copyExclusive(name, data)
 		if cerr == nil {
-			return syncDir(filepath.Dir(path))
+			return atomicfile.SyncDir(filepath.Dir(path))
 		}
 		if errors.Is(cerr, fs.ErrExist) {
 			continue
@@ -334,59 +334,6 @@ func copyExclusive(name string, data []byte) error {
 		return err
 	}
 	return f.Close()
-}
-
-// writeFileAtomic replaces path with data: temp file in the same
-// directory, write, fsync, rename over path, fsync the directory. The temp
-// file is removed on any failure.
-func writeFileAtomic(path string, data []byte, perm fs.FileMode) (err error) {
-	dir := filepath.Dir(path)
-	f, err := os.CreateTemp(dir, "."+filepath.Base(path)+".tmp-*")
-	if err != nil {
-		return fmt.Errorf("writing %s: %w", path, err)
-	}
-	tmp := f.Name()
-	defer func() {
-		if err != nil {
-			f.Close()
-			os.Remove(tmp)
-		}
-	}()
-	if _, err = f.Write(data); err != nil {
-		return fmt.Errorf("writing %s: %w", path, err)
-	}
-	if err = f.Chmod(perm); err != nil {
-		return fmt.Errorf("writing %s: %w", path, err)
-	}
-	if err = f.Sync(); err != nil {
-		return fmt.Errorf("writing %s: fsync: %w", path, err)
-	}
-	if err = f.Close(); err != nil {
-		return fmt.Errorf("writing %s: %w", path, err)
-	}
-	if err = os.Rename(tmp, path); err != nil {
-		return fmt.Errorf("writing %s: %w", path, err)
-	}
-	if serr := syncDir(dir); serr != nil {
-		// The new file is in place; only its durability across a power
-		// loss is in doubt. Report it without removing anything.
-		return fmt.Errorf("%s was written but its directory could not be synced: %w", path, serr)
-	}
-	return nil
-}
-
-// syncDir fsyncs a directory so that a rename or link in it is durable.
-// Filesystems that cannot sync directories are accepted.
-func syncDir(dir string) error {
-	d, err := os.Open(dir)
-	if err != nil {
-		return err
-	}
-	defer d.Close()
-	if err := d.Sync(); err != nil && !errors.Is(err, syscall.EINVAL) && !errors.Is(err, syscall.ENOTSUP) {
-		return err
-	}
-	return nil
 }
 
 // Lock implements graph.Store: it takes an exclusive advisory lock on id's

@@ -6,12 +6,14 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/theloop-dev/theloop/internal/lazyre"
 	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
 	"time"
+
+	"github.com/theloop-dev/theloop/internal/atomicfile"
+	"github.com/theloop-dev/theloop/internal/lazyre"
 )
 
 // DefaultMarketplaceRepo is the GitHub repository Claude Code fetches
@@ -314,7 +316,7 @@ func editJSONFile(path string, edit func(map[string]any) bool) (bool, error) {
 	if err != nil {
 		return false, fmt.Errorf("encoding %s: %w", path, err)
 	}
-	if err := writeFileAtomic(target, append(out, '\n'), mode); err != nil {
+	if err := atomicfile.Write(target, append(out, '\n'), mode); err != nil {
 		return false, err
 	}
 	return true, nil

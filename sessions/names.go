@@ -3,8 +3,9 @@ package sessions
 import (
 	"crypto/rand"
 	"fmt"
-	"github.com/theloop-dev/theloop/internal/lazyre"
 	"strings"
+
+	"github.com/theloop-dev/theloop/internal/lazyre"
 )
 
 var (

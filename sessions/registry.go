@@ -6,13 +6,15 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/theloop-dev/theloop/internal/lazyre"
 	"io/fs"
 	"os"
 	"path/filepath"
 	"sort"
 	"strings"
 	"time"
+
+	"github.com/theloop-dev/theloop/internal/atomicfile"
+	"github.com/theloop-dev/theloop/internal/lazyre"
 )
 
 // Status is a session record's lifecycle state.
@@ -312,7 +314,7 @@ func (r *Registry) Update(ctx context.Context, item WorkItem, fn func(rec *Recor
 	if _, err := ParseRecord(data); err != nil {
 		return Record{}, fmt.Errorf("refusing to write session record for %s: %w", item, err)
 	}
-	if err := writeFileAtomic(path, append(data, '\n'), 0o600); err != nil {
+	if err := atomicfile.Write(path, append(data, '\n'), 0o600); err != nil {
 		return Record{}, err
 	}
 	return rec, nil

@@ -6,7 +6,6 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"github.com/theloop-dev/theloop/internal/lazyre"
 	"os"
 	"path/filepath"
 	"strings"
@@ -14,6 +13,7 @@ import (
 	"unicode"
 	"unicode/utf8"
 
+	"github.com/theloop-dev/theloop/internal/lazyre"
 	"github.com/theloop-dev/theloop/internal/run"
 )
 

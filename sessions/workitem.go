@@ -2,9 +2,10 @@ package sessions
 
 import (
 	"fmt"
-	"github.com/theloop-dev/theloop/internal/lazyre"
 	"strconv"
 	"strings"
+
+	"github.com/theloop-dev/theloop/internal/lazyre"
 )
 
 // DefaultGitHubHost is the host a github ref means when it names none. It is

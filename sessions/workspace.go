@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/theloop-dev/theloop/internal/atomicfile"
 	"github.com/theloop-dev/theloop/internal/run"
 )
 
@@ -259,7 +260,7 @@ func claimOwner(worktree string, item WorkItem) error {
 	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
 		return err
 	}
-	return writeFileAtomic(path, []byte(item.String()+"\n"), 0o644)
+	return atomicfile.Write(path, []byte(item.String()+"\n"), 0o644)
 }
 
 // isWorktree reports whether git knows wt as a worktree of clone.

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"slices"
 	"strings"
 
 	"github.com/urfave/cli/v2"
@@ -168,7 +169,7 @@ func permute(app *cli.App, argv []string) []string {
 		}
 		var next *cli.Command
 		for _, c := range cmds {
-			if c.Name == a || contains(c.Aliases, a) {
+			if c.Name == a || slices.Contains(c.Aliases, a) {
 				next = c
 				break
 			}
@@ -209,15 +210,6 @@ func takesValue(flags []cli.Flag, name string) bool {
 				}
 				return false
 			}
-		}
-	}
-	return false
-}
-
-func contains(ss []string, s string) bool {
-	for _, x := range ss {
-		if x == s {
-			return true
 		}
 	}
 	return false

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 	"text/tabwriter"
@@ -544,16 +545,21 @@ func runHooks(opts *showOptions) error {
 		g = rt.Graph()
 	}
 	used := map[string][]string{}
+	use := func(hook, where string) {
+		if !slices.Contains(used[hook], where) {
+			used[hook] = append(used[hook], where)
+		}
+	}
 	for _, n := range g.Nodes() {
 		for _, h := range n.Entry {
-			used[h.Name] = append(used[h.Name], n.ID+" (entry)")
+			use(h.Name, n.ID+" (entry)")
 		}
 		for _, h := range n.Exit {
-			used[h.Name] = append(used[h.Name], n.ID+" (exit)")
+			use(h.Name, n.ID+" (exit)")
 		}
 	}
 	for _, h := range g.OnEscalation() {
-		used[h.Name] = append(used[h.Name], "onEscalation")
+		use(h.Name, "onEscalation")
 	}
 	var infos []hookInfo
 	for _, spec := range loop.ShippedHooks().Specs() {
@@ -561,7 +567,7 @@ func runHooks(opts *showOptions) error {
 		for i, op := range spec.Needs {
 			needs[i] = string(op)
 		}
-		infos = append(infos, hookInfo{Name: spec.Name, Summary: spec.Summary, Needs: needs, UsedBy: dedupe(used[spec.Name])})
+		infos = append(infos, hookInfo{Name: spec.Name, Summary: spec.Summary, Needs: needs, UsedBy: append([]string{}, used[spec.Name]...)})
 	}
 	sort.Slice(infos, func(i, j int) bool { return infos[i].Name < infos[j].Name })
 	if opts.Format == "json" {
@@ -582,16 +588,4 @@ func runHooks(opts *showOptions) error {
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", h.Name, needs, usedBy, h.Summary)
 	}
 	return tw.Flush()
-}
-
-func dedupe(in []string) []string {
-	seen := map[string]bool{}
-	out := []string{}
-	for _, s := range in {
-		if !seen[s] {
-			seen[s] = true
-			out = append(out, s)
-		}
-	}
-	return out
 }

@@ -11,6 +11,8 @@ import (
 	"path/filepath"
 	"strings"
 
+	"github.com/theloop-dev/theloop/internal/atomicfile"
+
 	"github.com/urfave/cli/v2"
 )
 
@@ -661,21 +663,7 @@ func writeFileAtomic(path string, data []byte, private bool) error {
 	if st, err := os.Stat(path); err == nil {
 		mode = st.Mode().Perm()
 	}
-	f, err := os.CreateTemp(dir, "."+filepath.Base(path)+".tmp-*")
-	if err != nil {
-		return err
-	}
-	tmp := f.Name()
-	_, werr := f.Write(data)
-	if err := errors.Join(werr, f.Chmod(mode), f.Sync(), f.Close()); err != nil {
-		os.Remove(tmp)
-		return err
-	}
-	if err := os.Rename(tmp, path); err != nil {
-		os.Remove(tmp)
-		return err
-	}
-	return nil
+	return atomicfile.Write(path, data, mode)
 }
 
 // --- the dry run's diff ---------------------------------------------------------

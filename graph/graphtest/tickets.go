@@ -3,6 +3,7 @@ package graphtest
 import (
 	"context"
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -154,13 +155,13 @@ func (t *Tickets) Call(ctx context.Context, op graph.Operation, args map[string]
 		want := v.Strings("labels")
 		var keep []string
 		for _, l := range t.labels[ref] {
-			if prefix != "" && strings.HasPrefix(l, prefix) && !contains(want, l) {
+			if prefix != "" && strings.HasPrefix(l, prefix) && !slices.Contains(want, l) {
 				continue
 			}
 			keep = append(keep, l)
 		}
 		for _, l := range want {
-			if !contains(keep, l) {
+			if !slices.Contains(keep, l) {
 				keep = append(keep, l)
 			}
 		}
@@ -175,15 +176,6 @@ func (t *Tickets) Call(ctx context.Context, op graph.Operation, args map[string]
 		return map[string]any{}, nil
 	}
 	return nil, fmt.Errorf("%s: %w", op, graph.ErrUnsupportedOperation)
-}
-
-func contains(ss []string, s string) bool {
-	for _, x := range ss {
-		if x == s {
-			return true
-		}
-	}
-	return false
 }
 
 var _ graph.Integrations = (*Tickets)(nil)

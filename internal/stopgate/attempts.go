@@ -10,6 +10,8 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+
+	"github.com/theloop-dev/theloop/internal/atomicfile"
 )
 
 // DefaultMaxAttempts is how many times the gate blocks the same work item at
@@ -82,7 +84,7 @@ func (c Counters) Get(repoRoot, workItem, node string) int {
 // Increment records one more block at node and returns the new count.
 func (c Counters) Increment(repoRoot, workItem, node string) (int, error) {
 	n := c.Get(repoRoot, workItem, node) + 1
-	if err := writeAtomic(c.Dir, c.path(repoRoot, workItem), []byte(strconv.Itoa(n)+" "+node+"\n")); err != nil {
+	if err := replaceCounter(c.Dir, c.path(repoRoot, workItem), []byte(strconv.Itoa(n)+" "+node+"\n")); err != nil {
 		return n, fmt.Errorf("writing the attempt counter: %w", err)
 	}
 	return n, nil
@@ -96,27 +98,15 @@ func (c Counters) Reset(repoRoot, workItem string) error {
 	return nil
 }
 
-// writeAtomic replaces path with data through a temporary file in dir,
-// creating dir (0700) when it is missing.
-func writeAtomic(dir, path string, data []byte) error {
-	f, err := os.CreateTemp(dir, ".tmp-*")
+// replaceCounter replaces a counter file, creating its directory (0700)
+// when missing. Counters may be lost; they are not worth an fsync on every
+// stop.
+func replaceCounter(dir, path string, data []byte) error {
+	err := atomicfile.Replace(path, data, 0o600)
 	if errors.Is(err, fs.ErrNotExist) {
 		if err = os.MkdirAll(dir, 0o700); err == nil {
-			f, err = os.CreateTemp(dir, ".tmp-*")
+			err = atomicfile.Replace(path, data, 0o600)
 		}
 	}
-	if err != nil {
-		return err
-	}
-	tmp := f.Name()
-	_, werr := f.Write(data)
-	if err := errors.Join(werr, f.Close()); err != nil {
-		os.Remove(tmp)
-		return err
-	}
-	if err := os.Rename(tmp, path); err != nil {
-		os.Remove(tmp)
-		return err
-	}
-	return nil
+	return err
 }

@@ -1,8 +1,10 @@
 package graph_test
 
 import (
+	"encoding/json"
 	"errors"
-	"strings"
+	"reflect"
+	"sort"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -209,7 +211,41 @@ func TestRegistryPanicsOnBadRegistration(t *testing.T) {
 	require.Equal(t, "github", spec.Needs[0].Provider())
 }
 
-func TestSchemaIsTheShippedFile(t *testing.T) {
-	// The schema editors point at is the one the loader enforces.
-	require.True(t, strings.Contains(string(graphfile.SchemaJSON), `"$schema": "http://json-schema.org/draft-07/schema#"`))
+// The schema and the Go model accept the same keys: a key added to one and
+// not the other would be refused by the schema or silently dropped.
+func TestSchemaAndModelAgree(t *testing.T) {
+	var schema struct {
+		Schema      string `json:"$schema"`
+		Properties  map[string]any
+		Definitions map[string]struct {
+			Properties map[string]any
+			OneOf      []struct{ Properties map[string]any } `json:"oneOf"`
+		}
+	}
+	require.NoError(t, json.Unmarshal(graphfile.SchemaJSON, &schema))
+	require.Equal(t, "http://json-schema.org/draft-07/schema#", schema.Schema)
+	yamlKeys := func(v any) []string {
+		var keys []string
+		rt := reflect.TypeOf(v)
+		for i := 0; i < rt.NumField(); i++ {
+			if tag := rt.Field(i).Tag.Get("yaml"); tag != "" && tag != "-" {
+				keys = append(keys, tag)
+			}
+		}
+		sort.Strings(keys)
+		return keys
+	}
+	keysOf := func(m map[string]any) []string {
+		var keys []string
+		for k := range m {
+			keys = append(keys, k)
+		}
+		sort.Strings(keys)
+		return keys
+	}
+	require.Equal(t, yamlKeys(graph.File{}), keysOf(schema.Properties), "top-level keys")
+	require.Equal(t, yamlKeys(graph.NodeSpec{}), keysOf(schema.Definitions["node"].Properties), "node keys")
+	require.Equal(t, yamlKeys(graph.HookRef{}), keysOf(schema.Definitions["hookRef"].OneOf[1].Properties), "hook reference keys")
+	edge := keysOf(schema.Definitions["edge"].Properties)
+	require.Equal(t, append(yamlKeys(graph.EdgeSpec{}), "true"), edge, "edge keys (plus YAML 1.1's `true` for `on`)")
 }

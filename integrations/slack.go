@@ -87,12 +87,18 @@ type slackAPI struct {
 	policy   *retryPolicy
 }
 
-func (a *slackAPI) post(ctx context.Context, st *callState, args map[string]any) (map[string]any, error) {
-	text, err := argString(args, "text", true)
-	if err != nil {
-		return nil, err
+// postArgs reads slack.post-message's arguments: text (required) and an
+// optional channel.
+func postArgs(args map[string]any) (text, channel string, err error) {
+	if text, err = argString(args, "text", true); err != nil {
+		return "", "", err
 	}
-	channel, err := argString(args, "channel", false)
+	channel, err = argString(args, "channel", false)
+	return text, channel, err
+}
+
+func (a *slackAPI) post(ctx context.Context, st *callState, args map[string]any) (map[string]any, error) {
+	text, channel, err := postArgs(args)
 	if err != nil {
 		return nil, err
 	}
@@ -177,11 +183,7 @@ type slackWebhook struct {
 }
 
 func (w *slackWebhook) post(ctx context.Context, st *callState, args map[string]any) (map[string]any, error) {
-	text, err := argString(args, "text", true)
-	if err != nil {
-		return nil, err
-	}
-	channel, err := argString(args, "channel", false)
+	text, channel, err := postArgs(args)
 	if err != nil {
 		return nil, err
 	}

@@ -89,6 +89,15 @@ func (m Message) String() string {
 // constants and paths, which keeps untrusted text out of them by construction.
 
 // HookResult is what a hook returns.
+//
+// Data keys the runtime reads: "outcome" (the edge to take), "error" (a
+// side effect that failed: reported, the chain continues unless the
+// reference is blocking), and on a deciding hook "decision" (the key of a
+// decision to record, e.g. "phase-selection"), "by" ("@login, @login") and
+// "comment" (the deciding comment's id) — the provenance of a human gate's
+// recorded verdict — plus "declaredSkips", "optIns", "surface",
+// "sessionPerPr", "frozenGraph", "selectionSource" and "goal" from
+// selection gates.
 type HookResult struct {
 	Status Status `json:"status"`
 	// Hook is the hook's registered name; the chain runner fills it in.

@@ -846,9 +846,6 @@ func (r *Runtime) recordFacts(s *session, n *Node, c ChainOutcome, ev *Event) bo
 	if n.IsHuman() && !st.Decisions.Has(n.ID) {
 		if last := lastDecisive(c); last != nil && last.Data["recorded"] != true {
 			d := Decision{At: at, Outcome: c.Outcome(), By: last.DataString("by"), Comment: last.DataString("comment"), Via: "event"}
-			if d.By == "" {
-				d.By = authorsOf(last.Data["comments"])
-			}
 			if ev != nil {
 				d.Event = ev.ID
 				if d.Comment == "" && len(ev.Comments) > 0 {
@@ -915,33 +912,6 @@ func lastDecisive(c ChainOutcome) *HookResult {
 	return nil
 }
 
-// authorsOf joins the "@author" of classify-style comment data.
-func authorsOf(v any) string {
-	var names []string
-	seen := map[string]bool{}
-	add := func(a string) {
-		a = strings.TrimPrefix(strings.TrimSpace(a), "@")
-		if a != "" && !seen[a] {
-			seen[a] = true
-			names = append(names, "@"+a)
-		}
-	}
-	switch cs := v.(type) {
-	case []Comment:
-		for _, c := range cs {
-			add(c.Author)
-		}
-	case []any:
-		for _, e := range cs {
-			add(AsValues(e).String("author"))
-		}
-	case []map[string]any:
-		for _, e := range cs {
-			add(Values(e).String("author"))
-		}
-	}
-	return strings.Join(names, ", ")
-}
 
 // --- Complete ------------------------------------------------------------
 

@@ -912,7 +912,6 @@ func lastDecisive(c ChainOutcome) *HookResult {
 	return nil
 }
 
-
 // --- Complete ------------------------------------------------------------
 
 // Complete is an agent's claim that node's work is done ("" = the current

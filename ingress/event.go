@@ -1,0 +1,138 @@
+// Package ingress turns GitHub activity into one stream of routed events.
+//
+// Two ingresses feed it — the webhook receiver (push) and the poller (pull,
+// for hosts GitHub cannot reach) — and both produce the same Event, handed to
+// a Sink that the daemon implements with a durable queue. The package owns
+// everything between the wire and that hand-off: signature verification
+// (fail-closed), the event filter, delivery dedup, the repository bound,
+// work-item extraction, the self-authored drop, authorization and control
+// keywords. It starts no tmux session, calls no graph runtime and posts
+// nothing to GitHub on the request path: the receiver answers 202 only after
+// the Sink has kept the event, and before any other work.
+package ingress
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"time"
+
+	"github.com/theloop-dev/theloop/integrations"
+)
+
+// Source says which ingress produced an Event.
+type Source string
+
+const (
+	SourceWebhook Source = "webhook"
+	SourcePoll    Source = "poll"
+	SourceCLI     Source = "cli"
+)
+
+// Comment is one human-authored body carried by an event (an issue comment,
+// a review, a review comment). Body is untrusted text: it may be classified,
+// never echoed into instructions for an agent.
+type Comment struct {
+	// ID is the provider's id of the comment or review ("" when the event
+	// carries none).
+	ID     string `json:"id,omitempty"`
+	Author string `json:"author"`
+	Body   string `json:"body"`
+	URL    string `json:"url,omitempty"`
+	// UpdatedAt is the comment's updated_at as GitHub reports it; with ID it
+	// is the content identity of the change (see Event.ContentKey).
+	UpdatedAt string `json:"updatedAt,omitempty"`
+}
+
+// Event is one routed, authorized piece of GitHub activity concerning one or
+// more work items. It is what the daemon's queue stores; its JSON encoding is
+// the queue's wire format, so fields are only ever added.
+type Event struct {
+	// Event is the GitHub event name (X-GitHub-Event), e.g. "issue_comment".
+	Event string `json:"event"`
+	// Action is the payload's "action" ("" when absent).
+	Action string `json:"action,omitempty"`
+	// DeliveryID is X-GitHub-Delivery for webhooks; for polled and CLI events
+	// a stable synthetic id ("poll-…", "cli-…"). Never empty: the queue
+	// deduplicates on it.
+	DeliveryID string `json:"deliveryId"`
+	// Repo is "owner/name" of the repository the event came from.
+	Repo string `json:"repo"`
+	// WorkItems are the refs the event concerns, in extraction order.
+	WorkItems []integrations.Ref `json:"workItems"`
+	// Actor is the login whose action this is ("" for system events such as
+	// CI, which carry no human actor).
+	Actor string `json:"actor,omitempty"`
+	// Comments are the human-authored bodies the event carries (already
+	// stripped of self-authored ones).
+	Comments []Comment `json:"comments,omitempty"`
+	// Control is the control command parsed from the event's body, if any.
+	Control *ControlCommand `json:"control,omitempty"`
+	// Labeled reports that the payload carries the auto-execute label.
+	Labeled bool `json:"labeled,omitempty"`
+	// Payload is the raw JSON body, kept for bounded excerpts. Untrusted.
+	Payload json.RawMessage `json:"payload,omitempty"`
+	Source  Source          `json:"source"`
+	// ReceivedAt is when the ingress first saw the event (UTC).
+	ReceivedAt time.Time `json:"receivedAt"`
+}
+
+// ContentKey identifies the change an event carries independently of how it
+// was delivered: the same comment arriving under two delivery ids (a
+// repository hook and an app hook) has one ContentKey. "" when the event has
+// no content identity beyond its delivery.
+func (e *Event) ContentKey() string {
+	if len(e.Comments) == 0 || e.Comments[0].ID == "" {
+		return ""
+	}
+	c := e.Comments[0]
+	return e.Event + "/" + e.Action + "/" + e.Repo + "/" + c.ID + "@" + c.UpdatedAt
+}
+
+// Command is a control command's canonical name. The set is closed: parsing
+// yields one of these constants, never text from the body.
+type Command string
+
+const (
+	CmdStart      Command = "start"
+	CmdStop       Command = "stop"
+	CmdPause      Command = "pause"
+	CmdResume     Command = "resume"
+	CmdExecute    Command = "execute"
+	CmdContribute Command = "contribute"
+	CmdDo         Command = "do"
+	CmdCleanup    Command = "cleanup"
+)
+
+// ControlCommand is a control keyword found in an authorized comment.
+type ControlCommand struct {
+	Command Command `json:"command"`
+	// Ambiguous is set when the body named two or more distinct commands:
+	// nothing is executed and nothing forwarded.
+	Ambiguous bool `json:"ambiguous,omitempty"`
+	Actor     string `json:"actor"`
+	// Note is the comment's URL when the command came from a comment.
+	Note string `json:"note,omitempty"`
+}
+
+// Sink keeps routed events. The daemon's implementation publishes to a
+// durable queue; Put returns only once the event is kept (nil) or certainly
+// not kept (an error). A Sink that is down or full returns an error wrapping
+// ErrUnavailable, and the receiver answers 503 with Retry-After so GitHub
+// redelivers. A delivery the Sink has already kept returns ErrDuplicate.
+type Sink interface {
+	Put(ctx context.Context, ev *Event) error
+}
+
+// SinkFunc adapts a function to Sink.
+type SinkFunc func(ctx context.Context, ev *Event) error
+
+// Put calls f.
+func (f SinkFunc) Put(ctx context.Context, ev *Event) error { return f(ctx, ev) }
+
+var (
+	// ErrUnavailable: the sink cannot keep events now; retry later.
+	ErrUnavailable = errors.New("ingress: sink unavailable")
+	// ErrDuplicate: the sink already holds this delivery (or this content).
+	ErrDuplicate = errors.New("ingress: duplicate event")
+)

@@ -109,7 +109,7 @@ type ControlCommand struct {
 	Command Command `json:"command"`
 	// Ambiguous is set when the body named two or more distinct commands:
 	// nothing is executed and nothing forwarded.
-	Ambiguous bool `json:"ambiguous,omitempty"`
+	Ambiguous bool   `json:"ambiguous,omitempty"`
 	Actor     string `json:"actor"`
 	// Note is the comment's URL when the command came from a comment.
 	Note string `json:"note,omitempty"`

@@ -386,20 +386,46 @@ func shellQuote(s string) string {
 	return s
 }
 
-// CommandProgram is a command line's program with shell quotes removed
-// ("'/opt/my bin/loop-gate' claude" → "/opt/my bin/loop-gate").
+// CommandProgram is a command line's first word as the shell reads it:
+// quotes removed, backslash escapes applied ("'/opt/my bin/loop-gate'
+// claude" → "/opt/my bin/loop-gate"). A Windows path without quotes keeps
+// its backslashes.
 func CommandProgram(cmd string) string {
-	cmd = strings.TrimSpace(cmd)
-	if cmd != "" && (cmd[0] == '\'' || cmd[0] == '"') {
-		if end := strings.IndexByte(cmd[1:], cmd[0]); end >= 0 {
-			return strings.ReplaceAll(cmd[1:end+1], `'\''`, `'`)
+	cmd = strings.TrimLeft(cmd, " \t")
+	var b strings.Builder
+	for i := 0; i < len(cmd); i++ {
+		switch c := cmd[i]; c {
+		case ' ', '\t':
+			return b.String()
+		case '\'':
+			end := strings.IndexByte(cmd[i+1:], '\'')
+			if end < 0 {
+				b.WriteString(cmd[i+1:])
+				return b.String()
+			}
+			b.WriteString(cmd[i+1 : i+1+end])
+			i += end + 1
+		case '"':
+			for i++; i < len(cmd) && cmd[i] != '"'; i++ {
+				if cmd[i] == '\\' && i+1 < len(cmd) && strings.IndexByte(`"\$`+"`", cmd[i+1]) >= 0 {
+					i++
+				}
+				b.WriteByte(cmd[i])
+			}
+		case '\\':
+			// An escape only where the shell's matters; a Windows path's
+			// backslashes stay.
+			if i+1 < len(cmd) && strings.IndexByte(`'" \$`, cmd[i+1]) >= 0 {
+				i++
+				b.WriteByte(cmd[i])
+				continue
+			}
+			b.WriteByte(c)
+		default:
+			b.WriteByte(c)
 		}
-		return strings.Trim(cmd, `'"`)
 	}
-	if i := strings.IndexAny(cmd, " \t"); i >= 0 {
-		return cmd[:i]
-	}
-	return cmd
+	return b.String()
 }
 
 // IsGateCommand reports whether a hook command line runs loop-gate,

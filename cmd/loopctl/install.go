@@ -12,6 +12,7 @@ import (
 	"strings"
 
 	"github.com/theloop-dev/theloop/internal/atomicfile"
+	"github.com/theloop-dev/theloop/internal/run"
 
 	"github.com/urfave/cli/v2"
 )
@@ -39,20 +40,34 @@ type installOptions struct {
 	// Repo is the repository for project scope ("": the one holding the
 	// working directory).
 	Repo string
+	// Runner runs the harness's CLI (claude) when it is on PATH (nil: the
+	// real one).
+	Runner run.Runner
 }
 
 func newInstallCmd(f *Factory, runF func(*installOptions) error) *cli.Command {
 	return &cli.Command{
 		Name:  "install",
-		Usage: "register loop-gate as the agent harness's Stop hook (Claude Code or Cursor)",
-		Description: `install writes the harness's hook configuration so that loop-gate runs
-whenever the agent is about to stop. While the work item's current node
+		Usage: "install theloop's plugin (Claude Code) or rule and stop hook (Cursor)",
+		Description: `For Claude Code, install writes theloop's plugin "the-loop" (the skill, the
+/the-loop: commands, a SessionStart reminder and loop-gate as the Stop hook)
+into a local marketplace under $XDG_DATA_HOME/theloop (~/.local/share/theloop),
+registers it in the settings (extraKnownMarketplaces, enabledPlugins) and, when
+the claude CLI is on PATH, installs it there at once. A loop-gate Stop hook
+left in the settings by an earlier install moves into the plugin. A new
+loopctl version replaces the plugin's files (its version carries their hash).
+
+For Cursor, install writes the stop hook below and, with --scope project, the
+rule .cursor/rules/the-loop.mdc.
+
+loop-gate runs whenever the agent is about to stop. While the work item's current node
 blocks, loop-gate keeps the agent working (at most three times in a row per
 node); at a human gate, or in a session that is not theloop's, it lets the
 agent stop.
 
   Claude Code  ~/.claude/settings.json (user) or <repo>/.claude/settings.json
-               (project): hooks.Stop runs "loop-gate claude"
+               (project): enables the-loop@theloop, whose Stop hook runs
+               "loop-gate claude"
   Cursor       ~/.cursor/hooks.json (user) or <repo>/.cursor/hooks.json
                (project): hooks.stop runs "loop-gate cursor"
 
@@ -102,7 +117,9 @@ Examples:
 	}
 }
 
-func runInstall(opts *installOptions) error {
+// runInstallStopHook registers loop-gate in the harness's hook file
+// (Cursor; Claude Code gets it from the plugin).
+func runInstallStopHook(opts *installOptions) error {
 	path, err := opts.settingsPath()
 	if err != nil {
 		return err
@@ -118,11 +135,7 @@ func runInstall(opts *installOptions) error {
 	if err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return failWith(exitFailed, "loopctl install: reading %s: %v", path, err)
 	}
-	edit := installClaudeHook
-	if opts.Harness == harnessCursor {
-		edit = installCursorHook
-	}
-	updated, command, changes, err := edit(old, want)
+	updated, command, changes, err := installCursorHook(old, want)
 	if err != nil {
 		return failWith(exitFailed, "loopctl install: %s: %v; fix the file by hand (nothing was written)", path, err)
 	}
@@ -145,9 +158,6 @@ func runInstall(opts *installOptions) error {
 	}
 	for _, c := range changes {
 		fmt.Fprintf(out, "%s: %s\n", path, c)
-	}
-	if opts.Harness == harnessClaude {
-		fmt.Fprintln(out, "Claude Code reads hooks when a session starts: restart running sessions (or review them under /hooks).")
 	}
 	if command == hookCommand(gateBinary, opts.Harness) && !opts.onPath(gateBinary) {
 		fmt.Fprintf(opts.IO.ErrOut, "warning: %s is not on PATH; install it (go install github.com/theloop-dev/theloop/cmd/loop-gate@latest) or run loopctl install --command /absolute/path/to/loop-gate\n", gateBinary)
@@ -272,87 +282,6 @@ func isGateCommand(cmd string) bool {
 }
 
 // --- editing the harness's JSON ---------------------------------------------
-
-// installClaudeHook makes hooks.Stop of a Claude Code settings file run
-// command: an existing loop-gate entry is updated in place (later duplicates
-// are removed, since each would count an attempt), otherwise a matcher group
-// {"hooks":[{"type":"command","command":...}]} is appended. changes
-// describes what was done (none: updated is old). want maps the command
-// of an existing loop-gate entry ("" when there is none) to the command the
-// entry must run, which is returned.
-func installClaudeHook(old []byte, want func(existing string) string) (updated []byte, command string, changes []string, err error) {
-	root, err := parseObject(old, "the file")
-	if err != nil {
-		return nil, "", nil, err
-	}
-	hooks, err := root.object("hooks", "hooks")
-	if err != nil {
-		return nil, "", nil, err
-	}
-	groups, err := hooks.array("Stop", "hooks.Stop")
-	if err != nil {
-		return nil, "", nil, err
-	}
-	found := false
-	var kept []any
-	for _, g := range groups {
-		group, gerr := parseObject(g.(json.RawMessage), "")
-		if gerr != nil {
-			kept = append(kept, g) // not a matcher group: not ours to judge
-			continue
-		}
-		entries, eerr := group.array("hooks", "")
-		if eerr != nil {
-			kept = append(kept, g)
-			continue
-		}
-		groupChanged := false
-		var keptEntries []any
-		for _, e := range entries {
-			entry, perr := parseObject(e.(json.RawMessage), "")
-			cmd, ok := entry.str("command")
-			if perr != nil || !ok || !isGateCommand(cmd) {
-				keptEntries = append(keptEntries, e)
-				continue
-			}
-			if found {
-				changes = append(changes, fmt.Sprintf("removed a duplicate loop-gate Stop hook (%q)", cmd))
-				groupChanged = true
-				continue
-			}
-			found = true
-			command = want(cmd)
-			if typ, _ := entry.str("type"); cmd == command && typ == "command" {
-				keptEntries = append(keptEntries, e)
-				continue
-			}
-			entry.set("type", mustJSON("command"))
-			entry.set("command", mustJSON(command))
-			keptEntries = append(keptEntries, entry)
-			changes = append(changes, fmt.Sprintf("Stop hook %q → %q", cmd, command))
-			groupChanged = true
-		}
-		switch {
-		case !groupChanged:
-			kept = append(kept, g)
-		case len(keptEntries) > 0:
-			group.set("hooks", keptEntries)
-			kept = append(kept, group)
-		} // a group that held only a duplicate goes
-	}
-	if !found {
-		command = want("")
-		entry := newObject("type", "command", "command", command)
-		kept = append(kept, newObject("hooks", []any{entry}))
-		changes = append(changes, fmt.Sprintf("added the Stop hook %q", command))
-	}
-	if len(changes) == 0 {
-		return old, command, nil, nil
-	}
-	hooks.set("Stop", kept)
-	root.set("hooks", hooks)
-	return root.render(old), command, changes, nil
-}
 
 // installCursorHook makes hooks.stop of a Cursor hooks.json run command
 // ({"version":1,"hooks":{"stop":[{"command":...}]}}), the same way.

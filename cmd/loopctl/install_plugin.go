@@ -1,0 +1,615 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/urfave/cli/v2"
+
+	"github.com/theloop-dev/theloop/internal/run"
+	"github.com/theloop-dev/theloop/plugin"
+)
+
+// pythonPluginID is the Python the-loop's plugin, enabled from its GitHub
+// marketplace. Its commands share our names (/the-loop:…) but run the
+// Python CLI.
+const pythonPluginID = "the-loop@the-loop"
+
+// runInstall installs theloop for the harness: for Claude Code the plugin
+// (local marketplace + settings), whose hooks carry the Stop gate; for
+// Cursor the stop hook and, in a project, the rule file.
+func runInstall(opts *installOptions) error {
+	if opts.Harness == harnessClaude {
+		return runInstallClaudePlugin(opts)
+	}
+	if err := runInstallStopHook(opts); err != nil {
+		return err
+	}
+	return installCursorRule(opts)
+}
+
+// marketplaceDir is where the plugin's local marketplace lives.
+func (o *installOptions) marketplaceDir() (string, error) {
+	home, err := o.Factory.HomeDir()
+	if err != nil || home == "" {
+		return "", failWith(exitFailed, "loopctl install: no home directory for the plugin's files (%v); set HOME", err)
+	}
+	return plugin.MarketplaceDir(o.Factory.Getenv, home), nil
+}
+
+func runInstallClaudePlugin(opts *installOptions) error {
+	path, err := opts.settingsPath()
+	if err != nil {
+		return err
+	}
+	dir, err := opts.marketplaceDir()
+	if err != nil {
+		return err
+	}
+	old, err := os.ReadFile(path)
+	exists := err == nil
+	if err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return failWith(exitFailed, "loopctl install: reading %s: %v", path, err)
+	}
+	updated, moved, changes, err := installClaudePlugin(old, dir)
+	if err != nil {
+		return failWith(exitFailed, "loopctl install: %s: %v; fix the file by hand (nothing was written)", path, err)
+	}
+
+	// The Stop hook's program: the one asked for, else the one the
+	// settings' old Stop hook ran, else the one already installed.
+	program := plugin.GateProgram
+	switch {
+	case opts.CommandSet:
+		program = opts.Command
+	case moved != "":
+		program = moved
+	default:
+		if p := plugin.InstalledGateProgram(dir); p != "" {
+			program = p
+		}
+	}
+	tree, err := plugin.Marketplace(plugin.Options{GateProgram: program})
+	if err != nil {
+		return failWith(exitRefused, "loopctl install: %v", err)
+	}
+	plan, err := plugin.Plan(dir, tree)
+	if err != nil {
+		return failWith(exitFailed, "loopctl install: %v", err)
+	}
+
+	out := opts.IO.Out
+	if opts.DryRun {
+		for _, c := range plan {
+			fmt.Fprintf(out, "%s %s\n", c.Op, filepath.Join(dir, filepath.FromSlash(c.Path)))
+		}
+		if len(changes) > 0 {
+			from := path
+			if !exists {
+				from = "/dev/null"
+			}
+			io.WriteString(out, unifiedDiff(from, path, old, updated))
+		}
+		fmt.Fprintln(out, "dry run: nothing written")
+		return nil
+	}
+
+	if len(plan) > 0 {
+		if _, err := plugin.Sync(dir, tree); err != nil {
+			return failWith(exitFailed, "loopctl install: %v", err)
+		}
+		fmt.Fprintf(out, "%s: the-loop plugin %s (%d file(s) written or removed; Stop hook %q)\n", dir, pluginVersion(tree), len(plan), tree.StopCommand())
+	}
+	if len(changes) > 0 {
+		if err := writeFileAtomic(path, updated, opts.Scope == scopeUser); err != nil {
+			return failWith(exitFailed, "loopctl install: writing %s: %v (the file is unchanged)", path, err)
+		}
+		for _, c := range changes {
+			fmt.Fprintf(out, "%s: %s\n", path, c)
+		}
+	}
+	if len(plan) == 0 && len(changes) == 0 {
+		fmt.Fprintf(out, "the-loop plugin %s is installed in %s and enabled in %s; nothing to do\n", pluginVersion(tree), dir, path)
+	}
+	if enabledPython(updated) {
+		fmt.Fprintf(opts.IO.ErrOut, "warning: %s also enables the Python the-loop's plugin (%s), whose /the-loop: commands run the Python CLI; disable it: claude plugin disable %s\n", path, pythonPluginID, pythonPluginID)
+	}
+	opts.registerWithClaude(dir, len(plan) > 0)
+	if !filepath.IsAbs(plugin.CommandProgram(tree.StopCommand())) && !opts.onPath(plugin.CommandProgram(tree.StopCommand())) {
+		fmt.Fprintf(opts.IO.ErrOut, "warning: %s is not on PATH; install it (go install github.com/theloop-dev/theloop/cmd/loop-gate@latest) or run loopctl install --command /absolute/path/to/loop-gate\n", gateBinary)
+	}
+	return nil
+}
+
+func pluginVersion(tree plugin.Tree) string {
+	var m struct {
+		Version string `json:"version"`
+	}
+	_ = json.Unmarshal(tree[plugin.Name+"/"+plugin.ManifestPath], &m)
+	return m.Version
+}
+
+// registerWithClaude tells Claude Code about the marketplace and installs
+// (or upgrades) the plugin now, when the claude CLI is on PATH. Without it
+// the settings alone suffice: Claude Code registers the marketplace and
+// installs the plugin on its next starts. Failures are warnings.
+func (o *installOptions) registerWithClaude(dir string, upgraded bool) {
+	claude := o.lookPath("claude")
+	if claude == "" {
+		fmt.Fprintln(o.IO.Out, "Claude Code picks the plugin up from the settings when a session starts; restart running sessions.")
+		return
+	}
+	home, _ := o.Factory.HomeDir()
+	cmdDir := ""
+	if o.Scope == scopeProject {
+		cmdDir = filepath.Dir(filepath.Dir(mustSettingsPath(o)))
+	}
+	runner := o.Runner
+	if runner == nil {
+		runner = run.Exec{}
+	}
+	steps := [][]string{
+		{"plugin", "marketplace", "add", dir, "--scope", o.Scope},
+		{"plugin", "install", plugin.ID, "--scope", o.Scope},
+	}
+	if upgraded {
+		steps = append(steps, []string{"plugin", "update", plugin.ID, "--scope", o.Scope})
+	}
+	for _, args := range steps {
+		ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+		_, err := runner.Run(ctx, run.Cmd{Name: claude, Args: args, Dir: cmdDir,
+			Env: []string{"HOME=" + home, "CLAUDE_CONFIG_DIR=" + filepath.Join(home, ".claude")}})
+		cancel()
+		if err != nil {
+			fmt.Fprintf(o.IO.ErrOut, "warning: claude %s: %v (the settings are written; Claude Code installs the plugin when a session starts)\n", strings.Join(args, " "), err)
+			return
+		}
+	}
+	fmt.Fprintf(o.IO.Out, "claude: %s installed (%s scope); restart running sessions to load it.\n", plugin.ID, o.Scope)
+}
+
+func mustSettingsPath(o *installOptions) string {
+	p, _ := o.settingsPath()
+	return p
+}
+
+// lookPath finds an executable in the Factory's PATH ("" when absent).
+func (o *installOptions) lookPath(name string) string {
+	for _, dir := range filepath.SplitList(o.Factory.Getenv("PATH")) {
+		if dir == "" || !filepath.IsAbs(dir) {
+			continue
+		}
+		p := filepath.Join(dir, name)
+		if st, err := os.Stat(p); err == nil && st.Mode().IsRegular() && st.Mode()&0o111 != 0 {
+			return p
+		}
+	}
+	return ""
+}
+
+// enabledPython reports whether settings enable the Python the-loop's
+// plugin.
+func enabledPython(settings []byte) bool {
+	var s struct {
+		EnabledPlugins map[string]any `json:"enabledPlugins"`
+	}
+	_ = json.Unmarshal(settings, &s)
+	v, _ := s.EnabledPlugins[pythonPluginID].(bool)
+	return v
+}
+
+// --- the settings -------------------------------------------------------------
+
+// marketplaceSource is the extraKnownMarketplaces entry for theloop's local
+// marketplace.
+func marketplaceSource(dir string) *object {
+	return newObject("source", newObject("source", "directory", "path", dir))
+}
+
+// installClaudePlugin registers the local marketplace
+// (extraKnownMarketplaces.theloop, a directory source), enables the plugin
+// (enabledPlugins["the-loop@theloop"]), and removes loop-gate entries from
+// hooks.Stop, since the plugin's own hooks now run the gate (two would count
+// two attempts per stop). moved is the program the first removed entry ran.
+// Everything else in the file is kept byte for byte.
+func installClaudePlugin(old []byte, dir string) (updated []byte, moved string, changes []string, err error) {
+	root, err := parseObject(old, "the file")
+	if err != nil {
+		return nil, "", nil, err
+	}
+	mkts, err := root.object("extraKnownMarketplaces", "extraKnownMarketplaces")
+	if err != nil {
+		return nil, "", nil, err
+	}
+	want := marketplaceSource(dir)
+	if cur, ok := mkts.vals[plugin.MarketplaceName]; !ok || !sameJSON(cur, want) {
+		mkts.set(plugin.MarketplaceName, want)
+		root.set("extraKnownMarketplaces", mkts)
+		changes = append(changes, fmt.Sprintf("extraKnownMarketplaces.%s → directory %s", plugin.MarketplaceName, dir))
+	}
+	enabled, err := root.object("enabledPlugins", "enabledPlugins")
+	if err != nil {
+		return nil, "", nil, err
+	}
+	if cur, ok := enabled.vals[plugin.ID]; !ok || !sameJSON(cur, json.RawMessage("true")) {
+		enabled.set(plugin.ID, json.RawMessage("true"))
+		root.set("enabledPlugins", enabled)
+		changes = append(changes, fmt.Sprintf("enabledPlugins[%q] = true", plugin.ID))
+	}
+	removed, err := removeGateHooks(root, "Stop", true)
+	if err != nil {
+		return nil, "", nil, err
+	}
+	for i, cmd := range removed {
+		if i == 0 {
+			moved = plugin.CommandProgram(cmd)
+		}
+		changes = append(changes, fmt.Sprintf("removed the Stop hook %q (the plugin runs the gate now)", cmd))
+	}
+	if len(changes) == 0 {
+		return old, moved, nil, nil
+	}
+	return root.render(old), moved, changes, nil
+}
+
+// uninstallClaudePlugin undoes installClaudePlugin: the marketplace entry,
+// the enabledPlugins key and any loop-gate Stop hook go; a container left
+// empty by that goes too.
+func uninstallClaudePlugin(old []byte) (updated []byte, changes []string, err error) {
+	root, err := parseObject(old, "the file")
+	if err != nil {
+		return nil, nil, err
+	}
+	for _, k := range []struct{ outer, key string }{{"extraKnownMarketplaces", plugin.MarketplaceName}, {"enabledPlugins", plugin.ID}} {
+		inner, err := root.object(k.outer, k.outer)
+		if err != nil {
+			return nil, nil, err
+		}
+		if !inner.del(k.key) {
+			continue
+		}
+		changes = append(changes, fmt.Sprintf("removed %s[%q]", k.outer, k.key))
+		if len(inner.keys) == 0 {
+			root.del(k.outer)
+		} else {
+			root.set(k.outer, inner)
+		}
+	}
+	removed, err := removeGateHooks(root, "Stop", true)
+	if err != nil {
+		return nil, nil, err
+	}
+	for _, cmd := range removed {
+		changes = append(changes, fmt.Sprintf("removed the Stop hook %q", cmd))
+	}
+	if len(changes) == 0 {
+		return old, nil, nil
+	}
+	return root.render(old), changes, nil
+}
+
+// removeGateHooks removes loop-gate commands from hooks.<event>: in Claude
+// Code's shape (grouped: [{"hooks":[{command}]}]) or Cursor's (flat:
+// [{command}]). Groups and containers left empty are removed.
+func removeGateHooks(root *object, event string, grouped bool) ([]string, error) {
+	hooks, err := root.object("hooks", "hooks")
+	if err != nil {
+		return nil, err
+	}
+	if _, ok := hooks.vals[event]; !ok {
+		return nil, nil
+	}
+	elems, err := hooks.array(event, "hooks."+event)
+	if err != nil {
+		return nil, err
+	}
+	var removed []string
+	isGate := func(e any) (string, bool) {
+		entry, err := parseObject(e.(json.RawMessage), "")
+		cmd, ok := entry.str("command")
+		return cmd, err == nil && ok && plugin.IsGateCommand(cmd)
+	}
+	var kept []any
+	for _, e := range elems {
+		if !grouped {
+			if cmd, gate := isGate(e); gate {
+				removed = append(removed, cmd)
+				continue
+			}
+			kept = append(kept, e)
+			continue
+		}
+		group, gerr := parseObject(e.(json.RawMessage), "")
+		if gerr != nil {
+			kept = append(kept, e) // not a matcher group: not ours to judge
+			continue
+		}
+		entries, eerr := group.array("hooks", "")
+		if eerr != nil {
+			kept = append(kept, e)
+			continue
+		}
+		var keptEntries []any
+		for _, h := range entries {
+			if cmd, gate := isGate(h); gate {
+				removed = append(removed, cmd)
+				continue
+			}
+			keptEntries = append(keptEntries, h)
+		}
+		switch {
+		case len(keptEntries) == len(entries):
+			kept = append(kept, e)
+		case len(keptEntries) > 0:
+			group.set("hooks", keptEntries)
+			kept = append(kept, group)
+		}
+	}
+	if len(removed) == 0 {
+		return nil, nil
+	}
+	if len(kept) == 0 {
+		hooks.del(event)
+	} else {
+		hooks.set(event, kept)
+	}
+	if len(hooks.keys) == 0 {
+		root.del("hooks")
+	} else {
+		root.set("hooks", hooks)
+	}
+	return removed, nil
+}
+
+// del removes key; it reports whether the key was there.
+func (o *object) del(key string) bool {
+	if _, ok := o.vals[key]; !ok {
+		return false
+	}
+	delete(o.vals, key)
+	for i, k := range o.keys {
+		if k == key {
+			o.keys = append(o.keys[:i], o.keys[i+1:]...)
+			break
+		}
+	}
+	return true
+}
+
+// sameJSON compares a stored value with a wanted one, ignoring layout.
+func sameJSON(have, want any) bool {
+	a := canonicalJSON(have)
+	return a != "" && a == canonicalJSON(want)
+}
+
+func canonicalJSON(v any) string {
+	o := &object{keys: []string{"v"}, vals: map[string]any{"v": v}}
+	var x any
+	if json.Unmarshal(o.render(nil), &x) != nil {
+		return ""
+	}
+	b, _ := json.Marshal(x)
+	return string(b)
+}
+
+// --- Cursor's rule ----------------------------------------------------------------
+
+// cursorRulePath is the project's rule file.
+func cursorRulePath(repoRoot string) string {
+	return filepath.Join(repoRoot, ".cursor", "rules", "the-loop.mdc")
+}
+
+// installCursorRule writes the operating model as a Cursor rule in the
+// project (Cursor reads rule files per project; at user scope it has none).
+func installCursorRule(opts *installOptions) error {
+	if opts.Scope != scopeProject {
+		fmt.Fprintln(opts.IO.Out, "Cursor reads rules per project: run loopctl install --harness cursor --scope project in each repository for the-loop's rule.")
+		return nil
+	}
+	settings, err := opts.settingsPath()
+	if err != nil {
+		return err
+	}
+	path := cursorRulePath(filepath.Dir(filepath.Dir(settings)))
+	want := plugin.CursorRule()
+	old, err := os.ReadFile(path)
+	if err == nil && string(old) == string(want) {
+		fmt.Fprintf(opts.IO.Out, "%s is up to date\n", path)
+		return nil
+	}
+	if err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return failWith(exitFailed, "loopctl install: reading %s: %v", path, err)
+	}
+	if opts.DryRun {
+		from := path
+		if err != nil {
+			from = "/dev/null"
+		}
+		io.WriteString(opts.IO.Out, unifiedDiff(from, path, old, want))
+		fmt.Fprintf(opts.IO.Out, "dry run: %s not written\n", path)
+		return nil
+	}
+	if err := writeFileAtomic(path, want, false); err != nil {
+		return failWith(exitFailed, "loopctl install: writing %s: %v", path, err)
+	}
+	fmt.Fprintf(opts.IO.Out, "%s: wrote the-loop's rule\n", path)
+	return nil
+}
+
+// --- uninstall ----------------------------------------------------------------------
+
+func newUninstallCmd(f *Factory, runF func(*installOptions) error) *cli.Command {
+	return &cli.Command{
+		Name:  "uninstall",
+		Usage: "undo loopctl install: the plugin (Claude Code) or the stop hook and rule (Cursor)",
+		Description: `uninstall removes what install added and nothing else: for Claude Code the
+theloop marketplace entry, the enabledPlugins key and any loop-gate Stop hook
+(and, at user scope, the marketplace directory); for Cursor the loop-gate stop
+hook and, in a project, the rule file when it is still the one install wrote.
+Every other setting is kept byte for byte.
+
+Examples:
+   loopctl uninstall
+   loopctl uninstall --harness cursor --scope project --dry-run`,
+		Flags: []cli.Flag{
+			&cli.StringFlag{Name: "harness", Value: harnessClaude, Usage: "claude or cursor"},
+			&cli.StringFlag{Name: "scope", Value: scopeUser, Usage: "user or project"},
+			&cli.BoolFlag{Name: "dry-run", Usage: "print the change and write nothing"},
+			&cli.StringFlag{Name: "repo", Usage: "the repository for --scope project (default: the one holding the current directory)"},
+		},
+		Action: func(c *cli.Context) error {
+			if c.NArg() > 0 {
+				return failWith(exitRefused, "loopctl uninstall: takes no arguments; got %s", strings.Join(c.Args().Slice(), " "))
+			}
+			opts := &installOptions{IO: f.IO, Factory: f, Harness: c.String("harness"), Scope: c.String("scope"), DryRun: c.Bool("dry-run"), Repo: c.String("repo")}
+			if opts.Harness != harnessClaude && opts.Harness != harnessCursor {
+				return failWith(exitRefused, "loopctl uninstall: --harness must be claude or cursor, not %q", opts.Harness)
+			}
+			if opts.Scope != scopeUser && opts.Scope != scopeProject {
+				return failWith(exitRefused, "loopctl uninstall: --scope must be user or project, not %q", opts.Scope)
+			}
+			if opts.Repo != "" && opts.Scope != scopeProject {
+				return failWith(exitRefused, "loopctl uninstall: --repo only applies to --scope project")
+			}
+			if runF != nil {
+				return runF(opts)
+			}
+			return runUninstall(opts)
+		},
+	}
+}
+
+func runUninstall(opts *installOptions) error {
+	path, err := opts.settingsPath()
+	if err != nil {
+		return err
+	}
+	old, err := os.ReadFile(path)
+	if err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return failWith(exitFailed, "loopctl uninstall: reading %s: %v", path, err)
+	}
+	var updated []byte
+	var changes []string
+	if opts.Harness == harnessClaude {
+		if !opts.DryRun {
+			opts.unregisterWithClaude()
+			// Claude Code may have rewritten the file.
+			if b, rerr := os.ReadFile(path); rerr == nil {
+				old = b
+			}
+		}
+		updated, changes, err = uninstallClaudePlugin(old)
+	} else {
+		updated, changes, err = uninstallCursorHook(old)
+	}
+	if err != nil {
+		return failWith(exitFailed, "loopctl uninstall: %s: %v; fix the file by hand (nothing was written)", path, err)
+	}
+	out := opts.IO.Out
+	if opts.DryRun {
+		if len(changes) > 0 {
+			io.WriteString(out, unifiedDiff(path, path, old, updated))
+		}
+	} else if len(changes) > 0 {
+		if err := writeFileAtomic(path, updated, opts.Scope == scopeUser); err != nil {
+			return failWith(exitFailed, "loopctl uninstall: writing %s: %v (the file is unchanged)", path, err)
+		}
+		for _, c := range changes {
+			fmt.Fprintf(out, "%s: %s\n", path, c)
+		}
+	}
+	if len(changes) == 0 {
+		fmt.Fprintf(out, "%s: nothing of theloop's to remove\n", path)
+	}
+	switch {
+	case opts.Harness == harnessClaude && opts.Scope == scopeUser:
+		dir, err := opts.marketplaceDir()
+		if err != nil {
+			return err
+		}
+		if opts.DryRun {
+			fmt.Fprintf(out, "would remove %s\n", dir)
+		} else if removed, err := plugin.Remove(dir); err != nil {
+			return failWith(exitFailed, "loopctl uninstall: %v", err)
+		} else if removed {
+			fmt.Fprintf(out, "removed %s\n", dir)
+		}
+	case opts.Harness == harnessCursor && opts.Scope == scopeProject:
+		rule := cursorRulePath(filepath.Dir(filepath.Dir(path)))
+		b, err := os.ReadFile(rule)
+		switch {
+		case errors.Is(err, fs.ErrNotExist):
+		case err != nil:
+			return failWith(exitFailed, "loopctl uninstall: reading %s: %v", rule, err)
+		case string(b) != string(plugin.CursorRule()):
+			fmt.Fprintf(opts.IO.ErrOut, "%s differs from the rule install writes; left in place\n", rule)
+		case opts.DryRun:
+			fmt.Fprintf(out, "would remove %s\n", rule)
+		default:
+			if err := os.Remove(rule); err != nil {
+				return failWith(exitFailed, "loopctl uninstall: %v", err)
+			}
+			fmt.Fprintf(out, "removed %s\n", rule)
+		}
+	}
+	if opts.DryRun {
+		fmt.Fprintln(out, "dry run: nothing written")
+	}
+	return nil
+}
+
+// uninstallCursorHook removes loop-gate from a Cursor hooks.json's
+// hooks.stop.
+func uninstallCursorHook(old []byte) ([]byte, []string, error) {
+	root, err := parseObject(old, "the file")
+	if err != nil {
+		return nil, nil, err
+	}
+	removed, err := removeGateHooks(root, "stop", false)
+	if err != nil || len(removed) == 0 {
+		return old, nil, err
+	}
+	var changes []string
+	for _, cmd := range removed {
+		changes = append(changes, fmt.Sprintf("removed the stop hook %q", cmd))
+	}
+	return root.render(old), changes, nil
+}
+
+// unregisterWithClaude uninstalls the plugin and removes the marketplace
+// through the claude CLI when it is on PATH (best effort).
+func (o *installOptions) unregisterWithClaude() {
+	claude := o.lookPath("claude")
+	if claude == "" {
+		return
+	}
+	home, _ := o.Factory.HomeDir()
+	cmdDir := ""
+	if o.Scope == scopeProject {
+		cmdDir = filepath.Dir(filepath.Dir(mustSettingsPath(o)))
+	}
+	runner := o.Runner
+	if runner == nil {
+		runner = run.Exec{}
+	}
+	for _, args := range [][]string{
+		{"plugin", "uninstall", plugin.ID, "--scope", o.Scope},
+		{"plugin", "marketplace", "remove", plugin.MarketplaceName, "--scope", o.Scope},
+	} {
+		ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+		_, err := runner.Run(ctx, run.Cmd{Name: claude, Args: args, Dir: cmdDir,
+			Env: []string{"HOME=" + home, "CLAUDE_CONFIG_DIR=" + filepath.Join(home, ".claude")}})
+		cancel()
+		if err != nil {
+			fmt.Fprintf(o.IO.ErrOut, "note: claude %s: %v\n", strings.Join(args, " "), err)
+		}
+	}
+}

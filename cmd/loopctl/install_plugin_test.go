@@ -1,0 +1,454 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/theloop-dev/theloop/internal/run"
+	"github.com/theloop-dev/theloop/plugin"
+)
+
+func (w *installWorld) marketplace() string {
+	return plugin.MarketplaceDir(func(string) string { return "" }, w.home)
+}
+
+// uninstall runs `loopctl uninstall args...` like install.
+func (w *installWorld) uninstall(t *testing.T, args ...string) (code int, stdout, stderr string) {
+	t.Helper()
+	f, io := testFactory(t, w.sub, nil)
+	home := w.home
+	f.HomeDir = func() (string, error) { return home, nil }
+	code = Main(append([]string{"loopctl", "uninstall"}, args...), f)
+	return code, io.out.String(), io.err.String()
+}
+
+// claudeFresh is a settings file install creates from nothing.
+func claudeFresh(dir string) string {
+	return `{
+  "extraKnownMarketplaces": {
+    "theloop": {
+      "source": {
+        "source": "directory",
+        "path": ` + string(mustJSON(dir)) + `
+      }
+    }
+  },
+  "enabledPlugins": {
+    "the-loop@theloop": true
+  }
+}
+`
+}
+
+func installedStop(t *testing.T, dir string) string {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(dir, plugin.Name, "hooks", "hooks.json"))
+	require.NoError(t, err)
+	return plugin.Tree{plugin.HooksPath: b}.StopCommand()
+}
+
+func TestInstallClaudePluginFresh(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		path func(w installWorld) string
+	}{
+		{nil, func(w installWorld) string { return filepath.Join(w.home, ".claude", "settings.json") }},
+		{[]string{"--scope", "project"}, func(w installWorld) string { return filepath.Join(w.repo, ".claude", "settings.json") }},
+	} {
+		t.Run(strings.Join(append([]string{"scope"}, tc.args...), " "), func(t *testing.T) {
+			w := newInstallWorld(t)
+			code, out, errOut := w.install(t, tc.args...)
+			require.Equal(t, 0, code, errOut)
+			dir := w.marketplace()
+			require.Equal(t, claudeFresh(dir), readFile(t, tc.path(w)))
+			require.Contains(t, out, tc.path(w)+`: enabledPlugins["the-loop@theloop"] = true`)
+			require.Contains(t, out, dir+": the-loop plugin "+plugin.Version()+"+")
+			require.Contains(t, errOut, "loop-gate is not on PATH")
+			require.FileExists(t, filepath.Join(dir, ".claude-plugin", "marketplace.json"))
+			for _, c := range plugin.Commands() {
+				require.FileExists(t, filepath.Join(dir, plugin.Name, "commands", c+".md"))
+			}
+			require.Equal(t, "loop-gate claude", installedStop(t, dir))
+		})
+	}
+}
+
+// TestInstallUninstallRoundTrip: install → uninstall → install leaves the
+// user's other settings byte-identical.
+func TestInstallUninstallRoundTrip(t *testing.T) {
+	w := newInstallWorld(t)
+	w.install(t, "--dry-run") // fixes w.home
+	path := filepath.Join(w.home, ".claude", "settings.json")
+	write(t, w.home, ".claude/settings.json", claudeExisting)
+	require.NoError(t, os.Chmod(path, 0o600))
+	dir := w.marketplace()
+
+	// Dry run: what would change, and nothing written.
+	code, out, errOut := w.install(t, "--dry-run")
+	require.Equal(t, 0, code, errOut)
+	require.Contains(t, out, "add "+filepath.Join(dir, plugin.Name, "commands", "work-on.md")+"\n")
+	require.Contains(t, out, "+  \"enabledPlugins\": {\n")
+	require.True(t, strings.HasSuffix(out, "dry run: nothing written\n"), out)
+	require.Equal(t, claudeExisting, readFile(t, path))
+	require.NoDirExists(t, dir)
+
+	code, _, errOut = w.install(t)
+	require.Equal(t, 0, code, errOut)
+	installed := readFile(t, path)
+	want := strings.TrimSuffix(claudeExisting, "\n}\n") + `,
+  "extraKnownMarketplaces": {
+    "theloop": {
+      "source": {
+        "source": "directory",
+        "path": ` + string(mustJSON(dir)) + `
+      }
+    }
+  },
+  "enabledPlugins": {
+    "the-loop@theloop": true
+  }
+}
+`
+	require.Equal(t, want, installed, "only theloop's keys are added; every other byte stays")
+	st, err := os.Stat(path)
+	require.NoError(t, err)
+	require.Equal(t, os.FileMode(0o600), st.Mode().Perm(), "the file keeps its permissions")
+
+	// Twice: nothing changes, nothing is written.
+	code, out, errOut = w.install(t)
+	require.Equal(t, 0, code, errOut)
+	require.Contains(t, out, "nothing to do")
+	st2, err := os.Stat(path)
+	require.NoError(t, err)
+	require.True(t, os.SameFile(st, st2), "an up-to-date file is not rewritten")
+
+	code, out, errOut = w.uninstall(t)
+	require.Equal(t, 0, code, errOut)
+	require.Contains(t, out, `removed enabledPlugins["the-loop@theloop"]`)
+	require.Contains(t, out, "removed "+dir)
+	require.Equal(t, claudeExisting, readFile(t, path), "uninstall restores the user's file byte for byte")
+	require.NoDirExists(t, dir)
+
+	code, _, errOut = w.install(t)
+	require.Equal(t, 0, code, errOut)
+	require.Equal(t, installed, readFile(t, path))
+
+	code, out, _ = w.uninstall(t)
+	require.Equal(t, 0, code)
+	code, out, _ = w.uninstall(t)
+	require.Equal(t, 0, code)
+	require.Contains(t, out, "nothing of theloop's to remove")
+}
+
+func TestInstallMovesAnOldStopHookIntoThePlugin(t *testing.T) {
+	w := newInstallWorld(t)
+	write(t, w.repo, ".claude/settings.json", `{"hooks":{"Stop":[{"hooks":[{"type":"command","command":"/usr/local/bin/loop-gate claude"},{"type":"command","command":"say done"}]}],"PreToolUse":[]}}`)
+	code, out, errOut := w.install(t, "--scope", "project")
+	require.Equal(t, 0, code, errOut)
+	require.Contains(t, out, `removed the Stop hook "/usr/local/bin/loop-gate claude" (the plugin runs the gate now)`)
+	settings := readFile(t, filepath.Join(w.repo, ".claude", "settings.json"))
+	require.NotContains(t, settings, "loop-gate", "two gates would count two attempts per stop")
+	require.Contains(t, settings, `{"type":"command","command":"say done"}`, "other hooks stay")
+	require.Equal(t, "/usr/local/bin/loop-gate claude", installedStop(t, w.marketplace()), "the program moves with it")
+	require.NotContains(t, errOut, "not on PATH", "an absolute program is not looked up")
+
+	// Without --command, the installed program stays; with it, it changes.
+	code, _, errOut = w.install(t, "--scope", "project")
+	require.Equal(t, 0, code, errOut)
+	require.Equal(t, "/usr/local/bin/loop-gate claude", installedStop(t, w.marketplace()))
+	code, out, errOut = w.install(t, "--scope", "project", "--command", "/opt/the loop/loop-gate")
+	require.Equal(t, 0, code, errOut)
+	require.Equal(t, "'/opt/the loop/loop-gate' claude", installedStop(t, w.marketplace()))
+	require.Contains(t, out, "Stop hook \"'/opt/the loop/loop-gate' claude\"")
+}
+
+func TestInstallReplacesAnOutdatedPlugin(t *testing.T) {
+	w := newInstallWorld(t)
+	code, _, errOut := w.install(t)
+	require.Equal(t, 0, code, errOut)
+	dir := w.marketplace()
+	stale := filepath.Join(dir, plugin.Name, "commands", "retired.md")
+	require.NoError(t, os.WriteFile(stale, []byte("---\ndescription: x\n---\n"), 0o644))
+	skill := filepath.Join(dir, plugin.Name, filepath.FromSlash(plugin.SkillPath))
+	require.NoError(t, os.WriteFile(skill, []byte("edited"), 0o644))
+
+	code, out, errOut := w.install(t)
+	require.Equal(t, 0, code, errOut)
+	require.Contains(t, out, "2 file(s) written or removed")
+	require.NoFileExists(t, stale)
+	b, err := os.ReadFile(skill)
+	require.NoError(t, err)
+	want, err := os.ReadFile(filepath.Join("..", "..", "plugin", plugin.Name, filepath.FromSlash(plugin.SkillPath)))
+	require.NoError(t, err)
+	require.Equal(t, string(want), string(b))
+
+	// A directory that is not ours is never overwritten.
+	w2 := newInstallWorld(t)
+	w2.install(t, "--dry-run")
+	write(t, w2.marketplace(), "notes.txt", "mine")
+	code, _, errOut = w2.install(t)
+	require.Equal(t, exitFailed, code)
+	require.Contains(t, errOut, "not theloop's")
+	require.Equal(t, "mine", readFile(t, filepath.Join(w2.marketplace(), "notes.txt")))
+}
+
+func TestInstallWarnsAboutThePythonPlugin(t *testing.T) {
+	w := newInstallWorld(t)
+	write(t, w.repo, ".claude/settings.json", `{"enabledPlugins":{"the-loop@the-loop":true}}`)
+	code, _, errOut := w.install(t, "--scope", "project")
+	require.Equal(t, 0, code, errOut)
+	require.Contains(t, errOut, "claude plugin disable the-loop@the-loop")
+}
+
+// recordingRunner records the commands it is asked to run.
+type recordingRunner struct{ cmds []run.Cmd }
+
+func (r *recordingRunner) Run(_ context.Context, c run.Cmd) (run.Result, error) {
+	r.cmds = append(r.cmds, c)
+	return run.Result{}, nil
+}
+
+func TestInstallRegistersWithTheClaudeCLI(t *testing.T) {
+	w := newInstallWorld(t)
+	bin := t.TempDir()
+	require.NoError(t, os.WriteFile(filepath.Join(bin, "claude"), []byte("#!/bin/sh\nexit 0\n"), 0o755))
+	f, io := testFactory(t, w.sub, nil)
+	home, _ := f.HomeDir()
+	w.home = home
+	getenv := f.Getenv
+	f.Getenv = func(k string) string {
+		if k == "PATH" {
+			return bin
+		}
+		return getenv(k)
+	}
+	rec := &recordingRunner{}
+	opts := &installOptions{IO: f.IO, Factory: f, Harness: harnessClaude, Scope: scopeUser, Command: gateBinary, Runner: rec}
+	require.NoError(t, runInstall(opts), io.err.String())
+	dir := w.marketplace()
+	var argvs []string
+	for _, c := range rec.cmds {
+		require.Equal(t, filepath.Join(bin, "claude"), c.Name)
+		require.Contains(t, c.Env, "HOME="+home, "never the real home of whoever runs the tests")
+		argvs = append(argvs, strings.Join(c.Args, " "))
+	}
+	require.Equal(t, []string{
+		"plugin marketplace add " + dir + " --scope user",
+		"plugin install the-loop@theloop --scope user",
+		"plugin update the-loop@theloop --scope user",
+	}, argvs)
+	require.Contains(t, io.out.String(), "claude: the-loop@theloop installed (user scope)")
+}
+
+func TestInstallCursorRule(t *testing.T) {
+	w := newInstallWorld(t)
+	code, out, errOut := w.install(t, "--harness", "cursor", "--scope", "project")
+	require.Equal(t, 0, code, errOut)
+	rule := filepath.Join(w.repo, ".cursor", "rules", "the-loop.mdc")
+	require.Equal(t, string(plugin.CursorRule()), readFile(t, rule))
+	require.Contains(t, out, rule+": wrote the-loop's rule")
+	code, out, _ = w.install(t, "--harness", "cursor", "--scope", "project")
+	require.Equal(t, 0, code)
+	require.Contains(t, out, rule+" is up to date")
+
+	code, out, _ = w.install(t, "--harness", "cursor")
+	require.Equal(t, 0, code)
+	require.Contains(t, out, "Cursor reads rules per project")
+
+	hooks := filepath.Join(w.repo, ".cursor", "hooks.json")
+	code, out, errOut = w.uninstall(t, "--harness", "cursor", "--scope", "project")
+	require.Equal(t, 0, code, errOut)
+	require.Contains(t, out, "removed "+rule)
+	require.NoFileExists(t, rule)
+	require.NotContains(t, readFile(t, hooks), "loop-gate")
+	var v map[string]any
+	require.NoError(t, json.Unmarshal([]byte(readFile(t, hooks)), &v))
+
+	// A rule the user edited stays.
+	write(t, w.repo, ".cursor/rules/the-loop.mdc", "mine")
+	code, _, errOut = w.uninstall(t, "--harness", "cursor", "--scope", "project")
+	require.Equal(t, 0, code)
+	require.Contains(t, errOut, "left in place")
+	require.FileExists(t, rule)
+}
+
+// FuzzInstallClaudePlugin: whatever the settings file holds, install either
+// refuses it or yields valid JSON that enables the plugin, runs no
+// loop-gate Stop hook of its own, keeps every other top-level key, and is a
+// fixed point; uninstall then install gives the same file again.
+func FuzzInstallClaudePlugin(f *testing.F) {
+	for _, s := range []string{"", "{}", claudeExisting, `{"hooks":{"Stop":[{"hooks":[{"command":"loop-gate"}]},{"hooks":[{"command":"loop-gate x"}]}]}}`,
+		`{"hooks":null}`, `{"hooks":{"Stop":[1,"x",{"hooks":7},{"hooks":[null]}]}}`, `{"a":{"b":[1.5e3,"\u00e9"]}}`, `[`, `{"hooks":{"Stop":null}}`,
+		`{"enabledPlugins":{"the-loop@theloop":false,"x@y":true}}`, `{"extraKnownMarketplaces":{"theloop":{"source":{"source":"github","repo":"a/b"}}}}`} {
+		f.Add([]byte(s))
+	}
+	const dir = "/home/u/.local/share/theloop/claude-marketplace"
+	f.Fuzz(func(t *testing.T, data []byte) {
+		out, _, changes, err := installClaudePlugin(data, dir)
+		if err != nil {
+			return
+		}
+		if len(changes) == 0 && !bytes.Equal(out, data) {
+			t.Fatal("no change reported but the content differs")
+		}
+		var before, after map[string]json.RawMessage
+		if len(bytes.TrimSpace(data)) > 0 && json.Unmarshal(data, &before) != nil {
+			t.Fatalf("accepted invalid input %q", data)
+		}
+		if err := json.Unmarshal(out, &after); err != nil {
+			t.Fatalf("output is not a JSON object: %v\n%s", err, out)
+		}
+		for k, v := range before {
+			if k == "hooks" || k == "enabledPlugins" || k == "extraKnownMarketplaces" {
+				continue
+			}
+			if !bytes.Equal(compact(t, v), compact(t, after[k])) {
+				t.Fatalf("key %q changed: %s → %s", k, v, after[k])
+			}
+		}
+		var settings struct {
+			Enabled map[string]any `json:"enabledPlugins"`
+			Hooks   map[string]any `json:"hooks"`
+		}
+		_ = json.Unmarshal(out, &settings)
+		if settings.Enabled[plugin.ID] != true {
+			t.Fatalf("not enabled:\n%s", out)
+		}
+		if groups, ok := settings.Hooks["Stop"].([]any); ok {
+			for _, g := range groups {
+				group, _ := g.(map[string]any)
+				entries, _ := group["hooks"].([]any)
+				for _, e := range entries {
+					entry, _ := e.(map[string]any)
+					if s, ok := entry["command"].(string); ok && plugin.IsGateCommand(s) {
+						t.Fatalf("a loop-gate Stop hook is left beside the plugin's:\n%s", out)
+					}
+				}
+			}
+		}
+		again, _, changes, err := installClaudePlugin(out, dir)
+		if err != nil || len(changes) != 0 || !bytes.Equal(again, out) {
+			t.Fatalf("second install: err %v, changes %v", err, changes)
+		}
+		removed, _, err := uninstallClaudePlugin(out)
+		if err != nil {
+			t.Fatalf("uninstall: %v", err)
+		}
+		re, _, _, err := installClaudePlugin(removed, dir)
+		if err != nil || !bytes.Equal(semantic(re), semantic(out)) {
+			t.Fatalf("install → uninstall → install differs:\n%s\n%s", out, re)
+		}
+	})
+}
+
+// semantic is b with object keys sorted (key order is not meaning).
+func semantic(b []byte) []byte {
+	var v any
+	if json.Unmarshal(b, &v) != nil {
+		return b
+	}
+	out, _ := json.Marshal(v)
+	return out
+}
+
+// --- the real Claude Code -------------------------------------------------------
+
+// claudeCLI is the real claude program, or a skip.
+func claudeCLI(t *testing.T) string {
+	t.Helper()
+	p, err := exec.LookPath("claude")
+	if err != nil {
+		t.Skip("the claude CLI is not on PATH: npm install @anthropic-ai/claude-code and put node_modules/.bin on PATH (.ci/run does) to validate the plugin with the real client")
+	}
+	return p
+}
+
+func runClaude(t *testing.T, claude, home string, args ...string) (string, error) {
+	t.Helper()
+	cmd := exec.Command(claude, args...)
+	cmd.Dir = home
+	cmd.Env = append(os.Environ(), "HOME="+home, "CLAUDE_CONFIG_DIR="+filepath.Join(home, ".claude"), "DISABLE_AUTOUPDATER=1", "DISABLE_TELEMETRY=1")
+	out, err := cmd.CombinedOutput()
+	return string(out), err
+}
+
+// TestPluginWithRealClaude: the plugin as kept in the repository and the
+// marketplace loopctl install writes both pass `claude plugin validate
+// --strict`; after install Claude Code lists the plugin enabled at the
+// installed version, with its commands, skill and both hooks; uninstall
+// removes it.
+func TestPluginWithRealClaude(t *testing.T) {
+	claude := claudeCLI(t)
+	src, err := filepath.Abs(filepath.Join("..", "..", "plugin", plugin.Name))
+	require.NoError(t, err)
+	out, err := runClaude(t, claude, t.TempDir(), "plugin", "validate", "--strict", src)
+	require.NoError(t, err, out)
+
+	w := newInstallWorld(t)
+	f, io := testFactory(t, w.sub, nil)
+	home, _ := f.HomeDir()
+	w.home = home
+	getenv := f.Getenv
+	f.Getenv = func(k string) string {
+		if k == "PATH" {
+			return filepath.Dir(claude)
+		}
+		return getenv(k)
+	}
+	require.Equal(t, 0, Main([]string{"loopctl", "install"}, f), io.err.String())
+	require.Contains(t, io.out.String(), "claude: the-loop@theloop installed (user scope)", io.err.String())
+	dir := w.marketplace()
+
+	for _, p := range []string{dir, filepath.Join(dir, plugin.Name)} {
+		out, err := runClaude(t, claude, home, "plugin", "validate", "--strict", p)
+		require.NoError(t, err, out)
+	}
+	out, err = runClaude(t, claude, home, "plugin", "list", "--json")
+	require.NoError(t, err, out)
+	var listed []struct {
+		ID      string `json:"id"`
+		Version string `json:"version"`
+		Enabled bool   `json:"enabled"`
+		Scope   string `json:"scope"`
+	}
+	require.NoError(t, json.Unmarshal([]byte(out[strings.Index(out, "["):]), &listed), out)
+	var tree struct {
+		Version string `json:"version"`
+	}
+	require.NoError(t, json.Unmarshal([]byte(readFile(t, filepath.Join(dir, plugin.Name, ".claude-plugin", "plugin.json"))), &tree))
+	found := false
+	for _, p := range listed {
+		if p.ID == plugin.ID {
+			found = true
+			require.True(t, p.Enabled)
+			require.Equal(t, tree.Version, p.Version)
+			require.Equal(t, "user", p.Scope)
+		}
+	}
+	require.True(t, found, "claude plugin list does not show %s:\n%s", plugin.ID, out)
+
+	out, err = runClaude(t, claude, home, "plugin", "details", plugin.ID)
+	require.NoError(t, err, out)
+	for _, c := range append(plugin.Commands(), "the-loop") {
+		require.Contains(t, out, c)
+	}
+	require.Contains(t, out, "SessionStart, Stop")
+
+	// Settings Claude Code rewrote are still ours to uninstall.
+	f2, io2 := testFactory(t, w.sub, nil)
+	f2.HomeDir = func() (string, error) { return home, nil }
+	f2.Getenv = f.Getenv
+	require.Equal(t, 0, Main([]string{"loopctl", "uninstall"}, f2), io2.err.String())
+	out, err = runClaude(t, claude, home, "plugin", "list", "--json")
+	require.NoError(t, err, out)
+	require.NotContains(t, out, plugin.ID)
+	require.NotContains(t, readFile(t, filepath.Join(home, ".claude", "settings.json")), plugin.MarketplaceName)
+}

@@ -13,12 +13,8 @@ import (
 	"time"
 
 	"github.com/theloop-dev/theloop/internal/atomicfile"
-	"github.com/theloop-dev/theloop/internal/lazyre"
+	"github.com/theloop-dev/theloop/plugin"
 )
-
-// DefaultMarketplaceRepo is the GitHub repository Claude Code fetches
-// the-loop's plugin (Stop hook, commands, skill) from.
-const DefaultMarketplaceRepo = "MadaraUchiha-314/the-loop"
 
 // Trust scopes for ClaudeEnvironment.TrustScope.
 const (
@@ -33,12 +29,12 @@ const (
 	BypassNever  = "never"
 )
 
-var ownerRepoPattern = lazyre.New(`^[A-Za-z0-9][A-Za-z0-9._-]*/[A-Za-z0-9][A-Za-z0-9._-]*$`)
-
 // ClaudeEnvironment pre-seeds Claude Code's own configuration so that an
 // unattended session in a new worktree starts at its prompt instead of at a
 // trust dialog (which the first paste would otherwise answer), with
-// the-loop's plugin enabled. Build it with ClaudeEnvironmentFromEnv, or fill
+// theloop's own plugin (package plugin: the skill, the /the-loop commands,
+// the SessionStart reminder and loop-gate as the Stop hook) installed in a
+// local marketplace and enabled. Build it with ClaudeEnvironmentFromEnv, or fill
 // the paths explicitly (tests must: never point them at a real home).
 type ClaudeEnvironment struct {
 	// ConfigDir is Claude Code's config directory ($CLAUDE_CONFIG_DIR or
@@ -61,17 +57,24 @@ type ClaudeEnvironment struct {
 	// disclaimer: BypassAuto (only when the harness args ask for bypass),
 	// BypassAlways, BypassNever.
 	AcceptBypass string
-	// Plugin enables the-loop's plugin from MarketplaceRepo.
+	// Plugin writes theloop's plugin into MarketplaceDir and enables it
+	// (extraKnownMarketplaces.theloop, enabledPlugins["the-loop@theloop"]).
 	Plugin bool
-	// MarketplaceRepo is owner/repo of the plugin marketplace.
-	MarketplaceRepo string
+	// MarketplaceDir is the local marketplace (plugin.MarketplaceDir; the
+	// same directory `loopctl install` writes).
+	MarketplaceDir string
+	// GateProgram is the loop-gate the plugin's Stop hook runs, ideally an
+	// absolute path to the installed binary ("" keeps what is installed, else
+	// "loop-gate" on the session's PATH).
+	GateProgram string
 }
 
 // ClaudeEnvironmentFromEnv resolves Claude Code's files the way Claude Code
 // does: config dir $CLAUDE_CONFIG_DIR else <home>/.claude; user config
 // <config dir>/.config.json if it exists, else
 // ${CLAUDE_CONFIG_DIR:-<home>}/.claude.json. Trust (workspace-root scope)
-// and the plugin are on; the bypass disclaimer follows the harness args.
+// and the plugin are on (marketplace under $XDG_DATA_HOME/theloop); the
+// bypass disclaimer follows the harness args.
 func ClaudeEnvironmentFromEnv(getenv func(string) string, home, workspaceRoot string) ClaudeEnvironment {
 	base := getenv("CLAUDE_CONFIG_DIR")
 	dir := base
@@ -84,16 +87,16 @@ func ClaudeEnvironmentFromEnv(getenv func(string) string, home, workspaceRoot st
 		user = filepath.Join(base, ".claude.json")
 	}
 	return ClaudeEnvironment{
-		ConfigDir:       dir,
-		UserConfigFile:  user,
-		SettingsFile:    filepath.Join(dir, "settings.json"),
-		Home:            home,
-		Trust:           true,
-		TrustScope:      TrustWorkspaceRoot,
-		WorkspaceRoot:   workspaceRoot,
-		AcceptBypass:    BypassAuto,
-		Plugin:          true,
-		MarketplaceRepo: DefaultMarketplaceRepo,
+		ConfigDir:      dir,
+		UserConfigFile: user,
+		SettingsFile:   filepath.Join(dir, "settings.json"),
+		Home:           home,
+		Trust:          true,
+		TrustScope:     TrustWorkspaceRoot,
+		WorkspaceRoot:  workspaceRoot,
+		AcceptBypass:   BypassAuto,
+		Plugin:         true,
+		MarketplaceDir: plugin.MarketplaceDir(getenv, home),
 	}
 }
 
@@ -170,34 +173,60 @@ func (e ClaudeEnvironment) Prepare(cwd string, harnessArgs []string) (Prepared, 
 		settings = filepath.Join(e.ConfigDir, "settings.json")
 	}
 	bypass := e.bypass(harnessArgs)
-	if e.Plugin || bypass {
-		repo := e.MarketplaceRepo
-		if repo == "" {
-			repo = DefaultMarketplaceRepo
-		}
-		if e.Plugin && !ownerRepoPattern.MatchString(repo) {
-			errs = append(errs, fmt.Errorf("plugin marketplace repo %q must be owner/repo", repo))
+	pluginReady := false
+	if e.Plugin {
+		changed, err := e.installPlugin()
+		if err != nil {
+			errs = append(errs, err)
 		} else {
-			changed, err := editJSONFile(settings, func(doc map[string]any) bool {
-				changed := false
-				if bypass {
-					changed = setTrue(doc, "skipDangerousModePermissionPrompt") || changed
-				}
-				if e.Plugin {
-					changed = setIfAbsent(doc, "extraKnownMarketplaces", "the-loop",
-						map[string]any{"source": map[string]any{"source": "github", "repo": repo}}) || changed
-					changed = setIfAbsent(doc, "enabledPlugins", "the-loop@the-loop", true) || changed
-				}
-				return changed
-			})
-			if err != nil {
-				errs = append(errs, err)
-			} else if changed {
-				p.Changed = append(p.Changed, settings)
+			pluginReady = true
+			if changed {
+				p.Changed = append(p.Changed, e.MarketplaceDir)
 			}
 		}
 	}
+	if pluginReady || bypass {
+		changed, err := editJSONFile(settings, func(doc map[string]any) bool {
+			changed := false
+			if bypass {
+				changed = setTrue(doc, "skipDangerousModePermissionPrompt") || changed
+			}
+			if pluginReady {
+				changed = setIfAbsent(doc, "extraKnownMarketplaces", plugin.MarketplaceName,
+					map[string]any{"source": map[string]any{"source": "directory", "path": e.MarketplaceDir}}) || changed
+				changed = setIfAbsent(doc, "enabledPlugins", plugin.ID, true) || changed
+			}
+			return changed
+		})
+		if err != nil {
+			errs = append(errs, err)
+		} else if changed {
+			p.Changed = append(p.Changed, settings)
+		}
+	}
 	return p, errors.Join(errs...)
+}
+
+// installPlugin writes the plugin's files into the marketplace directory
+// when they differ from this binary's (an upgrade replaces them); the Stop
+// hook runs GateProgram, else the program already installed.
+func (e ClaudeEnvironment) installPlugin() (bool, error) {
+	if e.MarketplaceDir == "" || !filepath.IsAbs(e.MarketplaceDir) {
+		return false, fmt.Errorf("the plugin's marketplace directory %q must be absolute", e.MarketplaceDir)
+	}
+	program := e.GateProgram
+	if program == "" {
+		program = plugin.InstalledGateProgram(e.MarketplaceDir)
+	}
+	tree, err := plugin.Marketplace(plugin.Options{GateProgram: program})
+	if err != nil {
+		return false, err
+	}
+	changes, err := plugin.Sync(e.MarketplaceDir, tree)
+	if err != nil {
+		return false, fmt.Errorf("installing theloop's plugin: %w", err)
+	}
+	return len(changes) > 0, nil
 }
 
 func (e ClaudeEnvironment) bypass(args []string) bool {

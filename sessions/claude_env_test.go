@@ -55,7 +55,7 @@ func TestClaudePrepareTrustAndPlugin(t *testing.T) {
 
 	p, err := env.Prepare(cwd, nil)
 	require.NoError(t, err)
-	require.ElementsMatch(t, []string{env.UserConfigFile, env.SettingsFile}, p.Changed)
+	require.ElementsMatch(t, []string{env.UserConfigFile, env.SettingsFile, env.MarketplaceDir}, p.Changed)
 	require.Equal(t, []string{cwd, root}, p.Trusted, "workspace-root scope trusts the root too")
 
 	user := readJSON(t, env.UserConfigFile)
@@ -74,9 +74,11 @@ func TestClaudePrepareTrustAndPlugin(t *testing.T) {
 	require.Equal(t, os.FileMode(0o640), fi.Mode().Perm(), "existing mode preserved")
 
 	settings := readJSON(t, env.SettingsFile)
-	require.Equal(t, map[string]any{"source": map[string]any{"source": "github", "repo": DefaultMarketplaceRepo}},
-		settings["extraKnownMarketplaces"].(map[string]any)["the-loop"])
-	require.Equal(t, true, settings["enabledPlugins"].(map[string]any)["the-loop@the-loop"])
+	require.Equal(t, map[string]any{"source": map[string]any{"source": "directory", "path": env.MarketplaceDir}},
+		settings["extraKnownMarketplaces"].(map[string]any)["theloop"])
+	require.Equal(t, true, settings["enabledPlugins"].(map[string]any)["the-loop@theloop"])
+	require.NotContains(t, settings["enabledPlugins"], "the-loop@the-loop", "the Python the-loop's plugin is not referenced")
+	require.FileExists(t, filepath.Join(env.MarketplaceDir, "the-loop", "commands", "work-on.md"))
 	fi, err = os.Stat(env.SettingsFile)
 	require.NoError(t, err)
 	require.Equal(t, os.FileMode(0o600), fi.Mode().Perm(), "new files are private")
@@ -90,11 +92,11 @@ func TestClaudePrepareTrustAndPlugin(t *testing.T) {
 func TestClaudePrepareNeverFlipsOperatorChoices(t *testing.T) {
 	env, root := testClaudeEnv(t)
 	require.NoError(t, os.MkdirAll(filepath.Dir(env.SettingsFile), 0o700))
-	require.NoError(t, os.WriteFile(env.SettingsFile, []byte(`{"enabledPlugins":{"the-loop@the-loop":false}}`), 0o600))
+	require.NoError(t, os.WriteFile(env.SettingsFile, []byte(`{"enabledPlugins":{"the-loop@theloop":false}}`), 0o600))
 	_, err := env.Prepare(root, nil)
 	require.NoError(t, err)
 	settings := readJSON(t, env.SettingsFile)
-	require.Equal(t, false, settings["enabledPlugins"].(map[string]any)["the-loop@the-loop"])
+	require.Equal(t, false, settings["enabledPlugins"].(map[string]any)["the-loop@theloop"])
 }
 
 func TestClaudePrepareLeavesUnparseableFilesAlone(t *testing.T) {

@@ -60,8 +60,8 @@ loopctl version replaces the plugin's files (its version carries their hash).
 For Cursor, install writes the stop hook below and, with --scope project, the
 rule .cursor/rules/the-loop.mdc.
 
-loop-gate runs whenever the agent is about to stop. While the work item's current node
-blocks, loop-gate keeps the agent working (at most three times in a row per
+loop-gate runs whenever the agent is about to stop. While the work item's
+current node blocks, loop-gate keeps the agent working (at most three times in a row per
 node); at a human gate, or in a session that is not theloop's, it lets the
 agent stop.
 

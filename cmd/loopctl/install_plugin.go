@@ -262,8 +262,10 @@ func installClaudePlugin(old []byte, dir string) (updated []byte, moved string, 
 
 // uninstallClaudePlugin undoes installClaudePlugin: the marketplace entry,
 // the enabledPlugins key and any loop-gate Stop hook go; a container left
-// empty by that goes too.
-func uninstallClaudePlugin(old []byte) (updated []byte, changes []string, err error) {
+// empty by that goes too. dropEmpty also removes those two containers when
+// they are already empty (the claude CLI leaves them so after its own
+// uninstall).
+func uninstallClaudePlugin(old []byte, dropEmpty bool) (updated []byte, changes []string, err error) {
 	root, err := parseObject(old, "the file")
 	if err != nil {
 		return nil, nil, err
@@ -272,6 +274,11 @@ func uninstallClaudePlugin(old []byte) (updated []byte, changes []string, err er
 		inner, err := root.object(k.outer, k.outer)
 		if err != nil {
 			return nil, nil, err
+		}
+		if _, present := root.vals[k.outer]; dropEmpty && present && len(inner.keys) == 0 {
+			root.del(k.outer)
+			changes = append(changes, fmt.Sprintf("removed the empty %s", k.outer))
+			continue
 		}
 		if !inner.del(k.key) {
 			continue
@@ -499,14 +506,15 @@ func runUninstall(opts *installOptions) error {
 	var updated []byte
 	var changes []string
 	if opts.Harness == harnessClaude {
+		ran := false
 		if !opts.DryRun {
-			opts.unregisterWithClaude()
+			ran = opts.unregisterWithClaude()
 			// Claude Code may have rewritten the file.
 			if b, rerr := os.ReadFile(path); rerr == nil {
 				old = b
 			}
 		}
-		updated, changes, err = uninstallClaudePlugin(old)
+		updated, changes, err = uninstallClaudePlugin(old, ran)
 	} else {
 		updated, changes, err = uninstallCursorHook(old)
 	}
@@ -585,11 +593,12 @@ func uninstallCursorHook(old []byte) ([]byte, []string, error) {
 }
 
 // unregisterWithClaude uninstalls the plugin and removes the marketplace
-// through the claude CLI when it is on PATH (best effort).
-func (o *installOptions) unregisterWithClaude() {
+// through the claude CLI when it is on PATH (best effort); it reports
+// whether the CLI ran.
+func (o *installOptions) unregisterWithClaude() bool {
 	claude := o.lookPath("claude")
 	if claude == "" {
-		return
+		return false
 	}
 	home, _ := o.Factory.HomeDir()
 	cmdDir := ""
@@ -612,4 +621,5 @@ func (o *installOptions) unregisterWithClaude() {
 			fmt.Fprintf(o.IO.ErrOut, "note: claude %s: %v\n", strings.Join(args, " "), err)
 		}
 	}
+	return true
 }

@@ -338,7 +338,7 @@ func FuzzInstallClaudePlugin(f *testing.F) {
 		if err != nil || len(changes) != 0 || !bytes.Equal(again, out) {
 			t.Fatalf("second install: err %v, changes %v", err, changes)
 		}
-		removed, _, err := uninstallClaudePlugin(out)
+		removed, _, err := uninstallClaudePlugin(out, false)
 		if err != nil {
 			t.Fatalf("uninstall: %v", err)
 		}
@@ -451,4 +451,25 @@ func TestPluginWithRealClaude(t *testing.T) {
 	require.NoError(t, err, out)
 	require.NotContains(t, out, plugin.ID)
 	require.NotContains(t, readFile(t, filepath.Join(home, ".claude", "settings.json")), plugin.MarketplaceName)
+
+	// Project scope: Claude Code lists the plugin for the repository.
+	f3, io3 := testFactory(t, w.sub, nil)
+	f3.HomeDir = func() (string, error) { return home, nil }
+	f3.Getenv = f.Getenv
+	require.Equal(t, 0, Main([]string{"loopctl", "install", "--scope", "project"}, f3), io3.err.String())
+	require.Contains(t, io3.out.String(), "claude: the-loop@theloop installed (project scope)", io3.err.String())
+	cmd := exec.Command(claude, "plugin", "list", "--json")
+	cmd.Dir = w.repo
+	cmd.Env = append(os.Environ(), "HOME="+home, "CLAUDE_CONFIG_DIR="+filepath.Join(home, ".claude"))
+	b, err := cmd.Output()
+	require.NoError(t, err)
+	require.Contains(t, string(b), `"scope": "project"`)
+	require.Contains(t, string(b), plugin.ID)
+	f4, io4 := testFactory(t, w.sub, nil)
+	f4.HomeDir = func() (string, error) { return home, nil }
+	f4.Getenv = f.Getenv
+	require.Equal(t, 0, Main([]string{"loopctl", "uninstall", "--scope", "project"}, f4), io4.err.String())
+	settings := readFile(t, filepath.Join(w.repo, ".claude", "settings.json"))
+	require.NotContains(t, settings, plugin.MarketplaceName)
+	require.NotContains(t, settings, "enabledPlugins", "no empty containers are left behind")
 }

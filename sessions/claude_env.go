@@ -16,6 +16,11 @@ import (
 	"github.com/theloop-dev/theloop/plugin"
 )
 
+// pythonPluginID is the Python the-loop's plugin. Its commands share our
+// names (/the-loop:…) but run the Python CLI; theloop never enables it and
+// warns when the operator's settings do.
+const pythonPluginID = "the-loop@the-loop"
+
 // Trust scopes for ClaudeEnvironment.TrustScope.
 const (
 	TrustWorkspaceRoot = "workspace-root"
@@ -192,6 +197,9 @@ func (e ClaudeEnvironment) Prepare(cwd string, harnessArgs []string) (Prepared, 
 				changed = setTrue(doc, "skipDangerousModePermissionPrompt") || changed
 			}
 			if pluginReady {
+				if enabled, _ := doc["enabledPlugins"].(map[string]any); enabled[pythonPluginID] == true {
+					p.Warnings = append(p.Warnings, fmt.Sprintf("%s also enables the Python the-loop's plugin (%s), whose /the-loop: commands run the Python CLI; disable it: claude plugin disable %s", settings, pythonPluginID, pythonPluginID))
+				}
 				changed = setIfAbsent(doc, "extraKnownMarketplaces", plugin.MarketplaceName,
 					map[string]any{"source": map[string]any{"source": "directory", "path": e.MarketplaceDir}}) || changed
 				changed = setIfAbsent(doc, "enabledPlugins", plugin.ID, true) || changed

@@ -97,6 +97,16 @@ func TestClaudePrepareNeverFlipsOperatorChoices(t *testing.T) {
 	require.NoError(t, err)
 	settings := readJSON(t, env.SettingsFile)
 	require.Equal(t, false, settings["enabledPlugins"].(map[string]any)["the-loop@theloop"])
+
+	// The Python the-loop's plugin, enabled by the operator, stays enabled
+	// and is reported.
+	require.NoError(t, os.WriteFile(env.SettingsFile, []byte(`{"enabledPlugins":{"the-loop@the-loop":true}}`), 0o600))
+	p, err := env.Prepare(root, nil)
+	require.NoError(t, err)
+	require.Len(t, p.Warnings, 1)
+	require.Contains(t, p.Warnings[0], "claude plugin disable the-loop@the-loop")
+	settings = readJSON(t, env.SettingsFile)
+	require.Equal(t, true, settings["enabledPlugins"].(map[string]any)["the-loop@the-loop"])
 }
 
 func TestClaudePrepareLeavesUnparseableFilesAlone(t *testing.T) {

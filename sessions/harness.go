@@ -38,6 +38,9 @@ type Prepared struct {
 	Changed []string
 	// Trusted lists the directories marked trusted.
 	Trusted []string
+	// Warnings are problems found and left alone (an operator's setting
+	// theloop does not flip).
+	Warnings []string
 }
 
 // checkExtraArgs validates operator-configured harness arguments: they pass

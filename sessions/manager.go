@@ -212,6 +212,9 @@ func (m *Manager) prepareEnvironment(h Harness, item WorkItem, cwd string) {
 	if len(p.Changed) > 0 || len(p.Trusted) > 0 {
 		m.observer.Observe(Observation{Event: "workspace.trusted", Item: item, Detail: map[string]any{"cwd": cwd, "trusted": p.Trusted, "changed": p.Changed}})
 	}
+	for _, w := range p.Warnings {
+		m.observer.Observe(Observation{Event: "workspace.warning", Item: item, Detail: map[string]any{"cwd": cwd, "warning": w}})
+	}
 }
 
 // SpawnRequest asks for a new session.

@@ -17,6 +17,7 @@ import (
 	"github.com/goccy/go-yaml"
 	"github.com/stretchr/testify/require"
 
+	"github.com/theloop-dev/theloop/graph"
 	"github.com/theloop-dev/theloop/hooks"
 	"github.com/theloop-dev/theloop/loop"
 )
@@ -110,6 +111,16 @@ func TestSkillFrontMatter(t *testing.T) {
 		require.Contains(t, body, "("+page+")")
 		_, err := fs.Stat(Files(), "skills/the-loop/"+page)
 		require.NoError(t, err, page)
+	}
+}
+
+// TestSkillNamesEveryClaimStatus: the skill explains every status the claim
+// envelope can carry, in the runtime's own words.
+func TestSkillNamesEveryClaimStatus(t *testing.T) {
+	skill := string(mustRead(SkillPath))
+	for _, st := range []string{string(graph.StatusPass), string(graph.StatusBlock), string(graph.StatusWait),
+		graph.StepEscalated, graph.StepRefused, graph.StepNoop, graph.StepBusy} {
+		require.Contains(t, skill, "`"+st+"`")
 	}
 }
 

@@ -230,6 +230,17 @@ func (e ClaudeEnvironment) installPlugin() (bool, error) {
 	if err != nil {
 		return false, err
 	}
+	// Sessions spawned side by side write the same files; one at a time.
+	if err := os.MkdirAll(filepath.Dir(e.MarketplaceDir), 0o700); err != nil {
+		return false, fmt.Errorf("installing theloop's plugin: %w", err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	unlock, err := lockFile(ctx, e.MarketplaceDir+".theloop-lock")
+	if err != nil {
+		return false, err
+	}
+	defer unlock()
 	changes, err := plugin.Sync(e.MarketplaceDir, tree)
 	if err != nil {
 		return false, fmt.Errorf("installing theloop's plugin: %w", err)

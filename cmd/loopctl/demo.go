@@ -3,8 +3,10 @@ package main
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
@@ -40,6 +42,9 @@ Everything runs on the real runtime, hooks, filesystem store and git.`,
 			&cli.BoolFlag{Name: "keep", Usage: "keep the demo repository afterwards (its path is printed)"},
 		},
 		Action: func(c *cli.Context) error {
+			if err := noArgs(c, "demo", "name the directory with --dir"); err != nil {
+				return err
+			}
 			opts := &demoOptions{Factory: f, Dir: c.String("dir"), Keep: c.Bool("keep")}
 			if runF != nil {
 				return runF(opts)
@@ -108,7 +113,7 @@ func runDemo(ctx context.Context, opts *demoOptions) error {
 		if !opts.Keep {
 			defer os.RemoveAll(dir)
 		}
-	} else if err := os.MkdirAll(dir, 0o755); err != nil {
+	} else if err := prepareDemoDir(dir); err != nil {
 		return err
 	}
 	d := &demo{ctx: ctx, out: f.IO.Out, repo: dir, id: "issue-1", ref: "github:demo/widgets#1", git: run.Exec{}}
@@ -121,6 +126,23 @@ func runDemo(ctx context.Context, opts *demoOptions) error {
 		return d.err
 	}
 	return d.finish(opts.Keep || opts.Dir != "")
+}
+
+// prepareDemoDir makes dir ready for a demo: it must not exist yet, or be an
+// empty directory. The demo initialises a git repository there and commits
+// everything in it, so it never runs inside an existing repository or over
+// anybody's files.
+func prepareDemoDir(dir string) error {
+	entries, err := os.ReadDir(dir)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		return os.MkdirAll(dir, 0o755)
+	case err != nil:
+		return failWith(exitRefused, "loopctl demo: --dir %s: %v; name a new or empty directory", dir, err)
+	case len(entries) > 0:
+		return failWith(exitRefused, "loopctl demo: --dir %s is not empty; the demo creates its own git repository and commits everything in it, so it only runs in a new or empty directory (omit --dir for a temporary one)", dir)
+	}
+	return nil
 }
 
 const demoHarnessConfig = `# .the-loop/harness-config.yaml — this repository's settings for theloop
@@ -304,6 +326,10 @@ func (d *demo) script() {
 	rep, err := d.daemon.Start(d.ctx, d.id)
 	if err != nil {
 		d.fail(err)
+		return
+	}
+	if rep == nil {
+		d.fail(fmt.Errorf("loopctl demo: %s was already started in %s; run the demo in a new directory", d.id, d.repo))
 		return
 	}
 	d.step("start", rep.Status, "start", rep.CurrentNode, false, rep.Messages)

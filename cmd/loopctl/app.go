@@ -103,6 +103,7 @@ Try it without a GitHub account:  loopctl demo`,
 		},
 		ExitErrHandler: func(*cli.Context, error) {},
 	}
+	installUsage(app)
 	return app
 }
 
@@ -114,7 +115,10 @@ func Main(argv []string, f *Factory) int {
 
 // mainWith runs an assembled app (tests swap in commands that only parse).
 func mainWith(app *cli.App, argv []string, f *Factory) int {
-	err := app.RunContext(context.Background(), permute(app, argv))
+	argv, err := rewriteArgv(app, argv)
+	if err == nil {
+		err = app.RunContext(context.Background(), permute(app, argv))
+	}
 	if err == nil {
 		return exitOK
 	}
@@ -254,4 +258,17 @@ _loopctl() {
 }
 compdef _loopctl loopctl
 `,
+}
+
+// noArgs refuses stray positional arguments for a verb that takes none, so
+// that `loopctl events issue-239` does not silently list every item's events.
+func noArgs(c *cli.Context, verb, hint string) error {
+	if c.NArg() == 0 {
+		return nil
+	}
+	msg := fmt.Sprintf("loopctl %s: unexpected argument %q; %s takes no arguments", verb, c.Args().First(), verb)
+	if hint != "" {
+		msg += " (" + hint + ")"
+	}
+	return failWith(exitRefused, "%s", msg)
 }

@@ -6,8 +6,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"path/filepath"
-	"sort"
 	"strings"
 	"text/tabwriter"
 
@@ -92,15 +90,19 @@ type checkReport struct {
 func runCheck(ctx context.Context, opts *checkOptions) error {
 	root, err := opts.Factory.repoRoot(opts.Repo)
 	if err != nil {
-		return err
-	}
-	if st, err := os.Stat(root); err != nil || !st.IsDir() {
-		no := false
-		rep := checkReport{Report: &graph.Report{WorkItem: opts.ID, Nodes: []graph.NodeReport{}}, RepoResolved: &no}
 		if opts.Format == "json" {
+			no := false
+			rep := checkReport{Report: &graph.Report{WorkItem: opts.ID, Nodes: []graph.NodeReport{}}, RepoResolved: &no}
 			writeJSON(opts.IO.Out, rep)
 		}
-		return failWith(exitFailed, "loopctl check: repository %s not found; pass its root with --repo", root)
+		return err
+	}
+	if opts.Repo.Config != "" {
+		// check reads no CLI config (it is pure), but a named file that
+		// is not there is a mistake worth saying.
+		if _, err := os.Stat(opts.Repo.Config); err != nil {
+			return failWith(exitRefused, "loopctl check: --config %s: %v", opts.Repo.Config, err)
+		}
 	}
 	repo, err := loop.OpenRepo(root, "")
 	if err != nil {
@@ -108,11 +110,20 @@ func runCheck(ctx context.Context, opts *checkOptions) error {
 	}
 	ids := []string{opts.ID}
 	if opts.All {
-		if ids, err = workItems(filepath.Join(repo.Root, filepath.FromSlash(repo.SpecDir))); err != nil {
+		if ids, err = repo.WorkItems(); err != nil {
 			return err
 		}
+		if len(ids) == 0 {
+			// CI must never pass green on nothing.
+			if opts.Format == "json" {
+				writeJSON(opts.IO.Out, []*graph.Report{})
+			}
+			return failWith(exitFailed, "loopctl check --all: no work items in %s (no work item directories under %s); nothing was checked", repo.Root, repo.SpecRoot())
+		}
+	} else if err := repo.RequireWorkItem(opts.ID); err != nil {
+		return workItemError(err)
 	}
-	g, err := opts.Repo.graph()
+	g, err := opts.Factory.graphFlag(opts.Repo)
 	if err != nil {
 		return err
 	}
@@ -166,26 +177,6 @@ func checkFails(rep *graph.Report, failOn string) bool {
 		}
 	}
 	return false
-}
-
-// workItems lists the spec directory's work items (directories with valid
-// ids), sorted.
-func workItems(specRoot string) ([]string, error) {
-	entries, err := os.ReadDir(specRoot)
-	if os.IsNotExist(err) {
-		return nil, nil
-	}
-	if err != nil {
-		return nil, err
-	}
-	var ids []string
-	for _, e := range entries {
-		if e.IsDir() && loop.ValidateWorkItemID(e.Name()) == nil {
-			ids = append(ids, e.Name())
-		}
-	}
-	sort.Strings(ids)
-	return ids, nil
 }
 
 func writeJSON(w io.Writer, v any) {

@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"os"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -40,6 +41,9 @@ func newEventsCmd(f *Factory, runF func(*eventsOptions) error) *cli.Command {
 			&cli.StringFlag{Name: "format", Value: "table", Usage: "table, json (an array) or jsonl (the stored lines)"},
 		},
 		Action: func(c *cli.Context) error {
+			if err := noArgs(c, "events", "filter by work item with --work-item"); err != nil {
+				return err
+			}
 			opts := &eventsOptions{Factory: f, Config: c.String("config"), Path: c.String("path"), WorkItem: c.String("work-item"),
 				Event: c.String("event"), Since: c.String("since"), Limit: c.Int("limit"), Format: c.String("format")}
 			if runF != nil {
@@ -74,13 +78,24 @@ func parseSince(s string, now time.Time) (time.Time, error) {
 
 func runEvents(opts *eventsOptions) error {
 	f := opts.Factory
+	if opts.Limit < 0 {
+		return failWith(exitRefused, "loopctl events: --limit %d: give a positive number of events (0: all)", opts.Limit)
+	}
 	path := opts.Path
 	if path == "" {
-		cfg, err := f.cliConfig(opts.Config)
+		// The default log lives in the repository's state root; outside a
+		// repository, relative paths stay relative to the working directory.
+		root := ""
+		if wd, err := f.Getwd(); err == nil {
+			root, _ = loop.FindRoot(wd)
+		}
+		cfg, err := f.cliConfig(opts.Config, root)
 		if err != nil {
 			return err
 		}
 		path = cfg.EventLogPath
+	} else if _, err := os.Stat(path); err != nil {
+		return failWith(exitFailed, "loopctl events: --path %s: %v", path, err)
 	}
 	since, err := parseSince(opts.Since, f.Clock.Now())
 	if err != nil {

@@ -76,6 +76,9 @@ func newShowCmd(f *Factory, runF func(*showOptions) error) *cli.Command {
 			&cli.StringFlag{Name: "loop", Usage: "a shipped loop: " + strings.Join(loop.ShippedLoopNames(), ", ")},
 		),
 		Action: func(c *cli.Context) error {
+			if err := noArgs(c, "graph show", "mark a work item with --work-item"); err != nil {
+				return err
+			}
 			opts := &showOptions{Factory: f, Repo: readRepoFlags(c), Format: c.String("format"), WorkItem: c.String("work-item"), Loop: c.String("loop")}
 			switch opts.Format {
 			case "text", "json", "mermaid", "dot":
@@ -99,7 +102,7 @@ func runShow(ctx context.Context, opts *showOptions) error {
 			name = loop.WorkItemLoop
 		}
 		var err error
-		if g, err = loop.ShippedGraph(name); err != nil {
+		if g, err = shippedGraph(name); err != nil {
 			return err
 		}
 	} else {
@@ -288,6 +291,7 @@ type runOptions struct {
 	WorkItem string
 	MaxNodes int
 	DryRun   bool
+	Create   bool
 }
 
 func newRunCmd(f *Factory, runF func(*runOptions) error) *cli.Command {
@@ -296,17 +300,26 @@ func newRunCmd(f *Factory, runF func(*runOptions) error) *cli.Command {
 		Usage:     "start the work item if needed and advance until it waits, blocks or ends",
 		ArgsUsage: "WORK-ITEM",
 		Description: `Exit status: 0 when the walk waits at a human gate or completes, 1 on a block,
-an escalation, or a node visited more than twice (a loop needing a human).`,
+an escalation, a node visited more than twice (a loop needing a human), or an
+unknown work item; 2 for bad usage.
+
+A work item without a spec directory is refused unless --create says to start
+a new one, so that a typo never starts a second work item.
+
+Examples:
+   loopctl graph run issue-42
+   loopctl graph run issue-43 --create`,
 		Flags: append(repoFlagDefs(true), workItemFlag,
 			&cli.IntFlag{Name: "max-nodes", Value: 20, Usage: "stop after this many advances"},
 			&cli.BoolFlag{Name: "dry-run", Usage: "print the stored-pointer status instead of walking"},
+			&cli.BoolFlag{Name: "create", Usage: "start a work item that has no spec directory yet (without it, an unknown id is refused: a typo never starts a new item)"},
 		),
 		Action: func(c *cli.Context) error {
 			id, err := workItemArg(c, "run")
 			if err != nil {
 				return err
 			}
-			opts := &runOptions{Factory: f, Repo: readRepoFlags(c), WorkItem: id, MaxNodes: c.Int("max-nodes"), DryRun: c.Bool("dry-run")}
+			opts := &runOptions{Factory: f, Repo: readRepoFlags(c), WorkItem: id, MaxNodes: c.Int("max-nodes"), DryRun: c.Bool("dry-run"), Create: c.Bool("create")}
 			if runF != nil {
 				return runF(opts)
 			}
@@ -329,7 +342,7 @@ func runRun(ctx context.Context, opts *runOptions) error {
 		writeReport(f.IO.Out, rep, rt.Graph().Name, false)
 		return nil
 	}
-	l, err := f.openLive(opts.Repo, opts.WorkItem)
+	l, err := f.openLiveWith(opts.Repo, opts.WorkItem, opts.Create)
 	if err != nil {
 		return err
 	}
@@ -512,6 +525,9 @@ func newHooksCmd(f *Factory, runF func(*showOptions) error) *cli.Command {
 			&cli.StringFlag{Name: "loop", Usage: "a shipped loop (default: pdlc-work-item-loop)"},
 			&cli.StringFlag{Name: "format", Value: "table", Usage: "table or json"}),
 		Action: func(c *cli.Context) error {
+			if err := noArgs(c, "graph hooks", ""); err != nil {
+				return err
+			}
 			opts := &showOptions{Factory: f, Repo: readRepoFlags(c), Loop: c.String("loop"), Format: c.String("format")}
 			if runF != nil {
 				return runF(opts)
@@ -533,16 +549,14 @@ func runHooks(opts *showOptions) error {
 	if name == "" {
 		name = loop.WorkItemLoop
 	}
-	g, err := loop.ShippedGraph(name)
+	g, err := shippedGraph(name)
 	if err != nil {
 		return err
 	}
 	if opts.Repo.GraphFile != "" {
-		rt, err := opts.Factory.openCheck(opts.Repo, "")
-		if err != nil {
+		if g, err = opts.Factory.graphFlag(opts.Repo); err != nil {
 			return err
 		}
-		g = rt.Graph()
 	}
 	used := map[string][]string{}
 	use := func(hook, where string) {

@@ -158,9 +158,9 @@ func TestCheckExitCodesAndFormats(t *testing.T) {
 
 	io.out.Reset()
 	code = Main([]string{"loopctl", "check", "issue-42", "--repo", filepath.Join(repo, "missing"), "--format", "json"}, f)
-	require.Equal(t, exitFailed, code)
+	require.Equal(t, exitRefused, code)
 	require.Contains(t, io.out.String(), `"repoResolved": false`)
-	require.Contains(t, io.err.String(), "pass its root with --repo")
+	require.Contains(t, io.err.String(), "--repo "+filepath.Join(repo, "missing")+" is not a directory; pass the repository's root")
 }
 
 func TestGraphCompleteEnvelopeAndForceRefusals(t *testing.T) {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"slices"
 	"sort"
 	"strings"
@@ -457,6 +458,7 @@ type skipOptions struct {
 	Tokens   []string
 	Reason   string
 	Actor    string
+	List     bool
 }
 
 func newSkipCmd(f *Factory, runF func(*skipOptions) error) *cli.Command {
@@ -466,13 +468,17 @@ func newSkipCmd(f *Factory, runF func(*skipOptions) error) *cli.Command {
 		ArgsUsage: "WORK-ITEM",
 		Description: `A skip is a plan, not an amnesty: nodes already entered or behind the pointer
 are refused, as are nodes that are not skippable. --reason is required.
-Exit status: 0 if anything was declared, 1 if nothing was, 2 on refusal.
+Exit status: 0 if anything was declared, 1 if nothing new was (already
+declared), 2 on refusal (no reason, an unknown or unskippable node or set,
+every node refused).
 
-Example:
+Examples:
+   loopctl graph skip issue-42 --list
    loopctl graph skip issue-42 --set review-chain --reason "docs-only change"`,
 		Flags: append(repoFlagDefs(true), workItemFlag,
 			&cli.StringSliceFlag{Name: "node", Usage: "a skippable node (repeatable)"},
 			&cli.StringSliceFlag{Name: "set", Usage: "a skip set of the graph (repeatable)"},
+			&cli.BoolFlag{Name: "list", Usage: "list the graph's skip sets and skippable nodes instead of declaring"},
 			&cli.StringFlag{Name: "reason", Usage: "why (required)"},
 			&cli.StringFlag{Name: "actor", Usage: "who (default: (shell))"},
 		),
@@ -481,7 +487,7 @@ Example:
 			if err != nil {
 				return err
 			}
-			opts := &skipOptions{Factory: f, Repo: readRepoFlags(c), WorkItem: id, Tokens: append(c.StringSlice("node"), c.StringSlice("set")...), Reason: c.String("reason"), Actor: c.String("actor")}
+			opts := &skipOptions{Factory: f, Repo: readRepoFlags(c), WorkItem: id, Tokens: append(c.StringSlice("node"), c.StringSlice("set")...), Reason: c.String("reason"), Actor: c.String("actor"), List: c.Bool("list")}
 			if runF != nil {
 				return runF(opts)
 			}
@@ -492,8 +498,16 @@ Example:
 
 func runSkip(ctx context.Context, opts *skipOptions) error {
 	f := opts.Factory
+	if opts.List {
+		rt, err := f.openCheck(opts.Repo, opts.WorkItem)
+		if err != nil {
+			return err
+		}
+		writeSkippable(f.IO.Out, rt.Graph())
+		return nil
+	}
 	if len(opts.Tokens) == 0 {
-		return failWith(exitRefused, "refused: name at least one node (--node) or skip set (--set) to declare")
+		return failWith(exitRefused, "refused: name at least one node (--node) or skip set (--set) to declare; --list shows them")
 	}
 	l, err := f.openLive(opts.Repo, opts.WorkItem)
 	if err != nil {
@@ -501,6 +515,9 @@ func runSkip(ctx context.Context, opts *skipOptions) error {
 	}
 	defer l.close()
 	f.warn(l.warnings)
+	if err := checkSkipTokens(l.rt.Graph(), opts.Tokens); err != nil {
+		return err
+	}
 	res, err := l.rt.DeclareSkips(ctx, opts.WorkItem, opts.Tokens, opts.Reason, opts.Actor)
 	if errors.Is(err, graph.ErrReasonRequired) {
 		return failWith(exitRefused, "refused: %v", err)
@@ -509,10 +526,68 @@ func runSkip(ctx context.Context, opts *skipOptions) error {
 		return err
 	}
 	writeJSON(f.IO.Out, res)
-	if len(res.Declared) == 0 {
-		return &exitError{code: exitFailed}
+	for _, rj := range res.Rejected {
+		fmt.Fprintf(f.IO.ErrOut, "refused: %s: %s\n", rj.Token, rj.Why)
+	}
+	switch {
+	case len(res.Declared) > 0:
+		return nil
+	case len(res.Rejected) > 0:
+		return &exitError{code: exitRefused}
+	}
+	return &exitError{code: exitFailed}
+}
+
+// skippable returns the graph's skip sets and skippable nodes.
+func skippable(g *graph.Graph) (sets, nodes []string) {
+	for _, s := range g.SkipSets() {
+		sets = append(sets, s.Name)
+	}
+	for _, n := range g.Nodes() {
+		if n.Skippable && !n.Required {
+			nodes = append(nodes, n.ID)
+		}
+	}
+	return sets, nodes
+}
+
+// checkSkipTokens refuses (exit 2) a token that is neither a skip set nor a
+// skippable node, naming what exists.
+func checkSkipTokens(g *graph.Graph, tokens []string) error {
+	sets, nodes := skippable(g)
+	for _, t := range tokens {
+		t = strings.TrimSpace(t)
+		if slices.Contains(sets, t) || slices.Contains(nodes, t) {
+			continue
+		}
+		msg := fmt.Sprintf("refused: %q is not a skip set or skippable node of %s", t, g.Name)
+		if near := loop.Nearest(t, append(slices.Clone(sets), nodes...)); len(near) > 0 {
+			msg += "; did you mean " + strings.Join(near, " or ") + "?"
+		}
+		msg += fmt.Sprintf("\n  skip sets (--set): %s\n  skippable nodes (--node): %s", orNone(sets), orNone(nodes))
+		return failWith(exitRefused, "%s", msg)
 	}
 	return nil
+}
+
+func orNone(s []string) string {
+	if len(s) == 0 {
+		return "(none)"
+	}
+	return strings.Join(s, ", ")
+}
+
+func writeSkippable(w io.Writer, g *graph.Graph) {
+	tw := tabwriter.NewWriter(w, 2, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "KIND\tNAME\tNODES")
+	for _, s := range g.SkipSets() {
+		fmt.Fprintf(tw, "set\t%s\t%s\n", s.Name, strings.Join(s.Members, ", "))
+	}
+	_, nodes := skippable(g)
+	for _, n := range nodes {
+		fmt.Fprintf(tw, "node\t%s\t%s\n", n, n)
+	}
+	tw.Flush()
 }
 
 // --- hooks ------------------------------------------------------------------

@@ -72,7 +72,7 @@ func ResolveRoot(explicit, cwd string) (string, error) {
 	}
 	root, ok := FindRoot(cwd)
 	if !ok {
-		return "", fmt.Errorf("%w: not inside a repository: no .git or %s in %s or any directory above it; run this inside your repository or pass --repo DIR", ErrRepoNotFound, HarnessConfigFile, cwd)
+		return "", fmt.Errorf("%w: no .git or %s in %s or any directory above it; run this inside your repository or pass --repo DIR", ErrRepoNotFound, HarnessConfigFile, cwd)
 	}
 	return root, nil
 }

@@ -106,6 +106,12 @@ func runShow(ctx context.Context, opts *showOptions) error {
 		if g, err = shippedGraph(name); err != nil {
 			return err
 		}
+	} else if opts.WorkItem == "" && opts.Repo.PR == 0 {
+		// A graph file alone needs no repository.
+		var err error
+		if g, err = opts.Factory.graphFlag(opts.Repo); err != nil {
+			return err
+		}
 	} else {
 		rt, err := opts.Factory.openCheck(opts.Repo, opts.WorkItem)
 		if err != nil {

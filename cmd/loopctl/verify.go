@@ -28,9 +28,7 @@ func newVerifyCmd(f *Factory, runF func(*verifyOptions) error) *cli.Command {
   human-gates-exit-through-classify       gates move only on a classified reply
   skippable-nodes-route-on-skipped        every declared skip can be routed around
   phase-selection-cannot-be-routed-around choosing the phases cannot be skipped
-  every-node-reachable-and-a-terminal-node-reachable
-                                          no node needs force to be entered,
-                                          and a walk can finish
+  a-terminal-node-is-reachable            a walk can finish without force
 
 Each guarantee prints proved, violated (with a counterexample path) or n/a.
 Exit status 1 on any violation. Without --graph or --loop, every shipped loop

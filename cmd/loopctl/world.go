@@ -153,7 +153,7 @@ func (f *Factory) graphFlag(rf repoFlags) (*graph.Graph, error) {
 	}
 	if g != nil {
 		for _, w := range g.Warnings() {
-			fmt.Fprintf(f.IO.ErrOut, "warning: %s: %s\n", rf.GraphFile, w)
+			fmt.Fprintln(f.IO.ErrOut, "warning:", w)
 		}
 	}
 	return g, nil

@@ -67,7 +67,7 @@ type showOptions struct {
 func newShowCmd(f *Factory, runF func(*showOptions) error) *cli.Command {
 	return &cli.Command{
 		Name:  "show",
-		Usage: "print the graph (text, json, mermaid, dot), optionally marking a work item's position",
+		Usage: "print the graph (text, json, mermaid, dot), optionally marking a work item's position (as check --recompute computes it)",
 		Description: `Examples:
    loopctl graph show
    loopctl graph show --format mermaid --work-item issue-42
@@ -119,11 +119,17 @@ func runShow(ctx context.Context, opts *showOptions) error {
 		}
 		g = rt.Graph()
 		if opts.WorkItem != "" {
-			rep, err := rt.Status(ctx, opts.WorkItem, false)
+			// Marked where check --recompute (the CI gate, the Stop hook)
+			// says the work item stands; a stored pointer elsewhere is
+			// said, not drawn.
+			rep, err := rt.Status(ctx, opts.WorkItem, true)
 			if err != nil {
 				return err
 			}
 			m = marksFrom(rep)
+			if stored, err := rt.Status(ctx, opts.WorkItem, false); err == nil && stored.CurrentNode != "" && stored.CurrentNode != rep.CurrentNode {
+				fmt.Fprintf(opts.Factory.IO.ErrOut, "note: %s is marked at %s (recomputed from the artifacts); its stored pointer is at %s\n", opts.WorkItem, rep.CurrentNode, stored.CurrentNode)
+			}
 		}
 	}
 	w := opts.Factory.IO.Out

@@ -148,6 +148,12 @@ func TestNewcomerWorksFromASubdirectory(t *testing.T) {
 	require.NoError(t, json.Unmarshal(io.out.Bytes(), &claim))
 	require.Equal(t, "requirements-approval", claim.CurrentNode, "the claim ran against the real work item")
 
+	// Item 13: show marks where check --recompute says the item stands.
+	io.reset()
+	require.Equal(t, exitOK, Main([]string{"loopctl", "graph", "show", "-w", "issue-239", "--format", "mermaid"}, f), io.err.String())
+	require.Contains(t, io.out.String(), "class phase_selection current")
+	require.Contains(t, io.err.String(), "its stored pointer is at requirements-approval")
+
 	for _, stray := range []string{"docs/.the-loop", "docs/specs/.the-loop", "docs/specs/issue-239/.the-loop", "docs/specs/issue-239/docs", "docs/docs"} {
 		_, err := os.Stat(filepath.Join(repo, filepath.FromSlash(stray)))
 		require.ErrorIs(t, err, fs.ErrNotExist, "%s must not be created", stray)

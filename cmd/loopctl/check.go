@@ -24,6 +24,7 @@ type checkOptions struct {
 	Recompute bool
 	Format    string
 	FailOn    string
+	Output    output
 }
 
 func newCheckCmd(f *Factory, runF func(*checkOptions) error) *cli.Command {
@@ -44,15 +45,19 @@ Examples:
    loopctl check issue-42 --recompute
    loopctl check issue-42 --recompute --fail-on block --format json   # CI
    loopctl check --all --recompute`,
-		Flags: append(repoFlagDefs(true),
+		Flags: append(append(repoFlagDefs(true),
 			&cli.BoolFlag{Name: "all", Usage: "check every work item under the spec directory"},
 			&cli.BoolFlag{Name: "recompute", Usage: "derive the current node from the artifacts, ignoring graph-state.json's pointer"},
 			&cli.StringFlag{Name: "format", Value: "table", Usage: "table or json"},
 			&cli.StringFlag{Name: "fail-on", Value: "unmet", Usage: "unmet: fail unless every node up to the current one is satisfied; block: fail only on a block at or before the current node"},
-		),
+		), outputFlags()...),
 		Action: func(c *cli.Context) error {
 			opts := &checkOptions{IO: f.IO, Factory: f, Repo: readRepoFlags(c), ID: c.Args().First(), All: c.Bool("all"),
 				Recompute: c.Bool("recompute"), Format: c.String("format"), FailOn: c.String("fail-on")}
+			var err error
+			if opts.Output, err = readOutput(c, "check", &opts.Format); err != nil {
+				return err
+			}
 			if c.NArg() > 1 {
 				return failWith(exitRefused, "loopctl check: one work item at a time (or --all); got %s", strings.Join(c.Args().Slice(), " "))
 			}
@@ -93,7 +98,7 @@ func runCheck(ctx context.Context, opts *checkOptions) error {
 		if opts.Format == "json" {
 			no := false
 			rep := checkReport{Report: &graph.Report{WorkItem: opts.ID, Nodes: []graph.NodeReport{}}, RepoResolved: &no}
-			writeJSON(opts.IO.Out, rep)
+			_ = opts.Output.write(opts.IO.Out, rep)
 		}
 		return err
 	}
@@ -116,7 +121,7 @@ func runCheck(ctx context.Context, opts *checkOptions) error {
 		if len(ids) == 0 {
 			// CI must never pass green on nothing.
 			if opts.Format == "json" {
-				writeJSON(opts.IO.Out, []*graph.Report{})
+				_ = opts.Output.write(opts.IO.Out, []*graph.Report{})
 			}
 			return failWith(exitFailed, "loopctl check --all: no work items in %s (no work item directories under %s); nothing was checked", repo.Root, repo.SpecRoot())
 		}
@@ -147,10 +152,12 @@ func runCheck(ctx context.Context, opts *checkOptions) error {
 		}
 	}
 	if opts.Format == "json" {
+		var v any = reports[0]
 		if opts.All {
-			writeJSON(opts.IO.Out, reports)
-		} else {
-			writeJSON(opts.IO.Out, reports[0])
+			v = reports
+		}
+		if err := opts.Output.write(opts.IO.Out, v); err != nil {
+			return err
 		}
 	} else if opts.All {
 		writeSummary(opts.IO.Out, reports, opts.FailOn)

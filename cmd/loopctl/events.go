@@ -21,6 +21,7 @@ type eventsOptions struct {
 	Since    string
 	Limit    int
 	Format   string
+	Output   output
 }
 
 func newEventsCmd(f *Factory, runF func(*eventsOptions) error) *cli.Command {
@@ -39,6 +40,7 @@ func newEventsCmd(f *Factory, runF func(*eventsOptions) error) *cli.Command {
 			&cli.StringFlag{Name: "since", Usage: "a duration ago (90m, 2h, 3d) or a time (2026-11-01, RFC 3339)"},
 			&cli.IntFlag{Name: "limit", Usage: "only the last N matching events"},
 			&cli.StringFlag{Name: "format", Value: "table", Usage: "table, json (an array) or jsonl (the stored lines)"},
+			outputFlags()[0], outputFlags()[1],
 		},
 		Action: func(c *cli.Context) error {
 			if err := noArgs(c, "events", "filter by work item with --work-item"); err != nil {
@@ -46,6 +48,10 @@ func newEventsCmd(f *Factory, runF func(*eventsOptions) error) *cli.Command {
 			}
 			opts := &eventsOptions{Factory: f, Config: c.String("config"), Path: c.String("path"), WorkItem: c.String("work-item"),
 				Event: c.String("event"), Since: c.String("since"), Limit: c.Int("limit"), Format: c.String("format")}
+			var err error
+			if opts.Output, err = readOutput(c, "events", &opts.Format); err != nil {
+				return err
+			}
 			if runF != nil {
 				return runF(opts)
 			}
@@ -125,7 +131,9 @@ func runEvents(opts *eventsOptions) error {
 			}
 			out = append(out, m)
 		}
-		writeJSON(w, out)
+		if err := opts.Output.write(w, out); err != nil {
+			return err
+		}
 	default:
 		tw := tabwriter.NewWriter(w, 2, 4, 2, ' ', 0)
 		fmt.Fprintln(tw, "TIME\tEVENT\tLEVEL\tWORK ITEM\tDETAIL")

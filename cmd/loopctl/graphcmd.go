@@ -62,6 +62,7 @@ type showOptions struct {
 	Format   string
 	WorkItem string
 	Loop     string
+	Output   output
 }
 
 func newShowCmd(f *Factory, runF func(*showOptions) error) *cli.Command {
@@ -153,6 +154,7 @@ type statusOptions struct {
 	Repo     repoFlags
 	WorkItem string
 	Format   string
+	Output   output
 }
 
 func newStatusCmd(f *Factory, runF func(*statusOptions) error) *cli.Command {
@@ -160,14 +162,17 @@ func newStatusCmd(f *Factory, runF func(*statusOptions) error) *cli.Command {
 		Name:      "status",
 		Usage:     "the work item's verdicts at its stored pointer (check without --recompute); exit 0 iff ok",
 		ArgsUsage: "WORK-ITEM",
-		Flags: append(repoFlagDefs(true), workItemFlag,
-			&cli.StringFlag{Name: "format", Value: "table", Usage: "table or json"}),
+		Flags: append(append(repoFlagDefs(true), workItemFlag,
+			&cli.StringFlag{Name: "format", Value: "table", Usage: "table or json"}), outputFlags()...),
 		Action: func(c *cli.Context) error {
 			id, err := workItemArg(c, "status")
 			if err != nil {
 				return err
 			}
 			opts := &statusOptions{Factory: f, Repo: readRepoFlags(c), WorkItem: id, Format: c.String("format")}
+			if opts.Output, err = readOutput(c, "graph status", &opts.Format); err != nil {
+				return err
+			}
 			if runF != nil {
 				return runF(opts)
 			}
@@ -180,7 +185,9 @@ func newStatusCmd(f *Factory, runF func(*statusOptions) error) *cli.Command {
 				return err
 			}
 			if opts.Format == "json" {
-				writeJSON(f.IO.Out, rep)
+				if err := opts.Output.write(f.IO.Out, rep); err != nil {
+					return err
+				}
 			} else {
 				writeReport(f.IO.Out, rep, rt.Graph().Name, false)
 			}
@@ -200,6 +207,7 @@ type completeOptions struct {
 	WorkItem string
 	Node     string
 	Actor    string
+	Output   output
 }
 
 func newCompleteCmd(f *Factory, runF func(*completeOptions) error) *cli.Command {
@@ -216,16 +224,19 @@ Exit status is 0 for every answer (read status), 2 for bad usage.
 
 Example:
    loopctl graph complete issue-42`,
-		Flags: append(repoFlagDefs(true), workItemFlag,
+		Flags: append(append(repoFlagDefs(true), workItemFlag,
 			&cli.StringFlag{Name: "node", Usage: "the node you claim (default: the current one); a claim on another node is refused"},
 			&cli.StringFlag{Name: "actor", Value: "cli", Usage: "who claims, recorded in graph-state.json"},
-		),
+		), outputFlags()...),
 		Action: func(c *cli.Context) error {
 			id, err := workItemArg(c, "complete")
 			if err != nil {
 				return err
 			}
 			opts := &completeOptions{Factory: f, Repo: readRepoFlags(c), WorkItem: id, Node: c.String("node"), Actor: c.String("actor")}
+			if opts.Output, err = readOutput(c, "graph complete", nil); err != nil {
+				return err
+			}
 			if runF != nil {
 				return runF(opts)
 			}
@@ -245,8 +256,7 @@ func runComplete(ctx context.Context, opts *completeOptions) error {
 	if err != nil {
 		return err
 	}
-	writeJSON(opts.Factory.IO.Out, claim)
-	return nil
+	return opts.Output.write(opts.Factory.IO.Out, claim)
 }
 
 // --- advance ----------------------------------------------------------------
@@ -255,6 +265,7 @@ type advanceOptions struct {
 	Factory  *Factory
 	Repo     repoFlags
 	WorkItem string
+	Output   output
 }
 
 func newAdvanceCmd(f *Factory, runF func(*advanceOptions) error) *cli.Command {
@@ -264,13 +275,16 @@ func newAdvanceCmd(f *Factory, runF func(*advanceOptions) error) *cli.Command {
 		ArgsUsage: "WORK-ITEM",
 		Description: `advance accepts no event on purpose: the comments a gate reads come only from
 the daemon's ingress. Exit status: 0 for pass or wait, 1 for block or escalated.`,
-		Flags: append(repoFlagDefs(true), workItemFlag),
+		Flags: append(append(repoFlagDefs(true), workItemFlag), outputFlags()...),
 		Action: func(c *cli.Context) error {
 			id, err := workItemArg(c, "advance")
 			if err != nil {
 				return err
 			}
 			opts := &advanceOptions{Factory: f, Repo: readRepoFlags(c), WorkItem: id}
+			if opts.Output, err = readOutput(c, "graph advance", nil); err != nil {
+				return err
+			}
 			if runF != nil {
 				return runF(opts)
 			}
@@ -287,7 +301,9 @@ the daemon's ingress. Exit status: 0 for pass or wait, 1 for block or escalated.
 			if err != nil {
 				return err
 			}
-			writeJSON(f.IO.Out, rep)
+			if err := opts.Output.write(f.IO.Out, rep); err != nil {
+				return err
+			}
 			if rep.Status != string(graph.StatusPass) && rep.Status != string(graph.StatusWait) {
 				return &exitError{code: exitFailed}
 			}
@@ -608,14 +624,18 @@ func newHooksCmd(f *Factory, runF func(*showOptions) error) *cli.Command {
 	return &cli.Command{
 		Name:  "hooks",
 		Usage: "list the registered hooks, the integration operations each needs, and where the graph uses them",
-		Flags: append(repoFlagDefs(false),
+		Flags: append(append(repoFlagDefs(false),
 			&cli.StringFlag{Name: "loop", Usage: "a shipped loop (default: pdlc-work-item-loop)"},
-			&cli.StringFlag{Name: "format", Value: "table", Usage: "table or json"}),
+			&cli.StringFlag{Name: "format", Value: "table", Usage: "table or json"}), outputFlags()...),
 		Action: func(c *cli.Context) error {
 			if err := noArgs(c, "graph hooks", ""); err != nil {
 				return err
 			}
 			opts := &showOptions{Factory: f, Repo: readRepoFlags(c), Loop: c.String("loop"), Format: c.String("format")}
+			var err error
+			if opts.Output, err = readOutput(c, "graph hooks", &opts.Format); err != nil {
+				return err
+			}
 			if runF != nil {
 				return runF(opts)
 			}
@@ -672,8 +692,7 @@ func runHooks(opts *showOptions) error {
 	}
 	sort.Slice(infos, func(i, j int) bool { return infos[i].Name < infos[j].Name })
 	if opts.Format == "json" {
-		writeJSON(opts.Factory.IO.Out, infos)
-		return nil
+		return opts.Output.write(opts.Factory.IO.Out, infos)
 	}
 	tw := tabwriter.NewWriter(opts.Factory.IO.Out, 2, 4, 2, ' ', 0)
 	fmt.Fprintf(tw, "HOOK\tNEEDS\tUSED IN %s\tWHAT IT CHECKS OR DOES\n", g.Name)

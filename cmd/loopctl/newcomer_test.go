@@ -382,7 +382,7 @@ func TestNewcomerCompletionCandidates(t *testing.T) {
 		{[]string{"check", "issue-1", ""}, nil},
 		{[]string{"check", "issue-1", "--rec"}, []string{"--recompute"}},
 		{[]string{"check", "issue-1", "--format", ""}, []string{"json", "table"}},
-		{[]string{"graph", "complete", "issue-1", "--"}, []string{"--actor", "--config", "--graph", "--help", "--node", "--pr", "--pr-repo", "--repo", "--work-item"}},
+		{[]string{"graph", "complete", "issue-1", "--"}, []string{"--actor", "--config", "--graph", "--help", "--jq", "--node", "--pr", "--pr-repo", "--repo", "--template", "--work-item"}},
 		{[]string{"graph", "force", "issue-1", "--to", "design"}, []string{"design", "design-approval", "design-critic-review"}},
 		{[]string{"graph", "skip", "issue-1", "--set", ""}, []string{"review-chain", "spec-chain"}},
 		{[]string{"graph", "status", "-w", "issue-2"}, []string{"issue-239"}},
@@ -489,4 +489,39 @@ func TestNewcomerCompletionInRealShells(t *testing.T) {
 			require.Equal(t, tc.want, got, strings.Join(tc.line, " "))
 		}
 	})
+}
+
+// One output vocabulary: --jq and --template over every verb's JSON.
+func TestNewcomerJQAndTemplate(t *testing.T) {
+	repo := gitRepo(t)
+	f, io := plainFactory(t, repo)
+	cases := []struct {
+		argv []string
+		code int
+		out  string
+		err  string
+	}{
+		{[]string{"check", "issue-239", "--recompute", "--jq", ".currentNode"}, exitFailed, "phase-selection\n", ""},
+		{[]string{"check", "--all", "--recompute", "-q", "[.[].workItem] | join(\",\")"}, exitFailed, "issue-1,issue-239\n", ""},
+		{[]string{"check", "issue-239", "--recompute", "--template", "{{.workItem}} at {{.currentNode}}\n"}, exitFailed, "issue-239 at phase-selection\n", ""},
+		{[]string{"check", "issue-239", "--template", "{{join \" \" (pluck \"node\" .nodes) | truncate 20}}"}, exitFailed, "phase-selection bra…", ""},
+		{[]string{"graph", "status", "issue-239", "--jq", ".ok"}, exitFailed, "false\n", ""},
+		{[]string{"graph", "complete", "issue-239", "--jq", ".reason"}, exitOK, "not-started\n", ""},
+		{[]string{"graph", "hooks", "--jq", "map(select(.name == \"set-phase-label\")) | .[0].needs[0]"}, exitOK, "github.set-labels\n", ""},
+		{[]string{"graph", "verify", "--loop", "pdlc-pr-loop", "--jq", ".[0].graph"}, exitOK, "pdlc-pr-loop\n", ""},
+		{[]string{"check", "issue-239", "--format", "table", "--jq", ".ok"}, exitRefused, "", "drop --format table"},
+		{[]string{"check", "issue-239", "--jq", ".ok", "--template", "x"}, exitRefused, "", "not both"},
+		{[]string{"check", "issue-239", "--jq", ".[[["}, exitRefused, "", "--jq"},
+		{[]string{"check", "issue-239", "--template", "{{.nope"}, exitRefused, "", "--template"},
+	}
+	for _, tc := range cases {
+		t.Run(strings.Join(tc.argv, " "), func(t *testing.T) {
+			io.reset()
+			require.Equal(t, tc.code, Main(append([]string{"loopctl"}, tc.argv...), f), io.err.String())
+			require.Equal(t, tc.out, io.out.String())
+			if tc.err != "" {
+				require.Contains(t, io.err.String(), tc.err)
+			}
+		})
+	}
 }

@@ -16,6 +16,7 @@ type verifyOptions struct {
 	Repo    repoFlags
 	Loop    string
 	Format  string
+	Output  output
 }
 
 func newVerifyCmd(f *Factory, runF func(*verifyOptions) error) *cli.Command {
@@ -33,14 +34,18 @@ func newVerifyCmd(f *Factory, runF func(*verifyOptions) error) *cli.Command {
 Each guarantee prints proved, violated (with a counterexample path) or n/a.
 Exit status 1 on any violation. Without --graph or --loop, every shipped loop
 is verified.`,
-		Flags: append(repoFlagDefs(false),
+		Flags: append(append(repoFlagDefs(false),
 			&cli.StringFlag{Name: "loop", Usage: "one shipped loop"},
-			&cli.StringFlag{Name: "format", Value: "text", Usage: "text or json"}),
+			&cli.StringFlag{Name: "format", Value: "text", Usage: "text or json"}), outputFlags()...),
 		Action: func(c *cli.Context) error {
 			if err := noArgs(c, "graph verify", "name a graph with --graph or --loop"); err != nil {
 				return err
 			}
 			opts := &verifyOptions{Factory: f, Repo: readRepoFlags(c), Loop: c.String("loop"), Format: c.String("format")}
+			var err error
+			if opts.Output, err = readOutput(c, "graph verify", &opts.Format); err != nil {
+				return err
+			}
 			if runF != nil {
 				return runF(opts)
 			}
@@ -101,7 +106,9 @@ func runVerify(_ context.Context, opts *verifyOptions) error {
 	}
 	w := opts.Factory.IO.Out
 	if opts.Format == "json" {
-		writeJSON(w, out)
+		if err := opts.Output.write(w, out); err != nil {
+			return err
+		}
 	} else {
 		for _, vg := range out {
 			fmt.Fprintln(w, vg.Graph)

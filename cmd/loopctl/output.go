@@ -112,4 +112,3 @@ var templateFuncs = template.FuncMap{
 		return s
 	},
 }
-

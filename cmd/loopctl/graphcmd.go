@@ -421,6 +421,7 @@ type forceOptions struct {
 	To       string
 	Reason   string
 	Actor    string
+	Output   output
 }
 
 func newForceCmd(f *Factory, runF func(*forceOptions) error) *cli.Command {
@@ -436,17 +437,20 @@ still reports the bypassed gate as unmet.
 
 Example:
    loopctl graph force issue-42 --to design --reason "requirements approved in the planning meeting"`,
-		Flags: append(repoFlagDefs(true), workItemFlag,
+		Flags: append(append(repoFlagDefs(true), workItemFlag,
 			&cli.StringFlag{Name: "to", Required: true, Usage: "the node to move to"},
 			&cli.StringFlag{Name: "reason", Usage: "why (required)"},
 			&cli.StringFlag{Name: "actor", Usage: "who (default: (shell))"},
-		),
+		), outputFlags()...),
 		Action: func(c *cli.Context) error {
 			id, err := workItemArg(c, "force")
 			if err != nil {
 				return err
 			}
 			opts := &forceOptions{Factory: f, Repo: readRepoFlags(c), WorkItem: id, To: c.String("to"), Reason: c.String("reason"), Actor: c.String("actor")}
+			if opts.Output, err = readOutput(c, "graph force", nil); err != nil {
+				return err
+			}
 			if runF != nil {
 				return runF(opts)
 			}
@@ -470,7 +474,9 @@ func runForce(ctx context.Context, opts *forceOptions) error {
 	if err != nil {
 		return err
 	}
-	writeJSON(f.IO.Out, res)
+	if err := opts.Output.write(f.IO.Out, res); err != nil {
+		return err
+	}
 	for _, w := range res.Warnings {
 		fmt.Fprintln(f.IO.ErrOut, "warning:", w)
 	}
@@ -487,6 +493,7 @@ type skipOptions struct {
 	Reason   string
 	Actor    string
 	List     bool
+	Output   output
 }
 
 func newSkipCmd(f *Factory, runF func(*skipOptions) error) *cli.Command {
@@ -503,19 +510,22 @@ every node refused).
 Examples:
    loopctl graph skip issue-42 --list
    loopctl graph skip issue-42 --set review-chain --reason "docs-only change"`,
-		Flags: append(repoFlagDefs(true), workItemFlag,
+		Flags: append(append(repoFlagDefs(true), workItemFlag,
 			&cli.StringSliceFlag{Name: "node", Usage: "a skippable node (repeatable)"},
 			&cli.StringSliceFlag{Name: "set", Usage: "a skip set of the graph (repeatable)"},
 			&cli.BoolFlag{Name: "list", Usage: "list the graph's skip sets and skippable nodes instead of declaring"},
 			&cli.StringFlag{Name: "reason", Usage: "why (required)"},
 			&cli.StringFlag{Name: "actor", Usage: "who (default: (shell))"},
-		),
+		), outputFlags()...),
 		Action: func(c *cli.Context) error {
 			id, err := workItemArg(c, "skip")
 			if err != nil {
 				return err
 			}
 			opts := &skipOptions{Factory: f, Repo: readRepoFlags(c), WorkItem: id, Tokens: append(c.StringSlice("node"), c.StringSlice("set")...), Reason: c.String("reason"), Actor: c.String("actor"), List: c.Bool("list")}
+			if opts.Output, err = readOutput(c, "graph skip", nil); err != nil {
+				return err
+			}
 			if runF != nil {
 				return runF(opts)
 			}
@@ -553,7 +563,9 @@ func runSkip(ctx context.Context, opts *skipOptions) error {
 	if err != nil {
 		return err
 	}
-	writeJSON(f.IO.Out, res)
+	if err := opts.Output.write(f.IO.Out, res); err != nil {
+		return err
+	}
 	for _, rj := range res.Rejected {
 		fmt.Fprintf(f.IO.ErrOut, "refused: %s: %s\n", rj.Token, rj.Why)
 	}

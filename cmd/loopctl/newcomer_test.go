@@ -509,6 +509,8 @@ func TestNewcomerJQAndTemplate(t *testing.T) {
 		{[]string{"graph", "complete", "issue-239", "--jq", ".reason"}, exitOK, "not-started\n", ""},
 		{[]string{"graph", "hooks", "--jq", "map(select(.name == \"set-phase-label\")) | .[0].needs[0]"}, exitOK, "github.set-labels\n", ""},
 		{[]string{"graph", "verify", "--loop", "pdlc-pr-loop", "--jq", ".[0].graph"}, exitOK, "pdlc-pr-loop\n", ""},
+		{[]string{"graph", "skip", "issue-239", "--set", "review-chain", "--reason", "docs", "--jq", ".declared | length"}, exitOK, "6\n", ""},
+		{[]string{"graph", "force", "issue-239", "--to", "design", "--reason", "r", "--jq", ".toNode"}, exitOK, "design\n", "not a declared edge"},
 		{[]string{"check", "issue-239", "--format", "table", "--jq", ".ok"}, exitRefused, "", "drop --format table"},
 		{[]string{"check", "issue-239", "--jq", ".ok", "--template", "x"}, exitRefused, "", "not both"},
 		{[]string{"check", "issue-239", "--jq", ".[[["}, exitRefused, "", "--jq"},

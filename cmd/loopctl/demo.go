@@ -164,6 +164,8 @@ func (d *demo) setUp(f *Factory) error {
 	if err := d.gitRun("init", "-q", "-b", "main"); err != nil {
 		return fmt.Errorf("loopctl demo needs git: %w", err)
 	}
+	// The lock files are per-process coordination, not history.
+	d.write(".gitignore", "graph-state.lock\n")
 	d.write(".the-loop/harness-config.yaml", demoHarnessConfig)
 	d.write(".the-loop/collaborators.yaml", "collaborators:\n  - {login: dana, name: Dana, roles: [approver]}\n")
 	d.write("docs/specs/issue-1/execution-log.md", "# Execution log — issue-1\n")

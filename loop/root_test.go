@@ -3,7 +3,10 @@ package loop
 import (
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
+	"unicode"
+	"unicode/utf8"
 
 	"github.com/stretchr/testify/require"
 )
@@ -106,4 +109,28 @@ func TestRequireWorkItemNamesTheNearest(t *testing.T) {
 	entries, err := os.ReadDir(empty.Root)
 	require.NoError(t, err)
 	require.Empty(t, entries, "nothing is created")
+}
+
+// Any id ValidateWorkItemID accepts names exactly one visible directory
+// directly under the spec root.
+func FuzzValidateWorkItemID(f *testing.F) {
+	for _, s := range []string{"issue-1", "issue-1 ", " ", "issue-1\n", "a/b", "..", ".hidden", "adhoc-2026", "\u00a0", "x\u200b", "\xff"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, id string) {
+		if ValidateWorkItemID(id) != nil {
+			return
+		}
+		if id != strings.TrimSpace(id) || strings.ContainsAny(id, "/\\\x00\n\r\t") || !utf8.ValidString(id) {
+			t.Fatalf("accepted %q", id)
+		}
+		if filepath.Dir(filepath.Join("/specs", id)) != "/specs" {
+			t.Fatalf("%q escapes the spec root", id)
+		}
+		for _, r := range id {
+			if unicode.IsSpace(r) || unicode.IsControl(r) || unicode.Is(unicode.Cf, r) {
+				t.Fatalf("accepted %q with %U", id, r)
+			}
+		}
+	})
 }

@@ -39,7 +39,11 @@ With --recompute the stored pointer is not trusted: the current node is the
 first node that is not satisfied, from the artifacts and the recorded human
 decisions alone. The Stop hook and CI always use it.
 
-Exit status: 0 ok, 1 the check failed (see --fail-on), 2 bad usage.
+The repository is found from the current directory upwards, as git finds it
+(--repo overrides). --all with no work items fails: CI never passes on nothing.
+
+Exit status: 0 ok; 1 the check failed (see --fail-on), no such work item, or
+no repository; 2 bad usage.
 
 Examples:
    loopctl check issue-42 --recompute

@@ -220,7 +220,8 @@ passes, the work item moves on and the reply names the node it now stands at;
 if not, the reply lists what is missing. At a human gate the answer is wait.
 
 The reply is JSON: {node, status, outcome, moved, currentNode, messages, reason}.
-Exit status is 0 for every answer (read status), 2 for bad usage.
+Exit status is 0 for every answer (read status), 1 for an unknown work item
+or no repository, 2 for bad usage.
 
 Example:
    loopctl graph complete issue-42`,
@@ -274,7 +275,8 @@ func newAdvanceCmd(f *Factory, runF func(*advanceOptions) error) *cli.Command {
 		Usage:     "re-evaluate the current node and move on if it passes (no event: human gates wait)",
 		ArgsUsage: "WORK-ITEM",
 		Description: `advance accepts no event on purpose: the comments a gate reads come only from
-the daemon's ingress. Exit status: 0 for pass or wait, 1 for block or escalated.`,
+the daemon's ingress. Exit status: 0 for pass or wait, 1 for block or escalated
+(or an unknown work item), 2 for bad usage.`,
 		Flags: append(append(repoFlagDefs(true), workItemFlag), outputFlags()...),
 		Action: func(c *cli.Context) error {
 			id, err := workItemArg(c, "advance")

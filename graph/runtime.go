@@ -701,6 +701,7 @@ func (r *Runtime) advance(ctx context.Context, s *session, ev *Event) (*StepRepo
 	}
 	rep := &StepReport{Node: node.ID, Messages: append([]string{}, s.warn...), CurrentNode: node.ID}
 
+	var lifted *Parked
 	if p := st.Parked; p != nil && p.Escalated && p.Node == node.ID && ev == nil {
 		// An escalated node does not retry its block (decision 3), but a
 		// fix that landed is not a retry: a pure check of the exit chain
@@ -723,7 +724,7 @@ func (r *Runtime) advance(ctx context.Context, s *session, ev *Event) (*StepRepo
 			return rep, nil
 		}
 		st.Parked = nil
-		rep.Messages = append(rep.Messages, fmt.Sprintf("%s no longer blocks: the escalation is lifted", node.ID))
+		lifted = p
 	}
 
 	k := r.skips(st)
@@ -751,6 +752,17 @@ func (r *Runtime) advance(ctx context.Context, s *session, ev *Event) (*StepRepo
 
 	case StatusBlock:
 		rendered := c.Render()
+		if lifted != nil && rendered == lifted.Reason {
+			// The pure check passed but the live chain (a hook that runs a
+			// program, say) still blocks the same way: this is the same
+			// escalation, not a new one. Stay parked without counting an
+			// attempt or notifying anyone again.
+			st.Parked = lifted
+			rep.Status, rep.Outcome = StepEscalated, StepEscalated
+			rep.Attempts = st.Record(node.ID).Attempts
+			rep.Messages = append(rep.Messages, "still the same block: the node stays escalated")
+			return rep, nil
+		}
 		repeated := st.NoteBlock(node.ID, rendered)
 		attempts := st.Record(node.ID).Attempts
 		rep.Attempts = attempts
@@ -778,6 +790,9 @@ func (r *Runtime) advance(ctx context.Context, s *session, ev *Event) (*StepRepo
 	}
 
 	// Satisfied.
+	if lifted != nil {
+		rep.Messages = append(rep.Messages, fmt.Sprintf("%s no longer blocks: the escalation is lifted", node.ID))
+	}
 	if r.recordFacts(s, node, c, ev) {
 		k = r.skips(st)
 	}

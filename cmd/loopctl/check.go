@@ -214,6 +214,7 @@ func writeReport(w io.Writer, rep *graph.Report, loopName string, recompute bool
 	for _, warn := range rep.Warnings {
 		fmt.Fprintln(w, "warning:", warn)
 	}
+	cut := detailWidth(w)
 	tw := tabwriter.NewWriter(w, 2, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "\tNODE\tSTATUS\tATTEMPTS\tDETAIL")
 	for _, n := range rep.Nodes {
@@ -229,9 +230,9 @@ func writeReport(w io.Writer, rep *graph.Report, loopName string, recompute bool
 		if len(n.Messages) > 0 {
 			detail = n.Messages[0]
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\n", mark, n.Node, status, n.Attempts, oneLine(detail))
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\n", mark, n.Node, status, n.Attempts, oneLineN(detail, cut))
 		for _, m := range n.Messages[min(1, len(n.Messages)):] {
-			fmt.Fprintf(tw, "\t\t\t\t%s\n", oneLine(m))
+			fmt.Fprintf(tw, "\t\t\t\t%s\n", oneLineN(m, cut))
 		}
 	}
 	tw.Flush()
@@ -239,6 +240,7 @@ func writeReport(w io.Writer, rep *graph.Report, loopName string, recompute bool
 
 // writeSummary prints one line per work item.
 func writeSummary(w io.Writer, reps []*graph.Report, failOn string) {
+	cut := detailWidth(w)
 	tw := tabwriter.NewWriter(w, 2, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "WORK ITEM\tCURRENT NODE\tSTATUS\tRESULT\tDETAIL")
 	bad := 0
@@ -255,16 +257,26 @@ func writeSummary(w io.Writer, reps []*graph.Report, failOn string) {
 			result = "FAIL"
 			bad++
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", rep.WorkItem, rep.CurrentNode, status, result, oneLine(detail))
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", rep.WorkItem, rep.CurrentNode, status, result, oneLineN(detail, cut))
 	}
 	tw.Flush()
 	fmt.Fprintf(w, "%d work item(s), %d failing (--fail-on %s)\n", len(reps), bad, failOn)
 }
 
-func oneLine(s string) string {
+// maxDetail bounds one table cell whatever the output (a guard against a
+// pathological message, not a layout choice).
+const maxDetail = 2000
+
+func oneLine(s string) string { return oneLineN(s, maxDetail) }
+
+// oneLineN puts s on one line, cut to n runes (n <= 0: maxDetail).
+func oneLineN(s string, n int) string {
+	if n <= 0 || n > maxDetail {
+		n = maxDetail
+	}
 	s = strings.ReplaceAll(s, "\n", " ")
-	if r := []rune(s); len(r) > 160 {
-		s = string(r[:159]) + "…"
+	if r := []rune(s); len(r) > n {
+		s = string(r[:n-1]) + "…"
 	}
 	return s
 }

@@ -135,6 +135,7 @@ func runEvents(opts *eventsOptions) error {
 			return err
 		}
 	default:
+		cut := detailWidth(w)
 		tw := tabwriter.NewWriter(w, 2, 4, 2, ' ', 0)
 		fmt.Fprintln(tw, "TIME\tEVENT\tLEVEL\tWORK ITEM\tDETAIL")
 		for _, r := range recs {
@@ -145,7 +146,7 @@ func runEvents(opts *eventsOptions) error {
 					detail = append(detail, fmt.Sprintf("%s=%v", fl.Key, fl.Value))
 				}
 			}
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%v\t%s\n", r.Time.Local().Format("2006-01-02 15:04:05"), r.Event, r.Level, orDash(wi), oneLine(strings.Join(detail, " ")))
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%v\t%s\n", r.Time.Local().Format("2006-01-02 15:04:05"), r.Event, r.Level, orDash(wi), oneLineN(strings.Join(detail, " "), cut))
 		}
 		tw.Flush()
 	}

@@ -527,3 +527,13 @@ func TestNewcomerJQAndTemplate(t *testing.T) {
 		})
 	}
 }
+
+// Item 14: a table written anywhere but a terminal keeps DETAIL whole.
+func TestNewcomerDetailIsNotCutOutsideATerminal(t *testing.T) {
+	require.Equal(t, 0, detailWidth(&bytes.Buffer{}))
+	long := strings.Repeat("word ", 100)
+	require.Equal(t, strings.TrimSpace(long), strings.TrimSpace(oneLineN(long, detailWidth(&bytes.Buffer{}))))
+	require.Equal(t, "line one line two", oneLine("line one\nline two"))
+	require.Equal(t, "abcdefghi…", oneLineN("abcdefghijkl", 10))
+	require.Len(t, []rune(oneLine(strings.Repeat("x", 5000))), maxDetail)
+}

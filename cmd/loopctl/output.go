@@ -5,10 +5,12 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"os"
 	"strings"
 	"text/template"
 
 	"github.com/cli/go-gh/v2/pkg/jq"
+	"github.com/cli/go-gh/v2/pkg/term"
 	"github.com/urfave/cli/v2"
 )
 
@@ -111,4 +113,23 @@ var templateFuncs = template.FuncMap{
 		}
 		return s
 	},
+}
+
+// detailWidth is how many runes a table's DETAIL cell may take: on a
+// terminal (go-gh's detection, which honours GH_FORCE_TTY and the like),
+// what is left of its width after the other columns; elsewhere (a pipe, a
+// file, CI logs) 0, meaning uncut.
+func detailWidth(w io.Writer) int {
+	if f, ok := w.(*os.File); !ok || f != os.Stdout {
+		return 0
+	}
+	t := term.FromEnv()
+	if !t.IsTerminalOutput() {
+		return 0
+	}
+	width, _, err := t.Size()
+	if err != nil || width <= 0 {
+		return 0
+	}
+	return max(60, width-50)
 }

@@ -30,7 +30,7 @@ func repoFlagDefs(withPR bool) []cli.Flag {
 	fl := []cli.Flag{
 		&cli.StringFlag{Name: "repo", Usage: "repository root (default: found from the current directory upwards, as git does)"},
 		&cli.StringFlag{Name: "graph", Usage: "load this graph file instead of the shipped loop (graph authors, conformance)", TakesFile: true},
-		&cli.StringFlag{Name: "config", Usage: "the operator's cli-config.yaml (default: $THE_LOOP_CLI_CONFIG, ./.the-loop/cli-config.yaml, ~/.the-loop/cli-config.yaml)", TakesFile: true},
+		&cli.StringFlag{Name: "config", Usage: "the operator's cli-config.yaml (default: $THE_LOOP_CLI_CONFIG, the repository's .the-loop/cli-config.yaml, ~/.the-loop/cli-config.yaml)", TakesFile: true},
 	}
 	if withPR {
 		fl = append(fl,

@@ -537,3 +537,67 @@ func TestNewcomerDetailIsNotCutOutsideATerminal(t *testing.T) {
 	require.Equal(t, "abcdefghi…", oneLineN("abcdefghijkl", 10))
 	require.Len(t, []rune(oneLine(strings.Repeat("x", 5000))), maxDetail)
 }
+
+// The README's "Using it" commands, run as written in a fresh repository
+// holding issue-42: none is bad usage, none panics, none writes outside the
+// repository's own places.
+func TestNewcomerReadmeCommands(t *testing.T) {
+	readme, err := os.ReadFile(filepath.Join("..", "..", "README.md"))
+	require.NoError(t, err)
+	_, block, ok := strings.Cut(string(readme), "## Using it\n\n```sh\n")
+	require.True(t, ok, "README has a 'Using it' block")
+	block, _, _ = strings.Cut(block, "```")
+	repo := gitRepo(t)
+	write(t, repo, "docs/specs/issue-42/requirements.md", "# R\n\n## Requirements\n\n1. x\n\n## Security considerations\n\nnone\n")
+	f, io := plainFactory(t, filepath.Join(repo, "docs"))
+	ran := 0
+	for _, line := range strings.Split(block, "\n") {
+		if !strings.HasPrefix(line, "loopctl ") {
+			continue
+		}
+		if i := strings.Index(line, "  #"); i >= 0 {
+			line = line[:i]
+		}
+		argv := shellWords(line)
+		t.Run(strings.Join(argv[1:], " "), func(t *testing.T) {
+			io.reset()
+			code := Main(argv, f)
+			require.Contains(t, []int{exitOK, exitFailed}, code, "stderr: %s", io.err.String())
+			require.NotContains(t, io.err.String(), "panic")
+			require.NotContains(t, io.err.String(), "unknown")
+		})
+		ran++
+	}
+	require.GreaterOrEqual(t, ran, 10)
+	for _, stray := range []string{"docs/.the-loop", "docs/docs", ".claude/.claude"} {
+		_, err := os.Stat(filepath.Join(repo, filepath.FromSlash(stray)))
+		require.ErrorIs(t, err, fs.ErrNotExist, stray)
+	}
+}
+
+// shellWords splits a README command line: spaces separate words, double
+// quotes group them.
+func shellWords(s string) []string {
+	var out []string
+	var cur strings.Builder
+	inQuote, have := false, false
+	for _, r := range s {
+		switch {
+		case r == '"':
+			inQuote, have = !inQuote, true
+		case r == ' ' && !inQuote:
+			if have {
+				out = append(out, cur.String())
+				cur.Reset()
+				have = false
+			}
+		default:
+			cur.WriteRune(r)
+			have = true
+		}
+	}
+	if have {
+		out = append(out, cur.String())
+	}
+	return out
+}

@@ -124,6 +124,9 @@ func (r *Repo) RequireWorkItem(id string) error {
 	if r.SpecDir == "" {
 		display = path.Join(DefaultSpecDir, id)
 	}
+	if err == nil && st.Mode()&fs.ModeSymlink != 0 {
+		return fmt.Errorf("%w: %s is a symbolic link; theloop follows no link out of the spec directory: make it a directory", ErrUnsafePath, display)
+	}
 	known, _ := r.WorkItems()
 	msg := fmt.Sprintf("%v: %s (no directory %s in %s)", ErrNoSuchWorkItem, id, display, r.Root)
 	switch near := Nearest(id, known); {

@@ -103,6 +103,9 @@ func TestRequireWorkItemNamesTheNearest(t *testing.T) {
 	require.ErrorContains(t, err, "known work items: issue-1, issue-12, issue-239")
 	require.ErrorIs(t, r.RequireWorkItem("issue-1 "), ErrInvalidID)
 
+	require.NoError(t, os.Symlink(t.TempDir(), filepath.Join(root, "docs", "specs", "linked")))
+	require.ErrorIs(t, r.RequireWorkItem("linked"), ErrUnsafePath)
+
 	empty, err := OpenRepo(t.TempDir(), "")
 	require.NoError(t, err)
 	require.ErrorContains(t, empty.RequireWorkItem("issue-1"), "no work items yet")

@@ -4,7 +4,8 @@
 // One stop is one pure check: the gate reads the harness's Stop payload,
 // finds the work item ($THE_LOOP_WORK_ITEM, else the session registry by the
 // payload's session id) and the repository (the payload's directory, walked
-// up to the one holding .git), runs `check --recompute` in-process, and
+// up to the one holding .git or the harness config, as loopctl does), runs
+// `check --recompute` in-process (an unknown work item is said on stderr), and
 // answers. Only a block at the current node blocks; a human gate (wait) and a
 // satisfied node let the agent stop. It blocks at most MaxAttempts times in a
 // row per work item and node, then gives up.

@@ -702,6 +702,7 @@ func (r *Runtime) advance(ctx context.Context, s *session, ev *Event) (*StepRepo
 	rep := &StepReport{Node: node.ID, Messages: append([]string{}, s.warn...), CurrentNode: node.ID}
 
 	var lifted *Parked
+	liftedMsg := 0
 	if p := st.Parked; p != nil && p.Escalated && p.Node == node.ID && ev == nil {
 		// An escalated node does not retry its block (decision 3), but a
 		// fix that landed is not a retry: a pure check of the exit chain
@@ -724,7 +725,8 @@ func (r *Runtime) advance(ctx context.Context, s *session, ev *Event) (*StepRepo
 			return rep, nil
 		}
 		st.Parked = nil
-		lifted = p
+		lifted, liftedMsg = p, len(rep.Messages)
+		rep.Messages = append(rep.Messages, fmt.Sprintf("%s no longer blocks: the escalation is lifted", node.ID))
 	}
 
 	k := r.skips(st)
@@ -760,6 +762,7 @@ func (r *Runtime) advance(ctx context.Context, s *session, ev *Event) (*StepRepo
 			st.Parked = lifted
 			rep.Status, rep.Outcome = StepEscalated, StepEscalated
 			rep.Attempts = st.Record(node.ID).Attempts
+			rep.Messages = append(rep.Messages[:liftedMsg:liftedMsg], rep.Messages[liftedMsg+1:]...)
 			rep.Messages = append(rep.Messages, "still the same block: the node stays escalated")
 			return rep, nil
 		}
@@ -790,9 +793,6 @@ func (r *Runtime) advance(ctx context.Context, s *session, ev *Event) (*StepRepo
 	}
 
 	// Satisfied.
-	if lifted != nil {
-		rep.Messages = append(rep.Messages, fmt.Sprintf("%s no longer blocks: the escalation is lifted", node.ID))
-	}
 	if r.recordFacts(s, node, c, ev) {
 		k = r.skips(st)
 	}

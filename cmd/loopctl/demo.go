@@ -3,10 +3,8 @@ package main
 import (
 	"bytes"
 	"context"
-	"errors"
 	"fmt"
 	"io"
-	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
@@ -128,23 +126,6 @@ func runDemo(ctx context.Context, opts *demoOptions) error {
 	return d.finish(opts.Keep || opts.Dir != "")
 }
 
-// prepareDemoDir makes dir ready for a demo: it must not exist yet, or be an
-// empty directory. The demo initialises a git repository there and commits
-// everything in it, so it never runs inside an existing repository or over
-// anybody's files.
-func prepareDemoDir(dir string) error {
-	entries, err := os.ReadDir(dir)
-	switch {
-	case errors.Is(err, fs.ErrNotExist):
-		return os.MkdirAll(dir, 0o755)
-	case err != nil:
-		return failWith(exitRefused, "loopctl demo: --dir %s: %v; name a new or empty directory", dir, err)
-	case len(entries) > 0:
-		return failWith(exitRefused, "loopctl demo: --dir %s is not empty; the demo creates its own git repository and commits everything in it, so it only runs in a new or empty directory (omit --dir for a temporary one)", dir)
-	}
-	return nil
-}
-
 const demoHarnessConfig = `# .the-loop/harness-config.yaml — this repository's settings for theloop
 version: "0.2.0"
 ticketing:
@@ -164,12 +145,12 @@ func (d *demo) setUp(f *Factory) error {
 	if err := d.gitRun("init", "-q", "-b", "main"); err != nil {
 		return fmt.Errorf("loopctl demo needs git: %w", err)
 	}
-	// The lock files are per-process coordination, not history.
-	d.write(".gitignore", "graph-state.lock\n")
 	d.write(".the-loop/harness-config.yaml", demoHarnessConfig)
 	d.write(".the-loop/collaborators.yaml", "collaborators:\n  - {login: dana, name: Dana, roles: [approver]}\n")
 	d.write("docs/specs/issue-1/execution-log.md", "# Execution log — issue-1\n")
 	d.commit("chore: adopt the-loop")
+	// The lock files are per-process coordination, not history.
+	d.write(".gitignore", "graph-state.lock\n")
 	base := loop.Options{Integrations: d.tickets, AuthorizedUsers: []string{"dana"}, Clock: f.Clock,
 		Commands: loop.Commands{Runner: d.git, Root: d.repo}}
 	daemonOpts := base

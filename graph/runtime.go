@@ -677,7 +677,9 @@ func (r *Runtime) noteDegraded(s *session, node string, c ChainOutcome) []string
 // takes the edge for its outcome, routes around declared skips, saves, and
 // runs the new node's entry chain. wait parks the node; block counts an
 // attempt; the same block twice in a row, or attempts reaching maxAttempts,
-// escalates — the node is parked and only a new event or a force moves it.
+// escalates — the node is parked, and only a new event, a force, or a fix
+// that makes the exit chain stop blocking (checked purely, counting no
+// attempt) moves it.
 func (r *Runtime) Advance(ctx context.Context, id string, ev *Event) (*StepReport, error) {
 	s, unlock, err := r.openLocked(ctx, id)
 	if err != nil {
@@ -699,11 +701,32 @@ func (r *Runtime) advance(ctx context.Context, s *session, ev *Event) (*StepRepo
 	}
 	rep := &StepReport{Node: node.ID, Messages: append([]string{}, s.warn...), CurrentNode: node.ID}
 
+	var lifted *Parked
+	liftedMsg := 0
 	if p := st.Parked; p != nil && p.Escalated && p.Node == node.ID && ev == nil {
-		rep.Status, rep.Outcome = StepEscalated, StepEscalated
-		rep.Attempts = st.Record(node.ID).Attempts
-		rep.Messages = append(rep.Messages, "this node escalated and is parked until a human acts: a new event on the work item, or `loopctl graph force`", p.Reason)
-		return rep, nil
+		// An escalated node does not retry its block (decision 3), but a
+		// fix that landed is not a retry: a pure check of the exit chain
+		// (no side effects, no attempt counted) tells whether the block is
+		// gone. Still blocking: stay parked, with the current reason rather
+		// than a stale one. Not blocking: the parking is lifted and the
+		// node is evaluated as usual below.
+		pk := r.skips(st)
+		pc := r.evaluate(ctx, s, node, ModeCheck, nil, &pk)
+		if pc.Status == StatusBlock {
+			if reason := pc.Render(); reason != "" && reason != p.Reason {
+				p.Reason = reason
+				if err := r.save(ctx, s); err != nil {
+					return nil, err
+				}
+			}
+			rep.Status, rep.Outcome = StepEscalated, StepEscalated
+			rep.Attempts = st.Record(node.ID).Attempts
+			rep.Messages = append(rep.Messages, "this node escalated and is parked until its block is fixed or a human acts (a new event on the work item, or `loopctl graph force`)", p.Reason)
+			return rep, nil
+		}
+		st.Parked = nil
+		lifted, liftedMsg = p, len(rep.Messages)
+		rep.Messages = append(rep.Messages, fmt.Sprintf("%s no longer blocks: the escalation is lifted", node.ID))
 	}
 
 	k := r.skips(st)
@@ -731,6 +754,18 @@ func (r *Runtime) advance(ctx context.Context, s *session, ev *Event) (*StepRepo
 
 	case StatusBlock:
 		rendered := c.Render()
+		if lifted != nil && rendered == lifted.Reason {
+			// The pure check passed but the live chain (a hook that runs a
+			// program, say) still blocks the same way: this is the same
+			// escalation, not a new one. Stay parked without counting an
+			// attempt or notifying anyone again.
+			st.Parked = lifted
+			rep.Status, rep.Outcome = StepEscalated, StepEscalated
+			rep.Attempts = st.Record(node.ID).Attempts
+			rep.Messages = append(rep.Messages[:liftedMsg:liftedMsg], rep.Messages[liftedMsg+1:]...)
+			rep.Messages = append(rep.Messages, "still the same block: the node stays escalated")
+			return rep, nil
+		}
 		repeated := st.NoteBlock(node.ID, rendered)
 		attempts := st.Record(node.ID).Attempts
 		rep.Attempts = attempts
@@ -994,7 +1029,9 @@ func (r *Runtime) Force(ctx context.Context, id, to, reason, actor string) (*For
 		from = r.g.Start
 	}
 	var warnings []string
-	if !r.declaredEdge(from, to) {
+	// Forcing the current node re-enters it (a reset: attempts counted
+	// anew, parking cleared); that is not a walk outside the model.
+	if from != to && !r.declaredEdge(from, to) {
 		warnings = append(warnings, fmt.Sprintf("%s → %s is not a declared edge; you are deliberately outside the model", from, to))
 	}
 	if fn, ok := r.g.Node(from); ok && fn.Required && from != to {

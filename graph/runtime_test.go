@@ -449,15 +449,50 @@ func TestRepeatedIdenticalBlockEscalates(t *testing.T) {
 	require.Equal(t, 1, f.sink.Count("graph.escalated"))
 	require.Equal(t, 1, f.calls.Calls("escalation-notice"), "the escalation chain notified a human")
 
-	// Parked: a further claim does not evaluate, even once the artifact exists.
-	f.arts("issue-1").Set("brainstorm.md", "x")
-	before := f.calls.Calls("needs-file")
+	// Parked: a further claim without a fix stays escalated, counts no
+	// attempt and does not escalate again.
+	attempts := f.store.State("issue-1").Record("brainstorming").Attempts
 	c, err = f.rt.Complete(ctx, "issue-1", "", "agent")
 	require.NoError(t, err)
 	require.Equal(t, graph.StepEscalated, c.Status)
-	require.Equal(t, before, f.calls.Calls("needs-file"))
+	require.Contains(t, strings.Join(c.Messages, "\n"), "parked until its block is fixed or a human acts")
+	require.Equal(t, attempts, f.store.State("issue-1").Record("brainstorming").Attempts)
+	require.Equal(t, 1, f.sink.Count("graph.escalated"))
 
-	// A new event moves it on.
+	// Once the fix lands, the parking is lifted and the walk moves on
+	// (issue 10, item 6: no stale reason, no force needed).
+	f.arts("issue-1").Set("brainstorm.md", "x")
+	c, err = f.rt.Complete(ctx, "issue-1", "", "agent")
+	require.NoError(t, err)
+	require.Equal(t, "pass", c.Status)
+	require.Equal(t, "requirements", c.CurrentNode)
+	require.Contains(t, c.Messages, "brainstorming no longer blocks: the escalation is lifted")
+	require.Nil(t, f.store.State("issue-1").Parked)
+}
+
+func TestEscalatedNodeCanBeEventMovedAndSelfForcedWithoutWarning(t *testing.T) {
+	f := newFixture(t)
+	ctx := context.Background()
+	f.startAndSelect("issue-1", "the-loop execute")
+	for range 2 {
+		_, err := f.rt.Complete(ctx, "issue-1", "", "agent")
+		require.NoError(t, err)
+	}
+	require.True(t, f.store.State("issue-1").Parked.Escalated)
+
+	// Forcing the current node is a reset, not a walk outside the model.
+	res, err := f.rt.Force(ctx, "issue-1", "brainstorming", "retry after the outage", "@ops")
+	require.NoError(t, err)
+	require.Empty(t, res.Warnings)
+	require.Nil(t, f.store.State("issue-1").Parked)
+
+	// A new event still moves an escalated node on.
+	for range 2 {
+		_, err := f.rt.Complete(ctx, "issue-1", "", "agent")
+		require.NoError(t, err)
+	}
+	require.True(t, f.store.State("issue-1").Parked.Escalated)
+	f.arts("issue-1").Set("brainstorm.md", "x")
 	rep, err := f.rt.Advance(ctx, "issue-1", comment("dana", "please retry"))
 	require.NoError(t, err)
 	require.Equal(t, "requirements", rep.CurrentNode)

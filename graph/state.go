@@ -99,8 +99,8 @@ type Parked struct {
 	Node   string `json:"node"`
 	Reason string `json:"reason"`
 	Since  string `json:"since"`
-	// Escalated is set when the node escalated; only a new event or a force
-	// moves it on.
+	// Escalated is set when the node escalated; only a new event, a force,
+	// or a fix that makes its exit chain stop blocking moves it on.
 	Escalated bool `json:"escalated,omitempty"`
 }
 

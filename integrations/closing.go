@@ -1,16 +1,17 @@
 package integrations
 
 import (
-	"regexp"
 	"strconv"
 	"strings"
+
+	"github.com/theloop-dev/theloop/internal/lazyre"
 )
 
 // closingKeywordRE matches GitHub's closing keywords followed by an issue
 // reference: "Fixes #12", "closes: owner/repo#3", "Resolved
 // https://github.com/owner/repo/issues/9". GitHub wants one keyword per
 // issue, and so do we.
-var closingKeywordRE = regexp.MustCompile(`(?i)\b(?:close[sd]?|fix(?:e[sd])?|resolve[sd]?)\b:?[ \t]+(?:([A-Za-z0-9._-]+)/([A-Za-z0-9._-]+)#(\d+)|#(\d+)|https?://([A-Za-z0-9.:-]+)/([A-Za-z0-9._-]+)/([A-Za-z0-9._-]+)/issues/(\d+))\b`)
+var closingKeywordRE = lazyre.New(`(?i)\b(?:close[sd]?|fix(?:e[sd])?|resolve[sd]?)\b:?[ \t]+(?:([A-Za-z0-9._-]+)/([A-Za-z0-9._-]+)#(\d+)|#(\d+)|https?://([A-Za-z0-9.:-]+)/([A-Za-z0-9._-]+)/([A-Za-z0-9._-]+)/issues/(\d+))\b`)
 
 // parseClosingKeywords returns the issues body says it closes, in order of
 // first mention, without duplicates. A bare "#n" names an issue of

@@ -18,10 +18,10 @@ import (
 	"fmt"
 	"net/http"
 	"net/url"
-	"regexp"
 	"strings"
 
 	"github.com/theloop-dev/theloop/graph"
+	"github.com/theloop-dev/theloop/internal/lazyre"
 )
 
 // Jira operations.
@@ -34,7 +34,7 @@ const (
 
 var jiraOperations = []graph.Operation{OpJiraAddComment, OpJiraTransition}
 
-var jiraKeyRE = regexp.MustCompile(`^[A-Z][A-Z0-9_]*-[1-9][0-9]{0,9}$`)
+var jiraKeyRE = lazyre.New(`^[A-Z][A-Z0-9_]*-[1-9][0-9]{0,9}$`)
 
 func (s *Set) newJira(c JiraConfig, d Deps) *provider {
 	p := &provider{name: "jira", transport: TransportAPI, timeout: timeoutOf(c.TimeoutSeconds)}

@@ -2,10 +2,11 @@ package integrations
 
 import (
 	"fmt"
-	"regexp"
 	"strconv"
 	"strings"
 	"unicode/utf8"
+
+	"github.com/theloop-dev/theloop/internal/lazyre"
 )
 
 // Ref is a parsed work-item reference (daemon-spec §0.1):
@@ -21,10 +22,10 @@ type Ref struct {
 }
 
 var (
-	refRE     = regexp.MustCompile(`^([a-z][a-z0-9-]*):([^#]+)#(\d+)$`)
-	nameRE    = regexp.MustCompile(`^[A-Za-z0-9._-]+$`)
-	dottedRE  = regexp.MustCompile(`^[A-Za-z0-9]([A-Za-z0-9-]*[A-Za-z0-9])?(\.[A-Za-z0-9]([A-Za-z0-9-]*[A-Za-z0-9])?)+(:\d{1,5})?$`)
-	namePort  = regexp.MustCompile(`^[A-Za-z0-9]([A-Za-z0-9-]*[A-Za-z0-9])?:\d{1,5}$`)
+	refRE     = lazyre.New(`^([a-z][a-z0-9-]*):([^#]+)#(\d+)$`)
+	nameRE    = lazyre.New(`^[A-Za-z0-9._-]+$`)
+	dottedRE  = lazyre.New(`^[A-Za-z0-9]([A-Za-z0-9-]*[A-Za-z0-9])?(\.[A-Za-z0-9]([A-Za-z0-9-]*[A-Za-z0-9])?)+(:\d{1,5})?$`)
+	namePort  = lazyre.New(`^[A-Za-z0-9]([A-Za-z0-9-]*[A-Za-z0-9])?:\d{1,5}$`)
 	maxNumber = 1 << 31
 )
 

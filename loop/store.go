@@ -10,6 +10,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode"
+	"unicode/utf8"
 
 	"github.com/theloop-dev/theloop/graph"
 	"github.com/theloop-dev/theloop/hooks"
@@ -129,12 +131,20 @@ func validID(id string) error {
 		return fmt.Errorf("%w: %q is not a directory name", ErrInvalidID, id)
 	case strings.ContainsAny(id, "/\\\x00"):
 		return fmt.Errorf("%w: %q contains a path separator or NUL; a work item id is one directory name such as issue-109", ErrInvalidID, id)
+	case strings.IndexFunc(id, func(r rune) bool { return unicode.IsSpace(r) || unicode.IsControl(r) || unicode.Is(unicode.Cf, r) }) >= 0:
+		// A trailing space or newline (a pasted id, an environment
+		// variable read with its line end) would otherwise name a second,
+		// invisible directory beside the real one.
+		return fmt.Errorf("%w: %q contains whitespace, a control character or an invisible formatting character; a work item id is one directory name such as issue-109", ErrInvalidID, id)
+	case !utf8.ValidString(id):
+		return fmt.Errorf("%w: %q is not valid UTF-8", ErrInvalidID, id)
 	}
 	return nil
 }
 
 // ValidateWorkItemID checks that id can name a work item's spec directory:
-// non-empty, not "." or "..", and free of "/", "\" and NUL. The error wraps
+// non-empty valid UTF-8, not "." or "..", and free of "/", "\", NUL,
+// whitespace, control and invisible formatting characters. The error wraps
 // ErrInvalidID.
 func ValidateWorkItemID(id string) error { return validID(id) }
 

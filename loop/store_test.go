@@ -265,7 +265,9 @@ func TestStoreSaveRefusesWhenCorruptCannotBePreserved(t *testing.T) {
 }
 
 func TestStoreRejectsUnsafeIDs(t *testing.T) {
-	ids := []string{"", ".", "..", "a/b", "../issue-1", "/etc", `a\b`, "issue\x00-1", "issue-1/"}
+	ids := []string{"", ".", "..", "a/b", "../issue-1", "/etc", `a\b`, "issue\x00-1", "issue-1/",
+		// Whitespace, trailing spaces and line ends (issue 9, item 6).
+		" ", "   ", "\t", "\n", "issue-1 ", " issue-1", "issue-1\n", "issue-1\r\n", "issue 1", "issue-1\u00a0", "issue-1\x1b", "issue-\xff", "issue\u200b-1", "\ufeffissue-1"}
 	ctx := context.Background()
 	for _, id := range ids {
 		t.Run(strconv.Quote(id), func(t *testing.T) {

@@ -37,9 +37,55 @@ const gateHookPrefix = "classify-"
 // no producing node reaches what follows its gate without passing the gate;
 // every human gate is exited only through a classify hook; every skippable
 // node can be routed around; and phase selection cannot be routed around.
-// It reads only the graph.
+// It also proves that a walk can finish: a terminal node is reachable from
+// the start. It reads only the graph.
 func Verify(g *graph.Graph) []Guarantee {
-	return []Guarantee{gatesGuard(g), gatesClassify(g), skippablesRoute(g), selectionHolds(g)}
+	return []Guarantee{gatesGuard(g), gatesClassify(g), skippablesRoute(g), selectionHolds(g), walkCanFinish(g)}
+}
+
+// walkCanFinish: a terminal node is reachable from the start through edges
+// that can be taken (the first per node and outcome). Nodes that only force
+// can enter (the reference's cleanup and escalated) are named in the
+// detail; the compiler reports them as warnings.
+func walkCanFinish(g *graph.Graph) Guarantee {
+	gr := Guarantee{Name: "a-terminal-node-is-reachable", Claim: "a walk from the start node can reach a terminal node without force"}
+	seen := map[string]bool{g.Start: true}
+	queue := []string{g.Start}
+	for len(queue) > 0 {
+		id := queue[0]
+		queue = queue[1:]
+		for _, e := range g.Edges() {
+			if to, ok := g.Next(e.From, e.On); e.From != id || !ok || to != e.To || seen[e.To] {
+				continue
+			}
+			seen[e.To] = true
+			queue = append(queue, e.To)
+		}
+	}
+	var unreachable, terminals, reached []string
+	for _, n := range g.Nodes() {
+		if !seen[n.ID] {
+			unreachable = append(unreachable, n.ID)
+		}
+		if n.Terminal {
+			terminals = append(terminals, n.ID)
+			if seen[n.ID] {
+				reached = append(reached, n.ID)
+			}
+		}
+	}
+	switch {
+	case len(terminals) == 0:
+		gr.Verdict, gr.Detail = Violated, "no node is declared terminal: a walk can never finish (mark the last node terminal: true)"
+	case len(reached) == 0:
+		gr.Verdict, gr.Detail = Violated, fmt.Sprintf("no terminal node (%s) is reachable from the start node %s", strings.Join(terminals, ", "), g.Start)
+	default:
+		gr.Verdict, gr.Detail = Proved, fmt.Sprintf("%s reaches the terminal node %s", g.Start, strings.Join(reached, ", "))
+	}
+	if len(unreachable) > 0 {
+		gr.Detail += fmt.Sprintf("; only force can enter %s", strings.Join(unreachable, ", "))
+	}
+	return gr
 }
 
 // gates are the human nodes whose exit chain classifies a reply.

@@ -78,14 +78,13 @@ func versionString() string { return buildinfo.Version(version) }
 // newApp assembles the command tree.
 func newApp(f *Factory) *cli.App {
 	app := &cli.App{
-		Name:                 "loopctl",
-		Usage:                "walk work items through theloop's process graph",
-		Version:              versionString(),
-		EnableBashCompletion: true,
-		HideHelpCommand:      true,
-		Writer:               f.IO.Out,
-		ErrWriter:            f.IO.ErrOut,
-		Reader:               f.IO.In,
+		Name:            "loopctl",
+		Usage:           "walk work items through theloop's process graph",
+		Version:         versionString(),
+		HideHelpCommand: true,
+		Writer:          f.IO.Out,
+		ErrWriter:       f.IO.ErrOut,
+		Reader:          f.IO.In,
 		Description: `theloop makes a product-development lifecycle an explicit graph: each node has
 entry and exit hook chains, and a work item moves only when the current node's
 exit chain passes. loopctl is how an agent reports work done (graph complete),
@@ -104,6 +103,7 @@ Try it without a GitHub account:  loopctl demo`,
 		},
 		ExitErrHandler: func(*cli.Context, error) {},
 	}
+	installUsage(app)
 	return app
 }
 
@@ -115,7 +115,14 @@ func Main(argv []string, f *Factory) int {
 
 // mainWith runs an assembled app (tests swap in commands that only parse).
 func mainWith(app *cli.App, argv []string, f *Factory) int {
-	err := app.RunContext(context.Background(), permute(app, argv))
+	if len(argv) > 1 && argv[1] == completeVerb {
+		complete(app, f, argv[2:])
+		return exitOK
+	}
+	argv, err := rewriteArgv(app, argv)
+	if err == nil {
+		err = app.RunContext(context.Background(), permute(app, argv))
+	}
 	if err == nil {
 		return exitOK
 	}
@@ -216,43 +223,15 @@ func takesValue(flags []cli.Flag, name string) bool {
 	return false
 }
 
-func newCompletionCmd(f *Factory) *cli.Command {
-	return &cli.Command{
-		Name:      "completion",
-		Usage:     "print a shell completion script (bash or zsh)",
-		ArgsUsage: "bash|zsh",
-		Description: `Load completions in your shell:
-
-   source <(loopctl completion bash)
-   source <(loopctl completion zsh)`,
-		Action: func(c *cli.Context) error {
-			shell := c.Args().First()
-			script, ok := completionScripts[shell]
-			if !ok {
-				return failWith(exitRefused, "loopctl completion: name a shell: bash or zsh")
-			}
-			_, err := io.WriteString(f.IO.Out, script)
-			return err
-		},
+// noArgs refuses stray positional arguments for a verb that takes none, so
+// that `loopctl events issue-239` does not silently list every item's events.
+func noArgs(c *cli.Context, verb, hint string) error {
+	if c.NArg() == 0 {
+		return nil
 	}
-}
-
-var completionScripts = map[string]string{
-	"bash": `# loopctl bash completion
-_loopctl_complete() {
-  local cur words
-  cur="${COMP_WORDS[COMP_CWORD]}"
-  words=$("${COMP_WORDS[0]}" "${COMP_WORDS[@]:1:$((COMP_CWORD-1))}" --generate-bash-completion 2>/dev/null)
-  COMPREPLY=($(compgen -W "${words}" -- "${cur}"))
-}
-complete -o default -F _loopctl_complete loopctl
-`,
-	"zsh": `#compdef loopctl
-_loopctl() {
-  local -a opts
-  opts=("${(@f)$(${words[1]} ${words[@]:1:$((CURRENT-2))} --generate-bash-completion 2>/dev/null)}")
-  _describe 'loopctl' opts
-}
-compdef _loopctl loopctl
-`,
+	msg := fmt.Sprintf("loopctl %s: unexpected argument %q; %s takes no arguments", verb, c.Args().First(), verb)
+	if hint != "" {
+		msg += " (" + hint + ")"
+	}
+	return failWith(exitRefused, "%s", msg)
 }

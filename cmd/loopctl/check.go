@@ -6,8 +6,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"path/filepath"
-	"sort"
 	"strings"
 	"text/tabwriter"
 
@@ -26,6 +24,7 @@ type checkOptions struct {
 	Recompute bool
 	Format    string
 	FailOn    string
+	Output    output
 }
 
 func newCheckCmd(f *Factory, runF func(*checkOptions) error) *cli.Command {
@@ -40,21 +39,29 @@ With --recompute the stored pointer is not trusted: the current node is the
 first node that is not satisfied, from the artifacts and the recorded human
 decisions alone. The Stop hook and CI always use it.
 
-Exit status: 0 ok, 1 the check failed (see --fail-on), 2 bad usage.
+The repository is found from the current directory upwards, as git finds it
+(--repo overrides). --all with no work items fails: CI never passes on nothing.
+
+Exit status: 0 ok; 1 the check failed (see --fail-on), no such work item, or
+no repository; 2 bad usage.
 
 Examples:
    loopctl check issue-42 --recompute
    loopctl check issue-42 --recompute --fail-on block --format json   # CI
    loopctl check --all --recompute`,
-		Flags: append(repoFlagDefs(true),
+		Flags: append(append(repoFlagDefs(true),
 			&cli.BoolFlag{Name: "all", Usage: "check every work item under the spec directory"},
 			&cli.BoolFlag{Name: "recompute", Usage: "derive the current node from the artifacts, ignoring graph-state.json's pointer"},
 			&cli.StringFlag{Name: "format", Value: "table", Usage: "table or json"},
 			&cli.StringFlag{Name: "fail-on", Value: "unmet", Usage: "unmet: fail unless every node up to the current one is satisfied; block: fail only on a block at or before the current node"},
-		),
+		), outputFlags()...),
 		Action: func(c *cli.Context) error {
 			opts := &checkOptions{IO: f.IO, Factory: f, Repo: readRepoFlags(c), ID: c.Args().First(), All: c.Bool("all"),
 				Recompute: c.Bool("recompute"), Format: c.String("format"), FailOn: c.String("fail-on")}
+			var err error
+			if opts.Output, err = readOutput(c, "check", &opts.Format); err != nil {
+				return err
+			}
 			if c.NArg() > 1 {
 				return failWith(exitRefused, "loopctl check: one work item at a time (or --all); got %s", strings.Join(c.Args().Slice(), " "))
 			}
@@ -92,15 +99,19 @@ type checkReport struct {
 func runCheck(ctx context.Context, opts *checkOptions) error {
 	root, err := opts.Factory.repoRoot(opts.Repo)
 	if err != nil {
+		if opts.Format == "json" {
+			no := false
+			rep := checkReport{Report: &graph.Report{WorkItem: opts.ID, Nodes: []graph.NodeReport{}}, RepoResolved: &no}
+			_ = opts.Output.write(opts.IO.Out, rep)
+		}
 		return err
 	}
-	if st, err := os.Stat(root); err != nil || !st.IsDir() {
-		no := false
-		rep := checkReport{Report: &graph.Report{WorkItem: opts.ID, Nodes: []graph.NodeReport{}}, RepoResolved: &no}
-		if opts.Format == "json" {
-			writeJSON(opts.IO.Out, rep)
+	if opts.Repo.Config != "" {
+		// check reads no CLI config (it is pure), but a named file that
+		// is not there is a mistake worth saying.
+		if _, err := os.Stat(opts.Repo.Config); err != nil {
+			return failWith(exitRefused, "loopctl check: --config %s: %v", opts.Repo.Config, err)
 		}
-		return failWith(exitFailed, "loopctl check: repository %s not found; pass its root with --repo", root)
 	}
 	repo, err := loop.OpenRepo(root, "")
 	if err != nil {
@@ -108,11 +119,20 @@ func runCheck(ctx context.Context, opts *checkOptions) error {
 	}
 	ids := []string{opts.ID}
 	if opts.All {
-		if ids, err = workItems(filepath.Join(repo.Root, filepath.FromSlash(repo.SpecDir))); err != nil {
+		if ids, err = repo.WorkItems(); err != nil {
 			return err
 		}
+		if len(ids) == 0 {
+			// CI must never pass green on nothing.
+			if opts.Format == "json" {
+				_ = opts.Output.write(opts.IO.Out, []*graph.Report{})
+			}
+			return failWith(exitFailed, "loopctl check --all: no work items in %s (no work item directories under %s); nothing was checked", repo.Root, repo.SpecRoot())
+		}
+	} else if err := repo.RequireWorkItem(opts.ID); err != nil {
+		return workItemError(err)
 	}
-	g, err := opts.Repo.graph()
+	g, err := opts.Factory.graphFlag(opts.Repo)
 	if err != nil {
 		return err
 	}
@@ -136,10 +156,12 @@ func runCheck(ctx context.Context, opts *checkOptions) error {
 		}
 	}
 	if opts.Format == "json" {
+		var v any = reports[0]
 		if opts.All {
-			writeJSON(opts.IO.Out, reports)
-		} else {
-			writeJSON(opts.IO.Out, reports[0])
+			v = reports
+		}
+		if err := opts.Output.write(opts.IO.Out, v); err != nil {
+			return err
 		}
 	} else if opts.All {
 		writeSummary(opts.IO.Out, reports, opts.FailOn)
@@ -168,26 +190,6 @@ func checkFails(rep *graph.Report, failOn string) bool {
 	return false
 }
 
-// workItems lists the spec directory's work items (directories with valid
-// ids), sorted.
-func workItems(specRoot string) ([]string, error) {
-	entries, err := os.ReadDir(specRoot)
-	if os.IsNotExist(err) {
-		return nil, nil
-	}
-	if err != nil {
-		return nil, err
-	}
-	var ids []string
-	for _, e := range entries {
-		if e.IsDir() && loop.ValidateWorkItemID(e.Name()) == nil {
-			ids = append(ids, e.Name())
-		}
-	}
-	sort.Strings(ids)
-	return ids, nil
-}
-
 func writeJSON(w io.Writer, v any) {
 	enc := json.NewEncoder(w)
 	enc.SetEscapeHTML(false)
@@ -212,6 +214,7 @@ func writeReport(w io.Writer, rep *graph.Report, loopName string, recompute bool
 	for _, warn := range rep.Warnings {
 		fmt.Fprintln(w, "warning:", warn)
 	}
+	cut := detailWidth(w)
 	tw := tabwriter.NewWriter(w, 2, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "\tNODE\tSTATUS\tATTEMPTS\tDETAIL")
 	for _, n := range rep.Nodes {
@@ -227,9 +230,9 @@ func writeReport(w io.Writer, rep *graph.Report, loopName string, recompute bool
 		if len(n.Messages) > 0 {
 			detail = n.Messages[0]
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\n", mark, n.Node, status, n.Attempts, oneLine(detail))
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\n", mark, n.Node, status, n.Attempts, oneLineN(detail, cut))
 		for _, m := range n.Messages[min(1, len(n.Messages)):] {
-			fmt.Fprintf(tw, "\t\t\t\t%s\n", oneLine(m))
+			fmt.Fprintf(tw, "\t\t\t\t%s\n", oneLineN(m, cut))
 		}
 	}
 	tw.Flush()
@@ -237,6 +240,7 @@ func writeReport(w io.Writer, rep *graph.Report, loopName string, recompute bool
 
 // writeSummary prints one line per work item.
 func writeSummary(w io.Writer, reps []*graph.Report, failOn string) {
+	cut := detailWidth(w)
 	tw := tabwriter.NewWriter(w, 2, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "WORK ITEM\tCURRENT NODE\tSTATUS\tRESULT\tDETAIL")
 	bad := 0
@@ -253,16 +257,26 @@ func writeSummary(w io.Writer, reps []*graph.Report, failOn string) {
 			result = "FAIL"
 			bad++
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", rep.WorkItem, rep.CurrentNode, status, result, oneLine(detail))
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", rep.WorkItem, rep.CurrentNode, status, result, oneLineN(detail, cut))
 	}
 	tw.Flush()
 	fmt.Fprintf(w, "%d work item(s), %d failing (--fail-on %s)\n", len(reps), bad, failOn)
 }
 
-func oneLine(s string) string {
+// maxDetail bounds one table cell whatever the output (a guard against a
+// pathological message, not a layout choice).
+const maxDetail = 2000
+
+func oneLine(s string) string { return oneLineN(s, maxDetail) }
+
+// oneLineN puts s on one line, cut to n runes (n <= 0: maxDetail).
+func oneLineN(s string, n int) string {
+	if n <= 0 || n > maxDetail {
+		n = maxDetail
+	}
 	s = strings.ReplaceAll(s, "\n", " ")
-	if r := []rune(s); len(r) > 160 {
-		s = string(r[:159]) + "…"
+	if r := []rune(s); len(r) > n {
+		s = string(r[:n-1]) + "…"
 	}
 	return s
 }

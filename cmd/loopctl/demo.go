@@ -40,6 +40,9 @@ Everything runs on the real runtime, hooks, filesystem store and git.`,
 			&cli.BoolFlag{Name: "keep", Usage: "keep the demo repository afterwards (its path is printed)"},
 		},
 		Action: func(c *cli.Context) error {
+			if err := noArgs(c, "demo", "name the directory with --dir"); err != nil {
+				return err
+			}
 			opts := &demoOptions{Factory: f, Dir: c.String("dir"), Keep: c.Bool("keep")}
 			if runF != nil {
 				return runF(opts)
@@ -108,7 +111,7 @@ func runDemo(ctx context.Context, opts *demoOptions) error {
 		if !opts.Keep {
 			defer os.RemoveAll(dir)
 		}
-	} else if err := os.MkdirAll(dir, 0o755); err != nil {
+	} else if err := prepareDemoDir(dir); err != nil {
 		return err
 	}
 	d := &demo{ctx: ctx, out: f.IO.Out, repo: dir, id: "issue-1", ref: "github:demo/widgets#1", git: run.Exec{}}
@@ -146,6 +149,8 @@ func (d *demo) setUp(f *Factory) error {
 	d.write(".the-loop/collaborators.yaml", "collaborators:\n  - {login: dana, name: Dana, roles: [approver]}\n")
 	d.write("docs/specs/issue-1/execution-log.md", "# Execution log — issue-1\n")
 	d.commit("chore: adopt the-loop")
+	// The lock files are per-process coordination, not history.
+	d.write(".gitignore", "graph-state.lock\n")
 	base := loop.Options{Integrations: d.tickets, AuthorizedUsers: []string{"dana"}, Clock: f.Clock,
 		Commands: loop.Commands{Runner: d.git, Root: d.repo}}
 	daemonOpts := base
@@ -304,6 +309,10 @@ func (d *demo) script() {
 	rep, err := d.daemon.Start(d.ctx, d.id)
 	if err != nil {
 		d.fail(err)
+		return
+	}
+	if rep == nil {
+		d.fail(fmt.Errorf("loopctl demo: %s was already started in %s; run the demo in a new directory", d.id, d.repo))
 		return
 	}
 	d.step("start", rep.Status, "start", rep.CurrentNode, false, rep.Messages)

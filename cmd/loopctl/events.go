@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"os"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -20,6 +21,7 @@ type eventsOptions struct {
 	Since    string
 	Limit    int
 	Format   string
+	Output   output
 }
 
 func newEventsCmd(f *Factory, runF func(*eventsOptions) error) *cli.Command {
@@ -38,10 +40,18 @@ func newEventsCmd(f *Factory, runF func(*eventsOptions) error) *cli.Command {
 			&cli.StringFlag{Name: "since", Usage: "a duration ago (90m, 2h, 3d) or a time (2026-11-01, RFC 3339)"},
 			&cli.IntFlag{Name: "limit", Usage: "only the last N matching events"},
 			&cli.StringFlag{Name: "format", Value: "table", Usage: "table, json (an array) or jsonl (the stored lines)"},
+			outputFlags()[0], outputFlags()[1],
 		},
 		Action: func(c *cli.Context) error {
+			if err := noArgs(c, "events", "filter by work item with --work-item"); err != nil {
+				return err
+			}
 			opts := &eventsOptions{Factory: f, Config: c.String("config"), Path: c.String("path"), WorkItem: c.String("work-item"),
 				Event: c.String("event"), Since: c.String("since"), Limit: c.Int("limit"), Format: c.String("format")}
+			var err error
+			if opts.Output, err = readOutput(c, "events", &opts.Format); err != nil {
+				return err
+			}
 			if runF != nil {
 				return runF(opts)
 			}
@@ -74,13 +84,24 @@ func parseSince(s string, now time.Time) (time.Time, error) {
 
 func runEvents(opts *eventsOptions) error {
 	f := opts.Factory
+	if opts.Limit < 0 {
+		return failWith(exitRefused, "loopctl events: --limit %d: give a positive number of events (0: all)", opts.Limit)
+	}
 	path := opts.Path
 	if path == "" {
-		cfg, err := f.cliConfig(opts.Config)
+		// The default log lives in the repository's state root; outside a
+		// repository, relative paths stay relative to the working directory.
+		root := ""
+		if wd, err := f.Getwd(); err == nil {
+			root, _ = loop.FindRoot(wd)
+		}
+		cfg, err := f.cliConfig(opts.Config, root)
 		if err != nil {
 			return err
 		}
 		path = cfg.EventLogPath
+	} else if _, err := os.Stat(path); err != nil {
+		return failWith(exitFailed, "loopctl events: --path %s: %v", path, err)
 	}
 	since, err := parseSince(opts.Since, f.Clock.Now())
 	if err != nil {
@@ -110,8 +131,11 @@ func runEvents(opts *eventsOptions) error {
 			}
 			out = append(out, m)
 		}
-		writeJSON(w, out)
+		if err := opts.Output.write(w, out); err != nil {
+			return err
+		}
 	default:
+		cut := detailWidth(w)
 		tw := tabwriter.NewWriter(w, 2, 4, 2, ' ', 0)
 		fmt.Fprintln(tw, "TIME\tEVENT\tLEVEL\tWORK ITEM\tDETAIL")
 		for _, r := range recs {
@@ -122,7 +146,7 @@ func runEvents(opts *eventsOptions) error {
 					detail = append(detail, fmt.Sprintf("%s=%v", fl.Key, fl.Value))
 				}
 			}
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%v\t%s\n", r.Time.Local().Format("2006-01-02 15:04:05"), r.Event, r.Level, orDash(wi), oneLine(strings.Join(detail, " ")))
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%v\t%s\n", r.Time.Local().Format("2006-01-02 15:04:05"), r.Event, r.Level, orDash(wi), oneLineN(strings.Join(detail, " "), cut))
 		}
 		tw.Flush()
 	}

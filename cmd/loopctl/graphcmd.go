@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"slices"
 	"sort"
 	"strings"
@@ -61,12 +62,13 @@ type showOptions struct {
 	Format   string
 	WorkItem string
 	Loop     string
+	Output   output
 }
 
 func newShowCmd(f *Factory, runF func(*showOptions) error) *cli.Command {
 	return &cli.Command{
 		Name:  "show",
-		Usage: "print the graph (text, json, mermaid, dot), optionally marking a work item's position",
+		Usage: "print the graph (text, json, mermaid, dot), optionally marking a work item's position (as check --recompute computes it)",
 		Description: `Examples:
    loopctl graph show
    loopctl graph show --format mermaid --work-item issue-42
@@ -76,6 +78,9 @@ func newShowCmd(f *Factory, runF func(*showOptions) error) *cli.Command {
 			&cli.StringFlag{Name: "loop", Usage: "a shipped loop: " + strings.Join(loop.ShippedLoopNames(), ", ")},
 		),
 		Action: func(c *cli.Context) error {
+			if err := noArgs(c, "graph show", "mark a work item with --work-item"); err != nil {
+				return err
+			}
 			opts := &showOptions{Factory: f, Repo: readRepoFlags(c), Format: c.String("format"), WorkItem: c.String("work-item"), Loop: c.String("loop")}
 			switch opts.Format {
 			case "text", "json", "mermaid", "dot":
@@ -99,7 +104,13 @@ func runShow(ctx context.Context, opts *showOptions) error {
 			name = loop.WorkItemLoop
 		}
 		var err error
-		if g, err = loop.ShippedGraph(name); err != nil {
+		if g, err = shippedGraph(name); err != nil {
+			return err
+		}
+	} else if opts.WorkItem == "" && opts.Repo.PR == 0 {
+		// A graph file alone needs no repository.
+		var err error
+		if g, err = opts.Factory.graphFlag(opts.Repo); err != nil {
 			return err
 		}
 	} else {
@@ -109,11 +120,17 @@ func runShow(ctx context.Context, opts *showOptions) error {
 		}
 		g = rt.Graph()
 		if opts.WorkItem != "" {
-			rep, err := rt.Status(ctx, opts.WorkItem, false)
+			// Marked where check --recompute (the CI gate, the Stop hook)
+			// says the work item stands; a stored pointer elsewhere is
+			// said, not drawn.
+			rep, err := rt.Status(ctx, opts.WorkItem, true)
 			if err != nil {
 				return err
 			}
 			m = marksFrom(rep)
+			if stored, err := rt.Status(ctx, opts.WorkItem, false); err == nil && stored.CurrentNode != "" && stored.CurrentNode != rep.CurrentNode {
+				fmt.Fprintf(opts.Factory.IO.ErrOut, "note: %s is marked at %s (recomputed from the artifacts); its stored pointer is at %s\n", opts.WorkItem, rep.CurrentNode, stored.CurrentNode)
+			}
 		}
 	}
 	w := opts.Factory.IO.Out
@@ -137,6 +154,7 @@ type statusOptions struct {
 	Repo     repoFlags
 	WorkItem string
 	Format   string
+	Output   output
 }
 
 func newStatusCmd(f *Factory, runF func(*statusOptions) error) *cli.Command {
@@ -144,14 +162,17 @@ func newStatusCmd(f *Factory, runF func(*statusOptions) error) *cli.Command {
 		Name:      "status",
 		Usage:     "the work item's verdicts at its stored pointer (check without --recompute); exit 0 iff ok",
 		ArgsUsage: "WORK-ITEM",
-		Flags: append(repoFlagDefs(true), workItemFlag,
-			&cli.StringFlag{Name: "format", Value: "table", Usage: "table or json"}),
+		Flags: append(append(repoFlagDefs(true), workItemFlag,
+			&cli.StringFlag{Name: "format", Value: "table", Usage: "table or json"}), outputFlags()...),
 		Action: func(c *cli.Context) error {
 			id, err := workItemArg(c, "status")
 			if err != nil {
 				return err
 			}
 			opts := &statusOptions{Factory: f, Repo: readRepoFlags(c), WorkItem: id, Format: c.String("format")}
+			if opts.Output, err = readOutput(c, "graph status", &opts.Format); err != nil {
+				return err
+			}
 			if runF != nil {
 				return runF(opts)
 			}
@@ -164,7 +185,9 @@ func newStatusCmd(f *Factory, runF func(*statusOptions) error) *cli.Command {
 				return err
 			}
 			if opts.Format == "json" {
-				writeJSON(f.IO.Out, rep)
+				if err := opts.Output.write(f.IO.Out, rep); err != nil {
+					return err
+				}
 			} else {
 				writeReport(f.IO.Out, rep, rt.Graph().Name, false)
 			}
@@ -184,6 +207,7 @@ type completeOptions struct {
 	WorkItem string
 	Node     string
 	Actor    string
+	Output   output
 }
 
 func newCompleteCmd(f *Factory, runF func(*completeOptions) error) *cli.Command {
@@ -196,20 +220,24 @@ passes, the work item moves on and the reply names the node it now stands at;
 if not, the reply lists what is missing. At a human gate the answer is wait.
 
 The reply is JSON: {node, status, outcome, moved, currentNode, messages, reason}.
-Exit status is 0 for every answer (read status), 2 for bad usage.
+Exit status is 0 for every answer (read status), 1 for an unknown work item
+or no repository, 2 for bad usage.
 
 Example:
    loopctl graph complete issue-42`,
-		Flags: append(repoFlagDefs(true), workItemFlag,
+		Flags: append(append(repoFlagDefs(true), workItemFlag,
 			&cli.StringFlag{Name: "node", Usage: "the node you claim (default: the current one); a claim on another node is refused"},
 			&cli.StringFlag{Name: "actor", Value: "cli", Usage: "who claims, recorded in graph-state.json"},
-		),
+		), outputFlags()...),
 		Action: func(c *cli.Context) error {
 			id, err := workItemArg(c, "complete")
 			if err != nil {
 				return err
 			}
 			opts := &completeOptions{Factory: f, Repo: readRepoFlags(c), WorkItem: id, Node: c.String("node"), Actor: c.String("actor")}
+			if opts.Output, err = readOutput(c, "graph complete", nil); err != nil {
+				return err
+			}
 			if runF != nil {
 				return runF(opts)
 			}
@@ -229,8 +257,7 @@ func runComplete(ctx context.Context, opts *completeOptions) error {
 	if err != nil {
 		return err
 	}
-	writeJSON(opts.Factory.IO.Out, claim)
-	return nil
+	return opts.Output.write(opts.Factory.IO.Out, claim)
 }
 
 // --- advance ----------------------------------------------------------------
@@ -239,6 +266,7 @@ type advanceOptions struct {
 	Factory  *Factory
 	Repo     repoFlags
 	WorkItem string
+	Output   output
 }
 
 func newAdvanceCmd(f *Factory, runF func(*advanceOptions) error) *cli.Command {
@@ -247,14 +275,18 @@ func newAdvanceCmd(f *Factory, runF func(*advanceOptions) error) *cli.Command {
 		Usage:     "re-evaluate the current node and move on if it passes (no event: human gates wait)",
 		ArgsUsage: "WORK-ITEM",
 		Description: `advance accepts no event on purpose: the comments a gate reads come only from
-the daemon's ingress. Exit status: 0 for pass or wait, 1 for block or escalated.`,
-		Flags: append(repoFlagDefs(true), workItemFlag),
+the daemon's ingress. Exit status: 0 for pass or wait, 1 for block or escalated
+(or an unknown work item), 2 for bad usage.`,
+		Flags: append(append(repoFlagDefs(true), workItemFlag), outputFlags()...),
 		Action: func(c *cli.Context) error {
 			id, err := workItemArg(c, "advance")
 			if err != nil {
 				return err
 			}
 			opts := &advanceOptions{Factory: f, Repo: readRepoFlags(c), WorkItem: id}
+			if opts.Output, err = readOutput(c, "graph advance", nil); err != nil {
+				return err
+			}
 			if runF != nil {
 				return runF(opts)
 			}
@@ -271,7 +303,9 @@ the daemon's ingress. Exit status: 0 for pass or wait, 1 for block or escalated.
 			if err != nil {
 				return err
 			}
-			writeJSON(f.IO.Out, rep)
+			if err := opts.Output.write(f.IO.Out, rep); err != nil {
+				return err
+			}
 			if rep.Status != string(graph.StatusPass) && rep.Status != string(graph.StatusWait) {
 				return &exitError{code: exitFailed}
 			}
@@ -288,6 +322,7 @@ type runOptions struct {
 	WorkItem string
 	MaxNodes int
 	DryRun   bool
+	Create   bool
 }
 
 func newRunCmd(f *Factory, runF func(*runOptions) error) *cli.Command {
@@ -296,17 +331,26 @@ func newRunCmd(f *Factory, runF func(*runOptions) error) *cli.Command {
 		Usage:     "start the work item if needed and advance until it waits, blocks or ends",
 		ArgsUsage: "WORK-ITEM",
 		Description: `Exit status: 0 when the walk waits at a human gate or completes, 1 on a block,
-an escalation, or a node visited more than twice (a loop needing a human).`,
+an escalation, a node visited more than twice (a loop needing a human), or an
+unknown work item; 2 for bad usage.
+
+A work item without a spec directory is refused unless --create says to start
+a new one, so that a typo never starts a second work item.
+
+Examples:
+   loopctl graph run issue-42
+   loopctl graph run issue-43 --create`,
 		Flags: append(repoFlagDefs(true), workItemFlag,
 			&cli.IntFlag{Name: "max-nodes", Value: 20, Usage: "stop after this many advances"},
 			&cli.BoolFlag{Name: "dry-run", Usage: "print the stored-pointer status instead of walking"},
+			&cli.BoolFlag{Name: "create", Usage: "start a work item that has no spec directory yet (without it, an unknown id is refused: a typo never starts a new item)"},
 		),
 		Action: func(c *cli.Context) error {
 			id, err := workItemArg(c, "run")
 			if err != nil {
 				return err
 			}
-			opts := &runOptions{Factory: f, Repo: readRepoFlags(c), WorkItem: id, MaxNodes: c.Int("max-nodes"), DryRun: c.Bool("dry-run")}
+			opts := &runOptions{Factory: f, Repo: readRepoFlags(c), WorkItem: id, MaxNodes: c.Int("max-nodes"), DryRun: c.Bool("dry-run"), Create: c.Bool("create")}
 			if runF != nil {
 				return runF(opts)
 			}
@@ -329,7 +373,7 @@ func runRun(ctx context.Context, opts *runOptions) error {
 		writeReport(f.IO.Out, rep, rt.Graph().Name, false)
 		return nil
 	}
-	l, err := f.openLive(opts.Repo, opts.WorkItem)
+	l, err := f.openLiveWith(opts.Repo, opts.WorkItem, opts.Create)
 	if err != nil {
 		return err
 	}
@@ -379,6 +423,7 @@ type forceOptions struct {
 	To       string
 	Reason   string
 	Actor    string
+	Output   output
 }
 
 func newForceCmd(f *Factory, runF func(*forceOptions) error) *cli.Command {
@@ -394,17 +439,20 @@ still reports the bypassed gate as unmet.
 
 Example:
    loopctl graph force issue-42 --to design --reason "requirements approved in the planning meeting"`,
-		Flags: append(repoFlagDefs(true), workItemFlag,
+		Flags: append(append(repoFlagDefs(true), workItemFlag,
 			&cli.StringFlag{Name: "to", Required: true, Usage: "the node to move to"},
 			&cli.StringFlag{Name: "reason", Usage: "why (required)"},
 			&cli.StringFlag{Name: "actor", Usage: "who (default: (shell))"},
-		),
+		), outputFlags()...),
 		Action: func(c *cli.Context) error {
 			id, err := workItemArg(c, "force")
 			if err != nil {
 				return err
 			}
 			opts := &forceOptions{Factory: f, Repo: readRepoFlags(c), WorkItem: id, To: c.String("to"), Reason: c.String("reason"), Actor: c.String("actor")}
+			if opts.Output, err = readOutput(c, "graph force", nil); err != nil {
+				return err
+			}
 			if runF != nil {
 				return runF(opts)
 			}
@@ -428,7 +476,9 @@ func runForce(ctx context.Context, opts *forceOptions) error {
 	if err != nil {
 		return err
 	}
-	writeJSON(f.IO.Out, res)
+	if err := opts.Output.write(f.IO.Out, res); err != nil {
+		return err
+	}
 	for _, w := range res.Warnings {
 		fmt.Fprintln(f.IO.ErrOut, "warning:", w)
 	}
@@ -444,6 +494,8 @@ type skipOptions struct {
 	Tokens   []string
 	Reason   string
 	Actor    string
+	List     bool
+	Output   output
 }
 
 func newSkipCmd(f *Factory, runF func(*skipOptions) error) *cli.Command {
@@ -453,22 +505,29 @@ func newSkipCmd(f *Factory, runF func(*skipOptions) error) *cli.Command {
 		ArgsUsage: "WORK-ITEM",
 		Description: `A skip is a plan, not an amnesty: nodes already entered or behind the pointer
 are refused, as are nodes that are not skippable. --reason is required.
-Exit status: 0 if anything was declared, 1 if nothing was, 2 on refusal.
+Exit status: 0 if anything was declared, 1 if nothing new was (already
+declared), 2 on refusal (no reason, an unknown or unskippable node or set,
+every node refused).
 
-Example:
+Examples:
+   loopctl graph skip issue-42 --list
    loopctl graph skip issue-42 --set review-chain --reason "docs-only change"`,
-		Flags: append(repoFlagDefs(true), workItemFlag,
+		Flags: append(append(repoFlagDefs(true), workItemFlag,
 			&cli.StringSliceFlag{Name: "node", Usage: "a skippable node (repeatable)"},
 			&cli.StringSliceFlag{Name: "set", Usage: "a skip set of the graph (repeatable)"},
+			&cli.BoolFlag{Name: "list", Usage: "list the graph's skip sets and skippable nodes instead of declaring"},
 			&cli.StringFlag{Name: "reason", Usage: "why (required)"},
 			&cli.StringFlag{Name: "actor", Usage: "who (default: (shell))"},
-		),
+		), outputFlags()...),
 		Action: func(c *cli.Context) error {
 			id, err := workItemArg(c, "skip")
 			if err != nil {
 				return err
 			}
-			opts := &skipOptions{Factory: f, Repo: readRepoFlags(c), WorkItem: id, Tokens: append(c.StringSlice("node"), c.StringSlice("set")...), Reason: c.String("reason"), Actor: c.String("actor")}
+			opts := &skipOptions{Factory: f, Repo: readRepoFlags(c), WorkItem: id, Tokens: append(c.StringSlice("node"), c.StringSlice("set")...), Reason: c.String("reason"), Actor: c.String("actor"), List: c.Bool("list")}
+			if opts.Output, err = readOutput(c, "graph skip", nil); err != nil {
+				return err
+			}
 			if runF != nil {
 				return runF(opts)
 			}
@@ -479,8 +538,16 @@ Example:
 
 func runSkip(ctx context.Context, opts *skipOptions) error {
 	f := opts.Factory
+	if opts.List {
+		rt, err := f.openCheck(opts.Repo, opts.WorkItem)
+		if err != nil {
+			return err
+		}
+		writeSkippable(f.IO.Out, rt.Graph())
+		return nil
+	}
 	if len(opts.Tokens) == 0 {
-		return failWith(exitRefused, "refused: name at least one node (--node) or skip set (--set) to declare")
+		return failWith(exitRefused, "refused: name at least one node (--node) or skip set (--set) to declare; --list shows them")
 	}
 	l, err := f.openLive(opts.Repo, opts.WorkItem)
 	if err != nil {
@@ -488,6 +555,9 @@ func runSkip(ctx context.Context, opts *skipOptions) error {
 	}
 	defer l.close()
 	f.warn(l.warnings)
+	if err := checkSkipTokens(l.rt.Graph(), opts.Tokens); err != nil {
+		return err
+	}
 	res, err := l.rt.DeclareSkips(ctx, opts.WorkItem, opts.Tokens, opts.Reason, opts.Actor)
 	if errors.Is(err, graph.ErrReasonRequired) {
 		return failWith(exitRefused, "refused: %v", err)
@@ -495,11 +565,71 @@ func runSkip(ctx context.Context, opts *skipOptions) error {
 	if err != nil {
 		return err
 	}
-	writeJSON(f.IO.Out, res)
-	if len(res.Declared) == 0 {
-		return &exitError{code: exitFailed}
+	if err := opts.Output.write(f.IO.Out, res); err != nil {
+		return err
+	}
+	for _, rj := range res.Rejected {
+		fmt.Fprintf(f.IO.ErrOut, "refused: %s: %s\n", rj.Token, rj.Why)
+	}
+	switch {
+	case len(res.Declared) > 0:
+		return nil
+	case len(res.Rejected) > 0:
+		return &exitError{code: exitRefused}
+	}
+	return &exitError{code: exitFailed}
+}
+
+// skippable returns the graph's skip sets and skippable nodes.
+func skippable(g *graph.Graph) (sets, nodes []string) {
+	for _, s := range g.SkipSets() {
+		sets = append(sets, s.Name)
+	}
+	for _, n := range g.Nodes() {
+		if n.Skippable && !n.Required {
+			nodes = append(nodes, n.ID)
+		}
+	}
+	return sets, nodes
+}
+
+// checkSkipTokens refuses (exit 2) a token that is neither a skip set nor a
+// skippable node, naming what exists.
+func checkSkipTokens(g *graph.Graph, tokens []string) error {
+	sets, nodes := skippable(g)
+	for _, t := range tokens {
+		t = strings.TrimSpace(t)
+		if slices.Contains(sets, t) || slices.Contains(nodes, t) {
+			continue
+		}
+		msg := fmt.Sprintf("refused: %q is not a skip set or skippable node of %s", t, g.Name)
+		if near := loop.Nearest(t, append(slices.Clone(sets), nodes...)); len(near) > 0 {
+			msg += "; did you mean " + strings.Join(near, " or ") + "?"
+		}
+		msg += fmt.Sprintf("\n  skip sets (--set): %s\n  skippable nodes (--node): %s", orNone(sets), orNone(nodes))
+		return failWith(exitRefused, "%s", msg)
 	}
 	return nil
+}
+
+func orNone(s []string) string {
+	if len(s) == 0 {
+		return "(none)"
+	}
+	return strings.Join(s, ", ")
+}
+
+func writeSkippable(w io.Writer, g *graph.Graph) {
+	tw := tabwriter.NewWriter(w, 2, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "KIND\tNAME\tNODES")
+	for _, s := range g.SkipSets() {
+		fmt.Fprintf(tw, "set\t%s\t%s\n", s.Name, strings.Join(s.Members, ", "))
+	}
+	_, nodes := skippable(g)
+	for _, n := range nodes {
+		fmt.Fprintf(tw, "node\t%s\t%s\n", n, n)
+	}
+	tw.Flush()
 }
 
 // --- hooks ------------------------------------------------------------------
@@ -508,11 +638,18 @@ func newHooksCmd(f *Factory, runF func(*showOptions) error) *cli.Command {
 	return &cli.Command{
 		Name:  "hooks",
 		Usage: "list the registered hooks, the integration operations each needs, and where the graph uses them",
-		Flags: append(repoFlagDefs(false),
+		Flags: append(append(repoFlagDefs(false),
 			&cli.StringFlag{Name: "loop", Usage: "a shipped loop (default: pdlc-work-item-loop)"},
-			&cli.StringFlag{Name: "format", Value: "table", Usage: "table or json"}),
+			&cli.StringFlag{Name: "format", Value: "table", Usage: "table or json"}), outputFlags()...),
 		Action: func(c *cli.Context) error {
+			if err := noArgs(c, "graph hooks", ""); err != nil {
+				return err
+			}
 			opts := &showOptions{Factory: f, Repo: readRepoFlags(c), Loop: c.String("loop"), Format: c.String("format")}
+			var err error
+			if opts.Output, err = readOutput(c, "graph hooks", &opts.Format); err != nil {
+				return err
+			}
 			if runF != nil {
 				return runF(opts)
 			}
@@ -533,16 +670,14 @@ func runHooks(opts *showOptions) error {
 	if name == "" {
 		name = loop.WorkItemLoop
 	}
-	g, err := loop.ShippedGraph(name)
+	g, err := shippedGraph(name)
 	if err != nil {
 		return err
 	}
 	if opts.Repo.GraphFile != "" {
-		rt, err := opts.Factory.openCheck(opts.Repo, "")
-		if err != nil {
+		if g, err = opts.Factory.graphFlag(opts.Repo); err != nil {
 			return err
 		}
-		g = rt.Graph()
 	}
 	used := map[string][]string{}
 	use := func(hook, where string) {
@@ -571,8 +706,7 @@ func runHooks(opts *showOptions) error {
 	}
 	sort.Slice(infos, func(i, j int) bool { return infos[i].Name < infos[j].Name })
 	if opts.Format == "json" {
-		writeJSON(opts.Factory.IO.Out, infos)
-		return nil
+		return opts.Output.write(opts.Factory.IO.Out, infos)
 	}
 	tw := tabwriter.NewWriter(opts.Factory.IO.Out, 2, 4, 2, ' ', 0)
 	fmt.Fprintf(tw, "HOOK\tNEEDS\tUSED IN %s\tWHAT IT CHECKS OR DOES\n", g.Name)

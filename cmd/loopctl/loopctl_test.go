@@ -6,6 +6,7 @@ import (
 	"errors"
 	"io/fs"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"sort"
 	"strings"
@@ -158,9 +159,9 @@ func TestCheckExitCodesAndFormats(t *testing.T) {
 
 	io.out.Reset()
 	code = Main([]string{"loopctl", "check", "issue-42", "--repo", filepath.Join(repo, "missing"), "--format", "json"}, f)
-	require.Equal(t, exitFailed, code)
+	require.Equal(t, exitRefused, code)
 	require.Contains(t, io.out.String(), `"repoResolved": false`)
-	require.Contains(t, io.err.String(), "pass its root with --repo")
+	require.Contains(t, io.err.String(), "--repo "+filepath.Join(repo, "missing")+" is not a directory; pass the repository's root")
 }
 
 func TestGraphCompleteEnvelopeAndForceRefusals(t *testing.T) {
@@ -318,4 +319,8 @@ func TestDemoWalksToComplete(t *testing.T) {
 	require.True(t, strings.HasPrefix(string(req), "---\nstatus: approved\napprovedBy: [\"@dana\"]\n---\n"), "the gate wrote the lock")
 	_, err = os.Stat(filepath.Join(dir, ".git"))
 	require.NoError(t, err, "a real git repository")
+	tracked, err := exec.Command("git", "-C", dir, "ls-files").Output()
+	require.NoError(t, err)
+	require.NotContains(t, string(tracked), "graph-state.lock", "lock files are not committed")
+	require.Contains(t, string(tracked), "docs/specs/issue-1/graph-state.json")
 }

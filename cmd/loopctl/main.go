@@ -8,7 +8,17 @@
 //	go run ./cmd/loopctl demo
 package main
 
-import "os"
+import (
+	"os"
+	"runtime"
+)
+
+func init() {
+	// As in loop-gate: a process that lives for milliseconds (check
+	// --recompute in CI, completion on every tab) has no use for heap
+	// profiling, whose bucket tables cost page faults on every start.
+	runtime.MemProfileRate = 0
+}
 
 func main() {
 	os.Exit(Main(os.Args, systemFactory()))

@@ -16,6 +16,7 @@ type verifyOptions struct {
 	Repo    repoFlags
 	Loop    string
 	Format  string
+	Output  output
 }
 
 func newVerifyCmd(f *Factory, runF func(*verifyOptions) error) *cli.Command {
@@ -28,15 +29,23 @@ func newVerifyCmd(f *Factory, runF func(*verifyOptions) error) *cli.Command {
   human-gates-exit-through-classify       gates move only on a classified reply
   skippable-nodes-route-on-skipped        every declared skip can be routed around
   phase-selection-cannot-be-routed-around choosing the phases cannot be skipped
+  a-terminal-node-is-reachable            a walk can finish without force
 
 Each guarantee prints proved, violated (with a counterexample path) or n/a.
 Exit status 1 on any violation. Without --graph or --loop, every shipped loop
 is verified.`,
-		Flags: append(repoFlagDefs(false),
+		Flags: append(append(repoFlagDefs(false),
 			&cli.StringFlag{Name: "loop", Usage: "one shipped loop"},
-			&cli.StringFlag{Name: "format", Value: "text", Usage: "text or json"}),
+			&cli.StringFlag{Name: "format", Value: "text", Usage: "text or json"}), outputFlags()...),
 		Action: func(c *cli.Context) error {
+			if err := noArgs(c, "graph verify", "name a graph with --graph or --loop"); err != nil {
+				return err
+			}
 			opts := &verifyOptions{Factory: f, Repo: readRepoFlags(c), Loop: c.String("loop"), Format: c.String("format")}
+			var err error
+			if opts.Output, err = readOutput(c, "graph verify", &opts.Format); err != nil {
+				return err
+			}
 			if runF != nil {
 				return runF(opts)
 			}
@@ -48,26 +57,29 @@ is verified.`,
 type verifiedGraph struct {
 	Graph      string           `json:"graph"`
 	Guarantees []loop.Guarantee `json:"guarantees"`
+	// Warnings are the graph's compile warnings (an unreachable node, an
+	// edge never taken).
+	Warnings []string `json:"warnings"`
 }
 
 func runVerify(_ context.Context, opts *verifyOptions) error {
 	var gs []*graph.Graph
 	switch {
 	case opts.Repo.GraphFile != "":
-		rt, err := opts.Factory.openCheck(opts.Repo, "")
+		g, err := opts.Repo.graph()
 		if err != nil {
 			return err
 		}
-		gs = append(gs, rt.Graph())
+		gs = append(gs, g)
 	case opts.Loop != "":
-		g, err := loop.ShippedGraph(opts.Loop)
+		g, err := shippedGraph(opts.Loop)
 		if err != nil {
 			return err
 		}
 		gs = append(gs, g)
 	default:
 		for _, name := range loop.ShippedLoopNames() {
-			g, err := loop.ShippedGraph(name)
+			g, err := shippedGraph(name)
 			if err != nil {
 				return err
 			}
@@ -81,7 +93,10 @@ func runVerify(_ context.Context, opts *verifyOptions) error {
 		if name == "" {
 			name = g.Source
 		}
-		vg := verifiedGraph{Graph: name, Guarantees: loop.Verify(g)}
+		vg := verifiedGraph{Graph: name, Guarantees: loop.Verify(g), Warnings: []string{}}
+		for _, w := range g.Warnings() {
+			vg.Warnings = append(vg.Warnings, w.String())
+		}
 		for _, gr := range vg.Guarantees {
 			if gr.Verdict == loop.Violated {
 				violated = true
@@ -91,10 +106,15 @@ func runVerify(_ context.Context, opts *verifyOptions) error {
 	}
 	w := opts.Factory.IO.Out
 	if opts.Format == "json" {
-		writeJSON(w, out)
+		if err := opts.Output.write(w, out); err != nil {
+			return err
+		}
 	} else {
 		for _, vg := range out {
 			fmt.Fprintln(w, vg.Graph)
+			for _, warn := range vg.Warnings {
+				fmt.Fprintf(w, "  warning   %s\n", warn)
+			}
 			for _, gr := range vg.Guarantees {
 				fmt.Fprintf(w, "  %-9s %s\n", gr.Verdict, gr.Name)
 				fmt.Fprintf(w, "            %s\n", gr.Detail)

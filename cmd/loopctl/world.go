@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"path/filepath"
 	"strings"
 
 	"github.com/urfave/cli/v2"
@@ -27,9 +28,9 @@ type repoFlags struct {
 
 func repoFlagDefs(withPR bool) []cli.Flag {
 	fl := []cli.Flag{
-		&cli.StringFlag{Name: "repo", Usage: "repository root (default: the current directory)"},
+		&cli.StringFlag{Name: "repo", Usage: "repository root (default: found from the current directory upwards, as git does)"},
 		&cli.StringFlag{Name: "graph", Usage: "load this graph file instead of the shipped loop (graph authors, conformance)", TakesFile: true},
-		&cli.StringFlag{Name: "config", Usage: "the operator's cli-config.yaml (default: $THE_LOOP_CLI_CONFIG, ./.the-loop/cli-config.yaml, ~/.the-loop/cli-config.yaml)", TakesFile: true},
+		&cli.StringFlag{Name: "config", Usage: "the operator's cli-config.yaml (default: $THE_LOOP_CLI_CONFIG, the repository's .the-loop/cli-config.yaml, ~/.the-loop/cli-config.yaml)", TakesFile: true},
 	}
 	if withPR {
 		fl = append(fl,
@@ -51,45 +52,141 @@ func readRepoFlags(c *cli.Context) repoFlags {
 	return rf
 }
 
+// repoRoot is the repository a verb works on: --repo, else the root found
+// by walking up from the working directory (loop.FindRoot). Outside any
+// repository it refuses (exit 1) with the fix, so that nothing is ever
+// created relative to an arbitrary working directory.
 func (f *Factory) repoRoot(rf repoFlags) (string, error) {
-	if rf.Repo != "" {
-		return rf.Repo, nil
+	cwd := ""
+	if rf.Repo == "" {
+		var err error
+		if cwd, err = f.Getwd(); err != nil {
+			return "", err
+		}
 	}
-	return f.Getwd()
+	root, err := loop.ResolveRoot(rf.Repo, cwd)
+	switch {
+	case err != nil && rf.Repo != "":
+		return "", failWith(exitRefused, "loopctl: %v", err) // a bad --repo is bad usage
+	case err != nil:
+		return "", failWith(exitFailed, "loopctl: %v", err)
+	}
+	return root, nil
 }
 
-func (f *Factory) cliConfig(path string) (loop.CLIConfig, error) {
-	return loop.LoadCLIConfig(loop.CLIConfigSource{
+// openRepo opens the repository and, when id is not empty, requires the
+// work item to exist (loop.ErrNoSuchWorkItem, exit 1, naming the nearest
+// known ids).
+func (f *Factory) openRepo(rf repoFlags, specDir, id string) (*loop.Repo, error) {
+	root, err := f.repoRoot(rf)
+	if err != nil {
+		return nil, err
+	}
+	repo, err := loop.OpenRepo(root, specDir)
+	if err != nil {
+		return nil, err
+	}
+	if id != "" {
+		if err := repo.RequireWorkItem(id); err != nil {
+			return nil, workItemError(err)
+		}
+	}
+	return repo, nil
+}
+
+// workItemError maps a refused work item to its exit code: an invalid id is
+// bad usage (2), an unknown one is not found (1).
+func workItemError(err error) error {
+	switch {
+	case errors.Is(err, loop.ErrInvalidID):
+		return failWith(exitRefused, "loopctl: %v", err)
+	case errors.Is(err, loop.ErrNoSuchWorkItem):
+		return failWith(exitFailed, "loopctl: %v", err)
+	}
+	return err
+}
+
+// cliConfig loads the operator's CLI config. ./.the-loop/cli-config.yaml is
+// looked up in root (the repository), and relative state and event-log
+// paths are taken relative to root, never to the working directory.
+func (f *Factory) cliConfig(path, root string) (loop.CLIConfig, error) {
+	cfg, err := loop.LoadCLIConfig(loop.CLIConfigSource{
 		Path:      path,
 		LookupEnv: func(k string) (string, bool) { v := f.Getenv(k); return v, v != "" },
 		HomeDir:   f.HomeDir,
+		WorkDir:   root,
 	})
+	if err != nil {
+		return cfg, failWith(exitRefused, "loopctl: %v", err)
+	}
+	if root != "" {
+		if cfg.EventLogPath != "" && !filepath.IsAbs(cfg.EventLogPath) {
+			cfg.EventLogPath = filepath.Join(root, cfg.EventLogPath)
+		}
+		if cfg.StateRoot != "" && !filepath.IsAbs(cfg.StateRoot) {
+			cfg.StateRoot = filepath.Join(root, cfg.StateRoot)
+		}
+	}
+	return cfg, nil
 }
 
 // openCheck opens a runtime for pure evaluation: no CLI config, no
 // integrations, no event log, no subprocess.
 func (f *Factory) openCheck(rf repoFlags, workItem string) (*graph.Runtime, error) {
-	root, err := f.repoRoot(rf)
+	repo, err := f.openRepo(rf, "", workItem)
 	if err != nil {
 		return nil, err
 	}
+	g, err := f.graphFlag(rf)
+	if err != nil {
+		return nil, err
+	}
+	return repo.Runtime(loop.Options{Graph: g, WorkItem: workItem, PR: rf.PR, PRRepo: rf.PRRepo, Clock: f.Clock})
+}
+
+// graphFlag compiles --graph and prints its compile warnings (unreachable
+// nodes, no reachable terminal node) on stderr.
+func (f *Factory) graphFlag(rf repoFlags) (*graph.Graph, error) {
 	g, err := rf.graph()
 	if err != nil {
 		return nil, err
 	}
-	return loop.Open(root, loop.Options{Graph: g, WorkItem: workItem, PR: rf.PR, PRRepo: rf.PRRepo, Clock: f.Clock})
+	if g != nil {
+		for _, w := range g.Warnings() {
+			fmt.Fprintln(f.IO.ErrOut, "warning:", w)
+		}
+	}
+	return g, nil
 }
 
 // graph compiles --graph FILE against theloop's hooks (nil without --graph).
 func (rf repoFlags) graph() (*graph.Graph, error) {
+	return loadGraphFile(rf.GraphFile)
+}
+
+// shippedGraph is loop.ShippedGraph with an unknown --loop as bad usage.
+func shippedGraph(name string) (*graph.Graph, error) {
+	g, err := loop.ShippedGraph(name)
+	if err != nil {
+		return nil, failWith(exitRefused, "loopctl: --loop: %v", err)
+	}
+	return g, nil
+}
+
+func loadGraphFile(file string) (*graph.Graph, error) {
+	rf := repoFlags{GraphFile: file}
 	if rf.GraphFile == "" {
 		return nil, nil
 	}
 	src, err := os.ReadFile(rf.GraphFile)
 	if err != nil {
-		return nil, fmt.Errorf("--graph: %w", err)
+		return nil, failWith(exitRefused, "loopctl: --graph: %v", err)
 	}
-	return graphfile.Load(rf.GraphFile, src, loop.ShippedHooks())
+	g, err := graphfile.Load(rf.GraphFile, src, loop.ShippedHooks())
+	if err != nil {
+		return nil, failWith(exitRefused, "loopctl: --graph: %v", err)
+	}
+	return g, nil
 }
 
 // live is a runtime for a verb that may change state: it records events,
@@ -102,11 +199,35 @@ type live struct {
 }
 
 func (f *Factory) openLive(rf repoFlags, workItem string) (*live, error) {
+	return f.openLiveWith(rf, workItem, false)
+}
+
+// openLiveWith is openLive; create lets a work item without a spec
+// directory through (an explicit start: graph run --create).
+func (f *Factory) openLiveWith(rf repoFlags, workItem string, create bool) (*live, error) {
 	root, err := f.repoRoot(rf)
 	if err != nil {
 		return nil, err
 	}
-	cfg, err := f.cliConfig(rf.Config)
+	cfg, err := f.cliConfig(rf.Config, root)
+	if err != nil {
+		return nil, err
+	}
+	// Every refusal comes before the first write (the event log's
+	// directory): a typo must leave the repository as it was.
+	repo, err := loop.OpenRepo(root, cfg.GraphSpecDir)
+	if err != nil {
+		return nil, err
+	}
+	if create {
+		err = loop.ValidateWorkItemID(workItem)
+	} else {
+		err = repo.RequireWorkItem(workItem)
+	}
+	if err != nil {
+		return nil, workItemError(err)
+	}
+	g, err := f.graphFlag(rf)
 	if err != nil {
 		return nil, err
 	}
@@ -130,16 +251,6 @@ func (f *Factory) openLive(rf repoFlags, workItem string) (*live, error) {
 		}
 		integ = i
 		l.warnings = append(l.warnings, warns...)
-	}
-	repo, err := loop.OpenRepo(root, cfg.GraphSpecDir)
-	if err != nil {
-		l.close()
-		return nil, err
-	}
-	g, err := rf.graph()
-	if err != nil {
-		l.close()
-		return nil, err
 	}
 	rt, err := repo.Runtime(loop.Options{
 		Graph: g, WorkItem: workItem, PR: rf.PR, PRRepo: rf.PRRepo,

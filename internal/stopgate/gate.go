@@ -4,7 +4,8 @@
 // One stop is one pure check: the gate reads the harness's Stop payload,
 // finds the work item ($THE_LOOP_WORK_ITEM, else the session registry by the
 // payload's session id) and the repository (the payload's directory, walked
-// up to the one holding .git), runs `check --recompute` in-process, and
+// up to the one holding .git or the harness config, as loopctl does), runs
+// `check --recompute` in-process (an unknown work item is said on stderr), and
 // answers. Only a block at the current node blocks; a human gate (wait) and a
 // satisfied node let the agent stop. It blocks at most MaxAttempts times in a
 // row per work item and node, then gives up.
@@ -103,7 +104,16 @@ func (o Options) withDefaults() Options {
 // RecomputeCheck is `loopctl check <id> --recompute` in-process: it opens
 // the repository's loop for the work item and evaluates every node, purely.
 func RecomputeCheck(ctx context.Context, repoRoot, workItem string) (*graph.Report, error) {
-	rt, err := loop.Open(repoRoot, loop.Options{WorkItem: workItem})
+	repo, err := loop.OpenRepo(repoRoot, "")
+	if err != nil {
+		return nil, err
+	}
+	// A mistyped $THE_LOOP_WORK_ITEM must not pass as an empty work item
+	// that merely waits: say so (the gate still fails open).
+	if err := repo.RequireWorkItem(workItem); err != nil {
+		return nil, err
+	}
+	rt, err := repo.Runtime(loop.Options{WorkItem: workItem})
 	if err != nil {
 		return nil, err
 	}
@@ -337,9 +347,10 @@ func workItem(o Options, p Payload) (id, hint, note string) {
 	return s.WorkItem, s.Cwd, ""
 }
 
-// FindRepoRoot walks up from dir to the directory holding .git (a directory
-// in a clone, a file in a worktree) and returns it with symlinks resolved. It
-// runs no program.
+// FindRepoRoot walks up from dir to the repository root as loop.FindRoot
+// does (the directory holding .git — a directory in a clone, a file in a
+// worktree — or theloop's harness config) and returns it with symlinks
+// resolved. It runs no program.
 func FindRepoRoot(dir string) (string, error) {
 	abs, err := filepath.Abs(dir)
 	if err != nil {
@@ -348,17 +359,9 @@ func FindRepoRoot(dir string) (string, error) {
 	if st, err := os.Stat(abs); err != nil || !st.IsDir() {
 		return "", fmt.Errorf("the session's directory %s does not exist or is not a directory", abs)
 	}
-	if real, err := filepath.EvalSymlinks(abs); err == nil {
-		abs = real
+	root, ok := loop.FindRoot(abs)
+	if !ok {
+		return "", fmt.Errorf("no git repository at or above %s", abs)
 	}
-	for d := abs; ; {
-		if _, err := os.Lstat(filepath.Join(d, ".git")); err == nil {
-			return d, nil
-		}
-		parent := filepath.Dir(d)
-		if parent == d {
-			return "", fmt.Errorf("no git repository at or above %s", abs)
-		}
-		d = parent
-	}
+	return root, nil
 }

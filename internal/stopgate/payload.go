@@ -69,6 +69,11 @@ var ErrPayload = errors.New("stop payload is not a JSON object")
 // and no error. Input that is not a JSON object yields the zero Payload and
 // an error wrapping ErrPayload. It never panics.
 func ParsePayload(data []byte) (Payload, error) {
+	if len(data) >= MaxPayloadBytes {
+		// The reader stopped at the bound: what is here is a cut-off
+		// document, and "unexpected end of JSON input" would hide why.
+		return Payload{}, fmt.Errorf("%w: the payload is %d bytes or more (the limit; a Stop payload is a few hundred bytes), so it was not read", ErrPayload, MaxPayloadBytes)
+	}
 	data = bytes.TrimSpace(bytes.TrimPrefix(data, utf8BOM))
 	if len(data) == 0 {
 		return Payload{}, nil

@@ -376,7 +376,7 @@ func TestNewcomerCompletionCandidates(t *testing.T) {
 		words []string
 		want  []string
 	}{
-		{[]string{""}, []string{"check", "completion", "demo", "events", "graph", "help", "install", "version"}},
+		{[]string{""}, []string{"check", "completion", "demo", "events", "graph", "help", "install", "uninstall", "version"}},
 		{[]string{"ch"}, []string{"check"}},
 		{[]string{"check", "is"}, []string{"issue-1", "issue-239"}},
 		{[]string{"check", "issue-1", ""}, nil},

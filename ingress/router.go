@@ -272,4 +272,3 @@ func refsString(refs []integrations.Ref) string {
 	}
 	return b.String()
 }
-

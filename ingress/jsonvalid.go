@@ -1,5 +1,14 @@
 package ingress
 
+import "encoding/binary"
+
+// Word constants of scanString's eight-byte skip.
+const (
+	lsb = 0x0101010101010101
+	msb = 0x8080808080808080
+	ctl = 0x2020202020202020 // bytes below 0x20
+)
+
 // maxJSONDepth bounds nesting before a payload is parsed (fastjson's own
 // limit; GitHub payloads nest fewer than 10 levels).
 const maxJSONDepth = 300
@@ -137,6 +146,22 @@ func hasLit(b []byte, i int, lit string) bool {
 func scanString(b []byte, i int) (int, bool) {
 	i++
 	for i < len(b) {
+		// Skip eight plain bytes at a time: none is '"', '\\' or a control
+		// character. A flagged word is re-read byte by byte below (the
+		// borrow can flag a byte after a true hit, never before one).
+		for i+8 <= len(b) {
+			x := binary.LittleEndian.Uint64(b[i:])
+			q := x ^ 0x2222222222222222 // '"'
+			s := x ^ 0x5c5c5c5c5c5c5c5c // '\\'
+			hit := ((q - lsb) &^ q) | ((s - lsb) &^ s) | ((x - ctl) &^ x)
+			if hit&msb != 0 {
+				break
+			}
+			i += 8
+		}
+		if i >= len(b) {
+			break
+		}
 		c := b[i]
 		switch {
 		case c == '"':

@@ -1,14 +1,3 @@
-// Package ingress turns GitHub activity into one stream of routed events.
-//
-// Two ingresses feed it — the webhook receiver (push) and the poller (pull,
-// for hosts GitHub cannot reach) — and both produce the same Event, handed to
-// a Sink that the daemon implements with a durable queue. The package owns
-// everything between the wire and that hand-off: signature verification
-// (fail-closed), the event filter, delivery dedup, the repository bound,
-// work-item extraction, the self-authored drop, authorization and control
-// keywords. It starts no tmux session, calls no graph runtime and posts
-// nothing to GitHub on the request path: the receiver answers 202 only after
-// the Sink has kept the event, and before any other work.
 package ingress
 
 import (

@@ -440,11 +440,17 @@ func (p *Poller) pollItem(ctx context.Context, it pollItem, st *CycleStats) (cal
 			continue
 		}
 		ev := p.commentEvent(it, refs, c)
+		dedup := p.d.Router.dedup
+		if dedup.Seen(ev.ContentKey(), p.d.Clock.Now()) {
+			ledger.Resolve(c.key) // the webhook already delivered it
+			continue
+		}
 		if err := p.put(ctx, ev); err != nil {
 			ledger.CommentAttempts[c.key]++
 			st.Failures++
 			break // keep the thread's order: the rest waits for this one
 		}
+		dedup.Mark(ev.ContentKey(), p.d.Clock.Now())
 		ledger.Resolve(c.key)
 		st.CommentsForwarded++
 	}

@@ -474,3 +474,27 @@ func TestNewPollerValidates(t *testing.T) {
 	require.ErrorIs(t, err, ErrInvalidConfig)
 	require.True(t, strings.Contains(err.Error(), "bad"))
 }
+
+// TestPollerSkipsWhatTheWebhookDelivered: one change, one event, whichever
+// ingress saw it first.
+func TestPollerSkipsWhatTheWebhookDelivered(t *testing.T) {
+	w := newPollWorld(t)
+	w.gh.add(&ghIssue{number: 15, author: "alice", labels: []string{autoLabel}})
+	w.cycle(t)
+	id := w.gh.comment(15, "alice", "looks good")
+	recv, err := NewReceiver(testConfig(), ReceiverDeps{Sink: w.sink, Router: w.poller.d.Router})
+	require.NoError(t, err)
+	n, _ := strconv.Atoi(id)
+	body := mustJSON(t, map[string]any{
+		"action": "created", "repository": repoJSON("octo/repo"), "issue": map[string]any{"number": 15},
+		"comment": map[string]any{"id": n, "body": "looks good", "updated_at": "2026-01-01T00:00:00Z", "user": map[string]any{"login": "alice"}},
+	})
+	rec := serve(recv, delivery{event: "issue_comment", id: "gh-guid", body: body}.request([]byte("s3cret")))
+	require.Equal(t, 202, rec.Code)
+	require.Len(t, w.sink.all(), 2)
+	w.cycle(t)
+	require.Len(t, w.sink.all(), 2)
+	l, err := w.store.PollLedger(mustRef(t, "github:octo/repo#15"))
+	require.NoError(t, err)
+	require.True(t, l.Seen("comment-"+id))
+}

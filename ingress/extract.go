@@ -85,6 +85,7 @@ func hostOfURL(s string) string {
 // payload is the top-level fields of a webhook payload the router reads,
 // with the issue and pull-request objects read once.
 type payload struct {
+	doc *doc
 	action, repository, sender, comment, review, label,
 	workflowRun, checkRun, checkSuite, branches jv
 	issue, pullRequest entity
@@ -103,32 +104,35 @@ var payloadKeys = []string{"action", "repository", "sender", "comment", "review"
 
 var entityKeys = []string{"number", "closingIssuesReferences", "head", "headRefName", "body", "labels", "html_url", "pull_request"}
 
-func readEntity(v jv) entity {
+func readEntity(d *doc, v jv) entity {
 	if v.kind() != '{' {
 		return entity{}
 	}
 	var f [8]jv
-	v.fields(entityKeys, f[:])
+	d.fields(v, entityKeys, f[:])
 	return entity{true, f[0], f[1], f[2], f[3], f[4], f[5], f[6], f[7]}
 }
 
-// readPayload reads the top level of a validated JSON object in one pass.
-func readPayload(b []byte) (payload, bool) {
-	v := jv(b[skipWS(b, 0):])
+// readPayload reads the top level of a validated JSON object (d.idx, when
+// set, is validate's index of d.b).
+func readPayload(d *doc) (payload, bool) {
+	v := jv(d.b[skipWS(d.b, 0):])
 	if v.kind() != '{' {
 		return payload{}, false
 	}
 	var f [12]jv
-	v.fields(payloadKeys, f[:])
-	return payload{action: f[0], repository: f[1], sender: f[2], comment: f[3], review: f[4],
-		issue: readEntity(f[5]), pullRequest: readEntity(f[6]), label: f[7],
+	d.fields(v, payloadKeys, f[:])
+	return payload{doc: d, action: f[0], repository: f[1], sender: f[2], comment: f[3], review: f[4],
+		issue: readEntity(d, f[5]), pullRequest: readEntity(d, f[6]), label: f[7],
 		workflowRun: f[8], checkRun: f[9], checkSuite: f[10], branches: f[11]}, true
 }
+
+var repoKeys = []string{"full_name", "html_url"}
 
 // payloadRepo reads repository.full_name and the host (daemon-spec §4.1).
 func payloadRepo(p *payload, e *entity) (repoOf, bool) {
 	var f [2]jv
-	p.repository.fields([]string{"full_name", "html_url"}, f[:])
+	p.doc.fields(p.repository, repoKeys, f[:])
 	owner, repo, ok := strings.Cut(f[0].string(), "/")
 	if !ok || !plainName(owner) || !plainName(repo) {
 		return repoOf{}, false

@@ -84,9 +84,18 @@ func FuzzValidJSON(f *testing.F) {
 func FuzzLazyJSON(f *testing.F) {
 	seedPayloads(f, func(b []byte) { f.Add(b) })
 	f.Fuzz(func(t *testing.T, b []byte) {
-		pl, ok := readPayload(append([]byte(" "), b...)) // never panics, valid or not
-		if !validJSON(b) {
+		pl, ok := readPayload(&doc{b: append([]byte(" "), b...)}) // never panics, valid or not
+		var idx jsonIndex
+		if !validate(b, &idx) {
 			return
+		}
+		// The indexed reads and the byte scans agree.
+		withIdx, okIdx := readPayload(&doc{b: b, idx: &idx})
+		if okIdx != ok || withIdx.action.string() != pl.action.string() ||
+			withIdx.doc.get(withIdx.repository, "full_name").string() != pl.repository.get("full_name").string() ||
+			withIdx.doc.get(withIdx.comment, "body").string() != pl.comment.get("body").string() ||
+			intOf(withIdx.issue.number) != intOf(pl.issue.number) {
+			t.Fatalf("indexed and scanned reads differ on %q", b)
 		}
 		var m map[string]any
 		dec := json.NewDecoder(bytes.NewReader(b))

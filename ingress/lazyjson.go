@@ -217,3 +217,56 @@ func skipValue(v []byte, i int) int {
 		return j
 	}
 }
+
+// doc is a validated document and the index validate built for it. Its
+// reads answer from the index for indexed objects and fall back to the
+// byte scan of jv elsewhere, with the same results (FuzzLazyJSON).
+type doc struct {
+	b   []byte
+	idx *jsonIndex
+}
+
+// object returns the index id of v when v is an indexed object of d (a
+// subslice of d.b starting at a recorded object), else -1.
+func (d *doc) object(v jv) int32 {
+	if d == nil || d.idx == nil || v.kind() != '{' || len(d.b) == 0 {
+		return -1
+	}
+	off := cap(d.b) - cap(v)
+	if off < 0 || off >= len(d.b) || &d.b[off] != &v[0] {
+		return -1
+	}
+	for id, start := range d.idx.objects {
+		if int(start) == off {
+			return int32(id)
+		}
+	}
+	return -1
+}
+
+// fields is jv.fields through the index.
+func (d *doc) fields(v jv, keys []string, out []jv) {
+	id := d.object(v)
+	if id < 0 {
+		v.fields(keys, out)
+		return
+	}
+	for _, m := range d.idx.members {
+		if m.object != id {
+			continue
+		}
+		k := d.b[m.keyStart:m.keyEnd]
+		for i, want := range keys {
+			if len(k) >= len(want) && keyEquals(k, want) {
+				out[i] = jv(d.b[m.valStart:m.valEnd])
+			}
+		}
+	}
+}
+
+// get is jv.get through the index.
+func (d *doc) get(v jv, key string) jv {
+	var out [1]jv
+	d.fields(v, []string{key}, out[:])
+	return out[0]
+}

@@ -3,6 +3,7 @@ package ingress
 import (
 	"errors"
 	"strings"
+	"sync"
 
 	"github.com/theloop-dev/theloop/graph"
 	"github.com/theloop-dev/theloop/integrations"
@@ -54,6 +55,7 @@ type Router struct {
 	dedup    *Deduper
 	sink     graph.Sink
 	clock    graph.Clock
+	indexes  sync.Pool // *jsonIndex
 }
 
 // RouterDeps is the outside world of a Router; nil fields get defaults.
@@ -95,6 +97,7 @@ func NewRouter(cfg Config, deps RouterDeps) (*Router, error) {
 	if r.clock == nil {
 		r.clock = graph.SystemClock{}
 	}
+	r.indexes.New = func() any { return &jsonIndex{objects: make([]int32, 0, 16), members: make([]jsonMember, 0, 256)} }
 	return r, nil
 }
 
@@ -125,10 +128,12 @@ func (r *Router) Route(name, delivery string, body []byte) (*Event, DropReason, 
 	if r.dedup.Seen(delivery, now) {
 		return nil, r.drop(DropDuplicate, name, "", delivery, ""), nil
 	}
-	if !validJSON(body) {
+	idx := r.indexes.Get().(*jsonIndex)
+	defer r.indexes.Put(idx)
+	if !validate(body, idx) {
 		return nil, "", ErrInvalidPayload
 	}
-	pl, ok := readPayload(body)
+	pl, ok := readPayload(&doc{b: body, idx: idx})
 	if !ok {
 		return nil, "", ErrInvalidPayload
 	}
@@ -163,13 +168,13 @@ func (r *Router) Route(name, delivery string, body []byte) (*Event, DropReason, 
 	case "pull_request_review":
 		c = pl.review
 	case "issues", "pull_request", "pull_request_target":
-		ev.Actor = pl.sender.get("login").string()
+		ev.Actor = pl.doc.get(pl.sender, "login").string()
 	default:
 		actorRequired = false // CI events carry no human actor
 	}
 	if c != nil {
 		var f [7]jv
-		c.fields(commentKeys, f[:])
+		pl.doc.fields(c, commentKeys, f[:])
 		ev.Actor = f[0].get("login").string()
 		cm := Comment{
 			Author:    ev.Actor,

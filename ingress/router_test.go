@@ -106,7 +106,7 @@ func TestRouterExtraction(t *testing.T) {
 			}
 			require.Equal(t, tc.want, got)
 			if tc.sources != nil {
-				pl, ok := readPayload(mustJSON(t, tc.payload))
+				pl, ok := readPayload(&doc{b: mustJSON(t, tc.payload)})
 				require.True(t, ok)
 				repo, _ := payloadRepo(&pl, prEntity(tc.event, &pl))
 				require.Equal(t, tc.sources, extract(tc.event, &pl, repo).sources)

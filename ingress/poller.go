@@ -93,9 +93,6 @@ type Poller struct {
 	d       PollerDeps
 	started time.Time
 	backoff time.Duration
-	// runID makes presence ids of this process distinct from those of an
-	// earlier one whose queue entry may have expired.
-	runID string
 }
 
 // CycleStats is one pass's outcome (the heartbeat's lastCycle).
@@ -137,8 +134,7 @@ func NewPoller(cfg PollerConfig, deps PollerDeps) (*Poller, error) {
 	if deps.Sleep == nil {
 		deps.Sleep = integrations.SleepContext
 	}
-	now := deps.Clock.Now()
-	return &Poller{cfg: cfg, d: deps, started: now, runID: strconv.FormatInt(now.UnixNano(), 36)}, nil
+	return &Poller{cfg: cfg, d: deps, started: deps.Clock.Now()}, nil
 }
 
 // Run polls until ctx ends: a heartbeat, then cycles separated by the
@@ -462,7 +458,9 @@ func (p *Poller) pollItem(ctx context.Context, it pollItem, st *CycleStats) (cal
 // its author is authorized or a start is recorded.
 func (p *Poller) presence(ctx context.Context, it pollItem, refs []integrations.Ref, ledger *PollLedger, st *CycleStats, calls, failed *int) error {
 	if ledger.Presence.DeliveryID == "" {
-		ledger.Presence.DeliveryID = "poll-presence-" + it.ref.String() + "-" + p.runID
+		// One id per sighting, kept in the ledger: retries reuse it, a
+		// reopened item (its ledger dropped at closure) gets a new one.
+		ledger.Presence.DeliveryID = "poll-presence-" + it.ref.String() + "-" + strconv.FormatInt(p.d.Clock.Now().UnixNano(), 36)
 	}
 	is, err := p.call(ctx, st, calls, failed, integrations.OpGitHubGetIssue, map[string]any{"ref": it.ref.String()})
 	if err != nil {

@@ -340,7 +340,7 @@ func TestPollerPullRequestThread(t *testing.T) {
 	w.cycle(t)
 	evs = w.sink.all()
 	require.Equal(t, []string{
-		"pull_request/labeled/poll-presence-github:octo/repo#9-" + w.poller.runID,
+		"pull_request/labeled/" + evs[0].DeliveryID,
 		"pull_request_review_comment/created/poll-review-comment-601",
 		"pull_request_review/submitted/poll-review-502",
 	}, deliveries(evs))
@@ -373,6 +373,16 @@ func TestPollerClosure(t *testing.T) {
 	require.Nil(t, l)
 	w.cycle(t)
 	require.Len(t, w.sink.all(), 2)
+
+	// Reopened and labelled again: a new sighting, a new presence event.
+	w.gh.mu.Lock()
+	is.state, is.labels = "open", []string{autoLabel}
+	w.gh.mu.Unlock()
+	w.cycle(t)
+	evs = w.sink.all()
+	require.Len(t, evs, 3)
+	require.True(t, strings.HasPrefix(evs[2].DeliveryID, "poll-presence-github:octo/repo#15-"))
+	require.NotEqual(t, evs[0].DeliveryID, evs[2].DeliveryID)
 }
 
 func TestPollerFailingListingLeavesItemsAlone(t *testing.T) {

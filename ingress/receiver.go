@@ -76,12 +76,26 @@ const (
 
 var rejectNames = [rejectKinds]string{"invalid-signature", "invalid-payload", "missing-delivery-id", "payload-too-large"}
 
+// EventConfigWarning reports, once per warning at construction, a
+// configuration that runs but is probably wrong (Config.Validate).
+const EventConfigWarning = "webhook.config_warning"
+
 // NewReceiver validates cfg (see Config.Validate: no secret without
 // InsecureAcceptUnsigned is refused) and returns the handler. It starts no
 // goroutine.
 func NewReceiver(cfg Config, deps ReceiverDeps) (*Receiver, error) {
-	if _, err := cfg.Validate(); err != nil {
+	warnings, err := cfg.Validate()
+	if err != nil {
 		return nil, err
+	}
+	if deps.Clock == nil {
+		deps.Clock = graph.SystemClock{}
+	}
+	if deps.Log != nil {
+		for _, w := range warnings {
+			deps.Log.Emit(graph.LogEvent{Time: deps.Clock.Now(), Name: EventConfigWarning, Level: graph.LevelWarning,
+				Fields: []graph.Field{{Key: "warning", Value: w}}})
+		}
 	}
 	if deps.Sink == nil {
 		return nil, errors.New("ingress: NewReceiver needs a Sink (the daemon's durable queue)")

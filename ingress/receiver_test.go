@@ -231,8 +231,10 @@ func TestReceiverRefusesToStartWithoutSecret(t *testing.T) {
 	require.NoError(t, err)
 	require.Contains(t, strings.Join(warnings, "\n"), "INSECURE")
 	sink := newMemSink()
-	r, err := NewReceiver(cfg, ReceiverDeps{Sink: sink})
+	log := &logSink{}
+	r, err := NewReceiver(cfg, ReceiverDeps{Sink: sink, Log: log})
 	require.NoError(t, err)
+	require.Equal(t, []string{EventConfigWarning}, log.names(), "the insecure mode is announced")
 	comment := fixture(t, "issue_comment/created.payload.json")
 	rec := serve(r, delivery{event: "issue_comment", id: "u1", body: comment, sig: "-"}.request(nil))
 	require.Equal(t, 202, rec.Code)

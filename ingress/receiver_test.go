@@ -7,6 +7,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"net/http/httptrace"
 	"strconv"
 	"strings"
 	"sync"
@@ -88,7 +89,7 @@ func TestReceiverContract(t *testing.T) {
 		{"other GET", delivery{method: http.MethodGet, path: "/gh-webhook"}, 404, `{"status":"not found"}`, 0, nil},
 		{"POST elsewhere", delivery{path: "/hook", event: "issue_comment", id: "d1", body: comment}, 404, `{"status":"not found"}`, 0, nil},
 		{"POST with a query string", delivery{path: "/gh-webhook?x=1", event: "issue_comment", id: "d1", body: comment}, 404, `{"status":"not found"}`, 0, nil},
-		{"POST path with trailing slash", delivery{path: "/gh-webhook/", event: "issue_comment", id: "d-slash", body: comment}, 202, `{"status":"accepted"}`, 1, nil},
+		{"POST path with trailing slash", delivery{path: "/gh-webhook/", event: "issue_comment", id: "d-slash", body: comment}, 202, ``, 1, nil},
 		{"no signature", delivery{event: "issue_comment", id: "d1", body: comment, sig: "-"}, 401, `{"status":"invalid signature"}`, 0, nil},
 		{"wrong signature", delivery{event: "issue_comment", id: "d1", body: comment, sig: Sign([]byte("other"), comment)}, 401, `{"status":"invalid signature"}`, 0, nil},
 		{"signature of another body", delivery{event: "issue_comment", id: "d1", body: comment, sig: Sign([]byte("s3cret"), []byte("{}"))}, 401, `{"status":"invalid signature"}`, 0, nil},
@@ -98,15 +99,15 @@ func TestReceiverContract(t *testing.T) {
 		{"signature in upper-case hex", delivery{event: "issue_comment", id: "d1", body: comment, sig: "sha256=" + strings.ToUpper(strings.TrimPrefix(Sign([]byte("s3cret"), comment), "sha256="))}, 401, `{"status":"invalid signature"}`, 0, nil},
 		{"invalid JSON", delivery{event: "issue_comment", id: "d1", body: []byte(`{"action":`)}, 400, `{"status":"invalid payload"}`, 0, nil},
 		{"JSON that is not an object", delivery{event: "issue_comment", id: "d1", body: []byte(`[1,2]`)}, 400, `{"status":"invalid payload"}`, 0, nil},
-		{"accepted", delivery{event: "issue_comment", id: "d-ok", body: comment}, 202, `{"status":"accepted"}`, 1, nil},
-		{"chunked body accepted", delivery{event: "issue_comment", id: "d-chunk", body: comment, chunked: true}, 202, `{"status":"accepted"}`, 1, nil},
-		{"empty body is {}", delivery{event: "issue_comment", id: "d-empty", body: nil}, 202, `{"status":"accepted"}`, 0, nil},
+		{"accepted", delivery{event: "issue_comment", id: "d-ok", body: comment}, 202, ``, 1, nil},
+		{"chunked body accepted", delivery{event: "issue_comment", id: "d-chunk", body: comment, chunked: true}, 202, ``, 1, nil},
+		{"empty body is {}", delivery{event: "issue_comment", id: "d-empty", body: nil}, 202, ``, 0, nil},
 		{"missing delivery id", delivery{event: "issue_comment", body: comment}, 400, `{"status":"missing delivery id"}`, 0, nil},
 		{"delivery id with a space", delivery{event: "issue_comment", id: "a b", body: comment}, 400, `{"status":"missing delivery id"}`, 0, nil},
 		{"over the cap by Content-Length", delivery{event: "issue_comment", id: "d-big", body: big}, 413, `{"status":"payload too large"}`, 0, nil},
 		{"over the cap chunked", delivery{event: "issue_comment", id: "d-big2", body: bigJSON, chunked: true}, 413, `{"status":"payload too large"}`, 0, nil},
-		{"event outside the filter", delivery{event: "push", id: "d-push", body: comment}, 202, `{"status":"accepted"}`, 0, nil},
-		{"ping", delivery{event: "ping", id: "d-ping", body: []byte(`{"zen":"Keep it logically awesome."}`)}, 202, `{"status":"accepted"}`, 0, nil},
+		{"event outside the filter", delivery{event: "push", id: "d-push", body: comment}, 202, ``, 0, nil},
+		{"ping", delivery{event: "ping", id: "d-ping", body: []byte(`{"zen":"Keep it logically awesome."}`)}, 202, ``, 0, nil},
 		{"PUT", delivery{method: http.MethodPut, event: "issue_comment", id: "d1", body: comment}, 405, `{"status":"method not allowed"}`, 0, map[string]string{"Allow": "GET, POST"}},
 	}
 	for _, tc := range tests {
@@ -116,8 +117,13 @@ func TestReceiverContract(t *testing.T) {
 			require.NoError(t, err)
 			rec := serve(r, tc.d.request(cfg.Secret))
 			require.Equal(t, tc.code, rec.Code, rec.Body.String())
-			require.JSONEq(t, tc.body, rec.Body.String())
-			require.Equal(t, "application/json", rec.Header().Get("Content-Type"))
+			if tc.code == http.StatusAccepted {
+				require.Empty(t, rec.Body.String(), "202 carries no body (keep-alive for clients that do not read it)")
+				require.Equal(t, "0", rec.Header().Get("Content-Length"))
+			} else {
+				require.JSONEq(t, tc.body, rec.Body.String())
+				require.Equal(t, "application/json", rec.Header().Get("Content-Type"))
+			}
 			require.Len(t, sink.all(), tc.kept)
 			for k, v := range tc.header {
 				require.Equal(t, v, rec.Header().Get(k))
@@ -353,4 +359,37 @@ func TestReceiverConcurrentDeliveries(t *testing.T) {
 	for id, n := range kept {
 		require.LessOrEqual(t, n, 2, id)
 	}
+}
+
+// TestAcceptedKeepsConnectionsAlive: a client that closes the 202 unread
+// (as loadgen does) still reuses its connection.
+func TestAcceptedKeepsConnectionsAlive(t *testing.T) {
+	raw := fixture(t, "issue_comment/created.payload.json")
+	cfg := testConfig()
+	r, err := NewReceiver(cfg, ReceiverDeps{Sink: newMemSink()})
+	require.NoError(t, err)
+	srv := NewServer("127.0.0.1:0", r)
+	require.NoError(t, srv.Start())
+	defer srv.Close()
+	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 1}}
+	reused := 0
+	for i := range 5 {
+		body := mutate(t, raw, func(m map[string]any) { obj(m, "comment")["id"] = 500 + i })
+		req, _ := http.NewRequest(http.MethodPost, "http://"+srv.Addr()+"/gh-webhook", bytes.NewReader(body))
+		req = req.WithContext(httptrace.WithClientTrace(req.Context(), &httptrace.ClientTrace{
+			GotConn: func(info httptrace.GotConnInfo) {
+				if info.Reused {
+					reused++
+				}
+			},
+		}))
+		req.Header.Set("X-GitHub-Event", "issue_comment")
+		req.Header.Set("X-GitHub-Delivery", "ka-"+strconv.Itoa(i))
+		req.Header.Set("X-Hub-Signature-256", Sign(cfg.Secret, body))
+		resp, err := client.Do(req)
+		require.NoError(t, err)
+		require.Equal(t, 202, resp.StatusCode)
+		resp.Body.Close() // unread
+	}
+	require.Equal(t, 4, reused)
 }

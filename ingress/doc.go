@@ -14,7 +14,8 @@
 //
 //	cfg := ingress.DefaultConfig()           // or ingress.ConfigFromCLI(cliConfig, os.LookupEnv)
 //	router, _ := ingress.NewRouter(cfg, ingress.RouterDeps{Log: eventLog})
-//	recv, _ := ingress.NewReceiver(cfg, ingress.ReceiverDeps{Sink: queue, Router: router, Log: eventLog})
+//	recv, _ := ingress.NewReceiver(cfg, ingress.ReceiverDeps{Sink: queue, Router: router, Log: eventLog,
+//		SinkCopiesPayload: true}) // the queue publishes ev.AppendJSON(buf): a copy, no re-validation
 //	srv := ingress.NewServer("127.0.0.1:8787", recv)   // or mount recv on the daemon's own mux
 //	_ = srv.Start(); defer srv.Shutdown(ctx)
 //	store := ingress.NewPortableStore(stateRoot, nil)

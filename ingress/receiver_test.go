@@ -393,3 +393,29 @@ func TestAcceptedKeepsConnectionsAlive(t *testing.T) {
 	}
 	require.Equal(t, 4, reused)
 }
+
+// TestReceiverReusesBuffersOnlyWhenTheSinkCopies: with SinkCopiesPayload a
+// copying Sink sees every payload intact although request buffers are
+// reused.
+func TestReceiverReusesBuffersOnlyWhenTheSinkCopies(t *testing.T) {
+	raw := fixture(t, "issue_comment/created.payload.json")
+	cfg := testConfig()
+	var mu sync.Mutex
+	var copies [][]byte
+	sink := SinkFunc(func(_ context.Context, ev *Event) error {
+		mu.Lock()
+		copies = append(copies, append([]byte(nil), ev.Payload...))
+		mu.Unlock()
+		return nil
+	})
+	r, err := NewReceiver(cfg, ReceiverDeps{Sink: sink, SinkCopiesPayload: true})
+	require.NoError(t, err)
+	var bodies [][]byte
+	for i := range 20 {
+		body := mutate(t, raw, func(m map[string]any) { obj(m, "comment")["id"] = 700 + i })
+		bodies = append(bodies, body)
+		d := delivery{event: "issue_comment", id: "r-" + strconv.Itoa(i), body: body, chunked: i%2 == 1}
+		require.Equal(t, 202, serve(r, d.request(cfg.Secret)).Code)
+	}
+	require.Equal(t, bodies, copies)
+}

@@ -44,7 +44,7 @@ type Receiver struct {
 	macs   sync.Pool // hash.Hash (HMAC-SHA256 keyed with the secret)
 	bufs   sync.Pool // *[]byte request bodies, when reuse
 	reuse  bool
-	retry  []string  // Retry-After header value
+	retry  []string // Retry-After header value
 	stats  receiverStats
 }
 

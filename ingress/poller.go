@@ -93,6 +93,8 @@ type Poller struct {
 	d       PollerDeps
 	started time.Time
 	backoff time.Duration
+	// notBefore is when the back-off ends (zero when healthy).
+	notBefore time.Time
 }
 
 // CycleStats is one pass's outcome (the heartbeat's lastCycle).
@@ -164,6 +166,11 @@ func (p *Poller) Backoff() time.Duration { return p.backoff }
 // early (ctx, rate limit); per-item failures are counted in the stats.
 func (p *Poller) Reconcile(ctx context.Context) (CycleStats, error) {
 	var st CycleStats
+	if now := p.d.Clock.Now(); now.Before(p.notBefore) {
+		// Whoever drives the poller (Run, or the daemon's own ticker), a
+		// back-off is honoured: no request before it ends.
+		return st, fmt.Errorf("%w until %s", ErrBackingOff, p.notBefore.UTC().Format(TimeLayout))
+	}
 	calls, failed := 0, 0
 	var stopErr error
 	for _, src := range p.cfg.Sources {
@@ -199,10 +206,12 @@ func (p *Poller) Reconcile(ctx context.Context) (CycleStats, error) {
 			p.backoff *= 2
 		}
 		p.backoff = min(p.backoff, MaxPollBackoff)
+		p.notBefore = p.d.Clock.Now().Add(p.backoff)
 		p.emit(EventPollBackoff, graph.LevelWarning, graph.Field{Key: "seconds", Value: int(p.backoff / time.Second)},
 			graph.Field{Key: "rate_limited", Value: st.RateLimited})
 	default:
 		p.backoff = 0
+		p.notBefore = time.Time{}
 	}
 	p.emit(EventPollCycle, graph.LevelInfo, graph.Field{Key: "items", Value: st.ItemsSeen},
 		graph.Field{Key: "comments_forwarded", Value: st.CommentsForwarded}, graph.Field{Key: "closures", Value: st.Closures},
@@ -227,6 +236,10 @@ func (p *Poller) call(ctx context.Context, st *CycleStats, calls, failed *int, o
 	}
 	return res, nil
 }
+
+// ErrBackingOff: Reconcile was called while the poller backs off after rate
+// limits or a failing cycle; nothing was requested. Call again later.
+var ErrBackingOff = errors.New("ingress: the poller is backing off")
 
 var errRateLimited = errors.New("ingress: GitHub is rate limiting; the cycle stops and the next one backs off")
 

@@ -205,6 +205,7 @@ func (f *ghFake) graphql(w http.ResponseWriter, r *http.Request) {
 // pollWorld is a poller wired to the fake through the real integrations
 // client (api transport).
 type pollWorld struct {
+	clock  *stepClock
 	gh     *ghFake
 	sink   *memSink
 	store  *PortableStore
@@ -228,16 +229,37 @@ func newPollWorld(t *testing.T) *pollWorld {
 	require.NoError(t, err)
 	store := NewPortableStore(root, nil)
 	sink := newMemSink()
+	clock := &stepClock{t: time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)}
 	p, err := NewPoller(PollerConfig{Sources: []PollSource{{Repos: []string{"octo/repo"}}}, StateRoot: root, Interval: time.Minute},
-		PollerDeps{GitHub: set, Sink: sink, Router: router, Store: store})
+		PollerDeps{GitHub: set, Sink: sink, Router: router, Store: store, Clock: clock})
 	require.NoError(t, err)
-	return &pollWorld{gh: gh, sink: sink, store: store, poller: p, root: root}
+	return &pollWorld{clock: clock, gh: gh, sink: sink, store: store, poller: p, root: root}
 }
 
+// cycle runs one pass, first moving the clock past any back-off.
 func (w *pollWorld) cycle(t *testing.T) CycleStats {
 	t.Helper()
+	w.clock.advance(time.Second + w.poller.Backoff())
 	st, _ := w.poller.Reconcile(context.Background())
 	return st
+}
+
+// stepClock is a clock tests move by hand.
+type stepClock struct {
+	mu sync.Mutex
+	t  time.Time
+}
+
+func (c *stepClock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.t
+}
+
+func (c *stepClock) advance(d time.Duration) {
+	c.mu.Lock()
+	c.t = c.t.Add(d)
+	c.mu.Unlock()
 }
 
 func deliveries(evs []*Event) []string {
@@ -410,7 +432,13 @@ func TestPollerRateLimitBackoff(t *testing.T) {
 	require.True(t, st.Interrupted)
 	require.ErrorIs(t, err, errRateLimited)
 	require.Equal(t, 2*time.Minute, w.poller.Backoff())
+	// A caller that does not wait (the daemon's own ticker) is refused
+	// without a request.
 	before := len(w.gh.requests)
+	w.clock.advance(time.Minute)
+	_, err = w.poller.Reconcile(context.Background())
+	require.ErrorIs(t, err, ErrBackingOff)
+	require.Equal(t, before, len(w.gh.requests))
 	w.cycle(t)
 	require.Equal(t, 4*time.Minute, w.poller.Backoff())
 	require.Equal(t, before+1, len(w.gh.requests), "a rate-limited cycle stops at the first refusal")
@@ -424,6 +452,7 @@ func TestPollerRateLimitBackoff(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	w.poller.d.Sleep = func(ctx context.Context, d time.Duration) error {
 		waits = append(waits, d)
+		w.clock.advance(d)
 		if len(waits) == 2 {
 			w.gh.setFail(nil)
 		}

@@ -95,6 +95,8 @@ type Poller struct {
 	backoff time.Duration
 	// notBefore is when the back-off ends (zero when healthy).
 	notBefore time.Time
+	// cycleTracked caches the tracked refs during one cycle.
+	cycleTracked *[]integrations.Ref
 }
 
 // CycleStats is one pass's outcome (the heartbeat's lastCycle).
@@ -172,6 +174,8 @@ func (p *Poller) Reconcile(ctx context.Context) (CycleStats, error) {
 		return st, fmt.Errorf("%w until %s", ErrBackingOff, p.notBefore.UTC().Format(TimeLayout))
 	}
 	calls, failed := 0, 0
+	p.cycleTracked = nil
+	defer func() { p.cycleTracked = nil }()
 	var stopErr error
 	for _, src := range p.cfg.Sources {
 		label := src.Label
@@ -287,7 +291,7 @@ func (p *Poller) pollRepo(ctx context.Context, src PollSource, repo, label strin
 		}
 	}
 	// Closure reconciliation, only after a complete listing.
-	tracked, terr := p.tracked(ctx)
+	tracked, terr := p.trackedOnce(ctx)
 	if terr != nil {
 		st.Failures++
 		return calls, failed, nil
@@ -323,11 +327,22 @@ func (p *Poller) pollRepo(ctx context.Context, src PollSource, repo, label strin
 	return calls, failed, nil
 }
 
-func (p *Poller) tracked(ctx context.Context) ([]integrations.Ref, error) {
-	if p.d.Tracked != nil {
-		return p.d.Tracked(ctx)
+// trackedOnce lists the tracked work items once per cycle.
+func (p *Poller) trackedOnce(ctx context.Context) ([]integrations.Ref, error) {
+	if p.cycleTracked != nil {
+		return *p.cycleTracked, nil
 	}
-	return p.d.Store.PolledRefs()
+	var refs []integrations.Ref
+	var err error
+	if p.d.Tracked != nil {
+		refs, err = p.d.Tracked(ctx)
+	} else {
+		refs, err = p.d.Store.PolledRefs()
+	}
+	if err == nil {
+		p.cycleTracked = &refs
+	}
+	return refs, err
 }
 
 func splitRepo(repo string) (host, owner, name string) {
@@ -359,8 +374,12 @@ type pollComment struct {
 func (p *Poller) pollItem(ctx context.Context, it pollItem, st *CycleStats) (calls, failed int, err error) {
 	ledger, lerr := p.d.Store.PollLedger(it.ref)
 	if lerr != nil {
+		// Unreadable: nothing recorded (the save below moves the file
+		// aside); the thread is seen for the first time again.
 		st.Failures++
-		return 0, 0, nil // a corrupt ledger is moved aside on the next save; skip this cycle
+		p.emit(EventPollProviderErr, graph.LevelWarning, graph.Field{Key: "work_item", Value: it.ref.String()},
+			graph.Field{Key: "error", Value: lerr.Error()})
+		ledger = nil
 	}
 	firstSight := ledger == nil
 	if firstSight {

@@ -537,3 +537,20 @@ func TestPollerSkipsWhatTheWebhookDelivered(t *testing.T) {
 	require.NoError(t, err)
 	require.True(t, l.Seen("comment-"+id))
 }
+
+func TestPollerCorruptLedgerStartsAfresh(t *testing.T) {
+	w := newPollWorld(t)
+	w.gh.add(&ghIssue{number: 15, author: "alice", labels: []string{autoLabel}})
+	w.gh.comment(15, "alice", "old history")
+	ref := mustRef(t, "github:octo/repo#15")
+	require.NoError(t, os.MkdirAll(w.store.Dir(), 0o700))
+	require.NoError(t, os.WriteFile(w.store.Path(ref), []byte("{broken"), 0o600))
+	st := w.cycle(t)
+	require.Equal(t, 1, st.Failures)
+	require.Len(t, w.sink.all(), 1, "presence only: the history is baselined")
+	l, err := w.store.PollLedger(ref)
+	require.NoError(t, err)
+	require.NotNil(t, l)
+	matches, _ := filepath.Glob(w.store.Path(ref) + ".corrupt-*")
+	require.Len(t, matches, 1, "the unreadable record is kept aside")
+}

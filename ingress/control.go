@@ -183,7 +183,7 @@ func fenceOf(s string) string {
 // talk about the command rather than the command.
 var negations = map[string]bool{
 	"not": true, "no": true, "never": true, "cancel": true, "later": true, "yet": true,
-	"please-not": true, "isn't": true, "isnt": true, "wasn't": true, "won't": true, "doesn't": true,
+	"isn't": true, "isnt": true, "wasn't": true, "won't": true, "doesn't": true, "don't": true, "dont": true,
 }
 
 // matchLine matches one line (indentation removed) against the keywords.

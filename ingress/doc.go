@@ -95,7 +95,10 @@
 // comment is resolved once the Sink keeps it, and a comment the Sink refuses
 // stays unseen and is offered again next cycle, in thread order — never
 // given up. Rate limits stop the cycle and double the wait (up to
-// MaxPollBackoff); a clean cycle resets it.
+// MaxPollBackoff); a clean cycle resets it. Reconcile itself refuses to
+// run during a back-off (ErrBackingOff), so a caller's own ticker cannot
+// hammer GitHub either. A comment the webhook already delivered (same
+// ContentKey, seen by the shared Router's Deduper) is not sent again.
 //
 // Known gaps: the poller does not see edits of comments (the list
 // operations carry no updated_at); <state root>/portable/index.json is not

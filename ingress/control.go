@@ -188,10 +188,7 @@ var negations = map[string]bool{
 
 // matchLine matches one line (indentation removed) against the keywords.
 func (t *keywordTable) matchLine(line string) (Command, bool) {
-	s := line
-	if strings.HasPrefix(s, "/") {
-		s = s[1:]
-	}
+	s := strings.TrimPrefix(line, "/")
 	if len(s) == 0 {
 		return "", false
 	}

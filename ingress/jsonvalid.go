@@ -188,23 +188,6 @@ func validate(b []byte, idx *jsonIndex) bool {
 	}
 }
 
-// scanKey scans `"key" :` at b[i] and returns the index after the colon and
-// any whitespace.
-func scanKey(b []byte, i int) (int, bool) {
-	if i >= len(b) || b[i] != '"' {
-		return i, false
-	}
-	i, ok := scanString(b, i)
-	if !ok {
-		return i, false
-	}
-	i = skipWS(b, i)
-	if i >= len(b) || b[i] != ':' {
-		return i, false
-	}
-	return skipWS(b, i+1), true
-}
-
 func skipWS(b []byte, i int) int {
 	for i < len(b) {
 		switch b[i] {

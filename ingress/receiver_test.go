@@ -18,14 +18,13 @@ import (
 )
 
 type delivery struct {
-	method   string
-	path     string
-	event    string
-	id       string
-	body     []byte
-	sig      string // "" = sign with the test secret; "-" = no header
-	chunked  bool
-	noLength bool
+	method  string
+	path    string
+	event   string
+	id      string
+	body    []byte
+	sig     string // "" = sign with the test secret; "-" = no header
+	chunked bool
 }
 
 func (d delivery) request(secret []byte) *http.Request {

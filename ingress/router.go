@@ -6,7 +6,6 @@ import (
 	"sync"
 
 	"github.com/theloop-dev/theloop/graph"
-	"github.com/theloop-dev/theloop/integrations"
 )
 
 // DropReason says why the router acknowledged a delivery without forwarding
@@ -263,16 +262,4 @@ func (r *Router) drop(reason DropReason, name, action, delivery, actor string) D
 	}
 	r.sink.Emit(graph.LogEvent{Time: r.clock.Now(), Name: EventDropped, Level: level, Fields: fields})
 	return reason
-}
-
-// refsString renders refs for messages.
-func refsString(refs []integrations.Ref) string {
-	var b strings.Builder
-	for i, r := range refs {
-		if i > 0 {
-			b.WriteString(", ")
-		}
-		b.WriteString(r.String())
-	}
-	return b.String()
 }

@@ -40,6 +40,9 @@ const (
 	EventRejected = "webhook.rejected"
 )
 
+// maxPooledMembers bounds the payload indexes kept for reuse.
+const maxPooledMembers = 1 << 12
+
 // Router turns one delivery into an Event or a drop, in seed 000's order:
 // event filter → delivery dedup → repository bound → work-item extraction →
 // self-authored drop → authorization; then the control keyword is parsed
@@ -128,7 +131,11 @@ func (r *Router) Route(name, delivery string, body []byte) (*Event, DropReason, 
 		return nil, r.drop(DropDuplicate, name, "", delivery, ""), nil
 	}
 	idx := r.indexes.Get().(*jsonIndex)
-	defer r.indexes.Put(idx)
+	defer func() {
+		if cap(idx.members) <= maxPooledMembers {
+			r.indexes.Put(idx) // an index grown by an outsized payload is dropped
+		}
+	}()
 	if !validate(body, idx) {
 		return nil, "", ErrInvalidPayload
 	}

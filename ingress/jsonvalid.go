@@ -12,7 +12,7 @@ const (
 	ctl = 0x2020202020202020 // bytes below 0x20
 )
 
-// maxJSONDepth bounds nesting before a payload is parsed (fastjson's own
+// maxJSONDepth bounds nesting before a payload is read (a common parser
 // limit; GitHub payloads nest fewer than 10 levels).
 const maxJSONDepth = 300
 

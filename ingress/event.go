@@ -1,14 +1,3 @@
-// Package ingress turns GitHub activity into one stream of routed events.
-//
-// Two ingresses feed it — the webhook receiver (push) and the poller (pull,
-// for hosts GitHub cannot reach) — and both produce the same Event, handed to
-// a Sink that the daemon implements with a durable queue. The package owns
-// everything between the wire and that hand-off: signature verification
-// (fail-closed), the event filter, delivery dedup, the repository bound,
-// work-item extraction, the self-authored drop, authorization and control
-// keywords. It starts no tmux session, calls no graph runtime and posts
-// nothing to GitHub on the request path: the receiver answers 202 only after
-// the Sink has kept the event, and before any other work.
 package ingress
 
 import (
@@ -42,6 +31,9 @@ type Comment struct {
 	// UpdatedAt is the comment's updated_at as GitHub reports it; with ID it
 	// is the content identity of the change (see Event.ContentKey).
 	UpdatedAt string `json:"updatedAt,omitempty"`
+	// State is a review's state (APPROVED, CHANGES_REQUESTED, COMMENTED,
+	// DISMISSED); "" for comments.
+	State string `json:"state,omitempty"`
 }
 
 // Event is one routed, authorized piece of GitHub activity concerning one or
@@ -60,6 +52,9 @@ type Event struct {
 	Repo string `json:"repo"`
 	// WorkItems are the refs the event concerns, in extraction order.
 	WorkItems []integrations.Ref `json:"workItems"`
+	// BranchOnly are the WorkItems found only through the issue-<n> branch
+	// convention: weak links, to verify before acting (daemon-spec §6.2).
+	BranchOnly []integrations.Ref `json:"branchOnly,omitempty"`
 	// Actor is the login whose action this is ("" for system events such as
 	// CI, which carry no human actor).
 	Actor string `json:"actor,omitempty"`
@@ -79,14 +74,21 @@ type Event struct {
 
 // ContentKey identifies the change an event carries independently of how it
 // was delivered: the same comment arriving under two delivery ids (a
-// repository hook and an app hook) has one ContentKey. "" when the event has
-// no content identity beyond its delivery.
+// repository hook and an app hook, or a webhook and the poller's reconcile
+// pass) has one ContentKey. The creation of a comment or review is
+// identified by its id alone (the poller's listings carry no updated_at);
+// any later change (an edit, a deletion) by its id and updated_at. "" when
+// the event has no content identity beyond its delivery.
 func (e *Event) ContentKey() string {
 	if len(e.Comments) == 0 || e.Comments[0].ID == "" {
 		return ""
 	}
 	c := e.Comments[0]
-	return e.Event + "/" + e.Action + "/" + e.Repo + "/" + c.ID + "@" + c.UpdatedAt
+	key := e.Event + "/" + e.Action + "/" + e.Repo + "/" + c.ID
+	if e.Action == "created" || e.Action == "submitted" {
+		return key
+	}
+	return key + "@" + c.UpdatedAt
 }
 
 // Command is a control command's canonical name. The set is closed: parsing

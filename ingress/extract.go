@@ -1,0 +1,368 @@
+package ingress
+
+import (
+	"strconv"
+	"strings"
+
+	"github.com/theloop-dev/theloop/integrations"
+	"github.com/theloop-dev/theloop/internal/lazyre"
+)
+
+// RefSource says why a ref was extracted (daemon-spec §4.1).
+type RefSource string
+
+const (
+	RefFromEntity           RefSource = "entity"
+	RefFromClosingReference RefSource = "closing-reference"
+	RefFromBranch           RefSource = "branch"
+	RefFromKeyword          RefSource = "keyword"
+)
+
+// refSourceOrder lists the sources in the order their bits are assigned.
+var refSourceOrder = []RefSource{RefFromEntity, RefFromClosingReference, RefFromBranch, RefFromKeyword}
+
+func sourceBit(src RefSource) uint8 {
+	for i, s := range refSourceOrder {
+		if s == src {
+			return 1 << i
+		}
+	}
+	return 0
+}
+
+// extraction is the refs of one payload in order, each with the set of its
+// sources (bits of refSourceOrder).
+type extraction struct {
+	refs    []integrations.Ref
+	sources []uint8
+	// own is the PR's own ref (excluded from its closing references).
+	own integrations.Ref
+}
+
+func (x *extraction) add(r integrations.Ref, src RefSource) {
+	if r.Number <= 0 || r.Number >= 1<<31 || !plainName(r.Owner) || !plainName(r.Repo) {
+		return
+	}
+	if src != RefFromEntity && x.own.Number != 0 && sameRef(r, x.own) {
+		return // a PR's reference to itself
+	}
+	for i, have := range x.refs {
+		if sameRef(have, r) {
+			x.sources[i] |= sourceBit(src)
+			return
+		}
+	}
+	x.refs = append(x.refs, r)
+	x.sources = append(x.sources, sourceBit(src))
+}
+
+// branchOnly returns the refs whose only source is the branch convention:
+// weak links the daemon verifies before acting (daemon-spec §6.2).
+func (x *extraction) branchOnly() []integrations.Ref {
+	var out []integrations.Ref
+	for i, s := range x.sources {
+		if s == sourceBit(RefFromBranch) {
+			out = append(out, x.refs[i])
+		}
+	}
+	return out
+}
+
+// sourcesOf lists the sources of the i-th ref, in refSourceOrder.
+func (x *extraction) sourcesOf(i int) []RefSource {
+	var out []RefSource
+	for b, s := range refSourceOrder {
+		if x.sources[i]&(1<<b) != 0 {
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
+// sameRef compares refs as GitHub does: names case-insensitively.
+func sameRef(a, b integrations.Ref) bool {
+	return a.Number == b.Number && a.Provider == b.Provider && strings.EqualFold(a.Host, b.Host) &&
+		strings.EqualFold(a.Owner, b.Owner) && strings.EqualFold(a.Repo, b.Repo)
+}
+
+// repoOf is the event's repository.
+type repoOf struct {
+	host, owner, repo string
+}
+
+func (r repoOf) ref(n int) integrations.Ref {
+	return integrations.Ref{Provider: "github", Host: r.host, Owner: r.owner, Repo: r.repo, Number: n}
+}
+
+// hostOfURL returns the lower-cased host of an http(s) URL, "" for
+// github.com or anything unparseable.
+func hostOfURL(s string) string {
+	rest, ok := strings.CutPrefix(s, "https://")
+	if !ok {
+		if rest, ok = strings.CutPrefix(s, "http://"); !ok {
+			return ""
+		}
+	}
+	if i := strings.IndexByte(rest, '/'); i >= 0 {
+		rest = rest[:i]
+	}
+	h := strings.ToLower(rest)
+	if h == "github.com" || h == "" || strings.ContainsAny(h, "@ \t") {
+		return ""
+	}
+	return h
+}
+
+// payload is the top-level fields of a webhook payload the router reads,
+// with the issue and pull-request objects read once.
+type payload struct {
+	doc *doc
+	action, repository, sender, comment, review, label,
+	workflowRun, checkRun, checkSuite, branches jv
+	issue, pullRequest entity
+}
+
+// entity is the fields read from an issue or pull-request object.
+type entity struct {
+	present                                                   bool
+	number, closing, head, headRefName, body, labels, htmlURL jv
+	// pullRequest is an issue's pull_request key (set on PRs).
+	pullRequest jv
+}
+
+var payloadKeys = []string{"action", "repository", "sender", "comment", "review", "issue", "pull_request", "label",
+	"workflow_run", "check_run", "check_suite", "branches"}
+
+var entityKeys = []string{"number", "closingIssuesReferences", "head", "headRefName", "body", "labels", "html_url", "pull_request"}
+
+func readEntity(d *doc, v jv) entity {
+	if v.kind() != '{' {
+		return entity{}
+	}
+	var f [8]jv
+	d.fields(v, entityKeys, f[:])
+	return entity{true, f[0], f[1], f[2], f[3], f[4], f[5], f[6], f[7]}
+}
+
+// readPayload reads the top level of a validated JSON object (d.idx, when
+// set, is validate's index of d.b).
+func readPayload(d *doc) (payload, bool) {
+	v := jv(d.b[skipWS(d.b, 0):])
+	if v.kind() != '{' {
+		return payload{}, false
+	}
+	var f [12]jv
+	d.fields(v, payloadKeys, f[:])
+	return payload{doc: d, action: f[0], repository: f[1], sender: f[2], comment: f[3], review: f[4],
+		issue: readEntity(d, f[5]), pullRequest: readEntity(d, f[6]), label: f[7],
+		workflowRun: f[8], checkRun: f[9], checkSuite: f[10], branches: f[11]}, true
+}
+
+var repoKeys = []string{"full_name", "html_url"}
+
+// payloadRepo reads repository.full_name and the host (daemon-spec §4.1).
+func payloadRepo(p *payload, e *entity) (repoOf, bool) {
+	var f [2]jv
+	p.doc.fields(p.repository, repoKeys, f[:])
+	owner, repo, ok := strings.Cut(f[0].string(), "/")
+	if !ok || !plainName(owner) || !plainName(repo) {
+		return repoOf{}, false
+	}
+	host := ""
+	if u := f[1].string(); u != "" {
+		host = hostOfURL(u)
+	} else if e != nil {
+		host = hostOfURL(e.htmlURL.string())
+	}
+	return repoOf{host: host, owner: owner, repo: repo}, true
+}
+
+// prEntity returns the pull-request object of the payload, if any: the
+// pull_request object for pull_request* events; for issues and
+// issue_comment the issue when it has a pull_request key, else a top-level
+// pull_request (the poll path's shape).
+func prEntity(event string, p *payload) *entity {
+	switch {
+	case strings.HasPrefix(event, "pull_request"):
+		if p.pullRequest.present {
+			return &p.pullRequest
+		}
+	case p.issue.present:
+		if p.issue.pullRequest != nil {
+			return &p.issue
+		}
+	case p.pullRequest.present:
+		return &p.pullRequest
+	}
+	return nil
+}
+
+// intOf reads a positive int that fits a ref number (0 otherwise).
+func intOf(v jv) int {
+	n, ok := v.int()
+	if !ok || n <= 0 || n >= 1<<31 {
+		return 0
+	}
+	return int(n)
+}
+
+// extract returns the work items of a payload, in daemon-spec §4.1 order.
+func extract(event string, p *payload, r repoOf) extraction {
+	var x extraction
+	if pr := prEntity(event, p); pr != nil {
+		n := intOf(pr.number)
+		if n > 0 {
+			x.own = r.ref(n)
+		}
+		pr.closing.elems(func(c jv) {
+			if cn := intOf(c.get("number")); cn > 0 {
+				x.add(closingRepo(c, r).ref(cn), RefFromClosingReference)
+			}
+		})
+		head := pr.head.get("ref").string()
+		if head == "" {
+			head = pr.headRefName.string()
+		}
+		if b := branchIssue(head); b > 0 {
+			x.add(r.ref(b), RefFromBranch)
+		}
+		for _, kr := range closingKeywords(pr.body.string(), r) {
+			x.add(kr, RefFromKeyword)
+		}
+		if n > 0 {
+			x.add(r.ref(n), RefFromEntity)
+		}
+		return x
+	}
+	switch event {
+	case "issues", "issue_comment":
+		if n := intOf(p.issue.number); n > 0 {
+			x.add(r.ref(n), RefFromEntity)
+		}
+	case "workflow_run":
+		x.prNumbers(p.workflowRun.get("pull_requests"), r)
+		x.branch(p.workflowRun.get("head_branch"), r)
+	case "check_run":
+		suite := p.checkRun.get("check_suite")
+		x.prNumbers(suite.get("pull_requests"), r)
+		x.branch(suite.get("head_branch"), r)
+	case "check_suite":
+		x.prNumbers(p.checkSuite.get("pull_requests"), r)
+		x.branch(p.checkSuite.get("head_branch"), r)
+	case "status":
+		p.branches.elems(func(b jv) { x.branch(b.get("name"), r) })
+	}
+	return x
+}
+
+func (x *extraction) branch(name jv, r repoOf) {
+	if n := branchIssue(name.string()); n > 0 {
+		x.add(r.ref(n), RefFromBranch)
+	}
+}
+
+func (x *extraction) prNumbers(prs jv, r repoOf) {
+	prs.elems(func(p jv) {
+		if n := intOf(p.get("number")); n > 0 {
+			x.add(r.ref(n), RefFromEntity)
+		}
+	})
+}
+
+// closingRepo resolves the repository of a closingIssuesReferences entry:
+// repository.nameWithOwner, else repository.owner.login + name, else the
+// /<o>/<r>/issues/<n> part of url, else the event's repository.
+func closingRepo(c jv, r repoOf) repoOf {
+	repo := c.get("repository")
+	if o, n, ok := strings.Cut(repo.get("nameWithOwner").string(), "/"); ok && plainName(o) && plainName(n) {
+		return repoOf{host: r.host, owner: o, repo: n}
+	}
+	if o, n := repo.path("owner", "login").string(), repo.get("name").string(); plainName(o) && plainName(n) {
+		return repoOf{host: r.host, owner: o, repo: n}
+	}
+	if u := c.get("url").string(); u != "" {
+		if m := issueURLRE.FindStringSubmatch(u); m != nil && plainName(m[1]) && plainName(m[2]) {
+			return repoOf{host: r.host, owner: m[1], repo: m[2]}
+		}
+	}
+	return r
+}
+
+var issueURLRE = lazyre.New(`/([A-Za-z0-9._-]+)/([A-Za-z0-9._-]+)/issues/\d+`)
+
+// branchIssue returns n for the first issue-<n> or issue/<n> in a branch
+// name (case-insensitive), 0 when there is none.
+func branchIssue(b string) int {
+	for i := 0; i+6 < len(b); i++ {
+		if b[i]|0x20 != 'i' || !strings.EqualFold(b[i:i+5], "issue") || (b[i+5] != '-' && b[i+5] != '/') {
+			continue
+		}
+		j := i + 6
+		for j < len(b) && b[j] >= '0' && b[j] <= '9' && j-(i+6) < 10 {
+			j++
+		}
+		if j == i+6 {
+			continue
+		}
+		n, err := strconv.Atoi(b[i+6 : j])
+		if err != nil || n <= 0 || n >= 1<<31 {
+			continue
+		}
+		return n
+	}
+	return 0
+}
+
+// closingKeywordRE: GitHub's closing keywords, word-bounded, an optional
+// colon, whitespace, then a URL, [owner/repo]#n or GH-n (daemon-spec §4.1).
+// It is the router's superset of integrations' body fallback (which serves
+// the github.closing-issues operation and does not read GH-n).
+var closingKeywordRE = lazyre.New(`(?i)\b(?:close[sd]?|fix(?:e[sd])?|resolve[sd]?):?[ \t\r\n]+(?:https?://([A-Za-z0-9.:-]+)/([A-Za-z0-9._-]+)/([A-Za-z0-9._-]+)/issues/(\d+)|(?:([A-Za-z0-9._-]+)/([A-Za-z0-9._-]+))?#(\d+)|GH-(\d+))\b`)
+
+// maxKeywordScan bounds how much of a PR body is searched for keywords.
+const maxKeywordScan = 64 << 10
+
+func closingKeywords(body string, r repoOf) []integrations.Ref {
+	if len(body) == 0 {
+		return nil
+	}
+	if len(body) > maxKeywordScan {
+		body = body[:maxKeywordScan]
+	}
+	var out []integrations.Ref
+	webHost := r.host
+	if webHost == "" {
+		webHost = "github.com"
+	}
+	for _, m := range closingKeywordRE.FindAllStringSubmatch(body, 32) {
+		var ref integrations.Ref
+		switch {
+		case m[4] != "":
+			if !strings.EqualFold(m[1], webHost) {
+				continue // a keyword cannot close an issue on another host
+			}
+			ref = repoOf{host: r.host, owner: m[2], repo: m[3]}.ref(atoiRef(m[4]))
+		case m[7] != "":
+			rr := r
+			if m[5] != "" {
+				rr = repoOf{host: r.host, owner: m[5], repo: m[6]}
+			}
+			ref = rr.ref(atoiRef(m[7]))
+		case m[8] != "":
+			ref = r.ref(atoiRef(m[8]))
+		}
+		out = append(out, ref)
+	}
+	return out
+}
+
+func atoiRef(s string) int {
+	if len(s) > 10 {
+		return 0
+	}
+	n, err := strconv.Atoi(s)
+	if err != nil || n <= 0 || n >= 1<<31 {
+		return 0
+	}
+	return n
+}

@@ -929,6 +929,12 @@ func topLevelBlocks(data []byte, want map[string]bool) ([]byte, bool) {
 	keep, seenKey := false, false
 	for i, line := range strings.SplitAfter(string(data), "\n") {
 		t := strings.TrimRight(line, "\r\n")
+		if endsWithProperties(t) {
+			// "key: !tag" or "- &anchor" with nothing after: the properties
+			// may apply to what the next lines hold, which a cut would
+			// separate (fuzz crasher "0: !0  \nticketing: 00").
+			return nil, false
+		}
 		if t == "" || t[0] == ' ' || t[0] == '#' {
 			if !seenKey && strings.TrimSpace(t) != "" && !strings.HasPrefix(strings.TrimSpace(t), "#") {
 				return nil, false // content before the first key: not a plain mapping
@@ -951,6 +957,21 @@ func topLevelBlocks(data []byte, want map[string]bool) ([]byte, bool) {
 		}
 	}
 	return out, true
+}
+
+// endsWithProperties reports whether a line (comment aside) ends with a
+// node property — a tag "!x" or an anchor "&x" — whose node may then be on
+// the following lines.
+func endsWithProperties(line string) bool {
+	if i := strings.Index(line, " #"); i >= 0 {
+		line = line[:i]
+	}
+	fields := strings.Fields(line)
+	if len(fields) == 0 {
+		return false
+	}
+	last := fields[len(fields)-1]
+	return last[0] == '!' || last[0] == '&'
 }
 
 // plainTopKey reads "key:" or "key: value" at column 0 for a plain key.

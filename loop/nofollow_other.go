@@ -1,0 +1,6 @@
+//go:build !unix
+
+package loop
+
+// oNoFollow is not available here; writers check with Lstat instead.
+const oNoFollow = 0

@@ -23,6 +23,8 @@ type repoFlags struct {
 	Config    string
 	PR        int
 	PRRepo    string
+	// Trust holds --trust-key/--trust-base on verbs that take them.
+	Trust loop.TrustSource
 }
 
 func repoFlagDefs(withPR bool) []cli.Flag {
@@ -48,6 +50,7 @@ func readRepoFlags(c *cli.Context) repoFlags {
 	if c.IsSet("pr-repo") {
 		rf.PRRepo = c.String("pr-repo")
 	}
+	rf.Trust = loop.TrustSource{Keys: c.StringSlice("trust-key"), Base: c.String("trust-base")}
 	return rf
 }
 
@@ -111,6 +114,10 @@ func (f *Factory) openLive(rf repoFlags, workItem string) (*live, error) {
 		return nil, err
 	}
 	l := &live{cfg: cfg, close: func() {}, warnings: append([]string{}, cfg.Warnings...)}
+	verifier, err := f.verifier(context.Background(), f.withTrustEnv(rf.Trust, root), true)
+	if err != nil {
+		return nil, err
+	}
 	var sink graph.Sink
 	if cfg.EventLogEnabled && cfg.EventLogPath != "" {
 		el, err := loop.OpenEventLog(cfg.EventLogPath, "cli", loop.EventLogOptions{Clock: f.Clock, Warnings: f.IO.ErrOut})
@@ -145,7 +152,7 @@ func (f *Factory) openLive(rf repoFlags, workItem string) (*live, error) {
 		Graph: g, WorkItem: workItem, PR: rf.PR, PRRepo: rf.PRRepo,
 		AuthorizedUsers: cfg.AuthorizedUsers, ExecuteKeyword: cfg.ExecuteKeyword, SessionPerPr: cfg.SessionPerPr,
 		Integrations: integ, Commands: loop.Commands{Runner: run.Exec{}, Root: repo.Root},
-		Sink: sink, Clock: f.Clock,
+		Sink: sink, Clock: f.Clock, DecisionVerifier: verifier,
 		Warn: func(w string) { l.warnings = append(l.warnings, w) },
 	})
 	if err != nil {

@@ -7,7 +7,9 @@
 //	loop-gate cursor   # Cursor: {"followup_message":...}
 //
 // It always exits 0 (except for bad usage, 1) and lets the agent stop on any
-// internal error. `loopctl install` registers it.
+// internal error — even a fatal one: the check runs in a child process
+// (supervise.go), so running out of memory never becomes exit 2, which
+// Claude Code would read as "block". `loopctl install` registers it.
 package main
 
 import (
@@ -41,7 +43,26 @@ func init() {
 }
 
 func main() {
+	if isChild() {
+		childSetup()
+		os.Exit(run(os.Args, stdin(), os.Stdout, os.Stderr))
+	}
+	switch arg(os.Args) {
+	case "claude", "cursor", "":
+		os.Exit(supervise(os.Args, stdin(), os.Stdout, os.Stderr))
+	}
+	// --version, --help, bad usage: nothing to supervise.
 	os.Exit(run(os.Args, stdin(), os.Stdout, os.Stderr))
+}
+
+func arg(argv []string) string {
+	if len(argv) == 2 {
+		return argv[1]
+	}
+	if len(argv) == 1 {
+		return ""
+	}
+	return "-"
 }
 
 // stdin is the payload stream, nil when stdin is a terminal (run by hand).

@@ -13,6 +13,7 @@ import (
 	"strings"
 
 	"github.com/theloop-dev/theloop/internal/lazyre"
+	"github.com/theloop-dev/theloop/internal/yamlguard"
 
 	"github.com/goccy/go-yaml"
 )
@@ -78,6 +79,9 @@ func decodeYAMLMap(name string, data []byte) (m map[string]any, err error) {
 	}()
 	if len(data) > maxConfigBytes {
 		return nil, fmt.Errorf("%s: %d bytes is larger than the %d a configuration file may have", name, len(data), maxConfigBytes)
+	}
+	if err := yamlguard.Check(data, yamlguard.Limits{MaxBytes: maxConfigBytes, MaxDepth: yamlguard.Default.MaxDepth, MaxIndent: yamlguard.Default.MaxIndent}); err != nil {
+		return nil, fmt.Errorf("%s: %v; theloop refuses it before parsing — no configuration needs that", name, err)
 	}
 	var v any
 	if err := yaml.Unmarshal(data, &v); err != nil {

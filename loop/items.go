@@ -3,6 +3,7 @@ package loop
 import (
 	"context"
 	"fmt"
+	"io"
 	"io/fs"
 	"os"
 	"path"
@@ -106,13 +107,30 @@ func (a *FileArtifacts) Open(name string) (fs.File, error) {
 	return os.DirFS(a.dir).Open(name)
 }
 
+// MaxArtifactBytes bounds an artifact read into memory; a specification
+// larger than this is not one, and the agent writes these files.
+const MaxArtifactBytes = 16 << 20
+
 // ReadFile implements fs.ReadFileFS (one syscall path, no directory walk).
+// Files larger than MaxArtifactBytes are refused.
 func (a *FileArtifacts) ReadFile(name string) ([]byte, error) {
 	p, err := a.full("read", name)
 	if err != nil {
 		return nil, err
 	}
-	return os.ReadFile(p)
+	f, err := os.Open(p)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	data, err := io.ReadAll(io.LimitReader(f, MaxArtifactBytes+1))
+	if err != nil {
+		return nil, err
+	}
+	if len(data) > MaxArtifactBytes {
+		return nil, &fs.PathError{Op: "read", Path: name, Err: fmt.Errorf("larger than the %d bytes an artifact may have", MaxArtifactBytes)}
+	}
+	return data, nil
 }
 
 // Stat implements fs.StatFS.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"strings"
 
@@ -88,7 +89,13 @@ func (rf repoFlags) graph() (*graph.Graph, error) {
 	if rf.GraphFile == "" {
 		return nil, nil
 	}
-	src, err := os.ReadFile(rf.GraphFile)
+	f, err := os.Open(rf.GraphFile)
+	if err != nil {
+		return nil, fmt.Errorf("--graph: %w", err)
+	}
+	defer f.Close()
+	// Bounded before anything is parsed: graphfile refuses what is larger.
+	src, err := io.ReadAll(io.LimitReader(f, graphfile.MaxGraphBytes+1))
 	if err != nil {
 		return nil, fmt.Errorf("--graph: %w", err)
 	}

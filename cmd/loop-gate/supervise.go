@@ -103,11 +103,12 @@ func supervise(argv []string, in io.Reader, out, errOut io.Writer) int {
 	}
 	// A fatal error (out of memory, a runtime fault) or a signal: the
 	// answer, if any, is incomplete. Let the agent stop, and say why.
-	tail := stderr.Bytes()
-	if len(tail) > 4096 {
-		tail = tail[:4096]
+	// The head of the child's stderr holds the fatal error's message.
+	head := stderr.Bytes()
+	if len(head) > 4096 {
+		head = head[:4096]
 	}
-	errOut.Write(tail)
+	errOut.Write(head)
 	fmt.Fprintf(errOut, "\nloop-gate: the check failed (%v); letting the agent stop — run `loopctl check <work-item> --recompute` to see why\n", runErr)
 	return 0
 }

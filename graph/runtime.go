@@ -209,6 +209,8 @@ type session struct {
 	// emitted is how many of st.Unlogged (a prefix) have been emitted
 	// since they were saved; the next save drops them from the state.
 	emitted int
+	// saveFailed is set when a save of this verb failed.
+	saveFailed bool
 
 	// Exit-chain inputs derived from st, computed once per skip set.
 	exitFor      *skipInfo
@@ -275,6 +277,7 @@ func (r *Runtime) save(ctx context.Context, s *session) error {
 	}
 	if err := r.opts.Store.Save(ctx, s.st.WorkItem, s.st); err != nil {
 		s.st.Unlogged = kept
+		s.saveFailed = true
 		return fmt.Errorf("saving graph state of %s: %w", s.st.WorkItem, err)
 	}
 	for _, e := range s.st.Unlogged {
@@ -332,7 +335,9 @@ func (r *Runtime) emitJournal(s *session, e JournalEntry, relogged bool) {
 // emitted again, marked relogged, by the next locked verb: at least once,
 // never before the state they report.
 func (r *Runtime) flush(ctx context.Context, s *session) {
-	if s.emitted == 0 {
+	// After a failed save the state in memory holds a transition that was
+	// neither saved nor logged: it must not be saved now.
+	if s.emitted == 0 || s.saveFailed {
 		return
 	}
 	s.st.Unlogged = s.st.Unlogged[:s.emitted]

@@ -391,20 +391,48 @@ func (r *Runtime) openLocked(ctx context.Context, id string) (s *session, done f
 type skipInfo struct {
 	decl    map[string]SkipDecl
 	invalid map[string]bool
+	// unproven holds human gates declared skipped that no verified
+	// decision declares skipped (only with a verifier).
+	unproven map[string]bool
 }
 
 func (k skipInfo) has(id string) bool { _, ok := k.decl[id]; return ok }
 
 // skips filters the state's declarations through the compiled graph: a
 // declaration is honoured only for a declared, skippable, non-required node;
-// every opt-in node not selected is skipped with via "not-selected".
-func (r *Runtime) skips(st *State) skipInfo {
-	k := skipInfo{decl: map[string]SkipDecl{}, invalid: map[string]bool{}}
+// every opt-in node not selected is skipped with via "not-selected". With a
+// verifier, a human gate counts as skipped only when a verified decision
+// (phase selection) lists it among its skips, and an opt-in node a verified
+// decision selected stays selected whatever the state says: graph-state.json
+// is the agent's to edit, and a skip is as good as a pass.
+func (r *Runtime) skips(ctx context.Context, s *session) skipInfo {
+	st := s.st
+	k := skipInfo{decl: map[string]SkipDecl{}, invalid: map[string]bool{}, unproven: map[string]bool{}}
+	var provenSkips, provenOptIns map[string]bool
+	if r.opts.Verifier != nil {
+		provenSkips, provenOptIns = map[string]bool{}, map[string]bool{}
+		for _, key := range st.Decisions.Keys() {
+			if r.verify(ctx, s, key) != nil {
+				continue
+			}
+			d, _ := st.Decisions.Get(key)
+			for _, n := range d.Skips {
+				provenSkips[n] = true
+			}
+			for _, n := range d.OptIns {
+				provenOptIns[n] = true
+			}
+		}
+	}
 	for _, id := range st.Skips.Keys() {
 		d, _ := st.Skips.Get(id)
 		n, ok := r.g.Node(id)
 		if !ok || !n.Skippable || n.Required {
 			k.invalid[id] = true
+			continue
+		}
+		if provenSkips != nil && n.IsHuman() && !provenSkips[id] {
+			k.unproven[id] = true
 			continue
 		}
 		k.decl[id] = d
@@ -416,7 +444,7 @@ func (r *Runtime) skips(st *State) skipInfo {
 		if _, ok := k.decl[n.ID]; ok {
 			continue
 		}
-		if st.OptIns.Has(n.ID) {
+		if st.OptIns.Has(n.ID) || provenOptIns[n.ID] {
 			continue
 		}
 		k.decl[n.ID] = SkipDecl{Via: "not-selected"}
@@ -626,7 +654,7 @@ func (r *Runtime) Status(ctx context.Context, id string, recompute bool) (*Repor
 }
 
 func (r *Runtime) evaluateAll(ctx context.Context, s *session, recompute bool) *Report {
-	k := r.skips(s.st)
+	k := r.skips(ctx, s)
 	rep := &Report{WorkItem: s.st.WorkItem, Nodes: make([]NodeReport, len(r.g.nodes))}
 	// Every chain of the check runs in one batch: one hand-off to a worker
 	// goroutine for the whole graph.
@@ -672,6 +700,9 @@ func (r *Runtime) evaluateAll(ctx context.Context, s *session, recompute bool) *
 			}
 			if k.invalid[n.ID] {
 				nr.Messages = append(nr.Messages, "graph state declares a skip on this node, which is not skippable — the declaration is refused and has no effect")
+			}
+			if k.unproven[n.ID] {
+				nr.Messages = append(nr.Messages, "graph state declares this human gate skipped, but no verified decision does — the declaration is refused: a gate is skipped only by a signed phase selection")
 			}
 		}
 		if first == "" && nr.Status != string(StatusPass) && nr.Status != string(StatusSkip) {
@@ -720,7 +751,7 @@ func (r *Runtime) Start(ctx context.Context, id string) (*StepReport, error) {
 	if s.st.CurrentNode != "" {
 		return nil, nil
 	}
-	node := r.routeSkips(s, r.g.Start, r.skips(s.st))
+	node := r.routeSkips(s, r.g.Start, r.skips(ctx, s))
 	if r.g.Name != "" || s.st.Loop == "" {
 		s.st.Loop = r.g.Name
 	}
@@ -834,7 +865,7 @@ func (r *Runtime) advance(ctx context.Context, s *session, ev *Event) (*StepRepo
 		return rep, nil
 	}
 
-	k := r.skips(st)
+	k := r.skips(ctx, s)
 	c := r.evaluate(ctx, s, node, ModeLive, ev, &k)
 	rep.Outcome = c.Outcome()
 	for _, m := range c.Messages() {
@@ -887,7 +918,7 @@ func (r *Runtime) advance(ctx context.Context, s *session, ev *Event) (*StepRepo
 
 	// Satisfied.
 	if r.recordFacts(ctx, s, node, c, ev) {
-		k = r.skips(st)
+		k = r.skips(ctx, s)
 	}
 	outcome := c.Outcome()
 	st.Exit(node.ID, outcome, s.now)
@@ -987,12 +1018,6 @@ func (r *Runtime) recordFacts(ctx context.Context, s *session, n *Node, c ChainO
 			recorded = append(recorded, n.ID)
 		}
 	}
-	if len(recorded) > 0 {
-		gated := gatedNames(c)
-		for _, key := range recorded {
-			r.sign(ctx, s, key, gated, ev)
-		}
-	}
 
 	changed := false
 	var skipped, opted []string
@@ -1027,6 +1052,20 @@ func (r *Runtime) recordFacts(ctx context.Context, s *session, n *Node, c ChainO
 	if len(opted) > 0 {
 		sort.Strings(opted)
 		r.journal(s, "graph.opt_ins_selected", LevelInfo, Field{"via", "selection"}, Field{"nodes", opted})
+	}
+	// The decisions recorded here carry the skips and opt-ins they made,
+	// under their signature: a verifier honours a skipped human gate only
+	// on that proof.
+	if len(recorded) > 0 {
+		gated := gatedNames(c)
+		for _, key := range recorded {
+			if len(skipped) > 0 || len(opted) > 0 {
+				d, _ := st.Decisions.Get(key)
+				d.Skips, d.OptIns = append([]string(nil), skipped...), append([]string(nil), opted...)
+				st.Decisions.Set(key, d)
+			}
+			r.sign(ctx, s, key, gated, ev)
+		}
 	}
 	return changed
 }
@@ -1233,6 +1272,10 @@ func (r *Runtime) DeclareSkips(ctx context.Context, id string, tokens []string, 
 	cur := s.st.CurrentNode
 	at := Timestamp(s.now)
 	for _, p := range picks {
+		if n, _ := r.g.Node(p.node); r.opts.Verifier != nil && n != nil && n.IsHuman() {
+			res.Rejected = append(res.Rejected, SkipRejection{Token: p.node, Why: "a human gate is skipped only by a signed phase selection, not from the command line"})
+			continue
+		}
 		if p.node == cur || s.st.Record(p.node).EnteredAt != "" || (cur != "" && r.g.Before(p.node, cur)) {
 			res.Rejected = append(res.Rejected, SkipRejection{Token: p.node, Why: "already entered or behind the pointer — a skip is a plan, not an amnesty"})
 			continue

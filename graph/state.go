@@ -111,6 +111,10 @@ type Decision struct {
 	// Artifacts are the content hashes of the artifacts the decision
 	// approved, taken when it was recorded (filled by the DecisionSigner).
 	Artifacts []ArtifactHash `json:"artifacts,omitempty"`
+	// Skips and OptIns are the nodes this decision (a phase selection)
+	// declared skipped and selected; they are covered by the signature.
+	Skips  []string `json:"skips,omitempty"`
+	OptIns []string `json:"optIns,omitempty"`
 	// Signature proves the decision (nil: unsigned). See DecisionSigner.
 	Signature *DecisionSignature `json:"signature,omitempty"`
 }

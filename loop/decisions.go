@@ -304,6 +304,8 @@ type signedDecision struct {
 	Graph        string                `json:"graph"`
 	Goal         string                `json:"goal"`
 	Artifacts    []graph.ArtifactHash  `json:"artifacts"`
+	Skips        []string              `json:"skips"`
+	OptIns       []string              `json:"optIns"`
 }
 
 func signedBytes(sig *graph.DecisionSignature, d graph.Decision) ([]byte, error) {
@@ -321,7 +323,14 @@ func signedBytes(sig *graph.DecisionSignature, d graph.Decision) ([]byte, error)
 	}
 	return json.Marshal(signedDecision{V: 1, Key: sig.Key, Subject: sig.Subject, Outcome: d.Outcome, By: d.By, At: d.At, Via: d.Via,
 		Event: d.Event, Comment: d.Comment, CommentURL: d.CommentURL, Surface: d.Surface, SessionPerPr: d.SessionPerPr,
-		Graph: g, Goal: goal, Artifacts: arts})
+		Graph: g, Goal: goal, Artifacts: arts, Skips: orEmpty(d.Skips), OptIns: orEmpty(d.OptIns)})
+}
+
+func orEmpty(s []string) []string {
+	if s == nil {
+		return []string{}
+	}
+	return s
 }
 
 func canonicalHash(raw json.RawMessage) (string, error) {

@@ -19,12 +19,12 @@ import (
 
 // signedRepo walks issue-42 past requirements-approval with a signing
 // runtime (the daemon's path) and returns the repository and the signer.
-func signedRepo(t *testing.T) (string, *loop.Signer) {
+func signedRepo(t testing.TB) (string, *loop.Signer) {
 	return signedRepoAt(t, true)
 }
 
 // signedRepoAt stops at requirements-approval unless approve.
-func signedRepoAt(t *testing.T, approve bool) (string, *loop.Signer) {
+func signedRepoAt(t testing.TB, approve bool) (string, *loop.Signer) {
 	t.Helper()
 	repo := t.TempDir()
 	writeFile(t, repo, ".the-loop/harness-config.yaml", harnessConfig)
@@ -309,4 +309,100 @@ func TestSigningKeyFile(t *testing.T) {
 	none, err := loop.LoadVerifier(context.Background(), loop.TrustSource{})
 	require.NoError(t, err)
 	require.Nil(t, none)
+}
+
+// BenchmarkCheckSignedItem is `check --recompute` of a work item whose two
+// recorded decisions are signed, without and with verification (two
+// Ed25519 verifications and one artifact hash per check).
+func BenchmarkCheckSignedItem(b *testing.B) {
+	for _, verify := range []bool{false, true} {
+		b.Run(map[bool]string{false: "unverified", true: "verified"}[verify], func(b *testing.B) {
+			repo, signer := signedRepo(b)
+			ctx := context.Background()
+			var v graph.DecisionVerifier
+			if verify {
+				lv, err := loop.LoadVerifier(ctx, loop.TrustSource{Keys: []string{signer.PublicKey()}})
+				if err != nil {
+					b.Fatal(err)
+				}
+				v = lv
+			}
+			b.ReportAllocs()
+			b.ResetTimer()
+			for i := 0; i < b.N; i++ {
+				rt, err := loop.Open(repo, loop.Options{WorkItem: "issue-42", DecisionVerifier: v})
+				if err != nil {
+					b.Fatal(err)
+				}
+				rep, err := rt.Status(ctx, "issue-42", true)
+				if err != nil || rep.CurrentNode != "design" {
+					b.Fatal(err, rep.CurrentNode)
+				}
+			}
+		})
+	}
+}
+
+// A skip is as good as a pass: with a trust anchor, a human gate counts as
+// skipped only when a verified decision (the phase selection) skipped it —
+// not when graph-state.json or `loopctl graph skip` says so.
+func TestForgedSkipOfAHumanGate(t *testing.T) {
+	repo, signer := signedRepoAt(t, false)
+	editState(t, repo, "issue-42", func(m map[string]any) {
+		m["skips"] = map[string]any{"requirements-approval": map[string]any{"via": "cli", "token": "requirements-approval", "by": "agent", "reason": "x"}}
+	})
+	ctx := context.Background()
+	rt := verifying(t, repo, signer.PublicKey())
+	rep, err := rt.Status(ctx, "issue-42", true)
+	require.NoError(t, err)
+	require.Equal(t, "requirements-approval", rep.CurrentNode)
+	n, _ := rep.Node("requirements-approval")
+	require.Contains(t, strings.Join(n.Messages, "\n"), "no verified decision does")
+
+	plain, err := loop.Open(repo, loop.Options{})
+	require.NoError(t, err)
+	rep, err = plain.Status(ctx, "issue-42", true)
+	require.NoError(t, err)
+	require.Equal(t, "design", rep.CurrentNode, "without an anchor the declaration is honoured, as in the-loop")
+
+	// The command line cannot declare it either.
+	v, err := loop.LoadVerifier(ctx, loop.TrustSource{Keys: []string{signer.PublicKey()}})
+	require.NoError(t, err)
+	fresh, _ := signedRepoAt(t, false)
+	live, err := loop.Open(fresh, loop.Options{DecisionVerifier: v})
+	require.NoError(t, err)
+	res, err := live.DeclareSkips(ctx, "issue-42", []string{"design-approval"}, "docs only", "agent")
+	require.NoError(t, err)
+	require.Empty(t, res.Declared)
+	require.Contains(t, res.Rejected[0].Why, "signed phase selection")
+}
+
+// A phase selection that skips a human gate carries the skip under its
+// signature, and a verifier honours it.
+func TestSignedSelectionSkipsAHumanGate(t *testing.T) {
+	repo := t.TempDir()
+	writeFile(t, repo, ".the-loop/harness-config.yaml", harnessConfig)
+	_, priv, err := ed25519.GenerateKey(nil)
+	require.NoError(t, err)
+	signer := loop.NewSigner(priv)
+	tickets := graphtest.NewTickets()
+	rt, err := loop.Open(repo, loop.Options{Integrations: tickets, AuthorizedUsers: []string{"dana"}, DecisionSigner: signer})
+	require.NoError(t, err)
+	ctx := context.Background()
+	_, err = rt.Start(ctx, "issue-42")
+	require.NoError(t, err)
+	c := tickets.Comment("github:acme/widgets#42", "dana", "the-loop execute\n- [ ] brainstorming\n- [ ] requirements-definition\n- [ ] requirements-approval")
+	_, err = rt.Advance(ctx, "issue-42", &graph.Event{ID: "d1", Comments: []graph.Comment{c}})
+	require.NoError(t, err)
+	st, err := loop.NewStore(repo, "").Load(ctx, "issue-42")
+	require.NoError(t, err)
+	sel, _ := st.Decisions.Get("phase-selection")
+	if !st.Skips.Has("requirements-approval") {
+		t.Skipf("the selection did not skip requirements-approval (skips %v); nothing to verify", st.Skips.Keys())
+	}
+	require.Contains(t, sel.Skips, "requirements-approval")
+	rep, err := verifying(t, repo, signer.PublicKey()).Status(ctx, "issue-42", true)
+	require.NoError(t, err)
+	n, _ := rep.Node("requirements-approval")
+	require.Equal(t, string(graph.StatusSkip), n.Status, "%v", n.Messages)
 }

@@ -61,7 +61,7 @@ func TestShippedProducingNodesDoNotGateOnTheLock(t *testing.T) {
 	}
 }
 
-func writeFile(t *testing.T, root, rel, content string) {
+func writeFile(t testing.TB, root, rel, content string) {
 	t.Helper()
 	p := filepath.Join(root, filepath.FromSlash(rel))
 	require.NoError(t, os.MkdirAll(filepath.Dir(p), 0o755))

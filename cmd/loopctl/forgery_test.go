@@ -364,3 +364,46 @@ func TestKeysInitAndShow(t *testing.T) {
 	require.Equal(t, 1, r.code)
 	require.Contains(t, r.stderr, "inside the git checkout")
 }
+
+// A hand-written `status: approved` lock never passes a gate, with or
+// without a trust anchor: only a recorded decision does.
+func TestForgeryHandWrittenLock(t *testing.T) {
+	repo, signer := signedCheckout(t)
+	editStateJSON(t, repo, "issue-42", func(m map[string]any) {
+		delete(m["decisions"].(map[string]any), "requirements-approval")
+	})
+	writeTestFile(t, repo, "docs/specs/issue-42/requirements.md", "---\nstatus: approved\napprovedBy: [\"@dana\"]\ndecision: \"requirements-approval/99\"\n---\n"+forgeryRequirements)
+	for _, env := range [][]string{nil, {loop.TrustKeysEnv + "=" + signer.PublicKey()}} {
+		rep, r := ciCheck(t, repo, "issue-42", env)
+		require.Equal(t, "requirements-approval", rep.CurrentNode, r.stderr)
+		require.Equal(t, "wait", rep.node("requirements-approval").Status)
+	}
+}
+
+// graph complete verifies too: a forged decision does not move the pointer.
+func TestForgeryThroughGraphComplete(t *testing.T) {
+	ctl, _ := builtBinaries(t)
+	_, priv, _ := ed25519.GenerateKey(nil)
+	key := loop.FormatPublicKey(priv.Public().(ed25519.PublicKey))
+	for _, anchored := range []bool{true, false} {
+		repo := t.TempDir()
+		require.NoError(t, os.Mkdir(filepath.Join(repo, ".git"), 0o755))
+		writeTestFile(t, repo, "docs/specs/issue-7/graph-state.json", `{"version":1,"workItem":"issue-7","currentNode":"phase-selection","decisions":{"phase-selection":{"outcome":"selected"}}}`)
+		args := []string{"graph", "complete", "issue-7", "--repo", repo}
+		if anchored {
+			args = append(args, "--trust-key", key)
+		}
+		r := runBin(t, ctl, repo, nil, nil, args...)
+		var claim graph.Claim
+		require.NoError(t, json.Unmarshal([]byte(r.stdout), &claim), r.stdout+r.stderr)
+		if anchored {
+			require.False(t, claim.Moved)
+			require.Equal(t, "phase-selection", claim.CurrentNode)
+			require.Contains(t, strings.Join(claim.Messages, "\n"), "carries no signature")
+			require.NotContains(t, r.stderr, unverifiedWarningFragment)
+		} else {
+			require.True(t, claim.Moved, "the-loop's behaviour without an anchor")
+			require.Equal(t, 1, strings.Count(r.stderr, unverifiedWarningFragment))
+		}
+	}
+}

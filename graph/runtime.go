@@ -625,7 +625,7 @@ func (r *Runtime) evaluate(ctx context.Context, s *session, n *Node, mode Mode, 
 		s.st.Decisions.Delete(n.ID)
 		delete(s.verdicts, n.ID)
 		s.exitFor = nil
-		r.emit(s, "graph.decision_refused", LevelWarning, Field{"node", n.ID}, Field{"error", err.Error()})
+		r.journal(s, "graph.decision_refused", LevelWarning, Field{"node", n.ID}, Field{"error", err.Error()})
 	}
 	return runChains(ctx, r.pool, []chainJob{{n.Exit, r.hookContext(ctx, s, n, Exit, mode, ev, k)}})[0]
 }

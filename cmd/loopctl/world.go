@@ -81,7 +81,11 @@ func (f *Factory) openCheck(rf repoFlags, workItem string) (*graph.Runtime, erro
 	if err != nil {
 		return nil, err
 	}
-	return loop.Open(root, loop.Options{Graph: g, WorkItem: workItem, PR: rf.PR, PRRepo: rf.PRRepo, Clock: f.Clock})
+	verifier, err := f.verifier(context.Background(), f.withTrustEnv(rf.Trust, root), false)
+	if err != nil {
+		return nil, err
+	}
+	return loop.Open(root, loop.Options{Graph: g, WorkItem: workItem, PR: rf.PR, PRRepo: rf.PRRepo, Clock: f.Clock, DecisionVerifier: verifier})
 }
 
 // graph compiles --graph FILE against theloop's hooks (nil without --graph).

@@ -365,11 +365,10 @@ func (r *Runtime) lock(ctx context.Context, id string) (func(), error) {
 }
 
 // openLocked takes the work item's lock and loads its state, first logging
-// any transition a killed verb saved without logging; the caller must call
-// done when it returns no error: done emits the events of the transitions
-// the verb saved, then releases the lock.
-func (r *Runtime) openLocked(ctx context.Context, id string) (s *session, done func(), err error) {
-	unlock, err := r.lock(ctx, id)
+// any transition a killed verb saved without logging; the caller must defer
+// r.done(ctx, s, unlock) when it returns no error.
+func (r *Runtime) openLocked(ctx context.Context, id string) (s *session, unlock func(), err error) {
+	unlock, err = r.lock(ctx, id)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -378,10 +377,13 @@ func (r *Runtime) openLocked(ctx context.Context, id string) (s *session, done f
 		return nil, nil, err
 	}
 	r.relog(ctx, s)
-	return s, func() {
-		r.flush(ctx, s)
-		unlock()
-	}, nil
+	return s, unlock, nil
+}
+
+// done ends a locked verb: it flushes the journal, then releases the lock.
+func (r *Runtime) done(ctx context.Context, s *session, unlock func()) {
+	r.flush(ctx, s)
+	unlock()
 }
 
 // --- skips -------------------------------------------------------------
@@ -407,7 +409,7 @@ func (k skipInfo) has(id string) bool { _, ok := k.decl[id]; return ok }
 // is the agent's to edit, and a skip is as good as a pass.
 func (r *Runtime) skips(ctx context.Context, s *session) skipInfo {
 	st := s.st
-	k := skipInfo{decl: map[string]SkipDecl{}, invalid: map[string]bool{}, unproven: map[string]bool{}}
+	k := skipInfo{decl: map[string]SkipDecl{}, invalid: map[string]bool{}}
 	var provenSkips, provenOptIns map[string]bool
 	if r.opts.Verifier != nil {
 		provenSkips, provenOptIns = map[string]bool{}, map[string]bool{}
@@ -432,6 +434,9 @@ func (r *Runtime) skips(ctx context.Context, s *session) skipInfo {
 			continue
 		}
 		if provenSkips != nil && n.IsHuman() && !provenSkips[id] {
+			if k.unproven == nil {
+				k.unproven = map[string]bool{}
+			}
 			k.unproven[id] = true
 			continue
 		}
@@ -747,7 +752,7 @@ func (r *Runtime) Start(ctx context.Context, id string) (*StepReport, error) {
 	if err != nil {
 		return nil, err
 	}
-	defer unlock()
+	defer r.done(ctx, s, unlock)
 	if s.st.CurrentNode != "" {
 		return nil, nil
 	}
@@ -842,7 +847,7 @@ func (r *Runtime) Advance(ctx context.Context, id string, ev *Event) (*StepRepor
 	if err != nil {
 		return nil, err
 	}
-	defer unlock()
+	defer r.done(ctx, s, unlock)
 	return r.advance(ctx, s, ev)
 }
 
@@ -1105,7 +1110,7 @@ func (r *Runtime) Complete(ctx context.Context, id, node, actor string) (*Claim,
 	if err != nil {
 		return nil, err
 	}
-	defer unlock()
+	defer r.done(ctx, s, unlock)
 	cur := s.st.CurrentNode
 	if cur == "" {
 		return &Claim{Node: node, Status: StepRefused, Reason: "not-started", Messages: []string{"this work item has not entered the graph; nothing to complete"}}, nil
@@ -1165,7 +1170,7 @@ func (r *Runtime) Force(ctx context.Context, id, to, reason, actor string) (*For
 	if err != nil {
 		return nil, err
 	}
-	defer unlock()
+	defer r.done(ctx, s, unlock)
 	from := s.st.CurrentNode
 	if from == "" {
 		from = r.g.Start
@@ -1261,7 +1266,7 @@ func (r *Runtime) DeclareSkips(ctx context.Context, id string, tokens []string, 
 	if err != nil {
 		return nil, err
 	}
-	defer unlock()
+	defer r.done(ctx, s, unlock)
 	res.WorkItem = s.wi.Ref
 	if res.WorkItem == "" {
 		res.WorkItem = s.wi.ID
@@ -1310,7 +1315,7 @@ func (r *Runtime) BindSession(ctx context.Context, id string, b SessionBinding) 
 	if err != nil {
 		return err
 	}
-	defer unlock()
+	defer r.done(ctx, s, unlock)
 	s.st.Session = &b
 	return r.save(ctx, s)
 }

@@ -3,12 +3,16 @@ package main
 import (
 	"context"
 	"fmt"
+	"os"
+	"path"
+	"path/filepath"
 	"strings"
 	"text/tabwriter"
 
 	"github.com/urfave/cli/v2"
 
 	"github.com/theloop-dev/theloop/graph"
+	"github.com/theloop-dev/theloop/hooks"
 	"github.com/theloop-dev/theloop/loop"
 )
 
@@ -157,9 +161,59 @@ func runVerifyDecisions(ctx context.Context, opts *verifyDecisionsOptions) error
 		}
 		tw.Flush()
 		fmt.Fprintf(f.IO.Out, "%d decision(s), %d refused\n", len(verdicts), refused)
+		writeLocks(f, root, opts, verdicts)
 	}
 	if refused > 0 {
 		return &exitError{code: exitFailed}
 	}
 	return nil
+}
+
+// writeLocks lists the artifacts whose front matter reads `status: approved`
+// and the decision each names, with that decision's verdict. A lock is only
+// a record: it never passes a gate by itself.
+func writeLocks(f *Factory, root string, opts *verifyDecisionsOptions, verdicts []graph.DecisionVerdict) {
+	repo, err := loop.OpenRepo(root, "")
+	if err != nil {
+		return
+	}
+	dir := filepath.Join(repo.Root, filepath.FromSlash(repo.SpecDir), opts.WorkItem)
+	arts := loop.NewFileArtifacts(dir, path.Join(repo.SpecDir, opts.WorkItem))
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return
+	}
+	byRef := map[string]graph.DecisionVerdict{}
+	for _, d := range verdicts {
+		byRef[graph.DecisionRef(d.Gate, d.Comment, d.At)] = d
+	}
+	tw := tabwriter.NewWriter(f.IO.Out, 2, 4, 2, ' ', 0)
+	header := false
+	for _, e := range entries {
+		if !e.Type().IsRegular() || !strings.HasSuffix(e.Name(), ".md") {
+			continue
+		}
+		data, err := arts.ReadFile(e.Name())
+		if err != nil {
+			continue
+		}
+		fm, _ := hooks.FrontMatter(string(data))
+		if status, _ := fm["status"].(string); strings.TrimSpace(status) != "approved" {
+			continue
+		}
+		if !header {
+			fmt.Fprintln(tw, "\nLOCKED ARTIFACT\tNAMES DECISION\tVERDICT")
+			header = true
+		}
+		ref, _ := fm["decision"].(string)
+		verdict := "no such decision recorded: the lock alone passes nothing"
+		switch d, ok := byRef[ref]; {
+		case ref == "":
+			ref, verdict = "-", "names no decision: the lock alone passes nothing"
+		case ok:
+			verdict = d.Verdict
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\n", arts.Path(e.Name()), ref, verdict)
+	}
+	tw.Flush()
 }

@@ -407,3 +407,19 @@ func TestForgeryThroughGraphComplete(t *testing.T) {
 		}
 	}
 }
+
+func TestVerifyDecisionsListsDecisionsAndLocks(t *testing.T) {
+	ctl, _ := builtBinaries(t)
+	repo, signer := signedCheckout(t)
+	writeTestFile(t, repo, "docs/specs/issue-42/design.md", "---\nstatus: approved\n---\n# D\n")
+	r := runBin(t, ctl, repo, nil, nil, "verify-decisions", "issue-42", "--repo", repo, "--trust-key", signer.PublicKey())
+	require.Equal(t, 0, r.code, r.stdout+r.stderr)
+	for _, want := range []string{"phase-selection", "requirements-approval", "verified", "signed by " + signer.PublicKey(), "requirements.md sha256", "2 decision(s), 0 refused",
+		"docs/specs/issue-42/requirements.md", "docs/specs/issue-42/design.md", "names no decision: the lock alone passes nothing"} {
+		require.Contains(t, r.stdout, want)
+	}
+	r = runBin(t, ctl, repo, nil, nil, "verify-decisions", "issue-42", "--repo", repo)
+	require.Equal(t, 0, r.code)
+	require.Contains(t, r.stdout, "unverified")
+	require.Contains(t, r.stderr, unverifiedWarningFragment)
+}

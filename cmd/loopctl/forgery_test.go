@@ -414,6 +414,7 @@ func TestVerifyDecisionsListsDecisionsAndLocks(t *testing.T) {
 	writeTestFile(t, repo, "docs/specs/issue-42/design.md", "---\nstatus: approved\n---\n# D\n")
 	r := runBin(t, ctl, repo, nil, nil, "verify-decisions", "issue-42", "--repo", repo, "--trust-key", signer.PublicKey())
 	require.Equal(t, 0, r.code, r.stdout+r.stderr)
+	t.Log("\n" + r.stdout)
 	for _, want := range []string{"phase-selection", "requirements-approval", "verified", "signed by " + signer.PublicKey(), "requirements.md sha256", "2 decision(s), 0 refused",
 		"docs/specs/issue-42/requirements.md", "docs/specs/issue-42/design.md", "names no decision: the lock alone passes nothing"} {
 		require.Contains(t, r.stdout, want)

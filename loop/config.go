@@ -303,7 +303,7 @@ func ValidateSpecDir(key, dir string) error {
 // readConfigFile reads a configuration file, reporting absence separately.
 // Files larger than maxConfigBytes are refused.
 func readConfigFile(path string) (data []byte, exists bool, err error) {
-	f, err := os.Open(path)
+	f, err := openRegular(path, os.O_RDONLY, 0)
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil, false, nil
 	}

@@ -182,7 +182,7 @@ func enclosingRepo(dir string) string {
 // wrap ErrBadKey.
 func LoadSigningKey(stateRoot string) (*Signer, error) {
 	path := SigningKeyPath(stateRoot)
-	f, err := os.OpenFile(path, os.O_RDONLY|oNoFollow, 0)
+	f, err := os.OpenFile(path, os.O_RDONLY|oNoFollow|oNonBlock, 0)
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil, fmt.Errorf("%w at %s; create one with `loopctl keys init`", ErrNoSigningKey, path)
 	}

@@ -133,7 +133,7 @@ func openAppend(path string) (*os.File, error) {
 	if fi, err := os.Lstat(filepath.Dir(path)); err == nil && fi.Mode()&fs.ModeSymlink != 0 {
 		return nil, fmt.Errorf("%w: the event log's directory %s is a symbolic link; replace it with a directory", ErrUnsafePath, filepath.Dir(path))
 	}
-	f, err := os.OpenFile(path, os.O_WRONLY|os.O_APPEND|os.O_CREATE|oNoFollow, 0o644)
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_APPEND|os.O_CREATE|oNoFollow|oNonBlock, 0o644)
 	if err != nil {
 		if fi, lerr := os.Lstat(path); lerr == nil && fi.Mode()&fs.ModeSymlink != 0 {
 			return nil, fmt.Errorf("%w: the event log %s is a symbolic link; replace it with a file", ErrUnsafePath, path)

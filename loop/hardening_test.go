@@ -6,7 +6,9 @@ import (
 	"os"
 	"path/filepath"
 	"sync"
+	"syscall"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -149,4 +151,42 @@ func TestKilledSaveTempFilesAreRemovedUnderTheLock(t *testing.T) {
 	unlock()
 	left, _ := filepath.Glob(filepath.Join(dir, ".graph-state.json.tmp-*"))
 	require.Empty(t, left)
+}
+
+// A named pipe planted where theloop reads a file (harness config, an
+// artifact, graph-state.json) must not hang a check: opening a FIFO for
+// reading waits for a writer. Each is refused as not a regular file.
+func TestNamedPipesDoNotHangTheCheck(t *testing.T) {
+	repo := t.TempDir()
+	spec := filepath.Join(repo, "docs/specs/issue-1")
+	require.NoError(t, os.MkdirAll(spec, 0o755))
+	require.NoError(t, os.MkdirAll(filepath.Join(repo, ".the-loop"), 0o755))
+	for _, p := range []string{
+		filepath.Join(repo, ".the-loop/harness-config.yaml"),
+		filepath.Join(repo, ".the-loop/collaborators.yaml"),
+		filepath.Join(spec, "requirements.md"),
+		filepath.Join(spec, "design.md"),
+		filepath.Join(spec, "execution-log.md"),
+		filepath.Join(spec, "graph-state.json"),
+	} {
+		if err := syscall.Mkfifo(p, 0o644); err != nil {
+			t.Skipf("mkfifo: %v", err)
+		}
+	}
+	done := make(chan error, 1)
+	go func() {
+		rt, err := loop.Open(repo, loop.Options{WorkItem: "issue-1"})
+		if err == nil {
+			_, err = rt.Status(context.Background(), "issue-1", true)
+		}
+		done <- err
+	}()
+	select {
+	case <-done:
+	case <-time.After(20 * time.Second):
+		t.Fatal("the check hung on a named pipe")
+	}
+	arts := loop.NewFileArtifacts(spec, "docs/specs/issue-1")
+	err := arts.AppendFile("execution-log.md", []byte("x"))
+	require.Error(t, err)
 }

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"io/fs"
 	"os"
 	"path"
@@ -105,7 +104,19 @@ func (a *FileArtifacts) Open(name string) (fs.File, error) {
 	if !fs.ValidPath(name) {
 		return nil, &fs.PathError{Op: "open", Path: name, Err: fs.ErrInvalid}
 	}
-	return os.DirFS(a.dir).Open(name)
+	if name == "." {
+		return os.DirFS(a.dir).Open(name)
+	}
+	p := filepath.Join(a.dir, filepath.FromSlash(name))
+	if fi, err := os.Stat(p); err == nil && fi.IsDir() {
+		return os.DirFS(a.dir).Open(name)
+	}
+	// Never block on a named pipe planted in the spec directory.
+	f, err := openRegular(p, os.O_RDONLY, 0)
+	if err != nil {
+		return nil, err
+	}
+	return f, nil
 }
 
 // MaxArtifactBytes bounds an artifact read into memory; a specification
@@ -119,16 +130,11 @@ func (a *FileArtifacts) ReadFile(name string) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	f, err := os.Open(p)
+	data, truncated, err := readRegular(p, MaxArtifactBytes)
 	if err != nil {
 		return nil, err
 	}
-	defer f.Close()
-	data, err := io.ReadAll(io.LimitReader(f, MaxArtifactBytes+1))
-	if err != nil {
-		return nil, err
-	}
-	if len(data) > MaxArtifactBytes {
+	if truncated {
 		return nil, &fs.PathError{Op: "read", Path: name, Err: fmt.Errorf("larger than the %d bytes an artifact may have", MaxArtifactBytes)}
 	}
 	return data, nil
@@ -175,7 +181,7 @@ func (a *FileArtifacts) AppendFile(name string, data []byte) error {
 	if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
 		return err
 	}
-	f, err := os.OpenFile(p, os.O_WRONLY|os.O_APPEND|os.O_CREATE|oNoFollow, 0o644)
+	f, err := os.OpenFile(p, os.O_WRONLY|os.O_APPEND|os.O_CREATE|oNoFollow|oNonBlock, 0o644)
 	if err != nil {
 		if fi, lerr := os.Lstat(p); lerr == nil && fi.Mode()&fs.ModeSymlink != 0 {
 			return fmt.Errorf("%w: %s is a symbolic link; theloop appends only to files inside the checkout — replace the link with a file", ErrUnsafePath, a.Path(name))

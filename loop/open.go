@@ -208,7 +208,7 @@ func (r *Repo) recordedLoop(id string) string {
 	if err != nil {
 		return ""
 	}
-	data, err := os.ReadFile(path)
+	data, _, err := readRegular(path, -1)
 	if err != nil {
 		return ""
 	}

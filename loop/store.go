@@ -179,7 +179,7 @@ func (s *FileStore) Load(ctx context.Context, id string) (*graph.State, error) {
 	if err != nil {
 		return nil, err
 	}
-	data, err := os.ReadFile(path)
+	data, _, err := readRegular(path, -1)
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil, fmt.Errorf("%s: %w", path, graph.ErrNoState)
 	}
@@ -277,7 +277,7 @@ func (s *FileStore) prepareDir(id, dir string) error {
 // preserveCorrupt keeps an unparseable state file under a corrupt-<ts>
 // name before it is replaced. A missing or parseable file needs nothing.
 func (s *FileStore) preserveCorrupt(id, path string) error {
-	data, err := os.ReadFile(path)
+	data, _, err := readRegular(path, -1)
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil
 	}

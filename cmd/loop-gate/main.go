@@ -34,6 +34,13 @@ The harness Stop hook of theloop. It reads the Stop payload on stdin, checks
 the current node of the session's work item ($THE_LOOP_WORK_ITEM, else the
 session registry) and answers in the harness's format. Install it with
 "loopctl install".
+
+Environment:
+  THE_LOOP_WORK_ITEM             the work item (set by the daemon in its sessions)
+  THE_LOOP_TRUST_KEYS            trusted decision-signing keys (ed25519:...)
+  THE_LOOP_TRUST_BASE            a git revision whose .the-loop/trusted-keys is trusted
+  THE_LOOP_GATE_MAX_ATTEMPTS     blocks per work item and node before giving up (3)
+  THE_LOOP_GATE_MEMORY_LIMIT_MB  cap on the check's address space (none)
 `
 
 func init() {

@@ -224,6 +224,13 @@ func NewSigner(key ed25519.PrivateKey) *Signer {
 // PublicKey returns the public key in text form.
 func (s *Signer) PublicKey() string { return s.pub }
 
+// Verifier returns a verifier trusting this signer's key plus others (keys
+// being rotated out): what the daemon passes as Options.DecisionVerifier so
+// that it, too, honours only decisions it signed.
+func (s *Signer) Verifier(others ...ed25519.PublicKey) *Verifier {
+	return NewVerifier(append([]ed25519.PublicKey{s.key.Public().(ed25519.PublicKey)}, others...), "the signing key under the state root")
+}
+
 // SignDecision implements graph.DecisionSigner: it hashes the gated
 // artifacts (SHA-256 of their bytes as they are after the lock) and signs
 // the decision's canonical form.

@@ -406,3 +406,18 @@ func TestSignedSelectionSkipsAHumanGate(t *testing.T) {
 	n, _ := rep.Node("requirements-approval")
 	require.Equal(t, string(graph.StatusSkip), n.Status, "%v", n.Messages)
 }
+
+// The daemon's own runtime signs and verifies with one key: a forged record
+// does not move it either.
+func TestSignerVerifierForTheDaemon(t *testing.T) {
+	repo, signer := signedRepoAt(t, false)
+	editState(t, repo, "issue-42", func(m map[string]any) {
+		decisions(m)["requirements-approval"] = map[string]any{"outcome": "approved", "by": "@dana"}
+	})
+	rt, err := loop.Open(repo, loop.Options{DecisionSigner: signer, DecisionVerifier: signer.Verifier()})
+	require.NoError(t, err)
+	step, err := rt.Advance(context.Background(), "issue-42", nil)
+	require.NoError(t, err)
+	require.False(t, step.Moved)
+	require.Equal(t, "requirements-approval", step.CurrentNode)
+}

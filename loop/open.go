@@ -54,7 +54,10 @@ type Options struct {
 	// path). The daemon passes the signer of its key:
 	//
 	//	signer, err := loop.LoadSigningKey(stateRoot) // <state root>/keys/decision-signing.key
-	//	rt, err := loop.Open(repo, loop.Options{..., DecisionSigner: signer})
+	//	rt, err := loop.Open(repo, loop.Options{...,
+	//		DecisionSigner:   signer,
+	//		DecisionVerifier: signer.Verifier(), // the daemon trusts only what it signed
+	//	})
 	//
 	// The event's graph.Comment ID and URL become the decision's comment
 	// provenance. Nil records decisions unsigned, which every verifier with

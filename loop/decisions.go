@@ -235,16 +235,13 @@ func (s *Signer) Verifier(others ...ed25519.PublicKey) *Verifier {
 // artifacts (SHA-256 of their bytes as they are after the lock) and signs
 // the decision's canonical form.
 func (s *Signer) SignDecision(_ context.Context, sub graph.DecisionSubject, arts graph.Artifacts, gated []string, d *graph.Decision) error {
-	d.Artifacts = d.Artifacts[:0]
+	d.Artifacts = nil // a fresh slice: d may share its array with a stored copy
 	for _, name := range gated {
 		sum, err := hashArtifact(arts, name)
 		if err != nil {
 			return fmt.Errorf("hashing %s: %w", arts.Path(name), err)
 		}
 		d.Artifacts = append(d.Artifacts, graph.ArtifactHash{Name: name, SHA256: sum})
-	}
-	if len(d.Artifacts) == 0 {
-		d.Artifacts = nil
 	}
 	sig := &graph.DecisionSignature{Key: s.pub, Subject: sub}
 	msg, err := signedBytes(sig, *d)

@@ -11,6 +11,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -263,28 +264,14 @@ func hashArtifact(arts graph.Artifacts, name string) (string, error) {
 	}
 	defer f.Close()
 	h := sha256.New()
-	var buf bytes.Buffer
-	n, err := buf.ReadFrom(limitReader{f, maxHashedArtifact + 1})
+	n, err := io.Copy(h, io.LimitReader(f, maxHashedArtifact+1))
 	if err != nil {
 		return "", err
 	}
 	if n > maxHashedArtifact {
 		return "", fmt.Errorf("larger than %d bytes", maxHashedArtifact)
 	}
-	h.Write(buf.Bytes())
 	return hex.EncodeToString(h.Sum(nil)), nil
-}
-
-type limitReader struct {
-	f fs.File
-	n int64
-}
-
-func (l limitReader) Read(p []byte) (int, error) {
-	if int64(len(p)) > l.n {
-		p = p[:l.n]
-	}
-	return l.f.Read(p)
 }
 
 // signedDecision is the canonical form a signature covers: version, key,

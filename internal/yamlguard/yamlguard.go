@@ -44,11 +44,18 @@ func Check(data []byte, l Limits) error {
 	lineDepth := 0
 	var quote byte // the open quote, or 0
 	prev := byte('\n')
+	// A block scalar ("key: |" or "- >-") holds text, not YAML: its lines,
+	// indented deeper than the line that opened it, are not scanned.
+	blockParent := -1
+	lastSignificant := byte(0) // last byte of the line outside comments
 	for i := 0; i < len(data); i++ {
 		c := data[i]
 		if c == '\n' {
+			if quote == 0 && depth == 0 && blockParent < 0 && (lastSignificant == '|' || lastSignificant == '>') {
+				blockParent = indent
+			}
 			line++
-			atLineStart, indent, lineDepth = true, 0, 0
+			atLineStart, indent, lineDepth, lastSignificant = true, 0, 0, 0
 			prev = c
 			continue
 		}
@@ -75,6 +82,22 @@ func Check(data []byte, l Limits) error {
 				}
 				prev = c
 				continue
+			case '\r', '\t':
+				prev = c
+				continue
+			}
+			if blockParent >= 0 {
+				if indent > blockParent {
+					// Text of the block scalar: skip to the end of the line.
+					for i+1 < len(data) && data[i+1] != '\n' {
+						i++
+					}
+					prev = data[i]
+					continue
+				}
+				blockParent = -1
+			}
+			switch c {
 			case '-', '?', ':':
 				// A block indicator followed by a space opens a nested node
 				// on the same line.
@@ -96,6 +119,8 @@ func Check(data []byte, l Limits) error {
 				for i+1 < len(data) && data[i+1] != '\n' {
 					i++
 				}
+				prev = '#'
+				continue
 			}
 		case '"', '\'':
 			switch prev {
@@ -110,6 +135,22 @@ func Check(data []byte, l Limits) error {
 		case ']', '}':
 			if depth > 0 {
 				depth--
+			}
+		}
+		if c != ' ' && c != '\t' && c != '\r' {
+			lastSignificant = c
+			// Chomping and indentation indicators after | or >.
+			if (c == '-' || c == '+' || (c >= '1' && c <= '9')) && i > 0 {
+				for j := i - 1; j >= 0 && data[j] != '\n'; j-- {
+					b := data[j]
+					if b == '|' || b == '>' {
+						lastSignificant = b
+						break
+					}
+					if b != '-' && b != '+' && !(b >= '1' && b <= '9') {
+						break
+					}
+				}
 			}
 		}
 		prev = c

@@ -10,6 +10,7 @@ package yamlguard
 import (
 	"errors"
 	"fmt"
+	"strings"
 )
 
 // Limits bound a document.
@@ -48,12 +49,14 @@ func Check(data []byte, l Limits) error {
 	// indented deeper than the line that opened it, are not scanned.
 	blockParent := -1
 	lastSignificant := byte(0) // last byte of the line outside comments
+	lineStart := 0
 	for i := 0; i < len(data); i++ {
 		c := data[i]
 		if c == '\n' {
-			if quote == 0 && depth == 0 && blockParent < 0 && (lastSignificant == '|' || lastSignificant == '>') {
+			if quote == 0 && depth == 0 && blockParent < 0 && (lastSignificant == '|' || lastSignificant == '>') && opensBlockScalar(data[lineStart:i]) {
 				blockParent = indent
 			}
+			lineStart = i + 1
 			line++
 			atLineStart, indent, lineDepth, lastSignificant = true, 0, 0, 0
 			prev = c
@@ -156,4 +159,44 @@ func Check(data []byte, l Limits) error {
 		prev = c
 	}
 	return nil
+}
+
+// opensBlockScalar reports whether a line ends with a block scalar header:
+// "|" or ">" (with chomping or indentation indicators) right after a ": ",
+// "- " or "? " indicator or node properties — not after a scalar, where
+// the parser would not read one and might parse what follows as YAML.
+func opensBlockScalar(line []byte) bool {
+	if i := indexComment(line); i >= 0 {
+		line = line[:i]
+	}
+	fields := strings.Fields(string(line))
+	if len(fields) == 0 {
+		return false
+	}
+	last := strings.TrimRight(fields[len(fields)-1], "+-123456789")
+	if last != "|" && last != ">" {
+		return false
+	}
+	for k := len(fields) - 2; k >= 0; k-- {
+		f := fields[k]
+		switch {
+		case f == "-" || f == "?" || f == ":" || strings.HasSuffix(f, ":"):
+			return true
+		case f[0] == '!' || f[0] == '&':
+			continue // a tag or an anchor
+		default:
+			return false
+		}
+	}
+	return true // the header alone on its line
+}
+
+// indexComment finds a comment's "#" (preceded by a blank or first).
+func indexComment(line []byte) int {
+	for i, c := range line {
+		if c == '#' && (i == 0 || line[i-1] == ' ' || line[i-1] == '\t') {
+			return i
+		}
+	}
+	return -1
 }

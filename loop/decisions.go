@@ -31,6 +31,11 @@ import (
 // variable) or committed to the base branch as .the-loop/trusted-keys and
 // read from there with git (never from the working tree, which the agent
 // writes). Several keys may be trusted at once, so keys can be rotated.
+//
+// Limit: file permissions keep the key from other users, not from processes
+// of the same user. An agent session running as the daemon's user can read
+// it; run loopd (and keep its state root) under a user of its own to close
+// that path.
 
 // Key and trust-anchor names.
 const (

@@ -70,7 +70,9 @@ loop-gate, CI) trust the public keys given by --trust-key, $THE_LOOP_TRUST_KEYS
 or the base branch's .the-loop/trusted-keys (--trust-base / $THE_LOOP_TRUST_BASE).
 
 The private key is never stored in a repository: keys init refuses a state
-root inside a git checkout.`,
+root inside a git checkout. Its 0600 mode keeps other users out, not the
+agent's own processes when they run as the same user: run the daemon under a
+user of its own.`,
 		Subcommands: []*cli.Command{
 			{
 				Name:  "init",

@@ -42,6 +42,11 @@ decisions alone. The Stop hook and CI always use it.
 The repository is found from the current directory upwards, as git finds it
 (--repo overrides). --all with no work items fails: CI never passes on nothing.
 
+Recorded decisions count only when signed by a trusted key once a trust anchor
+is given (--trust-key, $THE_LOOP_TRUST_KEYS, or --trust-base REV to read the
+base branch's .the-loop/trusted-keys); a refused decision blocks its gate and
+says why. Without an anchor they are honoured as the-loop does, with a warning.
+
 Exit status: 0 ok; 1 the check failed (see --fail-on), no such work item, or
 no repository; 2 bad usage.
 
@@ -54,6 +59,7 @@ Examples:
 			&cli.BoolFlag{Name: "recompute", Usage: "derive the current node from the artifacts, ignoring graph-state.json's pointer"},
 			&cli.StringFlag{Name: "format", Value: "table", Usage: "table or json"},
 			&cli.StringFlag{Name: "fail-on", Value: "unmet", Usage: "unmet: fail unless every node up to the current one is satisfied; block: fail only on a block at or before the current node"},
+			trustFlagDefs()[0], trustFlagDefs()[1],
 		), outputFlags()...),
 		Action: func(c *cli.Context) error {
 			opts := &checkOptions{IO: f.IO, Factory: f, Repo: readRepoFlags(c), ID: c.Args().First(), All: c.Bool("all"),
@@ -136,12 +142,16 @@ func runCheck(ctx context.Context, opts *checkOptions) error {
 	if err != nil {
 		return err
 	}
+	verifier, err := opts.Factory.verifier(ctx, opts.Factory.withTrustEnv(opts.Repo.Trust, repo.Root), true)
+	if err != nil {
+		return err
+	}
 	var reports []*graph.Report
 	loopName := ""
 	failed := false
 	for _, id := range ids {
 		// Each work item may record its own loop (contribution, ad hoc).
-		rt, err := repo.Runtime(loop.Options{Graph: g, WorkItem: id, PR: opts.Repo.PR, PRRepo: opts.Repo.PRRepo, Clock: opts.Factory.Clock})
+		rt, err := repo.Runtime(loop.Options{Graph: g, WorkItem: id, PR: opts.Repo.PR, PRRepo: opts.Repo.PRRepo, Clock: opts.Factory.Clock, DecisionVerifier: verifier})
 		if err != nil {
 			return err
 		}

@@ -376,13 +376,13 @@ func TestNewcomerCompletionCandidates(t *testing.T) {
 		words []string
 		want  []string
 	}{
-		{[]string{""}, []string{"check", "completion", "demo", "events", "graph", "help", "install", "uninstall", "version"}},
+		{[]string{""}, []string{"check", "completion", "demo", "events", "graph", "help", "install", "keys", "uninstall", "verify-decisions", "version"}},
 		{[]string{"ch"}, []string{"check"}},
 		{[]string{"check", "is"}, []string{"issue-1", "issue-239"}},
 		{[]string{"check", "issue-1", ""}, nil},
 		{[]string{"check", "issue-1", "--rec"}, []string{"--recompute"}},
 		{[]string{"check", "issue-1", "--format", ""}, []string{"json", "table"}},
-		{[]string{"graph", "complete", "issue-1", "--"}, []string{"--actor", "--config", "--graph", "--help", "--jq", "--node", "--pr", "--pr-repo", "--repo", "--template", "--work-item"}},
+		{[]string{"graph", "complete", "issue-1", "--"}, []string{"--actor", "--config", "--graph", "--help", "--jq", "--node", "--pr", "--pr-repo", "--repo", "--template", "--trust-base", "--trust-key", "--work-item"}},
 		{[]string{"graph", "force", "issue-1", "--to", "design"}, []string{"design", "design-approval", "design-critic-review"}},
 		{[]string{"graph", "skip", "issue-1", "--set", ""}, []string{"review-chain", "spec-chain"}},
 		{[]string{"graph", "status", "-w", "issue-2"}, []string{"issue-239"}},

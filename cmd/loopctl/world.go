@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -24,6 +25,8 @@ type repoFlags struct {
 	Config    string
 	PR        int
 	PRRepo    string
+	// Trust holds --trust-key/--trust-base on verbs that take them.
+	Trust loop.TrustSource
 }
 
 func repoFlagDefs(withPR bool) []cli.Flag {
@@ -49,6 +52,7 @@ func readRepoFlags(c *cli.Context) repoFlags {
 	if c.IsSet("pr-repo") {
 		rf.PRRepo = c.String("pr-repo")
 	}
+	rf.Trust = loop.TrustSource{Keys: c.StringSlice("trust-key"), Base: c.String("trust-base")}
 	return rf
 }
 
@@ -141,7 +145,11 @@ func (f *Factory) openCheck(rf repoFlags, workItem string) (*graph.Runtime, erro
 	if err != nil {
 		return nil, err
 	}
-	return repo.Runtime(loop.Options{Graph: g, WorkItem: workItem, PR: rf.PR, PRRepo: rf.PRRepo, Clock: f.Clock})
+	verifier, err := f.verifier(context.Background(), f.withTrustEnv(rf.Trust, repo.Root), false)
+	if err != nil {
+		return nil, err
+	}
+	return repo.Runtime(loop.Options{Graph: g, WorkItem: workItem, PR: rf.PR, PRRepo: rf.PRRepo, Clock: f.Clock, DecisionVerifier: verifier})
 }
 
 // graphFlag compiles --graph and prints its compile warnings (unreachable
@@ -178,7 +186,13 @@ func loadGraphFile(file string) (*graph.Graph, error) {
 	if rf.GraphFile == "" {
 		return nil, nil
 	}
-	src, err := os.ReadFile(rf.GraphFile)
+	f, err := os.Open(rf.GraphFile)
+	if err != nil {
+		return nil, failWith(exitRefused, "loopctl: --graph: %v", err)
+	}
+	defer f.Close()
+	// Bounded before anything is parsed: graphfile refuses what is larger.
+	src, err := io.ReadAll(io.LimitReader(f, graphfile.MaxGraphBytes+1))
 	if err != nil {
 		return nil, failWith(exitRefused, "loopctl: --graph: %v", err)
 	}
@@ -232,6 +246,14 @@ func (f *Factory) openLiveWith(rf repoFlags, workItem string, create bool) (*liv
 		return nil, err
 	}
 	l := &live{cfg: cfg, close: func() {}, warnings: append([]string{}, cfg.Warnings...)}
+	verifier, err := f.verifier(context.Background(), f.withTrustEnv(rf.Trust, root), true)
+	if err != nil {
+		return nil, err
+	}
+	signer, warning := f.operatorSigner(cfg)
+	if warning != "" {
+		l.warnings = append(l.warnings, warning)
+	}
 	var sink graph.Sink
 	if cfg.EventLogEnabled && cfg.EventLogPath != "" {
 		el, err := loop.OpenEventLog(cfg.EventLogPath, "cli", loop.EventLogOptions{Clock: f.Clock, Warnings: f.IO.ErrOut})
@@ -256,7 +278,7 @@ func (f *Factory) openLiveWith(rf repoFlags, workItem string, create bool) (*liv
 		Graph: g, WorkItem: workItem, PR: rf.PR, PRRepo: rf.PRRepo,
 		AuthorizedUsers: cfg.AuthorizedUsers, ExecuteKeyword: cfg.ExecuteKeyword, SessionPerPr: cfg.SessionPerPr,
 		Integrations: integ, Commands: loop.Commands{Runner: run.Exec{}, Root: repo.Root},
-		Sink: sink, Clock: f.Clock,
+		Sink: sink, Clock: f.Clock, DecisionVerifier: verifier, DecisionSigner: signer,
 		Warn: func(w string) { l.warnings = append(l.warnings, w) },
 	})
 	if err != nil {

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/theloop-dev/theloop/ingress"
 	"github.com/theloop-dev/theloop/integrations"
 	"github.com/theloop-dev/theloop/loop"
 	"github.com/theloop-dev/theloop/sessions"
@@ -63,7 +64,8 @@ type Config struct {
 	InsecureAcceptUnsigned bool
 	// Events is the receiver's event filter (nil: ingress's default set).
 	Events []string
-	// Repos bounds the repositories accepted ("owner/repo"; nil: any).
+	// Repos bounds the repositories accepted ("owner/repo", "owner/*";
+	// empty: every delivery is dropped — the receiver fails closed).
 	Repos []string
 
 	// QueueURL is an external NATS server; "" embeds one under StateRoot.
@@ -204,6 +206,18 @@ func ConfigFromCLI(c loop.CLIConfig, getenv func(string) string, workDir string)
 	cfg.Listen = fmt.Sprintf("%s:%d", host, port)
 	cfg.WebhookPath = wh.str("path", DefaultWebhookPath)
 	cfg.Events = wh.strs("events")
+	// The repository bound: webhooks.ghWebhook.repositories, else the
+	// polling sources' repos.
+	cfg.Repos = wh.strs("repositories")
+	if len(cfg.Repos) == 0 {
+		if srcs, ok := r.m("polling")["sources"].([]any); ok {
+			for _, s := range srcs {
+				if m, ok := s.(map[string]any); ok {
+					cfg.Repos = append(cfg.Repos, rawMap(m).strs("repos")...)
+				}
+			}
+		}
+	}
 	secretEnv := wh.str("secretEnv", DefaultSecretEnv)
 	if s := getenv(secretEnv); s != "" {
 		cfg.Secret = []byte(s)
@@ -362,4 +376,27 @@ func (r rawMap) strs(k string) []string {
 		}
 	}
 	return out
+}
+
+// ingressConfig maps the daemon's configuration onto the receiver's.
+func (d *Daemon) ingressConfig() ingress.Config {
+	c := ingress.DefaultConfig()
+	c.Path = d.cfg.WebhookPath
+	c.Secret = d.cfg.Secret
+	c.InsecureAcceptUnsigned = d.cfg.InsecureAcceptUnsigned
+	if len(d.cfg.Events) > 0 {
+		c.Events = d.cfg.Events
+	}
+	c.Repositories = d.cfg.Repos
+	c.AuthorizedUsers = d.cfg.AuthorizedUsers
+	c.AutoExecuteLabel = d.cfg.AutoExecuteLabel
+	c.Control.Disabled = !d.cfg.ControlEnabled
+	if d.cfg.Keywords != nil {
+		kw := map[ingress.Command]string{}
+		for k, v := range d.cfg.Keywords {
+			kw[ingress.Command(k)] = v
+		}
+		c.Control.Keywords = kw
+	}
+	return c
 }

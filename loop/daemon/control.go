@@ -88,7 +88,7 @@ func (c *controlStore) StartRequested(item sessions.WorkItem) (bool, error) {
 	if err != nil || r == nil {
 		return false, err
 	}
-	return arms(r.Command), nil
+	return r.Command.Arms(), nil
 }
 
 // Record writes cmd as the work item's last command.
@@ -127,20 +127,3 @@ func (c *controlStore) write(item sessions.WorkItem, section []byte) error {
 	return os.Rename(tmp, c.path(item))
 }
 
-// Command classes (daemon-spec §5.1).
-// TODO(ingress merge): use ingress.Command's Arms/Spawns.
-func arms(c ingress.Command) bool {
-	switch c {
-	case ingress.CmdStart, ingress.CmdResume, ingress.CmdContribute, ingress.CmdDo:
-		return true
-	}
-	return false
-}
-
-func spawns(c ingress.Command) bool {
-	switch c {
-	case ingress.CmdStart, ingress.CmdContribute, ingress.CmdDo:
-		return true
-	}
-	return false
-}

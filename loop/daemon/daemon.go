@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -67,6 +66,7 @@ type Daemon struct {
 	mgr    *sessions.Manager
 	ws     *sessions.Workspaces
 	ctl    *controlStore
+	recv   *ingress.Receiver
 	link   *graphLink
 	intake *intake
 
@@ -204,24 +204,16 @@ func (d *Daemon) Run(ctx context.Context) (err error) {
 	d.q = q
 	defer q.Close()
 
-	handler, err := d.webhookHandler()
+	recv, err := ingress.NewReceiver(d.ingressConfig(), ingress.ReceiverDeps{Sink: d.Sink(), Log: d.sink, Clock: d.deps.Clock})
 	if err != nil {
-		return err
+		return fmt.Errorf("daemon: webhook receiver: %w", err)
 	}
-	mux := http.NewServeMux()
-	mux.Handle("POST "+d.cfg.WebhookPath, handler)
-	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
-		w.Header().Set("Content-Type", "application/json")
-		_, _ = io.WriteString(w, `{"status":"ok"}`+"\n")
-	})
-	ln, err := net.Listen("tcp", d.cfg.Listen)
-	if err != nil {
+	srv := ingress.NewServer(d.cfg.Listen, recv)
+	if err := srv.Start(); err != nil {
 		return fmt.Errorf("daemon: listen on %s (webhooks.ghWebhook.host/port): %w", d.cfg.Listen, err)
 	}
-	d.addr = ln.Addr().String()
-	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
-	srvErr := make(chan error, 1)
-	go func() { srvErr <- srv.Serve(ln) }()
+	d.addr = srv.Addr()
+	d.recv = recv
 
 	disp, err := dispatch.New(q, d.intake, dispatch.Config{
 		Parallelism: d.cfg.Parallelism, MaxDeliver: d.cfg.MaxDeliver, DrainTimeout: d.cfg.DrainTimeout,
@@ -242,11 +234,7 @@ func (d *Daemon) Run(ctx context.Context) (err error) {
 	d.emit("daemon.started", graph.LevelInfo, graph.Field{Key: "addr", Value: d.addr}, graph.Field{Key: "queue", Value: queueKind(d.cfg.QueueURL)})
 	close(d.ready)
 
-	select {
-	case <-ctx.Done():
-	case err = <-srvErr:
-		err = fmt.Errorf("daemon: webhook server: %w", err)
-	}
+	<-ctx.Done()
 	// Stop taking webhooks first, then drain the dispatcher.
 	sctx, scancel := context.WithTimeout(context.Background(), 10*time.Second)
 	_ = srv.Shutdown(sctx)

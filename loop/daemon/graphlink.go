@@ -410,3 +410,14 @@ func (l *graphLink) context(ctx context.Context, item sessions.WorkItem, cwd str
 	return out
 }
 
+// rebind binds a respawned session (no event: the gate is not re-read).
+func (l *graphLink) rebind(ctx context.Context, item sessions.WorkItem, cwd, sessionID string) {
+	l.guarded(ctx, actStart, item, cwd, func(rt *graph.Runtime, id string) error {
+		alive := true
+		err := rt.BindSession(ctx, id, graph.SessionBinding{ID: sessionID, Runner: "tmux", Alive: &alive})
+		if errors.Is(err, graph.ErrNoState) {
+			return nil
+		}
+		return err
+	})
+}

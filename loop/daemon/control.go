@@ -126,4 +126,3 @@ func (c *controlStore) write(item sessions.WorkItem, section []byte) error {
 	}
 	return os.Rename(tmp, c.path(item))
 }
-

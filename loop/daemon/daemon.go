@@ -413,3 +413,12 @@ func (d *Daemon) onSession(o sessions.Observation) {
 	}
 	d.emit(o.Event, level, fields...)
 }
+
+// Pending reports how many kept events are not yet acknowledged (valid
+// while running).
+func (d *Daemon) Pending(ctx context.Context) (uint64, error) {
+	if d.q == nil {
+		return 0, errors.New("daemon: not running")
+	}
+	return d.q.Pending(ctx)
+}

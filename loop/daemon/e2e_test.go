@@ -169,8 +169,10 @@ func newWorld(t *testing.T, edit func(*daemon.Config)) *world {
 		Transport: integrations.TransportAPI, MaxAttempts: 3, TimeoutSeconds: 10,
 		API: integrations.GitHubAPIConfig{BaseURL: sim.URL()},
 	}}, integrations.Deps{
-		Env:   func(k string) (string, bool) { return "tok", k == "GH_TOKEN" },
-		Sleep: func(ctx context.Context, d time.Duration) error { return integrations.SleepContext(ctx, min(d, 50*time.Millisecond)) },
+		Env: func(k string) (string, bool) { return "tok", k == "GH_TOKEN" },
+		Sleep: func(ctx context.Context, d time.Duration) error {
+			return integrations.SleepContext(ctx, min(d, 50*time.Millisecond))
+		},
 	})
 	require.NoError(t, err)
 	w.deps = daemon.Deps{
@@ -190,7 +192,10 @@ func newWorld(t *testing.T, edit func(*daemon.Config)) *world {
 
 type testLog struct{ t *testing.T }
 
-func (l testLog) Write(p []byte) (int, error) { l.t.Log(strings.TrimSpace(string(p))); return len(p), nil }
+func (l testLog) Write(p []byte) (int, error) {
+	l.t.Log(strings.TrimSpace(string(p)))
+	return len(p), nil
+}
 
 func (w *world) start() {
 	t := w.t

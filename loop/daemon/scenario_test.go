@@ -1,6 +1,9 @@
 package daemon_test
 
 import (
+	"fmt"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -35,4 +38,79 @@ func TestLabeledIssueSpawnsWithSpawnPromptAndGraphContext(t *testing.T) {
 	require.NotEmpty(t, announce, "announce comment with the attach command")
 	require.Contains(t, announce, "<!-- the-loop:agent-comment -->")
 	t.Log(w.eventNames())
+}
+
+const brainstormMD = `# Brainstorm
+
+## Problem / opportunity
+
+Widgets are missing.
+
+## Open questions
+
+- none
+`
+
+const requirementsMD = `# Requirements
+
+## Requirements
+
+- R1: the widget exists.
+
+## Security considerations
+
+- No new trust boundary.
+`
+
+// The main path: spawn → an authorized "the-loop execute" answers
+// phase-selection (gate consulted before the event prompt) → the agent
+// claims requirements-definition → the human gate waits → an unauthorized
+// "Approved" and a self-marked "Approved" change nothing → the authorized
+// "Approved" locks requirements.md and the design assignment is pasted.
+func TestGateApprovedByAuthorizedCommentLocksAndPastesNextAssignment(t *testing.T) {
+	w := newWorld(t, nil)
+	n := w.openLabeled()
+	w.waitIdle()
+	require.Equal(t, "phase-selection", w.state(n).CurrentNode)
+
+	_, err := w.sim.Comment(repoFull, n, human, "the-loop execute")
+	require.NoError(t, err)
+	w.waitIdle()
+	st := w.state(n)
+	require.Equal(t, "brainstorming", st.CurrentNode, "phase-selection answered by the gate")
+	require.Contains(t, w.received(), "the gate was consulted with this event first")
+	require.Contains(t, w.received(), "/the-loop:brainstorm issue-1", "the brainstorming assignment was pasted")
+
+	c := w.claim(n, "brainstorming", map[string]string{"brainstorm.md": brainstormMD})
+	require.Equal(t, "requirements-definition", c.CurrentNode, "claim: %+v", c)
+	c = w.claim(n, "requirements-definition", map[string]string{"requirements.md": requirementsMD})
+	require.Equal(t, "requirements-approval", c.CurrentNode, "claim: %+v", c)
+
+	before := w.state(n)
+	_, err = w.sim.Comment(repoFull, n, stranger, "Approved")
+	require.NoError(t, err)
+	_, err = w.sim.Comment(repoFull, n, human, "Approved\n\n<!-- the-loop:agent-comment -->\n")
+	require.NoError(t, err)
+	w.waitIdle()
+	after := w.state(n)
+	require.Equal(t, "requirements-approval", after.CurrentNode, "unauthorized and self-marked comments change nothing")
+	require.Equal(t, before.Decisions.Len(), after.Decisions.Len())
+	require.NotContains(t, readSpec(t, w, n, "requirements.md"), "status: approved")
+
+	_, err = w.sim.Comment(repoFull, n, human, "Approved")
+	require.NoError(t, err)
+	w.waitIdle()
+	st = w.state(n)
+	require.Equal(t, "design", st.CurrentNode)
+	require.Contains(t, readSpec(t, w, n, "requirements.md"), "status: approved")
+	w.eventually("the design assignment pasted", func() bool {
+		return strings.Contains(w.received(), "/the-loop:create-design issue-1")
+	})
+	require.Equal(t, 1, w.spawns())
+}
+
+func readSpec(t *testing.T, w *world, n int, name string) string {
+	b, err := os.ReadFile(filepath.Join(w.checkout(n), "docs", "specs", fmt.Sprintf("issue-%d", n), name))
+	require.NoError(t, err)
+	return string(b)
 }

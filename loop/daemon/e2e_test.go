@@ -110,6 +110,13 @@ var socketSeq atomic.Int64
 
 func newWorld(t *testing.T, edit func(*daemon.Config)) *world {
 	t.Helper()
+	return newWorldHooks(t, 1, edit)
+}
+
+// newWorldHooks is newWorld with hooks webhook subscriptions on the
+// receiver (two model a repository hook plus an app hook).
+func newWorldHooks(t *testing.T, hooks int, edit func(*daemon.Config)) *world {
+	t.Helper()
 	requireTools(t)
 	base := t.TempDir()
 	w := &world{t: t}
@@ -131,8 +138,11 @@ func newWorld(t *testing.T, edit func(*daemon.Config)) *world {
 	w.path = filepath.Join(w.claude, "bin") + string(os.PathListSeparator) + os.Getenv("PATH")
 
 	w.webhook = freePort(t)
-	sim, err := githubsim.Start(githubsim.Config{Token: "tok", BotLogin: "theloop-bot",
-		Hooks: []githubsim.Hook{{URL: "http://" + w.webhook + "/gh-webhook", Secret: secret}}})
+	var hs []githubsim.Hook
+	for range hooks {
+		hs = append(hs, githubsim.Hook{URL: "http://" + w.webhook + "/gh-webhook", Secret: secret})
+	}
+	sim, err := githubsim.Start(githubsim.Config{Token: "tok", BotLogin: "theloop-bot", Hooks: hs})
 	require.NoError(t, err)
 	t.Cleanup(sim.Close)
 	require.NoError(t, sim.AddRepo(repoFull, githubsim.RepoOptions{CloneURL: "file://" + w.remote}))

@@ -90,6 +90,11 @@ func (in *intake) Handle(ctx context.Context, ev *ingress.Event) error {
 		}
 		return in.withReactions(ctx, item, ev, func() error { return in.spawn(ctx, item, ev) })
 	}
+	if in.done(ctx, ev, stepSpawn) {
+		// A redelivered spawn: the session this event started is
+		// registered; finish what the crash interrupted.
+		return in.finishSpawn(ctx, item, rec, ev)
+	}
 	if rec.Status == sessions.StatusPaused {
 		in.dropped(item, ev, "session-paused")
 		return nil
@@ -236,6 +241,30 @@ func (in *intake) spawn(ctx context.Context, item sessions.WorkItem, ev *ingress
 	}
 	in.d.link.onSpawn(ctx, item, cwd, res.Record.SessionID, ev)
 	in.announce(ctx, item, res.Record, ev)
+	return nil
+}
+
+// finishSpawn completes a spawn interrupted by a crash: the session (its
+// record was written before tmux ran) is brought back if it never came up,
+// the graph is started (idempotent) and the announcement posted (once).
+func (in *intake) finishSpawn(ctx context.Context, item sessions.WorkItem, rec sessions.Record, ev *ingress.Event) error {
+	in.emit("dispatch.spawn_resumed", graph.LevelInfo, item, ev, graph.Field{Key: "tmux_target", Value: rec.TmuxName})
+	if !in.done(ctx, ev, stepPaste) {
+		gc := in.d.link.context(ctx, item, rec.Cwd)
+		prompt := renderPrompt(in.d.cfg.SpawnPromptTemplate, true, promptInput{WorkItem: item.String(), Event: ev, Interaction: in.d.cfg.InteractionMode, Graph: gc})
+		res, err := in.d.mgr.Deliver(ctx, item, prompt)
+		if err != nil {
+			return err
+		}
+		rec = res.Record
+		in.d.observe(Observation{Kind: KindPaste, Name: "spawn-prompt", WorkItem: item.String(), DeliveryID: ev.DeliveryID, Text: prompt,
+			Fields: map[string]any{"tmux_target": rec.TmuxName}})
+		if err := in.mark(ctx, ev, stepPaste); err != nil {
+			return err
+		}
+	}
+	in.d.link.onSpawn(ctx, item, rec.Cwd, rec.SessionID, ev)
+	in.announce(ctx, item, rec, ev)
 	return nil
 }
 

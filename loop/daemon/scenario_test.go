@@ -114,3 +114,61 @@ func readSpec(t *testing.T, w *world, n int, name string) string {
 	require.NoError(t, err)
 	return string(b)
 }
+
+// The same delivery twice (GitHub's Redeliver) and the same comment under
+// two delivery ids (a repository hook and an app hook) have one effect.
+func TestDuplicateDeliveriesAndContentHaveOneEffect(t *testing.T) {
+	w := newWorld(t, nil)
+	// A second hook on the same receiver: every change arrives twice,
+	// under two delivery ids.
+	n := w.openLabeled()
+	w.waitIdle()
+	require.Equal(t, 1, w.spawns())
+
+	for _, d := range w.sim.Deliveries() {
+		if d.Action == "labeled" && d.Sender == human {
+			require.NoError(t, w.sim.Redeliver(d.ID))
+		}
+	}
+	w.waitIdle()
+	require.Equal(t, 1, w.spawns(), "a redelivered spawn spawns nothing")
+
+	cm, err := w.sim.Comment(repoFull, n, human, "please also consider gadgets")
+	require.NoError(t, err)
+	w.waitIdle()
+	pastes := strings.Count(w.received(), "please also consider gadgets")
+	require.Equal(t, 1, pastes)
+	var id string
+	for _, d := range w.sim.Deliveries() {
+		if d.CommentID == cm.ID {
+			id = d.ID
+		}
+	}
+	require.NotEmpty(t, id)
+	require.NoError(t, w.sim.Redeliver(id))
+	w.waitIdle()
+	require.Equal(t, 1, strings.Count(w.received(), "please also consider gadgets"), "a redelivered comment is pasted once")
+}
+
+// One change delivered by two hooks (two delivery ids, one content
+// identity) is handled once.
+func TestSameCommentUnderTwoDeliveryIDsHasOneEffect(t *testing.T) {
+	w := newWorldHooks(t, 2, nil)
+	sim := w.sim
+	n := w.openLabeled()
+	w.waitIdle()
+	require.Equal(t, 1, w.spawns(), "two labeled deliveries, one spawn")
+	_, err := sim.Comment(repoFull, n, human, "please also consider gizmos")
+	require.NoError(t, err)
+	w.waitIdle()
+	require.Equal(t, 1, strings.Count(w.received(), "please also consider gizmos"))
+	// The receiver's cache or, past it, the queue's content bucket caught
+	// the second delivery.
+	dups := w.count("dispatch.duplicate-content")
+	for _, o := range w.observed("event", "routing.dropped") {
+		if r, _ := o.Fields["reason"].(string); strings.Contains(r, "duplicate") {
+			dups++
+		}
+	}
+	require.GreaterOrEqual(t, dups, 1)
+}

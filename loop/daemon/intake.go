@@ -202,6 +202,8 @@ func (in *intake) workspace(ctx context.Context, item sessions.WorkItem, ev *ing
 	opts := sessions.PrepareOptions{}
 	if in.d.deps.CloneURL != nil {
 		opts.CloneURL = in.d.deps.CloneURL(item)
+	} else {
+		opts.CloneURL = payloadCloneURL(ev, item)
 	}
 	w, err := in.d.ws.Prepare(ctx, item, opts)
 	if err != nil {
@@ -521,4 +523,30 @@ func (in *intake) setStatus(ctx context.Context, item sessions.WorkItem, st sess
 		in.d.emit(name, graph.LevelInfo, graph.Field{Key: "work_item", Value: item.String()})
 	}
 	return err
+}
+
+// payloadCloneURL is the signed payload's repository.clone_url (as the
+// reference does, daemon-spec §7.5) when the repository it names is the
+// work item's; "" otherwise (the workspace then clones
+// https://<host>/<owner>/<repo>.git).
+func payloadCloneURL(ev *ingress.Event, item sessions.WorkItem) string {
+	var p struct {
+		Repository struct {
+			FullName string `json:"full_name"`
+			CloneURL string `json:"clone_url"`
+		} `json:"repository"`
+	}
+	if len(ev.Payload) == 0 || json.Unmarshal(ev.Payload, &p) != nil {
+		return ""
+	}
+	if !strings.EqualFold(p.Repository.FullName, item.Owner+"/"+item.Repo) {
+		return ""
+	}
+	u := p.Repository.CloneURL
+	for _, scheme := range []string{"https://", "ssh://", "file://"} {
+		if strings.HasPrefix(u, scheme) && !strings.ContainsAny(u, " \t\n") {
+			return u
+		}
+	}
+	return ""
 }

@@ -8,6 +8,9 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/theloop-dev/theloop/loop/daemon"
+	"github.com/theloop-dev/theloop/sessions"
 )
 
 // A labeled issue spawns one session whose first message is the spawn
@@ -171,4 +174,80 @@ func TestSameCommentUnderTwoDeliveryIDsHasOneEffect(t *testing.T) {
 		}
 	}
 	require.GreaterOrEqual(t, dups, 1)
+}
+
+func (w *world) status(n int) sessions.Status {
+	reg, err := sessions.OpenRegistry(sessions.RegistryDir(w.cfg.StateRoot))
+	require.NoError(w.t, err)
+	r, err := reg.Get(w.item(n))
+	if err != nil {
+		return ""
+	}
+	return r.Status
+}
+
+// Control keywords (daemon-spec §5, §6.3) with requireStartCommand: the
+// label only arms; an unauthorized start does nothing; an authorized start
+// spawns; pause holds events back; resume lets them through; stop closes.
+// Consumed commands never reach the agent.
+func TestControlKeywordsStartPauseResumeStop(t *testing.T) {
+	w := newWorld(t, func(c *daemon.Config) { c.RequireStartCommand = true })
+	n := w.openLabeled()
+	w.waitIdle()
+	require.Equal(t, 0, w.spawns(), "the label arms but does not start")
+
+	_, err := w.sim.Comment(repoFull, n, stranger, "the-loop start")
+	require.NoError(t, err)
+	w.waitIdle()
+	require.Equal(t, 0, w.spawns(), "an unauthorized start does nothing")
+
+	_, err = w.sim.Comment(repoFull, n, human, "the-loop start")
+	require.NoError(t, err)
+	w.waitIdle()
+	require.Equal(t, 1, w.spawns())
+	require.Equal(t, sessions.StatusActive, w.status(n))
+	require.Equal(t, "phase-selection", w.state(n).CurrentNode, "the graph starts once start was requested")
+
+	_, err = w.sim.Comment(repoFull, n, human, "the-loop pause")
+	require.NoError(t, err)
+	w.waitIdle()
+	require.Equal(t, sessions.StatusPaused, w.status(n))
+	_, err = w.sim.Comment(repoFull, n, human, "note while paused: use blue")
+	require.NoError(t, err)
+	w.waitIdle()
+	require.NotContains(t, w.received(), "use blue", "paused: nothing delivered")
+
+	_, err = w.sim.Comment(repoFull, n, human, "the-loop resume")
+	require.NoError(t, err)
+	w.waitIdle()
+	require.Equal(t, sessions.StatusActive, w.status(n))
+	_, err = w.sim.Comment(repoFull, n, human, "note after resume: use green")
+	require.NoError(t, err)
+	w.waitIdle()
+	w.eventually("the comment after resume pasted", func() bool { return strings.Contains(w.received(), "use green") })
+
+	_, err = w.sim.Comment(repoFull, n, human, "the-loop stop")
+	require.NoError(t, err)
+	w.waitIdle()
+	require.Equal(t, sessions.StatusClosed, w.status(n))
+	// The start comment spawned the session, so its excerpt is in the
+	// spawn prompt; the other commands were consumed, never forwarded.
+	for _, kw := range []string{"the-loop pause", "the-loop resume", "the-loop stop"} {
+		require.NotContains(t, w.received(), kw, "consumed commands are never forwarded")
+	}
+	require.Equal(t, 1, strings.Count(w.received(), `"body": "the-loop start"`))
+	require.Equal(t, 1, w.spawns())
+}
+
+// Closing the issue ends the session and removes the worktree.
+func TestCloseEventEndsSessionAndCleansWorktree(t *testing.T) {
+	w := newWorld(t, nil)
+	n := w.openLabeled()
+	w.waitIdle()
+	cwd := w.checkout(n)
+	require.DirExists(t, cwd)
+	require.NoError(t, w.sim.CloseIssue(repoFull, n, human))
+	w.waitIdle()
+	require.Equal(t, sessions.StatusClosed, w.status(n))
+	require.NoDirExists(t, cwd)
 }

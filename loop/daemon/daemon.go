@@ -324,11 +324,7 @@ func (d *Daemon) build() error {
 		}
 		d.ws = ws
 	}
-	ctl, err := openControlStore(root)
-	if err != nil {
-		return err
-	}
-	d.ctl = ctl
+	d.ctl = openControlStore(root, d.deps.Clock)
 	d.link = newGraphLink(d)
 	d.intake = newIntake(d)
 	return nil

@@ -346,3 +346,22 @@ func TestDeadSessionResumesElseFreshWithArtifacts(t *testing.T) {
 	}
 	require.True(t, fresh)
 }
+
+// A webhook missed while loopd was down (GitHub does not redeliver) is
+// caught by the reconcile pass at start: the issue closed meanwhile ends
+// its session.
+func TestReconcileAtStartCatchesWhatWasMissedWhileDown(t *testing.T) {
+	w := newWorld(t, nil)
+	n := w.openLabeled()
+	w.waitIdle()
+	require.Equal(t, sessions.StatusActive, w.status(n))
+	w.stop()
+	require.NoError(t, w.sim.CloseIssue(repoFull, n, human))
+	require.NoError(t, w.sim.WaitDeliveries(context.Background()))
+	last := w.sim.Deliveries()[len(w.sim.Deliveries())-1]
+	require.False(t, last.OK(), "the close webhook was missed")
+
+	w.cfg.ReconcileInterval = 0 // once, at start
+	w.start()
+	w.eventually("the session closed by the reconcile pass", func() bool { return w.status(n) == sessions.StatusClosed })
+}

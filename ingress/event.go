@@ -42,6 +42,9 @@ type Comment struct {
 	// UpdatedAt is the comment's updated_at as GitHub reports it; with ID it
 	// is the content identity of the change (see Event.ContentKey).
 	UpdatedAt string `json:"updatedAt,omitempty"`
+	// State is a review's state (APPROVED, CHANGES_REQUESTED, COMMENTED,
+	// DISMISSED); "" for comments.
+	State string `json:"state,omitempty"`
 }
 
 // Event is one routed, authorized piece of GitHub activity concerning one or

@@ -1,0 +1,257 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/theloop-dev/theloop/integrations/githubsim"
+	"github.com/theloop-dev/theloop/loop"
+)
+
+func testEnv(t *testing.T, vars map[string]string) (*env, *bytes.Buffer, *bytes.Buffer) {
+	var out, errb bytes.Buffer
+	return &env{
+		Stdout: &out, Stderr: &errb,
+		Getenv:    func(k string) string { return vars[k] },
+		LookupEnv: func(k string) (string, bool) { v, ok := vars[k]; return v, ok },
+		Getwd:     func() (string, error) { return t.TempDir(), nil },
+		HomeDir:   func() (string, error) { return t.TempDir(), nil },
+		Context:   func() (context.Context, context.CancelFunc) { return context.WithCancel(context.Background()) },
+	}, &out, &errb
+}
+
+func TestRunWithoutSecretExits2WithTheFix(t *testing.T) {
+	e, _, errb := testEnv(t, map[string]string{})
+	code := Main([]string{"loopd", "run", "--state-root", t.TempDir()}, e)
+	require.Equal(t, exitRefused, code)
+	require.Contains(t, errb.String(), "THE_LOOP_GH_WEBHOOK_SECRET")
+	require.Contains(t, errb.String(), "--insecure-accept-unsigned")
+}
+
+func TestVersion(t *testing.T) {
+	e, out, _ := testEnv(t, nil)
+	require.Equal(t, exitOK, Main([]string{"loopd", "--version"}, e))
+	require.Contains(t, out.String(), "loopd version")
+}
+
+// The built binary, for process-level tests.
+var (
+	buildOnce sync.Once
+	binPath   string
+	buildErr  error
+)
+
+func loopdBinary(t *testing.T) string {
+	t.Helper()
+	buildOnce.Do(func() {
+		dir, err := os.MkdirTemp("", "loopd-bin")
+		if err != nil {
+			buildErr = err
+			return
+		}
+		binPath = filepath.Join(dir, "loopd")
+		out, err := exec.Command("go", "build", "-o", binPath, ".").CombinedOutput()
+		if err != nil {
+			buildErr = fmt.Errorf("go build: %v: %s", err, out)
+		}
+	})
+	require.NoError(t, buildErr)
+	return binPath
+}
+
+const fakeClaude = `#!/usr/bin/env bash
+root=$(cd "$(dirname "$0")/.." && pwd)
+mode=fresh id=""
+for ((i = 1; i <= $#; i++)); do
+  case "${!i}" in
+    --session-id) mode=new; j=$((i + 1)); id=${!j} ;;
+    --resume) mode=resume; j=$((i + 1)); id=${!j} ;;
+  esac
+done
+printf '%s\t%s\t%s\n' "$$" "$mode" "$id" >> "$root/argv.log"
+mkdir -p "$root/conversations" && : > "$root/conversations/$id"
+echo "fake claude ($mode $id)"
+printf '\033[?2004h'
+while IFS= read -r line; do
+  printf '%s\t%s\n' "$id" "$line" >> "$root/received.log"
+done
+`
+
+func gitRun(t *testing.T, dir string, args ...string) {
+	t.Helper()
+	cmd := exec.Command("git", args...)
+	cmd.Dir = dir
+	cmd.Env = append(os.Environ(), "GIT_AUTHOR_NAME=t", "GIT_AUTHOR_EMAIL=t@example.com", "GIT_COMMITTER_NAME=t", "GIT_COMMITTER_EMAIL=t@example.com")
+	out, err := cmd.CombinedOutput()
+	require.NoError(t, err, "git %v: %s", args, out)
+}
+
+// kill -9 of loopd right after it answered 202 for the spawning webhook:
+// after a restart the event is handled exactly once — one session, one
+// announcement, the graph started once.
+func TestKill9AfterAcceptThenRestartHandlesOnce(t *testing.T) {
+	for _, tool := range []string{"tmux", "git", "bash", "go"} {
+		if _, err := exec.LookPath(tool); err != nil {
+			t.Skipf("%s is not installed", tool)
+		}
+	}
+	bin := loopdBinary(t)
+	base := t.TempDir()
+	remote := filepath.Join(base, "remote", "octo", "demo.git")
+	seed := filepath.Join(base, "seed")
+	require.NoError(t, os.MkdirAll(seed, 0o755))
+	gitRun(t, seed, "init", "-q", "-b", "main")
+	require.NoError(t, os.WriteFile(filepath.Join(seed, "README.md"), []byte("demo\n"), 0o644))
+	gitRun(t, seed, "add", ".")
+	gitRun(t, seed, "commit", "-q", "-m", "init")
+	gitRun(t, base, "clone", "-q", "--bare", seed, remote)
+	claudeRoot := filepath.Join(base, "claude")
+	require.NoError(t, os.MkdirAll(filepath.Join(claudeRoot, "bin"), 0o755))
+	require.NoError(t, os.WriteFile(filepath.Join(claudeRoot, "bin", "claude"), []byte(fakeClaude), 0o755))
+	tmuxDir := filepath.Join(base, "tmux")
+	require.NoError(t, os.MkdirAll(tmuxDir, 0o700))
+	t.Cleanup(func() {
+		c := exec.Command("tmux", "kill-server")
+		c.Env = append(os.Environ(), "TMUX_TMPDIR="+tmuxDir)
+		_ = c.Run()
+	})
+
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	addr := ln.Addr().(*net.TCPAddr)
+	ln.Close()
+
+	accepted := make(chan string, 16)
+	sim, err := githubsim.Start(githubsim.Config{Token: "tok", BotLogin: "theloop-bot",
+		Hooks: []githubsim.Hook{{URL: fmt.Sprintf("http://127.0.0.1:%d/gh-webhook", addr.Port), Secret: "s3cret"}},
+		OnDelivery: func(d githubsim.Delivery) {
+			if d.Action == "labeled" && d.Sender == "dana" && d.Status == http.StatusAccepted {
+				accepted <- d.ID
+			}
+		}})
+	require.NoError(t, err)
+	t.Cleanup(sim.Close)
+	require.NoError(t, sim.AddRepo("octo/demo", githubsim.RepoOptions{CloneURL: "file://" + remote}))
+
+	state := filepath.Join(base, "state")
+	cfgPath := filepath.Join(base, "cli-config.yaml")
+	require.NoError(t, os.WriteFile(cfgPath, []byte(fmt.Sprintf(`version: "0.5.0"
+state:
+  root: %s
+webhooks:
+  ghWebhook:
+    host: 127.0.0.1
+    port: %d
+    repositories: [octo/demo]
+routing:
+  authorizedUsers: [dana]
+  spawnOnUnmatched: labeled
+  control:
+    requireStartCommand: false
+  workspace:
+    root: %s
+integrations:
+  github:
+    transport: api
+    api:
+      baseUrl: %s
+`, state, addr.Port, filepath.Join(base, "ws"), sim.URL())), 0o600))
+
+	start := func() *exec.Cmd {
+		cmd := exec.Command(bin, "run", "--config", cfgPath)
+		cmd.Dir = base
+		cmd.Env = append(os.Environ(),
+			"THE_LOOP_GH_WEBHOOK_SECRET=s3cret", "GH_TOKEN=tok", "HOME="+base, "TMUX_TMPDIR="+tmuxDir,
+			"PATH="+filepath.Join(claudeRoot, "bin")+string(os.PathListSeparator)+os.Getenv("PATH"))
+		var logb bytes.Buffer
+		cmd.Stderr, cmd.Stdout = &logb, &logb
+		require.NoError(t, cmd.Start())
+		t.Cleanup(func() {
+			if cmd.ProcessState == nil {
+				_ = cmd.Process.Kill()
+				_, _ = cmd.Process.Wait()
+			}
+			t.Logf("loopd output:\n%s", logb.String())
+		})
+		deadline := time.Now().Add(30 * time.Second)
+		for {
+			resp, err := http.Get(fmt.Sprintf("http://127.0.0.1:%d/healthz", addr.Port))
+			if err == nil {
+				resp.Body.Close()
+				if resp.StatusCode == http.StatusOK {
+					return cmd
+				}
+			}
+			require.True(t, time.Now().Before(deadline), "loopd did not answer /healthz")
+			time.Sleep(20 * time.Millisecond)
+		}
+	}
+
+	cmd := start()
+	is, err := sim.OpenIssue("octo/demo", "dana", "Add a widget", "body")
+	require.NoError(t, err)
+	require.NoError(t, sim.AddLabel("octo/demo", is.Number, "dana", "the-loop: auto-execute"))
+	select {
+	case <-accepted:
+	case <-time.After(30 * time.Second):
+		t.Fatal("the labeled webhook was never accepted")
+	}
+	require.NoError(t, cmd.Process.Signal(syscall.SIGKILL))
+	_, _ = cmd.Process.Wait()
+
+	start()
+	announced := func() int {
+		cs, err := sim.Comments("octo/demo", is.Number)
+		require.NoError(t, err)
+		n := 0
+		for _, c := range cs {
+			if strings.Contains(c.Body, "attach -t loop-github-octo-demo-1") {
+				n++
+			}
+		}
+		return n
+	}
+	deadline := time.Now().Add(45 * time.Second)
+	for announced() == 0 {
+		require.True(t, time.Now().Before(deadline), "no announcement after the restart")
+		time.Sleep(50 * time.Millisecond)
+	}
+	cwd := filepath.Join(base, "ws", ".worktrees", "github.com", "octo", "demo", "github-octo-demo-1")
+	deadline = time.Now().Add(30 * time.Second)
+	for {
+		st, err := loop.NewStore(cwd, "").Load(context.Background(), "issue-1")
+		if err == nil && st.CurrentNode == "phase-selection" {
+			break
+		}
+		require.True(t, time.Now().Before(deadline), "the graph did not start: %v", err)
+		time.Sleep(50 * time.Millisecond)
+	}
+	// Let any duplicate work surface before counting.
+	require.NoError(t, sim.WaitDeliveries(context.Background()))
+	time.Sleep(time.Second)
+	argv, _ := os.ReadFile(filepath.Join(claudeRoot, "argv.log"))
+	require.Equal(t, 1, strings.Count(string(argv), "\tnew\t"), "one session spawned: %s", argv)
+	require.Equal(t, 1, announced(), "one announcement")
+	received, _ := os.ReadFile(filepath.Join(claudeRoot, "received.log"))
+	require.Equal(t, 1, strings.Count(string(received), "Start by running"), "the spawn prompt pasted once")
+	evs, err := loop.ReadEvents(filepath.Join(state, "logs", "events.jsonl"), loop.EventQuery{Event: "dispatch.spawned"})
+	require.NoError(t, err)
+	require.Len(t, evs, 1, "one spawn in the event log across both runs")
+	starts, err := loop.ReadEvents(filepath.Join(state, "logs", "events.jsonl"), loop.EventQuery{Event: "daemon.started"})
+	require.NoError(t, err)
+	require.Len(t, starts, 2)
+	t.Logf("spawned by the run started at %s (runs: %s, %s)", evs[0].Time, starts[0].Time, starts[1].Time)
+}

@@ -1,0 +1,364 @@
+package ingress
+
+import (
+	"context"
+	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"hash"
+	"io"
+	"net/http"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/theloop-dev/theloop/graph"
+)
+
+// Receiver is the GitHub webhook endpoint (daemon-spec §2.1 with
+// ARCHITECTURE decision 10): an http.Handler serving POST <Path> and GET
+// /healthz. Per request, on the calling goroutine and nothing else: bound
+// the body, verify X-Hub-Signature-256 in constant time on the raw bytes,
+// route, hand the Event to the Sink, answer. It answers 202 only once the
+// Sink has kept the event, and does no GitHub call, tmux or runtime work.
+//
+//	GET /health, /healthz (trailing / tolerated)  200 {"status":"ok"}
+//	other GET                                     404 {"status":"not found"}
+//	POST to another path, or with a query         404
+//	POST without X-GitHub-Delivery (or malformed) 400 {"status":"missing delivery id"}
+//	POST with a body over MaxBodyBytes            413 {"status":"payload too large"}
+//	POST, signature missing or wrong              401 {"status":"invalid signature"}
+//	POST, body not one JSON object                400 {"status":"invalid payload"}
+//	POST routed and kept, duplicate, or dropped   202 {"status":"accepted"}
+//	POST, Sink down, full or too slow             503 {"status":"unavailable"} + Retry-After
+//	other methods                                 405 + Allow: GET, POST
+type Receiver struct {
+	cfg    Config
+	router *Router
+	sink   Sink
+	log    graph.Sink
+	clock  graph.Clock
+	macs   sync.Pool // hash.Hash (HMAC-SHA256 keyed with the secret)
+	retry  []string  // Retry-After header value
+	stats  receiverStats
+}
+
+// ReceiverDeps is the outside world of a Receiver. Sink is required.
+type ReceiverDeps struct {
+	// Sink keeps routed events (the daemon's durable queue).
+	Sink Sink
+	// Router routes deliveries (default: NewRouter(cfg, RouterDeps{Log,
+	// Clock})). Pass one to share its Deduper with the poller.
+	Router *Router
+	// Log receives webhook.rejected and routing.* events (default: discarded).
+	Log graph.Sink
+	// Clock (default graph.SystemClock).
+	Clock graph.Clock
+}
+
+type receiverStats struct {
+	received, accepted, kept, duplicates, unavailable atomic.Int64
+	rejected                                          [rejectKinds]atomic.Int64
+	dropped                                           sync.Map // DropReason → *atomic.Int64
+}
+
+// Reject kinds, for Stats.
+const (
+	rejectSignature = iota
+	rejectPayload
+	rejectDelivery
+	rejectTooLarge
+	rejectKinds
+)
+
+var rejectNames = [rejectKinds]string{"invalid-signature", "invalid-payload", "missing-delivery-id", "payload-too-large"}
+
+// NewReceiver validates cfg (see Config.Validate: no secret without
+// InsecureAcceptUnsigned is refused) and returns the handler. It starts no
+// goroutine.
+func NewReceiver(cfg Config, deps ReceiverDeps) (*Receiver, error) {
+	if _, err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	if deps.Sink == nil {
+		return nil, errors.New("ingress: NewReceiver needs a Sink (the daemon's durable queue)")
+	}
+	cfg = cfg.withDefaults()
+	if deps.Clock == nil {
+		deps.Clock = graph.SystemClock{}
+	}
+	router := deps.Router
+	if router == nil {
+		var err error
+		if router, err = NewRouter(cfg, RouterDeps{Log: deps.Log, Clock: deps.Clock}); err != nil {
+			return nil, err
+		}
+	}
+	secret := append([]byte(nil), cfg.Secret...)
+	r := &Receiver{cfg: cfg, router: router, sink: deps.Sink, log: deps.Log, clock: deps.Clock,
+		retry: []string{strconv.Itoa(int((cfg.RetryAfter + time.Second - 1) / time.Second))}}
+	r.macs.New = func() any { return hmac.New(sha256.New, secret) }
+	return r, nil
+}
+
+// Router returns the receiver's router.
+func (r *Receiver) Router() *Router { return r.router }
+
+// Stats are the receiver's counters since it was built.
+type Stats struct {
+	Received    int64
+	Accepted    int64 // answered 202 (kept, duplicate or dropped)
+	Kept        int64 // handed to the Sink and kept
+	Duplicates  int64 // ErrDuplicate from the Sink, or a duplicate drop
+	Unavailable int64 // answered 503
+	Rejected    map[string]int64
+	Dropped     map[DropReason]int64
+}
+
+// Stats returns a snapshot of the counters.
+func (r *Receiver) Stats() Stats {
+	s := Stats{
+		Received: r.stats.received.Load(), Accepted: r.stats.accepted.Load(), Kept: r.stats.kept.Load(),
+		Duplicates: r.stats.duplicates.Load(), Unavailable: r.stats.unavailable.Load(),
+		Rejected: map[string]int64{}, Dropped: map[DropReason]int64{},
+	}
+	for i := range r.stats.rejected {
+		s.Rejected[rejectNames[i]] = r.stats.rejected[i].Load()
+	}
+	r.stats.dropped.Range(func(k, v any) bool {
+		s.Dropped[k.(DropReason)] = v.(*atomic.Int64).Load()
+		return true
+	})
+	return s
+}
+
+// Pre-built response bodies and header values: no per-request formatting.
+var (
+	ctJSON          = []string{"application/json"}
+	allowHeader     = []string{"GET, POST"}
+	bodyOK          = []byte(`{"status":"ok"}` + "\n")
+	bodyNotFound    = []byte(`{"status":"not found"}` + "\n")
+	bodyAccepted    = []byte(`{"status":"accepted"}` + "\n")
+	bodyBadSig      = []byte(`{"status":"invalid signature"}` + "\n")
+	bodyBadPayload  = []byte(`{"status":"invalid payload"}` + "\n")
+	bodyNoDelivery  = []byte(`{"status":"missing delivery id"}` + "\n")
+	bodyTooLarge    = []byte(`{"status":"payload too large"}` + "\n")
+	bodyUnavailable = []byte(`{"status":"unavailable"}` + "\n")
+	bodyBadMethod   = []byte(`{"status":"method not allowed"}` + "\n")
+)
+
+func reply(w http.ResponseWriter, code int, body []byte) {
+	h := w.Header()
+	h["Content-Type"] = ctJSON
+	w.WriteHeader(code)
+	_, _ = w.Write(body)
+}
+
+// ServeHTTP implements http.Handler.
+func (r *Receiver) ServeHTTP(w http.ResponseWriter, req *http.Request) {
+	switch req.Method {
+	case http.MethodGet, http.MethodHead:
+		p := strings.TrimRight(req.URL.Path, "/")
+		if p == "/healthz" || p == "/health" {
+			reply(w, http.StatusOK, bodyOK)
+			return
+		}
+		reply(w, http.StatusNotFound, bodyNotFound)
+	case http.MethodPost:
+		r.post(w, req)
+	default:
+		w.Header()["Allow"] = allowHeader
+		reply(w, http.StatusMethodNotAllowed, bodyBadMethod)
+	}
+}
+
+func (r *Receiver) post(w http.ResponseWriter, req *http.Request) {
+	if req.URL.RawQuery != "" || req.URL.ForceQuery || (strings.TrimRight(req.URL.Path, "/") != strings.TrimRight(r.cfg.Path, "/")) {
+		reply(w, http.StatusNotFound, bodyNotFound)
+		return
+	}
+	r.stats.received.Add(1)
+	h := req.Header
+	delivery := headerValue(h, "X-Github-Delivery")
+	if !validDeliveryID(delivery) {
+		r.reject(w, rejectDelivery, http.StatusBadRequest, bodyNoDelivery, "")
+		return
+	}
+	if req.ContentLength > r.cfg.MaxBodyBytes {
+		r.reject(w, rejectTooLarge, http.StatusRequestEntityTooLarge, bodyTooLarge, delivery)
+		return
+	}
+	body, err := readBody(req.Body, req.ContentLength, r.cfg.MaxBodyBytes)
+	if err != nil {
+		if errors.Is(err, errTooLarge) {
+			r.reject(w, rejectTooLarge, http.StatusRequestEntityTooLarge, bodyTooLarge, delivery)
+			return
+		}
+		// The client went away or timed out mid-body: nothing to answer.
+		r.reject(w, rejectPayload, http.StatusBadRequest, bodyBadPayload, delivery)
+		return
+	}
+	if len(r.cfg.Secret) > 0 && !r.verify(headerValue(h, "X-Hub-Signature-256"), body) {
+		r.reject(w, rejectSignature, http.StatusUnauthorized, bodyBadSig, delivery)
+		return
+	}
+	if len(body) == 0 {
+		body = []byte("{}") // daemon-spec §2.1: an empty body is the payload {}
+	}
+	name := headerValue(h, "X-Github-Event")
+	if name == "" {
+		name = "unknown"
+	}
+	ev, drop, err := r.router.Route(name, delivery, body)
+	switch {
+	case err != nil:
+		r.reject(w, rejectPayload, http.StatusBadRequest, bodyBadPayload, delivery)
+		return
+	case drop != "":
+		r.countDrop(drop)
+		r.stats.accepted.Add(1)
+		reply(w, http.StatusAccepted, bodyAccepted)
+		return
+	}
+	ctx, cancel := context.WithTimeout(req.Context(), r.cfg.SinkTimeout)
+	err = r.sink.Put(ctx, ev)
+	cancel()
+	switch {
+	case err == nil:
+		r.stats.kept.Add(1)
+	case errors.Is(err, ErrDuplicate):
+		r.stats.duplicates.Add(1)
+	default:
+		// Down, full, timed out, or an error we do not know: not kept.
+		r.stats.unavailable.Add(1)
+		if r.log != nil {
+			r.log.Emit(graph.LogEvent{Time: r.clock.Now(), Name: EventRejected, Level: graph.LevelWarning, Fields: []graph.Field{
+				{Key: "reason", Value: "sink-unavailable"}, {Key: "gh_event", Value: name}, {Key: "delivery_id", Value: delivery},
+				{Key: "error", Value: err.Error()},
+			}})
+		}
+		w.Header()["Retry-After"] = r.retry
+		reply(w, http.StatusServiceUnavailable, bodyUnavailable)
+		return
+	}
+	r.router.Kept(ev)
+	r.stats.accepted.Add(1)
+	reply(w, http.StatusAccepted, bodyAccepted)
+}
+
+func (r *Receiver) countDrop(d DropReason) {
+	if d == DropDuplicate || d == DropDuplicateContent {
+		r.stats.duplicates.Add(1)
+	}
+	c, ok := r.stats.dropped.Load(d)
+	if !ok {
+		c, _ = r.stats.dropped.LoadOrStore(d, new(atomic.Int64))
+	}
+	c.(*atomic.Int64).Add(1)
+}
+
+func (r *Receiver) reject(w http.ResponseWriter, kind, code int, body []byte, delivery string) {
+	r.stats.rejected[kind].Add(1)
+	if r.log != nil {
+		r.log.Emit(graph.LogEvent{Time: r.clock.Now(), Name: EventRejected, Level: graph.LevelWarning, Fields: []graph.Field{
+			{Key: "reason", Value: rejectNames[kind]}, {Key: "delivery_id", Value: clipText(delivery, maxDeliveryID)},
+		}})
+	}
+	reply(w, code, body)
+}
+
+// headerValue reads a canonical header key without net/http's
+// canonicalisation work.
+func headerValue(h http.Header, key string) string {
+	if v := h[key]; len(v) > 0 {
+		return v[0]
+	}
+	return ""
+}
+
+// validDeliveryID accepts what GitHub sends (a UUID) and any short
+// printable token; the id becomes the queue's message id.
+func validDeliveryID(s string) bool {
+	if s == "" || len(s) > maxDeliveryID {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; c <= ' ' || c >= 0x7f {
+			return false
+		}
+	}
+	return true
+}
+
+// verify checks X-Hub-Signature-256 ("sha256=" + 64 hex digits) against the
+// HMAC of body, in constant time. Anything malformed fails.
+func (r *Receiver) verify(header string, body []byte) bool {
+	return verifySignature(&r.macs, header, body)
+}
+
+func verifySignature(pool *sync.Pool, header string, body []byte) bool {
+	hexSig, ok := strings.CutPrefix(header, "sha256=")
+	if !ok || len(hexSig) != 2*sha256.Size {
+		return false
+	}
+	var want, got [sha256.Size]byte
+	if _, err := hex.Decode(want[:], []byte(hexSig)); err != nil {
+		return false
+	}
+	m := pool.Get().(hash.Hash)
+	m.Reset()
+	m.Write(body)
+	m.Sum(got[:0])
+	pool.Put(m)
+	return hmac.Equal(got[:], want[:])
+}
+
+// Sign returns the X-Hub-Signature-256 value for body under secret (for
+// tests, tools and the CLI's synthetic deliveries).
+func Sign(secret, body []byte) string {
+	m := hmac.New(sha256.New, secret)
+	m.Write(body)
+	return "sha256=" + hex.EncodeToString(m.Sum(nil))
+}
+
+var errTooLarge = errors.New("body too large")
+
+// readBody reads the whole body, at most max bytes: exactly Content-Length
+// when given, otherwise (chunked) until EOF.
+func readBody(body io.Reader, length, max int64) ([]byte, error) {
+	if body == nil || body == http.NoBody {
+		return []byte{}, nil
+	}
+	if length >= 0 {
+		buf := make([]byte, length)
+		if _, err := io.ReadFull(body, buf); err != nil {
+			return nil, err
+		}
+		return buf, nil
+	}
+	buf := make([]byte, 0, 32<<10)
+	for {
+		if int64(len(buf)) > max {
+			return nil, errTooLarge
+		}
+		if len(buf) == cap(buf) {
+			buf = append(buf, 0)[:len(buf)]
+		}
+		n, err := body.Read(buf[len(buf):min(cap(buf), int(max)+1)])
+		buf = buf[:len(buf)+n]
+		if err == io.EOF {
+			if int64(len(buf)) > max {
+				return nil, errTooLarge
+			}
+			return buf, nil
+		}
+		if err != nil {
+			return nil, err
+		}
+	}
+}
+
+var _ http.Handler = (*Receiver)(nil)

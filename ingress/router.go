@@ -1,0 +1,274 @@
+package ingress
+
+import (
+	"errors"
+	"strings"
+
+	"github.com/valyala/fastjson"
+
+	"github.com/theloop-dev/theloop/graph"
+	"github.com/theloop-dev/theloop/integrations"
+)
+
+// DropReason says why the router acknowledged a delivery without forwarding
+// it (the routing.dropped reasons of daemon-spec §4, plus the repository
+// bound and content dedup).
+type DropReason string
+
+const (
+	DropDisabledEvent     DropReason = "disabled-event"
+	DropDuplicate         DropReason = "duplicate-delivery"
+	DropDuplicateContent  DropReason = "duplicate-content"
+	DropRepositoryUnbound DropReason = "repository-not-bound"
+	DropNoWorkItem        DropReason = "no-work-item"
+	DropSelfAuthored      DropReason = "self-authored"
+	DropUnauthorized      DropReason = "unauthorized-actor"
+)
+
+// DropReasons lists every DropReason (for metrics).
+func DropReasons() []DropReason {
+	return []DropReason{DropDisabledEvent, DropDuplicate, DropDuplicateContent, DropRepositoryUnbound,
+		DropNoWorkItem, DropSelfAuthored, DropUnauthorized}
+}
+
+// ErrInvalidPayload: the body is not one JSON object (the receiver answers
+// 400).
+var ErrInvalidPayload = errors.New("ingress: invalid payload")
+
+// Event-log names the router and receiver emit to the graph.Sink.
+const (
+	EventRouted   = "routing.routed"
+	EventDropped  = "routing.dropped"
+	EventRejected = "webhook.rejected"
+)
+
+// Router turns one delivery into an Event or a drop, in seed 000's order:
+// event filter → delivery dedup → repository bound → work-item extraction →
+// self-authored drop → authorization; then the control keyword is parsed
+// and the content key checked. It makes no network call, starts no
+// goroutine and is safe for concurrent use.
+type Router struct {
+	events   map[string]bool
+	bound    repoBound
+	authz    authorizer
+	keywords *keywordTable
+	label    string
+	dedup    *Deduper
+	sink     graph.Sink
+	clock    graph.Clock
+	parsers  fastjson.ParserPool
+}
+
+// RouterDeps is the outside world of a Router; nil fields get defaults.
+type RouterDeps struct {
+	// Dedup is the delivery cache (default: NewDeduper from the config).
+	// Share one between a Router and the Poller.
+	Dedup *Deduper
+	// Log receives routing.* events (default: discarded). Drops of
+	// unauthorized actors are warnings.
+	Log graph.Sink
+	// Clock stamps ReceivedAt (default graph.SystemClock).
+	Clock graph.Clock
+}
+
+// NewRouter validates cfg and builds a Router. It fails on a configuration
+// Validate refuses.
+func NewRouter(cfg Config, deps RouterDeps) (*Router, error) {
+	if _, err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	cfg = cfg.withDefaults()
+	kw, _ := newKeywordTable(cfg.Control) // validated
+	r := &Router{
+		events:   map[string]bool{},
+		bound:    newRepoBound(cfg.Repositories),
+		authz:    newAuthorizer(cfg.AuthorizedUsers),
+		keywords: kw,
+		label:    cfg.AutoExecuteLabel,
+		dedup:    deps.Dedup,
+		sink:     deps.Log,
+		clock:    deps.Clock,
+	}
+	for _, e := range cfg.Events {
+		r.events[strings.TrimSpace(e)] = true
+	}
+	if r.dedup == nil {
+		r.dedup = NewDeduper(cfg.DedupSize, cfg.DedupWindow)
+	}
+	if r.clock == nil {
+		r.clock = graph.SystemClock{}
+	}
+	return r, nil
+}
+
+// Dedup returns the router's delivery cache.
+func (r *Router) Dedup() *Deduper { return r.dedup }
+
+// ParseControl parses a comment body with the configured vocabulary (the
+// one parser of both ingresses; see the package documentation). It returns
+// nil when the body carries no command.
+func (r *Router) ParseControl(body string) *ControlCommand { return r.keywords.parse(body) }
+
+// Authorized reports whether actor is a named, allowlisted login.
+func (r *Router) Authorized(actor string) bool { return r.authz.named(actor) }
+
+// Route classifies one webhook delivery: name is X-GitHub-Event, delivery
+// X-GitHub-Delivery, body the raw (already authenticated) payload, which
+// the returned Event keeps without copying. Exactly one of the results is
+// set: an Event to hand to the Sink, a DropReason (acknowledge, forward
+// nothing), or an error wrapping ErrInvalidPayload (answer 400).
+//
+// Route only checks the Deduper; call Kept once the Sink has kept the
+// event.
+func (r *Router) Route(name, delivery string, body []byte) (*Event, DropReason, error) {
+	if !r.events[name] {
+		return nil, r.drop(DropDisabledEvent, name, "", delivery, ""), nil
+	}
+	now := r.clock.Now()
+	if r.dedup.Seen(delivery, now) {
+		return nil, r.drop(DropDuplicate, name, "", delivery, ""), nil
+	}
+	if !validJSON(body) {
+		return nil, "", ErrInvalidPayload
+	}
+	p := r.parsers.Get()
+	defer r.parsers.Put(p)
+	v, err := p.ParseBytes(body)
+	if err != nil || v.Type() != fastjson.TypeObject {
+		return nil, "", ErrInvalidPayload
+	}
+	action := string(v.GetStringBytes("action"))
+	repo, ok := payloadRepo(v, prEntity(name, v))
+	if !ok || !r.bound.allows(repo.host, repo.owner, repo.repo) {
+		return nil, r.drop(DropRepositoryUnbound, name, action, delivery, ""), nil
+	}
+	x := extract(name, v, repo)
+	if len(x.refs) == 0 {
+		return nil, r.drop(DropNoWorkItem, name, action, delivery, ""), nil
+	}
+	ev := &Event{
+		Event:      name,
+		Action:     action,
+		DeliveryID: delivery,
+		Repo:       repo.owner + "/" + repo.repo,
+		WorkItems:  x.refs,
+		Payload:    body,
+		Source:     SourceWebhook,
+		ReceivedAt: now.UTC(),
+	}
+	if repo.host != "" {
+		ev.Repo = repo.host + "/" + ev.Repo
+	}
+	// The body and actor (daemon-spec §4 table).
+	var c *fastjson.Value
+	actorRequired := true
+	switch name {
+	case "issue_comment", "pull_request_review_comment":
+		c = v.Get("comment")
+		ev.Actor = string(c.GetStringBytes("user", "login"))
+	case "pull_request_review":
+		c = v.Get("review")
+		ev.Actor = string(c.GetStringBytes("user", "login"))
+	case "issues", "pull_request", "pull_request_target":
+		ev.Actor = string(v.GetStringBytes("sender", "login"))
+	default:
+		actorRequired = false // CI events carry no human actor
+	}
+	if c != nil {
+		cm := Comment{
+			Author:    ev.Actor,
+			Body:      string(c.GetStringBytes("body")),
+			URL:       string(c.GetStringBytes("html_url")),
+			UpdatedAt: string(c.GetStringBytes("updated_at")),
+			State:     string(c.GetStringBytes("state")),
+		}
+		if cm.UpdatedAt == "" {
+			cm.UpdatedAt = string(c.GetStringBytes("submitted_at"))
+		}
+		if id := c.Get("id"); id != nil && id.Type() == fastjson.TypeNumber {
+			cm.ID = id.String()
+		}
+		if SelfAuthored(cm.Body) {
+			return nil, r.drop(DropSelfAuthored, name, action, delivery, ev.Actor), nil
+		}
+		ev.Comments = []Comment{cm}
+	}
+	closes := (name == "issues" || name == "pull_request") && action == "closed"
+	if actorRequired && !closes && !r.authz.named(ev.Actor) {
+		return nil, r.drop(DropUnauthorized, name, action, delivery, ev.Actor), nil
+	}
+	if c != nil && (action == "created" || action == "submitted") {
+		// Prow acts on created comments only; an edit never executes.
+		if cmd := r.keywords.parse(ev.Comments[0].Body); cmd != nil {
+			cmd.Actor = ev.Actor
+			cmd.Note = ev.Comments[0].URL
+			ev.Control = cmd
+		}
+	}
+	ev.Labeled = r.labeled(v, action)
+	if r.dedup.Seen(ev.ContentKey(), now) {
+		return nil, r.drop(DropDuplicateContent, name, action, delivery, ev.Actor), nil
+	}
+	if r.sink != nil {
+		r.sink.Emit(graph.LogEvent{Time: now, Name: EventRouted, Level: graph.LevelDebug, Fields: []graph.Field{
+			{Key: "gh_event", Value: name}, {Key: "action", Value: action}, {Key: "delivery_id", Value: delivery},
+			{Key: "work_items", Value: len(ev.WorkItems)},
+		}})
+	}
+	return ev, "", nil
+}
+
+// Kept records that the Sink kept ev (or already held it), so redeliveries
+// of its delivery id or content are dropped as duplicates.
+func (r *Router) Kept(ev *Event) {
+	now := r.clock.Now()
+	r.dedup.Mark(ev.DeliveryID, now)
+	r.dedup.Mark(ev.ContentKey(), now)
+}
+
+// labeled reports whether the payload carries the auto-execute label: the
+// labeled action's label, or the issue's or PR's labels.
+func (r *Router) labeled(v *fastjson.Value, action string) bool {
+	if action == "labeled" && strings.EqualFold(string(v.GetStringBytes("label", "name")), r.label) {
+		return true
+	}
+	for _, k := range []string{"issue", "pull_request"} {
+		for _, l := range v.GetArray(k, "labels") {
+			if strings.EqualFold(string(l.GetStringBytes("name")), r.label) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+func (r *Router) drop(reason DropReason, name, action, delivery, actor string) DropReason {
+	if r.sink == nil {
+		return reason
+	}
+	level := graph.LevelDebug
+	if reason == DropUnauthorized || reason == DropRepositoryUnbound {
+		level = graph.LevelWarning
+	}
+	fields := []graph.Field{
+		{Key: "reason", Value: string(reason)}, {Key: "gh_event", Value: name},
+		{Key: "action", Value: action}, {Key: "delivery_id", Value: delivery},
+	}
+	if actor != "" {
+		fields = append(fields, graph.Field{Key: "actor", Value: actor})
+	}
+	r.sink.Emit(graph.LogEvent{Time: r.clock.Now(), Name: EventDropped, Level: level, Fields: fields})
+	return reason
+}
+
+// refsString renders refs for messages.
+func refsString(refs []integrations.Ref) string {
+	var b strings.Builder
+	for i, r := range refs {
+		if i > 0 {
+			b.WriteString(", ")
+		}
+		b.WriteString(r.String())
+	}
+	return b.String()
+}

@@ -1,0 +1,36 @@
+// Package daemon assembles loopd: the webhook receiver (package ingress), the
+// durable queue (loop/queue, NATS JetStream), the dispatcher (loop/dispatch)
+// and the intake that turns each event into effects — control commands,
+// spawning an agent session per work item in tmux (package sessions), pasting
+// event prompts and graph assignments into it, and walking the work item's
+// process graph (GraphLink, reference daemon-spec §6 and §8, seed 003).
+//
+// The assembly API, for cmd/loopd and for embedders such as `loopd demo`:
+//
+//	cfg := daemon.DefaultConfig()
+//	cfg.StateRoot = "/abs/state"                  // required, absolute
+//	cfg.Listen = "127.0.0.1:0"                    // default 127.0.0.1:8787
+//	cfg.Secret = []byte(secret)                   // or InsecureAcceptUnsigned
+//	cfg.AuthorizedUsers = []string{"dana"}
+//	cfg.SpawnOnUnmatched = daemon.SpawnLabeled
+//	d, err := daemon.New(cfg, daemon.Deps{
+//		Integrations: set,          // graph.Integrations reaching (a stand-in for) GitHub
+//		Path:         os.Getenv("PATH"), // where the harness binary (claude) is found
+//		CloneURL:     func(item sessions.WorkItem) string { return "/tmp/remote.git" },
+//		Observer:     daemon.ObserverFunc(func(o daemon.Observation) { fmt.Println(o) }),
+//	})
+//	go d.Run(ctx)                                 // returns after ctx ends and work drained
+//	<-d.Ready(); addr := d.Addr()                 // the bound webhook address
+//
+// ConfigFromCLI maps the operator's cli-config.yaml (daemon-spec §12) onto a
+// Config. Run takes the one-instance lock on the state root (flock on
+// <state root>/loopd.lock), opens the queue (embedded NATS with its file
+// store under <state root>/queue unless Config.QueueURL names a server),
+// serves POST <WebhookPath> and GET /healthz, dispatches, reconciles, and on
+// cancellation stops accepting webhooks, lets running dispatches finish
+// (nothing is acknowledged that did not finish) and shuts everything down.
+//
+// Every webhook kept, every paste into a session, every comment posted and
+// every graph transition is reported to Deps.Observer (the demo prints them)
+// as well as to the event log.
+package daemon

@@ -1,0 +1,253 @@
+package daemon_test
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/theloop-dev/theloop/loop/daemon"
+	"github.com/theloop-dev/theloop/sessions"
+)
+
+// A labeled issue spawns one session whose first message is the spawn
+// prompt with the graph context; the graph starts at phase-selection and
+// the session is announced on the issue with the tmux attach command.
+func TestLabeledIssueSpawnsWithSpawnPromptAndGraphContext(t *testing.T) {
+	w := newWorld(t, nil)
+	n := w.openLabeled()
+	w.eventually("the spawn prompt in the session", func() bool {
+		return strings.Contains(w.received(), "Start by running `/the-loop:work-on github:octo/demo#1`")
+	})
+	got := w.received()
+	require.Contains(t, got, "NOT ENTERED YET")
+	require.Contains(t, got, "## Interaction: work-item")
+	w.eventually("the announcement", func() bool { return len(w.observed("comment", "")) > 0 })
+	w.waitIdle()
+	require.Equal(t, 1, w.spawns())
+	st := w.state(n)
+	require.Equal(t, "phase-selection", st.CurrentNode)
+	comments, err := w.sim.Comments(repoFull, n)
+	require.NoError(t, err)
+	var announce string
+	for _, c := range comments {
+		if strings.Contains(c.Body, "tmux -L "+w.socket+" attach -t loop-github-octo-demo-1") {
+			announce = c.Body
+		}
+	}
+	require.NotEmpty(t, announce, "announce comment with the attach command")
+	require.Contains(t, announce, "<!-- the-loop:agent-comment -->")
+	t.Log(w.eventNames())
+}
+
+const brainstormMD = `# Brainstorm
+
+## Problem / opportunity
+
+Widgets are missing.
+
+## Open questions
+
+- none
+`
+
+const requirementsMD = `# Requirements
+
+## Requirements
+
+- R1: the widget exists.
+
+## Security considerations
+
+- No new trust boundary.
+`
+
+// The main path: spawn → an authorized "the-loop execute" answers
+// phase-selection (gate consulted before the event prompt) → the agent
+// claims requirements-definition → the human gate waits → an unauthorized
+// "Approved" and a self-marked "Approved" change nothing → the authorized
+// "Approved" locks requirements.md and the design assignment is pasted.
+func TestGateApprovedByAuthorizedCommentLocksAndPastesNextAssignment(t *testing.T) {
+	w := newWorld(t, nil)
+	n := w.openLabeled()
+	w.waitIdle()
+	require.Equal(t, "phase-selection", w.state(n).CurrentNode)
+
+	_, err := w.sim.Comment(repoFull, n, human, "the-loop execute")
+	require.NoError(t, err)
+	w.waitIdle()
+	st := w.state(n)
+	require.Equal(t, "brainstorming", st.CurrentNode, "phase-selection answered by the gate")
+	require.Contains(t, w.received(), "the gate was consulted with this event first")
+	require.Contains(t, w.received(), "/the-loop:brainstorm issue-1", "the brainstorming assignment was pasted")
+
+	c := w.claim(n, "brainstorming", map[string]string{"brainstorm.md": brainstormMD})
+	require.Equal(t, "requirements-definition", c.CurrentNode, "claim: %+v", c)
+	c = w.claim(n, "requirements-definition", map[string]string{"requirements.md": requirementsMD})
+	require.Equal(t, "requirements-approval", c.CurrentNode, "claim: %+v", c)
+
+	before := w.state(n)
+	_, err = w.sim.Comment(repoFull, n, stranger, "Approved")
+	require.NoError(t, err)
+	_, err = w.sim.Comment(repoFull, n, human, "Approved\n\n<!-- the-loop:agent-comment -->\n")
+	require.NoError(t, err)
+	w.waitIdle()
+	after := w.state(n)
+	require.Equal(t, "requirements-approval", after.CurrentNode, "unauthorized and self-marked comments change nothing")
+	require.Equal(t, before.Decisions.Len(), after.Decisions.Len())
+	require.NotContains(t, readSpec(t, w, n, "requirements.md"), "status: approved")
+
+	_, err = w.sim.Comment(repoFull, n, human, "Approved")
+	require.NoError(t, err)
+	w.waitIdle()
+	st = w.state(n)
+	require.Equal(t, "design", st.CurrentNode)
+	require.Contains(t, readSpec(t, w, n, "requirements.md"), "status: approved")
+	w.eventually("the design assignment pasted", func() bool {
+		return strings.Contains(w.received(), "/the-loop:create-design issue-1")
+	})
+	require.Equal(t, 1, w.spawns())
+}
+
+func readSpec(t *testing.T, w *world, n int, name string) string {
+	b, err := os.ReadFile(filepath.Join(w.checkout(n), "docs", "specs", fmt.Sprintf("issue-%d", n), name))
+	require.NoError(t, err)
+	return string(b)
+}
+
+// The same delivery twice (GitHub's Redeliver) and the same comment under
+// two delivery ids (a repository hook and an app hook) have one effect.
+func TestDuplicateDeliveriesAndContentHaveOneEffect(t *testing.T) {
+	w := newWorld(t, nil)
+	// A second hook on the same receiver: every change arrives twice,
+	// under two delivery ids.
+	n := w.openLabeled()
+	w.waitIdle()
+	require.Equal(t, 1, w.spawns())
+
+	for _, d := range w.sim.Deliveries() {
+		if d.Action == "labeled" && d.Sender == human {
+			require.NoError(t, w.sim.Redeliver(d.ID))
+		}
+	}
+	w.waitIdle()
+	require.Equal(t, 1, w.spawns(), "a redelivered spawn spawns nothing")
+
+	cm, err := w.sim.Comment(repoFull, n, human, "please also consider gadgets")
+	require.NoError(t, err)
+	w.waitIdle()
+	pastes := strings.Count(w.received(), "please also consider gadgets")
+	require.Equal(t, 1, pastes)
+	var id string
+	for _, d := range w.sim.Deliveries() {
+		if d.CommentID == cm.ID {
+			id = d.ID
+		}
+	}
+	require.NotEmpty(t, id)
+	require.NoError(t, w.sim.Redeliver(id))
+	w.waitIdle()
+	require.Equal(t, 1, strings.Count(w.received(), "please also consider gadgets"), "a redelivered comment is pasted once")
+}
+
+// One change delivered by two hooks (two delivery ids, one content
+// identity) is handled once.
+func TestSameCommentUnderTwoDeliveryIDsHasOneEffect(t *testing.T) {
+	w := newWorldHooks(t, 2, nil)
+	sim := w.sim
+	n := w.openLabeled()
+	w.waitIdle()
+	require.Equal(t, 1, w.spawns(), "two labeled deliveries, one spawn")
+	_, err := sim.Comment(repoFull, n, human, "please also consider gizmos")
+	require.NoError(t, err)
+	w.waitIdle()
+	require.Equal(t, 1, strings.Count(w.received(), "please also consider gizmos"))
+	// The receiver's cache or, past it, the queue's content bucket caught
+	// the second delivery.
+	dups := w.count("dispatch.duplicate-content")
+	for _, o := range w.observed("event", "routing.dropped") {
+		if r, _ := o.Fields["reason"].(string); strings.Contains(r, "duplicate") {
+			dups++
+		}
+	}
+	require.GreaterOrEqual(t, dups, 1)
+}
+
+func (w *world) status(n int) sessions.Status {
+	reg, err := sessions.OpenRegistry(sessions.RegistryDir(w.cfg.StateRoot))
+	require.NoError(w.t, err)
+	r, err := reg.Get(w.item(n))
+	if err != nil {
+		return ""
+	}
+	return r.Status
+}
+
+// Control keywords (daemon-spec §5, §6.3) with requireStartCommand: the
+// label only arms; an unauthorized start does nothing; an authorized start
+// spawns; pause holds events back; resume lets them through; stop closes.
+// Consumed commands never reach the agent.
+func TestControlKeywordsStartPauseResumeStop(t *testing.T) {
+	w := newWorld(t, func(c *daemon.Config) { c.RequireStartCommand = true })
+	n := w.openLabeled()
+	w.waitIdle()
+	require.Equal(t, 0, w.spawns(), "the label arms but does not start")
+
+	_, err := w.sim.Comment(repoFull, n, stranger, "the-loop start")
+	require.NoError(t, err)
+	w.waitIdle()
+	require.Equal(t, 0, w.spawns(), "an unauthorized start does nothing")
+
+	_, err = w.sim.Comment(repoFull, n, human, "the-loop start")
+	require.NoError(t, err)
+	w.waitIdle()
+	require.Equal(t, 1, w.spawns())
+	require.Equal(t, sessions.StatusActive, w.status(n))
+	require.Equal(t, "phase-selection", w.state(n).CurrentNode, "the graph starts once start was requested")
+
+	_, err = w.sim.Comment(repoFull, n, human, "the-loop pause")
+	require.NoError(t, err)
+	w.waitIdle()
+	require.Equal(t, sessions.StatusPaused, w.status(n))
+	_, err = w.sim.Comment(repoFull, n, human, "note while paused: use blue")
+	require.NoError(t, err)
+	w.waitIdle()
+	require.NotContains(t, w.received(), "use blue", "paused: nothing delivered")
+
+	_, err = w.sim.Comment(repoFull, n, human, "the-loop resume")
+	require.NoError(t, err)
+	w.waitIdle()
+	require.Equal(t, sessions.StatusActive, w.status(n))
+	_, err = w.sim.Comment(repoFull, n, human, "note after resume: use green")
+	require.NoError(t, err)
+	w.waitIdle()
+	w.eventually("the comment after resume pasted", func() bool { return strings.Contains(w.received(), "use green") })
+
+	_, err = w.sim.Comment(repoFull, n, human, "the-loop stop")
+	require.NoError(t, err)
+	w.waitIdle()
+	require.Equal(t, sessions.StatusClosed, w.status(n))
+	// The start comment spawned the session, so its excerpt is in the
+	// spawn prompt; the other commands were consumed, never forwarded.
+	for _, kw := range []string{"the-loop pause", "the-loop resume", "the-loop stop"} {
+		require.NotContains(t, w.received(), kw, "consumed commands are never forwarded")
+	}
+	require.Equal(t, 1, strings.Count(w.received(), `"body": "the-loop start"`))
+	require.Equal(t, 1, w.spawns())
+}
+
+// Closing the issue ends the session and removes the worktree.
+func TestCloseEventEndsSessionAndCleansWorktree(t *testing.T) {
+	w := newWorld(t, nil)
+	n := w.openLabeled()
+	w.waitIdle()
+	cwd := w.checkout(n)
+	require.DirExists(t, cwd)
+	require.NoError(t, w.sim.CloseIssue(repoFull, n, human))
+	w.waitIdle()
+	require.Equal(t, sessions.StatusClosed, w.status(n))
+	require.NoDirExists(t, cwd)
+}

@@ -19,7 +19,7 @@ func TestReaderSubmitsOnEnterOutsideAPaste(t *testing.T) {
 			name:   "a bracketed multi-line paste, then Enter (what tmux paste-buffer -p sends)",
 			chunks: []string{"\x1b[200~the-loop assignment for issue-1:\r  you are now at node: design\x1b[201~", "\r"},
 			want:   []string{"the-loop assignment for issue-1:\n  you are now at node: design"},
-			echo:   "the-loop assignment for issue-1:\n  you are now at node: design\n",
+			echo:   "│ the-loop assignment for issue-1:\n│   you are now at node: design\n",
 		},
 		{
 			name:   "markers split across reads",

@@ -15,6 +15,10 @@ import (
 // echoes what is pasted (the receipt Deliver waits for), and treats Enter
 // outside a paste as "submit".
 
+// pastePrefix marks each echoed line of a paste, so whoever attaches can
+// tell theloop's pastes from the agent's own output.
+const pastePrefix = "│ "
+
 const (
 	bracketedPasteOn  = "\x1b[?2004h"
 	bracketedPasteOff = "\x1b[?2004l"
@@ -35,6 +39,9 @@ type Reader struct {
 	csi     []byte
 	inPaste bool
 	dropped bool
+	// afterPaste: the paste's end was echoed with a newline and nothing was
+	// typed since, so the submitting Enter echoes nothing more.
+	afterPaste bool
 }
 
 const (
@@ -60,8 +67,15 @@ func (r *Reader) Feed(p []byte) []string {
 			if c >= 0x40 && c <= 0x7e {
 				switch string(r.csi) + string(c) {
 				case "200~":
-					r.inPaste = true
+					if !r.inPaste {
+						echo.WriteString(pastePrefix)
+					}
+					r.inPaste, r.afterPaste = true, false
 				case "201~":
+					if r.inPaste {
+						echo.WriteString("\n")
+						r.afterPaste = true
+					}
 					r.inPaste = false
 				}
 				r.state = stText
@@ -78,10 +92,13 @@ func (r *Reader) Feed(p []byte) []string {
 		case c == '\r' || c == '\n':
 			if r.inPaste {
 				r.add('\n')
-				echo.WriteString("\n")
+				echo.WriteString("\n" + pastePrefix)
 				continue
 			}
-			echo.WriteString("\n")
+			if !r.afterPaste {
+				echo.WriteString("\n")
+			}
+			r.afterPaste = false
 			if msg := strings.TrimSpace(r.buf.String()); msg != "" {
 				out = append(out, msg)
 			}
@@ -89,6 +106,7 @@ func (r *Reader) Feed(p []byte) []string {
 			r.dropped = false
 		case c == 0x7f || c == 0x08:
 			if !r.inPaste {
+				r.afterPaste = false
 				b := r.buf.Bytes()
 				if _, n := utf8.DecodeLastRune(b); n > 0 {
 					r.buf.Truncate(len(b) - n)
@@ -98,6 +116,9 @@ func (r *Reader) Feed(p []byte) []string {
 		case c == '\t' || c >= 0x20:
 			r.add(c)
 			echo.WriteByte(c)
+			if !r.inPaste {
+				r.afterPaste = false
+			}
 		}
 	}
 	if r.Echo != nil && echo.Len() > 0 {

@@ -242,8 +242,7 @@ func (in *intake) spawn(ctx context.Context, item sessions.WorkItem, ev *ingress
 		return err
 	}
 	in.d.link.onSpawn(ctx, item, cwd, res.Record.SessionID, ev)
-	in.announce(ctx, item, res.Record, ev)
-	return nil
+	return in.announce(ctx, item, res.Record, ev)
 }
 
 // finishSpawn completes a spawn interrupted by a crash: the session (its
@@ -266,23 +265,25 @@ func (in *intake) finishSpawn(ctx context.Context, item sessions.WorkItem, rec s
 		}
 	}
 	in.d.link.onSpawn(ctx, item, rec.Cwd, rec.SessionID, ev)
-	in.announce(ctx, item, rec, ev)
-	return nil
+	return in.announce(ctx, item, rec, ev)
 }
 
-// announce posts the marked session announcement once per spawn.
-func (in *intake) announce(ctx context.Context, item sessions.WorkItem, rec sessions.Record, ev *ingress.Event) {
+// announce posts the marked session announcement once per spawn. A failed
+// post fails the dispatch, so the dispatcher retries it (a redelivered
+// spawn resumes at the announcement): a GitHub outage delays it, never
+// loses it.
+func (in *intake) announce(ctx context.Context, item sessions.WorkItem, rec sessions.Record, ev *ingress.Event) error {
 	if !in.d.cfg.AnnounceEnabled || item.Provider != "github" || in.done(ctx, ev, stepAnnounce) {
-		return
+		return nil
 	}
 	body := fmt.Sprintf("the-loop started a %s session for this work item in tmux session `%s`.\n\nWatch or take over on the daemon's host:\n\n```\n%s\n```\n",
 		rec.Harness, rec.TmuxName, attachCommand(in.d.cfg.Tmux, rec.TmuxName))
 	if _, err := in.d.integ.Call(ctx, integrations.OpGitHubAddComment, map[string]any{"ref": item.String(), "body": hooks.Mark(body)}); err != nil {
 		in.emit("session.announce_failed", graph.LevelWarning, item, ev, graph.Field{Key: "error", Value: err.Error()})
-		return
+		return fmt.Errorf("announce %s: %w", item, err)
 	}
-	_ = in.mark(ctx, ev, stepAnnounce)
 	in.emit("session.announced", graph.LevelInfo, item, ev, graph.Field{Key: "tmux_target", Value: rec.TmuxName})
+	return in.mark(ctx, ev, stepAnnounce)
 }
 
 // attachCommand is the tmux attach command for the configured server.
@@ -328,7 +329,7 @@ func (in *intake) dispatchTo(ctx context.Context, item sessions.WorkItem, rec se
 	in.d.observe(Observation{Kind: KindPaste, Name: "event-prompt", WorkItem: item.String(), DeliveryID: ev.DeliveryID, Text: prompt,
 		Fields: map[string]any{"tmux_target": res.Record.TmuxName, "respawned": res.Respawn != nil}})
 	if res.Respawn != nil {
-		in.emit("session.respawned", graph.LevelInfo, item, ev, graph.Field{Key: "resumed", Value: res.Respawn.Resumed},
+		in.emit("dispatch.respawned", graph.LevelInfo, item, ev, graph.Field{Key: "resumed", Value: res.Respawn.Resumed},
 			graph.Field{Key: "fresh_with_artifacts", Value: res.Respawn.Fallback != nil})
 		in.d.link.rebind(ctx, item, cwd, res.Record.SessionID)
 	}

@@ -1,14 +1,19 @@
 package daemon_test
 
 import (
+	"context"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/theloop-dev/theloop/integrations/githubsim"
 	"github.com/theloop-dev/theloop/loop/daemon"
 	"github.com/theloop-dev/theloop/sessions"
 )
@@ -250,4 +255,94 @@ func TestCloseEventEndsSessionAndCleansWorktree(t *testing.T) {
 	w.waitIdle()
 	require.Equal(t, sessions.StatusClosed, w.status(n))
 	require.NoDirExists(t, cwd)
+}
+
+// A GitHub 5xx storm while events are dispatched loses nothing: the
+// events are pasted, the announcement that failed is retried by the
+// dispatcher until GitHub recovers, nothing is dead-lettered. (Hook side
+// effects that fail during the storm are reported as graph.hook_degraded;
+// they are not replayed.)
+func TestGitHub5xxStormLosesNothing(t *testing.T) {
+	w := newWorld(t, nil)
+	is, err := w.sim.OpenIssue(repoFull, human, "Add a widget", "body")
+	require.NoError(t, err)
+	w.waitIdle()
+	w.sim.InjectFault(githubsim.Fault{Status: 502})
+	require.NoError(t, w.sim.AddLabel(repoFull, is.Number, human, label))
+	_, err = w.sim.Comment(repoFull, is.Number, human, "storm note one")
+	require.NoError(t, err)
+	_, err = w.sim.Comment(repoFull, is.Number, human, "storm note two")
+	require.NoError(t, err)
+	ctx := context.Background()
+	require.NoError(t, w.sim.WaitDeliveries(ctx))
+	w.eventually("the announcement to fail at least once", func() bool { return w.count("session.announce_failed") > 0 })
+	w.sim.RemoveFaults()
+	w.waitIdle()
+	got := w.received()
+	require.Contains(t, got, "storm note one")
+	require.Contains(t, got, "storm note two")
+	require.Less(t, strings.Index(got, "storm note one"), strings.Index(got, "storm note two"), "per-item order kept")
+	comments, err := w.sim.Comments(repoFull, is.Number)
+	require.NoError(t, err)
+	announced := 0
+	for _, c := range comments {
+		if strings.Contains(c.Body, "attach -t loop-github-octo-demo-1") {
+			announced++
+		}
+	}
+	require.Equal(t, 1, announced)
+	dead, err := w.d.DeadLetters(ctx)
+	require.NoError(t, err)
+	require.Empty(t, dead)
+	require.Equal(t, 1, w.spawns())
+}
+
+func (w *world) killHarness(n int) {
+	w.t.Helper()
+	name := w.item(n).TmuxName()
+	out, err := exec.Command("tmux", "-L", w.socket, "list-panes", "-t", "="+name+":", "-F", "#{pane_pid}").Output()
+	require.NoError(w.t, err)
+	pid, err := strconv.Atoi(strings.TrimSpace(string(out)))
+	require.NoError(w.t, err)
+	require.NoError(w.t, syscall.Kill(pid, syscall.SIGKILL))
+	w.eventually("the pane to die", func() bool {
+		out, _ := exec.Command("tmux", "-L", w.socket, "list-panes", "-t", "="+name+":", "-F", "#{pane_dead}").Output()
+		return strings.TrimSpace(string(out)) != "0"
+	})
+}
+
+// A dead session is resumed on the next event; when its conversation cannot
+// be resumed, a fresh one starts, seeded with the work item's artifacts.
+func TestDeadSessionResumesElseFreshWithArtifacts(t *testing.T) {
+	w := newWorld(t, nil)
+	n := w.openLabeled()
+	w.waitIdle()
+	w.killHarness(n)
+	_, err := w.sim.Comment(repoFull, n, human, "first note after the crash")
+	require.NoError(t, err)
+	w.waitIdle()
+	w.eventually("the note pasted into the resumed session", func() bool { return strings.Contains(w.received(), "first note after the crash") })
+	argv, _ := os.ReadFile(filepath.Join(w.claude, "argv.log"))
+	require.Contains(t, string(argv), "\tresume\t", "the conversation was resumed")
+
+	// The conversation is gone (as when Claude Code lost it): fresh start.
+	require.NoError(t, os.RemoveAll(filepath.Join(w.claude, "conversations")))
+	w.killHarness(n)
+	_, err = w.sim.Comment(repoFull, n, human, "second note after the crash")
+	require.NoError(t, err)
+	w.waitIdle()
+	w.eventually("the note pasted into the fresh session", func() bool { return strings.Contains(w.received(), "second note after the crash") })
+	require.Equal(t, 2, w.spawns(), "one fresh conversation after the failed resume")
+	reg, err := sessions.OpenRegistry(sessions.RegistryDir(w.cfg.StateRoot))
+	require.NoError(t, err)
+	rec, err := reg.Get(w.item(n))
+	require.NoError(t, err)
+	require.Len(t, rec.Fallbacks, 1, "the fresh-with-artifacts fallback is recorded")
+	var fresh bool
+	for _, o := range w.observed("event", "dispatch.respawned") {
+		if o.Fields["fresh_with_artifacts"] == true {
+			fresh = true
+		}
+	}
+	require.True(t, fresh)
 }

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"os"
@@ -79,6 +80,8 @@ func runDemo(e *env, yes, keep bool) error {
 		return nil
 	case errors.Is(err, demo.ErrMissingTool):
 		return &exitError{code: exitRefused, msg: err.Error()}
+	case errors.Is(err, context.Canceled) && ctx.Err() != nil:
+		return &exitError{code: exitFailed, msg: "demo interrupted; everything it started was stopped and removed"}
 	}
 	return err
 }

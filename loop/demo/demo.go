@@ -191,7 +191,11 @@ func Run(ctx context.Context, opts Options) (res *Result, err error) {
 		return w.res, err
 	}
 	err = w.walk(ctx)
-	w.summary(ctx)
+	// Stop the daemon first, so the summary is the last word.
+	if serr := w.stopDaemon(); err == nil && serr != nil {
+		err = serr
+	}
+	w.summary(context.WithoutCancel(ctx))
 	return w.res, err
 }
 
@@ -362,18 +366,7 @@ func (w *world) git(ctx context.Context, dir string, args ...string) error {
 // close stops everything this run started and removes its directory unless
 // Keep.
 func (w *world) close() error {
-	if w.tail != nil {
-		w.tail.stop()
-	}
-	var err error
-	if w.cancel != nil {
-		w.cancel()
-		select {
-		case err = <-w.done:
-		case <-time.After(60 * time.Second):
-			err = errors.New("demo: the daemon did not stop within 60s")
-		}
-	}
+	err := w.stopDaemon()
 	if w.sim != nil {
 		w.sim.Close()
 	}
@@ -389,6 +382,26 @@ func (w *world) close() error {
 		} else if rerr := os.RemoveAll(w.dir); rerr != nil && err == nil {
 			err = rerr
 		}
+	}
+	return err
+}
+
+// stopDaemon stops the daemon (draining what it was doing) and the
+// event-log tail; it is a no-op the second time.
+func (w *world) stopDaemon() error {
+	var err error
+	if w.cancel != nil {
+		w.cancel()
+		select {
+		case err = <-w.done:
+		case <-time.After(60 * time.Second):
+			err = errors.New("demo: the daemon did not stop within 60s")
+		}
+		w.cancel = nil
+	}
+	if w.tail != nil {
+		w.tail.stop()
+		w.tail = nil
 	}
 	return err
 }

@@ -181,7 +181,7 @@ func Run(ctx context.Context, opts Options) (res *Result, err error) {
 			return nil, err
 		}
 	}
-	w := &world{opts: opts, res: &Result{}, p: newPrinter(opts.Out), in: bufio.NewReader(opts.In)}
+	w := &world{opts: opts, res: &Result{}, p: newPrinter(opts.Out), in: bufio.NewReader(opts.In), routedAway: map[string]string{}}
 	defer func() {
 		if cerr := w.close(); err == nil && cerr != nil {
 			err = cerr
@@ -217,6 +217,7 @@ type world struct {
 	graph                              *graph.Graph
 	mu                                 sync.Mutex
 	attachShown                        bool
+	routedAway                         map[string]string // delivery id → why the receiver did not queue it
 }
 
 func (w *world) setUp(ctx context.Context) error {

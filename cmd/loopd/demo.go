@@ -96,11 +96,12 @@ func demoAgentCommand() *cli.Command {
 		Usage:  "the scripted agent loopd demo runs in tmux in place of claude",
 		Flags: []cli.Flag{
 			&cli.StringFlag{Name: "config", Required: true, Usage: "the demo's CLI config (the agent's claims read it)"},
+			&cli.IntFlag{Name: "demo-pid", Usage: "the demo's process: when it is gone, the agent ends its tmux server"},
 			&cli.StringFlag{Name: "session-id", Hidden: true},
 			&cli.StringFlag{Name: "resume", Hidden: true},
 		},
 		Action: func(c *cli.Context) error {
-			return demoagent.Run(c.Context, demoagent.Options{ConfigPath: c.String("config")})
+			return demoagent.Run(c.Context, demoagent.Options{ConfigPath: c.String("config"), DemoPID: c.Int("demo-pid")})
 		},
 	}
 }

@@ -37,6 +37,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -52,16 +53,15 @@ import (
 
 // The demo's fixed cast.
 const (
-	Owner     = "demo"
-	Repo      = "widgets"
-	RepoFull  = Owner + "/" + Repo
-	Human     = "dana"
-	BotLogin  = "theloop-bot"
-	WorkItem  = "issue-1"
-	Label     = daemon.DefaultAutoExecuteLabel
-	issueNum  = 1
-	issueRef  = "github:" + RepoFull + "#1"
-	agentFlag = "--config"
+	Owner    = "demo"
+	Repo     = "widgets"
+	RepoFull = Owner + "/" + Repo
+	Human    = "dana"
+	BotLogin = "theloop-bot"
+	WorkItem = "issue-1"
+	Label    = daemon.DefaultAutoExecuteLabel
+	issueNum = 1
+	issueRef = "github:" + RepoFull + "#1"
 )
 
 // TokenEnv is the environment variable the stand-in's token is read from,
@@ -92,7 +92,8 @@ type Options struct {
 	// Out receives the narration.
 	Out io.Writer
 	// AgentArgv is the command that runs the scripted agent, to which
-	// "--config <file>" and the harness's own arguments are appended — for
+	// "--config <file> --demo-pid <pid>" and the harness's own arguments
+	// are appended (see demoagent.Options) — for
 	// loopd, [os.Executable(), "demo", "agent"]. Required.
 	AgentArgv []string
 	// Token is the stand-in's API token. The caller must also have set it
@@ -230,7 +231,7 @@ func (w *world) setUp(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	w.socket = fmt.Sprintf("theloop-demo-%d", os.Getpid())
+	w.socket = fmt.Sprintf("%s%d", demoagent.DemoSocketPrefix, os.Getpid())
 	w.res.Attach = fmt.Sprintf("tmux -L %s attach -t %s", w.socket, w.item.TmuxName())
 	w.state = filepath.Join(w.dir, "state")
 	w.p.say("theloop demo — the real loopd walks GitHub issue #1 through %s", loop.WorkItemLoop)
@@ -270,7 +271,9 @@ func (w *world) setUp(ctx context.Context) error {
 		return err
 	}
 	script := "#!/bin/sh\n# loopd demo: `claude` is theloop's scripted agent (package loop/demoagent)\nexec"
-	for _, a := range append(append([]string{}, w.opts.AgentArgv...), agentFlag, w.config) {
+	// --demo-pid: the agent ends its tmux server if this process dies
+	// without cleaning up.
+	for _, a := range append(append([]string{}, w.opts.AgentArgv...), "--config", w.config, "--demo-pid", strconv.Itoa(os.Getpid())) {
 		script += " " + shellQuote(a)
 	}
 	script += ` "$@"` + "\n"

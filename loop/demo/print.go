@@ -242,7 +242,7 @@ func (w *world) onEvent(rec loop.EventRecord) {
 var reasons = map[string]string{
 	"spawn-policy":       "the issue is not armed (no auto-execute label yet)",
 	"self-authored":      "theloop's own comment",
-	"unauthorized-actor": "the sender is not in routing.authorizedUsers",
+	"unauthorized-actor": "sender not authorized",
 	"duplicate-delivery": "already handled",
 	"duplicate-content":  "the same change arrived before",
 }

@@ -111,6 +111,10 @@ func TestGateApprovedByAuthorizedCommentLocksAndPastesNextAssignment(t *testing.
 	st = w.state(n)
 	require.Equal(t, "design", st.CurrentNode)
 	require.Contains(t, readSpec(t, w, n, "requirements.md"), "status: approved")
+	dec, ok := st.Decisions.Get("requirements-approval")
+	require.True(t, ok, "the verdict is a recorded decision")
+	require.Equal(t, "@"+human, dec.By)
+	require.NotNil(t, dec.Signature, "signed with the daemon's key (ARCHITECTURE decision 16)")
 	w.eventually("the design assignment pasted", func() bool {
 		return strings.Contains(w.received(), "/the-loop:create-design issue-1")
 	})

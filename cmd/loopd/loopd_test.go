@@ -19,6 +19,7 @@ import (
 
 	"github.com/theloop-dev/theloop/integrations/githubsim"
 	"github.com/theloop-dev/theloop/loop"
+	"github.com/theloop-dev/theloop/sessions"
 )
 
 func testEnv(t *testing.T, vars map[string]string) (*env, *bytes.Buffer, *bytes.Buffer) {
@@ -264,11 +265,29 @@ integrations:
 // from /proc after start-up settles. A generous bound catches a leak or a
 // mis-sized buffer; the figure is logged for the README.
 func TestIdleRSS(t *testing.T) {
+	for _, tracked := range []int{0, 1000} {
+		t.Run(fmt.Sprintf("tracked=%d", tracked), func(t *testing.T) { idleRSS(t, tracked) })
+	}
+}
+
+func idleRSS(t *testing.T, tracked int) {
 	if _, err := os.Stat("/proc/self/status"); err != nil {
 		t.Skip("no /proc on this system")
 	}
 	bin := loopdBinary(t)
 	base := t.TempDir()
+	if tracked > 0 {
+		reg, err := sessions.OpenRegistry(sessions.RegistryDir(filepath.Join(base, "state")))
+		require.NoError(t, err)
+		for i := 1; i <= tracked; i++ {
+			item, err := sessions.ParseWorkItem(fmt.Sprintf("github:octo/demo#%d", i))
+			require.NoError(t, err)
+			id, err := sessions.NewSessionID()
+			require.NoError(t, err)
+			require.NoError(t, reg.Put(context.Background(), sessions.Record{Item: item, Harness: "claude", SessionID: id,
+				TmuxName: item.TmuxName(), Cwd: base, Status: sessions.StatusActive, Created: time.Now().UTC().Truncate(time.Second)}))
+		}
+	}
 	cmd := exec.Command(bin, "run", "--state-root", filepath.Join(base, "state"), "--insecure-accept-unsigned")
 	cmd.Dir = base
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
@@ -301,7 +320,7 @@ func TestIdleRSS(t *testing.T) {
 			require.NoError(t, err)
 		}
 	}
-	t.Logf("loopd idle RSS: %.1f MB", float64(kb)/1024)
+	t.Logf("loopd idle RSS with %d tracked work items: %.1f MB", tracked, float64(kb)/1024)
 	require.Less(t, kb, 150*1024, "idle RSS")
 }
 

@@ -58,6 +58,13 @@ func (w *world) walk(ctx context.Context) error {
 		if err := w.settle(ctx); err != nil {
 			return err
 		}
+		w.p.say("")
+		w.p.say("━━ human gate: %s ━━ theloop waits for an authorized person (dana) on issue #1", g.node)
+		if g.node == gates[0].node {
+			if err := w.stranger(ctx, g); err != nil {
+				return err
+			}
+		}
 		ok, err := w.ask(ctx, g)
 		if err != nil {
 			return err
@@ -72,11 +79,60 @@ func (w *world) walk(ctx context.Context) error {
 			return err
 		}
 		w.res.Gates = append(w.res.Gates, g.node)
+		if g.node == gates[0].node {
+			if err := w.redeliver(ctx); err != nil {
+				return err
+			}
+		}
 	}
 	if err := w.waitNode(ctx, "complete"); err != nil {
 		return err
 	}
 	return w.settle(ctx)
+}
+
+// stranger shows authorization: someone who may not approve says
+// "Approved", and the gate does not move.
+func (w *world) stranger(ctx context.Context, g gate) error {
+	w.p.line(Stranger, "comments %q — but %s is not in routing.authorizedUsers", "Approved", Stranger)
+	if _, err := w.sim.Comment(RepoFull, issueNum, Stranger, "Approved"); err != nil {
+		return err
+	}
+	if err := w.settle(ctx); err != nil {
+		return err
+	}
+	cur := w.current(ctx)
+	w.p.line("demo", "issue #1 is still at %s: an unauthorized comment passes no gate", cur)
+	if cur != g.node {
+		return fmt.Errorf("demo: an unauthorized comment moved issue #1 from %s to %s", g.node, cur)
+	}
+	w.res.IgnoredStranger = true
+	return nil
+}
+
+// redeliver shows idempotence: GitHub's Redeliver sends dana's approval
+// again under the same delivery id, and nothing happens twice.
+func (w *world) redeliver(ctx context.Context) error {
+	wctx, cancel := context.WithTimeout(ctx, w.opts.StepTimeout)
+	defer cancel()
+	if err := w.sim.WaitDeliveries(wctx); err != nil {
+		return err
+	}
+	var id string
+	for _, d := range w.sim.Deliveries() {
+		if d.Event == "issue_comment" && d.Sender == Human && !d.Redelivery {
+			id = d.ID
+		}
+	}
+	if id == "" {
+		return nil
+	}
+	w.p.line("github", "redelivers dana's approval under the same delivery id (GitHub's Redeliver button)")
+	if err := w.sim.Redeliver(id); err != nil {
+		return err
+	}
+	w.res.Redelivered = id
+	return nil
 }
 
 func (w *world) comment(body string) error {
@@ -86,8 +142,6 @@ func (w *world) comment(body string) error {
 
 // ask shows the gated artifacts and asks the person to approve.
 func (w *world) ask(ctx context.Context, g gate) (bool, error) {
-	w.p.say("")
-	w.p.say("━━ human gate: %s ━━ theloop waits for an authorized person (dana) on issue #1", g.node)
 	for _, name := range g.review {
 		b, err := os.ReadFile(filepath.Join(w.res.Checkout, "docs", "specs", WorkItem, name))
 		if err != nil {
@@ -247,7 +301,7 @@ func (w *world) summary(ctx context.Context) {
 	}
 	w.p.say("  labels on issue #1:     %s", strings.Join(w.res.Labels, ", "))
 	w.p.say("  theloop's comments:     %d (as %s)", w.res.Comments, BotLogin)
-	w.p.say("  webhooks delivered:     %d, each signed and answered 202 only once queued", w.res.Webhooks)
+	w.p.say("  webhooks delivered:     %d, each signed; loopd answers 202 once an event is queued (or deliberately dropped)", w.res.Webhooks)
 	w.p.say("  pastes into the agent:  %d", w.res.Pastes)
 	w.p.say("  REST requests by theloop to the GitHub stand-in: %d", w.res.Requests)
 	if w.opts.Keep && w.res.Checkout != "" {

@@ -100,6 +100,8 @@ Try it without a GitHub account:  loopctl demo`,
 			newDemoCmd(f, nil),
 			newInstallCmd(f, nil),
 			newCompletionCmd(f),
+			newKeysCmd(f),
+			newVerifyDecisionsCmd(f),
 		},
 		ExitErrHandler: func(*cli.Context, error) {},
 	}

@@ -151,11 +151,11 @@ func TestKill9AfterAcceptThenRestartHandlesOnce(t *testing.T) {
 	require.NoError(t, os.WriteFile(cfgPath, []byte(fmt.Sprintf(`version: "0.5.0"
 state:
   root: %s
+repositories: [octo/demo]
 webhooks:
   ghWebhook:
     host: 127.0.0.1
     port: %d
-    repositories: [octo/demo]
 routing:
   authorizedUsers: [dana]
   spawnOnUnmatched: labeled
@@ -224,9 +224,13 @@ integrations:
 		}
 		return n
 	}
+	dumpEvents := func() string {
+		b, _ := os.ReadFile(filepath.Join(state, "logs", "events.jsonl"))
+		return string(b)
+	}
 	deadline := time.Now().Add(45 * time.Second)
 	for announced() == 0 {
-		require.True(t, time.Now().Before(deadline), "no announcement after the restart")
+		require.True(t, time.Now().Before(deadline), "no announcement after the restart; events:\n%s", dumpEvents())
 		time.Sleep(50 * time.Millisecond)
 	}
 	cwd := filepath.Join(base, "ws", ".worktrees", "github.com", "octo", "demo", "github-octo-demo-1")

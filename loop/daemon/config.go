@@ -132,6 +132,10 @@ type Config struct {
 	// ReconcileInterval is how often the reconcile pass runs (0: only at
 	// start; negative: never).
 	ReconcileInterval time.Duration
+	// Poll configures the ingress poller whose reconcile pass loopd runs
+	// (polling.sources: label discovery and new comments for those
+	// repositories; closure of every live session's work item in any case).
+	Poll ingress.PollerConfig
 
 	// Integrations configures outbound GitHub/Slack/Jira (used when
 	// Deps.Integrations is nil).
@@ -206,18 +210,6 @@ func ConfigFromCLI(c loop.CLIConfig, getenv func(string) string, workDir string)
 	cfg.Listen = fmt.Sprintf("%s:%d", host, port)
 	cfg.WebhookPath = wh.str("path", DefaultWebhookPath)
 	cfg.Events = wh.strs("events")
-	// The repository bound: webhooks.ghWebhook.repositories, else the
-	// polling sources' repos.
-	cfg.Repos = wh.strs("repositories")
-	if len(cfg.Repos) == 0 {
-		if srcs, ok := r.m("polling")["sources"].([]any); ok {
-			for _, s := range srcs {
-				if m, ok := s.(map[string]any); ok {
-					cfg.Repos = append(cfg.Repos, rawMap(m).strs("repos")...)
-				}
-			}
-		}
-	}
 	secretEnv := wh.str("secretEnv", DefaultSecretEnv)
 	if s := getenv(secretEnv); s != "" {
 		cfg.Secret = []byte(s)
@@ -276,6 +268,19 @@ func ConfigFromCLI(c loop.CLIConfig, getenv func(string) string, workDir string)
 	if pi := r.m("polling").int("intervalSeconds", 300); pi > 0 {
 		cfg.ReconcileInterval = time.Duration(pi) * time.Second
 	}
+	// The receiver's and the poller's view of the same file (the repository
+	// bound, events, keywords, polling sources) is package ingress's.
+	ic, pc, err := ingress.ConfigFromCLI(c, func(k string) (string, bool) { v := getenv(k); return v, v != "" }, false)
+	if err != nil {
+		return cfg, warns, err
+	}
+	cfg.Repos = ic.Repositories
+	if len(ic.Events) > 0 {
+		cfg.Events = ic.Events
+	}
+	cfg.AutoExecuteLabel = ic.AutoExecuteLabel
+	cfg.Poll = pc
+	cfg.Poll.StateRoot = cfg.StateRoot
 	if c.Integrations != nil {
 		ic, err := integrations.DecodeConfig(c.Integrations)
 		if err != nil {

@@ -34,7 +34,6 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -281,7 +280,7 @@ func (q *Queue) Put(ctx context.Context, ev *ingress.Event) error {
 	if ev == nil || ev.DeliveryID == "" {
 		return errors.New("queue: an event without a delivery id cannot be kept (the queue deduplicates on it)")
 	}
-	data, err := json.Marshal(ev)
+	data, err := ev.AppendJSON(make([]byte, 0, 512+len(ev.Payload)))
 	if err != nil {
 		return fmt.Errorf("queue: encode event %s: %w", ev.DeliveryID, err)
 	}
@@ -340,11 +339,10 @@ func (c *Consumer) Next() (*Message, error) {
 		m.Seq = md.Sequence.Stream
 		m.NumDelivered = md.NumDelivered
 	}
-	var ev ingress.Event
-	if err := json.Unmarshal(raw.Data(), &ev); err != nil {
+	if ev, err := ingress.DecodeEvent(raw.Data()); err != nil {
 		m.DecodeErr = fmt.Errorf("stream sequence %d does not decode as an event: %w", m.Seq, err)
 	} else {
-		m.Event = &ev
+		m.Event = ev
 	}
 	return m, nil
 }
@@ -485,9 +483,8 @@ func decodeDead(raw *jetstream.RawStreamMsg) DeadLetter {
 	d := DeadLetter{Seq: raw.Sequence, At: raw.Time, Reason: raw.Header.Get(HeaderDeadReason)}
 	d.Attempts, _ = strconv.Atoi(raw.Header.Get(HeaderDeadAttempts))
 	d.OriginalSeq, _ = strconv.ParseUint(raw.Header.Get(HeaderDeadSeq), 10, 64)
-	var ev ingress.Event
-	if json.Unmarshal(raw.Data, &ev) == nil {
-		d.Event = &ev
+	if ev, err := ingress.DecodeEvent(raw.Data); err == nil {
+		d.Event = ev
 		d.DeliveryID = ev.DeliveryID
 	}
 	return d

@@ -138,6 +138,8 @@ type Result struct {
 	IgnoredStranger bool
 	// Redelivered is the delivery id of dana's first approval, sent twice.
 	Redelivered string
+	// SignedDecisions counts the gate decisions recorded with a signature.
+	SignedDecisions int
 	// Attach is the command that attaches to the agent's session.
 	Attach string
 	// Dir is the demo's directory (removed unless Keep).

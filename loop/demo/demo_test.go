@@ -100,6 +100,7 @@ func TestDemoWalksToCompleteWithYes(t *testing.T) {
 	require.Positive(t, res.Webhooks)
 	require.True(t, res.IgnoredStranger, "an unauthorized Approved passed no gate")
 	require.NotEmpty(t, res.Redelivered)
+	require.Equal(t, 4, res.SignedDecisions, "the phase selection and each approval are signed decisions")
 
 	// What the demo claims is what the repository says: the worktree's
 	// graph state, recomputed from the artifacts by the runtime CI uses.

@@ -261,6 +261,36 @@ func (w *world) settle(ctx context.Context) error {
 	return nil
 }
 
+// decisions prints the gate decisions recorded in graph-state.json: who,
+// through which comment, and the signature that makes check, loop-gate and
+// CI honour them.
+func (w *world) decisions(ctx context.Context) {
+	dir := w.checkout()
+	if dir == "" {
+		return
+	}
+	st, err := loop.NewStore(dir, "").Load(ctx, WorkItem)
+	if err != nil || st == nil {
+		return
+	}
+	for _, node := range st.Decisions.Keys() {
+		d, _ := st.Decisions.Get(node)
+		if d.Outcome == "" || d.By == "" {
+			continue
+		}
+		signed := "unsigned"
+		if d.Signature != nil {
+			key := d.Signature.Key
+			if len(key) > 20 {
+				key = key[:20] + "…"
+			}
+			signed = "signed " + key
+			w.res.SignedDecisions++
+		}
+		w.p.say("  decision  %-22s %s by %s (comment %s), %s", node, d.Outcome, d.By, d.Comment, signed)
+	}
+}
+
 // summary fills the result and prints what the walk achieved.
 func (w *world) summary(ctx context.Context) {
 	if w.sim == nil {
@@ -299,6 +329,7 @@ func (w *world) summary(ctx context.Context) {
 	case w.res.Node != "":
 		w.p.say("issue #1 is at %q", w.res.Node)
 	}
+	w.decisions(ctx)
 	w.p.say("  labels on issue #1:     %s", strings.Join(w.res.Labels, ", "))
 	w.p.say("  theloop's comments:     %d (as %s)", w.res.Comments, BotLogin)
 	w.p.say("  webhooks delivered:     %d, each signed; loopd answers 202 once an event is queued (or deliberately dropped)", w.res.Webhooks)

@@ -244,7 +244,9 @@ func (w *world) setUp(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	w.socket = fmt.Sprintf("%s%d", demoagent.DemoSocketPrefix, os.Getpid())
+	// Private to this run: two demos (or two tests in one process) never
+	// share a server.
+	w.socket = fmt.Sprintf("%s%d-%s", demoagent.DemoSocketPrefix, os.Getpid(), RandomSecret()[:4])
 	w.res.Attach = fmt.Sprintf("tmux -L %s attach -t %s", w.socket, w.item.TmuxName())
 	w.state = filepath.Join(w.dir, "state")
 	w.p.say("theloop demo — the real loopd walks GitHub issue #1 through %s", loop.WorkItemLoop)

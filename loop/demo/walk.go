@@ -333,7 +333,10 @@ func (w *world) summary(ctx context.Context) {
 	w.p.say("  labels on issue #1:     %s", strings.Join(w.res.Labels, ", "))
 	w.p.say("  theloop's comments:     %d (as %s)", w.res.Comments, BotLogin)
 	w.p.say("  webhooks delivered:     %d, each signed; loopd answers 202 once an event is queued (or deliberately dropped)", w.res.Webhooks)
-	w.p.say("  pastes into the agent:  %d", w.res.Pastes)
+	w.mu.Lock()
+	pastes := w.res.Pastes
+	w.mu.Unlock()
+	w.p.say("  pastes into the agent:  %d", pastes)
 	w.p.say("  REST requests by theloop to the GitHub stand-in: %d", w.res.Requests)
 	if w.opts.Keep && w.res.Checkout != "" {
 		w.p.say("  the agent's worktree:   %s (git log shows its commits; try `loopctl check %s --repo %s`)", w.res.Checkout, WorkItem, w.res.Checkout)

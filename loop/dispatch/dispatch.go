@@ -66,6 +66,9 @@ const (
 	OutcomeRetry            Outcome = "retry"
 	OutcomeDeadLettered     Outcome = "dead-lettered"
 	OutcomeAbandoned        Outcome = "abandoned"
+	// OutcomeConsumerFailed: the stream consumer stopped handing out
+	// events before shutdown (Err says why); restart loopd.
+	OutcomeConsumerFailed Outcome = "consumer-failed"
 )
 
 // Observation reports one step of the dispatcher.
@@ -176,6 +179,9 @@ func (d *Dispatcher) Run(ctx context.Context) error {
 		for {
 			m, err := cons.Next()
 			if err != nil {
+				if ctx.Err() == nil {
+					d.observe(Observation{Outcome: OutcomeConsumerFailed, Err: err})
+				}
 				return
 			}
 			d.enqueue(m)
@@ -299,6 +305,12 @@ func (d *Dispatcher) process(key string, m *queue.Message) bool {
 			obs.Outcome = outcome
 			d.observe(obs)
 			return true
+		}
+		if d.stopping() {
+			// A handler cut short by shutdown is neither retried nor
+			// dead-lettered: left unacknowledged, it runs again at the next
+			// start.
+			return false
 		}
 		var perm permanentError
 		if attempt >= d.cfg.MaxDeliver || errors.As(err, &perm) {

@@ -56,6 +56,9 @@ type Daemon struct {
 
 	ready chan struct{}
 	addr  string
+	// observing is false when no Observer was given (no observation is
+	// built).
+	observing bool
 
 	q      *queue.Queue
 	sink   graph.Sink
@@ -103,10 +106,11 @@ func New(cfg Config, deps Deps) (*Daemon, error) {
 	if deps.Log == nil {
 		deps.Log = os.Stderr
 	}
-	if deps.Observer == nil {
+	observing := deps.Observer != nil
+	if !observing {
 		deps.Observer = ObserverFunc(func(Observation) {})
 	}
-	return &Daemon{cfg: cfg, deps: deps, ready: make(chan struct{})}, nil
+	return &Daemon{cfg: cfg, deps: deps, ready: make(chan struct{}), observing: observing}, nil
 }
 
 // Ready is closed once the webhook receiver listens (Addr is valid) and the
@@ -158,6 +162,9 @@ func firstRef(ev *ingress.Event) string {
 }
 
 func (d *Daemon) observe(o Observation) {
+	if !d.observing {
+		return
+	}
 	if o.Time.IsZero() {
 		o.Time = d.deps.Clock.Now()
 	}
@@ -402,6 +409,9 @@ func (d *Daemon) emit(name string, level graph.Level, fields ...graph.Field) {
 }
 
 func (d *Daemon) onDispatch(o dispatch.Observation) {
+	if o.Outcome == dispatch.OutcomeDropped {
+		return // the intake logged dispatch.dropped with its reason
+	}
 	level := graph.LevelInfo
 	fields := []graph.Field{{Key: "key", Value: o.Key}, {Key: "delivery_id", Value: o.DeliveryID}, {Key: "seq", Value: o.Seq}, {Key: "attempt", Value: o.Attempt}}
 	if o.Err != nil {

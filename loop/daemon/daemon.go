@@ -212,7 +212,13 @@ func (d *Daemon) Run(ctx context.Context) (err error) {
 	d.q = q
 	defer q.Close()
 
-	recv, err := ingress.NewReceiver(d.ingressConfig(), ingress.ReceiverDeps{Sink: d.Sink(), Log: d.sink, Clock: d.deps.Clock})
+	icfg := d.ingressConfig()
+	if warns, err := icfg.Validate(); err == nil {
+		for _, w := range warns {
+			d.logf("warning: %s", w)
+		}
+	}
+	recv, err := ingress.NewReceiver(icfg, ingress.ReceiverDeps{Sink: d.Sink(), Log: d.sink, Clock: d.deps.Clock})
 	if err != nil {
 		return fmt.Errorf("daemon: webhook receiver: %w", err)
 	}

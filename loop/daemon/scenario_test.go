@@ -371,3 +371,24 @@ func TestReconcileAtStartCatchesWhatWasMissedWhileDown(t *testing.T) {
 	w.start()
 	w.eventually("the session closed by the reconcile pass", func() bool { return w.status(n) == sessions.StatusClosed })
 }
+
+// "the-loop do" starts the work item on the ad-hoc loop; "the-loop
+// cleanup" ends the session and removes its record and worktree.
+func TestDoSelectsTheAdhocLoopAndCleanupTearsDown(t *testing.T) {
+	w := newWorld(t, func(c *daemon.Config) { c.RequireStartCommand = true })
+	n := w.openLabeled()
+	_, err := w.sim.Comment(repoFull, n, human, "the-loop do")
+	require.NoError(t, err)
+	w.waitIdle()
+	require.Equal(t, 1, w.spawns())
+	require.Equal(t, "pdlc-adhoc-loop", w.state(n).Loop)
+	cwd := w.checkout(n)
+
+	_, err = w.sim.Comment(repoFull, n, human, "the-loop cleanup")
+	require.NoError(t, err)
+	w.waitIdle()
+	require.Equal(t, sessions.Status(""), w.status(n), "the session record is gone")
+	require.NoDirExists(t, cwd)
+	err = exec.Command("tmux", "-L", w.socket, "has-session", "-t", "="+w.item(n).TmuxName()).Run()
+	require.Error(t, err, "the tmux session is gone")
+}

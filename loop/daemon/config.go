@@ -105,7 +105,10 @@ type Config struct {
 	SpawnWorkdir string
 	// KeepCheckoutOnClose keeps the worktree when a session closes.
 	KeepCheckoutOnClose bool
-	// KeepSessionOnClose keeps the tmux session (not the harness) on close.
+	// KeepSessionOnClose keeps the tmux session — harness included — when
+	// the work item closes (default false: the session is killed). The
+	// reference's middle way, keeping the pane but terminating the harness
+	// (routing.tmux.killHarnessOnClose), is not built yet.
 	KeepSessionOnClose bool
 	// ResumeOnRespawn reopens a dead session's conversation first.
 	ResumeOnRespawn bool
@@ -160,7 +163,6 @@ func DefaultConfig() Config {
 		AutoExecuteLabel:    DefaultAutoExecuteLabel,
 		DefaultHarness:      "claude",
 		SpawnWorkdir:        ".",
-		KeepSessionOnClose:  true,
 		ResumeOnRespawn:     true,
 		Tmux:                sessions.DefaultTmuxConfig(),
 		InteractionMode:     InteractionWorkItem,
@@ -237,7 +239,7 @@ func ConfigFromCLI(c loop.CLIConfig, getenv func(string) string, workDir string)
 	cfg.WorkspaceRoot = abs(ws.str("root", ""))
 	cfg.KeepCheckoutOnClose = ws.bool("keepCheckoutOnClose", false)
 	tm := rt.m("tmux")
-	cfg.KeepSessionOnClose = tm.bool("keepSessionOnClose", true)
+	cfg.KeepSessionOnClose = tm.bool("keepSessionOnClose", false)
 	cfg.ResumeOnRespawn = tm.bool("resumeOnRespawn", true)
 	cfg.Tmux.RemainOnExit = tm.bool("remainOnExit", true)
 	mode, w := ResolveInteractionMode(rt.m("interaction").str("mode", InteractionWorkItem))

@@ -259,6 +259,8 @@ func TestCloseEventEndsSessionAndCleansWorktree(t *testing.T) {
 	w.waitIdle()
 	require.Equal(t, sessions.StatusClosed, w.status(n))
 	require.NoDirExists(t, cwd)
+	err := exec.Command("tmux", "-L", w.socket, "has-session", "-t", "="+w.item(n).TmuxName()).Run()
+	require.Error(t, err, "the tmux session is gone")
 }
 
 // A GitHub 5xx storm while events are dispatched loses nothing: the

@@ -312,9 +312,17 @@ type Message struct {
 	raw       jetstream.Msg
 }
 
-// Ack acknowledges the message and waits for the server to confirm, so an
-// acknowledged event is certainly not delivered again.
+// Ack acknowledges the message. It does not wait for the server's
+// confirmation: the dispatcher records a delivery as handled before it
+// acks, so an ack lost in a crash costs a redelivery that is acknowledged
+// without effect, never a second effect.
 func (m *Message) Ack(ctx context.Context) error {
+	return m.raw.Ack()
+}
+
+// AckSync acknowledges the message and waits for the server to confirm
+// (dead letters use it: they have no handled record).
+func (m *Message) AckSync(ctx context.Context) error {
 	return m.raw.DoubleAck(ctx)
 }
 
@@ -446,7 +454,7 @@ func (q *Queue) Kill(ctx context.Context, m *Message, attempts int, reason strin
 	if _, err := q.js.PublishMsg(ctx, msg); err != nil {
 		return fmt.Errorf("queue: dead-letter stream sequence %d: %w", m.Seq, err)
 	}
-	return m.Ack(ctx)
+	return m.AckSync(ctx)
 }
 
 func truncate(s string, n int) string {

@@ -150,6 +150,14 @@ func TestDuplicateDeliveriesAndContentHaveOneEffect(t *testing.T) {
 	w.waitIdle()
 	pastes := strings.Count(w.received(), "please also consider gadgets")
 	require.Equal(t, 1, pastes)
+	cs, err := w.sim.Comments(repoFull, n)
+	require.NoError(t, err)
+	for _, c := range cs {
+		if c.ID == cm.ID {
+			require.Contains(t, c.Reactions, "theloop-bot:eyes", "the started reaction on the triggering comment")
+			require.Contains(t, c.Reactions, "theloop-bot:hooray", "the completed reaction")
+		}
+	}
 	var id string
 	for _, d := range w.sim.Deliveries() {
 		if d.CommentID == cm.ID {

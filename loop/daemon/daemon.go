@@ -114,7 +114,8 @@ func New(cfg Config, deps Deps) (*Daemon, error) {
 }
 
 // Ready is closed once the webhook receiver listens (Addr is valid) and the
-// dispatcher runs.
+// dispatcher runs. A Run that fails before that returns without closing it:
+// wait on both.
 func (d *Daemon) Ready() <-chan struct{} { return d.ready }
 
 // Addr is the receiver's bound host:port (valid after Ready).

@@ -102,6 +102,7 @@ Try it without a GitHub account:  loopctl demo`,
 			newCompletionCmd(f),
 			newKeysCmd(f),
 			newVerifyDecisionsCmd(f),
+			newAskCmd(f),
 		},
 		ExitErrHandler: func(*cli.Context, error) {},
 	}

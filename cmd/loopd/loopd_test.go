@@ -1,0 +1,369 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/theloop-dev/theloop/integrations/githubsim"
+	"github.com/theloop-dev/theloop/loop"
+	"github.com/theloop-dev/theloop/sessions"
+)
+
+func testEnv(t *testing.T, vars map[string]string) (*env, *bytes.Buffer, *bytes.Buffer) {
+	var out, errb bytes.Buffer
+	return &env{
+		Stdout: &out, Stderr: &errb,
+		Getenv:    func(k string) string { return vars[k] },
+		LookupEnv: func(k string) (string, bool) { v, ok := vars[k]; return v, ok },
+		Getwd:     func() (string, error) { return t.TempDir(), nil },
+		HomeDir:   func() (string, error) { return t.TempDir(), nil },
+		Context:   func() (context.Context, context.CancelFunc) { return context.WithCancel(context.Background()) },
+	}, &out, &errb
+}
+
+func TestRunWithoutSecretExits2WithTheFix(t *testing.T) {
+	e, _, errb := testEnv(t, map[string]string{})
+	code := Main([]string{"loopd", "run", "--state-root", t.TempDir()}, e)
+	require.Equal(t, exitRefused, code)
+	require.Contains(t, errb.String(), "THE_LOOP_GH_WEBHOOK_SECRET")
+	require.Contains(t, errb.String(), "--insecure-accept-unsigned")
+}
+
+func TestVersion(t *testing.T) {
+	e, out, _ := testEnv(t, nil)
+	require.Equal(t, exitOK, Main([]string{"loopd", "--version"}, e))
+	require.Contains(t, out.String(), "loopd version")
+}
+
+// The built binary, for process-level tests.
+var (
+	buildOnce sync.Once
+	binPath   string
+	buildErr  error
+)
+
+func loopdBinary(t *testing.T) string {
+	t.Helper()
+	buildOnce.Do(func() {
+		dir, err := os.MkdirTemp("", "loopd-bin")
+		if err != nil {
+			buildErr = err
+			return
+		}
+		binPath = filepath.Join(dir, "loopd")
+		out, err := exec.Command("go", "build", "-o", binPath, ".").CombinedOutput()
+		if err != nil {
+			buildErr = fmt.Errorf("go build: %v: %s", err, out)
+		}
+	})
+	require.NoError(t, buildErr)
+	return binPath
+}
+
+const fakeClaude = `#!/usr/bin/env bash
+root=$(cd "$(dirname "$0")/.." && pwd)
+mode=fresh id=""
+for ((i = 1; i <= $#; i++)); do
+  case "${!i}" in
+    --session-id) mode=new; j=$((i + 1)); id=${!j} ;;
+    --resume) mode=resume; j=$((i + 1)); id=${!j} ;;
+  esac
+done
+printf '%s\t%s\t%s\n' "$$" "$mode" "$id" >> "$root/argv.log"
+mkdir -p "$root/conversations" && : > "$root/conversations/$id"
+echo "fake claude ($mode $id)"
+printf '\033[?2004h'
+while IFS= read -r line; do
+  printf '%s\t%s\n' "$id" "$line" >> "$root/received.log"
+done
+`
+
+func gitRun(t *testing.T, dir string, args ...string) {
+	t.Helper()
+	cmd := exec.Command("git", args...)
+	cmd.Dir = dir
+	cmd.Env = append(os.Environ(), "GIT_AUTHOR_NAME=t", "GIT_AUTHOR_EMAIL=t@example.com", "GIT_COMMITTER_NAME=t", "GIT_COMMITTER_EMAIL=t@example.com")
+	out, err := cmd.CombinedOutput()
+	require.NoError(t, err, "git %v: %s", args, out)
+}
+
+// kill -9 of loopd right after it answered 202 for the spawning webhook:
+// after a restart the event is handled exactly once — one session, one
+// announcement, the graph started once.
+func TestKill9AfterAcceptThenRestartHandlesOnce(t *testing.T) {
+	for _, tool := range []string{"tmux", "git", "bash", "go"} {
+		if _, err := exec.LookPath(tool); err != nil {
+			t.Skipf("%s is not installed", tool)
+		}
+	}
+	bin := loopdBinary(t)
+	base := t.TempDir()
+	remote := filepath.Join(base, "remote", "octo", "demo.git")
+	seed := filepath.Join(base, "seed")
+	require.NoError(t, os.MkdirAll(seed, 0o755))
+	gitRun(t, seed, "init", "-q", "-b", "main")
+	require.NoError(t, os.WriteFile(filepath.Join(seed, "README.md"), []byte("demo\n"), 0o644))
+	gitRun(t, seed, "add", ".")
+	gitRun(t, seed, "commit", "-q", "-m", "init")
+	gitRun(t, base, "clone", "-q", "--bare", seed, remote)
+	claudeRoot := filepath.Join(base, "claude")
+	require.NoError(t, os.MkdirAll(filepath.Join(claudeRoot, "bin"), 0o755))
+	require.NoError(t, os.WriteFile(filepath.Join(claudeRoot, "bin", "claude"), []byte(fakeClaude), 0o755))
+	tmuxDir := filepath.Join(base, "tmux")
+	require.NoError(t, os.MkdirAll(tmuxDir, 0o700))
+	t.Cleanup(func() {
+		c := exec.Command("tmux", "kill-server")
+		c.Env = append(os.Environ(), "TMUX_TMPDIR="+tmuxDir)
+		_ = c.Run()
+	})
+
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	addr := ln.Addr().(*net.TCPAddr)
+	ln.Close()
+
+	accepted := make(chan string, 16)
+	sim, err := githubsim.Start(githubsim.Config{Token: "tok", BotLogin: "theloop-bot",
+		Hooks: []githubsim.Hook{{URL: fmt.Sprintf("http://127.0.0.1:%d/gh-webhook", addr.Port), Secret: "s3cret"}},
+		OnDelivery: func(d githubsim.Delivery) {
+			if d.Action == "labeled" && d.Sender == "dana" && d.Status == http.StatusAccepted {
+				accepted <- d.ID
+			}
+		}})
+	require.NoError(t, err)
+	t.Cleanup(sim.Close)
+	require.NoError(t, sim.AddRepo("octo/demo", githubsim.RepoOptions{CloneURL: "file://" + remote}))
+
+	state := filepath.Join(base, "state")
+	cfgPath := filepath.Join(base, "cli-config.yaml")
+	require.NoError(t, os.WriteFile(cfgPath, []byte(fmt.Sprintf(`version: "0.5.0"
+state:
+  root: %s
+repositories: [octo/demo]
+webhooks:
+  ghWebhook:
+    host: 127.0.0.1
+    port: %d
+routing:
+  authorizedUsers: [dana]
+  spawnOnUnmatched: labeled
+  control:
+    requireStartCommand: false
+  workspace:
+    root: %s
+integrations:
+  github:
+    transport: api
+    api:
+      baseUrl: %s
+`, state, addr.Port, filepath.Join(base, "ws"), sim.URL())), 0o600))
+
+	start := func() *exec.Cmd {
+		cmd := exec.Command(bin, "run", "--config", cfgPath)
+		cmd.Dir = base
+		cmd.Env = append(os.Environ(),
+			"THE_LOOP_GH_WEBHOOK_SECRET=s3cret", "GH_TOKEN=tok", "HOME="+base, "TMUX_TMPDIR="+tmuxDir,
+			"PATH="+filepath.Join(claudeRoot, "bin")+string(os.PathListSeparator)+os.Getenv("PATH"))
+		var logb bytes.Buffer
+		cmd.Stderr, cmd.Stdout = &logb, &logb
+		require.NoError(t, cmd.Start())
+		t.Cleanup(func() {
+			if cmd.ProcessState == nil {
+				_ = cmd.Process.Kill()
+				_, _ = cmd.Process.Wait()
+			}
+			t.Logf("loopd output:\n%s", logb.String())
+		})
+		deadline := time.Now().Add(30 * time.Second)
+		for {
+			resp, err := http.Get(fmt.Sprintf("http://127.0.0.1:%d/healthz", addr.Port))
+			if err == nil {
+				resp.Body.Close()
+				if resp.StatusCode == http.StatusOK {
+					return cmd
+				}
+			}
+			require.True(t, time.Now().Before(deadline), "loopd did not answer /healthz")
+			time.Sleep(20 * time.Millisecond)
+		}
+	}
+
+	cmd := start()
+	is, err := sim.OpenIssue("octo/demo", "dana", "Add a widget", "body")
+	require.NoError(t, err)
+	require.NoError(t, sim.AddLabel("octo/demo", is.Number, "dana", "the-loop: auto-execute"))
+	select {
+	case <-accepted:
+	case <-time.After(30 * time.Second):
+		t.Fatal("the labeled webhook was never accepted")
+	}
+	require.NoError(t, cmd.Process.Signal(syscall.SIGKILL))
+	_, _ = cmd.Process.Wait()
+
+	start()
+	announced := func() int {
+		cs, err := sim.Comments("octo/demo", is.Number)
+		require.NoError(t, err)
+		n := 0
+		for _, c := range cs {
+			if strings.Contains(c.Body, "attach -t loop-github-octo-demo-1") {
+				n++
+			}
+		}
+		return n
+	}
+	dumpEvents := func() string {
+		b, _ := os.ReadFile(filepath.Join(state, "logs", "events.jsonl"))
+		return string(b)
+	}
+	deadline := time.Now().Add(45 * time.Second)
+	for announced() == 0 {
+		require.True(t, time.Now().Before(deadline), "no announcement after the restart; events:\n%s", dumpEvents())
+		time.Sleep(50 * time.Millisecond)
+	}
+	cwd := filepath.Join(base, "ws", ".worktrees", "github.com", "octo", "demo", "github-octo-demo-1")
+	deadline = time.Now().Add(30 * time.Second)
+	for {
+		st, err := loop.NewStore(cwd, "").Load(context.Background(), "issue-1")
+		if err == nil && st.CurrentNode == "phase-selection" {
+			break
+		}
+		require.True(t, time.Now().Before(deadline), "the graph did not start: %v", err)
+		time.Sleep(50 * time.Millisecond)
+	}
+	// Let any duplicate work surface before counting.
+	require.NoError(t, sim.WaitDeliveries(context.Background()))
+	time.Sleep(time.Second)
+	argv, _ := os.ReadFile(filepath.Join(claudeRoot, "argv.log"))
+	require.Equal(t, 1, strings.Count(string(argv), "\tnew\t"), "one session spawned: %s", argv)
+	require.Equal(t, 1, announced(), "one announcement")
+	received, _ := os.ReadFile(filepath.Join(claudeRoot, "received.log"))
+	require.Equal(t, 1, strings.Count(string(received), "Start by running"), "the spawn prompt pasted once")
+	evs, err := loop.ReadEvents(filepath.Join(state, "logs", "events.jsonl"), loop.EventQuery{Event: "dispatch.spawned"})
+	require.NoError(t, err)
+	require.Len(t, evs, 1, "one spawn in the event log across both runs")
+	starts, err := loop.ReadEvents(filepath.Join(state, "logs", "events.jsonl"), loop.EventQuery{Event: "daemon.started"})
+	require.NoError(t, err)
+	require.Len(t, starts, 2)
+	t.Logf("spawned by the run started at %s (runs: %s, %s)", evs[0].Time, starts[0].Time, starts[1].Time)
+}
+
+// loopd's resident memory when idle (embedded JetStream included), read
+// from /proc after start-up settles. A generous bound catches a leak or a
+// mis-sized buffer; the figure is logged for the README.
+func TestIdleRSS(t *testing.T) {
+	for _, tracked := range []int{0, 1000} {
+		t.Run(fmt.Sprintf("tracked=%d", tracked), func(t *testing.T) { idleRSS(t, tracked) })
+	}
+}
+
+func idleRSS(t *testing.T, tracked int) {
+	if _, err := os.Stat("/proc/self/status"); err != nil {
+		t.Skip("no /proc on this system")
+	}
+	bin := loopdBinary(t)
+	base := t.TempDir()
+	if tracked > 0 {
+		reg, err := sessions.OpenRegistry(sessions.RegistryDir(filepath.Join(base, "state")))
+		require.NoError(t, err)
+		for i := 1; i <= tracked; i++ {
+			item, err := sessions.ParseWorkItem(fmt.Sprintf("github:octo/demo#%d", i))
+			require.NoError(t, err)
+			id, err := sessions.NewSessionID()
+			require.NoError(t, err)
+			require.NoError(t, reg.Put(context.Background(), sessions.Record{Item: item, Harness: "claude", SessionID: id,
+				TmuxName: item.TmuxName(), Cwd: base, Status: sessions.StatusActive, Created: time.Now().UTC().Truncate(time.Second)}))
+		}
+	}
+	cmd := exec.Command(bin, "run", "--state-root", filepath.Join(base, "state"), "--insecure-accept-unsigned")
+	cmd.Dir = base
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	port := ln.Addr().(*net.TCPAddr).Port
+	ln.Close()
+	cfg := filepath.Join(base, "cli-config.yaml")
+	require.NoError(t, os.WriteFile(cfg, []byte(fmt.Sprintf("webhooks:\n  ghWebhook:\n    port: %d\nrepositories: [octo/demo]\n", port)), 0o600))
+	cmd.Args = append(cmd.Args, "--config", cfg)
+	cmd.Env = append(os.Environ(), "HOME="+base, "THE_LOOP_GH_WEBHOOK_SECRET=", "GH_TOKEN=x")
+	require.NoError(t, cmd.Start())
+	defer func() { _ = cmd.Process.Signal(syscall.SIGTERM); _, _ = cmd.Process.Wait() }()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		resp, err := http.Get(fmt.Sprintf("http://127.0.0.1:%d/healthz", port))
+		if err == nil {
+			resp.Body.Close()
+			break
+		}
+		require.True(t, time.Now().Before(deadline), "loopd did not start")
+		time.Sleep(20 * time.Millisecond)
+	}
+	time.Sleep(2 * time.Second)
+	status, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", cmd.Process.Pid))
+	require.NoError(t, err)
+	var kb int
+	for _, line := range strings.Split(string(status), "\n") {
+		if strings.HasPrefix(line, "VmRSS:") {
+			_, err := fmt.Sscanf(strings.TrimPrefix(line, "VmRSS:"), "%d", &kb)
+			require.NoError(t, err)
+		}
+	}
+	t.Logf("loopd idle RSS with %d tracked work items: %.1f MB", tracked, float64(kb)/1024)
+	require.Less(t, kb, 150*1024, "idle RSS")
+}
+
+// SIGTERM stops loopd cleanly (exit 0) and frees the state root for the
+// next instance; a second instance on the same state root is refused.
+func TestOneInstancePerStateRootAndSIGTERMExitsCleanly(t *testing.T) {
+	bin := loopdBinary(t)
+	base := t.TempDir()
+	state := filepath.Join(base, "state")
+	run := func(port int) *exec.Cmd {
+		cfg := filepath.Join(base, fmt.Sprintf("cfg-%d.yaml", port))
+		require.NoError(t, os.WriteFile(cfg, []byte(fmt.Sprintf("webhooks:\n  ghWebhook:\n    port: %d\nrepositories: [octo/demo]\n", port)), 0o600))
+		cmd := exec.Command(bin, "run", "--state-root", state, "--config", cfg)
+		cmd.Dir = base
+		cmd.Env = append(os.Environ(), "HOME="+base, "THE_LOOP_GH_WEBHOOK_SECRET=s", "GH_TOKEN=x")
+		return cmd
+	}
+	free := func() int {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		require.NoError(t, err)
+		defer ln.Close()
+		return ln.Addr().(*net.TCPAddr).Port
+	}
+	p1 := free()
+	first := run(p1)
+	require.NoError(t, first.Start())
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		resp, err := http.Get(fmt.Sprintf("http://127.0.0.1:%d/healthz", p1))
+		if err == nil {
+			resp.Body.Close()
+			break
+		}
+		require.True(t, time.Now().Before(deadline), "loopd did not start")
+		time.Sleep(20 * time.Millisecond)
+	}
+	second := run(free())
+	out, err := second.CombinedOutput()
+	var ee *exec.ExitError
+	require.ErrorAs(t, err, &ee)
+	require.Equal(t, exitRefused, ee.ExitCode())
+	require.Contains(t, string(out), "another loopd")
+
+	require.NoError(t, first.Process.Signal(syscall.SIGTERM))
+	require.NoError(t, first.Wait(), "SIGTERM is a clean exit")
+}

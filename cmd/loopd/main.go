@@ -1,0 +1,104 @@
+// Command loopd is theloop's daemon: GitHub webhooks in, one agent session
+// per work item in tmux, each node's assignment pasted in, human gates
+// passed only by an authorized person's comment. The work is done by
+// package loop/daemon; this binary maps flags and the environment onto it.
+//
+//	loopd run [--config FILE] [--state-root DIR] [--insecure-accept-unsigned]
+//	loopd --version
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"github.com/urfave/cli/v2"
+
+	"github.com/theloop-dev/theloop/internal/buildinfo"
+)
+
+// version is stamped at build time: go build -ldflags "-X main.version=v1.2.3".
+var version = ""
+
+// Exit codes.
+const (
+	exitOK      = 0
+	exitFailed  = 1
+	exitRefused = 2 // bad usage or configuration (no webhook secret, ...)
+)
+
+// env is the outside world a verb may use. Tests build their own.
+type env struct {
+	Stdout, Stderr io.Writer
+	Getenv         func(string) string
+	LookupEnv      func(string) (string, bool)
+	Getwd          func() (string, error)
+	HomeDir        func() (string, error)
+	// Context is cancelled on SIGINT/SIGTERM.
+	Context func() (context.Context, context.CancelFunc)
+}
+
+func systemEnv() *env {
+	return &env{
+		Stdout: os.Stdout, Stderr: os.Stderr,
+		Getenv: os.Getenv, LookupEnv: os.LookupEnv, Getwd: os.Getwd, HomeDir: os.UserHomeDir,
+		Context: func() (context.Context, context.CancelFunc) {
+			return signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+		},
+	}
+}
+
+// exitError carries an exit code and a message for stderr.
+type exitError struct {
+	code int
+	msg  string
+}
+
+func (e *exitError) Error() string { return e.msg }
+
+// commands lists loopd's verbs, one per line. `loopd demo` (cmd/loopd/demo.go)
+// adds itself here with one line: demoCommand(e).
+func commands(e *env) []*cli.Command {
+	return []*cli.Command{
+		runCommand(e),
+		demoCommand(e),
+	}
+}
+
+func newApp(e *env) *cli.App {
+	return &cli.App{
+		Name:            "loopd",
+		Usage:           "theloop's daemon: GitHub activity in, one agent session per work item, walked through the-loop's graph",
+		Version:         buildinfo.Version(version),
+		Writer:          e.Stdout,
+		ErrWriter:       e.Stderr,
+		HideHelpCommand: true,
+		Commands:        commands(e),
+		ExitErrHandler:  func(*cli.Context, error) {},
+	}
+}
+
+// Main runs loopd with args and returns the exit code.
+func Main(args []string, e *env) int {
+	err := newApp(e).Run(args)
+	if err == nil {
+		return exitOK
+	}
+	var xe *exitError
+	if errors.As(err, &xe) {
+		if xe.msg != "" {
+			fmt.Fprintln(e.Stderr, "loopd:", xe.msg)
+		}
+		return xe.code
+	}
+	fmt.Fprintln(e.Stderr, "loopd:", err)
+	return exitFailed
+}
+
+func main() {
+	os.Exit(Main(os.Args, systemEnv()))
+}

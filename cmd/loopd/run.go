@@ -1,0 +1,87 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"path/filepath"
+
+	"github.com/urfave/cli/v2"
+
+	"github.com/theloop-dev/theloop/loop"
+	"github.com/theloop-dev/theloop/loop/daemon"
+)
+
+// runOptions are `loopd run`'s flags.
+type runOptions struct {
+	Config    string
+	StateRoot string
+	Insecure  bool
+}
+
+func runCommand(e *env) *cli.Command {
+	return &cli.Command{
+		Name:  "run",
+		Usage: "run the daemon in the foreground until SIGTERM (which drains in-flight work)",
+		Flags: []cli.Flag{
+			&cli.StringFlag{Name: "config", Usage: "the operator's cli-config.yaml (default: $THE_LOOP_CLI_CONFIG, ./.the-loop/cli-config.yaml, ~/.the-loop/cli-config.yaml)", TakesFile: true},
+			&cli.StringFlag{Name: "state-root", Usage: "theloop's state root (default: state.root of the config, .the-loop)"},
+			&cli.BoolFlag{Name: "insecure-accept-unsigned", Usage: "accept webhooks without a signature when no secret is configured (never on a reachable address)"},
+		},
+		Action: func(c *cli.Context) error {
+			if c.NArg() > 0 {
+				return &exitError{code: exitRefused, msg: fmt.Sprintf("run takes no arguments (got %q)", c.Args().First())}
+			}
+			return runDaemon(e, runOptions{Config: c.String("config"), StateRoot: c.String("state-root"), Insecure: c.Bool("insecure-accept-unsigned")})
+		},
+	}
+}
+
+func runDaemon(e *env, opts runOptions) error {
+	wd, err := e.Getwd()
+	if err != nil {
+		return err
+	}
+	cliCfg, err := loop.LoadCLIConfig(loop.CLIConfigSource{Path: opts.Config, LookupEnv: e.LookupEnv, HomeDir: e.HomeDir, WorkDir: wd})
+	if err != nil {
+		return &exitError{code: exitRefused, msg: err.Error()}
+	}
+	cfg, warns, err := daemon.ConfigFromCLI(cliCfg, e.Getenv, wd)
+	if err != nil {
+		return &exitError{code: exitRefused, msg: err.Error()}
+	}
+	for _, w := range append(cliCfg.Warnings, warns...) {
+		fmt.Fprintln(e.Stderr, "loopd: warning:", w)
+	}
+	if opts.StateRoot != "" {
+		cfg.StateRoot = opts.StateRoot
+		if !filepath.IsAbs(cfg.StateRoot) {
+			cfg.StateRoot = filepath.Join(wd, cfg.StateRoot)
+		}
+	}
+	if len(cfg.Secret) == 0 && opts.Insecure {
+		cfg.InsecureAcceptUnsigned = true
+		fmt.Fprintln(e.Stderr, "loopd: warning: no webhook secret: accepting UNSIGNED webhooks (--insecure-accept-unsigned)")
+	}
+	d, err := daemon.New(cfg, daemon.Deps{Log: e.Stderr})
+	if err != nil {
+		// A configuration loopd cannot run with (no secret, a relative
+		// state root, ...): exit 2 with the fix.
+		return &exitError{code: exitRefused, msg: err.Error()}
+	}
+	ctx, cancel := e.Context()
+	defer cancel()
+	go func() {
+		select {
+		case <-d.Ready():
+			fmt.Fprintf(e.Stderr, "loopd: listening on %s (state root %s)\n", d.WebhookURL(), cfg.StateRoot)
+		case <-ctx.Done():
+		}
+	}()
+	if err := d.Run(ctx); err != nil {
+		if errors.Is(err, daemon.ErrLocked) {
+			return &exitError{code: exitRefused, msg: err.Error()}
+		}
+		return err
+	}
+	return nil
+}

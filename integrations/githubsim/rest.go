@@ -1,0 +1,498 @@
+package githubsim
+
+import (
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"net/url"
+	"slices"
+	"strconv"
+	"strings"
+)
+
+// route is one REST endpoint: a method and a path pattern whose {x}
+// segments become path values.
+type route struct {
+	method  string
+	pattern []string
+	h       http.HandlerFunc
+}
+
+func (s *Server) routes() {
+	add := func(method, pattern string, h http.HandlerFunc) {
+		s.table = append(s.table, route{method: method, pattern: strings.Split(strings.Trim(pattern, "/"), "/"), h: h})
+	}
+	// Literal segments are matched before wildcards, so issues/comments/{id}
+	// wins over issues/{n}.
+	add("GET", "/user", s.getUser)
+	add("POST", "/graphql", s.graphql)
+	add("GET", "/repos/{o}/{r}", s.getRepo)
+	add("GET", "/repos/{o}/{r}/issues", s.listIssues)
+	add("GET", "/repos/{o}/{r}/issues/comments/{id}", s.withComment(s.getComment))
+	add("PATCH", "/repos/{o}/{r}/issues/comments/{id}", s.withComment(s.patchComment))
+	add("POST", "/repos/{o}/{r}/issues/comments/{id}/reactions", s.withComment(s.reactComment))
+	add("POST", "/repos/{o}/{r}/pulls/comments/{id}/reactions", s.reactReviewComment)
+	add("GET", "/repos/{o}/{r}/issues/{n}", s.withIssue(s.getIssue))
+	add("PATCH", "/repos/{o}/{r}/issues/{n}", s.withIssue(s.patchIssue))
+	add("GET", "/repos/{o}/{r}/issues/{n}/labels", s.withIssue(s.getLabels))
+	add("POST", "/repos/{o}/{r}/issues/{n}/labels", s.withIssue(s.addLabels))
+	add("DELETE", "/repos/{o}/{r}/issues/{n}/labels/{name}", s.withIssue(s.removeLabel))
+	add("GET", "/repos/{o}/{r}/issues/{n}/comments", s.withIssue(s.listComments))
+	add("POST", "/repos/{o}/{r}/issues/{n}/comments", s.withIssue(s.postComment))
+	add("POST", "/repos/{o}/{r}/issues/{n}/reactions", s.withIssue(s.reactIssue))
+	add("GET", "/repos/{o}/{r}/pulls/{n}", s.withIssue(s.getPull))
+	add("GET", "/repos/{o}/{r}/pulls/{n}/reviews", s.withIssue(s.listReviews))
+	add("GET", "/repos/{o}/{r}/pulls/{n}/comments", s.withIssue(s.listReviewComments))
+}
+
+// dispatch finds the route for method and the escaped path and serves it;
+// anything else is GitHub's 404.
+func (s *Server) dispatch(w http.ResponseWriter, r *http.Request, escapedPath string) {
+	raw := strings.Split(strings.Trim(escapedPath, "/"), "/")
+	segs := make([]string, len(raw))
+	for i, p := range raw {
+		u, err := url.PathUnescape(p)
+		if err != nil {
+			notFound(w)
+			return
+		}
+		segs[i] = u
+	}
+	for _, rt := range s.table {
+		if rt.method != r.Method || len(rt.pattern) != len(segs) {
+			continue
+		}
+		ok := true
+		for i, p := range rt.pattern {
+			if !strings.HasPrefix(p, "{") && p != segs[i] {
+				ok = false
+				break
+			}
+		}
+		if !ok {
+			continue
+		}
+		for i, p := range rt.pattern {
+			if strings.HasPrefix(p, "{") {
+				r.SetPathValue(strings.Trim(p, "{}"), segs[i])
+			}
+		}
+		rt.h(w, r)
+		return
+	}
+	notFound(w)
+}
+
+func notFound(w http.ResponseWriter) { writeError(w, http.StatusNotFound, "Not Found") }
+
+// withIssue resolves {o}/{r}/{n} under the lock and calls h with it held.
+func (s *Server) withIssue(h func(http.ResponseWriter, *http.Request, *repo, *issue)) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		n, err := strconv.Atoi(r.PathValue("n"))
+		if err != nil || n <= 0 {
+			notFound(w)
+			return
+		}
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		rp := s.lookupRepo(r.PathValue("o"), r.PathValue("r"))
+		if rp == nil || rp.issues[n] == nil {
+			notFound(w)
+			return
+		}
+		h(w, r, rp, rp.issues[n])
+	}
+}
+
+func (s *Server) withComment(h func(http.ResponseWriter, *http.Request, *repo, *comment)) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		id, err := strconv.ParseInt(r.PathValue("id"), 10, 64)
+		if err != nil || id <= 0 {
+			notFound(w)
+			return
+		}
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		rp := s.lookupRepo(r.PathValue("o"), r.PathValue("r"))
+		if rp == nil || rp.comments[id] == nil {
+			notFound(w)
+			return
+		}
+		h(w, r, rp, rp.comments[id])
+	}
+}
+
+// decode reads a JSON object body into v, answering 400 itself on failure.
+func decode(w http.ResponseWriter, r *http.Request, v any) bool {
+	if err := json.NewDecoder(r.Body).Decode(v); err != nil {
+		writeError(w, http.StatusBadRequest, "Problems parsing JSON")
+		return false
+	}
+	return true
+}
+
+func unprocessable(w http.ResponseWriter, msg string) {
+	writeError(w, http.StatusUnprocessableEntity, "Validation Failed: "+msg)
+}
+
+func (s *Server) getUser(w http.ResponseWriter, r *http.Request) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	writeJSON(w, http.StatusOK, s.userJSON(s.cfg.BotLogin))
+}
+
+func (s *Server) getRepo(w http.ResponseWriter, r *http.Request) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	rp := s.lookupRepo(r.PathValue("o"), r.PathValue("r"))
+	if rp == nil {
+		notFound(w)
+		return
+	}
+	writeJSON(w, http.StatusOK, s.repoJSON(rp))
+}
+
+// paginate writes one page of items with GitHub's Link header; s.mu held.
+func (s *Server) paginate(w http.ResponseWriter, r *http.Request, items []any) {
+	q := r.URL.Query()
+	per := s.cfg.PageSize
+	if v := q.Get("per_page"); v != "" {
+		if n, err := strconv.Atoi(v); err == nil && n > 0 {
+			per = min(n, 100)
+		}
+	}
+	page := 1
+	if v := q.Get("page"); v != "" {
+		if n, err := strconv.Atoi(v); err == nil && n > 0 && n < 1<<20 {
+			page = n
+		}
+	}
+	last := max((len(items)+per-1)/per, 1)
+	lo := min((page-1)*per, len(items))
+	hi := min(page*per, len(items))
+	link := func(p int) string {
+		q.Set("page", strconv.Itoa(p))
+		return s.URL() + r.URL.EscapedPath() + "?" + q.Encode()
+	}
+	var rels []string
+	if page < last {
+		rels = append(rels, fmt.Sprintf("<%s>; rel=\"next\"", link(page+1)), fmt.Sprintf("<%s>; rel=\"last\"", link(last)))
+	}
+	if page > 1 {
+		rels = append(rels, fmt.Sprintf("<%s>; rel=\"prev\"", link(page-1)), fmt.Sprintf("<%s>; rel=\"first\"", link(1)))
+	}
+	if len(rels) > 0 {
+		w.Header().Set("Link", strings.Join(rels, ", "))
+	}
+	writeJSON(w, http.StatusOK, append([]any{}, items[lo:hi]...))
+}
+
+func (s *Server) listIssues(w http.ResponseWriter, r *http.Request) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	rp := s.lookupRepo(r.PathValue("o"), r.PathValue("r"))
+	if rp == nil {
+		notFound(w)
+		return
+	}
+	q := r.URL.Query()
+	state := q.Get("state")
+	switch state {
+	case "":
+		state = "open"
+	case "open", "closed", "all":
+	default:
+		unprocessable(w, "state must be open, closed or all")
+		return
+	}
+	var want []string
+	if l := q.Get("labels"); l != "" {
+		for _, p := range strings.Split(l, ",") {
+			if p = strings.TrimSpace(p); p != "" {
+				want = append(want, p)
+			}
+		}
+	}
+	nums := make([]int, 0, len(rp.issues))
+	for n := range rp.issues {
+		nums = append(nums, n)
+	}
+	slices.Sort(nums)
+	slices.Reverse(nums)
+	items := []any{}
+	for _, n := range nums {
+		is := rp.issues[n]
+		if state != "all" && is.state != state {
+			continue
+		}
+		if !slices.ContainsFunc(want, func(l string) bool { return !hasFold(is.labels, l) }) {
+			items = append(items, s.issueJSON(rp, is))
+		}
+	}
+	s.paginate(w, r, items)
+}
+
+func (s *Server) getIssue(w http.ResponseWriter, r *http.Request, rp *repo, is *issue) {
+	writeJSON(w, http.StatusOK, s.issueJSON(rp, is))
+}
+
+func (s *Server) getPull(w http.ResponseWriter, r *http.Request, rp *repo, is *issue) {
+	if !is.pr {
+		notFound(w)
+		return
+	}
+	writeJSON(w, http.StatusOK, s.pullJSON(rp, is))
+}
+
+func (s *Server) patchIssue(w http.ResponseWriter, r *http.Request, rp *repo, is *issue) {
+	var in struct {
+		Title *string `json:"title"`
+		Body  *string `json:"body"`
+		State *string `json:"state"`
+	}
+	if !decode(w, r, &in) {
+		return
+	}
+	if in.State != nil && *in.State != "open" && *in.State != "closed" {
+		unprocessable(w, "state must be open or closed")
+		return
+	}
+	if in.Title != nil && checkText("title", *in.Title, maxTitle, true) != nil {
+		unprocessable(w, "title must be 1–256 characters")
+		return
+	}
+	if in.Body != nil && checkText("body", *in.Body, maxBody, false) != nil {
+		unprocessable(w, "body is too long (maximum is 65536 characters)")
+		return
+	}
+	changes := map[string]any{}
+	if in.Title != nil && *in.Title != is.title {
+		changes["title"] = map[string]any{"from": is.title}
+		is.title = *in.Title
+	}
+	if in.Body != nil && *in.Body != is.body {
+		changes["body"] = map[string]any{"from": is.body}
+		is.body = *in.Body
+	}
+	if len(changes) > 0 {
+		is.updated = s.now()
+		if !is.pr {
+			s.emit("issues", "edited", rp, is, nil, s.cfg.BotLogin, map[string]any{"changes": changes})
+		}
+	}
+	if in.State != nil {
+		s.setStateLocked(rp, is, s.cfg.BotLogin, *in.State)
+	}
+	writeJSON(w, http.StatusOK, s.issueJSON(rp, is))
+}
+
+func (s *Server) getLabels(w http.ResponseWriter, r *http.Request, rp *repo, is *issue) {
+	s.paginate(w, r, s.labelsJSON(rp, is.labels))
+}
+
+func (s *Server) addLabels(w http.ResponseWriter, r *http.Request, rp *repo, is *issue) {
+	// GitHub accepts {"labels": [...]} and a bare array.
+	var raw json.RawMessage
+	if !decode(w, r, &raw) {
+		return
+	}
+	var labels []string
+	var obj struct {
+		Labels []string `json:"labels"`
+	}
+	if json.Unmarshal(raw, &labels) != nil {
+		if json.Unmarshal(raw, &obj) != nil {
+			unprocessable(w, "labels must be an array of strings")
+			return
+		}
+		labels = obj.Labels
+	}
+	if len(labels) > 100 {
+		unprocessable(w, "at most 100 labels")
+		return
+	}
+	for _, l := range labels {
+		if checkLabel(l) != nil {
+			unprocessable(w, "label names must be 1–50 characters on one line")
+			return
+		}
+	}
+	for _, l := range labels {
+		s.addLabelLocked(rp, is, s.cfg.BotLogin, l)
+	}
+	writeJSON(w, http.StatusOK, s.labelsJSON(rp, is.labels))
+}
+
+func (s *Server) removeLabel(w http.ResponseWriter, r *http.Request, rp *repo, is *issue) {
+	name := r.PathValue("name")
+	if !s.removeLabelLocked(rp, is, s.cfg.BotLogin, name) {
+		writeError(w, http.StatusNotFound, "Label does not exist")
+		return
+	}
+	writeJSON(w, http.StatusOK, s.labelsJSON(rp, is.labels))
+}
+
+func (s *Server) listComments(w http.ResponseWriter, r *http.Request, rp *repo, is *issue) {
+	items := make([]any, 0, len(is.comments))
+	for _, c := range is.comments {
+		items = append(items, s.commentJSON(rp, c))
+	}
+	s.paginate(w, r, items)
+}
+
+func (s *Server) postComment(w http.ResponseWriter, r *http.Request, rp *repo, is *issue) {
+	var in struct {
+		Body *string `json:"body"`
+	}
+	if !decode(w, r, &in) {
+		return
+	}
+	if in.Body == nil || checkText("body", *in.Body, maxBody, true) != nil {
+		unprocessable(w, "body is missing, empty or longer than 65536 characters")
+		return
+	}
+	c := s.commentLocked(rp, is, s.cfg.BotLogin, *in.Body)
+	w.Header().Set("Location", fmt.Sprintf("%s/repos/%s/issues/comments/%d", s.URL(), rp.full(), c.id))
+	writeJSON(w, http.StatusCreated, s.commentJSON(rp, c))
+}
+
+func (s *Server) getComment(w http.ResponseWriter, r *http.Request, rp *repo, c *comment) {
+	writeJSON(w, http.StatusOK, s.commentJSON(rp, c))
+}
+
+func (s *Server) patchComment(w http.ResponseWriter, r *http.Request, rp *repo, c *comment) {
+	var in struct {
+		Body *string `json:"body"`
+	}
+	if !decode(w, r, &in) {
+		return
+	}
+	if in.Body == nil || checkText("body", *in.Body, maxBody, true) != nil {
+		unprocessable(w, "body is missing, empty or longer than 65536 characters")
+		return
+	}
+	if !strings.EqualFold(c.author, s.cfg.BotLogin) {
+		writeError(w, http.StatusForbidden, "Must have admin rights to Repository.")
+		return
+	}
+	if *in.Body != c.body {
+		s.editCommentLocked(rp, c, s.cfg.BotLogin, *in.Body)
+	}
+	writeJSON(w, http.StatusOK, s.commentJSON(rp, c))
+}
+
+func (s *Server) listReviews(w http.ResponseWriter, r *http.Request, rp *repo, is *issue) {
+	if !is.pr {
+		notFound(w)
+		return
+	}
+	items := make([]any, 0, len(is.reviews))
+	for _, rv := range is.reviews {
+		items = append(items, s.reviewJSON(rp, is, rv))
+	}
+	s.paginate(w, r, items)
+}
+
+func (s *Server) listReviewComments(w http.ResponseWriter, r *http.Request, rp *repo, is *issue) {
+	if !is.pr {
+		notFound(w)
+		return
+	}
+	items := make([]any, 0, len(is.reviewCs))
+	for _, rc := range is.reviewCs {
+		items = append(items, s.reviewCommentJSON(rp, rc))
+	}
+	s.paginate(w, r, items)
+}
+
+var reactionContents = []string{"+1", "-1", "laugh", "confused", "heart", "hooray", "rocket", "eyes"}
+
+// react applies a reaction body to list: 201 when new, 200 when the token's
+// user had already reacted so, as GitHub answers.
+func (s *Server) react(w http.ResponseWriter, r *http.Request, list *[]string) {
+	var in struct {
+		Content string `json:"content"`
+	}
+	if !decode(w, r, &in) {
+		return
+	}
+	if !slices.Contains(reactionContents, in.Content) {
+		unprocessable(w, "content must be one of +1 -1 laugh confused heart hooray rocket eyes")
+		return
+	}
+	status := http.StatusOK
+	if addReaction(list, s.cfg.BotLogin, in.Content) {
+		status = http.StatusCreated
+	}
+	id := s.newID()
+	writeJSON(w, status, map[string]any{
+		"id": id, "node_id": nodeID("08:Reaction", id), "user": s.userJSON(s.cfg.BotLogin),
+		"content": in.Content, "created_at": ts(s.now()),
+	})
+}
+
+func (s *Server) reactIssue(w http.ResponseWriter, r *http.Request, rp *repo, is *issue) {
+	s.react(w, r, &is.reactions)
+}
+
+func (s *Server) reactComment(w http.ResponseWriter, r *http.Request, rp *repo, c *comment) {
+	s.react(w, r, &c.reactions)
+}
+
+func (s *Server) reactReviewComment(w http.ResponseWriter, r *http.Request) {
+	id, err := strconv.ParseInt(r.PathValue("id"), 10, 64)
+	if err != nil || id <= 0 {
+		notFound(w)
+		return
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	rp := s.lookupRepo(r.PathValue("o"), r.PathValue("r"))
+	if rp == nil || rp.reviewC[id] == nil {
+		notFound(w)
+		return
+	}
+	s.react(w, r, &rp.reviewC[id].Reactions)
+}
+
+// graphql answers the one query theloop sends: a pull request's
+// closingIssuesReferences. Anything else gets GitHub's error shape.
+func (s *Server) graphql(w http.ResponseWriter, r *http.Request) {
+	var in struct {
+		Query     string         `json:"query"`
+		Variables map[string]any `json:"variables"`
+	}
+	if !decode(w, r, &in) {
+		return
+	}
+	gqlErr := func(msg string) {
+		writeJSON(w, http.StatusOK, map[string]any{"errors": []any{map[string]any{"type": "NOT_FOUND", "message": msg}}})
+	}
+	if !strings.Contains(in.Query, "closingIssuesReferences") {
+		gqlErr("githubsim serves only the closingIssuesReferences query")
+		return
+	}
+	owner, _ := in.Variables["owner"].(string)
+	name, _ := in.Variables["name"].(string)
+	num, _ := in.Variables["number"].(float64)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	rp := s.lookupRepo(owner, name)
+	var is *issue
+	if rp != nil && num > 0 && num < 1<<31 {
+		is = rp.issues[int(num)]
+	}
+	if is == nil || !is.pr {
+		gqlErr(fmt.Sprintf("Could not resolve to a PullRequest with the number of %v.", num))
+		return
+	}
+	nodes := []any{}
+	for _, n := range closingNumbers(is.body) {
+		if t := rp.issues[n]; t != nil && !t.pr {
+			nodes = append(nodes, map[string]any{"number": n, "repository": map[string]any{"nameWithOwner": rp.full()}})
+		}
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"data": map[string]any{"repository": map[string]any{"pullRequest": map[string]any{
+		"closingIssuesReferences": map[string]any{"nodes": nodes},
+	}}}})
+}

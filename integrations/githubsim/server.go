@@ -1,0 +1,422 @@
+package githubsim
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+)
+
+// Config configures a Server. The zero value is usable: no token required,
+// no hooks, github.com web URLs, the system clock.
+type Config struct {
+	// Token is the credential the REST API accepts ("Authorization: Bearer
+	// <token>" or "token <token>"). Empty: any request is accepted, as the
+	// token's user.
+	Token string
+	// BotLogin is the login of the token's user: the author of comments
+	// posted and the sender of changes made through the REST API. Default
+	// "theloop-bot".
+	BotLogin string
+	// Hooks receive a webhook for every change. More than one hook models a
+	// repository hook and an app hook: the same change arrives once per
+	// hook, each under its own delivery id.
+	Hooks []Hook
+	// WebURL is the browser root written into html_url fields. Default
+	// "https://github.com".
+	WebURL string
+	// APIPrefix is the REST root's path: "" (github.com) or "/api/v3"
+	// (GitHub Enterprise Server, whose GraphQL endpoint is /api/graphql).
+	APIPrefix string
+	// PageSize is the default per_page of lists (default 30, as GitHub).
+	PageSize int
+	// Now is the clock. Default time.Now.
+	Now func() time.Time
+	// HTTPClient delivers webhooks. Default: a client with a 10 s timeout.
+	HTTPClient *http.Client
+	// OnRequest, when set, is called after each REST request is answered.
+	// It runs on the request's goroutine and must not call back into the
+	// server's mutating methods.
+	OnRequest func(Request)
+	// OnDelivery, when set, is called after each webhook delivery attempt,
+	// on the delivery goroutine, in delivery order.
+	OnDelivery func(Delivery)
+	// Addr is the listen address. Default "127.0.0.1:0" (loopback only).
+	Addr string
+}
+
+// Hook is one webhook subscription.
+type Hook struct {
+	// URL receives the POSTs.
+	URL string
+	// Secret signs them ("" sends no signature headers, as GitHub does for
+	// a hook without a secret).
+	Secret string
+	// ID is X-GitHub-Hook-ID (default: assigned).
+	ID int64
+}
+
+// Request is one REST request the server answered.
+type Request struct {
+	Time   time.Time
+	Method string
+	// Path is relative to the REST root ("/repos/o/r/issues/1/comments").
+	Path  string
+	Query string
+	// Body is the request body, clipped to 4 KiB.
+	Body string
+	// Authenticated reports whether the request carried the configured
+	// token (true for every request when no token is configured). The token
+	// itself is never recorded.
+	Authenticated bool
+	Status        int
+	// Faulted is set when an injected fault answered the request.
+	Faulted bool
+}
+
+// Fault makes the server answer matching REST requests with Status instead
+// of serving them (a 5xx storm, a rate limit, an outage).
+type Fault struct {
+	// Method matches the HTTP method ("" = any).
+	Method string
+	// PathContains matches a substring of the path relative to the REST
+	// root ("" = any).
+	PathContains string
+	// Status is the answer's status code (default 502).
+	Status int
+	// Header holds extra response headers (Retry-After, X-RateLimit-*).
+	Header map[string]string
+	// Body is the response body (default a GitHub-shaped message).
+	Body string
+	// Times bounds how many requests it answers (<= 0: until RemoveFaults).
+	Times int
+}
+
+type fault struct {
+	Fault
+	used int
+}
+
+// Server is a running GitHub stand-in. See the package documentation.
+type Server struct {
+	cfg      Config
+	srv      *http.Server
+	ln       net.Listener
+	base     string // scheme://host
+	table    []route
+	hooks    []Hook
+	outbound *outbox
+
+	mu       sync.Mutex
+	repos    map[string]*repo // lower-cased owner/name → repo
+	nextID   int64
+	requests []Request
+	faults   []*fault
+	closed   bool
+}
+
+const (
+	defaultBot      = "theloop-bot"
+	maxRequestBody  = 1 << 20
+	recordedBodyCap = 4096
+)
+
+// Start listens on cfg.Addr (loopback by default) and serves until Close.
+func Start(cfg Config) (*Server, error) {
+	s, err := newServer(cfg)
+	if err != nil {
+		return nil, err
+	}
+	addr := cfg.Addr
+	if addr == "" {
+		addr = "127.0.0.1:0"
+	}
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, fmt.Errorf("githubsim: listening on %s: %w", addr, err)
+	}
+	s.ln = ln
+	s.base = "http://" + ln.Addr().String()
+	s.srv = &http.Server{Handler: s, ReadHeaderTimeout: 10 * time.Second}
+	go func() { _ = s.srv.Serve(ln) }()
+	s.outbound.start()
+	return s, nil
+}
+
+// newServer builds a server without a listener (ServeHTTP works; no
+// webhooks are sent until start).
+func newServer(cfg Config) (*Server, error) {
+	if cfg.BotLogin == "" {
+		cfg.BotLogin = defaultBot
+	}
+	if err := checkLogin(cfg.BotLogin); err != nil {
+		return nil, fmt.Errorf("githubsim: Config.BotLogin: %w", err)
+	}
+	if cfg.WebURL == "" {
+		cfg.WebURL = "https://github.com"
+	}
+	cfg.WebURL = strings.TrimRight(cfg.WebURL, "/")
+	switch cfg.APIPrefix {
+	case "", "/api/v3":
+	default:
+		return nil, fmt.Errorf("githubsim: Config.APIPrefix must be \"\" or \"/api/v3\", not %q", cfg.APIPrefix)
+	}
+	if cfg.PageSize <= 0 || cfg.PageSize > 100 {
+		cfg.PageSize = 30
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	if cfg.HTTPClient == nil {
+		cfg.HTTPClient = &http.Client{Timeout: 10 * time.Second}
+	}
+	s := &Server{cfg: cfg, repos: map[string]*repo{}, nextID: 1000, base: "http://githubsim.invalid"}
+	for i, h := range cfg.Hooks {
+		if h.URL == "" {
+			return nil, fmt.Errorf("githubsim: Config.Hooks[%d].URL is empty", i)
+		}
+		if h.ID == 0 {
+			h.ID = int64(400000000 + i + 1)
+		}
+		s.hooks = append(s.hooks, h)
+	}
+	s.outbound = newOutbox(s)
+	s.routes()
+	return s, nil
+}
+
+// AddHook subscribes one more webhook receiver; changes made from now on
+// are delivered to it too (a receiver that starts after the server, such
+// as a daemon listening on a port it picked itself). It returns the hook's
+// id.
+func (s *Server) AddHook(h Hook) (int64, error) {
+	if h.URL == "" {
+		return 0, fmt.Errorf("%w: a hook needs a URL", ErrInvalid)
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if h.ID == 0 {
+		h.ID = int64(400000000 + len(s.hooks) + 1)
+	}
+	s.hooks = append(s.hooks, h)
+	return h.ID, nil
+}
+
+// URL is the REST root, for integrations.github.api.baseUrl.
+func (s *Server) URL() string { return s.base + s.cfg.APIPrefix }
+
+// BotLogin is the login of the token's user.
+func (s *Server) BotLogin() string { return s.cfg.BotLogin }
+
+// Close stops serving and stops the delivery goroutine; deliveries not yet
+// made are dropped (and recorded as such). It is safe to call twice.
+func (s *Server) Close() {
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		return
+	}
+	s.closed = true
+	s.mu.Unlock()
+	if s.srv != nil {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		_ = s.srv.Shutdown(ctx)
+		cancel()
+		_ = s.srv.Close()
+	}
+	s.outbound.close()
+}
+
+// Requests returns every REST request answered so far, oldest first.
+func (s *Server) Requests() []Request {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return slices.Clone(s.requests)
+}
+
+// InjectFault adds a fault; faults are matched in the order added.
+func (s *Server) InjectFault(f Fault) {
+	if f.Status == 0 {
+		f.Status = http.StatusBadGateway
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.faults = append(s.faults, &fault{Fault: f})
+}
+
+// RemoveFaults removes every injected fault.
+func (s *Server) RemoveFaults() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.faults = nil
+}
+
+// statusWriter remembers the status written.
+type statusWriter struct {
+	http.ResponseWriter
+	status int
+}
+
+func (w *statusWriter) WriteHeader(code int) {
+	if w.status == 0 {
+		w.status = code
+	}
+	w.ResponseWriter.WriteHeader(code)
+}
+
+func (w *statusWriter) Write(b []byte) (int, error) {
+	if w.status == 0 {
+		w.status = http.StatusOK
+	}
+	return w.ResponseWriter.Write(b)
+}
+
+// ServeHTTP answers one REST request. It never panics: a handler failure
+// is answered 500 and recorded.
+func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	sw := &statusWriter{ResponseWriter: w}
+	rec := Request{Time: s.cfg.Now().UTC(), Method: r.Method, Query: r.URL.RawQuery}
+	defer func() {
+		if p := recover(); p != nil {
+			if sw.status == 0 {
+				writeError(sw, http.StatusInternalServerError, "Server Error")
+			}
+		}
+		rec.Status = sw.status
+		s.mu.Lock()
+		s.requests = append(s.requests, rec)
+		s.mu.Unlock()
+		if s.cfg.OnRequest != nil {
+			s.cfg.OnRequest(rec)
+		}
+	}()
+	var body []byte
+	if r.Body != nil {
+		b, err := io.ReadAll(io.LimitReader(r.Body, maxRequestBody+1))
+		if err != nil {
+			writeError(sw, http.StatusBadRequest, "Problems reading the request body")
+			return
+		}
+		if len(b) > maxRequestBody {
+			writeError(sw, http.StatusRequestEntityTooLarge, "Request body too large")
+			return
+		}
+		body = b
+	}
+	rec.Body = clipBytes(body, recordedBodyCap)
+	r.Body = io.NopCloser(bytes.NewReader(body))
+
+	path := r.URL.EscapedPath()
+	switch {
+	case s.cfg.APIPrefix != "" && path == "/api/graphql":
+		path = "/graphql"
+	case s.cfg.APIPrefix != "":
+		if path != s.cfg.APIPrefix && !strings.HasPrefix(path, s.cfg.APIPrefix+"/") {
+			rec.Path = path
+			writeError(sw, http.StatusNotFound, "Not Found")
+			return
+		}
+		path = strings.TrimPrefix(path, s.cfg.APIPrefix)
+	}
+	rec.Path = path
+	rec.Authenticated = s.authenticated(r.Header.Get("Authorization"))
+
+	if f := s.matchFault(r.Method, path); f != nil {
+		rec.Faulted = true
+		for k, v := range f.Header {
+			sw.Header().Set(k, v)
+		}
+		sw.Header().Set("Content-Type", "application/json; charset=utf-8")
+		sw.WriteHeader(f.Status)
+		b := f.Body
+		if b == "" {
+			b = fmt.Sprintf(`{"message":"%s"}`, http.StatusText(f.Status))
+		}
+		_, _ = io.WriteString(sw, b)
+		return
+	}
+	if !rec.Authenticated {
+		writeError(sw, http.StatusUnauthorized, "Bad credentials")
+		return
+	}
+	r2 := r.Clone(r.Context())
+	if s.cfg.APIPrefix != "" {
+		r2.URL.Path = strings.TrimPrefix(r2.URL.Path, s.cfg.APIPrefix)
+		r2.URL.RawPath = strings.TrimPrefix(r2.URL.RawPath, s.cfg.APIPrefix)
+	}
+	r2.Body = io.NopCloser(bytes.NewReader(body))
+	s.dispatch(sw, r2, path)
+}
+
+func (s *Server) authenticated(auth string) bool {
+	if s.cfg.Token == "" {
+		return true
+	}
+	scheme, tok, ok := strings.Cut(auth, " ")
+	if !ok || !(strings.EqualFold(scheme, "Bearer") || strings.EqualFold(scheme, "token")) {
+		return false
+	}
+	return constantTimeEqual(strings.TrimSpace(tok), s.cfg.Token)
+}
+
+func (s *Server) matchFault(method, path string) *Fault {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, f := range s.faults {
+		if (f.Method == "" || strings.EqualFold(f.Method, method)) && strings.Contains(path, f.PathContains) && (f.Times <= 0 || f.used < f.Times) {
+			f.used++
+			c := f.Fault
+			return &c
+		}
+	}
+	return nil
+}
+
+func clipBytes(b []byte, n int) string {
+	if len(b) > n {
+		b = b[:n]
+	}
+	return strings.ToValidUTF8(string(b), "\uFFFD")
+}
+
+const docsURL = "https://docs.github.com/rest"
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	b, err := json.Marshal(v)
+	if err != nil {
+		writeError(w, http.StatusInternalServerError, "Server Error")
+		return
+	}
+	w.Header().Set("Content-Type", "application/json; charset=utf-8")
+	w.WriteHeader(status)
+	_, _ = w.Write(b)
+}
+
+func writeError(w http.ResponseWriter, status int, msg string) {
+	w.Header().Set("Content-Type", "application/json; charset=utf-8")
+	w.WriteHeader(status)
+	b, _ := json.Marshal(map[string]any{"message": msg, "documentation_url": docsURL, "status": fmt.Sprint(status)})
+	_, _ = w.Write(b)
+}
+
+// lookupRepo finds a repository; s.mu must be held.
+func (s *Server) lookupRepo(owner, name string) *repo {
+	return s.repos[strings.ToLower(owner+"/"+name)]
+}
+
+func (rp *repo) full() string { return rp.owner + "/" + rp.name }
+
+// newID hands out a fresh id; s.mu must be held.
+func (s *Server) newID() int64 {
+	s.nextID++
+	return s.nextID
+}
+
+func (s *Server) now() time.Time { return s.cfg.Now().UTC().Truncate(time.Second) }

@@ -1,0 +1,169 @@
+package daemon_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"os"
+	"path/filepath"
+	"sort"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/theloop-dev/theloop/graph"
+	"github.com/theloop-dev/theloop/integrations/githubsim"
+	"github.com/theloop-dev/theloop/loop/daemon"
+	"github.com/theloop-dev/theloop/sessions"
+)
+
+const fixture = "../../../shared/fixtures/github-webhooks/issue_comment/created.payload.json"
+
+// BenchmarkWebhookThroughput posts octokit's issue_comment.created from 8
+// concurrent clients to the real receiver of an in-process loopd with the
+// embedded JetStream queue (each a distinct delivery and comment, signed),
+// and reports requests/s and the latency percentiles. Every 202 means the
+// event was published and acknowledged by the stream. The dispatcher runs
+// alongside, consuming what arrives (spawnOnUnmatched never: each event is
+// dropped by policy after being read).
+func BenchmarkWebhookThroughput(b *testing.B) {
+	raw, err := os.ReadFile(fixture)
+	if err != nil {
+		b.Skipf("fixture %s absent: %v", fixture, err)
+	}
+	var doc map[string]any
+	if err := json.Unmarshal(raw, &doc); err != nil {
+		b.Fatal(err)
+	}
+	base := b.TempDir()
+	cfg := daemon.DefaultConfig()
+	cfg.StateRoot = filepath.Join(base, "state")
+	cfg.Listen = "127.0.0.1:0"
+	cfg.Secret = []byte("s3cret")
+	cfg.Repos = []string{"Codertocat/Hello-World"}
+	cfg.AuthorizedUsers = []string{"Codertocat"}
+	cfg.ReconcileInterval = -1
+	cfg.ClaudeEnv = &sessions.ClaudeEnvironment{}
+	cfg.Tmux.Socket = "theloop-bench-unused"
+	// As `loopd run` does: every event is also a line in the event log.
+	cfg.EventLogPath = filepath.Join(cfg.StateRoot, "logs", "events.jsonl")
+	sim, err := githubsim.Start(githubsim.Config{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer sim.Close()
+	d, err := daemon.New(cfg, daemon.Deps{Integrations: nopIntegrations{}, Log: &bytes.Buffer{}})
+	if err != nil {
+		b.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- d.Run(ctx) }()
+	<-d.Ready()
+	defer func() { cancel(); <-done }()
+
+	n := b.N
+	bodies, sigs := make([][]byte, n), make([]string, n)
+	c := doc["comment"].(map[string]any)
+	for i := range n {
+		c["id"] = 9_000_000_000 + i
+		c["updated_at"] = time.Unix(1_800_000_000+int64(i), 0).UTC().Format(time.RFC3339)
+		bodies[i], _ = json.Marshal(doc)
+		sigs[i] = githubsim.Signature256("s3cret", bodies[i])
+	}
+	const clients = 8
+	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: clients}, Timeout: 10 * time.Second}
+	url := d.WebhookURL()
+	lat := make([]time.Duration, n)
+	var next atomic.Int64
+	var bad atomic.Int64
+	var wg sync.WaitGroup
+	b.ResetTimer()
+	start := time.Now()
+	for range clients {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				i := int(next.Add(1)) - 1
+				if i >= n {
+					return
+				}
+				req, _ := http.NewRequest("POST", url, bytes.NewReader(bodies[i]))
+				req.Header.Set("X-Hub-Signature-256", sigs[i])
+				req.Header.Set("X-GitHub-Event", "issue_comment")
+				req.Header.Set("X-GitHub-Delivery", fmt.Sprintf("bench-%d-%d", start.UnixNano(), i))
+				req.Header.Set("Content-Type", "application/json")
+				t := time.Now()
+				resp, err := client.Do(req)
+				lat[i] = time.Since(t)
+				if err != nil || resp.StatusCode != http.StatusAccepted {
+					bad.Add(1)
+				}
+				if err == nil {
+					resp.Body.Close()
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	el := time.Since(start)
+	b.StopTimer()
+	if bad.Load() > 0 {
+		b.Fatalf("%d requests were not answered 202", bad.Load())
+	}
+	sort.Slice(lat, func(i, j int) bool { return lat[i] < lat[j] })
+	b.ReportMetric(float64(n)/el.Seconds(), "req/s")
+	b.ReportMetric(float64(lat[n/2].Microseconds())/1000, "p50-ms")
+	b.ReportMetric(float64(lat[min(n-1, n*99/100)].Microseconds())/1000, "p99-ms")
+}
+
+type nopIntegrations struct{}
+
+func (nopIntegrations) Call(context.Context, graphOperation, map[string]any) (map[string]any, error) {
+	return map[string]any{}, nil
+}
+
+type graphOperation = graph.Operation
+
+// BenchmarkWebhookToPaste measures, per comment, the time from the
+// stand-in's change (it sends the signed webhook at once) to the event
+// prompt confirmed in the agent's tmux pane (the paste receipt included;
+// no spawn settle: the session is already up).
+func BenchmarkWebhookToPaste(b *testing.B) {
+	w := newWorld(b, nil)
+	n := w.openLabeled()
+	w.waitIdle()
+	lat := make([]time.Duration, 0, b.N)
+	b.ResetTimer()
+	for i := range b.N {
+		marker := fmt.Sprintf("latency probe %d", i)
+		start := time.Now()
+		if _, err := w.sim.Comment(repoFull, n, human, marker); err != nil {
+			b.Fatal(err)
+		}
+		for {
+			found := false
+			for _, o := range w.observed(daemon.KindPaste, "event-prompt") {
+				if bytes.Contains([]byte(o.Text), []byte(marker)) {
+					found = true
+				}
+			}
+			if found {
+				break
+			}
+			if time.Since(start) > 30*time.Second {
+				b.Fatalf("probe %d never pasted", i)
+			}
+			time.Sleep(200 * time.Microsecond)
+		}
+		lat = append(lat, time.Since(start))
+	}
+	b.StopTimer()
+	sort.Slice(lat, func(i, j int) bool { return lat[i] < lat[j] })
+	b.ReportMetric(float64(lat[len(lat)/2].Microseconds())/1000, "p50-ms")
+	b.ReportMetric(float64(lat[min(len(lat)-1, len(lat)*99/100)].Microseconds())/1000, "p99-ms")
+}

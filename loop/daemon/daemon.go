@@ -1,0 +1,475 @@
+package daemon
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/theloop-dev/theloop/graph"
+	"github.com/theloop-dev/theloop/ingress"
+	"github.com/theloop-dev/theloop/integrations"
+	"github.com/theloop-dev/theloop/internal/run"
+	"github.com/theloop-dev/theloop/loop"
+	"github.com/theloop-dev/theloop/loop/dispatch"
+	"github.com/theloop-dev/theloop/loop/queue"
+	"github.com/theloop-dev/theloop/sessions"
+)
+
+// Deps is the world the daemon reaches. Every field is optional.
+type Deps struct {
+	// Integrations performs outbound calls (comments, reactions, labels and
+	// every graph hook's side effect). Nil: built from Config.Integrations
+	// with integrations.New (GitHub through a token or the operator's gh).
+	Integrations graph.Integrations
+	// HTTPClient is used when Integrations is built here.
+	HTTPClient *http.Client
+	// Env reads environment variables (default os.LookupEnv).
+	Env func(string) (string, bool)
+	// Path is the PATH the harness binary (claude) and git are looked up
+	// on ("" = the process's PATH).
+	Path string
+	// CloneURL says where to clone a work item's repository from ("" or
+	// nil: https://<host>/<owner>/<repo>.git).
+	CloneURL func(item sessions.WorkItem) string
+	// Observer sees every kept webhook, paste, comment and transition.
+	Observer Observer
+	// Clock is the clock (default the wall clock).
+	Clock graph.Clock
+	// Log receives the daemon's human-readable log lines (default
+	// os.Stderr).
+	Log io.Writer
+}
+
+// Daemon is one loopd. Build it with New, run it with Run.
+type Daemon struct {
+	cfg  Config
+	deps Deps
+
+	ready chan struct{}
+	addr  string
+	// observing is false when no Observer was given (no observation is
+	// built).
+	observing bool
+
+	q      *queue.Queue
+	sink   graph.Sink
+	elog   *loop.EventLog
+	integ  graph.Integrations
+	tmux   *sessions.Tmux
+	reg    *sessions.Registry
+	mgr    *sessions.Manager
+	ws     *sessions.Workspaces
+	ctl    *controlStore
+	signer *loop.Signer
+	recv   *ingress.Receiver
+	link   *graphLink
+	intake *intake
+
+	mu      sync.Mutex
+	running bool
+}
+
+// New validates cfg and builds the daemon. It opens nothing: Run does.
+func New(cfg Config, deps Deps) (*Daemon, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	if cfg.Parallelism <= 0 {
+		cfg.Parallelism = DefaultParallelism
+	}
+	if cfg.MaxDeliver <= 0 {
+		cfg.MaxDeliver = DefaultMaxDeliver
+	}
+	if cfg.Listen == "" {
+		cfg.Listen = DefaultListen
+	}
+	if cfg.DrainTimeout <= 0 {
+		cfg.DrainTimeout = 30 * time.Second
+	}
+	mode, _ := ResolveInteractionMode(cfg.InteractionMode)
+	cfg.InteractionMode = mode
+	if deps.Env == nil {
+		deps.Env = os.LookupEnv
+	}
+	if deps.Clock == nil {
+		deps.Clock = graph.SystemClock{}
+	}
+	if deps.Log == nil {
+		deps.Log = os.Stderr
+	}
+	observing := deps.Observer != nil
+	if !observing {
+		deps.Observer = ObserverFunc(func(Observation) {})
+	}
+	return &Daemon{cfg: cfg, deps: deps, ready: make(chan struct{}), observing: observing}, nil
+}
+
+// Ready is closed once the webhook receiver listens (Addr is valid) and the
+// dispatcher runs. A Run that fails before that returns without closing it:
+// wait on both.
+func (d *Daemon) Ready() <-chan struct{} { return d.ready }
+
+// Addr is the receiver's bound host:port (valid after Ready).
+func (d *Daemon) Addr() string { return d.addr }
+
+// WebhookURL is the full URL GitHub (or a stand-in) posts to (valid after
+// Ready).
+func (d *Daemon) WebhookURL() string { return "http://" + d.addr + d.cfg.WebhookPath }
+
+// Sink is the queue as an ingress.Sink, observed (valid after Ready): what
+// the receiver and the poller hand events to.
+func (d *Daemon) Sink() ingress.Sink {
+	return ingress.SinkFunc(func(ctx context.Context, ev *ingress.Event) error {
+		err := d.q.Put(ctx, ev)
+		if err == nil {
+			d.observe(Observation{Kind: KindWebhook, Name: ev.Event, DeliveryID: ev.DeliveryID, WorkItem: firstRef(ev),
+				Fields: map[string]any{"action": ev.Action, "source": string(ev.Source)}})
+		}
+		return err
+	})
+}
+
+// DeadLetters lists the events that failed dispatch MaxDeliver times
+// (valid while running).
+func (d *Daemon) DeadLetters(ctx context.Context) ([]queue.DeadLetter, error) {
+	if d.q == nil {
+		return nil, errors.New("daemon: not running")
+	}
+	return d.q.DeadLetters(ctx)
+}
+
+// Replay puts a dead letter back on the queue (valid while running).
+func (d *Daemon) Replay(ctx context.Context, seq uint64) error {
+	if d.q == nil {
+		return errors.New("daemon: not running")
+	}
+	return d.q.Replay(ctx, seq)
+}
+
+func firstRef(ev *ingress.Event) string {
+	if len(ev.WorkItems) > 0 {
+		return ev.WorkItems[0].String()
+	}
+	return ""
+}
+
+func (d *Daemon) observe(o Observation) {
+	if !d.observing {
+		return
+	}
+	if o.Time.IsZero() {
+		o.Time = d.deps.Clock.Now()
+	}
+	d.deps.Observer.Observe(o)
+}
+
+func (d *Daemon) logf(format string, args ...any) {
+	fmt.Fprintf(d.deps.Log, "loopd: "+format+"\n", args...)
+}
+
+// Run runs the daemon until ctx is cancelled, then drains and stops. It
+// may be called once.
+func (d *Daemon) Run(ctx context.Context) (err error) {
+	d.mu.Lock()
+	if d.running {
+		d.mu.Unlock()
+		return errors.New("daemon: Run called twice")
+	}
+	d.running = true
+	d.mu.Unlock()
+
+	root := d.cfg.StateRoot
+	if err := os.MkdirAll(root, 0o700); err != nil {
+		return fmt.Errorf("daemon: state root %s: %w", root, err)
+	}
+	unlock, err := lockStateRoot(root)
+	if err != nil {
+		return err
+	}
+	defer unlock()
+
+	if err := d.build(); err != nil {
+		return err
+	}
+	defer func() {
+		if d.elog != nil {
+			d.elog.Close()
+		}
+	}()
+
+	q, err := queue.Open(ctx, queue.Config{URL: d.cfg.QueueURL, StoreDir: filepath.Join(root, "queue")})
+	if err != nil {
+		return err
+	}
+	d.q = q
+	defer q.Close()
+
+	icfg := d.ingressConfig()
+	if warns, err := icfg.Validate(); err == nil {
+		for _, w := range warns {
+			d.logf("warning: %s", w)
+		}
+	}
+	recv, err := ingress.NewReceiver(icfg, ingress.ReceiverDeps{Sink: d.Sink(), Log: d.sink, Clock: d.deps.Clock})
+	if err != nil {
+		return fmt.Errorf("daemon: webhook receiver: %w", err)
+	}
+	srv := ingress.NewServer(d.cfg.Listen, recv)
+	if err := srv.Start(); err != nil {
+		return fmt.Errorf("daemon: listen on %s (webhooks.ghWebhook.host/port): %w", d.cfg.Listen, err)
+	}
+	d.addr = srv.Addr()
+	d.recv = recv
+
+	host, _ := os.Hostname()
+	disp, err := dispatch.New(q, d.intake, dispatch.Config{
+		Parallelism: d.cfg.Parallelism, MaxDeliver: d.cfg.MaxDeliver, DrainTimeout: d.cfg.DrainTimeout,
+		Observe: d.onDispatch,
+		// The same daemon restarted takes its lease back at once.
+		Owner: host + ":" + root,
+	})
+	if err != nil {
+		_ = srv.Close()
+		return err
+	}
+	dctx, dcancel := context.WithCancel(context.WithoutCancel(ctx))
+	dispDone := make(chan error, 1)
+	go func() { dispDone <- disp.Run(dctx) }()
+
+	recDone := make(chan struct{})
+	rctx, rcancel := context.WithCancel(ctx)
+	go func() { defer close(recDone); d.reconcileLoop(rctx) }()
+
+	d.emit("daemon.started", graph.LevelInfo, graph.Field{Key: "addr", Value: d.addr}, graph.Field{Key: "queue", Value: queueKind(d.cfg.QueueURL)})
+	close(d.ready)
+
+	dispReturned := false
+	select {
+	case <-ctx.Done():
+	case err = <-dispDone:
+		// The dispatcher stopped on its own (its lease was taken over, or
+		// its consumer failed): stop, so a supervisor restarts loopd.
+		dispReturned = true
+		if err == nil {
+			err = errors.New("daemon: the dispatcher stopped")
+		}
+	}
+	// Stop taking webhooks first, then drain the dispatcher.
+	sctx, scancel := context.WithTimeout(context.Background(), 10*time.Second)
+	_ = srv.Shutdown(sctx)
+	scancel()
+	rcancel()
+	<-recDone
+	dcancel()
+	if !dispReturned {
+		if derr := <-dispDone; derr != nil && err == nil {
+			err = derr
+		}
+	}
+	d.emit("daemon.stopped", graph.LevelInfo)
+	return err
+}
+
+func queueKind(url string) string {
+	if url == "" {
+		return "embedded"
+	}
+	return "external"
+}
+
+// build creates the parts that need no network: event log, integrations,
+// tmux, registry, manager, workspaces, control store, graph link, intake.
+func (d *Daemon) build() error {
+	root := d.cfg.StateRoot
+	var sinks []graph.Sink
+	if d.cfg.EventLogPath != "" {
+		el, err := loop.OpenEventLog(d.cfg.EventLogPath, "loopd", loop.EventLogOptions{Clock: d.deps.Clock, Warnings: d.deps.Log})
+		if err != nil {
+			d.logf("the event log is unavailable: %v", err)
+		} else {
+			d.elog = el
+			sinks = append(sinks, el)
+		}
+	}
+	d.sink = &observedSink{d: d, next: sinks}
+
+	integ := d.deps.Integrations
+	if integ == nil {
+		set, err := integrations.New(d.cfg.Integrations, integrations.Deps{Env: integrations.Env(d.deps.Env), HTTPClient: d.deps.HTTPClient, Sink: d.sink, Clock: d.deps.Clock})
+		if err != nil {
+			return fmt.Errorf("daemon: integrations: %w", err)
+		}
+		integ = set
+	}
+	d.integ = &observedIntegrations{d: d, next: integ}
+
+	runner := pathRunner{path: d.deps.Path}
+	tm, err := sessions.NewTmux(d.cfg.Tmux, runner)
+	if err != nil {
+		return err
+	}
+	d.tmux = tm
+	reg, err := sessions.OpenRegistry(sessions.RegistryDir(root))
+	if err != nil {
+		return err
+	}
+	d.reg = reg
+	claude := &sessions.ClaudeCode{Args: d.cfg.HarnessArgs}
+	if d.cfg.ClaudeEnv != nil {
+		claude.Env = *d.cfg.ClaudeEnv
+	} else {
+		home, _ := os.UserHomeDir()
+		getenv := func(k string) string { v, _ := d.deps.Env(k); return v }
+		claude.Env = sessions.ClaudeEnvironmentFromEnv(getenv, home, d.cfg.WorkspaceRoot)
+	}
+	mcfg := sessions.DefaultManagerConfig()
+	mcfg.DefaultHarness = d.cfg.DefaultHarness
+	mcfg.ResumeOnRespawn = d.cfg.ResumeOnRespawn
+	mcfg.StateRoot = root
+	if d.cfg.GraphSpecDir != "" {
+		mcfg.SpecDir = d.cfg.GraphSpecDir
+	}
+	mgr, err := sessions.NewManager(mcfg, sessions.Deps{
+		Tmux: tm, Registry: reg, Harnesses: []sessions.Harness{claude},
+		LookPath: d.lookPath, Now: d.deps.Clock.Now,
+		Observer: sessions.ObserverFunc(d.onSession),
+	})
+	if err != nil {
+		return err
+	}
+	d.mgr = mgr
+	if d.cfg.WorkspaceRoot != "" {
+		ws, err := sessions.NewWorkspaces(sessions.WorkspaceConfig{Root: d.cfg.WorkspaceRoot}, runner)
+		if err != nil {
+			return err
+		}
+		d.ws = ws
+	}
+	d.ctl = openControlStore(root, d.deps.Clock)
+	d.loadSigner()
+	d.link = newGraphLink(d)
+	d.intake = newIntake(d)
+	return nil
+}
+
+// lookPath resolves a program on Deps.Path (else the process's PATH).
+func (d *Daemon) lookPath(name string) (string, error) {
+	if d.deps.Path == "" || strings.Contains(name, "/") {
+		return exec.LookPath(name)
+	}
+	for _, dir := range filepath.SplitList(d.deps.Path) {
+		if dir == "" {
+			continue
+		}
+		p := filepath.Join(dir, name)
+		if fi, err := os.Stat(p); err == nil && !fi.IsDir() && fi.Mode()&0o111 != 0 {
+			return p, nil
+		}
+	}
+	return "", fmt.Errorf("%s: %w on PATH %s", name, exec.ErrNotFound, d.deps.Path)
+}
+
+// pathRunner runs programs (tmux, git) with PATH set to path when given.
+type pathRunner struct{ path string }
+
+func (p pathRunner) Run(ctx context.Context, c run.Cmd) (run.Result, error) {
+	if p.path != "" {
+		c.Env = append(c.Env[:len(c.Env):len(c.Env)], "PATH="+p.path)
+	}
+	return run.Exec{}.Run(ctx, c)
+}
+
+// lockStateRoot takes the one-instance lock: flock on <root>/loopd.lock.
+func lockStateRoot(root string) (func(), error) {
+	p := filepath.Join(root, "loopd.lock")
+	f, err := os.OpenFile(p, os.O_CREATE|os.O_RDWR, 0o600)
+	if err != nil {
+		return nil, fmt.Errorf("daemon: lock file %s: %w", p, err)
+	}
+	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
+		f.Close()
+		if errors.Is(err, syscall.EWOULDBLOCK) {
+			return nil, fmt.Errorf("daemon: %s is held: %w; stop the other loopd or use another --state-root", p, ErrLocked)
+		}
+		return nil, fmt.Errorf("daemon: lock %s: %w", p, err)
+	}
+	_ = f.Truncate(0)
+	_, _ = fmt.Fprintf(f, "%d\n", os.Getpid())
+	return func() {
+		_ = syscall.Flock(int(f.Fd()), syscall.LOCK_UN)
+		f.Close()
+	}, nil
+}
+
+// emit writes an event to the event log and the observer.
+func (d *Daemon) emit(name string, level graph.Level, fields ...graph.Field) {
+	d.sink.Emit(graph.LogEvent{Time: d.deps.Clock.Now(), Name: name, Level: level, Fields: fields})
+}
+
+func (d *Daemon) onDispatch(o dispatch.Observation) {
+	if o.Outcome == dispatch.OutcomeDropped {
+		return // the intake logged dispatch.dropped with its reason
+	}
+	level := graph.LevelInfo
+	fields := []graph.Field{{Key: "key", Value: o.Key}, {Key: "delivery_id", Value: o.DeliveryID}, {Key: "seq", Value: o.Seq}, {Key: "attempt", Value: o.Attempt}}
+	if o.Err != nil {
+		level = graph.LevelWarning
+		fields = append(fields, graph.Field{Key: "error", Value: o.Err.Error()})
+	}
+	if o.Outcome == dispatch.OutcomeDeadLettered {
+		level = graph.LevelError
+	}
+	d.emit("dispatch."+string(o.Outcome), level, fields...)
+}
+
+func (d *Daemon) onSession(o sessions.Observation) {
+	fields := []graph.Field{{Key: "work_item", Value: o.Item.String()}, {Key: "session_id", Value: o.SessionID}, {Key: "tmux_target", Value: o.TmuxName}}
+	for k, v := range o.Detail {
+		fields = append(fields, graph.Field{Key: k, Value: v})
+	}
+	level := graph.LevelInfo
+	if o.Err != nil {
+		level = graph.LevelWarning
+		fields = append(fields, graph.Field{Key: "error", Value: o.Err.Error()})
+	}
+	d.emit(o.Event, level, fields...)
+}
+
+// Pending reports how many kept events are not yet acknowledged (valid
+// while running).
+func (d *Daemon) Pending(ctx context.Context) (uint64, error) {
+	if d.q == nil {
+		return 0, errors.New("daemon: not running")
+	}
+	return d.q.Pending(ctx)
+}
+
+// loadSigner creates (once) and loads the decision-signing key under the
+// state root (ARCHITECTURE decision 16): gate decisions the daemon records
+// from authorized comments are signed with it. Without a usable key the
+// daemon still runs; decisions are recorded unsigned (a verifier with a
+// trust anchor refuses them) and the reason is logged.
+func (d *Daemon) loadSigner() {
+	pub, created, err := loop.InitSigningKey(d.cfg.StateRoot)
+	if err == nil {
+		var s *loop.Signer
+		if s, err = loop.LoadSigningKey(d.cfg.StateRoot); err == nil {
+			d.signer = s
+			if created {
+				d.logf("created the decision-signing key %s; its public key %s is what `loopctl` and CI trust (--trust-key / THE_LOOP_TRUST_KEYS)", loop.SigningKeyPath(d.cfg.StateRoot), pub)
+			}
+			return
+		}
+	}
+	d.logf("gate decisions will be recorded UNSIGNED: %v", err)
+	d.emit("daemon.signing_unavailable", graph.LevelWarning, graph.Field{Key: "error", Value: err.Error()})
+}

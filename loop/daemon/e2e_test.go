@@ -1,0 +1,350 @@
+package daemon_test
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/theloop-dev/theloop/graph"
+	"github.com/theloop-dev/theloop/integrations"
+	"github.com/theloop-dev/theloop/integrations/githubsim"
+	"github.com/theloop-dev/theloop/loop"
+	"github.com/theloop-dev/theloop/loop/daemon"
+	"github.com/theloop-dev/theloop/sessions"
+)
+
+// The end-to-end world: the real daemon (embedded JetStream, real HTTP
+// receiver) against githubsim (signed webhooks, stateful REST), a fake
+// `claude` on PATH running in real tmux on a private server, real git
+// worktrees cloned from a local bare repository.
+
+const (
+	repoFull = "octo/demo"
+	secret   = "s3cret"
+	human    = "dana"
+	stranger = "mallory"
+	label    = "the-loop: auto-execute"
+)
+
+func requireTools(t testing.TB) {
+	t.Helper()
+	for _, tool := range []string{"tmux", "git", "bash"} {
+		if _, err := exec.LookPath(tool); err != nil {
+			t.Skipf("%s is not installed; .ci/run installs it", tool)
+		}
+	}
+}
+
+// fakeClaude behaves enough like Claude Code for the session machinery: it
+// records argv, remembers conversations (so --resume of a known id works),
+// turns on bracketed paste and logs every line it receives.
+const fakeClaudeScript = `#!/usr/bin/env bash
+root=$(cd "$(dirname "$0")/.." && pwd)
+mode=fresh id=""
+for ((i = 1; i <= $#; i++)); do
+  case "${!i}" in
+    --session-id) mode=new; j=$((i + 1)); id=${!j} ;;
+    --resume) mode=resume; j=$((i + 1)); id=${!j} ;;
+  esac
+done
+printf '%s\t%s\t%s\t%s\n' "$$" "$PWD" "$mode" "$id" >> "$root/argv.log"
+if [ "$mode" = resume ] && [ ! -e "$root/conversations/$id" ]; then
+  echo "No conversation found with session ID: $id"
+  exit 1
+fi
+mkdir -p "$root/conversations" && : > "$root/conversations/$id"
+echo "fake claude ($mode $id)"
+printf '\033[?2004h'
+while IFS= read -r line; do
+  line=${line//$'\e[200~'/}
+  line=${line//$'\e[201~'/}
+  printf '%s\t%s\n' "$id" "$line" >> "$root/received.log"
+done
+`
+
+type world struct {
+	t      testing.TB
+	sim    *githubsim.Server
+	d      *daemon.Daemon
+	cfg    daemon.Config
+	deps   daemon.Deps
+	claude string // fake root
+	path   string
+	remote string
+	socket string
+	cancel context.CancelFunc
+	done   chan error
+	obsMu  sync.Mutex
+	obs    []daemon.Observation
+}
+
+func git(t testing.TB, dir string, args ...string) {
+	t.Helper()
+	cmd := exec.Command("git", args...)
+	cmd.Dir = dir
+	cmd.Env = append(os.Environ(), "GIT_AUTHOR_NAME=t", "GIT_AUTHOR_EMAIL=t@example.com", "GIT_COMMITTER_NAME=t", "GIT_COMMITTER_EMAIL=t@example.com")
+	out, err := cmd.CombinedOutput()
+	require.NoError(t, err, "git %v: %s", args, out)
+}
+
+var socketSeq atomic.Int64
+
+func newWorld(t testing.TB, edit func(*daemon.Config)) *world {
+	t.Helper()
+	return newWorldHooks(t, 1, edit)
+}
+
+// newWorldHooks is newWorld with hooks webhook subscriptions on the
+// receiver (two model a repository hook plus an app hook).
+func newWorldHooks(t testing.TB, hooks int, edit func(*daemon.Config)) *world {
+	t.Helper()
+	requireTools(t)
+	base := t.TempDir()
+	w := &world{t: t}
+
+	// The remote: a bare repository whose path ends in owner/repo, so the
+	// graph link's repository-identity check accepts the clone.
+	w.remote = filepath.Join(base, "remote", "octo", "demo.git")
+	seed := filepath.Join(base, "seed")
+	require.NoError(t, os.MkdirAll(seed, 0o755))
+	git(t, seed, "init", "-q", "-b", "main")
+	require.NoError(t, os.WriteFile(filepath.Join(seed, "README.md"), []byte("demo\n"), 0o644))
+	git(t, seed, "add", ".")
+	git(t, seed, "commit", "-q", "-m", "init")
+	git(t, base, "clone", "-q", "--bare", seed, w.remote)
+
+	w.claude = filepath.Join(base, "claude")
+	require.NoError(t, os.MkdirAll(filepath.Join(w.claude, "bin"), 0o755))
+	require.NoError(t, os.WriteFile(filepath.Join(w.claude, "bin", "claude"), []byte(fakeClaudeScript), 0o755))
+	w.path = filepath.Join(w.claude, "bin") + string(os.PathListSeparator) + os.Getenv("PATH")
+
+	sim, err := githubsim.Start(githubsim.Config{Token: "tok", BotLogin: "theloop-bot"})
+	require.NoError(t, err)
+	t.Cleanup(sim.Close)
+	require.NoError(t, sim.AddRepo(repoFull, githubsim.RepoOptions{CloneURL: "file://" + w.remote}))
+	w.sim = sim
+
+	w.socket = fmt.Sprintf("theloop-d-%d-%d", os.Getpid(), socketSeq.Add(1))
+	t.Cleanup(func() { _ = exec.Command("tmux", "-L", w.socket, "kill-server").Run() })
+
+	cfg := daemon.DefaultConfig()
+	cfg.StateRoot = filepath.Join(base, "state")
+	cfg.Listen = "127.0.0.1:0"
+	cfg.Secret = []byte(secret)
+	cfg.Repos = []string{repoFull}
+	cfg.AuthorizedUsers = []string{human}
+	cfg.SpawnOnUnmatched = daemon.SpawnLabeled
+	cfg.RequireStartCommand = false
+	cfg.WorkspaceRoot = filepath.Join(base, "ws")
+	cfg.ClaudeEnv = &sessions.ClaudeEnvironment{} // never touch a real ~/.claude
+	cfg.ReconcileInterval = -1
+	cfg.EventLogPath = filepath.Join(cfg.StateRoot, "logs", "events.jsonl")
+	cfg.Tmux.Socket = w.socket
+	cfg.Tmux.Width, cfg.Tmux.Height = 200, 50
+	cfg.Tmux.ReadySettle = 150 * time.Millisecond
+	cfg.Tmux.PollInterval = 20 * time.Millisecond
+	cfg.Tmux.ReadyTimeout = 15 * time.Second
+	cfg.Tmux.ReceiptTimeout = 15 * time.Second
+	cfg.Tmux.TempDir = t.TempDir()
+	if edit != nil {
+		edit(&cfg)
+	}
+	w.cfg = cfg
+
+	set, err := integrations.New(integrations.Config{GitHub: &integrations.GitHubConfig{
+		Transport: integrations.TransportAPI, MaxAttempts: 3, TimeoutSeconds: 10,
+		API: integrations.GitHubAPIConfig{BaseURL: sim.URL()},
+	}}, integrations.Deps{
+		Env: func(k string) (string, bool) { return "tok", k == "GH_TOKEN" },
+		Sleep: func(ctx context.Context, d time.Duration) error {
+			return integrations.SleepContext(ctx, min(d, 50*time.Millisecond))
+		},
+	})
+	require.NoError(t, err)
+	w.deps = daemon.Deps{
+		Integrations: set,
+		Path:         w.path,
+		CloneURL:     func(sessions.WorkItem) string { return w.remote },
+		Observer: daemon.ObserverFunc(func(o daemon.Observation) {
+			w.obsMu.Lock()
+			w.obs = append(w.obs, o)
+			w.obsMu.Unlock()
+		}),
+		Log: testLog{t},
+	}
+	w.start()
+	// The daemon picked its port; subscribe it (one hook per subscription:
+	// two model a repository hook plus an app hook). A restart keeps the
+	// port (see start).
+	for range hooks {
+		_, err := sim.AddHook(githubsim.Hook{URL: w.d.WebhookURL(), Secret: secret})
+		require.NoError(t, err)
+	}
+	return w
+}
+
+type testLog struct{ t testing.TB }
+
+func (l testLog) Write(p []byte) (int, error) {
+	l.t.Log(strings.TrimSpace(string(p)))
+	return len(p), nil
+}
+
+func (w *world) start() {
+	t := w.t
+	d, err := daemon.New(w.cfg, w.deps)
+	require.NoError(t, err)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- d.Run(ctx) }()
+	select {
+	case <-d.Ready():
+	case err := <-done:
+		cancel()
+		t.Fatalf("daemon did not start: %v", err)
+	case <-time.After(30 * time.Second):
+		cancel()
+		t.Fatal("daemon did not become ready in 30s")
+	}
+	w.d, w.cancel, w.done = d, cancel, done
+	// A restart listens where the webhooks are subscribed.
+	w.cfg.Listen = d.Addr()
+	t.Cleanup(w.stop)
+}
+
+func (w *world) stop() {
+	if w.cancel == nil {
+		return
+	}
+	w.cancel()
+	select {
+	case err := <-w.done:
+		require.NoError(w.t, err)
+	case <-time.After(60 * time.Second):
+		w.t.Error("daemon did not stop in 60s")
+	}
+	w.cancel = nil
+}
+
+func (w *world) item(n int) sessions.WorkItem {
+	it, err := sessions.ParseWorkItem(fmt.Sprintf("github:%s#%d", repoFull, n))
+	require.NoError(w.t, err)
+	return it
+}
+
+// received is what the fake claude read, all conversations.
+func (w *world) received() string {
+	b, _ := os.ReadFile(filepath.Join(w.claude, "received.log"))
+	return string(b)
+}
+
+func (w *world) spawns() int {
+	b, _ := os.ReadFile(filepath.Join(w.claude, "argv.log"))
+	return strings.Count(string(b), "\tnew\t")
+}
+
+func (w *world) eventually(what string, cond func() bool) {
+	w.t.Helper()
+	deadline := time.Now().Add(45 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			w.t.Fatalf("timed out waiting for %s\nreceived:\n%s\nevents:\n%s", what, w.received(), w.eventNames())
+		}
+		time.Sleep(25 * time.Millisecond)
+	}
+}
+
+func (w *world) observed(kind daemon.Kind, name string) []daemon.Observation {
+	w.obsMu.Lock()
+	defer w.obsMu.Unlock()
+	var out []daemon.Observation
+	for _, o := range w.obs {
+		if o.Kind == kind && (name == "" || o.Name == name) {
+			out = append(out, o)
+		}
+	}
+	return out
+}
+
+func (w *world) eventNames() string {
+	w.obsMu.Lock()
+	defer w.obsMu.Unlock()
+	var b strings.Builder
+	for _, o := range w.obs {
+		fmt.Fprintf(&b, "  %s %s %s %v\n", o.Kind, o.Name, o.WorkItem, o.Fields)
+	}
+	return b.String()
+}
+
+func (w *world) count(name string) int {
+	w.obsMu.Lock()
+	defer w.obsMu.Unlock()
+	n := 0
+	for _, o := range w.obs {
+		if o.Name == name {
+			n++
+		}
+	}
+	return n
+}
+
+// waitIdle waits until the sim delivered everything and the queue is empty.
+func (w *world) waitIdle() {
+	w.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	require.NoError(w.t, w.sim.WaitDeliveries(ctx))
+	w.eventually("the queue to drain", func() bool {
+		n, err := w.d.Pending(ctx)
+		return err == nil && n == 0
+	})
+}
+
+func (w *world) checkout(n int) string {
+	rec, err := sessions.OpenRegistry(sessions.RegistryDir(w.cfg.StateRoot))
+	require.NoError(w.t, err)
+	r, err := rec.Get(w.item(n))
+	require.NoError(w.t, err)
+	return r.Cwd
+}
+
+func (w *world) state(n int) *graph.State {
+	st, err := loop.NewStore(w.checkout(n), "").Load(context.Background(), fmt.Sprintf("issue-%d", n))
+	require.NoError(w.t, err)
+	return st
+}
+
+// openLabeled opens issue and labels it with the arming label, as dana.
+func (w *world) openLabeled() int {
+	is, err := w.sim.OpenIssue(repoFull, human, "Add a widget", "Please add a widget.")
+	require.NoError(w.t, err)
+	require.NoError(w.t, w.sim.AddLabel(repoFull, is.Number, human, label))
+	return is.Number
+}
+
+// claim does what the agent does when a node's work is done: write the
+// artifact and run `loopctl graph complete` (the same runtime call).
+func (w *world) claim(n int, node string, files map[string]string) *graph.Claim {
+	w.t.Helper()
+	cwd := w.checkout(n)
+	id := fmt.Sprintf("issue-%d", n)
+	for name, body := range files {
+		p := filepath.Join(cwd, "docs", "specs", id, name)
+		require.NoError(w.t, os.MkdirAll(filepath.Dir(p), 0o755))
+		require.NoError(w.t, os.WriteFile(p, []byte(body), 0o644))
+	}
+	rt, err := loop.Open(cwd, loop.Options{WorkItem: id, AuthorizedUsers: w.cfg.AuthorizedUsers})
+	require.NoError(w.t, err)
+	c, err := rt.Complete(context.Background(), id, node, "agent")
+	require.NoError(w.t, err)
+	return c
+}

@@ -1,0 +1,445 @@
+package daemon
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/theloop-dev/theloop/graph"
+	"github.com/theloop-dev/theloop/ingress"
+	"github.com/theloop-dev/theloop/internal/run"
+	"github.com/theloop-dev/theloop/loop"
+	"github.com/theloop-dev/theloop/sessions"
+)
+
+// graphLink is the seam between dispatch and the process graph (seed 003,
+// daemon-spec §8). Every entry point runs the guards in order, never
+// returns an error and never panics: a failure is logged as
+// graph.link_failed and the dispatch goes on. No input makes a work item
+// move forward except through the runtime's own hooks.
+type graphLink struct {
+	d *Daemon
+
+	mu sync.Mutex
+	// runtimes caches one runtime per checkout and loop (graph.Runtime
+	// has no Close; building one per event would waste the compile).
+	runtimes map[string]*graph.Runtime
+	// loops remembers which loop a work item in a checkout walks.
+	loops map[string]string
+	// targets maps checkout + spec id to the work item, for Deliver.
+	targets map[string]sessions.WorkItem
+	// specDirs is each checkout's spec directory (relative).
+	specDirs map[string]string
+}
+
+func (l *graphLink) specDir(cwd string) string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if s := l.specDirs[cwd]; s != "" {
+		return s
+	}
+	return loop.DefaultSpecDir
+}
+
+func newGraphLink(d *Daemon) *graphLink {
+	return &graphLink{d: d, runtimes: map[string]*graph.Runtime{}, loops: map[string]string{}, targets: map[string]sessions.WorkItem{}, specDirs: map[string]string{}}
+}
+
+// linkAction names a GraphLink entry point (for guards and events).
+type linkAction string
+
+const (
+	actStart   linkAction = "start"
+	actAdvance linkAction = "advance"
+	actContext linkAction = "context"
+	actClose   linkAction = "close"
+)
+
+// skip is a guard's refusal (debug-level; not a failure).
+type skip struct{ reason string }
+
+func (s skip) Error() string { return s.reason }
+
+// guarded runs fn under seed 003's guards and turns every error and panic
+// into graph.link_failed.
+func (l *graphLink) guarded(ctx context.Context, act linkAction, item sessions.WorkItem, cwd string, fn func(rt *graph.Runtime, id string) error) {
+	defer func() {
+		if p := recover(); p != nil {
+			l.failed(act, item, fmt.Errorf("panic: %v", p))
+		}
+	}()
+	rt, id, err := l.guard(ctx, act, item, cwd)
+	if err == nil {
+		err = fn(rt, id)
+	}
+	var s skip
+	switch {
+	case err == nil:
+	case errors.As(err, &s):
+		l.d.emit("graph.skipped", graph.LevelDebug, graph.Field{Key: "work_item", Value: item.String()}, graph.Field{Key: "action", Value: string(act)}, graph.Field{Key: "reason", Value: s.reason})
+	default:
+		l.failed(act, item, err)
+	}
+}
+
+func (l *graphLink) failed(act linkAction, item sessions.WorkItem, err error) {
+	l.d.logf("graph link %s for %s failed: %v", act, item, err)
+	l.d.emit("graph.link_failed", graph.LevelError, graph.Field{Key: "work_item", Value: item.String()}, graph.Field{Key: "action", Value: string(act)}, graph.Field{Key: "error", Value: err.Error()})
+}
+
+// guard applies the guards in the reference's order (daemon-spec §8.2).
+func (l *graphLink) guard(ctx context.Context, act linkAction, item sessions.WorkItem, cwd string) (*graph.Runtime, string, error) {
+	cfg := l.d.cfg
+	// 1. enabled.
+	if !cfg.GraphEnabled {
+		return nil, "", skip{"disabled"}
+	}
+	// 2. a spec id (GitHub refs only).
+	id := item.SpecID()
+	if id == "" {
+		return nil, "", skip{"no-spec-id"}
+	}
+	// 3. start required ⇒ the control record says start was requested.
+	if cfg.ControlEnabled && cfg.RequireStartCommand {
+		ok, err := l.d.ctl.StartRequested(item)
+		if err != nil {
+			return nil, "", fmt.Errorf("control record: %w", err)
+		}
+		if !ok {
+			return nil, "", skip{"start-not-requested"}
+		}
+	}
+	// 4. repository identity of the checkout.
+	if err := l.checkIdentity(ctx, item, cwd); err != nil {
+		return nil, "", err
+	}
+	// 5. spec dir inside the checkout (OpenRepo refuses one that escapes).
+	// 6. loop choice; 9. the runtime.
+	rt, err := l.runtime(item, cwd, id)
+	if err != nil {
+		if errors.Is(err, loop.ErrUnsafePath) {
+			return nil, "", skip{"spec-dir-outside-checkout"}
+		}
+		return nil, "", err
+	}
+	// 8. except start and context, the work item's spec dir exists.
+	if act != actStart && act != actContext {
+		if fi, err := os.Stat(filepath.Join(cwd, filepath.FromSlash(l.specDir(cwd)), id)); err != nil || !fi.IsDir() {
+			return nil, "", skip{"no-spec-dir"}
+		}
+	}
+	return rt, id, nil
+}
+
+var originRe = regexp.MustCompile(`[^/:]+/[^/:]+$`)
+
+// checkIdentity requires the checkout's origin to name the work item's
+// owner/repo (host not compared). Unreadable or different ⇒ skip.
+func (l *graphLink) checkIdentity(ctx context.Context, item sessions.WorkItem, cwd string) error {
+	res, err := pathRunner{path: l.d.deps.Path}.Run(ctx, run.Cmd{Name: "git", Args: []string{"-C", cwd, "config", "--get", "remote.origin.url"}, Timeout: 10 * time.Second})
+	if err != nil {
+		return skip{"repository-identity-unreadable"}
+	}
+	u := strings.TrimSpace(string(res.Stdout))
+	u = strings.TrimSuffix(strings.TrimSuffix(u, "/"), ".git")
+	u = strings.ReplaceAll(u, ":", "/")
+	got := strings.ToLower(originRe.FindString(u))
+	want := strings.ToLower(item.Owner + "/" + item.Repo)
+	if got != want {
+		return skip{fmt.Sprintf("repository-identity-mismatch (origin names %q)", got)}
+	}
+	return nil
+}
+
+func (l *graphLink) runtime(item sessions.WorkItem, cwd, id string) (*graph.Runtime, error) {
+	tkey := cwd + "\x00" + id
+	l.mu.Lock()
+	l.targets[tkey] = item
+	name, known := l.loops[tkey]
+	if known {
+		if rt := l.runtimes[cwd+"\x00"+name]; rt != nil {
+			l.mu.Unlock()
+			return rt, nil
+		}
+	}
+	l.mu.Unlock()
+
+	choice := ""
+	if rec, _ := l.d.ctl.Last(item); rec != nil {
+		switch rec.Command {
+		case ingress.CmdContribute:
+			choice = loop.ContributionLoop
+		case ingress.CmdDo:
+			choice = loop.AdhocLoop
+		}
+	}
+	repo, err := loop.OpenRepo(cwd, l.d.cfg.GraphSpecDir)
+	if err != nil {
+		return nil, err
+	}
+	cwdCopy := cwd
+	opts := loop.Options{
+		Loop: choice, WorkItem: id,
+		AuthorizedUsers: l.d.cfg.AuthorizedUsers, ExecuteKeyword: l.d.cfg.ExecuteKeyword, SessionPerPr: l.d.cfg.SessionPerPr,
+		SpecDir:      l.d.cfg.GraphSpecDir,
+		Integrations: l.d.integ, Commands: loop.Commands{Runner: pathRunner{path: l.d.deps.Path}, Root: repo.Root},
+		Deliver: func(ctx context.Context, workItem, text string) (bool, error) {
+			return l.deliverAssignment(ctx, cwdCopy, workItem, text)
+		},
+		Sink: l.d.sink, Clock: l.d.deps.Clock,
+		Warn: func(w string) { l.d.logf("%s: %s", cwd, w) },
+	}
+	if l.d.signer != nil {
+		opts.DecisionSigner = l.d.signer
+		opts.DecisionVerifier = l.d.signer.Verifier()
+	}
+	rt, err := repo.Runtime(opts)
+	if err != nil {
+		return nil, err
+	}
+	name = rt.Graph().Name
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.specDirs[cwd] = repo.SpecDir
+	l.loops[tkey] = name
+	if cached := l.runtimes[cwd+"\x00"+name]; cached != nil {
+		return cached, nil
+	}
+	l.runtimes[cwd+"\x00"+name] = rt
+	return rt, nil
+}
+
+// deliverAssignment is loop.Options.Deliver: it pastes a node's assignment
+// into the work item's live session. No live session ⇒ false (the hook
+// skips; graph-state.json stays the truth).
+func (l *graphLink) deliverAssignment(ctx context.Context, cwd, id, text string) (bool, error) {
+	l.mu.Lock()
+	item, ok := l.targets[cwd+"\x00"+id]
+	l.mu.Unlock()
+	if !ok {
+		return false, nil
+	}
+	rec, err := l.d.reg.Get(item)
+	if err != nil || rec.Status != sessions.StatusActive {
+		return false, nil
+	}
+	if lv, _ := l.d.tmux.Probe(ctx, rec.TmuxName); lv != sessions.LivenessLive && lv != sessions.LivenessUnknown {
+		return false, nil
+	}
+	res, err := l.d.mgr.Deliver(ctx, item, text)
+	if err != nil {
+		l.d.emit("graph.assignment_failed", graph.LevelWarning, graph.Field{Key: "work_item", Value: item.String()}, graph.Field{Key: "error", Value: err.Error()})
+		return false, err
+	}
+	l.d.observe(Observation{Kind: KindPaste, Name: "graph.assignment", WorkItem: item.String(), Text: text, Fields: map[string]any{"tmux_target": res.Record.TmuxName}})
+	l.d.emit("graph.assignment_delivered", graph.LevelInfo, graph.Field{Key: "work_item", Value: item.String()}, graph.Field{Key: "tmux_target", Value: res.Record.TmuxName})
+	return true, nil
+}
+
+// adopt writes a default harness config naming the work item's repository
+// when the checkout has none, so the graph's hooks can address the ticket
+// (daemon-spec §8.4). Only for armed items whose checkout passed the
+// identity check, never for the contribution loop.
+func (l *graphLink) adopt(ctx context.Context, item sessions.WorkItem, cwd string) {
+	if !l.d.cfg.GraphEnabled || item.SpecID() == "" {
+		return
+	}
+	for _, f := range []string{loop.HarnessConfigFile, loop.LegacyHarnessConfigFile} {
+		if _, err := os.Stat(filepath.Join(cwd, f)); err == nil {
+			return
+		}
+	}
+	if rec, _ := l.d.ctl.Last(item); rec != nil && rec.Command == ingress.CmdContribute {
+		return
+	}
+	if l.checkIdentity(ctx, item, cwd) != nil {
+		return
+	}
+	body := fmt.Sprintf("# written by loopd (the-loop's default harness config)\nworkflow:\n  specDir: %s\nticketing:\n  github:\n    owner: %s\n    repo: %s\n", loop.DefaultSpecDir, item.Owner, item.Repo)
+	p := filepath.Join(cwd, loop.HarnessConfigFile)
+	if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+		l.failed("adopt", item, err)
+		return
+	}
+	if err := os.WriteFile(p, []byte(body), 0o644); err != nil {
+		l.failed("adopt", item, err)
+		return
+	}
+	l.d.emit("harness.config_scaffolded", graph.LevelInfo, graph.Field{Key: "work_item", Value: item.String()}, graph.Field{Key: "path", Value: path.Join(".the-loop", "harness-config.yaml")})
+}
+
+// onSpawn starts the work item's graph (idempotent), binds the session and,
+// when the start node is a human gate, evaluates it once with the spawning
+// event's comments.
+func (l *graphLink) onSpawn(ctx context.Context, item sessions.WorkItem, cwd, sessionID string, ev *ingress.Event) {
+	l.guarded(ctx, actStart, item, cwd, func(rt *graph.Runtime, id string) error {
+		rep, err := rt.Start(ctx, id)
+		if err != nil {
+			return err
+		}
+		alive := true
+		if err := rt.BindSession(ctx, id, graph.SessionBinding{ID: sessionID, Runner: "tmux", Alive: &alive}); err != nil {
+			return err
+		}
+		if rep == nil || ev == nil {
+			return nil
+		}
+		if n, ok := rt.Graph().Node(rep.CurrentNode); ok && n.IsHuman() {
+			_, err := rt.Advance(ctx, id, graphEvent(ev))
+			return err
+		}
+		return nil
+	})
+}
+
+// onEvent advances the work item's graph with the event's comments and
+// returns the step (nil when skipped or failed).
+//
+// Only a human node is evaluated: an event can decide a gate, but an agent
+// node moves when the agent claims its work (`loopctl graph complete`).
+// Evaluating an agent node on every comment would count each unfinished
+// exit chain as a failed attempt, and the same block twice in a row
+// escalates (decision 3) — two comments while the agent works would park
+// the work item.
+func (l *graphLink) onEvent(ctx context.Context, item sessions.WorkItem, cwd string, ev *ingress.Event) *graph.StepReport {
+	var out *graph.StepReport
+	l.guarded(ctx, actAdvance, item, cwd, func(rt *graph.Runtime, id string) error {
+		st, err := loop.NewStore(cwd, l.specDir(cwd)).Load(ctx, id)
+		if errors.Is(err, graph.ErrNoState) {
+			return skip{"not-started"}
+		}
+		if err != nil {
+			return err
+		}
+		if n, ok := rt.Graph().Node(st.CurrentNode); ok && !n.IsHuman() {
+			return skip{"agent-node"}
+		}
+		rep, err := rt.Advance(ctx, id, graphEvent(ev))
+		if errors.Is(err, graph.ErrNotStarted) {
+			return skip{"not-started"}
+		}
+		out = rep
+		return err
+	})
+	return out
+}
+
+// onClose marks the bound session dead.
+func (l *graphLink) onClose(ctx context.Context, item sessions.WorkItem, cwd, sessionID string) {
+	l.guarded(ctx, actClose, item, cwd, func(rt *graph.Runtime, id string) error {
+		alive := false
+		err := rt.BindSession(ctx, id, graph.SessionBinding{ID: sessionID, Runner: "tmux", Alive: &alive})
+		if errors.Is(err, graph.ErrNoState) {
+			return nil
+		}
+		return err
+	})
+}
+
+// graphEvent turns the event's comments into the runtime's event:
+// attributed, non-empty comments only (the gate hooks authorize).
+func graphEvent(ev *ingress.Event) *graph.Event {
+	ge := &graph.Event{ID: ev.DeliveryID, Kind: ev.Event, Comments: []graph.Comment{}}
+	for _, c := range ev.Comments {
+		if strings.TrimSpace(c.Body) == "" || c.Author == "" {
+			continue
+		}
+		ge.Comments = append(ge.Comments, graph.Comment{ID: c.ID, Author: c.Author, Body: c.Body, URL: c.URL})
+	}
+	return ge
+}
+
+// Graph context (seed 003 §8.3).
+
+// graphContext is what the prompt's $graph_context block says. It holds
+// the-loop's own state only, never payload text.
+type graphContext struct {
+	ID       string
+	Loop     string
+	Node     *graph.Node
+	Status   string // pending, in-progress, waiting, parked, blocked, escalated, complete
+	Reason   string
+	Messages []string
+	// Verdict is set when the gate was consulted before rendering.
+	Verdict string
+	Surface string
+}
+
+func (c *graphContext) atHumanGate() bool {
+	return c != nil && c.Node != nil && c.Node.IsHuman() && (c.Status == "waiting" || c.Status == "parked")
+}
+
+// context reads the work item's graph context (nil when unknown). Before
+// the graph starts it is pending.
+func (l *graphLink) context(ctx context.Context, item sessions.WorkItem, cwd string) *graphContext {
+	var out *graphContext
+	l.guarded(ctx, actContext, item, cwd, func(rt *graph.Runtime, id string) error {
+		gc := &graphContext{ID: id, Loop: rt.Graph().Name}
+		rep, err := rt.Status(ctx, id, false)
+		if errors.Is(err, graph.ErrNoState) || err == nil && rep != nil && rep.CurrentNode == "" {
+			gc.Status = "pending"
+			out = gc
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		st, _ := loop.NewStore(cwd, l.specDir(cwd)).Load(ctx, id)
+		cur := rep.CurrentNode
+		if st != nil && st.CurrentNode != "" {
+			cur = st.CurrentNode
+		} else if st == nil || st.CurrentNode == "" {
+			gc.Status = "pending"
+			out = gc
+			return nil
+		}
+		n, ok := rt.Graph().Node(cur)
+		if !ok {
+			return fmt.Errorf("current node %q is not in %s", cur, rt.Graph().Name)
+		}
+		gc.Node = n
+		if st != nil {
+			gc.Surface = st.Surface
+		}
+		nr, _ := rep.Node(cur)
+		gc.Messages = nr.Messages
+		switch {
+		case rep.Parked != nil && rep.Parked.Node == cur && rep.Parked.Escalated:
+			gc.Status, gc.Reason = "escalated", rep.Parked.Reason
+		case rep.Parked != nil && rep.Parked.Node == cur && n.IsHuman():
+			gc.Status, gc.Reason = "waiting", rep.Parked.Reason
+		case rep.Parked != nil && rep.Parked.Node == cur:
+			gc.Status, gc.Reason = "parked", rep.Parked.Reason
+		case n.Terminal && nr.Status == string(graph.StatusPass):
+			gc.Status = "complete"
+		case n.IsHuman():
+			gc.Status = "waiting"
+		case nr.Status == string(graph.StatusBlock):
+			gc.Status = "blocked"
+		default:
+			gc.Status = "in-progress"
+		}
+		out = gc
+		return nil
+	})
+	return out
+}
+
+// rebind binds a respawned session (no event: the gate is not re-read).
+func (l *graphLink) rebind(ctx context.Context, item sessions.WorkItem, cwd, sessionID string) {
+	l.guarded(ctx, actStart, item, cwd, func(rt *graph.Runtime, id string) error {
+		alive := true
+		err := rt.BindSession(ctx, id, graph.SessionBinding{ID: sessionID, Runner: "tmux", Alive: &alive})
+		if errors.Is(err, graph.ErrNoState) {
+			return nil
+		}
+		return err
+	})
+}

@@ -1,0 +1,287 @@
+package daemon
+
+import (
+	"context"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/theloop-dev/theloop/graph"
+	"github.com/theloop-dev/theloop/ingress"
+	"github.com/theloop-dev/theloop/loop"
+	"github.com/theloop-dev/theloop/sessions"
+)
+
+// Seed 003's acceptance criteria, each a named test over the graph link
+// with a real checkout, the real runtime and a recording integrations
+// stand-in. (AC10 — webhook deployments move the graph — is the end-to-end
+// TestGateApprovedByAuthorizedCommentLocksAndPastesNextAssignment.)
+
+type recordingIntegrations struct {
+	mu    sync.Mutex
+	calls []graph.Operation
+}
+
+func (r *recordingIntegrations) Call(_ context.Context, op graph.Operation, args map[string]any) (map[string]any, error) {
+	r.mu.Lock()
+	r.calls = append(r.calls, op)
+	r.mu.Unlock()
+	switch op {
+	case "github.list-comments":
+		return map[string]any{"comments": []any{}}, nil
+	case "github.set-labels", "github.get-labels":
+		return map[string]any{"labels": []any{}}, nil
+	}
+	return map[string]any{}, nil
+}
+
+func (r *recordingIntegrations) called(op graph.Operation) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, c := range r.calls {
+		if c == op {
+			return true
+		}
+	}
+	return false
+}
+
+type eventRecorder struct {
+	mu  sync.Mutex
+	evs []Observation
+}
+
+func (e *eventRecorder) Observe(o Observation) {
+	e.mu.Lock()
+	e.evs = append(e.evs, o)
+	e.mu.Unlock()
+}
+
+func (e *eventRecorder) has(name, field, value string) bool {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	for _, o := range e.evs {
+		if o.Name == name && (field == "" || o.Fields[field] == value) {
+			return true
+		}
+	}
+	return false
+}
+
+type linkFixture struct {
+	d     *Daemon
+	integ *recordingIntegrations
+	obs   *eventRecorder
+	cwd   string
+	item  sessions.WorkItem
+}
+
+func newLinkFixture(t *testing.T, origin string, edit func(*Config)) *linkFixture {
+	t.Helper()
+	if _, err := exec.LookPath("git"); err != nil {
+		t.Skip("git is not installed")
+	}
+	base := t.TempDir()
+	cwd := filepath.Join(base, "checkout")
+	require.NoError(t, os.MkdirAll(cwd, 0o755))
+	for _, args := range [][]string{{"init", "-q"}, {"remote", "add", "origin", origin}} {
+		out, err := exec.Command("git", append([]string{"-C", cwd}, args...)...).CombinedOutput()
+		require.NoError(t, err, "%s", out)
+	}
+	cfg := DefaultConfig()
+	cfg.StateRoot = filepath.Join(base, "state")
+	cfg.InsecureAcceptUnsigned = true
+	cfg.AuthorizedUsers = []string{"dana"}
+	cfg.Tmux.Socket = "theloop-unit-unused"
+	cfg.ClaudeEnv = &sessions.ClaudeEnvironment{}
+	if edit != nil {
+		edit(&cfg)
+	}
+	fx := &linkFixture{integ: &recordingIntegrations{}, obs: &eventRecorder{}, cwd: cwd}
+	d, err := New(cfg, Deps{Integrations: fx.integ, Observer: fx.obs, Log: os.Stderr})
+	require.NoError(t, err)
+	require.NoError(t, os.MkdirAll(cfg.StateRoot, 0o700))
+	require.NoError(t, d.build())
+	fx.d = d
+	fx.item, err = sessions.ParseWorkItem("github:octo/demo#7")
+	require.NoError(t, err)
+	d.link.adopt(context.Background(), fx.item, cwd)
+	return fx
+}
+
+func (fx *linkFixture) arm(t *testing.T) {
+	require.NoError(t, fx.d.ctl.Record(fx.item, ingress.CmdStart, "comment", "dana", "", time.Now()))
+}
+
+func (fx *linkFixture) state(t *testing.T) (*graph.State, error) {
+	return loop.NewStore(fx.cwd, "").Load(context.Background(), "issue-7")
+}
+
+func comment(author, body string) *ingress.Event {
+	return &ingress.Event{Event: "issue_comment", Action: "created", DeliveryID: "d-" + author + body,
+		Comments: []ingress.Comment{{ID: "1", Author: author, Body: body}}}
+}
+
+func TestAC1SpawnEntersTheStartNode(t *testing.T) {
+	fx := newLinkFixture(t, "https://github.com/octo/demo.git", nil)
+	fx.arm(t)
+	fx.d.link.onSpawn(context.Background(), fx.item, fx.cwd, "sess-1", &ingress.Event{Event: "issues", Action: "labeled", DeliveryID: "d1"})
+	st, err := fx.state(t)
+	require.NoError(t, err)
+	require.Equal(t, "phase-selection", st.CurrentNode)
+	require.Equal(t, "sess-1", st.Session.ID)
+}
+
+func TestAC2StartRunsTheEntryChain(t *testing.T) {
+	fx := newLinkFixture(t, "git@github.com:octo/demo.git", nil)
+	fx.arm(t)
+	fx.d.link.onSpawn(context.Background(), fx.item, fx.cwd, "sess-1", nil)
+	require.True(t, fx.integ.called("github.set-labels"), "set-phase-label ran")
+}
+
+func TestAC3StartIsIdempotent(t *testing.T) {
+	fx := newLinkFixture(t, "https://github.com/octo/demo", nil)
+	fx.arm(t)
+	ctx := context.Background()
+	fx.d.link.onSpawn(ctx, fx.item, fx.cwd, "sess-1", nil)
+	fx.d.link.onEvent(ctx, fx.item, fx.cwd, comment("dana", "the-loop execute"))
+	st, err := fx.state(t)
+	require.NoError(t, err)
+	moved := st.CurrentNode
+	require.NotEqual(t, "phase-selection", moved)
+	fx.d.link.onSpawn(ctx, fx.item, fx.cwd, "sess-2", nil)
+	st, err = fx.state(t)
+	require.NoError(t, err)
+	require.Equal(t, moved, st.CurrentNode, "a second start never resets")
+}
+
+func TestAC4UnstartedItemReachesNoHook(t *testing.T) {
+	fx := newLinkFixture(t, "https://github.com/octo/demo.git", func(c *Config) { c.RequireStartCommand = true })
+	fx.d.link.onSpawn(context.Background(), fx.item, fx.cwd, "sess-1", nil)
+	_, err := fx.state(t)
+	require.ErrorIs(t, err, graph.ErrNoState)
+	require.False(t, fx.integ.called("github.set-labels"))
+	require.True(t, fx.obs.has("graph.skipped", "reason", "start-not-requested"))
+}
+
+func TestAC5AuthorizedReplyResolvesTheWaitingGate(t *testing.T) {
+	fx := newLinkFixture(t, "https://github.com/octo/demo.git", nil)
+	fx.arm(t)
+	ctx := context.Background()
+	fx.d.link.onSpawn(ctx, fx.item, fx.cwd, "sess-1", nil)
+	gc := fx.d.link.context(ctx, fx.item, fx.cwd)
+	require.True(t, gc.atHumanGate(), "%+v", gc)
+	rep := fx.d.link.onEvent(ctx, fx.item, fx.cwd, comment("dana", "the-loop execute"))
+	require.NotNil(t, rep)
+	require.True(t, rep.Moved)
+}
+
+func TestAC6UnauthorizedReplyLeavesTheGateWaiting(t *testing.T) {
+	fx := newLinkFixture(t, "https://github.com/octo/demo.git", nil)
+	fx.arm(t)
+	ctx := context.Background()
+	fx.d.link.onSpawn(ctx, fx.item, fx.cwd, "sess-1", nil)
+	rep := fx.d.link.onEvent(ctx, fx.item, fx.cwd, comment("mallory", "the-loop execute"))
+	require.NotNil(t, rep)
+	require.False(t, rep.Moved)
+	rep = fx.d.link.onEvent(ctx, fx.item, fx.cwd, comment("dana", "the-loop execute\n\n<!-- the-loop:agent-comment -->"))
+	require.False(t, rep.Moved, "a self-marked comment never decides")
+	st, err := fx.state(t)
+	require.NoError(t, err)
+	require.Equal(t, "phase-selection", st.CurrentNode)
+}
+
+func TestAC7WaitParksAndIsNotRetried(t *testing.T) {
+	fx := newLinkFixture(t, "https://github.com/octo/demo.git", nil)
+	fx.arm(t)
+	ctx := context.Background()
+	fx.d.link.onSpawn(ctx, fx.item, fx.cwd, "sess-1", nil)
+	rep := fx.d.link.onEvent(ctx, fx.item, fx.cwd, &ingress.Event{Event: "issues", Action: "edited", DeliveryID: "d2"})
+	require.NotNil(t, rep)
+	require.Equal(t, string(graph.StatusWait), rep.Status)
+	st, err := fx.state(t)
+	require.NoError(t, err)
+	require.NotNil(t, st.Parked)
+}
+
+func TestAC8NonGitHubRefIsSkipped(t *testing.T) {
+	fx := newLinkFixture(t, "https://github.com/octo/demo.git", nil)
+	item, err := sessions.ParseWorkItem("jira:octo/demo#7")
+	require.NoError(t, err)
+	fx.d.link.onSpawn(context.Background(), item, fx.cwd, "sess-1", nil)
+	require.True(t, fx.obs.has("graph.skipped", "reason", "no-spec-id"))
+	_, err = fx.state(t)
+	require.ErrorIs(t, err, graph.ErrNoState)
+}
+
+func TestAC9MissingSpecDirIsSkipped(t *testing.T) {
+	fx := newLinkFixture(t, "https://github.com/octo/demo.git", nil)
+	fx.arm(t)
+	require.Nil(t, fx.d.link.onEvent(context.Background(), fx.item, fx.cwd, comment("dana", "hi")))
+	require.True(t, fx.obs.has("graph.skipped", "reason", "no-spec-dir"))
+	require.NoDirExists(t, filepath.Join(fx.cwd, "docs", "specs", "issue-7"), "the link never creates a spec dir on an event")
+}
+
+func TestAC11RuntimeFailureIsCaughtAndReported(t *testing.T) {
+	fx := newLinkFixture(t, "https://github.com/octo/demo.git", nil)
+	fx.arm(t)
+	// graph-state.json is a directory: every load fails.
+	require.NoError(t, os.MkdirAll(filepath.Join(fx.cwd, "docs", "specs", "issue-7", "graph-state.json"), 0o755))
+	require.NotPanics(t, func() {
+		require.Nil(t, fx.d.link.onEvent(context.Background(), fx.item, fx.cwd, comment("dana", "the-loop execute")))
+	})
+	require.True(t, fx.obs.has("graph.link_failed", "action", "advance"))
+}
+
+func TestAC12DisabledLinkDoesNothing(t *testing.T) {
+	fx := newLinkFixture(t, "https://github.com/octo/demo.git", func(c *Config) { c.GraphEnabled = false })
+	fx.arm(t)
+	fx.d.link.onSpawn(context.Background(), fx.item, fx.cwd, "sess-1", nil)
+	_, err := fx.state(t)
+	require.ErrorIs(t, err, graph.ErrNoState)
+	require.Empty(t, fx.integ.calls)
+}
+
+func TestRepositoryIdentityMismatchIsSkipped(t *testing.T) {
+	fx := newLinkFixture(t, "https://github.com/someone-else/demo.git", nil)
+	fx.arm(t)
+	fx.d.link.onSpawn(context.Background(), fx.item, fx.cwd, "sess-1", nil)
+	_, err := fx.state(t)
+	require.ErrorIs(t, err, graph.ErrNoState)
+	require.NoFileExists(t, filepath.Join(fx.cwd, loop.HarnessConfigFile), "adoption refuses a checkout of another repository")
+}
+
+func TestGraphContextBeforeEntryIsNotEnteredYet(t *testing.T) {
+	fx := newLinkFixture(t, "https://github.com/octo/demo.git", nil)
+	fx.arm(t)
+	gc := fx.d.link.context(context.Background(), fx.item, fx.cwd)
+	require.NotNil(t, gc)
+	require.Equal(t, "pending", gc.Status)
+	require.Contains(t, renderGraphContext(gc, 0, ""), "NOT ENTERED YET")
+}
+
+// Ordinary comments while the agent works on a node do not evaluate its
+// exit chain: no attempt is counted and nothing escalates (the node moves
+// when the agent claims it).
+func TestCommentsAtAnAgentNodeNeverEscalate(t *testing.T) {
+	fx := newLinkFixture(t, "https://github.com/octo/demo.git", nil)
+	fx.arm(t)
+	ctx := context.Background()
+	fx.d.link.onSpawn(ctx, fx.item, fx.cwd, "sess-1", nil)
+	rep := fx.d.link.onEvent(ctx, fx.item, fx.cwd, comment("dana", "the-loop execute"))
+	require.NotNil(t, rep)
+	require.True(t, rep.Moved)
+	for range 3 {
+		require.Nil(t, fx.d.link.onEvent(ctx, fx.item, fx.cwd, comment("dana", "a note while you work")))
+	}
+	st, err := fx.state(t)
+	require.NoError(t, err)
+	require.Equal(t, rep.CurrentNode, st.CurrentNode)
+	require.Nil(t, st.Parked, "nothing parked or escalated")
+	require.True(t, fx.obs.has("graph.skipped", "reason", "agent-node"))
+}

@@ -1,0 +1,553 @@
+package daemon
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+
+	"github.com/theloop-dev/theloop/graph"
+	"github.com/theloop-dev/theloop/hooks"
+	"github.com/theloop-dev/theloop/ingress"
+	"github.com/theloop-dev/theloop/integrations"
+	"github.com/theloop-dev/theloop/loop/dispatch"
+	"github.com/theloop-dev/theloop/sessions"
+)
+
+// intake applies one routed event (daemon-spec §6): control commands, the
+// armed check, spawn, delivery to the live session with the gate consulted
+// first, close. It is the dispatcher's Handler and is idempotent: every
+// step that is not naturally idempotent leaves a marker in the queue's
+// handled bucket (delivery id + step), so a redelivery after a crash skips
+// what already happened.
+type intake struct {
+	d *Daemon
+}
+
+func newIntake(d *Daemon) *intake { return &intake{d: d} }
+
+var _ dispatch.Handler = (*intake)(nil)
+
+// Step markers.
+const (
+	stepSpawn    = "#spawn"
+	stepPaste    = "#paste"
+	stepAnnounce = "#announce"
+)
+
+func (in *intake) done(ctx context.Context, ev *ingress.Event, step string) bool {
+	ok, _ := in.d.q.Handled(ctx, ev.DeliveryID+step)
+	return ok
+}
+
+func (in *intake) mark(ctx context.Context, ev *ingress.Event, step string) error {
+	return in.d.q.MarkHandled(ctx, ev.DeliveryID+step)
+}
+
+func (in *intake) emit(name string, level graph.Level, item sessions.WorkItem, ev *ingress.Event, fields ...graph.Field) {
+	fs := []graph.Field{{Key: "work_item", Value: item.String()}, {Key: "delivery_id", Value: ev.DeliveryID}, {Key: "gh_event", Value: ev.Event}}
+	in.d.emit(name, level, append(fs, fields...)...)
+}
+
+// dropped reports an event dropped by policy and returns
+// dispatch.ErrNoEffect (acknowledged, no handled record).
+func (in *intake) dropped(item sessions.WorkItem, ev *ingress.Event, reason string) error {
+	in.emit("dispatch.dropped", graph.LevelInfo, item, ev, graph.Field{Key: "reason", Value: reason})
+	return dispatch.ErrNoEffect
+}
+
+// Handle implements dispatch.Handler.
+func (in *intake) Handle(ctx context.Context, ev *ingress.Event) error {
+	item, ok := in.target(ev)
+	if !ok {
+		return in.dropped(sessions.WorkItem{}, ev, "no-work-item")
+	}
+	if c := ev.Control; c != nil && in.d.cfg.ControlEnabled {
+		if c.Ambiguous {
+			in.emit("control.ambiguous", graph.LevelInfo, item, ev)
+			return nil
+		}
+		if c.Command != ingress.CmdExecute {
+			if !in.authorizedNamed(c.Actor) {
+				in.emit("control.rejected", graph.LevelWarning, item, ev, graph.Field{Key: "command", Value: string(c.Command)}, graph.Field{Key: "reason", Value: "unauthorized-actor"})
+				return nil
+			}
+			return in.applyControl(ctx, item, ev, c)
+		}
+		in.emit("control.command", graph.LevelInfo, item, ev, graph.Field{Key: "command", Value: string(c.Command)}, graph.Field{Key: "effect", Value: "handed-to-graph"})
+	}
+	rec, live := in.live(item)
+	if in.isClose(ev, item) {
+		if live {
+			in.closeSession(ctx, item, rec, ev, closeReason(ev))
+		}
+		return nil
+	}
+	if !live {
+		if reason := in.refusal(item, ev, ""); reason != "" {
+			return in.dropped(item, ev, reason)
+		}
+		return in.withReactions(ctx, item, ev, func() error { return in.spawn(ctx, item, ev) })
+	}
+	if in.done(ctx, ev, stepSpawn) {
+		// A redelivered spawn: the session this event started is
+		// registered; finish what the crash interrupted.
+		return in.finishSpawn(ctx, item, rec, ev)
+	}
+	if rec.Status == sessions.StatusPaused {
+		return in.dropped(item, ev, "session-paused")
+	}
+	return in.withReactions(ctx, item, ev, func() error { return in.dispatchTo(ctx, item, rec, ev) })
+}
+
+// target is the work item the event is for: the first one with a live
+// record, else the first that parses.
+func (in *intake) target(ev *ingress.Event) (sessions.WorkItem, bool) {
+	var first sessions.WorkItem
+	found := false
+	for _, r := range ev.WorkItems {
+		item, err := sessions.ParseWorkItem(r.String())
+		if err != nil {
+			continue
+		}
+		if _, live := in.live(item); live {
+			return item, true
+		}
+		if !found {
+			first, found = item, true
+		}
+	}
+	return first, found
+}
+
+func (in *intake) live(item sessions.WorkItem) (sessions.Record, bool) {
+	rec, err := in.d.reg.Get(item)
+	if err != nil {
+		return sessions.Record{}, false
+	}
+	return rec, rec.Status.Live()
+}
+
+func (in *intake) authorizedNamed(actor string) bool {
+	return actor != "" && slices.Contains(in.d.cfg.AuthorizedUsers, actor)
+}
+
+// armed applies routing.spawnOnUnmatched.
+func (in *intake) armed(ev *ingress.Event) bool {
+	switch in.d.cfg.SpawnOnUnmatched {
+	case SpawnAlways:
+		return true
+	case SpawnLabeled:
+		return ev.Labeled
+	}
+	return false
+}
+
+// refusal is the reason an unmatched event may not spawn ("" = may),
+// daemon-spec §6.4; cmd is the control command counting as the start.
+func (in *intake) refusal(item sessions.WorkItem, ev *ingress.Event, cmd ingress.Command) string {
+	if !in.armed(ev) {
+		return "spawn-policy"
+	}
+	if item.IsZero() {
+		return "no-work-item"
+	}
+	if in.d.cfg.ControlEnabled && in.d.cfg.RequireStartCommand && !cmd.Spawns() {
+		if ok, _ := in.d.ctl.StartRequested(item); !ok {
+			return "awaiting-start"
+		}
+	}
+	return ""
+}
+
+// withReactions puts the started reaction on the trigger, runs fn, then
+// the completed or error reaction. Reactions are best-effort.
+func (in *intake) withReactions(ctx context.Context, item sessions.WorkItem, ev *ingress.Event, fn func() error) error {
+	r := in.d.cfg.Reactions
+	in.react(ctx, item, ev, r.Started)
+	err := fn()
+	if err != nil {
+		in.react(ctx, item, ev, r.Error)
+		return err
+	}
+	in.react(ctx, item, ev, r.Completed)
+	return nil
+}
+
+func (in *intake) react(ctx context.Context, item sessions.WorkItem, ev *ingress.Event, content string) {
+	if !in.d.cfg.Reactions.Enabled || content == "" || item.Provider != "github" {
+		return
+	}
+	args := map[string]any{"ref": item.String(), "content": content}
+	if len(ev.Comments) > 0 && ev.Comments[0].ID != "" {
+		args["commentId"] = ev.Comments[0].ID
+		if ev.Event == "pull_request_review_comment" {
+			args["commentType"] = "review-comment"
+		}
+	}
+	if _, err := in.d.integ.Call(ctx, integrations.OpGitHubAddReaction, args); err != nil {
+		in.emit("reaction.failed", graph.LevelWarning, item, ev, graph.Field{Key: "content", Value: content}, graph.Field{Key: "error", Value: err.Error()})
+		return
+	}
+	in.emit("reaction.added", graph.LevelDebug, item, ev, graph.Field{Key: "content", Value: content})
+}
+
+// workspace prepares the session's checkout.
+func (in *intake) workspace(ctx context.Context, item sessions.WorkItem, ev *ingress.Event) (string, error) {
+	if in.d.ws == nil {
+		return in.d.cfg.SpawnWorkdir, nil
+	}
+	opts := sessions.PrepareOptions{}
+	if in.d.deps.CloneURL != nil {
+		opts.CloneURL = in.d.deps.CloneURL(item)
+	} else {
+		opts.CloneURL = payloadCloneURL(ev, item)
+	}
+	w, err := in.d.ws.Prepare(ctx, item, opts)
+	if err != nil {
+		return "", err
+	}
+	in.emit("workspace.prepared", graph.LevelInfo, item, ev, graph.Field{Key: "cwd", Value: w.Dir}, graph.Field{Key: "reused", Value: w.Reused})
+	return w.Dir, nil
+}
+
+// spawn starts the work item's session (daemon-spec §6.6).
+func (in *intake) spawn(ctx context.Context, item sessions.WorkItem, ev *ingress.Event) error {
+	cwd, err := in.workspace(ctx, item, ev)
+	if err != nil {
+		in.emit("session.spawn_failed", graph.LevelError, item, ev, graph.Field{Key: "error", Value: err.Error()})
+		return err
+	}
+	in.d.link.adopt(ctx, item, cwd)
+	gc := in.d.link.context(ctx, item, cwd)
+	prompt := renderPrompt(in.d.cfg.SpawnPromptTemplate, true, promptInput{WorkItem: item.String(), Event: ev, Interaction: in.d.cfg.InteractionMode, Graph: gc})
+	// The intent marker goes first: a redelivery that finds a live session
+	// after it knows the session is this event's, not a stranger's.
+	if err := in.mark(ctx, ev, stepSpawn); err != nil {
+		return err
+	}
+	res, err := in.d.mgr.Spawn(ctx, sessions.SpawnRequest{Item: item, Cwd: cwd, Prompt: prompt})
+	if err != nil {
+		in.emit("session.spawn_failed", graph.LevelError, item, ev, graph.Field{Key: "error", Value: err.Error()})
+		return err
+	}
+	in.d.observe(Observation{Kind: KindPaste, Name: "spawn-prompt", WorkItem: item.String(), DeliveryID: ev.DeliveryID, Text: prompt,
+		Fields: map[string]any{"tmux_target": res.Record.TmuxName}})
+	in.emit("dispatch.spawned", graph.LevelInfo, item, ev, graph.Field{Key: "harness_session_id", Value: res.Record.SessionID},
+		graph.Field{Key: "tmux_target", Value: res.Record.TmuxName}, graph.Field{Key: "interaction", Value: in.d.cfg.InteractionMode},
+		graph.Field{Key: "action", Value: ev.Action})
+	if err := in.mark(ctx, ev, stepPaste); err != nil {
+		return err
+	}
+	in.d.link.onSpawn(ctx, item, cwd, res.Record.SessionID, ev)
+	return in.announce(ctx, item, res.Record, ev)
+}
+
+// finishSpawn completes a spawn interrupted by a crash: the session (its
+// record was written before tmux ran) is brought back if it never came up,
+// the graph is started (idempotent) and the announcement posted (once).
+func (in *intake) finishSpawn(ctx context.Context, item sessions.WorkItem, rec sessions.Record, ev *ingress.Event) error {
+	in.emit("dispatch.spawn_resumed", graph.LevelInfo, item, ev, graph.Field{Key: "tmux_target", Value: rec.TmuxName})
+	if !in.done(ctx, ev, stepPaste) {
+		gc := in.d.link.context(ctx, item, rec.Cwd)
+		prompt := renderPrompt(in.d.cfg.SpawnPromptTemplate, true, promptInput{WorkItem: item.String(), Event: ev, Interaction: in.d.cfg.InteractionMode, Graph: gc})
+		res, err := in.d.mgr.Deliver(ctx, item, prompt)
+		if err != nil {
+			return err
+		}
+		rec = res.Record
+		in.d.observe(Observation{Kind: KindPaste, Name: "spawn-prompt", WorkItem: item.String(), DeliveryID: ev.DeliveryID, Text: prompt,
+			Fields: map[string]any{"tmux_target": rec.TmuxName}})
+		if err := in.mark(ctx, ev, stepPaste); err != nil {
+			return err
+		}
+	}
+	in.d.link.onSpawn(ctx, item, rec.Cwd, rec.SessionID, ev)
+	return in.announce(ctx, item, rec, ev)
+}
+
+// announce posts the marked session announcement once per spawn. A failed
+// post fails the dispatch, so the dispatcher retries it (a redelivered
+// spawn resumes at the announcement): a GitHub outage delays it, never
+// loses it.
+func (in *intake) announce(ctx context.Context, item sessions.WorkItem, rec sessions.Record, ev *ingress.Event) error {
+	if !in.d.cfg.AnnounceEnabled || item.Provider != "github" || in.done(ctx, ev, stepAnnounce) {
+		return nil
+	}
+	body := fmt.Sprintf("the-loop started a %s session for this work item in tmux session `%s`.\n\nWatch or take over on the daemon's host:\n\n```\n%s\n```\n",
+		rec.Harness, rec.TmuxName, attachCommand(in.d.cfg.Tmux, rec.TmuxName))
+	if _, err := in.d.integ.Call(ctx, integrations.OpGitHubAddComment, map[string]any{"ref": item.String(), "body": hooks.Mark(body)}); err != nil {
+		in.emit("session.announce_failed", graph.LevelWarning, item, ev, graph.Field{Key: "error", Value: err.Error()})
+		return fmt.Errorf("announce %s: %w", item, err)
+	}
+	in.emit("session.announced", graph.LevelInfo, item, ev, graph.Field{Key: "tmux_target", Value: rec.TmuxName})
+	return in.mark(ctx, ev, stepAnnounce)
+}
+
+// attachCommand is the tmux attach command for the configured server.
+func attachCommand(t sessions.TmuxConfig, name string) string {
+	switch {
+	case t.Socket != "":
+		return fmt.Sprintf("tmux -L %s attach -t %s", t.Socket, name)
+	case t.SocketPath != "":
+		return fmt.Sprintf("tmux -S %s attach -t %s", t.SocketPath, name)
+	}
+	return "tmux attach -t " + name
+}
+
+// dispatchTo delivers the event to the live session: the gate first when
+// the work item waits at a human gate (so the agent hears the verdict),
+// then the rendered event prompt, then — when the gate was not consulted —
+// the graph advance (daemon-spec §6.5).
+func (in *intake) dispatchTo(ctx context.Context, item sessions.WorkItem, rec sessions.Record, ev *ingress.Event) error {
+	cwd := rec.Cwd
+	gc := in.d.link.context(ctx, item, cwd)
+	consulted := false
+	if gc.atHumanGate() {
+		consulted = true
+		rep := in.d.link.onEvent(ctx, item, cwd, ev)
+		if after := in.d.link.context(ctx, item, cwd); after != nil {
+			gc = after
+		}
+		if rep != nil && gc != nil {
+			gc.Verdict = verdict(rep)
+		}
+	}
+	if in.done(ctx, ev, stepPaste) || in.done(ctx, ev, stepSpawn) {
+		// A redelivery: this event's text is already in the session (or
+		// it spawned the session).
+		return nil
+	}
+	prompt := renderPrompt(in.d.cfg.PromptTemplate, false, promptInput{WorkItem: item.String(), Event: ev, Interaction: in.d.cfg.InteractionMode, Graph: gc})
+	res, err := in.d.mgr.Deliver(ctx, item, prompt)
+	if err != nil {
+		in.emit("dispatch.failed", graph.LevelWarning, item, ev, graph.Field{Key: "error", Value: err.Error()})
+		return err
+	}
+	in.d.observe(Observation{Kind: KindPaste, Name: "event-prompt", WorkItem: item.String(), DeliveryID: ev.DeliveryID, Text: prompt,
+		Fields: map[string]any{"tmux_target": res.Record.TmuxName, "respawned": res.Respawn != nil}})
+	if res.Respawn != nil {
+		in.emit("dispatch.respawned", graph.LevelInfo, item, ev, graph.Field{Key: "resumed", Value: res.Respawn.Resumed},
+			graph.Field{Key: "fresh_with_artifacts", Value: res.Respawn.Fallback != nil})
+		in.d.link.rebind(ctx, item, cwd, res.Record.SessionID)
+	}
+	in.emit("dispatch.succeeded", graph.LevelInfo, item, ev, graph.Field{Key: "via", Value: "tmux"})
+	if err := in.mark(ctx, ev, stepPaste); err != nil {
+		return err
+	}
+	if !consulted {
+		in.d.link.onEvent(ctx, item, cwd, ev)
+	}
+	return nil
+}
+
+// verdict describes a consulted gate's outcome (the-loop's words only).
+func verdict(rep *graph.StepReport) string {
+	switch {
+	case rep.Moved:
+		return fmt.Sprintf("%s → %s; the gate passed and the work item moved to %s", rep.Outcome, rep.CurrentNode, rep.CurrentNode)
+	case rep.Status == string(graph.StatusWait):
+		return "still waiting: no authorized decision in this event"
+	default:
+		return fmt.Sprintf("%s (%s)", rep.Status, rep.Outcome)
+	}
+}
+
+// isClose reports an issues/pull_request "closed" event for the work item
+// itself.
+func (in *intake) isClose(ev *ingress.Event, item sessions.WorkItem) bool {
+	if ev.Action != "closed" || ev.Event != "issues" && ev.Event != "pull_request" {
+		return false
+	}
+	var p struct {
+		Issue *struct {
+			Number int `json:"number"`
+		} `json:"issue"`
+		PullRequest *struct {
+			Number int  `json:"number"`
+			Merged bool `json:"merged"`
+		} `json:"pull_request"`
+	}
+	if len(ev.Payload) == 0 || json.Unmarshal(ev.Payload, &p) != nil {
+		return false
+	}
+	switch {
+	case p.Issue != nil:
+		return p.Issue.Number == item.Number
+	case p.PullRequest != nil:
+		return p.PullRequest.Number == item.Number
+	}
+	return false
+}
+
+func closeReason(ev *ingress.Event) string {
+	if ev.Event == "issues" {
+		return "issue-closed"
+	}
+	if strings.Contains(string(ev.Payload), `"merged":true`) {
+		return "pr-merged"
+	}
+	return "pr-closed"
+}
+
+// closeSession ends the work item's session, marks the graph binding
+// dead, clears the control record and removes the worktree (unless kept).
+func (in *intake) closeSession(ctx context.Context, item sessions.WorkItem, rec sessions.Record, ev *ingress.Event, reason string) {
+	in.d.link.onClose(ctx, item, rec.Cwd, rec.SessionID)
+	if err := in.d.mgr.Close(ctx, item, in.d.cfg.KeepSessionOnClose); err != nil {
+		in.emit("session.close_failed", graph.LevelWarning, item, ev, graph.Field{Key: "error", Value: err.Error()})
+	}
+	_ = in.d.ctl.Clear(item)
+	in.emit("session.autoclosed", graph.LevelInfo, item, ev, graph.Field{Key: "reason", Value: reason})
+	in.removeCheckout(ctx, item, ev)
+}
+
+func (in *intake) removeCheckout(ctx context.Context, item sessions.WorkItem, ev *ingress.Event) {
+	if in.d.ws == nil || in.d.cfg.KeepCheckoutOnClose {
+		return
+	}
+	if err := in.d.ws.Remove(ctx, item); err != nil {
+		in.emit("workspace.remove_failed", graph.LevelWarning, item, ev, graph.Field{Key: "error", Value: err.Error()})
+		return
+	}
+	in.emit("workspace.removed", graph.LevelInfo, item, ev)
+}
+
+// applyControl applies a consumed control command (daemon-spec §6.3).
+// Consumed commands are never forwarded to the agent.
+func (in *intake) applyControl(ctx context.Context, item sessions.WorkItem, ev *ingress.Event, c *ingress.ControlCommand) error {
+	rec, live := in.live(item)
+	now := in.d.deps.Clock.Now()
+	record := func() error {
+		return in.d.ctl.Record(item, c.Command, "comment", c.Actor, c.Note, now)
+	}
+	effect := "noop"
+	reject := func(reason string) error {
+		in.emit("control.rejected", graph.LevelInfo, item, ev, graph.Field{Key: "command", Value: string(c.Command)}, graph.Field{Key: "reason", Value: reason})
+		return nil
+	}
+	switch c.Command {
+	case ingress.CmdStart, ingress.CmdContribute, ingress.CmdDo:
+		if !live {
+			if reason := in.refusal(item, ev, c.Command); reason != "" {
+				return reject(reason)
+			}
+			if err := record(); err != nil {
+				return err
+			}
+			in.emit("control.command", graph.LevelInfo, item, ev, graph.Field{Key: "command", Value: string(c.Command)}, graph.Field{Key: "actor", Value: c.Actor}, graph.Field{Key: "effect", Value: "spawn"})
+			return in.withReactions(ctx, item, ev, func() error { return in.spawn(ctx, item, ev) })
+		}
+		if err := record(); err != nil {
+			return err
+		}
+		if rec.Status == sessions.StatusPaused {
+			if err := in.setStatus(ctx, item, sessions.StatusActive); err != nil {
+				return err
+			}
+			effect = "resumed"
+		}
+	case ingress.CmdResume:
+		if !live || rec.Status != sessions.StatusPaused {
+			return reject("nothing-to-resume")
+		}
+		if err := in.setStatus(ctx, item, sessions.StatusActive); err != nil {
+			return err
+		}
+		if err := record(); err != nil {
+			return err
+		}
+		effect = "resumed"
+	case ingress.CmdPause:
+		if err := record(); err != nil {
+			return err
+		}
+		if live && rec.Status != sessions.StatusPaused {
+			if err := in.setStatus(ctx, item, sessions.StatusPaused); err != nil {
+				return err
+			}
+			effect = "paused"
+		}
+	case ingress.CmdStop:
+		if err := record(); err != nil {
+			return err
+		}
+		if live {
+			in.d.link.onClose(ctx, item, rec.Cwd, rec.SessionID)
+			if err := in.d.mgr.Close(ctx, item, in.d.cfg.KeepSessionOnClose); err != nil {
+				return err
+			}
+			effect = "stopped"
+		}
+	case ingress.CmdCleanup:
+		if err := record(); err != nil {
+			return err
+		}
+		effect = "nothing-to-clean"
+		if _, err := in.d.reg.Get(item); err == nil {
+			if err := in.d.mgr.Close(ctx, item, false); err != nil {
+				return err
+			}
+			if err := in.d.reg.Delete(ctx, item); err != nil {
+				return err
+			}
+			effect = "cleaned"
+		}
+		if in.d.ws != nil {
+			if err := in.d.ws.Remove(ctx, item); err == nil {
+				effect = "cleaned"
+			}
+		}
+	default:
+		return reject("unknown-command")
+	}
+	in.emit("control.command", graph.LevelInfo, item, ev, graph.Field{Key: "command", Value: string(c.Command)}, graph.Field{Key: "source", Value: "comment"},
+		graph.Field{Key: "actor", Value: c.Actor}, graph.Field{Key: "effect", Value: effect})
+	return nil
+}
+
+func (in *intake) setStatus(ctx context.Context, item sessions.WorkItem, st sessions.Status) error {
+	_, err := in.d.reg.Update(ctx, item, func(r *sessions.Record, exists bool) error {
+		if !exists {
+			return errors.New("no session record")
+		}
+		r.Status = st
+		return nil
+	})
+	if err == nil {
+		name := "session.resumed"
+		if st == sessions.StatusPaused {
+			name = "session.paused"
+		}
+		in.d.emit(name, graph.LevelInfo, graph.Field{Key: "work_item", Value: item.String()})
+	}
+	return err
+}
+
+// payloadCloneURL is the signed payload's repository.clone_url (as the
+// reference does, daemon-spec §7.5) when the repository it names is the
+// work item's; "" otherwise (the workspace then clones
+// https://<host>/<owner>/<repo>.git).
+func payloadCloneURL(ev *ingress.Event, item sessions.WorkItem) string {
+	var p struct {
+		Repository struct {
+			FullName string `json:"full_name"`
+			CloneURL string `json:"clone_url"`
+		} `json:"repository"`
+	}
+	if len(ev.Payload) == 0 || json.Unmarshal(ev.Payload, &p) != nil {
+		return ""
+	}
+	if !strings.EqualFold(p.Repository.FullName, item.Owner+"/"+item.Repo) {
+		return ""
+	}
+	u := p.Repository.CloneURL
+	for _, scheme := range []string{"https://", "ssh://", "file://"} {
+		if strings.HasPrefix(u, scheme) && !strings.ContainsAny(u, " \t\n") {
+			return u
+		}
+	}
+	return ""
+}

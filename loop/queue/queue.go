@@ -1,0 +1,675 @@
+// Package queue is loopd's durable event pipeline on NATS JetStream
+// (ARCHITECTURE decision 15).
+//
+// A Queue holds three things on one NATS connection:
+//
+//   - the events stream (work-queue retention): every routed ingress.Event is
+//     published with Nats-Msg-Id = its delivery id, so the server drops a
+//     second publish of the same delivery inside the duplicate window;
+//   - two key-value buckets: "handled" (delivery id → done, written after a
+//     dispatch's effects are durable, so a redelivery after a crash between
+//     the effects and the ack changes nothing) and "content" (content identity
+//     → the delivery id that claimed it, so one change arriving under two
+//     deliveries has one effect);
+//   - the dead-letter stream: events that failed MaxDeliver times, kept for
+//     an operator to list and replay.
+//
+// By default the NATS server runs embedded in the process (file store under
+// the state root, no listening socket: the connection is in-process). With
+// Config.URL set the same code talks to an external server or cluster.
+//
+// Put implements ingress.Sink: it returns only after the server acknowledged
+// the publish (the event is on disk), ErrDuplicate for a delivery already
+// kept, and an error wrapping ingress.ErrUnavailable when the server is down,
+// slow or full. Consume hands messages to the dispatcher in stream order; the
+// dispatcher acknowledges each one only after its effects are durable.
+//
+// One dispatcher per stream, elected by a lease (AcquireLease): a second
+// loopd on the same external stream waits as a standby and takes over when
+// the holder stops or dies. The holder recreates the durable consumer when it
+// starts, so every event not yet acknowledged is delivered again, in stream
+// order, at once (not after an ack timeout). Sharing the work between
+// instances with per-work-item leases (decision 15) is not built yet.
+package queue
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/theloop-dev/theloop/ingress"
+)
+
+// Names of the JetStream objects a Queue uses (prefixed by Config.Prefix).
+const (
+	DefaultPrefix          = "THELOOP"
+	DefaultMaxAckPending   = 1024
+	DefaultDuplicateWindow = 10 * time.Minute
+	DefaultKeyTTL          = 7 * 24 * time.Hour
+	DefaultAckWait         = time.Hour
+	DefaultPublishTimeout  = 5 * time.Second
+)
+
+// Header names set on dead letters.
+const (
+	// HeaderPayloadOffset marks the split wire format: the message data is
+	// the event's JSON without its payload, immediately followed by the raw
+	// payload bytes, which start at this byte offset. Decoding then never
+	// re-scans the (up to 25 MB) payload the receiver already validated.
+	// Messages without it are one JSON document (ingress.DecodeEvent).
+	HeaderPayloadOffset = "Theloop-Payload-Offset"
+
+	HeaderDeadReason   = "Theloop-Dead-Reason"
+	HeaderDeadAttempts = "Theloop-Dead-Attempts"
+	HeaderDeadSeq      = "Theloop-Dead-Seq"
+)
+
+// Config configures a Queue. The zero value (plus StoreDir) is an embedded
+// server.
+type Config struct {
+	// URL is an external NATS server ("nats://host:4222"); "" embeds one.
+	URL string
+	// StoreDir is the embedded server's JetStream directory (required when
+	// URL is ""), e.g. <state root>/queue.
+	StoreDir string
+	// Prefix names the streams, buckets and subjects (default THELOOP), so
+	// two daemons can share one external server.
+	Prefix string
+	// MaxMsgs and MaxBytes bound the events stream (0: unbounded). A full
+	// stream refuses new events (Put returns ErrUnavailable): nothing already
+	// kept is ever discarded to make room.
+	MaxMsgs  int64
+	MaxBytes int64
+	// DuplicateWindow is how long the server remembers delivery ids
+	// (default 10 min). Beyond it the handled bucket still stops a second
+	// effect.
+	DuplicateWindow time.Duration
+	// KeyTTL is how long handled and content records are kept (default 7 d).
+	KeyTTL time.Duration
+	// MaxAckPending bounds the events handed out and not yet acknowledged
+	// (default 1024).
+	MaxAckPending int
+	// AckWait is how long the server waits for an ack before redelivering
+	// within one run (default 1 h; a restart redelivers at once).
+	AckWait time.Duration
+	// PublishTimeout bounds Put (default 5 s).
+	PublishTimeout time.Duration
+}
+
+// Queue is the durable event pipeline. Close it to stop the embedded server.
+type Queue struct {
+	cfg      Config
+	ns       *server.Server
+	nc       *nats.Conn
+	js       jetstream.JetStream
+	events   jetstream.Stream
+	dead     jetstream.Stream
+	handled  jetstream.KeyValue
+	content  jetstream.KeyValue
+	subject  string
+	deadSubj string
+	durable  string
+
+	closeOnce sync.Once
+}
+
+// Errors callers branch on.
+var (
+	// ErrNotFound: no dead letter with that sequence.
+	ErrNotFound = errors.New("queue: not found")
+)
+
+// Open starts (or connects to) the NATS server and makes sure the streams,
+// buckets and consumer exist.
+func Open(ctx context.Context, cfg Config) (*Queue, error) {
+	if cfg.Prefix == "" {
+		cfg.Prefix = DefaultPrefix
+	}
+	if cfg.DuplicateWindow <= 0 {
+		cfg.DuplicateWindow = DefaultDuplicateWindow
+	}
+	if cfg.KeyTTL <= 0 {
+		cfg.KeyTTL = DefaultKeyTTL
+	}
+	if cfg.MaxAckPending <= 0 {
+		cfg.MaxAckPending = DefaultMaxAckPending
+	}
+	if cfg.AckWait <= 0 {
+		cfg.AckWait = DefaultAckWait
+	}
+	if cfg.PublishTimeout <= 0 {
+		cfg.PublishTimeout = DefaultPublishTimeout
+	}
+	q := &Queue{cfg: cfg, subject: lower(cfg.Prefix) + ".events", deadSubj: lower(cfg.Prefix) + ".dead", durable: cfg.Prefix + "_dispatch"}
+	if err := q.connect(); err != nil {
+		q.Close()
+		return nil, err
+	}
+	if err := q.provision(ctx); err != nil {
+		q.Close()
+		return nil, err
+	}
+	return q, nil
+}
+
+func lower(s string) string {
+	b := []byte(s)
+	for i, c := range b {
+		if 'A' <= c && c <= 'Z' {
+			b[i] = c + 'a' - 'A'
+		}
+	}
+	return string(b)
+}
+
+func (q *Queue) connect() error {
+	opts := []nats.Option{nats.Name("loopd"), nats.MaxReconnects(-1)}
+	url := q.cfg.URL
+	if url == "" {
+		if q.cfg.StoreDir == "" {
+			return errors.New("queue: StoreDir is required for the embedded server; set it to <state root>/queue, or set queue.url to an external NATS server")
+		}
+		dir, err := filepath.Abs(q.cfg.StoreDir)
+		if err != nil {
+			return fmt.Errorf("queue: store dir %s: %w", q.cfg.StoreDir, err)
+		}
+		if err := os.MkdirAll(dir, 0o700); err != nil {
+			return fmt.Errorf("queue: create store dir %s: %w", dir, err)
+		}
+		ns, err := server.NewServer(&server.Options{
+			ServerName: "loopd",
+			JetStream:  true,
+			StoreDir:   dir,
+			DontListen: true,
+			NoSigs:     true,
+			NoLog:      true,
+			MaxPayload: 8 << 20,
+		})
+		if err != nil {
+			return fmt.Errorf("queue: embedded NATS server: %w", err)
+		}
+		ns.Start()
+		if !ns.ReadyForConnections(30 * time.Second) {
+			ns.Shutdown()
+			return fmt.Errorf("queue: embedded NATS server (store %s) did not become ready in 30s; is another loopd using that directory?", dir)
+		}
+		q.ns = ns
+		opts = append(opts, nats.InProcessServer(ns))
+	}
+	nc, err := nats.Connect(url, opts...)
+	if err != nil {
+		return fmt.Errorf("queue: connect to NATS %q: %w", url, err)
+	}
+	q.nc = nc
+	js, err := jetstream.New(nc)
+	if err != nil {
+		return fmt.Errorf("queue: JetStream: %w", err)
+	}
+	q.js = js
+	return nil
+}
+
+func (q *Queue) provision(ctx context.Context) error {
+	var err error
+	q.events, err = q.js.CreateOrUpdateStream(ctx, jetstream.StreamConfig{
+		Name:        q.cfg.Prefix + "_EVENTS",
+		Description: "theloop: routed ingress events awaiting dispatch",
+		Subjects:    []string{q.subject},
+		Retention:   jetstream.WorkQueuePolicy,
+		Storage:     jetstream.FileStorage,
+		Discard:     jetstream.DiscardNew,
+		MaxMsgs:     orUnlimited(q.cfg.MaxMsgs),
+		MaxBytes:    orUnlimited(q.cfg.MaxBytes),
+		Duplicates:  q.cfg.DuplicateWindow,
+	})
+	if err != nil {
+		return fmt.Errorf("queue: events stream: %w", err)
+	}
+	q.dead, err = q.js.CreateOrUpdateStream(ctx, jetstream.StreamConfig{
+		Name:        q.cfg.Prefix + "_DEAD",
+		Description: "theloop: events that failed dispatch MaxDeliver times",
+		Subjects:    []string{q.deadSubj},
+		Retention:   jetstream.LimitsPolicy,
+		Storage:     jetstream.FileStorage,
+	})
+	if err != nil {
+		return fmt.Errorf("queue: dead-letter stream: %w", err)
+	}
+	q.handled, err = q.js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{
+		Bucket: q.cfg.Prefix + "_handled", Description: "delivery ids whose effects are durable",
+		TTL: q.cfg.KeyTTL, Storage: jetstream.FileStorage, History: 1,
+	})
+	if err != nil {
+		return fmt.Errorf("queue: handled bucket: %w", err)
+	}
+	q.content, err = q.js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{
+		Bucket: q.cfg.Prefix + "_content", Description: "content identity → the delivery that claimed it",
+		TTL: q.cfg.KeyTTL, Storage: jetstream.FileStorage, History: 1,
+	})
+	if err != nil {
+		return fmt.Errorf("queue: content bucket: %w", err)
+	}
+	return nil
+}
+
+func orUnlimited(n int64) int64 {
+	if n <= 0 {
+		return -1
+	}
+	return n
+}
+
+// Close drains the connection and shuts the embedded server down. It is
+// idempotent.
+func (q *Queue) Close() {
+	q.closeOnce.Do(func() {
+		if q.nc != nil {
+			q.nc.Close()
+		}
+		if q.ns != nil {
+			q.ns.Shutdown()
+			q.ns.WaitForShutdown()
+		}
+	})
+}
+
+// Put implements ingress.Sink.
+func (q *Queue) Put(ctx context.Context, ev *ingress.Event) error {
+	if ev == nil || ev.DeliveryID == "" {
+		return errors.New("queue: an event without a delivery id cannot be kept (the queue deduplicates on it)")
+	}
+	msg, err := encode(q.subject, ev)
+	if err != nil {
+		return fmt.Errorf("queue: encode event %s: %w", ev.DeliveryID, err)
+	}
+	ctx, cancel := context.WithTimeout(ctx, q.cfg.PublishTimeout)
+	defer cancel()
+	ack, err := q.js.PublishMsg(ctx, msg, jetstream.WithMsgID(ev.DeliveryID))
+	if err != nil {
+		return fmt.Errorf("queue: publish delivery %s: %v: %w", ev.DeliveryID, err, ingress.ErrUnavailable)
+	}
+	if ack.Duplicate {
+		return fmt.Errorf("queue: delivery %s: %w", ev.DeliveryID, ingress.ErrDuplicate)
+	}
+	return nil
+}
+
+var _ ingress.Sink = (*Queue)(nil)
+
+// Message is one event handed to the dispatcher.
+type Message struct {
+	Event *ingress.Event
+	// Seq is the event's stream sequence.
+	Seq uint64
+	// NumDelivered counts deliveries of this message by the server (1 the
+	// first time; more after a restart).
+	NumDelivered uint64
+	// DecodeErr is set when the stored bytes did not decode (Event is nil):
+	// such a message can only be dead-lettered.
+	DecodeErr error
+	raw       jetstream.Msg
+}
+
+// Ack acknowledges the message. It does not wait for the server's
+// confirmation: the dispatcher records a delivery as handled before it
+// acks, so an ack lost in a crash costs a redelivery that is acknowledged
+// without effect, never a second effect.
+func (m *Message) Ack(ctx context.Context) error {
+	return m.raw.Ack()
+}
+
+// AckSync acknowledges the message and waits for the server to confirm
+// (dead letters use it: they have no handled record).
+func (m *Message) AckSync(ctx context.Context) error {
+	return m.raw.DoubleAck(ctx)
+}
+
+// Data returns the stored bytes.
+func (m *Message) Data() []byte { return m.raw.Data() }
+
+// Consumer hands out events in stream order. Stop it to stop fetching;
+// messages already handed out stay unacknowledged until acked.
+type Consumer struct {
+	it jetstream.MessagesContext
+}
+
+// Next blocks for the next message. It returns an error once the consumer
+// is stopped.
+func (c *Consumer) Next() (*Message, error) {
+	raw, err := c.it.Next()
+	if err != nil {
+		return nil, err
+	}
+	m := &Message{raw: raw}
+	if md, err := raw.Metadata(); err == nil {
+		m.Seq = md.Sequence.Stream
+		m.NumDelivered = md.NumDelivered
+	}
+	if ev, err := decode(raw.Headers(), raw.Data()); err != nil {
+		m.DecodeErr = fmt.Errorf("stream sequence %d does not decode as an event: %w", m.Seq, err)
+	} else {
+		m.Event = ev
+	}
+	return m, nil
+}
+
+// Stop stops fetching.
+func (c *Consumer) Stop() { c.it.Stop() }
+
+// Consume (re)creates the durable consumer — so every unacknowledged event
+// is delivered again from the start, in order — and returns an iterator.
+// Only one Consumer per queue may be active.
+func (q *Queue) Consume(ctx context.Context) (*Consumer, error) {
+	if err := q.events.DeleteConsumer(ctx, q.durable); err != nil && !errors.Is(err, jetstream.ErrConsumerNotFound) {
+		return nil, fmt.Errorf("queue: reset consumer: %w", err)
+	}
+	cons, err := q.events.CreateOrUpdateConsumer(ctx, jetstream.ConsumerConfig{
+		Durable:       q.durable,
+		AckPolicy:     jetstream.AckExplicitPolicy,
+		AckWait:       q.cfg.AckWait,
+		MaxAckPending: q.cfg.MaxAckPending,
+		MaxDeliver:    -1,
+		DeliverPolicy: jetstream.DeliverAllPolicy,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("queue: consumer: %w", err)
+	}
+	it, err := cons.Messages(jetstream.PullMaxMessages(256))
+	if err != nil {
+		return nil, fmt.Errorf("queue: consume: %w", err)
+	}
+	return &Consumer{it: it}, nil
+}
+
+func keyOf(id string) string {
+	sum := sha256.Sum256([]byte(id))
+	return hex.EncodeToString(sum[:16])
+}
+
+// Handled reports whether a delivery's effects are recorded as durable.
+func (q *Queue) Handled(ctx context.Context, deliveryID string) (bool, error) {
+	_, err := q.handled.Get(ctx, keyOf(deliveryID))
+	if errors.Is(err, jetstream.ErrKeyNotFound) {
+		return false, nil
+	}
+	if err != nil {
+		return false, fmt.Errorf("queue: read handled %s: %w", deliveryID, err)
+	}
+	return true, nil
+}
+
+// MarkHandled records that a delivery's effects are durable.
+func (q *Queue) MarkHandled(ctx context.Context, deliveryID string) error {
+	if _, err := q.handled.PutString(ctx, keyOf(deliveryID), deliveryID); err != nil {
+		return fmt.Errorf("queue: record handled %s: %w", deliveryID, err)
+	}
+	return nil
+}
+
+// ClaimContent claims a content identity for a delivery. It reports true
+// when the delivery holds the claim (first claim, or the same delivery
+// again after a redelivery) and false when another delivery claimed the
+// same content first: that event is a duplicate and must have no effect.
+func (q *Queue) ClaimContent(ctx context.Context, contentKey, deliveryID string) (bool, error) {
+	k := keyOf(contentKey)
+	_, err := q.content.Create(ctx, k, []byte(deliveryID))
+	if err == nil {
+		return true, nil
+	}
+	if !errors.Is(err, jetstream.ErrKeyExists) {
+		return false, fmt.Errorf("queue: claim content of %s: %w", deliveryID, err)
+	}
+	e, err := q.content.Get(ctx, k)
+	if err != nil {
+		return false, fmt.Errorf("queue: read content claim of %s: %w", deliveryID, err)
+	}
+	return string(e.Value()) == deliveryID, nil
+}
+
+// DeadLetter is an event that failed dispatch MaxDeliver times.
+type DeadLetter struct {
+	// Seq is the dead letter's sequence in the dead-letter stream (what
+	// Replay takes).
+	Seq        uint64
+	DeliveryID string
+	// OriginalSeq is the event's sequence in the events stream.
+	OriginalSeq uint64
+	Attempts    int
+	Reason      string
+	At          time.Time
+	Event       *ingress.Event
+}
+
+// Kill moves a message to the dead-letter stream and acknowledges it.
+func (q *Queue) Kill(ctx context.Context, m *Message, attempts int, reason string) error {
+	msg := nats.NewMsg(q.deadSubj)
+	msg.Data = m.raw.Data()
+	if off := m.raw.Headers().Get(HeaderPayloadOffset); off != "" {
+		msg.Header.Set(HeaderPayloadOffset, off)
+	}
+	msg.Header.Set(HeaderDeadReason, truncate(reason, 2000))
+	msg.Header.Set(HeaderDeadAttempts, strconv.Itoa(attempts))
+	msg.Header.Set(HeaderDeadSeq, strconv.FormatUint(m.Seq, 10))
+	// One dead letter per stream sequence, even if Kill runs twice.
+	msg.Header.Set(jetstream.MsgIDHeader, "dead-"+strconv.FormatUint(m.Seq, 10))
+	if _, err := q.js.PublishMsg(ctx, msg); err != nil {
+		return fmt.Errorf("queue: dead-letter stream sequence %d: %w", m.Seq, err)
+	}
+	return m.AckSync(ctx)
+}
+
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[:n]
+}
+
+// DeadLetters lists the dead letters, oldest first.
+func (q *Queue) DeadLetters(ctx context.Context) ([]DeadLetter, error) {
+	info, err := q.dead.Info(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("queue: dead-letter stream: %w", err)
+	}
+	var out []DeadLetter
+	if info.State.Msgs == 0 {
+		return nil, nil
+	}
+	for seq := info.State.FirstSeq; seq <= info.State.LastSeq; seq++ {
+		raw, err := q.dead.GetMsg(ctx, seq)
+		if errors.Is(err, jetstream.ErrMsgNotFound) {
+			continue
+		}
+		if err != nil {
+			return out, fmt.Errorf("queue: dead letter %d: %w", seq, err)
+		}
+		out = append(out, decodeDead(raw))
+	}
+	return out, nil
+}
+
+func decodeDead(raw *jetstream.RawStreamMsg) DeadLetter {
+	d := DeadLetter{Seq: raw.Sequence, At: raw.Time, Reason: raw.Header.Get(HeaderDeadReason)}
+	d.Attempts, _ = strconv.Atoi(raw.Header.Get(HeaderDeadAttempts))
+	d.OriginalSeq, _ = strconv.ParseUint(raw.Header.Get(HeaderDeadSeq), 10, 64)
+	if ev, err := decode(raw.Header, raw.Data); err == nil {
+		d.Event = ev
+		d.DeliveryID = ev.DeliveryID
+	}
+	return d
+}
+
+// Replay puts a dead letter back on the events stream (at the end) and
+// removes it from the dead-letter stream. The event keeps its delivery id;
+// the publish carries a distinct message id so the server's duplicate window
+// does not swallow it.
+func (q *Queue) Replay(ctx context.Context, seq uint64) error {
+	raw, err := q.dead.GetMsg(ctx, seq)
+	if errors.Is(err, jetstream.ErrMsgNotFound) {
+		return fmt.Errorf("queue: dead letter %d: %w (list them with the dead-letter API)", seq, ErrNotFound)
+	}
+	if err != nil {
+		return fmt.Errorf("queue: dead letter %d: %w", seq, err)
+	}
+	msg := nats.NewMsg(q.subject)
+	msg.Data = raw.Data
+	if off := raw.Header.Get(HeaderPayloadOffset); off != "" {
+		msg.Header.Set(HeaderPayloadOffset, off)
+	}
+	if _, err := q.js.PublishMsg(ctx, msg, jetstream.WithMsgID("replay-"+strconv.FormatUint(seq, 10))); err != nil {
+		return fmt.Errorf("queue: replay dead letter %d: %w", seq, err)
+	}
+	if err := q.dead.DeleteMsg(ctx, seq); err != nil {
+		return fmt.Errorf("queue: replayed dead letter %d but could not remove it: %w", seq, err)
+	}
+	return nil
+}
+
+// Pending reports how many events are kept and not yet acknowledged.
+func (q *Queue) Pending(ctx context.Context) (uint64, error) {
+	info, err := q.events.Info(ctx)
+	if err != nil {
+		return 0, fmt.Errorf("queue: events stream: %w", err)
+	}
+	return info.State.Msgs, nil
+}
+
+// Dispatcher lease. One dispatcher consumes a stream at a time: the lease
+// is a key in a KV bucket whose entries expire after LeaseTTL unless
+// renewed. A second loopd on the same (external) stream waits as a standby
+// and takes over when the holder stops or dies. Per-work-item leases, so
+// that several instances share the work (decision 15), are not built.
+
+// DefaultLeaseTTL is how long a lease outlives its last renewal.
+const DefaultLeaseTTL = 15 * time.Second
+
+const leaseKey = "dispatcher"
+
+// ErrLeaseLost: the lease was taken over or could not be renewed.
+var ErrLeaseLost = errors.New("queue: dispatcher lease lost")
+
+// Lease is a held dispatcher lease. Lost is closed when it is lost.
+type Lease struct {
+	Lost    <-chan struct{}
+	release func()
+}
+
+// Release gives the lease up (idempotent).
+func (l *Lease) Release() { l.release() }
+
+// AcquireLease blocks until this owner holds the dispatcher lease (or ctx
+// ends), then renews it in the background every ttl/3.
+func (q *Queue) AcquireLease(ctx context.Context, owner string, ttl time.Duration) (*Lease, error) {
+	if ttl <= 0 {
+		ttl = DefaultLeaseTTL
+	}
+	kv, err := q.js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{
+		Bucket: q.cfg.Prefix + "_leases", Description: "which loopd dispatches", TTL: ttl, Storage: jetstream.FileStorage, History: 1,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("queue: lease bucket: %w", err)
+	}
+	var rev uint64
+	for {
+		rev, err = kv.Create(ctx, leaseKey, []byte(owner))
+		if err == nil {
+			break
+		}
+		if !errors.Is(err, jetstream.ErrKeyExists) {
+			return nil, fmt.Errorf("queue: acquire lease: %w", err)
+		}
+		// Our own lease from a previous run of this owner: take it over.
+		if e, gerr := kv.Get(ctx, leaseKey); gerr == nil && string(e.Value()) == owner {
+			if rev, err = kv.Update(ctx, leaseKey, []byte(owner), e.Revision()); err == nil {
+				break
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-time.After(ttl / 5):
+		}
+	}
+	lost := make(chan struct{})
+	stop := make(chan struct{})
+	var once sync.Once
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		t := time.NewTicker(ttl / 3)
+		defer t.Stop()
+		for {
+			select {
+			case <-stop:
+				return
+			case <-t.C:
+				rctx, cancel := context.WithTimeout(context.Background(), ttl/3)
+				r, err := kv.Update(rctx, leaseKey, []byte(owner), rev)
+				cancel()
+				if err != nil {
+					close(lost)
+					return
+				}
+				rev = r
+			}
+		}
+	}()
+	return &Lease{Lost: lost, release: func() {
+		once.Do(func() {
+			close(stop)
+			<-done
+			dctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+			defer cancel()
+			_ = kv.Delete(dctx, leaseKey, jetstream.LastRevision(rev))
+		})
+	}}, nil
+}
+
+// encode builds the stream message of ev in the split wire format (see
+// HeaderPayloadOffset).
+func encode(subject string, ev *ingress.Event) (*nats.Msg, error) {
+	head := *ev
+	head.Payload = nil
+	data, err := head.AppendJSON(make([]byte, 0, 512+len(ev.Payload)))
+	if err != nil {
+		return nil, err
+	}
+	msg := nats.NewMsg(subject)
+	if len(ev.Payload) > 0 {
+		msg.Header.Set(HeaderPayloadOffset, strconv.Itoa(len(data)))
+		data = append(data, ev.Payload...)
+	}
+	msg.Data = data
+	return msg, nil
+}
+
+// decode reads a stream message written by encode (or a plain JSON event).
+func decode(h nats.Header, data []byte) (*ingress.Event, error) {
+	off := h.Get(HeaderPayloadOffset)
+	if off == "" {
+		return ingress.DecodeEvent(data)
+	}
+	n, err := strconv.Atoi(off)
+	if err != nil || n < 0 || n > len(data) {
+		return nil, fmt.Errorf("bad %s header %q for %d bytes", HeaderPayloadOffset, off, len(data))
+	}
+	ev, err := ingress.DecodeEvent(data[:n])
+	if err != nil {
+		return nil, err
+	}
+	if n < len(data) {
+		ev.Payload = data[n:len(data):len(data)]
+	}
+	return ev, nil
+}

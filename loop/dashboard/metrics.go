@@ -34,14 +34,14 @@ type blockStat struct {
 }
 
 type bar struct {
-	Label       string
+	Label         string
 	Y, Y2, W1, W2 int
-	LY          int
-	Text1       string
-	Text2       string
-	TX1, TX2    int
-	Title       string
-	BarH, Width int
+	LY            int
+	Text1         string
+	Text2         string
+	TX1, TX2      int
+	Title         string
+	BarH, Width   int
 }
 
 type chart struct {

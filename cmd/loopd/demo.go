@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"os"
@@ -79,6 +80,8 @@ func runDemo(e *env, yes, keep bool) error {
 		return nil
 	case errors.Is(err, demo.ErrMissingTool):
 		return &exitError{code: exitRefused, msg: err.Error()}
+	case errors.Is(err, context.Canceled) && ctx.Err() != nil:
+		return &exitError{code: exitFailed, msg: "demo interrupted; everything it started was stopped and removed"}
 	}
 	return err
 }
@@ -93,11 +96,12 @@ func demoAgentCommand() *cli.Command {
 		Usage:  "the scripted agent loopd demo runs in tmux in place of claude",
 		Flags: []cli.Flag{
 			&cli.StringFlag{Name: "config", Required: true, Usage: "the demo's CLI config (the agent's claims read it)"},
+			&cli.IntFlag{Name: "demo-pid", Usage: "the demo's process: when it is gone, the agent ends its tmux server"},
 			&cli.StringFlag{Name: "session-id", Hidden: true},
 			&cli.StringFlag{Name: "resume", Hidden: true},
 		},
 		Action: func(c *cli.Context) error {
-			return demoagent.Run(c.Context, demoagent.Options{ConfigPath: c.String("config")})
+			return demoagent.Run(c.Context, demoagent.Options{ConfigPath: c.String("config"), DemoPID: c.Int("demo-pid")})
 		},
 	}
 }

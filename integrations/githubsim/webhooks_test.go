@@ -279,3 +279,7 @@ func TestAddHookReceivesLaterChangesOnly(t *testing.T) {
 	require.Equal(t, "issues", got[0].event)
 	require.Equal(t, "the-loop: auto-execute", str(got[0].payload, "label", "name"))
 }
+
+func githubsimConfigWithHook(url, secret string) githubsim.Config {
+	return githubsim.Config{Hooks: []githubsim.Hook{{URL: url, Secret: secret}}}
+}

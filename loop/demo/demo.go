@@ -37,6 +37,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -52,16 +53,15 @@ import (
 
 // The demo's fixed cast.
 const (
-	Owner     = "demo"
-	Repo      = "widgets"
-	RepoFull  = Owner + "/" + Repo
-	Human     = "dana"
-	BotLogin  = "theloop-bot"
-	WorkItem  = "issue-1"
-	Label     = daemon.DefaultAutoExecuteLabel
-	issueNum  = 1
-	issueRef  = "github:" + RepoFull + "#1"
-	agentFlag = "--config"
+	Owner    = "demo"
+	Repo     = "widgets"
+	RepoFull = Owner + "/" + Repo
+	Human    = "dana"
+	BotLogin = "theloop-bot"
+	WorkItem = "issue-1"
+	Label    = daemon.DefaultAutoExecuteLabel
+	issueNum = 1
+	issueRef = "github:" + RepoFull + "#1"
 )
 
 // TokenEnv is the environment variable the stand-in's token is read from,
@@ -92,7 +92,8 @@ type Options struct {
 	// Out receives the narration.
 	Out io.Writer
 	// AgentArgv is the command that runs the scripted agent, to which
-	// "--config <file>" and the harness's own arguments are appended — for
+	// "--config <file> --demo-pid <pid>" and the harness's own arguments
+	// are appended (see demoagent.Options) — for
 	// loopd, [os.Executable(), "demo", "agent"]. Required.
 	AgentArgv []string
 	// Token is the stand-in's API token. The caller must also have set it
@@ -181,7 +182,7 @@ func Run(ctx context.Context, opts Options) (res *Result, err error) {
 			return nil, err
 		}
 	}
-	w := &world{opts: opts, res: &Result{}, p: newPrinter(opts.Out), in: bufio.NewReader(opts.In)}
+	w := &world{opts: opts, res: &Result{}, p: newPrinter(opts.Out), in: bufio.NewReader(opts.In), routedAway: map[string]string{}}
 	defer func() {
 		if cerr := w.close(); err == nil && cerr != nil {
 			err = cerr
@@ -191,7 +192,11 @@ func Run(ctx context.Context, opts Options) (res *Result, err error) {
 		return w.res, err
 	}
 	err = w.walk(ctx)
-	w.summary(ctx)
+	// Stop the daemon first, so the summary is the last word.
+	if serr := w.stopDaemon(); err == nil && serr != nil {
+		err = serr
+	}
+	w.summary(context.WithoutCancel(ctx))
 	return w.res, err
 }
 
@@ -213,6 +218,7 @@ type world struct {
 	graph                              *graph.Graph
 	mu                                 sync.Mutex
 	attachShown                        bool
+	routedAway                         map[string]string // delivery id → why the receiver did not queue it
 }
 
 func (w *world) setUp(ctx context.Context) error {
@@ -225,7 +231,7 @@ func (w *world) setUp(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	w.socket = fmt.Sprintf("theloop-demo-%d", os.Getpid())
+	w.socket = fmt.Sprintf("%s%d", demoagent.DemoSocketPrefix, os.Getpid())
 	w.res.Attach = fmt.Sprintf("tmux -L %s attach -t %s", w.socket, w.item.TmuxName())
 	w.state = filepath.Join(w.dir, "state")
 	w.p.say("theloop demo — the real loopd walks GitHub issue #1 through %s", loop.WorkItemLoop)
@@ -265,7 +271,9 @@ func (w *world) setUp(ctx context.Context) error {
 		return err
 	}
 	script := "#!/bin/sh\n# loopd demo: `claude` is theloop's scripted agent (package loop/demoagent)\nexec"
-	for _, a := range append(append([]string{}, w.opts.AgentArgv...), agentFlag, w.config) {
+	// --demo-pid: the agent ends its tmux server if this process dies
+	// without cleaning up.
+	for _, a := range append(append([]string{}, w.opts.AgentArgv...), "--config", w.config, "--demo-pid", strconv.Itoa(os.Getpid())) {
 		script += " " + shellQuote(a)
 	}
 	script += ` "$@"` + "\n"
@@ -362,18 +370,7 @@ func (w *world) git(ctx context.Context, dir string, args ...string) error {
 // close stops everything this run started and removes its directory unless
 // Keep.
 func (w *world) close() error {
-	if w.tail != nil {
-		w.tail.stop()
-	}
-	var err error
-	if w.cancel != nil {
-		w.cancel()
-		select {
-		case err = <-w.done:
-		case <-time.After(60 * time.Second):
-			err = errors.New("demo: the daemon did not stop within 60s")
-		}
-	}
+	err := w.stopDaemon()
 	if w.sim != nil {
 		w.sim.Close()
 	}
@@ -389,6 +386,26 @@ func (w *world) close() error {
 		} else if rerr := os.RemoveAll(w.dir); rerr != nil && err == nil {
 			err = rerr
 		}
+	}
+	return err
+}
+
+// stopDaemon stops the daemon (draining what it was doing) and the
+// event-log tail; it is a no-op the second time.
+func (w *world) stopDaemon() error {
+	var err error
+	if w.cancel != nil {
+		w.cancel()
+		select {
+		case err = <-w.done:
+		case <-time.After(60 * time.Second):
+			err = errors.New("demo: the daemon did not stop within 60s")
+		}
+		w.cancel = nil
+	}
+	if w.tail != nil {
+		w.tail.stop()
+		w.tail = nil
 	}
 	return err
 }

@@ -27,12 +27,13 @@ func TestMain(m *testing.M) {
 	if len(os.Args) > 2 && os.Args[1] == "demo" && os.Args[2] == "agent" {
 		fs := flag.NewFlagSet("agent", flag.ContinueOnError)
 		config := fs.String("config", "", "")
+		pid := fs.Int("demo-pid", 0, "")
 		fs.String("session-id", "", "")
 		fs.String("resume", "", "")
 		if err := fs.Parse(os.Args[3:]); err != nil {
 			os.Exit(2)
 		}
-		if err := demoagent.Run(context.Background(), demoagent.Options{ConfigPath: *config}); err != nil {
+		if err := demoagent.Run(context.Background(), demoagent.Options{ConfigPath: *config, DemoPID: *pid}); err != nil {
 			fmt.Fprintln(os.Stderr, "scripted agent:", err)
 			time.Sleep(2 * time.Second)
 			os.Exit(1)

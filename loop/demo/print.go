@@ -80,6 +80,12 @@ func (w *world) onDelivery(d githubsim.Delivery) {
 		what += fmt.Sprintf(" %q", body.Label.Name)
 	}
 	answer := fmt.Sprintf("loopd answered %d", d.Status)
+	w.mu.Lock()
+	why, dropped := w.routedAway[d.ID]
+	w.mu.Unlock()
+	if dropped {
+		answer += ", not queued: " + explain(why)
+	}
 	switch {
 	case d.Err != "":
 		answer = "not delivered: " + d.Err
@@ -158,6 +164,18 @@ func (w *world) observe(o daemon.Observation) {
 			}
 		}
 	case daemon.KindEvent:
+		reason, _ := o.Fields["reason"].(string)
+		switch o.Name {
+		case "routing.dropped":
+			// Seen before the receiver answers: the delivery's line says it.
+			w.mu.Lock()
+			w.routedAway[o.DeliveryID] = reason
+			w.mu.Unlock()
+			return
+		case "dispatch.dropped":
+			w.p.line("loopd", "drops delivery %.8s…: %s", o.DeliveryID, explain(reason))
+			return
+		}
 		if strings.HasPrefix(o.Name, "control.") || strings.HasPrefix(o.Name, "dispatch.dead") {
 			w.p.line("loopd", "%s %s", o.Name, fieldsText(o.Fields, "command", "effect", "reason"))
 		}
@@ -218,6 +236,22 @@ func (w *world) onEvent(rec loop.EventRecord) {
 	case "graph.escalated", "graph.forced", "graph.link_failed", "graph.no_edge":
 		w.p.line(who, "%s %s", rec.Event, string(rec.Line))
 	}
+}
+
+// reasons explains the drop reasons the demo meets.
+var reasons = map[string]string{
+	"spawn-policy":       "the issue is not armed (no auto-execute label yet)",
+	"self-authored":      "theloop's own comment",
+	"unauthorized-actor": "sender not authorized",
+	"duplicate-delivery": "already handled",
+	"duplicate-content":  "the same change arrived before",
+}
+
+func explain(reason string) string {
+	if e, ok := reasons[reason]; ok {
+		return reason + " — " + e
+	}
+	return reason
 }
 
 func fieldsText(m map[string]any, keys ...string) string {

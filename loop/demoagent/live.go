@@ -89,7 +89,16 @@ func (l *Live) open(id string) (*graph.Runtime, func(), error) {
 // SpecDir is the checkout's spec directory (workflow.specDir, or the CLI
 // config's override).
 func (l *Live) SpecDir() (string, error) {
-	repo, err := loop.OpenRepo(l.Dir, "")
+	override := ""
+	if l.ConfigPath != "" {
+		cfg, err := loop.LoadCLIConfig(loop.CLIConfigSource{Path: l.ConfigPath, LookupEnv: l.LookupEnv,
+			HomeDir: func() (string, error) { return "", fmt.Errorf("no home") }, WorkDir: l.Dir})
+		if err != nil {
+			return "", err
+		}
+		override = cfg.GraphSpecDir
+	}
+	repo, err := loop.OpenRepo(l.Dir, override)
 	if err != nil {
 		return "", err
 	}

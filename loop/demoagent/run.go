@@ -7,7 +7,9 @@ import (
 	"io"
 	"os"
 	"strings"
+	"time"
 
+	"github.com/theloop-dev/theloop/internal/run"
 	"github.com/theloop-dev/theloop/loop"
 )
 
@@ -28,6 +30,9 @@ type Options struct {
 	Out io.Writer
 	// Claimer overrides the runtime (tests); default Live.
 	Claimer Claimer
+	// DemoPID is the process that runs the demo: when it is gone, the agent
+	// ends its own tmux server (0: no watch).
+	DemoPID int
 }
 
 // Run is the scripted agent's main: what runs in the tmux session in place
@@ -86,6 +91,7 @@ func Run(ctx context.Context, opts Options) error {
 	msgs := make(chan string, 64)
 	serveErr := make(chan error, 1)
 	go func() { serveErr <- Serve(ctx, opts.In, out, msgs) }()
+	go watchDemo(ctx, opts.DemoPID, opts.LookupEnv, time.Second, run.Exec{})
 	for msg := range msgs {
 		lines := strings.Count(msg, "\n") + 1
 		fmt.Fprintf(out, "\n◀ message submitted (%d line%s) — checking where %s stands\n", lines, plural(lines), opts.WorkItem)

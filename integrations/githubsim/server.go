@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -364,10 +365,33 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // userKey carries the request's login (Config.Users) to the handlers.
 type userKey struct{}
 
+// AddUser adds a Config.Users credential: comments posted with token are
+// authored by login.
+func (s *Server) AddUser(token, login string) error {
+	if token == "" {
+		return errors.New("githubsim: AddUser: empty token")
+	}
+	if err := checkLogin(login); err != nil {
+		return fmt.Errorf("githubsim: AddUser: %w", err)
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	users := make(map[string]string, len(s.cfg.Users)+1)
+	for t, l := range s.cfg.Users {
+		users[t] = l
+	}
+	users[token] = login
+	s.cfg.Users = users
+	return nil
+}
+
 // userLogin is the login of a Config.Users token ("" otherwise).
 func (s *Server) userLogin(auth string) string {
 	_, tok, _ := strings.Cut(auth, " ")
-	for t, login := range s.cfg.Users {
+	s.mu.Lock()
+	users := s.cfg.Users
+	s.mu.Unlock()
+	for t, login := range users {
 		if t != "" && constantTimeEqual(strings.TrimSpace(tok), t) {
 			return login
 		}

@@ -41,6 +41,11 @@ type Config struct {
 	StuckAfter time.Duration
 	// Key is the login-token key (nil: 32 random bytes).
 	Key []byte
+	// EventLog, when set, is the shared JSONL event log the dashboard
+	// watches for transitions made by other processes (an agent's
+	// `loopctl graph complete`), polled every EventLogPoll (default 100ms).
+	EventLog     string
+	EventLogPoll time.Duration
 }
 
 // Deps is the dashboard's world.
@@ -64,6 +69,7 @@ type Dashboard struct {
 	tpl  *template.Template
 	auth *sessions
 	hub  *hub
+	tail *tailer
 
 	mu   sync.Mutex
 	srv  *http.Server
@@ -102,6 +108,9 @@ func New(cfg Config, deps Deps) (*Dashboard, error) {
 	}
 	d := &Dashboard{cfg: cfg, deps: deps, tpl: tpl, auth: newSessions(cfg.Key)}
 	d.hub = newHub(deps.Source, deps.Now, deps.Log)
+	if cfg.EventLog != "" {
+		d.tail = startTailer(cfg.EventLog, cfg.EventLogPoll, d.hub.notify)
+	}
 	return d, nil
 }
 
@@ -168,6 +177,10 @@ func (d *Dashboard) Notify(ref string) { d.hub.notify(ref) }
 // Close stops serving (open event streams are ended), stops the update
 // goroutine and removes the login file.
 func (d *Dashboard) Close() error {
+	if d.tail != nil {
+		d.tail.close()
+		d.tail = nil
+	}
 	d.hub.close()
 	d.mu.Lock()
 	srv := d.srv
@@ -215,7 +228,7 @@ func (d *Dashboard) guard(next http.Handler) http.Handler {
 		h.Set("Content-Security-Policy", "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self'; connect-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'")
 		h.Set("X-Content-Type-Options", "nosniff")
 		h.Set("X-Frame-Options", "DENY")
-		h.Set("Referrer-Policy", "no-referrer")
+		h.Set("Referrer-Policy", "same-origin") // never to other sites; "no-referrer" would make the browser send Origin: null on our own forms
 		h.Set("Cross-Origin-Opener-Policy", "same-origin")
 		h.Set("Cross-Origin-Resource-Policy", "same-origin")
 		h.Set("Cache-Control", "no-store")

@@ -268,7 +268,7 @@ func TestSecurityHeadersAndHostGuard(t *testing.T) {
 	}
 	require.NotContains(t, csp, "unsafe-inline")
 	require.Equal(t, "nosniff", hdr.Get("X-Content-Type-Options"))
-	require.Equal(t, "no-referrer", hdr.Get("Referrer-Policy"))
+	require.Equal(t, "same-origin", hdr.Get("Referrer-Policy"))
 	require.Equal(t, "DENY", hdr.Get("X-Frame-Options"))
 
 	// DNS rebinding: a foreign Host is refused even with a valid session.

@@ -223,7 +223,7 @@ func layoutGraph(g *graph.Graph, marks map[string]Mark) picture {
 			ID: n.ID, Phase: n.Phase, X: x, Y: y, W: nodeW, H: nodeH,
 			TX: x + nodeW/2, TY: y + 17, PY: y + 32,
 			Mark: m, Human: n.IsHuman(), Terminal: n.Terminal, Title: title,
-			ShortID: clip(n.ID, 24), ShortPhase: clip(n.Phase, 28),
+			ShortID: clip(n.ID, 24), ShortPhase: clip(phaseLabel(n), 28),
 		})
 	}
 	lane := 0
@@ -250,6 +250,14 @@ func layoutGraph(g *graph.Graph, marks map[string]Mark) picture {
 		pic.Edges = append(pic.Edges, picEdge{D: d, Label: label, LX: (x1+x2)/2 + 4, LY: my, Taken: taken})
 	}
 	return pic
+}
+
+// phaseLabel is the node's phase when it says more than the id.
+func phaseLabel(n *graph.Node) string {
+	if n.Phase == n.ID {
+		return ""
+	}
+	return n.Phase
 }
 
 func joinLabels(ls []string) string {

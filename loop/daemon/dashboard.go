@@ -285,7 +285,8 @@ func (s *dashSource) liveness(ctx context.Context, rec sessions.Record) bool {
 	}
 	s.mu.Unlock()
 	lv, _ := s.d.tmux.Probe(ctx, rec.TmuxName)
-	live := lv == sessions.LivenessLive
+	// Unknown (tmux slow or busy): the registry's word stands.
+	live := lv == sessions.LivenessLive || lv == sessions.LivenessUnknown
 	s.mu.Lock()
 	s.live[ref] = liveEntry{live: live, at: now}
 	s.mu.Unlock()

@@ -193,7 +193,7 @@ func layoutGraph(g *graph.Graph, marks map[string]Mark) picture {
 		backLanes++
 	}
 	pic := picture{
-		Width:  2*marginX + widest*nodeW + (widest-1)*gapX + backLanes*14 + 20,
+		Width:  2*marginX + widest*nodeW + (widest-1)*gapX + backLanes*14 + 110,
 		Height: 2*marginY + len(rows)*nodeH + (len(rows)-1)*gapY,
 	}
 	center := marginX + (widest*nodeW+(widest-1)*gapX)/2
@@ -236,11 +236,11 @@ func layoutGraph(g *graph.Graph, marks map[string]Mark) picture {
 		taken := marks[nodes[k.from].ID] == MarkPassed && marks[nodes[k.to].ID] != MarkPending && marks[nodes[k.to].ID] != MarkSkipped
 		if back[k] {
 			lane++
-			rx := pic.Width - marginX/2 - lane*14
+			rx := marginX + widest*nodeW + (widest-1)*gapX + lane*14
 			x1, y1 := a[0]+nodeW, a[1]+nodeH/2
 			x2, y2 := b[0]+nodeW, b[1]+nodeH/2
 			d := fmt.Sprintf("M%d %d C%d %d %d %d %d %d", x1, y1, rx, y1, rx, y2, x2+6, y2)
-			pic.Edges = append(pic.Edges, picEdge{D: d, Label: label, LX: rx - 4, LY: (y1 + y2) / 2, Back: true, Taken: taken})
+			pic.Edges = append(pic.Edges, picEdge{D: d, Label: label, LX: rx + 4, LY: (y1 + y2) / 2, Back: true, Taken: taken})
 			continue
 		}
 		x1, y1 := a[0]+nodeW/2, a[1]+nodeH

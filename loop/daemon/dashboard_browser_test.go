@@ -218,6 +218,21 @@ func TestDashboardInARealBrowser(t *testing.T) {
 	require.Equal(t, 42, evalInt(t, ctx, `window.__noReload || 0`), "the row changed without a reload")
 	t.Logf("end to end, comment posted on the stand-in → signed delivery → gate → row updated in the DOM: %v", time.UnixMilli(updatedAt).Sub(commented))
 
+	// A new work item with a hostile title appears live (a cloned row
+	// filled with textContent) and its title stays text.
+	const hostile = `<img src=x onerror="window.__pwned=1"><script>window.__pwned=2</script>`
+	is2, err := w.sim.OpenIssue(repoFull, human, hostile, "a title that tries to run")
+	require.NoError(t, err)
+	require.NoError(t, w.sim.AddLabel(repoFull, is2.Number, human, label))
+	row2 := fmt.Sprintf(`tr[data-ref="github:%s#%d"]`, repoFull, is2.Number)
+	run(t, ctx, "second item appears live",
+		poll(`(() => { const e = document.querySelector('`+row2+` [data-f=title]'); return e !== null && e.textContent.startsWith('<img'); })()`, 30*time.Second))
+	require.Equal(t, hostile, value(t, ctx, "hostile title", chromedp.Evaluate[string](`document.querySelector('`+row2+` [data-f=title]').textContent`)))
+	require.Zero(t, evalInt(t, ctx, `document.querySelectorAll('#board img, #board tbody script').length`), "no element came out of the title")
+	require.Zero(t, evalInt(t, ctx, `window.__pwned || 0`))
+	require.Equal(t, 42, evalInt(t, ctx, `window.__noReload || 0`), "the new row came without a reload")
+	shoot(t, ctx, shots, "board-hostile-title.png")
+
 	// Transitions made by another process — the agent's `loopctl graph
 	// complete` — reach the board through the shared event log.
 	for _, step := range []struct{ node, file, body, next string }{

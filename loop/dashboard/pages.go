@@ -43,6 +43,9 @@ func rowData(it Item, now time.Time) row {
 		Human: it.Human, State: it.State, Finding: clip(it.Finding, 400), Live: it.SessionLive, Attach: it.Attach,
 		LastEvent: it.LastEvent, Page: "/item?ref=" + url.QueryEscape(it.Ref),
 	}
+	if r.Phase == r.Node {
+		r.Phase = "" // most nodes are named after their phase
+	}
 	if !it.Since.IsZero() {
 		r.Since = it.Since.UTC().Format(time.RFC3339)
 		r.wait = now.Sub(it.Since)

@@ -59,6 +59,13 @@
     setText(tr, 'last', r.lastEvent);
     var fr = board.getAttribute('data-repo'), fs = board.getAttribute('data-state');
     tr.hidden = (fr && fr !== r.repo) || (fs && fs !== state);
+    var count = document.getElementById('count');
+    if (count && !fr && !fs) {
+      var rows = board.querySelectorAll('tbody tr');
+      var shown = 0;
+      rows.forEach(function (x) { if (!x.hidden) shown++; });
+      count.textContent = shown + ' of ' + rows.length + ' work items';
+    }
     tr.setAttribute('data-updated-at', String(Date.now()));
     tr.classList.remove('flash'); void tr.offsetWidth; tr.classList.add('flash');
   }

@@ -378,7 +378,9 @@ func (s *dashSource) Detail(ctx context.Context, ref string) (*dashboard.Detail,
 		for _, name := range n.ProducedNames() {
 			rel := filepath.ToSlash(filepath.Join(specDir, id, name))
 			a := dashboard.Artifact{Node: n.ID, Name: name, Path: rel}
-			a.Exists, a.Locked, a.ApprovedBy = readLock(filepath.Join(rec.Cwd, filepath.FromSlash(rel)))
+			if filepath.IsLocal(filepath.FromSlash(rel)) { // never read outside the checkout
+				a.Exists, a.Locked, a.ApprovedBy = readLock(filepath.Join(rec.Cwd, filepath.FromSlash(rel)))
+			}
 			det.Artifacts = append(det.Artifacts, a)
 		}
 	}

@@ -519,6 +519,19 @@ func TestMetrics(t *testing.T) {
 	ds := gateDwell(evs, gates)
 	require.Equal(t, []dwellStat{{Gate: "g", Count: 10, Waiting: 1, P50: 5 * time.Hour, P90: 9 * time.Hour}}, ds)
 
+	tp := throughput([]Event{
+		{Time: t0.AddDate(0, 0, -20), Name: "graph.advanced", Fields: map[string]any{"node": "design"}},
+		{Time: t0.AddDate(0, 0, -13), Name: "graph.advanced", Fields: map[string]any{"node": "design"}},
+		{Time: t0, Name: "graph.advanced", Fields: map[string]any{"node": "design"}},
+		{Time: t0, Name: "graph.advanced", Fields: map[string]any{"node": "design-critic-review"}},
+		{Time: t0, Name: "graph.blocked", Fields: map[string]any{"node": "design"}},
+	}, map[string]string{"design": "design", "design-critic-review": "design"}, t0)
+	require.Len(t, tp.Rows, 1)
+	require.Equal(t, "design", tp.Rows[0].Phase)
+	require.Equal(t, 3, tp.Rows[0].Total, "older than 14 days and non-transitions are not counted")
+	require.Equal(t, 1, tp.Rows[0].Counts[0])
+	require.Equal(t, 2, tp.Rows[0].Counts[throughputDays-1])
+
 	h := newHarness(t, "dana", []string{"dana"})
 	c := h.client(t)
 	_, body, _ := get(t, c, h.srv.URL+"/metrics?stuck=45m")
@@ -529,6 +542,9 @@ func TestMetrics(t *testing.T) {
 	require.Contains(t, body, `href="/item?ref=github%3Ao%2Fr%237"`, "1h is stuck past 45m")
 	require.NotContains(t, body, `href="/item?ref=github%3Ao%2Fr%238"`, "30m is not")
 	require.NotContains(t, body, `href="/item?ref=github%3Ap%2Fq%231"`, "done is never stuck")
+	require.Contains(t, body, `id="throughput"`)
+	require.Contains(t, body, "<title>phase-selection: 1 on 2026-11-30</title>")
+	require.Contains(t, body, "<title>requirements-definition: 1 on 2026-11-30</title>")
 }
 
 func TestLayoutIsDeterministicAndInside(t *testing.T) {

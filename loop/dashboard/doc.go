@@ -20,7 +20,8 @@
 //     which comment); the timeline from the event log; and at an open human
 //     gate, "Approve", "Approve with comments" and "Request changes".
 //   - Metrics (/metrics): gate dwell p50/p90 per gate, items stuck past a
-//     threshold, blocks by hook, drawn as inline SVG on the server.
+//     threshold, throughput per phase per day, blocks by hook — from the
+//     event log, drawn as inline SVG on the server.
 //
 // The graph picture is laid out here, not by Graphviz. A layered layout
 // of our own (longest-path layers over the forward edges, back edges found

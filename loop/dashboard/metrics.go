@@ -56,6 +56,7 @@ type metricsPage struct {
 	Blocks     []blockStat
 	BlockChart chart
 	Stuck      []row
+	Throughput throughputChart
 	StuckAfter string
 	Events     int
 }
@@ -63,13 +64,14 @@ type metricsPage struct {
 var (
 	gateIDsOnce sync.Once
 	gateIDs     map[string]bool
+	nodePhases  map[string]string
 )
 
 // humanGates is the set of human-gate node ids of the shipped graphs (the
 // event log names nodes, not their kinds).
 func humanGates() map[string]bool {
 	gateIDsOnce.Do(func() {
-		gateIDs = map[string]bool{}
+		gateIDs, nodePhases = map[string]bool{}, map[string]string{}
 		for _, name := range loop.ShippedLoopNames() {
 			g, err := loop.ShippedGraph(name)
 			if err != nil {
@@ -79,10 +81,99 @@ func humanGates() map[string]bool {
 				if n.IsHuman() {
 					gateIDs[n.ID] = true
 				}
+				if n.Phase != "" {
+					nodePhases[n.ID] = n.Phase
+				}
 			}
 		}
 	})
 	return gateIDs
+}
+
+// throughputDays is how many days the throughput chart shows.
+const throughputDays = 14
+
+// throughputRow counts the nodes of one phase completed per day.
+type throughputRow struct {
+	Phase  string
+	Total  int
+	Counts []int
+	Cells  []cell
+	TX, LY int
+}
+
+type cell struct {
+	X, Y, W, H int
+	Title      string
+}
+
+type throughputChart struct {
+	Width, Height int
+	Rows          []throughputRow
+	Days          []dayLabel
+}
+
+type dayLabel struct {
+	X     int
+	Label string
+}
+
+// throughput counts graph.advanced events per phase of the node left, per
+// UTC day, over the last throughputDays days up to now.
+func throughput(evs []Event, phases map[string]string, now time.Time) throughputChart {
+	const cellW, rowH, labelW = 22, 26, 220
+	today := now.UTC().Truncate(24 * time.Hour)
+	first := today.AddDate(0, 0, -(throughputDays - 1))
+	byPhase := map[string][]int{}
+	for _, e := range evs {
+		if e.Name != "graph.advanced" || e.Time.Before(first) {
+			continue
+		}
+		node, _ := e.Fields["node"].(string)
+		ph := phases[node]
+		if ph == "" {
+			ph = node
+		}
+		if ph == "" {
+			continue
+		}
+		day := int(e.Time.UTC().Sub(first) / (24 * time.Hour))
+		if day < 0 || day >= throughputDays {
+			continue
+		}
+		if byPhase[ph] == nil {
+			byPhase[ph] = make([]int, throughputDays)
+		}
+		byPhase[ph][day]++
+	}
+	names := make([]string, 0, len(byPhase))
+	top := 1
+	for ph, cs := range byPhase {
+		names = append(names, ph)
+		for _, c := range cs {
+			top = max(top, c)
+		}
+	}
+	sort.Strings(names)
+	c := throughputChart{Width: labelW + throughputDays*cellW + 60, Height: 24 + rowH*len(names)}
+	for i := 0; i < throughputDays; i += 2 {
+		c.Days = append(c.Days, dayLabel{X: labelW + i*cellW, Label: first.AddDate(0, 0, i).Format("01-02")})
+	}
+	for i, ph := range names {
+		y := 20 + i*rowH
+		r := throughputRow{Phase: clip(ph, 30), Counts: byPhase[ph], LY: y + 16, TX: labelW + throughputDays*cellW + 6}
+		for d, n := range byPhase[ph] {
+			r.Total += n
+			if n == 0 {
+				continue
+			}
+			h := max(2, n*(rowH-6)/top)
+			r.Cells = append(r.Cells, cell{X: labelW + d*cellW, Y: y + rowH - 4 - h, W: cellW - 4, H: h,
+				Title: fmt.Sprintf("%s: %d on %s", ph, n, first.AddDate(0, 0, d).Format("2006-01-02"))})
+		}
+		c.Rows = append(c.Rows, r)
+	}
+	return c
 }
 
 // gateDwell measures, per gate, how long work items waited there: from
@@ -243,6 +334,8 @@ func (d *Dashboard) metrics(w http.ResponseWriter, r *http.Request, _ *session) 
 	p.DwellChart = dwellChart(p.Dwell)
 	p.Blocks = blocksByHook(evs)
 	p.BlockChart = blockChart(p.Blocks)
+	humanGates()
+	p.Throughput = throughput(evs, nodePhases, now)
 	for _, it := range items {
 		if it.State == StateDone || it.Since.IsZero() || now.Sub(it.Since) < after {
 			continue

@@ -161,9 +161,8 @@ func TestDashboardInARealBrowser(t *testing.T) {
 		require.NoError(t, err)
 		return set
 	}
-	w.stop()
-	w.deps.OperatorIntegrations = operatorClient(stranger)
-	w.start()
+	// Mallory is named as the operator but is not authorized: whatever
+	// client the dashboard had, it offers nothing.
 
 	n := w.openLabeled()
 	w.waitIdle()
@@ -189,7 +188,8 @@ func TestDashboardInARealBrowser(t *testing.T) {
 	require.Zero(t, evalInt(t, ctx, `document.querySelectorAll('#gate-form, #btn-approve').length`))
 	shoot(t, ctx, shots, "item-unauthorized.png")
 
-	// Now as dana, who is authorized.
+	// Now as dana, who is authorized, with her own GitHub client.
+	w.waitIdle()
 	w.stop()
 	w.cfg.Dashboard.Operator = human
 	w.deps.OperatorIntegrations = operatorClient(human)

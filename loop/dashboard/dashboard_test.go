@@ -398,6 +398,18 @@ func TestGateActions(t *testing.T) {
 		require.Equal(t, http.StatusForbidden, res.StatusCode)
 		require.Empty(t, h.poster.posted())
 	})
+	t.Run("no operator identity: no actions", func(t *testing.T) {
+		h := newHarness(t, "", []string{"dana"})
+		c := h.client(t)
+		_, body, _ := get(t, c, h.srv.URL+"/item?ref="+url.QueryEscape(ref))
+		require.NotContains(t, body, `id="gate-form"`)
+		require.Contains(t, body, "No operator identity is configured")
+		res, err := c.PostForm(h.srv.URL+"/item/gate", url.Values{"csrf": {h.d.auth.onlyCSRF(t)}, "ref": {ref}, "action": {"approve"}})
+		require.NoError(t, err)
+		res.Body.Close()
+		require.Equal(t, http.StatusForbidden, res.StatusCode)
+		require.Empty(t, h.poster.posted())
+	})
 	t.Run("not at a gate, or no text where text is needed", func(t *testing.T) {
 		h := newHarness(t, "dana", []string{"dana"})
 		c := h.client(t)

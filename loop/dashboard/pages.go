@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/url"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -221,10 +222,10 @@ func (d *Dashboard) itemData(r *http.Request, det *Detail, ss *session) itemPage
 	p.GateOpen = det.Item.Human && det.Item.State == StateWaiting
 	p.CanAct = d.canAct()
 	switch {
-	case d.deps.Poster == nil || d.cfg.Operator == "":
-		p.ActionsWhy = "No operator identity is configured for the dashboard, so it offers no actions: decide on the ticket itself."
-	case !p.CanAct:
+	case d.cfg.Operator != "" && !slices.Contains(d.cfg.AuthorizedUsers, d.cfg.Operator):
 		p.ActionsWhy = fmt.Sprintf("You are signed in as %s, who is not in routing.authorizedUsers: theloop would ignore your comment, so the dashboard offers no actions.", d.cfg.Operator)
+	case !p.CanAct:
+		p.ActionsWhy = "No operator identity is configured for the dashboard (loopd run --dashboard-operator), so it offers no actions: decide on the ticket itself."
 	}
 	return p
 }

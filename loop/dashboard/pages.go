@@ -71,6 +71,8 @@ func humanDuration(d time.Duration) string {
 	switch {
 	case d < 0:
 		return "0s"
+	case d < time.Second:
+		return fmt.Sprintf("%dms", int(d/time.Millisecond))
 	case d < time.Minute:
 		return fmt.Sprintf("%ds", int(d/time.Second))
 	case d < time.Hour:

@@ -9,6 +9,7 @@
   function dur(ms) {
     if (ms < 0) ms = 0;
     var s = Math.floor(ms / 1000), m = Math.floor(s / 60), h = Math.floor(m / 60), d = Math.floor(h / 24);
+    if (ms < 1000) return ms + 'ms';
     if (s < 60) return s + 's';
     if (m < 60) return m + 'm';
     if (h < 48) return h + 'h' + String(m % 60).padStart(2, '0') + 'm';

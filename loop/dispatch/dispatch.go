@@ -42,6 +42,11 @@ type HandlerFunc func(ctx context.Context, ev *ingress.Event) error
 // Handle calls f.
 func (f HandlerFunc) Handle(ctx context.Context, ev *ingress.Event) error { return f(ctx, ev) }
 
+// ErrNoEffect is what a Handler returns for an event it dropped without any
+// effect (a policy said no): the event is acknowledged without a handled
+// record, so a redelivery is judged afresh rather than skipped.
+var ErrNoEffect = errors.New("dispatch: dropped without effect")
+
 // Permanent wraps an error a retry cannot fix: the event is dead-lettered at
 // once.
 func Permanent(err error) error { return permanentError{err} }
@@ -55,11 +60,15 @@ type Outcome string
 
 const (
 	OutcomeHandled          Outcome = "handled"
+	OutcomeDropped          Outcome = "dropped"
 	OutcomeAlreadyHandled   Outcome = "already-handled"
 	OutcomeDuplicateContent Outcome = "duplicate-content"
 	OutcomeRetry            Outcome = "retry"
 	OutcomeDeadLettered     Outcome = "dead-lettered"
 	OutcomeAbandoned        Outcome = "abandoned"
+	// OutcomeConsumerFailed: the stream consumer stopped handing out
+	// events before shutdown (Err says why); restart loopd.
+	OutcomeConsumerFailed Outcome = "consumer-failed"
 )
 
 // Observation reports one step of the dispatcher.
@@ -170,6 +179,9 @@ func (d *Dispatcher) Run(ctx context.Context) error {
 		for {
 			m, err := cons.Next()
 			if err != nil {
+				if ctx.Err() == nil {
+					d.observe(Observation{Outcome: OutcomeConsumerFailed, Err: err})
+				}
 				return
 			}
 			d.enqueue(m)
@@ -294,6 +306,12 @@ func (d *Dispatcher) process(key string, m *queue.Message) bool {
 			d.observe(obs)
 			return true
 		}
+		if d.stopping() {
+			// A handler cut short by shutdown is neither retried nor
+			// dead-lettered: left unacknowledged, it runs again at the next
+			// start.
+			return false
+		}
 		var perm permanentError
 		if attempt >= d.cfg.MaxDeliver || errors.As(err, &perm) {
 			return d.kill(ctx, m, obs, attempt, err)
@@ -326,6 +344,9 @@ func (d *Dispatcher) once(ctx context.Context, ev *ingress.Event) (Outcome, erro
 		}
 	}
 	if err := d.h.Handle(ctx, ev); err != nil {
+		if errors.Is(err, ErrNoEffect) {
+			return OutcomeDropped, nil
+		}
 		return "", err
 	}
 	if err := d.q.MarkHandled(ctx, ev.DeliveryID); err != nil {

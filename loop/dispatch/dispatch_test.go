@@ -275,3 +275,53 @@ func TestDrainAcksOnlyFinishedWork(t *testing.T) {
 		return err == nil && pending == 1
 	}, 10*time.Second, 10*time.Millisecond, "the finished event acknowledged, the queued one kept")
 }
+
+// An event dropped without effect is acknowledged without a handled
+// record: a later redelivery is judged afresh.
+func TestNoEffectAcksWithoutHandledRecord(t *testing.T) {
+	q := openQueue(t, t.TempDir())
+	ctx := context.Background()
+	require.NoError(t, q.Put(ctx, event(1, 0)))
+	var dropped atomic.Int32
+	d, err := dispatch.New(q, dispatch.HandlerFunc(func(context.Context, *ingress.Event) error { return dispatch.ErrNoEffect }),
+		dispatch.Config{Observe: func(o dispatch.Observation) {
+			if o.Outcome == dispatch.OutcomeDropped {
+				dropped.Add(1)
+			}
+		}})
+	require.NoError(t, err)
+	stop := runDispatcher(t, d)
+	require.Eventually(t, func() bool { return dropped.Load() == 1 }, 10*time.Second, 10*time.Millisecond)
+	stop()
+	done, err := q.Handled(ctx, "d-1-0")
+	require.NoError(t, err)
+	require.False(t, done)
+	require.Eventually(t, func() bool { n, err := q.Pending(ctx); return err == nil && n == 0 }, 10*time.Second, 10*time.Millisecond)
+}
+
+// A handler cut short by shutdown (its context cancelled after the drain
+// timeout) is not dead-lettered: it stays on the stream for the next start.
+func TestShutdownNeverDeadLetters(t *testing.T) {
+	q := openQueue(t, t.TempDir())
+	ctx := context.Background()
+	require.NoError(t, q.Put(ctx, event(1, 0)))
+	started := make(chan struct{})
+	d, err := dispatch.New(q, dispatch.HandlerFunc(func(hctx context.Context, _ *ingress.Event) error {
+		close(started)
+		<-hctx.Done()
+		return hctx.Err()
+	}), dispatch.Config{MaxDeliver: 1, DrainTimeout: 50 * time.Millisecond})
+	require.NoError(t, err)
+	rctx, cancel := context.WithCancel(ctx)
+	done := make(chan error)
+	go func() { done <- d.Run(rctx) }()
+	<-started
+	cancel()
+	require.NoError(t, <-done)
+	letters, err := q.DeadLetters(ctx)
+	require.NoError(t, err)
+	require.Empty(t, letters)
+	n, err := q.Pending(ctx)
+	require.NoError(t, err)
+	require.Equal(t, uint64(1), n)
+}

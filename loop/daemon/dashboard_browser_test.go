@@ -13,31 +13,10 @@ import (
 	"github.com/chromedp/chromedp"
 	"github.com/stretchr/testify/require"
 
-	"github.com/theloop-dev/theloop/graph"
 	"github.com/theloop-dev/theloop/integrations"
 	"github.com/theloop-dev/theloop/loop"
 	"github.com/theloop-dev/theloop/loop/daemon"
 )
-
-// claimLogged is what the agent's `loopctl graph complete` does: write
-// the artifact and claim the node, its events going to the shared event
-// log (source "loopctl").
-func claimLogged(t *testing.T, w *world, n int, node, file, body string) *graph.Claim {
-	t.Helper()
-	cwd := w.checkout(n)
-	id := fmt.Sprintf("issue-%d", n)
-	p := filepath.Join(cwd, "docs", "specs", id, file)
-	require.NoError(t, os.MkdirAll(filepath.Dir(p), 0o755))
-	require.NoError(t, os.WriteFile(p, []byte(body), 0o644))
-	el, err := loop.OpenEventLog(w.cfg.EventLogPath, "loopctl", loop.EventLogOptions{})
-	require.NoError(t, err)
-	defer el.Close()
-	rt, err := loop.Open(cwd, loop.Options{WorkItem: id, AuthorizedUsers: w.cfg.AuthorizedUsers, Sink: el})
-	require.NoError(t, err)
-	c, err := rt.Complete(context.Background(), id, node, "agent")
-	require.NoError(t, err)
-	return c
-}
 
 // chromiumPath finds the Debian chromium (the browser tests' real client).
 func chromiumPath(t *testing.T) string {

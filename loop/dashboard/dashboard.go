@@ -263,8 +263,6 @@ func loopbackHost(hostport string) bool {
 	return ip != nil && ip.IsLoopback()
 }
 
-type ctxKey struct{}
-
 // authed requires a session cookie.
 func (d *Dashboard) authed(h func(http.ResponseWriter, *http.Request, *session)) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {

@@ -602,8 +602,6 @@ func BenchmarkBoard(b *testing.B) {
 		b.Fatal(err)
 	}
 	defer d.Close()
-	jar, _ := cookiejar.New(nil)
-	_ = jar
 	id, err := d.auth.redeem(MintToken(d.cfg.Key, t0), t0)
 	if err != nil {
 		b.Fatal(err)

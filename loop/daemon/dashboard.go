@@ -362,6 +362,9 @@ func (s *dashSource) Detail(ctx context.Context, ref string) (*dashboard.Detail,
 	}
 	id := item.SpecID()
 	if rt != nil {
+		if vs, err := rt.VerifyDecisions(ctx, id); err == nil {
+			det.Decisions = vs
+		}
 		if rep, err := rt.Status(ctx, id, false); err == nil {
 			if nr, ok := rep.Node(st.CurrentNode); ok {
 				det.Messages = nr.Messages

@@ -104,6 +104,8 @@ func TestDashboardOverHTTP(t *testing.T) {
 	page = get(itemURL)
 	require.Contains(t, page, "changes-requested")
 	require.Contains(t, page, "@"+human)
+	require.Contains(t, page, `data-verdict="verified"`, "the daemon signs decisions and the page shows the verdict")
+	require.NotContains(t, page, `data-verdict="refused"`)
 
 	metrics := get(w.d.DashboardURL() + "/metrics")
 	require.Contains(t, metrics, "<td>requirements-approval</td><td>1</td>", metrics[strings.Index(metrics, `id="dwell"`):])

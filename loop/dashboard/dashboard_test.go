@@ -132,7 +132,13 @@ func testWorld(t *testing.T) (*fakeSource, *graph.State, *graph.Graph) {
 			{Ref: "github:o/r#8", Repo: "o/r", URL: hostileURL, Title: "second", Loop: g.Name, Node: "design", State: StateBlocked, Finding: hostileFinding, Since: t0.Add(-30 * time.Minute)},
 			{Ref: "github:p/q#1", Repo: "p/q", Title: "third", Loop: g.Name, Node: "complete", State: StateDone, Since: t0.Add(-10 * time.Hour)},
 		},
-		details: map[string]*Detail{"github:o/r#7": {Graph: g, State: st, Messages: []string{hostileFinding}, Artifacts: []Artifact{{Node: "requirements-definition", Name: "requirements.md", Path: "docs/specs/issue-7/requirements.md", Exists: true}}}},
+		details: map[string]*Detail{
+			"github:o/r#7": {Graph: g, State: st, Messages: []string{hostileFinding}, Artifacts: []Artifact{{Node: "requirements-definition", Name: "requirements.md", Path: "docs/specs/issue-7/requirements.md", Exists: true}}},
+			"github:o/r#8": {Graph: g, State: st, Decisions: []graph.DecisionVerdict{
+				{Gate: "phase-selection", Outcome: "selected", By: "@dana", Verdict: graph.DecisionVerified, Key: "ed25519:AAAA", CommentURL: "https://github.com/o/r/issues/8#issuecomment-1"},
+				{Gate: "requirements-approval", Outcome: "approved", By: "@dana", Verdict: graph.DecisionRefused, Reason: hostileFinding, CommentURL: hostileURL},
+			}},
+		},
 		events: []Event{
 			{Time: t0.Add(-3 * time.Hour), Name: "graph.started", WorkItem: "github:o/r#7", Fields: map[string]any{"node": "phase-selection"}},
 			{Time: t0.Add(-2 * time.Hour), Name: "graph.advanced", WorkItem: "github:o/r#7", Fields: map[string]any{"node": "phase-selection", "to": "requirements-definition", "note": hostileComment}},
@@ -301,6 +307,11 @@ func TestHostileTextIsEscaped(t *testing.T) {
 	require.Contains(t, body, "&lt;/td&gt;&lt;script&gt;")
 	_, body, _ = get(t, c, h.srv.URL+"/item?ref="+url.QueryEscape("github:o/r#7"))
 	require.Contains(t, body, "&#34;&gt;&lt;svg onload=alert(&#34;comment&#34;)&gt;")
+	_, body, _ = get(t, c, h.srv.URL+"/item?ref="+url.QueryEscape("github:o/r#8"))
+	require.Contains(t, body, `data-verdict="verified"`)
+	require.Contains(t, body, `data-verdict="refused"`)
+	require.Contains(t, body, `href="https://github.com/o/r/issues/8#issuecomment-1"`)
+	require.Contains(t, body, "&lt;/td&gt;&lt;script&gt;alert(&#34;finding&#34;)")
 }
 
 func TestBoardFilterAndSort(t *testing.T) {

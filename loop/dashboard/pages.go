@@ -143,6 +143,9 @@ func (d *Dashboard) boardData(items []Item, q url.Values) boardPage {
 
 type decisionRow struct {
 	Node, Outcome, By, At, Via, Comment, CommentURL string
+	// Verdict is verified, refused or unverified ("" when not checked);
+	// Reason explains a refusal; Key names the signing key.
+	Verdict, Reason, Key string
 }
 
 type timelineRow struct {
@@ -202,15 +205,27 @@ func (d *Dashboard) itemData(r *http.Request, det *Detail, ss *session) itemPage
 		pic := layoutGraph(det.Graph, marksFor(det.Graph, det.State))
 		p.Picture = &pic
 	}
-	if st := det.State; st != nil {
+	for _, v := range det.Decisions {
+		dr := decisionRow{Node: v.Gate, Outcome: v.Outcome, By: v.By, At: v.At, Comment: v.Comment, CommentURL: webURL(v.CommentURL), Verdict: v.Verdict, Reason: v.Reason, Key: clip(v.Key, 24)}
+		if dr.CommentURL == "" {
+			dr.CommentURL = webURL(v.Comment)
+		}
+		if det.State != nil {
+			if dec, ok := det.State.Decisions.Get(v.Gate); ok {
+				dr.Via = dec.Via
+			}
+		}
+		p.Decisions = append(p.Decisions, dr)
+	}
+	if st := det.State; st != nil && det.Decisions == nil {
 		for _, k := range st.Decisions.Keys() {
 			dec, _ := st.Decisions.Get(k)
 			if dec.Outcome == "" && dec.By == "" {
 				continue
 			}
-			dr := decisionRow{Node: k, Outcome: dec.Outcome, By: dec.By, At: dec.At, Via: dec.Via, Comment: dec.Comment}
-			if u := webURL(dec.Comment); u != "" {
-				dr.CommentURL = u
+			dr := decisionRow{Node: k, Outcome: dec.Outcome, By: dec.By, At: dec.At, Via: dec.Via, Comment: dec.Comment, CommentURL: webURL(dec.CommentURL)}
+			if dr.CommentURL == "" {
+				dr.CommentURL = webURL(dec.Comment)
 			}
 			p.Decisions = append(p.Decisions, dr)
 		}

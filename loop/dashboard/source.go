@@ -80,6 +80,10 @@ type Detail struct {
 	Messages []string
 	// Artifacts are the produced files with their lock status.
 	Artifacts []Artifact
+	// Decisions are the recorded decisions with the signature verdict
+	// (graph.Runtime.VerifyDecisions); nil: the page lists State's
+	// decisions without one.
+	Decisions []graph.DecisionVerdict
 }
 
 // Event is one event-log line about a work item (or the daemon).

@@ -17,7 +17,7 @@
 //   - Work item (/item?ref=…): the graph as inline SVG with passed, skipped,
 //     current and blocked nodes marked; the current node's messages; the
 //     artifacts with their lock status; the recorded decisions (who, when,
-//     which comment); the timeline from the event log; and at an open human
+//     which comment, and the signature verdict); the timeline from the event log; and at an open human
 //     gate, "Approve", "Approve with comments" and "Request changes".
 //   - Metrics (/metrics): gate dwell p50/p90 per gate, items stuck past a
 //     threshold, throughput per phase per day, blocks by hook — from the

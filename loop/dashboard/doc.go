@@ -7,7 +7,7 @@
 // assets (go:embed); one small vanilla script (assets/dash.js) keeps the
 // board live over Server-Sent Events. No framework, no bundler, no Node.
 //
-//   - Board (/): every tracked work item — repository, ticket link, title,
+//   - Board (/): every tracked work item (one with a session record) — repository, ticket link, title,
 //     current node and phase, state (working, waiting on a human, blocked
 //     with the finding, parked, done), time in the node, session live/dead
 //     with the `tmux attach` command, last event — filtered by repository
@@ -17,8 +17,9 @@
 //   - Work item (/item?ref=…): the graph as inline SVG with passed, skipped,
 //     current and blocked nodes marked; the current node's messages; the
 //     artifacts with their lock status; the recorded decisions (who, when,
-//     which comment, and the signature verdict); the timeline from the event log; and at an open human
-//     gate, "Approve", "Approve with comments" and "Request changes".
+//     which comment, and the signature verdict); the timeline from the
+//     event log; and at an open human gate, "Approve", "Approve with
+//     comments" and "Request changes".
 //   - Metrics (/metrics): gate dwell p50/p90 per gate, items stuck past a
 //     threshold, throughput per phase per day, blocks by hook — from the
 //     event log, drawn as inline SVG on the server.

@@ -7,6 +7,7 @@ import (
 
 	"github.com/urfave/cli/v2"
 
+	"github.com/theloop-dev/theloop/graph"
 	"github.com/theloop-dev/theloop/loop"
 	"github.com/theloop-dev/theloop/loop/daemon"
 )
@@ -16,22 +17,23 @@ type runOptions struct {
 	Config    string
 	StateRoot string
 	Insecure  bool
+	cli       *cli.Context // for the dashboard flags (dashboard.go)
 }
 
 func runCommand(e *env) *cli.Command {
 	return &cli.Command{
 		Name:  "run",
 		Usage: "run the daemon in the foreground until SIGTERM (which drains in-flight work)",
-		Flags: []cli.Flag{
+		Flags: append([]cli.Flag{
 			&cli.StringFlag{Name: "config", Usage: "the operator's cli-config.yaml (default: $THE_LOOP_CLI_CONFIG, ./.the-loop/cli-config.yaml, ~/.the-loop/cli-config.yaml)", TakesFile: true},
 			&cli.StringFlag{Name: "state-root", Usage: "theloop's state root (default: state.root of the config, .the-loop)"},
 			&cli.BoolFlag{Name: "insecure-accept-unsigned", Usage: "accept webhooks without a signature when no secret is configured (never on a reachable address)"},
-		},
+		}, dashboardFlags()...),
 		Action: func(c *cli.Context) error {
 			if c.NArg() > 0 {
 				return &exitError{code: exitRefused, msg: fmt.Sprintf("run takes no arguments (got %q)", c.Args().First())}
 			}
-			return runDaemon(e, runOptions{Config: c.String("config"), StateRoot: c.String("state-root"), Insecure: c.Bool("insecure-accept-unsigned")})
+			return runDaemon(e, runOptions{Config: c.String("config"), StateRoot: c.String("state-root"), Insecure: c.Bool("insecure-accept-unsigned"), cli: c})
 		},
 	}
 }
@@ -62,7 +64,13 @@ func runDaemon(e *env, opts runOptions) error {
 		cfg.InsecureAcceptUnsigned = true
 		fmt.Fprintln(e.Stderr, "loopd: warning: no webhook secret: accepting UNSIGNED webhooks (--insecure-accept-unsigned)")
 	}
-	d, err := daemon.New(cfg, daemon.Deps{Log: e.Stderr})
+	var operator graph.Integrations
+	if opts.cli != nil {
+		if operator, err = setUpDashboard(e, opts.cli, &cfg); err != nil {
+			return &exitError{code: exitRefused, msg: err.Error()}
+		}
+	}
+	d, err := daemon.New(cfg, daemon.Deps{Log: e.Stderr, OperatorIntegrations: operator})
 	if err != nil {
 		// A configuration loopd cannot run with (no secret, a relative
 		// state root, ...): exit 2 with the fix.
@@ -74,6 +82,9 @@ func runDaemon(e *env, opts runOptions) error {
 		select {
 		case <-d.Ready():
 			fmt.Fprintf(e.Stderr, "loopd: listening on %s (state root %s)\n", d.WebhookURL(), cfg.StateRoot)
+			if u := d.DashboardURL(); u != "" {
+				fmt.Fprintf(e.Stderr, "loopd: dashboard on %s (log in with: loopctl dashboard --open)\n", u)
+			}
 		case <-ctx.Done():
 		}
 	}()

@@ -351,7 +351,7 @@ func (s *Server) postComment(w http.ResponseWriter, r *http.Request, rp *repo, i
 		unprocessable(w, "body is missing, empty or longer than 65536 characters")
 		return
 	}
-	c := s.commentLocked(rp, is, s.cfg.BotLogin, *in.Body)
+	c := s.commentLocked(rp, is, s.author(r), *in.Body)
 	w.Header().Set("Location", fmt.Sprintf("%s/repos/%s/issues/comments/%d", s.URL(), rp.full(), c.id))
 	writeJSON(w, http.StatusCreated, s.commentJSON(rp, c))
 }

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -25,6 +26,11 @@ type Config struct {
 	// posted and the sender of changes made through the REST API. Default
 	// "theloop-bot".
 	BotLogin string
+	// Users are further credentials, token → login, for a human's own
+	// client (the dashboard commenting as its operator): comments posted
+	// with one are authored by that login. Other changes made with them
+	// are attributed to BotLogin.
+	Users map[string]string
 	// Hooks receive a webhook for every change. More than one hook models a
 	// repository hook and an app hook: the same change arrives once per
 	// hook, each under its own delivery id.
@@ -327,6 +333,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	rec.Path = path
 	rec.Authenticated = s.authenticated(r.Header.Get("Authorization"))
+	login := s.userLogin(r.Header.Get("Authorization"))
 
 	if f := s.matchFault(r.Method, path); f != nil {
 		rec.Faulted = true
@@ -346,7 +353,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		writeError(sw, http.StatusUnauthorized, "Bad credentials")
 		return
 	}
-	r2 := r.Clone(r.Context())
+	r2 := r.Clone(context.WithValue(r.Context(), userKey{}, login))
 	if s.cfg.APIPrefix != "" {
 		r2.URL.Path = strings.TrimPrefix(r2.URL.Path, s.cfg.APIPrefix)
 		r2.URL.RawPath = strings.TrimPrefix(r2.URL.RawPath, s.cfg.APIPrefix)
@@ -355,7 +362,55 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	s.dispatch(sw, r2, path)
 }
 
+// userKey carries the request's login (Config.Users) to the handlers.
+type userKey struct{}
+
+// AddUser adds a Config.Users credential: comments posted with token are
+// authored by login.
+func (s *Server) AddUser(token, login string) error {
+	if token == "" {
+		return errors.New("githubsim: AddUser: empty token")
+	}
+	if err := checkLogin(login); err != nil {
+		return fmt.Errorf("githubsim: AddUser: %w", err)
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	users := make(map[string]string, len(s.cfg.Users)+1)
+	for t, l := range s.cfg.Users {
+		users[t] = l
+	}
+	users[token] = login
+	s.cfg.Users = users
+	return nil
+}
+
+// userLogin is the login of a Config.Users token ("" otherwise).
+func (s *Server) userLogin(auth string) string {
+	_, tok, _ := strings.Cut(auth, " ")
+	s.mu.Lock()
+	users := s.cfg.Users
+	s.mu.Unlock()
+	for t, login := range users {
+		if t != "" && constantTimeEqual(strings.TrimSpace(tok), t) {
+			return login
+		}
+	}
+	return ""
+}
+
+// author is who a comment posted by r is by.
+func (s *Server) author(r *http.Request) string {
+	if l, _ := r.Context().Value(userKey{}).(string); l != "" {
+		return l
+	}
+	return s.cfg.BotLogin
+}
+
 func (s *Server) authenticated(auth string) bool {
+	if s.userLogin(auth) != "" {
+		return true
+	}
 	if s.cfg.Token == "" {
 		return true
 	}

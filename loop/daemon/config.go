@@ -147,6 +147,8 @@ type Config struct {
 	EventLogPath string
 	// DrainTimeout bounds the wait for running dispatches at shutdown.
 	DrainTimeout time.Duration
+	// Dashboard configures the web dashboard (zero: none).
+	Dashboard DashboardConfig
 }
 
 // DefaultConfig returns the reference defaults; StateRoot is left empty.

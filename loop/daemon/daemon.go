@@ -19,6 +19,7 @@ import (
 	"github.com/theloop-dev/theloop/integrations"
 	"github.com/theloop-dev/theloop/internal/run"
 	"github.com/theloop-dev/theloop/loop"
+	"github.com/theloop-dev/theloop/loop/dashboard"
 	"github.com/theloop-dev/theloop/loop/dispatch"
 	"github.com/theloop-dev/theloop/loop/queue"
 	"github.com/theloop-dev/theloop/sessions"
@@ -47,6 +48,9 @@ type Deps struct {
 	// Log receives the daemon's human-readable log lines (default
 	// os.Stderr).
 	Log io.Writer
+	// OperatorIntegrations posts the dashboard's gate comments as the
+	// operator (Config.Dashboard.Operator); nil offers no gate actions.
+	OperatorIntegrations graph.Integrations
 }
 
 // Daemon is one loopd. Build it with New, run it with Run.
@@ -76,6 +80,10 @@ type Daemon struct {
 
 	mu      sync.Mutex
 	running bool
+
+	dashMu  sync.Mutex
+	dash    *dashboard.Dashboard
+	dashSrc *dashSource
 }
 
 // New validates cfg and builds the daemon. It opens nothing: Run does.
@@ -170,6 +178,7 @@ func (d *Daemon) observe(o Observation) {
 		o.Time = d.deps.Clock.Now()
 	}
 	d.deps.Observer.Observe(o)
+	d.notifyDashboard(o)
 }
 
 func (d *Daemon) logf(format string, args ...any) {
@@ -248,6 +257,12 @@ func (d *Daemon) Run(ctx context.Context) (err error) {
 	recDone := make(chan struct{})
 	rctx, rcancel := context.WithCancel(ctx)
 	go func() { defer close(recDone); d.reconcileLoop(rctx) }()
+
+	stopDash, derr := d.startDashboard()
+	if derr != nil {
+		d.logf("the dashboard is unavailable: %v", derr)
+	}
+	defer stopDash()
 
 	d.emit("daemon.started", graph.LevelInfo, graph.Field{Key: "addr", Value: d.addr}, graph.Field{Key: "queue", Value: queueKind(d.cfg.QueueURL)})
 	close(d.ready)

@@ -331,6 +331,7 @@ integrations:
 	cfg.ClaudeEnv = &sessions.ClaudeEnvironment{} // never touch a real ~/.claude
 	cfg.ReconcileInterval = -1
 	cfg.EventLogPath = eventLog
+	cfg.Dashboard.Listen = "127.0.0.1:0"
 	cfg.Tmux.Socket = w.socket
 	cfg.Tmux.TempDir = filepath.Join(w.dir, "tmp")
 	if err := os.MkdirAll(cfg.Tmux.TempDir, 0o700); err != nil {
@@ -368,6 +369,7 @@ integrations:
 	w.tail = startTail(eventLog, w.onEvent)
 	w.p.say("loopd listens on %s (signed webhooks, secret generated for this run)", w.d.WebhookURL())
 	w.p.say("GitHub stand-in at %s; the agent's session will run in tmux server %q", w.sim.URL(), w.socket)
+	w.p.say("dashboard (one-time login URL): %s", w.d.DashboardLoginURL())
 	w.p.say("")
 	return nil
 }

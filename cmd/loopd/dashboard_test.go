@@ -1,0 +1,79 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/http/cookiejar"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/theloop-dev/theloop/loop/dashboard"
+)
+
+// TestRunServesTheDashboardBehindALoginFile runs the built loopd with a
+// dashboard: the login file appears under the state root (0600), a URL
+// minted from it logs a browser in (what `loopctl dashboard` does), and
+// SIGTERM removes the file. With --dashboard off there is none.
+func TestRunServesTheDashboardBehindALoginFile(t *testing.T) {
+	bin := loopdBinary(t)
+	free := func() int {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		require.NoError(t, err)
+		defer ln.Close()
+		return ln.Addr().(*net.TCPAddr).Port
+	}
+	start := func(dash string) (*exec.Cmd, string) {
+		base := t.TempDir()
+		state := filepath.Join(base, "state")
+		cfg := filepath.Join(base, "cfg.yaml")
+		port := free()
+		require.NoError(t, os.WriteFile(cfg, fmt.Appendf(nil, "webhooks:\n  ghWebhook:\n    port: %d\nrepositories: [octo/demo]\n", port), 0o600))
+		cmd := exec.Command(bin, "run", "--state-root", state, "--config", cfg, "--dashboard", dash, "--dashboard-operator", "dana")
+		cmd.Dir = base
+		cmd.Env = append(os.Environ(), "HOME="+base, "THE_LOOP_GH_WEBHOOK_SECRET=s", "GH_TOKEN=x", "THE_LOOP_DASHBOARD_GH_TOKEN=y")
+		require.NoError(t, cmd.Start())
+		t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
+		require.Eventually(t, func() bool {
+			res, err := http.Get(fmt.Sprintf("http://127.0.0.1:%d/healthz", port))
+			if err == nil {
+				res.Body.Close()
+			}
+			return err == nil
+		}, 30*time.Second, 20*time.Millisecond, "loopd did not start")
+		return cmd, state
+	}
+
+	cmd, state := start("127.0.0.1:0")
+	login := filepath.Join(state, dashboard.LoginFile)
+	require.Eventually(t, func() bool { _, err := os.Stat(login); return err == nil }, 30*time.Second, 20*time.Millisecond, "login file")
+	fi, err := os.Stat(login)
+	require.NoError(t, err)
+	require.Equal(t, os.FileMode(0o600), fi.Mode().Perm())
+	u, err := dashboard.LoginURL(state, time.Now())
+	require.NoError(t, err)
+	jar, _ := cookiejar.New(nil)
+	res, err := (&http.Client{Jar: jar}).Get(u)
+	require.NoError(t, err)
+	body, _ := io.ReadAll(res.Body)
+	res.Body.Close()
+	require.Equal(t, http.StatusOK, res.StatusCode)
+	require.Contains(t, string(body), `id="board"`)
+	require.NoError(t, cmd.Process.Signal(syscall.SIGTERM))
+	require.NoError(t, cmd.Wait())
+	_, err = os.Stat(login)
+	require.ErrorIs(t, err, os.ErrNotExist, "the login file goes with the daemon")
+
+	cmd, state = start("off")
+	require.NoError(t, cmd.Process.Signal(syscall.SIGTERM))
+	require.NoError(t, cmd.Wait())
+	_, err = os.Stat(filepath.Join(state, dashboard.LoginFile))
+	require.ErrorIs(t, err, os.ErrNotExist)
+}

@@ -1,0 +1,453 @@
+package daemon
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/theloop-dev/theloop/graph"
+	"github.com/theloop-dev/theloop/hooks"
+	"github.com/theloop-dev/theloop/integrations"
+	"github.com/theloop-dev/theloop/loop"
+	"github.com/theloop-dev/theloop/loop/dashboard"
+	"github.com/theloop-dev/theloop/sessions"
+)
+
+// DashboardConfig configures the dashboard loopd serves (package
+// loop/dashboard). The zero value serves none.
+type DashboardConfig struct {
+	// Listen is the loopback host:port ("" = no dashboard; "127.0.0.1:0"
+	// picks a port). The login file goes under the state root.
+	Listen string
+	// Operator is the GitHub login the gate buttons comment as, through
+	// Deps.OperatorIntegrations; empty offers no actions.
+	Operator string
+	// StuckAfter is the metrics page's stuck threshold (default 24h).
+	StuckAfter time.Duration
+}
+
+// titleTTL is how long a fetched ticket title is trusted before it is
+// fetched again (an "issues edited" webhook refreshes it sooner).
+const titleTTL = 10 * time.Minute
+
+// liveTTL is how long a tmux liveness probe is reused by the board.
+const liveTTL = 5 * time.Second
+
+// dashSource is the dashboard's view of the daemon: the session registry
+// (which work items are tracked), each checkout's graph-state.json and
+// graph, tmux liveness, ticket titles (fetched once through integrations
+// and cached) and the event log.
+type dashSource struct {
+	d *Daemon
+
+	ctx    context.Context
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+
+	mu       sync.Mutex
+	titles   map[string]titleEntry
+	fetching map[string]bool
+	last     map[string]lastEvent
+	live     map[string]liveEntry
+}
+
+type titleEntry struct {
+	title string
+	at    time.Time
+}
+
+type lastEvent struct {
+	name string
+	at   time.Time
+}
+
+type liveEntry struct {
+	live bool
+	at   time.Time
+}
+
+var _ dashboard.Source = (*dashSource)(nil)
+
+func newDashSource(d *Daemon) *dashSource {
+	ctx, cancel := context.WithCancel(context.Background())
+	return &dashSource{d: d, ctx: ctx, cancel: cancel, titles: map[string]titleEntry{}, fetching: map[string]bool{}, last: map[string]lastEvent{}, live: map[string]liveEntry{}}
+}
+
+func (s *dashSource) close() {
+	s.cancel()
+	s.wg.Wait()
+}
+
+// startDashboard serves the dashboard when Config.Dashboard.Listen is set.
+// The returned stop function is never nil.
+func (d *Daemon) startDashboard() (func(), error) {
+	if d.cfg.Dashboard.Listen == "" {
+		return func() {}, nil
+	}
+	src := newDashSource(d)
+	var poster dashboard.Poster
+	if d.deps.OperatorIntegrations != nil {
+		poster = d.deps.OperatorIntegrations
+	}
+	logw := d.deps.Log
+	if logw == nil {
+		logw = io.Discard
+	}
+	dash, err := dashboard.New(dashboard.Config{
+		Listen: d.cfg.Dashboard.Listen, StateRoot: d.cfg.StateRoot,
+		Operator: d.cfg.Dashboard.Operator, AuthorizedUsers: d.cfg.AuthorizedUsers, StuckAfter: d.cfg.Dashboard.StuckAfter,
+		EventLog: d.cfg.EventLogPath,
+	}, dashboard.Deps{Source: src, Poster: poster, Now: d.deps.Clock.Now, Log: logw})
+	if err != nil {
+		src.close()
+		return func() {}, err
+	}
+	if err := dash.Start(); err != nil {
+		_ = dash.Close()
+		src.close()
+		return func() {}, err
+	}
+	d.dashMu.Lock()
+	d.dash, d.dashSrc = dash, src
+	d.dashMu.Unlock()
+	return func() {
+		d.dashMu.Lock()
+		d.dash, d.dashSrc = nil, nil
+		d.dashMu.Unlock()
+		_ = dash.Close()
+		src.close()
+	}, nil
+}
+
+// DashboardURL is the dashboard's base URL ("" when none is served).
+func (d *Daemon) DashboardURL() string {
+	d.dashMu.Lock()
+	defer d.dashMu.Unlock()
+	if d.dash == nil {
+		return ""
+	}
+	return d.dash.URL()
+}
+
+// DashboardLoginURL mints a one-time login URL for the dashboard ("" when
+// none is served). `loopctl dashboard` mints the same from the login file.
+func (d *Daemon) DashboardLoginURL() string {
+	d.dashMu.Lock()
+	defer d.dashMu.Unlock()
+	if d.dash == nil {
+		return ""
+	}
+	return d.dash.LoginURL()
+}
+
+// notifyDashboard records the observation as the work item's last event
+// and tells the dashboard its row may have changed.
+func (d *Daemon) notifyDashboard(o Observation) {
+	d.dashMu.Lock()
+	dash, src := d.dash, d.dashSrc
+	d.dashMu.Unlock()
+	if dash == nil {
+		return
+	}
+	if o.WorkItem != "" {
+		name := o.Name
+		if o.Kind == KindWebhook {
+			name = "webhook " + o.Name
+			if a, _ := o.Fields["action"].(string); a != "" {
+				name += " " + a
+			}
+		}
+		src.mu.Lock()
+		src.last[o.WorkItem] = lastEvent{name: name, at: o.Time}
+		if o.Kind == KindWebhook && o.Name == "issues" {
+			if a, _ := o.Fields["action"].(string); a == "edited" {
+				delete(src.titles, o.WorkItem)
+			}
+		}
+		src.mu.Unlock()
+	}
+	dash.Notify(o.WorkItem)
+}
+
+// Items lists every work item with a session record.
+func (s *dashSource) Items(ctx context.Context) ([]dashboard.Item, error) {
+	recs, _ := s.d.reg.List()
+	out := make([]dashboard.Item, 0, len(recs))
+	for _, rec := range recs {
+		it, _, _, _ := s.item(ctx, rec)
+		out = append(out, it)
+	}
+	return out, nil
+}
+
+// item builds a row, returning the graph and state it read.
+func (s *dashSource) item(ctx context.Context, rec sessions.Record) (dashboard.Item, *graph.Runtime, *graph.Graph, *graph.State) {
+	ref := rec.Item.String()
+	it := dashboard.Item{Ref: ref, Repo: rec.Item.Owner + "/" + rec.Item.Repo, URL: rec.Item.URL(), State: dashboard.StatePending}
+	it.Title = s.title(rec.Item)
+	s.mu.Lock()
+	if le, ok := s.last[ref]; ok {
+		it.LastEvent, it.LastEventAt = le.name, le.at
+	}
+	s.mu.Unlock()
+	it.SessionLive = s.liveness(ctx, rec)
+	if it.SessionLive {
+		it.Attach = s.attach(rec)
+	}
+
+	id := rec.Item.SpecID()
+	if id == "" || rec.Cwd == "" {
+		return it, nil, nil, nil
+	}
+	st, err := loop.NewStore(rec.Cwd, s.d.link.specDir(rec.Cwd)).Load(ctx, id)
+	if err != nil || st == nil || st.CurrentNode == "" {
+		return it, nil, nil, nil
+	}
+	var rt *graph.Runtime
+	var g *graph.Graph
+	if s.d.cfg.GraphEnabled {
+		if r, err := s.d.link.runtime(rec.Item, rec.Cwd, id); err == nil {
+			rt, g = r, r.Graph()
+		}
+	}
+	if g == nil && st.Loop != "" {
+		g, _ = loop.ShippedGraph(st.Loop)
+	}
+	it.Node = st.CurrentNode
+	it.Loop = st.Loop
+	if g != nil {
+		it.Loop = g.Name
+	}
+	nr := st.Record(st.CurrentNode)
+	it.Since = parseStamp(nr.EnteredAt)
+	var n *graph.Node
+	if g != nil {
+		n, _ = g.Node(st.CurrentNode)
+	}
+	if n != nil {
+		it.Phase, it.Human = n.Phase, n.IsHuman()
+	}
+	parked := st.Parked != nil && st.Parked.Node == st.CurrentNode
+	switch {
+	case n != nil && n.Terminal && nr.ExitedAt != "":
+		it.State = dashboard.StateDone
+	case n != nil && n.Terminal && parked && !st.Parked.Escalated:
+		it.State = dashboard.StateDone
+	case parked && st.Parked.Escalated:
+		it.State, it.Finding = dashboard.StateParked, st.Parked.Reason
+	case it.Human:
+		it.State = dashboard.StateWaiting
+		if parked {
+			it.Since = parseStamp(st.Parked.Since)
+		}
+	case parked:
+		it.State, it.Finding = dashboard.StateParked, st.Parked.Reason
+	case nr.LastBlock != "":
+		it.State, it.Finding = dashboard.StateBlocked, nr.LastBlock
+	default:
+		it.State = dashboard.StateWorking
+	}
+	if it.Since.IsZero() {
+		it.Since = parseStamp(nr.EnteredAt)
+	}
+	return it, rt, g, st
+}
+
+func parseStamp(s string) time.Time {
+	if s == "" {
+		return time.Time{}
+	}
+	for _, layout := range []string{time.RFC3339Nano, sessions.TimeLayout} {
+		if t, err := time.Parse(layout, s); err == nil {
+			return t
+		}
+	}
+	return time.Time{}
+}
+
+// liveness probes the record's tmux session, reusing a probe for liveTTL.
+func (s *dashSource) liveness(ctx context.Context, rec sessions.Record) bool {
+	if !rec.Status.Live() {
+		return false
+	}
+	ref := rec.Item.String()
+	now := time.Now()
+	s.mu.Lock()
+	if e, ok := s.live[ref]; ok && now.Sub(e.at) < liveTTL {
+		s.mu.Unlock()
+		return e.live
+	}
+	s.mu.Unlock()
+	lv, _ := s.d.tmux.Probe(ctx, rec.TmuxName)
+	// Unknown (tmux slow or busy): the registry's word stands.
+	live := lv == sessions.LivenessLive || lv == sessions.LivenessUnknown
+	s.mu.Lock()
+	s.live[ref] = liveEntry{live: live, at: now}
+	s.mu.Unlock()
+	return live
+}
+
+// attach is the command that attaches to the record's tmux session.
+func (s *dashSource) attach(rec sessions.Record) string {
+	tc := s.d.cfg.Tmux
+	switch {
+	case tc.Socket != "":
+		return fmt.Sprintf("tmux -L %s attach -t %s", tc.Socket, rec.TmuxName)
+	case tc.SocketPath != "":
+		return fmt.Sprintf("tmux -S %s attach -t %s", tc.SocketPath, rec.TmuxName)
+	}
+	return "tmux attach -t " + rec.TmuxName
+}
+
+// title returns the cached ticket title and, when it is missing or old,
+// fetches it in the background (the row updates when it arrives).
+func (s *dashSource) title(item sessions.WorkItem) string {
+	ref := item.String()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	e, ok := s.titles[ref]
+	if (!ok || time.Since(e.at) > titleTTL) && !s.fetching[ref] && s.ctx.Err() == nil && s.d.integ != nil {
+		s.fetching[ref] = true
+		s.wg.Add(1)
+		go s.fetchTitle(ref)
+	}
+	return e.title
+}
+
+func (s *dashSource) fetchTitle(ref string) {
+	defer s.wg.Done()
+	ctx, cancel := context.WithTimeout(s.ctx, 15*time.Second)
+	defer cancel()
+	res, err := s.d.integ.Call(ctx, integrations.OpGitHubGetIssue, map[string]any{"ref": ref})
+	title, _ := res["title"].(string)
+	s.mu.Lock()
+	delete(s.fetching, ref)
+	old := s.titles[ref]
+	if err == nil {
+		s.titles[ref] = titleEntry{title: title, at: time.Now()}
+	} else {
+		s.titles[ref] = titleEntry{title: old.title, at: time.Now()} // retry after titleTTL
+	}
+	s.mu.Unlock()
+	if err == nil && title != old.title {
+		s.d.dashMu.Lock()
+		dash := s.d.dash
+		s.d.dashMu.Unlock()
+		if dash != nil {
+			dash.Notify(ref)
+		}
+	}
+}
+
+// Detail reads one work item's page data.
+func (s *dashSource) Detail(ctx context.Context, ref string) (*dashboard.Detail, error) {
+	item, err := sessions.ParseWorkItem(ref)
+	if err != nil {
+		return nil, dashboard.ErrNotFound
+	}
+	rec, err := s.d.reg.Get(item)
+	if err != nil {
+		return nil, dashboard.ErrNotFound
+	}
+	it, rt, g, st := s.item(ctx, rec)
+	det := &dashboard.Detail{Item: it, Graph: g, State: st}
+	if st == nil || g == nil {
+		return det, nil
+	}
+	id := item.SpecID()
+	if rt != nil {
+		if vs, err := rt.VerifyDecisions(ctx, id); err == nil {
+			det.Decisions = vs
+		}
+		if rep, err := rt.Status(ctx, id, false); err == nil {
+			if nr, ok := rep.Node(st.CurrentNode); ok {
+				det.Messages = nr.Messages
+			}
+		}
+	}
+	if len(det.Messages) == 0 {
+		if lb := st.Record(st.CurrentNode).LastBlock; lb != "" {
+			det.Messages = strings.Split(lb, "\n")
+		}
+	}
+	specDir := s.d.link.specDir(rec.Cwd)
+	for _, n := range g.Nodes() {
+		for _, name := range n.ProducedNames() {
+			rel := filepath.ToSlash(filepath.Join(specDir, id, name))
+			a := dashboard.Artifact{Node: n.ID, Name: name, Path: rel}
+			if filepath.IsLocal(filepath.FromSlash(rel)) { // never read outside the checkout
+				a.Exists, a.Locked, a.ApprovedBy = readLock(filepath.Join(rec.Cwd, filepath.FromSlash(rel)))
+			}
+			det.Artifacts = append(det.Artifacts, a)
+		}
+	}
+	return det, nil
+}
+
+// maxArtifactRead bounds what the dashboard reads of an artifact (agent
+// written, hence hostile) to find its front matter.
+const maxArtifactRead = 1 << 20
+
+// readLock reports whether the artifact exists and its front matter's
+// lock. A symlink is not followed.
+func readLock(path string) (exists, locked bool, by []string) {
+	fi, err := os.Lstat(path)
+	if err != nil || !fi.Mode().IsRegular() {
+		return false, false, nil
+	}
+	f, err := os.Open(path)
+	if err != nil {
+		return true, false, nil
+	}
+	defer f.Close()
+	b, _ := io.ReadAll(io.LimitReader(f, maxArtifactRead))
+	fm, _ := hooks.FrontMatter(string(b))
+	st, _ := fm["status"].(string)
+	if strings.TrimSpace(st) != "approved" {
+		return true, false, nil
+	}
+	switch v := fm["approvedBy"].(type) {
+	case []any:
+		for _, x := range v {
+			if s, ok := x.(string); ok {
+				by = append(by, s)
+			}
+		}
+	case string:
+		by = []string{v}
+	}
+	return true, true, by
+}
+
+// Events reads the event log.
+func (s *dashSource) Events(ctx context.Context, ref string, since time.Time, limit int) ([]dashboard.Event, error) {
+	if s.d.cfg.EventLogPath == "" {
+		return nil, nil
+	}
+	recs, err := loop.ReadEvents(s.d.cfg.EventLogPath, loop.EventQuery{WorkItem: ref, Since: since, Limit: limit})
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	out := make([]dashboard.Event, 0, len(recs))
+	for _, r := range recs {
+		e := dashboard.Event{Time: r.Time, Name: r.Event, Fields: make(map[string]any, len(r.Fields))}
+		for _, f := range r.Fields {
+			if f.Key == "work_item" {
+				e.WorkItem, _ = f.Value.(string)
+				continue
+			}
+			e.Fields[f.Key] = f.Value
+		}
+		out = append(out, e)
+	}
+	return out, nil
+}

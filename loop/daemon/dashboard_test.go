@@ -1,0 +1,132 @@
+package daemon_test
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/cookiejar"
+	"net/url"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/theloop-dev/theloop/graph"
+	"github.com/theloop-dev/theloop/integrations"
+	"github.com/theloop-dev/theloop/loop"
+	"github.com/theloop-dev/theloop/loop/daemon"
+)
+
+// TestDashboardOverHTTP is the dashboard's daemon side without a browser
+// (the browser test covers the page's script): the board lists the work
+// item from the registry and its graph state, the item page draws the
+// current node, and a gate decided on the page moves only when the
+// operator's comment comes back through the webhook.
+func TestDashboardOverHTTP(t *testing.T) {
+	w := newWorld(t, func(cfg *daemon.Config) {
+		cfg.Dashboard.Listen = "127.0.0.1:0"
+		cfg.Dashboard.Operator = human
+	})
+	n := w.openLabeled()
+	w.waitIdle()
+	// Restart with dana's own GitHub client (Deps are fixed at New).
+	w.stop()
+	require.NoError(t, w.sim.AddUser("dana-token", human))
+	set, err := integrations.New(integrations.Config{GitHub: &integrations.GitHubConfig{
+		Transport: integrations.TransportAPI, MaxAttempts: 2, TimeoutSeconds: 10,
+		API: integrations.GitHubAPIConfig{BaseURL: w.sim.URL(), TokenEnv: []string{"OPERATOR_TOKEN"}},
+	}}, integrations.Deps{Env: func(k string) (string, bool) { return "dana-token", k == "OPERATOR_TOKEN" }})
+	require.NoError(t, err)
+	w.deps.OperatorIntegrations = set
+	w.start()
+
+	jar, _ := cookiejar.New(nil)
+	c := &http.Client{Jar: jar, Timeout: 10 * time.Second}
+	get := func(u string) string {
+		t.Helper()
+		res, err := c.Get(u)
+		require.NoError(t, err)
+		defer res.Body.Close()
+		b, _ := io.ReadAll(res.Body)
+		require.Equal(t, http.StatusOK, res.StatusCode, "%s: %s", u, b)
+		return string(b)
+	}
+	ref := fmt.Sprintf("github:%s#%d", repoFull, n)
+	board := get(w.d.DashboardLoginURL())
+	require.Contains(t, board, fmt.Sprintf(`data-ref="%s"`, ref))
+	require.Contains(t, board, ">phase-selection<")
+	require.Contains(t, board, "waiting on a human")
+	require.Contains(t, board, "tmux -L "+w.socket+" attach -t loop-github-octo-demo-1")
+	w.eventually("the title fetched", func() bool { return strings.Contains(get(w.d.DashboardURL()+"/"), "Add a widget") })
+
+	itemURL := w.d.DashboardURL() + "/item?ref=" + url.QueryEscape(ref)
+	page := get(itemURL)
+	require.Contains(t, page, `data-node="phase-selection" data-mark="current"`)
+	require.Contains(t, page, `id="btn-approve"`)
+	m := regexp.MustCompile(`name="csrf" value="([0-9a-f]+)"`).FindStringSubmatch(page)
+	require.Len(t, m, 2)
+
+	// Deciding the phase selection from the page is an ordinary comment by
+	// dana; "Approved." is no selection, so the gate stays (as it would on
+	// GitHub) — the dashboard has no say of its own.
+	res, err := c.PostForm(w.d.DashboardURL()+"/item/gate", url.Values{"csrf": {m[1]}, "ref": {ref}, "action": {"approve"}})
+	require.NoError(t, err)
+	res.Body.Close()
+	require.Equal(t, http.StatusOK, res.StatusCode)
+	require.Contains(t, res.Request.URL.RawQuery, "posted=approve")
+	w.waitIdle()
+	cs, err := w.sim.Comments(repoFull, n)
+	require.NoError(t, err)
+	require.Equal(t, human, cs[len(cs)-1].Author)
+	require.Equal(t, "phase-selection", w.state(n).CurrentNode)
+
+	// Walk to a real approval gate, then approve from the page: the gate
+	// moves once the comment has come back.
+	_, err = w.sim.Comment(repoFull, n, human, "the-loop execute")
+	require.NoError(t, err)
+	w.waitIdle()
+	claimLogged(t, w, n, "brainstorming", "brainstorm.md", brainstormMD)
+	c2 := claimLogged(t, w, n, "requirements-definition", "requirements.md", requirementsMD)
+	require.Equal(t, "requirements-approval", c2.CurrentNode)
+	page = get(itemURL)
+	require.Contains(t, page, `data-node="requirements-approval" data-mark="current"`)
+	require.Contains(t, page, "docs/specs/issue-1/requirements.md")
+	res, err = c.PostForm(w.d.DashboardURL()+"/item/gate", url.Values{"csrf": {m[1]}, "ref": {ref}, "action": {"request-changes"}, "text": {"Add the acceptance criteria."}})
+	require.NoError(t, err)
+	res.Body.Close()
+	w.waitIdle()
+	require.Equal(t, "requirements-definition", w.state(n).CurrentNode, "changes requested sends the work back")
+	page = get(itemURL)
+	require.Contains(t, page, "changes-requested")
+	require.Contains(t, page, "@"+human)
+	require.Contains(t, page, `data-verdict="verified"`, "the daemon signs decisions and the page shows the verdict")
+	require.NotContains(t, page, `data-verdict="refused"`)
+
+	metrics := get(w.d.DashboardURL() + "/metrics")
+	require.Contains(t, metrics, "<td>requirements-approval</td><td>1</td>", metrics[strings.Index(metrics, `id="dwell"`):])
+}
+
+// claimLogged is what the agent's `loopctl graph complete` does: write
+// the artifact and claim the node, its events going to the shared event
+// log (source "loopctl").
+func claimLogged(t *testing.T, w *world, n int, node, file, body string) *graph.Claim {
+	t.Helper()
+	cwd := w.checkout(n)
+	id := fmt.Sprintf("issue-%d", n)
+	p := filepath.Join(cwd, "docs", "specs", id, file)
+	require.NoError(t, os.MkdirAll(filepath.Dir(p), 0o755))
+	require.NoError(t, os.WriteFile(p, []byte(body), 0o644))
+	el, err := loop.OpenEventLog(w.cfg.EventLogPath, "loopctl", loop.EventLogOptions{})
+	require.NoError(t, err)
+	defer el.Close()
+	rt, err := loop.Open(cwd, loop.Options{WorkItem: id, AuthorizedUsers: w.cfg.AuthorizedUsers, Sink: el})
+	require.NoError(t, err)
+	c, err := rt.Complete(context.Background(), id, node, "agent")
+	require.NoError(t, err)
+	return c
+}

@@ -1,0 +1,98 @@
+// theloop dashboard: live row updates over Server-Sent Events. Data from
+// the server is only ever written with textContent / setAttribute on known
+// attributes: nothing is parsed as HTML.
+(function () {
+  'use strict';
+  var STATES = ['working', 'waiting', 'blocked', 'parked', 'done', 'pending'];
+  var LABEL = { waiting: 'waiting on a human' };
+
+  function dur(ms) {
+    if (ms < 0) ms = 0;
+    var s = Math.floor(ms / 1000), m = Math.floor(s / 60), h = Math.floor(m / 60), d = Math.floor(h / 24);
+    if (ms < 1000) return ms + 'ms';
+    if (s < 60) return s + 's';
+    if (m < 60) return m + 'm';
+    if (h < 48) return h + 'h' + String(m % 60).padStart(2, '0') + 'm';
+    return d + 'd' + String(h % 24).padStart(2, '0') + 'h';
+  }
+  function tick() {
+    document.querySelectorAll('[data-since]').forEach(function (el) {
+      var t = Date.parse(el.getAttribute('data-since'));
+      if (!isNaN(t)) el.textContent = dur(Date.now() - t);
+    });
+  }
+  setInterval(tick, 15000);
+
+  function field(tr, name) { return tr.querySelector('[data-f="' + name + '"]'); }
+  function setText(tr, name, v) { var el = field(tr, name); if (el) el.textContent = v == null ? '' : String(v); }
+  function safeURL(u) { return typeof u === 'string' && /^https?:\/\//i.test(u) ? u : ''; }
+  function safePage(p) { return typeof p === 'string' && /^\/item\?ref=/.test(p) ? p : '/'; }
+
+  function update(board, r) {
+    if (!r || typeof r.ref !== 'string') return;
+    var state = STATES.indexOf(r.state) >= 0 ? r.state : 'pending';
+    var tr = null;
+    board.querySelectorAll('tbody tr').forEach(function (x) { if (x.getAttribute('data-ref') === r.ref) tr = x; });
+    if (!tr) {
+      var tpl = document.getElementById('row-template');
+      if (!tpl) return;
+      tr = tpl.content.firstElementChild.cloneNode(true);
+      board.tBodies[0].appendChild(tr);
+    }
+    tr.setAttribute('data-ref', r.ref);
+    tr.setAttribute('data-repo', String(r.repo || ''));
+    tr.setAttribute('data-state', state);
+    tr.className = 'state-' + state;
+    setText(tr, 'repo', r.repo);
+    var t = field(tr, 'ticket');
+    if (t) { t.textContent = r.ref; t.setAttribute('href', safeURL(r.url) || safePage(r.page)); }
+    var ti = field(tr, 'title');
+    if (ti) { ti.textContent = r.title || '(untitled)'; ti.setAttribute('href', safePage(r.page)); }
+    setText(tr, 'node', r.node);
+    setText(tr, 'phase', r.phase);
+    setText(tr, 'state', LABEL[state] || state);
+    setText(tr, 'finding', r.finding);
+    var age = field(tr, 'age');
+    if (age) { age.setAttribute('data-since', String(r.since || '')); age.textContent = r.age || ''; }
+    var live = field(tr, 'live');
+    if (live) { live.textContent = r.live ? 'live' : 'dead'; live.className = r.live ? 'up' : 'down'; }
+    setText(tr, 'attach', r.attach);
+    setText(tr, 'last', r.lastEvent);
+    var fr = board.getAttribute('data-repo'), fs = board.getAttribute('data-state');
+    tr.hidden = (fr && fr !== r.repo) || (fs && fs !== state);
+    var count = document.getElementById('count');
+    if (count && !fr && !fs) {
+      var rows = board.querySelectorAll('tbody tr');
+      var shown = 0;
+      rows.forEach(function (x) { if (!x.hidden) shown++; });
+      count.textContent = shown + ' of ' + rows.length + ' work items';
+    }
+    tr.setAttribute('data-updated-at', String(Date.now()));
+    tr.classList.remove('flash'); void tr.offsetWidth; tr.classList.add('flash');
+  }
+
+  function start() {
+    var page = document.body.getAttribute('data-page');
+    var board = document.getElementById('board');
+    document.querySelectorAll('button.copy').forEach(function (b) {
+      b.addEventListener('click', function () {
+        if (navigator.clipboard) navigator.clipboard.writeText(b.getAttribute('data-copy') || '');
+      });
+    });
+    if (!window.EventSource || (page !== 'board' && page !== 'item')) return;
+    var es = new EventSource('/events');
+    var dot = document.getElementById('live');
+    es.onopen = function () { if (dot) dot.classList.add('on'); document.body.setAttribute('data-live', 'on'); };
+    es.onerror = function () { if (dot) dot.classList.remove('on'); document.body.setAttribute('data-live', 'off'); };
+    es.addEventListener('row', function (ev) {
+      var r;
+      try { r = JSON.parse(ev.data); } catch (e) { return; }
+      if (board) update(board, r);
+      if (page === 'item' && r && r.ref === document.body.getAttribute('data-ref') &&
+          (r.node !== document.body.getAttribute('data-node') || r.state !== document.body.getAttribute('data-state'))) {
+        window.location.replace(window.location.pathname + '?ref=' + encodeURIComponent(r.ref));
+      }
+    });
+  }
+  if (document.readyState === 'loading') document.addEventListener('DOMContentLoaded', start); else start();
+})();

@@ -1,0 +1,660 @@
+package dashboard
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/cookiejar"
+	"net/http/httptest"
+	"net/url"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/theloop-dev/theloop/graph"
+	"github.com/theloop-dev/theloop/hooks"
+	"github.com/theloop-dev/theloop/integrations"
+	"github.com/theloop-dev/theloop/loop"
+)
+
+// Hostile text an agent or a GitHub user could write.
+const (
+	hostileTitle   = `<script>alert("title")</script><img src=x onerror=alert(1)>`
+	hostileFinding = `</td><script>alert("finding")</script>`
+	hostileComment = `"><svg onload=alert("comment")>`
+	hostileURL     = `javascript:alert(1)`
+)
+
+// fakeSource is an in-memory Source.
+type fakeSource struct {
+	mu      sync.Mutex
+	items   []Item
+	details map[string]*Detail
+	events  []Event
+}
+
+func (f *fakeSource) Items(context.Context) ([]Item, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return append([]Item(nil), f.items...), nil
+}
+
+func (f *fakeSource) Detail(_ context.Context, ref string) (*Detail, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for _, it := range f.items {
+		if it.Ref == ref {
+			d := &Detail{Item: it}
+			if x := f.details[ref]; x != nil {
+				c := *x
+				c.Item = it
+				d = &c
+			}
+			return d, nil
+		}
+	}
+	return nil, ErrNotFound
+}
+
+func (f *fakeSource) Events(_ context.Context, ref string, since time.Time, limit int) ([]Event, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	var out []Event
+	for _, e := range f.events {
+		if (ref == "" || e.WorkItem == ref) && !e.Time.Before(since) {
+			out = append(out, e)
+		}
+	}
+	if limit > 0 && len(out) > limit {
+		out = out[len(out)-limit:]
+	}
+	return out, nil
+}
+
+func (f *fakeSource) set(ref string, fn func(*Item)) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for i := range f.items {
+		if f.items[i].Ref == ref {
+			fn(&f.items[i])
+		}
+	}
+}
+
+// recordingPoster records the comments posted.
+type recordingPoster struct {
+	mu    sync.Mutex
+	calls []map[string]any
+	err   error
+}
+
+func (p *recordingPoster) Call(_ context.Context, op graph.Operation, args map[string]any) (map[string]any, error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if op != integrations.OpGitHubAddComment {
+		return nil, fmt.Errorf("unexpected op %s", op)
+	}
+	p.calls = append(p.calls, args)
+	return map[string]any{"id": 1, "url": "https://github.com/o/r/issues/1#issuecomment-1"}, p.err
+}
+
+func (p *recordingPoster) posted() []map[string]any {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return append([]map[string]any(nil), p.calls...)
+}
+
+var t0 = time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
+
+func testWorld(t *testing.T) (*fakeSource, *graph.State, *graph.Graph) {
+	t.Helper()
+	g, err := loop.ShippedGraph(loop.WorkItemLoop)
+	require.NoError(t, err)
+	st := graph.NewState("issue-7")
+	st.Loop = g.Name
+	st.Enter("phase-selection", t0.Add(-3*time.Hour))
+	st.Exit("phase-selection", "approved", t0.Add(-2*time.Hour))
+	st.Skips.Set("brainstorming", graph.SkipDecl{Via: "selection", Token: "brainstorming", By: "@dana"})
+	st.Enter("requirements-definition", t0.Add(-2*time.Hour))
+	st.Exit("requirements-definition", "pass", t0.Add(-time.Hour))
+	st.Enter("requirements-approval", t0.Add(-time.Hour))
+	st.Decisions.Set("phase-selection", graph.Decision{At: "2026-11-30T09:00:00Z", Outcome: "approved", By: "@dana", Comment: hostileComment})
+	src := &fakeSource{
+		items: []Item{
+			{Ref: "github:o/r#7", Repo: "o/r", URL: "https://github.com/o/r/issues/7", Title: hostileTitle, Loop: g.Name, Node: "requirements-approval", Human: true, State: StateWaiting, Since: t0.Add(-time.Hour), SessionLive: true, Attach: "tmux -L x attach -t loop-o-r-7", LastEvent: "graph.advanced", LastEventAt: t0},
+			{Ref: "github:o/r#8", Repo: "o/r", URL: hostileURL, Title: "second", Loop: g.Name, Node: "design", State: StateBlocked, Finding: hostileFinding, Since: t0.Add(-30 * time.Minute)},
+			{Ref: "github:p/q#1", Repo: "p/q", Title: "third", Loop: g.Name, Node: "complete", State: StateDone, Since: t0.Add(-10 * time.Hour)},
+		},
+		details: map[string]*Detail{
+			"github:o/r#7": {Graph: g, State: st, Messages: []string{hostileFinding}, Artifacts: []Artifact{{Node: "requirements-definition", Name: "requirements.md", Path: "docs/specs/issue-7/requirements.md", Exists: true}}},
+			"github:o/r#8": {Graph: g, State: st, Decisions: []graph.DecisionVerdict{
+				{Gate: "phase-selection", Outcome: "selected", By: "@dana", Verdict: graph.DecisionVerified, Key: "ed25519:AAAA", CommentURL: "https://github.com/o/r/issues/8#issuecomment-1"},
+				{Gate: "requirements-approval", Outcome: "approved", By: "@dana", Verdict: graph.DecisionRefused, Reason: hostileFinding, CommentURL: hostileURL},
+			}},
+		},
+		events: []Event{
+			{Time: t0.Add(-3 * time.Hour), Name: "graph.started", WorkItem: "github:o/r#7", Fields: map[string]any{"node": "phase-selection"}},
+			{Time: t0.Add(-2 * time.Hour), Name: "graph.advanced", WorkItem: "github:o/r#7", Fields: map[string]any{"node": "phase-selection", "to": "requirements-definition", "note": hostileComment}},
+			{Time: t0.Add(-90 * time.Minute), Name: "graph.blocked", WorkItem: "github:o/r#7", Fields: map[string]any{"node": "requirements-definition", "hook": "validate-artifacts"}},
+			{Time: t0.Add(-time.Hour), Name: "graph.advanced", WorkItem: "github:o/r#7", Fields: map[string]any{"node": "requirements-definition", "to": "requirements-approval"}},
+		},
+	}
+	return src, st, g
+}
+
+type harness struct {
+	d      *Dashboard
+	srv    *httptest.Server
+	src    *fakeSource
+	poster *recordingPoster
+	key    []byte
+}
+
+func newHarness(t *testing.T, operator string, authorized []string) *harness {
+	t.Helper()
+	src, _, _ := testWorld(t)
+	h := &harness{src: src, poster: &recordingPoster{}, key: []byte("0123456789abcdef0123456789abcdef")}
+	d, err := New(Config{Operator: operator, AuthorizedUsers: authorized, Key: h.key}, Deps{Source: src, Poster: h.poster, Now: func() time.Time { return t0 }, Log: io.Discard})
+	require.NoError(t, err)
+	h.d = d
+	h.srv = httptest.NewServer(d.Handler())
+	t.Cleanup(func() { h.srv.Close(); _ = d.Close() })
+	return h
+}
+
+// client returns a logged-in client (cookie jar, redirects not followed
+// beyond the login's).
+func (h *harness) client(t *testing.T) *http.Client {
+	t.Helper()
+	jar, _ := cookiejar.New(nil)
+	c := &http.Client{Jar: jar}
+	res, err := c.Get(h.srv.URL + "/login?token=" + url.QueryEscape(MintToken(h.key, t0)))
+	require.NoError(t, err)
+	res.Body.Close()
+	require.Equal(t, http.StatusOK, res.StatusCode, "login then board")
+	c.CheckRedirect = func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
+	return c
+}
+
+func get(t *testing.T, c *http.Client, u string) (int, string, http.Header) {
+	t.Helper()
+	res, err := c.Get(u)
+	require.NoError(t, err)
+	defer res.Body.Close()
+	b, _ := io.ReadAll(res.Body)
+	return res.StatusCode, string(b), res.Header
+}
+
+func TestAuthRequiredEverywhere(t *testing.T) {
+	h := newHarness(t, "dana", []string{"dana"})
+	anon := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+	for _, p := range []string{"/", "/item?ref=github:o/r%237", "/metrics", "/events"} {
+		t.Run(p, func(t *testing.T) {
+			code, body, _ := get(t, anon, h.srv.URL+p)
+			require.Equal(t, http.StatusUnauthorized, code)
+			require.Contains(t, body, "loopctl dashboard")
+			require.NotContains(t, body, "github:o/r#7")
+		})
+	}
+	res, err := anon.PostForm(h.srv.URL+"/item/gate", url.Values{"ref": {"github:o/r#7"}, "action": {"approve"}})
+	require.NoError(t, err)
+	res.Body.Close()
+	require.Equal(t, http.StatusUnauthorized, res.StatusCode)
+	require.Empty(t, h.poster.posted())
+	// Assets are public (nothing in them is secret).
+	code, _, hdr := get(t, anon, h.srv.URL+"/assets/dash.js")
+	require.Equal(t, http.StatusOK, code)
+	require.Contains(t, hdr.Get("Content-Type"), "javascript")
+}
+
+func TestLoginTokens(t *testing.T) {
+	h := newHarness(t, "dana", []string{"dana"})
+	noFollow := func() *http.Client {
+		jar, _ := cookiejar.New(nil)
+		return &http.Client{Jar: jar, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+	}
+	good := MintToken(h.key, t0)
+	parts := strings.Split(good, ".")
+	tests := []struct {
+		name, token string
+		want        int
+	}{
+		{"valid", good, http.StatusSeeOther},
+		{"used twice", good, http.StatusForbidden},
+		{"empty", "", http.StatusForbidden},
+		{"forged mac", parts[0] + "." + parts[1] + "." + strings.Repeat("0", 64), http.StatusForbidden},
+		{"other key", MintToken([]byte("another key of thirty-two bytes!"), t0), http.StatusForbidden},
+		{"expired", MintToken(h.key, t0.Add(-LoginTTL-time.Second)), http.StatusForbidden},
+		{"extended expiry", parts[0] + ".9999999999." + parts[2], http.StatusForbidden},
+		{"garbage", "a.b.c.d", http.StatusForbidden},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			c := noFollow()
+			res, err := c.Get(h.srv.URL + "/login?token=" + url.QueryEscape(tc.token))
+			require.NoError(t, err)
+			res.Body.Close()
+			require.Equal(t, tc.want, res.StatusCode)
+			if tc.want != http.StatusSeeOther {
+				require.Empty(t, res.Cookies())
+				return
+			}
+			require.Len(t, res.Cookies(), 1)
+			ck := res.Cookies()[0]
+			require.Equal(t, cookieName, ck.Name)
+			require.True(t, ck.HttpOnly)
+			require.Equal(t, http.SameSiteStrictMode, ck.SameSite)
+			require.Equal(t, "/", ck.Path)
+			require.Len(t, ck.Value, 64)
+		})
+	}
+	// A forged cookie is no session.
+	jar, _ := cookiejar.New(nil)
+	u, _ := url.Parse(h.srv.URL)
+	jar.SetCookies(u, []*http.Cookie{{Name: cookieName, Value: strings.Repeat("a", 64)}})
+	code, _, _ := get(t, &http.Client{Jar: jar}, h.srv.URL+"/")
+	require.Equal(t, http.StatusUnauthorized, code)
+}
+
+func TestSecurityHeadersAndHostGuard(t *testing.T) {
+	h := newHarness(t, "dana", []string{"dana"})
+	c := h.client(t)
+	code, _, hdr := get(t, c, h.srv.URL+"/")
+	require.Equal(t, http.StatusOK, code)
+	csp := hdr.Get("Content-Security-Policy")
+	for _, want := range []string{"default-src 'none'", "script-src 'self'", "style-src 'self'", "frame-ancestors 'none'", "form-action 'self'"} {
+		require.Contains(t, csp, want)
+	}
+	require.NotContains(t, csp, "unsafe-inline")
+	require.Equal(t, "nosniff", hdr.Get("X-Content-Type-Options"))
+	require.Equal(t, "same-origin", hdr.Get("Referrer-Policy"))
+	require.Equal(t, "DENY", hdr.Get("X-Frame-Options"))
+
+	// DNS rebinding: a foreign Host is refused even with a valid session.
+	req, _ := http.NewRequest("GET", h.srv.URL+"/", nil)
+	req.Host = "evil.example:80"
+	res, err := c.Do(req)
+	require.NoError(t, err)
+	res.Body.Close()
+	require.Equal(t, http.StatusMisdirectedRequest, res.StatusCode)
+
+	_, err = New(Config{Listen: "0.0.0.0:0"}, Deps{Source: h.src})
+	require.ErrorContains(t, err, "not a loopback address")
+}
+
+func TestHostileTextIsEscaped(t *testing.T) {
+	h := newHarness(t, "dana", []string{"dana"})
+	c := h.client(t)
+	for _, p := range []string{"/", "/item?ref=" + url.QueryEscape("github:o/r#7"), "/item?ref=" + url.QueryEscape("github:o/r#8"), "/metrics?stuck=1m"} {
+		t.Run(p, func(t *testing.T) {
+			code, body, _ := get(t, c, h.srv.URL+p)
+			require.Equal(t, http.StatusOK, code)
+			for _, bad := range []string{`<script>alert`, `<img src=x`, `<svg onload`, `href="javascript:`} {
+				require.NotContains(t, body, bad)
+			}
+			require.Equal(t, 1, strings.Count(body, "<script"), "only the page's own script tag")
+		})
+	}
+	_, body, _ := get(t, c, h.srv.URL+"/")
+	require.Contains(t, body, "&lt;script&gt;alert(&#34;title&#34;)&lt;/script&gt;")
+	require.Contains(t, body, "&lt;/td&gt;&lt;script&gt;")
+	_, body, _ = get(t, c, h.srv.URL+"/item?ref="+url.QueryEscape("github:o/r#7"))
+	require.Contains(t, body, "&#34;&gt;&lt;svg onload=alert(&#34;comment&#34;)&gt;")
+	_, body, _ = get(t, c, h.srv.URL+"/item?ref="+url.QueryEscape("github:o/r#8"))
+	require.Contains(t, body, `data-verdict="verified"`)
+	require.Contains(t, body, `data-verdict="refused"`)
+	require.Contains(t, body, `href="https://github.com/o/r/issues/8#issuecomment-1"`)
+	require.Contains(t, body, "&lt;/td&gt;&lt;script&gt;alert(&#34;finding&#34;)")
+}
+
+func TestBoardFilterAndSort(t *testing.T) {
+	h := newHarness(t, "dana", []string{"dana"})
+	c := h.client(t)
+	_, body, _ := get(t, c, h.srv.URL+"/?repo=p%2Fq")
+	require.Contains(t, body, `data-ref="github:p/q#1"`)
+	require.NotContains(t, body, `data-ref="github:o/r#7"`)
+	_, body, _ = get(t, c, h.srv.URL+"/?state=blocked")
+	require.Contains(t, body, `data-ref="github:o/r#8"`)
+	require.NotContains(t, body, `data-ref="github:o/r#7"`)
+	_, body, _ = get(t, c, h.srv.URL+"/?sort=waiting")
+	i1, i7, i8 := strings.Index(body, `data-ref="github:p/q#1"`), strings.Index(body, `data-ref="github:o/r#7"`), strings.Index(body, `data-ref="github:o/r#8"`)
+	require.True(t, i1 < i7 && i7 < i8, "longest waiting first: %d %d %d", i1, i7, i8)
+	require.Contains(t, body, "10h00m")
+	require.Contains(t, body, "tmux -L x attach -t loop-o-r-7")
+	require.Contains(t, body, "waiting on a human")
+}
+
+func TestItemPageMarksTheGraph(t *testing.T) {
+	h := newHarness(t, "dana", []string{"dana"})
+	c := h.client(t)
+	_, body, _ := get(t, c, h.srv.URL+"/item?ref="+url.QueryEscape("github:o/r#7"))
+	for _, want := range []string{
+		`data-node="requirements-approval" data-mark="current"`,
+		`data-node="phase-selection" data-mark="passed"`,
+		`data-node="brainstorming" data-mark="skipped"`,
+		`data-node="design" data-mark="pending"`,
+		"docs/specs/issue-7/requirements.md",
+		"validate-artifacts",
+	} {
+		require.Contains(t, body, want)
+	}
+}
+
+func TestGateActions(t *testing.T) {
+	ref := "github:o/r#7"
+	t.Run("authorized operator posts each verdict as a comment", func(t *testing.T) {
+		h := newHarness(t, "dana", []string{"dana"})
+		c := h.client(t)
+		_, body, _ := get(t, c, h.srv.URL+"/item?ref="+url.QueryEscape(ref))
+		require.Contains(t, body, `id="btn-approve"`)
+		csrf := h.d.auth.onlyCSRF(t)
+		for _, tc := range []struct{ action, text, outcome string }{
+			{"approve", "", hooks.OutcomeApproved},
+			{"approve-comments", "rename the second section", hooks.OutcomeApprovedWithComments},
+			{"request-changes", "the acceptance criteria are missing", hooks.OutcomeChangesRequested},
+		} {
+			n := len(h.poster.posted())
+			res, err := c.PostForm(h.srv.URL+"/item/gate", url.Values{"csrf": {csrf}, "ref": {ref}, "action": {tc.action}, "text": {tc.text}})
+			require.NoError(t, err)
+			res.Body.Close()
+			require.Equal(t, http.StatusSeeOther, res.StatusCode)
+			require.Contains(t, res.Header.Get("Location"), "posted="+tc.action)
+			calls := h.poster.posted()
+			require.Len(t, calls, n+1)
+			body := calls[n]["body"].(string)
+			require.Equal(t, ref, calls[n]["ref"])
+			require.Equal(t, tc.outcome, hooks.Classify([]string{body}), "classify-feedback must read %q as %s", body, tc.outcome)
+			require.False(t, strings.Contains(body, hooks.Marker), "an operator's comment is not self-authored")
+		}
+	})
+	t.Run("CSRF", func(t *testing.T) {
+		h := newHarness(t, "dana", []string{"dana"})
+		c := h.client(t)
+		for _, form := range []url.Values{
+			{"ref": {ref}, "action": {"approve"}},
+			{"csrf": {"wrong"}, "ref": {ref}, "action": {"approve"}},
+		} {
+			res, err := c.PostForm(h.srv.URL+"/item/gate", form)
+			require.NoError(t, err)
+			res.Body.Close()
+			require.Equal(t, http.StatusForbidden, res.StatusCode)
+		}
+		// Right token, foreign origin.
+		req, _ := http.NewRequest("POST", h.srv.URL+"/item/gate", strings.NewReader(url.Values{"csrf": {h.d.auth.onlyCSRF(t)}, "ref": {ref}, "action": {"approve"}}.Encode()))
+		req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+		req.Header.Set("Origin", "https://evil.example")
+		res, err := c.Do(req)
+		require.NoError(t, err)
+		res.Body.Close()
+		require.Equal(t, http.StatusForbidden, res.StatusCode)
+		require.Empty(t, h.poster.posted())
+	})
+	t.Run("unauthorized operator sees and can do nothing", func(t *testing.T) {
+		h := newHarness(t, "mallory", []string{"dana"})
+		c := h.client(t)
+		_, body, _ := get(t, c, h.srv.URL+"/item?ref="+url.QueryEscape(ref))
+		require.NotContains(t, body, `id="gate-form"`)
+		require.NotContains(t, body, `btn-approve`)
+		require.Contains(t, body, "mallory, who is not in routing.authorizedUsers")
+		res, err := c.PostForm(h.srv.URL+"/item/gate", url.Values{"csrf": {h.d.auth.onlyCSRF(t)}, "ref": {ref}, "action": {"approve"}})
+		require.NoError(t, err)
+		res.Body.Close()
+		require.Equal(t, http.StatusForbidden, res.StatusCode)
+		require.Empty(t, h.poster.posted())
+	})
+	t.Run("no operator identity: no actions", func(t *testing.T) {
+		h := newHarness(t, "", []string{"dana"})
+		c := h.client(t)
+		_, body, _ := get(t, c, h.srv.URL+"/item?ref="+url.QueryEscape(ref))
+		require.NotContains(t, body, `id="gate-form"`)
+		require.Contains(t, body, "No operator identity is configured")
+		res, err := c.PostForm(h.srv.URL+"/item/gate", url.Values{"csrf": {h.d.auth.onlyCSRF(t)}, "ref": {ref}, "action": {"approve"}})
+		require.NoError(t, err)
+		res.Body.Close()
+		require.Equal(t, http.StatusForbidden, res.StatusCode)
+		require.Empty(t, h.poster.posted())
+	})
+	t.Run("not at a gate, or no text where text is needed", func(t *testing.T) {
+		h := newHarness(t, "dana", []string{"dana"})
+		c := h.client(t)
+		csrf := h.d.auth.onlyCSRF(t)
+		for _, tc := range []struct{ ref, action, want string }{
+			{"github:o/r#8", "approve", "error=not-at-gate"},
+			{ref, "request-changes", "error=empty-text"},
+			{ref, "approve-comments", "error=empty-text"},
+			{ref, "launch-missiles", "error=empty-text"},
+		} {
+			res, err := c.PostForm(h.srv.URL+"/item/gate", url.Values{"csrf": {csrf}, "ref": {tc.ref}, "action": {tc.action}})
+			require.NoError(t, err)
+			res.Body.Close()
+			require.Equal(t, http.StatusSeeOther, res.StatusCode)
+			require.Contains(t, res.Header.Get("Location"), tc.want)
+		}
+		require.Empty(t, h.poster.posted())
+		_, body, _ := get(t, c, h.srv.URL+"/item?ref="+url.QueryEscape("github:o/r#8"))
+		require.NotContains(t, body, `id="gate-form"`, "no actions off a gate")
+	})
+}
+
+// onlyCSRF returns the CSRF token of the one live session.
+func (s *sessions) onlyCSRF(t *testing.T) string {
+	t.Helper()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	require.Len(t, s.sessions, 1)
+	for _, ss := range s.sessions {
+		return ss.csrf
+	}
+	return ""
+}
+
+func TestEventStreamSendsChangedRows(t *testing.T) {
+	h := newHarness(t, "dana", []string{"dana"})
+	c := h.client(t)
+	c.Timeout = 0
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	req, _ := http.NewRequestWithContext(ctx, "GET", h.srv.URL+"/events", nil)
+	res, err := c.Do(req)
+	require.NoError(t, err)
+	defer res.Body.Close()
+	require.Equal(t, http.StatusOK, res.StatusCode)
+	require.Equal(t, "text/event-stream", res.Header.Get("Content-Type"))
+	r := bufio.NewReader(res.Body)
+	line, err := r.ReadString('\n')
+	require.NoError(t, err)
+	require.Equal(t, "retry: 2000\n", line)
+
+	// A notification with nothing changed sends nothing; a change sends
+	// exactly the changed row.
+	h.d.Notify("github:o/r#7")
+	h.src.set("github:o/r#8", func(it *Item) { it.Node, it.State, it.Finding = "design-critic-review", StateWorking, "" })
+	h.d.Notify("github:o/r#8")
+	var data string
+	for data == "" {
+		line, err := r.ReadString('\n')
+		require.NoError(t, err)
+		if strings.HasPrefix(line, "event: ") {
+			require.Equal(t, "event: row\n", line)
+		}
+		if d, ok := strings.CutPrefix(line, "data: "); ok {
+			data = d
+		}
+	}
+	require.Contains(t, data, `"ref":"github:o/r#8"`)
+	require.Contains(t, data, `"node":"design-critic-review"`)
+	require.Contains(t, data, `"state":"working"`)
+	require.Contains(t, data, `"url":""`, "a javascript: URL is never sent as a link")
+}
+
+func TestLoginFileAndURL(t *testing.T) {
+	root := t.TempDir()
+	src, _, _ := testWorld(t)
+	d, err := New(Config{StateRoot: root}, Deps{Source: src, Log: io.Discard})
+	require.NoError(t, err)
+	require.NoError(t, d.Start())
+	p := filepath.Join(root, LoginFile)
+	fi, err := os.Stat(p)
+	require.NoError(t, err)
+	require.Equal(t, os.FileMode(0o600), fi.Mode().Perm())
+
+	u, err := LoginURL(root, time.Now())
+	require.NoError(t, err)
+	require.True(t, strings.HasPrefix(u, d.URL()+"/login?token="))
+	jar, _ := cookiejar.New(nil)
+	c := &http.Client{Jar: jar}
+	code, body, _ := get(t, c, u)
+	require.Equal(t, http.StatusOK, code)
+	require.Contains(t, body, `id="board"`)
+	code, _, _ = get(t, &http.Client{}, u)
+	require.Equal(t, http.StatusForbidden, code, "one-time")
+
+	require.NoError(t, os.Chmod(p, 0o644))
+	_, err = LoginURL(root, time.Now())
+	require.ErrorContains(t, err, "readable by others")
+	require.NoError(t, os.Chmod(p, 0o600))
+
+	require.NoError(t, d.Close())
+	_, err = os.Stat(p)
+	require.ErrorIs(t, err, os.ErrNotExist, "Close removes the login file")
+	_, err = LoginURL(root, time.Now())
+	require.ErrorIs(t, err, ErrNoDashboard)
+}
+
+func TestMetrics(t *testing.T) {
+	gates := map[string]bool{"g": true}
+	var evs []Event
+	for i := 1; i <= 10; i++ {
+		item := fmt.Sprintf("github:o/r#%d", i)
+		evs = append(evs,
+			Event{Time: t0, Name: "graph.advanced", WorkItem: item, Fields: map[string]any{"node": "a", "to": "g"}},
+			Event{Time: t0.Add(time.Duration(i) * time.Hour), Name: "graph.advanced", WorkItem: item, Fields: map[string]any{"node": "g", "to": "b"}},
+		)
+	}
+	evs = append(evs, Event{Time: t0, Name: "graph.started", WorkItem: "github:o/r#99", Fields: map[string]any{"node": "g"}})
+	ds := gateDwell(evs, gates)
+	require.Equal(t, []dwellStat{{Gate: "g", Count: 10, Waiting: 1, P50: 5 * time.Hour, P90: 9 * time.Hour}}, ds)
+
+	tp := throughput([]Event{
+		{Time: t0.AddDate(0, 0, -20), Name: "graph.advanced", Fields: map[string]any{"node": "design"}},
+		{Time: t0.AddDate(0, 0, -13), Name: "graph.advanced", Fields: map[string]any{"node": "design"}},
+		{Time: t0, Name: "graph.advanced", Fields: map[string]any{"node": "design"}},
+		{Time: t0, Name: "graph.advanced", Fields: map[string]any{"node": "design-critic-review"}},
+		{Time: t0, Name: "graph.blocked", Fields: map[string]any{"node": "design"}},
+	}, map[string]string{"design": "design", "design-critic-review": "design"}, t0)
+	require.Len(t, tp.Rows, 1)
+	require.Equal(t, "design", tp.Rows[0].Phase)
+	require.Equal(t, 3, tp.Rows[0].Total, "older than 14 days and non-transitions are not counted")
+	require.Equal(t, 1, tp.Rows[0].Counts[0])
+	require.Equal(t, 2, tp.Rows[0].Counts[throughputDays-1])
+
+	h := newHarness(t, "dana", []string{"dana"})
+	c := h.client(t)
+	_, body, _ := get(t, c, h.srv.URL+"/metrics?stuck=45m")
+	require.Contains(t, body, `id="dwell"`)
+	require.Contains(t, body, "<td>phase-selection</td><td>1</td><td>1h0m0s</td>")
+	require.Contains(t, body, "validate-artifacts blocked 1 times")
+	require.Contains(t, body, `id="stuck"`)
+	require.Contains(t, body, `href="/item?ref=github%3Ao%2Fr%237"`, "1h is stuck past 45m")
+	require.NotContains(t, body, `href="/item?ref=github%3Ao%2Fr%238"`, "30m is not")
+	require.NotContains(t, body, `href="/item?ref=github%3Ap%2Fq%231"`, "done is never stuck")
+	require.Contains(t, body, `id="throughput"`)
+	require.Contains(t, body, "<title>phase-selection: 1 on 2026-11-30</title>")
+	require.Contains(t, body, "<title>requirements-definition: 1 on 2026-11-30</title>")
+}
+
+func TestLayoutIsDeterministicAndInside(t *testing.T) {
+	for _, name := range loop.ShippedLoopNames() {
+		t.Run(name, func(t *testing.T) {
+			g, err := loop.ShippedGraph(name)
+			require.NoError(t, err)
+			a, b := layoutGraph(g, nil), layoutGraph(g, nil)
+			require.Equal(t, a, b)
+			require.Len(t, a.Nodes, len(g.Nodes()))
+			seen := map[[2]int]string{}
+			for _, n := range a.Nodes {
+				require.GreaterOrEqual(t, n.X, 0, n.ID)
+				require.LessOrEqual(t, n.X+n.W, a.Width, n.ID)
+				require.LessOrEqual(t, n.Y+n.H, a.Height, n.ID)
+				require.Empty(t, seen[[2]int{n.X, n.Y}], "%s overlaps %s", n.ID, seen[[2]int{n.X, n.Y}])
+				seen[[2]int{n.X, n.Y}] = n.ID
+			}
+			// The start node is in the top layer.
+			for _, n := range a.Nodes {
+				if n.ID == g.Start {
+					require.Equal(t, marginY, n.Y)
+				}
+			}
+		})
+	}
+}
+
+// BenchmarkBoard renders the board of 1,000 work items (template and
+// filtering; the Source is in memory).
+func BenchmarkBoard(b *testing.B) {
+	src := &fakeSource{}
+	for i := range 1000 {
+		src.items = append(src.items, Item{
+			Ref: fmt.Sprintf("github:org/repo%d#%d", i%7, i), Repo: fmt.Sprintf("org/repo%d", i%7), URL: fmt.Sprintf("https://github.com/org/repo%d/issues/%d", i%7, i),
+			Title: fmt.Sprintf("Work item %d <with> & hostile \"text\"", i), Loop: loop.WorkItemLoop, Node: "implementation", Phase: "implementation",
+			State: States[i%len(States)], Finding: "missing section ## Tasks", Since: t0.Add(-time.Duration(i) * time.Minute),
+			SessionLive: i%2 == 0, Attach: fmt.Sprintf("tmux attach -t loop-org-repo-%d", i), LastEvent: "graph.advanced", LastEventAt: t0,
+		})
+	}
+	d, err := New(Config{}, Deps{Source: src, Now: func() time.Time { return t0 }, Log: io.Discard})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer d.Close()
+	id, err := d.auth.redeem(MintToken(d.cfg.Key, t0), t0)
+	if err != nil {
+		b.Fatal(err)
+	}
+	h := d.Handler()
+	b.ReportAllocs()
+	b.ResetTimer()
+	for b.Loop() {
+		req := httptest.NewRequest("GET", "http://127.0.0.1/?sort=waiting", nil)
+		req.AddCookie(&http.Cookie{Name: cookieName, Value: id})
+		w := httptest.NewRecorder()
+		h.ServeHTTP(w, req)
+		if w.Code != http.StatusOK {
+			b.Fatalf("status %d", w.Code)
+		}
+	}
+}
+
+// FuzzLoginToken: no token text panics the redeemer, and only tokens
+// minted with the key are accepted.
+func FuzzLoginToken(f *testing.F) {
+	key := []byte("0123456789abcdef0123456789abcdef")
+	f.Add(MintToken(key, t0))
+	f.Add("")
+	f.Add("..")
+	f.Add(strings.Repeat("a", 32) + ".1." + strings.Repeat("0", 64))
+	f.Add(MintToken([]byte("other"), t0))
+	f.Fuzz(func(t *testing.T, tok string) {
+		s := newSessions(key)
+		id, err := s.redeem(tok, t0)
+		if err != nil {
+			return
+		}
+		parts := strings.Split(tok, ".")
+		if len(parts) != 3 || tokenMAC(key, parts[0]+"."+parts[1]) != parts[2] {
+			t.Fatalf("accepted a token the key did not mint: %q", tok)
+		}
+		if _, ok := s.lookup(id, t0); !ok {
+			t.Fatal("a redeemed token gave no session")
+		}
+		if _, err := s.redeem(tok, t0); err == nil {
+			t.Fatal("a token was accepted twice")
+		}
+	})
+}

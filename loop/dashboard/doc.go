@@ -1,0 +1,55 @@
+// Package dashboard is loopd's web dashboard (ARCHITECTURE decision 17):
+// where every work item stands, its graph with its position, and its human
+// gates decided in one click — through the same authorized-comment path as
+// GitHub, never a back door.
+//
+// Pages are server-rendered with html/template from embedded templates and
+// assets (go:embed); one small vanilla script (assets/dash.js) keeps the
+// board live over Server-Sent Events. No framework, no bundler, no Node.
+//
+//   - Board (/): every tracked work item (one with a session record) — repository, ticket link, title,
+//     current node and phase, state (working, waiting on a human, blocked
+//     with the finding, parked, done), time in the node, session live/dead
+//     with the `tmux attach` command, last event — filtered by repository
+//     and state, sorted by waiting time. A change notification (Notify)
+//     makes the update goroutine re-read the Source and send the changed
+//     rows as JSON on /events; the script writes them with textContent.
+//   - Work item (/item?ref=…): the graph as inline SVG with passed, skipped,
+//     current and blocked nodes marked; the current node's messages; the
+//     artifacts with their lock status; the recorded decisions (who, when,
+//     which comment, and the signature verdict); the timeline from the
+//     event log; and at an open human gate, "Approve", "Approve with
+//     comments" and "Request changes".
+//   - Metrics (/metrics): gate dwell p50/p90 per gate, items stuck past a
+//     threshold, throughput per phase per day, blocks by hook — from the
+//     event log, drawn as inline SVG on the server.
+//
+// The graph picture is laid out here, not by Graphviz. A layered layout
+// of our own (longest-path layers over the forward edges, back edges found
+// by a depth-first walk and drawn dashed on the side, one barycentre pass
+// to order each layer) is ~200 lines, deterministic, and has no cgo or
+// WebAssembly runtime behind it; github.com/goccy/go-graphviz resolves but
+// brings a wasm Graphviz (wazero) into the daemon for graphs of twenty
+// nodes. The nodes keep the ids of `graph show --format dot`, so the two
+// pictures name the same things.
+//
+// Security. The server listens on the loopback interface only and answers
+// only to loopback Host names (no DNS rebinding). Nothing is readable
+// without a session: `loopctl dashboard` reads the login file
+// (<state root>/dashboard.json, 0600, written by the running loopd: the
+// URL and a random key) and mints a one-time login URL — a nonce and an
+// expiry under an HMAC of that key — that /login redeems once for an
+// HttpOnly, SameSite=Strict session cookie (the Jupyter pattern; the token
+// never reaches the daemon over any other channel). Every form carries the
+// session's CSRF token; cross-origin unsafe requests are refused; a strict
+// Content-Security-Policy allows only the page's own script and styles (no
+// inline script or style). Work items' text — titles, findings, comments,
+// event fields — is untrusted and only ever reaches the page through
+// html/template's escaping or textContent.
+//
+// Gate actions post an ordinary comment on the ticket as the operator
+// (Config.Operator, through Deps.Poster — an integrations set with the
+// operator's own GitHub identity). The gate moves only when that comment
+// returns through the webhook, ingress and the authorization check. An
+// operator not in routing.authorizedUsers is offered no actions.
+package dashboard

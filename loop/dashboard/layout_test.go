@@ -1,0 +1,58 @@
+package dashboard
+
+import (
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/theloop-dev/theloop/graph"
+	"github.com/theloop-dev/theloop/loop"
+)
+
+func TestMarksFor(t *testing.T) {
+	g, err := loop.ShippedGraph(loop.WorkItemLoop)
+	require.NoError(t, err)
+	at := func(node string, edit func(*graph.State)) *graph.State {
+		st := graph.NewState("issue-1")
+		st.Enter("phase-selection", t0)
+		st.Exit("phase-selection", "selected", t0)
+		st.Enter("brainstorming", t0)
+		st.Exit("brainstorming", graph.OutcomeSkipped, t0)
+		if node != "" {
+			st.Enter(node, t0.Add(time.Minute))
+		}
+		if edit != nil {
+			edit(st)
+		}
+		return st
+	}
+	tests := []struct {
+		name  string
+		st    *graph.State
+		node  string
+		want  Mark
+		check map[string]Mark
+	}{
+		{"working", at("requirements-definition", nil), "requirements-definition", MarkCurrent,
+			map[string]Mark{"phase-selection": MarkPassed, "brainstorming": MarkSkipped, "design": ""}},
+		{"blocked by a hook", at("requirements-definition", func(st *graph.State) { st.NoteBlock("requirements-definition", "missing ## Scope") }), "requirements-definition", MarkBlocked, nil},
+		{"parked off a gate", at("design", func(st *graph.State) { st.Park("design", "escalated", false, t0) }), "design", MarkBlocked, nil},
+		{"waiting at a gate", at("requirements-approval", func(st *graph.State) { st.Park("requirements-approval", "waiting", false, t0) }), "requirements-approval", MarkCurrent, nil},
+		{"escalated at a gate", at("requirements-approval", func(st *graph.State) { st.Park("requirements-approval", "repeated", true, t0) }), "requirements-approval", MarkBlocked, nil},
+		{"declared skip", at("design", func(st *graph.State) {
+			st.Skips.Set("test-planning", graph.SkipDecl{Via: "cli", Token: "test-planning"})
+		}), "test-planning", MarkSkipped, nil},
+		{"complete", at("complete", func(st *graph.State) { st.Exit("complete", "pass", t0) }), "complete", MarkPassed, nil},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			m := marksFor(g, tc.st)
+			require.Equal(t, tc.want, m[tc.node])
+			for n, want := range tc.check {
+				require.Equal(t, want, m[n], n)
+			}
+		})
+	}
+	require.Empty(t, marksFor(g, nil))
+}

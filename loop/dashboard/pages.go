@@ -1,0 +1,348 @@
+package dashboard
+
+import (
+	"crypto/subtle"
+	"errors"
+	"fmt"
+	"net/http"
+	"net/url"
+	"slices"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/theloop-dev/theloop/hooks"
+	"github.com/theloop-dev/theloop/integrations"
+)
+
+// row is a board row as the template and the event stream see it.
+type row struct {
+	Ref         string `json:"ref"`
+	Repo        string `json:"repo"`
+	URL         string `json:"url"`
+	Title       string `json:"title"`
+	Loop        string `json:"loop"`
+	Node        string `json:"node"`
+	Phase       string `json:"phase"`
+	Human       bool   `json:"human"`
+	State       State  `json:"state"`
+	Finding     string `json:"finding"`
+	Since       string `json:"since"`
+	Age         string `json:"age"`
+	Live        bool   `json:"live"`
+	Attach      string `json:"attach"`
+	LastEvent   string `json:"lastEvent"`
+	LastEventAt string `json:"lastEventAt"`
+	Page        string `json:"page"`
+
+	wait time.Duration
+}
+
+func rowData(it Item, now time.Time) row {
+	r := row{
+		Ref: it.Ref, Repo: it.Repo, URL: webURL(it.URL), Title: it.Title, Loop: it.Loop, Node: it.Node, Phase: it.Phase,
+		Human: it.Human, State: it.State, Finding: clip(it.Finding, 400), Live: it.SessionLive, Attach: it.Attach,
+		LastEvent: it.LastEvent, Page: "/item?ref=" + url.QueryEscape(it.Ref),
+	}
+	if r.Phase == r.Node {
+		r.Phase = "" // most nodes are named after their phase
+	}
+	if !it.Since.IsZero() {
+		r.Since = it.Since.UTC().Format(time.RFC3339)
+		r.wait = now.Sub(it.Since)
+		r.Age = humanDuration(r.wait)
+	}
+	if !it.LastEventAt.IsZero() {
+		r.LastEventAt = it.LastEventAt.UTC().Format(time.RFC3339)
+	}
+	return r
+}
+
+// webURL keeps only absolute http(s) URLs.
+func webURL(s string) string {
+	u, err := url.Parse(s)
+	if err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" {
+		return ""
+	}
+	return u.String()
+}
+
+func humanDuration(d time.Duration) string {
+	switch {
+	case d < 0:
+		return "0s"
+	case d < time.Second:
+		return fmt.Sprintf("%dms", int(d/time.Millisecond))
+	case d < time.Minute:
+		return fmt.Sprintf("%ds", int(d/time.Second))
+	case d < time.Hour:
+		return fmt.Sprintf("%dm", int(d/time.Minute))
+	case d < 48*time.Hour:
+		return fmt.Sprintf("%dh%02dm", int(d/time.Hour), int(d%time.Hour/time.Minute))
+	}
+	return fmt.Sprintf("%dd%02dh", int(d/(24*time.Hour)), int(d%(24*time.Hour)/time.Hour))
+}
+
+type boardPage struct {
+	Title      string
+	Rows       []row
+	Repos      []string
+	States     []State
+	Repo       string
+	State      string
+	Sort       string
+	Total      int
+	RenderedAt string
+	// Empty is the row the live-update script clones for a new item.
+	Empty row
+}
+
+// board renders every tracked work item, filtered by repository and
+// state, sorted by waiting time (longest first) or by item.
+func (d *Dashboard) board(w http.ResponseWriter, r *http.Request, _ *session) {
+	items, err := d.deps.Source.Items(r.Context())
+	if err != nil {
+		http.Error(w, "dashboard: reading the work items failed: "+err.Error(), http.StatusInternalServerError)
+		return
+	}
+	d.hub.prime(items)
+	d.render(w, "board.html", d.boardData(items, r.URL.Query()))
+}
+
+func (d *Dashboard) boardData(items []Item, q url.Values) boardPage {
+	now := d.deps.Now()
+	p := boardPage{Title: "Board", States: States, Repo: q.Get("repo"), State: q.Get("state"), Sort: q.Get("sort"), Total: len(items), RenderedAt: now.UTC().Format(time.RFC3339)}
+	repos := map[string]bool{}
+	for _, it := range items {
+		repos[it.Repo] = true
+		if p.Repo != "" && it.Repo != p.Repo {
+			continue
+		}
+		if p.State != "" && string(it.State) != p.State {
+			continue
+		}
+		p.Rows = append(p.Rows, rowData(it, now))
+	}
+	for r := range repos {
+		p.Repos = append(p.Repos, r)
+	}
+	sort.Strings(p.Repos)
+	if p.Sort == "waiting" {
+		sort.SliceStable(p.Rows, func(i, j int) bool { return p.Rows[i].wait > p.Rows[j].wait })
+	} else {
+		p.Sort = ""
+		sort.SliceStable(p.Rows, func(i, j int) bool {
+			if p.Rows[i].Repo != p.Rows[j].Repo {
+				return p.Rows[i].Repo < p.Rows[j].Repo
+			}
+			return p.Rows[i].Ref < p.Rows[j].Ref
+		})
+	}
+	return p
+}
+
+type decisionRow struct {
+	Node, Outcome, By, At, Via, Comment, CommentURL string
+	// Verdict is verified, refused or unverified ("" when not checked);
+	// Reason explains a refusal; Key names the signing key.
+	Verdict, Reason, Key string
+}
+
+type timelineRow struct {
+	At, Name, Detail string
+}
+
+type itemPage struct {
+	Title      string
+	Row        row
+	Picture    *picture
+	Messages   []string
+	Artifacts  []Artifact
+	Decisions  []decisionRow
+	Timeline   []timelineRow
+	GateOpen   bool
+	CanAct     bool
+	Operator   string
+	CSRF       string
+	Posted     string
+	Error      string
+	ActionsWhy string
+}
+
+// item renders one work item: graph picture, messages, artifacts,
+// decisions, timeline and — at an open human gate — the gate actions.
+func (d *Dashboard) item(w http.ResponseWriter, r *http.Request, ss *session) {
+	ref := r.URL.Query().Get("ref")
+	det, err := d.deps.Source.Detail(r.Context(), ref)
+	if errors.Is(err, ErrNotFound) {
+		w.WriteHeader(http.StatusNotFound)
+		d.render(w, "denied.html", map[string]any{"Title": "Not found", "Why": "No tracked work item has that ref."})
+		return
+	}
+	if err != nil {
+		http.Error(w, "dashboard: reading the work item failed: "+err.Error(), http.StatusInternalServerError)
+		return
+	}
+	p := d.itemData(r, det, ss)
+	d.render(w, "item.html", p)
+}
+
+func (d *Dashboard) itemData(r *http.Request, det *Detail, ss *session) itemPage {
+	now := d.deps.Now()
+	p := itemPage{Title: det.Item.Ref, Row: rowData(det.Item, now), Messages: det.Messages, Artifacts: det.Artifacts,
+		Operator: d.cfg.Operator, CSRF: ss.csrf, Posted: r.URL.Query().Get("posted"), Error: r.URL.Query().Get("error")}
+	switch p.Posted {
+	case "approve", "approve-comments", "request-changes":
+	default:
+		p.Posted = ""
+	}
+	switch p.Error {
+	case "not-at-gate", "post-failed", "empty-text":
+	default:
+		p.Error = ""
+	}
+	if det.Graph != nil {
+		pic := layoutGraph(det.Graph, marksFor(det.Graph, det.State))
+		p.Picture = &pic
+	}
+	for _, v := range det.Decisions {
+		dr := decisionRow{Node: v.Gate, Outcome: v.Outcome, By: v.By, At: v.At, Comment: v.Comment, CommentURL: webURL(v.CommentURL), Verdict: v.Verdict, Reason: v.Reason, Key: clip(v.Key, 24)}
+		if dr.CommentURL == "" {
+			dr.CommentURL = webURL(v.Comment)
+		}
+		if det.State != nil {
+			if dec, ok := det.State.Decisions.Get(v.Gate); ok {
+				dr.Via = dec.Via
+			}
+		}
+		p.Decisions = append(p.Decisions, dr)
+	}
+	if st := det.State; st != nil && det.Decisions == nil {
+		for _, k := range st.Decisions.Keys() {
+			dec, _ := st.Decisions.Get(k)
+			if dec.Outcome == "" && dec.By == "" {
+				continue
+			}
+			dr := decisionRow{Node: k, Outcome: dec.Outcome, By: dec.By, At: dec.At, Via: dec.Via, Comment: dec.Comment, CommentURL: webURL(dec.CommentURL)}
+			if dr.CommentURL == "" {
+				dr.CommentURL = webURL(dec.Comment)
+			}
+			p.Decisions = append(p.Decisions, dr)
+		}
+	}
+	if evs, err := d.deps.Source.Events(r.Context(), det.Item.Ref, time.Time{}, 200); err == nil {
+		for i := len(evs) - 1; i >= 0; i-- {
+			e := evs[i]
+			p.Timeline = append(p.Timeline, timelineRow{At: e.Time.UTC().Format("2006-01-02 15:04:05"), Name: e.Name, Detail: clip(fieldsText(e.Fields), 300)})
+		}
+	}
+	p.GateOpen = det.Item.Human && det.Item.State == StateWaiting
+	p.CanAct = d.canAct()
+	switch {
+	case d.cfg.Operator != "" && !slices.Contains(d.cfg.AuthorizedUsers, d.cfg.Operator):
+		p.ActionsWhy = fmt.Sprintf("You are signed in as %s, who is not in routing.authorizedUsers: theloop would ignore your comment, so the dashboard offers no actions.", d.cfg.Operator)
+	case !p.CanAct:
+		p.ActionsWhy = "No operator identity is configured for the dashboard (loopd run --dashboard-operator), so it offers no actions: decide on the ticket itself."
+	}
+	return p
+}
+
+func fieldsText(f map[string]any) string {
+	keys := make([]string, 0, len(f))
+	for k := range f {
+		if k == "source" || k == "pid" || k == "level" {
+			continue
+		}
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	var b strings.Builder
+	for i, k := range keys {
+		if i > 0 {
+			b.WriteString("  ")
+		}
+		fmt.Fprintf(&b, "%s=%v", k, f[k])
+	}
+	return b.String()
+}
+
+// Gate actions and the comment each posts. The wording is what
+// classify-feedback reads: "Approved." approves; "minor comments" makes an
+// approval approved-with-comments; "Changes requested" requests changes.
+const (
+	actApprove         = "approve"
+	actApproveComments = "approve-comments"
+	actRequestChanges  = "request-changes"
+	maxCommentText     = 16 << 10
+	dashboardFooter    = "\n\n<sub>Sent from the theloop dashboard.</sub>"
+)
+
+// commentBody composes the gate comment for action and the operator's
+// text ("" with false when the action needs text and has none).
+func commentBody(action, text string) (string, bool) {
+	text = strings.TrimSpace(strings.ReplaceAll(text, hooks.Marker, ""))
+	switch action {
+	case actApprove:
+		if text != "" {
+			return "Approved.\n\n" + text + dashboardFooter, true
+		}
+		return "Approved." + dashboardFooter, true
+	case actApproveComments:
+		if text == "" {
+			return "", false
+		}
+		return "Approved, with minor comments:\n\n" + text + dashboardFooter, true
+	case actRequestChanges:
+		if text == "" {
+			return "", false
+		}
+		return "Changes requested:\n\n" + text + dashboardFooter, true
+	}
+	return "", false
+}
+
+// gate posts the operator's verdict as an ordinary comment on the ticket.
+// Nothing moves here: the gate moves when the comment comes back through
+// the webhook, ingress and the authorization check, like any other.
+func (d *Dashboard) gate(w http.ResponseWriter, r *http.Request, ss *session) {
+	r.Body = http.MaxBytesReader(w, r.Body, maxCommentText+4096)
+	if err := r.ParseForm(); err != nil {
+		http.Error(w, "dashboard: unreadable form", http.StatusBadRequest)
+		return
+	}
+	if subtle.ConstantTimeCompare([]byte(r.PostForm.Get("csrf")), []byte(ss.csrf)) != 1 {
+		http.Error(w, "dashboard: missing or wrong CSRF token; reload the page", http.StatusForbidden)
+		return
+	}
+	if !d.canAct() {
+		http.Error(w, "dashboard: the operator may not decide gates (not in routing.authorizedUsers, or no operator identity)", http.StatusForbidden)
+		return
+	}
+	ref := r.PostForm.Get("ref")
+	back := "/item?ref=" + url.QueryEscape(ref)
+	det, err := d.deps.Source.Detail(r.Context(), ref)
+	if err != nil {
+		http.Error(w, "dashboard: no such work item", http.StatusNotFound)
+		return
+	}
+	if !det.Item.Human || det.Item.State != StateWaiting {
+		http.Redirect(w, r, back+"&error=not-at-gate", http.StatusSeeOther)
+		return
+	}
+	action := r.PostForm.Get("action")
+	if len(r.PostForm.Get("text")) > maxCommentText {
+		http.Error(w, "dashboard: the comment is too long", http.StatusRequestEntityTooLarge)
+		return
+	}
+	body, ok := commentBody(action, r.PostForm.Get("text"))
+	if !ok {
+		http.Redirect(w, r, back+"&error=empty-text", http.StatusSeeOther)
+		return
+	}
+	if _, err := d.deps.Poster.Call(r.Context(), integrations.OpGitHubAddComment, map[string]any{"ref": det.Item.Ref, "body": body}); err != nil {
+		fmt.Fprintf(d.deps.Log, "dashboard: posting %s's %s on %s: %v\n", d.cfg.Operator, action, det.Item.Ref, err)
+		http.Redirect(w, r, back+"&error=post-failed", http.StatusSeeOther)
+		return
+	}
+	http.Redirect(w, r, back+"&posted="+url.QueryEscape(action), http.StatusSeeOther)
+}

@@ -93,6 +93,7 @@ func newShowCmd(f *Factory, runF func(*showOptions) error) *cli.Command {
 func runShow(ctx context.Context, opts *showOptions) error {
 	var g *graph.Graph
 	var m *marks
+	var rep *graph.Report
 	if opts.WorkItem == "" && opts.Repo.GraphFile == "" && opts.Repo.PR == 0 {
 		name := opts.Loop
 		if name == "" {
@@ -109,8 +110,7 @@ func runShow(ctx context.Context, opts *showOptions) error {
 		}
 		g = rt.Graph()
 		if opts.WorkItem != "" {
-			rep, err := rt.Status(ctx, opts.WorkItem, false)
-			if err != nil {
+			if rep, err = rt.Status(ctx, opts.WorkItem, false); err != nil {
 				return err
 			}
 			m = marksFrom(rep)
@@ -119,7 +119,7 @@ func runShow(ctx context.Context, opts *showOptions) error {
 	w := opts.Factory.IO.Out
 	switch opts.Format {
 	case "json":
-		renderJSON(w, g, m)
+		renderJSON(w, g, rep)
 	case "mermaid":
 		renderMermaid(w, g, m)
 	case "dot":

@@ -140,6 +140,9 @@ type Config struct {
 	EventLogPath string
 	// DrainTimeout bounds the wait for running dispatches at shutdown.
 	DrainTimeout time.Duration
+
+	// Service is the control plane (service.*; service.go).
+	Service ServiceConfig
 }
 
 // DefaultConfig returns the reference defaults; StateRoot is left empty.
@@ -225,6 +228,7 @@ func ConfigFromCLI(c loop.CLIConfig, getenv func(string) string, workDir string)
 		cfg.Secret = []byte(s)
 	}
 	cfg.QueueURL = r.m("queue").str("url", "")
+	cfg.Service = serviceFromCLI(r.m("service"), getenv)
 
 	rt := r.m("routing")
 	cfg.SpawnOnUnmatched = rt.str("spawnOnUnmatched", SpawnNever)

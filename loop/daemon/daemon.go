@@ -72,6 +72,8 @@ type Daemon struct {
 
 	mu      sync.Mutex
 	running bool
+
+	svc service // the control plane (service.go)
 }
 
 // New validates cfg and builds the daemon. It opens nothing: Run does.
@@ -231,6 +233,17 @@ func (d *Daemon) Run(ctx context.Context) (err error) {
 	rctx, rcancel := context.WithCancel(ctx)
 	go func() { defer close(recDone); d.reconcileLoop(rctx) }()
 
+	stopService, err := d.startService()
+	if err != nil {
+		_ = srv.Close()
+		rcancel()
+		<-recDone
+		dcancel()
+		<-dispDone
+		return err
+	}
+	defer stopService()
+
 	d.emit("daemon.started", graph.LevelInfo, graph.Field{Key: "addr", Value: d.addr}, graph.Field{Key: "queue", Value: queueKind(d.cfg.QueueURL)})
 	close(d.ready)
 
@@ -270,6 +283,7 @@ func (d *Daemon) build() error {
 			sinks = append(sinks, el)
 		}
 	}
+	sinks = append(sinks, d.serviceSinks()...)
 	d.sink = &observedSink{d: d, next: sinks}
 
 	integ := d.deps.Integrations

@@ -1,0 +1,131 @@
+package daemon_test
+
+import (
+	"bufio"
+	"context"
+	"net"
+	"net/http"
+	"net/url"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/theloop-dev/theloop/loop/api"
+	"github.com/theloop-dev/theloop/sessions"
+)
+
+// TestControlPlaneOverTheSocket runs the real daemon (githubsim, real tmux,
+// embedded JetStream) and drives its control plane over the unix socket:
+// the socket is 0600, status and queue answer, a spawned session is listed,
+// paused (events held back), resumed and stopped, and the live stream
+// carries the daemon's events.
+func TestControlPlaneOverTheSocket(t *testing.T) {
+	w := newWorld(t, nil)
+	sock := w.d.ControlSocket()
+	fi, err := os.Stat(sock)
+	require.NoError(t, err)
+	require.Equal(t, os.FileMode(0o600), fi.Mode().Perm())
+	c := api.NewSocketClient(sock)
+	ctx := context.Background()
+
+	// Subscribe to the live stream before anything happens.
+	sctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	hc := &http.Client{Transport: &http.Transport{DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
+		return (&net.Dialer{}).DialContext(ctx, "unix", sock)
+	}}}
+	req, _ := http.NewRequestWithContext(sctx, "GET", "http://loopd"+api.Prefix+"/events/stream", nil)
+	resp, err := hc.Do(req)
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	lines := make(chan string, 1024)
+	go func() {
+		sc := bufio.NewScanner(resp.Body)
+		sc.Buffer(make([]byte, 1<<20), 1<<20)
+		for sc.Scan() {
+			lines <- sc.Text()
+		}
+		close(lines)
+	}()
+
+	n := w.openLabeled()
+	ref := w.item(n).String()
+	w.eventually("the session", func() bool { return w.spawns() == 1 })
+	w.waitIdle()
+
+	var st api.Status
+	require.NoError(t, c.Do(ctx, "GET", "/status", nil, nil, &st))
+	require.Equal(t, w.cfg.StateRoot, st.StateRoot)
+	require.Equal(t, 1, st.LiveSessions)
+	require.NotNil(t, st.Queue)
+	require.Zero(t, st.Queue.Depth)
+	require.Equal(t, w.d.WebhookURL(), st.Webhook)
+
+	var recs []map[string]any
+	require.NoError(t, c.Do(ctx, "GET", "/sessions", url.Values{"status": {"active"}}, nil, &recs))
+	require.Len(t, recs, 1)
+	require.Equal(t, ref, recs[0]["workItem"].(map[string]any)["ref"])
+
+	var attach map[string]string
+	require.NoError(t, c.Do(ctx, "GET", "/sessions/attach", url.Values{"ref": {ref}}, nil, &attach))
+	require.Equal(t, "tmux -L "+w.socket+" attach -t "+w.item(n).TmuxName(), attach["command"])
+
+	var res api.ControlResult
+	require.NoError(t, c.Do(ctx, "POST", "/sessions/control", nil, api.ControlRequest{Ref: ref, Verb: "pause", Actor: "ops"}, &res))
+	require.Equal(t, "paused", res.Effect)
+	rec, err := c.Raw(ctx, "GET", "/sessions/one", url.Values{"ref": {ref}}, nil)
+	require.NoError(t, err)
+	require.Contains(t, string(rec), `"status": "paused"`)
+
+	// A comment while paused is held back (dispatch.dropped session-paused).
+	_, err = w.sim.Comment(repoFull, n, human, "any news?")
+	require.NoError(t, err)
+	w.waitIdle()
+	require.NotContains(t, w.received(), "any news?")
+
+	require.NoError(t, c.Do(ctx, "POST", "/sessions/control", nil, api.ControlRequest{Ref: ref, Verb: "resume", Actor: "ops"}, &res))
+	require.Equal(t, "resumed", res.Effect)
+	require.NoError(t, c.Do(ctx, "POST", "/sessions/control", nil, api.ControlRequest{Ref: ref, Verb: "resume", Actor: "ops"}, &res))
+	require.Equal(t, "nothing-to-resume", res.Effect)
+	require.NoError(t, c.Do(ctx, "POST", "/sessions/control", nil, api.ControlRequest{Ref: ref, Verb: "stop", Actor: "ops"}, &res))
+	require.Equal(t, "stopped", res.Effect)
+	require.NoError(t, c.Do(ctx, "GET", "/sessions", url.Values{"status": {"closed"}}, nil, &recs))
+	require.Len(t, recs, 1)
+
+	_, err = c.Raw(ctx, "POST", "/sessions/control", nil, api.ControlRequest{Ref: "github:octo/demo#999", Verb: "stop"})
+	var ae *api.APIError
+	require.ErrorAs(t, err, &ae)
+	require.Equal(t, 404, ae.Status)
+
+	var dead []api.DeadLetterView
+	require.NoError(t, c.Do(ctx, "GET", "/queue/dead", nil, nil, &dead))
+	require.Empty(t, dead)
+
+	// The stream carried the spawn and the operator's control commands.
+	var seen []string
+	deadline := time.After(10 * time.Second)
+	for !strings.Contains(strings.Join(seen, "\n"), `"effect":"stopped"`) {
+		select {
+		case l, ok := <-lines:
+			require.True(t, ok, "the stream ended")
+			if strings.HasPrefix(l, "data: ") {
+				seen = append(seen, l)
+			}
+		case <-deadline:
+			t.Fatalf("the stream did not carry the stop; got:\n%s", strings.Join(seen, "\n"))
+		}
+	}
+	all := strings.Join(seen, "\n")
+	require.Contains(t, all, `"event":"session.spawned"`)
+	require.Contains(t, all, `"event":"control.command"`)
+	require.Contains(t, all, `"via":"cli"`)
+
+	// Events are queryable too, with the control record's source.
+	var evs []map[string]any
+	require.NoError(t, c.Do(ctx, "GET", "/events", url.Values{"event": {"control.command"}}, nil, &evs))
+	require.Len(t, evs, 4, "pause, resume, resume (nothing to resume), stop")
+	_ = sessions.StatusClosed
+}

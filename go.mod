@@ -9,7 +9,6 @@ require (
 	github.com/nats-io/nats.go v1.55.0
 	github.com/stretchr/testify v1.12.1
 	github.com/urfave/cli/v2 v2.27.7
-	github.com/valyala/fastjson v1.6.4
 	github.com/xeipuuv/gojsonschema v1.2.0
 )
 

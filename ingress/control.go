@@ -203,11 +203,14 @@ func (t *keywordTable) matchLine(line string) (Command, bool) {
 		rest := s[len(kw):]
 		if len(rest) > 0 {
 			b := rest[0]
-			if isWordByte(b) || b == '-' || b == ':' || b == '/' || b == '?' {
+			if isWordByte(b) || b == '-' || b == '/' || b == '?' {
 				continue // "the-loop startlater", "the-loop start?" (a question)
 			}
+			if b == ':' && len(rest) > 1 && rest[1] != ' ' && rest[1] != '\t' && rest[1] != '\r' {
+				continue // "the-loop stop:now"; "the-loop contribute: goal" is fine
+			}
 		}
-		rest = strings.TrimLeft(rest, " \t.,!;\r")
+		rest = strings.TrimLeft(rest, " \t.,!;:\r")
 		if rest != "" {
 			word := rest
 			if j := strings.IndexAny(word, " \t.,!;:?\r"); j >= 0 {

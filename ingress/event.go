@@ -1,14 +1,3 @@
-// Package ingress turns GitHub activity into one stream of routed events.
-//
-// Two ingresses feed it — the webhook receiver (push) and the poller (pull,
-// for hosts GitHub cannot reach) — and both produce the same Event, handed to
-// a Sink that the daemon implements with a durable queue. The package owns
-// everything between the wire and that hand-off: signature verification
-// (fail-closed), the event filter, delivery dedup, the repository bound,
-// work-item extraction, the self-authored drop, authorization and control
-// keywords. It starts no tmux session, calls no graph runtime and posts
-// nothing to GitHub on the request path: the receiver answers 202 only after
-// the Sink has kept the event, and before any other work.
 package ingress
 
 import (
@@ -82,14 +71,21 @@ type Event struct {
 
 // ContentKey identifies the change an event carries independently of how it
 // was delivered: the same comment arriving under two delivery ids (a
-// repository hook and an app hook) has one ContentKey. "" when the event has
-// no content identity beyond its delivery.
+// repository hook and an app hook, or a webhook and the poller's reconcile
+// pass) has one ContentKey. The creation of a comment or review is
+// identified by its id alone (the poller's listings carry no updated_at);
+// any later change (an edit, a deletion) by its id and updated_at. "" when
+// the event has no content identity beyond its delivery.
 func (e *Event) ContentKey() string {
 	if len(e.Comments) == 0 || e.Comments[0].ID == "" {
 		return ""
 	}
 	c := e.Comments[0]
-	return e.Event + "/" + e.Action + "/" + e.Repo + "/" + c.ID + "@" + c.UpdatedAt
+	key := e.Event + "/" + e.Action + "/" + e.Repo + "/" + c.ID
+	if e.Action == "created" || e.Action == "submitted" {
+		return key
+	}
+	return key + "@" + c.UpdatedAt
 }
 
 // Command is a control command's canonical name. The set is closed: parsing

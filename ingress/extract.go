@@ -4,8 +4,6 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/valyala/fastjson"
-
 	"github.com/theloop-dev/theloop/integrations"
 	"github.com/theloop-dev/theloop/internal/lazyre"
 )
@@ -67,8 +65,7 @@ func (r repoOf) ref(n int) integrations.Ref {
 
 // hostOfURL returns the lower-cased host of an http(s) URL, "" for
 // github.com or anything unparseable.
-func hostOfURL(u []byte) string {
-	s := string(u)
+func hostOfURL(s string) string {
 	rest, ok := strings.CutPrefix(s, "https://")
 	if !ok {
 		if rest, ok = strings.CutPrefix(s, "http://"); !ok {
@@ -85,18 +82,66 @@ func hostOfURL(u []byte) string {
 	return h
 }
 
+// payload is the top-level fields of a webhook payload the router reads,
+// with the issue and pull-request objects read once.
+type payload struct {
+	doc *doc
+	action, repository, sender, comment, review, label,
+	workflowRun, checkRun, checkSuite, branches jv
+	issue, pullRequest entity
+}
+
+// entity is the fields read from an issue or pull-request object.
+type entity struct {
+	present                                                   bool
+	number, closing, head, headRefName, body, labels, htmlURL jv
+	// pullRequest is an issue's pull_request key (set on PRs).
+	pullRequest jv
+}
+
+var payloadKeys = []string{"action", "repository", "sender", "comment", "review", "issue", "pull_request", "label",
+	"workflow_run", "check_run", "check_suite", "branches"}
+
+var entityKeys = []string{"number", "closingIssuesReferences", "head", "headRefName", "body", "labels", "html_url", "pull_request"}
+
+func readEntity(d *doc, v jv) entity {
+	if v.kind() != '{' {
+		return entity{}
+	}
+	var f [8]jv
+	d.fields(v, entityKeys, f[:])
+	return entity{true, f[0], f[1], f[2], f[3], f[4], f[5], f[6], f[7]}
+}
+
+// readPayload reads the top level of a validated JSON object (d.idx, when
+// set, is validate's index of d.b).
+func readPayload(d *doc) (payload, bool) {
+	v := jv(d.b[skipWS(d.b, 0):])
+	if v.kind() != '{' {
+		return payload{}, false
+	}
+	var f [12]jv
+	d.fields(v, payloadKeys, f[:])
+	return payload{doc: d, action: f[0], repository: f[1], sender: f[2], comment: f[3], review: f[4],
+		issue: readEntity(d, f[5]), pullRequest: readEntity(d, f[6]), label: f[7],
+		workflowRun: f[8], checkRun: f[9], checkSuite: f[10], branches: f[11]}, true
+}
+
+var repoKeys = []string{"full_name", "html_url"}
+
 // payloadRepo reads repository.full_name and the host (daemon-spec §4.1).
-func payloadRepo(v *fastjson.Value, entity *fastjson.Value) (repoOf, bool) {
-	full := v.GetStringBytes("repository", "full_name")
-	owner, repo, ok := strings.Cut(string(full), "/")
+func payloadRepo(p *payload, e *entity) (repoOf, bool) {
+	var f [2]jv
+	p.doc.fields(p.repository, repoKeys, f[:])
+	owner, repo, ok := strings.Cut(f[0].string(), "/")
 	if !ok || !plainName(owner) || !plainName(repo) {
 		return repoOf{}, false
 	}
 	host := ""
-	if u := v.GetStringBytes("repository", "html_url"); len(u) > 0 {
+	if u := f[1].string(); u != "" {
 		host = hostOfURL(u)
-	} else if entity != nil {
-		host = hostOfURL(entity.GetStringBytes("html_url"))
+	} else if e != nil {
+		host = hostOfURL(e.htmlURL.string())
 	}
 	return repoOf{host: host, owner: owner, repo: repo}, true
 }
@@ -105,49 +150,52 @@ func payloadRepo(v *fastjson.Value, entity *fastjson.Value) (repoOf, bool) {
 // pull_request object for pull_request* events; for issues and
 // issue_comment the issue when it has a pull_request key, else a top-level
 // pull_request (the poll path's shape).
-func prEntity(event string, v *fastjson.Value) *fastjson.Value {
-	if strings.HasPrefix(event, "pull_request") {
-		return v.Get("pull_request")
-	}
-	if is := v.Get("issue"); is != nil && is.Type() == fastjson.TypeObject {
-		if is.Get("pull_request") != nil {
-			return is
+func prEntity(event string, p *payload) *entity {
+	switch {
+	case strings.HasPrefix(event, "pull_request"):
+		if p.pullRequest.present {
+			return &p.pullRequest
 		}
-		return nil
-	}
-	if pr := v.Get("pull_request"); pr != nil && pr.Type() == fastjson.TypeObject {
-		return pr
+	case p.issue.present:
+		if p.issue.pullRequest != nil {
+			return &p.issue
+		}
+	case p.pullRequest.present:
+		return &p.pullRequest
 	}
 	return nil
 }
 
+// intOf reads a positive int that fits a ref number (0 otherwise).
+func intOf(v jv) int {
+	n, ok := v.int()
+	if !ok || n <= 0 || n >= 1<<31 {
+		return 0
+	}
+	return int(n)
+}
+
 // extract returns the work items of a payload, in daemon-spec §4.1 order.
-func extract(event string, v *fastjson.Value, r repoOf) extraction {
+func extract(event string, p *payload, r repoOf) extraction {
 	var x extraction
-	if pr := prEntity(event, v); pr != nil {
-		n := pr.GetInt("number")
+	if pr := prEntity(event, p); pr != nil {
+		n := intOf(pr.number)
 		if n > 0 {
 			x.own = r.ref(n)
 		}
-		for _, c := range pr.GetArray("closingIssuesReferences") {
-			num := c.Get("number")
-			if num == nil || num.Type() != fastjson.TypeNumber {
-				continue
+		pr.closing.elems(func(c jv) {
+			if cn := intOf(c.get("number")); cn > 0 {
+				x.add(closingRepo(c, r).ref(cn), RefFromClosingReference)
 			}
-			cn, err := num.Int()
-			if err != nil {
-				continue
-			}
-			x.add(closingRepo(c, r).ref(cn), RefFromClosingReference)
+		})
+		head := pr.head.get("ref").string()
+		if head == "" {
+			head = pr.headRefName.string()
 		}
-		head := pr.GetStringBytes("head", "ref")
-		if head == nil {
-			head = pr.GetStringBytes("headRefName")
+		if b := branchIssue(head); b > 0 {
+			x.add(r.ref(b), RefFromBranch)
 		}
-		if n := branchIssue(head); n > 0 {
-			x.add(r.ref(n), RefFromBranch)
-		}
-		for _, kr := range closingKeywords(pr.GetStringBytes("body"), r) {
+		for _, kr := range closingKeywords(pr.body.string(), r) {
 			x.add(kr, RefFromKeyword)
 		}
 		if n > 0 {
@@ -157,55 +205,51 @@ func extract(event string, v *fastjson.Value, r repoOf) extraction {
 	}
 	switch event {
 	case "issues", "issue_comment":
-		if n := v.GetInt("issue", "number"); n > 0 {
+		if n := intOf(p.issue.number); n > 0 {
 			x.add(r.ref(n), RefFromEntity)
 		}
 	case "workflow_run":
-		x.prNumbers(v.GetArray("workflow_run", "pull_requests"), r)
-		if n := branchIssue(v.GetStringBytes("workflow_run", "head_branch")); n > 0 {
-			x.add(r.ref(n), RefFromBranch)
-		}
+		x.prNumbers(p.workflowRun.get("pull_requests"), r)
+		x.branch(p.workflowRun.get("head_branch"), r)
 	case "check_run":
-		x.prNumbers(v.GetArray("check_run", "check_suite", "pull_requests"), r)
-		if n := branchIssue(v.GetStringBytes("check_run", "check_suite", "head_branch")); n > 0 {
-			x.add(r.ref(n), RefFromBranch)
-		}
+		suite := p.checkRun.get("check_suite")
+		x.prNumbers(suite.get("pull_requests"), r)
+		x.branch(suite.get("head_branch"), r)
 	case "check_suite":
-		x.prNumbers(v.GetArray("check_suite", "pull_requests"), r)
-		if n := branchIssue(v.GetStringBytes("check_suite", "head_branch")); n > 0 {
-			x.add(r.ref(n), RefFromBranch)
-		}
+		x.prNumbers(p.checkSuite.get("pull_requests"), r)
+		x.branch(p.checkSuite.get("head_branch"), r)
 	case "status":
-		for _, b := range v.GetArray("branches") {
-			if n := branchIssue(b.GetStringBytes("name")); n > 0 {
-				x.add(r.ref(n), RefFromBranch)
-			}
-		}
+		p.branches.elems(func(b jv) { x.branch(b.get("name"), r) })
 	}
 	return x
 }
 
-func (x *extraction) prNumbers(prs []*fastjson.Value, r repoOf) {
-	for _, p := range prs {
-		if n := p.GetInt("number"); n > 0 {
+func (x *extraction) branch(name jv, r repoOf) {
+	if n := branchIssue(name.string()); n > 0 {
+		x.add(r.ref(n), RefFromBranch)
+	}
+}
+
+func (x *extraction) prNumbers(prs jv, r repoOf) {
+	prs.elems(func(p jv) {
+		if n := intOf(p.get("number")); n > 0 {
 			x.add(r.ref(n), RefFromEntity)
 		}
-	}
+	})
 }
 
 // closingRepo resolves the repository of a closingIssuesReferences entry:
 // repository.nameWithOwner, else repository.owner.login + name, else the
 // /<o>/<r>/issues/<n> part of url, else the event's repository.
-func closingRepo(c *fastjson.Value, r repoOf) repoOf {
-	if nwo := c.GetStringBytes("repository", "nameWithOwner"); len(nwo) > 0 {
-		if o, n, ok := strings.Cut(string(nwo), "/"); ok && plainName(o) && plainName(n) {
-			return repoOf{host: r.host, owner: o, repo: n}
-		}
+func closingRepo(c jv, r repoOf) repoOf {
+	repo := c.get("repository")
+	if o, n, ok := strings.Cut(repo.get("nameWithOwner").string(), "/"); ok && plainName(o) && plainName(n) {
+		return repoOf{host: r.host, owner: o, repo: n}
 	}
-	if o, n := c.GetStringBytes("repository", "owner", "login"), c.GetStringBytes("repository", "name"); plainName(string(o)) && plainName(string(n)) {
-		return repoOf{host: r.host, owner: string(o), repo: string(n)}
+	if o, n := repo.path("owner", "login").string(), repo.get("name").string(); plainName(o) && plainName(n) {
+		return repoOf{host: r.host, owner: o, repo: n}
 	}
-	if u := string(c.GetStringBytes("url")); u != "" {
+	if u := c.get("url").string(); u != "" {
 		if m := issueURLRE.FindStringSubmatch(u); m != nil && plainName(m[1]) && plainName(m[2]) {
 			return repoOf{host: r.host, owner: m[1], repo: m[2]}
 		}
@@ -217,9 +261,9 @@ var issueURLRE = lazyre.New(`/([A-Za-z0-9._-]+)/([A-Za-z0-9._-]+)/issues/\d+`)
 
 // branchIssue returns n for the first issue-<n> or issue/<n> in a branch
 // name (case-insensitive), 0 when there is none.
-func branchIssue(b []byte) int {
+func branchIssue(b string) int {
 	for i := 0; i+6 < len(b); i++ {
-		if b[i]|0x20 != 'i' || !strings.EqualFold(string(b[i:i+5]), "issue") || (b[i+5] != '-' && b[i+5] != '/') {
+		if b[i]|0x20 != 'i' || !strings.EqualFold(b[i:i+5], "issue") || (b[i+5] != '-' && b[i+5] != '/') {
 			continue
 		}
 		j := i + 6
@@ -229,7 +273,7 @@ func branchIssue(b []byte) int {
 		if j == i+6 {
 			continue
 		}
-		n, err := strconv.Atoi(string(b[i+6 : j]))
+		n, err := strconv.Atoi(b[i+6 : j])
 		if err != nil || n <= 0 || n >= 1<<31 {
 			continue
 		}
@@ -247,7 +291,7 @@ var closingKeywordRE = lazyre.New(`(?i)\b(?:close[sd]?|fix(?:e[sd])?|resolve[sd]
 // maxKeywordScan bounds how much of a PR body is searched for keywords.
 const maxKeywordScan = 64 << 10
 
-func closingKeywords(body []byte, r repoOf) []integrations.Ref {
+func closingKeywords(body string, r repoOf) []integrations.Ref {
 	if len(body) == 0 {
 		return nil
 	}
@@ -259,7 +303,7 @@ func closingKeywords(body []byte, r repoOf) []integrations.Ref {
 	if webHost == "" {
 		webHost = "github.com"
 	}
-	for _, m := range closingKeywordRE.FindAllStringSubmatch(string(body), 32) {
+	for _, m := range closingKeywordRE.FindAllStringSubmatch(body, 32) {
 		var ref integrations.Ref
 		switch {
 		case m[4] != "":

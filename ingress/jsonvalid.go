@@ -1,5 +1,14 @@
 package ingress
 
+import "encoding/binary"
+
+// Word constants of scanString's eight-byte skip.
+const (
+	lsb = 0x0101010101010101
+	msb = 0x8080808080808080
+	ctl = 0x2020202020202020 // bytes below 0x20
+)
+
 // maxJSONDepth bounds nesting before a payload is parsed (fastjson's own
 // limit; GitHub payloads nest fewer than 10 levels).
 const maxJSONDepth = 300
@@ -10,11 +19,76 @@ const maxJSONDepth = 300
 // up to 64 levels, and runs several times faster than encoding/json.Valid,
 // which matters on the webhook path (see BenchmarkWebhook). It is
 // differentially fuzzed against encoding/json (FuzzValidJSON).
-func validJSON(b []byte) bool {
-	var stackBuf [64]byte
-	stack := stackBuf[:0] // '{' or '['
+func validJSON(b []byte) bool { return validate(b, nil) }
+
+// jsonIndex records, while a document is validated, the members of its
+// top-level object and of the objects that are that object's member values
+// (depth 1 and 2), so that reading them needs no second pass over the
+// bytes. Offsets index the validated document.
+type jsonIndex struct {
+	// objects are the start offsets of the indexed objects; an object's id
+	// is its position here (the top-level object is 0).
+	objects []int32
+	members []jsonMember
+}
+
+type jsonMember struct {
+	object           int32
+	keyStart, keyEnd int32 // between the quotes
+	valStart, valEnd int32
+}
+
+func (x *jsonIndex) reset() {
+	x.objects = x.objects[:0]
+	x.members = x.members[:0]
+}
+
+// frame is one open container of validate.
+type frame struct {
+	kind    byte
+	object  int32 // index id, -1 when not indexed
+	pending int32 // member awaiting its value's end, -1 when none
+}
+
+// validate is validJSON, filling idx (when not nil) as it goes.
+func validate(b []byte, idx *jsonIndex) bool {
+	if len(b) >= 1<<31 {
+		return false // offsets are int32
+	}
+	if idx != nil {
+		idx.reset()
+	}
+	var stackBuf [64]frame
+	stack := stackBuf[:0]
+	// done records the end of the value that just completed inside the
+	// top frame.
+	done := func(i int) {
+		if n := len(stack); n > 0 && stack[n-1].pending >= 0 {
+			idx.members[stack[n-1].pending].valEnd = int32(i)
+			stack[n-1].pending = -1
+		}
+	}
+	// key scans a member's key in the top frame (an object) and records it.
+	key := func(i int) (int, bool) {
+		if i >= len(b) || b[i] != '"' {
+			return i, false
+		}
+		end, ok := scanString(b, i)
+		if !ok {
+			return end, false
+		}
+		j := skipWS(b, end)
+		if j >= len(b) || b[j] != ':' {
+			return j, false
+		}
+		j = skipWS(b, j+1)
+		if top := &stack[len(stack)-1]; top.object >= 0 {
+			idx.members = append(idx.members, jsonMember{object: top.object, keyStart: int32(i + 1), keyEnd: int32(end - 1), valStart: int32(j)})
+			top.pending = int32(len(idx.members) - 1)
+		}
+		return j, true
+	}
 	i := skipWS(b, 0)
-	// expectValue: a value must come next.
 	for {
 		if i >= len(b) {
 			return false
@@ -25,17 +99,26 @@ func validJSON(b []byte) bool {
 			if len(stack) >= maxJSONDepth {
 				return false
 			}
-			stack = append(stack, c)
+			f := frame{kind: c, object: -1, pending: -1}
+			// Indexed: the top-level object, and objects that are member
+			// values of an indexed object at depth 1.
+			if idx != nil && c == '{' && (len(stack) == 0 || len(stack) == 1 && stack[0].object >= 0 && stack[0].pending >= 0) {
+				f.object = int32(len(idx.objects))
+				idx.objects = append(idx.objects, int32(i))
+			}
+			stack = append(stack, f)
 			i = skipWS(b, i+1)
 			if i < len(b) && (c == '{' && b[i] == '}' || c == '[' && b[i] == ']') {
 				stack = stack[:len(stack)-1]
 				i++
+				if idx != nil {
+					done(i)
+				}
 				break
 			}
 			if c == '{' {
-				// A key, a colon, then a value.
 				var ok bool
-				if i, ok = scanKey(b, i); !ok {
+				if i, ok = key(i); !ok {
 					return false
 				}
 			}
@@ -68,6 +151,9 @@ func validJSON(b []byte) bool {
 		default:
 			return false
 		}
+		if idx != nil {
+			done(i)
+		}
 		// After a value: close containers or move to the next element.
 		for {
 			i = skipWS(b, i)
@@ -77,19 +163,22 @@ func validJSON(b []byte) bool {
 			if i >= len(b) {
 				return false
 			}
-			top := stack[len(stack)-1]
+			top := stack[len(stack)-1].kind
 			switch {
 			case b[i] == ',':
 				i = skipWS(b, i+1)
 				if top == '{' {
 					var ok bool
-					if i, ok = scanKey(b, i); !ok {
+					if i, ok = key(i); !ok {
 						return false
 					}
 				}
 			case top == '{' && b[i] == '}' || top == '[' && b[i] == ']':
 				stack = stack[:len(stack)-1]
 				i++
+				if idx != nil {
+					done(i)
+				}
 				continue
 			default:
 				return false
@@ -137,6 +226,22 @@ func hasLit(b []byte, i int, lit string) bool {
 func scanString(b []byte, i int) (int, bool) {
 	i++
 	for i < len(b) {
+		// Skip eight plain bytes at a time: none is '"', '\\' or a control
+		// character. A flagged word is re-read byte by byte below (the
+		// borrow can flag a byte after a true hit, never before one).
+		for i+8 <= len(b) {
+			x := binary.LittleEndian.Uint64(b[i:])
+			q := x ^ 0x2222222222222222 // '"'
+			s := x ^ 0x5c5c5c5c5c5c5c5c // '\\'
+			hit := ((q - lsb) &^ q) | ((s - lsb) &^ s) | ((x - ctl) &^ x)
+			if hit&msb != 0 {
+				break
+			}
+			i += 8
+		}
+		if i >= len(b) {
+			break
+		}
 		c := b[i]
 		switch {
 		case c == '"':

@@ -304,9 +304,15 @@ func verifySignature(pool *sync.Pool, header string, body []byte) bool {
 	if !ok || len(hexSig) != 2*sha256.Size {
 		return false
 	}
+	// Lower-case hex only, as GitHub sends it (the reference compares the
+	// whole header string).
 	var want, got [sha256.Size]byte
-	if _, err := hex.Decode(want[:], []byte(hexSig)); err != nil {
-		return false
+	for i := 0; i < len(hexSig); i += 2 {
+		hi, lo := lowerHex(hexSig[i]), lowerHex(hexSig[i+1])
+		if hi < 0 || lo < 0 {
+			return false
+		}
+		want[i/2] = byte(hi<<4 | lo)
 	}
 	m := pool.Get().(hash.Hash)
 	m.Reset()
@@ -322,6 +328,16 @@ func Sign(secret, body []byte) string {
 	m := hmac.New(sha256.New, secret)
 	m.Write(body)
 	return "sha256=" + hex.EncodeToString(m.Sum(nil))
+}
+
+func lowerHex(c byte) int {
+	switch {
+	case c >= '0' && c <= '9':
+		return int(c - '0')
+	case c >= 'a' && c <= 'f':
+		return int(c-'a') + 10
+	}
+	return -1
 }
 
 var errTooLarge = errors.New("body too large")

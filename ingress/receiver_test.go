@@ -92,6 +92,7 @@ func TestReceiverContract(t *testing.T) {
 		{"legacy sha1 header only", delivery{event: "issue_comment", id: "d1", body: comment, sig: "sha1=0123"}, 401, `{"status":"invalid signature"}`, 0, nil},
 		{"signature not hex", delivery{event: "issue_comment", id: "d1", body: comment, sig: "sha256=" + strings.Repeat("z", 64)}, 401, `{"status":"invalid signature"}`, 0, nil},
 		{"signature upper-case prefix", delivery{event: "issue_comment", id: "d1", body: comment, sig: strings.Replace(Sign([]byte("s3cret"), comment), "sha256", "SHA256", 1)}, 401, `{"status":"invalid signature"}`, 0, nil},
+		{"signature in upper-case hex", delivery{event: "issue_comment", id: "d1", body: comment, sig: "sha256=" + strings.ToUpper(strings.TrimPrefix(Sign([]byte("s3cret"), comment), "sha256="))}, 401, `{"status":"invalid signature"}`, 0, nil},
 		{"invalid JSON", delivery{event: "issue_comment", id: "d1", body: []byte(`{"action":`)}, 400, `{"status":"invalid payload"}`, 0, nil},
 		{"JSON that is not an object", delivery{event: "issue_comment", id: "d1", body: []byte(`[1,2]`)}, 400, `{"status":"invalid payload"}`, 0, nil},
 		{"accepted", delivery{event: "issue_comment", id: "d-ok", body: comment}, 202, `{"status":"accepted"}`, 1, nil},

@@ -3,8 +3,7 @@ package ingress
 import (
 	"errors"
 	"strings"
-
-	"github.com/valyala/fastjson"
+	"sync"
 
 	"github.com/theloop-dev/theloop/graph"
 	"github.com/theloop-dev/theloop/integrations"
@@ -56,7 +55,7 @@ type Router struct {
 	dedup    *Deduper
 	sink     graph.Sink
 	clock    graph.Clock
-	parsers  fastjson.ParserPool
+	indexes  sync.Pool // *jsonIndex
 }
 
 // RouterDeps is the outside world of a Router; nil fields get defaults.
@@ -98,6 +97,7 @@ func NewRouter(cfg Config, deps RouterDeps) (*Router, error) {
 	if r.clock == nil {
 		r.clock = graph.SystemClock{}
 	}
+	r.indexes.New = func() any { return &jsonIndex{objects: make([]int32, 0, 16), members: make([]jsonMember, 0, 256)} }
 	return r, nil
 }
 
@@ -128,21 +128,21 @@ func (r *Router) Route(name, delivery string, body []byte) (*Event, DropReason, 
 	if r.dedup.Seen(delivery, now) {
 		return nil, r.drop(DropDuplicate, name, "", delivery, ""), nil
 	}
-	if !validJSON(body) {
+	idx := r.indexes.Get().(*jsonIndex)
+	defer r.indexes.Put(idx)
+	if !validate(body, idx) {
 		return nil, "", ErrInvalidPayload
 	}
-	p := r.parsers.Get()
-	defer r.parsers.Put(p)
-	v, err := p.ParseBytes(body)
-	if err != nil || v.Type() != fastjson.TypeObject {
+	pl, ok := readPayload(&doc{b: body, idx: idx})
+	if !ok {
 		return nil, "", ErrInvalidPayload
 	}
-	action := string(v.GetStringBytes("action"))
-	repo, ok := payloadRepo(v, prEntity(name, v))
+	action := pl.action.string()
+	repo, ok := payloadRepo(&pl, prEntity(name, &pl))
 	if !ok || !r.bound.allows(repo.host, repo.owner, repo.repo) {
 		return nil, r.drop(DropRepositoryUnbound, name, action, delivery, ""), nil
 	}
-	x := extract(name, v, repo)
+	x := extract(name, &pl, repo)
 	if len(x.refs) == 0 {
 		return nil, r.drop(DropNoWorkItem, name, action, delivery, ""), nil
 	}
@@ -160,33 +160,34 @@ func (r *Router) Route(name, delivery string, body []byte) (*Event, DropReason, 
 		ev.Repo = repo.host + "/" + ev.Repo
 	}
 	// The body and actor (daemon-spec §4 table).
-	var c *fastjson.Value
+	var c jv
 	actorRequired := true
 	switch name {
 	case "issue_comment", "pull_request_review_comment":
-		c = v.Get("comment")
-		ev.Actor = string(c.GetStringBytes("user", "login"))
+		c = pl.comment
 	case "pull_request_review":
-		c = v.Get("review")
-		ev.Actor = string(c.GetStringBytes("user", "login"))
+		c = pl.review
 	case "issues", "pull_request", "pull_request_target":
-		ev.Actor = string(v.GetStringBytes("sender", "login"))
+		ev.Actor = pl.doc.get(pl.sender, "login").string()
 	default:
 		actorRequired = false // CI events carry no human actor
 	}
 	if c != nil {
+		var f [7]jv
+		pl.doc.fields(c, commentKeys, f[:])
+		ev.Actor = f[0].get("login").string()
 		cm := Comment{
 			Author:    ev.Actor,
-			Body:      string(c.GetStringBytes("body")),
-			URL:       string(c.GetStringBytes("html_url")),
-			UpdatedAt: string(c.GetStringBytes("updated_at")),
-			State:     string(c.GetStringBytes("state")),
+			Body:      f[1].string(),
+			URL:       f[2].string(),
+			UpdatedAt: f[3].string(),
+			State:     f[4].string(),
 		}
 		if cm.UpdatedAt == "" {
-			cm.UpdatedAt = string(c.GetStringBytes("submitted_at"))
+			cm.UpdatedAt = f[5].string()
 		}
-		if id := c.Get("id"); id != nil && id.Type() == fastjson.TypeNumber {
-			cm.ID = id.String()
+		if _, ok := f[6].int(); ok {
+			cm.ID = string(f[6])
 		}
 		if SelfAuthored(cm.Body) {
 			return nil, r.drop(DropSelfAuthored, name, action, delivery, ev.Actor), nil
@@ -205,7 +206,7 @@ func (r *Router) Route(name, delivery string, body []byte) (*Event, DropReason, 
 			ev.Control = cmd
 		}
 	}
-	ev.Labeled = r.labeled(v, action)
+	ev.Labeled = r.labeled(&pl, action)
 	if r.dedup.Seen(ev.ContentKey(), now) {
 		return nil, r.drop(DropDuplicateContent, name, action, delivery, ev.Actor), nil
 	}
@@ -226,20 +227,22 @@ func (r *Router) Kept(ev *Event) {
 	r.dedup.Mark(ev.ContentKey(), now)
 }
 
+// commentKeys are the fields read from a comment or review object.
+var commentKeys = []string{"user", "body", "html_url", "updated_at", "state", "submitted_at", "id"}
+
 // labeled reports whether the payload carries the auto-execute label: the
 // labeled action's label, or the issue's or PR's labels.
-func (r *Router) labeled(v *fastjson.Value, action string) bool {
-	if action == "labeled" && strings.EqualFold(string(v.GetStringBytes("label", "name")), r.label) {
+func (r *Router) labeled(p *payload, action string) bool {
+	if action == "labeled" && strings.EqualFold(p.label.get("name").string(), r.label) {
 		return true
 	}
-	for _, k := range []string{"issue", "pull_request"} {
-		for _, l := range v.GetArray(k, "labels") {
-			if strings.EqualFold(string(l.GetStringBytes("name")), r.label) {
-				return true
-			}
-		}
+	found := false
+	for _, e := range []jv{p.issue.labels, p.pullRequest.labels} {
+		e.elems(func(l jv) {
+			found = found || strings.EqualFold(l.get("name").string(), r.label)
+		})
 	}
-	return false
+	return found
 }
 
 func (r *Router) drop(reason DropReason, name, action, delivery, actor string) DropReason {

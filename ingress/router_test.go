@@ -106,9 +106,10 @@ func TestRouterExtraction(t *testing.T) {
 			}
 			require.Equal(t, tc.want, got)
 			if tc.sources != nil {
-				v, _ := r.parsers.Get().ParseBytes(mustJSON(t, tc.payload))
-				repo, _ := payloadRepo(v, prEntity(tc.event, v))
-				require.Equal(t, tc.sources, extract(tc.event, v, repo).sources)
+				pl, ok := readPayload(&doc{b: mustJSON(t, tc.payload)})
+				require.True(t, ok)
+				repo, _ := payloadRepo(&pl, prEntity(tc.event, &pl))
+				require.Equal(t, tc.sources, extract(tc.event, &pl, repo).sources)
 			}
 		})
 	}

@@ -1,0 +1,500 @@
+package ingress
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/theloop-dev/theloop/integrations"
+)
+
+// ghFake is an httptest GitHub serving the REST and GraphQL endpoints the
+// poller reaches through integrations: issues listed by label, one issue,
+// its comments, a PR's reviews and inline comments, and
+// closingIssuesReferences. fail, when set, may answer a request instead.
+type ghFake struct {
+	t   *testing.T
+	srv *httptest.Server
+
+	mu       sync.Mutex
+	issues   map[int]*ghIssue // repo octo/repo
+	nextID   int
+	requests []string
+	fail     func(r *http.Request) (status int, header map[string]string, ok bool)
+}
+
+type ghIssue struct {
+	number         int
+	title, author  string
+	state          string
+	pr, merged     bool
+	labels         []string
+	comments       []map[string]any
+	reviews        []map[string]any
+	reviewComments []map[string]any
+	closes         []int
+}
+
+func newGHFake(t *testing.T) *ghFake {
+	f := &ghFake{t: t, issues: map[int]*ghIssue{}, nextID: 100}
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /repos/octo/repo/issues", f.list)
+	mux.HandleFunc("GET /repos/octo/repo/issues/{n}", f.issue)
+	mux.HandleFunc("GET /repos/octo/repo/issues/{n}/comments", func(w http.ResponseWriter, r *http.Request) {
+		f.items(w, r, func(is *ghIssue) []map[string]any { return is.comments })
+	})
+	mux.HandleFunc("GET /repos/octo/repo/pulls/{n}/reviews", func(w http.ResponseWriter, r *http.Request) {
+		f.items(w, r, func(is *ghIssue) []map[string]any { return is.reviews })
+	})
+	mux.HandleFunc("GET /repos/octo/repo/pulls/{n}/comments", func(w http.ResponseWriter, r *http.Request) {
+		f.items(w, r, func(is *ghIssue) []map[string]any { return is.reviewComments })
+	})
+	mux.HandleFunc("POST /graphql", f.graphql)
+	f.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		f.mu.Lock()
+		f.requests = append(f.requests, r.Method+" "+r.URL.Path)
+		fail := f.fail
+		f.mu.Unlock()
+		if fail != nil {
+			if status, h, ok := fail(r); ok {
+				for k, v := range h {
+					w.Header().Set(k, v)
+				}
+				w.WriteHeader(status)
+				_, _ = w.Write([]byte(`{"message":"injected"}`))
+				return
+			}
+		}
+		mux.ServeHTTP(w, r)
+	}))
+	t.Cleanup(f.srv.Close)
+	return f
+}
+
+func (f *ghFake) write(w http.ResponseWriter, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	_ = json.NewEncoder(w).Encode(v)
+}
+
+func (f *ghFake) add(is *ghIssue) *ghIssue {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if is.state == "" {
+		is.state = "open"
+	}
+	f.issues[is.number] = is
+	return is
+}
+
+func (f *ghFake) comment(n int, author, body string) string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.nextID++
+	is := f.issues[n]
+	is.comments = append(is.comments, map[string]any{
+		"id": f.nextID, "user": map[string]any{"login": author}, "body": body,
+		"html_url":   "https://github.com/octo/repo/issues/" + strconv.Itoa(n) + "#issuecomment-" + strconv.Itoa(f.nextID),
+		"created_at": time.Unix(1_700_000_000+int64(f.nextID), 0).UTC().Format(time.RFC3339),
+	})
+	return strconv.Itoa(f.nextID)
+}
+
+func (f *ghFake) setFail(fn func(r *http.Request) (int, map[string]string, bool)) {
+	f.mu.Lock()
+	f.fail = fn
+	f.mu.Unlock()
+}
+
+func (f *ghFake) list(w http.ResponseWriter, r *http.Request) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	label := r.URL.Query().Get("labels")
+	out := []map[string]any{}
+	for n := 1; n < 1000; n++ {
+		is := f.issues[n]
+		if is == nil || is.state != "open" {
+			continue
+		}
+		has := false
+		var labels []map[string]any
+		for _, l := range is.labels {
+			labels = append(labels, map[string]any{"name": l})
+			has = has || l == label
+		}
+		if !has {
+			continue
+		}
+		m := map[string]any{"number": n, "title": is.title, "html_url": "https://github.com/octo/repo/issues/" + strconv.Itoa(n), "labels": labels}
+		if is.pr {
+			m["pull_request"] = map[string]any{}
+		}
+		out = append(out, m)
+	}
+	f.write(w, out)
+}
+
+func (f *ghFake) get(r *http.Request) *ghIssue {
+	n, _ := strconv.Atoi(r.PathValue("n"))
+	return f.issues[n]
+}
+
+func (f *ghFake) issue(w http.ResponseWriter, r *http.Request) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	is := f.get(r)
+	if is == nil {
+		w.WriteHeader(404)
+		return
+	}
+	m := map[string]any{"number": is.number, "title": is.title, "state": is.state, "user": map[string]any{"login": is.author},
+		"html_url": "https://github.com/octo/repo/issues/" + strconv.Itoa(is.number), "labels": []any{}}
+	if is.pr {
+		pr := map[string]any{"merged_at": nil}
+		if is.merged {
+			pr["merged_at"] = "2026-01-01T00:00:00Z"
+		}
+		m["pull_request"] = pr
+	}
+	f.write(w, m)
+}
+
+func (f *ghFake) items(w http.ResponseWriter, r *http.Request, pick func(*ghIssue) []map[string]any) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	is := f.get(r)
+	if is == nil {
+		w.WriteHeader(404)
+		return
+	}
+	out := pick(is)
+	if out == nil {
+		out = []map[string]any{}
+	}
+	f.write(w, out)
+}
+
+func (f *ghFake) graphql(w http.ResponseWriter, r *http.Request) {
+	var q struct {
+		Variables struct {
+			Number int `json:"number"`
+		} `json:"variables"`
+	}
+	_ = json.NewDecoder(r.Body).Decode(&q)
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	nodes := []any{}
+	if is := f.issues[q.Variables.Number]; is != nil {
+		for _, c := range is.closes {
+			nodes = append(nodes, map[string]any{"number": c, "repository": map[string]any{"nameWithOwner": "octo/repo"}})
+		}
+	}
+	f.write(w, map[string]any{"data": map[string]any{"repository": map[string]any{"pullRequest": map[string]any{
+		"closingIssuesReferences": map[string]any{"nodes": nodes}}}}})
+}
+
+// pollWorld is a poller wired to the fake through the real integrations
+// client (api transport).
+type pollWorld struct {
+	gh     *ghFake
+	sink   *memSink
+	store  *PortableStore
+	poller *Poller
+	root   string
+}
+
+func newPollWorld(t *testing.T) *pollWorld {
+	gh := newGHFake(t)
+	set, err := integrations.New(integrations.Config{GitHub: &integrations.GitHubConfig{
+		Transport: integrations.TransportAPI, MaxAttempts: 2, TimeoutSeconds: 5,
+		API: integrations.GitHubAPIConfig{BaseURL: gh.srv.URL},
+	}}, integrations.Deps{
+		Env:        func(k string) (string, bool) { return map[string]string{"GH_TOKEN": "tok"}[k], k == "GH_TOKEN" },
+		HTTPClient: gh.srv.Client(),
+		Sleep:      func(ctx context.Context, d time.Duration) error { return ctx.Err() },
+	})
+	require.NoError(t, err)
+	root := t.TempDir()
+	router, err := NewRouter(testConfig(), RouterDeps{})
+	require.NoError(t, err)
+	store := NewPortableStore(root, nil)
+	sink := newMemSink()
+	p, err := NewPoller(PollerConfig{Sources: []PollSource{{Repos: []string{"octo/repo"}}}, StateRoot: root, Interval: time.Minute},
+		PollerDeps{GitHub: set, Sink: sink, Router: router, Store: store})
+	require.NoError(t, err)
+	return &pollWorld{gh: gh, sink: sink, store: store, poller: p, root: root}
+}
+
+func (w *pollWorld) cycle(t *testing.T) CycleStats {
+	t.Helper()
+	st, _ := w.poller.Reconcile(context.Background())
+	return st
+}
+
+func deliveries(evs []*Event) []string {
+	var out []string
+	for _, e := range evs {
+		out = append(out, e.Event+"/"+e.Action+"/"+e.DeliveryID)
+	}
+	return out
+}
+
+const autoLabel = "the-loop: auto-execute"
+
+func TestPollerDiscoveryAndCommentsSinceLedger(t *testing.T) {
+	w := newPollWorld(t)
+	w.gh.add(&ghIssue{number: 15, title: "Add X", author: "alice", labels: []string{autoLabel, "bug"}})
+	w.gh.add(&ghIssue{number: 16, title: "unlabelled", author: "alice"})
+	w.gh.comment(15, "alice", "some history")
+	startID := w.gh.comment(15, "alice", "the-loop start")
+	w.gh.comment(15, "mallory", "the-loop stop")
+
+	st := w.cycle(t)
+	require.Equal(t, 1, st.ItemsSeen)
+	evs := w.sink.all()
+	require.Len(t, evs, 2, deliveries(evs))
+	pres := evs[0]
+	require.Equal(t, "issues", pres.Event)
+	require.Equal(t, "labeled", pres.Action)
+	require.True(t, pres.Labeled)
+	require.Equal(t, "alice", pres.Actor)
+	require.Equal(t, SourcePoll, pres.Source)
+	require.Equal(t, "github:octo/repo#15", pres.WorkItems[0].String())
+	// The start already on the thread is pending (no control record): it is
+	// forwarded; the rest of the history is baselined.
+	start := evs[1]
+	require.Equal(t, "poll-comment-"+startID, start.DeliveryID)
+	require.Equal(t, &ControlCommand{Command: CmdStart, Actor: "alice", Note: "https://github.com/octo/repo/issues/15#issuecomment-" + startID}, start.Control)
+
+	// Nothing new: nothing sent.
+	w.cycle(t)
+	require.Len(t, w.sink.all(), 2)
+
+	// New comments since the ledger: the authorized one is forwarded, the
+	// unauthorized and the self-marked are not, ever.
+	okID := w.gh.comment(15, "alice", "approved, go ahead")
+	w.gh.comment(15, "mallory", "approved")
+	w.gh.comment(15, "alice", "status\n\n<!-- the-loop:agent-comment -->\n")
+	w.cycle(t)
+	w.cycle(t)
+	evs = w.sink.all()
+	require.Len(t, evs, 3, deliveries(evs))
+	require.Equal(t, "poll-comment-"+okID, evs[2].DeliveryID)
+	require.Equal(t, "issue_comment", evs[2].Event)
+	require.Nil(t, evs[2].Control)
+
+	// The ledger survived in the portable record.
+	l, err := w.store.PollLedger(mustRef(t, "github:octo/repo#15"))
+	require.NoError(t, err)
+	require.True(t, l.Presence.Kept)
+	require.Len(t, l.SeenComments, 6)
+	require.NotEmpty(t, l.LastPolledAt)
+
+	// The heartbeat.
+	var hb Heartbeat
+	b, err := os.ReadFile(filepath.Join(w.root, "poll-status.json"))
+	require.NoError(t, err)
+	require.NoError(t, json.Unmarshal(b, &hb))
+	require.Equal(t, 60, hb.IntervalSeconds)
+}
+
+func TestPollerUnauthorizedAuthorGetsNoPresence(t *testing.T) {
+	w := newPollWorld(t)
+	w.gh.add(&ghIssue{number: 3, author: "mallory", labels: []string{autoLabel}})
+	w.cycle(t)
+	require.Empty(t, w.sink.all())
+	// An authorized user's comment on it is still processed.
+	w.gh.comment(3, "alice", "the-loop start")
+	w.cycle(t)
+	evs := w.sink.all()
+	require.Len(t, evs, 1)
+	require.Equal(t, CmdStart, evs[0].Control.Command)
+}
+
+func TestPollerPullRequestThread(t *testing.T) {
+	w := newPollWorld(t)
+	pr := w.gh.add(&ghIssue{number: 9, author: "alice", pr: true, labels: []string{autoLabel}, closes: []int{4}})
+	w.cycle(t)
+	evs := w.sink.all()
+	require.Len(t, evs, 1)
+	require.Equal(t, "pull_request", evs[0].Event)
+	require.Equal(t, []string{"github:octo/repo#4", "github:octo/repo#9"}, []string{evs[0].WorkItems[0].String(), evs[0].WorkItems[1].String()})
+
+	w.gh.mu.Lock()
+	pr.reviews = append(pr.reviews,
+		map[string]any{"id": 501, "user": map[string]any{"login": "alice"}, "body": "", "state": "APPROVED", "submitted_at": "2026-01-01T00:00:01Z"},
+		map[string]any{"id": 502, "user": map[string]any{"login": "alice"}, "body": "needs work", "state": "CHANGES_REQUESTED", "submitted_at": "2026-01-01T00:00:03Z"},
+		map[string]any{"id": 503, "user": map[string]any{"login": "alice"}, "body": "draft", "state": "PENDING", "submitted_at": "2026-01-01T00:00:04Z"})
+	pr.reviewComments = append(pr.reviewComments,
+		map[string]any{"id": 601, "user": map[string]any{"login": "alice"}, "body": "nit", "path": "a.go", "line": 3, "created_at": "2026-01-01T00:00:02Z"})
+	w.gh.mu.Unlock()
+	w.cycle(t)
+	evs = w.sink.all()
+	require.Equal(t, []string{
+		"pull_request/labeled/poll-presence-github:octo/repo#9-" + w.poller.runID,
+		"pull_request_review_comment/created/poll-review-comment-601",
+		"pull_request_review/submitted/poll-review-502",
+	}, deliveries(evs))
+	require.Equal(t, "CHANGES_REQUESTED", evs[2].Comments[0].State)
+}
+
+func TestPollerClosure(t *testing.T) {
+	w := newPollWorld(t)
+	is := w.gh.add(&ghIssue{number: 15, author: "alice", labels: []string{autoLabel}})
+	w.cycle(t)
+	require.Len(t, w.sink.all(), 1)
+
+	// Removing the label alone does not close anything.
+	w.gh.mu.Lock()
+	is.labels = nil
+	w.gh.mu.Unlock()
+	w.cycle(t)
+	require.Len(t, w.sink.all(), 1)
+
+	// Closed: one close event, the ledger dropped.
+	w.gh.mu.Lock()
+	is.state = "closed"
+	w.gh.mu.Unlock()
+	st := w.cycle(t)
+	require.Equal(t, 1, st.Closures)
+	evs := w.sink.all()
+	require.Equal(t, "issues/closed/poll-close-github:octo/repo#15-closed", deliveries(evs)[1])
+	l, err := w.store.PollLedger(mustRef(t, "github:octo/repo#15"))
+	require.NoError(t, err)
+	require.Nil(t, l)
+	w.cycle(t)
+	require.Len(t, w.sink.all(), 2)
+}
+
+func TestPollerFailingListingLeavesItemsAlone(t *testing.T) {
+	w := newPollWorld(t)
+	w.gh.add(&ghIssue{number: 15, author: "alice", labels: []string{autoLabel}})
+	w.cycle(t)
+	w.gh.setFail(func(r *http.Request) (int, map[string]string, bool) {
+		return 502, nil, r.URL.Path == "/repos/octo/repo/issues"
+	})
+	st := w.cycle(t)
+	require.Zero(t, st.Closures)
+	require.Len(t, w.sink.all(), 1)
+	require.NotZero(t, w.poller.Backoff(), "a cycle in which every call failed backs off")
+}
+
+func TestPollerRateLimitBackoff(t *testing.T) {
+	w := newPollWorld(t)
+	w.gh.add(&ghIssue{number: 15, author: "alice", labels: []string{autoLabel}})
+	reset := strconv.FormatInt(time.Now().Add(time.Hour).Unix(), 10)
+	w.gh.setFail(func(r *http.Request) (int, map[string]string, bool) {
+		return 403, map[string]string{"X-RateLimit-Remaining": "0", "X-RateLimit-Reset": reset}, true
+	})
+	st, err := w.poller.Reconcile(context.Background())
+	require.True(t, st.RateLimited)
+	require.True(t, st.Interrupted)
+	require.ErrorIs(t, err, errRateLimited)
+	require.Equal(t, 2*time.Minute, w.poller.Backoff())
+	before := len(w.gh.requests)
+	w.cycle(t)
+	require.Equal(t, 4*time.Minute, w.poller.Backoff())
+	require.Equal(t, before+1, len(w.gh.requests), "a rate-limited cycle stops at the first refusal")
+	for range 10 {
+		w.cycle(t)
+	}
+	require.Equal(t, MaxPollBackoff, w.poller.Backoff())
+
+	// Run waits the back-off, not the interval.
+	var waits []time.Duration
+	ctx, cancel := context.WithCancel(context.Background())
+	w.poller.d.Sleep = func(ctx context.Context, d time.Duration) error {
+		waits = append(waits, d)
+		if len(waits) == 2 {
+			w.gh.setFail(nil)
+		}
+		if len(waits) == 3 {
+			cancel()
+		}
+		return ctx.Err()
+	}
+	require.ErrorIs(t, w.poller.Run(ctx), context.Canceled)
+	require.Equal(t, []time.Duration{MaxPollBackoff, MaxPollBackoff, time.Minute}, waits)
+	require.Len(t, w.sink.all(), 1, "after the limit lifts the item is discovered")
+}
+
+// TestPollerServerErrorStormLosesNoComment: GitHub answers 500 to a third of
+// the requests and the Sink refuses a quarter of the hand-offs; every
+// authorized comment still arrives, once, in thread order.
+func TestPollerServerErrorStormLosesNoComment(t *testing.T) {
+	w := newPollWorld(t)
+	w.gh.add(&ghIssue{number: 15, author: "alice", labels: []string{autoLabel}})
+	w.cycle(t)
+	var want []string
+	n := 0
+	w.gh.setFail(func(r *http.Request) (int, map[string]string, bool) {
+		n++
+		return 500, nil, n%3 == 0
+	})
+	puts := 0
+	flaky := SinkFunc(func(ctx context.Context, ev *Event) error {
+		puts++
+		if puts%4 == 0 {
+			return ErrUnavailable
+		}
+		return w.sink.Put(ctx, ev)
+	})
+	w.poller.d.Sink = flaky
+	for round := range 30 {
+		if round < 20 {
+			want = append(want, "poll-comment-"+w.gh.comment(15, "alice", "comment "+strconv.Itoa(round)))
+		}
+		w.cycle(t)
+	}
+	w.gh.setFail(nil)
+	w.cycle(t)
+	var got []string
+	for _, e := range w.sink.all()[1:] {
+		got = append(got, e.DeliveryID)
+	}
+	require.Equal(t, want, got)
+	require.Greater(t, n, 30)
+}
+
+func TestNewPollerValidates(t *testing.T) {
+	_, err := NewPoller(PollerConfig{}, PollerDeps{})
+	require.Error(t, err)
+	router, _ := NewRouter(testConfig(), RouterDeps{})
+	_, err = NewPoller(PollerConfig{Sources: []PollSource{{Repos: []string{"bad"}}}},
+		PollerDeps{GitHub: &integrations.Set{}, Sink: newMemSink(), Router: router, Store: NewPortableStore(t.TempDir(), nil)})
+	require.ErrorIs(t, err, ErrInvalidConfig)
+	require.True(t, strings.Contains(err.Error(), "bad"))
+}
+
+// TestPollerSkipsWhatTheWebhookDelivered: one change, one event, whichever
+// ingress saw it first.
+func TestPollerSkipsWhatTheWebhookDelivered(t *testing.T) {
+	w := newPollWorld(t)
+	w.gh.add(&ghIssue{number: 15, author: "alice", labels: []string{autoLabel}})
+	w.cycle(t)
+	id := w.gh.comment(15, "alice", "looks good")
+	recv, err := NewReceiver(testConfig(), ReceiverDeps{Sink: w.sink, Router: w.poller.d.Router})
+	require.NoError(t, err)
+	n, _ := strconv.Atoi(id)
+	body := mustJSON(t, map[string]any{
+		"action": "created", "repository": repoJSON("octo/repo"), "issue": map[string]any{"number": 15},
+		"comment": map[string]any{"id": n, "body": "looks good", "updated_at": "2026-01-01T00:00:00Z", "user": map[string]any{"login": "alice"}},
+	})
+	rec := serve(recv, delivery{event: "issue_comment", id: "gh-guid", body: body}.request([]byte("s3cret")))
+	require.Equal(t, 202, rec.Code)
+	require.Len(t, w.sink.all(), 2)
+	w.cycle(t)
+	require.Len(t, w.sink.all(), 2)
+	l, err := w.store.PollLedger(mustRef(t, "github:octo/repo#15"))
+	require.NoError(t, err)
+	require.True(t, l.Seen("comment-"+id))
+}

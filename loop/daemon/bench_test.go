@@ -1,0 +1,128 @@
+package daemon_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"os"
+	"path/filepath"
+	"sort"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/theloop-dev/theloop/graph"
+	"github.com/theloop-dev/theloop/integrations/githubsim"
+	"github.com/theloop-dev/theloop/loop/daemon"
+	"github.com/theloop-dev/theloop/sessions"
+)
+
+const fixture = "../../../shared/fixtures/github-webhooks/issue_comment/created.payload.json"
+
+// BenchmarkWebhookThroughput posts octokit's issue_comment.created from 8
+// concurrent clients to the real receiver of an in-process loopd with the
+// embedded JetStream queue (each a distinct delivery and comment, signed),
+// and reports requests/s and the latency percentiles. Every 202 means the
+// event was published and acknowledged by the stream. The dispatcher runs
+// alongside, consuming what arrives (spawnOnUnmatched never: each event is
+// dropped by policy after being read).
+func BenchmarkWebhookThroughput(b *testing.B) {
+	raw, err := os.ReadFile(fixture)
+	if err != nil {
+		b.Skipf("fixture %s absent: %v", fixture, err)
+	}
+	var doc map[string]any
+	if err := json.Unmarshal(raw, &doc); err != nil {
+		b.Fatal(err)
+	}
+	base := b.TempDir()
+	cfg := daemon.DefaultConfig()
+	cfg.StateRoot = filepath.Join(base, "state")
+	cfg.Listen = "127.0.0.1:0"
+	cfg.Secret = []byte("s3cret")
+	cfg.Repos = []string{"Codertocat/Hello-World"}
+	cfg.AuthorizedUsers = []string{"Codertocat"}
+	cfg.ReconcileInterval = -1
+	cfg.ClaudeEnv = &sessions.ClaudeEnvironment{}
+	cfg.Tmux.Socket = "theloop-bench-unused"
+	sim, err := githubsim.Start(githubsim.Config{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer sim.Close()
+	d, err := daemon.New(cfg, daemon.Deps{Integrations: nopIntegrations{}, Log: &bytes.Buffer{}})
+	if err != nil {
+		b.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- d.Run(ctx) }()
+	<-d.Ready()
+	defer func() { cancel(); <-done }()
+
+	n := b.N
+	bodies, sigs := make([][]byte, n), make([]string, n)
+	c := doc["comment"].(map[string]any)
+	for i := range n {
+		c["id"] = 9_000_000_000 + i
+		c["updated_at"] = time.Unix(1_800_000_000+int64(i), 0).UTC().Format(time.RFC3339)
+		bodies[i], _ = json.Marshal(doc)
+		sigs[i] = githubsim.Signature256("s3cret", bodies[i])
+	}
+	const clients = 8
+	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: clients}, Timeout: 10 * time.Second}
+	url := d.WebhookURL()
+	lat := make([]time.Duration, n)
+	var next atomic.Int64
+	var bad atomic.Int64
+	var wg sync.WaitGroup
+	b.ResetTimer()
+	start := time.Now()
+	for range clients {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				i := int(next.Add(1)) - 1
+				if i >= n {
+					return
+				}
+				req, _ := http.NewRequest("POST", url, bytes.NewReader(bodies[i]))
+				req.Header.Set("X-Hub-Signature-256", sigs[i])
+				req.Header.Set("X-GitHub-Event", "issue_comment")
+				req.Header.Set("X-GitHub-Delivery", fmt.Sprintf("bench-%d-%d", start.UnixNano(), i))
+				req.Header.Set("Content-Type", "application/json")
+				t := time.Now()
+				resp, err := client.Do(req)
+				lat[i] = time.Since(t)
+				if err != nil || resp.StatusCode != http.StatusAccepted {
+					bad.Add(1)
+				}
+				if err == nil {
+					resp.Body.Close()
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	el := time.Since(start)
+	b.StopTimer()
+	if bad.Load() > 0 {
+		b.Fatalf("%d requests were not answered 202", bad.Load())
+	}
+	sort.Slice(lat, func(i, j int) bool { return lat[i] < lat[j] })
+	b.ReportMetric(float64(n)/el.Seconds(), "req/s")
+	b.ReportMetric(float64(lat[n/2].Microseconds())/1000, "p50-ms")
+	b.ReportMetric(float64(lat[min(n-1, n*99/100)].Microseconds())/1000, "p99-ms")
+}
+
+type nopIntegrations struct{}
+
+func (nopIntegrations) Call(context.Context, graphOperation, map[string]any) (map[string]any, error) {
+	return map[string]any{}, nil
+}
+
+type graphOperation = graph.Operation

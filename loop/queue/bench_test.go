@@ -1,0 +1,44 @@
+package queue_test
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"testing"
+
+	"github.com/theloop-dev/theloop/ingress"
+	"github.com/theloop-dev/theloop/loop/queue"
+)
+
+// BenchmarkPut publishes events from 8 goroutines to the embedded stream
+// and waits for each acknowledgement (what the receiver does per webhook).
+func BenchmarkPut(b *testing.B) {
+	q, err := queue.Open(context.Background(), queue.Config{StoreDir: b.TempDir()})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer q.Close()
+	payload := make([]byte, 7000)
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	b.ResetTimer()
+	for range 8 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				i := next.Add(1)
+				if i > int64(b.N) {
+					return
+				}
+				ev := &ingress.Event{Event: "issue_comment", DeliveryID: fmt.Sprintf("d-%d", i), Repo: "o/r", Payload: append([]byte(`{"x":"`), append(payload[:0:0], []byte(`"}`)...)...)}
+				if err := q.Put(context.Background(), ev); err != nil {
+					b.Error(err)
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+}

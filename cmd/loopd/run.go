@@ -3,6 +3,7 @@ package main
 import (
 	"errors"
 	"fmt"
+	"log/slog"
 	"path/filepath"
 
 	"github.com/urfave/cli/v2"
@@ -62,7 +63,8 @@ func runDaemon(e *env, opts runOptions) error {
 		cfg.InsecureAcceptUnsigned = true
 		fmt.Fprintln(e.Stderr, "loopd: warning: no webhook secret: accepting UNSIGNED webhooks (--insecure-accept-unsigned)")
 	}
-	d, err := daemon.New(cfg, daemon.Deps{Log: e.Stderr})
+	logger := daemon.NewLogger(e.Stderr, slog.LevelInfo)
+	d, err := daemon.New(cfg, daemon.Deps{Log: daemon.LogWriter(logger), Logger: logger})
 	if err != nil {
 		if errors.Is(err, daemon.ErrNoSecret) {
 			return &exitError{code: exitRefused, msg: err.Error()}
@@ -74,7 +76,7 @@ func runDaemon(e *env, opts runOptions) error {
 	go func() {
 		select {
 		case <-d.Ready():
-			fmt.Fprintf(e.Stderr, "loopd: listening on %s (state root %s)\n", d.WebhookURL(), cfg.StateRoot)
+			logger.Info("listening", "webhook", d.WebhookURL(), "stateRoot", cfg.StateRoot, "controlSocket", d.ControlSocket())
 		case <-ctx.Done():
 		}
 	}()

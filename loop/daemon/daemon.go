@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"net/http"
 	"os"
 	"os/exec"
@@ -47,6 +48,9 @@ type Deps struct {
 	// Log receives the daemon's human-readable log lines (default
 	// os.Stderr).
 	Log io.Writer
+	// Logger is the structured logger of the control plane (nil: a text
+	// handler on Log).
+	Logger *slog.Logger
 }
 
 // Daemon is one loopd. Build it with New, run it with Run.
@@ -126,6 +130,7 @@ func (d *Daemon) WebhookURL() string { return "http://" + d.addr + d.cfg.Webhook
 func (d *Daemon) Sink() ingress.Sink {
 	return ingress.SinkFunc(func(ctx context.Context, ev *ingress.Event) error {
 		err := d.q.Put(ctx, ev)
+		d.countWebhook(err)
 		if err == nil {
 			d.observe(Observation{Kind: KindWebhook, Name: ev.Event, DeliveryID: ev.DeliveryID, WorkItem: firstRef(ev),
 				Fields: map[string]any{"action": ev.Action, "source": string(ev.Source)}})
@@ -217,7 +222,7 @@ func (d *Daemon) Run(ctx context.Context) (err error) {
 	d.addr = srv.Addr()
 	d.recv = recv
 
-	disp, err := dispatch.New(q, d.intake, dispatch.Config{
+	disp, err := dispatch.New(q, d.timed(d.intake), dispatch.Config{
 		Parallelism: d.cfg.Parallelism, MaxDeliver: d.cfg.MaxDeliver, DrainTimeout: d.cfg.DrainTimeout,
 		Observe: d.onDispatch,
 	})
@@ -288,13 +293,13 @@ func (d *Daemon) build() error {
 
 	integ := d.deps.Integrations
 	if integ == nil {
-		set, err := integrations.New(d.cfg.Integrations, integrations.Deps{Env: integrations.Env(d.deps.Env), HTTPClient: d.deps.HTTPClient, Sink: d.sink, Clock: d.deps.Clock})
+		set, err := integrations.New(d.cfg.Integrations, integrations.Deps{Env: integrations.Env(d.deps.Env), HTTPClient: d.httpClient(), Sink: d.sink, Clock: d.deps.Clock})
 		if err != nil {
 			return fmt.Errorf("daemon: integrations: %w", err)
 		}
 		integ = set
 	}
-	d.integ = &observedIntegrations{d: d, next: integ}
+	d.integ = d.instrument(&observedIntegrations{d: d, next: integ})
 
 	runner := pathRunner{path: d.deps.Path}
 	tm, err := sessions.NewTmux(d.cfg.Tmux, runner)

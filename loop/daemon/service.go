@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net"
 	"net/http"
 	"os"
@@ -13,6 +14,8 @@ import (
 	"github.com/theloop-dev/theloop/ingress"
 	"github.com/theloop-dev/theloop/internal/buildinfo"
 	"github.com/theloop-dev/theloop/loop/api"
+	"github.com/theloop-dev/theloop/loop/dispatch"
+	"github.com/theloop-dev/theloop/loop/metrics"
 	"github.com/theloop-dev/theloop/loop/queue"
 	"github.com/theloop-dev/theloop/sessions"
 )
@@ -32,14 +35,27 @@ type ServiceConfig struct {
 	// StreamMaxSubscribers and StreamKeepAlive tune /api/v1/events/stream.
 	StreamMaxSubscribers int
 	StreamKeepAlive      time.Duration
+	// GateStuckAfter is the age beyond which an item waiting at a gate
+	// counts in theloop_gate_stuck_items (service.metrics.gateStuckAfterSeconds,
+	// default 24 h).
+	GateStuckAfter time.Duration
 }
 
 // service is the running control plane.
 type service struct {
 	stream  *api.Stream
+	metrics *metrics.Metrics
 	started time.Time
 	servers []*http.Server
 	tcpAddr string
+}
+
+// slog is the structured logger (Deps.Logger, else text on Deps.Log).
+func (d *Daemon) slog() *slog.Logger {
+	if d.deps.Logger != nil {
+		return d.deps.Logger
+	}
+	return slog.New(slog.NewTextHandler(d.deps.Log, &slog.HandlerOptions{Level: slog.LevelInfo}))
 }
 
 // ControlSocket is the control plane's unix socket path.
@@ -53,13 +69,81 @@ func (d *Daemon) ControlAddr() string { return d.svc.tcpAddr }
 // live stream).
 func (d *Daemon) serviceSinks() []graph.Sink {
 	d.svc.stream = api.NewStream(api.StreamConfig{Source: "loopd", MaxSubscribers: d.cfg.Service.StreamMaxSubscribers, KeepAlive: d.cfg.Service.StreamKeepAlive})
-	return []graph.Sink{d.svc.stream}
+	d.svc.metrics = metrics.New(metrics.Config{
+		StuckAfter: d.cfg.Service.GateStuckAfter,
+		Clock:      d.deps.Clock,
+		Queue: func(ctx context.Context) (queue.Stats, error) {
+			if d.q == nil {
+				return queue.Stats{}, errors.New("daemon: not running")
+			}
+			return d.q.Stats(ctx)
+		},
+		LiveSessions: func() int {
+			if d.reg == nil {
+				return 0
+			}
+			recs, _ := d.reg.List()
+			n := 0
+			for _, r := range recs {
+				if r.Status.Live() {
+					n++
+				}
+			}
+			return n
+		},
+	})
+	return []graph.Sink{d.svc.stream, d.svc.metrics}
+}
+
+// Metrics is the daemon's Prometheus instrumentation (valid after New's
+// build, i.e. once Run started; served at /metrics on the control plane).
+func (d *Daemon) Metrics() *metrics.Metrics { return d.svc.metrics }
+
+// countWebhook records what became of a delivery handed to the queue.
+func (d *Daemon) countWebhook(err error) {
+	if d.svc.metrics != nil {
+		d.svc.metrics.Webhook(err)
+	}
+}
+
+// instrument counts and times every outbound integration call.
+func (d *Daemon) instrument(next graph.Integrations) graph.Integrations {
+	if d.svc.metrics == nil {
+		return next
+	}
+	return d.svc.metrics.Integrations(next)
+}
+
+// httpClient is Deps.HTTPClient (or a default client) with a transport
+// that counts GitHub requests and keeps the rate-limit remaining.
+func (d *Daemon) httpClient() *http.Client {
+	c := &http.Client{Timeout: 60 * time.Second}
+	if d.deps.HTTPClient != nil {
+		cp := *d.deps.HTTPClient
+		c = &cp
+	}
+	if d.svc.metrics != nil {
+		c.Transport = d.svc.metrics.Transport(c.Transport)
+	}
+	return c
+}
+
+// timed measures each dispatch (handler time, and receipt-to-done latency).
+func (d *Daemon) timed(h dispatch.Handler) dispatch.Handler {
+	return dispatch.HandlerFunc(func(ctx context.Context, ev *ingress.Event) error {
+		start := time.Now()
+		err := h.Handle(ctx, ev)
+		if d.svc.metrics != nil {
+			d.svc.metrics.Dispatched(ev, time.Since(start), err)
+		}
+		return err
+	})
 }
 
 // serviceHandler is everything the control plane serves.
 func (d *Daemon) serviceHandler() http.Handler {
 	mux := http.NewServeMux()
-	a := api.New(api.Config{Clock: d.deps.Clock}, api.Backend{
+	a := api.New(api.Config{Clock: d.deps.Clock, Log: d.slog(), Observe: d.svc.metrics.APIRequest}, api.Backend{
 		Graphs: &api.Graphs{
 			SpecDir: d.cfg.GraphSpecDir, AuthorizedUsers: d.cfg.AuthorizedUsers, ExecuteKeyword: d.cfg.ExecuteKeyword,
 			SessionPerPr: d.cfg.SessionPerPr, Integrations: d.integ, Sink: d.sink, Clock: d.deps.Clock,
@@ -71,6 +155,7 @@ func (d *Daemon) serviceHandler() http.Handler {
 		Status:       d.status,
 	})
 	mux.Handle(api.Prefix+"/", a)
+	mux.Handle("GET /metrics", d.svc.metrics.Handler())
 	return mux
 }
 
@@ -281,5 +366,6 @@ func serviceFromCLI(s rawMap, getenv func(string) string) ServiceConfig {
 		Token:                getenv(s.str("tokenEnv", api.DefaultTokenEnv)),
 		StreamMaxSubscribers: st.int("maxSubscribers", 8),
 		StreamKeepAlive:      time.Duration(st.int("keepAliveSeconds", 15)) * time.Second,
+		GateStuckAfter:       time.Duration(s.m("metrics").int("gateStuckAfterSeconds", int(metrics.DefaultStuckAfter/time.Second))) * time.Second,
 	}
 }

@@ -11,6 +11,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
 	"github.com/stretchr/testify/require"
 
 	"github.com/theloop-dev/theloop/loop/api"
@@ -72,6 +74,39 @@ func TestControlPlaneOverTheSocket(t *testing.T) {
 	var attach map[string]string
 	require.NoError(t, c.Do(ctx, "GET", "/sessions/attach", url.Values{"ref": {ref}}, nil, &attach))
 	require.Equal(t, "tmux -L "+w.socket+" attach -t "+w.item(n).TmuxName(), attach["command"])
+
+	// /metrics on the same socket, parsed with Prometheus's text parser.
+	mresp, err := hc.Get("http://loopd/metrics")
+	require.NoError(t, err)
+	parser := expfmt.NewTextParser(model.UTF8Validation)
+	fams, err := parser.TextToMetricFamilies(mresp.Body)
+	mresp.Body.Close()
+	require.NoError(t, err)
+	sample := func(name, label, value string) float64 {
+		f, ok := fams[name]
+		require.True(t, ok, name)
+		for _, m := range f.Metric {
+			for _, l := range m.Label {
+				if l.GetName() == label && l.GetValue() == value {
+					if m.Counter != nil {
+						return m.Counter.GetValue()
+					}
+					return m.Gauge.GetValue()
+				}
+			}
+			if label == "" {
+				return m.Gauge.GetValue()
+			}
+		}
+		t.Fatalf("%s{%s=%q} missing", name, label, value)
+		return 0
+	}
+	require.GreaterOrEqual(t, sample("theloop_webhooks_total", "outcome", "accepted"), 2.0, "opened and labeled")
+	require.Equal(t, 1.0, sample("theloop_live_sessions", "", ""))
+	require.Equal(t, 0.0, sample("theloop_queue_depth", "", ""))
+	require.Equal(t, 1.0, sample("theloop_gate_waiting_items", "gate", "phase-selection"), "the item waits at phase selection")
+	require.GreaterOrEqual(t, sample("theloop_integration_calls_total", "operation", "github.add-comment"), 1.0, "the announcement")
+	require.GreaterOrEqual(t, fams["theloop_dispatch_latency_seconds"].Metric[0].GetHistogram().GetSampleCount(), uint64(2))
 
 	var res api.ControlResult
 	require.NoError(t, c.Do(ctx, "POST", "/sessions/control", nil, api.ControlRequest{Ref: ref, Verb: "pause", Actor: "ops"}, &res))

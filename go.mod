@@ -4,6 +4,7 @@ go 1.26.7
 
 require (
 	github.com/cli/go-gh/v2 v2.17.0
+	github.com/coreos/go-systemd/v22 v22.7.0
 	github.com/goccy/go-yaml v1.19.2
 	github.com/nats-io/nats-server/v2 v2.15.2
 	github.com/nats-io/nats.go v1.55.0

@@ -10,6 +10,7 @@ import (
 
 	"github.com/theloop-dev/theloop/loop"
 	"github.com/theloop-dev/theloop/loop/daemon"
+	"github.com/theloop-dev/theloop/loop/systemd"
 )
 
 // runOptions are `loopd run`'s flags.
@@ -50,8 +51,9 @@ func runDaemon(e *env, opts runOptions) error {
 	if err != nil {
 		return &exitError{code: exitRefused, msg: err.Error()}
 	}
+	logger := daemon.NewLogger(e.Stderr, slog.LevelInfo)
 	for _, w := range append(cliCfg.Warnings, warns...) {
-		fmt.Fprintln(e.Stderr, "loopd: warning:", w)
+		logger.Warn(w)
 	}
 	if opts.StateRoot != "" {
 		cfg.StateRoot = opts.StateRoot
@@ -61,9 +63,8 @@ func runDaemon(e *env, opts runOptions) error {
 	}
 	if len(cfg.Secret) == 0 && opts.Insecure {
 		cfg.InsecureAcceptUnsigned = true
-		fmt.Fprintln(e.Stderr, "loopd: warning: no webhook secret: accepting UNSIGNED webhooks (--insecure-accept-unsigned)")
+		logger.Warn("no webhook secret: accepting UNSIGNED webhooks (--insecure-accept-unsigned)")
 	}
-	logger := daemon.NewLogger(e.Stderr, slog.LevelInfo)
 	d, err := daemon.New(cfg, daemon.Deps{Log: daemon.LogWriter(logger), Logger: logger})
 	if err != nil {
 		if errors.Is(err, daemon.ErrNoSecret) {
@@ -73,6 +74,14 @@ func runDaemon(e *env, opts runOptions) error {
 	}
 	ctx, cancel := e.Context()
 	defer cancel()
+	// Type=notify: READY=1 once listening, watchdog pings while healthy,
+	// STOPPING=1 when SIGTERM starts the drain (no-ops outside systemd).
+	notifier := systemd.Start(ctx, d.Ready(), systemd.Options{Health: d.Healthy, Status: d.StatusLine})
+	defer notifier.Close()
+	go func() {
+		<-ctx.Done()
+		notifier.Stopping()
+	}()
 	go func() {
 		select {
 		case <-d.Ready():

@@ -369,3 +369,23 @@ func serviceFromCLI(s rawMap, getenv func(string) string) ServiceConfig {
 		GateStuckAfter:       time.Duration(s.m("metrics").int("gateStuckAfterSeconds", int(metrics.DefaultStuckAfter/time.Second))) * time.Second,
 	}
 }
+
+// Healthy reports whether the daemon can do its work: the queue answers.
+// The systemd watchdog is pinged only while it does.
+func (d *Daemon) Healthy(ctx context.Context) error {
+	if d.q == nil {
+		return errors.New("daemon: not running")
+	}
+	_, err := d.q.Stats(ctx)
+	return err
+}
+
+// StatusLine is a one-line summary for systemd's STATUS=.
+func (d *Daemon) StatusLine() string {
+	st := d.status(context.Background())
+	q := "queue ?"
+	if st.Queue != nil {
+		q = fmt.Sprintf("%d queued, %d dead", st.Queue.Depth, st.Queue.DeadLetters)
+	}
+	return fmt.Sprintf("%d live session(s), %s", st.LiveSessions, q)
+}

@@ -103,6 +103,7 @@ Try it without a GitHub account:  loopctl demo`,
 			newSessionsCmd(f),
 			newDaemonCmd(f),
 			newQueueCmd(f),
+			newConfigCmd(f),
 		},
 		ExitErrHandler: func(*cli.Context, error) {},
 	}

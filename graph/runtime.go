@@ -43,6 +43,16 @@ type Options struct {
 	Auditor Auditor
 	// LockTimeout bounds waiting for the state lock (DefaultLockTimeout).
 	LockTimeout time.Duration
+	// Signer signs the decisions recorded when a human gate resolves from
+	// an inbound event (ARCHITECTURE decision 16); nil records them
+	// unsigned. The daemon sets it.
+	Signer DecisionSigner
+	// Verifier decides whether a recorded decision counts. nil honours
+	// every recorded decision as the-loop does (unverified: callers should
+	// say so). With a verifier, a decision it refuses does not pass its
+	// gate: Status reports the gate as a block naming why, a claim blocks,
+	// and an inbound event replaces the refused record with a fresh one.
+	Verifier DecisionVerifier
 }
 
 // Runtime walks work items through one compiled graph. It is safe for
@@ -194,6 +204,14 @@ type session struct {
 	// ro is the read-only, memoising view of arts used by check chains.
 	ro *readOnly
 
+	// verdicts memoises the verifier's answers for this verb.
+	verdicts map[string]error
+	// emitted is how many of st.Unlogged (a prefix) have been emitted
+	// since they were saved; the next save drops them from the state.
+	emitted int
+	// saveFailed is set when a save of this verb failed.
+	saveFailed bool
+
 	// Exit-chain inputs derived from st, computed once per skip set.
 	exitFor      *skipInfo
 	decisions    map[string]Decision
@@ -247,11 +265,95 @@ func (r *Runtime) open(ctx context.Context, id string) (*session, error) {
 	return s, nil
 }
 
+// save persists the state with the events journaled since the last save,
+// then emits those events (state first, then the event that reports it).
+// Events emitted by an earlier save are dropped from the state as it is
+// written.
 func (r *Runtime) save(ctx context.Context, s *session) error {
+	kept := s.st.Unlogged
+	s.st.Unlogged = kept[s.emitted:]
+	if len(s.st.Unlogged) == 0 {
+		s.st.Unlogged = nil
+	}
 	if err := r.opts.Store.Save(ctx, s.st.WorkItem, s.st); err != nil {
+		s.st.Unlogged = kept
+		s.saveFailed = true
 		return fmt.Errorf("saving graph state of %s: %w", s.st.WorkItem, err)
 	}
+	for _, e := range s.st.Unlogged {
+		r.emitJournal(s, e, false)
+	}
+	s.emitted = len(s.st.Unlogged)
 	return nil
+}
+
+// logging reports whether events go anywhere.
+func (r *Runtime) logging() bool {
+	_, off := r.sink.(discardSink)
+	return !off
+}
+
+// journal records the event reporting a transition in the state itself, so
+// that the save which persists the transition persists its event too; flush
+// emits it once saved. Without a sink it is an ordinary (discarded) event.
+func (r *Runtime) journal(s *session, name string, level Level, fields ...Field) {
+	if !r.logging() {
+		return
+	}
+	s.st.Seq++
+	e := JournalEntry{Seq: s.st.Seq, Time: s.now.UTC().Format(time.RFC3339Nano), Name: name, Level: level, Fields: make([]JournalField, len(fields))}
+	for i, f := range fields {
+		e.Fields[i] = JournalField{Key: f.Key, Value: f.Value}
+	}
+	s.st.Unlogged = append(s.st.Unlogged, e)
+}
+
+func (r *Runtime) emitJournal(s *session, e JournalEntry, relogged bool) {
+	fields := make([]Field, 0, len(e.Fields)+2)
+	for _, f := range e.Fields {
+		fields = append(fields, Field{f.Key, f.Value})
+	}
+	fields = append(fields, Field{"seq", e.Seq})
+	if relogged {
+		fields = append(fields, Field{"relogged", true})
+	}
+	ref := s.wi.Ref
+	if ref == "" {
+		ref = s.wi.ID
+	}
+	at, err := time.Parse(time.RFC3339Nano, e.Time)
+	if err != nil {
+		at = s.now
+	}
+	r.sink.Emit(LogEvent{Time: at, Name: e.Name, Level: e.Level, Fields: append([]Field{{"work_item", ref}}, fields...)})
+}
+
+// flush ends a verb: the state is saved once more without the events its
+// saves already emitted. Events journaled after the last save (a verb that
+// failed before saving its transition) are dropped with the transition. A
+// crash before this save leaves the emitted events in the state, to be
+// emitted again, marked relogged, by the next locked verb: at least once,
+// never before the state they report.
+func (r *Runtime) flush(ctx context.Context, s *session) {
+	// After a failed save the state in memory holds a transition that was
+	// neither saved nor logged: it must not be saved now.
+	if s.emitted == 0 || s.saveFailed {
+		return
+	}
+	s.st.Unlogged = s.st.Unlogged[:s.emitted]
+	_ = r.save(ctx, s)
+}
+
+// relog emits the events a killed verb saved but may not have logged, and
+// clears them (under the lock).
+func (r *Runtime) relog(ctx context.Context, s *session) {
+	if len(s.st.Unlogged) == 0 || !r.logging() {
+		return
+	}
+	for _, e := range s.st.Unlogged {
+		r.emitJournal(s, e, true)
+	}
+	s.emitted = len(s.st.Unlogged)
 }
 
 func (r *Runtime) lock(ctx context.Context, id string) (func(), error) {
@@ -262,8 +364,9 @@ func (r *Runtime) lock(ctx context.Context, id string) (func(), error) {
 	return unlock, nil
 }
 
-// openLocked takes the work item's lock and loads its state; the caller
-// must call unlock when it returns no error.
+// openLocked takes the work item's lock and loads its state, first logging
+// any transition a killed verb saved without logging; the caller must defer
+// r.done(ctx, s, unlock) when it returns no error.
 func (r *Runtime) openLocked(ctx context.Context, id string) (s *session, unlock func(), err error) {
 	unlock, err = r.lock(ctx, id)
 	if err != nil {
@@ -273,7 +376,14 @@ func (r *Runtime) openLocked(ctx context.Context, id string) (s *session, unlock
 		unlock()
 		return nil, nil, err
 	}
+	r.relog(ctx, s)
 	return s, unlock, nil
+}
+
+// done ends a locked verb: it flushes the journal, then releases the lock.
+func (r *Runtime) done(ctx context.Context, s *session, unlock func()) {
+	r.flush(ctx, s)
+	unlock()
 }
 
 // --- skips -------------------------------------------------------------
@@ -283,20 +393,51 @@ func (r *Runtime) openLocked(ctx context.Context, id string) (s *session, unlock
 type skipInfo struct {
 	decl    map[string]SkipDecl
 	invalid map[string]bool
+	// unproven holds human gates declared skipped that no verified
+	// decision declares skipped (only with a verifier).
+	unproven map[string]bool
 }
 
 func (k skipInfo) has(id string) bool { _, ok := k.decl[id]; return ok }
 
 // skips filters the state's declarations through the compiled graph: a
 // declaration is honoured only for a declared, skippable, non-required node;
-// every opt-in node not selected is skipped with via "not-selected".
-func (r *Runtime) skips(st *State) skipInfo {
+// every opt-in node not selected is skipped with via "not-selected". With a
+// verifier, a human gate counts as skipped only when a verified decision
+// (phase selection) lists it among its skips, and an opt-in node a verified
+// decision selected stays selected whatever the state says: graph-state.json
+// is the agent's to edit, and a skip is as good as a pass.
+func (r *Runtime) skips(ctx context.Context, s *session) skipInfo {
+	st := s.st
 	k := skipInfo{decl: map[string]SkipDecl{}, invalid: map[string]bool{}}
+	var provenSkips, provenOptIns map[string]bool
+	if r.opts.Verifier != nil {
+		provenSkips, provenOptIns = map[string]bool{}, map[string]bool{}
+		for _, key := range st.Decisions.Keys() {
+			if r.verify(ctx, s, key) != nil {
+				continue
+			}
+			d, _ := st.Decisions.Get(key)
+			for _, n := range d.Skips {
+				provenSkips[n] = true
+			}
+			for _, n := range d.OptIns {
+				provenOptIns[n] = true
+			}
+		}
+	}
 	for _, id := range st.Skips.Keys() {
 		d, _ := st.Skips.Get(id)
 		n, ok := r.g.Node(id)
 		if !ok || !n.Skippable || n.Required {
 			k.invalid[id] = true
+			continue
+		}
+		if provenSkips != nil && n.IsHuman() && !provenSkips[id] {
+			if k.unproven == nil {
+				k.unproven = map[string]bool{}
+			}
+			k.unproven[id] = true
 			continue
 		}
 		k.decl[id] = d
@@ -308,7 +449,7 @@ func (r *Runtime) skips(st *State) skipInfo {
 		if _, ok := k.decl[n.ID]; ok {
 			continue
 		}
-		if st.OptIns.Has(n.ID) {
+		if st.OptIns.Has(n.ID) || provenOptIns[n.ID] {
 			continue
 		}
 		k.decl[n.ID] = SkipDecl{Via: "not-selected"}
@@ -379,7 +520,7 @@ func (r *Runtime) routeSkips(s *session, id string, k skipInfo) string {
 				fields = append(fields, Field{kv[0], kv[1]})
 			}
 		}
-		r.emit(s, "graph.node_skipped", LevelInfo, fields...)
+		r.journal(s, "graph.node_skipped", LevelInfo, fields...)
 		id = to
 	}
 	return id
@@ -387,7 +528,7 @@ func (r *Runtime) routeSkips(s *session, id string, k skipInfo) string {
 
 // --- evaluation ----------------------------------------------------------
 
-func (r *Runtime) hookContext(s *session, n *Node, b Boundary, mode Mode, ev *Event, k *skipInfo) *HookContext {
+func (r *Runtime) hookContext(ctx context.Context, s *session, n *Node, b Boundary, mode Mode, ev *Event, k *skipInfo) *HookContext {
 	hc := &HookContext{
 		WorkItem: s.wi,
 		Node:     n,
@@ -419,6 +560,10 @@ func (r *Runtime) hookContext(s *session, n *Node, b Boundary, mode Mode, ev *Ev
 		if s.exitFor != k {
 			s.decisions = make(map[string]Decision, s.st.Decisions.Len())
 			for _, key := range s.st.Decisions.Keys() {
+				// With a verifier, hooks see only the decisions that count.
+				if r.verify(ctx, s, key) != nil {
+					continue
+				}
 				s.decisions[key], _ = s.st.Decisions.Get(key)
 			}
 			s.skipped = r.skippedArtifacts(*k)
@@ -470,12 +615,24 @@ func (r *Runtime) standing(st *State, n *Node) (ChainOutcome, bool) {
 	return ChainOutcome{Status: StatusPass, Results: []HookResult{res}, Blocking: -1}, true
 }
 
-// evaluate runs n's exit chain (or honours its standing decision).
+// evaluate runs n's exit chain (or honours its standing decision). A
+// standing decision the verifier refuses blocks without an event; an
+// inbound event drops the refused record and decides the gate afresh.
 func (r *Runtime) evaluate(ctx context.Context, s *session, n *Node, mode Mode, ev *Event, k *skipInfo) ChainOutcome {
 	if c, ok := r.standing(s.st, n); ok {
-		return c
+		err := r.verify(ctx, s, n.ID)
+		if err == nil {
+			return c
+		}
+		if ev == nil {
+			return refused(n, err)
+		}
+		s.st.Decisions.Delete(n.ID)
+		delete(s.verdicts, n.ID)
+		s.exitFor = nil
+		r.journal(s, "graph.decision_refused", LevelWarning, Field{"node", n.ID}, Field{"error", err.Error()})
 	}
-	return runChains(ctx, r.pool, []chainJob{{n.Exit, r.hookContext(s, n, Exit, mode, ev, k)}})[0]
+	return runChains(ctx, r.pool, []chainJob{{n.Exit, r.hookContext(ctx, s, n, Exit, mode, ev, k)}})[0]
 }
 
 func decisionBy(d Decision) string {
@@ -502,7 +659,7 @@ func (r *Runtime) Status(ctx context.Context, id string, recompute bool) (*Repor
 }
 
 func (r *Runtime) evaluateAll(ctx context.Context, s *session, recompute bool) *Report {
-	k := r.skips(s.st)
+	k := r.skips(ctx, s)
 	rep := &Report{WorkItem: s.st.WorkItem, Nodes: make([]NodeReport, len(r.g.nodes))}
 	// Every chain of the check runs in one batch: one hand-off to a worker
 	// goroutine for the whole graph.
@@ -515,11 +672,15 @@ func (r *Runtime) evaluateAll(ctx context.Context, s *session, recompute bool) *
 			continue
 		}
 		if c, ok := r.standing(s.st, n); ok {
-			outcomes[i] = c
-			decided[i] = true
+			if err := r.verify(ctx, s, n.ID); err != nil {
+				outcomes[i] = refused(n, err)
+			} else {
+				outcomes[i] = c
+				decided[i] = true
+			}
 			continue
 		}
-		jobs = append(jobs, chainJob{n.Exit, r.hookContext(s, n, Exit, ModeCheck, nil, &k)})
+		jobs = append(jobs, chainJob{n.Exit, r.hookContext(ctx, s, n, Exit, ModeCheck, nil, &k)})
 		jobNodes = append(jobNodes, i)
 	}
 	for j, c := range runChains(ctx, r.pool, jobs) {
@@ -544,6 +705,9 @@ func (r *Runtime) evaluateAll(ctx context.Context, s *session, recompute bool) *
 			}
 			if k.invalid[n.ID] {
 				nr.Messages = append(nr.Messages, "graph state declares a skip on this node, which is not skippable — the declaration is refused and has no effect")
+			}
+			if k.unproven[n.ID] {
+				nr.Messages = append(nr.Messages, "graph state declares this human gate skipped, but no verified decision does — the declaration is refused: a gate is skipped only by a signed phase selection")
 			}
 		}
 		if first == "" && nr.Status != string(StatusPass) && nr.Status != string(StatusSkip) {
@@ -588,15 +752,16 @@ func (r *Runtime) Start(ctx context.Context, id string) (*StepReport, error) {
 	if err != nil {
 		return nil, err
 	}
-	defer unlock()
+	defer r.done(ctx, s, unlock)
 	if s.st.CurrentNode != "" {
 		return nil, nil
 	}
-	node := r.routeSkips(s, r.g.Start, r.skips(s.st))
+	node := r.routeSkips(s, r.g.Start, r.skips(ctx, s))
 	if r.g.Name != "" || s.st.Loop == "" {
 		s.st.Loop = r.g.Name
 	}
 	rep := &StepReport{Node: node, Status: string(StatusPass), Outcome: string(StatusPass), Messages: []string{}, Moved: true}
+	r.journal(s, "graph.started", LevelInfo, Field{"node", node})
 	msgs, err := r.enter(ctx, s, node, entryStart)
 	if err != nil {
 		return nil, err
@@ -604,7 +769,6 @@ func (r *Runtime) Start(ctx context.Context, id string) (*StepReport, error) {
 	rep.Messages = append(append(rep.Messages, s.warn...), msgs...)
 	rep.Attempts = s.st.Record(node).Attempts
 	rep.CurrentNode = s.st.CurrentNode
-	r.emit(s, "graph.started", LevelInfo, Field{"node", node})
 	return rep, nil
 }
 
@@ -640,7 +804,7 @@ func (r *Runtime) enter(ctx context.Context, s *session, id string, how entryKin
 		}
 		r.emit(s, "graph.gate_session", LevelInfo, fields...)
 	}
-	c := runChains(ctx, r.pool, []chainJob{{n.Entry, r.hookContext(s, n, Entry, ModeLive, nil, nil)}})[0]
+	c := runChains(ctx, r.pool, []chainJob{{n.Entry, r.hookContext(ctx, s, n, Entry, ModeLive, nil, nil)}})[0]
 	msgs := r.noteDegraded(s, id, c)
 	if !c.Satisfied() {
 		msgs = append(msgs, fmt.Sprintf("warning: the entry chain of %s stopped: %s", id, c.Render()))
@@ -683,7 +847,7 @@ func (r *Runtime) Advance(ctx context.Context, id string, ev *Event) (*StepRepor
 	if err != nil {
 		return nil, err
 	}
-	defer unlock()
+	defer r.done(ctx, s, unlock)
 	return r.advance(ctx, s, ev)
 }
 
@@ -706,7 +870,7 @@ func (r *Runtime) advance(ctx context.Context, s *session, ev *Event) (*StepRepo
 		return rep, nil
 	}
 
-	k := r.skips(st)
+	k := r.skips(ctx, s)
 	c := r.evaluate(ctx, s, node, ModeLive, ev, &k)
 	rep.Outcome = c.Outcome()
 	for _, m := range c.Messages() {
@@ -721,10 +885,10 @@ func (r *Runtime) advance(ctx context.Context, s *session, ev *Event) (*StepRepo
 			reason = "awaiting a human"
 		}
 		st.Park(node.ID, reason, false, s.now)
+		r.journal(s, "graph.parked", LevelInfo, Field{"node", node.ID})
 		if err := r.save(ctx, s); err != nil {
 			return nil, err
 		}
-		r.emit(s, "graph.parked", LevelInfo, Field{"node", node.ID})
 		rep.Status = string(StatusWait)
 		rep.Attempts = st.Record(node.ID).Attempts
 		return rep, nil
@@ -736,10 +900,10 @@ func (r *Runtime) advance(ctx context.Context, s *session, ev *Event) (*StepRepo
 		rep.Attempts = attempts
 		if repeated || attempts >= node.MaxAttempts {
 			st.Park(node.ID, rendered, true, s.now)
+			r.journal(s, "graph.escalated", LevelWarning, Field{"node", node.ID}, Field{"attempts", attempts}, Field{"repeated", repeated})
 			if err := r.save(ctx, s); err != nil {
 				return nil, err
 			}
-			r.emit(s, "graph.escalated", LevelWarning, Field{"node", node.ID}, Field{"attempts", attempts}, Field{"repeated", repeated})
 			rep.Status = StepEscalated
 			if repeated {
 				rep.Messages = append(rep.Messages, "escalated: the same block twice in a row; a human has been asked to look")
@@ -749,17 +913,17 @@ func (r *Runtime) advance(ctx context.Context, s *session, ev *Event) (*StepRepo
 			rep.Messages = append(rep.Messages, r.escalate(ctx, s, node)...)
 			return rep, nil
 		}
+		r.journal(s, "graph.blocked", LevelInfo, Field{"node", node.ID}, Field{"hook", c.BlockingHook()})
 		if err := r.save(ctx, s); err != nil {
 			return nil, err
 		}
-		r.emit(s, "graph.blocked", LevelInfo, Field{"node", node.ID}, Field{"hook", c.BlockingHook()})
 		rep.Status = string(StatusBlock)
 		return rep, nil
 	}
 
 	// Satisfied.
-	if r.recordFacts(s, node, c, ev) {
-		k = r.skips(st)
+	if r.recordFacts(ctx, s, node, c, ev) {
+		k = r.skips(ctx, s)
 	}
 	outcome := c.Outcome()
 	st.Exit(node.ID, outcome, s.now)
@@ -767,31 +931,31 @@ func (r *Runtime) advance(ctx context.Context, s *session, ev *Event) (*StepRepo
 	if !found {
 		rep.Attempts = st.Record(node.ID).Attempts
 		if node.Terminal {
+			r.journal(s, "graph.completed", LevelInfo, Field{"node", node.ID})
 			if err := r.save(ctx, s); err != nil {
 				return nil, err
 			}
-			r.emit(s, "graph.completed", LevelInfo, Field{"node", node.ID})
 			rep.Status = string(StatusPass)
 			rep.Messages = append(rep.Messages, "the walk is complete")
 			return rep, nil
 		}
 		reason := fmt.Sprintf("no declared edge from %s on '%s'", node.ID, outcome)
 		st.Park(node.ID, reason, true, s.now)
+		r.journal(s, "graph.no_edge", LevelWarning, Field{"node", node.ID}, Field{"outcome", outcome})
 		if err := r.save(ctx, s); err != nil {
 			return nil, err
 		}
-		r.emit(s, "graph.no_edge", LevelWarning, Field{"node", node.ID}, Field{"outcome", outcome})
 		rep.Status = StepEscalated
 		rep.Messages = append(rep.Messages, fmt.Sprintf("no declared edge from %s on outcome '%s'", node.ID, outcome))
 		rep.Messages = append(rep.Messages, r.escalate(ctx, s, node)...)
 		return rep, nil
 	}
 	target = r.routeSkips(s, target, k)
+	r.journal(s, "graph.advanced", LevelInfo, Field{"node", node.ID}, Field{"to", target}, Field{"outcome", outcome})
 	msgs, err := r.enter(ctx, s, target, entryEdge)
 	if err != nil {
 		return nil, err
 	}
-	r.emit(s, "graph.advanced", LevelInfo, Field{"node", node.ID}, Field{"to", target}, Field{"outcome", outcome})
 	rep.Status = string(StatusPass)
 	rep.Moved = true
 	rep.CurrentNode = target
@@ -806,7 +970,7 @@ func (r *Runtime) escalate(ctx context.Context, s *session, n *Node) []string {
 	if len(r.g.onEscalation) == 0 {
 		return nil
 	}
-	c := runChains(ctx, r.pool, []chainJob{{r.g.onEscalation, r.hookContext(s, n, Entry, ModeLive, nil, nil)}})[0]
+	c := runChains(ctx, r.pool, []chainJob{{r.g.onEscalation, r.hookContext(ctx, s, n, Entry, ModeLive, nil, nil)}})[0]
 	msgs := r.noteDegraded(s, n.ID, c)
 	if !c.Satisfied() {
 		msgs = append(msgs, "warning: the escalation chain stopped: "+c.Render())
@@ -816,9 +980,10 @@ func (r *Runtime) escalate(ctx context.Context, s *session, n *Node) []string {
 
 // recordFacts records what a satisfied exit chain decided (§5.8, and the
 // gate verdict of decision 2). It reports whether skips or opt-ins changed.
-func (r *Runtime) recordFacts(s *session, n *Node, c ChainOutcome, ev *Event) bool {
+func (r *Runtime) recordFacts(ctx context.Context, s *session, n *Node, c ChainOutcome, ev *Event) bool {
 	st := s.st
 	at := Timestamp(s.now)
+	var recorded []string
 	for _, res := range c.Results {
 		key := res.DataString("decision")
 		if key == "" || res.Data["recorded"] == true {
@@ -840,7 +1005,9 @@ func (r *Runtime) recordFacts(s *session, n *Node, c ChainOutcome, ev *Event) bo
 		if g, ok := res.Data["goal"]; ok && g != nil {
 			d.Goal = rawJSON(g)
 		}
-		st.Decisions.SetDefault(key, d)
+		if st.Decisions.SetDefault(key, d) {
+			recorded = append(recorded, key)
+		}
 	}
 	// A human gate's verdict is a recorded decision with provenance.
 	if n.IsHuman() && !st.Decisions.Has(n.ID) {
@@ -853,6 +1020,7 @@ func (r *Runtime) recordFacts(s *session, n *Node, c ChainOutcome, ev *Event) bo
 				}
 			}
 			st.Decisions.Set(n.ID, d)
+			recorded = append(recorded, n.ID)
 		}
 	}
 
@@ -884,11 +1052,25 @@ func (r *Runtime) recordFacts(s *session, n *Node, c ChainOutcome, ev *Event) bo
 	}
 	if len(skipped) > 0 {
 		sort.Strings(skipped)
-		r.emit(s, "graph.skips_declared", LevelInfo, Field{"via", "selection"}, Field{"nodes", skipped})
+		r.journal(s, "graph.skips_declared", LevelInfo, Field{"via", "selection"}, Field{"nodes", skipped})
 	}
 	if len(opted) > 0 {
 		sort.Strings(opted)
-		r.emit(s, "graph.opt_ins_selected", LevelInfo, Field{"via", "selection"}, Field{"nodes", opted})
+		r.journal(s, "graph.opt_ins_selected", LevelInfo, Field{"via", "selection"}, Field{"nodes", opted})
+	}
+	// The decisions recorded here carry the skips and opt-ins they made,
+	// under their signature: a verifier honours a skipped human gate only
+	// on that proof.
+	if len(recorded) > 0 {
+		gated := gatedNames(c)
+		for _, key := range recorded {
+			if len(skipped) > 0 || len(opted) > 0 {
+				d, _ := st.Decisions.Get(key)
+				d.Skips, d.OptIns = append([]string(nil), skipped...), append([]string(nil), opted...)
+				st.Decisions.Set(key, d)
+			}
+			r.sign(ctx, s, key, gated, ev)
+		}
 	}
 	return changed
 }
@@ -928,7 +1110,7 @@ func (r *Runtime) Complete(ctx context.Context, id, node, actor string) (*Claim,
 	if err != nil {
 		return nil, err
 	}
-	defer unlock()
+	defer r.done(ctx, s, unlock)
 	cur := s.st.CurrentNode
 	if cur == "" {
 		return &Claim{Node: node, Status: StepRefused, Reason: "not-started", Messages: []string{"this work item has not entered the graph; nothing to complete"}}, nil
@@ -988,7 +1170,7 @@ func (r *Runtime) Force(ctx context.Context, id, to, reason, actor string) (*For
 	if err != nil {
 		return nil, err
 	}
-	defer unlock()
+	defer r.done(ctx, s, unlock)
 	from := s.st.CurrentNode
 	if from == "" {
 		from = r.g.Start
@@ -1011,7 +1193,9 @@ func (r *Runtime) Force(ctx context.Context, id, to, reason, actor string) (*For
 	if res.WorkItem == "" {
 		res.WorkItem = s.wi.ID
 	}
-	r.emit(s, "graph.forced", LevelWarning, Field{"from", from}, Field{"to", to}, Field{"actor", actor}, Field{"reason", reason})
+	// The event is saved with the forced state by enter and logged after
+	// it: never an event for a force that did not happen.
+	r.journal(s, "graph.forced", LevelWarning, Field{"from", from}, Field{"to", to}, Field{"actor", actor}, Field{"reason", reason})
 	msgs, err := r.enter(ctx, s, to, entryForce)
 	if err != nil {
 		return nil, err
@@ -1082,7 +1266,7 @@ func (r *Runtime) DeclareSkips(ctx context.Context, id string, tokens []string, 
 	if err != nil {
 		return nil, err
 	}
-	defer unlock()
+	defer r.done(ctx, s, unlock)
 	res.WorkItem = s.wi.Ref
 	if res.WorkItem == "" {
 		res.WorkItem = s.wi.ID
@@ -1093,6 +1277,10 @@ func (r *Runtime) DeclareSkips(ctx context.Context, id string, tokens []string, 
 	cur := s.st.CurrentNode
 	at := Timestamp(s.now)
 	for _, p := range picks {
+		if n, _ := r.g.Node(p.node); r.opts.Verifier != nil && n != nil && n.IsHuman() {
+			res.Rejected = append(res.Rejected, SkipRejection{Token: p.node, Why: "a human gate is skipped only by a signed phase selection, not from the command line"})
+			continue
+		}
 		if p.node == cur || s.st.Record(p.node).EnteredAt != "" || (cur != "" && r.g.Before(p.node, cur)) {
 			res.Rejected = append(res.Rejected, SkipRejection{Token: p.node, Why: "already entered or behind the pointer — a skip is a plan, not an amnesty"})
 			continue
@@ -1102,10 +1290,10 @@ func (r *Runtime) DeclareSkips(ctx context.Context, id string, tokens []string, 
 		}
 	}
 	if len(res.Declared) > 0 {
+		r.journal(s, "graph.skips_declared", LevelInfo, Field{"via", "cli"}, Field{"actor", actor}, Field{"reason", reason}, Field{"nodes", res.Declared})
 		if err := r.save(ctx, s); err != nil {
 			return nil, err
 		}
-		r.emit(s, "graph.skips_declared", LevelInfo, Field{"via", "cli"}, Field{"actor", actor}, Field{"reason", reason}, Field{"nodes", res.Declared})
 		if r.opts.Auditor != nil {
 			if err := r.opts.Auditor.SkipsDeclared(ctx, s.wi, res.Declared, actor, reason); err != nil {
 				res.Warnings = append(res.Warnings, "could not record the audit trail: "+err.Error())
@@ -1127,7 +1315,7 @@ func (r *Runtime) BindSession(ctx context.Context, id string, b SessionBinding) 
 	if err != nil {
 		return err
 	}
-	defer unlock()
+	defer r.done(ctx, s, unlock)
 	s.st.Session = &b
 	return r.save(ctx, s)
 }

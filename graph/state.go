@@ -49,6 +49,30 @@ type State struct {
 	OptIns      OrderedMap[OptInSelection] `json:"optIns"`
 	Surface     string                     `json:"surface"`
 	Loop        string                     `json:"loop"`
+	// Seq numbers the transitions this state has recorded; every event
+	// that reports a transition carries its number as "seq".
+	Seq int `json:"seq,omitempty"`
+	// Unlogged holds the events of the transitions saved with this state
+	// that were not yet confirmed written to the event log. State is saved
+	// before the events that report it; an event lost to a crash between
+	// the two is emitted again (with relogged: true) by the next verb that
+	// takes the work item's lock.
+	Unlogged []JournalEntry `json:"unlogged,omitempty"`
+}
+
+// JournalEntry is an event saved with the state that it reports.
+type JournalEntry struct {
+	Seq    int            `json:"seq"`
+	Time   string         `json:"time"`
+	Name   string         `json:"name"`
+	Level  Level          `json:"level"`
+	Fields []JournalField `json:"fields"`
+}
+
+// JournalField is one field of a JournalEntry.
+type JournalField struct {
+	Key   string `json:"key"`
+	Value any    `json:"value"`
 }
 
 // NodeRecord is a node's history in one work item.
@@ -82,6 +106,17 @@ type Decision struct {
 	Event string `json:"event,omitempty"`
 	// Comment identifies the deciding comment (id or URL).
 	Comment string `json:"comment,omitempty"`
+	// CommentURL links the deciding comment, when the event carried it.
+	CommentURL string `json:"commentUrl,omitempty"`
+	// Artifacts are the content hashes of the artifacts the decision
+	// approved, taken when it was recorded (filled by the DecisionSigner).
+	Artifacts []ArtifactHash `json:"artifacts,omitempty"`
+	// Skips and OptIns are the nodes this decision (a phase selection)
+	// declared skipped and selected; they are covered by the signature.
+	Skips  []string `json:"skips,omitempty"`
+	OptIns []string `json:"optIns,omitempty"`
+	// Signature proves the decision (nil: unsigned). See DecisionSigner.
+	Signature *DecisionSignature `json:"signature,omitempty"`
 }
 
 // ForceRecord is one use of the escape hatch.
@@ -142,6 +177,7 @@ func (s *State) Clone() *State {
 	c.Skips = s.Skips.Clone()
 	c.OptIns = s.OptIns.Clone()
 	c.Forced = append([]ForceRecord{}, s.Forced...)
+	c.Unlogged = append([]JournalEntry(nil), s.Unlogged...)
 	if s.Parked != nil {
 		p := *s.Parked
 		c.Parked = &p

@@ -223,6 +223,9 @@ func lockArtifacts(_ context.Context, hc *graph.HookContext) graph.HookResult {
 		approvers = append(approvers, "@"+strings.TrimPrefix(c.Author, "@"))
 	}
 	approvers = dedupe(approvers)
+	// The lock names the decision it comes from; the runtime records (and
+	// signs) that decision when this chain passes, at the same instant.
+	decision := graph.DecisionRef(hc.Node.ID, cls.DataString("comment"), graph.Timestamp(hc.Now))
 	var findings []graph.Message
 	var locked []string
 	for _, s := range resolveSlots(hc.Artifacts, es) {
@@ -250,7 +253,7 @@ func lockArtifacts(_ context.Context, hc *graph.HookContext) graph.HookResult {
 			findings = append(findings, graph.Finding("cannot lock: artifact could not be read: "+errorKind(err), path))
 			continue
 		}
-		out, ok := SetFrontMatterLock(text, approvers)
+		out, ok := SetFrontMatterLockFor(text, approvers, decision)
 		if !ok {
 			findings = append(findings, graph.Finding("cannot lock: the front matter is not a YAML mapping theloop can edit; fix it so `status: approved` can be written", path))
 			continue
@@ -292,9 +295,24 @@ func dedupe(in []string) []string {
 // unterminated, not valid YAML, not a mapping, or cannot be edited line by
 // line into one that reads approved: a human must fix it first.
 func SetFrontMatterLock(text string, approvers []string) (string, bool) {
+	return SetFrontMatterLockFor(text, approvers, "")
+}
+
+// SetFrontMatterLockFor is SetFrontMatterLock that also writes
+// `decision: <ref>` (graph.DecisionRef) naming the recorded decision the
+// lock comes from; an empty ref writes no decision key.
+func SetFrontMatterLockFor(text string, approvers []string, decision string) (string, bool) {
 	by := "[" + strings.Join(quoteAll(approvers), ", ") + "]"
+	decisionLine := ""
+	if decision != "" {
+		decisionLine = "decision: " + quoteAll([]string{decision})[0]
+	}
 	if !strings.HasPrefix(text, "---") {
-		return "---\nstatus: approved\napprovedBy: " + by + "\n---\n" + text, true
+		head := "---\nstatus: approved\napprovedBy: " + by + "\n"
+		if decisionLine != "" {
+			head += decisionLine + "\n"
+		}
+		return head + "---\n" + text, true
 	}
 	lines := strings.Split(text, "\n")
 	end := -1
@@ -314,10 +332,16 @@ func SetFrontMatterLock(text string, approvers []string) (string, bool) {
 		return text, false // valid YAML, but not a mapping
 	}
 	head := make([]string, 0, end+2)
-	sawStatus, sawBy := false, false
+	sawStatus, sawBy, sawDecision := false, false, false
 	for i := 1; i < end; i++ {
 		l := lines[i]
 		switch topLevelKey(l) {
+		case "decision":
+			if decisionLine != "" {
+				head = append(head, decisionLine)
+				sawDecision = true
+				continue
+			}
 		case "status":
 			head = append(head, "status: approved")
 			sawStatus = true
@@ -338,6 +362,9 @@ func SetFrontMatterLock(text string, approvers []string) (string, bool) {
 	}
 	if !sawBy {
 		head = append(head, "approvedBy: "+by)
+	}
+	if decisionLine != "" && !sawDecision {
+		head = append(head, decisionLine)
 	}
 	out := "---\n" + strings.Join(head, "\n") + "\n" + strings.Join(lines[end:], "\n")
 	if fm, _ := FrontMatter(out); strings.TrimSpace(fmString(fm["status"])) != "approved" {

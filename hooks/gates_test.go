@@ -92,7 +92,7 @@ func TestApprovalChainLocksAndRecords(t *testing.T) {
 	fm, _ := hooks.FrontMatter(text)
 	require.Equal(t, "approved", fm["status"])
 	require.Equal(t, []any{"@dana", "@lee"}, fm["approvedBy"])
-	require.True(t, strings.HasPrefix(text, "---\nstatus: approved\napprovedBy: [\"@dana\", \"@lee\"]\n---\n# Requirements: draft\n"), text)
+	require.True(t, strings.HasPrefix(text, "---\nstatus: approved\napprovedBy: [\"@dana\", \"@lee\"]\ndecision: \"requirements-approval/8\"\n---\n# Requirements: draft\n"), text)
 	require.True(t, strings.HasSuffix(text, `## Security considerations
 
 ## Review comments
@@ -134,7 +134,7 @@ func TestLockArtifacts(t *testing.T) {
 	hc := ctxFor(a, &graph.Node{ID: "design-approval", Actor: graph.ActorHuman})
 	r := runAfter(t, approved, "lock-artifacts", hc, graph.Values{"artifacts": []any{"design.md"}})
 	require.Equal(t, graph.StatusPass, r.Status, texts(r))
-	require.Equal(t, "---\ntitle: Export\nstatus: approved\napprovedBy: [\"@dana\"]\nowner: lee\n---\n# Design\n", a.Get("design.md"), "other keys kept in place")
+	require.Equal(t, "---\ntitle: Export\nstatus: approved\napprovedBy: [\"@dana\"]\nowner: lee\ndecision: \"design-approval@2026-05-04T10:00:00+00:00\"\n---\n# Design\n", a.Get("design.md"), "other keys kept in place, the decision named")
 
 	a.Set("design.md", "# Design\n")
 	r = runAfter(t, changes, "lock-artifacts", hc, graph.Values{"artifacts": []any{"design.md"}})

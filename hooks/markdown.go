@@ -9,6 +9,7 @@ import (
 	"github.com/goccy/go-yaml"
 
 	"github.com/theloop-dev/theloop/graph"
+	"github.com/theloop-dev/theloop/internal/yamlguard"
 )
 
 // FrontMatter splits a markdown document into its YAML front matter and
@@ -68,6 +69,11 @@ func parseYAMLMapping(block string) (m map[string]any, ok bool) {
 	if m, ok := simpleFrontMatter(block); ok {
 		return m, true
 	}
+	// The front matter is the agent's text: bound it before the parser,
+	// whose cost explodes with nesting. Refused means unparseable.
+	if yamlguard.Check([]byte(block), frontMatterLimits) != nil {
+		return nil, false
+	}
 	var v any
 	if err := yaml.Unmarshal([]byte(block), &v); err != nil {
 		return nil, false
@@ -78,6 +84,9 @@ func parseYAMLMapping(block string) (m map[string]any, ok bool) {
 	}
 	return mm, true
 }
+
+// frontMatterLimits bound a front-matter block; real ones are a few lines.
+var frontMatterLimits = yamlguard.Limits{MaxBytes: 256 << 10, MaxDepth: yamlguard.Default.MaxDepth, MaxIndent: yamlguard.Default.MaxIndent}
 
 // fmString renders a front-matter value the way it reads in YAML: strings
 // as is, other scalars through fmt ("" for a missing value).

@@ -296,13 +296,42 @@ func validEnvName(s string) bool {
 	return true
 }
 
+// redactURL hides the userinfo, query and fragment of a configured URL for an
+// error message: they may hold a password or a token, and errors are
+// printed and logged.
+func redactURL(raw string) string {
+	s := raw
+	if i := strings.IndexAny(s, "?#"); i >= 0 {
+		s = s[:i] + "…"
+	}
+	scheme, rest, ok := strings.Cut(s, "://")
+	if !ok {
+		if at := strings.LastIndex(s, "@"); at >= 0 {
+			return "…@" + s[at+1:]
+		}
+		return s
+	}
+	host := rest
+	if j := strings.IndexByte(rest, '/'); j >= 0 {
+		host = rest[:j]
+	}
+	if at := strings.LastIndex(host, "@"); at >= 0 {
+		rest = "…@" + rest[at+1:]
+	}
+	return scheme + "://" + rest
+}
+
 // serviceURL parses a configured service root. Credentials travel to it, so
 // it must be https — plain http is accepted only for loopback hosts (a local
 // proxy or a test server). A trailing slash is dropped.
 func serviceURL(raw string) (*url.URL, error) {
 	u, err := url.Parse(strings.TrimRight(raw, "/"))
-	if err != nil || u.Host == "" || u.User != nil || u.RawQuery != "" || u.Fragment != "" {
-		return nil, fmt.Errorf("%q is not an absolute URL without credentials, query or fragment", raw)
+	if err != nil {
+		// url's own error quotes the input, which may hold a password.
+		return nil, fmt.Errorf("%q is not an absolute URL", redactURL(raw))
+	}
+	if u.Host == "" || u.User != nil || u.RawQuery != "" || u.Fragment != "" {
+		return nil, fmt.Errorf("%q is not an absolute URL without credentials, query or fragment", redactURL(raw))
 	}
 	switch u.Scheme {
 	case "https":

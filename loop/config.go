@@ -13,6 +13,7 @@ import (
 	"strings"
 
 	"github.com/theloop-dev/theloop/internal/lazyre"
+	"github.com/theloop-dev/theloop/internal/yamlguard"
 
 	"github.com/goccy/go-yaml"
 )
@@ -78,6 +79,9 @@ func decodeYAMLMap(name string, data []byte) (m map[string]any, err error) {
 	}()
 	if len(data) > maxConfigBytes {
 		return nil, fmt.Errorf("%s: %d bytes is larger than the %d a configuration file may have", name, len(data), maxConfigBytes)
+	}
+	if err := yamlguard.Check(data, yamlguard.Limits{MaxBytes: maxConfigBytes, MaxDepth: yamlguard.Default.MaxDepth, MaxIndent: yamlguard.Default.MaxIndent}); err != nil {
+		return nil, fmt.Errorf("%s: %v; theloop refuses it before parsing — no configuration needs that", name, err)
 	}
 	var v any
 	if err := yaml.Unmarshal(data, &v); err != nil {
@@ -299,7 +303,7 @@ func ValidateSpecDir(key, dir string) error {
 // readConfigFile reads a configuration file, reporting absence separately.
 // Files larger than maxConfigBytes are refused.
 func readConfigFile(path string) (data []byte, exists bool, err error) {
-	f, err := os.Open(path)
+	f, err := openRegular(path, os.O_RDONLY, 0)
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil, false, nil
 	}
@@ -933,6 +937,12 @@ func topLevelBlocks(data []byte, want map[string]bool) ([]byte, bool) {
 	keep, seenKey := false, false
 	for i, line := range strings.SplitAfter(string(data), "\n") {
 		t := strings.TrimRight(line, "\r\n")
+		if endsWithProperties(t) {
+			// "key: !tag" or "- &anchor" with nothing after: the properties
+			// may apply to what the next lines hold, which a cut would
+			// separate (fuzz crasher "0: !0  \nticketing: 00").
+			return nil, false
+		}
 		if t == "" || t[0] == ' ' || t[0] == '#' {
 			if !seenKey && strings.TrimSpace(t) != "" && !strings.HasPrefix(strings.TrimSpace(t), "#") {
 				return nil, false // content before the first key: not a plain mapping
@@ -955,6 +965,21 @@ func topLevelBlocks(data []byte, want map[string]bool) ([]byte, bool) {
 		}
 	}
 	return out, true
+}
+
+// endsWithProperties reports whether a line (comment aside) ends with a
+// node property — a tag "!x" or an anchor "&x" — whose node may then be on
+// the following lines.
+func endsWithProperties(line string) bool {
+	if i := strings.Index(line, " #"); i >= 0 {
+		line = line[:i]
+	}
+	fields := strings.Fields(line)
+	if len(fields) == 0 {
+		return false
+	}
+	last := fields[len(fields)-1]
+	return last[0] == '!' || last[0] == '&'
 }
 
 // plainTopKey reads "key:" or "key: value" at column 0 for a plain key.

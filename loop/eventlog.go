@@ -125,8 +125,26 @@ func OpenEventLog(path, source string, opts EventLogOptions) (*EventLog, error) 
 	return l, nil
 }
 
+// openAppend opens the log for appending without following a symbolic
+// link, in a directory that is not one: with the default state root inside
+// a checkout, a link planted by the agent must not turn O_APPEND into a
+// write outside it.
 func openAppend(path string) (*os.File, error) {
-	return os.OpenFile(path, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o644)
+	if fi, err := os.Lstat(filepath.Dir(path)); err == nil && fi.Mode()&fs.ModeSymlink != 0 {
+		return nil, fmt.Errorf("%w: the event log's directory %s is a symbolic link; replace it with a directory", ErrUnsafePath, filepath.Dir(path))
+	}
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_APPEND|os.O_CREATE|oNoFollow|oNonBlock, 0o644)
+	if err != nil {
+		if fi, lerr := os.Lstat(path); lerr == nil && fi.Mode()&fs.ModeSymlink != 0 {
+			return nil, fmt.Errorf("%w: the event log %s is a symbolic link; replace it with a file", ErrUnsafePath, path)
+		}
+		return nil, err
+	}
+	if fi, err := f.Stat(); err != nil || !fi.Mode().IsRegular() {
+		f.Close()
+		return nil, fmt.Errorf("%w: the event log %s is not a regular file", ErrUnsafePath, path)
+	}
+	return f, nil
 }
 
 // Path returns the log file's path.

@@ -2,6 +2,7 @@ package loop
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io/fs"
 	"os"
@@ -103,16 +104,40 @@ func (a *FileArtifacts) Open(name string) (fs.File, error) {
 	if !fs.ValidPath(name) {
 		return nil, &fs.PathError{Op: "open", Path: name, Err: fs.ErrInvalid}
 	}
-	return os.DirFS(a.dir).Open(name)
+	if name == "." {
+		return os.DirFS(a.dir).Open(name)
+	}
+	p := filepath.Join(a.dir, filepath.FromSlash(name))
+	if fi, err := os.Stat(p); err == nil && fi.IsDir() {
+		return os.DirFS(a.dir).Open(name)
+	}
+	// Never block on a named pipe planted in the spec directory.
+	f, err := openRegular(p, os.O_RDONLY, 0)
+	if err != nil {
+		return nil, err
+	}
+	return f, nil
 }
 
+// MaxArtifactBytes bounds an artifact read into memory; a specification
+// larger than this is not one, and the agent writes these files.
+const MaxArtifactBytes = 16 << 20
+
 // ReadFile implements fs.ReadFileFS (one syscall path, no directory walk).
+// Files larger than MaxArtifactBytes are refused.
 func (a *FileArtifacts) ReadFile(name string) ([]byte, error) {
 	p, err := a.full("read", name)
 	if err != nil {
 		return nil, err
 	}
-	return os.ReadFile(p)
+	data, truncated, err := readRegular(p, MaxArtifactBytes)
+	if err != nil {
+		return nil, err
+	}
+	if truncated {
+		return nil, &fs.PathError{Op: "read", Path: name, Err: fmt.Errorf("larger than the %d bytes an artifact may have", MaxArtifactBytes)}
+	}
+	return data, nil
 }
 
 // Stat implements fs.StatFS.
@@ -124,10 +149,16 @@ func (a *FileArtifacts) Stat(name string) (fs.FileInfo, error) {
 	return os.Stat(p)
 }
 
-// WriteFile implements graph.Artifacts: temp file, fsync, rename.
+// WriteFile implements graph.Artifacts: temp file, fsync, rename. It
+// refuses (ErrUnsafePath) to write through a symbolic link in the spec
+// directory's path; a link in the file's own place is replaced, not
+// followed.
 func (a *FileArtifacts) WriteFile(name string, data []byte) error {
 	p, err := a.full("write", name)
 	if err != nil {
+		return err
+	}
+	if err := a.safeDir(filepath.Dir(p)); err != nil {
 		return err
 	}
 	if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
@@ -136,24 +167,68 @@ func (a *FileArtifacts) WriteFile(name string, data []byte) error {
 	return atomicfile.Write(p, data, 0o644)
 }
 
-// AppendFile implements graph.Artifacts.
+// AppendFile implements graph.Artifacts. The file is opened without
+// following a symbolic link (O_APPEND would write wherever it points), and
+// no directory on its path may be a link.
 func (a *FileArtifacts) AppendFile(name string, data []byte) error {
 	p, err := a.full("append", name)
 	if err != nil {
 		return err
 	}
+	if err := a.safeDir(filepath.Dir(p)); err != nil {
+		return err
+	}
 	if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
 		return err
 	}
-	f, err := os.OpenFile(p, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o644)
+	f, err := os.OpenFile(p, os.O_WRONLY|os.O_APPEND|os.O_CREATE|oNoFollow|oNonBlock, 0o644)
 	if err != nil {
+		if fi, lerr := os.Lstat(p); lerr == nil && fi.Mode()&fs.ModeSymlink != 0 {
+			return fmt.Errorf("%w: %s is a symbolic link; theloop appends only to files inside the checkout — replace the link with a file", ErrUnsafePath, a.Path(name))
+		}
 		return err
+	}
+	if fi, err := f.Stat(); err != nil || !fi.Mode().IsRegular() {
+		f.Close()
+		return fmt.Errorf("%w: %s is not a regular file", ErrUnsafePath, a.Path(name))
 	}
 	if _, err := f.Write(data); err != nil {
 		f.Close()
 		return err
 	}
 	return f.Close()
+}
+
+// safeDir checks that no existing directory from the repository root down
+// to dir is a symbolic link (the spec tree is the agent's to write: a link
+// must not make theloop write outside the checkout).
+func (a *FileArtifacts) safeDir(dir string) error {
+	root := a.dir
+	if d := filepath.FromSlash(a.display); d != "" && strings.HasSuffix(a.dir, string(filepath.Separator)+d) {
+		root = strings.TrimSuffix(a.dir, string(filepath.Separator)+d)
+	}
+	rel, err := filepath.Rel(root, dir)
+	if err != nil || rel == ".." || strings.HasPrefix(rel, ".."+string(filepath.Separator)) {
+		return fmt.Errorf("%w: %s is not under %s", ErrUnsafePath, dir, root)
+	}
+	cur := root
+	for _, seg := range strings.Split(rel, string(filepath.Separator)) {
+		if seg == "." {
+			continue
+		}
+		cur = filepath.Join(cur, seg)
+		info, err := os.Lstat(cur)
+		if errors.Is(err, fs.ErrNotExist) {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		if info.Mode()&fs.ModeSymlink != 0 {
+			return fmt.Errorf("%w: %s is a symbolic link; theloop writes artifacts only inside the checkout — replace the link with a directory", ErrUnsafePath, cur)
+		}
+	}
+	return nil
 }
 
 // Path implements graph.Artifacts.

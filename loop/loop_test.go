@@ -61,7 +61,7 @@ func TestShippedProducingNodesDoNotGateOnTheLock(t *testing.T) {
 	}
 }
 
-func writeFile(t *testing.T, root, rel, content string) {
+func writeFile(t testing.TB, root, rel, content string) {
 	t.Helper()
 	p := filepath.Join(root, filepath.FromSlash(rel))
 	require.NoError(t, os.MkdirAll(filepath.Dir(p), 0o755))
@@ -117,7 +117,7 @@ func TestWalkTheWorkItemLoop(t *testing.T) {
 	require.Equal(t, "design", step.CurrentNode)
 	req, err := os.ReadFile(filepath.Join(spec, "requirements.md"))
 	require.NoError(t, err)
-	require.True(t, strings.HasPrefix(string(req), "---\nstatus: approved\napprovedBy: [\"@dana\"]\n---\n"), string(req))
+	require.True(t, strings.HasPrefix(string(req), "---\nstatus: approved\napprovedBy: [\"@dana\"]\ndecision: \"requirements-approval/5\"\n---\n"), string(req))
 	require.Contains(t, string(req), "## Review comments\n\n### 2026-05-04 — approved-with-comments\n\n**@dana** wrote:\n\nApproved, but mind the limits\n")
 
 	// Recompute (the Stop hook, CI) agrees: the approval is a recorded decision.

@@ -49,6 +49,24 @@ type Options struct {
 	Sink         graph.Sink
 	Clock        graph.Clock
 	LockTimeout  time.Duration
+	// DecisionSigner signs the gate decisions this runtime records when a
+	// human gate resolves from an inbound event's comments (the daemon's
+	// path). The daemon passes the signer of its key:
+	//
+	//	signer, err := loop.LoadSigningKey(stateRoot) // <state root>/keys/decision-signing.key
+	//	rt, err := loop.Open(repo, loop.Options{...,
+	//		DecisionSigner:   signer,
+	//		DecisionVerifier: signer.Verifier(), // the daemon trusts only what it signed
+	//	})
+	//
+	// The event's graph.Comment ID and URL become the decision's comment
+	// provenance. Nil records decisions unsigned, which every verifier with
+	// a trust anchor refuses.
+	DecisionSigner graph.DecisionSigner
+	// DecisionVerifier decides which recorded decisions count (build it
+	// with LoadVerifier from the trust anchor). Nil honours every recorded
+	// decision, as the-loop does — print UnverifiedWarning once per run.
+	DecisionVerifier graph.DecisionVerifier
 	// Warn receives non-fatal findings (an ignored repository graph, a
 	// harness-config key of the wrong type). Nil discards them.
 	Warn func(string)
@@ -145,6 +163,13 @@ func (r *Repo) Runtime(opts Options) (*graph.Runtime, error) {
 		}
 	}
 	store := NewStore(r.Root, r.SpecDir, storeOpts...)
+	// A typed nil in the interface would be called; treat it as none.
+	if v, ok := opts.DecisionVerifier.(*Verifier); ok && v == nil {
+		opts.DecisionVerifier = nil
+	}
+	if sg, ok := opts.DecisionSigner.(*Signer); ok && sg == nil {
+		opts.DecisionSigner = nil
+	}
 	return graph.New(g, graph.Options{
 		Store:        store,
 		Items:        items,
@@ -156,6 +181,8 @@ func (r *Repo) Runtime(opts Options) (*graph.Runtime, error) {
 		Deliver:      opts.Deliver,
 		Auditor:      &auditor{root: r.Root, integrations: opts.Integrations, clock: opts.Clock},
 		LockTimeout:  opts.LockTimeout,
+		Signer:       opts.DecisionSigner,
+		Verifier:     opts.DecisionVerifier,
 	})
 }
 
@@ -184,7 +211,7 @@ func (r *Repo) recordedLoop(id string) string {
 	if err != nil {
 		return ""
 	}
-	data, err := os.ReadFile(path)
+	data, _, err := readRegular(path, -1)
 	if err != nil {
 		return ""
 	}

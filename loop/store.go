@@ -179,7 +179,7 @@ func (s *FileStore) Load(ctx context.Context, id string) (*graph.State, error) {
 	if err != nil {
 		return nil, err
 	}
-	data, err := os.ReadFile(path)
+	data, _, err := readRegular(path, -1)
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil, fmt.Errorf("%s: %w", path, graph.ErrNoState)
 	}
@@ -224,7 +224,7 @@ func (s *FileStore) Save(ctx context.Context, id string, st *graph.State) error 
 	if err := atomicfile.Write(path, data, 0o644); err != nil {
 		return err
 	}
-	removeStaleTemps(dir)
+	removeTemps(dir, staleTempAge)
 	return nil
 }
 
@@ -233,13 +233,13 @@ func (s *FileStore) Save(ctx context.Context, id string, st *graph.State) error 
 // belong to a Save in progress in another process and is left alone.
 const staleTempAge = 10 * time.Minute
 
-// removeStaleTemps deletes temp files that a process killed in the middle
-// of a Save left in dir, so that they do not linger in the checkout.
-// Best-effort: failures are ignored.
-func removeStaleTemps(dir string) {
+// removeTemps deletes temp files that a process killed in the middle of a
+// Save left in dir and that are older than minAge, so that they do not
+// linger in the checkout. Best-effort: failures are ignored.
+func removeTemps(dir string, minAge time.Duration) {
 	matches, _ := filepath.Glob(filepath.Join(dir, "."+StateFileName+".tmp-*"))
 	for _, m := range matches {
-		if info, err := os.Lstat(m); err == nil && info.Mode().IsRegular() && time.Since(info.ModTime()) > staleTempAge {
+		if info, err := os.Lstat(m); err == nil && info.Mode().IsRegular() && time.Since(info.ModTime()) >= minAge {
 			_ = os.Remove(m)
 		}
 	}
@@ -277,7 +277,7 @@ func (s *FileStore) prepareDir(id, dir string) error {
 // preserveCorrupt keeps an unparseable state file under a corrupt-<ts>
 // name before it is replaced. A missing or parseable file needs nothing.
 func (s *FileStore) preserveCorrupt(id, path string) error {
-	data, err := os.ReadFile(path)
+	data, _, err := readRegular(path, -1)
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil
 	}
@@ -349,7 +349,15 @@ func (s *FileStore) Lock(ctx context.Context, id string, timeout time.Duration) 
 	if err := s.prepareDir(id, dir); err != nil {
 		return nil, err
 	}
-	return lockFile(ctx, filepath.Join(dir, LockFileName), timeout, s.poll)
+	unlock, err := lockFile(ctx, filepath.Join(dir, LockFileName), timeout, s.poll)
+	if err != nil {
+		return nil, err
+	}
+	// Under the lock no other Save of this work item is running (writers
+	// hold it): any temp file left is a killed Save's. Remove them now
+	// rather than ten minutes on.
+	removeTemps(dir, 0)
+	return unlock, nil
 }
 
 // lockFile polls tryLock until it succeeds, ctx ends or timeout passes.

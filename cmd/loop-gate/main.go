@@ -7,7 +7,9 @@
 //	loop-gate cursor   # Cursor: {"followup_message":...}
 //
 // It always exits 0 (except for bad usage, 1) and lets the agent stop on any
-// internal error. `loopctl install` registers it.
+// internal error — even a fatal one: the check runs in a child process
+// (supervise.go), so running out of memory never becomes exit 2, which
+// Claude Code would read as "block". `loopctl install` registers it.
 package main
 
 import (
@@ -32,6 +34,13 @@ The harness Stop hook of theloop. It reads the Stop payload on stdin, checks
 the current node of the session's work item ($THE_LOOP_WORK_ITEM, else the
 session registry) and answers in the harness's format. Install it with
 "loopctl install".
+
+Environment:
+  THE_LOOP_WORK_ITEM             the work item (set by the daemon in its sessions)
+  THE_LOOP_TRUST_KEYS            trusted decision-signing keys (ed25519:...)
+  THE_LOOP_TRUST_BASE            a git revision whose .the-loop/trusted-keys is trusted
+  THE_LOOP_GATE_MAX_ATTEMPTS     blocks per work item and node before giving up (3)
+  THE_LOOP_GATE_MEMORY_LIMIT_MB  cap on the check's address space (none)
 `
 
 func init() {
@@ -41,7 +50,26 @@ func init() {
 }
 
 func main() {
+	if isChild() {
+		childSetup()
+		os.Exit(run(os.Args, stdin(), os.Stdout, os.Stderr))
+	}
+	switch arg(os.Args) {
+	case "claude", "cursor", "":
+		os.Exit(supervise(os.Args, stdin(), os.Stdout, os.Stderr))
+	}
+	// --version, --help, bad usage: nothing to supervise.
 	os.Exit(run(os.Args, stdin(), os.Stdout, os.Stderr))
+}
+
+func arg(argv []string) string {
+	if len(argv) == 2 {
+		return argv[1]
+	}
+	if len(argv) == 1 {
+		return ""
+	}
+	return "-"
 }
 
 // stdin is the payload stream, nil when stdin is a terminal (run by hand).

@@ -15,6 +15,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/theloop-dev/theloop/loop"
 	"github.com/theloop-dev/theloop/sessions"
 )
 
@@ -67,6 +68,8 @@ func newGate(t testing.TB) *gate {
 type result struct {
 	code           int
 	stdout, stderr string
+	// unverified counts the unverified-decisions warning lines.
+	unverified int
 }
 
 func (g *gate) run(payload []byte, args ...string) result {
@@ -87,7 +90,11 @@ func (g *gate) run(payload []byte, args ...string) result {
 	} else {
 		require.NoError(g.t, err)
 	}
-	return result{code: code, stdout: out.String(), stderr: errOut.String()}
+	// The one warning line of a run without a trust anchor is checked by
+	// TestUnverifiedWarning; the other tests look at the rest.
+	warning := "loop-gate: " + loop.UnverifiedWarning + "\n"
+	stderr := errOut.String()
+	return result{code: code, stdout: out.String(), stderr: strings.Replace(stderr, warning, "", 1), unverified: strings.Count(stderr, warning)}
 }
 
 // Real payload shapes.

@@ -51,6 +51,7 @@ Examples:
 			&cli.BoolFlag{Name: "recompute", Usage: "derive the current node from the artifacts, ignoring graph-state.json's pointer"},
 			&cli.StringFlag{Name: "format", Value: "table", Usage: "table or json"},
 			&cli.StringFlag{Name: "fail-on", Value: "unmet", Usage: "unmet: fail unless every node up to the current one is satisfied; block: fail only on a block at or before the current node"},
+			trustFlagDefs()[0], trustFlagDefs()[1],
 		),
 		Action: func(c *cli.Context) error {
 			opts := &checkOptions{IO: f.IO, Factory: f, Repo: readRepoFlags(c), ID: c.Args().First(), All: c.Bool("all"),
@@ -116,12 +117,16 @@ func runCheck(ctx context.Context, opts *checkOptions) error {
 	if err != nil {
 		return err
 	}
+	verifier, err := opts.Factory.verifier(ctx, opts.Factory.withTrustEnv(opts.Repo.Trust, repo.Root), true)
+	if err != nil {
+		return err
+	}
 	var reports []*graph.Report
 	loopName := ""
 	failed := false
 	for _, id := range ids {
 		// Each work item may record its own loop (contribution, ad hoc).
-		rt, err := repo.Runtime(loop.Options{Graph: g, WorkItem: id, PR: opts.Repo.PR, PRRepo: opts.Repo.PRRepo, Clock: opts.Factory.Clock})
+		rt, err := repo.Runtime(loop.Options{Graph: g, WorkItem: id, PR: opts.Repo.PR, PRRepo: opts.Repo.PRRepo, Clock: opts.Factory.Clock, DecisionVerifier: verifier})
 		if err != nil {
 			return err
 		}

@@ -16,6 +16,7 @@ import (
 	"github.com/theloop-dev/theloop/hooks"
 	"github.com/theloop-dev/theloop/internal/run"
 	"github.com/theloop-dev/theloop/loop"
+	"github.com/theloop-dev/theloop/loop/demoagent"
 )
 
 type demoOptions struct {
@@ -123,27 +124,14 @@ func runDemo(ctx context.Context, opts *demoOptions) error {
 	return d.finish(opts.Keep || opts.Dir != "")
 }
 
-const demoHarnessConfig = `# .the-loop/harness-config.yaml — this repository's settings for theloop
-version: "0.2.0"
-ticketing:
-  github: {owner: demo, repo: widgets}
-workflow:
-  specDir: docs/specs
-  phaseLabelPrefix: "loop:"
-notifications:
-  events:
-    phase-approval-pending: [approver]
-    pr-review-pending: [approver]
-`
-
 func (d *demo) setUp(f *Factory) error {
 	fmt.Fprintf(d.out, "theloop demo — issue #1 walked through %s\n", loop.WorkItemLoop)
 	fmt.Fprintf(d.out, "repository: %s (a real git repository)\n\n", d.repo)
 	if err := d.gitRun("init", "-q", "-b", "main"); err != nil {
 		return fmt.Errorf("loopctl demo needs git: %w", err)
 	}
-	d.write(".the-loop/harness-config.yaml", demoHarnessConfig)
-	d.write(".the-loop/collaborators.yaml", "collaborators:\n  - {login: dana, name: Dana, roles: [approver]}\n")
+	d.write(".the-loop/harness-config.yaml", demoagent.HarnessConfig("demo", "widgets"))
+	d.write(".the-loop/collaborators.yaml", demoagent.Collaborators("dana", "Dana"))
 	d.write("docs/specs/issue-1/execution-log.md", "# Execution log — issue-1\n")
 	d.commit("chore: adopt the-loop")
 	base := loop.Options{Integrations: d.tickets, AuthorizedUsers: []string{"dana"}, Clock: f.Clock,
@@ -242,61 +230,6 @@ func (d *demo) step(node, status, outcome, current string, moved bool, msgs []st
 	}
 }
 
-const (
-	demoRequirementsDraft = `# Requirements — export the weekly report as CSV
-
-## Requirements
-
-1. WHEN an operator runs ` + "`report export --csv`" + ` THEN the system SHALL write the report as CSV.
-`
-	demoRequirements = demoRequirementsDraft + `
-## Security considerations
-
-The output path crosses a trust boundary: it is operator-supplied.
-Abuse case: a path pointing outside the workspace.
-`
-	demoDesignDraft = `# Design — CSV export
-
-## Architecture
-
-` + "```mermaid" + `
-flowchart LR
-  R[report] --> W["csv writer"] --> F[(file)]
-` + "```" + `
-
-## Security design
-
-Paths are resolved before writing.
-
-## Testing strategy
-
-Table tests over sample reports.
-`
-	demoDesign = demoDesignDraft + `
-The trust boundary is the output path; the abuse case (a path outside the
-workspace) is refused after resolution.
-`
-	demoTestingPlan = `# Testing plan
-
-## Test matrix
-
-- [x] CSV of an empty report
-- [x] CSV of a report with quotes and commas
-
-## Verification environment
-
-Go 1.26 on Linux.
-
-## Evidence plan
-
-Test output attached to the pull request.
-
-## Verification results
-
-Pending — filled in at verification.
-`
-)
-
 // script is the walk: a selection, a blocked claim, a request for changes,
 // an approval with comments, and the rest of the loop.
 func (d *demo) script() {
@@ -310,30 +243,30 @@ func (d *demo) script() {
 
 	d.human("the-loop execute\n\n- [ ] brainstorming\n- [ ] capability-docs")
 
-	d.agentTurn("writes requirements.md (forgets the security section)", map[string]string{"requirements.md": demoRequirementsDraft})
-	d.agentTurn("adds the security considerations", map[string]string{"requirements.md": demoRequirements})
+	d.agentTurn("writes requirements.md (forgets the security section)", map[string]string{"requirements.md": demoagent.RequirementsDraft})
+	d.agentTurn("adds the security considerations", map[string]string{"requirements.md": demoagent.Requirements})
 	d.agentTurn("claims the approval gate too (it may not)", nil)
 	d.human("Changes requested: name the CSV dialect.")
-	d.agentTurn("names the dialect (RFC 4180)", map[string]string{"requirements.md": strings.Replace(demoRequirements, "as CSV.", "as CSV (RFC 4180).", 1)})
+	d.agentTurn("names the dialect (RFC 4180)", map[string]string{"requirements.md": strings.Replace(demoagent.Requirements, "as CSV.", "as CSV (RFC 4180).", 1)})
 	d.human("Approved, but keep the column order stable.")
 
-	d.agentTurn("writes design.md (does not answer the trust boundary)", map[string]string{"design.md": demoDesignDraft})
-	d.agentTurn("answers the trust boundary and the abuse case", map[string]string{"design.md": demoDesign})
-	d.agentTurn("writes testing-plan.md", map[string]string{"testing-plan.md": demoTestingPlan})
+	d.agentTurn("writes design.md (does not answer the trust boundary)", map[string]string{"design.md": demoagent.DesignDraft})
+	d.agentTurn("answers the trust boundary and the abuse case", map[string]string{"design.md": demoagent.Design})
+	d.agentTurn("writes testing-plan.md", map[string]string{"testing-plan.md": demoagent.TestingPlan})
 	d.human("LGTM")
 
-	d.agentTurn("breaks the work into tasks", map[string]string{"tasks.md": "# Tasks\n\n## Task list\n\n- [ ] CSV writer\n- [ ] wire `report export --csv`\n"})
+	d.agentTurn("breaks the work into tasks", map[string]string{"tasks.md": demoagent.TasksOpen})
 	d.agentTurn("claims implementation with tasks still open", nil)
-	d.agentTurn("implements and ticks every task", map[string]string{"tasks.md": "# Tasks\n\n## Task list\n\n- [x] CSV writer\n- [x] wire `report export --csv`\n"})
-	d.agentTurn("records the verification results", map[string]string{"testing-plan.md": strings.Replace(demoTestingPlan, "Pending — filled in at verification.", "Both cases pass (go test ./report/...).", 1)})
-	d.appendLog("Review cycles", "Round 1: one finding (an unchecked error), fixed.")
+	d.agentTurn("implements and ticks every task", map[string]string{"tasks.md": demoagent.TasksDone})
+	d.agentTurn("records the verification results", map[string]string{"testing-plan.md": demoagent.TestingPlanVerified})
+	d.appendLog(demoagent.LogReviewCycles.Heading, demoagent.LogReviewCycles.Body)
 	d.agentTurn("self-review recorded in the execution log", nil)
 	d.agentTurn("critic review (same section)", nil)
-	d.appendLog("Security review (gate)", "The output path is resolved and confined; no secrets handled.")
+	d.appendLog(demoagent.LogSecurityReview.Heading, demoagent.LogSecurityReview.Body)
 	d.agentTurn("security review recorded", nil)
-	d.appendLog("Final validation evidence", "go test ./... — ok.")
+	d.appendLog(demoagent.LogEvidence.Heading, demoagent.LogEvidence.Body)
 	d.agentTurn("evidence recorded", nil)
-	d.appendLog("Pull requests", "- PR #7 — CSV export, ready for review.")
+	d.appendLog(demoagent.LogPullRequests.Heading, demoagent.LogPullRequests.Body)
 	d.agentTurn("reviewer briefing recorded", nil)
 	d.human("Approved — ship it")
 }

@@ -203,6 +203,7 @@ Example:
 		Flags: append(repoFlagDefs(true), workItemFlag,
 			&cli.StringFlag{Name: "node", Usage: "the node you claim (default: the current one); a claim on another node is refused"},
 			&cli.StringFlag{Name: "actor", Value: "cli", Usage: "who claims, recorded in graph-state.json"},
+			trustFlagDefs()[0], trustFlagDefs()[1],
 		),
 		Action: func(c *cli.Context) error {
 			id, err := workItemArg(c, "complete")

@@ -315,7 +315,7 @@ func TestDemoWalksToComplete(t *testing.T) {
 	}
 	req, err := os.ReadFile(filepath.Join(dir, "docs", "specs", "issue-1", "requirements.md"))
 	require.NoError(t, err)
-	require.True(t, strings.HasPrefix(string(req), "---\nstatus: approved\napprovedBy: [\"@dana\"]\n---\n"), "the gate wrote the lock")
+	require.True(t, strings.HasPrefix(string(req), "---\nstatus: approved\napprovedBy: [\"@dana\"]\ndecision: \"requirements-approval"), "the gate wrote the lock, naming its decision: %s", req)
 	_, err = os.Stat(filepath.Join(dir, ".git"))
 	require.NoError(t, err, "a real git repository")
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"strings"
 
@@ -23,6 +24,8 @@ type repoFlags struct {
 	Config    string
 	PR        int
 	PRRepo    string
+	// Trust holds --trust-key/--trust-base on verbs that take them.
+	Trust loop.TrustSource
 }
 
 func repoFlagDefs(withPR bool) []cli.Flag {
@@ -48,6 +51,7 @@ func readRepoFlags(c *cli.Context) repoFlags {
 	if c.IsSet("pr-repo") {
 		rf.PRRepo = c.String("pr-repo")
 	}
+	rf.Trust = loop.TrustSource{Keys: c.StringSlice("trust-key"), Base: c.String("trust-base")}
 	return rf
 }
 
@@ -77,7 +81,11 @@ func (f *Factory) openCheck(rf repoFlags, workItem string) (*graph.Runtime, erro
 	if err != nil {
 		return nil, err
 	}
-	return loop.Open(root, loop.Options{Graph: g, WorkItem: workItem, PR: rf.PR, PRRepo: rf.PRRepo, Clock: f.Clock})
+	verifier, err := f.verifier(context.Background(), f.withTrustEnv(rf.Trust, root), false)
+	if err != nil {
+		return nil, err
+	}
+	return loop.Open(root, loop.Options{Graph: g, WorkItem: workItem, PR: rf.PR, PRRepo: rf.PRRepo, Clock: f.Clock, DecisionVerifier: verifier})
 }
 
 // graph compiles --graph FILE against theloop's hooks (nil without --graph).
@@ -85,7 +93,13 @@ func (rf repoFlags) graph() (*graph.Graph, error) {
 	if rf.GraphFile == "" {
 		return nil, nil
 	}
-	src, err := os.ReadFile(rf.GraphFile)
+	f, err := os.Open(rf.GraphFile)
+	if err != nil {
+		return nil, fmt.Errorf("--graph: %w", err)
+	}
+	defer f.Close()
+	// Bounded before anything is parsed: graphfile refuses what is larger.
+	src, err := io.ReadAll(io.LimitReader(f, graphfile.MaxGraphBytes+1))
 	if err != nil {
 		return nil, fmt.Errorf("--graph: %w", err)
 	}
@@ -111,6 +125,10 @@ func (f *Factory) openLive(rf repoFlags, workItem string) (*live, error) {
 		return nil, err
 	}
 	l := &live{cfg: cfg, close: func() {}, warnings: append([]string{}, cfg.Warnings...)}
+	verifier, err := f.verifier(context.Background(), f.withTrustEnv(rf.Trust, root), true)
+	if err != nil {
+		return nil, err
+	}
 	var sink graph.Sink
 	if cfg.EventLogEnabled && cfg.EventLogPath != "" {
 		el, err := loop.OpenEventLog(cfg.EventLogPath, "cli", loop.EventLogOptions{Clock: f.Clock, Warnings: f.IO.ErrOut})
@@ -145,7 +163,7 @@ func (f *Factory) openLive(rf repoFlags, workItem string) (*live, error) {
 		Graph: g, WorkItem: workItem, PR: rf.PR, PRRepo: rf.PRRepo,
 		AuthorizedUsers: cfg.AuthorizedUsers, ExecuteKeyword: cfg.ExecuteKeyword, SessionPerPr: cfg.SessionPerPr,
 		Integrations: integ, Commands: loop.Commands{Runner: run.Exec{}, Root: repo.Root},
-		Sink: sink, Clock: f.Clock,
+		Sink: sink, Clock: f.Clock, DecisionVerifier: verifier,
 		Warn: func(w string) { l.warnings = append(l.warnings, w) },
 	})
 	if err != nil {

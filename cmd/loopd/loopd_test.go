@@ -19,6 +19,7 @@ import (
 
 	"github.com/theloop-dev/theloop/integrations/githubsim"
 	"github.com/theloop-dev/theloop/loop"
+	"github.com/theloop-dev/theloop/sessions"
 )
 
 func testEnv(t *testing.T, vars map[string]string) (*env, *bytes.Buffer, *bytes.Buffer) {
@@ -151,11 +152,11 @@ func TestKill9AfterAcceptThenRestartHandlesOnce(t *testing.T) {
 	require.NoError(t, os.WriteFile(cfgPath, []byte(fmt.Sprintf(`version: "0.5.0"
 state:
   root: %s
+repositories: [octo/demo]
 webhooks:
   ghWebhook:
     host: 127.0.0.1
     port: %d
-    repositories: [octo/demo]
 routing:
   authorizedUsers: [dana]
   spawnOnUnmatched: labeled
@@ -224,9 +225,13 @@ integrations:
 		}
 		return n
 	}
+	dumpEvents := func() string {
+		b, _ := os.ReadFile(filepath.Join(state, "logs", "events.jsonl"))
+		return string(b)
+	}
 	deadline := time.Now().Add(45 * time.Second)
 	for announced() == 0 {
-		require.True(t, time.Now().Before(deadline), "no announcement after the restart")
+		require.True(t, time.Now().Before(deadline), "no announcement after the restart; events:\n%s", dumpEvents())
 		time.Sleep(50 * time.Millisecond)
 	}
 	cwd := filepath.Join(base, "ws", ".worktrees", "github.com", "octo", "demo", "github-octo-demo-1")
@@ -254,4 +259,111 @@ integrations:
 	require.NoError(t, err)
 	require.Len(t, starts, 2)
 	t.Logf("spawned by the run started at %s (runs: %s, %s)", evs[0].Time, starts[0].Time, starts[1].Time)
+}
+
+// loopd's resident memory when idle (embedded JetStream included), read
+// from /proc after start-up settles. A generous bound catches a leak or a
+// mis-sized buffer; the figure is logged for the README.
+func TestIdleRSS(t *testing.T) {
+	for _, tracked := range []int{0, 1000} {
+		t.Run(fmt.Sprintf("tracked=%d", tracked), func(t *testing.T) { idleRSS(t, tracked) })
+	}
+}
+
+func idleRSS(t *testing.T, tracked int) {
+	if _, err := os.Stat("/proc/self/status"); err != nil {
+		t.Skip("no /proc on this system")
+	}
+	bin := loopdBinary(t)
+	base := t.TempDir()
+	if tracked > 0 {
+		reg, err := sessions.OpenRegistry(sessions.RegistryDir(filepath.Join(base, "state")))
+		require.NoError(t, err)
+		for i := 1; i <= tracked; i++ {
+			item, err := sessions.ParseWorkItem(fmt.Sprintf("github:octo/demo#%d", i))
+			require.NoError(t, err)
+			id, err := sessions.NewSessionID()
+			require.NoError(t, err)
+			require.NoError(t, reg.Put(context.Background(), sessions.Record{Item: item, Harness: "claude", SessionID: id,
+				TmuxName: item.TmuxName(), Cwd: base, Status: sessions.StatusActive, Created: time.Now().UTC().Truncate(time.Second)}))
+		}
+	}
+	cmd := exec.Command(bin, "run", "--state-root", filepath.Join(base, "state"), "--insecure-accept-unsigned")
+	cmd.Dir = base
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	port := ln.Addr().(*net.TCPAddr).Port
+	ln.Close()
+	cfg := filepath.Join(base, "cli-config.yaml")
+	require.NoError(t, os.WriteFile(cfg, []byte(fmt.Sprintf("webhooks:\n  ghWebhook:\n    port: %d\nrepositories: [octo/demo]\n", port)), 0o600))
+	cmd.Args = append(cmd.Args, "--config", cfg)
+	cmd.Env = append(os.Environ(), "HOME="+base, "THE_LOOP_GH_WEBHOOK_SECRET=", "GH_TOKEN=x")
+	require.NoError(t, cmd.Start())
+	defer func() { _ = cmd.Process.Signal(syscall.SIGTERM); _, _ = cmd.Process.Wait() }()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		resp, err := http.Get(fmt.Sprintf("http://127.0.0.1:%d/healthz", port))
+		if err == nil {
+			resp.Body.Close()
+			break
+		}
+		require.True(t, time.Now().Before(deadline), "loopd did not start")
+		time.Sleep(20 * time.Millisecond)
+	}
+	time.Sleep(2 * time.Second)
+	status, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", cmd.Process.Pid))
+	require.NoError(t, err)
+	var kb int
+	for _, line := range strings.Split(string(status), "\n") {
+		if strings.HasPrefix(line, "VmRSS:") {
+			_, err := fmt.Sscanf(strings.TrimPrefix(line, "VmRSS:"), "%d", &kb)
+			require.NoError(t, err)
+		}
+	}
+	t.Logf("loopd idle RSS with %d tracked work items: %.1f MB", tracked, float64(kb)/1024)
+	require.Less(t, kb, 150*1024, "idle RSS")
+}
+
+// SIGTERM stops loopd cleanly (exit 0) and frees the state root for the
+// next instance; a second instance on the same state root is refused.
+func TestOneInstancePerStateRootAndSIGTERMExitsCleanly(t *testing.T) {
+	bin := loopdBinary(t)
+	base := t.TempDir()
+	state := filepath.Join(base, "state")
+	run := func(port int) *exec.Cmd {
+		cfg := filepath.Join(base, fmt.Sprintf("cfg-%d.yaml", port))
+		require.NoError(t, os.WriteFile(cfg, []byte(fmt.Sprintf("webhooks:\n  ghWebhook:\n    port: %d\nrepositories: [octo/demo]\n", port)), 0o600))
+		cmd := exec.Command(bin, "run", "--state-root", state, "--config", cfg)
+		cmd.Dir = base
+		cmd.Env = append(os.Environ(), "HOME="+base, "THE_LOOP_GH_WEBHOOK_SECRET=s", "GH_TOKEN=x")
+		return cmd
+	}
+	free := func() int {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		require.NoError(t, err)
+		defer ln.Close()
+		return ln.Addr().(*net.TCPAddr).Port
+	}
+	p1 := free()
+	first := run(p1)
+	require.NoError(t, first.Start())
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		resp, err := http.Get(fmt.Sprintf("http://127.0.0.1:%d/healthz", p1))
+		if err == nil {
+			resp.Body.Close()
+			break
+		}
+		require.True(t, time.Now().Before(deadline), "loopd did not start")
+		time.Sleep(20 * time.Millisecond)
+	}
+	second := run(free())
+	out, err := second.CombinedOutput()
+	var ee *exec.ExitError
+	require.ErrorAs(t, err, &ee)
+	require.Equal(t, exitRefused, ee.ExitCode())
+	require.Contains(t, string(out), "another loopd")
+
+	require.NoError(t, first.Process.Signal(syscall.SIGTERM))
+	require.NoError(t, first.Wait(), "SIGTERM is a clean exit")
 }

@@ -65,6 +65,7 @@ func (e *exitError) Error() string { return e.msg }
 func commands(e *env) []*cli.Command {
 	return []*cli.Command{
 		runCommand(e),
+		demoCommand(e),
 	}
 }
 

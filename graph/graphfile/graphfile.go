@@ -22,6 +22,7 @@ import (
 	"github.com/xeipuuv/gojsonschema"
 
 	"github.com/theloop-dev/theloop/graph"
+	"github.com/theloop-dev/theloop/internal/yamlguard"
 )
 
 // SchemaJSON is the JSON Schema (draft-07) every graph file is validated
@@ -107,6 +108,9 @@ func Parse(source string, src []byte) (f *graph.File, err error) {
 			f, err = nil, &graph.LoadError{Source: source, Problems: []graph.Problem{{Where: source, Message: fmt.Sprintf("the YAML parser failed on this file: %v", r)}}}
 		}
 	}()
+	if err := yamlguard.Check(src, yamlguard.Limits{MaxBytes: MaxGraphBytes, MaxDepth: yamlguard.Default.MaxDepth, MaxIndent: yamlguard.Default.MaxIndent}); err != nil {
+		return nil, &graph.LoadError{Source: source, Problems: []graph.Problem{{Where: source, Message: err.Error() + "; a graph file is a few kilobytes of plain YAML — it is refused before parsing"}}}
+	}
 	file := &graph.File{Source: source}
 	pos := &positions{source: source}
 	astFile, err := parser.ParseBytes(src, 0)
@@ -123,7 +127,7 @@ func Parse(source string, src []byte) (f *graph.File, err error) {
 	}
 	body := astFile.Docs[0].Body
 	if expandedSize(body) > maxExpandedNodes {
-		return nil, &graph.LoadError{Source: source, Problems: []graph.Problem{{Where: source, Message: fmt.Sprintf("the file expands to more than %d YAML nodes (through anchors and aliases); a graph file is far smaller — remove the alias chains", maxExpandedNodes)}}}
+		return nil, &graph.LoadError{Source: source, Problems: []graph.Problem{{Where: source, Message: fmt.Sprintf("the file holds or expands to more than %d YAML nodes (by its size or through anchors and aliases); a graph file is far smaller", maxExpandedNodes)}}}
 	}
 
 	var generic any
@@ -281,6 +285,9 @@ func jsonShaped(v any) (any, error) {
 		return v, nil
 	}
 }
+
+// MaxGraphBytes bounds a graph file; the shipped graphs are under 10 KB.
+const MaxGraphBytes = 1 << 20
 
 // maxExpandedNodes bounds a graph file's size after alias expansion, so a
 // hostile file ("billion laughs") cannot exhaust memory or time.

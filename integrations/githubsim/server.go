@@ -192,6 +192,23 @@ func newServer(cfg Config) (*Server, error) {
 	return s, nil
 }
 
+// AddHook subscribes one more webhook receiver; changes made from now on
+// are delivered to it too (a receiver that starts after the server, such
+// as a daemon listening on a port it picked itself). It returns the hook's
+// id.
+func (s *Server) AddHook(h Hook) (int64, error) {
+	if h.URL == "" {
+		return 0, fmt.Errorf("%w: a hook needs a URL", ErrInvalid)
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if h.ID == 0 {
+		h.ID = int64(400000000 + len(s.hooks) + 1)
+	}
+	s.hooks = append(s.hooks, h)
+	return h.ID, nil
+}
+
 // URL is the REST root, for integrations.github.api.baseUrl.
 func (s *Server) URL() string { return s.base + s.cfg.APIPrefix }
 

@@ -262,3 +262,24 @@ func keys(m map[string]any) []string {
 	sort.Strings(out)
 	return out
 }
+
+func TestAddHookReceivesLaterChangesOnly(t *testing.T) {
+	s := startSim(t, githubsim.Config{})
+	_, err := s.OpenIssue("demo/widgets", "dana", "before the hook", "")
+	require.NoError(t, err)
+	rc := newReceiver(t, "late")
+	_, err = s.AddHook(githubsim.Hook{URL: rc.srv.URL, Secret: "late"})
+	require.NoError(t, err)
+	_, err = s.AddHook(githubsim.Hook{})
+	require.ErrorIs(t, err, githubsim.ErrInvalid)
+	require.NoError(t, s.AddLabel("demo/widgets", 1, "dana", "the-loop: auto-execute"))
+	wait(t, s)
+	got := rc.got()
+	require.Len(t, got, 1)
+	require.Equal(t, "issues", got[0].event)
+	require.Equal(t, "the-loop: auto-execute", str(got[0].payload, "label", "name"))
+}
+
+func githubsimConfigWithHook(url, secret string) githubsim.Config {
+	return githubsim.Config{Hooks: []githubsim.Hook{{URL: url, Secret: secret}}}
+}

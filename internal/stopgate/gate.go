@@ -67,6 +67,37 @@ type Options struct {
 	Check func(ctx context.Context, repoRoot, workItem string) (*graph.Report, error)
 	// Timeout bounds the check (0: DefaultTimeout).
 	Timeout time.Duration
+	// StdinTimeout bounds waiting for the Stop payload (0:
+	// DefaultStdinTimeout). A harness that never closes stdin must not hold
+	// the agent.
+	StdinTimeout time.Duration
+}
+
+// DefaultStdinTimeout bounds reading the Stop payload, which a harness
+// writes at once.
+const DefaultStdinTimeout = 5 * time.Second
+
+// ReadPayload reads at most limit bytes of r, giving up after timeout. On
+// timeout the reading goroutine stays blocked on r until the process ends:
+// a read of a pipe cannot be cancelled, and loop-gate lives for one stop.
+func ReadPayload(r io.Reader, limit int64, timeout time.Duration) ([]byte, error) {
+	type result struct {
+		data []byte
+		err  error
+	}
+	ch := make(chan result, 1)
+	go func() {
+		b, err := io.ReadAll(io.LimitReader(r, limit))
+		ch <- result{b, err}
+	}()
+	t := time.NewTimer(timeout)
+	defer t.Stop()
+	select {
+	case res := <-ch:
+		return res.data, res.err
+	case <-t.C:
+		return nil, fmt.Errorf("the Stop payload did not arrive within %s (stdin stayed open)", timeout)
+	}
 }
 
 func (o Options) withDefaults() Options {
@@ -89,10 +120,13 @@ func (o Options) withDefaults() Options {
 		o.Lookup = RegistryLookup(o.Getenv, os.UserHomeDir)
 	}
 	if o.Check == nil {
-		o.Check = RecomputeCheck
+		o.Check = RecomputeCheckWith(o.Getenv)
 	}
 	if o.Timeout <= 0 {
 		o.Timeout = DefaultTimeout
+	}
+	if o.StdinTimeout <= 0 {
+		o.StdinTimeout = DefaultStdinTimeout
 	}
 	if o.Harness == "" {
 		o.Harness = Claude
@@ -101,13 +135,35 @@ func (o Options) withDefaults() Options {
 }
 
 // RecomputeCheck is `loopctl check <id> --recompute` in-process: it opens
-// the repository's loop for the work item and evaluates every node, purely.
+// the repository's loop for the work item and evaluates every node, purely,
+// verifying recorded decisions against the trust anchor of the process
+// environment ($THE_LOOP_TRUST_KEYS, $THE_LOOP_TRUST_BASE).
 func RecomputeCheck(ctx context.Context, repoRoot, workItem string) (*graph.Report, error) {
-	rt, err := loop.Open(repoRoot, loop.Options{WorkItem: workItem})
-	if err != nil {
-		return nil, err
+	return RecomputeCheckWith(os.Getenv)(ctx, repoRoot, workItem)
+}
+
+// RecomputeCheckWith is RecomputeCheck reading the trust anchor through
+// getenv. Without an anchor the report carries loop.UnverifiedWarning.
+func RecomputeCheckWith(getenv func(string) string) func(ctx context.Context, repoRoot, workItem string) (*graph.Report, error) {
+	return func(ctx context.Context, repoRoot, workItem string) (*graph.Report, error) {
+		v, err := loop.LoadVerifier(ctx, loop.TrustSource{Env: getenv(loop.TrustKeysEnv), Base: getenv(loop.TrustBaseEnv), Repo: repoRoot})
+		if err != nil {
+			return nil, fmt.Errorf("the trust anchor cannot be used: %w", err)
+		}
+		opts := loop.Options{WorkItem: workItem}
+		if v != nil {
+			opts.DecisionVerifier = v
+		}
+		rt, err := loop.Open(repoRoot, opts)
+		if err != nil {
+			return nil, err
+		}
+		rep, err := rt.Status(ctx, workItem, true)
+		if err == nil && v == nil {
+			rep.Warnings = append(rep.Warnings, loop.UnverifiedWarning)
+		}
+		return rep, err
 	}
-	return rt.Status(ctx, workItem, true)
 }
 
 // Verdict is the gate's answer to one stop.
@@ -167,7 +223,7 @@ func Evaluate(ctx context.Context, o Options) (v Verdict) {
 	var notes []string
 	var p Payload
 	if o.Stdin != nil {
-		data, err := io.ReadAll(io.LimitReader(o.Stdin, MaxPayloadBytes))
+		data, err := ReadPayload(o.Stdin, MaxPayloadBytes, o.StdinTimeout)
 		if err != nil {
 			notes = append(notes, fmt.Sprintf("could not read the Stop payload: %v", err))
 		}
@@ -242,6 +298,18 @@ func Blocking(rep *graph.Report) (graph.NodeReport, bool) {
 }
 
 func verdict(o Options, root, id string, rep *graph.Report) Verdict {
+	v := verdictOf(o, root, id, rep)
+	if rep != nil {
+		for _, w := range rep.Warnings {
+			if w == loop.UnverifiedWarning {
+				v.Notes = append(v.Notes, w)
+			}
+		}
+	}
+	return v
+}
+
+func verdictOf(o Options, root, id string, rep *graph.Report) Verdict {
 	node, blocks := Blocking(rep)
 	if !blocks {
 		if err := o.Counters.Reset(root, id); err != nil {

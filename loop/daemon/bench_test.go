@@ -126,3 +126,42 @@ func (nopIntegrations) Call(context.Context, graphOperation, map[string]any) (ma
 }
 
 type graphOperation = graph.Operation
+
+// BenchmarkWebhookToPaste measures, per comment, the time from the
+// stand-in's change (it sends the signed webhook at once) to the event
+// prompt confirmed in the agent's tmux pane (the paste receipt included;
+// no spawn settle: the session is already up).
+func BenchmarkWebhookToPaste(b *testing.B) {
+	w := newWorld(b, nil)
+	n := w.openLabeled()
+	w.waitIdle()
+	lat := make([]time.Duration, 0, b.N)
+	b.ResetTimer()
+	for i := range b.N {
+		marker := fmt.Sprintf("latency probe %d", i)
+		start := time.Now()
+		if _, err := w.sim.Comment(repoFull, n, human, marker); err != nil {
+			b.Fatal(err)
+		}
+		for {
+			found := false
+			for _, o := range w.observed(daemon.KindPaste, "event-prompt") {
+				if bytes.Contains([]byte(o.Text), []byte(marker)) {
+					found = true
+				}
+			}
+			if found {
+				break
+			}
+			if time.Since(start) > 30*time.Second {
+				b.Fatalf("probe %d never pasted", i)
+			}
+			time.Sleep(200 * time.Microsecond)
+		}
+		lat = append(lat, time.Since(start))
+	}
+	b.StopTimer()
+	sort.Slice(lat, func(i, j int) bool { return lat[i] < lat[j] })
+	b.ReportMetric(float64(lat[len(lat)/2].Microseconds())/1000, "p50-ms")
+	b.ReportMetric(float64(lat[min(len(lat)-1, len(lat)*99/100)].Microseconds())/1000, "p99-ms")
+}

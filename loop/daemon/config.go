@@ -105,7 +105,10 @@ type Config struct {
 	SpawnWorkdir string
 	// KeepCheckoutOnClose keeps the worktree when a session closes.
 	KeepCheckoutOnClose bool
-	// KeepSessionOnClose keeps the tmux session (not the harness) on close.
+	// KeepSessionOnClose keeps the tmux session — harness included — when
+	// the work item closes (default false: the session is killed). The
+	// reference's middle way, keeping the pane but terminating the harness
+	// (routing.tmux.killHarnessOnClose), is not built yet.
 	KeepSessionOnClose bool
 	// ResumeOnRespawn reopens a dead session's conversation first.
 	ResumeOnRespawn bool
@@ -132,6 +135,10 @@ type Config struct {
 	// ReconcileInterval is how often the reconcile pass runs (0: only at
 	// start; negative: never).
 	ReconcileInterval time.Duration
+	// Poll configures the ingress poller whose reconcile pass loopd runs
+	// (polling.sources: label discovery and new comments for those
+	// repositories; closure of every live session's work item in any case).
+	Poll ingress.PollerConfig
 
 	// Integrations configures outbound GitHub/Slack/Jira (used when
 	// Deps.Integrations is nil).
@@ -159,7 +166,6 @@ func DefaultConfig() Config {
 		AutoExecuteLabel:    DefaultAutoExecuteLabel,
 		DefaultHarness:      "claude",
 		SpawnWorkdir:        ".",
-		KeepSessionOnClose:  true,
 		ResumeOnRespawn:     true,
 		Tmux:                sessions.DefaultTmuxConfig(),
 		InteractionMode:     InteractionWorkItem,
@@ -209,18 +215,6 @@ func ConfigFromCLI(c loop.CLIConfig, getenv func(string) string, workDir string)
 	cfg.Listen = fmt.Sprintf("%s:%d", host, port)
 	cfg.WebhookPath = wh.str("path", DefaultWebhookPath)
 	cfg.Events = wh.strs("events")
-	// The repository bound: webhooks.ghWebhook.repositories, else the
-	// polling sources' repos.
-	cfg.Repos = wh.strs("repositories")
-	if len(cfg.Repos) == 0 {
-		if srcs, ok := r.m("polling")["sources"].([]any); ok {
-			for _, s := range srcs {
-				if m, ok := s.(map[string]any); ok {
-					cfg.Repos = append(cfg.Repos, rawMap(m).strs("repos")...)
-				}
-			}
-		}
-	}
 	secretEnv := wh.str("secretEnv", DefaultSecretEnv)
 	if s := getenv(secretEnv); s != "" {
 		cfg.Secret = []byte(s)
@@ -249,7 +243,7 @@ func ConfigFromCLI(c loop.CLIConfig, getenv func(string) string, workDir string)
 	cfg.WorkspaceRoot = abs(ws.str("root", ""))
 	cfg.KeepCheckoutOnClose = ws.bool("keepCheckoutOnClose", false)
 	tm := rt.m("tmux")
-	cfg.KeepSessionOnClose = tm.bool("keepSessionOnClose", true)
+	cfg.KeepSessionOnClose = tm.bool("keepSessionOnClose", false)
 	cfg.ResumeOnRespawn = tm.bool("resumeOnRespawn", true)
 	cfg.Tmux.RemainOnExit = tm.bool("remainOnExit", true)
 	mode, w := ResolveInteractionMode(rt.m("interaction").str("mode", InteractionWorkItem))
@@ -280,6 +274,19 @@ func ConfigFromCLI(c loop.CLIConfig, getenv func(string) string, workDir string)
 	if pi := r.m("polling").int("intervalSeconds", 300); pi > 0 {
 		cfg.ReconcileInterval = time.Duration(pi) * time.Second
 	}
+	// The receiver's and the poller's view of the same file (the repository
+	// bound, events, keywords, polling sources) is package ingress's.
+	ic, pc, err := ingress.ConfigFromCLI(c, func(k string) (string, bool) { v := getenv(k); return v, v != "" }, false)
+	if err != nil {
+		return cfg, warns, err
+	}
+	cfg.Repos = ic.Repositories
+	if len(ic.Events) > 0 {
+		cfg.Events = ic.Events
+	}
+	cfg.AutoExecuteLabel = ic.AutoExecuteLabel
+	cfg.Poll = pc
+	cfg.Poll.StateRoot = cfg.StateRoot
 	if c.Integrations != nil {
 		ic, err := integrations.DecodeConfig(c.Integrations)
 		if err != nil {

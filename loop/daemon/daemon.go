@@ -70,6 +70,7 @@ type Daemon struct {
 	mgr    *sessions.Manager
 	ws     *sessions.Workspaces
 	ctl    *controlStore
+	signer *loop.Signer
 	recv   *ingress.Receiver
 	link   *graphLink
 	intake *intake
@@ -343,11 +344,8 @@ func (d *Daemon) build() error {
 		}
 		d.ws = ws
 	}
-	ctl, err := openControlStore(root)
-	if err != nil {
-		return err
-	}
-	d.ctl = ctl
+	d.ctl = openControlStore(root, d.deps.Clock)
+	d.loadSigner()
 	d.link = newGraphLink(d)
 	d.intake = newIntake(d)
 	return nil
@@ -440,4 +438,25 @@ func (d *Daemon) Pending(ctx context.Context) (uint64, error) {
 		return 0, errors.New("daemon: not running")
 	}
 	return d.q.Pending(ctx)
+}
+
+// loadSigner creates (once) and loads the decision-signing key under the
+// state root (ARCHITECTURE decision 16): gate decisions the daemon records
+// from authorized comments are signed with it. Without a usable key the
+// daemon still runs; decisions are recorded unsigned (a verifier with a
+// trust anchor refuses them) and the reason is logged.
+func (d *Daemon) loadSigner() {
+	pub, created, err := loop.InitSigningKey(d.cfg.StateRoot)
+	if err == nil {
+		var s *loop.Signer
+		if s, err = loop.LoadSigningKey(d.cfg.StateRoot); err == nil {
+			d.signer = s
+			if created {
+				d.logf("created the decision-signing key %s; its public key %s is what `loopctl` and CI trust (--trust-key / THE_LOOP_TRUST_KEYS)", loop.SigningKeyPath(d.cfg.StateRoot), pub)
+			}
+			return
+		}
+	}
+	d.logf("gate decisions will be recorded UNSIGNED: %v", err)
+	d.emit("daemon.signing_unavailable", graph.LevelWarning, graph.Field{Key: "error", Value: err.Error()})
 }

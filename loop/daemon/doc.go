@@ -33,4 +33,25 @@
 // Every webhook kept, every paste into a session, every comment posted and
 // every graph transition is reported to Deps.Observer (the demo prints them)
 // as well as to the event log.
+//
+// Guarantees. The receiver answers 202 only after the event is on the
+// stream. The dispatcher handles one work item's events in order, at most
+// Parallelism work items at once, and acknowledges an event only after its
+// effects are done and recorded (package dispatch). Handling is idempotent:
+// a redelivered spawn finds the session it started and finishes what a
+// crash interrupted (graph start, announcement); a redelivered comment is
+// not pasted twice; a gate verdict is recorded once by the runtime. A
+// failure that a retry can fix (tmux, git, a GitHub outage during the
+// announcement) fails the dispatch and is retried with backoff, then
+// dead-lettered for the operator (DeadLetters, Replay). Gate decisions the
+// daemon records are signed with its key under the state root.
+//
+// Not built yet (reference behaviour this package does not have):
+// per-work-item leases for several loopd instances sharing one external
+// stream (decision 15) — one consumer per stream today; pull-request
+// endpoints with their own sessions (daemon-spec §6.7) — PR events go to the
+// work item's session; terminating only the harness on close while keeping
+// the tmux pane (killHarnessOnClose); branch-linkage verification (§6.2);
+// the control socket (/api/v1, /metrics, /mcp) and CLI-issued control
+// commands (§5.4); hot reload of the configuration.
 package daemon

@@ -73,7 +73,7 @@ done
 `
 
 type world struct {
-	t       *testing.T
+	t       testing.TB
 	sim     *githubsim.Server
 	d       *daemon.Daemon
 	cfg     daemon.Config
@@ -89,7 +89,7 @@ type world struct {
 	webhook string
 }
 
-func freePort(t *testing.T) string {
+func freePort(t testing.TB) string {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	require.NoError(t, err)
 	addr := ln.Addr().String()
@@ -97,7 +97,7 @@ func freePort(t *testing.T) string {
 	return addr
 }
 
-func git(t *testing.T, dir string, args ...string) {
+func git(t testing.TB, dir string, args ...string) {
 	t.Helper()
 	cmd := exec.Command("git", args...)
 	cmd.Dir = dir
@@ -108,14 +108,14 @@ func git(t *testing.T, dir string, args ...string) {
 
 var socketSeq atomic.Int64
 
-func newWorld(t *testing.T, edit func(*daemon.Config)) *world {
+func newWorld(t testing.TB, edit func(*daemon.Config)) *world {
 	t.Helper()
 	return newWorldHooks(t, 1, edit)
 }
 
 // newWorldHooks is newWorld with hooks webhook subscriptions on the
 // receiver (two model a repository hook plus an app hook).
-func newWorldHooks(t *testing.T, hooks int, edit func(*daemon.Config)) *world {
+func newWorldHooks(t testing.TB, hooks int, edit func(*daemon.Config)) *world {
 	t.Helper()
 	requireTools(t)
 	base := t.TempDir()
@@ -200,7 +200,7 @@ func newWorldHooks(t *testing.T, hooks int, edit func(*daemon.Config)) *world {
 	return w
 }
 
-type testLog struct{ t *testing.T }
+type testLog struct{ t testing.TB }
 
 func (l testLog) Write(p []byte) (int, error) {
 	l.t.Log(strings.TrimSpace(string(p)))

@@ -185,7 +185,7 @@ func (l *graphLink) runtime(item sessions.WorkItem, cwd, id string) (*graph.Runt
 		return nil, err
 	}
 	cwdCopy := cwd
-	rt, err := repo.Runtime(loop.Options{
+	opts := loop.Options{
 		Loop: choice, WorkItem: id,
 		AuthorizedUsers: l.d.cfg.AuthorizedUsers, ExecuteKeyword: l.d.cfg.ExecuteKeyword, SessionPerPr: l.d.cfg.SessionPerPr,
 		SpecDir:      l.d.cfg.GraphSpecDir,
@@ -195,7 +195,12 @@ func (l *graphLink) runtime(item sessions.WorkItem, cwd, id string) (*graph.Runt
 		},
 		Sink: l.d.sink, Clock: l.d.deps.Clock,
 		Warn: func(w string) { l.d.logf("%s: %s", cwd, w) },
-	})
+	}
+	if l.d.signer != nil {
+		opts.DecisionSigner = l.d.signer
+		opts.DecisionVerifier = l.d.signer.Verifier()
+	}
+	rt, err := repo.Runtime(opts)
 	if err != nil {
 		return nil, err
 	}

@@ -51,16 +51,18 @@ func (in *intake) emit(name string, level graph.Level, item sessions.WorkItem, e
 	in.d.emit(name, level, append(fs, fields...)...)
 }
 
-func (in *intake) dropped(item sessions.WorkItem, ev *ingress.Event, reason string) {
+// dropped reports an event dropped by policy and returns
+// dispatch.ErrNoEffect (acknowledged, no handled record).
+func (in *intake) dropped(item sessions.WorkItem, ev *ingress.Event, reason string) error {
 	in.emit("dispatch.dropped", graph.LevelInfo, item, ev, graph.Field{Key: "reason", Value: reason})
+	return dispatch.ErrNoEffect
 }
 
 // Handle implements dispatch.Handler.
 func (in *intake) Handle(ctx context.Context, ev *ingress.Event) error {
 	item, ok := in.target(ev)
 	if !ok {
-		in.dropped(sessions.WorkItem{}, ev, "no-work-item")
-		return nil
+		return in.dropped(sessions.WorkItem{}, ev, "no-work-item")
 	}
 	if c := ev.Control; c != nil && in.d.cfg.ControlEnabled {
 		if c.Ambiguous {
@@ -85,8 +87,7 @@ func (in *intake) Handle(ctx context.Context, ev *ingress.Event) error {
 	}
 	if !live {
 		if reason := in.refusal(item, ev, ""); reason != "" {
-			in.dropped(item, ev, reason)
-			return nil
+			return in.dropped(item, ev, reason)
 		}
 		return in.withReactions(ctx, item, ev, func() error { return in.spawn(ctx, item, ev) })
 	}
@@ -96,8 +97,7 @@ func (in *intake) Handle(ctx context.Context, ev *ingress.Event) error {
 		return in.finishSpawn(ctx, item, rec, ev)
 	}
 	if rec.Status == sessions.StatusPaused {
-		in.dropped(item, ev, "session-paused")
-		return nil
+		return in.dropped(item, ev, "session-paused")
 	}
 	return in.withReactions(ctx, item, ev, func() error { return in.dispatchTo(ctx, item, rec, ev) })
 }

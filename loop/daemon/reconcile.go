@@ -2,20 +2,48 @@ package daemon
 
 import (
 	"context"
+	"strings"
 	"time"
+
+	"github.com/theloop-dev/theloop/graph"
+	"github.com/theloop-dev/theloop/ingress"
+	"github.com/theloop-dev/theloop/integrations"
 )
 
-// reconcileLoop runs the reconcile pass at start and every
+// reconcileLoop runs the ingress poller's reconcile pass at start and every
 // ReconcileInterval, so a webhook missed while loopd was down is still seen
-// (GitHub does not redeliver).
-//
-// TODO(ingress poller): the pass itself is the ingress poller's reconcile
-// (branch ingress); until it lands this loop only ticks.
+// (GitHub does not redeliver): new comments and labels on the configured
+// polling sources (else the repositories webhooks are accepted from), and
+// the closure of every tracked work item with a live session.
+// What it finds goes through the same Sink (and dedup) as webhooks.
 func (d *Daemon) reconcileLoop(ctx context.Context) {
 	if d.cfg.ReconcileInterval < 0 {
 		return
 	}
-	d.reconcile(ctx)
+	pc := d.cfg.Poll
+	pc.StateRoot = d.cfg.StateRoot
+	if len(pc.Sources) == 0 {
+		// A webhook-only deployment still reconciles the repositories it
+		// accepts webhooks from (patterns like owner/* cannot be listed).
+		var repos []string
+		for _, r := range d.cfg.Repos {
+			if !strings.Contains(r, "*") {
+				repos = append(repos, r)
+			}
+		}
+		if len(repos) > 0 {
+			pc.Sources = []ingress.PollSource{{Repos: repos}}
+		}
+	}
+	p, err := ingress.NewPoller(pc, ingress.PollerDeps{
+		GitHub: d.integ, Sink: d.Sink(), Router: d.recv.Router(), Store: d.ctl.ps,
+		Tracked: d.trackedRefs, Log: d.sink, Clock: d.deps.Clock,
+	})
+	if err != nil {
+		d.emit("reconcile.disabled", graph.LevelWarning, graph.Field{Key: "error", Value: err.Error()})
+		return
+	}
+	d.reconcile(ctx, p)
 	if d.cfg.ReconcileInterval == 0 {
 		return
 	}
@@ -26,9 +54,31 @@ func (d *Daemon) reconcileLoop(ctx context.Context) {
 		case <-ctx.Done():
 			return
 		case <-t.C:
-			d.reconcile(ctx)
+			d.reconcile(ctx, p)
 		}
 	}
 }
 
-func (d *Daemon) reconcile(ctx context.Context) {}
+func (d *Daemon) reconcile(ctx context.Context, p *ingress.Poller) {
+	st, err := p.Reconcile(ctx)
+	if err != nil && ctx.Err() == nil {
+		d.emit("reconcile.failed", graph.LevelWarning, graph.Field{Key: "error", Value: err.Error()})
+		return
+	}
+	d.emit("reconcile.done", graph.LevelDebug, graph.Field{Key: "stats", Value: st})
+}
+
+// trackedRefs are the work items with a live session.
+func (d *Daemon) trackedRefs(context.Context) ([]integrations.Ref, error) {
+	recs, _ := d.reg.List()
+	var out []integrations.Ref
+	for _, r := range recs {
+		if !r.Status.Live() {
+			continue
+		}
+		if ref, err := integrations.ParseRef(r.Item.String()); err == nil {
+			out = append(out, ref)
+		}
+	}
+	return out, nil
+}

@@ -111,6 +111,10 @@ func TestGateApprovedByAuthorizedCommentLocksAndPastesNextAssignment(t *testing.
 	st = w.state(n)
 	require.Equal(t, "design", st.CurrentNode)
 	require.Contains(t, readSpec(t, w, n, "requirements.md"), "status: approved")
+	dec, ok := st.Decisions.Get("requirements-approval")
+	require.True(t, ok, "the verdict is a recorded decision")
+	require.Equal(t, "@"+human, dec.By)
+	require.NotNil(t, dec.Signature, "signed with the daemon's key (ARCHITECTURE decision 16)")
 	w.eventually("the design assignment pasted", func() bool {
 		return strings.Contains(w.received(), "/the-loop:create-design issue-1")
 	})
@@ -255,6 +259,8 @@ func TestCloseEventEndsSessionAndCleansWorktree(t *testing.T) {
 	w.waitIdle()
 	require.Equal(t, sessions.StatusClosed, w.status(n))
 	require.NoDirExists(t, cwd)
+	err := exec.Command("tmux", "-L", w.socket, "has-session", "-t", "="+w.item(n).TmuxName()).Run()
+	require.Error(t, err, "the tmux session is gone")
 }
 
 // A GitHub 5xx storm while events are dispatched loses nothing: the
@@ -345,4 +351,23 @@ func TestDeadSessionResumesElseFreshWithArtifacts(t *testing.T) {
 		}
 	}
 	require.True(t, fresh)
+}
+
+// A webhook missed while loopd was down (GitHub does not redeliver) is
+// caught by the reconcile pass at start: the issue closed meanwhile ends
+// its session.
+func TestReconcileAtStartCatchesWhatWasMissedWhileDown(t *testing.T) {
+	w := newWorld(t, nil)
+	n := w.openLabeled()
+	w.waitIdle()
+	require.Equal(t, sessions.StatusActive, w.status(n))
+	w.stop()
+	require.NoError(t, w.sim.CloseIssue(repoFull, n, human))
+	require.NoError(t, w.sim.WaitDeliveries(context.Background()))
+	last := w.sim.Deliveries()[len(w.sim.Deliveries())-1]
+	require.False(t, last.OK(), "the close webhook was missed")
+
+	w.cfg.ReconcileInterval = 0 // once, at start
+	w.start()
+	w.eventually("the session closed by the reconcile pass", func() bool { return w.status(n) == sessions.StatusClosed })
 }

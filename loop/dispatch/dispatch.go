@@ -42,6 +42,11 @@ type HandlerFunc func(ctx context.Context, ev *ingress.Event) error
 // Handle calls f.
 func (f HandlerFunc) Handle(ctx context.Context, ev *ingress.Event) error { return f(ctx, ev) }
 
+// ErrNoEffect is what a Handler returns for an event it dropped without any
+// effect (a policy said no): the event is acknowledged without a handled
+// record, so a redelivery is judged afresh rather than skipped.
+var ErrNoEffect = errors.New("dispatch: dropped without effect")
+
 // Permanent wraps an error a retry cannot fix: the event is dead-lettered at
 // once.
 func Permanent(err error) error { return permanentError{err} }
@@ -55,6 +60,7 @@ type Outcome string
 
 const (
 	OutcomeHandled          Outcome = "handled"
+	OutcomeDropped          Outcome = "dropped"
 	OutcomeAlreadyHandled   Outcome = "already-handled"
 	OutcomeDuplicateContent Outcome = "duplicate-content"
 	OutcomeRetry            Outcome = "retry"
@@ -326,6 +332,9 @@ func (d *Dispatcher) once(ctx context.Context, ev *ingress.Event) (Outcome, erro
 		}
 	}
 	if err := d.h.Handle(ctx, ev); err != nil {
+		if errors.Is(err, ErrNoEffect) {
+			return OutcomeDropped, nil
+		}
 		return "", err
 	}
 	if err := d.q.MarkHandled(ctx, ev.DeliveryID); err != nil {

@@ -112,9 +112,10 @@ func TestDispatcher200WorkItemsPerItemOrder(t *testing.T) {
 	}
 	require.LessOrEqual(t, rec.peak.Load(), int32(4))
 	require.Greater(t, rec.peak.Load(), int32(1), "work items ran in parallel")
-	pending, err := q.Pending(ctx)
-	require.NoError(t, err)
-	require.Zero(t, pending, "every event acknowledged (work-queue stream empty)")
+	require.Eventually(t, func() bool {
+		pending, err := q.Pending(ctx)
+		return err == nil && pending == 0
+	}, 10*time.Second, 10*time.Millisecond, "every event acknowledged (work-queue stream empty)")
 }
 
 func TestPutDuplicateDelivery(t *testing.T) {
@@ -269,7 +270,31 @@ func TestDrainAcksOnlyFinishedWork(t *testing.T) {
 	close(release)
 	require.NoError(t, <-done)
 	require.Equal(t, []string{"d-1-0"}, got)
-	pending, err := q.Pending(ctx)
+	require.Eventually(t, func() bool {
+		pending, err := q.Pending(ctx)
+		return err == nil && pending == 1
+	}, 10*time.Second, 10*time.Millisecond, "the finished event acknowledged, the queued one kept")
+}
+
+// An event dropped without effect is acknowledged without a handled
+// record: a later redelivery is judged afresh.
+func TestNoEffectAcksWithoutHandledRecord(t *testing.T) {
+	q := openQueue(t, t.TempDir())
+	ctx := context.Background()
+	require.NoError(t, q.Put(ctx, event(1, 0)))
+	var dropped atomic.Int32
+	d, err := dispatch.New(q, dispatch.HandlerFunc(func(context.Context, *ingress.Event) error { return dispatch.ErrNoEffect }),
+		dispatch.Config{Observe: func(o dispatch.Observation) {
+			if o.Outcome == dispatch.OutcomeDropped {
+				dropped.Add(1)
+			}
+		}})
 	require.NoError(t, err)
-	require.Equal(t, uint64(1), pending)
+	stop := runDispatcher(t, d)
+	require.Eventually(t, func() bool { return dropped.Load() == 1 }, 10*time.Second, 10*time.Millisecond)
+	stop()
+	done, err := q.Handled(ctx, "d-1-0")
+	require.NoError(t, err)
+	require.False(t, done)
+	require.Eventually(t, func() bool { n, err := q.Pending(ctx); return err == nil && n == 0 }, 10*time.Second, 10*time.Millisecond)
 }

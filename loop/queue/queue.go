@@ -34,7 +34,6 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -281,7 +280,7 @@ func (q *Queue) Put(ctx context.Context, ev *ingress.Event) error {
 	if ev == nil || ev.DeliveryID == "" {
 		return errors.New("queue: an event without a delivery id cannot be kept (the queue deduplicates on it)")
 	}
-	data, err := json.Marshal(ev)
+	data, err := ev.AppendJSON(make([]byte, 0, 512+len(ev.Payload)))
 	if err != nil {
 		return fmt.Errorf("queue: encode event %s: %w", ev.DeliveryID, err)
 	}
@@ -313,9 +312,17 @@ type Message struct {
 	raw       jetstream.Msg
 }
 
-// Ack acknowledges the message and waits for the server to confirm, so an
-// acknowledged event is certainly not delivered again.
+// Ack acknowledges the message. It does not wait for the server's
+// confirmation: the dispatcher records a delivery as handled before it
+// acks, so an ack lost in a crash costs a redelivery that is acknowledged
+// without effect, never a second effect.
 func (m *Message) Ack(ctx context.Context) error {
+	return m.raw.Ack()
+}
+
+// AckSync acknowledges the message and waits for the server to confirm
+// (dead letters use it: they have no handled record).
+func (m *Message) AckSync(ctx context.Context) error {
 	return m.raw.DoubleAck(ctx)
 }
 
@@ -340,11 +347,10 @@ func (c *Consumer) Next() (*Message, error) {
 		m.Seq = md.Sequence.Stream
 		m.NumDelivered = md.NumDelivered
 	}
-	var ev ingress.Event
-	if err := json.Unmarshal(raw.Data(), &ev); err != nil {
+	if ev, err := ingress.DecodeEvent(raw.Data()); err != nil {
 		m.DecodeErr = fmt.Errorf("stream sequence %d does not decode as an event: %w", m.Seq, err)
 	} else {
-		m.Event = &ev
+		m.Event = ev
 	}
 	return m, nil
 }
@@ -448,7 +454,7 @@ func (q *Queue) Kill(ctx context.Context, m *Message, attempts int, reason strin
 	if _, err := q.js.PublishMsg(ctx, msg); err != nil {
 		return fmt.Errorf("queue: dead-letter stream sequence %d: %w", m.Seq, err)
 	}
-	return m.Ack(ctx)
+	return m.AckSync(ctx)
 }
 
 func truncate(s string, n int) string {
@@ -485,9 +491,8 @@ func decodeDead(raw *jetstream.RawStreamMsg) DeadLetter {
 	d := DeadLetter{Seq: raw.Sequence, At: raw.Time, Reason: raw.Header.Get(HeaderDeadReason)}
 	d.Attempts, _ = strconv.Atoi(raw.Header.Get(HeaderDeadAttempts))
 	d.OriginalSeq, _ = strconv.ParseUint(raw.Header.Get(HeaderDeadSeq), 10, 64)
-	var ev ingress.Event
-	if json.Unmarshal(raw.Data, &ev) == nil {
-		d.Event = &ev
+	if ev, err := ingress.DecodeEvent(raw.Data); err == nil {
+		d.Event = ev
 		d.DeliveryID = ev.DeliveryID
 	}
 	return d

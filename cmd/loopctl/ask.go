@@ -1,0 +1,150 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+	"unicode/utf8"
+
+	"github.com/urfave/cli/v2"
+
+	"github.com/theloop-dev/theloop/graph"
+	"github.com/theloop-dev/theloop/hooks"
+	"github.com/theloop-dev/theloop/integrations"
+	"github.com/theloop-dev/theloop/loop"
+)
+
+// maxQuestion bounds a question (GitHub refuses comments over 65,536
+// characters; the marker needs room).
+const maxQuestion = 60000
+
+// askOptions are `loopctl ask`'s flags.
+type askOptions struct {
+	WorkItem     string
+	Question     string
+	QuestionFile string
+	Config       string
+}
+
+// newAskCmd is `loopctl ask` (daemon-spec §10): how a session in work-item
+// interaction mode asks a human — the question goes to the work item as a
+// marked comment, the session ends its turn, and the answer arrives later
+// as an ordinary event. It runs in-process; no daemon is needed.
+func newAskCmd(f *Factory) *cli.Command {
+	return &cli.Command{
+		Name:      "ask",
+		Usage:     "post a question on the work item (marked as the-loop's) for a human to answer there",
+		ArgsUsage: " ",
+		Description: `Posts the question as a comment on the work item, marked as the-loop's own, and
+records session.awaiting_input in the event log. End your turn afterwards: the
+answer arrives as an ordinary event. Exit 0 when posted, 1 when not, 2 for bad
+input.
+
+  loopctl ask --work-item github:octo/repo#15 --question 'Which storage backend?'
+  loopctl ask --work-item github:octo/repo#15 --question-file - < question.md`,
+		Flags: []cli.Flag{
+			&cli.StringFlag{Name: "work-item", Usage: "the work item's ref, github:[host/]owner/repo#N", Required: true},
+			&cli.StringFlag{Name: "question", Usage: "the question text"},
+			&cli.StringFlag{Name: "question-file", Usage: "read the question from a file (- for standard input)", TakesFile: true},
+			&cli.StringFlag{Name: "config", Usage: "the operator's cli-config.yaml", TakesFile: true},
+		},
+		Action: func(c *cli.Context) error {
+			if c.NArg() > 0 {
+				return failWith(exitRefused, "ask takes no arguments (got %q); pass the text with --question", c.Args().First())
+			}
+			return runAsk(c.Context, f, askOptions{WorkItem: c.String("work-item"), Question: c.String("question"),
+				QuestionFile: c.String("question-file"), Config: c.String("config")})
+		},
+	}
+}
+
+func runAsk(ctx context.Context, f *Factory, opts askOptions) error {
+	ref, err := integrations.ParseRef(strings.TrimSpace(opts.WorkItem))
+	if err != nil || ref.Provider != "github" {
+		return failWith(exitRefused, "--work-item %q: want a GitHub work item ref, github:[host/]owner/repo#N", opts.WorkItem)
+	}
+	q, err := readQuestion(f, opts)
+	if err != nil {
+		return failWith(exitRefused, "%v", err)
+	}
+	cfg, err := f.cliConfig(opts.Config)
+	if err != nil {
+		return failWith(exitRefused, "%v", err)
+	}
+	var sink graph.Sink
+	if cfg.EventLogEnabled && cfg.EventLogPath != "" {
+		if el, err := loop.OpenEventLog(cfg.EventLogPath, "ask", loop.EventLogOptions{Clock: f.Clock, Warnings: f.IO.ErrOut}); err == nil {
+			sink = el
+			defer el.Close()
+		}
+	}
+	if f.Integrations == nil {
+		return failWith(exitFailed, "loopctl ask: no GitHub integration is available")
+	}
+	integ, warns, err := f.Integrations(&cfg, sink)
+	if err != nil {
+		return failWith(exitFailed, "loopctl ask: %v", err)
+	}
+	for _, w := range warns {
+		fmt.Fprintln(f.IO.ErrOut, "warning:", w)
+	}
+	res, postErr := integ.Call(ctx, integrations.OpGitHubAddComment, map[string]any{"ref": ref.String(), "body": hooks.Mark(q)})
+	url, _ := res["url"].(string)
+	level := graph.LevelInfo
+	if postErr != nil {
+		level = graph.LevelWarning
+	}
+	if sink != nil {
+		sink.Emit(graph.LogEvent{Time: f.Clock.Now(), Name: "session.awaiting_input", Level: level, Fields: []graph.Field{
+			{Key: "work_item", Value: ref.String()}, {Key: "question", Value: q}, {Key: "actor", Value: f.Getenv("USER")},
+			{Key: "comment_url", Value: url}, {Key: "comment_posted", Value: postErr == nil},
+		}})
+	}
+	if postErr != nil {
+		return failWith(exitFailed, "loopctl ask: the question was not posted on %s: %v", ref, postErr)
+	}
+	if url == "" {
+		url = ref.String()
+	}
+	fmt.Fprintf(f.IO.Out, "asked on %s — end your turn; the answer arrives as an event\n", url)
+	return nil
+}
+
+func readQuestion(f *Factory, opts askOptions) (string, error) {
+	var q string
+	switch {
+	case opts.Question != "" && opts.QuestionFile != "":
+		return "", fmt.Errorf("pass --question or --question-file, not both")
+	case opts.QuestionFile == "-":
+		b, err := io.ReadAll(io.LimitReader(f.IO.In, maxQuestion+1))
+		if err != nil {
+			return "", fmt.Errorf("--question-file -: %v", err)
+		}
+		q = string(b)
+	case opts.QuestionFile != "":
+		fh, err := os.Open(opts.QuestionFile)
+		if err != nil {
+			return "", fmt.Errorf("--question-file: %v", err)
+		}
+		defer fh.Close()
+		b, err := io.ReadAll(io.LimitReader(fh, maxQuestion+1))
+		if err != nil {
+			return "", fmt.Errorf("--question-file %s: %v", opts.QuestionFile, err)
+		}
+		q = string(b)
+	default:
+		q = opts.Question
+	}
+	q = strings.TrimSpace(q)
+	switch {
+	case q == "":
+		return "", fmt.Errorf("the question is empty; pass --question TEXT or --question-file PATH")
+	case len(q) > maxQuestion:
+		return "", fmt.Errorf("the question is over %d bytes; shorten it or link to a file", maxQuestion)
+	case !utf8.ValidString(q):
+		return "", fmt.Errorf("the question is not valid UTF-8")
+	}
+	return q, nil
+}

@@ -1,0 +1,78 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+)
+
+// TestDemoBinaryWalksToComplete runs `loopd demo --yes --keep` as a user
+// does — the built binary, which re-executes itself as the scripted agent
+// in tmux — and checks the work item reached the state the demo claims.
+func TestDemoBinaryWalksToComplete(t *testing.T) {
+	for _, tool := range []string{"tmux", "git"} {
+		if _, err := exec.LookPath(tool); err != nil {
+			t.Skipf("%s is not installed: loopd demo needs the real %s", tool, tool)
+		}
+	}
+	bin := loopdBinary(t)
+	tmp := t.TempDir()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, bin, "demo", "--yes", "--keep")
+	cmd.Env = append(os.Environ(), "TMPDIR="+tmp)
+	out, err := cmd.CombinedOutput()
+	require.NoError(t, err, "%s", out)
+	s := string(out)
+	require.Contains(t, s, "done: issue #1 walked the whole loop — it is at \"complete\"")
+	require.Regexp(t, `watch the agent work:  tmux -L theloop-demo-\d+ attach -t loop-github-demo-widgets-1`, s)
+	require.Contains(t, s, "webhook  issues.labeled \"the-loop: auto-execute\" by dana → loopd answered 202")
+	require.Contains(t, s, "(agent's claim)", "the scripted agent's claims were made")
+
+	m := regexp.MustCompile(`(?m)^kept: (\S+) `).FindStringSubmatch(s)
+	require.NotNil(t, m, "--keep names the directory:\n%s", s)
+	dir := m[1]
+	require.True(t, strings.HasPrefix(dir, tmp), "the demo works under TMPDIR: %s", dir)
+	t.Cleanup(func() { _ = os.RemoveAll(dir) })
+	var found string
+	_ = filepath.WalkDir(filepath.Join(dir, "workspaces"), func(p string, d os.DirEntry, err error) error {
+		if err == nil && d.Name() == "graph-state.json" && filepath.Base(filepath.Dir(p)) == "issue-1" {
+			found = p
+		}
+		return nil
+	})
+	require.NotEmpty(t, found, "the worktree's graph state")
+	b, err := os.ReadFile(found)
+	require.NoError(t, err)
+	var st struct {
+		CurrentNode string `json:"currentNode"`
+	}
+	require.NoError(t, json.Unmarshal(b, &st))
+	require.Equal(t, "complete", st.CurrentNode)
+
+	sock := regexp.MustCompile(`tmux -L (theloop-demo-\d+)`).FindStringSubmatch(s)[1]
+	require.Error(t, exec.Command("tmux", "-L", sock, "has-session").Run(), "the demo's private tmux server is killed")
+}
+
+func TestDemoWithoutTmuxExits2(t *testing.T) {
+	e, _, errb := testEnv(t, map[string]string{"PATH": t.TempDir()})
+	code := Main([]string{"loopd", "demo", "--yes"}, e)
+	require.Equal(t, exitRefused, code)
+	require.Contains(t, errb.String(), "tmux is not on PATH")
+}
+
+func TestDemoAgentIsHidden(t *testing.T) {
+	e, out, _ := testEnv(t, nil)
+	require.Equal(t, exitOK, Main([]string{"loopd", "demo", "--help"}, e))
+	require.Contains(t, out.String(), "--yes")
+	_, cmds, _ := strings.Cut(out.String(), "COMMANDS:")
+	require.NotContains(t, cmds, "agent", "the scripted agent's verb is not advertised")
+}

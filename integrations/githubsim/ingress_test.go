@@ -1,0 +1,68 @@
+package githubsim_test
+
+import (
+	"context"
+	"net/http/httptest"
+	"sync"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/theloop-dev/theloop/ingress"
+	"github.com/theloop-dev/theloop/integrations"
+)
+
+// TestWebhooksThroughTheRealReceiver sends the stand-in's webhooks to
+// theloop's own receiver (package ingress): signatures verify, and the
+// routed events say what happened — the arming label, the human's comment
+// with its author, the bot's marked comment dropped as self-authored.
+func TestWebhooksThroughTheRealReceiver(t *testing.T) {
+	var mu sync.Mutex
+	var events []*ingress.Event
+	cfg := ingress.DefaultConfig()
+	cfg.Path = "/"
+	cfg.Secret = []byte("k")
+	cfg.Repositories = []string{"demo/widgets"}
+	cfg.AuthorizedUsers = []string{"dana"}
+	recv, err := ingress.NewReceiver(cfg, ingress.ReceiverDeps{Sink: ingress.SinkFunc(func(_ context.Context, ev *ingress.Event) error {
+		mu.Lock()
+		defer mu.Unlock()
+		events = append(events, ev)
+		return nil
+	})})
+	require.NoError(t, err)
+	srv := httptest.NewServer(recv)
+	t.Cleanup(srv.Close)
+
+	s := startSim(t, githubsimConfigWithHook(srv.URL, "k"))
+	_, err = s.OpenIssue("demo/widgets", "dana", "Export CSV", "")
+	require.NoError(t, err)
+	require.NoError(t, s.AddLabel("demo/widgets", 1, "dana", ingress.DefaultAutoExecuteLabel))
+	_, err = s.Comment("demo/widgets", 1, "dana", "Approved")
+	require.NoError(t, err)
+	call(t, client(t, s, testToken), integrations.OpGitHubAddComment, map[string]any{"ref": "github:demo/widgets#1", "body": "done\n\n<!-- the-loop:agent-comment -->\n"})
+	wait(t, s)
+
+	for _, d := range s.Deliveries() {
+		require.Equal(t, 202, d.Status, "%s.%s: %s", d.Event, d.Action, d.Response)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	var labeled, comment *ingress.Event
+	for _, ev := range events {
+		switch {
+		case ev.Event == "issues" && ev.Action == "labeled":
+			labeled = ev
+		case ev.Event == "issue_comment" && len(ev.Comments) > 0:
+			require.Nil(t, comment, "only the human's comment carries a body: the bot's is self-authored")
+			comment = ev
+		}
+	}
+	require.NotNil(t, labeled)
+	require.True(t, labeled.Labeled)
+	require.Equal(t, "github:demo/widgets#1", labeled.WorkItems[0].String())
+	require.NotNil(t, comment)
+	require.Equal(t, "dana", comment.Actor)
+	require.Equal(t, "Approved", comment.Comments[0].Body)
+	require.NotEmpty(t, comment.DeliveryID)
+}

@@ -1,0 +1,108 @@
+package daemon
+
+import (
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/theloop-dev/theloop/loop"
+)
+
+func parseCLI(t *testing.T, yaml string) loop.CLIConfig {
+	t.Helper()
+	c, err := loop.ParseCLIConfig("cli-config.yaml", []byte(yaml))
+	require.NoError(t, err)
+	return c
+}
+
+func TestConfigFromCLIMapsDaemonSpecKeys(t *testing.T) {
+	c := parseCLI(t, `
+state:
+  root: st
+repositories: [octo/demo]
+queue:
+  url: nats://127.0.0.1:4222
+webhooks:
+  ghWebhook:
+    host: 0.0.0.0
+    port: 9999
+    path: /hooks/gh
+    secretEnv: MY_SECRET
+routing:
+  authorizedUsers: [dana]
+  spawnOnUnmatched: labeled
+  autoExecuteLabel: go-go
+  maxConcurrentDispatches: 7
+  control:
+    requireStartCommand: false
+  interaction:
+    mode: CLI
+  workspace:
+    root: /srv/ws
+  harnessArgs:
+    claude: [--model, opus]
+  reactions:
+    started: rocket
+polling:
+  intervalSeconds: 30
+  sources:
+    - provider: github
+      repos: [octo/other]
+`)
+	env := map[string]string{"MY_SECRET": "s3"}
+	cfg, warns, err := ConfigFromCLI(c, func(k string) string { return env[k] }, "/work")
+	require.NoError(t, err)
+	require.Empty(t, warns)
+	require.Equal(t, "/work/st", cfg.StateRoot)
+	require.Equal(t, "0.0.0.0:9999", cfg.Listen)
+	require.Equal(t, "/hooks/gh", cfg.WebhookPath)
+	require.Equal(t, []byte("s3"), cfg.Secret)
+	require.Equal(t, "nats://127.0.0.1:4222", cfg.QueueURL)
+	require.ElementsMatch(t, []string{"octo/demo", "octo/other"}, cfg.Repos)
+	require.Equal(t, []string{"dana"}, cfg.AuthorizedUsers)
+	require.Equal(t, SpawnLabeled, cfg.SpawnOnUnmatched)
+	require.Equal(t, "go-go", cfg.AutoExecuteLabel)
+	require.Equal(t, 7, cfg.Parallelism)
+	require.False(t, cfg.RequireStartCommand)
+	require.Equal(t, InteractionCLI, cfg.InteractionMode)
+	require.Equal(t, "/srv/ws", cfg.WorkspaceRoot)
+	require.Equal(t, []string{"--model", "opus"}, cfg.HarnessArgs)
+	require.Equal(t, "rocket", cfg.Reactions.Started)
+	require.Equal(t, "hooray", cfg.Reactions.Completed)
+	require.Equal(t, 30*time.Second, cfg.ReconcileInterval)
+	require.Len(t, cfg.Poll.Sources, 1)
+}
+
+func TestConfigFromCLIDefaults(t *testing.T) {
+	cfg, _, err := ConfigFromCLI(loop.DefaultCLIConfig(), func(string) string { return "" }, "/w")
+	require.NoError(t, err)
+	require.Equal(t, DefaultListen, cfg.Listen)
+	require.Equal(t, DefaultWebhookPath, cfg.WebhookPath)
+	require.Empty(t, cfg.Secret)
+	require.Equal(t, SpawnNever, cfg.SpawnOnUnmatched)
+	require.True(t, cfg.RequireStartCommand)
+	require.Equal(t, InteractionWorkItem, cfg.InteractionMode)
+	require.ErrorIs(t, cfg.Validate(), ErrNoSecret, "no secret refuses to run")
+	cfg.InsecureAcceptUnsigned = true
+	require.NoError(t, cfg.Validate())
+}
+
+func TestConfigFromCLIRefusesBadValues(t *testing.T) {
+	_, _, err := ConfigFromCLI(parseCLI(t, "routing:\n  spawnOnUnmatched: sometimes\n"), func(string) string { return "" }, "/w")
+	require.ErrorContains(t, err, "routing.spawnOnUnmatched")
+	_, warns, err := ConfigFromCLI(parseCLI(t, "routing:\n  interaction:\n    mode: auto\n"), func(string) string { return "" }, "/w")
+	require.NoError(t, err)
+	require.Len(t, warns, 1, "an unknown interaction mode is work-item with a warning")
+}
+
+func TestSecretFromTheDefaultVariable(t *testing.T) {
+	cfg, _, err := ConfigFromCLI(loop.DefaultCLIConfig(), func(k string) string {
+		if k == DefaultSecretEnv {
+			return "x"
+		}
+		return ""
+	}, "/w")
+	require.NoError(t, err)
+	require.Equal(t, []byte("x"), cfg.Secret)
+}

@@ -1,0 +1,415 @@
+// Package demo is `loopd demo`: the real daemon walking one GitHub issue
+// through the-loop, on this machine, touching nobody's repository or
+// account.
+//
+// Run wires, in a temporary directory:
+//
+//   - a local git repository that adopts the-loop (the "remote" the daemon
+//     clones into a worktree per work item);
+//   - integrations/githubsim, an in-process GitHub stand-in (REST + signed
+//     webhooks) holding the repository demo/widgets;
+//   - the real daemon (package loop/daemon) with its embedded JetStream
+//     queue, its webhook receiver verifying a freshly generated secret, real
+//     git worktrees and real tmux on a private server (tmux -L), so the
+//     user's own tmux server is never touched;
+//   - `claude` on the daemon's PATH pointing at the scripted agent
+//     (package loop/demoagent, run by the caller's binary), which writes the
+//     artifacts and claims each node with `loopctl graph complete`'s
+//     runtime.
+//
+// It then plays the human, dana: opens issue #1, labels it with the
+// auto-execute label, answers the phase selection, and at each approval
+// gate asks the person at the terminal (or answers for them with Yes). It
+// prints every webhook sent, every paste into the session, every comment
+// theloop posts and every graph transition, and tells the person how to
+// attach to the agent's tmux session. Close kills the private tmux server
+// and removes the directory unless Keep.
+package demo
+
+import (
+	"bufio"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/theloop-dev/theloop/graph"
+	"github.com/theloop-dev/theloop/integrations"
+	"github.com/theloop-dev/theloop/integrations/githubsim"
+	"github.com/theloop-dev/theloop/loop"
+	"github.com/theloop-dev/theloop/loop/daemon"
+	"github.com/theloop-dev/theloop/loop/demoagent"
+	"github.com/theloop-dev/theloop/sessions"
+)
+
+// The demo's fixed cast.
+const (
+	Owner    = "demo"
+	Repo     = "widgets"
+	RepoFull = Owner + "/" + Repo
+	Human    = "dana"
+	BotLogin = "theloop-bot"
+	WorkItem = "issue-1"
+	Label    = daemon.DefaultAutoExecuteLabel
+	issueNum = 1
+	issueRef = "github:" + RepoFull + "#1"
+)
+
+// TokenEnv is the environment variable the stand-in's token is read from,
+// by the daemon's integrations and by the scripted agent's claims. The
+// caller puts it in the process environment before Run (see Options.Token):
+// the tmux server, started by the daemon, passes its environment on to the
+// agent, and a credential is never written to a file.
+const TokenEnv = "THE_LOOP_DEMO_GH_TOKEN"
+
+// Errors callers branch on.
+var (
+	// ErrMissingTool: tmux or git is not installed.
+	ErrMissingTool = errors.New("demo: a required program is missing")
+	// ErrNotApproved: the person declined an approval; the work item waits
+	// at the gate (not a failure of the demo).
+	ErrNotApproved = errors.New("demo: not approved")
+)
+
+// Options configure Run.
+type Options struct {
+	// Yes answers every approval prompt with yes.
+	Yes bool
+	// Keep keeps the temporary directory (repository, worktree, state,
+	// event log) and prints where it is.
+	Keep bool
+	// In answers the prompts (default: nothing, i.e. "no").
+	In io.Reader
+	// Out receives the narration.
+	Out io.Writer
+	// AgentArgv is the command that runs the scripted agent, to which
+	// "--config <file> --demo-pid <pid>" and the harness's own arguments
+	// are appended (see demoagent.Options) — for
+	// loopd, [os.Executable(), "demo", "agent"]. Required.
+	AgentArgv []string
+	// Token is the stand-in's API token. The caller must also have set it
+	// as $THE_LOOP_DEMO_GH_TOKEN in the process environment (see TokenEnv).
+	// Required.
+	Token string
+	// Path is the PATH git and tmux are found on (default $PATH).
+	Path string
+	// StepTimeout bounds each wait (default 2 minutes).
+	StepTimeout time.Duration
+	// TempDir is where the demo's directory is created (default the
+	// system's).
+	TempDir string
+}
+
+// Result is what the walk achieved, for the caller's summary and tests.
+type Result struct {
+	// Node is the work item's current node when the demo ended.
+	Node string
+	// Complete: the walk reached the terminal node and `check
+	// --recompute` agrees.
+	Complete bool
+	// Gates lists the approval gates passed, in order.
+	Gates []string
+	// Labels are issue #1's labels at the end.
+	Labels []string
+	// Comments counts the comments theloop posted on issue #1.
+	Comments int
+	// Webhooks counts the webhooks the stand-in delivered (2xx).
+	Webhooks int
+	// Requests counts the REST requests theloop made to the stand-in.
+	Requests int
+	// Pastes counts the texts pasted into the agent's session.
+	Pastes int
+	// Attach is the command that attaches to the agent's session.
+	Attach string
+	// Dir is the demo's directory (removed unless Keep).
+	Dir string
+	// Checkout is the work item's worktree.
+	Checkout string
+}
+
+// RandomSecret returns 32 random bytes, hex-encoded: the webhook secret and
+// the stand-in's token.
+func RandomSecret() string {
+	var b [32]byte
+	_, _ = rand.Read(b[:])
+	return hex.EncodeToString(b[:])
+}
+
+// lookPath finds name on path.
+func lookPath(name, path string) error {
+	for _, dir := range filepath.SplitList(path) {
+		if dir == "" {
+			continue
+		}
+		if fi, err := os.Stat(filepath.Join(dir, name)); err == nil && !fi.IsDir() && fi.Mode()&0o111 != 0 {
+			return nil
+		}
+	}
+	return fmt.Errorf("%w: %s is not on PATH — loopd demo runs the agent in real tmux sessions on real git worktrees; install %s (e.g. `apt-get install %s` or `brew install %s`) and run it again", ErrMissingTool, name, name, name, name)
+}
+
+// Run runs the demo. It returns ErrNotApproved when the person declined a
+// gate (the result says where the work item waits), ErrMissingTool when
+// tmux or git is missing, and ctx's error when interrupted; everything it
+// started is stopped and, unless Keep, removed before it returns.
+func Run(ctx context.Context, opts Options) (res *Result, err error) {
+	if opts.Out == nil {
+		opts.Out = io.Discard
+	}
+	if opts.In == nil {
+		opts.In = strings.NewReader("")
+	}
+	if opts.Path == "" {
+		opts.Path = os.Getenv("PATH")
+	}
+	if opts.StepTimeout <= 0 {
+		opts.StepTimeout = 2 * time.Minute
+	}
+	if len(opts.AgentArgv) == 0 || opts.Token == "" {
+		return nil, errors.New("demo: Options.AgentArgv and Options.Token are required")
+	}
+	for _, tool := range []string{"tmux", "git"} {
+		if err := lookPath(tool, opts.Path); err != nil {
+			return nil, err
+		}
+	}
+	w := &world{opts: opts, res: &Result{}, p: newPrinter(opts.Out), in: bufio.NewReader(opts.In), routedAway: map[string]string{}}
+	defer func() {
+		if cerr := w.close(); err == nil && cerr != nil {
+			err = cerr
+		}
+	}()
+	if err := w.setUp(ctx); err != nil {
+		return w.res, err
+	}
+	err = w.walk(ctx)
+	// Stop the daemon first, so the summary is the last word.
+	if serr := w.stopDaemon(); err == nil && serr != nil {
+		err = serr
+	}
+	w.summary(context.WithoutCancel(ctx))
+	return w.res, err
+}
+
+// world is one demo run.
+type world struct {
+	opts Options
+	res  *Result
+	p    *printer
+	in   *bufio.Reader
+
+	dir, remote, state, config, binDir string
+	socket                             string
+	item                               sessions.WorkItem
+	sim                                *githubsim.Server
+	d                                  *daemon.Daemon
+	cancel                             context.CancelFunc
+	done                               chan error
+	tail                               *tailer
+	graph                              *graph.Graph
+	mu                                 sync.Mutex
+	attachShown                        bool
+	routedAway                         map[string]string // delivery id → why the receiver did not queue it
+}
+
+func (w *world) setUp(ctx context.Context) error {
+	var err error
+	if w.dir, err = os.MkdirTemp(w.opts.TempDir, "theloop-demo-"); err != nil {
+		return err
+	}
+	w.res.Dir = w.dir
+	w.item, err = sessions.ParseWorkItem(issueRef)
+	if err != nil {
+		return err
+	}
+	w.socket = fmt.Sprintf("%s%d", demoagent.DemoSocketPrefix, os.Getpid())
+	w.res.Attach = fmt.Sprintf("tmux -L %s attach -t %s", w.socket, w.item.TmuxName())
+	w.state = filepath.Join(w.dir, "state")
+	w.p.say("theloop demo — the real loopd walks GitHub issue #1 through %s", loop.WorkItemLoop)
+	w.p.say("  everything runs here, in %s: a stand-in for GitHub on 127.0.0.1, a local git", w.dir)
+	w.p.say("  repository, the daemon with its embedded queue, and a scripted agent in tmux.")
+	w.p.say("  No repository or account of yours is touched.")
+	w.p.say("")
+
+	// The "remote": a bare repository whose path ends in owner/repo, so the
+	// daemon's repository-identity check accepts the clone.
+	seed := filepath.Join(w.dir, "seed")
+	if err := os.MkdirAll(seed, 0o755); err != nil {
+		return err
+	}
+	if err := demoagent.InitRepo(ctx, seed, Owner, Repo, Human); err != nil {
+		return err
+	}
+	w.remote = filepath.Join(w.dir, "remote", Owner, Repo+".git")
+	if err := w.git(ctx, w.dir, "clone", "-q", "--bare", seed, w.remote); err != nil {
+		return err
+	}
+
+	// The GitHub stand-in. Its webhook goes to the daemon once that listens.
+	secret := RandomSecret()
+	w.sim, err = githubsim.Start(githubsim.Config{Token: w.opts.Token, BotLogin: BotLogin, OnDelivery: w.onDelivery, OnRequest: w.onRequest})
+	if err != nil {
+		return err
+	}
+	if err := w.sim.AddRepo(RepoFull, githubsim.RepoOptions{CloneURL: "file://" + w.remote}); err != nil {
+		return err
+	}
+
+	// `claude` on the daemon's PATH is the scripted agent.
+	w.binDir = filepath.Join(w.dir, "bin")
+	w.config = filepath.Join(w.dir, "cli-config.yaml")
+	if err := os.MkdirAll(w.binDir, 0o755); err != nil {
+		return err
+	}
+	script := "#!/bin/sh\n# loopd demo: `claude` is theloop's scripted agent (package loop/demoagent)\nexec"
+	// --demo-pid: the agent ends its tmux server if this process dies
+	// without cleaning up.
+	for _, a := range append(append([]string{}, w.opts.AgentArgv...), "--config", w.config, "--demo-pid", strconv.Itoa(os.Getpid())) {
+		script += " " + shellQuote(a)
+	}
+	script += ` "$@"` + "\n"
+	if err := os.WriteFile(filepath.Join(w.binDir, "claude"), []byte(script), 0o755); err != nil {
+		return err
+	}
+	eventLog := filepath.Join(w.state, "logs", "events.jsonl")
+	// The agent's CLI config: the stand-in for GitHub (token from the
+	// environment), dana authorized, the shared event log.
+	cfgText := fmt.Sprintf(`# loopd demo: the scripted agent's CLI config
+state: {root: %q}
+routing:
+  authorizedUsers: [%s]
+eventLog: {enabled: true, path: %q}
+integrations:
+  github:
+    transport: api
+    api: {baseUrl: %q, tokenEnv: [%s]}
+`, w.state, Human, eventLog, w.sim.URL(), TokenEnv)
+	if err := os.WriteFile(w.config, []byte(cfgText), 0o600); err != nil {
+		return err
+	}
+
+	set, err := integrations.New(integrations.Config{GitHub: &integrations.GitHubConfig{
+		Transport: integrations.TransportAPI, API: integrations.GitHubAPIConfig{BaseURL: w.sim.URL(), TokenEnv: []string{TokenEnv}},
+	}}, integrations.Deps{Env: func(k string) (string, bool) { return w.opts.Token, k == TokenEnv }})
+	if err != nil {
+		return err
+	}
+
+	cfg := daemon.DefaultConfig()
+	cfg.StateRoot = w.state
+	cfg.Listen = "127.0.0.1:0"
+	cfg.Secret = []byte(secret)
+	cfg.Repos = []string{RepoFull}
+	cfg.AuthorizedUsers = []string{Human}
+	cfg.SpawnOnUnmatched = daemon.SpawnLabeled
+	cfg.RequireStartCommand = false
+	cfg.WorkspaceRoot = filepath.Join(w.dir, "workspaces")
+	cfg.ClaudeEnv = &sessions.ClaudeEnvironment{} // never touch a real ~/.claude
+	cfg.ReconcileInterval = -1
+	cfg.EventLogPath = eventLog
+	cfg.Tmux.Socket = w.socket
+	cfg.Tmux.TempDir = filepath.Join(w.dir, "tmp")
+	if err := os.MkdirAll(cfg.Tmux.TempDir, 0o700); err != nil {
+		return err
+	}
+	log, err := os.Create(filepath.Join(w.dir, "loopd.log"))
+	if err != nil {
+		return err
+	}
+	w.d, err = daemon.New(cfg, daemon.Deps{
+		Integrations: set,
+		Path:         w.binDir + string(os.PathListSeparator) + w.opts.Path,
+		CloneURL:     func(sessions.WorkItem) string { return w.remote },
+		Observer:     daemon.ObserverFunc(w.observe),
+		Log:          log,
+	})
+	if err != nil {
+		log.Close()
+		return err
+	}
+	dctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	w.cancel, w.done = cancel, make(chan error, 1)
+	go func() { w.done <- w.d.Run(dctx); log.Close() }()
+	select {
+	case <-w.d.Ready():
+	case err := <-w.done:
+		w.cancel = nil
+		return fmt.Errorf("demo: the daemon did not start: %w (its log: %s)", err, filepath.Join(w.dir, "loopd.log"))
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	if _, err := w.sim.AddHook(githubsim.Hook{URL: w.d.WebhookURL(), Secret: secret}); err != nil {
+		return err
+	}
+	w.tail = startTail(eventLog, w.onEvent)
+	w.p.say("loopd listens on %s (signed webhooks, secret generated for this run)", w.d.WebhookURL())
+	w.p.say("GitHub stand-in at %s; the agent's session will run in tmux server %q", w.sim.URL(), w.socket)
+	w.p.say("")
+	return nil
+}
+
+func (w *world) git(ctx context.Context, dir string, args ...string) error {
+	cmd := exec.CommandContext(ctx, "git", append([]string{"-c", "commit.gpgsign=false"}, args...)...)
+	cmd.Dir = dir
+	cmd.Env = append(os.Environ(), "PATH="+w.opts.Path)
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return fmt.Errorf("git %s: %v: %s", args[0], err, strings.TrimSpace(string(out)))
+	}
+	return nil
+}
+
+// close stops everything this run started and removes its directory unless
+// Keep.
+func (w *world) close() error {
+	err := w.stopDaemon()
+	if w.sim != nil {
+		w.sim.Close()
+	}
+	if w.socket != "" {
+		// Our private tmux server only; the user's is never addressed.
+		kill := exec.Command("tmux", "-L", w.socket, "kill-server")
+		kill.Env = append(os.Environ(), "PATH="+w.opts.Path)
+		_ = kill.Run()
+	}
+	if w.dir != "" {
+		if w.opts.Keep {
+			w.p.say("kept: %s (state, event log, the worktree; remove it when done)", w.dir)
+		} else if rerr := os.RemoveAll(w.dir); rerr != nil && err == nil {
+			err = rerr
+		}
+	}
+	return err
+}
+
+// stopDaemon stops the daemon (draining what it was doing) and the
+// event-log tail; it is a no-op the second time.
+func (w *world) stopDaemon() error {
+	var err error
+	if w.cancel != nil {
+		w.cancel()
+		select {
+		case err = <-w.done:
+		case <-time.After(60 * time.Second):
+			err = errors.New("demo: the daemon did not stop within 60s")
+		}
+		w.cancel = nil
+	}
+	if w.tail != nil {
+		w.tail.stop()
+		w.tail = nil
+	}
+	return err
+}
+
+func shellQuote(s string) string {
+	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
+}

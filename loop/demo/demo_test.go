@@ -1,0 +1,163 @@
+package demo_test
+
+import (
+	"bytes"
+	"context"
+	"flag"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/theloop-dev/theloop/loop"
+	"github.com/theloop-dev/theloop/loop/demo"
+	"github.com/theloop-dev/theloop/loop/demoagent"
+)
+
+// The test binary doubles as the scripted agent: the demo's `claude`
+// wrapper runs it as `<test binary> demo agent --config FILE --session-id
+// ID`, as loopd's runs `loopd demo agent …`.
+func TestMain(m *testing.M) {
+	if len(os.Args) > 2 && os.Args[1] == "demo" && os.Args[2] == "agent" {
+		fs := flag.NewFlagSet("agent", flag.ContinueOnError)
+		config := fs.String("config", "", "")
+		pid := fs.Int("demo-pid", 0, "")
+		fs.String("session-id", "", "")
+		fs.String("resume", "", "")
+		if err := fs.Parse(os.Args[3:]); err != nil {
+			os.Exit(2)
+		}
+		if err := demoagent.Run(context.Background(), demoagent.Options{ConfigPath: *config, DemoPID: *pid}); err != nil {
+			fmt.Fprintln(os.Stderr, "scripted agent:", err)
+			time.Sleep(2 * time.Second)
+			os.Exit(1)
+		}
+		os.Exit(0)
+	}
+	os.Exit(m.Run())
+}
+
+func requireTools(t *testing.T) {
+	t.Helper()
+	for _, tool := range []string{"tmux", "git"} {
+		if _, err := exec.LookPath(tool); err != nil {
+			t.Skipf("%s is not installed: loopd demo needs the real %s", tool, tool)
+		}
+	}
+}
+
+// syncBuffer is a bytes.Buffer safe for the demo's concurrent printing.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+func options(t *testing.T, out *syncBuffer) demo.Options {
+	exe, err := os.Executable()
+	require.NoError(t, err)
+	token := demo.RandomSecret()
+	t.Setenv(demo.TokenEnv, token) // the tmux server passes it on to the agent
+	return demo.Options{Out: out, AgentArgv: []string{exe, "demo", "agent"}, Token: token, TempDir: t.TempDir(), StepTimeout: 90 * time.Second}
+}
+
+// TestDemoWalksToCompleteWithYes runs the whole demo — real daemon, real
+// tmux, real git, the scripted agent — answering the gates with --yes, and
+// checks that the work item reached the state the demo claims.
+func TestDemoWalksToCompleteWithYes(t *testing.T) {
+	requireTools(t)
+	var out syncBuffer
+	opts := options(t, &out)
+	opts.Yes, opts.Keep = true, true
+	res, err := demo.Run(context.Background(), opts)
+	require.NoError(t, err, out.String())
+	t.Cleanup(func() { _ = os.RemoveAll(res.Dir) })
+
+	require.True(t, res.Complete, out.String())
+	require.Equal(t, "complete", res.Node)
+	require.Equal(t, []string{"requirements-approval", "design-approval", "human-approval"}, res.Gates)
+	require.Contains(t, res.Labels, "loop:complete")
+	require.Contains(t, res.Labels, demo.Label)
+	require.Positive(t, res.Comments)
+	require.Positive(t, res.Pastes)
+	require.Positive(t, res.Webhooks)
+
+	// What the demo claims is what the repository says: the worktree's
+	// graph state, recomputed from the artifacts by the runtime CI uses.
+	rt, err := loop.Open(res.Checkout, loop.Options{WorkItem: demo.WorkItem})
+	require.NoError(t, err)
+	rep, err := rt.Status(context.Background(), demo.WorkItem, true)
+	require.NoError(t, err)
+	require.True(t, rep.OK, "%+v", rep)
+	require.Equal(t, "complete", rep.CurrentNode)
+	req, err := os.ReadFile(filepath.Join(res.Checkout, "docs", "specs", demo.WorkItem, "requirements.md"))
+	require.NoError(t, err)
+	require.Contains(t, string(req), "status: approved", "the gate locked the approved artifact")
+	log, err := exec.Command("git", "-C", res.Checkout, "log", "--oneline").Output()
+	require.NoError(t, err)
+	require.Contains(t, string(log), "docs(issue-1): writes requirements.md", "the agent committed its work in the worktree")
+
+	// The narration shows each kind of thing the demo promises.
+	s := out.String()
+	for _, want := range []string{
+		"webhook  issues.labeled \"the-loop: auto-execute\" by dana → loopd answered 202",
+		"paste    → tmux loop-github-demo-widgets-1: spawn-prompt",
+		"paste    → tmux loop-github-demo-widgets-1: graph.assignment",
+		"comment  theloop → #1:",
+		"graph    requirements-definition: blocked by validate-artifacts (agent's claim)",
+		"graph    requirements-approval: approved → design (daemon)",
+		"━━ human gate: requirements-approval",
+		"Approve as dana? [y/N] y (--yes)",
+		res.Attach,
+		"done: issue #1 walked the whole loop",
+	} {
+		require.Contains(t, s, want)
+	}
+	require.True(t, strings.HasPrefix(res.Attach, "tmux -L theloop-demo-"), "a private tmux server, never the user's: %s", res.Attach)
+
+	// Cleaned up: the private tmux server is gone.
+	socket := strings.Fields(res.Attach)[2]
+	require.Error(t, exec.Command("tmux", "-L", socket, "has-session").Run(), "the demo's tmux server must be killed")
+}
+
+// TestDemoAsksAtEachGate answers from the terminal: "y" at the first gate,
+// "n" at the second, where the work item then waits.
+func TestDemoAsksAtEachGate(t *testing.T) {
+	requireTools(t)
+	var out syncBuffer
+	opts := options(t, &out)
+	opts.In = strings.NewReader("y\nn\n")
+	res, err := demo.Run(context.Background(), opts)
+	require.ErrorIs(t, err, demo.ErrNotApproved, out.String())
+	require.Equal(t, []string{"requirements-approval"}, res.Gates)
+	require.Equal(t, "design-approval", res.Node)
+	require.Equal(t, 2, strings.Count(out.String(), "Approve as dana? [y/N] "))
+	require.Contains(t, out.String(), "Not approved: issue #1 waits at design-approval")
+	_, statErr := os.Stat(res.Dir)
+	require.True(t, os.IsNotExist(statErr), "without --keep the directory is removed")
+}
+
+func TestDemoNeedsTmuxAndGit(t *testing.T) {
+	opts := options(t, &syncBuffer{})
+	opts.Path = t.TempDir() // neither tmux nor git
+	_, err := demo.Run(context.Background(), opts)
+	require.ErrorIs(t, err, demo.ErrMissingTool)
+	require.ErrorContains(t, err, "tmux is not on PATH")
+}

@@ -1,0 +1,256 @@
+package demo
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/theloop-dev/theloop/loop"
+	"github.com/theloop-dev/theloop/sessions"
+)
+
+// gate is one approval the human gives.
+type gate struct {
+	node     string
+	review   []string // artifacts shown for review
+	approval string   // dana's comment
+}
+
+var gates = []gate{
+	{"requirements-approval", []string{"requirements.md"}, "Approved"},
+	{"design-approval", []string{"design.md", "testing-plan.md"}, "Approved"},
+	{"human-approval", nil, "Approved — ship it"},
+}
+
+// walk plays dana and waits for theloop between her turns.
+func (w *world) walk(ctx context.Context) error {
+	is, err := w.sim.OpenIssue(RepoFull, Human, "Export the weekly report as CSV",
+		"Operators copy the weekly report into spreadsheets by hand. Let them export it as CSV.")
+	if err != nil {
+		return err
+	}
+	w.p.line(Human, "opens issue #%d %q on %s", is.Number, is.Title, RepoFull)
+	if err := w.settle(ctx); err != nil {
+		return err
+	}
+	w.p.line(Human, "labels #1 %q (the arming label: theloop starts work on it)", Label)
+	if err := w.sim.AddLabel(RepoFull, issueNum, Human, Label); err != nil {
+		return err
+	}
+	if err := w.waitNode(ctx, "phase-selection"); err != nil {
+		return err
+	}
+	if err := w.settle(ctx); err != nil {
+		return err
+	}
+	w.p.say("")
+	w.p.line(Human, "answers the phase selection: the whole spec chain, without brainstorming and capability docs")
+	if err := w.comment("the-loop execute\n\n- [ ] brainstorming\n- [ ] capability-docs"); err != nil {
+		return err
+	}
+	for _, g := range gates {
+		if err := w.waitNode(ctx, g.node); err != nil {
+			return err
+		}
+		if err := w.settle(ctx); err != nil {
+			return err
+		}
+		ok, err := w.ask(ctx, g)
+		if err != nil {
+			return err
+		}
+		if !ok {
+			w.p.say("\nNot approved: issue #1 waits at %s, as it would on GitHub until an authorized", g.node)
+			w.p.say("person comments. Run `loopd demo --yes` to see the rest of the loop.")
+			return ErrNotApproved
+		}
+		w.p.line(Human, "comments %q", g.approval)
+		if err := w.comment(g.approval); err != nil {
+			return err
+		}
+		w.res.Gates = append(w.res.Gates, g.node)
+	}
+	if err := w.waitNode(ctx, "complete"); err != nil {
+		return err
+	}
+	return w.settle(ctx)
+}
+
+func (w *world) comment(body string) error {
+	_, err := w.sim.Comment(RepoFull, issueNum, Human, body)
+	return err
+}
+
+// ask shows the gated artifacts and asks the person to approve.
+func (w *world) ask(ctx context.Context, g gate) (bool, error) {
+	w.p.say("")
+	w.p.say("━━ human gate: %s ━━ theloop waits for an authorized person (dana) on issue #1", g.node)
+	for _, name := range g.review {
+		b, err := os.ReadFile(filepath.Join(w.res.Checkout, "docs", "specs", WorkItem, name))
+		if err != nil {
+			continue
+		}
+		w.p.say("%s, as the agent wrote it:", name)
+		w.p.block(string(b), 24)
+	}
+	if g.node == "human-approval" {
+		w.p.say("the agent has implemented, verified and reviewed the change; the execution log is in %s/docs/specs/%s/execution-log.md", w.res.Checkout, WorkItem)
+	}
+	if w.opts.Yes {
+		w.p.say("Approve as dana? [y/N] y (--yes)")
+		return true, nil
+	}
+	w.p.prompt("Approve as dana? [y/N] ")
+	type answer struct {
+		line string
+		err  error
+	}
+	ch := make(chan answer, 1)
+	go func() {
+		l, err := w.in.ReadString('\n')
+		ch <- answer{l, err}
+	}()
+	select {
+	case a := <-ch:
+		v := strings.ToLower(strings.TrimSpace(a.line))
+		return v == "y" || v == "yes", nil
+	case <-ctx.Done():
+		return false, ctx.Err()
+	}
+}
+
+// checkout is the work item's worktree, once the daemon has spawned.
+func (w *world) checkout() string {
+	if w.res.Checkout != "" {
+		return w.res.Checkout
+	}
+	reg, err := sessions.OpenRegistry(sessions.RegistryDir(w.state))
+	if err != nil {
+		return ""
+	}
+	rec, err := reg.Get(w.item)
+	if err != nil || rec.Cwd == "" {
+		return ""
+	}
+	w.res.Checkout = rec.Cwd
+	return rec.Cwd
+}
+
+// current reads the work item's current node from its graph-state.json.
+func (w *world) current(ctx context.Context) string {
+	dir := w.checkout()
+	if dir == "" {
+		return ""
+	}
+	st, err := loop.NewStore(dir, "").Load(ctx, WorkItem)
+	if err != nil || st == nil {
+		return ""
+	}
+	return st.CurrentNode
+}
+
+// waitNode waits until the work item stands at node.
+func (w *world) waitNode(ctx context.Context, node string) error {
+	deadline := time.Now().Add(w.opts.StepTimeout)
+	for {
+		cur := w.current(ctx)
+		if cur == node {
+			w.res.Node = cur
+			return nil
+		}
+		if time.Now().After(deadline) {
+			if cur == "" {
+				cur = "nowhere (no session or no graph state yet)"
+			}
+			return fmt.Errorf("demo: issue #1 did not reach %s within %s; it is at %s — run with --keep and read %s and the agent's screen (%s)",
+				node, w.opts.StepTimeout, cur, filepath.Join(w.dir, "loopd.log"), w.res.Attach)
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+}
+
+// settle waits until the stand-in has delivered every webhook, the queue is
+// empty and nothing has happened for a moment, so a prompt is not drowned
+// in the tail of the previous step.
+func (w *world) settle(ctx context.Context) error {
+	deadline := time.Now().Add(w.opts.StepTimeout)
+	quiet := 0
+	for quiet < 4 {
+		if time.Now().After(deadline) {
+			return nil // best effort: the walk goes on
+		}
+		wctx, cancel := context.WithTimeout(ctx, time.Until(deadline))
+		err := w.sim.WaitDeliveries(wctx)
+		cancel()
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		n, perr := w.d.Pending(ctx)
+		if err == nil && perr == nil && n == 0 {
+			quiet++
+		} else {
+			quiet = 0
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+	return nil
+}
+
+// summary fills the result and prints what the walk achieved.
+func (w *world) summary(ctx context.Context) {
+	if w.sim == nil {
+		return
+	}
+	if cur := w.current(ctx); cur != "" {
+		w.res.Node = cur
+	}
+	if is, err := w.sim.Issue(RepoFull, issueNum); err == nil {
+		w.res.Labels = is.Labels
+	}
+	if cs, err := w.sim.Comments(RepoFull, issueNum); err == nil {
+		for _, c := range cs {
+			if c.Author == BotLogin {
+				w.res.Comments++
+			}
+		}
+	}
+	for _, d := range w.sim.Deliveries() {
+		if d.OK() {
+			w.res.Webhooks++
+		}
+	}
+	w.res.Requests = len(w.sim.Requests())
+	if w.res.Node == "complete" && w.res.Checkout != "" {
+		if rt, err := loop.Open(w.res.Checkout, loop.Options{WorkItem: WorkItem}); err == nil {
+			if rep, err := rt.Status(ctx, WorkItem, true); err == nil {
+				w.res.Complete = rep.OK
+			}
+		}
+	}
+	w.p.say("")
+	switch {
+	case w.res.Complete:
+		w.p.say("done: issue #1 walked the whole loop — it is at %q and `loopctl check %s --recompute` agrees", w.res.Node, WorkItem)
+	case w.res.Node != "":
+		w.p.say("issue #1 is at %q", w.res.Node)
+	}
+	w.p.say("  labels on issue #1:     %s", strings.Join(w.res.Labels, ", "))
+	w.p.say("  theloop's comments:     %d (as %s)", w.res.Comments, BotLogin)
+	w.p.say("  webhooks delivered:     %d, each signed and answered 202 only once queued", w.res.Webhooks)
+	w.p.say("  pastes into the agent:  %d", w.res.Pastes)
+	w.p.say("  REST requests by theloop to the GitHub stand-in: %d", w.res.Requests)
+	if w.opts.Keep && w.res.Checkout != "" {
+		w.p.say("  the agent's worktree:   %s (git log shows its commits; try `loopctl check %s --repo %s`)", w.res.Checkout, WorkItem, w.res.Checkout)
+	}
+}

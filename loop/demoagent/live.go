@@ -1,0 +1,136 @@
+package demoagent
+
+import (
+	"context"
+	"fmt"
+	"io"
+
+	"github.com/theloop-dev/theloop/graph"
+	"github.com/theloop-dev/theloop/integrations"
+	"github.com/theloop-dev/theloop/internal/run"
+	"github.com/theloop-dev/theloop/loop"
+)
+
+// Live is the Claimer a real agent has: every call opens the checkout's
+// runtime afresh, from the operator's CLI config, with the configured
+// integrations, the event log and a command runner — the same library
+// calls `loopctl graph complete` makes in its own process (cmd/loopctl's
+// openLive), so a claim runs the node's real exit chain and its side
+// effects reach the ticket.
+type Live struct {
+	// Dir is the checkout.
+	Dir string
+	// ConfigPath is the CLI config file; it must exist (the scripted agent
+	// never falls back to a config in the user's home).
+	ConfigPath string
+	// LookupEnv reads credentials named by the config (default: none).
+	LookupEnv func(string) (string, bool)
+	// Warn receives warnings (default: discarded).
+	Warn io.Writer
+}
+
+func (l *Live) open(id string) (*graph.Runtime, func(), error) {
+	env := l.LookupEnv
+	if env == nil {
+		env = func(string) (string, bool) { return "", false }
+	}
+	warn := l.Warn
+	if warn == nil {
+		warn = io.Discard
+	}
+	if l.ConfigPath == "" {
+		return nil, nil, fmt.Errorf("the scripted agent needs --config: the demo's cli-config.yaml")
+	}
+	cfg, err := loop.LoadCLIConfig(loop.CLIConfigSource{Path: l.ConfigPath, LookupEnv: env,
+		HomeDir: func() (string, error) { return "", fmt.Errorf("no home") }, WorkDir: l.Dir})
+	if err != nil {
+		return nil, nil, err
+	}
+	for _, w := range cfg.Warnings {
+		fmt.Fprintln(warn, "warning:", w)
+	}
+	closeFn := func() {}
+	var sink graph.Sink
+	if cfg.EventLogEnabled && cfg.EventLogPath != "" {
+		el, err := loop.OpenEventLog(cfg.EventLogPath, "cli", loop.EventLogOptions{Warnings: warn})
+		if err != nil {
+			fmt.Fprintln(warn, "warning: the event log is unavailable:", err)
+		} else {
+			sink, closeFn = el, func() { el.Close() }
+		}
+	}
+	ic, err := integrations.DecodeConfig(cfg.Integrations)
+	if err != nil {
+		closeFn()
+		return nil, nil, err
+	}
+	set, err := integrations.New(ic, integrations.Deps{Env: env, Sink: sink})
+	if err != nil {
+		closeFn()
+		return nil, nil, err
+	}
+	repo, err := loop.OpenRepo(l.Dir, cfg.GraphSpecDir)
+	if err != nil {
+		closeFn()
+		return nil, nil, err
+	}
+	rt, err := repo.Runtime(loop.Options{
+		WorkItem: id, AuthorizedUsers: cfg.AuthorizedUsers, ExecuteKeyword: cfg.ExecuteKeyword, SessionPerPr: cfg.SessionPerPr,
+		Integrations: set, Commands: loop.Commands{Runner: run.Exec{}, Root: repo.Root}, Sink: sink,
+		Warn: func(w string) { fmt.Fprintln(warn, "warning:", w) },
+	})
+	if err != nil {
+		closeFn()
+		return nil, nil, err
+	}
+	return rt, closeFn, nil
+}
+
+// SpecDir is the checkout's spec directory (workflow.specDir, or the CLI
+// config's override).
+func (l *Live) SpecDir() (string, error) {
+	override := ""
+	if l.ConfigPath != "" {
+		cfg, err := loop.LoadCLIConfig(loop.CLIConfigSource{Path: l.ConfigPath, LookupEnv: l.LookupEnv,
+			HomeDir: func() (string, error) { return "", fmt.Errorf("no home") }, WorkDir: l.Dir})
+		if err != nil {
+			return "", err
+		}
+		override = cfg.GraphSpecDir
+	}
+	repo, err := loop.OpenRepo(l.Dir, override)
+	if err != nil {
+		return "", err
+	}
+	return repo.SpecDir, nil
+}
+
+// Current implements Claimer.
+func (l *Live) Current(ctx context.Context, id string) (Position, error) {
+	rt, done, err := l.open(id)
+	if err != nil {
+		return Position{}, err
+	}
+	defer done()
+	rep, err := rt.Status(ctx, id, false)
+	if err != nil {
+		return Position{}, err
+	}
+	pos := Position{Node: rep.CurrentNode}
+	if n, ok := rt.Graph().Node(rep.CurrentNode); ok {
+		pos.Human, pos.Terminal = n.IsHuman(), n.Terminal
+	}
+	return pos, nil
+}
+
+// Complete implements Claimer: `loopctl graph complete <id>`.
+func (l *Live) Complete(ctx context.Context, id string) (*graph.Claim, error) {
+	rt, done, err := l.open(id)
+	if err != nil {
+		return nil, err
+	}
+	defer done()
+	return rt.Complete(ctx, id, "", "cli") // loopctl graph complete's default actor
+}
+
+var _ Claimer = (*Live)(nil)

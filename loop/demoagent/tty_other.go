@@ -1,0 +1,9 @@
+//go:build !(linux || darwin || freebsd || netbsd || openbsd || dragonfly)
+
+package demoagent
+
+import "errors"
+
+func characterMode(int) (func(), error) {
+	return nil, errors.New("the scripted agent needs a Unix terminal")
+}

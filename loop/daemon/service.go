@@ -15,6 +15,7 @@ import (
 	"github.com/theloop-dev/theloop/internal/buildinfo"
 	"github.com/theloop-dev/theloop/loop/api"
 	"github.com/theloop-dev/theloop/loop/dispatch"
+	"github.com/theloop-dev/theloop/loop/mcpserver"
 	"github.com/theloop-dev/theloop/loop/metrics"
 	"github.com/theloop-dev/theloop/loop/queue"
 	"github.com/theloop-dev/theloop/sessions"
@@ -35,6 +36,8 @@ type ServiceConfig struct {
 	// StreamMaxSubscribers and StreamKeepAlive tune /api/v1/events/stream.
 	StreamMaxSubscribers int
 	StreamKeepAlive      time.Duration
+	// MCPDisabled unmounts /mcp (service.mcp.enabled: false).
+	MCPDisabled bool
 	// GateStuckAfter is the age beyond which an item waiting at a gate
 	// counts in theloop_gate_stuck_items (service.metrics.gateStuckAfterSeconds,
 	// default 24 h).
@@ -143,11 +146,12 @@ func (d *Daemon) timed(h dispatch.Handler) dispatch.Handler {
 // serviceHandler is everything the control plane serves.
 func (d *Daemon) serviceHandler() http.Handler {
 	mux := http.NewServeMux()
+	graphs := &api.Graphs{
+		SpecDir: d.cfg.GraphSpecDir, AuthorizedUsers: d.cfg.AuthorizedUsers, ExecuteKeyword: d.cfg.ExecuteKeyword,
+		SessionPerPr: d.cfg.SessionPerPr, Integrations: d.integ, Sink: d.sink, Clock: d.deps.Clock,
+	}
 	a := api.New(api.Config{Clock: d.deps.Clock, Log: d.slog(), Observe: d.svc.metrics.APIRequest}, api.Backend{
-		Graphs: &api.Graphs{
-			SpecDir: d.cfg.GraphSpecDir, AuthorizedUsers: d.cfg.AuthorizedUsers, ExecuteKeyword: d.cfg.ExecuteKeyword,
-			SessionPerPr: d.cfg.SessionPerPr, Integrations: d.integ, Sink: d.sink, Clock: d.deps.Clock,
-		},
+		Graphs:       graphs,
 		Sessions:     serviceSessions{d},
 		Queue:        serviceQueue{d},
 		EventLogPath: d.cfg.EventLogPath,
@@ -156,6 +160,12 @@ func (d *Daemon) serviceHandler() http.Handler {
 	})
 	mux.Handle(api.Prefix+"/", a)
 	mux.Handle("GET /metrics", d.svc.metrics.Handler())
+	if !d.cfg.Service.MCPDisabled {
+		mux.Handle(mcpserver.Path, mcpserver.Handler(mcpserver.New(mcpserver.Config{
+			Graphs: graphs, EventLogPath: d.cfg.EventLogPath, Integrations: d.integ, Sink: d.sink,
+			Clock: d.deps.Clock, Version: buildinfo.Version(""),
+		})))
+	}
 	return mux
 }
 
@@ -362,6 +372,7 @@ func serviceFromCLI(s rawMap, getenv func(string) string) ServiceConfig {
 	st := s.m("stream")
 	return ServiceConfig{
 		Disabled:             !s.bool("enabled", true),
+		MCPDisabled:          !s.m("mcp").bool("enabled", true),
 		Listen:               s.str("listen", ""),
 		Token:                getenv(s.str("tokenEnv", api.DefaultTokenEnv)),
 		StreamMaxSubscribers: st.int("maxSubscribers", 8),

@@ -3,6 +3,7 @@ package daemon_test
 import (
 	"bufio"
 	"context"
+	"fmt"
 	"net"
 	"net/http"
 	"net/url"
@@ -11,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
 	"github.com/stretchr/testify/require"
@@ -106,7 +108,17 @@ func TestControlPlaneOverTheSocket(t *testing.T) {
 	require.Equal(t, 0.0, sample("theloop_queue_depth", "", ""))
 	require.Equal(t, 1.0, sample("theloop_gate_waiting_items", "gate", "phase-selection"), "the item waits at phase selection")
 	require.GreaterOrEqual(t, sample("theloop_integration_calls_total", "operation", "github.add-comment"), 1.0, "the announcement")
-	require.GreaterOrEqual(t, fams["theloop_dispatch_latency_seconds"].Metric[0].GetHistogram().GetSampleCount(), uint64(2))
+	require.GreaterOrEqual(t, fams["theloop_dispatch_latency_seconds"].Metric[0].GetHistogram().GetSampleCount(), uint64(1), "the spawn (a dropped event has no effect to time)")
+
+	// MCP at /mcp on the same socket, through the SDK's client.
+	mc := mcp.NewClient(&mcp.Implementation{Name: "test", Version: "1"}, nil)
+	ms, err := mc.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: "http://loopd/mcp", HTTPClient: hc, DisableStandaloneSSE: true}, nil)
+	require.NoError(t, err)
+	mres, err := ms.CallTool(ctx, &mcp.CallToolParams{Name: "graph_status", Arguments: map[string]any{"repo": w.checkout(n), "workItem": fmt.Sprintf("issue-%d", n)}})
+	require.NoError(t, err)
+	require.False(t, mres.IsError, "%v", mres.Content)
+	require.Equal(t, "phase-selection", mres.StructuredContent.(map[string]any)["currentNode"])
+	require.NoError(t, ms.Close())
 
 	var res api.ControlResult
 	require.NoError(t, c.Do(ctx, "POST", "/sessions/control", nil, api.ControlRequest{Ref: ref, Verb: "pause", Actor: "ops"}, &res))

@@ -4,7 +4,10 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"os"
+	"os/signal"
 	"path/filepath"
+	"syscall"
 
 	"github.com/urfave/cli/v2"
 
@@ -89,6 +92,21 @@ func runDaemon(e *env, opts runOptions) error {
 		case <-ctx.Done():
 		}
 	}()
+	// SIGHUP reloads the soft policy from the same file; a reload that
+	// fails keeps the running configuration and says why.
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	defer signal.Stop(hup)
+	go func() {
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-hup:
+				reloadDaemon(e, opts, wd, d, logger)
+			}
+		}
+	}()
 	if err := d.Run(ctx); err != nil {
 		if errors.Is(err, daemon.ErrLocked) {
 			return &exitError{code: exitRefused, msg: err.Error()}
@@ -96,4 +114,36 @@ func runDaemon(e *env, opts runOptions) error {
 		return err
 	}
 	return nil
+}
+
+// reloadDaemon re-reads the configuration and applies its soft policy.
+func reloadDaemon(e *env, opts runOptions, wd string, d *daemon.Daemon, logger *slog.Logger) {
+	fail := func(err error) {
+		logger.Error("reload failed; the running configuration stays", "error", err.Error())
+	}
+	cliCfg, err := loop.LoadCLIConfig(loop.CLIConfigSource{Path: opts.Config, LookupEnv: e.LookupEnv, HomeDir: e.HomeDir, WorkDir: wd})
+	if err != nil {
+		fail(err)
+		return
+	}
+	cfg, warns, err := daemon.ConfigFromCLI(cliCfg, e.Getenv, wd)
+	if err != nil {
+		fail(err)
+		return
+	}
+	for _, w := range append(cliCfg.Warnings, warns...) {
+		logger.Warn(w)
+	}
+	if opts.StateRoot != "" {
+		cfg.StateRoot = opts.StateRoot
+		if !filepath.IsAbs(cfg.StateRoot) {
+			cfg.StateRoot = filepath.Join(wd, cfg.StateRoot)
+		}
+	}
+	res, err := d.Reload(cfg)
+	if err != nil {
+		fail(err)
+		return
+	}
+	logger.Info("configuration reloaded", "applied", res.Applied, "needRestart", res.NeedRestart)
 }

@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"sync"
 	"context"
 	"encoding/json"
 	"net"
@@ -49,8 +50,8 @@ func TestSystemdNotifyAndControlSocketOfTheBinary(t *testing.T) {
 	cfg := filepath.Join(dir, "cli-config.yaml")
 	require.NoError(t, os.WriteFile(cfg, []byte("webhooks:\n  ghWebhook:\n    port: 0\n"), 0o600))
 	cmd.Env = append(os.Environ(), "NOTIFY_SOCKET="+notify, "WATCHDOG_USEC=400000", "THE_LOOP_CLI_CONFIG="+cfg, "HOME="+dir, "THE_LOOP_GH_WEBHOOK_SECRET=")
-	var logb bytes.Buffer
-	cmd.Stderr, cmd.Stdout = &logb, &logb
+	logb := &syncBuffer{}
+	cmd.Stderr, cmd.Stdout = logb, logb
 	require.NoError(t, cmd.Start())
 	// WATCHDOG_PID is unset, so the watchdog is ours (sd_watchdog_enabled).
 	t.Cleanup(func() {
@@ -87,6 +88,15 @@ func TestSystemdNotifyAndControlSocketOfTheBinary(t *testing.T) {
 	require.Equal(t, state, st.StateRoot)
 	require.Equal(t, cmd.Process.Pid, st.PID)
 
+	// SIGHUP: the soft policy is reloaded; a bad file keeps the running one.
+	require.NoError(t, os.WriteFile(cfg, []byte("webhooks:\n  ghWebhook:\n    port: 0\nrouting:\n  authorizedUsers: [erin]\n"), 0o600))
+	require.NoError(t, cmd.Process.Signal(syscall.SIGHUP))
+	require.Eventually(t, func() bool { return strings.Contains(logb.String(), `"msg":"configuration reloaded","applied":["routing.authorizedUsers"]`) }, 30*time.Second, 20*time.Millisecond, logb.String())
+	require.NoError(t, os.WriteFile(cfg, []byte("routing:\n  authorisedUsers: [erin]\n"), 0o600))
+	require.NoError(t, cmd.Process.Signal(syscall.SIGHUP))
+	require.Eventually(t, func() bool { return strings.Contains(logb.String(), "reload failed; the running configuration stays") }, 30*time.Second, 20*time.Millisecond, logb.String())
+	require.Contains(t, logb.String(), "did you mean routing.authorizedUsers?")
+
 	require.NoError(t, cmd.Process.Signal(syscall.SIGTERM))
 	wait("STOPPING=1")
 	require.NoError(t, cmd.Wait())
@@ -106,4 +116,23 @@ func TestSystemdNotifyAndControlSocketOfTheBinary(t *testing.T) {
 		}
 	}
 	require.True(t, sawListening)
+}
+
+// syncBuffer is a bytes.Buffer safe for the child's writer and the test's
+// reader.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
 }

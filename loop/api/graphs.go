@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"sync"
 
 	"github.com/theloop-dev/theloop/graph"
 	"github.com/theloop-dev/theloop/graph/graphfile"
@@ -32,6 +33,16 @@ type Graphs struct {
 	// Runner runs the commands hooks such as verify-tests need (nil: run.Exec).
 	Runner run.Runner
 	Clock  graph.Clock
+
+	mu sync.RWMutex // guards the policy fields against SetPolicy
+}
+
+// SetPolicy replaces the soft policy (a daemon's SIGHUP reload) while
+// requests run.
+func (g *Graphs) SetPolicy(authorizedUsers []string, executeKeyword, sessionPerPr string) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.AuthorizedUsers, g.ExecuteKeyword, g.SessionPerPr = authorizedUsers, executeKeyword, sessionPerPr
 }
 
 // GraphRequest names a work item in a repository: the fields every graph
@@ -101,9 +112,12 @@ func (g *Graphs) openLive(req GraphRequest) (*graph.Runtime, error) {
 	if runner == nil {
 		runner = run.Exec{}
 	}
+	g.mu.RLock()
+	authorized, keyword, perPr := g.AuthorizedUsers, g.ExecuteKeyword, g.SessionPerPr
+	g.mu.RUnlock()
 	return repo.Runtime(loop.Options{
 		Graph: gr, WorkItem: req.WorkItem, PR: req.PR, PRRepo: req.PRRepo,
-		AuthorizedUsers: g.AuthorizedUsers, ExecuteKeyword: g.ExecuteKeyword, SessionPerPr: g.SessionPerPr,
+		AuthorizedUsers: authorized, ExecuteKeyword: keyword, SessionPerPr: perPr,
 		Integrations: g.Integrations, Commands: loop.Commands{Runner: runner, Root: repo.Root},
 		Sink: g.Sink, Clock: g.clock(),
 	})

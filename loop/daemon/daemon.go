@@ -216,7 +216,7 @@ func (d *Daemon) Run(ctx context.Context) (err error) {
 	if err != nil {
 		return fmt.Errorf("daemon: webhook receiver: %w", err)
 	}
-	srv := ingress.NewServer(d.cfg.Listen, recv)
+	srv := ingress.NewServer(d.cfg.Listen, d.receiverHandler(recv))
 	if err := srv.Start(); err != nil {
 		return fmt.Errorf("daemon: listen on %s (webhooks.ghWebhook.host/port): %w", d.cfg.Listen, err)
 	}
@@ -235,15 +235,12 @@ func (d *Daemon) Run(ctx context.Context) (err error) {
 	dispDone := make(chan error, 1)
 	go func() { dispDone <- disp.Run(dctx) }()
 
-	recDone := make(chan struct{})
-	rctx, rcancel := context.WithCancel(ctx)
-	go func() { defer close(recDone); d.reconcileLoop(rctx) }()
+	d.startReconcile(ctx) // reload.go: restarted by Reload with the new policy
 
 	stopService, err := d.startService()
 	if err != nil {
 		_ = srv.Close()
-		rcancel()
-		<-recDone
+		d.stopReconcile()
 		dcancel()
 		<-dispDone
 		return err
@@ -258,8 +255,7 @@ func (d *Daemon) Run(ctx context.Context) (err error) {
 	sctx, scancel := context.WithTimeout(context.Background(), 10*time.Second)
 	_ = srv.Shutdown(sctx)
 	scancel()
-	rcancel()
-	<-recDone
+	d.stopReconcile()
 	dcancel()
 	if derr := <-dispDone; derr != nil && err == nil {
 		err = derr

@@ -46,6 +46,8 @@ type ServiceConfig struct {
 
 // service is the running control plane.
 type service struct {
+	rl      reloadState // reload.go
+	graphs  *api.Graphs
 	stream  *api.Stream
 	metrics *metrics.Metrics
 	started time.Time
@@ -134,6 +136,9 @@ func (d *Daemon) httpClient() *http.Client {
 // timed measures each dispatch (handler time, and receipt-to-done latency).
 func (d *Daemon) timed(h dispatch.Handler) dispatch.Handler {
 	return dispatch.HandlerFunc(func(ctx context.Context, ev *ingress.Event) error {
+		// The policy (reload.go) holds still for the whole dispatch.
+		d.svc.rl.policy.RLock()
+		defer d.svc.rl.policy.RUnlock()
 		start := time.Now()
 		err := h.Handle(ctx, ev)
 		if d.svc.metrics != nil {
@@ -150,6 +155,7 @@ func (d *Daemon) serviceHandler() http.Handler {
 		SpecDir: d.cfg.GraphSpecDir, AuthorizedUsers: d.cfg.AuthorizedUsers, ExecuteKeyword: d.cfg.ExecuteKeyword,
 		SessionPerPr: d.cfg.SessionPerPr, Integrations: d.integ, Sink: d.sink, Clock: d.deps.Clock,
 	}
+	d.svc.graphs = graphs
 	a := api.New(api.Config{Clock: d.deps.Clock, Log: d.slog(), Observe: d.svc.metrics.APIRequest}, api.Backend{
 		Graphs:       graphs,
 		Sessions:     serviceSessions{d},
@@ -312,6 +318,8 @@ func (s serviceSessions) ControlSession(ctx context.Context, ref, verb, actor st
 	if err != nil {
 		return api.ControlResult{}, err
 	}
+	d.svc.rl.policy.RLock()
+	defer d.svc.rl.policy.RUnlock()
 	rec, err := d.reg.Get(item)
 	if err != nil {
 		return api.ControlResult{}, err

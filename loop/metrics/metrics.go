@@ -82,6 +82,17 @@ type Metrics struct {
 
 	mu    sync.Mutex
 	where map[string]position // work item → where it stands
+	stuck time.Duration       // guarded by mu (SetStuckAfter)
+}
+
+// SetStuckAfter changes the stuck-gate age (a daemon's reload).
+func (m *Metrics) SetStuckAfter(d time.Duration) {
+	if d <= 0 {
+		d = DefaultStuckAfter
+	}
+	m.mu.Lock()
+	m.stuck = d
+	m.mu.Unlock()
 }
 
 type position struct {
@@ -104,7 +115,7 @@ func New(cfg Config) *Metrics {
 	if cfg.Gates == nil {
 		cfg.Gates = ShippedGates()
 	}
-	m := &Metrics{cfg: cfg, reg: prometheus.NewRegistry(), gates: map[string]bool{}, where: map[string]position{}}
+	m := &Metrics{cfg: cfg, reg: prometheus.NewRegistry(), gates: map[string]bool{}, where: map[string]position{}, stuck: cfg.StuckAfter}
 	for _, g := range cfg.Gates {
 		m.gates[g] = true
 	}
@@ -340,12 +351,13 @@ func (c *scrapeCollector) Collect(ch chan<- prometheus.Metric) {
 	}
 	waiting, stuck := map[string]int{}, map[string]int{}
 	m.mu.Lock()
+	after := m.stuck
 	for _, p := range m.where {
 		if !m.gates[p.node] {
 			continue
 		}
 		waiting[p.node]++
-		if now.Sub(p.since) > m.cfg.StuckAfter {
+		if now.Sub(p.since) > after {
 			stuck[p.node]++
 		}
 	}
@@ -354,7 +366,7 @@ func (c *scrapeCollector) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(descAtGate, prometheus.GaugeValue, float64(waiting[g]), g)
 		ch <- prometheus.MustNewConstMetric(descStuck, prometheus.GaugeValue, float64(stuck[g]), g)
 	}
-	ch <- prometheus.MustNewConstMetric(descStuckT, prometheus.GaugeValue, m.cfg.StuckAfter.Seconds())
+	ch <- prometheus.MustNewConstMetric(descStuckT, prometheus.GaugeValue, after.Seconds())
 }
 
 // Integrations wraps next, counting and timing every call by operation.

@@ -2,7 +2,6 @@ package main
 
 import (
 	"bytes"
-	"sync"
 	"context"
 	"encoding/json"
 	"net"
@@ -10,6 +9,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -91,7 +91,9 @@ func TestSystemdNotifyAndControlSocketOfTheBinary(t *testing.T) {
 	// SIGHUP: the soft policy is reloaded; a bad file keeps the running one.
 	require.NoError(t, os.WriteFile(cfg, []byte("webhooks:\n  ghWebhook:\n    port: 0\nrouting:\n  authorizedUsers: [erin]\n"), 0o600))
 	require.NoError(t, cmd.Process.Signal(syscall.SIGHUP))
-	require.Eventually(t, func() bool { return strings.Contains(logb.String(), `"msg":"configuration reloaded","applied":["routing.authorizedUsers"]`) }, 30*time.Second, 20*time.Millisecond, logb.String())
+	require.Eventually(t, func() bool {
+		return strings.Contains(logb.String(), `"msg":"configuration reloaded","applied":["routing.authorizedUsers"]`)
+	}, 30*time.Second, 20*time.Millisecond, logb.String())
 	require.NoError(t, os.WriteFile(cfg, []byte("routing:\n  authorisedUsers: [erin]\n"), 0o600))
 	require.NoError(t, cmd.Process.Signal(syscall.SIGHUP))
 	require.Eventually(t, func() bool { return strings.Contains(logb.String(), "reload failed; the running configuration stays") }, 30*time.Second, 20*time.Millisecond, logb.String())

@@ -86,7 +86,7 @@ func parseYAMLMapping(block string) (m map[string]any, ok bool) {
 }
 
 // frontMatterLimits bound a front-matter block; real ones are a few lines.
-var frontMatterLimits = yamlguard.Limits{MaxBytes: 256 << 10, MaxDepth: yamlguard.Default.MaxDepth, MaxIndent: yamlguard.Default.MaxIndent}
+var frontMatterLimits = yamlguard.Limits{MaxBytes: 64 << 10, MaxDepth: yamlguard.Default.MaxDepth, MaxIndent: yamlguard.Default.MaxIndent}
 
 // fmString renders a front-matter value the way it reads in YAML: strings
 // as is, other scalars through fmt ("" for a missing value).

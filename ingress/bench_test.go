@@ -50,7 +50,8 @@ func BenchmarkWebhook(b *testing.B) {
 		ids[i] = []string{"d-" + strconv.Itoa(i)}
 	}
 	sink := &countingSink{}
-	r, err := NewReceiver(cfg, ReceiverDeps{Sink: sink})
+	// The daemon's queue publishes a copy, so request buffers are reused.
+	r, err := NewReceiver(cfg, ReceiverDeps{Sink: sink, SinkCopiesPayload: true})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -99,6 +100,10 @@ func BenchmarkWebhookParallel(b *testing.B) {
 	cfg := testConfig()
 	sink := &countingSink{}
 	r, err := NewReceiver(cfg, ReceiverDeps{Sink: sink})
+	if err != nil {
+		b.Fatal(err)
+	}
+	r, err = NewReceiver(cfg, ReceiverDeps{Sink: sink, SinkCopiesPayload: true})
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -183,15 +183,12 @@ func fenceOf(s string) string {
 // talk about the command rather than the command.
 var negations = map[string]bool{
 	"not": true, "no": true, "never": true, "cancel": true, "later": true, "yet": true,
-	"please-not": true, "isn't": true, "isnt": true, "wasn't": true, "won't": true, "doesn't": true,
+	"isn't": true, "isnt": true, "wasn't": true, "won't": true, "doesn't": true, "don't": true, "dont": true,
 }
 
 // matchLine matches one line (indentation removed) against the keywords.
 func (t *keywordTable) matchLine(line string) (Command, bool) {
-	s := line
-	if strings.HasPrefix(s, "/") {
-		s = s[1:]
-	}
+	s := strings.TrimPrefix(line, "/")
 	if len(s) == 0 {
 		return "", false
 	}

@@ -14,7 +14,8 @@
 //
 //	cfg := ingress.DefaultConfig()           // or ingress.ConfigFromCLI(cliConfig, os.LookupEnv)
 //	router, _ := ingress.NewRouter(cfg, ingress.RouterDeps{Log: eventLog})
-//	recv, _ := ingress.NewReceiver(cfg, ingress.ReceiverDeps{Sink: queue, Router: router, Log: eventLog})
+//	recv, _ := ingress.NewReceiver(cfg, ingress.ReceiverDeps{Sink: queue, Router: router, Log: eventLog,
+//		SinkCopiesPayload: true}) // the queue publishes ev.AppendJSON(buf): a copy, no re-validation
 //	srv := ingress.NewServer("127.0.0.1:8787", recv)   // or mount recv on the daemon's own mux
 //	_ = srv.Start(); defer srv.Shutdown(ctx)
 //	store := ingress.NewPortableStore(stateRoot, nil)
@@ -94,7 +95,10 @@
 // comment is resolved once the Sink keeps it, and a comment the Sink refuses
 // stays unseen and is offered again next cycle, in thread order — never
 // given up. Rate limits stop the cycle and double the wait (up to
-// MaxPollBackoff); a clean cycle resets it.
+// MaxPollBackoff); a clean cycle resets it. Reconcile itself refuses to
+// run during a back-off (ErrBackingOff), so a caller's own ticker cannot
+// hammer GitHub either. A comment the webhook already delivered (same
+// ContentKey, seen by the shared Router's Deduper) is not sent again.
 //
 // Known gaps: the poller does not see edits of comments (the list
 // operations carry no updated_at); <state root>/portable/index.json is not

@@ -52,6 +52,9 @@ type Event struct {
 	Repo string `json:"repo"`
 	// WorkItems are the refs the event concerns, in extraction order.
 	WorkItems []integrations.Ref `json:"workItems"`
+	// BranchOnly are the WorkItems found only through the issue-<n> branch
+	// convention: weak links, to verify before acting (daemon-spec §6.2).
+	BranchOnly []integrations.Ref `json:"branchOnly,omitempty"`
 	// Actor is the login whose action this is ("" for system events such as
 	// CI, which carry no human actor).
 	Actor string `json:"actor,omitempty"`

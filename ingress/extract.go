@@ -18,10 +18,23 @@ const (
 	RefFromKeyword          RefSource = "keyword"
 )
 
-// extraction is the refs of one payload in order, each with its sources.
+// refSourceOrder lists the sources in the order their bits are assigned.
+var refSourceOrder = []RefSource{RefFromEntity, RefFromClosingReference, RefFromBranch, RefFromKeyword}
+
+func sourceBit(src RefSource) uint8 {
+	for i, s := range refSourceOrder {
+		if s == src {
+			return 1 << i
+		}
+	}
+	return 0
+}
+
+// extraction is the refs of one payload in order, each with the set of its
+// sources (bits of refSourceOrder).
 type extraction struct {
 	refs    []integrations.Ref
-	sources [][]RefSource
+	sources []uint8
 	// own is the PR's own ref (excluded from its closing references).
 	own integrations.Ref
 }
@@ -35,17 +48,35 @@ func (x *extraction) add(r integrations.Ref, src RefSource) {
 	}
 	for i, have := range x.refs {
 		if sameRef(have, r) {
-			for _, s := range x.sources[i] {
-				if s == src {
-					return
-				}
-			}
-			x.sources[i] = append(x.sources[i], src)
+			x.sources[i] |= sourceBit(src)
 			return
 		}
 	}
 	x.refs = append(x.refs, r)
-	x.sources = append(x.sources, []RefSource{src})
+	x.sources = append(x.sources, sourceBit(src))
+}
+
+// branchOnly returns the refs whose only source is the branch convention:
+// weak links the daemon verifies before acting (daemon-spec §6.2).
+func (x *extraction) branchOnly() []integrations.Ref {
+	var out []integrations.Ref
+	for i, s := range x.sources {
+		if s == sourceBit(RefFromBranch) {
+			out = append(out, x.refs[i])
+		}
+	}
+	return out
+}
+
+// sourcesOf lists the sources of the i-th ref, in refSourceOrder.
+func (x *extraction) sourcesOf(i int) []RefSource {
+	var out []RefSource
+	for b, s := range refSourceOrder {
+		if x.sources[i]&(1<<b) != 0 {
+			out = append(out, s)
+		}
+	}
+	return out
 }
 
 // sameRef compares refs as GitHub does: names case-insensitively.

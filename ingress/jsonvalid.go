@@ -1,6 +1,9 @@
 package ingress
 
-import "encoding/binary"
+import (
+	"encoding/binary"
+	"math/bits"
+)
 
 // Word constants of scanString's eight-byte skip.
 const (
@@ -9,7 +12,7 @@ const (
 	ctl = 0x2020202020202020 // bytes below 0x20
 )
 
-// maxJSONDepth bounds nesting before a payload is parsed (fastjson's own
+// maxJSONDepth bounds nesting before a payload is read (a common parser
 // limit; GitHub payloads nest fewer than 10 levels).
 const maxJSONDepth = 300
 
@@ -188,23 +191,6 @@ func validate(b []byte, idx *jsonIndex) bool {
 	}
 }
 
-// scanKey scans `"key" :` at b[i] and returns the index after the colon and
-// any whitespace.
-func scanKey(b []byte, i int) (int, bool) {
-	if i >= len(b) || b[i] != '"' {
-		return i, false
-	}
-	i, ok := scanString(b, i)
-	if !ok {
-		return i, false
-	}
-	i = skipWS(b, i)
-	if i >= len(b) || b[i] != ':' {
-		return i, false
-	}
-	return skipWS(b, i+1), true
-}
-
 func skipWS(b []byte, i int) int {
 	for i < len(b) {
 		switch b[i] {
@@ -227,14 +213,16 @@ func scanString(b []byte, i int) (int, bool) {
 	i++
 	for i < len(b) {
 		// Skip eight plain bytes at a time: none is '"', '\\' or a control
-		// character. A flagged word is re-read byte by byte below (the
-		// borrow can flag a byte after a true hit, never before one).
+		// character. In a flagged word the borrow can flag a byte after a
+		// true hit, never before one, so the lowest flag is exact.
 		for i+8 <= len(b) {
 			x := binary.LittleEndian.Uint64(b[i:])
 			q := x ^ 0x2222222222222222 // '"'
 			s := x ^ 0x5c5c5c5c5c5c5c5c // '\\'
-			hit := ((q - lsb) &^ q) | ((s - lsb) &^ s) | ((x - ctl) &^ x)
-			if hit&msb != 0 {
+			hit := (((q - lsb) &^ q) | ((s - lsb) &^ s) | ((x - ctl) &^ x)) & msb
+			if hit != 0 {
+				// The lowest flagged byte is a true hit: jump to it.
+				i += bits.TrailingZeros64(hit) >> 3
 				break
 			}
 			i += 8

@@ -93,9 +93,10 @@ type Poller struct {
 	d       PollerDeps
 	started time.Time
 	backoff time.Duration
-	// runID makes presence ids of this process distinct from those of an
-	// earlier one whose queue entry may have expired.
-	runID string
+	// notBefore is when the back-off ends (zero when healthy).
+	notBefore time.Time
+	// cycleTracked caches the tracked refs during one cycle.
+	cycleTracked *[]integrations.Ref
 }
 
 // CycleStats is one pass's outcome (the heartbeat's lastCycle).
@@ -137,8 +138,7 @@ func NewPoller(cfg PollerConfig, deps PollerDeps) (*Poller, error) {
 	if deps.Sleep == nil {
 		deps.Sleep = integrations.SleepContext
 	}
-	now := deps.Clock.Now()
-	return &Poller{cfg: cfg, d: deps, started: now, runID: strconv.FormatInt(now.UnixNano(), 36)}, nil
+	return &Poller{cfg: cfg, d: deps, started: deps.Clock.Now()}, nil
 }
 
 // Run polls until ctx ends: a heartbeat, then cycles separated by the
@@ -168,7 +168,14 @@ func (p *Poller) Backoff() time.Duration { return p.backoff }
 // early (ctx, rate limit); per-item failures are counted in the stats.
 func (p *Poller) Reconcile(ctx context.Context) (CycleStats, error) {
 	var st CycleStats
+	if now := p.d.Clock.Now(); now.Before(p.notBefore) {
+		// Whoever drives the poller (Run, or the daemon's own ticker), a
+		// back-off is honoured: no request before it ends.
+		return st, fmt.Errorf("%w until %s", ErrBackingOff, p.notBefore.UTC().Format(TimeLayout))
+	}
 	calls, failed := 0, 0
+	p.cycleTracked = nil
+	defer func() { p.cycleTracked = nil }()
 	var stopErr error
 	for _, src := range p.cfg.Sources {
 		label := src.Label
@@ -203,10 +210,12 @@ func (p *Poller) Reconcile(ctx context.Context) (CycleStats, error) {
 			p.backoff *= 2
 		}
 		p.backoff = min(p.backoff, MaxPollBackoff)
+		p.notBefore = p.d.Clock.Now().Add(p.backoff)
 		p.emit(EventPollBackoff, graph.LevelWarning, graph.Field{Key: "seconds", Value: int(p.backoff / time.Second)},
 			graph.Field{Key: "rate_limited", Value: st.RateLimited})
 	default:
 		p.backoff = 0
+		p.notBefore = time.Time{}
 	}
 	p.emit(EventPollCycle, graph.LevelInfo, graph.Field{Key: "items", Value: st.ItemsSeen},
 		graph.Field{Key: "comments_forwarded", Value: st.CommentsForwarded}, graph.Field{Key: "closures", Value: st.Closures},
@@ -231,6 +240,10 @@ func (p *Poller) call(ctx context.Context, st *CycleStats, calls, failed *int, o
 	}
 	return res, nil
 }
+
+// ErrBackingOff: Reconcile was called while the poller backs off after rate
+// limits or a failing cycle; nothing was requested. Call again later.
+var ErrBackingOff = errors.New("ingress: the poller is backing off")
 
 var errRateLimited = errors.New("ingress: GitHub is rate limiting; the cycle stops and the next one backs off")
 
@@ -278,7 +291,7 @@ func (p *Poller) pollRepo(ctx context.Context, src PollSource, repo, label strin
 		}
 	}
 	// Closure reconciliation, only after a complete listing.
-	tracked, terr := p.tracked(ctx)
+	tracked, terr := p.trackedOnce(ctx)
 	if terr != nil {
 		st.Failures++
 		return calls, failed, nil
@@ -314,11 +327,22 @@ func (p *Poller) pollRepo(ctx context.Context, src PollSource, repo, label strin
 	return calls, failed, nil
 }
 
-func (p *Poller) tracked(ctx context.Context) ([]integrations.Ref, error) {
-	if p.d.Tracked != nil {
-		return p.d.Tracked(ctx)
+// trackedOnce lists the tracked work items once per cycle.
+func (p *Poller) trackedOnce(ctx context.Context) ([]integrations.Ref, error) {
+	if p.cycleTracked != nil {
+		return *p.cycleTracked, nil
 	}
-	return p.d.Store.PolledRefs()
+	var refs []integrations.Ref
+	var err error
+	if p.d.Tracked != nil {
+		refs, err = p.d.Tracked(ctx)
+	} else {
+		refs, err = p.d.Store.PolledRefs()
+	}
+	if err == nil {
+		p.cycleTracked = &refs
+	}
+	return refs, err
 }
 
 func splitRepo(repo string) (host, owner, name string) {
@@ -350,8 +374,12 @@ type pollComment struct {
 func (p *Poller) pollItem(ctx context.Context, it pollItem, st *CycleStats) (calls, failed int, err error) {
 	ledger, lerr := p.d.Store.PollLedger(it.ref)
 	if lerr != nil {
+		// Unreadable: nothing recorded (the save below moves the file
+		// aside); the thread is seen for the first time again.
 		st.Failures++
-		return 0, 0, nil // a corrupt ledger is moved aside on the next save; skip this cycle
+		p.emit(EventPollProviderErr, graph.LevelWarning, graph.Field{Key: "work_item", Value: it.ref.String()},
+			graph.Field{Key: "error", Value: lerr.Error()})
+		ledger = nil
 	}
 	firstSight := ledger == nil
 	if firstSight {
@@ -462,7 +490,9 @@ func (p *Poller) pollItem(ctx context.Context, it pollItem, st *CycleStats) (cal
 // its author is authorized or a start is recorded.
 func (p *Poller) presence(ctx context.Context, it pollItem, refs []integrations.Ref, ledger *PollLedger, st *CycleStats, calls, failed *int) error {
 	if ledger.Presence.DeliveryID == "" {
-		ledger.Presence.DeliveryID = "poll-presence-" + it.ref.String() + "-" + p.runID
+		// One id per sighting, kept in the ledger: retries reuse it, a
+		// reopened item (its ledger dropped at closure) gets a new one.
+		ledger.Presence.DeliveryID = "poll-presence-" + it.ref.String() + "-" + strconv.FormatInt(p.d.Clock.Now().UnixNano(), 36)
 	}
 	is, err := p.call(ctx, st, calls, failed, integrations.OpGitHubGetIssue, map[string]any{"ref": it.ref.String()})
 	if err != nil {

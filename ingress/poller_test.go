@@ -205,6 +205,7 @@ func (f *ghFake) graphql(w http.ResponseWriter, r *http.Request) {
 // pollWorld is a poller wired to the fake through the real integrations
 // client (api transport).
 type pollWorld struct {
+	clock  *stepClock
 	gh     *ghFake
 	sink   *memSink
 	store  *PortableStore
@@ -228,16 +229,37 @@ func newPollWorld(t *testing.T) *pollWorld {
 	require.NoError(t, err)
 	store := NewPortableStore(root, nil)
 	sink := newMemSink()
+	clock := &stepClock{t: time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)}
 	p, err := NewPoller(PollerConfig{Sources: []PollSource{{Repos: []string{"octo/repo"}}}, StateRoot: root, Interval: time.Minute},
-		PollerDeps{GitHub: set, Sink: sink, Router: router, Store: store})
+		PollerDeps{GitHub: set, Sink: sink, Router: router, Store: store, Clock: clock})
 	require.NoError(t, err)
-	return &pollWorld{gh: gh, sink: sink, store: store, poller: p, root: root}
+	return &pollWorld{clock: clock, gh: gh, sink: sink, store: store, poller: p, root: root}
 }
 
+// cycle runs one pass, first moving the clock past any back-off.
 func (w *pollWorld) cycle(t *testing.T) CycleStats {
 	t.Helper()
+	w.clock.advance(time.Second + w.poller.Backoff())
 	st, _ := w.poller.Reconcile(context.Background())
 	return st
+}
+
+// stepClock is a clock tests move by hand.
+type stepClock struct {
+	mu sync.Mutex
+	t  time.Time
+}
+
+func (c *stepClock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.t
+}
+
+func (c *stepClock) advance(d time.Duration) {
+	c.mu.Lock()
+	c.t = c.t.Add(d)
+	c.mu.Unlock()
 }
 
 func deliveries(evs []*Event) []string {
@@ -340,7 +362,7 @@ func TestPollerPullRequestThread(t *testing.T) {
 	w.cycle(t)
 	evs = w.sink.all()
 	require.Equal(t, []string{
-		"pull_request/labeled/poll-presence-github:octo/repo#9-" + w.poller.runID,
+		"pull_request/labeled/" + evs[0].DeliveryID,
 		"pull_request_review_comment/created/poll-review-comment-601",
 		"pull_request_review/submitted/poll-review-502",
 	}, deliveries(evs))
@@ -373,6 +395,16 @@ func TestPollerClosure(t *testing.T) {
 	require.Nil(t, l)
 	w.cycle(t)
 	require.Len(t, w.sink.all(), 2)
+
+	// Reopened and labelled again: a new sighting, a new presence event.
+	w.gh.mu.Lock()
+	is.state, is.labels = "open", []string{autoLabel}
+	w.gh.mu.Unlock()
+	w.cycle(t)
+	evs = w.sink.all()
+	require.Len(t, evs, 3)
+	require.True(t, strings.HasPrefix(evs[2].DeliveryID, "poll-presence-github:octo/repo#15-"))
+	require.NotEqual(t, evs[0].DeliveryID, evs[2].DeliveryID)
 }
 
 func TestPollerFailingListingLeavesItemsAlone(t *testing.T) {
@@ -400,7 +432,13 @@ func TestPollerRateLimitBackoff(t *testing.T) {
 	require.True(t, st.Interrupted)
 	require.ErrorIs(t, err, errRateLimited)
 	require.Equal(t, 2*time.Minute, w.poller.Backoff())
+	// A caller that does not wait (the daemon's own ticker) is refused
+	// without a request.
 	before := len(w.gh.requests)
+	w.clock.advance(time.Minute)
+	_, err = w.poller.Reconcile(context.Background())
+	require.ErrorIs(t, err, ErrBackingOff)
+	require.Equal(t, before, len(w.gh.requests))
 	w.cycle(t)
 	require.Equal(t, 4*time.Minute, w.poller.Backoff())
 	require.Equal(t, before+1, len(w.gh.requests), "a rate-limited cycle stops at the first refusal")
@@ -414,6 +452,7 @@ func TestPollerRateLimitBackoff(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	w.poller.d.Sleep = func(ctx context.Context, d time.Duration) error {
 		waits = append(waits, d)
+		w.clock.advance(d)
 		if len(waits) == 2 {
 			w.gh.setFail(nil)
 		}
@@ -497,4 +536,21 @@ func TestPollerSkipsWhatTheWebhookDelivered(t *testing.T) {
 	l, err := w.store.PollLedger(mustRef(t, "github:octo/repo#15"))
 	require.NoError(t, err)
 	require.True(t, l.Seen("comment-"+id))
+}
+
+func TestPollerCorruptLedgerStartsAfresh(t *testing.T) {
+	w := newPollWorld(t)
+	w.gh.add(&ghIssue{number: 15, author: "alice", labels: []string{autoLabel}})
+	w.gh.comment(15, "alice", "old history")
+	ref := mustRef(t, "github:octo/repo#15")
+	require.NoError(t, os.MkdirAll(w.store.Dir(), 0o700))
+	require.NoError(t, os.WriteFile(w.store.Path(ref), []byte("{broken"), 0o600))
+	st := w.cycle(t)
+	require.Equal(t, 1, st.Failures)
+	require.Len(t, w.sink.all(), 1, "presence only: the history is baselined")
+	l, err := w.store.PollLedger(ref)
+	require.NoError(t, err)
+	require.NotNil(t, l)
+	matches, _ := filepath.Glob(w.store.Path(ref) + ".corrupt-*")
+	require.Len(t, matches, 1, "the unreadable record is kept aside")
 }

@@ -6,7 +6,6 @@ import (
 	"sync"
 
 	"github.com/theloop-dev/theloop/graph"
-	"github.com/theloop-dev/theloop/integrations"
 )
 
 // DropReason says why the router acknowledged a delivery without forwarding
@@ -40,6 +39,9 @@ const (
 	EventDropped  = "routing.dropped"
 	EventRejected = "webhook.rejected"
 )
+
+// maxPooledMembers bounds the payload indexes kept for reuse.
+const maxPooledMembers = 1 << 12
 
 // Router turns one delivery into an Event or a drop, in seed 000's order:
 // event filter → delivery dedup → repository bound → work-item extraction →
@@ -129,7 +131,11 @@ func (r *Router) Route(name, delivery string, body []byte) (*Event, DropReason, 
 		return nil, r.drop(DropDuplicate, name, "", delivery, ""), nil
 	}
 	idx := r.indexes.Get().(*jsonIndex)
-	defer r.indexes.Put(idx)
+	defer func() {
+		if cap(idx.members) <= maxPooledMembers {
+			r.indexes.Put(idx) // an index grown by an outsized payload is dropped
+		}
+	}()
 	if !validate(body, idx) {
 		return nil, "", ErrInvalidPayload
 	}
@@ -152,6 +158,7 @@ func (r *Router) Route(name, delivery string, body []byte) (*Event, DropReason, 
 		DeliveryID: delivery,
 		Repo:       repo.owner + "/" + repo.repo,
 		WorkItems:  x.refs,
+		BranchOnly: x.branchOnly(),
 		Payload:    body,
 		Source:     SourceWebhook,
 		ReceivedAt: now.UTC(),
@@ -262,16 +269,4 @@ func (r *Router) drop(reason DropReason, name, action, delivery, actor string) D
 	}
 	r.sink.Emit(graph.LogEvent{Time: r.clock.Now(), Name: EventDropped, Level: level, Fields: fields})
 	return reason
-}
-
-// refsString renders refs for messages.
-func refsString(refs []integrations.Ref) string {
-	var b strings.Builder
-	for i, r := range refs {
-		if i > 0 {
-			b.WriteString(", ")
-		}
-		b.WriteString(r.String())
-	}
-	return b.String()
 }

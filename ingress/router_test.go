@@ -109,7 +109,12 @@ func TestRouterExtraction(t *testing.T) {
 				pl, ok := readPayload(&doc{b: mustJSON(t, tc.payload)})
 				require.True(t, ok)
 				repo, _ := payloadRepo(&pl, prEntity(tc.event, &pl))
-				require.Equal(t, tc.sources, extract(tc.event, &pl, repo).sources)
+				x := extract(tc.event, &pl, repo)
+				var got [][]RefSource
+				for i := range x.refs {
+					got = append(got, x.sourcesOf(i))
+				}
+				require.Equal(t, tc.sources, got)
 			}
 		})
 	}
@@ -283,4 +288,17 @@ func TestRepoBoundWildcard(t *testing.T) {
 	require.False(t, b.allows("ghe.example.com", "octo", "x"))
 	require.True(t, b.allows("ghe.example.com", "corp", "APP"))
 	require.False(t, b.allows("", "corp", "app"))
+}
+
+func TestRouterBranchOnlyRefsAreMarked(t *testing.T) {
+	r, err := NewRouter(testConfig(), RouterDeps{})
+	require.NoError(t, err)
+	ev, _, err := r.Route("pull_request", "b1", mustJSON(t, map[string]any{
+		"action": "opened", "repository": repoJSON("octo/repo"), "sender": map[string]any{"login": "alice"},
+		"pull_request": map[string]any{"number": 9, "head": map[string]any{"ref": "issue-12"}, "body": "fixes #3, also issue-3"},
+	}))
+	require.NoError(t, err)
+	require.Len(t, ev.WorkItems, 3)
+	require.Len(t, ev.BranchOnly, 1)
+	require.Equal(t, "github:octo/repo#12", ev.BranchOnly[0].String())
 }

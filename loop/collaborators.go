@@ -81,7 +81,7 @@ func LoadCollaborators(repoRoot string) (Collaborators, error) {
 // ParseCollaborators decodes a collaborators file's bytes; name is used in
 // messages. See LoadCollaborators. It never panics.
 func ParseCollaborators(name string, data []byte) (Collaborators, error) {
-	raw, err := decodeYAMLMap(name, data)
+	raw, err := decodeYAMLMapWithin(name, data, maxRepoConfigBytes)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrInvalidConfig, err)
 	}

@@ -72,15 +72,26 @@ func ShippedLoopNames() []string {
 // documents that expand past maxConfigNodes are refused. The error carries
 // the line and column and a caret excerpt.
 func decodeYAMLMap(name string, data []byte) (m map[string]any, err error) {
+	return decodeYAMLMapWithin(name, data, maxConfigBytes)
+}
+
+// maxRepoConfigBytes bounds what theloop parses of a repository's own
+// configuration files (harness config, collaborators), which the agent can
+// write: the-loop's own harness config is 10 KB, and the YAML library
+// spends some 50 bytes of memory per byte of input.
+const maxRepoConfigBytes = 256 << 10
+
+// decodeYAMLMapWithin is decodeYAMLMap refusing documents over maxBytes.
+func decodeYAMLMapWithin(name string, data []byte, maxBytes int) (m map[string]any, err error) {
 	defer func() {
 		if r := recover(); r != nil {
 			m, err = nil, fmt.Errorf("%s: the YAML parser failed on this file: %v", name, r)
 		}
 	}()
-	if len(data) > maxConfigBytes {
-		return nil, fmt.Errorf("%s: %d bytes is larger than the %d a configuration file may have", name, len(data), maxConfigBytes)
+	if len(data) > maxBytes {
+		return nil, fmt.Errorf("%s: %d bytes is larger than the %d a configuration file may have", name, len(data), maxBytes)
 	}
-	if err := yamlguard.Check(data, yamlguard.Limits{MaxBytes: maxConfigBytes, MaxDepth: yamlguard.Default.MaxDepth, MaxIndent: yamlguard.Default.MaxIndent}); err != nil {
+	if err := yamlguard.Check(data, yamlguard.Limits{MaxBytes: maxBytes, MaxDepth: yamlguard.Default.MaxDepth, MaxIndent: yamlguard.Default.MaxIndent}); err != nil {
 		return nil, fmt.Errorf("%s: %v; theloop refuses it before parsing — no configuration needs that", name, err)
 	}
 	var v any
@@ -437,10 +448,10 @@ func parseHarnessConfig(name string, data []byte, fast bool) (HarnessConfig, []s
 	var raw map[string]any
 	var err error
 	if part, ok := topLevelBlocks(data, harnessKeys); fast && ok {
-		raw, err = decodeYAMLMap(name, part)
+		raw, err = decodeYAMLMapWithin(name, part, maxRepoConfigBytes)
 	}
 	if raw == nil || err != nil {
-		raw, err = decodeYAMLMap(name, data)
+		raw, err = decodeYAMLMapWithin(name, data, maxRepoConfigBytes)
 	}
 	if err != nil {
 		return cfg, []string{err.Error() + "; using the defaults (the file is best-effort; fix it to apply its settings)"}, nil

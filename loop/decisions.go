@@ -11,6 +11,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -30,6 +31,11 @@ import (
 // variable) or committed to the base branch as .the-loop/trusted-keys and
 // read from there with git (never from the working tree, which the agent
 // writes). Several keys may be trusted at once, so keys can be rotated.
+//
+// Limit: file permissions keep the key from other users, not from processes
+// of the same user. An agent session running as the daemon's user can read
+// it; run loopd (and keep its state root) under a user of its own to close
+// that path.
 
 // Key and trust-anchor names.
 const (
@@ -263,28 +269,14 @@ func hashArtifact(arts graph.Artifacts, name string) (string, error) {
 	}
 	defer f.Close()
 	h := sha256.New()
-	var buf bytes.Buffer
-	n, err := buf.ReadFrom(limitReader{f, maxHashedArtifact + 1})
+	n, err := io.Copy(h, io.LimitReader(f, maxHashedArtifact+1))
 	if err != nil {
 		return "", err
 	}
 	if n > maxHashedArtifact {
 		return "", fmt.Errorf("larger than %d bytes", maxHashedArtifact)
 	}
-	h.Write(buf.Bytes())
 	return hex.EncodeToString(h.Sum(nil)), nil
-}
-
-type limitReader struct {
-	f fs.File
-	n int64
-}
-
-func (l limitReader) Read(p []byte) (int, error) {
-	if int64(len(p)) > l.n {
-		p = p[:l.n]
-	}
-	return l.f.Read(p)
 }
 
 // signedDecision is the canonical form a signature covers: version, key,

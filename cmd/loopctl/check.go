@@ -40,6 +40,11 @@ With --recompute the stored pointer is not trusted: the current node is the
 first node that is not satisfied, from the artifacts and the recorded human
 decisions alone. The Stop hook and CI always use it.
 
+Recorded decisions count only when signed by a trusted key once a trust anchor
+is given (--trust-key, $THE_LOOP_TRUST_KEYS, or --trust-base REV to read the
+base branch's .the-loop/trusted-keys); a refused decision blocks its gate and
+says why. Without an anchor they are honoured as the-loop does, with a warning.
+
 Exit status: 0 ok, 1 the check failed (see --fail-on), 2 bad usage.
 
 Examples:

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"path/filepath"
 
@@ -27,6 +28,15 @@ func (f *Factory) stateRoot(flag, config string) (string, error) {
 	cfg, err := f.cliConfig(config)
 	if err != nil {
 		return "", err
+	}
+	return f.stateRootOf(cfg)
+}
+
+// stateRootOf is the state root of a loaded CLI config ($THE_LOOP_STATE_ROOT
+// first).
+func (f *Factory) stateRootOf(cfg loop.CLIConfig) (string, error) {
+	if r := f.Getenv(stateRootEnv); r != "" {
+		return filepath.Abs(r)
 	}
 	if filepath.IsAbs(cfg.StateRoot) {
 		return cfg.StateRoot, nil
@@ -60,7 +70,9 @@ loop-gate, CI) trust the public keys given by --trust-key, $THE_LOOP_TRUST_KEYS
 or the base branch's .the-loop/trusted-keys (--trust-base / $THE_LOOP_TRUST_BASE).
 
 The private key is never stored in a repository: keys init refuses a state
-root inside a git checkout.`,
+root inside a git checkout. Its 0600 mode keeps other users out, not the
+agent's own processes when they run as the same user: run the daemon under a
+user of its own.`,
 		Subcommands: []*cli.Command{
 			{
 				Name:  "init",
@@ -123,4 +135,23 @@ func runKeysShow(opts *keysOptions) error {
 		return failWith(exitRefused, "loopctl keys show: --format must be key, env or file, not %q", opts.Format)
 	}
 	return nil
+}
+
+// operatorSigner is the signing key under the state root, when there is
+// one: decisions a live verb records from authorized comments (a selection
+// read from the ticket thread) are signed with it. A key that exists but
+// cannot be used is a warning; decisions are then recorded unsigned.
+func (f *Factory) operatorSigner(cfg loop.CLIConfig) (*loop.Signer, string) {
+	root, err := f.stateRootOf(cfg)
+	if err != nil {
+		return nil, ""
+	}
+	s, err := loop.LoadSigningKey(root)
+	if errors.Is(err, loop.ErrNoSigningKey) {
+		return nil, ""
+	}
+	if err != nil {
+		return nil, "gate decisions will be recorded unsigned: " + err.Error()
+	}
+	return s, ""
 }

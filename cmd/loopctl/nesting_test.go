@@ -28,14 +28,20 @@ func TestNestedYAMLStaysSmall(t *testing.T) {
 	ctl, gate := builtBinaries(t)
 	for _, size := range []int{100 << 10, 200 << 10} {
 		nest := strings.Repeat("[", size/2) + strings.Repeat("]", size/2)
-		for _, where := range []string{"harness-config", "front-matter", "both"} {
+		for _, where := range []string{"harness-config", "front-matter", "both", "block-scalars"} {
 			t.Run(fmt.Sprintf("%dKB/%s", size>>10, where), func(t *testing.T) {
 				repo := t.TempDir()
 				require.NoError(t, os.Mkdir(filepath.Join(repo, ".git"), 0o755))
-				if where != "front-matter" {
+				switch where {
+				case "block-scalars":
+					// Text, not nesting — but as large as the file may be.
+					writeTestFile(t, repo, ".the-loop/harness-config.yaml", "workflow:\n  phases: |\n    "+strings.Repeat("[", (1<<20)-40)+"\n")
+					writeTestFile(t, repo, "docs/specs/issue-1/requirements.md", "---\nx: |\n  "+nest+"\n---\n# R\n")
+				case "front-matter":
+				default:
 					writeTestFile(t, repo, ".the-loop/harness-config.yaml", "x: "+nest+"\n")
 				}
-				if where != "harness-config" {
+				if where == "front-matter" || where == "both" {
 					writeTestFile(t, repo, "docs/specs/issue-1/requirements.md", "---\nx: "+nest+"\n---\n# R\n")
 					writeTestFile(t, repo, "docs/specs/issue-1/design.md", "---\nstatus: "+nest+"\n---\n# D\n")
 				}

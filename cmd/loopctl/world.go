@@ -129,6 +129,10 @@ func (f *Factory) openLive(rf repoFlags, workItem string) (*live, error) {
 	if err != nil {
 		return nil, err
 	}
+	signer, warning := f.operatorSigner(cfg)
+	if warning != "" {
+		l.warnings = append(l.warnings, warning)
+	}
 	var sink graph.Sink
 	if cfg.EventLogEnabled && cfg.EventLogPath != "" {
 		el, err := loop.OpenEventLog(cfg.EventLogPath, "cli", loop.EventLogOptions{Clock: f.Clock, Warnings: f.IO.ErrOut})
@@ -163,7 +167,7 @@ func (f *Factory) openLive(rf repoFlags, workItem string) (*live, error) {
 		Graph: g, WorkItem: workItem, PR: rf.PR, PRRepo: rf.PRRepo,
 		AuthorizedUsers: cfg.AuthorizedUsers, ExecuteKeyword: cfg.ExecuteKeyword, SessionPerPr: cfg.SessionPerPr,
 		Integrations: integ, Commands: loop.Commands{Runner: run.Exec{}, Root: repo.Root},
-		Sink: sink, Clock: f.Clock, DecisionVerifier: verifier,
+		Sink: sink, Clock: f.Clock, DecisionVerifier: verifier, DecisionSigner: signer,
 		Warn: func(w string) { l.warnings = append(l.warnings, w) },
 	})
 	if err != nil {

@@ -33,7 +33,7 @@ func TestDemoBinaryWalksToComplete(t *testing.T) {
 	require.NoError(t, err, "%s", out)
 	s := string(out)
 	require.Contains(t, s, "done: issue #1 walked the whole loop — it is at \"complete\"")
-	require.Regexp(t, `watch the agent work:  tmux -L theloop-demo-\d+ attach -t loop-github-demo-widgets-1`, s)
+	require.Regexp(t, `watch the agent work:  tmux -L theloop-demo-\d+-[0-9a-f]{4} attach -t loop-github-demo-widgets-1`, s)
 	require.Contains(t, s, "webhook  issues.labeled \"the-loop: auto-execute\" by dana → loopd answered 202")
 	require.Contains(t, s, "(agent's claim)", "the scripted agent's claims were made")
 
@@ -58,7 +58,7 @@ func TestDemoBinaryWalksToComplete(t *testing.T) {
 	require.NoError(t, json.Unmarshal(b, &st))
 	require.Equal(t, "complete", st.CurrentNode)
 
-	sock := regexp.MustCompile(`tmux -L (theloop-demo-\d+)`).FindStringSubmatch(s)[1]
+	sock := regexp.MustCompile(`tmux -L (theloop-demo-\d+-[0-9a-f]{4})`).FindStringSubmatch(s)[1]
 	require.Error(t, exec.Command("tmux", "-L", sock, "has-session").Run(), "the demo's private tmux server is killed")
 }
 

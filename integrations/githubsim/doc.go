@@ -36,7 +36,8 @@
 // not exist, 400 for malformed JSON, 422 for invalid fields. No request
 // panics the server (see FuzzServeHTTP); bodies are bounded.
 //
-// What it sends: for every change — made through the REST API by theloop or
+// What it sends (to Config.Hooks, and to hooks added later with AddHook):
+// for every change — made through the REST API by theloop or
 // through the Go API by a test playing a human (OpenIssue, Comment,
 // EditComment, AddLabel, RemoveLabel, CloseIssue, ReopenIssue) — one webhook
 // per configured hook, with the headers GitHub sends (X-GitHub-Event,

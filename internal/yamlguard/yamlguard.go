@@ -10,6 +10,7 @@ package yamlguard
 import (
 	"errors"
 	"fmt"
+	"strings"
 )
 
 // Limits bound a document.
@@ -44,11 +45,20 @@ func Check(data []byte, l Limits) error {
 	lineDepth := 0
 	var quote byte // the open quote, or 0
 	prev := byte('\n')
+	// A block scalar ("key: |" or "- >-") holds text, not YAML: its lines,
+	// indented deeper than the line that opened it, are not scanned.
+	blockParent := -1
+	lastSignificant := byte(0) // last byte of the line outside comments
+	lineStart := 0
 	for i := 0; i < len(data); i++ {
 		c := data[i]
 		if c == '\n' {
+			if quote == 0 && depth == 0 && blockParent < 0 && (lastSignificant == '|' || lastSignificant == '>') && opensBlockScalar(data[lineStart:i]) {
+				blockParent = indent
+			}
+			lineStart = i + 1
 			line++
-			atLineStart, indent, lineDepth = true, 0, 0
+			atLineStart, indent, lineDepth, lastSignificant = true, 0, 0, 0
 			prev = c
 			continue
 		}
@@ -75,6 +85,22 @@ func Check(data []byte, l Limits) error {
 				}
 				prev = c
 				continue
+			case '\r', '\t':
+				prev = c
+				continue
+			}
+			if blockParent >= 0 {
+				if indent > blockParent {
+					// Text of the block scalar: skip to the end of the line.
+					for i+1 < len(data) && data[i+1] != '\n' {
+						i++
+					}
+					prev = data[i]
+					continue
+				}
+				blockParent = -1
+			}
+			switch c {
 			case '-', '?', ':':
 				// A block indicator followed by a space opens a nested node
 				// on the same line.
@@ -96,6 +122,8 @@ func Check(data []byte, l Limits) error {
 				for i+1 < len(data) && data[i+1] != '\n' {
 					i++
 				}
+				prev = '#'
+				continue
 			}
 		case '"', '\'':
 			switch prev {
@@ -112,7 +140,63 @@ func Check(data []byte, l Limits) error {
 				depth--
 			}
 		}
+		if c != ' ' && c != '\t' && c != '\r' {
+			lastSignificant = c
+			// Chomping and indentation indicators after | or >.
+			if (c == '-' || c == '+' || (c >= '1' && c <= '9')) && i > 0 {
+				for j := i - 1; j >= 0 && data[j] != '\n'; j-- {
+					b := data[j]
+					if b == '|' || b == '>' {
+						lastSignificant = b
+						break
+					}
+					if b != '-' && b != '+' && !(b >= '1' && b <= '9') {
+						break
+					}
+				}
+			}
+		}
 		prev = c
 	}
 	return nil
+}
+
+// opensBlockScalar reports whether a line ends with a block scalar header:
+// "|" or ">" (with chomping or indentation indicators) right after a ": ",
+// "- " or "? " indicator or node properties — not after a scalar, where
+// the parser would not read one and might parse what follows as YAML.
+func opensBlockScalar(line []byte) bool {
+	if i := indexComment(line); i >= 0 {
+		line = line[:i]
+	}
+	fields := strings.Fields(string(line))
+	if len(fields) == 0 {
+		return false
+	}
+	last := strings.TrimRight(fields[len(fields)-1], "+-123456789")
+	if last != "|" && last != ">" {
+		return false
+	}
+	for k := len(fields) - 2; k >= 0; k-- {
+		f := fields[k]
+		switch {
+		case f == "-" || f == "?" || f == ":" || strings.HasSuffix(f, ":"):
+			return true
+		case f[0] == '!' || f[0] == '&':
+			continue // a tag or an anchor
+		default:
+			return false
+		}
+	}
+	return true // the header alone on its line
+}
+
+// indexComment finds a comment's "#" (preceded by a blank or first).
+func indexComment(line []byte) int {
+	for i, c := range line {
+		if c == '#' && (i == 0 || line[i-1] == ' ' || line[i-1] == '\t') {
+			return i
+		}
+	}
+	return -1
 }

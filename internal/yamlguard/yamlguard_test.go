@@ -22,6 +22,10 @@ func TestCheck(t *testing.T) {
 		{"block dashes", strings.Repeat("- ", 70) + "x\n", ErrTooDeep},
 		{"indent", "a:\n" + strings.Repeat(" ", 300) + "b: c\n", ErrTooDeep},
 		{"size", strings.Repeat("a", Default.MaxBytes+1), ErrTooLarge},
+		{"block scalar text", "description: |\n  " + strings.Repeat("[", 100) + "\n  more text {{{{\nnext: [a]\n", nil},
+		{"folded with chomping", "- >-\n   " + strings.Repeat("{", 100) + "\n- x\n", nil},
+		{"after a block scalar", "a: |\n  text\nb: " + strings.Repeat("[", 65) + "\n", ErrTooDeep},
+		{"a pipe inside a flow", "a: [b, c|\n" + strings.Repeat("[", 70) + "\n", ErrTooDeep},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			err := Check([]byte(tc.doc), Default)

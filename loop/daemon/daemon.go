@@ -223,9 +223,12 @@ func (d *Daemon) Run(ctx context.Context) (err error) {
 	d.addr = srv.Addr()
 	d.recv = recv
 
+	host, _ := os.Hostname()
 	disp, err := dispatch.New(q, d.timed(d.intake), dispatch.Config{
 		Parallelism: d.cfg.Parallelism, MaxDeliver: d.cfg.MaxDeliver, DrainTimeout: d.cfg.DrainTimeout,
 		Observe: d.onDispatch,
+		// The same daemon restarted takes its lease back at once.
+		Owner: host + ":" + root,
 	})
 	if err != nil {
 		_ = srv.Close()
@@ -250,15 +253,27 @@ func (d *Daemon) Run(ctx context.Context) (err error) {
 	d.emit("daemon.started", graph.LevelInfo, graph.Field{Key: "addr", Value: d.addr}, graph.Field{Key: "queue", Value: queueKind(d.cfg.QueueURL)})
 	close(d.ready)
 
-	<-ctx.Done()
+	dispReturned := false
+	select {
+	case <-ctx.Done():
+	case err = <-dispDone:
+		// The dispatcher stopped on its own (its lease was taken over, or
+		// its consumer failed): stop, so a supervisor restarts loopd.
+		dispReturned = true
+		if err == nil {
+			err = errors.New("daemon: the dispatcher stopped")
+		}
+	}
 	// Stop taking webhooks first, then drain the dispatcher.
 	sctx, scancel := context.WithTimeout(context.Background(), 10*time.Second)
 	_ = srv.Shutdown(sctx)
 	scancel()
 	d.stopReconcile()
 	dcancel()
-	if derr := <-dispDone; derr != nil && err == nil {
-		err = derr
+	if !dispReturned {
+		if derr := <-dispDone; derr != nil && err == nil {
+			err = derr
+		}
 	}
 	d.emit("daemon.stopped", graph.LevelInfo)
 	return err

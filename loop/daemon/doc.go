@@ -47,8 +47,9 @@
 // daemon records are signed with its key under the state root.
 //
 // Not built yet (reference behaviour this package does not have):
-// per-work-item leases for several loopd instances sharing one external
-// stream (decision 15) — one consumer per stream today; pull-request
+// per-work-item leases for several loopd instances sharing the work on one
+// external stream (decision 15) — today one instance dispatches and the
+// others wait as standbys; pull-request
 // endpoints with their own sessions (daemon-spec §6.7) — PR events go to the
 // work item's session; terminating only the harness on close while keeping
 // the tmux pane (killHarnessOnClose); branch-linkage verification (§6.2);

@@ -3,7 +3,6 @@ package daemon_test
 import (
 	"context"
 	"fmt"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -73,28 +72,19 @@ done
 `
 
 type world struct {
-	t       testing.TB
-	sim     *githubsim.Server
-	d       *daemon.Daemon
-	cfg     daemon.Config
-	deps    daemon.Deps
-	claude  string // fake root
-	path    string
-	remote  string
-	socket  string
-	cancel  context.CancelFunc
-	done    chan error
-	obsMu   sync.Mutex
-	obs     []daemon.Observation
-	webhook string
-}
-
-func freePort(t testing.TB) string {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	addr := ln.Addr().String()
-	ln.Close()
-	return addr
+	t      testing.TB
+	sim    *githubsim.Server
+	d      *daemon.Daemon
+	cfg    daemon.Config
+	deps   daemon.Deps
+	claude string // fake root
+	path   string
+	remote string
+	socket string
+	cancel context.CancelFunc
+	done   chan error
+	obsMu  sync.Mutex
+	obs    []daemon.Observation
 }
 
 func git(t testing.TB, dir string, args ...string) {
@@ -137,12 +127,7 @@ func newWorldHooks(t testing.TB, hooks int, edit func(*daemon.Config)) *world {
 	require.NoError(t, os.WriteFile(filepath.Join(w.claude, "bin", "claude"), []byte(fakeClaudeScript), 0o755))
 	w.path = filepath.Join(w.claude, "bin") + string(os.PathListSeparator) + os.Getenv("PATH")
 
-	w.webhook = freePort(t)
-	var hs []githubsim.Hook
-	for range hooks {
-		hs = append(hs, githubsim.Hook{URL: "http://" + w.webhook + "/gh-webhook", Secret: secret})
-	}
-	sim, err := githubsim.Start(githubsim.Config{Token: "tok", BotLogin: "theloop-bot", Hooks: hs})
+	sim, err := githubsim.Start(githubsim.Config{Token: "tok", BotLogin: "theloop-bot"})
 	require.NoError(t, err)
 	t.Cleanup(sim.Close)
 	require.NoError(t, sim.AddRepo(repoFull, githubsim.RepoOptions{CloneURL: "file://" + w.remote}))
@@ -153,7 +138,7 @@ func newWorldHooks(t testing.TB, hooks int, edit func(*daemon.Config)) *world {
 
 	cfg := daemon.DefaultConfig()
 	cfg.StateRoot = filepath.Join(base, "state")
-	cfg.Listen = w.webhook
+	cfg.Listen = "127.0.0.1:0"
 	cfg.Secret = []byte(secret)
 	cfg.Repos = []string{repoFull}
 	cfg.AuthorizedUsers = []string{human}
@@ -197,6 +182,13 @@ func newWorldHooks(t testing.TB, hooks int, edit func(*daemon.Config)) *world {
 		Log: testLog{t},
 	}
 	w.start()
+	// The daemon picked its port; subscribe it (one hook per subscription:
+	// two model a repository hook plus an app hook). A restart keeps the
+	// port (see start).
+	for range hooks {
+		_, err := sim.AddHook(githubsim.Hook{URL: w.d.WebhookURL(), Secret: secret})
+		require.NoError(t, err)
+	}
 	return w
 }
 
@@ -224,6 +216,8 @@ func (w *world) start() {
 		t.Fatal("daemon did not become ready in 30s")
 	}
 	w.d, w.cancel, w.done = d, cancel, done
+	// A restart listens where the webhooks are subscribed.
+	w.cfg.Listen = d.Addr()
 	t.Cleanup(w.stop)
 }
 

@@ -19,7 +19,11 @@
 //
 // It then plays the human, dana: opens issue #1, labels it with the
 // auto-execute label, answers the phase selection, and at each approval
-// gate asks the person at the terminal (or answers for them with Yes). It
+// gate asks the person at the terminal (or answers for them with Yes). At
+// the first gate it also shows the two failures users of other bots know:
+// mallory, who is not authorized, comments "Approved" and nothing moves;
+// GitHub redelivers dana's approval under the same delivery id and nothing
+// happens twice. It
 // prints every webhook sent, every paste into the session, every comment
 // theloop posts and every graph transition, and tells the person how to
 // attach to the agent's tmux session. Close kills the private tmux server
@@ -57,6 +61,7 @@ const (
 	Repo     = "widgets"
 	RepoFull = Owner + "/" + Repo
 	Human    = "dana"
+	Stranger = "mallory"
 	BotLogin = "theloop-bot"
 	WorkItem = "issue-1"
 	Label    = daemon.DefaultAutoExecuteLabel
@@ -128,6 +133,13 @@ type Result struct {
 	Requests int
 	// Pastes counts the texts pasted into the agent's session.
 	Pastes int
+	// IgnoredStranger: an unauthorized "Approved" left the first gate
+	// where it was.
+	IgnoredStranger bool
+	// Redelivered is the delivery id of dana's first approval, sent twice.
+	Redelivered string
+	// SignedDecisions counts the gate decisions recorded with a signature.
+	SignedDecisions int
 	// Attach is the command that attaches to the agent's session.
 	Attach string
 	// Dir is the demo's directory (removed unless Keep).
@@ -182,7 +194,7 @@ func Run(ctx context.Context, opts Options) (res *Result, err error) {
 			return nil, err
 		}
 	}
-	w := &world{opts: opts, res: &Result{}, p: newPrinter(opts.Out), in: bufio.NewReader(opts.In), routedAway: map[string]string{}}
+	w := &world{opts: opts, res: &Result{}, p: newPrinter(opts.Out), in: bufio.NewReader(opts.In), routedAway: map[string]string{}, kept: map[string]bool{}}
 	defer func() {
 		if cerr := w.close(); err == nil && cerr != nil {
 			err = cerr
@@ -219,6 +231,7 @@ type world struct {
 	mu                                 sync.Mutex
 	attachShown                        bool
 	routedAway                         map[string]string // delivery id → why the receiver did not queue it
+	kept                               map[string]bool   // delivery ids the queue kept
 }
 
 func (w *world) setUp(ctx context.Context) error {
@@ -231,7 +244,9 @@ func (w *world) setUp(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	w.socket = fmt.Sprintf("%s%d", demoagent.DemoSocketPrefix, os.Getpid())
+	// Private to this run: two demos (or two tests in one process) never
+	// share a server.
+	w.socket = fmt.Sprintf("%s%d-%s", demoagent.DemoSocketPrefix, os.Getpid(), RandomSecret()[:4])
 	w.res.Attach = fmt.Sprintf("tmux -L %s attach -t %s", w.socket, w.item.TmuxName())
 	w.state = filepath.Join(w.dir, "state")
 	w.p.say("theloop demo — the real loopd walks GitHub issue #1 through %s", loop.WorkItemLoop)

@@ -98,6 +98,9 @@ func TestDemoWalksToCompleteWithYes(t *testing.T) {
 	require.Positive(t, res.Comments)
 	require.Positive(t, res.Pastes)
 	require.Positive(t, res.Webhooks)
+	require.True(t, res.IgnoredStranger, "an unauthorized Approved passed no gate")
+	require.NotEmpty(t, res.Redelivered)
+	require.Equal(t, 4, res.SignedDecisions, "the phase selection and each approval are signed decisions")
 
 	// What the demo claims is what the repository says: the worktree's
 	// graph state, recomputed from the artifacts by the runtime CI uses.
@@ -125,6 +128,10 @@ func TestDemoWalksToCompleteWithYes(t *testing.T) {
 		"graph    requirements-approval: approved → design (daemon)",
 		"━━ human gate: requirements-approval",
 		"Approve as dana? [y/N] y (--yes)",
+		"webhook  issue_comment.created by mallory → loopd answered 202, not queued: unauthorized-actor",
+		"issue #1 is still at requirements-approval: an unauthorized comment passes no gate",
+		"webhook  issue_comment.created by dana → loopd answered 202, not queued: duplicate-delivery",
+		"not queued: self-authored",
 		res.Attach,
 		"done: issue #1 walked the whole loop",
 	} {

@@ -82,9 +82,17 @@ func (w *world) onDelivery(d githubsim.Delivery) {
 	answer := fmt.Sprintf("loopd answered %d", d.Status)
 	w.mu.Lock()
 	why, dropped := w.routedAway[d.ID]
+	kept := w.kept[d.ID]
+	delete(w.kept, d.ID)
 	w.mu.Unlock()
-	if dropped {
+	switch {
+	case d.Status/100 != 2:
+	case dropped:
 		answer += ", not queued: " + explain(why)
+	case kept:
+		answer += ", queued"
+	default:
+		answer += ", not queued: the queue already holds this delivery"
 	}
 	switch {
 	case d.Err != "":
@@ -143,6 +151,11 @@ func (w *world) onRequest(r githubsim.Request) {
 // own process and reach the log, not this observer).
 func (w *world) observe(o daemon.Observation) {
 	switch o.Kind {
+	case daemon.KindWebhook:
+		// Kept by the queue, before the receiver answers.
+		w.mu.Lock()
+		w.kept[o.DeliveryID] = true
+		w.mu.Unlock()
 	case daemon.KindPaste:
 		w.mu.Lock()
 		w.res.Pastes++

@@ -58,6 +58,13 @@ func (w *world) walk(ctx context.Context) error {
 		if err := w.settle(ctx); err != nil {
 			return err
 		}
+		w.p.say("")
+		w.p.say("━━ human gate: %s ━━ theloop waits for an authorized person (dana) on issue #1", g.node)
+		if g.node == gates[0].node {
+			if err := w.stranger(ctx, g); err != nil {
+				return err
+			}
+		}
 		ok, err := w.ask(ctx, g)
 		if err != nil {
 			return err
@@ -72,11 +79,60 @@ func (w *world) walk(ctx context.Context) error {
 			return err
 		}
 		w.res.Gates = append(w.res.Gates, g.node)
+		if g.node == gates[0].node {
+			if err := w.redeliver(ctx); err != nil {
+				return err
+			}
+		}
 	}
 	if err := w.waitNode(ctx, "complete"); err != nil {
 		return err
 	}
 	return w.settle(ctx)
+}
+
+// stranger shows authorization: someone who may not approve says
+// "Approved", and the gate does not move.
+func (w *world) stranger(ctx context.Context, g gate) error {
+	w.p.line(Stranger, "comments %q — but %s is not in routing.authorizedUsers", "Approved", Stranger)
+	if _, err := w.sim.Comment(RepoFull, issueNum, Stranger, "Approved"); err != nil {
+		return err
+	}
+	if err := w.settle(ctx); err != nil {
+		return err
+	}
+	cur := w.current(ctx)
+	w.p.line("demo", "issue #1 is still at %s: an unauthorized comment passes no gate", cur)
+	if cur != g.node {
+		return fmt.Errorf("demo: an unauthorized comment moved issue #1 from %s to %s", g.node, cur)
+	}
+	w.res.IgnoredStranger = true
+	return nil
+}
+
+// redeliver shows idempotence: GitHub's Redeliver sends dana's approval
+// again under the same delivery id, and nothing happens twice.
+func (w *world) redeliver(ctx context.Context) error {
+	wctx, cancel := context.WithTimeout(ctx, w.opts.StepTimeout)
+	defer cancel()
+	if err := w.sim.WaitDeliveries(wctx); err != nil {
+		return err
+	}
+	var id string
+	for _, d := range w.sim.Deliveries() {
+		if d.Event == "issue_comment" && d.Sender == Human && !d.Redelivery {
+			id = d.ID
+		}
+	}
+	if id == "" {
+		return nil
+	}
+	w.p.line("github", "redelivers dana's approval under the same delivery id (GitHub's Redeliver button)")
+	if err := w.sim.Redeliver(id); err != nil {
+		return err
+	}
+	w.res.Redelivered = id
+	return nil
 }
 
 func (w *world) comment(body string) error {
@@ -86,8 +142,6 @@ func (w *world) comment(body string) error {
 
 // ask shows the gated artifacts and asks the person to approve.
 func (w *world) ask(ctx context.Context, g gate) (bool, error) {
-	w.p.say("")
-	w.p.say("━━ human gate: %s ━━ theloop waits for an authorized person (dana) on issue #1", g.node)
 	for _, name := range g.review {
 		b, err := os.ReadFile(filepath.Join(w.res.Checkout, "docs", "specs", WorkItem, name))
 		if err != nil {
@@ -207,6 +261,36 @@ func (w *world) settle(ctx context.Context) error {
 	return nil
 }
 
+// decisions prints the gate decisions recorded in graph-state.json: who,
+// through which comment, and the signature that makes check, loop-gate and
+// CI honour them.
+func (w *world) decisions(ctx context.Context) {
+	dir := w.checkout()
+	if dir == "" {
+		return
+	}
+	st, err := loop.NewStore(dir, "").Load(ctx, WorkItem)
+	if err != nil || st == nil {
+		return
+	}
+	for _, node := range st.Decisions.Keys() {
+		d, _ := st.Decisions.Get(node)
+		if d.Outcome == "" || d.By == "" {
+			continue
+		}
+		signed := "unsigned"
+		if d.Signature != nil {
+			key := d.Signature.Key
+			if len(key) > 20 {
+				key = key[:20] + "…"
+			}
+			signed = "signed " + key
+			w.res.SignedDecisions++
+		}
+		w.p.say("  decision  %-22s %s by %s (comment %s), %s", node, d.Outcome, d.By, d.Comment, signed)
+	}
+}
+
 // summary fills the result and prints what the walk achieved.
 func (w *world) summary(ctx context.Context) {
 	if w.sim == nil {
@@ -245,10 +329,14 @@ func (w *world) summary(ctx context.Context) {
 	case w.res.Node != "":
 		w.p.say("issue #1 is at %q", w.res.Node)
 	}
+	w.decisions(ctx)
 	w.p.say("  labels on issue #1:     %s", strings.Join(w.res.Labels, ", "))
 	w.p.say("  theloop's comments:     %d (as %s)", w.res.Comments, BotLogin)
-	w.p.say("  webhooks delivered:     %d, each signed and answered 202 only once queued", w.res.Webhooks)
-	w.p.say("  pastes into the agent:  %d", w.res.Pastes)
+	w.p.say("  webhooks delivered:     %d, each signed; loopd answers 202 once an event is queued (or deliberately dropped)", w.res.Webhooks)
+	w.mu.Lock()
+	pastes := w.res.Pastes
+	w.mu.Unlock()
+	w.p.say("  pastes into the agent:  %d", pastes)
 	w.p.say("  REST requests by theloop to the GitHub stand-in: %d", w.res.Requests)
 	if w.opts.Keep && w.res.Checkout != "" {
 		w.p.say("  the agent's worktree:   %s (git log shows its commits; try `loopctl check %s --repo %s`)", w.res.Checkout, WorkItem, w.res.Checkout)

@@ -23,6 +23,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"sync"
 	"time"
 
@@ -66,6 +67,9 @@ const (
 	OutcomeRetry            Outcome = "retry"
 	OutcomeDeadLettered     Outcome = "dead-lettered"
 	OutcomeAbandoned        Outcome = "abandoned"
+	// OutcomeConsumerFailed: the stream consumer stopped handing out
+	// events before shutdown (Err says why); restart loopd.
+	OutcomeConsumerFailed Outcome = "consumer-failed"
 )
 
 // Observation reports one step of the dispatcher.
@@ -96,6 +100,13 @@ type Config struct {
 	DrainTimeout time.Duration
 	// Observe, when set, receives every outcome (synchronously).
 	Observe func(Observation)
+	// Owner names this dispatcher in the queue's lease (default the host
+	// name). A restarted dispatcher with the same owner takes its lease
+	// back at once; another owner waits as a standby until it expires.
+	Owner string
+	// LeaseTTL is how long the lease outlives a dead holder (default
+	// queue.DefaultLeaseTTL).
+	LeaseTTL time.Duration
 }
 
 // DefaultKey orders by the first work item, else the repository, else the
@@ -154,13 +165,27 @@ func New(q *queue.Queue, h Handler, cfg Config) (*Dispatcher, error) {
 	if cfg.DrainTimeout <= 0 {
 		cfg.DrainTimeout = 30 * time.Second
 	}
+	if cfg.Owner == "" {
+		cfg.Owner, _ = os.Hostname()
+	}
 	return &Dispatcher{q: q, h: h, cfg: cfg, sem: make(chan struct{}, cfg.Parallelism), keys: map[string]*keyQueue{}}, nil
 }
 
-// Run consumes until ctx is cancelled, then drains: running handlers finish
-// (their context is cancelled only after DrainTimeout), nothing queued
-// behind them is started or acknowledged. Run may be called once.
-func (d *Dispatcher) Run(ctx context.Context) error {
+// Run takes the queue's dispatcher lease (waiting as a standby while
+// another owner holds it), consumes until ctx is cancelled or the lease is
+// lost, then drains: running handlers finish (their context is cancelled
+// only after DrainTimeout), nothing queued behind them is started or
+// acknowledged. It returns nil after a cancellation and an error wrapping
+// queue.ErrLeaseLost when the lease was lost. Run may be called once.
+func (d *Dispatcher) Run(ctx context.Context) (err error) {
+	lease, err := d.q.AcquireLease(ctx, d.cfg.Owner, d.cfg.LeaseTTL)
+	if err != nil {
+		if ctx.Err() != nil {
+			return nil
+		}
+		return err
+	}
+	defer lease.Release()
 	cons, err := d.q.Consume(ctx)
 	if err != nil {
 		return err
@@ -176,12 +201,19 @@ func (d *Dispatcher) Run(ctx context.Context) error {
 		for {
 			m, err := cons.Next()
 			if err != nil {
+				if !d.stopping() {
+					d.observe(Observation{Outcome: OutcomeConsumerFailed, Err: err})
+				}
 				return
 			}
 			d.enqueue(m)
 		}
 	}()
-	<-ctx.Done()
+	select {
+	case <-ctx.Done():
+	case <-lease.Lost:
+		err = fmt.Errorf("dispatch: stopping: %w", queue.ErrLeaseLost)
+	}
 	close(d.stopCh)
 	cons.Stop()
 	<-fetchDone
@@ -202,7 +234,7 @@ func (d *Dispatcher) Run(ctx context.Context) error {
 	}
 	d.keys = map[string]*keyQueue{}
 	d.mu.Unlock()
-	return nil
+	return err
 }
 
 func deliveryOf(m *queue.Message) string {
@@ -299,6 +331,12 @@ func (d *Dispatcher) process(key string, m *queue.Message) bool {
 			obs.Outcome = outcome
 			d.observe(obs)
 			return true
+		}
+		if d.stopping() {
+			// A handler cut short by shutdown is neither retried nor
+			// dead-lettered: left unacknowledged, it runs again at the next
+			// start.
+			return false
 		}
 		var perm permanentError
 		if attempt >= d.cfg.MaxDeliver || errors.As(err, &perm) {

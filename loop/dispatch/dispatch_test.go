@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats-server/v2/server"
 	"github.com/stretchr/testify/require"
 
 	"github.com/theloop-dev/theloop/ingress"
@@ -297,4 +298,82 @@ func TestNoEffectAcksWithoutHandledRecord(t *testing.T) {
 	require.NoError(t, err)
 	require.False(t, done)
 	require.Eventually(t, func() bool { n, err := q.Pending(ctx); return err == nil && n == 0 }, 10*time.Second, 10*time.Millisecond)
+}
+
+// A handler cut short by shutdown (its context cancelled after the drain
+// timeout) is not dead-lettered: it stays on the stream for the next start.
+func TestShutdownNeverDeadLetters(t *testing.T) {
+	q := openQueue(t, t.TempDir())
+	ctx := context.Background()
+	require.NoError(t, q.Put(ctx, event(1, 0)))
+	started := make(chan struct{})
+	d, err := dispatch.New(q, dispatch.HandlerFunc(func(hctx context.Context, _ *ingress.Event) error {
+		close(started)
+		<-hctx.Done()
+		return hctx.Err()
+	}), dispatch.Config{MaxDeliver: 1, DrainTimeout: 50 * time.Millisecond})
+	require.NoError(t, err)
+	rctx, cancel := context.WithCancel(ctx)
+	done := make(chan error)
+	go func() { done <- d.Run(rctx) }()
+	<-started
+	cancel()
+	require.NoError(t, <-done)
+	letters, err := q.DeadLetters(ctx)
+	require.NoError(t, err)
+	require.Empty(t, letters)
+	n, err := q.Pending(ctx)
+	require.NoError(t, err)
+	require.Equal(t, uint64(1), n)
+}
+
+// Two dispatchers on one stream (two loopd on one external NATS): one
+// holds the lease and consumes, the other waits; when the holder stops the
+// standby takes over and handles what follows.
+func TestStandbyTakesOverTheLease(t *testing.T) {
+	ns, err := server.NewServer(&server.Options{Host: "127.0.0.1", Port: -1, JetStream: true, StoreDir: t.TempDir(), NoLog: true, NoSigs: true})
+	require.NoError(t, err)
+	ns.Start()
+	t.Cleanup(func() { ns.Shutdown(); ns.WaitForShutdown() })
+	require.True(t, ns.ReadyForConnections(10*time.Second))
+	ctx := context.Background()
+	open := func() *queue.Queue {
+		q, err := queue.Open(ctx, queue.Config{URL: ns.ClientURL()})
+		require.NoError(t, err)
+		t.Cleanup(q.Close)
+		return q
+	}
+	qa, qb := open(), open()
+	var mu sync.Mutex
+	by := map[string]string{}
+	handler := func(name string) dispatch.Handler {
+		return dispatch.HandlerFunc(func(_ context.Context, ev *ingress.Event) error {
+			mu.Lock()
+			by[ev.DeliveryID] = name
+			mu.Unlock()
+			return nil
+		})
+	}
+	da, err := dispatch.New(qa, handler("a"), dispatch.Config{Owner: "a", LeaseTTL: 900 * time.Millisecond})
+	require.NoError(t, err)
+	db, err := dispatch.New(qb, handler("b"), dispatch.Config{Owner: "b", LeaseTTL: 900 * time.Millisecond})
+	require.NoError(t, err)
+	actx, acancel := context.WithCancel(ctx)
+	adone := make(chan error, 1)
+	go func() { adone <- da.Run(actx) }()
+	require.NoError(t, qa.Put(ctx, event(1, 0)))
+	require.Eventually(t, func() bool { mu.Lock(); defer mu.Unlock(); return by["d-1-0"] == "a" }, 10*time.Second, 10*time.Millisecond)
+
+	bctx, bcancel := context.WithCancel(ctx)
+	bdone := make(chan error, 1)
+	go func() { bdone <- db.Run(bctx) }()
+	require.NoError(t, qa.Put(ctx, event(1, 1)))
+	require.Eventually(t, func() bool { mu.Lock(); defer mu.Unlock(); return by["d-1-1"] == "a" }, 10*time.Second, 10*time.Millisecond, "the holder keeps consuming")
+
+	acancel()
+	require.NoError(t, <-adone)
+	require.NoError(t, qa.Put(ctx, event(1, 2)))
+	require.Eventually(t, func() bool { mu.Lock(); defer mu.Unlock(); return by["d-1-2"] == "b" }, 10*time.Second, 10*time.Millisecond, "the standby took over")
+	bcancel()
+	require.NoError(t, <-bdone)
 }

@@ -24,10 +24,12 @@
 // slow or full. Consume hands messages to the dispatcher in stream order; the
 // dispatcher acknowledges each one only after its effects are durable.
 //
-// One consumer per stream: at start the durable consumer is recreated, so
-// every event not yet acknowledged is delivered again, in stream order, at
-// once (not after an ack timeout). Several loopd instances sharing one
-// external stream with per-work-item leases (decision 15) is not built yet.
+// One dispatcher per stream, elected by a lease (AcquireLease): a second
+// loopd on the same external stream waits as a standby and takes over when
+// the holder stops or dies. The holder recreates the durable consumer when it
+// starts, so every event not yet acknowledged is delivered again, in stream
+// order, at once (not after an ack timeout). Sharing the work between
+// instances with per-work-item leases (decision 15) is not built yet.
 package queue
 
 import (
@@ -526,4 +528,95 @@ func (q *Queue) Pending(ctx context.Context) (uint64, error) {
 		return 0, fmt.Errorf("queue: events stream: %w", err)
 	}
 	return info.State.Msgs, nil
+}
+
+// Dispatcher lease. One dispatcher consumes a stream at a time: the lease
+// is a key in a KV bucket whose entries expire after LeaseTTL unless
+// renewed. A second loopd on the same (external) stream waits as a standby
+// and takes over when the holder stops or dies. Per-work-item leases, so
+// that several instances share the work (decision 15), are not built.
+
+// DefaultLeaseTTL is how long a lease outlives its last renewal.
+const DefaultLeaseTTL = 15 * time.Second
+
+const leaseKey = "dispatcher"
+
+// ErrLeaseLost: the lease was taken over or could not be renewed.
+var ErrLeaseLost = errors.New("queue: dispatcher lease lost")
+
+// Lease is a held dispatcher lease. Lost is closed when it is lost.
+type Lease struct {
+	Lost    <-chan struct{}
+	release func()
+}
+
+// Release gives the lease up (idempotent).
+func (l *Lease) Release() { l.release() }
+
+// AcquireLease blocks until this owner holds the dispatcher lease (or ctx
+// ends), then renews it in the background every ttl/3.
+func (q *Queue) AcquireLease(ctx context.Context, owner string, ttl time.Duration) (*Lease, error) {
+	if ttl <= 0 {
+		ttl = DefaultLeaseTTL
+	}
+	kv, err := q.js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{
+		Bucket: q.cfg.Prefix + "_leases", Description: "which loopd dispatches", TTL: ttl, Storage: jetstream.FileStorage, History: 1,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("queue: lease bucket: %w", err)
+	}
+	var rev uint64
+	for {
+		rev, err = kv.Create(ctx, leaseKey, []byte(owner))
+		if err == nil {
+			break
+		}
+		if !errors.Is(err, jetstream.ErrKeyExists) {
+			return nil, fmt.Errorf("queue: acquire lease: %w", err)
+		}
+		// Our own lease from a previous run of this owner: take it over.
+		if e, gerr := kv.Get(ctx, leaseKey); gerr == nil && string(e.Value()) == owner {
+			if rev, err = kv.Update(ctx, leaseKey, []byte(owner), e.Revision()); err == nil {
+				break
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-time.After(ttl / 5):
+		}
+	}
+	lost := make(chan struct{})
+	stop := make(chan struct{})
+	var once sync.Once
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		t := time.NewTicker(ttl / 3)
+		defer t.Stop()
+		for {
+			select {
+			case <-stop:
+				return
+			case <-t.C:
+				rctx, cancel := context.WithTimeout(context.Background(), ttl/3)
+				r, err := kv.Update(rctx, leaseKey, []byte(owner), rev)
+				cancel()
+				if err != nil {
+					close(lost)
+					return
+				}
+				rev = r
+			}
+		}
+	}()
+	return &Lease{Lost: lost, release: func() {
+		once.Do(func() {
+			close(stop)
+			<-done
+			dctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+			defer cancel()
+			_ = kv.Delete(dctx, leaseKey, jetstream.LastRevision(rev))
+		})
+	}}, nil
 }

@@ -33,6 +33,8 @@ type Graphs struct {
 	// Runner runs the commands hooks such as verify-tests need (nil: run.Exec).
 	Runner run.Runner
 	Clock  graph.Clock
+	// HookObserver is told each hook's wall time (metrics; nil: none).
+	HookObserver func(graph.HookTiming)
 
 	mu sync.RWMutex // guards the policy fields against SetPolicy
 }
@@ -95,7 +97,7 @@ func (g *Graphs) openCheck(req GraphRequest) (*graph.Runtime, error) {
 	if err != nil {
 		return nil, err
 	}
-	return loop.Open(req.Repo, loop.Options{Graph: gr, WorkItem: req.WorkItem, PR: req.PR, PRRepo: req.PRRepo, Clock: g.clock()})
+	return loop.Open(req.Repo, loop.Options{Graph: gr, WorkItem: req.WorkItem, PR: req.PR, PRRepo: req.PRRepo, Clock: g.clock(), HookObserver: g.HookObserver})
 }
 
 // openLive is loopctl's openLive with the daemon's integrations and sink.
@@ -119,7 +121,7 @@ func (g *Graphs) openLive(req GraphRequest) (*graph.Runtime, error) {
 		Graph: gr, WorkItem: req.WorkItem, PR: req.PR, PRRepo: req.PRRepo,
 		AuthorizedUsers: authorized, ExecuteKeyword: keyword, SessionPerPr: perPr,
 		Integrations: g.Integrations, Commands: loop.Commands{Runner: runner, Root: repo.Root},
-		Sink: g.Sink, Clock: g.clock(),
+		Sink: g.Sink, Clock: g.clock(), HookObserver: g.HookObserver,
 	})
 }
 

@@ -133,6 +133,14 @@ func (d *Daemon) httpClient() *http.Client {
 	return c
 }
 
+// hookObserver feeds theloop_hook_duration_seconds (nil without metrics).
+func (d *Daemon) hookObserver() func(graph.HookTiming) {
+	if d.svc.metrics == nil {
+		return nil
+	}
+	return d.svc.metrics.Hook
+}
+
 // timed measures each dispatch (handler time, and receipt-to-done latency).
 func (d *Daemon) timed(h dispatch.Handler) dispatch.Handler {
 	return dispatch.HandlerFunc(func(ctx context.Context, ev *ingress.Event) error {
@@ -154,6 +162,7 @@ func (d *Daemon) serviceHandler() http.Handler {
 	graphs := &api.Graphs{
 		SpecDir: d.cfg.GraphSpecDir, AuthorizedUsers: d.cfg.AuthorizedUsers, ExecuteKeyword: d.cfg.ExecuteKeyword,
 		SessionPerPr: d.cfg.SessionPerPr, Integrations: d.integ, Sink: d.sink, Clock: d.deps.Clock,
+		HookObserver: d.hookObserver(),
 	}
 	d.svc.graphs = graphs
 	a := api.New(api.Config{Clock: d.deps.Clock, Log: d.slog(), Observe: d.svc.metrics.APIRequest}, api.Backend{

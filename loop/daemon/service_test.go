@@ -108,6 +108,9 @@ func TestControlPlaneOverTheSocket(t *testing.T) {
 	require.Equal(t, 0.0, sample("theloop_queue_depth", "", ""))
 	require.Equal(t, 1.0, sample("theloop_gate_waiting_items", "gate", "phase-selection"), "the item waits at phase selection")
 	require.GreaterOrEqual(t, sample("theloop_integration_calls_total", "operation", "github.add-comment"), 1.0, "the announcement")
+	hooks := fams["theloop_hook_duration_seconds"]
+	require.NotNil(t, hooks, "the graph link's hooks are timed")
+	require.NotEmpty(t, hooks.Metric)
 	require.GreaterOrEqual(t, fams["theloop_dispatch_latency_seconds"].Metric[0].GetHistogram().GetSampleCount(), uint64(1), "the spawn (a dropped event has no effect to time)")
 
 	// MCP at /mcp on the same socket, through the SDK's client.

@@ -77,6 +77,7 @@ type Metrics struct {
 	gateDwell      *prometheus.HistogramVec
 	transitions    *prometheus.CounterVec
 	escalations    *prometheus.CounterVec
+	hookTime       *prometheus.HistogramVec
 	apiRequests    *prometheus.CounterVec
 	apiTime        *prometheus.HistogramVec
 
@@ -141,12 +142,15 @@ func New(cfg Config) *Metrics {
 		Help: "Time a work item waited at a human gate, observed when the gate resolves.", Buckets: pdlcBuckets}, []string{"gate"})
 	m.transitions = f("graph_transitions_total", "Graph transitions by kind (started, advanced, forced, completed, blocked, parked).", "kind")
 	m.escalations = f("graph_escalations_total", "Escalations by node.", "node")
+	m.hookTime = prometheus.NewHistogramVec(prometheus.HistogramOpts{Namespace: Namespace, Name: "hook_duration_seconds",
+		Help: "Wall time of each graph hook run by hook, boundary (entry, exit), mode (live, check) and status.", Buckets: prometheus.ExponentialBuckets(0.0001, 4, 10)},
+		[]string{"hook", "boundary", "mode", "status"})
 	m.apiRequests = f("api_requests_total", "Control-plane API requests by route and status.", "route", "code")
 	m.apiTime = prometheus.NewHistogramVec(prometheus.HistogramOpts{Namespace: Namespace, Name: "api_request_duration_seconds",
 		Help: "Control-plane API request durations by route.", Buckets: prometheus.ExponentialBuckets(0.0005, 3, 10)}, []string{"route"})
 
 	m.reg.MustRegister(m.webhooks, m.dispatches, m.dispatchTime, m.dispatchLat, m.calls, m.callTime, m.githubRequests, m.rateRemaining,
-		m.nodeTime, m.gateDwell, m.transitions, m.escalations, m.apiRequests, m.apiTime,
+		m.nodeTime, m.gateDwell, m.transitions, m.escalations, m.hookTime, m.apiRequests, m.apiTime,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 		&scrapeCollector{m: m})
 	return m
@@ -198,6 +202,11 @@ func (m *Metrics) Dispatched(ev *ingress.Event, took time.Duration, err error) {
 	if err == nil && ev != nil && !ev.ReceivedAt.IsZero() {
 		m.dispatchLat.Observe(max(0, m.cfg.Clock.Now().Sub(ev.ReceivedAt).Seconds()))
 	}
+}
+
+// Hook records one hook run (graph.Options.HookObserver).
+func (m *Metrics) Hook(t graph.HookTiming) {
+	m.hookTime.WithLabelValues(t.Hook, string(t.Boundary), string(t.Mode), string(t.Status)).Observe(t.Duration.Seconds())
 }
 
 // APIRequest records one control-plane request (api.Config.Observe).

@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"os"
+	"path/filepath"
 	"testing"
 	"time"
 
@@ -17,6 +19,7 @@ import (
 	"github.com/theloop-dev/theloop/graph"
 	"github.com/theloop-dev/theloop/graph/graphtest"
 	"github.com/theloop-dev/theloop/ingress"
+	"github.com/theloop-dev/theloop/loop"
 	"github.com/theloop-dev/theloop/loop/metrics"
 	"github.com/theloop-dev/theloop/loop/queue"
 )
@@ -196,4 +199,31 @@ func TestGitHubCallsAndRateLimit(t *testing.T) {
 	require.Equal(t, 1.0, counter(t, fams, "theloop_github_requests_total", map[string]string{"code": "404"}))
 	require.Equal(t, 1.0, counter(t, fams, "theloop_integration_calls_total", map[string]string{"operation": "github.add-comment", "result": "ok"}))
 	require.Equal(t, 1.0, counter(t, fams, "theloop_integration_calls_total", map[string]string{"operation": "github.frobnicate", "result": "error"}))
+}
+
+// Hook durations come from the runtime itself (graph.Options.HookObserver).
+func TestHookDurationsFromARealRuntime(t *testing.T) {
+	repo := t.TempDir()
+	for rel, content := range map[string]string{
+		".the-loop/harness-config.yaml":       "ticketing:\n  github: {owner: acme, repo: widgets}\n",
+		"docs/specs/issue-42/requirements.md": "# R\n\n## Requirements\n\n1. x\n\n## Security considerations\n\nnone\n",
+	} {
+		p := filepath.Join(repo, rel)
+		require.NoError(t, os.MkdirAll(filepath.Dir(p), 0o755))
+		require.NoError(t, os.WriteFile(p, []byte(content), 0o644))
+	}
+	m := metrics.New(metrics.Config{})
+	rt, err := loop.Open(repo, loop.Options{WorkItem: "issue-42", HookObserver: m.Hook})
+	require.NoError(t, err)
+	_, err = rt.Status(context.Background(), "issue-42", true)
+	require.NoError(t, err)
+	fams := scrape(t, m)
+	f, ok := fams["theloop_hook_duration_seconds"]
+	require.True(t, ok)
+	var n uint64
+	for _, s := range f.Metric {
+		n += s.GetHistogram().GetSampleCount()
+	}
+	require.Greater(t, n, uint64(5), "every exit chain's hooks were timed")
+	require.Equal(t, uint64(1), value(t, fams, "theloop_hook_duration_seconds", map[string]string{"hook": "validate-artifacts", "boundary": "exit", "mode": "check", "status": "pass"}).GetHistogram().GetSampleCount(), "requirements-definition's exit chain")
 }

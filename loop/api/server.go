@@ -213,7 +213,7 @@ func writeError(w http.ResponseWriter, err error) {
 	switch {
 	case errors.As(err, &un):
 		code = http.StatusServiceUnavailable
-	case errors.Is(err, ErrNotFound), errors.Is(err, queue.ErrNotFound), errors.Is(err, sessions.ErrNoRecord):
+	case errors.Is(err, ErrNotFound), errors.Is(err, queue.ErrNotFound), errors.Is(err, sessions.ErrNoRecord), errors.Is(err, loop.ErrRepoNotFound):
 		code = http.StatusNotFound
 	case errors.As(err, &mbe):
 		code = http.StatusRequestEntityTooLarge

@@ -3,10 +3,13 @@ package main
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -56,4 +59,61 @@ func TestFatalErrorIsNotExitTwo(t *testing.T) {
 	require.Equal(t, 0, r.code, r.stderr)
 	require.Empty(t, r.stdout)
 	require.Contains(t, r.stderr, "the check failed (exit status 2); letting the agent stop")
+}
+
+// A check that hangs (here: the child is stopped with SIGSTOP as soon as it
+// exists) is killed at the deadline by the supervising process, which lets
+// the agent stop.
+func TestHungCheckIsStoppedAtTheDeadline(t *testing.T) {
+	if _, err := os.Stat("/proc/self/task"); err != nil {
+		t.Skip("needs /proc to find the child")
+	}
+	g := newGate(t)
+	g.env["THE_LOOP_GATE_TIMEOUT_SECONDS"] = "1"
+	g.env["THE_LOOP_WORK_ITEM"] = fixtureItem
+	root := writeRepo(t, atDesignBlock)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, gateBinary, "claude")
+	for k, v := range g.env {
+		cmd.Env = append(cmd.Env, k+"="+v)
+	}
+	cmd.Stdin = bytes.NewReader(claudePayload(root))
+	cmd.WaitDelay = 5 * time.Second
+	var out, errOut bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errOut
+	require.NoError(t, cmd.Start())
+	stopped := false
+	for i := 0; i < 2000 && !stopped; i++ {
+		tasks, _ := filepath.Glob(fmt.Sprintf("/proc/%d/task/*/children", cmd.Process.Pid))
+		for _, f := range tasks {
+			data, _ := os.ReadFile(f)
+			for _, pid := range strings.Fields(string(data)) {
+				n, err := strconv.Atoi(pid)
+				if err != nil {
+					continue
+				}
+				// Only once the child has exec'd (its own environment shows
+				// the child marker): stopped between clone and exec, it
+				// would hold its parent's vfork.
+				env, _ := os.ReadFile(fmt.Sprintf("/proc/%d/environ", n))
+				if !bytes.Contains(env, []byte("THE_LOOP_GATE_CHILD=1")) {
+					continue
+				}
+				if syscall.Kill(n, syscall.SIGSTOP) == nil {
+					stopped = true
+				}
+			}
+		}
+		if !stopped {
+			time.Sleep(200 * time.Microsecond)
+		}
+	}
+	err := cmd.Wait()
+	if !stopped || (err == nil && !strings.Contains(errOut.String(), "did not finish")) {
+		t.Skip("the check finished before it could be stopped")
+	}
+	require.NoError(t, err, errOut.String())
+	require.Empty(t, out.String())
+	require.Contains(t, errOut.String(), "did not finish within 4s")
 }

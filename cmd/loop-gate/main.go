@@ -40,6 +40,7 @@ Environment:
   THE_LOOP_TRUST_KEYS            trusted decision-signing keys (ed25519:...)
   THE_LOOP_TRUST_BASE            a git revision whose .the-loop/trusted-keys is trusted
   THE_LOOP_GATE_MAX_ATTEMPTS     blocks per work item and node before giving up (3)
+  THE_LOOP_GATE_TIMEOUT_SECONDS  the check's deadline (25)
   THE_LOOP_GATE_MEMORY_LIMIT_MB  cap on the check's address space (none)
 `
 
@@ -104,7 +105,7 @@ func run(argv []string, in io.Reader, out, errOut io.Writer) int {
 		fmt.Fprintf(errOut, "loop-gate: %v\n%s", err, usage)
 		return 1
 	}
-	return stopgate.Run(context.Background(), stopgate.Options{Harness: h, Stdin: in, Stdout: out, Stderr: errOut})
+	return stopgate.Run(context.Background(), stopgate.Options{Harness: h, Stdin: in, Stdout: out, Stderr: errOut, Timeout: checkTimeout()})
 }
 
 // versionString is the stamped version, else the module's build info.

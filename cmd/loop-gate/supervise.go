@@ -10,7 +10,6 @@ import (
 	"os/exec"
 	"runtime/debug"
 	"strconv"
-	"syscall"
 	"time"
 
 	"github.com/theloop-dev/theloop/internal/stopgate"
@@ -37,7 +36,19 @@ const (
 	childGrace = 3 * time.Second
 	// maxChildOutput bounds what the parent keeps of the child's output.
 	maxChildOutput = 1 << 20
+	// timeoutEnv sets the check's deadline in seconds (default
+	// stopgate.DefaultTimeout); keep it below the harness's hook timeout.
+	timeoutEnv = "THE_LOOP_GATE_TIMEOUT_SECONDS"
 )
+
+// checkTimeout is the check's deadline: $THE_LOOP_GATE_TIMEOUT_SECONDS when
+// it is a whole number of seconds from 1 to 600, else the default.
+func checkTimeout() time.Duration {
+	if n, err := strconv.Atoi(os.Getenv(timeoutEnv)); err == nil && n >= 1 && n <= 600 {
+		return time.Duration(n) * time.Second
+	}
+	return stopgate.DefaultTimeout
+}
 
 // isChild reports whether this process is the supervised check.
 func isChild() bool { return os.Getenv(childEnv) == "1" }
@@ -46,8 +57,7 @@ func isChild() bool { return os.Getenv(childEnv) == "1" }
 func childSetup() {
 	debug.SetMemoryLimit(softHeapLimit)
 	if mb, err := strconv.Atoi(os.Getenv(memoryLimitEnv)); err == nil && mb > 0 {
-		lim := uint64(mb) << 20
-		_ = syscall.Setrlimit(syscall.RLIMIT_AS, &syscall.Rlimit{Cur: lim, Max: lim})
+		limitAddressSpace(uint64(mb) << 20)
 	}
 }
 
@@ -68,7 +78,8 @@ func supervise(argv []string, in io.Reader, out, errOut io.Writer) int {
 		fmt.Fprintf(errOut, "loop-gate: cannot find its own binary (%v); letting the agent stop\n", err)
 		return 0
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), stopgate.DefaultTimeout+childGrace)
+	deadline := checkTimeout() + childGrace
+	ctx, cancel := context.WithTimeout(context.Background(), deadline)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, exe, argv[1:]...)
 	cmd.Env = append(os.Environ(), childEnv+"=1")
@@ -90,7 +101,7 @@ func supervise(argv []string, in io.Reader, out, errOut io.Writer) int {
 	}
 	if ctx.Err() != nil {
 		errOut.Write(stderr.Bytes())
-		fmt.Fprintf(errOut, "loop-gate: the check did not finish within %s and was stopped; letting the agent stop\n", stopgate.DefaultTimeout+childGrace)
+		fmt.Fprintf(errOut, "loop-gate: the check did not finish within %s and was stopped; letting the agent stop\n", deadline)
 		return 0
 	}
 	switch code {

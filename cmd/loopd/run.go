@@ -70,9 +70,8 @@ func runDaemon(e *env, opts runOptions) error {
 	}
 	d, err := daemon.New(cfg, daemon.Deps{Log: daemon.LogWriter(logger), Logger: logger})
 	if err != nil {
-		if errors.Is(err, daemon.ErrNoSecret) {
-			return &exitError{code: exitRefused, msg: err.Error()}
-		}
+		// A configuration loopd cannot run with (no secret, a relative
+		// state root, ...): exit 2 with the fix.
 		return &exitError{code: exitRefused, msg: err.Error()}
 	}
 	ctx, cancel := e.Context()

@@ -80,13 +80,36 @@ func (s *Server) OpenIssue(full, author, title, body string, labels ...string) (
 	return s.open(full, author, title, body, false, labels)
 }
 
-// OpenPullRequest opens a pull request the same way. It carries no code;
-// it exists so PR-shaped refs, reviews and closing references can be tested.
+// OpenPullRequest opens a pull request the same way (head branch
+// pr-<number>) and sends pull_request.opened. It carries no code; it exists
+// so PR-shaped refs, reviews and closing references can be tested.
 func (s *Server) OpenPullRequest(full, author, title, body string, labels ...string) (Issue, error) {
-	return s.open(full, author, title, body, true, labels)
+	return s.OpenPullRequestWith(full, PullRequest{Author: author, Title: title, Body: body, Labels: labels})
+}
+
+// OpenPullRequestWith opens a pull request described by pr.
+func (s *Server) OpenPullRequestWith(full string, pr PullRequest) (Issue, error) {
+	for _, b := range []string{pr.Head, pr.Base} {
+		if b != "" && !branchRE.MatchString(b) {
+			return Issue{}, fmt.Errorf("%w: branch %q", ErrInvalid, clip(b, 60))
+		}
+	}
+	return s.openWith(full, pr.Author, pr.Title, pr.Body, true, pr.Labels, func(is *issue, rp *repo) {
+		is.head, is.base, is.draft = pr.Head, pr.Base, pr.Draft
+		if is.head == "" {
+			is.head = fmt.Sprintf("pr-%d", is.number)
+		}
+		if is.base == "" {
+			is.base = rp.defaultBranch()
+		}
+	})
 }
 
 func (s *Server) open(full, author, title, body string, pr bool, labels []string) (Issue, error) {
+	return s.openWith(full, author, title, body, pr, labels, nil)
+}
+
+func (s *Server) openWith(full, author, title, body string, pr bool, labels []string, init func(*issue, *repo)) (Issue, error) {
 	if err := checkLogin(author); err != nil {
 		return Issue{}, err
 	}
@@ -113,6 +136,9 @@ func (s *Server) open(full, author, title, body string, pr bool, labels []string
 	rp.nextNum++
 	now := s.now()
 	is := &issue{id: s.newID(), number: rp.nextNum, title: title, body: body, author: author, state: "open", pr: pr, created: now, updated: now}
+	if init != nil {
+		init(is, rp)
+	}
 	rp.issues[is.number] = is
 	event := "issues"
 	if pr {
@@ -315,32 +341,72 @@ func (s *Server) setStateLocked(rp *repo, is *issue, actor, state string) {
 	s.emit("issues", action, rp, is, nil, actor, nil)
 }
 
-// AddReview records a submitted review on a pull request (no webhook: the
-// review endpoints are served for reading).
+// MergePullRequest merges an open pull request as actor: it closes with
+// merged set and sends pull_request.closed (merged: true).
+func (s *Server) MergePullRequest(full string, number int, actor string) error {
+	if err := checkLogin(actor); err != nil {
+		return err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	rp, is, err := s.issueFor(full, number)
+	if err != nil {
+		return err
+	}
+	if !is.pr || is.state != "open" {
+		return fmt.Errorf("%w: %s#%d is not an open pull request", ErrInvalid, full, number)
+	}
+	is.merged, is.mergedBy = true, actor
+	s.setStateLocked(rp, is, actor, "closed")
+	return nil
+}
+
+// AddReview records a review on a pull request and, unless it is PENDING,
+// sends pull_request_review.submitted.
 func (s *Server) AddReview(full string, number int, r Review) (Review, error) {
 	if err := checkLogin(r.Author); err != nil {
 		return Review{}, err
 	}
+	if err := checkText("review body", r.Body, maxBody, false); err != nil {
+		return Review{}, err
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	_, is, err := s.issueFor(full, number)
+	rp, is, err := s.issueFor(full, number)
 	if err != nil {
 		return Review{}, err
 	}
 	if !is.pr {
 		return Review{}, fmt.Errorf("%w: %s#%d is an issue, not a pull request", ErrInvalid, full, number)
 	}
+	switch r.State {
+	case "APPROVED", "CHANGES_REQUESTED", "COMMENTED", "PENDING":
+	case "":
+		r.State = "COMMENTED"
+	default:
+		return Review{}, fmt.Errorf("%w: review state %q (APPROVED, CHANGES_REQUESTED, COMMENTED or PENDING)", ErrInvalid, clip(r.State, 30))
+	}
 	r.ID = s.newID()
 	if r.SubmittedAt.IsZero() {
 		r.SubmittedAt = s.now()
 	}
 	is.reviews = append(is.reviews, &r)
+	if r.State != "PENDING" {
+		// GitHub reports a submitted review's state in lower case.
+		rv := s.reviewJSON(rp, is, &r)
+		rv["state"] = strings.ToLower(r.State)
+		s.emit("pull_request_review", "submitted", rp, nil, nil, r.Author, map[string]any{"review": rv, "pull_request": s.pullJSON(rp, is)})
+	}
 	return r, nil
 }
 
-// AddReviewComment records an inline review comment on a pull request.
+// AddReviewComment records an inline review comment on a pull request and
+// sends pull_request_review_comment.created.
 func (s *Server) AddReviewComment(full string, number int, rc ReviewComment) (ReviewComment, error) {
 	if err := checkLogin(rc.Author); err != nil {
+		return ReviewComment{}, err
+	}
+	if err := checkText("review comment body", rc.Body, maxBody, true); err != nil {
 		return ReviewComment{}, err
 	}
 	s.mu.Lock()
@@ -359,6 +425,7 @@ func (s *Server) AddReviewComment(full string, number int, rc ReviewComment) (Re
 	c := &reviewComment{ReviewComment: rc, issue: is}
 	is.reviewCs = append(is.reviewCs, c)
 	rp.reviewC[c.ID] = c
+	s.emit("pull_request_review_comment", "created", rp, nil, nil, rc.Author, map[string]any{"comment": s.reviewCommentJSON(rp, c), "pull_request": s.pullJSON(rp, is)})
 	return rc, nil
 }
 

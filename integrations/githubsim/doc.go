@@ -39,13 +39,16 @@
 // What it sends (to Config.Hooks, and to hooks added later with AddHook):
 // for every change — made through the REST API by theloop or
 // through the Go API by a test playing a human (OpenIssue, Comment,
-// EditComment, AddLabel, RemoveLabel, CloseIssue, ReopenIssue) — one webhook
+// EditComment, AddLabel, RemoveLabel, CloseIssue, ReopenIssue,
+// OpenPullRequest(With), AddReview, AddReviewComment, MergePullRequest) —
+// one webhook
 // per configured hook, with the headers GitHub sends (X-GitHub-Event,
 // X-GitHub-Delivery as a random UUID, X-GitHub-Hook-ID,
 // X-Hub-Signature-256 = HMAC-SHA256 of the raw body under the hook's secret,
 // X-Hub-Signature (SHA-1), User-Agent GitHub-Hookshot/…) and payloads shaped
 // like the real ones (issues opened/labeled/unlabeled/edited/closed/reopened,
-// issue_comment created/edited). Like GitHub, changes made by theloop's own
+// issue_comment created/edited, pull_request opened/labeled/closed (merged),
+// pull_request_review submitted, pull_request_review_comment created). Like GitHub, changes made by theloop's own
 // token produce webhooks too (sender = Config.BotLogin), and reactions
 // produce none. Deliveries are made one at a time, in the order the changes
 // happened, by one goroutine per server; a failed delivery is recorded and

@@ -10,6 +10,7 @@ import (
 
 	"github.com/theloop-dev/theloop/ingress"
 	"github.com/theloop-dev/theloop/integrations"
+	"github.com/theloop-dev/theloop/integrations/githubsim"
 )
 
 // TestWebhooksThroughTheRealReceiver sends the stand-in's webhooks to
@@ -41,6 +42,10 @@ func TestWebhooksThroughTheRealReceiver(t *testing.T) {
 	_, err = s.Comment("demo/widgets", 1, "dana", "Approved")
 	require.NoError(t, err)
 	call(t, client(t, s, testToken), integrations.OpGitHubAddComment, map[string]any{"ref": "github:demo/widgets#1", "body": "done\n\n<!-- the-loop:agent-comment -->\n"})
+	pr, err := s.OpenPullRequestWith("demo/widgets", githubsim.PullRequest{Author: "dana", Title: "CSV", Body: "Fixes #1", Head: "issue-1"})
+	require.NoError(t, err)
+	_, err = s.AddReview("demo/widgets", pr.Number, githubsim.Review{Author: "dana", Body: "LGTM", State: "APPROVED"})
+	require.NoError(t, err)
 	wait(t, s)
 
 	for _, d := range s.Deliveries() {
@@ -48,9 +53,11 @@ func TestWebhooksThroughTheRealReceiver(t *testing.T) {
 	}
 	mu.Lock()
 	defer mu.Unlock()
-	var labeled, comment *ingress.Event
+	var labeled, comment, review *ingress.Event
 	for _, ev := range events {
 		switch {
+		case ev.Event == "pull_request_review":
+			review = ev
 		case ev.Event == "issues" && ev.Action == "labeled":
 			labeled = ev
 		case ev.Event == "issue_comment" && len(ev.Comments) > 0:
@@ -65,4 +72,15 @@ func TestWebhooksThroughTheRealReceiver(t *testing.T) {
 	require.Equal(t, "dana", comment.Actor)
 	require.Equal(t, "Approved", comment.Comments[0].Body)
 	require.NotEmpty(t, comment.DeliveryID)
+
+	// A pull request's review reaches the work item its PR closes.
+	require.NotNil(t, review, "pull_request_review.submitted is routed")
+	refs := map[string]bool{}
+	for _, r := range review.WorkItems {
+		refs[r.String()] = true
+	}
+	require.True(t, refs["github:demo/widgets#1"], "the issue the PR closes (Fixes #1, head issue-1): %v", review.WorkItems)
+	require.True(t, refs["github:demo/widgets#2"], "the PR itself: %v", review.WorkItems)
+	require.Equal(t, "dana", review.Actor)
+	require.Equal(t, "LGTM", review.Comments[0].Body)
 }

@@ -208,18 +208,58 @@ func (s *Server) issueJSON(rp *repo, is *issue) map[string]any {
 	return m
 }
 
-// pullJSON is the pulls/{n} answer: the issue fields a client reads, plus
-// the PR-specific ones.
+// fakeSHA is a stable 40-hex-digit commit id for a pull request's head.
+func fakeSHA(parts ...string) string {
+	h := sha256.Sum256([]byte(strings.Join(parts, "\x00")))
+	return fmt.Sprintf("%x", h[:20])
+}
+
+// branchJSON is a pull request's head or base.
+func (s *Server) branchJSON(rp *repo, ref, sha string) map[string]any {
+	return map[string]any{"label": rp.owner + ":" + ref, "ref": ref, "sha": sha, "user": s.userJSON(rp.owner), "repo": s.repoJSON(rp)}
+}
+
+// pullJSON is a pull request as the pulls API and pull_request* webhooks
+// carry it.
 func (s *Server) pullJSON(rp *repo, is *issue) map[string]any {
 	m := s.issueJSON(rp, is)
 	delete(m, "pull_request")
-	m["url"] = s.apiURL() + "/repos/" + rp.full() + "/pulls/" + fmt.Sprint(is.number)
-	m["merged"] = is.merged
-	if is.merged {
-		m["merged_at"] = ts(is.closed)
-	} else {
-		m["merged_at"] = nil
+	delete(m, "reactions")
+	delete(m, "state_reason")
+	delete(m, "repository_url")
+	delete(m, "labels_url")
+	delete(m, "events_url")
+	api := s.apiURL() + "/repos/" + rp.full()
+	self := fmt.Sprintf("%s/pulls/%d", api, is.number)
+	issueAPI := fmt.Sprintf("%s/issues/%d", api, is.number)
+	web := fmt.Sprintf("%s/%s/pull/%d", s.cfg.WebURL, rp.full(), is.number)
+	head := fakeSHA(rp.full(), fmt.Sprint(is.number), is.head)
+	m["url"] = self
+	m["diff_url"], m["patch_url"], m["issue_url"] = web+".diff", web+".patch", issueAPI
+	m["commits_url"], m["review_comments_url"] = self+"/commits", self+"/comments"
+	m["review_comment_url"] = api + "/pulls/comments{/number}"
+	m["comments_url"], m["statuses_url"] = issueAPI+"/comments", api+"/statuses/"+head
+	m["head"] = s.branchJSON(rp, is.head, head)
+	m["base"] = s.branchJSON(rp, is.base, fakeSHA(rp.full(), is.base))
+	m["_links"] = map[string]any{
+		"self": map[string]any{"href": self}, "html": map[string]any{"href": web}, "issue": map[string]any{"href": issueAPI},
+		"comments": map[string]any{"href": issueAPI + "/comments"}, "review_comments": map[string]any{"href": self + "/comments"},
+		"review_comment": map[string]any{"href": api + "/pulls/comments{/number}"}, "commits": map[string]any{"href": self + "/commits"},
+		"statuses": map[string]any{"href": api + "/statuses/" + head},
 	}
+	m["requested_reviewers"], m["requested_teams"] = []any{}, []any{}
+	m["auto_merge"], m["merge_commit_sha"] = nil, nil
+	m["draft"] = is.draft
+	m["merged"] = is.merged
+	m["merged_at"], m["merged_by"] = nil, nil
+	if is.merged {
+		m["merged_at"], m["merged_by"] = ts(is.closed), s.userJSON(is.mergedBy)
+		m["merge_commit_sha"] = fakeSHA(rp.full(), fmt.Sprint(is.number), "merge")
+	}
+	m["mergeable"], m["rebaseable"], m["mergeable_state"] = nil, nil, "unknown"
+	m["review_comments"] = len(is.reviewCs)
+	m["maintainer_can_modify"] = false
+	m["commits"], m["additions"], m["deletions"], m["changed_files"] = 1, 1, 0, 1
 	return m
 }
 
@@ -239,10 +279,14 @@ func (s *Server) commentJSON(rp *repo, c *comment) map[string]any {
 }
 
 func (s *Server) reviewJSON(rp *repo, is *issue, r *Review) map[string]any {
+	html := fmt.Sprintf("%s/%s/pull/%d#pullrequestreview-%d", s.cfg.WebURL, rp.full(), is.number, r.ID)
+	pull := fmt.Sprintf("%s/repos/%s/pulls/%d", s.apiURL(), rp.full(), is.number)
 	return map[string]any{
 		"id": r.ID, "node_id": nodeID("017:PullRequestReview", r.ID), "user": s.userJSON(r.Author), "body": r.Body,
-		"state": r.State, "html_url": fmt.Sprintf("%s/%s/pull/%d#pullrequestreview-%d", s.cfg.WebURL, rp.full(), is.number, r.ID),
+		"state": r.State, "html_url": html, "pull_request_url": pull,
+		"commit_id":    fakeSHA(rp.full(), fmt.Sprint(is.number), is.head),
 		"submitted_at": ts(r.SubmittedAt), "author_association": association(rp, r.Author),
+		"_links": map[string]any{"html": map[string]any{"href": html}, "pull_request": map[string]any{"href": pull}},
 	}
 }
 
@@ -251,11 +295,19 @@ func (s *Server) reviewCommentJSON(rp *repo, rc *reviewComment) map[string]any {
 	if rc.Line > 0 {
 		line = rc.Line
 	}
+	self := fmt.Sprintf("%s/repos/%s/pulls/comments/%d", s.apiURL(), rp.full(), rc.ID)
+	html := fmt.Sprintf("%s/%s/pull/%d#discussion_r%d", s.cfg.WebURL, rp.full(), rc.issue.number, rc.ID)
+	pull := fmt.Sprintf("%s/repos/%s/pulls/%d", s.apiURL(), rp.full(), rc.issue.number)
+	sha := fakeSHA(rp.full(), fmt.Sprint(rc.issue.number), rc.issue.head)
 	return map[string]any{
-		"id": rc.ID, "node_id": nodeID("024:PullRequestReviewComment", rc.ID), "user": s.userJSON(rc.Author),
-		"body": rc.Body, "path": rc.Path, "line": line, "original_line": line,
-		"html_url":   fmt.Sprintf("%s/%s/pull/%d#discussion_r%d", s.cfg.WebURL, rp.full(), rc.issue.number, rc.ID),
-		"created_at": ts(rc.CreatedAt), "updated_at": ts(rc.CreatedAt),
-		"reactions": reactionsJSON(fmt.Sprintf("%s/repos/%s/pulls/comments/%d/reactions", s.apiURL(), rp.full(), rc.ID), rc.Reactions),
+		"url": self, "pull_request_review_id": nil, "id": rc.ID, "node_id": nodeID("024:PullRequestReviewComment", rc.ID),
+		"diff_hunk": "@@ -1 +1 @@", "path": rc.Path, "position": line, "original_position": line,
+		"commit_id": sha, "original_commit_id": sha, "user": s.userJSON(rc.Author),
+		"body": rc.Body, "created_at": ts(rc.CreatedAt), "updated_at": ts(rc.CreatedAt),
+		"html_url": html, "pull_request_url": pull, "author_association": association(rp, rc.Author),
+		"_links":     map[string]any{"self": map[string]any{"href": self}, "html": map[string]any{"href": html}, "pull_request": map[string]any{"href": pull}},
+		"reactions":  reactionsJSON(self+"/reactions", rc.Reactions),
+		"start_line": nil, "original_start_line": nil, "start_side": nil,
+		"line": line, "original_line": line, "side": "RIGHT",
 	}
 }

@@ -73,6 +73,19 @@ type ReviewComment struct {
 	Reactions []string
 }
 
+// PullRequest describes a pull request opened with OpenPullRequestWith.
+type PullRequest struct {
+	Author, Title, Body string
+	// Head is the branch the change is on (default "pr-<number>"); theloop
+	// links a head named issue-<n> to issue n.
+	Head string
+	// Base is the branch it merges into (default the repository's default
+	// branch).
+	Base   string
+	Draft  bool
+	Labels []string
+}
+
 // RepoOptions describe a repository created with AddRepo.
 type RepoOptions struct {
 	// CloneURL is written into payloads as repository.clone_url (e.g. the
@@ -107,6 +120,10 @@ type issue struct {
 	labels    []string
 	pr        bool
 	merged    bool
+	mergedBy  string
+	head      string // a pull request's head branch
+	base      string // a pull request's base branch
+	draft     bool
 	created   time.Time
 	updated   time.Time
 	closed    time.Time
@@ -132,8 +149,9 @@ type reviewComment struct {
 }
 
 var (
-	nameRE  = regexp.MustCompile(`^[A-Za-z0-9._-]{1,100}$`)
-	loginRE = regexp.MustCompile(`^[A-Za-z0-9](?:[A-Za-z0-9-]{0,38})(?:\[bot\])?$`)
+	branchRE = regexp.MustCompile(`^[A-Za-z0-9._/-]{1,200}$`)
+	nameRE   = regexp.MustCompile(`^[A-Za-z0-9._-]{1,100}$`)
+	loginRE  = regexp.MustCompile(`^[A-Za-z0-9](?:[A-Za-z0-9-]{0,38})(?:\[bot\])?$`)
 )
 
 // maxText bounds titles, bodies and labels accepted through either API, like

@@ -6,6 +6,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -282,4 +283,58 @@ func TestAddHookReceivesLaterChangesOnly(t *testing.T) {
 
 func githubsimConfigWithHook(url, secret string) githubsim.Config {
 	return githubsim.Config{Hooks: []githubsim.Hook{{URL: url, Secret: secret}}}
+}
+
+// TestPullRequestPayloadsHaveTheFixturesShape is the same check for the
+// pull-request events: opened, labeled, closed (merged), review submitted,
+// review comment created.
+func TestPullRequestPayloadsHaveTheFixturesShape(t *testing.T) {
+	dir := filepath.Join("..", "..", "..", "shared", "fixtures", "github-webhooks")
+	if _, err := os.Stat(dir); err != nil {
+		t.Skipf("webhook fixtures not found at %s (they live beside the repository in /work/shared)", dir)
+	}
+	rc := newReceiver(t, "k")
+	s := startSim(t, githubsim.Config{Hooks: []githubsim.Hook{{URL: rc.srv.URL, Secret: "k"}}})
+	_, err := s.OpenIssue("demo/widgets", "dana", "t", "")
+	require.NoError(t, err)
+	pr, err := s.OpenPullRequestWith("demo/widgets", githubsim.PullRequest{Author: "erin", Title: "CSV", Body: "Fixes #1", Head: "issue-1"})
+	require.NoError(t, err)
+	require.NoError(t, s.AddLabel("demo/widgets", pr.Number, "erin", "x"))
+	_, err = s.AddReview("demo/widgets", pr.Number, githubsim.Review{Author: "dana", Body: "LGTM", State: "APPROVED"})
+	require.NoError(t, err)
+	_, err = s.AddReviewComment("demo/widgets", pr.Number, githubsim.ReviewComment{Author: "dana", Body: "nit", Path: "a.go", Line: 3})
+	require.NoError(t, err)
+	require.NoError(t, s.MergePullRequest("demo/widgets", pr.Number, "dana"))
+	require.ErrorIs(t, s.MergePullRequest("demo/widgets", pr.Number, "dana"), githubsim.ErrInvalid)
+	wait(t, s)
+	got := rc.got()[1:] // after issues.opened
+	var seq []string
+	for _, g := range got {
+		seq = append(seq, g.event+"."+str(g.payload, "action"))
+	}
+	require.Equal(t, []string{"pull_request.opened", "pull_request.labeled", "pull_request_review.submitted", "pull_request_review_comment.created", "pull_request.closed"}, seq)
+	require.Equal(t, "issue-1", str(got[0].payload, "pull_request", "head", "ref"))
+	require.Equal(t, "approved", str(got[2].payload, "review", "state"), "webhooks carry the review state in lower case")
+	require.Equal(t, "true", fmt.Sprint(got[4].payload["pull_request"].(map[string]any)["merged"]))
+	for i, fx := range []string{"pull_request/opened.payload.json", "pull_request/labeled.payload.json", "pull_request_review/submitted.payload.json",
+		"pull_request_review_comment/created.payload.json", "pull_request/closed.payload.json"} {
+		raw, err := os.ReadFile(filepath.Join(dir, fx))
+		require.NoError(t, err)
+		var want map[string]any
+		require.NoError(t, json.Unmarshal(raw, &want))
+		delete(want, "installation") // only app hooks carry it
+		ours := got[i].payload
+		require.Subset(t, keys(ours), keys(want), fx)
+		for _, k := range []string{"pull_request", "review", "comment", "label", "repository", "sender"} {
+			w, ok := want[k].(map[string]any)
+			if !ok {
+				continue
+			}
+			require.Subset(t, keys(ours[k].(map[string]any)), keys(w), "%s: %s", fx, k)
+		}
+		prw := want["pull_request"].(map[string]any)
+		pro := ours["pull_request"].(map[string]any)
+		require.Subset(t, keys(pro["head"].(map[string]any)), keys(prw["head"].(map[string]any)), fx)
+		require.Subset(t, keys(pro["_links"].(map[string]any)), keys(prw["_links"].(map[string]any)), fx)
+	}
 }

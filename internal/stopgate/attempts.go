@@ -5,11 +5,13 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 
 	"github.com/theloop-dev/theloop/internal/atomicfile"
 )
@@ -66,7 +68,7 @@ func (c Counters) path(repoRoot, workItem string) string {
 // Get returns the recorded consecutive blocks at node (0 when the work
 // item's counter is missing, unreadable, or counts another node).
 func (c Counters) Get(repoRoot, workItem, node string) int {
-	data, err := os.ReadFile(c.path(repoRoot, workItem))
+	data, err := readSmallRegular(c.path(repoRoot, workItem))
 	if err != nil {
 		return 0
 	}
@@ -109,4 +111,18 @@ func replaceCounter(dir, path string, data []byte) error {
 		}
 	}
 	return err
+}
+
+// readSmallRegular reads a counter file: opened without blocking (a named
+// pipe in its place must not hang the gate), only when regular, at most 4 KB.
+func readSmallRegular(path string) ([]byte, error) {
+	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NONBLOCK, 0)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	if fi, err := f.Stat(); err != nil || !fi.Mode().IsRegular() {
+		return nil, fmt.Errorf("%s is not a regular file", path)
+	}
+	return io.ReadAll(io.LimitReader(f, 4096))
 }

@@ -48,6 +48,8 @@ func BenchmarkWebhookThroughput(b *testing.B) {
 	cfg.ReconcileInterval = -1
 	cfg.ClaudeEnv = &sessions.ClaudeEnvironment{}
 	cfg.Tmux.Socket = "theloop-bench-unused"
+	// As `loopd run` does: every event is also a line in the event log.
+	cfg.EventLogPath = filepath.Join(cfg.StateRoot, "logs", "events.jsonl")
 	sim, err := githubsim.Start(githubsim.Config{})
 	if err != nil {
 		b.Fatal(err)

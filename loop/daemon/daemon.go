@@ -60,6 +60,9 @@ type Daemon struct {
 
 	ready chan struct{}
 	addr  string
+	// observing is false when no Observer was given (no observation is
+	// built).
+	observing bool
 
 	q      *queue.Queue
 	sink   graph.Sink
@@ -109,14 +112,16 @@ func New(cfg Config, deps Deps) (*Daemon, error) {
 	if deps.Log == nil {
 		deps.Log = os.Stderr
 	}
-	if deps.Observer == nil {
+	observing := deps.Observer != nil
+	if !observing {
 		deps.Observer = ObserverFunc(func(Observation) {})
 	}
-	return &Daemon{cfg: cfg, deps: deps, ready: make(chan struct{})}, nil
+	return &Daemon{cfg: cfg, deps: deps, ready: make(chan struct{}), observing: observing}, nil
 }
 
 // Ready is closed once the webhook receiver listens (Addr is valid) and the
-// dispatcher runs.
+// dispatcher runs. A Run that fails before that returns without closing it:
+// wait on both.
 func (d *Daemon) Ready() <-chan struct{} { return d.ready }
 
 // Addr is the receiver's bound host:port (valid after Ready).
@@ -165,6 +170,9 @@ func firstRef(ev *ingress.Event) string {
 }
 
 func (d *Daemon) observe(o Observation) {
+	if !d.observing {
+		return
+	}
 	if o.Time.IsZero() {
 		o.Time = d.deps.Clock.Now()
 	}
@@ -212,7 +220,13 @@ func (d *Daemon) Run(ctx context.Context) (err error) {
 	d.q = q
 	defer q.Close()
 
-	recv, err := ingress.NewReceiver(d.ingressConfig(), ingress.ReceiverDeps{Sink: d.Sink(), Log: d.sink, Clock: d.deps.Clock})
+	icfg := d.ingressConfig()
+	if warns, err := icfg.Validate(); err == nil {
+		for _, w := range warns {
+			d.logf("warning: %s", w)
+		}
+	}
+	recv, err := ingress.NewReceiver(icfg, ingress.ReceiverDeps{Sink: d.Sink(), Log: d.sink, Clock: d.deps.Clock})
 	if err != nil {
 		return fmt.Errorf("daemon: webhook receiver: %w", err)
 	}
@@ -417,6 +431,9 @@ func (d *Daemon) emit(name string, level graph.Level, fields ...graph.Field) {
 }
 
 func (d *Daemon) onDispatch(o dispatch.Observation) {
+	if o.Outcome == dispatch.OutcomeDropped {
+		return // the intake logged dispatch.dropped with its reason
+	}
 	level := graph.LevelInfo
 	fields := []graph.Field{{Key: "key", Value: o.Key}, {Key: "delivery_id", Value: o.DeliveryID}, {Key: "seq", Value: o.Seq}, {Key: "attempt", Value: o.Attempt}}
 	if o.Err != nil {

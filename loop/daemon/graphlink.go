@@ -302,9 +302,26 @@ func (l *graphLink) onSpawn(ctx context.Context, item sessions.WorkItem, cwd, se
 
 // onEvent advances the work item's graph with the event's comments and
 // returns the step (nil when skipped or failed).
+//
+// Only a human node is evaluated: an event can decide a gate, but an agent
+// node moves when the agent claims its work (`loopctl graph complete`).
+// Evaluating an agent node on every comment would count each unfinished
+// exit chain as a failed attempt, and the same block twice in a row
+// escalates (decision 3) — two comments while the agent works would park
+// the work item.
 func (l *graphLink) onEvent(ctx context.Context, item sessions.WorkItem, cwd string, ev *ingress.Event) *graph.StepReport {
 	var out *graph.StepReport
 	l.guarded(ctx, actAdvance, item, cwd, func(rt *graph.Runtime, id string) error {
+		st, err := loop.NewStore(cwd, l.specDir(cwd)).Load(ctx, id)
+		if errors.Is(err, graph.ErrNoState) {
+			return skip{"not-started"}
+		}
+		if err != nil {
+			return err
+		}
+		if n, ok := rt.Graph().Node(st.CurrentNode); ok && !n.IsHuman() {
+			return skip{"agent-node"}
+		}
 		rep, err := rt.Advance(ctx, id, graphEvent(ev))
 		if errors.Is(err, graph.ErrNotStarted) {
 			return skip{"not-started"}

@@ -264,3 +264,24 @@ func TestGraphContextBeforeEntryIsNotEnteredYet(t *testing.T) {
 	require.Equal(t, "pending", gc.Status)
 	require.Contains(t, renderGraphContext(gc, 0, ""), "NOT ENTERED YET")
 }
+
+// Ordinary comments while the agent works on a node do not evaluate its
+// exit chain: no attempt is counted and nothing escalates (the node moves
+// when the agent claims it).
+func TestCommentsAtAnAgentNodeNeverEscalate(t *testing.T) {
+	fx := newLinkFixture(t, "https://github.com/octo/demo.git", nil)
+	fx.arm(t)
+	ctx := context.Background()
+	fx.d.link.onSpawn(ctx, fx.item, fx.cwd, "sess-1", nil)
+	rep := fx.d.link.onEvent(ctx, fx.item, fx.cwd, comment("dana", "the-loop execute"))
+	require.NotNil(t, rep)
+	require.True(t, rep.Moved)
+	for range 3 {
+		require.Nil(t, fx.d.link.onEvent(ctx, fx.item, fx.cwd, comment("dana", "a note while you work")))
+	}
+	st, err := fx.state(t)
+	require.NoError(t, err)
+	require.Equal(t, rep.CurrentNode, st.CurrentNode)
+	require.Nil(t, st.Parked, "nothing parked or escalated")
+	require.True(t, fx.obs.has("graph.skipped", "reason", "agent-node"))
+}

@@ -70,6 +70,9 @@ func (s *observedSink) Emit(e graph.LogEvent) {
 	for _, n := range s.next {
 		n.Emit(e)
 	}
+	if !s.d.observing {
+		return
+	}
 	o := Observation{Kind: KindEvent, Time: e.Time, Name: e.Name, Fields: map[string]any{}}
 	for _, f := range e.Fields {
 		switch f.Key {

@@ -150,6 +150,14 @@ func TestDuplicateDeliveriesAndContentHaveOneEffect(t *testing.T) {
 	w.waitIdle()
 	pastes := strings.Count(w.received(), "please also consider gadgets")
 	require.Equal(t, 1, pastes)
+	cs, err := w.sim.Comments(repoFull, n)
+	require.NoError(t, err)
+	for _, c := range cs {
+		if c.ID == cm.ID {
+			require.Contains(t, c.Reactions, "theloop-bot:eyes", "the started reaction on the triggering comment")
+			require.Contains(t, c.Reactions, "theloop-bot:hooray", "the completed reaction")
+		}
+	}
 	var id string
 	for _, d := range w.sim.Deliveries() {
 		if d.CommentID == cm.ID {
@@ -370,4 +378,25 @@ func TestReconcileAtStartCatchesWhatWasMissedWhileDown(t *testing.T) {
 	w.cfg.ReconcileInterval = 0 // once, at start
 	w.start()
 	w.eventually("the session closed by the reconcile pass", func() bool { return w.status(n) == sessions.StatusClosed })
+}
+
+// "the-loop do" starts the work item on the ad-hoc loop; "the-loop
+// cleanup" ends the session and removes its record and worktree.
+func TestDoSelectsTheAdhocLoopAndCleanupTearsDown(t *testing.T) {
+	w := newWorld(t, func(c *daemon.Config) { c.RequireStartCommand = true })
+	n := w.openLabeled()
+	_, err := w.sim.Comment(repoFull, n, human, "the-loop do")
+	require.NoError(t, err)
+	w.waitIdle()
+	require.Equal(t, 1, w.spawns())
+	require.Equal(t, "pdlc-adhoc-loop", w.state(n).Loop)
+	cwd := w.checkout(n)
+
+	_, err = w.sim.Comment(repoFull, n, human, "the-loop cleanup")
+	require.NoError(t, err)
+	w.waitIdle()
+	require.Equal(t, sessions.Status(""), w.status(n), "the session record is gone")
+	require.NoDirExists(t, cwd)
+	err = exec.Command("tmux", "-L", w.socket, "has-session", "-t", "="+w.item(n).TmuxName()).Run()
+	require.Error(t, err, "the tmux session is gone")
 }

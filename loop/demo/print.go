@@ -186,7 +186,11 @@ func (w *world) observe(o daemon.Observation) {
 			w.mu.Unlock()
 			return
 		case "dispatch.dropped":
-			w.p.line("loopd", "drops delivery %.8s…: %s", o.DeliveryID, explain(reason))
+			// The intake says why; the dispatcher's own record of the same
+			// drop carries no reason.
+			if reason != "" {
+				w.p.line("loopd", "drops delivery %.8s…: %s", o.DeliveryID, explain(reason))
+			}
 			return
 		}
 		if strings.HasPrefix(o.Name, "control.") || strings.HasPrefix(o.Name, "dispatch.dead") {

@@ -63,6 +63,13 @@ const (
 
 // Header names set on dead letters.
 const (
+	// HeaderPayloadOffset marks the split wire format: the message data is
+	// the event's JSON without its payload, immediately followed by the raw
+	// payload bytes, which start at this byte offset. Decoding then never
+	// re-scans the (up to 25 MB) payload the receiver already validated.
+	// Messages without it are one JSON document (ingress.DecodeEvent).
+	HeaderPayloadOffset = "Theloop-Payload-Offset"
+
 	HeaderDeadReason   = "Theloop-Dead-Reason"
 	HeaderDeadAttempts = "Theloop-Dead-Attempts"
 	HeaderDeadSeq      = "Theloop-Dead-Seq"
@@ -282,13 +289,13 @@ func (q *Queue) Put(ctx context.Context, ev *ingress.Event) error {
 	if ev == nil || ev.DeliveryID == "" {
 		return errors.New("queue: an event without a delivery id cannot be kept (the queue deduplicates on it)")
 	}
-	data, err := ev.AppendJSON(make([]byte, 0, 512+len(ev.Payload)))
+	msg, err := encode(q.subject, ev)
 	if err != nil {
 		return fmt.Errorf("queue: encode event %s: %w", ev.DeliveryID, err)
 	}
 	ctx, cancel := context.WithTimeout(ctx, q.cfg.PublishTimeout)
 	defer cancel()
-	ack, err := q.js.Publish(ctx, q.subject, data, jetstream.WithMsgID(ev.DeliveryID))
+	ack, err := q.js.PublishMsg(ctx, msg, jetstream.WithMsgID(ev.DeliveryID))
 	if err != nil {
 		return fmt.Errorf("queue: publish delivery %s: %v: %w", ev.DeliveryID, err, ingress.ErrUnavailable)
 	}
@@ -349,7 +356,7 @@ func (c *Consumer) Next() (*Message, error) {
 		m.Seq = md.Sequence.Stream
 		m.NumDelivered = md.NumDelivered
 	}
-	if ev, err := ingress.DecodeEvent(raw.Data()); err != nil {
+	if ev, err := decode(raw.Headers(), raw.Data()); err != nil {
 		m.DecodeErr = fmt.Errorf("stream sequence %d does not decode as an event: %w", m.Seq, err)
 	} else {
 		m.Event = ev
@@ -448,6 +455,9 @@ type DeadLetter struct {
 func (q *Queue) Kill(ctx context.Context, m *Message, attempts int, reason string) error {
 	msg := nats.NewMsg(q.deadSubj)
 	msg.Data = m.raw.Data()
+	if off := m.raw.Headers().Get(HeaderPayloadOffset); off != "" {
+		msg.Header.Set(HeaderPayloadOffset, off)
+	}
 	msg.Header.Set(HeaderDeadReason, truncate(reason, 2000))
 	msg.Header.Set(HeaderDeadAttempts, strconv.Itoa(attempts))
 	msg.Header.Set(HeaderDeadSeq, strconv.FormatUint(m.Seq, 10))
@@ -493,7 +503,7 @@ func decodeDead(raw *jetstream.RawStreamMsg) DeadLetter {
 	d := DeadLetter{Seq: raw.Sequence, At: raw.Time, Reason: raw.Header.Get(HeaderDeadReason)}
 	d.Attempts, _ = strconv.Atoi(raw.Header.Get(HeaderDeadAttempts))
 	d.OriginalSeq, _ = strconv.ParseUint(raw.Header.Get(HeaderDeadSeq), 10, 64)
-	if ev, err := ingress.DecodeEvent(raw.Data); err == nil {
+	if ev, err := decode(raw.Header, raw.Data); err == nil {
 		d.Event = ev
 		d.DeliveryID = ev.DeliveryID
 	}
@@ -512,7 +522,12 @@ func (q *Queue) Replay(ctx context.Context, seq uint64) error {
 	if err != nil {
 		return fmt.Errorf("queue: dead letter %d: %w", seq, err)
 	}
-	if _, err := q.js.Publish(ctx, q.subject, raw.Data, jetstream.WithMsgID("replay-"+strconv.FormatUint(seq, 10))); err != nil {
+	msg := nats.NewMsg(q.subject)
+	msg.Data = raw.Data
+	if off := raw.Header.Get(HeaderPayloadOffset); off != "" {
+		msg.Header.Set(HeaderPayloadOffset, off)
+	}
+	if _, err := q.js.PublishMsg(ctx, msg, jetstream.WithMsgID("replay-"+strconv.FormatUint(seq, 10))); err != nil {
 		return fmt.Errorf("queue: replay dead letter %d: %w", seq, err)
 	}
 	if err := q.dead.DeleteMsg(ctx, seq); err != nil {
@@ -619,4 +634,42 @@ func (q *Queue) AcquireLease(ctx context.Context, owner string, ttl time.Duratio
 			_ = kv.Delete(dctx, leaseKey, jetstream.LastRevision(rev))
 		})
 	}}, nil
+}
+
+// encode builds the stream message of ev in the split wire format (see
+// HeaderPayloadOffset).
+func encode(subject string, ev *ingress.Event) (*nats.Msg, error) {
+	head := *ev
+	head.Payload = nil
+	data, err := head.AppendJSON(make([]byte, 0, 512+len(ev.Payload)))
+	if err != nil {
+		return nil, err
+	}
+	msg := nats.NewMsg(subject)
+	if len(ev.Payload) > 0 {
+		msg.Header.Set(HeaderPayloadOffset, strconv.Itoa(len(data)))
+		data = append(data, ev.Payload...)
+	}
+	msg.Data = data
+	return msg, nil
+}
+
+// decode reads a stream message written by encode (or a plain JSON event).
+func decode(h nats.Header, data []byte) (*ingress.Event, error) {
+	off := h.Get(HeaderPayloadOffset)
+	if off == "" {
+		return ingress.DecodeEvent(data)
+	}
+	n, err := strconv.Atoi(off)
+	if err != nil || n < 0 || n > len(data) {
+		return nil, fmt.Errorf("bad %s header %q for %d bytes", HeaderPayloadOffset, off, len(data))
+	}
+	ev, err := ingress.DecodeEvent(data[:n])
+	if err != nil {
+		return nil, err
+	}
+	if n < len(data) {
+		ev.Payload = data[n:len(data):len(data)]
+	}
+	return ev, nil
 }

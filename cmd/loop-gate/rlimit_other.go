@@ -1,0 +1,6 @@
+//go:build !unix
+
+package main
+
+// limitAddressSpace is not available here; the soft heap limit remains.
+func limitAddressSpace(uint64) {}

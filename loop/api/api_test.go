@@ -67,6 +67,10 @@ func TestSocketIsPrivateAndSingle(t *testing.T) {
 	require.NoError(t, err)
 	l3.Close()
 
+	// A path too long for a unix socket names the fix.
+	_, err = api.ListenUnix("/tmp/" + strings.Repeat("x", 120) + "/loopd.sock")
+	require.ErrorContains(t, err, "use a shorter state root")
+
 	// A regular file in the way is not removed.
 	file := filepath.Join(privateDir(t), api.SocketName)
 	require.NoError(t, os.WriteFile(file, []byte("x"), 0o600))

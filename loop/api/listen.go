@@ -29,6 +29,10 @@ var ErrNoToken = errors.New("the control plane listens on TCP only with a bearer
 // daemons never share a socket. The socket's directory should be private
 // (the state root is 0700), which closes the window between bind and chmod.
 func ListenUnix(path string) (net.Listener, error) {
+	// sun_path holds 108 bytes on Linux (104 on the BSDs) with its NUL.
+	if len(path) > 103 {
+		return nil, fmt.Errorf("control socket %s: the path is %d bytes, longer than a unix socket allows (103); use a shorter state root (--state-root, state.root)", path, len(path))
+	}
 	if fi, err := os.Lstat(path); err == nil {
 		if fi.Mode()&os.ModeSocket == 0 {
 			return nil, fmt.Errorf("control socket %s: a file that is not a socket is in the way; remove it", path)

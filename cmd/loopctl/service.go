@@ -152,7 +152,8 @@ func newSessionsCmd(f *Factory) *cli.Command {
 	control := func(verb, usage string) *cli.Command {
 		return &cli.Command{
 			Name: verb, Usage: usage, ArgsUsage: "REF",
-			Flags: append(refFlags(), &cli.StringFlag{Name: "actor", Usage: "who, recorded in the control record (default: your OS user)"}),
+			Flags: append(refFlags(), &cli.StringFlag{Name: "actor", Usage: "who, recorded in the control record (default: your OS user)"},
+				&cli.BoolFlag{Name: "no-comment", Usage: "do not announce the command on the work item with a marked comment"}),
 			Action: func(c *cli.Context) error {
 				o, err := readServiceOptions(f, c)
 				if err != nil {
@@ -169,11 +170,14 @@ func newSessionsCmd(f *Factory) *cli.Command {
 					}
 				}
 				var res api.ControlResult
-				printed, err := o.call(c.Context, "POST", "/sessions/control", nil, api.ControlRequest{Ref: ref, Verb: verb, Actor: actor}, &res)
+				printed, err := o.call(c.Context, "POST", "/sessions/control", nil, api.ControlRequest{Ref: ref, Verb: verb, Actor: actor, NoComment: c.Bool("no-comment")}, &res)
 				if err != nil || printed {
 					return err
 				}
 				fmt.Fprintf(f.IO.Out, "%s %s: %s\n", res.Ref, res.Verb, res.Effect)
+				if res.AnnounceError != "" {
+					fmt.Fprintf(f.IO.ErrOut, "warning: the command was applied but not announced on the work item: %s\n", res.AnnounceError)
+				}
 				return nil
 			},
 		}

@@ -160,7 +160,7 @@ func (s *fakeSessions) Session(_ context.Context, ref string) (sessions.Record, 
 	return s.recs[i], nil
 }
 
-func (s *fakeSessions) ControlSession(_ context.Context, ref, verb, actor string) (api.ControlResult, error) {
+func (s *fakeSessions) ControlSession(_ context.Context, ref, verb, actor string, _ bool) (api.ControlResult, error) {
 	i, err := s.find(ref)
 	if err != nil {
 		return api.ControlResult{}, err

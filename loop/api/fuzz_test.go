@@ -22,7 +22,7 @@ func (nopSessions) ListSessions(context.Context, string) ([]sessions.Record, err
 func (nopSessions) Session(_ context.Context, ref string) (sessions.Record, error) {
 	return sessions.Record{}, fmt.Errorf("%w: %s", sessions.ErrNoRecord, ref)
 }
-func (nopSessions) ControlSession(_ context.Context, ref, verb, actor string) (api.ControlResult, error) {
+func (nopSessions) ControlSession(_ context.Context, ref, verb, actor string, _ bool) (api.ControlResult, error) {
 	return api.ControlResult{Ref: ref, Verb: verb, Effect: "noop"}, nil
 }
 func (nopSessions) AttachCommand(context.Context, string) (string, error) {

@@ -31,8 +31,9 @@ type Sessions interface {
 	// Session returns one work item's record (ErrNotFound when none).
 	Session(ctx context.Context, ref string) (sessions.Record, error)
 	// ControlSession applies stop, pause or resume for actor, recording it
-	// (source cli) before the effect; it returns what happened.
-	ControlSession(ctx context.Context, ref, verb, actor string) (ControlResult, error)
+	// (source cli) before the effect, and unless noComment announces it on
+	// the work item; it returns what happened.
+	ControlSession(ctx context.Context, ref, verb, actor string, noComment bool) (ControlResult, error)
 	// AttachCommand is the shell command that attaches to the session.
 	AttachCommand(ctx context.Context, ref string) (string, error)
 }
@@ -42,6 +43,10 @@ type ControlResult struct {
 	Ref    string `json:"ref"`
 	Verb   string `json:"verb"`
 	Effect string `json:"effect"`
+	// Announced is the marked comment's URL ("" when none was posted);
+	// AnnounceError says why it was not.
+	Announced     string `json:"announced,omitempty"`
+	AnnounceError string `json:"announceError,omitempty"`
 }
 
 // Queue is the running daemon's durable queue.
@@ -300,6 +305,9 @@ type ControlRequest struct {
 	Ref   string `json:"ref"`
 	Verb  string `json:"verb"`
 	Actor string `json:"actor,omitempty"`
+	// NoComment skips the marked comment announcing the command on the
+	// work item (daemon-spec §5.4: posted unless --no-comment).
+	NoComment bool `json:"noComment,omitempty"`
 }
 
 // ControlVerbs are the session verbs the API applies.
@@ -326,7 +334,7 @@ func (s *Server) sessionsControl(_ http.ResponseWriter, r *http.Request) (any, e
 	if req.Actor == "" {
 		req.Actor = "(api)"
 	}
-	return s.b.Sessions.ControlSession(r.Context(), req.Ref, req.Verb, req.Actor)
+	return s.b.Sessions.ControlSession(r.Context(), req.Ref, req.Verb, req.Actor, req.NoComment)
 }
 
 func (s *Server) sessionsAttach(_ http.ResponseWriter, r *http.Request) (any, error) {

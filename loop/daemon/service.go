@@ -11,7 +11,9 @@ import (
 	"time"
 
 	"github.com/theloop-dev/theloop/graph"
+	"github.com/theloop-dev/theloop/hooks"
 	"github.com/theloop-dev/theloop/ingress"
+	"github.com/theloop-dev/theloop/integrations"
 	"github.com/theloop-dev/theloop/internal/buildinfo"
 	"github.com/theloop-dev/theloop/loop/api"
 	"github.com/theloop-dev/theloop/loop/dispatch"
@@ -321,7 +323,7 @@ func (s serviceSessions) AttachCommand(_ context.Context, ref string) (string, e
 // §5.4): recorded with source cli before the effect, like a comment-issued
 // command but without the authorization check — reaching the 0600 socket
 // (or holding the TCP token) is the operator's proof.
-func (s serviceSessions) ControlSession(ctx context.Context, ref, verb, actor string) (api.ControlResult, error) {
+func (s serviceSessions) ControlSession(ctx context.Context, ref, verb, actor string, noComment bool) (api.ControlResult, error) {
 	d := s.d
 	item, err := parseRef(ref)
 	if err != nil {
@@ -376,7 +378,33 @@ func (s serviceSessions) ControlSession(ctx context.Context, ref, verb, actor st
 	}
 	d.emit("control.command", graph.LevelInfo, graph.Field{Key: "work_item", Value: item.String()}, graph.Field{Key: "command", Value: verb},
 		graph.Field{Key: "via", Value: "cli"}, graph.Field{Key: "actor", Value: actor}, graph.Field{Key: "effect", Value: res.Effect})
+	if !noComment {
+		d.announceControl(ctx, item, verb, actor, &res)
+	}
 	return res, nil
+}
+
+// announceControl posts the marked comment that tells the work item's
+// readers a control command was issued from the CLI (daemon-spec §5.4):
+// its first line is the keyword, so the record reads the same as a
+// comment-issued one; the marker keeps the daemon from acting on it again.
+func (d *Daemon) announceControl(ctx context.Context, item sessions.WorkItem, verb, actor string, res *api.ControlResult) {
+	kw := d.cfg.Keywords[verb]
+	if kw == "" {
+		kw = "the-loop " + verb
+	}
+	body := hooks.Mark(fmt.Sprintf("%s\n\n_Issued from the CLI by %s (effect: %s)._", kw, actor, res.Effect))
+	out, err := d.integ.Call(ctx, integrations.OpGitHubAddComment, map[string]any{"ref": item.String(), "body": body})
+	if err != nil {
+		res.AnnounceError = err.Error()
+		d.emit("control.announce_failed", graph.LevelWarning, graph.Field{Key: "work_item", Value: item.String()}, graph.Field{Key: "command", Value: verb}, graph.Field{Key: "error", Value: err.Error()})
+		return
+	}
+	res.Announced, _ = out["url"].(string)
+	if res.Announced == "" {
+		res.Announced = item.URL()
+	}
+	d.emit("control.announced", graph.LevelInfo, graph.Field{Key: "work_item", Value: item.String()}, graph.Field{Key: "command", Value: verb})
 }
 
 var _ api.Sessions = serviceSessions{}

@@ -167,7 +167,14 @@ func (d *Daemon) serviceHandler() http.Handler {
 		HookObserver: d.hookObserver(),
 	}
 	d.svc.graphs = graphs
-	a := api.New(api.Config{Clock: d.deps.Clock, Log: d.slog(), Observe: d.svc.metrics.APIRequest}, api.Backend{
+	observe := func(route string, code int, took time.Duration) {
+		d.svc.metrics.APIRequest(route, code, took)
+		if route != "/health" {
+			d.emit("api.request", graph.LevelDebug, graph.Field{Key: "path", Value: api.Prefix + route}, graph.Field{Key: "status", Value: code},
+				graph.Field{Key: "duration_ms", Value: took.Milliseconds()})
+		}
+	}
+	a := api.New(api.Config{Clock: d.deps.Clock, Log: d.slog(), Observe: observe}, api.Backend{
 		Graphs:       graphs,
 		Sessions:     serviceSessions{d},
 		Queue:        serviceQueue{d},

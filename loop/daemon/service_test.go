@@ -18,6 +18,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/theloop-dev/theloop/loop/api"
+	"github.com/theloop-dev/theloop/loop/daemon"
 	"github.com/theloop-dev/theloop/sessions"
 )
 
@@ -184,4 +185,46 @@ func TestControlPlaneOverTheSocket(t *testing.T) {
 	require.NoError(t, c.Do(ctx, "GET", "/events", url.Values{"event": {"control.command"}}, nil, &evs))
 	require.Len(t, evs, 4, "pause, resume, resume (nothing to resume), stop")
 	_ = sessions.StatusClosed
+}
+
+// TCP is opt-in and needs the bearer token; the socket stays.
+func TestControlPlaneOnTCPNeedsTheToken(t *testing.T) {
+	w := newWorld(t, func(c *daemon.Config) {
+		c.Service.Listen = "127.0.0.1:0"
+		c.Service.Token = "s3cret"
+	})
+	addr := w.d.ControlAddr()
+	require.NotEmpty(t, addr)
+	resp, err := http.Get("http://" + addr + api.Prefix + "/status")
+	require.NoError(t, err)
+	resp.Body.Close()
+	require.Equal(t, http.StatusUnauthorized, resp.StatusCode)
+	resp, err = http.Get("http://" + addr + "/metrics")
+	require.NoError(t, err)
+	resp.Body.Close()
+	require.Equal(t, http.StatusUnauthorized, resp.StatusCode, "metrics too")
+	var st api.Status
+	require.NoError(t, api.NewTCPClient("http://"+addr, "s3cret", nil).Do(context.Background(), "GET", "/status", nil, nil, &st))
+	require.Equal(t, w.cfg.StateRoot, st.StateRoot)
+	require.NoError(t, api.NewSocketClient(w.d.ControlSocket()).Do(context.Background(), "GET", "/status", nil, nil, &st))
+	w.eventually("api.request in the event log", func() bool { return w.count("api.request") >= 2 })
+	// Let the dispatcher take its consumer before the world stops (a stop
+	// while it starts is reported as an error by Run).
+	w.openLabeled()
+	w.eventually("the session", func() bool { return w.spawns() == 1 })
+}
+
+func TestTCPWithoutATokenRefusesToStart(t *testing.T) {
+	requireTools(t)
+	cfg := daemon.DefaultConfig()
+	cfg.StateRoot = t.TempDir()
+	cfg.Listen = "127.0.0.1:0"
+	cfg.InsecureAcceptUnsigned = true
+	cfg.ReconcileInterval = -1
+	cfg.ClaudeEnv = &sessions.ClaudeEnvironment{}
+	cfg.Service.Listen = "127.0.0.1:0"
+	d, err := daemon.New(cfg, daemon.Deps{Log: testLog{t}})
+	require.NoError(t, err)
+	err = d.Run(context.Background())
+	require.ErrorIs(t, err, api.ErrNoToken)
 }

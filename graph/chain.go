@@ -158,9 +158,16 @@ func (b *batch) run() {
 			hc := *job.base
 			hc.Params = h.Params
 			hc.Results = out.Results[:len(out.Results):len(out.Results)]
+			var began time.Time
+			if hc.observe != nil {
+				began = time.Now()
+			}
 			res := callHook(h, hctx, &hc)
 			hctx.cancel(context.Canceled)
 			res = normalise(h, res)
+			if hc.observe != nil {
+				hc.observe(HookTiming{Node: nodeID(hc.Node), Hook: h.Name, Boundary: hc.Boundary, Mode: hc.Mode, Status: res.Status, Duration: time.Since(began)})
+			}
 
 			b.mu.Lock()
 			if b.abandoned {
@@ -428,4 +435,11 @@ func (c *hookCtx) cancel(err error) {
 	if c.done != nil {
 		close(c.done)
 	}
+}
+
+func nodeID(n *Node) string {
+	if n == nil {
+		return ""
+	}
+	return n.ID
 }

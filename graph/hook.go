@@ -311,6 +311,19 @@ type HookContext struct {
 	Graph   *Graph
 	// Now is the evaluation time, from the runtime's clock.
 	Now time.Time
+
+	// observe reports each hook's wall time (Options.HookObserver).
+	observe func(HookTiming)
+}
+
+// HookTiming is one hook run, for Options.HookObserver (metrics).
+type HookTiming struct {
+	Node     string
+	Hook     string
+	Boundary Boundary
+	Mode     Mode
+	Status   Status
+	Duration time.Duration
 }
 
 // Hook is a registered unit of work. It must honour ctx's deadline when it

@@ -53,6 +53,9 @@ type Options struct {
 	// gate: Status reports the gate as a block naming why, a claim blocks,
 	// and an inbound event replaces the refused record with a fresh one.
 	Verifier DecisionVerifier
+	// HookObserver, when set, is told each hook's wall time and status
+	// (called on the chain's goroutine; it must not block).
+	HookObserver func(HookTiming)
 }
 
 // Runtime walks work items through one compiled graph. It is safe for
@@ -540,6 +543,7 @@ func (r *Runtime) hookContext(ctx context.Context, s *session, n *Node, b Bounda
 		Surface:  s.st.Surface,
 		Graph:    r.g,
 		Now:      s.now,
+		observe:  r.opts.HookObserver,
 	}
 	if mode == ModeCheck {
 		if s.ro == nil {

@@ -616,6 +616,7 @@ var removedCLIKeys = []struct{ key, replacement string }{
 	{"routing.reactions.ghBinary", "integrations.github.cli.binary"},
 	{"routing.announce.ghBinary", "integrations.github.cli.binary"},
 	{"polling.stateFile", "state.root"},
+	{"service.cors", "nothing: the control plane sends no CORS headers"},
 }
 
 // CLIConfig is the operator's cli-config.yaml: how theloop runs on this
@@ -794,6 +795,9 @@ func ParseCLIConfig(name string, data []byte) (CLIConfig, error) {
 	if err := checkCLIConfigCurrent(name, raw); err != nil {
 		return CLIConfig{}, err
 	}
+	if err := CheckCLIConfigKeys(name, raw); err != nil {
+		return CLIConfig{}, err
+	}
 	r := &keyReader{m: raw}
 	if v, ok := r.get("version"); ok {
 		cfg.Version = scalarString(v)
@@ -877,7 +881,7 @@ func checkCLIConfigCurrent(name string, raw map[string]any) error {
 		}
 	}
 	if len(found) > 0 {
-		return fmt.Errorf("%w: %s: %s; move the settings there and set version: %q", ErrConfigTooOld, name, strings.Join(found, "; "), CurrentCLIConfigVersion)
+		return fmt.Errorf("%w: %s: %s; run `loopctl config migrate --config %s` (or move the settings there and set version: %q)", ErrConfigTooOld, name, strings.Join(found, "; "), name, CurrentCLIConfigVersion)
 	}
 	v, ok := raw["version"]
 	if !ok || v == nil {
@@ -890,7 +894,7 @@ func checkCLIConfigCurrent(name string, raw map[string]any) error {
 	}
 	want, _ := parseVersion(CurrentCLIConfigVersion)
 	if compareVersions(have, want) < 0 {
-		return fmt.Errorf("%w: %s: version %q is older than %s; migrate the configuration (removed keys move to their replacements) and set version: %q", ErrConfigTooOld, name, s, CurrentCLIConfigVersion, CurrentCLIConfigVersion)
+		return fmt.Errorf("%w: %s: version %q is older than %s; run `loopctl config migrate --config %s` (removed keys move to their replacements, the version is stamped %q)", ErrConfigTooOld, name, s, CurrentCLIConfigVersion, name, CurrentCLIConfigVersion)
 	}
 	return nil
 }

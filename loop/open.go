@@ -70,6 +70,8 @@ type Options struct {
 	// Warn receives non-fatal findings (an ignored repository graph, a
 	// harness-config key of the wrong type). Nil discards them.
 	Warn func(string)
+	// HookObserver is told each hook's wall time (graph.Options; metrics).
+	HookObserver func(graph.HookTiming)
 }
 
 // Repo is a repository checkout as theloop reads it.
@@ -183,6 +185,7 @@ func (r *Repo) Runtime(opts Options) (*graph.Runtime, error) {
 		LockTimeout:  opts.LockTimeout,
 		Signer:       opts.DecisionSigner,
 		Verifier:     opts.DecisionVerifier,
+		HookObserver: opts.HookObserver,
 	})
 }
 

@@ -69,12 +69,7 @@ func runAsk(ctx context.Context, f *Factory, opts askOptions) error {
 	if err != nil {
 		return failWith(exitRefused, "%v", err)
 	}
-	// Relative state and event-log paths are taken from the repository the
-	// agent works in, as every other verb takes them; outside one, from here.
-	root := ""
-	if wd, err := f.Getwd(); err == nil {
-		root, _ = loop.FindRoot(wd)
-	}
+	root := f.rootHere()
 	cfg, err := f.cliConfig(opts.Config, root)
 	if err != nil {
 		return failWith(exitRefused, "%v", err)

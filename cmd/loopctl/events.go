@@ -125,11 +125,7 @@ func runEvents(opts *eventsOptions) error {
 	case "json":
 		out := make([]map[string]any, 0, len(recs))
 		for _, r := range recs {
-			m := map[string]any{"ts": r.Time.Format(time.RFC3339Nano), "source": r.Source, "event": r.Event, "level": r.Level, "pid": r.PID}
-			for _, fl := range r.Fields {
-				m[fl.Key] = fl.Value
-			}
-			out = append(out, m)
+			out = append(out, r.JSON())
 		}
 		if err := opts.Output.write(w, out); err != nil {
 			return err

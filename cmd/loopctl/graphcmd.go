@@ -98,6 +98,7 @@ func newShowCmd(f *Factory, runF func(*showOptions) error) *cli.Command {
 func runShow(ctx context.Context, opts *showOptions) error {
 	var g *graph.Graph
 	var m *marks
+	var rep *graph.Report
 	if opts.WorkItem == "" && opts.Repo.GraphFile == "" && opts.Repo.PR == 0 {
 		name := opts.Loop
 		if name == "" {
@@ -123,7 +124,7 @@ func runShow(ctx context.Context, opts *showOptions) error {
 			// Marked where check --recompute (the CI gate, the Stop hook)
 			// says the work item stands; a stored pointer elsewhere is
 			// said, not drawn.
-			rep, err := rt.Status(ctx, opts.WorkItem, true)
+			rep, err = rt.Status(ctx, opts.WorkItem, true)
 			if err != nil {
 				return err
 			}
@@ -136,7 +137,7 @@ func runShow(ctx context.Context, opts *showOptions) error {
 	w := opts.Factory.IO.Out
 	switch opts.Format {
 	case "json":
-		renderJSON(w, g, m)
+		renderJSON(w, g, rep)
 	case "mermaid":
 		renderMermaid(w, g, m)
 	case "dot":

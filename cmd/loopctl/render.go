@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/theloop-dev/theloop/graph"
+	"github.com/theloop-dev/theloop/loop"
 )
 
 // marks says, per node, how a work item stands: current, passed, skipped.
@@ -49,28 +50,10 @@ func (m *marks) of(id string) string {
 	return ""
 }
 
-// showJSON is the reference's `graph show --format json` shape.
-type showJSON struct {
-	Version int           `json:"version"`
-	Name    string        `json:"name"`
-	Start   string        `json:"start"`
-	Nodes   []*graph.Node `json:"nodes"`
-	Edges   []graph.Edge  `json:"edges"`
-	// Marks is set with --work-item: node id → current|passed|skipped.
-	Marks map[string]string `json:"marks,omitempty"`
-}
-
-func renderJSON(w io.Writer, g *graph.Graph, m *marks) {
-	out := showJSON{Version: g.Version, Name: g.Name, Start: g.Start, Nodes: g.Nodes(), Edges: g.Edges()}
-	if m != nil {
-		out.Marks = map[string]string{}
-		for _, n := range g.Nodes() {
-			if k := m.of(n.ID); k != "" {
-				out.Marks[n.ID] = k
-			}
-		}
-	}
-	writeJSON(w, out)
+// renderJSON prints loop.GraphView, the shape the control-plane API
+// answers too.
+func renderJSON(w io.Writer, g *graph.Graph, rep *graph.Report) {
+	writeJSON(w, loop.NewGraphView(g, rep))
 }
 
 func nodeFlags(n *graph.Node) []string {

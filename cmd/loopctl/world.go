@@ -110,6 +110,18 @@ func workItemError(err error) error {
 	return err
 }
 
+// rootHere is the repository holding the working directory, or "" outside
+// one: for verbs that also work outside a repository (ask, mcp) but take
+// relative state and event-log paths from it when there is one.
+func (f *Factory) rootHere() string {
+	wd, err := f.Getwd()
+	if err != nil {
+		return ""
+	}
+	root, _ := loop.FindRoot(wd)
+	return root
+}
+
 // cliConfig loads the operator's CLI config. ./.the-loop/cli-config.yaml is
 // looked up in root (the repository), and relative state and event-log
 // paths are taken relative to root, never to the working directory.

@@ -3,13 +3,18 @@ package main
 import (
 	"errors"
 	"fmt"
+	"log/slog"
+	"os"
+	"os/signal"
 	"path/filepath"
+	"syscall"
 
 	"github.com/urfave/cli/v2"
 
 	"github.com/theloop-dev/theloop/graph"
 	"github.com/theloop-dev/theloop/loop"
 	"github.com/theloop-dev/theloop/loop/daemon"
+	"github.com/theloop-dev/theloop/loop/systemd"
 )
 
 // runOptions are `loopd run`'s flags.
@@ -51,8 +56,9 @@ func runDaemon(e *env, opts runOptions) error {
 	if err != nil {
 		return &exitError{code: exitRefused, msg: err.Error()}
 	}
+	logger := daemon.NewLogger(e.Stderr, slog.LevelInfo)
 	for _, w := range append(cliCfg.Warnings, warns...) {
-		fmt.Fprintln(e.Stderr, "loopd: warning:", w)
+		logger.Warn(w)
 	}
 	if opts.StateRoot != "" {
 		cfg.StateRoot = opts.StateRoot
@@ -62,7 +68,7 @@ func runDaemon(e *env, opts runOptions) error {
 	}
 	if len(cfg.Secret) == 0 && opts.Insecure {
 		cfg.InsecureAcceptUnsigned = true
-		fmt.Fprintln(e.Stderr, "loopd: warning: no webhook secret: accepting UNSIGNED webhooks (--insecure-accept-unsigned)")
+		logger.Warn("no webhook secret: accepting UNSIGNED webhooks (--insecure-accept-unsigned)")
 	}
 	var operator graph.Integrations
 	if opts.cli != nil {
@@ -70,7 +76,7 @@ func runDaemon(e *env, opts runOptions) error {
 			return &exitError{code: exitRefused, msg: err.Error()}
 		}
 	}
-	d, err := daemon.New(cfg, daemon.Deps{Log: e.Stderr, OperatorIntegrations: operator})
+	d, err := daemon.New(cfg, daemon.Deps{Log: daemon.LogWriter(logger), Logger: logger, OperatorIntegrations: operator})
 	if err != nil {
 		// A configuration loopd cannot run with (no secret, a relative
 		// state root, ...): exit 2 with the fix.
@@ -78,14 +84,37 @@ func runDaemon(e *env, opts runOptions) error {
 	}
 	ctx, cancel := e.Context()
 	defer cancel()
+	// Type=notify: READY=1 once listening, watchdog pings while healthy,
+	// STOPPING=1 when SIGTERM starts the drain (no-ops outside systemd).
+	notifier := systemd.Start(ctx, d.Ready(), systemd.Options{Health: d.Healthy, Status: d.StatusLine})
+	defer notifier.Close()
+	go func() {
+		<-ctx.Done()
+		notifier.Stopping()
+	}()
 	go func() {
 		select {
 		case <-d.Ready():
-			fmt.Fprintf(e.Stderr, "loopd: listening on %s (state root %s)\n", d.WebhookURL(), cfg.StateRoot)
+			logger.Info("listening", "webhook", d.WebhookURL(), "stateRoot", cfg.StateRoot, "controlSocket", d.ControlSocket())
 			if u := d.DashboardURL(); u != "" {
-				fmt.Fprintf(e.Stderr, "loopd: dashboard on %s (log in with: loopctl dashboard --open)\n", u)
+				logger.Info("dashboard (log in with: loopctl dashboard --open)", "url", u)
 			}
 		case <-ctx.Done():
+		}
+	}()
+	// SIGHUP reloads the soft policy from the same file; a reload that
+	// fails keeps the running configuration and says why.
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	defer signal.Stop(hup)
+	go func() {
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-hup:
+				reloadDaemon(e, opts, wd, d, logger)
+			}
 		}
 	}()
 	if err := d.Run(ctx); err != nil {
@@ -95,4 +124,36 @@ func runDaemon(e *env, opts runOptions) error {
 		return err
 	}
 	return nil
+}
+
+// reloadDaemon re-reads the configuration and applies its soft policy.
+func reloadDaemon(e *env, opts runOptions, wd string, d *daemon.Daemon, logger *slog.Logger) {
+	fail := func(err error) {
+		logger.Error("reload failed; the running configuration stays", "error", err.Error())
+	}
+	cliCfg, err := loop.LoadCLIConfig(loop.CLIConfigSource{Path: opts.Config, LookupEnv: e.LookupEnv, HomeDir: e.HomeDir, WorkDir: wd})
+	if err != nil {
+		fail(err)
+		return
+	}
+	cfg, warns, err := daemon.ConfigFromCLI(cliCfg, e.Getenv, wd)
+	if err != nil {
+		fail(err)
+		return
+	}
+	for _, w := range append(cliCfg.Warnings, warns...) {
+		logger.Warn(w)
+	}
+	if opts.StateRoot != "" {
+		cfg.StateRoot = opts.StateRoot
+		if !filepath.IsAbs(cfg.StateRoot) {
+			cfg.StateRoot = filepath.Join(wd, cfg.StateRoot)
+		}
+	}
+	res, err := d.Reload(cfg)
+	if err != nil {
+		fail(err)
+		return
+	}
+	logger.Info("configuration reloaded", "applied", res.Applied, "needRestart", res.NeedRestart)
 }

@@ -149,6 +149,9 @@ type Config struct {
 	DrainTimeout time.Duration
 	// Dashboard configures the web dashboard (zero: none).
 	Dashboard DashboardConfig
+
+	// Service is the control plane (service.*; service.go).
+	Service ServiceConfig
 }
 
 // DefaultConfig returns the reference defaults; StateRoot is left empty.
@@ -221,6 +224,7 @@ func ConfigFromCLI(c loop.CLIConfig, getenv func(string) string, workDir string)
 		cfg.Secret = []byte(s)
 	}
 	cfg.QueueURL = r.m("queue").str("url", "")
+	cfg.Service = serviceFromCLI(r.m("service"), getenv)
 
 	rt := r.m("routing")
 	cfg.SpawnOnUnmatched = rt.str("spawnOnUnmatched", SpawnNever)

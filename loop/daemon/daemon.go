@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"net/http"
 	"os"
 	"os/exec"
@@ -51,6 +52,9 @@ type Deps struct {
 	// OperatorIntegrations posts the dashboard's gate comments as the
 	// operator (Config.Dashboard.Operator); nil offers no gate actions.
 	OperatorIntegrations graph.Integrations
+	// Logger is the structured logger of the control plane (nil: a text
+	// handler on Log).
+	Logger *slog.Logger
 }
 
 // Daemon is one loopd. Build it with New, run it with Run.
@@ -84,6 +88,7 @@ type Daemon struct {
 	dashMu  sync.Mutex
 	dash    *dashboard.Dashboard
 	dashSrc *dashSource
+	svc     service // the control plane (service.go)
 }
 
 // New validates cfg and builds the daemon. It opens nothing: Run does.
@@ -138,6 +143,7 @@ func (d *Daemon) WebhookURL() string { return "http://" + d.addr + d.cfg.Webhook
 func (d *Daemon) Sink() ingress.Sink {
 	return ingress.SinkFunc(func(ctx context.Context, ev *ingress.Event) error {
 		err := d.q.Put(ctx, ev)
+		d.countWebhook(err)
 		if err == nil {
 			d.observe(Observation{Kind: KindWebhook, Name: ev.Event, DeliveryID: ev.DeliveryID, WorkItem: firstRef(ev),
 				Fields: map[string]any{"action": ev.Action, "source": string(ev.Source)}})
@@ -232,7 +238,7 @@ func (d *Daemon) Run(ctx context.Context) (err error) {
 	if err != nil {
 		return fmt.Errorf("daemon: webhook receiver: %w", err)
 	}
-	srv := ingress.NewServer(d.cfg.Listen, recv)
+	srv := ingress.NewServer(d.cfg.Listen, d.receiverHandler(recv))
 	if err := srv.Start(); err != nil {
 		return fmt.Errorf("daemon: listen on %s (webhooks.ghWebhook.host/port): %w", d.cfg.Listen, err)
 	}
@@ -240,7 +246,7 @@ func (d *Daemon) Run(ctx context.Context) (err error) {
 	d.recv = recv
 
 	host, _ := os.Hostname()
-	disp, err := dispatch.New(q, d.intake, dispatch.Config{
+	disp, err := dispatch.New(q, d.timed(d.intake), dispatch.Config{
 		Parallelism: d.cfg.Parallelism, MaxDeliver: d.cfg.MaxDeliver, DrainTimeout: d.cfg.DrainTimeout,
 		Observe: d.onDispatch,
 		// The same daemon restarted takes its lease back at once.
@@ -254,9 +260,17 @@ func (d *Daemon) Run(ctx context.Context) (err error) {
 	dispDone := make(chan error, 1)
 	go func() { dispDone <- disp.Run(dctx) }()
 
-	recDone := make(chan struct{})
-	rctx, rcancel := context.WithCancel(ctx)
-	go func() { defer close(recDone); d.reconcileLoop(rctx) }()
+	d.startReconcile(ctx) // reload.go: restarted by Reload with the new policy
+
+	stopService, err := d.startService()
+	if err != nil {
+		_ = srv.Close()
+		d.stopReconcile()
+		dcancel()
+		<-dispDone
+		return err
+	}
+	defer stopService()
 
 	stopDash, derr := d.startDashboard()
 	if derr != nil {
@@ -282,8 +296,7 @@ func (d *Daemon) Run(ctx context.Context) (err error) {
 	sctx, scancel := context.WithTimeout(context.Background(), 10*time.Second)
 	_ = srv.Shutdown(sctx)
 	scancel()
-	rcancel()
-	<-recDone
+	d.stopReconcile()
 	dcancel()
 	if !dispReturned {
 		if derr := <-dispDone; derr != nil && err == nil {
@@ -315,17 +328,18 @@ func (d *Daemon) build() error {
 			sinks = append(sinks, el)
 		}
 	}
+	sinks = append(sinks, d.serviceSinks()...)
 	d.sink = &observedSink{d: d, next: sinks}
 
 	integ := d.deps.Integrations
 	if integ == nil {
-		set, err := integrations.New(d.cfg.Integrations, integrations.Deps{Env: integrations.Env(d.deps.Env), HTTPClient: d.deps.HTTPClient, Sink: d.sink, Clock: d.deps.Clock})
+		set, err := integrations.New(d.cfg.Integrations, integrations.Deps{Env: integrations.Env(d.deps.Env), HTTPClient: d.httpClient(), Sink: d.sink, Clock: d.deps.Clock})
 		if err != nil {
 			return fmt.Errorf("daemon: integrations: %w", err)
 		}
 		integ = set
 	}
-	d.integ = &observedIntegrations{d: d, next: integ}
+	d.integ = d.instrument(&observedIntegrations{d: d, next: integ})
 
 	runner := pathRunner{path: d.deps.Path}
 	tm, err := sessions.NewTmux(d.cfg.Tmux, runner)

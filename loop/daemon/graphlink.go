@@ -194,7 +194,8 @@ func (l *graphLink) runtime(item sessions.WorkItem, cwd, id string) (*graph.Runt
 			return l.deliverAssignment(ctx, cwdCopy, workItem, text)
 		},
 		Sink: l.d.sink, Clock: l.d.deps.Clock,
-		Warn: func(w string) { l.d.logf("%s: %s", cwd, w) },
+		Warn:         func(w string) { l.d.logf("%s: %s", cwd, w) },
+		HookObserver: l.d.hookObserver(),
 	}
 	if l.d.signer != nil {
 		opts.DecisionSigner = l.d.signer

@@ -1,0 +1,170 @@
+package main
+
+import (
+	"fmt"
+	"os"
+	"strings"
+	"text/tabwriter"
+
+	"github.com/urfave/cli/v2"
+
+	"github.com/theloop-dev/theloop/internal/atomicfile"
+	"github.com/theloop-dev/theloop/loop"
+)
+
+func newConfigCmd(f *Factory) *cli.Command {
+	cfgFlag := &cli.StringFlag{Name: "config", Usage: "the operator's cli-config.yaml (default: $THE_LOOP_CLI_CONFIG, ./.the-loop/cli-config.yaml, ~/.the-loop/cli-config.yaml)", TakesFile: true}
+	return &cli.Command{
+		Name:  "config",
+		Usage: "the operator's configuration: its JSON Schema, the effective values, migration of old files",
+		Subcommands: []*cli.Command{
+			{
+				Name:  "schema",
+				Usage: "print the JSON Schema of cli-config.yaml (for editors: yaml-language-server)",
+				Action: func(c *cli.Context) error {
+					_, err := f.IO.Out.Write(loop.CLIConfigSchema())
+					return err
+				},
+			},
+			{
+				Name:  "show",
+				Usage: "print every key's effective value and where it comes from (file, default, environment)",
+				Flags: []cli.Flag{cfgFlag, &cli.StringFlag{Name: "format", Value: "table", Usage: "table or json"}},
+				Action: func(c *cli.Context) error {
+					format := c.String("format")
+					if format != "table" && format != "json" {
+						return failWith(exitRefused, "loopctl config show: --format must be table or json, not %q", format)
+					}
+					cfg, err := f.cliConfig(c.String("config"), "")
+					if err != nil {
+						return failWith(exitRefused, "loopctl config show: %v", err)
+					}
+					return runConfigShow(f, cfg, format)
+				},
+			},
+			{
+				Name:  "migrate",
+				Usage: "rewrite an old cli-config.yaml into the current shape (deterministic, idempotent); --dry-run only reports",
+				Flags: []cli.Flag{cfgFlag, &cli.BoolFlag{Name: "dry-run", Usage: "report the changes and print the result; write nothing"}},
+				Action: func(c *cli.Context) error {
+					return runConfigMigrate(f, c.String("config"), c.Bool("dry-run"))
+				},
+			},
+		},
+	}
+}
+
+// shownValue is one line of `config show`.
+type shownValue struct {
+	Key    string `json:"key"`
+	Value  any    `json:"value"`
+	Source string `json:"source"`
+}
+
+func runConfigShow(f *Factory, cfg loop.CLIConfig, format string) error {
+	var rows []shownValue
+	file := "file " + cfg.Path
+	for _, k := range loop.CLIConfigKeys() {
+		if k.Type == "object" || k.Type == "list" || strings.Contains(k.Path, "[]") {
+			continue
+		}
+		v, found := lookupRaw(cfg.Raw, k.Path)
+		switch {
+		case found:
+			rows = append(rows, shownValue{k.Path, v, file})
+		case k.Default != nil:
+			rows = append(rows, shownValue{k.Path, k.Default, "default"})
+		}
+	}
+	// Secrets come from the environment only: say whether they are set,
+	// never what they are.
+	for _, s := range []struct{ key, def string }{
+		{"webhooks.ghWebhook.secretEnv", "THE_LOOP_GH_WEBHOOK_SECRET"},
+		{"service.tokenEnv", "THE_LOOP_SERVICE_TOKEN"},
+	} {
+		name := s.def
+		if v, ok := lookupRaw(cfg.Raw, s.key); ok {
+			if str, ok := v.(string); ok && str != "" {
+				name = str
+			}
+		}
+		state := "(unset)"
+		if f.Getenv(name) != "" {
+			state = "(set)"
+		}
+		rows = append(rows, shownValue{"$" + name, state, "environment"})
+	}
+	if format == "json" {
+		writeJSON(f.IO.Out, rows)
+		return nil
+	}
+	tw := tabwriter.NewWriter(f.IO.Out, 2, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "KEY\tVALUE\tSOURCE")
+	for _, r := range rows {
+		fmt.Fprintf(tw, "%s\t%v\t%s\n", r.Key, r.Value, r.Source)
+	}
+	return tw.Flush()
+}
+
+func lookupRaw(m map[string]any, path string) (any, bool) {
+	parts := strings.Split(path, ".")
+	var cur any = m
+	for _, p := range parts {
+		mm, ok := cur.(map[string]any)
+		if !ok {
+			return nil, false
+		}
+		if cur, ok = mm[p]; !ok {
+			return nil, false
+		}
+	}
+	return cur, true
+}
+
+func runConfigMigrate(f *Factory, path string, dryRun bool) error {
+	if path == "" {
+		wd, err := f.Getwd()
+		if err != nil {
+			return err
+		}
+		path, _ = loop.ResolveCLIConfigPath(loop.CLIConfigSource{
+			LookupEnv: func(k string) (string, bool) { v := f.Getenv(k); return v, v != "" },
+			HomeDir:   f.HomeDir, WorkDir: wd,
+		})
+		if path == "" {
+			return failWith(exitRefused, "loopctl config migrate: no CLI config found; name it with --config")
+		}
+	}
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return failWith(exitRefused, "loopctl config migrate: %v", err)
+	}
+	m, err := loop.MigrateCLIConfig(path, data)
+	if err != nil {
+		return failWith(exitRefused, "loopctl config migrate: %v", err)
+	}
+	w := f.IO.Out
+	if !m.Changed() {
+		fmt.Fprintf(w, "%s is current (version %s); nothing to do\n", path, loop.CurrentCLIConfigVersion)
+		return nil
+	}
+	for _, c := range m.Changes {
+		fmt.Fprintln(w, "  "+c.String())
+	}
+	if !m.CommentsKept {
+		fmt.Fprintln(w, "  note: keys moved, so the file is re-encoded and its comments are not kept")
+	}
+	if dryRun {
+		fmt.Fprintf(w, "dry run: %s was not written; it would read:\n%s", path, m.Output)
+		return nil
+	}
+	perm := os.FileMode(0o600)
+	if fi, err := os.Stat(path); err == nil {
+		perm = fi.Mode().Perm()
+	}
+	if err := atomicfile.Write(path, m.Output, perm); err != nil {
+		return fmt.Errorf("loopctl config migrate: write %s: %w", path, err)
+	}
+	fmt.Fprintf(w, "migrated %s to version %s\n", path, loop.CurrentCLIConfigVersion)
+	return nil
+}

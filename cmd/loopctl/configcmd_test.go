@@ -1,0 +1,59 @@
+package main
+
+import (
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+)
+
+func TestConfigSchemaShowMigrate(t *testing.T) {
+	f, io := testFactory(t, t.TempDir(), nil)
+	require.Equal(t, exitOK, Main([]string{"loopctl", "config", "schema"}, f))
+	require.True(t, json.Valid(io.out.Bytes()))
+	require.Contains(t, io.out.String(), `"authorizedUsers"`)
+
+	dir := t.TempDir()
+	old := filepath.Join(dir, "cli-config.yaml")
+	src, err := os.ReadFile("../../loop/testdata/migrate/v0.4.yaml")
+	require.NoError(t, err)
+	require.NoError(t, os.WriteFile(old, src, 0o640))
+
+	io.out.Reset()
+	io.err.Reset()
+	require.Equal(t, exitRefused, Main([]string{"loopctl", "config", "show", "--config", old}, f), "an old config is refused")
+	require.Contains(t, io.err.String(), "loopctl config migrate")
+
+	io.out.Reset()
+	require.Equal(t, exitOK, Main([]string{"loopctl", "config", "migrate", "--config", old, "--dry-run"}, f))
+	require.Contains(t, io.out.String(), "removed service.cors")
+	require.Contains(t, io.out.String(), "dry run")
+	after, _ := os.ReadFile(old)
+	require.Equal(t, src, after, "--dry-run writes nothing")
+
+	io.out.Reset()
+	require.Equal(t, exitOK, Main([]string{"loopctl", "config", "migrate", "--config", old}, f))
+	require.Contains(t, io.out.String(), "migrated")
+	fi, err := os.Stat(old)
+	require.NoError(t, err)
+	require.Equal(t, os.FileMode(0o640), fi.Mode().Perm(), "the file keeps its mode")
+	io.out.Reset()
+	require.Equal(t, exitOK, Main([]string{"loopctl", "config", "migrate", "--config", old}, f))
+	require.Contains(t, io.out.String(), "nothing to do")
+
+	io.out.Reset()
+	require.Equal(t, exitOK, Main([]string{"loopctl", "config", "show", "--config", old, "--format", "json"}, f))
+	var rows []shownValue
+	require.NoError(t, json.Unmarshal(io.out.Bytes(), &rows))
+	src2 := map[string]shownValue{}
+	for _, r := range rows {
+		src2[r.Key] = r
+	}
+	require.Equal(t, "file "+old, src2["polling.enabled"].Source)
+	require.Equal(t, true, src2["polling.enabled"].Value)
+	require.Equal(t, "default", src2["routing.spawnOnUnmatched"].Source)
+	require.Equal(t, "never", src2["routing.spawnOnUnmatched"].Value)
+	require.Equal(t, "(unset)", src2["$THE_LOOP_GH_WEBHOOK_SECRET"].Value, "a secret is never shown")
+}

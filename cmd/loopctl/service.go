@@ -1,0 +1,387 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/url"
+	"os/user"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/urfave/cli/v2"
+
+	"github.com/theloop-dev/theloop/loop/api"
+)
+
+// The verbs in this file talk to a running loopd over its control plane
+// (package loop/api): the unix socket <state root>/loopd.sock by default,
+// or --url with a bearer token from the environment.
+
+func serviceFlags() []cli.Flag {
+	return []cli.Flag{
+		&cli.StringFlag{Name: "config", Usage: "the operator's cli-config.yaml (for state.root)", TakesFile: true},
+		&cli.StringFlag{Name: "socket", Usage: "loopd's control socket (default: <state root>/loopd.sock)", TakesFile: true},
+		&cli.StringFlag{Name: "url", Usage: "loopd's TCP control plane (http://host:port) instead of the socket; needs the token"},
+		&cli.StringFlag{Name: "token-env", Value: api.DefaultTokenEnv, Usage: "the variable holding the bearer token for --url"},
+		&cli.StringFlag{Name: "format", Value: "table", Usage: "table or json"},
+	}
+}
+
+// serviceOptions are the flags every control-plane verb shares.
+type serviceOptions struct {
+	Factory  *Factory
+	Config   string
+	Socket   string
+	URL      string
+	TokenEnv string
+	Format   string
+}
+
+func readServiceOptions(f *Factory, c *cli.Context) (*serviceOptions, error) {
+	o := &serviceOptions{Factory: f, Config: c.String("config"), Socket: c.String("socket"), URL: c.String("url"), TokenEnv: c.String("token-env"), Format: c.String("format")}
+	switch o.Format {
+	case "table", "json":
+	default:
+		return nil, failWith(exitRefused, "loopctl %s: --format must be table or json, not %q", c.Command.FullName(), o.Format)
+	}
+	return o, nil
+}
+
+// client builds the API client: --url (with the token), else --socket,
+// else the socket under the CLI config's state root.
+func (o *serviceOptions) client() (*api.Client, error) {
+	if o.URL != "" {
+		tok := o.Factory.Getenv(o.TokenEnv)
+		if tok == "" {
+			return nil, failWith(exitRefused, "loopctl: --url needs the bearer token in $%s", o.TokenEnv)
+		}
+		return api.NewTCPClient(o.URL, tok, nil), nil
+	}
+	if o.Socket != "" {
+		return api.NewSocketClient(o.Socket), nil
+	}
+	cfg, err := o.Factory.cliConfig(o.Config, "")
+	if err != nil {
+		return nil, err
+	}
+	root := cfg.StateRoot
+	if !filepath.IsAbs(root) {
+		wd, err := o.Factory.Getwd()
+		if err != nil {
+			return nil, err
+		}
+		root = filepath.Join(wd, root)
+	}
+	return api.NewSocketClient(api.SocketPath(root)), nil
+}
+
+// call runs one API call and, with --format json, prints the answer as
+// loopd sent it (the API's JSON is the CLI's JSON); otherwise it decodes
+// into out for a table.
+func (o *serviceOptions) call(ctx context.Context, method, path string, q url.Values, body, out any) (printed bool, err error) {
+	c, err := o.client()
+	if err != nil {
+		return false, err
+	}
+	data, err := c.Raw(ctx, method, path, q, body)
+	if err != nil {
+		return false, apiFailure(err)
+	}
+	if o.Format == "json" {
+		_, err := o.Factory.IO.Out.Write(data)
+		return true, err
+	}
+	if out != nil {
+		if err := json.Unmarshal(data, out); err != nil {
+			return false, fmt.Errorf("loopd's answer to %s %s: %w", method, path, err)
+		}
+	}
+	return false, nil
+}
+
+// apiFailure maps API errors to exit codes: 400 (and 404) ⇒ 2 refused,
+// unreachable ⇒ 2, others ⇒ 1 (reference daemon-spec §13).
+func apiFailure(err error) error {
+	var ae *api.APIError
+	switch {
+	case errors.As(err, &ae) && (ae.Status == 400 || ae.Status == 404):
+		return failWith(exitRefused, "loopctl: %s", ae.Detail)
+	case errors.As(err, &ae):
+		return failWith(exitFailed, "loopctl: %v", ae)
+	case errors.Is(err, api.ErrUnreachable):
+		return failWith(exitRefused, "loopctl: %v", err)
+	}
+	return err
+}
+
+func refArg(c *cli.Context, verb string) (string, error) {
+	if c.NArg() == 1 {
+		return c.Args().First(), nil
+	}
+	if c.NArg() == 0 && c.String("work-item") != "" {
+		return c.String("work-item"), nil
+	}
+	return "", failWith(exitRefused, "loopctl sessions %s: name one work item, e.g. `loopctl sessions %s github:octo/repo#42`", verb, verb)
+}
+
+// --- sessions ------------------------------------------------------------------
+
+// sessionJSON is the registry record's shape as loopd answers it.
+type sessionJSON struct {
+	WorkItem struct {
+		Ref string `json:"ref"`
+	} `json:"workItem"`
+	Harness          string  `json:"harness"`
+	HarnessSessionID string  `json:"harnessSessionId"`
+	Cwd              string  `json:"cwd"`
+	Status           string  `json:"status"`
+	CreatedAt        string  `json:"createdAt"`
+	LastDeliveryAt   *string `json:"lastDeliveryAt"`
+	TmuxTarget       string  `json:"tmuxTarget"`
+}
+
+func newSessionsCmd(f *Factory) *cli.Command {
+	refFlags := func() []cli.Flag {
+		return append(serviceFlags(), &cli.StringFlag{Name: "work-item", Aliases: []string{"w"}, Usage: "the work item ref (instead of the argument)"})
+	}
+	control := func(verb, usage string) *cli.Command {
+		return &cli.Command{
+			Name: verb, Usage: usage, ArgsUsage: "REF",
+			Flags: append(refFlags(), &cli.StringFlag{Name: "actor", Usage: "who, recorded in the control record (default: your OS user)"},
+				&cli.BoolFlag{Name: "no-comment", Usage: "do not announce the command on the work item with a marked comment"}),
+			Action: func(c *cli.Context) error {
+				o, err := readServiceOptions(f, c)
+				if err != nil {
+					return err
+				}
+				ref, err := refArg(c, verb)
+				if err != nil {
+					return err
+				}
+				actor := c.String("actor")
+				if actor == "" {
+					if u, err := user.Current(); err == nil {
+						actor = u.Username
+					}
+				}
+				var res api.ControlResult
+				printed, err := o.call(c.Context, "POST", "/sessions/control", nil, api.ControlRequest{Ref: ref, Verb: verb, Actor: actor, NoComment: c.Bool("no-comment")}, &res)
+				if err != nil || printed {
+					return err
+				}
+				fmt.Fprintf(f.IO.Out, "%s %s: %s\n", res.Ref, res.Verb, res.Effect)
+				if res.AnnounceError != "" {
+					fmt.Fprintf(f.IO.ErrOut, "warning: the command was applied but not announced on the work item: %s\n", res.AnnounceError)
+				}
+				return nil
+			},
+		}
+	}
+	return &cli.Command{
+		Name:  "sessions",
+		Usage: "list, show and control the running daemon's agent sessions",
+		Description: `These verbs ask the running loopd over its control socket.
+
+Examples:
+   loopctl sessions list --status active
+   loopctl sessions pause github:octo/repo#42
+   $(loopctl sessions attach github:octo/repo#42)`,
+		Subcommands: []*cli.Command{
+			{
+				Name: "list", Usage: "every session record (active, paused, closed)",
+				Flags: append(serviceFlags(), &cli.StringFlag{Name: "status", Usage: "only active, paused or closed"}),
+				Action: func(c *cli.Context) error {
+					o, err := readServiceOptions(f, c)
+					if err != nil {
+						return err
+					}
+					var q url.Values
+					if s := c.String("status"); s != "" {
+						q = url.Values{"status": {s}}
+					}
+					var recs []sessionJSON
+					printed, err := o.call(c.Context, "GET", "/sessions", q, nil, &recs)
+					if err != nil || printed {
+						return err
+					}
+					tw := tabwriter.NewWriter(f.IO.Out, 2, 4, 2, ' ', 0)
+					fmt.Fprintln(tw, "WORK ITEM\tSTATUS\tHARNESS\tTMUX\tCREATED\tLAST DELIVERY")
+					for _, r := range recs {
+						last := "-"
+						if r.LastDeliveryAt != nil {
+							last = *r.LastDeliveryAt
+						}
+						fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", r.WorkItem.Ref, r.Status, r.Harness, r.TmuxTarget, r.CreatedAt, last)
+					}
+					return tw.Flush()
+				},
+			},
+			{
+				Name: "show", Usage: "one work item's session record", ArgsUsage: "REF", Flags: refFlags(),
+				Action: func(c *cli.Context) error {
+					o, err := readServiceOptions(f, c)
+					if err != nil {
+						return err
+					}
+					ref, err := refArg(c, "show")
+					if err != nil {
+						return err
+					}
+					var r sessionJSON
+					printed, err := o.call(c.Context, "GET", "/sessions/one", url.Values{"ref": {ref}}, nil, &r)
+					if err != nil || printed {
+						return err
+					}
+					fmt.Fprintf(f.IO.Out, "work item:  %s\nstatus:     %s\nharness:    %s (session %s)\ntmux:       %s\ncwd:        %s\ncreated:    %s\n",
+						r.WorkItem.Ref, r.Status, r.Harness, r.HarnessSessionID, r.TmuxTarget, r.Cwd, r.CreatedAt)
+					return nil
+				},
+			},
+			control("stop", "close the work item's session (recorded with source cli)"),
+			control("pause", "hold events back from the session until resume"),
+			control("resume", "deliver events to a paused session again"),
+			{
+				Name: "attach", Usage: "print the tmux command that attaches to the work item's session", ArgsUsage: "REF", Flags: refFlags(),
+				Action: func(c *cli.Context) error {
+					o, err := readServiceOptions(f, c)
+					if err != nil {
+						return err
+					}
+					ref, err := refArg(c, "attach")
+					if err != nil {
+						return err
+					}
+					var r struct {
+						Command string `json:"command"`
+					}
+					printed, err := o.call(c.Context, "GET", "/sessions/attach", url.Values{"ref": {ref}}, nil, &r)
+					if err != nil || printed {
+						return err
+					}
+					fmt.Fprintln(f.IO.Out, r.Command)
+					return nil
+				},
+			},
+		},
+	}
+}
+
+// --- daemon status ---------------------------------------------------------------
+
+func newDaemonCmd(f *Factory) *cli.Command {
+	return &cli.Command{
+		Name:  "daemon",
+		Usage: "ask the running loopd how it is",
+		Subcommands: []*cli.Command{{
+			Name:  "status",
+			Usage: "version, uptime, webhook address, queue and live sessions; exit 0 iff loopd answers",
+			Flags: serviceFlags(),
+			Action: func(c *cli.Context) error {
+				o, err := readServiceOptions(f, c)
+				if err != nil {
+					return err
+				}
+				var st api.Status
+				printed, err := o.call(c.Context, "GET", "/status", nil, nil, &st)
+				if err != nil {
+					var xe *exitError
+					if errors.As(err, &xe) && strings.Contains(xe.msg, api.ErrUnreachable.Error()) {
+						xe.code = exitFailed
+					}
+					return err
+				}
+				if printed {
+					return nil
+				}
+				w := f.IO.Out
+				fmt.Fprintf(w, "loopd %s (pid %d) up %s\nstate root: %s\nwebhook:    %s\nsessions:   %d live\n",
+					st.Version, st.PID, time.Duration(st.Uptime*float64(time.Second)).Round(time.Second), st.StateRoot, st.Webhook, st.LiveSessions)
+				if st.Queue != nil {
+					fmt.Fprintf(w, "queue:      %d pending (oldest %s), %d dead letter(s)\n", st.Queue.Depth, age(st.Queue.OldestAge), st.Queue.DeadLetters)
+				}
+				for _, warn := range st.Warnings {
+					fmt.Fprintln(w, "warning:", warn)
+				}
+				return nil
+			},
+		}},
+	}
+}
+
+func age(sec float64) string {
+	if sec <= 0 {
+		return "-"
+	}
+	return time.Duration(sec * float64(time.Second)).Round(time.Second).String()
+}
+
+// --- queue ----------------------------------------------------------------------
+
+func newQueueCmd(f *Factory) *cli.Command {
+	return &cli.Command{
+		Name:  "queue",
+		Usage: "the daemon's durable event queue: depth, oldest age, dead letters, replay",
+		Subcommands: []*cli.Command{
+			{
+				Name: "status", Usage: "pending events, the oldest one's age, dead letters", Flags: serviceFlags(),
+				Action: func(c *cli.Context) error {
+					o, err := readServiceOptions(f, c)
+					if err != nil {
+						return err
+					}
+					var v api.QueueView
+					printed, err := o.call(c.Context, "GET", "/queue", nil, nil, &v)
+					if err != nil || printed {
+						return err
+					}
+					fmt.Fprintf(f.IO.Out, "%d pending (oldest %s), %d dead letter(s)\n", v.Depth, age(v.OldestAge), v.DeadLetters)
+					return nil
+				},
+			},
+			{
+				Name: "dead", Usage: "list the events that failed dispatch every attempt", Flags: serviceFlags(),
+				Action: func(c *cli.Context) error {
+					o, err := readServiceOptions(f, c)
+					if err != nil {
+						return err
+					}
+					var dls []api.DeadLetterView
+					printed, err := o.call(c.Context, "GET", "/queue/dead", nil, nil, &dls)
+					if err != nil || printed {
+						return err
+					}
+					tw := tabwriter.NewWriter(f.IO.Out, 2, 4, 2, ' ', 0)
+					fmt.Fprintln(tw, "SEQ\tDELIVERY\tEVENT\tWORK ITEMS\tATTEMPTS\tAT\tREASON")
+					for _, d := range dls {
+						fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%d\t%s\t%s\n", d.Seq, d.DeliveryID, strings.TrimSuffix(d.Event+"."+d.Action, "."), strings.Join(d.WorkItems, ","), d.Attempts, d.At.Local().Format("2006-01-02 15:04:05"), oneLine(d.Reason))
+					}
+					return tw.Flush()
+				},
+			},
+			{
+				Name: "replay", Usage: "put a dead letter back on the queue", ArgsUsage: "SEQ", Flags: serviceFlags(),
+				Action: func(c *cli.Context) error {
+					o, err := readServiceOptions(f, c)
+					if err != nil {
+						return err
+					}
+					seq, err := strconv.ParseUint(c.Args().First(), 10, 64)
+					if c.NArg() != 1 || err != nil || seq == 0 {
+						return failWith(exitRefused, "loopctl queue replay: name one dead letter's SEQ (see `loopctl queue dead`)")
+					}
+					printed, err := o.call(c.Context, "POST", "/queue/dead/replay", nil, api.ReplayRequest{Seq: seq}, nil)
+					if err != nil || printed {
+						return err
+					}
+					fmt.Fprintf(f.IO.Out, "replayed dead letter %d\n", seq)
+					return nil
+				},
+			},
+		},
+	}
+}

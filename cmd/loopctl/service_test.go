@@ -1,0 +1,281 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"net/url"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/theloop-dev/theloop/graph"
+	"github.com/theloop-dev/theloop/graph/graphtest"
+	"github.com/theloop-dev/theloop/loop/api"
+	"github.com/theloop-dev/theloop/loop/queue"
+	"github.com/theloop-dev/theloop/sessions"
+)
+
+// serveAPI serves an api.Server on a real unix socket in a private
+// directory and returns the socket path.
+func serveAPI(t testing.TB, b api.Backend) string {
+	t.Helper()
+	dir, err := os.MkdirTemp("", "loopctl-api")
+	require.NoError(t, err)
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	sock := filepath.Join(dir, api.SocketName)
+	ln, err := api.ListenUnix(sock)
+	require.NoError(t, err)
+	mux := http.NewServeMux()
+	mux.Handle(api.Prefix+"/", api.New(api.Config{}, b))
+	srv := &http.Server{Handler: mux}
+	go func() { _ = srv.Serve(ln) }()
+	t.Cleanup(func() { _ = srv.Close() })
+	return sock
+}
+
+// normalJSON decodes JSON for comparison, with the repository path replaced.
+func normalJSON(t *testing.T, data []byte, repo string) any {
+	t.Helper()
+	var v any
+	s := strings.ReplaceAll(string(data), repo, "<repo>")
+	require.NoError(t, json.Unmarshal([]byte(s), &v), "JSON: %s", data)
+	return v
+}
+
+// TestAPIGraphVerbsAgreeWithTheCLI drives two identical repositories, one
+// with loopctl's verbs in-process and one through the API over its socket,
+// step by step, and requires the same JSON at every step.
+func TestAPIGraphVerbsAgreeWithTheCLI(t *testing.T) {
+	cliRepo, apiRepo := newRepo(t), newRepo(t)
+	cliTickets, apiTickets := graphtest.NewTickets(), graphtest.NewTickets()
+	f, io := testFactory(t, cliRepo, cliTickets)
+	sock := serveAPI(t, api.Backend{Graphs: &api.Graphs{Integrations: apiTickets, Clock: f.Clock}})
+	c := api.NewSocketClient(sock)
+	ctx := context.Background()
+	req := api.GraphRequest{Repo: apiRepo, WorkItem: "issue-42"}
+
+	steps := []struct {
+		name   string
+		argv   []string
+		method string
+		path   string
+		query  url.Values
+		body   any
+	}{
+		{"check", []string{"check", "issue-42", "--format", "json"}, "POST", "/check", nil, api.CheckRequest{GraphRequest: req}},
+		{"check --recompute", []string{"check", "issue-42", "--recompute", "--format", "json"}, "POST", "/check", nil, api.CheckRequest{GraphRequest: req, Recompute: true}},
+		{"show", []string{"graph", "show", "--format", "json"}, "GET", "/graph", nil, nil},
+		{"show --loop", []string{"graph", "show", "--format", "json", "--loop", "pdlc-pr-loop"}, "GET", "/graph", url.Values{"loop": {"pdlc-pr-loop"}}, nil},
+		{"complete before start", []string{"graph", "complete", "issue-42", "--actor", "agent"}, "POST", "/graph/complete", nil, api.CompleteRequest{GraphRequest: req, Actor: "agent"}},
+		{"force", []string{"graph", "force", "issue-42", "--to", "requirements-definition", "--reason", "agreed offline", "--actor", "@ops"}, "POST", "/graph/force", nil, api.ForceRequest{GraphRequest: req, To: "requirements-definition", Reason: "agreed offline", Actor: "@ops"}},
+		{"status", []string{"graph", "status", "issue-42", "--format", "json"}, "POST", "/graph/status", nil, req},
+		{"show --work-item", []string{"graph", "show", "--format", "json", "--work-item", "issue-42"}, "GET", "/graph", url.Values{"repo": {apiRepo}, "workItem": {"issue-42"}}, nil},
+		{"skip", []string{"graph", "skip", "issue-42", "--node", "design", "--reason", "docs only", "--actor", "@ops"}, "POST", "/graph/skip", nil, api.SkipRequest{GraphRequest: req, Nodes: []string{"design"}, Reason: "docs only", Actor: "@ops"}},
+		{"complete", []string{"graph", "complete", "issue-42", "--actor", "agent"}, "POST", "/graph/complete", nil, api.CompleteRequest{GraphRequest: req, Actor: "agent"}},
+		{"advance at a gate", []string{"graph", "advance", "issue-42"}, "POST", "/graph/advance", nil, req},
+		{"check after", []string{"check", "issue-42", "--format", "json"}, "POST", "/check", nil, api.CheckRequest{GraphRequest: req}},
+	}
+	for _, st := range steps {
+		io.out.Reset()
+		io.err.Reset()
+		Main(append([]string{"loopctl"}, st.argv...), f)
+		require.NotEmpty(t, io.out.String(), "%s: the CLI printed nothing (stderr: %s)", st.name, io.err.String())
+		got, err := c.Raw(ctx, st.method, st.path, st.query, st.body)
+		require.NoError(t, err, st.name)
+		require.Equal(t, normalJSON(t, io.out.Bytes(), cliRepo), normalJSON(t, got, apiRepo), "%s: the API and the CLI disagree", st.name)
+	}
+	require.Equal(t, cliTickets.Comments("github:acme/widgets#42"), apiTickets.Comments("github:acme/widgets#42"), "the same side effects on the ticket")
+
+	// A repository that does not exist: repoResolved false from both.
+	io.out.Reset()
+	Main([]string{"loopctl", "check", "issue-42", "--repo", filepath.Join(cliRepo, "missing"), "--format", "json"}, f)
+	got, err := c.Raw(ctx, "POST", "/check", nil, api.CheckRequest{GraphRequest: api.GraphRequest{Repo: filepath.Join(apiRepo, "missing"), WorkItem: "issue-42"}})
+	require.NoError(t, err)
+	require.Equal(t, normalJSON(t, io.out.Bytes(), cliRepo), normalJSON(t, got, apiRepo))
+}
+
+func TestAPIGraphVerbsRefuseBadInput(t *testing.T) {
+	repo := newRepo(t)
+	sock := serveAPI(t, api.Backend{Graphs: &api.Graphs{Integrations: graphtest.NewTickets()}})
+	c := api.NewSocketClient(sock)
+	ctx := context.Background()
+	for _, tc := range []struct {
+		name, path string
+		body       any
+		status     int
+		detail     string
+	}{
+		{"relative repo", "/check", map[string]any{"repo": "rel", "workItem": "issue-42"}, 400, "absolute path"},
+		{"no work item", "/check", map[string]any{"repo": repo}, 400, "workItem is required"},
+		{"unknown field", "/check", map[string]any{"repo": repo, "workItem": "issue-42", "recomptue": true}, 400, "unknown field"},
+		{"bad id", "/check", map[string]any{"repo": repo, "workItem": "../etc"}, 400, "invalid work item id"},
+		{"force without reason", "/graph/force", map[string]any{"repo": repo, "workItem": "issue-42", "toNode": "design"}, 400, "a reason is required"},
+		{"force to unknown", "/graph/force", map[string]any{"repo": repo, "workItem": "issue-42", "toNode": "desgin", "reason": "x"}, 400, "declared nodes are"},
+		{"advance unstarted", "/graph/advance", map[string]any{"repo": repo, "workItem": "issue-42"}, 400, "has not entered"},
+		{"skip nothing", "/graph/skip", map[string]any{"repo": repo, "workItem": "issue-42", "reason": "x"}, 400, "at least one node"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := c.Raw(ctx, "POST", tc.path, nil, tc.body)
+			var ae *api.APIError
+			require.ErrorAs(t, err, &ae)
+			require.Equal(t, tc.status, ae.Status, ae.Detail)
+			require.Contains(t, ae.Detail, tc.detail)
+		})
+	}
+}
+
+// fakeSessions is a session registry in memory.
+type fakeSessions struct{ recs []sessions.Record }
+
+func (s *fakeSessions) ListSessions(_ context.Context, status string) ([]sessions.Record, error) {
+	var out []sessions.Record
+	for _, r := range s.recs {
+		if status == "" || string(r.Status) == status {
+			out = append(out, r)
+		}
+	}
+	return out, nil
+}
+
+func (s *fakeSessions) find(ref string) (int, error) {
+	for i, r := range s.recs {
+		if r.Item.String() == ref {
+			return i, nil
+		}
+	}
+	return 0, fmt.Errorf("%w: %s", sessions.ErrNoRecord, ref)
+}
+
+func (s *fakeSessions) Session(_ context.Context, ref string) (sessions.Record, error) {
+	i, err := s.find(ref)
+	if err != nil {
+		return sessions.Record{}, err
+	}
+	return s.recs[i], nil
+}
+
+func (s *fakeSessions) ControlSession(_ context.Context, ref, verb, actor string, _ bool) (api.ControlResult, error) {
+	i, err := s.find(ref)
+	if err != nil {
+		return api.ControlResult{}, err
+	}
+	effect := "noop"
+	if verb == "pause" && s.recs[i].Status == sessions.StatusActive {
+		s.recs[i].Status, effect = sessions.StatusPaused, "paused"
+	}
+	return api.ControlResult{Ref: ref, Verb: verb, Effect: effect + " by " + actor}, nil
+}
+
+func (s *fakeSessions) AttachCommand(_ context.Context, ref string) (string, error) {
+	i, err := s.find(ref)
+	if err != nil {
+		return "", err
+	}
+	return "tmux attach -t " + s.recs[i].TmuxName, nil
+}
+
+type fakeQueue struct{ dead []queue.DeadLetter }
+
+func (q *fakeQueue) Stats(context.Context) (queue.Stats, error) {
+	return queue.Stats{Depth: 3, Oldest: time.Date(2026, 5, 4, 8, 59, 0, 0, time.UTC), Dead: uint64(len(q.dead))}, nil
+}
+func (q *fakeQueue) DeadLetters(context.Context) ([]queue.DeadLetter, error) { return q.dead, nil }
+func (q *fakeQueue) Replay(_ context.Context, seq uint64) error {
+	for i, d := range q.dead {
+		if d.Seq == seq {
+			q.dead = append(q.dead[:i], q.dead[i+1:]...)
+			return nil
+		}
+	}
+	return fmt.Errorf("dead letter %d: %w", seq, queue.ErrNotFound)
+}
+
+func TestSessionsQueueAndDaemonVerbsCallTheSocket(t *testing.T) {
+	item, err := sessions.ParseWorkItem("github:acme/widgets#42")
+	require.NoError(t, err)
+	created := time.Date(2026, 5, 4, 8, 0, 0, 0, time.UTC)
+	sess := &fakeSessions{recs: []sessions.Record{{Item: item, Harness: "claude", SessionID: "0c6f4d1e-0000-4000-8000-000000000001", TmuxName: item.TmuxName(), Cwd: "/ws/acme/widgets/issue-42", Status: sessions.StatusActive, Created: created}}}
+	q := &fakeQueue{dead: []queue.DeadLetter{{Seq: 7, DeliveryID: "d-1", OriginalSeq: 3, Attempts: 5, Reason: "boom", At: created}}}
+	clock := graphtest.NewClock(time.Date(2026, 5, 4, 9, 0, 0, 0, time.UTC))
+	sock := serveAPI(t, api.Backend{Sessions: sess, Queue: q, Status: func(context.Context) api.Status {
+		return api.Status{Version: "test", PID: 1, StateRoot: "/state", Webhook: "http://127.0.0.1:8787/gh-webhook", LiveSessions: 1}
+	}})
+	_ = clock
+	c := api.NewSocketClient(sock)
+	ctx := context.Background()
+	f, io := testFactory(t, t.TempDir(), nil)
+	run := func(args ...string) int {
+		io.out.Reset()
+		io.err.Reset()
+		return Main(append([]string{"loopctl"}, append(args, "--socket", sock)...), f)
+	}
+
+	// --format json prints exactly what the API answers.
+	for _, tc := range []struct {
+		argv  []string
+		path  string
+		query url.Values
+	}{
+		{[]string{"sessions", "list"}, "/sessions", nil},
+		{[]string{"sessions", "list", "--status", "closed"}, "/sessions", url.Values{"status": {"closed"}}},
+		{[]string{"sessions", "show", item.String()}, "/sessions/one", url.Values{"ref": {item.String()}}},
+		{[]string{"sessions", "attach", item.String()}, "/sessions/attach", url.Values{"ref": {item.String()}}},
+		{[]string{"daemon", "status"}, "/status", nil},
+		{[]string{"queue", "dead"}, "/queue/dead", nil},
+	} {
+		require.Equal(t, exitOK, run(append(tc.argv, "--format", "json")...), io.err.String())
+		want, err := c.Raw(ctx, "GET", tc.path, tc.query, nil)
+		require.NoError(t, err)
+		require.JSONEq(t, string(want), io.out.String(), strings.Join(tc.argv, " "))
+	}
+
+	require.Equal(t, exitOK, run("sessions", "list"))
+	require.Contains(t, io.out.String(), "github:acme/widgets#42")
+	require.Contains(t, io.out.String(), "active")
+	require.Equal(t, exitOK, run("sessions", "attach", item.String()))
+	require.Equal(t, "tmux attach -t "+item.TmuxName()+"\n", io.out.String())
+	require.Equal(t, exitOK, run("sessions", "pause", item.String(), "--actor", "dana"))
+	require.Equal(t, "github:acme/widgets#42 pause: paused by dana\n", io.out.String())
+	require.Equal(t, sessions.StatusPaused, sess.recs[0].Status)
+	require.Equal(t, exitRefused, run("sessions", "stop", "github:acme/widgets#9"), "an unknown session is refused")
+	require.Contains(t, io.err.String(), "no session record")
+	require.Equal(t, exitRefused, run("sessions", "stop"), "a ref is required")
+
+	require.Equal(t, exitOK, run("queue", "status"))
+	require.Contains(t, io.out.String(), "3 pending")
+	require.Contains(t, io.out.String(), "1 dead letter(s)")
+	require.Equal(t, exitOK, run("queue", "dead"))
+	require.Contains(t, io.out.String(), "d-1")
+	require.Equal(t, exitOK, run("queue", "replay", "7"))
+	require.Empty(t, q.dead)
+	require.Equal(t, exitRefused, run("queue", "replay", "7"), "a replayed dead letter is gone")
+	require.Equal(t, exitRefused, run("queue", "replay", "x"))
+
+	require.Equal(t, exitOK, run("daemon", "status"))
+	require.Contains(t, io.out.String(), "loopd test (pid 1)")
+
+	// Nothing listening: daemon status fails (1), the others are refused (2).
+	missing := filepath.Join(t.TempDir(), "loopd.sock")
+	io.err.Reset()
+	require.Equal(t, exitFailed, Main([]string{"loopctl", "daemon", "status", "--socket", missing}, f))
+	require.Contains(t, io.err.String(), "not reachable")
+	require.Equal(t, exitRefused, Main([]string{"loopctl", "sessions", "list", "--socket", missing}, f))
+}
+
+func TestServiceVerbsFindTheSocketUnderTheStateRoot(t *testing.T) {
+	f, io := testFactory(t, t.TempDir(), nil)
+	// testFactory's CLI config names a state root; nothing listens there.
+	require.Equal(t, exitFailed, Main([]string{"loopctl", "daemon", "status"}, f))
+	require.Contains(t, io.err.String(), api.SocketName)
+	// --url needs the token from the environment.
+	require.Equal(t, exitRefused, Main([]string{"loopctl", "daemon", "status", "--url", "http://127.0.0.1:1"}, f))
+	require.Contains(t, io.err.String(), "THE_LOOP_SERVICE_TOKEN")
+}
+
+var _ graph.Sink = (*api.Stream)(nil)

@@ -1,0 +1,20 @@
+// Package api is loopd's control plane: HTTP under /api/v1 on a unix socket
+// (<state root>/loopd.sock, mode 0600) by default, on TCP only behind a
+// bearer token, never with CORS (ARCHITECTURE decision 11).
+//
+// The verbs are the CLI's: check and graph show/status/complete/advance/
+// force/skip open the same graph.Runtime the CLI opens (loop.OpenRepo →
+// Repo.Runtime) and answer the same JSON (graph.Report, graph.Claim,
+// graph.StepReport, graph.ForceResult, graph.SkipResult, loop.GraphView);
+// sessions (list, show, stop, pause, resume, attach command), events (query
+// and a live SSE stream of event-log lines) and queue (depth, oldest age,
+// dead letters and replay) reach the running daemon through the Backend
+// interfaces, which package loop/daemon implements. The package imports no
+// daemon part: the daemon mounts it.
+//
+// Refs travel in the query or the body, never in paths. Errors answer
+// {"detail": "..."} with 400 for bad input, 404 for an unknown session or
+// dead letter, 503 when a part is not running, 500 otherwise.
+//
+// Client is the other end, used by loopctl.
+package api

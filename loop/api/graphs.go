@@ -1,0 +1,384 @@
+package api
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strconv"
+	"sync"
+
+	"github.com/theloop-dev/theloop/graph"
+	"github.com/theloop-dev/theloop/graph/graphfile"
+	"github.com/theloop-dev/theloop/internal/run"
+	"github.com/theloop-dev/theloop/loop"
+)
+
+// Graphs opens work items' runtimes the way loopctl does: check, show and
+// status through loop.Open (pure: no integrations, no event log, no
+// subprocess); complete, advance, force and skip through loop.OpenRepo →
+// Repo.Runtime with the daemon's integrations, event sink and policy.
+type Graphs struct {
+	// SpecDir is routing.graph.specDir ("" = the repository decides).
+	SpecDir         string
+	AuthorizedUsers []string
+	ExecuteKeyword  string
+	SessionPerPr    string
+	// Integrations performs the live verbs' side effects (nil: none).
+	Integrations graph.Integrations
+	// Sink records the live verbs' events (nil: none).
+	Sink graph.Sink
+	// Runner runs the commands hooks such as verify-tests need (nil: run.Exec).
+	Runner run.Runner
+	Clock  graph.Clock
+	// HookObserver is told each hook's wall time (metrics; nil: none).
+	HookObserver func(graph.HookTiming)
+
+	mu sync.RWMutex // guards the policy fields against SetPolicy
+}
+
+// SetPolicy replaces the soft policy (a daemon's SIGHUP reload) while
+// requests run.
+func (g *Graphs) SetPolicy(authorizedUsers []string, executeKeyword, sessionPerPr string) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.AuthorizedUsers, g.ExecuteKeyword, g.SessionPerPr = authorizedUsers, executeKeyword, sessionPerPr
+}
+
+// GraphRequest names a work item in a repository: the fields every graph
+// verb shares (the CLI's --repo, --graph, --pr, --pr-repo and argument).
+type GraphRequest struct {
+	// Repo is the repository root, an absolute path.
+	Repo string `json:"repo"`
+	// WorkItem is the work item id (issue-42).
+	WorkItem string `json:"workItem"`
+	// Graph is a graph file to load instead of the shipped loop.
+	Graph  string `json:"graph,omitempty"`
+	PR     int    `json:"pr,omitempty"`
+	PRRepo string `json:"prRepo,omitempty"`
+}
+
+func (req GraphRequest) validate(needItem bool) error {
+	if req.Repo == "" || !filepath.IsAbs(req.Repo) {
+		return badRequest("repo must be the repository root as an absolute path (got %q)", req.Repo)
+	}
+	if needItem && req.WorkItem == "" {
+		return badRequest("workItem is required (e.g. issue-42)")
+	}
+	if req.PR < 0 {
+		return badRequest("pr %d: a pull request number", req.PR)
+	}
+	return nil
+}
+
+func (req GraphRequest) loadGraph() (*graph.Graph, error) {
+	if req.Graph == "" {
+		return nil, nil
+	}
+	src, err := os.ReadFile(req.Graph)
+	if err != nil {
+		return nil, badRequest("graph: %v", err)
+	}
+	return graphfile.Load(req.Graph, src, loop.ShippedHooks())
+}
+
+func (g *Graphs) clock() graph.Clock {
+	if g.Clock == nil {
+		return graph.SystemClock{}
+	}
+	return g.Clock
+}
+
+// openCheck is loopctl's openCheck.
+func (g *Graphs) openCheck(req GraphRequest) (*graph.Runtime, error) {
+	gr, err := req.loadGraph()
+	if err != nil {
+		return nil, err
+	}
+	return loop.Open(req.Repo, loop.Options{Graph: gr, WorkItem: req.WorkItem, PR: req.PR, PRRepo: req.PRRepo, Clock: g.clock(), HookObserver: g.HookObserver})
+}
+
+// openLive is loopctl's openLive with the daemon's integrations and sink.
+func (g *Graphs) openLive(req GraphRequest) (*graph.Runtime, error) {
+	repo, err := loop.OpenRepo(req.Repo, g.SpecDir)
+	if err != nil {
+		return nil, err
+	}
+	gr, err := req.loadGraph()
+	if err != nil {
+		return nil, err
+	}
+	runner := g.Runner
+	if runner == nil {
+		runner = run.Exec{}
+	}
+	g.mu.RLock()
+	authorized, keyword, perPr := g.AuthorizedUsers, g.ExecuteKeyword, g.SessionPerPr
+	g.mu.RUnlock()
+	return repo.Runtime(loop.Options{
+		Graph: gr, WorkItem: req.WorkItem, PR: req.PR, PRRepo: req.PRRepo,
+		AuthorizedUsers: authorized, ExecuteKeyword: keyword, SessionPerPr: perPr,
+		Integrations: g.Integrations, Commands: loop.Commands{Runner: runner, Root: repo.Root},
+		Sink: g.Sink, Clock: g.clock(), HookObserver: g.HookObserver,
+	})
+}
+
+// CheckRequest is POST /check's body.
+type CheckRequest struct {
+	GraphRequest
+	Recompute bool `json:"recompute,omitempty"`
+}
+
+// CheckReport is graph.Report plus repoResolved, false when the repository
+// does not exist (loopctl check prints the same).
+type CheckReport struct {
+	*graph.Report
+	RepoResolved *bool `json:"repoResolved,omitempty"`
+}
+
+func (s *Server) graphs() (*Graphs, error) {
+	if s.b.Graphs == nil {
+		return nil, unavailable("the graph runtime")
+	}
+	return s.b.Graphs, nil
+}
+
+func (s *Server) check(_ http.ResponseWriter, r *http.Request) (any, error) {
+	g, err := s.graphs()
+	if err != nil {
+		return nil, err
+	}
+	var req CheckRequest
+	if err := decode(r, &req); err != nil {
+		return nil, err
+	}
+	return g.Check(r.Context(), req)
+}
+
+// Check is `loopctl check ID [--recompute]`.
+func (g *Graphs) Check(ctx context.Context, req CheckRequest) (*CheckReport, error) {
+	if err := req.validate(true); err != nil {
+		return nil, err
+	}
+	if st, err := os.Stat(req.Repo); err != nil || !st.IsDir() {
+		no := false
+		return &CheckReport{Report: &graph.Report{WorkItem: req.WorkItem, Nodes: []graph.NodeReport{}}, RepoResolved: &no}, nil
+	}
+	rt, err := g.openCheck(req.GraphRequest)
+	if err != nil {
+		return nil, err
+	}
+	rep, err := rt.Status(ctx, req.WorkItem, req.Recompute)
+	if err != nil {
+		return nil, err
+	}
+	return &CheckReport{Report: rep}, nil
+}
+
+func (s *Server) graphShow(_ http.ResponseWriter, r *http.Request) (any, error) {
+	g, err := s.graphs()
+	if err != nil {
+		return nil, err
+	}
+	q := r.URL.Query()
+	req := GraphRequest{Repo: q.Get("repo"), WorkItem: q.Get("workItem"), Graph: q.Get("graph"), PRRepo: q.Get("prRepo")}
+	if v := q.Get("pr"); v != "" {
+		if req.PR, err = strconv.Atoi(v); err != nil {
+			return nil, badRequest("pr %q: a pull request number", v)
+		}
+	}
+	return g.Show(r.Context(), req, q.Get("loop"))
+}
+
+// Show is `loopctl graph show --format json`: a shipped loop when no work
+// item, graph file or pull request is named, else the work item's graph
+// with its marks.
+func (g *Graphs) Show(ctx context.Context, req GraphRequest, loopName string) (*loop.GraphView, error) {
+	if req.WorkItem == "" && req.Graph == "" && req.PR == 0 {
+		if loopName == "" {
+			loopName = loop.WorkItemLoop
+		}
+		gr, err := loop.ShippedGraph(loopName)
+		if err != nil {
+			return nil, fmt.Errorf("%w: %v", ErrBadRequest, err)
+		}
+		v := loop.NewGraphView(gr, nil)
+		return &v, nil
+	}
+	if err := req.validate(false); err != nil {
+		return nil, err
+	}
+	rt, err := g.openCheck(req)
+	if err != nil {
+		return nil, err
+	}
+	var rep *graph.Report
+	if req.WorkItem != "" {
+		// Marked where check --recompute says the item stands, as
+		// `loopctl graph show` marks it.
+		if rep, err = rt.Status(ctx, req.WorkItem, true); err != nil {
+			return nil, err
+		}
+	}
+	v := loop.NewGraphView(rt.Graph(), rep)
+	return &v, nil
+}
+
+func (s *Server) graphStatus(_ http.ResponseWriter, r *http.Request) (any, error) {
+	g, err := s.graphs()
+	if err != nil {
+		return nil, err
+	}
+	var req GraphRequest
+	if err := decode(r, &req); err != nil {
+		return nil, err
+	}
+	return g.Status(r.Context(), req)
+}
+
+// Status is `loopctl graph status ID --format json`.
+func (g *Graphs) Status(ctx context.Context, req GraphRequest) (*graph.Report, error) {
+	if err := req.validate(true); err != nil {
+		return nil, err
+	}
+	rt, err := g.openCheck(req)
+	if err != nil {
+		return nil, err
+	}
+	return rt.Status(ctx, req.WorkItem, false)
+}
+
+// CompleteRequest is POST /graph/complete's body.
+type CompleteRequest struct {
+	GraphRequest
+	Node  string `json:"node,omitempty"`
+	Actor string `json:"actor,omitempty"`
+}
+
+func (s *Server) graphComplete(_ http.ResponseWriter, r *http.Request) (any, error) {
+	g, err := s.graphs()
+	if err != nil {
+		return nil, err
+	}
+	var req CompleteRequest
+	if err := decode(r, &req); err != nil {
+		return nil, err
+	}
+	return g.Complete(r.Context(), req)
+}
+
+// Complete is `loopctl graph complete ID [--node N] [--actor A]` (actor
+// defaults to "api").
+func (g *Graphs) Complete(ctx context.Context, req CompleteRequest) (*graph.Claim, error) {
+	if err := req.validate(true); err != nil {
+		return nil, err
+	}
+	if req.Actor == "" {
+		req.Actor = "api"
+	}
+	rt, err := g.openLive(req.GraphRequest)
+	if err != nil {
+		return nil, err
+	}
+	return rt.Complete(ctx, req.WorkItem, req.Node, req.Actor)
+}
+
+func (s *Server) graphAdvance(_ http.ResponseWriter, r *http.Request) (any, error) {
+	g, err := s.graphs()
+	if err != nil {
+		return nil, err
+	}
+	var req GraphRequest
+	if err := decode(r, &req); err != nil {
+		return nil, err
+	}
+	return g.Advance(r.Context(), req)
+}
+
+// Advance is `loopctl graph advance ID`: no event, so human gates wait.
+func (g *Graphs) Advance(ctx context.Context, req GraphRequest) (*graph.StepReport, error) {
+	if err := req.validate(true); err != nil {
+		return nil, err
+	}
+	rt, err := g.openLive(req)
+	if err != nil {
+		return nil, err
+	}
+	rep, err := rt.Advance(ctx, req.WorkItem, nil)
+	if errors.Is(err, graph.ErrNotStarted) {
+		return nil, fmt.Errorf("%w: %v", ErrBadRequest, err)
+	}
+	return rep, err
+}
+
+// ForceRequest is POST /graph/force's body.
+type ForceRequest struct {
+	GraphRequest
+	To     string `json:"toNode"`
+	Reason string `json:"reason"`
+	Actor  string `json:"actor,omitempty"`
+}
+
+func (s *Server) graphForce(_ http.ResponseWriter, r *http.Request) (any, error) {
+	g, err := s.graphs()
+	if err != nil {
+		return nil, err
+	}
+	var req ForceRequest
+	if err := decode(r, &req); err != nil {
+		return nil, err
+	}
+	return g.Force(r.Context(), req)
+}
+
+// Force is `loopctl graph force ID --to N --reason R`.
+func (g *Graphs) Force(ctx context.Context, req ForceRequest) (*graph.ForceResult, error) {
+	if err := req.validate(true); err != nil {
+		return nil, err
+	}
+	if req.To == "" {
+		return nil, badRequest("toNode is required")
+	}
+	rt, err := g.openLive(req.GraphRequest)
+	if err != nil {
+		return nil, err
+	}
+	return rt.Force(ctx, req.WorkItem, req.To, req.Reason, req.Actor)
+}
+
+// SkipRequest is POST /graph/skip's body: nodes and skip-set names.
+type SkipRequest struct {
+	GraphRequest
+	Nodes  []string `json:"nodes"`
+	Reason string   `json:"reason"`
+	Actor  string   `json:"actor,omitempty"`
+}
+
+func (s *Server) graphSkip(_ http.ResponseWriter, r *http.Request) (any, error) {
+	g, err := s.graphs()
+	if err != nil {
+		return nil, err
+	}
+	var req SkipRequest
+	if err := decode(r, &req); err != nil {
+		return nil, err
+	}
+	return g.Skip(r.Context(), req)
+}
+
+// Skip is `loopctl graph skip ID --node N… --reason R`.
+func (g *Graphs) Skip(ctx context.Context, req SkipRequest) (*graph.SkipResult, error) {
+	if err := req.validate(true); err != nil {
+		return nil, err
+	}
+	if len(req.Nodes) == 0 {
+		return nil, badRequest("name at least one node or skip set in nodes")
+	}
+	rt, err := g.openLive(req.GraphRequest)
+	if err != nil {
+		return nil, err
+	}
+	return rt.DeclareSkips(ctx, req.WorkItem, req.Nodes, req.Reason, req.Actor)
+}

@@ -1,0 +1,502 @@
+package api
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/theloop-dev/theloop/graph"
+	"github.com/theloop-dev/theloop/loop"
+	"github.com/theloop-dev/theloop/loop/queue"
+	"github.com/theloop-dev/theloop/sessions"
+)
+
+// Prefix is the API's path prefix.
+const Prefix = "/api/v1"
+
+// maxBody bounds a request body (the verbs take a few short fields).
+const maxBody = 64 << 10
+
+// Sessions is the running daemon's session registry and controls.
+type Sessions interface {
+	// ListSessions returns every session record (status "" = all).
+	ListSessions(ctx context.Context, status string) ([]sessions.Record, error)
+	// Session returns one work item's record (ErrNotFound when none).
+	Session(ctx context.Context, ref string) (sessions.Record, error)
+	// ControlSession applies stop, pause or resume for actor, recording it
+	// (source cli) before the effect, and unless noComment announces it on
+	// the work item; it returns what happened.
+	ControlSession(ctx context.Context, ref, verb, actor string, noComment bool) (ControlResult, error)
+	// AttachCommand is the shell command that attaches to the session.
+	AttachCommand(ctx context.Context, ref string) (string, error)
+}
+
+// ControlResult answers a session control verb.
+type ControlResult struct {
+	Ref    string `json:"ref"`
+	Verb   string `json:"verb"`
+	Effect string `json:"effect"`
+	// Announced is the marked comment's URL ("" when none was posted);
+	// AnnounceError says why it was not.
+	Announced     string `json:"announced,omitempty"`
+	AnnounceError string `json:"announceError,omitempty"`
+}
+
+// Queue is the running daemon's durable queue.
+type Queue interface {
+	Stats(ctx context.Context) (queue.Stats, error)
+	DeadLetters(ctx context.Context) ([]queue.DeadLetter, error)
+	Replay(ctx context.Context, seq uint64) error
+}
+
+// Status describes the running daemon (GET /status).
+type Status struct {
+	Version   string     `json:"version"`
+	PID       int        `json:"pid"`
+	StateRoot string     `json:"stateRoot"`
+	Webhook   string     `json:"webhook"`
+	StartedAt time.Time  `json:"startedAt"`
+	Uptime    float64    `json:"uptimeSeconds"`
+	Queue     *QueueView `json:"queue,omitempty"`
+	// LiveSessions counts active and paused sessions.
+	LiveSessions int `json:"liveSessions"`
+	// Warnings are problems the daemon runs with (a part unavailable).
+	Warnings []string `json:"warnings,omitempty"`
+}
+
+// Backend is what the API serves. A nil part answers 503 naming it.
+type Backend struct {
+	// Graphs opens runtimes for the graph verbs.
+	Graphs *Graphs
+	// Sessions reaches the session registry.
+	Sessions Sessions
+	// Queue reaches the durable queue.
+	Queue Queue
+	// EventLogPath is the event log the events verb reads ("" = none).
+	EventLogPath string
+	// Stream is the live event feed for /events/stream (nil = 404).
+	Stream *Stream
+	// Status reports the daemon (nil = 503).
+	Status func(ctx context.Context) Status
+}
+
+// Config tunes the API.
+type Config struct {
+	// Log receives one debug line per request (nil: discarded).
+	Log *slog.Logger
+	// Clock is used for --since (default the wall clock).
+	Clock graph.Clock
+	// Observe, when set, sees every request's route, status and duration
+	// (the metrics package counts them).
+	Observe func(route string, status int, d time.Duration)
+}
+
+// Server serves /api/v1. It owns no goroutines: the caller's http.Server
+// does the serving.
+type Server struct {
+	cfg Config
+	b   Backend
+	mux *http.ServeMux
+}
+
+// Errors callers (and Backend implementations) use.
+var (
+	// ErrNotFound: no such session, work item or dead letter (404).
+	ErrNotFound = errors.New("not found")
+	// ErrBadRequest: the request is malformed or refused (400).
+	ErrBadRequest = errors.New("bad request")
+)
+
+// New builds the API over b.
+func New(cfg Config, b Backend) *Server {
+	if cfg.Log == nil {
+		cfg.Log = slog.New(slog.DiscardHandler)
+	}
+	if cfg.Clock == nil {
+		cfg.Clock = graph.SystemClock{}
+	}
+	s := &Server{cfg: cfg, b: b, mux: http.NewServeMux()}
+	s.route("GET /health", s.health)
+	s.route("GET /status", s.status)
+	s.route("POST /check", s.check)
+	s.route("GET /graph", s.graphShow)
+	s.route("POST /graph/status", s.graphStatus)
+	s.route("POST /graph/complete", s.graphComplete)
+	s.route("POST /graph/advance", s.graphAdvance)
+	s.route("POST /graph/force", s.graphForce)
+	s.route("POST /graph/skip", s.graphSkip)
+	s.route("GET /sessions", s.sessionsList)
+	s.route("GET /sessions/one", s.sessionsOne)
+	s.route("POST /sessions/control", s.sessionsControl)
+	s.route("GET /sessions/attach", s.sessionsAttach)
+	s.route("GET /events", s.events)
+	s.route("GET /events/stream", s.stream)
+	s.route("GET /queue", s.queueStats)
+	s.route("GET /queue/dead", s.queueDead)
+	s.route("POST /queue/dead/replay", s.queueReplay)
+	return s
+}
+
+// ServeHTTP serves paths under Prefix (the caller mounts it there).
+func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) { s.mux.ServeHTTP(w, r) }
+
+type apiHandler func(w http.ResponseWriter, r *http.Request) (any, error)
+
+// statusWriter remembers the status for the log and the observer.
+type statusWriter struct {
+	http.ResponseWriter
+	status int
+}
+
+func (w *statusWriter) WriteHeader(code int) {
+	if w.status == 0 {
+		w.status = code
+	}
+	w.ResponseWriter.WriteHeader(code)
+}
+
+func (w *statusWriter) Write(b []byte) (int, error) {
+	if w.status == 0 {
+		w.status = http.StatusOK
+	}
+	return w.ResponseWriter.Write(b)
+}
+
+func (w *statusWriter) Flush() {
+	if f, ok := w.ResponseWriter.(http.Flusher); ok {
+		f.Flush()
+	}
+}
+
+func (s *Server) route(pattern string, h apiHandler) {
+	method, path, _ := strings.Cut(pattern, " ")
+	s.mux.HandleFunc(method+" "+Prefix+path, func(w http.ResponseWriter, r *http.Request) {
+		start := time.Now()
+		sw := &statusWriter{ResponseWriter: w}
+		r.Body = http.MaxBytesReader(sw, r.Body, maxBody)
+		v, err := h(sw, r)
+		switch {
+		case err != nil:
+			writeError(sw, err)
+		case v != nil:
+			writeJSON(sw, http.StatusOK, v)
+		}
+		d := time.Since(start)
+		s.cfg.Log.Debug("api request", "method", r.Method, "path", r.URL.Path, "status", sw.status, "duration", d)
+		if s.cfg.Observe != nil {
+			s.cfg.Observe(path, sw.status, d)
+		}
+	})
+}
+
+func writeJSON(w http.ResponseWriter, code int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("X-Content-Type-Options", "nosniff")
+	w.WriteHeader(code)
+	enc := json.NewEncoder(w)
+	enc.SetEscapeHTML(false)
+	enc.SetIndent("", "  ")
+	_ = enc.Encode(v)
+}
+
+// unavailable names a part that is not running.
+type unavailable string
+
+func (u unavailable) Error() string { return string(u) + " is not available in this daemon" }
+
+func writeError(w http.ResponseWriter, err error) {
+	code := http.StatusInternalServerError
+	var mbe *http.MaxBytesError
+	var un unavailable
+	switch {
+	case errors.As(err, &un):
+		code = http.StatusServiceUnavailable
+	case errors.Is(err, ErrNotFound), errors.Is(err, queue.ErrNotFound), errors.Is(err, sessions.ErrNoRecord), errors.Is(err, loop.ErrRepoNotFound):
+		code = http.StatusNotFound
+	case errors.As(err, &mbe):
+		code = http.StatusRequestEntityTooLarge
+	case errors.Is(err, ErrBadRequest), errors.Is(err, graph.ErrReasonRequired), errors.Is(err, graph.ErrUnknownNode),
+		errors.Is(err, graph.ErrNotStarted), errors.Is(err, loop.ErrInvalidID), errors.Is(err, sessions.ErrInvalidWorkItem), errors.Is(err, graph.ErrInvalidGraph):
+		code = http.StatusBadRequest
+	}
+	writeJSON(w, code, map[string]string{"detail": err.Error()})
+}
+
+func badRequest(format string, args ...any) error {
+	return fmt.Errorf("%w: %s", ErrBadRequest, fmt.Sprintf(format, args...))
+}
+
+// decode reads a JSON body into v, refusing unknown fields (a typo must
+// not silently drop an option).
+func decode(r *http.Request, v any) error {
+	dec := json.NewDecoder(r.Body)
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		var mbe *http.MaxBytesError
+		if errors.As(err, &mbe) {
+			return err
+		}
+		if errors.Is(err, io.EOF) {
+			return badRequest("empty body: send a JSON object")
+		}
+		return badRequest("body: %v", err)
+	}
+	return nil
+}
+
+func (s *Server) health(http.ResponseWriter, *http.Request) (any, error) {
+	return map[string]bool{"ok": true}, nil
+}
+
+func (s *Server) status(_ http.ResponseWriter, r *http.Request) (any, error) {
+	if s.b.Status == nil {
+		return nil, unavailable("status")
+	}
+	return s.b.Status(r.Context()), nil
+}
+
+// --- sessions ----------------------------------------------------------------
+
+func (s *Server) sessionsList(_ http.ResponseWriter, r *http.Request) (any, error) {
+	if s.b.Sessions == nil {
+		return nil, unavailable("the session registry")
+	}
+	st := r.URL.Query().Get("status")
+	switch sessions.Status(st) {
+	case "", sessions.StatusActive, sessions.StatusPaused, sessions.StatusClosed:
+	default:
+		return nil, badRequest("status %q: use active, paused or closed", st)
+	}
+	recs, err := s.b.Sessions.ListSessions(r.Context(), st)
+	if recs == nil {
+		recs = []sessions.Record{}
+	}
+	return recs, err
+}
+
+func refParam(r *http.Request) (string, error) {
+	ref := r.URL.Query().Get("ref")
+	if ref == "" {
+		return "", badRequest("name the work item: ?ref=github:owner/repo#42")
+	}
+	return ref, nil
+}
+
+func (s *Server) sessionsOne(_ http.ResponseWriter, r *http.Request) (any, error) {
+	if s.b.Sessions == nil {
+		return nil, unavailable("the session registry")
+	}
+	ref, err := refParam(r)
+	if err != nil {
+		return nil, err
+	}
+	return s.b.Sessions.Session(r.Context(), ref)
+}
+
+// ControlRequest is POST /sessions/control's body.
+type ControlRequest struct {
+	Ref   string `json:"ref"`
+	Verb  string `json:"verb"`
+	Actor string `json:"actor,omitempty"`
+	// NoComment skips the marked comment announcing the command on the
+	// work item (daemon-spec §5.4: posted unless --no-comment).
+	NoComment bool `json:"noComment,omitempty"`
+}
+
+// ControlVerbs are the session verbs the API applies.
+var ControlVerbs = []string{"stop", "pause", "resume"}
+
+func (s *Server) sessionsControl(_ http.ResponseWriter, r *http.Request) (any, error) {
+	if s.b.Sessions == nil {
+		return nil, unavailable("the session registry")
+	}
+	var req ControlRequest
+	if err := decode(r, &req); err != nil {
+		return nil, err
+	}
+	if req.Ref == "" {
+		return nil, badRequest("ref is required (github:owner/repo#42)")
+	}
+	ok := false
+	for _, v := range ControlVerbs {
+		ok = ok || v == req.Verb
+	}
+	if !ok {
+		return nil, badRequest("verb %q: use one of %s", req.Verb, strings.Join(ControlVerbs, ", "))
+	}
+	if req.Actor == "" {
+		req.Actor = "(api)"
+	}
+	return s.b.Sessions.ControlSession(r.Context(), req.Ref, req.Verb, req.Actor, req.NoComment)
+}
+
+func (s *Server) sessionsAttach(_ http.ResponseWriter, r *http.Request) (any, error) {
+	if s.b.Sessions == nil {
+		return nil, unavailable("the session registry")
+	}
+	ref, err := refParam(r)
+	if err != nil {
+		return nil, err
+	}
+	cmd, err := s.b.Sessions.AttachCommand(r.Context(), ref)
+	if err != nil {
+		return nil, err
+	}
+	return map[string]string{"ref": ref, "command": cmd}, nil
+}
+
+// --- events ----------------------------------------------------------------
+
+func (s *Server) events(_ http.ResponseWriter, r *http.Request) (any, error) {
+	if s.b.EventLogPath == "" {
+		return nil, unavailable("the event log")
+	}
+	q := r.URL.Query()
+	eq := loop.EventQuery{WorkItem: q.Get("workItem"), Event: q.Get("event"), Source: q.Get("source")}
+	if v := q.Get("since"); v != "" {
+		t, err := ParseSince(v, s.cfg.Clock.Now())
+		if err != nil {
+			return nil, badRequest("%v", err)
+		}
+		eq.Since = t
+	}
+	if v := q.Get("limit"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 0 {
+			return nil, badRequest("limit %q: a number ≥ 0", v)
+		}
+		eq.Limit = n
+	}
+	recs, err := loop.ReadEvents(s.b.EventLogPath, eq)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]map[string]any, 0, len(recs))
+	for _, rec := range recs {
+		out = append(out, rec.JSON())
+	}
+	return out, nil
+}
+
+// ParseSince reads "90m", "3d", "2026-11-01" or an RFC 3339 time (the
+// CLI's --since).
+func ParseSince(s string, now time.Time) (time.Time, error) {
+	s = strings.TrimSpace(s)
+	if s == "" {
+		return time.Time{}, nil
+	}
+	if d, ok := strings.CutSuffix(s, "d"); ok {
+		if n, err := time.ParseDuration(d + "h"); err == nil {
+			return now.Add(-24 * n), nil
+		}
+	}
+	if d, err := time.ParseDuration(s); err == nil {
+		return now.Add(-d), nil
+	}
+	for _, layout := range []string{time.RFC3339Nano, "2006-01-02T15:04:05", "2006-01-02"} {
+		if t, err := time.Parse(layout, s); err == nil {
+			return t, nil
+		}
+	}
+	return time.Time{}, fmt.Errorf("since %q: write a duration (90m, 2h, 3d) or a date (2026-11-01) or an RFC 3339 time", s)
+}
+
+// --- queue -----------------------------------------------------------------
+
+// QueueView is GET /queue's answer.
+type QueueView struct {
+	Depth uint64 `json:"depth"`
+	// Oldest is when the oldest unacknowledged event was kept (absent when
+	// the queue is empty); OldestAge is its age in seconds.
+	Oldest      *time.Time `json:"oldest,omitempty"`
+	OldestAge   float64    `json:"oldestAgeSeconds"`
+	DeadLetters uint64     `json:"deadLetters"`
+}
+
+// NewQueueView renders queue statistics at now.
+func NewQueueView(st queue.Stats, now time.Time) *QueueView {
+	v := &QueueView{Depth: st.Depth, DeadLetters: st.Dead}
+	if st.Depth > 0 && !st.Oldest.IsZero() {
+		o := st.Oldest.UTC()
+		v.Oldest = &o
+		v.OldestAge = max(0, now.Sub(o).Seconds())
+	}
+	return v
+}
+
+func (s *Server) queueStats(_ http.ResponseWriter, r *http.Request) (any, error) {
+	if s.b.Queue == nil {
+		return nil, unavailable("the queue")
+	}
+	st, err := s.b.Queue.Stats(r.Context())
+	if err != nil {
+		return nil, err
+	}
+	return NewQueueView(st, s.cfg.Clock.Now()), nil
+}
+
+// DeadLetterView is one dead letter as the API shows it: the event's
+// routing facts, never its payload or comment bodies.
+type DeadLetterView struct {
+	Seq         uint64    `json:"seq"`
+	DeliveryID  string    `json:"deliveryId"`
+	OriginalSeq uint64    `json:"originalSeq"`
+	Attempts    int       `json:"attempts"`
+	Reason      string    `json:"reason"`
+	At          time.Time `json:"at"`
+	Event       string    `json:"event,omitempty"`
+	Action      string    `json:"action,omitempty"`
+	Repo        string    `json:"repo,omitempty"`
+	WorkItems   []string  `json:"workItems,omitempty"`
+}
+
+func (s *Server) queueDead(_ http.ResponseWriter, r *http.Request) (any, error) {
+	if s.b.Queue == nil {
+		return nil, unavailable("the queue")
+	}
+	dls, err := s.b.Queue.DeadLetters(r.Context())
+	if err != nil {
+		return nil, err
+	}
+	out := make([]DeadLetterView, 0, len(dls))
+	for _, d := range dls {
+		v := DeadLetterView{Seq: d.Seq, DeliveryID: d.DeliveryID, OriginalSeq: d.OriginalSeq, Attempts: d.Attempts, Reason: d.Reason, At: d.At.UTC()}
+		if d.Event != nil {
+			v.Event, v.Action, v.Repo = d.Event.Event, d.Event.Action, d.Event.Repo
+			for _, w := range d.Event.WorkItems {
+				v.WorkItems = append(v.WorkItems, w.String())
+			}
+		}
+		out = append(out, v)
+	}
+	return out, nil
+}
+
+// ReplayRequest is POST /queue/dead/replay's body.
+type ReplayRequest struct {
+	Seq uint64 `json:"seq"`
+}
+
+func (s *Server) queueReplay(_ http.ResponseWriter, r *http.Request) (any, error) {
+	if s.b.Queue == nil {
+		return nil, unavailable("the queue")
+	}
+	var req ReplayRequest
+	if err := decode(r, &req); err != nil {
+		return nil, err
+	}
+	if req.Seq == 0 {
+		return nil, badRequest("seq is required: a dead letter's seq from GET %s/queue/dead", Prefix)
+	}
+	if err := s.b.Queue.Replay(r.Context(), req.Seq); err != nil {
+		return nil, err
+	}
+	return map[string]any{"replayed": req.Seq}, nil
+}

@@ -1,0 +1,348 @@
+package loop
+
+import (
+	"encoding/json"
+	"fmt"
+	"maps"
+	"slices"
+	"sort"
+	"strings"
+)
+
+// ConfigKey is one key of the operator's CLI config (reference daemon-spec
+// §12.2 plus theloop's own): the catalogue every check, the JSON Schema,
+// `loopctl config show` and the reload policy are derived from.
+type ConfigKey struct {
+	// Path is dotted; a list of objects has its item keys under "path[]".
+	Path string
+	// Type is string, bool, int, number, strings (a list of strings),
+	// object (a mapping of the keys under it), list (a list of objects
+	// with item keys under Path+"[]"), or free (a mapping or list checked
+	// by its own decoder, or carried without checks).
+	Type string
+	// Default is the value used when the key is absent (nil: none).
+	Default any
+	// Enum lists the allowed values of a string key.
+	Enum []string
+	// Doc says what the key does.
+	Doc string
+	// Reload marks soft policy a running loopd re-reads on SIGHUP.
+	Reload bool
+}
+
+// configKeys is the catalogue. Keep it sorted by path within each block.
+var configKeys = []ConfigKey{
+	{Path: "version", Type: "string", Doc: "the config schema version (loopctl config migrate stamps " + CurrentCLIConfigVersion + ")"},
+	{Path: "state", Type: "object", Doc: "where theloop keeps its state"},
+	{Path: "state.root", Type: "string", Default: DefaultStateRoot, Doc: "root of all generated state (queue, sessions, event log, control socket)"},
+	{Path: "repositories", Type: "strings", Doc: "repositories the ingress accepts (owner/repo, owner/*)", Reload: true},
+
+	{Path: "webhooks", Type: "object"},
+	{Path: "webhooks.ghWebhook", Type: "object", Doc: "the GitHub webhook receiver"},
+	{Path: "webhooks.ghWebhook.enabled", Type: "bool", Default: false, Doc: "bring the receiver up"},
+	{Path: "webhooks.ghWebhook.host", Type: "string", Default: "127.0.0.1", Doc: "bind address"},
+	{Path: "webhooks.ghWebhook.port", Type: "int", Default: 8787, Doc: "bind port (0 picks one)"},
+	{Path: "webhooks.ghWebhook.path", Type: "string", Default: "/gh-webhook", Doc: "POST path"},
+	{Path: "webhooks.ghWebhook.secretEnv", Type: "string", Default: "THE_LOOP_GH_WEBHOOK_SECRET", Doc: "environment variable holding the HMAC secret"},
+	{Path: "webhooks.ghWebhook.pidfile", Type: "string", Doc: "ignored: loopd locks <state root>/loopd.lock"},
+	{Path: "webhooks.ghWebhook.events", Type: "strings", Doc: "event filter (default: the reference's set)", Reload: true},
+	{Path: "webhooks.ghWebhook.repositories", Type: "strings", Doc: "repositories accepted (owner/repo, owner/*); default: the polling sources' repos", Reload: true},
+
+	{Path: "polling", Type: "object", Doc: "the poller / reconcile pass"},
+	{Path: "polling.enabled", Type: "bool", Default: false},
+	{Path: "polling.intervalSeconds", Type: "int", Default: 60, Doc: "cycle interval"},
+	{Path: "polling.maxRetries", Type: "int", Default: 3, Doc: "attempts per spawn/comment"},
+	{Path: "polling.sources", Type: "list", Doc: "what to poll", Reload: true},
+	{Path: "polling.sources[].provider", Type: "string", Default: "github", Enum: []string{"github"}},
+	{Path: "polling.sources[].label", Type: "string", Default: ""},
+	{Path: "polling.sources[].repos", Type: "strings"},
+	{Path: "polling.sources[].ghBinary", Type: "string", Default: "gh"},
+	{Path: "polling.sources[].monitor", Type: "object"},
+	{Path: "polling.sources[].monitor.issues", Type: "bool", Default: true},
+	{Path: "polling.sources[].monitor.pullRequests", Type: "bool", Default: true},
+
+	{Path: "routing", Type: "object", Doc: "what the daemon does with routed events"},
+	{Path: "routing.enabled", Type: "bool", Default: false},
+	{Path: "routing.registryDir", Type: "string", Doc: "ignored: session records live under the state root"},
+	{Path: "routing.defaultHarness", Type: "string", Default: "claude", Enum: []string{"claude", "cursor"}},
+	{Path: "routing.spawnOnUnmatched", Type: "string", Default: "never", Enum: []string{"never", "always", "labeled"}, Reload: true},
+	{Path: "routing.autoExecuteLabel", Type: "string", Default: "the-loop: auto-execute", Reload: true},
+	{Path: "routing.authorizedUsers", Type: "strings", Default: []any{}, Doc: "GitHub logins whose comments may pass gates and control sessions (empty denies all)", Reload: true},
+	{Path: "routing.spawnWorkdir", Type: "string", Default: "."},
+	{Path: "routing.maxConcurrentDispatches", Type: "int", Default: 4},
+	{Path: "routing.dedupCacheSize", Type: "int", Default: 1024},
+	{Path: "routing.dispatchTimeoutSeconds", Type: "int", Default: 1800},
+	{Path: "routing.promptTemplate", Type: "string", Doc: "event prompt template file", Reload: true},
+	{Path: "routing.spawnPromptTemplate", Type: "string", Doc: "spawn prompt template file", Reload: true},
+	{Path: "routing.runner", Type: "string", Doc: "removed: tmux is the only runner"},
+	{Path: "routing.control", Type: "object"},
+	{Path: "routing.control.enabled", Type: "bool", Default: true, Reload: true},
+	{Path: "routing.control.requireStartCommand", Type: "bool", Default: true, Reload: true},
+	{Path: "routing.control.keywords", Type: "object", Reload: true},
+	{Path: "routing.interaction", Type: "object"},
+	{Path: "routing.interaction.mode", Type: "string", Default: "work-item", Enum: []string{"work-item", "cli"}, Reload: true},
+	{Path: "routing.graph", Type: "object"},
+	{Path: "routing.graph.enabled", Type: "bool", Default: true},
+	{Path: "routing.graph.repoHooks", Type: "bool", Default: false, Doc: "ignored: theloop never runs a watched repository's code"},
+	{Path: "routing.graph.specDir", Type: "string", Default: "", Doc: "override of the repository's workflow.specDir"},
+	{Path: "routing.workspace", Type: "object"},
+	{Path: "routing.workspace.root", Type: "string", Default: "", Doc: "enables one git worktree per work item"},
+	{Path: "routing.workspace.strategy", Type: "string", Default: "worktree", Enum: []string{"worktree"}},
+	{Path: "routing.workspace.cloneProtocol", Type: "string", Default: "https", Enum: []string{"https", "ssh"}},
+	{Path: "routing.workspace.defaultHost", Type: "string", Default: "github.com"},
+	{Path: "routing.workspace.keepCheckoutOnClose", Type: "bool", Default: false},
+	{Path: "routing.workspace.gitBinary", Type: "string", Default: "git"},
+	{Path: "routing.tmux", Type: "object"},
+	{Path: "routing.tmux.keepSessionOnClose", Type: "bool", Default: true},
+	{Path: "routing.tmux.remainOnExit", Type: "bool", Default: true},
+	{Path: "routing.tmux.resumeOnRespawn", Type: "bool", Default: true},
+	{Path: "routing.tmux.killHarnessOnClose", Type: "bool", Default: true},
+	{Path: "routing.tmux.harnessKillGraceSeconds", Type: "number", Default: 5},
+	{Path: "routing.tmux.resumeProbeSeconds", Type: "number", Default: 2},
+	{Path: "routing.tmux.sessionPerPr", Type: "free", Default: SessionPerPrCrossRepository, Doc: "never, cross-repository or always (true ⇒ cross-repository, false ⇒ never)"},
+	{Path: "routing.webTerminal", Type: "object"},
+	{Path: "routing.webTerminal.enabled", Type: "bool", Default: false},
+	{Path: "routing.webTerminal.host", Type: "string", Default: "127.0.0.1"},
+	{Path: "routing.webTerminal.port", Type: "int", Default: 7681},
+	{Path: "routing.harnessArgs", Type: "object"},
+	{Path: "routing.harnessArgs.claude", Type: "strings", Default: []any{}},
+	{Path: "routing.harnessArgs.cursor", Type: "strings", Default: []any{}},
+	{Path: "routing.harnessTrust", Type: "object"},
+	{Path: "routing.harnessTrust.enabled", Type: "bool", Default: true},
+	{Path: "routing.harnessTrust.scope", Type: "string", Default: "workspace-root"},
+	{Path: "routing.harnessTrust.acceptBypassPermissions", Type: "string", Default: "auto"},
+	{Path: "routing.harnessPlugins", Type: "object"},
+	{Path: "routing.harnessPlugins.enabled", Type: "bool", Default: true},
+	{Path: "routing.harnessPlugins.marketplaceRepo", Type: "string", Default: "MadaraUchiha-314/the-loop"},
+	{Path: "routing.reactions", Type: "object"},
+	{Path: "routing.reactions.enabled", Type: "bool", Default: true, Reload: true},
+	{Path: "routing.reactions.started", Type: "string", Default: "eyes", Reload: true},
+	{Path: "routing.reactions.completed", Type: "string", Default: "hooray", Reload: true},
+	{Path: "routing.reactions.error", Type: "string", Default: "confused", Reload: true},
+	{Path: "routing.announce", Type: "object"},
+	{Path: "routing.announce.enabled", Type: "bool", Default: true, Reload: true},
+
+	{Path: "queue", Type: "object", Doc: "the durable event queue (NATS JetStream)"},
+	{Path: "queue.url", Type: "string", Default: "", Doc: "an external NATS server or cluster; empty embeds one under the state root"},
+
+	{Path: "service", Type: "object", Doc: "the control plane: API, /metrics and /mcp"},
+	{Path: "service.enabled", Type: "bool", Default: true, Doc: "serve the 0600 socket <state root>/loopd.sock"},
+	{Path: "service.listen", Type: "string", Default: "", Doc: "also listen on this TCP host:port (requires the token)"},
+	{Path: "service.tokenEnv", Type: "string", Default: "THE_LOOP_SERVICE_TOKEN", Doc: "environment variable holding the bearer token TCP clients must send"},
+	{Path: "service.host", Type: "string", Doc: "ignored: see service.listen"},
+	{Path: "service.port", Type: "int", Doc: "ignored: see service.listen"},
+	{Path: "service.exposed", Type: "bool", Doc: "ignored: TCP always needs the token"},
+	{Path: "service.autoStart", Type: "bool", Doc: "ignored: loopd runs under systemd"},
+	{Path: "service.hostIngresses", Type: "bool", Doc: "ignored: loopd always hosts its ingresses"},
+	{Path: "service.mcp", Type: "object"},
+	{Path: "service.mcp.enabled", Type: "bool", Default: true, Doc: "mount /mcp"},
+	{Path: "service.stream", Type: "object"},
+	{Path: "service.stream.enabled", Type: "bool", Default: true},
+	{Path: "service.stream.maxSubscribers", Type: "int", Default: 8},
+	{Path: "service.stream.keepAliveSeconds", Type: "int", Default: 15},
+	{Path: "service.metrics", Type: "object"},
+	{Path: "service.metrics.gateStuckAfterSeconds", Type: "int", Default: 86400, Doc: "an item waiting at a gate longer than this counts in theloop_gate_stuck_items", Reload: true},
+
+	{Path: "eventLog", Type: "object"},
+	{Path: "eventLog.enabled", Type: "bool", Default: true},
+	{Path: "eventLog.path", Type: "string", Doc: "default <state root>/logs/events.jsonl"},
+
+	{Path: "integrations", Type: "free", Doc: "outbound GitHub/Slack/Jira (checked by the integrations decoder)"},
+	{Path: "channels", Type: "free"},
+	{Path: "standingSessions", Type: "free"},
+	{Path: "collaborators", Type: "free"},
+	{Path: "notifications", Type: "free"},
+	{Path: "selfDiagnosis", Type: "free"},
+}
+
+// CLIConfigKeys returns the catalogue of the CLI config's keys.
+func CLIConfigKeys() []ConfigKey { return slices.Clone(configKeys) }
+
+func keyIndex() map[string]ConfigKey {
+	m := make(map[string]ConfigKey, len(configKeys))
+	for _, k := range configKeys {
+		m[k.Path] = k
+	}
+	return m
+}
+
+// UnknownKeyError lists keys the catalogue does not know, each with the
+// nearest valid key.
+type UnknownKeyError struct {
+	File string
+	Keys []UnknownKey
+}
+
+// UnknownKey is one unknown key and its nearest valid sibling ("" when none
+// is close).
+type UnknownKey struct{ Path, Nearest string }
+
+func (e *UnknownKeyError) Error() string {
+	var parts []string
+	for _, k := range e.Keys {
+		s := "unknown key " + k.Path
+		if k.Nearest != "" {
+			s += " (did you mean " + k.Nearest + "?)"
+		}
+		parts = append(parts, s)
+	}
+	return fmt.Sprintf("%s: %s; fix or remove it (`loopctl config schema` lists every key)", e.File, strings.Join(parts, "; "))
+}
+
+// Is makes errors.Is(err, ErrInvalidConfig) true.
+func (e *UnknownKeyError) Is(target error) bool { return target == ErrInvalidConfig }
+
+// CheckCLIConfigKeys refuses keys the catalogue does not know (a typo must
+// never silently switch a setting off), naming each and the nearest valid
+// key. Values' types are checked by the readers of each key.
+func CheckCLIConfigKeys(name string, raw map[string]any) error {
+	idx := keyIndex()
+	var unknown []UnknownKey
+	var walk func(prefix string, m map[string]any)
+	walk = func(prefix string, m map[string]any) {
+		for _, k := range slices.Sorted(maps.Keys(m)) {
+			p := k
+			if prefix != "" {
+				p = prefix + "." + k
+			}
+			spec, ok := idx[p]
+			if !ok {
+				if prefix == "routing.control.keywords" {
+					continue // ParseCLIConfig warns about a non-command
+				}
+				unknown = append(unknown, UnknownKey{Path: p, Nearest: nearestKey(p, idx)})
+				continue
+			}
+			switch spec.Type {
+			case "object":
+				if sub, ok := m[k].(map[string]any); ok {
+					walk(p, sub)
+				}
+			case "list":
+				if items, ok := m[k].([]any); ok {
+					for _, it := range items {
+						if sub, ok := it.(map[string]any); ok {
+							walk(p+"[]", sub)
+						}
+					}
+				}
+			}
+		}
+	}
+	walk("", raw)
+	if len(unknown) == 0 {
+		return nil
+	}
+	return &UnknownKeyError{File: name, Keys: unknown}
+}
+
+// nearestKey is the valid key closest to p: among p's siblings first (the
+// same parent), by edit distance, within max(2, a third of its length); else
+// any key with the same last segment.
+func nearestKey(p string, idx map[string]ConfigKey) string {
+	parent, leaf := "", p
+	if i := strings.LastIndexByte(p, '.'); i >= 0 {
+		parent, leaf = p[:i], p[i+1:]
+	}
+	best, bestD := "", max(2, len(leaf)/3)+1
+	var paths []string
+	for k := range idx {
+		paths = append(paths, k)
+	}
+	sort.Strings(paths)
+	for _, k := range paths {
+		kp, kl := "", k
+		if i := strings.LastIndexByte(k, '.'); i >= 0 {
+			kp, kl = k[:i], k[i+1:]
+		}
+		if kp != parent {
+			continue
+		}
+		if d := editDistance(strings.ToLower(leaf), strings.ToLower(kl)); d < bestD {
+			best, bestD = k, d
+		}
+	}
+	if best != "" {
+		return best
+	}
+	for _, k := range paths {
+		if strings.HasSuffix(k, "."+leaf) || k == leaf {
+			return k
+		}
+	}
+	return ""
+}
+
+// CLIConfigSchema is the JSON Schema (draft-07) of the CLI config, for
+// editors: every catalogued key with its type, default, allowed values and
+// description; unknown keys are not allowed where the catalogue is closed.
+func CLIConfigSchema() []byte {
+	idx := keyIndex()
+	var node func(prefix string) map[string]any
+	props := func(prefix string) map[string]any {
+		out := map[string]any{}
+		for _, k := range configKeys {
+			parent, leaf := "", k.Path
+			if i := strings.LastIndexByte(k.Path, '.'); i >= 0 {
+				parent, leaf = k.Path[:i], k.Path[i+1:]
+			}
+			if parent == prefix {
+				out[leaf] = node(k.Path)
+			}
+		}
+		return out
+	}
+	node = func(p string) map[string]any {
+		k := idx[p]
+		s := map[string]any{}
+		if k.Doc != "" {
+			s["description"] = k.Doc
+		}
+		if k.Default != nil {
+			s["default"] = k.Default
+		}
+		switch k.Type {
+		case "string":
+			s["type"] = "string"
+			if len(k.Enum) > 0 {
+				s["enum"] = k.Enum
+			}
+		case "bool":
+			s["type"] = "boolean"
+		case "int":
+			s["type"] = "integer"
+		case "number":
+			s["type"] = "number"
+		case "strings":
+			s["type"] = "array"
+			s["items"] = map[string]any{"type": "string"}
+		case "object":
+			s["type"] = "object"
+			if p == "routing.control.keywords" {
+				s["additionalProperties"] = map[string]any{"type": "string"}
+				kw := map[string]any{}
+				for _, c := range ControlCommands() {
+					kw[c] = map[string]any{"type": "string", "default": "the-loop " + c}
+				}
+				s["properties"] = kw
+				break
+			}
+			s["properties"] = props(p)
+			s["additionalProperties"] = false
+		case "list":
+			s["type"] = "array"
+			s["items"] = map[string]any{"type": "object", "properties": props(p + "[]"), "additionalProperties": false}
+		}
+		return s
+	}
+	root := map[string]any{
+		"$schema":              "http://json-schema.org/draft-07/schema#",
+		"$id":                  "https://theloop.dev/schemas/cli-config.schema.json",
+		"title":                "theloop operator configuration (cli-config.yaml)",
+		"type":                 "object",
+		"properties":           props(""),
+		"additionalProperties": false,
+	}
+	b, _ := json.MarshalIndent(root, "", "  ")
+	return append(b, '\n')
+}

@@ -1,0 +1,209 @@
+package daemon
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"reflect"
+	"slices"
+	"sync"
+	"sync/atomic"
+
+	"github.com/theloop-dev/theloop/graph"
+	"github.com/theloop-dev/theloop/ingress"
+)
+
+// Reload on SIGHUP (issue 14): soft policy — authorized users, control
+// keywords and switches, spawn policy, the arming label, repositories and
+// event filter, reactions, announcements, interaction mode, prompt
+// templates, the stuck-gate age — is swapped into the running daemon. The
+// listen address, secret, queue, state root, workspace, tmux and harness
+// settings are not: a change to one is reported as needing a restart.
+//
+// Consistency: every dispatch holds policy.RLock for its whole run (the
+// timed wrapper), so Reload's write lock waits for running dispatches and
+// no handler ever sees half a policy. The receiver is swapped atomically
+// (a new Router with the new authorization and keywords), and the
+// reconcile pass is restarted with it.
+
+// reloadState is the daemon's reload machinery (one per Daemon).
+type reloadState struct {
+	policy sync.RWMutex // dispatches read d.cfg's soft fields under RLock
+	recv   atomic.Pointer[ingress.Receiver]
+
+	recMu     sync.Mutex
+	recCtx    context.Context
+	recCancel context.CancelFunc
+	recDone   chan struct{}
+}
+
+func (d *Daemon) reload() *reloadState { return &d.svc.rl }
+
+// receiverHandler serves whichever receiver is current.
+func (d *Daemon) receiverHandler(r *ingress.Receiver) http.Handler {
+	rs := d.reload()
+	rs.recv.Store(r)
+	return http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		rs.recv.Load().ServeHTTP(w, req)
+	})
+}
+
+// startReconcile runs reconcileLoop until stopReconcile (or ctx ends).
+func (d *Daemon) startReconcile(ctx context.Context) {
+	rs := d.reload()
+	rs.recMu.Lock()
+	defer rs.recMu.Unlock()
+	rs.recCtx = ctx
+	rctx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	rs.recCancel, rs.recDone = cancel, done
+	go func() { defer close(done); d.reconcileLoop(rctx) }()
+}
+
+func (d *Daemon) stopReconcile() {
+	rs := d.reload()
+	rs.recMu.Lock()
+	defer rs.recMu.Unlock()
+	if rs.recCancel != nil {
+		rs.recCancel()
+		<-rs.recDone
+		rs.recCancel = nil
+	}
+}
+
+// ReloadResult says what a reload applied and what it could not.
+type ReloadResult struct {
+	// Applied names the soft keys that changed and now apply.
+	Applied []string
+	// NeedRestart names changed keys a reload does not apply.
+	NeedRestart []string
+}
+
+// Reload applies next's soft policy to the running daemon (valid after
+// Ready). next is validated first; on any error nothing changes and the
+// running configuration stays. It waits for running dispatches to finish.
+func (d *Daemon) Reload(next Config) (ReloadResult, error) {
+	var res ReloadResult
+	select {
+	case <-d.ready:
+	default:
+		return res, fmt.Errorf("daemon: not running")
+	}
+	// Keep what New filled in for the running daemon.
+	next.InsecureAcceptUnsigned = d.cfg.InsecureAcceptUnsigned
+	if len(next.Secret) == 0 {
+		next.Secret = d.cfg.Secret
+	}
+	if err := next.Validate(); err != nil {
+		return res, err
+	}
+	cur := d.cfg
+	for _, h := range []struct {
+		key       string
+		cur, next any
+	}{
+		{"state.root", cur.StateRoot, next.StateRoot},
+		{"webhooks.ghWebhook.host/port", cur.Listen, next.Listen},
+		{"webhooks.ghWebhook.path", cur.WebhookPath, next.WebhookPath},
+		{"the webhook secret", string(cur.Secret), string(next.Secret)},
+		{"queue.url", cur.QueueURL, next.QueueURL},
+		{"routing.maxConcurrentDispatches", cur.Parallelism, next.Parallelism},
+		{"routing.workspace", cur.WorkspaceRoot, next.WorkspaceRoot},
+		{"routing.defaultHarness", cur.DefaultHarness, next.DefaultHarness},
+		{"routing.harnessArgs", cur.HarnessArgs, next.HarnessArgs},
+		{"routing.graph.enabled", cur.GraphEnabled, next.GraphEnabled},
+		{"routing.graph.specDir", cur.GraphSpecDir, next.GraphSpecDir},
+		{"eventLog.path", cur.EventLogPath, next.EventLogPath},
+		{"integrations", cur.Integrations, next.Integrations},
+		{"service", cur.Service.Listen + "|" + cur.Service.Token, next.Service.Listen + "|" + next.Service.Token},
+	} {
+		if !reflect.DeepEqual(h.cur, h.next) {
+			res.NeedRestart = append(res.NeedRestart, h.key)
+		}
+	}
+	soft := []struct {
+		key       string
+		cur, next any
+		apply     func()
+	}{
+		{"routing.authorizedUsers", cur.AuthorizedUsers, next.AuthorizedUsers, func() { d.cfg.AuthorizedUsers = slices.Clone(next.AuthorizedUsers) }},
+		{"routing.control.keywords", cur.Keywords, next.Keywords, func() { d.cfg.Keywords = next.Keywords; d.cfg.ExecuteKeyword = next.ExecuteKeyword }},
+		{"routing.control.enabled", cur.ControlEnabled, next.ControlEnabled, func() { d.cfg.ControlEnabled = next.ControlEnabled }},
+		{"routing.control.requireStartCommand", cur.RequireStartCommand, next.RequireStartCommand, func() { d.cfg.RequireStartCommand = next.RequireStartCommand }},
+		{"routing.spawnOnUnmatched", cur.SpawnOnUnmatched, next.SpawnOnUnmatched, func() { d.cfg.SpawnOnUnmatched = next.SpawnOnUnmatched }},
+		{"routing.autoExecuteLabel", cur.AutoExecuteLabel, next.AutoExecuteLabel, func() { d.cfg.AutoExecuteLabel = next.AutoExecuteLabel }},
+		{"repositories", cur.Repos, next.Repos, func() { d.cfg.Repos = slices.Clone(next.Repos) }},
+		{"webhooks.ghWebhook.events", cur.Events, next.Events, func() { d.cfg.Events = slices.Clone(next.Events) }},
+		{"polling.sources", cur.Poll, next.Poll, func() { d.cfg.Poll = next.Poll }},
+		{"routing.reactions", cur.Reactions, next.Reactions, func() { d.cfg.Reactions = next.Reactions }},
+		{"routing.announce.enabled", cur.AnnounceEnabled, next.AnnounceEnabled, func() { d.cfg.AnnounceEnabled = next.AnnounceEnabled }},
+		{"routing.interaction.mode", cur.InteractionMode, next.InteractionMode, func() { d.cfg.InteractionMode = next.InteractionMode }},
+		{"routing.promptTemplate", cur.PromptTemplate, next.PromptTemplate, func() { d.cfg.PromptTemplate = next.PromptTemplate }},
+		{"routing.spawnPromptTemplate", cur.SpawnPromptTemplate, next.SpawnPromptTemplate, func() { d.cfg.SpawnPromptTemplate = next.SpawnPromptTemplate }},
+		{"routing.tmux.sessionPerPr", cur.SessionPerPr, next.SessionPerPr, func() { d.cfg.SessionPerPr = next.SessionPerPr }},
+		{"service.metrics.gateStuckAfterSeconds", cur.Service.GateStuckAfter, next.Service.GateStuckAfter, func() {
+			d.cfg.Service.GateStuckAfter = next.Service.GateStuckAfter
+			if d.svc.metrics != nil {
+				d.svc.metrics.SetStuckAfter(next.Service.GateStuckAfter)
+			}
+		}},
+	}
+	var changed []func()
+	for _, s := range soft {
+		if !reflect.DeepEqual(s.cur, s.next) {
+			res.Applied = append(res.Applied, s.key)
+			changed = append(changed, s.apply)
+		}
+	}
+	if len(changed) == 0 {
+		d.emit("config.reloaded", graph.LevelInfo, graph.Field{Key: "applied", Value: []string{}}, graph.Field{Key: "need_restart", Value: res.NeedRestart})
+		return res, nil
+	}
+
+	// Build the new receiver before touching anything: a policy the
+	// receiver refuses leaves the running one in place.
+	rs := d.reload()
+	staged := d.cfg
+	for _, s := range soft {
+		if !reflect.DeepEqual(s.cur, s.next) {
+			switch s.key {
+			case "routing.authorizedUsers":
+				staged.AuthorizedUsers = next.AuthorizedUsers
+			case "routing.control.keywords":
+				staged.Keywords = next.Keywords
+			case "routing.control.enabled":
+				staged.ControlEnabled = next.ControlEnabled
+			case "routing.autoExecuteLabel":
+				staged.AutoExecuteLabel = next.AutoExecuteLabel
+			case "repositories":
+				staged.Repos = next.Repos
+			case "webhooks.ghWebhook.events":
+				staged.Events = next.Events
+			}
+		}
+	}
+	recv, err := ingress.NewReceiver((&Daemon{cfg: staged}).ingressConfig(), ingress.ReceiverDeps{Sink: d.Sink(), Log: d.sink, Clock: d.deps.Clock})
+	if err != nil {
+		return ReloadResult{}, fmt.Errorf("daemon: reload: webhook receiver: %w", err)
+	}
+
+	d.stopReconcile()
+	rs.policy.Lock()
+	for _, apply := range changed {
+		apply()
+	}
+	d.recv = recv
+	rs.recv.Store(recv)
+	if d.svc.graphs != nil {
+		d.svc.graphs.SetPolicy(d.cfg.AuthorizedUsers, d.cfg.ExecuteKeyword, d.cfg.SessionPerPr)
+	}
+	rs.policy.Unlock()
+	rs.recMu.Lock()
+	ctx := rs.recCtx
+	rs.recMu.Unlock()
+	if ctx != nil && ctx.Err() == nil {
+		d.startReconcile(ctx)
+	}
+	d.emit("config.reloaded", graph.LevelInfo, graph.Field{Key: "applied", Value: res.Applied}, graph.Field{Key: "need_restart", Value: res.NeedRestart})
+	return res, nil
+}

@@ -1,0 +1,454 @@
+package daemon
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"time"
+
+	"github.com/theloop-dev/theloop/graph"
+	"github.com/theloop-dev/theloop/hooks"
+	"github.com/theloop-dev/theloop/ingress"
+	"github.com/theloop-dev/theloop/integrations"
+	"github.com/theloop-dev/theloop/internal/buildinfo"
+	"github.com/theloop-dev/theloop/loop/api"
+	"github.com/theloop-dev/theloop/loop/dispatch"
+	"github.com/theloop-dev/theloop/loop/mcpserver"
+	"github.com/theloop-dev/theloop/loop/metrics"
+	"github.com/theloop-dev/theloop/loop/queue"
+	"github.com/theloop-dev/theloop/sessions"
+)
+
+// ServiceConfig is the control plane (service.*): the API, /metrics and
+// /mcp on one listener — the unix socket <state root>/loopd.sock (0600)
+// always, and TCP only when Listen is set and a token is present.
+type ServiceConfig struct {
+	// Disabled turns the control plane off (service.enabled: false).
+	Disabled bool
+	// Listen is an additional TCP address (service.listen, "" = none). It
+	// requires Token.
+	Listen string
+	// Token is the bearer token a TCP client must send (read from the
+	// variable service.tokenEnv names; never from a file).
+	Token string
+	// StreamMaxSubscribers and StreamKeepAlive tune /api/v1/events/stream.
+	StreamMaxSubscribers int
+	StreamKeepAlive      time.Duration
+	// MCPDisabled unmounts /mcp (service.mcp.enabled: false).
+	MCPDisabled bool
+	// GateStuckAfter is the age beyond which an item waiting at a gate
+	// counts in theloop_gate_stuck_items (service.metrics.gateStuckAfterSeconds,
+	// default 24 h).
+	GateStuckAfter time.Duration
+}
+
+// service is the running control plane.
+type service struct {
+	rl      reloadState // reload.go
+	graphs  *api.Graphs
+	stream  *api.Stream
+	metrics *metrics.Metrics
+	started time.Time
+	servers []*http.Server
+	tcpAddr string
+}
+
+// slog is the structured logger (Deps.Logger, else text on Deps.Log).
+func (d *Daemon) slog() *slog.Logger {
+	if d.deps.Logger != nil {
+		return d.deps.Logger
+	}
+	return slog.New(slog.NewTextHandler(d.deps.Log, &slog.HandlerOptions{Level: slog.LevelInfo}))
+}
+
+// ControlSocket is the control plane's unix socket path.
+func (d *Daemon) ControlSocket() string { return api.SocketPath(d.cfg.StateRoot) }
+
+// ControlAddr is the TCP control-plane address (valid after Ready; "" when
+// the control plane listens on the socket only).
+func (d *Daemon) ControlAddr() string { return d.svc.tcpAddr }
+
+// serviceSinks are the sinks the control plane adds to the event log (the
+// live stream).
+func (d *Daemon) serviceSinks() []graph.Sink {
+	d.svc.stream = api.NewStream(api.StreamConfig{Source: "loopd", MaxSubscribers: d.cfg.Service.StreamMaxSubscribers, KeepAlive: d.cfg.Service.StreamKeepAlive})
+	d.svc.metrics = metrics.New(metrics.Config{
+		StuckAfter: d.cfg.Service.GateStuckAfter,
+		Clock:      d.deps.Clock,
+		Queue: func(ctx context.Context) (queue.Stats, error) {
+			if d.q == nil {
+				return queue.Stats{}, errors.New("daemon: not running")
+			}
+			return d.q.Stats(ctx)
+		},
+		LiveSessions: func() int {
+			if d.reg == nil {
+				return 0
+			}
+			recs, _ := d.reg.List()
+			n := 0
+			for _, r := range recs {
+				if r.Status.Live() {
+					n++
+				}
+			}
+			return n
+		},
+	})
+	return []graph.Sink{d.svc.stream, d.svc.metrics}
+}
+
+// Metrics is the daemon's Prometheus instrumentation (valid after New's
+// build, i.e. once Run started; served at /metrics on the control plane).
+func (d *Daemon) Metrics() *metrics.Metrics { return d.svc.metrics }
+
+// countWebhook records what became of a delivery handed to the queue.
+func (d *Daemon) countWebhook(err error) {
+	if d.svc.metrics != nil {
+		d.svc.metrics.Webhook(err)
+	}
+}
+
+// instrument counts and times every outbound integration call.
+func (d *Daemon) instrument(next graph.Integrations) graph.Integrations {
+	if d.svc.metrics == nil {
+		return next
+	}
+	return d.svc.metrics.Integrations(next)
+}
+
+// httpClient is Deps.HTTPClient (or a default client) with a transport
+// that counts GitHub requests and keeps the rate-limit remaining.
+func (d *Daemon) httpClient() *http.Client {
+	c := &http.Client{Timeout: 60 * time.Second}
+	if d.deps.HTTPClient != nil {
+		cp := *d.deps.HTTPClient
+		c = &cp
+	}
+	if d.svc.metrics != nil {
+		c.Transport = d.svc.metrics.Transport(c.Transport)
+	}
+	return c
+}
+
+// hookObserver feeds theloop_hook_duration_seconds (nil without metrics).
+func (d *Daemon) hookObserver() func(graph.HookTiming) {
+	if d.svc.metrics == nil {
+		return nil
+	}
+	return d.svc.metrics.Hook
+}
+
+// timed measures each dispatch (handler time, and receipt-to-done latency).
+func (d *Daemon) timed(h dispatch.Handler) dispatch.Handler {
+	return dispatch.HandlerFunc(func(ctx context.Context, ev *ingress.Event) error {
+		// The policy (reload.go) holds still for the whole dispatch.
+		d.svc.rl.policy.RLock()
+		defer d.svc.rl.policy.RUnlock()
+		start := time.Now()
+		err := h.Handle(ctx, ev)
+		if d.svc.metrics != nil {
+			d.svc.metrics.Dispatched(ev, time.Since(start), err)
+		}
+		return err
+	})
+}
+
+// serviceHandler is everything the control plane serves.
+func (d *Daemon) serviceHandler() http.Handler {
+	mux := http.NewServeMux()
+	graphs := &api.Graphs{
+		SpecDir: d.cfg.GraphSpecDir, AuthorizedUsers: d.cfg.AuthorizedUsers, ExecuteKeyword: d.cfg.ExecuteKeyword,
+		SessionPerPr: d.cfg.SessionPerPr, Integrations: d.integ, Sink: d.sink, Clock: d.deps.Clock,
+		HookObserver: d.hookObserver(),
+	}
+	d.svc.graphs = graphs
+	observe := func(route string, code int, took time.Duration) {
+		d.svc.metrics.APIRequest(route, code, took)
+		if route != "/health" {
+			d.emit("api.request", graph.LevelDebug, graph.Field{Key: "path", Value: api.Prefix + route}, graph.Field{Key: "status", Value: code},
+				graph.Field{Key: "duration_ms", Value: took.Milliseconds()})
+		}
+	}
+	a := api.New(api.Config{Clock: d.deps.Clock, Log: d.slog(), Observe: observe}, api.Backend{
+		Graphs:       graphs,
+		Sessions:     serviceSessions{d},
+		Queue:        serviceQueue{d},
+		EventLogPath: d.cfg.EventLogPath,
+		Stream:       d.svc.stream,
+		Status:       d.status,
+	})
+	mux.Handle(api.Prefix+"/", a)
+	mux.Handle("GET /metrics", d.svc.metrics.Handler())
+	if !d.cfg.Service.MCPDisabled {
+		mux.Handle(mcpserver.Path, mcpserver.Handler(mcpserver.New(mcpserver.Config{
+			Graphs: graphs, EventLogPath: d.cfg.EventLogPath, Integrations: d.integ, Sink: d.sink,
+			Clock: d.deps.Clock, Version: buildinfo.Version(""),
+		})))
+	}
+	return mux
+}
+
+// startService listens on the socket (and TCP when configured) and serves
+// the control plane; stop shuts it down.
+func (d *Daemon) startService() (stop func(), err error) {
+	if d.cfg.Service.Disabled {
+		return func() {}, nil
+	}
+	d.svc.started = d.deps.Clock.Now()
+	h := d.serviceHandler()
+	ln, err := api.ListenUnix(d.ControlSocket())
+	if err != nil {
+		return nil, err
+	}
+	serve := func(ln net.Listener, h http.Handler) {
+		srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second}
+		d.svc.servers = append(d.svc.servers, srv)
+		go func() { _ = srv.Serve(ln) }()
+	}
+	serve(ln, h)
+	if d.cfg.Service.Listen != "" {
+		tln, err := api.ListenTCP(d.cfg.Service.Listen, d.cfg.Service.Token)
+		if err != nil {
+			d.stopService()
+			return nil, err
+		}
+		d.svc.tcpAddr = tln.Addr().String()
+		serve(tln, api.RequireToken(d.cfg.Service.Token, h))
+	}
+	return d.stopService, nil
+}
+
+func (d *Daemon) stopService() {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	for _, s := range d.svc.servers {
+		// SSE streams never go idle: Shutdown waits for them until ctx,
+		// then Close cuts them.
+		if s.Shutdown(ctx) != nil {
+			_ = s.Close()
+		}
+	}
+	_ = os.Remove(d.ControlSocket())
+}
+
+func (d *Daemon) status(ctx context.Context) api.Status {
+	now := d.deps.Clock.Now()
+	st := api.Status{Version: buildinfo.Version(""), PID: os.Getpid(), StateRoot: d.cfg.StateRoot, Webhook: d.WebhookURL(),
+		StartedAt: d.svc.started.UTC(), Uptime: now.Sub(d.svc.started).Seconds()}
+	if d.q != nil {
+		if qs, err := d.q.Stats(ctx); err == nil {
+			st.Queue = api.NewQueueView(qs, now)
+		} else {
+			st.Warnings = append(st.Warnings, err.Error())
+		}
+	}
+	recs, errs := d.reg.List()
+	for _, r := range recs {
+		if r.Status.Live() {
+			st.LiveSessions++
+		}
+	}
+	if len(errs) > 0 {
+		st.Warnings = append(st.Warnings, fmt.Sprintf("%d session record(s) could not be read; first: %v", len(errs), errs[0]))
+	}
+	return st
+}
+
+// serviceQueue is the queue as the API sees it.
+type serviceQueue struct{ d *Daemon }
+
+func (q serviceQueue) Stats(ctx context.Context) (queue.Stats, error) {
+	if q.d.q == nil {
+		return queue.Stats{}, errors.New("daemon: not running")
+	}
+	return q.d.q.Stats(ctx)
+}
+
+func (q serviceQueue) DeadLetters(ctx context.Context) ([]queue.DeadLetter, error) {
+	return q.d.DeadLetters(ctx)
+}
+
+func (q serviceQueue) Replay(ctx context.Context, seq uint64) error {
+	err := q.d.Replay(ctx, seq)
+	if err == nil {
+		q.d.emit("queue.replayed", graph.LevelInfo, graph.Field{Key: "seq", Value: seq})
+	}
+	return err
+}
+
+// serviceSessions is the session registry and the operator's control verbs.
+type serviceSessions struct{ d *Daemon }
+
+func parseRef(ref string) (sessions.WorkItem, error) {
+	item, err := sessions.ParseWorkItem(ref)
+	if err != nil {
+		return item, fmt.Errorf("%w: %v", api.ErrBadRequest, err)
+	}
+	return item, nil
+}
+
+func (s serviceSessions) ListSessions(_ context.Context, status string) ([]sessions.Record, error) {
+	recs, _ := s.d.reg.List()
+	if status == "" {
+		return recs, nil
+	}
+	var out []sessions.Record
+	for _, r := range recs {
+		if string(r.Status) == status {
+			out = append(out, r)
+		}
+	}
+	return out, nil
+}
+
+func (s serviceSessions) Session(_ context.Context, ref string) (sessions.Record, error) {
+	item, err := parseRef(ref)
+	if err != nil {
+		return sessions.Record{}, err
+	}
+	return s.d.reg.Get(item)
+}
+
+func (s serviceSessions) AttachCommand(_ context.Context, ref string) (string, error) {
+	item, err := parseRef(ref)
+	if err != nil {
+		return "", err
+	}
+	rec, err := s.d.reg.Get(item)
+	if err != nil {
+		return "", err
+	}
+	return attachCommand(s.d.cfg.Tmux, rec.TmuxName), nil
+}
+
+// ControlSession applies an operator's stop, pause or resume (daemon-spec
+// §5.4): recorded with source cli before the effect, like a comment-issued
+// command but without the authorization check — reaching the 0600 socket
+// (or holding the TCP token) is the operator's proof.
+func (s serviceSessions) ControlSession(ctx context.Context, ref, verb, actor string, noComment bool) (api.ControlResult, error) {
+	d := s.d
+	item, err := parseRef(ref)
+	if err != nil {
+		return api.ControlResult{}, err
+	}
+	d.svc.rl.policy.RLock()
+	defer d.svc.rl.policy.RUnlock()
+	rec, err := d.reg.Get(item)
+	if err != nil {
+		return api.ControlResult{}, err
+	}
+	live := rec.Status.Live()
+	now := d.deps.Clock.Now()
+	record := func(cmd ingress.Command) error { return d.ctl.Record(item, cmd, "cli", actor, "", now) }
+	res := api.ControlResult{Ref: item.String(), Verb: verb, Effect: "noop"}
+	switch verb {
+	case "pause":
+		if err := record(ingress.CmdPause); err != nil {
+			return res, err
+		}
+		if live && rec.Status != sessions.StatusPaused {
+			if err := d.intake.setStatus(ctx, item, sessions.StatusPaused); err != nil {
+				return res, err
+			}
+			res.Effect = "paused"
+		}
+	case "resume":
+		if !live || rec.Status != sessions.StatusPaused {
+			res.Effect = "nothing-to-resume"
+			break
+		}
+		if err := d.intake.setStatus(ctx, item, sessions.StatusActive); err != nil {
+			return res, err
+		}
+		if err := record(ingress.CmdResume); err != nil {
+			return res, err
+		}
+		res.Effect = "resumed"
+	case "stop":
+		if err := record(ingress.CmdStop); err != nil {
+			return res, err
+		}
+		if live {
+			d.link.onClose(ctx, item, rec.Cwd, rec.SessionID)
+			if err := d.mgr.Close(ctx, item, d.cfg.KeepSessionOnClose); err != nil {
+				return res, err
+			}
+			res.Effect = "stopped"
+		}
+	default:
+		return res, fmt.Errorf("%w: verb %q: use stop, pause or resume", api.ErrBadRequest, verb)
+	}
+	d.emit("control.command", graph.LevelInfo, graph.Field{Key: "work_item", Value: item.String()}, graph.Field{Key: "command", Value: verb},
+		graph.Field{Key: "via", Value: "cli"}, graph.Field{Key: "actor", Value: actor}, graph.Field{Key: "effect", Value: res.Effect})
+	if !noComment {
+		d.announceControl(ctx, item, verb, actor, &res)
+	}
+	return res, nil
+}
+
+// announceControl posts the marked comment that tells the work item's
+// readers a control command was issued from the CLI (daemon-spec §5.4):
+// its first line is the keyword, so the record reads the same as a
+// comment-issued one; the marker keeps the daemon from acting on it again.
+func (d *Daemon) announceControl(ctx context.Context, item sessions.WorkItem, verb, actor string, res *api.ControlResult) {
+	kw := d.cfg.Keywords[verb]
+	if kw == "" {
+		kw = "the-loop " + verb
+	}
+	body := hooks.Mark(fmt.Sprintf("%s\n\n_Issued from the CLI by %s (effect: %s)._", kw, actor, res.Effect))
+	out, err := d.integ.Call(ctx, integrations.OpGitHubAddComment, map[string]any{"ref": item.String(), "body": body})
+	if err != nil {
+		res.AnnounceError = err.Error()
+		d.emit("control.announce_failed", graph.LevelWarning, graph.Field{Key: "work_item", Value: item.String()}, graph.Field{Key: "command", Value: verb}, graph.Field{Key: "error", Value: err.Error()})
+		return
+	}
+	res.Announced, _ = out["url"].(string)
+	if res.Announced == "" {
+		res.Announced = item.URL()
+	}
+	d.emit("control.announced", graph.LevelInfo, graph.Field{Key: "work_item", Value: item.String()}, graph.Field{Key: "command", Value: verb})
+}
+
+var _ api.Sessions = serviceSessions{}
+var _ api.Queue = serviceQueue{}
+
+// serviceFromCLI reads service.*: enabled, listen, tokenEnv (the token
+// itself only from the environment), stream.maxSubscribers,
+// stream.keepAliveSeconds.
+func serviceFromCLI(s rawMap, getenv func(string) string) ServiceConfig {
+	st := s.m("stream")
+	return ServiceConfig{
+		Disabled:             !s.bool("enabled", true),
+		MCPDisabled:          !s.m("mcp").bool("enabled", true),
+		Listen:               s.str("listen", ""),
+		Token:                getenv(s.str("tokenEnv", api.DefaultTokenEnv)),
+		StreamMaxSubscribers: st.int("maxSubscribers", 8),
+		StreamKeepAlive:      time.Duration(st.int("keepAliveSeconds", 15)) * time.Second,
+		GateStuckAfter:       time.Duration(s.m("metrics").int("gateStuckAfterSeconds", int(metrics.DefaultStuckAfter/time.Second))) * time.Second,
+	}
+}
+
+// Healthy reports whether the daemon can do its work: the queue answers.
+// The systemd watchdog is pinged only while it does.
+func (d *Daemon) Healthy(ctx context.Context) error {
+	if d.q == nil {
+		return errors.New("daemon: not running")
+	}
+	_, err := d.q.Stats(ctx)
+	return err
+}
+
+// StatusLine is a one-line summary for systemd's STATUS=.
+func (d *Daemon) StatusLine() string {
+	st := d.status(context.Background())
+	q := "queue ?"
+	if st.Queue != nil {
+		q = fmt.Sprintf("%d queued, %d dead", st.Queue.Depth, st.Queue.DeadLetters)
+	}
+	return fmt.Sprintf("%d live session(s), %s", st.LiveSessions, q)
+}

@@ -1,0 +1,37 @@
+package queue
+
+import (
+	"context"
+	"fmt"
+	"time"
+)
+
+// Stats describes the queue for operators and metrics.
+type Stats struct {
+	// Depth is how many events are kept and not yet acknowledged.
+	Depth uint64
+	// Oldest is when the oldest of them was kept (zero when Depth is 0).
+	Oldest time.Time
+	// Dead is how many dead letters wait for a replay.
+	Dead uint64
+}
+
+// Stats reads the events and dead-letter streams' state. The events stream
+// is a work queue (acknowledged events are removed), so its first message
+// is the oldest one not yet handled.
+func (q *Queue) Stats(ctx context.Context) (Stats, error) {
+	ev, err := q.events.Info(ctx)
+	if err != nil {
+		return Stats{}, fmt.Errorf("queue: events stream: %w", err)
+	}
+	st := Stats{Depth: ev.State.Msgs}
+	if st.Depth > 0 {
+		st.Oldest = ev.State.FirstTime
+	}
+	dead, err := q.dead.Info(ctx)
+	if err != nil {
+		return st, fmt.Errorf("queue: dead-letter stream: %w", err)
+	}
+	st.Dead = dead.State.Msgs
+	return st, nil
+}

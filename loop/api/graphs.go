@@ -177,6 +177,22 @@ func (g *Graphs) Check(ctx context.Context, req CheckRequest) (*CheckReport, err
 	return &CheckReport{Report: rep}, nil
 }
 
+// graphVerb serves a POST verb of Graphs: the JSON body decoded into the
+// verb's request, the verb's result as the answer.
+func graphVerb[Req, Resp any](s *Server, verb func(*Graphs, context.Context, Req) (Resp, error)) apiHandler {
+	return func(_ http.ResponseWriter, r *http.Request) (any, error) {
+		g, err := s.graphs()
+		if err != nil {
+			return nil, err
+		}
+		var req Req
+		if err := decode(r, &req); err != nil {
+			return nil, err
+		}
+		return verb(g, r.Context(), req)
+	}
+}
+
 func (s *Server) graphShow(_ http.ResponseWriter, r *http.Request) (any, error) {
 	g, err := s.graphs()
 	if err != nil {
@@ -226,18 +242,6 @@ func (g *Graphs) Show(ctx context.Context, req GraphRequest, loopName string) (*
 	return &v, nil
 }
 
-func (s *Server) graphStatus(_ http.ResponseWriter, r *http.Request) (any, error) {
-	g, err := s.graphs()
-	if err != nil {
-		return nil, err
-	}
-	var req GraphRequest
-	if err := decode(r, &req); err != nil {
-		return nil, err
-	}
-	return g.Status(r.Context(), req)
-}
-
 // Status is `loopctl graph status ID --format json`.
 func (g *Graphs) Status(ctx context.Context, req GraphRequest) (*graph.Report, error) {
 	if err := req.validate(true); err != nil {
@@ -257,18 +261,6 @@ type CompleteRequest struct {
 	Actor string `json:"actor,omitempty"`
 }
 
-func (s *Server) graphComplete(_ http.ResponseWriter, r *http.Request) (any, error) {
-	g, err := s.graphs()
-	if err != nil {
-		return nil, err
-	}
-	var req CompleteRequest
-	if err := decode(r, &req); err != nil {
-		return nil, err
-	}
-	return g.Complete(r.Context(), req)
-}
-
 // Complete is `loopctl graph complete ID [--node N] [--actor A]` (actor
 // defaults to "api").
 func (g *Graphs) Complete(ctx context.Context, req CompleteRequest) (*graph.Claim, error) {
@@ -283,18 +275,6 @@ func (g *Graphs) Complete(ctx context.Context, req CompleteRequest) (*graph.Clai
 		return nil, err
 	}
 	return rt.Complete(ctx, req.WorkItem, req.Node, req.Actor)
-}
-
-func (s *Server) graphAdvance(_ http.ResponseWriter, r *http.Request) (any, error) {
-	g, err := s.graphs()
-	if err != nil {
-		return nil, err
-	}
-	var req GraphRequest
-	if err := decode(r, &req); err != nil {
-		return nil, err
-	}
-	return g.Advance(r.Context(), req)
 }
 
 // Advance is `loopctl graph advance ID`: no event, so human gates wait.
@@ -321,18 +301,6 @@ type ForceRequest struct {
 	Actor  string `json:"actor,omitempty"`
 }
 
-func (s *Server) graphForce(_ http.ResponseWriter, r *http.Request) (any, error) {
-	g, err := s.graphs()
-	if err != nil {
-		return nil, err
-	}
-	var req ForceRequest
-	if err := decode(r, &req); err != nil {
-		return nil, err
-	}
-	return g.Force(r.Context(), req)
-}
-
 // Force is `loopctl graph force ID --to N --reason R`.
 func (g *Graphs) Force(ctx context.Context, req ForceRequest) (*graph.ForceResult, error) {
 	if err := req.validate(true); err != nil {
@@ -354,18 +322,6 @@ type SkipRequest struct {
 	Nodes  []string `json:"nodes"`
 	Reason string   `json:"reason"`
 	Actor  string   `json:"actor,omitempty"`
-}
-
-func (s *Server) graphSkip(_ http.ResponseWriter, r *http.Request) (any, error) {
-	g, err := s.graphs()
-	if err != nil {
-		return nil, err
-	}
-	var req SkipRequest
-	if err := decode(r, &req); err != nil {
-		return nil, err
-	}
-	return g.Skip(r.Context(), req)
 }
 
 // Skip is `loopctl graph skip ID --node N… --reason R`.

@@ -703,3 +703,25 @@ func eventLogFiles(path string) ([]string, error) {
 	}
 	return append(files, path), nil
 }
+
+// ParseSince reads "90m", "3d", "2026-11-01" or an RFC 3339 time (`loopctl events --since`, the API's and MCP's since).
+func ParseSince(s string, now time.Time) (time.Time, error) {
+	s = strings.TrimSpace(s)
+	if s == "" {
+		return time.Time{}, nil
+	}
+	if d, ok := strings.CutSuffix(s, "d"); ok {
+		if n, err := time.ParseDuration(d + "h"); err == nil {
+			return now.Add(-24 * n), nil
+		}
+	}
+	if d, err := time.ParseDuration(s); err == nil {
+		return now.Add(-d), nil
+	}
+	for _, layout := range []string{time.RFC3339Nano, "2006-01-02T15:04:05", "2006-01-02"} {
+		if t, err := time.Parse(layout, s); err == nil {
+			return t, nil
+		}
+	}
+	return time.Time{}, fmt.Errorf("since %q: write a duration (90m, 2h, 3d) or a date (2026-11-01) or an RFC 3339 time", s)
+}

@@ -5,7 +5,6 @@ import (
 	"os"
 	"strings"
 	"text/tabwriter"
-	"time"
 
 	"github.com/urfave/cli/v2"
 
@@ -60,28 +59,6 @@ func newEventsCmd(f *Factory, runF func(*eventsOptions) error) *cli.Command {
 	}
 }
 
-// parseSince reads "90m", "3d", "2026-11-01" or an RFC 3339 time.
-func parseSince(s string, now time.Time) (time.Time, error) {
-	s = strings.TrimSpace(s)
-	if s == "" {
-		return time.Time{}, nil
-	}
-	if d, ok := strings.CutSuffix(s, "d"); ok {
-		if n, err := time.ParseDuration(d + "h"); err == nil {
-			return now.Add(-24 * n), nil
-		}
-	}
-	if d, err := time.ParseDuration(s); err == nil {
-		return now.Add(-d), nil
-	}
-	for _, layout := range []string{time.RFC3339Nano, "2006-01-02T15:04:05", "2006-01-02"} {
-		if t, err := time.Parse(layout, s); err == nil {
-			return t, nil
-		}
-	}
-	return time.Time{}, fmt.Errorf("--since %q: write a duration (90m, 2h, 3d) or a date (2026-11-01) or an RFC 3339 time", s)
-}
-
 func runEvents(opts *eventsOptions) error {
 	f := opts.Factory
 	if opts.Limit < 0 {
@@ -103,7 +80,7 @@ func runEvents(opts *eventsOptions) error {
 	} else if _, err := os.Stat(path); err != nil {
 		return failWith(exitFailed, "loopctl events: --path %s: %v", path, err)
 	}
-	since, err := parseSince(opts.Since, f.Clock.Now())
+	since, err := loop.ParseSince(opts.Since, f.Clock.Now())
 	if err != nil {
 		return failWith(exitRefused, "loopctl events: %v", err)
 	}

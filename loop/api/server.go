@@ -361,7 +361,7 @@ func (s *Server) events(_ http.ResponseWriter, r *http.Request) (any, error) {
 	q := r.URL.Query()
 	eq := loop.EventQuery{WorkItem: q.Get("workItem"), Event: q.Get("event"), Source: q.Get("source")}
 	if v := q.Get("since"); v != "" {
-		t, err := ParseSince(v, s.cfg.Clock.Now())
+		t, err := loop.ParseSince(v, s.cfg.Clock.Now())
 		if err != nil {
 			return nil, badRequest("%v", err)
 		}
@@ -383,29 +383,6 @@ func (s *Server) events(_ http.ResponseWriter, r *http.Request) (any, error) {
 		out = append(out, rec.JSON())
 	}
 	return out, nil
-}
-
-// ParseSince reads "90m", "3d", "2026-11-01" or an RFC 3339 time (the
-// CLI's --since).
-func ParseSince(s string, now time.Time) (time.Time, error) {
-	s = strings.TrimSpace(s)
-	if s == "" {
-		return time.Time{}, nil
-	}
-	if d, ok := strings.CutSuffix(s, "d"); ok {
-		if n, err := time.ParseDuration(d + "h"); err == nil {
-			return now.Add(-24 * n), nil
-		}
-	}
-	if d, err := time.ParseDuration(s); err == nil {
-		return now.Add(-d), nil
-	}
-	for _, layout := range []string{time.RFC3339Nano, "2006-01-02T15:04:05", "2006-01-02"} {
-		if t, err := time.Parse(layout, s); err == nil {
-			return t, nil
-		}
-	}
-	return time.Time{}, fmt.Errorf("since %q: write a duration (90m, 2h, 3d) or a date (2026-11-01) or an RFC 3339 time", s)
 }
 
 // --- queue -----------------------------------------------------------------

@@ -237,7 +237,7 @@ func (t tools) events(_ context.Context, _ *mcp.CallToolRequest, in EventsInput)
 		q.Limit = 50
 	}
 	if in.Since != "" {
-		since, err := api.ParseSince(in.Since, t.cfg.Clock.Now())
+		since, err := loop.ParseSince(in.Since, t.cfg.Clock.Now())
 		if err != nil {
 			return nil, EventsOutput{}, err
 		}

@@ -10,9 +10,11 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/theloop-dev/theloop/graph"
 	"github.com/theloop-dev/theloop/internal/run"
+	"github.com/theloop-dev/theloop/loop"
 )
 
 // Claimer is the agent's view of the runtime: the two things an agent
@@ -99,10 +101,13 @@ func (a *Agent) Wake(ctx context.Context) error {
 			a.say("● %s: I have tried everything I know at %s; waiting for help (attach and look, or force the node)", a.WorkItem, node)
 			return nil
 		}
-		a.tries[node] = i + 1
 		if err := a.work(ctx, node, turns[i]); err != nil {
-			return err
+			// The turn is not used up: its work did not land (it was not
+			// committed, nor claimed), so the next message retries the same
+			// turn instead of skipping to the next one.
+			return fmt.Errorf("%s, turn %d (%q) did not land and is not claimed; the next message retries it: %w", node, i+1, turns[i].Say, err)
 		}
+		a.tries[node] = i + 1
 		claim, err := a.Claimer.Complete(ctx, a.WorkItem)
 		if err != nil {
 			return fmt.Errorf("loopctl graph complete %s: %w", a.WorkItem, err)
@@ -151,15 +156,60 @@ func (a *Agent) work(ctx context.Context, node string, t Turn) error {
 		a.say("  append %s: ## %s", rel, s.Heading)
 	}
 	msg := fmt.Sprintf("docs(%s): %s", a.WorkItem, t.Say)
-	if err := a.git(ctx, "add", "-A"); err != nil {
-		return err
-	}
-	if err := a.git(ctx, "commit", "-q", "--allow-empty", "-m", msg); err != nil {
+	if err := a.commit(ctx, msg); err != nil {
 		return err
 	}
 	a.say("  $ git commit -m %q", msg)
 	a.say("  $ loopctl graph complete %s", a.WorkItem)
 	return nil
+}
+
+// Committing a turn.
+const (
+	// gitAttempts is how often commit tries `git add` + `git commit`.
+	gitAttempts = 3
+	// stateLockTimeout bounds the wait for the work item's state lock,
+	// which the daemon holds while it moves the work item.
+	stateLockTimeout = time.Minute
+)
+
+// gitRetryDelay is the pause before the second attempt (doubled after).
+var gitRetryDelay = 250 * time.Millisecond
+
+// commit stages everything in the checkout and commits it, holding the
+// work item's graph-state.lock meanwhile. The daemon saves graph-state.json
+// into the same spec directory, atomically, through a temp file it renames
+// (and only under that lock): `git add -A` running beside such a save lists
+// the temp file and then fails with "unable to stat
+// '…/.graph-state.json.tmp-…'". Under the lock no save runs, so the
+// snapshot is the state between two transitions. A failure that remains is
+// printed and retried; the last one is returned, never ignored.
+func (a *Agent) commit(ctx context.Context, msg string) error {
+	unlock, err := loop.NewStore(a.Dir, a.SpecDir).Lock(ctx, a.WorkItem, stateLockTimeout)
+	if err != nil {
+		return fmt.Errorf("committing %q: %w", msg, err)
+	}
+	defer unlock()
+	delay := gitRetryDelay
+	for attempt := 1; ; attempt++ {
+		err := a.git(ctx, "add", "-A")
+		if err == nil {
+			err = a.git(ctx, "commit", "-q", "--allow-empty", "-m", msg)
+		}
+		if err == nil {
+			return nil
+		}
+		if attempt == gitAttempts || ctx.Err() != nil {
+			return fmt.Errorf("committing %q failed %d times, the last: %w", msg, attempt, err)
+		}
+		a.say("  ✗ %s — retrying in %s (attempt %d of %d)", oneLine(err.Error()), delay, attempt+1, gitAttempts)
+		select {
+		case <-time.After(delay):
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+		delay *= 2
+	}
 }
 
 func (a *Agent) git(ctx context.Context, args ...string) error {

@@ -170,6 +170,11 @@ func (w *world) ask(ctx context.Context, g gate) (bool, error) {
 	select {
 	case a := <-ch:
 		v := strings.ToLower(strings.TrimSpace(a.line))
+		if v == "" && a.err != nil {
+			// No terminal (stdin is /dev/null, a closed pipe, …): nobody can
+			// answer, so the answer is no — and the person is told why.
+			w.p.say("(no answer: the input ended — taken as no; `loopd demo --yes` approves every gate)")
+		}
 		return v == "y" || v == "yes", nil
 	case <-ctx.Done():
 		return false, ctx.Err()

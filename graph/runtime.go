@@ -58,12 +58,17 @@ type Options struct {
 // Runtime walks work items through one compiled graph. It is safe for
 // concurrent use; verbs that change state serialise per work item through
 // the Store's lock.
+//
+// A Runtime owns no goroutine and holds no resource beyond its Options, so
+// it needs no Close: drop it when done. Hooks run on a small process-wide
+// worker pool (at most a few parked goroutines, each exiting after a while
+// without work); a hook that overruns its deadline is abandoned and its
+// goroutine ends when the hook returns.
 type Runtime struct {
 	g    *Graph
 	opts Options
 	sink Sink
 	clk  Clock
-	pool *workerPool
 }
 
 // New returns a Runtime for g.
@@ -77,7 +82,7 @@ func New(g *Graph, opts Options) (*Runtime, error) {
 	if opts.Items == nil {
 		return nil, errors.New("graph: New needs an Items resolver")
 	}
-	r := &Runtime{g: g, opts: opts, sink: opts.Sink, clk: opts.Clock, pool: newWorkerPool(4)}
+	r := &Runtime{g: g, opts: opts, sink: opts.Sink, clk: opts.Clock}
 	if r.sink == nil {
 		r.sink = discardSink{}
 	}
@@ -632,7 +637,7 @@ func (r *Runtime) evaluate(ctx context.Context, s *session, n *Node, mode Mode, 
 		s.exitFor = nil
 		r.journal(s, "graph.decision_refused", LevelWarning, Field{"node", n.ID}, Field{"error", err.Error()})
 	}
-	return runChains(ctx, r.pool, []chainJob{{n.Exit, r.hookContext(ctx, s, n, Exit, mode, ev, k)}})[0]
+	return runChains(ctx, sharedPool, []chainJob{{n.Exit, r.hookContext(ctx, s, n, Exit, mode, ev, k)}})[0]
 }
 
 func decisionBy(d Decision) string {
@@ -683,7 +688,7 @@ func (r *Runtime) evaluateAll(ctx context.Context, s *session, recompute bool) *
 		jobs = append(jobs, chainJob{n.Exit, r.hookContext(ctx, s, n, Exit, ModeCheck, nil, &k)})
 		jobNodes = append(jobNodes, i)
 	}
-	for j, c := range runChains(ctx, r.pool, jobs) {
+	for j, c := range runChains(ctx, sharedPool, jobs) {
 		outcomes[jobNodes[j]] = c
 	}
 	first := ""
@@ -804,7 +809,7 @@ func (r *Runtime) enter(ctx context.Context, s *session, id string, how entryKin
 		}
 		r.emit(s, "graph.gate_session", LevelInfo, fields...)
 	}
-	c := runChains(ctx, r.pool, []chainJob{{n.Entry, r.hookContext(ctx, s, n, Entry, ModeLive, nil, nil)}})[0]
+	c := runChains(ctx, sharedPool, []chainJob{{n.Entry, r.hookContext(ctx, s, n, Entry, ModeLive, nil, nil)}})[0]
 	msgs := r.noteDegraded(s, id, c)
 	if !c.Satisfied() {
 		msgs = append(msgs, fmt.Sprintf("warning: the entry chain of %s stopped: %s", id, c.Render()))
@@ -1005,7 +1010,7 @@ func (r *Runtime) escalate(ctx context.Context, s *session, n *Node) []string {
 	if len(r.g.onEscalation) == 0 {
 		return nil
 	}
-	c := runChains(ctx, r.pool, []chainJob{{r.g.onEscalation, r.hookContext(ctx, s, n, Entry, ModeLive, nil, nil)}})[0]
+	c := runChains(ctx, sharedPool, []chainJob{{r.g.onEscalation, r.hookContext(ctx, s, n, Entry, ModeLive, nil, nil)}})[0]
 	msgs := r.noteDegraded(s, n.ID, c)
 	if !c.Satisfied() {
 		msgs = append(msgs, "warning: the escalation chain stopped: "+c.Render())

@@ -246,6 +246,26 @@ func TestGraphShowFormats(t *testing.T) {
 	require.Equal(t, exitOK, Main([]string{"loopctl", "graph", "hooks"}, f))
 	require.Contains(t, io.out.String(), "set-phase-label")
 	require.Contains(t, io.out.String(), "github.set-labels")
+	require.Contains(t, io.out.String(), "sections:strings, checkmarks:string")
+	require.Contains(t, io.out.String(), "tool:string!")
+	io.out.Reset()
+	require.Equal(t, exitOK, Main([]string{"loopctl", "graph", "hooks", "--format", "json"}, f))
+	var hooksOut []struct {
+		Name   string `json:"name"`
+		Params []struct {
+			Name     string `json:"name"`
+			Type     string `json:"type"`
+			Required bool   `json:"required"`
+		} `json:"params"`
+	}
+	require.NoError(t, json.Unmarshal(io.out.Bytes(), &hooksOut))
+	for _, h := range hooksOut {
+		if h.Name == "mcp-call" {
+			require.Equal(t, "tool", h.Params[0].Name)
+			require.Equal(t, "string", h.Params[0].Type)
+			require.True(t, h.Params[0].Required)
+		}
+	}
 }
 
 // `check --format json` agrees with the-loop v11.2 for every conformance work

@@ -1226,6 +1226,9 @@ func (r *Runtime) Force(ctx context.Context, id, to, reason, actor string) (*For
 	} else if target.Required && from != to {
 		warnings = append(warnings, fmt.Sprintf("node '%s' is marked required — this force bypasses a guarantee the process treats as mandatory", to))
 	}
+	for _, gate := range r.bypassedGates(s, from, to) {
+		warnings = append(warnings, fmt.Sprintf("human gate '%s' is bypassed — no recorded human decision lets the work item past it", gate))
+	}
 	if actor == "" {
 		actor = "(shell)"
 	}
@@ -1249,6 +1252,26 @@ func (r *Runtime) Force(ctx context.Context, id, to, reason, actor string) (*For
 		}
 	}
 	return res, nil
+}
+
+// bypassedGates names, in declaration order, the human gates a force from
+// → to walks past (R10.9): from itself when it is a human gate, and every
+// human gate declared between from and to, when to lies ahead. A gate the
+// work item declared skipped is not bypassed; forcing backwards or in place
+// bypasses nothing.
+func (r *Runtime) bypassedGates(s *session, from, to string) []string {
+	if from == to || !r.g.Before(from, to) {
+		return nil
+	}
+	fn, _ := r.g.Node(from)
+	tn, _ := r.g.Node(to)
+	var out []string
+	for _, n := range r.g.nodes[fn.Index:tn.Index] {
+		if n.IsHuman() && !s.st.Skips.Has(n.ID) {
+			out = append(out, n.ID)
+		}
+	}
+	return out
 }
 
 func (r *Runtime) declaredEdge(from, to string) bool {

@@ -532,6 +532,8 @@ func TestForce(t *testing.T) {
 	require.Equal(t, []string{
 		"phase-selection → design is not a declared edge; you are deliberately outside the model",
 		"node 'phase-selection' is marked required — this force bypasses a guarantee the process treats as mandatory",
+		"human gate 'phase-selection' is bypassed — no recorded human decision lets the work item past it",
+		"human gate 'requirements-approval' is bypassed — no recorded human decision lets the work item past it",
 	}, res.Warnings)
 	st := f.store.State("issue-1")
 	require.Equal(t, "design", st.CurrentNode)
@@ -559,6 +561,55 @@ func TestForce(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, 2, f.store.State("issue-1").Record("phase-selection").Attempts)
 	require.Equal(t, "phase-selection@phase-selection", f.entries[len(f.entries)-1])
+}
+
+// R10.9: forcing past any human gate — not only a required one — warns,
+// naming each gate, and the warning reaches the audit trail (the force
+// comment and the execution log are written from the record).
+func TestForcePastAnyHumanGateWarnsNamingEachGate(t *testing.T) {
+	ctx := context.Background()
+	for _, tc := range []struct {
+		name, from, to string
+		skip           []string
+		gates          []string
+	}{
+		{"from a non-required gate forward", "requirements-approval", "design", nil, []string{"requirements-approval"}},
+		{"over a gate from an agent node", "brainstorming", "critic", nil, []string{"requirements-approval"}},
+		{"a declared-skipped gate is not bypassed", "brainstorming", "design", []string{"requirements-approval"}, nil},
+		{"backwards bypasses nothing", "design", "requirements", nil, nil},
+		{"in place bypasses nothing", "requirements-approval", "requirements-approval", nil, nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newFixture(t)
+			_, err := f.rt.Start(ctx, "issue-1")
+			require.NoError(t, err)
+			st := f.store.State("issue-1")
+			st.CurrentNode = tc.from
+			for _, n := range tc.skip {
+				st.Skips.Set(n, graph.SkipDecl{Via: "cli", Token: n})
+			}
+			f.store.Put("issue-1", st)
+
+			res, err := f.rt.Force(ctx, "issue-1", tc.to, "the reviewer is away", "@ops")
+			require.NoError(t, err)
+			var gateWarnings []string
+			for _, w := range res.Warnings {
+				if strings.HasPrefix(w, "human gate ") {
+					gateWarnings = append(gateWarnings, w)
+				}
+			}
+			var want []string
+			for _, g := range tc.gates {
+				want = append(want, "human gate '"+g+"' is bypassed — no recorded human decision lets the work item past it")
+			}
+			require.Equal(t, want, gateWarnings)
+			require.Len(t, f.audit.forces, 1)
+			for _, w := range want {
+				require.Contains(t, f.audit.forces[0].Warnings, w, "the force comment carries the warning")
+				require.Contains(t, f.store.State("issue-1").Forced[0].Warnings, w, "state records it")
+			}
+		})
+	}
 }
 
 func TestForceAuditFailureIsAWarning(t *testing.T) {

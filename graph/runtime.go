@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -252,15 +253,19 @@ func (r *Runtime) open(ctx context.Context, id string) (*session, error) {
 		s.st = st
 	case errors.Is(err, ErrNoState):
 		s.st = NewState(id)
+		if present := r.producedPresent(arts); len(present) > 0 {
+			// R8.3: artifacts without a state file are work in progress
+			// whose state was lost (deleted, never committed), not an item
+			// that has not started.
+			r.reconstruct(ctx, s)
+			s.warn = append(s.warn, fmt.Sprintf("graph-state.json is missing although the spec directory holds %s; the state was reconstructed from the artifacts (current node: %s)", strings.Join(present, ", "), s.st.CurrentNode))
+			r.emit(s, "graph.state_reconstructed", LevelWarning, Field{"node", s.st.CurrentNode}, Field{"error", "graph-state.json is missing"})
+		}
 	case errors.Is(err, ErrCorruptState):
 		s.st = NewState(id)
-		rep := r.evaluateAll(ctx, s, true)
-		if rep.CurrentNode != "" {
-			s.st.Enter(rep.CurrentNode, s.now)
-		}
-		s.st.Loop = r.g.Name
-		s.warn = append(s.warn, fmt.Sprintf("graph-state.json could not be parsed; the state was reconstructed from the artifacts (current node: %s) and the unparseable file is preserved beside it", rep.CurrentNode))
-		r.emit(s, "graph.state_reconstructed", LevelWarning, Field{"node", rep.CurrentNode}, Field{"error", err.Error()})
+		r.reconstruct(ctx, s)
+		s.warn = append(s.warn, fmt.Sprintf("graph-state.json could not be parsed; the state was reconstructed from the artifacts (current node: %s) and the unparseable file is preserved beside it", s.st.CurrentNode))
+		r.emit(s, "graph.state_reconstructed", LevelWarning, Field{"node", s.st.CurrentNode}, Field{"error", err.Error()})
 	default:
 		return nil, err
 	}
@@ -268,6 +273,36 @@ func (r *Runtime) open(ctx context.Context, id string) (*session, error) {
 		s.st.WorkItem = id
 	}
 	return s, nil
+}
+
+// reconstruct rebuilds s.st (fresh) by recompute: the pointer goes where
+// the artifacts put it.
+func (r *Runtime) reconstruct(ctx context.Context, s *session) {
+	rep := r.evaluateAll(ctx, s, true)
+	if rep.CurrentNode != "" {
+		s.st.Enter(rep.CurrentNode, s.now)
+	}
+	s.st.Loop = r.g.Name
+}
+
+// producedPresent lists, in declaration order, the artifacts the graph's
+// nodes produce that exist in arts.
+func (r *Runtime) producedPresent(arts Artifacts) []string {
+	if arts == nil {
+		return nil
+	}
+	var out []string
+	for _, n := range r.g.nodes {
+		for _, name := range n.ProducedNames() {
+			if !fs.ValidPath(name) || slices.Contains(out, name) {
+				continue
+			}
+			if st, err := fs.Stat(arts, name); err == nil && st.Mode().IsRegular() {
+				out = append(out, name)
+			}
+		}
+	}
+	return out
 }
 
 // save persists the state with the events journaled since the last save,

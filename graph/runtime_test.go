@@ -884,3 +884,39 @@ func TestGateSessionResolution(t *testing.T) {
 	require.True(t, found)
 	require.Equal(t, "s-1", f.store.State("issue-1").Session.ID)
 }
+
+// R8.3: a missing graph-state.json for a work item whose spec directory
+// holds artifacts is reconstructed by recompute with a warning, not read as
+// "not started"; without artifacts the item has simply not started.
+func TestMissingStateWithArtifactsIsReconstructed(t *testing.T) {
+	has := func(_ context.Context, hc *graph.HookContext) graph.HookResult {
+		if _, err := fs.Stat(hc.Artifacts, hc.Node.Produces[0]); err != nil {
+			return graph.Block(graph.Finding("required artifact is missing", hc.Node.Produces[0]))
+		}
+		return graph.Pass(nil)
+	}
+	reg := graphtest.Registry(map[string]graph.Hook{"has": has})
+	g := graphtest.NewGraph("r83").
+		Node(graph.NodeSpec{ID: "a", Produces: []string{"a.md"}, Exit: graphtest.Hooks("has")}).
+		Node(graph.NodeSpec{ID: "b", Produces: []string{"b.md"}, Exit: graphtest.Hooks("has")}).
+		Node(graph.NodeSpec{ID: "c", Terminal: true}).
+		Edge("a", "pass", "b").Edge("b", "pass", "c").MustCompile(reg)
+	items, sink, store := graphtest.NewItems(), &graphtest.Sink{}, graphtest.NewStore()
+	rt, err := graph.New(g, graph.Options{Store: store, Items: items, Sink: sink})
+	require.NoError(t, err)
+	ctx := context.Background()
+
+	fresh, err := rt.Status(ctx, "empty", false)
+	require.NoError(t, err)
+	require.Empty(t, fresh.Warnings, "no artifacts: not started, nothing to reconstruct")
+	require.Zero(t, sink.Count("graph.state_reconstructed"))
+
+	items.Artifacts("w").Set("a.md", "done")
+	rep, err := rt.Status(ctx, "w", false)
+	require.NoError(t, err)
+	require.Equal(t, "b", rep.CurrentNode, "the pointer goes where the artifacts put it")
+	require.Equal(t, []string{"graph-state.json is missing although the spec directory holds a.md; the state was reconstructed from the artifacts (current node: b)"}, rep.Warnings)
+	require.Equal(t, 1, sink.Count("graph.state_reconstructed"))
+	_, err = store.Load(ctx, "w")
+	require.ErrorIs(t, err, graph.ErrNoState, "a read never writes the state")
+}

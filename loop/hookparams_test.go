@@ -30,7 +30,7 @@ edges:
 	_, err := graphfile.Load("g.yaml", []byte(g), loop.ShippedHooks())
 	require.Error(t, err)
 	for _, want := range []string{
-		"node 'requirements': hook 'validate-artifacts' has no parameter 'sectoins'; valid parameters are: checkmarks, frontMatter, locked, onlyWhenSkipped, sections, validates",
+		"node 'requirements': hook 'validate-artifacts' has no parameter 'sectoins'; valid parameters are: checkmarks, frontMatter, locked, onlyWhenSkipped, reviewed, sections, validates",
 		"hook 'validate-artifacts' has no parameter 'lockd'",
 		"hook 'log-entry' has no parameter 'into'; valid parameters are: (none",
 	} {

@@ -846,6 +846,13 @@ func (r *Runtime) enter(ctx context.Context, s *session, id string, how entryKin
 	}
 	c := runChains(ctx, sharedPool, []chainJob{{n.Entry, r.hookContext(ctx, s, n, Entry, ModeLive, nil, nil)}})[0]
 	msgs := r.noteDegraded(s, id, c)
+	for _, res := range c.Results {
+		if res.Status == StatusSkip {
+			// The state was saved before the entry chain ran: entry skips
+			// go to the event log only.
+			r.emit(s, "graph.hook_skipped", LevelInfo, Field{"node", id}, Field{"boundary", string(Entry)}, Field{"hook", res.Hook})
+		}
+	}
 	if !c.Satisfied() {
 		msgs = append(msgs, fmt.Sprintf("warning: the entry chain of %s stopped: %s", id, c.Render()))
 		r.emit(s, "graph.entry_incomplete", LevelWarning, Field{"node", id}, Field{"hook", c.BlockingHook()})
@@ -862,6 +869,22 @@ func (r *Runtime) resolveSession(st *State, n *Node) (string, string) {
 		return "inherited", st.Session.ID
 	}
 	return "fresh-with-artifacts", ""
+}
+
+// noteSkips records the hooks of a live exit-chain evaluation that reported
+// skip: in the node's record and, with the state, in the event log (R2.5,
+// R8.7).
+func (r *Runtime) noteSkips(s *session, node string, c ChainOutcome) {
+	var skipped []string
+	for _, res := range c.Results {
+		if res.Status == StatusSkip {
+			skipped = append(skipped, res.Hook)
+			r.journal(s, "graph.hook_skipped", LevelInfo, Field{"node", node}, Field{"boundary", string(Exit)}, Field{"hook", res.Hook})
+		}
+	}
+	if len(skipped) > 0 || len(s.st.Record(node).SkippedHooks) > 0 {
+		s.st.update(node, func(rec *NodeRecord) { rec.SkippedHooks = skipped })
+	}
 }
 
 func (r *Runtime) noteDegraded(s *session, node string, c ChainOutcome) []string {
@@ -940,6 +963,7 @@ func (r *Runtime) advance(ctx context.Context, s *session, ev *Event) (*StepRepo
 		rep.Messages = append(rep.Messages, m.String())
 	}
 	rep.Messages = append(rep.Messages, r.noteDegraded(s, node.ID, c)...)
+	r.noteSkips(s, node.ID, c)
 
 	switch c.Status {
 	case StatusWait:
@@ -948,7 +972,8 @@ func (r *Runtime) advance(ctx context.Context, s *session, ev *Event) (*StepRepo
 			reason = "awaiting a human"
 		}
 		st.Park(node.ID, reason, false, s.now)
-		r.journal(s, "graph.parked", LevelInfo, Field{"node", node.ID})
+		st.Parked.Hook = c.BlockingHook()
+		r.journal(s, "graph.parked", LevelInfo, Field{"node", node.ID}, Field{"hook", c.BlockingHook()})
 		if err := r.save(ctx, s); err != nil {
 			return nil, err
 		}
@@ -975,6 +1000,7 @@ func (r *Runtime) advance(ctx context.Context, s *session, ev *Event) (*StepRepo
 		rep.Attempts = attempts
 		if repeated || attempts >= node.MaxAttempts {
 			st.Park(node.ID, rendered, true, s.now)
+			st.Parked.Hook = c.BlockingHook()
 			r.journal(s, "graph.escalated", LevelWarning, Field{"node", node.ID}, Field{"attempts", attempts}, Field{"repeated", repeated})
 			if err := r.save(ctx, s); err != nil {
 				return nil, err

@@ -920,3 +920,56 @@ func TestMissingStateWithArtifactsIsReconstructed(t *testing.T) {
 	_, err = store.Load(ctx, "w")
 	require.ErrorIs(t, err, graph.ErrNoState, "a read never writes the state")
 }
+
+// R2.5 / R8.7: a hook's skip is recorded — in the node's record and in the
+// event log — and graph.parked names the hook that waits.
+func TestHookSkipsAreRecordedAndParkedNamesTheWaitingHook(t *testing.T) {
+	reg := graphtest.Registry(map[string]graph.Hook{
+		"nothing-to-do": graphtest.Returning(graph.Skip("no artifact declared")),
+		"approve":       graphtest.Returning(graph.Wait("no authorized feedback yet")),
+		"entry-skip":    graphtest.Returning(graph.Skip("")),
+	})
+	g := graphtest.NewGraph("r25").
+		Node(graph.NodeSpec{ID: "a", Entry: graphtest.Hooks("entry-skip"), Exit: graphtest.Hooks("nothing-to-do", "approve")}).
+		Node(graph.NodeSpec{ID: "b", Terminal: true}).
+		Edge("a", "pass", "b").MustCompile(reg)
+	sink, store := &graphtest.Sink{}, graphtest.NewStore()
+	rt, err := graph.New(g, graph.Options{Store: store, Items: graphtest.NewItems(), Sink: sink})
+	require.NoError(t, err)
+	ctx := context.Background()
+	_, err = rt.Start(ctx, "w")
+	require.NoError(t, err)
+	rep, err := rt.Advance(ctx, "w", nil)
+	require.NoError(t, err)
+	require.Equal(t, "wait", rep.Status)
+
+	st := store.State("w")
+	require.Equal(t, []string{"nothing-to-do"}, st.Record("a").SkippedHooks)
+	require.NotNil(t, st.Parked)
+	require.Equal(t, "approve", st.Parked.Hook)
+
+	fieldsOf := func(e graph.LogEvent) map[string]any {
+		m := map[string]any{}
+		for _, f := range e.Fields {
+			if f.Key != "work_item" && f.Key != "seq" {
+				m[f.Key] = f.Value
+			}
+		}
+		return m
+	}
+	var skipped []map[string]any
+	var parked map[string]any
+	for _, e := range sink.Events() {
+		switch e.Name {
+		case "graph.hook_skipped":
+			skipped = append(skipped, fieldsOf(e))
+		case "graph.parked":
+			parked = fieldsOf(e)
+		}
+	}
+	require.Equal(t, []map[string]any{
+		{"node": "a", "boundary": "entry", "hook": "entry-skip"},
+		{"node": "a", "boundary": "exit", "hook": "nothing-to-do"},
+	}, skipped)
+	require.Equal(t, map[string]any{"node": "a", "hook": "approve"}, parked)
+}

@@ -847,7 +847,7 @@ func (r *Runtime) enter(ctx context.Context, s *session, id string, how entryKin
 	c := runChains(ctx, sharedPool, []chainJob{{n.Entry, r.hookContext(ctx, s, n, Entry, ModeLive, nil, nil)}})[0]
 	msgs := r.noteDegraded(s, id, c)
 	for _, res := range c.Results {
-		if res.Status == StatusSkip {
+		if res.Status == StatusSkip && r.logging() {
 			// The state was saved before the entry chain ran: entry skips
 			// go to the event log only.
 			r.emit(s, "graph.hook_skipped", LevelInfo, Field{"node", id}, Field{"boundary", string(Entry)}, Field{"hook", res.Hook})
@@ -875,16 +875,30 @@ func (r *Runtime) resolveSession(st *State, n *Node) (string, string) {
 // skip: in the node's record and, with the state, in the event log (R2.5,
 // R8.7).
 func (r *Runtime) noteSkips(s *session, node string, c ChainOutcome) {
-	var skipped []string
+	prev := s.st.Record(node).SkippedHooks
+	n, same, logging := 0, true, r.logging()
 	for _, res := range c.Results {
 		if res.Status == StatusSkip {
-			skipped = append(skipped, res.Hook)
-			r.journal(s, "graph.hook_skipped", LevelInfo, Field{"node", node}, Field{"boundary", string(Exit)}, Field{"hook", res.Hook})
+			same = same && n < len(prev) && prev[n] == res.Hook
+			n++
+			if logging { // the fields are not even built for a discarding sink
+				r.journal(s, "graph.hook_skipped", LevelInfo, Field{"node", node}, Field{"boundary", string(Exit)}, Field{"hook", res.Hook})
+			}
 		}
 	}
-	if len(skipped) > 0 || len(s.st.Record(node).SkippedHooks) > 0 {
-		s.st.update(node, func(rec *NodeRecord) { rec.SkippedHooks = skipped })
+	if same && n == len(prev) {
+		return // the record already says so: no copy on the hot path
 	}
+	var skipped []string
+	if n > 0 {
+		skipped = make([]string, 0, n)
+		for _, res := range c.Results {
+			if res.Status == StatusSkip {
+				skipped = append(skipped, res.Hook)
+			}
+		}
+	}
+	s.st.update(node, func(rec *NodeRecord) { rec.SkippedHooks = skipped })
 }
 
 func (r *Runtime) noteDegraded(s *session, node string, c ChainOutcome) []string {

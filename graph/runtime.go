@@ -343,7 +343,7 @@ func (r *Runtime) journal(s *session, name string, level Level, fields ...Field)
 	s.st.Seq++
 	e := JournalEntry{Seq: s.st.Seq, Time: s.now.UTC().Format(time.RFC3339Nano), Name: name, Level: level, Fields: make([]JournalField, len(fields))}
 	for i, f := range fields {
-		e.Fields[i] = JournalField{Key: f.Key, Value: f.Value}
+		e.Fields[i] = JournalField(f)
 	}
 	s.st.Unlogged = append(s.st.Unlogged, e)
 }
@@ -351,7 +351,7 @@ func (r *Runtime) journal(s *session, name string, level Level, fields ...Field)
 func (r *Runtime) emitJournal(s *session, e JournalEntry, relogged bool) {
 	fields := make([]Field, 0, len(e.Fields)+2)
 	for _, f := range e.Fields {
-		fields = append(fields, Field{f.Key, f.Value})
+		fields = append(fields, Field(f))
 	}
 	fields = append(fields, Field{"seq", e.Seq})
 	if relogged {

@@ -707,6 +707,7 @@ func TestFailingHooksBlockNeverPass(t *testing.T) {
 		{"panic", func(context.Context, *graph.HookContext) graph.HookResult { panic("boom") }, graph.HookRef{Hook: "h"}, "the h hook failed to run: boom"},
 		{"nil map write panic", func(context.Context, *graph.HookContext) graph.HookResult {
 			var m map[string]int
+			//lint:ignore SA5000 the panic is the point of this case
 			m["x"] = 1
 			return graph.Pass(nil)
 		}, graph.HookRef{Hook: "h"}, "the h hook failed to run: assignment to entry in nil map"},

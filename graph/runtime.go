@@ -241,7 +241,13 @@ func (r *Runtime) emit(s *session, name string, level Level, fields ...Field) {
 // open resolves the work item and loads its state. Missing state is a fresh
 // state; unparseable state is reconstructed by recompute with a warning
 // (the Store preserves the bad bytes when it next saves).
-func (r *Runtime) open(ctx context.Context, id string) (*session, error) {
+//
+// A missing state beside the graph's artifacts is work whose state was lost
+// (R8.3): with reconstructMissing (Status, the report) the state is
+// reconstructed by recompute with a warning; the live verbs keep treating it
+// as not started, so Start still begins the walk and a claim on an item
+// that never started is still refused.
+func (r *Runtime) open(ctx context.Context, id string, reconstructMissing bool) (*session, error) {
 	wi, arts, err := r.opts.Items.Resolve(ctx, id)
 	if err != nil {
 		return nil, err
@@ -253,6 +259,9 @@ func (r *Runtime) open(ctx context.Context, id string) (*session, error) {
 		s.st = st
 	case errors.Is(err, ErrNoState):
 		s.st = NewState(id)
+		if !reconstructMissing {
+			break
+		}
 		if present := r.producedPresent(arts); len(present) > 0 {
 			// R8.3: artifacts without a state file are work in progress
 			// whose state was lost (deleted, never committed), not an item
@@ -412,7 +421,7 @@ func (r *Runtime) openLocked(ctx context.Context, id string) (s *session, unlock
 	if err != nil {
 		return nil, nil, err
 	}
-	if s, err = r.open(ctx, id); err != nil {
+	if s, err = r.open(ctx, id, false); err != nil {
 		unlock()
 		return nil, nil, err
 	}
@@ -689,7 +698,7 @@ func decisionBy(d Decision) string {
 // the artifacts and the recorded human decisions, skips and opt-ins alone.
 // Status takes no lock and writes nothing.
 func (r *Runtime) Status(ctx context.Context, id string, recompute bool) (*Report, error) {
-	s, err := r.open(ctx, id)
+	s, err := r.open(ctx, id, true)
 	if err != nil {
 		return nil, err
 	}

@@ -920,6 +920,16 @@ func TestMissingStateWithArtifactsIsReconstructed(t *testing.T) {
 	require.Equal(t, 1, sink.Count("graph.state_reconstructed"))
 	_, err = store.Load(ctx, "w")
 	require.ErrorIs(t, err, graph.ErrNoState, "a read never writes the state")
+
+	// The live verbs do not reconstruct: a claim on an item that never
+	// started is refused, and Start begins the walk at the start node.
+	claim, err := rt.Complete(ctx, "w", "a", "@agent")
+	require.NoError(t, err)
+	require.Equal(t, graph.StepRefused, claim.Status)
+	require.Equal(t, "not-started", claim.Reason)
+	_, err = rt.Start(ctx, "w")
+	require.NoError(t, err)
+	require.Equal(t, "a", store.State("w").CurrentNode)
 }
 
 // R2.5 / R8.7: a hook's skip is recorded — in the node's record and in the

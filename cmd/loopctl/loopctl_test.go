@@ -171,11 +171,11 @@ func TestGraphCompleteEnvelopeAndForceRefusals(t *testing.T) {
 	require.Equal(t, exitOK, Main([]string{"loopctl", "graph", "complete", "issue-42"}, f))
 	var claim graph.Claim
 	require.NoError(t, json.Unmarshal(io.out.Bytes(), &claim))
-	// issue-42 holds requirements.md but no graph-state.json: the state is
-	// reconstructed with a warning (R8.3) instead of "not started".
-	require.Equal(t, string(graph.StatusWait), claim.Status)
-	require.Equal(t, "phase-selection", claim.CurrentNode)
-	require.Contains(t, claim.Messages[0], "graph-state.json is missing although the spec directory holds requirements.md; the state was reconstructed")
+	// issue-42 holds requirements.md but no graph-state.json: a claim on an
+	// item that never started is refused (only the report reconstructs the
+	// state, R8.3).
+	require.Equal(t, graph.StepRefused, claim.Status)
+	require.Equal(t, "not-started", claim.Reason)
 
 	io.out.Reset()
 	io.err.Reset()

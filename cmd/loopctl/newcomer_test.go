@@ -506,9 +506,7 @@ func TestNewcomerJQAndTemplate(t *testing.T) {
 		{[]string{"check", "issue-239", "--recompute", "--template", "{{.workItem}} at {{.currentNode}}\n"}, exitFailed, "issue-239 at phase-selection\n", ""},
 		{[]string{"check", "issue-239", "--template", "{{join \" \" (pluck \"node\" .nodes) | truncate 20}}"}, exitFailed, "phase-selection bra…", ""},
 		{[]string{"graph", "status", "issue-239", "--jq", ".ok"}, exitFailed, "false\n", ""},
-		// issue-239 has artifacts but no graph-state.json: its state is
-		// reconstructed (R8.3), so complete evaluates the gate it is at.
-		{[]string{"graph", "complete", "issue-239", "--jq", ".status"}, exitOK, "wait\n", ""},
+		{[]string{"graph", "complete", "issue-239", "--jq", ".reason"}, exitOK, "not-started\n", ""},
 		{[]string{"graph", "hooks", "--jq", "map(select(.name == \"set-phase-label\")) | .[0].needs[0]"}, exitOK, "github.set-labels\n", ""},
 		{[]string{"graph", "verify", "--loop", "pdlc-pr-loop", "--jq", ".[0].graph"}, exitOK, "pdlc-pr-loop\n", ""},
 		{[]string{"graph", "skip", "issue-239", "--set", "review-chain", "--reason", "docs", "--jq", ".declared | length"}, exitOK, "6\n", ""},

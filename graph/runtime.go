@@ -207,6 +207,9 @@ type session struct {
 	// of a transition carries the same instant.
 	now time.Time
 
+	// lost lists the graph's artifacts found beside a missing state.
+	lost []string
+
 	// ro is the read-only, memoising view of arts used by check chains.
 	ro *readOnly
 
@@ -247,7 +250,7 @@ func (r *Runtime) emit(s *session, name string, level Level, fields ...Field) {
 // reconstructed by recompute with a warning; the live verbs keep treating it
 // as not started, so Start still begins the walk and a claim on an item
 // that never started is still refused.
-func (r *Runtime) open(ctx context.Context, id string, reconstructMissing bool) (*session, error) {
+func (r *Runtime) open(ctx context.Context, id string, missing missingPolicy) (*session, error) {
 	wi, arts, err := r.opts.Items.Resolve(ctx, id)
 	if err != nil {
 		return nil, err
@@ -259,16 +262,15 @@ func (r *Runtime) open(ctx context.Context, id string, reconstructMissing bool) 
 		s.st = st
 	case errors.Is(err, ErrNoState):
 		s.st = NewState(id)
-		if !reconstructMissing {
+		if missing == missingFresh {
 			break
 		}
-		if present := r.producedPresent(arts); len(present) > 0 {
+		if s.lost = r.producedPresent(arts); len(s.lost) > 0 && missing == missingReconstruct {
 			// R8.3: artifacts without a state file are work in progress
 			// whose state was lost (deleted, never committed), not an item
 			// that has not started.
 			r.reconstruct(ctx, s)
-			s.warn = append(s.warn, fmt.Sprintf("graph-state.json is missing although the spec directory holds %s; the state was reconstructed from the artifacts (current node: %s)", strings.Join(present, ", "), s.st.CurrentNode))
-			r.emit(s, "graph.state_reconstructed", LevelWarning, Field{"node", s.st.CurrentNode}, Field{"error", "graph-state.json is missing"})
+			r.warnLost(s, s.st.CurrentNode)
 		}
 	case errors.Is(err, ErrCorruptState):
 		s.st = NewState(id)
@@ -282,6 +284,26 @@ func (r *Runtime) open(ctx context.Context, id string, reconstructMissing bool) 
 		s.st.WorkItem = id
 	}
 	return s, nil
+}
+
+// missingPolicy says what open does with a missing graph-state.json.
+type missingPolicy int
+
+const (
+	// missingFresh: a fresh state (the live verbs: not started).
+	missingFresh missingPolicy = iota
+	// missingReconstruct: beside the graph's artifacts, reconstruct by
+	// recompute and warn (R8.3).
+	missingReconstruct
+	// missingNote: only note the artifacts found (s.lost); the caller
+	// recomputes anyway and warns.
+	missingNote
+)
+
+// warnLost is R8.3's warning and event for a reconstructed missing state.
+func (r *Runtime) warnLost(s *session, node string) {
+	s.warn = append(s.warn, fmt.Sprintf("graph-state.json is missing although the spec directory holds %s; the state was reconstructed from the artifacts (current node: %s)", strings.Join(s.lost, ", "), node))
+	r.emit(s, "graph.state_reconstructed", LevelWarning, Field{"node", node}, Field{"error", "graph-state.json is missing"})
 }
 
 // reconstruct rebuilds s.st (fresh) by recompute: the pointer goes where
@@ -421,7 +443,7 @@ func (r *Runtime) openLocked(ctx context.Context, id string) (s *session, unlock
 	if err != nil {
 		return nil, nil, err
 	}
-	if s, err = r.open(ctx, id, false); err != nil {
+	if s, err = r.open(ctx, id, missingFresh); err != nil {
 		unlock()
 		return nil, nil, err
 	}
@@ -698,11 +720,20 @@ func decisionBy(d Decision) string {
 // the artifacts and the recorded human decisions, skips and opt-ins alone.
 // Status takes no lock and writes nothing.
 func (r *Runtime) Status(ctx context.Context, id string, recompute bool) (*Report, error) {
-	s, err := r.open(ctx, id, true)
+	// With recompute the report derives the pointer itself: the missing
+	// state is only noted, not evaluated twice.
+	policy := missingReconstruct
+	if recompute {
+		policy = missingNote
+	}
+	s, err := r.open(ctx, id, policy)
 	if err != nil {
 		return nil, err
 	}
 	rep := r.evaluateAll(ctx, s, recompute)
+	if policy == missingNote && len(s.lost) > 0 {
+		r.warnLost(s, rep.CurrentNode)
+	}
 	rep.Warnings = append(rep.Warnings, s.warn...)
 	return rep, nil
 }

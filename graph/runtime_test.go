@@ -918,6 +918,10 @@ func TestMissingStateWithArtifactsIsReconstructed(t *testing.T) {
 	require.Equal(t, "b", rep.CurrentNode, "the pointer goes where the artifacts put it")
 	require.Equal(t, []string{"graph-state.json is missing although the spec directory holds a.md; the state was reconstructed from the artifacts (current node: b)"}, rep.Warnings)
 	require.Equal(t, 1, sink.Count("graph.state_reconstructed"))
+	recomputed, err := rt.Status(ctx, "w", true)
+	require.NoError(t, err)
+	require.Equal(t, "b", recomputed.CurrentNode)
+	require.Equal(t, rep.Warnings, recomputed.Warnings, "recompute warns the same way without evaluating twice")
 	_, err = store.Load(ctx, "w")
 	require.ErrorIs(t, err, graph.ErrNoState, "a read never writes the state")
 

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -293,15 +294,42 @@ func normalise(h BoundHook, res HookResult) HookResult {
 	return res
 }
 
+// sharedPool is the one worker pool every Runtime in the process hands its
+// chains to. A Runtime therefore owns no goroutine and needs no Close: the
+// pool parks at most maxIdleWorkers goroutines process-wide, and each parked
+// worker exits after idleWorkerTTL without work, so an idle process returns
+// to the goroutines it had before the first check.
+var sharedPool = newWorkerPool(maxIdleWorkers, idleWorkerTTL)
+
+const (
+	maxIdleWorkers = 4
+	idleWorkerTTL  = 30 * time.Second
+)
+
+// Worker states. A parked worker is idle; the dispatcher moves it to taken
+// before handing it work, the worker moves it to exited when its idle timer
+// fires first. Exactly one of the two transitions wins.
+const (
+	workerIdle int32 = iota
+	workerTaken
+	workerExited
+)
+
+type worker struct {
+	jobs  chan func()
+	state atomic.Int32
+}
+
 // workerPool keeps a few idle goroutines that run batches, so checks do not
 // pay for a new goroutine (and its stack growth) each time. A nil pool
 // starts a goroutine per batch.
 type workerPool struct {
-	idle chan chan func()
+	idle chan *worker
+	ttl  time.Duration
 }
 
-func newWorkerPool(size int) *workerPool {
-	return &workerPool{idle: make(chan chan func(), size)}
+func newWorkerPool(size int, ttl time.Duration) *workerPool {
+	return &workerPool{idle: make(chan *worker, size), ttl: ttl}
 }
 
 func (p *workerPool) run(f func()) {
@@ -309,24 +337,54 @@ func (p *workerPool) run(f func()) {
 		go f()
 		return
 	}
-	select {
-	case jobs := <-p.idle:
-		jobs <- f
-	default:
-		jobs := make(chan func(), 1)
-		jobs <- f
-		go p.loop(jobs)
+	for {
+		select {
+		case w := <-p.idle:
+			if !w.state.CompareAndSwap(workerIdle, workerTaken) {
+				continue // it expired while parked; try the next one
+			}
+			w.jobs <- f
+			return
+		default:
+			w := &worker{jobs: make(chan func(), 1)}
+			w.state.Store(workerTaken)
+			w.jobs <- f
+			go p.loop(w)
+			return
+		}
 	}
 }
 
-// loop runs jobs until the pool already holds enough idle workers.
-func (p *workerPool) loop(jobs chan func()) {
-	for f := range jobs {
+// loop runs jobs until the pool already holds enough idle workers or no job
+// arrives within the pool's idle TTL.
+func (p *workerPool) loop(w *worker) {
+	var t *time.Timer
+	defer func() {
+		if t != nil {
+			t.Stop()
+		}
+	}()
+	f := <-w.jobs
+	for {
 		f()
+		w.state.Store(workerIdle)
 		select {
-		case p.idle <- jobs:
+		case p.idle <- w:
 		default:
 			return
+		}
+		if t == nil {
+			t = time.NewTimer(p.ttl)
+		} else {
+			t.Reset(p.ttl)
+		}
+		select {
+		case f = <-w.jobs:
+		case <-t.C:
+			if w.state.CompareAndSwap(workerIdle, workerExited) {
+				return
+			}
+			f = <-w.jobs // taken just as the timer fired: the job is on its way
 		}
 	}
 }

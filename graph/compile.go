@@ -425,6 +425,7 @@ func (c *compiler) chain(path, owner, boundary string, refs []HookRef) []BoundHo
 			}
 			timeout = d
 		}
+		c.checkParams(rp, owner, name, spec.Params, r.With)
 		params := r.With
 		if params == nil {
 			params = Values{}

@@ -116,7 +116,7 @@ type DecisionVerdict struct {
 // configured verifier's verdict (unverified when none is configured). It
 // takes no lock and writes nothing.
 func (r *Runtime) VerifyDecisions(ctx context.Context, id string) ([]DecisionVerdict, error) {
-	s, err := r.open(ctx, id)
+	s, err := r.open(ctx, id, missingFresh)
 	if err != nil {
 		return nil, err
 	}

@@ -17,6 +17,17 @@
 // [Runtime.DeclareSkips]. The daemon, `loopctl`, the `loop-gate` Stop hook and
 // CI all call these same methods.
 //
+// Lifecycle. A Runtime owns no goroutine and needs no Close: open one per
+// work item if that suits you. Hooks run on one small process-wide worker
+// pool whose parked goroutines exit after a while without work.
+//
+// Hook parameters. A [HookSpec] declares the `with:` keys its hook reads
+// ([Param]: name, [ParamType], required). Compile refuses an unknown key, a
+// value of the wrong type and a missing required key, naming the node, the
+// hook, the key and the valid keys; graphfile.SchemaFor puts the same
+// declarations in the JSON Schema for editors. A spec whose Params is nil has
+// not declared them and its values pass unchecked ([NoParams] declares none).
+//
 // Boundaries. The package does no I/O: it imports nothing that touches files,
 // processes or the network. Everything outside the process reaches it through
 // interfaces supplied by the embedder: graph-state persistence ([Store]), the

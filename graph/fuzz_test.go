@@ -16,8 +16,15 @@ func FuzzLoad(f *testing.F) {
 	f.Add([]byte("nodes: !!binary aGVsbG8=\n"))
 	f.Add([]byte("- - - -\n"))
 	f.Add([]byte("{nodes: [{id: a}], start: 3}"))
+	f.Add([]byte("nodes: [{id: a, exit: [{hook: typed, with: {need: x, d: 1e400, i: 1.5, ss: [a, 1], m: {k: v}}}]}]\n"))
+	f.Add([]byte("nodes: [{id: a, exit: [{hook: none, with: {x: null}}]}]\n"))
 	reg := testRegistry()
+	params := paramRegistry()
 	f.Fuzz(func(t *testing.T, data []byte) {
+		// The hook-parameter checks see every value shape too.
+		if _, err := graphfile.Load("fuzz.yaml", data, params); err != nil && err.Error() == "" {
+			t.Fatal("errors must say something")
+		}
 		g, err := graphfile.Load("fuzz.yaml", data, reg)
 		if err != nil {
 			if err.Error() == "" {

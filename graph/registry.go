@@ -24,6 +24,11 @@ type HookSpec struct {
 	Timeout time.Duration
 	// Summary is one line for `loopctl graph hooks`.
 	Summary string
+	// Params declares the `with:` keys the hook reads. Compile refuses a
+	// reference with an unknown key, a value of the wrong type or a missing
+	// required key. nil means "not declared": values pass unchecked (use
+	// NoParams for a hook that takes none).
+	Params []Param
 }
 
 // Registry maps hook names to hooks. It is safe for concurrent use; the
@@ -63,7 +68,11 @@ func (r *Registry) Register(spec HookSpec) {
 	if _, dup := r.hooks[spec.Name]; dup {
 		panic(fmt.Sprintf("graph: hook %q registered twice", spec.Name))
 	}
+	checkParamDecls(spec)
 	spec.Needs = append([]Operation(nil), spec.Needs...)
+	if spec.Params != nil {
+		spec.Params = append([]Param{}, spec.Params...)
+	}
 	r.hooks[spec.Name] = spec
 }
 

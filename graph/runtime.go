@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -61,12 +62,17 @@ type Options struct {
 // Runtime walks work items through one compiled graph. It is safe for
 // concurrent use; verbs that change state serialise per work item through
 // the Store's lock.
+//
+// A Runtime owns no goroutine and holds no resource beyond its Options, so
+// it needs no Close: drop it when done. Hooks run on a small process-wide
+// worker pool (at most a few parked goroutines, each exiting after a while
+// without work); a hook that overruns its deadline is abandoned and its
+// goroutine ends when the hook returns.
 type Runtime struct {
 	g    *Graph
 	opts Options
 	sink Sink
 	clk  Clock
-	pool *workerPool
 }
 
 // New returns a Runtime for g.
@@ -80,7 +86,7 @@ func New(g *Graph, opts Options) (*Runtime, error) {
 	if opts.Items == nil {
 		return nil, errors.New("graph: New needs an Items resolver")
 	}
-	r := &Runtime{g: g, opts: opts, sink: opts.Sink, clk: opts.Clock, pool: newWorkerPool(4)}
+	r := &Runtime{g: g, opts: opts, sink: opts.Sink, clk: opts.Clock}
 	if r.sink == nil {
 		r.sink = discardSink{}
 	}
@@ -204,6 +210,9 @@ type session struct {
 	// of a transition carries the same instant.
 	now time.Time
 
+	// lost lists the graph's artifacts found beside a missing state.
+	lost []string
+
 	// ro is the read-only, memoising view of arts used by check chains.
 	ro *readOnly
 
@@ -238,7 +247,13 @@ func (r *Runtime) emit(s *session, name string, level Level, fields ...Field) {
 // open resolves the work item and loads its state. Missing state is a fresh
 // state; unparseable state is reconstructed by recompute with a warning
 // (the Store preserves the bad bytes when it next saves).
-func (r *Runtime) open(ctx context.Context, id string) (*session, error) {
+//
+// A missing state beside the graph's artifacts is work whose state was lost
+// (R8.3): with reconstructMissing (Status, the report) the state is
+// reconstructed by recompute with a warning; the live verbs keep treating it
+// as not started, so Start still begins the walk and a claim on an item
+// that never started is still refused.
+func (r *Runtime) open(ctx context.Context, id string, missing missingPolicy) (*session, error) {
 	wi, arts, err := r.opts.Items.Resolve(ctx, id)
 	if err != nil {
 		return nil, err
@@ -250,15 +265,21 @@ func (r *Runtime) open(ctx context.Context, id string) (*session, error) {
 		s.st = st
 	case errors.Is(err, ErrNoState):
 		s.st = NewState(id)
+		if missing == missingFresh {
+			break
+		}
+		if s.lost = r.producedPresent(arts); len(s.lost) > 0 && missing == missingReconstruct {
+			// R8.3: artifacts without a state file are work in progress
+			// whose state was lost (deleted, never committed), not an item
+			// that has not started.
+			r.reconstruct(ctx, s)
+			r.warnLost(s, s.st.CurrentNode)
+		}
 	case errors.Is(err, ErrCorruptState):
 		s.st = NewState(id)
-		rep := r.evaluateAll(ctx, s, true)
-		if rep.CurrentNode != "" {
-			s.st.Enter(rep.CurrentNode, s.now)
-		}
-		s.st.Loop = r.g.Name
-		s.warn = append(s.warn, fmt.Sprintf("graph-state.json could not be parsed; the state was reconstructed from the artifacts (current node: %s) and the unparseable file is preserved beside it", rep.CurrentNode))
-		r.emit(s, "graph.state_reconstructed", LevelWarning, Field{"node", rep.CurrentNode}, Field{"error", err.Error()})
+		r.reconstruct(ctx, s)
+		s.warn = append(s.warn, fmt.Sprintf("graph-state.json could not be parsed; the state was reconstructed from the artifacts (current node: %s) and the unparseable file is preserved beside it", s.st.CurrentNode))
+		r.emit(s, "graph.state_reconstructed", LevelWarning, Field{"node", s.st.CurrentNode}, Field{"error", err.Error()})
 	default:
 		return nil, err
 	}
@@ -266,6 +287,56 @@ func (r *Runtime) open(ctx context.Context, id string) (*session, error) {
 		s.st.WorkItem = id
 	}
 	return s, nil
+}
+
+// missingPolicy says what open does with a missing graph-state.json.
+type missingPolicy int
+
+const (
+	// missingFresh: a fresh state (the live verbs: not started).
+	missingFresh missingPolicy = iota
+	// missingReconstruct: beside the graph's artifacts, reconstruct by
+	// recompute and warn (R8.3).
+	missingReconstruct
+	// missingNote: only note the artifacts found (s.lost); the caller
+	// recomputes anyway and warns.
+	missingNote
+)
+
+// warnLost is R8.3's warning and event for a reconstructed missing state.
+func (r *Runtime) warnLost(s *session, node string) {
+	s.warn = append(s.warn, fmt.Sprintf("graph-state.json is missing although the spec directory holds %s; the state was reconstructed from the artifacts (current node: %s)", strings.Join(s.lost, ", "), node))
+	r.emit(s, "graph.state_reconstructed", LevelWarning, Field{"node", node}, Field{"error", "graph-state.json is missing"})
+}
+
+// reconstruct rebuilds s.st (fresh) by recompute: the pointer goes where
+// the artifacts put it.
+func (r *Runtime) reconstruct(ctx context.Context, s *session) {
+	rep := r.evaluateAll(ctx, s, true)
+	if rep.CurrentNode != "" {
+		s.st.Enter(rep.CurrentNode, s.now)
+	}
+	s.st.Loop = r.g.Name
+}
+
+// producedPresent lists, in declaration order, the artifacts the graph's
+// nodes produce that exist in arts.
+func (r *Runtime) producedPresent(arts Artifacts) []string {
+	if arts == nil {
+		return nil
+	}
+	var out []string
+	for _, n := range r.g.nodes {
+		for _, name := range n.ProducedNames() {
+			if !fs.ValidPath(name) || slices.Contains(out, name) {
+				continue
+			}
+			if st, err := fs.Stat(arts, name); err == nil && st.Mode().IsRegular() {
+				out = append(out, name)
+			}
+		}
+	}
+	return out
 }
 
 // save persists the state with the events journaled since the last save,
@@ -306,7 +377,7 @@ func (r *Runtime) journal(s *session, name string, level Level, fields ...Field)
 	s.st.Seq++
 	e := JournalEntry{Seq: s.st.Seq, Time: s.now.UTC().Format(time.RFC3339Nano), Name: name, Level: level, Fields: make([]JournalField, len(fields))}
 	for i, f := range fields {
-		e.Fields[i] = JournalField{Key: f.Key, Value: f.Value}
+		e.Fields[i] = JournalField(f)
 	}
 	s.st.Unlogged = append(s.st.Unlogged, e)
 }
@@ -314,7 +385,7 @@ func (r *Runtime) journal(s *session, name string, level Level, fields ...Field)
 func (r *Runtime) emitJournal(s *session, e JournalEntry, relogged bool) {
 	fields := make([]Field, 0, len(e.Fields)+2)
 	for _, f := range e.Fields {
-		fields = append(fields, Field{f.Key, f.Value})
+		fields = append(fields, Field(f))
 	}
 	fields = append(fields, Field{"seq", e.Seq})
 	if relogged {
@@ -375,7 +446,7 @@ func (r *Runtime) openLocked(ctx context.Context, id string) (s *session, unlock
 	if err != nil {
 		return nil, nil, err
 	}
-	if s, err = r.open(ctx, id); err != nil {
+	if s, err = r.open(ctx, id, missingFresh); err != nil {
 		unlock()
 		return nil, nil, err
 	}
@@ -636,7 +707,7 @@ func (r *Runtime) evaluate(ctx context.Context, s *session, n *Node, mode Mode, 
 		s.exitFor = nil
 		r.journal(s, "graph.decision_refused", LevelWarning, Field{"node", n.ID}, Field{"error", err.Error()})
 	}
-	return runChains(ctx, r.pool, []chainJob{{n.Exit, r.hookContext(ctx, s, n, Exit, mode, ev, k)}})[0]
+	return runChains(ctx, sharedPool, []chainJob{{n.Exit, r.hookContext(ctx, s, n, Exit, mode, ev, k)}})[0]
 }
 
 func decisionBy(d Decision) string {
@@ -653,11 +724,20 @@ func decisionBy(d Decision) string {
 // the artifacts and the recorded human decisions, skips and opt-ins alone.
 // Status takes no lock and writes nothing.
 func (r *Runtime) Status(ctx context.Context, id string, recompute bool) (*Report, error) {
-	s, err := r.open(ctx, id)
+	// With recompute the report derives the pointer itself: the missing
+	// state is only noted, not evaluated twice.
+	policy := missingReconstruct
+	if recompute {
+		policy = missingNote
+	}
+	s, err := r.open(ctx, id, policy)
 	if err != nil {
 		return nil, err
 	}
 	rep := r.evaluateAll(ctx, s, recompute)
+	if policy == missingNote && len(s.lost) > 0 {
+		r.warnLost(s, rep.CurrentNode)
+	}
 	rep.Warnings = append(rep.Warnings, s.warn...)
 	return rep, nil
 }
@@ -687,7 +767,7 @@ func (r *Runtime) evaluateAll(ctx context.Context, s *session, recompute bool) *
 		jobs = append(jobs, chainJob{n.Exit, r.hookContext(ctx, s, n, Exit, ModeCheck, nil, &k)})
 		jobNodes = append(jobNodes, i)
 	}
-	for j, c := range runChains(ctx, r.pool, jobs) {
+	for j, c := range runChains(ctx, sharedPool, jobs) {
 		outcomes[jobNodes[j]] = c
 	}
 	first := ""
@@ -808,8 +888,15 @@ func (r *Runtime) enter(ctx context.Context, s *session, id string, how entryKin
 		}
 		r.emit(s, "graph.gate_session", LevelInfo, fields...)
 	}
-	c := runChains(ctx, r.pool, []chainJob{{n.Entry, r.hookContext(ctx, s, n, Entry, ModeLive, nil, nil)}})[0]
+	c := runChains(ctx, sharedPool, []chainJob{{n.Entry, r.hookContext(ctx, s, n, Entry, ModeLive, nil, nil)}})[0]
 	msgs := r.noteDegraded(s, id, c)
+	for _, res := range c.Results {
+		if res.Status == StatusSkip && r.logging() {
+			// The state was saved before the entry chain ran: entry skips
+			// go to the event log only.
+			r.emit(s, "graph.hook_skipped", LevelInfo, Field{"node", id}, Field{"boundary", string(Entry)}, Field{"hook", res.Hook})
+		}
+	}
 	if !c.Satisfied() {
 		msgs = append(msgs, fmt.Sprintf("warning: the entry chain of %s stopped: %s", id, c.Render()))
 		r.emit(s, "graph.entry_incomplete", LevelWarning, Field{"node", id}, Field{"hook", c.BlockingHook()})
@@ -826,6 +913,36 @@ func (r *Runtime) resolveSession(st *State, n *Node) (string, string) {
 		return "inherited", st.Session.ID
 	}
 	return "fresh-with-artifacts", ""
+}
+
+// noteSkips records the hooks of a live exit-chain evaluation that reported
+// skip: in the node's record and, with the state, in the event log (R2.5,
+// R8.7).
+func (r *Runtime) noteSkips(s *session, node string, c ChainOutcome) {
+	prev := s.st.Record(node).SkippedHooks
+	n, same, logging := 0, true, r.logging()
+	for _, res := range c.Results {
+		if res.Status == StatusSkip {
+			same = same && n < len(prev) && prev[n] == res.Hook
+			n++
+			if logging { // the fields are not even built for a discarding sink
+				r.journal(s, "graph.hook_skipped", LevelInfo, Field{"node", node}, Field{"boundary", string(Exit)}, Field{"hook", res.Hook})
+			}
+		}
+	}
+	if same && n == len(prev) {
+		return // the record already says so: no copy on the hot path
+	}
+	var skipped []string
+	if n > 0 {
+		skipped = make([]string, 0, n)
+		for _, res := range c.Results {
+			if res.Status == StatusSkip {
+				skipped = append(skipped, res.Hook)
+			}
+		}
+	}
+	s.st.update(node, func(rec *NodeRecord) { rec.SkippedHooks = skipped })
 }
 
 func (r *Runtime) noteDegraded(s *session, node string, c ChainOutcome) []string {
@@ -904,6 +1021,7 @@ func (r *Runtime) advance(ctx context.Context, s *session, ev *Event) (*StepRepo
 		rep.Messages = append(rep.Messages, m.String())
 	}
 	rep.Messages = append(rep.Messages, r.noteDegraded(s, node.ID, c)...)
+	r.noteSkips(s, node.ID, c)
 
 	switch c.Status {
 	case StatusWait:
@@ -912,7 +1030,8 @@ func (r *Runtime) advance(ctx context.Context, s *session, ev *Event) (*StepRepo
 			reason = "awaiting a human"
 		}
 		st.Park(node.ID, reason, false, s.now)
-		r.journal(s, "graph.parked", LevelInfo, Field{"node", node.ID})
+		st.Parked.Hook = c.BlockingHook()
+		r.journal(s, "graph.parked", LevelInfo, Field{"node", node.ID}, Field{"hook", c.BlockingHook()})
 		if err := r.save(ctx, s); err != nil {
 			return nil, err
 		}
@@ -939,6 +1058,7 @@ func (r *Runtime) advance(ctx context.Context, s *session, ev *Event) (*StepRepo
 		rep.Attempts = attempts
 		if repeated || attempts >= node.MaxAttempts {
 			st.Park(node.ID, rendered, true, s.now)
+			st.Parked.Hook = c.BlockingHook()
 			r.journal(s, "graph.escalated", LevelWarning, Field{"node", node.ID}, Field{"attempts", attempts}, Field{"repeated", repeated})
 			if err := r.save(ctx, s); err != nil {
 				return nil, err
@@ -1009,7 +1129,7 @@ func (r *Runtime) escalate(ctx context.Context, s *session, n *Node) []string {
 	if len(r.g.onEscalation) == 0 {
 		return nil
 	}
-	c := runChains(ctx, r.pool, []chainJob{{r.g.onEscalation, r.hookContext(ctx, s, n, Entry, ModeLive, nil, nil)}})[0]
+	c := runChains(ctx, sharedPool, []chainJob{{r.g.onEscalation, r.hookContext(ctx, s, n, Entry, ModeLive, nil, nil)}})[0]
 	msgs := r.noteDegraded(s, n.ID, c)
 	if !c.Satisfied() {
 		msgs = append(msgs, "warning: the escalation chain stopped: "+c.Render())
@@ -1225,6 +1345,9 @@ func (r *Runtime) Force(ctx context.Context, id, to, reason, actor string) (*For
 	} else if target.Required && from != to {
 		warnings = append(warnings, fmt.Sprintf("node '%s' is marked required — this force bypasses a guarantee the process treats as mandatory", to))
 	}
+	for _, gate := range r.bypassedGates(s, from, to) {
+		warnings = append(warnings, fmt.Sprintf("human gate '%s' is bypassed — no recorded human decision lets the work item past it", gate))
+	}
 	if actor == "" {
 		actor = "(shell)"
 	}
@@ -1248,6 +1371,26 @@ func (r *Runtime) Force(ctx context.Context, id, to, reason, actor string) (*For
 		}
 	}
 	return res, nil
+}
+
+// bypassedGates names, in declaration order, the human gates a force from
+// → to walks past (R10.9): from itself when it is a human gate, and every
+// human gate declared between from and to, when to lies ahead. A gate the
+// work item declared skipped is not bypassed; forcing backwards or in place
+// bypasses nothing.
+func (r *Runtime) bypassedGates(s *session, from, to string) []string {
+	if from == to || !r.g.Before(from, to) {
+		return nil
+	}
+	fn, _ := r.g.Node(from)
+	tn, _ := r.g.Node(to)
+	var out []string
+	for _, n := range r.g.nodes[fn.Index:tn.Index] {
+		if n.IsHuman() && !s.st.Skips.Has(n.ID) {
+			out = append(out, n.ID)
+		}
+	}
+	return out
 }
 
 func (r *Runtime) declaredEdge(from, to string) bool {

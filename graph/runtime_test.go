@@ -532,6 +532,8 @@ func TestForce(t *testing.T) {
 	require.Equal(t, []string{
 		"phase-selection → design is not a declared edge; you are deliberately outside the model",
 		"node 'phase-selection' is marked required — this force bypasses a guarantee the process treats as mandatory",
+		"human gate 'phase-selection' is bypassed — no recorded human decision lets the work item past it",
+		"human gate 'requirements-approval' is bypassed — no recorded human decision lets the work item past it",
 	}, res.Warnings)
 	st := f.store.State("issue-1")
 	require.Equal(t, "design", st.CurrentNode)
@@ -559,6 +561,55 @@ func TestForce(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, 2, f.store.State("issue-1").Record("phase-selection").Attempts)
 	require.Equal(t, "phase-selection@phase-selection", f.entries[len(f.entries)-1])
+}
+
+// R10.9: forcing past any human gate — not only a required one — warns,
+// naming each gate, and the warning reaches the audit trail (the force
+// comment and the execution log are written from the record).
+func TestForcePastAnyHumanGateWarnsNamingEachGate(t *testing.T) {
+	ctx := context.Background()
+	for _, tc := range []struct {
+		name, from, to string
+		skip           []string
+		gates          []string
+	}{
+		{"from a non-required gate forward", "requirements-approval", "design", nil, []string{"requirements-approval"}},
+		{"over a gate from an agent node", "brainstorming", "critic", nil, []string{"requirements-approval"}},
+		{"a declared-skipped gate is not bypassed", "brainstorming", "design", []string{"requirements-approval"}, nil},
+		{"backwards bypasses nothing", "design", "requirements", nil, nil},
+		{"in place bypasses nothing", "requirements-approval", "requirements-approval", nil, nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newFixture(t)
+			_, err := f.rt.Start(ctx, "issue-1")
+			require.NoError(t, err)
+			st := f.store.State("issue-1")
+			st.CurrentNode = tc.from
+			for _, n := range tc.skip {
+				st.Skips.Set(n, graph.SkipDecl{Via: "cli", Token: n})
+			}
+			f.store.Put("issue-1", st)
+
+			res, err := f.rt.Force(ctx, "issue-1", tc.to, "the reviewer is away", "@ops")
+			require.NoError(t, err)
+			var gateWarnings []string
+			for _, w := range res.Warnings {
+				if strings.HasPrefix(w, "human gate ") {
+					gateWarnings = append(gateWarnings, w)
+				}
+			}
+			var want []string
+			for _, g := range tc.gates {
+				want = append(want, "human gate '"+g+"' is bypassed — no recorded human decision lets the work item past it")
+			}
+			require.Equal(t, want, gateWarnings)
+			require.Len(t, f.audit.forces, 1)
+			for _, w := range want {
+				require.Contains(t, f.audit.forces[0].Warnings, w, "the force comment carries the warning")
+				require.Contains(t, f.store.State("issue-1").Forced[0].Warnings, w, "state records it")
+			}
+		})
+	}
 }
 
 func TestForceAuditFailureIsAWarning(t *testing.T) {
@@ -656,6 +707,7 @@ func TestFailingHooksBlockNeverPass(t *testing.T) {
 		{"panic", func(context.Context, *graph.HookContext) graph.HookResult { panic("boom") }, graph.HookRef{Hook: "h"}, "the h hook failed to run: boom"},
 		{"nil map write panic", func(context.Context, *graph.HookContext) graph.HookResult {
 			var m map[string]int
+			//lint:ignore SA5000 the panic is the point of this case
 			m["x"] = 1
 			return graph.Pass(nil)
 		}, graph.HookRef{Hook: "h"}, "the h hook failed to run: assignment to entry in nil map"},
@@ -832,4 +884,107 @@ func TestGateSessionResolution(t *testing.T) {
 	}
 	require.True(t, found)
 	require.Equal(t, "s-1", f.store.State("issue-1").Session.ID)
+}
+
+// R8.3: a missing graph-state.json for a work item whose spec directory
+// holds artifacts is reconstructed by recompute with a warning, not read as
+// "not started"; without artifacts the item has simply not started.
+func TestMissingStateWithArtifactsIsReconstructed(t *testing.T) {
+	has := func(_ context.Context, hc *graph.HookContext) graph.HookResult {
+		if _, err := fs.Stat(hc.Artifacts, hc.Node.Produces[0]); err != nil {
+			return graph.Block(graph.Finding("required artifact is missing", hc.Node.Produces[0]))
+		}
+		return graph.Pass(nil)
+	}
+	reg := graphtest.Registry(map[string]graph.Hook{"has": has})
+	g := graphtest.NewGraph("r83").
+		Node(graph.NodeSpec{ID: "a", Produces: []string{"a.md"}, Exit: graphtest.Hooks("has")}).
+		Node(graph.NodeSpec{ID: "b", Produces: []string{"b.md"}, Exit: graphtest.Hooks("has")}).
+		Node(graph.NodeSpec{ID: "c", Terminal: true}).
+		Edge("a", "pass", "b").Edge("b", "pass", "c").MustCompile(reg)
+	items, sink, store := graphtest.NewItems(), &graphtest.Sink{}, graphtest.NewStore()
+	rt, err := graph.New(g, graph.Options{Store: store, Items: items, Sink: sink})
+	require.NoError(t, err)
+	ctx := context.Background()
+
+	fresh, err := rt.Status(ctx, "empty", false)
+	require.NoError(t, err)
+	require.Empty(t, fresh.Warnings, "no artifacts: not started, nothing to reconstruct")
+	require.Zero(t, sink.Count("graph.state_reconstructed"))
+
+	items.Artifacts("w").Set("a.md", "done")
+	rep, err := rt.Status(ctx, "w", false)
+	require.NoError(t, err)
+	require.Equal(t, "b", rep.CurrentNode, "the pointer goes where the artifacts put it")
+	require.Equal(t, []string{"graph-state.json is missing although the spec directory holds a.md; the state was reconstructed from the artifacts (current node: b)"}, rep.Warnings)
+	require.Equal(t, 1, sink.Count("graph.state_reconstructed"))
+	recomputed, err := rt.Status(ctx, "w", true)
+	require.NoError(t, err)
+	require.Equal(t, "b", recomputed.CurrentNode)
+	require.Equal(t, rep.Warnings, recomputed.Warnings, "recompute warns the same way without evaluating twice")
+	_, err = store.Load(ctx, "w")
+	require.ErrorIs(t, err, graph.ErrNoState, "a read never writes the state")
+
+	// The live verbs do not reconstruct: a claim on an item that never
+	// started is refused, and Start begins the walk at the start node.
+	claim, err := rt.Complete(ctx, "w", "a", "@agent")
+	require.NoError(t, err)
+	require.Equal(t, graph.StepRefused, claim.Status)
+	require.Equal(t, "not-started", claim.Reason)
+	_, err = rt.Start(ctx, "w")
+	require.NoError(t, err)
+	require.Equal(t, "a", store.State("w").CurrentNode)
+}
+
+// R2.5 / R8.7: a hook's skip is recorded — in the node's record and in the
+// event log — and graph.parked names the hook that waits.
+func TestHookSkipsAreRecordedAndParkedNamesTheWaitingHook(t *testing.T) {
+	reg := graphtest.Registry(map[string]graph.Hook{
+		"nothing-to-do": graphtest.Returning(graph.Skip("no artifact declared")),
+		"approve":       graphtest.Returning(graph.Wait("no authorized feedback yet")),
+		"entry-skip":    graphtest.Returning(graph.Skip("")),
+	})
+	g := graphtest.NewGraph("r25").
+		Node(graph.NodeSpec{ID: "a", Entry: graphtest.Hooks("entry-skip"), Exit: graphtest.Hooks("nothing-to-do", "approve")}).
+		Node(graph.NodeSpec{ID: "b", Terminal: true}).
+		Edge("a", "pass", "b").MustCompile(reg)
+	sink, store := &graphtest.Sink{}, graphtest.NewStore()
+	rt, err := graph.New(g, graph.Options{Store: store, Items: graphtest.NewItems(), Sink: sink})
+	require.NoError(t, err)
+	ctx := context.Background()
+	_, err = rt.Start(ctx, "w")
+	require.NoError(t, err)
+	rep, err := rt.Advance(ctx, "w", nil)
+	require.NoError(t, err)
+	require.Equal(t, "wait", rep.Status)
+
+	st := store.State("w")
+	require.Equal(t, []string{"nothing-to-do"}, st.Record("a").SkippedHooks)
+	require.NotNil(t, st.Parked)
+	require.Equal(t, "approve", st.Parked.Hook)
+
+	fieldsOf := func(e graph.LogEvent) map[string]any {
+		m := map[string]any{}
+		for _, f := range e.Fields {
+			if f.Key != "work_item" && f.Key != "seq" {
+				m[f.Key] = f.Value
+			}
+		}
+		return m
+	}
+	var skipped []map[string]any
+	var parked map[string]any
+	for _, e := range sink.Events() {
+		switch e.Name {
+		case "graph.hook_skipped":
+			skipped = append(skipped, fieldsOf(e))
+		case "graph.parked":
+			parked = fieldsOf(e)
+		}
+	}
+	require.Equal(t, []map[string]any{
+		{"node": "a", "boundary": "entry", "hook": "entry-skip"},
+		{"node": "a", "boundary": "exit", "hook": "nothing-to-do"},
+	}, skipped)
+	require.Equal(t, map[string]any{"node": "a", "hook": "approve"}, parked)
 }

@@ -86,6 +86,10 @@ type NodeRecord struct {
 	// visit ("" after entering).
 	LastBlock string `json:"lastBlock"`
 	Forced    bool   `json:"forced"`
+	// SkippedHooks are the hooks that reported skip in the latest live
+	// evaluation of the node's exit chain, in chain order (R2.5: a skip
+	// is recorded, not only passed over).
+	SkippedHooks []string `json:"skippedHooks,omitempty"`
 }
 
 // Decision is a recorded human decision: a gate verdict or a selection. It
@@ -137,6 +141,9 @@ type Parked struct {
 	// Escalated is set when the node escalated; only a new event, a force,
 	// or a fix that makes its exit chain stop blocking moves it on.
 	Escalated bool `json:"escalated,omitempty"`
+	// Hook names the hook that stopped the chain (the one waiting for a
+	// human, or the blocking one), when one did.
+	Hook string `json:"hook,omitempty"`
 }
 
 // Completion records the latest completion claim of a node.

@@ -99,7 +99,7 @@ func validateArtifacts(_ context.Context, hc *graph.HookContext) graph.HookResul
 
 	own := resolveSlots(a, hc.Node.Produces)
 	slots := append(own[:len(own):len(own)], resolveSlots(a, entries(p["validates"]))...)
-	checks := p.Bool("locked") || p.Has("frontMatter") || p.Has("sections") || p.Has("checkmarks")
+	checks := p.Bool("locked") || p.Has("frontMatter") || p.Has("sections") || p.Has("checkmarks") || p.Bool("reviewed")
 	if len(slots) == 0 {
 		if checks {
 			r := graph.Block(graph.Finding("this node gates on artifact content but names no artifact to read it from — the graph must declare `produces:` on the node or `validates:` on this hook entry", hc.WorkItem.SpecDir))
@@ -186,6 +186,16 @@ func validateArtifacts(_ context.Context, hc *graph.HookContext) graph.HookResul
 				findings = append(findings, graph.Finding("required section is missing: "+title, path))
 			case sec.Content == "":
 				findings = append(findings, graph.Finding("required section is empty: "+title, path))
+			}
+		}
+		// R5.2: an artifact that passed its gate (locked: status approved)
+		// carries the review that passed it; a lost review is a finding.
+		if p.Bool("reviewed") && strings.TrimSpace(fmString(fm["status"])) == "approved" {
+			switch sec, ok := doc.section(reviewCommentsSection); {
+			case !ok:
+				findings = append(findings, graph.Finding("artifact passed its gate but has no ## "+reviewCommentsSection+" section — the review that approved it was lost", path))
+			case sec.Content == "":
+				findings = append(findings, graph.Finding("artifact passed its gate but its ## "+reviewCommentsSection+" section is empty — the review that approved it was lost", path))
 			}
 		}
 		if p.String("checkmarks") == "complete" {
@@ -441,3 +451,7 @@ func lintStructure(text string) []string {
 	}
 	return out
 }
+
+// reviewCommentsSection is the heading record-feedback appends reviews
+// under and validate-artifacts' `reviewed` requires (R5.2).
+const reviewCommentsSection = "Review comments"

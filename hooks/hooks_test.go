@@ -119,6 +119,12 @@ func TestValidateArtifacts(t *testing.T) {
 		{"planned absence of a skipped node's artifact", "draft", nil, false, graph.Values{"validates": "testing-plan.md", "sections": []any{"Verification results"}}, []string{"testing-plan.md"}, graph.StatusSkip, []string{"artifact(s) authored by a declared-skipped node; absence is planned"}},
 		{"onlyWhenSkipped dormant when not skipped", "complete", nil, false, graph.Values{"onlyWhenSkipped": "testing-plan.md", "validates": "execution-log.md", "sections": []any{"Verification results"}}, nil, graph.StatusSkip, []string{"testing-plan.md was not declared skipped"}},
 		{"onlyWhenSkipped applies when skipped and absent", "complete", nil, false, graph.Values{"onlyWhenSkipped": "testing-plan.md", "validates": "execution-log.md", "sections": []any{"Verification results"}}, []string{"testing-plan.md"}, graph.StatusBlock, []string{"required section is missing: Verification results (docs/specs/issue-9/execution-log.md)"}},
+		// R5.2: an artifact that passed its gate carries its review.
+		{"reviewed: approved without review comments blocks", "complete", []string{"design.md"}, false, graph.Values{"reviewed": true}, nil, graph.StatusBlock, []string{"artifact passed its gate but has no ## Review comments section — the review that approved it was lost (docs/specs/issue-9/design.md)"}},
+		{"reviewed: empty review comments blocks", "", []string{"empty-review.md"}, false, graph.Values{"reviewed": true}, nil, graph.StatusBlock, []string{"artifact passed its gate but its ## Review comments section is empty — the review that approved it was lost (docs/specs/issue-9/empty-review.md)"}},
+		{"reviewed: approved with its review passes", "", []string{"reviewed.md"}, false, graph.Values{"reviewed": true}, nil, graph.StatusPass, nil},
+		{"reviewed: a draft has not passed a gate yet", "draft", []string{"design.md"}, false, graph.Values{"reviewed": true}, nil, graph.StatusPass, nil},
+		{"without reviewed an approved artifact needs no review (v11)", "complete", []string{"design.md"}, false, nil, nil, graph.StatusPass, nil},
 		{"front matter values", "complete", []string{"requirements.md"}, false, graph.Values{"frontMatter": map[string]any{"riskTier": 2, "status": "draft"}}, nil, graph.StatusBlock, []string{`front-matter status: expected "draft", found "approved" (docs/specs/issue-9/requirements.md)`}},
 	}
 	for _, tc := range cases {
@@ -126,6 +132,8 @@ func TestValidateArtifacts(t *testing.T) {
 			node := &graph.Node{ID: "n", Produces: tc.produces, Optional: tc.optional}
 			a := specFolder(t, tc.folder)
 			a.Set("log.md", "# Log\n\n## Pull requests\n\n#7 — CSV export\n")
+			a.Set("reviewed.md", "---\nstatus: approved\n---\n# R\n\n## Review comments\n\n### 2026-01-02 — approved\n\n**@dana** wrote:\n\nship it\n")
+			a.Set("empty-review.md", "---\nstatus: approved\n---\n# R\n\n## Review comments\n\n")
 			hc := ctxFor(a, node)
 			for _, s := range tc.skipped {
 				hc.SkippedArtifacts[s] = true

@@ -12,15 +12,18 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/theloop-dev/theloop/graph"
+	"github.com/theloop-dev/theloop/internal/run"
 	"github.com/theloop-dev/theloop/loop"
 )
 
 type checkOptions struct {
-	IO        IOStreams
-	Factory   *Factory
-	Repo      repoFlags
-	ID        string
-	All       bool
+	IO      IOStreams
+	Factory *Factory
+	Repo    repoFlags
+	ID      string
+	All     bool
+	// Changed is the base revision of --changed.
+	Changed   string
 	Recompute bool
 	Format    string
 	FailOn    string
@@ -42,6 +45,13 @@ decisions alone. The Stop hook and CI always use it.
 The repository is found from the current directory upwards, as git finds it
 (--repo overrides). --all with no work items fails: CI never passes on nothing.
 
+--changed BASE checks every work item whose spec directory has a file that
+differs between BASE and HEAD (git diff BASE...HEAD: what a pull request
+changed). It fails when the diff cannot be computed (no git, not a
+repository, an unknown revision — fetch the base first); a pull request that
+touches no work item passes with a note. A deleted work item is reported and
+not checked.
+
 Recorded decisions count only when signed by a trusted key once a trust anchor
 is given (--trust-key, $THE_LOOP_TRUST_KEYS, or --trust-base REV to read the
 base branch's .the-loop/trusted-keys); a refused decision blocks its gate and
@@ -53,16 +63,18 @@ no repository; 2 bad usage.
 Examples:
    loopctl check issue-42 --recompute
    loopctl check issue-42 --recompute --fail-on block --format json   # CI
-   loopctl check --all --recompute`,
+   loopctl check --all --recompute
+   loopctl check --changed origin/main --recompute --fail-on block   # a pull request`,
 		Flags: append(append(repoFlagDefs(true),
 			&cli.BoolFlag{Name: "all", Usage: "check every work item under the spec directory"},
+			&cli.StringFlag{Name: "changed", Usage: "check every work item whose spec directory changed between `BASE` and HEAD (git diff BASE...HEAD)"},
 			&cli.BoolFlag{Name: "recompute", Usage: "derive the current node from the artifacts, ignoring graph-state.json's pointer"},
 			&cli.StringFlag{Name: "format", Value: "table", Usage: "table or json"},
 			&cli.StringFlag{Name: "fail-on", Value: "unmet", Usage: "unmet: fail unless every node up to the current one is satisfied; block: fail only on a block at or before the current node"},
 			trustFlagDefs()[0], trustFlagDefs()[1],
 		), outputFlags()...),
 		Action: func(c *cli.Context) error {
-			opts := &checkOptions{IO: f.IO, Factory: f, Repo: readRepoFlags(c), ID: c.Args().First(), All: c.Bool("all"),
+			opts := &checkOptions{IO: f.IO, Factory: f, Repo: readRepoFlags(c), ID: c.Args().First(), All: c.Bool("all"), Changed: c.String("changed"),
 				Recompute: c.Bool("recompute"), Format: c.String("format"), FailOn: c.String("fail-on")}
 			var err error
 			if opts.Output, err = readOutput(c, "check", &opts.Format); err != nil {
@@ -71,11 +83,20 @@ Examples:
 			if c.NArg() > 1 {
 				return failWith(exitRefused, "loopctl check: one work item at a time (or --all); got %s", strings.Join(c.Args().Slice(), " "))
 			}
-			if opts.ID == "" && !opts.All {
-				return failWith(exitRefused, "loopctl check: name a work item (e.g. issue-42) or pass --all")
+			if c.IsSet("changed") && strings.TrimSpace(opts.Changed) == "" {
+				return failWith(exitRefused, "loopctl check: --changed needs a base revision, e.g. --changed origin/main")
 			}
-			if opts.ID != "" && opts.All {
-				return failWith(exitRefused, "loopctl check: pass a work item or --all, not both")
+			picked := 0
+			for _, on := range []bool{opts.ID != "", opts.All, opts.Changed != ""} {
+				if on {
+					picked++
+				}
+			}
+			if picked == 0 {
+				return failWith(exitRefused, "loopctl check: name a work item (e.g. issue-42), or pass --all or --changed BASE")
+			}
+			if picked > 1 {
+				return failWith(exitRefused, "loopctl check: pass one of a work item, --all or --changed BASE")
 			}
 			switch opts.Format {
 			case "table", "json":
@@ -124,7 +145,33 @@ func runCheck(ctx context.Context, opts *checkOptions) error {
 		return err
 	}
 	ids := []string{opts.ID}
-	if opts.All {
+	many := opts.All || opts.Changed != ""
+	if opts.Changed != "" {
+		changed, err := repo.ChangedWorkItems(ctx, run.Exec{}, opts.Changed)
+		if err != nil {
+			if opts.Format == "json" {
+				_ = opts.Output.write(opts.IO.Out, []*graph.Report{})
+			}
+			// Fail closed: CI must never pass on a diff it could not read.
+			return failWith(exitFailed, "loopctl check --changed: %v; nothing was checked", err)
+		}
+		for _, id := range changed.Deleted {
+			fmt.Fprintf(opts.IO.ErrOut, "note: work item %s was deleted between %s and HEAD; it is not checked\n", id, opts.Changed)
+		}
+		ids = changed.Present
+		if len(ids) == 0 {
+			if opts.Format == "json" {
+				return opts.Output.write(opts.IO.Out, []*graph.Report{})
+			}
+			fmt.Fprintf(opts.IO.Out, "no work item under %s changed between %s and HEAD; nothing to check\n", repo.SpecRoot(), opts.Changed)
+			return nil
+		}
+		for _, id := range ids {
+			if err := repo.RequireWorkItem(id); err != nil {
+				return workItemError(err)
+			}
+		}
+	} else if opts.All {
 		if ids, err = repo.WorkItems(); err != nil {
 			return err
 		}
@@ -167,13 +214,13 @@ func runCheck(ctx context.Context, opts *checkOptions) error {
 	}
 	if opts.Format == "json" {
 		var v any = reports[0]
-		if opts.All {
+		if many {
 			v = reports
 		}
 		if err := opts.Output.write(opts.IO.Out, v); err != nil {
 			return err
 		}
-	} else if opts.All {
+	} else if many {
 		writeSummary(opts.IO.Out, reports, opts.FailOn)
 	} else {
 		writeReport(opts.IO.Out, reports[0], loopName, opts.Recompute)

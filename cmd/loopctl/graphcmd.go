@@ -665,6 +665,28 @@ type hookInfo struct {
 	Summary string   `json:"summary"`
 	Needs   []string `json:"needs"`
 	UsedBy  []string `json:"usedBy"`
+	// Params are the declared `with:` parameters (null when the hook has
+	// not declared them, [] when it takes none).
+	Params []graph.Param `json:"params"`
+}
+
+// paramsCell renders declared parameters as "name:type" (required ones
+// marked "!"), "-" for none and "?" when the hook declares nothing.
+func paramsCell(ps []graph.Param) string {
+	if ps == nil {
+		return "?"
+	}
+	if len(ps) == 0 {
+		return "-"
+	}
+	cells := make([]string, len(ps))
+	for i, p := range ps {
+		cells[i] = p.Name + ":" + string(p.Type)
+		if p.Required {
+			cells[i] += "!"
+		}
+	}
+	return strings.Join(cells, ", ")
 }
 
 func runHooks(opts *showOptions) error {
@@ -704,14 +726,14 @@ func runHooks(opts *showOptions) error {
 		for i, op := range spec.Needs {
 			needs[i] = string(op)
 		}
-		infos = append(infos, hookInfo{Name: spec.Name, Summary: spec.Summary, Needs: needs, UsedBy: append([]string{}, used[spec.Name]...)})
+		infos = append(infos, hookInfo{Name: spec.Name, Summary: spec.Summary, Needs: needs, UsedBy: append([]string{}, used[spec.Name]...), Params: spec.Params})
 	}
 	sort.Slice(infos, func(i, j int) bool { return infos[i].Name < infos[j].Name })
 	if opts.Format == "json" {
 		return opts.Output.write(opts.Factory.IO.Out, infos)
 	}
 	tw := tabwriter.NewWriter(opts.Factory.IO.Out, 2, 4, 2, ' ', 0)
-	fmt.Fprintf(tw, "HOOK\tNEEDS\tUSED IN %s\tWHAT IT CHECKS OR DOES\n", g.Name)
+	fmt.Fprintf(tw, "HOOK\tNEEDS\tUSED IN %s\tPARAMETERS (! required)\tWHAT IT CHECKS OR DOES\n", g.Name)
 	for _, h := range infos {
 		needs := strings.Join(h.Needs, ", ")
 		if needs == "" {
@@ -721,7 +743,7 @@ func runHooks(opts *showOptions) error {
 		if len(h.UsedBy) == 0 {
 			usedBy = "-"
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", h.Name, needs, usedBy, h.Summary)
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", h.Name, needs, usedBy, paramsCell(h.Params), h.Summary)
 	}
 	return tw.Flush()
 }

@@ -171,6 +171,9 @@ func TestGraphCompleteEnvelopeAndForceRefusals(t *testing.T) {
 	require.Equal(t, exitOK, Main([]string{"loopctl", "graph", "complete", "issue-42"}, f))
 	var claim graph.Claim
 	require.NoError(t, json.Unmarshal(io.out.Bytes(), &claim))
+	// issue-42 holds requirements.md but no graph-state.json: a claim on an
+	// item that never started is refused (only the report reconstructs the
+	// state, R8.3).
 	require.Equal(t, graph.StepRefused, claim.Status)
 	require.Equal(t, "not-started", claim.Reason)
 
@@ -246,6 +249,26 @@ func TestGraphShowFormats(t *testing.T) {
 	require.Equal(t, exitOK, Main([]string{"loopctl", "graph", "hooks"}, f))
 	require.Contains(t, io.out.String(), "set-phase-label")
 	require.Contains(t, io.out.String(), "github.set-labels")
+	require.Contains(t, io.out.String(), "sections:strings, checkmarks:string")
+	require.Contains(t, io.out.String(), "tool:string!")
+	io.out.Reset()
+	require.Equal(t, exitOK, Main([]string{"loopctl", "graph", "hooks", "--format", "json"}, f))
+	var hooksOut []struct {
+		Name   string `json:"name"`
+		Params []struct {
+			Name     string `json:"name"`
+			Type     string `json:"type"`
+			Required bool   `json:"required"`
+		} `json:"params"`
+	}
+	require.NoError(t, json.Unmarshal(io.out.Bytes(), &hooksOut))
+	for _, h := range hooksOut {
+		if h.Name == "mcp-call" {
+			require.Equal(t, "tool", h.Params[0].Name)
+			require.Equal(t, "string", h.Params[0].Type)
+			require.True(t, h.Params[0].Required)
+		}
+	}
 }
 
 // `check --format json` agrees with the-loop v11.2 for every conformance work

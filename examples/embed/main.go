@@ -70,8 +70,9 @@ func approve(_ context.Context, hc *graph.HookContext) graph.HookResult {
 
 func run(out io.Writer) error {
 	reg := graph.NewRegistry()
-	reg.Register(graph.HookSpec{Name: "has-heading", Run: hasHeading, Summary: "the artifact has a ## heading"})
-	reg.Register(graph.HookSpec{Name: "approve", Run: approve, Summary: "a release manager approved"})
+	reg.Register(graph.HookSpec{Name: "has-heading", Run: hasHeading, Summary: "the artifact has a ## heading",
+		Params: []graph.Param{{Name: "heading", Type: graph.ParamString, Required: true, Summary: "the heading text, without ##"}}})
+	reg.Register(graph.HookSpec{Name: "approve", Run: approve, Summary: "a release manager approved", Params: graph.NoParams})
 	g, err := graphfile.Load("release-loop.yaml", []byte(releaseLoop), reg)
 	if err != nil {
 		return err

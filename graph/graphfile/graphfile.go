@@ -40,7 +40,10 @@ var (
 
 func compiledSchema() (*gojsonschema.Schema, error) {
 	schemaOnce.Do(func() {
-		schema, schemaErr = gojsonschema.NewSchema(gojsonschema.NewBytesLoader(SchemaJSON))
+		var root map[string]any
+		if root, schemaErr = validationSchema(); schemaErr == nil {
+			schema, schemaErr = gojsonschema.NewSchema(gojsonschema.NewGoLoader(root))
+		}
 	})
 	return schema, schemaErr
 }

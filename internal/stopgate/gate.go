@@ -16,8 +16,11 @@
 // that misses a block; CI (`loopctl check --recompute --fail-on block`) is
 // the closed gate.
 //
-// Boundaries: no network, no subprocess, no writes to the repository. The
-// only files written are the attempt counters, outside the repository.
+// Boundaries: no network, no subprocess, no writes to the repository's
+// tracked files. The only files written are the attempt counters, outside
+// the repository, and one line per decision in the event log the operator's
+// CLI config names — the same file, envelope and path resolution as
+// loopctl's (NFR5: observability identical at dev-time and runtime).
 // Feedback reaching the agent is built from theloop's own text, node ids,
 // hook messages and artifact paths — never from comment bodies.
 package stopgate
@@ -68,6 +71,10 @@ type Options struct {
 	Check func(ctx context.Context, repoRoot, workItem string) (*graph.Report, error)
 	// Timeout bounds the check (0: DefaultTimeout).
 	Timeout time.Duration
+	// Events receives one event per decision taken for a work item in a
+	// repository: gate.blocked or gate.allowed (nil: the event log of the
+	// operator's CLI config, opened for the decision; see EventLogSink).
+	Events graph.Sink
 	// StdinTimeout bounds waiting for the Stop payload (0:
 	// DefaultStdinTimeout). A harness that never closes stdin must not hold
 	// the agent.
@@ -181,6 +188,10 @@ type Verdict struct {
 	// Block keeps the agent working; Reason is what it is told.
 	Block  bool
 	Reason string
+	// Node is the current node the check reported ("" when none ran);
+	// Attempt counts this block (0 when allowing).
+	Node    string
+	Attempt int
 	// Notes go to stderr (for the operator, not the agent).
 	Notes []string
 }
@@ -248,7 +259,7 @@ func Evaluate(ctx context.Context, o Options) (v Verdict) {
 
 func allow(notes ...string) Verdict { return Verdict{Notes: notes} }
 
-func decide(ctx context.Context, o Options, p Payload) Verdict {
+func decide(ctx context.Context, o Options, p Payload) (v Verdict) {
 	// Cursor also fires stop when the user aborted or the agent errored:
 	// there is nothing to finish, and a follow-up would fight the user.
 	if p.Status == "aborted" || p.Status == "error" {
@@ -279,6 +290,9 @@ func decide(ctx context.Context, o Options, p Payload) Verdict {
 	if err != nil {
 		return allow(fmt.Sprintf("%s: %v; letting the agent stop", id, err))
 	}
+	// State first, then the event: the counters are kept by verdict; the
+	// decision is logged once taken, before the harness reads it.
+	defer func() { v.Notes = append(v.Notes, logDecision(o, root, id, v)...) }()
 
 	cctx, cancel := context.WithTimeout(ctx, o.Timeout)
 	defer cancel()
@@ -309,6 +323,9 @@ func Blocking(rep *graph.Report) (graph.NodeReport, bool) {
 
 func verdict(o Options, root, id string, rep *graph.Report) Verdict {
 	v := verdictOf(o, root, id, rep)
+	if rep != nil && v.Node == "" {
+		v.Node = rep.CurrentNode
+	}
 	if rep != nil {
 		for _, w := range rep.Warnings {
 			if w == loop.UnverifiedWarning {
@@ -341,7 +358,7 @@ func verdictOf(o Options, root, id string, rep *graph.Report) Verdict {
 		notes = append(notes, fmt.Sprintf("%s is still blocked at node `%s` after %d attempts; giving up and letting the agent stop (%s raises the limit). Run `loopctl check %s --recompute` to see what is missing.", id, node.Node, limit, MaxAttemptsEnv, id))
 		return Verdict{Notes: notes}
 	}
-	return Verdict{Block: true, Reason: Reason(id, node, n, limit)}
+	return Verdict{Block: true, Reason: Reason(id, node, n, limit), Node: node.Node, Attempt: n}
 }
 
 // Reason limits: the agent needs the findings, not a wall of text.
@@ -432,4 +449,84 @@ func FindRepoRoot(dir string) (string, error) {
 		return "", fmt.Errorf("no git repository at or above %s", abs)
 	}
 	return root, nil
+}
+
+// EventSource is the envelope's source for loop-gate's events.
+const EventSource = "loop-gate"
+
+// Decision event names.
+const (
+	EventBlocked = "gate.blocked"
+	EventAllowed = "gate.allowed"
+)
+
+// maxEventNote bounds the note carried by an allowed event.
+const maxEventNote = 500
+
+// logDecision emits the decision to o.Events, or to the CLI config's event
+// log, and returns notes for stderr when the log cannot be written (the
+// decision stands: a Stop hook fails open).
+func logDecision(o Options, root, id string, v Verdict) []string {
+	sink, closeSink, err := o.Events, func() {}, error(nil)
+	if sink == nil {
+		if sink, closeSink, err = EventLogSink(o.Getenv, root, o.Stderr); err != nil {
+			return []string{"the event log is unavailable: " + err.Error()}
+		}
+	}
+	defer closeSink()
+	if sink == nil {
+		return nil
+	}
+	fields := []graph.Field{{Key: "work_item", Value: id}, {Key: "harness", Value: string(o.Harness)}}
+	if v.Node != "" {
+		fields = append(fields, graph.Field{Key: "node", Value: v.Node})
+	}
+	name, level := EventAllowed, graph.LevelInfo
+	if v.Block {
+		name, level = EventBlocked, graph.LevelWarning
+		fields = append(fields, graph.Field{Key: "attempt", Value: v.Attempt}, graph.Field{Key: "limit", Value: ParseMaxAttempts(o.Getenv(MaxAttemptsEnv))})
+	} else if len(v.Notes) > 0 {
+		fields = append(fields, graph.Field{Key: "note", Value: oneLine(strings.Join(v.Notes, "; "), maxEventNote)})
+	}
+	sink.Emit(graph.LogEvent{Name: name, Level: level, Fields: fields})
+	return nil
+}
+
+// EventLogSink opens the event log the operator's CLI config names for the
+// repository at root, resolved as loopctl resolves it: --config is not
+// available to a Stop hook, so $THE_LOOP_CLI_CONFIG › <root>/.the-loop/
+// cli-config.yaml › ~/.the-loop/cli-config.yaml, and a relative
+// eventLog.path is taken in root. It returns a nil sink when the log is
+// disabled. A failing write is reported to warnings. close must be called
+// when done.
+func EventLogSink(getenv func(string) string, root string, warnings io.Writer) (graph.Sink, func(), error) {
+	nop := func() {}
+	cfg, err := loop.LoadCLIConfig(loop.CLIConfigSource{
+		LookupEnv: func(k string) (string, bool) { v := getenv(k); return v, v != "" },
+		HomeDir: func() (string, error) {
+			if h := getenv("HOME"); h != "" {
+				return h, nil
+			}
+			return "", errors.New("$HOME is not set")
+		},
+		WorkDir: root,
+	})
+	if err != nil {
+		return nil, nop, err
+	}
+	if !cfg.EventLogEnabled || cfg.EventLogPath == "" {
+		return nil, nop, nil
+	}
+	path := cfg.EventLogPath
+	if strings.HasPrefix(path, "~") {
+		return nil, nop, fmt.Errorf("eventLog.path %s names the home directory but $HOME is not set", path)
+	}
+	if !filepath.IsAbs(path) {
+		path = filepath.Join(root, path)
+	}
+	el, err := loop.OpenEventLog(path, EventSource, loop.EventLogOptions{Warnings: warnings})
+	if err != nil {
+		return nil, nop, err
+	}
+	return el, func() { _ = el.Close() }, nil
 }

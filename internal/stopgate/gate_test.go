@@ -13,6 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/theloop-dev/theloop/graph"
+	"github.com/theloop-dev/theloop/graph/graphtest"
 )
 
 func TestParseMaxAttempts(t *testing.T) {
@@ -262,4 +263,42 @@ func TestFindRepoRoot(t *testing.T) {
 
 	_, err = FindRepoRoot(filepath.Join(root, "missing"))
 	require.ErrorContains(t, err, "does not exist")
+}
+
+// NFR5: every decision taken for a work item in a repository is one event,
+// emitted to the injected sink; a stop with no work item logs nothing.
+func TestDecisionsAreEmitted(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		rep    *graph.Report
+		event  string
+		fields map[string]any
+	}{
+		{"block", report("design", "block", "missing: x (a.md)"), EventBlocked, map[string]any{"work_item": "issue-9", "node": "design", "attempt": 1, "limit": 3, "harness": "claude"}},
+		{"human gate", report("design-approval", "wait"), EventAllowed, map[string]any{"work_item": "issue-9", "node": "design-approval", "harness": "claude"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			o, _ := options(t, func(context.Context, string, string) (*graph.Report, error) { return tc.rep, nil })
+			sink := &graphtest.Sink{}
+			o.Events = sink
+			Run(context.Background(), o)
+			evs := sink.Events()
+			require.Len(t, evs, 1)
+			require.Equal(t, tc.event, evs[0].Name)
+			got := map[string]any{}
+			for _, f := range evs[0].Fields {
+				got[f.Key] = f.Value
+			}
+			require.Equal(t, tc.fields, got)
+		})
+	}
+	t.Run("no work item: nothing to log", func(t *testing.T) {
+		o, _ := options(t, nil)
+		o.Getenv = func(string) string { return "" }
+		o.Lookup = func(string) (Session, error) { return Session{}, nil }
+		sink := &graphtest.Sink{}
+		o.Events = sink
+		Run(context.Background(), o)
+		require.Empty(t, sink.Events())
+	})
 }

@@ -161,6 +161,22 @@ func TestDemoAsksAtEachGate(t *testing.T) {
 	require.True(t, os.IsNotExist(statErr), "without --keep the directory is removed")
 }
 
+// TestDemoWithoutTerminalTakesNo: with nobody to answer (`loopd demo <
+// /dev/null`), the first gate is not approved, the demo says why and how to
+// approve, and it ends instead of waiting.
+func TestDemoWithoutTerminalTakesNo(t *testing.T) {
+	requireTools(t)
+	var out syncBuffer
+	opts := options(t, &out)
+	opts.In = strings.NewReader("")
+	res, err := demo.Run(context.Background(), opts)
+	require.ErrorIs(t, err, demo.ErrNotApproved, out.String())
+	require.Empty(t, res.Gates)
+	require.Equal(t, "requirements-approval", res.Node)
+	require.Contains(t, out.String(), "Approve as dana? [y/N] (no answer: the input ended — taken as no; `loopd demo --yes` approves every gate)")
+	require.Contains(t, out.String(), "Run `loopd demo --yes` to see the rest of the loop.")
+}
+
 func TestDemoNeedsTmuxAndGit(t *testing.T) {
 	opts := options(t, &syncBuffer{})
 	opts.Path = t.TempDir() // neither tmux nor git

@@ -188,6 +188,11 @@ func (d *Dispatcher) Run(ctx context.Context) (err error) {
 	defer lease.Release()
 	cons, err := d.q.Consume(ctx)
 	if err != nil {
+		if ctx.Err() != nil {
+			// Stopped before the first fetch: nothing was handed out, so
+			// nothing is left to drain — a clean stop, as above.
+			return nil
+		}
 		return err
 	}
 	hctx, hcancel := context.WithCancel(context.WithoutCancel(ctx))

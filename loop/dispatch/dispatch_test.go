@@ -377,3 +377,22 @@ func TestStandbyTakesOverTheLease(t *testing.T) {
 	bcancel()
 	require.NoError(t, <-bdone)
 }
+
+// A dispatcher stopped right after it starts — while it takes its lease or
+// creates its consumer — stops cleanly: nothing was handed out, so nothing
+// is an error (loopd stopped right after it became ready used to exit 1
+// with "queue: consumer: context canceled").
+func TestStopDuringStartIsClean(t *testing.T) {
+	q := openQueue(t, t.TempDir())
+	rec := &recorder{seen: map[int][]string{}, perItem: map[int]*atomic.Int32{}}
+	for i := range 40 {
+		d, err := dispatch.New(q, rec, dispatch.Config{Parallelism: 1})
+		require.NoError(t, err)
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan error, 1)
+		go func() { done <- d.Run(ctx) }()
+		time.Sleep(time.Duration(i%8) * 250 * time.Microsecond)
+		cancel()
+		require.NoError(t, <-done, "stop %d after %v", i, time.Duration(i%8)*250*time.Microsecond)
+	}
+}

@@ -171,6 +171,7 @@ integrations:
       baseUrl: %s
 `, state, addr.Port, filepath.Join(base, "ws"), sim.URL())), 0o600))
 
+	runs := 0
 	start := func() *exec.Cmd {
 		cmd := exec.Command(bin, "run", "--config", cfgPath)
 		cmd.Dir = base
@@ -187,16 +188,23 @@ integrations:
 			}
 			t.Logf("loopd output:\n%s", logb.String())
 		})
+		// Webhooks are taken (and kept) as soon as /healthz answers; the
+		// daemon is ready once it has logged daemon.started, which the
+		// count below relies on.
+		runs++
 		deadline := time.Now().Add(30 * time.Second)
 		for {
 			resp, err := http.Get(fmt.Sprintf("http://127.0.0.1:%d/healthz", addr.Port))
 			if err == nil {
 				resp.Body.Close()
 				if resp.StatusCode == http.StatusOK {
-					return cmd
+					starts, _ := loop.ReadEvents(filepath.Join(state, "logs", "events.jsonl"), loop.EventQuery{Event: "daemon.started"})
+					if len(starts) == runs {
+						return cmd
+					}
 				}
 			}
-			require.True(t, time.Now().Before(deadline), "loopd did not answer /healthz")
+			require.True(t, time.Now().Before(deadline), "loopd did not answer /healthz and log daemon.started")
 			time.Sleep(20 * time.Millisecond)
 		}
 	}

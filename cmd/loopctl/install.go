@@ -93,21 +93,8 @@ Examples:
 			}
 			opts := &installOptions{IO: f.IO, Factory: f, Harness: c.String("harness"), Scope: c.String("scope"),
 				DryRun: c.Bool("dry-run"), Command: c.String("command"), CommandSet: c.IsSet("command"), Repo: c.String("repo")}
-			switch opts.Harness {
-			case harnessClaude, harnessCursor:
-			default:
-				return failWith(exitRefused, "loopctl install: --harness must be claude or cursor, not %q", opts.Harness)
-			}
-			switch opts.Scope {
-			case scopeUser, scopeProject:
-			default:
-				return failWith(exitRefused, "loopctl install: --scope must be user or project, not %q", opts.Scope)
-			}
-			if strings.TrimSpace(opts.Command) == "" || strings.ContainsAny(opts.Command, "\x00\r\n") {
-				return failWith(exitRefused, "loopctl install: --command must name the loop-gate program on one line, e.g. /usr/local/bin/loop-gate")
-			}
-			if opts.Repo != "" && opts.Scope != scopeProject {
-				return failWith(exitRefused, "loopctl install: --repo only applies to --scope project")
+			if err := opts.checkFlags("install", true); err != nil {
+				return err
 			}
 			if runF != nil {
 				return runF(opts)
@@ -115,6 +102,29 @@ Examples:
 			return runInstall(opts)
 		},
 	}
+}
+
+// checkFlags refuses (exit 2) what `loopctl VERB` cannot use: a harness
+// or scope it does not know, a --command that is not one line (when
+// command), --repo without --scope project.
+func (o *installOptions) checkFlags(verb string, command bool) error {
+	switch o.Harness {
+	case harnessClaude, harnessCursor:
+	default:
+		return failWith(exitRefused, "loopctl %s: --harness must be claude or cursor, not %q", verb, o.Harness)
+	}
+	switch o.Scope {
+	case scopeUser, scopeProject:
+	default:
+		return failWith(exitRefused, "loopctl %s: --scope must be user or project, not %q", verb, o.Scope)
+	}
+	if command && (strings.TrimSpace(o.Command) == "" || strings.ContainsAny(o.Command, "\x00\r\n")) {
+		return failWith(exitRefused, "loopctl %s: --command must name the loop-gate program on one line, e.g. /usr/local/bin/loop-gate", verb)
+	}
+	if o.Repo != "" && o.Scope != scopeProject {
+		return failWith(exitRefused, "loopctl %s: --repo only applies to --scope project", verb)
+	}
+	return nil
 }
 
 // runInstallStopHook registers loop-gate in the harness's hook file

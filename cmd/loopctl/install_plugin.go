@@ -147,6 +147,26 @@ func (o *installOptions) registerWithClaude(dir string, upgraded bool) {
 		fmt.Fprintln(o.IO.Out, "Claude Code picks the plugin up from the settings when a session starts; restart running sessions.")
 		return
 	}
+	steps := [][]string{
+		{"plugin", "marketplace", "add", dir, "--scope", o.Scope},
+		{"plugin", "install", plugin.ID, "--scope", o.Scope},
+	}
+	if upgraded {
+		steps = append(steps, []string{"plugin", "update", plugin.ID, "--scope", o.Scope})
+	}
+	for _, args := range steps {
+		if err := o.runClaude(claude, args); err != nil {
+			fmt.Fprintf(o.IO.ErrOut, "warning: claude %s: %v (the settings are written; Claude Code installs the plugin when a session starts)\n", strings.Join(args, " "), err)
+			return
+		}
+	}
+	fmt.Fprintf(o.IO.Out, "claude: %s installed (%s scope); restart running sessions to load it.\n", plugin.ID, o.Scope)
+}
+
+// runClaude runs one step of the claude CLI (at most 60 s) with the
+// operator's home and Claude config directory, in the project for --scope
+// project.
+func (o *installOptions) runClaude(claude string, args []string) error {
 	home, _ := o.Factory.HomeDir()
 	cmdDir := ""
 	if o.Scope == scopeProject {
@@ -156,24 +176,11 @@ func (o *installOptions) registerWithClaude(dir string, upgraded bool) {
 	if runner == nil {
 		runner = run.Exec{}
 	}
-	steps := [][]string{
-		{"plugin", "marketplace", "add", dir, "--scope", o.Scope},
-		{"plugin", "install", plugin.ID, "--scope", o.Scope},
-	}
-	if upgraded {
-		steps = append(steps, []string{"plugin", "update", plugin.ID, "--scope", o.Scope})
-	}
-	for _, args := range steps {
-		ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-		_, err := runner.Run(ctx, run.Cmd{Name: claude, Args: args, Dir: cmdDir,
-			Env: []string{"HOME=" + home, "CLAUDE_CONFIG_DIR=" + filepath.Join(home, ".claude")}})
-		cancel()
-		if err != nil {
-			fmt.Fprintf(o.IO.ErrOut, "warning: claude %s: %v (the settings are written; Claude Code installs the plugin when a session starts)\n", strings.Join(args, " "), err)
-			return
-		}
-	}
-	fmt.Fprintf(o.IO.Out, "claude: %s installed (%s scope); restart running sessions to load it.\n", plugin.ID, o.Scope)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	_, err := runner.Run(ctx, run.Cmd{Name: claude, Args: args, Dir: cmdDir,
+		Env: []string{"HOME=" + home, "CLAUDE_CONFIG_DIR=" + filepath.Join(home, ".claude")}})
+	return err
 }
 
 func mustSettingsPath(o *installOptions) string {
@@ -477,14 +484,8 @@ Examples:
 				return failWith(exitRefused, "loopctl uninstall: takes no arguments; got %s", strings.Join(c.Args().Slice(), " "))
 			}
 			opts := &installOptions{IO: f.IO, Factory: f, Harness: c.String("harness"), Scope: c.String("scope"), DryRun: c.Bool("dry-run"), Repo: c.String("repo")}
-			if opts.Harness != harnessClaude && opts.Harness != harnessCursor {
-				return failWith(exitRefused, "loopctl uninstall: --harness must be claude or cursor, not %q", opts.Harness)
-			}
-			if opts.Scope != scopeUser && opts.Scope != scopeProject {
-				return failWith(exitRefused, "loopctl uninstall: --scope must be user or project, not %q", opts.Scope)
-			}
-			if opts.Repo != "" && opts.Scope != scopeProject {
-				return failWith(exitRefused, "loopctl uninstall: --repo only applies to --scope project")
+			if err := opts.checkFlags("uninstall", false); err != nil {
+				return err
 			}
 			if runF != nil {
 				return runF(opts)
@@ -600,24 +601,11 @@ func (o *installOptions) unregisterWithClaude() bool {
 	if claude == "" {
 		return false
 	}
-	home, _ := o.Factory.HomeDir()
-	cmdDir := ""
-	if o.Scope == scopeProject {
-		cmdDir = filepath.Dir(filepath.Dir(mustSettingsPath(o)))
-	}
-	runner := o.Runner
-	if runner == nil {
-		runner = run.Exec{}
-	}
 	for _, args := range [][]string{
 		{"plugin", "uninstall", plugin.ID, "--scope", o.Scope},
 		{"plugin", "marketplace", "remove", plugin.MarketplaceName, "--scope", o.Scope},
 	} {
-		ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-		_, err := runner.Run(ctx, run.Cmd{Name: claude, Args: args, Dir: cmdDir,
-			Env: []string{"HOME=" + home, "CLAUDE_CONFIG_DIR=" + filepath.Join(home, ".claude")}})
-		cancel()
-		if err != nil {
+		if err := o.runClaude(claude, args); err != nil {
 			fmt.Fprintf(o.IO.ErrOut, "note: claude %s: %v\n", strings.Join(args, " "), err)
 		}
 	}

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"path/filepath"
 	"strings"
 
 	"github.com/urfave/cli/v2"
@@ -126,24 +125,22 @@ func (f *Factory) rootHere() string {
 // looked up in root (the repository), and relative state and event-log
 // paths are taken relative to root, never to the working directory.
 func (f *Factory) cliConfig(path, root string) (loop.CLIConfig, error) {
-	cfg, err := loop.LoadCLIConfig(loop.CLIConfigSource{
+	cfg, err := loop.ResolveCLIConfig(f.cliConfigSource(path, root), root)
+	if err != nil {
+		return cfg, failWith(exitRefused, "loopctl: %v", err)
+	}
+	return cfg, nil
+}
+
+// cliConfigSource is where --config PATH, the environment and the home
+// directory put the CLI config, looked up from root.
+func (f *Factory) cliConfigSource(path, root string) loop.CLIConfigSource {
+	return loop.CLIConfigSource{
 		Path:      path,
 		LookupEnv: func(k string) (string, bool) { v := f.Getenv(k); return v, v != "" },
 		HomeDir:   f.HomeDir,
 		WorkDir:   root,
-	})
-	if err != nil {
-		return cfg, failWith(exitRefused, "loopctl: %v", err)
 	}
-	if root != "" {
-		if cfg.EventLogPath != "" && !filepath.IsAbs(cfg.EventLogPath) {
-			cfg.EventLogPath = filepath.Join(root, cfg.EventLogPath)
-		}
-		if cfg.StateRoot != "" && !filepath.IsAbs(cfg.StateRoot) {
-			cfg.StateRoot = filepath.Join(root, cfg.StateRoot)
-		}
-	}
-	return cfg, nil
 }
 
 // openCheck opens a runtime for pure evaluation: no CLI config, no
@@ -229,83 +226,42 @@ func (f *Factory) openLive(rf repoFlags, workItem string) (*live, error) {
 }
 
 // openLiveWith is openLive; create lets a work item without a spec
-// directory through (an explicit start: graph run --create).
+// directory through (an explicit start: graph run --create). It is
+// loop.OpenLive with the flags, the Factory's world, and loopctl's exit
+// codes.
 func (f *Factory) openLiveWith(rf repoFlags, workItem string, create bool) (*live, error) {
 	root, err := f.repoRoot(rf)
 	if err != nil {
 		return nil, err
 	}
-	cfg, err := f.cliConfig(rf.Config, root)
-	if err != nil {
-		return nil, err
-	}
-	// Every refusal comes before the first write (the event log's
-	// directory): a typo must leave the repository as it was.
-	repo, err := loop.OpenRepo(root, cfg.GraphSpecDir)
-	if err != nil {
-		return nil, err
-	}
-	if create {
-		err = loop.ValidateWorkItemID(workItem)
-	} else {
-		err = repo.RequireWorkItem(workItem)
-	}
-	if err != nil {
-		return nil, workItemError(err)
-	}
-	g, err := f.graphFlag(rf)
-	if err != nil {
-		return nil, err
-	}
-	l := &live{cfg: cfg, close: func() {}, warnings: append([]string{}, cfg.Warnings...)}
-	verifier, err := f.verifier(context.Background(), f.withTrustEnv(rf.Trust, root), true)
-	if err != nil {
-		return nil, err
-	}
-	signer, warning := f.operatorSigner(cfg)
-	if warning != "" {
-		l.warnings = append(l.warnings, warning)
-	}
-	var sink graph.Sink
-	if cfg.EventLogEnabled && cfg.EventLogPath != "" {
-		el, err := loop.OpenEventLog(cfg.EventLogPath, "cli", loop.EventLogOptions{Clock: f.Clock, Warnings: f.IO.ErrOut})
-		if err != nil {
-			l.warnings = append(l.warnings, "the event log is unavailable: "+err.Error())
-		} else {
-			sink = el
-			l.close = func() { el.Close() }
-		}
-	}
-	var integ graph.Integrations
-	if f.Integrations != nil {
-		i, warns, err := f.Integrations(&cfg, sink)
-		if err != nil {
-			l.close()
-			return nil, err
-		}
-		integ = i
-		l.warnings = append(l.warnings, warns...)
-	}
-	rt, err := repo.Runtime(loop.Options{
-		Graph: g, WorkItem: workItem, PR: rf.PR, PRRepo: rf.PRRepo,
-		AuthorizedUsers: cfg.AuthorizedUsers, ExecuteKeyword: cfg.ExecuteKeyword, SessionPerPr: cfg.SessionPerPr,
-		Integrations: integ, Commands: loop.Commands{Runner: run.Exec{}, Root: repo.Root},
-		Sink: sink, Clock: f.Clock, DecisionVerifier: verifier, DecisionSigner: signer,
-		Warn: func(w string) { l.warnings = append(l.warnings, w) },
+	lr, err := loop.OpenLive(root, loop.LiveOptions{
+		Config:   f.cliConfigSource(rf.Config, root),
+		WorkItem: workItem, Create: create, PR: rf.PR, PRRepo: rf.PRRepo,
+		Clock: f.Clock,
+		Graph: func() (*graph.Graph, error) { return f.graphFlag(rf) },
+		Verifier: func() (graph.DecisionVerifier, error) {
+			return f.verifier(context.Background(), f.withTrustEnv(rf.Trust, root), true)
+		},
+		Signer:       func(cfg loop.CLIConfig) (graph.DecisionSigner, string) { return f.operatorSigner(cfg) },
+		Integrations: f.Integrations,
+		VerifyIntegrations: func(cfg loop.CLIConfig, verr error) ([]string, error) {
+			if err := verifyIntegrations(verr, cfg.Integrations != nil); err != nil {
+				return nil, err
+			}
+			return verifyWarnings(verr), nil
+		},
+		EventLogWarnings: f.IO.ErrOut,
 	})
-	if err != nil {
-		l.close()
+	var in *loop.LiveInputError
+	switch {
+	case errors.As(err, &in) && in.What == "config":
+		return nil, failWith(exitRefused, "loopctl: %v", in.Err)
+	case errors.As(err, &in):
+		return nil, workItemError(in.Err)
+	case err != nil:
 		return nil, err
 	}
-	if v, ok := integ.(interface{ Verify(*graph.Graph) error }); ok {
-		verr := v.Verify(rt.Graph())
-		if err := verifyIntegrations(verr, cfg.Integrations != nil); err != nil {
-			l.close()
-			return nil, err
-		}
-		l.warnings = append(l.warnings, verifyWarnings(verr)...)
-	}
-	l.rt = rt
+	l := &live{rt: lr.Runtime, cfg: lr.Config, warnings: lr.Warnings, close: func() { lr.Close() }}
 	return l, nil
 }
 

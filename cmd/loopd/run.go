@@ -48,23 +48,13 @@ func runDaemon(e *env, opts runOptions) error {
 	if err != nil {
 		return err
 	}
-	cliCfg, err := loop.LoadCLIConfig(loop.CLIConfigSource{Path: opts.Config, LookupEnv: e.LookupEnv, HomeDir: e.HomeDir, WorkDir: wd})
-	if err != nil {
-		return &exitError{code: exitRefused, msg: err.Error()}
-	}
-	cfg, warns, err := daemon.ConfigFromCLI(cliCfg, e.Getenv, wd)
+	cfg, warns, err := loadConfig(e, opts, wd)
 	if err != nil {
 		return &exitError{code: exitRefused, msg: err.Error()}
 	}
 	logger := daemon.NewLogger(e.Stderr, slog.LevelInfo)
-	for _, w := range append(cliCfg.Warnings, warns...) {
+	for _, w := range warns {
 		logger.Warn(w)
-	}
-	if opts.StateRoot != "" {
-		cfg.StateRoot = opts.StateRoot
-		if !filepath.IsAbs(cfg.StateRoot) {
-			cfg.StateRoot = filepath.Join(wd, cfg.StateRoot)
-		}
 	}
 	if len(cfg.Secret) == 0 && opts.Insecure {
 		cfg.InsecureAcceptUnsigned = true
@@ -126,29 +116,39 @@ func runDaemon(e *env, opts runOptions) error {
 	return nil
 }
 
-// reloadDaemon re-reads the configuration and applies its soft policy.
-func reloadDaemon(e *env, opts runOptions, wd string, d *daemon.Daemon, logger *slog.Logger) {
-	fail := func(err error) {
-		logger.Error("reload failed; the running configuration stays", "error", err.Error())
-	}
+// loadConfig reads the daemon's configuration from the operator's CLI
+// config (--config, else looked up from wd) with --state-root applied
+// (relative to wd); it returns the config's warnings and the daemon's.
+func loadConfig(e *env, opts runOptions, wd string) (daemon.Config, []string, error) {
 	cliCfg, err := loop.LoadCLIConfig(loop.CLIConfigSource{Path: opts.Config, LookupEnv: e.LookupEnv, HomeDir: e.HomeDir, WorkDir: wd})
 	if err != nil {
-		fail(err)
-		return
+		return daemon.Config{}, nil, err
 	}
 	cfg, warns, err := daemon.ConfigFromCLI(cliCfg, e.Getenv, wd)
 	if err != nil {
-		fail(err)
-		return
-	}
-	for _, w := range append(cliCfg.Warnings, warns...) {
-		logger.Warn(w)
+		return daemon.Config{}, nil, err
 	}
 	if opts.StateRoot != "" {
 		cfg.StateRoot = opts.StateRoot
 		if !filepath.IsAbs(cfg.StateRoot) {
 			cfg.StateRoot = filepath.Join(wd, cfg.StateRoot)
 		}
+	}
+	return cfg, append(cliCfg.Warnings, warns...), nil
+}
+
+// reloadDaemon re-reads the configuration and applies its soft policy.
+func reloadDaemon(e *env, opts runOptions, wd string, d *daemon.Daemon, logger *slog.Logger) {
+	fail := func(err error) {
+		logger.Error("reload failed; the running configuration stays", "error", err.Error())
+	}
+	cfg, warns, err := loadConfig(e, opts, wd)
+	if err != nil {
+		fail(err)
+		return
+	}
+	for _, w := range warns {
+		logger.Warn(w)
 	}
 	res, err := d.Reload(cfg)
 	if err != nil {

@@ -63,6 +63,27 @@ func (s *Server) issueFor(full string, number int) (*repo, *issue, error) {
 	return rp, is, nil
 }
 
+// pullFor is issueFor for a pull request: an issue is ErrInvalid.
+func (s *Server) pullFor(full string, number int) (*repo, *issue, error) {
+	rp, is, err := s.issueFor(full, number)
+	if err != nil {
+		return nil, nil, err
+	}
+	if !is.pr {
+		return nil, nil, fmt.Errorf("%w: %s#%d is an issue, not a pull request", ErrInvalid, full, number)
+	}
+	return rp, is, nil
+}
+
+// checkAuthored checks the author's login and a body of at most maxBody
+// bytes (what names it in the error).
+func checkAuthored(login, what, body string, required bool) error {
+	if err := checkLogin(login); err != nil {
+		return err
+	}
+	return checkText(what, body, maxBody, required)
+}
+
 func checkText(what, s string, max int, required bool) error {
 	if required && strings.TrimSpace(s) == "" {
 		return fmt.Errorf("%w: %s is empty", ErrInvalid, what)
@@ -231,10 +252,7 @@ func (s *Server) RemoveLabel(full string, number int, actor, label string) error
 
 // Comment posts a comment as author and sends issue_comment.created.
 func (s *Server) Comment(full string, number int, author, body string) (Comment, error) {
-	if err := checkLogin(author); err != nil {
-		return Comment{}, err
-	}
-	if err := checkText("comment body", body, maxBody, true); err != nil {
+	if err := checkAuthored(author, "comment body", body, true); err != nil {
 		return Comment{}, err
 	}
 	s.mu.Lock()
@@ -261,10 +279,7 @@ func (s *Server) commentLocked(rp *repo, is *issue, author, body string) *commen
 // always moves forward (by a second if the clock has not), so each edit
 // has its own content identity.
 func (s *Server) EditComment(full string, commentID int64, editor, body string) (Comment, error) {
-	if err := checkLogin(editor); err != nil {
-		return Comment{}, err
-	}
-	if err := checkText("comment body", body, maxBody, true); err != nil {
+	if err := checkAuthored(editor, "comment body", body, true); err != nil {
 		return Comment{}, err
 	}
 	s.mu.Lock()
@@ -364,20 +379,14 @@ func (s *Server) MergePullRequest(full string, number int, actor string) error {
 // AddReview records a review on a pull request and, unless it is PENDING,
 // sends pull_request_review.submitted.
 func (s *Server) AddReview(full string, number int, r Review) (Review, error) {
-	if err := checkLogin(r.Author); err != nil {
-		return Review{}, err
-	}
-	if err := checkText("review body", r.Body, maxBody, false); err != nil {
+	if err := checkAuthored(r.Author, "review body", r.Body, false); err != nil {
 		return Review{}, err
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	rp, is, err := s.issueFor(full, number)
+	rp, is, err := s.pullFor(full, number)
 	if err != nil {
 		return Review{}, err
-	}
-	if !is.pr {
-		return Review{}, fmt.Errorf("%w: %s#%d is an issue, not a pull request", ErrInvalid, full, number)
 	}
 	switch r.State {
 	case "APPROVED", "CHANGES_REQUESTED", "COMMENTED", "PENDING":
@@ -403,20 +412,14 @@ func (s *Server) AddReview(full string, number int, r Review) (Review, error) {
 // AddReviewComment records an inline review comment on a pull request and
 // sends pull_request_review_comment.created.
 func (s *Server) AddReviewComment(full string, number int, rc ReviewComment) (ReviewComment, error) {
-	if err := checkLogin(rc.Author); err != nil {
-		return ReviewComment{}, err
-	}
-	if err := checkText("review comment body", rc.Body, maxBody, true); err != nil {
+	if err := checkAuthored(rc.Author, "review comment body", rc.Body, true); err != nil {
 		return ReviewComment{}, err
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	rp, is, err := s.issueFor(full, number)
+	rp, is, err := s.pullFor(full, number)
 	if err != nil {
 		return ReviewComment{}, err
-	}
-	if !is.pr {
-		return ReviewComment{}, fmt.Errorf("%w: %s#%d is an issue, not a pull request", ErrInvalid, full, number)
 	}
 	rc.ID = s.newID()
 	if rc.CreatedAt.IsZero() {

@@ -3,6 +3,7 @@ package githubsim
 import (
 	"encoding/json"
 	"fmt"
+	"math"
 	"net/http"
 	"net/url"
 	"slices"
@@ -26,12 +27,12 @@ func (s *Server) routes() {
 	// wins over issues/{n}.
 	add("GET", "/user", s.getUser)
 	add("POST", "/graphql", s.graphql)
-	add("GET", "/repos/{o}/{r}", s.getRepo)
-	add("GET", "/repos/{o}/{r}/issues", s.listIssues)
+	add("GET", "/repos/{o}/{r}", s.withRepo(s.getRepo))
+	add("GET", "/repos/{o}/{r}/issues", s.withRepo(s.listIssues))
 	add("GET", "/repos/{o}/{r}/issues/comments/{id}", s.withComment(s.getComment))
 	add("PATCH", "/repos/{o}/{r}/issues/comments/{id}", s.withComment(s.patchComment))
 	add("POST", "/repos/{o}/{r}/issues/comments/{id}/reactions", s.withComment(s.reactComment))
-	add("POST", "/repos/{o}/{r}/pulls/comments/{id}/reactions", s.reactReviewComment)
+	add("POST", "/repos/{o}/{r}/pulls/comments/{id}/reactions", withItem(s, "id", func(rp *repo, id int64) *reviewComment { return rp.reviewC[id] }, s.reactReviewComment))
 	add("GET", "/repos/{o}/{r}/issues/{n}", s.withIssue(s.getIssue))
 	add("PATCH", "/repos/{o}/{r}/issues/{n}", s.withIssue(s.patchIssue))
 	add("GET", "/repos/{o}/{r}/issues/{n}/labels", s.withIssue(s.getLabels))
@@ -85,41 +86,55 @@ func (s *Server) dispatch(w http.ResponseWriter, r *http.Request, escapedPath st
 
 func notFound(w http.ResponseWriter) { writeError(w, http.StatusNotFound, "Not Found") }
 
-// withIssue resolves {o}/{r}/{n} under the lock and calls h with it held.
-func (s *Server) withIssue(h func(http.ResponseWriter, *http.Request, *repo, *issue)) http.HandlerFunc {
+// withRepo resolves {o}/{r} under the lock and calls h with it held; an
+// unknown repository is 404.
+func (s *Server) withRepo(h func(http.ResponseWriter, *http.Request, *repo)) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
-		n, err := strconv.Atoi(r.PathValue("n"))
-		if err != nil || n <= 0 {
-			notFound(w)
-			return
-		}
 		s.mu.Lock()
 		defer s.mu.Unlock()
 		rp := s.lookupRepo(r.PathValue("o"), r.PathValue("r"))
-		if rp == nil || rp.issues[n] == nil {
+		if rp == nil {
 			notFound(w)
 			return
 		}
-		h(w, r, rp, rp.issues[n])
+		h(w, r, rp)
 	}
 }
 
-func (s *Server) withComment(h func(http.ResponseWriter, *http.Request, *repo, *comment)) http.HandlerFunc {
+// withItem resolves {o}/{r} and the positive number in the path value key
+// (get finds it in the repository) under the lock, and calls h with it
+// held; anything malformed or unknown is 404.
+func withItem[T any](s *Server, key string, get func(*repo, int64) *T, h func(http.ResponseWriter, *http.Request, *repo, *T)) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
-		id, err := strconv.ParseInt(r.PathValue("id"), 10, 64)
+		id, err := strconv.ParseInt(r.PathValue(key), 10, 64)
 		if err != nil || id <= 0 {
 			notFound(w)
 			return
 		}
-		s.mu.Lock()
-		defer s.mu.Unlock()
-		rp := s.lookupRepo(r.PathValue("o"), r.PathValue("r"))
-		if rp == nil || rp.comments[id] == nil {
-			notFound(w)
-			return
-		}
-		h(w, r, rp, rp.comments[id])
+		s.withRepo(func(w http.ResponseWriter, r *http.Request, rp *repo) {
+			it := get(rp, id)
+			if it == nil {
+				notFound(w)
+				return
+			}
+			h(w, r, rp, it)
+		})(w, r)
 	}
+}
+
+// withIssue resolves {o}/{r}/{n} under the lock and calls h with it held.
+func (s *Server) withIssue(h func(http.ResponseWriter, *http.Request, *repo, *issue)) http.HandlerFunc {
+	return withItem(s, "n", func(rp *repo, n int64) *issue {
+		if n > math.MaxInt {
+			return nil
+		}
+		return rp.issues[int(n)]
+	}, h)
+}
+
+// withComment resolves {o}/{r} and the issue comment {id} the same way.
+func (s *Server) withComment(h func(http.ResponseWriter, *http.Request, *repo, *comment)) http.HandlerFunc {
+	return withItem(s, "id", func(rp *repo, id int64) *comment { return rp.comments[id] }, h)
 }
 
 // decode reads a JSON object body into v, answering 400 itself on failure.
@@ -129,6 +144,22 @@ func decode(w http.ResponseWriter, r *http.Request, v any) bool {
 		return false
 	}
 	return true
+}
+
+// decodeCommentBody reads {"body": "..."}, a comment's body, answering 400
+// or 422 itself when it is not there or not acceptable.
+func decodeCommentBody(w http.ResponseWriter, r *http.Request) (string, bool) {
+	var in struct {
+		Body *string `json:"body"`
+	}
+	if !decode(w, r, &in) {
+		return "", false
+	}
+	if in.Body == nil || checkText("body", *in.Body, maxBody, true) != nil {
+		unprocessable(w, "body is missing, empty or longer than 65536 characters")
+		return "", false
+	}
+	return *in.Body, true
 }
 
 func unprocessable(w http.ResponseWriter, msg string) {
@@ -141,14 +172,7 @@ func (s *Server) getUser(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, s.userJSON(s.cfg.BotLogin))
 }
 
-func (s *Server) getRepo(w http.ResponseWriter, r *http.Request) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	rp := s.lookupRepo(r.PathValue("o"), r.PathValue("r"))
-	if rp == nil {
-		notFound(w)
-		return
-	}
+func (s *Server) getRepo(w http.ResponseWriter, r *http.Request, rp *repo) {
 	writeJSON(w, http.StatusOK, s.repoJSON(rp))
 }
 
@@ -187,14 +211,7 @@ func (s *Server) paginate(w http.ResponseWriter, r *http.Request, items []any) {
 	writeJSON(w, http.StatusOK, append([]any{}, items[lo:hi]...))
 }
 
-func (s *Server) listIssues(w http.ResponseWriter, r *http.Request) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	rp := s.lookupRepo(r.PathValue("o"), r.PathValue("r"))
-	if rp == nil {
-		notFound(w)
-		return
-	}
+func (s *Server) listIssues(w http.ResponseWriter, r *http.Request, rp *repo) {
 	q := r.URL.Query()
 	state := q.Get("state")
 	switch state {
@@ -341,17 +358,11 @@ func (s *Server) listComments(w http.ResponseWriter, r *http.Request, rp *repo, 
 }
 
 func (s *Server) postComment(w http.ResponseWriter, r *http.Request, rp *repo, is *issue) {
-	var in struct {
-		Body *string `json:"body"`
-	}
-	if !decode(w, r, &in) {
+	body, ok := decodeCommentBody(w, r)
+	if !ok {
 		return
 	}
-	if in.Body == nil || checkText("body", *in.Body, maxBody, true) != nil {
-		unprocessable(w, "body is missing, empty or longer than 65536 characters")
-		return
-	}
-	c := s.commentLocked(rp, is, s.author(r), *in.Body)
+	c := s.commentLocked(rp, is, s.author(r), body)
 	w.Header().Set("Location", fmt.Sprintf("%s/repos/%s/issues/comments/%d", s.URL(), rp.full(), c.id))
 	writeJSON(w, http.StatusCreated, s.commentJSON(rp, c))
 }
@@ -361,22 +372,16 @@ func (s *Server) getComment(w http.ResponseWriter, r *http.Request, rp *repo, c 
 }
 
 func (s *Server) patchComment(w http.ResponseWriter, r *http.Request, rp *repo, c *comment) {
-	var in struct {
-		Body *string `json:"body"`
-	}
-	if !decode(w, r, &in) {
-		return
-	}
-	if in.Body == nil || checkText("body", *in.Body, maxBody, true) != nil {
-		unprocessable(w, "body is missing, empty or longer than 65536 characters")
+	body, ok := decodeCommentBody(w, r)
+	if !ok {
 		return
 	}
 	if !strings.EqualFold(c.author, s.cfg.BotLogin) {
 		writeError(w, http.StatusForbidden, "Must have admin rights to Repository.")
 		return
 	}
-	if *in.Body != c.body {
-		s.editCommentLocked(rp, c, s.cfg.BotLogin, *in.Body)
+	if body != c.body {
+		s.editCommentLocked(rp, c, s.cfg.BotLogin, body)
 	}
 	writeJSON(w, http.StatusOK, s.commentJSON(rp, c))
 }
@@ -439,20 +444,8 @@ func (s *Server) reactComment(w http.ResponseWriter, r *http.Request, rp *repo, 
 	s.react(w, r, &c.reactions)
 }
 
-func (s *Server) reactReviewComment(w http.ResponseWriter, r *http.Request) {
-	id, err := strconv.ParseInt(r.PathValue("id"), 10, 64)
-	if err != nil || id <= 0 {
-		notFound(w)
-		return
-	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	rp := s.lookupRepo(r.PathValue("o"), r.PathValue("r"))
-	if rp == nil || rp.reviewC[id] == nil {
-		notFound(w)
-		return
-	}
-	s.react(w, r, &rp.reviewC[id].Reactions)
+func (s *Server) reactReviewComment(w http.ResponseWriter, r *http.Request, rp *repo, c *reviewComment) {
+	s.react(w, r, &c.Reactions)
 }
 
 // graphql answers the one query theloop sends: a pull request's

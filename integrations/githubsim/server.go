@@ -13,6 +13,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/theloop-dev/theloop/internal/httpstatus"
 )
 
 // Config configures a Server. The zero value is usable: no token required,
@@ -264,38 +266,18 @@ func (s *Server) RemoveFaults() {
 	s.faults = nil
 }
 
-// statusWriter remembers the status written.
-type statusWriter struct {
-	http.ResponseWriter
-	status int
-}
-
-func (w *statusWriter) WriteHeader(code int) {
-	if w.status == 0 {
-		w.status = code
-	}
-	w.ResponseWriter.WriteHeader(code)
-}
-
-func (w *statusWriter) Write(b []byte) (int, error) {
-	if w.status == 0 {
-		w.status = http.StatusOK
-	}
-	return w.ResponseWriter.Write(b)
-}
-
 // ServeHTTP answers one REST request. It never panics: a handler failure
 // is answered 500 and recorded.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	sw := &statusWriter{ResponseWriter: w}
+	sw := &httpstatus.Writer{ResponseWriter: w}
 	rec := Request{Time: s.cfg.Now().UTC(), Method: r.Method, Query: r.URL.RawQuery}
 	defer func() {
 		if p := recover(); p != nil {
-			if sw.status == 0 {
+			if sw.Status == 0 {
 				writeError(sw, http.StatusInternalServerError, "Server Error")
 			}
 		}
-		rec.Status = sw.status
+		rec.Status = sw.Status
 		s.mu.Lock()
 		s.requests = append(s.requests, rec)
 		s.mu.Unlock()

@@ -100,7 +100,8 @@ func (g *Graphs) openCheck(req GraphRequest) (*graph.Runtime, error) {
 	return loop.Open(req.Repo, loop.Options{Graph: gr, WorkItem: req.WorkItem, PR: req.PR, PRRepo: req.PRRepo, Clock: g.clock(), HookObserver: g.HookObserver})
 }
 
-// openLive is loopctl's openLive with the daemon's integrations and sink.
+// openLive is the daemon's counterpart of loop.OpenLive: the daemon's
+// settings, integrations and sink instead of the CLI config's.
 func (g *Graphs) openLive(req GraphRequest) (*graph.Runtime, error) {
 	repo, err := loop.OpenRepo(req.Repo, g.SpecDir)
 	if err != nil {

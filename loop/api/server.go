@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/theloop-dev/theloop/graph"
+	"github.com/theloop-dev/theloop/internal/httpstatus"
 	"github.com/theloop-dev/theloop/loop"
 	"github.com/theloop-dev/theloop/loop/queue"
 	"github.com/theloop-dev/theloop/sessions"
@@ -149,37 +150,11 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) { s.mux.Serve
 
 type apiHandler func(w http.ResponseWriter, r *http.Request) (any, error)
 
-// statusWriter remembers the status for the log and the observer.
-type statusWriter struct {
-	http.ResponseWriter
-	status int
-}
-
-func (w *statusWriter) WriteHeader(code int) {
-	if w.status == 0 {
-		w.status = code
-	}
-	w.ResponseWriter.WriteHeader(code)
-}
-
-func (w *statusWriter) Write(b []byte) (int, error) {
-	if w.status == 0 {
-		w.status = http.StatusOK
-	}
-	return w.ResponseWriter.Write(b)
-}
-
-func (w *statusWriter) Flush() {
-	if f, ok := w.ResponseWriter.(http.Flusher); ok {
-		f.Flush()
-	}
-}
-
 func (s *Server) route(pattern string, h apiHandler) {
 	method, path, _ := strings.Cut(pattern, " ")
 	s.mux.HandleFunc(method+" "+Prefix+path, func(w http.ResponseWriter, r *http.Request) {
 		start := time.Now()
-		sw := &statusWriter{ResponseWriter: w}
+		sw := &httpstatus.Writer{ResponseWriter: w}
 		r.Body = http.MaxBytesReader(sw, r.Body, maxBody)
 		v, err := h(sw, r)
 		switch {
@@ -189,9 +164,9 @@ func (s *Server) route(pattern string, h apiHandler) {
 			writeJSON(sw, http.StatusOK, v)
 		}
 		d := time.Since(start)
-		s.cfg.Log.Debug("api request", "method", r.Method, "path", r.URL.Path, "status", sw.status, "duration", d)
+		s.cfg.Log.Debug("api request", "method", r.Method, "path", r.URL.Path, "status", sw.Status, "duration", d)
 		if s.cfg.Observe != nil {
-			s.cfg.Observe(path, sw.status, d)
+			s.cfg.Observe(path, sw.Status, d)
 		}
 	})
 }

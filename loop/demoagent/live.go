@@ -7,15 +7,14 @@ import (
 
 	"github.com/theloop-dev/theloop/graph"
 	"github.com/theloop-dev/theloop/integrations"
-	"github.com/theloop-dev/theloop/internal/run"
 	"github.com/theloop-dev/theloop/loop"
 )
 
 // Live is the Claimer a real agent has: every call opens the checkout's
 // runtime afresh, from the operator's CLI config, with the configured
 // integrations, the event log and a command runner — the same library
-// calls `loopctl graph complete` makes in its own process (cmd/loopctl's
-// openLive), so a claim runs the node's real exit chain and its side
+// call `loopctl graph complete` makes in its own process (loop.OpenLive),
+// so a claim runs the node's real exit chain and its side
 // effects reach the ticket.
 type Live struct {
 	// Dir is the checkout.
@@ -41,49 +40,26 @@ func (l *Live) open(id string) (*graph.Runtime, func(), error) {
 	if l.ConfigPath == "" {
 		return nil, nil, fmt.Errorf("the scripted agent needs --config: the demo's cli-config.yaml")
 	}
-	cfg, err := loop.LoadCLIConfig(loop.CLIConfigSource{Path: l.ConfigPath, LookupEnv: env,
-		HomeDir: func() (string, error) { return "", fmt.Errorf("no home") }, WorkDir: l.Dir})
-	if err != nil {
-		return nil, nil, err
-	}
-	for _, w := range cfg.Warnings {
-		fmt.Fprintln(warn, "warning:", w)
-	}
-	closeFn := func() {}
-	var sink graph.Sink
-	if cfg.EventLogEnabled && cfg.EventLogPath != "" {
-		el, err := loop.OpenEventLog(cfg.EventLogPath, "cli", loop.EventLogOptions{Warnings: warn})
-		if err != nil {
-			fmt.Fprintln(warn, "warning: the event log is unavailable:", err)
-		} else {
-			sink, closeFn = el, func() { el.Close() }
-		}
-	}
-	ic, err := integrations.DecodeConfig(cfg.Integrations)
-	if err != nil {
-		closeFn()
-		return nil, nil, err
-	}
-	set, err := integrations.New(ic, integrations.Deps{Env: env, Sink: sink})
-	if err != nil {
-		closeFn()
-		return nil, nil, err
-	}
-	repo, err := loop.OpenRepo(l.Dir, cfg.GraphSpecDir)
-	if err != nil {
-		closeFn()
-		return nil, nil, err
-	}
-	rt, err := repo.Runtime(loop.Options{
-		WorkItem: id, AuthorizedUsers: cfg.AuthorizedUsers, ExecuteKeyword: cfg.ExecuteKeyword, SessionPerPr: cfg.SessionPerPr,
-		Integrations: set, Commands: loop.Commands{Runner: run.Exec{}, Root: repo.Root}, Sink: sink,
-		Warn: func(w string) { fmt.Fprintln(warn, "warning:", w) },
+	lr, err := loop.OpenLive(l.Dir, loop.LiveOptions{
+		Config: loop.CLIConfigSource{Path: l.ConfigPath, LookupEnv: env,
+			HomeDir: func() (string, error) { return "", fmt.Errorf("no home") }},
+		// The claimed item exists; its id is only validated, as before.
+		WorkItem: id, Create: true,
+		Integrations: func(cfg *loop.CLIConfig, sink graph.Sink) (graph.Integrations, []string, error) {
+			ic, err := integrations.DecodeConfig(cfg.Integrations)
+			if err != nil {
+				return nil, nil, err
+			}
+			set, err := integrations.New(ic, integrations.Deps{Env: env, Sink: sink})
+			return set, nil, err
+		},
+		EventLogWarnings: warn,
+		Warn:             func(w string) { fmt.Fprintln(warn, "warning:", w) },
 	})
 	if err != nil {
-		closeFn()
 		return nil, nil, err
 	}
-	return rt, closeFn, nil
+	return lr.Runtime, func() { lr.Close() }, nil
 }
 
 // SpecDir is the checkout's spec directory (workflow.specDir, or the CLI

@@ -80,8 +80,12 @@ type EventLog struct {
 	warnings     io.Writer
 	pid          int
 
-	mu     sync.Mutex
-	f      *os.File
+	mu sync.Mutex
+	f  *os.File
+	// fi is f's FileInfo, taken when f was opened: its identity (device
+	// and inode) never changes, so each line costs one stat of the path
+	// (identity and size) and the write, not a stat of the descriptor too.
+	fi     fs.FileInfo
 	warned bool
 	closed bool
 }
@@ -117,11 +121,11 @@ func OpenEventLog(path, source string, opts EventLogOptions) (*EventLog, error) 
 	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
 		return nil, fmt.Errorf("event log %s: creating its directory: %w", path, err)
 	}
-	f, err := openAppend(path)
+	f, fi, err := openAppend(path)
 	if err != nil {
 		return nil, fmt.Errorf("event log %s: %w", path, err)
 	}
-	l.f = f
+	l.f, l.fi = f, fi
 	return l, nil
 }
 
@@ -129,22 +133,23 @@ func OpenEventLog(path, source string, opts EventLogOptions) (*EventLog, error) 
 // link, in a directory that is not one: with the default state root inside
 // a checkout, a link planted by the agent must not turn O_APPEND into a
 // write outside it.
-func openAppend(path string) (*os.File, error) {
+func openAppend(path string) (*os.File, fs.FileInfo, error) {
 	if fi, err := os.Lstat(filepath.Dir(path)); err == nil && fi.Mode()&fs.ModeSymlink != 0 {
-		return nil, fmt.Errorf("%w: the event log's directory %s is a symbolic link; replace it with a directory", ErrUnsafePath, filepath.Dir(path))
+		return nil, nil, fmt.Errorf("%w: the event log's directory %s is a symbolic link; replace it with a directory", ErrUnsafePath, filepath.Dir(path))
 	}
 	f, err := os.OpenFile(path, os.O_WRONLY|os.O_APPEND|os.O_CREATE|oNoFollow|oNonBlock, 0o644)
 	if err != nil {
 		if fi, lerr := os.Lstat(path); lerr == nil && fi.Mode()&fs.ModeSymlink != 0 {
-			return nil, fmt.Errorf("%w: the event log %s is a symbolic link; replace it with a file", ErrUnsafePath, path)
+			return nil, nil, fmt.Errorf("%w: the event log %s is a symbolic link; replace it with a file", ErrUnsafePath, path)
 		}
-		return nil, err
+		return nil, nil, err
 	}
-	if fi, err := f.Stat(); err != nil || !fi.Mode().IsRegular() {
+	fi, err := f.Stat()
+	if err != nil || !fi.Mode().IsRegular() {
 		f.Close()
-		return nil, fmt.Errorf("%w: the event log %s is not a regular file", ErrUnsafePath, path)
+		return nil, nil, fmt.Errorf("%w: the event log %s is not a regular file", ErrUnsafePath, path)
 	}
-	return f, nil
+	return f, fi, nil
 }
 
 // Path returns the log file's path.
@@ -162,7 +167,7 @@ func (l *EventLog) Close() error {
 		return nil
 	}
 	err := l.f.Close()
-	l.f = nil
+	l.f, l.fi = nil, nil
 	return err
 }
 
@@ -194,49 +199,45 @@ func (l *EventLog) Emit(e graph.LogEvent) {
 // write appends line, reopening or rotating the file first as needed.
 // Called with l.mu held.
 func (l *EventLog) write(line []byte) error {
-	if err := l.ensureCurrent(); err != nil {
+	size, err := l.ensureCurrent()
+	if err != nil {
 		return err
 	}
-	if l.maxBytes > 0 {
-		st, err := l.f.Stat()
-		if err != nil {
+	if l.maxBytes > 0 && size > 0 && size+int64(len(line)) > l.maxBytes {
+		if err := l.rotate(int64(len(line))); err != nil {
 			return err
 		}
-		if st.Size() > 0 && st.Size()+int64(len(line)) > l.maxBytes {
-			if err := l.rotate(int64(len(line))); err != nil {
-				return err
-			}
-		}
 	}
-	_, err := l.f.Write(line)
+	_, err = l.f.Write(line)
 	return err
 }
 
 // ensureCurrent makes l.f the file at l.path: it (re)opens it when it was
-// never opened, was rotated away by another process, or was removed.
-func (l *EventLog) ensureCurrent() error {
+// never opened, was rotated away by another process, or was removed. It
+// returns the file's size (as the path's stat or the new descriptor's
+// says: the same file).
+func (l *EventLog) ensureCurrent() (int64, error) {
 	if l.f != nil {
 		pathInfo, err := os.Stat(l.path)
 		if err == nil {
-			fdInfo, ferr := l.f.Stat()
-			if ferr == nil && os.SameFile(pathInfo, fdInfo) {
-				return nil
+			if os.SameFile(pathInfo, l.fi) {
+				return pathInfo.Size(), nil
 			}
 		} else if !errors.Is(err, fs.ErrNotExist) {
-			return err
+			return 0, err
 		}
 		l.f.Close()
-		l.f = nil
+		l.f, l.fi = nil, nil
 	}
 	if err := os.MkdirAll(filepath.Dir(l.path), 0o755); err != nil {
-		return err
+		return 0, err
 	}
-	f, err := openAppend(l.path)
+	f, fi, err := openAppend(l.path)
 	if err != nil {
-		return err
+		return 0, err
 	}
-	l.f = f
-	return nil
+	l.f, l.fi = f, fi
+	return fi.Size(), nil
 }
 
 // rotate moves the full file aside under the sidecar lock. When another
@@ -267,7 +268,8 @@ func (l *EventLog) rotate(need int64) error {
 	}
 	// Another process may have rotated already: either way, write to the
 	// file now at path.
-	return l.ensureCurrent()
+	_, err = l.ensureCurrent()
+	return err
 }
 
 // FormatEventLine renders one event log line, trailing newline included:
@@ -318,6 +320,20 @@ func FormatEventLine(source string, pid int, e graph.LogEvent) []byte {
 
 // encodeJSONValue encodes v compactly without HTML escaping.
 func encodeJSONValue(v any) []byte {
+	// Fast paths for the common field values, byte for byte what the
+	// encoder writes: an int, and a string of printable ASCII with nothing
+	// to escape.
+	switch x := v.(type) {
+	case int:
+		return strconv.AppendInt(nil, int64(x), 10)
+	case string:
+		if plainASCII(x) {
+			b := make([]byte, 0, len(x)+2)
+			b = append(b, '"')
+			b = append(b, x...)
+			return append(b, '"')
+		}
+	}
 	if err, ok := v.(error); ok && err != nil {
 		v = err.Error()
 	}
@@ -329,6 +345,18 @@ func encodeJSONValue(v any) []byte {
 		_ = enc.Encode(fmt.Sprintf("%v", v))
 	}
 	return bytes.TrimRight(b.Bytes(), "\n")
+}
+
+// plainASCII reports whether s is printable ASCII without '"' or '\\'
+// (JSON-encoded as itself between quotes, HTML escaping off).
+func plainASCII(s string) bool {
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if c < 0x20 || c >= 0x7f || c == '"' || c == '\\' {
+			return false
+		}
+	}
+	return true
 }
 
 var _ graph.Sink = (*EventLog)(nil)

@@ -139,7 +139,10 @@ func (d *Daemon) Addr() string { return d.addr }
 func (d *Daemon) WebhookURL() string { return "http://" + d.addr + d.cfg.WebhookPath }
 
 // Sink is the queue as an ingress.Sink, observed (valid after Ready): what
-// the receiver and the poller hand events to.
+// the receiver and the poller hand events to. It keeps nothing that aliases
+// ev.Payload once Put returns (the queue publishes an encoded copy; the
+// observation holds strings only), so the receiver is built with
+// SinkCopiesPayload and reuses its request buffers.
 func (d *Daemon) Sink() ingress.Sink {
 	return ingress.SinkFunc(func(ctx context.Context, ev *ingress.Event) error {
 		err := d.q.Put(ctx, ev)
@@ -234,7 +237,7 @@ func (d *Daemon) Run(ctx context.Context) (err error) {
 			d.logf("warning: %s", w)
 		}
 	}
-	recv, err := ingress.NewReceiver(icfg, ingress.ReceiverDeps{Sink: d.Sink(), Log: d.sink, Clock: d.deps.Clock})
+	recv, err := ingress.NewReceiver(icfg, ingress.ReceiverDeps{Sink: d.Sink(), Log: d.sink, Clock: d.deps.Clock, SinkCopiesPayload: true})
 	if err != nil {
 		return fmt.Errorf("daemon: webhook receiver: %w", err)
 	}

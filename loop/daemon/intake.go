@@ -60,7 +60,7 @@ func (in *intake) dropped(item sessions.WorkItem, ev *ingress.Event, reason stri
 
 // Handle implements dispatch.Handler.
 func (in *intake) Handle(ctx context.Context, ev *ingress.Event) error {
-	item, ok := in.target(ev)
+	item, rec, live, ok := in.target(ev)
 	if !ok {
 		return in.dropped(sessions.WorkItem{}, ev, "no-work-item")
 	}
@@ -78,7 +78,6 @@ func (in *intake) Handle(ctx context.Context, ev *ingress.Event) error {
 		}
 		in.emit("control.command", graph.LevelInfo, item, ev, graph.Field{Key: "command", Value: string(c.Command)}, graph.Field{Key: "effect", Value: "handed-to-graph"})
 	}
-	rec, live := in.live(item)
 	if in.isClose(ev, item) {
 		if live {
 			in.closeSession(ctx, item, rec, ev, closeReason(ev))
@@ -103,23 +102,27 @@ func (in *intake) Handle(ctx context.Context, ev *ingress.Event) error {
 }
 
 // target is the work item the event is for: the first one with a live
-// record, else the first that parses.
-func (in *intake) target(ev *ingress.Event) (sessions.WorkItem, bool) {
+// record, else the first that parses. It also returns that item's record
+// and liveness as read (one registry read per work item, not a second one
+// for the chosen item).
+func (in *intake) target(ev *ingress.Event) (sessions.WorkItem, sessions.Record, bool, bool) {
 	var first sessions.WorkItem
+	var firstRec sessions.Record
 	found := false
 	for _, r := range ev.WorkItems {
 		item, err := sessions.ParseWorkItem(r.String())
 		if err != nil {
 			continue
 		}
-		if _, live := in.live(item); live {
-			return item, true
+		rec, live := in.live(item)
+		if live {
+			return item, rec, true, true
 		}
 		if !found {
-			first, found = item, true
+			first, firstRec, found = item, rec, true
 		}
 	}
-	return first, found
+	return first, firstRec, false, found
 }
 
 func (in *intake) live(item sessions.WorkItem) (sessions.Record, bool) {

@@ -182,7 +182,7 @@ func (d *Daemon) Reload(next Config) (ReloadResult, error) {
 			}
 		}
 	}
-	recv, err := ingress.NewReceiver((&Daemon{cfg: staged}).ingressConfig(), ingress.ReceiverDeps{Sink: d.Sink(), Log: d.sink, Clock: d.deps.Clock})
+	recv, err := ingress.NewReceiver((&Daemon{cfg: staged}).ingressConfig(), ingress.ReceiverDeps{Sink: d.Sink(), Log: d.sink, Clock: d.deps.Clock, SinkCopiesPayload: true})
 	if err != nil {
 		return ReloadResult{}, fmt.Errorf("daemon: reload: webhook receiver: %w", err)
 	}

@@ -36,6 +36,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -641,15 +642,20 @@ func (q *Queue) AcquireLease(ctx context.Context, owner string, ttl time.Duratio
 func encode(subject string, ev *ingress.Event) (*nats.Msg, error) {
 	head := *ev
 	head.Payload = nil
-	data, err := head.AppendJSON(make([]byte, 0, 512+len(ev.Payload)))
+	// The head is encoded first so the message is allocated once at its
+	// exact size (a guessed capacity made the payload append grow it).
+	hb, err := json.Marshal(&head)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("ingress: encoding event %s: %w", ev.DeliveryID, err)
 	}
 	msg := nats.NewMsg(subject)
-	if len(ev.Payload) > 0 {
-		msg.Header.Set(HeaderPayloadOffset, strconv.Itoa(len(data)))
-		data = append(data, ev.Payload...)
+	if len(ev.Payload) == 0 {
+		msg.Data = hb
+		return msg, nil
 	}
+	msg.Header.Set(HeaderPayloadOffset, strconv.Itoa(len(hb)))
+	data := make([]byte, len(hb)+len(ev.Payload))
+	copy(data[copy(data, hb):], ev.Payload)
 	msg.Data = data
 	return msg, nil
 }

@@ -124,6 +124,18 @@ func (o *installOptions) checkFlags(verb string, command bool) error {
 	if o.Repo != "" && o.Scope != scopeProject {
 		return failWith(exitRefused, "loopctl %s: --repo only applies to --scope project", verb)
 	}
+	// The harness runs the hook from the agent's directory, not from here:
+	// a relative program path (./bin/loop-gate) is made absolute now, and
+	// said so, rather than written as given and broken later.
+	if command && o.CommandSet && strings.Contains(o.Command, "/") && !filepath.IsAbs(o.Command) && o.Factory != nil {
+		wd, err := o.Factory.Getwd()
+		if err != nil {
+			return failWith(exitRefused, "loopctl %s: --command %s is relative and the working directory is unknown: %v; give an absolute path", verb, o.Command, err)
+		}
+		abs := filepath.Join(wd, o.Command)
+		fmt.Fprintf(o.IO.ErrOut, "note: --command %s is relative; writing %s (the harness runs hooks from the agent's directory)\n", o.Command, abs)
+		o.Command = abs
+	}
 	return nil
 }
 

@@ -302,3 +302,15 @@ func compact(t *testing.T, v []byte) []byte {
 	}
 	return b.Bytes()
 }
+
+// A relative --command is written as an absolute path (the harness runs
+// hooks from the agent's directory), and the user is told (issue 10, 12).
+func TestInstallMakesARelativeCommandAbsolute(t *testing.T) {
+	w := newInstallWorld(t)
+	code, _, errOut := w.install(t, "--harness", "cursor", "--scope", "project", "--command", "./bin/loop-gate")
+	require.Equal(t, 0, code, errOut)
+	want := filepath.Join(w.sub, "bin", "loop-gate")
+	require.Contains(t, errOut, "writing "+want)
+	require.Contains(t, readFile(t, filepath.Join(w.repo, ".cursor", "hooks.json")), want)
+	require.NotContains(t, readFile(t, filepath.Join(w.repo, ".cursor", "hooks.json")), "./bin/loop-gate")
+}

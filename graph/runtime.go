@@ -686,7 +686,11 @@ func (r *Runtime) standing(st *State, n *Node) (ChainOutcome, bool) {
 	}
 	res := PassWith(d.Outcome, map[string]any{"decision": n.ID, "recorded": true})
 	res.Hook = "(recorded decision)"
-	res.Messages = []Message{{Text: "recorded decision: " + d.Outcome + decisionBy(d) + " at " + d.At, Severity: SeverityInfo}}
+	text := "recorded decision: " + d.Outcome + decisionBy(d)
+	if d.At != "" {
+		text += " at " + d.At
+	}
+	res.Messages = []Message{{Text: text, Severity: SeverityInfo}}
 	return ChainOutcome{Status: StatusPass, Results: []HookResult{res}, Blocking: -1}, true
 }
 

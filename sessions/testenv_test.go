@@ -15,6 +15,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/theloop-dev/theloop/internal/fakeclaude"
 	"github.com/theloop-dev/theloop/internal/run"
 )
 
@@ -99,35 +100,6 @@ func waitFor(t testing.TB, what string, cond func() bool) {
 	}
 }
 
-const fakeClaudeScript = `#!/usr/bin/env bash
-root=$(cd "$(dirname "$0")/.." && pwd)
-mode=fresh id=""
-for ((i = 1; i <= $#; i++)); do
-  case "${!i}" in
-    --session-id) mode=new; j=$((i + 1)); id=${!j} ;;
-    --resume) mode=resume; j=$((i + 1)); id=${!j} ;;
-  esac
-done
-printf '%s\t%s\t%s\t%s\t%s\n' "$$" "$PWD" "${THE_LOOP_WORK_ITEM:-}" "${THE_LOOP_SESSION_ID:-}" "$*" >> "$root/argv.log"
-if [ "$mode" = resume ] && [ ! -e "$root/conversations/$id" ]; then
-  echo "No conversation found with session ID: $id"
-  exit 1
-fi
-if [ "$mode" = resume ] && [ "$(cat "$root/conversations/$id")" = crash-after-resume ]; then
-  sleep 0.6
-  exit 4
-fi
-mkdir -p "$root/conversations" && : > "$root/conversations/$id"
-echo "fake claude ($mode $id)"
-printf '\033[?2004h'
-while IFS= read -r line; do
-  line=${line//$'\e[200~'/}
-  line=${line//$'\e[201~'/}
-  printf '%s\t%s\n' "$id" "$line" >> "$root/received.log"
-  [ "$line" = "__DIE__" ] && exit 3
-done
-`
-
 type fakeClaude struct {
 	root string
 	bin  string
@@ -145,9 +117,8 @@ func writeFakeClaude(t testing.TB) *fakeClaude {
 	t.Helper()
 	requireTool(t, "bash")
 	root := t.TempDir()
-	require.NoError(t, os.MkdirAll(filepath.Join(root, "bin"), 0o755))
-	bin := filepath.Join(root, "bin", "claude")
-	require.NoError(t, os.WriteFile(bin, []byte(fakeClaudeScript), 0o755))
+	bin, err := fakeclaude.Install(root)
+	require.NoError(t, err)
 	return &fakeClaude{root: root, bin: bin}
 }
 
@@ -169,10 +140,11 @@ func (f *fakeClaude) runs(t testing.TB) []fakeRun {
 	require.NoError(t, err)
 	var runs []fakeRun
 	for _, line := range strings.Split(strings.TrimSpace(string(data)), "\n") {
-		p := strings.SplitN(line, "\t", 5)
-		require.Len(t, p, 5, line)
+		// pid, cwd, mode, id, work item, session env, args (fakeclaude's format)
+		p := strings.SplitN(line, "\t", 7)
+		require.Len(t, p, 7, line)
 		pid, _ := strconv.Atoi(p[0])
-		runs = append(runs, fakeRun{PID: pid, Cwd: p[1], WorkItem: p[2], SessionEnv: p[3], Args: strings.Fields(p[4])})
+		runs = append(runs, fakeRun{PID: pid, Cwd: p[1], WorkItem: p[4], SessionEnv: p[5], Args: strings.Fields(p[6])})
 	}
 	return runs
 }

@@ -18,6 +18,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/theloop-dev/theloop/integrations/githubsim"
+	"github.com/theloop-dev/theloop/internal/fakeclaude"
 	"github.com/theloop-dev/theloop/loop"
 	"github.com/theloop-dev/theloop/sessions"
 )
@@ -73,24 +74,6 @@ func loopdBinary(t *testing.T) string {
 	return binPath
 }
 
-const fakeClaude = `#!/usr/bin/env bash
-root=$(cd "$(dirname "$0")/.." && pwd)
-mode=fresh id=""
-for ((i = 1; i <= $#; i++)); do
-  case "${!i}" in
-    --session-id) mode=new; j=$((i + 1)); id=${!j} ;;
-    --resume) mode=resume; j=$((i + 1)); id=${!j} ;;
-  esac
-done
-printf '%s\t%s\t%s\n' "$$" "$mode" "$id" >> "$root/argv.log"
-mkdir -p "$root/conversations" && : > "$root/conversations/$id"
-echo "fake claude ($mode $id)"
-printf '\033[?2004h'
-while IFS= read -r line; do
-  printf '%s\t%s\n' "$id" "$line" >> "$root/received.log"
-done
-`
-
 func gitRun(t *testing.T, dir string, args ...string) {
 	t.Helper()
 	cmd := exec.Command("git", args...)
@@ -120,8 +103,8 @@ func TestKill9AfterAcceptThenRestartHandlesOnce(t *testing.T) {
 	gitRun(t, seed, "commit", "-q", "-m", "init")
 	gitRun(t, base, "clone", "-q", "--bare", seed, remote)
 	claudeRoot := filepath.Join(base, "claude")
-	require.NoError(t, os.MkdirAll(filepath.Join(claudeRoot, "bin"), 0o755))
-	require.NoError(t, os.WriteFile(filepath.Join(claudeRoot, "bin", "claude"), []byte(fakeClaude), 0o755))
+	_, err := fakeclaude.Install(claudeRoot)
+	require.NoError(t, err)
 	tmuxDir := filepath.Join(base, "tmux")
 	require.NoError(t, os.MkdirAll(tmuxDir, 0o700))
 	t.Cleanup(func() {

@@ -17,6 +17,7 @@ import (
 	"github.com/theloop-dev/theloop/graph"
 	"github.com/theloop-dev/theloop/integrations"
 	"github.com/theloop-dev/theloop/integrations/githubsim"
+	"github.com/theloop-dev/theloop/internal/fakeclaude"
 	"github.com/theloop-dev/theloop/loop"
 	"github.com/theloop-dev/theloop/loop/daemon"
 	"github.com/theloop-dev/theloop/sessions"
@@ -43,33 +44,6 @@ func requireTools(t testing.TB) {
 		}
 	}
 }
-
-// fakeClaude behaves enough like Claude Code for the session machinery: it
-// records argv, remembers conversations (so --resume of a known id works),
-// turns on bracketed paste and logs every line it receives.
-const fakeClaudeScript = `#!/usr/bin/env bash
-root=$(cd "$(dirname "$0")/.." && pwd)
-mode=fresh id=""
-for ((i = 1; i <= $#; i++)); do
-  case "${!i}" in
-    --session-id) mode=new; j=$((i + 1)); id=${!j} ;;
-    --resume) mode=resume; j=$((i + 1)); id=${!j} ;;
-  esac
-done
-printf '%s\t%s\t%s\t%s\n' "$$" "$PWD" "$mode" "$id" >> "$root/argv.log"
-if [ "$mode" = resume ] && [ ! -e "$root/conversations/$id" ]; then
-  echo "No conversation found with session ID: $id"
-  exit 1
-fi
-mkdir -p "$root/conversations" && : > "$root/conversations/$id"
-echo "fake claude ($mode $id)"
-printf '\033[?2004h'
-while IFS= read -r line; do
-  line=${line//$'\e[200~'/}
-  line=${line//$'\e[201~'/}
-  printf '%s\t%s\n' "$id" "$line" >> "$root/received.log"
-done
-`
 
 type world struct {
 	t      testing.TB
@@ -123,8 +97,8 @@ func newWorldHooks(t testing.TB, hooks int, edit func(*daemon.Config)) *world {
 	git(t, base, "clone", "-q", "--bare", seed, w.remote)
 
 	w.claude = filepath.Join(base, "claude")
-	require.NoError(t, os.MkdirAll(filepath.Join(w.claude, "bin"), 0o755))
-	require.NoError(t, os.WriteFile(filepath.Join(w.claude, "bin", "claude"), []byte(fakeClaudeScript), 0o755))
+	_, err := fakeclaude.Install(w.claude)
+	require.NoError(t, err)
 	w.path = filepath.Join(w.claude, "bin") + string(os.PathListSeparator) + os.Getenv("PATH")
 
 	sim, err := githubsim.Start(githubsim.Config{Token: "tok", BotLogin: "theloop-bot"})

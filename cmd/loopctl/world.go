@@ -191,11 +191,10 @@ func shippedGraph(name string) (*graph.Graph, error) {
 }
 
 func loadGraphFile(file string) (*graph.Graph, error) {
-	rf := repoFlags{GraphFile: file}
-	if rf.GraphFile == "" {
+	if file == "" {
 		return nil, nil
 	}
-	f, err := os.Open(rf.GraphFile)
+	f, err := os.Open(file)
 	if err != nil {
 		return nil, failWith(exitRefused, "loopctl: --graph: %v", err)
 	}
@@ -205,7 +204,7 @@ func loadGraphFile(file string) (*graph.Graph, error) {
 	if err != nil {
 		return nil, failWith(exitRefused, "loopctl: --graph: %v", err)
 	}
-	g, err := graphfile.Load(rf.GraphFile, src, loop.ShippedHooks())
+	g, err := graphfile.Load(file, src, loop.ShippedHooks())
 	if err != nil {
 		return nil, failWith(exitRefused, "loopctl: --graph: %v", err)
 	}

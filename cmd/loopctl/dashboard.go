@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"os/exec"
-	"path/filepath"
 	"runtime"
 
 	"github.com/urfave/cli/v2"
@@ -47,20 +46,9 @@ cookie. Whoever can read the state root can log in; nobody else can.`,
 
 func runDashboard(opts *dashboardOptions) error {
 	f := opts.Factory
-	root := opts.StateRoot
-	if root == "" {
-		cfg, err := f.cliConfig(opts.Config, "")
-		if err != nil {
-			return failWith(exitRefused, "loopctl dashboard: %v", err)
-		}
-		root = cfg.StateRoot
-	}
-	if !filepath.IsAbs(root) {
-		wd, err := f.Getwd()
-		if err != nil {
-			return err
-		}
-		root = filepath.Join(wd, root)
+	root, err := f.daemonStateRoot(opts.StateRoot, opts.Config)
+	if err != nil {
+		return failWith(exitRefused, "loopctl dashboard: %v", err)
 	}
 	u, err := dashboard.LoginURL(root, f.Clock.Now())
 	if err != nil {

@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"net/url"
 	"os/user"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"text/tabwriter"
@@ -65,17 +64,9 @@ func (o *serviceOptions) client() (*api.Client, error) {
 	if o.Socket != "" {
 		return api.NewSocketClient(o.Socket), nil
 	}
-	cfg, err := o.Factory.cliConfig(o.Config, "")
+	root, err := o.Factory.daemonStateRoot("", o.Config)
 	if err != nil {
 		return nil, err
-	}
-	root := cfg.StateRoot
-	if !filepath.IsAbs(root) {
-		wd, err := o.Factory.Getwd()
-		if err != nil {
-			return nil, err
-		}
-		root = filepath.Join(wd, root)
 	}
 	return api.NewSocketClient(api.SocketPath(root)), nil
 }

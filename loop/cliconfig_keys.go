@@ -34,7 +34,7 @@ type ConfigKey struct {
 var configKeys = []ConfigKey{
 	{Path: "version", Type: "string", Doc: "the config schema version (loopctl config migrate stamps " + CurrentCLIConfigVersion + ")"},
 	{Path: "state", Type: "object", Doc: "where theloop keeps its state"},
-	{Path: "state.root", Type: "string", Default: DefaultStateRoot, Doc: "root of all generated state (queue, sessions, event log, control socket)"},
+	{Path: "state.root", Type: "string", Default: DefaultStateRoot, Doc: "root of the daemon's state (queue, sessions, control socket, signing key); a relative path is taken under your home directory (THE_LOOP_STATE_ROOT overrides it)"},
 	{Path: "repositories", Type: "strings", Doc: "repositories the ingress accepts (owner/repo, owner/*)", Reload: true},
 
 	{Path: "webhooks", Type: "object"},

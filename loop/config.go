@@ -580,7 +580,40 @@ const (
 	CLIConfigFile = ".the-loop/cli-config.yaml"
 	// DefaultStateRoot is state.root's default.
 	DefaultStateRoot = ".the-loop"
+	// StateRootEnv names the variable that overrides state.root. loopd
+	// sets it in every session it spawns.
+	StateRootEnv = "THE_LOOP_STATE_ROOT"
 )
+
+// OperatorStateRoot resolves theloop's state root — the daemon's queue,
+// session registry, control socket, dashboard login and decision-signing
+// key — the one way loopd, loopctl's operator verbs (keys, dashboard,
+// sessions, daemon, queue, the signer of live verbs) and loop-gate share:
+// $THE_LOOP_STATE_ROOT, else the CLI config's state.root, a relative one
+// taken under the home directory. Never the working directory: the
+// programs run in different places (loopd wherever it was started, the
+// gate in the agent's checkout), and a state root inside a repository
+// would put the signing key where the agent can read it. A --state-root
+// flag, when a program has one, goes before all of this (callers apply it).
+func OperatorStateRoot(configured string, getenv func(string) string, homeDir func() (string, error)) (string, error) {
+	if r := getenv(StateRootEnv); r != "" {
+		return filepath.Abs(r)
+	}
+	if configured == "" {
+		configured = DefaultStateRoot
+	}
+	if filepath.IsAbs(configured) {
+		return filepath.Clean(configured), nil
+	}
+	home, err := homeDir()
+	if err != nil || home == "" {
+		return "", fmt.Errorf("the state root %q is relative and there is no home directory to take it under; pass --state-root or set %s to an absolute path", configured, StateRootEnv)
+	}
+	if strings.HasPrefix(configured, "~") {
+		return filepath.Clean(expandHome(configured, home)), nil
+	}
+	return filepath.Join(home, configured), nil
+}
 
 // routing.tmux.sessionPerPr modes (reference graph-spec §5.1).
 const (
@@ -628,9 +661,9 @@ type CLIConfig struct {
 	Path string
 	// Version is the declared version ("" when absent).
 	Version string
-	// StateRoot is state.root (default ".the-loop", relative to the
-	// process's working directory; a leading "~/" is expanded by
-	// LoadCLIConfig).
+	// StateRoot is state.root (default ".the-loop"; a leading "~/" is
+	// expanded by LoadCLIConfig). OperatorStateRoot resolves a relative
+	// one under the home directory.
 	StateRoot string
 	// AuthorizedUsers is routing.authorizedUsers with empty entries
 	// dropped. Empty denies every named actor (fail closed).

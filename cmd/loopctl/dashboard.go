@@ -46,7 +46,7 @@ cookie. Whoever can read the state root can log in; nobody else can.`,
 
 func runDashboard(opts *dashboardOptions) error {
 	f := opts.Factory
-	root, err := f.daemonStateRoot(opts.StateRoot, opts.Config)
+	root, err := f.stateRoot(opts.StateRoot, opts.Config)
 	if err != nil {
 		return failWith(exitRefused, "loopctl dashboard: %v", err)
 	}

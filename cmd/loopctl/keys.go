@@ -10,19 +10,17 @@ import (
 	"github.com/theloop-dev/theloop/loop"
 )
 
-// stateRootEnv names the state root, ahead of the CLI config's state.root.
-const stateRootEnv = "THE_LOOP_STATE_ROOT"
+var stateRootFlag = &cli.StringFlag{Name: "state-root", Usage: "theloop's state root, outside any repository (default: $" + loop.StateRootEnv + ", else the CLI config's state.root, a relative one under your home directory: ~/.the-loop)"}
 
-var stateRootFlag = &cli.StringFlag{Name: "state-root", Usage: "theloop's state root, outside any repository (default: $" + stateRootEnv + ", else the CLI config's state.root under your home directory, ~/.the-loop)"}
-
-// stateRoot resolves the state root: --state-root › $THE_LOOP_STATE_ROOT ›
-// the CLI config's state.root, a relative one taken under the home
-// directory (as loop-gate and the daemon do).
+// stateRoot resolves the state root: --state-root (relative to the working
+// directory) › loop.OperatorStateRoot — the rule loopd and loop-gate use,
+// so the key, the socket and the dashboard login are found where the
+// daemon put them.
 func (f *Factory) stateRoot(flag, config string) (string, error) {
 	if flag != "" {
 		return filepath.Abs(flag)
 	}
-	if r := f.Getenv(stateRootEnv); r != "" {
+	if r := f.Getenv(loop.StateRootEnv); r != "" {
 		return filepath.Abs(r)
 	}
 	cfg, err := f.cliConfig(config, "")
@@ -32,20 +30,9 @@ func (f *Factory) stateRoot(flag, config string) (string, error) {
 	return f.stateRootOf(cfg)
 }
 
-// stateRootOf is the state root of a loaded CLI config ($THE_LOOP_STATE_ROOT
-// first).
+// stateRootOf is the state root of a loaded CLI config.
 func (f *Factory) stateRootOf(cfg loop.CLIConfig) (string, error) {
-	if r := f.Getenv(stateRootEnv); r != "" {
-		return filepath.Abs(r)
-	}
-	if filepath.IsAbs(cfg.StateRoot) {
-		return cfg.StateRoot, nil
-	}
-	home, err := f.HomeDir()
-	if err != nil || home == "" {
-		return "", fmt.Errorf("the state root %q is relative and there is no home directory; pass --state-root or set %s", cfg.StateRoot, stateRootEnv)
-	}
-	return filepath.Join(home, cfg.StateRoot), nil
+	return loop.OperatorStateRoot(cfg.StateRoot, f.Getenv, f.HomeDir)
 }
 
 type keysOptions struct {

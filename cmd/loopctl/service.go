@@ -64,7 +64,7 @@ func (o *serviceOptions) client() (*api.Client, error) {
 	if o.Socket != "" {
 		return api.NewSocketClient(o.Socket), nil
 	}
-	root, err := o.Factory.daemonStateRoot("", o.Config)
+	root, err := o.Factory.stateRoot("", o.Config)
 	if err != nil {
 		return nil, err
 	}

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"path/filepath"
 	"strings"
 
 	"github.com/urfave/cli/v2"
@@ -120,29 +119,6 @@ func (f *Factory) rootHere() string {
 	}
 	root, _ := loop.FindRoot(wd)
 	return root
-}
-
-// daemonStateRoot is the state root of the loopd the operator talks to
-// (its socket, its dashboard login file): flag, else the CLI config's
-// state.root, a relative one taken from the working directory as loopd run
-// takes it.
-func (f *Factory) daemonStateRoot(flag, config string) (string, error) {
-	root := flag
-	if root == "" {
-		cfg, err := f.cliConfig(config, "")
-		if err != nil {
-			return "", err
-		}
-		root = cfg.StateRoot
-	}
-	if filepath.IsAbs(root) {
-		return root, nil
-	}
-	wd, err := f.Getwd()
-	if err != nil {
-		return "", err
-	}
-	return filepath.Join(wd, root), nil
 }
 
 // cliConfig loads the operator's CLI config. ./.the-loop/cli-config.yaml is

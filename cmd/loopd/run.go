@@ -31,7 +31,7 @@ func runCommand(e *env) *cli.Command {
 		Usage: "run the daemon in the foreground until SIGTERM (which drains in-flight work)",
 		Flags: append([]cli.Flag{
 			&cli.StringFlag{Name: "config", Usage: "the operator's cli-config.yaml (default: $THE_LOOP_CLI_CONFIG, ./.the-loop/cli-config.yaml, ~/.the-loop/cli-config.yaml)", TakesFile: true},
-			&cli.StringFlag{Name: "state-root", Usage: "theloop's state root (default: state.root of the config, .the-loop)"},
+			&cli.StringFlag{Name: "state-root", Usage: "theloop's state root, outside any repository (default: $THE_LOOP_STATE_ROOT, else the config's state.root, a relative one under your home directory: ~/.the-loop)"},
 			&cli.BoolFlag{Name: "insecure-accept-unsigned", Usage: "accept webhooks without a signature when no secret is configured (never on a reachable address)"},
 		}, dashboardFlags()...),
 		Action: func(c *cli.Context) error {

@@ -184,8 +184,10 @@ func DefaultConfig() Config {
 
 // ConfigFromCLI maps the operator's CLI config onto a Config. getenv reads
 // the webhook secret from THE_LOOP_GH_WEBHOOK_SECRET or the variable
-// webhooks.ghWebhook.secretEnv names — never from a file. Relative paths
-// are resolved against workDir.
+// webhooks.ghWebhook.secretEnv names — never from a file. The state root is
+// loop.OperatorStateRoot's (THE_LOOP_STATE_ROOT, else state.root, a
+// relative one under the home directory); other relative paths are
+// resolved against workDir.
 func ConfigFromCLI(c loop.CLIConfig, getenv func(string) string, workDir string) (Config, []string, error) {
 	cfg := DefaultConfig()
 	var warns []string
@@ -200,7 +202,11 @@ func ConfigFromCLI(c loop.CLIConfig, getenv func(string) string, workDir string)
 		}
 		return filepath.Join(workDir, p)
 	}
-	cfg.StateRoot = abs(c.StateRoot)
+	root, err := loop.OperatorStateRoot(c.StateRoot, getenv, os.UserHomeDir)
+	if err != nil {
+		return Config{}, nil, err
+	}
+	cfg.StateRoot = root
 	cfg.AuthorizedUsers = c.AuthorizedUsers
 	if c.Keywords != nil {
 		cfg.Keywords = c.Keywords

@@ -1,6 +1,8 @@
 package daemon
 
 import (
+	"os"
+	"path/filepath"
 	"testing"
 	"time"
 
@@ -54,7 +56,13 @@ polling:
 	cfg, warns, err := ConfigFromCLI(c, func(k string) string { return env[k] }, "/work")
 	require.NoError(t, err)
 	require.Empty(t, warns)
-	require.Equal(t, "/work/st", cfg.StateRoot)
+	home, err := os.UserHomeDir()
+	require.NoError(t, err)
+	require.Equal(t, filepath.Join(home, "st"), cfg.StateRoot, "a relative state.root is under the home directory, as loopctl and loop-gate take it — never the working directory")
+	env["THE_LOOP_STATE_ROOT"] = "/srv/theloop"
+	cfg2, _, err := ConfigFromCLI(c, func(k string) string { return env[k] }, "/work")
+	require.NoError(t, err)
+	require.Equal(t, "/srv/theloop", cfg2.StateRoot, "THE_LOOP_STATE_ROOT overrides state.root")
 	require.Equal(t, "0.0.0.0:9999", cfg.Listen)
 	require.Equal(t, "/hooks/gh", cfg.WebhookPath)
 	require.Equal(t, []byte("s3"), cfg.Secret)

@@ -188,9 +188,13 @@ func validateArtifacts(_ context.Context, hc *graph.HookContext) graph.HookResul
 				findings = append(findings, graph.Finding("required section is empty: "+title, path))
 			}
 		}
-		// R5.2: an artifact that passed its gate (locked: status approved)
-		// carries the review that passed it; a lost review is a finding.
-		if p.Bool("reviewed") && strings.TrimSpace(fmString(fm["status"])) == "approved" {
+		// R5.2: an artifact that passed one of theloop's gates carries the
+		// review that passed it; a lost review is a finding. "Passed a gate"
+		// is the lock lock-artifacts writes — status: approved with the
+		// decision it came from — in the same chain as record-feedback. A
+		// lock without `decision:` is the-loop v11's, which kept no review in
+		// the document: a repository it walked keeps working unchanged.
+		if p.Bool("reviewed") && passedGate(fm) {
 			switch sec, ok := doc.section(reviewCommentsSection); {
 			case !ok:
 				findings = append(findings, graph.Finding("artifact passed its gate but has no ## "+reviewCommentsSection+" section — the review that approved it was lost", path))
@@ -450,6 +454,12 @@ func lintStructure(text string) []string {
 		out = append(out, fmt.Sprintf("line %d opens a code fence that is never closed — everything after it renders as code", open))
 	}
 	return out
+}
+
+// passedGate reports whether front matter carries the lock theloop writes
+// at an approval gate: status: approved and the decision it came from.
+func passedGate(fm map[string]any) bool {
+	return strings.TrimSpace(fmString(fm["status"])) == "approved" && strings.TrimSpace(fmString(fm["decision"])) != ""
 }
 
 // reviewCommentsSection is the heading record-feedback appends reviews

@@ -120,7 +120,8 @@ func TestValidateArtifacts(t *testing.T) {
 		{"onlyWhenSkipped dormant when not skipped", "complete", nil, false, graph.Values{"onlyWhenSkipped": "testing-plan.md", "validates": "execution-log.md", "sections": []any{"Verification results"}}, nil, graph.StatusSkip, []string{"testing-plan.md was not declared skipped"}},
 		{"onlyWhenSkipped applies when skipped and absent", "complete", nil, false, graph.Values{"onlyWhenSkipped": "testing-plan.md", "validates": "execution-log.md", "sections": []any{"Verification results"}}, []string{"testing-plan.md"}, graph.StatusBlock, []string{"required section is missing: Verification results (docs/specs/issue-9/execution-log.md)"}},
 		// R5.2: an artifact that passed its gate carries its review.
-		{"reviewed: approved without review comments blocks", "complete", []string{"design.md"}, false, graph.Values{"reviewed": true}, nil, graph.StatusBlock, []string{"artifact passed its gate but has no ## Review comments section — the review that approved it was lost (docs/specs/issue-9/design.md)"}},
+		{"reviewed: locked at a gate without review comments blocks", "", []string{"gate-locked.md"}, false, graph.Values{"reviewed": true}, nil, graph.StatusBlock, []string{"artifact passed its gate but has no ## Review comments section — the review that approved it was lost (docs/specs/issue-9/gate-locked.md)"}},
+		{"reviewed: a v11 lock (no decision:) needs no review section", "complete", []string{"design.md"}, false, graph.Values{"reviewed": true}, nil, graph.StatusPass, nil},
 		{"reviewed: empty review comments blocks", "", []string{"empty-review.md"}, false, graph.Values{"reviewed": true}, nil, graph.StatusBlock, []string{"artifact passed its gate but its ## Review comments section is empty — the review that approved it was lost (docs/specs/issue-9/empty-review.md)"}},
 		{"reviewed: approved with its review passes", "", []string{"reviewed.md"}, false, graph.Values{"reviewed": true}, nil, graph.StatusPass, nil},
 		{"reviewed: a draft has not passed a gate yet", "draft", []string{"design.md"}, false, graph.Values{"reviewed": true}, nil, graph.StatusPass, nil},
@@ -132,8 +133,9 @@ func TestValidateArtifacts(t *testing.T) {
 			node := &graph.Node{ID: "n", Produces: tc.produces, Optional: tc.optional}
 			a := specFolder(t, tc.folder)
 			a.Set("log.md", "# Log\n\n## Pull requests\n\n#7 — CSV export\n")
-			a.Set("reviewed.md", "---\nstatus: approved\n---\n# R\n\n## Review comments\n\n### 2026-01-02 — approved\n\n**@dana** wrote:\n\nship it\n")
-			a.Set("empty-review.md", "---\nstatus: approved\n---\n# R\n\n## Review comments\n\n")
+			a.Set("reviewed.md", "---\nstatus: approved\ndecision: \"design-approval/1@2026-01-02T00:00:00Z\"\n---\n# R\n\n## Review comments\n\n### 2026-01-02 — approved\n\n**@dana** wrote:\n\nship it\n")
+			a.Set("empty-review.md", "---\nstatus: approved\ndecision: \"design-approval/1@2026-01-02T00:00:00Z\"\n---\n# R\n\n## Review comments\n\n")
+			a.Set("gate-locked.md", "---\nstatus: approved\napprovedBy: [\"@dana\"]\ndecision: \"design-approval/1@2026-01-02T00:00:00Z\"\n---\n# R\n\n## Architecture\n\nx\n")
 			hc := ctxFor(a, node)
 			for _, s := range tc.skipped {
 				hc.SkippedArtifacts[s] = true

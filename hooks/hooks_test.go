@@ -175,9 +175,9 @@ func TestLintArtifacts(t *testing.T) {
 	require.Equal(t, []string{
 		"mermaid block 1 is empty (docs/specs/issue-9/design.md)",
 		"mermaid block 2 line 2: a backtick inside a node label breaks rendering — use plain text (docs/specs/issue-9/design.md)",
-		"mermaid block 3 does not start with a diagram type (found '%% a comment first') (docs/specs/issue-9/design.md)",
-		"line 21 exceeds 60 characters (docs/specs/issue-9/design.md)",
-		"line 23 opens a code fence that is never closed — everything after it renders as code (docs/specs/issue-9/design.md)",
+		"mermaid block 3 line 3: node A: the label 'report (weekly)' holds a bracket or quote mermaid reads as syntax — put the label in double quotes (docs/specs/issue-9/design.md)",
+		"line 22 exceeds 60 characters (docs/specs/issue-9/design.md)",
+		"line 24 opens a code fence that is never closed — everything after it renders as code (docs/specs/issue-9/design.md)",
 	}, texts(r))
 
 	r = run(t, "lint-artifacts", ctxFor(specFolder(t, "complete"), node), nil)
@@ -201,6 +201,24 @@ func TestLintArtifactsExternalLinterOnlyOutsideCheck(t *testing.T) {
 	r = run(t, "lint-artifacts", hc, graph.Values{"linter": []any{"markdownlint"}})
 	require.Equal(t, graph.StatusPass, r.Status)
 	require.Nil(t, cmds.argv, "check never starts a program")
+	require.Equal(t, []string{"the markdown linter markdownlint is not run under check (check never starts a program)"}, texts(r))
+
+	// A string is split into words, as verify-tests' command is.
+	hc.Mode = graph.ModeLive
+	hc.Commands = cmds
+	cmds.result = graph.CommandResult{}
+	r = run(t, "lint-artifacts", hc, graph.Values{"linter": "markdownlint --config '.markdownlint.json'"})
+	require.Equal(t, graph.StatusPass, r.Status, texts(r))
+	require.Equal(t, []string{"markdownlint", "--config", ".markdownlint.json", "docs/specs/issue-9/design.md"}, cmds.argv)
+
+	// The built-in findings come first: the linter is not run over them.
+	cmds.argv = nil
+	bad := ctxFor(specFolder(t, "mermaid"), node)
+	bad.Commands = cmds
+	r = run(t, "lint-artifacts", bad, graph.Values{"linter": "markdownlint"})
+	require.Equal(t, graph.StatusBlock, r.Status)
+	require.Contains(t, texts(r)[0], "mermaid block 1 is empty")
+	require.Nil(t, cmds.argv)
 }
 
 type fakeCommands struct {

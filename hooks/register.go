@@ -24,11 +24,11 @@ func Specs() []graph.HookSpec {
 			{Name: "upstream", Type: graph.ParamStrings, Summary: "the upstream artifacts naming trust boundaries / abuse cases"},
 			{Name: "markers", Type: graph.ParamStrings, Summary: "the headings or labels that introduce each named item"},
 		}},
-		{Name: "lint-artifacts", Run: lintArtifacts, Summary: "mermaid blocks parse, code fences close, optional line length and external linter", Params: []graph.Param{
-			{Name: "diagrams", Type: graph.ParamBool, Summary: "check mermaid blocks (default true)"},
+		{Name: "lint-artifacts", Run: lintArtifacts, Summary: "mermaid blocks parse (flowchart and sequence diagrams by their grammar, other types by keyword), code fences close, optional line length and the graph's markdown linter", Params: []graph.Param{
+			{Name: "diagrams", Type: graph.ParamBool, Summary: "parse mermaid blocks (default true)"},
 			{Name: "structure", Type: graph.ParamBool, Summary: "check fences and headings (default true)"},
 			{Name: "maxLineLength", Type: graph.ParamInt, Summary: "longest line allowed outside code (0: no limit)"},
-			{Name: "linter", Type: graph.ParamStrings, Summary: "argv of a markdown linter run in live mode"},
+			{Name: "linter", Type: graph.ParamStrings, Summary: "a markdown linter run over the node's artifacts through the command runner: an argv list or a string split into words (no shell); not run under check"},
 		}},
 		{Name: "verify-tests", Run: verifyTests, Timeout: DefaultTestTimeout + time.Minute, Summary: "the node's declared test command passes (skipped under check)", Params: []graph.Param{
 			{Name: "command", Type: graph.ParamStrings, Summary: "the test command: an argv list or a string split into words (no shell)"},

@@ -502,3 +502,30 @@ func (l *graphLink) bindGateSession(ctx context.Context, item sessions.WorkItem,
 	}
 	l.d.emit("graph.gate_session_bound", graph.LevelInfo, append(fields, graph.Field{Key: "resolution", Value: resolution}, graph.Field{Key: "session_id", Value: bound})...)
 }
+
+// warnPhases is R9.3 at loopd's start: for each checkout the daemon
+// already serves (its session records), a workflow.phases list that
+// differs from the work-item loop is logged and reported as
+// harness.phases_diverge, naming the differing phases. Checkouts opened
+// later are told the same when their runtime is built (loop.Options.Warn).
+func (l *graphLink) warnPhases(cwds []string) {
+	g, err := loop.ShippedGraph(loop.WorkItemLoop)
+	if err != nil {
+		return
+	}
+	seen := map[string]bool{}
+	for _, cwd := range cwds {
+		if cwd == "" || seen[cwd] {
+			continue
+		}
+		seen[cwd] = true
+		repo, err := loop.OpenRepo(cwd, l.d.cfg.GraphSpecDir)
+		if err != nil {
+			continue
+		}
+		for _, w := range repo.Harness.PhaseWarnings(g) {
+			l.d.logf("%s: warning: %s", cwd, w)
+			l.d.emit("harness.phases_diverge", graph.LevelWarning, graph.Field{Key: "checkout", Value: cwd}, graph.Field{Key: "warning", Value: w})
+		}
+	}
+}

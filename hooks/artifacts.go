@@ -188,9 +188,13 @@ func validateArtifacts(_ context.Context, hc *graph.HookContext) graph.HookResul
 				findings = append(findings, graph.Finding("required section is empty: "+title, path))
 			}
 		}
-		// R5.2: an artifact that passed its gate (locked: status approved)
-		// carries the review that passed it; a lost review is a finding.
-		if p.Bool("reviewed") && strings.TrimSpace(fmString(fm["status"])) == "approved" {
+		// R5.2: an artifact that passed one of theloop's gates carries the
+		// review that passed it; a lost review is a finding. "Passed a gate"
+		// is the lock lock-artifacts writes — status: approved with the
+		// decision it came from — in the same chain as record-feedback. A
+		// lock without `decision:` is the-loop v11's, which kept no review in
+		// the document: a repository it walked keeps working unchanged.
+		if p.Bool("reviewed") && passedGate(fm) {
 			switch sec, ok := doc.section(reviewCommentsSection); {
 			case !ok:
 				findings = append(findings, graph.Finding("artifact passed its gate but has no ## "+reviewCommentsSection+" section — the review that approved it was lost", path))
@@ -283,8 +287,9 @@ var mermaidTypes = []string{"flowchart", "graph", "sequenceDiagram", "stateDiagr
 
 var backtickInLabel = lazyre.New("\\[\\s*\"[^\"\\n]*`")
 
-// lintArtifacts checks the node's artifacts: every mermaid block parses at
-// the structural level, optional line length, and the built-in markdown
+// lintArtifacts checks the node's artifacts: every mermaid block parses
+// (flowchart and sequence diagrams by a parser of their common subset,
+// other diagram types by their keyword — mermaid.go), optional line length, and the built-in markdown
 // structure lint (an unclosed code fence swallows the rest of the document).
 // A configured external linter runs only in live mode (never under check).
 func lintArtifacts(ctx context.Context, hc *graph.HookContext) graph.HookResult {
@@ -329,34 +334,62 @@ func lintArtifacts(ctx context.Context, hc *graph.HookContext) graph.HookResult 
 			}
 		}
 	}
-	if argv := hc.Params.Strings("linter"); len(argv) > 0 && hc.Mode == graph.ModeLive && len(msgs) == 0 {
-		if hc.Commands == nil {
-			return graph.Block(graph.Finding("the markdown linter is configured but no command runner is available", ""))
-		}
-		paths := make([]string, len(files))
-		for i, f := range files {
-			paths[i] = hc.Artifacts.Path(f)
-		}
-		res, err := hc.Commands.Run(ctx, append(argv, paths...), "")
-		switch {
-		case errors.Is(err, graph.ErrCommandNotFound):
-			r := graph.Block(graph.Finding("markdown linter not found: "+argv[0], ""))
+	var linterNote string
+	if hc.Params.Has("linter") && len(msgs) == 0 {
+		argv, err := commandArgv(hc.Params["linter"])
+		if err != nil || len(argv) == 0 {
+			r := graph.Block(graph.Finding("the markdown linter declared in the graph cannot be parsed", ""))
 			r.Retriable = false
 			return r
-		case err != nil:
-			return graph.Block(graph.Finding("markdown linter did not finish: "+argv[0], ""))
-		case res.ExitCode != 0:
-			out := append([]graph.Message{graph.Finding(fmt.Sprintf("markdown linter %s reported problems, exit %d", argv[0], res.ExitCode), "")}, tailLines(res.Stdout, res.Stderr, 20)...)
-			return graph.Block(out...)
+		}
+		if hc.Mode == graph.ModeCheck {
+			// Like verify-tests: check never starts a program. The built-in
+			// checks above still ran.
+			linterNote = "the markdown linter " + argv[0] + " is not run under check (check never starts a program)"
+		} else if r, done := runLinter(ctx, hc, argv, files); done {
+			return r
 		}
 	}
 	if len(msgs) > 0 {
 		return graph.Block(msgs...)
 	}
+	if linterNote != "" {
+		r := graph.Pass(map[string]any{"linted": files, "linter": "not run under check"})
+		r.Messages = []graph.Message{{Text: linterNote, Severity: graph.SeverityInfo}}
+		return r
+	}
 	return graph.Pass(map[string]any{"linted": files})
 }
 
-// lintMermaid applies the structural mermaid checks to every closed block.
+// runLinter runs the graph's markdown linter over the artifacts through the
+// command runner (from the repository root, no shell). It reports done
+// with the blocking result when the linter did not pass.
+func runLinter(ctx context.Context, hc *graph.HookContext, argv, files []string) (graph.HookResult, bool) {
+	if hc.Commands == nil {
+		return graph.Block(graph.Finding("the markdown linter is configured but no command runner is available", "")), true
+	}
+	paths := make([]string, len(files))
+	for i, f := range files {
+		paths[i] = hc.Artifacts.Path(f)
+	}
+	res, err := hc.Commands.Run(ctx, append(argv[:len(argv):len(argv)], paths...), "")
+	switch {
+	case errors.Is(err, graph.ErrCommandNotFound):
+		r := graph.Block(graph.Finding("markdown linter not found: "+argv[0], ""))
+		r.Retriable = false
+		return r, true
+	case err != nil:
+		return graph.Block(graph.Finding("markdown linter did not finish: "+argv[0], "")), true
+	case res.ExitCode != 0:
+		out := append([]graph.Message{graph.Finding(fmt.Sprintf("markdown linter %s reported problems, exit %d", argv[0], res.ExitCode), "")}, tailLines(res.Stdout, res.Stderr, 20)...)
+		return graph.Block(out...), true
+	}
+	return graph.HookResult{}, false
+}
+
+// lintMermaid parses every closed mermaid block (mermaid.go: flowchart and
+// sequence diagrams statement by statement, other types by keyword) and
+// reports each problem with the block's number and the line within it.
 func lintMermaid(text string) []string {
 	lines := strings.Split(text, "\n")
 	var out []string
@@ -378,31 +411,12 @@ func lintMermaid(text string) []string {
 		}
 		idx++
 		block := lines[i+1 : end]
-		first := ""
-		for _, l := range block {
-			if strings.TrimSpace(l) != "" {
-				first = strings.TrimSpace(l)
-				break
+		for _, is := range parseMermaid(block) {
+			if is.line == 0 || strings.HasPrefix(is.text, "does not start with") {
+				out = append(out, fmt.Sprintf("mermaid block %d %s", idx, is.text))
+				continue
 			}
-		}
-		switch {
-		case first == "":
-			out = append(out, fmt.Sprintf("mermaid block %d is empty", idx))
-		default:
-			ok := false
-			for _, kw := range mermaidTypes {
-				if strings.HasPrefix(first, kw) {
-					ok = true
-					break
-				}
-			}
-			if !ok {
-				shown := first
-				if r := []rune(shown); len(r) > 40 {
-					shown = string(r[:40])
-				}
-				out = append(out, fmt.Sprintf("mermaid block %d does not start with a diagram type (found '%s')", idx, shown))
-			}
+			out = append(out, fmt.Sprintf("mermaid block %d line %d: %s", idx, is.line, is.text))
 		}
 		for n, l := range block {
 			if backtickInLabel.MatchString(l) {
@@ -450,6 +464,12 @@ func lintStructure(text string) []string {
 		out = append(out, fmt.Sprintf("line %d opens a code fence that is never closed — everything after it renders as code", open))
 	}
 	return out
+}
+
+// passedGate reports whether front matter carries the lock theloop writes
+// at an approval gate: status: approved and the decision it came from.
+func passedGate(fm map[string]any) bool {
+	return strings.TrimSpace(fmString(fm["status"])) == "approved" && strings.TrimSpace(fmString(fm["decision"])) != ""
 }
 
 // reviewCommentsSection is the heading record-feedback appends reviews

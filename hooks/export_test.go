@@ -30,3 +30,6 @@ func CheckSimpleFrontMatterAgrees(t *testing.T, block string) {
 		t.Fatalf("fast path read %q as %#v, the YAML parser as %#v", block, fast, full)
 	}
 }
+
+// LintMermaid exposes the mermaid lint to the package's black-box tests.
+func LintMermaid(text string) []string { return lintMermaid(text) }

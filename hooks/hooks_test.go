@@ -120,7 +120,8 @@ func TestValidateArtifacts(t *testing.T) {
 		{"onlyWhenSkipped dormant when not skipped", "complete", nil, false, graph.Values{"onlyWhenSkipped": "testing-plan.md", "validates": "execution-log.md", "sections": []any{"Verification results"}}, nil, graph.StatusSkip, []string{"testing-plan.md was not declared skipped"}},
 		{"onlyWhenSkipped applies when skipped and absent", "complete", nil, false, graph.Values{"onlyWhenSkipped": "testing-plan.md", "validates": "execution-log.md", "sections": []any{"Verification results"}}, []string{"testing-plan.md"}, graph.StatusBlock, []string{"required section is missing: Verification results (docs/specs/issue-9/execution-log.md)"}},
 		// R5.2: an artifact that passed its gate carries its review.
-		{"reviewed: approved without review comments blocks", "complete", []string{"design.md"}, false, graph.Values{"reviewed": true}, nil, graph.StatusBlock, []string{"artifact passed its gate but has no ## Review comments section — the review that approved it was lost (docs/specs/issue-9/design.md)"}},
+		{"reviewed: locked at a gate without review comments blocks", "", []string{"gate-locked.md"}, false, graph.Values{"reviewed": true}, nil, graph.StatusBlock, []string{"artifact passed its gate but has no ## Review comments section — the review that approved it was lost (docs/specs/issue-9/gate-locked.md)"}},
+		{"reviewed: a v11 lock (no decision:) needs no review section", "complete", []string{"design.md"}, false, graph.Values{"reviewed": true}, nil, graph.StatusPass, nil},
 		{"reviewed: empty review comments blocks", "", []string{"empty-review.md"}, false, graph.Values{"reviewed": true}, nil, graph.StatusBlock, []string{"artifact passed its gate but its ## Review comments section is empty — the review that approved it was lost (docs/specs/issue-9/empty-review.md)"}},
 		{"reviewed: approved with its review passes", "", []string{"reviewed.md"}, false, graph.Values{"reviewed": true}, nil, graph.StatusPass, nil},
 		{"reviewed: a draft has not passed a gate yet", "draft", []string{"design.md"}, false, graph.Values{"reviewed": true}, nil, graph.StatusPass, nil},
@@ -132,8 +133,9 @@ func TestValidateArtifacts(t *testing.T) {
 			node := &graph.Node{ID: "n", Produces: tc.produces, Optional: tc.optional}
 			a := specFolder(t, tc.folder)
 			a.Set("log.md", "# Log\n\n## Pull requests\n\n#7 — CSV export\n")
-			a.Set("reviewed.md", "---\nstatus: approved\n---\n# R\n\n## Review comments\n\n### 2026-01-02 — approved\n\n**@dana** wrote:\n\nship it\n")
-			a.Set("empty-review.md", "---\nstatus: approved\n---\n# R\n\n## Review comments\n\n")
+			a.Set("reviewed.md", "---\nstatus: approved\ndecision: \"design-approval/1@2026-01-02T00:00:00Z\"\n---\n# R\n\n## Review comments\n\n### 2026-01-02 — approved\n\n**@dana** wrote:\n\nship it\n")
+			a.Set("empty-review.md", "---\nstatus: approved\ndecision: \"design-approval/1@2026-01-02T00:00:00Z\"\n---\n# R\n\n## Review comments\n\n")
+			a.Set("gate-locked.md", "---\nstatus: approved\napprovedBy: [\"@dana\"]\ndecision: \"design-approval/1@2026-01-02T00:00:00Z\"\n---\n# R\n\n## Architecture\n\nx\n")
 			hc := ctxFor(a, node)
 			for _, s := range tc.skipped {
 				hc.SkippedArtifacts[s] = true
@@ -173,9 +175,9 @@ func TestLintArtifacts(t *testing.T) {
 	require.Equal(t, []string{
 		"mermaid block 1 is empty (docs/specs/issue-9/design.md)",
 		"mermaid block 2 line 2: a backtick inside a node label breaks rendering — use plain text (docs/specs/issue-9/design.md)",
-		"mermaid block 3 does not start with a diagram type (found '%% a comment first') (docs/specs/issue-9/design.md)",
-		"line 21 exceeds 60 characters (docs/specs/issue-9/design.md)",
-		"line 23 opens a code fence that is never closed — everything after it renders as code (docs/specs/issue-9/design.md)",
+		"mermaid block 3 line 3: node A: the label 'report (weekly)' holds a bracket or quote mermaid reads as syntax — put the label in double quotes (docs/specs/issue-9/design.md)",
+		"line 22 exceeds 60 characters (docs/specs/issue-9/design.md)",
+		"line 24 opens a code fence that is never closed — everything after it renders as code (docs/specs/issue-9/design.md)",
 	}, texts(r))
 
 	r = run(t, "lint-artifacts", ctxFor(specFolder(t, "complete"), node), nil)
@@ -199,6 +201,24 @@ func TestLintArtifactsExternalLinterOnlyOutsideCheck(t *testing.T) {
 	r = run(t, "lint-artifacts", hc, graph.Values{"linter": []any{"markdownlint"}})
 	require.Equal(t, graph.StatusPass, r.Status)
 	require.Nil(t, cmds.argv, "check never starts a program")
+	require.Equal(t, []string{"the markdown linter markdownlint is not run under check (check never starts a program)"}, texts(r))
+
+	// A string is split into words, as verify-tests' command is.
+	hc.Mode = graph.ModeLive
+	hc.Commands = cmds
+	cmds.result = graph.CommandResult{}
+	r = run(t, "lint-artifacts", hc, graph.Values{"linter": "markdownlint --config '.markdownlint.json'"})
+	require.Equal(t, graph.StatusPass, r.Status, texts(r))
+	require.Equal(t, []string{"markdownlint", "--config", ".markdownlint.json", "docs/specs/issue-9/design.md"}, cmds.argv)
+
+	// The built-in findings come first: the linter is not run over them.
+	cmds.argv = nil
+	bad := ctxFor(specFolder(t, "mermaid"), node)
+	bad.Commands = cmds
+	r = run(t, "lint-artifacts", bad, graph.Values{"linter": "markdownlint"})
+	require.Equal(t, graph.StatusBlock, r.Status)
+	require.Contains(t, texts(r)[0], "mermaid block 1 is empty")
+	require.Nil(t, cmds.argv)
 }
 
 type fakeCommands struct {

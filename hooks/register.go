@@ -18,17 +18,17 @@ func Specs() []graph.HookSpec {
 			{Name: "frontMatter", Type: graph.ParamMap, Summary: "front-matter keys and the values they must hold"},
 			{Name: "sections", Type: graph.ParamStrings, Summary: "## headings each artifact must contain"},
 			{Name: "checkmarks", Type: graph.ParamString, Summary: "a ## heading under which every checkbox must be ticked"},
-			{Name: "reviewed", Type: graph.ParamBool, Summary: "an artifact that passed its gate (status: approved) must have a non-empty ## Review comments (R5.2)"},
+			{Name: "reviewed", Type: graph.ParamBool, Summary: "an artifact locked at a gate (status: approved with its decision:) must have a non-empty ## Review comments (R5.2)"},
 		}},
 		{Name: "enforces-boundaries-from", Run: enforcesBoundariesFrom, Summary: "every trust boundary / abuse case named upstream is answered in this node's artifact", Params: []graph.Param{
 			{Name: "upstream", Type: graph.ParamStrings, Summary: "the upstream artifacts naming trust boundaries / abuse cases"},
 			{Name: "markers", Type: graph.ParamStrings, Summary: "the headings or labels that introduce each named item"},
 		}},
-		{Name: "lint-artifacts", Run: lintArtifacts, Summary: "mermaid blocks parse, code fences close, optional line length and external linter", Params: []graph.Param{
-			{Name: "diagrams", Type: graph.ParamBool, Summary: "check mermaid blocks (default true)"},
+		{Name: "lint-artifacts", Run: lintArtifacts, Summary: "mermaid blocks parse (flowchart and sequence diagrams by their grammar, other types by keyword), code fences close, optional line length and the graph's markdown linter", Params: []graph.Param{
+			{Name: "diagrams", Type: graph.ParamBool, Summary: "parse mermaid blocks (default true)"},
 			{Name: "structure", Type: graph.ParamBool, Summary: "check fences and headings (default true)"},
 			{Name: "maxLineLength", Type: graph.ParamInt, Summary: "longest line allowed outside code (0: no limit)"},
-			{Name: "linter", Type: graph.ParamStrings, Summary: "argv of a markdown linter run in live mode"},
+			{Name: "linter", Type: graph.ParamStrings, Summary: "a markdown linter run over the node's artifacts through the command runner: an argv list or a string split into words (no shell); not run under check"},
 		}},
 		{Name: "verify-tests", Run: verifyTests, Timeout: DefaultTestTimeout + time.Minute, Summary: "the node's declared test command passes (skipped under check)", Params: []graph.Param{
 			{Name: "command", Type: graph.ParamStrings, Summary: "the test command: an argv list or a string split into words (no shell)"},

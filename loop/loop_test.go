@@ -202,3 +202,60 @@ func TestShippedGo(t *testing.T) {
 		require.Equal(t, want, got, "shipped_graphs.go is stale: run go generate ./loop")
 	}
 }
+
+// R4.2: a human gate carries its producer's phase — the phase the work
+// item is in when it reaches the gate — and its entry chain syncs it. No
+// gate introduces a label of its own (R9.2).
+func TestGatesCarryTheirProducersPhase(t *testing.T) {
+	want := map[string]map[string]string{
+		loop.WorkItemLoop:     {"phase-selection": "phase-selection", "requirements-approval": "requirements-definition", "design-approval": "test-planning", "human-approval": "needs-review"},
+		loop.ContributionLoop: {"goal-definition": "", "phase-selection": "phase-selection", "plan-approval": "", "human-approval": "needs-review"},
+		loop.AdhocLoop:        {"review": "implementation"},
+		loop.PRLoop:           {"pr-approval": ""}, // the PR loop never touches the ticket's phase
+	}
+	for _, name := range loop.ShippedLoopNames() {
+		g, err := loop.ShippedGraph(name)
+		require.NoError(t, err)
+		agentPhases := map[string]bool{}
+		for _, n := range g.Nodes() {
+			if !n.IsHuman() {
+				agentPhases[n.Phase] = true
+			}
+		}
+		for _, n := range g.Nodes() {
+			if !n.IsHuman() {
+				continue
+			}
+			phase, ok := want[name][n.ID]
+			require.True(t, ok, "%s/%s: a gate this test does not know", name, n.ID)
+			require.Equal(t, phase, n.Phase, "%s/%s", name, n.ID)
+			if phase == "" {
+				continue
+			}
+			require.Equal(t, "set-phase-label", n.Entry[0].Name, "%s/%s: entering the gate syncs the label first", name, n.ID)
+			if n.ID != "phase-selection" {
+				require.True(t, agentPhases[phase], "%s/%s: phase %s is a producer's, not a new label", name, n.ID, phase)
+			}
+		}
+	}
+
+	// Entering the gate puts the label back where the work is, whatever
+	// happened to it meanwhile.
+	repo := t.TempDir()
+	writeFile(t, repo, ".the-loop/harness-config.yaml", harnessConfig)
+	tickets := graphtest.NewTickets()
+	ref := "github:acme/widgets#42"
+	rt, err := loop.Open(repo, loop.Options{Integrations: tickets, AuthorizedUsers: []string{"dana"}})
+	require.NoError(t, err)
+	ctx := context.Background()
+	_, err = rt.Start(ctx, "issue-42")
+	require.NoError(t, err)
+	_, err = rt.Advance(ctx, "issue-42", &graph.Event{ID: "d1", Comments: []graph.Comment{tickets.Comment(ref, "dana", "the-loop execute\n- [ ] brainstorming")}})
+	require.NoError(t, err)
+	writeFile(t, repo, "docs/specs/issue-42/requirements.md", "# R\n\n## Requirements\n\n1. x\n\n## Security considerations\n\nnone\n")
+	tickets.SetLabels(ref, "bug", "loop:design") // relabelled by hand meanwhile
+	claim, err := rt.Complete(ctx, "issue-42", "", "agent")
+	require.NoError(t, err)
+	require.Equal(t, "requirements-approval", claim.CurrentNode)
+	require.ElementsMatch(t, []string{"bug", "loop:requirements-definition"}, tickets.Labels(ref))
+}

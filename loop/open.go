@@ -68,7 +68,8 @@ type Options struct {
 	// decision, as the-loop does — print UnverifiedWarning once per run.
 	DecisionVerifier graph.DecisionVerifier
 	// Warn receives non-fatal findings (an ignored repository graph, a
-	// harness-config key of the wrong type). Nil discards them.
+	// harness-config key of the wrong type, a workflow.phases list that
+	// differs from the graph — R9.3). Nil discards them.
 	Warn func(string)
 	// HookObserver is told each hook's wall time (graph.Options; metrics).
 	HookObserver func(graph.HookTiming)
@@ -138,6 +139,11 @@ func (r *Repo) Runtime(opts Options) (*graph.Runtime, error) {
 	g, err := r.selectGraph(opts)
 	if err != nil {
 		return nil, err
+	}
+	if opts.Warn != nil && PhaseGraph(g) {
+		for _, w := range r.Harness.PhaseWarnings(g) {
+			opts.Warn(w)
+		}
 	}
 	origin := r.Harness.OriginRepo()
 	storeOpts := []StoreOption{}

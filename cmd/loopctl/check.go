@@ -196,6 +196,7 @@ func runCheck(ctx context.Context, opts *checkOptions) error {
 	var reports []*graph.Report
 	loopName := ""
 	failed := false
+	phasesSaid := map[*graph.Graph]bool{}
 	for _, id := range ids {
 		// Each work item may record its own loop (contribution, ad hoc).
 		rt, err := repo.Runtime(loop.Options{Graph: g, WorkItem: id, PR: opts.Repo.PR, PRRepo: opts.Repo.PRRepo, Clock: opts.Factory.Clock, DecisionVerifier: verifier})
@@ -203,6 +204,14 @@ func runCheck(ctx context.Context, opts *checkOptions) error {
 			return err
 		}
 		loopName = rt.Graph().Name
+		// R9.3: workflow.phases is derived from the graph; say once per
+		// graph where it differs (stderr: the JSON report keeps its shape).
+		if rg := rt.Graph(); !phasesSaid[rg] && loop.PhaseGraph(rg) {
+			phasesSaid[rg] = true
+			for _, w := range repo.Harness.PhaseWarnings(rg) {
+				fmt.Fprintln(opts.IO.ErrOut, "warning:", w)
+			}
+		}
 		rep, err := rt.Status(ctx, id, opts.Recompute)
 		if err != nil {
 			return err

@@ -208,6 +208,12 @@ func (d *demo) agentTurn(what string, files map[string]string) {
 	}
 	fmt.Fprintf(d.out, "\nagent: %s\n", what)
 	for rel, content := range files {
+		// The agent edits an approved artifact: the lock and the review
+		// the gate wrote stay (R5.2).
+		p := filepath.Join(d.repo, "docs", "specs", d.id, filepath.FromSlash(rel))
+		if old, err := os.ReadFile(p); err == nil {
+			content = demoagent.Revise(string(old), content)
+		}
 		d.write("docs/specs/"+d.id+"/"+rel, content)
 	}
 	d.commit("docs(" + d.id + "): " + what)

@@ -372,7 +372,14 @@ func TestForgeryHandWrittenLock(t *testing.T) {
 	editStateJSON(t, repo, "issue-42", func(m map[string]any) {
 		delete(m["decisions"].(map[string]any), "requirements-approval")
 	})
-	writeTestFile(t, repo, "docs/specs/issue-42/requirements.md", "---\nstatus: approved\napprovedBy: [\"@dana\"]\ndecision: \"requirements-approval/99\"\n---\n"+forgeryRequirements)
+	lock := "---\nstatus: approved\napprovedBy: [\"@dana\"]\ndecision: \"requirements-approval/99\"\n---\n" + forgeryRequirements
+	// A lock with no review under it is caught at the producing node (R5.2).
+	writeTestFile(t, repo, "docs/specs/issue-42/requirements.md", lock)
+	rep, r := ciCheck(t, repo, "issue-42", nil)
+	require.Equal(t, "requirements-definition", rep.CurrentNode, r.stderr)
+	require.Contains(t, strings.Join(rep.node("requirements-definition").Messages, "\n"), "passed its gate but has no ## Review comments")
+	// A forged review as well: the gate itself still waits for a decision.
+	writeTestFile(t, repo, "docs/specs/issue-42/requirements.md", lock+"\n## Review comments\n\n### 2026-01-01 — approved\n\n**@dana** wrote:\n\nlgtm\n")
 	for _, env := range [][]string{nil, {loop.TrustKeysEnv + "=" + signer.PublicKey()}} {
 		rep, r := ciCheck(t, repo, "issue-42", env)
 		require.Equal(t, "requirements-approval", rep.CurrentNode, r.stderr)

@@ -32,6 +32,9 @@ func newVerifyCmd(f *Factory, runF func(*verifyOptions) error) *cli.Command {
   a-terminal-node-is-reachable            a walk can finish without force
 
 Each guarantee prints proved, violated (with a counterexample path) or n/a.
+Run inside a repository (or with --repo), a workflow.phases list in its
+harness config that differs from the graph is warned about, naming the
+differing phases: the graph is authoritative, the list derived.
 Exit status 1 on any violation. Without --graph or --loop, every shipped loop
 is verified.`,
 		Flags: append(append(repoFlagDefs(false),
@@ -58,7 +61,8 @@ type verifiedGraph struct {
 	Graph      string           `json:"graph"`
 	Guarantees []loop.Guarantee `json:"guarantees"`
 	// Warnings are the graph's compile warnings (an unreachable node, an
-	// edge never taken).
+	// edge never taken) and, inside a repository, where its
+	// workflow.phases differs from the graph (R9.3).
 	Warnings []string `json:"warnings"`
 }
 
@@ -86,6 +90,14 @@ func runVerify(_ context.Context, opts *verifyOptions) error {
 			gs = append(gs, g)
 		}
 	}
+	// Run inside a repository (or with --repo), the repository's
+	// workflow.phases is compared with the graph it describes (R9.3).
+	var harness *loop.HarnessConfig
+	if root, err := opts.Factory.repoRoot(opts.Repo); err == nil {
+		if repo, err := loop.OpenRepo(root, ""); err == nil {
+			harness = &repo.Harness
+		}
+	}
 	var out []verifiedGraph
 	violated := false
 	for _, g := range gs {
@@ -96,6 +108,9 @@ func runVerify(_ context.Context, opts *verifyOptions) error {
 		vg := verifiedGraph{Graph: name, Guarantees: loop.Verify(g), Warnings: []string{}}
 		for _, w := range g.Warnings() {
 			vg.Warnings = append(vg.Warnings, w.String())
+		}
+		if harness != nil && loop.PhaseGraph(g) {
+			vg.Warnings = append(vg.Warnings, harness.PhaseWarnings(g)...)
 		}
 		for _, gr := range vg.Guarantees {
 			if gr.Verdict == loop.Violated {

@@ -282,6 +282,13 @@ func (d *Daemon) Run(ctx context.Context) (err error) {
 	defer stopDash()
 
 	d.emit("daemon.started", graph.LevelInfo, graph.Field{Key: "addr", Value: d.addr}, graph.Field{Key: "queue", Value: queueKind(d.cfg.QueueURL)})
+	if recs, _ := d.reg.List(); len(recs) > 0 {
+		cwds := make([]string, 0, len(recs))
+		for _, r := range recs {
+			cwds = append(cwds, r.Cwd)
+		}
+		d.link.warnPhases(cwds)
+	}
 	close(d.ready)
 
 	dispReturned := false

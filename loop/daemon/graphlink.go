@@ -444,3 +444,88 @@ func (l *graphLink) rebind(ctx context.Context, item sessions.WorkItem, cwd, ses
 		return err
 	})
 }
+
+// Gate sessions (R4.7, R7.3, R7.4).
+
+// Resolutions of a human gate's session, as graph.gate_session_bound
+// reports them.
+const (
+	gateSessionInherited = "inherited"            // the producer's live session serves the gate
+	gateSessionResumed   = "resumed"              // the producer's conversation, reopened after it died
+	gateSessionFresh     = "fresh-with-artifacts" // a fresh conversation seeded with the artifacts
+	gateSessionNew       = "new"                  // the gate declares no inheritance
+)
+
+// bindGateSession runs when an event reaches a work item waiting at a human
+// gate, before the gate is consulted. A gate that declares
+// `session: inherit` is served by the session of the node that produced
+// what it reviews — the one graph-state.json records as bound. When that
+// session is live, it is the one: the verdict, and after changes requested
+// the producer's next assignment, are pasted into it. When it has died,
+// it is brought back first (the conversation resumed, else a fresh one
+// seeded with the work item's artifacts, recorded as a fallback — it never
+// blocks), so what the gate decides lands in the bound session and not in
+// a session nobody reads; the state is rebound to it. The resolution is
+// reported as graph.gate_session_bound. It never fails the dispatch:
+// a problem is reported and delivery goes on as usual.
+func (l *graphLink) bindGateSession(ctx context.Context, item sessions.WorkItem, rec sessions.Record, gc *graphContext) {
+	if gc == nil || gc.Node == nil {
+		return
+	}
+	fields := []graph.Field{{Key: "work_item", Value: item.String()}, {Key: "node", Value: gc.Node.ID}}
+	if gc.Node.Session != graph.SessionInherit {
+		l.d.emit("graph.gate_session_bound", graph.LevelInfo, append(fields, graph.Field{Key: "resolution", Value: gateSessionNew})...)
+		return
+	}
+	producer := ""
+	if st, err := loop.NewStore(rec.Cwd, l.specDir(rec.Cwd)).Load(ctx, gc.ID); err == nil && st.Session != nil {
+		producer = st.Session.ID
+	}
+	fields = append(fields, graph.Field{Key: "producer_session_id", Value: producer})
+	resolution, bound := gateSessionInherited, rec.SessionID
+	if lv, _ := l.d.tmux.Probe(ctx, rec.TmuxName); lv != sessions.LivenessLive && lv != sessions.LivenessUnknown {
+		res, err := l.d.mgr.Respawn(ctx, item, "")
+		if err != nil {
+			l.d.emit("graph.gate_session_failed", graph.LevelWarning, append(fields, graph.Field{Key: "error", Value: err.Error()})...)
+			return
+		}
+		switch {
+		case res.Fallback != nil:
+			resolution = gateSessionFresh
+		case res.Resumed:
+			resolution = gateSessionResumed
+		}
+		bound = res.Record.SessionID
+	}
+	if bound != producer {
+		l.rebind(ctx, item, rec.Cwd, bound)
+	}
+	l.d.emit("graph.gate_session_bound", graph.LevelInfo, append(fields, graph.Field{Key: "resolution", Value: resolution}, graph.Field{Key: "session_id", Value: bound})...)
+}
+
+// warnPhases is R9.3 at loopd's start: for each checkout the daemon
+// already serves (its session records), a workflow.phases list that
+// differs from the work-item loop is logged and reported as
+// harness.phases_diverge, naming the differing phases. Checkouts opened
+// later are told the same when their runtime is built (loop.Options.Warn).
+func (l *graphLink) warnPhases(cwds []string) {
+	g, err := loop.ShippedGraph(loop.WorkItemLoop)
+	if err != nil {
+		return
+	}
+	seen := map[string]bool{}
+	for _, cwd := range cwds {
+		if cwd == "" || seen[cwd] {
+			continue
+		}
+		seen[cwd] = true
+		repo, err := loop.OpenRepo(cwd, l.d.cfg.GraphSpecDir)
+		if err != nil {
+			continue
+		}
+		for _, w := range repo.Harness.PhaseWarnings(g) {
+			l.d.logf("%s: warning: %s", cwd, w)
+			l.d.emit("harness.phases_diverge", graph.LevelWarning, graph.Field{Key: "checkout", Value: cwd}, graph.Field{Key: "warning", Value: w})
+		}
+	}
+}

@@ -285,3 +285,25 @@ func TestCommentsAtAnAgentNodeNeverEscalate(t *testing.T) {
 	require.Nil(t, st.Parked, "nothing parked or escalated")
 	require.True(t, fx.obs.has("graph.skipped", "reason", "agent-node"))
 }
+
+// R9.3 at loopd's start: a checkout whose workflow.phases differs from the
+// work-item loop is reported, naming the phases.
+func TestPhasesDivergenceIsWarnedAtStart(t *testing.T) {
+	fx := newLinkFixture(t, "https://github.com/octo/demo.git", nil)
+	cfg := filepath.Join(fx.cwd, ".the-loop", "harness-config.yaml")
+	require.NoError(t, os.WriteFile(cfg, []byte("workflow:\n  phases: [not-started, phase-selection, requirements-definition, design, cleanup]\n"), 0o644))
+	fx.d.link.warnPhases([]string{fx.cwd, fx.cwd})
+	var got []Observation
+	for _, o := range fx.obs.evs {
+		if o.Name == "harness.phases_diverge" {
+			got = append(got, o)
+		}
+	}
+	require.Len(t, got, 1, "once per checkout")
+	require.Contains(t, got[0].Fields["warning"], "listed but declared by no node: cleanup; declared by the graph but not listed: brainstorming")
+
+	require.NoError(t, os.WriteFile(cfg, []byte("workflow:\n  specDir: docs/specs\n"), 0o644))
+	fx.obs.evs = nil
+	fx.d.link.warnPhases([]string{fx.cwd})
+	require.False(t, fx.obs.has("harness.phases_diverge", "", ""), "no list, nothing to say")
+}

@@ -310,6 +310,9 @@ func (in *intake) dispatchTo(ctx context.Context, item sessions.WorkItem, rec se
 	consulted := false
 	if gc.atHumanGate() {
 		consulted = true
+		// The gate's session first (session: inherit binds the producer's),
+		// so what the gate decides lands in the bound session.
+		in.d.link.bindGateSession(ctx, item, rec, gc)
 		rep := in.d.link.onEvent(ctx, item, cwd, ev)
 		if after := in.d.link.context(ctx, item, cwd); after != nil {
 			gc = after

@@ -136,12 +136,11 @@ func (a *Agent) work(ctx context.Context, node string, t Turn) error {
 		rel := filepath.ToSlash(filepath.Join(a.SpecDir, a.WorkItem, name))
 		p := filepath.Join(dir, name)
 		body := t.Files[name]
-		// The approval gate writes the lock into the front matter; keep
-		// what it wrote rather than undo it.
+		// The approval gate writes the lock into the front matter and the
+		// review under ## Review comments; keep what it wrote rather than
+		// undo it.
 		if old, err := os.ReadFile(p); err == nil {
-			if fm, _, ok := splitFrontMatter(string(old)); ok {
-				body = fm + body
-			}
+			body = Revise(string(old), body)
 		}
 		if err := os.WriteFile(p, []byte(body), 0o644); err != nil {
 			return err

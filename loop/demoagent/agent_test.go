@@ -154,6 +154,15 @@ func TestAgentWalksTheLoopWithTheRealRuntime(t *testing.T) {
 	rep2, err := w.daemon.Status(ctx, "issue-1", true)
 	require.NoError(t, err)
 	require.True(t, rep2.OK, "check --recompute agrees the walk is complete: %+v", rep2)
+	// R5.2: verification rewrote testing-plan.md after design-approval
+	// locked it; the lock and the recorded review survived the rewrite (the
+	// shipped test-planning node blocks a lock whose review was lost).
+	plan, err := os.ReadFile(filepath.Join(w.dir, "docs", "specs", "issue-1", "testing-plan.md"))
+	require.NoError(t, err)
+	require.Contains(t, string(plan), "status: approved")
+	require.Contains(t, string(plan), "Both cases pass")
+	require.Contains(t, string(plan), "## Review comments\n\n### ")
+	require.Contains(t, string(plan), "**@dana** wrote:\n\nLGTM")
 
 	// The agent's claims reached the ticket through the configured
 	// integration: the phase label is the last node's.

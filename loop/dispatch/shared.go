@@ -79,6 +79,10 @@ type SharedConfig struct {
 	// Holds reports whether the item must stay owned by this node after
 	// its events are handled (a live session). Nil: never.
 	Holds func(item string) bool
+	// SessionOf names the item's agent conversation on this node ("" when
+	// none), kept in the items registry so a node taking the item over can
+	// try to resume it. Nil: none.
+	SessionOf func(item string) string
 	// Takeover runs when this node takes over an item another node owned
 	// (its lease lapsed), before the item's waiting events are handled.
 	// An error is observed and the events are handled anyway.
@@ -98,6 +102,8 @@ type Takeover struct {
 	From string
 	// Since is when From took the item.
 	Since time.Time
+	// Session is From's conversation id for the item ("" when unknown).
+	Session string
 }
 
 // Ownership is one line of the ownership log.
@@ -116,9 +122,10 @@ type Ownership struct {
 
 // registryEntry is the items registry's value.
 type registryEntry struct {
-	Item  string    `json:"item"`
-	Node  string    `json:"node"`
-	Since time.Time `json:"since"`
+	Item    string    `json:"item"`
+	Node    string    `json:"node"`
+	Since   time.Time `json:"since"`
+	Session string    `json:"session,omitempty"`
 }
 
 // Shared dispatches a share of the events of a queue shared by several
@@ -334,16 +341,18 @@ func (s *Shared) work(w *slotWorker, l *lease.Lease) {
 		_ = json.Unmarshal(e.Value(), &prev)
 	}
 	item := prev.Item
+	session := ""
+	since := time.Now().UTC()
 	s.own(Ownership{Slot: w.slot, Item: item, Acquired: true, Revision: l.Revision(), From: otherNode(prev.Node, s.cfg.Node)})
 	register := func() {
-		b, _ := json.Marshal(registryEntry{Item: item, Node: s.cfg.Node, Since: time.Now().UTC()})
+		b, _ := json.Marshal(registryEntry{Item: item, Node: s.cfg.Node, Since: since, Session: session})
 		if rev, err := s.items.Put(ctx, w.slot, b); err == nil {
 			regRev = rev
 		}
 	}
 	register()
 	if from := otherNode(prev.Node, s.cfg.Node); from != "" && item != "" && s.cfg.Takeover != nil && valid() {
-		if err := s.cfg.Takeover(ctx, Takeover{Item: item, Slot: w.slot, From: from, Since: prev.Since}); err != nil {
+		if err := s.cfg.Takeover(ctx, Takeover{Item: item, Slot: w.slot, From: from, Since: prev.Since, Session: prev.Session}); err != nil {
 			d.observe(Observation{Outcome: OutcomeRetry, Key: item, Err: fmt.Errorf("takeover from %s: %w", from, err)})
 		}
 	}
@@ -403,6 +412,12 @@ func (s *Shared) work(w *slotWorker, l *lease.Lease) {
 			break
 		}
 		next = m.Seq + 1
+		if item != "" && s.cfg.SessionOf != nil {
+			if sid := s.cfg.SessionOf(item); sid != session {
+				session = sid
+				register()
+			}
+		}
 	}
 	if lost {
 		s.own(Ownership{Slot: w.slot, Item: item, Lost: true})

@@ -17,6 +17,10 @@
 //   - Run returns after its context is cancelled and every running handler
 //     has returned (a drain); events queued behind them are left
 //     unacknowledged for the next run.
+//
+// Dispatcher consumes the whole queue on one node. Shared (shared.go)
+// shares the work items among several nodes of one NATS cluster, with the
+// same guarantees per item, each item leased to one node at a time.
 package dispatch
 
 import (

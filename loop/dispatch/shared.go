@@ -332,7 +332,7 @@ func (s *Shared) own(o Ownership) {
 func (s *Shared) work(w *slotWorker, l *lease.Lease) {
 	d := s.base
 	ctx, cancel := guard(d.hctx, l)
-	defer cancel()
+	defer func() { cancel() }()
 	valid := l.Valid
 
 	var prev registryEntry
@@ -363,7 +363,19 @@ func (s *Shared) work(w *slotWorker, l *lease.Lease) {
 	defer idle.Stop()
 	for {
 		if !valid() {
-			lost = true
+			// Past the deadline: late renewals (a stall) or a lapse. A
+			// renewal now succeeds only if no other node took the item
+			// meanwhile (compare-and-swap on our revision): then nothing
+			// happened in between and the work goes on.
+			rctx, rcancel := context.WithTimeout(context.WithoutCancel(d.hctx), s.cfg.LeaseTTL/3)
+			err := l.Renew(rctx)
+			rcancel()
+			if err == nil && !d.stopping() {
+				cancel()
+				ctx, cancel = guard(d.hctx, l)
+				continue
+			}
+			lost = err != nil
 			break
 		}
 		if d.stopping() {
@@ -406,8 +418,8 @@ func (s *Shared) work(w *slotWorker, l *lease.Lease) {
 			key = "slot:" + w.slot
 		}
 		if !d.process(ctx, key, m, valid) {
-			if !valid() {
-				lost = true
+			if !valid() && !d.stopping() {
+				continue // the loop's top renews or gives up
 			}
 			break
 		}

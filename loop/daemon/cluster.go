@@ -50,6 +50,15 @@ func (d *Daemon) newDispatcher(ctx context.Context, q *queue.Queue, owner string
 	h := d.timed(d.intake)
 	c := d.cfg.Cluster
 	if c.Node == "" {
+		if d.cfg.QueueURL != "" {
+			owners, err := q.SharedOwners(ctx)
+			if err != nil {
+				return nil, err
+			}
+			if len(owners) > 0 {
+				return nil, fmt.Errorf("daemon: loopd nodes %v share the work of queue.url %s; set service.node (a unique name) here too, or use another queue", owners, d.cfg.QueueURL)
+			}
+		}
 		return dispatch.New(q, h, base)
 	}
 	return dispatch.NewShared(ctx, q, h, dispatch.SharedConfig{
@@ -157,9 +166,8 @@ func (d *Daemon) onOwnership(o dispatch.Ownership) {
 	case o.Lost:
 		name = "lease.lost"
 	}
-	fields := []graph.Field{{Key: "node", Value: o.Node}, {Key: "slot", Value: o.Slot}, {Key: "work_item", Value: o.Item}}
+	fields := []graph.Field{{Key: "node", Value: o.Node}, {Key: "slot", Value: o.Slot}, {Key: "work_item", Value: o.Item}, {Key: "revision", Value: o.Revision}}
 	if o.Acquired {
-		fields = append(fields, graph.Field{Key: "revision", Value: o.Revision})
 		if o.From != "" {
 			fields = append(fields, graph.Field{Key: "from_node", Value: o.From})
 		}

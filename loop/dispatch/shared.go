@@ -113,7 +113,8 @@ type Ownership struct {
 	// loss: Lost).
 	Acquired bool
 	Lost     bool
-	// Revision is the lease's KV revision when acquired.
+	// Revision is the lease's KV revision when acquired, the last one
+	// written when released or lost.
 	Revision uint64
 	// From is the previous owner on a takeover.
 	From string
@@ -161,6 +162,11 @@ func NewShared(ctx context.Context, q *queue.Queue, h Handler, cfg SharedConfig)
 	}
 	if cfg.ScanInterval <= 0 {
 		cfg.ScanInterval = 500 * time.Millisecond
+	}
+	if holder, err := q.DispatcherHolder(ctx); err != nil {
+		return nil, err
+	} else if holder != "" {
+		return nil, fmt.Errorf("dispatch: a loopd without service.node (%s) dispatches this whole queue; set service.node on every loopd sharing queue.url, or stop that one", holder)
 	}
 	js := q.JetStream()
 	lm, err := lease.Open(ctx, js, lease.Config{Bucket: q.Prefix() + "_item_leases", Node: cfg.Node, TTL: cfg.LeaseTTL, MaxItems: cfg.MaxItems, Replicas: q.Replicas()})
@@ -432,7 +438,7 @@ func (s *Shared) work(w *slotWorker, l *lease.Lease) {
 		}
 	}
 	if lost {
-		s.own(Ownership{Slot: w.slot, Item: item, Lost: true})
+		s.own(Ownership{Slot: w.slot, Item: item, Lost: true, Revision: l.Revision()})
 		if item != "" && s.cfg.Lost != nil {
 			s.cfg.Lost(item)
 		}
@@ -442,7 +448,7 @@ func (s *Shared) work(w *slotWorker, l *lease.Lease) {
 	if keep {
 		// Shutting down with a live session here: the lease lapses after
 		// the TTL unless this node comes back first.
-		s.own(Ownership{Slot: w.slot, Item: item})
+		s.own(Ownership{Slot: w.slot, Item: item, Revision: l.Revision()})
 		return
 	}
 	// Give the item up: registry first (only our own entry), then the
@@ -452,7 +458,7 @@ func (s *Shared) work(w *slotWorker, l *lease.Lease) {
 	if regRev != 0 {
 		_ = s.items.Delete(rctx, w.slot, jetstream.LastRevision(regRev))
 	}
-	s.own(Ownership{Slot: w.slot, Item: item})
+	s.own(Ownership{Slot: w.slot, Item: item, Revision: l.Revision()})
 	_ = l.Release(rctx)
 }
 

@@ -143,3 +143,55 @@ func (q *Queue) Prefix() string { return q.cfg.Prefix }
 
 // Replicas is the replication of the queue's streams and buckets.
 func (q *Queue) Replicas() int { return q.cfg.Replicas }
+
+// DispatcherHolder names the single-node dispatcher holding the queue's
+// dispatcher lease ("" when none): a node sharing the queue must not run
+// beside one.
+func (q *Queue) DispatcherHolder(ctx context.Context) (string, error) {
+	kv, err := q.js.KeyValue(ctx, q.cfg.Prefix+"_leases")
+	if errors.Is(err, jetstream.ErrBucketNotFound) {
+		return "", nil
+	}
+	if err != nil {
+		return "", fmt.Errorf("queue: lease bucket: %w", err)
+	}
+	e, err := kv.Get(ctx, leaseKey)
+	if errors.Is(err, jetstream.ErrKeyNotFound) {
+		return "", nil
+	}
+	if err != nil {
+		return "", fmt.Errorf("queue: dispatcher lease: %w", err)
+	}
+	return string(e.Value()), nil
+}
+
+// SharedOwners lists the nodes owning work items of the queue through the
+// items registry of dispatch.Shared (none when the queue is not shared): a
+// single-node dispatcher must not run beside them.
+func (q *Queue) SharedOwners(ctx context.Context) ([]string, error) {
+	kv, err := q.js.KeyValue(ctx, q.cfg.Prefix+"_item_leases")
+	if errors.Is(err, jetstream.ErrBucketNotFound) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("queue: item lease bucket: %w", err)
+	}
+	lister, err := kv.ListKeys(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("queue: item leases: %w", err)
+	}
+	seen := map[string]bool{}
+	var out []string
+	for k := range lister.Keys() {
+		e, err := kv.Get(ctx, k)
+		if err != nil {
+			continue
+		}
+		if n := string(e.Value()); !seen[n] {
+			seen[n] = true
+			out = append(out, n)
+		}
+	}
+	sort.Strings(out)
+	return out, nil
+}

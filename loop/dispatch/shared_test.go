@@ -375,3 +375,70 @@ func TestSharedThreeNodesFailover(t *testing.T) {
 	t.Logf("effects per node %v; %d rehandled after the crash; c died with %d live items; failover (kill → a survivor owns the item) min %s, median %s, max %s with lease TTL %s and scan 100ms",
 		perNode, len(w.rehandled), len(orphans), failovers[0].Round(time.Millisecond), failovers[len(failovers)/2].Round(time.Millisecond), failovers[len(failovers)-1].Round(time.Millisecond), ttl)
 }
+
+// TestSharedRefusesBesideAWholeQueueDispatcher: a node sharing the queue
+// must not start while a single-node dispatcher consumes all of it.
+func TestSharedRefusesBesideAWholeQueueDispatcher(t *testing.T) {
+	q := openQueue(t, t.TempDir())
+	d, err := dispatch.New(q, dispatch.HandlerFunc(func(context.Context, *ingress.Event) error { return nil }), dispatch.Config{Owner: "solo"})
+	require.NoError(t, err)
+	stop := runDispatcher(t, d)
+	defer stop()
+	require.Eventually(t, func() bool {
+		h, err := q.DispatcherHolder(context.Background())
+		return err == nil && h == "solo"
+	}, 10*time.Second, 10*time.Millisecond)
+	_, err = dispatch.NewShared(context.Background(), q, dispatch.HandlerFunc(func(context.Context, *ingress.Event) error { return nil }), dispatch.SharedConfig{Node: "a"})
+	require.ErrorContains(t, err, "service.node")
+}
+
+// TestSharedFullNodeDeclines: a node at capacity leaves new items in the
+// stream; a node with room takes them.
+func TestSharedFullNodeDeclines(t *testing.T) {
+	q := openQueue(t, t.TempDir())
+	var mu sync.Mutex
+	handledBy := map[string]string{}
+	holds := map[string]bool{}
+	mk := func(name string) (*dispatch.Shared, func()) {
+		s, err := dispatch.NewShared(context.Background(), q, dispatch.HandlerFunc(func(_ context.Context, ev *ingress.Event) error {
+			mu.Lock()
+			defer mu.Unlock()
+			handledBy[ev.DeliveryID] = name
+			holds[ev.WorkItems[0].String()] = true // a session that stays
+			return nil
+		}), dispatch.SharedConfig{Node: name, MaxItems: 2, LeaseTTL: 2 * time.Second, ScanInterval: 20 * time.Millisecond,
+			Holds: func(item string) bool { mu.Lock(); defer mu.Unlock(); return holds[item] }})
+		require.NoError(t, err)
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan error, 1)
+		go func() { done <- s.Run(ctx) }()
+		return s, func() { cancel(); require.NoError(t, <-done) }
+	}
+	a, stopA := mk("a")
+	defer stopA()
+	for i := 1; i <= 3; i++ {
+		require.NoError(t, q.Put(context.Background(), event(i, 0)))
+	}
+	require.Eventually(t, func() bool { mu.Lock(); defer mu.Unlock(); return len(handledBy) == 2 }, 10*time.Second, 10*time.Millisecond)
+	time.Sleep(200 * time.Millisecond) // ten scans: a stays full
+	mu.Lock()
+	require.Len(t, handledBy, 2, "a full node declines the third item")
+	mu.Unlock()
+	require.Equal(t, 2, a.Leases().Held())
+	n, err := q.Pending(context.Background())
+	require.NoError(t, err)
+	require.Equal(t, uint64(1), n, "the declined item's event waits in the stream")
+
+	_, stopB := mk("b")
+	defer stopB()
+	require.Eventually(t, func() bool { mu.Lock(); defer mu.Unlock(); return len(handledBy) == 3 }, 10*time.Second, 10*time.Millisecond)
+	mu.Lock()
+	defer mu.Unlock()
+	byB := 0
+	for _, n := range handledBy {
+		if n == "b" {
+			byB++
+		}
+	}
+	require.Equal(t, 1, byB, "the node with room took the declined item")
+}

@@ -48,8 +48,9 @@ func Cluster(t testing.TB, n int) []string {
 		s, err := server.NewServer(&server.Options{
 			ServerName: fmt.Sprintf("n%d", i), Host: "127.0.0.1", Port: cports[i],
 			JetStream: true, StoreDir: t.TempDir(), NoLog: true, NoSigs: true,
-			Cluster: server.ClusterOpts{Name: "theloop", Host: "127.0.0.1", Port: rports[i]},
-			Routes:  routes,
+			MaxPayload: 8 << 20, // as examples/cluster recommends (loopd embeds with the same)
+			Cluster:    server.ClusterOpts{Name: "theloop", Host: "127.0.0.1", Port: rports[i]},
+			Routes:     routes,
 		})
 		if err != nil {
 			t.Fatalf("natstest: server %d: %v", i, err)

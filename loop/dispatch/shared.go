@@ -357,9 +357,21 @@ func (s *Shared) work(w *slotWorker, l *lease.Lease) {
 		}
 	}
 	register()
-	if from := otherNode(prev.Node, s.cfg.Node); from != "" && item != "" && s.cfg.Takeover != nil && valid() {
-		if err := s.cfg.Takeover(ctx, Takeover{Item: item, Slot: w.slot, From: from, Since: prev.Since, Session: prev.Session}); err != nil {
-			d.observe(Observation{Outcome: OutcomeRetry, Key: item, Err: fmt.Errorf("takeover from %s: %w", from, err)})
+	if from := otherNode(prev.Node, s.cfg.Node); from != "" && item != "" && s.cfg.Takeover != nil {
+		// A few attempts (a clone or tmux hiccup); then the item's events
+		// are handled anyway — the intake spawns when an event may.
+		tk := Takeover{Item: item, Slot: w.slot, From: from, Since: prev.Since, Session: prev.Session}
+		for attempt := 1; attempt <= 3 && valid() && !d.stopping(); attempt++ {
+			err := s.cfg.Takeover(ctx, tk)
+			if err == nil {
+				break
+			}
+			d.observe(Observation{Outcome: OutcomeRetry, Key: item, Attempt: attempt, Err: fmt.Errorf("takeover from %s: %w", from, err)})
+			select {
+			case <-time.After(d.cfg.Backoff(attempt)):
+			case <-d.stopCh:
+			case <-ctx.Done():
+			}
 		}
 	}
 

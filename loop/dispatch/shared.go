@@ -454,6 +454,7 @@ func (s *Shared) work(w *slotWorker, l *lease.Lease) {
 		if item != "" && s.cfg.Lost != nil {
 			s.cfg.Lost(item)
 		}
+		_ = l.Release(ctx) // a lost lease: only forgotten, so it stops counting
 		return
 	}
 	keep := item != "" && s.cfg.Holds != nil && s.cfg.Holds(item)

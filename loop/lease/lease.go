@@ -237,9 +237,10 @@ func (l *Lease) Renew(ctx context.Context) error {
 	nrev, err := l.m.kv.Update(ctx, key(l.Item), []byte(l.m.cfg.Node), rev)
 	l.mu.Lock()
 	if err != nil {
+		// Lost, but it counts towards MaxItems until its holder has
+		// stopped working on it and calls Release.
 		l.lost = true
 		l.mu.Unlock()
-		l.m.forget(l) // lock order: never m.mu under l.mu
 		return fmt.Errorf("%w: %s: %v", ErrLost, l.Item, err)
 	}
 	l.rev, l.renewed = nrev, now
@@ -248,10 +249,13 @@ func (l *Lease) Renew(ctx context.Context) error {
 }
 
 // Release gives the item up (delete on the last revision); idempotent.
+// The holder calls it for a lost lease too, once it stopped working on the
+// item: only then does the lease stop counting towards MaxItems.
 func (l *Lease) Release(ctx context.Context) error {
 	l.mu.Lock()
 	if l.lost {
 		l.mu.Unlock()
+		l.m.forget(l)
 		return nil
 	}
 	l.lost = true

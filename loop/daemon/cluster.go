@@ -61,7 +61,7 @@ func (d *Daemon) newDispatcher(ctx context.Context, q *queue.Queue, owner string
 		}
 		return dispatch.New(q, h, base)
 	}
-	return dispatch.NewShared(ctx, q, h, dispatch.SharedConfig{
+	sh, err := dispatch.NewShared(ctx, q, h, dispatch.SharedConfig{
 		Config: base, Node: c.Node, MaxItems: c.MaxSessions, LeaseTTL: c.LeaseTTL,
 		Holds:     d.holdsItem,
 		SessionOf: d.sessionOf,
@@ -69,6 +69,20 @@ func (d *Daemon) newDispatcher(ctx context.Context, q *queue.Queue, owner string
 		Lost:      d.lostItem,
 		Own:       d.onOwnership,
 	})
+	if err != nil {
+		return nil, err
+	}
+	d.sharedMu.Lock()
+	d.shared = sh
+	d.sharedMu.Unlock()
+	return sh, nil
+}
+
+// sharedDispatcher is the cluster dispatcher (nil on a single node).
+func (d *Daemon) sharedDispatcher() *dispatch.Shared {
+	d.sharedMu.Lock()
+	defer d.sharedMu.Unlock()
+	return d.shared
 }
 
 func (d *Daemon) record(ref string) (sessions.WorkItem, sessions.Record, bool) {

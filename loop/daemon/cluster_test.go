@@ -23,6 +23,7 @@ import (
 	"github.com/theloop-dev/theloop/integrations/githubsim"
 	"github.com/theloop-dev/theloop/internal/fakeclaude"
 	"github.com/theloop-dev/theloop/internal/natstest"
+	"github.com/theloop-dev/theloop/loop/api"
 	"github.com/theloop-dev/theloop/loop/daemon"
 	"github.com/theloop-dev/theloop/loop/dispatch"
 	"github.com/theloop-dev/theloop/sessions"
@@ -246,6 +247,12 @@ func TestClusterTakeoverRealSessions(t *testing.T) {
 		}
 	}
 	orphans := victim.live(t)
+	// Its status says which items it owns.
+	var st api.Status
+	require.NoError(t, api.NewSocketClient(victim.d.ControlSocket()).Do(context.Background(), "GET", "/status", nil, nil, &st))
+	require.NotNil(t, st.Cluster)
+	require.Equal(t, victim.name, st.Cluster.Node)
+	require.Len(t, st.Cluster.Owned, len(orphans))
 	require.NotEmpty(t, orphans)
 	var survivors []*clusterNode
 	for _, n := range nodes {

@@ -92,6 +92,9 @@ type Daemon struct {
 	dash    *dashboard.Dashboard
 	dashSrc *dashSource
 	svc     service // the control plane (service.go)
+
+	sharedMu sync.Mutex
+	shared   *dispatch.Shared // with service.node (cluster.go)
 }
 
 // New validates cfg and builds the daemon. It opens nothing: Run does.

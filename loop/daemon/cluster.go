@@ -75,7 +75,25 @@ func (d *Daemon) newDispatcher(ctx context.Context, q *queue.Queue, owner string
 	d.sharedMu.Lock()
 	d.shared = sh
 	d.sharedMu.Unlock()
+	d.dropMovedItems(ctx, sh)
 	return sh, nil
+}
+
+// dropMovedItems stops the sessions this node still runs for items another
+// node took over while it was away (stopped longer than the lease TTL):
+// their owner is that node now.
+func (d *Daemon) dropMovedItems(ctx context.Context, sh *dispatch.Shared) {
+	recs, _ := d.reg.List()
+	for _, r := range recs {
+		if !r.Status.Live() {
+			continue
+		}
+		owner, err := sh.Leases().Owner(ctx, queue.SlotOf(r.Item.String()))
+		if err == nil && owner != "" && owner != d.cfg.Cluster.Node {
+			d.logf("%s moved to node %s while this node was away; stopping its session here", r.Item, owner)
+			d.lostItem(r.Item.String())
+		}
+	}
 }
 
 // sharedDispatcher is the cluster dispatcher (nil on a single node).

@@ -34,12 +34,38 @@ import (
 type clusterNode struct {
 	name   string
 	cfg    daemon.Config
+	deps   daemon.Deps
 	d      *daemon.Daemon
 	claude string
 	socket string
 	cancel context.CancelFunc
 	done   chan error
 	dead   atomic.Bool
+}
+
+// run starts (or restarts) the node's daemon.
+func (n *clusterNode) run(t *testing.T) {
+	// The queue's streams need the cluster's meta leader settled.
+	for attempt := 0; ; attempt++ {
+		d, err := daemon.New(n.cfg, n.deps)
+		require.NoError(t, err)
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan error, 1)
+		go func() { done <- d.Run(ctx) }()
+		select {
+		case <-d.Ready():
+			n.d, n.cancel, n.done = d, cancel, done
+			n.dead.Store(false)
+			return
+		case err := <-done:
+			cancel()
+			require.Less(t, attempt, 20, "daemon %s did not start: %v", n.name, err)
+			time.Sleep(500 * time.Millisecond)
+		case <-time.After(60 * time.Second):
+			cancel()
+			t.Fatalf("daemon %s did not become ready in 60s", n.name)
+		}
+	}
 }
 
 func (n *clusterNode) live(t *testing.T) []string {
@@ -160,30 +186,8 @@ func TestClusterTakeoverRealSessions(t *testing.T) {
 				ownMu.Unlock()
 			},
 		}
-		var d *daemon.Daemon
-		// The queue's streams need the cluster's meta leader settled.
-		var ctx context.Context
-		for attempt := 0; ; attempt++ {
-			d, err = daemon.New(cfg, deps)
-			require.NoError(t, err)
-			var cancel context.CancelFunc
-			ctx, cancel = context.WithCancel(context.Background())
-			done := make(chan error, 1)
-			go func() { done <- d.Run(ctx) }()
-			select {
-			case <-d.Ready():
-				n.d, n.cancel, n.done = d, cancel, done
-			case err := <-done:
-				cancel()
-				require.Less(t, attempt, 20, "daemon %s did not start: %v", name, err)
-				time.Sleep(500 * time.Millisecond)
-				continue
-			case <-time.After(60 * time.Second):
-				cancel()
-				t.Fatalf("daemon %s did not become ready in 60s", name)
-			}
-			break
-		}
+		n.deps = deps
+		n.run(t)
 		t.Cleanup(func() {
 			if !n.dead.Load() {
 				n.cancel()
@@ -324,6 +328,13 @@ func TestClusterTakeoverRealSessions(t *testing.T) {
 		}
 		return false
 	})
+
+	// The victim comes back (same name and state root) after its items
+	// moved: it does not take them back, and stops what it still had.
+	victim.cfg.Listen = "127.0.0.1:0"
+	victim.run(t)
+	eventually("the returning node drops the moved items", func() bool { return len(victim.live(t)) == 0 })
+	require.Equal(t, items, liveCount(survivors...), "the survivors keep them")
 
 	// The ownership log: no overlap per slot, no node over capacity.
 	ownMu.Lock()

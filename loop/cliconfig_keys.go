@@ -124,10 +124,13 @@ var configKeys = []ConfigKey{
 
 	{Path: "queue", Type: "object", Doc: "the durable event queue (NATS JetStream)"},
 	{Path: "queue.url", Type: "string", Default: "", Doc: "an external NATS server or cluster; empty embeds one under the state root"},
+	{Path: "queue.replicas", Type: "int", Default: 1, Doc: "replication of the queue's streams and buckets on a NATS cluster (3 on a 3-server cluster)"},
 
 	{Path: "service", Type: "object", Doc: "the control plane: API, /metrics and /mcp"},
 	{Path: "service.enabled", Type: "bool", Default: true, Doc: "serve the 0600 socket <state root>/loopd.sock"},
+	{Path: "service.leaseTTLSeconds", Type: "int", Default: 15, Doc: "with service.node: how long a dead node's work items wait before another node takes them over"},
 	{Path: "service.listen", Type: "string", Default: "", Doc: "also listen on this TCP host:port (requires the token)"},
+	{Path: "service.maxSessions", Type: "int", Default: 0, Doc: "with service.node: the work items (live sessions) this node owns at once; a full node declines new ones (0: no cap)"},
 	{Path: "service.tokenEnv", Type: "string", Default: "THE_LOOP_SERVICE_TOKEN", Doc: "environment variable holding the bearer token TCP clients must send"},
 	{Path: "service.host", Type: "string", Doc: "ignored: see service.listen"},
 	{Path: "service.port", Type: "int", Doc: "ignored: see service.listen"},
@@ -136,6 +139,7 @@ var configKeys = []ConfigKey{
 	{Path: "service.hostIngresses", Type: "bool", Doc: "ignored: loopd always hosts its ingresses"},
 	{Path: "service.mcp", Type: "object"},
 	{Path: "service.mcp.enabled", Type: "bool", Default: true, Doc: "mount /mcp"},
+	{Path: "service.node", Type: "string", Default: "", Doc: "this loopd's name among several sharing queue.url's NATS cluster; set on every node to share the work items (empty: one dispatcher for the whole queue)"},
 	{Path: "service.stream", Type: "object"},
 	{Path: "service.stream.enabled", Type: "bool", Default: true},
 	{Path: "service.stream.maxSubscribers", Type: "int", Default: 8},

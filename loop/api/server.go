@@ -70,6 +70,18 @@ type Status struct {
 	LiveSessions int `json:"liveSessions"`
 	// Warnings are problems the daemon runs with (a part unavailable).
 	Warnings []string `json:"warnings,omitempty"`
+	// Cluster is set when this loopd shares the work with others
+	// (service.node).
+	Cluster *ClusterView `json:"cluster,omitempty"`
+}
+
+// ClusterView is this node's share of a cluster's work items.
+type ClusterView struct {
+	Node string `json:"node"`
+	// MaxSessions is the node's capacity (0: none).
+	MaxSessions int `json:"maxSessions"`
+	// Owned are the work-item slots this node holds the lease of.
+	Owned []string `json:"owned"`
 }
 
 // Backend is what the API serves. A nil part answers 503 naming it.

@@ -152,6 +152,10 @@ type Config struct {
 
 	// Service is the control plane (service.*; service.go).
 	Service ServiceConfig
+	// Cluster shares the work items among several loopd (service.node,
+	// service.maxSessions, service.leaseTTLSeconds, queue.replicas;
+	// cluster.go).
+	Cluster ClusterConfig
 }
 
 // DefaultConfig returns the reference defaults; StateRoot is left empty.
@@ -231,6 +235,14 @@ func ConfigFromCLI(c loop.CLIConfig, getenv func(string) string, workDir string)
 	}
 	cfg.QueueURL = r.m("queue").str("url", "")
 	cfg.Service = serviceFromCLI(r.m("service"), getenv)
+	cfg.Cluster = ClusterConfig{
+		Node: r.m("service").str("node", ""), MaxSessions: r.m("service").int("maxSessions", 0),
+		LeaseTTL:      time.Duration(r.m("service").int("leaseTTLSeconds", 15)) * time.Second,
+		QueueReplicas: r.m("queue").int("replicas", 1),
+	}
+	if cfg.Cluster.Node != "" && cfg.QueueURL == "" {
+		return cfg, warns, fmt.Errorf("service.node %q shares the work with other loopd, which needs queue.url naming their NATS cluster: %w", cfg.Cluster.Node, loop.ErrInvalidConfig)
+	}
 
 	rt := r.m("routing")
 	cfg.SpawnOnUnmatched = rt.str("spawnOnUnmatched", SpawnNever)

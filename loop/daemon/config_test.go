@@ -114,3 +114,34 @@ func TestSecretFromTheDefaultVariable(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, []byte("x"), cfg.Secret)
 }
+
+func TestConfigFromCLIClusterKeys(t *testing.T) {
+	c := parseCLI(t, `
+state:
+  root: /st
+queue:
+  url: nats://10.0.0.1:4222,nats://10.0.0.2:4222
+  replicas: 3
+service:
+  node: loopd-a
+  maxSessions: 8
+  leaseTTLSeconds: 20
+`)
+	cfg, _, err := ConfigFromCLI(c, func(string) string { return "" }, "/work")
+	require.NoError(t, err)
+	require.Equal(t, ClusterConfig{Node: "loopd-a", MaxSessions: 8, LeaseTTL: 20 * time.Second, QueueReplicas: 3}, cfg.Cluster)
+
+	// Defaults: one node, the whole queue.
+	cfg, _, err = ConfigFromCLI(parseCLI(t, "state:\n  root: /st\n"), func(string) string { return "" }, "/work")
+	require.NoError(t, err)
+	require.Equal(t, ClusterConfig{LeaseTTL: 15 * time.Second, QueueReplicas: 1}, cfg.Cluster)
+
+	// Sharing needs a shared queue.
+	_, _, err = ConfigFromCLI(parseCLI(t, "state:\n  root: /st\nservice:\n  node: a\n"), func(string) string { return "" }, "/work")
+	require.ErrorIs(t, err, loop.ErrInvalidConfig)
+	require.ErrorContains(t, err, "queue.url")
+
+	// A misspelt key is refused with the nearest valid one.
+	_, err = loop.ParseCLIConfig("cli-config.yaml", []byte("service:\n  maxSession: 3\n"))
+	require.ErrorContains(t, err, "service.maxSessions")
+}

@@ -55,6 +55,9 @@ type Deps struct {
 	// Logger is the structured logger of the control plane (nil: a text
 	// handler on Log).
 	Logger *slog.Logger
+	// Ownership, when set, sees the ownership log of a clustered daemon
+	// (service.node): every lease acquired, released or lost.
+	Ownership func(dispatch.Ownership)
 }
 
 // Daemon is one loopd. Build it with New, run it with Run.
@@ -89,6 +92,9 @@ type Daemon struct {
 	dash    *dashboard.Dashboard
 	dashSrc *dashSource
 	svc     service // the control plane (service.go)
+
+	sharedMu sync.Mutex
+	shared   *dispatch.Shared // with service.node (cluster.go)
 }
 
 // New validates cfg and builds the daemon. It opens nothing: Run does.
@@ -224,7 +230,7 @@ func (d *Daemon) Run(ctx context.Context) (err error) {
 		}
 	}()
 
-	q, err := queue.Open(ctx, queue.Config{URL: d.cfg.QueueURL, StoreDir: filepath.Join(root, "queue")})
+	q, err := queue.Open(ctx, queue.Config{URL: d.cfg.QueueURL, StoreDir: filepath.Join(root, "queue"), Replicas: d.cfg.Cluster.QueueReplicas})
 	if err != nil {
 		return err
 	}
@@ -249,12 +255,7 @@ func (d *Daemon) Run(ctx context.Context) (err error) {
 	d.recv = recv
 
 	host, _ := os.Hostname()
-	disp, err := dispatch.New(q, d.timed(d.intake), dispatch.Config{
-		Parallelism: d.cfg.Parallelism, MaxDeliver: d.cfg.MaxDeliver, DrainTimeout: d.cfg.DrainTimeout,
-		Observe: d.onDispatch,
-		// The same daemon restarted takes its lease back at once.
-		Owner: host + ":" + root,
-	})
+	disp, err := d.newDispatcher(ctx, q, host+":"+root) // cluster.go
 	if err != nil {
 		_ = srv.Close()
 		return err

@@ -46,10 +46,15 @@
 // dead-lettered for the operator (DeadLetters, Replay). Gate decisions the
 // daemon records are signed with its key under the state root.
 //
+// Several machines (decision 15, cluster.go, examples/cluster): with
+// service.node set, loopd is one node of several sharing queue.url's NATS
+// cluster — each work item owned by one node at a time through a lease
+// (dispatch.Shared), at most service.maxSessions per node, a dead node's
+// items taken over by the others (session.takeover). Without it, one
+// instance dispatches the whole queue and others wait as standbys.
+//
 // Not built yet (reference behaviour this package does not have):
-// per-work-item leases for several loopd instances sharing the work on one
-// external stream (decision 15) — today one instance dispatches and the
-// others wait as standbys; pull-request
+// pull-request
 // endpoints with their own sessions (daemon-spec §6.7) — PR events go to the
 // work item's session; terminating only the harness on close while keeping
 // the tmux pane (killHarnessOnClose); branch-linkage verification (§6.2);

@@ -107,6 +107,7 @@ func (d *Daemon) Reload(next Config) (ReloadResult, error) {
 		{"webhooks.ghWebhook.path", cur.WebhookPath, next.WebhookPath},
 		{"the webhook secret", string(cur.Secret), string(next.Secret)},
 		{"queue.url", cur.QueueURL, next.QueueURL},
+		{"service.node/maxSessions/leaseTTLSeconds, queue.replicas", cur.Cluster, next.Cluster},
 		{"routing.maxConcurrentDispatches", cur.Parallelism, next.Parallelism},
 		{"routing.workspace", cur.WorkspaceRoot, next.WorkspaceRoot},
 		{"routing.defaultHarness", cur.DefaultHarness, next.DefaultHarness},

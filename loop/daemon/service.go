@@ -256,6 +256,9 @@ func (d *Daemon) status(ctx context.Context) api.Status {
 	if len(errs) > 0 {
 		st.Warnings = append(st.Warnings, fmt.Sprintf("%d session record(s) could not be read; first: %v", len(errs), errs[0]))
 	}
+	if sh := d.sharedDispatcher(); sh != nil {
+		st.Cluster = &api.ClusterView{Node: d.cfg.Cluster.Node, MaxSessions: d.cfg.Cluster.MaxSessions, Owned: sh.Leases().Items()}
+	}
 	return st
 }
 

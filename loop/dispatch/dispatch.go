@@ -17,6 +17,10 @@
 //   - Run returns after its context is cancelled and every running handler
 //     has returned (a drain); events queued behind them are left
 //     unacknowledged for the next run.
+//
+// Dispatcher consumes the whole queue on one node. Shared (shared.go)
+// shares the work items among several nodes of one NATS cluster, with the
+// same guarantees per item, each item leased to one node at a time.
 package dispatch
 
 import (
@@ -297,7 +301,7 @@ func (d *Dispatcher) work(key string) {
 		m := kq.msgs[0]
 		d.mu.Unlock()
 
-		if !d.process(key, m) {
+		if !d.process(d.hctx, key, m, nil) {
 			return // stopping: leave the rest unacknowledged
 		}
 		d.mu.Lock()
@@ -307,9 +311,9 @@ func (d *Dispatcher) work(key string) {
 }
 
 // process handles one message to a final outcome. It returns false when the
-// dispatcher stopped before the message was finished (left unacked).
-func (d *Dispatcher) process(key string, m *queue.Message) bool {
-	ctx := d.hctx
+// dispatcher stopped — or valid (the shared path's lease) turned false —
+// before the message was finished (left unacked).
+func (d *Dispatcher) process(ctx context.Context, key string, m *queue.Message, valid func() bool) bool {
 	obs := Observation{Key: key, DeliveryID: deliveryOf(m), Seq: m.Seq}
 	if m.DecodeErr != nil {
 		return d.kill(ctx, m, obs, 1, m.DecodeErr)
@@ -323,11 +327,20 @@ func (d *Dispatcher) process(key string, m *queue.Message) bool {
 		case <-d.stopCh:
 			return false
 		}
+		if valid != nil && !valid() {
+			<-d.sem
+			return false
+		}
 		attempt++
 		obs.Attempt = attempt
 		outcome, err := d.once(ctx, ev)
 		<-d.sem
 		if err == nil {
+			if valid != nil && !valid() {
+				// Recorded handled: the next owner acknowledges it
+				// without effect. Only an owner deletes.
+				return false
+			}
 			if ackErr := m.Ack(ctx); ackErr != nil {
 				// The effects are durable and recorded handled: a
 				// redelivery will be acknowledged without effect.
@@ -337,7 +350,7 @@ func (d *Dispatcher) process(key string, m *queue.Message) bool {
 			d.observe(obs)
 			return true
 		}
-		if d.stopping() {
+		if d.stopping() || (valid != nil && !valid()) {
 			// A handler cut short by shutdown is neither retried nor
 			// dead-lettered: left unacknowledged, it runs again at the next
 			// start.

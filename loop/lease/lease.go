@@ -11,10 +11,8 @@
 // no earlier than that renewal + TTL. Work done only while Valid never
 // overlaps another node's.
 //
-// Status: the building block and its cluster test. loopd's dispatcher does
-// not use it yet — today one dispatcher per stream is elected by
-// queue.AcquireLease (active/standby); routing each work item's events to
-// its owner needs per-item subjects in the queue (TODO, issue 14).
+// Used by dispatch.Shared (several loopd sharing one queue): the lease key
+// is the work item's slot, its per-item subject token in the queue.
 package lease
 
 import (
@@ -65,6 +63,11 @@ type Manager struct {
 
 	mu   sync.Mutex
 	held map[string]*Lease
+	// seen is the bucket as watched: key → when this node last saw it
+	// written (absent once deleted). A key not written for a TTL has
+	// lapsed (holders renew every TTL/3).
+	seen    map[string]seenKey
+	watcher jetstream.KeyWatcher
 
 	stop chan struct{}
 	done chan struct{}
@@ -109,7 +112,13 @@ func Open(ctx context.Context, js jetstream.JetStream, cfg Config) (*Manager, er
 	if err != nil {
 		return nil, fmt.Errorf("lease: bucket %s: %w", cfg.Bucket, err)
 	}
-	m := &Manager{cfg: cfg, kv: kv, held: map[string]*Lease{}, stop: make(chan struct{}), done: make(chan struct{})}
+	m := &Manager{cfg: cfg, kv: kv, held: map[string]*Lease{}, seen: map[string]seenKey{}, stop: make(chan struct{}), done: make(chan struct{})}
+	w, err := kv.WatchAll(context.WithoutCancel(ctx))
+	if err != nil {
+		return nil, fmt.Errorf("lease: watch bucket %s: %w", cfg.Bucket, err)
+	}
+	m.watcher = w
+	go m.watch()
 	go m.renewLoop()
 	return m, nil
 }
@@ -191,6 +200,31 @@ func (l *Lease) Valid() bool {
 	return !l.lost && l.m.cfg.Now().Before(l.renewed.Add(l.m.cfg.TTL-l.m.cfg.Margin))
 }
 
+// Deadline is when the holder must stop acting on the item unless it
+// renews first: last renewal + TTL − Margin (the zero time once lost).
+func (l *Lease) Deadline() time.Time {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.lost {
+		return time.Time{}
+	}
+	return l.renewed.Add(l.m.cfg.TTL - l.m.cfg.Margin)
+}
+
+// Revision is the KV revision the holder last wrote (it changes on every
+// renewal; the ownership log records the one a holder started with).
+func (l *Lease) Revision() uint64 {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.rev
+}
+
+// TTL is the manager's lease TTL.
+func (m *Manager) TTL() time.Duration { return m.cfg.TTL }
+
+// Node is the manager's node name.
+func (m *Manager) Node() string { return m.cfg.Node }
+
 // Renew extends the lease (compare-and-swap on the last revision).
 func (l *Lease) Renew(ctx context.Context) error {
 	l.mu.Lock()
@@ -203,9 +237,10 @@ func (l *Lease) Renew(ctx context.Context) error {
 	nrev, err := l.m.kv.Update(ctx, key(l.Item), []byte(l.m.cfg.Node), rev)
 	l.mu.Lock()
 	if err != nil {
+		// Lost, but it counts towards MaxItems until its holder has
+		// stopped working on it and calls Release.
 		l.lost = true
 		l.mu.Unlock()
-		l.m.forget(l) // lock order: never m.mu under l.mu
 		return fmt.Errorf("%w: %s: %v", ErrLost, l.Item, err)
 	}
 	l.rev, l.renewed = nrev, now
@@ -214,10 +249,13 @@ func (l *Lease) Renew(ctx context.Context) error {
 }
 
 // Release gives the item up (delete on the last revision); idempotent.
+// The holder calls it for a lost lease too, once it stopped working on the
+// item: only then does the lease stop counting towards MaxItems.
 func (l *Lease) Release(ctx context.Context) error {
 	l.mu.Lock()
 	if l.lost {
 		l.mu.Unlock()
+		l.m.forget(l)
 		return nil
 	}
 	l.lost = true
@@ -236,6 +274,39 @@ func (m *Manager) forget(l *Lease) {
 		delete(m.held, l.Item)
 	}
 	m.mu.Unlock()
+}
+
+// watch keeps seen up to date.
+func (m *Manager) watch() {
+	for e := range m.watcher.Updates() {
+		if e == nil {
+			continue // the end of the initial values
+		}
+		m.mu.Lock()
+		if e.Operation() == jetstream.KeyValuePut {
+			m.seen[e.Key()] = seenKey{at: m.cfg.Now(), owner: string(e.Value())}
+		} else {
+			delete(m.seen, e.Key())
+		}
+		m.mu.Unlock()
+	}
+}
+
+// MaybeFree reports whether the item's lease looks free from the watched
+// bucket: never written, deleted, not renewed for a TTL, or this node's
+// own (from before a restart). It is a hint
+// that saves a failed Acquire (a KV write) per item another node holds;
+// Acquire decides.
+func (m *Manager) MaybeFree(item string) bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	k, ok := m.seen[key(item)]
+	return !ok || k.owner == m.cfg.Node || m.cfg.Now().Sub(k.at) >= m.cfg.TTL
+}
+
+type seenKey struct {
+	at    time.Time
+	owner string
 }
 
 // renewLoop renews every held lease every TTL/3.
@@ -266,6 +337,9 @@ func (m *Manager) renewLoop() {
 // Close stops renewing (the leases lapse after TTL; Release them first to
 // hand items over at once).
 func (m *Manager) Close() {
-	m.once.Do(func() { close(m.stop) })
+	m.once.Do(func() {
+		close(m.stop)
+		_ = m.watcher.Stop()
+	})
 	<-m.done
 }

@@ -24,12 +24,16 @@
 // slow or full. Consume hands messages to the dispatcher in stream order; the
 // dispatcher acknowledges each one only after its effects are durable.
 //
-// One dispatcher per stream, elected by a lease (AcquireLease): a second
-// loopd on the same external stream waits as a standby and takes over when
-// the holder stops or dies. The holder recreates the durable consumer when it
-// starts, so every event not yet acknowledged is delivered again, in stream
-// order, at once (not after an ack timeout). Sharing the work between
-// instances with per-work-item leases (decision 15) is not built yet.
+// Events are published on per-work-item subjects (items.go). A single
+// loopd consumes the stream with one durable consumer (Consume), elected by
+// a lease (AcquireLease): a second loopd on the same external stream
+// without service.node waits as a standby and takes over when the holder
+// stops or dies. The holder recreates the durable consumer when it starts,
+// so every event not yet acknowledged is delivered again, in stream order,
+// at once (not after an ack timeout). Several loopd sharing the work
+// (decision 15, dispatch.Shared) use no consumer: each reads the items it
+// leased by sequence (NextFor) and finds items with waiting events with
+// Slots. The two modes must not run on one stream at once.
 package queue
 
 import (
@@ -106,6 +110,9 @@ type Config struct {
 	AckWait time.Duration
 	// PublishTimeout bounds Put (default 5 s).
 	PublishTimeout time.Duration
+	// Replicas is the replication of the streams and buckets on a NATS
+	// cluster (queue.replicas; default 1, 3 for a 3-server cluster).
+	Replicas int
 }
 
 // Queue is the durable event pipeline. Close it to stop the embedded server.
@@ -151,6 +158,9 @@ func Open(ctx context.Context, cfg Config) (*Queue, error) {
 	}
 	if cfg.PublishTimeout <= 0 {
 		cfg.PublishTimeout = DefaultPublishTimeout
+	}
+	if cfg.Replicas <= 0 {
+		cfg.Replicas = 1
 	}
 	q := &Queue{cfg: cfg, subject: lower(cfg.Prefix) + ".events", deadSubj: lower(cfg.Prefix) + ".dead", durable: cfg.Prefix + "_dispatch"}
 	if err := q.connect(); err != nil {
@@ -226,13 +236,16 @@ func (q *Queue) provision(ctx context.Context) error {
 	q.events, err = q.js.CreateOrUpdateStream(ctx, jetstream.StreamConfig{
 		Name:        q.cfg.Prefix + "_EVENTS",
 		Description: "theloop: routed ingress events awaiting dispatch",
-		Subjects:    []string{q.subject},
-		Retention:   jetstream.WorkQueuePolicy,
-		Storage:     jetstream.FileStorage,
-		Discard:     jetstream.DiscardNew,
-		MaxMsgs:     orUnlimited(q.cfg.MaxMsgs),
-		MaxBytes:    orUnlimited(q.cfg.MaxBytes),
-		Duplicates:  q.cfg.DuplicateWindow,
+		// Events are published per work item (subjectFor); the bare
+		// subject is what stores written before that hold.
+		Subjects:   []string{q.subject, q.subject + ".>"},
+		Retention:  jetstream.WorkQueuePolicy,
+		Replicas:   q.cfg.Replicas,
+		Storage:    jetstream.FileStorage,
+		Discard:    jetstream.DiscardNew,
+		MaxMsgs:    orUnlimited(q.cfg.MaxMsgs),
+		MaxBytes:   orUnlimited(q.cfg.MaxBytes),
+		Duplicates: q.cfg.DuplicateWindow,
 	})
 	if err != nil {
 		return fmt.Errorf("queue: events stream: %w", err)
@@ -243,20 +256,21 @@ func (q *Queue) provision(ctx context.Context) error {
 		Subjects:    []string{q.deadSubj},
 		Retention:   jetstream.LimitsPolicy,
 		Storage:     jetstream.FileStorage,
+		Replicas:    q.cfg.Replicas,
 	})
 	if err != nil {
 		return fmt.Errorf("queue: dead-letter stream: %w", err)
 	}
 	q.handled, err = q.js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{
 		Bucket: q.cfg.Prefix + "_handled", Description: "delivery ids whose effects are durable",
-		TTL: q.cfg.KeyTTL, Storage: jetstream.FileStorage, History: 1,
+		TTL: q.cfg.KeyTTL, Storage: jetstream.FileStorage, History: 1, Replicas: q.cfg.Replicas,
 	})
 	if err != nil {
 		return fmt.Errorf("queue: handled bucket: %w", err)
 	}
 	q.content, err = q.js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{
 		Bucket: q.cfg.Prefix + "_content", Description: "content identity → the delivery that claimed it",
-		TTL: q.cfg.KeyTTL, Storage: jetstream.FileStorage, History: 1,
+		TTL: q.cfg.KeyTTL, Storage: jetstream.FileStorage, History: 1, Replicas: q.cfg.Replicas,
 	})
 	if err != nil {
 		return fmt.Errorf("queue: content bucket: %w", err)
@@ -290,7 +304,7 @@ func (q *Queue) Put(ctx context.Context, ev *ingress.Event) error {
 	if ev == nil || ev.DeliveryID == "" {
 		return errors.New("queue: an event without a delivery id cannot be kept (the queue deduplicates on it)")
 	}
-	msg, err := encode(q.subject, ev)
+	msg, err := encode(q.subjectFor(ev), ev)
 	if err != nil {
 		return fmt.Errorf("queue: encode event %s: %w", ev.DeliveryID, err)
 	}
@@ -320,6 +334,9 @@ type Message struct {
 	// such a message can only be dead-lettered.
 	DecodeErr error
 	raw       jetstream.Msg
+	// direct is set for a message read by sequence (NextFor, the cluster
+	// path): acknowledging deletes it from the stream.
+	direct *directMsg
 }
 
 // Ack acknowledges the message. It does not wait for the server's
@@ -327,17 +344,35 @@ type Message struct {
 // acks, so an ack lost in a crash costs a redelivery that is acknowledged
 // without effect, never a second effect.
 func (m *Message) Ack(ctx context.Context) error {
+	if m.direct != nil {
+		return m.direct.ack(ctx)
+	}
 	return m.raw.Ack()
 }
 
 // AckSync acknowledges the message and waits for the server to confirm
 // (dead letters use it: they have no handled record).
 func (m *Message) AckSync(ctx context.Context) error {
+	if m.direct != nil {
+		return m.direct.ack(ctx)
+	}
 	return m.raw.DoubleAck(ctx)
 }
 
 // Data returns the stored bytes.
-func (m *Message) Data() []byte { return m.raw.Data() }
+func (m *Message) Data() []byte {
+	if m.direct != nil {
+		return m.direct.raw.Data
+	}
+	return m.raw.Data()
+}
+
+func (m *Message) headers() nats.Header {
+	if m.direct != nil {
+		return m.direct.raw.Header
+	}
+	return m.raw.Headers()
+}
 
 // Consumer hands out events in stream order. Stop it to stop fetching;
 // messages already handed out stay unacknowledged until acked.
@@ -455,8 +490,8 @@ type DeadLetter struct {
 // Kill moves a message to the dead-letter stream and acknowledges it.
 func (q *Queue) Kill(ctx context.Context, m *Message, attempts int, reason string) error {
 	msg := nats.NewMsg(q.deadSubj)
-	msg.Data = m.raw.Data()
-	if off := m.raw.Headers().Get(HeaderPayloadOffset); off != "" {
+	msg.Data = m.Data()
+	if off := m.headers().Get(HeaderPayloadOffset); off != "" {
 		msg.Header.Set(HeaderPayloadOffset, off)
 	}
 	msg.Header.Set(HeaderDeadReason, truncate(reason, 2000))
@@ -523,7 +558,11 @@ func (q *Queue) Replay(ctx context.Context, seq uint64) error {
 	if err != nil {
 		return fmt.Errorf("queue: dead letter %d: %w", seq, err)
 	}
-	msg := nats.NewMsg(q.subject)
+	subj := q.subject
+	if ev, derr := decode(raw.Header, raw.Data); derr == nil {
+		subj = q.subjectFor(ev)
+	}
+	msg := nats.NewMsg(subj)
 	msg.Data = raw.Data
 	if off := raw.Header.Get(HeaderPayloadOffset); off != "" {
 		msg.Header.Set(HeaderPayloadOffset, off)

@@ -1,0 +1,211 @@
+package daemon
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/theloop-dev/theloop/graph"
+	"github.com/theloop-dev/theloop/ingress"
+	"github.com/theloop-dev/theloop/loop/dispatch"
+	"github.com/theloop-dev/theloop/loop/queue"
+	"github.com/theloop-dev/theloop/sessions"
+)
+
+// ClusterConfig lets several loopd share the work items of one NATS
+// cluster (ARCHITECTURE decision 15; examples/cluster). With Node empty
+// the daemon dispatches the whole queue alone (a second loopd on the same
+// queue waits as a standby).
+type ClusterConfig struct {
+	// Node names this loopd among those sharing queue.url (service.node;
+	// unique per node, stable across restarts: a node restarted within
+	// LeaseTTL takes its own items back at once).
+	Node string
+	// MaxSessions is this node's capacity (service.maxSessions): the work
+	// items — each with its agent session — it owns at once. A full node
+	// declines new items; a node with room takes them. 0: no cap.
+	MaxSessions int
+	// LeaseTTL is how long a dead node's items stay with it before
+	// another node takes them over (service.leaseTTLSeconds, default 15 s).
+	LeaseTTL time.Duration
+	// QueueReplicas is the replication of the streams and buckets
+	// (queue.replicas; 3 on a 3-server cluster).
+	QueueReplicas int
+}
+
+// dispatchRunner is the single-node Dispatcher or the cluster's Shared.
+type dispatchRunner interface {
+	Run(ctx context.Context) error
+}
+
+// newDispatcher builds the dispatcher: the single-node one unless
+// service.node is set.
+func (d *Daemon) newDispatcher(ctx context.Context, q *queue.Queue, owner string) (dispatchRunner, error) {
+	base := dispatch.Config{
+		Parallelism: d.cfg.Parallelism, MaxDeliver: d.cfg.MaxDeliver, DrainTimeout: d.cfg.DrainTimeout,
+		Observe: d.onDispatch,
+		// The same daemon restarted takes its lease back at once.
+		Owner: owner,
+	}
+	h := d.timed(d.intake)
+	c := d.cfg.Cluster
+	if c.Node == "" {
+		if d.cfg.QueueURL != "" {
+			owners, err := q.SharedOwners(ctx)
+			if err != nil {
+				return nil, err
+			}
+			if len(owners) > 0 {
+				return nil, fmt.Errorf("daemon: loopd nodes %v share the work of queue.url %s; set service.node (a unique name) here too, or use another queue", owners, d.cfg.QueueURL)
+			}
+		}
+		return dispatch.New(q, h, base)
+	}
+	sh, err := dispatch.NewShared(ctx, q, h, dispatch.SharedConfig{
+		Config: base, Node: c.Node, MaxItems: c.MaxSessions, LeaseTTL: c.LeaseTTL,
+		Holds:     d.holdsItem,
+		SessionOf: d.sessionOf,
+		Takeover:  d.takeover,
+		Lost:      d.lostItem,
+		Own:       d.onOwnership,
+	})
+	if err != nil {
+		return nil, err
+	}
+	d.sharedMu.Lock()
+	d.shared = sh
+	d.sharedMu.Unlock()
+	d.dropMovedItems(ctx, sh)
+	return sh, nil
+}
+
+// dropMovedItems stops the sessions this node still runs for items another
+// node took over while it was away (stopped longer than the lease TTL):
+// their owner is that node now.
+func (d *Daemon) dropMovedItems(ctx context.Context, sh *dispatch.Shared) {
+	recs, _ := d.reg.List()
+	for _, r := range recs {
+		if !r.Status.Live() {
+			continue
+		}
+		owner, err := sh.Leases().Owner(ctx, queue.SlotOf(r.Item.String()))
+		if err == nil && owner != "" && owner != d.cfg.Cluster.Node {
+			d.logf("%s moved to node %s while this node was away; stopping its session here", r.Item, owner)
+			d.lostItem(r.Item.String())
+		}
+	}
+}
+
+// sharedDispatcher is the cluster dispatcher (nil on a single node).
+func (d *Daemon) sharedDispatcher() *dispatch.Shared {
+	d.sharedMu.Lock()
+	defer d.sharedMu.Unlock()
+	return d.shared
+}
+
+func (d *Daemon) record(ref string) (sessions.WorkItem, sessions.Record, bool) {
+	item, err := sessions.ParseWorkItem(ref)
+	if err != nil {
+		return item, sessions.Record{}, false
+	}
+	rec, live := d.intake.live(item)
+	return item, rec, live
+}
+
+// holdsItem: an item with a live session here stays owned by this node.
+func (d *Daemon) holdsItem(ref string) bool {
+	_, _, live := d.record(ref)
+	return live
+}
+
+func (d *Daemon) sessionOf(ref string) string {
+	_, rec, live := d.record(ref)
+	if !live {
+		return ""
+	}
+	return rec.SessionID
+}
+
+// takeoverPrompt is pasted into the session a node starts for an item it
+// took over. Fixed text: nothing from the registry (another node's words)
+// reaches the agent.
+const takeoverPrompt = "The loopd node that ran this work item stopped; this machine has taken the work item over. Continue where the work stands: read the artifacts named above and the work item's latest comments."
+
+// takeover starts the item's session on this node after its owner died:
+// a new worktree, then the respawn path — the previous conversation is
+// resumed when this machine can reach it, otherwise a fresh one starts
+// seeded with the item's artifacts (recorded as a fallback). Recorded as
+// session.takeover.
+func (d *Daemon) takeover(ctx context.Context, t dispatch.Takeover) error {
+	item, err := sessions.ParseWorkItem(t.Item)
+	if err != nil {
+		return fmt.Errorf("takeover of %q: %w", t.Item, err)
+	}
+	fields := []graph.Field{{Key: "work_item", Value: item.String()}, {Key: "from_node", Value: t.From}, {Key: "node", Value: d.cfg.Cluster.Node},
+		{Key: "previous_session_id", Value: t.Session}, {Key: "owned_since", Value: t.Since.UTC().Format(time.RFC3339)}}
+	if _, _, live := d.record(t.Item); !live {
+		ev := &ingress.Event{Event: "takeover", DeliveryID: "takeover:" + t.Slot, Repo: item.Owner + "/" + item.Repo}
+		cwd, err := d.intake.workspace(ctx, item, ev)
+		if err != nil {
+			d.emit("session.takeover_failed", graph.LevelError, append(fields, graph.Field{Key: "error", Value: err.Error()})...)
+			return err
+		}
+		sid := t.Session
+		if !sessions.ValidSessionID(sid) {
+			sid = ""
+		}
+		if err := d.reg.Put(ctx, sessions.Record{Item: item, Harness: d.cfg.DefaultHarness, SessionID: sid, TmuxName: item.TmuxName(),
+			Cwd: cwd, Status: sessions.StatusActive, Created: d.deps.Clock.Now().UTC()}); err != nil {
+			return err
+		}
+	}
+	res, err := d.mgr.Respawn(ctx, item, takeoverPrompt)
+	if err != nil {
+		d.emit("session.takeover_failed", graph.LevelError, append(fields, graph.Field{Key: "error", Value: err.Error()})...)
+		return err
+	}
+	fields = append(fields, graph.Field{Key: "resumed", Value: res.Resumed}, graph.Field{Key: "session_id", Value: res.Record.SessionID})
+	if res.Fallback != nil {
+		fields = append(fields, graph.Field{Key: "fallback_reason", Value: res.Fallback.Reason}, graph.Field{Key: "artifacts", Value: res.Fallback.Artifacts})
+	}
+	d.emit("session.takeover", graph.LevelInfo, fields...)
+	return nil
+}
+
+// lostItem stops the item's session here: its lease lapsed and another
+// node owns it now.
+func (d *Daemon) lostItem(ref string) {
+	item, _, live := d.record(ref)
+	if !live {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	err := d.mgr.Close(ctx, item, false)
+	fields := []graph.Field{{Key: "work_item", Value: ref}, {Key: "node", Value: d.cfg.Cluster.Node}}
+	if err != nil {
+		fields = append(fields, graph.Field{Key: "error", Value: err.Error()})
+	}
+	d.emit("session.lease_lost", graph.LevelWarning, fields...)
+}
+
+// onOwnership writes the ownership log to the event log.
+func (d *Daemon) onOwnership(o dispatch.Ownership) {
+	name := "lease.released"
+	switch {
+	case o.Acquired:
+		name = "lease.acquired"
+	case o.Lost:
+		name = "lease.lost"
+	}
+	fields := []graph.Field{{Key: "node", Value: o.Node}, {Key: "slot", Value: o.Slot}, {Key: "work_item", Value: o.Item}, {Key: "revision", Value: o.Revision}}
+	if o.Acquired {
+		if o.From != "" {
+			fields = append(fields, graph.Field{Key: "from_node", Value: o.From})
+		}
+	}
+	d.emit(name, graph.LevelInfo, fields...)
+	if d.deps.Ownership != nil {
+		d.deps.Ownership(o)
+	}
+}

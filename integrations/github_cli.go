@@ -13,7 +13,7 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/theloop-dev/theloop/internal/run"
+	"github.com/theloop-dev/theloop/run"
 )
 
 // githubCLI is the cli transport: every exchange is one

@@ -14,7 +14,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/theloop-dev/theloop/internal/lazyre"
-	"github.com/theloop-dev/theloop/internal/run"
+	"github.com/theloop-dev/theloop/run"
 )
 
 // TmuxConfig configures the tmux runner. Start from DefaultTmuxConfig; zero

@@ -11,7 +11,7 @@ import (
 	"time"
 
 	"github.com/theloop-dev/theloop/internal/atomicfile"
-	"github.com/theloop-dev/theloop/internal/run"
+	"github.com/theloop-dev/theloop/run"
 )
 
 // WorkspaceConfig configures Workspaces.

@@ -15,6 +15,7 @@ import (
 	"github.com/theloop-dev/theloop/graph"
 	"github.com/theloop-dev/theloop/integrations"
 	"github.com/theloop-dev/theloop/internal/atomicfile"
+	"github.com/theloop-dev/theloop/ops"
 )
 
 // Poller defaults (daemon-spec §3.5, §12.2).
@@ -258,7 +259,7 @@ type pollItem struct {
 
 // pollRepo runs the cycle for one repository.
 func (p *Poller) pollRepo(ctx context.Context, src PollSource, repo, label string, st *CycleStats) (calls, failed int, err error) {
-	res, err := p.call(ctx, st, &calls, &failed, integrations.OpGitHubListItemsByLabel, map[string]any{"repo": repo, "label": label})
+	res, err := p.call(ctx, st, &calls, &failed, ops.GitHubListItemsByLabel, map[string]any{"repo": repo, "label": label})
 	if err != nil {
 		st.Failures++
 		p.emit(EventPollProviderErr, graph.LevelWarning, graph.Field{Key: "repo", Value: repo}, graph.Field{Key: "error", Value: err.Error()})
@@ -304,7 +305,7 @@ func (p *Poller) pollRepo(ctx context.Context, src PollSource, repo, label strin
 		if ctx.Err() != nil {
 			return calls, failed, ctx.Err()
 		}
-		is, err := p.call(ctx, st, &calls, &failed, integrations.OpGitHubGetIssue, map[string]any{"ref": ref.String()})
+		is, err := p.call(ctx, st, &calls, &failed, ops.GitHubGetIssue, map[string]any{"ref": ref.String()})
 		if err != nil {
 			st.Failures++
 			if errors.Is(err, errRateLimited) {
@@ -394,7 +395,7 @@ func (p *Poller) pollItem(ctx context.Context, it pollItem, st *CycleStats) (cal
 
 	refs := []integrations.Ref{it.ref}
 	if it.isPR {
-		res, err := p.call(ctx, st, &calls, &failed, integrations.OpGitHubClosingIssues, map[string]any{"ref": it.ref.String()})
+		res, err := p.call(ctx, st, &calls, &failed, ops.GitHubClosingIssues, map[string]any{"ref": it.ref.String()})
 		if err != nil {
 			st.Failures++
 			if errors.Is(err, errRateLimited) {
@@ -494,7 +495,7 @@ func (p *Poller) presence(ctx context.Context, it pollItem, refs []integrations.
 		// reopened item (its ledger dropped at closure) gets a new one.
 		ledger.Presence.DeliveryID = "poll-presence-" + it.ref.String() + "-" + strconv.FormatInt(p.d.Clock.Now().UnixNano(), 36)
 	}
-	is, err := p.call(ctx, st, calls, failed, integrations.OpGitHubGetIssue, map[string]any{"ref": it.ref.String()})
+	is, err := p.call(ctx, st, calls, failed, ops.GitHubGetIssue, map[string]any{"ref": it.ref.String()})
 	if err != nil {
 		st.Failures++
 		if errors.Is(err, errRateLimited) {
@@ -579,11 +580,11 @@ func (p *Poller) listThread(ctx context.Context, it pollItem, st *CycleStats, ca
 		event string
 		at    string
 	}
-	streams := []stream{{integrations.OpGitHubListComments, "comments", "comment", "issue_comment", "createdAt"}}
+	streams := []stream{{ops.GitHubListComments, "comments", "comment", "issue_comment", "createdAt"}}
 	if it.isPR {
 		streams = append(streams,
-			stream{integrations.OpGitHubListReviews, "reviews", "review", "pull_request_review", "submittedAt"},
-			stream{integrations.OpGitHubListReviewComments, "comments", "review-comment", "pull_request_review_comment", "createdAt"})
+			stream{ops.GitHubListReviews, "reviews", "review", "pull_request_review", "submittedAt"},
+			stream{ops.GitHubListReviewComments, "comments", "review-comment", "pull_request_review_comment", "createdAt"})
 	}
 	type dated struct {
 		pollComment

@@ -9,57 +9,17 @@ import (
 	"strings"
 
 	"github.com/theloop-dev/theloop/graph"
+	"github.com/theloop-dev/theloop/ops"
 )
 
-// GitHub operations. Both transports implement every one and answer each
-// with the same map. "ref" is a work-item ref, github:[host/]owner/repo#n
-// (a malformed ref fails every operation with ErrInvalidRef). Ids and
-// numbers are int; lists are []any of map[string]any or string; timestamps
-// are GitHub's RFC 3339 strings, "" when absent.
-const (
-	// {ref, body} → {id, url}. The body is posted verbatim: the caller
-	// composes it and adds the self-authored marker. Not retried after a
-	// 5xx (GitHub may have posted it).
-	OpGitHubAddComment graph.Operation = "github.add-comment"
-	// {ref, labels: [string], replacePrefix?: "loop:"} → {labels: [string]}:
-	// removes the labels starting with replacePrefix (case-insensitively)
-	// that are not in labels, adds the missing ones, keeps every other
-	// label; returns the issue's labels afterwards. Without replacePrefix it
-	// only adds.
-	OpGitHubSetLabels graph.Operation = "github.set-labels"
-	// {ref} → {labels: [string]}.
-	OpGitHubGetLabels graph.Operation = "github.get-labels"
-	// {ref} → {comments: [{id, author, body, url, createdAt}]}, every page,
-	// oldest first; author is the login ("" for a deleted user).
-	OpGitHubListComments graph.Operation = "github.list-comments"
-	// {ref (a PR)} → {reviews: [{id, author, body, state, url, submittedAt}]},
-	// every state (PENDING included; callers filter).
-	OpGitHubListReviews graph.Operation = "github.list-reviews"
-	// {ref (a PR)} → {comments: [{id, author, body, url, path, line,
-	// createdAt}]}; line is the comment's line, else its original line,
-	// else 0.
-	OpGitHubListReviewComments graph.Operation = "github.list-review-comments"
-	// {ref} → {number, title, body, state, author, labels, url,
-	// isPullRequest, merged}.
-	OpGitHubGetIssue graph.Operation = "github.get-issue"
-	// {repo: "owner/repo" or "host/owner/repo", label, state?:
-	// open (default)|closed|all} → {items: [{number, title, url,
-	// isPullRequest, labels, ref}]}, issues and PRs, newest first.
-	OpGitHubListItemsByLabel graph.Operation = "github.list-items-by-label"
-	// {ref, content, commentId?, commentType?: issue-comment (default) |
-	// review-comment} → {}. Without commentId the reaction goes on the issue
-	// or PR itself. content is one of +1 -1 laugh confused heart hooray
-	// rocket eyes.
-	OpGitHubAddReaction graph.Operation = "github.add-reaction"
-	// {ref (a PR)} → {issues: [int], refs: [string], source: "graphql" |
-	// "body"}; see github.closingIssues.
-	OpGitHubClosingIssues graph.Operation = "github.closing-issues"
-)
-
+// githubOperations are the GitHub operations (package ops documents each
+// one's arguments and answer). Both transports implement every one and answer
+// each with the same map; a malformed ref fails every operation with
+// ErrInvalidRef.
 var githubOperations = []graph.Operation{
-	OpGitHubAddComment, OpGitHubSetLabels, OpGitHubGetLabels, OpGitHubListComments,
-	OpGitHubListReviews, OpGitHubListReviewComments, OpGitHubGetIssue,
-	OpGitHubListItemsByLabel, OpGitHubAddReaction, OpGitHubClosingIssues,
+	ops.GitHubAddComment, ops.GitHubSetLabels, ops.GitHubGetLabels, ops.GitHubListComments,
+	ops.GitHubListReviews, ops.GitHubListReviewComments, ops.GitHubGetIssue,
+	ops.GitHubListItemsByLabel, ops.GitHubAddReaction, ops.GitHubClosingIssues,
 }
 
 // maxPages bounds pagination (100 items a page).
@@ -108,16 +68,16 @@ type github struct {
 
 func (g *github) operations() map[graph.Operation]opFunc {
 	return map[graph.Operation]opFunc{
-		OpGitHubAddComment:         g.addComment,
-		OpGitHubSetLabels:          g.setLabels,
-		OpGitHubGetLabels:          g.getLabels,
-		OpGitHubListComments:       g.listComments,
-		OpGitHubListReviews:        g.listReviews,
-		OpGitHubListReviewComments: g.listReviewComments,
-		OpGitHubGetIssue:           g.getIssue,
-		OpGitHubListItemsByLabel:   g.listItemsByLabel,
-		OpGitHubAddReaction:        g.addReaction,
-		OpGitHubClosingIssues:      g.closingIssues,
+		ops.GitHubAddComment:         g.addComment,
+		ops.GitHubSetLabels:          g.setLabels,
+		ops.GitHubGetLabels:          g.getLabels,
+		ops.GitHubListComments:       g.listComments,
+		ops.GitHubListReviews:        g.listReviews,
+		ops.GitHubListReviewComments: g.listReviewComments,
+		ops.GitHubGetIssue:           g.getIssue,
+		ops.GitHubListItemsByLabel:   g.listItemsByLabel,
+		ops.GitHubAddReaction:        g.addReaction,
+		ops.GitHubClosingIssues:      g.closingIssues,
 	}
 }
 

@@ -14,6 +14,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/theloop-dev/theloop/integrations"
+	"github.com/theloop-dev/theloop/ops"
 	"github.com/theloop-dev/theloop/run"
 	"github.com/theloop-dev/theloop/sessions"
 )
@@ -89,7 +90,7 @@ func TestEmbedderRunnerDrivesIntegrations(t *testing.T) {
 	})
 	require.NoError(t, err)
 
-	got, err := set.Call(context.Background(), integrations.OpGitHubGetIssue, map[string]any{"ref": "github:octo/repo#7"})
+	got, err := set.Call(context.Background(), ops.GitHubGetIssue, map[string]any{"ref": "github:octo/repo#7"})
 	require.NoError(t, err)
 	require.Equal(t, "Embed theloop", got["title"])
 	require.Equal(t, []string{"vault read github-token"}, audit.commands())

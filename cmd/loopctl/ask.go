@@ -14,6 +14,7 @@ import (
 	"github.com/theloop-dev/theloop/hooks"
 	"github.com/theloop-dev/theloop/integrations"
 	"github.com/theloop-dev/theloop/loop"
+	"github.com/theloop-dev/theloop/ops"
 )
 
 // maxQuestion bounds a question (GitHub refuses comments over 65,536
@@ -91,7 +92,7 @@ func runAsk(ctx context.Context, f *Factory, opts askOptions) error {
 	for _, w := range warns {
 		fmt.Fprintln(f.IO.ErrOut, "warning:", w)
 	}
-	res, postErr := integ.Call(ctx, integrations.OpGitHubAddComment, map[string]any{"ref": ref.String(), "body": hooks.Mark(q)})
+	res, postErr := integ.Call(ctx, ops.GitHubAddComment, map[string]any{"ref": ref.String(), "body": hooks.Mark(q)})
 	url, _ := res["url"].(string)
 	level := graph.LevelInfo
 	if postErr != nil {

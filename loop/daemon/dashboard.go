@@ -13,9 +13,9 @@ import (
 
 	"github.com/theloop-dev/theloop/graph"
 	"github.com/theloop-dev/theloop/hooks"
-	"github.com/theloop-dev/theloop/integrations"
 	"github.com/theloop-dev/theloop/loop"
 	"github.com/theloop-dev/theloop/loop/dashboard"
+	"github.com/theloop-dev/theloop/ops"
 	"github.com/theloop-dev/theloop/sessions"
 )
 
@@ -324,7 +324,7 @@ func (s *dashSource) fetchTitle(ref string) {
 	defer s.wg.Done()
 	ctx, cancel := context.WithTimeout(s.ctx, 15*time.Second)
 	defer cancel()
-	res, err := s.d.integ.Call(ctx, integrations.OpGitHubGetIssue, map[string]any{"ref": ref})
+	res, err := s.d.integ.Call(ctx, ops.GitHubGetIssue, map[string]any{"ref": ref})
 	title, _ := res["title"].(string)
 	s.mu.Lock()
 	delete(s.fetching, ref)

@@ -11,8 +11,8 @@ import (
 	"github.com/theloop-dev/theloop/graph"
 	"github.com/theloop-dev/theloop/hooks"
 	"github.com/theloop-dev/theloop/ingress"
-	"github.com/theloop-dev/theloop/integrations"
 	"github.com/theloop-dev/theloop/loop/dispatch"
+	"github.com/theloop-dev/theloop/ops"
 	"github.com/theloop-dev/theloop/sessions"
 )
 
@@ -190,7 +190,7 @@ func (in *intake) react(ctx context.Context, item sessions.WorkItem, ev *ingress
 			args["commentType"] = "review-comment"
 		}
 	}
-	if _, err := in.d.integ.Call(ctx, integrations.OpGitHubAddReaction, args); err != nil {
+	if _, err := in.d.integ.Call(ctx, ops.GitHubAddReaction, args); err != nil {
 		in.emit("reaction.failed", graph.LevelWarning, item, ev, graph.Field{Key: "content", Value: content}, graph.Field{Key: "error", Value: err.Error()})
 		return
 	}
@@ -281,7 +281,7 @@ func (in *intake) announce(ctx context.Context, item sessions.WorkItem, rec sess
 	}
 	body := fmt.Sprintf("the-loop started a %s session for this work item in tmux session `%s`.\n\nWatch or take over on the daemon's host:\n\n```\n%s\n```\n",
 		rec.Harness, rec.TmuxName, attachCommand(in.d.cfg.Tmux, rec.TmuxName))
-	if _, err := in.d.integ.Call(ctx, integrations.OpGitHubAddComment, map[string]any{"ref": item.String(), "body": hooks.Mark(body)}); err != nil {
+	if _, err := in.d.integ.Call(ctx, ops.GitHubAddComment, map[string]any{"ref": item.String(), "body": hooks.Mark(body)}); err != nil {
 		in.emit("session.announce_failed", graph.LevelWarning, item, ev, graph.Field{Key: "error", Value: err.Error()})
 		return fmt.Errorf("announce %s: %w", item, err)
 	}

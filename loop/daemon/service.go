@@ -13,13 +13,13 @@ import (
 	"github.com/theloop-dev/theloop/graph"
 	"github.com/theloop-dev/theloop/hooks"
 	"github.com/theloop-dev/theloop/ingress"
-	"github.com/theloop-dev/theloop/integrations"
 	"github.com/theloop-dev/theloop/internal/buildinfo"
 	"github.com/theloop-dev/theloop/loop/api"
 	"github.com/theloop-dev/theloop/loop/dispatch"
 	"github.com/theloop-dev/theloop/loop/mcpserver"
 	"github.com/theloop-dev/theloop/loop/metrics"
 	"github.com/theloop-dev/theloop/loop/queue"
+	"github.com/theloop-dev/theloop/ops"
 	"github.com/theloop-dev/theloop/sessions"
 )
 
@@ -401,7 +401,7 @@ func (d *Daemon) announceControl(ctx context.Context, item sessions.WorkItem, ve
 		kw = "the-loop " + verb
 	}
 	body := hooks.Mark(fmt.Sprintf("%s\n\n_Issued from the CLI by %s (effect: %s)._", kw, actor, res.Effect))
-	out, err := d.integ.Call(ctx, integrations.OpGitHubAddComment, map[string]any{"ref": item.String(), "body": body})
+	out, err := d.integ.Call(ctx, ops.GitHubAddComment, map[string]any{"ref": item.String(), "body": body})
 	if err != nil {
 		res.AnnounceError = err.Error()
 		d.emit("control.announce_failed", graph.LevelWarning, graph.Field{Key: "work_item", Value: item.String()}, graph.Field{Key: "command", Value: verb}, graph.Field{Key: "error", Value: err.Error()})

@@ -25,6 +25,7 @@ import (
 	"github.com/theloop-dev/theloop/integrations"
 	"github.com/theloop-dev/theloop/loop"
 	"github.com/theloop-dev/theloop/loop/api"
+	"github.com/theloop-dev/theloop/ops"
 )
 
 // Path is where the daemon mounts the streamable HTTP handler.
@@ -286,7 +287,7 @@ func (t tools) ask(ctx context.Context, _ *mcp.CallToolRequest, in AskInput) (*m
 	if t.cfg.Integrations == nil {
 		return nil, AskOutput{}, errors.New("no GitHub integration is available to post the question")
 	}
-	res, postErr := t.cfg.Integrations.Call(ctx, integrations.OpGitHubAddComment, map[string]any{"ref": ref.String(), "body": hooks.Mark(q)})
+	res, postErr := t.cfg.Integrations.Call(ctx, ops.GitHubAddComment, map[string]any{"ref": ref.String(), "body": hooks.Mark(q)})
 	url, _ := res["url"].(string)
 	if t.cfg.Sink != nil {
 		level := graph.LevelInfo

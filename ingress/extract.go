@@ -4,8 +4,8 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/theloop-dev/theloop/integrations"
 	"github.com/theloop-dev/theloop/internal/lazyre"
+	"github.com/theloop-dev/theloop/workitem"
 )
 
 // RefSource says why a ref was extracted (daemon-spec §4.1).
@@ -33,13 +33,13 @@ func sourceBit(src RefSource) uint8 {
 // extraction is the refs of one payload in order, each with the set of its
 // sources (bits of refSourceOrder).
 type extraction struct {
-	refs    []integrations.Ref
+	refs    []workitem.Ref
 	sources []uint8
 	// own is the PR's own ref (excluded from its closing references).
-	own integrations.Ref
+	own workitem.Ref
 }
 
-func (x *extraction) add(r integrations.Ref, src RefSource) {
+func (x *extraction) add(r workitem.Ref, src RefSource) {
 	if r.Number <= 0 || r.Number >= 1<<31 || !plainName(r.Owner) || !plainName(r.Repo) {
 		return
 	}
@@ -58,8 +58,8 @@ func (x *extraction) add(r integrations.Ref, src RefSource) {
 
 // branchOnly returns the refs whose only source is the branch convention:
 // weak links the daemon verifies before acting (daemon-spec §6.2).
-func (x *extraction) branchOnly() []integrations.Ref {
-	var out []integrations.Ref
+func (x *extraction) branchOnly() []workitem.Ref {
+	var out []workitem.Ref
 	for i, s := range x.sources {
 		if s == sourceBit(RefFromBranch) {
 			out = append(out, x.refs[i])
@@ -80,7 +80,7 @@ func (x *extraction) sourcesOf(i int) []RefSource {
 }
 
 // sameRef compares refs as GitHub does: names case-insensitively.
-func sameRef(a, b integrations.Ref) bool {
+func sameRef(a, b workitem.Ref) bool {
 	return a.Number == b.Number && a.Provider == b.Provider && strings.EqualFold(a.Host, b.Host) &&
 		strings.EqualFold(a.Owner, b.Owner) && strings.EqualFold(a.Repo, b.Repo)
 }
@@ -90,8 +90,8 @@ type repoOf struct {
 	host, owner, repo string
 }
 
-func (r repoOf) ref(n int) integrations.Ref {
-	return integrations.Ref{Provider: "github", Host: r.host, Owner: r.owner, Repo: r.repo, Number: n}
+func (r repoOf) ref(n int) workitem.Ref {
+	return workitem.Ref{Provider: "github", Host: r.host, Owner: r.owner, Repo: r.repo, Number: n}
 }
 
 // hostOfURL returns the lower-cased host of an http(s) URL, "" for
@@ -322,20 +322,20 @@ var closingKeywordRE = lazyre.New(`(?i)\b(?:close[sd]?|fix(?:e[sd])?|resolve[sd]
 // maxKeywordScan bounds how much of a PR body is searched for keywords.
 const maxKeywordScan = 64 << 10
 
-func closingKeywords(body string, r repoOf) []integrations.Ref {
+func closingKeywords(body string, r repoOf) []workitem.Ref {
 	if len(body) == 0 {
 		return nil
 	}
 	if len(body) > maxKeywordScan {
 		body = body[:maxKeywordScan]
 	}
-	var out []integrations.Ref
+	var out []workitem.Ref
 	webHost := r.host
 	if webHost == "" {
 		webHost = "github.com"
 	}
 	for _, m := range closingKeywordRE.FindAllStringSubmatch(body, 32) {
-		var ref integrations.Ref
+		var ref workitem.Ref
 		switch {
 		case m[4] != "":
 			if !strings.EqualFold(m[1], webHost) {

@@ -10,7 +10,7 @@ import (
 	"testing"
 	"unicode/utf8"
 
-	"github.com/theloop-dev/theloop/integrations"
+	"github.com/theloop-dev/theloop/workitem"
 )
 
 // seedPayloads adds every example payload (when the shared fixtures are
@@ -187,7 +187,7 @@ func FuzzRoute(f *testing.F) {
 			t.Fatal("an Event without work items")
 		}
 		for _, w := range ev.WorkItems {
-			back, err := integrations.ParseRef(w.String())
+			back, err := workitem.Parse(w.String())
 			if err != nil || back != w {
 				t.Fatalf("ref %#v does not round-trip: %v", w, err)
 			}
@@ -226,7 +226,7 @@ func FuzzExtraction(f *testing.F) {
 			x.add(ref, RefFromKeyword)
 		}
 		for _, ref := range x.refs {
-			if back, err := integrations.ParseRef(ref.String()); err != nil || back != ref {
+			if back, err := workitem.Parse(ref.String()); err != nil || back != ref {
 				t.Fatalf("closing ref %#v does not round-trip: %v", ref, err)
 			}
 		}
@@ -273,7 +273,7 @@ func FuzzPollLedger(f *testing.F) {
 	f.Add([]byte(`not json`), "x")
 	f.Add([]byte(`{"ref":"github:other/repo#1","poll":{}}`), "")
 	f.Add([]byte(`{"poll":{"seenComments":"nope"}}`), "c")
-	ref := integrations.Ref{Provider: "github", Owner: "octo", Repo: "repo", Number: 1}
+	ref := workitem.Ref{Provider: "github", Owner: "octo", Repo: "repo", Number: 1}
 	f.Fuzz(func(t *testing.T, file []byte, key string) {
 		s := NewPortableStore(t.TempDir(), nil)
 		if err := os.MkdirAll(s.Dir(), 0o700); err != nil {

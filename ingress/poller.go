@@ -16,6 +16,7 @@ import (
 	"github.com/theloop-dev/theloop/integrations"
 	"github.com/theloop-dev/theloop/internal/atomicfile"
 	"github.com/theloop-dev/theloop/ops"
+	"github.com/theloop-dev/theloop/workitem"
 )
 
 // Poller defaults (daemon-spec §3.5, §12.2).
@@ -74,7 +75,7 @@ type PollerDeps struct {
 	// Tracked lists the work items to reconcile for closure: the daemon
 	// passes its live session records. Default: every item with a poll
 	// ledger.
-	Tracked func(ctx context.Context) ([]integrations.Ref, error)
+	Tracked func(ctx context.Context) ([]workitem.Ref, error)
 	// Log receives poll.* events (default: discarded).
 	Log graph.Sink
 	// Clock (default graph.SystemClock); Sleep waits between cycles
@@ -97,7 +98,7 @@ type Poller struct {
 	// notBefore is when the back-off ends (zero when healthy).
 	notBefore time.Time
 	// cycleTracked caches the tracked refs during one cycle.
-	cycleTracked *[]integrations.Ref
+	cycleTracked *[]workitem.Ref
 }
 
 // CycleStats is one pass's outcome (the heartbeat's lastCycle).
@@ -250,7 +251,7 @@ var errRateLimited = errors.New("ingress: GitHub is rate limiting; the cycle sto
 
 // pollItem is one listed work item.
 type pollItem struct {
-	ref   integrations.Ref
+	ref   workitem.Ref
 	isPR  bool
 	title string
 	url   string
@@ -272,7 +273,7 @@ func (p *Poller) pollRepo(ctx context.Context, src PollSource, repo, label strin
 	raw, _ := res["items"].([]any)
 	for _, e := range raw {
 		v := graph.AsValues(e)
-		ref, perr := integrations.ParseRef(v.String("ref"))
+		ref, perr := workitem.Parse(v.String("ref"))
 		if perr != nil {
 			continue
 		}
@@ -329,11 +330,11 @@ func (p *Poller) pollRepo(ctx context.Context, src PollSource, repo, label strin
 }
 
 // trackedOnce lists the tracked work items once per cycle.
-func (p *Poller) trackedOnce(ctx context.Context) ([]integrations.Ref, error) {
+func (p *Poller) trackedOnce(ctx context.Context) ([]workitem.Ref, error) {
 	if p.cycleTracked != nil {
 		return *p.cycleTracked, nil
 	}
-	var refs []integrations.Ref
+	var refs []workitem.Ref
 	var err error
 	if p.d.Tracked != nil {
 		refs, err = p.d.Tracked(ctx)
@@ -393,7 +394,7 @@ func (p *Poller) pollItem(ctx context.Context, it pollItem, st *CycleStats) (cal
 		}
 	}()
 
-	refs := []integrations.Ref{it.ref}
+	refs := []workitem.Ref{it.ref}
 	if it.isPR {
 		res, err := p.call(ctx, st, &calls, &failed, ops.GitHubClosingIssues, map[string]any{"ref": it.ref.String()})
 		if err != nil {
@@ -408,7 +409,7 @@ func (p *Poller) pollItem(ctx context.Context, it pollItem, st *CycleStats) (cal
 			rs, _ := res["refs"].([]any)
 			for _, r := range rs {
 				if s, ok := r.(string); ok {
-					if ref, err := integrations.ParseRef(s); err == nil {
+					if ref, err := workitem.Parse(s); err == nil {
 						x.add(ref, RefFromClosingReference)
 					}
 				}
@@ -489,7 +490,7 @@ func (p *Poller) pollItem(ctx context.Context, it pollItem, st *CycleStats) (cal
 
 // presence hands the discovery event of a first-seen item to the Sink, if
 // its author is authorized or a start is recorded.
-func (p *Poller) presence(ctx context.Context, it pollItem, refs []integrations.Ref, ledger *PollLedger, st *CycleStats, calls, failed *int) error {
+func (p *Poller) presence(ctx context.Context, it pollItem, refs []workitem.Ref, ledger *PollLedger, st *CycleStats, calls, failed *int) error {
 	if ledger.Presence.DeliveryID == "" {
 		// One id per sighting, kept in the ledger: retries reuse it, a
 		// reopened item (its ledger dropped at closure) gets a new one.
@@ -533,7 +534,7 @@ func (p *Poller) presence(ctx context.Context, it pollItem, refs []integrations.
 	return nil
 }
 
-func repoString(r integrations.Ref) string {
+func repoString(r workitem.Ref) string {
 	if r.Host != "" {
 		return r.Host + "/" + r.Owner + "/" + r.Repo
 	}
@@ -551,7 +552,7 @@ func (p *Poller) put(ctx context.Context, ev *Event) error {
 
 // commentEvent builds the webhook-shaped Event of a polled comment, with the
 // router's control parse.
-func (p *Poller) commentEvent(it pollItem, refs []integrations.Ref, c pollComment) *Event {
+func (p *Poller) commentEvent(it pollItem, refs []workitem.Ref, c pollComment) *Event {
 	action := "created"
 	obj := "comment"
 	if c.event == "pull_request_review" {
@@ -619,7 +620,7 @@ func (p *Poller) listThread(ctx context.Context, it pollItem, st *CycleStats, ca
 }
 
 // closeEvent hands the synthesised close event of ref to the Sink.
-func (p *Poller) closeEvent(ctx context.Context, ref integrations.Ref, v graph.Values) error {
+func (p *Poller) closeEvent(ctx context.Context, ref workitem.Ref, v graph.Values) error {
 	name, entity, how := "issues", "issue", "closed"
 	if v["isPullRequest"] == true {
 		name, entity = "pull_request", "pull_request"
@@ -632,7 +633,7 @@ func (p *Poller) closeEvent(ctx context.Context, ref integrations.Ref, v graph.V
 		entity: map[string]any{"number": ref.Number, "title": v.String("title"), "html_url": v.String("url"), "labels": []any{}, "merged": v["merged"] == true},
 	})
 	ev := &Event{Event: name, Action: "closed", DeliveryID: "poll-close-" + ref.String() + "-" + how, Repo: repoString(ref),
-		WorkItems: []integrations.Ref{ref}, Payload: payload, Source: SourcePoll, ReceivedAt: p.d.Clock.Now().UTC()}
+		WorkItems: []workitem.Ref{ref}, Payload: payload, Source: SourcePoll, ReceivedAt: p.d.Clock.Now().UTC()}
 	return p.put(ctx, ev)
 }
 

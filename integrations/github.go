@@ -10,6 +10,7 @@ import (
 
 	"github.com/theloop-dev/theloop/graph"
 	"github.com/theloop-dev/theloop/ops"
+	"github.com/theloop-dev/theloop/workitem"
 )
 
 // githubOperations are the GitHub operations (package ops documents each
@@ -82,29 +83,29 @@ func (g *github) operations() map[graph.Operation]opFunc {
 }
 
 // ref parses and checks the "ref" argument.
-func (g *github) ref(args map[string]any) (Ref, error) {
+func (g *github) ref(args map[string]any) (workitem.Ref, error) {
 	s, err := argString(args, "ref", true)
 	if err != nil {
-		return Ref{}, err
+		return workitem.Ref{}, err
 	}
-	r, err := ParseRef(s)
+	r, err := workitem.Parse(s)
 	if err != nil {
-		return Ref{}, fail(ErrInvalidRef, "%v", err)
+		return workitem.Ref{}, fail(ErrInvalidRef, "%v", err)
 	}
 	if r.Provider != "github" {
-		return Ref{}, fail(ErrInvalidRef, "ref %q names provider %q; github operations need a github: ref", clip(s, 80), r.Provider)
+		return workitem.Ref{}, fail(ErrInvalidRef, "ref %q names provider %q; github operations need a github: ref", clip(s, 80), r.Provider)
 	}
 	if err := g.t.checkHost(r.Host); err != nil {
-		return Ref{}, err
+		return workitem.Ref{}, err
 	}
 	return r, nil
 }
 
-func issuePath(r Ref, rest string) string {
+func issuePath(r workitem.Ref, rest string) string {
 	return fmt.Sprintf("repos/%s/%s/issues/%d%s", r.Owner, r.Repo, r.Number, rest)
 }
 
-func pullPath(r Ref, rest string) string {
+func pullPath(r workitem.Ref, rest string) string {
 	return fmt.Sprintf("repos/%s/%s/pulls/%d%s", r.Owner, r.Repo, r.Number, rest)
 }
 
@@ -178,7 +179,7 @@ func (g *github) list(ctx context.Context, st *callState, host, path, what strin
 	}
 }
 
-func (g *github) labels(ctx context.Context, st *callState, r Ref) ([]string, error) {
+func (g *github) labels(ctx context.Context, st *callState, r workitem.Ref) ([]string, error) {
 	var out []string
 	err := g.list(ctx, st, r.Host, issuePath(r, "/labels"), "the labels of "+r.String(), func(b []byte) error {
 		ls, err := decodeLabelNames(b)
@@ -366,7 +367,7 @@ func (g *github) listItemsByLabel(ctx context.Context, st *callState, args map[s
 	if err != nil {
 		return nil, err
 	}
-	host, owner, repo, err := parseRepo(repoArg)
+	host, owner, repo, err := workitem.ParseRepo(repoArg)
 	if err != nil {
 		return nil, fail(ErrInvalidArgument, "%v", err)
 	}
@@ -499,7 +500,7 @@ func (g *github) closingIssues(ctx context.Context, st *callState, args map[stri
 		if strings.EqualFold(c.Owner, r.Owner) && strings.EqualFold(c.Repo, r.Repo) {
 			issues = append(issues, c.Number)
 		}
-		all = append(all, Ref{Provider: "github", Host: r.Host, Owner: c.Owner, Repo: c.Repo, Number: c.Number}.String())
+		all = append(all, workitem.Ref{Provider: "github", Host: r.Host, Owner: c.Owner, Repo: c.Repo, Number: c.Number}.String())
 	}
 	return map[string]any{"issues": issues, "refs": all, "source": source}, nil
 }

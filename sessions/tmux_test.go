@@ -330,7 +330,7 @@ func TestTmuxNamesWithDotsAndColons(t *testing.T) {
 	tm := newTestTmux(t, nil)
 	fake := writeFakeClaude(t)
 	item := mustItem(t, "github:ghe.corp.example:8443/my.org/my.repo#3")
-	name := item.TmuxName()
+	name := TmuxName(item)
 	require.Equal(t, "loop-github-ghe_corp_example-8443-my_org-my_repo-3", name)
 	spawnFake(t, tm, fake, name, "conv-3")
 	require.Equal(t, name, strings.TrimSpace(tmuxRaw(t, tm, "list-sessions", "-F", "#{session_name}")))

@@ -17,6 +17,7 @@ import (
 	"github.com/theloop-dev/theloop/loop/dashboard"
 	"github.com/theloop-dev/theloop/ops"
 	"github.com/theloop-dev/theloop/sessions"
+	"github.com/theloop-dev/theloop/workitem"
 )
 
 // DashboardConfig configures the dashboard loopd serves (package
@@ -307,7 +308,7 @@ func (s *dashSource) attach(rec sessions.Record) string {
 
 // title returns the cached ticket title and, when it is missing or old,
 // fetches it in the background (the row updates when it arrives).
-func (s *dashSource) title(item sessions.WorkItem) string {
+func (s *dashSource) title(item workitem.Ref) string {
 	ref := item.String()
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -347,7 +348,7 @@ func (s *dashSource) fetchTitle(ref string) {
 
 // Detail reads one work item's page data.
 func (s *dashSource) Detail(ctx context.Context, ref string) (*dashboard.Detail, error) {
-	item, err := sessions.ParseWorkItem(ref)
+	item, err := workitem.Parse(ref)
 	if err != nil {
 		return nil, dashboard.ErrNotFound
 	}

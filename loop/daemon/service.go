@@ -21,6 +21,7 @@ import (
 	"github.com/theloop-dev/theloop/loop/queue"
 	"github.com/theloop-dev/theloop/ops"
 	"github.com/theloop-dev/theloop/sessions"
+	"github.com/theloop-dev/theloop/workitem"
 )
 
 // ServiceConfig is the control plane (service.*): the API, /metrics and
@@ -284,8 +285,8 @@ func (q serviceQueue) Replay(ctx context.Context, seq uint64) error {
 // serviceSessions is the session registry and the operator's control verbs.
 type serviceSessions struct{ d *Daemon }
 
-func parseRef(ref string) (sessions.WorkItem, error) {
-	item, err := sessions.ParseWorkItem(ref)
+func parseRef(ref string) (workitem.Ref, error) {
+	item, err := workitem.Parse(ref)
 	if err != nil {
 		return item, fmt.Errorf("%w: %v", api.ErrBadRequest, err)
 	}
@@ -395,7 +396,7 @@ func (s serviceSessions) ControlSession(ctx context.Context, ref, verb, actor st
 // readers a control command was issued from the CLI (daemon-spec §5.4):
 // its first line is the keyword, so the record reads the same as a
 // comment-issued one; the marker keeps the daemon from acting on it again.
-func (d *Daemon) announceControl(ctx context.Context, item sessions.WorkItem, verb, actor string, res *api.ControlResult) {
+func (d *Daemon) announceControl(ctx context.Context, item workitem.Ref, verb, actor string, res *api.ControlResult) {
 	kw := d.cfg.Keywords[verb]
 	if kw == "" {
 		kw = "the-loop " + verb

@@ -264,7 +264,7 @@ func TestRepoStateKey(t *testing.T) {
 		require.NoError(t, err)
 		require.Equal(t, want, got)
 	}
-	for _, bad := range []string{"acme", "acme/..", "./x", "acme/wid gets", "a/b;rm"} {
+	for _, bad := range []string{"acme", "acme/..", "./x", "acme/wid gets", "a/b;rm", "acme/-widgets"} {
 		_, err := hooks.RepoStateKey(bad)
 		require.Error(t, err, bad)
 	}

@@ -40,8 +40,9 @@ type extraction struct {
 }
 
 func (x *extraction) add(r workitem.Ref, src RefSource) {
-	if r.Number <= 0 || r.Number >= 1<<31 || !plainName(r.Owner) || !plainName(r.Repo) {
-		return
+	if r.Number <= 0 || r.Number > workitem.MaxNumber || !workitem.ValidName(r.Owner) || !workitem.ValidName(r.Repo) ||
+		(r.Host != "" && !workitem.ValidHost(r.Host)) {
+		return // not a ref workitem.Parse would accept
 	}
 	if src != RefFromEntity && x.own.Number != 0 && sameRef(r, x.own) {
 		return // a PR's reference to itself
@@ -165,7 +166,7 @@ func payloadRepo(p *payload, e *entity) (repoOf, bool) {
 	var f [2]jv
 	p.doc.fields(p.repository, repoKeys, f[:])
 	owner, repo, ok := strings.Cut(f[0].string(), "/")
-	if !ok || !plainName(owner) || !plainName(repo) {
+	if !ok || !workitem.ValidName(owner) || !workitem.ValidName(repo) {
 		return repoOf{}, false
 	}
 	host := ""
@@ -173,6 +174,9 @@ func payloadRepo(p *payload, e *entity) (repoOf, bool) {
 		host = hostOfURL(u)
 	} else if e != nil {
 		host = hostOfURL(e.htmlURL.string())
+	}
+	if host != "" && !workitem.ValidHost(host) {
+		return repoOf{}, false
 	}
 	return repoOf{host: host, owner: owner, repo: repo}, true
 }
@@ -274,14 +278,14 @@ func (x *extraction) prNumbers(prs jv, r repoOf) {
 // /<o>/<r>/issues/<n> part of url, else the event's repository.
 func closingRepo(c jv, r repoOf) repoOf {
 	repo := c.get("repository")
-	if o, n, ok := strings.Cut(repo.get("nameWithOwner").string(), "/"); ok && plainName(o) && plainName(n) {
+	if o, n, ok := strings.Cut(repo.get("nameWithOwner").string(), "/"); ok && workitem.ValidName(o) && workitem.ValidName(n) {
 		return repoOf{host: r.host, owner: o, repo: n}
 	}
-	if o, n := repo.path("owner", "login").string(), repo.get("name").string(); plainName(o) && plainName(n) {
+	if o, n := repo.path("owner", "login").string(), repo.get("name").string(); workitem.ValidName(o) && workitem.ValidName(n) {
 		return repoOf{host: r.host, owner: o, repo: n}
 	}
 	if u := c.get("url").string(); u != "" {
-		if m := issueURLRE.FindStringSubmatch(u); m != nil && plainName(m[1]) && plainName(m[2]) {
+		if m := issueURLRE.FindStringSubmatch(u); m != nil && workitem.ValidName(m[1]) && workitem.ValidName(m[2]) {
 			return repoOf{host: r.host, owner: m[1], repo: m[2]}
 		}
 	}

@@ -213,7 +213,8 @@ func FuzzRoute(f *testing.F) {
 // and only ever yield valid refs.
 func FuzzExtraction(f *testing.F) {
 	for _, s := range []string{"issue-12", "feat/Issue/7-x", "issue-", "issue-99999999999", "Fixes #3 closes o/r#4 resolves https://github.com/a/b/issues/5 fixed GH-6",
-		"fix https://ghe.example.com/a/b/issues/1", "closes ../..#1", "closes a/b#0", "fixes:\t#12"} {
+		"fix https://ghe.example.com/a/b/issues/1", "closes ../..#1", "closes a/b#0", "fixes:\t#12",
+		"closes -x/repo#1", "fixes a/-b#2", "resolves https://ghe.example.com:0/a/b/issues/3"} {
 		f.Add(s)
 	}
 	r := repoOf{owner: "octo", repo: "repo"}

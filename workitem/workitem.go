@@ -71,10 +71,8 @@ type Ref struct {
 }
 
 var (
-	refPattern       = lazyre.New(`^([a-z][a-z0-9-]*):([^#]+)#([0-9]+)$`)
-	namePattern      = lazyre.New(`^[A-Za-z0-9._][A-Za-z0-9._-]*$`)
-	hostLabelPattern = lazyre.New(`^[A-Za-z0-9]([A-Za-z0-9-]*[A-Za-z0-9])?$`)
-	slugUnsafe       = lazyre.New(`[^A-Za-z0-9._-]+`)
+	refPattern = lazyre.New(`^([a-z][a-z0-9-]*):([^#]+)#([0-9]+)$`)
+	slugUnsafe = lazyre.New(`[^A-Za-z0-9._-]+`)
 )
 
 // Parse parses a work-item ref. Errors wrap ErrInvalid and name the part
@@ -165,8 +163,19 @@ func parseNumber(num string) (int, error) {
 // [A-Za-z0-9._-]+, not starting with "-", not "." or "..", at most MaxPart
 // characters. Use it for names that arrive from elsewhere (a provider's API
 // answer, a closing keyword) before they go into a Ref.
+//
+// It is a loop over bytes rather than a regexp: the webhook router checks
+// every name in a payload with it.
 func ValidName(s string) bool {
-	return len(s) <= MaxPart && s != "." && s != ".." && namePattern.MatchString(s)
+	if s == "" || len(s) > MaxPart || s == "." || s == ".." || s[0] == '-' {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; !alnum(c) && c != '.' && c != '_' && c != '-' {
+			return false
+		}
+	}
+	return true
 }
 
 // ValidHost reports whether h is a host a ref may name: "example.com",
@@ -189,11 +198,29 @@ func ValidHost(h string) bool {
 		return false
 	}
 	for _, l := range labels {
-		if len(l) > 63 || !hostLabelPattern.MatchString(l) {
+		if !validLabel(l) {
 			return false
 		}
 	}
 	return true
+}
+
+// validLabel: a DNS label, [A-Za-z0-9]([A-Za-z0-9-]*[A-Za-z0-9])?, at most 63
+// characters.
+func validLabel(l string) bool {
+	if l == "" || len(l) > 63 || !alnum(l[0]) || !alnum(l[len(l)-1]) {
+		return false
+	}
+	for i := 0; i < len(l); i++ {
+		if !alnum(l[i]) && l[i] != '-' {
+			return false
+		}
+	}
+	return true
+}
+
+func alnum(c byte) bool {
+	return c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9'
 }
 
 // String renders the canonical ref (default host omitted).

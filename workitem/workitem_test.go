@@ -194,3 +194,12 @@ func FuzzParse(f *testing.F) {
 		}
 	})
 }
+
+func BenchmarkParse(b *testing.B) {
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := Parse("github:ghe.corp.example:8443/octo/repo#12345"); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

@@ -5,11 +5,11 @@
 // integrations, loopctl — parses it here, so a ref one of them accepts is a
 // ref all of them accept.
 //
-// The rules are the union of the shapes theloop met in the wild and the
-// strictest of its earlier parsers on what reaches file names, tmux names,
-// URLs and argv:
+// The rules accept every shape a real ref takes (GitHub's .github
+// repositories, enterprise hosts with a port) and refuse what could do harm
+// where a ref's parts end up — file names, tmux names, URLs and argv:
 //
-//   - provider: [a-z][a-z0-9-]*;
+//   - provider: [a-z][a-z0-9-]*, at most MaxPart characters;
 //   - host (optional): dotted DNS labels with an optional :port, or
 //     name:port; lower-cased; github.com is dropped for github refs;
 //   - owner and repo: [A-Za-z0-9._-], not starting with "-" (it would read as

@@ -185,7 +185,7 @@ func parseRepoPattern(s string) (repoPattern, error) {
 		p.owner, p.repo = parts[0], parts[1]
 	case 3:
 		p.host, p.owner, p.repo = parts[0], parts[1], parts[2]
-		if p.host == "github.com" {
+		if p.host == workitem.DefaultGitHubHost {
 			p.host = ""
 		}
 	default:

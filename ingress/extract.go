@@ -108,7 +108,7 @@ func hostOfURL(s string) string {
 		rest = rest[:i]
 	}
 	h := strings.ToLower(rest)
-	if h == "github.com" || h == "" || strings.ContainsAny(h, "@ \t") {
+	if h == workitem.DefaultGitHubHost || h == "" || strings.ContainsAny(h, "@ \t") {
 		return ""
 	}
 	return h
@@ -336,7 +336,7 @@ func closingKeywords(body string, r repoOf) []workitem.Ref {
 	var out []workitem.Ref
 	webHost := r.host
 	if webHost == "" {
-		webHost = "github.com"
+		webHost = workitem.DefaultGitHubHost
 	}
 	for _, m := range closingKeywordRE.FindAllStringSubmatch(body, 32) {
 		var ref workitem.Ref

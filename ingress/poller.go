@@ -351,7 +351,7 @@ func splitRepo(repo string) (host, owner, name string) {
 	parts := strings.Split(strings.TrimSpace(repo), "/")
 	if len(parts) == 3 {
 		host = strings.ToLower(parts[0])
-		if host == "github.com" {
+		if host == workitem.DefaultGitHubHost {
 			host = ""
 		}
 		parts = parts[1:]

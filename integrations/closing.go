@@ -21,7 +21,7 @@ var closingKeywordRE = lazyre.New(`(?i)\b(?:close[sd]?|fix(?:e[sd])?|resolve[sd]
 // cannot close an issue on another host.
 func parseClosingKeywords(body, owner, repo, webHost string) []closingRef {
 	if webHost == "" {
-		webHost = "github.com"
+		webHost = workitem.DefaultGitHubHost
 	}
 	seen := map[closingRef]bool{}
 	var out []closingRef

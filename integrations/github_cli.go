@@ -14,6 +14,7 @@ import (
 	"strings"
 
 	"github.com/theloop-dev/theloop/run"
+	"github.com/theloop-dev/theloop/workitem"
 )
 
 // githubCLI is the cli transport: every exchange is one
@@ -113,7 +114,7 @@ func (c *githubCLI) webHost(host string) string {
 	case c.host != "":
 		return c.host
 	}
-	return "github.com"
+	return workitem.DefaultGitHubHost
 }
 
 func (c *githubCLI) authHint() string {

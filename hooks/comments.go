@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/theloop-dev/theloop/graph"
+	"github.com/theloop-dev/theloop/ops"
 )
 
 // Marker is the self-authored marker every comment theloop posts carries
@@ -28,14 +29,7 @@ func Mark(body string) string {
 // SelfAuthored reports whether a comment body was written by the-loop.
 func SelfAuthored(body string) bool { return strings.Contains(body, Marker) }
 
-// Operations the hooks use (see package integrations for providers).
-const (
-	OpAddComment    graph.Operation = "github.add-comment"
-	OpSetLabels     graph.Operation = "github.set-labels"
-	OpListComments  graph.Operation = "github.list-comments"
-	OpSlackPost     graph.Operation = "slack.post-message"
-	configAuthUsers                 = "authorizedUsers"
-)
+const configAuthUsers = "authorizedUsers"
 
 // authorizedComments returns the event's comments that count: not
 // self-authored, with an author exactly (case-sensitive) in the allowlist.
@@ -113,12 +107,12 @@ func sideEffect(err error, data map[string]any, skipNote string) graph.HookResul
 
 // postComment posts a marked comment on the work item.
 func postComment(ctx context.Context, hc *graph.HookContext, body string) (map[string]any, error) {
-	return call(ctx, hc, OpAddComment, map[string]any{"ref": hc.WorkItem.Ref, "body": Mark(body)})
+	return call(ctx, hc, ops.GitHubAddComment, map[string]any{"ref": hc.WorkItem.Ref, "body": Mark(body)})
 }
 
 // listComments reads the work item's comments.
 func listComments(ctx context.Context, hc *graph.HookContext) ([]graph.Comment, error) {
-	res, err := call(ctx, hc, OpListComments, map[string]any{"ref": hc.WorkItem.Ref})
+	res, err := call(ctx, hc, ops.GitHubListComments, map[string]any{"ref": hc.WorkItem.Ref})
 	if err != nil {
 		return nil, err
 	}

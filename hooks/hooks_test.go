@@ -14,6 +14,7 @@ import (
 	"github.com/theloop-dev/theloop/graph"
 	"github.com/theloop-dev/theloop/graph/graphtest"
 	"github.com/theloop-dev/theloop/hooks"
+	"github.com/theloop-dev/theloop/ops"
 )
 
 // specFolder loads testdata/specs/<name> into an in-memory spec directory.
@@ -283,7 +284,7 @@ func TestRepoStateKey(t *testing.T) {
 		require.NoError(t, err)
 		require.Equal(t, want, got)
 	}
-	for _, bad := range []string{"acme", "acme/..", "./x", "acme/wid gets", "a/b;rm"} {
+	for _, bad := range []string{"acme", "acme/..", "./x", "acme/wid gets", "a/b;rm", "acme/-widgets"} {
 		_, err := hooks.RepoStateKey(bad)
 		require.Error(t, err, bad)
 	}
@@ -308,7 +309,7 @@ func TestSideEffectsThroughTheTicketStandIn(t *testing.T) {
 	require.True(t, hooks.SelfAuthored(posted[0]))
 	require.Contains(t, posted[0], "**design** is ready for review")
 
-	tickets.Fail(hooks.OpSetLabels, errors.New("github: 502 Bad Gateway"))
+	tickets.Fail(ops.GitHubSetLabels, errors.New("github: 502 Bad Gateway"))
 	r = run(t, "set-phase-label", hc, nil)
 	require.Equal(t, graph.StatusPass, r.Status, "an outage degrades, it does not block")
 	require.Equal(t, "github: 502 Bad Gateway", r.DataString("error"))

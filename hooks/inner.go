@@ -11,15 +11,14 @@ import (
 	"strings"
 
 	"github.com/theloop-dev/theloop/graph"
-	"github.com/theloop-dev/theloop/internal/lazyre"
+	"github.com/theloop-dev/theloop/workitem"
 )
-
-var repoSegment = lazyre.New(`^[A-Za-z0-9._-]+$`)
 
 // RepoStateKey turns "owner/repo" (or "host/owner/repo") into the directory
 // key "owner__repo" (every segment, joined by "__"). It rejects, never
-// sanitises: fewer than two segments, a "." or ".." segment, or a segment
-// outside [A-Za-z0-9._-]. The store (loop.PRLoopSubPath) and
+// sanitises: fewer than two segments, or a segment that is not a valid
+// owner or repository name (workitem.ValidName: [A-Za-z0-9._-], not "." or
+// "..", not starting with "-"). The store (loop.PRLoopSubPath) and
 // await-inner-loops both use it, so a loop's state and the gate that waits
 // for it always agree on the directory.
 func RepoStateKey(repo string) (string, error) {
@@ -28,7 +27,7 @@ func RepoStateKey(repo string) (string, error) {
 		return "", fmt.Errorf("%q is not <owner>/<repo>", repo)
 	}
 	for _, p := range parts {
-		if p == "." || p == ".." || !repoSegment.MatchString(p) {
+		if !workitem.ValidName(p) {
 			return "", fmt.Errorf("%q has an invalid segment %q", repo, p)
 		}
 	}

@@ -4,6 +4,7 @@ import (
 	"time"
 
 	"github.com/theloop-dev/theloop/graph"
+	"github.com/theloop-dev/theloop/ops"
 )
 
 // Specs returns every hook this package ships, with the integration
@@ -42,15 +43,15 @@ func Specs() []graph.HookSpec {
 		}},
 		{Name: "record-feedback", Run: recordFeedback, Summary: "appends the review to the artifact's ## Review comments", Params: []graph.Param{{Name: "into", Type: graph.ParamString, Summary: "the artifact (a|b alternatives) whose ## Review comments receives the review"}}},
 		{Name: "record-decision", Run: recordDecision, Summary: "appends the gate's decision to execution-log.md", Params: []graph.Param{{Name: "into", Type: graph.ParamString, Summary: "the log to append to (default execution-log.md)"}}},
-		{Name: "post-phase-selection", Run: postPhaseSelection, Needs: gh(OpListComments, OpAddComment), Summary: "posts the phase checklist once", Params: graph.NoParams},
-		{Name: "classify-phase-selection", Run: classifyPhaseSelection, Needs: gh(OpListComments, OpAddComment), Summary: "freezes the phases an authorized reply chose", Params: graph.NoParams},
-		{Name: "post-goal-request", Run: postGoalRequest, Needs: gh(OpListComments, OpAddComment), Summary: "asks once for the contribution's goal", Params: graph.NoParams},
-		{Name: "classify-goal", Run: classifyGoal, Needs: gh(OpListComments, OpAddComment), Summary: "records the contribution's goal and success criteria", Params: graph.NoParams},
+		{Name: "post-phase-selection", Run: postPhaseSelection, Needs: gh(ops.GitHubListComments, ops.GitHubAddComment), Summary: "posts the phase checklist once", Params: graph.NoParams},
+		{Name: "classify-phase-selection", Run: classifyPhaseSelection, Needs: gh(ops.GitHubListComments, ops.GitHubAddComment), Summary: "freezes the phases an authorized reply chose", Params: graph.NoParams},
+		{Name: "post-goal-request", Run: postGoalRequest, Needs: gh(ops.GitHubListComments, ops.GitHubAddComment), Summary: "asks once for the contribution's goal", Params: graph.NoParams},
+		{Name: "classify-goal", Run: classifyGoal, Needs: gh(ops.GitHubListComments, ops.GitHubAddComment), Summary: "records the contribution's goal and success criteria", Params: graph.NoParams},
 		{Name: "classify-adhoc-reply", Run: classifyAdhocReply, Summary: "the requester declared the ad-hoc work done, or asked for more", Params: graph.NoParams},
-		{Name: "set-phase-label", Run: setPhaseLabel, Needs: gh(OpSetLabels), Summary: "moves the ticket's loop: label to the node's phase", Params: graph.NoParams},
-		{Name: "request-review", Run: requestReview, Needs: gh(OpAddComment), Summary: "asks for review on the ticket", Params: graph.NoParams},
-		{Name: "notify", Run: notify, Needs: gh(OpSlackPost), Summary: "tells the roles subscribed to an event (collaborators.yaml)", Params: []graph.Param{{Name: "event", Type: graph.ParamString, Summary: "the collaborators.yaml event to notify (default phase-approval-pending)"}}},
-		{Name: "publish-artifact", Run: publishArtifact, Needs: gh(OpAddComment), Summary: "posts an artifact to the thread when the repository does not carry it", Params: []graph.Param{{Name: "artifact", Type: graph.ParamString, Summary: "the artifact to post"}}},
+		{Name: "set-phase-label", Run: setPhaseLabel, Needs: gh(ops.GitHubSetLabels), Summary: "moves the ticket's loop: label to the node's phase", Params: graph.NoParams},
+		{Name: "request-review", Run: requestReview, Needs: gh(ops.GitHubAddComment), Summary: "asks for review on the ticket", Params: graph.NoParams},
+		{Name: "notify", Run: notify, Needs: gh(ops.SlackPostMessage), Summary: "tells the roles subscribed to an event (collaborators.yaml)", Params: []graph.Param{{Name: "event", Type: graph.ParamString, Summary: "the collaborators.yaml event to notify (default phase-approval-pending)"}}},
+		{Name: "publish-artifact", Run: publishArtifact, Needs: gh(ops.GitHubAddComment), Summary: "posts an artifact to the thread when the repository does not carry it", Params: []graph.Param{{Name: "artifact", Type: graph.ParamString, Summary: "the artifact to post"}}},
 		{Name: "log-entry", Run: logEntry, Summary: "appends a checkpoint to execution-log.md", Params: graph.NoParams},
 		{Name: "deliver-assignment", Run: deliverAssignment, Summary: "pastes the node's assignment into the agent session (daemon only)", Params: graph.NoParams},
 		{Name: "mcp-call", Run: mcpCall, Timeout: 6 * time.Minute, Summary: "delegates an MCP tool call to the harness (not used by the shipped graphs)", Params: []graph.Param{

@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/theloop-dev/theloop/graph"
+	"github.com/theloop-dev/theloop/ops"
 )
 
 // DefaultPhaseLabelPrefix prefixes every phase label.
@@ -20,7 +21,7 @@ func setPhaseLabel(ctx context.Context, hc *graph.HookContext) graph.HookResult 
 	}
 	prefix := hc.Config.StringOr("phaseLabelPrefix", DefaultPhaseLabelPrefix)
 	label := prefix + hc.Node.Phase
-	_, err := call(ctx, hc, OpSetLabels, map[string]any{"ref": hc.WorkItem.Ref, "labels": []any{label}, "replacePrefix": prefix})
+	_, err := call(ctx, hc, ops.GitHubSetLabels, map[string]any{"ref": hc.WorkItem.Ref, "labels": []any{label}, "replacePrefix": prefix})
 	if err != nil {
 		return sideEffect(err, map[string]any{"applied": false, "label": label}, "no ticket integration configured; label "+label+" not applied")
 	}
@@ -114,7 +115,7 @@ func notify(ctx context.Context, hc *graph.HookContext) graph.HookResult {
 		data["error"] = "no collaborator in .the-loop/collaborators.yaml holds the role(s) " + strings.Join(roles, ", ")
 		return graph.Pass(data)
 	}
-	if _, err := call(ctx, hc, OpSlackPost, map[string]any{"text": text, "event": event}); err != nil {
+	if _, err := call(ctx, hc, ops.SlackPostMessage, map[string]any{"text": text, "event": event}); err != nil {
 		data["delivered"] = false
 		return sideEffect(err, data, "no channel subscribed to "+event+" — configure a Slack integration")
 	}

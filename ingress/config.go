@@ -6,6 +6,8 @@ import (
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/theloop-dev/theloop/workitem"
 )
 
 // Defaults (daemon-spec §2, §4.2, §12.2, and ARCHITECTURE decision 10).
@@ -183,30 +185,16 @@ func parseRepoPattern(s string) (repoPattern, error) {
 		p.owner, p.repo = parts[0], parts[1]
 	case 3:
 		p.host, p.owner, p.repo = parts[0], parts[1], parts[2]
-		if p.host == "github.com" {
+		if p.host == workitem.DefaultGitHubHost {
 			p.host = ""
 		}
 	default:
 		return p, fmt.Errorf("repositories: %q must be owner/repo, owner/* or host/owner/repo", s)
 	}
-	if !plainName(p.owner) || (p.repo != "*" && !plainName(p.repo)) || (p.host != "" && strings.ContainsAny(p.host, " \t")) {
-		return p, fmt.Errorf("repositories: %q: owner and repository must match [A-Za-z0-9._-]+ (or * for every repository of the owner)", s)
+	if !workitem.ValidName(p.owner) || (p.repo != "*" && !workitem.ValidName(p.repo)) || (p.host != "" && strings.ContainsAny(p.host, " \t")) {
+		return p, fmt.Errorf("repositories: %q: owner and repository must match [A-Za-z0-9._-]+ and not start with \"-\" (or * for every repository of the owner)", s)
 	}
 	return p, nil
-}
-
-// plainName reports whether s is a GitHub owner or repository name.
-func plainName(s string) bool {
-	if s == "" || s == "." || s == ".." || len(s) > 100 {
-		return false
-	}
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '.' || c == '_' || c == '-') {
-			return false
-		}
-	}
-	return true
 }
 
 // repoBound is the compiled repository allow-list.

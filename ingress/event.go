@@ -6,7 +6,7 @@ import (
 	"errors"
 	"time"
 
-	"github.com/theloop-dev/theloop/integrations"
+	"github.com/theloop-dev/theloop/workitem"
 )
 
 // Source says which ingress produced an Event.
@@ -51,10 +51,10 @@ type Event struct {
 	// Repo is "owner/name" of the repository the event came from.
 	Repo string `json:"repo"`
 	// WorkItems are the refs the event concerns, in extraction order.
-	WorkItems []integrations.Ref `json:"workItems"`
+	WorkItems []workitem.Ref `json:"workItems"`
 	// BranchOnly are the WorkItems found only through the issue-<n> branch
 	// convention: weak links, to verify before acting (daemon-spec §6.2).
-	BranchOnly []integrations.Ref `json:"branchOnly,omitempty"`
+	BranchOnly []workitem.Ref `json:"branchOnly,omitempty"`
 	// Actor is the login whose action this is ("" for system events such as
 	// CI, which carry no human actor).
 	Actor string `json:"actor,omitempty"`

@@ -4,8 +4,8 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/theloop-dev/theloop/integrations"
 	"github.com/theloop-dev/theloop/internal/lazyre"
+	"github.com/theloop-dev/theloop/workitem"
 )
 
 // RefSource says why a ref was extracted (daemon-spec §4.1).
@@ -33,15 +33,16 @@ func sourceBit(src RefSource) uint8 {
 // extraction is the refs of one payload in order, each with the set of its
 // sources (bits of refSourceOrder).
 type extraction struct {
-	refs    []integrations.Ref
+	refs    []workitem.Ref
 	sources []uint8
 	// own is the PR's own ref (excluded from its closing references).
-	own integrations.Ref
+	own workitem.Ref
 }
 
-func (x *extraction) add(r integrations.Ref, src RefSource) {
-	if r.Number <= 0 || r.Number >= 1<<31 || !plainName(r.Owner) || !plainName(r.Repo) {
-		return
+func (x *extraction) add(r workitem.Ref, src RefSource) {
+	if r.Number <= 0 || r.Number > workitem.MaxNumber || !workitem.ValidName(r.Owner) || !workitem.ValidName(r.Repo) ||
+		(r.Host != "" && !workitem.ValidHost(r.Host)) {
+		return // not a ref workitem.Parse would accept
 	}
 	if src != RefFromEntity && x.own.Number != 0 && sameRef(r, x.own) {
 		return // a PR's reference to itself
@@ -58,8 +59,8 @@ func (x *extraction) add(r integrations.Ref, src RefSource) {
 
 // branchOnly returns the refs whose only source is the branch convention:
 // weak links the daemon verifies before acting (daemon-spec §6.2).
-func (x *extraction) branchOnly() []integrations.Ref {
-	var out []integrations.Ref
+func (x *extraction) branchOnly() []workitem.Ref {
+	var out []workitem.Ref
 	for i, s := range x.sources {
 		if s == sourceBit(RefFromBranch) {
 			out = append(out, x.refs[i])
@@ -80,7 +81,7 @@ func (x *extraction) sourcesOf(i int) []RefSource {
 }
 
 // sameRef compares refs as GitHub does: names case-insensitively.
-func sameRef(a, b integrations.Ref) bool {
+func sameRef(a, b workitem.Ref) bool {
 	return a.Number == b.Number && a.Provider == b.Provider && strings.EqualFold(a.Host, b.Host) &&
 		strings.EqualFold(a.Owner, b.Owner) && strings.EqualFold(a.Repo, b.Repo)
 }
@@ -90,8 +91,8 @@ type repoOf struct {
 	host, owner, repo string
 }
 
-func (r repoOf) ref(n int) integrations.Ref {
-	return integrations.Ref{Provider: "github", Host: r.host, Owner: r.owner, Repo: r.repo, Number: n}
+func (r repoOf) ref(n int) workitem.Ref {
+	return workitem.Ref{Provider: "github", Host: r.host, Owner: r.owner, Repo: r.repo, Number: n}
 }
 
 // hostOfURL returns the lower-cased host of an http(s) URL, "" for
@@ -107,7 +108,7 @@ func hostOfURL(s string) string {
 		rest = rest[:i]
 	}
 	h := strings.ToLower(rest)
-	if h == "github.com" || h == "" || strings.ContainsAny(h, "@ \t") {
+	if h == workitem.DefaultGitHubHost || h == "" || strings.ContainsAny(h, "@ \t") {
 		return ""
 	}
 	return h
@@ -165,7 +166,7 @@ func payloadRepo(p *payload, e *entity) (repoOf, bool) {
 	var f [2]jv
 	p.doc.fields(p.repository, repoKeys, f[:])
 	owner, repo, ok := strings.Cut(f[0].string(), "/")
-	if !ok || !plainName(owner) || !plainName(repo) {
+	if !ok || !workitem.ValidName(owner) || !workitem.ValidName(repo) {
 		return repoOf{}, false
 	}
 	host := ""
@@ -173,6 +174,9 @@ func payloadRepo(p *payload, e *entity) (repoOf, bool) {
 		host = hostOfURL(u)
 	} else if e != nil {
 		host = hostOfURL(e.htmlURL.string())
+	}
+	if host != "" && !workitem.ValidHost(host) {
+		return repoOf{}, false
 	}
 	return repoOf{host: host, owner: owner, repo: repo}, true
 }
@@ -274,14 +278,14 @@ func (x *extraction) prNumbers(prs jv, r repoOf) {
 // /<o>/<r>/issues/<n> part of url, else the event's repository.
 func closingRepo(c jv, r repoOf) repoOf {
 	repo := c.get("repository")
-	if o, n, ok := strings.Cut(repo.get("nameWithOwner").string(), "/"); ok && plainName(o) && plainName(n) {
+	if o, n, ok := strings.Cut(repo.get("nameWithOwner").string(), "/"); ok && workitem.ValidName(o) && workitem.ValidName(n) {
 		return repoOf{host: r.host, owner: o, repo: n}
 	}
-	if o, n := repo.path("owner", "login").string(), repo.get("name").string(); plainName(o) && plainName(n) {
+	if o, n := repo.path("owner", "login").string(), repo.get("name").string(); workitem.ValidName(o) && workitem.ValidName(n) {
 		return repoOf{host: r.host, owner: o, repo: n}
 	}
 	if u := c.get("url").string(); u != "" {
-		if m := issueURLRE.FindStringSubmatch(u); m != nil && plainName(m[1]) && plainName(m[2]) {
+		if m := issueURLRE.FindStringSubmatch(u); m != nil && workitem.ValidName(m[1]) && workitem.ValidName(m[2]) {
 			return repoOf{host: r.host, owner: m[1], repo: m[2]}
 		}
 	}
@@ -322,20 +326,20 @@ var closingKeywordRE = lazyre.New(`(?i)\b(?:close[sd]?|fix(?:e[sd])?|resolve[sd]
 // maxKeywordScan bounds how much of a PR body is searched for keywords.
 const maxKeywordScan = 64 << 10
 
-func closingKeywords(body string, r repoOf) []integrations.Ref {
+func closingKeywords(body string, r repoOf) []workitem.Ref {
 	if len(body) == 0 {
 		return nil
 	}
 	if len(body) > maxKeywordScan {
 		body = body[:maxKeywordScan]
 	}
-	var out []integrations.Ref
+	var out []workitem.Ref
 	webHost := r.host
 	if webHost == "" {
-		webHost = "github.com"
+		webHost = workitem.DefaultGitHubHost
 	}
 	for _, m := range closingKeywordRE.FindAllStringSubmatch(body, 32) {
-		var ref integrations.Ref
+		var ref workitem.Ref
 		switch {
 		case m[4] != "":
 			if !strings.EqualFold(m[1], webHost) {

@@ -10,7 +10,7 @@ import (
 	"testing"
 	"unicode/utf8"
 
-	"github.com/theloop-dev/theloop/integrations"
+	"github.com/theloop-dev/theloop/workitem"
 )
 
 // seedPayloads adds every example payload (when the shared fixtures are
@@ -187,7 +187,7 @@ func FuzzRoute(f *testing.F) {
 			t.Fatal("an Event without work items")
 		}
 		for _, w := range ev.WorkItems {
-			back, err := integrations.ParseRef(w.String())
+			back, err := workitem.Parse(w.String())
 			if err != nil || back != w {
 				t.Fatalf("ref %#v does not round-trip: %v", w, err)
 			}
@@ -213,7 +213,8 @@ func FuzzRoute(f *testing.F) {
 // and only ever yield valid refs.
 func FuzzExtraction(f *testing.F) {
 	for _, s := range []string{"issue-12", "feat/Issue/7-x", "issue-", "issue-99999999999", "Fixes #3 closes o/r#4 resolves https://github.com/a/b/issues/5 fixed GH-6",
-		"fix https://ghe.example.com/a/b/issues/1", "closes ../..#1", "closes a/b#0", "fixes:\t#12"} {
+		"fix https://ghe.example.com/a/b/issues/1", "closes ../..#1", "closes a/b#0", "fixes:\t#12",
+		"closes -x/repo#1", "fixes a/-b#2", "resolves https://ghe.example.com:0/a/b/issues/3"} {
 		f.Add(s)
 	}
 	r := repoOf{owner: "octo", repo: "repo"}
@@ -226,7 +227,7 @@ func FuzzExtraction(f *testing.F) {
 			x.add(ref, RefFromKeyword)
 		}
 		for _, ref := range x.refs {
-			if back, err := integrations.ParseRef(ref.String()); err != nil || back != ref {
+			if back, err := workitem.Parse(ref.String()); err != nil || back != ref {
 				t.Fatalf("closing ref %#v does not round-trip: %v", ref, err)
 			}
 		}
@@ -273,7 +274,7 @@ func FuzzPollLedger(f *testing.F) {
 	f.Add([]byte(`not json`), "x")
 	f.Add([]byte(`{"ref":"github:other/repo#1","poll":{}}`), "")
 	f.Add([]byte(`{"poll":{"seenComments":"nope"}}`), "c")
-	ref := integrations.Ref{Provider: "github", Owner: "octo", Repo: "repo", Number: 1}
+	ref := workitem.Ref{Provider: "github", Owner: "octo", Repo: "repo", Number: 1}
 	f.Fuzz(func(t *testing.T, file []byte, key string) {
 		s := NewPortableStore(t.TempDir(), nil)
 		if err := os.MkdirAll(s.Dir(), 0o700); err != nil {

@@ -15,6 +15,8 @@ import (
 	"github.com/theloop-dev/theloop/graph"
 	"github.com/theloop-dev/theloop/integrations"
 	"github.com/theloop-dev/theloop/internal/atomicfile"
+	"github.com/theloop-dev/theloop/ops"
+	"github.com/theloop-dev/theloop/workitem"
 )
 
 // Poller defaults (daemon-spec §3.5, §12.2).
@@ -73,7 +75,7 @@ type PollerDeps struct {
 	// Tracked lists the work items to reconcile for closure: the daemon
 	// passes its live session records. Default: every item with a poll
 	// ledger.
-	Tracked func(ctx context.Context) ([]integrations.Ref, error)
+	Tracked func(ctx context.Context) ([]workitem.Ref, error)
 	// Log receives poll.* events (default: discarded).
 	Log graph.Sink
 	// Clock (default graph.SystemClock); Sleep waits between cycles
@@ -96,7 +98,7 @@ type Poller struct {
 	// notBefore is when the back-off ends (zero when healthy).
 	notBefore time.Time
 	// cycleTracked caches the tracked refs during one cycle.
-	cycleTracked *[]integrations.Ref
+	cycleTracked *[]workitem.Ref
 }
 
 // CycleStats is one pass's outcome (the heartbeat's lastCycle).
@@ -249,7 +251,7 @@ var errRateLimited = errors.New("ingress: GitHub is rate limiting; the cycle sto
 
 // pollItem is one listed work item.
 type pollItem struct {
-	ref   integrations.Ref
+	ref   workitem.Ref
 	isPR  bool
 	title string
 	url   string
@@ -258,7 +260,7 @@ type pollItem struct {
 
 // pollRepo runs the cycle for one repository.
 func (p *Poller) pollRepo(ctx context.Context, src PollSource, repo, label string, st *CycleStats) (calls, failed int, err error) {
-	res, err := p.call(ctx, st, &calls, &failed, integrations.OpGitHubListItemsByLabel, map[string]any{"repo": repo, "label": label})
+	res, err := p.call(ctx, st, &calls, &failed, ops.GitHubListItemsByLabel, map[string]any{"repo": repo, "label": label})
 	if err != nil {
 		st.Failures++
 		p.emit(EventPollProviderErr, graph.LevelWarning, graph.Field{Key: "repo", Value: repo}, graph.Field{Key: "error", Value: err.Error()})
@@ -271,7 +273,7 @@ func (p *Poller) pollRepo(ctx context.Context, src PollSource, repo, label strin
 	raw, _ := res["items"].([]any)
 	for _, e := range raw {
 		v := graph.AsValues(e)
-		ref, perr := integrations.ParseRef(v.String("ref"))
+		ref, perr := workitem.Parse(v.String("ref"))
 		if perr != nil {
 			continue
 		}
@@ -304,7 +306,7 @@ func (p *Poller) pollRepo(ctx context.Context, src PollSource, repo, label strin
 		if ctx.Err() != nil {
 			return calls, failed, ctx.Err()
 		}
-		is, err := p.call(ctx, st, &calls, &failed, integrations.OpGitHubGetIssue, map[string]any{"ref": ref.String()})
+		is, err := p.call(ctx, st, &calls, &failed, ops.GitHubGetIssue, map[string]any{"ref": ref.String()})
 		if err != nil {
 			st.Failures++
 			if errors.Is(err, errRateLimited) {
@@ -328,11 +330,11 @@ func (p *Poller) pollRepo(ctx context.Context, src PollSource, repo, label strin
 }
 
 // trackedOnce lists the tracked work items once per cycle.
-func (p *Poller) trackedOnce(ctx context.Context) ([]integrations.Ref, error) {
+func (p *Poller) trackedOnce(ctx context.Context) ([]workitem.Ref, error) {
 	if p.cycleTracked != nil {
 		return *p.cycleTracked, nil
 	}
-	var refs []integrations.Ref
+	var refs []workitem.Ref
 	var err error
 	if p.d.Tracked != nil {
 		refs, err = p.d.Tracked(ctx)
@@ -349,7 +351,7 @@ func splitRepo(repo string) (host, owner, name string) {
 	parts := strings.Split(strings.TrimSpace(repo), "/")
 	if len(parts) == 3 {
 		host = strings.ToLower(parts[0])
-		if host == "github.com" {
+		if host == workitem.DefaultGitHubHost {
 			host = ""
 		}
 		parts = parts[1:]
@@ -392,9 +394,9 @@ func (p *Poller) pollItem(ctx context.Context, it pollItem, st *CycleStats) (cal
 		}
 	}()
 
-	refs := []integrations.Ref{it.ref}
+	refs := []workitem.Ref{it.ref}
 	if it.isPR {
-		res, err := p.call(ctx, st, &calls, &failed, integrations.OpGitHubClosingIssues, map[string]any{"ref": it.ref.String()})
+		res, err := p.call(ctx, st, &calls, &failed, ops.GitHubClosingIssues, map[string]any{"ref": it.ref.String()})
 		if err != nil {
 			st.Failures++
 			if errors.Is(err, errRateLimited) {
@@ -407,7 +409,7 @@ func (p *Poller) pollItem(ctx context.Context, it pollItem, st *CycleStats) (cal
 			rs, _ := res["refs"].([]any)
 			for _, r := range rs {
 				if s, ok := r.(string); ok {
-					if ref, err := integrations.ParseRef(s); err == nil {
+					if ref, err := workitem.Parse(s); err == nil {
 						x.add(ref, RefFromClosingReference)
 					}
 				}
@@ -488,13 +490,13 @@ func (p *Poller) pollItem(ctx context.Context, it pollItem, st *CycleStats) (cal
 
 // presence hands the discovery event of a first-seen item to the Sink, if
 // its author is authorized or a start is recorded.
-func (p *Poller) presence(ctx context.Context, it pollItem, refs []integrations.Ref, ledger *PollLedger, st *CycleStats, calls, failed *int) error {
+func (p *Poller) presence(ctx context.Context, it pollItem, refs []workitem.Ref, ledger *PollLedger, st *CycleStats, calls, failed *int) error {
 	if ledger.Presence.DeliveryID == "" {
 		// One id per sighting, kept in the ledger: retries reuse it, a
 		// reopened item (its ledger dropped at closure) gets a new one.
 		ledger.Presence.DeliveryID = "poll-presence-" + it.ref.String() + "-" + strconv.FormatInt(p.d.Clock.Now().UnixNano(), 36)
 	}
-	is, err := p.call(ctx, st, calls, failed, integrations.OpGitHubGetIssue, map[string]any{"ref": it.ref.String()})
+	is, err := p.call(ctx, st, calls, failed, ops.GitHubGetIssue, map[string]any{"ref": it.ref.String()})
 	if err != nil {
 		st.Failures++
 		if errors.Is(err, errRateLimited) {
@@ -532,7 +534,7 @@ func (p *Poller) presence(ctx context.Context, it pollItem, refs []integrations.
 	return nil
 }
 
-func repoString(r integrations.Ref) string {
+func repoString(r workitem.Ref) string {
 	if r.Host != "" {
 		return r.Host + "/" + r.Owner + "/" + r.Repo
 	}
@@ -550,7 +552,7 @@ func (p *Poller) put(ctx context.Context, ev *Event) error {
 
 // commentEvent builds the webhook-shaped Event of a polled comment, with the
 // router's control parse.
-func (p *Poller) commentEvent(it pollItem, refs []integrations.Ref, c pollComment) *Event {
+func (p *Poller) commentEvent(it pollItem, refs []workitem.Ref, c pollComment) *Event {
 	action := "created"
 	obj := "comment"
 	if c.event == "pull_request_review" {
@@ -579,11 +581,11 @@ func (p *Poller) listThread(ctx context.Context, it pollItem, st *CycleStats, ca
 		event string
 		at    string
 	}
-	streams := []stream{{integrations.OpGitHubListComments, "comments", "comment", "issue_comment", "createdAt"}}
+	streams := []stream{{ops.GitHubListComments, "comments", "comment", "issue_comment", "createdAt"}}
 	if it.isPR {
 		streams = append(streams,
-			stream{integrations.OpGitHubListReviews, "reviews", "review", "pull_request_review", "submittedAt"},
-			stream{integrations.OpGitHubListReviewComments, "comments", "review-comment", "pull_request_review_comment", "createdAt"})
+			stream{ops.GitHubListReviews, "reviews", "review", "pull_request_review", "submittedAt"},
+			stream{ops.GitHubListReviewComments, "comments", "review-comment", "pull_request_review_comment", "createdAt"})
 	}
 	type dated struct {
 		pollComment
@@ -618,7 +620,7 @@ func (p *Poller) listThread(ctx context.Context, it pollItem, st *CycleStats, ca
 }
 
 // closeEvent hands the synthesised close event of ref to the Sink.
-func (p *Poller) closeEvent(ctx context.Context, ref integrations.Ref, v graph.Values) error {
+func (p *Poller) closeEvent(ctx context.Context, ref workitem.Ref, v graph.Values) error {
 	name, entity, how := "issues", "issue", "closed"
 	if v["isPullRequest"] == true {
 		name, entity = "pull_request", "pull_request"
@@ -631,7 +633,7 @@ func (p *Poller) closeEvent(ctx context.Context, ref integrations.Ref, v graph.V
 		entity: map[string]any{"number": ref.Number, "title": v.String("title"), "html_url": v.String("url"), "labels": []any{}, "merged": v["merged"] == true},
 	})
 	ev := &Event{Event: name, Action: "closed", DeliveryID: "poll-close-" + ref.String() + "-" + how, Repo: repoString(ref),
-		WorkItems: []integrations.Ref{ref}, Payload: payload, Source: SourcePoll, ReceivedAt: p.d.Clock.Now().UTC()}
+		WorkItems: []workitem.Ref{ref}, Payload: payload, Source: SourcePoll, ReceivedAt: p.d.Clock.Now().UTC()}
 	return p.put(ctx, ev)
 }
 

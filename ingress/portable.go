@@ -13,9 +13,8 @@ import (
 	"sync"
 
 	"github.com/theloop-dev/theloop/graph"
-	"github.com/theloop-dev/theloop/integrations"
 	"github.com/theloop-dev/theloop/internal/atomicfile"
-	"github.com/theloop-dev/theloop/sessions"
+	"github.com/theloop-dev/theloop/workitem"
 )
 
 // Portable-record sections this package owns (daemon-spec §5.3, §3.4).
@@ -81,15 +80,14 @@ func NewPortableStore(stateRoot string, clock graph.Clock) *PortableStore {
 func (s *PortableStore) Dir() string { return s.dir }
 
 // Path is the record file of ref.
-func (s *PortableStore) Path(ref integrations.Ref) string {
-	w := sessions.WorkItem{Provider: ref.Provider, Host: ref.Host, Owner: ref.Owner, Repo: ref.Repo, Number: ref.Number}
-	return filepath.Join(s.dir, w.Slug()+".json")
+func (s *PortableStore) Path(ref workitem.Ref) string {
+	return filepath.Join(s.dir, ref.Slug()+".json")
 }
 
 // RecordControl writes ref's control section. The command must be one of
 // Commands, the source comment or cli, and the actor named: a command needs
 // someone to answer for it. RequestedAt defaults to now.
-func (s *PortableStore) RecordControl(ref integrations.Ref, rec ControlRecord) error {
+func (s *PortableStore) RecordControl(ref workitem.Ref, rec ControlRecord) error {
 	if !rec.Command.Valid() {
 		return fmt.Errorf("ingress: control record for %s: %q is not a control command", ref, clipText(string(rec.Command), 30))
 	}
@@ -111,12 +109,12 @@ func (s *PortableStore) RecordControl(ref integrations.Ref, rec ControlRecord) e
 }
 
 // ClearControl writes the control tombstone (null).
-func (s *PortableStore) ClearControl(ref integrations.Ref) error {
+func (s *PortableStore) ClearControl(ref workitem.Ref) error {
 	return s.writeSection(ref, SectionControl, []byte("null"))
 }
 
 // Control returns ref's control record, nil when none (or a tombstone).
-func (s *PortableStore) Control(ref integrations.Ref) (*ControlRecord, error) {
+func (s *PortableStore) Control(ref workitem.Ref) (*ControlRecord, error) {
 	raw, err := s.readSection(ref, SectionControl)
 	if err != nil || raw == nil {
 		return nil, err
@@ -130,7 +128,7 @@ func (s *PortableStore) Control(ref integrations.Ref) (*ControlRecord, error) {
 
 // StartRequested reports whether ref's last recorded command arms it
 // (start, resume, contribute, do). An unreadable record is not a request.
-func (s *PortableStore) StartRequested(ref integrations.Ref) (bool, error) {
+func (s *PortableStore) StartRequested(ref workitem.Ref) (bool, error) {
 	rec, err := s.Control(ref)
 	if err != nil || rec == nil {
 		return false, err
@@ -192,7 +190,7 @@ func (l *PollLedger) Prune(live map[string]bool) {
 }
 
 // PollLedger returns ref's ledger; nil when the item was never polled.
-func (s *PortableStore) PollLedger(ref integrations.Ref) (*PollLedger, error) {
+func (s *PortableStore) PollLedger(ref workitem.Ref) (*PollLedger, error) {
 	raw, err := s.readSection(ref, SectionPoll)
 	if err != nil || raw == nil {
 		return nil, err
@@ -208,7 +206,7 @@ func (s *PortableStore) PollLedger(ref integrations.Ref) (*PollLedger, error) {
 }
 
 // SavePollLedger writes ref's poll section.
-func (s *PortableStore) SavePollLedger(ref integrations.Ref, l *PollLedger) error {
+func (s *PortableStore) SavePollLedger(ref workitem.Ref, l *PollLedger) error {
 	if l.SeenComments == nil {
 		l.SeenComments = []string{}
 	}
@@ -224,12 +222,12 @@ func (s *PortableStore) SavePollLedger(ref integrations.Ref, l *PollLedger) erro
 
 // DropPollLedger removes ref's poll section (tombstone), so a reopened item
 // is seen for the first time again.
-func (s *PortableStore) DropPollLedger(ref integrations.Ref) error {
+func (s *PortableStore) DropPollLedger(ref workitem.Ref) error {
 	return s.writeSection(ref, SectionPoll, []byte("null"))
 }
 
 // PolledRefs lists the refs whose record holds a poll section.
-func (s *PortableStore) PolledRefs() ([]integrations.Ref, error) {
+func (s *PortableStore) PolledRefs() ([]workitem.Ref, error) {
 	entries, err := os.ReadDir(s.dir)
 	if errors.Is(err, os.ErrNotExist) {
 		return nil, nil
@@ -237,7 +235,7 @@ func (s *PortableStore) PolledRefs() ([]integrations.Ref, error) {
 	if err != nil {
 		return nil, err
 	}
-	var out []integrations.Ref
+	var out []workitem.Ref
 	for _, e := range entries {
 		if e.IsDir() || !strings.HasSuffix(e.Name(), ".json") || e.Name() == "index.json" {
 			continue
@@ -253,7 +251,7 @@ func (s *PortableStore) PolledRefs() ([]integrations.Ref, error) {
 		if json.Unmarshal(rec.get("ref"), &ref) != nil {
 			continue
 		}
-		if r, err := integrations.ParseRef(ref); err == nil {
+		if r, err := workitem.Parse(ref); err == nil {
 			out = append(out, r)
 		}
 	}
@@ -321,7 +319,7 @@ func readRecord(path string) (*record, error) {
 	return rec, nil
 }
 
-func (s *PortableStore) readSection(ref integrations.Ref, section string) (json.RawMessage, error) {
+func (s *PortableStore) readSection(ref workitem.Ref, section string) (json.RawMessage, error) {
 	rec, err := readRecord(s.Path(ref))
 	if err != nil || rec == nil {
 		return nil, err
@@ -330,7 +328,7 @@ func (s *PortableStore) readSection(ref integrations.Ref, section string) (json.
 }
 
 // writeSection replaces one section of ref's record.
-func (s *PortableStore) writeSection(ref integrations.Ref, section string, val json.RawMessage) error {
+func (s *PortableStore) writeSection(ref workitem.Ref, section string, val json.RawMessage) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	path := s.Path(ref)

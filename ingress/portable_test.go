@@ -10,17 +10,16 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
-
-	"github.com/theloop-dev/theloop/integrations"
+	"github.com/theloop-dev/theloop/workitem"
 )
 
 type fixedClock struct{ t time.Time }
 
 func (c fixedClock) Now() time.Time { return c.t }
 
-func mustRef(t testing.TB, s string) integrations.Ref {
+func mustRef(t testing.TB, s string) workitem.Ref {
 	t.Helper()
-	r, err := integrations.ParseRef(s)
+	r, err := workitem.Parse(s)
 	require.NoError(t, err)
 	return r
 }
@@ -132,7 +131,7 @@ func TestPollLedgerRoundTrip(t *testing.T) {
 	require.Equal(t, 2, got.CommentAttempts["comment-z"])
 	refs, err := s.PolledRefs()
 	require.NoError(t, err)
-	require.Equal(t, []integrations.Ref{ref}, refs)
+	require.Equal(t, []workitem.Ref{ref}, refs)
 	require.NoError(t, s.DropPollLedger(ref))
 	refs, err = s.PolledRefs()
 	require.NoError(t, err)

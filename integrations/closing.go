@@ -5,6 +5,7 @@ import (
 	"strings"
 
 	"github.com/theloop-dev/theloop/internal/lazyre"
+	"github.com/theloop-dev/theloop/workitem"
 )
 
 // closingKeywordRE matches GitHub's closing keywords followed by an issue
@@ -20,13 +21,13 @@ var closingKeywordRE = lazyre.New(`(?i)\b(?:close[sd]?|fix(?:e[sd])?|resolve[sd]
 // cannot close an issue on another host.
 func parseClosingKeywords(body, owner, repo, webHost string) []closingRef {
 	if webHost == "" {
-		webHost = "github.com"
+		webHost = workitem.DefaultGitHubHost
 	}
 	seen := map[closingRef]bool{}
 	var out []closingRef
 	add := func(o, r, num string) {
 		n, err := strconv.Atoi(num)
-		if err != nil || n <= 0 || n >= maxNumber || !validName(o) || !validName(r) {
+		if err != nil || n <= 0 || n > workitem.MaxNumber || !workitem.ValidName(o) || !workitem.ValidName(r) {
 			return
 		}
 		c := closingRef{Owner: o, Repo: r, Number: n}

@@ -9,6 +9,8 @@ import (
 	"net/url"
 	"strings"
 	"time"
+
+	"github.com/theloop-dev/theloop/workitem"
 )
 
 // Transport names.
@@ -213,7 +215,7 @@ func (c Config) Validate() error {
 				bad("github.api.tokenEnv", "%q is not an environment-variable name", name)
 			}
 		}
-		if g.CLI.Host != "" && !validHost(g.CLI.Host) {
+		if g.CLI.Host != "" && !workitem.ValidHost(g.CLI.Host) {
 			bad("github.cli.host", "%q is not a host name", g.CLI.Host)
 		}
 	}

@@ -35,7 +35,7 @@
 // in memory; every error string, event field and result is scrubbed of them.
 //
 // The outside world is injected through Deps: environment lookup, HTTP
-// client, command runner (internal/run — `gh` is never started any other way),
+// client, command runner (package run — `gh` is never started any other way),
 // clock, sleeper and event sink. Untrusted text (comment bodies) never reaches
 // a command line: the cli transport hands request bodies to `gh api --input -`
 // on stdin.

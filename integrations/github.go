@@ -9,57 +9,18 @@ import (
 	"strings"
 
 	"github.com/theloop-dev/theloop/graph"
+	"github.com/theloop-dev/theloop/ops"
+	"github.com/theloop-dev/theloop/workitem"
 )
 
-// GitHub operations. Both transports implement every one and answer each
-// with the same map. "ref" is a work-item ref, github:[host/]owner/repo#n
-// (a malformed ref fails every operation with ErrInvalidRef). Ids and
-// numbers are int; lists are []any of map[string]any or string; timestamps
-// are GitHub's RFC 3339 strings, "" when absent.
-const (
-	// {ref, body} → {id, url}. The body is posted verbatim: the caller
-	// composes it and adds the self-authored marker. Not retried after a
-	// 5xx (GitHub may have posted it).
-	OpGitHubAddComment graph.Operation = "github.add-comment"
-	// {ref, labels: [string], replacePrefix?: "loop:"} → {labels: [string]}:
-	// removes the labels starting with replacePrefix (case-insensitively)
-	// that are not in labels, adds the missing ones, keeps every other
-	// label; returns the issue's labels afterwards. Without replacePrefix it
-	// only adds.
-	OpGitHubSetLabels graph.Operation = "github.set-labels"
-	// {ref} → {labels: [string]}.
-	OpGitHubGetLabels graph.Operation = "github.get-labels"
-	// {ref} → {comments: [{id, author, body, url, createdAt}]}, every page,
-	// oldest first; author is the login ("" for a deleted user).
-	OpGitHubListComments graph.Operation = "github.list-comments"
-	// {ref (a PR)} → {reviews: [{id, author, body, state, url, submittedAt}]},
-	// every state (PENDING included; callers filter).
-	OpGitHubListReviews graph.Operation = "github.list-reviews"
-	// {ref (a PR)} → {comments: [{id, author, body, url, path, line,
-	// createdAt}]}; line is the comment's line, else its original line,
-	// else 0.
-	OpGitHubListReviewComments graph.Operation = "github.list-review-comments"
-	// {ref} → {number, title, body, state, author, labels, url,
-	// isPullRequest, merged}.
-	OpGitHubGetIssue graph.Operation = "github.get-issue"
-	// {repo: "owner/repo" or "host/owner/repo", label, state?:
-	// open (default)|closed|all} → {items: [{number, title, url,
-	// isPullRequest, labels, ref}]}, issues and PRs, newest first.
-	OpGitHubListItemsByLabel graph.Operation = "github.list-items-by-label"
-	// {ref, content, commentId?, commentType?: issue-comment (default) |
-	// review-comment} → {}. Without commentId the reaction goes on the issue
-	// or PR itself. content is one of +1 -1 laugh confused heart hooray
-	// rocket eyes.
-	OpGitHubAddReaction graph.Operation = "github.add-reaction"
-	// {ref (a PR)} → {issues: [int], refs: [string], source: "graphql" |
-	// "body"}; see github.closingIssues.
-	OpGitHubClosingIssues graph.Operation = "github.closing-issues"
-)
-
+// githubOperations are the GitHub operations (package ops documents each
+// one's arguments and answer). Both transports implement every one and answer
+// each with the same map; a malformed ref fails every operation with
+// ErrInvalidRef.
 var githubOperations = []graph.Operation{
-	OpGitHubAddComment, OpGitHubSetLabels, OpGitHubGetLabels, OpGitHubListComments,
-	OpGitHubListReviews, OpGitHubListReviewComments, OpGitHubGetIssue,
-	OpGitHubListItemsByLabel, OpGitHubAddReaction, OpGitHubClosingIssues,
+	ops.GitHubAddComment, ops.GitHubSetLabels, ops.GitHubGetLabels, ops.GitHubListComments,
+	ops.GitHubListReviews, ops.GitHubListReviewComments, ops.GitHubGetIssue,
+	ops.GitHubListItemsByLabel, ops.GitHubAddReaction, ops.GitHubClosingIssues,
 }
 
 // maxPages bounds pagination (100 items a page).
@@ -108,43 +69,43 @@ type github struct {
 
 func (g *github) operations() map[graph.Operation]opFunc {
 	return map[graph.Operation]opFunc{
-		OpGitHubAddComment:         g.addComment,
-		OpGitHubSetLabels:          g.setLabels,
-		OpGitHubGetLabels:          g.getLabels,
-		OpGitHubListComments:       g.listComments,
-		OpGitHubListReviews:        g.listReviews,
-		OpGitHubListReviewComments: g.listReviewComments,
-		OpGitHubGetIssue:           g.getIssue,
-		OpGitHubListItemsByLabel:   g.listItemsByLabel,
-		OpGitHubAddReaction:        g.addReaction,
-		OpGitHubClosingIssues:      g.closingIssues,
+		ops.GitHubAddComment:         g.addComment,
+		ops.GitHubSetLabels:          g.setLabels,
+		ops.GitHubGetLabels:          g.getLabels,
+		ops.GitHubListComments:       g.listComments,
+		ops.GitHubListReviews:        g.listReviews,
+		ops.GitHubListReviewComments: g.listReviewComments,
+		ops.GitHubGetIssue:           g.getIssue,
+		ops.GitHubListItemsByLabel:   g.listItemsByLabel,
+		ops.GitHubAddReaction:        g.addReaction,
+		ops.GitHubClosingIssues:      g.closingIssues,
 	}
 }
 
 // ref parses and checks the "ref" argument.
-func (g *github) ref(args map[string]any) (Ref, error) {
+func (g *github) ref(args map[string]any) (workitem.Ref, error) {
 	s, err := argString(args, "ref", true)
 	if err != nil {
-		return Ref{}, err
+		return workitem.Ref{}, err
 	}
-	r, err := ParseRef(s)
+	r, err := workitem.Parse(s)
 	if err != nil {
-		return Ref{}, fail(ErrInvalidRef, "%v", err)
+		return workitem.Ref{}, fail(ErrInvalidRef, "%v", err)
 	}
 	if r.Provider != "github" {
-		return Ref{}, fail(ErrInvalidRef, "ref %q names provider %q; github operations need a github: ref", clip(s, 80), r.Provider)
+		return workitem.Ref{}, fail(ErrInvalidRef, "ref %q names provider %q; github operations need a github: ref", clip(s, 80), r.Provider)
 	}
 	if err := g.t.checkHost(r.Host); err != nil {
-		return Ref{}, err
+		return workitem.Ref{}, err
 	}
 	return r, nil
 }
 
-func issuePath(r Ref, rest string) string {
+func issuePath(r workitem.Ref, rest string) string {
 	return fmt.Sprintf("repos/%s/%s/issues/%d%s", r.Owner, r.Repo, r.Number, rest)
 }
 
-func pullPath(r Ref, rest string) string {
+func pullPath(r workitem.Ref, rest string) string {
 	return fmt.Sprintf("repos/%s/%s/pulls/%d%s", r.Owner, r.Repo, r.Number, rest)
 }
 
@@ -218,7 +179,7 @@ func (g *github) list(ctx context.Context, st *callState, host, path, what strin
 	}
 }
 
-func (g *github) labels(ctx context.Context, st *callState, r Ref) ([]string, error) {
+func (g *github) labels(ctx context.Context, st *callState, r workitem.Ref) ([]string, error) {
 	var out []string
 	err := g.list(ctx, st, r.Host, issuePath(r, "/labels"), "the labels of "+r.String(), func(b []byte) error {
 		ls, err := decodeLabelNames(b)
@@ -406,7 +367,7 @@ func (g *github) listItemsByLabel(ctx context.Context, st *callState, args map[s
 	if err != nil {
 		return nil, err
 	}
-	host, owner, repo, err := parseRepo(repoArg)
+	host, owner, repo, err := workitem.ParseRepo(repoArg)
 	if err != nil {
 		return nil, fail(ErrInvalidArgument, "%v", err)
 	}
@@ -539,7 +500,7 @@ func (g *github) closingIssues(ctx context.Context, st *callState, args map[stri
 		if strings.EqualFold(c.Owner, r.Owner) && strings.EqualFold(c.Repo, r.Repo) {
 			issues = append(issues, c.Number)
 		}
-		all = append(all, Ref{Provider: "github", Host: r.Host, Owner: c.Owner, Repo: c.Repo, Number: c.Number}.String())
+		all = append(all, workitem.Ref{Provider: "github", Host: r.Host, Owner: c.Owner, Repo: c.Repo, Number: c.Number}.String())
 	}
 	return map[string]any{"issues": issues, "refs": all, "source": source}, nil
 }

@@ -5,6 +5,8 @@ import (
 	"net/http"
 	"net/url"
 	"strings"
+
+	"github.com/theloop-dev/theloop/workitem"
 )
 
 // githubAPI is the api transport: net/http against the REST root (and its
@@ -22,7 +24,7 @@ type githubAPI struct {
 func newGitHubAPI(client *http.Client, base *url.URL, token *secret) *githubAPI {
 	a := &githubAPI{client: client, base: base, token: token, host: strings.ToLower(base.Host)}
 	if strings.EqualFold(base.Host, "api.github.com") {
-		a.host = "github.com"
+		a.host = workitem.DefaultGitHubHost
 	}
 	g := *base
 	if strings.HasSuffix(g.Path, "/api/v3") {

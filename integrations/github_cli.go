@@ -13,7 +13,8 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/theloop-dev/theloop/internal/run"
+	"github.com/theloop-dev/theloop/run"
+	"github.com/theloop-dev/theloop/workitem"
 )
 
 // githubCLI is the cli transport: every exchange is one
@@ -113,7 +114,7 @@ func (c *githubCLI) webHost(host string) string {
 	case c.host != "":
 		return c.host
 	}
-	return "github.com"
+	return workitem.DefaultGitHubHost
 }
 
 func (c *githubCLI) authHint() string {

@@ -4,6 +4,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"strings"
+
+	"github.com/theloop-dev/theloop/workitem"
 )
 
 // The decoders below turn GitHub REST answers into the JSON-shaped maps
@@ -187,13 +189,13 @@ func decodeItems(b []byte, host, owner, repo string) ([]any, error) {
 	}
 	out := make([]any, 0, len(iss))
 	for _, is := range iss {
-		if is.Number <= 0 || is.Number >= int64(maxNumber) {
+		if is.Number <= 0 || is.Number > workitem.MaxNumber {
 			continue
 		}
 		out = append(out, map[string]any{
 			"number": int(is.Number), "title": is.Title, "url": is.HTMLURL,
 			"isPullRequest": is.PullRequest != nil, "labels": labelNames(is.Labels),
-			"ref": Ref{Provider: "github", Host: host, Owner: owner, Repo: repo, Number: int(is.Number)}.String(),
+			"ref": workitem.Ref{Provider: "github", Host: host, Owner: owner, Repo: repo, Number: int(is.Number)}.String(),
 		})
 	}
 	return out, nil
@@ -252,11 +254,11 @@ func decodeClosing(b []byte) (refs []closingRef, supported bool, err error) {
 		return nil, false, nil
 	}
 	for _, n := range ans.Data.Repository.PullRequest.ClosingIssuesReferences.Nodes {
-		if n.Number <= 0 || n.Number >= int64(maxNumber) || n.Repository == nil {
+		if n.Number <= 0 || n.Number > workitem.MaxNumber || n.Repository == nil {
 			continue
 		}
 		owner, repo, ok := strings.Cut(n.Repository.NameWithOwner, "/")
-		if !ok || !validName(owner) || !validName(repo) {
+		if !ok || !workitem.ValidName(owner) || !workitem.ValidName(repo) {
 			continue
 		}
 		refs = append(refs, closingRef{Owner: owner, Repo: repo, Number: int(n.Number)})

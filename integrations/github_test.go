@@ -14,6 +14,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/theloop-dev/theloop/graph"
+	"github.com/theloop-dev/theloop/ops"
 )
 
 const testToken = "ghp_test_token_0123456789"
@@ -33,43 +34,43 @@ func TestGitHubReadOperations(t *testing.T) {
 		args map[string]any
 		want map[string]any
 	}{
-		{"get-issue", OpGitHubGetIssue, map[string]any{"ref": "github:octo/repo#7"}, map[string]any{
+		{"get-issue", ops.GitHubGetIssue, map[string]any{"ref": "github:octo/repo#7"}, map[string]any{
 			"number": 7, "title": "Add the thing", "body": "Please add it.", "state": "open", "author": "dana",
 			"labels": []any{"bug", "loop:requirements", "the-loop: auto-execute", "Loop:Old"},
 			"url":    "https://github.com/octo/repo/issues/7", "isPullRequest": false, "merged": false,
 		}},
-		{"get-issue of a PR, null body", OpGitHubGetIssue, map[string]any{"ref": "github:octo/repo#9"}, map[string]any{
+		{"get-issue of a PR, null body", ops.GitHubGetIssue, map[string]any{"ref": "github:octo/repo#9"}, map[string]any{
 			"number": 9, "title": "Old", "body": "", "state": "closed", "author": "dana",
 			"labels": []any{"the-loop: auto-execute"}, "url": "https://github.com/octo/repo/issues/9", "isPullRequest": false, "merged": false,
 		}},
-		{"get-labels", OpGitHubGetLabels, map[string]any{"ref": "github:octo/repo#7"}, map[string]any{
+		{"get-labels", ops.GitHubGetLabels, map[string]any{"ref": "github:octo/repo#7"}, map[string]any{
 			"labels": []any{"bug", "loop:requirements", "the-loop: auto-execute", "Loop:Old"},
 		}},
-		{"list-comments reads every page", OpGitHubListComments, map[string]any{"ref": "github:octo/repo#7"}, map[string]any{"comments": []any{
+		{"list-comments reads every page", ops.GitHubListComments, map[string]any{"ref": "github:octo/repo#7"}, map[string]any{"comments": []any{
 			map[string]any{"id": 101, "author": "user1", "body": "comment 1", "url": "https://github.com/octo/repo/issues/7#issuecomment-101", "createdAt": "2026-01-01T10:00:00Z"},
 			map[string]any{"id": 102, "author": "user0", "body": "comment 2", "url": "https://github.com/octo/repo/issues/7#issuecomment-102", "createdAt": "2026-01-02T10:00:00Z"},
 			map[string]any{"id": 103, "author": "user1", "body": "comment 3", "url": "https://github.com/octo/repo/issues/7#issuecomment-103", "createdAt": "2026-01-03T10:00:00Z"},
 			map[string]any{"id": 104, "author": "user0", "body": "comment 4", "url": "https://github.com/octo/repo/issues/7#issuecomment-104", "createdAt": "2026-01-04T10:00:00Z"},
 			map[string]any{"id": 105, "author": "user1", "body": "comment 5", "url": "https://github.com/octo/repo/issues/7#issuecomment-105", "createdAt": "2026-01-05T10:00:00Z"},
 		}}},
-		{"list-comments of an issue without comments", OpGitHubListComments, map[string]any{"ref": "github:octo/repo#9"}, map[string]any{"comments": []any{}}},
-		{"list-reviews keeps every state", OpGitHubListReviews, map[string]any{"ref": "github:octo/repo#8"}, map[string]any{"reviews": []any{
+		{"list-comments of an issue without comments", ops.GitHubListComments, map[string]any{"ref": "github:octo/repo#9"}, map[string]any{"comments": []any{}}},
+		{"list-reviews keeps every state", ops.GitHubListReviews, map[string]any{"ref": "github:octo/repo#8"}, map[string]any{"reviews": []any{
 			map[string]any{"id": 201, "author": "dana", "body": "LGTM", "state": "APPROVED", "url": "https://github.com/octo/repo/pull/8#pullrequestreview-201", "submittedAt": "2026-01-05T00:00:00Z"},
 			map[string]any{"id": 202, "author": "", "body": "", "state": "PENDING", "url": "https://github.com/octo/repo/pull/8#pullrequestreview-202", "submittedAt": ""},
 			map[string]any{"id": 203, "author": "lee", "body": "nit: naming", "state": "COMMENTED", "url": "https://github.com/octo/repo/pull/8#pullrequestreview-203", "submittedAt": "2026-01-06T00:00:00Z"},
 		}}},
-		{"list-review-comments falls back to original_line", OpGitHubListReviewComments, map[string]any{"ref": "github:octo/repo#8"}, map[string]any{"comments": []any{
+		{"list-review-comments falls back to original_line", ops.GitHubListReviewComments, map[string]any{"ref": "github:octo/repo#8"}, map[string]any{"comments": []any{
 			map[string]any{"id": 301, "author": "lee", "body": "rename", "url": "https://github.com/octo/repo/pull/8#discussion_r301", "path": "main.go", "line": 12, "createdAt": "2026-01-06T00:00:00Z"},
 			map[string]any{"id": 302, "author": "lee", "body": "outdated", "url": "https://github.com/octo/repo/pull/8#discussion_r302", "path": "old.go", "line": 4, "createdAt": "2026-01-06T00:01:00Z"},
 		}}},
-		{"list-items-by-label, open by default", OpGitHubListItemsByLabel, map[string]any{"repo": "octo/repo", "label": "the-loop: auto-execute"}, map[string]any{"items": []any{
+		{"list-items-by-label, open by default", ops.GitHubListItemsByLabel, map[string]any{"repo": "octo/repo", "label": "the-loop: auto-execute"}, map[string]any{"items": []any{
 			map[string]any{"number": 8, "title": "Implement the thing", "url": "https://github.com/octo/repo/issues/8", "isPullRequest": true, "labels": []any{"the-loop: auto-execute"}, "ref": "github:octo/repo#8"},
 			map[string]any{"number": 7, "title": "Add the thing", "url": "https://github.com/octo/repo/issues/7", "isPullRequest": false, "labels": []any{"bug", "loop:requirements", "the-loop: auto-execute", "Loop:Old"}, "ref": "github:octo/repo#7"},
 		}}},
-		{"list-items-by-label, closed", OpGitHubListItemsByLabel, map[string]any{"repo": "github.com/octo/repo", "label": "the-loop: auto-execute", "state": "closed"}, map[string]any{"items": []any{
+		{"list-items-by-label, closed", ops.GitHubListItemsByLabel, map[string]any{"repo": "github.com/octo/repo", "label": "the-loop: auto-execute", "state": "closed"}, map[string]any{"items": []any{
 			map[string]any{"number": 9, "title": "Old", "url": "https://github.com/octo/repo/issues/9", "isPullRequest": false, "labels": []any{"the-loop: auto-execute"}, "ref": "github:octo/repo#9"},
 		}}},
-		{"closing-issues via GraphQL", OpGitHubClosingIssues, map[string]any{"ref": "github:octo/repo#8"}, map[string]any{
+		{"closing-issues via GraphQL", ops.GitHubClosingIssues, map[string]any{"ref": "github:octo/repo#8"}, map[string]any{
 			"issues": []any{7}, "refs": []any{"github:octo/repo#7", "github:octo/other#3"}, "source": "graphql",
 		}},
 	}
@@ -94,11 +95,11 @@ func TestClosingIssuesFallsBackToTheBody(t *testing.T) {
 	fg := fixtureServer(t, "")
 	fg.set(func(f *fakeGitHub) { f.graphqlUnsupported = true })
 	s := apiSet(t, fg, newWorld(mapEnv{"GH_TOKEN": testToken}))
-	got, err := s.Call(context.Background(), OpGitHubClosingIssues, map[string]any{"ref": "github:octo/repo#8"})
+	got, err := s.Call(context.Background(), ops.GitHubClosingIssues, map[string]any{"ref": "github:octo/repo#8"})
 	require.NoError(t, err)
 	assert.Equal(t, map[string]any{"issues": []any{7}, "refs": []any{"github:octo/repo#7", "github:octo/other#3"}, "source": "body"}, got)
 
-	_, err = s.Call(context.Background(), OpGitHubClosingIssues, map[string]any{"ref": "github:octo/repo#7"})
+	_, err = s.Call(context.Background(), ops.GitHubClosingIssues, map[string]any{"ref": "github:octo/repo#7"})
 	requireKind(t, err, ErrNotFound)
 }
 
@@ -130,7 +131,7 @@ func TestSetLabelsKeepsEveryOtherLabel(t *testing.T) {
 			if tc.prefix != nil {
 				args["replacePrefix"] = tc.prefix
 			}
-			got, err := s.Call(context.Background(), OpGitHubSetLabels, args)
+			got, err := s.Call(context.Background(), ops.GitHubSetLabels, args)
 			require.NoError(t, err)
 			assert.Equal(t, map[string]any{"labels": tc.want}, got)
 			assert.Equal(t, tc.want, toAnyStrings(fg.labelsOf("octo/repo", 7)), "server state")
@@ -153,7 +154,7 @@ func TestSetLabelsKeepsEveryOtherLabel(t *testing.T) {
 		fg := fixtureServer(t, "")
 		fg.fault(fault{method: http.MethodDelete, path: "/labels/Loop:Old", status: 404, body: `{"message":"Label does not exist"}`, times: 1})
 		s := apiSet(t, fg, newWorld(mapEnv{"GH_TOKEN": testToken}))
-		got, err := s.Call(context.Background(), OpGitHubSetLabels, map[string]any{"ref": "github:octo/repo#7", "labels": []string{"loop:design"}, "replacePrefix": "loop:"})
+		got, err := s.Call(context.Background(), ops.GitHubSetLabels, map[string]any{"ref": "github:octo/repo#7", "labels": []string{"loop:design"}, "replacePrefix": "loop:"})
 		require.NoError(t, err)
 		assert.Equal(t, map[string]any{"labels": []any{"bug", "the-loop: auto-execute", "Loop:Old", "loop:design"}}, got)
 	})
@@ -161,7 +162,7 @@ func TestSetLabelsKeepsEveryOtherLabel(t *testing.T) {
 		fg := fixtureServer(t, "")
 		fg.put("octo/repo", &fakeIssue{Number: 20, Labels: []string{"loop:needs review", "x"}})
 		s := apiSet(t, fg, newWorld(mapEnv{"GH_TOKEN": testToken}))
-		got, err := s.Call(context.Background(), OpGitHubSetLabels, map[string]any{"ref": "github:octo/repo#20", "labels": []string{"loop:done"}, "replacePrefix": "loop:"})
+		got, err := s.Call(context.Background(), ops.GitHubSetLabels, map[string]any{"ref": "github:octo/repo#20", "labels": []string{"loop:done"}, "replacePrefix": "loop:"})
 		require.NoError(t, err)
 		assert.Equal(t, map[string]any{"labels": []any{"x", "loop:done"}}, got)
 	})
@@ -171,7 +172,7 @@ func TestAddCommentAndReaction(t *testing.T) {
 	fg := fixtureServer(t, "")
 	s := apiSet(t, fg, newWorld(mapEnv{"GH_TOKEN": testToken}))
 	body := "Review please.\n\n`$(rm -rf /)` \"quoted\" 'single' --flag\n<!-- the-loop:agent-comment -->\n"
-	got, err := s.Call(context.Background(), OpGitHubAddComment, map[string]any{"ref": "github:octo/repo#7", "body": body})
+	got, err := s.Call(context.Background(), ops.GitHubAddComment, map[string]any{"ref": "github:octo/repo#7", "body": body})
 	require.NoError(t, err)
 	assert.Equal(t, map[string]any{"id": 9001, "url": "https://github.com/octo/repo/issues/7#issuecomment-9001"}, got)
 	is := fg.issue("octo/repo", 7)
@@ -193,7 +194,7 @@ func TestAddCommentAndReaction(t *testing.T) {
 			for k, v := range tc.args {
 				args[k] = v
 			}
-			got, err := s.Call(context.Background(), OpGitHubAddReaction, args)
+			got, err := s.Call(context.Background(), ops.GitHubAddReaction, args)
 			require.NoError(t, err)
 			assert.Equal(t, map[string]any{}, got)
 			reqs := fg.requestsTo(tc.path)
@@ -213,7 +214,7 @@ func TestInvalidArgumentsFailBeforeAnyRequest(t *testing.T) {
 		// The api transport serves one host: a ref on another is refused, never sent.
 		"github:ghe.corp.example/octo/repo#7"}
 	for _, op := range githubOperations {
-		if op == OpGitHubListItemsByLabel {
+		if op == ops.GitHubListItemsByLabel {
 			continue
 		}
 		for _, ref := range badRefs {
@@ -229,19 +230,19 @@ func TestInvalidArgumentsFailBeforeAnyRequest(t *testing.T) {
 		op   graph.Operation
 		args map[string]any
 	}{
-		{OpGitHubAddComment, map[string]any{"ref": "github:octo/repo#7", "body": "  "}},
-		{OpGitHubAddComment, map[string]any{"ref": "github:octo/repo#7", "body": 3}},
-		{OpGitHubSetLabels, map[string]any{"ref": "github:octo/repo#7"}},
-		{OpGitHubSetLabels, map[string]any{"ref": "github:octo/repo#7", "labels": []any{"ok", 3}}},
-		{OpGitHubSetLabels, map[string]any{"ref": "github:octo/repo#7", "labels": []string{"bad\nlabel"}}},
-		{OpGitHubSetLabels, map[string]any{"ref": "github:octo/repo#7", "labels": "loop:x"}},
-		{OpGitHubAddReaction, map[string]any{"ref": "github:octo/repo#7", "content": "thumbsup"}},
-		{OpGitHubAddReaction, map[string]any{"ref": "github:octo/repo#7", "content": "eyes", "commentId": 1.5}},
-		{OpGitHubAddReaction, map[string]any{"ref": "github:octo/repo#7", "content": "eyes", "commentId": 1, "commentType": "commit"}},
-		{OpGitHubListItemsByLabel, map[string]any{"repo": "octo", "label": "x"}},
-		{OpGitHubListItemsByLabel, map[string]any{"repo": "octo/repo", "label": "a,b"}},
-		{OpGitHubListItemsByLabel, map[string]any{"repo": "octo/repo", "label": "x", "state": "merged"}},
-		{OpGitHubListItemsByLabel, map[string]any{"repo": "octo/repo"}},
+		{ops.GitHubAddComment, map[string]any{"ref": "github:octo/repo#7", "body": "  "}},
+		{ops.GitHubAddComment, map[string]any{"ref": "github:octo/repo#7", "body": 3}},
+		{ops.GitHubSetLabels, map[string]any{"ref": "github:octo/repo#7"}},
+		{ops.GitHubSetLabels, map[string]any{"ref": "github:octo/repo#7", "labels": []any{"ok", 3}}},
+		{ops.GitHubSetLabels, map[string]any{"ref": "github:octo/repo#7", "labels": []string{"bad\nlabel"}}},
+		{ops.GitHubSetLabels, map[string]any{"ref": "github:octo/repo#7", "labels": "loop:x"}},
+		{ops.GitHubAddReaction, map[string]any{"ref": "github:octo/repo#7", "content": "thumbsup"}},
+		{ops.GitHubAddReaction, map[string]any{"ref": "github:octo/repo#7", "content": "eyes", "commentId": 1.5}},
+		{ops.GitHubAddReaction, map[string]any{"ref": "github:octo/repo#7", "content": "eyes", "commentId": 1, "commentType": "commit"}},
+		{ops.GitHubListItemsByLabel, map[string]any{"repo": "octo", "label": "x"}},
+		{ops.GitHubListItemsByLabel, map[string]any{"repo": "octo/repo", "label": "a,b"}},
+		{ops.GitHubListItemsByLabel, map[string]any{"repo": "octo/repo", "label": "x", "state": "merged"}},
+		{ops.GitHubListItemsByLabel, map[string]any{"repo": "octo/repo"}},
 	}
 	for _, tc := range others {
 		t.Run(fmt.Sprintf("%s %v", tc.op, tc.args), func(t *testing.T) {
@@ -265,42 +266,42 @@ func TestRetriesAndRateLimits(t *testing.T) {
 		wantWaits  []time.Duration
 		wantEvents int
 	}{
-		{name: "502 twice then an answer", op: OpGitHubGetIssue,
+		{name: "502 twice then an answer", op: ops.GitHubGetIssue,
 			faults:   []fault{{path: "/issues/7", status: 502, body: `{"message":"Server Error"}`, times: 2}},
 			attempts: 3, wantWaits: []time.Duration{500 * time.Millisecond, time.Second}},
-		{name: "500 every time: bounded, then ErrServer", op: OpGitHubGetLabels,
+		{name: "500 every time: bounded, then ErrServer", op: ops.GitHubGetLabels,
 			faults: []fault{{path: "/labels", status: 500}},
 			kind:   ErrServer, status: 500, attempts: 3, wantWaits: []time.Duration{500 * time.Millisecond, time.Second}, wantEvents: 1},
-		{name: "a comment is not reposted after a 5xx", op: OpGitHubAddComment,
+		{name: "a comment is not reposted after a 5xx", op: ops.GitHubAddComment,
 			faults: []fault{{path: "/comments", status: 502}},
 			kind:   ErrServer, status: 502, attempts: 1, wantEvents: 1},
-		{name: "503 Retry-After is honoured", op: OpGitHubGetIssue,
+		{name: "503 Retry-After is honoured", op: ops.GitHubGetIssue,
 			faults:   []fault{{path: "/issues/7", status: 503, header: map[string]string{"Retry-After": "3"}, times: 1}},
 			attempts: 2, wantWaits: []time.Duration{3 * time.Second}},
-		{name: "403 primary rate limit waits for the reset", op: OpGitHubGetIssue,
+		{name: "403 primary rate limit waits for the reset", op: ops.GitHubGetIssue,
 			faults: []fault{{path: "/issues/7", status: 403, times: 1, body: `{"message":"API rate limit exceeded"}`,
 				header: map[string]string{"X-RateLimit-Remaining": "0", "X-RateLimit-Reset": strconv.FormatInt(now.Add(4*time.Second).Unix(), 10)}}},
 			attempts: 2, wantWaits: []time.Duration{5 * time.Second}},
-		{name: "429 Retry-After waits, even for a comment", op: OpGitHubAddComment,
+		{name: "429 Retry-After waits, even for a comment", op: ops.GitHubAddComment,
 			faults:   []fault{{path: "/comments", status: 429, times: 1, header: map[string]string{"Retry-After": "2"}}},
 			attempts: 2, wantWaits: []time.Duration{2 * time.Second}},
-		{name: "a reset beyond the deadline fails at once", op: OpGitHubGetIssue,
+		{name: "a reset beyond the deadline fails at once", op: ops.GitHubGetIssue,
 			faults: []fault{{path: "/issues/7", status: 403, body: `{"message":"API rate limit exceeded"}`,
 				header: map[string]string{"X-RateLimit-Remaining": "0", "X-RateLimit-Reset": strconv.FormatInt(now.Add(time.Hour).Unix(), 10)}}},
 			kind: ErrRateLimited, status: 403, attempts: 1, wantEvents: 1},
-		{name: "secondary rate limit with Retry-After beyond the deadline", op: OpGitHubGetIssue,
+		{name: "secondary rate limit with Retry-After beyond the deadline", op: ops.GitHubGetIssue,
 			faults: []fault{{path: "/issues/7", status: 403, header: map[string]string{"Retry-After": "60"}, body: `{"message":"You have exceeded a secondary rate limit"}`}},
 			kind:   ErrRateLimited, status: 403, attempts: 1, wantEvents: 1},
-		{name: "rate limited on every attempt", op: OpGitHubGetIssue,
+		{name: "rate limited on every attempt", op: ops.GitHubGetIssue,
 			faults: []fault{{path: "/issues/7", status: 429}},
 			kind:   ErrRateLimited, status: 429, attempts: 3, wantWaits: []time.Duration{500 * time.Millisecond, time.Second}, wantEvents: 1},
-		{name: "403 without rate-limit headers is a permission error", op: OpGitHubGetIssue,
+		{name: "403 without rate-limit headers is a permission error", op: ops.GitHubGetIssue,
 			faults: []fault{{path: "/issues/7", status: 403, body: `{"message":"Resource not accessible by integration"}`}},
 			kind:   ErrForbidden, status: 403, attempts: 1, wantEvents: 1},
-		{name: "401", op: OpGitHubGetIssue,
+		{name: "401", op: ops.GitHubGetIssue,
 			faults: []fault{{path: "/issues/7", status: 401, body: `{"message":"Bad credentials"}`}},
 			kind:   ErrUnauthorized, status: 401, attempts: 1, wantEvents: 1},
-		{name: "422", op: OpGitHubAddComment,
+		{name: "422", op: ops.GitHubAddComment,
 			faults: []fault{{path: "/comments", status: 422, body: `{"message":"Validation Failed"}`}},
 			kind:   ErrRejected, status: 422, attempts: 1, wantEvents: 1},
 	}
@@ -344,10 +345,10 @@ func TestOutageFailsPromptly(t *testing.T) {
 		args     map[string]any
 		attempts int
 	}{
-		{OpGitHubSetLabels, map[string]any{"ref": "github:octo/repo#7", "labels": []string{"loop:design"}, "replacePrefix": "loop:"}, 3},
-		{OpGitHubAddComment, map[string]any{"ref": "github:octo/repo#7", "body": "ready for review"}, 1},
-		{OpGitHubListComments, map[string]any{"ref": "github:octo/repo#7"}, 3},
-		{OpGitHubClosingIssues, map[string]any{"ref": "github:octo/repo#8"}, 3},
+		{ops.GitHubSetLabels, map[string]any{"ref": "github:octo/repo#7", "labels": []string{"loop:design"}, "replacePrefix": "loop:"}, 3},
+		{ops.GitHubAddComment, map[string]any{"ref": "github:octo/repo#7", "body": "ready for review"}, 1},
+		{ops.GitHubListComments, map[string]any{"ref": "github:octo/repo#7"}, 3},
+		{ops.GitHubClosingIssues, map[string]any{"ref": "github:octo/repo#8"}, 3},
 	}
 	for i, c := range calls {
 		_, err := s.Call(context.Background(), c.op, c.args)
@@ -374,7 +375,7 @@ func TestSlowGitHubTimesOut(t *testing.T) {
 	fg.fault(fault{path: "/issues/7", slow: true})
 	w := newWorld(mapEnv{"GH_TOKEN": testToken})
 	s := w.set(t, Config{GitHub: &GitHubConfig{Transport: TransportAPI, TimeoutSeconds: 0.2, API: GitHubAPIConfig{BaseURL: fg.URL()}}})
-	_, err := s.Call(context.Background(), OpGitHubGetIssue, map[string]any{"ref": "github:octo/repo#7"})
+	_, err := s.Call(context.Background(), ops.GitHubGetIssue, map[string]any{"ref": "github:octo/repo#7"})
 	e := requireKind(t, err, ErrTimeout)
 	assert.ErrorIs(t, err, context.DeadlineExceeded)
 	assert.Equal(t, 1, e.Attempts)
@@ -388,7 +389,7 @@ func TestCallerDeadlineBoundsTheCall(t *testing.T) {
 	s := apiSet(t, fg, newWorld(mapEnv{"GH_TOKEN": testToken}))
 	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
 	defer cancel()
-	_, err := s.Call(ctx, OpGitHubGetIssue, map[string]any{"ref": "github:octo/repo#7"})
+	_, err := s.Call(ctx, ops.GitHubGetIssue, map[string]any{"ref": "github:octo/repo#7"})
 	requireKind(t, err, ErrTimeout)
 }
 
@@ -397,7 +398,7 @@ func TestPaginationNeverLeavesTheAPIHost(t *testing.T) {
 	fg.fault(fault{path: "/issues/7/comments", status: 200, body: `[]`,
 		header: map[string]string{"Link": `<https://evil.example/repos/octo/repo/issues/7/comments?page=2>; rel="next"`}})
 	s := apiSet(t, fg, newWorld(mapEnv{"GH_TOKEN": testToken}))
-	_, err := s.Call(context.Background(), OpGitHubListComments, map[string]any{"ref": "github:octo/repo#7"})
+	_, err := s.Call(context.Background(), ops.GitHubListComments, map[string]any{"ref": "github:octo/repo#7"})
 	e := requireKind(t, err, ErrTransport)
 	assert.Contains(t, e.Error(), "refusing to follow")
 }
@@ -407,7 +408,7 @@ func TestPaginationIsBounded(t *testing.T) {
 	fg.fault(fault{path: "/issues/7/comments", status: 200, body: `[]`,
 		header: map[string]string{"Link": fmt.Sprintf(`<%s/repos/octo/repo/issues/7/comments?page=2>; rel="next"`, fg.URL())}})
 	s := apiSet(t, fg, newWorld(mapEnv{"GH_TOKEN": testToken}))
-	_, err := s.Call(context.Background(), OpGitHubListComments, map[string]any{"ref": "github:octo/repo#7"})
+	_, err := s.Call(context.Background(), ops.GitHubListComments, map[string]any{"ref": "github:octo/repo#7"})
 	requireKind(t, err, ErrRejected)
 	assert.Len(t, fg.requestsTo("/comments"), maxPages)
 }
@@ -415,16 +416,16 @@ func TestPaginationIsBounded(t *testing.T) {
 func TestGitHubEnterpriseBaseURL(t *testing.T) {
 	fg := fixtureServer(t, "/api/v3")
 	s := apiSet(t, fg, newWorld(mapEnv{"GH_TOKEN": testToken}))
-	got, err := s.Call(context.Background(), OpGitHubListComments, map[string]any{"ref": "github:octo/repo#7"})
+	got, err := s.Call(context.Background(), ops.GitHubListComments, map[string]any{"ref": "github:octo/repo#7"})
 	require.NoError(t, err)
 	assert.Len(t, got["comments"], 5)
-	got, err = s.Call(context.Background(), OpGitHubClosingIssues, map[string]any{"ref": "github:octo/repo#8"})
+	got, err = s.Call(context.Background(), ops.GitHubClosingIssues, map[string]any{"ref": "github:octo/repo#8"})
 	require.NoError(t, err)
 	assert.Equal(t, "graphql", got["source"])
 	assert.Len(t, fg.requestsTo("/api/graphql"), 1)
 	// A ref naming the host the base URL serves is accepted.
 	host := strings.TrimPrefix(fg.srv.URL, "http://")
-	_, err = s.Call(context.Background(), OpGitHubGetIssue, map[string]any{"ref": "github:" + host + "/octo/repo#7"})
+	_, err = s.Call(context.Background(), ops.GitHubGetIssue, map[string]any{"ref": "github:" + host + "/octo/repo#7"})
 	require.NoError(t, err)
 }
 
@@ -437,9 +438,9 @@ func TestConcurrentCalls(t *testing.T) {
 	errs := make(chan error, 16)
 	for i := range 16 {
 		go func() {
-			op, args := OpGitHubListComments, map[string]any{"ref": "github:octo/repo#7"}
+			op, args := ops.GitHubListComments, map[string]any{"ref": "github:octo/repo#7"}
 			if i%4 == 0 {
-				op, args = OpGitHubGetIssue, map[string]any{"ref": "github:octo/repo#404"}
+				op, args = ops.GitHubGetIssue, map[string]any{"ref": "github:octo/repo#404"}
 			}
 			_, err := s.Call(context.Background(), op, args)
 			if i%4 == 0 && err != nil {

@@ -12,6 +12,7 @@ import (
 	"github.com/theloop-dev/theloop/graph"
 	"github.com/theloop-dev/theloop/graph/graphtest"
 	"github.com/theloop-dev/theloop/loop"
+	"github.com/theloop-dev/theloop/ops"
 )
 
 // runEntry runs a shipped node's entry chain the way the runtime does, with
@@ -97,7 +98,7 @@ func TestVerifyShippedGraphs(t *testing.T) {
 			var ve *VerifyError
 			require.ErrorAs(t, err, &ve)
 			for _, p := range ve.Problems {
-				assert.Equal(t, OpSlackPostMessage, p.Operation)
+				assert.Equal(t, ops.SlackPostMessage, p.Operation)
 				assert.Equal(t, "notify", p.Hook)
 				assert.ErrorIs(t, p.Err, ErrProviderNotConfigured)
 			}

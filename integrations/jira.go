@@ -22,17 +22,11 @@ import (
 
 	"github.com/theloop-dev/theloop/graph"
 	"github.com/theloop-dev/theloop/internal/lazyre"
+	"github.com/theloop-dev/theloop/ops"
 )
 
-// Jira operations.
-const (
-	// OpJiraAddComment: {issue, body} → {id}.
-	OpJiraAddComment graph.Operation = "jira.add-comment"
-	// OpJiraTransition: {issue, transition (id or name)} → {}.
-	OpJiraTransition graph.Operation = "jira.transition"
-)
-
-var jiraOperations = []graph.Operation{OpJiraAddComment, OpJiraTransition}
+// jiraOperations are the Jira operations (see package ops).
+var jiraOperations = []graph.Operation{ops.JiraAddComment, ops.JiraTransition}
 
 var jiraKeyRE = lazyre.New(`^[A-Z][A-Z0-9_]*-[1-9][0-9]{0,9}$`)
 
@@ -60,7 +54,7 @@ func (s *Set) newJira(c JiraConfig, d Deps) *provider {
 	j := &jira{client: d.HTTPClient, base: base.String(), token: tok, email: email, red: s.red,
 		policy: &retryPolicy{service: "Jira", maxAttempts: attemptsOf(c.MaxAttempts), clock: d.Clock, sleep: d.Sleep,
 			rateHint: "retry later, or lower theloop's call rate"}}
-	p.ops = map[graph.Operation]opFunc{OpJiraAddComment: j.addComment, OpJiraTransition: j.transition}
+	p.ops = map[graph.Operation]opFunc{ops.JiraAddComment: j.addComment, ops.JiraTransition: j.transition}
 	return p
 }
 

@@ -13,6 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/theloop-dev/theloop/graph"
+	"github.com/theloop-dev/theloop/ops"
 )
 
 // cliSet returns a Set whose github provider uses the cli transport through
@@ -35,26 +36,26 @@ type paritySteps []struct {
 // The sequence both transports run: every operation, the writes in
 // between, and the error paths.
 var paritySequence = paritySteps{
-	{OpGitHubGetIssue, map[string]any{"ref": "github:octo/repo#7"}},
-	{OpGitHubGetIssue, map[string]any{"ref": "github:octo/repo#8"}},
-	{OpGitHubGetLabels, map[string]any{"ref": "github:octo/repo#7"}},
-	{OpGitHubSetLabels, map[string]any{"ref": "github:octo/repo#7", "labels": []string{"loop:design"}, "replacePrefix": "loop:"}},
-	{OpGitHubSetLabels, map[string]any{"ref": "github:octo/repo#7", "labels": []any{"loop:design"}, "replacePrefix": "loop:"}},
-	{OpGitHubGetLabels, map[string]any{"ref": "github:octo/repo#7"}},
-	{OpGitHubListComments, map[string]any{"ref": "github:octo/repo#7"}},
-	{OpGitHubAddComment, map[string]any{"ref": "github:octo/repo#7", "body": "🤖 ready for review\n\n`$(touch /tmp/pwned)` --help; echo 'x' \"y\"\n<!-- the-loop:agent-comment -->\n"}},
-	{OpGitHubListComments, map[string]any{"ref": "github:octo/repo#7"}},
-	{OpGitHubListReviews, map[string]any{"ref": "github:octo/repo#8"}},
-	{OpGitHubListReviewComments, map[string]any{"ref": "github:octo/repo#8"}},
-	{OpGitHubListItemsByLabel, map[string]any{"repo": "octo/repo", "label": "the-loop: auto-execute", "state": "all"}},
-	{OpGitHubAddReaction, map[string]any{"ref": "github:octo/repo#7", "commentId": 101, "content": "eyes"}},
-	{OpGitHubAddReaction, map[string]any{"ref": "github:octo/repo#7", "content": "rocket"}},
-	{OpGitHubClosingIssues, map[string]any{"ref": "github:octo/repo#8"}},
+	{ops.GitHubGetIssue, map[string]any{"ref": "github:octo/repo#7"}},
+	{ops.GitHubGetIssue, map[string]any{"ref": "github:octo/repo#8"}},
+	{ops.GitHubGetLabels, map[string]any{"ref": "github:octo/repo#7"}},
+	{ops.GitHubSetLabels, map[string]any{"ref": "github:octo/repo#7", "labels": []string{"loop:design"}, "replacePrefix": "loop:"}},
+	{ops.GitHubSetLabels, map[string]any{"ref": "github:octo/repo#7", "labels": []any{"loop:design"}, "replacePrefix": "loop:"}},
+	{ops.GitHubGetLabels, map[string]any{"ref": "github:octo/repo#7"}},
+	{ops.GitHubListComments, map[string]any{"ref": "github:octo/repo#7"}},
+	{ops.GitHubAddComment, map[string]any{"ref": "github:octo/repo#7", "body": "🤖 ready for review\n\n`$(touch /tmp/pwned)` --help; echo 'x' \"y\"\n<!-- the-loop:agent-comment -->\n"}},
+	{ops.GitHubListComments, map[string]any{"ref": "github:octo/repo#7"}},
+	{ops.GitHubListReviews, map[string]any{"ref": "github:octo/repo#8"}},
+	{ops.GitHubListReviewComments, map[string]any{"ref": "github:octo/repo#8"}},
+	{ops.GitHubListItemsByLabel, map[string]any{"repo": "octo/repo", "label": "the-loop: auto-execute", "state": "all"}},
+	{ops.GitHubAddReaction, map[string]any{"ref": "github:octo/repo#7", "commentId": 101, "content": "eyes"}},
+	{ops.GitHubAddReaction, map[string]any{"ref": "github:octo/repo#7", "content": "rocket"}},
+	{ops.GitHubClosingIssues, map[string]any{"ref": "github:octo/repo#8"}},
 	// Errors: a missing issue, a ref that is not a PR, an invalid argument.
-	{OpGitHubGetIssue, map[string]any{"ref": "github:octo/repo#404"}},
-	{OpGitHubClosingIssues, map[string]any{"ref": "github:octo/repo#7"}},
-	{OpGitHubAddComment, map[string]any{"ref": "github:octo/repo#7", "body": ""}},
-	{OpGitHubSetLabels, map[string]any{"ref": "github:octo/repo#404", "labels": []string{"loop:x"}, "replacePrefix": "loop:"}},
+	{ops.GitHubGetIssue, map[string]any{"ref": "github:octo/repo#404"}},
+	{ops.GitHubClosingIssues, map[string]any{"ref": "github:octo/repo#7"}},
+	{ops.GitHubAddComment, map[string]any{"ref": "github:octo/repo#7", "body": ""}},
+	{ops.GitHubSetLabels, map[string]any{"ref": "github:octo/repo#404", "labels": []string{"loop:x"}, "replacePrefix": "loop:"}},
 }
 
 // runParity runs steps over both Sets and requires identical results, and
@@ -113,11 +114,11 @@ func TestBothGitHubTransportsAnswerAlike(t *testing.T) {
 				g.set(func(f *fakeGitHub) { f.graphqlUnsupported = true })
 			}
 			runParity(t, api, cli, paritySteps{
-				{OpGitHubGetIssue, map[string]any{"ref": "github:octo/repo#8"}},
-				{OpGitHubGetLabels, map[string]any{"ref": "github:octo/repo#7"}},
-				{OpGitHubAddComment, map[string]any{"ref": "github:octo/repo#7", "body": "x"}},
-				{OpGitHubGetIssue, map[string]any{"ref": "github:octo/repo#9"}},
-				{OpGitHubClosingIssues, map[string]any{"ref": "github:octo/repo#8"}},
+				{ops.GitHubGetIssue, map[string]any{"ref": "github:octo/repo#8"}},
+				{ops.GitHubGetLabels, map[string]any{"ref": "github:octo/repo#7"}},
+				{ops.GitHubAddComment, map[string]any{"ref": "github:octo/repo#7", "body": "x"}},
+				{ops.GitHubGetIssue, map[string]any{"ref": "github:octo/repo#9"}},
+				{ops.GitHubClosingIssues, map[string]any{"ref": "github:octo/repo#8"}},
 			})
 
 			t.Run("bodies travel on stdin, never on the command line", func(t *testing.T) {
@@ -150,9 +151,9 @@ func TestGitHubCLITransport(t *testing.T) {
 		gh := fixtureServer(t, "/api/v3")
 		fake := installFakeGh(t, gh.URL(), testToken)
 		s := cliSet(t, newWorld(mapEnv{}), GitHubConfig{CLI: GitHubCLIConfig{Host: "GHE.corp.example"}})
-		_, err := s.Call(context.Background(), OpGitHubGetIssue, map[string]any{"ref": "github:other.example:8443/octo/repo#7"})
+		_, err := s.Call(context.Background(), ops.GitHubGetIssue, map[string]any{"ref": "github:other.example:8443/octo/repo#7"})
 		require.NoError(t, err)
-		_, err = s.Call(context.Background(), OpGitHubListComments, map[string]any{"ref": "github:octo/repo#7"})
+		_, err = s.Call(context.Background(), ops.GitHubListComments, map[string]any{"ref": "github:octo/repo#7"})
 		require.NoError(t, err)
 		calls := fake.calls(t)
 		require.Len(t, calls, 4) // one issue, three comment pages
@@ -168,7 +169,7 @@ func TestGitHubCLITransport(t *testing.T) {
 		t.Setenv("FAKE_GH_SCENARIO", "not-logged-in")
 		w := newWorld(mapEnv{})
 		s := cliSet(t, w, GitHubConfig{})
-		_, err := s.Call(context.Background(), OpGitHubGetLabels, map[string]any{"ref": "github:octo/repo#7"})
+		_, err := s.Call(context.Background(), ops.GitHubGetLabels, map[string]any{"ref": "github:octo/repo#7"})
 		e := requireKind(t, err, ErrUnauthorized)
 		assert.Equal(t, 1, e.Attempts)
 		assert.Contains(t, e.Error(), "gh auth login")
@@ -179,7 +180,7 @@ func TestGitHubCLITransport(t *testing.T) {
 		installFakeGh(t, gh.URL(), testToken)
 		t.Setenv("FAKE_GH_SCENARIO", "garbage")
 		s := cliSet(t, newWorld(mapEnv{}), GitHubConfig{})
-		_, err := s.Call(context.Background(), OpGitHubGetLabels, map[string]any{"ref": "github:octo/repo#7"})
+		_, err := s.Call(context.Background(), ops.GitHubGetLabels, map[string]any{"ref": "github:octo/repo#7"})
 		requireKind(t, err, ErrTransport)
 	})
 	t.Run("a slow gh is killed at the deadline", func(t *testing.T) {
@@ -187,14 +188,14 @@ func TestGitHubCLITransport(t *testing.T) {
 		gh.fault(fault{path: "/issues/7", slow: true})
 		installFakeGh(t, gh.URL(), testToken)
 		s := cliSet(t, newWorld(mapEnv{}), GitHubConfig{TimeoutSeconds: 0.3})
-		_, err := s.Call(context.Background(), OpGitHubGetIssue, map[string]any{"ref": "github:octo/repo#7"})
+		_, err := s.Call(context.Background(), ops.GitHubGetIssue, map[string]any{"ref": "github:octo/repo#7"})
 		requireKind(t, err, ErrTimeout)
 	})
 	t.Run("gh removed after start-up", func(t *testing.T) {
 		w := newWorld(mapEnv{})
 		w.ghPath = "/nonexistent/gh"
 		s := w.set(t, Config{GitHub: &GitHubConfig{Transport: TransportCLI}})
-		_, err := s.Call(context.Background(), OpGitHubGetIssue, map[string]any{"ref": "github:octo/repo#7"})
+		_, err := s.Call(context.Background(), ops.GitHubGetIssue, map[string]any{"ref": "github:octo/repo#7"})
 		e := requireKind(t, err, ErrProviderUnavailable)
 		assert.Contains(t, e.Error(), "install GitHub CLI")
 	})

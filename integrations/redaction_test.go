@@ -13,8 +13,9 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/theloop-dev/theloop/graph"
-	"github.com/theloop-dev/theloop/internal/run"
-	"github.com/theloop-dev/theloop/internal/run/runtest"
+	"github.com/theloop-dev/theloop/ops"
+	"github.com/theloop-dev/theloop/run"
+	"github.com/theloop-dev/theloop/run/runtest"
 )
 
 // The canaries are credentials no output may contain: errors, event fields,
@@ -63,7 +64,7 @@ func TestCredentialsNeverLeak(t *testing.T) {
 		fg.set(func(f *fakeGitHub) { f.echoAuthInErrors = true })
 		w := newWorld(mapEnv{"GH_TOKEN": canaryGitHub})
 		s := apiSet(t, fg, w)
-		res, err := s.Call(context.Background(), OpGitHubGetIssue, map[string]any{"ref": "github:octo/repo#7"})
+		res, err := s.Call(context.Background(), ops.GitHubGetIssue, map[string]any{"ref": "github:octo/repo#7"})
 		requireKind(t, err, ErrUnauthorized)
 		assert.Contains(t, err.Error(), "Bearer "+redacted, "the echo reached the message, scrubbed")
 		checkOutputs(t, w, res, err)
@@ -75,7 +76,7 @@ func TestCredentialsNeverLeak(t *testing.T) {
 		fg.put("octo/repo", &fakeIssue{Number: 30, Title: "leak " + canaryGitHub, Comments: []map[string]any{{"id": 1, "body": "token: " + canaryGitHub}}})
 		w := newWorld(mapEnv{"GH_TOKEN": canaryGitHub})
 		s := apiSet(t, fg, w)
-		for _, op := range []graph.Operation{OpGitHubGetIssue, OpGitHubListComments} {
+		for _, op := range []graph.Operation{ops.GitHubGetIssue, ops.GitHubListComments} {
 			res, err := s.Call(context.Background(), op, map[string]any{"ref": "github:octo/repo#30"})
 			require.NoError(t, err)
 			checkOutputs(t, w, res, err)
@@ -95,7 +96,7 @@ func TestCredentialsNeverLeak(t *testing.T) {
 		d.Runner = stub
 		s, err := New(Config{GitHub: &GitHubConfig{API: GitHubAPIConfig{BaseURL: fg.URL(), TokenCommand: []string{"secret-tool", "lookup", "gh"}}}}, d)
 		require.NoError(t, err)
-		res, err := s.Call(context.Background(), OpGitHubGetLabels, map[string]any{"ref": "github:octo/repo#7"})
+		res, err := s.Call(context.Background(), ops.GitHubGetLabels, map[string]any{"ref": "github:octo/repo#7"})
 		requireKind(t, err, ErrUnauthorized)
 		checkOutputs(t, w, res, err)
 	})
@@ -107,7 +108,7 @@ func TestCredentialsNeverLeak(t *testing.T) {
 		w := newWorld(mapEnv{"GH_TOKEN": canaryGitHub})
 		w.realPath = true
 		s := w.set(t, Config{GitHub: &GitHubConfig{Transport: TransportCLI}})
-		res, err := s.Call(context.Background(), OpGitHubAddComment, map[string]any{"ref": "github:octo/repo#7", "body": "hello"})
+		res, err := s.Call(context.Background(), ops.GitHubAddComment, map[string]any{"ref": "github:octo/repo#7", "body": "hello"})
 		requireKind(t, err, ErrTransport)
 		assert.Contains(t, err.Error(), redacted)
 		checkOutputs(t, w, res, err)
@@ -124,7 +125,7 @@ func TestCredentialsNeverLeak(t *testing.T) {
 		w := newWorld(mapEnv{"GH_TOKEN": "t0ken-value", DefaultSlackBotTokenEnv: canarySlack})
 		s := w.set(t, Config{Slack: &SlackConfig{Channel: "#x", API: SlackAPIConfig{BaseURL: fs.srv.URL}}})
 		for range 2 {
-			res, err := s.Call(context.Background(), OpSlackPostMessage, map[string]any{"text": "x " + canarySlack})
+			res, err := s.Call(context.Background(), ops.SlackPostMessage, map[string]any{"text": "x " + canarySlack})
 			require.Error(t, err)
 			checkOutputs(t, w, res, err)
 		}
@@ -135,7 +136,7 @@ func TestCredentialsNeverLeak(t *testing.T) {
 		})
 		w := newWorld(mapEnv{"GH_TOKEN": "t0ken-value", DefaultJiraEmailEnv: jiraEmail, DefaultJiraTokenEnv: canaryJira})
 		s := w.set(t, Config{Jira: &JiraConfig{API: JiraAPIConfig{BaseURL: fj.srv.URL}}})
-		res, err := s.Call(context.Background(), OpJiraAddComment, map[string]any{"issue": "LOOP-1", "body": "x"})
+		res, err := s.Call(context.Background(), ops.JiraAddComment, map[string]any{"issue": "LOOP-1", "body": "x"})
 		requireKind(t, err, ErrUnauthorized)
 		assert.Contains(t, err.Error(), "Basic "+redacted)
 		checkOutputs(t, w, res, err)
@@ -146,7 +147,7 @@ func TestCredentialsNeverLeak(t *testing.T) {
 		for _, p := range s.Providers() {
 			noCanary(t, "provider info", fmt.Sprint(p))
 		}
-		err := s.Verify(verifyGraph(t, map[string][]graph.Operation{"notify": {OpSlackPostMessage}, "label": {OpGitHubSetLabels}}))
+		err := s.Verify(verifyGraph(t, map[string][]graph.Operation{"notify": {ops.SlackPostMessage}, "label": {ops.GitHubSetLabels}}))
 		require.Error(t, err)
 		noCanary(t, "verify", err.Error())
 	})

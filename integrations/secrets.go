@@ -8,7 +8,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/theloop-dev/theloop/internal/run"
+	"github.com/theloop-dev/theloop/run"
 )
 
 // redacted replaces a credential wherever it would appear in text.

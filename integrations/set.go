@@ -14,7 +14,7 @@ import (
 	gh "github.com/cli/go-gh/v2"
 
 	"github.com/theloop-dev/theloop/graph"
-	"github.com/theloop-dev/theloop/internal/run"
+	"github.com/theloop-dev/theloop/run"
 )
 
 // Env looks up an environment variable, like os.LookupEnv.

@@ -12,8 +12,9 @@ import (
 
 	"github.com/theloop-dev/theloop/graph"
 	"github.com/theloop-dev/theloop/graph/graphtest"
-	"github.com/theloop-dev/theloop/internal/run"
-	"github.com/theloop-dev/theloop/internal/run/runtest"
+	"github.com/theloop-dev/theloop/ops"
+	"github.com/theloop-dev/theloop/run"
+	"github.com/theloop-dev/theloop/run/runtest"
 )
 
 func TestTransportResolution(t *testing.T) {
@@ -96,7 +97,7 @@ func TestTransportResolution(t *testing.T) {
 					assert.Contains(t, p.Unavailable, word, p.Name)
 				}
 				// Calls fail with the same remedy, and never reach a transport.
-				op := map[string]graph.Operation{"github": OpGitHubGetIssue, "slack": OpSlackPostMessage, "jira": OpJiraTransition}[p.Name]
+				op := map[string]graph.Operation{"github": ops.GitHubGetIssue, "slack": ops.SlackPostMessage, "jira": ops.JiraTransition}[p.Name]
 				_, err := s.Call(context.Background(), op, map[string]any{"ref": "github:o/r#1", "text": "x", "issue": "A-1", "transition": "Done"})
 				e := requireKind(t, err, ErrProviderUnavailable)
 				assert.Contains(t, e.Error(), wantWords[0])
@@ -113,7 +114,7 @@ func TestExplicitCLIWithATokenStillUsesGh(t *testing.T) {
 	w := newWorld(mapEnv{"GH_TOKEN": testToken})
 	w.realPath = true
 	s := w.set(t, Config{GitHub: &GitHubConfig{Transport: TransportCLI, API: GitHubAPIConfig{BaseURL: "https://api.github.invalid"}}})
-	_, err := s.Call(context.Background(), OpGitHubGetIssue, map[string]any{"ref": "github:octo/repo#7"})
+	_, err := s.Call(context.Background(), ops.GitHubGetIssue, map[string]any{"ref": "github:octo/repo#7"})
 	require.NoError(t, err)
 	assert.Len(t, fake.calls(t), 1)
 	require.Len(t, fg.requestsTo("/issues/7"), 1)
@@ -130,7 +131,7 @@ func TestTokenCommand(t *testing.T) {
 	s, err := New(Config{GitHub: &GitHubConfig{API: GitHubAPIConfig{BaseURL: fg.URL(), TokenCommand: []string{"pass", "show", "github/theloop"}}}}, d)
 	require.NoError(t, err)
 	for range 2 {
-		_, err = s.Call(context.Background(), OpGitHubGetIssue, map[string]any{"ref": "github:octo/repo#7"})
+		_, err = s.Call(context.Background(), ops.GitHubGetIssue, map[string]any{"ref": "github:octo/repo#7"})
 		require.NoError(t, err)
 	}
 	assert.Len(t, stub.Calls(), 1, "the command runs once; the token stays in memory")
@@ -143,7 +144,7 @@ func TestTokenCommand(t *testing.T) {
 		d.Runner = stub
 		s, err := New(Config{GitHub: &GitHubConfig{API: GitHubAPIConfig{BaseURL: fg.URL(), TokenCommand: []string{"pass", "show", "x"}}}}, d)
 		require.NoError(t, err)
-		_, err = s.Call(context.Background(), OpGitHubGetIssue, map[string]any{"ref": "github:octo/repo#7"})
+		_, err = s.Call(context.Background(), ops.GitHubGetIssue, map[string]any{"ref": "github:octo/repo#7"})
 		e := requireKind(t, err, ErrNoCredentials)
 		assert.NotContains(t, e.Error(), "partial-secret-output")
 		assert.Contains(t, e.Error(), "token command pass failed (exit 2)")
@@ -245,10 +246,10 @@ func verifyGraph(t *testing.T, needs map[string][]graph.Operation) *graph.Graph 
 
 func TestVerify(t *testing.T) {
 	g := verifyGraph(t, map[string][]graph.Operation{
-		"set-phase-label": {OpGitHubSetLabels},
-		"request-review":  {OpGitHubAddComment, OpGitHubListComments},
-		"notify":          {OpSlackPostMessage},
-		"jira-sync":       {OpJiraTransition},
+		"set-phase-label": {ops.GitHubSetLabels},
+		"request-review":  {ops.GitHubAddComment, ops.GitHubListComments},
+		"notify":          {ops.SlackPostMessage},
+		"jira-sync":       {ops.JiraTransition},
 		"typo":            {"github.set-label"},
 		"alien":           {"linear.create-issue"},
 	})
@@ -264,7 +265,7 @@ func TestVerify(t *testing.T) {
 	}
 	require.Len(t, byHook, 4, err.Error())
 	assert.Contains(t, byHook["notify"].Reason, "integrations.slack")
-	assert.Equal(t, OpSlackPostMessage, byHook["notify"].Operation)
+	assert.Equal(t, ops.SlackPostMessage, byHook["notify"].Operation)
 	assert.Contains(t, byHook["jira-sync"].Reason, "integrations.jira")
 	assert.Contains(t, byHook["typo"].Reason, "github.set-labels")
 	assert.Contains(t, byHook["alien"].Reason, `"linear"`)
@@ -284,7 +285,7 @@ func TestVerify(t *testing.T) {
 		assert.Len(t, strict, 2) // the typo and the unknown provider stay fatal
 	})
 	t.Run("an unavailable provider names its remedy at load", func(t *testing.T) {
-		g := verifyGraph(t, map[string][]graph.Operation{"set-phase-label": {OpGitHubSetLabels}})
+		g := verifyGraph(t, map[string][]graph.Operation{"set-phase-label": {ops.GitHubSetLabels}})
 		s := newWorld(mapEnv{}).set(t, Config{})
 		err := s.Verify(g)
 		require.ErrorIs(t, err, ErrProviderUnavailable)
@@ -292,7 +293,7 @@ func TestVerify(t *testing.T) {
 	})
 	t.Run("everything configured verifies", func(t *testing.T) {
 		g := verifyGraph(t, map[string][]graph.Operation{
-			"set-phase-label": {OpGitHubSetLabels}, "notify": {OpSlackPostMessage}, "jira-sync": {OpJiraAddComment, OpJiraTransition}, "pure": nil,
+			"set-phase-label": {ops.GitHubSetLabels}, "notify": {ops.SlackPostMessage}, "jira-sync": {ops.JiraAddComment, ops.JiraTransition}, "pure": nil,
 		})
 		s := newWorld(mapEnv{"GH_TOKEN": "t0ken-value", DefaultSlackWebhookURLEnv: "https://hooks.slack.com/services/T/B/X", DefaultJiraEmailEnv: "a@b.c", DefaultJiraTokenEnv: "jira-token"}).
 			set(t, Config{Slack: &SlackConfig{}, Jira: &JiraConfig{API: JiraAPIConfig{BaseURL: "https://x.atlassian.net"}}})
@@ -321,12 +322,12 @@ func TestCallRefusesUnknownOperations(t *testing.T) {
 	assert.Equal(t, len(tests), w.sink.Count(EventCallFailed))
 
 	t.Run("hooks tell a deliberate absence from an outage through the graph package", func(t *testing.T) {
-		_, err := s.Call(context.Background(), OpSlackPostMessage, map[string]any{"text": "x"})
+		_, err := s.Call(context.Background(), ops.SlackPostMessage, map[string]any{"text": "x"})
 		assert.ErrorIs(t, err, graph.ErrUnsupportedOperation, "not configured: skip")
 		unavailable := newWorld(mapEnv{}).set(t, Config{Slack: &SlackConfig{}})
-		_, err = unavailable.Call(context.Background(), OpSlackPostMessage, map[string]any{"text": "x"})
+		_, err = unavailable.Call(context.Background(), ops.SlackPostMessage, map[string]any{"text": "x"})
 		assert.NotErrorIs(t, err, graph.ErrUnsupportedOperation, "configured but unusable: a recorded failure")
-		_, err = unavailable.Call(context.Background(), OpGitHubGetIssue, map[string]any{"ref": "github:o/r#1"})
+		_, err = unavailable.Call(context.Background(), ops.GitHubGetIssue, map[string]any{"ref": "github:o/r#1"})
 		assert.NotErrorIs(t, err, graph.ErrUnsupportedOperation)
 	})
 }
@@ -334,7 +335,7 @@ func TestCallRefusesUnknownOperations(t *testing.T) {
 func TestImplemented(t *testing.T) {
 	assert.Equal(t, githubOperations, Implemented("github", "cli"))
 	assert.Equal(t, Implemented("github", "api"), Implemented("github", "cli"))
-	assert.Equal(t, []graph.Operation{OpSlackPostMessage}, Implemented("slack", "webhook"))
+	assert.Equal(t, []graph.Operation{ops.SlackPostMessage}, Implemented("slack", "webhook"))
 	assert.Nil(t, Implemented("jira", "cli"))
 	for _, op := range githubOperations {
 		assert.True(t, strings.HasPrefix(string(op), "github."))

@@ -8,14 +8,11 @@ import (
 	"strings"
 
 	"github.com/theloop-dev/theloop/graph"
+	"github.com/theloop-dev/theloop/ops"
 )
 
-// OpSlackPostMessage posts text: {text, channel?} → {}. The api transport
-// posts to channel, else integrations.slack.channel; the webhook transport
-// posts to its own channel and refuses a different channel argument.
-const OpSlackPostMessage graph.Operation = "slack.post-message"
-
-var slackOperations = []graph.Operation{OpSlackPostMessage}
+// slackOperations are the Slack operations (see package ops).
+var slackOperations = []graph.Operation{ops.SlackPostMessage}
 
 // Slack has no official Go SDK; both transports are plain net/http:
 //
@@ -67,14 +64,14 @@ func (s *Set) newSlack(c SlackConfig, d Deps) *provider {
 		}
 		base, _ := serviceURL(orDefault(c.API.BaseURL, DefaultSlackBaseURL)) // validated
 		a := &slackAPI{client: d.HTTPClient, endpoint: base.String() + "/chat.postMessage", token: tok, channel: c.Channel, policy: policy}
-		p.ops = map[graph.Operation]opFunc{OpSlackPostMessage: a.post}
+		p.ops = map[graph.Operation]opFunc{ops.SlackPostMessage: a.post}
 	case TransportWebhook:
 		if !hook.present() {
 			p.unavailable = failFinal(ErrProviderUnavailable, "slack transport webhook: %s is not set — export the incoming webhook's URL, or use transport: api", urlEnv)
 			return p
 		}
 		w := &slackWebhook{client: d.HTTPClient, url: hook, channel: c.Channel, policy: policy}
-		p.ops = map[graph.Operation]opFunc{OpSlackPostMessage: w.post}
+		p.ops = map[graph.Operation]opFunc{ops.SlackPostMessage: w.post}
 	}
 	return p
 }

@@ -16,6 +16,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/theloop-dev/theloop/graph"
+	"github.com/theloop-dev/theloop/ops"
 )
 
 // fakeService is an httptest server for Slack and Jira: it records
@@ -117,10 +118,10 @@ func TestSlackAPI(t *testing.T) {
 		return w.set(t, Config{Slack: &SlackConfig{Channel: "#the-loop", API: SlackAPIConfig{BaseURL: fs.srv.URL + "/api"}}}), w
 	}
 	s, _ := newSlack(t, slackToken)
-	got, err := s.Call(context.Background(), OpSlackPostMessage, map[string]any{"text": "issue-7 is at *design*"})
+	got, err := s.Call(context.Background(), ops.SlackPostMessage, map[string]any{"text": "issue-7 is at *design*"})
 	require.NoError(t, err)
 	assert.Equal(t, map[string]any{}, got)
-	_, err = s.Call(context.Background(), OpSlackPostMessage, map[string]any{"text": "hi", "channel": "C0999"})
+	_, err = s.Call(context.Background(), ops.SlackPostMessage, map[string]any{"text": "hi", "channel": "C0999"})
 	require.NoError(t, err)
 	reqs := fs.requests()
 	require.Len(t, reqs, 2)
@@ -144,7 +145,7 @@ func TestSlackAPI(t *testing.T) {
 	for _, tc := range errs {
 		t.Run(tc.name, func(t *testing.T) {
 			s, w := newSlack(t, tc.token)
-			_, err := s.Call(context.Background(), OpSlackPostMessage, tc.args)
+			_, err := s.Call(context.Background(), ops.SlackPostMessage, tc.args)
 			e := requireKind(t, err, tc.kind)
 			assert.Contains(t, e.Error(), tc.want)
 			assert.Equal(t, 1, w.sink.Count(EventCallFailed))
@@ -153,12 +154,12 @@ func TestSlackAPI(t *testing.T) {
 	t.Run("429 waits for Retry-After; a 5xx is not reposted", func(t *testing.T) {
 		fs.fault(fault{path: "/chat.postMessage", status: 429, times: 1, header: map[string]string{"Retry-After": "1"}})
 		s, w := newSlack(t, slackToken)
-		_, err := s.Call(context.Background(), OpSlackPostMessage, map[string]any{"text": "x"})
+		_, err := s.Call(context.Background(), ops.SlackPostMessage, map[string]any{"text": "x"})
 		require.NoError(t, err)
 		assert.Equal(t, []time.Duration{time.Second}, w.sleep.recorded())
 
 		fs.fault(fault{path: "/chat.postMessage", status: 503, times: 1})
-		_, err = s.Call(context.Background(), OpSlackPostMessage, map[string]any{"text": "x"})
+		_, err = s.Call(context.Background(), ops.SlackPostMessage, map[string]any{"text": "x"})
 		e := requireKind(t, err, ErrServer)
 		assert.Equal(t, 1, e.Attempts)
 	})
@@ -172,21 +173,21 @@ func TestSlackWebhook(t *testing.T) {
 		return w.set(t, Config{Slack: &SlackConfig{Transport: TransportWebhook, Channel: "#the-loop"}}), w
 	}
 	s, _ := newHook(t, hookURL)
-	got, err := s.Call(context.Background(), OpSlackPostMessage, map[string]any{"text": "issue-7 needs review"})
+	got, err := s.Call(context.Background(), ops.SlackPostMessage, map[string]any{"text": "issue-7 needs review"})
 	require.NoError(t, err)
 	assert.Equal(t, map[string]any{}, got)
-	_, err = s.Call(context.Background(), OpSlackPostMessage, map[string]any{"text": "same channel", "channel": "#the-loop"})
+	_, err = s.Call(context.Background(), ops.SlackPostMessage, map[string]any{"text": "same channel", "channel": "#the-loop"})
 	require.NoError(t, err)
 	assert.JSONEq(t, `{"text":"issue-7 needs review"}`, fs.requests()[0].Body)
 
 	t.Run("a webhook cannot switch channels", func(t *testing.T) {
-		_, err := s.Call(context.Background(), OpSlackPostMessage, map[string]any{"text": "x", "channel": "#other"})
+		_, err := s.Call(context.Background(), ops.SlackPostMessage, map[string]any{"text": "x", "channel": "#other"})
 		e := requireKind(t, err, ErrInvalidArgument)
 		assert.Contains(t, e.Error(), "transport: api")
 	})
 	t.Run("a revoked webhook names the fix, never the URL", func(t *testing.T) {
 		s, w := newHook(t, fs.srv.URL+"/services/T0001/B0001/revokedsecretpart")
-		_, err := s.Call(context.Background(), OpSlackPostMessage, map[string]any{"text": "x"})
+		_, err := s.Call(context.Background(), ops.SlackPostMessage, map[string]any{"text": "x"})
 		e := requireKind(t, err, ErrUnauthorized)
 		assert.Contains(t, e.Error(), "create a new incoming webhook")
 		assert.NotContains(t, e.Error(), "revokedsecretpart")
@@ -195,14 +196,14 @@ func TestSlackWebhook(t *testing.T) {
 	})
 	t.Run("a webhook URL that is not https is refused unquoted", func(t *testing.T) {
 		s, _ := newHook(t, "http://hooks.example.com/services/plainsecretpart")
-		_, err := s.Call(context.Background(), OpSlackPostMessage, map[string]any{"text": "x"})
+		_, err := s.Call(context.Background(), ops.SlackPostMessage, map[string]any{"text": "x"})
 		e := requireKind(t, err, ErrInvalidConfig)
 		assert.NotContains(t, e.Error(), "plainsecretpart")
 		assert.Contains(t, e.Error(), DefaultSlackWebhookURLEnv)
 	})
 	t.Run("an unreachable webhook names neither URL nor secret", func(t *testing.T) {
 		s, _ := newHook(t, "http://127.0.0.1:1/services/T/B/unreachablesecretpart")
-		_, err := s.Call(context.Background(), OpSlackPostMessage, map[string]any{"text": "x"})
+		_, err := s.Call(context.Background(), ops.SlackPostMessage, map[string]any{"text": "x"})
 		e := requireKind(t, err, ErrTransport)
 		assert.NotContains(t, e.Error(), "unreachablesecretpart")
 		assert.Equal(t, 1, e.Attempts, "a post is not retried after a lost connection")
@@ -258,14 +259,14 @@ func TestJira(t *testing.T) {
 		return w.set(t, Config{Jira: &JiraConfig{API: api}}), w
 	}
 	s, _ := newJira(t, mapEnv{DefaultJiraEmailEnv: jiraEmail, DefaultJiraTokenEnv: jiraAPIToken}, JiraAPIConfig{})
-	got, err := s.Call(context.Background(), OpJiraAddComment, map[string]any{"issue": "LOOP-7", "body": "design approved"})
+	got, err := s.Call(context.Background(), ops.JiraAddComment, map[string]any{"issue": "LOOP-7", "body": "design approved"})
 	require.NoError(t, err)
 	assert.Equal(t, map[string]any{"id": "10001"}, got)
 	assert.JSONEq(t, `{"body":"design approved"}`, fj.requests()[0].Body)
 
 	// By id, by name (case-insensitively), by target status.
 	for _, tr := range []string{"31", "start progress", "Done"} {
-		got, err := s.Call(context.Background(), OpJiraTransition, map[string]any{"issue": "jira:LOOP-7", "transition": tr})
+		got, err := s.Call(context.Background(), ops.JiraTransition, map[string]any{"issue": "jira:LOOP-7", "transition": tr})
 		require.NoError(t, err, tr)
 		assert.Equal(t, map[string]any{}, got)
 	}
@@ -273,7 +274,7 @@ func TestJira(t *testing.T) {
 
 	t.Run("bearer personal access token", func(t *testing.T) {
 		s, _ := newJira(t, mapEnv{DefaultJiraTokenEnv: jiraAPIToken}, JiraAPIConfig{EmailEnv: "-"})
-		_, err := s.Call(context.Background(), OpJiraAddComment, map[string]any{"issue": "LOOP-7", "body": "x"})
+		_, err := s.Call(context.Background(), ops.JiraAddComment, map[string]any{"issue": "LOOP-7", "body": "x"})
 		require.NoError(t, err)
 		reqs := fj.requests()
 		assert.Equal(t, "Bearer "+jiraAPIToken, reqs[len(reqs)-1].Auth)
@@ -287,11 +288,11 @@ func TestJira(t *testing.T) {
 		kind error
 		want string
 	}{
-		{"unknown transition lists the available ones", nil, OpJiraTransition, map[string]any{"issue": "LOOP-7", "transition": "Ship"}, ErrNotFound, "available: Start Progress, Close"},
-		{"unknown issue", nil, OpJiraAddComment, map[string]any{"issue": "LOOP-8", "body": "x"}, ErrNotFound, "Issue does not exist"},
-		{"bad credentials", mapEnv{DefaultJiraEmailEnv: jiraEmail, DefaultJiraTokenEnv: "wrong-token-000"}, OpJiraAddComment, map[string]any{"issue": "LOOP-7", "body": "x"}, ErrUnauthorized, DefaultJiraEmailEnv},
-		{"not an issue key", nil, OpJiraAddComment, map[string]any{"issue": "loop 7", "body": "x"}, ErrInvalidArgument, "PROJ-123"},
-		{"no body", nil, OpJiraAddComment, map[string]any{"issue": "LOOP-7"}, ErrInvalidArgument, `"body"`},
+		{"unknown transition lists the available ones", nil, ops.JiraTransition, map[string]any{"issue": "LOOP-7", "transition": "Ship"}, ErrNotFound, "available: Start Progress, Close"},
+		{"unknown issue", nil, ops.JiraAddComment, map[string]any{"issue": "LOOP-8", "body": "x"}, ErrNotFound, "Issue does not exist"},
+		{"bad credentials", mapEnv{DefaultJiraEmailEnv: jiraEmail, DefaultJiraTokenEnv: "wrong-token-000"}, ops.JiraAddComment, map[string]any{"issue": "LOOP-7", "body": "x"}, ErrUnauthorized, DefaultJiraEmailEnv},
+		{"not an issue key", nil, ops.JiraAddComment, map[string]any{"issue": "loop 7", "body": "x"}, ErrInvalidArgument, "PROJ-123"},
+		{"no body", nil, ops.JiraAddComment, map[string]any{"issue": "LOOP-7"}, ErrInvalidArgument, `"body"`},
 	}
 	for _, tc := range errs {
 		t.Run(tc.name, func(t *testing.T) {
@@ -309,7 +310,7 @@ func TestJira(t *testing.T) {
 	t.Run("a 5xx on the transition list is retried, the transition itself is not", func(t *testing.T) {
 		fj.fault(fault{path: "/transitions", status: 502, times: 1})
 		s, w := newJira(t, mapEnv{DefaultJiraEmailEnv: jiraEmail, DefaultJiraTokenEnv: jiraAPIToken}, JiraAPIConfig{})
-		_, err := s.Call(context.Background(), OpJiraTransition, map[string]any{"issue": "LOOP-7", "transition": "Close"})
+		_, err := s.Call(context.Background(), ops.JiraTransition, map[string]any{"issue": "LOOP-7", "transition": "Close"})
 		require.NoError(t, err)
 		assert.Len(t, w.sleep.recorded(), 1)
 	})

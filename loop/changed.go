@@ -13,7 +13,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/theloop-dev/theloop/internal/run"
+	"github.com/theloop-dev/theloop/run"
 )
 
 // ErrDiffUnavailable is wrapped by ChangedWorkItems when the diff cannot be

@@ -6,7 +6,7 @@ import (
 	"fmt"
 
 	"github.com/theloop-dev/theloop/graph"
-	"github.com/theloop-dev/theloop/internal/run"
+	"github.com/theloop-dev/theloop/run"
 )
 
 // Commands runs programs for hooks (verify-tests, an external linter)

@@ -12,8 +12,8 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/theloop-dev/theloop/internal/lazyre"
 	"github.com/theloop-dev/theloop/internal/yamlguard"
+	"github.com/theloop-dev/theloop/workitem"
 
 	"github.com/goccy/go-yaml"
 )
@@ -377,13 +377,11 @@ func (n Notifications) Roles(event string) []string {
 	return n.Events[event]
 }
 
-// ownerRepoPattern is one half of owner/repo (reference graph-spec §5.2).
-var ownerRepoPattern = lazyre.New(`^[A-Za-z0-9._-]+$`)
-
 // OriginRepo returns "owner/repo" from ticketing.github, or "" when either
-// half is missing or not [A-Za-z0-9._-]+.
+// half is missing or not a name a work-item ref may hold
+// (workitem.ValidName).
 func (h HarnessConfig) OriginRepo() string {
-	if !ownerRepoPattern.MatchString(h.Owner) || !ownerRepoPattern.MatchString(h.Repo) {
+	if !workitem.ValidName(h.Owner) || !workitem.ValidName(h.Repo) {
 		return ""
 	}
 	return h.Owner + "/" + h.Repo

@@ -19,7 +19,7 @@ import (
 	"time"
 
 	"github.com/theloop-dev/theloop/graph"
-	"github.com/theloop-dev/theloop/internal/run"
+	"github.com/theloop-dev/theloop/run"
 )
 
 // Signed gate decisions (ARCHITECTURE decision 16), with Ed25519.

@@ -15,12 +15,10 @@ import (
 	"github.com/theloop-dev/theloop/hooks"
 	"github.com/theloop-dev/theloop/internal/atomicfile"
 	"github.com/theloop-dev/theloop/internal/lazyre"
+	"github.com/theloop-dev/theloop/workitem"
 )
 
-var (
-	issueID  = lazyre.New(`^issue-(\d+)$`)
-	repoHalf = lazyre.New(`^[A-Za-z0-9._-]+$`)
-)
+var issueID = lazyre.New(`^issue-(\d+)$`)
 
 // WorkItemRef derives a work item's provider-qualified ref: issue-<n> in a
 // repository whose harness config names ticketing.github owner/repo becomes
@@ -31,14 +29,14 @@ func WorkItemRef(id, originRepo string) string {
 		return id
 	}
 	n, err := strconv.Atoi(m[1])
-	if err != nil || n <= 0 {
+	if err != nil || n <= 0 || n > workitem.MaxNumber {
 		return id
 	}
 	owner, repo, ok := strings.Cut(originRepo, "/")
-	if !ok || !repoHalf.MatchString(owner) || !repoHalf.MatchString(repo) {
+	if !ok || !workitem.ValidName(owner) || !workitem.ValidName(repo) {
 		return id
 	}
-	return fmt.Sprintf("github:%s/%s#%d", owner, repo, n)
+	return workitem.Ref{Provider: "github", Owner: owner, Repo: repo, Number: n}.String()
 }
 
 // fileItems resolves work items to spec directories on disk.

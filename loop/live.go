@@ -5,7 +5,7 @@ import (
 	"path/filepath"
 
 	"github.com/theloop-dev/theloop/graph"
-	"github.com/theloop-dev/theloop/internal/run"
+	"github.com/theloop-dev/theloop/run"
 )
 
 // LiveOptions are what OpenLive needs beyond the repository root. The

@@ -12,6 +12,7 @@ import (
 
 	"github.com/theloop-dev/theloop/graph"
 	"github.com/theloop-dev/theloop/hooks"
+	"github.com/theloop-dev/theloop/ops"
 )
 
 // Options tailor Open. The zero value opens the work-item loop for CLI use:
@@ -294,7 +295,7 @@ func (a *auditor) comment(ctx context.Context, wi graph.WorkItem, body string) e
 	if a.integrations == nil {
 		return nil
 	}
-	_, err := a.integrations.Call(ctx, hooks.OpAddComment, map[string]any{"ref": wi.Ref, "body": hooks.Mark(body)})
+	_, err := a.integrations.Call(ctx, ops.GitHubAddComment, map[string]any{"ref": wi.Ref, "body": hooks.Mark(body)})
 	if errors.Is(err, graph.ErrUnsupportedOperation) {
 		return nil
 	}

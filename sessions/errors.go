@@ -4,10 +4,9 @@ import "errors"
 
 // Sentinel errors. Callers branch on them with errors.Is; the errors the
 // package returns wrap them with the work item, session or path involved and
-// what to do about it.
+// what to do about it. A work-item ref that does not parse wraps
+// workitem.ErrInvalid.
 var (
-	// ErrInvalidWorkItem: a work-item reference does not parse.
-	ErrInvalidWorkItem = errors.New("invalid work item reference")
 	// ErrInvalidName: a session name, branch, path component or session id
 	// failed validation before it could reach argv or the filesystem.
 	ErrInvalidName = errors.New("invalid name")

@@ -10,6 +10,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/theloop-dev/theloop/workitem"
 )
 
 // ManagerConfig is the spawning policy.
@@ -46,7 +48,7 @@ func DefaultManagerConfig() ManagerConfig {
 // workspace.trust_failed).
 type Observation struct {
 	Event     string
-	Item      WorkItem
+	Item      workitem.Ref
 	SessionID string
 	TmuxName  string
 	// Detail holds event-specific fields (JSON-friendly values).
@@ -158,7 +160,7 @@ func (m *Manager) harnessNames() []string {
 }
 
 // lockItem serialises work on one work item within this process.
-func (m *Manager) lockItem(item WorkItem) func() {
+func (m *Manager) lockItem(item workitem.Ref) func() {
 	m.mu.Lock()
 	l, ok := m.items[item.Slug()]
 	if !ok {
@@ -191,7 +193,7 @@ func (m *Manager) harness(name string) (Harness, string, error) {
 // sessionEnv is the environment every spawned session gets: loop-gate reads
 // THE_LOOP_WORK_ITEM to find what to check (and THE_LOOP_STATE_ROOT to find
 // the registry).
-func sessionEnv(item WorkItem, sessionID, stateRoot string) []string {
+func sessionEnv(item workitem.Ref, sessionID, stateRoot string) []string {
 	env := []string{
 		"THE_LOOP_WORK_ITEM=" + item.WorkItemEnv(),
 		"THE_LOOP_WORK_ITEM_REF=" + item.String(),
@@ -203,7 +205,7 @@ func sessionEnv(item WorkItem, sessionID, stateRoot string) []string {
 	return env
 }
 
-func (m *Manager) prepareEnvironment(h Harness, item WorkItem, cwd string) {
+func (m *Manager) prepareEnvironment(h Harness, item workitem.Ref, cwd string) {
 	p, err := h.PrepareEnvironment(cwd)
 	if err != nil {
 		m.observer.Observe(Observation{Event: "workspace.trust_failed", Item: item, Err: err, Detail: map[string]any{"cwd": cwd}})
@@ -220,7 +222,7 @@ func (m *Manager) prepareEnvironment(h Harness, item WorkItem, cwd string) {
 // SpawnRequest asks for a new session.
 type SpawnRequest struct {
 	// Item is the work item.
-	Item WorkItem
+	Item workitem.Ref
 	// Harness names the adapter ("" = the default).
 	Harness string
 	// Cwd is the absolute directory to run in (the prepared worktree).
@@ -249,14 +251,14 @@ type SpawnResult struct {
 // and whatever is left of the session stays for an operator to inspect.
 func (m *Manager) Spawn(ctx context.Context, req SpawnRequest) (SpawnResult, error) {
 	if req.Item.IsZero() {
-		return SpawnResult{}, fmt.Errorf("%w: spawn without a work item", ErrInvalidWorkItem)
+		return SpawnResult{}, fmt.Errorf("%w: spawn without a work item", workitem.ErrInvalid)
 	}
 	defer m.lockItem(req.Item)()
 	h, bin, err := m.harness(req.Harness)
 	if err != nil {
 		return SpawnResult{}, err
 	}
-	name := req.Item.TmuxName()
+	name := TmuxName(req.Item)
 	prev, err := m.reg.Get(req.Item)
 	hadPrev := err == nil
 	if err != nil && !errors.Is(err, ErrNoRecord) && !errors.Is(err, ErrCorruptRecord) {
@@ -350,7 +352,7 @@ type DeliveryResult struct {
 // A dead or absent one is respawned (see Respawn) with text as its first
 // message. A work item without a record is ErrNoRecord (spawn it); a
 // closed one is ErrSessionClosed.
-func (m *Manager) Deliver(ctx context.Context, item WorkItem, text string) (DeliveryResult, error) {
+func (m *Manager) Deliver(ctx context.Context, item workitem.Ref, text string) (DeliveryResult, error) {
 	defer m.lockItem(item)()
 	rec, err := m.reg.Get(item)
 	if err != nil {
@@ -391,7 +393,7 @@ type RespawnResult struct {
 // conversation in the recorded cwd and requires the harness to stay alive
 // for ResumeProbe; otherwise it starts a fresh conversation seeded with the
 // work item's artifacts and records the fallback.
-func (m *Manager) Respawn(ctx context.Context, item WorkItem, prompt string) (RespawnResult, error) {
+func (m *Manager) Respawn(ctx context.Context, item workitem.Ref, prompt string) (RespawnResult, error) {
 	defer m.lockItem(item)()
 	rec, err := m.reg.Get(item)
 	if err != nil {
@@ -524,7 +526,7 @@ func (m *Manager) tryResume(ctx context.Context, h Harness, bin string, rec Reco
 	}
 }
 
-func (m *Manager) specDir(item WorkItem) string {
+func (m *Manager) specDir(item workitem.Ref) string {
 	if item.SpecID() == "" {
 		return ""
 	}
@@ -556,7 +558,7 @@ func (m *Manager) artifacts(rec Record) []string {
 // lost one. It names the artifacts rather than pasting them: they are files
 // the agent can read, and some hold text written by people outside, which
 // must reach the agent as data, not as the daemon's instructions.
-func seedPrompt(item WorkItem, fb Fallback, specDir, prompt string) string {
+func seedPrompt(item workitem.Ref, fb Fallback, specDir, prompt string) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "theloop: your previous conversation on %s could not be resumed (%s), so this is a fresh session.\n", item, fb.Reason)
 	switch {
@@ -579,7 +581,7 @@ func seedPrompt(item WorkItem, fb Fallback, specDir, prompt string) string {
 // Close marks the work item's record closed and, unless keepTmux, kills its
 // tmux session (an operator's or the dispatcher's decision, never a
 // side effect of respawning).
-func (m *Manager) Close(ctx context.Context, item WorkItem, keepTmux bool) error {
+func (m *Manager) Close(ctx context.Context, item workitem.Ref, keepTmux bool) error {
 	defer m.lockItem(item)()
 	rec, err := m.reg.Update(ctx, item, func(r *Record, exists bool) error {
 		if !exists {

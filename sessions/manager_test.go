@@ -14,8 +14,9 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/theloop-dev/theloop/internal/run"
-	"github.com/theloop-dev/theloop/internal/run/runtest"
+	"github.com/theloop-dev/theloop/run"
+	"github.com/theloop-dev/theloop/run/runtest"
+	"github.com/theloop-dev/theloop/workitem"
 )
 
 type recordingObserver struct {
@@ -155,7 +156,7 @@ func TestManagerDeadSessionIsResumed(t *testing.T) {
 	res, err := f.m.Spawn(ctx, SpawnRequest{Item: item, Cwd: cwd, Prompt: "begin"})
 	require.NoError(t, err)
 	id := res.Record.SessionID
-	killHarness(t, f.tmux, item.TmuxName())
+	killHarness(t, f.tmux, TmuxName(item))
 
 	d, err := f.m.Deliver(ctx, item, "after the crash")
 	require.NoError(t, err)
@@ -170,7 +171,7 @@ func TestManagerDeadSessionIsResumed(t *testing.T) {
 	require.Len(t, runs, 2)
 	require.Equal(t, []string{"--resume", id}, runs[1].Args)
 	require.Equal(t, cwd, runs[1].Cwd, "resumed in the recorded cwd")
-	l, _ := f.tmux.Probe(ctx, item.TmuxName())
+	l, _ := f.tmux.Probe(ctx, TmuxName(item))
 	require.Equal(t, LivenessLive, l, "verified alive after start")
 	rec, err := f.reg.Get(item)
 	require.NoError(t, err)
@@ -187,8 +188,8 @@ func TestManagerUnknownResumeIDFallsBackToFreshWithArtifacts(t *testing.T) {
 	res, err := f.m.Spawn(ctx, SpawnRequest{Item: item, Cwd: cwd})
 	require.NoError(t, err)
 	old := res.Record.SessionID
-	require.NoError(t, f.tmux.Kill(ctx, item.TmuxName())) // the whole session is gone…
-	f.fake.forget(t, old)                                 // …and so is the conversation
+	require.NoError(t, f.tmux.Kill(ctx, TmuxName(item))) // the whole session is gone…
+	f.fake.forget(t, old)                                // …and so is the conversation
 
 	d, err := f.m.Deliver(ctx, item, "please continue")
 	require.NoError(t, err)
@@ -239,7 +240,7 @@ func TestManagerResumeThatDiesDuringStartUpFallsBack(t *testing.T) {
 	res, err := f.m.Spawn(ctx, SpawnRequest{Item: item, Cwd: workdir(t, "issue-6", "bugfix.md")})
 	require.NoError(t, err)
 	old := res.Record.SessionID
-	killHarness(t, f.tmux, item.TmuxName())
+	killHarness(t, f.tmux, TmuxName(item))
 	f.fake.crashAfterResume(t, old)
 
 	d, err := f.m.Deliver(ctx, item, "still there?")
@@ -260,7 +261,7 @@ func TestManagerRespawnNeverKillsALiveSession(t *testing.T) {
 	item := mustItem(t, "github:octo/repo#9")
 	res, err := f.m.Spawn(ctx, SpawnRequest{Item: item, Cwd: t.TempDir(), Prompt: "hello"})
 	require.NoError(t, err)
-	pid := panePID(t, f.tmux, item.TmuxName())
+	pid := panePID(t, f.tmux, TmuxName(item))
 
 	rr, err := f.m.Respawn(ctx, item, "are you there")
 	require.NoError(t, err)
@@ -273,7 +274,7 @@ func TestManagerRespawnNeverKillsALiveSession(t *testing.T) {
 	_, err = f.m.Spawn(ctx, SpawnRequest{Item: item, Cwd: t.TempDir()})
 	require.ErrorIs(t, err, ErrSessionLive)
 
-	require.Equal(t, pid, panePID(t, f.tmux, item.TmuxName()), "the live harness is the same process")
+	require.Equal(t, pid, panePID(t, f.tmux, TmuxName(item)), "the live harness is the same process")
 	require.Len(t, f.fake.runs(t), 1, "nothing else was started")
 	rec, err := f.reg.Get(item)
 	require.NoError(t, err)
@@ -319,7 +320,7 @@ func TestManagerResumeDisabledStartsFresh(t *testing.T) {
 	item := mustItem(t, "gitlab:gitlab.example/a/b#3") // no spec id, so no artifacts
 	res, err := f.m.Spawn(ctx, SpawnRequest{Item: item, Cwd: t.TempDir()})
 	require.NoError(t, err)
-	killHarness(t, f.tmux, item.TmuxName())
+	killHarness(t, f.tmux, TmuxName(item))
 
 	rr, err := f.m.Respawn(ctx, item, "")
 	require.NoError(t, err)
@@ -350,7 +351,7 @@ func TestManagerRefusals(t *testing.T) {
 	_, err = m.Spawn(ctx, SpawnRequest{Item: item, Harness: "codex", Cwd: t.TempDir()})
 	require.ErrorIs(t, err, ErrUnknownHarness)
 	_, err = m.Spawn(ctx, SpawnRequest{Cwd: t.TempDir()})
-	require.ErrorIs(t, err, ErrInvalidWorkItem)
+	require.ErrorIs(t, err, workitem.ErrInvalid)
 	_, err = m.Deliver(ctx, item, "x")
 	require.ErrorIs(t, err, ErrNoRecord)
 
@@ -392,7 +393,7 @@ func TestManagerClose(t *testing.T) {
 	_, err := f.m.Spawn(ctx, SpawnRequest{Item: item, Cwd: t.TempDir()})
 	require.NoError(t, err)
 	require.NoError(t, f.m.Close(ctx, item, false))
-	l, _ := f.tmux.Probe(ctx, item.TmuxName())
+	l, _ := f.tmux.Probe(ctx, TmuxName(item))
 	require.Equal(t, LivenessAbsent, l)
 	rec, err := f.reg.Get(item)
 	require.NoError(t, err)
@@ -416,7 +417,7 @@ func TestSeedPrompt(t *testing.T) {
 }
 
 func TestSessionEnvCarriesTheStateRoot(t *testing.T) {
-	item, err := ParseWorkItem("github:octo/repo#15")
+	item, err := workitem.Parse("github:octo/repo#15")
 	require.NoError(t, err)
 	env := sessionEnv(item, "s-1", "/srv/theloop")
 	require.Contains(t, env, "THE_LOOP_WORK_ITEM=issue-15")

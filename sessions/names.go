@@ -6,11 +6,13 @@ import (
 	"strings"
 
 	"github.com/theloop-dev/theloop/internal/lazyre"
+	"github.com/theloop-dev/theloop/workitem"
 )
 
 var (
 	loopNamePattern = lazyre.New(`^loop-[A-Za-z0-9_-]+$`)
 	branchPattern   = lazyre.New(`^[A-Za-z0-9._/-]+$`)
+	pathPartPattern = lazyre.New(`^[A-Za-z0-9._][A-Za-z0-9._-]*$`)
 )
 
 // SanitizeTmuxName rewrites a session name the way tmux stores it ("." and
@@ -34,6 +36,10 @@ func SanitizeTmuxName(s string) string {
 	}
 	return b.String()
 }
+
+// TmuxName is the tmux session name for a work item: loop-<slug>, with "."
+// and ":" rewritten to "_" as tmux itself would.
+func TmuxName(item workitem.Ref) string { return SanitizeTmuxName("loop-" + item.Slug()) }
 
 // IsLoopSessionName reports whether name is one theloop may signal, kill or
 // paste into: loop-[A-Za-z0-9_-]+.
@@ -104,8 +110,10 @@ func ValidateBranch(b string) error {
 }
 
 // validPathPart reports whether s may be used as one directory name built
-// from outside input (host, owner, repo, slug): it starts with an
-// alphanumeric and holds only [A-Za-z0-9._-], so it is never "", "." or "..".
+// from outside input (host, owner, repo, slug): [A-Za-z0-9._-], not
+// starting with "-", never "", "." or "..", at most 255 bytes — the rules
+// workitem applies to owner and repo, with the file system's length limit
+// (a slug joins several parts).
 func validPathPart(s string) bool {
-	return len(s) <= 255 && repoPartPattern.MatchString(s)
+	return len(s) <= 255 && s != "." && s != ".." && pathPartPattern.MatchString(s)
 }

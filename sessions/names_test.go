@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/require"
+	"github.com/theloop-dev/theloop/workitem"
 )
 
 func TestSanitizeTmuxName(t *testing.T) {
@@ -131,6 +132,46 @@ func FuzzValidSessionIDMatchesItsPattern(f *testing.F) {
 	f.Fuzz(func(t *testing.T, id string) {
 		if got, want := ValidSessionID(id), pattern.MatchString(id); got != want {
 			t.Fatalf("ValidSessionID(%q) = %v, the pattern says %v", id, got, want)
+		}
+	})
+}
+
+func TestTmuxName(t *testing.T) {
+	for in, want := range map[string]string{
+		"github:octo/repo#15":                           "loop-github-octo-repo-15",
+		"github:GHE.corp.example/octo/repo#7":           "loop-github-ghe_corp_example-octo-repo-7",
+		"github:ghe.corp.example:8443/my.org/my.repo#3": "loop-github-ghe_corp_example-8443-my_org-my_repo-3",
+		"gitlab:gitlab:8080/a/b#9":                      "loop-gitlab-gitlab-8080-a-b-9",
+		"github:octo/.github#3":                         "loop-github-octo-_github-3",
+	} {
+		item, err := workitem.Parse(in)
+		require.NoError(t, err)
+		require.Equal(t, want, TmuxName(item), in)
+	}
+}
+
+// FuzzTmuxName: every ref workitem accepts has a stable loop-* tmux name and
+// a branch and directory names the workspace accepts.
+func FuzzTmuxName(f *testing.F) {
+	for _, s := range []string{"github:octo/repo#15", "github:ghe.corp.example:8443/my.org/my.repo#3", "gitlab:h:1/a/b#1", "github:o/.github#2", "github:o/_r#3"} {
+		f.Add(s)
+	}
+	tmuxShape := regexp.MustCompile(`^loop-[A-Za-z0-9_-]+$`)
+	f.Fuzz(func(t *testing.T, s string) {
+		w, err := workitem.Parse(s)
+		if err != nil {
+			return
+		}
+		if n := TmuxName(w); !tmuxShape.MatchString(n) || !IsLoopSessionName(n) || SanitizeTmuxName(n) != n {
+			t.Fatalf("tmux name %q of %q is not a stable loop name", n, s)
+		}
+		if err := ValidateBranch(w.Branch()); err != nil {
+			t.Fatalf("branch of %q: %v", s, err)
+		}
+		for _, p := range []string{w.Owner, w.Repo, w.Slug(), strings.ReplaceAll(w.HostOrDefault(), ":", "_")} {
+			if p != "" && !validPathPart(p) {
+				t.Fatalf("%q of %q cannot be a directory name", p, s)
+			}
 		}
 	})
 }

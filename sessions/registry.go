@@ -15,6 +15,7 @@ import (
 
 	"github.com/theloop-dev/theloop/internal/atomicfile"
 	"github.com/theloop-dev/theloop/internal/lazyre"
+	"github.com/theloop-dev/theloop/workitem"
 )
 
 // Status is a session record's lifecycle state.
@@ -40,7 +41,7 @@ const maxFallbacks = 20
 // Record is what the registry remembers about a work item's session.
 type Record struct {
 	// Item is the work item.
-	Item WorkItem
+	Item workitem.Ref
 	// Harness is the adapter name ("claude").
 	Harness string
 	// SessionID is the harness's conversation id (--session-id/--resume).
@@ -148,7 +149,7 @@ func ParseRecord(data []byte) (Record, error) {
 	bad := func(format string, args ...any) (Record, error) {
 		return Record{}, fmt.Errorf("%w: "+format, append([]any{ErrCorruptRecord}, args...)...)
 	}
-	item, err := ParseWorkItem(j.WorkItem.Ref)
+	item, err := workitem.Parse(j.WorkItem.Ref)
 	if err != nil {
 		return bad("workItem.ref: %v", err)
 	}
@@ -175,8 +176,8 @@ func ParseRecord(data []byte) (Record, error) {
 	// and must be the work item's own: a record cannot point theloop at
 	// somebody else's session.
 	r.TmuxName = SanitizeTmuxName(j.TmuxTarget)
-	if r.TmuxName != item.TmuxName() {
-		return bad("tmuxTarget %q is not %s's session %s", j.TmuxTarget, item, item.TmuxName())
+	if r.TmuxName != TmuxName(item) {
+		return bad("tmuxTarget %q is not %s's session %s", j.TmuxTarget, item, TmuxName(item))
 	}
 	if r.Created, err = time.Parse(TimeLayout, j.CreatedAt); err != nil {
 		return bad("createdAt %q: want %s", j.CreatedAt, TimeLayout)
@@ -227,12 +228,12 @@ func OpenRegistry(dir string) (*Registry, error) {
 // Dir returns the registry directory.
 func (r *Registry) Dir() string { return r.dir }
 
-func (r *Registry) path(item WorkItem) string { return filepath.Join(r.dir, item.Slug()+".json") }
+func (r *Registry) path(item workitem.Ref) string { return filepath.Join(r.dir, item.Slug()+".json") }
 
 // Get returns the work item's record: ErrNoRecord if there is none,
 // ErrCorruptRecord if the file does not parse, ErrSlugCollision if the file
 // belongs to a different work item with the same slug.
-func (r *Registry) Get(item WorkItem) (Record, error) {
+func (r *Registry) Get(item workitem.Ref) (Record, error) {
 	rec, err := readRecord(r.path(item))
 	if err != nil {
 		return Record{}, err
@@ -274,7 +275,7 @@ func (r *Registry) Put(ctx context.Context, rec Record) error {
 // result and writes it atomically, all under the registry lock. exists
 // tells fn whether there was a record; returning an error from fn writes
 // nothing.
-func (r *Registry) Update(ctx context.Context, item WorkItem, fn func(rec *Record, exists bool) error) (Record, error) {
+func (r *Registry) Update(ctx context.Context, item workitem.Ref, fn func(rec *Record, exists bool) error) (Record, error) {
 	unlock, err := lockFile(ctx, filepath.Join(r.dir, ".registry.lock"))
 	if err != nil {
 		return Record{}, err
@@ -322,7 +323,7 @@ func (r *Registry) Update(ctx context.Context, item WorkItem, fn func(rec *Recor
 
 // Delete removes the work item's record (forget). A missing record is not an
 // error.
-func (r *Registry) Delete(ctx context.Context, item WorkItem) error {
+func (r *Registry) Delete(ctx context.Context, item workitem.Ref) error {
 	unlock, err := lockFile(ctx, filepath.Join(r.dir, ".registry.lock"))
 	if err != nil {
 		return err

@@ -12,11 +12,12 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+	"github.com/theloop-dev/theloop/workitem"
 )
 
-func mustItem(t testing.TB, ref string) WorkItem {
+func mustItem(t testing.TB, ref string) workitem.Ref {
 	t.Helper()
-	w, err := ParseWorkItem(ref)
+	w, err := workitem.Parse(ref)
 	require.NoError(t, err)
 	return w
 }
@@ -24,7 +25,7 @@ func mustItem(t testing.TB, ref string) WorkItem {
 func testRecord(t testing.TB, ref, id string) Record {
 	item := mustItem(t, ref)
 	return Record{
-		Item: item, Harness: "claude", SessionID: id, TmuxName: item.TmuxName(),
+		Item: item, Harness: "claude", SessionID: id, TmuxName: TmuxName(item),
 		Cwd: "/srv/work/" + item.Slug(), Status: StatusActive,
 		Created: time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC),
 	}
@@ -224,7 +225,7 @@ func FuzzParseRecord(f *testing.F) {
 			return
 		}
 		// Whatever parses is safe to use and survives a write/read cycle.
-		if !IsLoopSessionName(rec.TmuxName) || rec.TmuxName != rec.Item.TmuxName() {
+		if !IsLoopSessionName(rec.TmuxName) || rec.TmuxName != TmuxName(rec.Item) {
 			t.Fatalf("accepted tmux name %q", rec.TmuxName)
 		}
 		if !ValidSessionID(rec.SessionID) || !filepath.IsAbs(rec.Cwd) {

@@ -14,7 +14,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/theloop-dev/theloop/internal/lazyre"
-	"github.com/theloop-dev/theloop/internal/run"
+	"github.com/theloop-dev/theloop/run"
 )
 
 // TmuxConfig configures the tmux runner. Start from DefaultTmuxConfig; zero
@@ -329,7 +329,7 @@ var bareCommandPattern = lazyre.New(`^[A-Za-z0-9/._-]+$`)
 
 func (s SpawnSpec) validate() error {
 	if !IsLoopSessionName(s.Name) {
-		return fmt.Errorf("%w: %q (spawn only loop-[A-Za-z0-9_-]+ names; build one with WorkItem.TmuxName)", ErrNotLoopSession, s.Name)
+		return fmt.Errorf("%w: %q (spawn only loop-[A-Za-z0-9_-]+ names; build one with TmuxName)", ErrNotLoopSession, s.Name)
 	}
 	if !filepath.IsAbs(s.Cwd) {
 		return fmt.Errorf("%w: working directory %q must be absolute", ErrInvalidName, s.Cwd)

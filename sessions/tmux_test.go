@@ -12,8 +12,8 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/theloop-dev/theloop/internal/run"
-	"github.com/theloop-dev/theloop/internal/run/runtest"
+	"github.com/theloop-dev/theloop/run"
+	"github.com/theloop-dev/theloop/run/runtest"
 )
 
 func spawnFake(t *testing.T, tm *Tmux, fake *fakeClaude, name, id string) {
@@ -330,7 +330,7 @@ func TestTmuxNamesWithDotsAndColons(t *testing.T) {
 	tm := newTestTmux(t, nil)
 	fake := writeFakeClaude(t)
 	item := mustItem(t, "github:ghe.corp.example:8443/my.org/my.repo#3")
-	name := item.TmuxName()
+	name := TmuxName(item)
 	require.Equal(t, "loop-github-ghe_corp_example-8443-my_org-my_repo-3", name)
 	spawnFake(t, tm, fake, name, "conv-3")
 	require.Equal(t, name, strings.TrimSpace(tmuxRaw(t, tm, "list-sessions", "-F", "#{session_name}")))

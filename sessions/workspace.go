@@ -11,7 +11,8 @@ import (
 	"time"
 
 	"github.com/theloop-dev/theloop/internal/atomicfile"
-	"github.com/theloop-dev/theloop/internal/run"
+	"github.com/theloop-dev/theloop/run"
+	"github.com/theloop-dev/theloop/workitem"
 )
 
 // WorkspaceConfig configures Workspaces.
@@ -30,7 +31,7 @@ type WorkspaceConfig struct {
 // Workspace is a prepared checkout for one work item.
 type Workspace struct {
 	// Item is the owner of the worktree.
-	Item WorkItem
+	Item workitem.Ref
 	// Dir is the worktree: the session's working directory.
 	Dir string
 	// Clone is the shared clone of the repository the worktree hangs off.
@@ -92,7 +93,7 @@ func NewWorkspaces(cfg WorkspaceConfig, runner run.Runner) (*Workspaces, error) 
 
 // layout returns the clone and worktree paths, validating every component
 // that came from the work item.
-func (w *Workspaces) layout(item WorkItem) (clone, worktree string, err error) {
+func (w *Workspaces) layout(item workitem.Ref) (clone, worktree string, err error) {
 	host := strings.ReplaceAll(item.HostOrDefault(), ":", "_")
 	repo := strings.TrimSuffix(item.Repo, ".git")
 	for _, p := range []struct{ what, v string }{
@@ -109,7 +110,7 @@ func (w *Workspaces) layout(item WorkItem) (clone, worktree string, err error) {
 
 // Path returns where the work item's worktree lives (whether or not it
 // exists yet).
-func (w *Workspaces) Path(item WorkItem) (string, error) {
+func (w *Workspaces) Path(item workitem.Ref) (string, error) {
 	_, wt, err := w.layout(item)
 	return wt, err
 }
@@ -129,7 +130,7 @@ func (w *Workspaces) git(ctx context.Context, dir string, args ...string) (run.R
 
 // cloneURL is the URL to clone from: the override, validated, or
 // https://<host>/<owner>/<repo>.git.
-func cloneURL(item WorkItem, override string) (string, error) {
+func cloneURL(item workitem.Ref, override string) (string, error) {
 	if override == "" {
 		if item.HostOrDefault() == "" {
 			return "", fmt.Errorf("%w: %s names no host; pass a clone URL", ErrInvalidName, item)
@@ -153,7 +154,7 @@ func cloneURL(item WorkItem, override string) (string, error) {
 // branch issue-<n> — the existing local branch, else a tracking branch of
 // origin/issue-<n>, else a new branch from origin's default branch. An
 // existing worktree owned by the same work item is reused as is.
-func (w *Workspaces) Prepare(ctx context.Context, item WorkItem, opts PrepareOptions) (Workspace, error) {
+func (w *Workspaces) Prepare(ctx context.Context, item workitem.Ref, opts PrepareOptions) (Workspace, error) {
 	clone, wt, err := w.layout(item)
 	if err != nil {
 		return Workspace{}, err
@@ -244,7 +245,7 @@ func ownerFile(worktree string) string { return worktree + ".owner" }
 
 // claimOwner records item as the worktree's owner, or refuses if another
 // work item owns it.
-func claimOwner(worktree string, item WorkItem) error {
+func claimOwner(worktree string, item workitem.Ref) error {
 	path := ownerFile(worktree)
 	data, err := os.ReadFile(path)
 	switch {
@@ -319,7 +320,7 @@ func (w *Workspaces) defaultBranch(ctx context.Context, clone string) string {
 // then prune) and its owner record, keeping the branch and the shared
 // clone. Removing a worktree that does not exist is not an error; one owned
 // by another work item is refused.
-func (w *Workspaces) Remove(ctx context.Context, item WorkItem) error {
+func (w *Workspaces) Remove(ctx context.Context, item workitem.Ref) error {
 	clone, wt, err := w.layout(item)
 	if err != nil {
 		return err

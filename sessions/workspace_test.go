@@ -11,8 +11,9 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/theloop-dev/theloop/internal/run"
-	"github.com/theloop-dev/theloop/internal/run/runtest"
+	"github.com/theloop-dev/theloop/run"
+	"github.com/theloop-dev/theloop/run/runtest"
+	"github.com/theloop-dev/theloop/workitem"
 )
 
 // gitEnv keeps the machine's git configuration out of a test and gives
@@ -134,7 +135,7 @@ func TestTwoWorkItemsNeverShareAWorktree(t *testing.T) {
 	var wg sync.WaitGroup
 	results := make([]Workspace, 2)
 	errs := make([]error, 2)
-	for i, item := range []WorkItem{a, b} {
+	for i, item := range []workitem.Ref{a, b} {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()

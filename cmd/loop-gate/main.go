@@ -20,7 +20,7 @@ import (
 	"runtime"
 
 	"github.com/theloop-dev/theloop/internal/buildinfo"
-	"github.com/theloop-dev/theloop/internal/stopgate"
+	"github.com/theloop-dev/theloop/loop/stopgate"
 )
 
 // version is stamped at build time:

@@ -17,6 +17,7 @@ import (
 
 	"github.com/theloop-dev/theloop/loop"
 	"github.com/theloop-dev/theloop/sessions"
+	"github.com/theloop-dev/theloop/workitem"
 )
 
 // gateBinary is loop-gate built once for the whole package; buildErr says
@@ -232,20 +233,20 @@ func TestNoWorkItemStopsQuietly(t *testing.T) {
 func TestWorkItemFromTheSessionRegistry(t *testing.T) {
 	root := writeRepo(t, atDesignBlock)
 	g := newGate(t)
-	item, err := sessions.ParseWorkItem("github:acme/widgets#42")
+	item, err := workitem.Parse("github:acme/widgets#42")
 	require.NoError(t, err)
 	const sid = "0b6f8f57-2d3c-4a54-9d8e-5f1f3e0c9a11"
-	rec := sessions.Record{Item: item, Harness: "claude", SessionID: sid, TmuxName: item.TmuxName(), Cwd: root,
+	rec := sessions.Record{Item: item, Harness: "claude", SessionID: sid, TmuxName: sessions.TmuxName(item), Cwd: root,
 		Status: sessions.StatusActive, Created: time.Date(2026, 5, 4, 9, 0, 0, 0, time.UTC)}
 	data, err := json.Marshal(rec)
 	require.NoError(t, err)
 	dir := sessions.RegistryDir(g.env["THE_LOOP_STATE_ROOT"])
 	writeFile(t, filepath.Join(dir, item.Slug()+".json"), string(data))
 	// Another session's record does not match.
-	other, err := sessions.ParseWorkItem("github:acme/widgets#7")
+	other, err := workitem.Parse("github:acme/widgets#7")
 	require.NoError(t, err)
 	rec2 := rec
-	rec2.Item, rec2.SessionID, rec2.TmuxName = other, "11111111-2d3c-4a54-9d8e-5f1f3e0c9a11", other.TmuxName()
+	rec2.Item, rec2.SessionID, rec2.TmuxName = other, "11111111-2d3c-4a54-9d8e-5f1f3e0c9a11", sessions.TmuxName(other)
 	data2, err := json.Marshal(rec2)
 	require.NoError(t, err)
 	writeFile(t, filepath.Join(dir, other.Slug()+".json"), string(data2))

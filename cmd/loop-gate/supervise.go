@@ -12,7 +12,7 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/theloop-dev/theloop/internal/stopgate"
+	"github.com/theloop-dev/theloop/loop/stopgate"
 )
 
 // A Go program cannot catch its own fatal errors: running out of memory, a

@@ -12,8 +12,9 @@ import (
 
 	"github.com/theloop-dev/theloop/graph"
 	"github.com/theloop-dev/theloop/hooks"
-	"github.com/theloop-dev/theloop/integrations"
 	"github.com/theloop-dev/theloop/loop"
+	"github.com/theloop-dev/theloop/ops"
+	"github.com/theloop-dev/theloop/workitem"
 )
 
 // maxQuestion bounds a question (GitHub refuses comments over 65,536
@@ -61,7 +62,7 @@ input.
 }
 
 func runAsk(ctx context.Context, f *Factory, opts askOptions) error {
-	ref, err := integrations.ParseRef(strings.TrimSpace(opts.WorkItem))
+	ref, err := workitem.Parse(strings.TrimSpace(opts.WorkItem))
 	if err != nil || ref.Provider != "github" {
 		return failWith(exitRefused, "--work-item %q: want a GitHub work item ref, github:[host/]owner/repo#N", opts.WorkItem)
 	}
@@ -91,7 +92,7 @@ func runAsk(ctx context.Context, f *Factory, opts askOptions) error {
 	for _, w := range warns {
 		fmt.Fprintln(f.IO.ErrOut, "warning:", w)
 	}
-	res, postErr := integ.Call(ctx, integrations.OpGitHubAddComment, map[string]any{"ref": ref.String(), "body": hooks.Mark(q)})
+	res, postErr := integ.Call(ctx, ops.GitHubAddComment, map[string]any{"ref": ref.String(), "body": hooks.Mark(q)})
 	url, _ := res["url"].(string)
 	level := graph.LevelInfo
 	if postErr != nil {

@@ -13,10 +13,10 @@ import (
 
 	"github.com/theloop-dev/theloop/graph"
 	"github.com/theloop-dev/theloop/graph/graphtest"
-	"github.com/theloop-dev/theloop/hooks"
-	"github.com/theloop-dev/theloop/internal/run"
 	"github.com/theloop-dev/theloop/loop"
 	"github.com/theloop-dev/theloop/loop/demoagent"
+	"github.com/theloop-dev/theloop/ops"
+	"github.com/theloop-dev/theloop/run"
 )
 
 type demoOptions struct {
@@ -81,12 +81,12 @@ func (p *printingTickets) Call(ctx context.Context, op graph.Operation, args map
 	}
 	v := graph.Values(args)
 	switch op {
-	case hooks.OpAddComment:
+	case ops.GitHubAddComment:
 		title := firstLine(v.String("body"))
 		fmt.Fprintf(p.out, "  ticket  ← comment %s\n", title)
-	case hooks.OpSetLabels:
+	case ops.GitHubSetLabels:
 		fmt.Fprintf(p.out, "  ticket  ← labels %s\n", strings.Join(graph.Values(res).Strings("labels"), ", "))
-	case hooks.OpSlackPost:
+	case ops.SlackPostMessage:
 		fmt.Fprintf(p.out, "  slack   ← %s\n", v.String("text"))
 	}
 	return res, nil
@@ -303,7 +303,7 @@ func (d *demo) finish(kept bool) error {
 	renderMermaid(&buf, d.agent.Graph(), marksFrom(plain))
 	fmt.Fprint(d.out, buf.String())
 	fmt.Fprintf(d.out, "\nlabels on the ticket: %s\n", strings.Join(d.tickets.Labels(d.ref), ", "))
-	fmt.Fprintf(d.out, "comments theloop posted: %d\n", len(d.tickets.CallsOf(hooks.OpAddComment)))
+	fmt.Fprintf(d.out, "comments theloop posted: %d\n", len(d.tickets.CallsOf(ops.GitHubAddComment)))
 	if kept {
 		fmt.Fprintf(d.out, "the repository is kept at %s — try: loopctl check %s --repo %s\n", d.repo, d.id, d.repo)
 	}

@@ -12,7 +12,7 @@ import (
 	"strings"
 
 	"github.com/theloop-dev/theloop/internal/atomicfile"
-	"github.com/theloop-dev/theloop/internal/run"
+	"github.com/theloop-dev/theloop/run"
 
 	"github.com/urfave/cli/v2"
 )

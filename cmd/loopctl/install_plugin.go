@@ -14,8 +14,8 @@ import (
 
 	"github.com/urfave/cli/v2"
 
-	"github.com/theloop-dev/theloop/internal/run"
 	"github.com/theloop-dev/theloop/plugin"
+	"github.com/theloop-dev/theloop/run"
 )
 
 // pythonPluginID is the Python the-loop's plugin, enabled from its GitHub

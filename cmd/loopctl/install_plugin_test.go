@@ -12,8 +12,8 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/theloop-dev/theloop/internal/run"
 	"github.com/theloop-dev/theloop/plugin"
+	"github.com/theloop-dev/theloop/run"
 )
 
 func (w *installWorld) marketplace() string {

@@ -19,6 +19,7 @@ import (
 	"github.com/theloop-dev/theloop/loop/api"
 	"github.com/theloop-dev/theloop/loop/queue"
 	"github.com/theloop-dev/theloop/sessions"
+	"github.com/theloop-dev/theloop/workitem"
 )
 
 // serveAPI serves an api.Server on a real unix socket in a private
@@ -197,10 +198,10 @@ func (q *fakeQueue) Replay(_ context.Context, seq uint64) error {
 }
 
 func TestSessionsQueueAndDaemonVerbsCallTheSocket(t *testing.T) {
-	item, err := sessions.ParseWorkItem("github:acme/widgets#42")
+	item, err := workitem.Parse("github:acme/widgets#42")
 	require.NoError(t, err)
 	created := time.Date(2026, 5, 4, 8, 0, 0, 0, time.UTC)
-	sess := &fakeSessions{recs: []sessions.Record{{Item: item, Harness: "claude", SessionID: "0c6f4d1e-0000-4000-8000-000000000001", TmuxName: item.TmuxName(), Cwd: "/ws/acme/widgets/issue-42", Status: sessions.StatusActive, Created: created}}}
+	sess := &fakeSessions{recs: []sessions.Record{{Item: item, Harness: "claude", SessionID: "0c6f4d1e-0000-4000-8000-000000000001", TmuxName: sessions.TmuxName(item), Cwd: "/ws/acme/widgets/issue-42", Status: sessions.StatusActive, Created: created}}}
 	q := &fakeQueue{dead: []queue.DeadLetter{{Seq: 7, DeliveryID: "d-1", OriginalSeq: 3, Attempts: 5, Reason: "boom", At: created}}}
 	clock := graphtest.NewClock(time.Date(2026, 5, 4, 9, 0, 0, 0, time.UTC))
 	sock := serveAPI(t, api.Backend{Sessions: sess, Queue: q, Status: func(context.Context) api.Status {
@@ -239,7 +240,7 @@ func TestSessionsQueueAndDaemonVerbsCallTheSocket(t *testing.T) {
 	require.Contains(t, io.out.String(), "github:acme/widgets#42")
 	require.Contains(t, io.out.String(), "active")
 	require.Equal(t, exitOK, run("sessions", "attach", item.String()))
-	require.Equal(t, "tmux attach -t "+item.TmuxName()+"\n", io.out.String())
+	require.Equal(t, "tmux attach -t "+sessions.TmuxName(item)+"\n", io.out.String())
 	require.Equal(t, exitOK, run("sessions", "pause", item.String(), "--actor", "dana"))
 	require.Equal(t, "github:acme/widgets#42 pause: paused by dana\n", io.out.String())
 	require.Equal(t, sessions.StatusPaused, sess.recs[0].Status)

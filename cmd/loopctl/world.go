@@ -13,8 +13,8 @@ import (
 	"github.com/theloop-dev/theloop/graph"
 	"github.com/theloop-dev/theloop/graph/graphfile"
 	"github.com/theloop-dev/theloop/integrations"
-	"github.com/theloop-dev/theloop/internal/run"
 	"github.com/theloop-dev/theloop/loop"
+	"github.com/theloop-dev/theloop/run"
 )
 
 // repoFlags are the flags every verb that opens a repository shares.

@@ -21,6 +21,7 @@ import (
 	"github.com/theloop-dev/theloop/internal/fakeclaude"
 	"github.com/theloop-dev/theloop/loop"
 	"github.com/theloop-dev/theloop/sessions"
+	"github.com/theloop-dev/theloop/workitem"
 )
 
 func testEnv(t *testing.T, vars map[string]string) (*env, *bytes.Buffer, *bytes.Buffer) {
@@ -271,12 +272,12 @@ func idleRSS(t *testing.T, tracked int) {
 		reg, err := sessions.OpenRegistry(sessions.RegistryDir(filepath.Join(base, "state")))
 		require.NoError(t, err)
 		for i := 1; i <= tracked; i++ {
-			item, err := sessions.ParseWorkItem(fmt.Sprintf("github:octo/demo#%d", i))
+			item, err := workitem.Parse(fmt.Sprintf("github:octo/demo#%d", i))
 			require.NoError(t, err)
 			id, err := sessions.NewSessionID()
 			require.NoError(t, err)
 			require.NoError(t, reg.Put(context.Background(), sessions.Record{Item: item, Harness: "claude", SessionID: id,
-				TmuxName: item.TmuxName(), Cwd: base, Status: sessions.StatusActive, Created: time.Now().UTC().Truncate(time.Second)}))
+				TmuxName: sessions.TmuxName(item), Cwd: base, Status: sessions.StatusActive, Created: time.Now().UTC().Truncate(time.Second)}))
 		}
 	}
 	cmd := exec.Command(bin, "run", "--state-root", filepath.Join(base, "state"), "--insecure-accept-unsigned")

@@ -9,6 +9,7 @@ import (
 	"sync"
 
 	"github.com/theloop-dev/theloop/graph"
+	"github.com/theloop-dev/theloop/ops"
 )
 
 // Call is one recorded integration call.
@@ -19,8 +20,8 @@ type Call struct {
 
 // Tickets is an in-process stand-in for the services hooks talk to: GitHub
 // tickets (comments and labels, per ref) and a Slack channel. It implements
-// graph.Integrations with the operations theloop's hooks use, records every
-// call, and can be told to fail. Unknown operations answer
+// graph.Integrations with the operations theloop's hooks use (package ops),
+// records every call, and can be told to fail. Unknown operations answer
 // graph.ErrUnsupportedOperation, as an unconfigured provider would.
 type Tickets struct {
 	mu       sync.Mutex
@@ -133,24 +134,24 @@ func (t *Tickets) Call(ctx context.Context, op graph.Operation, args map[string]
 	v := graph.Values(args)
 	ref := v.String("ref")
 	switch op {
-	case "github.add-comment":
+	case ops.GitHubAddComment:
 		t.nextID++
 		id := fmt.Sprintf("%d", t.nextID)
 		t.comments[ref] = append(t.comments[ref], map[string]any{"id": id, "author": "the-loop-bot", "body": v.String("body"), "url": "https://tickets.test/" + id})
 		return map[string]any{"id": id, "url": "https://tickets.test/" + id}, nil
-	case "github.list-comments":
+	case ops.GitHubListComments:
 		out := make([]any, len(t.comments[ref]))
 		for i, c := range t.comments[ref] {
 			out[i] = c
 		}
 		return map[string]any{"comments": out}, nil
-	case "github.get-labels":
+	case ops.GitHubGetLabels:
 		out := make([]any, len(t.labels[ref]))
 		for i, l := range t.labels[ref] {
 			out[i] = l
 		}
 		return map[string]any{"labels": out}, nil
-	case "github.set-labels":
+	case ops.GitHubSetLabels:
 		prefix := v.String("replacePrefix")
 		want := v.Strings("labels")
 		var keep []string
@@ -171,7 +172,7 @@ func (t *Tickets) Call(ctx context.Context, op graph.Operation, args map[string]
 			out[i] = l
 		}
 		return map[string]any{"labels": out}, nil
-	case "slack.post-message":
+	case ops.SlackPostMessage:
 		t.slack = append(t.slack, v.String("text"))
 		return map[string]any{}, nil
 	}

@@ -13,6 +13,7 @@ import (
 	"github.com/theloop-dev/theloop/graph"
 	"github.com/theloop-dev/theloop/integrations"
 	"github.com/theloop-dev/theloop/integrations/githubsim"
+	"github.com/theloop-dev/theloop/ops"
 )
 
 const testToken = "sim-token-123"
@@ -62,7 +63,7 @@ func TestRealClientEveryOperation(t *testing.T) {
 			require.Equal(t, 1, is.Number)
 			ref := "github:demo/widgets#1"
 
-			got := call(t, set, integrations.OpGitHubGetIssue, map[string]any{"ref": ref})
+			got := call(t, set, ops.GitHubGetIssue, map[string]any{"ref": ref})
 			require.Equal(t, "Export CSV", got["title"])
 			require.Equal(t, "dana", got["author"])
 			require.Equal(t, "open", got["state"])
@@ -71,20 +72,20 @@ func TestRealClientEveryOperation(t *testing.T) {
 			require.Equal(t, "https://github.com/demo/widgets/issues/1", got["url"])
 
 			// Labels: add with the loop: prefix replaced, other labels kept.
-			got = call(t, set, integrations.OpGitHubSetLabels, map[string]any{"ref": ref, "labels": []string{"loop:requirements"}, "replacePrefix": "loop:"})
+			got = call(t, set, ops.GitHubSetLabels, map[string]any{"ref": ref, "labels": []string{"loop:requirements"}, "replacePrefix": "loop:"})
 			require.Equal(t, []any{"bug", "loop:requirements"}, got["labels"])
-			got = call(t, set, integrations.OpGitHubSetLabels, map[string]any{"ref": ref, "labels": []string{"loop:design"}, "replacePrefix": "loop:"})
+			got = call(t, set, ops.GitHubSetLabels, map[string]any{"ref": ref, "labels": []string{"loop:design"}, "replacePrefix": "loop:"})
 			require.Equal(t, []any{"bug", "loop:design"}, got["labels"])
-			got = call(t, set, integrations.OpGitHubGetLabels, map[string]any{"ref": ref})
+			got = call(t, set, ops.GitHubGetLabels, map[string]any{"ref": ref})
 			require.Equal(t, []any{"bug", "loop:design"}, got["labels"])
 
 			// Comments: the bot's and a human's, oldest first, authors kept.
-			posted := call(t, set, integrations.OpGitHubAddComment, map[string]any{"ref": ref, "body": "<!-- the-loop -->\nhello"})
+			posted := call(t, set, ops.GitHubAddComment, map[string]any{"ref": ref, "body": "<!-- the-loop -->\nhello"})
 			require.NotZero(t, posted["id"])
 			require.Contains(t, posted["url"], "#issuecomment-")
 			_, err = s.Comment("demo/widgets", 1, "dana", "Approved")
 			require.NoError(t, err)
-			got = call(t, set, integrations.OpGitHubListComments, map[string]any{"ref": ref})
+			got = call(t, set, ops.GitHubListComments, map[string]any{"ref": ref})
 			cs := got["comments"].([]any)
 			require.Len(t, cs, 2)
 			require.Equal(t, "loop-bot", cs[0].(map[string]any)["author"])
@@ -93,9 +94,9 @@ func TestRealClientEveryOperation(t *testing.T) {
 			require.NotEmpty(t, cs[1].(map[string]any)["createdAt"])
 
 			// Reactions on the issue and on a comment.
-			call(t, set, integrations.OpGitHubAddReaction, map[string]any{"ref": ref, "content": "eyes"})
-			call(t, set, integrations.OpGitHubAddReaction, map[string]any{"ref": ref, "content": "+1", "commentId": cs[1].(map[string]any)["id"]})
-			call(t, set, integrations.OpGitHubAddReaction, map[string]any{"ref": ref, "content": "+1", "commentId": cs[1].(map[string]any)["id"]}) // twice: one reaction
+			call(t, set, ops.GitHubAddReaction, map[string]any{"ref": ref, "content": "eyes"})
+			call(t, set, ops.GitHubAddReaction, map[string]any{"ref": ref, "content": "+1", "commentId": cs[1].(map[string]any)["id"]})
+			call(t, set, ops.GitHubAddReaction, map[string]any{"ref": ref, "content": "+1", "commentId": cs[1].(map[string]any)["id"]}) // twice: one reaction
 			is, err = s.Issue("demo/widgets", 1)
 			require.NoError(t, err)
 			require.Equal(t, []string{"loop-bot:eyes"}, is.Reactions)
@@ -106,15 +107,15 @@ func TestRealClientEveryOperation(t *testing.T) {
 			// Items by label, open and closed.
 			_, err = s.OpenIssue("demo/widgets", "erin", "Second", "", "loop:design")
 			require.NoError(t, err)
-			got = call(t, set, integrations.OpGitHubListItemsByLabel, map[string]any{"repo": "demo/widgets", "label": "loop:design"})
+			got = call(t, set, ops.GitHubListItemsByLabel, map[string]any{"repo": "demo/widgets", "label": "loop:design"})
 			items := got["items"].([]any)
 			require.Len(t, items, 2)
 			require.Equal(t, 2, items[0].(map[string]any)["number"], "newest first")
 			require.Equal(t, "github:demo/widgets#2", items[0].(map[string]any)["ref"])
 			require.NoError(t, s.CloseIssue("demo/widgets", 2, "erin"))
-			got = call(t, set, integrations.OpGitHubListItemsByLabel, map[string]any{"repo": "demo/widgets", "label": "loop:design"})
+			got = call(t, set, ops.GitHubListItemsByLabel, map[string]any{"repo": "demo/widgets", "label": "loop:design"})
 			require.Len(t, got["items"].([]any), 1)
-			got = call(t, set, integrations.OpGitHubListItemsByLabel, map[string]any{"repo": "demo/widgets", "label": "loop:design", "state": "closed"})
+			got = call(t, set, ops.GitHubListItemsByLabel, map[string]any{"repo": "demo/widgets", "label": "loop:design", "state": "closed"})
 			require.Len(t, got["items"].([]any), 1)
 
 			// A pull request: reviews, review comments, closing issues.
@@ -125,15 +126,15 @@ func TestRealClientEveryOperation(t *testing.T) {
 			require.NoError(t, err)
 			rc, err := s.AddReviewComment("demo/widgets", pr.Number, githubsim.ReviewComment{Author: "dana", Body: "nit", Path: "csv.go", Line: 12})
 			require.NoError(t, err)
-			got = call(t, set, integrations.OpGitHubListReviews, map[string]any{"ref": prRef})
+			got = call(t, set, ops.GitHubListReviews, map[string]any{"ref": prRef})
 			require.Equal(t, "APPROVED", got["reviews"].([]any)[0].(map[string]any)["state"])
-			got = call(t, set, integrations.OpGitHubListReviewComments, map[string]any{"ref": prRef})
+			got = call(t, set, ops.GitHubListReviewComments, map[string]any{"ref": prRef})
 			require.Equal(t, 12, got["comments"].([]any)[0].(map[string]any)["line"])
-			call(t, set, integrations.OpGitHubAddReaction, map[string]any{"ref": prRef, "content": "rocket", "commentId": int(rc.ID), "commentType": "review-comment"})
-			got = call(t, set, integrations.OpGitHubClosingIssues, map[string]any{"ref": prRef})
+			call(t, set, ops.GitHubAddReaction, map[string]any{"ref": prRef, "content": "rocket", "commentId": int(rc.ID), "commentType": "review-comment"})
+			got = call(t, set, ops.GitHubClosingIssues, map[string]any{"ref": prRef})
 			require.Equal(t, "graphql", got["source"])
 			require.Equal(t, []any{1, 2}, got["issues"])
-			got = call(t, set, integrations.OpGitHubGetIssue, map[string]any{"ref": prRef})
+			got = call(t, set, ops.GitHubGetIssue, map[string]any{"ref": prRef})
 			require.Equal(t, true, got["isPullRequest"])
 
 			// Every request carried the token, and the record has them all.
@@ -162,17 +163,17 @@ func TestRealClientErrors(t *testing.T) {
 	require.NoError(t, err)
 
 	t.Run("wrong token is ErrUnauthorized", func(t *testing.T) {
-		_, err := client(t, s, "wrong").Call(context.Background(), integrations.OpGitHubGetIssue, map[string]any{"ref": "github:demo/widgets#1"})
+		_, err := client(t, s, "wrong").Call(context.Background(), ops.GitHubGetIssue, map[string]any{"ref": "github:demo/widgets#1"})
 		require.ErrorIs(t, err, integrations.ErrUnauthorized)
 		require.NotContains(t, err.Error(), "wrong")
 	})
 	t.Run("missing issue is ErrNotFound", func(t *testing.T) {
-		_, err := client(t, s, testToken).Call(context.Background(), integrations.OpGitHubGetIssue, map[string]any{"ref": "github:demo/widgets#99"})
+		_, err := client(t, s, testToken).Call(context.Background(), ops.GitHubGetIssue, map[string]any{"ref": "github:demo/widgets#99"})
 		require.ErrorIs(t, err, integrations.ErrNotFound)
 	})
 	t.Run("a 5xx storm shorter than the retries is ridden out", func(t *testing.T) {
 		s.InjectFault(githubsim.Fault{Method: "GET", PathContains: "/labels", Status: http.StatusBadGateway, Times: 2})
-		res := call(t, client(t, s, testToken), integrations.OpGitHubGetLabels, map[string]any{"ref": "github:demo/widgets#1"})
+		res := call(t, client(t, s, testToken), ops.GitHubGetLabels, map[string]any{"ref": "github:demo/widgets#1"})
 		require.Equal(t, []any{}, res["labels"])
 		var faulted int
 		for _, r := range s.Requests() {
@@ -185,7 +186,7 @@ func TestRealClientErrors(t *testing.T) {
 	t.Run("a lasting outage fails the call", func(t *testing.T) {
 		s.InjectFault(githubsim.Fault{PathContains: "/comments", Status: http.StatusServiceUnavailable})
 		defer s.RemoveFaults()
-		_, err := client(t, s, testToken).Call(context.Background(), integrations.OpGitHubListComments, map[string]any{"ref": "github:demo/widgets#1"})
+		_, err := client(t, s, testToken).Call(context.Background(), ops.GitHubListComments, map[string]any{"ref": "github:demo/widgets#1"})
 		require.ErrorIs(t, err, integrations.ErrServer)
 	})
 }
@@ -198,7 +199,7 @@ func TestPagination(t *testing.T) {
 		_, err := s.Comment("demo/widgets", 1, "dana", fmt.Sprintf("comment %d", i))
 		require.NoError(t, err)
 	}
-	res := call(t, client(t, s, testToken), integrations.OpGitHubListComments, map[string]any{"ref": "github:demo/widgets#1"})
+	res := call(t, client(t, s, testToken), ops.GitHubListComments, map[string]any{"ref": "github:demo/widgets#1"})
 	cs := res["comments"].([]any)
 	require.Len(t, cs, 230)
 	require.Equal(t, "comment 229", cs[229].(map[string]any)["body"])

@@ -8,8 +8,8 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/theloop-dev/theloop/integrations"
 	"github.com/theloop-dev/theloop/integrations/githubsim"
+	"github.com/theloop-dev/theloop/ops"
 )
 
 // TestConcurrentUse has people and theloop's client change the same issues
@@ -38,7 +38,7 @@ func TestConcurrentUse(t *testing.T) {
 			defer wg.Done()
 			ref := fmt.Sprintf("github:demo/widgets#%d", i)
 			for j := range perIssue {
-				_, err := set.Call(t.Context(), integrations.OpGitHubAddComment, map[string]any{"ref": ref, "body": fmt.Sprintf("bot %d", j)})
+				_, err := set.Call(t.Context(), ops.GitHubAddComment, map[string]any{"ref": ref, "body": fmt.Sprintf("bot %d", j)})
 				assert.NoError(t, err)
 			}
 		}()

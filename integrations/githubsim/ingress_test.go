@@ -9,8 +9,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/theloop-dev/theloop/ingress"
-	"github.com/theloop-dev/theloop/integrations"
 	"github.com/theloop-dev/theloop/integrations/githubsim"
+	"github.com/theloop-dev/theloop/ops"
 )
 
 // TestWebhooksThroughTheRealReceiver sends the stand-in's webhooks to
@@ -41,7 +41,7 @@ func TestWebhooksThroughTheRealReceiver(t *testing.T) {
 	require.NoError(t, s.AddLabel("demo/widgets", 1, "dana", ingress.DefaultAutoExecuteLabel))
 	_, err = s.Comment("demo/widgets", 1, "dana", "Approved")
 	require.NoError(t, err)
-	call(t, client(t, s, testToken), integrations.OpGitHubAddComment, map[string]any{"ref": "github:demo/widgets#1", "body": "done\n\n<!-- the-loop:agent-comment -->\n"})
+	call(t, client(t, s, testToken), ops.GitHubAddComment, map[string]any{"ref": "github:demo/widgets#1", "body": "done\n\n<!-- the-loop:agent-comment -->\n"})
 	pr, err := s.OpenPullRequestWith("demo/widgets", githubsim.PullRequest{Author: "dana", Title: "CSV", Body: "Fixes #1", Head: "issue-1"})
 	require.NoError(t, err)
 	_, err = s.AddReview("demo/widgets", pr.Number, githubsim.Review{Author: "dana", Body: "LGTM", State: "APPROVED"})

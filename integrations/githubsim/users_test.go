@@ -5,8 +5,8 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/theloop-dev/theloop/integrations"
 	"github.com/theloop-dev/theloop/integrations/githubsim"
+	"github.com/theloop-dev/theloop/ops"
 )
 
 // TestUserTokenCommentsAsThatUser: a Config.Users token is a human's own
@@ -17,13 +17,13 @@ func TestUserTokenCommentsAsThatUser(t *testing.T) {
 	require.NoError(t, s.AddRepo("demo/widgets", githubsim.RepoOptions{}))
 	_, err := s.OpenIssue("demo/widgets", "dana", "Export CSV", "")
 	require.NoError(t, err)
-	call(t, client(t, s, "dana-token"), integrations.OpGitHubAddComment, map[string]any{"ref": "github:demo/widgets#1", "body": "Approved."})
-	call(t, client(t, s, testToken), integrations.OpGitHubAddComment, map[string]any{"ref": "github:demo/widgets#1", "body": "noted"})
-	_, err = client(t, s, "nobody").Call(t.Context(), integrations.OpGitHubAddComment, map[string]any{"ref": "github:demo/widgets#1", "body": "x"})
+	call(t, client(t, s, "dana-token"), ops.GitHubAddComment, map[string]any{"ref": "github:demo/widgets#1", "body": "Approved."})
+	call(t, client(t, s, testToken), ops.GitHubAddComment, map[string]any{"ref": "github:demo/widgets#1", "body": "noted"})
+	_, err = client(t, s, "nobody").Call(t.Context(), ops.GitHubAddComment, map[string]any{"ref": "github:demo/widgets#1", "body": "x"})
 	require.Error(t, err)
 	require.NoError(t, s.AddUser("erin-token", "erin"))
 	require.Error(t, s.AddUser("", "erin"))
-	call(t, client(t, s, "erin-token"), integrations.OpGitHubAddComment, map[string]any{"ref": "github:demo/widgets#1", "body": "LGTM"})
+	call(t, client(t, s, "erin-token"), ops.GitHubAddComment, map[string]any{"ref": "github:demo/widgets#1", "body": "LGTM"})
 	cs, err := s.Comments("demo/widgets", 1)
 	require.NoError(t, err)
 	require.Len(t, cs, 3)

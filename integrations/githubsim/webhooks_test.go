@@ -22,8 +22,8 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/theloop-dev/theloop/integrations"
 	"github.com/theloop-dev/theloop/integrations/githubsim"
+	"github.com/theloop-dev/theloop/ops"
 )
 
 // receiver is a webhook endpoint that verifies signatures the way a
@@ -121,9 +121,9 @@ func TestWebhooksForHumanAndBotChanges(t *testing.T) {
 	require.NoError(t, err)
 	// theloop's own changes through the API produce webhooks too.
 	set := client(t, s, testToken)
-	call(t, set, integrations.OpGitHubAddComment, map[string]any{"ref": "github:demo/widgets#1", "body": "<!-- the-loop -->\nstarted"})
-	call(t, set, integrations.OpGitHubSetLabels, map[string]any{"ref": "github:demo/widgets#1", "labels": []string{"loop:requirements"}, "replacePrefix": "loop:"})
-	call(t, set, integrations.OpGitHubAddReaction, map[string]any{"ref": "github:demo/widgets#1", "content": "eyes"}) // no webhook
+	call(t, set, ops.GitHubAddComment, map[string]any{"ref": "github:demo/widgets#1", "body": "<!-- the-loop -->\nstarted"})
+	call(t, set, ops.GitHubSetLabels, map[string]any{"ref": "github:demo/widgets#1", "labels": []string{"loop:requirements"}, "replacePrefix": "loop:"})
+	call(t, set, ops.GitHubAddReaction, map[string]any{"ref": "github:demo/widgets#1", "content": "eyes"}) // no webhook
 	require.NoError(t, s.CloseIssue("demo/widgets", 1, "dana"))
 	wait(t, s)
 

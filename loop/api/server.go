@@ -17,6 +17,7 @@ import (
 	"github.com/theloop-dev/theloop/loop"
 	"github.com/theloop-dev/theloop/loop/queue"
 	"github.com/theloop-dev/theloop/sessions"
+	"github.com/theloop-dev/theloop/workitem"
 )
 
 // Prefix is the API's path prefix.
@@ -210,7 +211,7 @@ func writeError(w http.ResponseWriter, err error) {
 	case errors.As(err, &mbe):
 		code = http.StatusRequestEntityTooLarge
 	case errors.Is(err, ErrBadRequest), errors.Is(err, graph.ErrReasonRequired), errors.Is(err, graph.ErrUnknownNode),
-		errors.Is(err, graph.ErrNotStarted), errors.Is(err, loop.ErrInvalidID), errors.Is(err, sessions.ErrInvalidWorkItem), errors.Is(err, graph.ErrInvalidGraph):
+		errors.Is(err, graph.ErrNotStarted), errors.Is(err, loop.ErrInvalidID), errors.Is(err, workitem.ErrInvalid), errors.Is(err, graph.ErrInvalidGraph):
 		code = http.StatusBadRequest
 	}
 	writeJSON(w, code, map[string]string{"detail": err.Error()})

@@ -6,8 +6,8 @@ import (
 
 	"github.com/theloop-dev/theloop/graph"
 	"github.com/theloop-dev/theloop/ingress"
-	"github.com/theloop-dev/theloop/integrations"
 	"github.com/theloop-dev/theloop/sessions"
+	"github.com/theloop-dev/theloop/workitem"
 )
 
 // controlStore is the durable control record (daemon-spec §5.3), kept by
@@ -21,16 +21,16 @@ func openControlStore(root string, clock graph.Clock) *controlStore {
 	return &controlStore{ps: ingress.NewPortableStore(root, clock)}
 }
 
-func refOf(item sessions.WorkItem) (integrations.Ref, error) {
-	r, err := integrations.ParseRef(item.String())
+func refOf(item workitem.Ref) (workitem.Ref, error) {
+	r, err := workitem.Parse(item.String())
 	if err != nil {
-		return integrations.Ref{}, fmt.Errorf("control record of %s: %w", item, err)
+		return workitem.Ref{}, fmt.Errorf("control record of %s: %w", item, err)
 	}
 	return r, nil
 }
 
 // Last returns the last recorded command (nil when none).
-func (c *controlStore) Last(item sessions.WorkItem) (*ingress.ControlRecord, error) {
+func (c *controlStore) Last(item workitem.Ref) (*ingress.ControlRecord, error) {
 	r, err := refOf(item)
 	if err != nil {
 		return nil, err
@@ -39,7 +39,7 @@ func (c *controlStore) Last(item sessions.WorkItem) (*ingress.ControlRecord, err
 }
 
 // StartRequested reports whether the last command arms the work item.
-func (c *controlStore) StartRequested(item sessions.WorkItem) (bool, error) {
+func (c *controlStore) StartRequested(item workitem.Ref) (bool, error) {
 	r, err := refOf(item)
 	if err != nil {
 		return false, err
@@ -48,7 +48,7 @@ func (c *controlStore) StartRequested(item sessions.WorkItem) (bool, error) {
 }
 
 // Record writes cmd as the work item's last command.
-func (c *controlStore) Record(item sessions.WorkItem, cmd ingress.Command, source, actor, note string, at time.Time) error {
+func (c *controlStore) Record(item workitem.Ref, cmd ingress.Command, source, actor, note string, at time.Time) error {
 	r, err := refOf(item)
 	if err != nil {
 		return err
@@ -58,7 +58,7 @@ func (c *controlStore) Record(item sessions.WorkItem, cmd ingress.Command, sourc
 }
 
 // Clear writes the tombstone.
-func (c *controlStore) Clear(item sessions.WorkItem) error {
+func (c *controlStore) Clear(item workitem.Ref) error {
 	r, err := refOf(item)
 	if err != nil {
 		return err

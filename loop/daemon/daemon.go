@@ -18,12 +18,13 @@ import (
 	"github.com/theloop-dev/theloop/graph"
 	"github.com/theloop-dev/theloop/ingress"
 	"github.com/theloop-dev/theloop/integrations"
-	"github.com/theloop-dev/theloop/internal/run"
 	"github.com/theloop-dev/theloop/loop"
 	"github.com/theloop-dev/theloop/loop/dashboard"
 	"github.com/theloop-dev/theloop/loop/dispatch"
 	"github.com/theloop-dev/theloop/loop/queue"
+	"github.com/theloop-dev/theloop/run"
 	"github.com/theloop-dev/theloop/sessions"
+	"github.com/theloop-dev/theloop/workitem"
 )
 
 // Deps is the world the daemon reaches. Every field is optional.
@@ -41,7 +42,7 @@ type Deps struct {
 	Path string
 	// CloneURL says where to clone a work item's repository from ("" or
 	// nil: https://<host>/<owner>/<repo>.git).
-	CloneURL func(item sessions.WorkItem) string
+	CloneURL func(item workitem.Ref) string
 	// Observer sees every kept webhook, paste, comment and transition.
 	Observer Observer
 	// Clock is the clock (default the wall clock).

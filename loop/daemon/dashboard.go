@@ -13,10 +13,11 @@ import (
 
 	"github.com/theloop-dev/theloop/graph"
 	"github.com/theloop-dev/theloop/hooks"
-	"github.com/theloop-dev/theloop/integrations"
 	"github.com/theloop-dev/theloop/loop"
 	"github.com/theloop-dev/theloop/loop/dashboard"
+	"github.com/theloop-dev/theloop/ops"
 	"github.com/theloop-dev/theloop/sessions"
+	"github.com/theloop-dev/theloop/workitem"
 )
 
 // DashboardConfig configures the dashboard loopd serves (package
@@ -307,7 +308,7 @@ func (s *dashSource) attach(rec sessions.Record) string {
 
 // title returns the cached ticket title and, when it is missing or old,
 // fetches it in the background (the row updates when it arrives).
-func (s *dashSource) title(item sessions.WorkItem) string {
+func (s *dashSource) title(item workitem.Ref) string {
 	ref := item.String()
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -324,7 +325,7 @@ func (s *dashSource) fetchTitle(ref string) {
 	defer s.wg.Done()
 	ctx, cancel := context.WithTimeout(s.ctx, 15*time.Second)
 	defer cancel()
-	res, err := s.d.integ.Call(ctx, integrations.OpGitHubGetIssue, map[string]any{"ref": ref})
+	res, err := s.d.integ.Call(ctx, ops.GitHubGetIssue, map[string]any{"ref": ref})
 	title, _ := res["title"].(string)
 	s.mu.Lock()
 	delete(s.fetching, ref)
@@ -347,7 +348,7 @@ func (s *dashSource) fetchTitle(ref string) {
 
 // Detail reads one work item's page data.
 func (s *dashSource) Detail(ctx context.Context, ref string) (*dashboard.Detail, error) {
-	item, err := sessions.ParseWorkItem(ref)
+	item, err := workitem.Parse(ref)
 	if err != nil {
 		return nil, dashboard.ErrNotFound
 	}

@@ -16,7 +16,7 @@
 //	d, err := daemon.New(cfg, daemon.Deps{
 //		Integrations: set,          // graph.Integrations reaching (a stand-in for) GitHub
 //		Path:         os.Getenv("PATH"), // where the harness binary (claude) is found
-//		CloneURL:     func(item sessions.WorkItem) string { return "/tmp/remote.git" },
+//		CloneURL:     func(item workitem.Ref) string { return "/tmp/remote.git" },
 //		Observer:     daemon.ObserverFunc(func(o daemon.Observation) { fmt.Println(o) }),
 //	})
 //	go d.Run(ctx)                                 // returns after ctx ends and work drained

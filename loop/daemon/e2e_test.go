@@ -21,6 +21,7 @@ import (
 	"github.com/theloop-dev/theloop/loop"
 	"github.com/theloop-dev/theloop/loop/daemon"
 	"github.com/theloop-dev/theloop/sessions"
+	"github.com/theloop-dev/theloop/workitem"
 )
 
 // The end-to-end world: the real daemon (embedded JetStream, real HTTP
@@ -147,7 +148,7 @@ func newWorldHooks(t testing.TB, hooks int, edit func(*daemon.Config)) *world {
 	w.deps = daemon.Deps{
 		Integrations: set,
 		Path:         w.path,
-		CloneURL:     func(sessions.WorkItem) string { return w.remote },
+		CloneURL:     func(workitem.Ref) string { return w.remote },
 		Observer: daemon.ObserverFunc(func(o daemon.Observation) {
 			w.obsMu.Lock()
 			w.obs = append(w.obs, o)
@@ -209,8 +210,8 @@ func (w *world) stop() {
 	w.cancel = nil
 }
 
-func (w *world) item(n int) sessions.WorkItem {
-	it, err := sessions.ParseWorkItem(fmt.Sprintf("github:%s#%d", repoFull, n))
+func (w *world) item(n int) workitem.Ref {
+	it, err := workitem.Parse(fmt.Sprintf("github:%s#%d", repoFull, n))
 	require.NoError(w.t, err)
 	return it
 }

@@ -14,9 +14,10 @@ import (
 
 	"github.com/theloop-dev/theloop/graph"
 	"github.com/theloop-dev/theloop/ingress"
-	"github.com/theloop-dev/theloop/internal/run"
 	"github.com/theloop-dev/theloop/loop"
+	"github.com/theloop-dev/theloop/run"
 	"github.com/theloop-dev/theloop/sessions"
+	"github.com/theloop-dev/theloop/workitem"
 )
 
 // graphLink is the seam between dispatch and the process graph (seed 003,
@@ -34,7 +35,7 @@ type graphLink struct {
 	// loops remembers which loop a work item in a checkout walks.
 	loops map[string]string
 	// targets maps checkout + spec id to the work item, for Deliver.
-	targets map[string]sessions.WorkItem
+	targets map[string]workitem.Ref
 	// specDirs is each checkout's spec directory (relative).
 	specDirs map[string]string
 }
@@ -49,7 +50,7 @@ func (l *graphLink) specDir(cwd string) string {
 }
 
 func newGraphLink(d *Daemon) *graphLink {
-	return &graphLink{d: d, runtimes: map[string]*graph.Runtime{}, loops: map[string]string{}, targets: map[string]sessions.WorkItem{}, specDirs: map[string]string{}}
+	return &graphLink{d: d, runtimes: map[string]*graph.Runtime{}, loops: map[string]string{}, targets: map[string]workitem.Ref{}, specDirs: map[string]string{}}
 }
 
 // linkAction names a GraphLink entry point (for guards and events).
@@ -69,7 +70,7 @@ func (s skip) Error() string { return s.reason }
 
 // guarded runs fn under seed 003's guards and turns every error and panic
 // into graph.link_failed.
-func (l *graphLink) guarded(ctx context.Context, act linkAction, item sessions.WorkItem, cwd string, fn func(rt *graph.Runtime, id string) error) {
+func (l *graphLink) guarded(ctx context.Context, act linkAction, item workitem.Ref, cwd string, fn func(rt *graph.Runtime, id string) error) {
 	defer func() {
 		if p := recover(); p != nil {
 			l.failed(act, item, fmt.Errorf("panic: %v", p))
@@ -89,13 +90,13 @@ func (l *graphLink) guarded(ctx context.Context, act linkAction, item sessions.W
 	}
 }
 
-func (l *graphLink) failed(act linkAction, item sessions.WorkItem, err error) {
+func (l *graphLink) failed(act linkAction, item workitem.Ref, err error) {
 	l.d.logf("graph link %s for %s failed: %v", act, item, err)
 	l.d.emit("graph.link_failed", graph.LevelError, graph.Field{Key: "work_item", Value: item.String()}, graph.Field{Key: "action", Value: string(act)}, graph.Field{Key: "error", Value: err.Error()})
 }
 
 // guard applies the guards in the reference's order (daemon-spec §8.2).
-func (l *graphLink) guard(ctx context.Context, act linkAction, item sessions.WorkItem, cwd string) (*graph.Runtime, string, error) {
+func (l *graphLink) guard(ctx context.Context, act linkAction, item workitem.Ref, cwd string) (*graph.Runtime, string, error) {
 	cfg := l.d.cfg
 	// 1. enabled.
 	if !cfg.GraphEnabled {
@@ -142,7 +143,7 @@ var originRe = regexp.MustCompile(`[^/:]+/[^/:]+$`)
 
 // checkIdentity requires the checkout's origin to name the work item's
 // owner/repo (host not compared). Unreadable or different ⇒ skip.
-func (l *graphLink) checkIdentity(ctx context.Context, item sessions.WorkItem, cwd string) error {
+func (l *graphLink) checkIdentity(ctx context.Context, item workitem.Ref, cwd string) error {
 	res, err := pathRunner{path: l.d.deps.Path}.Run(ctx, run.Cmd{Name: "git", Args: []string{"-C", cwd, "config", "--get", "remote.origin.url"}, Timeout: 10 * time.Second})
 	if err != nil {
 		return skip{"repository-identity-unreadable"}
@@ -158,7 +159,7 @@ func (l *graphLink) checkIdentity(ctx context.Context, item sessions.WorkItem, c
 	return nil
 }
 
-func (l *graphLink) runtime(item sessions.WorkItem, cwd, id string) (*graph.Runtime, error) {
+func (l *graphLink) runtime(item workitem.Ref, cwd, id string) (*graph.Runtime, error) {
 	tkey := cwd + "\x00" + id
 	l.mu.Lock()
 	l.targets[tkey] = item
@@ -248,7 +249,7 @@ func (l *graphLink) deliverAssignment(ctx context.Context, cwd, id, text string)
 // when the checkout has none, so the graph's hooks can address the ticket
 // (daemon-spec §8.4). Only for armed items whose checkout passed the
 // identity check, never for the contribution loop.
-func (l *graphLink) adopt(ctx context.Context, item sessions.WorkItem, cwd string) {
+func (l *graphLink) adopt(ctx context.Context, item workitem.Ref, cwd string) {
 	if !l.d.cfg.GraphEnabled || item.SpecID() == "" {
 		return
 	}
@@ -279,7 +280,7 @@ func (l *graphLink) adopt(ctx context.Context, item sessions.WorkItem, cwd strin
 // onSpawn starts the work item's graph (idempotent), binds the session and,
 // when the start node is a human gate, evaluates it once with the spawning
 // event's comments.
-func (l *graphLink) onSpawn(ctx context.Context, item sessions.WorkItem, cwd, sessionID string, ev *ingress.Event) {
+func (l *graphLink) onSpawn(ctx context.Context, item workitem.Ref, cwd, sessionID string, ev *ingress.Event) {
 	l.guarded(ctx, actStart, item, cwd, func(rt *graph.Runtime, id string) error {
 		rep, err := rt.Start(ctx, id)
 		if err != nil {
@@ -309,7 +310,7 @@ func (l *graphLink) onSpawn(ctx context.Context, item sessions.WorkItem, cwd, se
 // exit chain as a failed attempt, and the same block twice in a row
 // escalates (decision 3) — two comments while the agent works would park
 // the work item.
-func (l *graphLink) onEvent(ctx context.Context, item sessions.WorkItem, cwd string, ev *ingress.Event) *graph.StepReport {
+func (l *graphLink) onEvent(ctx context.Context, item workitem.Ref, cwd string, ev *ingress.Event) *graph.StepReport {
 	var out *graph.StepReport
 	l.guarded(ctx, actAdvance, item, cwd, func(rt *graph.Runtime, id string) error {
 		st, err := loop.NewStore(cwd, l.specDir(cwd)).Load(ctx, id)
@@ -333,7 +334,7 @@ func (l *graphLink) onEvent(ctx context.Context, item sessions.WorkItem, cwd str
 }
 
 // onClose marks the bound session dead.
-func (l *graphLink) onClose(ctx context.Context, item sessions.WorkItem, cwd, sessionID string) {
+func (l *graphLink) onClose(ctx context.Context, item workitem.Ref, cwd, sessionID string) {
 	l.guarded(ctx, actClose, item, cwd, func(rt *graph.Runtime, id string) error {
 		alive := false
 		err := rt.BindSession(ctx, id, graph.SessionBinding{ID: sessionID, Runner: "tmux", Alive: &alive})
@@ -379,7 +380,7 @@ func (c *graphContext) atHumanGate() bool {
 
 // context reads the work item's graph context (nil when unknown). Before
 // the graph starts it is pending.
-func (l *graphLink) context(ctx context.Context, item sessions.WorkItem, cwd string) *graphContext {
+func (l *graphLink) context(ctx context.Context, item workitem.Ref, cwd string) *graphContext {
 	var out *graphContext
 	l.guarded(ctx, actContext, item, cwd, func(rt *graph.Runtime, id string) error {
 		gc := &graphContext{ID: id, Loop: rt.Graph().Name}
@@ -434,7 +435,7 @@ func (l *graphLink) context(ctx context.Context, item sessions.WorkItem, cwd str
 }
 
 // rebind binds a respawned session (no event: the gate is not re-read).
-func (l *graphLink) rebind(ctx context.Context, item sessions.WorkItem, cwd, sessionID string) {
+func (l *graphLink) rebind(ctx context.Context, item workitem.Ref, cwd, sessionID string) {
 	l.guarded(ctx, actStart, item, cwd, func(rt *graph.Runtime, id string) error {
 		alive := true
 		err := rt.BindSession(ctx, id, graph.SessionBinding{ID: sessionID, Runner: "tmux", Alive: &alive})

@@ -15,6 +15,7 @@ import (
 	"github.com/theloop-dev/theloop/ingress"
 	"github.com/theloop-dev/theloop/loop"
 	"github.com/theloop-dev/theloop/sessions"
+	"github.com/theloop-dev/theloop/workitem"
 )
 
 // Seed 003's acceptance criteria, each a named test over the graph link
@@ -78,7 +79,7 @@ type linkFixture struct {
 	integ *recordingIntegrations
 	obs   *eventRecorder
 	cwd   string
-	item  sessions.WorkItem
+	item  workitem.Ref
 }
 
 func newLinkFixture(t *testing.T, origin string, edit func(*Config)) *linkFixture {
@@ -108,7 +109,7 @@ func newLinkFixture(t *testing.T, origin string, edit func(*Config)) *linkFixtur
 	require.NoError(t, os.MkdirAll(cfg.StateRoot, 0o700))
 	require.NoError(t, d.build())
 	fx.d = d
-	fx.item, err = sessions.ParseWorkItem("github:octo/demo#7")
+	fx.item, err = workitem.Parse("github:octo/demo#7")
 	require.NoError(t, err)
 	d.link.adopt(context.Background(), fx.item, cwd)
 	return fx
@@ -211,7 +212,7 @@ func TestAC7WaitParksAndIsNotRetried(t *testing.T) {
 
 func TestAC8NonGitHubRefIsSkipped(t *testing.T) {
 	fx := newLinkFixture(t, "https://github.com/octo/demo.git", nil)
-	item, err := sessions.ParseWorkItem("jira:octo/demo#7")
+	item, err := workitem.Parse("jira:octo/demo#7")
 	require.NoError(t, err)
 	fx.d.link.onSpawn(context.Background(), item, fx.cwd, "sess-1", nil)
 	require.True(t, fx.obs.has("graph.skipped", "reason", "no-spec-id"))

@@ -11,9 +11,10 @@ import (
 	"github.com/theloop-dev/theloop/graph"
 	"github.com/theloop-dev/theloop/hooks"
 	"github.com/theloop-dev/theloop/ingress"
-	"github.com/theloop-dev/theloop/integrations"
 	"github.com/theloop-dev/theloop/loop/dispatch"
+	"github.com/theloop-dev/theloop/ops"
 	"github.com/theloop-dev/theloop/sessions"
+	"github.com/theloop-dev/theloop/workitem"
 )
 
 // intake applies one routed event (daemon-spec §6): control commands, the
@@ -46,14 +47,14 @@ func (in *intake) mark(ctx context.Context, ev *ingress.Event, step string) erro
 	return in.d.q.MarkHandled(ctx, ev.DeliveryID+step)
 }
 
-func (in *intake) emit(name string, level graph.Level, item sessions.WorkItem, ev *ingress.Event, fields ...graph.Field) {
+func (in *intake) emit(name string, level graph.Level, item workitem.Ref, ev *ingress.Event, fields ...graph.Field) {
 	fs := []graph.Field{{Key: "work_item", Value: item.String()}, {Key: "delivery_id", Value: ev.DeliveryID}, {Key: "gh_event", Value: ev.Event}}
 	in.d.emit(name, level, append(fs, fields...)...)
 }
 
 // dropped reports an event dropped by policy and returns
 // dispatch.ErrNoEffect (acknowledged, no handled record).
-func (in *intake) dropped(item sessions.WorkItem, ev *ingress.Event, reason string) error {
+func (in *intake) dropped(item workitem.Ref, ev *ingress.Event, reason string) error {
 	in.emit("dispatch.dropped", graph.LevelInfo, item, ev, graph.Field{Key: "reason", Value: reason})
 	return dispatch.ErrNoEffect
 }
@@ -62,7 +63,7 @@ func (in *intake) dropped(item sessions.WorkItem, ev *ingress.Event, reason stri
 func (in *intake) Handle(ctx context.Context, ev *ingress.Event) error {
 	item, rec, live, ok := in.target(ev)
 	if !ok {
-		return in.dropped(sessions.WorkItem{}, ev, "no-work-item")
+		return in.dropped(workitem.Ref{}, ev, "no-work-item")
 	}
 	if c := ev.Control; c != nil && in.d.cfg.ControlEnabled {
 		if c.Ambiguous {
@@ -105,12 +106,12 @@ func (in *intake) Handle(ctx context.Context, ev *ingress.Event) error {
 // record, else the first that parses. It also returns that item's record
 // and liveness as read (one registry read per work item, not a second one
 // for the chosen item).
-func (in *intake) target(ev *ingress.Event) (sessions.WorkItem, sessions.Record, bool, bool) {
-	var first sessions.WorkItem
+func (in *intake) target(ev *ingress.Event) (workitem.Ref, sessions.Record, bool, bool) {
+	var first workitem.Ref
 	var firstRec sessions.Record
 	found := false
 	for _, r := range ev.WorkItems {
-		item, err := sessions.ParseWorkItem(r.String())
+		item, err := workitem.Parse(r.String())
 		if err != nil {
 			continue
 		}
@@ -125,7 +126,7 @@ func (in *intake) target(ev *ingress.Event) (sessions.WorkItem, sessions.Record,
 	return first, firstRec, false, found
 }
 
-func (in *intake) live(item sessions.WorkItem) (sessions.Record, bool) {
+func (in *intake) live(item workitem.Ref) (sessions.Record, bool) {
 	rec, err := in.d.reg.Get(item)
 	if err != nil {
 		return sessions.Record{}, false
@@ -150,7 +151,7 @@ func (in *intake) armed(ev *ingress.Event) bool {
 
 // refusal is the reason an unmatched event may not spawn ("" = may),
 // daemon-spec §6.4; cmd is the control command counting as the start.
-func (in *intake) refusal(item sessions.WorkItem, ev *ingress.Event, cmd ingress.Command) string {
+func (in *intake) refusal(item workitem.Ref, ev *ingress.Event, cmd ingress.Command) string {
 	if !in.armed(ev) {
 		return "spawn-policy"
 	}
@@ -167,7 +168,7 @@ func (in *intake) refusal(item sessions.WorkItem, ev *ingress.Event, cmd ingress
 
 // withReactions puts the started reaction on the trigger, runs fn, then
 // the completed or error reaction. Reactions are best-effort.
-func (in *intake) withReactions(ctx context.Context, item sessions.WorkItem, ev *ingress.Event, fn func() error) error {
+func (in *intake) withReactions(ctx context.Context, item workitem.Ref, ev *ingress.Event, fn func() error) error {
 	r := in.d.cfg.Reactions
 	in.react(ctx, item, ev, r.Started)
 	err := fn()
@@ -179,7 +180,7 @@ func (in *intake) withReactions(ctx context.Context, item sessions.WorkItem, ev 
 	return nil
 }
 
-func (in *intake) react(ctx context.Context, item sessions.WorkItem, ev *ingress.Event, content string) {
+func (in *intake) react(ctx context.Context, item workitem.Ref, ev *ingress.Event, content string) {
 	if !in.d.cfg.Reactions.Enabled || content == "" || item.Provider != "github" {
 		return
 	}
@@ -190,7 +191,7 @@ func (in *intake) react(ctx context.Context, item sessions.WorkItem, ev *ingress
 			args["commentType"] = "review-comment"
 		}
 	}
-	if _, err := in.d.integ.Call(ctx, integrations.OpGitHubAddReaction, args); err != nil {
+	if _, err := in.d.integ.Call(ctx, ops.GitHubAddReaction, args); err != nil {
 		in.emit("reaction.failed", graph.LevelWarning, item, ev, graph.Field{Key: "content", Value: content}, graph.Field{Key: "error", Value: err.Error()})
 		return
 	}
@@ -198,7 +199,7 @@ func (in *intake) react(ctx context.Context, item sessions.WorkItem, ev *ingress
 }
 
 // workspace prepares the session's checkout.
-func (in *intake) workspace(ctx context.Context, item sessions.WorkItem, ev *ingress.Event) (string, error) {
+func (in *intake) workspace(ctx context.Context, item workitem.Ref, ev *ingress.Event) (string, error) {
 	if in.d.ws == nil {
 		return in.d.cfg.SpawnWorkdir, nil
 	}
@@ -217,7 +218,7 @@ func (in *intake) workspace(ctx context.Context, item sessions.WorkItem, ev *ing
 }
 
 // spawn starts the work item's session (daemon-spec §6.6).
-func (in *intake) spawn(ctx context.Context, item sessions.WorkItem, ev *ingress.Event) error {
+func (in *intake) spawn(ctx context.Context, item workitem.Ref, ev *ingress.Event) error {
 	cwd, err := in.workspace(ctx, item, ev)
 	if err != nil {
 		in.emit("session.spawn_failed", graph.LevelError, item, ev, graph.Field{Key: "error", Value: err.Error()})
@@ -251,7 +252,7 @@ func (in *intake) spawn(ctx context.Context, item sessions.WorkItem, ev *ingress
 // finishSpawn completes a spawn interrupted by a crash: the session (its
 // record was written before tmux ran) is brought back if it never came up,
 // the graph is started (idempotent) and the announcement posted (once).
-func (in *intake) finishSpawn(ctx context.Context, item sessions.WorkItem, rec sessions.Record, ev *ingress.Event) error {
+func (in *intake) finishSpawn(ctx context.Context, item workitem.Ref, rec sessions.Record, ev *ingress.Event) error {
 	in.emit("dispatch.spawn_resumed", graph.LevelInfo, item, ev, graph.Field{Key: "tmux_target", Value: rec.TmuxName})
 	if !in.done(ctx, ev, stepPaste) {
 		gc := in.d.link.context(ctx, item, rec.Cwd)
@@ -275,13 +276,13 @@ func (in *intake) finishSpawn(ctx context.Context, item sessions.WorkItem, rec s
 // post fails the dispatch, so the dispatcher retries it (a redelivered
 // spawn resumes at the announcement): a GitHub outage delays it, never
 // loses it.
-func (in *intake) announce(ctx context.Context, item sessions.WorkItem, rec sessions.Record, ev *ingress.Event) error {
+func (in *intake) announce(ctx context.Context, item workitem.Ref, rec sessions.Record, ev *ingress.Event) error {
 	if !in.d.cfg.AnnounceEnabled || item.Provider != "github" || in.done(ctx, ev, stepAnnounce) {
 		return nil
 	}
 	body := fmt.Sprintf("the-loop started a %s session for this work item in tmux session `%s`.\n\nWatch or take over on the daemon's host:\n\n```\n%s\n```\n",
 		rec.Harness, rec.TmuxName, attachCommand(in.d.cfg.Tmux, rec.TmuxName))
-	if _, err := in.d.integ.Call(ctx, integrations.OpGitHubAddComment, map[string]any{"ref": item.String(), "body": hooks.Mark(body)}); err != nil {
+	if _, err := in.d.integ.Call(ctx, ops.GitHubAddComment, map[string]any{"ref": item.String(), "body": hooks.Mark(body)}); err != nil {
 		in.emit("session.announce_failed", graph.LevelWarning, item, ev, graph.Field{Key: "error", Value: err.Error()})
 		return fmt.Errorf("announce %s: %w", item, err)
 	}
@@ -304,7 +305,7 @@ func attachCommand(t sessions.TmuxConfig, name string) string {
 // the work item waits at a human gate (so the agent hears the verdict),
 // then the rendered event prompt, then — when the gate was not consulted —
 // the graph advance (daemon-spec §6.5).
-func (in *intake) dispatchTo(ctx context.Context, item sessions.WorkItem, rec sessions.Record, ev *ingress.Event) error {
+func (in *intake) dispatchTo(ctx context.Context, item workitem.Ref, rec sessions.Record, ev *ingress.Event) error {
 	cwd := rec.Cwd
 	gc := in.d.link.context(ctx, item, cwd)
 	consulted := false
@@ -363,7 +364,7 @@ func verdict(rep *graph.StepReport) string {
 
 // isClose reports an issues/pull_request "closed" event for the work item
 // itself.
-func (in *intake) isClose(ev *ingress.Event, item sessions.WorkItem) bool {
+func (in *intake) isClose(ev *ingress.Event, item workitem.Ref) bool {
 	if ev.Action != "closed" || ev.Event != "issues" && ev.Event != "pull_request" {
 		return false
 	}
@@ -400,7 +401,7 @@ func closeReason(ev *ingress.Event) string {
 
 // closeSession ends the work item's session, marks the graph binding
 // dead, clears the control record and removes the worktree (unless kept).
-func (in *intake) closeSession(ctx context.Context, item sessions.WorkItem, rec sessions.Record, ev *ingress.Event, reason string) {
+func (in *intake) closeSession(ctx context.Context, item workitem.Ref, rec sessions.Record, ev *ingress.Event, reason string) {
 	in.d.link.onClose(ctx, item, rec.Cwd, rec.SessionID)
 	if err := in.d.mgr.Close(ctx, item, in.d.cfg.KeepSessionOnClose); err != nil {
 		in.emit("session.close_failed", graph.LevelWarning, item, ev, graph.Field{Key: "error", Value: err.Error()})
@@ -410,7 +411,7 @@ func (in *intake) closeSession(ctx context.Context, item sessions.WorkItem, rec 
 	in.removeCheckout(ctx, item, ev)
 }
 
-func (in *intake) removeCheckout(ctx context.Context, item sessions.WorkItem, ev *ingress.Event) {
+func (in *intake) removeCheckout(ctx context.Context, item workitem.Ref, ev *ingress.Event) {
 	if in.d.ws == nil || in.d.cfg.KeepCheckoutOnClose {
 		return
 	}
@@ -423,7 +424,7 @@ func (in *intake) removeCheckout(ctx context.Context, item sessions.WorkItem, ev
 
 // applyControl applies a consumed control command (daemon-spec §6.3).
 // Consumed commands are never forwarded to the agent.
-func (in *intake) applyControl(ctx context.Context, item sessions.WorkItem, ev *ingress.Event, c *ingress.ControlCommand) error {
+func (in *intake) applyControl(ctx context.Context, item workitem.Ref, ev *ingress.Event, c *ingress.ControlCommand) error {
 	rec, live := in.live(item)
 	now := in.d.deps.Clock.Now()
 	record := func() error {
@@ -514,7 +515,7 @@ func (in *intake) applyControl(ctx context.Context, item sessions.WorkItem, ev *
 	return nil
 }
 
-func (in *intake) setStatus(ctx context.Context, item sessions.WorkItem, st sessions.Status) error {
+func (in *intake) setStatus(ctx context.Context, item workitem.Ref, st sessions.Status) error {
 	_, err := in.d.reg.Update(ctx, item, func(r *sessions.Record, exists bool) error {
 		if !exists {
 			return errors.New("no session record")
@@ -536,7 +537,7 @@ func (in *intake) setStatus(ctx context.Context, item sessions.WorkItem, st sess
 // reference does, daemon-spec §7.5) when the repository it names is the
 // work item's; "" otherwise (the workspace then clones
 // https://<host>/<owner>/<repo>.git).
-func payloadCloneURL(ev *ingress.Event, item sessions.WorkItem) string {
+func payloadCloneURL(ev *ingress.Event, item workitem.Ref) string {
 	var p struct {
 		Repository struct {
 			FullName string `json:"full_name"`

@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"github.com/theloop-dev/theloop/graph"
-	"github.com/theloop-dev/theloop/integrations"
+	"github.com/theloop-dev/theloop/ops"
 )
 
 // Kind classifies an Observation.
@@ -101,7 +101,7 @@ type observedIntegrations struct {
 
 func (i *observedIntegrations) Call(ctx context.Context, op graph.Operation, args map[string]any) (map[string]any, error) {
 	res, err := i.next.Call(ctx, op, args)
-	if op == integrations.OpGitHubAddComment && err == nil {
+	if op == ops.GitHubAddComment && err == nil {
 		ref, _ := args["ref"].(string)
 		body, _ := args["body"].(string)
 		i.d.observe(Observation{Kind: KindComment, Name: string(op), WorkItem: ref, Text: body})

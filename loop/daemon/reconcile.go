@@ -7,7 +7,7 @@ import (
 
 	"github.com/theloop-dev/theloop/graph"
 	"github.com/theloop-dev/theloop/ingress"
-	"github.com/theloop-dev/theloop/integrations"
+	"github.com/theloop-dev/theloop/workitem"
 )
 
 // reconcileLoop runs the ingress poller's reconcile pass at start and every
@@ -69,14 +69,14 @@ func (d *Daemon) reconcile(ctx context.Context, p *ingress.Poller) {
 }
 
 // trackedRefs are the work items with a live session.
-func (d *Daemon) trackedRefs(context.Context) ([]integrations.Ref, error) {
+func (d *Daemon) trackedRefs(context.Context) ([]workitem.Ref, error) {
 	recs, _ := d.reg.List()
-	var out []integrations.Ref
+	var out []workitem.Ref
 	for _, r := range recs {
 		if !r.Status.Live() {
 			continue
 		}
-		if ref, err := integrations.ParseRef(r.Item.String()); err == nil {
+		if ref, err := workitem.Parse(r.Item.String()); err == nil {
 			out = append(out, ref)
 		}
 	}

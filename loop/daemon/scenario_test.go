@@ -267,7 +267,7 @@ func TestCloseEventEndsSessionAndCleansWorktree(t *testing.T) {
 	w.waitIdle()
 	require.Equal(t, sessions.StatusClosed, w.status(n))
 	require.NoDirExists(t, cwd)
-	err := exec.Command("tmux", "-L", w.socket, "has-session", "-t", "="+w.item(n).TmuxName()).Run()
+	err := exec.Command("tmux", "-L", w.socket, "has-session", "-t", "="+sessions.TmuxName(w.item(n))).Run()
 	require.Error(t, err, "the tmux session is gone")
 }
 
@@ -313,7 +313,7 @@ func TestGitHub5xxStormLosesNothing(t *testing.T) {
 
 func (w *world) killHarness(n int) {
 	w.t.Helper()
-	name := w.item(n).TmuxName()
+	name := sessions.TmuxName(w.item(n))
 	out, err := exec.Command("tmux", "-L", w.socket, "list-panes", "-t", "="+name+":", "-F", "#{pane_pid}").Output()
 	require.NoError(w.t, err)
 	pid, err := strconv.Atoi(strings.TrimSpace(string(out)))
@@ -397,6 +397,6 @@ func TestDoSelectsTheAdhocLoopAndCleanupTearsDown(t *testing.T) {
 	w.waitIdle()
 	require.Equal(t, sessions.Status(""), w.status(n), "the session record is gone")
 	require.NoDirExists(t, cwd)
-	err = exec.Command("tmux", "-L", w.socket, "has-session", "-t", "="+w.item(n).TmuxName()).Run()
+	err = exec.Command("tmux", "-L", w.socket, "has-session", "-t", "="+sessions.TmuxName(w.item(n))).Run()
 	require.Error(t, err, "the tmux session is gone")
 }

@@ -13,14 +13,15 @@ import (
 	"github.com/theloop-dev/theloop/graph"
 	"github.com/theloop-dev/theloop/hooks"
 	"github.com/theloop-dev/theloop/ingress"
-	"github.com/theloop-dev/theloop/integrations"
 	"github.com/theloop-dev/theloop/internal/buildinfo"
 	"github.com/theloop-dev/theloop/loop/api"
 	"github.com/theloop-dev/theloop/loop/dispatch"
 	"github.com/theloop-dev/theloop/loop/mcpserver"
 	"github.com/theloop-dev/theloop/loop/metrics"
 	"github.com/theloop-dev/theloop/loop/queue"
+	"github.com/theloop-dev/theloop/ops"
 	"github.com/theloop-dev/theloop/sessions"
+	"github.com/theloop-dev/theloop/workitem"
 )
 
 // ServiceConfig is the control plane (service.*): the API, /metrics and
@@ -287,8 +288,8 @@ func (q serviceQueue) Replay(ctx context.Context, seq uint64) error {
 // serviceSessions is the session registry and the operator's control verbs.
 type serviceSessions struct{ d *Daemon }
 
-func parseRef(ref string) (sessions.WorkItem, error) {
-	item, err := sessions.ParseWorkItem(ref)
+func parseRef(ref string) (workitem.Ref, error) {
+	item, err := workitem.Parse(ref)
 	if err != nil {
 		return item, fmt.Errorf("%w: %v", api.ErrBadRequest, err)
 	}
@@ -398,13 +399,13 @@ func (s serviceSessions) ControlSession(ctx context.Context, ref, verb, actor st
 // readers a control command was issued from the CLI (daemon-spec §5.4):
 // its first line is the keyword, so the record reads the same as a
 // comment-issued one; the marker keeps the daemon from acting on it again.
-func (d *Daemon) announceControl(ctx context.Context, item sessions.WorkItem, verb, actor string, res *api.ControlResult) {
+func (d *Daemon) announceControl(ctx context.Context, item workitem.Ref, verb, actor string, res *api.ControlResult) {
 	kw := d.cfg.Keywords[verb]
 	if kw == "" {
 		kw = "the-loop " + verb
 	}
 	body := hooks.Mark(fmt.Sprintf("%s\n\n_Issued from the CLI by %s (effect: %s)._", kw, actor, res.Effect))
-	out, err := d.integ.Call(ctx, integrations.OpGitHubAddComment, map[string]any{"ref": item.String(), "body": body})
+	out, err := d.integ.Call(ctx, ops.GitHubAddComment, map[string]any{"ref": item.String(), "body": body})
 	if err != nil {
 		res.AnnounceError = err.Error()
 		d.emit("control.announce_failed", graph.LevelWarning, graph.Field{Key: "work_item", Value: item.String()}, graph.Field{Key: "command", Value: verb}, graph.Field{Key: "error", Value: err.Error()})

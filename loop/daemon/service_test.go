@@ -76,7 +76,7 @@ func TestControlPlaneOverTheSocket(t *testing.T) {
 
 	var attach map[string]string
 	require.NoError(t, c.Do(ctx, "GET", "/sessions/attach", url.Values{"ref": {ref}}, nil, &attach))
-	require.Equal(t, "tmux -L "+w.socket+" attach -t "+w.item(n).TmuxName(), attach["command"])
+	require.Equal(t, "tmux -L "+w.socket+" attach -t "+sessions.TmuxName(w.item(n)), attach["command"])
 
 	// /metrics on the same socket, parsed with Prometheus's text parser.
 	mresp, err := hc.Get("http://loopd/metrics")

@@ -20,8 +20,8 @@ import (
 
 	"github.com/theloop-dev/theloop/graph"
 	"github.com/theloop-dev/theloop/hooks"
-	"github.com/theloop-dev/theloop/integrations"
 	"github.com/theloop-dev/theloop/loop"
+	"github.com/theloop-dev/theloop/ops"
 )
 
 // Hostile text an agent or a GitHub user could write.
@@ -98,7 +98,7 @@ type recordingPoster struct {
 func (p *recordingPoster) Call(_ context.Context, op graph.Operation, args map[string]any) (map[string]any, error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if op != integrations.OpGitHubAddComment {
+	if op != ops.GitHubAddComment {
 		return nil, fmt.Errorf("unexpected op %s", op)
 	}
 	p.calls = append(p.calls, args)

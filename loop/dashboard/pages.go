@@ -12,7 +12,7 @@ import (
 	"time"
 
 	"github.com/theloop-dev/theloop/hooks"
-	"github.com/theloop-dev/theloop/integrations"
+	"github.com/theloop-dev/theloop/ops"
 )
 
 // row is a board row as the template and the event stream see it.
@@ -339,7 +339,7 @@ func (d *Dashboard) gate(w http.ResponseWriter, r *http.Request, ss *session) {
 		http.Redirect(w, r, back+"&error=empty-text", http.StatusSeeOther)
 		return
 	}
-	if _, err := d.deps.Poster.Call(r.Context(), integrations.OpGitHubAddComment, map[string]any{"ref": det.Item.Ref, "body": body}); err != nil {
+	if _, err := d.deps.Poster.Call(r.Context(), ops.GitHubAddComment, map[string]any{"ref": det.Item.Ref, "body": body}); err != nil {
 		fmt.Fprintf(d.deps.Log, "dashboard: posting %s's %s on %s: %v\n", d.cfg.Operator, action, det.Item.Ref, err)
 		http.Redirect(w, r, back+"&error=post-failed", http.StatusSeeOther)
 		return

@@ -53,6 +53,7 @@ import (
 	"github.com/theloop-dev/theloop/loop/daemon"
 	"github.com/theloop-dev/theloop/loop/demoagent"
 	"github.com/theloop-dev/theloop/sessions"
+	"github.com/theloop-dev/theloop/workitem"
 )
 
 // The demo's fixed cast.
@@ -221,7 +222,7 @@ type world struct {
 
 	dir, remote, state, config, binDir string
 	socket                             string
-	item                               sessions.WorkItem
+	item                               workitem.Ref
 	sim                                *githubsim.Server
 	d                                  *daemon.Daemon
 	cancel                             context.CancelFunc
@@ -240,14 +241,14 @@ func (w *world) setUp(ctx context.Context) error {
 		return err
 	}
 	w.res.Dir = w.dir
-	w.item, err = sessions.ParseWorkItem(issueRef)
+	w.item, err = workitem.Parse(issueRef)
 	if err != nil {
 		return err
 	}
 	// Private to this run: two demos (or two tests in one process) never
 	// share a server.
 	w.socket = fmt.Sprintf("%s%d-%s", demoagent.DemoSocketPrefix, os.Getpid(), RandomSecret()[:4])
-	w.res.Attach = fmt.Sprintf("tmux -L %s attach -t %s", w.socket, w.item.TmuxName())
+	w.res.Attach = fmt.Sprintf("tmux -L %s attach -t %s", w.socket, sessions.TmuxName(w.item))
 	w.state = filepath.Join(w.dir, "state")
 	w.p.say("theloop demo — the real loopd walks GitHub issue #1 through %s", loop.WorkItemLoop)
 	w.p.say("  everything runs here, in %s: a stand-in for GitHub on 127.0.0.1, a local git", w.dir)
@@ -344,7 +345,7 @@ integrations:
 	w.d, err = daemon.New(cfg, daemon.Deps{
 		Integrations: set,
 		Path:         w.binDir + string(os.PathListSeparator) + w.opts.Path,
-		CloneURL:     func(sessions.WorkItem) string { return w.remote },
+		CloneURL:     func(workitem.Ref) string { return w.remote },
 		Observer:     daemon.ObserverFunc(w.observe),
 		Log:          log,
 	})

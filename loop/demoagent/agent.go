@@ -13,8 +13,8 @@ import (
 	"time"
 
 	"github.com/theloop-dev/theloop/graph"
-	"github.com/theloop-dev/theloop/internal/run"
 	"github.com/theloop-dev/theloop/loop"
+	"github.com/theloop-dev/theloop/run"
 )
 
 // Claimer is the agent's view of the runtime: the two things an agent

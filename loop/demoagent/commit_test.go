@@ -12,8 +12,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/theloop-dev/theloop/graph"
-	"github.com/theloop-dev/theloop/internal/run"
 	"github.com/theloop-dev/theloop/loop"
+	"github.com/theloop-dev/theloop/run"
 )
 
 // stepClaimer stands at node "write" until claimed, then at a human gate.

@@ -9,7 +9,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/theloop-dev/theloop/internal/run"
+	"github.com/theloop-dev/theloop/run"
 )
 
 // DemoSocketPrefix starts the name of every tmux server loopd demo runs.

@@ -11,7 +11,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/theloop-dev/theloop/internal/run"
+	"github.com/theloop-dev/theloop/run"
 )
 
 func TestWatchDemoEndsOnlyItsOwnDemoServer(t *testing.T) {

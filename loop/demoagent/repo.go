@@ -6,7 +6,7 @@ import (
 	"os"
 	"path/filepath"
 
-	"github.com/theloop-dev/theloop/internal/run"
+	"github.com/theloop-dev/theloop/run"
 )
 
 // HarnessConfig is the demo repository's .the-loop/harness-config.yaml:

@@ -9,8 +9,8 @@ import (
 	"strings"
 	"time"
 
-	"github.com/theloop-dev/theloop/internal/run"
 	"github.com/theloop-dev/theloop/loop"
+	"github.com/theloop-dev/theloop/run"
 )
 
 // Options configure Run.

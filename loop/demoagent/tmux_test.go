@@ -11,8 +11,8 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/theloop-dev/theloop/internal/run"
 	"github.com/theloop-dev/theloop/loop/demoagent"
+	"github.com/theloop-dev/theloop/run"
 	"github.com/theloop-dev/theloop/sessions"
 )
 

@@ -13,9 +13,9 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/theloop-dev/theloop/ingress"
-	"github.com/theloop-dev/theloop/integrations"
 	"github.com/theloop-dev/theloop/loop/dispatch"
 	"github.com/theloop-dev/theloop/loop/queue"
+	"github.com/theloop-dev/theloop/workitem"
 )
 
 func openQueue(t *testing.T, dir string) *queue.Queue {
@@ -30,7 +30,7 @@ func event(item, n int) *ingress.Event {
 	return &ingress.Event{
 		Event: "issue_comment", Action: "created", Repo: "octo/repo",
 		DeliveryID: fmt.Sprintf("d-%d-%d", item, n),
-		WorkItems:  []integrations.Ref{{Provider: "github", Owner: "octo", Repo: "repo", Number: item}},
+		WorkItems:  []workitem.Ref{{Provider: "github", Owner: "octo", Repo: "repo", Number: item}},
 		Source:     ingress.SourceWebhook,
 	}
 }

@@ -22,9 +22,10 @@ import (
 
 	"github.com/theloop-dev/theloop/graph"
 	"github.com/theloop-dev/theloop/hooks"
-	"github.com/theloop-dev/theloop/integrations"
 	"github.com/theloop-dev/theloop/loop"
 	"github.com/theloop-dev/theloop/loop/api"
+	"github.com/theloop-dev/theloop/ops"
+	"github.com/theloop-dev/theloop/workitem"
 )
 
 // Path is where the daemon mounts the streamable HTTP handler.
@@ -270,7 +271,7 @@ type AskOutput struct {
 // ask is `loopctl ask` (daemon-spec §10): the question goes to the work
 // item as a marked comment and session.awaiting_input is recorded.
 func (t tools) ask(ctx context.Context, _ *mcp.CallToolRequest, in AskInput) (*mcp.CallToolResult, AskOutput, error) {
-	ref, err := integrations.ParseRef(strings.TrimSpace(in.WorkItem))
+	ref, err := workitem.Parse(strings.TrimSpace(in.WorkItem))
 	if err != nil || ref.Provider != "github" {
 		return nil, AskOutput{}, fmt.Errorf("workItem %q: want a GitHub work item ref, github:[host/]owner/repo#N", in.WorkItem)
 	}
@@ -286,7 +287,7 @@ func (t tools) ask(ctx context.Context, _ *mcp.CallToolRequest, in AskInput) (*m
 	if t.cfg.Integrations == nil {
 		return nil, AskOutput{}, errors.New("no GitHub integration is available to post the question")
 	}
-	res, postErr := t.cfg.Integrations.Call(ctx, integrations.OpGitHubAddComment, map[string]any{"ref": ref.String(), "body": hooks.Mark(q)})
+	res, postErr := t.cfg.Integrations.Call(ctx, ops.GitHubAddComment, map[string]any{"ref": ref.String(), "body": hooks.Mark(q)})
 	url, _ := res["url"].(string)
 	if t.cfg.Sink != nil {
 		level := graph.LevelInfo

@@ -9,13 +9,13 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/theloop-dev/theloop/ingress"
-	"github.com/theloop-dev/theloop/integrations"
+	"github.com/theloop-dev/theloop/workitem"
 )
 
 func TestWireRoundTrip(t *testing.T) {
 	for _, payload := range []string{"", `{"comment":{"body":"hi \"there\"","id":7}}`} {
 		ev := &ingress.Event{Event: "issue_comment", Action: "created", DeliveryID: "d-1", Repo: "o/r",
-			WorkItems: []integrations.Ref{{Provider: "github", Owner: "o", Repo: "r", Number: 3}}, Actor: "dana",
+			WorkItems: []workitem.Ref{{Provider: "github", Owner: "o", Repo: "r", Number: 3}}, Actor: "dana",
 			Comments: []ingress.Comment{{ID: "7", Author: "dana", Body: "hi", UpdatedAt: "2026-01-01T00:00:00Z"}},
 			Control:  &ingress.ControlCommand{Command: ingress.CmdStart, Actor: "dana"}, Labeled: true,
 			Payload: json.RawMessage(payload), Source: ingress.SourceWebhook, ReceivedAt: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)}

@@ -11,15 +11,16 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/theloop-dev/theloop/sessions"
+	"github.com/theloop-dev/theloop/workitem"
 )
 
 const sid = "0b6f8f57-2d3c-4a54-9d8e-5f1f3e0c9a11"
 
 func writeRecord(t *testing.T, stateRoot, ref, sessionID string) {
 	t.Helper()
-	item, err := sessions.ParseWorkItem(ref)
+	item, err := workitem.Parse(ref)
 	require.NoError(t, err)
-	rec := sessions.Record{Item: item, Harness: "claude", SessionID: sessionID, TmuxName: item.TmuxName(), Cwd: "/work/" + item.Slug(),
+	rec := sessions.Record{Item: item, Harness: "claude", SessionID: sessionID, TmuxName: sessions.TmuxName(item), Cwd: "/work/" + item.Slug(),
 		Status: sessions.StatusActive, Created: time.Date(2026, 5, 4, 9, 0, 0, 0, time.UTC)}
 	data, err := json.Marshal(rec)
 	require.NoError(t, err)

@@ -1,5 +1,6 @@
-// Package runtest holds a strict stub of run.Runner for tests. It lives
-// apart from package run so that binaries do not link package testing.
+// Package runtest holds a strict stub of run.Runner for tests, ours and
+// embedders'. It lives apart from package run so that binaries do not link
+// package testing.
 package runtest
 
 import (
@@ -9,7 +10,7 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/theloop-dev/theloop/internal/run"
+	"github.com/theloop-dev/theloop/run"
 )
 
 // Stub is a strict run.Runner for tests: every call must match a registered

@@ -2,6 +2,12 @@
 // the agent harness). Every package that starts a process takes a Runner, so
 // tests can use the real program or a strict stub, and so that argv is
 // always an explicit list — never a shell string.
+//
+// The package is public so that a program embedding theloop can pass its own
+// Runner (one that audits, sandboxes or reroutes commands) to sessions,
+// integrations and loop: Runner, Cmd, Result and ExitError are the whole
+// contract, Exec is the os/exec implementation, and run/runtest holds a
+// strict stub for tests.
 package run
 
 import (

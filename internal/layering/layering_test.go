@@ -1,0 +1,142 @@
+package layering
+
+import (
+	"go/parser"
+	"go/token"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+)
+
+const module = "github.com/theloop-dev/theloop"
+
+// rule limits what one package (or, with a trailing "/...", a package and
+// everything under it) may import from this module. allow entries ending in
+// "/..." match a whole subtree.
+type rule struct {
+	pkg   string
+	allow []string
+}
+
+// The direction of README's "How it is built": cmd → daemon parts (loop/…)
+// → ingress, sessions, integrations → loop → hooks → graph, with the leaf
+// vocabularies (ops, workitem, run) and internal/ helpers below them all.
+var rules = []rule{
+	{"graph", nil},
+	{"graph/graphfile", []string{"graph", "internal/..."}},
+	{"graph/graphtest", []string{"graph", "ops", "internal/..."}},
+	{"ops", []string{"graph"}},
+	{"workitem", []string{"internal/..."}},
+	{"run/...", []string{"run", "internal/..."}},
+	{"internal/...", []string{"internal/..."}},
+	{"hooks", []string{"graph", "ops", "workitem", "internal/..."}},
+	{"loop", []string{"graph", "graph/graphfile", "hooks", "ops", "workitem", "run", "internal/..."}},
+	{"sessions", []string{"plugin", "workitem", "run", "internal/..."}},
+	{"integrations", []string{"graph", "ops", "workitem", "run", "internal/..."}},
+	{"integrations/githubsim", []string{"internal/..."}},
+	{"ingress", []string{"graph", "hooks", "loop", "sessions", "integrations", "ops", "workitem", "run", "internal/..."}},
+}
+
+// TestDependencyDirection fails when a package imports something above it,
+// naming the file and the import. Test files are not checked (an external
+// test package may use anything).
+func TestDependencyDirection(t *testing.T) {
+	root, err := filepath.Abs("../..")
+	require.NoError(t, err)
+	if _, err := os.Stat(filepath.Join(root, "go.mod")); err != nil {
+		t.Skipf("module root not found at %s: %v", root, err)
+	}
+	imports := moduleImports(t, root)
+	require.Contains(t, imports, "graph", "the walk found the module's packages")
+
+	for pkg, files := range imports {
+		r, ok := ruleFor(pkg)
+		for file, deps := range files {
+			for _, dep := range deps {
+				if strings.HasPrefix(dep, "cmd/") || dep == "cmd" {
+					t.Errorf("%s imports %s: no package imports a binary", file, dep)
+				}
+				if ok && !allowed(dep, r.allow) {
+					t.Errorf("%s imports %s, which %s may not (it may import: %s)", file, dep, pkg, strings.Join(r.allow, ", "))
+				}
+			}
+		}
+	}
+}
+
+func ruleFor(pkg string) (rule, bool) {
+	for _, r := range rules {
+		if r.pkg == pkg || (strings.HasSuffix(r.pkg, "/...") && (pkg == strings.TrimSuffix(r.pkg, "/...") || strings.HasPrefix(pkg, strings.TrimSuffix(r.pkg, "...")))) {
+			return r, true
+		}
+	}
+	return rule{}, false
+}
+
+func allowed(dep string, allow []string) bool {
+	for _, a := range allow {
+		if base, sub := strings.CutSuffix(a, "/..."); sub {
+			if dep == base || strings.HasPrefix(dep, base+"/") {
+				return true
+			}
+		} else if dep == a {
+			return true
+		}
+	}
+	return false
+}
+
+// moduleImports maps each package (path relative to the module) to its
+// non-test files and the module packages each imports.
+func moduleImports(t *testing.T, root string) map[string]map[string][]string {
+	t.Helper()
+	out := map[string]map[string][]string{}
+	fset := token.NewFileSet()
+	err := filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		name := d.Name()
+		if d.IsDir() {
+			if path != root && (strings.HasPrefix(name, ".") || strings.HasPrefix(name, "_") || name == "testdata") {
+				return filepath.SkipDir
+			}
+			return nil
+		}
+		if !strings.HasSuffix(name, ".go") || strings.HasSuffix(name, "_test.go") {
+			return nil
+		}
+		f, err := parser.ParseFile(fset, path, nil, parser.ImportsOnly)
+		if err != nil {
+			return err
+		}
+		rel, err := filepath.Rel(root, filepath.Dir(path))
+		if err != nil {
+			return err
+		}
+		pkg := filepath.ToSlash(rel)
+		fileRel := filepath.ToSlash(filepath.Join(rel, name))
+		if out[pkg] == nil {
+			out[pkg] = map[string][]string{}
+		}
+		for _, imp := range f.Imports {
+			p, err := strconv.Unquote(imp.Path.Value)
+			if err != nil {
+				return err
+			}
+			if dep, ok := strings.CutPrefix(p, module+"/"); ok {
+				out[pkg][fileRel] = append(out[pkg][fileRel], dep)
+			}
+		}
+		sort.Strings(out[pkg][fileRel])
+		return nil
+	})
+	require.NoError(t, err)
+	return out
+}

@@ -1,0 +1,72 @@
+// Package ops names the integration operations: the contract between the
+// hooks that call them (package hooks, or an embedder's own), the providers
+// that answer them (package integrations, or an embedder's graph.Integrations)
+// and the test stand-in (graph/graphtest.Tickets). Each name is declared here
+// once; the others import it.
+//
+// Arguments and answers are map[string]any, described per operation below.
+// "ref" is a work-item ref, github:[host/]owner/repo#n (package workitem).
+// Ids and numbers are int; lists are []any of map[string]any or string;
+// timestamps are GitHub's RFC 3339 strings, "" when absent.
+package ops
+
+import "github.com/theloop-dev/theloop/graph"
+
+// GitHub operations. Both of integrations' transports implement every one
+// and answer each with the same map.
+const (
+	// {ref, body} → {id, url}. The body is posted verbatim: the caller
+	// composes it and adds the self-authored marker. Not retried after a
+	// 5xx (GitHub may have posted it).
+	GitHubAddComment graph.Operation = "github.add-comment"
+	// {ref, labels: [string], replacePrefix?: "loop:"} → {labels: [string]}:
+	// removes the labels starting with replacePrefix (case-insensitively)
+	// that are not in labels, adds the missing ones, keeps every other
+	// label; returns the issue's labels afterwards. Without replacePrefix it
+	// only adds.
+	GitHubSetLabels graph.Operation = "github.set-labels"
+	// {ref} → {labels: [string]}.
+	GitHubGetLabels graph.Operation = "github.get-labels"
+	// {ref} → {comments: [{id, author, body, url, createdAt}]}, every page,
+	// oldest first; author is the login ("" for a deleted user).
+	GitHubListComments graph.Operation = "github.list-comments"
+	// {ref (a PR)} → {reviews: [{id, author, body, state, url, submittedAt}]},
+	// every state (PENDING included; callers filter).
+	GitHubListReviews graph.Operation = "github.list-reviews"
+	// {ref (a PR)} → {comments: [{id, author, body, url, path, line,
+	// createdAt}]}; line is the comment's line, else its original line,
+	// else 0.
+	GitHubListReviewComments graph.Operation = "github.list-review-comments"
+	// {ref} → {number, title, body, state, author, labels, url,
+	// isPullRequest, merged}.
+	GitHubGetIssue graph.Operation = "github.get-issue"
+	// {repo: "owner/repo" or "host/owner/repo", label, state?:
+	// open (default)|closed|all} → {items: [{number, title, url,
+	// isPullRequest, labels, ref}]}, issues and PRs, newest first.
+	GitHubListItemsByLabel graph.Operation = "github.list-items-by-label"
+	// {ref, content, commentId?, commentType?: issue-comment (default) |
+	// review-comment} → {}. Without commentId the reaction goes on the issue
+	// or PR itself. content is one of +1 -1 laugh confused heart hooray
+	// rocket eyes.
+	GitHubAddReaction graph.Operation = "github.add-reaction"
+	// {ref (a PR)} → {issues: [int], refs: [string], source: "graphql" |
+	// "body"}: the issues the pull request closes, from GitHub's closing
+	// references, else from closing keywords in its body.
+	GitHubClosingIssues graph.Operation = "github.closing-issues"
+)
+
+// Slack operations.
+const (
+	// {text, channel?} → {}. integrations' api transport posts to channel,
+	// else integrations.slack.channel; its webhook transport posts to its
+	// own channel and refuses a different channel argument.
+	SlackPostMessage graph.Operation = "slack.post-message"
+)
+
+// Jira operations.
+const (
+	// {issue, body} → {id}.
+	JiraAddComment graph.Operation = "jira.add-comment"
+	// {issue, transition (id or name)} → {}.
+	JiraTransition graph.Operation = "jira.transition"
+)

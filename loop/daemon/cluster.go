@@ -10,6 +10,7 @@ import (
 	"github.com/theloop-dev/theloop/loop/dispatch"
 	"github.com/theloop-dev/theloop/loop/queue"
 	"github.com/theloop-dev/theloop/sessions"
+	"github.com/theloop-dev/theloop/workitem"
 )
 
 // ClusterConfig lets several loopd share the work items of one NATS
@@ -103,8 +104,8 @@ func (d *Daemon) sharedDispatcher() *dispatch.Shared {
 	return d.shared
 }
 
-func (d *Daemon) record(ref string) (sessions.WorkItem, sessions.Record, bool) {
-	item, err := sessions.ParseWorkItem(ref)
+func (d *Daemon) record(ref string) (workitem.Ref, sessions.Record, bool) {
+	item, err := workitem.Parse(ref)
 	if err != nil {
 		return item, sessions.Record{}, false
 	}
@@ -137,7 +138,7 @@ const takeoverPrompt = "The loopd node that ran this work item stopped; this mac
 // seeded with the item's artifacts (recorded as a fallback). Recorded as
 // session.takeover.
 func (d *Daemon) takeover(ctx context.Context, t dispatch.Takeover) error {
-	item, err := sessions.ParseWorkItem(t.Item)
+	item, err := workitem.Parse(t.Item)
 	if err != nil {
 		return fmt.Errorf("takeover of %q: %w", t.Item, err)
 	}
@@ -154,7 +155,7 @@ func (d *Daemon) takeover(ctx context.Context, t dispatch.Takeover) error {
 		if !sessions.ValidSessionID(sid) {
 			sid = ""
 		}
-		if err := d.reg.Put(ctx, sessions.Record{Item: item, Harness: d.cfg.DefaultHarness, SessionID: sid, TmuxName: item.TmuxName(),
+		if err := d.reg.Put(ctx, sessions.Record{Item: item, Harness: d.cfg.DefaultHarness, SessionID: sid, TmuxName: sessions.TmuxName(item),
 			Cwd: cwd, Status: sessions.StatusActive, Created: d.deps.Clock.Now().UTC()}); err != nil {
 			return err
 		}

@@ -27,6 +27,7 @@ import (
 	"github.com/theloop-dev/theloop/loop/daemon"
 	"github.com/theloop-dev/theloop/loop/dispatch"
 	"github.com/theloop-dev/theloop/sessions"
+	"github.com/theloop-dev/theloop/workitem"
 )
 
 // clusterNode is one machine of the cluster test: its own state root,
@@ -169,7 +170,7 @@ func TestClusterTakeoverRealSessions(t *testing.T) {
 		deps := daemon.Deps{
 			Integrations: set,
 			Path:         filepath.Join(n.claude, "bin") + string(os.PathListSeparator) + os.Getenv("PATH"),
-			CloneURL:     func(sessions.WorkItem) string { return remote },
+			CloneURL:     func(workitem.Ref) string { return remote },
 			Observer: daemon.ObserverFunc(func(o daemon.Observation) {
 				if o.Fields == nil {
 					o.Fields = map[string]any{}
@@ -267,7 +268,7 @@ func TestClusterTakeoverRealSessions(t *testing.T) {
 
 	// The victim's agent on the first orphan pushed its work so far: the
 	// artifacts a fresh session on another machine is pointed at.
-	pushed, err := sessions.ParseWorkItem(orphans[0])
+	pushed, err := workitem.Parse(orphans[0])
 	require.NoError(t, err)
 	{
 		reg, err := sessions.OpenRegistry(sessions.RegistryDir(victim.cfg.StateRoot))
@@ -316,7 +317,7 @@ func TestClusterTakeoverRealSessions(t *testing.T) {
 	require.Equal(t, []string{filepath.Join("docs", "specs", pushed.SpecID(), "requirements.md")}, takeovers[orphans[0]].Fields["artifacts"])
 
 	// A comment on a moved item reaches its new owner's session.
-	moved, err := sessions.ParseWorkItem(orphans[0])
+	moved, err := workitem.Parse(orphans[0])
 	require.NoError(t, err)
 	_, err = sim.Comment(repoFull, moved.Number, human, "please also add tests after the move")
 	require.NoError(t, err)

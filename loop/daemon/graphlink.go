@@ -469,7 +469,7 @@ const (
 // a session nobody reads; the state is rebound to it. The resolution is
 // reported as graph.gate_session_bound. It never fails the dispatch:
 // a problem is reported and delivery goes on as usual.
-func (l *graphLink) bindGateSession(ctx context.Context, item sessions.WorkItem, rec sessions.Record, gc *graphContext) {
+func (l *graphLink) bindGateSession(ctx context.Context, item workitem.Ref, rec sessions.Record, gc *graphContext) {
 	if gc == nil || gc.Node == nil {
 		return
 	}

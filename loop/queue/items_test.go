@@ -10,9 +10,9 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/theloop-dev/theloop/ingress"
-	"github.com/theloop-dev/theloop/integrations"
 	"github.com/theloop-dev/theloop/internal/natstest"
 	"github.com/theloop-dev/theloop/loop/queue"
+	"github.com/theloop-dev/theloop/workitem"
 )
 
 // TestSlotsAndNextFor: events are kept per work item; a slot is read in
@@ -43,10 +43,10 @@ func TestSlotsAndNextForOnACluster(t *testing.T) {
 
 func slotsAndNextFor(t *testing.T, q *queue.Queue) {
 	ctx := context.Background()
-	ref := integrations.Ref{Provider: "github", Owner: "o", Repo: "r", Number: 7}
+	ref := workitem.Ref{Provider: "github", Owner: "o", Repo: "r", Number: 7}
 	big := bytes.Repeat([]byte("x"), 3<<20)
 	for i, id := range []string{"d1", "d2"} {
-		ev := &ingress.Event{Event: "issue_comment", DeliveryID: id, WorkItems: []integrations.Ref{ref}, Source: ingress.SourceWebhook}
+		ev := &ingress.Event{Event: "issue_comment", DeliveryID: id, WorkItems: []workitem.Ref{ref}, Source: ingress.SourceWebhook}
 		if i == 0 {
 			ev.Payload = append([]byte(`{"a":"`), append(big, `"}`...)...)
 		}

@@ -66,11 +66,14 @@ func TestShippedHooksGiveTheSameVerdictOnBothTransports(t *testing.T) {
 	assert.Equal(t, map[string]any{"posted": true}, first[2].Data)
 	again := compare(t, "phase-selection")
 	assert.Equal(t, map[string]any{"posted": false, "reason": "already asked"}, again[2].Data, "read back through list-comments")
+	// The gate's entry chain: set-phase-label (R4.2: a gate carries its
+	// producer's phase), request-review, notify.
 	gate := compare(t, "design-approval")
 	assert.Equal(t, graph.StatusPass, gate[0].Status)
-	assert.Equal(t, graph.StatusSkip, gate[1].Status, "notify skips: Slack is not configured")
+	assert.Equal(t, graph.StatusPass, gate[1].Status)
+	assert.Equal(t, graph.StatusSkip, gate[2].Status, "notify skips: Slack is not configured")
 	assert.Equal(t, apiGH.labelsOf("octo/repo", 7), cliGH.labelsOf("octo/repo", 7))
-	assert.Equal(t, []string{"bug", "the-loop: auto-execute", "loop:phase-selection"}, apiGH.labelsOf("octo/repo", 7))
+	assert.Equal(t, []string{"bug", "the-loop: auto-execute", "loop:test-planning"}, apiGH.labelsOf("octo/repo", 7), "the gate synced its producer's phase label")
 
 	// An outage: every hook still passes, recording the failure.
 	for _, fg := range []*fakeGitHub{apiGH, cliGH} {

@@ -1,0 +1,211 @@
+package graph
+
+import (
+	"context"
+	"fmt"
+	"strings"
+)
+
+// Step statuses beyond the hook statuses.
+const (
+	StepEscalated = "escalated"
+	StepRefused   = "refused"
+	StepNoop      = "noop"
+	StepBusy      = "busy"
+)
+
+// StepReport is the result of Start and Advance.
+type StepReport struct {
+	// Node is the node that was evaluated (or entered, for Start).
+	Node string `json:"node"`
+	// Status is pass, wait, block or escalated.
+	Status   string   `json:"status"`
+	Outcome  string   `json:"outcome"`
+	Messages []string `json:"messages"`
+	Forced   bool     `json:"forced"`
+	Attempts int      `json:"attempts"`
+	// Moved reports whether the pointer moved; CurrentNode is where it is
+	// now.
+	Moved       bool   `json:"moved"`
+	CurrentNode string `json:"currentNode"`
+}
+
+// Advance re-evaluates the work item's current node with ev (nil for a claim
+// or a CLI advance, which carry no verdict) and, when the exit chain passes,
+// takes the edge for its outcome, routes around declared skips, saves, and
+// runs the new node's entry chain. wait parks the node; block counts an
+// attempt; the same block twice in a row, or attempts reaching maxAttempts,
+// escalates — the node is parked, and only a new event, a force, or a fix
+// that makes the exit chain stop blocking (checked purely, counting no
+// attempt) moves it.
+func (r *Runtime) Advance(ctx context.Context, id string, ev *Event) (*StepReport, error) {
+	s, unlock, err := r.openLocked(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	defer r.done(ctx, s, unlock)
+	return r.advance(ctx, s, ev)
+}
+
+func (r *Runtime) advance(ctx context.Context, s *session, ev *Event) (*StepReport, error) {
+	st := s.st
+	if st.CurrentNode == "" {
+		return nil, fmt.Errorf("%s: %w; start it first (the daemon does on `the-loop start`, or `loopctl graph run`)", s.wi.ID, ErrNotStarted)
+	}
+	node, ok := r.g.Node(st.CurrentNode)
+	if !ok {
+		return nil, fmt.Errorf("%s: the current node '%s' is not declared in graph %s: %w; move it with `loopctl graph force --to <node> --reason ...` (declared nodes: %s)",
+			s.wi.ID, st.CurrentNode, r.g.Name, ErrUnknownNode, strings.Join(r.g.IDs(), ", "))
+	}
+	rep := &StepReport{Node: node.ID, Messages: append([]string{}, s.warn...), CurrentNode: node.ID}
+
+	var lifted *Parked
+	liftedMsg := 0
+	if p := st.Parked; p != nil && p.Escalated && p.Node == node.ID && ev == nil {
+		// An escalated node does not retry its block (decision 3), but a
+		// fix that landed is not a retry: a pure check of the exit chain
+		// (no side effects, no attempt counted) tells whether the block is
+		// gone. Still blocking: stay parked, with the current reason rather
+		// than a stale one. Not blocking: the parking is lifted and the
+		// node is evaluated as usual below.
+		pk := r.skips(ctx, s)
+		pc := r.evaluate(ctx, s, node, ModeCheck, nil, &pk)
+		if pc.Status == StatusBlock {
+			if reason := pc.Render(); reason != "" && reason != p.Reason {
+				p.Reason = reason
+				if err := r.save(ctx, s); err != nil {
+					return nil, err
+				}
+			}
+			rep.Status, rep.Outcome = StepEscalated, StepEscalated
+			rep.Attempts = st.Record(node.ID).Attempts
+			rep.Messages = append(rep.Messages, "this node escalated and is parked until its block is fixed or a human acts (a new event on the work item, or `loopctl graph force`)", p.Reason)
+			return rep, nil
+		}
+		st.Parked = nil
+		lifted, liftedMsg = p, len(rep.Messages)
+		rep.Messages = append(rep.Messages, fmt.Sprintf("%s no longer blocks: the escalation is lifted", node.ID))
+	}
+
+	k := r.skips(ctx, s)
+	c := r.evaluate(ctx, s, node, ModeLive, ev, &k)
+	rep.Outcome = c.Outcome()
+	for _, m := range c.Messages() {
+		rep.Messages = append(rep.Messages, m.String())
+	}
+	rep.Messages = append(rep.Messages, r.noteDegraded(s, node.ID, c)...)
+	r.noteSkips(s, node.ID, c)
+
+	switch c.Status {
+	case StatusWait:
+		reason := c.Render()
+		if reason == "" {
+			reason = "awaiting a human"
+		}
+		st.Park(node.ID, reason, false, s.now)
+		st.Parked.Hook = c.BlockingHook()
+		r.journal(s, "graph.parked", LevelInfo, Field{"node", node.ID}, Field{"hook", c.BlockingHook()})
+		if err := r.save(ctx, s); err != nil {
+			return nil, err
+		}
+		rep.Status = string(StatusWait)
+		rep.Attempts = st.Record(node.ID).Attempts
+		return rep, nil
+
+	case StatusBlock:
+		rendered := c.Render()
+		if lifted != nil && rendered == lifted.Reason {
+			// The pure check passed but the live chain (a hook that runs a
+			// program, say) still blocks the same way: this is the same
+			// escalation, not a new one. Stay parked without counting an
+			// attempt or notifying anyone again.
+			st.Parked = lifted
+			rep.Status, rep.Outcome = StepEscalated, StepEscalated
+			rep.Attempts = st.Record(node.ID).Attempts
+			rep.Messages = append(rep.Messages[:liftedMsg:liftedMsg], rep.Messages[liftedMsg+1:]...)
+			rep.Messages = append(rep.Messages, "still the same block: the node stays escalated")
+			return rep, nil
+		}
+		repeated := st.NoteBlock(node.ID, rendered)
+		attempts := st.Record(node.ID).Attempts
+		rep.Attempts = attempts
+		if repeated || attempts >= node.MaxAttempts {
+			st.Park(node.ID, rendered, true, s.now)
+			st.Parked.Hook = c.BlockingHook()
+			r.journal(s, "graph.escalated", LevelWarning, Field{"node", node.ID}, Field{"attempts", attempts}, Field{"repeated", repeated})
+			if err := r.save(ctx, s); err != nil {
+				return nil, err
+			}
+			rep.Status = StepEscalated
+			if repeated {
+				rep.Messages = append(rep.Messages, "escalated: the same block twice in a row; a human has been asked to look")
+			} else {
+				rep.Messages = append(rep.Messages, fmt.Sprintf("escalated: %d attempts reached this node's limit of %d; a human has been asked to look", attempts, node.MaxAttempts))
+			}
+			rep.Messages = append(rep.Messages, r.escalate(ctx, s, node)...)
+			return rep, nil
+		}
+		r.journal(s, "graph.blocked", LevelInfo, Field{"node", node.ID}, Field{"hook", c.BlockingHook()})
+		if err := r.save(ctx, s); err != nil {
+			return nil, err
+		}
+		rep.Status = string(StatusBlock)
+		return rep, nil
+	}
+
+	// Satisfied.
+	if r.recordFacts(ctx, s, node, c, ev) {
+		k = r.skips(ctx, s)
+	}
+	outcome := c.Outcome()
+	st.Exit(node.ID, outcome, s.now)
+	target, found := r.g.Next(node.ID, outcome)
+	if !found {
+		rep.Attempts = st.Record(node.ID).Attempts
+		if node.Terminal {
+			r.journal(s, "graph.completed", LevelInfo, Field{"node", node.ID})
+			if err := r.save(ctx, s); err != nil {
+				return nil, err
+			}
+			rep.Status = string(StatusPass)
+			rep.Messages = append(rep.Messages, "the walk is complete")
+			return rep, nil
+		}
+		reason := fmt.Sprintf("no declared edge from %s on '%s'", node.ID, outcome)
+		st.Park(node.ID, reason, true, s.now)
+		r.journal(s, "graph.no_edge", LevelWarning, Field{"node", node.ID}, Field{"outcome", outcome})
+		if err := r.save(ctx, s); err != nil {
+			return nil, err
+		}
+		rep.Status = StepEscalated
+		rep.Messages = append(rep.Messages, fmt.Sprintf("no declared edge from %s on outcome '%s'", node.ID, outcome))
+		rep.Messages = append(rep.Messages, r.escalate(ctx, s, node)...)
+		return rep, nil
+	}
+	target = r.routeSkips(s, target, k)
+	r.journal(s, "graph.advanced", LevelInfo, Field{"node", node.ID}, Field{"to", target}, Field{"outcome", outcome})
+	msgs, err := r.enter(ctx, s, target, entryEdge)
+	if err != nil {
+		return nil, err
+	}
+	rep.Status = string(StatusPass)
+	rep.Moved = true
+	rep.CurrentNode = target
+	rep.Attempts = st.Record(node.ID).Attempts
+	rep.Messages = append(rep.Messages, "advanced to "+target)
+	rep.Messages = append(rep.Messages, msgs...)
+	return rep, nil
+}
+
+// escalate runs the graph's onEscalation chain for node (state is saved).
+func (r *Runtime) escalate(ctx context.Context, s *session, n *Node) []string {
+	if len(r.g.onEscalation) == 0 {
+		return nil
+	}
+	c := runChains(ctx, sharedPool, []chainJob{{r.g.onEscalation, r.hookContext(ctx, s, n, Entry, ModeLive, nil, nil)}})[0]
+	msgs := r.noteDegraded(s, n.ID, c)
+	if !c.Satisfied() {
+		msgs = append(msgs, "warning: the escalation chain stopped: "+c.Render())
+	}
+	return msgs
+}

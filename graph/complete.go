@@ -61,7 +61,7 @@ func (r *Runtime) Complete(ctx context.Context, id, node, actor string) (*Claim,
 	if by == "" {
 		by = "cli"
 	}
-	s.st.Completions.Set(claimed, Completion{At: Timestamp(s.now), By: by})
+	s.st.Completions.Set(claimed, Completion{At: timestamp(s.now), By: by})
 	if err := r.save(ctx, s); err != nil {
 		return nil, err
 	}

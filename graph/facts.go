@@ -10,7 +10,7 @@ import (
 // gate verdict of decision 2). It reports whether skips or opt-ins changed.
 func (r *Runtime) recordFacts(ctx context.Context, s *session, n *Node, c ChainOutcome, ev *Event) bool {
 	st := s.st
-	at := Timestamp(s.now)
+	at := timestamp(s.now)
 	var recorded []string
 	for _, res := range c.Results {
 		key := res.DataString("decision")

@@ -59,7 +59,7 @@ func (r *Runtime) Force(ctx context.Context, id, to, reason, actor string) (*For
 	if actor == "" {
 		actor = "(shell)"
 	}
-	rec := ForceRecord{From: from, To: to, Reason: reason, Actor: actor, At: Timestamp(s.now), Warnings: append([]string{}, warnings...)}
+	rec := ForceRecord{From: from, To: to, Reason: reason, Actor: actor, At: timestamp(s.now), Warnings: append([]string{}, warnings...)}
 	s.st.Forced = append(s.st.Forced, rec)
 	res := &ForceResult{WorkItem: s.wi.Ref, FromNode: from, ToNode: to, Reason: reason, Warnings: warnings, Messages: append([]string{}, s.warn...)}
 	if res.WorkItem == "" {

@@ -2,7 +2,6 @@ package graph
 
 import (
 	"context"
-	"errors"
 	"io/fs"
 	"strings"
 	"time"
@@ -233,11 +232,6 @@ func (o Operation) Provider() string {
 	return p
 }
 
-// ErrUnsupportedOperation is returned (wrapped) by an Integrations whose
-// configuration provides no provider for an operation. Hooks treat it as a
-// deliberate absence (skip), not an outage.
-var ErrUnsupportedOperation = errors.New("operation not configured")
-
 // Commands runs programs for the few hooks that must (verify-tests). argv is
 // an explicit list, never a shell string; dir "" means the repository root.
 // It is nil under ModeCheck: check never starts a subprocess.
@@ -253,10 +247,6 @@ type CommandResult struct {
 	Stderr   []byte
 	ExitCode int
 }
-
-// ErrCommandNotFound is wrapped by Commands.Run when the program is not
-// installed.
-var ErrCommandNotFound = errors.New("command not found")
 
 // DeliverFunc pastes text into the work item's bound agent session. It
 // reports false when there is no live session to deliver into. Only the

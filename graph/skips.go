@@ -104,8 +104,8 @@ func (r *Runtime) skippedArtifacts(k skipInfo) map[string]bool {
 	return out
 }
 
-// SkipProvenance renders why a node is skipped, for reports and logs.
-func SkipProvenance(d SkipDecl) string {
+// skipProvenance renders why a node is skipped, for reports and logs.
+func skipProvenance(d SkipDecl) string {
 	if d.Via == "not-selected" {
 		return "not selected — an opt-in phase, off unless it is ticked at `phase-selection`"
 	}
@@ -141,10 +141,10 @@ func (r *Runtime) routeSkips(s *session, id string, k skipInfo) string {
 		now := s.now
 		s.st.update(id, func(rec *NodeRecord) {
 			if rec.EnteredAt == "" {
-				rec.EnteredAt = Timestamp(now)
+				rec.EnteredAt = timestamp(now)
 			}
 			rec.Outcome = OutcomeSkipped
-			rec.ExitedAt = Timestamp(now)
+			rec.ExitedAt = timestamp(now)
 		})
 		d := k.decl[id]
 		fields := []Field{{"node", id}}
@@ -211,7 +211,7 @@ func (r *Runtime) DeclareSkips(ctx context.Context, id string, tokens []string, 
 		actor = "(shell)"
 	}
 	cur := s.st.CurrentNode
-	at := Timestamp(s.now)
+	at := timestamp(s.now)
 	for _, p := range picks {
 		if n, _ := r.g.Node(p.node); r.opts.Verifier != nil && n != nil && n.IsHuman() {
 			res.Rejected = append(res.Rejected, SkipRejection{Token: p.node, Why: "a human gate is skipped only by a signed phase selection, not from the command line"})

@@ -94,7 +94,7 @@ func (r *Runtime) evaluateAll(ctx context.Context, s *session, recompute bool) *
 		nr := NodeReport{Node: n.ID, Attempts: rec.Attempts, Forced: rec.Forced && !recompute, Messages: []string{}}
 		if d, ok := k.decl[n.ID]; ok {
 			nr.Status, nr.Outcome = string(StatusSkip), OutcomeSkipped
-			nr.Messages = append(nr.Messages, SkipProvenance(d))
+			nr.Messages = append(nr.Messages, skipProvenance(d))
 		} else {
 			c := outcomes[i]
 			nr.Status, nr.Outcome = string(c.Status), c.Outcome()

@@ -225,7 +225,7 @@ func lockArtifacts(_ context.Context, hc *graph.HookContext) graph.HookResult {
 	approvers = dedupe(approvers)
 	// The lock names the decision it comes from; the runtime records (and
 	// signs) that decision when this chain passes, at the same instant.
-	decision := graph.DecisionRef(hc.Node.ID, cls.DataString("comment"), graph.Timestamp(hc.Now))
+	decision := graph.DecisionRef(hc.Node.ID, cls.DataString("comment"), hc.Now)
 	var findings []graph.Message
 	var locked []string
 	for _, s := range resolveSlots(hc.Artifacts, es) {

@@ -104,7 +104,7 @@ func (r *Runtime) advance(ctx context.Context, s *session, ev *Event) (*StepRepo
 		}
 		st.Park(node.ID, reason, false, s.now)
 		st.Parked.Hook = c.BlockingHook()
-		r.journal(s, "graph.parked", LevelInfo, Field{"node", node.ID}, Field{"hook", c.BlockingHook()})
+		r.journal(s, EventParked, LevelInfo, Field{"node", node.ID}, Field{"hook", c.BlockingHook()})
 		if err := r.save(ctx, s); err != nil {
 			return nil, err
 		}
@@ -132,7 +132,7 @@ func (r *Runtime) advance(ctx context.Context, s *session, ev *Event) (*StepRepo
 		if repeated || attempts >= node.MaxAttempts {
 			st.Park(node.ID, rendered, true, s.now)
 			st.Parked.Hook = c.BlockingHook()
-			r.journal(s, "graph.escalated", LevelWarning, Field{"node", node.ID}, Field{"attempts", attempts}, Field{"repeated", repeated})
+			r.journal(s, EventEscalated, LevelWarning, Field{"node", node.ID}, Field{"attempts", attempts}, Field{"repeated", repeated})
 			if err := r.save(ctx, s); err != nil {
 				return nil, err
 			}
@@ -145,7 +145,7 @@ func (r *Runtime) advance(ctx context.Context, s *session, ev *Event) (*StepRepo
 			rep.Messages = append(rep.Messages, r.escalate(ctx, s, node)...)
 			return rep, nil
 		}
-		r.journal(s, "graph.blocked", LevelInfo, Field{"node", node.ID}, Field{"hook", c.BlockingHook()})
+		r.journal(s, EventBlocked, LevelInfo, Field{"node", node.ID}, Field{"hook", c.BlockingHook()})
 		if err := r.save(ctx, s); err != nil {
 			return nil, err
 		}
@@ -163,7 +163,7 @@ func (r *Runtime) advance(ctx context.Context, s *session, ev *Event) (*StepRepo
 	if !found {
 		rep.Attempts = st.Record(node.ID).Attempts
 		if node.Terminal {
-			r.journal(s, "graph.completed", LevelInfo, Field{"node", node.ID})
+			r.journal(s, EventCompleted, LevelInfo, Field{"node", node.ID})
 			if err := r.save(ctx, s); err != nil {
 				return nil, err
 			}
@@ -173,7 +173,7 @@ func (r *Runtime) advance(ctx context.Context, s *session, ev *Event) (*StepRepo
 		}
 		reason := fmt.Sprintf("no declared edge from %s on '%s'", node.ID, outcome)
 		st.Park(node.ID, reason, true, s.now)
-		r.journal(s, "graph.no_edge", LevelWarning, Field{"node", node.ID}, Field{"outcome", outcome})
+		r.journal(s, EventNoEdge, LevelWarning, Field{"node", node.ID}, Field{"outcome", outcome})
 		if err := r.save(ctx, s); err != nil {
 			return nil, err
 		}
@@ -183,7 +183,7 @@ func (r *Runtime) advance(ctx context.Context, s *session, ev *Event) (*StepRepo
 		return rep, nil
 	}
 	target = r.routeSkips(s, target, k)
-	r.journal(s, "graph.advanced", LevelInfo, Field{"node", node.ID}, Field{"to", target}, Field{"outcome", outcome})
+	r.journal(s, EventAdvanced, LevelInfo, Field{"node", node.ID}, Field{"to", target}, Field{"outcome", outcome})
 	msgs, err := r.enter(ctx, s, target, entryEdge)
 	if err != nil {
 		return nil, err

@@ -207,7 +207,7 @@ func (r *Runtime) sign(ctx context.Context, s *session, key string, gated []stri
 	}
 	if err := r.opts.Signer.SignDecision(ctx, r.subject(s, key), s.arts, gated, &d); err != nil {
 		s.warn = append(s.warn, "the decision of "+key+" could not be signed: "+err.Error()+"; verifiers will refuse it")
-		r.emit(s, "graph.decision_unsigned", LevelWarning, Field{"node", key}, Field{"error", err.Error()})
+		r.emit(s, EventDecisionUnsigned, LevelWarning, Field{"node", key}, Field{"error", err.Error()})
 		return
 	}
 	s.st.Decisions.Set(key, d)

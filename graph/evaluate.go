@@ -112,7 +112,7 @@ func (r *Runtime) evaluate(ctx context.Context, s *session, n *Node, mode Mode, 
 		s.st.Decisions.Delete(n.ID)
 		delete(s.verdicts, n.ID)
 		s.exitFor = nil
-		r.journal(s, "graph.decision_refused", LevelWarning, Field{"node", n.ID}, Field{"error", err.Error()})
+		r.journal(s, EventDecisionRefused, LevelWarning, Field{"node", n.ID}, Field{"error", err.Error()})
 	}
 	return runChains(ctx, sharedPool, []chainJob{{n.Exit, r.hookContext(ctx, s, n, Exit, mode, ev, k)}})[0]
 }
@@ -135,7 +135,7 @@ func (r *Runtime) noteSkips(s *session, node string, c ChainOutcome) {
 			same = same && n < len(prev) && prev[n] == res.Hook
 			n++
 			if logging { // the fields are not even built for a discarding sink
-				r.journal(s, "graph.hook_skipped", LevelInfo, Field{"node", node}, Field{"boundary", string(Exit)}, Field{"hook", res.Hook})
+				r.journal(s, EventHookSkipped, LevelInfo, Field{"node", node}, Field{"boundary", string(Exit)}, Field{"hook", res.Hook})
 			}
 		}
 	}
@@ -159,7 +159,7 @@ func (r *Runtime) noteDegraded(s *session, node string, c ChainOutcome) []string
 	for _, res := range c.Degraded() {
 		e := res.DataString("error")
 		msgs = append(msgs, fmt.Sprintf("warning: %s did not complete: %s", res.Hook, e))
-		r.emit(s, "graph.hook_degraded", LevelWarning, Field{"node", node}, Field{"hook", res.Hook}, Field{"error", e})
+		r.emit(s, EventHookDegraded, LevelWarning, Field{"node", node}, Field{"hook", res.Hook}, Field{"error", e})
 	}
 	return msgs
 }

@@ -80,11 +80,11 @@ func (r *Runtime) recordFacts(ctx context.Context, s *session, n *Node, c ChainO
 	}
 	if len(skipped) > 0 {
 		sort.Strings(skipped)
-		r.journal(s, "graph.skips_declared", LevelInfo, Field{"via", "selection"}, Field{"nodes", skipped})
+		r.journal(s, EventSkipsDeclared, LevelInfo, Field{"via", "selection"}, Field{"nodes", skipped})
 	}
 	if len(opted) > 0 {
 		sort.Strings(opted)
-		r.journal(s, "graph.opt_ins_selected", LevelInfo, Field{"via", "selection"}, Field{"nodes", opted})
+		r.journal(s, EventOptInsSelected, LevelInfo, Field{"via", "selection"}, Field{"nodes", opted})
 	}
 	// The decisions recorded here carry the skips and opt-ins they made,
 	// under their signature: a verifier honours a skipped human gate only

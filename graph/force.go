@@ -67,7 +67,7 @@ func (r *Runtime) Force(ctx context.Context, id, to, reason, actor string) (*For
 	}
 	// The event is saved with the forced state by enter and logged after
 	// it: never an event for a force that did not happen.
-	r.journal(s, "graph.forced", LevelWarning, Field{"from", from}, Field{"to", to}, Field{"actor", actor}, Field{"reason", reason})
+	r.journal(s, EventForced, LevelWarning, Field{"from", from}, Field{"to", to}, Field{"actor", actor}, Field{"reason", reason})
 	msgs, err := r.enter(ctx, s, to, entryForce)
 	if err != nil {
 		return nil, err

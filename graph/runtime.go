@@ -181,7 +181,7 @@ func (r *Runtime) open(ctx context.Context, id string, missing missingPolicy) (*
 		s.st = NewState(id)
 		r.reconstruct(ctx, s)
 		s.warn = append(s.warn, fmt.Sprintf("graph-state.json could not be parsed; the state was reconstructed from the artifacts (current node: %s) and the unparseable file is preserved beside it", s.st.CurrentNode))
-		r.emit(s, "graph.state_reconstructed", LevelWarning, Field{"node", s.st.CurrentNode}, Field{"error", err.Error()})
+		r.emit(s, EventStateReconstructed, LevelWarning, Field{"node", s.st.CurrentNode}, Field{"error", err.Error()})
 	default:
 		return nil, err
 	}
@@ -208,7 +208,7 @@ const (
 // warnLost is R8.3's warning and event for a reconstructed missing state.
 func (r *Runtime) warnLost(s *session, node string) {
 	s.warn = append(s.warn, fmt.Sprintf("graph-state.json is missing although the spec directory holds %s; the state was reconstructed from the artifacts (current node: %s)", strings.Join(s.lost, ", "), node))
-	r.emit(s, "graph.state_reconstructed", LevelWarning, Field{"node", node}, Field{"error", "graph-state.json is missing"})
+	r.emit(s, EventStateReconstructed, LevelWarning, Field{"node", node}, Field{"error", "graph-state.json is missing"})
 }
 
 // reconstruct rebuilds s.st (fresh) by recompute: the pointer goes where

@@ -153,7 +153,7 @@ func (r *Runtime) routeSkips(s *session, id string, k skipInfo) string {
 				fields = append(fields, Field{kv[0], kv[1]})
 			}
 		}
-		r.journal(s, "graph.node_skipped", LevelInfo, fields...)
+		r.journal(s, EventNodeSkipped, LevelInfo, fields...)
 		id = to
 	}
 	return id
@@ -226,7 +226,7 @@ func (r *Runtime) DeclareSkips(ctx context.Context, id string, tokens []string, 
 		}
 	}
 	if len(res.Declared) > 0 {
-		r.journal(s, "graph.skips_declared", LevelInfo, Field{"via", "cli"}, Field{"actor", actor}, Field{"reason", reason}, Field{"nodes", res.Declared})
+		r.journal(s, EventSkipsDeclared, LevelInfo, Field{"via", "cli"}, Field{"actor", actor}, Field{"reason", reason}, Field{"nodes", res.Declared})
 		if err := r.save(ctx, s); err != nil {
 			return nil, err
 		}
@@ -237,7 +237,7 @@ func (r *Runtime) DeclareSkips(ctx context.Context, id string, tokens []string, 
 		}
 	}
 	for _, rj := range res.Rejected {
-		r.emit(s, "graph.skips_rejected", LevelWarning, Field{"token", rj.Token}, Field{"via", "cli"}, Field{"why", rj.Why})
+		r.emit(s, EventSkipsRejected, LevelWarning, Field{"token", rj.Token}, Field{"via", "cli"}, Field{"why", rj.Why})
 	}
 	return res, nil
 }

@@ -23,7 +23,7 @@ func (r *Runtime) Start(ctx context.Context, id string) (*StepReport, error) {
 		s.st.Loop = r.g.Name
 	}
 	rep := &StepReport{Node: node, Status: string(StatusPass), Outcome: string(StatusPass), Messages: []string{}, Moved: true}
-	r.journal(s, "graph.started", LevelInfo, Field{"node", node})
+	r.journal(s, EventStarted, LevelInfo, Field{"node", node})
 	msgs, err := r.enter(ctx, s, node, entryStart)
 	if err != nil {
 		return nil, err
@@ -64,7 +64,7 @@ func (r *Runtime) enter(ctx context.Context, s *session, id string, how entryKin
 		if sess != "" {
 			fields = append(fields, Field{"session", sess})
 		}
-		r.emit(s, "graph.gate_session", LevelInfo, fields...)
+		r.emit(s, EventGateSession, LevelInfo, fields...)
 	}
 	c := runChains(ctx, sharedPool, []chainJob{{n.Entry, r.hookContext(ctx, s, n, Entry, ModeLive, nil, nil)}})[0]
 	msgs := r.noteDegraded(s, id, c)
@@ -72,12 +72,12 @@ func (r *Runtime) enter(ctx context.Context, s *session, id string, how entryKin
 		if res.Status == StatusSkip && r.logging() {
 			// The state was saved before the entry chain ran: entry skips
 			// go to the event log only.
-			r.emit(s, "graph.hook_skipped", LevelInfo, Field{"node", id}, Field{"boundary", string(Entry)}, Field{"hook", res.Hook})
+			r.emit(s, EventHookSkipped, LevelInfo, Field{"node", id}, Field{"boundary", string(Entry)}, Field{"hook", res.Hook})
 		}
 	}
 	if !c.Satisfied() {
 		msgs = append(msgs, fmt.Sprintf("warning: the entry chain of %s stopped: %s", id, c.Render()))
-		r.emit(s, "graph.entry_incomplete", LevelWarning, Field{"node", id}, Field{"hook", c.BlockingHook()})
+		r.emit(s, EventEntryIncomplete, LevelWarning, Field{"node", id}, Field{"hook", c.BlockingHook()})
 	}
 	return msgs, nil
 }

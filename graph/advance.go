@@ -6,12 +6,15 @@ import (
 	"strings"
 )
 
-// Step statuses beyond the hook statuses.
+// Step statuses: what a verb reports beyond the four hook statuses.
 const (
-	StepEscalated = "escalated"
-	StepRefused   = "refused"
-	StepNoop      = "noop"
-	StepBusy      = "busy"
+	// StepEscalated: the node escalated and is parked (StepReport, Claim).
+	StepEscalated Status = "escalated"
+	// StepRefused: a claim on a node that is not current (Claim).
+	StepRefused Status = "refused"
+	// StepNoop: a claim on a node behind the pointer (Claim).
+	StepNoop Status = "noop"
+	StepBusy Status = "busy"
 )
 
 // StepReport is the result of Start and Advance.
@@ -19,7 +22,7 @@ type StepReport struct {
 	// Node is the node that was evaluated (or entered, for Start).
 	Node string `json:"node"`
 	// Status is pass, wait, block or escalated.
-	Status   string   `json:"status"`
+	Status   Status   `json:"status"`
 	Outcome  string   `json:"outcome"`
 	Messages []string `json:"messages"`
 	Forced   bool     `json:"forced"`
@@ -77,7 +80,7 @@ func (r *Runtime) advance(ctx context.Context, s *session, ev *Event) (*StepRepo
 					return nil, err
 				}
 			}
-			rep.Status, rep.Outcome = StepEscalated, StepEscalated
+			rep.Status, rep.Outcome = StepEscalated, string(StepEscalated)
 			rep.Attempts = st.Record(node.ID).Attempts
 			rep.Messages = append(rep.Messages, "this node escalated and is parked until its block is fixed or a human acts (a new event on the work item, or `loopctl graph force`)", p.Reason)
 			return rep, nil
@@ -108,7 +111,7 @@ func (r *Runtime) advance(ctx context.Context, s *session, ev *Event) (*StepRepo
 		if err := r.save(ctx, s); err != nil {
 			return nil, err
 		}
-		rep.Status = string(StatusWait)
+		rep.Status = StatusWait
 		rep.Attempts = st.Record(node.ID).Attempts
 		return rep, nil
 
@@ -120,7 +123,7 @@ func (r *Runtime) advance(ctx context.Context, s *session, ev *Event) (*StepRepo
 			// escalation, not a new one. Stay parked without counting an
 			// attempt or notifying anyone again.
 			st.Parked = lifted
-			rep.Status, rep.Outcome = StepEscalated, StepEscalated
+			rep.Status, rep.Outcome = StepEscalated, string(StepEscalated)
 			rep.Attempts = st.Record(node.ID).Attempts
 			rep.Messages = append(rep.Messages[:liftedMsg:liftedMsg], rep.Messages[liftedMsg+1:]...)
 			rep.Messages = append(rep.Messages, "still the same block: the node stays escalated")
@@ -149,7 +152,7 @@ func (r *Runtime) advance(ctx context.Context, s *session, ev *Event) (*StepRepo
 		if err := r.save(ctx, s); err != nil {
 			return nil, err
 		}
-		rep.Status = string(StatusBlock)
+		rep.Status = StatusBlock
 		return rep, nil
 	}
 
@@ -167,7 +170,7 @@ func (r *Runtime) advance(ctx context.Context, s *session, ev *Event) (*StepRepo
 			if err := r.save(ctx, s); err != nil {
 				return nil, err
 			}
-			rep.Status = string(StatusPass)
+			rep.Status = StatusPass
 			rep.Messages = append(rep.Messages, "the walk is complete")
 			return rep, nil
 		}
@@ -188,7 +191,7 @@ func (r *Runtime) advance(ctx context.Context, s *session, ev *Event) (*StepRepo
 	if err != nil {
 		return nil, err
 	}
-	rep.Status = string(StatusPass)
+	rep.Status = StatusPass
 	rep.Moved = true
 	rep.CurrentNode = target
 	rep.Attempts = st.Record(node.ID).Attempts

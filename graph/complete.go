@@ -10,8 +10,10 @@ import (
 // Claim is the envelope Complete returns and `loopctl graph complete`
 // prints.
 type Claim struct {
-	Node        string   `json:"node"`
-	Status      string   `json:"status"`
+	Node string `json:"node"`
+	// Status is the step's (pass, wait, block, escalated), or refused or
+	// noop for a claim on a node that is not current.
+	Status      Status   `json:"status"`
 	Outcome     string   `json:"outcome"`
 	Moved       bool     `json:"moved"`
 	CurrentNode string   `json:"currentNode"`

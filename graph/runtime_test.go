@@ -264,7 +264,7 @@ func TestClaimRecordsClaimantAndMoves(t *testing.T) {
 	f.arts("issue-1").Set("brainstorm.md", "# idea\n")
 	c, err := f.rt.Complete(ctx, "issue-1", "", "claude")
 	require.NoError(t, err)
-	require.Equal(t, "pass", c.Status)
+	require.Equal(t, graph.StatusPass, c.Status)
 	require.True(t, c.Moved)
 	require.Equal(t, "requirements", c.CurrentNode)
 	require.Contains(t, c.Messages, "advanced to requirements")
@@ -285,7 +285,7 @@ func TestHumanGateWaitsOnTheCLIPath(t *testing.T) {
 	// The agent claims the gate: a claim carries no event, so the gate waits.
 	c, err = f.rt.Complete(ctx, "issue-1", "", "agent")
 	require.NoError(t, err)
-	require.Equal(t, "wait", c.Status)
+	require.Equal(t, graph.StatusWait, c.Status)
 	require.False(t, c.Moved)
 	require.Equal(t, "requirements-approval", c.CurrentNode)
 	st := f.store.State("issue-1")
@@ -297,7 +297,7 @@ func TestHumanGateWaitsOnTheCLIPath(t *testing.T) {
 	// A stranger's "approved" does not open it either.
 	rep, err := f.rt.Advance(ctx, "issue-1", comment("mallory", "approved"))
 	require.NoError(t, err)
-	require.Equal(t, "wait", rep.Status)
+	require.Equal(t, graph.StatusWait, rep.Status)
 }
 
 func TestApprovalIsARecordedDecisionThatRecomputeHonours(t *testing.T) {
@@ -310,7 +310,7 @@ func TestApprovalIsARecordedDecisionThatRecomputeHonours(t *testing.T) {
 
 	rep, err := f.rt.Advance(ctx, "issue-1", comment("dana", "approved"))
 	require.NoError(t, err)
-	require.Equal(t, "pass", rep.Status)
+	require.Equal(t, graph.StatusPass, rep.Status)
 	require.Equal(t, "approved", rep.Outcome)
 	require.Equal(t, "design", rep.CurrentNode, "critic is an unselected opt-in and is routed around")
 
@@ -328,10 +328,10 @@ func TestApprovalIsARecordedDecisionThatRecomputeHonours(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, "design", status.CurrentNode)
 	gate, _ := status.Node("requirements-approval")
-	require.Equal(t, "pass", gate.Status)
+	require.Equal(t, graph.StatusPass, gate.Status)
 	require.Equal(t, "approved", gate.Outcome)
 	critic, _ := status.Node("critic")
-	require.Equal(t, "skip", critic.Status)
+	require.Equal(t, graph.StatusSkip, critic.Status)
 	require.Contains(t, critic.Messages[0], "not selected")
 }
 
@@ -362,7 +362,7 @@ func TestChangesRequestedRoutesBack(t *testing.T) {
 	require.False(t, f.store.State("issue-1").Decisions.Has("requirements-approval"), "the stale verdict is cleared on re-entry")
 	c, err = f.rt.Complete(ctx, "issue-1", "", "agent")
 	require.NoError(t, err)
-	require.Equal(t, "wait", c.Status)
+	require.Equal(t, graph.StatusWait, c.Status)
 }
 
 func TestDeclaredSkipsRouteAroundNodesWithoutRunningTheirHooks(t *testing.T) {
@@ -423,7 +423,7 @@ func TestSelectionDeclaresSkipsAndOptIns(t *testing.T) {
 	status, err := f.rt.Status(context.Background(), "issue-1", true)
 	require.NoError(t, err)
 	ps, _ := status.Node("phase-selection")
-	require.Equal(t, "pass", ps.Status)
+	require.Equal(t, graph.StatusPass, ps.Status)
 	require.Equal(t, "requirements", status.CurrentNode)
 }
 
@@ -434,7 +434,7 @@ func TestRepeatedIdenticalBlockEscalates(t *testing.T) {
 
 	c, err := f.rt.Complete(ctx, "issue-1", "", "agent")
 	require.NoError(t, err)
-	require.Equal(t, "block", c.Status)
+	require.Equal(t, graph.StatusBlock, c.Status)
 	require.Contains(t, c.Messages, "required artifact is missing (docs/specs/issue-1/brainstorm.md)")
 	require.Equal(t, 1, f.sink.Count("graph.blocked"))
 
@@ -464,7 +464,7 @@ func TestRepeatedIdenticalBlockEscalates(t *testing.T) {
 	f.arts("issue-1").Set("brainstorm.md", "x")
 	c, err = f.rt.Complete(ctx, "issue-1", "", "agent")
 	require.NoError(t, err)
-	require.Equal(t, "pass", c.Status)
+	require.Equal(t, graph.StatusPass, c.Status)
 	require.Equal(t, "requirements", c.CurrentNode)
 	require.Contains(t, c.Messages, "brainstorming no longer blocks: the escalation is lifted")
 	require.Nil(t, f.store.State("issue-1").Parked)
@@ -637,7 +637,7 @@ func TestRecomputeIgnoresAHandEditedPointer(t *testing.T) {
 	require.False(t, rep.OK)
 	require.Nil(t, rep.Parked)
 	d, _ := rep.Node("design")
-	require.Equal(t, "block", d.Status)
+	require.Equal(t, graph.StatusBlock, d.Status)
 	require.Contains(t, d.Messages, "graph state declares a skip on this node, which is not skippable — the declaration is refused and has no effect")
 
 	plain, err := f.rt.Status(ctx, "issue-1", false)
@@ -666,7 +666,7 @@ func TestTerminalNodeCompletesTheWalk(t *testing.T) {
 	require.NoError(t, err)
 	c, err := f.rt.Complete(ctx, "issue-1", "", "agent")
 	require.NoError(t, err)
-	require.Equal(t, "pass", c.Status)
+	require.Equal(t, graph.StatusPass, c.Status)
 	require.False(t, c.Moved)
 	require.Equal(t, 1, f.sink.Count("graph.completed"))
 }
@@ -731,7 +731,7 @@ func TestFailingHooksBlockNeverPass(t *testing.T) {
 			require.NoError(t, err)
 			rep, err := rt.Advance(ctx, "w", nil)
 			require.NoError(t, err)
-			require.Equal(t, "block", rep.Status)
+			require.Equal(t, graph.StatusBlock, rep.Status)
 			require.Equal(t, "a", rep.CurrentNode)
 			require.Contains(t, strings.Join(rep.Messages, "\n"), tc.want)
 		})
@@ -781,7 +781,7 @@ func TestCheckModeIsReadOnly(t *testing.T) {
 	require.Equal(t, graph.ModeCheck, sawMode)
 	require.Error(t, writeErr)
 	require.Equal(t, "", items.Artifacts("w").Get("x.md"))
-	require.Equal(t, "pass", rep.Nodes[0].Status)
+	require.Equal(t, graph.StatusPass, rep.Nodes[0].Status)
 }
 
 type fakeIntegrations struct{}
@@ -956,7 +956,7 @@ func TestHookSkipsAreRecordedAndParkedNamesTheWaitingHook(t *testing.T) {
 	require.NoError(t, err)
 	rep, err := rt.Advance(ctx, "w", nil)
 	require.NoError(t, err)
-	require.Equal(t, "wait", rep.Status)
+	require.Equal(t, graph.StatusWait, rep.Status)
 
 	st := store.State("w")
 	require.Equal(t, []string{"nothing-to-do"}, st.Record("a").SkippedHooks)

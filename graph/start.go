@@ -22,7 +22,7 @@ func (r *Runtime) Start(ctx context.Context, id string) (*StepReport, error) {
 	if r.g.Name != "" || s.st.Loop == "" {
 		s.st.Loop = r.g.Name
 	}
-	rep := &StepReport{Node: node, Status: string(StatusPass), Outcome: string(StatusPass), Messages: []string{}, Moved: true}
+	rep := &StepReport{Node: node, Status: StatusPass, Outcome: string(StatusPass), Messages: []string{}, Moved: true}
 	r.journal(s, EventStarted, LevelInfo, Field{"node", node})
 	msgs, err := r.enter(ctx, s, node, entryStart)
 	if err != nil {

@@ -7,7 +7,7 @@ import (
 // NodeReport is one node's verdict in a Report.
 type NodeReport struct {
 	Node     string   `json:"node"`
-	Status   string   `json:"status"`
+	Status   Status   `json:"status"`
 	Outcome  string   `json:"outcome"`
 	Messages []string `json:"messages"`
 	Forced   bool     `json:"forced"`
@@ -93,11 +93,11 @@ func (r *Runtime) evaluateAll(ctx context.Context, s *session, recompute bool) *
 		rec := s.st.Record(n.ID)
 		nr := NodeReport{Node: n.ID, Attempts: rec.Attempts, Forced: rec.Forced && !recompute, Messages: []string{}}
 		if d, ok := k.decl[n.ID]; ok {
-			nr.Status, nr.Outcome = string(StatusSkip), OutcomeSkipped
+			nr.Status, nr.Outcome = StatusSkip, OutcomeSkipped
 			nr.Messages = append(nr.Messages, skipProvenance(d))
 		} else {
 			c := outcomes[i]
-			nr.Status, nr.Outcome = string(c.Status), c.Outcome()
+			nr.Status, nr.Outcome = c.Status, c.Outcome()
 			for _, m := range c.Messages() {
 				nr.Messages = append(nr.Messages, m.String())
 			}
@@ -112,7 +112,7 @@ func (r *Runtime) evaluateAll(ctx context.Context, s *session, recompute bool) *
 				nr.Messages = append(nr.Messages, "graph state declares this human gate skipped, but no verified decision does — the declaration is refused: a gate is skipped only by a signed phase selection")
 			}
 		}
-		if first == "" && nr.Status != string(StatusPass) && nr.Status != string(StatusSkip) {
+		if first == "" && nr.Status != StatusPass && nr.Status != StatusSkip {
 			first = n.ID
 		}
 		rep.Nodes[i] = nr
@@ -135,7 +135,7 @@ func (r *Runtime) evaluateAll(ctx context.Context, s *session, recompute bool) *
 		if declared && i > cur.Index {
 			break
 		}
-		if nr.Status != string(StatusPass) && nr.Status != string(StatusSkip) {
+		if nr.Status != StatusPass && nr.Status != StatusSkip {
 			rep.OK = false
 			break
 		}

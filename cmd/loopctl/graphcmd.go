@@ -308,7 +308,7 @@ the daemon's ingress. Exit status: 0 for pass or wait, 1 for block or escalated
 			if err := opts.Output.write(f.IO.Out, rep); err != nil {
 				return err
 			}
-			if rep.Status != string(graph.StatusPass) && rep.Status != string(graph.StatusWait) {
+			if rep.Status != graph.StatusPass && rep.Status != graph.StatusWait {
 				return &exitError{code: exitFailed}
 			}
 			return nil
@@ -397,9 +397,9 @@ func runRun(ctx context.Context, opts *runOptions) error {
 			fmt.Fprintf(f.IO.Out, "    %s\n", oneLine(m))
 		}
 		switch rep.Status {
-		case string(graph.StatusWait):
+		case graph.StatusWait:
 			return nil
-		case string(graph.StatusBlock), graph.StepEscalated:
+		case graph.StatusBlock, graph.StepEscalated:
 			return &exitError{code: exitFailed}
 		}
 		if !rep.Moved {

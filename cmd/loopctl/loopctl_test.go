@@ -151,7 +151,7 @@ func TestCheckExitCodesAndFormats(t *testing.T) {
 	require.Equal(t, "phase-selection", rep.CurrentNode)
 	require.Len(t, rep.Nodes, 19)
 	req, _ := rep.Node("requirements-definition")
-	require.Equal(t, "pass", req.Status)
+	require.Equal(t, graph.StatusPass, req.Status)
 
 	io.out.Reset()
 	require.Equal(t, exitOK, Main([]string{"loopctl", "check", "issue-42", "--recompute", "--fail-on", "block"}, f), "a wait is not a block")
@@ -190,7 +190,7 @@ func TestGraphCompleteEnvelopeAndForceRefusals(t *testing.T) {
 	io.out.Reset()
 	require.Equal(t, exitOK, Main([]string{"loopctl", "graph", "complete", "issue-42"}, f))
 	require.NoError(t, json.Unmarshal(io.out.Bytes(), &claim))
-	require.Equal(t, "pass", claim.Status)
+	require.Equal(t, graph.StatusPass, claim.Status)
 	require.True(t, claim.Moved)
 	require.Equal(t, "requirements-approval", claim.CurrentNode)
 
@@ -304,7 +304,7 @@ func TestCheckJSONAgreesWithTheLoopV11(t *testing.T) {
 		want := expected[rep.WorkItem]
 		ok := rep.CurrentNode == want.CurrentNode && rep.OK == want.OK && len(rep.Nodes) == len(want.Nodes)
 		for i := range want.Nodes {
-			if i < len(rep.Nodes) && (rep.Nodes[i].Node != want.Nodes[i].Node || rep.Nodes[i].Status != want.Nodes[i].Status) {
+			if i < len(rep.Nodes) && (rep.Nodes[i].Node != want.Nodes[i].Node || string(rep.Nodes[i].Status) != want.Nodes[i].Status) {
 				ok = false
 			}
 		}

@@ -84,7 +84,7 @@ func run(out io.Writer) error {
 	}
 	ctx := context.Background()
 	const id = "release-7"
-	show := func(step string, status, node string, msgs []string) {
+	show := func(step string, status graph.Status, node string, msgs []string) {
 		fmt.Fprintf(out, "%-28s %-7s at %s\n", step, status, node)
 		for _, m := range msgs {
 			fmt.Fprintf(out, "    %s\n", m)

@@ -3,7 +3,6 @@ package graph
 import (
 	"context"
 	"fmt"
-	"strings"
 )
 
 // Step statuses: what a verb reports beyond the four hook statuses.
@@ -14,7 +13,6 @@ const (
 	StepRefused Status = "refused"
 	// StepNoop: a claim on a node behind the pointer (Claim).
 	StepNoop Status = "noop"
-	StepBusy Status = "busy"
 )
 
 // StepReport is the result of Start and Advance.
@@ -53,12 +51,11 @@ func (r *Runtime) Advance(ctx context.Context, id string, ev *Event) (*StepRepor
 func (r *Runtime) advance(ctx context.Context, s *session, ev *Event) (*StepReport, error) {
 	st := s.st
 	if st.CurrentNode == "" {
-		return nil, fmt.Errorf("%s: %w; start it first (the daemon does on `the-loop start`, or `loopctl graph run`)", s.wi.ID, ErrNotStarted)
+		return nil, fmt.Errorf("%s: %w", s.wi.ID, ErrNotStarted)
 	}
 	node, ok := r.g.Node(st.CurrentNode)
 	if !ok {
-		return nil, fmt.Errorf("%s: the current node '%s' is not declared in graph %s: %w; move it with `loopctl graph force --to <node> --reason ...` (declared nodes: %s)",
-			s.wi.ID, st.CurrentNode, r.g.Name, ErrUnknownNode, strings.Join(r.g.IDs(), ", "))
+		return nil, &UnknownNodeError{WorkItem: s.wi.ID, Node: st.CurrentNode, Graph: r.g.Name, Declared: r.g.IDs(), Current: true}
 	}
 	rep := &StepReport{Node: node.ID, Messages: append([]string{}, s.warn...), CurrentNode: node.ID}
 
@@ -82,7 +79,7 @@ func (r *Runtime) advance(ctx context.Context, s *session, ev *Event) (*StepRepo
 			}
 			rep.Status, rep.Outcome = StepEscalated, string(StepEscalated)
 			rep.Attempts = st.Record(node.ID).Attempts
-			rep.Messages = append(rep.Messages, "this node escalated and is parked until its block is fixed or a human acts (a new event on the work item, or `loopctl graph force`)", p.Reason)
+			rep.Messages = append(rep.Messages, "this node escalated and is parked until its block is fixed or a human acts (a new event on the work item, or a force)", p.Reason)
 			return rep, nil
 		}
 		st.Parked = nil

@@ -2,7 +2,6 @@ package graph
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"strings"
 )
@@ -18,8 +17,7 @@ type Claim struct {
 	Moved       bool     `json:"moved"`
 	CurrentNode string   `json:"currentNode"`
 	Messages    []string `json:"messages"`
-	// Reason explains a refusal: not-started, not-current, already-past,
-	// busy.
+	// Reason explains a refusal: not-started, not-current, already-past.
 	Reason string `json:"reason"`
 }
 
@@ -28,12 +26,10 @@ type Claim struct {
 // node's real exit chain with no event (so a human gate answers wait). A
 // claim on a node behind the pointer is a no-op; on any other node that is
 // not current it is refused. The whole load→evaluate→save runs under the
-// state lock; a busy lock answers status "busy".
+// state lock; a lock that stays held is an error wrapping ErrBusy, as for
+// every verb that takes it.
 func (r *Runtime) Complete(ctx context.Context, id, node, actor string) (*Claim, error) {
 	s, unlock, err := r.openLocked(ctx, id)
-	if errors.Is(err, ErrBusy) {
-		return &Claim{Node: node, Status: StepBusy, Messages: []string{"another theloop process holds the graph-state lock; try again"}, Reason: "busy"}, nil
-	}
 	if err != nil {
 		return nil, err
 	}

@@ -49,6 +49,32 @@ var (
 	ErrDecisionUnknownKey = errors.New("decision is signed by an untrusted key")
 )
 
+// UnknownNodeError is a node id the graph does not declare, with the ids it
+// does. It matches ErrUnknownNode (errors.Is). The runtime states the fact;
+// the caller says what to do about it (the command that moves a pointer
+// differs between a CLI, a daemon and an embedder).
+type UnknownNodeError struct {
+	WorkItem string
+	// Node is the undeclared id.
+	Node  string
+	Graph string
+	// Declared are the graph's node ids, in declaration order.
+	Declared []string
+	// Current is set when Node is the work item's stored pointer (its
+	// graph-state.json names a node the graph lacks), not an argument.
+	Current bool
+}
+
+func (e *UnknownNodeError) Error() string {
+	if e.Current {
+		return fmt.Sprintf("%s: the current node '%s' is not declared in graph %s: %v (declared nodes: %s)", e.WorkItem, e.Node, e.Graph, ErrUnknownNode, strings.Join(e.Declared, ", "))
+	}
+	return fmt.Sprintf("%v '%s'; declared nodes are: %s", ErrUnknownNode, e.Node, strings.Join(e.Declared, ", "))
+}
+
+// Is lets errors.Is(err, ErrUnknownNode) match.
+func (e *UnknownNodeError) Is(target error) bool { return target == ErrUnknownNode }
+
 // Problem is one thing wrong with a graph file.
 type Problem struct {
 	// Where is "<file>:<line>:<col>" (or just the file when the position is

@@ -17,21 +17,31 @@ type ForceResult struct {
 	Messages []string `json:"messages"`
 }
 
-// Force moves the pointer to node `to` regardless of gates — the audited
+// ForceRequest is what a Force asks for.
+type ForceRequest struct {
+	// To is the node to move to; it must be declared.
+	To string
+	// Reason says why; it is required (an unexplained override is refused).
+	Reason string
+	// Actor names who forces; "" is recorded as "(shell)".
+	Actor string
+}
+
+// Force moves the pointer to node req.To regardless of gates — the audited
 // escape hatch. It needs a reason, refuses undeclared nodes, warns about an
 // undeclared edge and a bypassed required node, enters the target (running
 // its entry chain, also when going backwards) and is recorded in state, the
 // event log and, through the Auditor, the execution log and the ticket. It
 // never forges a verdict: Status with recompute still reports the bypassed
 // gates as unmet.
-func (r *Runtime) Force(ctx context.Context, id, to, reason, actor string) (*ForceResult, error) {
-	reason = strings.TrimSpace(reason)
+func (r *Runtime) Force(ctx context.Context, id string, req ForceRequest) (*ForceResult, error) {
+	to, reason, actor := req.To, strings.TrimSpace(req.Reason), req.Actor
 	if reason == "" {
-		return nil, fmt.Errorf("%w: an unexplained override is refused. Record why you are bypassing the gate (--reason)", ErrReasonRequired)
+		return nil, fmt.Errorf("%w: an unexplained override is refused. Record why you are bypassing the gate", ErrReasonRequired)
 	}
 	target, ok := r.g.Node(to)
 	if !ok {
-		return nil, fmt.Errorf("%w '%s'; declared nodes are: %s", ErrUnknownNode, to, strings.Join(r.g.IDs(), ", "))
+		return nil, &UnknownNodeError{WorkItem: id, Node: to, Graph: r.g.Name, Declared: r.g.IDs()}
 	}
 	s, unlock, err := r.openLocked(ctx, id)
 	if err != nil {

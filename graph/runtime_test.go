@@ -481,7 +481,7 @@ func TestEscalatedNodeCanBeEventMovedAndSelfForcedWithoutWarning(t *testing.T) {
 	require.True(t, f.store.State("issue-1").Parked.Escalated)
 
 	// Forcing the current node is a reset, not a walk outside the model.
-	res, err := f.rt.Force(ctx, "issue-1", "brainstorming", "retry after the outage", "@ops")
+	res, err := f.rt.Force(ctx, "issue-1", graph.ForceRequest{To: "brainstorming", Reason: "retry after the outage", Actor: "@ops"})
 	require.NoError(t, err)
 	require.Empty(t, res.Warnings)
 	require.Nil(t, f.store.State("issue-1").Parked)
@@ -503,7 +503,7 @@ func TestAttemptsReachingMaxAttemptsEscalate(t *testing.T) {
 	ctx := context.Background()
 	_, err := f.rt.Start(ctx, "issue-1")
 	require.NoError(t, err)
-	_, err = f.rt.Force(ctx, "issue-1", "design", "testing escalation", "@ops")
+	_, err = f.rt.Force(ctx, "issue-1", graph.ForceRequest{To: "design", Reason: "testing escalation", Actor: "@ops"})
 	require.NoError(t, err)
 	// design has maxAttempts 2: entry (1) + one block (2) reaches it.
 	c, err := f.rt.Complete(ctx, "issue-1", "", "agent")
@@ -518,15 +518,15 @@ func TestForce(t *testing.T) {
 	_, err := f.rt.Start(ctx, "issue-1")
 	require.NoError(t, err)
 
-	_, err = f.rt.Force(ctx, "issue-1", "design", "", "@ops")
+	_, err = f.rt.Force(ctx, "issue-1", graph.ForceRequest{To: "design", Reason: "", Actor: "@ops"})
 	require.ErrorIs(t, err, graph.ErrReasonRequired)
 	require.Contains(t, err.Error(), "an unexplained override is refused")
 
-	_, err = f.rt.Force(ctx, "issue-1", "desing", "typo", "@ops")
+	_, err = f.rt.Force(ctx, "issue-1", graph.ForceRequest{To: "desing", Reason: "typo", Actor: "@ops"})
 	require.ErrorIs(t, err, graph.ErrUnknownNode)
 	require.Contains(t, err.Error(), "declared nodes are: phase-selection, brainstorming, requirements")
 
-	res, err := f.rt.Force(ctx, "issue-1", "design", "the spec lives elsewhere", "@ops")
+	res, err := f.rt.Force(ctx, "issue-1", graph.ForceRequest{To: "design", Reason: "the spec lives elsewhere", Actor: "@ops"})
 	require.NoError(t, err)
 	require.Equal(t, "phase-selection", res.FromNode)
 	require.Equal(t, []string{
@@ -557,7 +557,7 @@ func TestForce(t *testing.T) {
 	require.True(t, d.Forced)
 
 	// Backwards force re-enters and re-runs the entry chain.
-	_, err = f.rt.Force(ctx, "issue-1", "phase-selection", "redo selection", "@ops")
+	_, err = f.rt.Force(ctx, "issue-1", graph.ForceRequest{To: "phase-selection", Reason: "redo selection", Actor: "@ops"})
 	require.NoError(t, err)
 	require.Equal(t, 2, f.store.State("issue-1").Record("phase-selection").Attempts)
 	require.Equal(t, "phase-selection@phase-selection", f.entries[len(f.entries)-1])
@@ -590,7 +590,7 @@ func TestForcePastAnyHumanGateWarnsNamingEachGate(t *testing.T) {
 			}
 			f.store.Put("issue-1", st)
 
-			res, err := f.rt.Force(ctx, "issue-1", tc.to, "the reviewer is away", "@ops")
+			res, err := f.rt.Force(ctx, "issue-1", graph.ForceRequest{To: tc.to, Reason: "the reviewer is away", Actor: "@ops"})
 			require.NoError(t, err)
 			var gateWarnings []string
 			for _, w := range res.Warnings {
@@ -615,7 +615,7 @@ func TestForcePastAnyHumanGateWarnsNamingEachGate(t *testing.T) {
 func TestForceAuditFailureIsAWarning(t *testing.T) {
 	f := newFixture(t)
 	f.audit.fail = errors.New("ticket unreachable")
-	res, err := f.rt.Force(context.Background(), "issue-1", "design", "why not", "")
+	res, err := f.rt.Force(context.Background(), "issue-1", graph.ForceRequest{To: "design", Reason: "why not", Actor: ""})
 	require.NoError(t, err)
 	require.Contains(t, res.Warnings[len(res.Warnings)-1], "could not record the audit trail: ticket unreachable")
 	require.Equal(t, "design", f.store.State("issue-1").CurrentNode, "the override stands")
@@ -662,7 +662,7 @@ func TestStatusRecomputeOnACompleteWalkReportsTheLastNode(t *testing.T) {
 func TestTerminalNodeCompletesTheWalk(t *testing.T) {
 	f := newFixture(t)
 	ctx := context.Background()
-	_, err := f.rt.Force(ctx, "issue-1", "done", "jump", "@ops")
+	_, err := f.rt.Force(ctx, "issue-1", graph.ForceRequest{To: "done", Reason: "jump", Actor: "@ops"})
 	require.NoError(t, err)
 	c, err := f.rt.Complete(ctx, "issue-1", "", "agent")
 	require.NoError(t, err)
@@ -695,6 +695,41 @@ func TestAdvanceOnANeverStartedItemIsRefused(t *testing.T) {
 	f := newFixture(t)
 	_, err := f.rt.Advance(context.Background(), "issue-9", nil)
 	require.ErrorIs(t, err, graph.ErrNotStarted)
+}
+
+// The kernel's errors state facts an embedder can branch on; the commands
+// that get past them are the caller's (loop.ExplainGraphError names
+// loopctl's).
+func TestKernelErrorsAreTypedFactsWithoutProductCommands(t *testing.T) {
+	f := newFixture(t)
+	ctx := context.Background()
+	_, err := f.rt.Advance(ctx, "issue-9", nil)
+	require.ErrorIs(t, err, graph.ErrNotStarted)
+	require.Equal(t, "issue-9: work item has not entered the graph", err.Error())
+
+	st := graph.NewState("issue-2")
+	st.CurrentNode = "retired-node"
+	f.store.Put("issue-2", st)
+	_, err = f.rt.Advance(ctx, "issue-2", nil)
+	require.ErrorIs(t, err, graph.ErrUnknownNode)
+	var une *graph.UnknownNodeError
+	require.ErrorAs(t, err, &une)
+	require.Equal(t, graph.UnknownNodeError{WorkItem: "issue-2", Node: "retired-node", Graph: f.rt.Graph().Name, Declared: f.rt.Graph().IDs(), Current: true}, *une)
+	require.Contains(t, err.Error(), "the current node 'retired-node' is not declared in graph")
+
+	_, err = f.rt.Force(ctx, "issue-2", graph.ForceRequest{To: "nowhere", Reason: "r"})
+	require.ErrorAs(t, err, &une)
+	require.False(t, une.Current)
+	require.Equal(t, "nowhere", une.Node)
+
+	_, err = f.rt.Force(ctx, "issue-2", graph.ForceRequest{To: "design"})
+	require.ErrorIs(t, err, graph.ErrReasonRequired)
+	_, skipErr := f.rt.DeclareSkips(ctx, "issue-2", []string{"design"}, " ", "")
+	require.ErrorIs(t, skipErr, graph.ErrReasonRequired)
+	for _, e := range []error{err, skipErr} {
+		require.NotContains(t, e.Error(), "loopctl")
+		require.NotContains(t, e.Error(), "--reason")
+	}
 }
 
 func TestFailingHooksBlockNeverPass(t *testing.T) {
@@ -803,7 +838,7 @@ func TestCorruptStateIsReconstructedAndPreserved(t *testing.T) {
 	require.Empty(t, f.store.Corrupt("issue-1"), "a read never rewrites the file")
 
 	// The next save preserves the unparseable bytes beside the new state.
-	_, err = f.rt.Force(ctx, "issue-1", "requirements", "recover", "@ops")
+	_, err = f.rt.Force(ctx, "issue-1", graph.ForceRequest{To: "requirements", Reason: "recover", Actor: "@ops"})
 	require.NoError(t, err)
 	require.Len(t, f.store.Corrupt("issue-1"), 1)
 	require.Equal(t, `{"version": 1, "currentNode": "des`, string(f.store.Corrupt("issue-1")[0]))
@@ -839,19 +874,33 @@ func TestFiftyConcurrentClaimsMakeExactlyOneTransition(t *testing.T) {
 	require.Equal(t, "requirements", f.store.State("issue-1").CurrentNode)
 }
 
-func TestBusyLockAnswersBusy(t *testing.T) {
+// Every verb that takes the lock reports a lock that stays held the same
+// way: an error wrapping ErrBusy, and nothing changed.
+func TestBusyLockIsErrBusyForEveryVerb(t *testing.T) {
 	f := newFixture(t)
 	ctx := context.Background()
 	f.startAndSelect("issue-1", "the-loop execute")
+	before := f.store.State("issue-1").Clone()
 	unlock, err := f.store.Lock(ctx, "issue-1", time.Second)
 	require.NoError(t, err)
 	defer unlock()
-	c, err := f.rt.Complete(ctx, "issue-1", "", "agent")
-	require.NoError(t, err)
-	require.Equal(t, graph.StepBusy, c.Status)
-	require.Equal(t, "busy", c.Reason)
-	_, err = f.rt.Advance(ctx, "issue-1", nil)
-	require.ErrorIs(t, err, graph.ErrBusy)
+	verbs := map[string]func() error{
+		"Complete": func() error { _, err := f.rt.Complete(ctx, "issue-1", "", "agent"); return err },
+		"Advance":  func() error { _, err := f.rt.Advance(ctx, "issue-1", nil); return err },
+		"Start":    func() error { _, err := f.rt.Start(ctx, "issue-1"); return err },
+		"Force": func() error {
+			_, err := f.rt.Force(ctx, "issue-1", graph.ForceRequest{To: "design", Reason: "r"})
+			return err
+		},
+		"DeclareSkips": func() error { _, err := f.rt.DeclareSkips(ctx, "issue-1", []string{"design"}, "r", ""); return err },
+		"BindSession":  func() error { return f.rt.BindSession(ctx, "issue-1", graph.SessionBinding{ID: "s"}) },
+	}
+	for name, verb := range verbs {
+		t.Run(name, func(t *testing.T) {
+			require.ErrorIs(t, verb(), graph.ErrBusy)
+		})
+	}
+	require.Equal(t, before, f.store.State("issue-1"), "a busy verb changes nothing")
 }
 
 func TestEventOrderForASelectionWithSkips(t *testing.T) {

@@ -166,7 +166,7 @@ func (r *Runtime) routeSkips(s *session, id string, k skipInfo) string {
 func (r *Runtime) DeclareSkips(ctx context.Context, id string, tokens []string, reason, actor string) (*SkipResult, error) {
 	reason = strings.TrimSpace(reason)
 	if reason == "" {
-		return nil, fmt.Errorf("%w: an unexplained skip is refused. Record why this work item does not walk the phase (--reason)", ErrReasonRequired)
+		return nil, fmt.Errorf("%w: an unexplained skip is refused. Record why this work item does not walk the phase", ErrReasonRequired)
 	}
 	type pick struct{ node, token string }
 	var picks []pick

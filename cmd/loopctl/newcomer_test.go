@@ -283,7 +283,9 @@ func TestNewcomerEscalatedNodeMovesOnAfterTheFix(t *testing.T) {
 	}
 	require.Equal(t, exitOK, Main([]string{"loopctl", "graph", "force", "issue-1", "--to", "requirements-definition", "--reason", "r"}, f))
 	claim()
-	require.Equal(t, graph.StepEscalated, claim().Status)
+	esc := claim()
+	require.Equal(t, graph.StepEscalated, esc.Status)
+	require.Contains(t, esc.Messages, "a human can move it on by hand: `loopctl graph force issue-1 --to <node> --reason \"...\"`", "loopctl adds its command to the kernel's escalation")
 	parked := func() *graph.Parked {
 		st, err := loop.NewStore(repo, "").Load(t.Context(), "issue-1")
 		require.NoError(t, err)

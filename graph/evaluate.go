@@ -28,11 +28,7 @@ func (r *Runtime) hookContext(ctx context.Context, s *session, n *Node, b Bounda
 		hc.Artifacts = s.arts
 		hc.Integrations = r.opts.Integrations
 		hc.Commands = r.opts.Commands
-		if r.opts.Deliver != nil {
-			id := s.wi.ID
-			deliver := r.opts.Deliver
-			hc.Deliver = func(ctx context.Context, text string) (bool, error) { return deliver(ctx, id, text) }
-		}
+		hc.Deliver = r.opts.Deliver
 	}
 	if b == Exit && k != nil {
 		if s.exitFor != k {

@@ -248,11 +248,12 @@ type CommandResult struct {
 	ExitCode int
 }
 
-// DeliverFunc pastes text into the work item's bound agent session. It
-// reports false when there is no live session to deliver into. Only the
-// daemon injects one; on the CLI path the claim envelope carries the
-// assignment instead.
-type DeliverFunc func(ctx context.Context, text string) (bool, error)
+// DeliverFunc pastes text into the bound agent session of work item
+// workItem (a WorkItem.ID). It reports false when there is no live session
+// to deliver into. Only the daemon injects one (Options.Deliver, handed to
+// hooks as HookContext.Deliver); on the CLI path the claim envelope carries
+// the assignment instead.
+type DeliverFunc func(ctx context.Context, workItem, text string) (bool, error)
 
 // SessionBinding is the agent session a work item is bound to.
 type SessionBinding struct {
@@ -285,7 +286,8 @@ type HookContext struct {
 	Integrations Integrations
 	// Commands runs programs; nil under ModeCheck.
 	Commands Commands
-	// Deliver pastes text into the bound session; nil on the CLI path.
+	// Deliver pastes text into a work item's bound session (this chain's:
+	// pass WorkItem.ID); nil on the CLI path and under ModeCheck.
 	Deliver DeliverFunc
 	// SkippedArtifacts holds every artifact name produced by a node that is
 	// declared skipped (exit chains only).

@@ -35,7 +35,7 @@ type Options struct {
 	// Deliver pastes a node's assignment into the work item's session. Only
 	// the daemon sets it; on the CLI path the claim envelope carries the
 	// assignment.
-	Deliver func(ctx context.Context, workItem, text string) (bool, error)
+	Deliver DeliverFunc
 	// Auditor leaves the execution-log entry and ticket comment for force
 	// and skip declarations; nil leaves only state and event log.
 	Auditor Auditor

@@ -1037,3 +1037,42 @@ func TestHookSkipsAreRecordedAndParkedNamesTheWaitingHook(t *testing.T) {
 	}, skipped)
 	require.Equal(t, map[string]any{"node": "a", "hook": "approve"}, parked)
 }
+
+// Options.Deliver reaches live hooks as HookContext.Deliver, the same
+// function with the same shape; check chains get none.
+func TestDeliverReachesLiveHooksOnly(t *testing.T) {
+	var delivered []string
+	deliver := func(_ context.Context, workItem, text string) (bool, error) {
+		delivered = append(delivered, workItem+": "+text)
+		return true, nil
+	}
+	var checkSaw []bool
+	reg := graphtest.Registry(map[string]graph.Hook{
+		"assign": func(ctx context.Context, hc *graph.HookContext) graph.HookResult {
+			if hc.Deliver == nil {
+				return graph.Block(graph.Finding("no deliverer", ""))
+			}
+			ok, err := hc.Deliver(ctx, hc.WorkItem.ID, "work on "+hc.Node.ID)
+			if err != nil || !ok {
+				return graph.Block(graph.Finding("not delivered", ""))
+			}
+			return graph.Pass(nil)
+		},
+		"look": func(_ context.Context, hc *graph.HookContext) graph.HookResult {
+			checkSaw = append(checkSaw, hc.Deliver != nil)
+			return graph.Pass(nil)
+		},
+	})
+	g := graphtest.NewGraph("x").
+		Node(graph.NodeSpec{ID: "a", Entry: graphtest.Hooks("assign"), Exit: graphtest.Hooks("look")}).
+		Node(graph.NodeSpec{ID: "b"}).Edge("a", "pass", "b").MustCompile(reg)
+	rt, err := graph.New(g, graph.Options{Store: graphtest.NewStore(), Items: graphtest.NewItems(), Deliver: deliver})
+	require.NoError(t, err)
+	ctx := context.Background()
+	_, err = rt.Start(ctx, "w-1")
+	require.NoError(t, err)
+	_, err = rt.Status(ctx, "w-1", true)
+	require.NoError(t, err)
+	require.Equal(t, []string{"w-1: work on a"}, delivered)
+	require.Equal(t, []bool{false}, checkSaw, "a check chain never delivers")
+}

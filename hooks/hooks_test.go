@@ -348,7 +348,11 @@ func TestDeliverAssignment(t *testing.T) {
 	require.Equal(t, []string{"no delivery channel (CLI path — the claim envelope carries this)"}, texts(r))
 
 	var got string
-	hc.Deliver = func(_ context.Context, text string) (bool, error) { got = text; return true, nil }
+	hc.Deliver = func(_ context.Context, workItem, text string) (bool, error) {
+		require.Equal(t, hc.WorkItem.ID, workItem)
+		got = text
+		return true, nil
+	}
 	r = run(t, "deliver-assignment", hc, nil)
 	require.Equal(t, graph.StatusPass, r.Status)
 	require.Equal(t, `the-loop assignment for issue-9:
@@ -365,7 +369,7 @@ func TestDeliverAssignment(t *testing.T) {
 	require.Contains(t, gate, "HUMAN gate")
 	require.NotContains(t, gate, "graph complete")
 
-	hc.Deliver = func(context.Context, string) (bool, error) { return false, nil }
+	hc.Deliver = func(context.Context, string, string) (bool, error) { return false, nil }
 	r = run(t, "deliver-assignment", hc, nil)
 	require.Equal(t, []string{"no live session to deliver into"}, texts(r))
 }

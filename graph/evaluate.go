@@ -83,7 +83,8 @@ func (r *Runtime) standing(st *State, n *Node) (ChainOutcome, bool) {
 	if !ok {
 		return ChainOutcome{}, false
 	}
-	res := PassWith(d.Outcome, map[string]any{"decision": n.ID, "recorded": true})
+	res := PassWith(d.Outcome, nil)
+	res.recorded = true
 	res.Hook = "(recorded decision)"
 	text := "recorded decision: " + d.Outcome + decisionBy(d)
 	if d.At != "" {
@@ -153,7 +154,7 @@ func (r *Runtime) noteSkips(s *session, node string, c ChainOutcome) {
 func (r *Runtime) noteDegraded(s *session, node string, c ChainOutcome) []string {
 	var msgs []string
 	for _, res := range c.Degraded() {
-		e := res.DataString("error")
+		e := res.Degraded
 		msgs = append(msgs, fmt.Sprintf("warning: %s did not complete: %s", res.Hook, e))
 		r.emit(s, EventHookDegraded, LevelWarning, Field{"node", node}, Field{"hook", res.Hook}, Field{"error", e})
 	}

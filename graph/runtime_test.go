@@ -144,17 +144,19 @@ func newFixture(t *testing.T) *fixture {
 				if !strings.Contains(c.Body, "execute") {
 					continue
 				}
-				skips := map[string]any{}
+				skips := map[string]graph.SkipDecl{}
 				for _, w := range strings.Fields(c.Body) {
 					if n, ok := strings.CutPrefix(w, "skip:"); ok {
-						skips[n] = map[string]any{"via": "selection", "token": n, "by": "@" + c.Author}
+						skips[n] = graph.SkipDecl{Via: "selection", Token: n, By: "@" + c.Author}
 					}
 				}
-				optIns := map[string]any{}
+				optIns := map[string]graph.OptInSelection{}
 				if strings.Contains(c.Body, "+critic") {
-					optIns["critic"] = map[string]any{"by": "@" + c.Author}
+					optIns["critic"] = graph.OptInSelection{By: "@" + c.Author}
 				}
-				return graph.PassWith("selected", map[string]any{"decision": "phase-selection", "declaredSkips": skips, "optIns": optIns, "surface": "work-item"})
+				res := graph.PassWith("selected", nil)
+				res.Decision = &graph.DecisionFact{Key: "phase-selection", Skips: skips, OptIns: optIns, Surface: "work-item"}
+				return res
 			}
 			return graph.Wait("waiting for an authorized user to choose the phases")
 		},
@@ -170,7 +172,9 @@ func newFixture(t *testing.T) *fixture {
 				case strings.Contains(c.Body, "changes"):
 					return graph.PassWith("changes-requested", map[string]any{"comments": []graph.Comment{c}})
 				case strings.Contains(c.Body, "approved"):
-					return graph.PassWith("approved", map[string]any{"comments": []graph.Comment{c}, "by": "@" + c.Author})
+					res := graph.PassWith("approved", map[string]any{"comments": []graph.Comment{c}})
+					res.Decision = &graph.DecisionFact{By: "@" + c.Author}
+					return res
 				}
 			}
 			return graph.Wait("feedback so far is not decisive; the gate stays open")
@@ -751,7 +755,7 @@ func TestFailingHooksBlockNeverPass(t *testing.T) {
 			return graph.Pass(nil)
 		}, graph.HookRef{Hook: "h", Timeout: "20ms"}, "the h hook did not finish within 20ms"},
 		{"invalid status", graphtest.Returning(graph.HookResult{Status: "maybe"}), graph.HookRef{Hook: "h"}, `the h hook returned an invalid status "maybe"`},
-		{"blocking integration failure", graphtest.Returning(graph.Pass(map[string]any{"error": "github: 502"})), graph.HookRef{Hook: "h", Blocking: true}, "declared blocking"},
+		{"blocking integration failure", graphtest.Returning(graph.HookResult{Status: graph.StatusPass, Degraded: "github: 502", Retriable: true}), graph.HookRef{Hook: "h", Blocking: true}, "declared blocking"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -775,7 +779,7 @@ func TestFailingHooksBlockNeverPass(t *testing.T) {
 
 func TestDegradedSideEffectIsReportedNotBlocking(t *testing.T) {
 	reg := graphtest.Registry(map[string]graph.Hook{
-		"label": graphtest.Returning(graph.Pass(map[string]any{"applied": false, "error": "github: 500 Internal Server Error"})),
+		"label": graphtest.Returning(graph.HookResult{Status: graph.StatusPass, Data: map[string]any{"applied": false}, Degraded: "github: 500 Internal Server Error", Retriable: true}),
 	})
 	g := graphtest.NewGraph("x").
 		Node(graph.NodeSpec{ID: "a", Entry: graphtest.Hooks("label")}).
@@ -1075,4 +1079,33 @@ func TestDeliverReachesLiveHooksOnly(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, []string{"w-1: work on a"}, delivered)
 	require.Equal(t, []bool{false}, checkSaw, "a check chain never delivers")
+}
+
+// The runtime reads typed facts only: the old magic Data keys are plain
+// data for later hooks, and route, degrade and record nothing.
+func TestDataKeysAreNotFacts(t *testing.T) {
+	reg := graphtest.Registry(map[string]graph.Hook{"h": graphtest.Returning(graph.Pass(map[string]any{
+		"outcome": "sideways", "error": "boom", "decision": "phase-selection", "by": "@mallory",
+		"declaredSkips": map[string]any{"b": map[string]any{}},
+	}))})
+	g := graphtest.NewGraph("x").
+		Node(graph.NodeSpec{ID: "a", Exit: graphtest.Hooks("h")}).
+		Node(graph.NodeSpec{ID: "b", Skippable: true}).Node(graph.NodeSpec{ID: "c"}).
+		Edge("a", "pass", "b").Edge("b", "pass", "c").Edge("b", "skipped", "c").MustCompile(reg)
+	store := graphtest.NewStore()
+	sink := &graphtest.Sink{}
+	rt, err := graph.New(g, graph.Options{Store: store, Items: graphtest.NewItems(), Sink: sink})
+	require.NoError(t, err)
+	ctx := context.Background()
+	_, err = rt.Start(ctx, "w")
+	require.NoError(t, err)
+	rep, err := rt.Advance(ctx, "w", nil)
+	require.NoError(t, err)
+	require.Equal(t, graph.StatusPass, rep.Status)
+	require.Equal(t, "pass", rep.Outcome)
+	require.Equal(t, "b", rep.CurrentNode)
+	st := store.State("w")
+	require.Zero(t, st.Decisions.Len())
+	require.Zero(t, st.Skips.Len())
+	require.Zero(t, sink.Count("graph.hook_degraded"))
 }

@@ -291,7 +291,7 @@ func TestSideEffectsThroughTheTicketStandIn(t *testing.T) {
 	tickets.Fail(hooks.OpSetLabels, errors.New("github: 502 Bad Gateway"))
 	r = run(t, "set-phase-label", hc, nil)
 	require.Equal(t, graph.StatusPass, r.Status, "an outage degrades, it does not block")
-	require.Equal(t, "github: 502 Bad Gateway", r.DataString("error"))
+	require.Equal(t, "github: 502 Bad Gateway", r.Degraded)
 
 	hc.Integrations = nil
 	r = run(t, "set-phase-label", hc, nil)
@@ -323,7 +323,7 @@ func TestNotifyResolvesRecipientsOnlyThroughCollaborators(t *testing.T) {
 	hc.Config["collaborators"] = []any{}
 	r = run(t, "notify", hc, graph.Values{"event": "phase-approval-pending"})
 	require.Equal(t, graph.StatusPass, r.Status)
-	require.Contains(t, r.DataString("error"), "no collaborator in .the-loop/collaborators.yaml holds the role(s) approver")
+	require.Contains(t, r.Degraded, "no collaborator in .the-loop/collaborators.yaml holds the role(s) approver")
 	require.Len(t, tickets.Slack(), 1, "nobody resolved, nothing sent")
 }
 

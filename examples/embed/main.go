@@ -62,7 +62,10 @@ func approve(_ context.Context, hc *graph.HookContext) graph.HookResult {
 	}
 	for _, c := range hc.Event.Comments {
 		if c.Author == "release-manager" && strings.Contains(strings.ToLower(c.Body), "approved") {
-			return graph.PassWith("approved", map[string]any{"by": "@" + c.Author})
+			res := graph.PassWith("approved", nil)
+			// Who decided: the runtime records it with the gate's verdict.
+			res.Decision = &graph.DecisionFact{By: "@" + c.Author, Comment: c.ID}
+			return res
 		}
 	}
 	return graph.Wait("feedback so far is not decisive; the gate stays open")

@@ -58,33 +58,12 @@ func (r *Runtime) advance(ctx context.Context, s *session, ev *Event) (*StepRepo
 		return nil, &UnknownNodeError{WorkItem: s.wi.ID, Node: st.CurrentNode, Graph: r.g.Name, Declared: r.g.IDs(), Current: true}
 	}
 	rep := &StepReport{Node: node.ID, Messages: append([]string{}, s.warn...), CurrentNode: node.ID}
-
-	var lifted *Parked
-	liftedMsg := 0
-	if p := st.Parked; p != nil && p.Escalated && p.Node == node.ID && ev == nil {
-		// An escalated node does not retry its block (decision 3), but a
-		// fix that landed is not a retry: a pure check of the exit chain
-		// (no side effects, no attempt counted) tells whether the block is
-		// gone. Still blocking: stay parked, with the current reason rather
-		// than a stale one. Not blocking: the parking is lifted and the
-		// node is evaluated as usual below.
-		pk := r.skips(ctx, s)
-		pc := r.evaluate(ctx, s, node, ModeCheck, nil, &pk)
-		if pc.Status == StatusBlock {
-			if reason := pc.Render(); reason != "" && reason != p.Reason {
-				p.Reason = reason
-				if err := r.save(ctx, s); err != nil {
-					return nil, err
-				}
-			}
-			rep.Status, rep.Outcome = StepEscalated, string(StepEscalated)
-			rep.Attempts = st.Record(node.ID).Attempts
-			rep.Messages = append(rep.Messages, "this node escalated and is parked until its block is fixed or a human acts (a new event on the work item, or a force)", p.Reason)
-			return rep, nil
-		}
-		st.Parked = nil
-		lifted, liftedMsg = p, len(rep.Messages)
-		rep.Messages = append(rep.Messages, fmt.Sprintf("%s no longer blocks: the escalation is lifted", node.ID))
+	lifted, parked, err := r.recheckEscalation(ctx, s, node, ev, rep)
+	if err != nil {
+		return nil, err
+	}
+	if parked {
+		return rep, nil
 	}
 
 	k := r.skips(ctx, s)
@@ -98,62 +77,117 @@ func (r *Runtime) advance(ctx context.Context, s *session, ev *Event) (*StepRepo
 
 	switch c.Status {
 	case StatusWait:
-		reason := c.Render()
-		if reason == "" {
-			reason = "awaiting a human"
-		}
-		st.Park(node.ID, reason, false, s.now)
-		st.Parked.Hook = c.BlockingHook()
-		r.journal(s, EventParked, LevelInfo, Field{"node", node.ID}, Field{"hook", c.BlockingHook()})
-		if err := r.save(ctx, s); err != nil {
-			return nil, err
-		}
-		rep.Status = StatusWait
-		rep.Attempts = st.Record(node.ID).Attempts
-		return rep, nil
-
+		return r.parkWaiting(ctx, s, node, c, rep)
 	case StatusBlock:
-		rendered := c.Render()
-		if lifted != nil && rendered == lifted.Reason {
-			// The pure check passed but the live chain (a hook that runs a
-			// program, say) still blocks the same way: this is the same
-			// escalation, not a new one. Stay parked without counting an
-			// attempt or notifying anyone again.
-			st.Parked = lifted
-			rep.Status, rep.Outcome = StepEscalated, string(StepEscalated)
-			rep.Attempts = st.Record(node.ID).Attempts
-			rep.Messages = append(rep.Messages[:liftedMsg:liftedMsg], rep.Messages[liftedMsg+1:]...)
-			rep.Messages = append(rep.Messages, "still the same block: the node stays escalated")
-			return rep, nil
-		}
-		repeated := st.NoteBlock(node.ID, rendered)
-		attempts := st.Record(node.ID).Attempts
-		rep.Attempts = attempts
-		if repeated || attempts >= node.MaxAttempts {
-			st.Park(node.ID, rendered, true, s.now)
-			st.Parked.Hook = c.BlockingHook()
-			r.journal(s, EventEscalated, LevelWarning, Field{"node", node.ID}, Field{"attempts", attempts}, Field{"repeated", repeated})
+		return r.blocked(ctx, s, node, c, rep, lifted)
+	}
+	return r.passed(ctx, s, node, c, ev, k, rep)
+}
+
+// liftedEscalation is an escalation that a pure check found fixed: the
+// parking it lifted, and where rep says so.
+type liftedEscalation struct {
+	parked *Parked
+	msg    int
+}
+
+// recheckEscalation handles a claim on an escalated node. An escalated node
+// does not retry its block (decision 3), but a fix that landed is not a
+// retry: a pure check of the exit chain (no side effects, no attempt
+// counted) tells whether the block is gone. Still blocking: the node stays
+// parked (parked is true), with the current reason rather than a stale one.
+// Not blocking: the parking is lifted and the node is evaluated as usual.
+func (r *Runtime) recheckEscalation(ctx context.Context, s *session, node *Node, ev *Event, rep *StepReport) (lifted *liftedEscalation, parked bool, err error) {
+	p := s.st.Parked
+	if p == nil || !p.Escalated || p.Node != node.ID || ev != nil {
+		return nil, false, nil
+	}
+	pk := r.skips(ctx, s)
+	pc := r.evaluate(ctx, s, node, ModeCheck, nil, &pk)
+	if pc.Status == StatusBlock {
+		if reason := pc.Render(); reason != "" && reason != p.Reason {
+			p.Reason = reason
 			if err := r.save(ctx, s); err != nil {
-				return nil, err
+				return nil, false, err
 			}
-			rep.Status = StepEscalated
-			if repeated {
-				rep.Messages = append(rep.Messages, "escalated: the same block twice in a row; a human has been asked to look")
-			} else {
-				rep.Messages = append(rep.Messages, fmt.Sprintf("escalated: %d attempts reached this node's limit of %d; a human has been asked to look", attempts, node.MaxAttempts))
-			}
-			rep.Messages = append(rep.Messages, r.escalate(ctx, s, node)...)
-			return rep, nil
 		}
-		r.journal(s, EventBlocked, LevelInfo, Field{"node", node.ID}, Field{"hook", c.BlockingHook()})
-		if err := r.save(ctx, s); err != nil {
-			return nil, err
-		}
-		rep.Status = StatusBlock
+		rep.Status, rep.Outcome = StepEscalated, string(StepEscalated)
+		rep.Attempts = s.st.Record(node.ID).Attempts
+		rep.Messages = append(rep.Messages, "this node escalated and is parked until its block is fixed or a human acts (a new event on the work item, or a force)", p.Reason)
+		return nil, true, nil
+	}
+	s.st.Parked = nil
+	lifted = &liftedEscalation{parked: p, msg: len(rep.Messages)}
+	rep.Messages = append(rep.Messages, fmt.Sprintf("%s no longer blocks: the escalation is lifted", node.ID))
+	return lifted, false, nil
+}
+
+// parkWaiting parks a node whose exit chain waits for a human.
+func (r *Runtime) parkWaiting(ctx context.Context, s *session, node *Node, c ChainOutcome, rep *StepReport) (*StepReport, error) {
+	reason := c.Render()
+	if reason == "" {
+		reason = "awaiting a human"
+	}
+	s.st.Park(node.ID, reason, false, s.now)
+	s.st.Parked.Hook = c.BlockingHook()
+	r.journal(s, EventParked, LevelInfo, Field{"node", node.ID}, Field{"hook", c.BlockingHook()})
+	if err := r.save(ctx, s); err != nil {
+		return nil, err
+	}
+	rep.Status = StatusWait
+	rep.Attempts = s.st.Record(node.ID).Attempts
+	return rep, nil
+}
+
+// blocked counts a blocked evaluation as an attempt and escalates the same
+// block twice in a row or attempts reaching maxAttempts.
+func (r *Runtime) blocked(ctx context.Context, s *session, node *Node, c ChainOutcome, rep *StepReport, lifted *liftedEscalation) (*StepReport, error) {
+	st := s.st
+	rendered := c.Render()
+	if lifted != nil && rendered == lifted.parked.Reason {
+		// The pure check passed but the live chain (a hook that runs a
+		// program, say) still blocks the same way: this is the same
+		// escalation, not a new one. Stay parked without counting an
+		// attempt or notifying anyone again.
+		st.Parked = lifted.parked
+		rep.Status, rep.Outcome = StepEscalated, string(StepEscalated)
+		rep.Attempts = st.Record(node.ID).Attempts
+		rep.Messages = append(rep.Messages[:lifted.msg:lifted.msg], rep.Messages[lifted.msg+1:]...)
+		rep.Messages = append(rep.Messages, "still the same block: the node stays escalated")
 		return rep, nil
 	}
+	repeated := st.NoteBlock(node.ID, rendered)
+	attempts := st.Record(node.ID).Attempts
+	rep.Attempts = attempts
+	if repeated || attempts >= node.MaxAttempts {
+		st.Park(node.ID, rendered, true, s.now)
+		st.Parked.Hook = c.BlockingHook()
+		r.journal(s, EventEscalated, LevelWarning, Field{"node", node.ID}, Field{"attempts", attempts}, Field{"repeated", repeated})
+		if err := r.save(ctx, s); err != nil {
+			return nil, err
+		}
+		rep.Status = StepEscalated
+		if repeated {
+			rep.Messages = append(rep.Messages, "escalated: the same block twice in a row; a human has been asked to look")
+		} else {
+			rep.Messages = append(rep.Messages, fmt.Sprintf("escalated: %d attempts reached this node's limit of %d; a human has been asked to look", attempts, node.MaxAttempts))
+		}
+		rep.Messages = append(rep.Messages, r.escalate(ctx, s, node)...)
+		return rep, nil
+	}
+	r.journal(s, EventBlocked, LevelInfo, Field{"node", node.ID}, Field{"hook", c.BlockingHook()})
+	if err := r.save(ctx, s); err != nil {
+		return nil, err
+	}
+	rep.Status = StatusBlock
+	return rep, nil
+}
 
-	// Satisfied.
+// passed records what a satisfied exit chain decided and takes the edge for
+// its outcome (around declared skips), entering the next node; a terminal
+// node completes the walk, and a missing edge escalates.
+func (r *Runtime) passed(ctx context.Context, s *session, node *Node, c ChainOutcome, ev *Event, k skipInfo, rep *StepReport) (*StepReport, error) {
+	st := s.st
 	if r.recordFacts(ctx, s, node, c, ev) {
 		k = r.skips(ctx, s)
 	}

@@ -90,28 +90,7 @@ func (r *Runtime) evaluateAll(ctx context.Context, s *session, recompute bool) *
 	}
 	first := ""
 	for i, n := range r.g.nodes {
-		rec := s.st.Record(n.ID)
-		nr := NodeReport{Node: n.ID, Attempts: rec.Attempts, Forced: rec.Forced && !recompute, Messages: []string{}}
-		if d, ok := k.decl[n.ID]; ok {
-			nr.Status, nr.Outcome = StatusSkip, OutcomeSkipped
-			nr.Messages = append(nr.Messages, skipProvenance(d))
-		} else {
-			c := outcomes[i]
-			nr.Status, nr.Outcome = c.Status, c.Outcome()
-			for _, m := range c.Messages() {
-				nr.Messages = append(nr.Messages, m.String())
-			}
-			if decided[i] {
-				// Say why a gate passes without an event: its recorded verdict.
-				nr.Messages = append(nr.Messages, c.Results[0].Messages[0].String())
-			}
-			if k.invalid[n.ID] {
-				nr.Messages = append(nr.Messages, "graph state declares a skip on this node, which is not skippable — the declaration is refused and has no effect")
-			}
-			if k.unproven[n.ID] {
-				nr.Messages = append(nr.Messages, "graph state declares this human gate skipped, but no verified decision does — the declaration is refused: a gate is skipped only by a signed phase selection")
-			}
-		}
+		nr := nodeReport(s.st, n, outcomes[i], decided[i], &k, recompute)
 		if first == "" && nr.Status != StatusPass && nr.Status != StatusSkip {
 			first = n.ID
 		}
@@ -141,4 +120,32 @@ func (r *Runtime) evaluateAll(ctx context.Context, s *session, recompute bool) *
 		}
 	}
 	return rep
+}
+
+// nodeReport is node n's verdict: its chain's outcome c (decided: a
+// recorded decision that stands), or its skip declaration, with the notes
+// about refused declarations.
+func nodeReport(st *State, n *Node, c ChainOutcome, decided bool, k *skipInfo, recompute bool) NodeReport {
+	rec := st.Record(n.ID)
+	nr := NodeReport{Node: n.ID, Attempts: rec.Attempts, Forced: rec.Forced && !recompute, Messages: []string{}}
+	if d, ok := k.decl[n.ID]; ok {
+		nr.Status, nr.Outcome = StatusSkip, OutcomeSkipped
+		nr.Messages = append(nr.Messages, skipProvenance(d))
+		return nr
+	}
+	nr.Status, nr.Outcome = c.Status, c.Outcome()
+	for _, m := range c.Messages() {
+		nr.Messages = append(nr.Messages, m.String())
+	}
+	if decided {
+		// Say why a gate passes without an event: its recorded verdict.
+		nr.Messages = append(nr.Messages, c.Results[0].Messages[0].String())
+	}
+	if k.invalid[n.ID] {
+		nr.Messages = append(nr.Messages, "graph state declares a skip on this node, which is not skippable — the declaration is refused and has no effect")
+	}
+	if k.unproven[n.ID] {
+		nr.Messages = append(nr.Messages, "graph state declares this human gate skipped, but no verified decision does — the declaration is refused: a gate is skipped only by a signed phase selection")
+	}
+	return nr
 }

@@ -25,14 +25,14 @@ type ChainOutcome struct {
 func (c ChainOutcome) Satisfied() bool { return c.Status == StatusPass }
 
 // Outcome is the routing outcome: the stopping hook's outcome, else the
-// last non-empty data.outcome in chain order (so a gate's verdict survives
+// last non-empty Route in chain order (so a gate's verdict survives
 // a later bookkeeping hook), else "pass".
 func (c ChainOutcome) Outcome() string {
 	if c.Blocking >= 0 {
 		return c.Results[c.Blocking].Outcome()
 	}
 	for i := len(c.Results) - 1; i >= 0; i-- {
-		if o, ok := c.Results[i].Data["outcome"].(string); ok && o != "" {
+		if o := c.Results[i].Route; o != "" {
 			return o
 		}
 	}
@@ -73,12 +73,12 @@ func (c ChainOutcome) Render() string {
 }
 
 // Degraded returns the results of hooks that passed but could not complete a
-// side effect (data.error set): a channel outage that must be visible but
-// must not wedge the graph.
+// side effect (HookResult.Degraded set): a channel outage that must be
+// visible but must not wedge the graph.
 func (c ChainOutcome) Degraded() []HookResult {
 	var out []HookResult
 	for _, r := range c.Results {
-		if e, _ := r.Data["error"].(string); e != "" && r.Status != StatusBlock {
+		if r.Degraded != "" && r.Status != StatusBlock {
 			out = append(out, r)
 		}
 	}
@@ -90,7 +90,7 @@ func (c ChainOutcome) Degraded() []HookResult {
 // skip. Every hook runs under its deadline; a hook that panics, returns an
 // invalid status, or overruns its deadline becomes a non-retriable block. A
 // hook reference declared blocking turns a recorded integration failure
-// (data.error) into a block.
+// (HookResult.Degraded) into a block.
 func RunChain(ctx context.Context, hooks []BoundHook, base *HookContext) ChainOutcome {
 	return runChains(ctx, nil, []chainJob{{hooks: hooks, base: base}})[0]
 }
@@ -286,7 +286,7 @@ func normalise(h BoundHook, res HookResult) HookResult {
 		return failed(h.Name, fmt.Sprintf("the %s hook returned an invalid status %q", h.Name, string(res.Status)))
 	}
 	if h.Blocking && res.Status != StatusBlock {
-		if e, _ := res.Data["error"].(string); e != "" {
+		if res.Degraded != "" {
 			res.Status = StatusBlock
 			res.Messages = append(res.Messages, Finding(fmt.Sprintf("the %s hook could not complete its integration call and is declared blocking; the call's error is in the event log", h.Name), ""))
 		}

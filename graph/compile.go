@@ -245,7 +245,36 @@ func (c *compiler) compile() *Graph {
 		c.fail("nodes", "the graph declares no nodes")
 		return g
 	}
-	for i, spec := range f.Nodes {
+	c.nodes(g)
+	c.edges(g)
+	g.Start = f.Start
+	if g.Start == "" && len(g.nodes) > 0 {
+		g.Start = g.nodes[0].ID
+	}
+	if _, ok := g.byID[g.Start]; !ok && g.Start != "" {
+		c.fail("start", "start node '%s' is not declared; declared nodes are: %s", g.Start, declaredIDs(g))
+	}
+	for _, n := range g.nodes {
+		if n.Skippable {
+			if _, ok := g.next[[2]string{n.ID, OutcomeSkipped}]; !ok {
+				c.fail(fmt.Sprintf("nodes[%d]", n.Index), "node '%s' is skippable but declares no edge for the outcome 'skipped'; add an edge {from: %s, on: skipped, to: <next node>} or drop skippable/optIn", n.ID, n.ID)
+			}
+		}
+	}
+	c.skipSets(g)
+	g.onEscalation = c.chain("onEscalation", "graph", "onEscalation", f.OnEscalation)
+	if len(c.problems) == 0 {
+		g.warnings = append(g.warnings, c.unreachable(g)...)
+	}
+	return g
+}
+
+// declaredIDs lists g's node ids for messages.
+func declaredIDs(g *Graph) string { return strings.Join(g.IDs(), ", ") }
+
+// nodes compiles the declared nodes into g, refusing duplicate ids.
+func (c *compiler) nodes(g *Graph) {
+	for i, spec := range c.f.Nodes {
 		path := fmt.Sprintf("nodes[%d]", i)
 		n := c.node(path, i, spec)
 		if n == nil {
@@ -258,9 +287,13 @@ func (c *compiler) compile() *Graph {
 		g.byID[n.ID] = n
 		g.nodes = append(g.nodes, n)
 	}
-	declared := func() string { return strings.Join(g.IDs(), ", ") }
+}
 
-	for i, e := range f.Edges {
+// edges compiles the declared edges into g: complete, between declared
+// nodes; of two edges from one node on one outcome the first wins (with a
+// warning).
+func (c *compiler) edges(g *Graph) {
+	for i, e := range c.f.Edges {
 		path := fmt.Sprintf("edges[%d]", i)
 		missing := false
 		for _, kv := range [][2]string{{"from", e.From}, {"to", e.To}, {"on", e.On}} {
@@ -274,18 +307,17 @@ func (c *compiler) compile() *Graph {
 		}
 		bad := false
 		if _, ok := g.byID[e.From]; !ok {
-			c.fail(path+".from", "edge from names undeclared node '%s'; declared nodes are: %s", e.From, declared())
+			c.fail(path+".from", "edge from names undeclared node '%s'; declared nodes are: %s", e.From, declaredIDs(g))
 			bad = true
 		}
 		if _, ok := g.byID[e.To]; !ok {
-			c.fail(path+".to", "edge to names undeclared node '%s'; declared nodes are: %s", e.To, declared())
+			c.fail(path+".to", "edge to names undeclared node '%s'; declared nodes are: %s", e.To, declaredIDs(g))
 			bad = true
 		}
 		if bad {
 			continue
 		}
-		edge := Edge(e)
-		g.edges = append(g.edges, edge)
+		g.edges = append(g.edges, Edge(e))
 		key := [2]string{e.From, e.On}
 		if prev, dup := g.next[key]; dup {
 			g.warnings = append(g.warnings, Problem{Path: path,
@@ -294,23 +326,12 @@ func (c *compiler) compile() *Graph {
 		}
 		g.next[key] = e.To
 	}
+}
 
-	g.Start = f.Start
-	if g.Start == "" && len(g.nodes) > 0 {
-		g.Start = g.nodes[0].ID
-	}
-	if _, ok := g.byID[g.Start]; !ok && g.Start != "" {
-		c.fail("start", "start node '%s' is not declared; declared nodes are: %s", g.Start, declared())
-	}
-
-	for _, n := range g.nodes {
-		if n.Skippable {
-			if _, ok := g.next[[2]string{n.ID, OutcomeSkipped}]; !ok {
-				c.fail(fmt.Sprintf("nodes[%d]", n.Index), "node '%s' is skippable but declares no edge for the outcome 'skipped'; add an edge {from: %s, on: skipped, to: <next node>} or drop skippable/optIn", n.ID, n.ID)
-			}
-		}
-	}
-
+// skipSets compiles the declared skip sets, in declaration order, keeping
+// only sets of declared skippable nodes that are not opt-in.
+func (c *compiler) skipSets(g *Graph) {
+	f := c.f
 	names := f.SkipSetOrder
 	if len(names) != len(f.SkipSets) {
 		names = names[:0:0]
@@ -339,13 +360,6 @@ func (c *compiler) compile() *Graph {
 			g.skipSets = append(g.skipSets, SkipSet{Name: name, Members: append([]string(nil), members...)})
 		}
 	}
-
-	g.onEscalation = c.chain("onEscalation", "graph", "onEscalation", f.OnEscalation)
-
-	if len(c.problems) == 0 {
-		g.warnings = append(g.warnings, c.unreachable(g)...)
-	}
-	return g
 }
 
 func (c *compiler) node(path string, index int, s NodeSpec) *Node {

@@ -2,7 +2,7 @@ package graph
 
 import (
 	"context"
-	"errors"
+	"time"
 )
 
 // Signed decisions (ARCHITECTURE decision 16). graph-state.json is written
@@ -11,23 +11,6 @@ import (
 // no I/O here: it hands the record to a DecisionSigner when a gate resolves
 // and asks a DecisionVerifier before honouring one. Package loop implements
 // both with Ed25519.
-
-// Sentinel errors a DecisionVerifier wraps, one per way a recorded decision
-// can fail. Compare with errors.Is.
-var (
-	// ErrDecisionUnsigned: the decision carries no signature.
-	ErrDecisionUnsigned = errors.New("decision is not signed")
-	// ErrDecisionBadSignature: the signature does not verify over the
-	// record: it was altered after signing, or forged.
-	ErrDecisionBadSignature = errors.New("decision signature does not verify")
-	// ErrDecisionReplayed: a valid signature over another work item, loop
-	// or gate — a decision copied from elsewhere.
-	ErrDecisionReplayed = errors.New("decision was signed for another work item or gate")
-	// ErrDecisionStale: an artifact the decision approved has changed since.
-	ErrDecisionStale = errors.New("an approved artifact changed after the decision")
-	// ErrDecisionUnknownKey: signed by a key that is not trusted.
-	ErrDecisionUnknownKey = errors.New("decision is signed by an untrusted key")
-)
 
 // DecisionSubject is what a signature binds a decision to: one gate of one
 // loop of one work item. Ref (the provider-qualified name, e.g.
@@ -79,8 +62,16 @@ type DecisionVerifier interface {
 
 // DecisionRef names a decision in the front matter of the artifacts it
 // locked: "<gate>/<comment id>", or "<gate>@<recorded at>" when no comment
-// is known. lock-artifacts writes it; verify-decisions reads it back.
-func DecisionRef(gate, comment, at string) string {
+// is known; at is the instant the decision is recorded (a chain's
+// HookContext.Now). lock-artifacts writes it; DecisionVerdict.Ref reads it
+// back.
+func DecisionRef(gate, comment string, at time.Time) string {
+	return decisionRef(gate, comment, timestamp(at))
+}
+
+// decisionRef is DecisionRef with the recorded instant as graph-state.json
+// holds it.
+func decisionRef(gate, comment, at string) string {
 	if comment != "" {
 		return gate + "/" + comment
 	}
@@ -110,6 +101,9 @@ type DecisionVerdict struct {
 	Reason string `json:"reason,omitempty"`
 	// Err is the verifier's error (nil unless refused).
 	Err error `json:"-"`
+	// Ref is how the front matter of the artifacts this decision locked
+	// names it (see DecisionRef).
+	Ref string `json:"-"`
 }
 
 // VerifyDecisions reports every recorded decision of the work item with the
@@ -123,7 +117,7 @@ func (r *Runtime) VerifyDecisions(ctx context.Context, id string) ([]DecisionVer
 	out := make([]DecisionVerdict, 0, s.st.Decisions.Len())
 	for _, key := range s.st.Decisions.Keys() {
 		d, _ := s.st.Decisions.Get(key)
-		v := DecisionVerdict{Gate: key, Outcome: d.Outcome, By: d.By, At: d.At, Comment: d.Comment, CommentURL: d.CommentURL, Artifacts: d.Artifacts, Verdict: DecisionUnverified}
+		v := DecisionVerdict{Gate: key, Outcome: d.Outcome, By: d.By, At: d.At, Comment: d.Comment, CommentURL: d.CommentURL, Artifacts: d.Artifacts, Verdict: DecisionUnverified, Ref: decisionRef(key, d.Comment, d.At)}
 		if d.Signature != nil {
 			v.Key = d.Signature.Key
 		}
@@ -213,7 +207,7 @@ func (r *Runtime) sign(ctx context.Context, s *session, key string, gated []stri
 	}
 	if err := r.opts.Signer.SignDecision(ctx, r.subject(s, key), s.arts, gated, &d); err != nil {
 		s.warn = append(s.warn, "the decision of "+key+" could not be signed: "+err.Error()+"; verifiers will refuse it")
-		r.emit(s, "graph.decision_unsigned", LevelWarning, Field{"node", key}, Field{"error", err.Error()})
+		r.emit(s, EventDecisionUnsigned, LevelWarning, Field{"node", key}, Field{"error", err.Error()})
 		return
 	}
 	s.st.Decisions.Set(key, d)

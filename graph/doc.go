@@ -17,6 +17,16 @@
 // [Runtime.DeclareSkips]. The daemon, `loopctl`, the `loop-gate` Stop hook and
 // CI all call these same methods.
 //
+// Facts, not instructions. A hook reports what the runtime acts on in typed
+// fields of its [HookResult] — Route (the edge), Degraded (a failed side
+// effect), Decision (a [DecisionFact]: a human decision and its provenance)
+// — and keeps Data for the later hooks of its chain. The runtime's errors are
+// sentinels in one block and typed values ([*UnknownNodeError]) to branch on
+// with errors.Is and errors.As; a state lock that stays held is [ErrBusy]
+// from every verb. Which command gets a user past an error is the caller's
+// to say (package loop's ExplainGraphError says it for theloop's CLI and
+// API). Events are named by the Event* constants.
+//
 // Lifecycle. A Runtime owns no goroutine and needs no Close: open one per
 // work item if that suits you. Hooks run on one small process-wide worker
 // pool whose parked goroutines exit after a while without work.

@@ -58,7 +58,7 @@ edges:
 		require.NoError(t, err)
 		return c
 	}
-	require.Equal(t, "block", claim().Status)
+	require.Equal(t, graph.StatusBlock, claim().Status)
 	require.Equal(t, graph.StepEscalated, claim().Status)
 	require.Equal(t, 1, calls.Calls("notice"))
 	attempts := store.State("issue-1").Record("build").Attempts
@@ -77,6 +77,6 @@ edges:
 	// The fix lands: the walk moves on.
 	testsPass = true
 	c := claim()
-	require.Equal(t, "pass", c.Status)
+	require.Equal(t, graph.StatusPass, c.Status)
 	require.Equal(t, "done", c.CurrentNode)
 }

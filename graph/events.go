@@ -16,6 +16,49 @@ const (
 	LevelError   Level = "error"
 )
 
+// The events the runtime emits (LogEvent.Name). Every one carries the
+// work item; see each emitter for its other fields.
+const (
+	// EventStarted: a work item entered the graph (Start).
+	EventStarted = "graph.started"
+	// EventAdvanced: the pointer took an edge.
+	EventAdvanced = "graph.advanced"
+	// EventBlocked: an exit chain blocked; an attempt was counted.
+	EventBlocked = "graph.blocked"
+	// EventParked: an exit chain waits for a human.
+	EventParked = "graph.parked"
+	// EventEscalated: a node escalated (a repeated block or maxAttempts).
+	EventEscalated = "graph.escalated"
+	// EventNoEdge: a satisfied node has no edge for its outcome.
+	EventNoEdge = "graph.no_edge"
+	// EventCompleted: the walk finished at a terminal node.
+	EventCompleted = "graph.completed"
+	// EventForced: the pointer was forced (Force).
+	EventForced = "graph.forced"
+	// EventSkipsDeclared: nodes were declared skipped (DeclareSkips or a selection).
+	EventSkipsDeclared = "graph.skips_declared"
+	// EventSkipsRejected: a skip token was refused.
+	EventSkipsRejected = "graph.skips_rejected"
+	// EventOptInsSelected: opt-in nodes were selected.
+	EventOptInsSelected = "graph.opt_ins_selected"
+	// EventNodeSkipped: the walk routed around a skipped node.
+	EventNodeSkipped = "graph.node_skipped"
+	// EventHookSkipped: a hook reported skip.
+	EventHookSkipped = "graph.hook_skipped"
+	// EventHookDegraded: a hook's side effect failed (reported, not blocking).
+	EventHookDegraded = "graph.hook_degraded"
+	// EventEntryIncomplete: an entry chain stopped before its end.
+	EventEntryIncomplete = "graph.entry_incomplete"
+	// EventGateSession: how a human gate's session was resolved.
+	EventGateSession = "graph.gate_session"
+	// EventStateReconstructed: a missing or unparseable state was rebuilt by recompute.
+	EventStateReconstructed = "graph.state_reconstructed"
+	// EventDecisionRefused: the verifier refused a recorded decision, which was dropped.
+	EventDecisionRefused = "graph.decision_refused"
+	// EventDecisionUnsigned: a decision could not be signed.
+	EventDecisionUnsigned = "graph.decision_unsigned"
+)
+
 // Field is one key/value of a LogEvent, kept in emission order.
 type Field struct {
 	Key   string

@@ -2,7 +2,6 @@ package graph
 
 import (
 	"context"
-	"errors"
 	"io/fs"
 	"strings"
 	"time"
@@ -88,32 +87,70 @@ func (m Message) String() string {
 // Errorf-style constructors are deliberately absent: messages are built from
 // constants and paths, which keeps untrusted text out of them by construction.
 
-// HookResult is what a hook returns.
-//
-// Data keys the runtime reads: "outcome" (the edge to take), "error" (a
-// side effect that failed: reported, the chain continues unless the
-// reference is blocking), and on a deciding hook "decision" (the key of a
-// decision to record, e.g. "phase-selection"), "by" ("@login, @login") and
-// "comment" (the deciding comment's id) — the provenance of a human gate's
-// recorded verdict — plus "declaredSkips", "optIns", "surface",
-// "sessionPerPr", "frozenGraph", "selectionSource" and "goal" from
-// selection gates.
+// HookResult is what a hook returns. The runtime reads only its typed
+// fields; Data is for the later hooks of the chain (HookContext.Results).
 type HookResult struct {
 	Status Status `json:"status"`
 	// Hook is the hook's registered name; the chain runner fills it in.
-	Hook     string         `json:"hook"`
-	Messages []Message      `json:"messages"`
-	Data     map[string]any `json:"data"`
+	Hook     string    `json:"hook"`
+	Messages []Message `json:"messages"`
+	// Data is free-form output for later hooks of the chain; the runtime
+	// reads none of it.
+	Data map[string]any `json:"data"`
+	// Route is the edge this result asks for (PassWith sets it); "" routes
+	// on the status. See Outcome.
+	Route string `json:"outcome,omitempty"`
+	// Degraded says why a side effect of a passing hook failed (a channel
+	// outage): the runtime reports it as a warning and the chain continues,
+	// unless the hook reference is declared blocking.
+	Degraded string `json:"degraded,omitempty"`
+	// Decision is a human decision this result reports, for the runtime to
+	// record (with its provenance) when the chain passes.
+	Decision *DecisionFact `json:"decision,omitempty"`
 	// Retriable is false when trying again without a change cannot help
 	// (a panic, a misdeclared graph). Constructors default it to true.
 	Retriable bool `json:"retriable"`
+
+	// recorded marks the result the runtime stands in for a human gate
+	// whose recorded decision still stands: nothing new to record.
+	recorded bool
 }
 
-// Outcome is the routing outcome this result declares: Data["outcome"] when
-// it is a non-empty string, else the status.
+// DecisionFact is a human decision a deciding hook reports. On a human
+// gate, the last result with a Route is the gate's verdict and its
+// DecisionFact (Key "") gives the verdict's provenance; a DecisionFact with
+// a Key is recorded under that key (the phase selection, a goal), once.
+type DecisionFact struct {
+	// Key names a decision recorded in its own right ("phase-selection");
+	// "" is the provenance of the gate's own verdict.
+	Key string `json:"key,omitempty"`
+	// By names who decided ("@login, @login"); Comment identifies the
+	// deciding comment.
+	By      string `json:"by,omitempty"`
+	Comment string `json:"comment,omitempty"`
+	// FrozenGraph is the graph a phase selection froze (JSON-shaped), and
+	// Via how it was selected (reply, checklist).
+	FrozenGraph any    `json:"frozenGraph,omitempty"`
+	Via         string `json:"via,omitempty"`
+	// Surface ("work-item", "pull-request") and SessionPerPr, when the
+	// decision sets them.
+	Surface      string `json:"surface,omitempty"`
+	SessionPerPr string `json:"sessionPerPr,omitempty"`
+	// Goal is a contribution's recorded goal (JSON-shaped).
+	Goal any `json:"goal,omitempty"`
+	// Skips and OptIns are the nodes a selection declared skipped and
+	// selected. The runtime stamps At, defaults Via to "selection" and Token
+	// to the node, and honours only nodes not yet entered that may be
+	// skipped (or are opt-in).
+	Skips  map[string]SkipDecl       `json:"skips,omitempty"`
+	OptIns map[string]OptInSelection `json:"optIns,omitempty"`
+}
+
+// Outcome is the routing outcome this result declares: Route when set,
+// else the status.
 func (r HookResult) Outcome() string {
-	if o, ok := r.Data["outcome"].(string); ok && o != "" {
-		return o
+	if r.Route != "" {
+		return r.Route
 	}
 	return string(r.Status)
 }
@@ -131,11 +168,7 @@ func Pass(data map[string]any) HookResult {
 
 // PassWith returns a passing result that routes on outcome.
 func PassWith(outcome string, data map[string]any) HookResult {
-	if data == nil {
-		data = map[string]any{}
-	}
-	data["outcome"] = outcome
-	return HookResult{Status: StatusPass, Data: data, Retriable: true}
+	return HookResult{Status: StatusPass, Data: data, Route: outcome, Retriable: true}
 }
 
 // Block returns a blocking result carrying every finding.
@@ -233,11 +266,6 @@ func (o Operation) Provider() string {
 	return p
 }
 
-// ErrUnsupportedOperation is returned (wrapped) by an Integrations whose
-// configuration provides no provider for an operation. Hooks treat it as a
-// deliberate absence (skip), not an outage.
-var ErrUnsupportedOperation = errors.New("operation not configured")
-
 // Commands runs programs for the few hooks that must (verify-tests). argv is
 // an explicit list, never a shell string; dir "" means the repository root.
 // It is nil under ModeCheck: check never starts a subprocess.
@@ -254,15 +282,12 @@ type CommandResult struct {
 	ExitCode int
 }
 
-// ErrCommandNotFound is wrapped by Commands.Run when the program is not
-// installed.
-var ErrCommandNotFound = errors.New("command not found")
-
-// DeliverFunc pastes text into the work item's bound agent session. It
-// reports false when there is no live session to deliver into. Only the
-// daemon injects one; on the CLI path the claim envelope carries the
-// assignment instead.
-type DeliverFunc func(ctx context.Context, text string) (bool, error)
+// DeliverFunc pastes text into the bound agent session of work item
+// workItem (a WorkItem.ID). It reports false when there is no live session
+// to deliver into. Only the daemon injects one (Options.Deliver, handed to
+// hooks as HookContext.Deliver); on the CLI path the claim envelope carries
+// the assignment instead.
+type DeliverFunc func(ctx context.Context, workItem, text string) (bool, error)
 
 // SessionBinding is the agent session a work item is bound to.
 type SessionBinding struct {
@@ -295,7 +320,8 @@ type HookContext struct {
 	Integrations Integrations
 	// Commands runs programs; nil under ModeCheck.
 	Commands Commands
-	// Deliver pastes text into the bound session; nil on the CLI path.
+	// Deliver pastes text into a work item's bound session (this chain's:
+	// pass WorkItem.ID); nil on the CLI path and under ModeCheck.
 	Deliver DeliverFunc
 	// SkippedArtifacts holds every artifact name produced by a node that is
 	// declared skipped (exit chains only).

@@ -88,7 +88,7 @@ func (e *EdgeSpec) UnmarshalYAML(unmarshal func(any) error) error {
 type HookRef struct {
 	Hook string `yaml:"hook" json:"hook"`
 	With Values `yaml:"with" json:"with,omitempty"`
-	// Blocking turns a failed integration call (data.error) into a block
+	// Blocking turns a failed integration call (HookResult.Degraded) into a block
 	// instead of a recorded degradation.
 	Blocking bool `yaml:"blocking" json:"blocking,omitempty"`
 	// Timeout overrides the hook's deadline, e.g. "45s".

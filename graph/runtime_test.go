@@ -144,17 +144,19 @@ func newFixture(t *testing.T) *fixture {
 				if !strings.Contains(c.Body, "execute") {
 					continue
 				}
-				skips := map[string]any{}
+				skips := map[string]graph.SkipDecl{}
 				for _, w := range strings.Fields(c.Body) {
 					if n, ok := strings.CutPrefix(w, "skip:"); ok {
-						skips[n] = map[string]any{"via": "selection", "token": n, "by": "@" + c.Author}
+						skips[n] = graph.SkipDecl{Via: "selection", Token: n, By: "@" + c.Author}
 					}
 				}
-				optIns := map[string]any{}
+				optIns := map[string]graph.OptInSelection{}
 				if strings.Contains(c.Body, "+critic") {
-					optIns["critic"] = map[string]any{"by": "@" + c.Author}
+					optIns["critic"] = graph.OptInSelection{By: "@" + c.Author}
 				}
-				return graph.PassWith("selected", map[string]any{"decision": "phase-selection", "declaredSkips": skips, "optIns": optIns, "surface": "work-item"})
+				res := graph.PassWith("selected", nil)
+				res.Decision = &graph.DecisionFact{Key: "phase-selection", Skips: skips, OptIns: optIns, Surface: "work-item"}
+				return res
 			}
 			return graph.Wait("waiting for an authorized user to choose the phases")
 		},
@@ -170,7 +172,9 @@ func newFixture(t *testing.T) *fixture {
 				case strings.Contains(c.Body, "changes"):
 					return graph.PassWith("changes-requested", map[string]any{"comments": []graph.Comment{c}})
 				case strings.Contains(c.Body, "approved"):
-					return graph.PassWith("approved", map[string]any{"comments": []graph.Comment{c}, "by": "@" + c.Author})
+					res := graph.PassWith("approved", map[string]any{"comments": []graph.Comment{c}})
+					res.Decision = &graph.DecisionFact{By: "@" + c.Author}
+					return res
 				}
 			}
 			return graph.Wait("feedback so far is not decisive; the gate stays open")
@@ -264,7 +268,7 @@ func TestClaimRecordsClaimantAndMoves(t *testing.T) {
 	f.arts("issue-1").Set("brainstorm.md", "# idea\n")
 	c, err := f.rt.Complete(ctx, "issue-1", "", "claude")
 	require.NoError(t, err)
-	require.Equal(t, "pass", c.Status)
+	require.Equal(t, graph.StatusPass, c.Status)
 	require.True(t, c.Moved)
 	require.Equal(t, "requirements", c.CurrentNode)
 	require.Contains(t, c.Messages, "advanced to requirements")
@@ -285,7 +289,7 @@ func TestHumanGateWaitsOnTheCLIPath(t *testing.T) {
 	// The agent claims the gate: a claim carries no event, so the gate waits.
 	c, err = f.rt.Complete(ctx, "issue-1", "", "agent")
 	require.NoError(t, err)
-	require.Equal(t, "wait", c.Status)
+	require.Equal(t, graph.StatusWait, c.Status)
 	require.False(t, c.Moved)
 	require.Equal(t, "requirements-approval", c.CurrentNode)
 	st := f.store.State("issue-1")
@@ -297,7 +301,7 @@ func TestHumanGateWaitsOnTheCLIPath(t *testing.T) {
 	// A stranger's "approved" does not open it either.
 	rep, err := f.rt.Advance(ctx, "issue-1", comment("mallory", "approved"))
 	require.NoError(t, err)
-	require.Equal(t, "wait", rep.Status)
+	require.Equal(t, graph.StatusWait, rep.Status)
 }
 
 func TestApprovalIsARecordedDecisionThatRecomputeHonours(t *testing.T) {
@@ -310,7 +314,7 @@ func TestApprovalIsARecordedDecisionThatRecomputeHonours(t *testing.T) {
 
 	rep, err := f.rt.Advance(ctx, "issue-1", comment("dana", "approved"))
 	require.NoError(t, err)
-	require.Equal(t, "pass", rep.Status)
+	require.Equal(t, graph.StatusPass, rep.Status)
 	require.Equal(t, "approved", rep.Outcome)
 	require.Equal(t, "design", rep.CurrentNode, "critic is an unselected opt-in and is routed around")
 
@@ -328,10 +332,10 @@ func TestApprovalIsARecordedDecisionThatRecomputeHonours(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, "design", status.CurrentNode)
 	gate, _ := status.Node("requirements-approval")
-	require.Equal(t, "pass", gate.Status)
+	require.Equal(t, graph.StatusPass, gate.Status)
 	require.Equal(t, "approved", gate.Outcome)
 	critic, _ := status.Node("critic")
-	require.Equal(t, "skip", critic.Status)
+	require.Equal(t, graph.StatusSkip, critic.Status)
 	require.Contains(t, critic.Messages[0], "not selected")
 }
 
@@ -362,7 +366,7 @@ func TestChangesRequestedRoutesBack(t *testing.T) {
 	require.False(t, f.store.State("issue-1").Decisions.Has("requirements-approval"), "the stale verdict is cleared on re-entry")
 	c, err = f.rt.Complete(ctx, "issue-1", "", "agent")
 	require.NoError(t, err)
-	require.Equal(t, "wait", c.Status)
+	require.Equal(t, graph.StatusWait, c.Status)
 }
 
 func TestDeclaredSkipsRouteAroundNodesWithoutRunningTheirHooks(t *testing.T) {
@@ -423,7 +427,7 @@ func TestSelectionDeclaresSkipsAndOptIns(t *testing.T) {
 	status, err := f.rt.Status(context.Background(), "issue-1", true)
 	require.NoError(t, err)
 	ps, _ := status.Node("phase-selection")
-	require.Equal(t, "pass", ps.Status)
+	require.Equal(t, graph.StatusPass, ps.Status)
 	require.Equal(t, "requirements", status.CurrentNode)
 }
 
@@ -434,7 +438,7 @@ func TestRepeatedIdenticalBlockEscalates(t *testing.T) {
 
 	c, err := f.rt.Complete(ctx, "issue-1", "", "agent")
 	require.NoError(t, err)
-	require.Equal(t, "block", c.Status)
+	require.Equal(t, graph.StatusBlock, c.Status)
 	require.Contains(t, c.Messages, "required artifact is missing (docs/specs/issue-1/brainstorm.md)")
 	require.Equal(t, 1, f.sink.Count("graph.blocked"))
 
@@ -464,7 +468,7 @@ func TestRepeatedIdenticalBlockEscalates(t *testing.T) {
 	f.arts("issue-1").Set("brainstorm.md", "x")
 	c, err = f.rt.Complete(ctx, "issue-1", "", "agent")
 	require.NoError(t, err)
-	require.Equal(t, "pass", c.Status)
+	require.Equal(t, graph.StatusPass, c.Status)
 	require.Equal(t, "requirements", c.CurrentNode)
 	require.Contains(t, c.Messages, "brainstorming no longer blocks: the escalation is lifted")
 	require.Nil(t, f.store.State("issue-1").Parked)
@@ -481,7 +485,7 @@ func TestEscalatedNodeCanBeEventMovedAndSelfForcedWithoutWarning(t *testing.T) {
 	require.True(t, f.store.State("issue-1").Parked.Escalated)
 
 	// Forcing the current node is a reset, not a walk outside the model.
-	res, err := f.rt.Force(ctx, "issue-1", "brainstorming", "retry after the outage", "@ops")
+	res, err := f.rt.Force(ctx, "issue-1", graph.ForceRequest{To: "brainstorming", Reason: "retry after the outage", Actor: "@ops"})
 	require.NoError(t, err)
 	require.Empty(t, res.Warnings)
 	require.Nil(t, f.store.State("issue-1").Parked)
@@ -503,7 +507,7 @@ func TestAttemptsReachingMaxAttemptsEscalate(t *testing.T) {
 	ctx := context.Background()
 	_, err := f.rt.Start(ctx, "issue-1")
 	require.NoError(t, err)
-	_, err = f.rt.Force(ctx, "issue-1", "design", "testing escalation", "@ops")
+	_, err = f.rt.Force(ctx, "issue-1", graph.ForceRequest{To: "design", Reason: "testing escalation", Actor: "@ops"})
 	require.NoError(t, err)
 	// design has maxAttempts 2: entry (1) + one block (2) reaches it.
 	c, err := f.rt.Complete(ctx, "issue-1", "", "agent")
@@ -518,15 +522,15 @@ func TestForce(t *testing.T) {
 	_, err := f.rt.Start(ctx, "issue-1")
 	require.NoError(t, err)
 
-	_, err = f.rt.Force(ctx, "issue-1", "design", "", "@ops")
+	_, err = f.rt.Force(ctx, "issue-1", graph.ForceRequest{To: "design", Reason: "", Actor: "@ops"})
 	require.ErrorIs(t, err, graph.ErrReasonRequired)
 	require.Contains(t, err.Error(), "an unexplained override is refused")
 
-	_, err = f.rt.Force(ctx, "issue-1", "desing", "typo", "@ops")
+	_, err = f.rt.Force(ctx, "issue-1", graph.ForceRequest{To: "desing", Reason: "typo", Actor: "@ops"})
 	require.ErrorIs(t, err, graph.ErrUnknownNode)
 	require.Contains(t, err.Error(), "declared nodes are: phase-selection, brainstorming, requirements")
 
-	res, err := f.rt.Force(ctx, "issue-1", "design", "the spec lives elsewhere", "@ops")
+	res, err := f.rt.Force(ctx, "issue-1", graph.ForceRequest{To: "design", Reason: "the spec lives elsewhere", Actor: "@ops"})
 	require.NoError(t, err)
 	require.Equal(t, "phase-selection", res.FromNode)
 	require.Equal(t, []string{
@@ -557,7 +561,7 @@ func TestForce(t *testing.T) {
 	require.True(t, d.Forced)
 
 	// Backwards force re-enters and re-runs the entry chain.
-	_, err = f.rt.Force(ctx, "issue-1", "phase-selection", "redo selection", "@ops")
+	_, err = f.rt.Force(ctx, "issue-1", graph.ForceRequest{To: "phase-selection", Reason: "redo selection", Actor: "@ops"})
 	require.NoError(t, err)
 	require.Equal(t, 2, f.store.State("issue-1").Record("phase-selection").Attempts)
 	require.Equal(t, "phase-selection@phase-selection", f.entries[len(f.entries)-1])
@@ -590,7 +594,7 @@ func TestForcePastAnyHumanGateWarnsNamingEachGate(t *testing.T) {
 			}
 			f.store.Put("issue-1", st)
 
-			res, err := f.rt.Force(ctx, "issue-1", tc.to, "the reviewer is away", "@ops")
+			res, err := f.rt.Force(ctx, "issue-1", graph.ForceRequest{To: tc.to, Reason: "the reviewer is away", Actor: "@ops"})
 			require.NoError(t, err)
 			var gateWarnings []string
 			for _, w := range res.Warnings {
@@ -615,7 +619,7 @@ func TestForcePastAnyHumanGateWarnsNamingEachGate(t *testing.T) {
 func TestForceAuditFailureIsAWarning(t *testing.T) {
 	f := newFixture(t)
 	f.audit.fail = errors.New("ticket unreachable")
-	res, err := f.rt.Force(context.Background(), "issue-1", "design", "why not", "")
+	res, err := f.rt.Force(context.Background(), "issue-1", graph.ForceRequest{To: "design", Reason: "why not", Actor: ""})
 	require.NoError(t, err)
 	require.Contains(t, res.Warnings[len(res.Warnings)-1], "could not record the audit trail: ticket unreachable")
 	require.Equal(t, "design", f.store.State("issue-1").CurrentNode, "the override stands")
@@ -637,7 +641,7 @@ func TestRecomputeIgnoresAHandEditedPointer(t *testing.T) {
 	require.False(t, rep.OK)
 	require.Nil(t, rep.Parked)
 	d, _ := rep.Node("design")
-	require.Equal(t, "block", d.Status)
+	require.Equal(t, graph.StatusBlock, d.Status)
 	require.Contains(t, d.Messages, "graph state declares a skip on this node, which is not skippable — the declaration is refused and has no effect")
 
 	plain, err := f.rt.Status(ctx, "issue-1", false)
@@ -662,11 +666,11 @@ func TestStatusRecomputeOnACompleteWalkReportsTheLastNode(t *testing.T) {
 func TestTerminalNodeCompletesTheWalk(t *testing.T) {
 	f := newFixture(t)
 	ctx := context.Background()
-	_, err := f.rt.Force(ctx, "issue-1", "done", "jump", "@ops")
+	_, err := f.rt.Force(ctx, "issue-1", graph.ForceRequest{To: "done", Reason: "jump", Actor: "@ops"})
 	require.NoError(t, err)
 	c, err := f.rt.Complete(ctx, "issue-1", "", "agent")
 	require.NoError(t, err)
-	require.Equal(t, "pass", c.Status)
+	require.Equal(t, graph.StatusPass, c.Status)
 	require.False(t, c.Moved)
 	require.Equal(t, 1, f.sink.Count("graph.completed"))
 }
@@ -697,6 +701,41 @@ func TestAdvanceOnANeverStartedItemIsRefused(t *testing.T) {
 	require.ErrorIs(t, err, graph.ErrNotStarted)
 }
 
+// The kernel's errors state facts an embedder can branch on; the commands
+// that get past them are the caller's (loop.ExplainGraphError names
+// loopctl's).
+func TestKernelErrorsAreTypedFactsWithoutProductCommands(t *testing.T) {
+	f := newFixture(t)
+	ctx := context.Background()
+	_, err := f.rt.Advance(ctx, "issue-9", nil)
+	require.ErrorIs(t, err, graph.ErrNotStarted)
+	require.Equal(t, "issue-9: work item has not entered the graph", err.Error())
+
+	st := graph.NewState("issue-2")
+	st.CurrentNode = "retired-node"
+	f.store.Put("issue-2", st)
+	_, err = f.rt.Advance(ctx, "issue-2", nil)
+	require.ErrorIs(t, err, graph.ErrUnknownNode)
+	var une *graph.UnknownNodeError
+	require.ErrorAs(t, err, &une)
+	require.Equal(t, graph.UnknownNodeError{WorkItem: "issue-2", Node: "retired-node", Graph: f.rt.Graph().Name, Declared: f.rt.Graph().IDs(), Current: true}, *une)
+	require.Contains(t, err.Error(), "the current node 'retired-node' is not declared in graph")
+
+	_, err = f.rt.Force(ctx, "issue-2", graph.ForceRequest{To: "nowhere", Reason: "r"})
+	require.ErrorAs(t, err, &une)
+	require.False(t, une.Current)
+	require.Equal(t, "nowhere", une.Node)
+
+	_, err = f.rt.Force(ctx, "issue-2", graph.ForceRequest{To: "design"})
+	require.ErrorIs(t, err, graph.ErrReasonRequired)
+	_, skipErr := f.rt.DeclareSkips(ctx, "issue-2", []string{"design"}, " ", "")
+	require.ErrorIs(t, skipErr, graph.ErrReasonRequired)
+	for _, e := range []error{err, skipErr} {
+		require.NotContains(t, e.Error(), "loopctl")
+		require.NotContains(t, e.Error(), "--reason")
+	}
+}
+
 func TestFailingHooksBlockNeverPass(t *testing.T) {
 	cases := []struct {
 		name string
@@ -716,7 +755,7 @@ func TestFailingHooksBlockNeverPass(t *testing.T) {
 			return graph.Pass(nil)
 		}, graph.HookRef{Hook: "h", Timeout: "20ms"}, "the h hook did not finish within 20ms"},
 		{"invalid status", graphtest.Returning(graph.HookResult{Status: "maybe"}), graph.HookRef{Hook: "h"}, `the h hook returned an invalid status "maybe"`},
-		{"blocking integration failure", graphtest.Returning(graph.Pass(map[string]any{"error": "github: 502"})), graph.HookRef{Hook: "h", Blocking: true}, "declared blocking"},
+		{"blocking integration failure", graphtest.Returning(graph.HookResult{Status: graph.StatusPass, Degraded: "github: 502", Retriable: true}), graph.HookRef{Hook: "h", Blocking: true}, "declared blocking"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -731,7 +770,7 @@ func TestFailingHooksBlockNeverPass(t *testing.T) {
 			require.NoError(t, err)
 			rep, err := rt.Advance(ctx, "w", nil)
 			require.NoError(t, err)
-			require.Equal(t, "block", rep.Status)
+			require.Equal(t, graph.StatusBlock, rep.Status)
 			require.Equal(t, "a", rep.CurrentNode)
 			require.Contains(t, strings.Join(rep.Messages, "\n"), tc.want)
 		})
@@ -740,7 +779,7 @@ func TestFailingHooksBlockNeverPass(t *testing.T) {
 
 func TestDegradedSideEffectIsReportedNotBlocking(t *testing.T) {
 	reg := graphtest.Registry(map[string]graph.Hook{
-		"label": graphtest.Returning(graph.Pass(map[string]any{"applied": false, "error": "github: 500 Internal Server Error"})),
+		"label": graphtest.Returning(graph.HookResult{Status: graph.StatusPass, Data: map[string]any{"applied": false}, Degraded: "github: 500 Internal Server Error", Retriable: true}),
 	})
 	g := graphtest.NewGraph("x").
 		Node(graph.NodeSpec{ID: "a", Entry: graphtest.Hooks("label")}).
@@ -781,7 +820,7 @@ func TestCheckModeIsReadOnly(t *testing.T) {
 	require.Equal(t, graph.ModeCheck, sawMode)
 	require.Error(t, writeErr)
 	require.Equal(t, "", items.Artifacts("w").Get("x.md"))
-	require.Equal(t, "pass", rep.Nodes[0].Status)
+	require.Equal(t, graph.StatusPass, rep.Nodes[0].Status)
 }
 
 type fakeIntegrations struct{}
@@ -803,7 +842,7 @@ func TestCorruptStateIsReconstructedAndPreserved(t *testing.T) {
 	require.Empty(t, f.store.Corrupt("issue-1"), "a read never rewrites the file")
 
 	// The next save preserves the unparseable bytes beside the new state.
-	_, err = f.rt.Force(ctx, "issue-1", "requirements", "recover", "@ops")
+	_, err = f.rt.Force(ctx, "issue-1", graph.ForceRequest{To: "requirements", Reason: "recover", Actor: "@ops"})
 	require.NoError(t, err)
 	require.Len(t, f.store.Corrupt("issue-1"), 1)
 	require.Equal(t, `{"version": 1, "currentNode": "des`, string(f.store.Corrupt("issue-1")[0]))
@@ -839,19 +878,33 @@ func TestFiftyConcurrentClaimsMakeExactlyOneTransition(t *testing.T) {
 	require.Equal(t, "requirements", f.store.State("issue-1").CurrentNode)
 }
 
-func TestBusyLockAnswersBusy(t *testing.T) {
+// Every verb that takes the lock reports a lock that stays held the same
+// way: an error wrapping ErrBusy, and nothing changed.
+func TestBusyLockIsErrBusyForEveryVerb(t *testing.T) {
 	f := newFixture(t)
 	ctx := context.Background()
 	f.startAndSelect("issue-1", "the-loop execute")
+	before := f.store.State("issue-1").Clone()
 	unlock, err := f.store.Lock(ctx, "issue-1", time.Second)
 	require.NoError(t, err)
 	defer unlock()
-	c, err := f.rt.Complete(ctx, "issue-1", "", "agent")
-	require.NoError(t, err)
-	require.Equal(t, graph.StepBusy, c.Status)
-	require.Equal(t, "busy", c.Reason)
-	_, err = f.rt.Advance(ctx, "issue-1", nil)
-	require.ErrorIs(t, err, graph.ErrBusy)
+	verbs := map[string]func() error{
+		"Complete": func() error { _, err := f.rt.Complete(ctx, "issue-1", "", "agent"); return err },
+		"Advance":  func() error { _, err := f.rt.Advance(ctx, "issue-1", nil); return err },
+		"Start":    func() error { _, err := f.rt.Start(ctx, "issue-1"); return err },
+		"Force": func() error {
+			_, err := f.rt.Force(ctx, "issue-1", graph.ForceRequest{To: "design", Reason: "r"})
+			return err
+		},
+		"DeclareSkips": func() error { _, err := f.rt.DeclareSkips(ctx, "issue-1", []string{"design"}, "r", ""); return err },
+		"BindSession":  func() error { return f.rt.BindSession(ctx, "issue-1", graph.SessionBinding{ID: "s"}) },
+	}
+	for name, verb := range verbs {
+		t.Run(name, func(t *testing.T) {
+			require.ErrorIs(t, verb(), graph.ErrBusy)
+		})
+	}
+	require.Equal(t, before, f.store.State("issue-1"), "a busy verb changes nothing")
 }
 
 func TestEventOrderForASelectionWithSkips(t *testing.T) {
@@ -956,7 +1009,7 @@ func TestHookSkipsAreRecordedAndParkedNamesTheWaitingHook(t *testing.T) {
 	require.NoError(t, err)
 	rep, err := rt.Advance(ctx, "w", nil)
 	require.NoError(t, err)
-	require.Equal(t, "wait", rep.Status)
+	require.Equal(t, graph.StatusWait, rep.Status)
 
 	st := store.State("w")
 	require.Equal(t, []string{"nothing-to-do"}, st.Record("a").SkippedHooks)
@@ -987,4 +1040,72 @@ func TestHookSkipsAreRecordedAndParkedNamesTheWaitingHook(t *testing.T) {
 		{"node": "a", "boundary": "exit", "hook": "nothing-to-do"},
 	}, skipped)
 	require.Equal(t, map[string]any{"node": "a", "hook": "approve"}, parked)
+}
+
+// Options.Deliver reaches live hooks as HookContext.Deliver, the same
+// function with the same shape; check chains get none.
+func TestDeliverReachesLiveHooksOnly(t *testing.T) {
+	var delivered []string
+	deliver := func(_ context.Context, workItem, text string) (bool, error) {
+		delivered = append(delivered, workItem+": "+text)
+		return true, nil
+	}
+	var checkSaw []bool
+	reg := graphtest.Registry(map[string]graph.Hook{
+		"assign": func(ctx context.Context, hc *graph.HookContext) graph.HookResult {
+			if hc.Deliver == nil {
+				return graph.Block(graph.Finding("no deliverer", ""))
+			}
+			ok, err := hc.Deliver(ctx, hc.WorkItem.ID, "work on "+hc.Node.ID)
+			if err != nil || !ok {
+				return graph.Block(graph.Finding("not delivered", ""))
+			}
+			return graph.Pass(nil)
+		},
+		"look": func(_ context.Context, hc *graph.HookContext) graph.HookResult {
+			checkSaw = append(checkSaw, hc.Deliver != nil)
+			return graph.Pass(nil)
+		},
+	})
+	g := graphtest.NewGraph("x").
+		Node(graph.NodeSpec{ID: "a", Entry: graphtest.Hooks("assign"), Exit: graphtest.Hooks("look")}).
+		Node(graph.NodeSpec{ID: "b"}).Edge("a", "pass", "b").MustCompile(reg)
+	rt, err := graph.New(g, graph.Options{Store: graphtest.NewStore(), Items: graphtest.NewItems(), Deliver: deliver})
+	require.NoError(t, err)
+	ctx := context.Background()
+	_, err = rt.Start(ctx, "w-1")
+	require.NoError(t, err)
+	_, err = rt.Status(ctx, "w-1", true)
+	require.NoError(t, err)
+	require.Equal(t, []string{"w-1: work on a"}, delivered)
+	require.Equal(t, []bool{false}, checkSaw, "a check chain never delivers")
+}
+
+// The runtime reads typed facts only: the old magic Data keys are plain
+// data for later hooks, and route, degrade and record nothing.
+func TestDataKeysAreNotFacts(t *testing.T) {
+	reg := graphtest.Registry(map[string]graph.Hook{"h": graphtest.Returning(graph.Pass(map[string]any{
+		"outcome": "sideways", "error": "boom", "decision": "phase-selection", "by": "@mallory",
+		"declaredSkips": map[string]any{"b": map[string]any{}},
+	}))})
+	g := graphtest.NewGraph("x").
+		Node(graph.NodeSpec{ID: "a", Exit: graphtest.Hooks("h")}).
+		Node(graph.NodeSpec{ID: "b", Skippable: true}).Node(graph.NodeSpec{ID: "c"}).
+		Edge("a", "pass", "b").Edge("b", "pass", "c").Edge("b", "skipped", "c").MustCompile(reg)
+	store := graphtest.NewStore()
+	sink := &graphtest.Sink{}
+	rt, err := graph.New(g, graph.Options{Store: store, Items: graphtest.NewItems(), Sink: sink})
+	require.NoError(t, err)
+	ctx := context.Background()
+	_, err = rt.Start(ctx, "w")
+	require.NoError(t, err)
+	rep, err := rt.Advance(ctx, "w", nil)
+	require.NoError(t, err)
+	require.Equal(t, graph.StatusPass, rep.Status)
+	require.Equal(t, "pass", rep.Outcome)
+	require.Equal(t, "b", rep.CurrentNode)
+	st := store.State("w")
+	require.Zero(t, st.Decisions.Len())
+	require.Zero(t, st.Skips.Len())
+	require.Zero(t, sink.Count("graph.hook_degraded"))
 }

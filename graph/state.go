@@ -14,24 +14,6 @@ import (
 // StateVersion is the graph-state.json format version.
 const StateVersion = 1
 
-// Sentinel errors. Compare with errors.Is.
-var (
-	// ErrNoState: the work item has no saved state (it never started).
-	ErrNoState = errors.New("no graph state")
-	// ErrCorruptState: the saved state could not be parsed. The Store keeps
-	// the unparseable bytes and preserves them beside the state file when it
-	// next saves; the runtime reconstructs the state by recompute.
-	ErrCorruptState = errors.New("graph state is unparseable")
-	// ErrBusy: another process holds the work item's state lock.
-	ErrBusy = errors.New("another theloop process holds the graph-state lock")
-	// ErrNotStarted: the work item has not entered the graph.
-	ErrNotStarted = errors.New("work item has not entered the graph")
-	// ErrUnknownNode: a node id that the graph does not declare.
-	ErrUnknownNode = errors.New("unknown node")
-	// ErrReasonRequired: an override (force, skip) without a reason.
-	ErrReasonRequired = errors.New("a reason is required")
-)
-
 // State is a work item's graph-state.json. Field names and key order follow
 // the-loop's format (reference graph-spec §6); it is a cache of the walk,
 // never an authority: Status with recompute does not trust it.
@@ -213,7 +195,7 @@ func (s *State) update(id string, f func(*NodeRecord)) {
 func (s *State) Enter(id string, now time.Time) {
 	s.update(id, func(r *NodeRecord) {
 		if r.EnteredAt == "" {
-			r.EnteredAt = Timestamp(now)
+			r.EnteredAt = timestamp(now)
 		}
 		r.Attempts++
 		r.LastBlock = ""
@@ -226,13 +208,13 @@ func (s *State) Enter(id string, now time.Time) {
 func (s *State) Exit(id, outcome string, now time.Time) {
 	s.update(id, func(r *NodeRecord) {
 		r.Outcome = outcome
-		r.ExitedAt = Timestamp(now)
+		r.ExitedAt = timestamp(now)
 	})
 }
 
 // Park records why the pointer is not moving.
 func (s *State) Park(id, reason string, escalated bool, now time.Time) {
-	s.Parked = &Parked{Node: id, Reason: reason, Since: Timestamp(now), Escalated: escalated}
+	s.Parked = &Parked{Node: id, Reason: reason, Since: timestamp(now), Escalated: escalated}
 }
 
 // NoteBlock counts a blocked evaluation as an attempt, stores the rendered
@@ -248,7 +230,7 @@ func (s *State) NoteBlock(id, rendered string) (repeated bool) {
 
 // Timestamp formats t as the-loop's state timestamps: UTC, second
 // precision, "+00:00" suffix.
-func Timestamp(t time.Time) string {
+func timestamp(t time.Time) string {
 	return t.UTC().Format("2006-01-02T15:04:05") + "+00:00"
 }
 
@@ -266,13 +248,13 @@ func MarshalState(s *State) ([]byte, error) {
 	if err := enc.Encode(s); err != nil {
 		return nil, err
 	}
-	return EscapeNonASCII(buf.Bytes()), nil
+	return escapeNonASCII(buf.Bytes()), nil
 }
 
-// EscapeNonASCII rewrites every non-ASCII rune in JSON text as a \uXXXX
+// escapeNonASCII rewrites every non-ASCII rune in JSON text as a \uXXXX
 // escape (surrogate pairs above U+FFFF). Valid because non-ASCII can only
 // occur inside JSON strings.
-func EscapeNonASCII(b []byte) []byte {
+func escapeNonASCII(b []byte) []byte {
 	ascii := true
 	for _, c := range b {
 		if c >= utf8.RuneSelf {

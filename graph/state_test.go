@@ -22,7 +22,7 @@ func TestMarshalStateKeyOrderAndEscaping(t *testing.T) {
 	st.Exit("phase-selection", "selected", now)
 	st.Enter("brainstorming", now)
 	st.NoteBlock("brainstorming", "`validate-artifacts` did not pass:\n- artifact is not locked — x <y> & z")
-	st.Skips.Set("design", graph.SkipDecl{Via: "cli", Token: "design", By: "@dana", Reason: "café 🚀", At: graph.Timestamp(now)})
+	st.Skips.Set("design", graph.SkipDecl{Via: "cli", Token: "design", By: "@dana", Reason: "café 🚀", At: now.UTC().Format("2006-01-02T15:04:05") + "+00:00"})
 	b, err := graph.MarshalState(st)
 	require.NoError(t, err)
 	s := string(b)

@@ -80,21 +80,8 @@ func readText(a graph.Artifacts, name string) (string, error) {
 func validateArtifacts(_ context.Context, hc *graph.HookContext) graph.HookResult {
 	p := hc.Params
 	a := hc.Artifacts
-	if ows := entries(p["onlyWhenSkipped"]); len(ows) > 0 {
-		slots := resolveSlots(a, ows)
-		if len(slots) == 0 {
-			return graph.Skip("onlyWhenSkipped names no artifact")
-		}
-		for _, s := range slots {
-			for _, n := range s.names {
-				if !hc.SkippedArtifacts[n] {
-					return graph.Skip(s.label() + " was not declared skipped")
-				}
-			}
-			if len(s.present) > 0 {
-				return graph.Skip(s.label() + " exists; it is gated where it is declared")
-			}
-		}
+	if res, skip := onlyWhenSkipped(hc); skip {
+		return res
 	}
 
 	own := resolveSlots(a, hc.Node.Produces)
@@ -113,30 +100,58 @@ func validateArtifacts(_ context.Context, hc *graph.HookContext) graph.HookResul
 		if len(consider) == 0 {
 			consider = slots
 		}
-		produced := false
-		for _, s := range consider {
-			if len(s.present) > 0 {
-				produced = true
-			}
-		}
-		if !produced {
+		if !slices.ContainsFunc(consider, func(s slot) bool { return len(s.present) > 0 }) {
 			return graph.Skip("optional node; no artifact was produced")
 		}
 	}
 
-	var findings []graph.Message
-	var toRead []string
-	planned := 0
+	findings, toRead, planned := presenceFindings(hc, slots)
+	for _, name := range toRead {
+		findings = append(findings, contentFindings(hc, name)...)
+	}
+	if len(findings) > 0 {
+		return graph.Block(findings...)
+	}
+	if planned > 0 && len(toRead) == 0 {
+		return graph.Skip("artifact(s) authored by a declared-skipped node; absence is planned")
+	}
+	return graph.Pass(map[string]any{"artifacts": toRead})
+}
+
+// onlyWhenSkipped applies the onlyWhenSkipped parameter: the check runs only
+// when each named artifact was declared skipped and is absent. skip reports
+// whether the hook stops here with res.
+func onlyWhenSkipped(hc *graph.HookContext) (res graph.HookResult, skip bool) {
+	ows := entries(hc.Params["onlyWhenSkipped"])
+	if len(ows) == 0 {
+		return graph.HookResult{}, false
+	}
+	slots := resolveSlots(hc.Artifacts, ows)
+	if len(slots) == 0 {
+		return graph.Skip("onlyWhenSkipped names no artifact"), true
+	}
+	for _, s := range slots {
+		for _, n := range s.names {
+			if !hc.SkippedArtifacts[n] {
+				return graph.Skip(s.label() + " was not declared skipped"), true
+			}
+		}
+		if len(s.present) > 0 {
+			return graph.Skip(s.label() + " exists; it is gated where it is declared"), true
+		}
+	}
+	return graph.HookResult{}, false
+}
+
+// presenceFindings checks that each slot holds exactly one artifact. It
+// returns the findings, the artifacts to read, and how many slots are
+// absent as planned (authored by a declared-skipped node).
+func presenceFindings(hc *graph.HookContext, slots []slot) (findings []graph.Message, toRead []string, planned int) {
+	a := hc.Artifacts
 	for _, s := range slots {
 		switch len(s.present) {
 		case 0:
-			all := true
-			for _, n := range s.names {
-				if !hc.SkippedArtifacts[n] {
-					all = false
-				}
-			}
-			if all {
+			if !slices.ContainsFunc(s.names, func(n string) bool { return !hc.SkippedArtifacts[n] }) {
 				planned++
 				continue
 			}
@@ -151,70 +166,68 @@ func validateArtifacts(_ context.Context, hc *graph.HookContext) graph.HookResul
 			findings = append(findings, graph.Finding(fmt.Sprintf("%d artifacts present where one is expected — keep one of: %s", len(s.present), strings.Join(s.present, ", ")), hc.WorkItem.SpecDir))
 		}
 	}
+	return findings, toRead, planned
+}
 
-	for _, name := range toRead {
-		path := a.Path(name)
-		doc := loadDoc(a, name)
-		if doc.err != nil {
-			findings = append(findings, graph.Finding("artifact could not be read: "+errorKind(doc.err), path))
-			continue
-		}
-		fm, body := doc.fm, doc.body
-		if p.Bool("locked") {
-			status := strings.TrimSpace(fmString(fm["status"]))
-			if status != "approved" {
-				shown := status
-				if shown == "" {
-					shown = "(unset)"
-				}
-				findings = append(findings, graph.Finding("artifact is not locked — front-matter says status: "+shown+", expected status: approved", path))
+// contentFindings checks one present artifact against the hook's
+// parameters: lock, front matter, sections, review comments, checkmarks.
+func contentFindings(hc *graph.HookContext, name string) []graph.Message {
+	p := hc.Params
+	path := hc.Artifacts.Path(name)
+	doc := loadDoc(hc.Artifacts, name)
+	if doc.err != nil {
+		return []graph.Message{graph.Finding("artifact could not be read: "+errorKind(doc.err), path)}
+	}
+	var findings []graph.Message
+	fm, body := doc.fm, doc.body
+	if p.Bool("locked") {
+		status := strings.TrimSpace(fmString(fm["status"]))
+		if status != "approved" {
+			shown := status
+			if shown == "" {
+				shown = "(unset)"
 			}
+			findings = append(findings, graph.Finding("artifact is not locked — front-matter says status: "+shown+", expected status: approved", path))
 		}
-		if want := p.Map("frontMatter"); want != nil {
-			for _, k := range slices.Sorted(maps.Keys(want)) {
-				got := fmString(fm[k])
-				exp := fmString(want[k])
-				if got != exp {
-					findings = append(findings, graph.Finding(fmt.Sprintf("front-matter %s: expected %q, found %q", k, exp, got), path))
-				}
-			}
-		}
-		for _, title := range p.Strings("sections") {
-			sec, ok := doc.section(title)
-			switch {
-			case !ok:
-				findings = append(findings, graph.Finding("required section is missing: "+title, path))
-			case sec.Content == "":
-				findings = append(findings, graph.Finding("required section is empty: "+title, path))
-			}
-		}
-		// R5.2: an artifact that passed one of theloop's gates carries the
-		// review that passed it; a lost review is a finding. "Passed a gate"
-		// is the lock lock-artifacts writes — status: approved with the
-		// decision it came from — in the same chain as record-feedback. A
-		// lock without `decision:` is the-loop v11's, which kept no review in
-		// the document: a repository it walked keeps working unchanged.
-		if p.Bool("reviewed") && passedGate(fm) {
-			switch sec, ok := doc.section(reviewCommentsSection); {
-			case !ok:
-				findings = append(findings, graph.Finding("artifact passed its gate but has no ## "+reviewCommentsSection+" section — the review that approved it was lost", path))
-			case sec.Content == "":
-				findings = append(findings, graph.Finding("artifact passed its gate but its ## "+reviewCommentsSection+" section is empty — the review that approved it was lost", path))
-			}
-		}
-		if p.String("checkmarks") == "complete" {
-			if n := strings.Count(body, "- [ ]"); n > 0 {
-				findings = append(findings, graph.Finding(fmt.Sprintf("%d task(s) still unticked", n), path))
+	}
+	if want := p.Map("frontMatter"); want != nil {
+		for _, k := range slices.Sorted(maps.Keys(want)) {
+			got := fmString(fm[k])
+			exp := fmString(want[k])
+			if got != exp {
+				findings = append(findings, graph.Finding(fmt.Sprintf("front-matter %s: expected %q, found %q", k, exp, got), path))
 			}
 		}
 	}
-	if len(findings) > 0 {
-		return graph.Block(findings...)
+	for _, title := range p.Strings("sections") {
+		sec, ok := doc.section(title)
+		switch {
+		case !ok:
+			findings = append(findings, graph.Finding("required section is missing: "+title, path))
+		case sec.Content == "":
+			findings = append(findings, graph.Finding("required section is empty: "+title, path))
+		}
 	}
-	if planned > 0 && len(toRead) == 0 {
-		return graph.Skip("artifact(s) authored by a declared-skipped node; absence is planned")
+	// R5.2: an artifact that passed one of theloop's gates carries the
+	// review that passed it; a lost review is a finding. "Passed a gate"
+	// is the lock lock-artifacts writes — status: approved with the
+	// decision it came from — in the same chain as record-feedback. A
+	// lock without `decision:` is the-loop v11's, which kept no review in
+	// the document: a repository it walked keeps working unchanged.
+	if p.Bool("reviewed") && passedGate(fm) {
+		switch sec, ok := doc.section(reviewCommentsSection); {
+		case !ok:
+			findings = append(findings, graph.Finding("artifact passed its gate but has no ## "+reviewCommentsSection+" section — the review that approved it was lost", path))
+		case sec.Content == "":
+			findings = append(findings, graph.Finding("artifact passed its gate but its ## "+reviewCommentsSection+" section is empty — the review that approved it was lost", path))
+		}
 	}
-	return graph.Pass(map[string]any{"artifacts": toRead})
+	if p.String("checkmarks") == "complete" {
+		if n := strings.Count(body, "- [ ]"); n > 0 {
+			findings = append(findings, graph.Finding(fmt.Sprintf("%d task(s) still unticked", n), path))
+		}
+	}
+	return findings
 }
 
 // errorKind describes a read error without echoing paths twice.

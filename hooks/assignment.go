@@ -65,7 +65,7 @@ func deliverAssignment(ctx context.Context, hc *graph.HookContext) graph.HookRes
 		return graph.Skip("no delivery channel (CLI path — the claim envelope carries this)")
 	}
 	text := RenderAssignment(hc.WorkItem, hc.Node, hc.Surface, hc.Config.Int("assignmentPr", 0), hc.Config.String("assignmentPrRepo"))
-	ok, err := hc.Deliver(ctx, text)
+	ok, err := hc.Deliver(ctx, hc.WorkItem.ID, text)
 	switch {
 	case err != nil:
 		return graph.Skip("delivery failed: " + errorKind(err))

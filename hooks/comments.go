@@ -92,7 +92,7 @@ func call(ctx context.Context, hc *graph.HookContext, op graph.Operation, args m
 
 // sideEffect turns an outbound call's error into the hook's result: a
 // provider that is not configured is a skip (nothing to do here), any other
-// failure is a pass carrying data.error (recorded, reported, never wedging
+// failure is a pass carrying HookResult.Degraded (recorded, reported, never wedging
 // the graph unless the reference is declared blocking).
 func sideEffect(err error, data map[string]any, skipNote string) graph.HookResult {
 	if data == nil {
@@ -101,8 +101,33 @@ func sideEffect(err error, data map[string]any, skipNote string) graph.HookResul
 	if errors.Is(err, graph.ErrUnsupportedOperation) {
 		return graph.Skip(skipNote)
 	}
-	data["error"] = err.Error()
-	return graph.Pass(data)
+	return degraded(data, err.Error())
+}
+
+// degraded is a pass whose side effect failed for the reason why: the
+// runtime reports it, and the chain goes on unless the reference is
+// declared blocking.
+func degraded(data map[string]any, why string) graph.HookResult {
+	r := graph.Pass(data)
+	r.Degraded = why
+	return r
+}
+
+// decided is a passing result routing on outcome that reports a human
+// decision (graph.DecisionFact) for the runtime to record.
+func decided(outcome string, f graph.DecisionFact, data map[string]any) graph.HookResult {
+	r := graph.PassWith(outcome, data)
+	r.Decision = &f
+	return r
+}
+
+// decider is the provenance of a decision a result reports (zero without
+// one).
+func decider(r graph.HookResult) graph.DecisionFact {
+	if r.Decision == nil {
+		return graph.DecisionFact{}
+	}
+	return *r.Decision
 }
 
 // postComment posts a marked comment on the work item.

@@ -16,7 +16,7 @@
 //     artifacts verbatim, or kept in result data — never put into a hook's
 //     messages, an assignment, or a command line.
 //   - Side effects degrade, they do not wedge. An outbound call that fails
-//     returns pass with data.error set (the runtime reports it and emits
+//     returns pass with HookResult.Degraded set (the runtime reports it and emits
 //     graph.hook_degraded); a hook reference declared `blocking: true` turns
 //     that into a block.
 //

@@ -166,7 +166,7 @@ func classifyFeedback(_ context.Context, hc *graph.HookContext) graph.HookResult
 		return graph.Wait("feedback so far is not decisive; the gate stays open")
 	}
 	last := cs[len(cs)-1]
-	return graph.PassWith(outcome, map[string]any{"comments": commentData(cs), "by": authors(cs), "comment": last.ID})
+	return decided(outcome, graph.DecisionFact{By: authors(cs), Comment: last.ID}, map[string]any{"comments": commentData(cs)})
 }
 
 // lastClassification returns the most recent decisive gate result earlier
@@ -225,7 +225,7 @@ func lockArtifacts(_ context.Context, hc *graph.HookContext) graph.HookResult {
 	approvers = dedupe(approvers)
 	// The lock names the decision it comes from; the runtime records (and
 	// signs) that decision when this chain passes, at the same instant.
-	decision := graph.DecisionRef(hc.Node.ID, cls.DataString("comment"), graph.Timestamp(hc.Now))
+	decision := graph.DecisionRef(hc.Node.ID, decider(cls).Comment, hc.Now)
 	var findings []graph.Message
 	var locked []string
 	for _, s := range resolveSlots(hc.Artifacts, es) {
@@ -456,7 +456,7 @@ func recordDecision(_ context.Context, hc *graph.HookContext) graph.HookResult {
 	into := hc.Params.StringOr("into", "execution-log.md")
 	var decided *graph.HookResult
 	for i := len(hc.Results) - 1; i >= 0; i-- {
-		if o, _ := hc.Results[i].Data["outcome"].(string); o != "" && hc.Results[i].Status == graph.StatusPass {
+		if hc.Results[i].Route != "" && hc.Results[i].Status == graph.StatusPass {
 			decided = &hc.Results[i]
 			break
 		}
@@ -467,7 +467,7 @@ func recordDecision(_ context.Context, hc *graph.HookContext) graph.HookResult {
 	if !isFile(hc.Artifacts, into) {
 		return graph.Skip(into + " does not exist")
 	}
-	by := decided.DataString("by")
+	by := decider(*decided).By
 	line := fmt.Sprintf("\n### %s — decision at %s\n\n- **Outcome:** %s\n", hc.Now.Format("2006-01-02"), hc.Node.ID, decided.Outcome())
 	if by != "" {
 		line += "- **By:** " + by + "\n"
@@ -476,7 +476,7 @@ func recordDecision(_ context.Context, hc *graph.HookContext) graph.HookResult {
 		line += "- **Event:** " + hc.Event.ID + "\n"
 	}
 	if err := hc.Artifacts.AppendFile(into, []byte(line)); err != nil {
-		return graph.Pass(map[string]any{"appended": false, "error": "could not append to " + into + ": " + errorKind(err)})
+		return degraded(map[string]any{"appended": false}, "could not append to "+into+": "+errorKind(err))
 	}
 	return graph.Pass(map[string]any{"appended": true})
 }

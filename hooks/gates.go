@@ -117,7 +117,7 @@ func postGoalRequest(ctx context.Context, hc *graph.HookContext) graph.HookResul
 // classifyGoal records the contribution's goal from an authorized comment.
 func classifyGoal(ctx context.Context, hc *graph.HookContext) graph.HookResult {
 	if _, ok := hc.Decisions[decisionGoal]; ok {
-		return graph.PassWith("defined", map[string]any{"decision": decisionGoal})
+		return decided("defined", graph.DecisionFact{Key: decisionGoal}, nil)
 	}
 	g, ok := findGoal(ctx, hc)
 	if !ok {
@@ -129,13 +129,11 @@ func classifyGoal(ctx context.Context, hc *graph.HookContext) graph.HookResult {
 		b.WriteString("> - [ ] " + c + "\n")
 	}
 	b.WriteString("\nRecorded from " + g.By + ".\n")
-	data := map[string]any{"decision": decisionGoal, "goal": map[string]any{"goal": g.Goal, "criteria": g.Criteria, "by": g.By}, "by": g.By}
+	res := decided("defined", graph.DecisionFact{Key: decisionGoal, Goal: map[string]any{"goal": g.Goal, "criteria": g.Criteria, "by": g.By}, By: g.By}, nil)
 	if _, err := postComment(ctx, hc, b.String()); err != nil {
-		if e := sideEffect(err, nil, "").DataString("error"); e != "" {
-			data["error"] = e
-		}
+		res.Degraded = sideEffect(err, nil, "").Degraded
 	}
-	return graph.PassWith("defined", data)
+	return res
 }
 
 var (
@@ -204,5 +202,5 @@ func classifyAdhocReply(_ context.Context, hc *graph.HookContext) graph.HookResu
 	if DeclaresDone(last.Body) {
 		outcome = "done"
 	}
-	return graph.PassWith(outcome, map[string]any{"comments": commentData([]graph.Comment{last}), "by": authors([]graph.Comment{last}), "comment": last.ID})
+	return decided(outcome, graph.DecisionFact{By: authors([]graph.Comment{last}), Comment: last.ID}, map[string]any{"comments": commentData([]graph.Comment{last})})
 }

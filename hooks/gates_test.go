@@ -70,8 +70,7 @@ func TestClassifyFeedbackReadsOnlyAuthorizedHumans(t *testing.T) {
 	r = run(t, "classify-feedback", hc, nil)
 	require.Equal(t, graph.StatusPass, r.Status)
 	require.Equal(t, hooks.OutcomeApprovedWithComments, r.Outcome())
-	require.Equal(t, "@dana", r.DataString("by"))
-	require.Equal(t, "4", r.DataString("comment"))
+	require.Equal(t, &graph.DecisionFact{By: "@dana", Comment: "4"}, r.Decision, "the verdict's provenance, for the runtime to record")
 
 	hc.Config["authorizedUsers"] = []any{}
 	r = run(t, "classify-feedback", hc, nil)
@@ -229,11 +228,16 @@ edges:
 	r = run(t, "classify-phase-selection", hc, nil)
 	require.Equal(t, graph.StatusPass, r.Status, texts(r))
 	require.Equal(t, "selected", r.Outcome())
-	require.Equal(t, "checklist", r.DataString("selectionSource"))
-	require.Equal(t, map[string]any{"design": map[string]any{"via": "selection", "token": "design", "by": "@dana", "reason": ""}}, r.Data["declaredSkips"])
-	require.Equal(t, map[string]any{"critic": map[string]any{"via": "selection", "token": "critic", "by": "@dana"}}, r.Data["optIns"])
-	require.Equal(t, "work-item", r.DataString("surface"))
-	require.Equal(t, "cross-repository", r.DataString("sessionPerPr"))
+	require.NotNil(t, r.Decision)
+	require.Equal(t, "phase-selection", r.Decision.Key)
+	require.Equal(t, "@dana", r.Decision.By)
+	require.Equal(t, "c9", r.Decision.Comment)
+	require.NotNil(t, r.Decision.FrozenGraph)
+	require.Equal(t, "checklist", r.Decision.Via)
+	require.Equal(t, map[string]graph.SkipDecl{"design": {Via: "selection", Token: "design", By: "@dana"}}, r.Decision.Skips)
+	require.Equal(t, map[string]graph.OptInSelection{"critic": {Via: "selection", Token: "critic", By: "@dana"}}, r.Decision.OptIns)
+	require.Equal(t, "work-item", r.Decision.Surface)
+	require.Equal(t, "cross-repository", r.Decision.SessionPerPr)
 	confirm := tickets.Comments(ref)[len(tickets.Comments(ref))-1]
 	require.Contains(t, confirm, "Skipping, as declared by @dana: `design`")
 	require.Contains(t, confirm, "Also running, as @dana asked: `critic`")
@@ -243,10 +247,10 @@ edges:
 	reply := "the-loop execute\n- [ ] brainstorming\n- [ ] security-review\n- [x] `outer-loop-on-pull-request`\n- [x] pr-sessions-always\n- [ ] bogus"
 	hc.Event = event(graph.Comment{ID: "c10", Author: "lee", Body: reply})
 	r = run(t, "classify-phase-selection", hc, nil)
-	require.Equal(t, "reply", r.DataString("selectionSource"))
+	require.Equal(t, "reply", r.Decision.Via)
 	require.Equal(t, []string{"security-review"}, r.Data["refused"])
-	require.Equal(t, "pull-request", r.DataString("surface"))
-	require.Equal(t, "always", r.DataString("sessionPerPr"))
+	require.Equal(t, "pull-request", r.Decision.Surface)
+	require.Equal(t, "always", r.Decision.SessionPerPr)
 	require.Contains(t, tickets.Comments(ref)[len(tickets.Comments(ref))-1], "**Refused**")
 
 	// No keyword, or no authorized author: wait.
@@ -276,7 +280,9 @@ func TestGoal(t *testing.T) {
 	hc.Event = event(graph.Comment{ID: "1", Author: "dana", Body: "Goal: faster CI\nSuccess criteria:\n- under 5 min"})
 	r := run(t, "classify-goal", hc, nil)
 	require.Equal(t, "defined", r.Outcome())
-	require.Equal(t, "@dana", r.DataString("by"))
+	require.Equal(t, "@dana", r.Decision.By)
+	require.Equal(t, "goal-definition", r.Decision.Key)
+	require.Equal(t, map[string]any{"goal": "faster CI", "criteria": []string{"under 5 min"}, "by": "@dana"}, r.Decision.Goal)
 }
 
 func TestAdhocReply(t *testing.T) {

@@ -312,7 +312,7 @@ func TestSideEffectsThroughTheTicketStandIn(t *testing.T) {
 	tickets.Fail(ops.GitHubSetLabels, errors.New("github: 502 Bad Gateway"))
 	r = run(t, "set-phase-label", hc, nil)
 	require.Equal(t, graph.StatusPass, r.Status, "an outage degrades, it does not block")
-	require.Equal(t, "github: 502 Bad Gateway", r.DataString("error"))
+	require.Equal(t, "github: 502 Bad Gateway", r.Degraded)
 
 	hc.Integrations = nil
 	r = run(t, "set-phase-label", hc, nil)
@@ -344,7 +344,7 @@ func TestNotifyResolvesRecipientsOnlyThroughCollaborators(t *testing.T) {
 	hc.Config["collaborators"] = []any{}
 	r = run(t, "notify", hc, graph.Values{"event": "phase-approval-pending"})
 	require.Equal(t, graph.StatusPass, r.Status)
-	require.Contains(t, r.DataString("error"), "no collaborator in .the-loop/collaborators.yaml holds the role(s) approver")
+	require.Contains(t, r.Degraded, "no collaborator in .the-loop/collaborators.yaml holds the role(s) approver")
 	require.Len(t, tickets.Slack(), 1, "nobody resolved, nothing sent")
 }
 
@@ -369,7 +369,11 @@ func TestDeliverAssignment(t *testing.T) {
 	require.Equal(t, []string{"no delivery channel (CLI path — the claim envelope carries this)"}, texts(r))
 
 	var got string
-	hc.Deliver = func(_ context.Context, text string) (bool, error) { got = text; return true, nil }
+	hc.Deliver = func(_ context.Context, workItem, text string) (bool, error) {
+		require.Equal(t, hc.WorkItem.ID, workItem)
+		got = text
+		return true, nil
+	}
 	r = run(t, "deliver-assignment", hc, nil)
 	require.Equal(t, graph.StatusPass, r.Status)
 	require.Equal(t, `the-loop assignment for issue-9:
@@ -386,7 +390,7 @@ func TestDeliverAssignment(t *testing.T) {
 	require.Contains(t, gate, "HUMAN gate")
 	require.NotContains(t, gate, "graph complete")
 
-	hc.Deliver = func(context.Context, string) (bool, error) { return false, nil }
+	hc.Deliver = func(context.Context, string, string) (bool, error) { return false, nil }
 	r = run(t, "deliver-assignment", hc, nil)
 	require.Equal(t, []string{"no live session to deliver into"}, texts(r))
 }

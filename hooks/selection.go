@@ -221,7 +221,7 @@ func ReadSelection(g *graph.Graph, rows []ChecklistRow, sessionDefault string) S
 // reply carrying the execute keyword.
 func classifyPhaseSelection(ctx context.Context, hc *graph.HookContext) graph.HookResult {
 	if _, ok := hc.Decisions[decisionSelection]; ok {
-		return graph.PassWith("selected", map[string]any{"decision": decisionSelection})
+		return decided("selected", graph.DecisionFact{Key: decisionSelection}, nil)
 	}
 	kw := executeKeyword(hc)
 	var decisive []graph.Comment
@@ -250,33 +250,29 @@ func classifyPhaseSelection(ctx context.Context, hc *graph.HookContext) graph.Ho
 	}
 	sel := ReadSelection(hc.Graph, rows, defaultSessionPerPr(hc))
 	by := "@" + actor
-	skips := map[string]any{}
+	skips := map[string]graph.SkipDecl{}
 	for _, id := range sel.Skips {
-		skips[id] = map[string]any{"via": "selection", "token": id, "by": by, "reason": ""}
+		skips[id] = graph.SkipDecl{Via: "selection", Token: id, By: by}
 	}
-	optIns := map[string]any{}
+	optIns := map[string]graph.OptInSelection{}
 	for _, id := range sel.OptIns {
-		optIns[id] = map[string]any{"via": "selection", "token": id, "by": by}
+		optIns[id] = graph.OptInSelection{Via: "selection", Token: id, By: by}
 	}
-	data := map[string]any{
-		"declaredSkips":   skips,
-		"optIns":          optIns,
-		"refused":         sel.Refused,
-		"decision":        decisionSelection,
-		"surface":         sel.Surface,
-		"sessionPerPr":    sel.SessionPerPr,
-		"frozenGraph":     freeze(hc, sel),
-		"selectionSource": source,
-		"by":              by,
-		"comment":         reply.ID,
-	}
+	res := decided("selected", graph.DecisionFact{
+		Key:          decisionSelection,
+		By:           by,
+		Comment:      reply.ID,
+		FrozenGraph:  freeze(hc, sel),
+		Via:          source,
+		Surface:      sel.Surface,
+		SessionPerPr: sel.SessionPerPr,
+		Skips:        skips,
+		OptIns:       optIns,
+	}, map[string]any{"refused": sel.Refused})
 	if _, err := postComment(ctx, hc, confirmation(hc.Graph, sel, actor)); err != nil {
-		res := sideEffect(err, nil, "")
-		if e := res.DataString("error"); e != "" {
-			data["error"] = e
-		}
+		res.Degraded = sideEffect(err, nil, "").Degraded
 	}
-	return graph.PassWith("selected", data)
+	return res
 }
 
 // freeze renders the frozen graph recorded with the selection.

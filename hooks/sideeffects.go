@@ -112,8 +112,7 @@ func notify(ctx context.Context, hc *graph.HookContext) graph.HookResult {
 	data := map[string]any{"event": event, "roles": roles, "recipients": len(people)}
 	if len(people) == 0 {
 		data["delivered"] = false
-		data["error"] = "no collaborator in .the-loop/collaborators.yaml holds the role(s) " + strings.Join(roles, ", ")
-		return graph.Pass(data)
+		return degraded(data, "no collaborator in .the-loop/collaborators.yaml holds the role(s) "+strings.Join(roles, ", "))
 	}
 	if _, err := call(ctx, hc, ops.SlackPostMessage, map[string]any{"text": text, "event": event}); err != nil {
 		data["delivered"] = false
@@ -155,7 +154,7 @@ func logEntry(_ context.Context, hc *graph.HookContext) graph.HookResult {
 	}
 	entry := fmt.Sprintf("\n### %s — %s %s\n\n- **Node:** %s\n- **Boundary:** %s\n", hc.Now.Format("2006-01-02"), hc.Boundary, hc.Node.ID, hc.Node.ID, hc.Boundary)
 	if err := hc.Artifacts.AppendFile(ExecutionLog, []byte(entry)); err != nil {
-		return graph.Pass(map[string]any{"appended": false, "error": "could not append to " + ExecutionLog + ": " + errorKind(err)})
+		return degraded(map[string]any{"appended": false}, "could not append to "+ExecutionLog+": "+errorKind(err))
 	}
 	return graph.Pass(map[string]any{"appended": true})
 }

@@ -360,11 +360,7 @@ func (f *fakeGitHub) getLabels(w http.ResponseWriter, r *http.Request) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if is := f.lookup(w, r); is != nil {
-		var items []any
-		for _, l := range labelObjs(is.Labels) {
-			items = append(items, l)
-		}
-		f.paginate(w, r, items)
+		f.paginate(w, r, labelObjs(is.Labels))
 	}
 }
 

@@ -95,7 +95,7 @@ func TestConformanceWithTheLoopV11(t *testing.T) {
 				continue
 			}
 			got := rep.Nodes[i]
-			if got.Node == wn.Node && got.Status == wn.Status {
+			if got.Node == wn.Node && string(got.Status) == wn.Status {
 				agreeNodes++
 				continue
 			}

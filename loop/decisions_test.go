@@ -208,7 +208,7 @@ func TestForgedDecisionsAreRefused(t *testing.T) {
 			require.NoError(t, err)
 			n, ok := rep.Node(gate)
 			require.True(t, ok)
-			require.Equal(t, string(graph.StatusBlock), n.Status, "%v", n.Messages)
+			require.Equal(t, graph.StatusBlock, n.Status, "%v", n.Messages)
 			require.Contains(t, strings.Join(n.Messages, "\n"), tc.want)
 			require.NotEqual(t, "design", rep.CurrentNode == "design" && gate == "requirements-approval", "the pointer does not move past a refused gate")
 			vs, err := rt.VerifyDecisions(context.Background(), id)
@@ -230,7 +230,7 @@ func TestForgedDecisionsAreRefused(t *testing.T) {
 			rep, err = plain.Status(context.Background(), id, true)
 			require.NoError(t, err)
 			n, _ = rep.Node(gate)
-			require.Equal(t, string(graph.StatusPass), n.Status)
+			require.Equal(t, graph.StatusPass, n.Status)
 		})
 	}
 }
@@ -251,7 +251,7 @@ func TestRefusedDecisionInLiveVerbs(t *testing.T) {
 	claim, err := rt.Complete(ctx, "issue-42", "", "agent")
 	require.NoError(t, err)
 	require.Equal(t, "requirements-approval", claim.CurrentNode)
-	require.Equal(t, string(graph.StatusBlock), claim.Status)
+	require.Equal(t, graph.StatusBlock, claim.Status)
 	require.False(t, claim.Moved)
 	require.Contains(t, strings.Join(claim.Messages, "\n"), "carries no signature")
 
@@ -404,7 +404,7 @@ func TestSignedSelectionSkipsAHumanGate(t *testing.T) {
 	rep, err := verifying(t, repo, signer.PublicKey()).Status(ctx, "issue-42", true)
 	require.NoError(t, err)
 	n, _ := rep.Node("requirements-approval")
-	require.Equal(t, string(graph.StatusSkip), n.Status, "%v", n.Messages)
+	require.Equal(t, graph.StatusSkip, n.Status, "%v", n.Messages)
 }
 
 // The daemon's own runtime signs and verifies with one key: a forged record

@@ -32,9 +32,9 @@ func NewGraphView(g *graph.Graph, rep *graph.Report) GraphView {
 			break
 		}
 		switch n.Status {
-		case string(graph.StatusSkip):
+		case graph.StatusSkip:
 			v.Marks[n.Node] = "skipped"
-		case string(graph.StatusPass):
+		case graph.StatusPass:
 			v.Marks[n.Node] = "passed"
 		}
 	}

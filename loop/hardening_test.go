@@ -85,7 +85,7 @@ func TestForceThatCannotSaveLogsNothing(t *testing.T) {
 	rec := &recorder{}
 	rt, err := loop.Open(repo, loop.Options{Sink: rec})
 	require.NoError(t, err)
-	_, err = rt.Force(context.Background(), "issue-1", "design", "testing", "me")
+	_, err = rt.Force(context.Background(), "issue-1", graph.ForceRequest{To: "design", Reason: "testing", Actor: "me"})
 	require.Error(t, err)
 	require.Empty(t, rec.named("graph.forced"), "no event for a force that did not happen")
 }
@@ -99,7 +99,7 @@ func TestSavedButUnloggedTransitionIsRelogged(t *testing.T) {
 	rt, err := loop.Open(repo, loop.Options{Sink: rec})
 	require.NoError(t, err)
 	ctx := context.Background()
-	_, err = rt.Force(ctx, "issue-1", "design", "first", "me")
+	_, err = rt.Force(ctx, "issue-1", graph.ForceRequest{To: "design", Reason: "first", Actor: "me"})
 	require.NoError(t, err)
 	forced := rec.named("graph.forced")
 	require.Len(t, forced, 1)

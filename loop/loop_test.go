@@ -145,7 +145,7 @@ func TestConcurrentClaimsMakeOneTransition(t *testing.T) {
 	ctx := context.Background()
 	_, err = rt.Start(ctx, "issue-7")
 	require.NoError(t, err)
-	_, err = rt.Force(ctx, "issue-7", "brainstorming", "test setup", "test")
+	_, err = rt.Force(ctx, "issue-7", graph.ForceRequest{To: "brainstorming", Reason: "test setup", Actor: "test"})
 	require.NoError(t, err)
 
 	var moved atomic.Int32

@@ -46,7 +46,7 @@ type Options struct {
 	// The world.
 	Integrations graph.Integrations
 	Commands     graph.Commands
-	Deliver      func(ctx context.Context, workItem, text string) (bool, error)
+	Deliver      graph.DeliverFunc
 	Sink         graph.Sink
 	Clock        graph.Clock
 	LockTimeout  time.Duration

@@ -421,7 +421,7 @@ func validateSubPath(sub string) error {
 	}
 	for _, seg := range strings.Split(sub, "/") {
 		if seg == "." || seg == ".." || !segmentPattern.MatchString(seg) {
-			return fmt.Errorf("%w: state sub-path %q has segment %q; segments are [A-Za-z0-9._-]+ and never . or ..", ErrUnsafePath, sub, seg)
+			return fmt.Errorf("%w: state sub-path %q has segment %q; a segment matches [A-Za-z0-9._-]+ and is not . or .. (e.g. pr-loops/pr-7)", ErrUnsafePath, sub, seg)
 		}
 	}
 	return nil

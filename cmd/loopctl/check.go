@@ -246,7 +246,7 @@ func checkFails(rep *graph.Report, failOn string) bool {
 		return !rep.OK
 	}
 	for _, n := range rep.Nodes {
-		if n.Status == string(graph.StatusBlock) {
+		if n.Status == graph.StatusBlock {
 			return true
 		}
 		if n.Node == rep.CurrentNode {
@@ -313,7 +313,7 @@ func writeSummary(w io.Writer, reps []*graph.Report, failOn string) {
 	for _, rep := range reps {
 		status, detail := "", ""
 		if n, ok := rep.Node(rep.CurrentNode); ok {
-			status = n.Status
+			status = string(n.Status)
 			if len(n.Messages) > 0 {
 				detail = n.Messages[0]
 			}

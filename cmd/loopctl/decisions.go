@@ -185,7 +185,7 @@ func writeLocks(f *Factory, root string, opts *verifyDecisionsOptions, verdicts 
 	}
 	byRef := map[string]graph.DecisionVerdict{}
 	for _, d := range verdicts {
-		byRef[graph.DecisionRef(d.Gate, d.Comment, d.At)] = d
+		byRef[d.Ref] = d
 	}
 	tw := tabwriter.NewWriter(f.IO.Out, 2, 4, 2, ' ', 0)
 	header := false

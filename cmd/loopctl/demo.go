@@ -226,7 +226,7 @@ func (d *demo) agentTurn(what string, files map[string]string) {
 	d.step(claim.Node, claim.Status, claim.Outcome, claim.CurrentNode, claim.Moved, claim.Messages)
 }
 
-func (d *demo) step(node, status, outcome, current string, moved bool, msgs []string) {
+func (d *demo) step(node string, status graph.Status, outcome, current string, moved bool, msgs []string) {
 	switch {
 	case moved:
 		fmt.Fprintf(d.out, "  theloop %s: %s → now at %s\n", node, outcome, current)

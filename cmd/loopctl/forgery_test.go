@@ -255,7 +255,7 @@ func TestForgerySuiteThroughTheBinaries(t *testing.T) {
 			}
 			rep, r := ciCheck(t, repo, id, anchor)
 			require.Equal(t, gate, rep.CurrentNode, r.stderr)
-			require.Equal(t, "block", rep.node(gate).Status)
+			require.Equal(t, graph.StatusBlock, rep.node(gate).Status)
 			require.Contains(t, strings.Join(rep.node(gate).Messages, "\n"), tc.want)
 			require.Equal(t, 1, r.code)
 
@@ -383,7 +383,7 @@ func TestForgeryHandWrittenLock(t *testing.T) {
 	for _, env := range [][]string{nil, {loop.TrustKeysEnv + "=" + signer.PublicKey()}} {
 		rep, r := ciCheck(t, repo, "issue-42", env)
 		require.Equal(t, "requirements-approval", rep.CurrentNode, r.stderr)
-		require.Equal(t, "wait", rep.node("requirements-approval").Status)
+		require.Equal(t, graph.StatusWait, rep.node("requirements-approval").Status)
 	}
 }
 

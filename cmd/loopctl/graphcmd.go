@@ -256,10 +256,33 @@ func runComplete(ctx context.Context, opts *completeOptions) error {
 	defer l.close()
 	opts.Factory.warn(l.warnings)
 	claim, err := l.rt.Complete(ctx, opts.WorkItem, opts.Node, opts.Actor)
-	if err != nil {
-		return err
+	if errors.Is(err, graph.ErrBusy) {
+		// The claim envelope the agent's skill documents: status busy, try
+		// again.
+		claim, err = busyClaim(opts.Node), nil
 	}
+	if err != nil {
+		return loop.ExplainGraphError(err)
+	}
+	claim.Messages = escalationHint(opts.WorkItem, claim.Status, claim.Messages)
 	return opts.Output.write(opts.Factory.IO.Out, claim)
+}
+
+// escalationHint adds to the messages of an escalated step the command a
+// human uses to move the work item on by hand.
+func escalationHint(id string, status graph.Status, msgs []string) []string {
+	if status != graph.StepEscalated {
+		return msgs
+	}
+	return append(msgs, "a human can move it on by hand: `loopctl graph force "+id+" --to <node> --reason \"...\"`")
+}
+
+// claimBusy is the claim status loopctl reports when another process holds
+// the work item's lock (graph.ErrBusy).
+const claimBusy graph.Status = "busy"
+
+func busyClaim(node string) *graph.Claim {
+	return &graph.Claim{Node: node, Status: claimBusy, Reason: "busy", Messages: []string{"another theloop process holds the graph-state lock; try again"}}
 }
 
 // --- advance ----------------------------------------------------------------
@@ -300,15 +323,16 @@ the daemon's ingress. Exit status: 0 for pass or wait, 1 for block or escalated
 			f.warn(l.warnings)
 			rep, err := l.rt.Advance(c.Context, id, nil)
 			if errors.Is(err, graph.ErrNotStarted) {
-				return failWith(exitFailed, "loopctl graph advance: %v", err)
+				return failWith(exitFailed, "loopctl graph advance: %v", loop.ExplainGraphError(err))
 			}
 			if err != nil {
-				return err
+				return loop.ExplainGraphError(err)
 			}
+			rep.Messages = escalationHint(id, rep.Status, rep.Messages)
 			if err := opts.Output.write(f.IO.Out, rep); err != nil {
 				return err
 			}
-			if rep.Status != string(graph.StatusPass) && rep.Status != string(graph.StatusWait) {
+			if rep.Status != graph.StatusPass && rep.Status != graph.StatusWait {
 				return &exitError{code: exitFailed}
 			}
 			return nil
@@ -390,16 +414,17 @@ func runRun(ctx context.Context, opts *runOptions) error {
 	for i := 0; i < opts.MaxNodes; i++ {
 		rep, err := l.rt.Advance(ctx, opts.WorkItem, nil)
 		if err != nil {
-			return err
+			return loop.ExplainGraphError(err)
 		}
+		rep.Messages = escalationHint(opts.WorkItem, rep.Status, rep.Messages)
 		fmt.Fprintf(f.IO.Out, "%-24s %-9s → %s\n", rep.Node, rep.Status, rep.CurrentNode)
 		for _, m := range rep.Messages {
 			fmt.Fprintf(f.IO.Out, "    %s\n", oneLine(m))
 		}
 		switch rep.Status {
-		case string(graph.StatusWait):
+		case graph.StatusWait:
 			return nil
-		case string(graph.StatusBlock), graph.StepEscalated:
+		case graph.StatusBlock, graph.StepEscalated:
 			return &exitError{code: exitFailed}
 		}
 		if !rep.Moved {
@@ -471,8 +496,11 @@ func runForce(ctx context.Context, opts *forceOptions) error {
 	}
 	defer l.close()
 	f.warn(l.warnings)
-	res, err := l.rt.Force(ctx, opts.WorkItem, opts.To, opts.Reason, opts.Actor)
-	if errors.Is(err, graph.ErrReasonRequired) || errors.Is(err, graph.ErrUnknownNode) {
+	res, err := l.rt.Force(ctx, opts.WorkItem, graph.ForceRequest{To: opts.To, Reason: opts.Reason, Actor: opts.Actor})
+	if errors.Is(err, graph.ErrReasonRequired) {
+		return failWith(exitRefused, "refused: %v (--reason)", err)
+	}
+	if errors.Is(err, graph.ErrUnknownNode) {
 		return failWith(exitRefused, "refused: %v", err)
 	}
 	if err != nil {
@@ -562,7 +590,7 @@ func runSkip(ctx context.Context, opts *skipOptions) error {
 	}
 	res, err := l.rt.DeclareSkips(ctx, opts.WorkItem, opts.Tokens, opts.Reason, opts.Actor)
 	if errors.Is(err, graph.ErrReasonRequired) {
-		return failWith(exitRefused, "refused: %v", err)
+		return failWith(exitRefused, "refused: %v (--reason)", err)
 	}
 	if err != nil {
 		return err

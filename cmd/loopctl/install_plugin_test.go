@@ -141,7 +141,7 @@ func TestInstallUninstallRoundTrip(t *testing.T) {
 	require.Equal(t, 0, code, errOut)
 	require.Equal(t, installed, readFile(t, path))
 
-	code, out, _ = w.uninstall(t)
+	code, _, _ = w.uninstall(t)
 	require.Equal(t, 0, code)
 	code, out, _ = w.uninstall(t)
 	require.Equal(t, 0, code)

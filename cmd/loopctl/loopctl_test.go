@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"io/fs"
@@ -151,7 +152,7 @@ func TestCheckExitCodesAndFormats(t *testing.T) {
 	require.Equal(t, "phase-selection", rep.CurrentNode)
 	require.Len(t, rep.Nodes, 19)
 	req, _ := rep.Node("requirements-definition")
-	require.Equal(t, "pass", req.Status)
+	require.Equal(t, graph.StatusPass, req.Status)
 
 	io.out.Reset()
 	require.Equal(t, exitOK, Main([]string{"loopctl", "check", "issue-42", "--recompute", "--fail-on", "block"}, f), "a wait is not a block")
@@ -181,6 +182,10 @@ func TestGraphCompleteEnvelopeAndForceRefusals(t *testing.T) {
 	io.err.Reset()
 	require.Equal(t, exitRefused, Main([]string{"loopctl", "graph", "force", "issue-42", "--to", "design"}, f))
 	require.Contains(t, io.err.String(), "refused: a reason is required")
+	require.Contains(t, io.err.String(), "(--reason)", "loopctl names its flag")
+	io.err.Reset()
+	require.Equal(t, exitFailed, Main([]string{"loopctl", "graph", "advance", "issue-42"}, f))
+	require.Contains(t, io.err.String(), "work item has not entered the graph; start it first (the daemon does on `the-loop start`, or `loopctl graph run`)")
 	require.Equal(t, exitRefused, Main([]string{"loopctl", "graph", "force", "issue-42", "--to", "desgin", "--reason", "x"}, f))
 	require.Contains(t, io.err.String(), "declared nodes are: phase-selection, brainstorming")
 
@@ -190,9 +195,20 @@ func TestGraphCompleteEnvelopeAndForceRefusals(t *testing.T) {
 	io.out.Reset()
 	require.Equal(t, exitOK, Main([]string{"loopctl", "graph", "complete", "issue-42"}, f))
 	require.NoError(t, json.Unmarshal(io.out.Bytes(), &claim))
-	require.Equal(t, "pass", claim.Status)
+	require.Equal(t, graph.StatusPass, claim.Status)
 	require.True(t, claim.Moved)
 	require.Equal(t, "requirements-approval", claim.CurrentNode)
+
+	// Another process holds the item: the claim envelope says busy (the
+	// agent's skill documents it), where the kernel reports graph.ErrBusy.
+	unlock, err := loop.NewStore(repo, "docs/specs").Lock(context.Background(), "issue-42", time.Second)
+	require.NoError(t, err)
+	io.out.Reset()
+	require.Equal(t, exitOK, Main([]string{"loopctl", "graph", "complete", "issue-42"}, f))
+	unlock()
+	claim = graph.Claim{}
+	require.NoError(t, json.Unmarshal(io.out.Bytes(), &claim))
+	require.Equal(t, graph.Claim{Node: "", Status: "busy", Reason: "busy", Messages: []string{"another theloop process holds the graph-state lock; try again"}}, claim)
 
 	// CI still sees the forced transition for what it is.
 	io.out.Reset()
@@ -304,7 +320,7 @@ func TestCheckJSONAgreesWithTheLoopV11(t *testing.T) {
 		want := expected[rep.WorkItem]
 		ok := rep.CurrentNode == want.CurrentNode && rep.OK == want.OK && len(rep.Nodes) == len(want.Nodes)
 		for i := range want.Nodes {
-			if i < len(rep.Nodes) && (rep.Nodes[i].Node != want.Nodes[i].Node || rep.Nodes[i].Status != want.Nodes[i].Status) {
+			if i < len(rep.Nodes) && (rep.Nodes[i].Node != want.Nodes[i].Node || string(rep.Nodes[i].Status) != want.Nodes[i].Status) {
 				ok = false
 			}
 		}

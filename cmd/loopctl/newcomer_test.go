@@ -138,7 +138,7 @@ func TestNewcomerWorksFromASubdirectory(t *testing.T) {
 	var rep graph.Report
 	require.NoError(t, json.Unmarshal(io.out.Bytes(), &rep))
 	req, _ := rep.Node("requirements-definition")
-	require.Equal(t, "pass", req.Status, "the artifacts were found from the subdirectory")
+	require.Equal(t, graph.StatusPass, req.Status, "the artifacts were found from the subdirectory")
 
 	io.reset()
 	require.Equal(t, exitOK, Main([]string{"loopctl", "graph", "force", "issue-239", "--to", "requirements-definition", "--reason", "r"}, f), io.err.String())
@@ -283,7 +283,9 @@ func TestNewcomerEscalatedNodeMovesOnAfterTheFix(t *testing.T) {
 	}
 	require.Equal(t, exitOK, Main([]string{"loopctl", "graph", "force", "issue-1", "--to", "requirements-definition", "--reason", "r"}, f))
 	claim()
-	require.Equal(t, graph.StepEscalated, claim().Status)
+	esc := claim()
+	require.Equal(t, graph.StepEscalated, esc.Status)
+	require.Contains(t, esc.Messages, "a human can move it on by hand: `loopctl graph force issue-1 --to <node> --reason \"...\"`", "loopctl adds its command to the kernel's escalation")
 	parked := func() *graph.Parked {
 		st, err := loop.NewStore(repo, "").Load(t.Context(), "issue-1")
 		require.NoError(t, err)
@@ -300,7 +302,7 @@ func TestNewcomerEscalatedNodeMovesOnAfterTheFix(t *testing.T) {
 	// The fix: it moves on, no force needed.
 	write(t, repo, "docs/specs/issue-1/requirements.md", "# R\n\n## Requirements\n\n1. x\n\n## Security considerations\n\nnone\n")
 	c := claim()
-	require.Equal(t, "pass", c.Status)
+	require.Equal(t, graph.StatusPass, c.Status)
 	require.Equal(t, "requirements-approval", c.CurrentNode)
 
 	// Forcing the current node is a reset without an undeclared-edge warning.

@@ -27,9 +27,9 @@ func marksFrom(rep *graph.Report) *marks {
 			break
 		}
 		switch n.Status {
-		case string(graph.StatusSkip):
+		case graph.StatusSkip:
 			m.skipped[n.Node] = true
-		case string(graph.StatusPass):
+		case graph.StatusPass:
 			m.passed[n.Node] = true
 		}
 	}

@@ -16,6 +16,7 @@ import (
 
 	"github.com/theloop-dev/theloop/graph"
 	"github.com/theloop-dev/theloop/graph/graphtest"
+	"github.com/theloop-dev/theloop/loop"
 	"github.com/theloop-dev/theloop/loop/api"
 	"github.com/theloop-dev/theloop/loop/queue"
 	"github.com/theloop-dev/theloop/sessions"
@@ -118,7 +119,7 @@ func TestAPIGraphVerbsRefuseBadInput(t *testing.T) {
 		{"bad id", "/check", map[string]any{"repo": repo, "workItem": "../etc"}, 400, "invalid work item id"},
 		{"force without reason", "/graph/force", map[string]any{"repo": repo, "workItem": "issue-42", "toNode": "design"}, 400, "a reason is required"},
 		{"force to unknown", "/graph/force", map[string]any{"repo": repo, "workItem": "issue-42", "toNode": "desgin", "reason": "x"}, 400, "declared nodes are"},
-		{"advance unstarted", "/graph/advance", map[string]any{"repo": repo, "workItem": "issue-42"}, 400, "has not entered"},
+		{"advance unstarted", "/graph/advance", map[string]any{"repo": repo, "workItem": "issue-42"}, 400, "has not entered the graph; start it first (the daemon does on `the-loop start`, or `loopctl graph run`)"},
 		{"skip nothing", "/graph/skip", map[string]any{"repo": repo, "workItem": "issue-42", "reason": "x"}, 400, "at least one node"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -128,6 +129,18 @@ func TestAPIGraphVerbsRefuseBadInput(t *testing.T) {
 			require.Equal(t, tc.status, ae.Status, ae.Detail)
 			require.Contains(t, ae.Detail, tc.detail)
 		})
+	}
+
+	// A held lock is a conflict, for a claim as for every verb.
+	unlock, err := loop.NewStore(repo, "docs/specs").Lock(ctx, "issue-42", time.Second)
+	require.NoError(t, err)
+	defer unlock()
+	for _, path := range []string{"/graph/complete", "/graph/advance"} {
+		_, err = c.Raw(ctx, "POST", path, nil, map[string]any{"repo": repo, "workItem": "issue-42"})
+		var ae *api.APIError
+		require.ErrorAs(t, err, &ae, path)
+		require.Equal(t, 409, ae.Status, ae.Detail)
+		require.Contains(t, ae.Detail, "another theloop process holds the graph-state lock", path)
 	}
 }
 

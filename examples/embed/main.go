@@ -62,7 +62,10 @@ func approve(_ context.Context, hc *graph.HookContext) graph.HookResult {
 	}
 	for _, c := range hc.Event.Comments {
 		if c.Author == "release-manager" && strings.Contains(strings.ToLower(c.Body), "approved") {
-			return graph.PassWith("approved", map[string]any{"by": "@" + c.Author})
+			res := graph.PassWith("approved", nil)
+			// Who decided: the runtime records it with the gate's verdict.
+			res.Decision = &graph.DecisionFact{By: "@" + c.Author, Comment: c.ID}
+			return res
 		}
 	}
 	return graph.Wait("feedback so far is not decisive; the gate stays open")
@@ -84,7 +87,7 @@ func run(out io.Writer) error {
 	}
 	ctx := context.Background()
 	const id = "release-7"
-	show := func(step string, status, node string, msgs []string) {
+	show := func(step string, status graph.Status, node string, msgs []string) {
 		fmt.Fprintf(out, "%-28s %-7s at %s\n", step, status, node)
 		for _, m := range msgs {
 			fmt.Fprintf(out, "    %s\n", m)

@@ -275,7 +275,8 @@ func (g *Graphs) Complete(ctx context.Context, req CompleteRequest) (*graph.Clai
 	if err != nil {
 		return nil, err
 	}
-	return rt.Complete(ctx, req.WorkItem, req.Node, req.Actor)
+	claim, err := rt.Complete(ctx, req.WorkItem, req.Node, req.Actor)
+	return claim, loop.ExplainGraphError(err)
 }
 
 // Advance is `loopctl graph advance ID`: no event, so human gates wait.
@@ -289,9 +290,9 @@ func (g *Graphs) Advance(ctx context.Context, req GraphRequest) (*graph.StepRepo
 	}
 	rep, err := rt.Advance(ctx, req.WorkItem, nil)
 	if errors.Is(err, graph.ErrNotStarted) {
-		return nil, fmt.Errorf("%w: %v", ErrBadRequest, err)
+		return nil, fmt.Errorf("%w: %v", ErrBadRequest, loop.ExplainGraphError(err))
 	}
-	return rep, err
+	return rep, loop.ExplainGraphError(err)
 }
 
 // ForceRequest is POST /graph/force's body.
@@ -314,7 +315,7 @@ func (g *Graphs) Force(ctx context.Context, req ForceRequest) (*graph.ForceResul
 	if err != nil {
 		return nil, err
 	}
-	return rt.Force(ctx, req.WorkItem, req.To, req.Reason, req.Actor)
+	return rt.Force(ctx, req.WorkItem, graph.ForceRequest{To: req.To, Reason: req.Reason, Actor: req.Actor})
 }
 
 // SkipRequest is POST /graph/skip's body: nodes and skip-set names.

@@ -210,6 +210,8 @@ func writeError(w http.ResponseWriter, err error) {
 		code = http.StatusNotFound
 	case errors.As(err, &mbe):
 		code = http.StatusRequestEntityTooLarge
+	case errors.Is(err, graph.ErrBusy):
+		code = http.StatusConflict
 	case errors.Is(err, ErrBadRequest), errors.Is(err, graph.ErrReasonRequired), errors.Is(err, graph.ErrUnknownNode),
 		errors.Is(err, graph.ErrNotStarted), errors.Is(err, loop.ErrInvalidID), errors.Is(err, workitem.ErrInvalid), errors.Is(err, graph.ErrInvalidGraph):
 		code = http.StatusBadRequest

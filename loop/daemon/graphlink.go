@@ -419,11 +419,11 @@ func (l *graphLink) context(ctx context.Context, item workitem.Ref, cwd string) 
 			gc.Status, gc.Reason = "waiting", rep.Parked.Reason
 		case rep.Parked != nil && rep.Parked.Node == cur:
 			gc.Status, gc.Reason = "parked", rep.Parked.Reason
-		case n.Terminal && nr.Status == string(graph.StatusPass):
+		case n.Terminal && nr.Status == graph.StatusPass:
 			gc.Status = "complete"
 		case n.IsHuman():
 			gc.Status = "waiting"
-		case nr.Status == string(graph.StatusBlock):
+		case nr.Status == graph.StatusBlock:
 			gc.Status = "blocked"
 		default:
 			gc.Status = "in-progress"

@@ -204,7 +204,7 @@ func TestAC7WaitParksAndIsNotRetried(t *testing.T) {
 	fx.d.link.onSpawn(ctx, fx.item, fx.cwd, "sess-1", nil)
 	rep := fx.d.link.onEvent(ctx, fx.item, fx.cwd, &ingress.Event{Event: "issues", Action: "edited", DeliveryID: "d2"})
 	require.NotNil(t, rep)
-	require.Equal(t, string(graph.StatusWait), rep.Status)
+	require.Equal(t, graph.StatusWait, rep.Status)
 	st, err := fx.state(t)
 	require.NoError(t, err)
 	require.NotNil(t, st.Parked)

@@ -355,7 +355,7 @@ func verdict(rep *graph.StepReport) string {
 	switch {
 	case rep.Moved:
 		return fmt.Sprintf("%s → %s; the gate passed and the work item moved to %s", rep.Outcome, rep.CurrentNode, rep.CurrentNode)
-	case rep.Status == string(graph.StatusWait):
+	case rep.Status == graph.StatusWait:
 		return "still waiting: no authorized decision in this event"
 	default:
 		return fmt.Sprintf("%s (%s)", rep.Status, rep.Outcome)

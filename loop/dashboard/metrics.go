@@ -9,6 +9,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/theloop-dev/theloop/graph"
 	"github.com/theloop-dev/theloop/loop"
 )
 
@@ -126,7 +127,7 @@ func throughput(evs []Event, phases map[string]string, now time.Time) throughput
 	first := today.AddDate(0, 0, -(throughputDays - 1))
 	byPhase := map[string][]int{}
 	for _, e := range evs {
-		if e.Name != "graph.advanced" || e.Time.Before(first) {
+		if e.Name != graph.EventAdvanced || e.Time.Before(first) {
 			continue
 		}
 		node, _ := e.Fields["node"].(string)
@@ -194,11 +195,11 @@ func gateDwell(evs []Event, gates map[string]bool) []dwellStat {
 		node, _ := e.Fields["node"].(string)
 		to, _ := e.Fields["to"].(string)
 		switch e.Name {
-		case "graph.started":
+		case graph.EventStarted:
 			enter(e.WorkItem, node, e.Time)
-		case "graph.forced":
+		case graph.EventForced:
 			enter(e.WorkItem, to, e.Time)
-		case "graph.advanced":
+		case graph.EventAdvanced:
 			k := key{e.WorkItem, node}
 			if t, open := entered[k]; open {
 				samples[node] = append(samples[node], e.Time.Sub(t))
@@ -239,7 +240,7 @@ func percentile(sorted []time.Duration, p float64) time.Duration {
 func blocksByHook(evs []Event) []blockStat {
 	counts := map[string]int{}
 	for _, e := range evs {
-		if e.Name != "graph.blocked" {
+		if e.Name != graph.EventBlocked {
 			continue
 		}
 		h, _ := e.Fields["hook"].(string)

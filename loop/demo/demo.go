@@ -46,7 +46,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/theloop-dev/theloop/graph"
 	"github.com/theloop-dev/theloop/integrations"
 	"github.com/theloop-dev/theloop/integrations/githubsim"
 	"github.com/theloop-dev/theloop/loop"
@@ -228,7 +227,6 @@ type world struct {
 	cancel                             context.CancelFunc
 	done                               chan error
 	tail                               *tailer
-	graph                              *graph.Graph
 	mu                                 sync.Mutex
 	attachShown                        bool
 	routedAway                         map[string]string // delivery id → why the receiver did not queue it

@@ -12,6 +12,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/theloop-dev/theloop/graph"
 	"github.com/theloop-dev/theloop/integrations/githubsim"
 	"github.com/theloop-dev/theloop/loop"
 	"github.com/theloop-dev/theloop/loop/daemon"
@@ -238,19 +239,19 @@ func (w *world) onEvent(rec loop.EventRecord) {
 		return fmt.Sprint(v)
 	}
 	switch rec.Event {
-	case "graph.started":
+	case graph.EventStarted:
 		w.p.line(who, "started at %s (%s)", get("node"), by)
-	case "graph.advanced":
+	case graph.EventAdvanced:
 		w.p.line(who, "%s: %s → %s (%s)", get("node"), get("outcome"), get("to"), by)
-	case "graph.blocked":
+	case graph.EventBlocked:
 		w.p.line(who, "%s: blocked by %s (%s)", get("node"), get("hook"), by)
-	case "graph.parked":
+	case graph.EventParked:
 		w.p.line(who, "%s: waiting for a human (%s)", get("node"), by)
-	case "graph.completed":
+	case graph.EventCompleted:
 		w.p.line(who, "%s: the loop is complete (%s)", get("node"), by)
-	case "graph.skips_declared":
+	case graph.EventSkipsDeclared:
 		w.p.line(who, "skipped at phase selection: %s", get("nodes"))
-	case "graph.escalated", "graph.forced", "graph.link_failed", "graph.no_edge":
+	case graph.EventEscalated, graph.EventForced, "graph.link_failed", graph.EventNoEdge:
 		w.p.line(who, "%s %s", rec.Event, string(rec.Line))
 	}
 }

@@ -2,6 +2,7 @@ package demoagent
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 
@@ -106,7 +107,13 @@ func (l *Live) Complete(ctx context.Context, id string) (*graph.Claim, error) {
 		return nil, err
 	}
 	defer done()
-	return rt.Complete(ctx, id, "", "cli") // loopctl graph complete's default actor
+	c, err := rt.Complete(ctx, id, "", "cli") // loopctl graph complete's default actor
+	if errors.Is(err, graph.ErrBusy) {
+		// As loopctl graph complete answers a held lock: a busy claim, tried
+		// again on the next round.
+		return &graph.Claim{Status: "busy", Reason: "busy", Messages: []string{"another theloop process holds the graph-state lock; try again"}}, nil
+	}
+	return c, err
 }
 
 var _ Claimer = (*Live)(nil)

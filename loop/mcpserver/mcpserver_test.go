@@ -133,7 +133,7 @@ func TestToolsAnswerWhatTheAPIAnswers(t *testing.T) {
 	require.Equal(t, asJSON(t, rep), got)
 
 	got = structured(t, w.call(t, "graph_complete", map[string]any{"repo": w.repo, "workItem": "issue-42"}))
-	require.Equal(t, graph.StepRefused, got["status"])
+	require.Equal(t, string(graph.StepRefused), got["status"])
 	require.Equal(t, "not-started", got["reason"])
 
 	// Errors are tool errors the agent can read, not protocol failures.

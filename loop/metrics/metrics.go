@@ -254,28 +254,28 @@ func (m *Metrics) Emit(e graph.LogEvent) {
 		return
 	}
 	switch e.Name {
-	case "graph.started":
+	case graph.EventStarted:
 		m.transitions.WithLabelValues("started").Inc()
 		m.enter(item, str("node"), e.Time)
-	case "graph.advanced":
+	case graph.EventAdvanced:
 		m.transitions.WithLabelValues("advanced").Inc()
 		m.leave(item, str("node"), e.Time)
 		m.enter(item, str("to"), e.Time)
-	case "graph.forced":
+	case graph.EventForced:
 		m.transitions.WithLabelValues("forced").Inc()
 		m.leave(item, str("from"), e.Time)
 		m.enter(item, str("to"), e.Time)
-	case "graph.completed":
+	case graph.EventCompleted:
 		m.transitions.WithLabelValues("completed").Inc()
 		m.leave(item, str("node"), e.Time)
 		m.mu.Lock()
 		delete(m.where, item)
 		m.mu.Unlock()
-	case "graph.blocked":
+	case graph.EventBlocked:
 		m.transitions.WithLabelValues("blocked").Inc()
-	case "graph.parked":
+	case graph.EventParked:
 		m.transitions.WithLabelValues("parked").Inc()
-	case "graph.escalated":
+	case graph.EventEscalated:
 		m.escalations.WithLabelValues(str("node")).Inc()
 	case "graph.cleaned", "session.autoclosed":
 		m.mu.Lock()

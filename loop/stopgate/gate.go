@@ -315,7 +315,7 @@ func Blocking(rep *graph.Report) (graph.NodeReport, bool) {
 		return graph.NodeReport{}, false
 	}
 	n, ok := rep.Node(rep.CurrentNode)
-	if !ok || n.Status != string(graph.StatusBlock) {
+	if !ok || n.Status != graph.StatusBlock {
 		return graph.NodeReport{}, false
 	}
 	return n, true

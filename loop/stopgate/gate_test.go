@@ -67,7 +67,7 @@ func TestCounters(t *testing.T) {
 	require.Len(t, entries, 2, "one file per work item, no temporary files left behind")
 }
 
-func report(current, status string, msgs ...string) *graph.Report {
+func report(current string, status graph.Status, msgs ...string) *graph.Report {
 	return &graph.Report{WorkItem: "issue-9", CurrentNode: current, Nodes: []graph.NodeReport{
 		{Node: "phase-selection", Status: "pass"},
 		{Node: current, Status: status, Messages: msgs},

@@ -1,0 +1,162 @@
+package graph
+
+import (
+	"context"
+	"fmt"
+)
+
+func (r *Runtime) hookContext(ctx context.Context, s *session, n *Node, b Boundary, mode Mode, ev *Event, k *skipInfo) *HookContext {
+	hc := &HookContext{
+		WorkItem: s.wi,
+		Node:     n,
+		Boundary: b,
+		Mode:     mode,
+		Session:  s.st.Session,
+		Event:    ev,
+		Config:   r.opts.Config,
+		Surface:  s.st.Surface,
+		Graph:    r.g,
+		Now:      s.now,
+		observe:  r.opts.HookObserver,
+	}
+	if mode == ModeCheck {
+		if s.ro == nil {
+			s.ro = &readOnly{Artifacts: s.arts}
+		}
+		hc.Artifacts = s.ro
+	} else {
+		hc.Artifacts = s.arts
+		hc.Integrations = r.opts.Integrations
+		hc.Commands = r.opts.Commands
+		hc.Deliver = r.opts.Deliver
+	}
+	if b == Exit && k != nil {
+		if s.exitFor != k {
+			s.decisions = make(map[string]Decision, s.st.Decisions.Len())
+			for _, key := range s.st.Decisions.Keys() {
+				// With a verifier, hooks see only the decisions that count.
+				if r.verify(ctx, s, key) != nil {
+					continue
+				}
+				s.decisions[key], _ = s.st.Decisions.Get(key)
+			}
+			s.skipped = r.skippedArtifacts(*k)
+			s.skippedNodes = make(map[string]bool, len(k.decl))
+			for id := range k.decl {
+				s.skippedNodes[id] = true
+			}
+			s.exitFor = k
+		}
+		hc.Decisions = s.decisions
+		hc.SkippedArtifacts = s.skipped
+		hc.SkippedNodes = s.skippedNodes
+	}
+	return hc
+}
+
+// standingDecision returns the recorded verdict of a human gate when it
+// still stands: its outcome leads forward (to a later node, or nowhere from
+// a terminal node). A verdict that sent the work item back (changes
+// requested) does not satisfy the gate; the gate waits for a new review.
+func (r *Runtime) standingDecision(st *State, n *Node) (Decision, bool) {
+	if !n.IsHuman() {
+		return Decision{}, false
+	}
+	d, ok := st.Decisions.Get(n.ID)
+	if !ok || d.Outcome == "" {
+		return Decision{}, false
+	}
+	to, ok := r.g.Next(n.ID, d.Outcome)
+	if !ok {
+		return d, n.Terminal
+	}
+	if target, _ := r.g.Node(to); target != nil && target.Index > n.Index {
+		return d, true
+	}
+	return Decision{}, false
+}
+
+// standing returns the outcome of a human gate whose recorded decision
+// still stands, without running its chain.
+func (r *Runtime) standing(st *State, n *Node) (ChainOutcome, bool) {
+	d, ok := r.standingDecision(st, n)
+	if !ok {
+		return ChainOutcome{}, false
+	}
+	res := PassWith(d.Outcome, nil)
+	res.recorded = true
+	res.Hook = "(recorded decision)"
+	text := "recorded decision: " + d.Outcome + decisionBy(d)
+	if d.At != "" {
+		text += " at " + d.At
+	}
+	res.Messages = []Message{{Text: text, Severity: SeverityInfo}}
+	return ChainOutcome{Status: StatusPass, Results: []HookResult{res}, Blocking: -1}, true
+}
+
+// evaluate runs n's exit chain (or honours its standing decision). A
+// standing decision the verifier refuses blocks without an event; an
+// inbound event drops the refused record and decides the gate afresh.
+func (r *Runtime) evaluate(ctx context.Context, s *session, n *Node, mode Mode, ev *Event, k *skipInfo) ChainOutcome {
+	if c, ok := r.standing(s.st, n); ok {
+		err := r.verify(ctx, s, n.ID)
+		if err == nil {
+			return c
+		}
+		if ev == nil {
+			return refused(n, err)
+		}
+		s.st.Decisions.Delete(n.ID)
+		delete(s.verdicts, n.ID)
+		s.exitFor = nil
+		r.journal(s, EventDecisionRefused, LevelWarning, Field{"node", n.ID}, Field{"error", err.Error()})
+	}
+	return runChains(ctx, sharedPool, []chainJob{{n.Exit, r.hookContext(ctx, s, n, Exit, mode, ev, k)}})[0]
+}
+
+func decisionBy(d Decision) string {
+	if d.By == "" {
+		return ""
+	}
+	return " by " + d.By
+}
+
+// noteSkips records the hooks of a live exit-chain evaluation that reported
+// skip: in the node's record and, with the state, in the event log (R2.5,
+// R8.7).
+func (r *Runtime) noteSkips(s *session, node string, c ChainOutcome) {
+	prev := s.st.Record(node).SkippedHooks
+	n, same, logging := 0, true, r.logging()
+	for _, res := range c.Results {
+		if res.Status == StatusSkip {
+			same = same && n < len(prev) && prev[n] == res.Hook
+			n++
+			if logging { // the fields are not even built for a discarding sink
+				r.journal(s, EventHookSkipped, LevelInfo, Field{"node", node}, Field{"boundary", string(Exit)}, Field{"hook", res.Hook})
+			}
+		}
+	}
+	if same && n == len(prev) {
+		return // the record already says so: no copy on the hot path
+	}
+	var skipped []string
+	if n > 0 {
+		skipped = make([]string, 0, n)
+		for _, res := range c.Results {
+			if res.Status == StatusSkip {
+				skipped = append(skipped, res.Hook)
+			}
+		}
+	}
+	s.st.update(node, func(rec *NodeRecord) { rec.SkippedHooks = skipped })
+}
+
+func (r *Runtime) noteDegraded(s *session, node string, c ChainOutcome) []string {
+	var msgs []string
+	for _, res := range c.Degraded() {
+		e := res.Degraded
+		msgs = append(msgs, fmt.Sprintf("warning: %s did not complete: %s", res.Hook, e))
+		r.emit(s, EventHookDegraded, LevelWarning, Field{"node", node}, Field{"hook", res.Hook}, Field{"error", e})
+	}
+	return msgs
+}

@@ -65,7 +65,7 @@ edges:
 	rep, err := rt.Status(ctx, "issue-3", true)
 	require.NoError(t, err)
 	nr, _ := rep.Node("write")
-	require.Equal(t, string(graph.StatusPass), nr.Status, "%+v", nr)
+	require.Equal(t, graph.StatusPass, nr.Status, "%+v", nr)
 	_, err = os.Stat(filepath.Join(repo, "called"))
 	require.ErrorIs(t, err, os.ErrNotExist, "check started the linter")
 

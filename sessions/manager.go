@@ -576,10 +576,37 @@ func seedPrompt(item WorkItem, fb Fallback, specDir, prompt string) string {
 	return b.String()
 }
 
+// CloseOptions say what closing a session leaves behind.
+type CloseOptions struct {
+	// KeepTmux keeps the tmux session (routing.tmux.keepSessionOnClose);
+	// otherwise it is killed.
+	KeepTmux bool
+	// KillHarness, with KeepTmux, terminates the harness inside the kept
+	// session (routing.tmux.killHarnessOnClose): the pane and its last
+	// screen stay for a post-mortem, the agent stops working.
+	KillHarness bool
+	// Grace is how long the harness has after SIGTERM before SIGKILL
+	// (routing.tmux.harnessKillGraceSeconds; default 5 s).
+	Grace time.Duration
+}
+
+// DefaultHarnessKillGrace is CloseOptions.Grace's default.
+const DefaultHarnessKillGrace = 5 * time.Second
+
 // Close marks the work item's record closed and, unless keepTmux, kills its
 // tmux session (an operator's or the dispatcher's decision, never a
-// side effect of respawning).
+// side effect of respawning). It is CloseWith without terminating a kept
+// harness.
 func (m *Manager) Close(ctx context.Context, item WorkItem, keepTmux bool) error {
+	return m.CloseWith(ctx, item, CloseOptions{KeepTmux: keepTmux})
+}
+
+// CloseWith marks the work item's record closed, then kills its tmux
+// session or keeps it (session.retained), terminating the harness inside a
+// kept one when asked (session.harness_terminated). The record is closed
+// first: a crash in between leaves a closed record and a session an
+// operator can see, never a live record without its intent.
+func (m *Manager) CloseWith(ctx context.Context, item WorkItem, opts CloseOptions) error {
 	defer m.lockItem(item)()
 	rec, err := m.reg.Update(ctx, item, func(r *Record, exists bool) error {
 		if !exists {
@@ -591,11 +618,32 @@ func (m *Manager) Close(ctx context.Context, item WorkItem, keepTmux bool) error
 	if err != nil {
 		return err
 	}
-	if !keepTmux {
-		if err := m.tmux.Kill(ctx, rec.TmuxName); err != nil {
+	return m.endTmux(ctx, item, rec.SessionID, rec.TmuxName, opts)
+}
+
+// endTmux kills or retains a closed session's tmux session.
+func (m *Manager) endTmux(ctx context.Context, item WorkItem, sessionID, name string, opts CloseOptions) error {
+	if !opts.KeepTmux {
+		if err := m.tmux.Kill(ctx, name); err != nil {
 			return err
 		}
+		m.observer.Observe(Observation{Event: "session.closed", Item: item, SessionID: sessionID, TmuxName: name, Detail: map[string]any{"keepTmux": false}})
+		return nil
 	}
-	m.observer.Observe(Observation{Event: "session.closed", Item: item, SessionID: rec.SessionID, TmuxName: rec.TmuxName, Detail: map[string]any{"keepTmux": keepTmux}})
+	m.observer.Observe(Observation{Event: "session.closed", Item: item, SessionID: sessionID, TmuxName: name, Detail: map[string]any{"keepTmux": true}})
+	m.observer.Observe(Observation{Event: "session.retained", Item: item, SessionID: sessionID, TmuxName: name, Detail: map[string]any{"killHarness": opts.KillHarness}})
+	if !opts.KillHarness {
+		return nil
+	}
+	grace := opts.Grace
+	if grace <= 0 {
+		grace = DefaultHarnessKillGrace
+	}
+	t, err := m.tmux.TerminateHarness(ctx, name, grace)
+	if err != nil {
+		return err
+	}
+	m.observer.Observe(Observation{Event: "session.harness_terminated", Item: item, SessionID: sessionID, TmuxName: name,
+		Detail: map[string]any{"signalled": t.Signalled, "killed": t.Killed}})
 	return nil
 }

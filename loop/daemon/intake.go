@@ -399,7 +399,7 @@ func closeReason(ev *ingress.Event) string {
 // dead, clears the control record and removes the worktree (unless kept).
 func (in *intake) closeSession(ctx context.Context, item sessions.WorkItem, rec sessions.Record, ev *ingress.Event, reason string) {
 	in.d.link.onClose(ctx, item, rec.Cwd, rec.SessionID)
-	if err := in.d.mgr.Close(ctx, item, in.d.cfg.KeepSessionOnClose); err != nil {
+	if err := in.d.mgr.CloseWith(ctx, item, in.d.closeOptions()); err != nil {
 		in.emit("session.close_failed", graph.LevelWarning, item, ev, graph.Field{Key: "error", Value: err.Error()})
 	}
 	_ = in.d.ctl.Clear(item)
@@ -479,7 +479,7 @@ func (in *intake) applyControl(ctx context.Context, item sessions.WorkItem, ev *
 		}
 		if live {
 			in.d.link.onClose(ctx, item, rec.Cwd, rec.SessionID)
-			if err := in.d.mgr.Close(ctx, item, in.d.cfg.KeepSessionOnClose); err != nil {
+			if err := in.d.mgr.CloseWith(ctx, item, in.d.closeOptions()); err != nil {
 				return err
 			}
 			effect = "stopped"

@@ -2,6 +2,7 @@ package daemon_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -256,19 +257,67 @@ func TestControlKeywordsStartPauseResumeStop(t *testing.T) {
 	require.Equal(t, 1, w.spawns())
 }
 
-// Closing the issue ends the session and removes the worktree.
+// Closing the issue ends the session and removes the worktree. By default
+// (keepSessionOnClose, killHarnessOnClose) the tmux session is kept for a
+// post-mortem — its last screen readable — and the harness inside it is
+// terminated.
 func TestCloseEventEndsSessionAndCleansWorktree(t *testing.T) {
 	w := newWorld(t, nil)
 	n := w.openLabeled()
 	w.waitIdle()
 	cwd := w.checkout(n)
 	require.DirExists(t, cwd)
+	pid := w.harnessPID(n)
 	require.NoError(t, w.sim.CloseIssue(repoFull, n, human))
 	w.waitIdle()
 	require.Equal(t, sessions.StatusClosed, w.status(n))
 	require.NoDirExists(t, cwd)
+	name := w.item(n).TmuxName()
+	require.NoError(t, exec.Command("tmux", "-L", w.socket, "has-session", "-t", "="+name).Run(), "the tmux session is retained")
+	out, err := exec.Command("tmux", "-L", w.socket, "list-panes", "-t", "="+name+":", "-F", "#{pane_dead}").Output()
+	require.NoError(t, err)
+	require.Equal(t, "1", strings.TrimSpace(string(out)), "the pane is dead")
+	w.eventually("the harness process to be gone (reaped)", func() bool { return errors.Is(syscall.Kill(pid, 0), syscall.ESRCH) })
+	screen, err := exec.Command("tmux", "-L", w.socket, "capture-pane", "-p", "-S", "-", "-t", "="+name+":").Output()
+	require.NoError(t, err)
+	require.Contains(t, string(screen), "fake claude", "the transcript is still on the screen")
+	require.Equal(t, 1, w.count("session.retained"))
+	require.Equal(t, 1, w.count("session.harness_terminated"))
+}
+
+// keepSessionOnClose false kills the tmux session on close.
+func TestCloseWithoutKeepSessionKillsTmux(t *testing.T) {
+	w := newWorld(t, func(c *daemon.Config) { c.KeepSessionOnClose = false })
+	n := w.openLabeled()
+	w.waitIdle()
+	require.NoError(t, w.sim.CloseIssue(repoFull, n, human))
+	w.waitIdle()
+	require.Equal(t, sessions.StatusClosed, w.status(n))
 	err := exec.Command("tmux", "-L", w.socket, "has-session", "-t", "="+w.item(n).TmuxName()).Run()
 	require.Error(t, err, "the tmux session is gone")
+}
+
+// killHarnessOnClose false keeps the harness running in the kept session
+// (the reference's pre-issue-94 behaviour).
+func TestCloseWithoutKillHarnessKeepsItRunning(t *testing.T) {
+	w := newWorld(t, func(c *daemon.Config) { c.KillHarnessOnClose = false })
+	n := w.openLabeled()
+	w.waitIdle()
+	pid := w.harnessPID(n)
+	require.NoError(t, w.sim.CloseIssue(repoFull, n, human))
+	w.waitIdle()
+	require.Equal(t, sessions.StatusClosed, w.status(n))
+	require.NoError(t, syscall.Kill(pid, 0), "the harness still runs")
+	require.Equal(t, 0, w.count("session.harness_terminated"))
+}
+
+func (w *world) harnessPID(n int) int {
+	w.t.Helper()
+	out, err := exec.Command("tmux", "-L", w.socket, "list-panes", "-t", "="+w.item(n).TmuxName()+":", "-F", "#{pane_pid}").Output()
+	require.NoError(w.t, err)
+	pid, err := strconv.Atoi(strings.TrimSpace(string(out)))
+	require.NoError(w.t, err)
+	return pid
 }
 
 // A GitHub 5xx storm while events are dispatched loses nothing: the

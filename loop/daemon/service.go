@@ -375,7 +375,7 @@ func (s serviceSessions) ControlSession(ctx context.Context, ref, verb, actor st
 		}
 		if live {
 			d.link.onClose(ctx, item, rec.Cwd, rec.SessionID)
-			if err := d.mgr.Close(ctx, item, d.cfg.KeepSessionOnClose); err != nil {
+			if err := d.mgr.CloseWith(ctx, item, d.closeOptions()); err != nil {
 				return res, err
 			}
 			res.Effect = "stopped"

@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -192,10 +193,23 @@ func (m *Manager) harness(name string) (Harness, string, error) {
 // THE_LOOP_WORK_ITEM to find what to check (and THE_LOOP_STATE_ROOT to find
 // the registry).
 func sessionEnv(item WorkItem, sessionID, stateRoot string) []string {
+	return endpointEnv(item, WorkItem{}, sessionID, stateRoot)
+}
+
+// endpointEnv is sessionEnv for a record that may be a pull request's own
+// session: its work item is the parent, and THE_LOOP_PR names the PR.
+func endpointEnv(item, parent WorkItem, sessionID, stateRoot string) []string {
+	owner := item
+	if !parent.IsZero() {
+		owner = parent
+	}
 	env := []string{
-		"THE_LOOP_WORK_ITEM=" + item.WorkItemEnv(),
-		"THE_LOOP_WORK_ITEM_REF=" + item.String(),
+		"THE_LOOP_WORK_ITEM=" + owner.WorkItemEnv(),
+		"THE_LOOP_WORK_ITEM_REF=" + owner.String(),
 		"THE_LOOP_SESSION_ID=" + sessionID,
+	}
+	if !parent.IsZero() {
+		env = append(env, "THE_LOOP_PR="+strconv.Itoa(item.Number), "THE_LOOP_PR_REF="+item.String())
 	}
 	if stateRoot != "" {
 		env = append(env, "THE_LOOP_STATE_ROOT="+stateRoot)
@@ -228,6 +242,9 @@ type SpawnRequest struct {
 	// Prompt is the first message, pasted once the harness is ready ("" =
 	// none). It never goes on the command line.
 	Prompt string
+	// Parent makes the session a pull request's own (Item is the PR): the
+	// work item it serves (see Record.Parent).
+	Parent WorkItem
 }
 
 // SpawnResult is a spawned session.
@@ -280,13 +297,13 @@ func (m *Manager) Spawn(ctx context.Context, req SpawnRequest) (SpawnResult, err
 
 	rec, err := m.reg.Update(ctx, req.Item, func(r *Record, _ bool) error {
 		*r = Record{Item: req.Item, Harness: h.Name(), SessionID: id, TmuxName: name, Cwd: req.Cwd,
-			Status: StatusActive, Created: m.stamp(), Fallbacks: r.Fallbacks}
+			Status: StatusActive, Created: m.stamp(), Fallbacks: r.Fallbacks, Parent: req.Parent, PullRequests: r.PullRequests}
 		return nil
 	})
 	if err != nil {
 		return SpawnResult{}, err
 	}
-	spec := SpawnSpec{Name: name, Cwd: req.Cwd, Env: sessionEnv(req.Item, id, m.cfg.StateRoot), Argv: append([]string{bin}, args...)}
+	spec := SpawnSpec{Name: name, Cwd: req.Cwd, Env: endpointEnv(req.Item, req.Parent, id, m.cfg.StateRoot), Argv: append([]string{bin}, args...)}
 	if err := m.tmux.Spawn(ctx, spec); err != nil {
 		// Do not leave a record pointing at a conversation that never began.
 		if hadPrev {
@@ -473,7 +490,7 @@ func (m *Manager) respawn(ctx context.Context, rec Record, prompt string) (Respa
 		return res, err
 	}
 	res.Record, res.Fallback = rec, &fb
-	spec := SpawnSpec{Name: rec.TmuxName, Cwd: rec.Cwd, Env: sessionEnv(rec.Item, id, m.cfg.StateRoot), Argv: append([]string{bin}, args...)}
+	spec := SpawnSpec{Name: rec.TmuxName, Cwd: rec.Cwd, Env: endpointEnv(rec.Item, rec.Parent, id, m.cfg.StateRoot), Argv: append([]string{bin}, args...)}
 	if err := m.tmux.Spawn(ctx, spec); err != nil {
 		return res, err
 	}
@@ -499,7 +516,7 @@ func (m *Manager) tryResume(ctx context.Context, h Harness, bin string, rec Reco
 	if err != nil {
 		return "the harness cannot resume sessions", nil
 	}
-	spec := SpawnSpec{Name: rec.TmuxName, Cwd: rec.Cwd, Env: sessionEnv(rec.Item, rec.SessionID, m.cfg.StateRoot), Argv: append([]string{bin}, args...)}
+	spec := SpawnSpec{Name: rec.TmuxName, Cwd: rec.Cwd, Env: endpointEnv(rec.Item, rec.Parent, rec.SessionID, m.cfg.StateRoot), Argv: append([]string{bin}, args...)}
 	if err := m.tmux.Spawn(ctx, spec); err != nil {
 		if errors.Is(err, ErrSessionLive) || errors.Is(err, ErrSessionUnknown) || errors.Is(err, ErrSessionOccupied) {
 			return "", err

@@ -51,6 +51,10 @@ type PrepareOptions struct {
 	CloneURL string
 	// Branch overrides issue-<n>.
 	Branch string
+	// RequireBranch refuses to create Branch when neither the clone nor
+	// origin has it (ErrBranchMissing), instead of starting it from
+	// origin's default branch: a pull request's checkout must be its head.
+	RequireBranch bool
 }
 
 // Workspaces keeps one clone per repository under Root/<host>/<owner>/<repo>
@@ -205,6 +209,9 @@ func (w *Workspaces) Prepare(ctx context.Context, item WorkItem, opts PrepareOpt
 	}
 	if err := os.MkdirAll(filepath.Dir(wt), 0o755); err != nil {
 		return Workspace{}, fmt.Errorf("preparing worktree for %s: %w", item, err)
+	}
+	if opts.RequireBranch && !w.refExists(ctx, clone, "refs/heads/"+branch) && !w.refExists(ctx, clone, "refs/remotes/origin/"+branch) {
+		return Workspace{}, fmt.Errorf("%w: %s has no branch %s (push it, or check the pull request's head)", ErrBranchMissing, clone, branch)
 	}
 	if err := w.addWorktree(ctx, clone, wt, branch); err != nil {
 		return Workspace{}, err

@@ -121,6 +121,21 @@ func TestWorkspaceUsesExistingRemoteBranch(t *testing.T) {
 	require.Equal(t, "origin/issue-7", gitTest(t, env, ws.Dir, "rev-parse", "--abbrev-ref", "@{upstream}"))
 }
 
+// A pull request's checkout is its head branch or nothing.
+func TestWorkspaceRequireBranch(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	env := gitEnv(t)
+	origin := newOrigin(t, env, "feature-widget")
+	w := newTestWorkspaces(t, env)
+	ws, err := w.Prepare(ctx, mustItem(t, "github:octo/repo#8"), PrepareOptions{CloneURL: origin, Branch: "feature-widget", RequireBranch: true})
+	require.NoError(t, err)
+	require.FileExists(t, filepath.Join(ws.Dir, "feature-widget.txt"))
+	_, err = w.Prepare(ctx, mustItem(t, "github:octo/repo#9"), PrepareOptions{CloneURL: origin, Branch: "feature/gone", RequireBranch: true})
+	require.ErrorIs(t, err, ErrBranchMissing)
+	require.NoDirExists(t, filepath.Join(w.cfg.Root, ".worktrees", "github.com", "octo", "repo", "github-octo-repo-9"))
+}
+
 func TestTwoWorkItemsNeverShareAWorktree(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()

@@ -24,9 +24,13 @@ import (
 // what already happened.
 type intake struct {
 	d *Daemon
+	// links caches branch-linkage answers (linkage.go).
+	links *linkageCache
+	// prs maps linked pull requests to their work items (prendpoints.go).
+	prs prIndex
 }
 
-func newIntake(d *Daemon) *intake { return &intake{d: d} }
+func newIntake(d *Daemon) *intake { return &intake{d: d, links: newLinkageCache(linkageCacheSize)} }
 
 var _ dispatch.Handler = (*intake)(nil)
 
@@ -35,6 +39,8 @@ const (
 	stepSpawn    = "#spawn"
 	stepPaste    = "#paste"
 	stepAnnounce = "#announce"
+	// stepPRAnnounce: a PR's own session was announced on the PR.
+	stepPRAnnounce = "#pr-announce"
 )
 
 func (in *intake) done(ctx context.Context, ev *ingress.Event, step string) bool {
@@ -60,6 +66,9 @@ func (in *intake) dropped(item sessions.WorkItem, ev *ingress.Event, reason stri
 
 // Handle implements dispatch.Handler.
 func (in *intake) Handle(ctx context.Context, ev *ingress.Event) error {
+	if in.verifyLinkage(ctx, ev) && len(ev.WorkItems) == 0 {
+		return in.dropped(sessions.WorkItem{}, ev, "work-item-not-found")
+	}
 	item, rec, live, ok := in.target(ev)
 	if !ok {
 		return in.dropped(sessions.WorkItem{}, ev, "no-work-item")
@@ -83,6 +92,17 @@ func (in *intake) Handle(ctx context.Context, ev *ingress.Event) error {
 			in.closeSession(ctx, item, rec, ev, closeReason(ev))
 		}
 		return nil
+	}
+	if ev.Event == "pull_request" && ev.Action == "closed" {
+		// A pull request that is not the work item itself closed: its own
+		// session ends, the work item's stays (§6.1 step 5). Never spawn
+		// for a close.
+		if pr, _, merged, ok := prOf(ev); ok && pr != item {
+			if live {
+				in.closePR(ctx, item, pr, merged, ev)
+			}
+			return nil
+		}
 	}
 	if !live {
 		if reason := in.refusal(item, ev, ""); reason != "" {
@@ -114,11 +134,16 @@ func (in *intake) target(ev *ingress.Event) (sessions.WorkItem, sessions.Record,
 		if err != nil {
 			continue
 		}
-		rec, live := in.live(item)
+		// A linked pull request is served by its work item's record.
+		owner := in.resolve(item)
+		rec, live := in.live(owner)
 		if live {
-			return item, rec, true, true
+			return owner, rec, true, true
 		}
 		if !found {
+			if owner != item {
+				rec, _ = in.live(item)
+			}
 			first, firstRec, found = item, rec, true
 		}
 	}
@@ -241,6 +266,10 @@ func (in *intake) spawn(ctx context.Context, item sessions.WorkItem, ev *ingress
 	in.emit("dispatch.spawned", graph.LevelInfo, item, ev, graph.Field{Key: "harness_session_id", Value: res.Record.SessionID},
 		graph.Field{Key: "tmux_target", Value: res.Record.TmuxName}, graph.Field{Key: "interaction", Value: in.d.cfg.InteractionMode},
 		graph.Field{Key: "action", Value: ev.Action})
+	if pr, branch, _, ok := prOf(ev); ok && pr != item {
+		// The PR is recorded at the moment the session is spawned.
+		in.linkPR(ctx, item, res.Record, pr, branch, ev)
+	}
 	if err := in.mark(ctx, ev, stepPaste); err != nil {
 		return err
 	}
@@ -282,6 +311,15 @@ func (in *intake) announce(ctx context.Context, item sessions.WorkItem, rec sess
 	body := fmt.Sprintf("the-loop started a %s session for this work item in tmux session `%s`.\n\nWatch or take over on the daemon's host:\n\n```\n%s\n```\n",
 		rec.Harness, rec.TmuxName, attachCommand(in.d.cfg.Tmux, rec.TmuxName))
 	if _, err := in.d.integ.Call(ctx, integrations.OpGitHubAddComment, map[string]any{"ref": item.String(), "body": hooks.Mark(body)}); err != nil {
+		if errors.Is(err, integrations.ErrNotFound) {
+			// The work item does not exist (a guessed ref): remember it, keep
+			// the session, and do not retry what cannot succeed.
+			if r, perr := integrations.ParseRef(item.String()); perr == nil {
+				in.markMissing(r)
+			}
+			in.emit("session.work_item_missing", graph.LevelWarning, item, ev, graph.Field{Key: "tmux_target", Value: rec.TmuxName}, graph.Field{Key: "error", Value: err.Error()})
+			return in.mark(ctx, ev, stepAnnounce)
+		}
 		in.emit("session.announce_failed", graph.LevelWarning, item, ev, graph.Field{Key: "error", Value: err.Error()})
 		return fmt.Errorf("announce %s: %w", item, err)
 	}
@@ -322,6 +360,21 @@ func (in *intake) dispatchTo(ctx context.Context, item sessions.WorkItem, rec se
 		// A redelivery: this event's text is already in the session (or
 		// it spawned the session).
 		return nil
+	}
+	if pr, branch, _, ok := prOf(ev); ok && pr != item {
+		// Endpoint selection (§6.5 step 2, §6.7): a linked PR's event goes
+		// to the PR's own session when it has (or can have) one.
+		rec = in.linkPR(ctx, item, rec, pr, branch, ev)
+		handled, err := in.toPREndpoint(ctx, item, rec, pr, ev, gc)
+		if err != nil {
+			return err
+		}
+		if handled {
+			if !consulted {
+				in.d.link.onEvent(ctx, item, cwd, ev)
+			}
+			return nil
+		}
 	}
 	prompt := renderPrompt(in.d.cfg.PromptTemplate, false, promptInput{WorkItem: item.String(), Event: ev, Interaction: in.d.cfg.InteractionMode, Graph: gc})
 	res, err := in.d.mgr.Deliver(ctx, item, prompt)

@@ -1,0 +1,289 @@
+package daemon_test
+
+import (
+	"errors"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/theloop-dev/theloop/integrations/githubsim"
+	"github.com/theloop-dev/theloop/loop"
+	"github.com/theloop-dev/theloop/loop/daemon"
+	"github.com/theloop-dev/theloop/sessions"
+)
+
+// Pull-request endpoints (daemon-spec §6.7) and branch-linkage verification
+// (§6.2), end to end: real daemon, githubsim, real tmux, real git.
+
+// pushBranch pushes a branch with one commit of its own to the remote.
+func (w *world) pushBranch(branch string) {
+	w.t.Helper()
+	dir := filepath.Join(w.t.TempDir(), "push")
+	git(w.t, filepath.Dir(dir), "clone", "-q", w.remote, dir)
+	git(w.t, dir, "checkout", "-q", "-b", branch)
+	require.NoError(w.t, os.WriteFile(filepath.Join(dir, "widget.txt"), []byte("widget\n"), 0o644))
+	git(w.t, dir, "add", ".")
+	git(w.t, dir, "commit", "-q", "-m", "widget")
+	git(w.t, dir, "push", "-q", "origin", branch)
+}
+
+func (w *world) record(ref string) (sessions.Record, bool) {
+	w.t.Helper()
+	reg, err := sessions.OpenRegistry(sessions.RegistryDir(w.cfg.StateRoot))
+	require.NoError(w.t, err)
+	it, err := sessions.ParseWorkItem(ref)
+	require.NoError(w.t, err)
+	r, err := reg.Get(it)
+	return r, err == nil
+}
+
+func (w *world) hasTmux(name string) bool {
+	return exec.Command("tmux", "-L", w.socket, "has-session", "-t", "="+name).Run() == nil
+}
+
+// receivedBy is what the conversation id read.
+func (w *world) receivedBy(id string) string {
+	var b strings.Builder
+	for _, line := range strings.Split(w.received(), "\n") {
+		if rest, ok := strings.CutPrefix(line, id+"\t"); ok {
+			b.WriteString(rest + "\n")
+		}
+	}
+	return b.String()
+}
+
+func (w *world) eventField(name, key string) []any {
+	w.obsMu.Lock()
+	defer w.obsMu.Unlock()
+	var out []any
+	for _, o := range w.obs {
+		if o.Name == name {
+			out = append(out, o.Fields[key])
+		}
+	}
+	return out
+}
+
+// A PR opened from a same-repository head branch and linked to issue #1
+// (sessionPerPr: always) gets its own session in its own worktree on the
+// head branch, announced on the PR; the PR's comments go there, not to the
+// issue's session; merging the PR ends the PR's session (kept for a
+// post-mortem, harness terminated) and leaves the issue's session open.
+func TestPROwnSessionInOwnWorktree(t *testing.T) {
+	w := newWorld(t, func(c *daemon.Config) { c.SessionPerPr = loop.SessionPerPrAlways })
+	n := w.openLabeled()
+	w.waitIdle()
+	issue, ok := w.record("github:octo/demo#1")
+	require.True(t, ok)
+
+	w.pushBranch("feature-widget")
+	pr, err := w.sim.OpenPullRequestWith(repoFull, githubsim.PullRequest{Author: human, Title: "Add the widget", Body: "Fixes #1", Head: "feature-widget"})
+	require.NoError(t, err)
+	w.waitIdle()
+
+	prRef := "github:octo/demo#" + itoa(pr.Number)
+	ep, ok := w.record(prRef)
+	require.True(t, ok, "the PR has its own session record\n%s", w.eventNames())
+	require.Equal(t, sessions.StatusActive, ep.Status)
+	require.Equal(t, w.item(n), ep.Parent)
+	require.NotEqual(t, issue.Cwd, ep.Cwd, "its own checkout")
+	out, err := exec.Command("git", "-C", ep.Cwd, "rev-parse", "--abbrev-ref", "HEAD").Output()
+	require.NoError(t, err)
+	require.Equal(t, "feature-widget", strings.TrimSpace(string(out)), "the checkout is the PR's head branch")
+	require.FileExists(t, filepath.Join(ep.Cwd, "widget.txt"))
+	require.True(t, w.hasTmux(ep.TmuxName), "its own tmux session")
+	require.NotEqual(t, issue.TmuxName, ep.TmuxName)
+	argv, _ := os.ReadFile(filepath.Join(w.claude, "argv.log"))
+	require.Contains(t, string(argv), ep.Cwd+"\tnew\t"+ep.SessionID+"\tissue-1\t", "the PR's harness runs in its checkout, for work item issue-1")
+	require.Equal(t, 1, w.count("session.pr_spawned"))
+	require.Equal(t, 1, w.count("session.pr_linked"))
+	issue, _ = w.record("github:octo/demo#1")
+	link, ok := issue.PR(w.item(pr.Number))
+	require.True(t, ok, "the issue's record lists the PR")
+	require.Equal(t, "feature-widget", link.Branch)
+
+	comments, err := w.sim.Comments(repoFull, pr.Number)
+	require.NoError(t, err)
+	var announced bool
+	for _, c := range comments {
+		announced = announced || strings.Contains(c.Body, "attach -t "+ep.TmuxName)
+	}
+	require.True(t, announced, "the PR's session is announced on the PR")
+	w.eventually("the PR spawn prompt in the PR's session", func() bool { return strings.Contains(w.receivedBy(ep.SessionID), "Add the widget") })
+
+	_, err = w.sim.Comment(repoFull, pr.Number, human, "please rename the widget to gadget")
+	require.NoError(t, err)
+	w.waitIdle()
+	w.eventually("the PR comment in the PR's session", func() bool {
+		return strings.Contains(w.receivedBy(ep.SessionID), "please rename the widget to gadget")
+	})
+	require.NotContains(t, w.receivedBy(issue.SessionID), "please rename the widget", "not in the issue's session")
+
+	pid := w.harnessPIDOf(ep.TmuxName)
+	require.NoError(t, w.sim.MergePullRequest(repoFull, pr.Number, human))
+	w.waitIdle()
+	ep, _ = w.record(prRef)
+	require.Equal(t, sessions.StatusClosed, ep.Status, "the PR's session ended")
+	require.True(t, w.hasTmux(ep.TmuxName), "kept for a post-mortem")
+	w.eventually("the PR's harness to be gone", func() bool { return !processAlive(pid) })
+	require.NoDirExists(t, ep.Cwd, "the PR's checkout is removed")
+	require.Equal(t, sessions.StatusActive, w.status(n), "the work item's session stays open")
+	require.True(t, w.hasTmux(issue.TmuxName))
+	require.Equal(t, 1, w.count("session.pr_closed"))
+	require.Equal(t, 1, w.count("session.kept_open"))
+	require.Equal(t, 2, w.spawns(), "the issue's and the PR's")
+}
+
+// A PR that cannot have a checkout of its own gets no session of its own:
+// its event is pasted into the issue's session and the refusal is
+// reported with its reason.
+func TestPRWithoutSeparateCheckoutIsDeclinedIntoIssueSession(t *testing.T) {
+	for name, tc := range map[string]struct {
+		edit   func(c *daemon.Config, t *testing.T)
+		head   string
+		reason string
+	}{
+		// The PR's head is the branch the issue's session works on.
+		"shared worktree": {head: "issue-1", reason: sessions.DeclinedSharedWorktree},
+		// No workspace root: sessions run in one directory.
+		"no workspace": {
+			edit:   func(c *daemon.Config, t *testing.T) { c.WorkspaceRoot, c.SpawnWorkdir = "", t.TempDir() },
+			head:   "feature-x",
+			reason: sessions.DeclinedNoSeparateCheckout,
+		},
+		// A same-repository PR whose head branch is not on the remote.
+		"head branch missing": {head: "feature-never-pushed", reason: sessions.DeclinedWorkspaceFailed},
+	} {
+		t.Run(name, func(t *testing.T) {
+			w := newWorld(t, func(c *daemon.Config) {
+				c.SessionPerPr = loop.SessionPerPrAlways
+				if tc.edit != nil {
+					tc.edit(c, t)
+				}
+			})
+			n := w.openLabeled()
+			w.waitIdle()
+			issue, ok := w.record("github:octo/demo#1")
+			require.True(t, ok)
+			pr, err := w.sim.OpenPullRequestWith(repoFull, githubsim.PullRequest{Author: human, Title: "Widget PR without its own checkout", Body: "Fixes #1", Head: tc.head})
+			require.NoError(t, err)
+			w.waitIdle()
+			require.Equal(t, []any{tc.reason}, w.eventField("session.pr_session_declined", "reason"), "%s", w.eventNames())
+			_, own := w.record("github:octo/demo#" + itoa(pr.Number))
+			require.False(t, own, "no session of its own")
+			require.False(t, w.hasTmux(w.item(pr.Number).TmuxName()))
+			w.eventually("the PR event in the issue's session", func() bool {
+				return strings.Contains(w.receivedBy(issue.SessionID), "Widget PR without its own checkout")
+			})
+			require.Equal(t, 1, w.spawns())
+			require.Equal(t, 1, w.count("session.pr_linked"))
+			require.Equal(t, sessions.StatusActive, w.status(n))
+		})
+	}
+}
+
+// Under the default sessionPerPr (cross-repository) a same-repository PR
+// never splits off: its events go into the issue's session, nothing is
+// declined, the link is recorded.
+func TestSameRepoPRUnderDefaultModeGoesToIssueSession(t *testing.T) {
+	w := newWorld(t, nil)
+	w.openLabeled()
+	w.waitIdle()
+	issue, _ := w.record("github:octo/demo#1")
+	w.pushBranch("feature-widget")
+	pr, err := w.sim.OpenPullRequestWith(repoFull, githubsim.PullRequest{Author: human, Title: "A same-repo widget PR", Body: "Fixes #1", Head: "feature-widget"})
+	require.NoError(t, err)
+	w.waitIdle()
+	w.eventually("the PR event in the issue's session", func() bool { return strings.Contains(w.receivedBy(issue.SessionID), "A same-repo widget PR") })
+	require.Equal(t, 0, w.count("session.pr_session_declined"))
+	require.Equal(t, 0, w.count("session.pr_spawned"))
+	require.Equal(t, 1, w.count("session.pr_linked"))
+
+	// The linkage survives the PR's body losing its closing keyword: a
+	// comment on the PR still reaches the issue's session.
+	_, err = w.sim.Comment(repoFull, pr.Number, human, "comment on the PR after the link")
+	require.NoError(t, err)
+	w.waitIdle()
+	w.eventually("the PR comment in the issue's session", func() bool {
+		return strings.Contains(w.receivedBy(issue.SessionID), "comment on the PR after the link")
+	})
+	require.Equal(t, 1, w.spawns())
+}
+
+// A branch-only ref (feature/issue-99-x) whose issue GitHub does not have
+// is dropped (routing.linkage_dropped) before it can spawn a ghost session;
+// the answer is cached, so the second event asks GitHub nothing.
+func TestBranchRefWhoseIssue404sIsDropped(t *testing.T) {
+	w := newWorld(t, nil)
+	pr, err := w.sim.OpenPullRequestWith(repoFull, githubsim.PullRequest{Author: human, Title: "Branch-named PR", Head: "feature/issue-99-x", Labels: []string{label}})
+	require.NoError(t, err)
+	w.waitIdle()
+	require.GreaterOrEqual(t, w.count("routing.linkage_dropped"), 1, "%s", w.eventNames())
+	_, ghost := w.record("github:octo/demo#99")
+	require.False(t, ghost, "no session for the invented work item")
+	require.False(t, w.hasTmux(w.item(99).TmuxName()))
+	_, own := w.record("github:octo/demo#" + itoa(pr.Number))
+	require.True(t, own, "the labeled PR itself is the work item")
+	lookups := 0
+	for _, r := range w.sim.Requests() {
+		if r.Method == "GET" && r.Path == "/repos/octo/demo/issues/99" {
+			lookups++
+		}
+	}
+	require.Equal(t, 1, lookups, "the definite answer is cached (two events, one lookup)")
+}
+
+// A branch-derived work item that exists is kept: the labeled PR on
+// feature/issue-1-x spawns issue #1's session, with the PR linked.
+func TestBranchRefWhoseIssueExistsIsKept(t *testing.T) {
+	w := newWorld(t, nil)
+	is, err := w.sim.OpenIssue(repoFull, human, "Add a widget", "Please add a widget.")
+	require.NoError(t, err)
+	w.pushBranch("feature/issue-1-x")
+	pr, err := w.sim.OpenPullRequestWith(repoFull, githubsim.PullRequest{Author: human, Title: "Branch-named PR", Head: "feature/issue-1-x", Labels: []string{label}})
+	require.NoError(t, err)
+	w.waitIdle()
+	require.Equal(t, 0, w.count("routing.linkage_dropped"))
+	rec, ok := w.record("github:octo/demo#" + itoa(is.Number))
+	require.True(t, ok, "the issue named by the branch got the session\n%s", w.eventNames())
+	_, linked := rec.PR(w.item(pr.Number))
+	require.True(t, linked, "the PR is recorded at the moment the session is spawned")
+	require.Equal(t, 1, w.spawns())
+}
+
+// A 404 from the announcement (the work item named by a closing keyword
+// does not exist) marks the work item missing; the session is not killed
+// and the dispatch is not retried.
+func TestAnnouncement404MarksWorkItemMissing(t *testing.T) {
+	w := newWorld(t, nil)
+	_, err := w.sim.OpenPullRequestWith(repoFull, githubsim.PullRequest{Author: human, Title: "Fixes a ghost", Body: "Fixes #77", Head: "feature-ghost", Labels: []string{label}})
+	require.NoError(t, err)
+	w.waitIdle()
+	require.Equal(t, 1, w.count("session.work_item_missing"), "%s", w.eventNames())
+	rec, ok := w.record("github:octo/demo#77")
+	require.True(t, ok)
+	require.Equal(t, sessions.StatusActive, rec.Status, "the session is not killed")
+	require.True(t, w.hasTmux(rec.TmuxName))
+	dead, err := w.d.DeadLetters(t.Context())
+	require.NoError(t, err)
+	require.Empty(t, dead)
+}
+
+func itoa(n int) string { return strconv.Itoa(n) }
+
+func (w *world) harnessPIDOf(name string) int {
+	w.t.Helper()
+	out, err := exec.Command("tmux", "-L", w.socket, "list-panes", "-t", "="+name+":", "-F", "#{pane_pid}").Output()
+	require.NoError(w.t, err)
+	pid, err := strconv.Atoi(strings.TrimSpace(string(out)))
+	require.NoError(w.t, err)
+	return pid
+}
+
+func processAlive(pid int) bool { return !errors.Is(syscall.Kill(pid, 0), syscall.ESRCH) }

@@ -54,6 +54,8 @@ type world struct {
 	claude string // fake root
 	path   string
 	remote string
+	// remotes are further repositories' clone URLs by owner/repo.
+	remotes map[string]string
 	socket string
 	cancel context.CancelFunc
 	done   chan error
@@ -147,7 +149,12 @@ func newWorldHooks(t testing.TB, hooks int, edit func(*daemon.Config)) *world {
 	w.deps = daemon.Deps{
 		Integrations: set,
 		Path:         w.path,
-		CloneURL:     func(sessions.WorkItem) string { return w.remote },
+		CloneURL: func(it sessions.WorkItem) string {
+			if r, ok := w.remotes[it.Owner+"/"+it.Repo]; ok {
+				return r
+			}
+			return w.remote
+		},
 		Observer: daemon.ObserverFunc(func(o daemon.Observation) {
 			w.obsMu.Lock()
 			w.obs = append(w.obs, o)

@@ -287,3 +287,79 @@ func (w *world) harnessPIDOf(name string) int {
 }
 
 func processAlive(pid int) bool { return !errors.Is(syscall.Kill(pid, 0), syscall.ESRCH) }
+
+// An existence check that gets no definite answer (here a 403) keeps the
+// ref — refusing real work on a hiccup is worse than a rare ghost — and
+// is not cached.
+func TestBranchRefUnverifiableIsKept(t *testing.T) {
+	w := newWorld(t, nil)
+	w.sim.InjectFault(githubsim.Fault{Method: "GET", PathContains: "/issues/99", Status: 403})
+	w.pushBranch("feature/issue-99-x")
+	_, err := w.sim.OpenPullRequestWith(repoFull, githubsim.PullRequest{Author: human, Title: "Branch-named PR", Head: "feature/issue-99-x", Labels: []string{label}})
+	require.NoError(t, err)
+	w.waitIdle()
+	require.Equal(t, 0, w.count("routing.linkage_dropped"))
+	_, kept := w.record("github:octo/demo#99")
+	require.True(t, kept, "the unverifiable work item keeps its place\n%s", w.eventNames())
+	lookups := 0
+	for _, r := range w.sim.Requests() {
+		if r.Method == "GET" && r.Path == "/repos/octo/demo/issues/99" {
+			lookups++
+		}
+	}
+	require.Equal(t, 2, lookups, "no definite answer, nothing cached")
+}
+
+// newRemote makes a bare repository <base>/remote/<full>.git with main and
+// the given branches, registers it in githubsim and as the world's clone
+// URL for full.
+func (w *world) newRemote(full string, branches ...string) {
+	w.t.Helper()
+	base := w.t.TempDir()
+	remote := filepath.Join(base, "remote", full+".git")
+	seed := filepath.Join(base, "seed")
+	require.NoError(w.t, os.MkdirAll(seed, 0o755))
+	git(w.t, seed, "init", "-q", "-b", "main")
+	require.NoError(w.t, os.WriteFile(filepath.Join(seed, "README.md"), []byte(full+"\n"), 0o644))
+	git(w.t, seed, "add", ".")
+	git(w.t, seed, "commit", "-q", "-m", "init")
+	for _, b := range branches {
+		git(w.t, seed, "checkout", "-q", "-b", b, "main")
+		require.NoError(w.t, os.WriteFile(filepath.Join(seed, "lib.txt"), []byte(b+"\n"), 0o644))
+		git(w.t, seed, "add", ".")
+		git(w.t, seed, "commit", "-q", "-m", b)
+	}
+	git(w.t, seed, "checkout", "-q", "main")
+	git(w.t, base, "clone", "-q", "--bare", seed, remote)
+	require.NoError(w.t, w.sim.AddRepo(full, githubsim.RepoOptions{CloneURL: "file://" + remote}))
+	if w.remotes == nil {
+		w.remotes = map[string]string{}
+	}
+	w.remotes[full] = remote
+}
+
+// Under the default sessionPerPr (cross-repository), a PR in another
+// repository that closes the work item gets its own session, in a checkout
+// of that repository on the PR's head branch.
+func TestCrossRepoPRGetsOwnSessionByDefault(t *testing.T) {
+	w := newWorld(t, func(c *daemon.Config) { c.Repos = []string{repoFull, "octo/lib"} })
+	w.newRemote("octo/lib", "lib-widget")
+	n := w.openLabeled()
+	w.waitIdle()
+	issue, _ := w.record("github:octo/demo#1")
+	pr, err := w.sim.OpenPullRequestWith("octo/lib", githubsim.PullRequest{Author: human, Title: "Library support for the widget", Body: "Fixes octo/demo#1", Head: "lib-widget"})
+	require.NoError(t, err)
+	w.waitIdle()
+	ep, ok := w.record("github:octo/lib#" + itoa(pr.Number))
+	require.True(t, ok, "%s", w.eventNames())
+	require.Equal(t, w.item(n), ep.Parent)
+	require.Equal(t, "loop-github-octo-lib-"+itoa(pr.Number), ep.TmuxName)
+	require.True(t, w.hasTmux(ep.TmuxName))
+	require.Contains(t, ep.Cwd, filepath.Join("octo", "lib"))
+	require.FileExists(t, filepath.Join(ep.Cwd, "lib.txt"), "a checkout of the other repository's head branch")
+	w.eventually("the spawn prompt in the PR's session", func() bool {
+		return strings.Contains(w.receivedBy(ep.SessionID), "Library support for the widget")
+	})
+	require.NotContains(t, w.receivedBy(issue.SessionID), "Library support for the widget")
+	require.Equal(t, 0, w.count("session.pr_session_declined"))
+}

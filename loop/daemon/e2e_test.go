@@ -56,11 +56,11 @@ type world struct {
 	remote string
 	// remotes are further repositories' clone URLs by owner/repo.
 	remotes map[string]string
-	socket string
-	cancel context.CancelFunc
-	done   chan error
-	obsMu  sync.Mutex
-	obs    []daemon.Observation
+	socket  string
+	cancel  context.CancelFunc
+	done    chan error
+	obsMu   sync.Mutex
+	obs     []daemon.Observation
 }
 
 func git(t testing.TB, dir string, args ...string) {

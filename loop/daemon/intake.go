@@ -99,7 +99,7 @@ func (in *intake) Handle(ctx context.Context, ev *ingress.Event) error {
 		// for a close.
 		if pr, _, merged, ok := prOf(ev); ok && pr != item {
 			if live {
-				in.closePR(ctx, item, pr, merged, ev)
+				in.closePR(ctx, item, rec, pr, merged, ev)
 			}
 			return nil
 		}
@@ -344,37 +344,38 @@ func attachCommand(t sessions.TmuxConfig, name string) string {
 // the graph advance (daemon-spec §6.5).
 func (in *intake) dispatchTo(ctx context.Context, item sessions.WorkItem, rec sessions.Record, ev *ingress.Event) error {
 	cwd := rec.Cwd
-	gc := in.d.link.context(ctx, item, cwd)
-	consulted := false
-	if gc.atHumanGate() {
-		consulted = true
-		rep := in.d.link.onEvent(ctx, item, cwd, ev)
-		if after := in.d.link.context(ctx, item, cwd); after != nil {
-			gc = after
-		}
-		if rep != nil && gc != nil {
-			gc.Verdict = verdict(rep)
+	if pr, branch, _, ok := prOf(ev); ok && pr != item {
+		// Endpoint selection (§6.5 step 2, §6.7): a linked PR's event goes
+		// to the PR's own session when the work item splits PRs off and the
+		// PR has (or can have) one; its inner loop's gate is consulted
+		// first. Otherwise it goes to the work item's session below.
+		rec = in.linkPR(ctx, item, rec, pr, branch, ev)
+		if in.splitsOff(ctx, item, rec, pr) {
+			gc, consulted := consultGate(in.d.link.prContext(ctx, item, pr, cwd),
+				func() *graphContext { return in.d.link.prContext(ctx, item, pr, cwd) },
+				func() *graph.StepReport { return in.d.link.onPREvent(ctx, item, pr, cwd, ev) })
+			if in.done(ctx, ev, stepPaste) || in.done(ctx, ev, stepSpawn) {
+				return nil
+			}
+			handled, err := in.toPREndpoint(ctx, item, rec, pr, ev, gc)
+			if err != nil {
+				return err
+			}
+			if handled {
+				if !consulted {
+					in.d.link.onPREvent(ctx, item, pr, cwd, ev)
+				}
+				return nil
+			}
 		}
 	}
+	gc, consulted := consultGate(in.d.link.context(ctx, item, cwd),
+		func() *graphContext { return in.d.link.context(ctx, item, cwd) },
+		func() *graph.StepReport { return in.d.link.onEvent(ctx, item, cwd, ev) })
 	if in.done(ctx, ev, stepPaste) || in.done(ctx, ev, stepSpawn) {
 		// A redelivery: this event's text is already in the session (or
 		// it spawned the session).
 		return nil
-	}
-	if pr, branch, _, ok := prOf(ev); ok && pr != item {
-		// Endpoint selection (§6.5 step 2, §6.7): a linked PR's event goes
-		// to the PR's own session when it has (or can have) one.
-		rec = in.linkPR(ctx, item, rec, pr, branch, ev)
-		handled, err := in.toPREndpoint(ctx, item, rec, pr, ev, gc)
-		if err != nil {
-			return err
-		}
-		if handled {
-			if !consulted {
-				in.d.link.onEvent(ctx, item, cwd, ev)
-			}
-			return nil
-		}
 	}
 	prompt := renderPrompt(in.d.cfg.PromptTemplate, false, promptInput{WorkItem: item.String(), Event: ev, Interaction: in.d.cfg.InteractionMode, Graph: gc})
 	res, err := in.d.mgr.Deliver(ctx, item, prompt)
@@ -397,6 +398,23 @@ func (in *intake) dispatchTo(ctx context.Context, item sessions.WorkItem, rec se
 		in.d.link.onEvent(ctx, item, cwd, ev)
 	}
 	return nil
+}
+
+// consultGate consults the gate first when the loop waits at a human gate
+// (so the agent hears the verdict): advance with the event, re-read the
+// context, note the verdict. consulted reports whether it did.
+func consultGate(gc *graphContext, read func() *graphContext, advance func() *graph.StepReport) (_ *graphContext, consulted bool) {
+	if !gc.atHumanGate() {
+		return gc, false
+	}
+	rep := advance()
+	if after := read(); after != nil {
+		gc = after
+	}
+	if rep != nil && gc != nil {
+		gc.Verdict = verdict(rep)
+	}
+	return gc, true
 }
 
 // verdict describes a consulted gate's outcome (the-loop's words only).

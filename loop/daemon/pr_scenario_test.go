@@ -1,6 +1,7 @@
 package daemon_test
 
 import (
+	"context"
 	"errors"
 	"os"
 	"os/exec"
@@ -12,6 +13,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/theloop-dev/theloop/graph"
 	"github.com/theloop-dev/theloop/integrations/githubsim"
 	"github.com/theloop-dev/theloop/loop"
 	"github.com/theloop-dev/theloop/loop/daemon"
@@ -116,6 +118,14 @@ func TestPROwnSessionInOwnWorktree(t *testing.T) {
 	}
 	require.True(t, announced, "the PR's session is announced on the PR")
 	w.eventually("the PR spawn prompt in the PR's session", func() bool { return strings.Contains(w.receivedBy(ep.SessionID), "Add the widget") })
+	// The PR's inner loop (pdlc-pr-loop) started beside the work item's
+	// state, and its first assignment went to the PR's session.
+	inner := w.innerState(issue.Cwd, pr.Number)
+	require.Equal(t, "pdlc-pr-loop", inner.Loop)
+	require.Equal(t, "implementation", inner.CurrentNode)
+	w.eventually("the inner loop's assignment in the PR's session", func() bool {
+		return strings.Contains(w.receivedBy(ep.SessionID), "the-loop assignment for pull request #"+itoa(pr.Number)+"'s pdlc-pr-loop on issue-1")
+	})
 
 	_, err = w.sim.Comment(repoFull, pr.Number, human, "please rename the widget to gadget")
 	require.NoError(t, err)
@@ -138,6 +148,8 @@ func TestPROwnSessionInOwnWorktree(t *testing.T) {
 	require.Equal(t, 1, w.count("session.pr_closed"))
 	require.Equal(t, 1, w.count("session.kept_open"))
 	require.Equal(t, 2, w.spawns(), "the issue's and the PR's")
+	inner = w.innerState(issue.Cwd, pr.Number)
+	require.Equal(t, "complete", inner.CurrentNode, "merging forces the PR's inner loop to complete")
 }
 
 // A PR that cannot have a checkout of its own gets no session of its own:
@@ -273,6 +285,14 @@ func TestAnnouncement404MarksWorkItemMissing(t *testing.T) {
 	dead, err := w.d.DeadLetters(t.Context())
 	require.NoError(t, err)
 	require.Empty(t, dead)
+}
+
+// innerState is a PR's inner-loop state in the work item's checkout.
+func (w *world) innerState(cwd string, pr int) *graph.State {
+	w.t.Helper()
+	st, err := loop.NewStore(cwd, "", loop.WithStateSubPath("pr-loops/pr-"+itoa(pr))).Load(context.Background(), "issue-1")
+	require.NoError(w.t, err)
+	return st
 }
 
 func itoa(n int) string { return strconv.Itoa(n) }

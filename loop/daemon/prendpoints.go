@@ -201,16 +201,28 @@ func (in *intake) sessionPerPr(ctx context.Context, item sessions.WorkItem, cwd 
 	return loop.SessionPerPrCrossRepository
 }
 
+// splitsOff reports whether the work item's sessionPerPr mode gives pr a
+// session of its own (always; cross-repository for a PR in another
+// repository) and the link still allows one.
+func (in *intake) splitsOff(ctx context.Context, item sessions.WorkItem, rec sessions.Record, pr sessions.WorkItem) bool {
+	if l, ok := rec.PR(pr); ok && l.Closed {
+		return false
+	}
+	switch in.sessionPerPr(ctx, item, rec.Cwd) {
+	case loop.SessionPerPrAlways:
+		return true
+	case loop.SessionPerPrCrossRepository:
+		return !sameRepo(pr, item)
+	}
+	return false
+}
+
 // toPREndpoint delivers a linked PR's event into the PR's own session,
 // spawning it when the work item's mode splits PRs off and the PR can have
 // its own checkout. handled is false when the event belongs in the work
 // item's own session (not split, declined, closed, or the PR's spawn
 // failed).
 func (in *intake) toPREndpoint(ctx context.Context, item sessions.WorkItem, rec sessions.Record, pr sessions.WorkItem, ev *ingress.Event, gc *graphContext) (handled bool, err error) {
-	mode := in.sessionPerPr(ctx, item, rec.Cwd)
-	if mode == loop.SessionPerPrNever || mode == loop.SessionPerPrCrossRepository && sameRepo(pr, item) {
-		return false, nil
-	}
 	link, _ := rec.PR(pr)
 	if link.Closed {
 		return false, nil
@@ -335,6 +347,7 @@ func (in *intake) spawnEndpoint(ctx context.Context, item sessions.WorkItem, rec
 		return false, nil
 	}
 	in.notePR(pr, item)
+	in.d.link.onPRSpawn(ctx, item, pr, rec.Cwd, res.Record.SessionID)
 	in.d.observe(Observation{Kind: KindPaste, Name: "spawn-prompt", WorkItem: pr.String(), DeliveryID: ev.DeliveryID, Text: prompt,
 		Fields: map[string]any{"tmux_target": res.Record.TmuxName, "work_item": item.String()}})
 	in.emit("session.pr_spawned", graph.LevelInfo, item, ev, graph.Field{Key: "pull_request", Value: pr.String()},
@@ -366,8 +379,15 @@ func (in *intake) announcePR(ctx context.Context, item sessions.WorkItem, ep ses
 // session ends (kept or killed per the close settings) and its checkout is
 // removed; the work item's session stays open. Nothing is pasted and
 // nothing spawned.
-func (in *intake) closePR(ctx context.Context, item sessions.WorkItem, pr sessions.WorkItem, merged bool, ev *ingress.Event) {
-	if ep, err := in.d.reg.Get(pr); err == nil && ep.Parent == item && ep.Status.Live() {
+func (in *intake) closePR(ctx context.Context, item sessions.WorkItem, rec sessions.Record, pr sessions.WorkItem, merged bool, ev *ingress.Event) {
+	ep, err := in.d.reg.Get(pr)
+	own := err == nil && ep.Parent == item
+	if own {
+		in.d.link.onPRClose(ctx, item, pr, rec.Cwd, ep.SessionID, merged)
+	} else {
+		in.d.link.onPRClose(ctx, item, pr, rec.Cwd, "", merged)
+	}
+	if own && ep.Status.Live() {
 		if err := in.d.mgr.CloseWith(ctx, pr, in.d.closeOptions()); err != nil {
 			in.emit("session.close_failed", graph.LevelWarning, pr, ev, graph.Field{Key: "error", Value: err.Error()})
 		}

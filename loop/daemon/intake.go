@@ -53,7 +53,10 @@ func (in *intake) mark(ctx context.Context, ev *ingress.Event, step string) erro
 }
 
 func (in *intake) emit(name string, level graph.Level, item sessions.WorkItem, ev *ingress.Event, fields ...graph.Field) {
-	fs := []graph.Field{{Key: "work_item", Value: item.String()}, {Key: "delivery_id", Value: ev.DeliveryID}, {Key: "gh_event", Value: ev.Event}}
+	fs := []graph.Field{{Key: "work_item", Value: item.String()}}
+	if ev != nil { // nil: a CLI-issued command
+		fs = append(fs, graph.Field{Key: "delivery_id", Value: ev.DeliveryID}, graph.Field{Key: "gh_event", Value: ev.Event})
+	}
 	in.d.emit(name, level, append(fs, fields...)...)
 }
 
@@ -475,6 +478,7 @@ func (in *intake) closeSession(ctx context.Context, item sessions.WorkItem, rec 
 	}
 	_ = in.d.ctl.Clear(item)
 	in.emit("session.autoclosed", graph.LevelInfo, item, ev, graph.Field{Key: "reason", Value: reason})
+	in.endPRSessions(ctx, item, rec, ev, false)
 	in.removeCheckout(ctx, item, ev)
 }
 
@@ -553,6 +557,7 @@ func (in *intake) applyControl(ctx context.Context, item sessions.WorkItem, ev *
 			if err := in.d.mgr.CloseWith(ctx, item, in.d.closeOptions()); err != nil {
 				return err
 			}
+			in.endPRSessions(ctx, item, rec, ev, false)
 			effect = "stopped"
 		}
 	case ingress.CmdCleanup:
@@ -560,7 +565,8 @@ func (in *intake) applyControl(ctx context.Context, item sessions.WorkItem, ev *
 			return err
 		}
 		effect = "nothing-to-clean"
-		if _, err := in.d.reg.Get(item); err == nil {
+		if r, err := in.d.reg.Get(item); err == nil {
+			in.endPRSessions(ctx, item, r, ev, true)
 			if err := in.d.mgr.Close(ctx, item, false); err != nil {
 				return err
 			}

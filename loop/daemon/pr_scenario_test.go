@@ -383,3 +383,36 @@ func TestCrossRepoPRGetsOwnSessionByDefault(t *testing.T) {
 	require.NotContains(t, w.receivedBy(issue.SessionID), "Library support for the widget")
 	require.Equal(t, 0, w.count("session.pr_session_declined"))
 }
+
+// Closing the work item ends its PRs' own sessions too (kept for a
+// post-mortem with the harness terminated, checkouts removed); a cleanup
+// afterwards removes their records.
+func TestClosingWorkItemEndsItsPRSessions(t *testing.T) {
+	w := newWorld(t, func(c *daemon.Config) { c.SessionPerPr = loop.SessionPerPrAlways })
+	n := w.openLabeled()
+	w.waitIdle()
+	w.pushBranch("feature-widget")
+	pr, err := w.sim.OpenPullRequestWith(repoFull, githubsim.PullRequest{Author: human, Title: "Add the widget", Body: "Fixes #1", Head: "feature-widget"})
+	require.NoError(t, err)
+	w.waitIdle()
+	prRef := "github:octo/demo#" + itoa(pr.Number)
+	ep, ok := w.record(prRef)
+	require.True(t, ok)
+	pid := w.harnessPIDOf(ep.TmuxName)
+
+	require.NoError(t, w.sim.CloseIssue(repoFull, n, human))
+	w.waitIdle()
+	require.Equal(t, sessions.StatusClosed, w.status(n))
+	ep, _ = w.record(prRef)
+	require.Equal(t, sessions.StatusClosed, ep.Status, "the PR's session ends with its work item")
+	require.True(t, w.hasTmux(ep.TmuxName), "kept for a post-mortem")
+	w.eventually("the PR's harness to be gone", func() bool { return !processAlive(pid) })
+	require.NoDirExists(t, ep.Cwd)
+
+	_, err = w.sim.Comment(repoFull, n, human, "the-loop cleanup")
+	require.NoError(t, err)
+	w.waitIdle()
+	_, ok = w.record(prRef)
+	require.False(t, ok, "cleanup removes the PR's record\n%s", w.eventNames())
+	require.False(t, w.hasTmux(ep.TmuxName))
+}

@@ -413,3 +413,34 @@ func (in *intake) closePR(ctx context.Context, item sessions.WorkItem, rec sessi
 	in.emit("session.pr_closed", graph.LevelInfo, item, ev, graph.Field{Key: "pull_request", Value: pr.String()}, graph.Field{Key: "merged", Value: merged})
 	in.emit("session.kept_open", graph.LevelInfo, item, ev, graph.Field{Key: "pull_request", Value: pr.String()}, graph.Field{Key: "reason", Value: reason})
 }
+
+// endPRSessions ends the own sessions of the work item's pull requests when
+// the work item's session ends (closed, stopped) — kept or killed per the
+// close settings, checkouts removed unless kept — or, for a cleanup,
+// removes them entirely (tmux session, record, checkout).
+func (in *intake) endPRSessions(ctx context.Context, item sessions.WorkItem, rec sessions.Record, ev *ingress.Event, cleanup bool) {
+	for _, l := range rec.PullRequests {
+		ep, err := in.d.reg.Get(l.PR)
+		if err != nil || ep.Parent != item {
+			continue
+		}
+		if cleanup {
+			_ = in.d.mgr.Close(ctx, l.PR, false)
+			_ = in.d.reg.Delete(ctx, l.PR)
+			if in.d.ws != nil {
+				_ = in.d.ws.Remove(ctx, l.PR)
+			}
+			in.emit("session.pr_cleaned", graph.LevelInfo, item, ev, graph.Field{Key: "pull_request", Value: l.PR.String()})
+			continue
+		}
+		if !ep.Status.Live() {
+			continue
+		}
+		in.d.link.onPRClose(ctx, item, l.PR, rec.Cwd, ep.SessionID, false)
+		if err := in.d.mgr.CloseWith(ctx, l.PR, in.d.closeOptions()); err != nil {
+			in.emit("session.close_failed", graph.LevelWarning, l.PR, ev, graph.Field{Key: "error", Value: err.Error()})
+		}
+		in.removeCheckout(ctx, l.PR, ev)
+		in.emit("session.pr_closed", graph.LevelInfo, item, ev, graph.Field{Key: "pull_request", Value: l.PR.String()}, graph.Field{Key: "merged", Value: false})
+	}
+}

@@ -378,6 +378,7 @@ func (s serviceSessions) ControlSession(ctx context.Context, ref, verb, actor st
 			if err := d.mgr.CloseWith(ctx, item, d.closeOptions()); err != nil {
 				return res, err
 			}
+			d.intake.endPRSessions(ctx, item, rec, nil, false)
 			res.Effect = "stopped"
 		}
 	default:

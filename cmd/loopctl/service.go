@@ -234,6 +234,31 @@ Examples:
 				},
 			},
 			control("stop", "close the work item's session (recorded with source cli)"),
+			{
+				Name: "link-pr", Usage: "link a pull request to the work item's session, so its events reach that session", ArgsUsage: "REF",
+				Flags: append(refFlags(), &cli.StringFlag{Name: "pull-request", Aliases: []string{"p"}, Required: true, Usage: "#57, 57 (the work item's repository) or github:owner/repo#57"}),
+				Action: func(c *cli.Context) error {
+					o, err := readServiceOptions(f, c)
+					if err != nil {
+						return err
+					}
+					ref, err := refArg(c, "link-pr")
+					if err != nil {
+						return err
+					}
+					var res api.LinkPRResult
+					printed, err := o.call(c.Context, "POST", "/sessions/link-pr", nil, api.LinkPRRequest{Ref: ref, PullRequest: c.String("pull-request")}, &res)
+					if err != nil || printed {
+						return err
+					}
+					state := "linked"
+					if !res.Linked {
+						state = "already linked"
+					}
+					fmt.Fprintf(f.IO.Out, "%s: %s %s\n", res.Ref, res.PullRequest, state)
+					return nil
+				},
+			},
 			control("pause", "hold events back from the session until resume"),
 			control("resume", "deliver events to a paused session again"),
 			{

@@ -180,6 +180,13 @@ func (s *fakeSessions) AttachCommand(_ context.Context, ref string) (string, err
 	return "tmux attach -t " + s.recs[i].TmuxName, nil
 }
 
+func (s *fakeSessions) LinkPR(_ context.Context, ref, pr string) (api.LinkPRResult, error) {
+	if _, err := s.find(ref); err != nil {
+		return api.LinkPRResult{}, err
+	}
+	return api.LinkPRResult{Ref: ref, PullRequest: "github:acme/widgets" + pr, Linked: true}, nil
+}
+
 type fakeQueue struct{ dead []queue.DeadLetter }
 
 func (q *fakeQueue) Stats(context.Context) (queue.Stats, error) {
@@ -246,6 +253,11 @@ func TestSessionsQueueAndDaemonVerbsCallTheSocket(t *testing.T) {
 	require.Equal(t, exitRefused, run("sessions", "stop", "github:acme/widgets#9"), "an unknown session is refused")
 	require.Contains(t, io.err.String(), "no session record")
 	require.Equal(t, exitRefused, run("sessions", "stop"), "a ref is required")
+	require.Equal(t, exitOK, run("sessions", "link-pr", item.String(), "--pull-request", "#57"), io.err.String())
+	require.Equal(t, "github:acme/widgets#42: github:acme/widgets#57 linked\n", io.out.String())
+	require.Equal(t, exitOK, run("sessions", "link-pr", "--work-item", item.String(), "-p", "#57", "--format", "json"), io.err.String())
+	require.JSONEq(t, `{"ref":"github:acme/widgets#42","pullRequest":"github:acme/widgets#57","linked":true}`, io.out.String())
+	require.NotEqual(t, exitOK, run("sessions", "link-pr", item.String()), "--pull-request is required")
 
 	require.Equal(t, exitOK, run("queue", "status"))
 	require.Contains(t, io.out.String(), "3 pending")

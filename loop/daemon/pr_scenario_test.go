@@ -16,6 +16,7 @@ import (
 	"github.com/theloop-dev/theloop/graph"
 	"github.com/theloop-dev/theloop/integrations/githubsim"
 	"github.com/theloop-dev/theloop/loop"
+	"github.com/theloop-dev/theloop/loop/api"
 	"github.com/theloop-dev/theloop/loop/daemon"
 	"github.com/theloop-dev/theloop/sessions"
 )
@@ -415,4 +416,41 @@ func TestClosingWorkItemEndsItsPRSessions(t *testing.T) {
 	_, ok = w.record(prRef)
 	require.False(t, ok, "cleanup removes the PR's record\n%s", w.eventNames())
 	require.False(t, w.hasTmux(ep.TmuxName))
+}
+
+// The session that opened a PR links it (`loopctl sessions link-pr`, over
+// the control socket), so a comment on a PR that names no work item still
+// comes home; before the link it was dropped.
+func TestLinkPROverTheSocketBringsItsCommentsHome(t *testing.T) {
+	w := newWorld(t, nil)
+	n := w.openLabeled()
+	w.waitIdle()
+	issue, _ := w.record("github:octo/demo#1")
+	pr, err := w.sim.OpenPullRequest(repoFull, human, "Spec PR", "The spec for the widget.")
+	require.NoError(t, err)
+	_, err = w.sim.Comment(repoFull, pr.Number, human, "a comment before the link")
+	require.NoError(t, err)
+	w.waitIdle()
+	require.NotContains(t, w.received(), "a comment before the link", "nothing ties the PR to the work item yet")
+
+	c := api.NewSocketClient(w.d.ControlSocket())
+	ctx := context.Background()
+	var res api.LinkPRResult
+	require.NoError(t, c.Do(ctx, "POST", "/sessions/link-pr", nil, api.LinkPRRequest{Ref: w.item(n).String(), PullRequest: "#" + itoa(pr.Number)}, &res))
+	require.True(t, res.Linked)
+	require.Equal(t, "github:octo/demo#"+itoa(pr.Number), res.PullRequest)
+	require.NoError(t, c.Do(ctx, "POST", "/sessions/link-pr", nil, api.LinkPRRequest{Ref: w.item(n).String(), PullRequest: itoa(pr.Number)}, &res))
+	require.False(t, res.Linked, "linking twice is a no-op")
+	_, err = c.Raw(ctx, "POST", "/sessions/link-pr", nil, api.LinkPRRequest{Ref: w.item(n).String(), PullRequest: "not a pr"})
+	require.Error(t, err)
+	_, err = c.Raw(ctx, "POST", "/sessions/link-pr", nil, api.LinkPRRequest{Ref: "github:octo/demo#404", PullRequest: "#1"})
+	require.Error(t, err, "no session to link to")
+
+	_, err = w.sim.Comment(repoFull, pr.Number, human, "a comment after the link")
+	require.NoError(t, err)
+	w.waitIdle()
+	w.eventually("the PR comment in the issue's session", func() bool {
+		return strings.Contains(w.receivedBy(issue.SessionID), "a comment after the link")
+	})
+	require.Equal(t, 1, w.spawns())
 }

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -15,6 +16,7 @@ import (
 	"github.com/theloop-dev/theloop/integrations"
 	"github.com/theloop-dev/theloop/internal/run"
 	"github.com/theloop-dev/theloop/loop"
+	"github.com/theloop-dev/theloop/loop/api"
 	"github.com/theloop-dev/theloop/sessions"
 )
 
@@ -443,4 +445,72 @@ func (in *intake) endPRSessions(ctx context.Context, item sessions.WorkItem, rec
 		in.removeCheckout(ctx, l.PR, ev)
 		in.emit("session.pr_closed", graph.LevelInfo, item, ev, graph.Field{Key: "pull_request", Value: l.PR.String()}, graph.Field{Key: "merged", Value: false})
 	}
+}
+
+// LinkPR links a pull request to a work item's live session on an
+// operator's or the agent's request (`loopctl sessions link-pr`,
+// POST /sessions/link-pr): pullRequest is "#5", "5" (the work item's
+// repository) or a full ref. It implements api.PRLinker.
+func (s serviceSessions) LinkPR(ctx context.Context, ref, pullRequest string) (api.LinkPRResult, error) {
+	d := s.d
+	item, err := parseRef(ref)
+	if err != nil {
+		return api.LinkPRResult{}, err
+	}
+	pr, err := parsePRArg(item, pullRequest)
+	if err != nil {
+		return api.LinkPRResult{}, err
+	}
+	if pr == item {
+		return api.LinkPRResult{}, fmt.Errorf("%w: %s is the work item itself", api.ErrBadRequest, pr)
+	}
+	d.svc.rl.policy.RLock()
+	defer d.svc.rl.policy.RUnlock()
+	rec, err := d.reg.Get(item)
+	if err != nil {
+		return api.LinkPRResult{}, err
+	}
+	if !rec.Status.Live() || !rec.Parent.IsZero() {
+		return api.LinkPRResult{}, fmt.Errorf("%w: %s has no live work-item session to link %s to; start it first", api.ErrBadRequest, item, pr)
+	}
+	res := api.LinkPRResult{Ref: item.String(), PullRequest: pr.String()}
+	_, err = d.reg.Update(ctx, item, func(r *sessions.Record, exists bool) error {
+		if !exists {
+			return sessions.ErrNoRecord
+		}
+		if _, ok := r.PR(pr); ok {
+			return nil
+		}
+		res.Linked = r.SetPR(sessions.PRLink{PR: pr, Linked: d.deps.Clock.Now().UTC().Truncate(time.Second)})
+		return nil
+	})
+	if err != nil {
+		return api.LinkPRResult{}, err
+	}
+	d.intake.notePR(pr, item)
+	if res.Linked {
+		d.emit("session.pr_linked", graph.LevelInfo, graph.Field{Key: "work_item", Value: item.String()},
+			graph.Field{Key: "pull_request", Value: pr.String()}, graph.Field{Key: "via", Value: "cli"})
+	}
+	return res, nil
+}
+
+var _ api.PRLinker = serviceSessions{}
+
+// parsePRArg reads "#5", "5" (in item's repository) or a full ref.
+func parsePRArg(item sessions.WorkItem, s string) (sessions.WorkItem, error) {
+	s = strings.TrimSpace(s)
+	if n, err := strconv.Atoi(strings.TrimPrefix(s, "#")); err == nil {
+		if n <= 0 {
+			return sessions.WorkItem{}, fmt.Errorf("%w: pull request number %d", api.ErrBadRequest, n)
+		}
+		pr := item
+		pr.Number = n
+		return pr, nil
+	}
+	pr, err := sessions.ParseWorkItem(s)
+	if err != nil {
+		return pr, fmt.Errorf("%w: pull request %q: use #57, 57 or github:owner/repo#57 (%v)", api.ErrBadRequest, s, err)
+	}
+	return pr, nil
 }

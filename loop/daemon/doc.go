@@ -51,7 +51,8 @@
 // keywords and issue-<n> branch name it, and once delivered or spawned the
 // link is recorded on the work item's record (pullRequests[],
 // session.pr_linked), so later events on the PR find the work item without
-// them. When the work item's sessionPerPr (the value its phase selection
+// them (the agent or an operator links one by hand with `loopctl sessions
+// link-pr`). When the work item's sessionPerPr (the value its phase selection
 // froze, else routing.tmux.sessionPerPr) splits the PR off — always, or
 // cross-repository for a PR in another repository — and the PR can have a
 // checkout of its own (a workspace is configured, its head branch is known
@@ -86,8 +87,7 @@
 // Not built yet (reference behaviour this package does not have):
 // per-work-item leases for several loopd instances sharing the work on one
 // external stream (decision 15) — today one instance dispatches and the
-// others wait as standbys; `sessions link-pr` and /sessions/link-pr (PR
-// links come from events only); a PR from a fork (its head branch is not
+// others wait as standbys; a PR from a fork (its head branch is not
 // in the base repository, so it is declined workspace-failed rather than
 // checked out from refs/pull/<n>/head).
 package daemon

@@ -454,3 +454,57 @@ func TestLinkPROverTheSocketBringsItsCommentsHome(t *testing.T) {
 	})
 	require.Equal(t, 1, w.spawns())
 }
+
+// When the PR's own session cannot be spawned (here a stranger's tmux
+// session holds its name), the event is pasted into the work item's
+// session instead; nothing is spawned over the stranger.
+func TestPRSpawnFailureFallsBackToIssueSession(t *testing.T) {
+	w := newWorld(t, func(c *daemon.Config) { c.SessionPerPr = loop.SessionPerPrAlways })
+	w.openLabeled()
+	w.waitIdle()
+	issue, _ := w.record("github:octo/demo#1")
+	w.pushBranch("feature-widget")
+	// The PR will be #2; occupy its session name.
+	name := w.item(2).TmuxName()
+	require.NoError(t, exec.Command("tmux", "-L", w.socket, "new-session", "-d", "-s", name, "sleep", "600").Run())
+	pr, err := w.sim.OpenPullRequestWith(repoFull, githubsim.PullRequest{Author: human, Title: "Widget PR whose session cannot start", Body: "Fixes #1", Head: "feature-widget"})
+	require.NoError(t, err)
+	require.Equal(t, 2, pr.Number)
+	w.waitIdle()
+	require.Equal(t, 1, w.count("session.pr_spawn_failed"), "%s", w.eventNames())
+	w.eventually("the PR event in the issue's session", func() bool {
+		return strings.Contains(w.receivedBy(issue.SessionID), "Widget PR whose session cannot start")
+	})
+	_, own := w.record("github:octo/demo#2")
+	require.False(t, own, "no record left for a session that never started")
+	require.Equal(t, 1, w.spawns())
+	out, err := exec.Command("tmux", "-L", w.socket, "list-panes", "-t", "="+name+":", "-F", "#{pane_current_command}").Output()
+	require.NoError(t, err)
+	require.Equal(t, "sleep", strings.TrimSpace(string(out)), "the stranger's session is untouched")
+}
+
+// A linked PR merged while loopd was down is caught by the reconcile pass
+// at start: the PR's own session ends, the work item's stays.
+func TestReconcileCatchesAPRMergedWhileDown(t *testing.T) {
+	w := newWorld(t, func(c *daemon.Config) { c.SessionPerPr = loop.SessionPerPrAlways })
+	n := w.openLabeled()
+	w.waitIdle()
+	w.pushBranch("feature-widget")
+	pr, err := w.sim.OpenPullRequestWith(repoFull, githubsim.PullRequest{Author: human, Title: "Add the widget", Body: "Fixes #1", Head: "feature-widget"})
+	require.NoError(t, err)
+	w.waitIdle()
+	prRef := "github:octo/demo#" + itoa(pr.Number)
+	_, ok := w.record(prRef)
+	require.True(t, ok)
+	w.stop()
+	require.NoError(t, w.sim.MergePullRequest(repoFull, pr.Number, human))
+	require.NoError(t, w.sim.WaitDeliveries(context.Background()))
+	w.cfg.ReconcileInterval = 0 // once, at start
+	w.start()
+	w.eventually("the PR's session closed by the reconcile pass", func() bool {
+		ep, _ := w.record(prRef)
+		return ep.Status == sessions.StatusClosed
+	})
+	w.waitIdle()
+	require.Equal(t, sessions.StatusActive, w.status(n), "the work item's session stays open")
+}

@@ -82,6 +82,8 @@ type PRLink struct {
 	Declined string
 	// Closed is set once the pull request was merged or closed.
 	Closed bool
+	// Fork: Branch is a fork's; the PR's code is refs/pull/<n>/head.
+	Fork bool
 }
 
 // maxPRLinks bounds the pull requests one record lists.
@@ -156,6 +158,7 @@ type prLinkJSON struct {
 	LinkedAt    string  `json:"linkedAt"`
 	Declined    string  `json:"declined,omitempty"`
 	Closed      bool    `json:"closed,omitempty"`
+	Fork        bool    `json:"fork,omitempty"`
 }
 
 type fallbackJSON struct {
@@ -200,7 +203,7 @@ func (r Record) MarshalJSON() ([]byte, error) {
 	}
 	for _, l := range r.PullRequests {
 		j.PullRequests = append(j.PullRequests, prLinkJSON{PullRequest: refJSON{Ref: l.PR.String()}, Branch: l.Branch,
-			LinkedAt: l.Linked.UTC().Format(TimeLayout), Declined: l.Declined, Closed: l.Closed})
+			LinkedAt: l.Linked.UTC().Format(TimeLayout), Declined: l.Declined, Closed: l.Closed, Fork: l.Fork})
 	}
 	return json.Marshal(j)
 }
@@ -293,7 +296,7 @@ func ParseRecord(data []byte) (Record, error) {
 		default:
 			return bad("pullRequests[].declined %q", l.Declined)
 		}
-		r.PullRequests = append(r.PullRequests, PRLink{PR: pr, Branch: l.Branch, Linked: at, Declined: l.Declined, Closed: l.Closed})
+		r.PullRequests = append(r.PullRequests, PRLink{PR: pr, Branch: l.Branch, Linked: at, Declined: l.Declined, Closed: l.Closed, Fork: l.Fork})
 	}
 	return r, nil
 }

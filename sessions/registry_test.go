@@ -75,7 +75,7 @@ func TestRegistryRoundTripPRLinksAndParent(t *testing.T) {
 	owner := testRecord(t, "github:octo/repo#1", "0b5a3c1e-1f2a-4b3c-8d4e-5f6a7b8c9d0e")
 	at := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
 	require.True(t, owner.SetPR(PRLink{PR: mustItem(t, "github:octo/repo#5"), Branch: "feature/x", Linked: at}))
-	require.True(t, owner.SetPR(PRLink{PR: mustItem(t, "github:octo/lib#9"), Linked: at, Declined: DeclinedSharedWorktree, Closed: true}))
+	require.True(t, owner.SetPR(PRLink{PR: mustItem(t, "github:octo/lib#9"), Linked: at, Declined: DeclinedSharedWorktree, Closed: true, Fork: true}))
 	require.False(t, owner.SetPR(PRLink{PR: mustItem(t, "github:octo/repo#5"), Branch: "feature/y", Linked: at}), "an existing link is replaced")
 	require.NoError(t, reg.Put(ctx, owner))
 	got, err := reg.Get(owner.Item)

@@ -57,7 +57,8 @@
 // cross-repository for a PR in another repository — and the PR can have a
 // checkout of its own (a workspace is configured, its head branch is known
 // and exists, and it is not the branch the work item's session is on), the
-// PR gets its own session: its own worktree on the head branch, its own
+// PR gets its own session: its own worktree on the head branch (for a PR
+// from a fork, refs/pull/<n>/head checked out as pr-<n>), its own
 // tmux session loop-<pr slug>, a record whose parent is the work item,
 // THE_LOOP_WORK_ITEM naming the work item and THE_LOOP_PR the PR, its
 // inner loop (pdlc-pr-loop) started beside the work item's state, and an
@@ -87,7 +88,5 @@
 // Not built yet (reference behaviour this package does not have):
 // per-work-item leases for several loopd instances sharing the work on one
 // external stream (decision 15) — today one instance dispatches and the
-// others wait as standbys; a PR from a fork (its head branch is not
-// in the base repository, so it is declined workspace-failed rather than
-// checked out from refs/pull/<n>/head).
+// others wait as standbys.
 package daemon

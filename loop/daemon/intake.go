@@ -100,9 +100,9 @@ func (in *intake) Handle(ctx context.Context, ev *ingress.Event) error {
 		// A pull request that is not the work item itself closed: its own
 		// session ends, the work item's stays (§6.1 step 5). Never spawn
 		// for a close.
-		if pr, _, merged, ok := prOf(ev); ok && pr != item {
+		if pe, ok := prOf(ev); ok && pe.PR != item {
 			if live {
-				in.closePR(ctx, item, rec, pr, merged, ev)
+				in.closePR(ctx, item, rec, pe.PR, pe.Merged, ev)
 			}
 			return nil
 		}
@@ -269,9 +269,9 @@ func (in *intake) spawn(ctx context.Context, item sessions.WorkItem, ev *ingress
 	in.emit("dispatch.spawned", graph.LevelInfo, item, ev, graph.Field{Key: "harness_session_id", Value: res.Record.SessionID},
 		graph.Field{Key: "tmux_target", Value: res.Record.TmuxName}, graph.Field{Key: "interaction", Value: in.d.cfg.InteractionMode},
 		graph.Field{Key: "action", Value: ev.Action})
-	if pr, branch, _, ok := prOf(ev); ok && pr != item {
+	if pe, ok := prOf(ev); ok && pe.PR != item {
 		// The PR is recorded at the moment the session is spawned.
-		in.linkPR(ctx, item, res.Record, pr, branch, ev)
+		in.linkPR(ctx, item, res.Record, pe, ev)
 	}
 	if err := in.mark(ctx, ev, stepPaste); err != nil {
 		return err
@@ -347,12 +347,13 @@ func attachCommand(t sessions.TmuxConfig, name string) string {
 // the graph advance (daemon-spec §6.5).
 func (in *intake) dispatchTo(ctx context.Context, item sessions.WorkItem, rec sessions.Record, ev *ingress.Event) error {
 	cwd := rec.Cwd
-	if pr, branch, _, ok := prOf(ev); ok && pr != item {
+	if pe, ok := prOf(ev); ok && pe.PR != item {
+		pr := pe.PR
 		// Endpoint selection (§6.5 step 2, §6.7): a linked PR's event goes
 		// to the PR's own session when the work item splits PRs off and the
 		// PR has (or can have) one; its inner loop's gate is consulted
 		// first. Otherwise it goes to the work item's session below.
-		rec = in.linkPR(ctx, item, rec, pr, branch, ev)
+		rec = in.linkPR(ctx, item, rec, pe, ev)
 		if in.splitsOff(ctx, item, rec, pr) {
 			gc, consulted := consultGate(in.d.link.prContext(ctx, item, pr, cwd),
 				func() *graphContext { return in.d.link.prContext(ctx, item, pr, cwd) },

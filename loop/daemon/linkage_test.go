@@ -42,10 +42,14 @@ func TestPrOf(t *testing.T) {
 		return &ingress.Event{Event: name, Repo: repo, Payload: []byte(payload)}
 	}
 	for name, tc := range map[string]struct {
-		ev             *ingress.Event
-		pr, branch     string
-		merged, wantOK bool
+		ev                   *ingress.Event
+		pr, branch           string
+		merged, fork, wantOK bool
 	}{
+		"fork": {ev: ev("pull_request", "octo/demo", `{"repository":{"full_name":"octo/demo"},"pull_request":{"number":5,"head":{"ref":"main","repo":{"full_name":"mallory/demo"}}}}`),
+			pr: "github:octo/demo#5", branch: "main", fork: true, wantOK: true},
+		"same repo head": {ev: ev("pull_request", "octo/demo", `{"repository":{"full_name":"octo/demo"},"pull_request":{"number":5,"head":{"ref":"b","repo":{"full_name":"Octo/Demo"}}}}`),
+			pr: "github:octo/demo#5", branch: "b", wantOK: true},
 		"pull_request": {ev: ev("pull_request", "octo/demo", `{"pull_request":{"number":5,"merged":true,"head":{"ref":"feature/x"}}}`),
 			pr: "github:octo/demo#5", branch: "feature/x", merged: true, wantOK: true},
 		"review comment": {ev: ev("pull_request_review_comment", "ghe.example/octo/demo", `{"pull_request":{"number":6,"head":{"ref":"b"}}}`),
@@ -62,14 +66,15 @@ func TestPrOf(t *testing.T) {
 		"negative nr": {ev: ev("pull_request", "octo/demo", `{"pull_request":{"number":-5}}`)},
 	} {
 		t.Run(name, func(t *testing.T) {
-			pr, branch, merged, ok := prOf(tc.ev)
+			pe, ok := prOf(tc.ev)
 			require.Equal(t, tc.wantOK, ok)
 			if !ok {
 				return
 			}
-			require.Equal(t, tc.pr, pr.String())
-			require.Equal(t, tc.branch, branch)
-			require.Equal(t, tc.merged, merged)
+			require.Equal(t, tc.pr, pe.PR.String())
+			require.Equal(t, tc.branch, pe.Branch)
+			require.Equal(t, tc.merged, pe.Merged)
+			require.Equal(t, tc.fork, pe.Fork)
 		})
 	}
 }
@@ -79,10 +84,11 @@ func FuzzPrOf(f *testing.F) {
 	f.Add("issue_comment", "octo/demo", `{"issue":{"number":7,"pull_request":{}}}`)
 	f.Add("issues", "h:1/o/r", `{"issue":{"number":1e3}}`)
 	f.Fuzz(func(t *testing.T, name, repo, payload string) {
-		pr, branch, _, ok := prOf(&ingress.Event{Event: name, Repo: repo, Payload: []byte(payload)})
+		pe, ok := prOf(&ingress.Event{Event: name, Repo: repo, Payload: []byte(payload)})
 		if !ok {
 			return
 		}
+		pr, branch := pe.PR, pe.Branch
 		if _, err := sessions.ParseWorkItem(pr.String()); err != nil || pr.Number <= 0 {
 			t.Fatalf("accepted pull request %q: %v", pr, err)
 		}

@@ -508,3 +508,30 @@ func TestReconcileCatchesAPRMergedWhileDown(t *testing.T) {
 	w.waitIdle()
 	require.Equal(t, sessions.StatusActive, w.status(n), "the work item's session stays open")
 }
+
+// A PR from a fork whose head branch is called main gets its own checkout
+// of the fork's code — refs/pull/<n>/head as pr-<n> — never the base
+// repository's main.
+func TestForkPRChecksOutThePullHead(t *testing.T) {
+	w := newWorld(t, func(c *daemon.Config) { c.SessionPerPr = loop.SessionPerPrAlways })
+	w.openLabeled()
+	w.waitIdle()
+	// What GitHub does when a fork opens PR #2: the base repository gets
+	// refs/pull/2/head.
+	w.pushBranch("fork-work")
+	git(t, w.remote, "update-ref", "refs/pull/2/head", "refs/heads/fork-work")
+	git(t, w.remote, "update-ref", "-d", "refs/heads/fork-work")
+	pr, err := w.sim.OpenPullRequestWith(repoFull, githubsim.PullRequest{Author: human, Title: "Widget from a fork", Body: "Fixes #1", Head: "main", HeadRepo: "mallory/demo"})
+	require.NoError(t, err)
+	require.Equal(t, 2, pr.Number)
+	w.waitIdle()
+	ep, ok := w.record("github:octo/demo#2")
+	require.True(t, ok, "%s", w.eventNames())
+	out, err := exec.Command("git", "-C", ep.Cwd, "rev-parse", "--abbrev-ref", "HEAD").Output()
+	require.NoError(t, err)
+	require.Equal(t, "pr-2", strings.TrimSpace(string(out)))
+	require.FileExists(t, filepath.Join(ep.Cwd, "widget.txt"), "the fork's commit, not the base's main")
+	issue, _ := w.record("github:octo/demo#1")
+	link, _ := issue.PR(w.item(2))
+	require.True(t, link.Fork)
+}

@@ -98,19 +98,37 @@ func (in *intake) ownerOf(r integrations.Ref) (sessions.WorkItem, bool) {
 	return in.resolve(item), true
 }
 
+// prEvent is what an event says about the pull request it concerns.
+type prEvent struct {
+	PR sessions.WorkItem
+	// Branch is the head branch ("" when the payload does not say).
+	Branch string
+	Merged bool
+	// Fork: the head branch lives in another repository (a fork); the
+	// PR's code is refs/pull/<n>/head of its own repository.
+	Fork bool
+}
+
 // prOf is the pull request the event concerns, with its head branch when
 // the payload carries it: pull_request* events' pull_request, or an issue
 // (comment) event's issue that is a PR.
-func prOf(ev *ingress.Event) (pr sessions.WorkItem, branch string, merged bool, ok bool) {
+func prOf(ev *ingress.Event) (prEvent, bool) {
+	var out prEvent
 	if len(ev.Payload) == 0 || ev.Repo == "" {
-		return pr, "", false, false
+		return out, false
 	}
 	var p struct {
+		Repository struct {
+			FullName string `json:"full_name"`
+		} `json:"repository"`
 		PullRequest *struct {
 			Number int  `json:"number"`
 			Merged bool `json:"merged"`
 			Head   struct {
-				Ref string `json:"ref"`
+				Ref  string `json:"ref"`
+				Repo *struct {
+					FullName string `json:"full_name"`
+				} `json:"repo"`
 			} `json:"head"`
 		} `json:"pull_request"`
 		Issue *struct {
@@ -119,28 +137,32 @@ func prOf(ev *ingress.Event) (pr sessions.WorkItem, branch string, merged bool, 
 		} `json:"issue"`
 	}
 	if json.Unmarshal(ev.Payload, &p) != nil {
-		return pr, "", false, false
+		return out, false
 	}
 	n := 0
 	switch {
 	case strings.HasPrefix(ev.Event, "pull_request") && p.PullRequest != nil:
-		n, branch, merged = p.PullRequest.Number, p.PullRequest.Head.Ref, p.PullRequest.Merged
+		n, out.Branch, out.Merged = p.PullRequest.Number, p.PullRequest.Head.Ref, p.PullRequest.Merged
+		if h := p.PullRequest.Head.Repo; h != nil && h.FullName != "" && p.Repository.FullName != "" && !strings.EqualFold(h.FullName, p.Repository.FullName) {
+			out.Fork = true
+		}
 	case p.Issue != nil && len(p.Issue.PullRequest) > 0 && string(p.Issue.PullRequest) != "null":
 		n = p.Issue.Number
 	default:
-		return pr, "", false, false
+		return out, false
 	}
 	if n <= 0 {
-		return pr, "", false, false
+		return out, false
 	}
 	item, err := sessions.ParseWorkItem(fmt.Sprintf("github:%s#%d", ev.Repo, n))
 	if err != nil {
-		return pr, "", false, false
+		return out, false
 	}
-	if sessions.ValidateBranch(branch) != nil {
-		branch = ""
+	out.PR = item
+	if sessions.ValidateBranch(out.Branch) != nil {
+		out.Branch = ""
 	}
-	return item, branch, merged, true
+	return out, true
 }
 
 func sameRepo(a, b sessions.WorkItem) bool {
@@ -150,8 +172,9 @@ func sameRepo(a, b sessions.WorkItem) bool {
 // linkPR records that pr serves item (session.pr_linked the first time) and
 // remembers its head branch. It returns the record as written (or as read,
 // when nothing changed).
-func (in *intake) linkPR(ctx context.Context, item sessions.WorkItem, rec sessions.Record, pr sessions.WorkItem, branch string, ev *ingress.Event) sessions.Record {
-	if l, ok := rec.PR(pr); ok && (branch == "" || l.Branch == branch) {
+func (in *intake) linkPR(ctx context.Context, item sessions.WorkItem, rec sessions.Record, pe prEvent, ev *ingress.Event) sessions.Record {
+	pr, branch := pe.PR, pe.Branch
+	if l, ok := rec.PR(pr); ok && (branch == "" || l.Branch == branch && l.Fork == pe.Fork) {
 		in.notePR(pr, item)
 		return rec
 	}
@@ -165,7 +188,7 @@ func (in *intake) linkPR(ctx context.Context, item sessions.WorkItem, rec sessio
 			l = sessions.PRLink{PR: pr, Linked: in.d.deps.Clock.Now().UTC().Truncate(time.Second)}
 		}
 		if branch != "" {
-			l.Branch = branch
+			l.Branch, l.Fork = branch, pe.Fork
 		}
 		added = r.SetPR(l)
 		return nil
@@ -301,10 +324,15 @@ func (in *intake) prCheckout(ctx context.Context, item sessions.WorkItem, rec se
 		// A later pull_request event will say which branch.
 		return "", sessions.DeclinedNoSeparateCheckout, false, errors.New("the pull request's head branch is not known yet")
 	}
-	if sameRepo(pr, item) && link.Branch == in.branchOf(ctx, rec.Cwd, item) {
+	if !link.Fork && sameRepo(pr, item) && link.Branch == in.branchOf(ctx, rec.Cwd, item) {
 		return "", sessions.DeclinedSharedWorktree, true, nil
 	}
 	opts := sessions.PrepareOptions{Branch: link.Branch, RequireBranch: true}
+	if link.Fork {
+		// The head branch is the fork's: check out the base repository's
+		// refs/pull/<n>/head as pr-<n>, never a same-named branch of it.
+		opts.Branch, opts.FetchRef = fmt.Sprintf("pr-%d", pr.Number), fmt.Sprintf("refs/pull/%d/head", pr.Number)
+	}
 	if in.d.deps.CloneURL != nil {
 		opts.CloneURL = in.d.deps.CloneURL(pr)
 	} else {

@@ -86,8 +86,8 @@ type PullRequest struct {
 	// means the repository itself. A fork need not exist in the server:
 	// payloads describe it as GitHub would (head.repo, fork: true).
 	HeadRepo string
-	Draft  bool
-	Labels []string
+	Draft    bool
+	Labels   []string
 }
 
 // RepoOptions describe a repository created with AddRepo.

@@ -25,11 +25,12 @@ import (
 func TestLabeledIssueSpawnsWithSpawnPromptAndGraphContext(t *testing.T) {
 	w := newWorld(t, nil)
 	n := w.openLabeled()
+	// The fake logs what it reads line by line; wait for the whole prompt.
 	w.eventually("the spawn prompt in the session", func() bool {
-		return strings.Contains(w.received(), "Start by running `/the-loop:work-on github:octo/demo#1`")
+		got := w.received()
+		return strings.Contains(got, "Start by running `/the-loop:work-on github:octo/demo#1`") && strings.Contains(got, "NOT ENTERED YET")
 	})
 	got := w.received()
-	require.Contains(t, got, "NOT ENTERED YET")
 	require.Contains(t, got, "## Interaction: work-item")
 	w.eventually("the announcement", func() bool { return len(w.observed("comment", "")) > 0 })
 	w.waitIdle()
@@ -87,7 +88,10 @@ func TestGateApprovedByAuthorizedCommentLocksAndPastesNextAssignment(t *testing.
 	w.waitIdle()
 	st := w.state(n)
 	require.Equal(t, "brainstorming", st.CurrentNode, "phase-selection answered by the gate")
-	require.Contains(t, w.received(), "the gate was consulted with this event first")
+	// The fake logs what it reads line by line, a little after the receipt.
+	w.eventually("the event prompt with the gate's verdict", func() bool {
+		return strings.Contains(w.received(), "the gate was consulted with this event first")
+	})
 	require.Contains(t, w.received(), "/the-loop:brainstorm issue-1", "the brainstorming assignment was pasted")
 
 	c := w.claim(n, "brainstorming", map[string]string{"brainstorm.md": brainstormMD})

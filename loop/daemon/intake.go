@@ -143,10 +143,16 @@ func (in *intake) target(ev *ingress.Event) (sessions.WorkItem, sessions.Record,
 		if live {
 			return owner, rec, true, true
 		}
-		if !found {
-			if owner != item {
-				rec, _ = in.live(item)
+		if owner != item {
+			// The work item it was linked to has no live session: the ref
+			// may be a work item of its own now (not a PR's own session).
+			if own, ownLive := in.live(item); ownLive && own.Parent.IsZero() {
+				return item, own, true, true
+			} else {
+				rec = own
 			}
+		}
+		if !found {
 			first, firstRec, found = item, rec, true
 		}
 	}

@@ -535,3 +535,39 @@ func TestForkPRChecksOutThePullHead(t *testing.T) {
 	link, _ := issue.PR(w.item(2))
 	require.True(t, link.Fork)
 }
+
+// A PR once linked to a work item that has since closed can become a work
+// item of its own; its later events reach its own session (the stale link
+// does not send them to the closed work item, nor respawn over the live
+// session).
+func TestPRLinkedToAClosedWorkItemCanBeItsOwnWorkItem(t *testing.T) {
+	w := newWorld(t, nil)
+	n := w.openLabeled()
+	w.waitIdle()
+	pr, err := w.sim.OpenPullRequest(repoFull, human, "Spec PR", "The spec for the widget.")
+	require.NoError(t, err)
+	w.waitIdle()
+	c := api.NewSocketClient(w.d.ControlSocket())
+	var res api.LinkPRResult
+	require.NoError(t, c.Do(context.Background(), "POST", "/sessions/link-pr", nil, api.LinkPRRequest{Ref: w.item(n).String(), PullRequest: "#" + itoa(pr.Number)}, &res))
+	require.NoError(t, w.sim.CloseIssue(repoFull, n, human))
+	w.waitIdle()
+	require.Equal(t, sessions.StatusClosed, w.status(n))
+
+	require.NoError(t, w.sim.AddLabel(repoFull, pr.Number, human, label))
+	w.waitIdle()
+	own, ok := w.record("github:octo/demo#" + itoa(pr.Number))
+	require.True(t, ok, "the labeled PR is a work item of its own\n%s", w.eventNames())
+	require.True(t, own.Parent.IsZero())
+	_, err = w.sim.Comment(repoFull, pr.Number, human, "a comment for the PR's own session")
+	require.NoError(t, err)
+	w.waitIdle()
+	w.eventually("the comment in the PR's own session", func() bool {
+		return strings.Contains(w.receivedBy(own.SessionID), "a comment for the PR's own session")
+	})
+	require.Equal(t, 2, w.spawns())
+	dead, err := w.d.DeadLetters(context.Background())
+	require.NoError(t, err)
+	require.Empty(t, dead)
+	require.Equal(t, sessions.StatusClosed, w.status(n))
+}

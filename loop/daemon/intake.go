@@ -146,11 +146,11 @@ func (in *intake) target(ev *ingress.Event) (sessions.WorkItem, sessions.Record,
 		if owner != item {
 			// The work item it was linked to has no live session: the ref
 			// may be a work item of its own now (not a PR's own session).
-			if own, ownLive := in.live(item); ownLive && own.Parent.IsZero() {
+			own, ownLive := in.live(item)
+			if ownLive && own.Parent.IsZero() {
 				return item, own, true, true
-			} else {
-				rec = own
 			}
+			rec = own
 		}
 		if !found {
 			first, firstRec, found = item, rec, true

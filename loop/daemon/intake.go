@@ -39,6 +39,8 @@ const (
 	stepSpawn    = "#spawn"
 	stepPaste    = "#paste"
 	stepAnnounce = "#announce"
+	// stepPRSpawn: this event is spawning a PR's own session.
+	stepPRSpawn = "#pr-spawn"
 	// stepPRAnnounce: a PR's own session was announced on the PR.
 	stepPRAnnounce = "#pr-announce"
 )
@@ -304,6 +306,9 @@ func (in *intake) finishSpawn(ctx context.Context, item sessions.WorkItem, rec s
 		if err := in.mark(ctx, ev, stepPaste); err != nil {
 			return err
 		}
+	}
+	if pe, ok := prOf(ev); ok && pe.PR != item {
+		rec = in.linkPR(ctx, item, rec, pe, ev)
 	}
 	in.d.link.onSpawn(ctx, item, rec.Cwd, rec.SessionID, ev)
 	return in.announce(ctx, item, rec, ev)

@@ -571,3 +571,31 @@ func TestPRLinkedToAClosedWorkItemCanBeItsOwnWorkItem(t *testing.T) {
 	require.Empty(t, dead)
 	require.Equal(t, sessions.StatusClosed, w.status(n))
 }
+
+// A PR's own session whose harness died is resumed, in the PR's checkout,
+// by the PR's next event.
+func TestDeadPRSessionIsResumedInItsCheckout(t *testing.T) {
+	w := newWorld(t, func(c *daemon.Config) { c.SessionPerPr = loop.SessionPerPrAlways })
+	w.openLabeled()
+	w.waitIdle()
+	w.pushBranch("feature-widget")
+	pr, err := w.sim.OpenPullRequestWith(repoFull, githubsim.PullRequest{Author: human, Title: "Add the widget", Body: "Fixes #1", Head: "feature-widget"})
+	require.NoError(t, err)
+	w.waitIdle()
+	ep, ok := w.record("github:octo/demo#" + itoa(pr.Number))
+	require.True(t, ok)
+	require.NoError(t, syscall.Kill(w.harnessPIDOf(ep.TmuxName), syscall.SIGKILL))
+	w.eventually("the PR's pane to die", func() bool {
+		out, _ := exec.Command("tmux", "-L", w.socket, "list-panes", "-t", "="+ep.TmuxName+":", "-F", "#{pane_dead}").Output()
+		return strings.TrimSpace(string(out)) == "1"
+	})
+	_, err = w.sim.Comment(repoFull, pr.Number, human, "a comment after the PR session died")
+	require.NoError(t, err)
+	w.waitIdle()
+	w.eventually("the comment in the resumed PR session", func() bool {
+		return strings.Contains(w.receivedBy(ep.SessionID), "a comment after the PR session died")
+	})
+	argv, _ := os.ReadFile(filepath.Join(w.claude, "argv.log"))
+	require.Contains(t, string(argv), ep.Cwd+"\tresume\t"+ep.SessionID+"\tissue-1\t", "resumed in the PR's checkout, for work item issue-1")
+	require.Equal(t, []any{"github:octo/demo#" + itoa(pr.Number)}, w.eventField("dispatch.respawned", "endpoint"))
+}

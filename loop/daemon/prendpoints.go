@@ -256,7 +256,17 @@ func (in *intake) toPREndpoint(ctx context.Context, item sessions.WorkItem, rec 
 		if ep.Parent != item {
 			return false, nil // the PR is somebody else's session (its own work item)
 		}
-		return true, in.deliverEndpoint(ctx, item, ep, ev, gc)
+		if in.done(ctx, ev, stepPRSpawn) {
+			// A redelivery of the event that spawned it (a crash came
+			// between): its text is in the spawn prompt; finish the rest.
+			if err := in.mark(ctx, ev, stepPaste); err != nil {
+				return true, err
+			}
+			in.d.link.onPRSpawn(ctx, item, pr, rec.Cwd, ep.SessionID)
+			in.announcePR(ctx, item, ep, ev)
+			return true, nil
+		}
+		return true, in.deliverEndpoint(ctx, item, rec, ep, ev, gc)
 	}
 	if link.Declined != "" {
 		return false, nil
@@ -273,7 +283,7 @@ func claimFor(item, pr sessions.WorkItem) (int, string) {
 
 // deliverEndpoint pastes the event prompt into the PR's own session
 // (respawning it if it died).
-func (in *intake) deliverEndpoint(ctx context.Context, item sessions.WorkItem, ep sessions.Record, ev *ingress.Event, gc *graphContext) error {
+func (in *intake) deliverEndpoint(ctx context.Context, item sessions.WorkItem, rec, ep sessions.Record, ev *ingress.Event, gc *graphContext) error {
 	pr := ep.Item
 	n, repo := claimFor(item, pr)
 	prompt := renderPrompt(in.d.cfg.PromptTemplate, false, promptInput{WorkItem: pr.String(), Event: ev, Interaction: in.d.cfg.InteractionMode, Graph: gc, ClaimPR: n, ClaimPRRepo: repo})
@@ -284,6 +294,11 @@ func (in *intake) deliverEndpoint(ctx context.Context, item sessions.WorkItem, e
 	}
 	in.d.observe(Observation{Kind: KindPaste, Name: "event-prompt", WorkItem: pr.String(), DeliveryID: ev.DeliveryID, Text: prompt,
 		Fields: map[string]any{"tmux_target": res.Record.TmuxName, "respawned": res.Respawn != nil, "work_item": item.String()}})
+	if res.Respawn != nil {
+		in.emit("dispatch.respawned", graph.LevelInfo, item, ev, graph.Field{Key: "endpoint", Value: pr.String()}, graph.Field{Key: "resumed", Value: res.Respawn.Resumed},
+			graph.Field{Key: "fresh_with_artifacts", Value: res.Respawn.Fallback != nil})
+		in.d.link.onPRSpawn(ctx, item, pr, rec.Cwd, res.Record.SessionID) // rebinds the inner loop's session
+	}
 	in.emit("dispatch.succeeded", graph.LevelInfo, item, ev, graph.Field{Key: "via", Value: "tmux"}, graph.Field{Key: "endpoint", Value: pr.String()})
 	return in.mark(ctx, ev, stepPaste)
 }
@@ -370,6 +385,11 @@ func (in *intake) spawnEndpoint(ctx context.Context, item sessions.WorkItem, rec
 	}
 	n, repo := claimFor(item, pr)
 	prompt := renderPrompt(in.d.cfg.SpawnPromptTemplate, true, promptInput{WorkItem: pr.String(), Event: ev, Interaction: in.d.cfg.InteractionMode, Graph: gc, ClaimPR: n, ClaimPRRepo: repo})
+	// The intent goes first: a redelivery that finds the PR's session live
+	// knows it is this event's (see toPREndpoint).
+	if err := in.mark(ctx, ev, stepPRSpawn); err != nil {
+		return true, err
+	}
 	res, err := in.d.mgr.Spawn(ctx, sessions.SpawnRequest{Item: pr, Parent: item, Cwd: cwd, Prompt: prompt})
 	if err != nil {
 		// The event still reaches the work: the work item's own session.

@@ -134,6 +134,17 @@ type sessionJSON struct {
 	CreatedAt        string  `json:"createdAt"`
 	LastDeliveryAt   *string `json:"lastDeliveryAt"`
 	TmuxTarget       string  `json:"tmuxTarget"`
+	Parent           *struct {
+		Ref string `json:"ref"`
+	} `json:"parent"`
+	PullRequests []struct {
+		PullRequest struct {
+			Ref string `json:"ref"`
+		} `json:"pullRequest"`
+		Branch   string `json:"branch"`
+		Declined string `json:"declined"`
+		Closed   bool   `json:"closed"`
+	} `json:"pullRequests"`
 }
 
 func newSessionsCmd(f *Factory) *cli.Command {
@@ -230,6 +241,22 @@ Examples:
 					}
 					fmt.Fprintf(f.IO.Out, "work item:  %s\nstatus:     %s\nharness:    %s (session %s)\ntmux:       %s\ncwd:        %s\ncreated:    %s\n",
 						r.WorkItem.Ref, r.Status, r.Harness, r.HarnessSessionID, r.TmuxTarget, r.Cwd, r.CreatedAt)
+					if r.Parent != nil {
+						fmt.Fprintf(f.IO.Out, "pull request session of: %s\n", r.Parent.Ref)
+					}
+					for _, l := range r.PullRequests {
+						var notes []string
+						if l.Branch != "" {
+							notes = append(notes, "branch "+l.Branch)
+						}
+						if l.Declined != "" {
+							notes = append(notes, "no own session: "+l.Declined)
+						}
+						if l.Closed {
+							notes = append(notes, "closed")
+						}
+						fmt.Fprintf(f.IO.Out, "linked PR:  %s %s\n", l.PullRequest.Ref, strings.Join(notes, ", "))
+					}
 					return nil
 				},
 			},

@@ -207,7 +207,10 @@ func TestSessionsQueueAndDaemonVerbsCallTheSocket(t *testing.T) {
 	item, err := sessions.ParseWorkItem("github:acme/widgets#42")
 	require.NoError(t, err)
 	created := time.Date(2026, 5, 4, 8, 0, 0, 0, time.UTC)
-	sess := &fakeSessions{recs: []sessions.Record{{Item: item, Harness: "claude", SessionID: "0c6f4d1e-0000-4000-8000-000000000001", TmuxName: item.TmuxName(), Cwd: "/ws/acme/widgets/issue-42", Status: sessions.StatusActive, Created: created}}}
+	pr, err := sessions.ParseWorkItem("github:acme/widgets#57")
+	require.NoError(t, err)
+	sess := &fakeSessions{recs: []sessions.Record{{Item: item, Harness: "claude", SessionID: "0c6f4d1e-0000-4000-8000-000000000001", TmuxName: item.TmuxName(), Cwd: "/ws/acme/widgets/issue-42", Status: sessions.StatusActive, Created: created,
+		PullRequests: []sessions.PRLink{{PR: pr, Branch: "feature-csv", Linked: created, Declined: sessions.DeclinedSharedWorktree}}}}}
 	q := &fakeQueue{dead: []queue.DeadLetter{{Seq: 7, DeliveryID: "d-1", OriginalSeq: 3, Attempts: 5, Reason: "boom", At: created}}}
 	clock := graphtest.NewClock(time.Date(2026, 5, 4, 9, 0, 0, 0, time.UTC))
 	sock := serveAPI(t, api.Backend{Sessions: sess, Queue: q, Status: func(context.Context) api.Status {
@@ -245,6 +248,8 @@ func TestSessionsQueueAndDaemonVerbsCallTheSocket(t *testing.T) {
 	require.Equal(t, exitOK, run("sessions", "list"))
 	require.Contains(t, io.out.String(), "github:acme/widgets#42")
 	require.Contains(t, io.out.String(), "active")
+	require.Equal(t, exitOK, run("sessions", "show", item.String()))
+	require.Contains(t, io.out.String(), "linked PR:  github:acme/widgets#57 branch feature-csv, no own session: shared-worktree\n")
 	require.Equal(t, exitOK, run("sessions", "attach", item.String()))
 	require.Equal(t, "tmux attach -t "+item.TmuxName()+"\n", io.out.String())
 	require.Equal(t, exitOK, run("sessions", "pause", item.String(), "--actor", "dana"))

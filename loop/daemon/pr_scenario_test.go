@@ -599,3 +599,31 @@ func TestDeadPRSessionIsResumedInItsCheckout(t *testing.T) {
 	require.Contains(t, string(argv), ep.Cwd+"\tresume\t"+ep.SessionID+"\tissue-1\t", "resumed in the PR's checkout, for work item issue-1")
 	require.Equal(t, []any{"github:octo/demo#" + itoa(pr.Number)}, w.eventField("dispatch.respawned", "endpoint"))
 }
+
+// A paused work item holds delivery for its PRs' own sessions too.
+func TestPausedWorkItemHoldsItsPRSessions(t *testing.T) {
+	w := newWorld(t, func(c *daemon.Config) { c.SessionPerPr = loop.SessionPerPrAlways })
+	n := w.openLabeled()
+	w.waitIdle()
+	w.pushBranch("feature-widget")
+	pr, err := w.sim.OpenPullRequestWith(repoFull, githubsim.PullRequest{Author: human, Title: "Add the widget", Body: "Fixes #1", Head: "feature-widget"})
+	require.NoError(t, err)
+	w.waitIdle()
+	ep, ok := w.record("github:octo/demo#" + itoa(pr.Number))
+	require.True(t, ok)
+	_, err = w.sim.Comment(repoFull, n, human, "the-loop pause")
+	require.NoError(t, err)
+	w.waitIdle()
+	_, err = w.sim.Comment(repoFull, pr.Number, human, "held while paused")
+	require.NoError(t, err)
+	w.waitIdle()
+	_, err = w.sim.Comment(repoFull, n, human, "the-loop resume")
+	require.NoError(t, err)
+	_, err = w.sim.Comment(repoFull, pr.Number, human, "delivered after resume")
+	require.NoError(t, err)
+	w.waitIdle()
+	w.eventually("the comment after resume in the PR's session", func() bool {
+		return strings.Contains(w.receivedBy(ep.SessionID), "delivered after resume")
+	})
+	require.NotContains(t, w.received(), "held while paused")
+}

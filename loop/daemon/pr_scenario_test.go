@@ -627,3 +627,41 @@ func TestPausedWorkItemHoldsItsPRSessions(t *testing.T) {
 	})
 	require.NotContains(t, w.received(), "held while paused")
 }
+
+// A PR's inner loop waiting at its human gate (pr-approval) is consulted
+// before the PR's event is rendered: an authorized "Approved" on the PR
+// completes the inner loop, and the PR's session hears the verdict.
+func TestPRInnerGateConsultedFirst(t *testing.T) {
+	w := newWorld(t, func(c *daemon.Config) { c.SessionPerPr = loop.SessionPerPrAlways })
+	n := w.openLabeled()
+	w.waitIdle()
+	issue, _ := w.record("github:octo/demo#1")
+	w.pushBranch("feature-widget")
+	pr, err := w.sim.OpenPullRequestWith(repoFull, githubsim.PullRequest{Author: human, Title: "Add the widget", Body: "Fixes #1", Head: "feature-widget"})
+	require.NoError(t, err)
+	w.waitIdle()
+	ep, ok := w.record("github:octo/demo#" + itoa(pr.Number))
+	require.True(t, ok)
+	require.Equal(t, "implementation", w.innerState(issue.Cwd, pr.Number).CurrentNode)
+
+	// The agent's work is done up to the human gate (forced here).
+	rt, err := loop.Open(issue.Cwd, loop.Options{WorkItem: "issue-" + itoa(n), PR: pr.Number, AuthorizedUsers: w.cfg.AuthorizedUsers})
+	require.NoError(t, err)
+	_, err = rt.Force(context.Background(), "issue-"+itoa(n), "pr-approval", "test: the agent's nodes are done", "test")
+	require.NoError(t, err)
+	require.Equal(t, "pr-approval", w.innerState(issue.Cwd, pr.Number).CurrentNode)
+
+	_, err = w.sim.Comment(repoFull, pr.Number, stranger, "Approved")
+	require.NoError(t, err)
+	w.waitIdle()
+	require.Equal(t, "pr-approval", w.innerState(issue.Cwd, pr.Number).CurrentNode, "a stranger's approval changes nothing")
+
+	_, err = w.sim.Comment(repoFull, pr.Number, human, "Approved")
+	require.NoError(t, err)
+	w.waitIdle()
+	require.Equal(t, "complete", w.innerState(issue.Cwd, pr.Number).CurrentNode)
+	w.eventually("the verdict in the PR's session", func() bool {
+		return strings.Contains(w.receivedBy(ep.SessionID), "the gate was consulted with this event first")
+	})
+	require.Equal(t, "phase-selection", w.state(n).CurrentNode, "the work item's own loop did not move")
+}

@@ -2,7 +2,7 @@ package daemon_test
 
 import (
 	"context"
-	"errors"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -136,13 +136,13 @@ func TestPROwnSessionInOwnWorktree(t *testing.T) {
 	})
 	require.NotContains(t, w.receivedBy(issue.SessionID), "please rename the widget", "not in the issue's session")
 
-	pid := w.harnessPIDOf(ep.TmuxName)
+	pid := procOf(t, w.harnessPIDOf(ep.TmuxName))
 	require.NoError(t, w.sim.MergePullRequest(repoFull, pr.Number, human))
 	w.waitIdle()
 	ep, _ = w.record(prRef)
 	require.Equal(t, sessions.StatusClosed, ep.Status, "the PR's session ended")
 	require.True(t, w.hasTmux(ep.TmuxName), "kept for a post-mortem")
-	w.eventually("the PR's harness to be gone", func() bool { return !processAlive(pid) })
+	w.eventually("the PR's harness to be gone", func() bool { return !pid.alive() })
 	require.NoDirExists(t, ep.Cwd, "the PR's checkout is removed")
 	require.Equal(t, sessions.StatusActive, w.status(n), "the work item's session stays open")
 	require.True(t, w.hasTmux(issue.TmuxName))
@@ -307,7 +307,38 @@ func (w *world) harnessPIDOf(name string) int {
 	return pid
 }
 
-func processAlive(pid int) bool { return !errors.Is(syscall.Kill(pid, 0), syscall.ESRCH) }
+// proc identifies a process by pid and start time, so a pid the kernel
+// reuses (pid_max is small on busy CI machines) is not mistaken for it.
+type proc struct {
+	pid   int
+	start string
+}
+
+// procStart reads the process's start time from /proc ("" when it is gone).
+func procStart(pid int) string {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return ""
+	}
+	// The fields after the parenthesised command name; starttime is the
+	// 22nd field overall, the 20th after ")".
+	s := string(b)
+	f := strings.Fields(s[strings.LastIndexByte(s, ')')+1:])
+	if len(f) < 20 || f[0] == "Z" {
+		return "" // a zombie is gone for our purposes
+	}
+	return f[19]
+}
+
+func procOf(t testing.TB, pid int) proc {
+	t.Helper()
+	p := proc{pid: pid, start: procStart(pid)}
+	require.NotEmpty(t, p.start, "process %d is running", pid)
+	return p
+}
+
+// alive reports whether the very process still runs.
+func (p proc) alive() bool { return procStart(p.pid) == p.start }
 
 // An existence check that gets no definite answer (here a 403) keeps the
 // ref — refusing real work on a hiccup is worse than a rare ghost — and
@@ -399,7 +430,7 @@ func TestClosingWorkItemEndsItsPRSessions(t *testing.T) {
 	prRef := "github:octo/demo#" + itoa(pr.Number)
 	ep, ok := w.record(prRef)
 	require.True(t, ok)
-	pid := w.harnessPIDOf(ep.TmuxName)
+	pid := procOf(t, w.harnessPIDOf(ep.TmuxName))
 
 	require.NoError(t, w.sim.CloseIssue(repoFull, n, human))
 	w.waitIdle()
@@ -407,7 +438,7 @@ func TestClosingWorkItemEndsItsPRSessions(t *testing.T) {
 	ep, _ = w.record(prRef)
 	require.Equal(t, sessions.StatusClosed, ep.Status, "the PR's session ends with its work item")
 	require.True(t, w.hasTmux(ep.TmuxName), "kept for a post-mortem")
-	w.eventually("the PR's harness to be gone", func() bool { return !processAlive(pid) })
+	w.eventually("the PR's harness to be gone", func() bool { return !pid.alive() })
 	require.NoDirExists(t, ep.Cwd)
 
 	_, err = w.sim.Comment(repoFull, n, human, "the-loop cleanup")

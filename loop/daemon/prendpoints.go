@@ -36,55 +36,72 @@ import (
 // (kept or killed per the close settings) and leaves the work item's
 // session open (session.pr_closed, session.kept_open).
 
-// prIndex maps a pull request to the work item it is linked to. It is
-// built from the registry on first use and kept up to date by the links
-// this daemon writes.
+// prIndex maps a pull request to the work items it is linked to (most
+// often one; a PR once linked to a work item that closed may be linked to
+// another since). It is built from the registry on first use and kept up
+// to date by the links this daemon writes.
 type prIndex struct {
 	mu     sync.Mutex
 	loaded bool
-	owner  map[string]sessions.WorkItem
+	owners map[string][]sessions.WorkItem
 }
 
 func prKey(pr sessions.WorkItem) string { return lowerRef(pr.String()) }
+
+func (p *prIndex) add(pr, owner sessions.WorkItem) {
+	k := prKey(pr)
+	for _, o := range p.owners[k] {
+		if o == owner {
+			return
+		}
+	}
+	p.owners[k] = append(p.owners[k], owner)
+}
 
 func (p *prIndex) load(reg *sessions.Registry) {
 	if p.loaded {
 		return
 	}
-	p.owner = map[string]sessions.WorkItem{}
+	p.owners = map[string][]sessions.WorkItem{}
 	recs, _ := reg.List()
 	for _, r := range recs {
 		for _, l := range r.PullRequests {
-			p.owner[prKey(l.PR)] = r.Item
+			p.add(l.PR, r.Item)
 		}
 		if !r.Parent.IsZero() {
-			p.owner[prKey(r.Item)] = r.Parent
+			p.add(r.Item, r.Parent)
 		}
 	}
 	p.loaded = true
 }
 
-// ownerOfPR returns the work item pr is linked to.
-func (in *intake) ownerOfPR(pr sessions.WorkItem) (sessions.WorkItem, bool) {
+// ownersOfPR returns the work items pr is linked to.
+func (in *intake) ownersOfPR(pr sessions.WorkItem) []sessions.WorkItem {
 	in.prs.mu.Lock()
 	defer in.prs.mu.Unlock()
 	in.prs.load(in.d.reg)
-	o, ok := in.prs.owner[prKey(pr)]
-	return o, ok
+	return append([]sessions.WorkItem(nil), in.prs.owners[prKey(pr)]...)
 }
 
 func (in *intake) notePR(pr, owner sessions.WorkItem) {
 	in.prs.mu.Lock()
 	defer in.prs.mu.Unlock()
 	in.prs.load(in.d.reg)
-	in.prs.owner[prKey(pr)] = owner
+	in.prs.add(pr, owner)
 }
 
 // resolve maps a ref to the work item whose session serves it: the work
-// item a pull request is linked to, else the ref itself.
+// item with a live session a pull request is linked to (else the first it
+// was linked to), else the ref itself.
 func (in *intake) resolve(item sessions.WorkItem) sessions.WorkItem {
-	if o, ok := in.ownerOfPR(item); ok {
-		return o
+	owners := in.ownersOfPR(item)
+	for _, o := range owners {
+		if _, live := in.live(o); live {
+			return o
+		}
+	}
+	if len(owners) > 0 {
+		return owners[0]
 	}
 	return item
 }

@@ -55,6 +55,9 @@ var (
 	// ErrWorkspaceConflict: a directory is in the way of a clone or worktree
 	// and is not one theloop made.
 	ErrWorkspaceConflict = errors.New("workspace path in the way")
+	// ErrBranchMissing: a checkout was asked for a branch that neither the
+	// clone nor origin has (PrepareOptions.RequireBranch).
+	ErrBranchMissing = errors.New("branch missing")
 	// ErrCwdMissing: the session's recorded working directory is gone.
 	ErrCwdMissing = errors.New("session working directory missing")
 )

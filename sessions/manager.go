@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -194,10 +195,23 @@ func (m *Manager) harness(name string) (Harness, string, error) {
 // THE_LOOP_WORK_ITEM to find what to check (and THE_LOOP_STATE_ROOT to find
 // the registry).
 func sessionEnv(item workitem.Ref, sessionID, stateRoot string) []string {
+	return endpointEnv(item, workitem.Ref{}, sessionID, stateRoot)
+}
+
+// endpointEnv is sessionEnv for a record that may be a pull request's own
+// session: its work item is the parent, and THE_LOOP_PR names the PR.
+func endpointEnv(item, parent workitem.Ref, sessionID, stateRoot string) []string {
+	owner := item
+	if !parent.IsZero() {
+		owner = parent
+	}
 	env := []string{
-		"THE_LOOP_WORK_ITEM=" + item.WorkItemEnv(),
-		"THE_LOOP_WORK_ITEM_REF=" + item.String(),
+		"THE_LOOP_WORK_ITEM=" + owner.WorkItemEnv(),
+		"THE_LOOP_WORK_ITEM_REF=" + owner.String(),
 		"THE_LOOP_SESSION_ID=" + sessionID,
+	}
+	if !parent.IsZero() {
+		env = append(env, "THE_LOOP_PR="+strconv.Itoa(item.Number), "THE_LOOP_PR_REF="+item.String())
 	}
 	if stateRoot != "" {
 		env = append(env, "THE_LOOP_STATE_ROOT="+stateRoot)
@@ -230,6 +244,9 @@ type SpawnRequest struct {
 	// Prompt is the first message, pasted once the harness is ready ("" =
 	// none). It never goes on the command line.
 	Prompt string
+	// Parent makes the session a pull request's own (Item is the PR): the
+	// work item it serves (see Record.Parent).
+	Parent workitem.Ref
 }
 
 // SpawnResult is a spawned session.
@@ -282,13 +299,13 @@ func (m *Manager) Spawn(ctx context.Context, req SpawnRequest) (SpawnResult, err
 
 	rec, err := m.reg.Update(ctx, req.Item, func(r *Record, _ bool) error {
 		*r = Record{Item: req.Item, Harness: h.Name(), SessionID: id, TmuxName: name, Cwd: req.Cwd,
-			Status: StatusActive, Created: m.stamp(), Fallbacks: r.Fallbacks}
+			Status: StatusActive, Created: m.stamp(), Fallbacks: r.Fallbacks, Parent: req.Parent, PullRequests: r.PullRequests}
 		return nil
 	})
 	if err != nil {
 		return SpawnResult{}, err
 	}
-	spec := SpawnSpec{Name: name, Cwd: req.Cwd, Env: sessionEnv(req.Item, id, m.cfg.StateRoot), Argv: append([]string{bin}, args...)}
+	spec := SpawnSpec{Name: name, Cwd: req.Cwd, Env: endpointEnv(req.Item, req.Parent, id, m.cfg.StateRoot), Argv: append([]string{bin}, args...)}
 	if err := m.tmux.Spawn(ctx, spec); err != nil {
 		// Do not leave a record pointing at a conversation that never began.
 		if hadPrev {
@@ -475,7 +492,7 @@ func (m *Manager) respawn(ctx context.Context, rec Record, prompt string) (Respa
 		return res, err
 	}
 	res.Record, res.Fallback = rec, &fb
-	spec := SpawnSpec{Name: rec.TmuxName, Cwd: rec.Cwd, Env: sessionEnv(rec.Item, id, m.cfg.StateRoot), Argv: append([]string{bin}, args...)}
+	spec := SpawnSpec{Name: rec.TmuxName, Cwd: rec.Cwd, Env: endpointEnv(rec.Item, rec.Parent, id, m.cfg.StateRoot), Argv: append([]string{bin}, args...)}
 	if err := m.tmux.Spawn(ctx, spec); err != nil {
 		return res, err
 	}
@@ -501,7 +518,7 @@ func (m *Manager) tryResume(ctx context.Context, h Harness, bin string, rec Reco
 	if err != nil {
 		return "the harness cannot resume sessions", nil
 	}
-	spec := SpawnSpec{Name: rec.TmuxName, Cwd: rec.Cwd, Env: sessionEnv(rec.Item, rec.SessionID, m.cfg.StateRoot), Argv: append([]string{bin}, args...)}
+	spec := SpawnSpec{Name: rec.TmuxName, Cwd: rec.Cwd, Env: endpointEnv(rec.Item, rec.Parent, rec.SessionID, m.cfg.StateRoot), Argv: append([]string{bin}, args...)}
 	if err := m.tmux.Spawn(ctx, spec); err != nil {
 		if errors.Is(err, ErrSessionLive) || errors.Is(err, ErrSessionUnknown) || errors.Is(err, ErrSessionOccupied) {
 			return "", err
@@ -578,10 +595,37 @@ func seedPrompt(item workitem.Ref, fb Fallback, specDir, prompt string) string {
 	return b.String()
 }
 
+// CloseOptions say what closing a session leaves behind.
+type CloseOptions struct {
+	// KeepTmux keeps the tmux session (routing.tmux.keepSessionOnClose);
+	// otherwise it is killed.
+	KeepTmux bool
+	// KillHarness, with KeepTmux, terminates the harness inside the kept
+	// session (routing.tmux.killHarnessOnClose): the pane and its last
+	// screen stay for a post-mortem, the agent stops working.
+	KillHarness bool
+	// Grace is how long the harness has after SIGTERM before SIGKILL
+	// (routing.tmux.harnessKillGraceSeconds; default 5 s).
+	Grace time.Duration
+}
+
+// DefaultHarnessKillGrace is CloseOptions.Grace's default.
+const DefaultHarnessKillGrace = 5 * time.Second
+
 // Close marks the work item's record closed and, unless keepTmux, kills its
 // tmux session (an operator's or the dispatcher's decision, never a
-// side effect of respawning).
+// side effect of respawning). It is CloseWith without terminating a kept
+// harness.
 func (m *Manager) Close(ctx context.Context, item workitem.Ref, keepTmux bool) error {
+	return m.CloseWith(ctx, item, CloseOptions{KeepTmux: keepTmux})
+}
+
+// CloseWith marks the work item's record closed, then kills its tmux
+// session or keeps it (session.retained), terminating the harness inside a
+// kept one when asked (session.harness_terminated). The record is closed
+// first: a crash in between leaves a closed record and a session an
+// operator can see, never a live record without its intent.
+func (m *Manager) CloseWith(ctx context.Context, item workitem.Ref, opts CloseOptions) error {
 	defer m.lockItem(item)()
 	rec, err := m.reg.Update(ctx, item, func(r *Record, exists bool) error {
 		if !exists {
@@ -593,11 +637,32 @@ func (m *Manager) Close(ctx context.Context, item workitem.Ref, keepTmux bool) e
 	if err != nil {
 		return err
 	}
-	if !keepTmux {
-		if err := m.tmux.Kill(ctx, rec.TmuxName); err != nil {
+	return m.endTmux(ctx, item, rec.SessionID, rec.TmuxName, opts)
+}
+
+// endTmux kills or retains a closed session's tmux session.
+func (m *Manager) endTmux(ctx context.Context, item workitem.Ref, sessionID, name string, opts CloseOptions) error {
+	if !opts.KeepTmux {
+		if err := m.tmux.Kill(ctx, name); err != nil {
 			return err
 		}
+		m.observer.Observe(Observation{Event: "session.closed", Item: item, SessionID: sessionID, TmuxName: name, Detail: map[string]any{"keepTmux": false}})
+		return nil
 	}
-	m.observer.Observe(Observation{Event: "session.closed", Item: item, SessionID: rec.SessionID, TmuxName: rec.TmuxName, Detail: map[string]any{"keepTmux": keepTmux}})
+	m.observer.Observe(Observation{Event: "session.closed", Item: item, SessionID: sessionID, TmuxName: name, Detail: map[string]any{"keepTmux": true}})
+	m.observer.Observe(Observation{Event: "session.retained", Item: item, SessionID: sessionID, TmuxName: name, Detail: map[string]any{"killHarness": opts.KillHarness}})
+	if !opts.KillHarness {
+		return nil
+	}
+	grace := opts.Grace
+	if grace <= 0 {
+		grace = DefaultHarnessKillGrace
+	}
+	t, err := m.tmux.TerminateHarness(ctx, name, grace)
+	if err != nil {
+		return err
+	}
+	m.observer.Observe(Observation{Event: "session.harness_terminated", Item: item, SessionID: sessionID, TmuxName: name,
+		Detail: map[string]any{"signalled": t.Signalled, "killed": t.Killed}})
 	return nil
 }

@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -402,6 +403,56 @@ func TestManagerClose(t *testing.T) {
 	require.ErrorIs(t, err, ErrSessionClosed)
 	_, err = f.m.Respawn(ctx, item, "x")
 	require.ErrorIs(t, err, ErrSessionClosed)
+}
+
+// killHarnessOnClose: the session is kept for a post-mortem, the harness
+// inside it is terminated, and the record says closed.
+func TestManagerCloseKeepsTmuxAndTerminatesHarness(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	f := newManagerFixture(t, nil)
+	item := mustItem(t, "github:octo/repo#6")
+	res, err := f.m.Spawn(ctx, SpawnRequest{Item: item, Cwd: t.TempDir(), Prompt: "last words before close"})
+	require.NoError(t, err)
+	pid := panePID(t, f.tmux, TmuxName(item))
+	require.NoError(t, f.m.CloseWith(ctx, item, CloseOptions{KeepTmux: true, KillHarness: true, Grace: 2 * time.Second}))
+	l, _ := f.tmux.Probe(ctx, TmuxName(item))
+	require.Equal(t, LivenessDead, l, "the tmux session is kept, its harness is gone")
+	require.ErrorIs(t, syscall.Kill(pid, 0), syscall.ESRCH, "the harness process no longer exists")
+	screen, err := f.tmux.Capture(ctx, TmuxName(item))
+	require.NoError(t, err)
+	require.Contains(t, screen, "last words before close", "the transcript is readable after close")
+	rec, err := f.reg.Get(item)
+	require.NoError(t, err)
+	require.Equal(t, StatusClosed, rec.Status)
+	require.Equal(t, res.Record.SessionID, rec.SessionID)
+	ev := f.observed.events()
+	require.Contains(t, ev, "session.retained")
+	require.Contains(t, ev, "session.harness_terminated")
+}
+
+// A harness that ignores SIGTERM is killed once the grace period is over.
+func TestTerminateHarnessKillsWhatIgnoresSIGTERM(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	tm := newTestTmux(t, nil)
+	name := "loop-github-octo-repo-7"
+	require.NoError(t, tm.Spawn(ctx, SpawnSpec{Name: name, Cwd: t.TempDir(), Argv: []string{"bash", "-c", "trap '' TERM; echo stubborn; while :; do sleep 0.1; done"}}))
+	waitFor(t, "the stubborn harness to start", func() bool {
+		s, _ := tm.Capture(ctx, name)
+		return strings.Contains(s, "stubborn")
+	})
+	got, err := tm.TerminateHarness(ctx, name, 300*time.Millisecond)
+	require.NoError(t, err)
+	require.Equal(t, 1, got.Signalled)
+	require.Equal(t, 1, got.Killed, "SIGKILL after the grace period")
+	l, _ := tm.Probe(ctx, name)
+	require.Equal(t, LivenessDead, l)
+	// An absent session is nothing to terminate; a foreign name is refused.
+	_, err = tm.TerminateHarness(ctx, "loop-github-octo-repo-8", time.Second)
+	require.NoError(t, err)
+	_, err = tm.TerminateHarness(ctx, "work", time.Second)
+	require.ErrorIs(t, err, ErrNotLoopSession)
 }
 
 func TestSeedPrompt(t *testing.T) {

@@ -59,6 +59,57 @@ type Record struct {
 	// Fallbacks records every respawn that could not resume the previous
 	// conversation and started fresh, newest last.
 	Fallbacks []Fallback
+	// Parent is set on a pull request's own session (a PR endpoint,
+	// daemon-spec §6.7): Item is the pull request and Parent the work item
+	// it serves, whose record lists it in PullRequests. Zero for a work
+	// item's session.
+	Parent workitem.Ref
+	// PullRequests are the pull requests linked to this work item
+	// (session.pr_linked), oldest first. A linked PR's own session, when it
+	// has one, is the record whose Item is the PR and Parent this work item.
+	PullRequests []PRLink
+}
+
+// PRLink is a pull request linked to a work item's record.
+type PRLink struct {
+	// PR is the pull request's ref.
+	PR workitem.Ref
+	// Branch is its head branch, when an event has said ("" unknown).
+	Branch string
+	// Linked is when the link was recorded.
+	Linked time.Time
+	// Declined is why the PR has no session of its own, once decided
+	// (no-separate-checkout, shared-worktree); "" otherwise.
+	Declined string
+	// Closed is set once the pull request was merged or closed.
+	Closed bool
+	// Fork: Branch is a fork's; the PR's code is refs/pull/<n>/head.
+	Fork bool
+}
+
+// maxPRLinks bounds the pull requests one record lists.
+const maxPRLinks = 100
+
+// PR returns the link to pr, if the record has one.
+func (r Record) PR(pr workitem.Ref) (PRLink, bool) {
+	for _, l := range r.PullRequests {
+		if l.PR == pr {
+			return l, true
+		}
+	}
+	return PRLink{}, false
+}
+
+// SetPR adds or replaces the link to l.PR and reports whether it was new.
+func (r *Record) SetPR(l PRLink) bool {
+	for i := range r.PullRequests {
+		if r.PullRequests[i].PR == l.PR {
+			r.PullRequests[i] = l
+			return false
+		}
+	}
+	r.PullRequests = append(r.PullRequests, l)
+	return true
 }
 
 // Fallback records one fresh start after a failed resume.
@@ -94,6 +145,21 @@ type recordJSON struct {
 	TmuxTarget       string         `json:"tmuxTarget"`
 	URL              string         `json:"url,omitempty"`
 	Fallbacks        []fallbackJSON `json:"fallbacks,omitempty"`
+	Parent           *refJSON       `json:"parent,omitempty"`
+	PullRequests     []prLinkJSON   `json:"pullRequests,omitempty"`
+}
+
+type refJSON struct {
+	Ref string `json:"ref"`
+}
+
+type prLinkJSON struct {
+	PullRequest refJSON `json:"pullRequest"`
+	Branch      string  `json:"branch,omitempty"`
+	LinkedAt    string  `json:"linkedAt"`
+	Declined    string  `json:"declined,omitempty"`
+	Closed      bool    `json:"closed,omitempty"`
+	Fork        bool    `json:"fork,omitempty"`
 }
 
 type fallbackJSON struct {
@@ -132,6 +198,13 @@ func (r Record) MarshalJSON() ([]byte, error) {
 			At: f.At.UTC().Format(TimeLayout), PreviousSessionID: f.PreviousSessionID,
 			Reason: f.Reason, Artifacts: arts,
 		})
+	}
+	if !r.Parent.IsZero() {
+		j.Parent = &refJSON{Ref: r.Parent.String()}
+	}
+	for _, l := range r.PullRequests {
+		j.PullRequests = append(j.PullRequests, prLinkJSON{PullRequest: refJSON{Ref: l.PR.String()}, Branch: l.Branch,
+			LinkedAt: l.Linked.UTC().Format(TimeLayout), Declined: l.Declined, Closed: l.Closed, Fork: l.Fork})
 	}
 	return json.Marshal(j)
 }
@@ -194,8 +267,53 @@ func ParseRecord(data []byte) (Record, error) {
 		}
 		r.Fallbacks = append(r.Fallbacks, Fallback{At: at, PreviousSessionID: f.PreviousSessionID, Reason: f.Reason, Artifacts: f.Artifacts})
 	}
+	if j.Parent != nil {
+		if r.Parent, err = workitem.Parse(j.Parent.Ref); err != nil {
+			return bad("parent.ref: %v", err)
+		}
+		if r.Parent == item {
+			return bad("parent %s is the record's own work item", j.Parent.Ref)
+		}
+	}
+	if len(j.PullRequests) > maxPRLinks {
+		return bad("pullRequests: %d links, at most %d", len(j.PullRequests), maxPRLinks)
+	}
+	for _, l := range j.PullRequests {
+		pr, err := workitem.Parse(l.PullRequest.Ref)
+		if err != nil {
+			return bad("pullRequests[].pullRequest.ref: %v", err)
+		}
+		if l.Branch != "" {
+			if err := ValidateBranch(l.Branch); err != nil {
+				return bad("pullRequests[].branch: %v", err)
+			}
+		}
+		at, err := time.Parse(TimeLayout, l.LinkedAt)
+		if err != nil {
+			return bad("pullRequests[].linkedAt %q: want %s", l.LinkedAt, TimeLayout)
+		}
+		switch l.Declined {
+		case "", DeclinedNoSeparateCheckout, DeclinedSharedWorktree, DeclinedWorkspaceFailed:
+		default:
+			return bad("pullRequests[].declined %q", l.Declined)
+		}
+		r.PullRequests = append(r.PullRequests, PRLink{PR: pr, Branch: l.Branch, Linked: at, Declined: l.Declined, Closed: l.Closed, Fork: l.Fork})
+	}
 	return r, nil
 }
+
+// Reasons a pull request gets no session of its own
+// (session.pr_session_declined, daemon-spec §6.7).
+const (
+	// DeclinedNoSeparateCheckout: no workspace is configured, or a
+	// same-repository PR's head branch is unknown.
+	DeclinedNoSeparateCheckout = "no-separate-checkout"
+	// DeclinedSharedWorktree: the PR's checkout would be the work item's
+	// own (its head branch is the branch the work item's session is on).
+	DeclinedSharedWorktree = "shared-worktree"
+	// DeclinedWorkspaceFailed: preparing the PR's checkout failed.
+	DeclinedWorkspaceFailed = "workspace-failed"
+)
 
 // RegistryDir is where session records live under a state root.
 func RegistryDir(stateRoot string) string { return filepath.Join(stateRoot, "sessions") }
@@ -302,6 +420,9 @@ func (r *Registry) Update(ctx context.Context, item workitem.Ref, fn func(rec *R
 	}
 	if rec.Item != item {
 		return Record{}, fmt.Errorf("session record update changed the work item from %s to %s", item, rec.Item)
+	}
+	if len(rec.PullRequests) > maxPRLinks {
+		rec.PullRequests = rec.PullRequests[len(rec.PullRequests)-maxPRLinks:]
 	}
 	if len(rec.Fallbacks) > maxFallbacks {
 		rec.Fallbacks = rec.Fallbacks[len(rec.Fallbacks)-maxFallbacks:]

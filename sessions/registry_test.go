@@ -67,6 +67,36 @@ func TestRegistryRoundTrip(t *testing.T) {
 	}
 }
 
+// A work item's record lists its linked pull requests; a PR's own session
+// is a record naming its parent (daemon-spec §6.7).
+func TestRegistryRoundTripPRLinksAndParent(t *testing.T) {
+	ctx := context.Background()
+	reg, err := OpenRegistry(filepath.Join(t.TempDir(), "sessions"))
+	require.NoError(t, err)
+	owner := testRecord(t, "github:octo/repo#1", "0b5a3c1e-1f2a-4b3c-8d4e-5f6a7b8c9d0e")
+	at := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+	require.True(t, owner.SetPR(PRLink{PR: mustItem(t, "github:octo/repo#5"), Branch: "feature/x", Linked: at}))
+	require.True(t, owner.SetPR(PRLink{PR: mustItem(t, "github:octo/lib#9"), Linked: at, Declined: DeclinedSharedWorktree, Closed: true, Fork: true}))
+	require.False(t, owner.SetPR(PRLink{PR: mustItem(t, "github:octo/repo#5"), Branch: "feature/y", Linked: at}), "an existing link is replaced")
+	require.NoError(t, reg.Put(ctx, owner))
+	got, err := reg.Get(owner.Item)
+	require.NoError(t, err)
+	require.Equal(t, owner, got)
+	l, ok := got.PR(mustItem(t, "github:octo/repo#5"))
+	require.True(t, ok)
+	require.Equal(t, "feature/y", l.Branch)
+
+	ep := testRecord(t, "github:octo/repo#5", "1b5a3c1e-1f2a-4b3c-8d4e-5f6a7b8c9d0e")
+	ep.Parent = owner.Item
+	require.NoError(t, reg.Put(ctx, ep))
+	got, err = reg.Get(ep.Item)
+	require.NoError(t, err)
+	require.Equal(t, owner.Item, got.Parent)
+	data, err := os.ReadFile(filepath.Join(reg.Dir(), ep.Item.Slug()+".json"))
+	require.NoError(t, err)
+	require.Contains(t, string(data), `"parent": {`)
+}
+
 func TestRegistryGetMissing(t *testing.T) {
 	reg, err := OpenRegistry(t.TempDir())
 	require.NoError(t, err)
@@ -192,7 +222,18 @@ func TestParseRecordRejects(t *testing.T) {
 		"bad status":          mutate(func(m map[string]any) { m["status"] = "zombie" }),
 		"bad time":            mutate(func(m map[string]any) { m["createdAt"] = "yesterday" }),
 		"harness with slash":  mutate(func(m map[string]any) { m["harness"] = "../claude" }),
-		"not json":            []byte("{"),
+		"bad parent":          mutate(func(m map[string]any) { m["parent"] = map[string]any{"ref": "x"} }),
+		"own parent":          mutate(func(m map[string]any) { m["parent"] = map[string]any{"ref": "github:o/r#1"} }),
+		"bad pr ref": mutate(func(m map[string]any) {
+			m["pullRequests"] = []any{map[string]any{"pullRequest": map[string]any{"ref": "#5"}, "linkedAt": "2026-01-01T00:00:00Z"}}
+		}),
+		"pr branch as flag": mutate(func(m map[string]any) {
+			m["pullRequests"] = []any{map[string]any{"pullRequest": map[string]any{"ref": "github:o/r#5"}, "branch": "--upload-pack=x", "linkedAt": "2026-01-01T00:00:00Z"}}
+		}),
+		"pr unknown decline": mutate(func(m map[string]any) {
+			m["pullRequests"] = []any{map[string]any{"pullRequest": map[string]any{"ref": "github:o/r#5"}, "declined": "because", "linkedAt": "2026-01-01T00:00:00Z"}}
+		}),
+		"not json": []byte("{"),
 	}
 	for name, in := range tests {
 		t.Run(name, func(t *testing.T) {
@@ -217,6 +258,7 @@ func FuzzParseRecord(f *testing.F) {
 	f.Add(good)
 	f.Add([]byte(`{}`))
 	f.Add([]byte(`{"workItem":{"ref":"github:o/r#1"},"harness":"claude","harnessSessionId":"x","cwd":"/","status":"active","createdAt":"2026-01-01T00:00:00Z","tmuxTarget":"loop-github-o-r-1","lastDeliveryAt":null,"fallbacks":[{"at":"2026-01-01T00:00:00Z"}]}`))
+	f.Add([]byte(`{"workItem":{"ref":"github:o/r#1"},"harness":"claude","harnessSessionId":"x","cwd":"/","status":"active","createdAt":"2026-01-01T00:00:00Z","tmuxTarget":"loop-github-o-r-1","parent":{"ref":"github:o/r#2"},"pullRequests":[{"pullRequest":{"ref":"github:o/r#5"},"branch":"b","linkedAt":"2026-01-01T00:00:00Z","declined":"shared-worktree"}]}`))
 	f.Add([]byte(`null`))
 	f.Add([]byte(`{"workItem":null,"fallbacks":"x"}`))
 	f.Fuzz(func(t *testing.T, data []byte) {

@@ -8,7 +8,9 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
+	"syscall"
 	"time"
 	"unicode"
 	"unicode/utf8"
@@ -233,6 +235,7 @@ func saysAbsent(err error) bool {
 	case strings.Contains(msg, "can't find session"),
 		strings.Contains(msg, "can't find window"),
 		strings.Contains(msg, "can't find pane"),
+		strings.Contains(msg, "no such window"),
 		strings.Contains(msg, "no server running"),
 		// A server with no sessions left (it exits right after its last
 		// session is killed) answers any target this way.
@@ -446,6 +449,91 @@ func (t *Tmux) Kill(ctx context.Context, name string) error {
 		return fmt.Errorf("killing tmux session %s: %w", name, err)
 	}
 	return nil
+}
+
+// Terminated says what TerminateHarness did.
+type Terminated struct {
+	// Signalled counts the live panes whose process group was sent SIGTERM.
+	Signalled int
+	// Killed counts the panes still alive after the grace period and sent
+	// SIGKILL.
+	Killed int
+}
+
+// TerminateHarness ends the harness in every pane of a loop-* session and
+// keeps the session, so its last screen stays readable for a post-mortem
+// (routing.tmux.killHarnessOnClose). remain-on-exit is turned on first (so
+// the pane outlives its process), each live pane's process group gets
+// SIGTERM, the panes are polled until dead for grace, and whatever is still
+// alive then gets SIGKILL. An absent session is not an error. Only the
+// process groups tmux reports for the session's own panes are signalled.
+func (t *Tmux) TerminateHarness(ctx context.Context, name string, grace time.Duration) (Terminated, error) {
+	var out Terminated
+	if !IsLoopSessionName(name) {
+		return out, fmt.Errorf("%w: refusing to signal %q; theloop only signals sessions it named loop-*", ErrNotLoopSession, name)
+	}
+	if _, err := t.run(ctx, t.cfg.CommandTimeout, "set-option", "-w", "-t", paneTarget(name), "remain-on-exit", "on"); err != nil {
+		if saysAbsent(err) {
+			return out, nil
+		}
+		return out, fmt.Errorf("keeping tmux session %s open: %w", name, err)
+	}
+	pids, err := t.livePanePIDs(ctx, name)
+	if err != nil {
+		return out, err
+	}
+	for _, pid := range pids {
+		if signalGroup(pid, syscall.SIGTERM) == nil {
+			out.Signalled++
+		}
+	}
+	deadline := time.Now().Add(grace)
+	for len(pids) > 0 && time.Now().Before(deadline) {
+		if err := sleepCtx(ctx, t.cfg.PollInterval); err != nil {
+			return out, err
+		}
+		if pids, err = t.livePanePIDs(ctx, name); err != nil {
+			return out, err
+		}
+	}
+	for _, pid := range pids {
+		if signalGroup(pid, syscall.SIGKILL) == nil {
+			out.Killed++
+		}
+	}
+	return out, nil
+}
+
+// livePanePIDs lists the pids of the session's panes whose process runs.
+func (t *Tmux) livePanePIDs(ctx context.Context, name string) ([]int, error) {
+	res, err := t.run(ctx, t.cfg.ProbeTimeout, "list-panes", "-s", "-t", sessionTarget(name), "-F", "#{pane_pid} #{pane_dead}")
+	if err != nil {
+		if saysAbsent(err) {
+			return nil, nil
+		}
+		return nil, fmt.Errorf("listing panes of tmux session %s: %w", name, err)
+	}
+	var pids []int
+	for _, line := range strings.Split(string(res.Stdout), "\n") {
+		f := strings.Fields(line)
+		if len(f) != 2 || f[1] == "1" {
+			continue
+		}
+		if pid, err := strconv.Atoi(f[0]); err == nil && pid > 1 {
+			pids = append(pids, pid)
+		}
+	}
+	return pids, nil
+}
+
+// signalGroup signals the process group a pane's process leads (tmux
+// starts each pane's process in its own session), so the harness's own
+// children go too; it falls back to the process alone.
+func signalGroup(pid int, sig syscall.Signal) error {
+	if err := syscall.Kill(-pid, sig); err == nil {
+		return nil
+	}
+	return syscall.Kill(pid, sig)
 }
 
 // Capture returns the text of the session's active pane, scrollback

@@ -7,6 +7,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"time"
 
@@ -52,7 +53,18 @@ type PrepareOptions struct {
 	CloneURL string
 	// Branch overrides issue-<n>.
 	Branch string
+	// RequireBranch refuses to create Branch when neither the clone nor
+	// origin has it (ErrBranchMissing), instead of starting it from
+	// origin's default branch: a pull request's checkout must be its head.
+	RequireBranch bool
+	// FetchRef, when set, is fetched from origin into origin/<Branch>
+	// first — a pull request from a fork is refs/pull/<n>/head of the base
+	// repository, not a branch of it. It must be refs/pull/<n>/head.
+	FetchRef string
 }
+
+// pullHeadRef is the only shape FetchRef may take.
+var pullHeadRef = regexp.MustCompile(`^refs/pull/[1-9][0-9]{0,9}/head$`)
 
 // Workspaces keeps one clone per repository under Root/<host>/<owner>/<repo>
 // and one git worktree per work item under
@@ -166,6 +178,9 @@ func (w *Workspaces) Prepare(ctx context.Context, item workitem.Ref, opts Prepar
 	if err := ValidateBranch(branch); err != nil {
 		return Workspace{}, err
 	}
+	if opts.FetchRef != "" && !pullHeadRef.MatchString(opts.FetchRef) {
+		return Workspace{}, fmt.Errorf("%w: fetch ref %q (only refs/pull/<n>/head)", ErrInvalidName, opts.FetchRef)
+	}
 	url, err := cloneURL(item, opts.CloneURL)
 	if err != nil {
 		return Workspace{}, err
@@ -184,6 +199,11 @@ func (w *Workspaces) Prepare(ctx context.Context, item workitem.Ref, opts Prepar
 	ws := Workspace{Item: item, Dir: wt, Clone: clone, Branch: branch}
 	if err := w.ensureClone(ctx, clone, url, &ws); err != nil {
 		return Workspace{}, err
+	}
+	if opts.FetchRef != "" {
+		if _, err := w.git(ctx, clone, "fetch", "--quiet", "origin", "+"+opts.FetchRef+":refs/remotes/origin/"+branch); err != nil {
+			return Workspace{}, fmt.Errorf("%w: fetching %s from %s: %v", ErrBranchMissing, opts.FetchRef, url, err)
+		}
 	}
 	if err := claimOwner(wt, item); err != nil {
 		return Workspace{}, err
@@ -206,6 +226,9 @@ func (w *Workspaces) Prepare(ctx context.Context, item workitem.Ref, opts Prepar
 	}
 	if err := os.MkdirAll(filepath.Dir(wt), 0o755); err != nil {
 		return Workspace{}, fmt.Errorf("preparing worktree for %s: %w", item, err)
+	}
+	if opts.RequireBranch && !w.refExists(ctx, clone, "refs/heads/"+branch) && !w.refExists(ctx, clone, "refs/remotes/origin/"+branch) {
+		return Workspace{}, fmt.Errorf("%w: %s has no branch %s (push it, or check the pull request's head)", ErrBranchMissing, clone, branch)
 	}
 	if err := w.addWorktree(ctx, clone, wt, branch); err != nil {
 		return Workspace{}, err

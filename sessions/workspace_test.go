@@ -122,6 +122,40 @@ func TestWorkspaceUsesExistingRemoteBranch(t *testing.T) {
 	require.Equal(t, "origin/issue-7", gitTest(t, env, ws.Dir, "rev-parse", "--abbrev-ref", "@{upstream}"))
 }
 
+// A pull request's checkout is its head branch or nothing.
+func TestWorkspaceRequireBranch(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	env := gitEnv(t)
+	origin := newOrigin(t, env, "feature-widget")
+	w := newTestWorkspaces(t, env)
+	ws, err := w.Prepare(ctx, mustItem(t, "github:octo/repo#8"), PrepareOptions{CloneURL: origin, Branch: "feature-widget", RequireBranch: true})
+	require.NoError(t, err)
+	require.FileExists(t, filepath.Join(ws.Dir, "feature-widget.txt"))
+	_, err = w.Prepare(ctx, mustItem(t, "github:octo/repo#9"), PrepareOptions{CloneURL: origin, Branch: "feature/gone", RequireBranch: true})
+	require.ErrorIs(t, err, ErrBranchMissing)
+	require.NoDirExists(t, filepath.Join(w.cfg.Root, ".worktrees", "github.com", "octo", "repo", "github-octo-repo-9"))
+}
+
+// A pull request from a fork is refs/pull/<n>/head of the base repository.
+func TestWorkspaceFetchesAPullRequestHead(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	env := gitEnv(t)
+	origin := newOrigin(t, env, "forkwork")
+	gitTest(t, env, origin, "update-ref", "refs/pull/9/head", "refs/heads/forkwork")
+	gitTest(t, env, origin, "update-ref", "-d", "refs/heads/forkwork")
+	w := newTestWorkspaces(t, env)
+	ws, err := w.Prepare(ctx, mustItem(t, "github:octo/repo#9"), PrepareOptions{CloneURL: origin, Branch: "pr-9", FetchRef: "refs/pull/9/head", RequireBranch: true})
+	require.NoError(t, err)
+	require.FileExists(t, filepath.Join(ws.Dir, "forkwork.txt"), "the fork's commits")
+	require.Equal(t, "pr-9", gitTest(t, env, ws.Dir, "rev-parse", "--abbrev-ref", "HEAD"))
+	_, err = w.Prepare(ctx, mustItem(t, "github:octo/repo#10"), PrepareOptions{CloneURL: origin, Branch: "pr-10", FetchRef: "refs/pull/10/head", RequireBranch: true})
+	require.ErrorIs(t, err, ErrBranchMissing)
+	_, err = w.Prepare(ctx, mustItem(t, "github:octo/repo#11"), PrepareOptions{CloneURL: origin, Branch: "pr-11", FetchRef: "refs/heads/main:refs/heads/x"})
+	require.ErrorIs(t, err, ErrInvalidName)
+}
+
 func TestTwoWorkItemsNeverShareAWorktree(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()

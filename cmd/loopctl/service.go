@@ -134,6 +134,17 @@ type sessionJSON struct {
 	CreatedAt        string  `json:"createdAt"`
 	LastDeliveryAt   *string `json:"lastDeliveryAt"`
 	TmuxTarget       string  `json:"tmuxTarget"`
+	Parent           *struct {
+		Ref string `json:"ref"`
+	} `json:"parent"`
+	PullRequests []struct {
+		PullRequest struct {
+			Ref string `json:"ref"`
+		} `json:"pullRequest"`
+		Branch   string `json:"branch"`
+		Declined string `json:"declined"`
+		Closed   bool   `json:"closed"`
+	} `json:"pullRequests"`
 }
 
 func newSessionsCmd(f *Factory) *cli.Command {
@@ -230,10 +241,51 @@ Examples:
 					}
 					fmt.Fprintf(f.IO.Out, "work item:  %s\nstatus:     %s\nharness:    %s (session %s)\ntmux:       %s\ncwd:        %s\ncreated:    %s\n",
 						r.WorkItem.Ref, r.Status, r.Harness, r.HarnessSessionID, r.TmuxTarget, r.Cwd, r.CreatedAt)
+					if r.Parent != nil {
+						fmt.Fprintf(f.IO.Out, "pull request session of: %s\n", r.Parent.Ref)
+					}
+					for _, l := range r.PullRequests {
+						var notes []string
+						if l.Branch != "" {
+							notes = append(notes, "branch "+l.Branch)
+						}
+						if l.Declined != "" {
+							notes = append(notes, "no own session: "+l.Declined)
+						}
+						if l.Closed {
+							notes = append(notes, "closed")
+						}
+						fmt.Fprintf(f.IO.Out, "linked PR:  %s %s\n", l.PullRequest.Ref, strings.Join(notes, ", "))
+					}
 					return nil
 				},
 			},
 			control("stop", "close the work item's session (recorded with source cli)"),
+			{
+				Name: "link-pr", Usage: "link a pull request to the work item's session, so its events reach that session", ArgsUsage: "REF",
+				Flags: append(refFlags(), &cli.StringFlag{Name: "pull-request", Aliases: []string{"p"}, Required: true, Usage: "#57, 57 (the work item's repository) or github:owner/repo#57"}),
+				Action: func(c *cli.Context) error {
+					o, err := readServiceOptions(f, c)
+					if err != nil {
+						return err
+					}
+					ref, err := refArg(c, "link-pr")
+					if err != nil {
+						return err
+					}
+					var res api.LinkPRResult
+					printed, err := o.call(c.Context, "POST", "/sessions/link-pr", nil, api.LinkPRRequest{Ref: ref, PullRequest: c.String("pull-request")}, &res)
+					if err != nil || printed {
+						return err
+					}
+					state := "linked"
+					if !res.Linked {
+						state = "already linked"
+					}
+					fmt.Fprintf(f.IO.Out, "%s: %s %s\n", res.Ref, res.PullRequest, state)
+					return nil
+				},
+			},
 			control("pause", "hold events back from the session until resume"),
 			control("resume", "deliver events to a paused session again"),
 			{

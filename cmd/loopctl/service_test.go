@@ -194,6 +194,13 @@ func (s *fakeSessions) AttachCommand(_ context.Context, ref string) (string, err
 	return "tmux attach -t " + s.recs[i].TmuxName, nil
 }
 
+func (s *fakeSessions) LinkPR(_ context.Context, ref, pr string) (api.LinkPRResult, error) {
+	if _, err := s.find(ref); err != nil {
+		return api.LinkPRResult{}, err
+	}
+	return api.LinkPRResult{Ref: ref, PullRequest: "github:acme/widgets" + pr, Linked: true}, nil
+}
+
 type fakeQueue struct{ dead []queue.DeadLetter }
 
 func (q *fakeQueue) Stats(context.Context) (queue.Stats, error) {
@@ -214,7 +221,10 @@ func TestSessionsQueueAndDaemonVerbsCallTheSocket(t *testing.T) {
 	item, err := workitem.Parse("github:acme/widgets#42")
 	require.NoError(t, err)
 	created := time.Date(2026, 5, 4, 8, 0, 0, 0, time.UTC)
-	sess := &fakeSessions{recs: []sessions.Record{{Item: item, Harness: "claude", SessionID: "0c6f4d1e-0000-4000-8000-000000000001", TmuxName: sessions.TmuxName(item), Cwd: "/ws/acme/widgets/issue-42", Status: sessions.StatusActive, Created: created}}}
+	pr, err := workitem.Parse("github:acme/widgets#57")
+	require.NoError(t, err)
+	sess := &fakeSessions{recs: []sessions.Record{{Item: item, Harness: "claude", SessionID: "0c6f4d1e-0000-4000-8000-000000000001", TmuxName: sessions.TmuxName(item), Cwd: "/ws/acme/widgets/issue-42", Status: sessions.StatusActive, Created: created,
+		PullRequests: []sessions.PRLink{{PR: pr, Branch: "feature-csv", Linked: created, Declined: sessions.DeclinedSharedWorktree}}}}}
 	q := &fakeQueue{dead: []queue.DeadLetter{{Seq: 7, DeliveryID: "d-1", OriginalSeq: 3, Attempts: 5, Reason: "boom", At: created}}}
 	clock := graphtest.NewClock(time.Date(2026, 5, 4, 9, 0, 0, 0, time.UTC))
 	sock := serveAPI(t, api.Backend{Sessions: sess, Queue: q, Status: func(context.Context) api.Status {
@@ -252,6 +262,8 @@ func TestSessionsQueueAndDaemonVerbsCallTheSocket(t *testing.T) {
 	require.Equal(t, exitOK, run("sessions", "list"))
 	require.Contains(t, io.out.String(), "github:acme/widgets#42")
 	require.Contains(t, io.out.String(), "active")
+	require.Equal(t, exitOK, run("sessions", "show", item.String()))
+	require.Contains(t, io.out.String(), "linked PR:  github:acme/widgets#57 branch feature-csv, no own session: shared-worktree\n")
 	require.Equal(t, exitOK, run("sessions", "attach", item.String()))
 	require.Equal(t, "tmux attach -t "+sessions.TmuxName(item)+"\n", io.out.String())
 	require.Equal(t, exitOK, run("sessions", "pause", item.String(), "--actor", "dana"))
@@ -260,6 +272,11 @@ func TestSessionsQueueAndDaemonVerbsCallTheSocket(t *testing.T) {
 	require.Equal(t, exitRefused, run("sessions", "stop", "github:acme/widgets#9"), "an unknown session is refused")
 	require.Contains(t, io.err.String(), "no session record")
 	require.Equal(t, exitRefused, run("sessions", "stop"), "a ref is required")
+	require.Equal(t, exitOK, run("sessions", "link-pr", item.String(), "--pull-request", "#57"), io.err.String())
+	require.Equal(t, "github:acme/widgets#42: github:acme/widgets#57 linked\n", io.out.String())
+	require.Equal(t, exitOK, run("sessions", "link-pr", "--work-item", item.String(), "-p", "#57", "--format", "json"), io.err.String())
+	require.JSONEq(t, `{"ref":"github:acme/widgets#42","pullRequest":"github:acme/widgets#57","linked":true}`, io.out.String())
+	require.NotEqual(t, exitOK, run("sessions", "link-pr", item.String()), "--pull-request is required")
 
 	require.Equal(t, exitOK, run("queue", "status"))
 	require.Contains(t, io.out.String(), "3 pending")

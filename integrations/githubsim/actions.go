@@ -115,8 +115,13 @@ func (s *Server) OpenPullRequestWith(full string, pr PullRequest) (Issue, error)
 			return Issue{}, fmt.Errorf("%w: branch %q", ErrInvalid, clip(b, 60))
 		}
 	}
+	if pr.HeadRepo != "" {
+		if _, _, err := splitRepo(pr.HeadRepo); err != nil {
+			return Issue{}, err
+		}
+	}
 	return s.openWith(full, pr.Author, pr.Title, pr.Body, true, pr.Labels, func(is *issue, rp *repo) {
-		is.head, is.base, is.draft = pr.Head, pr.Base, pr.Draft
+		is.head, is.base, is.draft, is.headRepo = pr.Head, pr.Base, pr.Draft, pr.HeadRepo
 		if is.head == "" {
 			is.head = fmt.Sprintf("pr-%d", is.number)
 		}

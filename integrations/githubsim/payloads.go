@@ -219,6 +219,17 @@ func (s *Server) branchJSON(rp *repo, ref, sha string) map[string]any {
 	return map[string]any{"label": rp.owner + ":" + ref, "ref": ref, "sha": sha, "user": s.userJSON(rp.owner), "repo": s.repoJSON(rp)}
 }
 
+// forkBranchJSON is a pull request's head in a fork of rp: the repository
+// object is rp's with the fork's names (GitHub sends the fork's own).
+func (s *Server) forkBranchJSON(rp *repo, fork, ref, sha string) map[string]any {
+	owner, name, _ := splitRepo(fork)
+	r := s.repoJSON(rp)
+	web := s.cfg.WebURL + "/" + fork
+	r["name"], r["full_name"], r["owner"], r["html_url"], r["fork"] = name, fork, s.userJSON(owner), web, true
+	r["clone_url"], r["url"] = web+".git", s.apiURL()+"/repos/"+fork
+	return map[string]any{"label": owner + ":" + ref, "ref": ref, "sha": sha, "user": s.userJSON(owner), "repo": r}
+}
+
 // pullJSON is a pull request as the pulls API and pull_request* webhooks
 // carry it.
 func (s *Server) pullJSON(rp *repo, is *issue) map[string]any {
@@ -240,6 +251,9 @@ func (s *Server) pullJSON(rp *repo, is *issue) map[string]any {
 	m["review_comment_url"] = api + "/pulls/comments{/number}"
 	m["comments_url"], m["statuses_url"] = issueAPI+"/comments", api+"/statuses/"+head
 	m["head"] = s.branchJSON(rp, is.head, head)
+	if is.headRepo != "" {
+		m["head"] = s.forkBranchJSON(rp, is.headRepo, is.head, head)
+	}
 	m["base"] = s.branchJSON(rp, is.base, fakeSHA(rp.full(), is.base))
 	m["_links"] = map[string]any{
 		"self": map[string]any{"href": self}, "html": map[string]any{"href": web}, "issue": map[string]any{"href": issueAPI},

@@ -81,9 +81,13 @@ type PullRequest struct {
 	Head string
 	// Base is the branch it merges into (default the repository's default
 	// branch).
-	Base   string
-	Draft  bool
-	Labels []string
+	Base string
+	// HeadRepo is the fork ("owner/name") the head branch lives in; ""
+	// means the repository itself. A fork need not exist in the server:
+	// payloads describe it as GitHub would (head.repo, fork: true).
+	HeadRepo string
+	Draft    bool
+	Labels   []string
 }
 
 // RepoOptions describe a repository created with AddRepo.
@@ -122,6 +126,7 @@ type issue struct {
 	merged    bool
 	mergedBy  string
 	head      string // a pull request's head branch
+	headRepo  string // the fork holding head ("" = the repository)
 	base      string // a pull request's base branch
 	draft     bool
 	created   time.Time

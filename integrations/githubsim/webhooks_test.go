@@ -338,3 +338,21 @@ func TestPullRequestPayloadsHaveTheFixturesShape(t *testing.T) {
 		require.Subset(t, keys(pro["_links"].(map[string]any)), keys(prw["_links"].(map[string]any)), fx)
 	}
 }
+
+// A pull request from a fork names the fork as its head's repository.
+func TestPullRequestFromAForkNamesTheFork(t *testing.T) {
+	rc := newReceiver(t, "k")
+	s := startSim(t, githubsim.Config{Hooks: []githubsim.Hook{{URL: rc.srv.URL, Secret: "k"}}})
+	require.NoError(t, s.AddRepo("demo/widgets", githubsim.RepoOptions{}))
+	_, err := s.OpenPullRequestWith("demo/widgets", githubsim.PullRequest{Author: "erin", Title: "CSV", Head: "main", HeadRepo: "erin/widgets"})
+	require.NoError(t, err)
+	_, err = s.OpenPullRequestWith("demo/widgets", githubsim.PullRequest{Author: "erin", Title: "CSV", HeadRepo: "not a repo"})
+	require.ErrorIs(t, err, githubsim.ErrInvalid)
+	wait(t, s)
+	got := rc.got()
+	require.Len(t, got, 1)
+	require.Equal(t, "erin/widgets", str(got[0].payload, "pull_request", "head", "repo", "full_name"))
+	require.Equal(t, "erin:main", str(got[0].payload, "pull_request", "head", "label"))
+	require.Equal(t, "demo/widgets", str(got[0].payload, "pull_request", "base", "repo", "full_name"))
+	require.Equal(t, "demo/widgets", str(got[0].payload, "repository", "full_name"))
+}

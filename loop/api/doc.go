@@ -6,7 +6,7 @@
 // force/skip open the same graph.Runtime the CLI opens (loop.OpenRepo →
 // Repo.Runtime) and answer the same JSON (graph.Report, graph.Claim,
 // graph.StepReport, graph.ForceResult, graph.SkipResult, loop.GraphView);
-// sessions (list, show, stop, pause, resume, attach command), events (query
+// sessions (list, show, stop, pause, resume, attach command, link-pr), events (query
 // and a live SSE stream of event-log lines) and queue (depth, oldest age,
 // dead letters and replay) reach the running daemon through the Backend
 // interfaces, which package loop/daemon implements. The package imports no

@@ -40,6 +40,29 @@ type Sessions interface {
 	AttachCommand(ctx context.Context, ref string) (string, error)
 }
 
+// PRLinker is implemented by a Sessions that links pull requests to work
+// items (POST /sessions/link-pr, daemon-spec §6.7): a linked PR's events
+// reach the work item's session even when nothing in them names it.
+type PRLinker interface {
+	// LinkPR links pullRequest ("#5", "5" or a full ref) to the live session
+	// of the work item ref.
+	LinkPR(ctx context.Context, ref, pullRequest string) (LinkPRResult, error)
+}
+
+// LinkPRRequest is POST /sessions/link-pr's body.
+type LinkPRRequest struct {
+	Ref         string `json:"ref"`
+	PullRequest string `json:"pullRequest"`
+}
+
+// LinkPRResult answers POST /sessions/link-pr.
+type LinkPRResult struct {
+	Ref         string `json:"ref"`
+	PullRequest string `json:"pullRequest"`
+	// Linked is false when the link already existed.
+	Linked bool `json:"linked"`
+}
+
 // ControlResult answers a session control verb.
 type ControlResult struct {
 	Ref    string `json:"ref"`
@@ -150,6 +173,7 @@ func New(cfg Config, b Backend) *Server {
 	s.route("GET /sessions/one", s.sessionsOne)
 	s.route("POST /sessions/control", s.sessionsControl)
 	s.route("GET /sessions/attach", s.sessionsAttach)
+	s.route("POST /sessions/link-pr", s.sessionsLinkPR)
 	s.route("GET /events", s.events)
 	s.route("GET /events/stream", s.stream)
 	s.route("GET /queue", s.queueStats)
@@ -325,6 +349,21 @@ func (s *Server) sessionsControl(_ http.ResponseWriter, r *http.Request) (any, e
 		req.Actor = "(api)"
 	}
 	return s.b.Sessions.ControlSession(r.Context(), req.Ref, req.Verb, req.Actor, req.NoComment)
+}
+
+func (s *Server) sessionsLinkPR(_ http.ResponseWriter, r *http.Request) (any, error) {
+	l, ok := s.b.Sessions.(PRLinker)
+	if !ok {
+		return nil, unavailable("linking pull requests")
+	}
+	var req LinkPRRequest
+	if err := decode(r, &req); err != nil {
+		return nil, err
+	}
+	if req.Ref == "" || req.PullRequest == "" {
+		return nil, badRequest("ref and pullRequest are required (github:owner/repo#42, #57)")
+	}
+	return l.LinkPR(r.Context(), req.Ref, req.PullRequest)
 }
 
 func (s *Server) sessionsAttach(_ http.ResponseWriter, r *http.Request) (any, error) {

@@ -105,11 +105,17 @@ type Config struct {
 	SpawnWorkdir string
 	// KeepCheckoutOnClose keeps the worktree when a session closes.
 	KeepCheckoutOnClose bool
-	// KeepSessionOnClose keeps the tmux session — harness included — when
-	// the work item closes (default false: the session is killed). The
-	// reference's middle way, keeping the pane but terminating the harness
-	// (routing.tmux.killHarnessOnClose), is not built yet.
+	// KeepSessionOnClose keeps the tmux session when the work item closes
+	// (routing.tmux.keepSessionOnClose, default true: the transcript stays
+	// for a post-mortem); false kills it.
 	KeepSessionOnClose bool
+	// KillHarnessOnClose, with KeepSessionOnClose, terminates the harness
+	// inside the kept session (routing.tmux.killHarnessOnClose, default
+	// true): SIGTERM, then SIGKILL after HarnessKillGrace. False keeps the
+	// harness running too.
+	KillHarnessOnClose bool
+	// HarnessKillGrace is routing.tmux.harnessKillGraceSeconds (default 5 s).
+	HarnessKillGrace time.Duration
 	// ResumeOnRespawn reopens a dead session's conversation first.
 	ResumeOnRespawn bool
 	// Tmux configures the tmux runner (socket, timeouts).
@@ -173,6 +179,9 @@ func DefaultConfig() Config {
 		DefaultHarness:      "claude",
 		SpawnWorkdir:        ".",
 		ResumeOnRespawn:     true,
+		KeepSessionOnClose:  true,
+		KillHarnessOnClose:  true,
+		HarnessKillGrace:    sessions.DefaultHarnessKillGrace,
 		Tmux:                sessions.DefaultTmuxConfig(),
 		InteractionMode:     InteractionWorkItem,
 		GraphEnabled:        true,
@@ -263,7 +272,13 @@ func ConfigFromCLI(c loop.CLIConfig, getenv func(string) string, workDir string)
 	cfg.WorkspaceRoot = abs(ws.str("root", ""))
 	cfg.KeepCheckoutOnClose = ws.bool("keepCheckoutOnClose", false)
 	tm := rt.m("tmux")
-	cfg.KeepSessionOnClose = tm.bool("keepSessionOnClose", false)
+	cfg.KeepSessionOnClose = tm.bool("keepSessionOnClose", true)
+	cfg.KillHarnessOnClose = tm.bool("killHarnessOnClose", true)
+	if g := tm.float("harnessKillGraceSeconds", 5); g > 0 {
+		cfg.HarnessKillGrace = time.Duration(g * float64(time.Second))
+	} else {
+		return cfg, warns, fmt.Errorf("routing.tmux.harnessKillGraceSeconds: %v must be greater than 0: %w", g, loop.ErrInvalidConfig)
+	}
 	cfg.ResumeOnRespawn = tm.bool("resumeOnRespawn", true)
 	cfg.Tmux.RemainOnExit = tm.bool("remainOnExit", true)
 	mode, w := ResolveInteractionMode(rt.m("interaction").str("mode", InteractionWorkItem))
@@ -391,6 +406,16 @@ func (r rawMap) int(k string, def int) int {
 		return int(v)
 	case float64:
 		return int(v)
+	}
+	return def
+}
+
+func (r rawMap) float(k string, def float64) float64 {
+	switch v := r[k].(type) {
+	case float64:
+		return v
+	case int, int64, uint64:
+		return float64(r.int(k, 0))
 	}
 	return def
 }

@@ -145,3 +145,33 @@ service:
 	_, err = loop.ParseCLIConfig("cli-config.yaml", []byte("service:\n  maxSession: 3\n"))
 	require.ErrorContains(t, err, "service.maxSessions")
 }
+
+// routing.tmux close settings (daemon-spec §6.6, §12.2): the reference's
+// defaults keep the session and end the harness inside it.
+func TestConfigFromCLITmuxCloseSettings(t *testing.T) {
+	cfg, _, err := ConfigFromCLI(parseCLI(t, "state:\n  root: /st\n"), func(string) string { return "" }, "/work")
+	require.NoError(t, err)
+	require.True(t, cfg.KeepSessionOnClose)
+	require.True(t, cfg.KillHarnessOnClose)
+	require.Equal(t, 5*time.Second, cfg.HarnessKillGrace)
+
+	cfg, _, err = ConfigFromCLI(parseCLI(t, `
+state:
+  root: /st
+routing:
+  tmux:
+    keepSessionOnClose: true
+    killHarnessOnClose: false
+    harnessKillGraceSeconds: 0.5
+`), func(string) string { return "" }, "/work")
+	require.NoError(t, err)
+	require.True(t, cfg.KeepSessionOnClose)
+	require.False(t, cfg.KillHarnessOnClose)
+	require.Equal(t, 500*time.Millisecond, cfg.HarnessKillGrace)
+
+	_, err = loop.ParseCLIConfig("cli-config.yaml", []byte("routing:\n  tmux:\n    killHarnesOnClose: true\n"))
+	require.Error(t, err, "a misspelt key is refused")
+
+	_, _, err = ConfigFromCLI(parseCLI(t, "state:\n  root: /st\nrouting:\n  tmux:\n    harnessKillGraceSeconds: -1\n"), func(string) string { return "" }, "/work")
+	require.ErrorIs(t, err, loop.ErrInvalidConfig)
+}

@@ -402,6 +402,13 @@ func (d *Daemon) build() error {
 	return nil
 }
 
+// closeOptions is what closing a work item's session leaves behind
+// (routing.tmux.keepSessionOnClose, killHarnessOnClose,
+// harnessKillGraceSeconds; daemon-spec §6.6).
+func (d *Daemon) closeOptions() sessions.CloseOptions {
+	return sessions.CloseOptions{KeepTmux: d.cfg.KeepSessionOnClose, KillHarness: d.cfg.KillHarnessOnClose, Grace: d.cfg.HarnessKillGrace}
+}
+
 // lookPath resolves a program on Deps.Path (else the process's PATH).
 func (d *Daemon) lookPath(name string) (string, error) {
 	if d.deps.Path == "" || strings.Contains(name, "/") {

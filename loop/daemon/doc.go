@@ -53,11 +53,42 @@
 // items taken over by the others (session.takeover). Without it, one
 // instance dispatches the whole queue and others wait as standbys.
 //
-// Not built yet (reference behaviour this package does not have):
-// pull-request
-// endpoints with their own sessions (daemon-spec §6.7) — PR events go to the
-// work item's session; terminating only the harness on close while keeping
-// the tmux pane (killHarnessOnClose); branch-linkage verification (§6.2);
-// the control socket (/api/v1, /metrics, /mcp) and CLI-issued control
-// commands (§5.4); hot reload of the configuration.
+// Pull requests (daemon-spec §6.7, prendpoints.go). A PR's event is
+// served by the work item it is linked to: its closing references,
+// keywords and issue-<n> branch name it, and once delivered or spawned the
+// link is recorded on the work item's record (pullRequests[],
+// session.pr_linked), so later events on the PR find the work item without
+// them (the agent or an operator links one by hand with `loopctl sessions
+// link-pr`). When the work item's sessionPerPr (the value its phase selection
+// froze, else routing.tmux.sessionPerPr) splits the PR off — always, or
+// cross-repository for a PR in another repository — and the PR can have a
+// checkout of its own (a workspace is configured, its head branch is known
+// and exists, and it is not the branch the work item's session is on), the
+// PR gets its own session: its own worktree on the head branch (for a PR
+// from a fork, refs/pull/<n>/head checked out as pr-<n>), its own
+// tmux session loop-<pr slug>, a record whose parent is the work item,
+// THE_LOOP_WORK_ITEM naming the work item and THE_LOOP_PR the PR, its
+// inner loop (pdlc-pr-loop) started beside the work item's state, and an
+// announcement on the PR (session.pr_spawned). Otherwise the event goes
+// into the work item's session (session.pr_session_declined {reason:
+// no-separate-checkout | shared-worktree | workspace-failed}); a failed
+// PR spawn does the same. A linked PR closing ends only its own session
+// (session.pr_closed, session.kept_open; merged ⇒ its inner loop is forced
+// to complete); the work item's close, stop or cleanup ends them all.
+//
+// Branch-linkage verification (daemon-spec §6.2, linkage.go). A ref found
+// only through the issue-<n> branch convention, on an event none of whose
+// refs has a live session, is checked with GitHub through the configured
+// integrations client (api or cli transport): a 404 drops it
+// (routing.linkage_dropped; nothing left ⇒ dispatch.dropped
+// work-item-not-found), any other answer keeps it. Definite answers are
+// cached (LRU, 256). A 404 on a spawn's announcement marks the work item
+// missing (session.work_item_missing); the session is kept.
+//
+// Closing (daemon-spec §6.6). By default (routing.tmux.keepSessionOnClose,
+// killHarnessOnClose) a closed work item's tmux session is kept for a
+// post-mortem and the harness inside it terminated — SIGTERM to each pane's
+// process group, SIGKILL after harnessKillGraceSeconds (session.retained,
+// session.harness_terminated); keepSessionOnClose false kills the session,
+// killHarnessOnClose false leaves the harness running.
 package daemon

@@ -55,11 +55,13 @@ type world struct {
 	claude string // fake root
 	path   string
 	remote string
-	socket string
-	cancel context.CancelFunc
-	done   chan error
-	obsMu  sync.Mutex
-	obs    []daemon.Observation
+	// remotes are further repositories' clone URLs by owner/repo.
+	remotes map[string]string
+	socket  string
+	cancel  context.CancelFunc
+	done    chan error
+	obsMu   sync.Mutex
+	obs     []daemon.Observation
 }
 
 func git(t testing.TB, dir string, args ...string) {
@@ -148,7 +150,12 @@ func newWorldHooks(t testing.TB, hooks int, edit func(*daemon.Config)) *world {
 	w.deps = daemon.Deps{
 		Integrations: set,
 		Path:         w.path,
-		CloneURL:     func(workitem.Ref) string { return w.remote },
+		CloneURL: func(it workitem.Ref) string {
+			if r, ok := w.remotes[it.Owner+"/"+it.Repo]; ok {
+				return r
+			}
+			return w.remote
+		},
 		Observer: daemon.ObserverFunc(func(o daemon.Observation) {
 			w.obsMu.Lock()
 			w.obs = append(w.obs, o)

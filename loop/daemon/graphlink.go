@@ -71,12 +71,19 @@ func (s skip) Error() string { return s.reason }
 // guarded runs fn under seed 003's guards and turns every error and panic
 // into graph.link_failed.
 func (l *graphLink) guarded(ctx context.Context, act linkAction, item workitem.Ref, cwd string, fn func(rt *graph.Runtime, id string) error) {
+	l.guardedFor(ctx, act, item, workitem.Ref{}, cwd, fn)
+}
+
+// guardedFor is guarded for the work item's outer loop (pr zero) or for a
+// pull request's inner loop (pdlc-pr-loop), whose state lives beside the
+// work item's in its checkout (<spec>/issue-<n>/pr-loops/…).
+func (l *graphLink) guardedFor(ctx context.Context, act linkAction, item, pr workitem.Ref, cwd string, fn func(rt *graph.Runtime, id string) error) {
 	defer func() {
 		if p := recover(); p != nil {
 			l.failed(act, item, fmt.Errorf("panic: %v", p))
 		}
 	}()
-	rt, id, err := l.guard(ctx, act, item, cwd)
+	rt, id, err := l.guard(ctx, act, item, pr, cwd)
 	if err == nil {
 		err = fn(rt, id)
 	}
@@ -96,7 +103,7 @@ func (l *graphLink) failed(act linkAction, item workitem.Ref, err error) {
 }
 
 // guard applies the guards in the reference's order (daemon-spec §8.2).
-func (l *graphLink) guard(ctx context.Context, act linkAction, item workitem.Ref, cwd string) (*graph.Runtime, string, error) {
+func (l *graphLink) guard(ctx context.Context, act linkAction, item, pr workitem.Ref, cwd string) (*graph.Runtime, string, error) {
 	cfg := l.d.cfg
 	// 1. enabled.
 	if !cfg.GraphEnabled {
@@ -123,7 +130,13 @@ func (l *graphLink) guard(ctx context.Context, act linkAction, item workitem.Ref
 	}
 	// 5. spec dir inside the checkout (OpenRepo refuses one that escapes).
 	// 6. loop choice; 9. the runtime.
-	rt, err := l.runtime(item, cwd, id)
+	var rt *graph.Runtime
+	var err error
+	if pr.IsZero() {
+		rt, err = l.runtime(item, cwd, id)
+	} else {
+		rt, err = l.prRuntime(item, pr, cwd, id)
+	}
 	if err != nil {
 		if errors.Is(err, loop.ErrUnsafePath) {
 			return nil, "", skip{"spec-dir-outside-checkout"}
@@ -216,6 +229,174 @@ func (l *graphLink) runtime(item workitem.Ref, cwd, id string) (*graph.Runtime, 
 	}
 	l.runtimes[cwd+"\x00"+name] = rt
 	return rt, nil
+}
+
+// prRepo is the --pr-repo of a pull request in another repository than the
+// work item ("" for the same repository).
+func prRepo(item, pr workitem.Ref) string {
+	if sameRepo(item, pr) {
+		return ""
+	}
+	return pr.Owner + "/" + pr.Repo
+}
+
+// prRuntime builds (once per checkout and pull request) the runtime of a
+// pull request's inner loop, rooted at the work item's checkout. Its
+// assignments go to the PR's own session.
+func (l *graphLink) prRuntime(item, pr workitem.Ref, cwd, id string) (*graph.Runtime, error) {
+	key := cwd + "\x00pr\x00" + prKey(pr)
+	l.mu.Lock()
+	if rt := l.runtimes[key]; rt != nil {
+		l.mu.Unlock()
+		return rt, nil
+	}
+	l.mu.Unlock()
+	repo, err := loop.OpenRepo(cwd, l.d.cfg.GraphSpecDir)
+	if err != nil {
+		return nil, err
+	}
+	opts := loop.Options{
+		WorkItem: id, PR: pr.Number, PRRepo: prRepo(item, pr),
+		AuthorizedUsers: l.d.cfg.AuthorizedUsers, ExecuteKeyword: l.d.cfg.ExecuteKeyword, SessionPerPr: l.d.cfg.SessionPerPr,
+		SpecDir:      l.d.cfg.GraphSpecDir,
+		Integrations: l.d.integ, Commands: loop.Commands{Runner: pathRunner{path: l.d.deps.Path}, Root: repo.Root},
+		Deliver: func(ctx context.Context, _, text string) (bool, error) {
+			return l.deliverToPR(ctx, item, pr, text)
+		},
+		Sink: l.d.sink, Clock: l.d.deps.Clock,
+		Warn:         func(w string) { l.d.logf("%s: %s", cwd, w) },
+		HookObserver: l.d.hookObserver(),
+	}
+	if l.d.signer != nil {
+		opts.DecisionSigner = l.d.signer
+		opts.DecisionVerifier = l.d.signer.Verifier()
+	}
+	rt, err := repo.Runtime(opts)
+	if err != nil {
+		return nil, err
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.specDirs[cwd] = repo.SpecDir
+	if cached := l.runtimes[key]; cached != nil {
+		return cached, nil
+	}
+	l.runtimes[key] = rt
+	return rt, nil
+}
+
+// prStore is the store of a pull request's inner-loop state.
+func (l *graphLink) prStore(item, pr workitem.Ref, cwd string) *loop.FileStore {
+	origin := ""
+	if repo, err := loop.OpenRepo(cwd, l.d.cfg.GraphSpecDir); err == nil {
+		origin = repo.Harness.OriginRepo()
+	}
+	sub, err := loop.PRLoopSubPath(prRepo(item, pr), origin, pr.Number)
+	if err != nil {
+		sub = "pr-loops/invalid" // refused by the store's own check below
+	}
+	return loop.NewStore(cwd, l.specDir(cwd), loop.WithStateSubPath(sub))
+}
+
+// deliverToPR pastes an inner-loop assignment into the PR's own session
+// (false when it has none live: the hook skips).
+func (l *graphLink) deliverToPR(ctx context.Context, item, pr workitem.Ref, text string) (bool, error) {
+	rec, err := l.d.reg.Get(pr)
+	if err != nil || rec.Status != sessions.StatusActive || rec.Parent != item {
+		return false, nil
+	}
+	if lv, _ := l.d.tmux.Probe(ctx, rec.TmuxName); lv != sessions.LivenessLive && lv != sessions.LivenessUnknown {
+		return false, nil
+	}
+	res, err := l.d.mgr.Deliver(ctx, pr, text)
+	if err != nil {
+		l.d.emit("graph.assignment_failed", graph.LevelWarning, graph.Field{Key: "work_item", Value: item.String()}, graph.Field{Key: "pull_request", Value: pr.String()}, graph.Field{Key: "error", Value: err.Error()})
+		return false, err
+	}
+	l.d.observe(Observation{Kind: KindPaste, Name: "graph.assignment", WorkItem: pr.String(), Text: text, Fields: map[string]any{"tmux_target": res.Record.TmuxName, "work_item": item.String()}})
+	l.d.emit("graph.assignment_delivered", graph.LevelInfo, graph.Field{Key: "work_item", Value: item.String()}, graph.Field{Key: "pull_request", Value: pr.String()}, graph.Field{Key: "tmux_target", Value: res.Record.TmuxName})
+	return true, nil
+}
+
+// onPRSpawn starts the pull request's inner loop (idempotent) and binds
+// its session.
+func (l *graphLink) onPRSpawn(ctx context.Context, item, pr workitem.Ref, cwd, sessionID string) {
+	l.guardedFor(ctx, actStart, item, pr, cwd, func(rt *graph.Runtime, id string) error {
+		if _, err := rt.Start(ctx, id); err != nil {
+			return err
+		}
+		alive := true
+		return rt.BindSession(ctx, id, graph.SessionBinding{ID: sessionID, Runner: "tmux", Alive: &alive})
+	})
+}
+
+// onPREvent is onEvent for a pull request's inner loop.
+func (l *graphLink) onPREvent(ctx context.Context, item, pr workitem.Ref, cwd string, ev *ingress.Event) *graph.StepReport {
+	var out *graph.StepReport
+	l.guardedFor(ctx, actAdvance, item, pr, cwd, func(rt *graph.Runtime, id string) error {
+		st, err := l.prStore(item, pr, cwd).Load(ctx, id)
+		if errors.Is(err, graph.ErrNoState) {
+			return skip{"not-started"}
+		}
+		if err != nil {
+			return err
+		}
+		if n, ok := rt.Graph().Node(st.CurrentNode); ok && !n.IsHuman() {
+			return skip{"agent-node"}
+		}
+		rep, err := rt.Advance(ctx, id, graphEvent(ev))
+		if errors.Is(err, graph.ErrNotStarted) {
+			return skip{"not-started"}
+		}
+		out = rep
+		return err
+	})
+	return out
+}
+
+// onPRClose marks the PR session's binding dead and, when the pull request
+// merged, forces its inner loop to complete (unless unstarted or already
+// complete), recorded with the reason naming the PR.
+func (l *graphLink) onPRClose(ctx context.Context, item, pr workitem.Ref, cwd, sessionID string, merged bool) {
+	l.guardedFor(ctx, actClose, item, pr, cwd, func(rt *graph.Runtime, id string) error {
+		st, err := l.prStore(item, pr, cwd).Load(ctx, id)
+		if errors.Is(err, graph.ErrNoState) {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		if sessionID != "" {
+			alive := false
+			if err := rt.BindSession(ctx, id, graph.SessionBinding{ID: sessionID, Runner: "tmux", Alive: &alive}); err != nil {
+				return err
+			}
+		}
+		if !merged || st.CurrentNode == "" {
+			return nil
+		}
+		if n, ok := rt.Graph().Node(st.CurrentNode); ok && n.Terminal {
+			return nil
+		}
+		for _, n := range rt.Graph().Nodes() {
+			if n.Terminal {
+				_, err := rt.Force(ctx, id, graph.ForceRequest{To: n.ID, Reason: fmt.Sprintf("pull request %s merged", pr), Actor: "the-loop"})
+				return err
+			}
+		}
+		return nil
+	})
+}
+
+// prContext is context for a pull request's inner loop.
+func (l *graphLink) prContext(ctx context.Context, item, pr workitem.Ref, cwd string) *graphContext {
+	var out *graphContext
+	l.guardedFor(ctx, actContext, item, pr, cwd, func(rt *graph.Runtime, id string) error {
+		gc, err := l.readContext(ctx, rt, id, l.prStore(item, pr, cwd))
+		out = gc
+		return err
+	})
+	return out
 }
 
 // deliverAssignment is loop.Options.Deliver: it pastes a node's assignment
@@ -383,55 +564,59 @@ func (c *graphContext) atHumanGate() bool {
 func (l *graphLink) context(ctx context.Context, item workitem.Ref, cwd string) *graphContext {
 	var out *graphContext
 	l.guarded(ctx, actContext, item, cwd, func(rt *graph.Runtime, id string) error {
-		gc := &graphContext{ID: id, Loop: rt.Graph().Name}
-		rep, err := rt.Status(ctx, id, false)
-		if errors.Is(err, graph.ErrNoState) || err == nil && rep != nil && rep.CurrentNode == "" {
-			gc.Status = "pending"
-			out = gc
-			return nil
-		}
-		if err != nil {
-			return err
-		}
-		st, _ := loop.NewStore(cwd, l.specDir(cwd)).Load(ctx, id)
-		cur := rep.CurrentNode
-		if st != nil && st.CurrentNode != "" {
-			cur = st.CurrentNode
-		} else if st == nil || st.CurrentNode == "" {
-			gc.Status = "pending"
-			out = gc
-			return nil
-		}
-		n, ok := rt.Graph().Node(cur)
-		if !ok {
-			return fmt.Errorf("current node %q is not in %s", cur, rt.Graph().Name)
-		}
-		gc.Node = n
-		if st != nil {
-			gc.Surface = st.Surface
-		}
-		nr, _ := rep.Node(cur)
-		gc.Messages = nr.Messages
-		switch {
-		case rep.Parked != nil && rep.Parked.Node == cur && rep.Parked.Escalated:
-			gc.Status, gc.Reason = "escalated", rep.Parked.Reason
-		case rep.Parked != nil && rep.Parked.Node == cur && n.IsHuman():
-			gc.Status, gc.Reason = "waiting", rep.Parked.Reason
-		case rep.Parked != nil && rep.Parked.Node == cur:
-			gc.Status, gc.Reason = "parked", rep.Parked.Reason
-		case n.Terminal && nr.Status == graph.StatusPass:
-			gc.Status = "complete"
-		case n.IsHuman():
-			gc.Status = "waiting"
-		case nr.Status == graph.StatusBlock:
-			gc.Status = "blocked"
-		default:
-			gc.Status = "in-progress"
-		}
+		gc, err := l.readContext(ctx, rt, id, loop.NewStore(cwd, l.specDir(cwd)))
 		out = gc
-		return nil
+		return err
 	})
 	return out
+}
+
+// readContext reads a loop's context from its runtime and store.
+func (l *graphLink) readContext(ctx context.Context, rt *graph.Runtime, id string, store *loop.FileStore) (*graphContext, error) {
+	gc := &graphContext{ID: id, Loop: rt.Graph().Name}
+	rep, err := rt.Status(ctx, id, false)
+	if errors.Is(err, graph.ErrNoState) || err == nil && rep != nil && rep.CurrentNode == "" {
+		gc.Status = "pending"
+		return gc, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	st, _ := store.Load(ctx, id)
+	cur := rep.CurrentNode
+	if st != nil && st.CurrentNode != "" {
+		cur = st.CurrentNode
+	} else if st == nil || st.CurrentNode == "" {
+		gc.Status = "pending"
+		return gc, nil
+	}
+	n, ok := rt.Graph().Node(cur)
+	if !ok {
+		return nil, fmt.Errorf("current node %q is not in %s", cur, rt.Graph().Name)
+	}
+	gc.Node = n
+	if st != nil {
+		gc.Surface = st.Surface
+	}
+	nr, _ := rep.Node(cur)
+	gc.Messages = nr.Messages
+	switch {
+	case rep.Parked != nil && rep.Parked.Node == cur && rep.Parked.Escalated:
+		gc.Status, gc.Reason = "escalated", rep.Parked.Reason
+	case rep.Parked != nil && rep.Parked.Node == cur && n.IsHuman():
+		gc.Status, gc.Reason = "waiting", rep.Parked.Reason
+	case rep.Parked != nil && rep.Parked.Node == cur:
+		gc.Status, gc.Reason = "parked", rep.Parked.Reason
+	case n.Terminal && nr.Status == graph.StatusPass:
+		gc.Status = "complete"
+	case n.IsHuman():
+		gc.Status = "waiting"
+	case nr.Status == graph.StatusBlock:
+		gc.Status = "blocked"
+	default:
+		gc.Status = "in-progress"
+	}
+	return gc, nil
 }
 
 // rebind binds a respawned session (no event: the gate is not re-read).

@@ -11,6 +11,7 @@ import (
 	"github.com/theloop-dev/theloop/graph"
 	"github.com/theloop-dev/theloop/hooks"
 	"github.com/theloop-dev/theloop/ingress"
+	"github.com/theloop-dev/theloop/integrations"
 	"github.com/theloop-dev/theloop/loop/dispatch"
 	"github.com/theloop-dev/theloop/ops"
 	"github.com/theloop-dev/theloop/sessions"
@@ -25,9 +26,13 @@ import (
 // what already happened.
 type intake struct {
 	d *Daemon
+	// links caches branch-linkage answers (linkage.go).
+	links *linkageCache
+	// prs maps linked pull requests to their work items (prendpoints.go).
+	prs prIndex
 }
 
-func newIntake(d *Daemon) *intake { return &intake{d: d} }
+func newIntake(d *Daemon) *intake { return &intake{d: d, links: newLinkageCache(linkageCacheSize)} }
 
 var _ dispatch.Handler = (*intake)(nil)
 
@@ -36,6 +41,10 @@ const (
 	stepSpawn    = "#spawn"
 	stepPaste    = "#paste"
 	stepAnnounce = "#announce"
+	// stepPRSpawn: this event is spawning a PR's own session.
+	stepPRSpawn = "#pr-spawn"
+	// stepPRAnnounce: a PR's own session was announced on the PR.
+	stepPRAnnounce = "#pr-announce"
 )
 
 func (in *intake) done(ctx context.Context, ev *ingress.Event, step string) bool {
@@ -48,7 +57,10 @@ func (in *intake) mark(ctx context.Context, ev *ingress.Event, step string) erro
 }
 
 func (in *intake) emit(name string, level graph.Level, item workitem.Ref, ev *ingress.Event, fields ...graph.Field) {
-	fs := []graph.Field{{Key: "work_item", Value: item.String()}, {Key: "delivery_id", Value: ev.DeliveryID}, {Key: "gh_event", Value: ev.Event}}
+	fs := []graph.Field{{Key: "work_item", Value: item.String()}}
+	if ev != nil { // nil: a CLI-issued command
+		fs = append(fs, graph.Field{Key: "delivery_id", Value: ev.DeliveryID}, graph.Field{Key: "gh_event", Value: ev.Event})
+	}
 	in.d.emit(name, level, append(fs, fields...)...)
 }
 
@@ -61,6 +73,9 @@ func (in *intake) dropped(item workitem.Ref, ev *ingress.Event, reason string) e
 
 // Handle implements dispatch.Handler.
 func (in *intake) Handle(ctx context.Context, ev *ingress.Event) error {
+	if in.verifyLinkage(ctx, ev) && len(ev.WorkItems) == 0 {
+		return in.dropped(workitem.Ref{}, ev, "work-item-not-found")
+	}
 	item, rec, live, ok := in.target(ev)
 	if !ok {
 		return in.dropped(workitem.Ref{}, ev, "no-work-item")
@@ -84,6 +99,17 @@ func (in *intake) Handle(ctx context.Context, ev *ingress.Event) error {
 			in.closeSession(ctx, item, rec, ev, closeReason(ev))
 		}
 		return nil
+	}
+	if ev.Event == "pull_request" && ev.Action == "closed" {
+		// A pull request that is not the work item itself closed: its own
+		// session ends, the work item's stays (§6.1 step 5). Never spawn
+		// for a close.
+		if pe, ok := prOf(ev); ok && pe.PR != item {
+			if live {
+				in.closePR(ctx, item, rec, pe.PR, pe.Merged, ev)
+			}
+			return nil
+		}
 	}
 	if !live {
 		if reason := in.refusal(item, ev, ""); reason != "" {
@@ -115,9 +141,20 @@ func (in *intake) target(ev *ingress.Event) (workitem.Ref, sessions.Record, bool
 		if err != nil {
 			continue
 		}
-		rec, live := in.live(item)
+		// A linked pull request is served by its work item's record.
+		owner := in.resolve(item)
+		rec, live := in.live(owner)
 		if live {
-			return item, rec, true, true
+			return owner, rec, true, true
+		}
+		if owner != item {
+			// The work item it was linked to has no live session: the ref
+			// may be a work item of its own now (not a PR's own session).
+			own, ownLive := in.live(item)
+			if ownLive && own.Parent.IsZero() {
+				return item, own, true, true
+			}
+			rec = own
 		}
 		if !found {
 			first, firstRec, found = item, rec, true
@@ -242,6 +279,10 @@ func (in *intake) spawn(ctx context.Context, item workitem.Ref, ev *ingress.Even
 	in.emit("dispatch.spawned", graph.LevelInfo, item, ev, graph.Field{Key: "harness_session_id", Value: res.Record.SessionID},
 		graph.Field{Key: "tmux_target", Value: res.Record.TmuxName}, graph.Field{Key: "interaction", Value: in.d.cfg.InteractionMode},
 		graph.Field{Key: "action", Value: ev.Action})
+	if pe, ok := prOf(ev); ok && pe.PR != item {
+		// The PR is recorded at the moment the session is spawned.
+		in.linkPR(ctx, item, res.Record, pe, ev)
+	}
 	if err := in.mark(ctx, ev, stepPaste); err != nil {
 		return err
 	}
@@ -268,6 +309,9 @@ func (in *intake) finishSpawn(ctx context.Context, item workitem.Ref, rec sessio
 			return err
 		}
 	}
+	if pe, ok := prOf(ev); ok && pe.PR != item {
+		rec = in.linkPR(ctx, item, rec, pe, ev)
+	}
 	in.d.link.onSpawn(ctx, item, rec.Cwd, rec.SessionID, ev)
 	return in.announce(ctx, item, rec, ev)
 }
@@ -283,6 +327,15 @@ func (in *intake) announce(ctx context.Context, item workitem.Ref, rec sessions.
 	body := fmt.Sprintf("the-loop started a %s session for this work item in tmux session `%s`.\n\nWatch or take over on the daemon's host:\n\n```\n%s\n```\n",
 		rec.Harness, rec.TmuxName, attachCommand(in.d.cfg.Tmux, rec.TmuxName))
 	if _, err := in.d.integ.Call(ctx, ops.GitHubAddComment, map[string]any{"ref": item.String(), "body": hooks.Mark(body)}); err != nil {
+		if errors.Is(err, integrations.ErrNotFound) {
+			// The work item does not exist (a guessed ref): remember it, keep
+			// the session, and do not retry what cannot succeed.
+			if r, perr := workitem.Parse(item.String()); perr == nil {
+				in.markMissing(r)
+			}
+			in.emit("session.work_item_missing", graph.LevelWarning, item, ev, graph.Field{Key: "tmux_target", Value: rec.TmuxName}, graph.Field{Key: "error", Value: err.Error()})
+			return in.mark(ctx, ev, stepAnnounce)
+		}
 		in.emit("session.announce_failed", graph.LevelWarning, item, ev, graph.Field{Key: "error", Value: err.Error()})
 		return fmt.Errorf("announce %s: %w", item, err)
 	}
@@ -307,21 +360,42 @@ func attachCommand(t sessions.TmuxConfig, name string) string {
 // the graph advance (daemon-spec §6.5).
 func (in *intake) dispatchTo(ctx context.Context, item workitem.Ref, rec sessions.Record, ev *ingress.Event) error {
 	cwd := rec.Cwd
-	gc := in.d.link.context(ctx, item, cwd)
-	consulted := false
-	if gc.atHumanGate() {
-		consulted = true
-		// The gate's session first (session: inherit binds the producer's),
-		// so what the gate decides lands in the bound session.
-		in.d.link.bindGateSession(ctx, item, rec, gc)
-		rep := in.d.link.onEvent(ctx, item, cwd, ev)
-		if after := in.d.link.context(ctx, item, cwd); after != nil {
-			gc = after
-		}
-		if rep != nil && gc != nil {
-			gc.Verdict = verdict(rep)
+	if pe, ok := prOf(ev); ok && pe.PR != item {
+		pr := pe.PR
+		// Endpoint selection (§6.5 step 2, §6.7): a linked PR's event goes
+		// to the PR's own session when the work item splits PRs off and the
+		// PR has (or can have) one; its inner loop's gate is consulted
+		// first. Otherwise it goes to the work item's session below.
+		rec = in.linkPR(ctx, item, rec, pe, ev)
+		if in.splitsOff(ctx, item, rec, pr) {
+			gc, consulted := consultGate(in.d.link.prContext(ctx, item, pr, cwd),
+				func() *graphContext { return in.d.link.prContext(ctx, item, pr, cwd) },
+				func() *graph.StepReport { return in.d.link.onPREvent(ctx, item, pr, cwd, ev) })
+			if in.done(ctx, ev, stepPaste) || in.done(ctx, ev, stepSpawn) {
+				return nil
+			}
+			handled, err := in.toPREndpoint(ctx, item, rec, pr, ev, gc)
+			if err != nil {
+				return err
+			}
+			if handled {
+				if !consulted {
+					in.d.link.onPREvent(ctx, item, pr, cwd, ev)
+				}
+				return nil
+			}
 		}
 	}
+	before := in.d.link.context(ctx, item, cwd)
+	gc, consulted := consultGate(before,
+		func() *graphContext { return in.d.link.context(ctx, item, cwd) },
+		func() *graph.StepReport {
+			// The gate's session first (session: inherit binds the
+			// producer's), so what the gate decides lands in the bound
+			// session.
+			in.d.link.bindGateSession(ctx, item, rec, before)
+			return in.d.link.onEvent(ctx, item, cwd, ev)
+		})
 	if in.done(ctx, ev, stepPaste) || in.done(ctx, ev, stepSpawn) {
 		// A redelivery: this event's text is already in the session (or
 		// it spawned the session).
@@ -348,6 +422,23 @@ func (in *intake) dispatchTo(ctx context.Context, item workitem.Ref, rec session
 		in.d.link.onEvent(ctx, item, cwd, ev)
 	}
 	return nil
+}
+
+// consultGate consults the gate first when the loop waits at a human gate
+// (so the agent hears the verdict): advance with the event, re-read the
+// context, note the verdict. consulted reports whether it did.
+func consultGate(gc *graphContext, read func() *graphContext, advance func() *graph.StepReport) (_ *graphContext, consulted bool) {
+	if !gc.atHumanGate() {
+		return gc, false
+	}
+	rep := advance()
+	if after := read(); after != nil {
+		gc = after
+	}
+	if rep != nil && gc != nil {
+		gc.Verdict = verdict(rep)
+	}
+	return gc, true
 }
 
 // verdict describes a consulted gate's outcome (the-loop's words only).
@@ -403,11 +494,12 @@ func closeReason(ev *ingress.Event) string {
 // dead, clears the control record and removes the worktree (unless kept).
 func (in *intake) closeSession(ctx context.Context, item workitem.Ref, rec sessions.Record, ev *ingress.Event, reason string) {
 	in.d.link.onClose(ctx, item, rec.Cwd, rec.SessionID)
-	if err := in.d.mgr.Close(ctx, item, in.d.cfg.KeepSessionOnClose); err != nil {
+	if err := in.d.mgr.CloseWith(ctx, item, in.d.closeOptions()); err != nil {
 		in.emit("session.close_failed", graph.LevelWarning, item, ev, graph.Field{Key: "error", Value: err.Error()})
 	}
 	_ = in.d.ctl.Clear(item)
 	in.emit("session.autoclosed", graph.LevelInfo, item, ev, graph.Field{Key: "reason", Value: reason})
+	in.endPRSessions(ctx, item, rec, ev, false)
 	in.removeCheckout(ctx, item, ev)
 }
 
@@ -483,9 +575,10 @@ func (in *intake) applyControl(ctx context.Context, item workitem.Ref, ev *ingre
 		}
 		if live {
 			in.d.link.onClose(ctx, item, rec.Cwd, rec.SessionID)
-			if err := in.d.mgr.Close(ctx, item, in.d.cfg.KeepSessionOnClose); err != nil {
+			if err := in.d.mgr.CloseWith(ctx, item, in.d.closeOptions()); err != nil {
 				return err
 			}
+			in.endPRSessions(ctx, item, rec, ev, false)
 			effect = "stopped"
 		}
 	case ingress.CmdCleanup:
@@ -493,7 +586,8 @@ func (in *intake) applyControl(ctx context.Context, item workitem.Ref, ev *ingre
 			return err
 		}
 		effect = "nothing-to-clean"
-		if _, err := in.d.reg.Get(item); err == nil {
+		if r, err := in.d.reg.Get(item); err == nil {
+			in.endPRSessions(ctx, item, r, ev, true)
 			if err := in.d.mgr.Close(ctx, item, false); err != nil {
 				return err
 			}

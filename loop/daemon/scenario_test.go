@@ -24,11 +24,12 @@ import (
 func TestLabeledIssueSpawnsWithSpawnPromptAndGraphContext(t *testing.T) {
 	w := newWorld(t, nil)
 	n := w.openLabeled()
+	// The fake logs what it reads line by line; wait for the whole prompt.
 	w.eventually("the spawn prompt in the session", func() bool {
-		return strings.Contains(w.received(), "Start by running `/the-loop:work-on github:octo/demo#1`")
+		got := w.received()
+		return strings.Contains(got, "Start by running `/the-loop:work-on github:octo/demo#1`") && strings.Contains(got, "NOT ENTERED YET")
 	})
 	got := w.received()
-	require.Contains(t, got, "NOT ENTERED YET")
 	require.Contains(t, got, "## Interaction: work-item")
 	w.eventually("the announcement", func() bool { return len(w.observed("comment", "")) > 0 })
 	w.waitIdle()
@@ -86,7 +87,10 @@ func TestGateApprovedByAuthorizedCommentLocksAndPastesNextAssignment(t *testing.
 	w.waitIdle()
 	st := w.state(n)
 	require.Equal(t, "brainstorming", st.CurrentNode, "phase-selection answered by the gate")
-	require.Contains(t, w.received(), "the gate was consulted with this event first")
+	// The fake logs what it reads line by line, a little after the receipt.
+	w.eventually("the event prompt with the gate's verdict", func() bool {
+		return strings.Contains(w.received(), "the gate was consulted with this event first")
+	})
 	require.Contains(t, w.received(), "/the-loop:brainstorm issue-1", "the brainstorming assignment was pasted")
 
 	c := w.claim(n, "brainstorming", map[string]string{"brainstorm.md": brainstormMD})
@@ -256,19 +260,67 @@ func TestControlKeywordsStartPauseResumeStop(t *testing.T) {
 	require.Equal(t, 1, w.spawns())
 }
 
-// Closing the issue ends the session and removes the worktree.
+// Closing the issue ends the session and removes the worktree. By default
+// (keepSessionOnClose, killHarnessOnClose) the tmux session is kept for a
+// post-mortem — its last screen readable — and the harness inside it is
+// terminated.
 func TestCloseEventEndsSessionAndCleansWorktree(t *testing.T) {
 	w := newWorld(t, nil)
 	n := w.openLabeled()
 	w.waitIdle()
 	cwd := w.checkout(n)
 	require.DirExists(t, cwd)
+	pid := procOf(t, w.harnessPID(n))
 	require.NoError(t, w.sim.CloseIssue(repoFull, n, human))
 	w.waitIdle()
 	require.Equal(t, sessions.StatusClosed, w.status(n))
 	require.NoDirExists(t, cwd)
+	name := sessions.TmuxName(w.item(n))
+	require.NoError(t, exec.Command("tmux", "-L", w.socket, "has-session", "-t", "="+name).Run(), "the tmux session is retained")
+	out, err := exec.Command("tmux", "-L", w.socket, "list-panes", "-t", "="+name+":", "-F", "#{pane_dead}").Output()
+	require.NoError(t, err)
+	require.Equal(t, "1", strings.TrimSpace(string(out)), "the pane is dead")
+	w.eventually("the harness process to be gone", func() bool { return !pid.alive() })
+	screen, err := exec.Command("tmux", "-L", w.socket, "capture-pane", "-p", "-S", "-", "-t", "="+name+":").Output()
+	require.NoError(t, err)
+	require.Contains(t, string(screen), "fake claude", "the transcript is still on the screen")
+	require.Equal(t, 1, w.count("session.retained"))
+	require.Equal(t, 1, w.count("session.harness_terminated"))
+}
+
+// keepSessionOnClose false kills the tmux session on close.
+func TestCloseWithoutKeepSessionKillsTmux(t *testing.T) {
+	w := newWorld(t, func(c *daemon.Config) { c.KeepSessionOnClose = false })
+	n := w.openLabeled()
+	w.waitIdle()
+	require.NoError(t, w.sim.CloseIssue(repoFull, n, human))
+	w.waitIdle()
+	require.Equal(t, sessions.StatusClosed, w.status(n))
 	err := exec.Command("tmux", "-L", w.socket, "has-session", "-t", "="+sessions.TmuxName(w.item(n))).Run()
 	require.Error(t, err, "the tmux session is gone")
+}
+
+// killHarnessOnClose false keeps the harness running in the kept session
+// (the reference's pre-issue-94 behaviour).
+func TestCloseWithoutKillHarnessKeepsItRunning(t *testing.T) {
+	w := newWorld(t, func(c *daemon.Config) { c.KillHarnessOnClose = false })
+	n := w.openLabeled()
+	w.waitIdle()
+	pid := procOf(t, w.harnessPID(n))
+	require.NoError(t, w.sim.CloseIssue(repoFull, n, human))
+	w.waitIdle()
+	require.Equal(t, sessions.StatusClosed, w.status(n))
+	require.True(t, pid.alive(), "the harness still runs")
+	require.Equal(t, 0, w.count("session.harness_terminated"))
+}
+
+func (w *world) harnessPID(n int) int {
+	w.t.Helper()
+	out, err := exec.Command("tmux", "-L", w.socket, "list-panes", "-t", "="+sessions.TmuxName(w.item(n))+":", "-F", "#{pane_pid}").Output()
+	require.NoError(w.t, err)
+	pid, err := strconv.Atoi(strings.TrimSpace(string(out)))
+	require.NoError(w.t, err)
+	return pid
 }
 
 // A GitHub 5xx storm while events are dispatched loses nothing: the

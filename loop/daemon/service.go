@@ -379,9 +379,10 @@ func (s serviceSessions) ControlSession(ctx context.Context, ref, verb, actor st
 		}
 		if live {
 			d.link.onClose(ctx, item, rec.Cwd, rec.SessionID)
-			if err := d.mgr.Close(ctx, item, d.cfg.KeepSessionOnClose); err != nil {
+			if err := d.mgr.CloseWith(ctx, item, d.closeOptions()); err != nil {
 				return res, err
 			}
+			d.intake.endPRSessions(ctx, item, rec, nil, false)
 			res.Effect = "stopped"
 		}
 	default:

@@ -229,12 +229,10 @@ func TestClusterTakeoverRealSessions(t *testing.T) {
 	}
 
 	const items = 6
-	var issues []int
 	for range items {
 		is, err := sim.OpenIssue(repoFull, human, "Add a widget", "Please add a widget.")
 		require.NoError(t, err)
 		require.NoError(t, sim.AddLabel(repoFull, is.Number, human, label))
-		issues = append(issues, is.Number)
 	}
 	liveCount := func(ns ...*clusterNode) int {
 		c := 0

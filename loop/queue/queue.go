@@ -122,6 +122,9 @@ type Queue struct {
 	deadSubj string
 	durable  string
 
+	// acks holds back the last acknowledgement (see Message.Ack).
+	acks deferredAck
+
 	closeOnce sync.Once
 }
 
@@ -275,6 +278,7 @@ func orUnlimited(n int64) int64 {
 // idempotent.
 func (q *Queue) Close() {
 	q.closeOnce.Do(func() {
+		q.acks.flush()
 		if q.nc != nil {
 			q.nc.Close()
 		}
@@ -320,14 +324,69 @@ type Message struct {
 	// such a message can only be dead-lettered.
 	DecodeErr error
 	raw       jetstream.Msg
+	acks      *deferredAck
 }
 
 // Ack acknowledges the message. It does not wait for the server's
 // confirmation: the dispatcher records a delivery as handled before it
 // acks, so an ack lost in a crash costs a redelivery that is acknowledged
 // without effect, never a second effect.
+//
+// The acknowledgement is held back until the next message is acknowledged
+// or AckDelay has passed (or the consumer stops, or the queue closes). A
+// work-queue stream removes a message when it is acknowledged, and the file
+// store deletes and re-creates its block file whenever the stream becomes
+// empty: a dispatcher that keeps up with the webhooks emptied it once per
+// event — a file unlinked, a file created and a tombstone written for
+// every webhook, the largest single cost of loopd's webhook path. Holding
+// the last ack keeps one handled message in the stream while events flow.
+// An ack held back when the process dies is a lost ack: the redelivery
+// finds the handled record (or is judged afresh, for an event dropped
+// without effect), as above.
 func (m *Message) Ack(ctx context.Context) error {
-	return m.raw.Ack()
+	if m.acks == nil {
+		return m.raw.Ack()
+	}
+	return m.acks.put(m.raw)
+}
+
+// AckDelay is how long the last acknowledgement is held back when no other
+// follows it (see Message.Ack).
+const AckDelay = 20 * time.Millisecond
+
+// deferredAck holds back one acknowledgement.
+type deferredAck struct {
+	mu    sync.Mutex
+	held  jetstream.Msg
+	timer *time.Timer
+}
+
+// put holds raw's ack and sends the one it replaces.
+func (d *deferredAck) put(raw jetstream.Msg) error {
+	d.mu.Lock()
+	prev := d.held
+	d.held = raw
+	if d.timer == nil {
+		d.timer = time.AfterFunc(AckDelay, func() { d.flush() })
+	} else {
+		d.timer.Reset(AckDelay)
+	}
+	d.mu.Unlock()
+	if prev != nil {
+		return prev.Ack()
+	}
+	return nil
+}
+
+// flush sends the held ack, if any.
+func (d *deferredAck) flush() {
+	d.mu.Lock()
+	prev := d.held
+	d.held = nil
+	d.mu.Unlock()
+	if prev != nil {
+		_ = prev.Ack()
+	}
 }
 
 // AckSync acknowledges the message and waits for the server to confirm
@@ -342,7 +401,8 @@ func (m *Message) Data() []byte { return m.raw.Data() }
 // Consumer hands out events in stream order. Stop it to stop fetching;
 // messages already handed out stay unacknowledged until acked.
 type Consumer struct {
-	it jetstream.MessagesContext
+	it   jetstream.MessagesContext
+	acks *deferredAck
 }
 
 // Next blocks for the next message. It returns an error once the consumer
@@ -352,7 +412,7 @@ func (c *Consumer) Next() (*Message, error) {
 	if err != nil {
 		return nil, err
 	}
-	m := &Message{raw: raw}
+	m := &Message{raw: raw, acks: c.acks}
 	if md, err := raw.Metadata(); err == nil {
 		m.Seq = md.Sequence.Stream
 		m.NumDelivered = md.NumDelivered
@@ -365,8 +425,12 @@ func (c *Consumer) Next() (*Message, error) {
 	return m, nil
 }
 
-// Stop stops fetching.
-func (c *Consumer) Stop() { c.it.Stop() }
+// Stop stops fetching and sends the ack held back, if any (messages
+// acknowledged later are sent after AckDelay).
+func (c *Consumer) Stop() {
+	c.it.Stop()
+	c.acks.flush()
+}
 
 // Consume (re)creates the durable consumer — so every unacknowledged event
 // is delivered again from the start, in order — and returns an iterator.
@@ -390,7 +454,7 @@ func (q *Queue) Consume(ctx context.Context) (*Consumer, error) {
 	if err != nil {
 		return nil, fmt.Errorf("queue: consume: %w", err)
 	}
-	return &Consumer{it: it}, nil
+	return &Consumer{it: it, acks: &q.acks}, nil
 }
 
 func keyOf(id string) string {

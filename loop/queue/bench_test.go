@@ -23,6 +23,7 @@ func BenchmarkPut(b *testing.B) {
 	var next atomic.Int64
 	var wg sync.WaitGroup
 	b.ResetTimer()
+	cpu0 := cpuTime()
 	for range 8 {
 		wg.Add(1)
 		go func() {
@@ -41,4 +42,5 @@ func BenchmarkPut(b *testing.B) {
 		}()
 	}
 	wg.Wait()
+	b.ReportMetric(float64((cpuTime()-cpu0).Microseconds())/float64(b.N), "cpu-µs/op")
 }

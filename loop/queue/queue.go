@@ -124,6 +124,8 @@ type Queue struct {
 
 	// acks holds back the last acknowledgement (see Message.Ack).
 	acks deferredAck
+	// bufs are Put's message buffers (*[]byte).
+	bufs sync.Pool
 
 	closeOnce sync.Once
 }
@@ -156,6 +158,7 @@ func Open(ctx context.Context, cfg Config) (*Queue, error) {
 		cfg.PublishTimeout = DefaultPublishTimeout
 	}
 	q := &Queue{cfg: cfg, subject: lower(cfg.Prefix) + ".events", deadSubj: lower(cfg.Prefix) + ".dead", durable: cfg.Prefix + "_dispatch"}
+	q.bufs.New = func() any { b := make([]byte, 0, 32<<10); return &b }
 	if err := q.connect(); err != nil {
 		q.Close()
 		return nil, err
@@ -296,10 +299,23 @@ func (q *Queue) Put(ctx context.Context, ev *ingress.Event) error {
 	if ev == nil || ev.DeliveryID == "" {
 		return errors.New("queue: an event without a delivery id cannot be kept (the queue deduplicates on it)")
 	}
-	msg, err := encode(q.subject, ev)
+	// The message buffer is reused once the publish is answered (the
+	// client copies it into its write buffer, but keeps the message to
+	// publish it again after a no-responders answer until then): a new
+	// 10-20 KB buffer per webhook was the largest allocation on the path.
+	bp := q.bufs.Get().(*[]byte)
+	msg, err := encodeInto(q.subject, ev, *bp)
 	if err != nil {
+		q.bufs.Put(bp)
 		return fmt.Errorf("queue: encode event %s: %w", ev.DeliveryID, err)
 	}
+	answered := false
+	defer func() {
+		if answered && cap(msg.Data) <= maxPooledMsg {
+			*bp = msg.Data[:0]
+			q.bufs.Put(bp)
+		}
+	}()
 	// An asynchronous publish waited on at once: concurrent webhooks share
 	// the connection's pipelined writes and its one reply subscription,
 	// instead of a request with its own reply bookkeeping each (BenchmarkPut,
@@ -313,11 +329,13 @@ func (q *Queue) Put(ctx context.Context, ev *ingress.Event) error {
 	defer timer.Stop()
 	select {
 	case ack := <-f.Ok():
+		answered = true
 		if ack.Duplicate {
 			return fmt.Errorf("queue: delivery %s: %w", ev.DeliveryID, ingress.ErrDuplicate)
 		}
 		return nil
 	case err := <-f.Err():
+		answered = true
 		return fmt.Errorf("queue: publish delivery %s: %v: %w", ev.DeliveryID, err, ingress.ErrUnavailable)
 	case <-ctx.Done():
 		err = ctx.Err()
@@ -721,6 +739,15 @@ func (q *Queue) AcquireLease(ctx context.Context, owner string, ttl time.Duratio
 // encode builds the stream message of ev in the split wire format (see
 // HeaderPayloadOffset).
 func encode(subject string, ev *ingress.Event) (*nats.Msg, error) {
+	return encodeInto(subject, ev, nil)
+}
+
+// maxPooledMsg bounds the message buffers Put keeps for reuse.
+const maxPooledMsg = 1 << 20
+
+// encodeInto is encode writing the message data into buf's storage when it
+// is large enough (Put reuses pooled buffers).
+func encodeInto(subject string, ev *ingress.Event, buf []byte) (*nats.Msg, error) {
 	head := *ev
 	head.Payload = nil
 	// The head is encoded first so the message is allocated once at its
@@ -735,7 +762,12 @@ func encode(subject string, ev *ingress.Event) (*nats.Msg, error) {
 		return msg, nil
 	}
 	msg.Header.Set(HeaderPayloadOffset, strconv.Itoa(len(hb)))
-	data := make([]byte, len(hb)+len(ev.Payload))
+	n := len(hb) + len(ev.Payload)
+	data := buf[:0]
+	if cap(data) < n {
+		data = make([]byte, n)
+	}
+	data = data[:n]
 	copy(data[copy(data, hb):], ev.Payload)
 	msg.Data = data
 	return msg, nil

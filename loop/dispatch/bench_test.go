@@ -22,14 +22,29 @@ func cpuTime() time.Duration {
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
+// dropAll drops every event in Handle; triageAll drops it in Triage.
+type dropAll struct{}
+
+func (dropAll) Handle(context.Context, *ingress.Event) error { return dispatch.ErrNoEffect }
+
+type triageAll struct{ dropAll }
+
+func (triageAll) Triage(context.Context, *ingress.Event) error { return dispatch.ErrNoEffect }
+
 // BenchmarkDrain is the dispatcher's own cost per event: b.N distinct
 // comments on one work item (loadgen's load: strictly ordered, one at a
 // time) are kept first, then the dispatcher consumes them with a handler
-// that drops each without effect — fetch, decode, the delivery and
-// content dedup records, the ack. cpu-µs/event is the process CPU (the
-// embedded NATS server's share included) and is the figure to compare on a
-// shared machine; events/s is the wall clock.
+// that drops each without effect — in Handle (after the delivery and
+// content dedup records are read and written) or in Triage (before) —
+// fetch, decode, ack. cpu-µs/event is the process CPU (the embedded NATS
+// server's share included) and is the figure to compare on a shared
+// machine; events/s is the wall clock.
 func BenchmarkDrain(b *testing.B) {
+	b.Run("handle-drops", func(b *testing.B) { benchDrain(b, dropAll{}) })
+	b.Run("triage-drops", func(b *testing.B) { benchDrain(b, triageAll{}) })
+}
+
+func benchDrain(b *testing.B, h dispatch.Handler) {
 	raw, err := os.ReadFile("../../../shared/fixtures/github-webhooks/issue_comment/created.payload.json")
 	if errors.Is(err, os.ErrNotExist) {
 		b.Skip("GitHub webhook fixtures not found beside the repository (../shared/fixtures); skipping")
@@ -57,7 +72,7 @@ func BenchmarkDrain(b *testing.B) {
 	}
 	var n atomic.Int64
 	done := make(chan struct{})
-	d, err := dispatch.New(q, dispatch.HandlerFunc(func(context.Context, *ingress.Event) error { return dispatch.ErrNoEffect }), dispatch.Config{
+	d, err := dispatch.New(q, h, dispatch.Config{
 		Observe: func(o dispatch.Observation) {
 			if o.Outcome != dispatch.OutcomeDropped {
 				b.Errorf("event %s: %s (%v)", o.DeliveryID, o.Outcome, o.Err)

@@ -660,7 +660,8 @@ func (q *Queue) Replay(ctx context.Context, seq uint64) error {
 	return nil
 }
 
-// Pending reports how many events are kept and not yet acknowledged.
+// Pending reports how many events are kept and not yet acknowledged (the
+// last one handled counts until its held-back ack is sent: AckDelay).
 func (q *Queue) Pending(ctx context.Context) (uint64, error) {
 	info, err := q.events.Info(ctx)
 	if err != nil {

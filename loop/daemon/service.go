@@ -146,17 +146,41 @@ func (d *Daemon) hookObserver() func(graph.HookTiming) {
 
 // timed measures each dispatch (handler time, and receipt-to-done latency).
 func (d *Daemon) timed(h dispatch.Handler) dispatch.Handler {
-	return dispatch.HandlerFunc(func(ctx context.Context, ev *ingress.Event) error {
-		// The policy (reload.go) holds still for the whole dispatch.
-		d.svc.rl.policy.RLock()
-		defer d.svc.rl.policy.RUnlock()
-		start := time.Now()
-		err := h.Handle(ctx, ev)
-		if d.svc.metrics != nil {
-			d.svc.metrics.Dispatched(ev, time.Since(start), err)
-		}
-		return err
-	})
+	return timedHandler{d: d, h: h}
+}
+
+// timedHandler is timed's result; it passes the handler's Triage on.
+type timedHandler struct {
+	d *Daemon
+	h dispatch.Handler
+}
+
+func (t timedHandler) Handle(ctx context.Context, ev *ingress.Event) error {
+	// The policy (reload.go) holds still for the whole dispatch.
+	t.d.svc.rl.policy.RLock()
+	defer t.d.svc.rl.policy.RUnlock()
+	start := time.Now()
+	err := t.h.Handle(ctx, ev)
+	if t.d.svc.metrics != nil {
+		t.d.svc.metrics.Dispatched(ev, time.Since(start), err)
+	}
+	return err
+}
+
+// Triage counts a triaged drop as a dispatch dropped without effect.
+func (t timedHandler) Triage(ctx context.Context, ev *ingress.Event) error {
+	tr, ok := t.h.(dispatch.Triager)
+	if !ok {
+		return nil
+	}
+	t.d.svc.rl.policy.RLock()
+	defer t.d.svc.rl.policy.RUnlock()
+	start := time.Now()
+	err := tr.Triage(ctx, ev)
+	if err != nil && t.d.svc.metrics != nil {
+		t.d.svc.metrics.Dispatched(ev, time.Since(start), err)
+	}
+	return err
 }
 
 // serviceHandler is everything the control plane serves.

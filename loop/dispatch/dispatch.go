@@ -47,6 +47,25 @@ type HandlerFunc func(ctx context.Context, ev *ingress.Event) error
 // Handle calls f.
 func (f HandlerFunc) Handle(ctx context.Context, ev *ingress.Event) error { return f(ctx, ev) }
 
+// Triager is implemented by a Handler that can tell, cheaply and before
+// anything else, that an event will be dropped without effect (no work
+// item, not armed, ...). The dispatcher asks it first: an event it answers
+// ErrNoEffect for is acknowledged as dropped without calling Handle and
+// without reading or writing the delivery and content dedup records — two
+// round trips to the queue and a write, most of the dispatcher's cost for
+// the bulk of repository activity, which concerns no armed work item.
+//
+// Triage must have no effect beyond logging, and must answer ErrNoEffect
+// only for an event Handle would drop at that moment (nil when unsure:
+// Handle then decides, after the dedup records). At most one effect per
+// delivery and per content identity still holds: a dropped event has none.
+// A change dropped this way is judged afresh if it arrives again under
+// another delivery id, as a redelivery of a dropped event already is.
+// Errors other than ErrNoEffect are retried like Handle's.
+type Triager interface {
+	Triage(ctx context.Context, ev *ingress.Event) error
+}
+
 // ErrNoEffect is what a Handler returns for an event it dropped without any
 // effect (a policy said no): the event is acknowledged without a handled
 // record, so a redelivery is judged afresh rather than skipped.
@@ -371,6 +390,13 @@ func (d *Dispatcher) process(ctx context.Context, key string, m *queue.Message, 
 }
 
 func (d *Dispatcher) once(ctx context.Context, ev *ingress.Event) (Outcome, error) {
+	if t, ok := d.h.(Triager); ok {
+		if err := t.Triage(ctx, ev); errors.Is(err, ErrNoEffect) {
+			return OutcomeDropped, nil
+		} else if err != nil {
+			return "", err
+		}
+	}
 	done, err := d.q.Handled(ctx, ev.DeliveryID)
 	if err != nil {
 		return "", err

@@ -396,3 +396,68 @@ func TestStopDuringStartIsClean(t *testing.T) {
 		require.NoError(t, <-done, "stop %d after %v", i, time.Duration(i%8)*250*time.Microsecond)
 	}
 }
+
+// triager drops events while armed is false (Triage) and counts Handle
+// calls; Triage fails once with a transient error when flaky is set.
+type triager struct {
+	armed, flaky atomic.Bool
+	handled      atomic.Int32
+	triaged      atomic.Int32
+}
+
+func (h *triager) Triage(context.Context, *ingress.Event) error {
+	h.triaged.Add(1)
+	if h.flaky.CompareAndSwap(true, false) {
+		return errors.New("registry unreadable")
+	}
+	if !h.armed.Load() {
+		return dispatch.ErrNoEffect
+	}
+	return nil
+}
+
+func (h *triager) Handle(context.Context, *ingress.Event) error { h.handled.Add(1); return nil }
+
+// An event the handler's Triage drops is acknowledged without Handle and
+// without dedup records: the same change under another delivery id, once
+// the item is armed, has its one effect; a third delivery of it is a
+// duplicate. A Triage error other than ErrNoEffect is retried.
+func TestTriageDropsWithoutDedupRecords(t *testing.T) {
+	q := openQueue(t, t.TempDir())
+	ctx := context.Background()
+	evs := []*ingress.Event{event(1, 0), event(1, 1), event(1, 2)}
+	for _, e := range evs {
+		e.Comments = []ingress.Comment{{ID: "77", Author: "dana", Body: "Approved", UpdatedAt: "2026-01-01T00:00:00Z"}}
+	}
+	h := &triager{}
+	h.flaky.Store(true)
+	outcomes := make(chan dispatch.Outcome, 10)
+	d, err := dispatch.New(q, h, dispatch.Config{Backoff: func(int) time.Duration { return time.Millisecond },
+		Observe: func(o dispatch.Observation) { outcomes <- o.Outcome }})
+	require.NoError(t, err)
+	stop := runDispatcher(t, d)
+	defer stop()
+	next := func() dispatch.Outcome {
+		select {
+		case o := <-outcomes:
+			return o
+		case <-time.After(10 * time.Second):
+			t.Fatal("no outcome")
+			return ""
+		}
+	}
+	require.NoError(t, q.Put(ctx, evs[0]))
+	require.Equal(t, dispatch.OutcomeRetry, next())
+	require.Equal(t, dispatch.OutcomeDropped, next())
+	require.Equal(t, int32(0), h.handled.Load())
+	done, err := q.Handled(ctx, evs[0].DeliveryID)
+	require.NoError(t, err)
+	require.False(t, done)
+
+	h.armed.Store(true)
+	require.NoError(t, q.Put(ctx, evs[1]))
+	require.Equal(t, dispatch.OutcomeHandled, next())
+	require.NoError(t, q.Put(ctx, evs[2]))
+	require.Equal(t, dispatch.OutcomeDuplicateContent, next())
+	require.Equal(t, int32(1), h.handled.Load())
+}

@@ -1,0 +1,200 @@
+package queue_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/theloop-dev/theloop/ingress"
+	"github.com/theloop-dev/theloop/loop/dispatch"
+	"github.com/theloop-dev/theloop/loop/queue"
+)
+
+// commentIDMarker is the placeholder comment id each request overwrites
+// with its own nine digits, so every request is a distinct change (as
+// loadgen sends them) without re-encoding the payload.
+const commentIDMarker = "987654321"
+
+// webhookTemplate is GitHub's issue_comment.created example, compacted,
+// with the comment id set to commentIDMarker, and the marker's offset.
+func webhookTemplate(b *testing.B) ([]byte, int) {
+	raw, err := os.ReadFile(filepath.Join("..", "..", "..", "shared", "fixtures", "github-webhooks", "issue_comment", "created.payload.json"))
+	if errors.Is(err, os.ErrNotExist) {
+		b.Skip("GitHub webhook fixtures not found beside the repository (../shared/fixtures); skipping")
+	}
+	if err != nil {
+		b.Fatal(err)
+	}
+	var doc map[string]any
+	if err := json.Unmarshal(raw, &doc); err != nil {
+		b.Fatal(err)
+	}
+	doc["comment"].(map[string]any)["id"] = json.Number(commentIDMarker)
+	body, err := json.Marshal(doc)
+	if err != nil {
+		b.Fatal(err)
+	}
+	at := bytes.Index(body, []byte(commentIDMarker))
+	if at < 0 || bytes.Count(body, []byte(commentIDMarker)) != 1 {
+		b.Fatal("comment id marker not found exactly once")
+	}
+	return body, at
+}
+
+// dropAtTriage drops every event in Triage (Handle is never reached).
+type dropAtTriage struct{}
+
+func (dropAtTriage) Triage(context.Context, *ingress.Event) error { return dispatch.ErrNoEffect }
+func (dropAtTriage) Handle(context.Context, *ingress.Event) error { return dispatch.ErrNoEffect }
+
+func cpuTime() time.Duration {
+	var ru syscall.Rusage
+	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// BenchmarkWebhookHTTP is loopd's webhook path end to end in one process:
+// 8 keep-alive HTTP clients post signed issue_comment.created deliveries
+// (each a new comment) to a real net/http server on loopback running the
+// ingress receiver, whose Sink is the embedded JetStream queue (202 only
+// after the publish is acknowledged). In "with-dispatcher" a dispatcher
+// consumes the same stream at the same time with a handler that drops
+// every event in its Triage, as loopd's intake does with comments on an
+// item that is neither armed nor live (loadgen's load): fetch, decode, ack
+// and removal from the stream happen as in loopd, which also writes its
+// event log and reads its session registry. Metrics: req/s, p50/p99
+// latency as the clients see it, and process CPU per request (clients
+// included, so less noisy than the wall clock on a shared machine).
+// Loadgen against the built loopd measures the same path plus the
+// daemon's event log and intake.
+func BenchmarkWebhookHTTP(b *testing.B) {
+	for _, withDispatcher := range []bool{false, true} {
+		name := "ingress-only"
+		if withDispatcher {
+			name = "with-dispatcher"
+		}
+		b.Run(name, func(b *testing.B) { benchWebhookHTTP(b, withDispatcher) })
+	}
+}
+
+func benchWebhookHTTP(b *testing.B, withDispatcher bool) {
+	tmpl, at := webhookTemplate(b)
+	q, err := queue.Open(context.Background(), queue.Config{StoreDir: b.TempDir()})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer q.Close()
+	secret := []byte("s3cret")
+	cfg := ingress.DefaultConfig()
+	cfg.Secret = secret
+	cfg.Repositories = []string{"Codertocat/Hello-World"}
+	cfg.AuthorizedUsers = []string{"Codertocat"}
+	recv, err := ingress.NewReceiver(cfg, ingress.ReceiverDeps{Sink: q, SinkCopiesPayload: true})
+	if err != nil {
+		b.Fatal(err)
+	}
+	srv := ingress.NewServer("127.0.0.1:0", recv)
+	if err := srv.Start(); err != nil {
+		b.Fatal(err)
+	}
+	defer srv.Close()
+	url := "http://" + srv.Addr() + cfg.Path
+
+	var dispatched atomic.Int64
+	stopDispatch := func() {}
+	if withDispatcher {
+		d, err := dispatch.New(q, dropAtTriage{},
+			dispatch.Config{Observe: func(o dispatch.Observation) {
+				if o.Outcome == dispatch.OutcomeDropped {
+					dispatched.Add(1)
+				}
+			}})
+		if err != nil {
+			b.Fatal(err)
+		}
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan error, 1)
+		go func() { done <- d.Run(ctx) }()
+		stopDispatch = func() {
+			cancel()
+			if err := <-done; err != nil {
+				b.Error(err)
+			}
+		}
+	}
+	defer func() { stopDispatch() }()
+
+	const clients = 8
+	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: clients}, Timeout: 10 * time.Second}
+	defer client.CloseIdleConnections()
+	var next atomic.Int64
+	var mu sync.Mutex
+	var lat []time.Duration
+	b.SetParallelism((clients + 1) / 2) // 8 goroutines at GOMAXPROCS 2
+	b.ReportAllocs()
+	b.ResetTimer()
+	cpu0, wall0 := cpuTime(), time.Now()
+	b.RunParallel(func(pb *testing.PB) {
+		body := slices.Clone(tmpl)
+		var mine []time.Duration
+		hdr := http.Header{"Content-Type": {"application/json"}, "X-Github-Event": {"issue_comment"}}
+		for pb.Next() {
+			n := next.Add(1)
+			copy(body[at:at+len(commentIDMarker)], strconv.FormatInt(100_000_000+n, 10))
+			req, err := http.NewRequest(http.MethodPost, url, bytes.NewReader(body))
+			if err != nil {
+				b.Error(err)
+				return
+			}
+			req.Header = hdr.Clone()
+			req.Header["X-Hub-Signature-256"] = []string{ingress.Sign(secret, body)}
+			req.Header["X-Github-Delivery"] = []string{"bench-" + strconv.FormatInt(n, 10)}
+			t := time.Now()
+			resp, err := client.Do(req)
+			d := time.Since(t)
+			if err != nil {
+				b.Error(err)
+				return
+			}
+			if resp.StatusCode != http.StatusAccepted {
+				msg, _ := io.ReadAll(resp.Body)
+				resp.Body.Close()
+				b.Errorf("status %d: %s", resp.StatusCode, msg)
+				return
+			}
+			resp.Body.Close()
+			mine = append(mine, d)
+		}
+		mu.Lock()
+		lat = append(lat, mine...)
+		mu.Unlock()
+	})
+	wall, cpu := time.Since(wall0), cpuTime()-cpu0
+	b.StopTimer()
+	if len(lat) == 0 {
+		return
+	}
+	slices.Sort(lat)
+	ms := func(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
+	b.ReportMetric(float64(len(lat))/wall.Seconds(), "req/s")
+	b.ReportMetric(ms(lat[len(lat)/2]), "p50-ms")
+	b.ReportMetric(ms(lat[len(lat)*99/100]), "p99-ms")
+	b.ReportMetric(float64(cpu.Microseconds())/float64(len(lat)), "cpu-µs/req")
+	if withDispatcher {
+		// How far the dispatcher was behind when the last 202 went out
+		// (it keeps running until the benchmark ends).
+		b.ReportMetric(float64(int64(len(lat))-dispatched.Load()), "backlog")
+	}
+}

@@ -17,6 +17,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"time"
 )
@@ -98,7 +99,14 @@ func (Exec) Run(ctx context.Context, c Cmd) (Result, error) {
 		ctx, cancel = context.WithTimeout(ctx, c.Timeout)
 		defer cancel()
 	}
-	path, err := exec.LookPath(c.Name)
+	name := c.Name
+	if c.Dir != "" && !filepath.IsAbs(name) && strings.ContainsRune(name, filepath.Separator) {
+		// A relative path names a program in Dir (`tools/mdlint` run from
+		// the repository root), as it would after `cd Dir`; LookPath alone
+		// would look for it under this process's working directory.
+		name = filepath.Join(c.Dir, name)
+	}
+	path, err := exec.LookPath(name)
 	if err != nil {
 		return Result{ExitCode: -1}, fmt.Errorf("%s: %w", c.Name, ErrNotFound)
 	}

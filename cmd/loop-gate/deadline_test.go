@@ -52,6 +52,14 @@ func TestFatalErrorIsNotExitTwo(t *testing.T) {
 	p := filepath.Join(root, ".the-loop", "harness-config.yaml")
 	require.NoError(t, os.MkdirAll(filepath.Dir(p), 0o755))
 	require.NoError(t, os.WriteFile(p, []byte("x: \""+strings.Repeat("a", 900_000)+"\"\n"), 0o644))
+	// And a design.md just under the artifact cap, of short lines: the
+	// check's line and section work on it needs far more memory than the
+	// heap the child had mapped when its cap was set, so running out is
+	// certain — not left to when the runtime happens to map more.
+	design := filepath.Join(root, "docs", "specs", fixtureItem, "design.md")
+	old, err := os.ReadFile(design)
+	require.NoError(t, err)
+	require.NoError(t, os.WriteFile(design, append(old, []byte(strings.Repeat("- a\n", (15<<20)/4))...), 0o644))
 	g := newGate(t)
 	g.env["THE_LOOP_WORK_ITEM"] = fixtureItem
 	g.env["THE_LOOP_GATE_MEMORY_LIMIT_MB"] = "5"

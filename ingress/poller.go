@@ -524,7 +524,11 @@ func (p *Poller) offerComment(ctx context.Context, it pollItem, refs []workitem.
 	}
 	dedup.Mark(ev.ContentKey(), p.d.Clock.Now())
 	// A creation first seen already edited carried the current body: that
-	// version is delivered too.
+	// version is delivered too, and a late webhook of that edit is a
+	// duplicate (in the receiver's window).
+	if !edit && c.c.UpdatedAt != "" && c.created != "" && c.c.UpdatedAt != c.created {
+		dedup.Mark(p.commentEvent(it, refs, c, true).ContentKey(), p.d.Clock.Now())
+	}
 	ledger.ResolveVersion(c.key, c.c.UpdatedAt)
 	st.CommentsForwarded++
 	return false, nil

@@ -774,3 +774,24 @@ func TestPollerEditRules(t *testing.T) {
 		require.Equal(t, "poll-comment-"+id+"@"+at, evs[2].DeliveryID)
 	})
 }
+
+// TestPollerCreationFirstSeenEdited: a comment created and edited between
+// two passes is offered once, as its creation with the current body; the
+// edit's late webhook has no second effect, and later passes are quiet.
+func TestPollerCreationFirstSeenEdited(t *testing.T) {
+	w := newPollWorld(t)
+	w.gh.add(&ghIssue{number: 15, author: "alice", labels: []string{autoLabel}})
+	w.cycle(t)
+	id := w.gh.comment(15, "alice", "draft")
+	at := w.gh.edit(15, id, "final words")
+	w.cycle(t)
+	evs := w.sink.all()
+	require.Equal(t, []string{"issue_comment/created/poll-comment-" + id}, deliveries(evs[1:]))
+	require.Equal(t, "final words", evs[1].Comments[0].Body)
+	recv, err := NewReceiver(testConfig(), ReceiverDeps{Sink: w.sink, Router: w.poller.d.Router})
+	require.NoError(t, err)
+	rec := serve(recv, delivery{event: "issue_comment", id: "gh-late-edit", body: editWebhook(t, "edited", id, "final words", at)}.request([]byte("s3cret")))
+	require.Equal(t, 202, rec.Code)
+	w.cycle(t)
+	require.Len(t, w.sink.all(), 2, deliveries(w.sink.all()))
+}

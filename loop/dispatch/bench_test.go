@@ -11,9 +11,9 @@ import (
 	"time"
 
 	"github.com/theloop-dev/theloop/ingress"
-	"github.com/theloop-dev/theloop/integrations"
 	"github.com/theloop-dev/theloop/loop/dispatch"
 	"github.com/theloop-dev/theloop/loop/queue"
+	"github.com/theloop-dev/theloop/workitem"
 )
 
 func cpuTime() time.Duration {
@@ -57,7 +57,7 @@ func benchDrain(b *testing.B, h dispatch.Handler) {
 		b.Fatal(err)
 	}
 	defer q.Close()
-	item := []integrations.Ref{{Provider: "github", Owner: "Codertocat", Repo: "Hello-World", Number: 1}}
+	item := []workitem.Ref{{Provider: "github", Owner: "Codertocat", Repo: "Hello-World", Number: 1}}
 	for i := range b.N {
 		ev := &ingress.Event{
 			Event: "issue_comment", Action: "created", Repo: "Codertocat/Hello-World",

@@ -99,9 +99,14 @@
 // run during a back-off (ErrBackingOff), so a caller's own ticker cannot
 // hammer GitHub either. A comment the webhook already delivered (same
 // ContentKey, seen by the shared Router's Deduper) is not sent again.
+// Edits are seen too: the ledger keeps each comment's updated_at
+// (commentVersions), and a comment or inline review comment listed with
+// another updated_at is one new change, offered as "edited" with the
+// webhook's content identity (id and updated_at, Event.ContentKey), so the
+// same edit by webhook and by poll has one effect; like the webhook's, a
+// polled edit never carries a control command. Reviews are listed without
+// updated_at, so review edits are seen by webhook only.
 //
-// Known gaps: the poller does not see edits of comments (the list
-// operations carry no updated_at); <state root>/portable/index.json is not
-// maintained; portable writes are serialised within one process only (the
+// Known gaps: <state root>/portable/index.json is not maintained; portable writes are serialised within one process only (the
 // daemon owns the state root).
 package ingress

@@ -76,8 +76,10 @@ type Event struct {
 // was delivered: the same comment arriving under two delivery ids (a
 // repository hook and an app hook, or a webhook and the poller's reconcile
 // pass) has one ContentKey. The creation of a comment or review is
-// identified by its id alone (the poller's listings carry no updated_at);
-// any later change (an edit, a deletion) by its id and updated_at. "" when
+// identified by its id alone (a comment first polled after an edit is
+// still its creation); any later change (an edit, a deletion) by its id
+// and updated_at, verbatim as GitHub reports it — the poller keys a listed
+// edit the same way. "" when
 // the event has no content identity beyond its delivery.
 func (e *Event) ContentKey() string {
 	if len(e.Comments) == 0 || e.Comments[0].ID == "" {

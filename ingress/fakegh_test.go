@@ -113,6 +113,13 @@ func TestPollerOverGhCLI(t *testing.T) {
 	id := gh.comment(15, "alice", "/the-loop pause")
 	_, err = p.Reconcile(context.Background())
 	require.NoError(t, err)
+	// An edit is seen through `gh api` as through the REST client; an
+	// unchanged comment is not offered again.
+	at := gh.edit(15, id, "/the-loop pause, please")
+	for range 2 {
+		_, err = p.Reconcile(context.Background())
+		require.NoError(t, err)
+	}
 	gh.mu.Lock()
 	is.state = "closed"
 	gh.mu.Unlock()
@@ -123,7 +130,10 @@ func TestPollerOverGhCLI(t *testing.T) {
 	require.Equal(t, []string{
 		"issues/labeled/" + evs[0].DeliveryID,
 		"issue_comment/created/poll-comment-" + id,
+		"issue_comment/edited/poll-comment-" + id + "@" + at,
 		"issues/closed/poll-close-github:octo/repo#15-closed",
 	}, deliveries(evs))
 	require.Equal(t, CmdPause, evs[1].Control.Command)
+	require.Nil(t, evs[2].Control, "an edit never executes")
+	require.Equal(t, "/the-loop pause, please", evs[2].Comments[0].Body)
 }

@@ -267,13 +267,16 @@ func FuzzParseControl(f *testing.F) {
 
 // FuzzPollLedger: any bytes in a portable record never panic the store;
 // a ledger written is read back equal; Resolve keeps the cap and no
-// duplicates.
+// duplicates; ResolveVersion records the version (key doubles as one).
 func FuzzPollLedger(f *testing.F) {
 	f.Add([]byte(`{"ref":"github:octo/repo#1","poll":{"seenComments":["comment-1"],"commentAttempts":{"comment-2":1}}}`), "comment-3")
 	f.Add([]byte(`{"ref":"github:octo/repo#1","poll":null,"control":{"command":"start"}}`), "review-1")
 	f.Add([]byte(`not json`), "x")
 	f.Add([]byte(`{"ref":"github:other/repo#1","poll":{}}`), "")
 	f.Add([]byte(`{"poll":{"seenComments":"nope"}}`), "c")
+	f.Add([]byte(`{"ref":"github:octo/repo#1","poll":{"seenComments":["comment-1"],"commentVersions":{"comment-1":"2026-01-01T00:00:00Z","comment-9":""}}}`), "comment-1")
+	f.Add([]byte(`{"ref":"github:octo/repo#1","poll":{"commentVersions":{"comment-1":7}}}`), "comment-1")
+	f.Add([]byte(`{"ref":"github:octo/repo#1","poll":{"commentVersions":null}}`), "")
 	ref := workitem.Ref{Provider: "github", Owner: "octo", Repo: "repo", Number: 1}
 	f.Fuzz(func(t *testing.T, file []byte, key string) {
 		s := NewPortableStore(t.TempDir(), nil)
@@ -303,6 +306,10 @@ func FuzzPollLedger(f *testing.F) {
 		}
 		if n > 1 || len(l.SeenComments) > MaxSeenComments {
 			t.Fatalf("ledger holds %q %d times, %d keys", key, n, len(l.SeenComments))
+		}
+		l.ResolveVersion(key, key)
+		if v, ok := l.Version(key); ok != (key != "" && l.Seen(key)) || (ok && v != key) {
+			t.Fatalf("ResolveVersion(%q): version %q, %v", key, v, ok)
 		}
 		if err := s.SavePollLedger(ref, l); err != nil {
 			return // a record of another ref under this slug is refused, never overwritten

@@ -362,11 +362,14 @@ func splitRepo(repo string) (host, owner, name string) {
 	return host, "", ""
 }
 
-// pollComment is one human-authored body on an item's thread.
+// pollComment is one human-authored body on an item's thread. c.UpdatedAt
+// is GitHub's updated_at ("" for reviews, whose listing has none): with the
+// id, the identity of the version listed.
 type pollComment struct {
-	key   string // ledger key, "<kind>-<id>"
-	event string // issue_comment | pull_request_review | pull_request_review_comment
-	c     Comment
+	key     string // ledger key, "<kind>-<id>"
+	event   string // issue_comment | pull_request_review | pull_request_review_comment
+	created string // created_at ("" when not listed)
+	c       Comment
 }
 
 // pollItem handles one listed item: presence on first sight, then every
@@ -441,7 +444,7 @@ func (p *Poller) pollItem(ctx context.Context, it pollItem, st *CycleStats) (cal
 				pending = cmd != nil && !cmd.Ambiguous
 			}
 			if !pending {
-				ledger.Resolve(c.key)
+				ledger.ResolveVersion(c.key, c.c.UpdatedAt)
 			}
 		}
 		if err := p.presence(ctx, it, refs, ledger, st, &calls, &failed); err != nil {
@@ -458,34 +461,77 @@ func (p *Poller) pollItem(ctx context.Context, it pollItem, st *CycleStats) (cal
 		live[c.key] = true
 	}
 	for _, c := range comments {
-		if ledger.Seen(c.key) {
-			continue
-		}
-		if reason := authz.admit(c.c.Author, c.c.Body); reason != "" {
-			ledger.Resolve(c.key) // never forwarded, never retried
-			if reason == DropUnauthorized {
-				p.emit(EventDropped, graph.LevelWarning, graph.Field{Key: "reason", Value: string(reason)},
-					graph.Field{Key: "work_item", Value: it.ref.String()}, graph.Field{Key: "actor", Value: c.c.Author})
+		if !ledger.Seen(c.key) {
+			dupCreation, err := p.offerComment(ctx, it, refs, c, false, ledger, st)
+			if err != nil {
+				break // keep the thread's order: the rest waits for this one
 			}
+			if !dupCreation {
+				continue
+			}
+			// The webhook delivered the creation; an edit since then is
+			// still to be offered (its version is checked below).
+		}
+		ver, ok := ledger.Version(c.key)
+		if c.c.UpdatedAt == "" || !ok {
+			ledger.ResolveVersion(c.key, c.c.UpdatedAt) // baseline: no version to compare with
 			continue
 		}
-		ev := p.commentEvent(it, refs, c)
-		dedup := p.d.Router.dedup
-		if dedup.Seen(ev.ContentKey(), p.d.Clock.Now()) {
-			ledger.Resolve(c.key) // the webhook already delivered it
-			continue
+		if ver == c.c.UpdatedAt {
+			continue // unchanged
 		}
-		if err := p.put(ctx, ev); err != nil {
-			ledger.CommentAttempts[c.key]++
-			st.Failures++
-			break // keep the thread's order: the rest waits for this one
+		if _, err := p.offerComment(ctx, it, refs, c, true, ledger, st); err != nil {
+			break
 		}
-		dedup.Mark(ev.ContentKey(), p.d.Clock.Now())
-		ledger.Resolve(c.key)
-		st.CommentsForwarded++
 	}
 	ledger.Prune(live)
 	return calls, failed, nil
+}
+
+// offerComment hands one change of a comment to the Sink — its creation, or
+// (edit) its current version — unless the router's rules drop it or the
+// webhook already delivered the same change (same ContentKey in the shared
+// Deduper: dupCreation reports that for a creation). The comment is resolved
+// at the version the delivered change carried; an error means the Sink did
+// not keep it, and it stays unresolved (or at its previous version) so the
+// next cycle offers it again.
+func (p *Poller) offerComment(ctx context.Context, it pollItem, refs []workitem.Ref, c pollComment, edit bool, ledger *PollLedger, st *CycleStats) (dupCreation bool, err error) {
+	if reason := p.d.Router.authz.admit(c.c.Author, c.c.Body); reason != "" {
+		ledger.ResolveVersion(c.key, c.c.UpdatedAt) // never forwarded, never retried
+		if reason == DropUnauthorized {
+			p.emit(EventDropped, graph.LevelWarning, graph.Field{Key: "reason", Value: string(reason)},
+				graph.Field{Key: "work_item", Value: it.ref.String()}, graph.Field{Key: "actor", Value: c.c.Author})
+		}
+		return false, nil
+	}
+	ev := p.commentEvent(it, refs, c, edit)
+	dedup := p.d.Router.dedup
+	if dedup.Seen(ev.ContentKey(), p.d.Clock.Now()) {
+		version := c.c.UpdatedAt
+		if !edit && version != "" && c.created != "" {
+			// What the webhook delivered was the comment as created
+			// (GitHub's updated_at equals created_at then); a later
+			// version is an edit still to offer.
+			version = c.created
+		}
+		ledger.ResolveVersion(c.key, version)
+		return !edit, nil
+	}
+	if err := p.put(ctx, ev); err != nil {
+		ledger.CommentAttempts[c.key]++
+		st.Failures++
+		return false, err
+	}
+	dedup.Mark(ev.ContentKey(), p.d.Clock.Now())
+	// A creation first seen already edited carried the current body: that
+	// version is delivered too, and a late webhook of that edit is a
+	// duplicate (in the receiver's window).
+	if !edit && c.c.UpdatedAt != "" && c.created != "" && c.c.UpdatedAt != c.created {
+		dedup.Mark(p.commentEvent(it, refs, c, true).ContentKey(), p.d.Clock.Now())
+	}
+	ledger.ResolveVersion(c.key, c.c.UpdatedAt)
+	st.CommentsForwarded++
+	return false, nil
 }
 
 // presence hands the discovery event of a first-seen item to the Sink, if
@@ -550,20 +596,37 @@ func (p *Poller) put(ctx context.Context, ev *Event) error {
 	return err
 }
 
-// commentEvent builds the webhook-shaped Event of a polled comment, with the
-// router's control parse.
-func (p *Poller) commentEvent(it pollItem, refs []workitem.Ref, c pollComment) *Event {
+// commentEvent builds the webhook-shaped Event of a polled comment: its
+// creation (with the router's control parse), or with edit its current
+// version as "edited" — keyed, like the webhook's issue_comment.edited, by
+// id and updated_at (Event.ContentKey), and never a control command (an
+// edit never executes, as on the webhook path).
+func (p *Poller) commentEvent(it pollItem, refs []workitem.Ref, c pollComment, edit bool) *Event {
 	action := "created"
 	obj := "comment"
 	if c.event == "pull_request_review" {
 		action, obj = "submitted", "review"
 	}
+	delivery := "poll-" + c.key
+	if edit {
+		action = "edited"
+		delivery += "@" + c.c.UpdatedAt
+	}
+	body := map[string]any{"id": c.c.ID, "body": c.c.Body, "html_url": c.c.URL, "user": map[string]any{"login": c.c.Author}, "state": c.c.State}
+	if c.c.UpdatedAt != "" {
+		body["updated_at"] = c.c.UpdatedAt
+	}
+	if c.created != "" {
+		body["created_at"] = c.created
+	}
 	payload, _ := json.Marshal(map[string]any{
-		"action": action, "repository": map[string]any{"full_name": it.ref.Owner + "/" + it.ref.Repo},
-		obj: map[string]any{"id": c.c.ID, "body": c.c.Body, "html_url": c.c.URL, "user": map[string]any{"login": c.c.Author}, "state": c.c.State},
+		"action": action, "repository": map[string]any{"full_name": it.ref.Owner + "/" + it.ref.Repo}, obj: body,
 	})
-	ev := &Event{Event: c.event, Action: action, DeliveryID: "poll-" + c.key, Repo: repoString(it.ref), WorkItems: refs,
+	ev := &Event{Event: c.event, Action: action, DeliveryID: delivery, Repo: repoString(it.ref), WorkItems: refs,
 		Actor: c.c.Author, Comments: []Comment{c.c}, Payload: payload, Source: SourcePoll, ReceivedAt: p.d.Clock.Now().UTC()}
+	if edit {
+		return ev
+	}
 	if cmd := p.d.Router.keywords.parse(c.c.Body); cmd != nil {
 		cmd.Actor, cmd.Note = c.c.Author, c.c.URL
 		ev.Control = cmd
@@ -575,17 +638,18 @@ func (p *Poller) commentEvent(it pollItem, refs []workitem.Ref, c pollComment) *
 // inline comments, oldest first.
 func (p *Poller) listThread(ctx context.Context, it pollItem, st *CycleStats, calls, failed *int) ([]pollComment, error) {
 	type stream struct {
-		op    graph.Operation
-		key   string
-		kind  string
-		event string
-		at    string
+		op      graph.Operation
+		key     string
+		kind    string
+		event   string
+		at      string
+		updated string // "" when the listing carries no updated_at
 	}
-	streams := []stream{{ops.GitHubListComments, "comments", "comment", "issue_comment", "createdAt"}}
+	streams := []stream{{ops.GitHubListComments, "comments", "comment", "issue_comment", "createdAt", "updatedAt"}}
 	if it.isPR {
 		streams = append(streams,
-			stream{ops.GitHubListReviews, "reviews", "review", "pull_request_review", "submittedAt"},
-			stream{ops.GitHubListReviewComments, "comments", "review-comment", "pull_request_review_comment", "createdAt"})
+			stream{ops.GitHubListReviews, "reviews", "review", "pull_request_review", "submittedAt", ""},
+			stream{ops.GitHubListReviewComments, "comments", "review-comment", "pull_request_review_comment", "createdAt", "updatedAt"})
 	}
 	type dated struct {
 		pollComment
@@ -605,10 +669,13 @@ func (p *Poller) listThread(ctx context.Context, it pollItem, st *CycleStats, ca
 			}
 			id := fmt.Sprint(v["id"])
 			c := Comment{ID: id, Author: v.String("author"), Body: v.String("body"), URL: v.String("url"), State: v.String("state")}
+			if s.updated != "" {
+				c.UpdatedAt = v.String(s.updated)
+			}
 			if s.kind == "review" && (strings.EqualFold(c.State, "PENDING") || strings.TrimSpace(c.Body) == "") {
 				continue
 			}
-			all = append(all, dated{pollComment{key: s.kind + "-" + id, event: s.event, c: c}, v.String(s.at)})
+			all = append(all, dated{pollComment{key: s.kind + "-" + id, event: s.event, created: v.String(s.at), c: c}, v.String(s.at)})
 		}
 	}
 	sort.SliceStable(all, func(i, j int) bool { return all[i].at < all[j].at })

@@ -105,8 +105,40 @@ func (f *ghFake) comment(n int, author, body string) string {
 		"id": f.nextID, "user": map[string]any{"login": author}, "body": body,
 		"html_url":   "https://github.com/octo/repo/issues/" + strconv.Itoa(n) + "#issuecomment-" + strconv.Itoa(f.nextID),
 		"created_at": time.Unix(1_700_000_000+int64(f.nextID), 0).UTC().Format(time.RFC3339),
+		"updated_at": time.Unix(1_700_000_000+int64(f.nextID), 0).UTC().Format(time.RFC3339),
 	})
 	return strconv.Itoa(f.nextID)
+}
+
+// edit replaces comment id's body on issue n as GitHub does: updated_at
+// moves on (an hour per edit here), created_at stays. It returns the new
+// updated_at.
+func (f *ghFake) edit(n int, id, body string) string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for _, c := range f.issues[n].comments {
+		if strconv.Itoa(c["id"].(int)) != id {
+			continue
+		}
+		at, err := time.Parse(time.RFC3339, c["updated_at"].(string))
+		require.NoError(f.t, err)
+		c["body"], c["updated_at"] = body, at.Add(time.Hour).UTC().Format(time.RFC3339)
+		return c["updated_at"].(string)
+	}
+	f.t.Fatalf("no comment %s on #%d", id, n)
+	return ""
+}
+
+// updatedAt is comment id's current updated_at on issue n.
+func (f *ghFake) updatedAt(n int, id string) string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for _, c := range f.issues[n].comments {
+		if strconv.Itoa(c["id"].(int)) == id {
+			return c["updated_at"].(string)
+		}
+	}
+	return ""
 }
 
 func (f *ghFake) setFail(fn func(r *http.Request) (int, map[string]string, bool)) {
@@ -553,4 +585,213 @@ func TestPollerCorruptLedgerStartsAfresh(t *testing.T) {
 	require.NotNil(t, l)
 	matches, _ := filepath.Glob(w.store.Path(ref) + ".corrupt-*")
 	require.Len(t, matches, 1, "the unreadable record is kept aside")
+}
+
+// editWebhook is the issue_comment webhook GitHub sends for comment id on
+// #15 (action created or edited) at updatedAt.
+func editWebhook(t *testing.T, action, id, body, updatedAt string) []byte {
+	n, err := strconv.Atoi(id)
+	require.NoError(t, err)
+	pl := map[string]any{
+		"action": action, "repository": repoJSON("octo/repo"), "issue": map[string]any{"number": 15},
+		"comment": map[string]any{"id": n, "body": body, "updated_at": updatedAt, "user": map[string]any{"login": "alice"}},
+		"sender":  map[string]any{"login": "alice"},
+	}
+	if action == "edited" {
+		pl["changes"] = map[string]any{"body": map[string]any{"from": "(earlier)"}}
+	}
+	return mustJSON(t, pl)
+}
+
+// TestPollerSeesCommentEdits: an edit (a new updated_at) is one new change,
+// offered once as "edited" and never as a control command; an unchanged
+// comment is never offered again.
+func TestPollerSeesCommentEdits(t *testing.T) {
+	w := newPollWorld(t)
+	w.gh.add(&ghIssue{number: 15, author: "alice", labels: []string{autoLabel}})
+	w.cycle(t)
+	id := w.gh.comment(15, "alice", "looks good")
+	w.cycle(t)
+	require.Equal(t, []string{"issue_comment/created/poll-comment-" + id}, deliveries(w.sink.all()[1:]))
+
+	// Unchanged: nothing, cycle after cycle.
+	for range 3 {
+		require.Zero(t, w.cycle(t).CommentsForwarded)
+	}
+	require.Len(t, w.sink.all(), 2)
+
+	// Edited into a keyword: one edited event, no control command.
+	at := w.gh.edit(15, id, "the-loop start")
+	st := w.cycle(t)
+	require.Equal(t, 1, st.CommentsForwarded)
+	evs := w.sink.all()
+	require.Len(t, evs, 3, deliveries(evs))
+	ed := evs[2]
+	require.Equal(t, "issue_comment", ed.Event)
+	require.Equal(t, "edited", ed.Action)
+	require.Equal(t, "poll-comment-"+id+"@"+at, ed.DeliveryID)
+	require.Equal(t, SourcePoll, ed.Source)
+	require.Nil(t, ed.Control, "an edit never executes")
+	require.Equal(t, Comment{ID: id, Author: "alice", Body: "the-loop start", UpdatedAt: at,
+		URL: "https://github.com/octo/repo/issues/15#issuecomment-" + id}, ed.Comments[0])
+	require.Equal(t, "issue_comment/edited/octo/repo/"+id+"@"+at, ed.ContentKey())
+	var pl map[string]any
+	require.NoError(t, json.Unmarshal(ed.Payload, &pl))
+	require.Equal(t, "edited", pl["action"])
+	require.Equal(t, at, obj(pl, "comment")["updated_at"])
+
+	// The edit is not offered again; the ledger holds its version.
+	w.cycle(t)
+	w.cycle(t)
+	require.Len(t, w.sink.all(), 3)
+	l, err := w.store.PollLedger(mustRef(t, "github:octo/repo#15"))
+	require.NoError(t, err)
+	v, ok := l.Version("comment-" + id)
+	require.True(t, ok)
+	require.Equal(t, at, v)
+
+	// A second edit is a second change.
+	at2 := w.gh.edit(15, id, "looks good, really")
+	w.cycle(t)
+	evs = w.sink.all()
+	require.Len(t, evs, 4)
+	require.Equal(t, "poll-comment-"+id+"@"+at2, evs[3].DeliveryID)
+	require.Equal(t, "looks good, really", evs[3].Comments[0].Body)
+}
+
+// TestPollerEditByWebhookAndPollHasOneEffect: the same edit arriving by
+// webhook and by poll is one event, whichever ingress sees it first.
+func TestPollerEditByWebhookAndPollHasOneEffect(t *testing.T) {
+	for _, webhookFirst := range []bool{true, false} {
+		t.Run(map[bool]string{true: "webhook first", false: "poll first"}[webhookFirst], func(t *testing.T) {
+			w := newPollWorld(t)
+			w.gh.add(&ghIssue{number: 15, author: "alice", labels: []string{autoLabel}})
+			w.cycle(t)
+			id := w.gh.comment(15, "alice", "looks good")
+			w.cycle(t)
+			require.Len(t, w.sink.all(), 2)
+			recv, err := NewReceiver(testConfig(), ReceiverDeps{Sink: w.sink, Router: w.poller.d.Router})
+			require.NoError(t, err)
+			at := w.gh.edit(15, id, "looks good, one nit")
+			hook := func() int {
+				body := editWebhook(t, "edited", id, "looks good, one nit", at)
+				return serve(recv, delivery{event: "issue_comment", id: "gh-edit-guid", body: body}.request([]byte("s3cret"))).Code
+			}
+			if webhookFirst {
+				require.Equal(t, 202, hook())
+				require.Len(t, w.sink.all(), 3)
+				require.Equal(t, SourceWebhook, w.sink.all()[2].Source)
+				require.Zero(t, w.cycle(t).CommentsForwarded)
+			} else {
+				require.Equal(t, 1, w.cycle(t).CommentsForwarded)
+				require.Len(t, w.sink.all(), 3)
+				require.Equal(t, SourcePoll, w.sink.all()[2].Source)
+				require.Equal(t, 202, hook(), "a duplicate is answered 202 without a second event")
+			}
+			w.cycle(t)
+			evs := w.sink.all()
+			require.Len(t, evs, 3, deliveries(evs))
+			require.Equal(t, "issue_comment/edited/octo/repo/"+id+"@"+at, evs[2].ContentKey())
+		})
+	}
+}
+
+// TestPollerEditAfterWebhookCreation: the webhook delivered the creation,
+// the comment was edited before the poller first saw it: the poller offers
+// the edit alone, not the creation again.
+func TestPollerEditAfterWebhookCreation(t *testing.T) {
+	w := newPollWorld(t)
+	w.gh.add(&ghIssue{number: 15, author: "alice", labels: []string{autoLabel}})
+	w.cycle(t)
+	id := w.gh.comment(15, "alice", "looks good")
+	created := w.gh.updatedAt(15, id)
+	recv, err := NewReceiver(testConfig(), ReceiverDeps{Sink: w.sink, Router: w.poller.d.Router})
+	require.NoError(t, err)
+	rec := serve(recv, delivery{event: "issue_comment", id: "gh-create-guid", body: editWebhook(t, "created", id, "looks good", created)}.request([]byte("s3cret")))
+	require.Equal(t, 202, rec.Code)
+	at := w.gh.edit(15, id, "looks good, one nit")
+	w.cycle(t)
+	w.cycle(t)
+	require.Equal(t, []string{
+		"issue_comment/created/gh-create-guid",
+		"issue_comment/edited/poll-comment-" + id + "@" + at,
+	}, deliveries(w.sink.all()[1:]))
+}
+
+// TestPollerEditRules: edits follow the router's rules (unauthorized and
+// self-marked never forwarded), a ledger without versions is baselined
+// without an event, and an edit the Sink did not keep is offered again.
+func TestPollerEditRules(t *testing.T) {
+	t.Run("unauthorized and self-marked edits", func(t *testing.T) {
+		w := newPollWorld(t)
+		w.gh.add(&ghIssue{number: 15, author: "alice", labels: []string{autoLabel}})
+		w.cycle(t)
+		m := w.gh.comment(15, "mallory", "hi")
+		a := w.gh.comment(15, "alice", "hi")
+		w.cycle(t)
+		require.Len(t, w.sink.all(), 2)
+		w.gh.edit(15, m, "the-loop start")
+		w.gh.edit(15, a, "status\n\n<!-- the-loop:agent-comment -->\n")
+		w.cycle(t)
+		w.cycle(t)
+		require.Len(t, w.sink.all(), 2, deliveries(w.sink.all()))
+	})
+	t.Run("a ledger without versions is baselined", func(t *testing.T) {
+		w := newPollWorld(t)
+		w.gh.add(&ghIssue{number: 15, author: "alice", labels: []string{autoLabel}})
+		w.cycle(t)
+		id := w.gh.comment(15, "alice", "hi")
+		w.cycle(t)
+		ref := mustRef(t, "github:octo/repo#15")
+		l, err := w.store.PollLedger(ref)
+		require.NoError(t, err)
+		l.CommentVersions = nil // as written before versions were kept
+		require.NoError(t, w.store.SavePollLedger(ref, l))
+		w.gh.edit(15, id, "hi there")
+		w.cycle(t)
+		require.Len(t, w.sink.all(), 2, "no version to compare with: baselined, not offered")
+		at := w.gh.edit(15, id, "hi there again")
+		w.cycle(t)
+		evs := w.sink.all()
+		require.Len(t, evs, 3)
+		require.Equal(t, "poll-comment-"+id+"@"+at, evs[2].DeliveryID)
+	})
+	t.Run("an edit the sink refused is offered again", func(t *testing.T) {
+		w := newPollWorld(t)
+		w.gh.add(&ghIssue{number: 15, author: "alice", labels: []string{autoLabel}})
+		w.cycle(t)
+		id := w.gh.comment(15, "alice", "hi")
+		w.cycle(t)
+		at := w.gh.edit(15, id, "hi there")
+		w.sink.setDown(true)
+		st := w.cycle(t)
+		require.Equal(t, 1, st.Failures)
+		w.sink.setDown(false)
+		w.cycle(t)
+		w.cycle(t)
+		evs := w.sink.all()
+		require.Len(t, evs, 3)
+		require.Equal(t, "poll-comment-"+id+"@"+at, evs[2].DeliveryID)
+	})
+}
+
+// TestPollerCreationFirstSeenEdited: a comment created and edited between
+// two passes is offered once, as its creation with the current body; the
+// edit's late webhook has no second effect, and later passes are quiet.
+func TestPollerCreationFirstSeenEdited(t *testing.T) {
+	w := newPollWorld(t)
+	w.gh.add(&ghIssue{number: 15, author: "alice", labels: []string{autoLabel}})
+	w.cycle(t)
+	id := w.gh.comment(15, "alice", "draft")
+	at := w.gh.edit(15, id, "final words")
+	w.cycle(t)
+	evs := w.sink.all()
+	require.Equal(t, []string{"issue_comment/created/poll-comment-" + id}, deliveries(evs[1:]))
+	require.Equal(t, "final words", evs[1].Comments[0].Body)
+	recv, err := NewReceiver(testConfig(), ReceiverDeps{Sink: w.sink, Router: w.poller.d.Router})
+	require.NoError(t, err)
+	rec := serve(recv, delivery{event: "issue_comment", id: "gh-late-edit", body: editWebhook(t, "edited", id, "final words", at)}.request([]byte("s3cret")))
+	require.Equal(t, 202, rec.Code)
+	w.cycle(t)
+	require.Len(t, w.sink.all(), 2, deliveries(w.sink.all()))
 }

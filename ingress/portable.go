@@ -143,6 +143,12 @@ type PollLedger struct {
 	SeenComments []string `json:"seenComments"`
 	// CommentAttempts counts failed hand-offs per comment key.
 	CommentAttempts map[string]int `json:"commentAttempts"`
+	// CommentVersions is, per resolved comment key, the updated_at of the
+	// version last resolved: a listing with another updated_at is an edit,
+	// offered as a new change. A resolved key without a version (a ledger
+	// written before versions were kept, or a listing without updated_at)
+	// is baselined at the next sighting, never offered.
+	CommentVersions map[string]string `json:"commentVersions,omitempty"`
 	// Presence is the discovery event of the current sighting of the item.
 	Presence PresenceState `json:"presence"`
 	// LastPolledAt is UTC, TimeLayout.
@@ -169,8 +175,35 @@ func (l *PollLedger) Resolve(key string) {
 	}
 	delete(l.CommentAttempts, key)
 	if n := len(l.SeenComments) - MaxSeenComments; n > 0 {
+		for _, k := range l.SeenComments[:n] {
+			delete(l.CommentVersions, k)
+		}
 		l.SeenComments = append([]string(nil), l.SeenComments[n:]...)
 	}
+}
+
+// ResolveVersion resolves key at version (GitHub's updated_at; "" records
+// none, so the next sighting baselines it).
+func (l *PollLedger) ResolveVersion(key, version string) {
+	l.Resolve(key)
+	if !l.Seen(key) {
+		return // capped away at once
+	}
+	if version == "" {
+		delete(l.CommentVersions, key)
+		return
+	}
+	if l.CommentVersions == nil {
+		l.CommentVersions = map[string]string{}
+	}
+	l.CommentVersions[key] = version
+}
+
+// Version is the updated_at key was last resolved at (ok false when none
+// is recorded).
+func (l *PollLedger) Version(key string) (version string, ok bool) {
+	version, ok = l.CommentVersions[key]
+	return version, ok
 }
 
 // Prune keeps only the keys of the live thread.
@@ -185,6 +218,11 @@ func (l *PollLedger) Prune(live map[string]bool) {
 	for k := range l.CommentAttempts {
 		if !live[k] {
 			delete(l.CommentAttempts, k)
+		}
+	}
+	for k := range l.CommentVersions {
+		if !live[k] {
+			delete(l.CommentVersions, k)
 		}
 	}
 }

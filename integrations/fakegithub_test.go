@@ -421,6 +421,7 @@ func (f *fakeGitHub) addComment(w http.ResponseWriter, r *http.Request) {
 		"id": f.nextID, "user": map[string]any{"login": "theloop-bot"}, "body": in.Body,
 		"html_url":   fmt.Sprintf("https://github.com/%s/%s/issues/%d#issuecomment-%d", r.PathValue("o"), r.PathValue("r"), is.Number, f.nextID),
 		"created_at": fmt.Sprintf("2026-02-01T00:00:%02dZ", f.nextID%60),
+		"updated_at": fmt.Sprintf("2026-02-01T00:00:%02dZ", f.nextID%60),
 	}
 	is.Comments = append(is.Comments, c)
 	writeJSON(w, http.StatusCreated, c)
@@ -493,8 +494,10 @@ func seedFixture(f *fakeGitHub) {
 		comments = append(comments, map[string]any{
 			"id": 100 + i, "user": map[string]any{"login": fmt.Sprintf("user%d", i%2)}, "body": fmt.Sprintf("comment %d", i),
 			"html_url": fmt.Sprintf("https://github.com/octo/repo/issues/7#issuecomment-%d", 100+i), "created_at": fmt.Sprintf("2026-01-0%dT10:00:00Z", i),
+			"updated_at": fmt.Sprintf("2026-01-0%dT10:00:00Z", i),
 		})
 	}
+	comments[2]["updated_at"] = "2026-01-08T09:30:00Z" // comment 3 was edited
 	f.put("octo/repo", &fakeIssue{Number: 7, Title: "Add the thing", Body: "Please add it.", Author: "dana",
 		Labels: []string{"bug", "loop:requirements", "the-loop: auto-execute", "Loop:Old"}, Comments: comments})
 	f.put("octo/repo", &fakeIssue{Number: 8, Title: "Implement the thing", Body: "Fixes #7\n\nAlso closes octo/other#3.", Author: "sam", PR: true,
@@ -505,7 +508,7 @@ func seedFixture(f *fakeGitHub) {
 			{"id": 203, "user": map[string]any{"login": "lee"}, "body": "nit: naming", "state": "COMMENTED", "html_url": "https://github.com/octo/repo/pull/8#pullrequestreview-203", "submitted_at": "2026-01-06T00:00:00Z"},
 		},
 		ReviewComments: []map[string]any{
-			{"id": 301, "user": map[string]any{"login": "lee"}, "body": "rename", "html_url": "https://github.com/octo/repo/pull/8#discussion_r301", "path": "main.go", "line": 12, "original_line": 10, "created_at": "2026-01-06T00:00:00Z"},
+			{"id": 301, "user": map[string]any{"login": "lee"}, "body": "rename", "html_url": "https://github.com/octo/repo/pull/8#discussion_r301", "path": "main.go", "line": 12, "original_line": 10, "created_at": "2026-01-06T00:00:00Z", "updated_at": "2026-01-07T00:00:00Z"},
 			{"id": 302, "user": map[string]any{"login": "lee"}, "body": "outdated", "html_url": "https://github.com/octo/repo/pull/8#discussion_r302", "path": "old.go", "line": nil, "original_line": 4, "created_at": "2026-01-06T00:01:00Z"},
 		},
 	})

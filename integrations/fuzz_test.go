@@ -56,6 +56,7 @@ func FuzzGitHubDecoders(f *testing.F) {
 	for _, s := range []string{
 		`[{"name":"bug"},{"name":"loop:design"}]`,
 		`[{"id":1,"user":{"login":"a"},"body":"x","html_url":"u","created_at":"t"},{"id":2,"user":null,"body":null}]`,
+		`[{"id":1,"created_at":"2026-01-01T00:00:00Z","updated_at":"2026-01-02T00:00:00Z"},{"id":2,"updated_at":null},{"id":3,"updated_at":7}]`,
 		`[{"id":3,"user":{"login":"b"},"state":"APPROVED","submitted_at":null}]`,
 		`[{"id":4,"path":"a.go","line":null,"original_line":7},{"line":-1}]`,
 		`{"number":7,"title":"t","body":null,"state":"open","user":{"login":"d"},"labels":[{"name":"x"}],"pull_request":{"merged_at":"2026"}}`,

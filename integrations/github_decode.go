@@ -34,6 +34,9 @@ type ghComment struct {
 	Body      string  `json:"body"`
 	HTMLURL   string  `json:"html_url"`
 	CreatedAt string  `json:"created_at"`
+	// UpdatedAt moves on every edit; with ID it is the content identity
+	// of the comment's current version (ingress.Event.ContentKey).
+	UpdatedAt string `json:"updated_at"`
 }
 
 type ghReview struct {
@@ -54,6 +57,7 @@ type ghReviewComment struct {
 	Line         *int64  `json:"line"`
 	OriginalLine *int64  `json:"original_line"`
 	CreatedAt    string  `json:"created_at"`
+	UpdatedAt    string  `json:"updated_at"`
 }
 
 type ghIssue struct {
@@ -125,6 +129,7 @@ func decodeComments(b []byte) ([]any, error) {
 	for _, c := range cs {
 		out = append(out, map[string]any{
 			"id": int(c.ID), "author": c.User.login(), "body": c.Body, "url": c.HTMLURL, "createdAt": c.CreatedAt,
+			"updatedAt": c.UpdatedAt,
 		})
 	}
 	return out, nil
@@ -159,7 +164,7 @@ func decodeReviewComments(b []byte) ([]any, error) {
 		}
 		out = append(out, map[string]any{
 			"id": int(c.ID), "author": c.User.login(), "body": c.Body, "url": c.HTMLURL,
-			"path": c.Path, "line": line, "createdAt": c.CreatedAt,
+			"path": c.Path, "line": line, "createdAt": c.CreatedAt, "updatedAt": c.UpdatedAt,
 		})
 	}
 	return out, nil

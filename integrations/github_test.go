@@ -47,11 +47,11 @@ func TestGitHubReadOperations(t *testing.T) {
 			"labels": []any{"bug", "loop:requirements", "the-loop: auto-execute", "Loop:Old"},
 		}},
 		{"list-comments reads every page", ops.GitHubListComments, map[string]any{"ref": "github:octo/repo#7"}, map[string]any{"comments": []any{
-			map[string]any{"id": 101, "author": "user1", "body": "comment 1", "url": "https://github.com/octo/repo/issues/7#issuecomment-101", "createdAt": "2026-01-01T10:00:00Z"},
-			map[string]any{"id": 102, "author": "user0", "body": "comment 2", "url": "https://github.com/octo/repo/issues/7#issuecomment-102", "createdAt": "2026-01-02T10:00:00Z"},
-			map[string]any{"id": 103, "author": "user1", "body": "comment 3", "url": "https://github.com/octo/repo/issues/7#issuecomment-103", "createdAt": "2026-01-03T10:00:00Z"},
-			map[string]any{"id": 104, "author": "user0", "body": "comment 4", "url": "https://github.com/octo/repo/issues/7#issuecomment-104", "createdAt": "2026-01-04T10:00:00Z"},
-			map[string]any{"id": 105, "author": "user1", "body": "comment 5", "url": "https://github.com/octo/repo/issues/7#issuecomment-105", "createdAt": "2026-01-05T10:00:00Z"},
+			map[string]any{"id": 101, "author": "user1", "body": "comment 1", "url": "https://github.com/octo/repo/issues/7#issuecomment-101", "createdAt": "2026-01-01T10:00:00Z", "updatedAt": "2026-01-01T10:00:00Z"},
+			map[string]any{"id": 102, "author": "user0", "body": "comment 2", "url": "https://github.com/octo/repo/issues/7#issuecomment-102", "createdAt": "2026-01-02T10:00:00Z", "updatedAt": "2026-01-02T10:00:00Z"},
+			map[string]any{"id": 103, "author": "user1", "body": "comment 3", "url": "https://github.com/octo/repo/issues/7#issuecomment-103", "createdAt": "2026-01-03T10:00:00Z", "updatedAt": "2026-01-08T09:30:00Z"},
+			map[string]any{"id": 104, "author": "user0", "body": "comment 4", "url": "https://github.com/octo/repo/issues/7#issuecomment-104", "createdAt": "2026-01-04T10:00:00Z", "updatedAt": "2026-01-04T10:00:00Z"},
+			map[string]any{"id": 105, "author": "user1", "body": "comment 5", "url": "https://github.com/octo/repo/issues/7#issuecomment-105", "createdAt": "2026-01-05T10:00:00Z", "updatedAt": "2026-01-05T10:00:00Z"},
 		}}},
 		{"list-comments of an issue without comments", ops.GitHubListComments, map[string]any{"ref": "github:octo/repo#9"}, map[string]any{"comments": []any{}}},
 		{"list-reviews keeps every state", ops.GitHubListReviews, map[string]any{"ref": "github:octo/repo#8"}, map[string]any{"reviews": []any{
@@ -60,8 +60,8 @@ func TestGitHubReadOperations(t *testing.T) {
 			map[string]any{"id": 203, "author": "lee", "body": "nit: naming", "state": "COMMENTED", "url": "https://github.com/octo/repo/pull/8#pullrequestreview-203", "submittedAt": "2026-01-06T00:00:00Z"},
 		}}},
 		{"list-review-comments falls back to original_line", ops.GitHubListReviewComments, map[string]any{"ref": "github:octo/repo#8"}, map[string]any{"comments": []any{
-			map[string]any{"id": 301, "author": "lee", "body": "rename", "url": "https://github.com/octo/repo/pull/8#discussion_r301", "path": "main.go", "line": 12, "createdAt": "2026-01-06T00:00:00Z"},
-			map[string]any{"id": 302, "author": "lee", "body": "outdated", "url": "https://github.com/octo/repo/pull/8#discussion_r302", "path": "old.go", "line": 4, "createdAt": "2026-01-06T00:01:00Z"},
+			map[string]any{"id": 301, "author": "lee", "body": "rename", "url": "https://github.com/octo/repo/pull/8#discussion_r301", "path": "main.go", "line": 12, "createdAt": "2026-01-06T00:00:00Z", "updatedAt": "2026-01-07T00:00:00Z"},
+			map[string]any{"id": 302, "author": "lee", "body": "outdated", "url": "https://github.com/octo/repo/pull/8#discussion_r302", "path": "old.go", "line": 4, "createdAt": "2026-01-06T00:01:00Z", "updatedAt": ""},
 		}}},
 		{"list-items-by-label, open by default", ops.GitHubListItemsByLabel, map[string]any{"repo": "octo/repo", "label": "the-loop: auto-execute"}, map[string]any{"items": []any{
 			map[string]any{"number": 8, "title": "Implement the thing", "url": "https://github.com/octo/repo/issues/8", "isPullRequest": true, "labels": []any{"the-loop: auto-execute"}, "ref": "github:octo/repo#8"},

@@ -27,14 +27,15 @@ const (
 	GitHubSetLabels graph.Operation = "github.set-labels"
 	// {ref} → {labels: [string]}.
 	GitHubGetLabels graph.Operation = "github.get-labels"
-	// {ref} → {comments: [{id, author, body, url, createdAt}]}, every page,
-	// oldest first; author is the login ("" for a deleted user).
+	// {ref} → {comments: [{id, author, body, url, createdAt, updatedAt}]},
+	// every page, oldest first; author is the login ("" for a deleted user);
+	// updatedAt is GitHub's updated_at verbatim (it moves on every edit).
 	GitHubListComments graph.Operation = "github.list-comments"
 	// {ref (a PR)} → {reviews: [{id, author, body, state, url, submittedAt}]},
 	// every state (PENDING included; callers filter).
 	GitHubListReviews graph.Operation = "github.list-reviews"
 	// {ref (a PR)} → {comments: [{id, author, body, url, path, line,
-	// createdAt}]}; line is the comment's line, else its original line,
+	// createdAt, updatedAt}]}; line is the comment's line, else its original line,
 	// else 0.
 	GitHubListReviewComments graph.Operation = "github.list-review-comments"
 	// {ref} → {number, title, body, state, author, labels, url,

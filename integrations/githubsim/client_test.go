@@ -92,6 +92,17 @@ func TestRealClientEveryOperation(t *testing.T) {
 			require.Equal(t, "dana", cs[1].(map[string]any)["author"])
 			require.Equal(t, "Approved", cs[1].(map[string]any)["body"])
 			require.NotEmpty(t, cs[1].(map[string]any)["createdAt"])
+			require.Equal(t, cs[1].(map[string]any)["createdAt"], cs[1].(map[string]any)["updatedAt"], "never edited")
+
+			// An edit moves updatedAt (the poller's content identity of the
+			// new version) and is listed with the new body.
+			id := cs[1].(map[string]any)["id"].(int)
+			_, err = s.EditComment("demo/widgets", int64(id), "dana", "Approved, with a nit")
+			require.NoError(t, err)
+			edited := call(t, set, ops.GitHubListComments, map[string]any{"ref": ref})["comments"].([]any)[1].(map[string]any)
+			require.Equal(t, "Approved, with a nit", edited["body"])
+			require.Equal(t, cs[1].(map[string]any)["createdAt"], edited["createdAt"])
+			require.Greater(t, edited["updatedAt"], cs[1].(map[string]any)["updatedAt"])
 
 			// Reactions on the issue and on a comment.
 			call(t, set, ops.GitHubAddReaction, map[string]any{"ref": ref, "content": "eyes"})

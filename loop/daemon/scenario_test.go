@@ -452,3 +452,51 @@ func TestDoSelectsTheAdhocLoopAndCleanupTearsDown(t *testing.T) {
 	err = exec.Command("tmux", "-L", w.socket, "has-session", "-t", "="+sessions.TmuxName(w.item(n))).Run()
 	require.Error(t, err, "the tmux session is gone")
 }
+
+// A comment edited while loopd was down (GitHub does not redeliver) is
+// caught by the reconcile pass at start and pasted once; an edit the
+// webhook delivered is not pasted again when the next pass lists it (the
+// content identity, id and updated_at, is the same on both ingresses).
+func TestReconcileCatchesACommentEditedWhileDown(t *testing.T) {
+	w := newWorld(t, nil)
+	n := w.openLabeled()
+	cm, err := w.sim.Comment(repoFull, n, human, "first note")
+	require.NoError(t, err)
+	w.waitIdle()
+	w.eventually("the first note pasted", func() bool { return strings.Contains(w.received(), "first note") })
+
+	// restart runs loopd again with one reconcile pass at start and waits
+	// for that pass and what it queued.
+	restart := func() {
+		w.stop()
+		passes := w.count("reconcile.done")
+		w.cfg.ReconcileInterval = 0
+		w.start()
+		w.eventually("the reconcile pass", func() bool { return w.count("reconcile.done") > passes })
+		w.waitIdle()
+	}
+	restart() // the poller's first sight of the thread: its history is baselined
+	require.Equal(t, 1, strings.Count(w.received(), "first note"))
+
+	w.stop()
+	_, err = w.sim.EditComment(repoFull, cm.ID, human, "first note, edited while down")
+	require.NoError(t, err)
+	require.NoError(t, w.sim.WaitDeliveries(context.Background()))
+	last := w.sim.Deliveries()[len(w.sim.Deliveries())-1]
+	require.False(t, last.OK(), "the edit's webhook was missed")
+	restart()
+	w.eventually("the missed edit pasted", func() bool { return strings.Contains(w.received(), "edited while down") })
+
+	// A live edit arrives by webhook; the next pass lists it and has no
+	// second effect.
+	_, err = w.sim.EditComment(repoFull, cm.ID, human, "second edit, live")
+	require.NoError(t, err)
+	w.waitIdle()
+	w.eventually("the live edit pasted", func() bool { return strings.Contains(w.received(), "second edit, live") })
+	dups := w.count("dispatch.duplicate-content")
+	restart()
+	require.Greater(t, w.count("dispatch.duplicate-content"), dups, "the pass offered the edit; the queue's content record caught it")
+	require.Equal(t, 1, strings.Count(w.received(), "edited while down"))
+	require.Equal(t, 1, strings.Count(w.received(), "second edit, live"), "the same edit by webhook and by poll is pasted once")
+	require.Equal(t, 1, w.spawns())
+}

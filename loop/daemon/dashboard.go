@@ -63,9 +63,8 @@ type dashSource struct {
 
 // armedEntry is what the intake last reported about a work item it knows
 // is armed but has not got a live session for. It is kept in memory from
-// this daemon's own events: after a restart an item shows again at its
-// next webhook (a durable source would be the event log or the control
-// record; not read here).
+// this daemon's own events, seeded at start from the durable control
+// records (seedArmed).
 type armedEntry struct {
 	state  dashboard.State
 	reason string
@@ -108,6 +107,7 @@ func (d *Daemon) startDashboard() (func(), error) {
 		return func() {}, nil
 	}
 	src := newDashSource(d)
+	src.seedArmed()
 	var poster dashboard.Poster
 	if d.deps.OperatorIntegrations != nil {
 		poster = d.deps.OperatorIntegrations
@@ -199,6 +199,33 @@ func (d *Daemon) notifyDashboard(o Observation) {
 		src.mu.Unlock()
 	}
 	dash.Notify(o.WorkItem)
+}
+
+// seedArmed lists, once at start, the work items whose durable control
+// record arms them (a start recorded, daemon-spec §5.3) but that have no
+// session record: a start the daemon accepted and has not spawned, such as
+// one whose spawn failed before a restart. What else noteIntake knows
+// (awaiting a start, a spawn's error) is not durable and shows again at
+// the item's next event.
+func (s *dashSource) seedArmed() {
+	if s.d.ctl == nil || s.d.reg == nil {
+		return
+	}
+	refs, err := s.d.ctl.ps.ControlledRefs()
+	if err != nil {
+		return
+	}
+	for _, ref := range refs {
+		if _, err := s.d.reg.Get(ref); err == nil {
+			continue
+		}
+		c, err := s.d.ctl.ps.Control(ref)
+		if err != nil || c == nil || !c.Command.Arms() {
+			continue
+		}
+		reason := fmt.Sprintf("%s requested by %s (%s); no session yet", c.Command, c.Actor, c.Source)
+		s.armed[ref.String()] = armedEntry{state: dashboard.StateQueued, reason: reason, repo: ref.Owner + "/" + ref.Repo, url: ref.URL(), at: parseStamp(c.RequestedAt)}
+	}
 }
 
 // noteIntake records (under s.mu) what the observation says about an

@@ -18,6 +18,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/theloop-dev/theloop/graph"
+	"github.com/theloop-dev/theloop/ingress"
 	"github.com/theloop-dev/theloop/integrations"
 	"github.com/theloop-dev/theloop/loop"
 	"github.com/theloop-dev/theloop/loop/daemon"
@@ -144,6 +145,13 @@ func TestDashboardListsArmedItems(t *testing.T) {
 		cfg.Dashboard.Listen = "127.0.0.1:0"
 	})
 	w.stop()
+	// Durable control records written before this start: an armed one
+	// without a session is listed as queued, a stopped one is not.
+	ps := ingress.NewPortableStore(w.cfg.StateRoot, nil)
+	armedRef, _ := workitem.Parse("github:" + repoFull + "#98")
+	stoppedRef, _ := workitem.Parse("github:" + repoFull + "#97")
+	require.NoError(t, ps.RecordControl(armedRef, ingress.ControlRecord{Command: ingress.CmdStart, Source: ingress.ControlFromCLI, Actor: human}))
+	require.NoError(t, ps.RecordControl(stoppedRef, ingress.ControlRecord{Command: ingress.CmdStop, Source: ingress.ControlFromCLI, Actor: human}))
 	var cloneFails atomic.Bool
 	cloneFails.Store(true)
 	remote := w.remote
@@ -170,12 +178,17 @@ func TestDashboardListsArmedItems(t *testing.T) {
 	get(w.d.DashboardLoginURL())
 	board := func() string { return get(w.d.DashboardURL() + "/") }
 
+	b := board()
+	require.Contains(t, b, `data-ref="`+armedRef.String()+`" data-repo="`+repoFull+`" data-state="queued"`, b)
+	require.Contains(t, b, "start requested by "+human+" (cli); no session yet")
+	require.NotContains(t, b, stoppedRef.String())
+
 	n := w.openLabeled()
 	w.waitIdle()
 	require.Equal(t, 0, w.spawns())
 	ref := fmt.Sprintf("github:%s#%d", repoFull, n)
 	row := fmt.Sprintf(`data-ref="%s" data-repo="%s" data-state=`, ref, repoFull)
-	b := board()
+	b = board()
 	require.Contains(t, b, row+`"awaiting-start"`, b)
 	require.Contains(t, b, ">awaiting start</span>")
 	require.Contains(t, b, "no session until a start command")

@@ -265,7 +265,15 @@ func (s *PortableStore) DropPollLedger(ref workitem.Ref) error {
 }
 
 // PolledRefs lists the refs whose record holds a poll section.
-func (s *PortableStore) PolledRefs() ([]workitem.Ref, error) {
+func (s *PortableStore) PolledRefs() ([]workitem.Ref, error) { return s.refsWith(SectionPoll) }
+
+// ControlledRefs lists the refs whose record holds a control record (not a
+// tombstone).
+func (s *PortableStore) ControlledRefs() ([]workitem.Ref, error) { return s.refsWith(SectionControl) }
+
+// refsWith lists the refs whose record holds section. Unreadable records
+// are skipped.
+func (s *PortableStore) refsWith(section string) ([]workitem.Ref, error) {
 	entries, err := os.ReadDir(s.dir)
 	if errors.Is(err, os.ErrNotExist) {
 		return nil, nil
@@ -282,7 +290,7 @@ func (s *PortableStore) PolledRefs() ([]workitem.Ref, error) {
 		if err != nil || rec == nil {
 			continue
 		}
-		if raw := rec.get(SectionPoll); raw == nil {
+		if raw := rec.get(section); raw == nil {
 			continue
 		}
 		var ref string

@@ -137,3 +137,17 @@ func TestPollLedgerRoundTrip(t *testing.T) {
 	require.NoError(t, err)
 	require.Empty(t, refs)
 }
+
+func TestControlledRefs(t *testing.T) {
+	s := NewPortableStore(t.TempDir(), nil)
+	a, b := mustRef(t, "github:octo/repo#1"), mustRef(t, "github:octo/repo#2")
+	require.NoError(t, s.RecordControl(a, ControlRecord{Command: CmdStart, Source: ControlFromCLI, Actor: "x"}))
+	require.NoError(t, s.SavePollLedger(b, &PollLedger{}))
+	refs, err := s.ControlledRefs()
+	require.NoError(t, err)
+	require.Equal(t, []workitem.Ref{a}, refs, "a poll section alone is no control record")
+	require.NoError(t, s.ClearControl(a))
+	refs, err = s.ControlledRefs()
+	require.NoError(t, err)
+	require.Empty(t, refs, "a tombstone is no control record")
+}

@@ -126,8 +126,10 @@ func New(cfg Config, deps Deps) (*Daemon, error) {
 	if deps.Log == nil {
 		deps.Log = os.Stderr
 	}
-	observing := deps.Observer != nil
-	if !observing {
+	// The dashboard's rows (last event, armed items, live updates) are fed
+	// by observations, so a served dashboard turns them on.
+	observing := deps.Observer != nil || cfg.Dashboard.Listen != ""
+	if deps.Observer == nil {
 		deps.Observer = ObserverFunc(func(Observation) {})
 	}
 	return &Daemon{cfg: cfg, deps: deps, ready: make(chan struct{}), observing: observing}, nil

@@ -56,6 +56,21 @@ type dashSource struct {
 	fetching map[string]bool
 	last     map[string]lastEvent
 	live     map[string]liveEntry
+	// armed holds the work items the intake reported as armed with no
+	// live session yet (noteIntake).
+	armed map[string]armedEntry
+}
+
+// armedEntry is what the intake last reported about a work item it knows
+// is armed but has not got a live session for. It is kept in memory from
+// this daemon's own events, seeded at start from the durable control
+// records (seedArmed).
+type armedEntry struct {
+	state  dashboard.State
+	reason string
+	repo   string
+	url    string
+	at     time.Time
 }
 
 type titleEntry struct {
@@ -77,7 +92,7 @@ var _ dashboard.Source = (*dashSource)(nil)
 
 func newDashSource(d *Daemon) *dashSource {
 	ctx, cancel := context.WithCancel(context.Background())
-	return &dashSource{d: d, ctx: ctx, cancel: cancel, titles: map[string]titleEntry{}, fetching: map[string]bool{}, last: map[string]lastEvent{}, live: map[string]liveEntry{}}
+	return &dashSource{d: d, ctx: ctx, cancel: cancel, titles: map[string]titleEntry{}, fetching: map[string]bool{}, last: map[string]lastEvent{}, live: map[string]liveEntry{}, armed: map[string]armedEntry{}}
 }
 
 func (s *dashSource) close() {
@@ -92,6 +107,7 @@ func (d *Daemon) startDashboard() (func(), error) {
 		return func() {}, nil
 	}
 	src := newDashSource(d)
+	src.seedArmed()
 	var poster dashboard.Poster
 	if d.deps.OperatorIntegrations != nil {
 		poster = d.deps.OperatorIntegrations
@@ -156,6 +172,14 @@ func (d *Daemon) notifyDashboard(o Observation) {
 	if dash == nil {
 		return
 	}
+	if o.WorkItem == "" && o.Name == "dispatch.dead-lettered" {
+		// The dispatcher's ordering key is the event's first work item.
+		if k, _ := o.Fields["key"].(string); k != "" {
+			if _, err := workitem.Parse(k); err == nil {
+				o.WorkItem = k
+			}
+		}
+	}
 	if o.WorkItem != "" {
 		name := o.Name
 		if o.Kind == KindWebhook {
@@ -171,20 +195,151 @@ func (d *Daemon) notifyDashboard(o Observation) {
 				delete(src.titles, o.WorkItem)
 			}
 		}
+		src.noteIntake(o)
 		src.mu.Unlock()
 	}
 	dash.Notify(o.WorkItem)
 }
 
-// Items lists every work item with a session record.
+// seedArmed lists, once at start, the work items whose durable control
+// record arms them (a start recorded, daemon-spec §5.3) but that have no
+// session record: a start the daemon accepted and has not spawned, such as
+// one whose spawn failed before a restart. What else noteIntake knows
+// (awaiting a start, a spawn's error) is not durable and shows again at
+// the item's next event.
+func (s *dashSource) seedArmed() {
+	if s.d.ctl == nil || s.d.reg == nil {
+		return
+	}
+	refs, err := s.d.ctl.ps.ControlledRefs()
+	if err != nil {
+		return
+	}
+	for _, ref := range refs {
+		if _, err := s.d.reg.Get(ref); err == nil {
+			continue
+		}
+		c, err := s.d.ctl.ps.Control(ref)
+		if err != nil || c == nil || !c.Command.Arms() {
+			continue
+		}
+		reason := fmt.Sprintf("%s requested by %s (%s); no session yet", c.Command, c.Actor, c.Source)
+		s.armed[ref.String()] = armedEntry{state: dashboard.StateQueued, reason: reason, repo: ref.Owner + "/" + ref.Repo, url: ref.URL(), at: parseStamp(c.RequestedAt)}
+	}
+}
+
+// noteIntake records (under s.mu) what the observation says about an
+// armed work item without a live session: a labeled event refused for
+// want of a start command, a start command whose spawn is under way, a
+// failed spawn, the dead letter of an event that was spawning. A spawn,
+// a closed ticket or another control command forgets it.
+func (s *dashSource) noteIntake(o Observation) {
+	str := func(k string) string { v, _ := o.Fields[k].(string); return v }
+	ref := o.WorkItem
+	prev, had := s.armed[ref]
+	set := func(st dashboard.State, reason string) {
+		e := armedEntry{state: st, reason: reason, at: o.Time}
+		if item, err := workitem.Parse(ref); err == nil {
+			e.repo, e.url = item.Owner+"/"+item.Repo, item.URL()
+		}
+		s.armed[ref] = e
+	}
+	switch o.Name {
+	case "dispatch.dropped":
+		if str("reason") == "awaiting-start" {
+			set(dashboard.StateAwaitingStart, "armed; no session until a start command (the-loop start)")
+		}
+	case "control.command":
+		switch str("effect") {
+		case "spawn":
+			by := str("actor")
+			if by == "" {
+				by = "the CLI"
+			}
+			set(dashboard.StateQueued, "start requested by "+by+"; spawning")
+		case "handed-to-graph":
+		default:
+			delete(s.armed, ref)
+		}
+	case "session.spawn_failed":
+		set(dashboard.StateSpawnFailed, str("error"))
+	case "dispatch.dead-lettered":
+		// Only an event the board already knew was spawning: a dead letter
+		// of a delivery to a live session is no spawn.
+		if had && (prev.state == dashboard.StateQueued || prev.state == dashboard.StateSpawnFailed) {
+			reason := "dead-lettered"
+			if e := str("error"); e != "" {
+				reason += ": " + e
+			} else if prev.reason != "" && prev.state == dashboard.StateSpawnFailed {
+				reason += ": " + prev.reason
+			}
+			set(dashboard.StateSpawnFailed, reason)
+		}
+	case "dispatch.spawned", "session.spawned", "session.autoclosed":
+		delete(s.armed, ref)
+	case "issues", "pull_request":
+		if o.Kind == KindWebhook && str("action") == "closed" {
+			delete(s.armed, ref)
+		}
+	}
+}
+
+// Items lists every work item with a session record, and the armed ones
+// without a live session (noteIntake).
 func (s *dashSource) Items(ctx context.Context) ([]dashboard.Item, error) {
 	recs, _ := s.d.reg.List()
 	out := make([]dashboard.Item, 0, len(recs))
+	seen := make(map[string]bool, len(recs))
 	for _, rec := range recs {
 		it, _, _, _ := s.item(ctx, rec)
+		s.overlayArmed(&it, rec)
+		seen[it.Ref] = true
 		out = append(out, it)
 	}
+	type armed struct {
+		ref string
+		e   armedEntry
+	}
+	s.mu.Lock()
+	var extra []armed
+	for ref, e := range s.armed {
+		if !seen[ref] {
+			extra = append(extra, armed{ref, e})
+		}
+	}
+	s.mu.Unlock()
+	for _, a := range extra {
+		out = append(out, s.armedItem(a.ref, a.e))
+	}
 	return out, nil
+}
+
+// armedItem is the row of an armed work item with no session record.
+func (s *dashSource) armedItem(ref string, e armedEntry) dashboard.Item {
+	it := dashboard.Item{Ref: ref, Repo: e.repo, URL: e.url, State: e.state, Finding: e.reason, Since: e.at}
+	if item, err := workitem.Parse(ref); err == nil {
+		it.Title = s.title(item)
+	}
+	s.mu.Lock()
+	if le, ok := s.last[ref]; ok {
+		it.LastEvent, it.LastEventAt = le.name, le.at
+	}
+	s.mu.Unlock()
+	return it
+}
+
+// overlayArmed shows a record that is not live (closed) as armed again
+// when the intake reported so after it closed.
+func (s *dashSource) overlayArmed(it *dashboard.Item, rec sessions.Record) {
+	if rec.Status.Live() {
+		return
+	}
+	s.mu.Lock()
+	e, ok := s.armed[it.Ref]
+	s.mu.Unlock()
+	if ok {
+		it.State, it.Finding, it.Since = e.state, e.reason, e.at
+	}
 }
 
 // item builds a row, returning the graph and state it read.
@@ -354,9 +509,16 @@ func (s *dashSource) Detail(ctx context.Context, ref string) (*dashboard.Detail,
 	}
 	rec, err := s.d.reg.Get(item)
 	if err != nil {
-		return nil, dashboard.ErrNotFound
+		s.mu.Lock()
+		e, ok := s.armed[item.String()]
+		s.mu.Unlock()
+		if !ok {
+			return nil, dashboard.ErrNotFound
+		}
+		return &dashboard.Detail{Item: s.armedItem(item.String(), e)}, nil
 	}
 	it, rt, g, st := s.item(ctx, rec)
+	s.overlayArmed(&it, rec)
 	det := &dashboard.Detail{Item: it, Graph: g, State: st}
 	if st == nil || g == nil {
 		return det, nil

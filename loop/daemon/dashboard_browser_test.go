@@ -272,3 +272,39 @@ func TestDashboardInARealBrowser(t *testing.T) {
 	run(t, ctx, "metrics page", chromedp.Navigate(w.d.DashboardURL()+"/metrics"), chromedp.WaitVisible(css(`#dwell`)))
 	shoot(t, ctx, shots, "metrics.png")
 }
+
+// TestDashboardArmedRowInARealBrowser: with requireStartCommand, a
+// labeled work item appears live on an open board as awaiting a start (a
+// row the script adds, with its label and reason), and turns into the
+// session's row once an authorized start spawns it — no reload.
+func TestDashboardArmedRowInARealBrowser(t *testing.T) {
+	chromiumPath(t)
+	w := newWorld(t, func(cfg *daemon.Config) {
+		cfg.Dashboard.Listen = "127.0.0.1:0"
+		cfg.RequireStartCommand = true
+	})
+	ctx := browser(t)
+	run(t, ctx, "empty board, live",
+		chromedp.Navigate(w.d.DashboardLoginURL()),
+		chromedp.WaitVisible(chromedp.CSS(`#board`)),
+		poll(`document.body.getAttribute('data-live') === 'on'`, 20*time.Second),
+	)
+	require.Equal(t, 42, evalInt(t, ctx, `window.__noReload = 42`))
+
+	n := w.openLabeled()
+	rowSel := fmt.Sprintf(`tr[data-ref="github:%s#%d"]`, repoFull, n)
+	run(t, ctx, "armed row appears live",
+		poll(`(() => { const e = document.querySelector('`+rowSel+` [data-f=state]'); return e !== null && e.textContent === 'awaiting start'; })()`, 30*time.Second))
+	require.Equal(t, "awaiting-start", value(t, ctx, "row state", chromedp.Evaluate[string](`document.querySelector('`+rowSel+`').getAttribute('data-state')`)))
+	require.Contains(t, value(t, ctx, "finding", chromedp.Evaluate[string](`document.querySelector('`+rowSel+` [data-f=finding]').textContent`)), "start command")
+	require.Equal(t, 0, w.spawns())
+
+	_, err := w.sim.Comment(repoFull, n, human, "the-loop start")
+	require.NoError(t, err)
+	run(t, ctx, "row becomes the session's",
+		poll(`document.querySelector('`+rowSel+` [data-f=node]').textContent === 'phase-selection'`, 30*time.Second),
+		poll(`document.querySelector('`+rowSel+` [data-f=state]').textContent === 'waiting on a human'`, 30*time.Second))
+	require.Equal(t, 1, evalInt(t, ctx, `document.querySelectorAll('#board tbody tr').length`))
+	require.Equal(t, 42, evalInt(t, ctx, `window.__noReload || 0`), "no reload")
+	require.Equal(t, 1, w.spawns())
+}

@@ -11,15 +11,18 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
 
 	"github.com/theloop-dev/theloop/graph"
+	"github.com/theloop-dev/theloop/ingress"
 	"github.com/theloop-dev/theloop/integrations"
 	"github.com/theloop-dev/theloop/loop"
 	"github.com/theloop-dev/theloop/loop/daemon"
+	"github.com/theloop-dev/theloop/workitem"
 )
 
 // TestDashboardOverHTTP is the dashboard's daemon side without a browser
@@ -129,4 +132,84 @@ func claimLogged(t *testing.T, w *world, n int, node, file, body string) *graph.
 	c, err := rt.Complete(context.Background(), id, node, "agent")
 	require.NoError(t, err)
 	return c
+}
+
+// TestDashboardListsArmedItems: with requireStartCommand a labeled work
+// item has no session, yet the board lists it as awaiting a start; a start
+// whose spawn fails shows the failure; once the spawn succeeds on a retry
+// the row is the session's. The daemon runs without an Observer, as loopd
+// does: the dashboard alone turns observations on.
+func TestDashboardListsArmedItems(t *testing.T) {
+	w := newWorld(t, func(cfg *daemon.Config) {
+		cfg.RequireStartCommand = true
+		cfg.Dashboard.Listen = "127.0.0.1:0"
+	})
+	w.stop()
+	// Durable control records written before this start: an armed one
+	// without a session is listed as queued, a stopped one is not.
+	ps := ingress.NewPortableStore(w.cfg.StateRoot, nil)
+	armedRef, _ := workitem.Parse("github:" + repoFull + "#98")
+	stoppedRef, _ := workitem.Parse("github:" + repoFull + "#97")
+	require.NoError(t, ps.RecordControl(armedRef, ingress.ControlRecord{Command: ingress.CmdStart, Source: ingress.ControlFromCLI, Actor: human}))
+	require.NoError(t, ps.RecordControl(stoppedRef, ingress.ControlRecord{Command: ingress.CmdStop, Source: ingress.ControlFromCLI, Actor: human}))
+	var cloneFails atomic.Bool
+	cloneFails.Store(true)
+	remote := w.remote
+	w.deps.Observer = nil
+	w.deps.CloneURL = func(workitem.Ref) string {
+		if cloneFails.Load() {
+			return "file://" + filepath.Join(t.TempDir(), "no-such-remote.git")
+		}
+		return remote
+	}
+	w.start()
+
+	jar, _ := cookiejar.New(nil)
+	c := &http.Client{Jar: jar, Timeout: 10 * time.Second}
+	get := func(u string) string {
+		t.Helper()
+		res, err := c.Get(u)
+		require.NoError(t, err)
+		defer res.Body.Close()
+		b, _ := io.ReadAll(res.Body)
+		require.Equal(t, http.StatusOK, res.StatusCode, "%s: %s", u, b)
+		return string(b)
+	}
+	get(w.d.DashboardLoginURL())
+	board := func() string { return get(w.d.DashboardURL() + "/") }
+
+	b := board()
+	require.Contains(t, b, `data-ref="`+armedRef.String()+`" data-repo="`+repoFull+`" data-state="queued"`, b)
+	require.Contains(t, b, "start requested by "+human+" (cli); no session yet")
+	require.NotContains(t, b, stoppedRef.String())
+
+	n := w.openLabeled()
+	w.waitIdle()
+	require.Equal(t, 0, w.spawns())
+	ref := fmt.Sprintf("github:%s#%d", repoFull, n)
+	row := fmt.Sprintf(`data-ref="%s" data-repo="%s" data-state=`, ref, repoFull)
+	b = board()
+	require.Contains(t, b, row+`"awaiting-start"`, b)
+	require.Contains(t, b, ">awaiting start</span>")
+	require.Contains(t, b, "no session until a start command")
+	page := get(w.d.DashboardURL() + "/item?ref=" + url.QueryEscape(ref))
+	require.Contains(t, page, "awaiting start", "its page opens, without a graph")
+
+	_, err := w.sim.Comment(repoFull, n, human, "the-loop start")
+	require.NoError(t, err)
+	w.eventually("the failed spawn on the board", func() bool { return strings.Contains(board(), row+`"spawn-failed"`) })
+	b = board()
+	require.Contains(t, b, ">spawn failed</span>")
+	require.Contains(t, b, "no-such-remote.git", "the reason is the spawn's error")
+	require.Equal(t, 0, w.spawns())
+
+	// The dispatcher retries the start; with the remote back it spawns and
+	// the row is the session's.
+	cloneFails.Store(false)
+	w.eventually("the spawned session on the board", func() bool { return strings.Contains(board(), row+`"waiting"`) })
+	w.waitIdle()
+	require.Equal(t, 1, w.spawns())
+	b = board()
+	require.Contains(t, b, ">phase-selection<")
+	require.NotContains(t, b, "spawn failed</span>")
 }

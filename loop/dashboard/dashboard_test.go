@@ -658,3 +658,41 @@ func FuzzLoginToken(f *testing.F) {
 		}
 	})
 }
+
+// TestArmedItemsWithoutASession: work items the daemon knows are armed
+// but has no session for are rows with their own state, label and reason,
+// filterable, and their page opens without a graph.
+func TestArmedItemsWithoutASession(t *testing.T) {
+	h := newHarness(t, "dana", []string{"dana"})
+	h.src.mu.Lock()
+	h.src.items = append(h.src.items,
+		Item{Ref: "github:o/r#20", Repo: "o/r", URL: "https://github.com/o/r/issues/20", State: StateAwaitingStart, Finding: "armed; no session until a start command (the-loop start)", Since: t0.Add(-5 * time.Minute)},
+		Item{Ref: "github:o/r#21", Repo: "o/r", State: StateQueued, Finding: "start requested by dana; spawning", Since: t0.Add(-time.Minute)},
+		Item{Ref: "github:o/r#22", Repo: "o/r", State: StateSpawnFailed, Finding: "workspace: " + hostileFinding, Since: t0.Add(-2 * time.Minute)},
+	)
+	h.src.mu.Unlock()
+	c := h.client(t)
+	_, body, _ := get(t, c, h.srv.URL+"/")
+	for _, want := range []string{
+		`data-ref="github:o/r#20" data-repo="o/r" data-state="awaiting-start" class="state-awaiting-start"`,
+		`data-state="queued" class="state-queued"`,
+		`data-state="spawn-failed" class="state-spawn-failed"`,
+		">awaiting start</span>", ">queued</span>", ">spawn failed</span>",
+		"armed; no session until a start command (the-loop start)",
+		"start requested by dana; spawning",
+		`<option value="awaiting-start">awaiting start</option>`,
+		`<option value="spawn-failed">spawn failed</option>`,
+	} {
+		require.Contains(t, body, want)
+	}
+	require.NotContains(t, body, hostileFinding, "the failure reason is escaped")
+
+	_, body, _ = get(t, c, h.srv.URL+"/?state=spawn-failed")
+	require.Contains(t, body, `data-ref="github:o/r#22"`)
+	require.NotContains(t, body, `data-ref="github:o/r#20"`)
+	require.NotContains(t, body, `data-ref="github:o/r#7"`)
+
+	code, body, _ := get(t, c, h.srv.URL+"/item?ref="+url.QueryEscape("github:o/r#20"))
+	require.Equal(t, http.StatusOK, code)
+	require.Contains(t, body, "awaiting start")
+}

@@ -7,9 +7,11 @@
 // assets (go:embed); one small vanilla script (assets/dash.js) keeps the
 // board live over Server-Sent Events. No framework, no bundler, no Node.
 //
-//   - Board (/): every tracked work item (one with a session record) — repository, ticket link, title,
+//   - Board (/): every tracked work item (one with a session record, and
+//     one the daemon knows is armed without a live session) — repository, ticket link, title,
 //     current node and phase, state (working, waiting on a human, blocked
-//     with the finding, parked, done), time in the node, session live/dead
+//     with the finding, parked, done; awaiting start, queued, spawn failed
+//     with the reason), time in the node, session live/dead
 //     with the `tmux attach` command, last event — filtered by repository
 //     and state, sorted by waiting time. A change notification (Notify)
 //     makes the update goroutine re-read the Source and send the changed

@@ -12,17 +12,39 @@ import (
 type State string
 
 // Board states. Pending: tracked, the graph not entered yet.
+//
+// The last three are work items the daemon knows are armed but that have
+// no live session: AwaitingStart, labeled for auto-execution but the
+// daemon requires a start command; Queued, a start was requested and the
+// spawn is under way; SpawnFailed, the spawn (or the event that was to
+// spawn it) failed, Finding says why. Each value is a CSS class token.
 const (
-	StateWorking State = "working"
-	StateWaiting State = "waiting"
-	StateBlocked State = "blocked"
-	StateParked  State = "parked"
-	StateDone    State = "done"
-	StatePending State = "pending"
+	StateWorking       State = "working"
+	StateWaiting       State = "waiting"
+	StateBlocked       State = "blocked"
+	StateParked        State = "parked"
+	StateDone          State = "done"
+	StatePending       State = "pending"
+	StateAwaitingStart State = "awaiting-start"
+	StateQueued        State = "queued"
+	StateSpawnFailed   State = "spawn-failed"
 )
 
 // States lists the board states in display order (the filter's choices).
-var States = []State{StateWorking, StateWaiting, StateBlocked, StateParked, StateDone, StatePending}
+var States = []State{StateWorking, StateWaiting, StateBlocked, StateParked, StateDone, StatePending, StateAwaitingStart, StateQueued, StateSpawnFailed}
+
+// Label is the state as the board's state column shows it.
+func (s State) Label() string {
+	switch s {
+	case StateWaiting:
+		return "waiting on a human"
+	case StateAwaitingStart:
+		return "awaiting start"
+	case StateSpawnFailed:
+		return "spawn failed"
+	}
+	return string(s)
+}
 
 // ErrNotFound: the Source tracks no work item with that ref.
 var ErrNotFound = errors.New("dashboard: no such work item")

@@ -10,12 +10,6 @@ import (
 // item's text holds can become markup, script or a javascript: link.
 func parseTemplates() (*template.Template, error) {
 	return template.New("").Funcs(template.FuncMap{
-		"stateLabel": func(s State) string {
-			switch s {
-			case StateWaiting:
-				return "waiting on a human"
-			}
-			return string(s)
-		},
+		"stateLabel": func(s State) string { return s.Label() },
 	}).ParseFS(embedded, "templates/*.html")
 }

@@ -3,8 +3,8 @@
 // attributes: nothing is parsed as HTML.
 (function () {
   'use strict';
-  var STATES = ['working', 'waiting', 'blocked', 'parked', 'done', 'pending'];
-  var LABEL = { waiting: 'waiting on a human' };
+  var STATES = ['working', 'waiting', 'blocked', 'parked', 'done', 'pending', 'awaiting-start', 'queued', 'spawn-failed'];
+  var LABEL = { waiting: 'waiting on a human', 'awaiting-start': 'awaiting start', 'spawn-failed': 'spawn failed' };
 
   function dur(ms) {
     if (ms < 0) ms = 0;

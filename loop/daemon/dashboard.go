@@ -228,6 +228,24 @@ func (s *dashSource) seedArmed() {
 	}
 }
 
+// maxArmedRows bounds the armed-without-a-session rows kept in memory: a
+// repository labelling thousands of tickets nobody starts must not grow
+// the daemon without end. Past it the oldest report is forgotten (it comes
+// back with the item's next event).
+const maxArmedRows = 10_000
+
+// forgetOldestArmed drops the armed row reported longest ago (under s.mu).
+func (s *dashSource) forgetOldestArmed() {
+	oldest, first := "", true
+	var at time.Time
+	for ref, e := range s.armed {
+		if first || e.at.Before(at) {
+			oldest, at, first = ref, e.at, false
+		}
+	}
+	delete(s.armed, oldest)
+}
+
 // noteIntake records (under s.mu) what the observation says about an
 // armed work item without a live session: a labeled event refused for
 // want of a start command, a start command whose spawn is under way, a
@@ -241,6 +259,9 @@ func (s *dashSource) noteIntake(o Observation) {
 		e := armedEntry{state: st, reason: reason, at: o.Time}
 		if item, err := workitem.Parse(ref); err == nil {
 			e.repo, e.url = item.Owner+"/"+item.Repo, item.URL()
+		}
+		if _, ok := s.armed[ref]; !ok && len(s.armed) >= maxArmedRows {
+			s.forgetOldestArmed()
 		}
 		s.armed[ref] = e
 	}

@@ -712,8 +712,10 @@ func (q *Queue) Pending(ctx context.Context) (uint64, error) {
 // Dispatcher lease. One dispatcher consumes a stream at a time: the lease
 // is a key in a KV bucket whose entries expire after LeaseTTL unless
 // renewed. A second loopd on the same (external) stream waits as a standby
-// and takes over when the holder stops or dies. Per-work-item leases, so
-// that several instances share the work (decision 15), are not built.
+// and takes over when the holder stops or dies. This is the single-node
+// mode; with service.node set, several instances share the work instead,
+// each work item owned through its own lease (package lease,
+// dispatch.Shared).
 
 // DefaultLeaseTTL is how long a lease outlives its last renewal.
 const DefaultLeaseTTL = 15 * time.Second

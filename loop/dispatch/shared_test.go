@@ -95,6 +95,10 @@ func (n *sharedNode) handler(w *clusterWorld) dispatch.Handler {
 		w.mu.Unlock()
 		ref := ev.WorkItems[0].String()
 		n.mu.Lock()
+		if n.dead.Load() {
+			n.mu.Unlock()
+			return errors.New("node is dead")
+		}
 		switch idx {
 		case 0:
 			n.sessions[ref] = true
@@ -159,13 +163,24 @@ func startSharedNode(t *testing.T, url, name string, w *clusterWorld, ttl time.D
 // kill is the node's process dying: from now on it has no effect on the
 // world (its handler refuses, its NATS connection is gone, so nothing it
 // would write reaches the cluster and its leases are not renewed).
-func (n *sharedNode) kill() time.Time {
+// It returns the work items the node had live sessions of at that
+// instant (what the survivors must take over), read together with the
+// death: what its shutdown does afterwards (lost-lease callbacks) does not
+// count.
+func (n *sharedNode) kill() (time.Time, []string) {
+	n.mu.Lock()
 	n.dead.Store(true)
+	var live []string
+	for it := range n.sessions {
+		live = append(live, it)
+	}
+	n.mu.Unlock()
 	at := time.Now()
 	n.q.Close()
 	n.cancel()
 	<-n.done
-	return at
+	sort.Strings(live)
+	return at, live
 }
 
 func (n *sharedNode) stop(t *testing.T) {
@@ -233,7 +248,6 @@ func TestSharedThreeNodesFailover(t *testing.T) {
 
 	// Kill c mid-flight: while it holds items with live sessions.
 	c := nodes[2]
-	var orphans []string
 	require.Eventually(t, func() bool {
 		w.mu.Lock()
 		byC := 0
@@ -247,13 +261,7 @@ func TestSharedThreeNodesFailover(t *testing.T) {
 		defer c.mu.Unlock()
 		return len(c.sessions) >= 10 && byC >= 100
 	}, 120*time.Second, 5*time.Millisecond)
-	killedAt := c.kill()
-	c.mu.Lock()
-	for it := range c.sessions {
-		orphans = append(orphans, it)
-	}
-	c.mu.Unlock()
-	sort.Strings(orphans)
+	killedAt, orphans := c.kill()
 	<-pubDone
 
 	total := items * eventsPerItem

@@ -3,6 +3,7 @@ package sessions
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -418,7 +419,9 @@ func TestManagerCloseKeepsTmuxAndTerminatesHarness(t *testing.T) {
 	require.NoError(t, f.m.CloseWith(ctx, item, CloseOptions{KeepTmux: true, KillHarness: true, Grace: 2 * time.Second}))
 	l, _ := f.tmux.Probe(ctx, TmuxName(item))
 	require.Equal(t, LivenessDead, l, "the tmux session is kept, its harness is gone")
-	require.ErrorIs(t, syscall.Kill(pid, 0), syscall.ESRCH, "the harness process no longer exists")
+	// tmux reports the pane dead when its pty closes; the harness is then
+	// gone, or a zombie until the tmux server reaps it.
+	require.Eventually(t, func() bool { return terminated(pid) }, 5*time.Second, 10*time.Millisecond, "the harness process has exited")
 	screen, err := f.tmux.Capture(ctx, TmuxName(item))
 	require.NoError(t, err)
 	require.Contains(t, screen, "last words before close", "the transcript is readable after close")
@@ -475,4 +478,21 @@ func TestSessionEnvCarriesTheStateRoot(t *testing.T) {
 	require.Contains(t, env, "THE_LOOP_SESSION_ID=s-1")
 	require.Contains(t, env, "THE_LOOP_STATE_ROOT=/srv/theloop")
 	require.NotContains(t, strings.Join(sessionEnv(item, "s-1", ""), "\n"), "THE_LOOP_STATE_ROOT", "no root configured, none exported")
+}
+
+// terminated reports whether the process has exited: gone, or a zombie its
+// parent (the tmux server, which reaps it in its own time) has not waited
+// for yet.
+func terminated(pid int) bool {
+	if errors.Is(syscall.Kill(pid, 0), syscall.ESRCH) {
+		return true
+	}
+	st, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return errors.Is(err, os.ErrNotExist)
+	}
+	// pid (comm) state …: the state follows the last ')'.
+	rest := string(st[strings.LastIndexByte(string(st), ')')+1:])
+	f := strings.Fields(rest)
+	return len(f) > 0 && f[0] == "Z"
 }

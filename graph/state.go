@@ -6,9 +6,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"strconv"
 	"time"
-	"unicode/utf8"
+
+	"github.com/theloop-dev/theloop/internal/jsonascii"
 )
 
 // StateVersion is the graph-state.json format version.
@@ -248,50 +248,7 @@ func MarshalState(s *State) ([]byte, error) {
 	if err := enc.Encode(s); err != nil {
 		return nil, err
 	}
-	return escapeNonASCII(buf.Bytes()), nil
-}
-
-// escapeNonASCII rewrites every non-ASCII rune in JSON text as a \uXXXX
-// escape (surrogate pairs above U+FFFF). Valid because non-ASCII can only
-// occur inside JSON strings.
-func escapeNonASCII(b []byte) []byte {
-	ascii := true
-	for _, c := range b {
-		if c >= utf8.RuneSelf {
-			ascii = false
-			break
-		}
-	}
-	if ascii {
-		return b
-	}
-	out := make([]byte, 0, len(b)+32)
-	for len(b) > 0 {
-		r, size := utf8.DecodeRune(b)
-		if r < utf8.RuneSelf {
-			out = append(out, b[0])
-			b = b[1:]
-			continue
-		}
-		if r > 0xFFFF {
-			r -= 0x10000
-			out = appendU(out, 0xD800+(r>>10))
-			out = appendU(out, 0xDC00+(r&0x3FF))
-		} else {
-			out = appendU(out, r)
-		}
-		b = b[size:]
-	}
-	return out
-}
-
-func appendU(out []byte, r rune) []byte {
-	s := strconv.FormatInt(int64(r), 16)
-	out = append(out, '\\', 'u')
-	for i := len(s); i < 4; i++ {
-		out = append(out, '0')
-	}
-	return append(out, s...)
+	return jsonascii.Escape(buf.Bytes()), nil
 }
 
 // ParseState reads graph-state.json. Missing keys take their defaults;

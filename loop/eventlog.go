@@ -15,9 +15,9 @@ import (
 	"strings"
 	"sync"
 	"time"
-	"unicode/utf8"
 
 	"github.com/theloop-dev/theloop/graph"
+	"github.com/theloop-dev/theloop/internal/jsonascii"
 )
 
 // Event log defaults.
@@ -316,7 +316,7 @@ func FormatEventLine(source string, pid int, e graph.LogEvent) []byte {
 		b.Write(v)
 	}
 	b.WriteString("}\n")
-	return escapeNonASCII(b.Bytes())
+	return jsonascii.Escape(b.Bytes())
 }
 
 // encodeJSONValue encodes v compactly without HTML escaping.
@@ -753,48 +753,4 @@ func ParseSince(s string, now time.Time) (time.Time, error) {
 		}
 	}
 	return time.Time{}, fmt.Errorf("since %q: write a duration (90m, 2h, 3d) or a date (2026-11-01) or an RFC 3339 time", s)
-}
-
-// escapeNonASCII rewrites every non-ASCII rune in JSON text (as the-loop's
-// json.dumps does, and as graph writes graph-state.json) as a \uXXXX
-// escape (surrogate pairs above U+FFFF). Valid because non-ASCII can only
-// occur inside JSON strings.
-func escapeNonASCII(b []byte) []byte {
-	ascii := true
-	for _, c := range b {
-		if c >= utf8.RuneSelf {
-			ascii = false
-			break
-		}
-	}
-	if ascii {
-		return b
-	}
-	out := make([]byte, 0, len(b)+32)
-	for len(b) > 0 {
-		r, size := utf8.DecodeRune(b)
-		if r < utf8.RuneSelf {
-			out = append(out, b[0])
-			b = b[1:]
-			continue
-		}
-		if r > 0xFFFF {
-			r -= 0x10000
-			out = appendU(out, 0xD800+(r>>10))
-			out = appendU(out, 0xDC00+(r&0x3FF))
-		} else {
-			out = appendU(out, r)
-		}
-		b = b[size:]
-	}
-	return out
-}
-
-func appendU(out []byte, r rune) []byte {
-	s := strconv.FormatInt(int64(r), 16)
-	out = append(out, '\\', 'u')
-	for i := len(s); i < 4; i++ {
-		out = append(out, '0')
-	}
-	return append(out, s...)
 }

@@ -198,23 +198,10 @@ func (l *graphLink) runtime(item workitem.Ref, cwd, id string) (*graph.Runtime, 
 	if err != nil {
 		return nil, err
 	}
-	cwdCopy := cwd
-	opts := loop.Options{
-		Loop: choice, WorkItem: id,
-		AuthorizedUsers: l.d.cfg.AuthorizedUsers, ExecuteKeyword: l.d.cfg.ExecuteKeyword, SessionPerPr: l.d.cfg.SessionPerPr,
-		SpecDir:      l.d.cfg.GraphSpecDir,
-		Integrations: l.d.integ, Commands: loop.Commands{Runner: pathRunner{path: l.d.deps.Path}, Root: repo.Root},
-		Deliver: func(ctx context.Context, workItem, text string) (bool, error) {
-			return l.deliverAssignment(ctx, cwdCopy, workItem, text)
-		},
-		Sink: l.d.sink, Clock: l.d.deps.Clock,
-		Warn:         func(w string) { l.d.logf("%s: %s", cwd, w) },
-		HookObserver: l.d.hookObserver(),
-	}
-	if l.d.signer != nil {
-		opts.DecisionSigner = l.d.signer
-		opts.DecisionVerifier = l.d.signer.Verifier()
-	}
+	opts := l.options(repo, cwd, id, func(ctx context.Context, workItem, text string) (bool, error) {
+		return l.deliverAssignment(ctx, cwd, workItem, text)
+	})
+	opts.Loop = choice
 	rt, err := repo.Runtime(opts)
 	if err != nil {
 		return nil, err
@@ -229,6 +216,27 @@ func (l *graphLink) runtime(item workitem.Ref, cwd, id string) (*graph.Runtime, 
 	}
 	l.runtimes[cwd+"\x00"+name] = rt
 	return rt, nil
+}
+
+// options are the runtime options every daemon runtime of the checkout at
+// cwd shares — the work item's outer loop and a pull request's inner loop
+// differ only in the loop, the PR and where assignments are delivered.
+func (l *graphLink) options(repo *loop.Repo, cwd, id string, deliver graph.DeliverFunc) loop.Options {
+	opts := loop.Options{
+		WorkItem:        id,
+		AuthorizedUsers: l.d.cfg.AuthorizedUsers, ExecuteKeyword: l.d.cfg.ExecuteKeyword, SessionPerPr: l.d.cfg.SessionPerPr,
+		SpecDir:      l.d.cfg.GraphSpecDir,
+		Integrations: l.d.integ, Commands: loop.Commands{Runner: pathRunner{path: l.d.deps.Path}, Root: repo.Root},
+		Deliver: deliver,
+		Sink:    l.d.sink, Clock: l.d.deps.Clock,
+		Warn:         func(w string) { l.d.logf("%s: %s", cwd, w) },
+		HookObserver: l.d.hookObserver(),
+	}
+	if l.d.signer != nil {
+		opts.DecisionSigner = l.d.signer
+		opts.DecisionVerifier = l.d.signer.Verifier()
+	}
+	return opts
 }
 
 // prRepo is the --pr-repo of a pull request in another repository than the
@@ -255,22 +263,10 @@ func (l *graphLink) prRuntime(item, pr workitem.Ref, cwd, id string) (*graph.Run
 	if err != nil {
 		return nil, err
 	}
-	opts := loop.Options{
-		WorkItem: id, PR: pr.Number, PRRepo: prRepo(item, pr),
-		AuthorizedUsers: l.d.cfg.AuthorizedUsers, ExecuteKeyword: l.d.cfg.ExecuteKeyword, SessionPerPr: l.d.cfg.SessionPerPr,
-		SpecDir:      l.d.cfg.GraphSpecDir,
-		Integrations: l.d.integ, Commands: loop.Commands{Runner: pathRunner{path: l.d.deps.Path}, Root: repo.Root},
-		Deliver: func(ctx context.Context, _, text string) (bool, error) {
-			return l.deliverToPR(ctx, item, pr, text)
-		},
-		Sink: l.d.sink, Clock: l.d.deps.Clock,
-		Warn:         func(w string) { l.d.logf("%s: %s", cwd, w) },
-		HookObserver: l.d.hookObserver(),
-	}
-	if l.d.signer != nil {
-		opts.DecisionSigner = l.d.signer
-		opts.DecisionVerifier = l.d.signer.Verifier()
-	}
+	opts := l.options(repo, cwd, id, func(ctx context.Context, _, text string) (bool, error) {
+		return l.deliverToPR(ctx, item, pr, text)
+	})
+	opts.PR, opts.PRRepo = pr.Number, prRepo(item, pr)
 	rt, err := repo.Runtime(opts)
 	if err != nil {
 		return nil, err

@@ -69,7 +69,7 @@ func BenchmarkWebhook(b *testing.B) {
 		k := i % pool
 		if k == 0 && i > 0 {
 			b.StopTimer()
-			r.router.dedup = NewDeduper(DefaultDedupSize, DefaultDedupWindow)
+			r.router.dedup = NewDeduper(DefaultDedupSize, DefaultDedupWindow, nil)
 			b.StartTimer()
 		}
 		rd.Reset(bodies[k])

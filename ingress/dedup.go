@@ -3,6 +3,8 @@ package ingress
 import (
 	"sync"
 	"time"
+
+	"github.com/theloop-dev/theloop/graph"
 )
 
 // Deduper remembers the keys of events the Sink has kept — delivery ids and
@@ -12,8 +14,13 @@ import (
 // dedup survive a restart. A key is marked only after the Sink kept the
 // event, so a delivery answered 503 is not remembered and its redelivery
 // is processed. Safe for concurrent use; no goroutines.
+//
+// The Deduper owns its clock: every part that marks or asks (the router,
+// the receiver, the poller) reads time through it, so a world assembled
+// with one clock cannot have one part judge the window by another's time.
 type Deduper struct {
 	mu     sync.Mutex
+	clock  graph.Clock
 	window time.Duration
 	seen   map[string]int64 // key → unix nanos when marked
 	ring   []string         // insertion order, len == cap when full
@@ -21,22 +28,30 @@ type Deduper struct {
 	full   bool
 }
 
-// NewDeduper returns a Deduper holding at most size keys for window.
-func NewDeduper(size int, window time.Duration) *Deduper {
+// NewDeduper returns a Deduper holding at most size keys for window, as
+// clock tells time (nil: graph.SystemClock).
+func NewDeduper(size int, window time.Duration, clock graph.Clock) *Deduper {
 	if size <= 0 {
 		size = DefaultDedupSize
 	}
 	if window <= 0 {
 		window = DefaultDedupWindow
 	}
-	return &Deduper{window: window, seen: make(map[string]int64, min(size, 4096)), ring: make([]string, size)}
+	if clock == nil {
+		clock = graph.SystemClock{}
+	}
+	return &Deduper{clock: clock, window: window, seen: make(map[string]int64, min(size, 4096)), ring: make([]string, size)}
 }
 
+// Clock is the clock the Deduper judges its window by.
+func (d *Deduper) Clock() graph.Clock { return d.clock }
+
 // Seen reports whether key was marked within the window before now.
-func (d *Deduper) Seen(key string, now time.Time) bool {
+func (d *Deduper) Seen(key string) bool {
 	if key == "" {
 		return false
 	}
+	now := d.clock.Now()
 	d.mu.Lock()
 	at, ok := d.seen[key]
 	d.mu.Unlock()
@@ -44,10 +59,11 @@ func (d *Deduper) Seen(key string, now time.Time) bool {
 }
 
 // Mark remembers key as of now.
-func (d *Deduper) Mark(key string, now time.Time) {
+func (d *Deduper) Mark(key string) {
 	if key == "" {
 		return
 	}
+	now := d.clock.Now()
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	if _, ok := d.seen[key]; ok {

@@ -173,7 +173,7 @@ func FuzzRoute(f *testing.F) {
 		cfg := testConfig()
 		cfg.Repositories = append(cfg.Repositories, "*/*", "a/*")
 		cfg.Repositories = []string{"Codertocat/Hello-World", "octo/repo", "a/*"}
-		fuzzRouter, _ = NewRouter(cfg, RouterDeps{Dedup: NewDeduper(16, 0)})
+		fuzzRouter, _ = NewRouter(cfg, RouterDeps{Dedup: NewDeduper(16, 0, nil)})
 	})
 	f.Fuzz(func(t *testing.T, event string, body []byte) {
 		ev, drop, err := fuzzRouter.Route(event, "fuzz", body)

@@ -134,6 +134,9 @@ func NewPoller(cfg PollerConfig, deps PollerDeps) (*Poller, error) {
 	if cfg.MaxRetries <= 0 {
 		cfg.MaxRetries = DefaultPollRetries
 	}
+	if deps.Clock == nil && deps.Router != nil {
+		deps.Clock = deps.Router.Clock()
+	}
 	if deps.Clock == nil {
 		deps.Clock = graph.SystemClock{}
 	}
@@ -506,7 +509,7 @@ func (p *Poller) offerComment(ctx context.Context, it pollItem, refs []workitem.
 	}
 	ev := p.commentEvent(it, refs, c, edit)
 	dedup := p.d.Router.dedup
-	if dedup.Seen(ev.ContentKey(), p.d.Clock.Now()) {
+	if dedup.Seen(ev.ContentKey()) {
 		version := c.c.UpdatedAt
 		if !edit && version != "" && c.created != "" {
 			// What the webhook delivered was the comment as created
@@ -522,12 +525,12 @@ func (p *Poller) offerComment(ctx context.Context, it pollItem, refs []workitem.
 		st.Failures++
 		return false, err
 	}
-	dedup.Mark(ev.ContentKey(), p.d.Clock.Now())
+	dedup.Mark(ev.ContentKey())
 	// A creation first seen already edited carried the current body: that
 	// version is delivered too, and a late webhook of that edit is a
 	// duplicate (in the receiver's window).
 	if !edit && c.c.UpdatedAt != "" && c.created != "" && c.c.UpdatedAt != c.created {
-		dedup.Mark(p.commentEvent(it, refs, c, true).ContentKey(), p.d.Clock.Now())
+		dedup.Mark(p.commentEvent(it, refs, c, true).ContentKey())
 	}
 	ledger.ResolveVersion(c.key, c.c.UpdatedAt)
 	st.CommentsForwarded++

@@ -257,11 +257,14 @@ func newPollWorld(t *testing.T) *pollWorld {
 	})
 	require.NoError(t, err)
 	root := t.TempDir()
-	router, err := NewRouter(testConfig(), RouterDeps{})
+	// One clock for the whole world: the router's dedup window, the
+	// receivers built on it and the poller all read it. It starts at the
+	// real time, so no date is pinned that real time will pass.
+	clock := &stepClock{t: time.Now().UTC()}
+	router, err := NewRouter(testConfig(), RouterDeps{Clock: clock})
 	require.NoError(t, err)
 	store := NewPortableStore(root, nil)
 	sink := newMemSink()
-	clock := &stepClock{t: time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)}
 	p, err := NewPoller(PollerConfig{Sources: []PollSource{{Repos: []string{"octo/repo"}}}, StateRoot: root, Interval: time.Minute},
 		PollerDeps{GitHub: set, Sink: sink, Router: router, Store: store, Clock: clock})
 	require.NoError(t, err)

@@ -57,7 +57,8 @@ type ReceiverDeps struct {
 	Router *Router
 	// Log receives webhook.rejected and routing.* events (default: discarded).
 	Log graph.Sink
-	// Clock (default graph.SystemClock).
+	// Clock (default: Router's clock when Router is given, else
+	// graph.SystemClock).
 	Clock graph.Clock
 	// SinkCopiesPayload promises that the Sink keeps nothing that aliases
 	// ev.Payload once Put has returned (it publishes a copy, as a queue
@@ -95,6 +96,9 @@ func NewReceiver(cfg Config, deps ReceiverDeps) (*Receiver, error) {
 	warnings, err := cfg.Validate()
 	if err != nil {
 		return nil, err
+	}
+	if deps.Clock == nil && deps.Router != nil {
+		deps.Clock = deps.Router.Clock()
 	}
 	if deps.Clock == nil {
 		deps.Clock = graph.SystemClock{}

@@ -62,13 +62,14 @@ type Router struct {
 
 // RouterDeps is the outside world of a Router; nil fields get defaults.
 type RouterDeps struct {
-	// Dedup is the delivery cache (default: NewDeduper from the config).
-	// Share one between a Router and the Poller.
+	// Dedup is the delivery cache (default: NewDeduper from the config,
+	// on Clock). Share one between a Router and the Poller.
 	Dedup *Deduper
 	// Log receives routing.* events (default: discarded). Drops of
 	// unauthorized actors are warnings.
 	Log graph.Sink
-	// Clock stamps ReceivedAt (default graph.SystemClock).
+	// Clock stamps ReceivedAt (default: Dedup's clock when Dedup is
+	// given, else graph.SystemClock).
 	Clock graph.Clock
 }
 
@@ -93,11 +94,14 @@ func NewRouter(cfg Config, deps RouterDeps) (*Router, error) {
 	for _, e := range cfg.Events {
 		r.events[strings.TrimSpace(e)] = true
 	}
-	if r.dedup == nil {
-		r.dedup = NewDeduper(cfg.DedupSize, cfg.DedupWindow)
+	if r.clock == nil && r.dedup != nil {
+		r.clock = r.dedup.Clock()
 	}
 	if r.clock == nil {
 		r.clock = graph.SystemClock{}
+	}
+	if r.dedup == nil {
+		r.dedup = NewDeduper(cfg.DedupSize, cfg.DedupWindow, r.clock)
 	}
 	r.indexes.New = func() any { return &jsonIndex{objects: make([]int32, 0, 16), members: make([]jsonMember, 0, 256)} }
 	return r, nil
@@ -105,6 +109,10 @@ func NewRouter(cfg Config, deps RouterDeps) (*Router, error) {
 
 // Dedup returns the router's delivery cache.
 func (r *Router) Dedup() *Deduper { return r.dedup }
+
+// Clock is the router's clock; parts built around a Router (a Receiver, a
+// Poller) default to it, so one world tells one time.
+func (r *Router) Clock() graph.Clock { return r.clock }
 
 // ParseControl parses a comment body with the configured vocabulary (the
 // one parser of both ingresses; see the package documentation). It returns
@@ -127,7 +135,7 @@ func (r *Router) Route(name, delivery string, body []byte) (*Event, DropReason, 
 		return nil, r.drop(DropDisabledEvent, name, "", delivery, ""), nil
 	}
 	now := r.clock.Now()
-	if r.dedup.Seen(delivery, now) {
+	if r.dedup.Seen(delivery) {
 		return nil, r.drop(DropDuplicate, name, "", delivery, ""), nil
 	}
 	idx := r.indexes.Get().(*jsonIndex)
@@ -214,7 +222,7 @@ func (r *Router) Route(name, delivery string, body []byte) (*Event, DropReason, 
 		}
 	}
 	ev.Labeled = r.labeled(&pl, action)
-	if r.dedup.Seen(ev.ContentKey(), now) {
+	if r.dedup.Seen(ev.ContentKey()) {
 		return nil, r.drop(DropDuplicateContent, name, action, delivery, ev.Actor), nil
 	}
 	if r.sink != nil {
@@ -229,9 +237,8 @@ func (r *Router) Route(name, delivery string, body []byte) (*Event, DropReason, 
 // Kept records that the Sink kept ev (or already held it), so redeliveries
 // of its delivery id or content are dropped as duplicates.
 func (r *Router) Kept(ev *Event) {
-	now := r.clock.Now()
-	r.dedup.Mark(ev.DeliveryID, now)
-	r.dedup.Mark(ev.ContentKey(), now)
+	r.dedup.Mark(ev.DeliveryID)
+	r.dedup.Mark(ev.ContentKey())
 }
 
 // commentKeys are the fields read from a comment or review object.

@@ -148,7 +148,7 @@ func TestRealClientEveryOperation(t *testing.T) {
 			require.NoError(t, err)
 			got = call(t, set, ops.GitHubGetComment, map[string]any{"ref": prRef, "commentId": int(rv.ID), "commentType": "review"})
 			require.Equal(t, map[string]any{"id": int(rv.ID), "author": "dana", "body": "LGTM", "state": "APPROVED", "ref": prRef,
-				"url": fmt.Sprintf("https://github.com/demo/widgets/pull/%d#pullrequestreview-%d", pr.Number, rv.ID),
+				"url":       fmt.Sprintf("https://github.com/demo/widgets/pull/%d#pullrequestreview-%d", pr.Number, rv.ID),
 				"createdAt": "", "updatedAt": "", "submittedAt": got["submittedAt"]}, got)
 			require.NotEmpty(t, got["submittedAt"])
 			_, err = set.Call(context.Background(), ops.GitHubGetComment, map[string]any{"ref": ref, "commentId": int(rv.ID), "commentType": "review"})

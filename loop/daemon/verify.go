@@ -132,9 +132,13 @@ func sameItem(a, b workitem.Ref) bool {
 		strings.EqualFold(a.Owner, b.Owner) && strings.EqualFold(a.Repo, b.Repo)
 }
 
-// decidingActions are the only actions whose comments may decide a gate:
-// a comment created, a review submitted.
-var decidingActions = map[string]bool{"created": true, "submitted": true}
+// decidingAction is the one action of each comment event whose comment
+// may decide a gate: a comment created, a review submitted. (GitHub sends
+// no other pairing; accepting one would let a replayed creation pass
+// under a content identity the queue has not seen.)
+var decidingAction = map[string]string{
+	"issue_comment": "created", "pull_request_review_comment": "created", "pull_request_review": "submitted",
+}
 
 // commentKind maps an event name to the kind of comment it carries.
 func commentKind(event string) string {
@@ -172,7 +176,7 @@ func (l *graphLink) decisionEvent(ctx context.Context, item, on workitem.Ref, ev
 	if len(ev.Comments) == 0 {
 		return ge, nil
 	}
-	if !decidingActions[ev.Action] {
+	if a, ok := decidingAction[ev.Event]; !ok || ev.Action != a {
 		return nil, skip{"not-a-decision (" + ev.Event + "." + ev.Action + ")"}
 	}
 	refused := 0

@@ -34,7 +34,15 @@
 // authorization: a close can only tear down. An event whose actor comes from
 // a comment, review or sender but has no login is unauthorized (the
 // reference let an empty actor through everywhere; only CI events, which
-// have no human actor, pass without one). Dropped deliveries are still
+// have no human actor, pass without one). A comment or review event is
+// routed only when its sender is the comment's author (drop reason
+// sender-not-author): GitHub lets a collaborator edit another's comment,
+// and the edit arrives under the author's login (ARCHITECTURE decision 19).
+// The poller has no sender; it offers edits as "edited", which never
+// execute a command, and the daemon lets no edit decide a gate. Each
+// routed comment names the issue or pull request it was made on
+// (Comment.Item), where the daemon re-reads it before it decides a gate.
+// Dropped deliveries are still
 // answered 202 (GitHub must not retry them) and counted per reason.
 //
 // # Control keywords

@@ -34,6 +34,10 @@ type Comment struct {
 	// State is a review's state (APPROVED, CHANGES_REQUESTED, COMMENTED,
 	// DISMISSED); "" for comments.
 	State string `json:"state,omitempty"`
+	// Item is the work-item ref of the issue or pull request the comment
+	// was made on ("" when the event names none). The daemon re-reads the
+	// comment there before it lets the comment decide a gate.
+	Item string `json:"item,omitempty"`
 }
 
 // Event is one routed, authorized piece of GitHub activity concerning one or

@@ -26,7 +26,7 @@ func ExampleNewReceiver() {
 		panic(err)
 	}
 	body := []byte(`{"action":"created","repository":{"full_name":"octo/repo"},"issue":{"number":15},
-		"comment":{"id":1,"body":"the-loop start","user":{"login":"alice"}}}`)
+		"comment":{"id":1,"body":"the-loop start","user":{"login":"alice"}},"sender":{"login":"alice"}}`)
 	req := httptest.NewRequest(http.MethodPost, "/gh-webhook", bytes.NewReader(body))
 	req.Header.Set("X-GitHub-Event", "issue_comment")
 	req.Header.Set("X-GitHub-Delivery", "72d3162e-cc78-11e3-81ab-4c9367dc0958")

@@ -26,7 +26,7 @@ func seedPayloads(f *testing.F, add func(b []byte)) {
 		}
 	}
 	for _, s := range []string{
-		`{}`, `[]`, `{"action":"created","repository":{"full_name":"octo/repo"},"issue":{"number":1},"comment":{"id":1,"body":"the-loop start","user":{"login":"alice"}}}`,
+		`{}`, `[]`, `{"action":"created","repository":{"full_name":"octo/repo"},"issue":{"number":1},"comment":{"id":1,"body":"the-loop start","user":{"login":"alice"}},"sender":{"login":"alice"}}`,
 		`{"a":"\u0000\ud800x","b":-0.5e+7,"c":[true,false,null]}`, `{"action":1e999}`, `"x"`, `{"a":}`, `{"a" "b"}`,
 		`{"repository":{"full_name":"octo/repo","full_name":"evil/x"},"issue":{"number":2}}`,
 		`{"\u0061ction":"created"}`, strings.Repeat("[", 400) + strings.Repeat("]", 400),
@@ -198,6 +198,23 @@ func FuzzRoute(f *testing.F) {
 		for _, c := range ev.Comments {
 			if SelfAuthored(c.Body) {
 				t.Fatal("a self-authored comment routed")
+			}
+			if c.Item != "" {
+				if _, err := workitem.Parse(c.Item); err != nil {
+					t.Fatalf("comment item %q does not parse: %v", c.Item, err)
+				}
+			}
+		}
+		if len(ev.Comments) > 0 {
+			var m struct {
+				Sender struct {
+					Login string `json:"login"`
+				} `json:"sender"`
+			}
+			// Where encoding/json reads the payload, its sender is the
+			// comment's author (decision 19).
+			if json.Unmarshal(body, &m) == nil && m.Sender.Login != ev.Actor {
+				t.Fatalf("comment by %q routed with sender %q", ev.Actor, m.Sender.Login)
 			}
 		}
 		if ev.Control != nil && !ev.Control.Ambiguous && !ev.Control.Command.Valid() {

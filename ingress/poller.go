@@ -671,7 +671,7 @@ func (p *Poller) listThread(ctx context.Context, it pollItem, st *CycleStats, ca
 				continue
 			}
 			id := fmt.Sprint(v["id"])
-			c := Comment{ID: id, Author: v.String("author"), Body: v.String("body"), URL: v.String("url"), State: v.String("state")}
+			c := Comment{ID: id, Author: v.String("author"), Body: v.String("body"), URL: v.String("url"), State: v.String("state"), Item: it.ref.String()}
 			if s.updated != "" {
 				c.UpdatedAt = v.String(s.updated)
 			}

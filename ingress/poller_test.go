@@ -562,6 +562,7 @@ func TestPollerSkipsWhatTheWebhookDelivered(t *testing.T) {
 	body := mustJSON(t, map[string]any{
 		"action": "created", "repository": repoJSON("octo/repo"), "issue": map[string]any{"number": 15},
 		"comment": map[string]any{"id": n, "body": "looks good", "updated_at": "2026-01-01T00:00:00Z", "user": map[string]any{"login": "alice"}},
+		"sender":  map[string]any{"login": "alice"},
 	})
 	rec := serve(recv, delivery{event: "issue_comment", id: "gh-guid", body: body}.request([]byte("s3cret")))
 	require.Equal(t, 202, rec.Code)
@@ -636,7 +637,7 @@ func TestPollerSeesCommentEdits(t *testing.T) {
 	require.Equal(t, SourcePoll, ed.Source)
 	require.Nil(t, ed.Control, "an edit never executes")
 	require.Equal(t, Comment{ID: id, Author: "alice", Body: "the-loop start", UpdatedAt: at,
-		URL: "https://github.com/octo/repo/issues/15#issuecomment-" + id}, ed.Comments[0])
+		URL: "https://github.com/octo/repo/issues/15#issuecomment-" + id, Item: "github:octo/repo#15"}, ed.Comments[0])
 	require.Equal(t, "issue_comment/edited/octo/repo/"+id+"@"+at, ed.ContentKey())
 	var pl map[string]any
 	require.NoError(t, json.Unmarshal(ed.Payload, &pl))

@@ -6,6 +6,7 @@ import (
 	"sync"
 
 	"github.com/theloop-dev/theloop/graph"
+	"github.com/theloop-dev/theloop/workitem"
 )
 
 // DropReason says why the router acknowledged a delivery without forwarding
@@ -21,12 +22,17 @@ const (
 	DropNoWorkItem        DropReason = "no-work-item"
 	DropSelfAuthored      DropReason = "self-authored"
 	DropUnauthorized      DropReason = "unauthorized-actor"
+	// DropSenderNotAuthor: a comment or review event whose sender is not
+	// the comment's author — on GitHub a collaborator can edit (or delete)
+	// another's comment, and the edit arrives under the author's name
+	// (ARCHITECTURE decision 19, conventions lesson 25).
+	DropSenderNotAuthor DropReason = "sender-not-author"
 )
 
 // DropReasons lists every DropReason (for metrics).
 func DropReasons() []DropReason {
 	return []DropReason{DropDisabledEvent, DropDuplicate, DropDuplicateContent, DropRepositoryUnbound,
-		DropNoWorkItem, DropSelfAuthored, DropUnauthorized}
+		DropNoWorkItem, DropSelfAuthored, DropUnauthorized, DropSenderNotAuthor}
 }
 
 // ErrInvalidPayload: the body is not one JSON object (the receiver answers
@@ -38,6 +44,11 @@ const (
 	EventRouted   = "routing.routed"
 	EventDropped  = "routing.dropped"
 	EventRejected = "webhook.rejected"
+	// EventForged is what the daemon emits when a comment that would have
+	// decided a gate does not stand up to a re-read at GitHub (missing,
+	// another author, another body, edited since creation). Fields:
+	// work_item, comment_id, claimed_author, reason.
+	EventForged = "routing.forged"
 )
 
 // maxPooledMembers bounds the payload indexes kept for reuse.
@@ -204,6 +215,9 @@ func (r *Router) Route(name, delivery string, body []byte) (*Event, DropReason, 
 		if _, ok := f[6].int(); ok {
 			cm.ID = string(f[6])
 		}
+		if on := commentItem(name, &pl, repo, x); on.Number > 0 {
+			cm.Item = on.String()
+		}
 		if SelfAuthored(cm.Body) {
 			return nil, r.drop(DropSelfAuthored, name, action, delivery, ev.Actor), nil
 		}
@@ -212,6 +226,14 @@ func (r *Router) Route(name, delivery string, body []byte) (*Event, DropReason, 
 	closes := (name == "issues" || name == "pull_request") && action == "closed"
 	if actorRequired && !closes && !r.authz.named(ev.Actor) {
 		return nil, r.drop(DropUnauthorized, name, action, delivery, ev.Actor), nil
+	}
+	if c != nil {
+		// The actor and the author: whoever sent a comment event must be
+		// the comment's author, or an edit by a collaborator would speak
+		// in the author's name.
+		if sender := pl.doc.get(pl.sender, "login").string(); sender != ev.Actor {
+			return nil, r.dropSender(name, action, delivery, ev.Actor, sender), nil
+		}
 	}
 	if c != nil && (action == "created" || action == "submitted") {
 		// Prow acts on created comments only; an edit never executes.
@@ -239,6 +261,33 @@ func (r *Router) Route(name, delivery string, body []byte) (*Event, DropReason, 
 func (r *Router) Kept(ev *Event) {
 	r.dedup.Mark(ev.DeliveryID)
 	r.dedup.Mark(ev.ContentKey())
+}
+
+// commentItem is the issue or pull request a comment event's comment was
+// made on: the pull request of review and PR-conversation events, else the
+// issue (zero when the payload names none).
+func commentItem(name string, p *payload, repo repoOf, x extraction) workitem.Ref {
+	if x.own.Number > 0 {
+		return x.own
+	}
+	if name == "issue_comment" {
+		if n := intOf(p.issue.number); n > 0 {
+			return repo.ref(n)
+		}
+	}
+	return workitem.Ref{}
+}
+
+// dropSender reports a comment event whose sender is not the author.
+func (r *Router) dropSender(name, action, delivery, author, sender string) DropReason {
+	if r.sink != nil {
+		r.sink.Emit(graph.LogEvent{Time: r.clock.Now(), Name: EventDropped, Level: graph.LevelWarning, Fields: []graph.Field{
+			{Key: "reason", Value: string(DropSenderNotAuthor)}, {Key: "gh_event", Value: name},
+			{Key: "action", Value: action}, {Key: "delivery_id", Value: delivery},
+			{Key: "actor", Value: author}, {Key: "sender", Value: sender},
+		}})
+	}
+	return DropSenderNotAuthor
 }
 
 // commentKeys are the fields read from a comment or review object.

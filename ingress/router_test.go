@@ -37,7 +37,7 @@ func TestRouterExtraction(t *testing.T) {
 		{"issue comment on an issue", "issue_comment", map[string]any{
 			"action": "created", "repository": repoJSON("octo/repo"),
 			"issue":   map[string]any{"number": 15},
-			"comment": map[string]any{"id": 1, "body": "hi", "user": map[string]any{"login": "alice"}},
+			"comment": map[string]any{"id": 1, "body": "hi", "user": map[string]any{"login": "alice"}}, "sender": map[string]any{"login": "alice"},
 		}, []string{"github:octo/repo#15"}, [][]RefSource{{RefFromEntity}}},
 		{"issues event", "issues", map[string]any{
 			"action": "opened", "repository": repoJSON("octo/repo"), "issue": map[string]any{"number": 3}, "sender": map[string]any{"login": "alice"},
@@ -70,7 +70,7 @@ func TestRouterExtraction(t *testing.T) {
 		{"comment on a PR (issue with pull_request key)", "issue_comment", map[string]any{
 			"action": "created", "repository": repoJSON("octo/repo"),
 			"issue":   map[string]any{"number": 9, "pull_request": map[string]any{"url": "x"}, "body": "closes #2"},
-			"comment": map[string]any{"id": 1, "body": "ok", "user": map[string]any{"login": "alice"}},
+			"comment": map[string]any{"id": 1, "body": "ok", "user": map[string]any{"login": "alice"}}, "sender": map[string]any{"login": "alice"},
 		}, []string{"github:octo/repo#2", "github:octo/repo#9"}, nil},
 		{"workflow_run", "workflow_run", map[string]any{
 			"action": "completed", "repository": repoJSON("octo/repo"),
@@ -125,7 +125,7 @@ func TestRouterDrops(t *testing.T) {
 	comment := func(login, body string) map[string]any {
 		return map[string]any{
 			"action": "created", "repository": repoJSON("octo/repo"), "issue": map[string]any{"number": 1},
-			"comment": map[string]any{"id": 5, "body": body, "user": map[string]any{"login": login}},
+			"comment": map[string]any{"id": 5, "body": body, "user": map[string]any{"login": login}}, "sender": map[string]any{"login": login},
 		}
 	}
 	tests := []struct {
@@ -163,6 +163,28 @@ func TestRouterDrops(t *testing.T) {
 			"action": "submitted", "repository": repoJSON("octo/repo"), "pull_request": map[string]any{"number": 2},
 			"review": map[string]any{"id": 3, "body": "approved", "state": "approved", "user": map[string]any{"login": "mallory"}},
 		}, DropUnauthorized},
+		// Decision 19: the actor and the author. A collaborator's edit of
+		// an authorized user's comment arrives under the author's login.
+		{"edit of alice's comment sent by mallory", "issue_comment", func() map[string]any {
+			m := comment("alice", "Approved")
+			m["action"], m["sender"] = "edited", map[string]any{"login": "mallory"}
+			return m
+		}(), DropSenderNotAuthor},
+		{"created comment whose sender is another user", "issue_comment", func() map[string]any {
+			m := comment("alice", "Approved")
+			m["sender"] = map[string]any{"login": "bob"}
+			return m
+		}(), DropSenderNotAuthor},
+		{"comment event without a sender", "issue_comment", func() map[string]any {
+			m := comment("alice", "Approved")
+			delete(m, "sender")
+			return m
+		}(), DropSenderNotAuthor},
+		{"review submitted by someone else", "pull_request_review", map[string]any{
+			"action": "submitted", "repository": repoJSON("octo/repo"), "pull_request": map[string]any{"number": 2},
+			"review": map[string]any{"id": 3, "body": "approved", "state": "approved", "user": map[string]any{"login": "alice"}},
+			"sender": map[string]any{"login": "mallory"},
+		}, DropSenderNotAuthor},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -199,7 +221,7 @@ func TestRouterClosesBypassAuthorizationAndLabel(t *testing.T) {
 	onItem := map[string]any{
 		"action": "created", "repository": repoJSON("octo/repo"),
 		"issue":   map[string]any{"number": 1, "labels": []any{map[string]any{"name": "The-Loop: Auto-Execute"}}},
-		"comment": map[string]any{"id": 1, "body": "x", "user": map[string]any{"login": "alice"}},
+		"comment": map[string]any{"id": 1, "body": "x", "user": map[string]any{"login": "alice"}}, "sender": map[string]any{"login": "alice"},
 	}
 	ev, _, err = r.Route("issue_comment", "l2", mustJSON(t, onItem))
 	require.NoError(t, err)
@@ -246,6 +268,7 @@ func TestRouterControlOnlyOnCreated(t *testing.T) {
 		return mustJSON(t, map[string]any{
 			"action": action, "repository": repoJSON("octo/repo"), "issue": map[string]any{"number": 1},
 			"comment": map[string]any{"id": 5, "body": "the-loop start", "html_url": "https://github.com/octo/repo/issues/1#issuecomment-5", "updated_at": action, "user": map[string]any{"login": "alice"}},
+			"sender":  map[string]any{"login": "alice"},
 		})
 	}
 	ev, _, err := r.Route("issue_comment", "c", body("created"))

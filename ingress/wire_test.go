@@ -14,6 +14,7 @@ func TestAppendJSONMatchesMarshal(t *testing.T) {
 	ev, _, err := r.Route("issue_comment", "d-1", mustJSON(t, map[string]any{
 		"action": "created", "repository": repoJSON("octo/repo"), "issue": map[string]any{"number": 1},
 		"comment": map[string]any{"id": 5, "body": "the-loop start\n<b>\"x\"</b>", "html_url": "u", "updated_at": "t", "user": map[string]any{"login": "alice"}},
+		"sender":  map[string]any{"login": "alice"},
 	}))
 	require.NoError(t, err)
 	for _, e := range []*Event{ev, {Event: "ping", DeliveryID: "p", Source: SourceCLI}, {Event: "x", DeliveryID: "big", Payload: comment}} {

@@ -87,7 +87,7 @@ func newFakeGitHub(t testing.TB, prefix string, tokens ...string) *fakeGitHub {
 	mux.HandleFunc("POST /repos/{o}/{r}/issues/{n}/reactions", f.react)
 	mux.HandleFunc("POST /graphql", f.graphql)
 	mux.HandleFunc("POST /api/graphql", f.graphql)
-	f.srv = httptest.NewServer(f.middleware(mux))
+	f.srv = httptest.NewServer(f.middleware(f.single(mux)))
 	t.Cleanup(f.srv.Close)
 	return f
 }
@@ -145,6 +145,73 @@ func (f *fakeGitHub) middleware(next http.Handler) http.Handler {
 		r.URL.Path = path
 		r.URL.RawPath = ""
 		next.ServeHTTP(w, r)
+	})
+}
+
+// single serves GET of one comment (issues/comments/{id}), review comment
+// (pulls/comments/{id}) and review (pulls/{n}/reviews/{id}) — paths
+// ServeMux cannot hold beside issues/{n}/labels — with GitHub's
+// issue_url / pull_request_url added; everything else goes to next.
+func (f *fakeGitHub) single(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		segs := strings.Split(strings.Trim(r.URL.Path, "/"), "/")
+		if r.Method != http.MethodGet || len(segs) < 6 || segs[0] != "repos" {
+			next.ServeHTTP(w, r)
+			return
+		}
+		repo := segs[1] + "/" + segs[2]
+		api := f.srv.URL + f.prefix + "/repos/" + repo
+		find := func(list func(*fakeIssue) []map[string]any, only int, id string) (map[string]any, int) {
+			for n, is := range f.repos[repo] {
+				if only != 0 && n != only {
+					continue
+				}
+				for _, c := range list(is) {
+					if fmt.Sprint(c["id"]) == id {
+						out := map[string]any{}
+						for k, v := range c {
+							out[k] = v
+						}
+						return out, n
+					}
+				}
+			}
+			return nil, 0
+		}
+		var c map[string]any
+		var n int
+		switch {
+		case len(segs) == 6 && segs[3] == "issues" && segs[4] == "comments":
+			f.mu.Lock()
+			c, n = find(func(is *fakeIssue) []map[string]any { return is.Comments }, 0, segs[5])
+			f.mu.Unlock()
+			if c != nil {
+				c["issue_url"] = fmt.Sprintf("%s/issues/%d", api, n)
+			}
+		case len(segs) == 6 && segs[3] == "pulls" && segs[4] == "comments":
+			f.mu.Lock()
+			c, n = find(func(is *fakeIssue) []map[string]any { return is.ReviewComments }, 0, segs[5])
+			f.mu.Unlock()
+			if c != nil {
+				c["pull_request_url"] = fmt.Sprintf("%s/pulls/%d", api, n)
+			}
+		case len(segs) == 7 && segs[3] == "pulls" && segs[5] == "reviews":
+			pr, _ := strconv.Atoi(segs[4])
+			f.mu.Lock()
+			c, n = find(func(is *fakeIssue) []map[string]any { return is.Reviews }, pr, segs[6])
+			f.mu.Unlock()
+			if c != nil {
+				c["pull_request_url"] = fmt.Sprintf("%s/pulls/%d", api, n)
+			}
+		default:
+			next.ServeHTTP(w, r)
+			return
+		}
+		if c == nil {
+			writeJSON(w, http.StatusNotFound, map[string]any{"message": "Not Found", "documentation_url": "https://docs.github.com/rest"})
+			return
+		}
+		writeJSON(w, http.StatusOK, c)
 	})
 }
 

@@ -62,6 +62,9 @@ func FuzzGitHubDecoders(f *testing.F) {
 		`{"number":7,"title":"t","body":null,"state":"open","user":{"login":"d"},"labels":[{"name":"x"}],"pull_request":{"merged_at":"2026"}}`,
 		`[{"number":8,"labels":[{"name":"a"}],"pull_request":{}},{"number":-3},{"number":1e30}]`,
 		`{"data":{"repository":{"pullRequest":{"closingIssuesReferences":{"nodes":[{"number":7,"repository":{"nameWithOwner":"o/r"}},{"number":0},{"number":9,"repository":{"nameWithOwner":"../x"}}]}}}}}`,
+		`{"id":5,"user":{"login":"alice"},"body":"Approved","created_at":"2026-01-01T00:00:00Z","updated_at":"2026-01-01T00:00:00Z","issue_url":"https://api.github.com/repos/octo/repo/issues/7"}`,
+		`{"id":6,"state":"APPROVED","submitted_at":"t","pull_request_url":"https://ghe.example/api/v3/repos/o/r/pulls/08"}`,
+		`{"id":7,"issue_url":"https://x/repos/../r/issues/1"}`, `{"id":8,"issue_url":"/repos/o/r/issues/99999999999"}`, `{"id":-1}`,
 		`{"errors":[{"message":"nope"}]}`, `{"message":"Bad credentials"}`, `null`, `[]`, `{}`, `[1,2]`, `"s"`, ``, `[{"id":"x"}]`,
 	} {
 		f.Add([]byte(s))
@@ -82,6 +85,21 @@ func FuzzGitHubDecoders(f *testing.F) {
 		check(decodeIssue(b))
 		check(decodeItems(b, "", "o", "r"))
 		check(decodeCreatedComment(b))
+		for _, kind := range []string{CommentTypeIssue, CommentTypeReviewComment, CommentTypeReview} {
+			m, err := decodeOneComment(b, kind, "")
+			check(m, err)
+			if err != nil {
+				continue
+			}
+			if ref, _ := m["ref"].(string); ref != "" {
+				if _, perr := workitem.Parse(ref); perr != nil {
+					t.Fatalf("decoded ref %q does not parse: %v", ref, perr)
+				}
+			}
+			if id, _ := m["id"].(int); id <= 0 {
+				t.Fatalf("accepted a comment without a positive id: %v", m)
+			}
+		}
 		refs, _, err := decodeClosing(b)
 		if err == nil {
 			for _, r := range refs {

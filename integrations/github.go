@@ -20,7 +20,7 @@ import (
 var githubOperations = []graph.Operation{
 	ops.GitHubAddComment, ops.GitHubSetLabels, ops.GitHubGetLabels, ops.GitHubListComments,
 	ops.GitHubListReviews, ops.GitHubListReviewComments, ops.GitHubGetIssue,
-	ops.GitHubListItemsByLabel, ops.GitHubAddReaction, ops.GitHubClosingIssues,
+	ops.GitHubListItemsByLabel, ops.GitHubAddReaction, ops.GitHubClosingIssues, ops.GitHubGetComment,
 }
 
 // maxPages bounds pagination (100 items a page).
@@ -79,6 +79,7 @@ func (g *github) operations() map[graph.Operation]opFunc {
 		ops.GitHubListItemsByLabel:   g.listItemsByLabel,
 		ops.GitHubAddReaction:        g.addReaction,
 		ops.GitHubClosingIssues:      g.closingIssues,
+		ops.GitHubGetComment:         g.getComment,
 	}
 }
 
@@ -448,6 +449,54 @@ func (g *github) addReaction(ctx context.Context, st *callState, args map[string
 		return nil, err
 	}
 	return map[string]any{}, nil
+}
+
+// Kinds of comment github.get-comment reads (its commentType argument).
+const (
+	CommentTypeIssue  = "issue-comment"
+	CommentTypeReview = "review"
+	// CommentTypeReviewComment is an inline comment on a pull request's diff.
+	CommentTypeReviewComment = "review-comment"
+)
+
+// getComment reads one comment, review comment or review by id, as GitHub
+// holds it now. It is how the daemon re-reads a comment at its source
+// before the comment may decide a gate, so what it answers comes from
+// GitHub's own fields only (the issue or pull request it belongs to is
+// read from issue_url / pull_request_url, never from the arguments).
+func (g *github) getComment(ctx context.Context, st *callState, args map[string]any) (map[string]any, error) {
+	r, err := g.ref(args)
+	if err != nil {
+		return nil, err
+	}
+	id, hasID, err := argInt(args, "commentId")
+	if err != nil {
+		return nil, err
+	}
+	if !hasID || id <= 0 {
+		return nil, fail(ErrInvalidArgument, "argument \"commentId\" is required: the positive id of the comment to read")
+	}
+	kind, err := argString(args, "commentType", false)
+	if err != nil {
+		return nil, err
+	}
+	var path, what string
+	switch kind {
+	case "", CommentTypeIssue:
+		kind = CommentTypeIssue
+		path, what = fmt.Sprintf("repos/%s/%s/issues/comments/%d", r.Owner, r.Repo, id), fmt.Sprintf("comment %d of %s/%s", id, r.Owner, r.Repo)
+	case CommentTypeReviewComment:
+		path, what = fmt.Sprintf("repos/%s/%s/pulls/comments/%d", r.Owner, r.Repo, id), fmt.Sprintf("review comment %d of %s/%s", id, r.Owner, r.Repo)
+	case CommentTypeReview:
+		path, what = pullPath(r, fmt.Sprintf("/reviews/%d", id)), fmt.Sprintf("review %d of %s", id, r.String())
+	default:
+		return nil, fail(ErrInvalidArgument, "argument \"commentType\" must be issue-comment, review-comment or review, not %q", clip(kind, 30))
+	}
+	resp, err := g.send(ctx, st, ghRequest{method: http.MethodGet, path: path, host: r.Host}, true, what)
+	if err != nil {
+		return nil, err
+	}
+	return decodeOneComment(resp.body, kind, r.Host)
 }
 
 const closingQuery = `query($owner: String!, $name: String!, $number: Int!) {

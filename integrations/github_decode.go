@@ -3,6 +3,7 @@ package integrations
 import (
 	"encoding/json"
 	"fmt"
+	"strconv"
 	"strings"
 
 	"github.com/theloop-dev/theloop/workitem"
@@ -204,6 +205,71 @@ func decodeItems(b []byte, host, owner, repo string) ([]any, error) {
 		})
 	}
 	return out, nil
+}
+
+// oneComment is a single comment, review comment or review as GitHub's
+// GET answers it: the fields of the three shapes together.
+type oneComment struct {
+	ID             int64   `json:"id"`
+	User           *ghUser `json:"user"`
+	Body           string  `json:"body"`
+	HTMLURL        string  `json:"html_url"`
+	State          string  `json:"state"`
+	CreatedAt      string  `json:"created_at"`
+	UpdatedAt      string  `json:"updated_at"`
+	SubmittedAt    string  `json:"submitted_at"`
+	IssueURL       string  `json:"issue_url"`
+	PullRequestURL string  `json:"pull_request_url"`
+}
+
+// decodeOneComment turns GitHub's answer for one comment of kind
+// (CommentType*) into github.get-comment's map. The ref it reports is
+// read from the answer's issue_url (comments) or pull_request_url (review
+// comments, reviews) on host; "" when that URL names no valid item.
+func decodeOneComment(b []byte, kind, host string) (map[string]any, error) {
+	c, err := decodeObject[oneComment]("a comment", b)
+	if err != nil {
+		return nil, err
+	}
+	if c.ID <= 0 {
+		return nil, fail(ErrTransport, "GitHub answered a comment without a positive id")
+	}
+	item := c.PullRequestURL
+	if kind == CommentTypeIssue {
+		item = c.IssueURL
+	}
+	out := map[string]any{
+		"id": int(c.ID), "author": c.User.login(), "body": c.Body, "url": c.HTMLURL, "state": "",
+		"createdAt": "", "updatedAt": "", "submittedAt": "", "ref": apiItemRef(item, host),
+	}
+	if kind == CommentTypeReview {
+		out["state"], out["submittedAt"] = c.State, c.SubmittedAt
+	} else {
+		out["createdAt"], out["updatedAt"] = c.CreatedAt, c.UpdatedAt
+	}
+	return out, nil
+}
+
+// apiItemRef reads an API URL of an issue or pull request
+// (…/repos/{owner}/{repo}/issues/{n} or …/pulls/{n}) as a work-item ref on
+// host; "" when it is not one.
+func apiItemRef(u, host string) string {
+	i := strings.LastIndex(u, "/repos/")
+	if i < 0 {
+		return ""
+	}
+	parts := strings.Split(u[i+len("/repos/"):], "/")
+	if len(parts) != 4 || (parts[2] != "issues" && parts[2] != "pulls") || !workitem.ValidName(parts[0]) || !workitem.ValidName(parts[1]) {
+		return ""
+	}
+	if len(parts[3]) == 0 || len(parts[3]) > 10 || strings.Trim(parts[3], "0123456789") != "" {
+		return ""
+	}
+	n, err := strconv.Atoi(parts[3])
+	if err != nil || n <= 0 || n > workitem.MaxNumber {
+		return ""
+	}
+	return workitem.Ref{Provider: "github", Host: host, Owner: parts[0], Repo: parts[1], Number: n}.String()
 }
 
 func decodeCreatedComment(b []byte) (map[string]any, error) {

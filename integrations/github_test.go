@@ -70,6 +70,22 @@ func TestGitHubReadOperations(t *testing.T) {
 		{"list-items-by-label, closed", ops.GitHubListItemsByLabel, map[string]any{"repo": "github.com/octo/repo", "label": "the-loop: auto-execute", "state": "closed"}, map[string]any{"items": []any{
 			map[string]any{"number": 9, "title": "Old", "url": "https://github.com/octo/repo/issues/9", "isPullRequest": false, "labels": []any{"the-loop: auto-execute"}, "ref": "github:octo/repo#9"},
 		}}},
+		{"get-comment reads one comment with the item GitHub says it is on", ops.GitHubGetComment, map[string]any{"ref": "github:octo/repo#7", "commentId": 103}, map[string]any{
+			"id": 103, "author": "user1", "body": "comment 3", "url": "https://github.com/octo/repo/issues/7#issuecomment-103", "state": "",
+			"createdAt": "2026-01-03T10:00:00Z", "updatedAt": "2026-01-08T09:30:00Z", "submittedAt": "", "ref": "github:octo/repo#7",
+		}},
+		{"get-comment names the comment's own item, not the ref asked with", ops.GitHubGetComment, map[string]any{"ref": "github:octo/repo#9", "commentId": "101"}, map[string]any{
+			"id": 101, "author": "user1", "body": "comment 1", "url": "https://github.com/octo/repo/issues/7#issuecomment-101", "state": "",
+			"createdAt": "2026-01-01T10:00:00Z", "updatedAt": "2026-01-01T10:00:00Z", "submittedAt": "", "ref": "github:octo/repo#7",
+		}},
+		{"get-comment of a review comment", ops.GitHubGetComment, map[string]any{"ref": "github:octo/repo#8", "commentId": 301, "commentType": "review-comment"}, map[string]any{
+			"id": 301, "author": "lee", "body": "rename", "url": "https://github.com/octo/repo/pull/8#discussion_r301", "state": "",
+			"createdAt": "2026-01-06T00:00:00Z", "updatedAt": "2026-01-07T00:00:00Z", "submittedAt": "", "ref": "github:octo/repo#8",
+		}},
+		{"get-comment of a review", ops.GitHubGetComment, map[string]any{"ref": "github:octo/repo#8", "commentId": 201, "commentType": "review"}, map[string]any{
+			"id": 201, "author": "dana", "body": "LGTM", "url": "https://github.com/octo/repo/pull/8#pullrequestreview-201", "state": "APPROVED",
+			"createdAt": "", "updatedAt": "", "submittedAt": "2026-01-05T00:00:00Z", "ref": "github:octo/repo#8",
+		}},
 		{"closing-issues via GraphQL", ops.GitHubClosingIssues, map[string]any{"ref": "github:octo/repo#8"}, map[string]any{
 			"issues": []any{7}, "refs": []any{"github:octo/repo#7", "github:octo/other#3"}, "source": "graphql",
 		}},
@@ -89,6 +105,33 @@ func TestGitHubReadOperations(t *testing.T) {
 			assert.Contains(t, r.Query, "per_page=100")
 		}
 	})
+}
+
+// A comment that does not exist is ErrNotFound (the daemon reads that as a
+// forged claim); a 5xx is retried and then a server error (the daemon
+// retries later); a missing or malformed id is refused before any request.
+func TestGetCommentFailures(t *testing.T) {
+	fg := fixtureServer(t, "")
+	s := apiSet(t, fg, newWorld(mapEnv{"GH_TOKEN": testToken}))
+	ctx := context.Background()
+	_, err := s.Call(ctx, ops.GitHubGetComment, map[string]any{"ref": "github:octo/repo#7", "commentId": 990000001})
+	requireKind(t, err, ErrNotFound)
+	_, err = s.Call(ctx, ops.GitHubGetComment, map[string]any{"ref": "github:octo/repo#7", "commentId": 202, "commentType": "review"})
+	requireKind(t, err, ErrNotFound) // review 202 is PR 8's, not issue 7's
+	fg.fault(fault{path: "/issues/comments/101", status: 500})
+	_, err = s.Call(ctx, ops.GitHubGetComment, map[string]any{"ref": "github:octo/repo#7", "commentId": 101})
+	requireKind(t, err, ErrServer)
+	before := fg.requestCount()
+	for _, args := range []map[string]any{
+		{"ref": "github:octo/repo#7"},
+		{"ref": "github:octo/repo#7", "commentId": 0},
+		{"ref": "github:octo/repo#7", "commentId": "12x"},
+		{"ref": "github:octo/repo#7", "commentId": 5, "commentType": "discussion"},
+	} {
+		_, err := s.Call(ctx, ops.GitHubGetComment, args)
+		requireKind(t, err, ErrInvalidArgument)
+	}
+	require.Equal(t, before, fg.requestCount(), "refused before any request")
 }
 
 func TestClosingIssuesFallsBackToTheBody(t *testing.T) {

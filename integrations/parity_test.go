@@ -51,11 +51,16 @@ var paritySequence = paritySteps{
 	{ops.GitHubAddReaction, map[string]any{"ref": "github:octo/repo#7", "commentId": 101, "content": "eyes"}},
 	{ops.GitHubAddReaction, map[string]any{"ref": "github:octo/repo#7", "content": "rocket"}},
 	{ops.GitHubClosingIssues, map[string]any{"ref": "github:octo/repo#8"}},
+	{ops.GitHubGetComment, map[string]any{"ref": "github:octo/repo#7", "commentId": 103}},
+	{ops.GitHubGetComment, map[string]any{"ref": "github:octo/repo#8", "commentId": "301", "commentType": "review-comment"}},
+	{ops.GitHubGetComment, map[string]any{"ref": "github:octo/repo#8", "commentId": 201, "commentType": "review"}},
 	// Errors: a missing issue, a ref that is not a PR, an invalid argument.
 	{ops.GitHubGetIssue, map[string]any{"ref": "github:octo/repo#404"}},
 	{ops.GitHubClosingIssues, map[string]any{"ref": "github:octo/repo#7"}},
 	{ops.GitHubAddComment, map[string]any{"ref": "github:octo/repo#7", "body": ""}},
 	{ops.GitHubSetLabels, map[string]any{"ref": "github:octo/repo#404", "labels": []string{"loop:x"}, "replacePrefix": "loop:"}},
+	{ops.GitHubGetComment, map[string]any{"ref": "github:octo/repo#7", "commentId": 990000001}},
+	{ops.GitHubGetComment, map[string]any{"ref": "github:octo/repo#7", "commentId": 103, "commentType": "discussion"}},
 }
 
 // runParity runs steps over both Sets and requires identical results, and
@@ -91,7 +96,7 @@ func TestBothGitHubTransportsAnswerAlike(t *testing.T) {
 		steps  paritySteps
 	}{
 		{"", paritySequence},
-		{"/api/v3", paritySteps{paritySequence[3], paritySequence[6], paritySequence[7], paritySequence[14], paritySequence[15]}},
+		{"/api/v3", paritySteps{paritySequence[3], paritySequence[6], paritySequence[7], paritySequence[14], paritySequence[15], paritySequence[18]}},
 	} {
 		prefix := tc.prefix
 		t.Run("root "+orDefault(prefix, "/"), func(t *testing.T) {

@@ -54,6 +54,18 @@ const (
 	// "body"}: the issues the pull request closes, from GitHub's closing
 	// references, else from closing keywords in its body.
 	GitHubClosingIssues graph.Operation = "github.closing-issues"
+	// {ref, commentId, commentType?: issue-comment (default) | review-comment
+	// | review} → {id, author, body, url, state, createdAt, updatedAt,
+	// submittedAt, ref}: one comment (or, for review, one review of the pull
+	// request ref) read by id, as GitHub holds it now. ref in the answer is
+	// the issue or pull request the comment belongs to, from GitHub's own
+	// issue_url / pull_request_url ("" when GitHub names none). updatedAt
+	// equals createdAt until the comment is edited; a review carries
+	// submittedAt and state and neither createdAt nor updatedAt. A comment
+	// that does not exist (or not in ref's repository) fails with
+	// integrations.ErrNotFound. The daemon re-reads a comment this way before
+	// it lets the comment decide a gate (ARCHITECTURE decision 19).
+	GitHubGetComment graph.Operation = "github.get-comment"
 )
 
 // Slack operations.

@@ -103,6 +103,15 @@ func TestRealClientEveryOperation(t *testing.T) {
 			require.Equal(t, "Approved, with a nit", edited["body"])
 			require.Equal(t, cs[1].(map[string]any)["createdAt"], edited["createdAt"])
 			require.Greater(t, edited["updatedAt"], cs[1].(map[string]any)["updatedAt"])
+			// Read by id: what the daemon re-reads before a comment decides.
+			one := call(t, set, ops.GitHubGetComment, map[string]any{"ref": ref, "commentId": id})
+			require.Equal(t, "Approved, with a nit", one["body"])
+			require.Equal(t, "dana", one["author"])
+			require.Equal(t, ref, one["ref"])
+			require.Equal(t, edited["createdAt"], one["createdAt"])
+			require.Equal(t, edited["updatedAt"], one["updatedAt"])
+			_, err = set.Call(context.Background(), ops.GitHubGetComment, map[string]any{"ref": ref, "commentId": 990000001})
+			require.ErrorIs(t, err, integrations.ErrNotFound)
 
 			// Reactions on the issue and on a comment.
 			call(t, set, ops.GitHubAddReaction, map[string]any{"ref": ref, "content": "eyes"})
@@ -133,10 +142,21 @@ func TestRealClientEveryOperation(t *testing.T) {
 			pr, err := s.OpenPullRequest("demo/widgets", "erin", "CSV export", "Fixes #1, closes #2")
 			require.NoError(t, err)
 			prRef := fmt.Sprintf("github:demo/widgets#%d", pr.Number)
-			_, err = s.AddReview("demo/widgets", pr.Number, githubsim.Review{Author: "dana", Body: "LGTM", State: "APPROVED"})
+			rv, err := s.AddReview("demo/widgets", pr.Number, githubsim.Review{Author: "dana", Body: "LGTM", State: "APPROVED"})
 			require.NoError(t, err)
 			rc, err := s.AddReviewComment("demo/widgets", pr.Number, githubsim.ReviewComment{Author: "dana", Body: "nit", Path: "csv.go", Line: 12})
 			require.NoError(t, err)
+			got = call(t, set, ops.GitHubGetComment, map[string]any{"ref": prRef, "commentId": int(rv.ID), "commentType": "review"})
+			require.Equal(t, map[string]any{"id": int(rv.ID), "author": "dana", "body": "LGTM", "state": "APPROVED", "ref": prRef,
+				"url":       fmt.Sprintf("https://github.com/demo/widgets/pull/%d#pullrequestreview-%d", pr.Number, rv.ID),
+				"createdAt": "", "updatedAt": "", "submittedAt": got["submittedAt"]}, got)
+			require.NotEmpty(t, got["submittedAt"])
+			_, err = set.Call(context.Background(), ops.GitHubGetComment, map[string]any{"ref": ref, "commentId": int(rv.ID), "commentType": "review"})
+			require.ErrorIs(t, err, integrations.ErrNotFound, "a review is read on its own pull request only")
+			got = call(t, set, ops.GitHubGetComment, map[string]any{"ref": prRef, "commentId": int(rc.ID), "commentType": "review-comment"})
+			require.Equal(t, "nit", got["body"])
+			require.Equal(t, prRef, got["ref"])
+			require.Equal(t, got["createdAt"], got["updatedAt"])
 			got = call(t, set, ops.GitHubListReviews, map[string]any{"ref": prRef})
 			require.Equal(t, "APPROVED", got["reviews"].([]any)[0].(map[string]any)["state"])
 			got = call(t, set, ops.GitHubListReviewComments, map[string]any{"ref": prRef})

@@ -24,7 +24,9 @@
 //	GET    /repos/{o}/{r}/issues/comments/{id}         one comment
 //	PATCH  /repos/{o}/{r}/issues/comments/{id}         edit a comment
 //	GET    /repos/{o}/{r}/pulls/{n}/reviews            paginated
+//	GET    /repos/{o}/{r}/pulls/{n}/reviews/{id}       one review of that PR
 //	GET    /repos/{o}/{r}/pulls/{n}/comments           review comments, paginated
+//	GET    /repos/{o}/{r}/pulls/comments/{id}          one review comment
 //	POST   /repos/{o}/{r}/issues/{n}/reactions         react to the issue or PR
 //	POST   /repos/{o}/{r}/issues/comments/{id}/reactions
 //	POST   /repos/{o}/{r}/pulls/comments/{id}/reactions

@@ -32,6 +32,7 @@ func (s *Server) routes() {
 	add("GET", "/repos/{o}/{r}/issues/comments/{id}", s.withComment(s.getComment))
 	add("PATCH", "/repos/{o}/{r}/issues/comments/{id}", s.withComment(s.patchComment))
 	add("POST", "/repos/{o}/{r}/issues/comments/{id}/reactions", s.withComment(s.reactComment))
+	add("GET", "/repos/{o}/{r}/pulls/comments/{id}", withItem(s, "id", func(rp *repo, id int64) *reviewComment { return rp.reviewC[id] }, s.getReviewComment))
 	add("POST", "/repos/{o}/{r}/pulls/comments/{id}/reactions", withItem(s, "id", func(rp *repo, id int64) *reviewComment { return rp.reviewC[id] }, s.reactReviewComment))
 	add("GET", "/repos/{o}/{r}/issues/{n}", s.withIssue(s.getIssue))
 	add("PATCH", "/repos/{o}/{r}/issues/{n}", s.withIssue(s.patchIssue))
@@ -44,6 +45,7 @@ func (s *Server) routes() {
 	add("GET", "/repos/{o}/{r}/pulls/{n}", s.withIssue(s.getPull))
 	add("GET", "/repos/{o}/{r}/pulls/{n}/reviews", s.withIssue(s.listReviews))
 	add("GET", "/repos/{o}/{r}/pulls/{n}/comments", s.withIssue(s.listReviewComments))
+	add("GET", "/repos/{o}/{r}/pulls/{n}/reviews/{id}", s.withIssue(s.getReview))
 }
 
 // dispatch finds the route for method and the escaped path and serves it;
@@ -396,6 +398,27 @@ func (s *Server) listReviews(w http.ResponseWriter, r *http.Request, rp *repo, i
 		items = append(items, s.reviewJSON(rp, is, rv))
 	}
 	s.paginate(w, r, items)
+}
+
+func (s *Server) getReviewComment(w http.ResponseWriter, r *http.Request, rp *repo, rc *reviewComment) {
+	writeJSON(w, http.StatusOK, s.reviewCommentJSON(rp, rc))
+}
+
+// getReview answers one review of the pull request; a review of another
+// pull request, or of none, is 404 as on GitHub.
+func (s *Server) getReview(w http.ResponseWriter, r *http.Request, rp *repo, is *issue) {
+	id, err := strconv.ParseInt(r.PathValue("id"), 10, 64)
+	if !is.pr || err != nil {
+		notFound(w)
+		return
+	}
+	for _, rv := range is.reviews {
+		if rv.ID == id {
+			writeJSON(w, http.StatusOK, s.reviewJSON(rp, is, rv))
+			return
+		}
+	}
+	notFound(w)
 }
 
 func (s *Server) listReviewComments(w http.ResponseWriter, r *http.Request, rp *repo, is *issue) {

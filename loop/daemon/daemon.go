@@ -59,6 +59,10 @@ type Deps struct {
 	// Ownership, when set, sees the ownership log of a clustered daemon
 	// (service.node): every lease acquired, released or lost.
 	Ownership func(dispatch.Ownership)
+	// CommentVerifier re-reads a comment at GitHub before it may decide a
+	// gate (ARCHITECTURE decision 19). Nil: NewGitHubCommentVerifier over
+	// the daemon's integrations.
+	CommentVerifier CommentVerifier
 }
 
 // Daemon is one loopd. Build it with New, run it with Run.
@@ -85,6 +89,8 @@ type Daemon struct {
 	recv   *ingress.Receiver
 	link   *graphLink
 	intake *intake
+	// verifier re-reads a comment before it decides a gate.
+	verifier CommentVerifier
 
 	mu      sync.Mutex
 	running bool
@@ -354,6 +360,10 @@ func (d *Daemon) build() error {
 		integ = set
 	}
 	d.integ = d.instrument(&observedIntegrations{d: d, next: integ})
+	d.verifier = d.deps.CommentVerifier
+	if d.verifier == nil {
+		d.verifier = NewGitHubCommentVerifier(d.integ)
+	}
 
 	runner := pathRunner{path: d.deps.Path}
 	tm, err := sessions.NewTmux(d.cfg.Tmux, runner)

@@ -21,10 +21,13 @@ import (
 )
 
 // graphLink is the seam between dispatch and the process graph (seed 003,
-// daemon-spec §8). Every entry point runs the guards in order, never
-// returns an error and never panics: a failure is logged as
-// graph.link_failed and the dispatch goes on. No input makes a work item
-// move forward except through the runtime's own hooks.
+// daemon-spec §8). Every entry point runs the guards in order and never
+// panics: a failure is logged as graph.link_failed and the dispatch goes
+// on. The one error an entry point returns is a decision GitHub could not
+// confirm now (errRetryDecision): the dispatch fails and the queue
+// redelivers the event. No input makes a work item move forward except
+// through the runtime's own hooks, and a human gate sees only the comments
+// decisionEvent verified.
 type graphLink struct {
 	d *Daemon
 
@@ -70,17 +73,19 @@ func (s skip) Error() string { return s.reason }
 
 // guarded runs fn under seed 003's guards and turns every error and panic
 // into graph.link_failed.
-func (l *graphLink) guarded(ctx context.Context, act linkAction, item workitem.Ref, cwd string, fn func(rt *graph.Runtime, id string) error) {
-	l.guardedFor(ctx, act, item, workitem.Ref{}, cwd, fn)
+func (l *graphLink) guarded(ctx context.Context, act linkAction, item workitem.Ref, cwd string, fn func(rt *graph.Runtime, id string) error) error {
+	return l.guardedFor(ctx, act, item, workitem.Ref{}, cwd, fn)
 }
 
 // guardedFor is guarded for the work item's outer loop (pr zero) or for a
 // pull request's inner loop (pdlc-pr-loop), whose state lives beside the
-// work item's in its checkout (<spec>/issue-<n>/pr-loops/…).
-func (l *graphLink) guardedFor(ctx context.Context, act linkAction, item, pr workitem.Ref, cwd string, fn func(rt *graph.Runtime, id string) error) {
+// work item's in its checkout (<spec>/issue-<n>/pr-loops/…). It returns
+// only an errRetryDecision (see graphLink).
+func (l *graphLink) guardedFor(ctx context.Context, act linkAction, item, pr workitem.Ref, cwd string, fn func(rt *graph.Runtime, id string) error) (retry error) {
 	defer func() {
 		if p := recover(); p != nil {
 			l.failed(act, item, fmt.Errorf("panic: %v", p))
+			retry = nil
 		}
 	}()
 	rt, id, err := l.guard(ctx, act, item, pr, cwd)
@@ -88,13 +93,22 @@ func (l *graphLink) guardedFor(ctx context.Context, act linkAction, item, pr wor
 		err = fn(rt, id)
 	}
 	var s skip
+	var r errRetryDecision
 	switch {
 	case err == nil:
 	case errors.As(err, &s):
 		l.d.emit("graph.skipped", graph.LevelDebug, graph.Field{Key: "work_item", Value: item.String()}, graph.Field{Key: "action", Value: string(act)}, graph.Field{Key: "reason", Value: s.reason})
+	case errors.As(err, &r):
+		// Fail closed: nothing moved. The dispatch fails so the queue
+		// delivers the event again, and a real approval is not lost to a
+		// GitHub hiccup.
+		l.d.logf("graph link %s for %s: the decision could not be re-read at GitHub; retrying later: %v", act, item, r.error)
+		l.d.emit("graph.decision_unverified", graph.LevelWarning, graph.Field{Key: "work_item", Value: item.String()}, graph.Field{Key: "action", Value: string(act)}, graph.Field{Key: "error", Value: r.error.Error()})
+		return err
 	default:
 		l.failed(act, item, err)
 	}
+	return nil
 }
 
 func (l *graphLink) failed(act linkAction, item workitem.Ref, err error) {
@@ -317,7 +331,7 @@ func (l *graphLink) deliverToPR(ctx context.Context, item, pr workitem.Ref, text
 // onPRSpawn starts the pull request's inner loop (idempotent) and binds
 // its session.
 func (l *graphLink) onPRSpawn(ctx context.Context, item, pr workitem.Ref, cwd, sessionID string) {
-	l.guardedFor(ctx, actStart, item, pr, cwd, func(rt *graph.Runtime, id string) error {
+	_ = l.guardedFor(ctx, actStart, item, pr, cwd, func(rt *graph.Runtime, id string) error {
 		if _, err := rt.Start(ctx, id); err != nil {
 			return err
 		}
@@ -327,9 +341,9 @@ func (l *graphLink) onPRSpawn(ctx context.Context, item, pr workitem.Ref, cwd, s
 }
 
 // onPREvent is onEvent for a pull request's inner loop.
-func (l *graphLink) onPREvent(ctx context.Context, item, pr workitem.Ref, cwd string, ev *ingress.Event) *graph.StepReport {
+func (l *graphLink) onPREvent(ctx context.Context, item, pr workitem.Ref, cwd string, ev *ingress.Event) (*graph.StepReport, error) {
 	var out *graph.StepReport
-	l.guardedFor(ctx, actAdvance, item, pr, cwd, func(rt *graph.Runtime, id string) error {
+	err := l.guardedFor(ctx, actAdvance, item, pr, cwd, func(rt *graph.Runtime, id string) error {
 		st, err := l.prStore(item, pr, cwd).Load(ctx, id)
 		if errors.Is(err, graph.ErrNoState) {
 			return skip{"not-started"}
@@ -340,21 +354,25 @@ func (l *graphLink) onPREvent(ctx context.Context, item, pr workitem.Ref, cwd st
 		if n, ok := rt.Graph().Node(st.CurrentNode); ok && !n.IsHuman() {
 			return skip{"agent-node"}
 		}
-		rep, err := rt.Advance(ctx, id, graphEvent(ev))
+		gev, err := l.decisionEvent(ctx, item, pr, ev)
+		if err != nil {
+			return err
+		}
+		rep, err := rt.Advance(ctx, id, gev)
 		if errors.Is(err, graph.ErrNotStarted) {
 			return skip{"not-started"}
 		}
 		out = rep
 		return err
 	})
-	return out
+	return out, err
 }
 
 // onPRClose marks the PR session's binding dead and, when the pull request
 // merged, forces its inner loop to complete (unless unstarted or already
 // complete), recorded with the reason naming the PR.
 func (l *graphLink) onPRClose(ctx context.Context, item, pr workitem.Ref, cwd, sessionID string, merged bool) {
-	l.guardedFor(ctx, actClose, item, pr, cwd, func(rt *graph.Runtime, id string) error {
+	_ = l.guardedFor(ctx, actClose, item, pr, cwd, func(rt *graph.Runtime, id string) error {
 		st, err := l.prStore(item, pr, cwd).Load(ctx, id)
 		if errors.Is(err, graph.ErrNoState) {
 			return nil
@@ -387,7 +405,7 @@ func (l *graphLink) onPRClose(ctx context.Context, item, pr workitem.Ref, cwd, s
 // prContext is context for a pull request's inner loop.
 func (l *graphLink) prContext(ctx context.Context, item, pr workitem.Ref, cwd string) *graphContext {
 	var out *graphContext
-	l.guardedFor(ctx, actContext, item, pr, cwd, func(rt *graph.Runtime, id string) error {
+	_ = l.guardedFor(ctx, actContext, item, pr, cwd, func(rt *graph.Runtime, id string) error {
 		gc, err := l.readContext(ctx, rt, id, l.prStore(item, pr, cwd))
 		out = gc
 		return err
@@ -457,8 +475,8 @@ func (l *graphLink) adopt(ctx context.Context, item workitem.Ref, cwd string) {
 // onSpawn starts the work item's graph (idempotent), binds the session and,
 // when the start node is a human gate, evaluates it once with the spawning
 // event's comments.
-func (l *graphLink) onSpawn(ctx context.Context, item workitem.Ref, cwd, sessionID string, ev *ingress.Event) {
-	l.guarded(ctx, actStart, item, cwd, func(rt *graph.Runtime, id string) error {
+func (l *graphLink) onSpawn(ctx context.Context, item workitem.Ref, cwd, sessionID string, ev *ingress.Event) error {
+	return l.guarded(ctx, actStart, item, cwd, func(rt *graph.Runtime, id string) error {
 		rep, err := rt.Start(ctx, id)
 		if err != nil {
 			return err
@@ -471,7 +489,11 @@ func (l *graphLink) onSpawn(ctx context.Context, item workitem.Ref, cwd, session
 			return nil
 		}
 		if n, ok := rt.Graph().Node(rep.CurrentNode); ok && n.IsHuman() {
-			_, err := rt.Advance(ctx, id, graphEvent(ev))
+			gev, err := l.decisionEvent(ctx, item, item, ev)
+			if err != nil {
+				return err
+			}
+			_, err = rt.Advance(ctx, id, gev)
 			return err
 		}
 		return nil
@@ -487,9 +509,9 @@ func (l *graphLink) onSpawn(ctx context.Context, item workitem.Ref, cwd, session
 // exit chain as a failed attempt, and the same block twice in a row
 // escalates (decision 3) — two comments while the agent works would park
 // the work item.
-func (l *graphLink) onEvent(ctx context.Context, item workitem.Ref, cwd string, ev *ingress.Event) *graph.StepReport {
+func (l *graphLink) onEvent(ctx context.Context, item workitem.Ref, cwd string, ev *ingress.Event) (*graph.StepReport, error) {
 	var out *graph.StepReport
-	l.guarded(ctx, actAdvance, item, cwd, func(rt *graph.Runtime, id string) error {
+	err := l.guarded(ctx, actAdvance, item, cwd, func(rt *graph.Runtime, id string) error {
 		st, err := loop.NewStore(cwd, l.specDir(cwd)).Load(ctx, id)
 		if errors.Is(err, graph.ErrNoState) {
 			return skip{"not-started"}
@@ -500,19 +522,23 @@ func (l *graphLink) onEvent(ctx context.Context, item workitem.Ref, cwd string, 
 		if n, ok := rt.Graph().Node(st.CurrentNode); ok && !n.IsHuman() {
 			return skip{"agent-node"}
 		}
-		rep, err := rt.Advance(ctx, id, graphEvent(ev))
+		gev, err := l.decisionEvent(ctx, item, item, ev)
+		if err != nil {
+			return err
+		}
+		rep, err := rt.Advance(ctx, id, gev)
 		if errors.Is(err, graph.ErrNotStarted) {
 			return skip{"not-started"}
 		}
 		out = rep
 		return err
 	})
-	return out
+	return out, err
 }
 
 // onClose marks the bound session dead.
 func (l *graphLink) onClose(ctx context.Context, item workitem.Ref, cwd, sessionID string) {
-	l.guarded(ctx, actClose, item, cwd, func(rt *graph.Runtime, id string) error {
+	_ = l.guarded(ctx, actClose, item, cwd, func(rt *graph.Runtime, id string) error {
 		alive := false
 		err := rt.BindSession(ctx, id, graph.SessionBinding{ID: sessionID, Runner: "tmux", Alive: &alive})
 		if errors.Is(err, graph.ErrNoState) {
@@ -520,19 +546,6 @@ func (l *graphLink) onClose(ctx context.Context, item workitem.Ref, cwd, session
 		}
 		return err
 	})
-}
-
-// graphEvent turns the event's comments into the runtime's event:
-// attributed, non-empty comments only (the gate hooks authorize).
-func graphEvent(ev *ingress.Event) *graph.Event {
-	ge := &graph.Event{ID: ev.DeliveryID, Kind: ev.Event, Comments: []graph.Comment{}}
-	for _, c := range ev.Comments {
-		if strings.TrimSpace(c.Body) == "" || c.Author == "" {
-			continue
-		}
-		ge.Comments = append(ge.Comments, graph.Comment{ID: c.ID, Author: c.Author, Body: c.Body, URL: c.URL})
-	}
-	return ge
 }
 
 // Graph context (seed 003 §8.3).
@@ -559,7 +572,7 @@ func (c *graphContext) atHumanGate() bool {
 // the graph starts it is pending.
 func (l *graphLink) context(ctx context.Context, item workitem.Ref, cwd string) *graphContext {
 	var out *graphContext
-	l.guarded(ctx, actContext, item, cwd, func(rt *graph.Runtime, id string) error {
+	_ = l.guarded(ctx, actContext, item, cwd, func(rt *graph.Runtime, id string) error {
 		gc, err := l.readContext(ctx, rt, id, loop.NewStore(cwd, l.specDir(cwd)))
 		out = gc
 		return err
@@ -617,7 +630,7 @@ func (l *graphLink) readContext(ctx context.Context, rt *graph.Runtime, id strin
 
 // rebind binds a respawned session (no event: the gate is not re-read).
 func (l *graphLink) rebind(ctx context.Context, item workitem.Ref, cwd, sessionID string) {
-	l.guarded(ctx, actStart, item, cwd, func(rt *graph.Runtime, id string) error {
+	_ = l.guarded(ctx, actStart, item, cwd, func(rt *graph.Runtime, id string) error {
 		alive := true
 		err := rt.BindSession(ctx, id, graph.SessionBinding{ID: sessionID, Runner: "tmux", Alive: &alive})
 		if errors.Is(err, graph.ErrNoState) {

@@ -2,9 +2,11 @@ package daemon
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"sync"
 	"testing"
 	"time"
@@ -13,7 +15,9 @@ import (
 
 	"github.com/theloop-dev/theloop/graph"
 	"github.com/theloop-dev/theloop/ingress"
+	"github.com/theloop-dev/theloop/integrations"
 	"github.com/theloop-dev/theloop/loop"
+	"github.com/theloop-dev/theloop/ops"
 	"github.com/theloop-dev/theloop/sessions"
 	"github.com/theloop-dev/theloop/workitem"
 )
@@ -26,13 +30,26 @@ import (
 type recordingIntegrations struct {
 	mu    sync.Mutex
 	calls []graph.Operation
+	// comments is GitHub's copy of the comments github.get-comment reads,
+	// by id; getErr, when set, is its answer instead (an outage).
+	comments map[string]map[string]any
+	getErr   error
 }
 
 func (r *recordingIntegrations) Call(_ context.Context, op graph.Operation, args map[string]any) (map[string]any, error) {
 	r.mu.Lock()
 	r.calls = append(r.calls, op)
-	r.mu.Unlock()
+	defer r.mu.Unlock()
 	switch op {
+	case ops.GitHubGetComment:
+		if r.getErr != nil {
+			return nil, r.getErr
+		}
+		c, ok := r.comments[fmt.Sprint(args["commentId"])]
+		if !ok {
+			return nil, fmt.Errorf("comment %v: %w", args["commentId"], integrations.ErrNotFound)
+		}
+		return c, nil
 	case "github.list-comments":
 		return map[string]any{"comments": []any{}}, nil
 	case "github.set-labels", "github.get-labels":
@@ -123,9 +140,27 @@ func (fx *linkFixture) state(t *testing.T) (*graph.State, error) {
 	return loop.NewStore(fx.cwd, "").Load(context.Background(), "issue-7")
 }
 
-func comment(author, body string) *ingress.Event {
-	return &ingress.Event{Event: "issue_comment", Action: "created", DeliveryID: "d-" + author + body,
-		Comments: []ingress.Comment{{ID: "1", Author: author, Body: body}}}
+// comment is a comment author made on the work item: GitHub holds it (an
+// unedited creation), and the returned event carries it.
+func (fx *linkFixture) comment(author, body string) *ingress.Event {
+	fx.integ.mu.Lock()
+	if fx.integ.comments == nil {
+		fx.integ.comments = map[string]map[string]any{}
+	}
+	id := strconv.Itoa(1000 + len(fx.integ.comments))
+	fx.integ.comments[id] = map[string]any{"id": id, "author": author, "body": body, "ref": fx.item.String(),
+		"createdAt": "2026-01-01T00:00:00Z", "updatedAt": "2026-01-01T00:00:00Z"}
+	fx.integ.mu.Unlock()
+	return &ingress.Event{Event: "issue_comment", Action: "created", DeliveryID: "d-" + id,
+		Comments: []ingress.Comment{{ID: id, Author: author, Body: body, Item: fx.item.String()}}}
+}
+
+// advance is onEvent for a test that expects no retry.
+func (fx *linkFixture) advance(t *testing.T, ev *ingress.Event) *graph.StepReport {
+	t.Helper()
+	rep, err := fx.d.link.onEvent(context.Background(), fx.item, fx.cwd, ev)
+	require.NoError(t, err)
+	return rep
 }
 
 func TestAC1SpawnEntersTheStartNode(t *testing.T) {
@@ -150,7 +185,7 @@ func TestAC3StartIsIdempotent(t *testing.T) {
 	fx.arm(t)
 	ctx := context.Background()
 	fx.d.link.onSpawn(ctx, fx.item, fx.cwd, "sess-1", nil)
-	fx.d.link.onEvent(ctx, fx.item, fx.cwd, comment("dana", "the-loop execute"))
+	fx.advance(t, fx.comment("dana", "the-loop execute"))
 	st, err := fx.state(t)
 	require.NoError(t, err)
 	moved := st.CurrentNode
@@ -177,7 +212,7 @@ func TestAC5AuthorizedReplyResolvesTheWaitingGate(t *testing.T) {
 	fx.d.link.onSpawn(ctx, fx.item, fx.cwd, "sess-1", nil)
 	gc := fx.d.link.context(ctx, fx.item, fx.cwd)
 	require.True(t, gc.atHumanGate(), "%+v", gc)
-	rep := fx.d.link.onEvent(ctx, fx.item, fx.cwd, comment("dana", "the-loop execute"))
+	rep := fx.advance(t, fx.comment("dana", "the-loop execute"))
 	require.NotNil(t, rep)
 	require.True(t, rep.Moved)
 }
@@ -187,10 +222,10 @@ func TestAC6UnauthorizedReplyLeavesTheGateWaiting(t *testing.T) {
 	fx.arm(t)
 	ctx := context.Background()
 	fx.d.link.onSpawn(ctx, fx.item, fx.cwd, "sess-1", nil)
-	rep := fx.d.link.onEvent(ctx, fx.item, fx.cwd, comment("mallory", "the-loop execute"))
+	rep := fx.advance(t, fx.comment("mallory", "the-loop execute"))
 	require.NotNil(t, rep)
 	require.False(t, rep.Moved)
-	rep = fx.d.link.onEvent(ctx, fx.item, fx.cwd, comment("dana", "the-loop execute\n\n<!-- the-loop:agent-comment -->"))
+	rep = fx.advance(t, fx.comment("dana", "the-loop execute\n\n<!-- the-loop:agent-comment -->"))
 	require.False(t, rep.Moved, "a self-marked comment never decides")
 	st, err := fx.state(t)
 	require.NoError(t, err)
@@ -202,7 +237,7 @@ func TestAC7WaitParksAndIsNotRetried(t *testing.T) {
 	fx.arm(t)
 	ctx := context.Background()
 	fx.d.link.onSpawn(ctx, fx.item, fx.cwd, "sess-1", nil)
-	rep := fx.d.link.onEvent(ctx, fx.item, fx.cwd, &ingress.Event{Event: "issues", Action: "edited", DeliveryID: "d2"})
+	rep := fx.advance(t, &ingress.Event{Event: "issues", Action: "edited", DeliveryID: "d2"})
 	require.NotNil(t, rep)
 	require.Equal(t, graph.StatusWait, rep.Status)
 	st, err := fx.state(t)
@@ -223,7 +258,7 @@ func TestAC8NonGitHubRefIsSkipped(t *testing.T) {
 func TestAC9MissingSpecDirIsSkipped(t *testing.T) {
 	fx := newLinkFixture(t, "https://github.com/octo/demo.git", nil)
 	fx.arm(t)
-	require.Nil(t, fx.d.link.onEvent(context.Background(), fx.item, fx.cwd, comment("dana", "hi")))
+	require.Nil(t, fx.advance(t, fx.comment("dana", "hi")))
 	require.True(t, fx.obs.has("graph.skipped", "reason", "no-spec-dir"))
 	require.NoDirExists(t, filepath.Join(fx.cwd, "docs", "specs", "issue-7"), "the link never creates a spec dir on an event")
 }
@@ -234,7 +269,7 @@ func TestAC11RuntimeFailureIsCaughtAndReported(t *testing.T) {
 	// graph-state.json is a directory: every load fails.
 	require.NoError(t, os.MkdirAll(filepath.Join(fx.cwd, "docs", "specs", "issue-7", "graph-state.json"), 0o755))
 	require.NotPanics(t, func() {
-		require.Nil(t, fx.d.link.onEvent(context.Background(), fx.item, fx.cwd, comment("dana", "the-loop execute")))
+		require.Nil(t, fx.advance(t, fx.comment("dana", "the-loop execute")))
 	})
 	require.True(t, fx.obs.has("graph.link_failed", "action", "advance"))
 }
@@ -274,11 +309,11 @@ func TestCommentsAtAnAgentNodeNeverEscalate(t *testing.T) {
 	fx.arm(t)
 	ctx := context.Background()
 	fx.d.link.onSpawn(ctx, fx.item, fx.cwd, "sess-1", nil)
-	rep := fx.d.link.onEvent(ctx, fx.item, fx.cwd, comment("dana", "the-loop execute"))
+	rep := fx.advance(t, fx.comment("dana", "the-loop execute"))
 	require.NotNil(t, rep)
 	require.True(t, rep.Moved)
 	for range 3 {
-		require.Nil(t, fx.d.link.onEvent(ctx, fx.item, fx.cwd, comment("dana", "a note while you work")))
+		require.Nil(t, fx.advance(t, fx.comment("dana", "a note while you work")))
 	}
 	st, err := fx.state(t)
 	require.NoError(t, err)
@@ -307,4 +342,105 @@ func TestPhasesDivergenceIsWarnedAtStart(t *testing.T) {
 	fx.obs.evs = nil
 	fx.d.link.warnPhases([]string{fx.cwd})
 	require.False(t, fx.obs.has("harness.phases_diverge", "", ""), "no list, nothing to say")
+}
+
+// Decision 19 at the graph link: only a created comment (or submitted
+// review) that GitHub holds as claimed — same item, author and body, never
+// edited — reaches a human gate. Anything else leaves the gate where it is;
+// a contradiction is reported as routing.forged, and a GitHub that cannot
+// be asked makes the step fail so the queue asks again.
+func TestOnlyAVerifiedNewCommentDecidesAGate(t *testing.T) {
+	other, err := workitem.Parse("github:octo/demo#8")
+	require.NoError(t, err)
+	tests := []struct {
+		name   string
+		event  func(fx *linkFixture) *ingress.Event
+		reason string // routing.forged reason; "" for a plain skip
+		skip   string
+	}{
+		{"an edit, even by the author, never decides", func(fx *linkFixture) *ingress.Event {
+			ev := fx.comment("dana", "the-loop execute")
+			ev.Action = "edited"
+			return ev
+		}, "", "not-a-decision (issue_comment.edited)"},
+		{"a comment GitHub does not have", func(fx *linkFixture) *ingress.Event {
+			ev := fx.comment("dana", "the-loop execute")
+			ev.Comments[0].ID = "990000001"
+			return ev
+		}, ForgedNotFound, ""},
+		{"a body other than GitHub's", func(fx *linkFixture) *ingress.Event {
+			ev := fx.comment("dana", "Reading the design now")
+			ev.Comments[0].Body = "the-loop execute"
+			return ev
+		}, ForgedOtherBody, ""},
+		{"an author other than GitHub's", func(fx *linkFixture) *ingress.Event {
+			ev := fx.comment("mallory", "the-loop execute")
+			ev.Comments[0].Author = "dana"
+			return ev
+		}, ForgedOtherAuthor, ""},
+		{"edited since it was created", func(fx *linkFixture) *ingress.Event {
+			ev := fx.comment("dana", "the-loop execute")
+			fx.integ.comments[ev.Comments[0].ID]["updatedAt"] = "2026-01-02T00:00:00Z"
+			return ev
+		}, ForgedEdited, ""},
+		{"a comment on another item", func(fx *linkFixture) *ingress.Event {
+			ev := fx.comment("dana", "the-loop execute")
+			fx.integ.comments[ev.Comments[0].ID]["ref"] = other.String()
+			return ev
+		}, ForgedOtherItem, ""},
+		{"a comment without an id", func(fx *linkFixture) *ingress.Event {
+			ev := fx.comment("dana", "the-loop execute")
+			ev.Comments[0].ID = ""
+			return ev
+		}, ForgedNoID, ""},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			fx := newLinkFixture(t, "https://github.com/octo/demo.git", nil)
+			fx.arm(t)
+			fx.d.link.onSpawn(context.Background(), fx.item, fx.cwd, "sess-1", nil)
+			require.Nil(t, fx.advance(t, tc.event(fx)), "the gate was not consulted")
+			st, err := fx.state(t)
+			require.NoError(t, err)
+			require.Equal(t, "phase-selection", st.CurrentNode)
+			require.Empty(t, st.Decisions)
+			if tc.reason != "" {
+				require.True(t, fx.obs.has(ingress.EventForged, "reason", tc.reason), "routing.forged %s", tc.reason)
+			} else {
+				require.False(t, fx.obs.has(ingress.EventForged, "", ""))
+				require.True(t, fx.obs.has("graph.skipped", "reason", tc.skip))
+			}
+			// The approver comments again: that moves it.
+			rep := fx.advance(t, fx.comment("dana", "the-loop execute"))
+			require.NotNil(t, rep)
+			require.True(t, rep.Moved)
+		})
+	}
+}
+
+func TestAnUnconfirmableDecisionIsRetriedNotDropped(t *testing.T) {
+	fx := newLinkFixture(t, "https://github.com/octo/demo.git", nil)
+	fx.arm(t)
+	ctx := context.Background()
+	fx.d.link.onSpawn(ctx, fx.item, fx.cwd, "sess-1", nil)
+	ev := fx.comment("dana", "the-loop execute")
+	fx.integ.mu.Lock()
+	fx.integ.getErr = fmt.Errorf("HTTP 500: %w", integrations.ErrServer)
+	fx.integ.mu.Unlock()
+	rep, err := fx.d.link.onEvent(ctx, fx.item, fx.cwd, ev)
+	require.Error(t, err, "the dispatch fails so the queue redelivers")
+	require.ErrorIs(t, err, integrations.ErrServer)
+	require.Nil(t, rep)
+	st, serr := fx.state(t)
+	require.NoError(t, serr)
+	require.Equal(t, "phase-selection", st.CurrentNode, "fail closed: nothing moved")
+	require.True(t, fx.obs.has("graph.decision_unverified", "", ""))
+	require.False(t, fx.obs.has(ingress.EventForged, "", ""), "an outage is not a forgery")
+
+	fx.integ.mu.Lock()
+	fx.integ.getErr = nil
+	fx.integ.mu.Unlock()
+	rep, err = fx.d.link.onEvent(ctx, fx.item, fx.cwd, ev) // the redelivery
+	require.NoError(t, err)
+	require.True(t, rep.Moved)
 }

@@ -286,7 +286,11 @@ func (in *intake) spawn(ctx context.Context, item workitem.Ref, ev *ingress.Even
 	if err := in.mark(ctx, ev, stepPaste); err != nil {
 		return err
 	}
-	in.d.link.onSpawn(ctx, item, cwd, res.Record.SessionID, ev)
+	if err := in.d.link.onSpawn(ctx, item, cwd, res.Record.SessionID, ev); err != nil {
+		// The gate's decision could not be confirmed: a redelivery resumes
+		// the spawn here (finishSpawn) and consults the gate again.
+		return err
+	}
 	return in.announce(ctx, item, res.Record, ev)
 }
 
@@ -312,7 +316,9 @@ func (in *intake) finishSpawn(ctx context.Context, item workitem.Ref, rec sessio
 	if pe, ok := prOf(ev); ok && pe.PR != item {
 		rec = in.linkPR(ctx, item, rec, pe, ev)
 	}
-	in.d.link.onSpawn(ctx, item, rec.Cwd, rec.SessionID, ev)
+	if err := in.d.link.onSpawn(ctx, item, rec.Cwd, rec.SessionID, ev); err != nil {
+		return err
+	}
 	return in.announce(ctx, item, rec, ev)
 }
 
@@ -368,9 +374,12 @@ func (in *intake) dispatchTo(ctx context.Context, item workitem.Ref, rec session
 		// first. Otherwise it goes to the work item's session below.
 		rec = in.linkPR(ctx, item, rec, pe, ev)
 		if in.splitsOff(ctx, item, rec, pr) {
-			gc, consulted := consultGate(in.d.link.prContext(ctx, item, pr, cwd),
+			gc, consulted, err := consultGate(in.d.link.prContext(ctx, item, pr, cwd),
 				func() *graphContext { return in.d.link.prContext(ctx, item, pr, cwd) },
-				func() *graph.StepReport { return in.d.link.onPREvent(ctx, item, pr, cwd, ev) })
+				func() (*graph.StepReport, error) { return in.d.link.onPREvent(ctx, item, pr, cwd, ev) })
+			if err != nil {
+				return err
+			}
 			if in.done(ctx, ev, stepPaste) || in.done(ctx, ev, stepSpawn) {
 				return nil
 			}
@@ -380,22 +389,29 @@ func (in *intake) dispatchTo(ctx context.Context, item workitem.Ref, rec session
 			}
 			if handled {
 				if !consulted {
-					in.d.link.onPREvent(ctx, item, pr, cwd, ev)
+					if _, err := in.d.link.onPREvent(ctx, item, pr, cwd, ev); err != nil {
+						return err
+					}
 				}
 				return nil
 			}
 		}
 	}
 	before := in.d.link.context(ctx, item, cwd)
-	gc, consulted := consultGate(before,
+	gc, consulted, err := consultGate(before,
 		func() *graphContext { return in.d.link.context(ctx, item, cwd) },
-		func() *graph.StepReport {
+		func() (*graph.StepReport, error) {
 			// The gate's session first (session: inherit binds the
 			// producer's), so what the gate decides lands in the bound
 			// session.
 			in.d.link.bindGateSession(ctx, item, rec, before)
 			return in.d.link.onEvent(ctx, item, cwd, ev)
 		})
+	if err != nil {
+		// The decision could not be re-read at GitHub: nothing moved and
+		// nothing is pasted; the queue delivers the event again.
+		return err
+	}
 	if in.done(ctx, ev, stepPaste) || in.done(ctx, ev, stepSpawn) {
 		// A redelivery: this event's text is already in the session (or
 		// it spawned the session).
@@ -419,26 +435,32 @@ func (in *intake) dispatchTo(ctx context.Context, item workitem.Ref, rec session
 		return err
 	}
 	if !consulted {
-		in.d.link.onEvent(ctx, item, cwd, ev)
+		if _, err := in.d.link.onEvent(ctx, item, cwd, ev); err != nil {
+			return err
+		}
 	}
 	return nil
 }
 
 // consultGate consults the gate first when the loop waits at a human gate
 // (so the agent hears the verdict): advance with the event, re-read the
-// context, note the verdict. consulted reports whether it did.
-func consultGate(gc *graphContext, read func() *graphContext, advance func() *graph.StepReport) (_ *graphContext, consulted bool) {
+// context, note the verdict. consulted reports whether it did; an error is
+// advance's (a decision to retry later), and then nothing else was done.
+func consultGate(gc *graphContext, read func() *graphContext, advance func() (*graph.StepReport, error)) (_ *graphContext, consulted bool, err error) {
 	if !gc.atHumanGate() {
-		return gc, false
+		return gc, false, nil
 	}
-	rep := advance()
+	rep, err := advance()
+	if err != nil {
+		return gc, true, err
+	}
 	if after := read(); after != nil {
 		gc = after
 	}
 	if rep != nil && gc != nil {
 		gc.Verdict = verdict(rep)
 	}
-	return gc, true
+	return gc, true, nil
 }
 
 // verdict describes a consulted gate's outcome (the-loop's words only).

@@ -80,6 +80,7 @@ type Metrics struct {
 	hookTime       *prometheus.HistogramVec
 	apiRequests    *prometheus.CounterVec
 	apiTime        *prometheus.HistogramVec
+	forged         *prometheus.CounterVec
 
 	mu    sync.Mutex
 	where map[string]position // work item → where it stands
@@ -149,8 +150,10 @@ func New(cfg Config) *Metrics {
 	m.apiTime = prometheus.NewHistogramVec(prometheus.HistogramOpts{Namespace: Namespace, Name: "api_request_duration_seconds",
 		Help: "Control-plane API request durations by route.", Buckets: prometheus.ExponentialBuckets(0.0005, 3, 10)}, []string{"route"})
 
+	m.forged = f("forged_decisions_total", "Comments refused as gate decisions because GitHub, re-read by id, does not hold them as claimed (routing.forged), by reason.", "reason")
+
 	m.reg.MustRegister(m.webhooks, m.dispatches, m.dispatchTime, m.dispatchLat, m.calls, m.callTime, m.githubRequests, m.rateRemaining,
-		m.nodeTime, m.gateDwell, m.transitions, m.escalations, m.hookTime, m.apiRequests, m.apiTime,
+		m.nodeTime, m.gateDwell, m.transitions, m.escalations, m.hookTime, m.apiRequests, m.apiTime, m.forged,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 		&scrapeCollector{m: m})
 	return m
@@ -240,6 +243,9 @@ func (m *Metrics) Emit(e graph.LogEvent) {
 			outcome = "duplicate"
 		}
 		m.webhooks.WithLabelValues(outcome, str("reason")).Inc()
+		return
+	case ingress.EventForged:
+		m.forged.WithLabelValues(str("reason")).Inc()
 		return
 	}
 	if len(e.Name) > 9 && e.Name[:9] == "dispatch." {

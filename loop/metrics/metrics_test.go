@@ -101,6 +101,8 @@ func TestMetricsParseAndCountWhatHappened(t *testing.T) {
 	m.Emit(ev(t0, ingress.EventRejected, "reason", "bad-signature"))
 	m.Emit(ev(t0, ingress.EventDropped, "reason", "unauthorized-actor"))
 	m.Emit(ev(t0, ingress.EventDropped, "reason", "duplicate-delivery"))
+	m.Emit(ev(t0, ingress.EventForged, "work_item", "github:acme/widgets#3", "comment_id", "990000001", "claimed_author", "dana", "reason", "not-found"))
+	m.Emit(ev(t0, ingress.EventForged, "work_item", "github:acme/widgets#3", "comment_id", "7", "claimed_author", "dana", "reason", "not-found"))
 	m.Emit(ev(t0, "dispatch.handled"))
 	m.Emit(ev(t0, "dispatch.retry"))
 	m.Dispatched(&ingress.Event{ReceivedAt: t0.Add(-3 * time.Second)}, 250*time.Millisecond, nil)
@@ -125,6 +127,7 @@ func TestMetricsParseAndCountWhatHappened(t *testing.T) {
 	require.Equal(t, 1.0, counter(t, fams, "theloop_webhooks_total", map[string]string{"outcome": "dropped", "reason": "unauthorized-actor"}))
 	require.Equal(t, 1.0, counter(t, fams, "theloop_webhooks_total", map[string]string{"outcome": "unavailable"}))
 	require.Equal(t, 1.0, counter(t, fams, "theloop_dispatches_total", map[string]string{"outcome": "retry"}))
+	require.Equal(t, 2.0, counter(t, fams, "theloop_forged_decisions_total", map[string]string{"reason": "not-found"}))
 
 	require.Equal(t, 2.0, gauge(t, fams, "theloop_queue_depth", nil))
 	require.Equal(t, 35*3600.0+90, gauge(t, fams, "theloop_queue_oldest_age_seconds", nil))

@@ -354,7 +354,7 @@ func (l *graphLink) onPREvent(ctx context.Context, item, pr workitem.Ref, cwd st
 		if n, ok := rt.Graph().Node(st.CurrentNode); ok && !n.IsHuman() {
 			return skip{"agent-node"}
 		}
-		gev, err := l.decisionEvent(ctx, item, pr, ev)
+		gev, err := l.decisionEvent(ctx, item, pr, ev, gateNotBefore(st))
 		if err != nil {
 			return err
 		}
@@ -489,7 +489,9 @@ func (l *graphLink) onSpawn(ctx context.Context, item workitem.Ref, cwd, session
 			return nil
 		}
 		if n, ok := rt.Graph().Node(rep.CurrentNode); ok && n.IsHuman() {
-			gev, err := l.decisionEvent(ctx, item, item, ev)
+			// The event that started the item may decide its first node:
+			// that node was entered because of it, after it was made.
+			gev, err := l.decisionEvent(ctx, item, item, ev, time.Time{})
 			if err != nil {
 				return err
 			}
@@ -522,7 +524,7 @@ func (l *graphLink) onEvent(ctx context.Context, item workitem.Ref, cwd string, 
 		if n, ok := rt.Graph().Node(st.CurrentNode); ok && !n.IsHuman() {
 			return skip{"agent-node"}
 		}
-		gev, err := l.decisionEvent(ctx, item, item, ev)
+		gev, err := l.decisionEvent(ctx, item, item, ev, gateNotBefore(st))
 		if err != nil {
 			return err
 		}

@@ -148,8 +148,9 @@ func (fx *linkFixture) comment(author, body string) *ingress.Event {
 		fx.integ.comments = map[string]map[string]any{}
 	}
 	id := strconv.Itoa(1000 + len(fx.integ.comments))
+	now := time.Now().UTC().Format(time.RFC3339) // made now, after the gate was entered
 	fx.integ.comments[id] = map[string]any{"id": id, "author": author, "body": body, "ref": fx.item.String(),
-		"createdAt": "2026-01-01T00:00:00Z", "updatedAt": "2026-01-01T00:00:00Z"}
+		"createdAt": now, "updatedAt": now}
 	fx.integ.mu.Unlock()
 	return &ingress.Event{Event: "issue_comment", Action: "created", DeliveryID: "d-" + id,
 		Comments: []ingress.Comment{{ID: id, Author: author, Body: body, Item: fx.item.String()}}}
@@ -388,6 +389,13 @@ func TestOnlyAVerifiedNewCommentDecidesAGate(t *testing.T) {
 			fx.integ.comments[ev.Comments[0].ID]["ref"] = other.String()
 			return ev
 		}, ForgedOtherItem, ""},
+		{"a real approval made before the gate was entered, replayed", func(fx *linkFixture) *ingress.Event {
+			ev := fx.comment("dana", "the-loop execute")
+			old := time.Now().Add(-24 * time.Hour).UTC().Format(time.RFC3339)
+			fx.integ.comments[ev.Comments[0].ID]["createdAt"] = old
+			fx.integ.comments[ev.Comments[0].ID]["updatedAt"] = old
+			return ev
+		}, ForgedStale, ""},
 		{"a comment without an id", func(fx *linkFixture) *ingress.Event {
 			ev := fx.comment("dana", "the-loop execute")
 			ev.Comments[0].ID = ""

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"time"
 
 	"github.com/theloop-dev/theloop/graph"
 	"github.com/theloop-dev/theloop/hooks"
@@ -34,7 +35,17 @@ type CommentClaim struct {
 	Body   string
 	// State is a review's state as the event carried it ("" for comments).
 	State string
+	// NotBefore, when set, is the earliest moment the comment may have been
+	// made at its source (created, or a review submitted): the time the
+	// item entered the gate it is to decide, less ClockSkew. A genuine but
+	// older comment replayed under a fresh delivery (after the queue's
+	// dedup window) is refused as ForgedStale.
+	NotBefore time.Time
 }
+
+// ClockSkew is how far GitHub's clock may run behind loopd's before a
+// comment made just after a gate was entered looks older than the gate.
+const ClockSkew = 2 * time.Minute
 
 // CommentVerifier re-reads a comment at its source before the comment may
 // decide a gate. VerifyComment returns nil only when the source holds the
@@ -62,6 +73,7 @@ const (
 	ForgedOtherBody   = "other-body"
 	ForgedOtherState  = "other-state"
 	ForgedEdited      = "edited-since-creation"
+	ForgedStale       = "older-than-the-gate"
 )
 
 // ForgedCommentError is a claim the source contradicts.
@@ -118,12 +130,45 @@ func (v githubVerifier) VerifyComment(ctx context.Context, c CommentClaim) error
 		if !strings.EqualFold(got.String("state"), c.State) {
 			return forged(ForgedOtherState)
 		}
-		return nil
+		return fresh(got.String("submittedAt"), c.NotBefore)
 	}
-	if created := got.String("createdAt"); created == "" || got.String("updatedAt") != created {
+	created := got.String("createdAt")
+	if created == "" || got.String("updatedAt") != created {
 		return forged(ForgedEdited)
 	}
+	return fresh(created, c.NotBefore)
+}
+
+// fresh refuses a comment made before notBefore (zero: no bound). A time
+// the source gives but that does not parse is refused too: fail closed.
+func fresh(at string, notBefore time.Time) error {
+	if notBefore.IsZero() {
+		return nil
+	}
+	t, err := time.Parse(time.RFC3339, at)
+	if err != nil || t.Before(notBefore) {
+		return forged(ForgedStale)
+	}
 	return nil
+}
+
+// gateNotBefore is the NotBefore of comments that are to decide the node
+// st points at: when the item first entered it, less ClockSkew. Zero when
+// the state does not say (no bound is better than refusing every
+// decision on an old state file; the other checks still hold).
+func gateNotBefore(st *graph.State) time.Time {
+	if st == nil {
+		return time.Time{}
+	}
+	r, ok := st.Nodes.Get(st.CurrentNode)
+	if !ok || r.EnteredAt == "" {
+		return time.Time{}
+	}
+	t, err := time.Parse(time.RFC3339, r.EnteredAt)
+	if err != nil {
+		return time.Time{}
+	}
+	return t.Add(-ClockSkew)
 }
 
 // sameItem compares refs as GitHub does: names case-insensitively.
@@ -171,7 +216,10 @@ func (e errRetryDecision) Unwrap() error { return e.error }
 // the gate is not consulted at all — and a source that cannot be asked
 // fails the whole step with errRetryDecision, so nothing moves now and the
 // queue's redelivery asks again.
-func (l *graphLink) decisionEvent(ctx context.Context, item, on workitem.Ref, ev *ingress.Event) (*graph.Event, error) {
+//
+// notBefore bounds when a deciding comment may have been made (see
+// CommentClaim.NotBefore); zero for the event that started the item.
+func (l *graphLink) decisionEvent(ctx context.Context, item, on workitem.Ref, ev *ingress.Event, notBefore time.Time) (*graph.Event, error) {
 	ge := &graph.Event{ID: ev.DeliveryID, Kind: ev.Event, Comments: []graph.Comment{}}
 	if len(ev.Comments) == 0 {
 		return ge, nil
@@ -184,7 +232,7 @@ func (l *graphLink) decisionEvent(ctx context.Context, item, on workitem.Ref, ev
 		if strings.TrimSpace(c.Body) == "" || c.Author == "" || hooks.SelfAuthored(c.Body) || !l.authorized(c.Author) {
 			continue // the gate hooks would not read it; nothing to verify
 		}
-		claim := CommentClaim{Item: on, Kind: commentKind(ev.Event), ID: c.ID, Author: c.Author, Body: c.Body, State: c.State}
+		claim := CommentClaim{Item: on, Kind: commentKind(ev.Event), ID: c.ID, Author: c.Author, Body: c.Body, State: c.State, NotBefore: notBefore}
 		if c.Item != "" {
 			ref, err := workitem.Parse(c.Item)
 			if err != nil {

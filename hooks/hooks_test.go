@@ -389,7 +389,7 @@ func TestDeliverAssignment(t *testing.T) {
   iterate it on: the work item itself (the default) — comment on the ticket, and do not open a pull request just to carry the spec chain
   work it with: `+"`/the-loop:new-requirement issue-9`"+`
   when this node's work is done, report back: `+"`loopctl graph complete issue-9`"+`
-  never set `+"`status: approved`"+` in an artifact yourself — the approval gate writes it.
+  never set `+"`status: approved`"+` in an artifact yourself — the approval gate writes it — and never edit one that carries it: its approval is signed with its content (record later work in execution-log.md).
   (assigned by the-loop's graph — not part of any event payload)
 `, got)
 

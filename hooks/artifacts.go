@@ -170,7 +170,9 @@ func presenceFindings(hc *graph.HookContext, slots []slot) (findings []graph.Mes
 }
 
 // contentFindings checks one present artifact against the hook's
-// parameters: lock, front matter, sections, review comments, checkmarks.
+// parameters: lock, front matter, sections, review comments, checkmarks
+// (the whole artifact's with `complete`, else those under the named
+// heading).
 func contentFindings(hc *graph.HookContext, name string) []graph.Message {
 	p := hc.Params
 	path := hc.Artifacts.Path(name)
@@ -222,12 +224,47 @@ func contentFindings(hc *graph.HookContext, name string) []graph.Message {
 			findings = append(findings, graph.Finding("artifact passed its gate but its ## "+reviewCommentsSection+" section is empty — the review that approved it was lost", path))
 		}
 	}
-	if p.String("checkmarks") == "complete" {
+	switch want := strings.TrimSpace(p.String("checkmarks")); want {
+	case "":
+	case checkmarksWhole:
 		if n := strings.Count(body, "- [ ]"); n > 0 {
 			findings = append(findings, graph.Finding(fmt.Sprintf("%d task(s) still unticked", n), path))
 		}
+	default:
+		findings = append(findings, sectionCheckmarks(doc, want, path, slices.Contains(p.Strings("sections"), want))...)
 	}
 	return findings
+}
+
+// checkmarksWhole is the checkmarks value that counts the whole artifact
+// (the reference's only value).
+const checkmarksWhole = "complete"
+
+// sectionCheckmarks checks checkmarks scoped to a heading: every "- [ ]"
+// under each section titled title (subsections included) is a finding, and
+// so is the heading's absence — naming a heading is asking for it (unless
+// listed, when the sections check has said so already). Scoping
+// keeps unticked boxes elsewhere in a shared file (the execution log's
+// later entries, follow-ups left for later) from reopening a node that was
+// satisfied (ARCHITECTURE decision 21).
+func sectionCheckmarks(doc *document, title, path string, listed bool) []graph.Message {
+	found, open := false, 0
+	for _, s := range doc.spans {
+		if s.title != title {
+			continue
+		}
+		found = true
+		open += strings.Count(strings.Join(doc.lines[s.start:s.end], "\n"), "- [ ]")
+	}
+	switch {
+	case !found && listed:
+		return nil
+	case !found:
+		return []graph.Message{graph.Finding("required section is missing: "+title+" (its checkboxes must all be ticked)", path)}
+	case open > 0:
+		return []graph.Message{graph.Finding(fmt.Sprintf("%d box(es) still unticked under ## %s", open, title), path)}
+	}
+	return nil
 }
 
 // errorKind describes a read error without echoing paths twice.

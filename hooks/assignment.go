@@ -50,7 +50,7 @@ func RenderAssignment(wi graph.WorkItem, n *graph.Node, surface string, pr int, 
 		b.WriteString("  this node is a HUMAN gate — the loop is waiting for an authorized person on the ticket. Do not claim it; do not start the work it gates.\n")
 	} else {
 		fmt.Fprintf(&b, "  when this node's work is done, report back: `%s`\n", claim)
-		b.WriteString("  never set `status: approved` in an artifact yourself — the approval gate writes it.\n")
+		b.WriteString("  never set `status: approved` in an artifact yourself — the approval gate writes it — and never edit one that carries it: its approval is signed with its content (record later work in execution-log.md).\n")
 	}
 	b.WriteString("  (assigned by the-loop's graph — not part of any event payload)\n")
 	return b.String()

@@ -112,6 +112,11 @@ func TestValidateArtifacts(t *testing.T) {
 		{"an issue number is not a heading", "", []string{"log.md"}, false, graph.Values{"sections": []any{"Pull requests"}}, nil, graph.StatusPass, nil},
 		{"unticked tasks", "draft", []string{"tasks.md"}, false, graph.Values{"checkmarks": "complete"}, nil, graph.StatusBlock, []string{"2 task(s) still unticked (docs/specs/issue-9/tasks.md)"}},
 		{"all ticked", "complete", []string{"tasks.md"}, false, graph.Values{"checkmarks": "complete"}, nil, graph.StatusPass, nil},
+		// Decision 21: checkmarks scoped to a heading ignore boxes elsewhere.
+		{"checkmarks under a heading: ticked there, open elsewhere", "", []string{"results.md"}, false, graph.Values{"checkmarks": "Verification results", "sections": []any{"Verification results"}}, nil, graph.StatusPass, nil},
+		{"checkmarks under a heading: every section of that title counts", "", []string{"results-open.md"}, false, graph.Values{"checkmarks": "Verification results"}, nil, graph.StatusBlock, []string{"2 box(es) still unticked under ## Verification results (docs/specs/issue-9/results-open.md)"}},
+		{"checkmarks under a heading that is missing", "", []string{"log.md"}, false, graph.Values{"checkmarks": "Verification results"}, nil, graph.StatusBlock, []string{"required section is missing: Verification results (its checkboxes must all be ticked) (docs/specs/issue-9/log.md)"}},
+		{"checkmarks and sections name the missing heading once", "", []string{"log.md"}, false, graph.Values{"checkmarks": "Verification results", "sections": []any{"Verification results"}}, nil, graph.StatusBlock, []string{"required section is missing: Verification results (docs/specs/issue-9/log.md)"}},
 		{"validates the execution log", "complete", nil, false, graph.Values{"validates": "execution-log.md", "sections": []any{"Review cycles", "Security review (gate)"}}, nil, graph.StatusPass, nil},
 		{"validated artifact missing blocks", "draft", nil, false, graph.Values{"validates": "execution-log.md", "sections": []any{"Review cycles"}}, nil, graph.StatusBlock, []string{"required artifact is missing (docs/specs/issue-9/execution-log.md)"}},
 		{"content gate with no artifact is misdeclared", "complete", nil, false, graph.Values{"sections": []any{"X"}}, nil, graph.StatusBlock, []string{"this node gates on artifact content but names no artifact to read it from — the graph must declare `produces:` on the node or `validates:` on this hook entry (docs/specs/issue-9)"}},
@@ -134,6 +139,8 @@ func TestValidateArtifacts(t *testing.T) {
 			node := &graph.Node{ID: "n", Produces: tc.produces, Optional: tc.optional}
 			a := specFolder(t, tc.folder)
 			a.Set("log.md", "# Log\n\n## Pull requests\n\n#7 — CSV export\n")
+			a.Set("results.md", "# Log\n\n## Verification results\n\n- [x] empty report\n\n### 2026-01-02 — entry self-review\n\n- [x] noted\n\n## Follow-ups\n\n- [ ] later\n")
+			a.Set("results-open.md", "# Log\n\n## Verification results\n\n- [ ] empty report\n\n## Review cycles\n\nok\n\n## Verification results\n\n- [x] empty report\n- [ ] quotes\n")
 			a.Set("reviewed.md", "---\nstatus: approved\ndecision: \"design-approval/1@2026-01-02T00:00:00Z\"\n---\n# R\n\n## Review comments\n\n### 2026-01-02 — approved\n\n**@dana** wrote:\n\nship it\n")
 			a.Set("empty-review.md", "---\nstatus: approved\ndecision: \"design-approval/1@2026-01-02T00:00:00Z\"\n---\n# R\n\n## Review comments\n\n")
 			a.Set("gate-locked.md", "---\nstatus: approved\napprovedBy: [\"@dana\"]\ndecision: \"design-approval/1@2026-01-02T00:00:00Z\"\n---\n# R\n\n## Architecture\n\nx\n")
@@ -382,7 +389,7 @@ func TestDeliverAssignment(t *testing.T) {
   iterate it on: the work item itself (the default) — comment on the ticket, and do not open a pull request just to carry the spec chain
   work it with: `+"`/the-loop:new-requirement issue-9`"+`
   when this node's work is done, report back: `+"`loopctl graph complete issue-9`"+`
-  never set `+"`status: approved`"+` in an artifact yourself — the approval gate writes it.
+  never set `+"`status: approved`"+` in an artifact yourself — the approval gate writes it — and never edit one that carries it: its approval is signed with its content (record later work in execution-log.md).
   (assigned by the-loop's graph — not part of any event payload)
 `, got)
 

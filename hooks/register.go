@@ -18,7 +18,7 @@ func Specs() []graph.HookSpec {
 			{Name: "locked", Type: graph.ParamBool, Summary: "the artifacts must carry status: approved"},
 			{Name: "frontMatter", Type: graph.ParamMap, Summary: "front-matter keys and the values they must hold"},
 			{Name: "sections", Type: graph.ParamStrings, Summary: "## headings each artifact must contain"},
-			{Name: "checkmarks", Type: graph.ParamString, Summary: "a ## heading under which every checkbox must be ticked"},
+			{Name: "checkmarks", Type: graph.ParamString, Summary: "complete: no checkbox in the artifact may be unticked; any other value names the ## heading under which every checkbox must be ticked"},
 			{Name: "reviewed", Type: graph.ParamBool, Summary: "an artifact locked at a gate (status: approved with its decision:) must have a non-empty ## Review comments (R5.2)"},
 		}},
 		{Name: "enforces-boundaries-from", Run: enforcesBoundariesFrom, Summary: "every trust boundary / abuse case named upstream is answered in this node's artifact", Params: []graph.Param{

@@ -30,11 +30,11 @@ func TestOutageNeverWedgesTheWorkItemLoop(t *testing.T) {
 	}
 	put(".the-loop/harness-config.yaml", "ticketing:\n  github: {owner: octo, repo: repo}\n")
 	spec := "docs/specs/issue-7/"
-	put(spec+"execution-log.md", "# Log\n\n## Review cycles\n\nr1\n\n## Security review (gate)\n\nok\n\n## Final validation evidence\n\nok\n\n## Capability docs\n\nok\n\n## Documentation\n\nok\n\n## Pull requests\n\n- PR 8\n")
+	put(spec+"execution-log.md", "# Log\n\n## Verification results\n\n- [x] a — pass\n\n## Review cycles\n\nr1\n\n## Security review (gate)\n\nok\n\n## Final validation evidence\n\nok\n\n## Capability docs\n\nok\n\n## Documentation\n\nok\n\n## Pull requests\n\n- PR 8\n")
 	put(spec+"brainstorm.md", "# B\n\n## Problem / opportunity\n\nx\n\n## Open questions\n\nnone\n")
 	put(spec+"requirements.md", "# R\n\n## Requirements\n\n1. x\n\n## Security considerations\n\nnone\n")
 	put(spec+"design.md", "# D\n\n## Architecture\n\nx\n\n## Security design\n\nx\n\n## Testing strategy\n\nx\n")
-	put(spec+"testing-plan.md", "# T\n\n## Test matrix\n\n- [x] a\n\n## Verification environment\n\nx\n\n## Evidence plan\n\nx\n\n## Verification results\n\nok\n")
+	put(spec+"testing-plan.md", "# T\n\n## Test matrix\n\n- a\n\n## Verification environment\n\nx\n\n## Evidence plan\n\nx\n")
 	put(spec+"tasks.md", "# Tasks\n\n## Task list\n\n- [x] a\n")
 
 	counted := &countingCalls{next: set}

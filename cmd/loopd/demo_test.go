@@ -12,6 +12,9 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/theloop-dev/theloop/graph"
+	"github.com/theloop-dev/theloop/loop"
 )
 
 // TestDemoBinaryWalksToComplete runs `loopd demo --yes --keep` as a user
@@ -36,6 +39,10 @@ func TestDemoBinaryWalksToComplete(t *testing.T) {
 	require.Regexp(t, `watch the agent work:  tmux -L theloop-demo-\d+-[0-9a-f]{4} attach -t loop-github-demo-widgets-1`, s)
 	require.Contains(t, s, "webhook  issues.labeled \"the-loop: auto-execute\" by dana → loopd answered 202")
 	require.Contains(t, s, "(agent's claim)", "the scripted agent's claims were made")
+	// The closing check is the README's CI line trusting the daemon's key
+	// (ARCHITECTURE decision 21), and it passes.
+	trusted := regexp.MustCompile(`(?m)^\$ loopctl check issue-1 --recompute --fail-on block --trust-key (ed25519:\S+)\n.*\n  passed: at "complete", no node blocks`).FindStringSubmatch(s)
+	require.NotNil(t, trusted, "the demo ends with the trusted check, passing:\n%s", s)
 
 	m := regexp.MustCompile(`(?m)^kept: (\S+) `).FindStringSubmatch(s)
 	require.NotNil(t, m, "--keep names the directory:\n%s", s)
@@ -57,6 +64,24 @@ func TestDemoBinaryWalksToComplete(t *testing.T) {
 	}
 	require.NoError(t, json.Unmarshal(b, &st))
 	require.Equal(t, "complete", st.CurrentNode)
+
+	// The same check, made here from the kept worktree and the printed key
+	// alone: the key is the daemon's (under the kept state root), and every
+	// gate decision verifies against it.
+	signer, err := loop.LoadSigningKey(filepath.Join(dir, "state"))
+	require.NoError(t, err)
+	require.Equal(t, signer.PublicKey(), trusted[1], "the printed trust anchor is the daemon's key")
+	v, err := loop.LoadVerifier(ctx, loop.TrustSource{Keys: []string{trusted[1]}})
+	require.NoError(t, err)
+	checkout := filepath.Dir(filepath.Dir(filepath.Dir(filepath.Dir(found))))
+	rt, err := loop.Open(checkout, loop.Options{WorkItem: "issue-1", DecisionVerifier: v})
+	require.NoError(t, err)
+	rep, err := rt.Status(ctx, "issue-1", true)
+	require.NoError(t, err)
+	require.Equal(t, "complete", rep.CurrentNode)
+	for _, n := range rep.Nodes {
+		require.NotEqual(t, graph.StatusBlock, n.Status, "%s: %v", n.Node, n.Messages)
+	}
 
 	sock := regexp.MustCompile(`tmux -L (theloop-demo-\d+-[0-9a-f]{4})`).FindStringSubmatch(s)[1]
 	require.Error(t, exec.Command("tmux", "-L", sock, "has-session").Run(), "the demo's private tmux server is killed")

@@ -121,6 +121,16 @@ type Result struct {
 	// Complete: the walk reached the terminal node and `check
 	// --recompute` agrees.
 	Complete bool
+	// TrustKey is the daemon's decision-signing public key, the trust
+	// anchor of the closing check ("" when the daemon made none).
+	TrustKey string
+	// TrustedCheck is the closing `loopctl check issue-1 --recompute
+	// --fail-on block --trust-key <TrustKey>` (the README's CI line) and
+	// Trusted whether it passed: no node at or before the current one
+	// blocks, every gate decision verified against the daemon's key
+	// (ARCHITECTURE decision 21).
+	TrustedCheck string
+	Trusted      bool
 	// Gates lists the approval gates passed, in order.
 	Gates []string
 	// Labels are issue #1's labels at the end.
@@ -208,7 +218,9 @@ func Run(ctx context.Context, opts Options) (res *Result, err error) {
 	if serr := w.stopDaemon(); err == nil && serr != nil {
 		err = serr
 	}
-	w.summary(context.WithoutCancel(ctx))
+	if serr := w.summary(context.WithoutCancel(ctx)); err == nil && serr != nil {
+		err = serr
+	}
 	return w.res, err
 }
 

@@ -101,6 +101,12 @@ func TestDemoWalksToCompleteWithYes(t *testing.T) {
 	require.True(t, res.IgnoredStranger, "an unauthorized Approved passed no gate")
 	require.NotEmpty(t, res.Redelivered)
 	require.Equal(t, 4, res.SignedDecisions, "the phase selection and each approval are signed decisions")
+	// Decision 21: the closing check is the README's CI line with the
+	// daemon's key as trust anchor, and it passes.
+	require.True(t, res.Trusted, out.String())
+	require.Equal(t, "loopctl check issue-1 --recompute --fail-on block --trust-key "+res.TrustKey, res.TrustedCheck)
+	require.Contains(t, out.String(), "$ "+res.TrustedCheck+"\n")
+	require.Contains(t, out.String(), "  passed: at \"complete\", no node blocks")
 
 	// What the demo claims is what the repository says: the worktree's
 	// graph state, recomputed from the artifacts by the runtime CI uses.

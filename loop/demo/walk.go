@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/theloop-dev/theloop/graph"
 	"github.com/theloop-dev/theloop/loop"
 	"github.com/theloop-dev/theloop/sessions"
 )
@@ -296,10 +297,11 @@ func (w *world) decisions(ctx context.Context) {
 	}
 }
 
-// summary fills the result and prints what the walk achieved.
-func (w *world) summary(ctx context.Context) {
+// summary fills the result and prints what the walk achieved. It fails
+// when the walk completed but the closing trusted check does not pass.
+func (w *world) summary(ctx context.Context) error {
 	if w.sim == nil {
-		return
+		return nil
 	}
 	if cur := w.current(ctx); cur != "" {
 		w.res.Node = cur
@@ -335,6 +337,10 @@ func (w *world) summary(ctx context.Context) {
 		w.p.say("issue #1 is at %q", w.res.Node)
 	}
 	w.decisions(ctx)
+	var err error
+	if w.res.Node == "complete" && w.res.Checkout != "" {
+		err = w.trustedCheck(ctx)
+	}
 	w.p.say("  labels on issue #1:     %s", strings.Join(w.res.Labels, ", "))
 	w.p.say("  theloop's comments:     %d (as %s)", w.res.Comments, BotLogin)
 	w.p.say("  webhooks delivered:     %d, each signed; loopd answers 202 once an event is queued (or deliberately dropped)", w.res.Webhooks)
@@ -346,4 +352,56 @@ func (w *world) summary(ctx context.Context) {
 	if w.opts.Keep && w.res.Checkout != "" {
 		w.p.say("  the agent's worktree:   %s (git log shows its commits; try `loopctl check %s --repo %s`)", w.res.Checkout, WorkItem, w.res.Checkout)
 	}
+	return err
+}
+
+// trustedCheck is the demo's closing word: the README's CI line, with the
+// daemon's signing key as the trust anchor, run (through the same library
+// call loopctl check makes) on the worktree the agent wrote. It passes only
+// if every gate decision is signed by that key and still matches the
+// artifacts it approved — the agent edited nothing a gate locked
+// (ARCHITECTURE decision 21).
+func (w *world) trustedCheck(ctx context.Context) error {
+	signer, err := loop.LoadSigningKey(w.state)
+	if err != nil {
+		return fmt.Errorf("demo: the closing trusted check needs the daemon's signing key: %w", err)
+	}
+	w.res.TrustKey = signer.PublicKey()
+	w.res.TrustedCheck = fmt.Sprintf("loopctl check %s --recompute --fail-on block --trust-key %s", WorkItem, w.res.TrustKey)
+	w.p.say("")
+	w.p.say("$ %s", w.res.TrustedCheck)
+	w.p.say("  (the CI line of the README, trusting only the daemon's key, in %s)", w.res.Checkout)
+	v, err := loop.LoadVerifier(ctx, loop.TrustSource{Keys: []string{w.res.TrustKey}})
+	if err != nil {
+		return fmt.Errorf("demo: the closing trusted check: %w", err)
+	}
+	rt, err := loop.Open(w.res.Checkout, loop.Options{WorkItem: WorkItem, DecisionVerifier: v})
+	if err != nil {
+		return fmt.Errorf("demo: the closing trusted check: %w", err)
+	}
+	rep, err := rt.Status(ctx, WorkItem, true)
+	if err != nil {
+		return fmt.Errorf("demo: the closing trusted check: %w", err)
+	}
+	if n, blocked := firstBlock(rep); blocked {
+		w.p.say("  FAILED: %s blocks — %s", n.Node, strings.Join(n.Messages, "; "))
+		return fmt.Errorf("demo: the closing trusted check failed: issue #1 is back at %s, which blocks: %s", rep.CurrentNode, strings.Join(n.Messages, "; "))
+	}
+	w.res.Trusted = true
+	w.p.say("  passed: at %q, no node blocks, every gate decision signed by the daemon and matching what it approved", rep.CurrentNode)
+	return nil
+}
+
+// firstBlock applies `--fail-on block`: the first node at or before the
+// current one whose status is block.
+func firstBlock(rep *graph.Report) (graph.NodeReport, bool) {
+	for _, n := range rep.Nodes {
+		if n.Status == graph.StatusBlock {
+			return n, true
+		}
+		if n.Node == rep.CurrentNode {
+			break
+		}
+	}
+	return graph.NodeReport{}, false
 }

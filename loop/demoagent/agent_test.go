@@ -3,6 +3,7 @@ package demoagent_test
 import (
 	"bytes"
 	"context"
+	"crypto/ed25519"
 	"fmt"
 	"os"
 	"os/exec"
@@ -71,7 +72,13 @@ integrations:
 	set, err := integrations.New(integrations.Config{GitHub: &integrations.GitHubConfig{Transport: "api",
 		API: integrations.GitHubAPIConfig{BaseURL: sim.URL(), TokenEnv: []string{tokenEnv}}}}, integrations.Deps{Env: env})
 	require.NoError(t, err)
-	w.daemon, err = loop.Open(w.dir, loop.Options{WorkItem: "issue-1", Integrations: set, AuthorizedUsers: []string{"dana"}})
+	// The daemon's side signs each gate decision and trusts only its own
+	// key, as loopd does: its recompute is the trusted check.
+	_, priv, err := ed25519.GenerateKey(nil)
+	require.NoError(t, err)
+	signer := loop.NewSigner(priv)
+	w.daemon, err = loop.Open(w.dir, loop.Options{WorkItem: "issue-1", Integrations: set, AuthorizedUsers: []string{"dana"},
+		DecisionSigner: signer, DecisionVerifier: signer.Verifier()})
 	require.NoError(t, err)
 	_, err = w.daemon.Start(ctx, "issue-1")
 	require.NoError(t, err)
@@ -141,6 +148,8 @@ func TestAgentWalksTheLoopWithTheRealRuntime(t *testing.T) {
 	require.Equal(t, string(req), string(req2), "the agent left the locked requirements alone")
 
 	w.human(t, "LGTM")
+	lockedPlan, err := os.ReadFile(filepath.Join(w.dir, "docs", "specs", "issue-1", "testing-plan.md"))
+	require.NoError(t, err)
 	out.Reset()
 	require.NoError(t, agent.Wake(ctx))
 	require.Equal(t, "human-approval", w.current(t), out.String())
@@ -153,16 +162,19 @@ func TestAgentWalksTheLoopWithTheRealRuntime(t *testing.T) {
 
 	rep2, err := w.daemon.Status(ctx, "issue-1", true)
 	require.NoError(t, err)
-	require.True(t, rep2.OK, "check --recompute agrees the walk is complete: %+v", rep2)
-	// R5.2: verification rewrote testing-plan.md after design-approval
-	// locked it; the lock and the recorded review survived the rewrite (the
-	// shipped test-planning node blocks a lock whose review was lost).
+	require.True(t, rep2.OK, "check --recompute with the daemon's key as trust anchor agrees the walk is complete: %+v", rep2)
+	// Decision 21: the testing plan is exactly what design-approval locked
+	// (its lock and the recorded review included); verification recorded
+	// its results in the execution log.
 	plan, err := os.ReadFile(filepath.Join(w.dir, "docs", "specs", "issue-1", "testing-plan.md"))
 	require.NoError(t, err)
+	require.Equal(t, string(lockedPlan), string(plan), "the agent left the locked testing plan alone")
 	require.Contains(t, string(plan), "status: approved")
-	require.Contains(t, string(plan), "Both cases pass")
 	require.Contains(t, string(plan), "## Review comments\n\n### ")
 	require.Contains(t, string(plan), "**@dana** wrote:\n\nLGTM")
+	logText, err := os.ReadFile(filepath.Join(w.dir, "docs", "specs", "issue-1", "execution-log.md"))
+	require.NoError(t, err)
+	require.Contains(t, string(logText), "## Verification results\n\n- [x] M1 ")
 
 	// The agent's claims reached the ticket through the configured
 	// integration: the phase label is the last node's.

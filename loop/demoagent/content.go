@@ -1,7 +1,5 @@
 package demoagent
 
-import "strings"
-
 // The artifacts a competent agent writes for the demo work item ("export
 // the weekly report as CSV"). Both demos use them: `loopctl demo` in its
 // in-process walk and the scripted agent `loopd demo` runs in tmux. Each is
@@ -48,14 +46,15 @@ Table tests over sample reports.
 The trust boundary is the output path; the abuse case (a path outside the
 workspace) is refused after resolution.
 `
-	// TestingPlan passes test-planning; its verification results are
-	// pending.
+	// TestingPlan passes test-planning. It is a plan only: design-approval
+	// locks it, and verification records its results in the execution log
+	// (LogVerification), never here (ARCHITECTURE decision 21).
 	TestingPlan = `# Testing plan
 
 ## Test matrix
 
-- [x] CSV of an empty report
-- [x] CSV of a report with quotes and commas
+- M1 CSV of an empty report — unit — ` + "`go test ./report -run TestCSV/empty`" + `
+- M2 CSV of a report with quotes and commas — unit — ` + "`go test ./report -run TestCSV/quoting`" + `
 
 ## Verification environment
 
@@ -63,11 +62,8 @@ Go 1.26 on Linux.
 
 ## Evidence plan
 
-Test output attached to the pull request.
-
-## Verification results
-
-Pending — filled in at verification.
+Test output for each row, recorded under Verification results in the
+execution log and attached to the pull request.
 `
 	// TasksOpen passes tasks-breakdown (and fails implementation: tasks
 	// are open).
@@ -87,10 +83,6 @@ Operators copy the weekly report into spreadsheets by hand.
 `
 )
 
-// TestingPlanVerified is TestingPlan with the verification results filled
-// in: it passes verification.
-var TestingPlanVerified = strings.Replace(TestingPlan, "Pending — filled in at verification.", "Both cases pass (go test ./report/...).", 1)
-
 // LogSection is a section appended to the work item's execution-log.md.
 type LogSection struct {
 	Heading string // "Review cycles" → "## Review cycles"
@@ -106,6 +98,9 @@ var (
 	LogCapabilityDocs = LogSection{"Capability docs", "`report export --csv` documented in docs/report.md."}
 	LogPullRequests   = LogSection{"Pull requests", "- PR #7 — CSV export, ready for review."}
 	LogDesignCritic   = LogSection{"Design critic review", "A second model read design.md against the requirements: no gaps."}
+	// LogVerification is verification's record: one ticked box per row of
+	// the locked testing plan's matrix, with its command and result.
+	LogVerification = LogSection{"Verification results", "- [x] M1 CSV of an empty report — `go test ./report -run TestCSV/empty` — pass\n- [x] M2 CSV of a report with quotes and commas — `go test ./report -run TestCSV/quoting` — pass"}
 )
 
 // Turn is one attempt at a node's work: the files the agent writes (paths
@@ -138,7 +133,7 @@ func Script() map[string][]Turn {
 		"test-planning":        {{Say: "writes testing-plan.md", Files: map[string]string{"testing-plan.md": TestingPlan}}},
 		"tasks-breakdown":      {{Say: "breaks the work into tasks", Files: map[string]string{"tasks.md": TasksOpen}}},
 		"implementation":       {{Say: "implements and ticks every task", Files: map[string]string{"tasks.md": TasksDone}}},
-		"verification":         {{Say: "records the verification results", Files: map[string]string{"testing-plan.md": TestingPlanVerified}}},
+		"verification":         {{Say: "records the verification results in the execution log (the testing plan is locked)", Log: []LogSection{LogVerification}}},
 		"self-review":          {{Say: "self-review recorded in the execution log", Log: []LogSection{LogReviewCycles}}},
 		"critic-review":        {{Say: "critic review recorded", Log: []LogSection{LogCriticReview}}},
 		"security-review":      {{Say: "security review recorded", Log: []LogSection{LogSecurityReview}}},

@@ -141,6 +141,7 @@ type session struct {
 	attempt int
 	retryAt time.Time
 	pending map[string]int // work item → intents waiting
+	fileErr string         // the intents file's last read error, said once
 }
 
 // New validates cfg and deps. It starts nothing: Start does.
@@ -273,10 +274,15 @@ func (p *Performer) pass(id string) {
 	}
 	lines, _, err := loop.ReadOutboxLines(path, s.off, s.nextNo)
 	if err != nil {
-		p.emit(EventRefused, graph.LevelWarning, s.id, nil, graph.Field{Key: "reason", Value: "the intents file is not readable as a plain file: " + err.Error()})
+		// Said once per distinct problem, looked at again after a while.
+		if msg := err.Error(); msg != s.fileErr {
+			s.fileErr = msg
+			p.emit(EventRefused, graph.LevelWarning, s.id, nil, graph.Field{Key: "reason", Value: "the intents file is not readable as a plain file: " + msg})
+		}
 		s.retryAt = now.Add(p.cfg.MaxBackoff)
 		return
 	}
+	s.fileErr = ""
 	var refs []workitem.Ref
 	var refsErr error
 	looked := false

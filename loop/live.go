@@ -47,6 +47,14 @@ type LiveOptions struct {
 	// Warn receives every warning as it arises; when nil they are kept in
 	// LiveRuntime.Warnings.
 	Warn func(string)
+	// Managed, when set, is the loopd-managed session this process runs
+	// in (ManagedSessionFromEnv): the integrations are then the session's
+	// outbox (a Recorder, LiveRuntime.Outbox) and Integrations and
+	// VerifyIntegrations are not called — the session holds no credential,
+	// and loopd performs the ticket's effects.
+	Managed *ManagedSession
+	// Source names the verb in the intents it records ("graph complete").
+	Source string
 }
 
 // LiveRuntime is a runtime for a verb that may change state: it records
@@ -57,7 +65,10 @@ type LiveRuntime struct {
 	Config CLIConfig
 	// Warnings holds the warnings so far when LiveOptions.Warn is nil.
 	Warnings []string
-	close    func() error
+	// Outbox records the ticket's effects in a loopd-managed session (nil
+	// outside one).
+	Outbox *Recorder
+	close  func() error
 }
 
 // Close closes the event log. It is safe on a nil LiveRuntime.
@@ -160,7 +171,10 @@ func OpenLive(root string, opts LiveOptions) (*LiveRuntime, error) {
 		}
 	}
 	var integ graph.Integrations
-	if opts.Integrations != nil {
+	if opts.Managed != nil {
+		l.Outbox = NewRecorder(*opts.Managed, opts.Source, opts.Clock)
+		integ = l.Outbox
+	} else if opts.Integrations != nil {
 		i, warns, err := opts.Integrations(&cfg, sink)
 		if err != nil {
 			l.Close()

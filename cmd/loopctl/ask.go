@@ -43,6 +43,11 @@ records session.awaiting_input in the event log. End your turn afterwards: the
 answer arrives as an ordinary event. Exit 0 when posted, 1 when not, 2 for bad
 input.
 
+In a session loopd started (THE_LOOP_SESSION_ID, THE_LOOP_WORK_ITEM and
+THE_LOOP_STATE_ROOT set) the session holds no credential: the question is
+written to the session's outbox and loopd posts it on the work item (exit 0
+once it is recorded).
+
   loopctl ask --work-item github:octo/repo#15 --question 'Which storage backend?'
   loopctl ask --work-item github:octo/repo#15 --question-file - < question.md`,
 		Flags: []cli.Flag{
@@ -82,30 +87,51 @@ func runAsk(ctx context.Context, f *Factory, opts askOptions) error {
 			defer el.Close()
 		}
 	}
-	if f.Integrations == nil {
-		return failWith(exitFailed, "loopctl ask: no GitHub integration is available")
-	}
-	integ, warns, err := f.Integrations(&cfg, sink)
+	managed, err := loop.ManagedSessionFromEnv(f.Getenv)
 	if err != nil {
 		return failWith(exitFailed, "loopctl ask: %v", err)
 	}
-	for _, w := range warns {
-		fmt.Fprintln(f.IO.ErrOut, "warning:", w)
+	var integ graph.Integrations
+	if managed != nil {
+		// No credential here: the question becomes an intent in the
+		// session's outbox, and loopd posts it.
+		integ = loop.NewRecorder(*managed, "ask", f.Clock)
+	} else {
+		if f.Integrations == nil {
+			return failWith(exitFailed, "loopctl ask: no GitHub integration is available")
+		}
+		i, warns, err := f.Integrations(&cfg, sink)
+		if err != nil {
+			return failWith(exitFailed, "loopctl ask: %v", err)
+		}
+		for _, w := range warns {
+			fmt.Fprintln(f.IO.ErrOut, "warning:", w)
+		}
+		integ = i
 	}
 	res, postErr := integ.Call(ctx, ops.GitHubAddComment, map[string]any{"ref": ref.String(), "body": hooks.Mark(q)})
 	url, _ := res["url"].(string)
+	intent, _ := res["intent"].(string)
 	level := graph.LevelInfo
 	if postErr != nil {
 		level = graph.LevelWarning
 	}
 	if sink != nil {
-		sink.Emit(graph.LogEvent{Time: f.Clock.Now(), Name: "session.awaiting_input", Level: level, Fields: []graph.Field{
+		fields := []graph.Field{
 			{Key: "work_item", Value: ref.String()}, {Key: "question", Value: q}, {Key: "actor", Value: f.Getenv("USER")},
-			{Key: "comment_url", Value: url}, {Key: "comment_posted", Value: postErr == nil},
-		}})
+			{Key: "comment_url", Value: url}, {Key: "comment_posted", Value: postErr == nil && intent == ""},
+		}
+		if intent != "" {
+			fields = append(fields, graph.Field{Key: "outbox_intent", Value: intent})
+		}
+		sink.Emit(graph.LogEvent{Time: f.Clock.Now(), Name: "session.awaiting_input", Level: level, Fields: fields})
 	}
 	if postErr != nil {
 		return failWith(exitFailed, "loopctl ask: the question was not posted on %s: %v", ref, postErr)
+	}
+	if intent != "" {
+		fmt.Fprintf(f.IO.Out, "asked on %s — loopd posts it from this session's outbox (intent %s); end your turn; the answer arrives as an event\n", ref, intent)
+		return nil
 	}
 	if url == "" {
 		url = ref.String()

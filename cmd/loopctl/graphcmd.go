@@ -224,6 +224,17 @@ The reply is JSON: {node, status, outcome, moved, currentNode, messages, reason}
 Exit status is 0 for every answer (read status), 1 for an unknown work item
 or no repository, 2 for bad usage.
 
+In a session loopd started (THE_LOOP_SESSION_ID, THE_LOOP_WORK_ITEM and
+THE_LOOP_STATE_ROOT set) the session holds no GitHub credential: the claim's
+effects on the ticket (the loop: phase label, the review request, marked
+comments) are written to the session's outbox, <state root>/outbox/<session
+id>/intents.jsonl, and loopd performs them, usually within a second. The reply
+then says so:
+   "ticketEffects": {"via": "loopd", "pending": [{"id", "op", "workItem", "summary"}]}
+Pending is not failed: watch them land with ` + "`loopctl events`" + ` (outbox.performed,
+outbox.failed, outbox.refused). Run by hand outside loopd, complete performs
+them itself with your own credentials and the field is absent.
+
 Example:
    loopctl graph complete issue-42`,
 		Flags: append(append(repoFlagDefs(true), workItemFlag,
@@ -249,7 +260,7 @@ Example:
 }
 
 func runComplete(ctx context.Context, opts *completeOptions) error {
-	l, err := opts.Factory.openLive(opts.Repo, opts.WorkItem)
+	l, err := opts.Factory.openLive(opts.Repo, opts.WorkItem, "graph complete")
 	if err != nil {
 		return err
 	}
@@ -265,7 +276,38 @@ func runComplete(ctx context.Context, opts *completeOptions) error {
 		return loop.ExplainGraphError(err)
 	}
 	claim.Messages = escalationHint(opts.WorkItem, claim.Status, claim.Messages)
-	return opts.Output.write(opts.Factory.IO.Out, claim)
+	if l.outbox == nil {
+		return opts.Output.write(opts.Factory.IO.Out, claim)
+	}
+	return opts.Output.write(opts.Factory.IO.Out, managedClaim{Claim: claim, TicketEffects: pendingEffects(l.outbox)})
+}
+
+// managedClaim is the claim envelope in a loopd-managed session: the claim,
+// plus the ticket effects loopd will perform.
+type managedClaim struct {
+	*graph.Claim
+	TicketEffects ticketEffects `json:"ticketEffects"`
+}
+
+// ticketEffects are the intents a verb recorded in the session's outbox.
+type ticketEffects struct {
+	Via     string          `json:"via"`
+	Pending []pendingEffect `json:"pending"`
+}
+
+type pendingEffect struct {
+	ID       string `json:"id"`
+	Op       string `json:"op"`
+	WorkItem string `json:"workItem"`
+	Summary  string `json:"summary"`
+}
+
+func pendingEffects(r *loop.Recorder) ticketEffects {
+	te := ticketEffects{Via: "loopd", Pending: []pendingEffect{}}
+	for _, in := range r.Recorded() {
+		te.Pending = append(te.Pending, pendingEffect{ID: in.ID, Op: string(in.Op), WorkItem: in.WorkItem, Summary: in.Summary()})
+	}
+	return te
 }
 
 // escalationHint adds to the messages of an escalated step the command a
@@ -315,7 +357,7 @@ the daemon's ingress. Exit status: 0 for pass or wait, 1 for block or escalated
 			if runF != nil {
 				return runF(opts)
 			}
-			l, err := f.openLive(opts.Repo, id)
+			l, err := f.openLive(opts.Repo, id, "graph advance")
 			if err != nil {
 				return err
 			}
@@ -399,7 +441,7 @@ func runRun(ctx context.Context, opts *runOptions) error {
 		writeReport(f.IO.Out, rep, rt.Graph().Name, false)
 		return nil
 	}
-	l, err := f.openLiveWith(opts.Repo, opts.WorkItem, opts.Create)
+	l, err := f.openLiveWith(opts.Repo, opts.WorkItem, opts.Create, "graph run")
 	if err != nil {
 		return err
 	}
@@ -490,7 +532,7 @@ Example:
 
 func runForce(ctx context.Context, opts *forceOptions) error {
 	f := opts.Factory
-	l, err := f.openLive(opts.Repo, opts.WorkItem)
+	l, err := f.openLive(opts.Repo, opts.WorkItem, "graph force")
 	if err != nil {
 		return err
 	}
@@ -579,7 +621,7 @@ func runSkip(ctx context.Context, opts *skipOptions) error {
 	if len(opts.Tokens) == 0 {
 		return failWith(exitRefused, "refused: name at least one node (--node) or skip set (--set) to declare; --list shows them")
 	}
-	l, err := f.openLive(opts.Repo, opts.WorkItem)
+	l, err := f.openLive(opts.Repo, opts.WorkItem, "graph skip")
 	if err != nil {
 		return err
 	}

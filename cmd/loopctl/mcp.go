@@ -40,8 +40,16 @@ force and skip are deliberately not tools.`,
 					defer el.Close()
 				}
 			}
+			managed, err := loop.ManagedSessionFromEnv(f.Getenv)
+			if err != nil {
+				return failWith(exitFailed, "loopctl mcp: %v", err)
+			}
 			var integ graph.Integrations
-			if f.Integrations != nil {
+			if managed != nil {
+				// In loopd's session the tools' ticket effects (graph_complete,
+				// ask) go through the session's outbox: no credential here.
+				integ = loop.NewRecorder(*managed, "mcp", f.Clock)
+			} else if f.Integrations != nil {
 				i, warns, err := f.Integrations(&cfg, sink)
 				if err != nil {
 					return failWith(exitRefused, "loopctl mcp: %v", err)

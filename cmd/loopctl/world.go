@@ -217,21 +217,30 @@ type live struct {
 	rt       *graph.Runtime
 	cfg      loop.CLIConfig
 	warnings []string
-	close    func()
+	// outbox is set in a loopd-managed session: what the verb's hooks
+	// asked loopd to do on the ticket.
+	outbox *loop.Recorder
+	close  func()
 }
 
-func (f *Factory) openLive(rf repoFlags, workItem string) (*live, error) {
-	return f.openLiveWith(rf, workItem, false)
+func (f *Factory) openLive(rf repoFlags, workItem, verb string) (*live, error) {
+	return f.openLiveWith(rf, workItem, false, verb)
 }
 
 // openLiveWith is openLive; create lets a work item without a spec
 // directory through (an explicit start: graph run --create). It is
 // loop.OpenLive with the flags, the Factory's world, and loopctl's exit
-// codes.
-func (f *Factory) openLiveWith(rf repoFlags, workItem string, create bool) (*live, error) {
+// codes. In a loopd-managed session (loop.ManagedSessionFromEnv) the
+// ticket's effects are recorded in the session's outbox for loopd to
+// perform, with verb as their source, and no integration is built.
+func (f *Factory) openLiveWith(rf repoFlags, workItem string, create bool, verb string) (*live, error) {
 	root, err := f.repoRoot(rf)
 	if err != nil {
 		return nil, err
+	}
+	managed, err := loop.ManagedSessionFromEnv(f.Getenv)
+	if err != nil {
+		return nil, failWith(exitFailed, "loopctl: %v", err)
 	}
 	lr, err := loop.OpenLive(root, loop.LiveOptions{
 		Config:   f.cliConfigSource(rf.Config, root),
@@ -250,6 +259,8 @@ func (f *Factory) openLiveWith(rf repoFlags, workItem string, create bool) (*liv
 			return verifyWarnings(verr), nil
 		},
 		EventLogWarnings: f.IO.ErrOut,
+		Managed:          managed,
+		Source:           verb,
 	})
 	var in *loop.LiveInputError
 	switch {
@@ -260,7 +271,7 @@ func (f *Factory) openLiveWith(rf repoFlags, workItem string, create bool) (*liv
 	case err != nil:
 		return nil, err
 	}
-	l := &live{rt: lr.Runtime, cfg: lr.Config, warnings: lr.Warnings, close: func() { lr.Close() }}
+	l := &live{rt: lr.Runtime, cfg: lr.Config, warnings: lr.Warnings, outbox: lr.Outbox, close: func() { lr.Close() }}
 	return l, nil
 }
 

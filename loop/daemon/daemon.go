@@ -19,6 +19,7 @@ import (
 	"github.com/theloop-dev/theloop/ingress"
 	"github.com/theloop-dev/theloop/integrations"
 	"github.com/theloop-dev/theloop/loop"
+	"github.com/theloop-dev/theloop/loop/daemon/outbox"
 	"github.com/theloop-dev/theloop/loop/dashboard"
 	"github.com/theloop-dev/theloop/loop/dispatch"
 	"github.com/theloop-dev/theloop/loop/queue"
@@ -102,6 +103,9 @@ type Daemon struct {
 
 	sharedMu sync.Mutex
 	shared   *dispatch.Shared // with service.node (cluster.go)
+
+	outboxMu sync.Mutex
+	outbox   *outbox.Performer // the sessions' ticket effects (outbox.go)
 }
 
 // New validates cfg and builds the daemon. It opens nothing: Run does.
@@ -284,6 +288,16 @@ func (d *Daemon) Run(ctx context.Context) (err error) {
 		return err
 	}
 	defer stopService()
+
+	stopOutbox, err := d.startOutbox()
+	if err != nil {
+		_ = srv.Close()
+		d.stopReconcile()
+		dcancel()
+		<-dispDone
+		return err
+	}
+	defer stopOutbox()
 
 	stopDash, derr := d.startDashboard()
 	if derr != nil {

@@ -373,6 +373,7 @@ func (s *dashSource) item(ctx context.Context, rec sessions.Record) (dashboard.I
 		it.LastEvent, it.LastEventAt = le.name, le.at
 	}
 	s.mu.Unlock()
+	it.PendingTicketEffects = s.d.PendingTicketEffects(ref)
 	it.SessionLive = s.liveness(ctx, rec)
 	if it.SessionLive {
 		it.Attach = s.attach(rec)

@@ -91,4 +91,15 @@
 // process group, SIGKILL after harnessKillGraceSeconds (session.retained,
 // session.harness_terminated); keepSessionOnClose false kills the session,
 // killHarnessOnClose false leaves the harness running.
+//
+// The agent's ticket effects (decision 18, outbox.go). A session holds no
+// credential: what its claims and `loopctl ask` do on the ticket — the
+// loop: phase label, review requests, marked comments — is recorded as
+// intents in <state root>/outbox/<session id>/intents.jsonl (package loop;
+// the one directory under the state root a session may write), and Run
+// performs them (package loop/daemon/outbox): allowlisted operations only,
+// on the session's own work item, parent or linked PRs (refused otherwise:
+// outbox.refused), in order per session, once each across restarts
+// (<state root>/outbox-done/), retried with back-off (outbox.failed), and
+// reported (outbox.performed, the dashboard's pending ticket effects).
 package daemon

@@ -128,7 +128,7 @@ func testWorld(t *testing.T) (*fakeSource, *graph.State, *graph.Graph) {
 	st.Decisions.Set("phase-selection", graph.Decision{At: "2026-11-30T09:00:00Z", Outcome: "approved", By: "@dana", Comment: hostileComment})
 	src := &fakeSource{
 		items: []Item{
-			{Ref: "github:o/r#7", Repo: "o/r", URL: "https://github.com/o/r/issues/7", Title: hostileTitle, Loop: g.Name, Node: "requirements-approval", Human: true, State: StateWaiting, Since: t0.Add(-time.Hour), SessionLive: true, Attach: "tmux -L x attach -t loop-o-r-7", LastEvent: "graph.advanced", LastEventAt: t0},
+			{Ref: "github:o/r#7", Repo: "o/r", URL: "https://github.com/o/r/issues/7", Title: hostileTitle, Loop: g.Name, Node: "requirements-approval", Human: true, State: StateWaiting, Since: t0.Add(-time.Hour), SessionLive: true, Attach: "tmux -L x attach -t loop-o-r-7", LastEvent: "graph.advanced", LastEventAt: t0, PendingTicketEffects: 2},
 			{Ref: "github:o/r#8", Repo: "o/r", URL: hostileURL, Title: "second", Loop: g.Name, Node: "design", State: StateBlocked, Finding: hostileFinding, Since: t0.Add(-30 * time.Minute)},
 			{Ref: "github:p/q#1", Repo: "p/q", Title: "third", Loop: g.Name, Node: "complete", State: StateDone, Since: t0.Add(-10 * time.Hour)},
 		},
@@ -342,9 +342,12 @@ func TestItemPageMarksTheGraph(t *testing.T) {
 		`data-node="design" data-mark="pending"`,
 		"docs/specs/issue-7/requirements.md",
 		"validate-artifacts",
+		"pending ticket effects: 2",
 	} {
 		require.Contains(t, body, want)
 	}
+	_, body, _ = get(t, c, h.srv.URL+"/item?ref="+url.QueryEscape("github:o/r#8"))
+	require.NotContains(t, body, "pending ticket effects", "said only when some wait")
 }
 
 func TestGateActions(t *testing.T) {

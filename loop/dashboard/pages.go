@@ -34,6 +34,8 @@ type row struct {
 	LastEvent   string `json:"lastEvent"`
 	LastEventAt string `json:"lastEventAt"`
 	Page        string `json:"page"`
+	// Pending counts the ticket effects waiting in the session's outbox.
+	Pending int `json:"pendingTicketEffects"`
 
 	wait time.Duration
 }
@@ -42,7 +44,7 @@ func rowData(it Item, now time.Time) row {
 	r := row{
 		Ref: it.Ref, Repo: it.Repo, URL: webURL(it.URL), Title: it.Title, Loop: it.Loop, Node: it.Node, Phase: it.Phase,
 		Human: it.Human, State: it.State, Finding: clip(it.Finding, 400), Live: it.SessionLive, Attach: it.Attach,
-		LastEvent: it.LastEvent, Page: "/item?ref=" + url.QueryEscape(it.Ref),
+		LastEvent: it.LastEvent, Page: "/item?ref=" + url.QueryEscape(it.Ref), Pending: it.PendingTicketEffects,
 	}
 	if r.Phase == r.Node {
 		r.Phase = "" // most nodes are named after their phase

@@ -78,6 +78,9 @@ type Item struct {
 	// LastEvent and LastEventAt describe the latest event about the item.
 	LastEvent   string
 	LastEventAt time.Time
+	// PendingTicketEffects counts the effects the agent's session asked
+	// loopd to make on the ticket (its outbox) that are not made yet.
+	PendingTicketEffects int
 }
 
 // Artifact is one file the graph's nodes produce for the work item.

@@ -148,6 +148,11 @@ type Result struct {
 	IgnoredStranger bool
 	// Redelivered is the delivery id of dana's first approval, sent twice.
 	Redelivered string
+	// OutboxLatencies are the claim → ticket times of the effects loopd
+	// performed from the agent session's outbox, in order.
+	OutboxLatencies []time.Duration
+	// OutboxRefused counts the intents loopd refused.
+	OutboxRefused int
 	// SignedDecisions counts the gate decisions recorded with a signature.
 	SignedDecisions int
 	// Attach is the command that attaches to the agent's session.

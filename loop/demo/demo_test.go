@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -107,6 +108,13 @@ func TestDemoWalksToCompleteWithYes(t *testing.T) {
 	require.Equal(t, "loopctl check issue-1 --recompute --fail-on block --trust-key "+res.TrustKey, res.TrustedCheck)
 	require.Contains(t, out.String(), "$ "+res.TrustedCheck+"\n")
 	require.Contains(t, out.String(), "  passed: at \"complete\", no node blocks")
+	// The agent's claims reached the ticket through loopd's outbox (the
+	// session needs no credential for them), none refused.
+	require.NotEmpty(t, res.OutboxLatencies, out.String())
+	require.Zero(t, res.OutboxRefused, out.String())
+	lat := slices.Clone(res.OutboxLatencies)
+	slices.Sort(lat)
+	t.Logf("claim → ticket through the outbox: %d effects, p50 %v, p99 %v, max %v", len(lat), lat[len(lat)/2], lat[min(len(lat)-1, len(lat)*99/100)], lat[len(lat)-1])
 
 	// What the demo claims is what the repository says: the worktree's
 	// graph state, recomputed from the artifacts by the runtime CI uses.
@@ -131,6 +139,7 @@ func TestDemoWalksToCompleteWithYes(t *testing.T) {
 		"paste    → tmux loop-github-demo-widgets-1: graph.assignment",
 		"comment  theloop → #1:",
 		"graph    requirements-definition: blocked by validate-artifacts (agent's claim)",
+		"outbox   loopd performed the agent's label loop:",
 		"graph    requirements-approval: approved → design (daemon)",
 		"━━ human gate: requirements-approval",
 		"Approve as dana? [y/N] y (--yes)",

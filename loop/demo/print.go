@@ -216,6 +216,10 @@ func (w *world) showAttach() {
 // onEvent prints graph transitions from the shared event log: the daemon's
 // (source loopd) and the agent's claims (source cli).
 func (w *world) onEvent(rec loop.EventRecord) {
+	if rec.Source == "loopd" && strings.HasPrefix(rec.Event, "outbox.") {
+		w.onOutbox(rec)
+		return
+	}
 	who := map[string]string{"loopd": "graph", "cli": "graph"}[rec.Source]
 	if who == "" || !strings.HasPrefix(rec.Event, "graph.") {
 		return
@@ -353,4 +357,30 @@ func startTail(path string, fn func(loop.EventRecord)) *tailer {
 func (t *tailer) stop() {
 	close(t.stopc)
 	<-t.done
+}
+
+// onOutbox narrates the ticket effects loopd performed for the agent's
+// claims (the session holds no credential) and keeps claim → ticket
+// latencies for the summary.
+func (w *world) onOutbox(rec loop.EventRecord) {
+	str := func(k string) string { v, _ := rec.Get(k); s, _ := v.(string); return s }
+	switch rec.Event {
+	case "outbox.performed":
+		v, _ := rec.Get("latency_ms")
+		var f float64
+		if n, ok := v.(json.Number); ok {
+			f, _ = n.Float64()
+		}
+		w.mu.Lock()
+		w.res.OutboxLatencies = append(w.res.OutboxLatencies, time.Duration(f*float64(time.Millisecond)))
+		w.mu.Unlock()
+		w.p.line("outbox", "loopd performed the agent's %s (%s) on #%d, %.0f ms after the claim", str("summary"), str("intent"), issueNum, f)
+	case "outbox.refused":
+		w.mu.Lock()
+		w.res.OutboxRefused++
+		w.mu.Unlock()
+		w.p.line("outbox", "loopd refused an intent: %s", str("reason"))
+	case "outbox.failed":
+		w.p.line("outbox", "loopd could not perform %s yet: %s", str("intent"), str("error"))
+	}
 }

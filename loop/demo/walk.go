@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
@@ -349,6 +350,13 @@ func (w *world) summary(ctx context.Context) error {
 	w.mu.Unlock()
 	w.p.say("  pastes into the agent:  %d", pastes)
 	w.p.say("  REST requests by theloop to the GitHub stand-in: %d", w.res.Requests)
+	w.mu.Lock()
+	lat := slices.Clone(w.res.OutboxLatencies)
+	w.mu.Unlock()
+	if len(lat) > 0 {
+		slices.Sort(lat)
+		w.p.say("  the agent's ticket effects, performed by loopd from its outbox: %d; claim → ticket p50 %d ms, max %d ms", len(lat), lat[len(lat)/2].Milliseconds(), lat[len(lat)-1].Milliseconds())
+	}
 	if w.opts.Keep && w.res.Checkout != "" {
 		w.p.say("  the agent's worktree:   %s (git log shows its commits; try `loopctl check %s --repo %s`)", w.res.Checkout, WorkItem, w.res.Checkout)
 	}

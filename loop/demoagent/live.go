@@ -16,7 +16,8 @@ import (
 // integrations, the event log and a command runner — the same library
 // call `loopctl graph complete` makes in its own process (loop.OpenLive),
 // so a claim runs the node's real exit chain and its side
-// effects reach the ticket.
+// effects reach the ticket: directly, or — in a session loopd spawned —
+// through loopd's outbox.
 type Live struct {
 	// Dir is the checkout.
 	Dir string
@@ -41,6 +42,12 @@ func (l *Live) open(id string) (*graph.Runtime, func(), error) {
 	if l.ConfigPath == "" {
 		return nil, nil, fmt.Errorf("the scripted agent needs --config: the demo's cli-config.yaml")
 	}
+	// In a session loopd spawned the claims' ticket effects go through
+	// loopd's outbox, as `loopctl graph complete`'s do.
+	managed, err := loop.ManagedSessionFromEnv(func(k string) string { v, _ := env(k); return v })
+	if err != nil {
+		return nil, nil, err
+	}
 	lr, err := loop.OpenLive(l.Dir, loop.LiveOptions{
 		Config: loop.CLIConfigSource{Path: l.ConfigPath, LookupEnv: env,
 			HomeDir: func() (string, error) { return "", fmt.Errorf("no home") }},
@@ -56,6 +63,8 @@ func (l *Live) open(id string) (*graph.Runtime, func(), error) {
 		},
 		EventLogWarnings: warn,
 		Warn:             func(w string) { fmt.Fprintln(warn, "warning:", w) },
+		Managed:          managed,
+		Source:           "graph complete",
 	})
 	if err != nil {
 		return nil, nil, err

@@ -11,7 +11,8 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/theloop-dev/theloop/loop/api")
+	"github.com/theloop-dev/theloop/loop/api"
+)
 
 // actorSessions records the actor each control verb was applied for.
 type actorSessions struct {

@@ -45,3 +45,16 @@ func TestSocketPeerPolicy(t *testing.T) {
 		})
 	}
 }
+
+// BenchmarkSocketPeerPolicy is the per-connection cost of admitting an
+// operator's process: the walk up its ancestry in /proc and the user name
+// lookup.
+func BenchmarkSocketPeerPolicy(b *testing.B) {
+	d := &Daemon{}
+	self := api.Peer{UID: os.Getuid(), GID: os.Getgid(), PID: os.Getpid()}
+	for b.Loop() {
+		if _, err := d.socketPeer(self); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

@@ -28,7 +28,9 @@ func newDashboardCmd(f *Factory, runF func(*dashboardOptions) error) *cli.Comman
 <state root>/dashboard.json (mode 0600) with the dashboard's address and a
 random login key; this command reads it and mints a login URL that is valid
 once, for 5 minutes. Opening it sets an HttpOnly, SameSite=Strict session
-cookie. Whoever can read the state root can log in; nobody else can.`,
+cookie. Whoever can read the state root can log in; nobody else can. It is
+refused inside a loopd agent session (THE_LOOP_SESSION_ID or
+THE_LOOP_WORK_ITEM set): the dashboard is the operator's.`,
 		Flags: []cli.Flag{
 			&cli.StringFlag{Name: "config", Usage: "the operator's cli-config.yaml (for state.root)", TakesFile: true},
 			&cli.StringFlag{Name: "state-root", Usage: "theloop's state root (default: state.root of the config, .the-loop)"},
@@ -44,8 +46,24 @@ cookie. Whoever can read the state root can log in; nobody else can.`,
 	}
 }
 
+// The variables loopd sets in every agent session it spawns (sessions'
+// manager; ARCHITECTURE "Interfaces").
+const (
+	sessionIDEnv = "THE_LOOP_SESSION_ID"
+	workItemEnv  = "THE_LOOP_WORK_ITEM"
+)
+
 func runDashboard(opts *dashboardOptions) error {
 	f := opts.Factory
+	// A login URL is the operator's: it lets its holder post gate comments
+	// as the operator. Inside an agent session it is refused. This is a
+	// courtesy that says why; the barrier is the sandbox, which keeps the
+	// login file out of the agent's reach.
+	for _, name := range []string{sessionIDEnv, workItemEnv} {
+		if v := f.Getenv(name); v != "" {
+			return failWith(exitRefused, "loopctl dashboard: refused inside an agent session (%s=%s is set): a dashboard login is minted only by the operator, in a shell outside any loopd session", name, v)
+		}
+	}
 	root, err := f.stateRoot(opts.StateRoot, opts.Config)
 	if err != nil {
 		return failWith(exitRefused, "loopctl dashboard: %v", err)

@@ -69,6 +69,33 @@ func TestDashboardPrintsAOneTimeLoginURL(t *testing.T) {
 	require.Equal(t, exitFailed, Main([]string{"loopctl", "dashboard", "--state-root", t.TempDir()}, f))
 }
 
+// TestDashboardRefusesInsideAnAgentSession: with either variable loopd
+// sets in a session, `loopctl dashboard` mints nothing, even with a
+// dashboard running, and says it is an agent session.
+func TestDashboardRefusesInsideAnAgentSession(t *testing.T) {
+	for _, name := range []string{"THE_LOOP_SESSION_ID", "THE_LOOP_WORK_ITEM"} {
+		t.Run(name, func(t *testing.T) {
+			f, tio := testFactory(t, t.TempDir(), nil)
+			cfg, err := f.cliConfig("", "")
+			require.NoError(t, err)
+			d, err := dashboard.New(dashboard.Config{StateRoot: cfg.StateRoot}, dashboard.Deps{Source: oneItem{}, Log: io.Discard})
+			require.NoError(t, err)
+			require.NoError(t, d.Start())
+			defer d.Close()
+			getenv := f.Getenv
+			f.Getenv = func(k string) string {
+				if k == name {
+					return "issue-42"
+				}
+				return getenv(k)
+			}
+			require.Equal(t, exitRefused, Main([]string{"loopctl", "dashboard"}, f))
+			require.Empty(t, tio.out.String(), "no login URL printed")
+			require.Contains(t, tio.err.String(), "refused inside an agent session ("+name+"=issue-42 is set)")
+		})
+	}
+}
+
 type realClock struct{}
 
 func (realClock) Now() time.Time { return time.Now() }

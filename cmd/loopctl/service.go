@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"net/url"
-	"os/user"
 	"strconv"
 	"strings"
 	"text/tabwriter"
@@ -100,7 +99,7 @@ func (o *serviceOptions) call(ctx context.Context, method, path string, q url.Va
 func apiFailure(err error) error {
 	var ae *api.APIError
 	switch {
-	case errors.As(err, &ae) && (ae.Status == 400 || ae.Status == 404):
+	case errors.As(err, &ae) && (ae.Status == 400 || ae.Status == 403 || ae.Status == 404):
 		return failWith(exitRefused, "loopctl: %s", ae.Detail)
 	case errors.As(err, &ae):
 		return failWith(exitFailed, "loopctl: %v", ae)
@@ -154,7 +153,7 @@ func newSessionsCmd(f *Factory) *cli.Command {
 	control := func(verb, usage string) *cli.Command {
 		return &cli.Command{
 			Name: verb, Usage: usage, ArgsUsage: "REF",
-			Flags: append(refFlags(), &cli.StringFlag{Name: "actor", Usage: "who, recorded in the control record (default: your OS user)"},
+			Flags: append(refFlags(), &cli.StringFlag{Name: "actor", Usage: "deprecated: loopd records who you are from the socket (your OS user, or the dashboard operator's GitHub login) or the token; a different actor is refused"},
 				&cli.BoolFlag{Name: "no-comment", Usage: "do not announce the command on the work item with a marked comment"}),
 			Action: func(c *cli.Context) error {
 				o, err := readServiceOptions(f, c)
@@ -165,14 +164,11 @@ func newSessionsCmd(f *Factory) *cli.Command {
 				if err != nil {
 					return err
 				}
-				actor := c.String("actor")
-				if actor == "" {
-					if u, err := user.Current(); err == nil {
-						actor = u.Username
-					}
-				}
+				// The actor is loopd's to establish (api.Caller): sent
+				// only when the operator names one, which loopd refuses
+				// unless it is who the socket says they are.
 				var res api.ControlResult
-				printed, err := o.call(c.Context, "POST", "/sessions/control", nil, api.ControlRequest{Ref: ref, Verb: verb, Actor: actor, NoComment: c.Bool("no-comment")}, &res)
+				printed, err := o.call(c.Context, "POST", "/sessions/control", nil, api.ControlRequest{Ref: ref, Verb: verb, Actor: c.String("actor"), NoComment: c.Bool("no-comment")}, &res)
 				if err != nil || printed {
 					return err
 				}

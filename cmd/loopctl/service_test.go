@@ -35,11 +35,16 @@ func serveAPI(t testing.TB, b api.Backend) string {
 	require.NoError(t, err)
 	mux := http.NewServeMux()
 	mux.Handle(api.Prefix+"/", api.New(api.Config{}, b))
-	srv := &http.Server{Handler: mux}
+	// As loopd serves it: every peer is identified by the socket; this one
+	// (the test process) is testOperator.
+	srv := &http.Server{Handler: api.Authenticated(mux), ConnContext: api.PeerContext(func(api.Peer) (string, error) { return testOperator, nil })}
 	go func() { _ = srv.Serve(ln) }()
 	t.Cleanup(func() { _ = srv.Close() })
 	return sock
 }
+
+// testOperator is the identity serveAPI's socket gives its peers.
+const testOperator = "os-user:ops"
 
 // normalJSON decodes JSON for comparison, with the repository path replaced.
 func normalJSON(t *testing.T, data []byte, repo string) any {
@@ -75,10 +80,10 @@ func TestAPIGraphVerbsAgreeWithTheCLI(t *testing.T) {
 		{"show", []string{"graph", "show", "--format", "json"}, "GET", "/graph", nil, nil},
 		{"show --loop", []string{"graph", "show", "--format", "json", "--loop", "pdlc-pr-loop"}, "GET", "/graph", url.Values{"loop": {"pdlc-pr-loop"}}, nil},
 		{"complete before start", []string{"graph", "complete", "issue-42", "--actor", "agent"}, "POST", "/graph/complete", nil, api.CompleteRequest{GraphRequest: req, Actor: "agent"}},
-		{"force", []string{"graph", "force", "issue-42", "--to", "requirements-definition", "--reason", "agreed offline", "--actor", "@ops"}, "POST", "/graph/force", nil, api.ForceRequest{GraphRequest: req, To: "requirements-definition", Reason: "agreed offline", Actor: "@ops"}},
+		{"force", []string{"graph", "force", "issue-42", "--to", "requirements-definition", "--reason", "agreed offline", "--actor", testOperator}, "POST", "/graph/force", nil, api.ForceRequest{GraphRequest: req, To: "requirements-definition", Reason: "agreed offline"}},
 		{"status", []string{"graph", "status", "issue-42", "--format", "json"}, "POST", "/graph/status", nil, req},
 		{"show --work-item", []string{"graph", "show", "--format", "json", "--work-item", "issue-42"}, "GET", "/graph", url.Values{"repo": {apiRepo}, "workItem": {"issue-42"}}, nil},
-		{"skip", []string{"graph", "skip", "issue-42", "--node", "design", "--reason", "docs only", "--actor", "@ops"}, "POST", "/graph/skip", nil, api.SkipRequest{GraphRequest: req, Nodes: []string{"design"}, Reason: "docs only", Actor: "@ops"}},
+		{"skip", []string{"graph", "skip", "issue-42", "--node", "design", "--reason", "docs only", "--actor", testOperator}, "POST", "/graph/skip", nil, api.SkipRequest{GraphRequest: req, Nodes: []string{"design"}, Reason: "docs only"}},
 		{"complete", []string{"graph", "complete", "issue-42", "--actor", "agent"}, "POST", "/graph/complete", nil, api.CompleteRequest{GraphRequest: req, Actor: "agent"}},
 		{"advance at a gate", []string{"graph", "advance", "issue-42"}, "POST", "/graph/advance", nil, req},
 		{"check after", []string{"check", "issue-42", "--format", "json"}, "POST", "/check", nil, api.CheckRequest{GraphRequest: req}},
@@ -266,8 +271,11 @@ func TestSessionsQueueAndDaemonVerbsCallTheSocket(t *testing.T) {
 	require.Contains(t, io.out.String(), "linked PR:  github:acme/widgets#57 branch feature-csv, no own session: shared-worktree\n")
 	require.Equal(t, exitOK, run("sessions", "attach", item.String()))
 	require.Equal(t, "tmux attach -t "+sessions.TmuxName(item)+"\n", io.out.String())
-	require.Equal(t, exitOK, run("sessions", "pause", item.String(), "--actor", "dana"))
-	require.Equal(t, "github:acme/widgets#42 pause: paused by dana\n", io.out.String())
+	require.Equal(t, exitOK, run("sessions", "pause", item.String()))
+	require.Equal(t, "github:acme/widgets#42 pause: paused by "+testOperator+"\n", io.out.String(), "the socket's identity is the actor")
+	require.Equal(t, exitRefused, run("sessions", "resume", item.String(), "--actor", "dana"), "an actor other than the caller is refused")
+	require.Contains(t, io.err.String(), "the actor comes from the caller's identity")
+	require.Equal(t, sessions.StatusPaused, sess.recs[0].Status)
 	require.Equal(t, sessions.StatusPaused, sess.recs[0].Status)
 	require.Equal(t, exitRefused, run("sessions", "stop", "github:acme/widgets#9"), "an unknown session is refused")
 	require.Contains(t, io.err.String(), "no session record")

@@ -12,9 +12,19 @@
 // interfaces, which package loop/daemon implements. The package imports no
 // daemon part: the daemon mounts it.
 //
+// Every request has a Caller the transport authenticated (caller.go): on
+// the socket, PeerContext reads the peer's credentials (SO_PEERCRED) at
+// accept time and the daemon's PeerPolicy names the peer or refuses it
+// (inside an agent session, another OS user); on TCP, RequireToken.
+// Authenticated answers 403 to a refused or unidentified caller on every
+// route. The verbs that act for an operator (graph force and skip, session
+// stop/pause/resume) record the caller's identity as the actor; a body
+// actor naming anyone else is refused with 403, never recorded.
+//
 // Refs travel in the query or the body, never in paths. Errors answer
-// {"detail": "..."} with 400 for bad input, 404 for an unknown session or
-// dead letter, 503 when a part is not running, 500 otherwise.
+// {"detail": "..."} with 400 for bad input, 403 for a caller refused or an
+// actor not its own, 404 for an unknown session or dead letter, 503 when
+// a part is not running, 500 otherwise.
 //
 // Client is the other end, used by loopctl.
 package api

@@ -68,6 +68,7 @@ func FuzzRequests(f *testing.F) {
 		}
 		rec := httptest.NewRecorder()
 		req := httptest.NewRequest("POST", api.Prefix+route, bytes.NewReader(body))
+		req = req.WithContext(api.WithCaller(req.Context(), api.Caller{Identity: "os-user:fuzz", Transport: "unix"}))
 		h.ServeHTTP(rec, req)
 		if rec.Code >= 500 && rec.Code != http.StatusServiceUnavailable {
 			t.Fatalf("%s %q: %d %s", route, body, rec.Code, rec.Body.String())

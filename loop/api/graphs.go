@@ -194,6 +194,27 @@ func graphVerb[Req, Resp any](s *Server, verb func(*Graphs, context.Context, Req
 	}
 }
 
+// operatorGraphVerb is graphVerb for a verb that acts for an operator
+// (force, skip): the actor it records is the authenticated caller's
+// identity; a body actor naming anyone else is refused (actorOf).
+func operatorGraphVerb[Req, Resp any](s *Server, verb func(*Graphs, context.Context, Req) (Resp, error), actor func(*Req) *string) apiHandler {
+	return func(_ http.ResponseWriter, r *http.Request) (any, error) {
+		g, err := s.graphs()
+		if err != nil {
+			return nil, err
+		}
+		var req Req
+		if err := decode(r, &req); err != nil {
+			return nil, err
+		}
+		a := actor(&req)
+		if *a, err = actorOf(r, *a); err != nil {
+			return nil, err
+		}
+		return verb(g, r.Context(), req)
+	}
+}
+
 func (s *Server) graphShow(_ http.ResponseWriter, r *http.Request) (any, error) {
 	g, err := s.graphs()
 	if err != nil {
@@ -300,7 +321,9 @@ type ForceRequest struct {
 	GraphRequest
 	To     string `json:"toNode"`
 	Reason string `json:"reason"`
-	Actor  string `json:"actor,omitempty"`
+	// Actor is who forces. Over the API it is the caller's authenticated
+	// identity; a different value is refused (403).
+	Actor string `json:"actor,omitempty"`
 }
 
 // Force is `loopctl graph force ID --to N --reason R`.
@@ -323,7 +346,9 @@ type SkipRequest struct {
 	GraphRequest
 	Nodes  []string `json:"nodes"`
 	Reason string   `json:"reason"`
-	Actor  string   `json:"actor,omitempty"`
+	// Actor is who declares. Over the API it is the caller's
+	// authenticated identity; a different value is refused (403).
+	Actor string `json:"actor,omitempty"`
 }
 
 // Skip is `loopctl graph skip ID --node N… --reason R`.

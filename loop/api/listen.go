@@ -70,8 +70,9 @@ func ListenTCP(addr, token string) (net.Listener, error) {
 }
 
 // RequireToken answers 401 to any request without "Authorization: Bearer
-// <token>" (compared in constant time). It sets no CORS header and answers
-// no preflight: browsers on other origins cannot use the API.
+// <token>" (compared in constant time) and passes the others on as the
+// Caller TokenIdentity. It sets no CORS header and answers no preflight:
+// browsers on other origins cannot use the API.
 func RequireToken(token string, next http.Handler) http.Handler {
 	want := []byte("Bearer " + token)
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -81,6 +82,6 @@ func RequireToken(token string, next http.Handler) http.Handler {
 			writeJSON(w, http.StatusUnauthorized, map[string]string{"detail": "a bearer token is required (Authorization: Bearer $THE_LOOP_SERVICE_TOKEN)"})
 			return
 		}
-		next.ServeHTTP(w, r)
+		next.ServeHTTP(w, r.WithContext(WithCaller(r.Context(), Caller{Identity: TokenIdentity, Transport: "tcp"})))
 	})
 }

@@ -167,8 +167,8 @@ func New(cfg Config, b Backend) *Server {
 	s.route("POST /graph/status", graphVerb(s, (*Graphs).Status))
 	s.route("POST /graph/complete", graphVerb(s, (*Graphs).Complete))
 	s.route("POST /graph/advance", graphVerb(s, (*Graphs).Advance))
-	s.route("POST /graph/force", graphVerb(s, (*Graphs).Force))
-	s.route("POST /graph/skip", graphVerb(s, (*Graphs).Skip))
+	s.route("POST /graph/force", operatorGraphVerb(s, (*Graphs).Force, func(r *ForceRequest) *string { return &r.Actor }))
+	s.route("POST /graph/skip", operatorGraphVerb(s, (*Graphs).Skip, func(r *SkipRequest) *string { return &r.Actor }))
 	s.route("GET /sessions", s.sessionsList)
 	s.route("GET /sessions/one", s.sessionsOne)
 	s.route("POST /sessions/control", s.sessionsControl)
@@ -234,6 +234,8 @@ func writeError(w http.ResponseWriter, err error) {
 		code = http.StatusNotFound
 	case errors.As(err, &mbe):
 		code = http.StatusRequestEntityTooLarge
+	case errors.Is(err, ErrForbidden):
+		code = http.StatusForbidden
 	case errors.Is(err, graph.ErrBusy):
 		code = http.StatusConflict
 	case errors.Is(err, ErrBadRequest), errors.Is(err, graph.ErrReasonRequired), errors.Is(err, graph.ErrUnknownNode),
@@ -316,8 +318,11 @@ func (s *Server) sessionsOne(_ http.ResponseWriter, r *http.Request) (any, error
 
 // ControlRequest is POST /sessions/control's body.
 type ControlRequest struct {
-	Ref   string `json:"ref"`
-	Verb  string `json:"verb"`
+	Ref  string `json:"ref"`
+	Verb string `json:"verb"`
+	// Actor, when set, must be the caller's authenticated identity (403
+	// otherwise): the actor recorded is always who the transport proved
+	// the caller to be.
 	Actor string `json:"actor,omitempty"`
 	// NoComment skips the marked comment announcing the command on the
 	// work item (daemon-spec §5.4: posted unless --no-comment).
@@ -345,9 +350,11 @@ func (s *Server) sessionsControl(_ http.ResponseWriter, r *http.Request) (any, e
 	if !ok {
 		return nil, badRequest("verb %q: use one of %s", req.Verb, strings.Join(ControlVerbs, ", "))
 	}
-	if req.Actor == "" {
-		req.Actor = "(api)"
+	actor, err := actorOf(r, req.Actor)
+	if err != nil {
+		return nil, err
 	}
+	req.Actor = actor
 	return s.b.Sessions.ControlSession(r.Context(), req.Ref, req.Verb, req.Actor, req.NoComment)
 }
 

@@ -49,7 +49,7 @@ func TestDashboardOverHTTP(t *testing.T) {
 	w.start()
 
 	jar, _ := cookiejar.New(nil)
-	c := &http.Client{Jar: jar, Timeout: 10 * time.Second}
+	c := &http.Client{Jar: jar, Timeout: 10 * time.Second, Transport: pageOrigin{w.d.DashboardURL()}}
 	get := func(u string) string {
 		t.Helper()
 		res, err := c.Get(u)
@@ -165,7 +165,7 @@ func TestDashboardListsArmedItems(t *testing.T) {
 	w.start()
 
 	jar, _ := cookiejar.New(nil)
-	c := &http.Client{Jar: jar, Timeout: 10 * time.Second}
+	c := &http.Client{Jar: jar, Timeout: 10 * time.Second, Transport: pageOrigin{w.d.DashboardURL()}}
 	get := func(u string) string {
 		t.Helper()
 		res, err := c.Get(u)
@@ -212,4 +212,17 @@ func TestDashboardListsArmedItems(t *testing.T) {
 	b = board()
 	require.Contains(t, b, ">phase-selection<")
 	require.NotContains(t, b, "spawn failed</span>")
+}
+
+// pageOrigin is the Origin header a browser sends with a form post from
+// the dashboard's own page, added to every unsafe request that has none
+// (the dashboard refuses a post without it).
+type pageOrigin struct{ origin string }
+
+func (p pageOrigin) RoundTrip(r *http.Request) (*http.Response, error) {
+	if r.Method != http.MethodGet && r.Method != http.MethodHead && r.Header.Get("Origin") == "" {
+		r = r.Clone(r.Context())
+		r.Header.Set("Origin", p.origin)
+	}
+	return http.DefaultTransport.RoundTrip(r)
 }

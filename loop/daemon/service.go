@@ -230,12 +230,14 @@ func (d *Daemon) startService() (stop func(), err error) {
 	if err != nil {
 		return nil, err
 	}
-	serve := func(ln net.Listener, h http.Handler) {
-		srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second}
+	serve := func(ln net.Listener, h http.Handler, conn func(context.Context, net.Conn) context.Context) {
+		srv := &http.Server{Handler: h, ConnContext: conn, ReadHeaderTimeout: 10 * time.Second}
 		d.svc.servers = append(d.svc.servers, srv)
 		go func() { _ = srv.Serve(ln) }()
 	}
-	serve(ln, h)
+	// Every request on the socket carries its peer's identity, or is
+	// refused (operator.go); on TCP the bearer token is the identity.
+	serve(ln, api.Authenticated(h), api.PeerContext(d.socketPeer))
 	if d.cfg.Service.Listen != "" {
 		tln, err := api.ListenTCP(d.cfg.Service.Listen, d.cfg.Service.Token)
 		if err != nil {
@@ -243,7 +245,7 @@ func (d *Daemon) startService() (stop func(), err error) {
 			return nil, err
 		}
 		d.svc.tcpAddr = tln.Addr().String()
-		serve(tln, api.RequireToken(d.cfg.Service.Token, h))
+		serve(tln, api.RequireToken(d.cfg.Service.Token, api.Authenticated(h)), nil)
 	}
 	return d.stopService, nil
 }
@@ -356,8 +358,10 @@ func (s serviceSessions) AttachCommand(_ context.Context, ref string) (string, e
 
 // ControlSession applies an operator's stop, pause or resume (daemon-spec
 // §5.4): recorded with source cli before the effect, like a comment-issued
-// command but without the authorization check — reaching the 0600 socket
-// (or holding the TCP token) is the operator's proof.
+// command but without the authorization check: the caller is an operator
+// the transport authenticated (a socket peer of loopd's user outside any
+// agent session, or the TCP token's holder), and actor is that identity
+// (api.Caller), never what the request body said.
 func (s serviceSessions) ControlSession(ctx context.Context, ref, verb, actor string, noComment bool) (api.ControlResult, error) {
 	d := s.d
 	item, err := parseRef(ref)

@@ -125,12 +125,12 @@ func TestControlPlaneOverTheSocket(t *testing.T) {
 	require.NoError(t, ms.Close())
 
 	var res api.ControlResult
-	require.NoError(t, c.Do(ctx, "POST", "/sessions/control", nil, api.ControlRequest{Ref: ref, Verb: "pause", Actor: "ops"}, &res))
+	require.NoError(t, c.Do(ctx, "POST", "/sessions/control", nil, api.ControlRequest{Ref: ref, Verb: "pause"}, &res))
 	require.Equal(t, "paused", res.Effect)
 	require.NotEmpty(t, res.Announced, "announced on the work item: %s", res.AnnounceError)
 	cs, err := w.sim.Comments(repoFull, n)
 	require.NoError(t, err)
-	require.True(t, strings.HasPrefix(cs[len(cs)-1].Body, "the-loop pause\n\n_Issued from the CLI by ops (effect: paused)._"), cs[len(cs)-1].Body)
+	require.True(t, strings.HasPrefix(cs[len(cs)-1].Body, "the-loop pause\n\n_Issued from the CLI by "+osUser(t)+" (effect: paused)._"), cs[len(cs)-1].Body)
 	rec, err := c.Raw(ctx, "GET", "/sessions/one", url.Values{"ref": {ref}}, nil)
 	require.NoError(t, err)
 	require.Contains(t, string(rec), `"status": "paused"`)
@@ -142,12 +142,12 @@ func TestControlPlaneOverTheSocket(t *testing.T) {
 	require.NotContains(t, w.received(), "any news?")
 
 	res = api.ControlResult{}
-	require.NoError(t, c.Do(ctx, "POST", "/sessions/control", nil, api.ControlRequest{Ref: ref, Verb: "resume", Actor: "ops", NoComment: true}, &res))
+	require.NoError(t, c.Do(ctx, "POST", "/sessions/control", nil, api.ControlRequest{Ref: ref, Verb: "resume", NoComment: true}, &res))
 	require.Equal(t, "resumed", res.Effect)
 	require.Empty(t, res.Announced, "--no-comment")
-	require.NoError(t, c.Do(ctx, "POST", "/sessions/control", nil, api.ControlRequest{Ref: ref, Verb: "resume", Actor: "ops"}, &res))
+	require.NoError(t, c.Do(ctx, "POST", "/sessions/control", nil, api.ControlRequest{Ref: ref, Verb: "resume", Actor: osUser(t)}, &res))
 	require.Equal(t, "nothing-to-resume", res.Effect)
-	require.NoError(t, c.Do(ctx, "POST", "/sessions/control", nil, api.ControlRequest{Ref: ref, Verb: "stop", Actor: "ops"}, &res))
+	require.NoError(t, c.Do(ctx, "POST", "/sessions/control", nil, api.ControlRequest{Ref: ref, Verb: "stop"}, &res))
 	require.Equal(t, "stopped", res.Effect)
 	require.NoError(t, c.Do(ctx, "GET", "/sessions", url.Values{"status": {"closed"}}, nil, &recs))
 	require.Len(t, recs, 1)

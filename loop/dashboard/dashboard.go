@@ -237,17 +237,35 @@ func (d *Dashboard) guard(next http.Handler) http.Handler {
 			return
 		}
 		if r.Method != http.MethodGet && r.Method != http.MethodHead {
-			if o := r.Header.Get("Origin"); o != "" && o != "http://"+r.Host {
-				http.Error(w, "dashboard: cross-origin request refused", http.StatusForbidden)
-				return
-			}
-			if s := r.Header.Get("Sec-Fetch-Site"); s != "" && s != "same-origin" {
-				http.Error(w, "dashboard: cross-site request refused", http.StatusForbidden)
+			if why := sameOrigin(r); why != "" {
+				http.Error(w, "dashboard: "+why, http.StatusForbidden)
 				return
 			}
 		}
 		next.ServeHTTP(w, r)
 	})
+}
+
+// sameOrigin says why an unsafe request is not a same-origin browser
+// request ("" when it is). A cookie and a CSRF token are not enough: both
+// are bearer secrets a program that got hold of a login URL can replay,
+// while a browser marks its own requests. So the request must carry
+// Sec-Fetch-Site: same-origin, or an Origin equal to the dashboard's own
+// (http://<Host>, the Host already checked to be loopback); a foreign
+// value of either is refused, and so is a request with neither (curl, a
+// script) — every browser the dashboard supports sends Origin on a POST.
+func sameOrigin(r *http.Request) string {
+	site, origin := r.Header.Get("Sec-Fetch-Site"), r.Header.Get("Origin")
+	if site != "" && site != "same-origin" {
+		return "cross-site request refused (Sec-Fetch-Site: " + site + ")"
+	}
+	if origin != "" && origin != "http://"+r.Host {
+		return "cross-origin request refused"
+	}
+	if site == "" && origin == "" {
+		return "a state-changing request must come from the dashboard's own page in a browser (no Origin or Sec-Fetch-Site header)"
+	}
+	return ""
 }
 
 func loopbackHost(hostport string) bool {

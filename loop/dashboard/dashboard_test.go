@@ -174,13 +174,26 @@ func newHarness(t *testing.T, operator string, authorized []string) *harness {
 func (h *harness) client(t *testing.T) *http.Client {
 	t.Helper()
 	jar, _ := cookiejar.New(nil)
-	c := &http.Client{Jar: jar}
+	c := &http.Client{Jar: jar, Transport: browserOrigin{h.srv.URL}}
 	res, err := c.Get(h.srv.URL + "/login?token=" + url.QueryEscape(MintToken(h.key, t0)))
 	require.NoError(t, err)
 	res.Body.Close()
 	require.Equal(t, http.StatusOK, res.StatusCode, "login then board")
 	c.CheckRedirect = func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
 	return c
+}
+
+// browserOrigin is the Origin header a browser sends with a form post
+// from the dashboard's own page: added to every unsafe request that has
+// none (the dashboard refuses those).
+type browserOrigin struct{ origin string }
+
+func (b browserOrigin) RoundTrip(r *http.Request) (*http.Response, error) {
+	if r.Method != http.MethodGet && r.Method != http.MethodHead && r.Header.Get("Origin") == "" {
+		r = r.Clone(r.Context())
+		r.Header.Set("Origin", b.origin)
+	}
+	return http.DefaultTransport.RoundTrip(r)
 }
 
 func get(t *testing.T, c *http.Client, u string) (int, string, http.Header) {
@@ -194,7 +207,7 @@ func get(t *testing.T, c *http.Client, u string) (int, string, http.Header) {
 
 func TestAuthRequiredEverywhere(t *testing.T) {
 	h := newHarness(t, "dana", []string{"dana"})
-	anon := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+	anon := &http.Client{Transport: browserOrigin{h.srv.URL}, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
 	for _, p := range []string{"/", "/item?ref=github:o/r%237", "/metrics", "/events"} {
 		t.Run(p, func(t *testing.T) {
 			code, body, _ := get(t, anon, h.srv.URL+p)
@@ -398,6 +411,54 @@ func TestGateActions(t *testing.T) {
 		res.Body.Close()
 		require.Equal(t, http.StatusForbidden, res.StatusCode)
 		require.Empty(t, h.poster.posted())
+	})
+	t.Run("a valid cookie and CSRF token without a browser's origin", func(t *testing.T) {
+		// What a program holding a login URL would do: log in, read the
+		// token off the page, post like curl. Only a request the browser
+		// marks as same-origin gets through.
+		h := newHarness(t, "dana", []string{"dana"})
+		c := h.client(t)
+		csrf := h.d.auth.onlyCSRF(t)
+		u, err := url.Parse(h.srv.URL)
+		require.NoError(t, err)
+		cookies := c.Jar.Cookies(u)
+		require.Len(t, cookies, 1)
+		for _, tc := range []struct {
+			name    string
+			headers map[string]string
+			code    int
+		}{
+			{"neither Origin nor Sec-Fetch-Site (curl)", nil, http.StatusForbidden},
+			{"foreign Origin", map[string]string{"Origin": "http://evil.example"}, http.StatusForbidden},
+			{"same host, other port", map[string]string{"Origin": "http://127.0.0.1:1"}, http.StatusForbidden},
+			{"Origin null", map[string]string{"Origin": "null"}, http.StatusForbidden},
+			{"cross-site fetch with a matching Origin", map[string]string{"Origin": h.srv.URL, "Sec-Fetch-Site": "cross-site"}, http.StatusForbidden},
+			{"same-site fetch", map[string]string{"Sec-Fetch-Site": "same-site"}, http.StatusForbidden},
+			{"matching Origin", map[string]string{"Origin": h.srv.URL}, http.StatusSeeOther},
+			{"Sec-Fetch-Site same-origin", map[string]string{"Sec-Fetch-Site": "same-origin"}, http.StatusSeeOther},
+			{"both, as a browser sends them", map[string]string{"Origin": h.srv.URL, "Sec-Fetch-Site": "same-origin"}, http.StatusSeeOther},
+		} {
+			t.Run(tc.name, func(t *testing.T) {
+				n := len(h.poster.posted())
+				req, err := http.NewRequest("POST", h.srv.URL+"/item/gate", strings.NewReader(url.Values{"csrf": {csrf}, "ref": {ref}, "action": {"approve"}}.Encode()))
+				require.NoError(t, err)
+				req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+				req.AddCookie(cookies[0])
+				for k, v := range tc.headers {
+					req.Header.Set(k, v)
+				}
+				res, err := http.DefaultTransport.RoundTrip(req)
+				require.NoError(t, err)
+				b, _ := io.ReadAll(res.Body)
+				res.Body.Close()
+				require.Equal(t, tc.code, res.StatusCode, "%s", b)
+				if tc.code == http.StatusForbidden {
+					require.Len(t, h.poster.posted(), n, "nothing posted")
+				} else {
+					require.Len(t, h.poster.posted(), n+1, "the comment is posted")
+				}
+			})
+		}
 	})
 	t.Run("unauthorized operator sees and can do nothing", func(t *testing.T) {
 		h := newHarness(t, "mallory", []string{"dana"})

@@ -43,7 +43,10 @@
 // expiry under an HMAC of that key — that /login redeems once for an
 // HttpOnly, SameSite=Strict session cookie (the Jupyter pattern; the token
 // never reaches the daemon over any other channel). Every form carries the
-// session's CSRF token; cross-origin unsafe requests are refused; a strict
+// session's CSRF token, and an unsafe request must also be one the browser
+// marks as same-origin (Sec-Fetch-Site: same-origin, or an Origin equal to
+// the dashboard's own): a cookie and a token a program replays without
+// either are refused, as are cross-origin requests; a strict
 // Content-Security-Policy allows only the page's own script and styles (no
 // inline script or style). Work items' text — titles, findings, comments,
 // event fields — is untrusted and only ever reaches the page through

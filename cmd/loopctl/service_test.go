@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"net/http"
 	"net/url"
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -16,6 +15,7 @@ import (
 
 	"github.com/theloop-dev/theloop/graph"
 	"github.com/theloop-dev/theloop/graph/graphtest"
+	"github.com/theloop-dev/theloop/internal/shortdir"
 	"github.com/theloop-dev/theloop/loop"
 	"github.com/theloop-dev/theloop/loop/api"
 	"github.com/theloop-dev/theloop/loop/queue"
@@ -27,9 +27,7 @@ import (
 // directory and returns the socket path.
 func serveAPI(t testing.TB, b api.Backend) string {
 	t.Helper()
-	dir, err := os.MkdirTemp("", "loopctl-api")
-	require.NoError(t, err)
-	t.Cleanup(func() { os.RemoveAll(dir) })
+	dir := shortdir.New(t)
 	sock := filepath.Join(dir, api.SocketName)
 	ln, err := api.ListenUnix(sock)
 	require.NoError(t, err)

@@ -12,6 +12,8 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/theloop-dev/theloop/internal/shortdir"
 )
 
 // TestDemoBinaryWalksToComplete runs `loopd demo --yes --keep` as a user
@@ -24,7 +26,8 @@ func TestDemoBinaryWalksToComplete(t *testing.T) {
 		}
 	}
 	bin := loopdBinary(t)
-	tmp := t.TempDir()
+	// The demo keeps its state (and control socket) under $TMPDIR: a short one.
+	tmp := shortdir.New(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, bin, "demo", "--yes", "--keep")

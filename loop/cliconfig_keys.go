@@ -94,6 +94,7 @@ var configKeys = []ConfigKey{
 	{Path: "routing.tmux", Type: "object"},
 	{Path: "routing.tmux.keepSessionOnClose", Type: "bool", Default: true},
 	{Path: "routing.tmux.remainOnExit", Type: "bool", Default: true},
+	{Path: "routing.tmux.socketPath", Type: "string", Default: "", Doc: "the agents' tmux server socket (absolute; tmux -S), which the posted attach command names; empty: the user's default server (under systemd's PrivateTmp, one only the service sees)"},
 	{Path: "routing.tmux.resumeOnRespawn", Type: "bool", Default: true},
 	{Path: "routing.tmux.killHarnessOnClose", Type: "bool", Default: true},
 	{Path: "routing.tmux.harnessKillGraceSeconds", Type: "number", Default: 5},

@@ -3,8 +3,10 @@ package main
 import (
 	"io/fs"
 	"os"
+	osexec "os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 
@@ -82,4 +84,101 @@ func TestExampleConfigsLoadCleanAndServeRepositories(t *testing.T) {
 			require.Equal(t, cfg.Repos, ic.Repositories)
 		})
 	}
+}
+
+// unitDirectives reads a systemd unit's Key=Value lines (the last value of a
+// key wins, as systemd does for the single-valued ones this test reads;
+// ReadWritePaths-like lists accumulate).
+func unitDirectives(t *testing.T, path string) map[string][]string {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	require.NoError(t, err)
+	out := map[string][]string{}
+	for _, line := range strings.Split(string(b), "\n") {
+		line = strings.TrimSpace(line)
+		if line == "" || line[0] == '#' || line[0] == ';' || line[0] == '[' {
+			continue
+		}
+		k, v, ok := strings.Cut(line, "=")
+		if ok {
+			out[k] = append(out[k], strings.Fields(v)...)
+		}
+	}
+	return out
+}
+
+// under reports whether p is dir or inside it.
+func under(p, dir string) bool {
+	rel, err := filepath.Rel(dir, p)
+	return err == nil && rel != ".." && !strings.HasPrefix(rel, "../")
+}
+
+// The shipped unit starts as shipped: every path the example config makes
+// loopd write is under the StateDirectory= systemd creates (a
+// ReadWritePaths= naming a directory nothing creates fails the start with
+// 226/NAMESPACE); the config it names is in the ConfigurationDirectory=;
+// the agents' tmux socket is outside the private /tmp, and the attach
+// command loopd posts names it with -S; and the real systemd-analyze verify
+// accepts the unit with the built loopd in ExecStart.
+func TestSystemdUnitAsShipped(t *testing.T) {
+	unitPath := filepath.Join("..", "..", "examples", "systemd", "loopd.service")
+	u := unitDirectives(t, unitPath)
+	require.Len(t, u["StateDirectory"], 1, "StateDirectory= makes /var/lib/<name> before loopd starts")
+	require.Len(t, u["ConfigurationDirectory"], 1, "ConfigurationDirectory= makes /etc/<name>")
+	state := filepath.Join("/var/lib", u["StateDirectory"][0])
+	conf := filepath.Join("/etc", u["ConfigurationDirectory"][0])
+	for _, key := range []string{"ReadWritePaths", "ReadOnlyPaths", "InaccessiblePaths"} {
+		for _, p := range u[key] {
+			p = strings.TrimLeft(p, "-+")
+			require.True(t, under(p, state) || under(p, conf), "%s=%s: nothing creates it, and a missing path fails the start (226/NAMESPACE)", key, p)
+		}
+	}
+
+	exec := u["ExecStart"]
+	require.NotEmpty(t, exec)
+	flag := func(name string) string {
+		for i, a := range exec {
+			if a == name && i+1 < len(exec) {
+				return exec[i+1]
+			}
+		}
+		return ""
+	}
+	configPath, stateRoot := flag("--config"), flag("--state-root")
+	require.True(t, under(configPath, conf), "--config %s is in %s", configPath, conf)
+	require.True(t, under(stateRoot, state), "--state-root %s is under %s", stateRoot, state)
+
+	content, err := os.ReadFile(filepath.Join("..", "..", "examples", "systemd", "cli-config.yaml"))
+	require.NoError(t, err)
+	dir := t.TempDir()
+	cfgFile := filepath.Join(dir, "cli-config.yaml")
+	require.NoError(t, os.WriteFile(cfgFile, content, 0o600))
+	e, _, _ := testEnv(t, map[string]string{ingress.DefaultSecretEnv: "s3cret"})
+	cfg, _, err := loadConfig(e, runOptions{Config: cfgFile, StateRoot: stateRoot}, dir)
+	require.NoError(t, err)
+	for what, p := range map[string]string{
+		"state root": cfg.StateRoot, "routing.workspace.root": cfg.WorkspaceRoot,
+		"routing.tmux.socketPath": cfg.Tmux.SocketPath, "eventLog.path": cfg.EventLogPath,
+	} {
+		require.NotEmpty(t, p, what)
+		require.True(t, under(p, state), "%s %s is outside %s, the only tree the unit lets loopd write", what, p, state)
+	}
+	if slices.Contains(u["PrivateTmp"], "yes") {
+		require.False(t, under(cfg.Tmux.SocketPath, "/tmp"), "under PrivateTmp a socket in /tmp is out of the operator's reach")
+	}
+
+	if _, err := osexec.LookPath("systemd-analyze"); err != nil {
+		t.Skip("systemd-analyze is not installed (Debian package systemd; .ci/run installs it): the unit's syntax is not verified")
+	}
+	bin := loopdBinary(t)
+	unit, err := os.ReadFile(unitPath)
+	require.NoError(t, err)
+	vdir := t.TempDir()
+	verified := filepath.Join(vdir, "loopd.service")
+	require.NoError(t, os.WriteFile(verified, []byte(strings.ReplaceAll(string(unit), "/usr/local/bin/loopd", bin)), 0o644))
+	cmd := osexec.Command("systemd-analyze", "verify", verified)
+	cmd.Env = append(os.Environ(), "SYSTEMD_LOG_LEVEL=notice")
+	out, err := cmd.CombinedOutput()
+	require.NoError(t, err, "systemd-analyze verify: %s", out)
+	require.Empty(t, strings.TrimSpace(string(out)), "systemd-analyze verify has no complaint")
 }

@@ -257,6 +257,18 @@ func TestSessionsQueueAndDaemonVerbsCallTheSocket(t *testing.T) {
 		require.JSONEq(t, string(want), io.out.String(), strings.Join(tc.argv, " "))
 	}
 
+	// --state-root reaches <state root>/loopd.sock on every verb that talks
+	// to loopd, as the README says.
+	for _, argv := range [][]string{
+		{"sessions", "list"}, {"sessions", "show", item.String()}, {"sessions", "attach", item.String()},
+		{"daemon", "status"}, {"queue", "status"}, {"queue", "dead"},
+	} {
+		io.out.Reset()
+		io.err.Reset()
+		require.Equal(t, exitOK, Main(append(append([]string{"loopctl"}, argv...), "--state-root", filepath.Dir(sock)), f), "%v: %s", argv, io.err.String())
+		require.NotEmpty(t, io.out.String(), argv)
+	}
+
 	require.Equal(t, exitOK, run("sessions", "list"))
 	require.Contains(t, io.out.String(), "github:acme/widgets#42")
 	require.Contains(t, io.out.String(), "active")

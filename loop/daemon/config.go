@@ -281,6 +281,15 @@ func ConfigFromCLI(c loop.CLIConfig, getenv func(string) string, workDir string)
 	}
 	cfg.ResumeOnRespawn = tm.bool("resumeOnRespawn", true)
 	cfg.Tmux.RemainOnExit = tm.bool("remainOnExit", true)
+	// Under systemd's PrivateTmp the default server's socket is in a /tmp
+	// only the service sees; a socket path the operator can reach makes the
+	// posted attach command (tmux -S PATH attach …) work from outside.
+	if sp := tm.str("socketPath", ""); sp != "" {
+		if !filepath.IsAbs(sp) {
+			return cfg, warns, fmt.Errorf("routing.tmux.socketPath: %q must be an absolute path (e.g. /var/lib/loopd/tmux.sock): %w", sp, loop.ErrInvalidConfig)
+		}
+		cfg.Tmux.SocketPath = sp
+	}
 	mode, w := ResolveInteractionMode(rt.m("interaction").str("mode", InteractionWorkItem))
 	cfg.InteractionMode = mode
 	if w != "" {

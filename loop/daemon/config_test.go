@@ -175,3 +175,32 @@ routing:
 	_, _, err = ConfigFromCLI(parseCLI(t, "state:\n  root: /st\nrouting:\n  tmux:\n    harnessKillGraceSeconds: -1\n"), func(string) string { return "" }, "/work")
 	require.ErrorIs(t, err, loop.ErrInvalidConfig)
 }
+
+// routing.tmux.socketPath puts the agents' tmux server on a socket the
+// operator can reach (systemd's PrivateTmp hides the default one); the
+// attach command then names it. Only an absolute path is taken.
+func TestConfigFromCLITmuxSocketPath(t *testing.T) {
+	for _, tc := range []struct {
+		name, value, want, err string
+	}{
+		{"unset: the default server", "", "", ""},
+		{"absolute", "/var/lib/loopd/tmux.sock", "/var/lib/loopd/tmux.sock", ""},
+		{"relative is refused", "tmux.sock", "", "routing.tmux.socketPath: \"tmux.sock\" must be an absolute path"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			doc := "state:\n  root: /st\n"
+			if tc.value != "" {
+				doc += "routing:\n  tmux:\n    socketPath: " + tc.value + "\n"
+			}
+			cfg, _, err := ConfigFromCLI(parseCLI(t, doc), func(string) string { return "" }, "/work")
+			if tc.err != "" {
+				require.ErrorIs(t, err, loop.ErrInvalidConfig)
+				require.ErrorContains(t, err, tc.err)
+				return
+			}
+			require.NoError(t, err)
+			require.Equal(t, tc.want, cfg.Tmux.SocketPath)
+			require.NoError(t, cfg.Tmux.Validate())
+		})
+	}
+}

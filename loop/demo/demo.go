@@ -409,9 +409,17 @@ func (w *world) close() error {
 	}
 	if w.socket != "" {
 		// Our private tmux server only; the user's is never addressed.
+		// kill-server leaves its socket file behind: ask for its path
+		// first, remove it after.
+		where := exec.Command("tmux", "-L", w.socket, "display-message", "-p", "#{socket_path}")
+		where.Env = append(os.Environ(), "PATH="+w.opts.Path)
+		out, werr := where.Output()
 		kill := exec.Command("tmux", "-L", w.socket, "kill-server")
-		kill.Env = append(os.Environ(), "PATH="+w.opts.Path)
+		kill.Env = where.Env
 		_ = kill.Run()
+		if sock := strings.TrimSpace(string(out)); werr == nil && filepath.Base(sock) == w.socket {
+			_ = os.Remove(sock)
+		}
 	}
 	if w.dir != "" {
 		if w.opts.Keep {

@@ -16,6 +16,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/theloop-dev/theloop/internal/shortdir"
 	"github.com/theloop-dev/theloop/loop"
 	"github.com/theloop-dev/theloop/loop/demo"
 	"github.com/theloop-dev/theloop/loop/demoagent"
@@ -76,7 +77,7 @@ func options(t *testing.T, out *syncBuffer) demo.Options {
 	require.NoError(t, err)
 	token := demo.RandomSecret()
 	t.Setenv(demo.TokenEnv, token) // the tmux server passes it on to the agent
-	return demo.Options{Out: out, AgentArgv: []string{exe, "demo", "agent"}, Token: token, TempDir: t.TempDir(), StepTimeout: 90 * time.Second}
+	return demo.Options{Out: out, AgentArgv: []string{exe, "demo", "agent"}, Token: token, TempDir: shortdir.New(t), StepTimeout: 90 * time.Second}
 }
 
 // TestDemoWalksToCompleteWithYes runs the whole demo — real daemon, real

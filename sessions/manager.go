@@ -305,7 +305,7 @@ func (m *Manager) Spawn(ctx context.Context, req SpawnRequest) (SpawnResult, err
 	if err != nil {
 		return SpawnResult{}, err
 	}
-	spec := SpawnSpec{Name: name, Cwd: req.Cwd, Env: endpointEnv(req.Item, req.Parent, id, m.cfg.StateRoot), Argv: append([]string{bin}, args...)}
+	spec := SpawnSpec{Name: name, Cwd: req.Cwd, Env: endpointEnv(req.Item, req.Parent, id, m.cfg.StateRoot), Argv: append([]string{bin}, args...), RegistryFile: m.reg.path(req.Item)}
 	if err := m.tmux.Spawn(ctx, spec); err != nil {
 		// Do not leave a record pointing at a conversation that never began.
 		if hadPrev {
@@ -492,7 +492,7 @@ func (m *Manager) respawn(ctx context.Context, rec Record, prompt string) (Respa
 		return res, err
 	}
 	res.Record, res.Fallback = rec, &fb
-	spec := SpawnSpec{Name: rec.TmuxName, Cwd: rec.Cwd, Env: endpointEnv(rec.Item, rec.Parent, id, m.cfg.StateRoot), Argv: append([]string{bin}, args...)}
+	spec := SpawnSpec{Name: rec.TmuxName, Cwd: rec.Cwd, Env: endpointEnv(rec.Item, rec.Parent, id, m.cfg.StateRoot), Argv: append([]string{bin}, args...), RegistryFile: m.reg.path(rec.Item)}
 	if err := m.tmux.Spawn(ctx, spec); err != nil {
 		return res, err
 	}
@@ -518,7 +518,7 @@ func (m *Manager) tryResume(ctx context.Context, h Harness, bin string, rec Reco
 	if err != nil {
 		return "the harness cannot resume sessions", nil
 	}
-	spec := SpawnSpec{Name: rec.TmuxName, Cwd: rec.Cwd, Env: endpointEnv(rec.Item, rec.Parent, rec.SessionID, m.cfg.StateRoot), Argv: append([]string{bin}, args...)}
+	spec := SpawnSpec{Name: rec.TmuxName, Cwd: rec.Cwd, Env: endpointEnv(rec.Item, rec.Parent, rec.SessionID, m.cfg.StateRoot), Argv: append([]string{bin}, args...), RegistryFile: m.reg.path(rec.Item)}
 	if err := m.tmux.Spawn(ctx, spec); err != nil {
 		if errors.Is(err, ErrSessionLive) || errors.Is(err, ErrSessionUnknown) || errors.Is(err, ErrSessionOccupied) {
 			return "", err

@@ -16,8 +16,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/theloop-dev/theloop/loop"
-	"github.com/theloop-dev/theloop/loop/demo"
 	"github.com/theloop-dev/theloop/loop/daemon/sandbox"
+	"github.com/theloop-dev/theloop/loop/demo"
 	"github.com/theloop-dev/theloop/loop/demoagent"
 )
 

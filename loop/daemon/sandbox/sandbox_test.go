@@ -75,7 +75,7 @@ echo "loopdenv=$(if tr '\0' '\n' < /proc/$loopd/environ | grep -q FAKE-SECRET; t
 echo "loopdmem=$(try head -c1 /proc/$loopd/mem)"
 echo "killouter=$(try kill -0 $PPID)"
 echo "write=$(try touch "$wt/written")"
-echo "home=$(try touch "$HOME/.theloop-sandbox-probe")"
+echo "home=$(try sh -c 'echo x > "$HOME/.theloop-probe-$1" && rm -f "$HOME/.theloop-probe-$1"' - $$)"
 ( setsid sleep 120 </dev/null >/dev/null 2>&1 & echo $! > "$wt/orphan.pid" ) &
 wait
 tmux new-window -d "cat '$st/keys/signing.key' > '$wt/newwindow.txt' 2>&1; echo rc=\$? >> '$wt/newwindow.txt'"

@@ -204,3 +204,29 @@ func TestConfigFromCLITmuxSocketPath(t *testing.T) {
 		})
 	}
 }
+
+func TestConfigFromCLISandboxKeys(t *testing.T) {
+	for _, tc := range []struct {
+		routing map[string]any
+		off     bool
+		env     []string
+		err     string
+	}{
+		{map[string]any{}, false, nil, ""},
+		{map[string]any{"sandbox": "off", "agentEnv": []any{"ANTHROPIC_API_KEY"}}, true, []string{"ANTHROPIC_API_KEY"}, ""},
+		{map[string]any{"sandbox": false}, true, nil, ""},
+		{map[string]any{"sandbox": "maybe"}, false, nil, "routing.sandbox"},
+		{map[string]any{"agentEnv": []any{"GH_TOKEN"}}, false, nil, "routing.agentEnv: GH_TOKEN"},
+		{map[string]any{"agentEnv": []any{"THE_LOOP_GH_WEBHOOK_SECRET"}}, false, nil, "routing.agentEnv: THE_LOOP_GH_WEBHOOK_SECRET"},
+	} {
+		c := loop.CLIConfig{StateRoot: "/srv/theloop", Raw: map[string]any{"routing": tc.routing}}
+		cfg, _, err := ConfigFromCLI(c, func(string) string { return "" }, "/work")
+		if tc.err != "" {
+			require.ErrorContains(t, err, tc.err)
+			continue
+		}
+		require.NoError(t, err)
+		require.Equal(t, tc.off, cfg.SandboxOff)
+		require.Equal(t, tc.env, cfg.AgentEnv)
+	}
+}

@@ -75,6 +75,9 @@ echo "loopdenv=$(if tr '\0' '\n' < /proc/$loopd/environ | grep -q FAKE-SECRET; t
 echo "loopdmem=$(try head -c1 /proc/$loopd/mem)"
 echo "killouter=$(try kill -0 $PPID)"
 echo "write=$(try touch "$wt/written")"
+echo "outbox=$(try sh -c 'echo intent >> "$1/intents.jsonl"' - "$st/outbox/sess-7")"
+echo "otheroutbox=$(try sh -c 'echo intent >> "$1/intents.jsonl"' - "$st/outbox/sess-8")"
+echo "outboxdone=$(try touch "$st/outbox-done/sess-7")"
 echo "home=$(try sh -c 'echo x > "$HOME/.theloop-probe-$1" && rm -f "$HOME/.theloop-probe-$1"' - $$)"
 ( setsid sleep 120 </dev/null >/dev/null 2>&1 & echo $! > "$wt/orphan.pid" ) &
 wait
@@ -106,7 +109,8 @@ func newFixture(t *testing.T, off bool) *fixture {
 	t.Cleanup(func() { os.RemoveAll(base) })
 	f := &fixture{base: base, state: filepath.Join(base, "state"), ws: filepath.Join(base, "ws")}
 	f.wt = filepath.Join(f.ws, "wt7")
-	for _, d := range []string{f.wt, filepath.Join(f.state, "keys"), filepath.Join(f.state, "sessions"), filepath.Join(f.state, "queue"), filepath.Join(base, "bin")} {
+	for _, d := range []string{f.wt, filepath.Join(f.state, "keys"), filepath.Join(f.state, "sessions"), filepath.Join(f.state, "queue"), filepath.Join(base, "bin"),
+		filepath.Join(f.state, "outbox", "sess-7"), filepath.Join(f.state, "outbox", "sess-8"), filepath.Join(f.state, "outbox-done")} {
 		require.NoError(t, os.MkdirAll(d, 0o700))
 	}
 	write := func(p, s string) { require.NoError(t, os.WriteFile(p, []byte(s), 0o600)) }
@@ -129,6 +133,7 @@ func newFixture(t *testing.T, off bool) *fixture {
 	self, err := os.Executable()
 	require.NoError(t, err)
 	c := &sandbox.Confiner{Self: self, StateRoot: f.state, WorkspaceRoot: f.ws, AgentEnv: []string{"HARNESS_OK"},
+		OutboxRoot: filepath.Join(f.state, "outbox"),
 		Home: filepath.Join(base, "home"), Executables: []string{filepath.Join(base, "bin", "harness")}, Off: off}
 	require.NoError(t, c.Prepare())
 	f.socket = fmt.Sprintf("sbx-%d-%d", os.Getpid(), time.Now().UnixNano()%1e6)
@@ -152,7 +157,7 @@ func (f *fixture) spawnWatching(t *testing.T, name string, loopd int) map[string
 	err := f.tm.Spawn(context.Background(), sessions.SpawnSpec{Name: name, Cwd: f.wt,
 		Env:          []string{"THE_LOOP_WORK_ITEM=7", "THE_LOOP_STATE_ROOT=" + f.state},
 		Argv:         []string{filepath.Join(f.base, "bin", "harness"), strconv.Itoa(loopd)},
-		RegistryFile: f.reg})
+		RegistryFile: f.reg, OutboxDir: filepath.Join(f.state, "outbox", "sess-7")})
 	require.NoError(t, err)
 	var report []byte
 	require.Eventually(t, func() bool {
@@ -173,11 +178,12 @@ func TestAgentCannotReachLoopdSecrets(t *testing.T) {
 	got := f.spawnWatching(t, "loop-github-octo-demo-7", startLoopdStandIn(t))
 
 	t.Logf("report: %v", got)
-	for _, k := range []string{"keys", "dashboard", "config", "listroot", "loopdenv", "loopdmem", "killouter", "home"} {
+	for _, k := range []string{"keys", "dashboard", "config", "listroot", "loopdenv", "loopdmem", "killouter", "home", "otheroutbox", "outboxdone"} {
 		require.Equal(t, "denied", got[k], "%s must be out of the agent's reach", k)
 	}
 	require.Equal(t, "ok", got["registry"], "loop-gate reads the session's registry entry")
 	require.Equal(t, "ok", got["write"], "the agent writes in its worktree")
+	require.Equal(t, "ok", got["outbox"], "a claim records its ticket effects in the session's own outbox")
 
 	env, err := os.ReadFile(filepath.Join(f.wt, "environ.txt"))
 	require.NoError(t, err)

@@ -128,6 +128,11 @@ type Config struct {
 	SandboxOff bool
 	// AgentEnv is routing.agentEnv: further variables agent sessions keep.
 	AgentEnv []string
+	// SecretEnvNames are the variables this configuration points loopd and
+	// its integrations at for credentials (beside sandbox.SecretEnv): no
+	// agent gets them, and the programs loopd runs for itself (tmux, git)
+	// start without them.
+	SecretEnvNames []string
 	// SandboxWritable are further directories agents may write (an
 	// embedder's harness state; tests' stand-in harness logs). Not a key.
 	SandboxWritable []string
@@ -368,7 +373,8 @@ func ConfigFromCLI(c loop.CLIConfig, getenv func(string) string, workDir string)
 		}
 		cfg.Integrations = ic
 	}
-	if err := sandbox.CheckAgentEnv(cfg.AgentEnv, secretNames(cfg, secretEnv, r.m("service").str("tokenEnv", api.DefaultTokenEnv))); err != nil {
+	cfg.SecretEnvNames = secretNames(cfg, secretEnv, r.m("service").str("tokenEnv", api.DefaultTokenEnv))
+	if err := sandbox.CheckAgentEnv(cfg.AgentEnv, cfg.SecretEnvNames); err != nil {
 		return cfg, warns, fmt.Errorf("%w: %w", err, loop.ErrInvalidConfig)
 	}
 	return cfg, warns, nil

@@ -382,7 +382,7 @@ func (d *Daemon) build() error {
 		d.verifier = NewGitHubCommentVerifier(d.integ)
 	}
 
-	runner := pathRunner{path: d.deps.Path}
+	runner := pathRunner{path: d.deps.Path, environ: d.childEnviron}
 	tm, err := sessions.NewConfinedTmux(d.tmuxConfig(), runner, d.confinement())
 	if err != nil {
 		return err
@@ -457,13 +457,25 @@ func (d *Daemon) lookPath(name string) (string, error) {
 }
 
 // pathRunner runs programs (tmux, git) with PATH set to path when given.
-type pathRunner struct{ path string }
+// pathRunner runs loopd's own programs (tmux, git, a repository's test
+// command) with PATH set to path (when set) and without loopd's
+// credentials: environ is the environment they start from.
+type pathRunner struct {
+	path    string
+	environ func() []string
+}
 
 func (p pathRunner) Run(ctx context.Context, c run.Cmd) (run.Result, error) {
 	if p.path != "" {
 		c.Env = append(c.Env[:len(c.Env):len(c.Env)], "PATH="+p.path)
 	}
-	return run.Exec{}.Run(ctx, c)
+	return run.Exec{Environ: p.environ}.Run(ctx, c)
+}
+
+// childEnviron is the environment of the programs loopd runs for itself:
+// its own, less every variable it or an integration reads as a credential.
+func (d *Daemon) childEnviron() []string {
+	return sandbox.WithoutSecrets(os.Environ(), d.cfg.SecretEnvNames)
 }
 
 // lockStateRoot takes the one-instance lock: flock on <root>/loopd.lock.

@@ -57,6 +57,28 @@ func CheckAgentEnv(names, extraSecrets []string) error {
 	return nil
 }
 
+// WithoutSecrets returns environ (KEY=VALUE entries) without SecretEnv and
+// the names in extra: the environment loopd gives the programs it runs for
+// itself (tmux, git, a repository's test command). A sandboxed agent can
+// read /proc/<pid>/environ of a same-user process outside its domain, so a
+// child of loopd must not show loopd's credentials there.
+func WithoutSecrets(environ, extra []string) []string {
+	secret := map[string]bool{}
+	for _, n := range SecretEnv {
+		secret[n] = true
+	}
+	for _, n := range extra {
+		secret[n] = true
+	}
+	out := make([]string, 0, len(environ))
+	for _, kv := range environ {
+		if k, _, _ := strings.Cut(kv, "="); !secret[k] {
+			out = append(out, kv)
+		}
+	}
+	return out
+}
+
 func validName(n string) bool {
 	if n == "" || n[0] >= '0' && n[0] <= '9' {
 		return false

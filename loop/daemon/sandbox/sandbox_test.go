@@ -134,7 +134,7 @@ func newFixture(t *testing.T, off bool) *fixture {
 	require.NoError(t, err)
 	c := &sandbox.Confiner{Self: self, StateRoot: f.state, WorkspaceRoot: f.ws, AgentEnv: []string{"HARNESS_OK"},
 		OutboxRoot: filepath.Join(f.state, "outbox"),
-		Home: filepath.Join(base, "home"), Executables: []string{filepath.Join(base, "bin", "harness")}, Off: off}
+		Home:       filepath.Join(base, "home"), Executables: []string{filepath.Join(base, "bin", "harness")}, Off: off}
 	require.NoError(t, c.Prepare())
 	f.socket = fmt.Sprintf("sbx-%d-%d", os.Getpid(), time.Now().UnixNano()%1e6)
 	cfg := sessions.DefaultTmuxConfig()

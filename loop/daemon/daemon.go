@@ -605,6 +605,11 @@ func (d *Daemon) confinement() sessions.Confinement {
 	c := &sandbox.Confiner{Self: self, StateRoot: d.cfg.StateRoot, RegistryDir: sessions.RegistryDir(d.cfg.StateRoot),
 		OutboxRoot:    loop.OutboxRoot(d.cfg.StateRoot),
 		WorkspaceRoot: ws, Executables: exes, Writable: d.cfg.SandboxWritable, AgentEnv: d.cfg.AgentEnv, Off: d.cfg.SandboxOff}
+	if sp := d.cfg.Tmux.SocketPath; sp != "" {
+		// routing.tmux.socketPath: the server creates its socket there, so
+		// that directory (not tmux's default one) is the server's to write.
+		c.TmuxDir = filepath.Dir(sp)
+	}
 	if err := c.Prepare(); err != nil {
 		if errors.Is(err, sandbox.ErrNoLandlock) {
 			err = fmt.Errorf("daemon: refusing to spawn an agent session: %w", err)

@@ -54,21 +54,9 @@ func runDemo(e *env, yes, keep bool) error {
 	if err != nil {
 		return fmt.Errorf("demo: cannot find this binary to run the scripted agent: %w", err)
 	}
-	// The stand-in's token reaches the daemon's integrations and, through
-	// the environment of the private tmux server the daemon starts, the
-	// scripted agent — never a file.
+	// The stand-in's token goes to the daemon's integrations only: the
+	// agent runs sandboxed without it (its claims go through loopd's outbox).
 	token := demo.RandomSecret()
-	old, had := os.LookupEnv(demo.TokenEnv)
-	if err := os.Setenv(demo.TokenEnv, token); err != nil {
-		return err
-	}
-	defer func() {
-		if had {
-			_ = os.Setenv(demo.TokenEnv, old)
-		} else {
-			_ = os.Unsetenv(demo.TokenEnv)
-		}
-	}()
 	ctx, cancel := e.Context()
 	defer cancel()
 	_, err = demo.Run(ctx, demo.Options{

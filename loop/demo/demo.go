@@ -50,6 +50,7 @@ import (
 	"github.com/theloop-dev/theloop/integrations/githubsim"
 	"github.com/theloop-dev/theloop/loop"
 	"github.com/theloop-dev/theloop/loop/daemon"
+	"github.com/theloop-dev/theloop/loop/daemon/sandbox"
 	"github.com/theloop-dev/theloop/loop/demoagent"
 	"github.com/theloop-dev/theloop/sessions"
 	"github.com/theloop-dev/theloop/workitem"
@@ -69,11 +70,11 @@ const (
 	issueRef = "github:" + RepoFull + "#1"
 )
 
-// TokenEnv is the environment variable the stand-in's token is read from,
-// by the daemon's integrations and by the scripted agent's claims. The
-// caller puts it in the process environment before Run (see Options.Token):
-// the tmux server, started by the daemon, passes its environment on to the
-// agent, and a credential is never written to a file.
+// TokenEnv is the name the daemon's integrations read the stand-in's token
+// under. Its value comes from Options.Token, handed to the integrations
+// directly: it is not in the process environment, never in a file, and
+// never reaches the agent, whose claims need no credential (loopd performs
+// their ticket effects from the session's outbox).
 const TokenEnv = "THE_LOOP_DEMO_GH_TOKEN"
 
 // Errors callers branch on.
@@ -101,9 +102,8 @@ type Options struct {
 	// are appended (see demoagent.Options) — for
 	// loopd, [os.Executable(), "demo", "agent"]. Required.
 	AgentArgv []string
-	// Token is the stand-in's API token. The caller must also have set it
-	// as $THE_LOOP_DEMO_GH_TOKEN in the process environment (see TokenEnv).
-	// Required.
+	// Token is the stand-in's API token, for the daemon's integrations
+	// only. Required.
 	Token string
 	// Path is the PATH git and tmux are found on (default $PATH).
 	Path string
@@ -237,13 +237,14 @@ type world struct {
 	in   *bufio.Reader
 
 	dir, remote, state, config, binDir string
+	agentDir, agentLog                 string
 	socket                             string
 	item                               workitem.Ref
 	sim                                *githubsim.Server
 	d                                  *daemon.Daemon
 	cancel                             context.CancelFunc
 	done                               chan error
-	tail                               *tailer
+	tail, agentTail                    *tailer
 	mu                                 sync.Mutex
 	attachShown                        bool
 	routedAway                         map[string]string // delivery id → why the receiver did not queue it
@@ -295,9 +296,29 @@ func (w *world) setUp(ctx context.Context) error {
 		return err
 	}
 
+	// The agent's own directory, outside the state root and granted to its
+	// sandbox (Config.SandboxWritable): its claim-side CLI config (dana
+	// authorized; no credential — in a loopd session a claim's ticket
+	// effects go through loopd's outbox), its own event log (loopd's, under
+	// the state root, is out of its reach) and the attack brief.
+	w.agentDir = filepath.Join(w.dir, "agent")
+	if err := os.MkdirAll(w.agentDir, 0o700); err != nil {
+		return err
+	}
+	w.config = filepath.Join(w.agentDir, "cli-config.yaml")
+	w.agentLog = filepath.Join(w.agentDir, "events.jsonl")
+	cfgText := fmt.Sprintf(`# loopd demo: the scripted agent's CLI config (no credential: its claims'
+# ticket effects are intents loopd performs from the session's outbox)
+routing:
+  authorizedUsers: [%s]
+eventLog: {enabled: true, path: %q}
+`, Human, w.agentLog)
+	if err := os.WriteFile(w.config, []byte(cfgText), 0o600); err != nil {
+		return err
+	}
+
 	// `claude` on the daemon's PATH is the scripted agent.
 	w.binDir = filepath.Join(w.dir, "bin")
-	w.config = filepath.Join(w.dir, "cli-config.yaml")
 	if err := os.MkdirAll(w.binDir, 0o755); err != nil {
 		return err
 	}
@@ -312,22 +333,6 @@ func (w *world) setUp(ctx context.Context) error {
 		return err
 	}
 	eventLog := filepath.Join(w.state, "logs", "events.jsonl")
-	// The agent's CLI config: the stand-in for GitHub (token from the
-	// environment), dana authorized, the shared event log.
-	cfgText := fmt.Sprintf(`# loopd demo: the scripted agent's CLI config
-state: {root: %q}
-routing:
-  authorizedUsers: [%s]
-eventLog: {enabled: true, path: %q}
-integrations:
-  github:
-    transport: api
-    api: {baseUrl: %q, tokenEnv: [%s]}
-`, w.state, Human, eventLog, w.sim.URL(), TokenEnv)
-	if err := os.WriteFile(w.config, []byte(cfgText), 0o600); err != nil {
-		return err
-	}
-
 	set, err := integrations.New(integrations.Config{GitHub: &integrations.GitHubConfig{
 		Transport: integrations.TransportAPI, API: integrations.GitHubAPIConfig{BaseURL: w.sim.URL(), TokenEnv: []string{TokenEnv}},
 	}}, integrations.Deps{Env: func(k string) (string, bool) { return w.opts.Token, k == TokenEnv }})
@@ -345,11 +350,13 @@ integrations:
 	cfg.RequireStartCommand = false
 	cfg.WorkspaceRoot = filepath.Join(w.dir, "workspaces")
 	cfg.ClaudeEnv = &sessions.ClaudeEnvironment{} // never touch a real ~/.claude
-	// The scripted agent is no untrusted agent: it also plays the human
-	// reviewer, reading the demo's config and posting with the stand-in's
-	// token. It runs unconfined, the token passed by name.
-	cfg.SandboxOff = true
-	cfg.AgentEnv = []string{TokenEnv}
+	// The scripted agent is treated as the untrusted agent it stands in
+	// for: confined by Landlock, with the allowlisted environment and
+	// nothing more (no token, no secret), its claims' ticket effects
+	// performed by loopd from its outbox. Only a kernel without Landlock
+	// runs it unconfined, and the demo says so.
+	cfg.SandboxOff = !sandbox.Available()
+	cfg.SandboxWritable = []string{w.agentDir}
 	cfg.ReconcileInterval = -1
 	cfg.EventLogPath = eventLog
 	cfg.Dashboard.Listen = "127.0.0.1:0"
@@ -388,9 +395,16 @@ integrations:
 		return err
 	}
 	w.tail = startTail(eventLog, w.onEvent)
+	w.agentTail = startTail(w.agentLog, w.onEvent)
 	w.p.say("loopd listens on %s (signed webhooks, secret generated for this run)", w.d.WebhookURL())
 	w.p.say("GitHub stand-in at %s; the agent's session will run in tmux server %q", w.sim.URL(), w.socket)
 	w.p.say("dashboard (one-time login URL): %s", w.d.DashboardLoginURL())
+	if sandbox.Available() {
+		w.p.say("the agent runs confined: Landlock (ABI %d), an allowlisted environment — no token, no webhook secret", sandbox.ABI())
+	} else {
+		w.p.say("WARNING: this kernel offers no Landlock — the agent runs UNCONFINED (routing.sandbox: off);")
+		w.p.say("  its environment is still allowlisted, but it could read loopd's keys and state. Gates are not defended.")
+	}
 	w.p.say("")
 	return nil
 }
@@ -449,9 +463,11 @@ func (w *world) stopDaemon() error {
 		}
 		w.cancel = nil
 	}
-	if w.tail != nil {
-		w.tail.stop()
-		w.tail = nil
+	for _, t := range []**tailer{&w.tail, &w.agentTail} {
+		if *t != nil {
+			(*t).stop()
+			*t = nil
+		}
 	}
 	return err
 }

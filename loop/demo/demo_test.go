@@ -78,7 +78,6 @@ func options(t *testing.T, out *syncBuffer) demo.Options {
 	exe, err := os.Executable()
 	require.NoError(t, err)
 	token := demo.RandomSecret()
-	t.Setenv(demo.TokenEnv, token) // the tmux server passes it on to the agent
 	return demo.Options{Out: out, AgentArgv: []string{exe, "demo", "agent"}, Token: token, TempDir: shortdir.New(t), StepTimeout: 90 * time.Second}
 }
 

@@ -84,12 +84,13 @@ func demoAgentCommand() *cli.Command {
 		Usage:  "the scripted agent loopd demo runs in tmux in place of claude",
 		Flags: []cli.Flag{
 			&cli.StringFlag{Name: "config", Required: true, Usage: "the demo's CLI config (the agent's claims read it)"},
+			&cli.StringFlag{Name: "attack", Usage: "the brief of the agent's attempt to approve its own work (what an attacker could find; no secret)"},
 			&cli.IntFlag{Name: "demo-pid", Usage: "the demo's process: when it is gone, the agent ends its tmux server"},
 			&cli.StringFlag{Name: "session-id", Hidden: true},
 			&cli.StringFlag{Name: "resume", Hidden: true},
 		},
 		Action: func(c *cli.Context) error {
-			return demoagent.Run(c.Context, demoagent.Options{ConfigPath: c.String("config"), DemoPID: c.Int("demo-pid")})
+			return demoagent.Run(c.Context, demoagent.Options{ConfigPath: c.String("config"), AttackBrief: c.String("attack"), DemoPID: c.Int("demo-pid")})
 		},
 	}
 }

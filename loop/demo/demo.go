@@ -98,7 +98,7 @@ type Options struct {
 	// Out receives the narration.
 	Out io.Writer
 	// AgentArgv is the command that runs the scripted agent, to which
-	// "--config <file> --demo-pid <pid>" and the harness's own arguments
+	// "--config <file> --attack <file> --demo-pid <pid>" and the harness's own arguments
 	// are appended (see demoagent.Options) — for
 	// loopd, [os.Executable(), "demo", "agent"]. Required.
 	AgentArgv []string
@@ -143,6 +143,12 @@ type Result struct {
 	Requests int
 	// Pastes counts the texts pasted into the agent's session.
 	Pastes int
+	// SelfApproval are the agent's attempts to approve its own work at the
+	// first gate, as it reported them; SelfApprovalRefused: every attempt
+	// got it nothing (and, checked by the demo itself, the gate did not
+	// move — else Run fails).
+	SelfApproval        []demoagent.Attempt
+	SelfApprovalRefused bool
 	// IgnoredStranger: an unauthorized "Approved" left the first gate
 	// where it was.
 	IgnoredStranger bool
@@ -237,7 +243,7 @@ type world struct {
 	in   *bufio.Reader
 
 	dir, remote, state, config, binDir string
-	agentDir, agentLog                 string
+	agentDir, agentLog, brief          string
 	socket                             string
 	item                               workitem.Ref
 	sim                                *githubsim.Server
@@ -306,6 +312,7 @@ func (w *world) setUp(ctx context.Context) error {
 		return err
 	}
 	w.config = filepath.Join(w.agentDir, "cli-config.yaml")
+	w.brief = filepath.Join(w.agentDir, "attack-brief.json")
 	w.agentLog = filepath.Join(w.agentDir, "events.jsonl")
 	cfgText := fmt.Sprintf(`# loopd demo: the scripted agent's CLI config (no credential: its claims'
 # ticket effects are intents loopd performs from the session's outbox)
@@ -325,7 +332,8 @@ eventLog: {enabled: true, path: %q}
 	script := "#!/bin/sh\n# loopd demo: `claude` is theloop's scripted agent (package loop/demoagent)\nexec"
 	// --demo-pid: the agent ends its tmux server if this process dies
 	// without cleaning up.
-	for _, a := range append(append([]string{}, w.opts.AgentArgv...), "--config", w.config, "--demo-pid", strconv.Itoa(os.Getpid())) {
+	// --attack: the brief of its attempt to approve its own work.
+	for _, a := range append(append([]string{}, w.opts.AgentArgv...), "--config", w.config, "--attack", w.brief, "--demo-pid", strconv.Itoa(os.Getpid())) {
 		script += " " + shellQuote(a)
 	}
 	script += ` "$@"` + "\n"
@@ -392,6 +400,14 @@ eventLog: {enabled: true, path: %q}
 		return ctx.Err()
 	}
 	if _, err := w.sim.AddHook(githubsim.Hook{URL: w.d.WebhookURL(), Secret: secret}); err != nil {
+		return err
+	}
+	// What an attacker in the session could find anyway — loopd's webhook
+	// URL (GitHub posts to it) and its pid (/proc) — and never a secret.
+	if err := demoagent.WriteAttackBrief(w.brief, demoagent.AttackBrief{
+		Gate: gates[0].node, WebhookURL: w.d.WebhookURL(), LoopdPID: os.Getpid(),
+		Repo: RepoFull, Issue: issueNum, Approver: Human,
+	}); err != nil {
 		return err
 	}
 	w.tail = startTail(eventLog, w.onEvent)

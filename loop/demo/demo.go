@@ -13,9 +13,10 @@
 //     git worktrees and real tmux on a private server (tmux -L), so the
 //     user's own tmux server is never touched;
 //   - `claude` on the daemon's PATH pointing at the scripted agent
-//     (package loop/demoagent, run by the caller's binary), which writes the
-//     artifacts and claims each node with `loopctl graph complete`'s
-//     runtime.
+//     (package loop/demoagent, run by the caller's binary, inside loopd's
+//     sandbox), which writes the artifacts and claims each node with
+//     `loopctl graph complete`'s runtime, its ticket effects performed by
+//     loopd from the session's outbox.
 //
 // It then plays the human, dana: opens issue #1, labels it with the
 // auto-execute label, answers the phase selection, and at each approval
@@ -23,7 +24,11 @@
 // the first gate it also shows the two failures users of other bots know:
 // mallory, who is not authorized, comments "Approved" and nothing moves;
 // GitHub redelivers dana's approval under the same delivery id and nothing
-// happens twice. It
+// happens twice; and the scripted agent, sandboxed like any agent loopd
+// hosts (Landlock, an allowlisted environment without token or secret),
+// tries to approve its own work — the signing key, a forged webhook, the
+// operator socket, loopd's environment — and the demo prints each refusal
+// and that nothing moved. It
 // prints every webhook sent, every paste into the session, every comment
 // theloop posts and every graph transition, and tells the person how to
 // attach to the agent's tmux session. Close kills the private tmux server

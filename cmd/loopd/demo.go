@@ -54,21 +54,9 @@ func runDemo(e *env, yes, keep bool) error {
 	if err != nil {
 		return fmt.Errorf("demo: cannot find this binary to run the scripted agent: %w", err)
 	}
-	// The stand-in's token reaches the daemon's integrations and, through
-	// the environment of the private tmux server the daemon starts, the
-	// scripted agent — never a file.
+	// The stand-in's token goes to the daemon's integrations only: the
+	// agent runs sandboxed without it (its claims go through loopd's outbox).
 	token := demo.RandomSecret()
-	old, had := os.LookupEnv(demo.TokenEnv)
-	if err := os.Setenv(demo.TokenEnv, token); err != nil {
-		return err
-	}
-	defer func() {
-		if had {
-			_ = os.Setenv(demo.TokenEnv, old)
-		} else {
-			_ = os.Unsetenv(demo.TokenEnv)
-		}
-	}()
 	ctx, cancel := e.Context()
 	defer cancel()
 	_, err = demo.Run(ctx, demo.Options{
@@ -96,12 +84,13 @@ func demoAgentCommand() *cli.Command {
 		Usage:  "the scripted agent loopd demo runs in tmux in place of claude",
 		Flags: []cli.Flag{
 			&cli.StringFlag{Name: "config", Required: true, Usage: "the demo's CLI config (the agent's claims read it)"},
+			&cli.StringFlag{Name: "attack", Usage: "the brief of the agent's attempt to approve its own work (what an attacker could find; no secret)"},
 			&cli.IntFlag{Name: "demo-pid", Usage: "the demo's process: when it is gone, the agent ends its tmux server"},
 			&cli.StringFlag{Name: "session-id", Hidden: true},
 			&cli.StringFlag{Name: "resume", Hidden: true},
 		},
 		Action: func(c *cli.Context) error {
-			return demoagent.Run(c.Context, demoagent.Options{ConfigPath: c.String("config"), DemoPID: c.Int("demo-pid")})
+			return demoagent.Run(c.Context, demoagent.Options{ConfigPath: c.String("config"), AttackBrief: c.String("attack"), DemoPID: c.Int("demo-pid")})
 		},
 	}
 }

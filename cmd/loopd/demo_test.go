@@ -16,6 +16,7 @@ import (
 	"github.com/theloop-dev/theloop/graph"
 	"github.com/theloop-dev/theloop/internal/shortdir"
 	"github.com/theloop-dev/theloop/loop"
+	"github.com/theloop-dev/theloop/loop/daemon/sandbox"
 )
 
 // TestDemoBinaryWalksToComplete runs `loopd demo --yes --keep` as a user
@@ -41,6 +42,16 @@ func TestDemoBinaryWalksToComplete(t *testing.T) {
 	require.Regexp(t, `watch the agent work:  tmux -L theloop-demo-\d+-[0-9a-f]{4} attach -t loop-github-demo-widgets-1`, s)
 	require.Contains(t, s, "webhook  issues.labeled \"the-loop: auto-execute\" by dana → loopd answered 202")
 	require.Contains(t, s, "(agent's claim)", "the scripted agent's claims were made")
+	// The agent runs sandboxed and, at the first gate, fails to approve its
+	// own work every way it tries; dana's approval moves the gate after.
+	if sandbox.Available() {
+		require.Contains(t, s, "the agent runs confined: Landlock")
+		attack := regexp.MustCompile(`(?m)^━━ the agent tried to approve its own work: key → permission denied; webhook → 401 Unauthorized \(no secret\); operator socket → 403 Forbidden; loopd's environment → [^;]*no secrets\. Nothing moved: issue #1 is still at requirements-approval\.$`).FindStringIndex(s)
+		require.NotNil(t, attack, "the attack block:\n%s", s)
+		require.Contains(t, s, "(THE_LOOP_GH_WEBHOOK_SECRET is not in its environment: it signed with a guess)")
+		approved := strings.Index(s, "graph    requirements-approval: approved → design (daemon)")
+		require.Greater(t, approved, attack[1], "the gate moved only with dana's approval, after the attack")
+	}
 	// The closing check is the README's CI line trusting the daemon's key
 	// (ARCHITECTURE decision 21), and it passes.
 	trusted := regexp.MustCompile(`(?m)^\$ loopctl check issue-1 --recompute --fail-on block --trust-key (ed25519:\S+)\n.*\n  passed: at "complete", no node blocks`).FindStringSubmatch(s)

@@ -13,9 +13,10 @@
 //     git worktrees and real tmux on a private server (tmux -L), so the
 //     user's own tmux server is never touched;
 //   - `claude` on the daemon's PATH pointing at the scripted agent
-//     (package loop/demoagent, run by the caller's binary), which writes the
-//     artifacts and claims each node with `loopctl graph complete`'s
-//     runtime.
+//     (package loop/demoagent, run by the caller's binary, inside loopd's
+//     sandbox), which writes the artifacts and claims each node with
+//     `loopctl graph complete`'s runtime, its ticket effects performed by
+//     loopd from the session's outbox.
 //
 // It then plays the human, dana: opens issue #1, labels it with the
 // auto-execute label, answers the phase selection, and at each approval
@@ -23,7 +24,11 @@
 // the first gate it also shows the two failures users of other bots know:
 // mallory, who is not authorized, comments "Approved" and nothing moves;
 // GitHub redelivers dana's approval under the same delivery id and nothing
-// happens twice. It
+// happens twice; and the scripted agent, sandboxed like any agent loopd
+// hosts (Landlock, an allowlisted environment without token or secret),
+// tries to approve its own work — the signing key, a forged webhook, the
+// operator socket, loopd's environment — and the demo prints each refusal
+// and that nothing moved. It
 // prints every webhook sent, every paste into the session, every comment
 // theloop posts and every graph transition, and tells the person how to
 // attach to the agent's tmux session. Close kills the private tmux server
@@ -50,6 +55,7 @@ import (
 	"github.com/theloop-dev/theloop/integrations/githubsim"
 	"github.com/theloop-dev/theloop/loop"
 	"github.com/theloop-dev/theloop/loop/daemon"
+	"github.com/theloop-dev/theloop/loop/daemon/sandbox"
 	"github.com/theloop-dev/theloop/loop/demoagent"
 	"github.com/theloop-dev/theloop/sessions"
 	"github.com/theloop-dev/theloop/workitem"
@@ -69,11 +75,11 @@ const (
 	issueRef = "github:" + RepoFull + "#1"
 )
 
-// TokenEnv is the environment variable the stand-in's token is read from,
-// by the daemon's integrations and by the scripted agent's claims. The
-// caller puts it in the process environment before Run (see Options.Token):
-// the tmux server, started by the daemon, passes its environment on to the
-// agent, and a credential is never written to a file.
+// TokenEnv is the name the daemon's integrations read the stand-in's token
+// under. Its value comes from Options.Token, handed to the integrations
+// directly: it is not in the process environment, never in a file, and
+// never reaches the agent, whose claims need no credential (loopd performs
+// their ticket effects from the session's outbox).
 const TokenEnv = "THE_LOOP_DEMO_GH_TOKEN"
 
 // Errors callers branch on.
@@ -97,13 +103,12 @@ type Options struct {
 	// Out receives the narration.
 	Out io.Writer
 	// AgentArgv is the command that runs the scripted agent, to which
-	// "--config <file> --demo-pid <pid>" and the harness's own arguments
+	// "--config <file> --attack <file> --demo-pid <pid>" and the harness's own arguments
 	// are appended (see demoagent.Options) — for
 	// loopd, [os.Executable(), "demo", "agent"]. Required.
 	AgentArgv []string
-	// Token is the stand-in's API token. The caller must also have set it
-	// as $THE_LOOP_DEMO_GH_TOKEN in the process environment (see TokenEnv).
-	// Required.
+	// Token is the stand-in's API token, for the daemon's integrations
+	// only. Required.
 	Token string
 	// Path is the PATH git and tmux are found on (default $PATH).
 	Path string
@@ -143,6 +148,12 @@ type Result struct {
 	Requests int
 	// Pastes counts the texts pasted into the agent's session.
 	Pastes int
+	// SelfApproval are the agent's attempts to approve its own work at the
+	// first gate, as it reported them; SelfApprovalRefused: every attempt
+	// got it nothing (and, checked by the demo itself, the gate did not
+	// move — else Run fails).
+	SelfApproval        []demoagent.Attempt
+	SelfApprovalRefused bool
 	// IgnoredStranger: an unauthorized "Approved" left the first gate
 	// where it was.
 	IgnoredStranger bool
@@ -237,13 +248,14 @@ type world struct {
 	in   *bufio.Reader
 
 	dir, remote, state, config, binDir string
+	agentDir, agentLog, brief          string
 	socket                             string
 	item                               workitem.Ref
 	sim                                *githubsim.Server
 	d                                  *daemon.Daemon
 	cancel                             context.CancelFunc
 	done                               chan error
-	tail                               *tailer
+	tail, agentTail                    *tailer
 	mu                                 sync.Mutex
 	attachShown                        bool
 	routedAway                         map[string]string // delivery id → why the receiver did not queue it
@@ -295,16 +307,38 @@ func (w *world) setUp(ctx context.Context) error {
 		return err
 	}
 
+	// The agent's own directory, outside the state root and granted to its
+	// sandbox (Config.SandboxWritable): its claim-side CLI config (dana
+	// authorized; no credential — in a loopd session a claim's ticket
+	// effects go through loopd's outbox), its own event log (loopd's, under
+	// the state root, is out of its reach) and the attack brief.
+	w.agentDir = filepath.Join(w.dir, "agent")
+	if err := os.MkdirAll(w.agentDir, 0o700); err != nil {
+		return err
+	}
+	w.config = filepath.Join(w.agentDir, "cli-config.yaml")
+	w.brief = filepath.Join(w.agentDir, "attack-brief.json")
+	w.agentLog = filepath.Join(w.agentDir, "events.jsonl")
+	cfgText := fmt.Sprintf(`# loopd demo: the scripted agent's CLI config (no credential: its claims'
+# ticket effects are intents loopd performs from the session's outbox)
+routing:
+  authorizedUsers: [%s]
+eventLog: {enabled: true, path: %q}
+`, Human, w.agentLog)
+	if err := os.WriteFile(w.config, []byte(cfgText), 0o600); err != nil {
+		return err
+	}
+
 	// `claude` on the daemon's PATH is the scripted agent.
 	w.binDir = filepath.Join(w.dir, "bin")
-	w.config = filepath.Join(w.dir, "cli-config.yaml")
 	if err := os.MkdirAll(w.binDir, 0o755); err != nil {
 		return err
 	}
 	script := "#!/bin/sh\n# loopd demo: `claude` is theloop's scripted agent (package loop/demoagent)\nexec"
 	// --demo-pid: the agent ends its tmux server if this process dies
 	// without cleaning up.
-	for _, a := range append(append([]string{}, w.opts.AgentArgv...), "--config", w.config, "--demo-pid", strconv.Itoa(os.Getpid())) {
+	// --attack: the brief of its attempt to approve its own work.
+	for _, a := range append(append([]string{}, w.opts.AgentArgv...), "--config", w.config, "--attack", w.brief, "--demo-pid", strconv.Itoa(os.Getpid())) {
 		script += " " + shellQuote(a)
 	}
 	script += ` "$@"` + "\n"
@@ -312,22 +346,6 @@ func (w *world) setUp(ctx context.Context) error {
 		return err
 	}
 	eventLog := filepath.Join(w.state, "logs", "events.jsonl")
-	// The agent's CLI config: the stand-in for GitHub (token from the
-	// environment), dana authorized, the shared event log.
-	cfgText := fmt.Sprintf(`# loopd demo: the scripted agent's CLI config
-state: {root: %q}
-routing:
-  authorizedUsers: [%s]
-eventLog: {enabled: true, path: %q}
-integrations:
-  github:
-    transport: api
-    api: {baseUrl: %q, tokenEnv: [%s]}
-`, w.state, Human, eventLog, w.sim.URL(), TokenEnv)
-	if err := os.WriteFile(w.config, []byte(cfgText), 0o600); err != nil {
-		return err
-	}
-
 	set, err := integrations.New(integrations.Config{GitHub: &integrations.GitHubConfig{
 		Transport: integrations.TransportAPI, API: integrations.GitHubAPIConfig{BaseURL: w.sim.URL(), TokenEnv: []string{TokenEnv}},
 	}}, integrations.Deps{Env: func(k string) (string, bool) { return w.opts.Token, k == TokenEnv }})
@@ -345,11 +363,13 @@ integrations:
 	cfg.RequireStartCommand = false
 	cfg.WorkspaceRoot = filepath.Join(w.dir, "workspaces")
 	cfg.ClaudeEnv = &sessions.ClaudeEnvironment{} // never touch a real ~/.claude
-	// The scripted agent is no untrusted agent: it also plays the human
-	// reviewer, reading the demo's config and posting with the stand-in's
-	// token. It runs unconfined, the token passed by name.
-	cfg.SandboxOff = true
-	cfg.AgentEnv = []string{TokenEnv}
+	// The scripted agent is treated as the untrusted agent it stands in
+	// for: confined by Landlock, with the allowlisted environment and
+	// nothing more (no token, no secret), its claims' ticket effects
+	// performed by loopd from its outbox. Only a kernel without Landlock
+	// runs it unconfined, and the demo says so.
+	cfg.SandboxOff = !sandbox.Available()
+	cfg.SandboxWritable = []string{w.agentDir}
 	cfg.ReconcileInterval = -1
 	cfg.EventLogPath = eventLog
 	cfg.Dashboard.Listen = "127.0.0.1:0"
@@ -387,10 +407,25 @@ integrations:
 	if _, err := w.sim.AddHook(githubsim.Hook{URL: w.d.WebhookURL(), Secret: secret}); err != nil {
 		return err
 	}
+	// What an attacker in the session could find anyway — loopd's webhook
+	// URL (GitHub posts to it) and its pid (/proc) — and never a secret.
+	if err := demoagent.WriteAttackBrief(w.brief, demoagent.AttackBrief{
+		Gate: gates[0].node, WebhookURL: w.d.WebhookURL(), LoopdPID: os.Getpid(),
+		Repo: RepoFull, Issue: issueNum, Approver: Human,
+	}); err != nil {
+		return err
+	}
 	w.tail = startTail(eventLog, w.onEvent)
+	w.agentTail = startTail(w.agentLog, w.onEvent)
 	w.p.say("loopd listens on %s (signed webhooks, secret generated for this run)", w.d.WebhookURL())
 	w.p.say("GitHub stand-in at %s; the agent's session will run in tmux server %q", w.sim.URL(), w.socket)
 	w.p.say("dashboard (one-time login URL): %s", w.d.DashboardLoginURL())
+	if sandbox.Available() {
+		w.p.say("the agent runs confined: Landlock (ABI %d), an allowlisted environment — no token, no webhook secret", sandbox.ABI())
+	} else {
+		w.p.say("WARNING: this kernel offers no Landlock — the agent runs UNCONFINED (routing.sandbox: off);")
+		w.p.say("  its environment is still allowlisted, but it could read loopd's keys and state. Gates are not defended.")
+	}
 	w.p.say("")
 	return nil
 }
@@ -449,9 +484,11 @@ func (w *world) stopDaemon() error {
 		}
 		w.cancel = nil
 	}
-	if w.tail != nil {
-		w.tail.stop()
-		w.tail = nil
+	for _, t := range []**tailer{&w.tail, &w.agentTail} {
+		if *t != nil {
+			(*t).stop()
+			*t = nil
+		}
 	}
 	return err
 }

@@ -28,16 +28,18 @@ import (
 // ID`, as loopd's runs `loopd demo agent …`.
 func TestMain(m *testing.M) {
 	sandbox.MaybeRunLauncher() // and as the sandbox launcher, as loopd is
+	_ = sandbox.Harden()       // and hardened as loopd's main hardens it
 	if len(os.Args) > 2 && os.Args[1] == "demo" && os.Args[2] == "agent" {
 		fs := flag.NewFlagSet("agent", flag.ContinueOnError)
 		config := fs.String("config", "", "")
 		pid := fs.Int("demo-pid", 0, "")
+		attack := fs.String("attack", "", "")
 		fs.String("session-id", "", "")
 		fs.String("resume", "", "")
 		if err := fs.Parse(os.Args[3:]); err != nil {
 			os.Exit(2)
 		}
-		if err := demoagent.Run(context.Background(), demoagent.Options{ConfigPath: *config, DemoPID: *pid}); err != nil {
+		if err := demoagent.Run(context.Background(), demoagent.Options{ConfigPath: *config, AttackBrief: *attack, DemoPID: *pid}); err != nil {
 			fmt.Fprintln(os.Stderr, "scripted agent:", err)
 			time.Sleep(2 * time.Second)
 			os.Exit(1)
@@ -78,7 +80,6 @@ func options(t *testing.T, out *syncBuffer) demo.Options {
 	exe, err := os.Executable()
 	require.NoError(t, err)
 	token := demo.RandomSecret()
-	t.Setenv(demo.TokenEnv, token) // the tmux server passes it on to the agent
 	return demo.Options{Out: out, AgentArgv: []string{exe, "demo", "agent"}, Token: token, TempDir: shortdir.New(t), StepTimeout: 90 * time.Second}
 }
 
@@ -104,6 +105,7 @@ func TestDemoWalksToCompleteWithYes(t *testing.T) {
 	require.Positive(t, res.Webhooks)
 	require.True(t, res.IgnoredStranger, "an unauthorized Approved passed no gate")
 	require.NotEmpty(t, res.Redelivered)
+	requireSelfApprovalRefused(t, res, out.String())
 	require.Equal(t, 4, res.SignedDecisions, "the phase selection and each approval are signed decisions")
 	// Decision 21: the closing check is the README's CI line with the
 	// daemon's key as trust anchor, and it passes.
@@ -160,6 +162,38 @@ func TestDemoWalksToCompleteWithYes(t *testing.T) {
 	// Cleaned up: the private tmux server is gone.
 	socket := strings.Fields(res.Attach)[2]
 	require.Error(t, exec.Command("tmux", "-L", socket, "has-session").Run(), "the demo's tmux server must be killed")
+}
+
+// requireSelfApprovalRefused: at the first gate the sandboxed agent tried
+// to approve its own work four ways, each was refused, the demo printed
+// the block, and the gate did not move (the walk then went on with dana's
+// approval, which the caller checks).
+func requireSelfApprovalRefused(t *testing.T, res *demo.Result, out string) {
+	t.Helper()
+	if !sandbox.Available() {
+		t.Log("no Landlock here: the agent ran unconfined; the attack is shown, not asserted refused")
+		return
+	}
+	steps := map[string]string{}
+	for _, a := range res.SelfApproval {
+		require.True(t, a.Refused, "%+v\n%s", a, out)
+		steps[a.Step] = a.Outcome
+	}
+	require.Equal(t, "permission denied", steps[demoagent.StepKey], out)
+	require.Equal(t, "401 Unauthorized (no secret)", steps[demoagent.StepWebhook], out)
+	require.Equal(t, "403 Forbidden", steps[demoagent.StepSocket], out)
+	require.Contains(t, steps[demoagent.StepEnviron], "no secrets", out)
+	require.True(t, res.SelfApprovalRefused, out)
+	for _, want := range []string{
+		"agent    tries to approve its own work at requirements-approval",
+		"(THE_LOOP_GH_WEBHOOK_SECRET is not in its environment: it signed with a guess)",
+		"━━ the agent tried to approve its own work: key → permission denied; webhook → 401 Unauthorized (no secret); operator socket → 403 Forbidden; loopd's environment → ",
+		". Nothing moved: issue #1 is still at requirements-approval.",
+	} {
+		require.Contains(t, out, want)
+	}
+	// Dana's approval came after the attempt and is what moved the gate.
+	require.Less(t, strings.Index(out, "Nothing moved: issue #1 is still at requirements-approval"), strings.Index(out, "graph    requirements-approval: approved → design (daemon)"), out)
 }
 
 // TestDemoAsksAtEachGate answers from the terminal: "y" at the first gate,

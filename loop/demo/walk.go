@@ -2,7 +2,9 @@ package demo
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"slices"
@@ -11,6 +13,7 @@ import (
 
 	"github.com/theloop-dev/theloop/graph"
 	"github.com/theloop-dev/theloop/loop"
+	"github.com/theloop-dev/theloop/loop/demoagent"
 	"github.com/theloop-dev/theloop/sessions"
 )
 
@@ -66,6 +69,9 @@ func (w *world) walk(ctx context.Context) error {
 			if err := w.stranger(ctx, g); err != nil {
 				return err
 			}
+			if err := w.selfApproval(ctx, g); err != nil {
+				return err
+			}
 		}
 		ok, err := w.ask(ctx, g)
 		if err != nil {
@@ -109,6 +115,64 @@ func (w *world) stranger(ctx context.Context, g gate) error {
 		return fmt.Errorf("demo: an unauthorized comment moved issue #1 from %s to %s", g.node, cur)
 	}
 	w.res.IgnoredStranger = true
+	return nil
+}
+
+// selfApproval shows the sandbox (decision 18): the scripted agent, told
+// where loopd listens and its pid (nothing an attacker could not find), has
+// tried to approve its own work at this gate; the demo prints each attempt
+// from the agent's report and checks, on its own, that the gate did not
+// move. It fails only if the gate moved.
+func (w *world) selfApproval(ctx context.Context, g gate) error {
+	deadline := time.Now().Add(w.opts.StepTimeout)
+	var attempts []demoagent.Attempt
+	for {
+		var err error
+		attempts, err = demoagent.ReadAttackReport(w.agentDir)
+		if err == nil {
+			break
+		}
+		if !errors.Is(err, fs.ErrNotExist) || time.Now().After(deadline) {
+			w.p.line("demo", "the agent's attempt to approve its own work left no report: %v", err)
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+	w.p.say("")
+	w.p.line("agent", "tries to approve its own work at %s (its pane narrates it; attach to watch):", g.node)
+	what := map[string]string{
+		demoagent.StepKey:     "reads the decision-signing key",
+		demoagent.StepWebhook: "posts dana's \"Approved\", signed, to loopd's webhook",
+		demoagent.StepSocket:  "asks loopd's operator socket to force the gate:",
+		demoagent.StepEnviron: "reads loopd's environment",
+	}
+	var parts []string
+	refused := len(attempts) == 4
+	for _, a := range attempts {
+		w.p.line("agent", "  %s %s → %s", what[a.Step], a.Target, a.Outcome)
+		if a.Step == demoagent.StepWebhook && strings.Contains(a.Outcome, "no secret") {
+			w.p.line("agent", "    (%s is not in its environment: it signed with a guess)", demoagent.WebhookSecretEnv)
+		}
+		parts = append(parts, a.Step+" → "+a.Outcome)
+		refused = refused && a.Refused
+	}
+	cur := w.current(ctx)
+	if cur != g.node {
+		return fmt.Errorf("demo: the agent moved issue #1 past its own approval gate, from %s to %s", g.node, cur)
+	}
+	w.mu.Lock()
+	w.res.SelfApproval = attempts
+	w.res.SelfApprovalRefused = refused
+	w.mu.Unlock()
+	moved := "Nothing moved"
+	if !refused {
+		moved = "Some attempts got through (the sandbox is off), yet nothing moved"
+	}
+	w.p.say("━━ the agent tried to approve its own work: %s. %s: issue #1 is still at %s.", strings.Join(parts, "; "), moved, cur)
 	return nil
 }
 

@@ -54,6 +54,10 @@ type Agent struct {
 	// Script is the work per node (default Script()).
 	Script map[string][]Turn
 
+	// attack, when set, is tried once at its brief's gate (attack.go).
+	attack   *attacker
+	attacked bool
+
 	tries  map[string]int
 	runner run.Runner
 }
@@ -87,6 +91,12 @@ func (a *Agent) Wake(ctx context.Context) error {
 			a.say("● %s has not started yet — nothing to do until theloop starts it", a.WorkItem)
 			return nil
 		case pos.Human:
+			if a.attack != nil && !a.attacked && node == a.attack.brief.Gate {
+				a.attacked = true
+				if err := a.attack.run(ctx, a.WorkItem); err != nil {
+					a.say("✗ writing the attack report: %v", err)
+				}
+			}
 			a.say("\n● %s waits at %s, a human gate: I do not claim it; waiting for a person on the ticket", a.WorkItem, node)
 			return nil
 		case pos.Terminal:

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 	"strings"
 	"time"
 
@@ -30,6 +31,10 @@ type Options struct {
 	Out io.Writer
 	// Claimer overrides the runtime (tests); default Live.
 	Claimer Claimer
+	// AttackBrief, when set, is the file of an AttackBrief: at its gate the
+	// agent tries to approve its own work (attack.go) and writes its
+	// report beside the brief.
+	AttackBrief string
 	// DemoPID is the process that runs the demo: when it is gone, the agent
 	// ends its own tmux server (0: no watch).
 	DemoPID int
@@ -86,6 +91,14 @@ func Run(ctx context.Context, opts Options) error {
 	fmt.Fprintf(out, "› waiting for theloop to paste an assignment…\n")
 
 	agent := &Agent{Dir: opts.Dir, SpecDir: specDir, WorkItem: opts.WorkItem, Claimer: claimer, Out: out}
+	if opts.AttackBrief != "" {
+		brief, err := ReadAttackBrief(opts.AttackBrief)
+		if err != nil {
+			return err
+		}
+		agent.attack = &attacker{brief: brief, dir: filepath.Dir(opts.AttackBrief), checkout: opts.Dir,
+			lookupEnv: opts.LookupEnv, say: agent.say, procRoot: "/proc"}
+	}
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	msgs := make(chan string, 64)

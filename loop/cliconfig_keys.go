@@ -60,6 +60,8 @@ var configKeys = []ConfigKey{
 
 	{Path: "routing", Type: "object", Doc: "what the daemon does with routed events"},
 	{Path: "routing.enabled", Type: "bool", Default: true, Doc: "loopd always routes (false is refused)"},
+	{Path: "routing.sandbox", Type: "free", Default: "on", Doc: "on (default) confines every agent session with Landlock; off runs agents unconfined (gates are not defended) — the only way to spawn on a kernel without Landlock"},
+	{Path: "routing.agentEnv", Type: "strings", Default: []any{}, Doc: "names of further environment variables an agent session keeps (secrets loopd or an integration reads are refused)"},
 	{Path: "routing.defaultHarness", Type: "string", Default: "claude", Enum: []string{"claude", "cursor"}},
 	{Path: "routing.spawnOnUnmatched", Type: "string", Default: "never", Enum: []string{"never", "always", "labeled"}, Reload: true},
 	{Path: "routing.autoExecuteLabel", Type: "string", Default: "the-loop: auto-execute", Reload: true},

@@ -104,6 +104,12 @@ type Settings struct {
 			ResumeProbe        time.Duration
 			SessionPerPr       string
 		}
+		// Sandbox is routing.sandbox: "on" (Landlock confines every agent
+		// session) or "off".
+		Sandbox string
+		// AgentEnv is routing.agentEnv: further variables agent sessions
+		// keep (the daemon refuses a secret's name).
+		AgentEnv    []string
 		HarnessArgs struct{ Claude, Cursor []string }
 		// HarnessTrust: whether loopd writes workspace trust into the
 		// user's Claude Code config, for which directories, and when it
@@ -361,6 +367,27 @@ var settingReaders = []settingReader{
 			r.add("routing.enabled: false is not supported — routing is what loopd is for; to stop new sessions set routing.spawnOnUnmatched: never and routing.control.enabled: false")
 		}
 	}},
+	{"routing.sandbox", func(r *settingsReader, s *Settings) {
+		s.Routing.Sandbox = "on"
+		v, ok := r.get("routing.sandbox")
+		if !ok {
+			s.record("routing.sandbox", "on", SourceDefault)
+			return
+		}
+		switch t := v.(type) {
+		case bool: // YAML 1.1 readers turn a bare off into false
+			s.Routing.Sandbox = map[bool]string{true: "on", false: "off"}[t]
+		case string:
+			if t != "on" && t != "off" {
+				r.add(fmt.Sprintf("routing.sandbox: %q is not on or off", t))
+			}
+			s.Routing.Sandbox = t
+		default:
+			r.add(fmt.Sprintf("routing.sandbox: %v is not on or off", v))
+		}
+		s.record("routing.sandbox", s.Routing.Sandbox, SourceFile)
+	}},
+	{"routing.agentEnv", func(r *settingsReader, s *Settings) { s.Routing.AgentEnv = r.strs("routing.agentEnv") }},
 	{"routing.defaultHarness", func(r *settingsReader, s *Settings) { s.Routing.DefaultHarness = r.str("routing.defaultHarness") }},
 	{"routing.spawnOnUnmatched", func(r *settingsReader, s *Settings) { s.Routing.SpawnOnUnmatched = r.str("routing.spawnOnUnmatched") }},
 	{"routing.autoExecuteLabel", func(r *settingsReader, s *Settings) { s.Routing.AutoExecuteLabel = r.str("routing.autoExecuteLabel") }},

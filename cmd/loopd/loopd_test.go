@@ -115,15 +115,19 @@ func TestKill9AfterAcceptThenRestartHandlesOnce(t *testing.T) {
 	gitRun(t, seed, "add", ".")
 	gitRun(t, seed, "commit", "-q", "-m", "init")
 	gitRun(t, base, "clone", "-q", "--bare", seed, remote)
-	claudeRoot := filepath.Join(base, "claude")
+	// The stand-in harness logs where a confined agent may write: a cache
+	// directory under its HOME (HOME=base below).
+	claudeRoot := filepath.Join(base, ".cache", "fakeclaude")
 	_, err := fakeclaude.Install(claudeRoot)
 	require.NoError(t, err)
 	tmuxDir := filepath.Join(base, "tmux")
 	require.NoError(t, os.MkdirAll(tmuxDir, 0o700))
 	t.Cleanup(func() {
-		c := exec.Command("tmux", "kill-server")
-		c.Env = append(os.Environ(), "TMUX_TMPDIR="+tmuxDir)
-		_ = c.Run()
+		// loopd runs its own server (theloop-<hash>) in this directory.
+		socks, _ := filepath.Glob(filepath.Join(tmuxDir, "tmux-*", "*"))
+		for _, s := range socks {
+			_ = exec.Command("tmux", "-S", s, "kill-server").Run()
+		}
 	})
 
 	ln, err := net.Listen("tcp", "127.0.0.1:0")

@@ -145,6 +145,7 @@ func TestClusterTakeoverRealSessions(t *testing.T) {
 		cfg.RequireStartCommand = false
 		cfg.WorkspaceRoot = filepath.Join(nb, "ws")
 		cfg.ClaudeEnv = &sessions.ClaudeEnvironment{}
+		cfg.SandboxWritable = []string{n.claude}
 		cfg.ReconcileInterval = -1
 		cfg.EventLogPath = filepath.Join(cfg.StateRoot, "logs", "events.jsonl")
 		cfg.Tmux.SocketPath = n.socket

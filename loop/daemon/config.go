@@ -11,6 +11,7 @@ import (
 	"github.com/theloop-dev/theloop/ingress"
 	"github.com/theloop-dev/theloop/integrations"
 	"github.com/theloop-dev/theloop/loop"
+	"github.com/theloop-dev/theloop/loop/daemon/sandbox"
 	"github.com/theloop-dev/theloop/sessions"
 )
 
@@ -149,6 +150,23 @@ type Config struct {
 	DedupSize int
 	// Tmux configures the tmux runner (socket, timeouts).
 	Tmux sessions.TmuxConfig
+	// SandboxOff is routing.sandbox: off — agents run without Landlock
+	// (the environment is still allowlisted); every spawn warns and the
+	// status says the gates are not defended. The zero value confines.
+	SandboxOff bool
+	// AgentEnv is routing.agentEnv: further variables agent sessions keep.
+	AgentEnv []string
+	// SecretEnvNames are the variables this configuration points loopd and
+	// its integrations at for credentials (beside sandbox.SecretEnv): no
+	// agent gets them, and the programs loopd runs for itself (tmux, git)
+	// start without them.
+	SecretEnvNames []string
+	// SandboxWritable are further directories agents may write (an
+	// embedder's harness state; tests' stand-in harness logs). Not a key.
+	SandboxWritable []string
+	// Launcher is the sandbox launcher executable ("" = this process's
+	// executable, which must call sandbox.MaybeRunLauncher first thing).
+	Launcher string
 
 	// InteractionMode is routing.interaction.mode (work-item | cli).
 	InteractionMode string
@@ -300,6 +318,8 @@ func ConfigFromSettings(st loop.Settings, getenv func(string) string) (Config, [
 	cfg.HarnessKillGrace = tm.HarnessKillGrace
 	cfg.ResumeOnRespawn = tm.ResumeOnRespawn
 	cfg.ResumeProbe = tm.ResumeProbe
+	cfg.SandboxOff = rt.Sandbox == "off"
+	cfg.AgentEnv = rt.AgentEnv
 	cfg.Tmux.RemainOnExit = tm.RemainOnExit
 	cfg.Tmux.SocketPath = tm.SocketPath
 	mode, w := ResolveInteractionMode(rt.InteractionMode)
@@ -341,6 +361,10 @@ func ConfigFromSettings(st loop.Settings, getenv func(string) string) (Config, [
 			return cfg, warns, err
 		}
 		cfg.Integrations = ic
+	}
+	cfg.SecretEnvNames = secretNames(cfg, wh.SecretEnv, sv.TokenEnv)
+	if err := sandbox.CheckAgentEnv(cfg.AgentEnv, cfg.SecretEnvNames); err != nil {
+		return cfg, warns, fmt.Errorf("%w: %w", err, loop.ErrInvalidConfig)
 	}
 	return cfg, warns, nil
 }
@@ -413,4 +437,22 @@ func IngressConfig(cfg Config) ingress.Config {
 		c.Control.Keywords = kw
 	}
 	return c
+}
+
+// secretNames are the variables this configuration points loopd and its
+// integrations at for credentials: none may be handed to an agent.
+func secretNames(cfg Config, secretEnv, serviceTokenEnv string) []string {
+	names := []string{DefaultSecretEnv, secretEnv, serviceTokenEnv}
+	names = append(names, integrations.DefaultGitHubTokenEnv...)
+	ic := cfg.Integrations
+	if ic.GitHub != nil {
+		names = append(names, ic.GitHub.API.TokenEnv...)
+	}
+	if ic.Slack != nil {
+		names = append(names, ic.Slack.API.TokenEnv, ic.Slack.Webhook.URLEnv)
+	}
+	if ic.Jira != nil {
+		names = append(names, ic.Jira.API.TokenEnv, ic.Jira.API.EmailEnv)
+	}
+	return names
 }

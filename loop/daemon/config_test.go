@@ -216,3 +216,28 @@ func TestConfigFromCLITmuxSocketPath(t *testing.T) {
 		})
 	}
 }
+
+func TestConfigFromCLISandboxKeys(t *testing.T) {
+	for _, tc := range []struct {
+		routing string
+		off     bool
+		env     []string
+		err     string
+	}{
+		{"{}", false, nil, ""},
+		{"{sandbox: \"off\", agentEnv: [ANTHROPIC_API_KEY]}", true, []string{"ANTHROPIC_API_KEY"}, ""},
+		{"{sandbox: false}", true, nil, ""},
+		{"{sandbox: maybe}", false, nil, "routing.sandbox"},
+		{"{agentEnv: [GH_TOKEN]}", false, nil, "routing.agentEnv: GH_TOKEN"},
+		{"{agentEnv: [THE_LOOP_GH_WEBHOOK_SECRET]}", false, nil, "routing.agentEnv: THE_LOOP_GH_WEBHOOK_SECRET"},
+	} {
+		cfg, _, err := fromYAML("state: {root: /srv/theloop}\nrouting: "+tc.routing+"\n", "/work")
+		if tc.err != "" {
+			require.ErrorContains(t, err, tc.err)
+			continue
+		}
+		require.NoError(t, err)
+		require.Equal(t, tc.off, cfg.SandboxOff)
+		require.Equal(t, tc.env, cfg.AgentEnv)
+	}
+}

@@ -121,6 +121,7 @@ func newWorldHooks(t testing.TB, hooks int, edit func(*daemon.Config)) *world {
 	cfg.RequireStartCommand = false
 	cfg.WorkspaceRoot = filepath.Join(base, "ws")
 	cfg.ClaudeEnv = &sessions.ClaudeEnvironment{} // never touch a real ~/.claude
+	cfg.SandboxWritable = []string{w.claude}      // the stand-in harness logs there
 	cfg.ReconcileInterval = -1
 	cfg.EventLogPath = filepath.Join(cfg.StateRoot, "logs", "events.jsonl")
 	cfg.Tmux.SocketPath = w.socket

@@ -345,6 +345,11 @@ integrations:
 	cfg.RequireStartCommand = false
 	cfg.WorkspaceRoot = filepath.Join(w.dir, "workspaces")
 	cfg.ClaudeEnv = &sessions.ClaudeEnvironment{} // never touch a real ~/.claude
+	// The scripted agent is no untrusted agent: it also plays the human
+	// reviewer, reading the demo's config and posting with the stand-in's
+	// token. It runs unconfined, the token passed by name.
+	cfg.SandboxOff = true
+	cfg.AgentEnv = []string{TokenEnv}
 	cfg.ReconcileInterval = -1
 	cfg.EventLogPath = eventLog
 	cfg.Dashboard.Listen = "127.0.0.1:0"

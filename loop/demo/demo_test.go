@@ -18,6 +18,7 @@ import (
 
 	"github.com/theloop-dev/theloop/internal/shortdir"
 	"github.com/theloop-dev/theloop/loop"
+	"github.com/theloop-dev/theloop/loop/daemon/sandbox"
 	"github.com/theloop-dev/theloop/loop/demo"
 	"github.com/theloop-dev/theloop/loop/demoagent"
 )
@@ -26,6 +27,7 @@ import (
 // wrapper runs it as `<test binary> demo agent --config FILE --session-id
 // ID`, as loopd's runs `loopd demo agent …`.
 func TestMain(m *testing.M) {
+	sandbox.MaybeRunLauncher() // and as the sandbox launcher, as loopd is
 	if len(os.Args) > 2 && os.Args[1] == "demo" && os.Args[2] == "agent" {
 		fs := flag.NewFlagSet("agent", flag.ContinueOnError)
 		config := fs.String("config", "", "")

@@ -12,7 +12,7 @@
 //
 // # Assembly (what the daemon does)
 //
-//	cfg := ingress.DefaultConfig()           // or ingress.ConfigFromCLI(cliConfig, os.LookupEnv)
+//	cfg := ingress.DefaultConfig()           // loopd builds it from its typed settings
 //	router, _ := ingress.NewRouter(cfg, ingress.RouterDeps{Log: eventLog})
 //	recv, _ := ingress.NewReceiver(cfg, ingress.ReceiverDeps{Sink: queue, Router: router, Log: eventLog,
 //		SinkCopiesPayload: true}) // the queue publishes ev.AppendJSON(buf): a copy, no re-validation

@@ -39,30 +39,27 @@ var configKeys = []ConfigKey{
 
 	{Path: "webhooks", Type: "object"},
 	{Path: "webhooks.ghWebhook", Type: "object", Doc: "the GitHub webhook receiver"},
-	{Path: "webhooks.ghWebhook.enabled", Type: "bool", Default: false, Doc: "bring the receiver up"},
+	{Path: "webhooks.ghWebhook.enabled", Type: "bool", Default: true, Doc: "loopd always serves the receiver (false is refused); bind host to 127.0.0.1 to keep it private"},
 	{Path: "webhooks.ghWebhook.host", Type: "string", Default: "127.0.0.1", Doc: "bind address"},
 	{Path: "webhooks.ghWebhook.port", Type: "int", Default: 8787, Doc: "bind port (0 picks one)"},
 	{Path: "webhooks.ghWebhook.path", Type: "string", Default: "/gh-webhook", Doc: "POST path"},
 	{Path: "webhooks.ghWebhook.secretEnv", Type: "string", Default: "THE_LOOP_GH_WEBHOOK_SECRET", Doc: "environment variable holding the HMAC secret"},
-	{Path: "webhooks.ghWebhook.pidfile", Type: "string", Doc: "ignored: loopd locks <state root>/loopd.lock"},
 	{Path: "webhooks.ghWebhook.events", Type: "strings", Doc: "event filter (default: the reference's set)", Reload: true},
 
 	{Path: "polling", Type: "object", Doc: "the poller / reconcile pass"},
-	{Path: "polling.enabled", Type: "bool", Default: false},
-	{Path: "polling.intervalSeconds", Type: "int", Default: 60, Doc: "cycle interval"},
-	{Path: "polling.maxRetries", Type: "int", Default: 3, Doc: "attempts per spawn/comment"},
+	{Path: "polling.enabled", Type: "bool", Default: true, Doc: "run the reconcile pass every intervalSeconds (false: only once, at start)"},
+	{Path: "polling.intervalSeconds", Type: "int", Default: 300, Doc: "interval of the reconcile pass (label discovery, new comments, closed items)"},
+	{Path: "polling.maxRetries", Type: "int", Default: 3, Doc: "hand-off attempts of one discovered item before the poller stops offering it"},
 	{Path: "polling.sources", Type: "list", Doc: "what to poll", Reload: true},
 	{Path: "polling.sources[].provider", Type: "string", Default: "github", Enum: []string{"github"}},
 	{Path: "polling.sources[].label", Type: "string", Default: ""},
 	{Path: "polling.sources[].repos", Type: "strings"},
-	{Path: "polling.sources[].ghBinary", Type: "string", Default: "gh"},
 	{Path: "polling.sources[].monitor", Type: "object"},
 	{Path: "polling.sources[].monitor.issues", Type: "bool", Default: true},
 	{Path: "polling.sources[].monitor.pullRequests", Type: "bool", Default: true},
 
 	{Path: "routing", Type: "object", Doc: "what the daemon does with routed events"},
-	{Path: "routing.enabled", Type: "bool", Default: false},
-	{Path: "routing.registryDir", Type: "string", Doc: "ignored: session records live under the state root"},
+	{Path: "routing.enabled", Type: "bool", Default: true, Doc: "loopd always routes (false is refused)"},
 	{Path: "routing.sandbox", Type: "free", Default: "on", Doc: "on (default) confines every agent session with Landlock; off runs agents unconfined (gates are not defended) — the only way to spawn on a kernel without Landlock"},
 	{Path: "routing.agentEnv", Type: "strings", Default: []any{}, Doc: "names of further environment variables an agent session keeps (secrets loopd or an integration reads are refused)"},
 	{Path: "routing.defaultHarness", Type: "string", Default: "claude", Enum: []string{"claude", "cursor"}},
@@ -71,11 +68,10 @@ var configKeys = []ConfigKey{
 	{Path: "routing.authorizedUsers", Type: "strings", Default: []any{}, Doc: "GitHub logins whose comments may pass gates and control sessions (empty denies all)", Reload: true},
 	{Path: "routing.spawnWorkdir", Type: "string", Default: "."},
 	{Path: "routing.maxConcurrentDispatches", Type: "int", Default: 4},
-	{Path: "routing.dedupCacheSize", Type: "int", Default: 1024},
-	{Path: "routing.dispatchTimeoutSeconds", Type: "int", Default: 1800},
+	{Path: "routing.dedupCacheSize", Type: "int", Default: 65536, Doc: "delivery ids remembered in memory (the queue dedups durably too)"},
+	{Path: "routing.dispatchTimeoutSeconds", Type: "int", Default: 1800, Doc: "bound on handling one event; a dispatch running longer is cancelled and retried"},
 	{Path: "routing.promptTemplate", Type: "string", Doc: "event prompt template file", Reload: true},
 	{Path: "routing.spawnPromptTemplate", Type: "string", Doc: "spawn prompt template file", Reload: true},
-	{Path: "routing.runner", Type: "string", Doc: "removed: tmux is the only runner"},
 	{Path: "routing.control", Type: "object"},
 	{Path: "routing.control.enabled", Type: "bool", Default: true, Reload: true},
 	{Path: "routing.control.requireStartCommand", Type: "bool", Default: true, Reload: true},
@@ -88,11 +84,7 @@ var configKeys = []ConfigKey{
 	{Path: "routing.graph.specDir", Type: "string", Default: "", Doc: "override of the repository's workflow.specDir"},
 	{Path: "routing.workspace", Type: "object"},
 	{Path: "routing.workspace.root", Type: "string", Default: "", Doc: "enables one git worktree per work item"},
-	{Path: "routing.workspace.strategy", Type: "string", Default: "worktree", Enum: []string{"worktree"}},
-	{Path: "routing.workspace.cloneProtocol", Type: "string", Default: "https", Enum: []string{"https", "ssh"}},
-	{Path: "routing.workspace.defaultHost", Type: "string", Default: "github.com"},
 	{Path: "routing.workspace.keepCheckoutOnClose", Type: "bool", Default: false},
-	{Path: "routing.workspace.gitBinary", Type: "string", Default: "git"},
 	{Path: "routing.tmux", Type: "object"},
 	{Path: "routing.tmux.keepSessionOnClose", Type: "bool", Default: true},
 	{Path: "routing.tmux.remainOnExit", Type: "bool", Default: true},
@@ -100,22 +92,17 @@ var configKeys = []ConfigKey{
 	{Path: "routing.tmux.resumeOnRespawn", Type: "bool", Default: true},
 	{Path: "routing.tmux.killHarnessOnClose", Type: "bool", Default: true},
 	{Path: "routing.tmux.harnessKillGraceSeconds", Type: "number", Default: 5},
-	{Path: "routing.tmux.resumeProbeSeconds", Type: "number", Default: 2},
+	{Path: "routing.tmux.resumeProbeSeconds", Type: "number", Default: 2, Doc: "how long a resumed harness must stay alive to count as resumed (else a fresh session starts)"},
 	{Path: "routing.tmux.sessionPerPr", Type: "free", Default: SessionPerPrCrossRepository, Doc: "never, cross-repository or always (true ⇒ cross-repository, false ⇒ never)"},
-	{Path: "routing.webTerminal", Type: "object"},
-	{Path: "routing.webTerminal.enabled", Type: "bool", Default: false},
-	{Path: "routing.webTerminal.host", Type: "string", Default: "127.0.0.1"},
-	{Path: "routing.webTerminal.port", Type: "int", Default: 7681},
 	{Path: "routing.harnessArgs", Type: "object"},
 	{Path: "routing.harnessArgs.claude", Type: "strings", Default: []any{}},
 	{Path: "routing.harnessArgs.cursor", Type: "strings", Default: []any{}},
 	{Path: "routing.harnessTrust", Type: "object"},
-	{Path: "routing.harnessTrust.enabled", Type: "bool", Default: true},
-	{Path: "routing.harnessTrust.scope", Type: "string", Default: "workspace-root"},
-	{Path: "routing.harnessTrust.acceptBypassPermissions", Type: "string", Default: "auto"},
+	{Path: "routing.harnessTrust.enabled", Type: "bool", Default: true, Doc: "write the session directory's trust into the user's Claude Code config (false: never touch it; the harness then shows its trust dialog)"},
+	{Path: "routing.harnessTrust.scope", Type: "string", Default: "workspace-root", Enum: []string{"workspace-root", "directory"}},
+	{Path: "routing.harnessTrust.acceptBypassPermissions", Type: "string", Default: "auto", Enum: []string{"auto", "always", "never"}},
 	{Path: "routing.harnessPlugins", Type: "object"},
-	{Path: "routing.harnessPlugins.enabled", Type: "bool", Default: true},
-	{Path: "routing.harnessPlugins.marketplaceRepo", Type: "string", Default: "MadaraUchiha-314/the-loop"},
+	{Path: "routing.harnessPlugins.enabled", Type: "bool", Default: true, Doc: "install and enable theloop's plugin in the user's Claude Code config"},
 	{Path: "routing.reactions", Type: "object"},
 	{Path: "routing.reactions.enabled", Type: "bool", Default: true, Reload: true},
 	{Path: "routing.reactions.started", Type: "string", Default: "eyes", Reload: true},
@@ -134,11 +121,6 @@ var configKeys = []ConfigKey{
 	{Path: "service.listen", Type: "string", Default: "", Doc: "also listen on this TCP host:port (requires the token)"},
 	{Path: "service.maxSessions", Type: "int", Default: 0, Doc: "with service.node: the work items (live sessions) this node owns at once; a full node declines new ones (0: no cap)"},
 	{Path: "service.tokenEnv", Type: "string", Default: "THE_LOOP_SERVICE_TOKEN", Doc: "environment variable holding the bearer token TCP clients must send"},
-	{Path: "service.host", Type: "string", Doc: "ignored: see service.listen"},
-	{Path: "service.port", Type: "int", Doc: "ignored: see service.listen"},
-	{Path: "service.exposed", Type: "bool", Doc: "ignored: TCP always needs the token"},
-	{Path: "service.autoStart", Type: "bool", Doc: "ignored: loopd runs under systemd"},
-	{Path: "service.hostIngresses", Type: "bool", Doc: "ignored: loopd always hosts its ingresses"},
 	{Path: "service.mcp", Type: "object"},
 	{Path: "service.mcp.enabled", Type: "bool", Default: true, Doc: "mount /mcp"},
 	{Path: "service.node", Type: "string", Default: "", Doc: "this loopd's name among several sharing queue.url's NATS cluster; set on every node to share the work items (empty: one dispatcher for the whole queue)"},
@@ -154,11 +136,8 @@ var configKeys = []ConfigKey{
 	{Path: "eventLog.path", Type: "string", Doc: "default <state root>/logs/events.jsonl"},
 
 	{Path: "integrations", Type: "free", Doc: "outbound GitHub/Slack/Jira (checked by the integrations decoder)"},
-	{Path: "channels", Type: "free"},
-	{Path: "standingSessions", Type: "free"},
 	{Path: "collaborators", Type: "free"},
 	{Path: "notifications", Type: "free"},
-	{Path: "selfDiagnosis", Type: "free"},
 }
 
 // CLIConfigKeys returns the catalogue of the CLI config's keys.
@@ -182,9 +161,14 @@ type UnknownKeyError struct {
 // UnknownKey is one unknown key and its nearest valid sibling ("" when none
 // is close). Retired is set for a key the config once had (see
 // RetiredCLIConfigKeys): Nearest is then its replacement, "" when none.
+//
+// Removed is set, to the reason, for a key nothing reads any more that
+// `loopctl config migrate` deletes (RemovedCLIConfigKeys); Nearest is then
+// the nearest valid key, as for an unknown one.
 type UnknownKey struct {
 	Path, Nearest string
 	Retired       bool
+	Removed       string
 }
 
 func (e *UnknownKeyError) Error() string {
@@ -196,6 +180,14 @@ func (e *UnknownKeyError) Error() string {
 				s += ": use the top-level " + k.Nearest
 			}
 			parts = append(parts, s+" (`loopctl config migrate` moves it)")
+			continue
+		}
+		if k.Removed != "" {
+			s := k.Path + " is no longer accepted: nothing reads it (" + k.Removed + "); `loopctl config migrate` removes it"
+			if k.Nearest != "" {
+				s += " (the nearest valid key is " + k.Nearest + ")"
+			}
+			parts = append(parts, s)
 			continue
 		}
 		s := "unknown key " + k.Path
@@ -228,9 +220,13 @@ func CheckCLIConfigKeys(name string, raw map[string]any) error {
 				unknown = append(unknown, UnknownKey{Path: p, Nearest: to, Retired: true})
 				continue
 			}
+			if why, removed := removedKeys[p]; removed && !ok {
+				unknown = append(unknown, UnknownKey{Path: p, Nearest: nearestKey(p, idx), Removed: why})
+				continue
+			}
 			if !ok {
 				if prefix == "routing.control.keywords" {
-					continue // ParseCLIConfig warns about a non-command
+					continue // the keywords reader refuses a non-command
 				}
 				unknown = append(unknown, UnknownKey{Path: p, Nearest: nearestKey(p, idx)})
 				continue

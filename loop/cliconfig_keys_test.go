@@ -37,7 +37,7 @@ func TestUnknownKeysAreRefusedWithTheNearestKey(t *testing.T) {
 		})
 	}
 	// Every catalogued key is accepted, free blocks are not walked.
-	_, err := loop.ParseCLIConfig("ok.yaml", []byte("version: \"0.5.0\"\nservice:\n  listen: 127.0.0.1:4114\n  metrics:\n    gateStuckAfterSeconds: 60\nqueue:\n  url: nats://x:4222\nselfDiagnosis:\n  anything: goes\nrouting:\n  control:\n    keywords:\n      start: go\n"))
+	_, err := loop.ParseCLIConfig("ok.yaml", []byte("version: \"0.5.0\"\nservice:\n  listen: 127.0.0.1:4114\n  metrics:\n    gateStuckAfterSeconds: 60\nqueue:\n  url: nats://x:4222\ncollaborators:\n  anything: goes\nrouting:\n  control:\n    keywords:\n      start: go\n"))
 	require.NoError(t, err)
 }
 
@@ -83,7 +83,7 @@ func TestMigrateEachOldVersion(t *testing.T) {
 		}, true, func(t *testing.T, c loop.CLIConfig) {
 			require.Equal(t, []string{"dana"}, c.AuthorizedUsers)
 			require.Equal(t, "/usr/local/bin/gh", c.Integrations["github"].(map[string]any)["cli"].(map[string]any)["binary"])
-			require.Equal(t, "never", c.Raw["routing"].(map[string]any)["spawnOnUnmatched"])
+			require.Equal(t, "never", c.Settings.Routing.SpawnOnUnmatched)
 		}},
 		{"v0.4.yaml", []string{
 			"moved routing.announce.ghBinary → integrations.github.cli.binary",
@@ -198,7 +198,7 @@ func TestMigrateKeepsCommentsAndOrder(t *testing.T) {
 
 	c, err := loop.ParseCLIConfig("commented.yaml", m.Output)
 	require.NoError(t, err, out)
-	require.Equal(t, []any{"octo/demo", "octo/widgets"}, c.Raw["repositories"])
+	require.Equal(t, []string{"octo/demo", "octo/widgets"}, c.Settings.Repositories)
 	again, err := loop.MigrateCLIConfig("commented.yaml", m.Output)
 	require.NoError(t, err)
 	require.Empty(t, again.Changes)
@@ -216,7 +216,7 @@ func TestMigrateMergesWebhookRepositories(t *testing.T) {
 	require.Equal(t, "moved webhooks.ghWebhook.repositories → repositories (merged into repositories, adding octo/c)", m.Changes[0].String())
 	c, err := loop.ParseCLIConfig("c.yaml", m.Output)
 	require.NoError(t, err, "%s", m.Output)
-	require.Equal(t, []any{"octo/a", "Octo/B", "octo/c"}, c.Raw["repositories"])
+	require.Equal(t, []string{"octo/a", "Octo/B", "octo/c"}, c.Settings.Repositories)
 }
 
 func FuzzMigrateCLIConfig(f *testing.F) {

@@ -74,6 +74,43 @@ var retiredKeys = map[string]string{
 	"webhooks.ghWebhook.repositories": "repositories",
 }
 
+// removedKeyList (removedKeys by path) are keys the catalogue once accepted (and showed as in
+// effect) that nothing reads, with why (issue 21): loading refuses each,
+// naming the nearest valid key and `loopctl config migrate`, which removes
+// it and says so.
+var removedKeyList = []struct{ path, why string }{
+	{"webhooks.ghWebhook.pidfile", "loopd locks <state root>/loopd.lock"},
+	{"polling.sources[].ghBinary", "the poller talks to GitHub through integrations.github"},
+	{"routing.registryDir", "session records live under the state root"},
+	{"routing.runner", "tmux is the only runner"},
+	{"routing.workspace.strategy", "worktree is the only strategy"},
+	{"routing.workspace.cloneProtocol", "loopd works in worktrees of existing checkouts and clones nothing"},
+	{"routing.workspace.defaultHost", "loopd works in worktrees of existing checkouts and clones nothing"},
+	{"routing.workspace.gitBinary", "git is found on PATH"},
+	{"routing.webTerminal", "theloop has no web terminal; attach with the tmux command loopd posts"},
+	{"routing.harnessPlugins.marketplaceRepo", "the plugin is written from loopd's own copy into a local marketplace"},
+	{"service.host", "see service.listen"},
+	{"service.port", "see service.listen"},
+	{"service.exposed", "TCP always needs the token"},
+	{"service.autoStart", "loopd runs under systemd"},
+	{"service.hostIngresses", "loopd always hosts its ingresses"},
+	{"channels", "theloop posts to Slack through integrations.slack"},
+	{"standingSessions", "theloop has no standing sessions; sessions belong to work items"},
+	{"selfDiagnosis", "theloop does not run a self-diagnosis agent"},
+}
+
+var removedKeys = func() map[string]string {
+	m := map[string]string{}
+	for _, k := range removedKeyList {
+		m[k.path] = k.why
+	}
+	return m
+}()
+
+// RemovedCLIConfigKeys maps each key `loopctl config migrate` removes
+// because nothing reads it to the reason.
+func RemovedCLIConfigKeys() map[string]string { return maps.Clone(removedKeys) }
+
 // MigrateCLIConfig rewrites an old CLI config into the current shape
 // (reference daemon-spec §12.1): webhooks.ghWebhook.routing.* moves to the
 // top-level routing (which wins key by key; each disagreement is reported),
@@ -187,13 +224,31 @@ func MigrateCLIConfig(name string, data []byte) (mig Migration, err error) {
 		{"polling.stateFile", "the poll ledger lives under state.root"},
 		{"service.cors", "the control plane sends no CORS headers"},
 	}
-	for _, k := range configKeys {
-		if strings.HasPrefix(k.Doc, "ignored:") || strings.HasPrefix(k.Doc, "removed:") {
-			removals = append(removals, struct{ path, note string }{k.Path, "nothing reads it: " + strings.TrimSpace(k.Doc[strings.IndexByte(k.Doc, ':')+1:])})
-		}
+	for _, k := range removedKeyList { // catalogue order
+		removals = append(removals, struct{ path, note string }{k.path, "nothing reads it: " + k.why})
 	}
 	for _, r := range removals {
 		parent, leaf := splitPath(r.path)
+		if list, item, ok := strings.Cut(parent, "[]"); ok && item == "" {
+			lp, ll := splitPath(list)
+			lm, _ := t.mapAt(lp)
+			items, _ := lm.get(ll)
+			l, _ := items.([]any)
+			found := false
+			for _, it := range l {
+				if m, ok := it.(*omap); ok {
+					if _, ok := m.get(leaf); ok {
+						m.del(leaf)
+						found = true
+					}
+				}
+			}
+			if found {
+				moved = true
+				ch = append(ch, MigrationChange{Kind: "removed", From: r.path, Note: r.note})
+			}
+			continue
+		}
 		if m, ok := t.mapAt(parent); ok {
 			if _, ok := m.get(leaf); ok {
 				t.remove(m, parent, leaf)

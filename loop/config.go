@@ -684,10 +684,10 @@ type CLIConfig struct {
 	// Integrations is the raw integrations block (nil when absent), for
 	// the integrations package to decode.
 	Integrations map[string]any
-	// Channels is the raw channels block (nil when absent).
-	Channels map[string]any
-	// Raw is the whole decoded file.
-	Raw map[string]any
+	// Settings is the whole file, read once by the catalogue's readers
+	// (settings.go); loopd, the receiver's configuration and `config show`
+	// take their values from it (resolved with Settings.Resolve).
+	Settings Settings
 	// Warnings are problems that do not stop theloop (an unknown
 	// sessionPerPr value, a removed runner setting, ...).
 	Warnings []string
@@ -695,16 +695,31 @@ type CLIConfig struct {
 
 // DefaultCLIConfig is the configuration used when no file is found.
 func DefaultCLIConfig() CLIConfig {
-	kw := DefaultControlKeywords()
+	st, _, _ := readSettings("", map[string]any{})
+	return cliConfigFromSettings(st)
+}
+
+// cliConfigFromSettings fills the fields the CLI and the gate use from the
+// settings read (no second reading of the file).
+func cliConfigFromSettings(st Settings) CLIConfig {
+	ev := st.EventLog.Path
+	if st.shown["eventLog.path"].Source == SourceDefault || ev == "" {
+		ev = filepath.Join(st.StateRoot, "logs", "events.jsonl")
+	}
 	return CLIConfig{
-		StateRoot:       DefaultStateRoot,
-		AuthorizedUsers: []string{},
-		Keywords:        kw,
-		ExecuteKeyword:  kw["execute"],
-		SessionPerPr:    SessionPerPrCrossRepository,
-		EventLogEnabled: true,
-		EventLogPath:    filepath.Join(DefaultStateRoot, "logs", "events.jsonl"),
-		Raw:             map[string]any{},
+		Path:            st.File,
+		Version:         st.Version,
+		StateRoot:       st.StateRoot,
+		AuthorizedUsers: st.Routing.AuthorizedUsers,
+		Keywords:        maps.Clone(st.Routing.Keywords),
+		ExecuteKeyword:  st.Routing.Keywords["execute"],
+		SessionPerPr:    st.Routing.Tmux.SessionPerPr,
+		EventLogEnabled: st.EventLog.Enabled,
+		EventLogPath:    ev,
+		GraphSpecDir:    st.Routing.GraphSpecDir,
+		Integrations:    st.Integrations,
+		Settings:        st,
+		Warnings:        slices.Clone(st.Warnings),
 	}
 }
 
@@ -819,7 +834,6 @@ func ParseCLIConfig(name string, data []byte) (CLIConfig, error) {
 	if err != nil {
 		return CLIConfig{}, fmt.Errorf("%w: %v", ErrInvalidConfig, err)
 	}
-	cfg.Raw = raw
 	if len(raw) == 0 {
 		return cfg, nil
 	}
@@ -829,76 +843,15 @@ func ParseCLIConfig(name string, data []byte) (CLIConfig, error) {
 	if err := CheckCLIConfigKeys(name, raw); err != nil {
 		return CLIConfig{}, err
 	}
-	r := &keyReader{m: raw}
-	if v, ok := r.get("version"); ok {
-		cfg.Version = scalarString(v)
+	st, problems, err := readSettings(name, raw)
+	if err != nil {
+		return CLIConfig{}, err
 	}
-	if root, ok := r.str("state.root"); ok {
-		if strings.TrimSpace(root) == "" {
-			r.add("state.root: is empty; remove the key to use .the-loop or name a directory")
-		} else {
-			cfg.StateRoot = root
-		}
+	if len(problems) > 0 {
+		return CLIConfig{}, fmt.Errorf("%w: %s: %s; fix the key(s) — the operator's configuration is never ignored", ErrInvalidConfig, name, strings.Join(problems, "; "))
 	}
-	cfg.EventLogPath = filepath.Join(cfg.StateRoot, "logs", "events.jsonl")
-	if users, ok := r.strings("routing.authorizedUsers"); ok {
-		for _, u := range users {
-			if u = strings.TrimSpace(u); u != "" {
-				cfg.AuthorizedUsers = append(cfg.AuthorizedUsers, u)
-			}
-		}
-	}
-	if kws, ok := r.mapping("routing.control.keywords"); ok {
-		known := cfg.Keywords
-		for _, cmd := range slices.Sorted(maps.Keys(kws)) {
-			if _, isCmd := known[cmd]; !isCmd {
-				cfg.Warnings = append(cfg.Warnings, fmt.Sprintf("%s: routing.control.keywords.%s is not a control command (%s); it is ignored", name, cmd, strings.Join(ControlCommands(), ", ")))
-				continue
-			}
-			if kws[cmd] == nil {
-				continue
-			}
-			if kw, ok := r.str("routing.control.keywords." + cmd); ok {
-				cfg.Keywords[cmd] = strings.TrimSpace(kw)
-			}
-		}
-	}
-	cfg.ExecuteKeyword = cfg.Keywords["execute"]
-	if v, found, _ := lookup(raw, "routing.tmux.sessionPerPr"); found {
-		mode, warning := ResolveSessionPerPr(v)
-		cfg.SessionPerPr = mode
-		if warning != "" {
-			cfg.Warnings = append(cfg.Warnings, name+": "+warning)
-		}
-	}
-	if en, ok := r.boolean("eventLog.enabled"); ok {
-		cfg.EventLogEnabled = en
-	}
-	if p, ok := r.str("eventLog.path"); ok && strings.TrimSpace(p) != "" {
-		cfg.EventLogPath = p
-	}
-	if dir, ok := r.str("routing.graph.specDir"); ok && dir != "" {
-		clean, err := cleanRelativeDir(name+": routing.graph.specDir", dir)
-		if err != nil {
-			return CLIConfig{}, err
-		}
-		cfg.GraphSpecDir = clean
-	}
-	if m, ok := r.mapping("integrations"); ok {
-		cfg.Integrations = m
-	}
-	if m, ok := r.mapping("channels"); ok {
-		cfg.Channels = m
-	}
-	if runner, ok := r.get("routing.runner"); ok && runner != "tmux" {
-		cfg.Warnings = append(cfg.Warnings, fmt.Sprintf("%s: routing.runner was removed; tmux is the only runner and the key is ignored", name))
-	}
-	if hooks, ok := r.get("routing.graph.repoHooks"); ok && hooks != false {
-		cfg.Warnings = append(cfg.Warnings, fmt.Sprintf("%s: routing.graph.repoHooks is ignored: theloop never runs code from a watched repository", name))
-	}
-	if len(r.problems) > 0 {
-		return CLIConfig{}, fmt.Errorf("%w: %s: %s; fix the key(s) — the operator's configuration is never ignored", ErrInvalidConfig, name, strings.Join(r.problems, "; "))
-	}
+	cfg = cliConfigFromSettings(st)
+	cfg.Path = name
 	return cfg, nil
 }
 

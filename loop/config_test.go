@@ -361,8 +361,6 @@ eventLog: {enabled: false}
 integrations:
   github: {transport: cli}
   slack: {transport: webhook}
-channels:
-  slack: {enabled: true, channel: "#loop"}
 `,
 			check: func(t *testing.T, cfg CLIConfig) {
 				assert.Equal(t, "0.5.0", cfg.Version)
@@ -379,7 +377,6 @@ channels:
 				assert.Equal(t, "specs", cfg.GraphSpecDir)
 				assert.Equal(t, map[string]any{"transport": "cli"}, cfg.Integrations["github"])
 				assert.Contains(t, cfg.Integrations, "slack", "theloop's integrations package configures Slack here")
-				assert.Equal(t, "#loop", cfg.Channels["slack"].(map[string]any)["channel"])
 				assert.Empty(t, cfg.Warnings)
 			},
 		},
@@ -407,13 +404,10 @@ channels:
 		},
 		{
 			name: "warnings",
-			yaml: "routing:\n  runner: process\n  graph: {repoHooks: true}\n  control: {keywords: {review: 'the-loop review'}}\n  tmux: {sessionPerPr: sometimes}\n",
+			yaml: "routing:\n  tmux: {sessionPerPr: sometimes}\n",
 			check: func(t *testing.T, cfg CLIConfig) {
-				require.Len(t, cfg.Warnings, 4)
-				joined := strings.Join(cfg.Warnings, "\n")
-				for _, w := range []string{"routing.control.keywords.review is not a control command", "routing.tmux.sessionPerPr: \"sometimes\"", "routing.runner was removed", "routing.graph.repoHooks is ignored"} {
-					assert.Contains(t, joined, w)
-				}
+				require.Len(t, cfg.Warnings, 1)
+				assert.Contains(t, cfg.Warnings[0], "routing.tmux.sessionPerPr: \"sometimes\"")
 				assert.Equal(t, SessionPerPrCrossRepository, cfg.SessionPerPr)
 			},
 		},
@@ -448,6 +442,13 @@ func TestParseCLIConfigRefuses(t *testing.T) {
 		{"mistyped integrations", "integrations: [github]\n", ErrInvalidConfig, []string{"integrations: expected a mapping, got a list"}},
 		{"routing not a mapping", "routing: 5\n", ErrInvalidConfig, []string{"routing: expected a mapping, got a number"}},
 		{"unsafe spec dir", "routing: {graph: {specDir: ../elsewhere}}\n", ErrUnsafePath, []string{"routing.graph.specDir", "leaves the repository"}},
+		// Accepted but never honoured is refused (conventions 22).
+		{"removed runner", "routing:\n  runner: process\n", ErrInvalidConfig, []string{"routing.runner is no longer accepted", "loopctl config migrate` removes it"}},
+		{"repoHooks true", "routing: {graph: {repoHooks: true}}\n", ErrInvalidConfig, []string{"routing.graph.repoHooks: true is refused"}},
+		{"keyword of no command", "routing: {control: {keywords: {review: 'the-loop review'}}}\n", ErrInvalidConfig, []string{"routing.control.keywords.review is not a control command"}},
+		{"webhook off", "webhooks: {ghWebhook: {enabled: false}}\n", ErrInvalidConfig, []string{"webhooks.ghWebhook.enabled: false is not supported"}},
+		{"routing off", "routing: {enabled: false}\n", ErrInvalidConfig, []string{"routing.enabled: false is not supported"}},
+		{"enum", "routing: {harnessTrust: {scope: everywhere}}\n", ErrInvalidConfig, []string{`routing.harnessTrust.scope: "everywhere" is not one of workspace-root, directory`}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

@@ -3,8 +3,8 @@ package main
 import (
 	"fmt"
 	"os"
-	"strings"
 	"text/tabwriter"
+	"time"
 
 	"github.com/urfave/cli/v2"
 
@@ -54,45 +54,28 @@ func newConfigCmd(f *Factory) *cli.Command {
 	}
 }
 
-// shownValue is one line of `config show`.
-type shownValue struct {
-	Key    string `json:"key"`
-	Value  any    `json:"value"`
-	Source string `json:"source"`
-}
-
+// runConfigShow prints, per catalogued key, the value loopd uses and its
+// source — computed by loop.Settings.Resolve, the function loopd's
+// assembly calls (relative paths against this working directory, as loopd
+// resolves them against its own).
 func runConfigShow(f *Factory, cfg loop.CLIConfig, format string) error {
-	var rows []shownValue
-	file := "file " + cfg.Path
-	for _, k := range loop.CLIConfigKeys() {
-		if k.Type == "object" || k.Type == "list" || strings.Contains(k.Path, "[]") {
-			continue
-		}
-		v, found := lookupRaw(cfg.Raw, k.Path)
-		switch {
-		case found:
-			rows = append(rows, shownValue{k.Path, v, file})
-		case k.Default != nil:
-			rows = append(rows, shownValue{k.Path, k.Default, "default"})
-		}
+	wd, err := f.Getwd()
+	if err != nil {
+		return failWith(exitRefused, "loopctl config show: %v", err)
 	}
+	st, err := loop.ResolveSettings(cfg, loop.SettingsEnv{Getenv: f.Getenv, HomeDir: f.HomeDir, WorkDir: wd})
+	if err != nil {
+		return failWith(exitRefused, "loopctl config show: %v", err)
+	}
+	rows := st.Shown()
 	// Secrets come from the environment only: say whether they are set,
 	// never what they are.
-	for _, s := range []struct{ key, def string }{
-		{"webhooks.ghWebhook.secretEnv", "THE_LOOP_GH_WEBHOOK_SECRET"},
-		{"service.tokenEnv", "THE_LOOP_SERVICE_TOKEN"},
-	} {
-		name := s.def
-		if v, ok := lookupRaw(cfg.Raw, s.key); ok {
-			if str, ok := v.(string); ok && str != "" {
-				name = str
-			}
-		}
+	for _, name := range []string{st.Webhook.SecretEnv, st.Service.TokenEnv} {
 		state := "(unset)"
 		if f.Getenv(name) != "" {
 			state = "(set)"
 		}
-		rows = append(rows, shownValue{"$" + name, state, "environment"})
+		rows = append(rows, loop.ShownSetting{Key: "$" + name, Value: state, Source: loop.SourceEnv})
 	}
 	if format == "json" {
 		writeJSON(f.IO.Out, rows)
@@ -101,24 +84,13 @@ func runConfigShow(f *Factory, cfg loop.CLIConfig, format string) error {
 	tw := tabwriter.NewWriter(f.IO.Out, 2, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "KEY\tVALUE\tSOURCE")
 	for _, r := range rows {
-		fmt.Fprintf(tw, "%s\t%v\t%s\n", r.Key, r.Value, r.Source)
+		v := r.Value
+		if d, ok := v.(time.Duration); ok {
+			v = d.Seconds()
+		}
+		fmt.Fprintf(tw, "%s\t%v\t%s\n", r.Key, v, r.Source)
 	}
 	return tw.Flush()
-}
-
-func lookupRaw(m map[string]any, path string) (any, bool) {
-	parts := strings.Split(path, ".")
-	var cur any = m
-	for _, p := range parts {
-		mm, ok := cur.(map[string]any)
-		if !ok {
-			return nil, false
-		}
-		if cur, ok = mm[p]; !ok {
-			return nil, false
-		}
-	}
-	return cur, true
 }
 
 func runConfigMigrate(f *Factory, path string, dryRun bool) error {

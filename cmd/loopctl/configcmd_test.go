@@ -7,6 +7,8 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/theloop-dev/theloop/loop"
 )
 
 // A commented operator config: migrate keeps every comment, lists each
@@ -80,15 +82,15 @@ func TestConfigSchemaShowMigrate(t *testing.T) {
 
 	io.out.Reset()
 	require.Equal(t, exitOK, Main([]string{"loopctl", "config", "show", "--config", old, "--format", "json"}, f))
-	var rows []shownValue
+	var rows []loop.ShownSetting
 	require.NoError(t, json.Unmarshal(io.out.Bytes(), &rows))
-	src2 := map[string]shownValue{}
+	src2 := map[string]loop.ShownSetting{}
 	for _, r := range rows {
 		src2[r.Key] = r
 	}
-	require.Equal(t, "file "+old, src2["polling.enabled"].Source)
+	require.Equal(t, loop.SourceFile, src2["polling.enabled"].Source)
 	require.Equal(t, true, src2["polling.enabled"].Value)
-	require.Equal(t, "default", src2["routing.spawnOnUnmatched"].Source)
+	require.Equal(t, loop.SourceDefault, src2["routing.spawnOnUnmatched"].Source)
 	require.Equal(t, "never", src2["routing.spawnOnUnmatched"].Value)
 	require.Equal(t, "(unset)", src2["$THE_LOOP_GH_WEBHOOK_SECRET"].Value, "a secret is never shown")
 }

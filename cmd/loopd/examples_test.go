@@ -12,8 +12,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/theloop-dev/theloop/ingress"
-	"github.com/theloop-dev/theloop/loop"
+	"github.com/theloop-dev/theloop/loop/daemon"
 )
 
 // exampleConfigs is every operator config shipped under examples/: each
@@ -65,7 +64,7 @@ func TestExampleConfigsLoadCleanAndServeRepositories(t *testing.T) {
 			dir := t.TempDir()
 			path := filepath.Join(dir, "cli-config.yaml")
 			require.NoError(t, os.WriteFile(path, content, 0o600))
-			vars := map[string]string{ingress.DefaultSecretEnv: "s3cret", "GH_TOKEN": "tok"}
+			vars := map[string]string{daemon.DefaultSecretEnv: "s3cret", "GH_TOKEN": "tok"}
 			e, _, _ := testEnv(t, vars)
 
 			cfg, warns, err := loadConfig(e, runOptions{Config: path}, dir)
@@ -74,10 +73,7 @@ func TestExampleConfigsLoadCleanAndServeRepositories(t *testing.T) {
 			require.NoError(t, cfg.Validate(), name)
 			require.NotEmpty(t, cfg.Repos, "%s serves no repository: every event would be dropped (repository-not-bound)", name)
 
-			cli, err := loop.LoadCLIConfig(loop.CLIConfigSource{Path: path, LookupEnv: e.LookupEnv, HomeDir: e.HomeDir, WorkDir: dir})
-			require.NoError(t, err)
-			ic, _, err := ingress.ConfigFromCLI(cli, e.LookupEnv, false)
-			require.NoError(t, err, name)
+			ic := daemon.IngressConfig(cfg)
 			iw, err := ic.Validate()
 			require.NoError(t, err, name)
 			require.Empty(t, iw, "%s: the webhook receiver warns", name)
@@ -153,7 +149,7 @@ func TestSystemdUnitAsShipped(t *testing.T) {
 	dir := t.TempDir()
 	cfgFile := filepath.Join(dir, "cli-config.yaml")
 	require.NoError(t, os.WriteFile(cfgFile, content, 0o600))
-	e, _, _ := testEnv(t, map[string]string{ingress.DefaultSecretEnv: "s3cret"})
+	e, _, _ := testEnv(t, map[string]string{daemon.DefaultSecretEnv: "s3cret"})
 	cfg, _, err := loadConfig(e, runOptions{Config: cfgFile, StateRoot: stateRoot}, dir)
 	require.NoError(t, err)
 	for what, p := range map[string]string{

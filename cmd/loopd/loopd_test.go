@@ -21,6 +21,7 @@ import (
 	"github.com/theloop-dev/theloop/internal/fakeclaude"
 	"github.com/theloop-dev/theloop/internal/shortdir"
 	"github.com/theloop-dev/theloop/loop"
+	"github.com/theloop-dev/theloop/loop/daemon"
 	"github.com/theloop-dev/theloop/sessions"
 	"github.com/theloop-dev/theloop/workitem"
 )
@@ -373,4 +374,34 @@ func TestOneInstancePerStateRootAndSIGTERMExitsCleanly(t *testing.T) {
 
 	require.NoError(t, first.Process.Signal(syscall.SIGTERM))
 	require.NoError(t, first.Wait(), "SIGTERM is a clean exit")
+}
+
+// loopd exits 2 at start when it could not work (ARCHITECTURE decision
+// 20): no repository served, or a GitHub transport without credentials —
+// naming the key and the fix, instead of starting "healthy".
+func TestRunThatCannotWorkExits2NamingTheKey(t *testing.T) {
+	for _, tc := range []struct {
+		name, yaml string
+		env        map[string]string
+		says       []string
+	}{
+		{"no repository", "integrations:\n  github: {transport: api}\n", map[string]string{"GH_TOKEN": "t"}, []string{"no repository is served", "repositories: [owner/repo]"}},
+		{"api without a token", "repositories: [octo/demo]\nintegrations:\n  github: {transport: api}\n", nil, []string{"integrations.github (transport api)", "GH_TOKEN", "github.set-labels"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := t.TempDir()
+			path := filepath.Join(dir, "cli-config.yaml")
+			require.NoError(t, os.WriteFile(path, []byte(tc.yaml), 0o600))
+			vars := map[string]string{daemon.DefaultSecretEnv: "s3cret"}
+			for k, v := range tc.env {
+				vars[k] = v
+			}
+			e, _, stderr := testEnv(t, vars)
+			code := Main([]string{"loopd", "run", "--config", path, "--state-root", filepath.Join(dir, "st")}, e)
+			require.Equal(t, exitRefused, code, stderr.String())
+			for _, s := range tc.says {
+				require.Contains(t, stderr.String(), s)
+			}
+		})
+	}
 }

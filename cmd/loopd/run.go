@@ -12,6 +12,7 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/theloop-dev/theloop/graph"
+	"github.com/theloop-dev/theloop/integrations"
 	"github.com/theloop-dev/theloop/loop"
 	"github.com/theloop-dev/theloop/loop/daemon"
 	"github.com/theloop-dev/theloop/loop/systemd"
@@ -70,6 +71,11 @@ func runDaemon(e *env, opts runOptions) error {
 	if err != nil {
 		// A configuration loopd cannot run with (no secret, a relative
 		// state root, ...): exit 2 with the fix.
+		return &exitError{code: exitRefused, msg: err.Error()}
+	}
+	// Fail fast: a loopd that would start "healthy" and then fail on every
+	// item exits 2 now, naming the key and the fix.
+	if err := daemon.CheckCanWork(cfg, integrations.Deps{Env: e.LookupEnv}); err != nil {
 		return &exitError{code: exitRefused, msg: err.Error()}
 	}
 	ctx, cancel := e.Context()

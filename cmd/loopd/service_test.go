@@ -47,8 +47,8 @@ func TestSystemdNotifyAndControlSocketOfTheBinary(t *testing.T) {
 	cmd := exec.Command(bin, "run", "--state-root", state, "--insecure-accept-unsigned")
 	cmd.Dir = dir
 	cfg := filepath.Join(dir, "cli-config.yaml")
-	require.NoError(t, os.WriteFile(cfg, []byte("webhooks:\n  ghWebhook:\n    port: 0\n"), 0o600))
-	cmd.Env = append(os.Environ(), "NOTIFY_SOCKET="+notify, "WATCHDOG_USEC=400000", "THE_LOOP_CLI_CONFIG="+cfg, "HOME="+dir, "THE_LOOP_GH_WEBHOOK_SECRET=")
+	require.NoError(t, os.WriteFile(cfg, []byte("repositories: [octo/demo]\nintegrations:\n  github: {transport: api}\nwebhooks:\n  ghWebhook:\n    port: 0\n"), 0o600))
+	cmd.Env = append(os.Environ(), "NOTIFY_SOCKET="+notify, "WATCHDOG_USEC=400000", "THE_LOOP_CLI_CONFIG="+cfg, "HOME="+dir, "THE_LOOP_GH_WEBHOOK_SECRET=", "GH_TOKEN=test-token")
 	logb := &syncBuffer{}
 	cmd.Stderr, cmd.Stdout = logb, logb
 	require.NoError(t, cmd.Start())
@@ -88,7 +88,7 @@ func TestSystemdNotifyAndControlSocketOfTheBinary(t *testing.T) {
 	require.Equal(t, cmd.Process.Pid, st.PID)
 
 	// SIGHUP: the soft policy is reloaded; a bad file keeps the running one.
-	require.NoError(t, os.WriteFile(cfg, []byte("webhooks:\n  ghWebhook:\n    port: 0\nrouting:\n  authorizedUsers: [erin]\n"), 0o600))
+	require.NoError(t, os.WriteFile(cfg, []byte("repositories: [octo/demo]\nintegrations:\n  github: {transport: api}\nwebhooks:\n  ghWebhook:\n    port: 0\nrouting:\n  authorizedUsers: [erin]\n"), 0o600))
 	require.NoError(t, cmd.Process.Signal(syscall.SIGHUP))
 	require.Eventually(t, func() bool {
 		return strings.Contains(logb.String(), `"msg":"configuration reloaded","applied":["routing.authorizedUsers"]`)

@@ -11,7 +11,6 @@ import (
 	"github.com/theloop-dev/theloop/ingress"
 	"github.com/theloop-dev/theloop/integrations"
 	"github.com/theloop-dev/theloop/loop"
-	"github.com/theloop-dev/theloop/loop/api"
 	"github.com/theloop-dev/theloop/loop/daemon/sandbox"
 	"github.com/theloop-dev/theloop/sessions"
 )
@@ -44,6 +43,17 @@ const (
 type Reactions struct {
 	Enabled                   bool
 	Started, Completed, Error string
+}
+
+// HarnessTrust is routing.harnessTrust.
+type HarnessTrust struct {
+	// Enabled writes trust for the session's directory; false leaves the
+	// user's Claude Code config alone.
+	Enabled bool
+	// Scope is sessions.TrustWorkspaceRoot or sessions.TrustDirectory.
+	Scope string
+	// AcceptBypass is sessions.BypassAuto, BypassAlways or BypassNever.
+	AcceptBypass string
 }
 
 // Config is loopd's configuration. Start from DefaultConfig (or
@@ -120,6 +130,24 @@ type Config struct {
 	HarnessKillGrace time.Duration
 	// ResumeOnRespawn reopens a dead session's conversation first.
 	ResumeOnRespawn bool
+	// ResumeProbe is how long a resumed harness must stay alive to count
+	// as resumed (routing.tmux.resumeProbeSeconds; 0: sessions' default).
+	ResumeProbe time.Duration
+	// HarnessTrust is routing.harnessTrust: whether (and how widely) loopd
+	// writes workspace trust into the user's Claude Code config. Applies
+	// when ClaudeEnv is nil.
+	HarnessTrust HarnessTrust
+	// HarnessPlugins is routing.harnessPlugins.enabled: install and enable
+	// theloop's plugin in the user's Claude Code config (when ClaudeEnv is
+	// nil).
+	HarnessPlugins bool
+	// DispatchTimeout bounds the handling of one event
+	// (routing.dispatchTimeoutSeconds; 0: none). A dispatch past it is
+	// cancelled and the event redelivered.
+	DispatchTimeout time.Duration
+	// DedupSize bounds the receiver's in-memory delivery-id cache
+	// (routing.dedupCacheSize; 0: ingress's default).
+	DedupSize int
 	// Tmux configures the tmux runner (socket, timeouts).
 	Tmux sessions.TmuxConfig
 	// SandboxOff is routing.sandbox: off — agents run without Landlock
@@ -198,6 +226,8 @@ func DefaultConfig() Config {
 		DefaultHarness:      "claude",
 		SpawnWorkdir:        ".",
 		ResumeOnRespawn:     true,
+		HarnessTrust:        HarnessTrust{Enabled: true, Scope: sessions.TrustWorkspaceRoot, AcceptBypass: sessions.BypassAuto},
+		HarnessPlugins:      true,
 		KeepSessionOnClose:  true,
 		KillHarnessOnClose:  true,
 		HarnessKillGrace:    sessions.DefaultHarnessKillGrace,
@@ -214,135 +244,100 @@ func DefaultConfig() Config {
 	}
 }
 
-// ConfigFromCLI maps the operator's CLI config onto a Config. getenv reads
-// the webhook secret from THE_LOOP_GH_WEBHOOK_SECRET or the variable
-// webhooks.ghWebhook.secretEnv names — never from a file. The state root is
-// loop.OperatorStateRoot's (THE_LOOP_STATE_ROOT, else state.root, a
-// relative one under the home directory); other relative paths are
+// ConfigFromCLI maps the operator's CLI config onto a Config: its
+// settings resolved against the environment (loop.Settings.Resolve — the
+// function `loopctl config show` calls too), then ConfigFromSettings.
+// getenv reads THE_LOOP_STATE_ROOT and the secrets; relative paths are
 // resolved against workDir.
 func ConfigFromCLI(c loop.CLIConfig, getenv func(string) string, workDir string) (Config, []string, error) {
-	cfg := DefaultConfig()
-	var warns []string
-	abs := func(p string) string {
-		if p == "" || filepath.IsAbs(p) {
-			return p
-		}
-		if strings.HasPrefix(p, "~/") {
-			if h, err := os.UserHomeDir(); err == nil {
-				return filepath.Join(h, p[2:])
-			}
-		}
-		return filepath.Join(workDir, p)
-	}
-	root, err := loop.OperatorStateRoot(c.StateRoot, getenv, os.UserHomeDir)
+	st, err := loop.ResolveSettings(c, loop.SettingsEnv{Getenv: getenv, HomeDir: os.UserHomeDir, WorkDir: workDir})
 	if err != nil {
 		return Config{}, nil, err
 	}
-	cfg.StateRoot = root
-	cfg.AuthorizedUsers = c.AuthorizedUsers
-	if c.Keywords != nil {
-		cfg.Keywords = c.Keywords
+	return ConfigFromSettings(st, getenv)
+}
+
+// ConfigFromSettings maps resolved settings onto loopd's Config. It adds no
+// default of its own: every value comes from st (so `config show`, which
+// prints st, shows what loopd uses). getenv reads the webhook secret from
+// the variable webhooks.ghWebhook.secretEnv names (falling back to
+// THE_LOOP_GH_WEBHOOK_SECRET) and the service token — never from a file.
+func ConfigFromSettings(st loop.Settings, getenv func(string) string) (Config, []string, error) {
+	cfg := DefaultConfig()
+	var warns []string // st.Warnings reach the operator with the CLI config's
+	cfg.StateRoot = st.StateRoot
+	cfg.Repos = st.Repositories
+	cfg.AuthorizedUsers = st.Routing.AuthorizedUsers
+	cfg.Keywords = st.Routing.Keywords
+	cfg.ExecuteKeyword = st.Routing.Keywords["execute"]
+	cfg.SessionPerPr = st.Routing.Tmux.SessionPerPr
+	cfg.GraphSpecDir = st.Routing.GraphSpecDir
+	cfg.EventLogPath = ""
+	if st.EventLog.Enabled {
+		cfg.EventLogPath = st.EventLog.Path
 	}
-	cfg.ExecuteKeyword = c.ExecuteKeyword
-	cfg.SessionPerPr = c.SessionPerPr
-	cfg.GraphSpecDir = c.GraphSpecDir
-	if c.EventLogEnabled {
-		cfg.EventLogPath = abs(c.EventLogPath)
-	}
-	r := rawMap(c.Raw)
-	wh := r.m("webhooks").m("ghWebhook")
-	host, port := wh.str("host", "127.0.0.1"), wh.int("port", 8787)
-	cfg.Listen = fmt.Sprintf("%s:%d", host, port)
-	cfg.WebhookPath = wh.str("path", DefaultWebhookPath)
-	cfg.Events = wh.strs("events")
-	secretEnv := wh.str("secretEnv", DefaultSecretEnv)
-	if s := getenv(secretEnv); s != "" {
+	wh := st.Webhook
+	cfg.Listen = fmt.Sprintf("%s:%d", wh.Host, wh.Port)
+	cfg.WebhookPath = wh.Path
+	cfg.Events = wh.Events
+	if s := getenv(wh.SecretEnv); s != "" {
 		cfg.Secret = []byte(s)
 	} else if s := getenv(DefaultSecretEnv); s != "" {
 		cfg.Secret = []byte(s)
 	}
-	cfg.QueueURL = r.m("queue").str("url", "")
-	cfg.Service = serviceFromCLI(r.m("service"), getenv)
-	cfg.Cluster = ClusterConfig{
-		Node: r.m("service").str("node", ""), MaxSessions: r.m("service").int("maxSessions", 0),
-		LeaseTTL:      time.Duration(r.m("service").int("leaseTTLSeconds", 15)) * time.Second,
-		QueueReplicas: r.m("queue").int("replicas", 1),
+	cfg.QueueURL = st.Queue.URL
+	sv := st.Service
+	cfg.Service = ServiceConfig{
+		Disabled: !sv.Enabled, MCPDisabled: !sv.MCPEnabled, Listen: sv.Listen, Token: getenv(sv.TokenEnv),
+		StreamDisabled: !sv.StreamEnabled, StreamMaxSubscribers: sv.StreamMaxSubscribers, StreamKeepAlive: sv.StreamKeepAlive,
+		GateStuckAfter: sv.GateStuckAfter,
 	}
+	cfg.Cluster = ClusterConfig{Node: sv.Node, MaxSessions: sv.MaxSessions, LeaseTTL: sv.LeaseTTL, QueueReplicas: st.Queue.Replicas}
 	if cfg.Cluster.Node != "" && cfg.QueueURL == "" {
 		return cfg, warns, fmt.Errorf("service.node %q shares the work with other loopd, which needs queue.url naming their NATS cluster: %w", cfg.Cluster.Node, loop.ErrInvalidConfig)
 	}
 
-	rt := r.m("routing")
-	cfg.SpawnOnUnmatched = rt.str("spawnOnUnmatched", SpawnNever)
-	switch cfg.SpawnOnUnmatched {
-	case SpawnNever, SpawnAlways, SpawnLabeled:
-	default:
-		return cfg, warns, fmt.Errorf("routing.spawnOnUnmatched: %q is not one of never, always, labeled: %w", cfg.SpawnOnUnmatched, loop.ErrInvalidConfig)
-	}
-	cfg.AutoExecuteLabel = rt.str("autoExecuteLabel", DefaultAutoExecuteLabel)
-	ctl := rt.m("control")
-	cfg.ControlEnabled = ctl.bool("enabled", true)
-	cfg.RequireStartCommand = ctl.bool("requireStartCommand", true)
-	cfg.Parallelism = rt.int("maxConcurrentDispatches", DefaultParallelism)
-	cfg.DefaultHarness = rt.str("defaultHarness", "claude")
-	cfg.HarnessArgs = rt.m("harnessArgs").strs("claude")
-	cfg.SpawnWorkdir = abs(rt.str("spawnWorkdir", "."))
-	ws := rt.m("workspace")
-	cfg.WorkspaceRoot = abs(ws.str("root", ""))
-	cfg.KeepCheckoutOnClose = ws.bool("keepCheckoutOnClose", false)
-	tm := rt.m("tmux")
-	cfg.KeepSessionOnClose = tm.bool("keepSessionOnClose", true)
-	cfg.KillHarnessOnClose = tm.bool("killHarnessOnClose", true)
-	if g := tm.float("harnessKillGraceSeconds", 5); g > 0 {
-		cfg.HarnessKillGrace = time.Duration(g * float64(time.Second))
-	} else {
-		return cfg, warns, fmt.Errorf("routing.tmux.harnessKillGraceSeconds: %v must be greater than 0: %w", g, loop.ErrInvalidConfig)
-	}
-	cfg.ResumeOnRespawn = tm.bool("resumeOnRespawn", true)
-	switch v := rt["sandbox"].(type) {
-	case nil:
-	case bool: // YAML 1.1 readers turn a bare off into false
-		cfg.SandboxOff = !v
-	case string:
-		switch v {
-		case "on":
-		case "off":
-			cfg.SandboxOff = true
-		default:
-			return cfg, warns, fmt.Errorf("routing.sandbox: %q is not on or off: %w", v, loop.ErrInvalidConfig)
-		}
-	default:
-		return cfg, warns, fmt.Errorf("routing.sandbox: %v is not on or off: %w", v, loop.ErrInvalidConfig)
-	}
-	cfg.AgentEnv = rt.strs("agentEnv")
-	cfg.Tmux.RemainOnExit = tm.bool("remainOnExit", true)
-	// Under systemd's PrivateTmp the default server's socket is in a /tmp
-	// only the service sees; a socket path the operator can reach makes the
-	// posted attach command (tmux -S PATH attach …) work from outside.
-	if sp := tm.str("socketPath", ""); sp != "" {
-		if !filepath.IsAbs(sp) {
-			return cfg, warns, fmt.Errorf("routing.tmux.socketPath: %q must be an absolute path (e.g. /var/lib/loopd/tmux.sock): %w", sp, loop.ErrInvalidConfig)
-		}
-		cfg.Tmux.SocketPath = sp
-	}
-	mode, w := ResolveInteractionMode(rt.m("interaction").str("mode", InteractionWorkItem))
+	rt := st.Routing
+	cfg.SpawnOnUnmatched = rt.SpawnOnUnmatched
+	cfg.AutoExecuteLabel = rt.AutoExecuteLabel
+	cfg.ControlEnabled = rt.ControlEnabled
+	cfg.RequireStartCommand = rt.RequireStartCommand
+	cfg.Parallelism = rt.MaxConcurrentDispatches
+	cfg.DedupSize = rt.DedupCacheSize
+	cfg.DispatchTimeout = rt.DispatchTimeout
+	cfg.DefaultHarness = rt.DefaultHarness
+	cfg.HarnessArgs = rt.HarnessArgs.Claude
+	cfg.HarnessTrust = HarnessTrust{Enabled: rt.HarnessTrust.Enabled, Scope: rt.HarnessTrust.Scope, AcceptBypass: rt.HarnessTrust.AcceptBypass}
+	cfg.HarnessPlugins = rt.HarnessPluginsEnabled
+	cfg.SpawnWorkdir = rt.SpawnWorkdir
+	cfg.WorkspaceRoot = rt.WorkspaceRoot
+	cfg.KeepCheckoutOnClose = rt.KeepCheckoutOnClose
+	tm := rt.Tmux
+	cfg.KeepSessionOnClose = tm.KeepSessionOnClose
+	cfg.KillHarnessOnClose = tm.KillHarnessOnClose
+	cfg.HarnessKillGrace = tm.HarnessKillGrace
+	cfg.ResumeOnRespawn = tm.ResumeOnRespawn
+	cfg.ResumeProbe = tm.ResumeProbe
+	cfg.SandboxOff = rt.Sandbox == "off"
+	cfg.AgentEnv = rt.AgentEnv
+	cfg.Tmux.RemainOnExit = tm.RemainOnExit
+	cfg.Tmux.SocketPath = tm.SocketPath
+	mode, w := ResolveInteractionMode(rt.InteractionMode)
 	cfg.InteractionMode = mode
 	if w != "" {
 		warns = append(warns, w)
 	}
-	cfg.GraphEnabled = rt.m("graph").bool("enabled", true)
-	re := rt.m("reactions")
-	cfg.Reactions = Reactions{Enabled: re.bool("enabled", true), Started: re.str("started", "eyes"), Completed: re.str("completed", "hooray"), Error: re.str("error", "confused")}
-	cfg.AnnounceEnabled = rt.m("announce").bool("enabled", true)
+	cfg.GraphEnabled = rt.GraphEnabled
+	cfg.Reactions = Reactions{Enabled: rt.Reactions.Enabled, Started: rt.Reactions.Started, Completed: rt.Reactions.Completed, Error: rt.Reactions.Error}
+	cfg.AnnounceEnabled = rt.AnnounceEnabled
 	for _, t := range []struct {
-		key string
-		dst *string
-	}{{"promptTemplate", &cfg.PromptTemplate}, {"spawnPromptTemplate", &cfg.SpawnPromptTemplate}} {
-		p := rt.str(t.key, "")
-		if p == "" {
+		key, path string
+		dst       *string
+	}{{"promptTemplate", rt.PromptTemplate, &cfg.PromptTemplate}, {"spawnPromptTemplate", rt.SpawnPromptTemplate, &cfg.SpawnPromptTemplate}} {
+		if t.path == "" {
 			continue
 		}
-		b, err := os.ReadFile(abs(p))
+		b, err := os.ReadFile(t.path)
 		if err != nil {
 			// The reference falls back to the built-in template.
 			warns = append(warns, fmt.Sprintf("routing.%s: %v; using the built-in template", t.key, err))
@@ -350,30 +345,24 @@ func ConfigFromCLI(c loop.CLIConfig, getenv func(string) string, workDir string)
 		}
 		*t.dst = string(b)
 	}
-	if pi := r.m("polling").int("intervalSeconds", 300); pi > 0 {
-		cfg.ReconcileInterval = time.Duration(pi) * time.Second
+	// polling.enabled: false keeps the pass at start, which catches what
+	// was missed while loopd was down (GitHub does not redeliver).
+	cfg.ReconcileInterval = st.Polling.Interval
+	if !st.Polling.Enabled {
+		cfg.ReconcileInterval = 0
 	}
-	// The receiver's and the poller's view of the same file (the repository
-	// bound, events, keywords, polling sources) is package ingress's.
-	ic, pc, err := ingress.ConfigFromCLI(c, func(k string) (string, bool) { v := getenv(k); return v, v != "" }, false)
-	if err != nil {
-		return cfg, warns, err
+	cfg.Poll = ingress.PollerConfig{StateRoot: st.StateRoot, Interval: st.Polling.Interval, MaxRetries: st.Polling.MaxRetries}
+	for _, src := range st.Polling.Sources {
+		cfg.Poll.Sources = append(cfg.Poll.Sources, ingress.PollSource{Repos: src.Repos, Label: src.Label, SkipIssues: !src.Issues, SkipPullRequests: !src.PullRequests})
 	}
-	cfg.Repos = ic.Repositories
-	if len(ic.Events) > 0 {
-		cfg.Events = ic.Events
-	}
-	cfg.AutoExecuteLabel = ic.AutoExecuteLabel
-	cfg.Poll = pc
-	cfg.Poll.StateRoot = cfg.StateRoot
-	if c.Integrations != nil {
-		ic, err := integrations.DecodeConfig(c.Integrations)
+	if st.Integrations != nil {
+		ic, err := integrations.DecodeConfig(st.Integrations)
 		if err != nil {
 			return cfg, warns, err
 		}
 		cfg.Integrations = ic
 	}
-	cfg.SecretEnvNames = secretNames(cfg, secretEnv, r.m("service").str("tokenEnv", api.DefaultTokenEnv))
+	cfg.SecretEnvNames = secretNames(cfg, wh.SecretEnv, sv.TokenEnv)
 	if err := sandbox.CheckAgentEnv(cfg.AgentEnv, cfg.SecretEnvNames); err != nil {
 		return cfg, warns, fmt.Errorf("%w: %w", err, loop.ErrInvalidConfig)
 	}
@@ -420,84 +409,29 @@ var (
 	ErrLocked = errors.New("another loopd is running on this state root")
 )
 
-// rawMap reads a decoded YAML mapping with defaults.
-type rawMap map[string]any
-
-func (r rawMap) m(k string) rawMap {
-	if v, ok := r[k].(map[string]any); ok {
-		return v
-	}
-	return nil
-}
-
-func (r rawMap) str(k, def string) string {
-	if v, ok := r[k].(string); ok {
-		return v
-	}
-	return def
-}
-
-func (r rawMap) bool(k string, def bool) bool {
-	if v, ok := r[k].(bool); ok {
-		return v
-	}
-	return def
-}
-
-func (r rawMap) int(k string, def int) int {
-	switch v := r[k].(type) {
-	case int:
-		return v
-	case int64:
-		return int(v)
-	case uint64:
-		return int(v)
-	case float64:
-		return int(v)
-	}
-	return def
-}
-
-func (r rawMap) float(k string, def float64) float64 {
-	switch v := r[k].(type) {
-	case float64:
-		return v
-	case int, int64, uint64:
-		return float64(r.int(k, 0))
-	}
-	return def
-}
-
-func (r rawMap) strs(k string) []string {
-	l, ok := r[k].([]any)
-	if !ok {
-		return nil
-	}
-	var out []string
-	for _, v := range l {
-		if s, ok := v.(string); ok && s != "" {
-			out = append(out, s)
-		}
-	}
-	return out
-}
-
 // ingressConfig maps the daemon's configuration onto the receiver's.
-func (d *Daemon) ingressConfig() ingress.Config {
+func (d *Daemon) ingressConfig() ingress.Config { return IngressConfig(d.cfg) }
+
+// IngressConfig is the webhook receiver's configuration as loopd builds it
+// from its own (ingress never reads the operator's file).
+func IngressConfig(cfg Config) ingress.Config {
 	c := ingress.DefaultConfig()
-	c.Path = d.cfg.WebhookPath
-	c.Secret = d.cfg.Secret
-	c.InsecureAcceptUnsigned = d.cfg.InsecureAcceptUnsigned
-	if len(d.cfg.Events) > 0 {
-		c.Events = d.cfg.Events
+	c.Path = cfg.WebhookPath
+	c.Secret = cfg.Secret
+	c.InsecureAcceptUnsigned = cfg.InsecureAcceptUnsigned
+	if len(cfg.Events) > 0 {
+		c.Events = cfg.Events
 	}
-	c.Repositories = d.cfg.Repos
-	c.AuthorizedUsers = d.cfg.AuthorizedUsers
-	c.AutoExecuteLabel = d.cfg.AutoExecuteLabel
-	c.Control.Disabled = !d.cfg.ControlEnabled
-	if d.cfg.Keywords != nil {
+	c.Repositories = cfg.Repos
+	c.AuthorizedUsers = cfg.AuthorizedUsers
+	c.AutoExecuteLabel = cfg.AutoExecuteLabel
+	if cfg.DedupSize > 0 {
+		c.DedupSize = cfg.DedupSize
+	}
+	c.Control.Disabled = !cfg.ControlEnabled
+	if cfg.Keywords != nil {
 		kw := map[ingress.Command]string{}
-		for k, v := range d.cfg.Keywords {
+		for k, v := range cfg.Keywords {
 			kw[ingress.Command(k)] = v
 		}
 		c.Control.Keywords = kw

@@ -18,6 +18,16 @@ func parseCLI(t *testing.T, yaml string) loop.CLIConfig {
 	return c
 }
 
+// fromYAML parses a CLI config and maps it: a value loopd cannot use is
+// refused by either step (most when the file is read).
+func fromYAML(yaml, workDir string) (Config, []string, error) {
+	c, err := loop.ParseCLIConfig("cli-config.yaml", []byte(yaml))
+	if err != nil {
+		return Config{}, nil, err
+	}
+	return ConfigFromCLI(c, func(string) string { return "" }, workDir)
+}
+
 func TestConfigFromCLIMapsDaemonSpecKeys(t *testing.T) {
 	c := parseCLI(t, `
 state:
@@ -97,11 +107,13 @@ func TestConfigFromCLIDefaults(t *testing.T) {
 }
 
 func TestConfigFromCLIRefusesBadValues(t *testing.T) {
-	_, _, err := ConfigFromCLI(parseCLI(t, "routing:\n  spawnOnUnmatched: sometimes\n"), func(string) string { return "" }, "/w")
+	_, _, err := fromYAML("routing:\n  spawnOnUnmatched: sometimes\n", "/w")
 	require.ErrorContains(t, err, "routing.spawnOnUnmatched")
-	_, warns, err := ConfigFromCLI(parseCLI(t, "routing:\n  interaction:\n    mode: auto\n"), func(string) string { return "" }, "/w")
+	c := parseCLI(t, "routing:\n  interaction:\n    mode: auto\n")
+	require.Len(t, c.Warnings, 1, "an unknown interaction mode is work-item with a warning")
+	cfg, _, err := ConfigFromCLI(c, func(string) string { return "" }, "/w")
 	require.NoError(t, err)
-	require.Len(t, warns, 1, "an unknown interaction mode is work-item with a warning")
+	require.Equal(t, InteractionWorkItem, cfg.InteractionMode)
 }
 
 func TestSecretFromTheDefaultVariable(t *testing.T) {
@@ -172,7 +184,7 @@ routing:
 	_, err = loop.ParseCLIConfig("cli-config.yaml", []byte("routing:\n  tmux:\n    killHarnesOnClose: true\n"))
 	require.Error(t, err, "a misspelt key is refused")
 
-	_, _, err = ConfigFromCLI(parseCLI(t, "state:\n  root: /st\nrouting:\n  tmux:\n    harnessKillGraceSeconds: -1\n"), func(string) string { return "" }, "/work")
+	_, _, err = fromYAML("state:\n  root: /st\nrouting:\n  tmux:\n    harnessKillGraceSeconds: -1\n", "/work")
 	require.ErrorIs(t, err, loop.ErrInvalidConfig)
 }
 
@@ -192,7 +204,7 @@ func TestConfigFromCLITmuxSocketPath(t *testing.T) {
 			if tc.value != "" {
 				doc += "routing:\n  tmux:\n    socketPath: " + tc.value + "\n"
 			}
-			cfg, _, err := ConfigFromCLI(parseCLI(t, doc), func(string) string { return "" }, "/work")
+			cfg, _, err := fromYAML(doc, "/work")
 			if tc.err != "" {
 				require.ErrorIs(t, err, loop.ErrInvalidConfig)
 				require.ErrorContains(t, err, tc.err)
@@ -207,20 +219,19 @@ func TestConfigFromCLITmuxSocketPath(t *testing.T) {
 
 func TestConfigFromCLISandboxKeys(t *testing.T) {
 	for _, tc := range []struct {
-		routing map[string]any
+		routing string
 		off     bool
 		env     []string
 		err     string
 	}{
-		{map[string]any{}, false, nil, ""},
-		{map[string]any{"sandbox": "off", "agentEnv": []any{"ANTHROPIC_API_KEY"}}, true, []string{"ANTHROPIC_API_KEY"}, ""},
-		{map[string]any{"sandbox": false}, true, nil, ""},
-		{map[string]any{"sandbox": "maybe"}, false, nil, "routing.sandbox"},
-		{map[string]any{"agentEnv": []any{"GH_TOKEN"}}, false, nil, "routing.agentEnv: GH_TOKEN"},
-		{map[string]any{"agentEnv": []any{"THE_LOOP_GH_WEBHOOK_SECRET"}}, false, nil, "routing.agentEnv: THE_LOOP_GH_WEBHOOK_SECRET"},
+		{"{}", false, nil, ""},
+		{"{sandbox: \"off\", agentEnv: [ANTHROPIC_API_KEY]}", true, []string{"ANTHROPIC_API_KEY"}, ""},
+		{"{sandbox: false}", true, nil, ""},
+		{"{sandbox: maybe}", false, nil, "routing.sandbox"},
+		{"{agentEnv: [GH_TOKEN]}", false, nil, "routing.agentEnv: GH_TOKEN"},
+		{"{agentEnv: [THE_LOOP_GH_WEBHOOK_SECRET]}", false, nil, "routing.agentEnv: THE_LOOP_GH_WEBHOOK_SECRET"},
 	} {
-		c := loop.CLIConfig{StateRoot: "/srv/theloop", Raw: map[string]any{"routing": tc.routing}}
-		cfg, _, err := ConfigFromCLI(c, func(string) string { return "" }, "/work")
+		cfg, _, err := fromYAML("state: {root: /srv/theloop}\nrouting: "+tc.routing+"\n", "/work")
 		if tc.err != "" {
 			require.ErrorContains(t, err, tc.err)
 			continue

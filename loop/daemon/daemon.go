@@ -400,10 +400,23 @@ func (d *Daemon) build() error {
 		home, _ := os.UserHomeDir()
 		getenv := func(k string) string { v, _ := d.deps.Env(k); return v }
 		claude.Env = sessions.ClaudeEnvironmentFromEnv(getenv, home, d.cfg.WorkspaceRoot)
+		// routing.harnessTrust / routing.harnessPlugins: false leaves the
+		// user's Claude Code config as it is.
+		claude.Env.Trust = d.cfg.HarnessTrust.Enabled
+		if d.cfg.HarnessTrust.Scope != "" {
+			claude.Env.TrustScope = d.cfg.HarnessTrust.Scope
+		}
+		if d.cfg.HarnessTrust.AcceptBypass != "" {
+			claude.Env.AcceptBypass = d.cfg.HarnessTrust.AcceptBypass
+		}
+		claude.Env.Plugin = d.cfg.HarnessPlugins
 	}
 	mcfg := sessions.DefaultManagerConfig()
 	mcfg.DefaultHarness = d.cfg.DefaultHarness
 	mcfg.ResumeOnRespawn = d.cfg.ResumeOnRespawn
+	if d.cfg.ResumeProbe > 0 {
+		mcfg.ResumeProbe = d.cfg.ResumeProbe
+	}
 	mcfg.StateRoot = root
 	if d.cfg.GraphSpecDir != "" {
 		mcfg.SpecDir = d.cfg.GraphSpecDir

@@ -36,6 +36,9 @@ type ServiceConfig struct {
 	// Token is the bearer token a TCP client must send (read from the
 	// variable service.tokenEnv names; never from a file).
 	Token string
+	// StreamDisabled unmounts /api/v1/events/stream
+	// (service.stream.enabled: false).
+	StreamDisabled bool
 	// StreamMaxSubscribers and StreamKeepAlive tune /api/v1/events/stream.
 	StreamMaxSubscribers int
 	StreamKeepAlive      time.Duration
@@ -160,6 +163,13 @@ func (t timedHandler) Handle(ctx context.Context, ev *ingress.Event) error {
 	t.d.svc.rl.policy.RLock()
 	defer t.d.svc.rl.policy.RUnlock()
 	start := time.Now()
+	if to := t.d.cfg.DispatchTimeout; to > 0 {
+		// routing.dispatchTimeoutSeconds: a stuck dispatch is cancelled
+		// (and the event redelivered) rather than holding its slot.
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, to)
+		defer cancel()
+	}
 	err := t.h.Handle(ctx, ev)
 	if t.d.svc.metrics != nil {
 		t.d.svc.metrics.Dispatched(ev, time.Since(start), err)
@@ -199,12 +209,16 @@ func (d *Daemon) serviceHandler() http.Handler {
 				graph.Field{Key: "duration_ms", Value: took.Milliseconds()})
 		}
 	}
+	stream := d.svc.stream
+	if d.cfg.Service.StreamDisabled {
+		stream = nil // service.stream.enabled: false — /events/stream answers 404
+	}
 	a := api.New(api.Config{Clock: d.deps.Clock, Log: d.slog(), Observe: observe}, api.Backend{
 		Graphs:       graphs,
 		Sessions:     serviceSessions{d},
 		Queue:        serviceQueue{d},
 		EventLogPath: d.cfg.EventLogPath,
-		Stream:       d.svc.stream,
+		Stream:       stream,
 		Status:       d.status,
 	})
 	mux.Handle(api.Prefix+"/", a)
@@ -452,22 +466,6 @@ func (d *Daemon) announceControl(ctx context.Context, item workitem.Ref, verb, a
 
 var _ api.Sessions = serviceSessions{}
 var _ api.Queue = serviceQueue{}
-
-// serviceFromCLI reads service.*: enabled, listen, tokenEnv (the token
-// itself only from the environment), stream.maxSubscribers,
-// stream.keepAliveSeconds.
-func serviceFromCLI(s rawMap, getenv func(string) string) ServiceConfig {
-	st := s.m("stream")
-	return ServiceConfig{
-		Disabled:             !s.bool("enabled", true),
-		MCPDisabled:          !s.m("mcp").bool("enabled", true),
-		Listen:               s.str("listen", ""),
-		Token:                getenv(s.str("tokenEnv", api.DefaultTokenEnv)),
-		StreamMaxSubscribers: st.int("maxSubscribers", 8),
-		StreamKeepAlive:      time.Duration(st.int("keepAliveSeconds", 15)) * time.Second,
-		GateStuckAfter:       time.Duration(s.m("metrics").int("gateStuckAfterSeconds", int(metrics.DefaultStuckAfter/time.Second))) * time.Second,
-	}
-}
 
 // Healthy reports whether the daemon can do its work: the queue answers.
 // The systemd watchdog is pinged only while it does.

@@ -47,19 +47,6 @@ func (g *Graphs) SetPolicy(authorizedUsers []string, executeKeyword, sessionPerP
 	g.AuthorizedUsers, g.ExecuteKeyword, g.SessionPerPr = authorizedUsers, executeKeyword, sessionPerPr
 }
 
-// GraphRequest names a work item in a repository: the fields every graph
-// verb shares (the CLI's --repo, --graph, --pr, --pr-repo and argument).
-type GraphRequest struct {
-	// Repo is the repository root, an absolute path.
-	Repo string `json:"repo"`
-	// WorkItem is the work item id (issue-42).
-	WorkItem string `json:"workItem"`
-	// Graph is a graph file to load instead of the shipped loop.
-	Graph  string `json:"graph,omitempty"`
-	PR     int    `json:"pr,omitempty"`
-	PRRepo string `json:"prRepo,omitempty"`
-}
-
 func (req GraphRequest) validate(needItem bool) error {
 	if req.Repo == "" || !filepath.IsAbs(req.Repo) {
 		return badRequest("repo must be the repository root as an absolute path (got %q)", req.Repo)
@@ -124,19 +111,6 @@ func (g *Graphs) openLive(req GraphRequest) (*graph.Runtime, error) {
 		Integrations: g.Integrations, Commands: loop.Commands{Runner: runner, Root: repo.Root},
 		Sink: g.Sink, Clock: g.clock(), HookObserver: g.HookObserver,
 	})
-}
-
-// CheckRequest is POST /check's body.
-type CheckRequest struct {
-	GraphRequest
-	Recompute bool `json:"recompute,omitempty"`
-}
-
-// CheckReport is graph.Report plus repoResolved, false when the repository
-// does not exist (loopctl check prints the same).
-type CheckReport struct {
-	*graph.Report
-	RepoResolved *bool `json:"repoResolved,omitempty"`
 }
 
 func (s *Server) graphs() (*Graphs, error) {
@@ -276,13 +250,6 @@ func (g *Graphs) Status(ctx context.Context, req GraphRequest) (*graph.Report, e
 	return rt.Status(ctx, req.WorkItem, false)
 }
 
-// CompleteRequest is POST /graph/complete's body.
-type CompleteRequest struct {
-	GraphRequest
-	Node  string `json:"node,omitempty"`
-	Actor string `json:"actor,omitempty"`
-}
-
 // Complete is `loopctl graph complete ID [--node N] [--actor A]` (actor
 // defaults to "api").
 func (g *Graphs) Complete(ctx context.Context, req CompleteRequest) (*graph.Claim, error) {
@@ -316,16 +283,6 @@ func (g *Graphs) Advance(ctx context.Context, req GraphRequest) (*graph.StepRepo
 	return rep, loop.ExplainGraphError(err)
 }
 
-// ForceRequest is POST /graph/force's body.
-type ForceRequest struct {
-	GraphRequest
-	To     string `json:"toNode"`
-	Reason string `json:"reason"`
-	// Actor is who forces. Over the API it is the caller's authenticated
-	// identity; a different value is refused (403).
-	Actor string `json:"actor,omitempty"`
-}
-
 // Force is `loopctl graph force ID --to N --reason R`.
 func (g *Graphs) Force(ctx context.Context, req ForceRequest) (*graph.ForceResult, error) {
 	if err := req.validate(true); err != nil {
@@ -339,16 +296,6 @@ func (g *Graphs) Force(ctx context.Context, req ForceRequest) (*graph.ForceResul
 		return nil, err
 	}
 	return rt.Force(ctx, req.WorkItem, graph.ForceRequest{To: req.To, Reason: req.Reason, Actor: req.Actor})
-}
-
-// SkipRequest is POST /graph/skip's body: nodes and skip-set names.
-type SkipRequest struct {
-	GraphRequest
-	Nodes  []string `json:"nodes"`
-	Reason string   `json:"reason"`
-	// Actor is who declares. Over the API it is the caller's
-	// authenticated identity; a different value is refused (403).
-	Actor string `json:"actor,omitempty"`
 }
 
 // Skip is `loopctl graph skip ID --node N… --reason R`.

@@ -20,9 +20,6 @@ import (
 	"github.com/theloop-dev/theloop/workitem"
 )
 
-// Prefix is the API's path prefix.
-const Prefix = "/api/v1"
-
 // maxBody bounds a request body (the verbs take a few short fields).
 const maxBody = 64 << 10
 
@@ -49,63 +46,11 @@ type PRLinker interface {
 	LinkPR(ctx context.Context, ref, pullRequest string) (LinkPRResult, error)
 }
 
-// LinkPRRequest is POST /sessions/link-pr's body.
-type LinkPRRequest struct {
-	Ref         string `json:"ref"`
-	PullRequest string `json:"pullRequest"`
-}
-
-// LinkPRResult answers POST /sessions/link-pr.
-type LinkPRResult struct {
-	Ref         string `json:"ref"`
-	PullRequest string `json:"pullRequest"`
-	// Linked is false when the link already existed.
-	Linked bool `json:"linked"`
-}
-
-// ControlResult answers a session control verb.
-type ControlResult struct {
-	Ref    string `json:"ref"`
-	Verb   string `json:"verb"`
-	Effect string `json:"effect"`
-	// Announced is the marked comment's URL ("" when none was posted);
-	// AnnounceError says why it was not.
-	Announced     string `json:"announced,omitempty"`
-	AnnounceError string `json:"announceError,omitempty"`
-}
-
 // Queue is the running daemon's durable queue.
 type Queue interface {
 	Stats(ctx context.Context) (queue.Stats, error)
 	DeadLetters(ctx context.Context) ([]queue.DeadLetter, error)
 	Replay(ctx context.Context, seq uint64) error
-}
-
-// Status describes the running daemon (GET /status).
-type Status struct {
-	Version   string     `json:"version"`
-	PID       int        `json:"pid"`
-	StateRoot string     `json:"stateRoot"`
-	Webhook   string     `json:"webhook"`
-	StartedAt time.Time  `json:"startedAt"`
-	Uptime    float64    `json:"uptimeSeconds"`
-	Queue     *QueueView `json:"queue,omitempty"`
-	// LiveSessions counts active and paused sessions.
-	LiveSessions int `json:"liveSessions"`
-	// Warnings are problems the daemon runs with (a part unavailable).
-	Warnings []string `json:"warnings,omitempty"`
-	// Cluster is set when this loopd shares the work with others
-	// (service.node).
-	Cluster *ClusterView `json:"cluster,omitempty"`
-}
-
-// ClusterView is this node's share of a cluster's work items.
-type ClusterView struct {
-	Node string `json:"node"`
-	// MaxSessions is the node's capacity (0: none).
-	MaxSessions int `json:"maxSessions"`
-	// Owned are the work-item slots this node holds the lease of.
-	Owned []string `json:"owned"`
 }
 
 // Backend is what the API serves. A nil part answers 503 naming it.
@@ -316,22 +261,6 @@ func (s *Server) sessionsOne(_ http.ResponseWriter, r *http.Request) (any, error
 	return s.b.Sessions.Session(r.Context(), ref)
 }
 
-// ControlRequest is POST /sessions/control's body.
-type ControlRequest struct {
-	Ref  string `json:"ref"`
-	Verb string `json:"verb"`
-	// Actor, when set, must be the caller's authenticated identity (403
-	// otherwise): the actor recorded is always who the transport proved
-	// the caller to be.
-	Actor string `json:"actor,omitempty"`
-	// NoComment skips the marked comment announcing the command on the
-	// work item (daemon-spec §5.4: posted unless --no-comment).
-	NoComment bool `json:"noComment,omitempty"`
-}
-
-// ControlVerbs are the session verbs the API applies.
-var ControlVerbs = []string{"stop", "pause", "resume"}
-
 func (s *Server) sessionsControl(_ http.ResponseWriter, r *http.Request) (any, error) {
 	if s.b.Sessions == nil {
 		return nil, unavailable("the session registry")
@@ -423,16 +352,6 @@ func (s *Server) events(_ http.ResponseWriter, r *http.Request) (any, error) {
 
 // --- queue -----------------------------------------------------------------
 
-// QueueView is GET /queue's answer.
-type QueueView struct {
-	Depth uint64 `json:"depth"`
-	// Oldest is when the oldest unacknowledged event was kept (absent when
-	// the queue is empty); OldestAge is its age in seconds.
-	Oldest      *time.Time `json:"oldest,omitempty"`
-	OldestAge   float64    `json:"oldestAgeSeconds"`
-	DeadLetters uint64     `json:"deadLetters"`
-}
-
 // NewQueueView renders queue statistics at now.
 func NewQueueView(st queue.Stats, now time.Time) *QueueView {
 	v := &QueueView{Depth: st.Depth, DeadLetters: st.Dead}
@@ -455,21 +374,6 @@ func (s *Server) queueStats(_ http.ResponseWriter, r *http.Request) (any, error)
 	return NewQueueView(st, s.cfg.Clock.Now()), nil
 }
 
-// DeadLetterView is one dead letter as the API shows it: the event's
-// routing facts, never its payload or comment bodies.
-type DeadLetterView struct {
-	Seq         uint64    `json:"seq"`
-	DeliveryID  string    `json:"deliveryId"`
-	OriginalSeq uint64    `json:"originalSeq"`
-	Attempts    int       `json:"attempts"`
-	Reason      string    `json:"reason"`
-	At          time.Time `json:"at"`
-	Event       string    `json:"event,omitempty"`
-	Action      string    `json:"action,omitempty"`
-	Repo        string    `json:"repo,omitempty"`
-	WorkItems   []string  `json:"workItems,omitempty"`
-}
-
 func (s *Server) queueDead(_ http.ResponseWriter, r *http.Request) (any, error) {
 	if s.b.Queue == nil {
 		return nil, unavailable("the queue")
@@ -490,11 +394,6 @@ func (s *Server) queueDead(_ http.ResponseWriter, r *http.Request) (any, error) 
 		out = append(out, v)
 	}
 	return out, nil
-}
-
-// ReplayRequest is POST /queue/dead/replay's body.
-type ReplayRequest struct {
-	Seq uint64 `json:"seq"`
 }
 
 func (s *Server) queueReplay(_ http.ResponseWriter, r *http.Request) (any, error) {

@@ -8,7 +8,7 @@ import (
 
 	"github.com/theloop-dev/theloop/graph"
 	"github.com/theloop-dev/theloop/loop"
-	"github.com/theloop-dev/theloop/loop/api"
+	"github.com/theloop-dev/theloop/loop/daemon/apiserver"
 	"github.com/theloop-dev/theloop/loop/mcpserver"
 )
 
@@ -62,7 +62,7 @@ force and skip are deliberately not tools.`,
 				logPath = cfg.EventLogPath
 			}
 			s := mcpserver.New(mcpserver.Config{
-				Graphs: &api.Graphs{SpecDir: cfg.GraphSpecDir, AuthorizedUsers: cfg.AuthorizedUsers, ExecuteKeyword: cfg.ExecuteKeyword,
+				Graphs: &apiserver.Graphs{SpecDir: cfg.GraphSpecDir, AuthorizedUsers: cfg.AuthorizedUsers, ExecuteKeyword: cfg.ExecuteKeyword,
 					SessionPerPr: cfg.SessionPerPr, Integrations: integ, Sink: sink, Clock: f.Clock},
 				EventLogPath: logPath, Integrations: integ, Sink: sink, Clock: f.Clock, Version: versionString(),
 			})

@@ -44,9 +44,12 @@ var rules = []rule{
 	{"integrations", []string{"graph", "ops", "workitem", "run", "internal/..."}},
 	{"integrations/githubsim", []string{"internal/..."}},
 	{"ingress", []string{"graph", "hooks", "loop", "sessions", "integrations", "ops", "workitem", "run", "internal/..."}},
-	// The control-plane API is mounted by the daemon: who may call it (the
-	// sandbox check on a socket peer) is injected, never imported.
-	{"loop/api", []string{"graph", "graph/graphfile", "loop", "loop/queue", "sessions", "workitem", "run", "internal/..."}},
+	// The control-plane client and its wire types are linked into every
+	// loopctl call: the graph vocabulary and nothing of the daemon.
+	{"loop/api", []string{"graph", "internal/..."}},
+	// The control-plane server is mounted by the daemon: who may call it
+	// (the sandbox check on a socket peer) is injected, never imported.
+	{"loop/daemon/apiserver", []string{"graph", "graph/graphfile", "loop", "loop/api", "loop/queue", "sessions", "workitem", "run", "internal/..."}},
 }
 
 // TestDependencyDirection fails when a package imports something above it,

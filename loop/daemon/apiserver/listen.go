@@ -1,4 +1,4 @@
-package api
+package apiserver
 
 import (
 	"crypto/subtle"
@@ -7,7 +7,6 @@ import (
 	"net"
 	"net/http"
 	"os"
-	"path/filepath"
 	"strings"
 )
 

@@ -1,6 +1,8 @@
-package api
+package apiserver
 
 import (
+	"github.com/theloop-dev/theloop/loop/api"
+
 	"context"
 	"encoding/json"
 	"errors"
@@ -32,7 +34,7 @@ type Sessions interface {
 	// ControlSession applies stop, pause or resume for actor, recording it
 	// (source cli) before the effect, and unless noComment announces it on
 	// the work item; it returns what happened.
-	ControlSession(ctx context.Context, ref, verb, actor string, noComment bool) (ControlResult, error)
+	ControlSession(ctx context.Context, ref, verb, actor string, noComment bool) (api.ControlResult, error)
 	// AttachCommand is the shell command that attaches to the session.
 	AttachCommand(ctx context.Context, ref string) (string, error)
 }
@@ -43,7 +45,7 @@ type Sessions interface {
 type PRLinker interface {
 	// LinkPR links pullRequest ("#5", "5" or a full ref) to the live session
 	// of the work item ref.
-	LinkPR(ctx context.Context, ref, pullRequest string) (LinkPRResult, error)
+	LinkPR(ctx context.Context, ref, pullRequest string) (api.LinkPRResult, error)
 }
 
 // Queue is the running daemon's durable queue.
@@ -66,7 +68,7 @@ type Backend struct {
 	// Stream is the live event feed for /events/stream (nil = 404).
 	Stream *Stream
 	// Status reports the daemon (nil = 503).
-	Status func(ctx context.Context) Status
+	Status func(ctx context.Context) api.Status
 }
 
 // Config tunes the API.
@@ -112,8 +114,8 @@ func New(cfg Config, b Backend) *Server {
 	s.route("POST /graph/status", graphVerb(s, (*Graphs).Status))
 	s.route("POST /graph/complete", graphVerb(s, (*Graphs).Complete))
 	s.route("POST /graph/advance", graphVerb(s, (*Graphs).Advance))
-	s.route("POST /graph/force", operatorGraphVerb(s, (*Graphs).Force, func(r *ForceRequest) *string { return &r.Actor }))
-	s.route("POST /graph/skip", operatorGraphVerb(s, (*Graphs).Skip, func(r *SkipRequest) *string { return &r.Actor }))
+	s.route("POST /graph/force", operatorGraphVerb(s, (*Graphs).Force, func(r *api.ForceRequest) *string { return &r.Actor }))
+	s.route("POST /graph/skip", operatorGraphVerb(s, (*Graphs).Skip, func(r *api.SkipRequest) *string { return &r.Actor }))
 	s.route("GET /sessions", s.sessionsList)
 	s.route("GET /sessions/one", s.sessionsOne)
 	s.route("POST /sessions/control", s.sessionsControl)
@@ -127,14 +129,14 @@ func New(cfg Config, b Backend) *Server {
 	return s
 }
 
-// ServeHTTP serves paths under Prefix (the caller mounts it there).
+// ServeHTTP serves paths under api.Prefix (the caller mounts it there).
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) { s.mux.ServeHTTP(w, r) }
 
 type apiHandler func(w http.ResponseWriter, r *http.Request) (any, error)
 
 func (s *Server) route(pattern string, h apiHandler) {
 	method, path, _ := strings.Cut(pattern, " ")
-	s.mux.HandleFunc(method+" "+Prefix+path, func(w http.ResponseWriter, r *http.Request) {
+	s.mux.HandleFunc(method+" "+api.Prefix+path, func(w http.ResponseWriter, r *http.Request) {
 		start := time.Now()
 		sw := &httpstatus.Writer{ResponseWriter: w}
 		r.Body = http.MaxBytesReader(sw, r.Body, maxBody)
@@ -265,7 +267,7 @@ func (s *Server) sessionsControl(_ http.ResponseWriter, r *http.Request) (any, e
 	if s.b.Sessions == nil {
 		return nil, unavailable("the session registry")
 	}
-	var req ControlRequest
+	var req api.ControlRequest
 	if err := decode(r, &req); err != nil {
 		return nil, err
 	}
@@ -273,11 +275,11 @@ func (s *Server) sessionsControl(_ http.ResponseWriter, r *http.Request) (any, e
 		return nil, badRequest("ref is required (github:owner/repo#42)")
 	}
 	ok := false
-	for _, v := range ControlVerbs {
+	for _, v := range api.ControlVerbs {
 		ok = ok || v == req.Verb
 	}
 	if !ok {
-		return nil, badRequest("verb %q: use one of %s", req.Verb, strings.Join(ControlVerbs, ", "))
+		return nil, badRequest("verb %q: use one of %s", req.Verb, strings.Join(api.ControlVerbs, ", "))
 	}
 	actor, err := actorOf(r, req.Actor)
 	if err != nil {
@@ -292,7 +294,7 @@ func (s *Server) sessionsLinkPR(_ http.ResponseWriter, r *http.Request) (any, er
 	if !ok {
 		return nil, unavailable("linking pull requests")
 	}
-	var req LinkPRRequest
+	var req api.LinkPRRequest
 	if err := decode(r, &req); err != nil {
 		return nil, err
 	}
@@ -353,8 +355,8 @@ func (s *Server) events(_ http.ResponseWriter, r *http.Request) (any, error) {
 // --- queue -----------------------------------------------------------------
 
 // NewQueueView renders queue statistics at now.
-func NewQueueView(st queue.Stats, now time.Time) *QueueView {
-	v := &QueueView{Depth: st.Depth, DeadLetters: st.Dead}
+func NewQueueView(st queue.Stats, now time.Time) *api.QueueView {
+	v := &api.QueueView{Depth: st.Depth, DeadLetters: st.Dead}
 	if st.Depth > 0 && !st.Oldest.IsZero() {
 		o := st.Oldest.UTC()
 		v.Oldest = &o
@@ -382,9 +384,9 @@ func (s *Server) queueDead(_ http.ResponseWriter, r *http.Request) (any, error) 
 	if err != nil {
 		return nil, err
 	}
-	out := make([]DeadLetterView, 0, len(dls))
+	out := make([]api.DeadLetterView, 0, len(dls))
 	for _, d := range dls {
-		v := DeadLetterView{Seq: d.Seq, DeliveryID: d.DeliveryID, OriginalSeq: d.OriginalSeq, Attempts: d.Attempts, Reason: d.Reason, At: d.At.UTC()}
+		v := api.DeadLetterView{Seq: d.Seq, DeliveryID: d.DeliveryID, OriginalSeq: d.OriginalSeq, Attempts: d.Attempts, Reason: d.Reason, At: d.At.UTC()}
 		if d.Event != nil {
 			v.Event, v.Action, v.Repo = d.Event.Event, d.Event.Action, d.Event.Repo
 			for _, w := range d.Event.WorkItems {
@@ -400,12 +402,12 @@ func (s *Server) queueReplay(_ http.ResponseWriter, r *http.Request) (any, error
 	if s.b.Queue == nil {
 		return nil, unavailable("the queue")
 	}
-	var req ReplayRequest
+	var req api.ReplayRequest
 	if err := decode(r, &req); err != nil {
 		return nil, err
 	}
 	if req.Seq == 0 {
-		return nil, badRequest("seq is required: a dead letter's seq from GET %s/queue/dead", Prefix)
+		return nil, badRequest("seq is required: a dead letter's seq from GET %s/queue/dead", api.Prefix)
 	}
 	if err := s.b.Queue.Replay(r.Context(), req.Seq); err != nil {
 		return nil, err

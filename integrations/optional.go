@@ -1,24 +1,33 @@
 package integrations
 
-// buildIntegrations is the real Factory.Integrations.
-func buildIntegrations(cfg *loop.CLIConfig, sink graph.Sink) (graph.Integrations, []string, error) {
-	ic := integrations.DefaultConfig()
-	if cfg.Integrations != nil {
+import (
+	"context"
+	"fmt"
+
+	"github.com/theloop-dev/theloop/graph"
+)
+
+// Optional builds the integrations an operator's CLI config asks for (raw
+// is its integrations section; nil: none configured) — what loopctl's
+// verbs and `loopd mcp` use. A configured section is strict: its providers
+// are New's. With nothing configured GitHub is tried the default way (a
+// token, else gh), and when neither is there the ticket's side effects
+// are skipped with one warning (returned) rather than failing every hook.
+func Optional(raw map[string]any, deps Deps) (graph.Integrations, []string, error) {
+	ic := DefaultConfig()
+	if raw != nil {
 		var err error
-		if ic, err = integrations.DecodeConfig(cfg.Integrations); err != nil {
+		if ic, err = DecodeConfig(raw); err != nil {
 			return nil, nil, err
 		}
 	}
-	set, err := integrations.New(ic, integrations.Deps{Env: os.LookupEnv, Runner: run.Exec{}, Sink: sink})
+	set, err := New(ic, deps)
 	if err != nil {
 		return nil, nil, err
 	}
-	if cfg.Integrations != nil {
+	if raw != nil {
 		return set, nil, nil
 	}
-	// Nothing configured: GitHub is tried the default way (a token, else
-	// gh). When neither is there, the ticket's side effects are skipped
-	// with one warning rather than failing every hook.
 	off := map[string]string{}
 	var warns []string
 	for _, p := range set.Providers() {
@@ -36,7 +45,7 @@ func buildIntegrations(cfg *loop.CLIConfig, sink graph.Sink) (graph.Integrations
 // optionalProviders answers calls to unavailable providers as not
 // configured, so hooks skip them instead of recording a failure each time.
 type optionalProviders struct {
-	set *integrations.Set
+	set *Set
 	off map[string]string
 }
 

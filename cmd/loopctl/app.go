@@ -105,15 +105,30 @@ Try it without a GitHub account:  loopctl demo`,
 			newDaemonCmd(f),
 			newQueueCmd(f),
 			newConfigCmd(f),
-			newMCPCmd(f),
 			newKeysCmd(f),
 			newVerifyDecisionsCmd(f),
 			newAskCmd(f),
+			movedMCPCmd(),
 		},
 		ExitErrHandler: func(*cli.Context, error) {},
 	}
 	installUsage(app)
 	return app
+}
+
+// movedMCPCmd is the hidden `loopctl mcp`: the MCP server on stdio moved to
+// `loopd mcp` so that loopctl, run on every claim and CI check, does not
+// link the MCP SDK. A harness registered with the old command is told the
+// new one rather than "no such command".
+func movedMCPCmd() *cli.Command {
+	return &cli.Command{
+		Name:            "mcp",
+		Hidden:          true,
+		SkipFlagParsing: true,
+		Action: func(*cli.Context) error {
+			return failWith(exitRefused, `loopctl mcp moved to loopd mcp (same tools, same CLI config): register {"command": "loopd", "args": ["mcp"]} in .mcp.json`)
+		},
+	}
 }
 
 // Main runs loopctl with argv (argv[0] is the program name) and returns the

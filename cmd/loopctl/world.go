@@ -110,7 +110,7 @@ func workItemError(err error) error {
 }
 
 // rootHere is the repository holding the working directory, or "" outside
-// one: for verbs that also work outside a repository (ask, mcp) but take
+// one: for verbs that also work outside a repository (ask) but take
 // relative state and event-log paths from it when there is one.
 func (f *Factory) rootHere() string {
 	wd, err := f.Getwd()
@@ -315,6 +315,12 @@ func verifyWarnings(err error) []string {
 		}
 	}
 	return out
+}
+
+// buildIntegrations is the real Factory.Integrations: the CLI config's
+// integrations, optional when none are configured (integrations.Optional).
+func buildIntegrations(cfg *loop.CLIConfig, sink graph.Sink) (graph.Integrations, []string, error) {
+	return integrations.Optional(cfg.Integrations, integrations.Deps{Env: os.LookupEnv, Runner: run.Exec{}, Sink: sink})
 }
 
 func (f *Factory) warn(ws []string) {

@@ -20,7 +20,7 @@ import (
 func mcpRepo(t *testing.T) string {
 	repo := t.TempDir()
 	for rel, content := range map[string]string{
-		".the-loop/harness-config.yaml":      "ticketing:\n  github: {owner: acme, repo: widgets}\n",
+		".the-loop/harness-config.yaml":       "ticketing:\n  github: {owner: acme, repo: widgets}\n",
 		"docs/specs/issue-42/requirements.md": "# R\n\n## Requirements\n\n1. x\n\n## Security considerations\n\nnone\n",
 	} {
 		p := filepath.Join(repo, rel)

@@ -47,6 +47,9 @@ var rules = []rule{
 	// The control-plane client and its wire types are linked into every
 	// loopctl call: the graph vocabulary and nothing of the daemon.
 	{"loop/api", []string{"graph", "internal/..."}},
+	// The dashboard's login handshake is what loopctl dashboard links: no
+	// dashboard pages, no runtime.
+	{"loop/dashboard/login", []string{"internal/..."}},
 	// The control-plane server is mounted by the daemon: who may call it
 	// (the sandbox check on a socket peer) is injected, never imported.
 	{"loop/daemon/apiserver", []string{"graph", "graph/graphfile", "loop", "loop/api", "loop/queue", "sessions", "workitem", "run", "internal/..."}},

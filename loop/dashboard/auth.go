@@ -1,29 +1,19 @@
 package dashboard
 
 import (
-	"crypto/hmac"
 	"crypto/rand"
-	"crypto/sha256"
 	"crypto/subtle"
 	"encoding/hex"
-	"encoding/json"
-	"errors"
-	"fmt"
-	"net/url"
-	"os"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
 	"time"
 
-	"github.com/theloop-dev/theloop/internal/atomicfile"
+	"github.com/theloop-dev/theloop/loop/dashboard/login"
 )
 
-// Login-token and session lifetimes.
+// Session lifetime and cookie (a login URL's is login.TTL).
 const (
-	// LoginTTL bounds how long a one-time login URL is valid.
-	LoginTTL = 5 * time.Minute
 	// SessionTTL bounds a browser session.
 	SessionTTL = 12 * time.Hour
 	// cookieName is the session cookie (HttpOnly, SameSite=Strict).
@@ -51,25 +41,25 @@ func newSessions(key []byte) *sessions {
 // redeem checks a login token and, once, turns it into a session.
 func (s *sessions) redeem(token string, now time.Time) (id string, err error) {
 	if len(token) > 256 {
-		return "", ErrBadToken
+		return "", login.ErrBadToken
 	}
 	parts := strings.Split(token, ".")
 	if len(parts) != 3 || len(parts[0]) != 32 {
-		return "", ErrBadToken
+		return "", login.ErrBadToken
 	}
 	body := parts[0] + "." + parts[1]
-	if subtle.ConstantTimeCompare([]byte(tokenMAC(s.key, body)), []byte(parts[2])) != 1 {
-		return "", ErrBadToken
+	if subtle.ConstantTimeCompare([]byte(login.MAC(s.key, body)), []byte(parts[2])) != 1 {
+		return "", login.ErrBadToken
 	}
 	exp, err := strconv.ParseInt(parts[1], 10, 64)
 	if err != nil || now.Unix() > exp {
-		return "", ErrBadToken
+		return "", login.ErrBadToken
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.gcLocked(now)
 	if _, dup := s.used[parts[0]]; dup {
-		return "", ErrBadToken
+		return "", login.ErrBadToken
 	}
 	s.used[parts[0]] = time.Unix(exp, 0)
 	id, csrf := randomHex(32), randomHex(32)

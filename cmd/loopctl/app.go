@@ -91,7 +91,8 @@ exit chain passes. loopctl is how an agent reports work done (graph complete),
 how CI gates a pull request (check --recompute --fail-on block), and how an
 operator inspects, forces and skips.
 
-Try it without a GitHub account:  loopctl demo`,
+Try it without a GitHub account:  loopctl demo
+The MCP tools on stdio, for a harness: loopd mcp (formerly loopctl mcp).`,
 		Commands: []*cli.Command{
 			newCheckCmd(f, nil),
 			newGraphCmd(f),

@@ -91,7 +91,8 @@ exit chain passes. loopctl is how an agent reports work done (graph complete),
 how CI gates a pull request (check --recompute --fail-on block), and how an
 operator inspects, forces and skips.
 
-Try it without a GitHub account:  loopctl demo`,
+Try it without a GitHub account:  loopctl demo
+The MCP tools on stdio, for a harness: loopd mcp (formerly loopctl mcp).`,
 		Commands: []*cli.Command{
 			newCheckCmd(f, nil),
 			newGraphCmd(f),
@@ -105,15 +106,30 @@ Try it without a GitHub account:  loopctl demo`,
 			newDaemonCmd(f),
 			newQueueCmd(f),
 			newConfigCmd(f),
-			newMCPCmd(f),
 			newKeysCmd(f),
 			newVerifyDecisionsCmd(f),
 			newAskCmd(f),
+			movedMCPCmd(),
 		},
 		ExitErrHandler: func(*cli.Context, error) {},
 	}
 	installUsage(app)
 	return app
+}
+
+// movedMCPCmd is the hidden `loopctl mcp`: the MCP server on stdio moved to
+// `loopd mcp` so that loopctl, run on every claim and CI check, does not
+// link the MCP SDK. A harness registered with the old command is told the
+// new one rather than "no such command".
+func movedMCPCmd() *cli.Command {
+	return &cli.Command{
+		Name:            "mcp",
+		Hidden:          true,
+		SkipFlagParsing: true,
+		Action: func(*cli.Context) error {
+			return failWith(exitRefused, `loopctl mcp moved to loopd mcp (same tools, same CLI config): register {"command": "loopd", "args": ["mcp"]} in .mcp.json`)
+		},
+	}
 }
 
 // Main runs loopctl with argv (argv[0] is the program name) and returns the

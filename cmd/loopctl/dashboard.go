@@ -8,7 +8,7 @@ import (
 
 	"github.com/urfave/cli/v2"
 
-	"github.com/theloop-dev/theloop/loop/dashboard"
+	"github.com/theloop-dev/theloop/loop/dashboard/login"
 )
 
 type dashboardOptions struct {
@@ -68,9 +68,9 @@ func runDashboard(opts *dashboardOptions) error {
 	if err != nil {
 		return failWith(exitRefused, "loopctl dashboard: %v", err)
 	}
-	u, err := dashboard.LoginURL(root, f.Clock.Now())
+	u, err := login.URL(root, f.Clock.Now())
 	if err != nil {
-		if errors.Is(err, dashboard.ErrNoDashboard) {
+		if errors.Is(err, login.ErrNoDashboard) {
 			return failWith(exitFailed, "loopctl dashboard: %v", err)
 		}
 		return failWith(exitRefused, "loopctl dashboard: %v", err)

@@ -384,7 +384,7 @@ func TestNewcomerCompletionCandidates(t *testing.T) {
 		words []string
 		want  []string
 	}{
-		{[]string{""}, []string{"ask", "check", "completion", "config", "daemon", "dashboard", "demo", "events", "graph", "help", "install", "keys", "mcp", "queue", "sessions", "uninstall", "verify-decisions", "version"}},
+		{[]string{""}, []string{"ask", "check", "completion", "config", "daemon", "dashboard", "demo", "events", "graph", "help", "install", "keys", "queue", "sessions", "uninstall", "verify-decisions", "version"}},
 		{[]string{"ch"}, []string{"check"}},
 		{[]string{"check", "is"}, []string{"issue-1", "issue-239"}},
 		{[]string{"check", "issue-1", ""}, nil},
@@ -608,4 +608,13 @@ func shellWords(s string) []string {
 		out = append(out, cur.String())
 	}
 	return out
+}
+
+// A harness still registered with `loopctl mcp` is told where the server
+// went, with exit 2, rather than "no such command".
+func TestMCPMovedToLoopd(t *testing.T) {
+	f, io := testFactory(t, t.TempDir(), nil)
+	require.Equal(t, exitRefused, Main([]string{"loopctl", "mcp", "--config", "x"}, f))
+	require.Contains(t, io.err.String(), "loopd mcp")
+	require.Contains(t, io.err.String(), `"args": ["mcp"]`)
 }

@@ -170,7 +170,7 @@ func newSessionsCmd(f *Factory) *cli.Command {
 				if err != nil {
 					return err
 				}
-				// The actor is loopd's to establish (api.Caller): sent
+				// The actor is loopd's to establish (apiserver.Caller): sent
 				// only when the operator names one, which loopd refuses
 				// unless it is who the socket says they are.
 				var res api.ControlResult

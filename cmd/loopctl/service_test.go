@@ -18,24 +18,25 @@ import (
 	"github.com/theloop-dev/theloop/internal/shortdir"
 	"github.com/theloop-dev/theloop/loop"
 	"github.com/theloop-dev/theloop/loop/api"
+	"github.com/theloop-dev/theloop/loop/daemon/apiserver"
 	"github.com/theloop-dev/theloop/loop/queue"
 	"github.com/theloop-dev/theloop/sessions"
 	"github.com/theloop-dev/theloop/workitem"
 )
 
-// serveAPI serves an api.Server on a real unix socket in a private
+// serveAPI serves an apiserver.Server on a real unix socket in a private
 // directory and returns the socket path.
-func serveAPI(t testing.TB, b api.Backend) string {
+func serveAPI(t testing.TB, b apiserver.Backend) string {
 	t.Helper()
 	dir := shortdir.New(t)
 	sock := filepath.Join(dir, api.SocketName)
-	ln, err := api.ListenUnix(sock)
+	ln, err := apiserver.ListenUnix(sock)
 	require.NoError(t, err)
 	mux := http.NewServeMux()
-	mux.Handle(api.Prefix+"/", api.New(api.Config{}, b))
+	mux.Handle(api.Prefix+"/", apiserver.New(apiserver.Config{}, b))
 	// As loopd serves it: every peer is identified by the socket; this one
 	// (the test process) is testOperator.
-	srv := &http.Server{Handler: api.Authenticated(mux), ConnContext: api.PeerContext(func(api.Peer) (string, error) { return testOperator, nil })}
+	srv := &http.Server{Handler: apiserver.Authenticated(mux), ConnContext: apiserver.PeerContext(func(apiserver.Peer) (string, error) { return testOperator, nil })}
 	go func() { _ = srv.Serve(ln) }()
 	t.Cleanup(func() { _ = srv.Close() })
 	return sock
@@ -60,7 +61,7 @@ func TestAPIGraphVerbsAgreeWithTheCLI(t *testing.T) {
 	cliRepo, apiRepo := newRepo(t), newRepo(t)
 	cliTickets, apiTickets := graphtest.NewTickets(), graphtest.NewTickets()
 	f, io := testFactory(t, cliRepo, cliTickets)
-	sock := serveAPI(t, api.Backend{Graphs: &api.Graphs{Integrations: apiTickets, Clock: f.Clock}})
+	sock := serveAPI(t, apiserver.Backend{Graphs: &apiserver.Graphs{Integrations: apiTickets, Clock: f.Clock}})
 	c := api.NewSocketClient(sock)
 	ctx := context.Background()
 	req := api.GraphRequest{Repo: apiRepo, WorkItem: "issue-42"}
@@ -107,7 +108,7 @@ func TestAPIGraphVerbsAgreeWithTheCLI(t *testing.T) {
 
 func TestAPIGraphVerbsRefuseBadInput(t *testing.T) {
 	repo := newRepo(t)
-	sock := serveAPI(t, api.Backend{Graphs: &api.Graphs{Integrations: graphtest.NewTickets()}})
+	sock := serveAPI(t, apiserver.Backend{Graphs: &apiserver.Graphs{Integrations: graphtest.NewTickets()}})
 	c := api.NewSocketClient(sock)
 	ctx := context.Background()
 	for _, tc := range []struct {
@@ -230,7 +231,7 @@ func TestSessionsQueueAndDaemonVerbsCallTheSocket(t *testing.T) {
 		PullRequests: []sessions.PRLink{{PR: pr, Branch: "feature-csv", Linked: created, Declined: sessions.DeclinedSharedWorktree}}}}}
 	q := &fakeQueue{dead: []queue.DeadLetter{{Seq: 7, DeliveryID: "d-1", OriginalSeq: 3, Attempts: 5, Reason: "boom", At: created}}}
 	clock := graphtest.NewClock(time.Date(2026, 5, 4, 9, 0, 0, 0, time.UTC))
-	sock := serveAPI(t, api.Backend{Sessions: sess, Queue: q, Status: func(context.Context) api.Status {
+	sock := serveAPI(t, apiserver.Backend{Sessions: sess, Queue: q, Status: func(context.Context) api.Status {
 		return api.Status{Version: "test", PID: 1, StateRoot: "/state", Webhook: "http://127.0.0.1:8787/gh-webhook", LiveSessions: 1}
 	}})
 	_ = clock
@@ -327,4 +328,4 @@ func TestServiceVerbsFindTheSocketUnderTheStateRoot(t *testing.T) {
 	require.Contains(t, io.err.String(), "THE_LOOP_SERVICE_TOKEN")
 }
 
-var _ graph.Sink = (*api.Stream)(nil)
+var _ graph.Sink = (*apiserver.Stream)(nil)

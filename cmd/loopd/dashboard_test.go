@@ -16,7 +16,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/theloop-dev/theloop/internal/shortdir"
-	"github.com/theloop-dev/theloop/loop/dashboard"
+	"github.com/theloop-dev/theloop/loop/dashboard/login"
 )
 
 // TestRunServesTheDashboardBehindALoginFile runs the built loopd with a
@@ -53,12 +53,12 @@ func TestRunServesTheDashboardBehindALoginFile(t *testing.T) {
 	}
 
 	cmd, state := start("127.0.0.1:0")
-	login := filepath.Join(state, dashboard.LoginFile)
-	require.Eventually(t, func() bool { _, err := os.Stat(login); return err == nil }, 30*time.Second, 20*time.Millisecond, "login file")
-	fi, err := os.Stat(login)
+	loginPath := filepath.Join(state, login.File)
+	require.Eventually(t, func() bool { _, err := os.Stat(loginPath); return err == nil }, 30*time.Second, 20*time.Millisecond, "login file")
+	fi, err := os.Stat(loginPath)
 	require.NoError(t, err)
 	require.Equal(t, os.FileMode(0o600), fi.Mode().Perm())
-	u, err := dashboard.LoginURL(state, time.Now())
+	u, err := login.URL(state, time.Now())
 	require.NoError(t, err)
 	jar, _ := cookiejar.New(nil)
 	res, err := (&http.Client{Jar: jar}).Get(u)
@@ -69,12 +69,12 @@ func TestRunServesTheDashboardBehindALoginFile(t *testing.T) {
 	require.Contains(t, string(body), `id="board"`)
 	require.NoError(t, cmd.Process.Signal(syscall.SIGTERM))
 	require.NoError(t, cmd.Wait())
-	_, err = os.Stat(login)
+	_, err = os.Stat(loginPath)
 	require.ErrorIs(t, err, os.ErrNotExist, "the login file goes with the daemon")
 
 	cmd, state = start("off")
 	require.NoError(t, cmd.Process.Signal(syscall.SIGTERM))
 	require.NoError(t, cmd.Wait())
-	_, err = os.Stat(filepath.Join(state, dashboard.LoginFile))
+	_, err = os.Stat(filepath.Join(state, login.File))
 	require.ErrorIs(t, err, os.ErrNotExist)
 }

@@ -4,6 +4,7 @@
 // package loop/daemon; this binary maps flags and the environment onto it.
 //
 //	loopd run [--config FILE] [--state-root DIR] [--insecure-accept-unsigned]
+//	loopd mcp [--config FILE]    # the MCP tools on stdio, for a harness
 //	loopd --version
 package main
 
@@ -14,10 +15,12 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"strings"
 	"syscall"
 
 	"github.com/urfave/cli/v2"
 
+	"github.com/theloop-dev/theloop/graph"
 	"github.com/theloop-dev/theloop/internal/buildinfo"
 	"github.com/theloop-dev/theloop/loop/daemon/sandbox"
 )
@@ -41,11 +44,32 @@ type env struct {
 	HomeDir        func() (string, error)
 	// Context is cancelled on SIGINT/SIGTERM.
 	Context func() (context.Context, context.CancelFunc)
+	// Stdin feeds `loopd mcp` (nil: none).
+	Stdin io.Reader
+	// Clock is `loopd mcp`'s time (nil: the wall clock).
+	Clock graph.Clock
+	// Integrations builds `loopd mcp`'s integrations from the CLI config's
+	// section (nil: integrations.Optional over the process environment).
+	Integrations func(raw map[string]any, sink graph.Sink) (graph.Integrations, []string, error)
+}
+
+func (e *env) clock() graph.Clock {
+	if e.Clock == nil {
+		return graph.SystemClock{}
+	}
+	return e.Clock
+}
+
+func (e *env) stdin() io.Reader {
+	if e.Stdin == nil {
+		return strings.NewReader("")
+	}
+	return e.Stdin
 }
 
 func systemEnv() *env {
 	return &env{
-		Stdout: os.Stdout, Stderr: os.Stderr,
+		Stdout: os.Stdout, Stderr: os.Stderr, Stdin: os.Stdin,
 		Getenv: os.Getenv, LookupEnv: os.LookupEnv, Getwd: os.Getwd, HomeDir: os.UserHomeDir,
 		Context: func() (context.Context, context.CancelFunc) {
 			return signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
@@ -67,6 +91,7 @@ func commands(e *env) []*cli.Command {
 	return []*cli.Command{
 		runCommand(e),
 		demoCommand(e),
+		mcpCommand(e),
 	}
 }
 

@@ -1,10 +1,12 @@
 package layering
 
 import (
+	"errors"
 	"go/parser"
 	"go/token"
 	"io/fs"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"sort"
 	"strconv"
@@ -44,9 +46,15 @@ var rules = []rule{
 	{"integrations", []string{"graph", "ops", "workitem", "run", "internal/..."}},
 	{"integrations/githubsim", []string{"internal/..."}},
 	{"ingress", []string{"graph", "hooks", "loop", "sessions", "integrations", "ops", "workitem", "run", "internal/..."}},
-	// The control-plane API is mounted by the daemon: who may call it (the
-	// sandbox check on a socket peer) is injected, never imported.
-	{"loop/api", []string{"graph", "graph/graphfile", "loop", "loop/queue", "sessions", "workitem", "run", "internal/..."}},
+	// The control-plane client and its wire types are linked into every
+	// loopctl call: the graph vocabulary and nothing of the daemon.
+	{"loop/api", []string{"graph", "internal/..."}},
+	// The dashboard's login handshake is what loopctl dashboard links: no
+	// dashboard pages, no runtime.
+	{"loop/dashboard/login", []string{"internal/..."}},
+	// The control-plane server is mounted by the daemon: who may call it
+	// (the sandbox check on a socket peer) is injected, never imported.
+	{"loop/daemon/apiserver", []string{"graph", "graph/graphfile", "loop", "loop/api", "loop/queue", "sessions", "workitem", "run", "internal/..."}},
 }
 
 // TestDependencyDirection fails when a package imports something above it,
@@ -145,4 +153,64 @@ func moduleImports(t *testing.T, root string) map[string]map[string][]string {
 	})
 	require.NoError(t, err)
 	return out
+}
+
+// thinBinaries are run on every agent claim, every CI check and every Stop
+// hook: their start-up is paid each time, so they link no daemon part.
+var thinBinaries = []string{"./cmd/loopctl", "./cmd/loop-gate"}
+
+// heavyDeps are the packages (path prefixes) a thin binary must not link:
+// the embedded NATS server and its client (loop/queue), html/template (the
+// dashboard's pages), the MCP SDK (loopd mcp), chromedp (browser tests).
+var heavyDeps = []string{
+	"github.com/nats-io/nats-server",
+	"github.com/nats-io/nats.go",
+	"html/template",
+	"github.com/modelcontextprotocol/go-sdk",
+	"github.com/chromedp",
+}
+
+// TestThinBinariesLinkNoDaemon fails when `go list -deps` of loopctl or
+// loop-gate contains a heavy dependency, naming the module package that
+// pulls it in (go list's ImportPath/Imports walk), so the fix is a move,
+// not a hunt.
+func TestThinBinariesLinkNoDaemon(t *testing.T) {
+	gotool, err := exec.LookPath("go")
+	if err != nil {
+		t.Skip("the go tool is not on PATH: the link-set rule needs `go list -deps`")
+	}
+	root, err := filepath.Abs("../..")
+	require.NoError(t, err)
+	for _, bin := range thinBinaries {
+		t.Run(strings.TrimPrefix(bin, "./cmd/"), func(t *testing.T) {
+			cmd := exec.Command(gotool, "list", "-deps", "-f", "{{.ImportPath}}\t{{join .Imports \" \"}}", bin)
+			cmd.Dir = root
+			out, err := cmd.Output()
+			var xe *exec.ExitError
+			if errors.As(err, &xe) {
+				t.Fatalf("go list -deps %s: %v\n%s", bin, err, xe.Stderr)
+			}
+			require.NoError(t, err)
+			importers := map[string][]string{} // package → module packages importing it
+			var deps []string
+			for _, line := range strings.Split(strings.TrimSpace(string(out)), "\n") {
+				pkg, imps, _ := strings.Cut(line, "\t")
+				deps = append(deps, pkg)
+				if !strings.HasPrefix(pkg, module) {
+					continue
+				}
+				for _, imp := range strings.Fields(imps) {
+					importers[imp] = append(importers[imp], pkg)
+				}
+			}
+			require.Contains(t, deps, module+"/graph", "go list walked %s", bin)
+			for _, dep := range deps {
+				for _, heavy := range heavyDeps {
+					if dep == heavy || strings.HasPrefix(dep, heavy+"/") {
+						t.Errorf("%s links %s (imported by %v): move what needs it behind loopd", bin, dep, importers[dep])
+					}
+				}
+			}
+		})
+	}
 }

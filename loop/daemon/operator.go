@@ -6,14 +6,14 @@ import (
 	"os/user"
 	"strconv"
 
-	"github.com/theloop-dev/theloop/loop/api"
+	"github.com/theloop-dev/theloop/loop/daemon/apiserver"
 	"github.com/theloop-dev/theloop/loop/daemon/sandbox"
 )
 
 // procRoot is where the sandbox ancestry check reads processes.
 const procRoot = "/proc"
 
-// socketPeer is the control socket's api.PeerPolicy: who a peer is, or why
+// socketPeer is the control socket's apiserver.PeerPolicy: who a peer is, or why
 // it may not use the control plane. The socket's 0600 mode admits every
 // process of loopd's OS user — and the agent runs as that user — so mode
 // alone is no proof of an operator:
@@ -31,7 +31,7 @@ const procRoot = "/proc"
 //     "os-user:<name>"; root and other admitted users as "os-user:<name>".
 //
 // The answer is taken once per connection, at accept time.
-func (d *Daemon) socketPeer(p api.Peer) (string, error) {
+func (d *Daemon) socketPeer(p apiserver.Peer) (string, error) {
 	self := os.Getuid()
 	if p.UID != self && p.UID != 0 {
 		return "", fmt.Errorf("process %d runs as uid %d, not loopd's user (uid %d); only loopd's user (or root) may use its control socket", p.PID, p.UID, self)
@@ -58,4 +58,4 @@ func osUserIdentity(uid int) string {
 	return "os-user:uid-" + strconv.Itoa(uid)
 }
 
-var _ api.PeerPolicy = (*Daemon)(nil).socketPeer
+var _ apiserver.PeerPolicy = (*Daemon)(nil).socketPeer

@@ -7,7 +7,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/theloop-dev/theloop/loop/api"
+	"github.com/theloop-dev/theloop/loop/daemon/apiserver"
 )
 
 // TestSocketPeerPolicy covers the control socket's peer policy on real
@@ -17,19 +17,19 @@ import (
 func TestSocketPeerPolicy(t *testing.T) {
 	gone := exec.Command("true")
 	require.NoError(t, gone.Run())
-	self := api.Peer{UID: os.Getuid(), GID: os.Getgid(), PID: os.Getpid()}
+	self := apiserver.Peer{UID: os.Getuid(), GID: os.Getgid(), PID: os.Getpid()}
 	other := os.Getuid() + 1000
 	for _, tc := range []struct {
 		name     string
 		operator string
-		peer     api.Peer
+		peer     apiserver.Peer
 		want     string
 		refused  string
 	}{
 		{"loopd's user, no operator login", "", self, osUserIdentity(os.Getuid()), ""},
 		{"loopd's user is the dashboard operator", "dana", self, "github:dana", ""},
-		{"a process that is gone", "", api.Peer{UID: self.UID, PID: gone.Process.Pid}, "", "could not tell whether process"},
-		{"another OS user", "dana", api.Peer{UID: other, PID: os.Getpid()}, "", "not loopd's user"},
+		{"a process that is gone", "", apiserver.Peer{UID: self.UID, PID: gone.Process.Pid}, "", "could not tell whether process"},
+		{"another OS user", "dana", apiserver.Peer{UID: other, PID: os.Getpid()}, "", "not loopd's user"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			d := &Daemon{}
@@ -51,7 +51,7 @@ func TestSocketPeerPolicy(t *testing.T) {
 // lookup.
 func BenchmarkSocketPeerPolicy(b *testing.B) {
 	d := &Daemon{}
-	self := api.Peer{UID: os.Getuid(), GID: os.Getgid(), PID: os.Getpid()}
+	self := apiserver.Peer{UID: os.Getuid(), GID: os.Getgid(), PID: os.Getpid()}
 	for b.Loop() {
 		if _, err := d.socketPeer(self); err != nil {
 			b.Fatal(err)

@@ -15,6 +15,7 @@ import (
 	"github.com/theloop-dev/theloop/ingress"
 	"github.com/theloop-dev/theloop/loop"
 	"github.com/theloop-dev/theloop/loop/api"
+	"github.com/theloop-dev/theloop/loop/daemon/apiserver"
 	"github.com/theloop-dev/theloop/ops"
 	"github.com/theloop-dev/theloop/run"
 	"github.com/theloop-dev/theloop/sessions"
@@ -516,7 +517,7 @@ func (in *intake) endPRSessions(ctx context.Context, item workitem.Ref, rec sess
 // LinkPR links a pull request to a work item's live session on an
 // operator's or the agent's request (`loopctl sessions link-pr`,
 // POST /sessions/link-pr): pullRequest is "#5", "5" (the work item's
-// repository) or a full ref. It implements api.PRLinker.
+// repository) or a full ref. It implements apiserver.PRLinker.
 func (s serviceSessions) LinkPR(ctx context.Context, ref, pullRequest string) (api.LinkPRResult, error) {
 	d := s.d
 	item, err := parseRef(ref)
@@ -528,7 +529,7 @@ func (s serviceSessions) LinkPR(ctx context.Context, ref, pullRequest string) (a
 		return api.LinkPRResult{}, err
 	}
 	if pr == item {
-		return api.LinkPRResult{}, fmt.Errorf("%w: %s is the work item itself", api.ErrBadRequest, pr)
+		return api.LinkPRResult{}, fmt.Errorf("%w: %s is the work item itself", apiserver.ErrBadRequest, pr)
 	}
 	d.svc.rl.policy.RLock()
 	defer d.svc.rl.policy.RUnlock()
@@ -537,7 +538,7 @@ func (s serviceSessions) LinkPR(ctx context.Context, ref, pullRequest string) (a
 		return api.LinkPRResult{}, err
 	}
 	if !rec.Status.Live() || !rec.Parent.IsZero() {
-		return api.LinkPRResult{}, fmt.Errorf("%w: %s has no live work-item session to link %s to; start it first", api.ErrBadRequest, item, pr)
+		return api.LinkPRResult{}, fmt.Errorf("%w: %s has no live work-item session to link %s to; start it first", apiserver.ErrBadRequest, item, pr)
 	}
 	res := api.LinkPRResult{Ref: item.String(), PullRequest: pr.String()}
 	_, err = d.reg.Update(ctx, item, func(r *sessions.Record, exists bool) error {
@@ -561,14 +562,14 @@ func (s serviceSessions) LinkPR(ctx context.Context, ref, pullRequest string) (a
 	return res, nil
 }
 
-var _ api.PRLinker = serviceSessions{}
+var _ apiserver.PRLinker = serviceSessions{}
 
 // parsePRArg reads "#5", "5" (in item's repository) or a full ref.
 func parsePRArg(item workitem.Ref, s string) (workitem.Ref, error) {
 	s = strings.TrimSpace(s)
 	if n, err := strconv.Atoi(strings.TrimPrefix(s, "#")); err == nil {
 		if n <= 0 {
-			return workitem.Ref{}, fmt.Errorf("%w: pull request number %d", api.ErrBadRequest, n)
+			return workitem.Ref{}, fmt.Errorf("%w: pull request number %d", apiserver.ErrBadRequest, n)
 		}
 		pr := item
 		pr.Number = n
@@ -576,7 +577,7 @@ func parsePRArg(item workitem.Ref, s string) (workitem.Ref, error) {
 	}
 	pr, err := workitem.Parse(s)
 	if err != nil {
-		return pr, fmt.Errorf("%w: pull request %q: use #57, 57 or github:owner/repo#57 (%v)", api.ErrBadRequest, s, err)
+		return pr, fmt.Errorf("%w: pull request %q: use #57, 57 or github:owner/repo#57 (%v)", apiserver.ErrBadRequest, s, err)
 	}
 	return pr, nil
 }

@@ -15,6 +15,7 @@ import (
 	"github.com/theloop-dev/theloop/ingress"
 	"github.com/theloop-dev/theloop/internal/buildinfo"
 	"github.com/theloop-dev/theloop/loop/api"
+	"github.com/theloop-dev/theloop/loop/daemon/apiserver"
 	"github.com/theloop-dev/theloop/loop/dispatch"
 	"github.com/theloop-dev/theloop/loop/mcpserver"
 	"github.com/theloop-dev/theloop/loop/metrics"
@@ -53,8 +54,8 @@ type ServiceConfig struct {
 // service is the running control plane.
 type service struct {
 	rl      reloadState // reload.go
-	graphs  *api.Graphs
-	stream  *api.Stream
+	graphs  *apiserver.Graphs
+	stream  *apiserver.Stream
 	metrics *metrics.Metrics
 	started time.Time
 	servers []*http.Server
@@ -79,7 +80,7 @@ func (d *Daemon) ControlAddr() string { return d.svc.tcpAddr }
 // serviceSinks are the sinks the control plane adds to the event log (the
 // live stream).
 func (d *Daemon) serviceSinks() []graph.Sink {
-	d.svc.stream = api.NewStream(api.StreamConfig{Source: "loopd", MaxSubscribers: d.cfg.Service.StreamMaxSubscribers, KeepAlive: d.cfg.Service.StreamKeepAlive})
+	d.svc.stream = apiserver.NewStream(apiserver.StreamConfig{Source: "loopd", MaxSubscribers: d.cfg.Service.StreamMaxSubscribers, KeepAlive: d.cfg.Service.StreamKeepAlive})
 	d.svc.metrics = metrics.New(metrics.Config{
 		StuckAfter: d.cfg.Service.GateStuckAfter,
 		Clock:      d.deps.Clock,
@@ -196,7 +197,7 @@ func (t timedHandler) Triage(ctx context.Context, ev *ingress.Event) error {
 // serviceHandler is everything the control plane serves.
 func (d *Daemon) serviceHandler() http.Handler {
 	mux := http.NewServeMux()
-	graphs := &api.Graphs{
+	graphs := &apiserver.Graphs{
 		SpecDir: d.cfg.GraphSpecDir, AuthorizedUsers: d.cfg.AuthorizedUsers, ExecuteKeyword: d.cfg.ExecuteKeyword,
 		SessionPerPr: d.cfg.SessionPerPr, Integrations: d.integ, Sink: d.sink, Clock: d.deps.Clock,
 		HookObserver: d.hookObserver(),
@@ -213,7 +214,7 @@ func (d *Daemon) serviceHandler() http.Handler {
 	if d.cfg.Service.StreamDisabled {
 		stream = nil // service.stream.enabled: false — /events/stream answers 404
 	}
-	a := api.New(api.Config{Clock: d.deps.Clock, Log: d.slog(), Observe: observe}, api.Backend{
+	a := apiserver.New(apiserver.Config{Clock: d.deps.Clock, Log: d.slog(), Observe: observe}, apiserver.Backend{
 		Graphs:       graphs,
 		Sessions:     serviceSessions{d},
 		Queue:        serviceQueue{d},
@@ -240,7 +241,7 @@ func (d *Daemon) startService() (stop func(), err error) {
 	}
 	d.svc.started = d.deps.Clock.Now()
 	h := d.serviceHandler()
-	ln, err := api.ListenUnix(d.ControlSocket())
+	ln, err := apiserver.ListenUnix(d.ControlSocket())
 	if err != nil {
 		return nil, err
 	}
@@ -251,15 +252,15 @@ func (d *Daemon) startService() (stop func(), err error) {
 	}
 	// Every request on the socket carries its peer's identity, or is
 	// refused (operator.go); on TCP the bearer token is the identity.
-	serve(ln, api.Authenticated(h), api.PeerContext(d.socketPeer))
+	serve(ln, apiserver.Authenticated(h), apiserver.PeerContext(d.socketPeer))
 	if d.cfg.Service.Listen != "" {
-		tln, err := api.ListenTCP(d.cfg.Service.Listen, d.cfg.Service.Token)
+		tln, err := apiserver.ListenTCP(d.cfg.Service.Listen, d.cfg.Service.Token)
 		if err != nil {
 			d.stopService()
 			return nil, err
 		}
 		d.svc.tcpAddr = tln.Addr().String()
-		serve(tln, api.RequireToken(d.cfg.Service.Token, api.Authenticated(h)), nil)
+		serve(tln, apiserver.RequireToken(d.cfg.Service.Token, apiserver.Authenticated(h)), nil)
 	}
 	return d.stopService, nil
 }
@@ -283,7 +284,7 @@ func (d *Daemon) status(ctx context.Context) api.Status {
 		StartedAt: d.svc.started.UTC(), Uptime: now.Sub(d.svc.started).Seconds()}
 	if d.q != nil {
 		if qs, err := d.q.Stats(ctx); err == nil {
-			st.Queue = api.NewQueueView(qs, now)
+			st.Queue = apiserver.NewQueueView(qs, now)
 		} else {
 			st.Warnings = append(st.Warnings, err.Error())
 		}
@@ -334,7 +335,7 @@ type serviceSessions struct{ d *Daemon }
 func parseRef(ref string) (workitem.Ref, error) {
 	item, err := workitem.Parse(ref)
 	if err != nil {
-		return item, fmt.Errorf("%w: %v", api.ErrBadRequest, err)
+		return item, fmt.Errorf("%w: %v", apiserver.ErrBadRequest, err)
 	}
 	return item, nil
 }
@@ -378,7 +379,7 @@ func (s serviceSessions) AttachCommand(_ context.Context, ref string) (string, e
 // command but without the authorization check: the caller is an operator
 // the transport authenticated (a socket peer of loopd's user outside any
 // agent session, or the TCP token's holder), and actor is that identity
-// (api.Caller), never what the request body said.
+// (apiserver.Caller), never what the request body said.
 func (s serviceSessions) ControlSession(ctx context.Context, ref, verb, actor string, noComment bool) (api.ControlResult, error) {
 	d := s.d
 	item, err := parseRef(ref)
@@ -431,7 +432,7 @@ func (s serviceSessions) ControlSession(ctx context.Context, ref, verb, actor st
 			res.Effect = "stopped"
 		}
 	default:
-		return res, fmt.Errorf("%w: verb %q: use stop, pause or resume", api.ErrBadRequest, verb)
+		return res, fmt.Errorf("%w: verb %q: use stop, pause or resume", apiserver.ErrBadRequest, verb)
 	}
 	d.emit("control.command", graph.LevelInfo, graph.Field{Key: "work_item", Value: item.String()}, graph.Field{Key: "command", Value: verb},
 		graph.Field{Key: "via", Value: "cli"}, graph.Field{Key: "actor", Value: actor}, graph.Field{Key: "effect", Value: res.Effect})
@@ -464,8 +465,8 @@ func (d *Daemon) announceControl(ctx context.Context, item workitem.Ref, verb, a
 	d.emit("control.announced", graph.LevelInfo, graph.Field{Key: "work_item", Value: item.String()}, graph.Field{Key: "command", Value: verb})
 }
 
-var _ api.Sessions = serviceSessions{}
-var _ api.Queue = serviceQueue{}
+var _ apiserver.Sessions = serviceSessions{}
+var _ apiserver.Queue = serviceQueue{}
 
 // Healthy reports whether the daemon can do its work: the queue answers.
 // The systemd watchdog is pinged only while it does.

@@ -20,6 +20,7 @@ import (
 	"github.com/theloop-dev/theloop/internal/shortdir"
 	"github.com/theloop-dev/theloop/loop/api"
 	"github.com/theloop-dev/theloop/loop/daemon"
+	"github.com/theloop-dev/theloop/loop/daemon/apiserver"
 	"github.com/theloop-dev/theloop/sessions"
 )
 
@@ -227,5 +228,5 @@ func TestTCPWithoutATokenRefusesToStart(t *testing.T) {
 	d, err := daemon.New(cfg, daemon.Deps{Log: testLog{t}})
 	require.NoError(t, err)
 	err = d.Run(context.Background())
-	require.ErrorIs(t, err, api.ErrNoToken)
+	require.ErrorIs(t, err, apiserver.ErrNoToken)
 }

@@ -16,6 +16,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/theloop-dev/theloop/loop/dashboard/login"
 )
 
 //go:embed assets templates
@@ -27,7 +29,7 @@ type Config struct {
 	// port). A non-loopback address is refused: the dashboard is a local
 	// tool behind a login URL, never a public site.
 	Listen string
-	// StateRoot, when set, is where the login file (LoginFile) is written
+	// StateRoot, when set, is where the login file (login.File) is written
 	// for `loopctl dashboard`.
 	StateRoot string
 	// Operator is the GitHub login the gate buttons comment as (the
@@ -151,7 +153,7 @@ func (d *Dashboard) Start() error {
 	d.base = "http://" + ln.Addr().String()
 	d.mu.Unlock()
 	if d.cfg.StateRoot != "" {
-		if err := WriteLoginFile(d.cfg.StateRoot, d.base, d.cfg.Key); err != nil {
+		if err := login.WriteFile(d.cfg.StateRoot, d.base, d.cfg.Key); err != nil {
 			_ = ln.Close()
 			return fmt.Errorf("dashboard: login file: %w", err)
 		}
@@ -169,7 +171,7 @@ func (d *Dashboard) URL() string {
 
 // LoginURL mints a one-time login URL (valid after Start).
 func (d *Dashboard) LoginURL() string {
-	return d.URL() + "/login?token=" + MintToken(d.cfg.Key, d.deps.Now())
+	return d.URL() + "/login?token=" + login.Mint(d.cfg.Key, d.deps.Now())
 }
 
 // Notify tells the dashboard that something about work item ref changed
@@ -189,7 +191,7 @@ func (d *Dashboard) Close() error {
 	srv := d.srv
 	d.mu.Unlock()
 	if d.cfg.StateRoot != "" {
-		RemoveLoginFile(d.cfg.StateRoot, d.cfg.Key)
+		login.RemoveFile(d.cfg.StateRoot, d.cfg.Key)
 	}
 	if srv == nil {
 		return nil

@@ -21,6 +21,7 @@ import (
 	"github.com/theloop-dev/theloop/graph"
 	"github.com/theloop-dev/theloop/hooks"
 	"github.com/theloop-dev/theloop/loop"
+	"github.com/theloop-dev/theloop/loop/dashboard/login"
 	"github.com/theloop-dev/theloop/ops"
 )
 
@@ -175,7 +176,7 @@ func (h *harness) client(t *testing.T) *http.Client {
 	t.Helper()
 	jar, _ := cookiejar.New(nil)
 	c := &http.Client{Jar: jar, Transport: browserOrigin{h.srv.URL}}
-	res, err := c.Get(h.srv.URL + "/login?token=" + url.QueryEscape(MintToken(h.key, t0)))
+	res, err := c.Get(h.srv.URL + "/login?token=" + url.QueryEscape(login.Mint(h.key, t0)))
 	require.NoError(t, err)
 	res.Body.Close()
 	require.Equal(t, http.StatusOK, res.StatusCode, "login then board")
@@ -233,7 +234,7 @@ func TestLoginTokens(t *testing.T) {
 		jar, _ := cookiejar.New(nil)
 		return &http.Client{Jar: jar, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
 	}
-	good := MintToken(h.key, t0)
+	good := login.Mint(h.key, t0)
 	parts := strings.Split(good, ".")
 	tests := []struct {
 		name, token string
@@ -243,8 +244,8 @@ func TestLoginTokens(t *testing.T) {
 		{"used twice", good, http.StatusForbidden},
 		{"empty", "", http.StatusForbidden},
 		{"forged mac", parts[0] + "." + parts[1] + "." + strings.Repeat("0", 64), http.StatusForbidden},
-		{"other key", MintToken([]byte("another key of thirty-two bytes!"), t0), http.StatusForbidden},
-		{"expired", MintToken(h.key, t0.Add(-LoginTTL-time.Second)), http.StatusForbidden},
+		{"other key", login.Mint([]byte("another key of thirty-two bytes!"), t0), http.StatusForbidden},
+		{"expired", login.Mint(h.key, t0.Add(-login.TTL-time.Second)), http.StatusForbidden},
 		{"extended expiry", parts[0] + ".9999999999." + parts[2], http.StatusForbidden},
 		{"garbage", "a.b.c.d", http.StatusForbidden},
 	}
@@ -564,12 +565,12 @@ func TestLoginFileAndURL(t *testing.T) {
 	d, err := New(Config{StateRoot: root}, Deps{Source: src, Log: io.Discard})
 	require.NoError(t, err)
 	require.NoError(t, d.Start())
-	p := filepath.Join(root, LoginFile)
+	p := filepath.Join(root, login.File)
 	fi, err := os.Stat(p)
 	require.NoError(t, err)
 	require.Equal(t, os.FileMode(0o600), fi.Mode().Perm())
 
-	u, err := LoginURL(root, time.Now())
+	u, err := login.URL(root, time.Now())
 	require.NoError(t, err)
 	require.True(t, strings.HasPrefix(u, d.URL()+"/login?token="))
 	jar, _ := cookiejar.New(nil)
@@ -581,15 +582,15 @@ func TestLoginFileAndURL(t *testing.T) {
 	require.Equal(t, http.StatusForbidden, code, "one-time")
 
 	require.NoError(t, os.Chmod(p, 0o644))
-	_, err = LoginURL(root, time.Now())
+	_, err = login.URL(root, time.Now())
 	require.ErrorContains(t, err, "readable by others")
 	require.NoError(t, os.Chmod(p, 0o600))
 
 	require.NoError(t, d.Close())
 	_, err = os.Stat(p)
 	require.ErrorIs(t, err, os.ErrNotExist, "Close removes the login file")
-	_, err = LoginURL(root, time.Now())
-	require.ErrorIs(t, err, ErrNoDashboard)
+	_, err = login.URL(root, time.Now())
+	require.ErrorIs(t, err, login.ErrNoDashboard)
 }
 
 func TestMetrics(t *testing.T) {
@@ -677,7 +678,7 @@ func BenchmarkBoard(b *testing.B) {
 		b.Fatal(err)
 	}
 	defer d.Close()
-	id, err := d.auth.redeem(MintToken(d.cfg.Key, t0), t0)
+	id, err := d.auth.redeem(login.Mint(d.cfg.Key, t0), t0)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -699,11 +700,11 @@ func BenchmarkBoard(b *testing.B) {
 // minted with the key are accepted.
 func FuzzLoginToken(f *testing.F) {
 	key := []byte("0123456789abcdef0123456789abcdef")
-	f.Add(MintToken(key, t0))
+	f.Add(login.Mint(key, t0))
 	f.Add("")
 	f.Add("..")
 	f.Add(strings.Repeat("a", 32) + ".1." + strings.Repeat("0", 64))
-	f.Add(MintToken([]byte("other"), t0))
+	f.Add(login.Mint([]byte("other"), t0))
 	f.Fuzz(func(t *testing.T, tok string) {
 		s := newSessions(key)
 		id, err := s.redeem(tok, t0)
@@ -711,7 +712,7 @@ func FuzzLoginToken(f *testing.F) {
 			return
 		}
 		parts := strings.Split(tok, ".")
-		if len(parts) != 3 || tokenMAC(key, parts[0]+"."+parts[1]) != parts[2] {
+		if len(parts) != 3 || login.MAC(key, parts[0]+"."+parts[1]) != parts[2] {
 			t.Fatalf("accepted a token the key did not mint: %q", tok)
 		}
 		if _, ok := s.lookup(id, t0); !ok {

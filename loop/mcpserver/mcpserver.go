@@ -5,7 +5,7 @@
 //
 // Tools: check, graph_show, graph_status, graph_complete, events, ask —
 // each with JSON Schemas for its input and output, each calling the same
-// code as the control-plane API (api.Graphs) and the CLI. force and skip
+// code as the control-plane API (apiserver.Graphs) and the CLI. force and skip
 // are deliberately not exposed: an agent never overrides the graph.
 package mcpserver
 
@@ -24,6 +24,7 @@ import (
 	"github.com/theloop-dev/theloop/hooks"
 	"github.com/theloop-dev/theloop/loop"
 	"github.com/theloop-dev/theloop/loop/api"
+	"github.com/theloop-dev/theloop/loop/daemon/apiserver"
 	"github.com/theloop-dev/theloop/ops"
 	"github.com/theloop-dev/theloop/workitem"
 )
@@ -38,7 +39,7 @@ const maxQuestion = 60000
 // Config is what the tools reach.
 type Config struct {
 	// Graphs opens work items' runtimes (required for the graph tools).
-	Graphs *api.Graphs
+	Graphs *apiserver.Graphs
 	// EventLogPath is the event log the events tool reads ("" = none).
 	EventLogPath string
 	// Integrations posts ask's comment (nil: ask fails).
@@ -83,7 +84,7 @@ func Handler(s *mcp.Server) http.Handler {
 
 type tools struct{ cfg Config }
 
-func (t tools) graphs() (*api.Graphs, error) {
+func (t tools) graphs() (*apiserver.Graphs, error) {
 	if t.cfg.Graphs == nil {
 		return nil, errors.New("the graph runtime is not available here")
 	}

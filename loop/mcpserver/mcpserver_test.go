@@ -18,6 +18,7 @@ import (
 	"github.com/theloop-dev/theloop/graph/graphtest"
 	"github.com/theloop-dev/theloop/loop"
 	"github.com/theloop-dev/theloop/loop/api"
+	"github.com/theloop-dev/theloop/loop/daemon/apiserver"
 	"github.com/theloop-dev/theloop/loop/mcpserver"
 )
 
@@ -37,7 +38,7 @@ func newRepo(t testing.TB) string {
 type world struct {
 	repo    string
 	tickets *graphtest.Tickets
-	graphs  *api.Graphs
+	graphs  *apiserver.Graphs
 	logPath string
 	session *mcp.ClientSession
 }
@@ -51,7 +52,7 @@ func newWorld(t testing.TB) *world {
 	el, err := loop.OpenEventLog(w.logPath, "loopd", loop.EventLogOptions{Clock: clock})
 	require.NoError(t, err)
 	t.Cleanup(func() { el.Close() })
-	w.graphs = &api.Graphs{Integrations: w.tickets, Sink: el, Clock: clock}
+	w.graphs = &apiserver.Graphs{Integrations: w.tickets, Sink: el, Clock: clock}
 	s := mcpserver.New(mcpserver.Config{Graphs: w.graphs, EventLogPath: w.logPath, Integrations: w.tickets, Sink: el, Clock: clock, Version: "test"})
 	srv := httptest.NewServer(mcpserver.Handler(s))
 	t.Cleanup(srv.Close)

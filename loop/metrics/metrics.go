@@ -212,7 +212,7 @@ func (m *Metrics) Hook(t graph.HookTiming) {
 	m.hookTime.WithLabelValues(t.Hook, string(t.Boundary), string(t.Mode), string(t.Status)).Observe(t.Duration.Seconds())
 }
 
-// APIRequest records one control-plane request (api.Config.Observe).
+// APIRequest records one control-plane request (apiserver.Config.Observe).
 func (m *Metrics) APIRequest(route string, code int, d time.Duration) {
 	m.apiRequests.WithLabelValues(route, strconv.Itoa(code)).Inc()
 	m.apiTime.WithLabelValues(route).Observe(d.Seconds())

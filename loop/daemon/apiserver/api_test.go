@@ -1,4 +1,4 @@
-package api_test
+package apiserver_test
 
 import (
 	"bufio"
@@ -17,6 +17,7 @@ import (
 	"github.com/theloop-dev/theloop/internal/shortdir"
 	"github.com/theloop-dev/theloop/loop"
 	"github.com/theloop-dev/theloop/loop/api"
+	"github.com/theloop-dev/theloop/loop/daemon/apiserver"
 )
 
 func privateDir(t testing.TB) string {
@@ -31,23 +32,23 @@ func serve(t testing.TB, ln net.Listener, h http.Handler) {
 	t.Cleanup(func() { _ = srv.Close() })
 }
 
-func mux(b api.Backend) http.Handler {
+func mux(b apiserver.Backend) http.Handler {
 	m := http.NewServeMux()
-	m.Handle(api.Prefix+"/", api.New(api.Config{}, b))
+	m.Handle(api.Prefix+"/", apiserver.New(apiserver.Config{}, b))
 	return m
 }
 
 func TestSocketIsPrivateAndSingle(t *testing.T) {
 	sock := filepath.Join(privateDir(t), api.SocketName)
-	ln, err := api.ListenUnix(sock)
+	ln, err := apiserver.ListenUnix(sock)
 	require.NoError(t, err)
 	fi, err := os.Stat(sock)
 	require.NoError(t, err)
 	require.NotZero(t, fi.Mode()&os.ModeSocket)
 	require.Equal(t, os.FileMode(0o600), fi.Mode().Perm(), "the control socket is 0600")
-	serve(t, ln, mux(api.Backend{}))
+	serve(t, ln, mux(apiserver.Backend{}))
 
-	_, err = api.ListenUnix(sock)
+	_, err = apiserver.ListenUnix(sock)
 	require.ErrorContains(t, err, "another process is listening", "a live socket is never taken over")
 
 	var health map[string]bool
@@ -60,28 +61,28 @@ func TestSocketIsPrivateAndSingle(t *testing.T) {
 	require.NoError(t, err)
 	l2.(*net.UnixListener).SetUnlinkOnClose(false)
 	l2.Close()
-	l3, err := api.ListenUnix(stale)
+	l3, err := apiserver.ListenUnix(stale)
 	require.NoError(t, err)
 	l3.Close()
 
 	// A path too long for a unix socket names the fix.
-	_, err = api.ListenUnix("/tmp/" + strings.Repeat("x", 120) + "/loopd.sock")
+	_, err = apiserver.ListenUnix("/tmp/" + strings.Repeat("x", 120) + "/loopd.sock")
 	require.ErrorContains(t, err, "use a shorter state root")
 
 	// A regular file in the way is not removed.
 	file := filepath.Join(privateDir(t), api.SocketName)
 	require.NoError(t, os.WriteFile(file, []byte("x"), 0o600))
-	_, err = api.ListenUnix(file)
+	_, err = apiserver.ListenUnix(file)
 	require.ErrorContains(t, err, "not a socket")
 }
 
 func TestTCPRequiresTheTokenAndSendsNoCORS(t *testing.T) {
-	_, err := api.ListenTCP("127.0.0.1:0", "")
-	require.ErrorIs(t, err, api.ErrNoToken)
+	_, err := apiserver.ListenTCP("127.0.0.1:0", "")
+	require.ErrorIs(t, err, apiserver.ErrNoToken)
 
-	ln, err := api.ListenTCP("127.0.0.1:0", "s3cret")
+	ln, err := apiserver.ListenTCP("127.0.0.1:0", "s3cret")
 	require.NoError(t, err)
-	serve(t, ln, api.RequireToken("s3cret", mux(api.Backend{})))
+	serve(t, ln, apiserver.RequireToken("s3cret", mux(apiserver.Backend{})))
 	base := "http://" + ln.Addr().String()
 
 	for _, tc := range []struct {
@@ -120,9 +121,9 @@ func TestTCPRequiresTheTokenAndSendsNoCORS(t *testing.T) {
 
 func TestMissingPartsAnswer503AndBodiesAreBounded(t *testing.T) {
 	sock := filepath.Join(privateDir(t), api.SocketName)
-	ln, err := api.ListenUnix(sock)
+	ln, err := apiserver.ListenUnix(sock)
 	require.NoError(t, err)
-	serve(t, ln, mux(api.Backend{}))
+	serve(t, ln, mux(apiserver.Backend{}))
 	c := api.NewSocketClient(sock)
 	ctx := context.Background()
 	var ae *api.APIError
@@ -136,9 +137,9 @@ func TestMissingPartsAnswer503AndBodiesAreBounded(t *testing.T) {
 	require.Equal(t, 404, ae.Status, "no stream configured")
 
 	sock2 := filepath.Join(privateDir(t), api.SocketName)
-	ln2, err := api.ListenUnix(sock2)
+	ln2, err := apiserver.ListenUnix(sock2)
 	require.NoError(t, err)
-	serve(t, ln2, mux(api.Backend{Graphs: &api.Graphs{}}))
+	serve(t, ln2, mux(apiserver.Backend{Graphs: &apiserver.Graphs{}}))
 	_, err = api.NewSocketClient(sock2).Raw(ctx, "POST", "/check", nil, map[string]string{"repo": strings.Repeat("x", 100<<10)})
 	require.ErrorAs(t, err, &ae)
 	require.Equal(t, 413, ae.Status)
@@ -149,7 +150,7 @@ func TestEventsQueryAndLiveStream(t *testing.T) {
 	logPath := filepath.Join(dir, "events.jsonl")
 	el, err := loop.OpenEventLog(logPath, "loopd", loop.EventLogOptions{})
 	require.NoError(t, err)
-	stream := api.NewStream(api.StreamConfig{MaxSubscribers: 1, KeepAlive: time.Hour})
+	stream := apiserver.NewStream(apiserver.StreamConfig{MaxSubscribers: 1, KeepAlive: time.Hour})
 	emit := func(name, item string) {
 		e := graph.LogEvent{Time: time.Now(), Name: name, Level: graph.LevelInfo, Fields: []graph.Field{{Key: "work_item", Value: item}}}
 		el.Emit(e)
@@ -159,9 +160,9 @@ func TestEventsQueryAndLiveStream(t *testing.T) {
 	emit("graph.advanced", "github:acme/widgets#7")
 
 	sock := filepath.Join(dir, api.SocketName)
-	ln, err := api.ListenUnix(sock)
+	ln, err := apiserver.ListenUnix(sock)
 	require.NoError(t, err)
-	serve(t, ln, mux(api.Backend{EventLogPath: logPath, Stream: stream}))
+	serve(t, ln, mux(apiserver.Backend{EventLogPath: logPath, Stream: stream}))
 	c := api.NewSocketClient(sock)
 	ctx := context.Background()
 

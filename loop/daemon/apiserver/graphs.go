@@ -1,6 +1,8 @@
-package api
+package apiserver
 
 import (
+	"github.com/theloop-dev/theloop/loop/api"
+
 	"context"
 	"errors"
 	"fmt"
@@ -47,20 +49,7 @@ func (g *Graphs) SetPolicy(authorizedUsers []string, executeKeyword, sessionPerP
 	g.AuthorizedUsers, g.ExecuteKeyword, g.SessionPerPr = authorizedUsers, executeKeyword, sessionPerPr
 }
 
-// GraphRequest names a work item in a repository: the fields every graph
-// verb shares (the CLI's --repo, --graph, --pr, --pr-repo and argument).
-type GraphRequest struct {
-	// Repo is the repository root, an absolute path.
-	Repo string `json:"repo"`
-	// WorkItem is the work item id (issue-42).
-	WorkItem string `json:"workItem"`
-	// Graph is a graph file to load instead of the shipped loop.
-	Graph  string `json:"graph,omitempty"`
-	PR     int    `json:"pr,omitempty"`
-	PRRepo string `json:"prRepo,omitempty"`
-}
-
-func (req GraphRequest) validate(needItem bool) error {
+func validate(req api.GraphRequest, needItem bool) error {
 	if req.Repo == "" || !filepath.IsAbs(req.Repo) {
 		return badRequest("repo must be the repository root as an absolute path (got %q)", req.Repo)
 	}
@@ -73,7 +62,7 @@ func (req GraphRequest) validate(needItem bool) error {
 	return nil
 }
 
-func (req GraphRequest) loadGraph() (*graph.Graph, error) {
+func loadGraph(req api.GraphRequest) (*graph.Graph, error) {
 	if req.Graph == "" {
 		return nil, nil
 	}
@@ -92,8 +81,8 @@ func (g *Graphs) clock() graph.Clock {
 }
 
 // openCheck is loopctl's openCheck.
-func (g *Graphs) openCheck(req GraphRequest) (*graph.Runtime, error) {
-	gr, err := req.loadGraph()
+func (g *Graphs) openCheck(req api.GraphRequest) (*graph.Runtime, error) {
+	gr, err := loadGraph(req)
 	if err != nil {
 		return nil, err
 	}
@@ -102,12 +91,12 @@ func (g *Graphs) openCheck(req GraphRequest) (*graph.Runtime, error) {
 
 // openLive is the daemon's counterpart of loop.OpenLive: the daemon's
 // settings, integrations and sink instead of the CLI config's.
-func (g *Graphs) openLive(req GraphRequest) (*graph.Runtime, error) {
+func (g *Graphs) openLive(req api.GraphRequest) (*graph.Runtime, error) {
 	repo, err := loop.OpenRepo(req.Repo, g.SpecDir)
 	if err != nil {
 		return nil, err
 	}
-	gr, err := req.loadGraph()
+	gr, err := loadGraph(req)
 	if err != nil {
 		return nil, err
 	}
@@ -126,19 +115,6 @@ func (g *Graphs) openLive(req GraphRequest) (*graph.Runtime, error) {
 	})
 }
 
-// CheckRequest is POST /check's body.
-type CheckRequest struct {
-	GraphRequest
-	Recompute bool `json:"recompute,omitempty"`
-}
-
-// CheckReport is graph.Report plus repoResolved, false when the repository
-// does not exist (loopctl check prints the same).
-type CheckReport struct {
-	*graph.Report
-	RepoResolved *bool `json:"repoResolved,omitempty"`
-}
-
 func (s *Server) graphs() (*Graphs, error) {
 	if s.b.Graphs == nil {
 		return nil, unavailable("the graph runtime")
@@ -151,7 +127,7 @@ func (s *Server) check(_ http.ResponseWriter, r *http.Request) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	var req CheckRequest
+	var req api.CheckRequest
 	if err := decode(r, &req); err != nil {
 		return nil, err
 	}
@@ -159,13 +135,13 @@ func (s *Server) check(_ http.ResponseWriter, r *http.Request) (any, error) {
 }
 
 // Check is `loopctl check ID [--recompute]`.
-func (g *Graphs) Check(ctx context.Context, req CheckRequest) (*CheckReport, error) {
-	if err := req.validate(true); err != nil {
+func (g *Graphs) Check(ctx context.Context, req api.CheckRequest) (*api.CheckReport, error) {
+	if err := validate(req.GraphRequest, true); err != nil {
 		return nil, err
 	}
 	if st, err := os.Stat(req.Repo); err != nil || !st.IsDir() {
 		no := false
-		return &CheckReport{Report: &graph.Report{WorkItem: req.WorkItem, Nodes: []graph.NodeReport{}}, RepoResolved: &no}, nil
+		return &api.CheckReport{Report: &graph.Report{WorkItem: req.WorkItem, Nodes: []graph.NodeReport{}}, RepoResolved: &no}, nil
 	}
 	rt, err := g.openCheck(req.GraphRequest)
 	if err != nil {
@@ -175,7 +151,7 @@ func (g *Graphs) Check(ctx context.Context, req CheckRequest) (*CheckReport, err
 	if err != nil {
 		return nil, err
 	}
-	return &CheckReport{Report: rep}, nil
+	return &api.CheckReport{Report: rep}, nil
 }
 
 // graphVerb serves a POST verb of Graphs: the JSON body decoded into the
@@ -221,7 +197,7 @@ func (s *Server) graphShow(_ http.ResponseWriter, r *http.Request) (any, error) 
 		return nil, err
 	}
 	q := r.URL.Query()
-	req := GraphRequest{Repo: q.Get("repo"), WorkItem: q.Get("workItem"), Graph: q.Get("graph"), PRRepo: q.Get("prRepo")}
+	req := api.GraphRequest{Repo: q.Get("repo"), WorkItem: q.Get("workItem"), Graph: q.Get("graph"), PRRepo: q.Get("prRepo")}
 	if v := q.Get("pr"); v != "" {
 		if req.PR, err = strconv.Atoi(v); err != nil {
 			return nil, badRequest("pr %q: a pull request number", v)
@@ -233,7 +209,7 @@ func (s *Server) graphShow(_ http.ResponseWriter, r *http.Request) (any, error) 
 // Show is `loopctl graph show --format json`: a shipped loop when no work
 // item, graph file or pull request is named, else the work item's graph
 // with its marks.
-func (g *Graphs) Show(ctx context.Context, req GraphRequest, loopName string) (*loop.GraphView, error) {
+func (g *Graphs) Show(ctx context.Context, req api.GraphRequest, loopName string) (*loop.GraphView, error) {
 	if req.WorkItem == "" && req.Graph == "" && req.PR == 0 {
 		if loopName == "" {
 			loopName = loop.WorkItemLoop
@@ -245,7 +221,7 @@ func (g *Graphs) Show(ctx context.Context, req GraphRequest, loopName string) (*
 		v := loop.NewGraphView(gr, nil)
 		return &v, nil
 	}
-	if err := req.validate(false); err != nil {
+	if err := validate(req, false); err != nil {
 		return nil, err
 	}
 	rt, err := g.openCheck(req)
@@ -265,8 +241,8 @@ func (g *Graphs) Show(ctx context.Context, req GraphRequest, loopName string) (*
 }
 
 // Status is `loopctl graph status ID --format json`.
-func (g *Graphs) Status(ctx context.Context, req GraphRequest) (*graph.Report, error) {
-	if err := req.validate(true); err != nil {
+func (g *Graphs) Status(ctx context.Context, req api.GraphRequest) (*graph.Report, error) {
+	if err := validate(req, true); err != nil {
 		return nil, err
 	}
 	rt, err := g.openCheck(req)
@@ -276,17 +252,10 @@ func (g *Graphs) Status(ctx context.Context, req GraphRequest) (*graph.Report, e
 	return rt.Status(ctx, req.WorkItem, false)
 }
 
-// CompleteRequest is POST /graph/complete's body.
-type CompleteRequest struct {
-	GraphRequest
-	Node  string `json:"node,omitempty"`
-	Actor string `json:"actor,omitempty"`
-}
-
 // Complete is `loopctl graph complete ID [--node N] [--actor A]` (actor
 // defaults to "api").
-func (g *Graphs) Complete(ctx context.Context, req CompleteRequest) (*graph.Claim, error) {
-	if err := req.validate(true); err != nil {
+func (g *Graphs) Complete(ctx context.Context, req api.CompleteRequest) (*graph.Claim, error) {
+	if err := validate(req.GraphRequest, true); err != nil {
 		return nil, err
 	}
 	if req.Actor == "" {
@@ -301,8 +270,8 @@ func (g *Graphs) Complete(ctx context.Context, req CompleteRequest) (*graph.Clai
 }
 
 // Advance is `loopctl graph advance ID`: no event, so human gates wait.
-func (g *Graphs) Advance(ctx context.Context, req GraphRequest) (*graph.StepReport, error) {
-	if err := req.validate(true); err != nil {
+func (g *Graphs) Advance(ctx context.Context, req api.GraphRequest) (*graph.StepReport, error) {
+	if err := validate(req, true); err != nil {
 		return nil, err
 	}
 	rt, err := g.openLive(req)
@@ -316,19 +285,9 @@ func (g *Graphs) Advance(ctx context.Context, req GraphRequest) (*graph.StepRepo
 	return rep, loop.ExplainGraphError(err)
 }
 
-// ForceRequest is POST /graph/force's body.
-type ForceRequest struct {
-	GraphRequest
-	To     string `json:"toNode"`
-	Reason string `json:"reason"`
-	// Actor is who forces. Over the API it is the caller's authenticated
-	// identity; a different value is refused (403).
-	Actor string `json:"actor,omitempty"`
-}
-
 // Force is `loopctl graph force ID --to N --reason R`.
-func (g *Graphs) Force(ctx context.Context, req ForceRequest) (*graph.ForceResult, error) {
-	if err := req.validate(true); err != nil {
+func (g *Graphs) Force(ctx context.Context, req api.ForceRequest) (*graph.ForceResult, error) {
+	if err := validate(req.GraphRequest, true); err != nil {
 		return nil, err
 	}
 	if req.To == "" {
@@ -341,19 +300,9 @@ func (g *Graphs) Force(ctx context.Context, req ForceRequest) (*graph.ForceResul
 	return rt.Force(ctx, req.WorkItem, graph.ForceRequest{To: req.To, Reason: req.Reason, Actor: req.Actor})
 }
 
-// SkipRequest is POST /graph/skip's body: nodes and skip-set names.
-type SkipRequest struct {
-	GraphRequest
-	Nodes  []string `json:"nodes"`
-	Reason string   `json:"reason"`
-	// Actor is who declares. Over the API it is the caller's
-	// authenticated identity; a different value is refused (403).
-	Actor string `json:"actor,omitempty"`
-}
-
 // Skip is `loopctl graph skip ID --node N… --reason R`.
-func (g *Graphs) Skip(ctx context.Context, req SkipRequest) (*graph.SkipResult, error) {
-	if err := req.validate(true); err != nil {
+func (g *Graphs) Skip(ctx context.Context, req api.SkipRequest) (*graph.SkipResult, error) {
+	if err := validate(req.GraphRequest, true); err != nil {
 		return nil, err
 	}
 	if len(req.Nodes) == 0 {

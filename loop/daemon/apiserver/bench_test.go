@@ -1,4 +1,4 @@
-package api_test
+package apiserver_test
 
 import (
 	"context"
@@ -7,11 +7,12 @@ import (
 	"testing"
 
 	"github.com/theloop-dev/theloop/loop/api"
+	"github.com/theloop-dev/theloop/loop/daemon/apiserver"
 )
 
-func benchSocket(b *testing.B, backend api.Backend) *api.Client {
+func benchSocket(b *testing.B, backend apiserver.Backend) *api.Client {
 	sock := filepath.Join(privateDir(b), api.SocketName)
-	ln, err := api.ListenUnix(sock)
+	ln, err := apiserver.ListenUnix(sock)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -22,7 +23,7 @@ func benchSocket(b *testing.B, backend api.Backend) *api.Client {
 // BenchmarkSocketHealth is the control plane's floor: one round trip over
 // the unix socket (keep-alive connection).
 func BenchmarkSocketHealth(b *testing.B) {
-	c := benchSocket(b, api.Backend{})
+	c := benchSocket(b, apiserver.Backend{})
 	ctx := context.Background()
 	for b.Loop() {
 		if _, err := c.Raw(ctx, "GET", "/health", nil, nil); err != nil {
@@ -47,7 +48,7 @@ func BenchmarkSocketCheck(b *testing.B) {
 			b.Fatal(err)
 		}
 	}
-	c := benchSocket(b, api.Backend{Graphs: &api.Graphs{}})
+	c := benchSocket(b, apiserver.Backend{Graphs: &apiserver.Graphs{}})
 	ctx := context.Background()
 	req := api.CheckRequest{GraphRequest: api.GraphRequest{Repo: repo, WorkItem: "issue-42"}, Recompute: true}
 	for b.Loop() {

@@ -1,4 +1,4 @@
-package api
+package apiserver
 
 import (
 	"context"
@@ -133,7 +133,7 @@ func Authenticated(next http.Handler) http.Handler {
 func actorOf(r *http.Request, claimed string) (string, error) {
 	c, ok := CallerOf(r.Context())
 	if !ok || c.Refused != nil || c.Identity == "" {
-		return "", fmt.Errorf("%w: this verb records who acts, and no transport authenticated the caller (serve the API behind api.PeerContext or api.RequireToken)", ErrForbidden)
+		return "", fmt.Errorf("%w: this verb records who acts, and no transport authenticated the caller (serve the API behind apiserver.PeerContext or apiserver.RequireToken)", ErrForbidden)
 	}
 	if claimed != "" && claimed != c.Identity {
 		return "", fmt.Errorf("%w: actor %q: the actor comes from the caller's identity, which is %q; leave actor out (loopctl: drop --actor)", ErrForbidden, claimed, c.Identity)

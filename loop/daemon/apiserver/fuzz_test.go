@@ -1,4 +1,4 @@
-package api_test
+package apiserver_test
 
 import (
 	"bytes"
@@ -12,6 +12,7 @@ import (
 	"testing"
 
 	"github.com/theloop-dev/theloop/loop/api"
+	"github.com/theloop-dev/theloop/loop/daemon/apiserver"
 	"github.com/theloop-dev/theloop/loop/queue"
 	"github.com/theloop-dev/theloop/sessions"
 )
@@ -57,7 +58,7 @@ func FuzzRequests(f *testing.F) {
 		}
 	}
 	h := http.NewServeMux()
-	h.Handle(api.Prefix+"/", api.New(api.Config{}, api.Backend{Graphs: &api.Graphs{}, Sessions: nopSessions{}, Queue: nopQueue{}}))
+	h.Handle(api.Prefix+"/", apiserver.New(apiserver.Config{}, apiserver.Backend{Graphs: &apiserver.Graphs{}, Sessions: nopSessions{}, Queue: nopQueue{}}))
 	f.Fuzz(func(t *testing.T, which uint8, body []byte) {
 		route := routes[int(which)%len(routes)]
 		var probe struct {
@@ -68,7 +69,7 @@ func FuzzRequests(f *testing.F) {
 		}
 		rec := httptest.NewRecorder()
 		req := httptest.NewRequest("POST", api.Prefix+route, bytes.NewReader(body))
-		req = req.WithContext(api.WithCaller(req.Context(), api.Caller{Identity: "os-user:fuzz", Transport: "unix"}))
+		req = req.WithContext(apiserver.WithCaller(req.Context(), apiserver.Caller{Identity: "os-user:fuzz", Transport: "unix"}))
 		h.ServeHTTP(rec, req)
 		if rec.Code >= 500 && rec.Code != http.StatusServiceUnavailable {
 			t.Fatalf("%s %q: %d %s", route, body, rec.Code, rec.Body.String())

@@ -3,27 +3,50 @@ package main
 import (
 	"context"
 	"io"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"testing"
+	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/stretchr/testify/require"
 
+	"github.com/theloop-dev/theloop/graph"
 	"github.com/theloop-dev/theloop/graph/graphtest"
 )
 
-// `loopctl mcp` on stdio, driven by the SDK's client through pipes.
+// mcpRepo is a repository whose issue-42 waits at phase-selection.
+func mcpRepo(t *testing.T) string {
+	repo := t.TempDir()
+	for rel, content := range map[string]string{
+		".the-loop/harness-config.yaml":       "ticketing:\n  github: {owner: acme, repo: widgets}\n",
+		"docs/specs/issue-42/requirements.md": "# R\n\n## Requirements\n\n1. x\n\n## Security considerations\n\nnone\n",
+	} {
+		p := filepath.Join(repo, rel)
+		require.NoError(t, os.MkdirAll(filepath.Dir(p), 0o755))
+		require.NoError(t, os.WriteFile(p, []byte(content), 0o644))
+	}
+	return repo
+}
+
+// `loopd mcp` on stdio, driven by the SDK's client through pipes.
 func TestMCPOnStdio(t *testing.T) {
-	repo := newRepo(t)
+	repo := mcpRepo(t)
 	tickets := graphtest.NewTickets()
-	f, _ := testFactory(t, repo, tickets)
+	state := t.TempDir()
+	cfgPath := filepath.Join(state, "cli-config.yaml")
+	require.NoError(t, os.WriteFile(cfgPath, []byte("state:\n  root: "+state+"\n"), 0o644))
+	e, _, errb := testEnv(t, map[string]string{"THE_LOOP_CLI_CONFIG": cfgPath})
+	e.Getwd = func() (string, error) { return repo, nil }
+	e.Clock = graphtest.NewClock(time.Date(2026, 5, 4, 9, 0, 0, 0, time.UTC))
+	e.Integrations = func(map[string]any, graph.Sink) (graph.Integrations, []string, error) { return tickets, nil, nil }
 	inR, inW := io.Pipe()
 	outR, outW := io.Pipe()
-	f.IO.In, f.IO.Out = inR, outW
+	e.Stdin, e.Stdout = inR, outW
 	done := make(chan int, 1)
 	go func() {
-		done <- Main([]string{"loopctl", "mcp"}, f)
+		done <- Main([]string{"loopd", "mcp"}, e)
 		outW.Close()
 	}()
 	c := mcp.NewClient(&mcp.Implementation{Name: "test", Version: "1"}, nil)
@@ -42,18 +65,18 @@ func TestMCPOnStdio(t *testing.T) {
 	require.Len(t, tickets.Comments("github:acme/widgets#42"), 1)
 	require.NoError(t, sess.Close())
 	inW.Close()
-	require.Equal(t, exitOK, <-done)
+	require.Equal(t, exitOK, <-done, "stderr: %s", errb)
 }
 
 // The built binary as a harness spawns it (mcp.CommandTransport).
 func TestMCPBinaryAsAHarnessSpawnsIt(t *testing.T) {
 	if testing.Short() {
-		t.Skip("builds loopctl")
+		t.Skip("builds loopd")
 	}
-	bin := filepath.Join(t.TempDir(), "loopctl")
+	bin := filepath.Join(t.TempDir(), "loopd")
 	out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput()
 	require.NoError(t, err, "%s", out)
-	repo := newRepo(t)
+	repo := mcpRepo(t)
 	cmd := exec.Command(bin, "mcp")
 	cmd.Env = append(cmd.Environ(), "HOME="+t.TempDir(), "THE_LOOP_CLI_CONFIG=")
 	cmd.Dir = repo

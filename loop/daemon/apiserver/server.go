@@ -1,6 +1,8 @@
-package api
+package apiserver
 
 import (
+	"github.com/theloop-dev/theloop/loop/api"
+
 	"context"
 	"encoding/json"
 	"errors"
@@ -20,9 +22,6 @@ import (
 	"github.com/theloop-dev/theloop/workitem"
 )
 
-// Prefix is the API's path prefix.
-const Prefix = "/api/v1"
-
 // maxBody bounds a request body (the verbs take a few short fields).
 const maxBody = 64 << 10
 
@@ -35,7 +34,7 @@ type Sessions interface {
 	// ControlSession applies stop, pause or resume for actor, recording it
 	// (source cli) before the effect, and unless noComment announces it on
 	// the work item; it returns what happened.
-	ControlSession(ctx context.Context, ref, verb, actor string, noComment bool) (ControlResult, error)
+	ControlSession(ctx context.Context, ref, verb, actor string, noComment bool) (api.ControlResult, error)
 	// AttachCommand is the shell command that attaches to the session.
 	AttachCommand(ctx context.Context, ref string) (string, error)
 }
@@ -46,32 +45,7 @@ type Sessions interface {
 type PRLinker interface {
 	// LinkPR links pullRequest ("#5", "5" or a full ref) to the live session
 	// of the work item ref.
-	LinkPR(ctx context.Context, ref, pullRequest string) (LinkPRResult, error)
-}
-
-// LinkPRRequest is POST /sessions/link-pr's body.
-type LinkPRRequest struct {
-	Ref         string `json:"ref"`
-	PullRequest string `json:"pullRequest"`
-}
-
-// LinkPRResult answers POST /sessions/link-pr.
-type LinkPRResult struct {
-	Ref         string `json:"ref"`
-	PullRequest string `json:"pullRequest"`
-	// Linked is false when the link already existed.
-	Linked bool `json:"linked"`
-}
-
-// ControlResult answers a session control verb.
-type ControlResult struct {
-	Ref    string `json:"ref"`
-	Verb   string `json:"verb"`
-	Effect string `json:"effect"`
-	// Announced is the marked comment's URL ("" when none was posted);
-	// AnnounceError says why it was not.
-	Announced     string `json:"announced,omitempty"`
-	AnnounceError string `json:"announceError,omitempty"`
+	LinkPR(ctx context.Context, ref, pullRequest string) (api.LinkPRResult, error)
 }
 
 // Queue is the running daemon's durable queue.
@@ -79,33 +53,6 @@ type Queue interface {
 	Stats(ctx context.Context) (queue.Stats, error)
 	DeadLetters(ctx context.Context) ([]queue.DeadLetter, error)
 	Replay(ctx context.Context, seq uint64) error
-}
-
-// Status describes the running daemon (GET /status).
-type Status struct {
-	Version   string     `json:"version"`
-	PID       int        `json:"pid"`
-	StateRoot string     `json:"stateRoot"`
-	Webhook   string     `json:"webhook"`
-	StartedAt time.Time  `json:"startedAt"`
-	Uptime    float64    `json:"uptimeSeconds"`
-	Queue     *QueueView `json:"queue,omitempty"`
-	// LiveSessions counts active and paused sessions.
-	LiveSessions int `json:"liveSessions"`
-	// Warnings are problems the daemon runs with (a part unavailable).
-	Warnings []string `json:"warnings,omitempty"`
-	// Cluster is set when this loopd shares the work with others
-	// (service.node).
-	Cluster *ClusterView `json:"cluster,omitempty"`
-}
-
-// ClusterView is this node's share of a cluster's work items.
-type ClusterView struct {
-	Node string `json:"node"`
-	// MaxSessions is the node's capacity (0: none).
-	MaxSessions int `json:"maxSessions"`
-	// Owned are the work-item slots this node holds the lease of.
-	Owned []string `json:"owned"`
 }
 
 // Backend is what the API serves. A nil part answers 503 naming it.
@@ -121,7 +68,7 @@ type Backend struct {
 	// Stream is the live event feed for /events/stream (nil = 404).
 	Stream *Stream
 	// Status reports the daemon (nil = 503).
-	Status func(ctx context.Context) Status
+	Status func(ctx context.Context) api.Status
 }
 
 // Config tunes the API.
@@ -167,8 +114,8 @@ func New(cfg Config, b Backend) *Server {
 	s.route("POST /graph/status", graphVerb(s, (*Graphs).Status))
 	s.route("POST /graph/complete", graphVerb(s, (*Graphs).Complete))
 	s.route("POST /graph/advance", graphVerb(s, (*Graphs).Advance))
-	s.route("POST /graph/force", operatorGraphVerb(s, (*Graphs).Force, func(r *ForceRequest) *string { return &r.Actor }))
-	s.route("POST /graph/skip", operatorGraphVerb(s, (*Graphs).Skip, func(r *SkipRequest) *string { return &r.Actor }))
+	s.route("POST /graph/force", operatorGraphVerb(s, (*Graphs).Force, func(r *api.ForceRequest) *string { return &r.Actor }))
+	s.route("POST /graph/skip", operatorGraphVerb(s, (*Graphs).Skip, func(r *api.SkipRequest) *string { return &r.Actor }))
 	s.route("GET /sessions", s.sessionsList)
 	s.route("GET /sessions/one", s.sessionsOne)
 	s.route("POST /sessions/control", s.sessionsControl)
@@ -182,14 +129,14 @@ func New(cfg Config, b Backend) *Server {
 	return s
 }
 
-// ServeHTTP serves paths under Prefix (the caller mounts it there).
+// ServeHTTP serves paths under api.Prefix (the caller mounts it there).
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) { s.mux.ServeHTTP(w, r) }
 
 type apiHandler func(w http.ResponseWriter, r *http.Request) (any, error)
 
 func (s *Server) route(pattern string, h apiHandler) {
 	method, path, _ := strings.Cut(pattern, " ")
-	s.mux.HandleFunc(method+" "+Prefix+path, func(w http.ResponseWriter, r *http.Request) {
+	s.mux.HandleFunc(method+" "+api.Prefix+path, func(w http.ResponseWriter, r *http.Request) {
 		start := time.Now()
 		sw := &httpstatus.Writer{ResponseWriter: w}
 		r.Body = http.MaxBytesReader(sw, r.Body, maxBody)
@@ -316,27 +263,11 @@ func (s *Server) sessionsOne(_ http.ResponseWriter, r *http.Request) (any, error
 	return s.b.Sessions.Session(r.Context(), ref)
 }
 
-// ControlRequest is POST /sessions/control's body.
-type ControlRequest struct {
-	Ref  string `json:"ref"`
-	Verb string `json:"verb"`
-	// Actor, when set, must be the caller's authenticated identity (403
-	// otherwise): the actor recorded is always who the transport proved
-	// the caller to be.
-	Actor string `json:"actor,omitempty"`
-	// NoComment skips the marked comment announcing the command on the
-	// work item (daemon-spec §5.4: posted unless --no-comment).
-	NoComment bool `json:"noComment,omitempty"`
-}
-
-// ControlVerbs are the session verbs the API applies.
-var ControlVerbs = []string{"stop", "pause", "resume"}
-
 func (s *Server) sessionsControl(_ http.ResponseWriter, r *http.Request) (any, error) {
 	if s.b.Sessions == nil {
 		return nil, unavailable("the session registry")
 	}
-	var req ControlRequest
+	var req api.ControlRequest
 	if err := decode(r, &req); err != nil {
 		return nil, err
 	}
@@ -344,11 +275,11 @@ func (s *Server) sessionsControl(_ http.ResponseWriter, r *http.Request) (any, e
 		return nil, badRequest("ref is required (github:owner/repo#42)")
 	}
 	ok := false
-	for _, v := range ControlVerbs {
+	for _, v := range api.ControlVerbs {
 		ok = ok || v == req.Verb
 	}
 	if !ok {
-		return nil, badRequest("verb %q: use one of %s", req.Verb, strings.Join(ControlVerbs, ", "))
+		return nil, badRequest("verb %q: use one of %s", req.Verb, strings.Join(api.ControlVerbs, ", "))
 	}
 	actor, err := actorOf(r, req.Actor)
 	if err != nil {
@@ -363,7 +294,7 @@ func (s *Server) sessionsLinkPR(_ http.ResponseWriter, r *http.Request) (any, er
 	if !ok {
 		return nil, unavailable("linking pull requests")
 	}
-	var req LinkPRRequest
+	var req api.LinkPRRequest
 	if err := decode(r, &req); err != nil {
 		return nil, err
 	}
@@ -423,19 +354,9 @@ func (s *Server) events(_ http.ResponseWriter, r *http.Request) (any, error) {
 
 // --- queue -----------------------------------------------------------------
 
-// QueueView is GET /queue's answer.
-type QueueView struct {
-	Depth uint64 `json:"depth"`
-	// Oldest is when the oldest unacknowledged event was kept (absent when
-	// the queue is empty); OldestAge is its age in seconds.
-	Oldest      *time.Time `json:"oldest,omitempty"`
-	OldestAge   float64    `json:"oldestAgeSeconds"`
-	DeadLetters uint64     `json:"deadLetters"`
-}
-
 // NewQueueView renders queue statistics at now.
-func NewQueueView(st queue.Stats, now time.Time) *QueueView {
-	v := &QueueView{Depth: st.Depth, DeadLetters: st.Dead}
+func NewQueueView(st queue.Stats, now time.Time) *api.QueueView {
+	v := &api.QueueView{Depth: st.Depth, DeadLetters: st.Dead}
 	if st.Depth > 0 && !st.Oldest.IsZero() {
 		o := st.Oldest.UTC()
 		v.Oldest = &o
@@ -455,21 +376,6 @@ func (s *Server) queueStats(_ http.ResponseWriter, r *http.Request) (any, error)
 	return NewQueueView(st, s.cfg.Clock.Now()), nil
 }
 
-// DeadLetterView is one dead letter as the API shows it: the event's
-// routing facts, never its payload or comment bodies.
-type DeadLetterView struct {
-	Seq         uint64    `json:"seq"`
-	DeliveryID  string    `json:"deliveryId"`
-	OriginalSeq uint64    `json:"originalSeq"`
-	Attempts    int       `json:"attempts"`
-	Reason      string    `json:"reason"`
-	At          time.Time `json:"at"`
-	Event       string    `json:"event,omitempty"`
-	Action      string    `json:"action,omitempty"`
-	Repo        string    `json:"repo,omitempty"`
-	WorkItems   []string  `json:"workItems,omitempty"`
-}
-
 func (s *Server) queueDead(_ http.ResponseWriter, r *http.Request) (any, error) {
 	if s.b.Queue == nil {
 		return nil, unavailable("the queue")
@@ -478,9 +384,9 @@ func (s *Server) queueDead(_ http.ResponseWriter, r *http.Request) (any, error) 
 	if err != nil {
 		return nil, err
 	}
-	out := make([]DeadLetterView, 0, len(dls))
+	out := make([]api.DeadLetterView, 0, len(dls))
 	for _, d := range dls {
-		v := DeadLetterView{Seq: d.Seq, DeliveryID: d.DeliveryID, OriginalSeq: d.OriginalSeq, Attempts: d.Attempts, Reason: d.Reason, At: d.At.UTC()}
+		v := api.DeadLetterView{Seq: d.Seq, DeliveryID: d.DeliveryID, OriginalSeq: d.OriginalSeq, Attempts: d.Attempts, Reason: d.Reason, At: d.At.UTC()}
 		if d.Event != nil {
 			v.Event, v.Action, v.Repo = d.Event.Event, d.Event.Action, d.Event.Repo
 			for _, w := range d.Event.WorkItems {
@@ -492,21 +398,16 @@ func (s *Server) queueDead(_ http.ResponseWriter, r *http.Request) (any, error) 
 	return out, nil
 }
 
-// ReplayRequest is POST /queue/dead/replay's body.
-type ReplayRequest struct {
-	Seq uint64 `json:"seq"`
-}
-
 func (s *Server) queueReplay(_ http.ResponseWriter, r *http.Request) (any, error) {
 	if s.b.Queue == nil {
 		return nil, unavailable("the queue")
 	}
-	var req ReplayRequest
+	var req api.ReplayRequest
 	if err := decode(r, &req); err != nil {
 		return nil, err
 	}
 	if req.Seq == 0 {
-		return nil, badRequest("seq is required: a dead letter's seq from GET %s/queue/dead", Prefix)
+		return nil, badRequest("seq is required: a dead letter's seq from GET %s/queue/dead", api.Prefix)
 	}
 	if err := s.b.Queue.Replay(r.Context(), req.Seq); err != nil {
 		return nil, err

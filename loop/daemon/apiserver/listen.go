@@ -1,4 +1,4 @@
-package api
+package apiserver
 
 import (
 	"crypto/subtle"
@@ -7,19 +7,8 @@ import (
 	"net"
 	"net/http"
 	"os"
-	"path/filepath"
 	"strings"
 )
-
-// SocketName is the control socket's file name under the state root.
-const SocketName = "loopd.sock"
-
-// DefaultTokenEnv is service.tokenEnv's default: the variable holding the
-// bearer token a TCP listener requires.
-const DefaultTokenEnv = "THE_LOOP_SERVICE_TOKEN"
-
-// SocketPath is <stateRoot>/loopd.sock.
-func SocketPath(stateRoot string) string { return filepath.Join(stateRoot, SocketName) }
 
 // ErrNoToken: a TCP listener was asked for without a bearer token.
 var ErrNoToken = errors.New("the control plane listens on TCP only with a bearer token: export the token in the variable service.tokenEnv names (default THE_LOOP_SERVICE_TOKEN), or leave service.listen empty to use the unix socket")

@@ -1,4 +1,4 @@
-package api_test
+package apiserver_test
 
 import (
 	"context"
@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/theloop-dev/theloop/loop/api"
+	"github.com/theloop-dev/theloop/loop/daemon/apiserver"
 )
 
 // actorSessions records the actor each control verb was applied for.
@@ -36,12 +37,12 @@ func (s *actorSessions) recorded() []string {
 
 // serveSocket serves h on a real unix socket with policy deciding who its
 // peers are, the way loopd serves its control plane.
-func serveSocket(t *testing.T, policy api.PeerPolicy, h http.Handler) string {
+func serveSocket(t *testing.T, policy apiserver.PeerPolicy, h http.Handler) string {
 	t.Helper()
 	sock := filepath.Join(privateDir(t), api.SocketName)
-	ln, err := api.ListenUnix(sock)
+	ln, err := apiserver.ListenUnix(sock)
 	require.NoError(t, err)
-	srv := &http.Server{Handler: api.Authenticated(h), ConnContext: api.PeerContext(policy)}
+	srv := &http.Server{Handler: apiserver.Authenticated(h), ConnContext: apiserver.PeerContext(policy)}
 	go func() { _ = srv.Serve(ln) }()
 	t.Cleanup(func() { _ = srv.Close() })
 	return sock
@@ -54,15 +55,15 @@ func serveSocket(t *testing.T, policy api.PeerPolicy, h http.Handler) string {
 // actor comes from.
 func TestSocketPeerIsTheActor(t *testing.T) {
 	var mu sync.Mutex
-	var peers []api.Peer
-	policy := func(p api.Peer) (string, error) {
+	var peers []apiserver.Peer
+	policy := func(p apiserver.Peer) (string, error) {
 		mu.Lock()
 		defer mu.Unlock()
 		peers = append(peers, p)
 		return "os-user:tester", nil
 	}
 	ss := &actorSessions{}
-	sock := serveSocket(t, policy, mux(api.Backend{Sessions: ss}))
+	sock := serveSocket(t, policy, mux(apiserver.Backend{Sessions: ss}))
 	c := api.NewSocketClient(sock)
 	ctx := context.Background()
 
@@ -79,11 +80,11 @@ func TestSocketPeerIsTheActor(t *testing.T) {
 	mu.Lock()
 	first := peers[0]
 	mu.Unlock()
-	require.Equal(t, api.Peer{UID: os.Getuid(), GID: os.Getgid(), PID: os.Getpid()}, first, "SO_PEERCRED names this process")
+	require.Equal(t, apiserver.Peer{UID: os.Getuid(), GID: os.Getgid(), PID: os.Getpid()}, first, "SO_PEERCRED names this process")
 
 	// The graph verbs that act for an operator bind the actor the same way
 	// (checked before the repository is opened).
-	g := serveSocket(t, policy, mux(api.Backend{Graphs: &api.Graphs{}}))
+	g := serveSocket(t, policy, mux(apiserver.Backend{Graphs: &apiserver.Graphs{}}))
 	for _, tc := range []struct {
 		path string
 		body any
@@ -102,9 +103,9 @@ func TestSocketPeerIsTheActor(t *testing.T) {
 // with the policy's reason on every route, reads included.
 func TestRefusedPeersAreRefusedEverywhere(t *testing.T) {
 	ss := &actorSessions{}
-	sock := serveSocket(t, func(p api.Peer) (string, error) {
+	sock := serveSocket(t, func(p apiserver.Peer) (string, error) {
 		return "", errors.New("process is inside an agent session")
-	}, mux(api.Backend{Sessions: ss, Graphs: &api.Graphs{}}))
+	}, mux(apiserver.Backend{Sessions: ss, Graphs: &apiserver.Graphs{}}))
 	c := api.NewSocketClient(sock)
 	for _, tc := range []struct {
 		method, path string
@@ -124,7 +125,7 @@ func TestRefusedPeersAreRefusedEverywhere(t *testing.T) {
 	require.Empty(t, ss.recorded())
 
 	// No policy at all refuses every peer (fail closed).
-	sock = serveSocket(t, nil, mux(api.Backend{Sessions: ss}))
+	sock = serveSocket(t, nil, mux(apiserver.Backend{Sessions: ss}))
 	_, err := api.NewSocketClient(sock).Raw(context.Background(), "GET", "/health", nil, nil)
 	var ae *api.APIError
 	require.ErrorAs(t, err, &ae)
@@ -138,9 +139,9 @@ func TestRefusedPeersAreRefusedEverywhere(t *testing.T) {
 func TestOperatorVerbsNeedAnAuthenticatedCaller(t *testing.T) {
 	ss := &actorSessions{}
 	sock := filepath.Join(privateDir(t), api.SocketName)
-	ln, err := api.ListenUnix(sock)
+	ln, err := apiserver.ListenUnix(sock)
 	require.NoError(t, err)
-	serve(t, ln, mux(api.Backend{Sessions: ss}))
+	serve(t, ln, mux(apiserver.Backend{Sessions: ss}))
 	c := api.NewSocketClient(sock)
 	_, err = c.Raw(context.Background(), "POST", "/sessions/control", nil, api.ControlRequest{Ref: "github:o/r#1", Verb: "stop", Actor: "alice"})
 	var ae *api.APIError
@@ -148,12 +149,12 @@ func TestOperatorVerbsNeedAnAuthenticatedCaller(t *testing.T) {
 	require.Equal(t, http.StatusForbidden, ae.Status)
 	require.Contains(t, ae.Detail, "no transport authenticated the caller")
 
-	tln, err := api.ListenTCP("127.0.0.1:0", "s3cret")
+	tln, err := apiserver.ListenTCP("127.0.0.1:0", "s3cret")
 	require.NoError(t, err)
-	serve(t, tln, api.RequireToken("s3cret", api.Authenticated(mux(api.Backend{Sessions: ss}))))
+	serve(t, tln, apiserver.RequireToken("s3cret", apiserver.Authenticated(mux(apiserver.Backend{Sessions: ss}))))
 	var res api.ControlResult
 	require.NoError(t, api.NewTCPClient("http://"+tln.Addr().String(), "s3cret", nil).Do(context.Background(), "POST", "/sessions/control", nil, api.ControlRequest{Ref: "github:o/r#1", Verb: "pause"}, &res))
-	require.Equal(t, []string{api.TokenIdentity}, ss.recorded())
+	require.Equal(t, []string{apiserver.TokenIdentity}, ss.recorded())
 }
 
-var _ api.Sessions = (*actorSessions)(nil)
+var _ apiserver.Sessions = (*actorSessions)(nil)

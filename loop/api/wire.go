@@ -1,0 +1,172 @@
+package api
+
+import (
+	"path/filepath"
+	"time"
+
+	"github.com/theloop-dev/theloop/graph"
+)
+
+// SocketName is the control socket's file name under the state root.
+const SocketName = "loopd.sock"
+
+// DefaultTokenEnv is service.tokenEnv's default: the variable holding the
+// bearer token a TCP listener requires.
+const DefaultTokenEnv = "THE_LOOP_SERVICE_TOKEN"
+
+// SocketPath is <stateRoot>/loopd.sock.
+func SocketPath(stateRoot string) string { return filepath.Join(stateRoot, SocketName) }
+
+// Prefix is the API's path prefix.
+const Prefix = "/api/v1"
+
+// LinkPRRequest is POST /sessions/link-pr's body.
+type LinkPRRequest struct {
+	Ref         string `json:"ref"`
+	PullRequest string `json:"pullRequest"`
+}
+
+// LinkPRResult answers POST /sessions/link-pr.
+type LinkPRResult struct {
+	Ref         string `json:"ref"`
+	PullRequest string `json:"pullRequest"`
+	// Linked is false when the link already existed.
+	Linked bool `json:"linked"`
+}
+
+// ControlResult answers a session control verb.
+type ControlResult struct {
+	Ref    string `json:"ref"`
+	Verb   string `json:"verb"`
+	Effect string `json:"effect"`
+	// Announced is the marked comment's URL ("" when none was posted);
+	// AnnounceError says why it was not.
+	Announced     string `json:"announced,omitempty"`
+	AnnounceError string `json:"announceError,omitempty"`
+}
+
+// Status describes the running daemon (GET /status).
+type Status struct {
+	Version   string     `json:"version"`
+	PID       int        `json:"pid"`
+	StateRoot string     `json:"stateRoot"`
+	Webhook   string     `json:"webhook"`
+	StartedAt time.Time  `json:"startedAt"`
+	Uptime    float64    `json:"uptimeSeconds"`
+	Queue     *QueueView `json:"queue,omitempty"`
+	// LiveSessions counts active and paused sessions.
+	LiveSessions int `json:"liveSessions"`
+	// Warnings are problems the daemon runs with (a part unavailable).
+	Warnings []string `json:"warnings,omitempty"`
+	// Cluster is set when this loopd shares the work with others
+	// (service.node).
+	Cluster *ClusterView `json:"cluster,omitempty"`
+}
+
+// ClusterView is this node's share of a cluster's work items.
+type ClusterView struct {
+	Node string `json:"node"`
+	// MaxSessions is the node's capacity (0: none).
+	MaxSessions int `json:"maxSessions"`
+	// Owned are the work-item slots this node holds the lease of.
+	Owned []string `json:"owned"`
+}
+
+// ControlRequest is POST /sessions/control's body.
+type ControlRequest struct {
+	Ref  string `json:"ref"`
+	Verb string `json:"verb"`
+	// Actor, when set, must be the caller's authenticated identity (403
+	// otherwise): the actor recorded is always who the transport proved
+	// the caller to be.
+	Actor string `json:"actor,omitempty"`
+	// NoComment skips the marked comment announcing the command on the
+	// work item (daemon-spec §5.4: posted unless --no-comment).
+	NoComment bool `json:"noComment,omitempty"`
+}
+
+// ControlVerbs are the session verbs the API applies.
+var ControlVerbs = []string{"stop", "pause", "resume"}
+
+// QueueView is GET /queue's answer.
+type QueueView struct {
+	Depth uint64 `json:"depth"`
+	// Oldest is when the oldest unacknowledged event was kept (absent when
+	// the queue is empty); OldestAge is its age in seconds.
+	Oldest      *time.Time `json:"oldest,omitempty"`
+	OldestAge   float64    `json:"oldestAgeSeconds"`
+	DeadLetters uint64     `json:"deadLetters"`
+}
+
+// DeadLetterView is one dead letter as the API shows it: the event's
+// routing facts, never its payload or comment bodies.
+type DeadLetterView struct {
+	Seq         uint64    `json:"seq"`
+	DeliveryID  string    `json:"deliveryId"`
+	OriginalSeq uint64    `json:"originalSeq"`
+	Attempts    int       `json:"attempts"`
+	Reason      string    `json:"reason"`
+	At          time.Time `json:"at"`
+	Event       string    `json:"event,omitempty"`
+	Action      string    `json:"action,omitempty"`
+	Repo        string    `json:"repo,omitempty"`
+	WorkItems   []string  `json:"workItems,omitempty"`
+}
+
+// ReplayRequest is POST /queue/dead/replay's body.
+type ReplayRequest struct {
+	Seq uint64 `json:"seq"`
+}
+
+// GraphRequest names a work item in a repository: the fields every graph
+// verb shares (the CLI's --repo, --graph, --pr, --pr-repo and argument).
+type GraphRequest struct {
+	// Repo is the repository root, an absolute path.
+	Repo string `json:"repo"`
+	// WorkItem is the work item id (issue-42).
+	WorkItem string `json:"workItem"`
+	// Graph is a graph file to load instead of the shipped loop.
+	Graph  string `json:"graph,omitempty"`
+	PR     int    `json:"pr,omitempty"`
+	PRRepo string `json:"prRepo,omitempty"`
+}
+
+// CheckRequest is POST /check's body.
+type CheckRequest struct {
+	GraphRequest
+	Recompute bool `json:"recompute,omitempty"`
+}
+
+// CheckReport is graph.Report plus repoResolved, false when the repository
+// does not exist (loopctl check prints the same).
+type CheckReport struct {
+	*graph.Report
+	RepoResolved *bool `json:"repoResolved,omitempty"`
+}
+
+// CompleteRequest is POST /graph/complete's body.
+type CompleteRequest struct {
+	GraphRequest
+	Node  string `json:"node,omitempty"`
+	Actor string `json:"actor,omitempty"`
+}
+
+// ForceRequest is POST /graph/force's body.
+type ForceRequest struct {
+	GraphRequest
+	To     string `json:"toNode"`
+	Reason string `json:"reason"`
+	// Actor is who forces. Over the API it is the caller's authenticated
+	// identity; a different value is refused (403).
+	Actor string `json:"actor,omitempty"`
+}
+
+// SkipRequest is POST /graph/skip's body: nodes and skip-set names.
+type SkipRequest struct {
+	GraphRequest
+	Nodes  []string `json:"nodes"`
+	Reason string   `json:"reason"`
+	// Actor is who declares. Over the API it is the caller's
+	// authenticated identity; a different value is refused (403).
+	Actor string `json:"actor,omitempty"`
+}

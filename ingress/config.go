@@ -15,6 +15,10 @@ const (
 	DefaultPath = "/gh-webhook"
 	// DefaultMaxBodyBytes is GitHub's own cap on a webhook payload.
 	DefaultMaxBodyBytes = 25 << 20
+	// DefaultMaxUnverifiedBytes bounds the body bytes held, across all
+	// requests, before their signatures are checked: room for one
+	// GitHub-sized payload and a few hundred ordinary ones.
+	DefaultMaxUnverifiedBytes = 32 << 20
 	// DefaultDedupSize bounds the delivery-id cache (the reference's 1024 is
 	// too small for a burst of redeliveries at our throughput).
 	DefaultDedupSize = 1 << 16
@@ -72,6 +76,10 @@ type Config struct {
 	Control ControlConfig
 	// MaxBodyBytes caps a request body (413 beyond it).
 	MaxBodyBytes int64
+	// MaxUnverifiedBytes caps the body bytes held across all requests
+	// before their signatures are checked (503 + Retry-After beyond it). It
+	// must be at least MaxBodyBytes, or the largest delivery never fits.
+	MaxUnverifiedBytes int64
 	// DedupSize and DedupWindow bound the delivery-id cache.
 	DedupSize   int
 	DedupWindow time.Duration
@@ -85,15 +93,16 @@ type Config struct {
 // AuthorizedUsers are empty: the operator must name them.
 func DefaultConfig() Config {
 	return Config{
-		Path:             DefaultPath,
-		Events:           DefaultEvents(),
-		AutoExecuteLabel: DefaultAutoExecuteLabel,
-		Control:          DefaultControlConfig(),
-		MaxBodyBytes:     DefaultMaxBodyBytes,
-		DedupSize:        DefaultDedupSize,
-		DedupWindow:      DefaultDedupWindow,
-		SinkTimeout:      DefaultSinkTimeout,
-		RetryAfter:       DefaultRetryAfter,
+		Path:               DefaultPath,
+		Events:             DefaultEvents(),
+		AutoExecuteLabel:   DefaultAutoExecuteLabel,
+		Control:            DefaultControlConfig(),
+		MaxBodyBytes:       DefaultMaxBodyBytes,
+		MaxUnverifiedBytes: DefaultMaxUnverifiedBytes,
+		DedupSize:          DefaultDedupSize,
+		DedupWindow:        DefaultDedupWindow,
+		SinkTimeout:        DefaultSinkTimeout,
+		RetryAfter:         DefaultRetryAfter,
 	}
 }
 
@@ -114,6 +123,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.MaxBodyBytes <= 0 {
 		c.MaxBodyBytes = d.MaxBodyBytes
+	}
+	if c.MaxUnverifiedBytes <= 0 {
+		c.MaxUnverifiedBytes = max(d.MaxUnverifiedBytes, c.MaxBodyBytes+bodyChunk)
 	}
 	if c.DedupSize <= 0 {
 		c.DedupSize = d.DedupSize
@@ -146,6 +158,9 @@ func (c Config) Validate() (warnings []string, err error) {
 	}
 	if !strings.HasPrefix(c.Path, "/") || strings.ContainsAny(c.Path, "?# ") {
 		problems = append(problems, fmt.Sprintf("webhooks.ghWebhook.path %q must be an absolute path without query, e.g. /gh-webhook", c.Path))
+	}
+	if c.MaxUnverifiedBytes < c.MaxBodyBytes+bodyChunk {
+		problems = append(problems, fmt.Sprintf("the unverified-body budget (%d bytes) is smaller than the largest body plus one read chunk (%d+%d): the largest delivery could never be read", c.MaxUnverifiedBytes, c.MaxBodyBytes, bodyChunk))
 	}
 	if !slices.Contains(c.Events, "issues") || !slices.Contains(c.Events, "pull_request") {
 		warnings = append(warnings, "webhooks.ghWebhook.events lacks issues or pull_request: closures will never be seen and sessions will leak")

@@ -7,7 +7,6 @@ import (
 	"encoding/hex"
 	"errors"
 	"hash"
-	"io"
 	"net/http"
 	"strconv"
 	"strings"
@@ -22,7 +21,8 @@ import (
 // ARCHITECTURE decision 10): an http.Handler serving POST <Path> and GET
 // /healthz. Per request, on the calling goroutine and nothing else: bound
 // the body, verify X-Hub-Signature-256 in constant time on the raw bytes,
-// route, hand the Event to the Sink, answer. It answers 202 only once the
+// route, hand the Event to the Sink, answer. What an unauthenticated
+// sender can make it hold is bounded (body.go). It answers 202 only once the
 // Sink has kept the event, and does no GitHub call, tmux or runtime work.
 //
 //	GET /health, /healthz (trailing / tolerated)  200 {"status":"ok"}
@@ -34,6 +34,8 @@ import (
 //	POST, body not one JSON object                400 {"status":"invalid payload"}
 //	POST routed and kept, duplicate, or dropped   202, empty body (see accepted)
 //	POST, Sink down, full or too slow             503 {"status":"unavailable"} + Retry-After
+//	POST while unauthenticated bodies in flight
+//	  hold Config.MaxUnverifiedBytes              503 {"status":"unavailable"} + Retry-After
 //	other methods                                 405 + Allow: GET, POST
 type Receiver struct {
 	cfg    Config
@@ -43,6 +45,8 @@ type Receiver struct {
 	clock  graph.Clock
 	macs   sync.Pool // hash.Hash (HMAC-SHA256 keyed with the secret)
 	bufs   sync.Pool // *[]byte request bodies, when reuse
+	chunks sync.Pool // *[bodyChunk]byte, bodies being read (body.go)
+	budget bodyBudget
 	reuse  bool
 	retry  []string // Retry-After header value
 	stats  receiverStats
@@ -80,10 +84,11 @@ const (
 	rejectPayload
 	rejectDelivery
 	rejectTooLarge
+	rejectBusy
 	rejectKinds
 )
 
-var rejectNames = [rejectKinds]string{"invalid-signature", "invalid-payload", "missing-delivery-id", "payload-too-large"}
+var rejectNames = [rejectKinds]string{"invalid-signature", "invalid-payload", "missing-delivery-id", "payload-too-large", "unverified-budget-spent"}
 
 // EventConfigWarning reports, once per warning at construction, a
 // configuration that runs but is probably wrong (Config.Validate).
@@ -129,6 +134,8 @@ func NewReceiver(cfg Config, deps ReceiverDeps) (*Receiver, error) {
 	r.macs.New = func() any { return hmac.New(sha256.New, secret) }
 	r.reuse = deps.SinkCopiesPayload
 	r.bufs.New = func() any { b := make([]byte, 0, 32<<10); return &b }
+	r.chunks.New = func() any { return new([bodyChunk]byte) }
+	r.budget.limit = cfg.MaxUnverifiedBytes
 	return r, nil
 }
 
@@ -170,6 +177,7 @@ var (
 	bodyOK          = []byte(`{"status":"ok"}` + "\n")
 	bodyNotFound    = []byte(`{"status":"not found"}` + "\n")
 	zeroLength      = []string{"0"}
+	connClose       = []string{"close"}
 	bodyBadSig      = []byte(`{"status":"invalid signature"}` + "\n")
 	bodyBadPayload  = []byte(`{"status":"invalid payload"}` + "\n")
 	bodyNoDelivery  = []byte(`{"status":"missing delivery id"}` + "\n")
@@ -230,32 +238,64 @@ func (r *Receiver) post(w http.ResponseWriter, req *http.Request) {
 		r.reject(w, rejectTooLarge, http.StatusRequestEntityTooLarge, bodyTooLarge, delivery)
 		return
 	}
-	var pooled *[]byte
-	if r.reuse && req.ContentLength <= maxPooledBody {
-		pooled = r.bufs.Get().(*[]byte)
-		defer func() { r.bufs.Put(pooled) }()
-	}
-	var into []byte
-	if pooled != nil {
-		into = *pooled
-	}
-	body, err := readBody(req.Body, req.ContentLength, r.cfg.MaxBodyBytes, into)
-	if pooled != nil && cap(body) <= maxPooledBody && cap(body) > cap(*pooled) {
-		*pooled = body[:0] // keep the grown buffer
-	}
-	if err != nil {
-		if errors.Is(err, errTooLarge) {
-			r.reject(w, rejectTooLarge, http.StatusRequestEntityTooLarge, bodyTooLarge, delivery)
+	// The signature header is checked for form before the body is read:
+	// a request that cannot be signed right costs no body bytes.
+	var want [sha256.Size]byte
+	var mac hash.Hash
+	if len(r.cfg.Secret) > 0 {
+		var ok bool
+		if want, ok = parseSignature(headerValue(h, "X-Hub-Signature-256")); !ok {
+			w.Header()["Connection"] = connClose
+			r.reject(w, rejectSignature, http.StatusUnauthorized, bodyBadSig, delivery)
 			return
 		}
+		mac = r.macs.Get().(hash.Hash)
+		mac.Reset()
+		defer r.macs.Put(mac)
+	}
+	cb, err := r.readChunked(req.Body, req.ContentLength, r.cfg.MaxBodyBytes, mac)
+	switch {
+	case errors.Is(err, errTooLarge):
+		w.Header()["Connection"] = connClose
+		r.reject(w, rejectTooLarge, http.StatusRequestEntityTooLarge, bodyTooLarge, delivery)
+		return
+	case errors.Is(err, errBusy):
+		// Unauthenticated bodies in flight hold the whole budget: refuse at
+		// once rather than queue; GitHub shows the 503 and one can redeliver.
+		r.stats.unavailable.Add(1)
+		h := w.Header()
+		h["Retry-After"] = r.retry
+		h["Connection"] = connClose
+		r.reject(w, rejectBusy, http.StatusServiceUnavailable, bodyUnavailable, delivery)
+		return
+	case err != nil:
 		// The client went away or timed out mid-body: nothing to answer.
 		r.reject(w, rejectPayload, http.StatusBadRequest, bodyBadPayload, delivery)
 		return
 	}
-	if len(r.cfg.Secret) > 0 && !r.verify(headerValue(h, "X-Hub-Signature-256"), body) {
-		r.reject(w, rejectSignature, http.StatusUnauthorized, bodyBadSig, delivery)
-		return
+	if mac != nil {
+		var got [sha256.Size]byte
+		mac.Sum(got[:0])
+		if !hmac.Equal(got[:], want[:]) {
+			r.release(&cb)
+			r.reject(w, rejectSignature, http.StatusUnauthorized, bodyBadSig, delivery)
+			return
+		}
 	}
+	// Authenticated (or the operator accepts unsigned requests): only now
+	// is the body one slice of its own size.
+	var body []byte
+	if r.reuse && cb.n <= maxPooledBody {
+		pooled := r.bufs.Get().(*[]byte)
+		defer func() { r.bufs.Put(pooled) }()
+		body = cb.copyTo(*pooled)
+		if cap(body) > cap(*pooled) {
+			*pooled = body[:0] // keep the grown buffer
+		}
+	} else {
+		body = cb.copyTo(nil)
+	}
+	r.release(&cb)
 	if len(body) == 0 {
 		body = []byte("{}") // daemon-spec §2.1: an empty body is the payload {}
 	}
@@ -351,26 +391,35 @@ func (r *Receiver) verify(header string, body []byte) bool {
 }
 
 func verifySignature(pool *sync.Pool, header string, body []byte) bool {
-	hexSig, ok := strings.CutPrefix(header, "sha256=")
-	if !ok || len(hexSig) != 2*sha256.Size {
+	want, ok := parseSignature(header)
+	if !ok {
 		return false
 	}
-	// Lower-case hex only, as GitHub sends it (the reference compares the
-	// whole header string).
-	var want, got [sha256.Size]byte
-	for i := 0; i < len(hexSig); i += 2 {
-		hi, lo := lowerHex(hexSig[i]), lowerHex(hexSig[i+1])
-		if hi < 0 || lo < 0 {
-			return false
-		}
-		want[i/2] = byte(hi<<4 | lo)
-	}
+	var got [sha256.Size]byte
 	m := pool.Get().(hash.Hash)
 	m.Reset()
 	m.Write(body)
 	m.Sum(got[:0])
 	pool.Put(m)
 	return hmac.Equal(got[:], want[:])
+}
+
+// parseSignature decodes X-Hub-Signature-256: "sha256=" and 64 lower-case
+// hex digits, as GitHub sends it (the reference compares the whole header
+// string). Anything else is not a signature.
+func parseSignature(header string) (want [sha256.Size]byte, ok bool) {
+	hexSig, ok := strings.CutPrefix(header, "sha256=")
+	if !ok || len(hexSig) != 2*sha256.Size {
+		return want, false
+	}
+	for i := 0; i < len(hexSig); i += 2 {
+		hi, lo := lowerHex(hexSig[i]), lowerHex(hexSig[i+1])
+		if hi < 0 || lo < 0 {
+			return want, false
+		}
+		want[i/2] = byte(hi<<4 | lo)
+	}
+	return want, true
 }
 
 // Sign returns the X-Hub-Signature-256 value for body under secret (for
@@ -395,47 +444,5 @@ func lowerHex(c byte) int {
 const maxPooledBody = 1 << 20
 
 var errTooLarge = errors.New("body too large")
-
-// readBody reads the whole body, at most max bytes: exactly Content-Length
-// when given, otherwise (chunked) until EOF.
-func readBody(body io.Reader, length, max int64, buf []byte) ([]byte, error) {
-	if body == nil || body == http.NoBody {
-		return []byte{}, nil
-	}
-	if length >= 0 {
-		if int64(cap(buf)) >= length {
-			buf = buf[:length]
-		} else {
-			buf = make([]byte, length)
-		}
-		if _, err := io.ReadFull(body, buf); err != nil {
-			return nil, err
-		}
-		return buf, nil
-	}
-	if cap(buf) == 0 {
-		buf = make([]byte, 0, 32<<10)
-	}
-	buf = buf[:0]
-	for {
-		if int64(len(buf)) > max {
-			return nil, errTooLarge
-		}
-		if len(buf) == cap(buf) {
-			buf = append(buf, 0)[:len(buf)]
-		}
-		n, err := body.Read(buf[len(buf):min(cap(buf), int(max)+1)])
-		buf = buf[:len(buf)+n]
-		if err == io.EOF {
-			if int64(len(buf)) > max {
-				return nil, errTooLarge
-			}
-			return buf, nil
-		}
-		if err != nil {
-			return nil, err
-		}
-	}
-}
 
 var _ http.Handler = (*Receiver)(nil)

@@ -216,3 +216,68 @@ func vmHWM() int64 {
 	}
 	return 0
 }
+
+// TestRejectedLinesAreRateLimited: a flood of unsigned POSTs over a real
+// socket writes one webhook.rejected line per reason per RejectLogEvery,
+// each carrying the rejections it stands for; Stats counts every one.
+func TestRejectedLinesAreRateLimited(t *testing.T) {
+	clock := &stepClock{t: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)}
+	log := &logSink{}
+	r, err := NewReceiver(testConfig(), ReceiverDeps{Sink: newMemSink(), Log: log, Clock: clock})
+	require.NoError(t, err)
+	srv := httptest.NewServer(r)
+	defer srv.Close()
+	post := func(id, sig string) {
+		req, _ := http.NewRequest(http.MethodPost, srv.URL+"/gh-webhook", strings.NewReader(`{}`))
+		req.Header.Set("X-GitHub-Delivery", id)
+		if sig != "" {
+			req.Header.Set("X-Hub-Signature-256", sig)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		require.NoError(t, err)
+		resp.Body.Close()
+		require.Equal(t, http.StatusUnauthorized, resp.StatusCode)
+	}
+	lines := func() (out []map[string]any) {
+		log.mu.Lock()
+		defer log.mu.Unlock()
+		for _, e := range log.events {
+			if e.Name != EventRejected {
+				continue
+			}
+			m := map[string]any{}
+			for _, f := range e.Fields {
+				m[f.Key] = f.Value
+			}
+			out = append(out, m)
+		}
+		return out
+	}
+	for i := range 500 {
+		post(fmt.Sprintf("u-%d", i), "")
+	}
+	wrong := "sha256=" + strings.Repeat("0", 64)
+	post("w-0", wrong)
+	require.Equal(t, []map[string]any{
+		{"reason": "invalid-signature", "count": int64(1), "delivery_id": "u-0"},
+	}, lines(), "one line for the first rejection, the rest of the window is counted")
+
+	clock.advance(RejectLogEvery - time.Millisecond)
+	post("u-500", "")
+	require.Len(t, lines(), 1, "still inside the window")
+	clock.advance(time.Millisecond)
+	post("u-501", wrong)
+	got := lines()
+	require.Len(t, got, 2)
+	require.Equal(t, map[string]any{"reason": "invalid-signature", "count": int64(502), "delivery_id": "u-501"}, got[1],
+		"the next line stands for every rejection since the first")
+	require.Equal(t, int64(503), r.Stats().Rejected["invalid-signature"])
+
+	// Another reason has a window of its own.
+	req, _ := http.NewRequest(http.MethodPost, srv.URL+"/gh-webhook", strings.NewReader(`{}`))
+	resp, err := http.DefaultClient.Do(req)
+	require.NoError(t, err)
+	resp.Body.Close()
+	require.Equal(t, http.StatusBadRequest, resp.StatusCode)
+	require.Equal(t, "missing-delivery-id", lines()[2]["reason"])
+}

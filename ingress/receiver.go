@@ -50,6 +50,8 @@ type Receiver struct {
 	reuse  bool
 	retry  []string // Retry-After header value
 	stats  receiverStats
+	// rejectLogs rate-limit webhook.rejected lines, one per reject kind.
+	rejectLogs [rejectKinds]rejectLog
 }
 
 // ReceiverDeps is the outside world of a Receiver. Sink is required.
@@ -351,12 +353,42 @@ func (r *Receiver) countDrop(d DropReason) {
 	c.(*atomic.Int64).Add(1)
 }
 
+// RejectLogEvery is how often, at most, one webhook.rejected line per
+// reason is written. Anyone who reaches the port can send unsigned POSTs;
+// a line each let 320,000 of them rotate the event log until it held
+// nothing else.
+const RejectLogEvery = 10 * time.Second
+
+// rejectLog is the rate limit of webhook.rejected lines for one reason.
+type rejectLog struct {
+	mu    sync.Mutex
+	next  time.Time // no line before this
+	count int64     // rejections since the last line
+}
+
+// reject counts the rejection and answers. It writes a webhook.rejected
+// line for the first rejection of a reason, then at most one per
+// RejectLogEvery: the line's count is the rejections of that reason since
+// the previous line, this one included (so a quiet tail is reported by the
+// next line; Stats has every one at once), its delivery_id the latest.
 func (r *Receiver) reject(w http.ResponseWriter, kind, code int, body []byte, delivery string) {
 	r.stats.rejected[kind].Add(1)
 	if r.log != nil {
-		r.log.Emit(graph.LogEvent{Time: r.clock.Now(), Name: EventRejected, Level: graph.LevelWarning, Fields: []graph.Field{
-			{Key: "reason", Value: rejectNames[kind]}, {Key: "delivery_id", Value: clipText(delivery, maxDeliveryID)},
-		}})
+		now := r.clock.Now()
+		l := &r.rejectLogs[kind]
+		l.mu.Lock()
+		l.count++
+		count, emit := l.count, !now.Before(l.next)
+		if emit {
+			l.count, l.next = 0, now.Add(RejectLogEvery)
+		}
+		l.mu.Unlock()
+		if emit {
+			r.log.Emit(graph.LogEvent{Time: now, Name: EventRejected, Level: graph.LevelWarning, Fields: []graph.Field{
+				{Key: "reason", Value: rejectNames[kind]}, {Key: "count", Value: count},
+				{Key: "delivery_id", Value: clipText(delivery, maxDeliveryID)},
+			}})
+		}
 	}
 	reply(w, code, body)
 }

@@ -7,6 +7,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
 	"os"
 	"runtime"
 	"strconv"
@@ -280,4 +281,52 @@ func TestRejectedLinesAreRateLimited(t *testing.T) {
 	resp.Body.Close()
 	require.Equal(t, http.StatusBadRequest, resp.StatusCode)
 	require.Equal(t, "missing-delivery-id", lines()[2]["reason"])
+}
+
+// TestFormEncodedWebhook: GitHub's application/x-www-form-urlencoded
+// deliveries are verified over the raw form body and routed from its
+// payload field, over a real socket.
+func TestFormEncodedWebhook(t *testing.T) {
+	cfg := testConfig()
+	comment := fixture(t, "issue_comment/created.payload.json")
+	form := []byte("payload=" + url.QueryEscape(string(comment)))
+	for _, tc := range []struct {
+		name, ct string
+		body     []byte
+		sig      string
+		want     int
+	}{
+		{"signed form", "application/x-www-form-urlencoded", form, Sign(cfg.Secret, form), http.StatusAccepted},
+		{"content type with parameters", "Application/X-WWW-Form-Urlencoded; charset=utf-8", form, Sign(cfg.Secret, form), http.StatusAccepted},
+		{"signature over the JSON, not the raw body", "application/x-www-form-urlencoded", form, Sign(cfg.Secret, comment), http.StatusUnauthorized},
+		{"no payload field", "application/x-www-form-urlencoded", []byte("x=1"), Sign(cfg.Secret, []byte("x=1")), http.StatusBadRequest},
+		{"two payload fields", "application/x-www-form-urlencoded", append(append([]byte{}, form...), "&payload=%7B%7D"...),
+			Sign(cfg.Secret, append(append([]byte{}, form...), "&payload=%7B%7D"...)), http.StatusBadRequest},
+		{"bad escape", "application/x-www-form-urlencoded", []byte("payload=%zz"), Sign(cfg.Secret, []byte("payload=%zz")), http.StatusBadRequest},
+		{"payload not JSON", "application/x-www-form-urlencoded", []byte("payload=hello"), Sign(cfg.Secret, []byte("payload=hello")), http.StatusBadRequest},
+		{"form body sent as JSON", "application/json", form, Sign(cfg.Secret, form), http.StatusBadRequest},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			sink := newMemSink()
+			r, err := NewReceiver(cfg, ReceiverDeps{Sink: sink, SinkCopiesPayload: true})
+			require.NoError(t, err)
+			srv := httptest.NewServer(r)
+			defer srv.Close()
+			req, _ := http.NewRequest(http.MethodPost, srv.URL+"/gh-webhook", bytes.NewReader(tc.body))
+			req.Header.Set("Content-Type", tc.ct)
+			req.Header.Set("X-GitHub-Event", "issue_comment")
+			req.Header.Set("X-GitHub-Delivery", "form-1")
+			req.Header.Set("X-Hub-Signature-256", tc.sig)
+			resp, err := http.DefaultClient.Do(req)
+			require.NoError(t, err)
+			resp.Body.Close()
+			require.Equal(t, tc.want, resp.StatusCode)
+			if tc.want == http.StatusAccepted {
+				evs := sink.all()
+				require.Len(t, evs, 1)
+				require.JSONEq(t, string(comment), string(evs[0].Payload))
+				require.Equal(t, "Codertocat", evs[0].Actor)
+			}
+		})
+	}
 }

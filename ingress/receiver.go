@@ -8,6 +8,7 @@ import (
 	"errors"
 	"hash"
 	"net/http"
+	"net/url"
 	"strconv"
 	"strings"
 	"sync"
@@ -32,6 +33,7 @@ import (
 //	POST with a body over MaxBodyBytes            413 {"status":"payload too large"}
 //	POST, signature missing or wrong              401 {"status":"invalid signature"}
 //	POST, body not one JSON object                400 {"status":"invalid payload"}
+//	  (form-encoded: its one payload field)
 //	POST routed and kept, duplicate, or dropped   202, empty body (see accepted)
 //	POST, Sink down, full or too slow             503 {"status":"unavailable"} + Retry-After
 //	POST while unauthenticated bodies in flight
@@ -298,6 +300,15 @@ func (r *Receiver) post(w http.ResponseWriter, req *http.Request) {
 		body = cb.copyTo(nil)
 	}
 	r.release(&cb)
+	if isFormEncoded(headerValue(h, "Content-Type")) {
+		// GitHub's other content type: the signature covers the raw form
+		// body (checked above); the JSON is its payload field.
+		var ok bool
+		if body, ok = formPayload(body); !ok {
+			r.reject(w, rejectPayload, http.StatusBadRequest, bodyBadPayload, delivery)
+			return
+		}
+	}
 	if len(body) == 0 {
 		body = []byte("{}") // daemon-spec §2.1: an empty body is the payload {}
 	}
@@ -391,6 +402,27 @@ func (r *Receiver) reject(w http.ResponseWriter, kind, code int, body []byte, de
 		}
 	}
 	reply(w, code, body)
+}
+
+// isFormEncoded reports whether a Content-Type is
+// application/x-www-form-urlencoded, parameters aside.
+func isFormEncoded(ct string) bool {
+	if i := strings.IndexByte(ct, ';'); i >= 0 {
+		ct = ct[:i]
+	}
+	return strings.EqualFold(strings.TrimSpace(ct), "application/x-www-form-urlencoded")
+}
+
+// formPayload returns the payload field of a form-encoded webhook body.
+// A body that does not decode, or has no payload field or more than one,
+// is refused: which of two payloads would be the delivery is not a
+// question to guess at.
+func formPayload(body []byte) ([]byte, bool) {
+	v, err := url.ParseQuery(string(body))
+	if err != nil || len(v["payload"]) != 1 {
+		return nil, false
+	}
+	return []byte(v["payload"][0]), true
 }
 
 // headerValue reads a canonical header key without net/http's

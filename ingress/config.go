@@ -153,6 +153,9 @@ func (c Config) Validate() (warnings []string, err error) {
 	if len(c.Secret) == 0 && !c.InsecureAcceptUnsigned {
 		problems = append(problems, "no webhook secret: set THE_LOOP_GH_WEBHOOK_SECRET (or the variable webhooks.ghWebhook.secretEnv names) to the secret configured on the GitHub hook; --insecure-accept-unsigned runs without one and lets anyone who reaches the port forge events")
 	}
+	if err := CheckSecret(c.Secret); err != nil {
+		problems = append(problems, err.Error())
+	}
 	if len(c.Secret) == 0 && c.InsecureAcceptUnsigned {
 		warnings = append(warnings, "INSECURE: the webhook receiver accepts unsigned requests (--insecure-accept-unsigned); anyone who reaches the port can forge an authorized user's comment")
 	}
@@ -183,6 +186,25 @@ func (c Config) Validate() (warnings []string, err error) {
 		return warnings, fmt.Errorf("%w: %s", ErrInvalidConfig, strings.Join(problems, "; "))
 	}
 	return warnings, nil
+}
+
+// CheckSecret refuses a webhook secret GitHub could not have signed with
+// as given: one that is only whitespace, or starts or ends with it (a
+// stray newline from `echo` or a secrets file). Every delivery would be
+// answered 401 and nothing would say why. An empty secret is not checked
+// here (it means "none").
+func CheckSecret(secret []byte) error {
+	if len(secret) == 0 {
+		return nil
+	}
+	s := string(secret)
+	switch t := strings.TrimSpace(s); {
+	case t == "":
+		return errors.New("the webhook secret (THE_LOOP_GH_WEBHOOK_SECRET, or the variable webhooks.ghWebhook.secretEnv names) is blank: set it to the secret configured on the GitHub webhook")
+	case t != s:
+		return errors.New("the webhook secret (THE_LOOP_GH_WEBHOOK_SECRET, or the variable webhooks.ghWebhook.secretEnv names) starts or ends with whitespace, which GitHub's secret cannot: every delivery would be answered 401. Export it without the trailing newline, e.g. export THE_LOOP_GH_WEBHOOK_SECRET=\"$(tr -d '\\n' < secret-file)\"")
+	}
+	return nil
 }
 
 // repoPattern is one parsed entry of Config.Repositories.

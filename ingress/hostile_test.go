@@ -330,3 +330,19 @@ func TestFormEncodedWebhook(t *testing.T) {
 		})
 	}
 }
+
+// TestReceiverRefusesSecretsGitHubCannotMatch: a blank secret, or one with
+// whitespace at either end, would answer every delivery 401.
+func TestReceiverRefusesSecretsGitHubCannotMatch(t *testing.T) {
+	for secret, ok := range map[string]bool{"s3cret": true, "a b": true, "s3cret\n": false, " s3cret": false, " \t\n": false} {
+		cfg := testConfig()
+		cfg.Secret = []byte(secret)
+		_, err := NewReceiver(cfg, ReceiverDeps{Sink: newMemSink()})
+		if ok {
+			require.NoError(t, err, "%q", secret)
+			continue
+		}
+		require.ErrorIs(t, err, ErrInvalidConfig, "%q", secret)
+		require.ErrorContains(t, err, "THE_LOOP_GH_WEBHOOK_SECRET")
+	}
+}

@@ -3,6 +3,7 @@ package daemon
 import (
 	"errors"
 	"fmt"
+	"net"
 	"os"
 	"path/filepath"
 	"strings"
@@ -391,6 +392,11 @@ func (c Config) Validate() error {
 		return ErrNoSecret
 	case c.WebhookPath == "" || c.WebhookPath[0] != '/':
 		return fmt.Errorf("daemon: webhooks.ghWebhook.path %q must start with /", c.WebhookPath)
+	case len(c.Secret) == 0 && c.InsecureAcceptUnsigned && !loopbackAddr(c.Listen):
+		return fmt.Errorf("daemon: --insecure-accept-unsigned accepts forged webhooks from anyone who reaches the port, so it only listens on a loopback address, and webhooks.ghWebhook.host/port is %q: set webhooks.ghWebhook.host to 127.0.0.1 (or ::1, localhost), or export THE_LOOP_GH_WEBHOOK_SECRET and drop the flag", c.Listen)
+	}
+	if err := ingress.CheckSecret(c.Secret); err != nil {
+		return fmt.Errorf("daemon: %w", err)
 	}
 	switch c.SpawnOnUnmatched {
 	case SpawnNever, SpawnAlways, SpawnLabeled:
@@ -398,6 +404,20 @@ func (c Config) Validate() error {
 		return fmt.Errorf("daemon: routing.spawnOnUnmatched %q is not one of never, always, labeled", c.SpawnOnUnmatched)
 	}
 	return nil
+}
+
+// loopbackAddr reports whether host:port listens on loopback only. An
+// empty host (every interface) or a name other than localhost is not.
+func loopbackAddr(listen string) bool {
+	host, _, err := net.SplitHostPort(listen)
+	if err != nil {
+		return false
+	}
+	if strings.EqualFold(host, "localhost") {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
 }
 
 // Errors callers branch on.

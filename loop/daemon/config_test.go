@@ -241,3 +241,24 @@ func TestConfigFromCLISandboxKeys(t *testing.T) {
 		require.Equal(t, tc.env, cfg.AgentEnv)
 	}
 }
+
+func TestValidateUnsignedListensOnLoopbackOnly(t *testing.T) {
+	for listen, ok := range map[string]bool{
+		"127.0.0.1:8787": true, "[::1]:0": true, "localhost:1": true, "127.9.9.9:1": true,
+		"0.0.0.0:8787": false, ":8787": false, "[::]:1": false, "10.0.0.5:1": false, "example.com:1": false, "127.0.0.1": false,
+	} {
+		cfg := DefaultConfig()
+		cfg.StateRoot = "/s"
+		cfg.InsecureAcceptUnsigned = true
+		cfg.Listen = listen
+		err := cfg.Validate()
+		if ok {
+			require.NoError(t, err, listen)
+			continue
+		}
+		require.ErrorContains(t, err, "webhooks.ghWebhook.host", listen)
+		// With a secret the flag is moot and any address is fine.
+		cfg.Secret = []byte("s3cret")
+		require.NoError(t, cfg.Validate(), listen)
+	}
+}

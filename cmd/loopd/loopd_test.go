@@ -201,12 +201,13 @@ routing:
     requireStartCommand: false
   workspace:
     root: %s
+    cloneUrl: file://%s
 integrations:
   github:
     transport: api
     api:
       baseUrl: %s
-`, state, addr.Port, filepath.Join(base, "ws"), sim.URL())), 0o600))
+`, state, addr.Port, filepath.Join(base, "ws"), remote, sim.URL())), 0o600))
 
 	runs := 0
 	start := func() *exec.Cmd {

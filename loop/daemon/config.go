@@ -118,6 +118,10 @@ type Config struct {
 	SpawnWorkdir string
 	// KeepCheckoutOnClose keeps the worktree when a session closes.
 	KeepCheckoutOnClose bool
+	// CloneURL is routing.workspace.cloneUrl: a template with {host},
+	// {owner} and {repo} to clone from, trusted as the operator's; empty:
+	// the payload's clone_url when it passes checkedCloneURL.
+	CloneURL string
 	// KeepSessionOnClose keeps the tmux session when the work item closes
 	// (routing.tmux.keepSessionOnClose, default true: the transcript stays
 	// for a post-mortem); false kills it.
@@ -313,6 +317,7 @@ func ConfigFromSettings(st loop.Settings, getenv func(string) string) (Config, [
 	cfg.SpawnWorkdir = rt.SpawnWorkdir
 	cfg.WorkspaceRoot = rt.WorkspaceRoot
 	cfg.KeepCheckoutOnClose = rt.KeepCheckoutOnClose
+	cfg.CloneURL = rt.CloneURL
 	tm := rt.Tmux
 	cfg.KeepSessionOnClose = tm.KeepSessionOnClose
 	cfg.KillHarnessOnClose = tm.KillHarnessOnClose

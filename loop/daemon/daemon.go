@@ -366,6 +366,7 @@ func (d *Daemon) build() error {
 		}
 	}
 	sinks = append(sinks, d.serviceSinks()...)
+	sinks = append(sinks, newDropLog(d.deps.Log, d.deps.Clock.Now, DropLogInterval))
 	d.sink = &observedSink{d: d, next: sinks}
 
 	integ := d.deps.Integrations

@@ -15,6 +15,10 @@ const (
 	DefaultPath = "/gh-webhook"
 	// DefaultMaxBodyBytes is GitHub's own cap on a webhook payload.
 	DefaultMaxBodyBytes = 25 << 20
+	// DefaultMaxUnverifiedBytes bounds the body bytes held, across all
+	// requests, before their signatures are checked: room for one
+	// GitHub-sized payload and a few hundred ordinary ones.
+	DefaultMaxUnverifiedBytes = 32 << 20
 	// DefaultDedupSize bounds the delivery-id cache (the reference's 1024 is
 	// too small for a burst of redeliveries at our throughput).
 	DefaultDedupSize = 1 << 16
@@ -72,6 +76,10 @@ type Config struct {
 	Control ControlConfig
 	// MaxBodyBytes caps a request body (413 beyond it).
 	MaxBodyBytes int64
+	// MaxUnverifiedBytes caps the body bytes held across all requests
+	// before their signatures are checked (503 + Retry-After beyond it). It
+	// must be at least MaxBodyBytes, or the largest delivery never fits.
+	MaxUnverifiedBytes int64
 	// DedupSize and DedupWindow bound the delivery-id cache.
 	DedupSize   int
 	DedupWindow time.Duration
@@ -85,15 +93,16 @@ type Config struct {
 // AuthorizedUsers are empty: the operator must name them.
 func DefaultConfig() Config {
 	return Config{
-		Path:             DefaultPath,
-		Events:           DefaultEvents(),
-		AutoExecuteLabel: DefaultAutoExecuteLabel,
-		Control:          DefaultControlConfig(),
-		MaxBodyBytes:     DefaultMaxBodyBytes,
-		DedupSize:        DefaultDedupSize,
-		DedupWindow:      DefaultDedupWindow,
-		SinkTimeout:      DefaultSinkTimeout,
-		RetryAfter:       DefaultRetryAfter,
+		Path:               DefaultPath,
+		Events:             DefaultEvents(),
+		AutoExecuteLabel:   DefaultAutoExecuteLabel,
+		Control:            DefaultControlConfig(),
+		MaxBodyBytes:       DefaultMaxBodyBytes,
+		MaxUnverifiedBytes: DefaultMaxUnverifiedBytes,
+		DedupSize:          DefaultDedupSize,
+		DedupWindow:        DefaultDedupWindow,
+		SinkTimeout:        DefaultSinkTimeout,
+		RetryAfter:         DefaultRetryAfter,
 	}
 }
 
@@ -114,6 +123,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.MaxBodyBytes <= 0 {
 		c.MaxBodyBytes = d.MaxBodyBytes
+	}
+	if c.MaxUnverifiedBytes <= 0 {
+		c.MaxUnverifiedBytes = max(d.MaxUnverifiedBytes, c.MaxBodyBytes+bodyChunk)
 	}
 	if c.DedupSize <= 0 {
 		c.DedupSize = d.DedupSize
@@ -141,11 +153,17 @@ func (c Config) Validate() (warnings []string, err error) {
 	if len(c.Secret) == 0 && !c.InsecureAcceptUnsigned {
 		problems = append(problems, "no webhook secret: set THE_LOOP_GH_WEBHOOK_SECRET (or the variable webhooks.ghWebhook.secretEnv names) to the secret configured on the GitHub hook; --insecure-accept-unsigned runs without one and lets anyone who reaches the port forge events")
 	}
+	if err := CheckSecret(c.Secret); err != nil {
+		problems = append(problems, err.Error())
+	}
 	if len(c.Secret) == 0 && c.InsecureAcceptUnsigned {
 		warnings = append(warnings, "INSECURE: the webhook receiver accepts unsigned requests (--insecure-accept-unsigned); anyone who reaches the port can forge an authorized user's comment")
 	}
 	if !strings.HasPrefix(c.Path, "/") || strings.ContainsAny(c.Path, "?# ") {
 		problems = append(problems, fmt.Sprintf("webhooks.ghWebhook.path %q must be an absolute path without query, e.g. /gh-webhook", c.Path))
+	}
+	if c.MaxUnverifiedBytes < c.MaxBodyBytes+bodyChunk {
+		problems = append(problems, fmt.Sprintf("the unverified-body budget (%d bytes) is smaller than the largest body plus one read chunk (%d+%d): the largest delivery could never be read", c.MaxUnverifiedBytes, c.MaxBodyBytes, bodyChunk))
 	}
 	if !slices.Contains(c.Events, "issues") || !slices.Contains(c.Events, "pull_request") {
 		warnings = append(warnings, "webhooks.ghWebhook.events lacks issues or pull_request: closures will never be seen and sessions will leak")
@@ -168,6 +186,25 @@ func (c Config) Validate() (warnings []string, err error) {
 		return warnings, fmt.Errorf("%w: %s", ErrInvalidConfig, strings.Join(problems, "; "))
 	}
 	return warnings, nil
+}
+
+// CheckSecret refuses a webhook secret GitHub could not have signed with
+// as given: one that is only whitespace, or starts or ends with it (a
+// stray newline from `echo` or a secrets file). Every delivery would be
+// answered 401 and nothing would say why. An empty secret is not checked
+// here (it means "none").
+func CheckSecret(secret []byte) error {
+	if len(secret) == 0 {
+		return nil
+	}
+	s := string(secret)
+	switch t := strings.TrimSpace(s); {
+	case t == "":
+		return errors.New("the webhook secret (THE_LOOP_GH_WEBHOOK_SECRET, or the variable webhooks.ghWebhook.secretEnv names) is blank: set it to the secret configured on the GitHub webhook")
+	case t != s:
+		return errors.New("the webhook secret (THE_LOOP_GH_WEBHOOK_SECRET, or the variable webhooks.ghWebhook.secretEnv names) starts or ends with whitespace, which GitHub's secret cannot: every delivery would be answered 401. Export it without the trailing newline, e.g. export THE_LOOP_GH_WEBHOOK_SECRET=\"$(tr -d '\\n' < secret-file)\"")
+	}
+	return nil
 }
 
 // repoPattern is one parsed entry of Config.Repositories.

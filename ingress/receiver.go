@@ -7,8 +7,8 @@ import (
 	"encoding/hex"
 	"errors"
 	"hash"
-	"io"
 	"net/http"
+	"net/url"
 	"strconv"
 	"strings"
 	"sync"
@@ -22,7 +22,8 @@ import (
 // ARCHITECTURE decision 10): an http.Handler serving POST <Path> and GET
 // /healthz. Per request, on the calling goroutine and nothing else: bound
 // the body, verify X-Hub-Signature-256 in constant time on the raw bytes,
-// route, hand the Event to the Sink, answer. It answers 202 only once the
+// route, hand the Event to the Sink, answer. What an unauthenticated
+// sender can make it hold is bounded (body.go). It answers 202 only once the
 // Sink has kept the event, and does no GitHub call, tmux or runtime work.
 //
 //	GET /health, /healthz (trailing / tolerated)  200 {"status":"ok"}
@@ -32,8 +33,11 @@ import (
 //	POST with a body over MaxBodyBytes            413 {"status":"payload too large"}
 //	POST, signature missing or wrong              401 {"status":"invalid signature"}
 //	POST, body not one JSON object                400 {"status":"invalid payload"}
+//	  (form-encoded: its one payload field)
 //	POST routed and kept, duplicate, or dropped   202, empty body (see accepted)
 //	POST, Sink down, full or too slow             503 {"status":"unavailable"} + Retry-After
+//	POST while unauthenticated bodies in flight
+//	  hold Config.MaxUnverifiedBytes              503 {"status":"unavailable"} + Retry-After
 //	other methods                                 405 + Allow: GET, POST
 type Receiver struct {
 	cfg    Config
@@ -43,9 +47,13 @@ type Receiver struct {
 	clock  graph.Clock
 	macs   sync.Pool // hash.Hash (HMAC-SHA256 keyed with the secret)
 	bufs   sync.Pool // *[]byte request bodies, when reuse
+	chunks sync.Pool // *[bodyChunk]byte, bodies being read (body.go)
+	budget bodyBudget
 	reuse  bool
 	retry  []string // Retry-After header value
 	stats  receiverStats
+	// rejectLogs rate-limit webhook.rejected lines, one per reject kind.
+	rejectLogs [rejectKinds]rejectLog
 }
 
 // ReceiverDeps is the outside world of a Receiver. Sink is required.
@@ -80,10 +88,11 @@ const (
 	rejectPayload
 	rejectDelivery
 	rejectTooLarge
+	rejectBusy
 	rejectKinds
 )
 
-var rejectNames = [rejectKinds]string{"invalid-signature", "invalid-payload", "missing-delivery-id", "payload-too-large"}
+var rejectNames = [rejectKinds]string{"invalid-signature", "invalid-payload", "missing-delivery-id", "payload-too-large", "unverified-budget-spent"}
 
 // EventConfigWarning reports, once per warning at construction, a
 // configuration that runs but is probably wrong (Config.Validate).
@@ -129,6 +138,8 @@ func NewReceiver(cfg Config, deps ReceiverDeps) (*Receiver, error) {
 	r.macs.New = func() any { return hmac.New(sha256.New, secret) }
 	r.reuse = deps.SinkCopiesPayload
 	r.bufs.New = func() any { b := make([]byte, 0, 32<<10); return &b }
+	r.chunks.New = func() any { return new([bodyChunk]byte) }
+	r.budget.limit = cfg.MaxUnverifiedBytes
 	return r, nil
 }
 
@@ -170,6 +181,7 @@ var (
 	bodyOK          = []byte(`{"status":"ok"}` + "\n")
 	bodyNotFound    = []byte(`{"status":"not found"}` + "\n")
 	zeroLength      = []string{"0"}
+	connClose       = []string{"close"}
 	bodyBadSig      = []byte(`{"status":"invalid signature"}` + "\n")
 	bodyBadPayload  = []byte(`{"status":"invalid payload"}` + "\n")
 	bodyNoDelivery  = []byte(`{"status":"missing delivery id"}` + "\n")
@@ -230,31 +242,72 @@ func (r *Receiver) post(w http.ResponseWriter, req *http.Request) {
 		r.reject(w, rejectTooLarge, http.StatusRequestEntityTooLarge, bodyTooLarge, delivery)
 		return
 	}
-	var pooled *[]byte
-	if r.reuse && req.ContentLength <= maxPooledBody {
-		pooled = r.bufs.Get().(*[]byte)
-		defer func() { r.bufs.Put(pooled) }()
-	}
-	var into []byte
-	if pooled != nil {
-		into = *pooled
-	}
-	body, err := readBody(req.Body, req.ContentLength, r.cfg.MaxBodyBytes, into)
-	if pooled != nil && cap(body) <= maxPooledBody && cap(body) > cap(*pooled) {
-		*pooled = body[:0] // keep the grown buffer
-	}
-	if err != nil {
-		if errors.Is(err, errTooLarge) {
-			r.reject(w, rejectTooLarge, http.StatusRequestEntityTooLarge, bodyTooLarge, delivery)
+	// The signature header is checked for form before the body is read:
+	// a request that cannot be signed right costs no body bytes.
+	var want [sha256.Size]byte
+	var mac hash.Hash
+	if len(r.cfg.Secret) > 0 {
+		var ok bool
+		if want, ok = parseSignature(headerValue(h, "X-Hub-Signature-256")); !ok {
+			w.Header()["Connection"] = connClose
+			r.reject(w, rejectSignature, http.StatusUnauthorized, bodyBadSig, delivery)
 			return
 		}
+		mac = r.macs.Get().(hash.Hash)
+		mac.Reset()
+		defer r.macs.Put(mac)
+	}
+	cb, err := r.readChunked(req.Body, req.ContentLength, r.cfg.MaxBodyBytes, mac)
+	switch {
+	case errors.Is(err, errTooLarge):
+		w.Header()["Connection"] = connClose
+		r.reject(w, rejectTooLarge, http.StatusRequestEntityTooLarge, bodyTooLarge, delivery)
+		return
+	case errors.Is(err, errBusy):
+		// Unauthenticated bodies in flight hold the whole budget: refuse at
+		// once rather than queue; GitHub shows the 503 and one can redeliver.
+		r.stats.unavailable.Add(1)
+		h := w.Header()
+		h["Retry-After"] = r.retry
+		h["Connection"] = connClose
+		r.reject(w, rejectBusy, http.StatusServiceUnavailable, bodyUnavailable, delivery)
+		return
+	case err != nil:
 		// The client went away or timed out mid-body: nothing to answer.
 		r.reject(w, rejectPayload, http.StatusBadRequest, bodyBadPayload, delivery)
 		return
 	}
-	if len(r.cfg.Secret) > 0 && !r.verify(headerValue(h, "X-Hub-Signature-256"), body) {
-		r.reject(w, rejectSignature, http.StatusUnauthorized, bodyBadSig, delivery)
-		return
+	if mac != nil {
+		var got [sha256.Size]byte
+		mac.Sum(got[:0])
+		if !hmac.Equal(got[:], want[:]) {
+			r.release(&cb)
+			r.reject(w, rejectSignature, http.StatusUnauthorized, bodyBadSig, delivery)
+			return
+		}
+	}
+	// Authenticated (or the operator accepts unsigned requests): only now
+	// is the body one slice of its own size.
+	var body []byte
+	if r.reuse && cb.n <= maxPooledBody {
+		pooled := r.bufs.Get().(*[]byte)
+		defer func() { r.bufs.Put(pooled) }()
+		body = cb.copyTo(*pooled)
+		if cap(body) > cap(*pooled) {
+			*pooled = body[:0] // keep the grown buffer
+		}
+	} else {
+		body = cb.copyTo(nil)
+	}
+	r.release(&cb)
+	if isFormEncoded(headerValue(h, "Content-Type")) {
+		// GitHub's other content type: the signature covers the raw form
+		// body (checked above); the JSON is its payload field.
+		var ok bool
+		if body, ok = formPayload(body); !ok {
+			r.reject(w, rejectPayload, http.StatusBadRequest, bodyBadPayload, delivery)
+			return
+		}
 	}
 	if len(body) == 0 {
 		body = []byte("{}") // daemon-spec §2.1: an empty body is the payload {}
@@ -311,14 +364,65 @@ func (r *Receiver) countDrop(d DropReason) {
 	c.(*atomic.Int64).Add(1)
 }
 
+// RejectLogEvery is how often, at most, one webhook.rejected line per
+// reason is written. Anyone who reaches the port can send unsigned POSTs;
+// a line each let 320,000 of them rotate the event log until it held
+// nothing else.
+const RejectLogEvery = 10 * time.Second
+
+// rejectLog is the rate limit of webhook.rejected lines for one reason.
+type rejectLog struct {
+	mu    sync.Mutex
+	next  time.Time // no line before this
+	count int64     // rejections since the last line
+}
+
+// reject counts the rejection and answers. It writes a webhook.rejected
+// line for the first rejection of a reason, then at most one per
+// RejectLogEvery: the line's count is the rejections of that reason since
+// the previous line, this one included (so a quiet tail is reported by the
+// next line; Stats has every one at once), its delivery_id the latest.
 func (r *Receiver) reject(w http.ResponseWriter, kind, code int, body []byte, delivery string) {
 	r.stats.rejected[kind].Add(1)
 	if r.log != nil {
-		r.log.Emit(graph.LogEvent{Time: r.clock.Now(), Name: EventRejected, Level: graph.LevelWarning, Fields: []graph.Field{
-			{Key: "reason", Value: rejectNames[kind]}, {Key: "delivery_id", Value: clipText(delivery, maxDeliveryID)},
-		}})
+		now := r.clock.Now()
+		l := &r.rejectLogs[kind]
+		l.mu.Lock()
+		l.count++
+		count, emit := l.count, !now.Before(l.next)
+		if emit {
+			l.count, l.next = 0, now.Add(RejectLogEvery)
+		}
+		l.mu.Unlock()
+		if emit {
+			r.log.Emit(graph.LogEvent{Time: now, Name: EventRejected, Level: graph.LevelWarning, Fields: []graph.Field{
+				{Key: "reason", Value: rejectNames[kind]}, {Key: "count", Value: count},
+				{Key: "delivery_id", Value: clipText(delivery, maxDeliveryID)},
+			}})
+		}
 	}
 	reply(w, code, body)
+}
+
+// isFormEncoded reports whether a Content-Type is
+// application/x-www-form-urlencoded, parameters aside.
+func isFormEncoded(ct string) bool {
+	if i := strings.IndexByte(ct, ';'); i >= 0 {
+		ct = ct[:i]
+	}
+	return strings.EqualFold(strings.TrimSpace(ct), "application/x-www-form-urlencoded")
+}
+
+// formPayload returns the payload field of a form-encoded webhook body.
+// A body that does not decode, or has no payload field or more than one,
+// is refused: which of two payloads would be the delivery is not a
+// question to guess at.
+func formPayload(body []byte) ([]byte, bool) {
+	v, err := url.ParseQuery(string(body))
+	if err != nil || len(v["payload"]) != 1 {
+		return nil, false
+	}
+	return []byte(v["payload"][0]), true
 }
 
 // headerValue reads a canonical header key without net/http's
@@ -351,26 +455,35 @@ func (r *Receiver) verify(header string, body []byte) bool {
 }
 
 func verifySignature(pool *sync.Pool, header string, body []byte) bool {
-	hexSig, ok := strings.CutPrefix(header, "sha256=")
-	if !ok || len(hexSig) != 2*sha256.Size {
+	want, ok := parseSignature(header)
+	if !ok {
 		return false
 	}
-	// Lower-case hex only, as GitHub sends it (the reference compares the
-	// whole header string).
-	var want, got [sha256.Size]byte
-	for i := 0; i < len(hexSig); i += 2 {
-		hi, lo := lowerHex(hexSig[i]), lowerHex(hexSig[i+1])
-		if hi < 0 || lo < 0 {
-			return false
-		}
-		want[i/2] = byte(hi<<4 | lo)
-	}
+	var got [sha256.Size]byte
 	m := pool.Get().(hash.Hash)
 	m.Reset()
 	m.Write(body)
 	m.Sum(got[:0])
 	pool.Put(m)
 	return hmac.Equal(got[:], want[:])
+}
+
+// parseSignature decodes X-Hub-Signature-256: "sha256=" and 64 lower-case
+// hex digits, as GitHub sends it (the reference compares the whole header
+// string). Anything else is not a signature.
+func parseSignature(header string) (want [sha256.Size]byte, ok bool) {
+	hexSig, ok := strings.CutPrefix(header, "sha256=")
+	if !ok || len(hexSig) != 2*sha256.Size {
+		return want, false
+	}
+	for i := 0; i < len(hexSig); i += 2 {
+		hi, lo := lowerHex(hexSig[i]), lowerHex(hexSig[i+1])
+		if hi < 0 || lo < 0 {
+			return want, false
+		}
+		want[i/2] = byte(hi<<4 | lo)
+	}
+	return want, true
 }
 
 // Sign returns the X-Hub-Signature-256 value for body under secret (for
@@ -395,47 +508,5 @@ func lowerHex(c byte) int {
 const maxPooledBody = 1 << 20
 
 var errTooLarge = errors.New("body too large")
-
-// readBody reads the whole body, at most max bytes: exactly Content-Length
-// when given, otherwise (chunked) until EOF.
-func readBody(body io.Reader, length, max int64, buf []byte) ([]byte, error) {
-	if body == nil || body == http.NoBody {
-		return []byte{}, nil
-	}
-	if length >= 0 {
-		if int64(cap(buf)) >= length {
-			buf = buf[:length]
-		} else {
-			buf = make([]byte, length)
-		}
-		if _, err := io.ReadFull(body, buf); err != nil {
-			return nil, err
-		}
-		return buf, nil
-	}
-	if cap(buf) == 0 {
-		buf = make([]byte, 0, 32<<10)
-	}
-	buf = buf[:0]
-	for {
-		if int64(len(buf)) > max {
-			return nil, errTooLarge
-		}
-		if len(buf) == cap(buf) {
-			buf = append(buf, 0)[:len(buf)]
-		}
-		n, err := body.Read(buf[len(buf):min(cap(buf), int(max)+1)])
-		buf = buf[:len(buf)+n]
-		if err == io.EOF {
-			if int64(len(buf)) > max {
-				return nil, errTooLarge
-			}
-			return buf, nil
-		}
-		if err != nil {
-			return nil, err
-		}
-	}
-}
 
 var _ http.Handler = (*Receiver)(nil)

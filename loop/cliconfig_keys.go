@@ -85,6 +85,7 @@ var configKeys = []ConfigKey{
 	{Path: "routing.workspace", Type: "object"},
 	{Path: "routing.workspace.root", Type: "string", Default: "", Doc: "enables one git worktree per work item"},
 	{Path: "routing.workspace.keepCheckoutOnClose", Type: "bool", Default: false},
+	{Path: "routing.workspace.cloneUrl", Type: "string", Default: "", Doc: "where to clone a repository from, with {host}, {owner} and {repo} (e.g. ssh://git@{host}/{owner}/{repo}.git or a local mirror file:///srv/git/{owner}/{repo}.git); empty: the payload's clone_url when it is https or ssh on the repository's own host, else https://{host}/{owner}/{repo}.git"},
 	{Path: "routing.tmux", Type: "object"},
 	{Path: "routing.tmux.keepSessionOnClose", Type: "bool", Default: true},
 	{Path: "routing.tmux.remainOnExit", Type: "bool", Default: true},

@@ -94,6 +94,7 @@ type Settings struct {
 		GraphSpecDir            string
 		WorkspaceRoot           string
 		KeepCheckoutOnClose     bool
+		CloneURL                string
 		Tmux                    struct {
 			KeepSessionOnClose bool
 			RemainOnExit       bool
@@ -460,6 +461,7 @@ var settingReaders = []settingReader{
 		s.Routing.GraphSpecDir = clean
 	}},
 	{"routing.workspace.root", func(r *settingsReader, s *Settings) { s.Routing.WorkspaceRoot = r.str("routing.workspace.root") }},
+	{"routing.workspace.cloneUrl", func(r *settingsReader, s *Settings) { s.Routing.CloneURL = r.str("routing.workspace.cloneUrl") }},
 	{"routing.workspace.keepCheckoutOnClose", func(r *settingsReader, s *Settings) {
 		s.Routing.KeepCheckoutOnClose = r.boolean("routing.workspace.keepCheckoutOnClose")
 	}},

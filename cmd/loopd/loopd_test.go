@@ -46,6 +46,43 @@ func TestRunWithoutSecretExits2WithTheFix(t *testing.T) {
 	require.Contains(t, errb.String(), "--insecure-accept-unsigned")
 }
 
+// TestRunRefusesUnsafeWebhookSettings: loopd run refuses, before binding
+// anything, an unsigned receiver on a reachable address and a secret no
+// GitHub delivery could match, naming the flag, key or variable to fix.
+func TestRunRefusesUnsafeWebhookSettings(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		config string
+		env    map[string]string
+		flags  []string
+		want   []string
+	}{
+		{"unsigned on every interface", "webhooks:\n  ghWebhook:\n    host: 0.0.0.0\n    port: 0\n", nil,
+			[]string{"--insecure-accept-unsigned"}, []string{"--insecure-accept-unsigned", "webhooks.ghWebhook.host", "0.0.0.0"}},
+		{"unsigned on a named host", "webhooks:\n  ghWebhook:\n    host: example.com\n    port: 0\n", nil,
+			[]string{"--insecure-accept-unsigned"}, []string{"--insecure-accept-unsigned", "webhooks.ghWebhook.host"}},
+		{"secret with a trailing newline", "", map[string]string{"THE_LOOP_GH_WEBHOOK_SECRET": "s3cret\n"}, nil,
+			[]string{"THE_LOOP_GH_WEBHOOK_SECRET", "whitespace"}},
+		{"blank secret", "", map[string]string{"THE_LOOP_GH_WEBHOOK_SECRET": "   "}, nil,
+			[]string{"THE_LOOP_GH_WEBHOOK_SECRET", "blank"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			e, _, errb := testEnv(t, tc.env)
+			args := []string{"loopd", "run", "--state-root", t.TempDir()}
+			if tc.config != "" {
+				f := filepath.Join(t.TempDir(), "cli-config.yaml")
+				require.NoError(t, os.WriteFile(f, []byte(tc.config), 0o600))
+				args = append(args, "--config", f)
+			}
+			args = append(args, tc.flags...)
+			require.Equal(t, exitRefused, Main(args, e), errb.String())
+			for _, w := range tc.want {
+				require.Contains(t, errb.String(), w)
+			}
+		})
+	}
+}
+
 func TestVersion(t *testing.T) {
 	e, out, _ := testEnv(t, nil)
 	require.Equal(t, exitOK, Main([]string{"loopd", "--version"}, e))
@@ -164,12 +201,13 @@ routing:
     requireStartCommand: false
   workspace:
     root: %s
+    cloneUrl: file://%s
 integrations:
   github:
     transport: api
     api:
       baseUrl: %s
-`, state, addr.Port, filepath.Join(base, "ws"), sim.URL())), 0o600))
+`, state, addr.Port, filepath.Join(base, "ws"), remote, sim.URL())), 0o600))
 
 	runs := 0
 	start := func() *exec.Cmd {

@@ -3,6 +3,7 @@ package daemon
 import (
 	"errors"
 	"fmt"
+	"net"
 	"os"
 	"path/filepath"
 	"strings"
@@ -117,6 +118,10 @@ type Config struct {
 	SpawnWorkdir string
 	// KeepCheckoutOnClose keeps the worktree when a session closes.
 	KeepCheckoutOnClose bool
+	// CloneURL is routing.workspace.cloneUrl: a template with {host},
+	// {owner} and {repo} to clone from, trusted as the operator's; empty:
+	// the payload's clone_url when it passes checkedCloneURL.
+	CloneURL string
 	// KeepSessionOnClose keeps the tmux session when the work item closes
 	// (routing.tmux.keepSessionOnClose, default true: the transcript stays
 	// for a post-mortem); false kills it.
@@ -312,6 +317,7 @@ func ConfigFromSettings(st loop.Settings, getenv func(string) string) (Config, [
 	cfg.SpawnWorkdir = rt.SpawnWorkdir
 	cfg.WorkspaceRoot = rt.WorkspaceRoot
 	cfg.KeepCheckoutOnClose = rt.KeepCheckoutOnClose
+	cfg.CloneURL = rt.CloneURL
 	tm := rt.Tmux
 	cfg.KeepSessionOnClose = tm.KeepSessionOnClose
 	cfg.KillHarnessOnClose = tm.KillHarnessOnClose
@@ -391,6 +397,11 @@ func (c Config) Validate() error {
 		return ErrNoSecret
 	case c.WebhookPath == "" || c.WebhookPath[0] != '/':
 		return fmt.Errorf("daemon: webhooks.ghWebhook.path %q must start with /", c.WebhookPath)
+	case len(c.Secret) == 0 && c.InsecureAcceptUnsigned && !loopbackAddr(c.Listen):
+		return fmt.Errorf("daemon: --insecure-accept-unsigned accepts forged webhooks from anyone who reaches the port, so it only listens on a loopback address, and webhooks.ghWebhook.host/port is %q: set webhooks.ghWebhook.host to 127.0.0.1 (or ::1, localhost), or export THE_LOOP_GH_WEBHOOK_SECRET and drop the flag", c.Listen)
+	}
+	if err := ingress.CheckSecret(c.Secret); err != nil {
+		return fmt.Errorf("daemon: %w", err)
 	}
 	switch c.SpawnOnUnmatched {
 	case SpawnNever, SpawnAlways, SpawnLabeled:
@@ -398,6 +409,20 @@ func (c Config) Validate() error {
 		return fmt.Errorf("daemon: routing.spawnOnUnmatched %q is not one of never, always, labeled", c.SpawnOnUnmatched)
 	}
 	return nil
+}
+
+// loopbackAddr reports whether host:port listens on loopback only. An
+// empty host (every interface) or a name other than localhost is not.
+func loopbackAddr(listen string) bool {
+	host, _, err := net.SplitHostPort(listen)
+	if err != nil {
+		return false
+	}
+	if strings.EqualFold(host, "localhost") {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
 }
 
 // Errors callers branch on.

@@ -1,6 +1,7 @@
 package daemon
 
 import (
+	"encoding/json"
 	"os"
 	"path/filepath"
 	"testing"
@@ -8,7 +9,9 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/theloop-dev/theloop/ingress"
 	"github.com/theloop-dev/theloop/loop"
+	"github.com/theloop-dev/theloop/workitem"
 )
 
 func parseCLI(t *testing.T, yaml string) loop.CLIConfig {
@@ -240,4 +243,70 @@ func TestConfigFromCLISandboxKeys(t *testing.T) {
 		require.Equal(t, tc.off, cfg.SandboxOff)
 		require.Equal(t, tc.env, cfg.AgentEnv)
 	}
+}
+
+func TestValidateUnsignedListensOnLoopbackOnly(t *testing.T) {
+	for listen, ok := range map[string]bool{
+		"127.0.0.1:8787": true, "[::1]:0": true, "localhost:1": true, "127.9.9.9:1": true,
+		"0.0.0.0:8787": false, ":8787": false, "[::]:1": false, "10.0.0.5:1": false, "example.com:1": false, "127.0.0.1": false,
+	} {
+		cfg := DefaultConfig()
+		cfg.StateRoot = "/s"
+		cfg.InsecureAcceptUnsigned = true
+		cfg.Listen = listen
+		err := cfg.Validate()
+		if ok {
+			require.NoError(t, err, listen)
+			continue
+		}
+		require.ErrorContains(t, err, "webhooks.ghWebhook.host", listen)
+		// With a secret the flag is moot and any address is fine.
+		cfg.Secret = []byte("s3cret")
+		require.NoError(t, cfg.Validate(), listen)
+	}
+}
+
+// TestPayloadCloneURL: a payload's clone_url is used only for the work
+// item's own repository on its own host, over https or ssh.
+func TestPayloadCloneURL(t *testing.T) {
+	gh := workitem.Ref{Provider: "github", Owner: "octo", Repo: "repo", Number: 1}
+	ghe := workitem.Ref{Provider: "github", Host: "ghe.example.com:8443", Owner: "corp", Repo: "app", Number: 1}
+	for _, tc := range []struct {
+		item     workitem.Ref
+		full, u  string
+		accepted bool
+	}{
+		{gh, "octo/repo", "https://github.com/octo/repo.git", true},
+		{gh, "Octo/Repo", "https://GitHub.com/Octo/Repo", true},
+		{gh, "octo/repo", "ssh://git@github.com/octo/repo.git", true},
+		{ghe, "corp/app", "https://ghe.example.com/corp/app.git", true},
+		{ghe, "corp/app", "ssh://git@ghe.example.com:2222/corp/app.git", true},
+		{gh, "octo/repo", "file:///etc/octo/repo.git", false},
+		{gh, "octo/repo", "/srv/octo/repo.git", false},
+		{gh, "octo/repo", "git@github.com:octo/repo.git", false},
+		{gh, "octo/repo", "http://github.com/octo/repo.git", false},
+		{gh, "octo/repo", "git://github.com/octo/repo.git", false},
+		{gh, "octo/repo", "https://evil.example/octo/repo.git", false},
+		{gh, "octo/repo", "https://github.com.evil.example/octo/repo.git", false},
+		{gh, "octo/repo", "https://github.com/mallory/repo.git", false},
+		{gh, "octo/repo", "https://github.com/octo/repo.git/../../mallory/x", false},
+		{gh, "octo/repo", "https://user:tok@github.com/octo/repo.git", false},
+		{gh, "octo/repo", "ssh://git:pw@github.com/octo/repo.git", false},
+		{gh, "octo/repo", "https://github.com/octo/repo.git?x=1", false},
+		{gh, "octo/repo", "ext::sh -c touch% /tmp/pwned", false},
+		{gh, "octo/repo", "-uhttps://github.com/octo/repo.git", false},
+		{gh, "mallory/repo", "https://github.com/octo/repo.git", false},
+		{ghe, "corp/app", "https://github.com/corp/app.git", false},
+	} {
+		payload, err := json.Marshal(map[string]any{"repository": map[string]any{"full_name": tc.full, "clone_url": tc.u}})
+		require.NoError(t, err)
+		got := payloadCloneURL(&ingress.Event{Payload: payload}, tc.item)
+		if tc.accepted {
+			require.Equal(t, tc.u, got, tc.u)
+		} else {
+			require.Empty(t, got, tc.u)
+		}
+	}
+	d := &Daemon{cfg: Config{CloneURL: "file:///srv/git/{owner}/{repo}.git"}}
+	require.Equal(t, "file:///srv/git/octo/repo.git", d.cloneURL(gh, nil), "the operator's template is trusted")
 }

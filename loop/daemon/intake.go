@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net"
+	"net/url"
 	"slices"
 	"strings"
 
@@ -241,11 +243,7 @@ func (in *intake) workspace(ctx context.Context, item workitem.Ref, ev *ingress.
 		return in.d.cfg.SpawnWorkdir, nil
 	}
 	opts := sessions.PrepareOptions{}
-	if in.d.deps.CloneURL != nil {
-		opts.CloneURL = in.d.deps.CloneURL(item)
-	} else {
-		opts.CloneURL = payloadCloneURL(ev, item)
-	}
+	opts.CloneURL = in.d.cloneURL(item, ev)
 	w, err := in.d.ws.Prepare(ctx, item, opts)
 	if err != nil {
 		return "", err
@@ -649,10 +647,23 @@ func (in *intake) setStatus(ctx context.Context, item workitem.Ref, st sessions.
 	return err
 }
 
-// payloadCloneURL is the signed payload's repository.clone_url (as the
-// reference does, daemon-spec §7.5) when the repository it names is the
-// work item's; "" otherwise (the workspace then clones
-// https://<host>/<owner>/<repo>.git).
+// cloneURL says where to clone item's repository from: Deps.CloneURL when
+// given, else routing.workspace.cloneUrl expanded, else the payload's
+// clone_url when checkedCloneURL accepts it; "" lets the workspace clone
+// https://<host>/<owner>/<repo>.git.
+func (d *Daemon) cloneURL(item workitem.Ref, ev *ingress.Event) string {
+	switch {
+	case d.deps.CloneURL != nil:
+		return d.deps.CloneURL(item)
+	case d.cfg.CloneURL != "":
+		return strings.NewReplacer("{host}", item.HostOrDefault(), "{owner}", item.Owner, "{repo}", item.Repo).Replace(d.cfg.CloneURL)
+	}
+	return payloadCloneURL(ev, item)
+}
+
+// payloadCloneURL is the payload's repository.clone_url (as the reference
+// does, daemon-spec §7.5) when the repository it names is the work item's
+// and checkedCloneURL accepts it; "" otherwise.
 func payloadCloneURL(ev *ingress.Event, item workitem.Ref) string {
 	var p struct {
 		Repository struct {
@@ -660,17 +671,53 @@ func payloadCloneURL(ev *ingress.Event, item workitem.Ref) string {
 			CloneURL string `json:"clone_url"`
 		} `json:"repository"`
 	}
-	if len(ev.Payload) == 0 || json.Unmarshal(ev.Payload, &p) != nil {
+	if ev == nil || len(ev.Payload) == 0 || json.Unmarshal(ev.Payload, &p) != nil {
 		return ""
 	}
 	if !strings.EqualFold(p.Repository.FullName, item.Owner+"/"+item.Repo) {
 		return ""
 	}
-	u := p.Repository.CloneURL
-	for _, scheme := range []string{"https://", "ssh://", "file://"} {
-		if strings.HasPrefix(u, scheme) && !strings.ContainsAny(u, " \t\n") {
-			return u
-		}
+	return checkedCloneURL(p.Repository.CloneURL, item)
+}
+
+// checkedCloneURL returns u when it is an https or ssh URL of item's own
+// repository on item's own host, "" otherwise. The payload is outside
+// input — signed, but under --insecure-accept-unsigned or with a leaked
+// secret anyone's — and git follows a URL wherever it points: file:// would
+// clone a directory of this machine into the agent's workspace, another
+// host a repository of the sender's choosing.
+func checkedCloneURL(u string, item workitem.Ref) string {
+	if u == "" || strings.ContainsAny(u, " \t\r\n\x00\\") {
+		return ""
 	}
-	return ""
+	pu, err := url.Parse(u)
+	if err != nil || pu.Opaque != "" || pu.RawQuery != "" || pu.Fragment != "" || pu.ForceQuery {
+		return ""
+	}
+	switch pu.Scheme {
+	case "https":
+		if pu.User != nil { // credentials in a URL end up in .git/config
+			return ""
+		}
+	case "ssh":
+		if pu.User != nil {
+			if _, hasPass := pu.User.Password(); hasPass {
+				return ""
+			}
+		}
+	default:
+		return ""
+	}
+	host := item.HostOrDefault()
+	if h, _, err := net.SplitHostPort(host); err == nil {
+		host = h // a GHE host configured with a port: the clone may use another
+	}
+	if host == "" || !strings.EqualFold(pu.Hostname(), host) {
+		return ""
+	}
+	want := "/" + item.Owner + "/" + strings.TrimSuffix(item.Repo, ".git")
+	if p := strings.TrimSuffix(pu.Path, ".git"); !strings.EqualFold(p, want) {
+		return ""
+	}
+	return u
 }

@@ -367,11 +367,7 @@ func (in *intake) prCheckout(ctx context.Context, item workitem.Ref, rec session
 		// refs/pull/<n>/head as pr-<n>, never a same-named branch of it.
 		opts.Branch, opts.FetchRef = fmt.Sprintf("pr-%d", pr.Number), fmt.Sprintf("refs/pull/%d/head", pr.Number)
 	}
-	if in.d.deps.CloneURL != nil {
-		opts.CloneURL = in.d.deps.CloneURL(pr)
-	} else {
-		opts.CloneURL = payloadCloneURL(ev, pr)
-	}
+	opts.CloneURL = in.d.cloneURL(pr, ev)
 	w, err := in.d.ws.Prepare(ctx, pr, opts)
 	if err != nil {
 		return "", sessions.DeclinedWorkspaceFailed, false, err

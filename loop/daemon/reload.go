@@ -110,6 +110,7 @@ func (d *Daemon) Reload(next Config) (ReloadResult, error) {
 		{"service.node/maxSessions/leaseTTLSeconds, queue.replicas", cur.Cluster, next.Cluster},
 		{"routing.maxConcurrentDispatches", cur.Parallelism, next.Parallelism},
 		{"routing.workspace", cur.WorkspaceRoot, next.WorkspaceRoot},
+		{"routing.workspace.cloneUrl", cur.CloneURL, next.CloneURL},
 		{"routing.tmux.keepSessionOnClose", cur.KeepSessionOnClose, next.KeepSessionOnClose},
 		{"routing.tmux.killHarnessOnClose", cur.KillHarnessOnClose, next.KillHarnessOnClose},
 		{"routing.tmux.harnessKillGraceSeconds", cur.HarnessKillGrace, next.HarnessKillGrace},

@@ -235,7 +235,15 @@ func (m *Metrics) Emit(e graph.LogEvent) {
 	}
 	switch e.Name {
 	case ingress.EventRejected:
-		m.webhooks.WithLabelValues("rejected", str("reason")).Inc()
+		// The receiver writes one line per reason per window with the
+		// rejections it stands for (ingress.RejectLogEvery).
+		n := int64(1)
+		for _, f := range e.Fields {
+			if c, ok := f.Value.(int64); ok && f.Key == "count" && c > 0 {
+				n = c
+			}
+		}
+		m.webhooks.WithLabelValues("rejected", str("reason")).Add(float64(n))
 		return
 	case ingress.EventDropped:
 		outcome := "dropped"

@@ -99,6 +99,8 @@ func TestMetricsParseAndCountWhatHappened(t *testing.T) {
 	m.Webhook(fmt.Errorf("x: %w", ingress.ErrDuplicate))
 	m.Webhook(fmt.Errorf("x: %w", ingress.ErrUnavailable))
 	m.Emit(ev(t0, ingress.EventRejected, "reason", "bad-signature"))
+	// A rate-limited summary line stands for its count of rejections.
+	m.Emit(graph.LogEvent{Time: t0, Name: ingress.EventRejected, Fields: []graph.Field{{Key: "reason", Value: "invalid-signature"}, {Key: "count", Value: int64(502)}}})
 	m.Emit(ev(t0, ingress.EventDropped, "reason", "unauthorized-actor"))
 	m.Emit(ev(t0, ingress.EventDropped, "reason", "duplicate-delivery"))
 	m.Emit(ev(t0, ingress.EventForged, "work_item", "github:acme/widgets#3", "comment_id", "990000001", "claimed_author", "dana", "reason", "not-found"))
@@ -124,6 +126,7 @@ func TestMetricsParseAndCountWhatHappened(t *testing.T) {
 	require.Equal(t, 1.0, counter(t, fams, "theloop_webhooks_total", map[string]string{"outcome": "duplicate", "reason": ""}))
 	require.Equal(t, 1.0, counter(t, fams, "theloop_webhooks_total", map[string]string{"outcome": "duplicate", "reason": "duplicate-delivery"}))
 	require.Equal(t, 1.0, counter(t, fams, "theloop_webhooks_total", map[string]string{"outcome": "rejected", "reason": "bad-signature"}))
+	require.Equal(t, 502.0, counter(t, fams, "theloop_webhooks_total", map[string]string{"outcome": "rejected", "reason": "invalid-signature"}))
 	require.Equal(t, 1.0, counter(t, fams, "theloop_webhooks_total", map[string]string{"outcome": "dropped", "reason": "unauthorized-actor"}))
 	require.Equal(t, 1.0, counter(t, fams, "theloop_webhooks_total", map[string]string{"outcome": "unavailable"}))
 	require.Equal(t, 1.0, counter(t, fams, "theloop_dispatches_total", map[string]string{"outcome": "retry"}))

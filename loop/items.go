@@ -118,8 +118,9 @@ func (a *FileArtifacts) Open(name string) (fs.File, error) {
 }
 
 // MaxArtifactBytes bounds an artifact read into memory; a specification
-// larger than this is not one, and the agent writes these files.
-const MaxArtifactBytes = 16 << 20
+// larger than this is not one, and the agent writes these files. It is the
+// hooks' own bound, so both layers refuse the same size.
+const MaxArtifactBytes = hooks.MaxArtifactBytes
 
 // ReadFile implements fs.ReadFileFS (one syscall path, no directory walk).
 // Files larger than MaxArtifactBytes are refused unread, with an

@@ -40,7 +40,7 @@ const (
 // treated as unparseable (ARCHITECTURE decision 5): recompute reconstructs
 // the state from the artifacts, and Save preserves the file beside it as
 // graph-state.json.corrupt-<ts> before replacing it.
-const MaxStateBytes = 8 << 20
+const MaxStateBytes = hooks.MaxInnerStateBytes
 
 // DefaultLockPoll is how often Lock retries a held lock.
 const DefaultLockPoll = 25 * time.Millisecond

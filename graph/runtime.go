@@ -180,7 +180,9 @@ func (r *Runtime) open(ctx context.Context, id string, missing missingPolicy) (*
 	case errors.Is(err, ErrCorruptState):
 		s.st = NewState(id)
 		r.reconstruct(ctx, s)
-		s.warn = append(s.warn, fmt.Sprintf("graph-state.json could not be parsed; the state was reconstructed from the artifacts (current node: %s) and the unparseable file is preserved beside it", s.st.CurrentNode))
+		// The cause says which: bad JSON, or a file over the store's size
+		// cap (with its size and the cap) — the operator's next step differs.
+		s.warn = append(s.warn, fmt.Sprintf("graph-state.json could not be parsed (%v); the state was reconstructed from the artifacts (current node: %s) and the unparseable file is preserved beside it", err, s.st.CurrentNode))
 		r.emit(s, EventStateReconstructed, LevelWarning, Field{"node", s.st.CurrentNode}, Field{"error", err.Error()})
 	default:
 		return nil, err

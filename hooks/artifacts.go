@@ -69,8 +69,36 @@ func readText(a graph.Artifacts, name string) (string, error) {
 	if !fs.ValidPath(name) {
 		return "", fmt.Errorf("invalid artifact name %q", name)
 	}
-	b, err := fs.ReadFile(a, name)
+	b, err := readArtifact(a, name, MaxArtifactBytes)
 	return string(b), err
+}
+
+// MaxArtifactBytes bounds an artifact (or an execution log) a hook reads
+// into memory. The agent writes these files; a specification larger than
+// this is not one. loop's FileArtifacts refuses the same size unread; the
+// hooks check it again so an embedder's graph.Artifacts without a cap
+// cannot make a hook read a gigabyte.
+const MaxArtifactBytes = 16 << 20
+
+// errTooLarge is readArtifact's refusal; errorKind shows its text.
+var errTooLarge = errors.New("larger than a hook reads")
+
+// readArtifact reads name when it is at most limit bytes: the size is
+// checked from Stat before the read and from the bytes after it (a file
+// that grew in between). A larger file yields an *fs.PathError whose text
+// gives the size and the limit.
+func readArtifact(a graph.Artifacts, name string, limit int64) ([]byte, error) {
+	if st, err := fs.Stat(a, name); err == nil && st.Mode().IsRegular() && st.Size() > limit {
+		return nil, &fs.PathError{Op: "read", Path: name, Err: fmt.Errorf("%w: %d bytes, more than the %d bytes an artifact may have — shorten it (move bulk output such as logs out of the spec directory)", errTooLarge, st.Size(), limit)}
+	}
+	b, err := fs.ReadFile(a, name)
+	if err != nil {
+		return nil, err
+	}
+	if int64(len(b)) > limit {
+		return nil, &fs.PathError{Op: "read", Path: name, Err: fmt.Errorf("%w: more than the %d bytes an artifact may have — shorten it (move bulk output such as logs out of the spec directory)", errTooLarge, limit)}
+	}
+	return b, nil
 }
 
 // validateArtifacts checks a node's declared outputs: existence (exactly one

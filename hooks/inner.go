@@ -40,6 +40,11 @@ type innerLoop struct {
 	current string
 }
 
+// MaxInnerStateBytes bounds an inner loop's graph-state.json read by
+// await-inner-loops. It equals loop.MaxStateBytes (loop imports hooks, so
+// the number lives here too); a larger file counts as unfinished.
+const MaxInnerStateBytes = 8 << 20
+
 // findInnerLoops reads pr-loops/pr-*/graph-state.json and
 // pr-loops/*/pr-*/graph-state.json; an unreadable state counts as
 // unfinished.
@@ -50,7 +55,9 @@ func findInnerLoops(a graph.Artifacts) []innerLoop {
 		for _, m := range matches {
 			label := strings.TrimPrefix(path.Dir(m), "pr-loops/")
 			cur := ""
-			if b, err := fs.ReadFile(a, m); err == nil {
+			// An unreadable or oversized state (over MaxInnerStateBytes)
+			// leaves cur empty: the inner loop counts as unfinished.
+			if b, err := readArtifact(a, m, MaxInnerStateBytes); err == nil {
 				// Only the pointer matters here: decode just that.
 				var head struct {
 					CurrentNode string `json:"currentNode"`

@@ -238,7 +238,7 @@ func loadDoc(a graph.Artifacts, name string) *document {
 		if !fs.ValidPath(name) {
 			return &document{err: fmt.Errorf("invalid artifact name %q", name)}
 		}
-		b, err := fs.ReadFile(a, name)
+		b, err := readArtifact(a, name, MaxArtifactBytes)
 		if err != nil {
 			return &document{err: err}
 		}

@@ -36,6 +36,10 @@ var (
 	// ErrRepoNotFound: the repository root does not exist or is not a
 	// directory.
 	ErrRepoNotFound = errors.New("repository not found")
+	// ErrTooLarge: a file the agent can write (graph-state.json, an
+	// artifact) is larger than theloop reads; it was refused before it
+	// was read into memory.
+	ErrTooLarge = errors.New("file too large")
 )
 
 // Defaults of the repository's harness config (reference daemon-spec §12.3).

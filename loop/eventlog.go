@@ -604,7 +604,9 @@ func ScanEvents(path string, q EventQuery, fn func(EventRecord) error) (EventSta
 		return stats, err
 	}
 	for _, name := range files {
-		f, err := os.Open(name)
+		// Non-blocking and regular files only: a named pipe planted as
+		// events.jsonl would hang `loopctl events` and the dashboard.
+		f, err := openRegular(name, os.O_RDONLY, 0)
 		if errors.Is(err, fs.ErrNotExist) {
 			continue // rotated away since it was listed
 		}

@@ -118,22 +118,31 @@ func (a *FileArtifacts) Open(name string) (fs.File, error) {
 }
 
 // MaxArtifactBytes bounds an artifact read into memory; a specification
-// larger than this is not one, and the agent writes these files.
-const MaxArtifactBytes = 16 << 20
+// larger than this is not one, and the agent writes these files. It is the
+// hooks' own bound, so both layers refuse the same size.
+const MaxArtifactBytes = hooks.MaxArtifactBytes
 
 // ReadFile implements fs.ReadFileFS (one syscall path, no directory walk).
-// Files larger than MaxArtifactBytes are refused.
+// Files larger than MaxArtifactBytes are refused unread, with an
+// *fs.PathError wrapping ErrTooLarge that gives the size and the cap.
 func (a *FileArtifacts) ReadFile(name string) ([]byte, error) {
 	p, err := a.full("read", name)
 	if err != nil {
 		return nil, err
 	}
-	data, truncated, err := readRegular(p, MaxArtifactBytes)
+	data, err := readCapped(p, MaxArtifactBytes)
+	var tl *tooLargeError
+	if errors.As(err, &tl) {
+		// Hooks report the PathError's inner error beside the artifact's
+		// path: say how large it is, what the cap is and what to do.
+		size := "more than"
+		if tl.size >= 0 {
+			size = fmt.Sprintf("%d bytes, more than", tl.size)
+		}
+		return nil, &fs.PathError{Op: "read", Path: name, Err: fmt.Errorf("%w: %s the %d bytes an artifact may have — shorten it (move bulk output such as logs out of the spec directory)", ErrTooLarge, size, MaxArtifactBytes)}
+	}
 	if err != nil {
 		return nil, err
-	}
-	if truncated {
-		return nil, &fs.PathError{Op: "read", Path: name, Err: fmt.Errorf("larger than the %d bytes an artifact may have", MaxArtifactBytes)}
 	}
 	return data, nil
 }

@@ -221,7 +221,9 @@ func (r *Repo) recordedLoop(id string) string {
 	if err != nil {
 		return ""
 	}
-	data, _, err := readRegular(path, -1)
+	// An oversized file names no loop here; Load refuses it the same way
+	// and recompute reconstructs the state.
+	data, err := readCapped(path, MaxStateBytes)
 	if err != nil {
 		return ""
 	}

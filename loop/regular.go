@@ -31,24 +31,51 @@ func openRegular(path string, flag int, perm fs.FileMode) (*os.File, error) {
 	return f, nil
 }
 
-// readRegular reads at most limit bytes of the regular file at path
-// (limit < 0: no limit); a longer file reports truncated.
-func readRegular(path string, limit int64) (data []byte, truncated bool, err error) {
+// readCapped reads the regular file at path when it holds at most limit
+// bytes. A larger file is refused with an error wrapping ErrTooLarge that
+// names the file, its size and the cap — decided from fstat before a byte
+// is read, and again through a LimitReader for a file that grows while it
+// is read — so a sparse 1 GB file costs a stat, not a gigabyte of memory.
+func readCapped(path string, limit int64) ([]byte, error) {
 	f, err := openRegular(path, os.O_RDONLY, 0)
 	if err != nil {
-		return nil, false, err
+		return nil, err
 	}
 	defer f.Close()
-	var r io.Reader = f
-	if limit >= 0 {
-		r = io.LimitReader(f, limit+1)
-	}
-	data, err = io.ReadAll(r)
+	fi, err := f.Stat()
 	if err != nil {
-		return nil, false, err
+		return nil, err
 	}
-	if limit >= 0 && int64(len(data)) > limit {
-		return data[:limit], true, nil
+	if fi.Size() > limit {
+		return nil, tooLarge(path, fi.Size(), limit)
 	}
-	return data, false, nil
+	data, err := io.ReadAll(io.LimitReader(f, limit+1))
+	if err != nil {
+		return nil, err
+	}
+	if int64(len(data)) > limit {
+		return nil, tooLarge(path, -1, limit)
+	}
+	return data, nil
 }
+
+// tooLarge builds readCapped's refusal (size < 0: grown past the cap while
+// being read, size unknown).
+func tooLarge(path string, size, limit int64) error {
+	return &tooLargeError{path: path, size: size, limit: limit}
+}
+
+// tooLargeError is readCapped's refusal; errors.Is(err, ErrTooLarge).
+type tooLargeError struct {
+	path        string
+	size, limit int64
+}
+
+func (e *tooLargeError) Error() string {
+	if e.size < 0 {
+		return fmt.Sprintf("%s grew past the %d bytes theloop reads while it was being read", e.path, e.limit)
+	}
+	return fmt.Sprintf("%s is %d bytes, more than the %d theloop reads", e.path, e.size, e.limit)
+}
+
+func (e *tooLargeError) Is(target error) bool { return target == ErrTooLarge }

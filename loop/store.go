@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -29,6 +30,17 @@ const (
 	// corruptStamp formats the timestamp in a corrupt copy's name.
 	corruptStamp = "20060102T150405Z"
 )
+
+// MaxStateBytes bounds the graph-state.json theloop reads. The file sits in
+// the checkout, where the agent writes, and parsing it is the first thing
+// `check --recompute`, loop-gate and loopd do: uncapped, a 1 GB file cost
+// check 40 s and 4.3 GB of memory (a CI runner died) and loop-gate 2.1 GB.
+// Real state is a few kilobytes — a pointer, decisions, a bounded history —
+// so 8 MB is generous by three orders of magnitude. A larger file is
+// treated as unparseable (ARCHITECTURE decision 5): recompute reconstructs
+// the state from the artifacts, and Save preserves the file beside it as
+// graph-state.json.corrupt-<ts> before replacing it.
+const MaxStateBytes = hooks.MaxInnerStateBytes
 
 // DefaultLockPoll is how often Lock retries a held lock.
 const DefaultLockPoll = 25 * time.Millisecond
@@ -178,9 +190,10 @@ func (s *FileStore) LockPath(id string) (string, error) {
 }
 
 // Load implements graph.Store. A missing file yields an error wrapping
-// graph.ErrNoState; a file that cannot be read, or whose bytes are not a
-// JSON object, one wrapping graph.ErrCorruptState (the file is left as it
-// is — Save preserves it). Load modifies nothing.
+// graph.ErrNoState; a file that cannot be read, is larger than
+// MaxStateBytes (also wrapping ErrTooLarge, never read into memory), or
+// whose bytes are not a JSON object, one wrapping graph.ErrCorruptState
+// (the file is left as it is — Save preserves it). Load modifies nothing.
 func (s *FileStore) Load(ctx context.Context, id string) (*graph.State, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
@@ -189,9 +202,12 @@ func (s *FileStore) Load(ctx context.Context, id string) (*graph.State, error) {
 	if err != nil {
 		return nil, err
 	}
-	data, _, err := readRegular(path, -1)
+	data, err := readCapped(path, MaxStateBytes)
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil, fmt.Errorf("%s: %w", path, graph.ErrNoState)
+	}
+	if errors.Is(err, ErrTooLarge) {
+		return nil, fmt.Errorf("%w: %w", graph.ErrCorruptState, err)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w: %w", path, graph.ErrCorruptState, err)
@@ -285,13 +301,19 @@ func (s *FileStore) prepareDir(id, dir string) error {
 }
 
 // preserveCorrupt keeps an unparseable state file under a corrupt-<ts>
-// name before it is replaced. A missing or parseable file needs nothing.
+// name before it is replaced. A missing or parseable file needs nothing; a
+// file larger than MaxStateBytes counts as unparseable and is never read
+// into memory (a hard link keeps it; the copy fallback streams it).
 func (s *FileStore) preserveCorrupt(id, path string) error {
-	data, _, err := readRegular(path, -1)
+	data, err := readCapped(path, MaxStateBytes)
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil
 	}
-	if err == nil {
+	oversized := errors.Is(err, ErrTooLarge)
+	if oversized {
+		err = nil // readable, only too large to parse: copy it by streaming
+	}
+	if err == nil && !oversized {
 		if _, perr := graph.ParseState(id, data); perr == nil {
 			return nil
 		}
@@ -315,7 +337,7 @@ func (s *FileStore) preserveCorrupt(id, path string) error {
 		if err != nil {
 			return fmt.Errorf("%s does not parse and cannot be read or preserved (%v; %v); it was left in place — move it aside by hand, then retry", path, err, lerr)
 		}
-		cerr := copyExclusive(name, data)
+		cerr := copyExclusive(name, path)
 		if cerr == nil {
 			return atomicfile.SyncDir(filepath.Dir(path))
 		}
@@ -327,13 +349,20 @@ func (s *FileStore) preserveCorrupt(id, path string) error {
 	return fmt.Errorf("%s does not parse and 1000 corrupt copies named %s* already exist; remove old copies, then retry", path, base)
 }
 
-// copyExclusive writes data to a new file name, failing if it exists.
-func copyExclusive(name string, data []byte) error {
+// copyExclusive copies the regular file src to a new file name, failing if
+// name exists. It streams, so an oversized state file is copied in
+// constant memory.
+func copyExclusive(name, src string) error {
+	in, err := openRegular(src, os.O_RDONLY, 0)
+	if err != nil {
+		return err
+	}
+	defer in.Close()
 	f, err := os.OpenFile(name, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
 	if err != nil {
 		return err
 	}
-	if _, err := f.Write(data); err != nil {
+	if _, err := io.Copy(f, in); err != nil {
 		f.Close()
 		os.Remove(name)
 		return err

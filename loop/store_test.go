@@ -672,3 +672,93 @@ func TestStoreRefusesSymlinkedSpecDirs(t *testing.T) {
 	require.Error(t, err)
 	assert.Empty(t, dirNames(t, outside))
 }
+
+// TestStoreOversizedStateIsCorrupt: a graph-state.json over MaxStateBytes is
+// refused from its size, before it is read (the 1 GB file is sparse: reading
+// it would cost a gigabyte), reported as unparseable with its size and the
+// cap, and preserved by Save like any corrupt state.
+func TestStoreOversizedStateIsCorrupt(t *testing.T) {
+	cases := []struct {
+		name string
+		size int64
+	}{
+		{"one byte over", MaxStateBytes + 1},
+		{"1 GB", 1 << 30},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			ctx := context.Background()
+			repo := t.TempDir()
+			clock := graphtest.NewClock(time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC))
+			s := NewStore(repo, "docs/specs", WithStoreClock(clock))
+			require.NoError(t, s.Save(ctx, "issue-5", sampleState()))
+			path, err := s.StatePath("issue-5")
+			require.NoError(t, err)
+			require.NoError(t, os.Truncate(path, tc.size))
+
+			_, err = s.Load(ctx, "issue-5")
+			require.ErrorIs(t, err, graph.ErrCorruptState)
+			require.ErrorIs(t, err, ErrTooLarge)
+			assert.Contains(t, err.Error(), path)
+			assert.Contains(t, err.Error(), fmt.Sprintf("is %d bytes, more than the %d", tc.size, MaxStateBytes))
+
+			require.NoError(t, s.Save(ctx, "issue-5", graph.NewState("issue-5")))
+			fi, err := os.Stat(path + ".corrupt-20260102T030405Z")
+			require.NoError(t, err, "the oversized file is preserved beside the new state")
+			assert.Equal(t, tc.size, fi.Size())
+			_, err = s.Load(ctx, "issue-5")
+			require.NoError(t, err)
+		})
+	}
+}
+
+// TestStoreStateAtTheCapParses: the cap refuses only what is over it.
+func TestStoreStateAtTheCapParses(t *testing.T) {
+	ctx := context.Background()
+	repo := t.TempDir()
+	s := NewStore(repo, "docs/specs")
+	require.NoError(t, s.Save(ctx, "issue-6", sampleState()))
+	path, err := s.StatePath("issue-6")
+	require.NoError(t, err)
+	data, err := os.ReadFile(path)
+	require.NoError(t, err)
+	padded := append(data, bytes.Repeat([]byte(" "), MaxStateBytes-len(data))...)
+	require.NoError(t, os.WriteFile(path, padded, 0o644))
+	got, err := s.Load(ctx, "issue-6")
+	require.NoError(t, err)
+	assert.Equal(t, sampleState().CurrentNode, got.CurrentNode)
+}
+
+// TestCopyExclusiveStreams: the copy fallback of preserveCorrupt (for
+// filesystems without hard links) copies an oversized file without reading
+// it into memory, and never replaces an existing name.
+func TestCopyExclusiveStreams(t *testing.T) {
+	dir := t.TempDir()
+	src := filepath.Join(dir, "src")
+	content := bytes.Repeat([]byte("0123456789"), 100_000)
+	require.NoError(t, os.WriteFile(src, content, 0o644))
+	dst := filepath.Join(dir, "dst")
+	require.NoError(t, copyExclusive(dst, src))
+	got, err := os.ReadFile(dst)
+	require.NoError(t, err)
+	assert.Equal(t, content, got)
+	require.ErrorIs(t, copyExclusive(dst, src), os.ErrExist)
+}
+
+// BenchmarkLoadOversizedState reports the peak heap of loading a sparse
+// 1 GB graph-state.json (before the cap: 4.3 GB and 40 s in check).
+func BenchmarkLoadOversizedState(b *testing.B) {
+	ctx := context.Background()
+	repo := b.TempDir()
+	s := NewStore(repo, "docs/specs")
+	require.NoError(b, s.Save(ctx, "issue-5", sampleState()))
+	path, err := s.StatePath("issue-5")
+	require.NoError(b, err)
+	require.NoError(b, os.Truncate(path, 1<<30))
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := s.Load(ctx, "issue-5"); !errors.Is(err, ErrTooLarge) {
+			b.Fatalf("Load of a 1 GB state: %v, want ErrTooLarge", err)
+		}
+	}
+}

@@ -73,8 +73,8 @@ func (t *tailer) run() {
 // read reads what was appended since the last call.
 func (t *tailer) read() {
 	fi, err := os.Stat(t.path)
-	if err != nil {
-		return
+	if err != nil || !fi.Mode().IsRegular() {
+		return // a named pipe in its place would block the open forever
 	}
 	if t.f != nil {
 		if cur, err := t.f.Stat(); err != nil || !os.SameFile(cur, fi) {

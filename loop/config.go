@@ -678,6 +678,10 @@ type CLIConfig struct {
 	EventLogEnabled bool
 	// EventLogPath is eventLog.path (default <StateRoot>/logs/events.jsonl).
 	EventLogPath string
+	// EventLogPathSet reports that eventLog.path was written in the file
+	// (not the default derived from state.root). loopd keeps its log under
+	// its own state root unless the operator named a path.
+	EventLogPathSet bool
 	// GraphSpecDir is routing.graph.specDir, the operator's override of a
 	// repository's workflow.specDir ("" = the repository decides).
 	GraphSpecDir string
@@ -875,7 +879,7 @@ func ParseCLIConfig(name string, data []byte) (CLIConfig, error) {
 		cfg.EventLogEnabled = en
 	}
 	if p, ok := r.str("eventLog.path"); ok && strings.TrimSpace(p) != "" {
-		cfg.EventLogPath = p
+		cfg.EventLogPath, cfg.EventLogPathSet = p, true
 	}
 	if dir, ok := r.str("routing.graph.specDir"); ok && dir != "" {
 		clean, err := cleanRelativeDir(name+": routing.graph.specDir", dir)

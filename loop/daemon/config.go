@@ -149,7 +149,10 @@ type Config struct {
 	// Integrations configures outbound GitHub/Slack/Jira (used when
 	// Deps.Integrations is nil).
 	Integrations integrations.Config
-	// EventLogPath is the JSONL event log ("" = none).
+	// EventLogPath is the JSONL event log ("" = none). A relative path is
+	// taken under StateRoot (loop.DaemonEventLog, the default, is
+	// <state root>/logs/events.jsonl): it never depends on the working
+	// directory. New makes it absolute.
 	EventLogPath string
 	// DrainTimeout bounds the wait for running dispatches at shutdown.
 	DrainTimeout time.Duration
@@ -228,7 +231,13 @@ func ConfigFromCLI(c loop.CLIConfig, getenv func(string) string, workDir string)
 	cfg.SessionPerPr = c.SessionPerPr
 	cfg.GraphSpecDir = c.GraphSpecDir
 	if c.EventLogEnabled {
-		cfg.EventLogPath = abs(c.EventLogPath)
+		// Under the state root (resolved by New, after --state-root), never
+		// the working directory: a loopd started in a checkout must not
+		// write its log into it.
+		cfg.EventLogPath = loop.DaemonEventLog
+		if c.EventLogPathSet {
+			cfg.EventLogPath = c.EventLogPath
+		}
 	}
 	r := rawMap(c.Raw)
 	wh := r.m("webhooks").m("ghWebhook")
@@ -455,4 +464,12 @@ func (d *Daemon) ingressConfig() ingress.Config {
 		c.Control.Keywords = kw
 	}
 	return c
+}
+
+// eventLogFile is EventLogPath made absolute under StateRoot ("" = none).
+func (c Config) eventLogFile() string {
+	if c.EventLogPath == "" || filepath.IsAbs(c.EventLogPath) {
+		return c.EventLogPath
+	}
+	return filepath.Join(c.StateRoot, filepath.FromSlash(c.EventLogPath))
 }

@@ -127,6 +127,7 @@ func New(cfg Config, deps Deps) (*Daemon, error) {
 	}
 	mode, _ := ResolveInteractionMode(cfg.InteractionMode)
 	cfg.InteractionMode = mode
+	cfg.EventLogPath = cfg.eventLogFile()
 	if deps.Env == nil {
 		deps.Env = os.LookupEnv
 	}

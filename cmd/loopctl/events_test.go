@@ -21,7 +21,7 @@ import (
 // eventsWorld is a state root with loopd's log and a session registry
 // naming the work item's checkout, where the agent's claims are logged.
 type eventsWorld struct {
-	state, worktree string
+	state, worktree   string
 	daemonLog, claims string
 	t0                time.Time
 }

@@ -598,13 +598,17 @@ type EventStats struct {
 // scan may make it see some lines twice or miss some. fn's error stops the
 // scan and is returned.
 func ScanEvents(path string, q EventQuery, fn func(EventRecord) error) (EventStats, error) {
+	return scanEvents(path, q, os.Open, fn)
+}
+
+func scanEvents(path string, q EventQuery, open func(string) (*os.File, error), fn func(EventRecord) error) (EventStats, error) {
 	var stats EventStats
 	files, err := eventLogFiles(path)
 	if err != nil {
 		return stats, err
 	}
 	for _, name := range files {
-		f, err := os.Open(name)
+		f, err := open(name)
 		if errors.Is(err, fs.ErrNotExist) {
 			continue // rotated away since it was listed
 		}

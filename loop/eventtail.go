@@ -3,9 +3,11 @@ package loop
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"io"
 	"io/fs"
 	"os"
+	"path/filepath"
 	"sort"
 )
 
@@ -19,11 +21,13 @@ func MergeEvents(paths []string, q EventQuery) ([]EventRecord, error) {
 	q.Limit = 0
 	var all []EventRecord
 	for _, p := range DistinctLogs(paths) {
-		recs, err := ReadEvents(p, q)
+		_, err := scanEvents(p, q, openLogNoFollow, func(rec EventRecord) error {
+			all = append(all, rec)
+			return nil
+		})
 		if err != nil {
 			return nil, err
 		}
-		all = append(all, recs...)
 	}
 	sort.SliceStable(all, func(i, j int) bool { return all[i].Time.Before(all[j].Time) })
 	if limit > 0 && len(all) > limit {
@@ -54,6 +58,32 @@ next:
 	return out
 }
 
+// openLogNoFollow opens a log for reading without following a symbolic
+// link, in a directory that is not one. The logs merged include those in
+// the agents' checkouts, which the agent writes: a link planted there must
+// not make loopd (the dashboard) or the operator read a file outside.
+// Refused files read as missing (ErrNotExist), so they add no events.
+func openLogNoFollow(path string) (*os.File, error) {
+	dir := filepath.Dir(path)
+	for _, d := range []string{dir, filepath.Dir(dir)} {
+		if fi, err := os.Lstat(d); err == nil && fi.Mode()&fs.ModeSymlink != 0 {
+			return nil, fmt.Errorf("%w: %s is a symbolic link", fs.ErrNotExist, d)
+		}
+	}
+	f, err := os.OpenFile(path, os.O_RDONLY|oNoFollow|oNonBlock, 0)
+	if err != nil {
+		if fi, lerr := os.Lstat(path); lerr == nil && fi.Mode()&fs.ModeSymlink != 0 {
+			return nil, fmt.Errorf("%w: %s is a symbolic link", fs.ErrNotExist, path)
+		}
+		return nil, err
+	}
+	if fi, err := f.Stat(); err != nil || !fi.Mode().IsRegular() || singleLink(f) != nil {
+		f.Close()
+		return nil, fmt.Errorf("%w: %s is not a regular file with one link", fs.ErrNotExist, path)
+	}
+	return f, nil
+}
+
 // maxTailChunk bounds what one Poll reads from one file.
 const maxTailChunk = 8 << 20
 
@@ -74,7 +104,7 @@ type EventTail struct {
 // missing log is followed from its creation).
 func TailEvents(path string, q EventQuery) *EventTail {
 	t := &EventTail{path: path, q: q}
-	if f, err := os.Open(path); err == nil {
+	if f, err := openLogNoFollow(path); err == nil {
 		if fi, err := f.Stat(); err == nil {
 			t.f, t.off = f, fi.Size()
 		} else {
@@ -121,7 +151,7 @@ func (t *EventTail) Poll() ([]EventRecord, error) {
 		return out, nil
 	}
 	if t.f == nil {
-		f, err := os.Open(t.path)
+		f, err := openLogNoFollow(t.path)
 		if errors.Is(err, fs.ErrNotExist) {
 			return out, nil
 		}

@@ -406,6 +406,14 @@ func (d *Daemon) build() error {
 	if d.cfg.GraphSpecDir != "" {
 		mcfg.SpecDir = d.cfg.GraphSpecDir
 	}
+	// A fresh session is pointed at the artifacts the item's graph
+	// declares, not a list kept here.
+	mcfg.Artifacts = func(rec sessions.Record) []string {
+		if d.link == nil {
+			return nil
+		}
+		return d.link.artifactNames(rec)
+	}
 	mgr, err := sessions.NewManager(mcfg, sessions.Deps{
 		Tmux: tm, Registry: reg, Harnesses: []sessions.Harness{claude},
 		LookPath: d.lookPath, Now: d.deps.Clock.Now,

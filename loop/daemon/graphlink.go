@@ -754,3 +754,41 @@ func (l *graphLink) warnPhases(cwds []string) {
 		}
 	}
 }
+
+// artifactNames names the work item's artifacts as its graph declares
+// them, in the graph's node order: each node's produces (every
+// alternative of "requirements.md|bugfix.md") and the files its hooks
+// validate (execution-log.md). A fresh session replacing a lost one is
+// pointed at those that exist (sessions.ManagerConfig.Artifacts); nil when
+// the graph cannot be opened (the manager then lists the spec directory).
+func (l *graphLink) artifactNames(rec sessions.Record) []string {
+	id := rec.Item.SpecID()
+	if id == "" || rec.Cwd == "" || !rec.Parent.IsZero() {
+		return nil
+	}
+	rt, err := l.runtime(rec.Item, rec.Cwd, id)
+	if err != nil {
+		return nil
+	}
+	var names []string
+	seen := map[string]bool{}
+	add := func(s string) {
+		for _, alt := range strings.Split(s, "|") {
+			if alt = strings.TrimSpace(alt); alt != "" && !seen[alt] {
+				seen[alt] = true
+				names = append(names, alt)
+			}
+		}
+	}
+	for _, n := range rt.Graph().Nodes() {
+		for _, p := range n.Produces {
+			add(p)
+		}
+		for _, h := range append(append([]graph.BoundHook(nil), n.Entry...), n.Exit...) {
+			if v, ok := h.Params["validates"].(string); ok {
+				add(v)
+			}
+		}
+	}
+	return names
+}

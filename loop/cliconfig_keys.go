@@ -35,7 +35,7 @@ var configKeys = []ConfigKey{
 	{Path: "version", Type: "string", Doc: "the config schema version (loopctl config migrate stamps " + CurrentCLIConfigVersion + ")"},
 	{Path: "state", Type: "object", Doc: "where theloop keeps its state"},
 	{Path: "state.root", Type: "string", Default: DefaultStateRoot, Doc: "root of the daemon's state (queue, sessions, control socket, signing key); a relative path is taken under your home directory (THE_LOOP_STATE_ROOT overrides it)"},
-	{Path: "repositories", Type: "strings", Doc: "repositories the ingress accepts (owner/repo, owner/*)", Reload: true},
+	{Path: "repositories", Type: "strings", Doc: "repositories loopd serves (owner/repo, owner/*), with the polling sources' repos; an event from any other is dropped (repository-not-bound)", Reload: true},
 
 	{Path: "webhooks", Type: "object"},
 	{Path: "webhooks.ghWebhook", Type: "object", Doc: "the GitHub webhook receiver"},
@@ -46,7 +46,6 @@ var configKeys = []ConfigKey{
 	{Path: "webhooks.ghWebhook.secretEnv", Type: "string", Default: "THE_LOOP_GH_WEBHOOK_SECRET", Doc: "environment variable holding the HMAC secret"},
 	{Path: "webhooks.ghWebhook.pidfile", Type: "string", Doc: "ignored: loopd locks <state root>/loopd.lock"},
 	{Path: "webhooks.ghWebhook.events", Type: "strings", Doc: "event filter (default: the reference's set)", Reload: true},
-	{Path: "webhooks.ghWebhook.repositories", Type: "strings", Doc: "repositories accepted (owner/repo, owner/*); default: the polling sources' repos", Reload: true},
 
 	{Path: "polling", Type: "object", Doc: "the poller / reconcile pass"},
 	{Path: "polling.enabled", Type: "bool", Default: false},
@@ -64,6 +63,8 @@ var configKeys = []ConfigKey{
 	{Path: "routing", Type: "object", Doc: "what the daemon does with routed events"},
 	{Path: "routing.enabled", Type: "bool", Default: false},
 	{Path: "routing.registryDir", Type: "string", Doc: "ignored: session records live under the state root"},
+	{Path: "routing.sandbox", Type: "free", Default: "on", Doc: "on (default) confines every agent session with Landlock; off runs agents unconfined (gates are not defended) — the only way to spawn on a kernel without Landlock"},
+	{Path: "routing.agentEnv", Type: "strings", Default: []any{}, Doc: "names of further environment variables an agent session keeps (secrets loopd or an integration reads are refused)"},
 	{Path: "routing.defaultHarness", Type: "string", Default: "claude", Enum: []string{"claude", "cursor"}},
 	{Path: "routing.spawnOnUnmatched", Type: "string", Default: "never", Enum: []string{"never", "always", "labeled"}, Reload: true},
 	{Path: "routing.autoExecuteLabel", Type: "string", Default: "the-loop: auto-execute", Reload: true},
@@ -95,6 +96,7 @@ var configKeys = []ConfigKey{
 	{Path: "routing.tmux", Type: "object"},
 	{Path: "routing.tmux.keepSessionOnClose", Type: "bool", Default: true},
 	{Path: "routing.tmux.remainOnExit", Type: "bool", Default: true},
+	{Path: "routing.tmux.socketPath", Type: "string", Default: "", Doc: "the agents' tmux server socket (absolute; tmux -S), which the posted attach command names; empty: the user's default server (under systemd's PrivateTmp, one only the service sees)"},
 	{Path: "routing.tmux.resumeOnRespawn", Type: "bool", Default: true},
 	{Path: "routing.tmux.killHarnessOnClose", Type: "bool", Default: true},
 	{Path: "routing.tmux.harnessKillGraceSeconds", Type: "number", Default: 5},
@@ -178,12 +180,24 @@ type UnknownKeyError struct {
 }
 
 // UnknownKey is one unknown key and its nearest valid sibling ("" when none
-// is close).
-type UnknownKey struct{ Path, Nearest string }
+// is close). Retired is set for a key the config once had (see
+// RetiredCLIConfigKeys): Nearest is then its replacement, "" when none.
+type UnknownKey struct {
+	Path, Nearest string
+	Retired       bool
+}
 
 func (e *UnknownKeyError) Error() string {
 	var parts []string
 	for _, k := range e.Keys {
+		if k.Retired {
+			s := k.Path + " is no longer read"
+			if k.Nearest != "" {
+				s += ": use the top-level " + k.Nearest
+			}
+			parts = append(parts, s+" (`loopctl config migrate` moves it)")
+			continue
+		}
 		s := "unknown key " + k.Path
 		if k.Nearest != "" {
 			s += " (did you mean " + k.Nearest + "?)"
@@ -210,6 +224,10 @@ func CheckCLIConfigKeys(name string, raw map[string]any) error {
 				p = prefix + "." + k
 			}
 			spec, ok := idx[p]
+			if to, retired := retiredKeys[p]; retired && !ok {
+				unknown = append(unknown, UnknownKey{Path: p, Nearest: to, Retired: true})
+				continue
+			}
 			if !ok {
 				if prefix == "routing.control.keywords" {
 					continue // ParseCLIConfig warns about a non-command

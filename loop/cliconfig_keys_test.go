@@ -5,6 +5,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -79,7 +80,7 @@ func TestMigrateEachOldVersion(t *testing.T) {
 			"kept routing.spawnOnUnmatched; webhooks.ghWebhook.routing.spawnOnUnmatched disagrees (labeled vs never) and was dropped",
 			"moved routing.control.ghBinary → integrations.github.cli.binary",
 			"version " + loop.CurrentCLIConfigVersion,
-		}, false, func(t *testing.T, c loop.CLIConfig) {
+		}, true, func(t *testing.T, c loop.CLIConfig) {
 			require.Equal(t, []string{"dana"}, c.AuthorizedUsers)
 			require.Equal(t, "/usr/local/bin/gh", c.Integrations["github"].(map[string]any)["cli"].(map[string]any)["binary"])
 			require.Equal(t, "never", c.Raw["routing"].(map[string]any)["spawnOnUnmatched"])
@@ -89,8 +90,9 @@ func TestMigrateEachOldVersion(t *testing.T) {
 			"moved routing.reactions.ghBinary → integrations.github.cli.binary",
 			"removed polling.stateFile (the poll ledger lives under state.root)",
 			"removed service.cors (the control plane sends no CORS headers)",
+			"removed service.port (nothing reads it: see service.listen)",
 			"version " + loop.CurrentCLIConfigVersion,
-		}, false, nil},
+		}, true, nil},
 		{"unversioned.yaml", []string{"version " + loop.CurrentCLIConfigVersion}, true, nil},
 		{"current.yaml", nil, true, nil},
 	} {
@@ -110,7 +112,11 @@ func TestMigrateEachOldVersion(t *testing.T) {
 			require.Equal(t, tc.changes, got)
 			require.Equal(t, tc.commentsKept, m.CommentsKept)
 			if tc.commentsKept && len(tc.changes) > 0 {
-				require.Contains(t, string(m.Output), "# the operator", "comments survive a version stamp")
+				for _, line := range strings.Split(string(in), "\n") {
+					if i := strings.Index(line, "#"); i >= 0 {
+						require.Contains(t, string(m.Output), line[i:], "every comment survives")
+					}
+				}
 			}
 			if len(tc.changes) == 0 {
 				require.Equal(t, in, m.Output)
@@ -132,8 +138,89 @@ func TestMigrateEachOldVersion(t *testing.T) {
 	}
 }
 
+// An operator's commented config migrates with its comments (each beside
+// the key it describes, a removed key's going with it) and its key order,
+// and the changes name every key moved and every retired key removed.
+func TestMigrateKeepsCommentsAndOrder(t *testing.T) {
+	in := readFixture(t, "commented.yaml")
+	m, err := loop.MigrateCLIConfig("commented.yaml", in)
+	require.NoError(t, err)
+	var got []string
+	for _, c := range m.Changes {
+		got = append(got, c.String())
+	}
+	require.Equal(t, []string{
+		"moved routing.control.ghBinary → integrations.github.cli.binary",
+		"moved webhooks.ghWebhook.repositories → repositories",
+		"removed webhooks.ghWebhook.pidfile (nothing reads it: loopd locks <state root>/loopd.lock)",
+		"removed routing.runner (nothing reads it: tmux is the only runner)",
+		"removed service.host (nothing reads it: see service.listen)",
+		"version " + loop.CurrentCLIConfigVersion,
+	}, got)
+	require.True(t, m.CommentsKept)
+	out := string(m.Output)
+	gone := []string{"# systemd handles this now", "# the only runner anyway", "# old control-plane address"}
+	for _, line := range strings.Split(string(in), "\n") {
+		i := strings.Index(line, "#")
+		if i < 0 || slices.Contains(gone, line[i:]) {
+			continue
+		}
+		require.Contains(t, out, line[i:], "comment kept:\n%s", out)
+	}
+	for _, g := range gone {
+		require.NotContains(t, out, g, "a removed key's comment goes with it")
+	}
+	// Each comment stays beside its key.
+	for _, pair := range [][2]string{
+		{"root: /var/lib/loopd/state # on the SSD", ""},
+		{"# The repositories we serve.", "repositories:"},
+		{"- octo/demo # the pilot", ""},
+		{"# the second team joined in March", "- octo/widgets"},
+		{"# A day at a gate is stuck.", "gateStuckAfterSeconds: 86400"},
+	} {
+		i := strings.Index(out, pair[0])
+		require.GreaterOrEqual(t, i, 0, "%q in:\n%s", pair[0], out)
+		if pair[1] != "" {
+			require.Equal(t, pair[1], strings.TrimSpace(strings.SplitN(out[i+len(pair[0])+1:], "\n", 2)[0]), "%q is followed by its key:\n%s", pair[0], out)
+		}
+	}
+	// Top-level order: the moved repositories before the webhooks they
+	// came from, the rest as written.
+	var top []string
+	for _, line := range strings.Split(out, "\n") {
+		if line != "" && line[0] != ' ' && line[0] != '#' && line[0] != '-' {
+			top = append(top, strings.SplitN(line, ":", 2)[0])
+		}
+	}
+	require.Equal(t, []string{"version", "state", "repositories", "webhooks", "routing", "service", "integrations"}, top, out)
+	require.True(t, strings.HasPrefix(out, "# theloop operator configuration"), out)
+	require.True(t, strings.HasSuffix(out, "# end of file: keep this line\n"), out)
+
+	c, err := loop.ParseCLIConfig("commented.yaml", m.Output)
+	require.NoError(t, err, out)
+	require.Equal(t, []any{"octo/demo", "octo/widgets"}, c.Raw["repositories"])
+	again, err := loop.MigrateCLIConfig("commented.yaml", m.Output)
+	require.NoError(t, err)
+	require.Empty(t, again.Changes)
+}
+
+// webhooks.ghWebhook.repositories beside a top-level list: the union, in
+// the top-level's order, named in the change.
+func TestMigrateMergesWebhookRepositories(t *testing.T) {
+	in := []byte("version: \"0.5.0\"\nrepositories: [octo/a, Octo/B]\nwebhooks:\n  ghWebhook:\n    repositories: [octo/b, octo/c]\n")
+	_, err := loop.ParseCLIConfig("c.yaml", in)
+	require.ErrorIs(t, err, loop.ErrInvalidConfig)
+	require.ErrorContains(t, err, "webhooks.ghWebhook.repositories is no longer read: use the top-level repositories (`loopctl config migrate` moves it)")
+	m, err := loop.MigrateCLIConfig("c.yaml", in)
+	require.NoError(t, err)
+	require.Equal(t, "moved webhooks.ghWebhook.repositories → repositories (merged into repositories, adding octo/c)", m.Changes[0].String())
+	c, err := loop.ParseCLIConfig("c.yaml", m.Output)
+	require.NoError(t, err, "%s", m.Output)
+	require.Equal(t, []any{"octo/a", "Octo/B", "octo/c"}, c.Raw["repositories"])
+}
+
 func FuzzMigrateCLIConfig(f *testing.F) {
-	for _, name := range []string{"v0.3.yaml", "v0.4.yaml", "unversioned.yaml", "current.yaml"} {
+	for _, name := range []string{"v0.3.yaml", "v0.4.yaml", "unversioned.yaml", "current.yaml", "commented.yaml"} {
 		f.Add(readFixture(f, name))
 	}
 	f.Add([]byte("---\nrouting: {announce: {ghBinary: 1}}\nintegrations: x\n"))

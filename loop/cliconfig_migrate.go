@@ -25,6 +25,9 @@ type MigrationChange struct {
 func (c MigrationChange) String() string {
 	switch c.Kind {
 	case "moved":
+		if c.Note != "" {
+			return fmt.Sprintf("moved %s → %s (%s)", c.From, c.To, c.Note)
+		}
 		return fmt.Sprintf("moved %s → %s", c.From, c.To)
 	case "removed":
 		return fmt.Sprintf("removed %s (%s)", c.From, c.Note)
@@ -44,9 +47,11 @@ type Migration struct {
 	// Changes lists every moved, removed or conflicting key and the
 	// version stamp, in a deterministic order.
 	Changes []MigrationChange `json:"changes"`
-	// CommentsKept is false when keys had to move: the file is re-encoded
-	// and its comments are lost (the YAML library keeps them only for
-	// in-place edits, such as the version stamp alone).
+	// CommentsKept reports that every comment of the input is in the
+	// output, each beside the key it described (a removed key's comments
+	// go with it). A stamp alone edits the version line in place; moved or
+	// removed keys re-encode the file in its own key order, which keeps
+	// the comments but not blank lines or flow style ([a, b]).
 	CommentsKept bool `json:"commentsKept"`
 }
 
@@ -55,78 +60,149 @@ func (m Migration) Changed() bool { return len(m.Changes) > 0 }
 
 var versionLine = regexp.MustCompile(`(?m)^version:[^\n]*$`)
 
+// RetiredCLIConfigKeys maps each key the CLI config once had, and that
+// nothing reads any more, to what MigrateCLIConfig does with it: the key
+// that replaces it, or "" when it is removed. CheckCLIConfigKeys refuses
+// every one of them, naming the replacement and `loopctl config migrate`.
+func RetiredCLIConfigKeys() map[string]string { return maps.Clone(retiredKeys) }
+
+// retiredKeys: a key accepted and shown but never read is a lie to the
+// operator (the shipped example's webhooks.ghWebhook.repositories dropped
+// every event as repository-not-bound), so a retired key is refused at load
+// and moved or removed by migrate.
+var retiredKeys = map[string]string{
+	"webhooks.ghWebhook.repositories": "repositories",
+}
+
 // MigrateCLIConfig rewrites an old CLI config into the current shape
 // (reference daemon-spec §12.1): webhooks.ghWebhook.routing.* moves to the
 // top-level routing (which wins key by key; each disagreement is reported),
 // routing.{control,reactions,announce}.ghBinary moves to
-// integrations.github.cli.binary, polling.stateFile and service.cors are
-// removed, and the version is stamped. It is deterministic and idempotent:
-// migrating its output changes nothing. It never panics.
-func MigrateCLIConfig(name string, data []byte) (Migration, error) {
-	raw, err := decodeYAMLMap(name, data)
+// integrations.github.cli.binary, webhooks.ghWebhook.repositories joins the
+// top-level repositories, polling.stateFile, service.cors and every
+// catalogued key documented as ignored or removed are deleted, and the
+// version is stamped. Key order and comments are kept. It is deterministic
+// and idempotent: migrating its output changes nothing. It never panics.
+func MigrateCLIConfig(name string, data []byte) (mig Migration, err error) {
+	raw, err := decodeYAMLMap(name, data) // bounds and shape, before anything else
 	if err != nil {
 		return Migration{}, fmt.Errorf("%w: %v", ErrInvalidConfig, err)
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			mig, err = Migration{}, fmt.Errorf("%w: %s: the YAML library failed on this file (%v); migrate it by hand (see `loopctl config schema`)", ErrInvalidConfig, name, r)
+		}
+	}()
+	doc, cm, err := decodeOrdered(data)
+	if err != nil {
+		return Migration{}, fmt.Errorf("%w: %s: %v", ErrInvalidConfig, name, err)
+	}
+	t := &migrationTree{root: doc, comments: cm}
+	oldLast := ""
+	if n := len(doc.keys); n > 0 {
+		oldLast = doc.keys[n-1]
 	}
 	var ch []MigrationChange
 	moved := false
 
 	// 1. webhooks.ghWebhook.routing → routing.
-	if wh, ok := lookupMap(raw, "webhooks.ghWebhook"); ok {
-		if old, ok := wh["routing"]; ok {
-			delete(wh, "routing")
+	if wh, ok := t.mapAt("webhooks.ghWebhook"); ok {
+		if old, ok := wh.get("routing"); ok {
 			moved = true
-			if om, ok := old.(map[string]any); ok {
-				top, _ := raw["routing"].(map[string]any)
+			if om, ok := old.(*omap); ok {
+				top := t.ensure("routing")
 				if top == nil {
-					top = map[string]any{}
-					raw["routing"] = top
+					ch = append(ch, MigrationChange{Kind: "conflict", From: "webhooks.ghWebhook.routing", To: "routing", Note: "a non-mapping value is in the way"})
+				} else {
+					t.merge(top, om, "routing", "webhooks.ghWebhook.routing", &ch)
 				}
-				mergeInto(top, om, "routing", "webhooks.ghWebhook.routing", &ch)
 			} else {
 				ch = append(ch, MigrationChange{Kind: "removed", From: "webhooks.ghWebhook.routing", Note: "not a mapping"})
 			}
+			t.remove(wh, "webhooks.ghWebhook", "routing")
 		}
 	}
 	// 2. routing.{control,reactions,announce}.ghBinary → integrations.github.cli.binary.
 	for _, sec := range []string{"announce", "control", "reactions"} {
-		m, ok := lookupMap(raw, "routing."+sec)
+		m, ok := t.mapAt("routing." + sec)
 		if !ok {
 			continue
 		}
-		v, ok := m["ghBinary"]
+		v, ok := m.get("ghBinary")
 		if !ok {
 			continue
 		}
-		delete(m, "ghBinary")
 		moved = true
-		from := "routing." + sec + ".ghBinary"
-		cli, ok := ensureMap(raw, "integrations", "github", "cli")
-		if !ok {
-			ch = append(ch, MigrationChange{Kind: "conflict", From: from, To: "integrations.github.cli.binary", Note: "a non-mapping value is in the way"})
-			continue
+		from, to := "routing."+sec+".ghBinary", "integrations.github.cli.binary"
+		cli := t.ensure("integrations", "github", "cli")
+		switch cur, has := cli.get("binary"); {
+		case cli == nil:
+			ch = append(ch, MigrationChange{Kind: "conflict", From: from, To: to, Note: "a non-mapping value is in the way"})
+			t.remove(m, "routing."+sec, "ghBinary")
+		case has && !reflect.DeepEqual(cur, v):
+			ch = append(ch, MigrationChange{Kind: "conflict", From: from, To: to, Note: fmt.Sprintf("%v vs %v", v, cur)})
+			t.remove(m, "routing."+sec, "ghBinary")
+		default:
+			cli.set("binary", v)
+			t.move(m, "routing."+sec, "ghBinary", to)
+			ch = append(ch, MigrationChange{Kind: "moved", From: from, To: to})
 		}
-		if cur, ok := cli["binary"]; ok && !reflect.DeepEqual(cur, v) {
-			ch = append(ch, MigrationChange{Kind: "conflict", From: from, To: "integrations.github.cli.binary", Note: fmt.Sprintf("%v vs %v", v, cur)})
-			continue
-		}
-		cli["binary"] = v
-		ch = append(ch, MigrationChange{Kind: "moved", From: from, To: "integrations.github.cli.binary"})
 	}
-	// 3. Removed outright.
-	for _, r := range []struct{ path, note string }{
+	// 3. webhooks.ghWebhook.repositories → repositories (the union).
+	for _, from := range slices.Sorted(maps.Keys(retiredKeys)) {
+		to := retiredKeys[from]
+		parent, leaf := splitPath(from)
+		pm, ok := t.mapAt(parent)
+		if !ok {
+			continue
+		}
+		v, ok := pm.get(leaf)
+		if !ok {
+			continue
+		}
+		moved = true
+		cur, has := t.root.get(to)
+		switch {
+		case !has || cur == nil:
+			t.root.insertBefore(strings.SplitN(from, ".", 2)[0], to, v)
+			t.move(pm, parent, leaf, to)
+			ch = append(ch, MigrationChange{Kind: "moved", From: from, To: to})
+		default:
+			merged, added, ok := unionStrings(cur, v)
+			if !ok {
+				ch = append(ch, MigrationChange{Kind: "conflict", From: from, To: to, Note: "not both lists of strings"})
+			} else {
+				t.root.set(to, merged)
+				note := "merged into " + to
+				if len(added) > 0 {
+					note += ", adding " + strings.Join(added, ", ")
+				}
+				ch = append(ch, MigrationChange{Kind: "moved", From: from, To: to, Note: note})
+			}
+			t.remove(pm, parent, leaf)
+		}
+	}
+	// 4. Removed outright: keys no reader has.
+	removals := []struct{ path, note string }{
 		{"polling.stateFile", "the poll ledger lives under state.root"},
 		{"service.cors", "the control plane sends no CORS headers"},
-	} {
-		parent, leaf := r.path[:strings.LastIndexByte(r.path, '.')], r.path[strings.LastIndexByte(r.path, '.')+1:]
-		if m, ok := lookupMap(raw, parent); ok {
-			if _, ok := m[leaf]; ok {
-				delete(m, leaf)
+	}
+	for _, k := range configKeys {
+		if strings.HasPrefix(k.Doc, "ignored:") || strings.HasPrefix(k.Doc, "removed:") {
+			removals = append(removals, struct{ path, note string }{k.Path, "nothing reads it: " + strings.TrimSpace(k.Doc[strings.IndexByte(k.Doc, ':')+1:])})
+		}
+	}
+	for _, r := range removals {
+		parent, leaf := splitPath(r.path)
+		if m, ok := t.mapAt(parent); ok {
+			if _, ok := m.get(leaf); ok {
+				t.remove(m, parent, leaf)
 				moved = true
 				ch = append(ch, MigrationChange{Kind: "removed", From: r.path, Note: r.note})
 			}
 		}
 	}
-	// 4. The version.
+	// 5. The version.
 	stamp := true
 	if v, ok := raw["version"]; ok && v != nil {
 		if have, ok := parseVersion(scalarString(v)); ok {
@@ -144,21 +220,13 @@ func MigrateCLIConfig(name string, data []byte) (Migration, error) {
 	if !moved && !stamp {
 		return out, nil
 	}
-	encode := func() ([]byte, error) {
-		raw["version"] = CurrentCLIConfigVersion
-		b, err := yaml.MarshalWithOptions(raw, yaml.Indent(2), yaml.IndentSequence(true))
-		if err != nil {
-			return nil, fmt.Errorf("%s: encoding the migrated config: %w", name, err)
-		}
-		return b, nil
-	}
 	// roundTrips: the output must load and say the current version.
 	roundTrips := func(b []byte) bool {
 		chk, err := decodeYAMLMap(name, b)
 		return err == nil && scalarString(chk["version"]) == CurrentCLIConfigVersion
 	}
 	if !moved {
-		// Only the version: edit the text in place, keeping comments.
+		// Only the version: edit the text in place, keeping it all.
 		line := fmt.Sprintf("version: %q", CurrentCLIConfigVersion)
 		var b []byte
 		if versionLine.Match(data) {
@@ -172,46 +240,183 @@ func MigrateCLIConfig(name string, data []byte) (Migration, error) {
 			return out, nil
 		}
 	}
-	b, err := encode()
+	if _, ok := t.root.get("version"); ok {
+		t.root.set("version", CurrentCLIConfigVersion)
+	} else {
+		t.root.insertBefore("", "version", CurrentCLIConfigVersion)
+	}
+	t.keepFootLast(oldLast)
+	b, err := yaml.MarshalWithOptions(t.root.slice(), yaml.Indent(2), yaml.IndentSequence(true), yaml.WithComment(t.comments))
 	if err != nil {
-		return Migration{}, err
+		return Migration{}, fmt.Errorf("%s: encoding the migrated config: %w", name, err)
 	}
 	b = withNewline(b)
 	if !roundTrips(b) {
 		return Migration{}, fmt.Errorf("%w: %s: the migrated config would not load again; migrate it by hand (see `loopctl config schema`)", ErrInvalidConfig, name)
 	}
-	out.Output, out.CommentsKept = b, false
+	out.Output = b
 	return out, nil
 }
 
-// mergeInto copies src's keys into dst where dst has none; where both have
-// a mapping it recurses; where both have different values dst wins and the
-// disagreement is reported.
-func mergeInto(dst, src map[string]any, dstPath, srcPath string, ch *[]MigrationChange) {
-	for _, k := range slices.Sorted(maps.Keys(src)) {
-		sv := src[k]
-		dp, sp := dstPath+"."+k, srcPath+"."+k
-		dv, ok := dst[k]
-		switch {
-		case !ok:
-			dst[k] = sv
-			*ch = append(*ch, MigrationChange{Kind: "moved", From: sp, To: dp})
-		case isMap(dv) && isMap(sv):
-			mergeInto(dv.(map[string]any), sv.(map[string]any), dp, sp, ch)
-		case reflect.DeepEqual(dv, sv):
-			*ch = append(*ch, MigrationChange{Kind: "removed", From: sp, Note: "same as " + dp})
-		default:
-			*ch = append(*ch, MigrationChange{Kind: "conflict", From: sp, To: dp, Note: fmt.Sprintf("%v vs %v", sv, dv)})
-		}
+func splitPath(p string) (parent, leaf string) {
+	i := strings.LastIndexByte(p, '.')
+	if i < 0 {
+		return "", p
 	}
+	return p[:i], p[i+1:]
 }
 
-func isMap(v any) bool { _, ok := v.(map[string]any); return ok }
+// unionStrings is a's strings followed by those of b that a lacks (case
+// folded, as the repository bound compares); false unless both are lists
+// of strings.
+func unionStrings(a, b any) (merged []any, added []string, ok bool) {
+	al, aok := a.([]any)
+	bl, bok := b.([]any)
+	if !aok || !bok {
+		return nil, nil, false
+	}
+	seen := map[string]bool{}
+	for _, v := range al {
+		s, ok := v.(string)
+		if !ok {
+			return nil, nil, false
+		}
+		seen[strings.ToLower(s)] = true
+	}
+	merged = slices.Clone(al)
+	for _, v := range bl {
+		s, ok := v.(string)
+		if !ok {
+			return nil, nil, false
+		}
+		if !seen[strings.ToLower(s)] {
+			seen[strings.ToLower(s)] = true
+			merged = append(merged, s)
+			added = append(added, s)
+		}
+	}
+	return merged, added, true
+}
 
-func lookupMap(raw map[string]any, path string) (map[string]any, bool) {
-	cur := raw
+// omap is a YAML mapping that keeps its keys' order, so a migrated file
+// reads in the order its operator wrote it.
+type omap struct {
+	keys []string
+	vals map[string]any
+}
+
+func (m *omap) get(k string) (any, bool) {
+	if m == nil {
+		return nil, false
+	}
+	v, ok := m.vals[k]
+	return v, ok
+}
+
+// set replaces k's value in place, or appends k.
+func (m *omap) set(k string, v any) {
+	if _, ok := m.vals[k]; !ok {
+		m.keys = append(m.keys, k)
+	}
+	m.vals[k] = v
+}
+
+// insertBefore adds k before the key before ("" or absent: first), or
+// replaces its value where k exists.
+func (m *omap) insertBefore(before, k string, v any) {
+	if _, ok := m.vals[k]; ok {
+		m.vals[k] = v
+		return
+	}
+	i := slices.Index(m.keys, before)
+	if i < 0 {
+		i = 0
+	}
+	m.keys = slices.Insert(m.keys, i, k)
+	m.vals[k] = v
+}
+
+func (m *omap) del(k string) {
+	delete(m.vals, k)
+	m.keys = slices.DeleteFunc(m.keys, func(e string) bool { return e == k })
+}
+
+// slice is m for the encoder, nested mappings included.
+func (m *omap) slice() yaml.MapSlice {
+	out := make(yaml.MapSlice, 0, len(m.keys))
+	for _, k := range m.keys {
+		out = append(out, yaml.MapItem{Key: k, Value: toSlice(m.vals[k])})
+	}
+	return out
+}
+
+func toSlice(v any) any {
+	switch t := v.(type) {
+	case *omap:
+		return t.slice()
+	case []any:
+		out := make([]any, len(t))
+		for i, e := range t {
+			out[i] = toSlice(e)
+		}
+		return out
+	}
+	return v
+}
+
+// decodeOrdered decodes a mapping document into an omap tree and the
+// comments beside its keys (goccy/go-yaml's comment map, keyed by path).
+func decodeOrdered(data []byte) (*omap, yaml.CommentMap, error) {
+	cm := yaml.CommentMap{}
+	var ms yaml.MapSlice
+	if err := yaml.UnmarshalWithOptions(data, &ms, yaml.UseOrderedMap(), yaml.CommentToMap(cm)); err != nil {
+		return nil, nil, fmt.Errorf("not valid YAML: %s", yaml.FormatError(err, false, true))
+	}
+	m, ok := fromSlice(ms).(*omap)
+	if !ok {
+		return nil, nil, fmt.Errorf("the file must be a YAML mapping of keys")
+	}
+	return m, cm, nil
+}
+
+func fromSlice(v any) any {
+	switch t := v.(type) {
+	case yaml.MapSlice:
+		m := &omap{vals: map[string]any{}}
+		for _, it := range t {
+			k := fmt.Sprint(it.Key)
+			if _, dup := m.vals[k]; dup {
+				continue
+			}
+			m.keys = append(m.keys, k)
+			m.vals[k] = fromSlice(it.Value)
+		}
+		return m
+	case []any:
+		out := make([]any, len(t))
+		for i, e := range t {
+			out[i] = fromSlice(e)
+		}
+		return out
+	}
+	return v
+}
+
+// migrationTree is the document being migrated and its comments, which
+// move and go with the keys they describe.
+type migrationTree struct {
+	root     *omap
+	comments yaml.CommentMap
+}
+
+func (t *migrationTree) mapAt(path string) (*omap, bool) {
+	cur := t.root
+	if path == "" {
+		return cur, true
+	}
 	for _, p := range strings.Split(path, ".") {
-		next, ok := cur[p].(map[string]any)
+		v, _ := cur.get(p)
+		next, ok := v.(*omap)
 		if !ok {
 			return nil, false
 		}
@@ -220,23 +425,154 @@ func lookupMap(raw map[string]any, path string) (map[string]any, bool) {
 	return cur, true
 }
 
-// ensureMap returns the mapping at path, creating missing levels; false
-// when a value that is not a mapping is in the way (it is left alone).
-func ensureMap(raw map[string]any, path ...string) (map[string]any, bool) {
-	cur := raw
+// ensure returns the mapping at path, creating missing levels; nil when a
+// value that is not a mapping is in the way (it is left alone).
+func (t *migrationTree) ensure(path ...string) *omap {
+	cur := t.root
 	for _, p := range path {
-		v, exists := cur[p]
-		next, ok := v.(map[string]any)
+		v, exists := cur.get(p)
+		next, ok := v.(*omap)
 		if !ok {
 			if exists && v != nil {
-				return nil, false
+				return nil
 			}
-			next = map[string]any{}
-			cur[p] = next
+			next = &omap{vals: map[string]any{}}
+			cur.set(p, next)
 		}
 		cur = next
 	}
-	return cur, true
+	return cur
+}
+
+// commentPath is the comment map's key of a dotted path.
+func commentPath(p string) string { return "$." + p }
+
+// remove deletes parent's key and the comments on it and under it.
+func (t *migrationTree) remove(parent *omap, parentPath, key string) {
+	parent.del(key)
+	t.moveComments(joinPath(parentPath, key), "")
+	t.prune(parent, parentPath)
+}
+
+// move deletes parent's key (its value was put at to) and moves its
+// comments to to.
+func (t *migrationTree) move(parent *omap, parentPath, key, to string) {
+	parent.del(key)
+	t.moveComments(joinPath(parentPath, key), to)
+	t.prune(parent, parentPath)
+}
+
+// prune removes a mapping the migration emptied (routing.control after its
+// ghBinary moved), and so on up; the root stays.
+func (t *migrationTree) prune(m *omap, path string) {
+	for path != "" && len(m.keys) == 0 {
+		parentPath, leaf := splitPath(path)
+		parent, ok := t.mapAt(parentPath)
+		if !ok {
+			return
+		}
+		parent.del(leaf)
+		t.moveComments(path, "")
+		m, path = parent, parentPath
+	}
+}
+
+// keepFootLast moves the comments below the document's last key (a closing
+// remark) to whatever key is last after the migration, so they stay at the
+// end of the file.
+func (t *migrationTree) keepFootLast(oldLast string) {
+	if oldLast == "" || len(t.root.keys) == 0 {
+		return
+	}
+	newLast := t.root.keys[len(t.root.keys)-1]
+	if newLast == oldLast {
+		return
+	}
+	from, to := commentPath(oldLast), commentPath(newLast)
+	var keep, foot []*yaml.Comment
+	for _, c := range t.comments[from] {
+		if c.Position == yaml.CommentFootPosition {
+			foot = append(foot, c)
+		} else {
+			keep = append(keep, c)
+		}
+	}
+	if len(foot) == 0 {
+		return
+	}
+	if len(keep) > 0 {
+		t.comments[from] = keep
+	} else {
+		delete(t.comments, from)
+	}
+	t.comments[to] = append(t.comments[to], foot...)
+}
+
+// moveComments moves the comments on from and under it to the same place
+// under to, or drops them when to is "".
+func (t *migrationTree) moveComments(from, to string) {
+	f := commentPath(from)
+	for _, k := range slices.Sorted(maps.Keys(t.comments)) {
+		if k != f && !strings.HasPrefix(k, f+".") && !strings.HasPrefix(k, f+"[") {
+			continue
+		}
+		c := t.comments[k]
+		delete(t.comments, k)
+		if to != "" {
+			t.comments[commentPath(to)+k[len(f):]] = c
+		}
+	}
+}
+
+func joinPath(parent, key string) string {
+	if parent == "" {
+		return key
+	}
+	return parent + "." + key
+}
+
+// merge copies src's keys into dst where dst has none (with their
+// comments); where both have a mapping it recurses; where both have
+// different values dst wins and the disagreement is reported.
+func (t *migrationTree) merge(dst, src *omap, dstPath, srcPath string, ch *[]MigrationChange) {
+	for _, k := range slices.Sorted(maps.Keys(src.vals)) {
+		sv := src.vals[k]
+		dp, sp := dstPath+"."+k, srcPath+"."+k
+		dv, ok := dst.get(k)
+		switch {
+		case !ok:
+			dst.set(k, sv)
+			t.moveComments(sp, dp)
+			*ch = append(*ch, MigrationChange{Kind: "moved", From: sp, To: dp})
+		case isOmap(dv) && isOmap(sv):
+			t.merge(dv.(*omap), sv.(*omap), dp, sp, ch)
+		case reflect.DeepEqual(dv, sv):
+			*ch = append(*ch, MigrationChange{Kind: "removed", From: sp, Note: "same as " + dp})
+		default:
+			*ch = append(*ch, MigrationChange{Kind: "conflict", From: sp, To: dp, Note: fmt.Sprintf("%v vs %v", plain(sv), plain(dv))})
+		}
+	}
+}
+
+func isOmap(v any) bool { _, ok := v.(*omap); return ok }
+
+// plain is v with ordered mappings as plain maps, for messages.
+func plain(v any) any {
+	switch t := v.(type) {
+	case *omap:
+		m := make(map[string]any, len(t.keys))
+		for _, k := range t.keys {
+			m[k] = plain(t.vals[k])
+		}
+		return m
+	case []any:
+		out := make([]any, len(t))
+		for i, e := range t {
+			out[i] = plain(e)
+		}
+		return out
+	}
+	return v
 }
 
 func withNewline(b []byte) []byte {

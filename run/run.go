@@ -90,10 +90,16 @@ type Runner interface {
 }
 
 // Exec runs real programs with os/exec.
-type Exec struct{}
+type Exec struct {
+	// Environ, when set, is the environment programs start from (before
+	// Cmd.Env is added) in place of this process's: a daemon passes one
+	// without its credentials, so that no child shows them in
+	// /proc/<pid>/environ.
+	Environ func() []string
+}
 
 // Run implements Runner.
-func (Exec) Run(ctx context.Context, c Cmd) (Result, error) {
+func (e Exec) Run(ctx context.Context, c Cmd) (Result, error) {
 	if c.Timeout > 0 {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(ctx, c.Timeout)
@@ -112,7 +118,10 @@ func (Exec) Run(ctx context.Context, c Cmd) (Result, error) {
 	}
 	cmd := exec.CommandContext(ctx, path, c.Args...)
 	cmd.Dir = c.Dir
-	if len(c.Env) > 0 {
+	switch {
+	case e.Environ != nil:
+		cmd.Env = append(e.Environ(), c.Env...)
+	case len(c.Env) > 0:
 		cmd.Env = append(os.Environ(), c.Env...)
 	}
 	if c.Stdin != nil {

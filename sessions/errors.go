@@ -60,4 +60,8 @@ var (
 	ErrBranchMissing = errors.New("branch missing")
 	// ErrCwdMissing: the session's recorded working directory is gone.
 	ErrCwdMissing = errors.New("session working directory missing")
+	// ErrNotConfined: the tmux server hosting a session does not run in the
+	// sandbox (someone else started it on loopd's socket); the session is
+	// not left running.
+	ErrNotConfined = errors.New("tmux server is not confined: stop it (`tmux -L <socket> kill-server`) so loopd starts its own")
 )

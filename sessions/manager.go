@@ -85,6 +85,10 @@ type Deps struct {
 	LookPath func(string) (string, error)
 	// Now is the clock (default time.Now).
 	Now func() time.Time
+	// PrepareOutbox creates the outbox directory of a session (by the
+	// harness's session id) and returns it; the confined harness may write
+	// there and nowhere else under the state root. Nil: no outbox.
+	PrepareOutbox func(sessionID string) (string, error)
 	// NewSessionID mints conversation ids (default NewSessionID).
 	NewSessionID func() (string, error)
 	// Observer receives observations (default: none).
@@ -98,6 +102,7 @@ type Manager struct {
 	tmux      *Tmux
 	reg       *Registry
 	harnesses map[string]Harness
+	outbox    func(sessionID string) (string, error)
 	lookPath  func(string) (string, error)
 	now       func() time.Time
 	newID     func() (string, error)
@@ -128,6 +133,7 @@ func NewManager(cfg ManagerConfig, deps Deps) (*Manager, error) {
 	m := &Manager{
 		cfg: cfg, tmux: deps.Tmux, reg: deps.Registry,
 		harnesses: map[string]Harness{},
+		outbox:    deps.PrepareOutbox,
 		lookPath:  deps.LookPath, now: deps.Now, newID: deps.NewSessionID, observer: deps.Observer,
 		items: map[string]*sync.Mutex{},
 	}
@@ -311,8 +317,8 @@ func (m *Manager) Spawn(ctx context.Context, req SpawnRequest) (SpawnResult, err
 	if err != nil {
 		return SpawnResult{}, err
 	}
-	spec := SpawnSpec{Name: name, Cwd: req.Cwd, Env: endpointEnv(req.Item, req.Parent, id, m.cfg.StateRoot), Argv: append([]string{bin}, args...)}
-	if err := m.tmux.Spawn(ctx, spec); err != nil {
+	spec := SpawnSpec{Name: name, Cwd: req.Cwd, Env: endpointEnv(req.Item, req.Parent, id, m.cfg.StateRoot), Argv: append([]string{bin}, args...), RegistryFile: m.reg.path(req.Item)}
+	if err := m.spawn(ctx, spec, id); err != nil {
 		// Do not leave a record pointing at a conversation that never began.
 		if hadPrev {
 			_ = m.reg.Put(ctx, prev)
@@ -498,8 +504,8 @@ func (m *Manager) respawn(ctx context.Context, rec Record, prompt string) (Respa
 		return res, err
 	}
 	res.Record, res.Fallback = rec, &fb
-	spec := SpawnSpec{Name: rec.TmuxName, Cwd: rec.Cwd, Env: endpointEnv(rec.Item, rec.Parent, id, m.cfg.StateRoot), Argv: append([]string{bin}, args...)}
-	if err := m.tmux.Spawn(ctx, spec); err != nil {
+	spec := SpawnSpec{Name: rec.TmuxName, Cwd: rec.Cwd, Env: endpointEnv(rec.Item, rec.Parent, id, m.cfg.StateRoot), Argv: append([]string{bin}, args...), RegistryFile: m.reg.path(rec.Item)}
+	if err := m.spawn(ctx, spec, id); err != nil {
 		return res, err
 	}
 	m.observer.Observe(Observation{Event: "session.respawned", Item: rec.Item, SessionID: id, TmuxName: rec.TmuxName,
@@ -524,8 +530,8 @@ func (m *Manager) tryResume(ctx context.Context, h Harness, bin string, rec Reco
 	if err != nil {
 		return "the harness cannot resume sessions", nil
 	}
-	spec := SpawnSpec{Name: rec.TmuxName, Cwd: rec.Cwd, Env: endpointEnv(rec.Item, rec.Parent, rec.SessionID, m.cfg.StateRoot), Argv: append([]string{bin}, args...)}
-	if err := m.tmux.Spawn(ctx, spec); err != nil {
+	spec := SpawnSpec{Name: rec.TmuxName, Cwd: rec.Cwd, Env: endpointEnv(rec.Item, rec.Parent, rec.SessionID, m.cfg.StateRoot), Argv: append([]string{bin}, args...), RegistryFile: m.reg.path(rec.Item)}
+	if err := m.spawn(ctx, spec, rec.SessionID); err != nil {
 		if errors.Is(err, ErrSessionLive) || errors.Is(err, ErrSessionUnknown) || errors.Is(err, ErrSessionOccupied) {
 			return "", err
 		}
@@ -547,6 +553,19 @@ func (m *Manager) tryResume(ctx context.Context, h Harness, bin string, rec Reco
 			return "", err
 		}
 	}
+}
+
+// spawn starts spec in tmux, after preparing the session's outbox (the one
+// place under the state root its confined harness may write).
+func (m *Manager) spawn(ctx context.Context, spec SpawnSpec, sessionID string) error {
+	if m.outbox != nil {
+		dir, err := m.outbox(sessionID)
+		if err != nil {
+			return fmt.Errorf("preparing the outbox of session %s: %w", sessionID, err)
+		}
+		spec.OutboxDir = dir
+	}
+	return m.tmux.Spawn(ctx, spec)
 }
 
 func (m *Manager) specDir(item workitem.Ref) string {

@@ -8,7 +8,6 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -16,6 +15,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/theloop-dev/theloop/internal/fakeclaude"
+	"github.com/theloop-dev/theloop/internal/shortdir"
 	"github.com/theloop-dev/theloop/run"
 )
 
@@ -35,8 +35,6 @@ func requireTool(t testing.TB, name string) {
 	}
 }
 
-var socketSeq atomic.Int64
-
 // newTestTmux returns a Tmux on a fresh private server that is killed when
 // the test ends. Timings are tightened for tests; deadlines stay generous
 // for loaded machines.
@@ -44,7 +42,7 @@ func newTestTmux(t testing.TB, edit func(*TmuxConfig)) *Tmux {
 	t.Helper()
 	requireTool(t, "tmux")
 	cfg := DefaultTmuxConfig()
-	cfg.Socket = fmt.Sprintf("theloop-test-%d-%d", os.Getpid(), socketSeq.Add(1))
+	cfg.SocketPath = shortdir.Tmux(t) // killed, and its socket removed, when the test ends
 	cfg.Width, cfg.Height = 160, 40
 	cfg.ReadySettle = 150 * time.Millisecond
 	cfg.PollInterval = 20 * time.Millisecond
@@ -56,7 +54,6 @@ func newTestTmux(t testing.TB, edit func(*TmuxConfig)) *Tmux {
 	}
 	tm, err := NewTmux(cfg, run.Exec{})
 	require.NoError(t, err)
-	t.Cleanup(func() { _ = exec.Command("tmux", "-L", cfg.Socket, "kill-server").Run() })
 	return tm
 }
 
@@ -64,7 +61,7 @@ func newTestTmux(t testing.TB, edit func(*TmuxConfig)) *Tmux {
 // checks (to set up sessions theloop would not make).
 func tmuxRaw(t testing.TB, tm *Tmux, args ...string) string {
 	t.Helper()
-	out, err := exec.Command("tmux", append([]string{"-L", tm.cfg.Socket}, args...)...).CombinedOutput()
+	out, err := exec.Command("tmux", append([]string{"-S", tm.cfg.SocketPath}, args...)...).CombinedOutput()
 	require.NoError(t, err, "tmux %v: %s", args, out)
 	return string(out)
 }

@@ -155,12 +155,39 @@ func (l Liveness) String() string {
 //
 // A Tmux is safe for concurrent use.
 type Tmux struct {
-	cfg    TmuxConfig
-	runner run.Runner
+	cfg     TmuxConfig
+	runner  run.Runner
+	confine Confinement
+}
+
+// Confinement is how the tmux runner confines what it starts: the agent's
+// session is untrusted (decision 18). Package loop/daemon/sandbox
+// implements it; sessions only calls it, so no harness adapter builds its
+// own confinement.
+type Confinement interface {
+	// Server wraps the tmux client command that creates a session (and, on
+	// a fresh socket, forks the tmux server), so that the server — and so
+	// every pane and every `tmux new-window` an agent runs from a pane —
+	// starts confined and with the allowlisted environment. The wrapped
+	// command returns when the tmux client exits.
+	Server(tmuxArgv []string) ([]string, error)
+	// Harness wraps a pane's command: the harness confined to cwd (its
+	// worktree), reading registryFile (its registry entry) besides, and
+	// writing outboxDir (its outbox, where a claim records the ticket
+	// effects loopd performs; "" for none).
+	Harness(cwd, registryFile, outboxDir string, argv []string) ([]string, error)
+	// CheckServer refuses the tmux server with this pid unless it runs
+	// confined (one started by someone else on the same socket is not).
+	CheckServer(pid int) error
 }
 
 // NewTmux returns a runner for the configured tmux server.
 func NewTmux(cfg TmuxConfig, runner run.Runner) (*Tmux, error) {
+	return NewConfinedTmux(cfg, runner, nil)
+}
+
+// NewConfinedTmux is NewTmux whose sessions start through c (nil: none).
+func NewConfinedTmux(cfg TmuxConfig, runner run.Runner, c Confinement) (*Tmux, error) {
 	cfg = cfg.withDefaults()
 	if err := cfg.Validate(); err != nil {
 		return nil, err
@@ -168,7 +195,7 @@ func NewTmux(cfg TmuxConfig, runner run.Runner) (*Tmux, error) {
 	if runner == nil {
 		return nil, errors.New("sessions.NewTmux: nil runner (pass run.Exec{})")
 	}
-	return &Tmux{cfg: cfg, runner: runner}, nil
+	return &Tmux{cfg: cfg, runner: runner, confine: c}, nil
 }
 
 // Config returns the effective configuration (defaults filled in).
@@ -195,6 +222,12 @@ func (t *Tmux) run(ctx context.Context, timeout time.Duration, args ...string) (
 // joined by the ";" separator, so the server executes them back to back
 // before it handles any other event (such as a pane's process exiting).
 func (t *Tmux) runSeq(ctx context.Context, timeout time.Duration, cmds ...[]string) (run.Result, error) {
+	return t.runSeqVia(ctx, timeout, nil, cmds...)
+}
+
+// runSeqVia is runSeq with the whole tmux argv passed through wrap first
+// (the confinement's launcher).
+func (t *Tmux) runSeqVia(ctx context.Context, timeout time.Duration, wrap func([]string) ([]string, error), cmds ...[]string) (run.Result, error) {
 	full := make([]string, 0, 16)
 	switch {
 	case t.cfg.Socket != "":
@@ -213,7 +246,14 @@ func (t *Tmux) runSeq(ctx context.Context, timeout time.Duration, cmds ...[]stri
 		}
 		full = append(full, c...)
 	}
-	return t.runner.Run(ctx, run.Cmd{Name: t.cfg.Binary, Args: full, Timeout: timeout})
+	if wrap == nil {
+		return t.runner.Run(ctx, run.Cmd{Name: t.cfg.Binary, Args: full, Timeout: timeout})
+	}
+	argv, err := wrap(append([]string{t.cfg.Binary}, full...))
+	if err != nil {
+		return run.Result{}, err
+	}
+	return t.runner.Run(ctx, run.Cmd{Name: argv[0], Args: argv[1:], Timeout: timeout})
 }
 
 // sessionTarget and paneTarget are exact-match targets: "=" turns off tmux's
@@ -325,6 +365,12 @@ type SpawnSpec struct {
 	// Argv is the program (an absolute path is best: the tmux server's PATH
 	// is the one it started with) and its arguments.
 	Argv []string
+	// RegistryFile is the session's registry entry, the one file under the
+	// state root a confined harness may read (loop-gate needs it).
+	RegistryFile string
+	// OutboxDir is the session's outbox directory, the one directory under
+	// loopd's state root a confined harness may write ("" for none).
+	OutboxDir string
 }
 
 var envKeyPattern = lazyre.New(`^[A-Za-z_][A-Za-z0-9_]*$`)
@@ -366,6 +412,14 @@ func (t *Tmux) Spawn(ctx context.Context, s SpawnSpec) error {
 	if err := s.validate(); err != nil {
 		return err
 	}
+	var wrap func([]string) ([]string, error)
+	if t.confine != nil {
+		argv, err := t.confine.Harness(s.Cwd, s.RegistryFile, s.OutboxDir, s.Argv)
+		if err != nil {
+			return fmt.Errorf("confining the harness of %s: %w", s.Name, err)
+		}
+		s.Argv, wrap = argv, t.confine.Server
+	}
 	args := []string{"new-session", "-d", "-s", s.Name, "-c", s.Cwd,
 		"-x", fmt.Sprint(t.cfg.Width), "-y", fmt.Sprint(t.cfg.Height)}
 	for _, kv := range s.Env {
@@ -389,9 +443,9 @@ func (t *Tmux) Spawn(ctx context.Context, s SpawnSpec) error {
 		if err := t.clearForSpawn(ctx, s.Name); err != nil {
 			return err
 		}
-		_, err := t.runSeq(ctx, t.cfg.CommandTimeout, cmds...)
+		_, err := t.runSeqVia(ctx, t.cfg.CommandTimeout, wrap, cmds...)
 		if err == nil {
-			return nil
+			return t.checkConfined(ctx, s.Name)
 		}
 		// Retry once when the name was taken under us (the next probe
 		// decides what to do about the occupant) or when the server was
@@ -402,6 +456,27 @@ func (t *Tmux) Spawn(ctx context.Context, s SpawnSpec) error {
 		}
 		return fmt.Errorf("spawning tmux session %s: %w", s.Name, err)
 	}
+}
+
+// checkConfined makes sure the server that took the new session runs
+// confined: a server someone started on the same socket before loopd did
+// would host the agent unconfined. Such a session is killed at once.
+func (t *Tmux) checkConfined(ctx context.Context, name string) error {
+	if t.confine == nil {
+		return nil
+	}
+	res, err := t.run(ctx, t.cfg.CommandTimeout, "display-message", "-p", "-t", paneTarget(name), "#{pid}")
+	if err == nil {
+		var pid int
+		if pid, err = strconv.Atoi(strings.TrimSpace(string(res.Stdout))); err == nil {
+			err = t.confine.CheckServer(pid)
+		}
+	}
+	if err != nil {
+		_, _ = t.run(ctx, t.cfg.CommandTimeout, "kill-session", "-t", sessionTarget(name))
+		return fmt.Errorf("%w: tmux session %s: %v", ErrNotConfined, name, err)
+	}
+	return nil
 }
 
 // clearForSpawn makes the name free or refuses: absent is free, dead is

@@ -12,6 +12,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/theloop-dev/theloop/internal/shortdir"
 	"github.com/theloop-dev/theloop/run"
 	"github.com/theloop-dev/theloop/run/runtest"
 )
@@ -305,10 +306,9 @@ func TestTmuxReadOnlyObserverDoesNotBreakDelivery(t *testing.T) {
 	fake := writeFakeClaude(t)
 	spawnFake(t, tm, fake, "loop-x-1", "conv-1")
 
-	host := tm.cfg.Socket + "-observer"
-	t.Cleanup(func() { _ = exec.Command("tmux", "-L", host, "kill-server").Run() })
-	out, err := exec.Command("tmux", "-L", host, "new-session", "-d", "-x", "100", "-y", "30", "--",
-		"env", "-u", "TMUX", "tmux", "-L", tm.cfg.Socket, "attach-session", "-r", "-t", "=loop-x-1").CombinedOutput()
+	host := shortdir.Tmux(t)
+	out, err := exec.Command("tmux", "-S", host, "new-session", "-d", "-x", "100", "-y", "30", "--",
+		"env", "-u", "TMUX", "tmux", "-S", tm.cfg.SocketPath, "attach-session", "-r", "-t", "=loop-x-1").CombinedOutput()
 	require.NoError(t, err, string(out))
 	waitFor(t, "a read-only client", func() bool {
 		return strings.Contains(tmuxRaw(t, tm, "list-clients", "-F", "#{client_flags}"), "read-only")

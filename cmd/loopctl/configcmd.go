@@ -44,7 +44,7 @@ func newConfigCmd(f *Factory) *cli.Command {
 			},
 			{
 				Name:  "migrate",
-				Usage: "rewrite an old cli-config.yaml into the current shape (deterministic, idempotent); --dry-run only reports",
+				Usage: "rewrite an old cli-config.yaml into the current shape, keeping its comments and key order, the original saved as FILE.bak; lists every key moved and every retired key removed (deterministic, idempotent); --dry-run only reports",
 				Flags: []cli.Flag{cfgFlag, &cli.BoolFlag{Name: "dry-run", Usage: "report the changes and print the result; write nothing"}},
 				Action: func(c *cli.Context) error {
 					return runConfigMigrate(f, c.String("config"), c.Bool("dry-run"))
@@ -152,7 +152,7 @@ func runConfigMigrate(f *Factory, path string, dryRun bool) error {
 		fmt.Fprintln(w, "  "+c.String())
 	}
 	if !m.CommentsKept {
-		fmt.Fprintln(w, "  note: keys moved, so the file is re-encoded and its comments are not kept")
+		fmt.Fprintln(w, "  note: the file is re-encoded and its comments are not kept")
 	}
 	if dryRun {
 		fmt.Fprintf(w, "dry run: %s was not written; it would read:\n%s", path, m.Output)
@@ -162,9 +162,15 @@ func runConfigMigrate(f *Factory, path string, dryRun bool) error {
 	if fi, err := os.Stat(path); err == nil {
 		perm = fi.Mode().Perm()
 	}
-	if err := atomicfile.Write(path, m.Output, perm); err != nil {
-		return fmt.Errorf("loopctl config migrate: write %s: %w", path, err)
+	// The original first, byte for byte: a migration the operator does not
+	// like is undone with one mv.
+	backup := path + ".bak"
+	if err := atomicfile.Write(backup, data, perm); err != nil {
+		return failWith(exitRefused, "loopctl config migrate: could not keep the original as %s (%v); %s was not changed", backup, err, path)
 	}
-	fmt.Fprintf(w, "migrated %s to version %s\n", path, loop.CurrentCLIConfigVersion)
+	if err := atomicfile.Write(path, m.Output, perm); err != nil {
+		return fmt.Errorf("loopctl config migrate: write %s: %w (the original is in %s)", path, err, backup)
+	}
+	fmt.Fprintf(w, "migrated %s to version %s; the original is in %s\n", path, loop.CurrentCLIConfigVersion, backup)
 	return nil
 }

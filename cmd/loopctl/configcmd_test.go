@@ -9,6 +9,37 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
+// A commented operator config: migrate keeps every comment, lists each
+// retired key it removed and each key it moved, and keeps the original.
+func TestConfigMigrateCommentedConfig(t *testing.T) {
+	f, io := testFactory(t, t.TempDir(), nil)
+	path := filepath.Join(t.TempDir(), "cli-config.yaml")
+	src, err := os.ReadFile("../../loop/testdata/migrate/commented.yaml")
+	require.NoError(t, err)
+	require.NoError(t, os.WriteFile(path, src, 0o600))
+	require.Equal(t, exitOK, Main([]string{"loopctl", "config", "migrate", "--config", path}, f))
+	for _, want := range []string{
+		"moved webhooks.ghWebhook.repositories → repositories",
+		"moved routing.control.ghBinary → integrations.github.cli.binary",
+		"removed routing.runner (nothing reads it: tmux is the only runner)",
+		"removed service.host (nothing reads it: see service.listen)",
+		"removed webhooks.ghWebhook.pidfile",
+	} {
+		require.Contains(t, io.out.String(), want)
+	}
+	require.NotContains(t, io.out.String(), "comments are not kept")
+	out, err := os.ReadFile(path)
+	require.NoError(t, err)
+	for _, c := range []string{"# Owned by the platform team", "# The repositories we serve.", "# the pilot", "# A day at a gate is stuck.", "# end of file: keep this line"} {
+		require.Contains(t, string(out), c)
+	}
+	bak, err := os.ReadFile(path + ".bak")
+	require.NoError(t, err)
+	require.Equal(t, src, bak)
+	io.out.Reset()
+	require.Equal(t, exitOK, Main([]string{"loopctl", "config", "show", "--config", path}, f), io.err.String())
+}
+
 func TestConfigSchemaShowMigrate(t *testing.T) {
 	f, io := testFactory(t, t.TempDir(), nil)
 	require.Equal(t, exitOK, Main([]string{"loopctl", "config", "schema"}, f))
@@ -36,9 +67,13 @@ func TestConfigSchemaShowMigrate(t *testing.T) {
 	io.out.Reset()
 	require.Equal(t, exitOK, Main([]string{"loopctl", "config", "migrate", "--config", old}, f))
 	require.Contains(t, io.out.String(), "migrated")
+	require.Contains(t, io.out.String(), "the original is in "+old+".bak")
 	fi, err := os.Stat(old)
 	require.NoError(t, err)
 	require.Equal(t, os.FileMode(0o640), fi.Mode().Perm(), "the file keeps its mode")
+	bak, err := os.ReadFile(old + ".bak")
+	require.NoError(t, err)
+	require.Equal(t, src, bak, "the original is kept byte for byte beside it")
 	io.out.Reset()
 	require.Equal(t, exitOK, Main([]string{"loopctl", "config", "migrate", "--config", old}, f))
 	require.Contains(t, io.out.String(), "nothing to do")

@@ -37,6 +37,16 @@ var (
 	unverifiedWarningFragment = "decisions are NOT verified"
 )
 
+// TestMain removes the binaries builtBinaries made, which would otherwise
+// stay in $TMPDIR after every run (~30 MB each time).
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if builtDir != "" {
+		_ = os.RemoveAll(builtDir)
+	}
+	os.Exit(code)
+}
+
 func builtBinaries(t *testing.T) (string, string) {
 	t.Helper()
 	builtOnce.Do(func() {

@@ -220,9 +220,11 @@ func newCompleteCmd(f *Factory, runF func(*completeOptions) error) *cli.Command 
 passes, the work item moves on and the reply names the node it now stands at;
 if not, the reply lists what is missing. At a human gate the answer is wait.
 
-The reply is JSON: {node, status, outcome, moved, currentNode, messages, reason}.
-Exit status is 0 for every answer (read status), 1 for an unknown work item
-or no repository, 2 for bad usage.
+The reply is JSON: {node, status, outcome, moved, currentNode, messages, reason},
+printed whatever the answer. Exit status: 0 when the claim was answered
+without a failed check (pass, wait, refused, noop, busy: read status), 1 when
+the node's checks blocked (block, escalated) or for an unknown work item or
+no repository, 2 for bad usage.
 
 In a session loopd started (THE_LOOP_SESSION_ID, THE_LOOP_WORK_ITEM and
 THE_LOOP_STATE_ROOT set) the session holds no GitHub credential: the claim's
@@ -276,10 +278,19 @@ func runComplete(ctx context.Context, opts *completeOptions) error {
 		return loop.ExplainGraphError(err)
 	}
 	claim.Messages = escalationHint(opts.WorkItem, claim.Status, claim.Messages)
-	if l.outbox == nil {
-		return opts.Output.write(opts.Factory.IO.Out, claim)
+	var out any = claim
+	if l.outbox != nil {
+		out = managedClaim{Claim: claim, TicketEffects: pendingEffects(l.outbox)}
 	}
-	return opts.Output.write(opts.Factory.IO.Out, managedClaim{Claim: claim, TicketEffects: pendingEffects(l.outbox)})
+	if err := opts.Output.write(opts.Factory.IO.Out, out); err != nil {
+		return err
+	}
+	if claimFailed(claim.Status) {
+		// The envelope is the answer; the exit status lets a script (or CI)
+		// see a blocked claim without parsing it.
+		return &exitError{code: exitFailed}
+	}
+	return nil
 }
 
 // managedClaim is the claim envelope in a loopd-managed session: the claim,
@@ -308,6 +319,12 @@ func pendingEffects(r *loop.Recorder) ticketEffects {
 		te.Pending = append(te.Pending, pendingEffect{ID: in.ID, Op: string(in.Op), WorkItem: in.WorkItem, Summary: in.Summary()})
 	}
 	return te
+}
+
+// claimFailed reports whether a claim's status means the node's checks did
+// not hold: graph complete then exits 1.
+func claimFailed(s graph.Status) bool {
+	return s == graph.StatusBlock || s == graph.StepEscalated
 }
 
 // escalationHint adds to the messages of an escalated step the command a

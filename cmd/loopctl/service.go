@@ -13,6 +13,7 @@ import (
 
 	"github.com/urfave/cli/v2"
 
+	"github.com/theloop-dev/theloop/loop"
 	"github.com/theloop-dev/theloop/loop/api"
 )
 
@@ -21,9 +22,12 @@ import (
 // or --url with a bearer token from the environment.
 
 func serviceFlags() []cli.Flag {
+	stateRoot := *stateRootFlag // a flag value per command
+	stateRoot.Usage = "loopd's state root, whose loopd.sock this talks to (default: $" + loop.StateRootEnv + ", else the CLI config's state.root)"
 	return []cli.Flag{
 		&cli.StringFlag{Name: "config", Usage: "the operator's cli-config.yaml (for state.root)", TakesFile: true},
-		&cli.StringFlag{Name: "socket", Usage: "loopd's control socket (default: <state root>/loopd.sock)", TakesFile: true},
+		&stateRoot,
+		&cli.StringFlag{Name: "socket", Usage: "loopd's control socket (default: <state root>/loopd.sock; wins over --state-root)", TakesFile: true},
 		&cli.StringFlag{Name: "url", Usage: "loopd's TCP control plane (http://host:port) instead of the socket; needs the token"},
 		&cli.StringFlag{Name: "token-env", Value: api.DefaultTokenEnv, Usage: "the variable holding the bearer token for --url"},
 		&cli.StringFlag{Name: "format", Value: "table", Usage: "table or json"},
@@ -32,16 +36,17 @@ func serviceFlags() []cli.Flag {
 
 // serviceOptions are the flags every control-plane verb shares.
 type serviceOptions struct {
-	Factory  *Factory
-	Config   string
-	Socket   string
-	URL      string
-	TokenEnv string
-	Format   string
+	Factory   *Factory
+	Config    string
+	StateRoot string
+	Socket    string
+	URL       string
+	TokenEnv  string
+	Format    string
 }
 
 func readServiceOptions(f *Factory, c *cli.Context) (*serviceOptions, error) {
-	o := &serviceOptions{Factory: f, Config: c.String("config"), Socket: c.String("socket"), URL: c.String("url"), TokenEnv: c.String("token-env"), Format: c.String("format")}
+	o := &serviceOptions{Factory: f, Config: c.String("config"), StateRoot: c.String("state-root"), Socket: c.String("socket"), URL: c.String("url"), TokenEnv: c.String("token-env"), Format: c.String("format")}
 	switch o.Format {
 	case "table", "json":
 	default:
@@ -51,7 +56,8 @@ func readServiceOptions(f *Factory, c *cli.Context) (*serviceOptions, error) {
 }
 
 // client builds the API client: --url (with the token), else --socket,
-// else the socket under the CLI config's state root.
+// else the socket under --state-root, $THE_LOOP_STATE_ROOT or the CLI
+// config's state root.
 func (o *serviceOptions) client() (*api.Client, error) {
 	if o.URL != "" {
 		tok := o.Factory.Getenv(o.TokenEnv)
@@ -63,7 +69,7 @@ func (o *serviceOptions) client() (*api.Client, error) {
 	if o.Socket != "" {
 		return api.NewSocketClient(o.Socket), nil
 	}
-	root, err := o.Factory.stateRoot("", o.Config)
+	root, err := o.Factory.stateRoot(o.StateRoot, o.Config)
 	if err != nil {
 		return nil, err
 	}

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"net/http"
 	"net/url"
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -16,6 +15,7 @@ import (
 
 	"github.com/theloop-dev/theloop/graph"
 	"github.com/theloop-dev/theloop/graph/graphtest"
+	"github.com/theloop-dev/theloop/internal/shortdir"
 	"github.com/theloop-dev/theloop/loop"
 	"github.com/theloop-dev/theloop/loop/api"
 	"github.com/theloop-dev/theloop/loop/queue"
@@ -27,9 +27,7 @@ import (
 // directory and returns the socket path.
 func serveAPI(t testing.TB, b api.Backend) string {
 	t.Helper()
-	dir, err := os.MkdirTemp("", "loopctl-api")
-	require.NoError(t, err)
-	t.Cleanup(func() { os.RemoveAll(dir) })
+	dir := shortdir.New(t)
 	sock := filepath.Join(dir, api.SocketName)
 	ln, err := api.ListenUnix(sock)
 	require.NoError(t, err)
@@ -262,6 +260,18 @@ func TestSessionsQueueAndDaemonVerbsCallTheSocket(t *testing.T) {
 		want, err := c.Raw(ctx, "GET", tc.path, tc.query, nil)
 		require.NoError(t, err)
 		require.JSONEq(t, string(want), io.out.String(), strings.Join(tc.argv, " "))
+	}
+
+	// --state-root reaches <state root>/loopd.sock on every verb that talks
+	// to loopd, as the README says.
+	for _, argv := range [][]string{
+		{"sessions", "list"}, {"sessions", "show", item.String()}, {"sessions", "attach", item.String()},
+		{"daemon", "status"}, {"queue", "status"}, {"queue", "dead"},
+	} {
+		io.out.Reset()
+		io.err.Reset()
+		require.Equal(t, exitOK, Main(append(append([]string{"loopctl"}, argv...), "--state-root", filepath.Dir(sock)), f), "%v: %s", argv, io.err.String())
+		require.NotEmpty(t, io.out.String(), argv)
 	}
 
 	require.Equal(t, exitOK, run("sessions", "list"))

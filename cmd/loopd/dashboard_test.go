@@ -15,6 +15,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/theloop-dev/theloop/internal/shortdir"
 	"github.com/theloop-dev/theloop/loop/dashboard"
 )
 
@@ -31,7 +32,7 @@ func TestRunServesTheDashboardBehindALoginFile(t *testing.T) {
 		return ln.Addr().(*net.TCPAddr).Port
 	}
 	start := func(dash string) (*exec.Cmd, string) {
-		base := t.TempDir()
+		base := shortdir.New(t) // holds the state root and its control socket
 		state := filepath.Join(base, "state")
 		cfg := filepath.Join(base, "cfg.yaml")
 		port := free()

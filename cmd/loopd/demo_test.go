@@ -14,6 +14,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/theloop-dev/theloop/graph"
+	"github.com/theloop-dev/theloop/internal/shortdir"
 	"github.com/theloop-dev/theloop/loop"
 )
 
@@ -27,7 +28,8 @@ func TestDemoBinaryWalksToComplete(t *testing.T) {
 		}
 	}
 	bin := loopdBinary(t)
-	tmp := t.TempDir()
+	// The demo keeps its state (and control socket) under $TMPDIR: a short one.
+	tmp := shortdir.New(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, bin, "demo", "--yes", "--keep")

@@ -19,6 +19,7 @@ import (
 
 	"github.com/theloop-dev/theloop/integrations/githubsim"
 	"github.com/theloop-dev/theloop/internal/fakeclaude"
+	"github.com/theloop-dev/theloop/internal/shortdir"
 	"github.com/theloop-dev/theloop/loop"
 	"github.com/theloop-dev/theloop/sessions"
 	"github.com/theloop-dev/theloop/workitem"
@@ -48,6 +49,16 @@ func TestVersion(t *testing.T) {
 	e, out, _ := testEnv(t, nil)
 	require.Equal(t, exitOK, Main([]string{"loopd", "--version"}, e))
 	require.Contains(t, out.String(), "loopd version")
+}
+
+// TestMain removes the binary built for the process-level tests, which
+// would otherwise stay in $TMPDIR after every run.
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if binPath != "" {
+		_ = os.RemoveAll(filepath.Dir(binPath))
+	}
+	os.Exit(code)
 }
 
 // The built binary, for process-level tests.
@@ -94,7 +105,7 @@ func TestKill9AfterAcceptThenRestartHandlesOnce(t *testing.T) {
 		}
 	}
 	bin := loopdBinary(t)
-	base := t.TempDir()
+	base := shortdir.New(t) // holds the state root and its control socket
 	remote := filepath.Join(base, "remote", "octo", "demo.git")
 	seed := filepath.Join(base, "seed")
 	require.NoError(t, os.MkdirAll(seed, 0o755))
@@ -103,15 +114,19 @@ func TestKill9AfterAcceptThenRestartHandlesOnce(t *testing.T) {
 	gitRun(t, seed, "add", ".")
 	gitRun(t, seed, "commit", "-q", "-m", "init")
 	gitRun(t, base, "clone", "-q", "--bare", seed, remote)
-	claudeRoot := filepath.Join(base, "claude")
+	// The stand-in harness logs where a confined agent may write: a cache
+	// directory under its HOME (HOME=base below).
+	claudeRoot := filepath.Join(base, ".cache", "fakeclaude")
 	_, err := fakeclaude.Install(claudeRoot)
 	require.NoError(t, err)
 	tmuxDir := filepath.Join(base, "tmux")
 	require.NoError(t, os.MkdirAll(tmuxDir, 0o700))
 	t.Cleanup(func() {
-		c := exec.Command("tmux", "kill-server")
-		c.Env = append(os.Environ(), "TMUX_TMPDIR="+tmuxDir)
-		_ = c.Run()
+		// loopd runs its own server (theloop-<hash>) in this directory.
+		socks, _ := filepath.Glob(filepath.Join(tmuxDir, "tmux-*", "*"))
+		for _, s := range socks {
+			_ = exec.Command("tmux", "-S", s, "kill-server").Run()
+		}
 	})
 
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
@@ -267,7 +282,7 @@ func idleRSS(t *testing.T, tracked int) {
 		t.Skip("no /proc on this system")
 	}
 	bin := loopdBinary(t)
-	base := t.TempDir()
+	base := shortdir.New(t) // holds the state root and its control socket
 	if tracked > 0 {
 		reg, err := sessions.OpenRegistry(sessions.RegistryDir(filepath.Join(base, "state")))
 		require.NoError(t, err)
@@ -320,7 +335,7 @@ func idleRSS(t *testing.T, tracked int) {
 // next instance; a second instance on the same state root is refused.
 func TestOneInstancePerStateRootAndSIGTERMExitsCleanly(t *testing.T) {
 	bin := loopdBinary(t)
-	base := t.TempDir()
+	base := shortdir.New(t) // holds the state root and its control socket
 	state := filepath.Join(base, "state")
 	run := func(port int) *exec.Cmd {
 		cfg := filepath.Join(base, fmt.Sprintf("cfg-%d.yaml", port))

@@ -19,6 +19,7 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/theloop-dev/theloop/internal/buildinfo"
+	"github.com/theloop-dev/theloop/loop/daemon/sandbox"
 )
 
 // version is stamped at build time: go build -ldflags "-X main.version=v1.2.3".
@@ -100,5 +101,14 @@ func Main(args []string, e *env) int {
 }
 
 func main() {
+	// loopd's executable is also the agent sandbox's launcher: started as
+	// `loopd __loop-sandbox-exec POLICY -- argv`, it confines argv and
+	// never returns here.
+	sandbox.MaybeRunLauncher()
+	// Before anything reads a secret: non-dumpable, and the environment
+	// block /proc/<pid>/environ shows is zeroed (decision 18).
+	if err := sandbox.Harden(); err != nil {
+		fmt.Fprintf(os.Stderr, "loopd: warning: %v\n", err)
+	}
 	os.Exit(Main(os.Args, systemEnv()))
 }

@@ -16,6 +16,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/theloop-dev/theloop/internal/shortdir"
 	"github.com/theloop-dev/theloop/loop/api"
 )
 
@@ -25,9 +26,7 @@ import (
 // stderr is not a terminal), and says STOPPING=1 on SIGTERM.
 func TestSystemdNotifyAndControlSocketOfTheBinary(t *testing.T) {
 	bin := loopdBinary(t)
-	dir, err := os.MkdirTemp("", "loopd-sd")
-	require.NoError(t, err)
-	t.Cleanup(func() { os.RemoveAll(dir) })
+	dir := shortdir.New(t)
 	notify := filepath.Join(dir, "notify")
 	conn, err := net.ListenUnixgram("unixgram", &net.UnixAddr{Name: notify, Net: "unixgram"})
 	require.NoError(t, err)

@@ -14,18 +14,15 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/theloop-dev/theloop/graph"
+	"github.com/theloop-dev/theloop/internal/shortdir"
 	"github.com/theloop-dev/theloop/loop"
 	"github.com/theloop-dev/theloop/loop/api"
 )
 
 func privateDir(t testing.TB) string {
 	t.Helper()
-	// Short, so the socket path stays under the 108-byte limit.
-	dir, err := os.MkdirTemp("", "api")
-	require.NoError(t, err)
-	require.NoError(t, os.Chmod(dir, 0o700))
-	t.Cleanup(func() { os.RemoveAll(dir) })
-	return dir
+	// Short whatever $TMPDIR is, so the socket path stays under the limit.
+	return shortdir.New(t)
 }
 
 func serve(t testing.TB, ln net.Listener, h http.Handler) {

@@ -16,6 +16,7 @@ import (
 
 	"github.com/theloop-dev/theloop/graph"
 	"github.com/theloop-dev/theloop/integrations/githubsim"
+	"github.com/theloop-dev/theloop/internal/shortdir"
 	"github.com/theloop-dev/theloop/loop/daemon"
 	"github.com/theloop-dev/theloop/sessions"
 )
@@ -38,7 +39,7 @@ func BenchmarkWebhookThroughput(b *testing.B) {
 	if err := json.Unmarshal(raw, &doc); err != nil {
 		b.Fatal(err)
 	}
-	base := b.TempDir()
+	base := shortdir.New(b) // holds the state root and its control socket
 	cfg := daemon.DefaultConfig()
 	cfg.StateRoot = filepath.Join(base, "state")
 	cfg.Listen = "127.0.0.1:0"

@@ -2,7 +2,6 @@ package daemon_test
 
 import (
 	"context"
-	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"net/http/httputil"
@@ -23,6 +22,7 @@ import (
 	"github.com/theloop-dev/theloop/integrations/githubsim"
 	"github.com/theloop-dev/theloop/internal/fakeclaude"
 	"github.com/theloop-dev/theloop/internal/natstest"
+	"github.com/theloop-dev/theloop/internal/shortdir"
 	"github.com/theloop-dev/theloop/loop/api"
 	"github.com/theloop-dev/theloop/loop/daemon"
 	"github.com/theloop-dev/theloop/loop/dispatch"
@@ -105,7 +105,8 @@ func TestClusterTakeoverRealSessions(t *testing.T) {
 	}
 	requireTools(t)
 	urls := natstest.Cluster(t, 3)
-	base := t.TempDir()
+	// Sockets (control, tmux) live under base: keep it short (shortdir).
+	base := shortdir.New(t)
 
 	remote := filepath.Join(base, "remote", "octo", "demo.git")
 	seed := filepath.Join(base, "seed")
@@ -131,10 +132,9 @@ func TestClusterTakeoverRealSessions(t *testing.T) {
 	start := func(i int) *clusterNode {
 		name := string(rune('a' + i))
 		nb := filepath.Join(base, "node-"+name)
-		n := &clusterNode{name: name, claude: filepath.Join(nb, "claude"), socket: fmt.Sprintf("theloop-c-%d-%s", os.Getpid(), name)}
+		n := &clusterNode{name: name, claude: filepath.Join(nb, "claude"), socket: shortdir.Tmux(t)}
 		_, err := fakeclaude.Install(n.claude)
 		require.NoError(t, err)
-		t.Cleanup(func() { _ = exec.Command("tmux", "-L", n.socket, "kill-server").Run() })
 		cfg := daemon.DefaultConfig()
 		cfg.StateRoot = filepath.Join(nb, "state")
 		cfg.Listen = "127.0.0.1:0"
@@ -145,9 +145,10 @@ func TestClusterTakeoverRealSessions(t *testing.T) {
 		cfg.RequireStartCommand = false
 		cfg.WorkspaceRoot = filepath.Join(nb, "ws")
 		cfg.ClaudeEnv = &sessions.ClaudeEnvironment{}
+		cfg.SandboxWritable = []string{n.claude}
 		cfg.ReconcileInterval = -1
 		cfg.EventLogPath = filepath.Join(cfg.StateRoot, "logs", "events.jsonl")
-		cfg.Tmux.Socket = n.socket
+		cfg.Tmux.SocketPath = n.socket
 		cfg.Tmux.Width, cfg.Tmux.Height = 200, 50
 		cfg.Tmux.ReadySettle = 150 * time.Millisecond
 		cfg.Tmux.PollInterval = 20 * time.Millisecond
@@ -287,7 +288,7 @@ func TestClusterTakeoverRealSessions(t *testing.T) {
 	killedAt := time.Now()
 	victim.cancel()
 	<-victim.done
-	_ = exec.Command("tmux", "-L", victim.socket, "kill-server").Run()
+	_ = exec.Command("tmux", "-S", victim.socket, "kill-server").Run()
 
 	takeovers := map[string]daemon.Observation{}
 	eventually("the dead node's items taken over (session.takeover recorded)", func() bool {

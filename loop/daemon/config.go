@@ -11,6 +11,8 @@ import (
 	"github.com/theloop-dev/theloop/ingress"
 	"github.com/theloop-dev/theloop/integrations"
 	"github.com/theloop-dev/theloop/loop"
+	"github.com/theloop-dev/theloop/loop/api"
+	"github.com/theloop-dev/theloop/loop/daemon/sandbox"
 	"github.com/theloop-dev/theloop/sessions"
 )
 
@@ -120,6 +122,23 @@ type Config struct {
 	ResumeOnRespawn bool
 	// Tmux configures the tmux runner (socket, timeouts).
 	Tmux sessions.TmuxConfig
+	// SandboxOff is routing.sandbox: off — agents run without Landlock
+	// (the environment is still allowlisted); every spawn warns and the
+	// status says the gates are not defended. The zero value confines.
+	SandboxOff bool
+	// AgentEnv is routing.agentEnv: further variables agent sessions keep.
+	AgentEnv []string
+	// SecretEnvNames are the variables this configuration points loopd and
+	// its integrations at for credentials (beside sandbox.SecretEnv): no
+	// agent gets them, and the programs loopd runs for itself (tmux, git)
+	// start without them.
+	SecretEnvNames []string
+	// SandboxWritable are further directories agents may write (an
+	// embedder's harness state; tests' stand-in harness logs). Not a key.
+	SandboxWritable []string
+	// Launcher is the sandbox launcher executable ("" = this process's
+	// executable, which must call sandbox.MaybeRunLauncher first thing).
+	Launcher string
 
 	// InteractionMode is routing.interaction.mode (work-item | cli).
 	InteractionMode string
@@ -289,7 +308,32 @@ func ConfigFromCLI(c loop.CLIConfig, getenv func(string) string, workDir string)
 		return cfg, warns, fmt.Errorf("routing.tmux.harnessKillGraceSeconds: %v must be greater than 0: %w", g, loop.ErrInvalidConfig)
 	}
 	cfg.ResumeOnRespawn = tm.bool("resumeOnRespawn", true)
+	switch v := rt["sandbox"].(type) {
+	case nil:
+	case bool: // YAML 1.1 readers turn a bare off into false
+		cfg.SandboxOff = !v
+	case string:
+		switch v {
+		case "on":
+		case "off":
+			cfg.SandboxOff = true
+		default:
+			return cfg, warns, fmt.Errorf("routing.sandbox: %q is not on or off: %w", v, loop.ErrInvalidConfig)
+		}
+	default:
+		return cfg, warns, fmt.Errorf("routing.sandbox: %v is not on or off: %w", v, loop.ErrInvalidConfig)
+	}
+	cfg.AgentEnv = rt.strs("agentEnv")
 	cfg.Tmux.RemainOnExit = tm.bool("remainOnExit", true)
+	// Under systemd's PrivateTmp the default server's socket is in a /tmp
+	// only the service sees; a socket path the operator can reach makes the
+	// posted attach command (tmux -S PATH attach …) work from outside.
+	if sp := tm.str("socketPath", ""); sp != "" {
+		if !filepath.IsAbs(sp) {
+			return cfg, warns, fmt.Errorf("routing.tmux.socketPath: %q must be an absolute path (e.g. /var/lib/loopd/tmux.sock): %w", sp, loop.ErrInvalidConfig)
+		}
+		cfg.Tmux.SocketPath = sp
+	}
 	mode, w := ResolveInteractionMode(rt.m("interaction").str("mode", InteractionWorkItem))
 	cfg.InteractionMode = mode
 	if w != "" {
@@ -337,6 +381,10 @@ func ConfigFromCLI(c loop.CLIConfig, getenv func(string) string, workDir string)
 			return cfg, warns, err
 		}
 		cfg.Integrations = ic
+	}
+	cfg.SecretEnvNames = secretNames(cfg, secretEnv, r.m("service").str("tokenEnv", api.DefaultTokenEnv))
+	if err := sandbox.CheckAgentEnv(cfg.AgentEnv, cfg.SecretEnvNames); err != nil {
+		return cfg, warns, fmt.Errorf("%w: %w", err, loop.ErrInvalidConfig)
 	}
 	return cfg, warns, nil
 }
@@ -472,4 +520,22 @@ func (c Config) eventLogFile() string {
 		return c.EventLogPath
 	}
 	return filepath.Join(c.StateRoot, filepath.FromSlash(c.EventLogPath))
+}
+
+// secretNames are the variables this configuration points loopd and its
+// integrations at for credentials: none may be handed to an agent.
+func secretNames(cfg Config, secretEnv, serviceTokenEnv string) []string {
+	names := []string{DefaultSecretEnv, secretEnv, serviceTokenEnv}
+	names = append(names, integrations.DefaultGitHubTokenEnv...)
+	ic := cfg.Integrations
+	if ic.GitHub != nil {
+		names = append(names, ic.GitHub.API.TokenEnv...)
+	}
+	if ic.Slack != nil {
+		names = append(names, ic.Slack.API.TokenEnv, ic.Slack.Webhook.URLEnv)
+	}
+	if ic.Jira != nil {
+		names = append(names, ic.Jira.API.TokenEnv, ic.Jira.API.EmailEnv)
+	}
+	return names
 }

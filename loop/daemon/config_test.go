@@ -175,3 +175,58 @@ routing:
 	_, _, err = ConfigFromCLI(parseCLI(t, "state:\n  root: /st\nrouting:\n  tmux:\n    harnessKillGraceSeconds: -1\n"), func(string) string { return "" }, "/work")
 	require.ErrorIs(t, err, loop.ErrInvalidConfig)
 }
+
+// routing.tmux.socketPath puts the agents' tmux server on a socket the
+// operator can reach (systemd's PrivateTmp hides the default one); the
+// attach command then names it. Only an absolute path is taken.
+func TestConfigFromCLITmuxSocketPath(t *testing.T) {
+	for _, tc := range []struct {
+		name, value, want, err string
+	}{
+		{"unset: the default server", "", "", ""},
+		{"absolute", "/var/lib/loopd/tmux.sock", "/var/lib/loopd/tmux.sock", ""},
+		{"relative is refused", "tmux.sock", "", "routing.tmux.socketPath: \"tmux.sock\" must be an absolute path"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			doc := "state:\n  root: /st\n"
+			if tc.value != "" {
+				doc += "routing:\n  tmux:\n    socketPath: " + tc.value + "\n"
+			}
+			cfg, _, err := ConfigFromCLI(parseCLI(t, doc), func(string) string { return "" }, "/work")
+			if tc.err != "" {
+				require.ErrorIs(t, err, loop.ErrInvalidConfig)
+				require.ErrorContains(t, err, tc.err)
+				return
+			}
+			require.NoError(t, err)
+			require.Equal(t, tc.want, cfg.Tmux.SocketPath)
+			require.NoError(t, cfg.Tmux.Validate())
+		})
+	}
+}
+
+func TestConfigFromCLISandboxKeys(t *testing.T) {
+	for _, tc := range []struct {
+		routing map[string]any
+		off     bool
+		env     []string
+		err     string
+	}{
+		{map[string]any{}, false, nil, ""},
+		{map[string]any{"sandbox": "off", "agentEnv": []any{"ANTHROPIC_API_KEY"}}, true, []string{"ANTHROPIC_API_KEY"}, ""},
+		{map[string]any{"sandbox": false}, true, nil, ""},
+		{map[string]any{"sandbox": "maybe"}, false, nil, "routing.sandbox"},
+		{map[string]any{"agentEnv": []any{"GH_TOKEN"}}, false, nil, "routing.agentEnv: GH_TOKEN"},
+		{map[string]any{"agentEnv": []any{"THE_LOOP_GH_WEBHOOK_SECRET"}}, false, nil, "routing.agentEnv: THE_LOOP_GH_WEBHOOK_SECRET"},
+	} {
+		c := loop.CLIConfig{StateRoot: "/srv/theloop", Raw: map[string]any{"routing": tc.routing}}
+		cfg, _, err := ConfigFromCLI(c, func(string) string { return "" }, "/work")
+		if tc.err != "" {
+			require.ErrorContains(t, err, tc.err)
+			continue
+		}
+		require.NoError(t, err)
+		require.Equal(t, tc.off, cfg.SandboxOff)
+		require.Equal(t, tc.env, cfg.AgentEnv)
+	}
+}

@@ -2,6 +2,8 @@ package daemon
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
@@ -20,6 +22,7 @@ import (
 	"github.com/theloop-dev/theloop/integrations"
 	"github.com/theloop-dev/theloop/loop"
 	"github.com/theloop-dev/theloop/loop/daemon/outbox"
+	"github.com/theloop-dev/theloop/loop/daemon/sandbox"
 	"github.com/theloop-dev/theloop/loop/dashboard"
 	"github.com/theloop-dev/theloop/loop/dispatch"
 	"github.com/theloop-dev/theloop/loop/queue"
@@ -380,8 +383,8 @@ func (d *Daemon) build() error {
 		d.verifier = NewGitHubCommentVerifier(d.integ)
 	}
 
-	runner := pathRunner{path: d.deps.Path}
-	tm, err := sessions.NewTmux(d.cfg.Tmux, runner)
+	runner := pathRunner{path: d.deps.Path, environ: d.childEnviron}
+	tm, err := sessions.NewConfinedTmux(d.tmuxConfig(), runner, d.confinement())
 	if err != nil {
 		return err
 	}
@@ -417,7 +420,8 @@ func (d *Daemon) build() error {
 	mgr, err := sessions.NewManager(mcfg, sessions.Deps{
 		Tmux: tm, Registry: reg, Harnesses: []sessions.Harness{claude},
 		LookPath: d.lookPath, Now: d.deps.Clock.Now,
-		Observer: sessions.ObserverFunc(d.onSession),
+		Observer:      sessions.ObserverFunc(d.onSession),
+		PrepareOutbox: func(id string) (string, error) { return loop.PrepareOutboxDir(d.cfg.StateRoot, id) },
 	})
 	if err != nil {
 		return err
@@ -462,13 +466,25 @@ func (d *Daemon) lookPath(name string) (string, error) {
 }
 
 // pathRunner runs programs (tmux, git) with PATH set to path when given.
-type pathRunner struct{ path string }
+// pathRunner runs loopd's own programs (tmux, git, a repository's test
+// command) with PATH set to path (when set) and without loopd's
+// credentials: environ is the environment they start from.
+type pathRunner struct {
+	path    string
+	environ func() []string
+}
 
 func (p pathRunner) Run(ctx context.Context, c run.Cmd) (run.Result, error) {
 	if p.path != "" {
 		c.Env = append(c.Env[:len(c.Env):len(c.Env)], "PATH="+p.path)
 	}
-	return run.Exec{}.Run(ctx, c)
+	return run.Exec{Environ: p.environ}.Run(ctx, c)
+}
+
+// childEnviron is the environment of the programs loopd runs for itself:
+// its own, less every variable it or an integration reads as a credential.
+func (d *Daemon) childEnviron() []string {
+	return sandbox.WithoutSecrets(os.Environ(), d.cfg.SecretEnvNames)
 }
 
 // lockStateRoot takes the one-instance lock: flock on <root>/loopd.lock.
@@ -556,3 +572,91 @@ func (d *Daemon) loadSigner() {
 	d.logf("gate decisions will be recorded UNSIGNED: %v", err)
 	d.emit("daemon.signing_unavailable", graph.LevelWarning, graph.Field{Key: "error", Value: err.Error()})
 }
+
+// tmuxConfig is the configured tmux runner's, on a server of loopd's own:
+// the operator's default server was not started confined, so agents are
+// never hosted there (attach with `tmux -L theloop-<hash> attach`, as the
+// announcement says).
+func (d *Daemon) tmuxConfig() sessions.TmuxConfig {
+	tc := d.cfg.Tmux
+	if tc.Socket == "" && tc.SocketPath == "" {
+		sum := sha256.Sum256([]byte(d.cfg.StateRoot))
+		tc.Socket = "theloop-" + hex.EncodeToString(sum[:4])
+	}
+	return tc
+}
+
+// confinement is the sandbox every session goes through (decision 18).
+// Without Landlock, and without routing.sandbox: off, it refuses every
+// spawn with an error that names the key; with off it warns on every one.
+func (d *Daemon) confinement() sessions.Confinement {
+	self := d.cfg.Launcher
+	if self == "" {
+		exe, err := os.Executable()
+		if err != nil {
+			return refusedConfinement{fmt.Errorf("daemon: finding loopd's executable for the sandbox launcher: %w", err)}
+		}
+		self = exe
+	}
+	ws := d.cfg.WorkspaceRoot
+	if ws == "" {
+		ws = d.cfg.SpawnWorkdir
+	}
+	if abs, err := filepath.Abs(ws); err == nil {
+		ws = abs
+	}
+	var exes []string
+	for _, name := range []string{d.cfg.DefaultHarness, "loopctl", "loop-gate"} {
+		if p, err := d.lookPath(name); err == nil {
+			exes = append(exes, p)
+		}
+	}
+	c := &sandbox.Confiner{Self: self, StateRoot: d.cfg.StateRoot, RegistryDir: sessions.RegistryDir(d.cfg.StateRoot),
+		OutboxRoot:    loop.OutboxRoot(d.cfg.StateRoot),
+		WorkspaceRoot: ws, Executables: exes, Writable: d.cfg.SandboxWritable, AgentEnv: d.cfg.AgentEnv, Off: d.cfg.SandboxOff}
+	if err := c.Prepare(); err != nil {
+		if errors.Is(err, sandbox.ErrNoLandlock) {
+			err = fmt.Errorf("daemon: refusing to spawn an agent session: %w", err)
+		}
+		return refusedConfinement{err}
+	}
+	if d.cfg.SandboxOff {
+		return warnedConfinement{Confiner: c, d: d}
+	}
+	return c
+}
+
+// undefendedWarning is what status and the dashboard say while agents run
+// unconfined ("" when they are confined).
+func (d *Daemon) undefendedWarning() string {
+	if !d.cfg.SandboxOff {
+		return ""
+	}
+	return "routing.sandbox: off — agent sessions run without Landlock: gates are not defended (the agent can read loopd's keys and state)"
+}
+
+// refusedConfinement refuses every spawn with why.
+type refusedConfinement struct{ err error }
+
+func (r refusedConfinement) Server([]string) ([]string, error) { return nil, r.err }
+func (r refusedConfinement) Harness(string, string, string, []string) ([]string, error) {
+	return nil, r.err
+}
+func (r refusedConfinement) CheckServer(int) error { return r.err }
+
+// warnedConfinement logs a warning on every spawn (routing.sandbox: off).
+type warnedConfinement struct {
+	*sandbox.Confiner
+	d *Daemon
+}
+
+func (w warnedConfinement) Harness(cwd, registryFile, outboxDir string, argv []string) ([]string, error) {
+	w.d.logf("warning: %s; spawning in %s", w.d.undefendedWarning(), cwd)
+	return w.Confiner.Harness(cwd, registryFile, outboxDir, argv)
+}
+
+var (
+	_ sessions.Confinement = (*sandbox.Confiner)(nil)
+	_ sessions.Confinement = refusedConfinement{}
+	_ sessions.Confinement = warnedConfinement{}
+)

@@ -120,7 +120,7 @@ func (d *Daemon) startDashboard() (func(), error) {
 	dash, err := dashboard.New(dashboard.Config{
 		Listen: d.cfg.Dashboard.Listen, StateRoot: d.cfg.StateRoot,
 		Operator: d.cfg.Dashboard.Operator, AuthorizedUsers: d.cfg.AuthorizedUsers, StuckAfter: d.cfg.Dashboard.StuckAfter,
-		EventLog: d.cfg.EventLogPath,
+		EventLog: d.cfg.EventLogPath, Banner: d.undefendedWarning(),
 	}, dashboard.Deps{Source: src, Poster: poster, Now: d.deps.Clock.Now, Log: logw})
 	if err != nil {
 		src.close()
@@ -474,7 +474,7 @@ func (s *dashSource) liveness(ctx context.Context, rec sessions.Record) bool {
 
 // attach is the command that attaches to the record's tmux session.
 func (s *dashSource) attach(rec sessions.Record) string {
-	tc := s.d.cfg.Tmux
+	tc := s.d.tmux.Config()
 	switch {
 	case tc.Socket != "":
 		return fmt.Sprintf("tmux -L %s attach -t %s", tc.Socket, rec.TmuxName)

@@ -14,6 +14,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/theloop-dev/theloop/integrations"
+	"github.com/theloop-dev/theloop/internal/shortdir"
 	"github.com/theloop-dev/theloop/loop"
 	"github.com/theloop-dev/theloop/loop/daemon"
 )
@@ -42,7 +43,10 @@ func browser(t *testing.T) context.Context {
 		chromedp.Flag("disable-component-update", true),
 		chromedp.Flag("disable-sync", true),
 		chromedp.Flag("disable-dev-shm-usage", true),
-		chromedp.UserDataDir(t.TempDir()),
+		chromedp.UserDataDir(shortdir.New(t)),
+		// Chromium binds its SingletonSocket in a directory under $TMPDIR: a
+		// short one, whatever the test's $TMPDIR is.
+		chromedp.Env("TMPDIR=" + shortdir.New(t)),
 		chromedp.WindowSize(1400, 1000),
 	}
 	actx, acancel := chromedp.NewExecAllocator(context.Background(), opts...)

@@ -8,7 +8,6 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -18,6 +17,7 @@ import (
 	"github.com/theloop-dev/theloop/integrations"
 	"github.com/theloop-dev/theloop/integrations/githubsim"
 	"github.com/theloop-dev/theloop/internal/fakeclaude"
+	"github.com/theloop-dev/theloop/internal/shortdir"
 	"github.com/theloop-dev/theloop/loop"
 	"github.com/theloop-dev/theloop/loop/daemon"
 	"github.com/theloop-dev/theloop/sessions"
@@ -73,8 +73,6 @@ func git(t testing.TB, dir string, args ...string) {
 	require.NoError(t, err, "git %v: %s", args, out)
 }
 
-var socketSeq atomic.Int64
-
 func newWorld(t testing.TB, edit func(*daemon.Config)) *world {
 	t.Helper()
 	return newWorldHooks(t, 1, edit)
@@ -85,7 +83,8 @@ func newWorld(t testing.TB, edit func(*daemon.Config)) *world {
 func newWorldHooks(t testing.TB, hooks int, edit func(*daemon.Config)) *world {
 	t.Helper()
 	requireTools(t)
-	base := t.TempDir()
+	// The state root holds the control socket: keep it short (shortdir).
+	base := shortdir.New(t)
 	w := &world{t: t}
 
 	// The remote: a bare repository whose path ends in owner/repo, so the
@@ -110,8 +109,7 @@ func newWorldHooks(t testing.TB, hooks int, edit func(*daemon.Config)) *world {
 	require.NoError(t, sim.AddRepo(repoFull, githubsim.RepoOptions{CloneURL: "file://" + w.remote}))
 	w.sim = sim
 
-	w.socket = fmt.Sprintf("theloop-d-%d-%d", os.Getpid(), socketSeq.Add(1))
-	t.Cleanup(func() { _ = exec.Command("tmux", "-L", w.socket, "kill-server").Run() })
+	w.socket = shortdir.Tmux(t)
 
 	cfg := daemon.DefaultConfig()
 	cfg.StateRoot = filepath.Join(base, "state")
@@ -123,9 +121,10 @@ func newWorldHooks(t testing.TB, hooks int, edit func(*daemon.Config)) *world {
 	cfg.RequireStartCommand = false
 	cfg.WorkspaceRoot = filepath.Join(base, "ws")
 	cfg.ClaudeEnv = &sessions.ClaudeEnvironment{} // never touch a real ~/.claude
+	cfg.SandboxWritable = []string{w.claude}      // the stand-in harness logs there
 	cfg.ReconcileInterval = -1
 	cfg.EventLogPath = filepath.Join(cfg.StateRoot, "logs", "events.jsonl")
-	cfg.Tmux.Socket = w.socket
+	cfg.Tmux.SocketPath = w.socket
 	cfg.Tmux.Width, cfg.Tmux.Height = 200, 50
 	cfg.Tmux.ReadySettle = 150 * time.Millisecond
 	cfg.Tmux.PollInterval = 20 * time.Millisecond

@@ -241,7 +241,7 @@ func (l *graphLink) options(repo *loop.Repo, cwd, id string, deliver graph.Deliv
 		WorkItem:        id,
 		AuthorizedUsers: l.d.cfg.AuthorizedUsers, ExecuteKeyword: l.d.cfg.ExecuteKeyword, SessionPerPr: l.d.cfg.SessionPerPr,
 		SpecDir:      l.d.cfg.GraphSpecDir,
-		Integrations: l.d.integ, Commands: loop.Commands{Runner: pathRunner{path: l.d.deps.Path}, Root: repo.Root},
+		Integrations: l.d.integ, Commands: loop.Commands{Runner: pathRunner{path: l.d.deps.Path, environ: l.d.childEnviron}, Root: repo.Root},
 		Deliver: deliver,
 		Sink:    l.d.sink, Clock: l.d.deps.Clock,
 		Warn:         func(w string) { l.d.logf("%s: %s", cwd, w) },

@@ -17,6 +17,7 @@ import (
 	"github.com/theloop-dev/theloop/graph"
 	"github.com/theloop-dev/theloop/ingress"
 	"github.com/theloop-dev/theloop/integrations"
+	"github.com/theloop-dev/theloop/internal/shortdir"
 	"github.com/theloop-dev/theloop/loop"
 	"github.com/theloop-dev/theloop/ops"
 	"github.com/theloop-dev/theloop/sessions"
@@ -105,7 +106,7 @@ func newLinkFixture(t *testing.T, origin string, edit func(*Config)) *linkFixtur
 	if _, err := exec.LookPath("git"); err != nil {
 		t.Skip("git is not installed")
 	}
-	base := t.TempDir()
+	base := shortdir.New(t) // holds the state root and its control socket
 	cwd := filepath.Join(base, "checkout")
 	require.NoError(t, os.MkdirAll(cwd, 0o755))
 	for _, args := range [][]string{{"init", "-q"}, {"remote", "add", "origin", origin}} {

@@ -350,7 +350,7 @@ func (in *intake) announce(ctx context.Context, item workitem.Ref, rec sessions.
 		return nil
 	}
 	body := fmt.Sprintf("the-loop started a %s session for this work item in tmux session `%s`.\n\nWatch or take over on the daemon's host:\n\n```\n%s\n```\n",
-		rec.Harness, rec.TmuxName, attachCommand(in.d.cfg.Tmux, rec.TmuxName))
+		rec.Harness, rec.TmuxName, attachCommand(in.d.tmux.Config(), rec.TmuxName))
 	if _, err := in.d.integ.Call(ctx, ops.GitHubAddComment, map[string]any{"ref": item.String(), "body": hooks.Mark(body)}); err != nil {
 		if errors.Is(err, integrations.ErrNotFound) {
 			// The work item does not exist (a guessed ref): remember it, keep

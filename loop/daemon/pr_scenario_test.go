@@ -48,7 +48,7 @@ func (w *world) record(ref string) (sessions.Record, bool) {
 }
 
 func (w *world) hasTmux(name string) bool {
-	return exec.Command("tmux", "-L", w.socket, "has-session", "-t", "="+name).Run() == nil
+	return exec.Command("tmux", "-S", w.socket, "has-session", "-t", "="+name).Run() == nil
 }
 
 // receivedBy is what the conversation id read.
@@ -301,7 +301,7 @@ func itoa(n int) string { return strconv.Itoa(n) }
 
 func (w *world) harnessPIDOf(name string) int {
 	w.t.Helper()
-	out, err := exec.Command("tmux", "-L", w.socket, "list-panes", "-t", "="+name+":", "-F", "#{pane_pid}").Output()
+	out, err := exec.Command("tmux", "-S", w.socket, "list-panes", "-t", "="+name+":", "-F", "#{pane_pid}").Output()
 	require.NoError(w.t, err)
 	pid, err := strconv.Atoi(strings.TrimSpace(string(out)))
 	require.NoError(w.t, err)
@@ -498,7 +498,7 @@ func TestPRSpawnFailureFallsBackToIssueSession(t *testing.T) {
 	w.pushBranch("feature-widget")
 	// The PR will be #2; occupy its session name.
 	name := sessions.TmuxName(w.item(2))
-	require.NoError(t, exec.Command("tmux", "-L", w.socket, "new-session", "-d", "-s", name, "sleep", "600").Run())
+	require.NoError(t, exec.Command("tmux", "-S", w.socket, "new-session", "-d", "-s", name, "sleep", "600").Run())
 	pr, err := w.sim.OpenPullRequestWith(repoFull, githubsim.PullRequest{Author: human, Title: "Widget PR whose session cannot start", Body: "Fixes #1", Head: "feature-widget"})
 	require.NoError(t, err)
 	require.Equal(t, 2, pr.Number)
@@ -510,7 +510,7 @@ func TestPRSpawnFailureFallsBackToIssueSession(t *testing.T) {
 	_, own := w.record("github:octo/demo#2")
 	require.False(t, own, "no record left for a session that never started")
 	require.Equal(t, 1, w.spawns())
-	out, err := exec.Command("tmux", "-L", w.socket, "list-panes", "-t", "="+name+":", "-F", "#{pane_current_command}").Output()
+	out, err := exec.Command("tmux", "-S", w.socket, "list-panes", "-t", "="+name+":", "-F", "#{pane_current_command}").Output()
 	require.NoError(t, err)
 	require.Equal(t, "sleep", strings.TrimSpace(string(out)), "the stranger's session is untouched")
 }
@@ -618,7 +618,7 @@ func TestDeadPRSessionIsResumedInItsCheckout(t *testing.T) {
 	require.True(t, ok)
 	require.NoError(t, syscall.Kill(w.harnessPIDOf(ep.TmuxName), syscall.SIGKILL))
 	w.eventually("the PR's pane to die", func() bool {
-		out, _ := exec.Command("tmux", "-L", w.socket, "list-panes", "-t", "="+ep.TmuxName+":", "-F", "#{pane_dead}").Output()
+		out, _ := exec.Command("tmux", "-S", w.socket, "list-panes", "-t", "="+ep.TmuxName+":", "-F", "#{pane_dead}").Output()
 		return strings.TrimSpace(string(out)) == "1"
 	})
 	_, err = w.sim.Comment(repoFull, pr.Number, human, "a comment after the PR session died")

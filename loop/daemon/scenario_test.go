@@ -49,7 +49,7 @@ func TestLabeledIssueSpawnsWithSpawnPromptAndGraphContext(t *testing.T) {
 	require.NoError(t, err)
 	var announce string
 	for _, c := range comments {
-		if strings.Contains(c.Body, "tmux -L "+w.socket+" attach -t loop-github-octo-demo-1") {
+		if strings.Contains(c.Body, "tmux -S "+w.socket+" attach -t loop-github-octo-demo-1") {
 			announce = c.Body
 		}
 	}
@@ -285,12 +285,12 @@ func TestCloseEventEndsSessionAndCleansWorktree(t *testing.T) {
 	require.Equal(t, sessions.StatusClosed, w.status(n))
 	require.NoDirExists(t, cwd)
 	name := sessions.TmuxName(w.item(n))
-	require.NoError(t, exec.Command("tmux", "-L", w.socket, "has-session", "-t", "="+name).Run(), "the tmux session is retained")
-	out, err := exec.Command("tmux", "-L", w.socket, "list-panes", "-t", "="+name+":", "-F", "#{pane_dead}").Output()
+	require.NoError(t, exec.Command("tmux", "-S", w.socket, "has-session", "-t", "="+name).Run(), "the tmux session is retained")
+	out, err := exec.Command("tmux", "-S", w.socket, "list-panes", "-t", "="+name+":", "-F", "#{pane_dead}").Output()
 	require.NoError(t, err)
 	require.Equal(t, "1", strings.TrimSpace(string(out)), "the pane is dead")
 	w.eventually("the harness process to be gone", func() bool { return !pid.alive() })
-	screen, err := exec.Command("tmux", "-L", w.socket, "capture-pane", "-p", "-S", "-", "-t", "="+name+":").Output()
+	screen, err := exec.Command("tmux", "-S", w.socket, "capture-pane", "-p", "-S", "-", "-t", "="+name+":").Output()
 	require.NoError(t, err)
 	require.Contains(t, string(screen), "fake claude", "the transcript is still on the screen")
 	require.Equal(t, 1, w.count("session.retained"))
@@ -305,7 +305,7 @@ func TestCloseWithoutKeepSessionKillsTmux(t *testing.T) {
 	require.NoError(t, w.sim.CloseIssue(repoFull, n, human))
 	w.waitIdle()
 	require.Equal(t, sessions.StatusClosed, w.status(n))
-	err := exec.Command("tmux", "-L", w.socket, "has-session", "-t", "="+sessions.TmuxName(w.item(n))).Run()
+	err := exec.Command("tmux", "-S", w.socket, "has-session", "-t", "="+sessions.TmuxName(w.item(n))).Run()
 	require.Error(t, err, "the tmux session is gone")
 }
 
@@ -325,7 +325,7 @@ func TestCloseWithoutKillHarnessKeepsItRunning(t *testing.T) {
 
 func (w *world) harnessPID(n int) int {
 	w.t.Helper()
-	out, err := exec.Command("tmux", "-L", w.socket, "list-panes", "-t", "="+sessions.TmuxName(w.item(n))+":", "-F", "#{pane_pid}").Output()
+	out, err := exec.Command("tmux", "-S", w.socket, "list-panes", "-t", "="+sessions.TmuxName(w.item(n))+":", "-F", "#{pane_pid}").Output()
 	require.NoError(w.t, err)
 	pid, err := strconv.Atoi(strings.TrimSpace(string(out)))
 	require.NoError(w.t, err)
@@ -375,13 +375,13 @@ func TestGitHub5xxStormLosesNothing(t *testing.T) {
 func (w *world) killHarness(n int) {
 	w.t.Helper()
 	name := sessions.TmuxName(w.item(n))
-	out, err := exec.Command("tmux", "-L", w.socket, "list-panes", "-t", "="+name+":", "-F", "#{pane_pid}").Output()
+	out, err := exec.Command("tmux", "-S", w.socket, "list-panes", "-t", "="+name+":", "-F", "#{pane_pid}").Output()
 	require.NoError(w.t, err)
 	pid, err := strconv.Atoi(strings.TrimSpace(string(out)))
 	require.NoError(w.t, err)
 	require.NoError(w.t, syscall.Kill(pid, syscall.SIGKILL))
 	w.eventually("the pane to die", func() bool {
-		out, _ := exec.Command("tmux", "-L", w.socket, "list-panes", "-t", "="+name+":", "-F", "#{pane_dead}").Output()
+		out, _ := exec.Command("tmux", "-S", w.socket, "list-panes", "-t", "="+name+":", "-F", "#{pane_dead}").Output()
 		return strings.TrimSpace(string(out)) != "0"
 	})
 }
@@ -458,7 +458,7 @@ func TestDoSelectsTheAdhocLoopAndCleanupTearsDown(t *testing.T) {
 	w.waitIdle()
 	require.Equal(t, sessions.Status(""), w.status(n), "the session record is gone")
 	require.NoDirExists(t, cwd)
-	err = exec.Command("tmux", "-L", w.socket, "has-session", "-t", "="+sessions.TmuxName(w.item(n))).Run()
+	err = exec.Command("tmux", "-S", w.socket, "has-session", "-t", "="+sessions.TmuxName(w.item(n))).Run()
 	require.Error(t, err, "the tmux session is gone")
 }
 

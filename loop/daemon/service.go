@@ -283,6 +283,9 @@ func (d *Daemon) status(ctx context.Context) api.Status {
 	if len(errs) > 0 {
 		st.Warnings = append(st.Warnings, fmt.Sprintf("%d session record(s) could not be read; first: %v", len(errs), errs[0]))
 	}
+	if w := d.undefendedWarning(); w != "" {
+		st.Warnings = append(st.Warnings, w)
+	}
 	if sh := d.sharedDispatcher(); sh != nil {
 		st.Cluster = &api.ClusterView{Node: d.cfg.Cluster.Node, MaxSessions: d.cfg.Cluster.MaxSessions, Owned: sh.Leases().Items()}
 	}
@@ -353,7 +356,7 @@ func (s serviceSessions) AttachCommand(_ context.Context, ref string) (string, e
 	if err != nil {
 		return "", err
 	}
-	return attachCommand(s.d.cfg.Tmux, rec.TmuxName), nil
+	return attachCommand(s.d.tmux.Config(), rec.TmuxName), nil
 }
 
 // ControlSession applies an operator's stop, pause or resume (daemon-spec

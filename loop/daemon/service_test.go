@@ -17,6 +17,7 @@ import (
 	"github.com/prometheus/common/model"
 	"github.com/stretchr/testify/require"
 
+	"github.com/theloop-dev/theloop/internal/shortdir"
 	"github.com/theloop-dev/theloop/loop/api"
 	"github.com/theloop-dev/theloop/loop/daemon"
 	"github.com/theloop-dev/theloop/sessions"
@@ -76,7 +77,7 @@ func TestControlPlaneOverTheSocket(t *testing.T) {
 
 	var attach map[string]string
 	require.NoError(t, c.Do(ctx, "GET", "/sessions/attach", url.Values{"ref": {ref}}, nil, &attach))
-	require.Equal(t, "tmux -L "+w.socket+" attach -t "+sessions.TmuxName(w.item(n)), attach["command"])
+	require.Equal(t, "tmux -S "+w.socket+" attach -t "+sessions.TmuxName(w.item(n)), attach["command"])
 
 	// /metrics on the same socket, parsed with Prometheus's text parser.
 	mresp, err := hc.Get("http://loopd/metrics")
@@ -217,7 +218,7 @@ func TestControlPlaneOnTCPNeedsTheToken(t *testing.T) {
 func TestTCPWithoutATokenRefusesToStart(t *testing.T) {
 	requireTools(t)
 	cfg := daemon.DefaultConfig()
-	cfg.StateRoot = t.TempDir()
+	cfg.StateRoot = shortdir.New(t)
 	cfg.Listen = "127.0.0.1:0"
 	cfg.InsecureAcceptUnsigned = true
 	cfg.ReconcileInterval = -1

@@ -46,6 +46,9 @@ type Config struct {
 	// `loopctl graph complete`), polled every EventLogPoll (default 100ms).
 	EventLog     string
 	EventLogPoll time.Duration
+	// Banner, when set, is shown on every page: something the operator must
+	// know about the daemon (routing.sandbox: off — gates not defended).
+	Banner string
 }
 
 // Deps is the dashboard's world.
@@ -102,7 +105,7 @@ func New(cfg Config, deps Deps) (*Dashboard, error) {
 	if deps.Log == nil {
 		deps.Log = os.Stderr
 	}
-	tpl, err := parseTemplates()
+	tpl, err := parseTemplates(cfg.Banner)
 	if err != nil {
 		return nil, err
 	}

@@ -345,6 +345,11 @@ integrations:
 	cfg.RequireStartCommand = false
 	cfg.WorkspaceRoot = filepath.Join(w.dir, "workspaces")
 	cfg.ClaudeEnv = &sessions.ClaudeEnvironment{} // never touch a real ~/.claude
+	// The scripted agent is no untrusted agent: it also plays the human
+	// reviewer, reading the demo's config and posting with the stand-in's
+	// token. It runs unconfined, the token passed by name.
+	cfg.SandboxOff = true
+	cfg.AgentEnv = []string{TokenEnv}
 	cfg.ReconcileInterval = -1
 	cfg.EventLogPath = eventLog
 	cfg.Dashboard.Listen = "127.0.0.1:0"
@@ -409,9 +414,17 @@ func (w *world) close() error {
 	}
 	if w.socket != "" {
 		// Our private tmux server only; the user's is never addressed.
+		// kill-server leaves its socket file behind: ask for its path
+		// first, remove it after.
+		where := exec.Command("tmux", "-L", w.socket, "display-message", "-p", "#{socket_path}")
+		where.Env = append(os.Environ(), "PATH="+w.opts.Path)
+		out, werr := where.Output()
 		kill := exec.Command("tmux", "-L", w.socket, "kill-server")
-		kill.Env = append(os.Environ(), "PATH="+w.opts.Path)
+		kill.Env = where.Env
 		_ = kill.Run()
+		if sock := strings.TrimSpace(string(out)); werr == nil && filepath.Base(sock) == w.socket {
+			_ = os.Remove(sock)
+		}
 	}
 	if w.dir != "" {
 		if w.opts.Keep {

@@ -16,7 +16,9 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/theloop-dev/theloop/internal/shortdir"
 	"github.com/theloop-dev/theloop/loop"
+	"github.com/theloop-dev/theloop/loop/daemon/sandbox"
 	"github.com/theloop-dev/theloop/loop/demo"
 	"github.com/theloop-dev/theloop/loop/demoagent"
 )
@@ -25,6 +27,7 @@ import (
 // wrapper runs it as `<test binary> demo agent --config FILE --session-id
 // ID`, as loopd's runs `loopd demo agent …`.
 func TestMain(m *testing.M) {
+	sandbox.MaybeRunLauncher() // and as the sandbox launcher, as loopd is
 	if len(os.Args) > 2 && os.Args[1] == "demo" && os.Args[2] == "agent" {
 		fs := flag.NewFlagSet("agent", flag.ContinueOnError)
 		config := fs.String("config", "", "")
@@ -76,7 +79,7 @@ func options(t *testing.T, out *syncBuffer) demo.Options {
 	require.NoError(t, err)
 	token := demo.RandomSecret()
 	t.Setenv(demo.TokenEnv, token) // the tmux server passes it on to the agent
-	return demo.Options{Out: out, AgentArgv: []string{exe, "demo", "agent"}, Token: token, TempDir: t.TempDir(), StepTimeout: 90 * time.Second}
+	return demo.Options{Out: out, AgentArgv: []string{exe, "demo", "agent"}, Token: token, TempDir: shortdir.New(t), StepTimeout: 90 * time.Second}
 }
 
 // TestDemoWalksToCompleteWithYes runs the whole demo — real daemon, real

@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/theloop-dev/theloop/graph"
+	"github.com/theloop-dev/theloop/internal/shortdir"
 	"github.com/theloop-dev/theloop/loop"
 	"github.com/theloop-dev/theloop/run"
 )
@@ -62,7 +63,9 @@ func newCommitAgent(t *testing.T, failAdds int) (*Agent, *flakyGit, *stepClaimer
 	if _, err := exec.LookPath("git"); err != nil {
 		t.Skip("git is not installed; this test needs the real git")
 	}
-	dir := t.TempDir()
+	// Short: the failure line it checks is cut at a width, and a long
+	// $TMPDIR would cut away the git message the test looks for.
+	dir := shortdir.New(t)
 	require.NoError(t, InitRepo(context.Background(), dir, "demo", "widgets", "dana"))
 	g := &flakyGit{t: t, store: loop.NewStore(dir, "docs/specs"), failAdds: failAdds}
 	c := &stepClaimer{}

@@ -20,10 +20,12 @@ func TestWatchDemoEndsOnlyItsOwnDemoServer(t *testing.T) {
 	}
 	start := func(name string) string {
 		require.NoError(t, exec.Command("tmux", "-L", name, "new-session", "-d", "-s", "loop-x", "sleep", "60").Run())
-		t.Cleanup(func() { _ = exec.Command("tmux", "-L", name, "kill-server").Run() })
 		out, err := exec.Command("tmux", "-L", name, "display-message", "-p", "#{socket_path}").Output()
 		require.NoError(t, err)
-		return strings.TrimSpace(string(out))
+		sock := strings.TrimSpace(string(out))
+		// kill-server leaves the socket file behind: remove it too.
+		t.Cleanup(func() { _ = exec.Command("tmux", "-L", name, "kill-server").Run(); _ = os.Remove(sock) })
+		return sock
 	}
 	alive := func(name string) bool { return exec.Command("tmux", "-L", name, "has-session").Run() == nil }
 

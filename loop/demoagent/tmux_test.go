@@ -4,13 +4,13 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"os/exec"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/theloop-dev/theloop/internal/shortdir"
 	"github.com/theloop-dev/theloop/loop/demoagent"
 	"github.com/theloop-dev/theloop/run"
 	"github.com/theloop-dev/theloop/sessions"
@@ -44,13 +44,12 @@ func TestAgentInRealTmux(t *testing.T) {
 	require.NoError(t, err)
 
 	cfg := sessions.DefaultTmuxConfig()
-	cfg.Socket = fmt.Sprintf("theloop-demoagent-test-%d", os.Getpid())
+	cfg.SocketPath = shortdir.Tmux(t) // killed, and its socket removed, when the test ends
 	cfg.Width, cfg.Height = 160, 50
 	cfg.ReadySettle = 200 * time.Millisecond
 	cfg.TempDir = t.TempDir()
 	tm, err := sessions.NewTmux(cfg, run.Exec{})
 	require.NoError(t, err)
-	t.Cleanup(func() { _ = exec.Command("tmux", "-L", cfg.Socket, "kill-server").Run() })
 
 	ctx := context.Background()
 	const name = "loop-demo-widgets-1"

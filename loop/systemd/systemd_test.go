@@ -14,6 +14,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/theloop-dev/theloop/internal/shortdir"
 	"github.com/theloop-dev/theloop/loop/systemd"
 )
 
@@ -21,9 +22,7 @@ import (
 // the datagrams it receives.
 func notifySocket(t *testing.T) <-chan string {
 	t.Helper()
-	dir, err := os.MkdirTemp("", "sd")
-	require.NoError(t, err)
-	t.Cleanup(func() { os.RemoveAll(dir) })
+	dir := shortdir.New(t)
 	path := filepath.Join(dir, "notify")
 	conn, err := net.ListenUnixgram("unixgram", &net.UnixAddr{Name: path, Net: "unixgram"})
 	require.NoError(t, err)

@@ -1,0 +1,59 @@
+// Package shortdir gives tests directories short enough for unix sockets.
+//
+// A unix socket path is limited to about 104 bytes (108 on Linux, 104 on
+// macOS). t.TempDir() lives under $TMPDIR and carries the test's name, so a
+// long $TMPDIR — macOS gives every user one of ~50 characters — pushes a
+// control socket or a tmux socket past the limit. Tests that bind a socket
+// take their directory from here instead: a short random name directly under
+// /tmp, removed when the test ends, whatever $TMPDIR says.
+//
+// This package is for tests only; nothing in a binary imports it.
+package shortdir
+
+import (
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"testing"
+)
+
+// Base is where short directories are made: /tmp where it exists (Linux,
+// macOS, the BSDs), else os.TempDir().
+func Base() string {
+	if runtime.GOOS != "windows" {
+		if fi, err := os.Stat("/tmp"); err == nil && fi.IsDir() {
+			return "/tmp"
+		}
+	}
+	return os.TempDir()
+}
+
+// New makes a private (0700) directory with a short random name under Base
+// and removes it, with everything in it, when the test and its subtests end.
+// The path is at most len(Base())+12 bytes, leaving ~90 for what goes in it.
+func New(t testing.TB) string {
+	t.Helper()
+	dir, err := os.MkdirTemp(Base(), "tl")
+	if err != nil {
+		t.Fatalf("shortdir: %v", err)
+	}
+	if err := os.Chmod(dir, 0o700); err != nil {
+		t.Fatalf("shortdir: %v", err)
+	}
+	t.Cleanup(func() { _ = os.RemoveAll(dir) })
+	return dir
+}
+
+// Tmux returns the socket path of a private tmux server (for tmux -S) in a
+// New directory. When the test ends the server is killed (every session on
+// it, and the processes in their panes) and then the directory goes, so no
+// server and no stale socket file outlives the test. The server itself starts
+// with the first tmux command that names the path.
+func Tmux(t testing.TB) string {
+	t.Helper()
+	sock := filepath.Join(New(t), "tmux")
+	// Cleanups run last-in first-out: the kill runs before New's removal.
+	t.Cleanup(func() { _ = exec.Command("tmux", "-S", sock, "kill-server").Run() })
+	return sock
+}

@@ -514,8 +514,8 @@ func (d *Daemon) ingressConfig() ingress.Config {
 	return c
 }
 
-// eventLogFile is EventLogPath made absolute under StateRoot ("" = none).
-func (c Config) eventLogFile() string {
+// EventLogFile is EventLogPath made absolute under StateRoot ("" = none).
+func (c Config) EventLogFile() string {
 	if c.EventLogPath == "" || filepath.IsAbs(c.EventLogPath) {
 		return c.EventLogPath
 	}

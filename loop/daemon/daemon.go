@@ -130,7 +130,7 @@ func New(cfg Config, deps Deps) (*Daemon, error) {
 	}
 	mode, _ := ResolveInteractionMode(cfg.InteractionMode)
 	cfg.InteractionMode = mode
-	cfg.EventLogPath = cfg.eventLogFile()
+	cfg.EventLogPath = cfg.EventLogFile()
 	if deps.Env == nil {
 		deps.Env = os.LookupEnv
 	}

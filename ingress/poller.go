@@ -537,13 +537,26 @@ func (p *Poller) offerComment(ctx context.Context, it pollItem, refs []workitem.
 	return false, nil
 }
 
+// PresenceDeliveryPrefix begins the delivery id of a presence event: the
+// synthetic "labeled" event the reconcile pass makes for an item it sees
+// for the first time. It reports that the item exists, nothing anyone did.
+const PresenceDeliveryPrefix = "poll-presence-"
+
+// IsPresence reports whether ev is the poller's synthetic presence event.
+// Such an event may arm or start a work item, but it never reaches an
+// agent's session as an event and never reacts on the ticket: nobody made
+// it.
+func IsPresence(ev *Event) bool {
+	return ev != nil && ev.Source == SourcePoll && strings.HasPrefix(ev.DeliveryID, PresenceDeliveryPrefix)
+}
+
 // presence hands the discovery event of a first-seen item to the Sink, if
 // its author is authorized or a start is recorded.
 func (p *Poller) presence(ctx context.Context, it pollItem, refs []workitem.Ref, ledger *PollLedger, st *CycleStats, calls, failed *int) error {
 	if ledger.Presence.DeliveryID == "" {
 		// One id per sighting, kept in the ledger: retries reuse it, a
 		// reopened item (its ledger dropped at closure) gets a new one.
-		ledger.Presence.DeliveryID = "poll-presence-" + it.ref.String() + "-" + strconv.FormatInt(p.d.Clock.Now().UnixNano(), 36)
+		ledger.Presence.DeliveryID = PresenceDeliveryPrefix + it.ref.String() + "-" + strconv.FormatInt(p.d.Clock.Now().UnixNano(), 36)
 	}
 	is, err := p.call(ctx, st, calls, failed, ops.GitHubGetIssue, map[string]any{"ref": it.ref.String()})
 	if err != nil {

@@ -682,6 +682,10 @@ type CLIConfig struct {
 	EventLogEnabled bool
 	// EventLogPath is eventLog.path (default <StateRoot>/logs/events.jsonl).
 	EventLogPath string
+	// EventLogPathSet reports that eventLog.path was written in the file
+	// (not the default derived from state.root). loopd keeps its log under
+	// its own state root unless the operator named a path.
+	EventLogPathSet bool
 	// GraphSpecDir is routing.graph.specDir, the operator's override of a
 	// repository's workflow.specDir ("" = the repository decides).
 	GraphSpecDir string
@@ -707,7 +711,8 @@ func DefaultCLIConfig() CLIConfig {
 // settings read (no second reading of the file).
 func cliConfigFromSettings(st Settings) CLIConfig {
 	ev := st.EventLog.Path
-	if st.shown["eventLog.path"].Source == SourceDefault || ev == "" {
+	set := st.shown["eventLog.path"].Source != SourceDefault && ev != ""
+	if !set {
 		ev = filepath.Join(st.StateRoot, "logs", "events.jsonl")
 	}
 	return CLIConfig{
@@ -720,6 +725,7 @@ func cliConfigFromSettings(st Settings) CLIConfig {
 		SessionPerPr:    st.Routing.Tmux.SessionPerPr,
 		EventLogEnabled: st.EventLog.Enabled,
 		EventLogPath:    ev,
+		EventLogPathSet: set,
 		GraphSpecDir:    st.Routing.GraphSpecDir,
 		Integrations:    st.Integrations,
 		Settings:        st,

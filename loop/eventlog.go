@@ -598,6 +598,10 @@ type EventStats struct {
 // scan may make it see some lines twice or miss some. fn's error stops the
 // scan and is returned.
 func ScanEvents(path string, q EventQuery, fn func(EventRecord) error) (EventStats, error) {
+	return scanEvents(path, q, os.Open, fn)
+}
+
+func scanEvents(path string, q EventQuery, open func(string) (*os.File, error), fn func(EventRecord) error) (EventStats, error) {
 	var stats EventStats
 	files, err := eventLogFiles(path)
 	if err != nil {
@@ -755,4 +759,32 @@ func ParseSince(s string, now time.Time) (time.Time, error) {
 		}
 	}
 	return time.Time{}, fmt.Errorf("since %q: write a duration (90m, 2h, 3d) or a date (2026-11-01) or an RFC 3339 time", s)
+}
+
+// DaemonEventLog is where loopd keeps its one event log, relative to its
+// state root: <state root>/logs/events.jsonl.
+const DaemonEventLog = "logs/events.jsonl"
+
+// DaemonEventLogPath is loopd's event log under stateRoot (an absolute
+// path), or eventLog.path when the operator named one: an absolute path as
+// it is, a relative one under the state root. It never depends on the
+// working directory, so loopd started in a checkout writes nothing there,
+// and `loopctl events` finds the same file from the same state root.
+func DaemonEventLogPath(stateRoot string, cfg CLIConfig) string {
+	p := DaemonEventLog
+	if cfg.EventLogPathSet && cfg.EventLogPath != "" {
+		p = cfg.EventLogPath
+	}
+	if filepath.IsAbs(p) {
+		return filepath.Clean(p)
+	}
+	return filepath.Join(stateRoot, filepath.FromSlash(p))
+}
+
+// CheckoutEventLogPath is the event log a repository-side loopctl writes in
+// the checkout at root when the CLI config names no other (the default
+// eventLog.path, taken in the repository): in a loopd session, where the
+// agent's claims are logged.
+func CheckoutEventLogPath(root string) string {
+	return filepath.Join(root, DefaultStateRoot, filepath.FromSlash(DaemonEventLog))
 }

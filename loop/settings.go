@@ -726,11 +726,18 @@ func (s Settings) Resolve(env SettingsEnv) (Settings, error) {
 		}
 		out.record(key, *p, SourceDerived)
 	}
-	if s.shown["eventLog.path"].Source == SourceDefault || out.EventLog.Path == "" {
+	switch p := out.EventLog.Path; {
+	case s.shown["eventLog.path"].Source == SourceDefault || p == "":
 		out.EventLog.Path = filepath.Join(root, "logs", "events.jsonl")
 		out.record("eventLog.path", out.EventLog.Path, SourceDerived)
-	} else {
+	case strings.HasPrefix(p, "~/") || filepath.IsAbs(p):
 		abs("eventLog.path", &out.EventLog.Path)
+	default:
+		// A relative eventLog.path is taken under the state root, never the
+		// working directory: a loopd started in a checkout must not write
+		// its log into it (`loopctl events` finds it from the same root).
+		out.EventLog.Path = filepath.Join(root, p)
+		out.record("eventLog.path", out.EventLog.Path, SourceDerived)
 	}
 	abs("routing.spawnWorkdir", &out.Routing.SpawnWorkdir)
 	abs("routing.workspace.root", &out.Routing.WorkspaceRoot)

@@ -34,6 +34,12 @@ type ManagerConfig struct {
 	// it as THE_LOOP_STATE_ROOT, so loop-gate — which runs in the agent's
 	// checkout, not the daemon's directory — finds the session registry.
 	StateRoot string
+	// Artifacts names the work item's artifact files (relative to its
+	// spec directory, in reading order) a fresh session is pointed at;
+	// those that exist are listed. The daemon derives them from the
+	// graph's nodes' produces. Nil: every markdown file of the spec
+	// directory, sorted by name.
+	Artifacts func(rec Record) []string
 }
 
 // DefaultManagerConfig returns the defaults: claude, resume on, 2 s probe,
@@ -569,21 +575,33 @@ func (m *Manager) specDir(item workitem.Ref) string {
 	return filepath.Join(m.cfg.SpecDir, item.SpecID())
 }
 
-// artifactNames are the files a fresh session is pointed at, in reading
-// order; a bug fix has bugfix.md where a feature has requirements.md.
-var artifactNames = []string{"requirements.md", "bugfix.md", "design.md", "execution-log.md"}
-
 // artifacts lists the work item's artifact files that exist under rec.Cwd,
-// relative to it.
+// relative to it: ManagerConfig.Artifacts' names, or every markdown file of
+// the spec directory. None is a link or outside the spec directory.
 func (m *Manager) artifacts(rec Record) []string {
 	dir := m.specDir(rec.Item)
 	if dir == "" {
 		return nil
 	}
+	var names []string
+	if m.cfg.Artifacts != nil {
+		names = m.cfg.Artifacts(rec)
+	} else if entries, err := os.ReadDir(filepath.Join(rec.Cwd, dir)); err == nil {
+		for _, e := range entries {
+			if strings.HasSuffix(e.Name(), ".md") {
+				names = append(names, e.Name())
+			}
+		}
+	}
 	var found []string
-	for _, name := range artifactNames {
+	seen := map[string]bool{}
+	for _, name := range names {
+		if !filepath.IsLocal(name) || seen[name] {
+			continue
+		}
+		seen[name] = true
 		rel := filepath.Join(dir, name)
-		if fi, err := os.Stat(filepath.Join(rec.Cwd, rel)); err == nil && fi.Mode().IsRegular() {
+		if fi, err := os.Lstat(filepath.Join(rec.Cwd, rel)); err == nil && fi.Mode().IsRegular() {
 			found = append(found, rel)
 		}
 	}

@@ -466,6 +466,12 @@ func (r *Registry) List() ([]Record, []error) {
 	return listRecords(r.dir, nil)
 }
 
+// ListRecords is List for a registry directory opened by nobody: it reads
+// (and creates nothing), for a reader such as `loopctl events`.
+func ListRecords(registryDir string) ([]Record, []error) {
+	return listRecords(registryDir, nil)
+}
+
 func listRecords(dir string, keep func(data []byte) bool) ([]Record, []error) {
 	entries, err := os.ReadDir(dir)
 	if err != nil {

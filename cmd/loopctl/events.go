@@ -1,43 +1,64 @@
 package main
 
 import (
+	"context"
 	"fmt"
+	"io"
 	"os"
+	"os/signal"
+	"sort"
 	"strings"
+	"syscall"
 	"text/tabwriter"
+	"time"
 
 	"github.com/urfave/cli/v2"
 
 	"github.com/theloop-dev/theloop/loop"
+	"github.com/theloop-dev/theloop/sessions"
 )
 
 type eventsOptions struct {
-	Factory  *Factory
-	Config   string
-	Path     string
-	WorkItem string
-	Event    string
-	Since    string
-	Limit    int
-	Format   string
-	Output   output
+	Factory   *Factory
+	Config    string
+	StateRoot string
+	Path      string
+	WorkItem  string
+	Event     string
+	Since     string
+	Limit     int
+	Format    string
+	Output    output
+	// Follow keeps printing new events from every log read until Ctx ends.
+	Follow bool
+	// Ctx ends a --follow (interrupt or SIGTERM from the command line).
+	Ctx context.Context
+	// Poll is how often --follow looks at the logs (default 250ms).
+	Poll time.Duration
 }
 
 func newEventsCmd(f *Factory, runF func(*eventsOptions) error) *cli.Command {
 	return &cli.Command{
 		Name:  "events",
-		Usage: "query the JSONL event log (rotated files included)",
-		Description: `Examples:
+		Usage: "query the event logs: loopd's (under its state root) merged with the agents' claims (in their checkouts)",
+		Description: `The events of loopd's log (<state root>/logs/events.jsonl), of this
+checkout's log and of each work item's checkout (the agent's claims) are
+merged in time order. --path reads one file instead.
+
+Examples:
    loopctl events --work-item issue-42
+   loopctl events --work-item github:octo/demo#42 --follow
    loopctl events --event graph. --since 2h
    loopctl events --event graph.escalated --since 2026-11-01 --format json`,
 		Flags: []cli.Flag{
-			&cli.StringFlag{Name: "config", Usage: "the operator's cli-config.yaml (for eventLog.path)", TakesFile: true},
-			&cli.StringFlag{Name: "path", Usage: "the event log (default: eventLog.path from the CLI config)", TakesFile: true},
+			&cli.StringFlag{Name: "config", Usage: "the operator's cli-config.yaml (for state.root and eventLog.path)", TakesFile: true},
+			stateRootFlag,
+			&cli.StringFlag{Name: "path", Usage: "read this event log only (default: loopd's, this checkout's and the work items' checkouts', merged)", TakesFile: true},
 			&cli.StringFlag{Name: "work-item", Aliases: []string{"w"}, Usage: "a ref (github:o/r#42) or id (issue-42, 42)"},
 			&cli.StringFlag{Name: "event", Usage: "an event name, or a prefix ending in . or *"},
 			&cli.StringFlag{Name: "since", Usage: "a duration ago (90m, 2h, 3d) or a time (2026-11-01, RFC 3339)"},
 			&cli.IntFlag{Name: "limit", Usage: "only the last N matching events"},
+			&cli.BoolFlag{Name: "follow", Aliases: []string{"f"}, Usage: "then print new events as they are written, until interrupted"},
 			&cli.StringFlag{Name: "format", Value: "table", Usage: "table, json (an array) or jsonl (the stored lines)"},
 			outputFlags()[0], outputFlags()[1],
 		},
@@ -45,8 +66,8 @@ func newEventsCmd(f *Factory, runF func(*eventsOptions) error) *cli.Command {
 			if err := noArgs(c, "events", "filter by work item with --work-item"); err != nil {
 				return err
 			}
-			opts := &eventsOptions{Factory: f, Config: c.String("config"), Path: c.String("path"), WorkItem: c.String("work-item"),
-				Event: c.String("event"), Since: c.String("since"), Limit: c.Int("limit"), Format: c.String("format")}
+			opts := &eventsOptions{Factory: f, Config: c.String("config"), StateRoot: c.String("state-root"), Path: c.String("path"), WorkItem: c.String("work-item"),
+				Event: c.String("event"), Since: c.String("since"), Limit: c.Int("limit"), Format: c.String("format"), Follow: c.Bool("follow")}
 			var err error
 			if opts.Output, err = readOutput(c, "events", &opts.Format); err != nil {
 				return err
@@ -54,6 +75,9 @@ func newEventsCmd(f *Factory, runF func(*eventsOptions) error) *cli.Command {
 			if runF != nil {
 				return runF(opts)
 			}
+			ctx, stop := signal.NotifyContext(c.Context, os.Interrupt, syscall.SIGTERM)
+			defer stop()
+			opts.Ctx = ctx
 			return runEvents(opts)
 		},
 	}
@@ -64,66 +88,177 @@ func runEvents(opts *eventsOptions) error {
 	if opts.Limit < 0 {
 		return failWith(exitRefused, "loopctl events: --limit %d: give a positive number of events (0: all)", opts.Limit)
 	}
-	path := opts.Path
-	if path == "" {
-		// The default log lives in the repository's state root; outside a
-		// repository, relative paths stay relative to the working directory.
-		root := ""
-		if wd, err := f.Getwd(); err == nil {
-			root, _ = loop.FindRoot(wd)
+	switch opts.Format {
+	case "table", "jsonl":
+	case "json":
+		if opts.Follow {
+			return failWith(exitRefused, "loopctl events: --follow prints events as they come, which a JSON array cannot; use --format jsonl")
 		}
-		cfg, err := f.cliConfig(opts.Config, root)
-		if err != nil {
-			return err
-		}
-		path = cfg.EventLogPath
-	} else if _, err := os.Stat(path); err != nil {
-		return failWith(exitFailed, "loopctl events: --path %s: %v", path, err)
+	default:
+		return failWith(exitRefused, "loopctl events: --format must be table, json or jsonl, not %q", opts.Format)
 	}
 	since, err := loop.ParseSince(opts.Since, f.Clock.Now())
 	if err != nil {
 		return failWith(exitRefused, "loopctl events: %v", err)
 	}
-	switch opts.Format {
-	case "table", "json", "jsonl":
-	default:
-		return failWith(exitRefused, "loopctl events: --format must be table, json or jsonl, not %q", opts.Format)
+	paths, err := eventLogs(opts)
+	if err != nil {
+		return err
 	}
-	recs, err := loop.ReadEvents(path, loop.EventQuery{WorkItem: opts.WorkItem, Event: opts.Event, Since: since, Limit: opts.Limit})
+	q := loop.EventQuery{WorkItem: opts.WorkItem, Event: opts.Event, Since: since, Limit: opts.Limit}
+	// With --follow the tails start before the history is read: a line
+	// written in between is printed twice at worst, never lost.
+	var tails []*loop.EventTail
+	if opts.Follow {
+		for _, p := range paths {
+			t := loop.TailEvents(p, loop.EventQuery{WorkItem: opts.WorkItem, Event: opts.Event, Since: since})
+			defer t.Close()
+			tails = append(tails, t)
+		}
+	}
+	recs, err := loop.MergeEvents(paths, q)
 	if err != nil {
 		return err
 	}
 	w := f.IO.Out
-	switch opts.Format {
-	case "jsonl":
-		for _, r := range recs {
-			fmt.Fprintf(w, "%s\n", r.Line)
-		}
-	case "json":
+	if opts.Format == "json" {
 		out := make([]map[string]any, 0, len(recs))
 		for _, r := range recs {
 			out = append(out, r.JSON())
 		}
-		if err := opts.Output.write(w, out); err != nil {
-			return err
-		}
-	default:
-		cut := detailWidth(w)
-		tw := tabwriter.NewWriter(w, 2, 4, 2, ' ', 0)
-		fmt.Fprintln(tw, "TIME\tEVENT\tLEVEL\tWORK ITEM\tDETAIL")
-		for _, r := range recs {
-			wi, _ := r.Get("work_item")
-			var detail []string
-			for _, fl := range r.Fields {
-				if fl.Key != "work_item" {
-					detail = append(detail, fmt.Sprintf("%s=%v", fl.Key, fl.Value))
-				}
-			}
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%v\t%s\n", r.Time.Local().Format("2006-01-02 15:04:05"), r.Event, r.Level, orDash(wi), oneLineN(strings.Join(detail, " "), cut))
-		}
-		tw.Flush()
+		return opts.Output.write(w, out)
 	}
-	return nil
+	p := newEventPrinter(w, opts.Format)
+	p.print(recs, true)
+	if !opts.Follow {
+		return nil
+	}
+	return followEvents(opts, tails, p)
+}
+
+// eventLogs lists the logs `loopctl events` reads: --path alone, else
+// loopd's log under its state root, this checkout's log, and the log in
+// the checkout of each work item the session registry knows (the agent's
+// claims), only --work-item's when given.
+func eventLogs(opts *eventsOptions) ([]string, error) {
+	f := opts.Factory
+	if opts.Path != "" {
+		if _, err := os.Stat(opts.Path); err != nil {
+			return nil, failWith(exitFailed, "loopctl events: --path %s: %v", opts.Path, err)
+		}
+		return []string{opts.Path}, nil
+	}
+	var paths []string
+	// The daemon's log: found from the state root the way every verb that
+	// talks to loopd finds it.
+	opCfg, err := f.cliConfig(opts.Config, "")
+	if err != nil {
+		return nil, err
+	}
+	root, err := f.stateRoot(opts.StateRoot, opts.Config)
+	switch {
+	case err != nil && opts.StateRoot != "":
+		return nil, err
+	case err != nil:
+		// No state root to find (no home directory): this checkout's log
+		// is still worth reading.
+		fmt.Fprintf(f.IO.ErrOut, "loopctl events: warning: loopd's log is not read: %v\n", err)
+	case opCfg.EventLogEnabled:
+		paths = append(paths, loop.DaemonEventLogPath(root, opCfg))
+	}
+	// This checkout's log (outside a repository a relative eventLog.path
+	// stays relative to the working directory).
+	repo := ""
+	if wd, err := f.Getwd(); err == nil {
+		repo, _ = loop.FindRoot(wd)
+	}
+	if cfg, err := f.cliConfig(opts.Config, repo); err == nil && cfg.EventLogEnabled {
+		paths = append(paths, cfg.EventLogPath)
+	}
+	// The work items' checkouts, from the session registry.
+	var recs []sessions.Record
+	if root != "" {
+		recs, _ = sessions.ListRecords(sessions.RegistryDir(root))
+	}
+	for _, rec := range recs {
+		if rec.Cwd == "" || opts.WorkItem != "" && !loop.WorkItemMatches(opts.WorkItem, rec.Item.String()) {
+			continue
+		}
+		paths = append(paths, loop.CheckoutEventLogPath(rec.Cwd))
+	}
+	return loop.DistinctLogs(paths), nil
+}
+
+// followEvents polls the tails until opts.Ctx ends, printing each round's
+// new events in time order.
+func followEvents(opts *eventsOptions, tails []*loop.EventTail, p *eventPrinter) error {
+	ctx := opts.Ctx
+	if ctx == nil {
+		ctx = context.Background()
+	}
+	every := opts.Poll
+	if every <= 0 {
+		every = 250 * time.Millisecond
+	}
+	tick := time.NewTicker(every)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-tick.C:
+		}
+		var round []loop.EventRecord
+		for _, t := range tails {
+			recs, err := t.Poll()
+			if err != nil {
+				fmt.Fprintf(opts.Factory.IO.ErrOut, "loopctl events: %s: %v\n", t.Path(), err)
+			}
+			round = append(round, recs...)
+		}
+		sort.SliceStable(round, func(i, j int) bool { return round[i].Time.Before(round[j].Time) })
+		p.print(round, false)
+	}
+}
+
+// eventPrinter prints events as a table or as their stored lines.
+type eventPrinter struct {
+	w      io.Writer
+	format string
+	cut    int
+	header bool
+}
+
+func newEventPrinter(w io.Writer, format string) *eventPrinter {
+	return &eventPrinter{w: w, format: format, cut: detailWidth(w)}
+}
+
+func (p *eventPrinter) print(recs []loop.EventRecord, first bool) {
+	if p.format == "jsonl" {
+		for _, r := range recs {
+			fmt.Fprintf(p.w, "%s\n", r.Line)
+		}
+		return
+	}
+	if len(recs) == 0 && !first {
+		return
+	}
+	tw := tabwriter.NewWriter(p.w, 2, 4, 2, ' ', 0)
+	if !p.header {
+		p.header = true
+		fmt.Fprintln(tw, "TIME\tEVENT\tLEVEL\tWORK ITEM\tDETAIL")
+	}
+	for _, r := range recs {
+		wi, _ := r.Get("work_item")
+		var detail []string
+		for _, fl := range r.Fields {
+			if fl.Key != "work_item" {
+				detail = append(detail, fmt.Sprintf("%s=%v", fl.Key, fl.Value))
+			}
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%v\t%s\n", r.Time.Local().Format("2006-01-02 15:04:05"), r.Event, r.Level, orDash(wi), oneLineN(strings.Join(detail, " "), p.cut))
+	}
+	tw.Flush()
 }
 
 func orDash(v any) any {

@@ -140,6 +140,8 @@ func loadConfig(e *env, opts runOptions, wd string) (daemon.Config, []string, er
 			cfg.StateRoot = filepath.Join(wd, cfg.StateRoot)
 		}
 	}
+	// The event log is under the state root just chosen, never wd.
+	cfg.EventLogPath = cfg.EventLogFile()
 	return cfg, append(cliCfg.Warnings, warns...), nil
 }
 

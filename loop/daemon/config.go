@@ -201,7 +201,10 @@ type Config struct {
 	// Integrations configures outbound GitHub/Slack/Jira (used when
 	// Deps.Integrations is nil).
 	Integrations integrations.Config
-	// EventLogPath is the JSONL event log ("" = none).
+	// EventLogPath is the JSONL event log ("" = none). A relative path is
+	// taken under StateRoot (loop.DaemonEventLog, the default, is
+	// <state root>/logs/events.jsonl): it never depends on the working
+	// directory. New makes it absolute.
 	EventLogPath string
 	// DrainTimeout bounds the wait for running dispatches at shutdown.
 	DrainTimeout time.Duration
@@ -280,6 +283,12 @@ func ConfigFromSettings(st loop.Settings, getenv func(string) string) (Config, [
 	cfg.EventLogPath = ""
 	if st.EventLog.Enabled {
 		cfg.EventLogPath = st.EventLog.Path
+		// A log under the state root is kept relative to it, so that
+		// --state-root (applied after the file is read) moves it too:
+		// EventLogFile resolves it, never against the working directory.
+		if rel, err := filepath.Rel(st.StateRoot, st.EventLog.Path); err == nil && filepath.IsLocal(rel) {
+			cfg.EventLogPath = filepath.ToSlash(rel)
+		}
 	}
 	wh := st.Webhook
 	cfg.Listen = fmt.Sprintf("%s:%d", wh.Host, wh.Port)
@@ -462,6 +471,14 @@ func IngressConfig(cfg Config) ingress.Config {
 		c.Control.Keywords = kw
 	}
 	return c
+}
+
+// EventLogFile is EventLogPath made absolute under StateRoot ("" = none).
+func (c Config) EventLogFile() string {
+	if c.EventLogPath == "" || filepath.IsAbs(c.EventLogPath) {
+		return c.EventLogPath
+	}
+	return filepath.Join(c.StateRoot, filepath.FromSlash(c.EventLogPath))
 }
 
 // secretNames are the variables this configuration points loopd and its

@@ -130,6 +130,7 @@ func New(cfg Config, deps Deps) (*Daemon, error) {
 	}
 	mode, _ := ResolveInteractionMode(cfg.InteractionMode)
 	cfg.InteractionMode = mode
+	cfg.EventLogPath = cfg.EventLogFile()
 	if deps.Env == nil {
 		deps.Env = os.LookupEnv
 	}
@@ -421,6 +422,14 @@ func (d *Daemon) build() error {
 	mcfg.StateRoot = root
 	if d.cfg.GraphSpecDir != "" {
 		mcfg.SpecDir = d.cfg.GraphSpecDir
+	}
+	// A fresh session is pointed at the artifacts the item's graph
+	// declares, not a list kept here.
+	mcfg.Artifacts = func(rec sessions.Record) []string {
+		if d.link == nil {
+			return nil
+		}
+		return d.link.artifactNames(rec)
 	}
 	mgr, err := sessions.NewManager(mcfg, sessions.Deps{
 		Tmux: tm, Registry: reg, Harnesses: []sessions.Harness{claude},

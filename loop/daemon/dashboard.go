@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"sort"
 	"strings"
 	"sync"
 	"time"
@@ -610,21 +611,43 @@ func readLock(path string) (exists, locked bool, by []string) {
 	return true, true, by
 }
 
-// Events reads the event log.
+// Events reads loopd's event log merged, in time order, with the agents'
+// claims: the log in each work item's checkout (its session record's
+// directory), only ref's when ref is set. A checkout's log is written by
+// the agent, so only its own work item's lines are taken from it, and no
+// link in it is followed (loop.MergeEvents).
 func (s *dashSource) Events(ctx context.Context, ref string, since time.Time, limit int) ([]dashboard.Event, error) {
-	if s.d.cfg.EventLogPath == "" {
-		return nil, nil
+	var recs []loop.EventRecord
+	if s.d.cfg.EventLogPath != "" {
+		own, err := loop.MergeEvents([]string{s.d.cfg.EventLogPath}, loop.EventQuery{WorkItem: ref, Since: since, Limit: limit})
+		if err != nil && !errors.Is(err, os.ErrNotExist) {
+			return nil, err
+		}
+		recs = own
 	}
-	recs, err := loop.ReadEvents(s.d.cfg.EventLogPath, loop.EventQuery{WorkItem: ref, Since: since, Limit: limit})
-	if errors.Is(err, os.ErrNotExist) {
-		return nil, nil
-	}
-	if err != nil {
-		return nil, err
+	if s.d.reg != nil {
+		sessRecs, _ := s.d.reg.List()
+		for _, rec := range sessRecs {
+			if rec.Cwd == "" || !rec.Parent.IsZero() || ref != "" && !loop.WorkItemMatches(ref, rec.Item.String()) {
+				continue
+			}
+			claims, err := loop.MergeEvents([]string{loop.CheckoutEventLogPath(rec.Cwd)}, loop.EventQuery{WorkItem: rec.Item.String(), Since: since, Limit: limit})
+			if err != nil {
+				continue // an unreadable checkout log hides its claims, not the timeline
+			}
+			recs = append(recs, claims...)
+		}
+		sort.SliceStable(recs, func(i, j int) bool { return recs[i].Time.Before(recs[j].Time) })
+		if limit > 0 && len(recs) > limit {
+			recs = recs[len(recs)-limit:]
+		}
 	}
 	out := make([]dashboard.Event, 0, len(recs))
 	for _, r := range recs {
-		e := dashboard.Event{Time: r.Time, Name: r.Event, Fields: make(map[string]any, len(r.Fields))}
+		e := dashboard.Event{Time: r.Time, Name: r.Event, Fields: make(map[string]any, len(r.Fields)+1)}
+		if r.Source != "" && r.Source != "loopd" {
+			e.Fields["source"] = r.Source // a claim's loopctl, not loopd
+		}
 		for _, f := range r.Fields {
 			if f.Key == "work_item" {
 				e.WorkItem, _ = f.Value.(string)

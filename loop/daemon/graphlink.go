@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/theloop-dev/theloop/graph"
+	"github.com/theloop-dev/theloop/hooks"
 	"github.com/theloop-dev/theloop/ingress"
 	"github.com/theloop-dev/theloop/loop"
 	"github.com/theloop-dev/theloop/run"
@@ -472,21 +473,17 @@ func (l *graphLink) adopt(ctx context.Context, item workitem.Ref, cwd string) {
 	l.d.emit("harness.config_scaffolded", graph.LevelInfo, graph.Field{Key: "work_item", Value: item.String()}, graph.Field{Key: "path", Value: path.Join(".the-loop", "harness-config.yaml")})
 }
 
-// onSpawn starts the work item's graph (idempotent), binds the session and,
-// when the start node is a human gate, evaluates it once with the spawning
-// event's comments.
-func (l *graphLink) onSpawn(ctx context.Context, item workitem.Ref, cwd, sessionID string, ev *ingress.Event) error {
+// start enters the work item's graph (idempotent) before its session is
+// spawned, so the spawn prompt carries the node the item is at and its
+// assignment: the first node's entry chain finds no live session and
+// pastes nothing, and the agent never reads "NOT ENTERED YET" followed by
+// its node in a second paste. When the start node is a human gate it is
+// evaluated once with the spawning event's comments.
+func (l *graphLink) start(ctx context.Context, item workitem.Ref, cwd string, ev *ingress.Event) error {
 	return l.guarded(ctx, actStart, item, cwd, func(rt *graph.Runtime, id string) error {
 		rep, err := rt.Start(ctx, id)
-		if err != nil {
+		if err != nil || rep == nil || ev == nil {
 			return err
-		}
-		alive := true
-		if err := rt.BindSession(ctx, id, graph.SessionBinding{ID: sessionID, Runner: "tmux", Alive: &alive}); err != nil {
-			return err
-		}
-		if rep == nil || ev == nil {
-			return nil
 		}
 		if n, ok := rt.Graph().Node(rep.CurrentNode); ok && n.IsHuman() {
 			// The event that started the item may decide its first node:
@@ -500,6 +497,34 @@ func (l *graphLink) onSpawn(ctx context.Context, item workitem.Ref, cwd, session
 		}
 		return nil
 	})
+}
+
+// onSpawn starts the work item's graph (idempotent: start normally ran
+// before the spawn) and binds the session.
+func (l *graphLink) onSpawn(ctx context.Context, item workitem.Ref, cwd, sessionID string, ev *ingress.Event) error {
+	if err := l.start(ctx, item, cwd, ev); err != nil {
+		return err
+	}
+	return l.guarded(ctx, actStart, item, cwd, func(rt *graph.Runtime, id string) error {
+		alive := true
+		return rt.BindSession(ctx, id, graph.SessionBinding{ID: sessionID, Runner: "tmux", Alive: &alive})
+	})
+}
+
+// spawnContext is the context of a work item about to be spawned: its
+// graph context with the current node's assignment (what the node's
+// deliver-assignment hook would have pasted).
+func (l *graphLink) spawnContext(ctx context.Context, item workitem.Ref, cwd string) *graphContext {
+	var out *graphContext
+	_ = l.guarded(ctx, actContext, item, cwd, func(rt *graph.Runtime, id string) error {
+		gc, err := l.readContext(ctx, rt, id, loop.NewStore(cwd, l.specDir(cwd)))
+		if gc != nil && gc.Node != nil && gc.Status != "pending" {
+			gc.Assignment = hooks.RenderAssignment(graph.WorkItem{ID: id, Ref: item.String()}, gc.Node, gc.Surface, 0, "")
+		}
+		out = gc
+		return err
+	})
+	return out
 }
 
 // onEvent advances the work item's graph with the event's comments and
@@ -564,6 +589,9 @@ type graphContext struct {
 	// Verdict is set when the gate was consulted before rendering.
 	Verdict string
 	Surface string
+	// Assignment is the current node's assignment, carried by the spawn
+	// prompt (spawnContext); "" in an event prompt.
+	Assignment string
 }
 
 func (c *graphContext) atHumanGate() bool {
@@ -725,4 +753,42 @@ func (l *graphLink) warnPhases(cwds []string) {
 			l.d.emit("harness.phases_diverge", graph.LevelWarning, graph.Field{Key: "checkout", Value: cwd}, graph.Field{Key: "warning", Value: w})
 		}
 	}
+}
+
+// artifactNames names the work item's artifacts as its graph declares
+// them, in the graph's node order: each node's produces (every
+// alternative of "requirements.md|bugfix.md") and the files its hooks
+// validate (execution-log.md). A fresh session replacing a lost one is
+// pointed at those that exist (sessions.ManagerConfig.Artifacts); nil when
+// the graph cannot be opened (the manager then lists the spec directory).
+func (l *graphLink) artifactNames(rec sessions.Record) []string {
+	id := rec.Item.SpecID()
+	if id == "" || rec.Cwd == "" || !rec.Parent.IsZero() {
+		return nil
+	}
+	rt, err := l.runtime(rec.Item, rec.Cwd, id)
+	if err != nil {
+		return nil
+	}
+	var names []string
+	seen := map[string]bool{}
+	add := func(s string) {
+		for _, alt := range strings.Split(s, "|") {
+			if alt = strings.TrimSpace(alt); alt != "" && !seen[alt] {
+				seen[alt] = true
+				names = append(names, alt)
+			}
+		}
+	}
+	for _, n := range rt.Graph().Nodes() {
+		for _, p := range n.Produces {
+			add(p)
+		}
+		for _, h := range append(append([]graph.BoundHook(nil), n.Entry...), n.Exit...) {
+			if v, ok := h.Params["validates"].(string); ok {
+				add(v)
+			}
+		}
+	}
+	return names
 }

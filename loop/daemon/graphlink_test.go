@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"sync"
 	"testing"
@@ -452,4 +453,21 @@ func TestAnUnconfirmableDecisionIsRetriedNotDropped(t *testing.T) {
 	rep, err = fx.d.link.onEvent(ctx, fx.item, fx.cwd, ev) // the redelivery
 	require.NoError(t, err)
 	require.True(t, rep.Moved)
+}
+
+// A fresh session replacing a lost one is pointed at every artifact the
+// item's graph declares (its nodes' produces and the files its hooks
+// validate), not a fixed pair of requirements.md and design.md (issue 21).
+func TestFreshSessionArtifactsComeFromTheGraph(t *testing.T) {
+	fx := newLinkFixture(t, "https://github.com/octo/demo.git", nil)
+	fx.arm(t)
+	rec := sessions.Record{Item: fx.item, Cwd: fx.cwd}
+	names := fx.d.link.artifactNames(rec)
+	for _, want := range []string{"brainstorm.md", "requirements.md", "bugfix.md", "design.md", "testing-plan.md", "tasks.md", "execution-log.md"} {
+		require.Contains(t, names, want)
+	}
+	require.Less(t, slices.Index(names, "brainstorm.md"), slices.Index(names, "requirements.md"), "the graph's order is the reading order")
+	require.Less(t, slices.Index(names, "design.md"), slices.Index(names, "tasks.md"))
+	got := fx.d.link.artifactNames(sessions.Record{Item: fx.item, Cwd: fx.cwd, Parent: fx.item})
+	require.Nil(t, got, "a pull request's own session has the work item's artifacts, not its own")
 }

@@ -117,12 +117,22 @@ func (in *intake) Handle(ctx context.Context, ev *ingress.Event) error {
 		if reason := in.refusal(item, ev, ""); reason != "" {
 			return in.dropped(item, ev, reason)
 		}
+		if ingress.IsPresence(ev) {
+			// The reconcile pass found an armed item: start it, but nobody
+			// acted, so nothing reacts on the ticket.
+			return in.spawn(ctx, item, ev)
+		}
 		return in.withReactions(ctx, item, ev, func() error { return in.spawn(ctx, item, ev) })
 	}
 	if in.done(ctx, ev, stepSpawn) {
 		// A redelivered spawn: the session this event started is
 		// registered; finish what the crash interrupted.
 		return in.finishSpawn(ctx, item, rec, ev)
+	}
+	if ingress.IsPresence(ev) {
+		// A restart's reconcile pass saw the item again: that is not an
+		// event of the work item, and the live session must not hear it.
+		return in.dropped(item, ev, "presence-of-live-session")
 	}
 	if rec.Status == sessions.StatusPaused {
 		return in.dropped(item, ev, "session-paused")
@@ -260,7 +270,13 @@ func (in *intake) spawn(ctx context.Context, item workitem.Ref, ev *ingress.Even
 		return err
 	}
 	in.d.link.adopt(ctx, item, cwd)
-	gc := in.d.link.context(ctx, item, cwd)
+	// The graph is entered first, so the spawn prompt names the node and
+	// its assignment. A decision that could not be re-read fails the spawn
+	// before anything is marked: the queue delivers the event again.
+	if err := in.d.link.start(ctx, item, cwd, ev); err != nil {
+		return err
+	}
+	gc := in.d.link.spawnContext(ctx, item, cwd)
 	prompt := renderPrompt(in.d.cfg.SpawnPromptTemplate, true, promptInput{WorkItem: item.String(), Event: ev, Interaction: in.d.cfg.InteractionMode, Graph: gc})
 	// The intent marker goes first: a redelivery that finds a live session
 	// after it knows the session is this event's, not a stranger's.
@@ -298,7 +314,10 @@ func (in *intake) spawn(ctx context.Context, item workitem.Ref, ev *ingress.Even
 func (in *intake) finishSpawn(ctx context.Context, item workitem.Ref, rec sessions.Record, ev *ingress.Event) error {
 	in.emit("dispatch.spawn_resumed", graph.LevelInfo, item, ev, graph.Field{Key: "tmux_target", Value: rec.TmuxName})
 	if !in.done(ctx, ev, stepPaste) {
-		gc := in.d.link.context(ctx, item, rec.Cwd)
+		if err := in.d.link.start(ctx, item, rec.Cwd, ev); err != nil {
+			return err
+		}
+		gc := in.d.link.spawnContext(ctx, item, rec.Cwd)
 		prompt := renderPrompt(in.d.cfg.SpawnPromptTemplate, true, promptInput{WorkItem: item.String(), Event: ev, Interaction: in.d.cfg.InteractionMode, Graph: gc})
 		res, err := in.d.mgr.Deliver(ctx, item, prompt)
 		if err != nil {

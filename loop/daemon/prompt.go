@@ -182,7 +182,13 @@ func renderPrompt(tmpl string, spawn bool, in promptInput) string {
 	}
 	ev := in.Event
 	action, delivery, repo, name := "-", "-", "", ""
-	if ev != nil {
+	excerpt := payloadExcerpt(ev)
+	if ingress.IsPresence(ev) {
+		// The reconcile pass's synthetic event is no event of the work
+		// item: the agent is told what happened, not shown a made-up
+		// webhook.
+		name, action, repo, excerpt = "reconcile", "found-armed", ev.Repo, "{}"
+	} else if ev != nil {
 		name = ev.Event
 		if ev.Action != "" {
 			action = ev.Action
@@ -199,9 +205,12 @@ func renderPrompt(tmpl string, spawn bool, in promptInput) string {
 		"action":                action,
 		"repository":            repo,
 		"delivery_id":           delivery,
-		"payload_excerpt":       payloadExcerpt(ev),
+		"payload_excerpt":       excerpt,
 		"interaction_directive": directive,
 		"graph_context":         renderGraphContext(in.Graph, in.ClaimPR, in.ClaimPRRepo),
+	}
+	if spawn && in.Graph != nil && in.Graph.Assignment != "" {
+		vars["graph_context"] += "\n" + in.Graph.Assignment
 	}
 	out := substitute(tmpl, vars)
 	if !hasPlaceholder(tmpl, "interaction_directive") {

@@ -120,3 +120,16 @@ func FuzzSubstitute(f *testing.F) {
 		_ = renderPrompt(tmpl, true, promptInput{WorkItem: "w"})
 	})
 }
+
+// A work item started by the reconcile pass's presence event is told what
+// happened — loopd found it armed — and never shown the synthetic event.
+func TestSpawnPromptForAPresenceEventShowsNoSyntheticEvent(t *testing.T) {
+	ev := &ingress.Event{Event: "issues", Action: "labeled", DeliveryID: ingress.PresenceDeliveryPrefix + "github:octo/demo#3-x",
+		Repo: "octo/demo", Source: ingress.SourcePoll, Payload: []byte(`{"action":"labeled","issue":{"number":3,"title":"Add a widget"}}`)}
+	got := renderPrompt("", true, promptInput{WorkItem: "github:octo/demo#3", Event: ev})
+	require.NotContains(t, got, ingress.PresenceDeliveryPrefix)
+	require.NotContains(t, got, "labeled")
+	require.NotContains(t, got, "Add a widget")
+	require.Contains(t, got, "- trigger: reconcile / found-armed")
+	require.Contains(t, got, "- repository: octo/demo")
+}

@@ -97,6 +97,7 @@ func (d *Daemon) Reload(next Config) (ReloadResult, error) {
 	if err := next.Validate(); err != nil {
 		return res, err
 	}
+	next.EventLogPath = next.EventLogFile()
 	cur := d.cfg
 	for _, h := range []struct {
 		key       string

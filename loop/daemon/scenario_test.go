@@ -19,21 +19,30 @@ import (
 )
 
 // A labeled issue spawns one session whose first message is the spawn
-// prompt with the graph context; the graph starts at phase-selection and
-// the session is announced on the issue with the tmux attach command.
+// prompt with the graph context: the graph is entered before the prompt is
+// composed, so it names phase-selection and carries its assignment — no
+// "NOT ENTERED YET" followed by the node in a second paste (issue 21). The
+// session is announced on the issue with the tmux attach command.
 func TestLabeledIssueSpawnsWithSpawnPromptAndGraphContext(t *testing.T) {
 	w := newWorld(t, nil)
 	n := w.openLabeled()
 	// The fake logs what it reads line by line; wait for the whole prompt.
 	w.eventually("the spawn prompt in the session", func() bool {
 		got := w.received()
-		return strings.Contains(got, "Start by running `/the-loop:work-on github:octo/demo#1`") && strings.Contains(got, "NOT ENTERED YET")
+		return strings.Contains(got, "Start by running `/the-loop:work-on github:octo/demo#1`") && strings.Contains(got, "## Interaction: work-item")
 	})
 	got := w.received()
-	require.Contains(t, got, "## Interaction: work-item")
+	require.NotContains(t, got, "NOT ENTERED YET")
+	require.Contains(t, got, "node: phase-selection")
+	require.Contains(t, got, "the-loop assignment for issue-1:")
+	require.Contains(t, got, "you are now at node: phase-selection")
 	w.eventually("the announcement", func() bool { return len(w.observed("comment", "")) > 0 })
 	w.waitIdle()
 	require.Equal(t, 1, w.spawns())
+	require.Empty(t, w.observed("paste", "graph.assignment"), "the start node's assignment is in the spawn prompt, not a second paste")
+	spawned := w.observed("paste", "spawn-prompt")
+	require.Len(t, spawned, 1)
+	require.Contains(t, spawned[0].Text, "you are now at node: phase-selection", "the spawn prompt itself carries the assignment")
 	st := w.state(n)
 	require.Equal(t, "phase-selection", st.CurrentNode)
 	comments, err := w.sim.Comments(repoFull, n)

@@ -1,0 +1,75 @@
+package main
+
+import (
+	"fmt"
+	"io/fs"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/theloop-dev/theloop/loop"
+)
+
+// A loopd started in a checkout writes nothing into it: its one event log
+// is under its state root (issue 21; a loopd started in a checkout of this
+// project once wrote 7 MB of log into it). The working directory holds a
+// local ./.the-loop/cli-config.yaml — the case that put the log there.
+func TestLoopdWritesNothingUnderItsWorkingDirectory(t *testing.T) {
+	bin := loopdBinary(t)
+	base := t.TempDir()
+	cwd := filepath.Join(base, "checkout")
+	home := filepath.Join(base, "home")
+	state := filepath.Join(base, "state")
+	require.NoError(t, os.MkdirAll(filepath.Join(cwd, ".the-loop"), 0o755))
+	require.NoError(t, os.MkdirAll(home, 0o755))
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	port := ln.Addr().(*net.TCPAddr).Port
+	ln.Close()
+	cfg := filepath.Join(cwd, ".the-loop", "cli-config.yaml")
+	require.NoError(t, os.WriteFile(cfg, []byte(fmt.Sprintf("webhooks:\n  ghWebhook:\n    port: %d\nrepositories: [octo/demo]\n", port)), 0o600))
+	before := listTree(t, cwd)
+
+	cmd := exec.Command(bin, "run", "--state-root", state)
+	cmd.Dir = cwd
+	cmd.Env = append(os.Environ(), "HOME="+home, "THE_LOOP_GH_WEBHOOK_SECRET=s", "GH_TOKEN=x", "THE_LOOP_CLI_CONFIG=", "THE_LOOP_STATE_ROOT=")
+	require.NoError(t, cmd.Start())
+	defer func() { _ = cmd.Process.Signal(syscall.SIGTERM); _, _ = cmd.Process.Wait() }()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		resp, err := http.Get(fmt.Sprintf("http://127.0.0.1:%d/healthz", port))
+		if err == nil {
+			resp.Body.Close()
+			break
+		}
+		require.True(t, time.Now().Before(deadline), "loopd did not start")
+		time.Sleep(20 * time.Millisecond)
+	}
+	require.NoError(t, cmd.Process.Signal(syscall.SIGTERM))
+	require.NoError(t, cmd.Wait())
+
+	recs, err := loop.ReadEvents(loop.DaemonEventLogPath(state, loop.CLIConfig{}), loop.EventQuery{Source: "loopd"})
+	require.NoError(t, err)
+	require.NotEmpty(t, recs, "loopd's events are in <state root>/%s", loop.DaemonEventLog)
+	require.Equal(t, before, listTree(t, cwd), "loopd wrote under its working directory")
+}
+
+func listTree(t *testing.T, root string) []string {
+	t.Helper()
+	var out []string
+	require.NoError(t, filepath.WalkDir(root, func(p string, _ fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		out = append(out, p)
+		return nil
+	}))
+	return out
+}

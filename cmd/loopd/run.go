@@ -126,11 +126,28 @@ func runDaemon(e *env, opts runOptions) error {
 // config (--config, else looked up from wd) with --state-root applied
 // (relative to wd); it returns the config's warnings and the daemon's.
 func loadConfig(e *env, opts runOptions, wd string) (daemon.Config, []string, error) {
+	getenv := e.Getenv
+	if opts.StateRoot != "" {
+		// --state-root is read as THE_LOOP_STATE_ROOT is, by the one
+		// resolution of the settings: what derives from the state root
+		// (the event log above all) follows it, never the working
+		// directory.
+		root := opts.StateRoot
+		if !filepath.IsAbs(root) {
+			root = filepath.Join(wd, root)
+		}
+		getenv = func(k string) string {
+			if k == loop.StateRootEnv {
+				return root
+			}
+			return e.Getenv(k)
+		}
+	}
 	cliCfg, err := loop.LoadCLIConfig(loop.CLIConfigSource{Path: opts.Config, LookupEnv: e.LookupEnv, HomeDir: e.HomeDir, WorkDir: wd})
 	if err != nil {
 		return daemon.Config{}, nil, err
 	}
-	cfg, warns, err := daemon.ConfigFromCLI(cliCfg, e.Getenv, wd)
+	cfg, warns, err := daemon.ConfigFromCLI(cliCfg, getenv, wd)
 	if err != nil {
 		return daemon.Config{}, nil, err
 	}

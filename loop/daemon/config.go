@@ -283,12 +283,6 @@ func ConfigFromSettings(st loop.Settings, getenv func(string) string) (Config, [
 	cfg.EventLogPath = ""
 	if st.EventLog.Enabled {
 		cfg.EventLogPath = st.EventLog.Path
-		// A log under the state root is kept relative to it, so that
-		// --state-root (applied after the file is read) moves it too:
-		// EventLogFile resolves it, never against the working directory.
-		if rel, err := filepath.Rel(st.StateRoot, st.EventLog.Path); err == nil && filepath.IsLocal(rel) {
-			cfg.EventLogPath = filepath.ToSlash(rel)
-		}
 	}
 	wh := st.Webhook
 	cfg.Listen = fmt.Sprintf("%s:%d", wh.Host, wh.Port)

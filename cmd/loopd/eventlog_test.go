@@ -14,6 +14,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/theloop-dev/theloop/internal/shortdir"
 	"github.com/theloop-dev/theloop/loop"
 )
 
@@ -23,7 +24,7 @@ import (
 // local ./.the-loop/cli-config.yaml — the case that put the log there.
 func TestLoopdWritesNothingUnderItsWorkingDirectory(t *testing.T) {
 	bin := loopdBinary(t)
-	base := t.TempDir()
+	base := shortdir.New(t) // the state root holds loopd.sock: a long $TMPDIR must not push it past the socket limit
 	cwd := filepath.Join(base, "checkout")
 	home := filepath.Join(base, "home")
 	state := filepath.Join(base, "state")

@@ -262,9 +262,31 @@ type world struct {
 	kept                               map[string]bool   // delivery ids the queue kept
 }
 
+// demoBase is where the demo's directory goes: dir when set, else the
+// temp dir — unless that is so long (macOS's $TMPDIR, a CI's) that the
+// daemon's control socket, <dir>/theloop-demo-N/state/loopd.sock, would pass
+// the unix socket limit; then /tmp, which every unix system has.
+func demoBase(dir string) string {
+	if dir != "" {
+		return dir
+	}
+	dir = os.TempDir()
+	const socketTail = "/theloop-demo-1234567890/state/loopd.sock"
+	if len(dir)+len(socketTail) > maxSocketPath {
+		if fi, err := os.Stat("/tmp"); err == nil && fi.IsDir() {
+			return "/tmp"
+		}
+	}
+	return dir
+}
+
+// maxSocketPath is the longest unix socket path every platform takes
+// (sun_path is 104 bytes on macOS and the BSDs, 108 on Linux, with a NUL).
+const maxSocketPath = 103
+
 func (w *world) setUp(ctx context.Context) error {
 	var err error
-	if w.dir, err = os.MkdirTemp(w.opts.TempDir, "theloop-demo-"); err != nil {
+	if w.dir, err = os.MkdirTemp(demoBase(w.opts.TempDir), "theloop-demo-"); err != nil {
 		return err
 	}
 	w.res.Dir = w.dir

@@ -119,6 +119,10 @@ func (c *Confiner) Server(tmuxArgv []string) ([]string, error) {
 	return DetachedCommand(c.Self, c.serverPolicy(), tmuxArgv)
 }
 
+// PaneEnv are the variables tmux sets in every pane (which server, which
+// pane): no secret, and what a program in the pane needs to talk to tmux.
+var PaneEnv = []string{"TMUX", "TMUX_PANE"}
+
 // Harness implements sessions.Confinement: a pane's command runs through a
 // foreground launcher with the session's narrower policy (its worktree,
 // its registry entry, its outbox), stacked on the server's. An outbox
@@ -129,6 +133,11 @@ func (c *Confiner) Harness(cwd, registryFile, outboxDir string, argv []string) (
 	}
 	o := c.base(cwd)
 	o.RegistryFile, o.OutboxDir = registryFile, outboxDir
+	// The pane's environment comes from the server's filtered one plus
+	// tmux -e; the harness's launcher filters it once more (the session's
+	// variables and routing.agentEnv besides BaseEnv), so a harness never
+	// depends on how its pane was started.
+	o.Env = append(append(append([]string{}, SessionEnv...), PaneEnv...), c.AgentEnv...)
 	p := NewPolicy(o)
 	p.ReadWrite = append(p.ReadWrite, c.Writable...)
 	return Command(c.Self, p, argv)

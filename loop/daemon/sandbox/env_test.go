@@ -54,3 +54,19 @@ func TestValidateRefusesGrantsOverTheStateRoot(t *testing.T) {
 		}
 	}
 }
+
+// The policy travels as JSON on the launcher's command line: an empty
+// routing.agentEnv (the default) must still filter, not pass loopd's
+// environment through to the tmux server.
+func TestTargetEnvFiltersWithAnEmptyAgentEnv(t *testing.T) {
+	t.Setenv("GH_TOKEN", "FAKE-SECRET")
+	t.Setenv("SOME_OTHER", "not listed")
+	enc, err := Policy{Env: []string{}}.Encode()
+	require.NoError(t, err)
+	p, err := DecodePolicy(enc)
+	require.NoError(t, err)
+	env := strings.Join(targetEnv(p), "\n")
+	require.NotContains(t, env, "FAKE-SECRET")
+	require.NotContains(t, env, "SOME_OTHER")
+	require.Contains(t, env, "PATH=")
+}

@@ -123,7 +123,7 @@ func runLauncher(args []string) int {
 	case modeDetach:
 		return runFront(p, step(modeKeeper), fail)
 	case modeKeeper:
-		return runOuter(step(modeInner), os.Environ(), true, fail)
+		return runOuter(step(modeInner), targetEnv(p), true, fail)
 	case "":
 		return runOuter(step(modeInner), targetEnv(p), false, fail)
 	}
@@ -133,10 +133,7 @@ func runLauncher(args []string) int {
 // targetEnv is the environment the target gets: filtered when the policy
 // names what to keep, with TMPDIR pointed at the agent's temp dir.
 func targetEnv(p Policy) []string {
-	env := os.Environ()
-	if p.Env != nil {
-		env = Env(env, p.Env)
-	}
+	env := Env(os.Environ(), p.Env)
 	if p.TempDir != "" {
 		env = append(withoutVar(env, "TMPDIR"), "TMPDIR="+p.TempDir)
 	}
@@ -164,7 +161,9 @@ func runInner(p Policy, argv []string, fail func(string, ...any) int) int {
 	if err != nil {
 		return fail("%s: %v", argv[0], err)
 	}
-	err = syscall.Exec(path, argv, os.Environ())
+	// Filtered again at the last step (idempotent): whatever started this
+	// launcher, the target gets only what the policy lets through.
+	err = syscall.Exec(path, argv, targetEnv(p))
 	return fail("running %s: %v", argv[0], err)
 }
 

@@ -19,10 +19,11 @@ type Policy struct {
 	// Landlock applies the filesystem ruleset below; false (routing.sandbox:
 	// off) keeps only the environment filter and the launcher's ancestry.
 	Landlock bool `json:"landlock"`
-	// Env, when set, replaces the environment with Env(environ, Env): the
-	// variables named here (plus BaseEnv and LC_*) and nothing else. Unset
-	// passes the environment through (a pane's launcher: tmux already
-	// built the pane's environment from the server's filtered one).
+	// Env: the target's environment is always Env(environ, Env) — the
+	// variables named here (plus BaseEnv and LC_*) and nothing else. An
+	// empty list keeps BaseEnv only; there is no pass-through (an
+	// omitted list once meant one, and an empty routing.agentEnv then
+	// handed the tmux server loopd's whole environment).
 	Env []string `json:"env,omitempty"`
 	// ReadWrite are directories (and everything below) the target may
 	// read, write, create in, execute from and remove from.
@@ -230,7 +231,8 @@ type PolicyOptions struct {
 	Executables []string
 	// Self is loopd's executable (read+execute as a single file).
 	Self string
-	// Env names the variables to keep (routing.agentEnv); nil for a harness.
+	// Env names the variables to keep besides BaseEnv: routing.agentEnv for
+	// the server, plus the session's variables for a harness.
 	Env []string
 	// Off is routing.sandbox: off.
 	Off bool

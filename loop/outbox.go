@@ -26,6 +26,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/theloop-dev/theloop/internal/sessionid"
 	"io"
 	"os"
 	"path/filepath"
@@ -106,25 +107,10 @@ func PrepareOutboxDir(stateRoot, sessionID string) (string, error) {
 	return dir, nil
 }
 
-// ValidOutboxSessionID is the rule sessions.ValidSessionID applies (ASCII
-// letters and digits, then also . _ -, at most 128 bytes), restated here
-// because package loop sits below sessions: a session id names a directory,
-// so it must never carry a separator or start with a dot.
-func ValidOutboxSessionID(id string) bool {
-	if len(id) == 0 || len(id) > 128 {
-		return false
-	}
-	for i := 0; i < len(id); i++ {
-		c := id[i]
-		switch {
-		case c >= 'A' && c <= 'Z', c >= 'a' && c <= 'z', c >= '0' && c <= '9':
-		case i > 0 && (c == '.' || c == '_' || c == '-'):
-		default:
-			return false
-		}
-	}
-	return true
-}
+// ValidOutboxSessionID is the rule sessions.ValidSessionID applies (one
+// rule, internal/sessionid): a session id names a directory, so it must
+// never carry a separator or start with a dot.
+func ValidOutboxSessionID(id string) bool { return sessionid.Valid(id) }
 
 // ManagedSession is a session loopd spawned, as its environment says.
 type ManagedSession struct {

@@ -3,6 +3,7 @@ package sessions
 import (
 	"crypto/rand"
 	"fmt"
+	"github.com/theloop-dev/theloop/internal/sessionid"
 	"strings"
 
 	"github.com/theloop-dev/theloop/internal/lazyre"
@@ -50,21 +51,7 @@ func IsLoopSessionName(name string) bool { return loopNamePattern.MatchString(na
 // id never starts with "-", so it cannot be read as a flag.
 // It is written out by hand: the Stop hook calls it on every stop, and the
 // equivalent regular expression takes milliseconds to compile.
-func ValidSessionID(id string) bool {
-	if len(id) == 0 || len(id) > 128 {
-		return false
-	}
-	for i := 0; i < len(id); i++ {
-		c := id[i]
-		switch {
-		case c >= 'A' && c <= 'Z', c >= 'a' && c <= 'z', c >= '0' && c <= '9':
-		case i > 0 && (c == '.' || c == '_' || c == '-'):
-		default:
-			return false
-		}
-	}
-	return true
-}
+func ValidSessionID(id string) bool { return sessionid.Valid(id) }
 
 // NewSessionID returns a random (version 4) UUID in the 8-4-4-4-12 form
 // Claude Code accepts for --session-id.

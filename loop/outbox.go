@@ -26,7 +26,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/theloop-dev/theloop/internal/sessionid"
 	"io"
 	"os"
 	"path/filepath"
@@ -39,6 +38,7 @@ import (
 
 	"github.com/theloop-dev/theloop/graph"
 	"github.com/theloop-dev/theloop/hooks"
+	"github.com/theloop-dev/theloop/internal/sessionid"
 	"github.com/theloop-dev/theloop/ops"
 	"github.com/theloop-dev/theloop/workitem"
 )

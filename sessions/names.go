@@ -3,10 +3,10 @@ package sessions
 import (
 	"crypto/rand"
 	"fmt"
-	"github.com/theloop-dev/theloop/internal/sessionid"
 	"strings"
 
 	"github.com/theloop-dev/theloop/internal/lazyre"
+	"github.com/theloop-dev/theloop/internal/sessionid"
 	"github.com/theloop-dev/theloop/workitem"
 )
 

@@ -9,7 +9,9 @@ import (
 // BaseEnv names the variables of loopd's environment a harness keeps: what
 // a shell, a terminal program and a compiler need to work, nothing that
 // authenticates anyone. LC_* is kept as a prefix (see keepName).
-var BaseEnv = []string{"PATH", "HOME", "USER", "LOGNAME", "SHELL", "LANG", "TERM", "TZ", "TMPDIR"}
+// TMUX_TMPDIR is kept so the tmux server loopd starts through the launcher
+// puts its socket where loopd's own tmux clients look for it.
+var BaseEnv = []string{"PATH", "HOME", "USER", "LOGNAME", "SHELL", "LANG", "TERM", "TZ", "TMPDIR", "TMUX_TMPDIR"}
 
 // SessionEnv names the variables loopd itself sets per session (through
 // tmux -e): which work item and conversation a session serves, and where

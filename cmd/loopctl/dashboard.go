@@ -8,7 +8,7 @@ import (
 
 	"github.com/urfave/cli/v2"
 
-	"github.com/theloop-dev/theloop/loop/dashboard/login"
+	"github.com/theloop-dev/theloop/loop/api/login"
 )
 
 type dashboardOptions struct {

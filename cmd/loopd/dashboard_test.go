@@ -16,7 +16,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/theloop-dev/theloop/internal/shortdir"
-	"github.com/theloop-dev/theloop/loop/dashboard/login"
+	"github.com/theloop-dev/theloop/loop/api/login"
 )
 
 // TestRunServesTheDashboardBehindALoginFile runs the built loopd with a

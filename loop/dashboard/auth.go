@@ -9,7 +9,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/theloop-dev/theloop/loop/dashboard/login"
+	"github.com/theloop-dev/theloop/loop/api/login"
 )
 
 // Session lifetime and cookie (a login URL's is login.TTL).

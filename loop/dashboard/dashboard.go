@@ -17,7 +17,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/theloop-dev/theloop/loop/dashboard/login"
+	"github.com/theloop-dev/theloop/loop/api/login"
 )
 
 //go:embed assets templates

@@ -21,7 +21,7 @@ import (
 	"github.com/theloop-dev/theloop/graph"
 	"github.com/theloop-dev/theloop/hooks"
 	"github.com/theloop-dev/theloop/loop"
-	"github.com/theloop-dev/theloop/loop/dashboard/login"
+	"github.com/theloop-dev/theloop/loop/api/login"
 	"github.com/theloop-dev/theloop/ops"
 )
 

@@ -32,7 +32,7 @@ import (
 	"time"
 
 	"github.com/theloop-dev/theloop/ingress"
-	"github.com/theloop-dev/theloop/loop/queue"
+	"github.com/theloop-dev/theloop/loop/daemon/queue"
 )
 
 // Handler applies one event's effects. It must be idempotent: after a crash

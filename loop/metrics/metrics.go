@@ -32,7 +32,7 @@ import (
 	"github.com/theloop-dev/theloop/graph"
 	"github.com/theloop-dev/theloop/ingress"
 	"github.com/theloop-dev/theloop/loop"
-	"github.com/theloop-dev/theloop/loop/queue"
+	"github.com/theloop-dev/theloop/loop/daemon/queue"
 )
 
 // Namespace prefixes every metric.

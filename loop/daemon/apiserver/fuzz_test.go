@@ -13,7 +13,7 @@ import (
 
 	"github.com/theloop-dev/theloop/loop/api"
 	"github.com/theloop-dev/theloop/loop/daemon/apiserver"
-	"github.com/theloop-dev/theloop/loop/queue"
+	"github.com/theloop-dev/theloop/loop/daemon/queue"
 	"github.com/theloop-dev/theloop/sessions"
 )
 

@@ -11,7 +11,7 @@ import (
 
 	"github.com/theloop-dev/theloop/ingress"
 	"github.com/theloop-dev/theloop/internal/natstest"
-	"github.com/theloop-dev/theloop/loop/queue"
+	"github.com/theloop-dev/theloop/loop/daemon/queue"
 	"github.com/theloop-dev/theloop/workitem"
 )
 

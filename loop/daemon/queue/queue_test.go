@@ -10,7 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/theloop-dev/theloop/ingress"
-	"github.com/theloop-dev/theloop/loop/queue"
+	"github.com/theloop-dev/theloop/loop/daemon/queue"
 )
 
 // queue.url: the same code against an external NATS server (here a real

@@ -9,7 +9,7 @@ import (
 	"testing"
 
 	"github.com/theloop-dev/theloop/ingress"
-	"github.com/theloop-dev/theloop/loop/queue"
+	"github.com/theloop-dev/theloop/loop/daemon/queue"
 )
 
 // BenchmarkPut publishes events from 8 goroutines to the embedded stream

@@ -4,7 +4,7 @@ import (
 	"context"
 
 	"github.com/theloop-dev/theloop/ingress"
-	"github.com/theloop-dev/theloop/loop/dispatch"
+	"github.com/theloop-dev/theloop/loop/daemon/dispatch"
 	"github.com/theloop-dev/theloop/workitem"
 )
 

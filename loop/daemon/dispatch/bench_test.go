@@ -11,8 +11,8 @@ import (
 	"time"
 
 	"github.com/theloop-dev/theloop/ingress"
+	"github.com/theloop-dev/theloop/loop/daemon/dispatch"
 	"github.com/theloop-dev/theloop/loop/daemon/queue"
-	"github.com/theloop-dev/theloop/loop/dispatch"
 	"github.com/theloop-dev/theloop/workitem"
 )
 

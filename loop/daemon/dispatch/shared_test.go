@@ -16,8 +16,8 @@ import (
 
 	"github.com/theloop-dev/theloop/ingress"
 	"github.com/theloop-dev/theloop/internal/natstest"
+	"github.com/theloop-dev/theloop/loop/daemon/dispatch"
 	"github.com/theloop-dev/theloop/loop/daemon/queue"
-	"github.com/theloop-dev/theloop/loop/dispatch"
 )
 
 // clusterWorld is what the nodes of the shared test have in common: the

@@ -12,8 +12,8 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/theloop-dev/theloop/loop/daemon/lease"
 	"github.com/theloop-dev/theloop/loop/daemon/queue"
-	"github.com/theloop-dev/theloop/loop/lease"
 )
 
 // Shared dispatching: several loopd on one NATS cluster share the work

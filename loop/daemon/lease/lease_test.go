@@ -16,7 +16,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/theloop-dev/theloop/internal/natstest"
-	"github.com/theloop-dev/theloop/loop/lease"
+	"github.com/theloop-dev/theloop/loop/daemon/lease"
 )
 
 // ownershipLog records when each node worked on each item; overlapping

@@ -12,7 +12,7 @@ import (
 	"github.com/theloop-dev/theloop/internal/buildinfo"
 	"github.com/theloop-dev/theloop/loop"
 	"github.com/theloop-dev/theloop/loop/daemon/apiserver"
-	"github.com/theloop-dev/theloop/loop/mcpserver"
+	"github.com/theloop-dev/theloop/loop/daemon/mcpserver"
 	"github.com/theloop-dev/theloop/run"
 )
 

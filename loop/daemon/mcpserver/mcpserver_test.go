@@ -19,7 +19,7 @@ import (
 	"github.com/theloop-dev/theloop/loop"
 	"github.com/theloop-dev/theloop/loop/api"
 	"github.com/theloop-dev/theloop/loop/daemon/apiserver"
-	"github.com/theloop-dev/theloop/loop/mcpserver"
+	"github.com/theloop-dev/theloop/loop/daemon/mcpserver"
 )
 
 func newRepo(t testing.TB) string {

@@ -15,7 +15,7 @@ import (
 	"github.com/theloop-dev/theloop/integrations"
 	"github.com/theloop-dev/theloop/loop"
 	"github.com/theloop-dev/theloop/loop/daemon"
-	"github.com/theloop-dev/theloop/loop/systemd"
+	"github.com/theloop-dev/theloop/loop/daemon/systemd"
 )
 
 // runOptions are `loopd run`'s flags.

@@ -15,7 +15,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/theloop-dev/theloop/internal/shortdir"
-	"github.com/theloop-dev/theloop/loop/systemd"
+	"github.com/theloop-dev/theloop/loop/daemon/systemd"
 )
 
 // notifySocket listens on a unixgram socket as systemd does and returns

@@ -11,7 +11,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/theloop-dev/theloop/loop/dashboard"
+	"github.com/theloop-dev/theloop/loop/daemon/dashboard"
 )
 
 // oneItem is a dashboard.Source with one work item.

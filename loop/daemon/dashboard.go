@@ -15,7 +15,7 @@ import (
 	"github.com/theloop-dev/theloop/graph"
 	"github.com/theloop-dev/theloop/hooks"
 	"github.com/theloop-dev/theloop/loop"
-	"github.com/theloop-dev/theloop/loop/dashboard"
+	"github.com/theloop-dev/theloop/loop/daemon/dashboard"
 	"github.com/theloop-dev/theloop/ops"
 	"github.com/theloop-dev/theloop/sessions"
 	"github.com/theloop-dev/theloop/workitem"

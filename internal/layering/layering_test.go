@@ -51,10 +51,10 @@ var rules = []rule{
 	{"loop/api", []string{"graph", "internal/..."}},
 	// The dashboard's login handshake is what loopctl dashboard links: no
 	// dashboard pages, no runtime.
-	{"loop/dashboard/login", []string{"internal/..."}},
+	{"loop/api/login", []string{"internal/..."}},
 	// The control-plane server is mounted by the daemon: who may call it
 	// (the sandbox check on a socket peer) is injected, never imported.
-	{"loop/daemon/apiserver", []string{"graph", "graph/graphfile", "loop", "loop/api", "loop/queue", "sessions", "workitem", "run", "internal/..."}},
+	{"loop/daemon/apiserver", []string{"graph", "graph/graphfile", "loop", "loop/api", "loop/daemon/queue", "sessions", "workitem", "run", "internal/..."}},
 }
 
 // TestDependencyDirection fails when a package imports something above it,

@@ -45,7 +45,7 @@ func BenchmarkDrain(b *testing.B) {
 }
 
 func benchDrain(b *testing.B, h dispatch.Handler) {
-	raw, err := os.ReadFile("../../../shared/fixtures/github-webhooks/issue_comment/created.payload.json")
+	raw, err := os.ReadFile("../../../../shared/fixtures/github-webhooks/issue_comment/created.payload.json")
 	if errors.Is(err, os.ErrNotExist) {
 		b.Skip("GitHub webhook fixtures not found beside the repository (../shared/fixtures); skipping")
 	}

@@ -30,7 +30,7 @@ const commentIDMarker = "987654321"
 // webhookTemplate is GitHub's issue_comment.created example, compacted,
 // with the comment id set to commentIDMarker, and the marker's offset.
 func webhookTemplate(b *testing.B) ([]byte, int) {
-	raw, err := os.ReadFile(filepath.Join("..", "..", "..", "shared", "fixtures", "github-webhooks", "issue_comment", "created.payload.json"))
+	raw, err := os.ReadFile(filepath.Join("..", "..", "..", "..", "shared", "fixtures", "github-webhooks", "issue_comment", "created.payload.json"))
 	if errors.Is(err, os.ErrNotExist) {
 		b.Skip("GitHub webhook fixtures not found beside the repository (../shared/fixtures); skipping")
 	}

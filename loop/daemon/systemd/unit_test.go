@@ -12,7 +12,7 @@ import (
 
 // The example unit carries what issue 14 asks of it, and systemd accepts it.
 func TestExampleUnitIsHardened(t *testing.T) {
-	data, err := os.ReadFile("../../examples/systemd/loopd.service")
+	data, err := os.ReadFile("../../../examples/systemd/loopd.service")
 	require.NoError(t, err)
 	directives := map[string]string{}
 	for _, l := range strings.Split(string(data), "\n") {

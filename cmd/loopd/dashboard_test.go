@@ -1,9 +1,7 @@
 package main
 
 import (
-	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"net/http/cookiejar"
 	"os"
@@ -25,25 +23,19 @@ import (
 // SIGTERM removes the file. With --dashboard off there is none.
 func TestRunServesTheDashboardBehindALoginFile(t *testing.T) {
 	bin := loopdBinary(t)
-	free := func() int {
-		ln, err := net.Listen("tcp", "127.0.0.1:0")
-		require.NoError(t, err)
-		defer ln.Close()
-		return ln.Addr().(*net.TCPAddr).Port
-	}
 	start := func(dash string) (*exec.Cmd, string) {
 		base := shortdir.New(t) // holds the state root and its control socket
 		state := filepath.Join(base, "state")
 		cfg := filepath.Join(base, "cfg.yaml")
-		port := free()
-		require.NoError(t, os.WriteFile(cfg, fmt.Appendf(nil, "webhooks:\n  ghWebhook:\n    port: %d\nrepositories: [octo/demo]\n", port), 0o600))
+		require.NoError(t, os.WriteFile(cfg, []byte("webhooks:\n  ghWebhook:\n    port: 0\nrepositories: [octo/demo]\n"), 0o600))
 		cmd := exec.Command(bin, "run", "--state-root", state, "--config", cfg, "--dashboard", dash, "--dashboard-operator", "dana")
 		cmd.Dir = base
 		cmd.Env = append(os.Environ(), "HOME="+base, "THE_LOOP_GH_WEBHOOK_SECRET=s", "GH_TOKEN=x", "THE_LOOP_DASHBOARD_GH_TOKEN=y")
-		require.NoError(t, cmd.Start())
+		var logs lockedBuffer
+		addr := startListening(t, cmd, &logs)
 		t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
 		require.Eventually(t, func() bool {
-			res, err := http.Get(fmt.Sprintf("http://127.0.0.1:%d/healthz", port))
+			res, err := http.Get("http://" + addr + "/healthz")
 			if err == nil {
 				res.Body.Close()
 			}

@@ -1,9 +1,7 @@
 package main
 
 import (
-	"fmt"
 	"io/fs"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -30,22 +28,19 @@ func TestLoopdWritesNothingUnderItsWorkingDirectory(t *testing.T) {
 	state := filepath.Join(base, "state")
 	require.NoError(t, os.MkdirAll(filepath.Join(cwd, ".the-loop"), 0o755))
 	require.NoError(t, os.MkdirAll(home, 0o755))
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	port := ln.Addr().(*net.TCPAddr).Port
-	ln.Close()
 	cfg := filepath.Join(cwd, ".the-loop", "cli-config.yaml")
-	require.NoError(t, os.WriteFile(cfg, []byte(fmt.Sprintf("webhooks:\n  ghWebhook:\n    port: %d\nrepositories: [octo/demo]\n", port)), 0o600))
+	require.NoError(t, os.WriteFile(cfg, []byte("webhooks:\n  ghWebhook:\n    port: 0\nrepositories: [octo/demo]\n"), 0o600))
 	before := listTree(t, cwd)
 
 	cmd := exec.Command(bin, "run", "--state-root", state)
 	cmd.Dir = cwd
 	cmd.Env = append(os.Environ(), "HOME="+home, "THE_LOOP_GH_WEBHOOK_SECRET=s", "GH_TOKEN=x", "THE_LOOP_CLI_CONFIG=", "THE_LOOP_STATE_ROOT=")
-	require.NoError(t, cmd.Start())
+	var logs lockedBuffer
+	addr := startListening(t, cmd, &logs)
 	defer func() { _ = cmd.Process.Signal(syscall.SIGTERM); _, _ = cmd.Process.Wait() }()
 	deadline := time.Now().Add(30 * time.Second)
 	for {
-		resp, err := http.Get(fmt.Sprintf("http://127.0.0.1:%d/healthz", port))
+		resp, err := http.Get("http://" + addr + "/healthz")
 		if err == nil {
 			resp.Body.Close()
 			break

@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -167,14 +168,8 @@ func TestKill9AfterAcceptThenRestartHandlesOnce(t *testing.T) {
 		}
 	})
 
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	addr := ln.Addr().(*net.TCPAddr)
-	ln.Close()
-
 	accepted := make(chan string, 16)
 	sim, err := githubsim.Start(githubsim.Config{Token: "tok", BotLogin: "theloop-bot",
-		Hooks: []githubsim.Hook{{URL: fmt.Sprintf("http://127.0.0.1:%d/gh-webhook", addr.Port), Secret: "s3cret"}},
 		OnDelivery: func(d githubsim.Delivery) {
 			if d.Action == "labeled" && d.Sender == "dana" && d.Status == http.StatusAccepted {
 				accepted <- d.ID
@@ -186,7 +181,11 @@ func TestKill9AfterAcceptThenRestartHandlesOnce(t *testing.T) {
 
 	state := filepath.Join(base, "state")
 	cfgPath := filepath.Join(base, "cli-config.yaml")
-	require.NoError(t, os.WriteFile(cfgPath, []byte(fmt.Sprintf(`version: "0.5.0"
+	// Port 0 on the first start: the kernel picks it at bind time (a port
+	// the test picked and closed could be taken before loopd binds it); the
+	// restart reuses the port the first run bound, as the hook points there.
+	writeConfig := func(port int) {
+		require.NoError(t, os.WriteFile(cfgPath, []byte(fmt.Sprintf(`version: "0.5.0"
 state:
   root: %s
 repositories: [octo/demo]
@@ -207,7 +206,11 @@ integrations:
     transport: api
     api:
       baseUrl: %s
-`, state, addr.Port, filepath.Join(base, "ws"), remote, sim.URL())), 0o600))
+`, state, port, filepath.Join(base, "ws"), remote, sim.URL())), 0o600))
+	}
+	writeConfig(0)
+
+	var addr string
 
 	runs := 0
 	start := func() *exec.Cmd {
@@ -216,9 +219,19 @@ integrations:
 		cmd.Env = append(os.Environ(),
 			"THE_LOOP_GH_WEBHOOK_SECRET=s3cret", "GH_TOKEN=tok", "HOME="+base, "TMUX_TMPDIR="+tmuxDir,
 			"PATH="+filepath.Join(claudeRoot, "bin")+string(os.PathListSeparator)+os.Getenv("PATH"))
-		var logb bytes.Buffer
-		cmd.Stderr, cmd.Stdout = &logb, &logb
-		require.NoError(t, cmd.Start())
+		var logb lockedBuffer
+		bound := startListening(t, cmd, &logb)
+		if addr == "" {
+			addr = bound
+			_, port, err := net.SplitHostPort(addr)
+			require.NoError(t, err)
+			p, err := strconv.Atoi(port)
+			require.NoError(t, err)
+			writeConfig(p)
+			_, err = sim.AddHook(githubsim.Hook{URL: "http://" + addr + "/gh-webhook", Secret: "s3cret"})
+			require.NoError(t, err)
+		}
+		require.Equal(t, addr, bound, "the restart binds the port the hook points at")
 		t.Cleanup(func() {
 			if cmd.ProcessState == nil {
 				_ = cmd.Process.Kill()
@@ -232,7 +245,7 @@ integrations:
 		runs++
 		deadline := time.Now().Add(30 * time.Second)
 		for {
-			resp, err := http.Get(fmt.Sprintf("http://127.0.0.1:%d/healthz", addr.Port))
+			resp, err := http.Get("http://" + addr + "/healthz")
 			if err == nil {
 				resp.Body.Close()
 				if resp.StatusCode == http.StatusOK {
@@ -336,19 +349,16 @@ func idleRSS(t *testing.T, tracked int) {
 	}
 	cmd := exec.Command(bin, "run", "--state-root", filepath.Join(base, "state"), "--insecure-accept-unsigned")
 	cmd.Dir = base
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	port := ln.Addr().(*net.TCPAddr).Port
-	ln.Close()
 	cfg := filepath.Join(base, "cli-config.yaml")
-	require.NoError(t, os.WriteFile(cfg, []byte(fmt.Sprintf("webhooks:\n  ghWebhook:\n    port: %d\nrepositories: [octo/demo]\n", port)), 0o600))
+	require.NoError(t, os.WriteFile(cfg, []byte("webhooks:\n  ghWebhook:\n    port: 0\nrepositories: [octo/demo]\n"), 0o600))
 	cmd.Args = append(cmd.Args, "--config", cfg)
 	cmd.Env = append(os.Environ(), "HOME="+base, "THE_LOOP_GH_WEBHOOK_SECRET=", "GH_TOKEN=x")
-	require.NoError(t, cmd.Start())
+	var logs lockedBuffer
+	addr := startListening(t, cmd, &logs)
 	defer func() { _ = cmd.Process.Signal(syscall.SIGTERM); _, _ = cmd.Process.Wait() }()
 	deadline := time.Now().Add(30 * time.Second)
 	for {
-		resp, err := http.Get(fmt.Sprintf("http://127.0.0.1:%d/healthz", port))
+		resp, err := http.Get("http://" + addr + "/healthz")
 		if err == nil {
 			resp.Body.Close()
 			break
@@ -376,26 +386,20 @@ func TestOneInstancePerStateRootAndSIGTERMExitsCleanly(t *testing.T) {
 	bin := loopdBinary(t)
 	base := shortdir.New(t) // holds the state root and its control socket
 	state := filepath.Join(base, "state")
-	run := func(port int) *exec.Cmd {
-		cfg := filepath.Join(base, fmt.Sprintf("cfg-%d.yaml", port))
-		require.NoError(t, os.WriteFile(cfg, []byte(fmt.Sprintf("webhooks:\n  ghWebhook:\n    port: %d\nrepositories: [octo/demo]\n", port)), 0o600))
+	cfg := filepath.Join(base, "cfg.yaml")
+	require.NoError(t, os.WriteFile(cfg, []byte("webhooks:\n  ghWebhook:\n    port: 0\nrepositories: [octo/demo]\n"), 0o600))
+	run := func() *exec.Cmd {
 		cmd := exec.Command(bin, "run", "--state-root", state, "--config", cfg)
 		cmd.Dir = base
 		cmd.Env = append(os.Environ(), "HOME="+base, "THE_LOOP_GH_WEBHOOK_SECRET=s", "GH_TOKEN=x")
 		return cmd
 	}
-	free := func() int {
-		ln, err := net.Listen("tcp", "127.0.0.1:0")
-		require.NoError(t, err)
-		defer ln.Close()
-		return ln.Addr().(*net.TCPAddr).Port
-	}
-	p1 := free()
-	first := run(p1)
-	require.NoError(t, first.Start())
+	first := run()
+	var logs lockedBuffer
+	addr := startListening(t, first, &logs)
 	deadline := time.Now().Add(30 * time.Second)
 	for {
-		resp, err := http.Get(fmt.Sprintf("http://127.0.0.1:%d/healthz", p1))
+		resp, err := http.Get("http://" + addr + "/healthz")
 		if err == nil {
 			resp.Body.Close()
 			break
@@ -403,7 +407,7 @@ func TestOneInstancePerStateRootAndSIGTERMExitsCleanly(t *testing.T) {
 		require.True(t, time.Now().Before(deadline), "loopd did not start")
 		time.Sleep(20 * time.Millisecond)
 	}
-	second := run(free())
+	second := run()
 	out, err := second.CombinedOutput()
 	var ee *exec.ExitError
 	require.ErrorAs(t, err, &ee)

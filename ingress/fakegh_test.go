@@ -25,6 +25,10 @@ import (
 
 const fakeGhEnv = "INGRESS_FAKE_GH_UPSTREAM"
 
+// fakeGhToken is the credential the fake gh is logged in with (the world's
+// GitHub accepts it, as newGHFake configures).
+const fakeGhToken = "tok"
+
 func TestMain(m *testing.M) {
 	if up := os.Getenv(fakeGhEnv); up != "" {
 		os.Exit(fakeGhMain(up, os.Args[1:]))
@@ -60,6 +64,7 @@ func fakeGhMain(upstream string, args []string) int {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
+	req.Header.Set("Authorization", "token "+fakeGhToken) // gh's own login, never from theloop
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "error connecting:", err)
@@ -92,21 +97,22 @@ func fakeGhScript(t *testing.T, upstream string) string {
 // TestPollerOverGhCLI runs discovery, comments and closure through
 // integrations' cli transport (`gh api`), not the REST client.
 func TestPollerOverGhCLI(t *testing.T) {
-	gh := newGHFake(t)
+	clock := &stepClock{t: time.Now().UTC()} // one clock for GitHub, the router and the poller
+	gh := newGHFake(t, clock)
 	set, err := integrations.New(integrations.Config{GitHub: &integrations.GitHubConfig{
 		Transport: integrations.TransportCLI, MaxAttempts: 2, TimeoutSeconds: 20,
-		CLI: integrations.GitHubCLIConfig{Binary: fakeGhScript(t, gh.srv.URL)},
+		CLI: integrations.GitHubCLIConfig{Binary: fakeGhScript(t, gh.sim.URL())},
 	}}, integrations.Deps{Sleep: func(ctx context.Context, d time.Duration) error { return ctx.Err() }})
 	require.NoError(t, err)
-	router, err := NewRouter(testConfig(), RouterDeps{})
+	router, err := NewRouter(testConfig(), RouterDeps{Clock: clock})
 	require.NoError(t, err)
 	sink := newMemSink()
 	store := NewPortableStore(t.TempDir(), nil)
 	p, err := NewPoller(PollerConfig{Sources: []PollSource{{Repos: []string{"octo/repo"}}}},
-		PollerDeps{GitHub: set, Sink: sink, Router: router, Store: store})
+		PollerDeps{GitHub: set, Sink: sink, Router: router, Store: store, Clock: clock})
 	require.NoError(t, err)
 
-	is := gh.add(&ghIssue{number: 15, author: "alice", labels: []string{autoLabel}})
+	n := gh.open("alice", autoLabel) // #15
 	st, err := p.Reconcile(context.Background())
 	require.NoError(t, err)
 	require.Equal(t, 1, st.Presences, "%+v", st)
@@ -115,14 +121,12 @@ func TestPollerOverGhCLI(t *testing.T) {
 	require.NoError(t, err)
 	// An edit is seen through `gh api` as through the REST client; an
 	// unchanged comment is not offered again.
-	at := gh.edit(15, id, "/the-loop pause, please")
+	at := gh.edit(id, "/the-loop pause, please")
 	for range 2 {
 		_, err = p.Reconcile(context.Background())
 		require.NoError(t, err)
 	}
-	gh.mu.Lock()
-	is.state = "closed"
-	gh.mu.Unlock()
+	require.NoError(t, gh.sim.CloseIssue(simRepo, n, "alice"))
 	st, err = p.Reconcile(context.Background())
 	require.NoError(t, err)
 	require.Equal(t, 1, st.Closures)

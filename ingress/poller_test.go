@@ -3,8 +3,6 @@ package ingress
 import (
 	"context"
 	"encoding/json"
-	"net/http"
-	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -16,223 +14,100 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/theloop-dev/theloop/integrations"
+	"github.com/theloop-dev/theloop/integrations/githubsim"
 )
 
-// ghFake is an httptest GitHub serving the REST and GraphQL endpoints the
-// poller reaches through integrations: issues listed by label, one issue,
-// its comments, a PR's reviews and inline comments, and
-// closingIssuesReferences. fail, when set, may answer a request instead.
+// ghFake is the world's GitHub: integrations/githubsim — the one GitHub
+// stand-in every test uses — on the world's clock, so the created_at and
+// updated_at it writes are the times the poller and the receivers see.
+// Repository octo/repo; items are numbered from 15 (as a repository with
+// history), or from what a test asks with at.
 type ghFake struct {
 	t   *testing.T
-	srv *httptest.Server
-
-	mu       sync.Mutex
-	issues   map[int]*ghIssue // repo octo/repo
-	nextID   int
-	requests []string
-	fail     func(r *http.Request) (status int, header map[string]string, ok bool)
+	sim *githubsim.Server
 }
 
-type ghIssue struct {
-	number         int
-	title, author  string
-	state          string
-	pr, merged     bool
-	labels         []string
-	comments       []map[string]any
-	reviews        []map[string]any
-	reviewComments []map[string]any
-	closes         []int
+const simRepo = "octo/repo"
+
+func newGHFake(t *testing.T, clock *stepClock) *ghFake {
+	sim, err := githubsim.Start(githubsim.Config{Token: "tok", Now: clock.Now})
+	require.NoError(t, err)
+	t.Cleanup(sim.Close)
+	require.NoError(t, sim.AddRepo(simRepo, githubsim.RepoOptions{FirstNumber: 15}))
+	return &ghFake{t: t, sim: sim}
 }
 
-func newGHFake(t *testing.T) *ghFake {
-	f := &ghFake{t: t, issues: map[int]*ghIssue{}, nextID: 100}
-	mux := http.NewServeMux()
-	mux.HandleFunc("GET /repos/octo/repo/issues", f.list)
-	mux.HandleFunc("GET /repos/octo/repo/issues/{n}", f.issue)
-	mux.HandleFunc("GET /repos/octo/repo/issues/{n}/comments", func(w http.ResponseWriter, r *http.Request) {
-		f.items(w, r, func(is *ghIssue) []map[string]any { return is.comments })
-	})
-	mux.HandleFunc("GET /repos/octo/repo/pulls/{n}/reviews", func(w http.ResponseWriter, r *http.Request) {
-		f.items(w, r, func(is *ghIssue) []map[string]any { return is.reviews })
-	})
-	mux.HandleFunc("GET /repos/octo/repo/pulls/{n}/comments", func(w http.ResponseWriter, r *http.Request) {
-		f.items(w, r, func(is *ghIssue) []map[string]any { return is.reviewComments })
-	})
-	mux.HandleFunc("POST /graphql", f.graphql)
-	f.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		f.mu.Lock()
-		f.requests = append(f.requests, r.Method+" "+r.URL.Path)
-		fail := f.fail
-		f.mu.Unlock()
-		if fail != nil {
-			if status, h, ok := fail(r); ok {
-				for k, v := range h {
-					w.Header().Set(k, v)
-				}
-				w.WriteHeader(status)
-				_, _ = w.Write([]byte(`{"message":"injected"}`))
-				return
-			}
-		}
-		mux.ServeHTTP(w, r)
-	}))
-	t.Cleanup(f.srv.Close)
-	return f
+// at makes the next item opened number n (numbers only move on).
+func (f *ghFake) at(n int) {
+	require.NoError(f.t, f.sim.AddRepo(simRepo, githubsim.RepoOptions{FirstNumber: n}))
 }
 
-func (f *ghFake) write(w http.ResponseWriter, v any) {
-	w.Header().Set("Content-Type", "application/json")
-	_ = json.NewEncoder(w).Encode(v)
+// open opens an issue as author with labels and returns its number.
+func (f *ghFake) open(author string, labels ...string) int {
+	is, err := f.sim.OpenIssue(simRepo, author, "Add X", "", labels...)
+	require.NoError(f.t, err)
+	return is.Number
 }
 
-func (f *ghFake) add(is *ghIssue) *ghIssue {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	if is.state == "" {
-		is.state = "open"
+// openPR opens a pull request as author whose body closes the issues
+// given, and returns its number.
+func (f *ghFake) openPR(author string, closes []int, labels ...string) int {
+	var body []string
+	for _, n := range closes {
+		body = append(body, "Closes #"+strconv.Itoa(n))
 	}
-	f.issues[is.number] = is
-	return is
+	pr, err := f.sim.OpenPullRequestWith(simRepo, githubsim.PullRequest{Author: author, Title: "Fix", Body: strings.Join(body, "\n"), Labels: labels})
+	require.NoError(f.t, err)
+	return pr.Number
 }
 
+// comment posts body on item n as author and returns the comment's id.
 func (f *ghFake) comment(n int, author, body string) string {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	f.nextID++
-	is := f.issues[n]
-	is.comments = append(is.comments, map[string]any{
-		"id": f.nextID, "user": map[string]any{"login": author}, "body": body,
-		"html_url":   "https://github.com/octo/repo/issues/" + strconv.Itoa(n) + "#issuecomment-" + strconv.Itoa(f.nextID),
-		"created_at": time.Unix(1_700_000_000+int64(f.nextID), 0).UTC().Format(time.RFC3339),
-		"updated_at": time.Unix(1_700_000_000+int64(f.nextID), 0).UTC().Format(time.RFC3339),
-	})
-	return strconv.Itoa(f.nextID)
+	c, err := f.sim.Comment(simRepo, n, author, body)
+	require.NoError(f.t, err)
+	return strconv.FormatInt(c.ID, 10)
 }
 
-// edit replaces comment id's body on issue n as GitHub does: updated_at
-// moves on (an hour per edit here), created_at stays. It returns the new
-// updated_at.
-func (f *ghFake) edit(n int, id, body string) string {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	for _, c := range f.issues[n].comments {
-		if strconv.Itoa(c["id"].(int)) != id {
-			continue
+// edit replaces comment id's body as its author does: updated_at moves on,
+// created_at stays. It returns the new updated_at as GitHub writes it.
+func (f *ghFake) edit(id, body string) string {
+	n, err := strconv.ParseInt(id, 10, 64)
+	require.NoError(f.t, err)
+	author := ""
+	for _, c := range f.comments() {
+		if c.ID == n {
+			author = c.Author
 		}
-		at, err := time.Parse(time.RFC3339, c["updated_at"].(string))
-		require.NoError(f.t, err)
-		c["body"], c["updated_at"] = body, at.Add(time.Hour).UTC().Format(time.RFC3339)
-		return c["updated_at"].(string)
 	}
-	f.t.Fatalf("no comment %s on #%d", id, n)
+	c, err := f.sim.EditComment(simRepo, n, author, body)
+	require.NoError(f.t, err)
+	return c.UpdatedAt.UTC().Format(time.RFC3339)
+}
+
+func (f *ghFake) comments() []githubsim.Comment {
+	var out []githubsim.Comment
+	for n := 1; n < 100; n++ {
+		cs, err := f.sim.Comments(simRepo, n)
+		if err == nil {
+			out = append(out, cs...)
+		}
+	}
+	return out
+}
+
+// updatedAt is comment id's current updated_at as GitHub writes it.
+func (f *ghFake) updatedAt(id string) string {
+	for _, c := range f.comments() {
+		if strconv.FormatInt(c.ID, 10) == id {
+			return c.UpdatedAt.UTC().Format(time.RFC3339)
+		}
+	}
+	f.t.Fatalf("no comment %s", id)
 	return ""
 }
 
-// updatedAt is comment id's current updated_at on issue n.
-func (f *ghFake) updatedAt(n int, id string) string {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	for _, c := range f.issues[n].comments {
-		if strconv.Itoa(c["id"].(int)) == id {
-			return c["updated_at"].(string)
-		}
-	}
-	return ""
-}
-
-func (f *ghFake) setFail(fn func(r *http.Request) (int, map[string]string, bool)) {
-	f.mu.Lock()
-	f.fail = fn
-	f.mu.Unlock()
-}
-
-func (f *ghFake) list(w http.ResponseWriter, r *http.Request) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	label := r.URL.Query().Get("labels")
-	out := []map[string]any{}
-	for n := 1; n < 1000; n++ {
-		is := f.issues[n]
-		if is == nil || is.state != "open" {
-			continue
-		}
-		has := false
-		var labels []map[string]any
-		for _, l := range is.labels {
-			labels = append(labels, map[string]any{"name": l})
-			has = has || l == label
-		}
-		if !has {
-			continue
-		}
-		m := map[string]any{"number": n, "title": is.title, "html_url": "https://github.com/octo/repo/issues/" + strconv.Itoa(n), "labels": labels}
-		if is.pr {
-			m["pull_request"] = map[string]any{}
-		}
-		out = append(out, m)
-	}
-	f.write(w, out)
-}
-
-func (f *ghFake) get(r *http.Request) *ghIssue {
-	n, _ := strconv.Atoi(r.PathValue("n"))
-	return f.issues[n]
-}
-
-func (f *ghFake) issue(w http.ResponseWriter, r *http.Request) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	is := f.get(r)
-	if is == nil {
-		w.WriteHeader(404)
-		return
-	}
-	m := map[string]any{"number": is.number, "title": is.title, "state": is.state, "user": map[string]any{"login": is.author},
-		"html_url": "https://github.com/octo/repo/issues/" + strconv.Itoa(is.number), "labels": []any{}}
-	if is.pr {
-		pr := map[string]any{"merged_at": nil}
-		if is.merged {
-			pr["merged_at"] = "2026-01-01T00:00:00Z"
-		}
-		m["pull_request"] = pr
-	}
-	f.write(w, m)
-}
-
-func (f *ghFake) items(w http.ResponseWriter, r *http.Request, pick func(*ghIssue) []map[string]any) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	is := f.get(r)
-	if is == nil {
-		w.WriteHeader(404)
-		return
-	}
-	out := pick(is)
-	if out == nil {
-		out = []map[string]any{}
-	}
-	f.write(w, out)
-}
-
-func (f *ghFake) graphql(w http.ResponseWriter, r *http.Request) {
-	var q struct {
-		Variables struct {
-			Number int `json:"number"`
-		} `json:"variables"`
-	}
-	_ = json.NewDecoder(r.Body).Decode(&q)
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	nodes := []any{}
-	if is := f.issues[q.Variables.Number]; is != nil {
-		for _, c := range is.closes {
-			nodes = append(nodes, map[string]any{"number": c, "repository": map[string]any{"nameWithOwner": "octo/repo"}})
-		}
-	}
-	f.write(w, map[string]any{"data": map[string]any{"repository": map[string]any{"pullRequest": map[string]any{
-		"closingIssuesReferences": map[string]any{"nodes": nodes}}}}})
-}
+// requests is how many REST and GraphQL requests GitHub received.
+func (f *ghFake) requests() int { return len(f.sim.Requests()) }
 
 // pollWorld is a poller wired to the fake through the real integrations
 // client (api transport).
@@ -246,21 +121,21 @@ type pollWorld struct {
 }
 
 func newPollWorld(t *testing.T) *pollWorld {
-	gh := newGHFake(t)
+	// One clock for the whole world: GitHub's timestamps, the router's
+	// dedup window, the receivers built on it and the poller all read it.
+	// It starts at the real time, so no date is pinned that real time
+	// will pass.
+	clock := &stepClock{t: time.Now().UTC()}
+	gh := newGHFake(t, clock)
 	set, err := integrations.New(integrations.Config{GitHub: &integrations.GitHubConfig{
 		Transport: integrations.TransportAPI, MaxAttempts: 2, TimeoutSeconds: 5,
-		API: integrations.GitHubAPIConfig{BaseURL: gh.srv.URL},
+		API: integrations.GitHubAPIConfig{BaseURL: gh.sim.URL()},
 	}}, integrations.Deps{
-		Env:        func(k string) (string, bool) { return map[string]string{"GH_TOKEN": "tok"}[k], k == "GH_TOKEN" },
-		HTTPClient: gh.srv.Client(),
-		Sleep:      func(ctx context.Context, d time.Duration) error { return ctx.Err() },
+		Env:   func(k string) (string, bool) { return map[string]string{"GH_TOKEN": "tok"}[k], k == "GH_TOKEN" },
+		Sleep: func(ctx context.Context, d time.Duration) error { return ctx.Err() },
 	})
 	require.NoError(t, err)
 	root := t.TempDir()
-	// One clock for the whole world: the router's dedup window, the
-	// receivers built on it and the poller all read it. It starts at the
-	// real time, so no date is pinned that real time will pass.
-	clock := &stepClock{t: time.Now().UTC()}
 	router, err := NewRouter(testConfig(), RouterDeps{Clock: clock})
 	require.NoError(t, err)
 	store := NewPortableStore(root, nil)
@@ -309,8 +184,8 @@ const autoLabel = "the-loop: auto-execute"
 
 func TestPollerDiscoveryAndCommentsSinceLedger(t *testing.T) {
 	w := newPollWorld(t)
-	w.gh.add(&ghIssue{number: 15, title: "Add X", author: "alice", labels: []string{autoLabel, "bug"}})
-	w.gh.add(&ghIssue{number: 16, title: "unlabelled", author: "alice"})
+	w.gh.open("alice", autoLabel, "bug") // #15
+	w.gh.open("alice")                   // #16, unlabelled
 	w.gh.comment(15, "alice", "some history")
 	startID := w.gh.comment(15, "alice", "the-loop start")
 	w.gh.comment(15, "mallory", "the-loop stop")
@@ -366,11 +241,11 @@ func TestPollerDiscoveryAndCommentsSinceLedger(t *testing.T) {
 
 func TestPollerUnauthorizedAuthorGetsNoPresence(t *testing.T) {
 	w := newPollWorld(t)
-	w.gh.add(&ghIssue{number: 3, author: "mallory", labels: []string{autoLabel}})
+	n := w.gh.open("mallory", autoLabel)
 	w.cycle(t)
 	require.Empty(t, w.sink.all())
 	// An authorized user's comment on it is still processed.
-	w.gh.comment(3, "alice", "the-loop start")
+	w.gh.comment(n, "alice", "the-loop start")
 	w.cycle(t)
 	evs := w.sink.all()
 	require.Len(t, evs, 1)
@@ -379,48 +254,50 @@ func TestPollerUnauthorizedAuthorGetsNoPresence(t *testing.T) {
 
 func TestPollerPullRequestThread(t *testing.T) {
 	w := newPollWorld(t)
-	pr := w.gh.add(&ghIssue{number: 9, author: "alice", pr: true, labels: []string{autoLabel}, closes: []int{4}})
+	issue := w.gh.open("alice") // #15, not labelled: reached through the PR
+	w.gh.at(20)
+	pr := w.gh.openPR("alice", []int{issue}, autoLabel)
 	w.cycle(t)
 	evs := w.sink.all()
 	require.Len(t, evs, 1)
 	require.Equal(t, "pull_request", evs[0].Event)
-	require.Equal(t, []string{"github:octo/repo#4", "github:octo/repo#9"}, []string{evs[0].WorkItems[0].String(), evs[0].WorkItems[1].String()})
+	require.Equal(t, []string{"github:octo/repo#15", "github:octo/repo#20"}, []string{evs[0].WorkItems[0].String(), evs[0].WorkItems[1].String()})
 
-	w.gh.mu.Lock()
-	pr.reviews = append(pr.reviews,
-		map[string]any{"id": 501, "user": map[string]any{"login": "alice"}, "body": "", "state": "APPROVED", "submitted_at": "2026-01-01T00:00:01Z"},
-		map[string]any{"id": 502, "user": map[string]any{"login": "alice"}, "body": "needs work", "state": "CHANGES_REQUESTED", "submitted_at": "2026-01-01T00:00:03Z"},
-		map[string]any{"id": 503, "user": map[string]any{"login": "alice"}, "body": "draft", "state": "PENDING", "submitted_at": "2026-01-01T00:00:04Z"})
-	pr.reviewComments = append(pr.reviewComments,
-		map[string]any{"id": 601, "user": map[string]any{"login": "alice"}, "body": "nit", "path": "a.go", "line": 3, "created_at": "2026-01-01T00:00:02Z"})
-	w.gh.mu.Unlock()
+	w.clock.advance(time.Second)
+	_, err := w.gh.sim.AddReview(simRepo, pr, githubsim.Review{Author: "alice", State: "APPROVED"})
+	require.NoError(t, err)
+	w.clock.advance(time.Second)
+	rc, err := w.gh.sim.AddReviewComment(simRepo, pr, githubsim.ReviewComment{Author: "alice", Body: "nit", Path: "a.go", Line: 3})
+	require.NoError(t, err)
+	w.clock.advance(time.Second)
+	changes, err := w.gh.sim.AddReview(simRepo, pr, githubsim.Review{Author: "alice", Body: "needs work", State: "CHANGES_REQUESTED"})
+	require.NoError(t, err)
+	w.clock.advance(time.Second)
+	_, err = w.gh.sim.AddReview(simRepo, pr, githubsim.Review{Author: "alice", Body: "draft", State: "PENDING"})
+	require.NoError(t, err)
 	w.cycle(t)
 	evs = w.sink.all()
 	require.Equal(t, []string{
 		"pull_request/labeled/" + evs[0].DeliveryID,
-		"pull_request_review_comment/created/poll-review-comment-601",
-		"pull_request_review/submitted/poll-review-502",
+		"pull_request_review_comment/created/poll-review-comment-" + strconv.FormatInt(rc.ID, 10),
+		"pull_request_review/submitted/poll-review-" + strconv.FormatInt(changes.ID, 10),
 	}, deliveries(evs))
 	require.Equal(t, "CHANGES_REQUESTED", evs[2].Comments[0].State)
 }
 
 func TestPollerClosure(t *testing.T) {
 	w := newPollWorld(t)
-	is := w.gh.add(&ghIssue{number: 15, author: "alice", labels: []string{autoLabel}})
+	n := w.gh.open("alice", autoLabel) // #15
 	w.cycle(t)
 	require.Len(t, w.sink.all(), 1)
 
 	// Removing the label alone does not close anything.
-	w.gh.mu.Lock()
-	is.labels = nil
-	w.gh.mu.Unlock()
+	require.NoError(t, w.gh.sim.RemoveLabel(simRepo, n, "alice", autoLabel))
 	w.cycle(t)
 	require.Len(t, w.sink.all(), 1)
 
 	// Closed: one close event, the ledger dropped.
-	w.gh.mu.Lock()
-	is.state = "closed"
-	w.gh.mu.Unlock()
+	require.NoError(t, w.gh.sim.CloseIssue(simRepo, n, "alice"))
 	st := w.cycle(t)
 	require.Equal(t, 1, st.Closures)
 	evs := w.sink.all()
@@ -432,9 +309,8 @@ func TestPollerClosure(t *testing.T) {
 	require.Len(t, w.sink.all(), 2)
 
 	// Reopened and labelled again: a new sighting, a new presence event.
-	w.gh.mu.Lock()
-	is.state, is.labels = "open", []string{autoLabel}
-	w.gh.mu.Unlock()
+	require.NoError(t, w.gh.sim.ReopenIssue(simRepo, n, "alice"))
+	require.NoError(t, w.gh.sim.AddLabel(simRepo, n, "alice", autoLabel))
 	w.cycle(t)
 	evs = w.sink.all()
 	require.Len(t, evs, 3)
@@ -444,11 +320,9 @@ func TestPollerClosure(t *testing.T) {
 
 func TestPollerFailingListingLeavesItemsAlone(t *testing.T) {
 	w := newPollWorld(t)
-	w.gh.add(&ghIssue{number: 15, author: "alice", labels: []string{autoLabel}})
+	w.gh.open("alice", autoLabel) // #15
 	w.cycle(t)
-	w.gh.setFail(func(r *http.Request) (int, map[string]string, bool) {
-		return 502, nil, r.URL.Path == "/repos/octo/repo/issues"
-	})
+	w.gh.sim.InjectFault(githubsim.Fault{Method: "GET", Path: "/repos/octo/repo/issues", Status: 502})
 	st := w.cycle(t)
 	require.Zero(t, st.Closures)
 	require.Len(t, w.sink.all(), 1)
@@ -457,11 +331,9 @@ func TestPollerFailingListingLeavesItemsAlone(t *testing.T) {
 
 func TestPollerRateLimitBackoff(t *testing.T) {
 	w := newPollWorld(t)
-	w.gh.add(&ghIssue{number: 15, author: "alice", labels: []string{autoLabel}})
+	w.gh.open("alice", autoLabel) // #15
 	reset := strconv.FormatInt(time.Now().Add(time.Hour).Unix(), 10)
-	w.gh.setFail(func(r *http.Request) (int, map[string]string, bool) {
-		return 403, map[string]string{"X-RateLimit-Remaining": "0", "X-RateLimit-Reset": reset}, true
-	})
+	w.gh.sim.InjectFault(githubsim.Fault{Status: 403, Header: map[string]string{"X-RateLimit-Remaining": "0", "X-RateLimit-Reset": reset}})
 	st, err := w.poller.Reconcile(context.Background())
 	require.True(t, st.RateLimited)
 	require.True(t, st.Interrupted)
@@ -469,14 +341,14 @@ func TestPollerRateLimitBackoff(t *testing.T) {
 	require.Equal(t, 2*time.Minute, w.poller.Backoff())
 	// A caller that does not wait (the daemon's own ticker) is refused
 	// without a request.
-	before := len(w.gh.requests)
+	before := w.gh.requests()
 	w.clock.advance(time.Minute)
 	_, err = w.poller.Reconcile(context.Background())
 	require.ErrorIs(t, err, ErrBackingOff)
-	require.Equal(t, before, len(w.gh.requests))
+	require.Equal(t, before, w.gh.requests())
 	w.cycle(t)
 	require.Equal(t, 4*time.Minute, w.poller.Backoff())
-	require.Equal(t, before+1, len(w.gh.requests), "a rate-limited cycle stops at the first refusal")
+	require.Equal(t, before+1, w.gh.requests(), "a rate-limited cycle stops at the first refusal")
 	for range 10 {
 		w.cycle(t)
 	}
@@ -489,7 +361,7 @@ func TestPollerRateLimitBackoff(t *testing.T) {
 		waits = append(waits, d)
 		w.clock.advance(d)
 		if len(waits) == 2 {
-			w.gh.setFail(nil)
+			w.gh.sim.RemoveFaults()
 		}
 		if len(waits) == 3 {
 			cancel()
@@ -506,14 +378,11 @@ func TestPollerRateLimitBackoff(t *testing.T) {
 // authorized comment still arrives, once, in thread order.
 func TestPollerServerErrorStormLosesNoComment(t *testing.T) {
 	w := newPollWorld(t)
-	w.gh.add(&ghIssue{number: 15, author: "alice", labels: []string{autoLabel}})
+	w.gh.open("alice", autoLabel) // #15
 	w.cycle(t)
 	var want []string
-	n := 0
-	w.gh.setFail(func(r *http.Request) (int, map[string]string, bool) {
-		n++
-		return 500, nil, n%3 == 0
-	})
+	before := w.gh.requests()
+	w.gh.sim.InjectFault(githubsim.Fault{Status: 500, Every: 3}) // a third of the requests
 	puts := 0
 	flaky := SinkFunc(func(ctx context.Context, ev *Event) error {
 		puts++
@@ -529,14 +398,14 @@ func TestPollerServerErrorStormLosesNoComment(t *testing.T) {
 		}
 		w.cycle(t)
 	}
-	w.gh.setFail(nil)
+	w.gh.sim.RemoveFaults()
 	w.cycle(t)
 	var got []string
 	for _, e := range w.sink.all()[1:] {
 		got = append(got, e.DeliveryID)
 	}
 	require.Equal(t, want, got)
-	require.Greater(t, n, 30)
+	require.Greater(t, w.gh.requests()-before, 30)
 }
 
 func TestNewPollerValidates(t *testing.T) {
@@ -553,7 +422,7 @@ func TestNewPollerValidates(t *testing.T) {
 // ingress saw it first.
 func TestPollerSkipsWhatTheWebhookDelivered(t *testing.T) {
 	w := newPollWorld(t)
-	w.gh.add(&ghIssue{number: 15, author: "alice", labels: []string{autoLabel}})
+	w.gh.open("alice", autoLabel) // #15
 	w.cycle(t)
 	id := w.gh.comment(15, "alice", "looks good")
 	recv, err := NewReceiver(testConfig(), ReceiverDeps{Sink: w.sink, Router: w.poller.d.Router})
@@ -576,7 +445,7 @@ func TestPollerSkipsWhatTheWebhookDelivered(t *testing.T) {
 
 func TestPollerCorruptLedgerStartsAfresh(t *testing.T) {
 	w := newPollWorld(t)
-	w.gh.add(&ghIssue{number: 15, author: "alice", labels: []string{autoLabel}})
+	w.gh.open("alice", autoLabel) // #15
 	w.gh.comment(15, "alice", "old history")
 	ref := mustRef(t, "github:octo/repo#15")
 	require.NoError(t, os.MkdirAll(w.store.Dir(), 0o700))
@@ -612,7 +481,7 @@ func editWebhook(t *testing.T, action, id, body, updatedAt string) []byte {
 // comment is never offered again.
 func TestPollerSeesCommentEdits(t *testing.T) {
 	w := newPollWorld(t)
-	w.gh.add(&ghIssue{number: 15, author: "alice", labels: []string{autoLabel}})
+	w.gh.open("alice", autoLabel) // #15
 	w.cycle(t)
 	id := w.gh.comment(15, "alice", "looks good")
 	w.cycle(t)
@@ -625,7 +494,7 @@ func TestPollerSeesCommentEdits(t *testing.T) {
 	require.Len(t, w.sink.all(), 2)
 
 	// Edited into a keyword: one edited event, no control command.
-	at := w.gh.edit(15, id, "the-loop start")
+	at := w.gh.edit(id, "the-loop start")
 	st := w.cycle(t)
 	require.Equal(t, 1, st.CommentsForwarded)
 	evs := w.sink.all()
@@ -655,7 +524,7 @@ func TestPollerSeesCommentEdits(t *testing.T) {
 	require.Equal(t, at, v)
 
 	// A second edit is a second change.
-	at2 := w.gh.edit(15, id, "looks good, really")
+	at2 := w.gh.edit(id, "looks good, really")
 	w.cycle(t)
 	evs = w.sink.all()
 	require.Len(t, evs, 4)
@@ -669,14 +538,14 @@ func TestPollerEditByWebhookAndPollHasOneEffect(t *testing.T) {
 	for _, webhookFirst := range []bool{true, false} {
 		t.Run(map[bool]string{true: "webhook first", false: "poll first"}[webhookFirst], func(t *testing.T) {
 			w := newPollWorld(t)
-			w.gh.add(&ghIssue{number: 15, author: "alice", labels: []string{autoLabel}})
+			w.gh.open("alice", autoLabel) // #15
 			w.cycle(t)
 			id := w.gh.comment(15, "alice", "looks good")
 			w.cycle(t)
 			require.Len(t, w.sink.all(), 2)
 			recv, err := NewReceiver(testConfig(), ReceiverDeps{Sink: w.sink, Router: w.poller.d.Router})
 			require.NoError(t, err)
-			at := w.gh.edit(15, id, "looks good, one nit")
+			at := w.gh.edit(id, "looks good, one nit")
 			hook := func() int {
 				body := editWebhook(t, "edited", id, "looks good, one nit", at)
 				return serve(recv, delivery{event: "issue_comment", id: "gh-edit-guid", body: body}.request([]byte("s3cret"))).Code
@@ -705,15 +574,15 @@ func TestPollerEditByWebhookAndPollHasOneEffect(t *testing.T) {
 // the edit alone, not the creation again.
 func TestPollerEditAfterWebhookCreation(t *testing.T) {
 	w := newPollWorld(t)
-	w.gh.add(&ghIssue{number: 15, author: "alice", labels: []string{autoLabel}})
+	w.gh.open("alice", autoLabel) // #15
 	w.cycle(t)
 	id := w.gh.comment(15, "alice", "looks good")
-	created := w.gh.updatedAt(15, id)
+	created := w.gh.updatedAt(id)
 	recv, err := NewReceiver(testConfig(), ReceiverDeps{Sink: w.sink, Router: w.poller.d.Router})
 	require.NoError(t, err)
 	rec := serve(recv, delivery{event: "issue_comment", id: "gh-create-guid", body: editWebhook(t, "created", id, "looks good", created)}.request([]byte("s3cret")))
 	require.Equal(t, 202, rec.Code)
-	at := w.gh.edit(15, id, "looks good, one nit")
+	at := w.gh.edit(id, "looks good, one nit")
 	w.cycle(t)
 	w.cycle(t)
 	require.Equal(t, []string{
@@ -728,21 +597,21 @@ func TestPollerEditAfterWebhookCreation(t *testing.T) {
 func TestPollerEditRules(t *testing.T) {
 	t.Run("unauthorized and self-marked edits", func(t *testing.T) {
 		w := newPollWorld(t)
-		w.gh.add(&ghIssue{number: 15, author: "alice", labels: []string{autoLabel}})
+		w.gh.open("alice", autoLabel) // #15
 		w.cycle(t)
 		m := w.gh.comment(15, "mallory", "hi")
 		a := w.gh.comment(15, "alice", "hi")
 		w.cycle(t)
 		require.Len(t, w.sink.all(), 2)
-		w.gh.edit(15, m, "the-loop start")
-		w.gh.edit(15, a, "status\n\n<!-- the-loop:agent-comment -->\n")
+		w.gh.edit(m, "the-loop start")
+		w.gh.edit(a, "status\n\n<!-- the-loop:agent-comment -->\n")
 		w.cycle(t)
 		w.cycle(t)
 		require.Len(t, w.sink.all(), 2, deliveries(w.sink.all()))
 	})
 	t.Run("a ledger without versions is baselined", func(t *testing.T) {
 		w := newPollWorld(t)
-		w.gh.add(&ghIssue{number: 15, author: "alice", labels: []string{autoLabel}})
+		w.gh.open("alice", autoLabel) // #15
 		w.cycle(t)
 		id := w.gh.comment(15, "alice", "hi")
 		w.cycle(t)
@@ -751,10 +620,10 @@ func TestPollerEditRules(t *testing.T) {
 		require.NoError(t, err)
 		l.CommentVersions = nil // as written before versions were kept
 		require.NoError(t, w.store.SavePollLedger(ref, l))
-		w.gh.edit(15, id, "hi there")
+		w.gh.edit(id, "hi there")
 		w.cycle(t)
 		require.Len(t, w.sink.all(), 2, "no version to compare with: baselined, not offered")
-		at := w.gh.edit(15, id, "hi there again")
+		at := w.gh.edit(id, "hi there again")
 		w.cycle(t)
 		evs := w.sink.all()
 		require.Len(t, evs, 3)
@@ -762,11 +631,11 @@ func TestPollerEditRules(t *testing.T) {
 	})
 	t.Run("an edit the sink refused is offered again", func(t *testing.T) {
 		w := newPollWorld(t)
-		w.gh.add(&ghIssue{number: 15, author: "alice", labels: []string{autoLabel}})
+		w.gh.open("alice", autoLabel) // #15
 		w.cycle(t)
 		id := w.gh.comment(15, "alice", "hi")
 		w.cycle(t)
-		at := w.gh.edit(15, id, "hi there")
+		at := w.gh.edit(id, "hi there")
 		w.sink.setDown(true)
 		st := w.cycle(t)
 		require.Equal(t, 1, st.Failures)
@@ -784,10 +653,10 @@ func TestPollerEditRules(t *testing.T) {
 // edit's late webhook has no second effect, and later passes are quiet.
 func TestPollerCreationFirstSeenEdited(t *testing.T) {
 	w := newPollWorld(t)
-	w.gh.add(&ghIssue{number: 15, author: "alice", labels: []string{autoLabel}})
+	w.gh.open("alice", autoLabel) // #15
 	w.cycle(t)
 	id := w.gh.comment(15, "alice", "draft")
-	at := w.gh.edit(15, id, "final words")
+	at := w.gh.edit(id, "final words")
 	w.cycle(t)
 	evs := w.sink.all()
 	require.Equal(t, []string{"issue_comment/created/poll-comment-" + id}, deliveries(evs[1:]))

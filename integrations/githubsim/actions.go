@@ -21,13 +21,17 @@ func (s *Server) AddRepo(full string, opts RepoOptions) error {
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if rp := s.lookupRepo(owner, name); rp != nil {
-		rp.opts = opts
-		return nil
+	rp := s.lookupRepo(owner, name)
+	if rp == nil {
+		rp = &repo{
+			id: s.newID(), owner: owner, name: name, created: s.now(),
+			issues: map[int]*issue{}, comments: map[int64]*comment{}, reviewC: map[int64]*reviewComment{},
+		}
+		s.repos[strings.ToLower(full)] = rp
 	}
-	s.repos[strings.ToLower(full)] = &repo{
-		id: s.newID(), owner: owner, name: name, opts: opts, created: s.now(),
-		issues: map[int]*issue{}, comments: map[int64]*comment{}, reviewC: map[int64]*reviewComment{},
+	rp.opts = opts
+	if opts.FirstNumber > rp.nextNum+1 {
+		rp.nextNum = opts.FirstNumber - 1
 	}
 	return nil
 }

@@ -275,3 +275,39 @@ func TestUnknownRoutesAndBadBodies(t *testing.T) {
 	require.Equal(t, "closed", is.State)
 	require.Equal(t, []string{"a", "b"}, is.Labels)
 }
+
+// TestFaultOptionsAndFirstNumber: an intermittent fault (Every) answers
+// every n-th matching request and serves the rest; an exact Path spares
+// the items under a list; FirstNumber numbers a repository with history.
+func TestFaultOptionsAndFirstNumber(t *testing.T) {
+	s := startSim(t, githubsim.Config{})
+	require.NoError(t, s.AddRepo("demo/widgets", githubsim.RepoOptions{FirstNumber: 15}))
+	is, err := s.OpenIssue("demo/widgets", "dana", "first", "")
+	require.NoError(t, err)
+	require.Equal(t, 15, is.Number)
+	require.NoError(t, s.AddRepo("demo/widgets", githubsim.RepoOptions{FirstNumber: 3}))
+	is, err = s.OpenIssue("demo/widgets", "dana", "second", "")
+	require.NoError(t, err)
+	require.Equal(t, 16, is.Number, "numbers only move on")
+
+	get := func(path string) int {
+		req, err := http.NewRequest(http.MethodGet, s.URL()+path, nil)
+		require.NoError(t, err)
+		req.Header.Set("Authorization", "Bearer "+testToken)
+		res, err := http.DefaultClient.Do(req)
+		require.NoError(t, err)
+		res.Body.Close()
+		return res.StatusCode
+	}
+	s.InjectFault(githubsim.Fault{Path: "/repos/demo/widgets/issues", Status: http.StatusBadGateway})
+	require.Equal(t, http.StatusBadGateway, get("/repos/demo/widgets/issues"))
+	require.Equal(t, http.StatusOK, get("/repos/demo/widgets/issues/15"), "an exact path spares what is under it")
+	s.RemoveFaults()
+
+	s.InjectFault(githubsim.Fault{PathContains: "/issues/15", Status: http.StatusInternalServerError, Every: 3})
+	var got []int
+	for range 6 {
+		got = append(got, get("/repos/demo/widgets/issues/15"))
+	}
+	require.Equal(t, []int{200, 200, 500, 200, 200, 500}, got)
+}

@@ -97,6 +97,9 @@ type Fault struct {
 	// PathContains matches a substring of the path relative to the REST
 	// root ("" = any).
 	PathContains string
+	// Path matches the path relative to the REST root exactly ("" = any):
+	// a list endpoint without the items under it.
+	Path string
 	// Status is the answer's status code (default 502).
 	Status int
 	// Header holds extra response headers (Retry-After, X-RateLimit-*).
@@ -105,11 +108,15 @@ type Fault struct {
 	Body string
 	// Times bounds how many requests it answers (<= 0: until RemoveFaults).
 	Times int
+	// Every answers only every Every-th matching request (<= 1: each one),
+	// the others being served normally: an intermittent outage.
+	Every int
 }
 
 type fault struct {
 	Fault
-	used int
+	used int // requests answered
+	seen int // matching requests, answered or not (for Every)
 }
 
 // Server is a running GitHub stand-in. See the package documentation.
@@ -407,7 +414,11 @@ func (s *Server) matchFault(method, path string) *Fault {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for _, f := range s.faults {
-		if (f.Method == "" || strings.EqualFold(f.Method, method)) && strings.Contains(path, f.PathContains) && (f.Times <= 0 || f.used < f.Times) {
+		if (f.Method == "" || strings.EqualFold(f.Method, method)) && strings.Contains(path, f.PathContains) && (f.Path == "" || f.Path == path) && (f.Times <= 0 || f.used < f.Times) {
+			f.seen++
+			if f.Every > 1 && f.seen%f.Every != 0 {
+				continue
+			}
 			f.used++
 			c := f.Fault
 			return &c

@@ -100,6 +100,11 @@ type RepoOptions struct {
 	DefaultBranch string
 	// Private marks the repository private in payloads.
 	Private bool
+	// FirstNumber is the number the next issue or pull request opened gets
+	// (default 1): a repository with history, whose items a test names.
+	// Numbers only move on: a FirstNumber at or below one already used is
+	// ignored.
+	FirstNumber int
 }
 
 type repo struct {

@@ -25,9 +25,25 @@ func fixtureServer(t *testing.T, prefix string) *fakeGitHub {
 	return fg
 }
 
+// The fixture's web URLs, by the ids GitHub gave.
+func commentURL(id int64) string {
+	return fmt.Sprintf("https://github.com/octo/repo/issues/7#issuecomment-%d", id)
+}
+func reviewURL(id int64) string {
+	return fmt.Sprintf("https://github.com/octo/repo/pull/8#pullrequestreview-%d", id)
+}
+func discussionURL(id int64) string {
+	return fmt.Sprintf("https://github.com/octo/repo/pull/8#discussion_r%d", id)
+}
+
 func TestGitHubReadOperations(t *testing.T) {
 	fg := fixtureServer(t, "")
 	s := apiSet(t, fg, newWorld(mapEnv{"GH_TOKEN": testToken}))
+	c, r, rc := fg.fx.c, fg.fx.r, fg.fx.rc
+	comment := func(i int, author, updated string) map[string]any {
+		return map[string]any{"id": int(c[i]), "author": author, "body": fmt.Sprintf("comment %d", i), "url": commentURL(c[i]),
+			"createdAt": fmt.Sprintf("2026-01-%02dT10:00:00Z", i), "updatedAt": updated}
+	}
 	tests := []struct {
 		name string
 		op   graph.Operation
@@ -47,43 +63,43 @@ func TestGitHubReadOperations(t *testing.T) {
 			"labels": []any{"bug", "loop:requirements", "the-loop: auto-execute", "Loop:Old"},
 		}},
 		{"list-comments reads every page", ops.GitHubListComments, map[string]any{"ref": "github:octo/repo#7"}, map[string]any{"comments": []any{
-			map[string]any{"id": 101, "author": "user1", "body": "comment 1", "url": "https://github.com/octo/repo/issues/7#issuecomment-101", "createdAt": "2026-01-01T10:00:00Z", "updatedAt": "2026-01-01T10:00:00Z"},
-			map[string]any{"id": 102, "author": "user0", "body": "comment 2", "url": "https://github.com/octo/repo/issues/7#issuecomment-102", "createdAt": "2026-01-02T10:00:00Z", "updatedAt": "2026-01-02T10:00:00Z"},
-			map[string]any{"id": 103, "author": "user1", "body": "comment 3", "url": "https://github.com/octo/repo/issues/7#issuecomment-103", "createdAt": "2026-01-03T10:00:00Z", "updatedAt": "2026-01-08T09:30:00Z"},
-			map[string]any{"id": 104, "author": "user0", "body": "comment 4", "url": "https://github.com/octo/repo/issues/7#issuecomment-104", "createdAt": "2026-01-04T10:00:00Z", "updatedAt": "2026-01-04T10:00:00Z"},
-			map[string]any{"id": 105, "author": "user1", "body": "comment 5", "url": "https://github.com/octo/repo/issues/7#issuecomment-105", "createdAt": "2026-01-05T10:00:00Z", "updatedAt": "2026-01-05T10:00:00Z"},
+			comment(1, "user1", "2026-01-01T10:00:00Z"),
+			comment(2, "user0", "2026-01-02T10:00:00Z"),
+			comment(3, "user1", "2026-01-08T09:30:00Z"), // edited
+			comment(4, "user0", "2026-01-04T10:00:00Z"),
+			comment(5, "user1", "2026-01-05T10:00:00Z"),
 		}}},
 		{"list-comments of an issue without comments", ops.GitHubListComments, map[string]any{"ref": "github:octo/repo#9"}, map[string]any{"comments": []any{}}},
 		{"list-reviews keeps every state", ops.GitHubListReviews, map[string]any{"ref": "github:octo/repo#8"}, map[string]any{"reviews": []any{
-			map[string]any{"id": 201, "author": "dana", "body": "LGTM", "state": "APPROVED", "url": "https://github.com/octo/repo/pull/8#pullrequestreview-201", "submittedAt": "2026-01-05T00:00:00Z"},
-			map[string]any{"id": 202, "author": "", "body": "", "state": "PENDING", "url": "https://github.com/octo/repo/pull/8#pullrequestreview-202", "submittedAt": ""},
-			map[string]any{"id": 203, "author": "lee", "body": "nit: naming", "state": "COMMENTED", "url": "https://github.com/octo/repo/pull/8#pullrequestreview-203", "submittedAt": "2026-01-06T00:00:00Z"},
+			map[string]any{"id": int(r[1]), "author": "dana", "body": "LGTM", "state": "APPROVED", "url": reviewURL(r[1]), "submittedAt": "2026-01-05T00:00:00Z"},
+			map[string]any{"id": int(r[2]), "author": "", "body": "", "state": "PENDING", "url": reviewURL(r[2]), "submittedAt": ""},
+			map[string]any{"id": int(r[3]), "author": "lee", "body": "nit: naming", "state": "COMMENTED", "url": reviewURL(r[3]), "submittedAt": "2026-01-06T00:00:00Z"},
 		}}},
 		{"list-review-comments falls back to original_line", ops.GitHubListReviewComments, map[string]any{"ref": "github:octo/repo#8"}, map[string]any{"comments": []any{
-			map[string]any{"id": 301, "author": "lee", "body": "rename", "url": "https://github.com/octo/repo/pull/8#discussion_r301", "path": "main.go", "line": 12, "createdAt": "2026-01-06T00:00:00Z", "updatedAt": "2026-01-07T00:00:00Z"},
-			map[string]any{"id": 302, "author": "lee", "body": "outdated", "url": "https://github.com/octo/repo/pull/8#discussion_r302", "path": "old.go", "line": 4, "createdAt": "2026-01-06T00:01:00Z", "updatedAt": ""},
+			map[string]any{"id": int(rc[1]), "author": "lee", "body": "rename", "url": discussionURL(rc[1]), "path": "main.go", "line": 12, "createdAt": "2026-01-06T00:00:00Z", "updatedAt": "2026-01-06T00:00:00Z"},
+			map[string]any{"id": int(rc[2]), "author": "lee", "body": "outdated", "url": discussionURL(rc[2]), "path": "old.go", "line": 4, "createdAt": "2026-01-06T00:01:00Z", "updatedAt": "2026-01-06T00:01:00Z"},
 		}}},
 		{"list-items-by-label, open by default", ops.GitHubListItemsByLabel, map[string]any{"repo": "octo/repo", "label": "the-loop: auto-execute"}, map[string]any{"items": []any{
-			map[string]any{"number": 8, "title": "Implement the thing", "url": "https://github.com/octo/repo/issues/8", "isPullRequest": true, "labels": []any{"the-loop: auto-execute"}, "ref": "github:octo/repo#8"},
+			map[string]any{"number": 8, "title": "Implement the thing", "url": "https://github.com/octo/repo/pull/8", "isPullRequest": true, "labels": []any{"the-loop: auto-execute"}, "ref": "github:octo/repo#8"},
 			map[string]any{"number": 7, "title": "Add the thing", "url": "https://github.com/octo/repo/issues/7", "isPullRequest": false, "labels": []any{"bug", "loop:requirements", "the-loop: auto-execute", "Loop:Old"}, "ref": "github:octo/repo#7"},
 		}}},
 		{"list-items-by-label, closed", ops.GitHubListItemsByLabel, map[string]any{"repo": "github.com/octo/repo", "label": "the-loop: auto-execute", "state": "closed"}, map[string]any{"items": []any{
 			map[string]any{"number": 9, "title": "Old", "url": "https://github.com/octo/repo/issues/9", "isPullRequest": false, "labels": []any{"the-loop: auto-execute"}, "ref": "github:octo/repo#9"},
 		}}},
-		{"get-comment reads one comment with the item GitHub says it is on", ops.GitHubGetComment, map[string]any{"ref": "github:octo/repo#7", "commentId": 103}, map[string]any{
-			"id": 103, "author": "user1", "body": "comment 3", "url": "https://github.com/octo/repo/issues/7#issuecomment-103", "state": "",
+		{"get-comment reads one comment with the item GitHub says it is on", ops.GitHubGetComment, map[string]any{"ref": "github:octo/repo#7", "commentId": int(c[3])}, map[string]any{
+			"id": int(c[3]), "author": "user1", "body": "comment 3", "url": commentURL(c[3]), "state": "",
 			"createdAt": "2026-01-03T10:00:00Z", "updatedAt": "2026-01-08T09:30:00Z", "submittedAt": "", "ref": "github:octo/repo#7",
 		}},
-		{"get-comment names the comment's own item, not the ref asked with", ops.GitHubGetComment, map[string]any{"ref": "github:octo/repo#9", "commentId": "101"}, map[string]any{
-			"id": 101, "author": "user1", "body": "comment 1", "url": "https://github.com/octo/repo/issues/7#issuecomment-101", "state": "",
+		{"get-comment names the comment's own item, not the ref asked with", ops.GitHubGetComment, map[string]any{"ref": "github:octo/repo#9", "commentId": fmt.Sprint(c[1])}, map[string]any{
+			"id": int(c[1]), "author": "user1", "body": "comment 1", "url": commentURL(c[1]), "state": "",
 			"createdAt": "2026-01-01T10:00:00Z", "updatedAt": "2026-01-01T10:00:00Z", "submittedAt": "", "ref": "github:octo/repo#7",
 		}},
-		{"get-comment of a review comment", ops.GitHubGetComment, map[string]any{"ref": "github:octo/repo#8", "commentId": 301, "commentType": "review-comment"}, map[string]any{
-			"id": 301, "author": "lee", "body": "rename", "url": "https://github.com/octo/repo/pull/8#discussion_r301", "state": "",
-			"createdAt": "2026-01-06T00:00:00Z", "updatedAt": "2026-01-07T00:00:00Z", "submittedAt": "", "ref": "github:octo/repo#8",
+		{"get-comment of a review comment", ops.GitHubGetComment, map[string]any{"ref": "github:octo/repo#8", "commentId": int(rc[1]), "commentType": "review-comment"}, map[string]any{
+			"id": int(rc[1]), "author": "lee", "body": "rename", "url": discussionURL(rc[1]), "state": "",
+			"createdAt": "2026-01-06T00:00:00Z", "updatedAt": "2026-01-06T00:00:00Z", "submittedAt": "", "ref": "github:octo/repo#8",
 		}},
-		{"get-comment of a review", ops.GitHubGetComment, map[string]any{"ref": "github:octo/repo#8", "commentId": 201, "commentType": "review"}, map[string]any{
-			"id": 201, "author": "dana", "body": "LGTM", "url": "https://github.com/octo/repo/pull/8#pullrequestreview-201", "state": "APPROVED",
+		{"get-comment of a review", ops.GitHubGetComment, map[string]any{"ref": "github:octo/repo#8", "commentId": int(r[1]), "commentType": "review"}, map[string]any{
+			"id": int(r[1]), "author": "dana", "body": "LGTM", "url": reviewURL(r[1]), "state": "APPROVED",
 			"createdAt": "", "updatedAt": "", "submittedAt": "2026-01-05T00:00:00Z", "ref": "github:octo/repo#8",
 		}},
 		{"closing-issues via GraphQL", ops.GitHubClosingIssues, map[string]any{"ref": "github:octo/repo#8"}, map[string]any{
@@ -101,7 +117,7 @@ func TestGitHubReadOperations(t *testing.T) {
 		reqs := fg.requestsTo("/issues/7/comments")
 		require.Len(t, reqs, 3)
 		for _, r := range reqs {
-			assert.Equal(t, "Bearer "+testToken, r.Auth)
+			assert.True(t, r.Authenticated, "the token was sent")
 			assert.Contains(t, r.Query, "per_page=100")
 		}
 	})
@@ -116,10 +132,10 @@ func TestGetCommentFailures(t *testing.T) {
 	ctx := context.Background()
 	_, err := s.Call(ctx, ops.GitHubGetComment, map[string]any{"ref": "github:octo/repo#7", "commentId": 990000001})
 	requireKind(t, err, ErrNotFound)
-	_, err = s.Call(ctx, ops.GitHubGetComment, map[string]any{"ref": "github:octo/repo#7", "commentId": 202, "commentType": "review"})
-	requireKind(t, err, ErrNotFound) // review 202 is PR 8's, not issue 7's
-	fg.fault(fault{path: "/issues/comments/101", status: 500})
-	_, err = s.Call(ctx, ops.GitHubGetComment, map[string]any{"ref": "github:octo/repo#7", "commentId": 101})
+	_, err = s.Call(ctx, ops.GitHubGetComment, map[string]any{"ref": "github:octo/repo#7", "commentId": int(fg.fx.r[2]), "commentType": "review"})
+	requireKind(t, err, ErrNotFound) // the review is PR 8's, not issue 7's
+	fg.fault(fault{path: fmt.Sprintf("/issues/comments/%d", fg.fx.c[1]), status: 500})
+	_, err = s.Call(ctx, ops.GitHubGetComment, map[string]any{"ref": "github:octo/repo#7", "commentId": int(fg.fx.c[1])})
 	requireKind(t, err, ErrServer)
 	before := fg.requestCount()
 	for _, args := range []map[string]any{
@@ -136,7 +152,7 @@ func TestGetCommentFailures(t *testing.T) {
 
 func TestClosingIssuesFallsBackToTheBody(t *testing.T) {
 	fg := fixtureServer(t, "")
-	fg.set(func(f *fakeGitHub) { f.graphqlUnsupported = true })
+	fg.noGraphQLClosingIssues()
 	s := apiSet(t, fg, newWorld(mapEnv{"GH_TOKEN": testToken}))
 	got, err := s.Call(context.Background(), ops.GitHubClosingIssues, map[string]any{"ref": "github:octo/repo#8"})
 	require.NoError(t, err)
@@ -203,7 +219,7 @@ func TestSetLabelsKeepsEveryOtherLabel(t *testing.T) {
 	})
 	t.Run("a label with a space is escaped in the path", func(t *testing.T) {
 		fg := fixtureServer(t, "")
-		fg.put("octo/repo", &fakeIssue{Number: 20, Labels: []string{"loop:needs review", "x"}})
+		fg.openAt("octo/repo", 20, "dana", "Spaces", "loop:needs review", "x")
 		s := apiSet(t, fg, newWorld(mapEnv{"GH_TOKEN": testToken}))
 		got, err := s.Call(context.Background(), ops.GitHubSetLabels, map[string]any{"ref": "github:octo/repo#20", "labels": []string{"loop:done"}, "replacePrefix": "loop:"})
 		require.NoError(t, err)
@@ -217,18 +233,20 @@ func TestAddCommentAndReaction(t *testing.T) {
 	body := "Review please.\n\n`$(rm -rf /)` \"quoted\" 'single' --flag\n<!-- the-loop:agent-comment -->\n"
 	got, err := s.Call(context.Background(), ops.GitHubAddComment, map[string]any{"ref": "github:octo/repo#7", "body": body})
 	require.NoError(t, err)
-	assert.Equal(t, map[string]any{"id": 9001, "url": "https://github.com/octo/repo/issues/7#issuecomment-9001"}, got)
-	is := fg.issue("octo/repo", 7)
-	assert.Equal(t, body, is.Comments[len(is.Comments)-1]["body"])
+	cs := fg.comments("octo/repo", 7)
+	posted := cs[len(cs)-1]
+	assert.Equal(t, map[string]any{"id": int(posted.ID), "url": commentURL(posted.ID)}, got)
+	assert.Equal(t, body, posted.Body)
+	assert.Equal(t, "theloop-bot", posted.Author, "posted as the token's user")
 
 	reactions := []struct {
 		name string
 		args map[string]any
 		path string
 	}{
-		{"on a conversation comment", map[string]any{"commentId": 101}, "/repos/octo/repo/issues/comments/101/reactions"},
-		{"id from JSON", map[string]any{"commentId": float64(4200000000)}, "/repos/octo/repo/issues/comments/4200000000/reactions"},
-		{"on a review comment", map[string]any{"commentId": "301", "commentType": "review-comment"}, "/repos/octo/repo/pulls/comments/301/reactions"},
+		{"on a conversation comment", map[string]any{"commentId": int(fg.fx.c[1])}, fmt.Sprintf("/repos/octo/repo/issues/comments/%d/reactions", fg.fx.c[1])},
+		{"id from JSON", map[string]any{"commentId": float64(fg.fx.c[2])}, fmt.Sprintf("/repos/octo/repo/issues/comments/%d/reactions", fg.fx.c[2])},
+		{"on a review comment", map[string]any{"commentId": fmt.Sprint(fg.fx.rc[1]), "commentType": "review-comment"}, fmt.Sprintf("/repos/octo/repo/pulls/comments/%d/reactions", fg.fx.rc[1])},
 		{"on the issue itself", map[string]any{}, "/repos/octo/repo/issues/7/reactions"},
 	}
 	for _, tc := range reactions {
@@ -465,9 +483,9 @@ func TestGitHubEnterpriseBaseURL(t *testing.T) {
 	got, err = s.Call(context.Background(), ops.GitHubClosingIssues, map[string]any{"ref": "github:octo/repo#8"})
 	require.NoError(t, err)
 	assert.Equal(t, "graphql", got["source"])
-	assert.Len(t, fg.requestsTo("/api/graphql"), 1)
+	assert.Len(t, fg.requestsTo("/graphql"), 1, "GraphQL at /api/graphql (githubsim answers 404 under /api/v3)")
 	// A ref naming the host the base URL serves is accepted.
-	host := strings.TrimPrefix(fg.srv.URL, "http://")
+	host := strings.TrimSuffix(strings.TrimPrefix(fg.URL(), "http://"), "/api/v3")
 	_, err = s.Call(context.Background(), ops.GitHubGetIssue, map[string]any{"ref": "github:" + host + "/octo/repo#7"})
 	require.NoError(t, err)
 }

@@ -107,7 +107,7 @@ func TestBothGitHubTransportsAnswerAlike(t *testing.T) {
 
 			runParity(t, api, cli, tc.steps)
 			assert.Equal(t, apiGH.labelsOf("octo/repo", 7), cliGH.labelsOf("octo/repo", 7))
-			assert.Equal(t, apiGH.issue("octo/repo", 7).Comments, cliGH.issue("octo/repo", 7).Comments)
+			assert.Equal(t, apiGH.comments("octo/repo", 7), cliGH.comments("octo/repo", 7))
 			assert.Equal(t, apiGH.reactionList(), cliGH.reactionList())
 
 			// The same faults on both sides: retried alike, failed alike.
@@ -116,7 +116,7 @@ func TestBothGitHubTransportsAnswerAlike(t *testing.T) {
 				g.fault(fault{path: "/issues/7/labels", status: 500})
 				g.fault(fault{method: http.MethodPost, path: "/issues/7/comments", status: 503})
 				g.fault(fault{path: "/issues/9", status: 429, times: 1, header: map[string]string{"Retry-After": "1"}})
-				g.set(func(f *fakeGitHub) { f.graphqlUnsupported = true })
+				g.noGraphQLClosingIssues()
 			}
 			runParity(t, api, cli, paritySteps{
 				{ops.GitHubGetIssue, map[string]any{"ref": "github:octo/repo#8"}},

@@ -61,7 +61,7 @@ func TestCredentialsNeverLeak(t *testing.T) {
 	t.Run("github api: a server that echoes the Authorization header", func(t *testing.T) {
 		fg := newFakeGitHub(t, "", "some-other-token")
 		seedFixture(fg)
-		fg.set(func(f *fakeGitHub) { f.echoAuthInErrors = true })
+		fg.echoAuthorization(canaryGitHub)
 		w := newWorld(mapEnv{"GH_TOKEN": canaryGitHub})
 		s := apiSet(t, fg, w)
 		res, err := s.Call(context.Background(), ops.GitHubGetIssue, map[string]any{"ref": "github:octo/repo#7"})
@@ -71,9 +71,11 @@ func TestCredentialsNeverLeak(t *testing.T) {
 		require.Equal(t, 1, w.sink.Count(EventCallFailed))
 	})
 	t.Run("github api: the token in returned data", func(t *testing.T) {
-		fg := fixtureServer(t, "")
-		fg.set(func(f *fakeGitHub) { f.tokens[canaryGitHub] = true })
-		fg.put("octo/repo", &fakeIssue{Number: 30, Title: "leak " + canaryGitHub, Comments: []map[string]any{{"id": 1, "body": "token: " + canaryGitHub}}})
+		fg := newFakeGitHub(t, "", canaryGitHub)
+		seedFixture(fg)
+		fg.openAt("octo/repo", 30, "dana", "leak "+canaryGitHub)
+		_, err := fg.sim.Comment("octo/repo", 30, "dana", "token: "+canaryGitHub)
+		require.NoError(t, err)
 		w := newWorld(mapEnv{"GH_TOKEN": canaryGitHub})
 		s := apiSet(t, fg, w)
 		for _, op := range []graph.Operation{ops.GitHubGetIssue, ops.GitHubListComments} {
@@ -88,7 +90,7 @@ func TestCredentialsNeverLeak(t *testing.T) {
 	t.Run("github api: a token from the secret command", func(t *testing.T) {
 		fg := newFakeGitHub(t, "", "some-other-token")
 		seedFixture(fg)
-		fg.set(func(f *fakeGitHub) { f.echoAuthInErrors = true })
+		fg.echoAuthorization(canaryGitHub)
 		stub := runtest.NewStub(t)
 		stub.Register("secret-tool lookup", run.Result{Stdout: []byte(canaryGitHub + "\n")}, nil)
 		w := newWorld(mapEnv{})
@@ -121,7 +123,7 @@ func TestCredentialsNeverLeak(t *testing.T) {
 		fs := newFakeService(t, func(w http.ResponseWriter, r *http.Request) {
 			writeJSON(w, http.StatusOK, map[string]any{"ok": false, "error": "invalid_auth " + r.Header.Get("Authorization")})
 		})
-		fs.fault(fault{path: "/chat.postMessage", status: 400, times: 1, body: "bad token " + canarySlack})
+		fs.fault(serviceFault{path: "/chat.postMessage", status: 400, times: 1, body: "bad token " + canarySlack})
 		w := newWorld(mapEnv{"GH_TOKEN": "t0ken-value", DefaultSlackBotTokenEnv: canarySlack})
 		s := w.set(t, Config{Slack: &SlackConfig{Channel: "#x", API: SlackAPIConfig{BaseURL: fs.srv.URL}}})
 		for range 2 {

@@ -19,13 +19,35 @@ import (
 	"github.com/theloop-dev/theloop/ops"
 )
 
+// serviceRequest is one request a fakeService received.
+type serviceRequest struct {
+	Method, Path, Auth, Body string
+}
+
+// serviceFault answers matching requests (path substring) instead of the
+// handler, times times (<= 0: always).
+type serviceFault struct {
+	path   string
+	status int
+	header map[string]string
+	body   string
+	times  int
+	used   int
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	w.Header().Set("Content-Type", "application/json; charset=utf-8")
+	w.WriteHeader(status)
+	_ = json.NewEncoder(w).Encode(v)
+}
+
 // fakeService is an httptest server for Slack and Jira: it records
 // requests, answers queued faults first, then delegates to handler.
 type fakeService struct {
 	srv     *httptest.Server
 	mu      sync.Mutex
-	reqs    []fakeRequest
-	faults  []*fault
+	reqs    []serviceRequest
+	faults  []*serviceFault
 	handler http.HandlerFunc
 }
 
@@ -35,8 +57,8 @@ func newFakeService(t *testing.T, handler http.HandlerFunc) *fakeService {
 		body, _ := io.ReadAll(r.Body)
 		r.Body = io.NopCloser(strings.NewReader(string(body)))
 		f.mu.Lock()
-		f.reqs = append(f.reqs, fakeRequest{Method: r.Method, Path: r.URL.Path, Auth: r.Header.Get("Authorization"), Body: string(body)})
-		var ft *fault
+		f.reqs = append(f.reqs, serviceRequest{Method: r.Method, Path: r.URL.Path, Auth: r.Header.Get("Authorization"), Body: string(body)})
+		var ft *serviceFault
 		for _, c := range f.faults {
 			if strings.Contains(r.URL.Path, c.path) && (c.times <= 0 || c.used < c.times) {
 				c.used++
@@ -59,16 +81,16 @@ func newFakeService(t *testing.T, handler http.HandlerFunc) *fakeService {
 	return f
 }
 
-func (f *fakeService) fault(ft fault) {
+func (f *fakeService) fault(ft serviceFault) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.faults = append(f.faults, &ft)
 }
 
-func (f *fakeService) requests() []fakeRequest {
+func (f *fakeService) requests() []serviceRequest {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	return append([]fakeRequest(nil), f.reqs...)
+	return append([]serviceRequest(nil), f.reqs...)
 }
 
 const (
@@ -152,13 +174,13 @@ func TestSlackAPI(t *testing.T) {
 		})
 	}
 	t.Run("429 waits for Retry-After; a 5xx is not reposted", func(t *testing.T) {
-		fs.fault(fault{path: "/chat.postMessage", status: 429, times: 1, header: map[string]string{"Retry-After": "1"}})
+		fs.fault(serviceFault{path: "/chat.postMessage", status: 429, times: 1, header: map[string]string{"Retry-After": "1"}})
 		s, w := newSlack(t, slackToken)
 		_, err := s.Call(context.Background(), ops.SlackPostMessage, map[string]any{"text": "x"})
 		require.NoError(t, err)
 		assert.Equal(t, []time.Duration{time.Second}, w.sleep.recorded())
 
-		fs.fault(fault{path: "/chat.postMessage", status: 503, times: 1})
+		fs.fault(serviceFault{path: "/chat.postMessage", status: 503, times: 1})
 		_, err = s.Call(context.Background(), ops.SlackPostMessage, map[string]any{"text": "x"})
 		e := requireKind(t, err, ErrServer)
 		assert.Equal(t, 1, e.Attempts)
@@ -308,7 +330,7 @@ func TestJira(t *testing.T) {
 		})
 	}
 	t.Run("a 5xx on the transition list is retried, the transition itself is not", func(t *testing.T) {
-		fj.fault(fault{path: "/transitions", status: 502, times: 1})
+		fj.fault(serviceFault{path: "/transitions", status: 502, times: 1})
 		s, w := newJira(t, mapEnv{DefaultJiraEmailEnv: jiraEmail, DefaultJiraTokenEnv: jiraAPIToken}, JiraAPIConfig{})
 		_, err := s.Call(context.Background(), ops.JiraTransition, map[string]any{"issue": "LOOP-7", "transition": "Close"})
 		require.NoError(t, err)

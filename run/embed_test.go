@@ -3,8 +3,6 @@ package run_test
 import (
 	"context"
 	"fmt"
-	"net/http"
-	"net/http/httptest"
 	"os/exec"
 	"strings"
 	"sync"
@@ -14,6 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/theloop-dev/theloop/integrations"
+	"github.com/theloop-dev/theloop/integrations/githubsim"
 	"github.com/theloop-dev/theloop/ops"
 	"github.com/theloop-dev/theloop/run"
 	"github.com/theloop-dev/theloop/sessions"
@@ -63,36 +62,31 @@ func TestEmbedderRunnerDrivesTmux(t *testing.T) {
 }
 
 func TestEmbedderRunnerDrivesIntegrations(t *testing.T) {
-	srv := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.Header.Get("Authorization") != "Bearer from-the-vault" {
-			http.Error(w, `{"message":"Bad credentials"}`, http.StatusUnauthorized)
-			return
-		}
-		if r.Method != http.MethodGet || r.URL.Path != "/repos/octo/repo/issues/7" {
-			http.NotFound(w, r)
-			return
-		}
-		w.Header().Set("Content-Type", "application/json")
-		fmt.Fprint(w, `{"number":7,"title":"Embed theloop","state":"open","body":"","user":{"login":"dana"},"labels":[]}`)
-	}))
-	defer srv.Close()
+	// GitHub is integrations/githubsim, the repository's one GitHub
+	// stand-in: it accepts the vault's token only.
+	gh, err := githubsim.Start(githubsim.Config{Token: "from-the-vault"})
+	require.NoError(t, err)
+	defer gh.Close()
+	require.NoError(t, gh.AddRepo("octo/repo", githubsim.RepoOptions{FirstNumber: 7}))
+	_, err = gh.OpenIssue("octo/repo", "dana", "Embed theloop", "")
+	require.NoError(t, err)
 
 	// The token comes from a secret-store command, which integrations runs
 	// through Deps.Runner: here, the embedder's.
 	audit := &auditRunner{next: vault{}}
 	set, err := integrations.New(integrations.Config{GitHub: &integrations.GitHubConfig{
 		Transport: integrations.TransportAPI,
-		API:       integrations.GitHubAPIConfig{BaseURL: srv.URL, TokenCommand: []string{"vault", "read", "github-token"}},
+		API:       integrations.GitHubAPIConfig{BaseURL: gh.URL(), TokenCommand: []string{"vault", "read", "github-token"}},
 	}}, integrations.Deps{
-		Env:        func(string) (string, bool) { return "", false },
-		Runner:     audit,
-		HTTPClient: srv.Client(),
+		Env:    func(string) (string, bool) { return "", false },
+		Runner: audit,
 	})
 	require.NoError(t, err)
 
 	got, err := set.Call(context.Background(), ops.GitHubGetIssue, map[string]any{"ref": "github:octo/repo#7"})
 	require.NoError(t, err)
 	require.Equal(t, "Embed theloop", got["title"])
+	require.True(t, gh.Requests()[0].Authenticated, "the vault's token reached GitHub")
 	require.Equal(t, []string{"vault read github-token"}, audit.commands())
 }
 

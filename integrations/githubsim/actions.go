@@ -388,7 +388,12 @@ func (s *Server) MergePullRequest(full string, number int, actor string) error {
 // AddReview records a review on a pull request and, unless it is PENDING,
 // sends pull_request_review.submitted.
 func (s *Server) AddReview(full string, number int, r Review) (Review, error) {
-	if err := checkAuthored(r.Author, "review body", r.Body, false); err != nil {
+	if r.Author != "" { // "": a deleted account
+		if err := checkLogin(r.Author); err != nil {
+			return Review{}, err
+		}
+	}
+	if err := checkText("review body", r.Body, maxBody, false); err != nil {
 		return Review{}, err
 	}
 	s.mu.Lock()
@@ -405,7 +410,7 @@ func (s *Server) AddReview(full string, number int, r Review) (Review, error) {
 		return Review{}, fmt.Errorf("%w: review state %q (APPROVED, CHANGES_REQUESTED, COMMENTED or PENDING)", ErrInvalid, clip(r.State, 30))
 	}
 	r.ID = s.newID()
-	if r.SubmittedAt.IsZero() {
+	if r.SubmittedAt.IsZero() && r.State != "PENDING" { // a pending review is not submitted
 		r.SubmittedAt = s.now()
 	}
 	is.reviews = append(is.reviews, &r)

@@ -295,8 +295,12 @@ func (s *Server) commentJSON(rp *repo, c *comment) map[string]any {
 func (s *Server) reviewJSON(rp *repo, is *issue, r *Review) map[string]any {
 	html := fmt.Sprintf("%s/%s/pull/%d#pullrequestreview-%d", s.cfg.WebURL, rp.full(), is.number, r.ID)
 	pull := fmt.Sprintf("%s/repos/%s/pulls/%d", s.apiURL(), rp.full(), is.number)
+	var user any
+	if r.Author != "" {
+		user = s.userJSON(r.Author)
+	}
 	return map[string]any{
-		"id": r.ID, "node_id": nodeID("017:PullRequestReview", r.ID), "user": s.userJSON(r.Author), "body": r.Body,
+		"id": r.ID, "node_id": nodeID("017:PullRequestReview", r.ID), "user": user, "body": r.Body,
 		"state": r.State, "html_url": html, "pull_request_url": pull,
 		"commit_id":    fakeSHA(rp.full(), fmt.Sprint(is.number), is.head),
 		"submitted_at": ts(r.SubmittedAt), "author_association": association(rp, r.Author),
@@ -305,9 +309,12 @@ func (s *Server) reviewJSON(rp *repo, is *issue, r *Review) map[string]any {
 }
 
 func (s *Server) reviewCommentJSON(rp *repo, rc *reviewComment) map[string]any {
-	var line any
+	var line, original any
 	if rc.Line > 0 {
-		line = rc.Line
+		line, original = rc.Line, rc.Line
+	}
+	if rc.OriginalLine > 0 {
+		original = rc.OriginalLine
 	}
 	self := fmt.Sprintf("%s/repos/%s/pulls/comments/%d", s.apiURL(), rp.full(), rc.ID)
 	html := fmt.Sprintf("%s/%s/pull/%d#discussion_r%d", s.cfg.WebURL, rp.full(), rc.issue.number, rc.ID)
@@ -315,13 +322,13 @@ func (s *Server) reviewCommentJSON(rp *repo, rc *reviewComment) map[string]any {
 	sha := fakeSHA(rp.full(), fmt.Sprint(rc.issue.number), rc.issue.head)
 	return map[string]any{
 		"url": self, "pull_request_review_id": nil, "id": rc.ID, "node_id": nodeID("024:PullRequestReviewComment", rc.ID),
-		"diff_hunk": "@@ -1 +1 @@", "path": rc.Path, "position": line, "original_position": line,
+		"diff_hunk": "@@ -1 +1 @@", "path": rc.Path, "position": line, "original_position": original,
 		"commit_id": sha, "original_commit_id": sha, "user": s.userJSON(rc.Author),
 		"body": rc.Body, "created_at": ts(rc.CreatedAt), "updated_at": ts(rc.CreatedAt),
 		"html_url": html, "pull_request_url": pull, "author_association": association(rp, rc.Author),
 		"_links":     map[string]any{"self": map[string]any{"href": self}, "html": map[string]any{"href": html}, "pull_request": map[string]any{"href": pull}},
 		"reactions":  reactionsJSON(self+"/reactions", rc.Reactions),
 		"start_line": nil, "original_start_line": nil, "start_side": nil,
-		"line": line, "original_line": line, "side": "RIGHT",
+		"line": line, "original_line": original, "side": "RIGHT",
 	}
 }

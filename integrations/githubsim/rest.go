@@ -184,9 +184,10 @@ func (s *Server) paginate(w http.ResponseWriter, r *http.Request, items []any) {
 	per := s.cfg.PageSize
 	if v := q.Get("per_page"); v != "" {
 		if n, err := strconv.Atoi(v); err == nil && n > 0 {
-			per = min(n, 100)
+			per = n
 		}
 	}
+	per = min(per, s.cfg.MaxPerPage)
 	page := 1
 	if v := q.Get("page"); v != "" {
 		if n, err := strconv.Atoi(v); err == nil && n > 0 && n < 1<<20 {
@@ -503,9 +504,17 @@ func (s *Server) graphql(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	nodes := []any{}
-	for _, n := range closingNumbers(is.body) {
-		if t := rp.issues[n]; t != nil && !t.pr {
-			nodes = append(nodes, map[string]any{"number": n, "repository": map[string]any{"nameWithOwner": rp.full()}})
+	for _, ref := range closingRefs(is.body) {
+		in := rp
+		if ref.repo != "" {
+			o, n, _ := strings.Cut(ref.repo, "/")
+			in = s.lookupRepo(o, n)
+		}
+		if in == nil {
+			continue // GitHub links only what exists
+		}
+		if t := in.issues[ref.number]; t != nil && !t.pr {
+			nodes = append(nodes, map[string]any{"number": ref.number, "repository": map[string]any{"nameWithOwner": in.full()}})
 		}
 	}
 	writeJSON(w, http.StatusOK, map[string]any{"data": map[string]any{"repository": map[string]any{"pullRequest": map[string]any{

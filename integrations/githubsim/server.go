@@ -45,6 +45,9 @@ type Config struct {
 	APIPrefix string
 	// PageSize is the default per_page of lists (default 30, as GitHub).
 	PageSize int
+	// MaxPerPage caps per_page whatever a client asks (default 100, as
+	// GitHub): a test lowers it to walk a client through several pages.
+	MaxPerPage int
 	// Now is the clock. Default time.Now.
 	Now func() time.Time
 	// HTTPClient delivers webhooks. Default: a client with a 10 s timeout.
@@ -108,6 +111,9 @@ type Fault struct {
 	Body string
 	// Times bounds how many requests it answers (<= 0: until RemoveFaults).
 	Times int
+	// Slow holds the request, unanswered, until the client gives up (its
+	// timeout or deadline): a GitHub that hangs.
+	Slow bool
 	// Every answers only every Every-th matching request (<= 1: each one),
 	// the others being served normally: an intermittent outage.
 	Every int
@@ -182,6 +188,9 @@ func newServer(cfg Config) (*Server, error) {
 	case "", "/api/v3":
 	default:
 		return nil, fmt.Errorf("githubsim: Config.APIPrefix must be \"\" or \"/api/v3\", not %q", cfg.APIPrefix)
+	}
+	if cfg.MaxPerPage <= 0 || cfg.MaxPerPage > 100 {
+		cfg.MaxPerPage = 100
 	}
 	if cfg.PageSize <= 0 || cfg.PageSize > 100 {
 		cfg.PageSize = 30
@@ -319,6 +328,11 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		path = strings.TrimPrefix(path, s.cfg.APIPrefix)
+		if path == "/graphql" { // GHES serves GraphQL at /api/graphql, not under the REST root
+			rec.Path = s.cfg.APIPrefix + path
+			writeError(sw, http.StatusNotFound, "Not Found")
+			return
+		}
 	}
 	rec.Path = path
 	rec.Authenticated = s.authenticated(r.Header.Get("Authorization"))
@@ -326,6 +340,10 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 
 	if f := s.matchFault(r.Method, path); f != nil {
 		rec.Faulted = true
+		if f.Slow {
+			<-r.Context().Done()
+			return
+		}
 		for k, v := range f.Header {
 			sw.Header().Set(k, v)
 		}

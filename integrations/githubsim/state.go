@@ -55,7 +55,8 @@ type Comment struct {
 
 // Review is a pull-request review, for tests that seed one (AddReview).
 type Review struct {
-	ID          int64
+	ID int64
+	// Author "" is a deleted account: GitHub writes "user": null.
 	Author      string
 	Body        string
 	State       string // APPROVED, CHANGES_REQUESTED, COMMENTED, PENDING
@@ -64,13 +65,16 @@ type Review struct {
 
 // ReviewComment is an inline pull-request review comment (AddReviewComment).
 type ReviewComment struct {
-	ID        int64
-	Author    string
-	Body      string
-	Path      string
-	Line      int
-	CreatedAt time.Time
-	Reactions []string
+	ID     int64
+	Author string
+	Body   string
+	Path   string
+	Line   int
+	// OriginalLine is the line the comment was made on; with Line 0 the
+	// comment is outdated (GitHub then writes "line": null).
+	OriginalLine int
+	CreatedAt    time.Time
+	Reactions    []string
 }
 
 // PullRequest describes a pull request opened with OpenPullRequestWith.
@@ -232,15 +236,25 @@ func (c *comment) snapshot(full string) Comment {
 	}
 }
 
-// closingRE finds GitHub's closing keywords in a PR body ("Fixes #3").
-var closingRE = regexp.MustCompile(`(?i)\b(?:close[sd]?|fix(?:e[sd])?|resolve[sd]?)\b:?[ \t]+#(\d+)\b`)
+// closingRE finds GitHub's closing keywords in a PR body: "Fixes #3" in
+// the same repository, "Closes octo/other#4" in another.
+var closingRE = regexp.MustCompile(`(?i)\b(?:close[sd]?|fix(?:e[sd])?|resolve[sd]?)\b:?[ \t]+([A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+)?#(\d+)\b`)
 
-func closingNumbers(body string) []int {
-	var out []int
+// closingRef is one issue a PR body closes; repo "" is the PR's own.
+type closingRef struct {
+	repo   string
+	number int
+}
+
+func closingRefs(body string) []closingRef {
+	var out []closingRef
 	for _, m := range closingRE.FindAllStringSubmatch(body, -1) {
-		n, err := strconv.Atoi(m[1])
-		if err == nil && n > 0 && !slices.Contains(out, n) {
-			out = append(out, n)
+		n, err := strconv.Atoi(m[2])
+		if err != nil || n <= 0 {
+			continue
+		}
+		if ref := (closingRef{repo: m[1], number: n}); !slices.Contains(out, ref) {
+			out = append(out, ref)
 		}
 	}
 	return out

@@ -236,7 +236,12 @@ func (r *Runtime) escalate(ctx context.Context, s *session, n *Node) []string {
 	if len(r.g.onEscalation) == 0 {
 		return nil
 	}
-	c := runChains(ctx, sharedPool, []chainJob{{r.g.onEscalation, r.hookContext(ctx, s, n, Entry, ModeLive, nil, nil)}})[0]
+	hc := r.hookContext(ctx, s, n, Entry, ModeLive, nil, nil)
+	if p := s.st.Parked; p != nil {
+		cp := *p
+		hc.Escalation = &cp
+	}
+	c := runChains(ctx, sharedPool, []chainJob{{r.g.onEscalation, hc}})[0]
 	msgs := r.noteDegraded(s, n.ID, c)
 	if !c.Satisfied() {
 		msgs = append(msgs, "warning: the escalation chain stopped: "+c.Render())

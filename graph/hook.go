@@ -331,6 +331,10 @@ type HookContext struct {
 	SkippedNodes map[string]bool
 	// Decisions are the recorded human decisions (exit chains only).
 	Decisions map[string]Decision
+	// Escalation is what parked the node, for the graph's onEscalation
+	// chain only (nil elsewhere): the node, the rendered block that
+	// repeated or ran out of attempts, and the hook that raised it.
+	Escalation *Parked
 	// Surface is the frozen collaboration surface ("work-item",
 	// "pull-request" or "").
 	Surface string

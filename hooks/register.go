@@ -50,6 +50,7 @@ func Specs() []graph.HookSpec {
 		{Name: "classify-adhoc-reply", Run: classifyAdhocReply, Summary: "the requester declared the ad-hoc work done, or asked for more", Params: graph.NoParams},
 		{Name: "set-phase-label", Run: setPhaseLabel, Needs: gh(ops.GitHubSetLabels), Summary: "moves the ticket's loop: label to the node's phase", Params: graph.NoParams},
 		{Name: "request-review", Run: requestReview, Needs: gh(ops.GitHubAddComment), Summary: "asks for review on the ticket", Params: graph.NoParams},
+		{Name: "escalate-on-ticket", Run: escalateOnTicket, Needs: gh(ops.GitHubAddComment, ops.GitHubSetLabels), Summary: "tells the ticket that a node escalated: a marked comment with the block and what a human can do, and the label <prefix>escalated", Params: []graph.Param{{Name: "label", Type: graph.ParamString, Summary: "the label to add (default the phase label prefix + escalated)"}}},
 		{Name: "notify", Run: notify, Needs: gh(ops.SlackPostMessage), Summary: "tells the roles subscribed to an event (collaborators.yaml)", Params: []graph.Param{{Name: "event", Type: graph.ParamString, Summary: "the collaborators.yaml event to notify (default phase-approval-pending)"}}},
 		{Name: "publish-artifact", Run: publishArtifact, Needs: gh(ops.GitHubAddComment), Summary: "posts an artifact to the thread when the repository does not carry it", Params: []graph.Param{{Name: "artifact", Type: graph.ParamString, Summary: "the artifact to post"}}},
 		{Name: "log-entry", Run: logEntry, Summary: "appends a checkpoint to execution-log.md", Params: graph.NoParams},

@@ -9,7 +9,7 @@ import "github.com/theloop-dev/theloop/graph"
 var shippedFiles = map[string]func() *graph.File{
 	"pdlc-adhoc-loop": func() *graph.File {
 		return &graph.File{Version: 1, Name: "pdlc-adhoc-loop", Description: "an ad-hoc instruction, worked until the requester says done", Start: "work", Source: "loop/graphs/pdlc-adhoc-loop.yaml",
-			OnEscalation: []graph.HookRef{{Hook: "notify", With: graph.Values{"event": "conflict-escalated"}}},
+			OnEscalation: []graph.HookRef{{Hook: "escalate-on-ticket"}, {Hook: "notify", With: graph.Values{"event": "conflict-escalated"}}},
 			Nodes: []graph.NodeSpec{
 				{ID: "work", Phase: "implementation", Actor: "", Command: "do-task", Stage: "", Session: "", Required: false, Optional: false, Skippable: false, OptIn: false, Terminal: false, Description: "", MaxAttempts: 0, Entry: []graph.HookRef{{Hook: "set-phase-label"}, {Hook: "log-entry"}, {Hook: "deliver-assignment"}}, Exit: []graph.HookRef{{Hook: "verify-tests"}}},
 				{ID: "review", Phase: "implementation", Actor: "human", Command: "do-task", Stage: "", Session: "inherit", Required: false, Optional: false, Skippable: false, OptIn: false, Terminal: false, Description: "", MaxAttempts: 0, Entry: []graph.HookRef{{Hook: "set-phase-label"}, {Hook: "log-entry"}, {Hook: "request-review"}, {Hook: "notify", With: graph.Values{"event": "decision-pending"}}}, Exit: []graph.HookRef{{Hook: "classify-adhoc-reply"}}},
@@ -26,7 +26,7 @@ var shippedFiles = map[string]func() *graph.File{
 		return &graph.File{Version: 1, Name: "pdlc-contribution-loop", Description: "a contribution to a repository that does not run the-loop", Start: "goal-definition", Source: "loop/graphs/pdlc-contribution-loop.yaml",
 			SkipSets:     map[string][]string{"plan": []string{"context-intake", "scoped-plan", "plan-approval"}, "review-chain": []string{"self-review", "critic-review", "security-review", "reviewer-briefing"}},
 			SkipSetOrder: []string{"plan", "review-chain"},
-			OnEscalation: []graph.HookRef{{Hook: "notify", With: graph.Values{"event": "conflict-escalated"}}},
+			OnEscalation: []graph.HookRef{{Hook: "escalate-on-ticket"}, {Hook: "notify", With: graph.Values{"event": "conflict-escalated"}}},
 			Nodes: []graph.NodeSpec{
 				{ID: "goal-definition", Phase: "", Actor: "human", Command: "contribute-to", Stage: "", Session: "", Required: true, Optional: false, Skippable: false, OptIn: false, Terminal: false, Description: "", MaxAttempts: 0, Entry: []graph.HookRef{{Hook: "log-entry"}, {Hook: "post-goal-request"}, {Hook: "deliver-assignment"}}, Exit: []graph.HookRef{{Hook: "classify-goal"}}},
 				{ID: "phase-selection", Phase: "phase-selection", Actor: "human", Command: "contribute-to", Stage: "", Session: "", Required: true, Optional: false, Skippable: false, OptIn: false, Terminal: false, Description: "", MaxAttempts: 0, Entry: []graph.HookRef{{Hook: "set-phase-label"}, {Hook: "log-entry"}, {Hook: "post-phase-selection"}, {Hook: "deliver-assignment"}}, Exit: []graph.HookRef{{Hook: "classify-phase-selection"}}},
@@ -74,7 +74,7 @@ var shippedFiles = map[string]func() *graph.File{
 	},
 	"pdlc-pr-loop": func() *graph.File {
 		return &graph.File{Version: 1, Name: "pdlc-pr-loop", Description: "the inner loop of one pull request, implementation to approval", Start: "implementation", Source: "loop/graphs/pdlc-pr-loop.yaml",
-			OnEscalation: []graph.HookRef{{Hook: "notify", With: graph.Values{"event": "conflict-escalated"}}},
+			OnEscalation: []graph.HookRef{{Hook: "escalate-on-ticket"}, {Hook: "notify", With: graph.Values{"event": "conflict-escalated"}}},
 			Nodes: []graph.NodeSpec{
 				{ID: "implementation", Phase: "implementation", Actor: "", Command: "execute-tasks", Stage: "", Session: "", Required: false, Optional: false, Skippable: false, OptIn: false, Terminal: false, Description: "", MaxAttempts: 0, Entry: []graph.HookRef{{Hook: "log-entry"}, {Hook: "deliver-assignment"}}, Exit: []graph.HookRef{{Hook: "verify-tests"}}},
 				{ID: "verification", Phase: "verification", Actor: "", Command: "verify-work", Stage: "", Session: "", Required: false, Optional: false, Skippable: false, OptIn: false, Terminal: false, Description: "", MaxAttempts: 0, Entry: []graph.HookRef{{Hook: "log-entry"}, {Hook: "deliver-assignment"}}, Exit: []graph.HookRef{{Hook: "verify-tests"}}},
@@ -102,7 +102,7 @@ var shippedFiles = map[string]func() *graph.File{
 		return &graph.File{Version: 1, Name: "pdlc-work-item-loop", Description: "the outer loop of a work item, spec chain to final approval", Start: "phase-selection", Source: "loop/graphs/pdlc-work-item-loop.yaml",
 			SkipSets:     map[string][]string{"spec-chain": []string{"brainstorming", "requirements-definition", "requirements-approval", "design", "test-planning", "design-approval", "tasks-breakdown"}, "review-chain": []string{"self-review", "critic-review", "security-review", "evidence", "capability-docs", "reviewer-briefing"}},
 			SkipSetOrder: []string{"spec-chain", "review-chain"},
-			OnEscalation: []graph.HookRef{{Hook: "notify", With: graph.Values{"event": "conflict-escalated"}}},
+			OnEscalation: []graph.HookRef{{Hook: "escalate-on-ticket"}, {Hook: "notify", With: graph.Values{"event": "conflict-escalated"}}},
 			Nodes: []graph.NodeSpec{
 				{ID: "phase-selection", Phase: "phase-selection", Actor: "human", Command: "", Stage: "", Session: "", Required: true, Optional: false, Skippable: false, OptIn: false, Terminal: false, Description: "", MaxAttempts: 0, Entry: []graph.HookRef{{Hook: "set-phase-label"}, {Hook: "log-entry"}, {Hook: "post-phase-selection"}, {Hook: "deliver-assignment"}}, Exit: []graph.HookRef{{Hook: "classify-phase-selection"}}},
 				{ID: "brainstorming", Phase: "brainstorming", Actor: "", Command: "brainstorm", Stage: "brainstorm", Session: "", Required: false, Optional: true, Skippable: true, OptIn: false, Terminal: false, Description: "", MaxAttempts: 0, Produces: graph.StringList{"brainstorm.md"}, Entry: []graph.HookRef{{Hook: "set-phase-label"}, {Hook: "log-entry"}, {Hook: "deliver-assignment"}}, Exit: []graph.HookRef{{Hook: "validate-artifacts", With: graph.Values{"sections": []any{"Problem / opportunity", "Open questions"}}}, {Hook: "lint-artifacts"}}},

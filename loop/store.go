@@ -388,6 +388,7 @@ func (s *FileStore) Lock(ctx context.Context, id string, timeout time.Duration) 
 	if err := s.prepareDir(id, dir); err != nil {
 		return nil, err
 	}
+	excludeLocalState(s.repoRoot) // the lock is this machine's, never the repository's
 	unlock, err := lockFile(ctx, filepath.Join(dir, LockFileName), timeout, s.poll)
 	if err != nil {
 		return nil, err

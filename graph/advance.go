@@ -73,7 +73,7 @@ func (r *Runtime) advance(ctx context.Context, s *session, ev *Event) (*StepRepo
 		rep.Messages = append(rep.Messages, m.String())
 	}
 	rep.Messages = append(rep.Messages, r.noteDegraded(s, node.ID, c)...)
-	r.noteSkips(s, node.ID, c)
+	r.noteResults(s, node.ID, c)
 
 	switch c.Status {
 	case StatusWait:

@@ -121,13 +121,19 @@ func decisionBy(d Decision) string {
 	return " by " + d.By
 }
 
-// noteSkips records the hooks of a live exit-chain evaluation that reported
-// skip: in the node's record and, with the state, in the event log (R2.5,
-// R8.7).
-func (r *Runtime) noteSkips(s *session, node string, c ChainOutcome) {
-	prev := s.st.Record(node).SkippedHooks
-	n, same, logging := 0, true, r.logging()
-	for _, res := range c.Results {
+// noteResults records a live exit-chain evaluation in the node's record:
+// each hook's result (R8.1) and the hooks that reported skip, which also go
+// to the event log (R2.5, R8.7). An evaluation like the last one changes
+// nothing and copies nothing (the claim and Stop-hook hot path).
+func (r *Runtime) noteResults(s *session, node string, c ChainOutcome) {
+	rec := s.st.Record(node)
+	prev, prevHooks := rec.SkippedHooks, rec.Hooks
+	n, same, logging := 0, len(prevHooks) == len(c.Results), r.logging()
+	for i, res := range c.Results {
+		if same {
+			h := prevHooks[i]
+			same = h.Hook == res.Hook && h.Status == res.Status && h.Outcome == res.Route && h.Degraded == res.Degraded
+		}
 		if res.Status == StatusSkip {
 			same = same && n < len(prev) && prev[n] == res.Hook
 			n++
@@ -142,13 +148,18 @@ func (r *Runtime) noteSkips(s *session, node string, c ChainOutcome) {
 	var skipped []string
 	if n > 0 {
 		skipped = make([]string, 0, n)
-		for _, res := range c.Results {
-			if res.Status == StatusSkip {
-				skipped = append(skipped, res.Hook)
-			}
-		}
 	}
-	s.st.update(node, func(rec *NodeRecord) { rec.SkippedHooks = skipped })
+	var hooks []HookRecord
+	if len(c.Results) > 0 {
+		hooks = make([]HookRecord, 0, len(c.Results))
+	}
+	for _, res := range c.Results {
+		if res.Status == StatusSkip {
+			skipped = append(skipped, res.Hook)
+		}
+		hooks = append(hooks, HookRecord{Hook: res.Hook, Status: res.Status, Outcome: res.Route, Degraded: res.Degraded})
+	}
+	s.st.update(node, func(rec *NodeRecord) { rec.SkippedHooks, rec.Hooks = skipped, hooks })
 }
 
 func (r *Runtime) noteDegraded(s *session, node string, c ChainOutcome) []string {

@@ -72,6 +72,19 @@ type NodeRecord struct {
 	// evaluation of the node's exit chain, in chain order (R2.5: a skip
 	// is recorded, not only passed over).
 	SkippedHooks []string `json:"skippedHooks,omitempty"`
+	// Hooks are the results of the latest live evaluation of the node's
+	// exit chain, in chain order, as far as it ran: each hook's status,
+	// the edge it asked for and a side effect that failed. The messages
+	// of a block are in LastBlock.
+	Hooks []HookRecord `json:"hooks,omitempty"`
+}
+
+// HookRecord is one hook's result as graph-state.json keeps it.
+type HookRecord struct {
+	Hook     string `json:"hook"`
+	Status   Status `json:"status"`
+	Outcome  string `json:"outcome,omitempty"`
+	Degraded string `json:"degraded,omitempty"`
 }
 
 // Decision is a recorded human decision: a gate verdict or a selection. It

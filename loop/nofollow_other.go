@@ -12,3 +12,7 @@ const oNonBlock = 0
 
 // singleLink cannot count links here.
 func singleLink(*os.File) error { return nil }
+
+// readRegular reads the regular file at path when it holds at most limit
+// bytes (see the unix version).
+func readRegular(path string, limit int64) ([]byte, error) { return readCappedPortable(path, limit) }

@@ -36,7 +36,11 @@ func openRegular(path string, flag int, perm fs.FileMode) (*os.File, error) {
 // names the file, its size and the cap — decided from fstat before a byte
 // is read, and again through a LimitReader for a file that grows while it
 // is read — so a sparse 1 GB file costs a stat, not a gigabyte of memory.
-func readCapped(path string, limit int64) ([]byte, error) {
+func readCapped(path string, limit int64) ([]byte, error) { return readRegular(path, limit) }
+
+// readCappedPortable is readCapped through package os, for systems without
+// the unix calls readRegular makes.
+func readCappedPortable(path string, limit int64) ([]byte, error) {
 	f, err := openRegular(path, os.O_RDONLY, 0)
 	if err != nil {
 		return nil, err

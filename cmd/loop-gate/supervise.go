@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"runtime"
 	"runtime/debug"
 	"strconv"
 	"sync"
@@ -72,13 +71,6 @@ var checkFault func()
 // supervise answers one stop in this process and returns loop-gate's exit
 // code: 0, or 1 for bad usage — never 2 (see above).
 func supervise(argv []string, in io.Reader, out, errOut io.Writer) int {
-	// One stop is one short, sequential check: on one P the hand-offs to the
-	// graph's hook worker and the payload reader stay on this thread instead
-	// of waking another, which on a busy machine waits for a CPU each time
-	// (a tenth of the context switches, a quarter less wall time under load).
-	if os.Getenv("GOMAXPROCS") == "" {
-		runtime.GOMAXPROCS(1)
-	}
 	// Before anything that can fail fatally.
 	debug.SetTraceback("crash")
 	disableCoreDumps()

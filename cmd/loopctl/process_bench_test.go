@@ -12,7 +12,7 @@ import (
 )
 
 // installFlags are the go build flags of the README's install line.
-var installFlags = []string{"-trimpath", "-ldflags=-s -w", "-tags", "urfave_cli_no_docs"}
+var installFlags = []string{"-trimpath", "-ldflags=-s -w", "-tags", "urfave_cli_no_docs,netgo"}
 
 // buildLoopctl builds the binary once per benchmark run.
 func buildLoopctl(b *testing.B) string {

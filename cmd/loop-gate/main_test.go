@@ -11,6 +11,7 @@ import (
 	"runtime"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -147,6 +148,11 @@ func (g *gate) exec(payload []byte, cmd *exec.Cmd) result {
 	code := 0
 	if errors.As(err, &ee) {
 		code = ee.ExitCode()
+		// Ended by a signal: reported as a shell does (128+n), whether the
+		// shell waited for loop-gate or exec'd it.
+		if ws, ok := ee.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+			code = 128 + int(ws.Signal())
+		}
 	} else {
 		require.NoError(g.t, err)
 	}

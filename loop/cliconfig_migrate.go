@@ -5,11 +5,12 @@ import (
 	"fmt"
 	"maps"
 	"reflect"
-	"regexp"
 	"slices"
 	"strings"
 
 	"github.com/goccy/go-yaml"
+
+	"github.com/theloop-dev/theloop/internal/lazyre"
 )
 
 // MigrationChange is one thing MigrateCLIConfig did (or, on conflict, left
@@ -58,7 +59,7 @@ type Migration struct {
 // Changed reports whether the output differs from the input.
 func (m Migration) Changed() bool { return len(m.Changes) > 0 }
 
-var versionLine = regexp.MustCompile(`(?m)^version:[^\n]*$`)
+var versionLine = lazyre.New(`(?m)^version:[^\n]*$`)
 
 // RetiredCLIConfigKeys maps each key the CLI config once had, and that
 // nothing reads any more, to what MigrateCLIConfig does with it: the key
@@ -284,8 +285,8 @@ func MigrateCLIConfig(name string, data []byte) (mig Migration, err error) {
 		// Only the version: edit the text in place, keeping it all.
 		line := fmt.Sprintf("version: %q", CurrentCLIConfigVersion)
 		var b []byte
-		if versionLine.Match(data) {
-			b = versionLine.ReplaceAll(data, []byte(line))
+		if versionLine.RE().Match(data) {
+			b = versionLine.RE().ReplaceAll(data, []byte(line))
 		} else {
 			b = append([]byte(line+"\n"), data...)
 		}

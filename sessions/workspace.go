@@ -7,11 +7,11 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
-	"regexp"
 	"strings"
 	"time"
 
 	"github.com/theloop-dev/theloop/internal/atomicfile"
+	"github.com/theloop-dev/theloop/internal/lazyre"
 	"github.com/theloop-dev/theloop/run"
 	"github.com/theloop-dev/theloop/workitem"
 )
@@ -64,7 +64,7 @@ type PrepareOptions struct {
 }
 
 // pullHeadRef is the only shape FetchRef may take.
-var pullHeadRef = regexp.MustCompile(`^refs/pull/[1-9][0-9]{0,9}/head$`)
+var pullHeadRef = lazyre.New(`^refs/pull/[1-9][0-9]{0,9}/head$`)
 
 // Workspaces keeps one clone per repository under Root/<host>/<owner>/<repo>
 // and one git worktree per work item under

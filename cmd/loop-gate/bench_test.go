@@ -8,6 +8,9 @@ import (
 	"slices"
 	"testing"
 	"time"
+
+	"github.com/theloop-dev/theloop/internal/procbench"
+	"github.com/theloop-dev/theloop/plugin"
 )
 
 // BenchmarkLoopGateProcess measures loop-gate as the harness runs it: one
@@ -96,4 +99,49 @@ func buildHello(b *testing.B) string {
 		return ""
 	}
 	return bin
+}
+
+// BenchmarkStopHookAsInstalled is the Stop hook as Claude Code runs it —
+// the command line the plugin and `loopctl install` write, through `sh -c`,
+// a Stop payload on stdin — on a work item blocked at implementation,
+// interleaved with an empty Go program built the same way, run directly
+// and through `sh -c`. It reports each one's median (hook-ns/op,
+// empty-ns/op, empty-sh-ns/op) and the ratios hook/empty and
+// hook/empty-sh (the target is ≤ 1.5); "version" is `loop-gate --version`
+// against the same floor.
+//
+//	go test ./cmd/loop-gate -run '^$' -bench StopHookAsInstalled -benchtime 200x
+func BenchmarkStopHookAsInstalled(b *testing.B) {
+	if buildErr != nil {
+		b.Skip(buildErr)
+	}
+	empty := procbench.EmptyProgram(b, "-trimpath", "-ldflags=-s -w")
+	root := writeRepo(b, atImplementationBlock)
+	home := b.TempDir()
+	env := []string{
+		"HOME=" + home,
+		"XDG_CACHE_HOME=" + filepath.Join(home, "cache"),
+		"THE_LOOP_STATE_ROOT=" + filepath.Join(home, "state"),
+		"PATH=" + os.Getenv("PATH"),
+	}
+	hookEnv := append(slices.Clone(env), "THE_LOOP_WORK_ITEM="+fixtureItem, "THE_LOOP_GATE_MAX_ATTEMPTS=1000000000")
+	events := filepath.Join(root, ".the-loop", "logs", "events.jsonl")
+	b.Run("block", func(b *testing.B) {
+		procbench.Compare(b,
+			procbench.Proc{Name: "empty", Cmd: procbench.Command(empty, nil, env, root, nil)},
+			procbench.Proc{Name: "empty-sh", Cmd: procbench.Command("sh", []string{"-c", plugin.GateCommand(empty, "claude")}, env, root, nil)},
+			procbench.Proc{
+				Name:  "hook",
+				Cmd:   procbench.Command("sh", []string{"-c", plugin.GateCommand(gateBinary, "claude")}, hookEnv, root, claudePayload(root)),
+				Reset: func() { os.Remove(events) },
+				Want:  `{"decision":"block"`,
+			},
+		)
+	})
+	b.Run("version", func(b *testing.B) {
+		procbench.Compare(b,
+			procbench.Proc{Name: "empty", Cmd: procbench.Command(empty, nil, env, root, nil)},
+			procbench.Proc{Name: "version", Cmd: procbench.Command(gateBinary, []string{"--version"}, env, root, nil), Want: "loop-gate "},
+		)
+	})
 }

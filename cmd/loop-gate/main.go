@@ -6,10 +6,10 @@
 //	loop-gate claude   # Claude Code: {"decision":"block","reason":...}
 //	loop-gate cursor   # Cursor: {"followup_message":...}
 //
-// It always exits 0 (except for bad usage, 1) and lets the agent stop on any
-// internal error — even a fatal one: the check runs in a child process
-// (supervise.go), so running out of memory never becomes exit 2, which
-// Claude Code would read as "block". `loopctl install` registers it.
+// It exits 0 (1 for bad usage) and lets the agent stop on any internal
+// error; a fatal one (out of memory) ends it with SIGABRT, never with exit
+// 2, which Claude Code would read as "block" (supervise.go). `loopctl
+// install` registers it.
 package main
 
 import (
@@ -51,10 +51,6 @@ func init() {
 }
 
 func main() {
-	if isChild() {
-		childSetup()
-		os.Exit(run(os.Args, stdin(), os.Stdout, os.Stderr))
-	}
 	switch arg(os.Args) {
 	case "claude", "cursor", "":
 		os.Exit(supervise(os.Args, stdin(), os.Stdout, os.Stderr))

@@ -10,12 +10,15 @@ import (
 	"path/filepath"
 	"runtime"
 	"strings"
+	"sync"
+	"syscall"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
 
 	"github.com/theloop-dev/theloop/loop"
+	"github.com/theloop-dev/theloop/plugin"
 	"github.com/theloop-dev/theloop/sessions"
 	"github.com/theloop-dev/theloop/workitem"
 )
@@ -34,14 +37,39 @@ func TestMain(m *testing.M) {
 	if runtime.GOOS == "windows" {
 		gateBinary += ".exe"
 	}
-	// Built the way the README installs it (stripped: fewer pages to fault in).
-	build := exec.Command("go", "build", "-ldflags=-s -w", "-o", gateBinary, ".")
-	if out, err := build.CombinedOutput(); err != nil {
-		buildErr = fmt.Errorf("go build ./cmd/loop-gate: %v\n%s", err, out)
-	}
+	buildErr = buildGate(gateBinary, "")
+	faultDir = dir
 	code := m.Run()
 	os.RemoveAll(dir)
 	os.Exit(code)
+}
+
+// faultBinary is loop-gate built with the loopgate_faults tag (fault.go),
+// once, on first use.
+func faultBinary(t testing.TB) string {
+	t.Helper()
+	bin, err := buildFaultBinary()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return bin
+}
+
+var faultDir string
+
+var buildFaultBinary = sync.OnceValues(func() (string, error) {
+	bin := filepath.Join(faultDir, "loop-gate-faults")
+	return bin, buildGate(bin, "loopgate_faults")
+})
+
+// buildGate builds loop-gate the way the README installs it (stripped:
+// fewer pages to fault in), with the build tags given.
+func buildGate(bin, tags string) error {
+	build := exec.Command("go", "build", "-trimpath", "-ldflags=-s -w", "-tags", tags, "-o", bin, ".")
+	if out, err := build.CombinedOutput(); err != nil {
+		return fmt.Errorf("go build -tags %q ./cmd/loop-gate: %v\n%s", tags, err, out)
+	}
+	return nil
 }
 
 // gate is one loop-gate process's environment.
@@ -50,6 +78,7 @@ type gate struct {
 	home    string
 	env     map[string]string
 	workDir string
+	bin     string // "": gateBinary
 }
 
 func newGate(t testing.TB) *gate {
@@ -75,7 +104,38 @@ type result struct {
 
 func (g *gate) run(payload []byte, args ...string) result {
 	g.t.Helper()
-	cmd := exec.Command(gateBinary, args...)
+	return g.exec(payload, exec.Command(g.binary(), args...))
+}
+
+// runAsInstalled runs the Stop hook as Claude Code does: the command line
+// the plugin and `loopctl install` write, through a shell. A hook ended by
+// a signal shows as the shell's 128+n.
+func (g *gate) runAsInstalled(payload []byte, harness string) result {
+	g.t.Helper()
+	return g.exec(payload, exec.Command("sh", "-c", plugin.GateCommand(g.binary(), harness)))
+}
+
+// withBinary is g running another build of loop-gate.
+func (g *gate) withBinary(bin string) *gate {
+	c := *g
+	c.bin = bin
+	return &c
+}
+
+func (g *gate) binary() string {
+	if g.bin != "" {
+		return g.bin
+	}
+	return gateBinary
+}
+
+func (g *gate) exec(payload []byte, cmd *exec.Cmd) result {
+	g.t.Helper()
+	// A safety net for a hung hook, not a measure: the tests that make
+	// the check hang expect an answer within seconds.
+	timer := time.AfterFunc(2*time.Minute, func() { cmd.Process.Kill() })
+	defer timer.Stop()
+	cmd.WaitDelay = 5 * time.Second
 	cmd.Stdin = bytes.NewReader(payload)
 	cmd.Dir = g.workDir
 	for k, v := range g.env {
@@ -88,6 +148,11 @@ func (g *gate) run(payload []byte, args ...string) result {
 	code := 0
 	if errors.As(err, &ee) {
 		code = ee.ExitCode()
+		// Ended by a signal: reported as a shell does (128+n), whether the
+		// shell waited for loop-gate or exec'd it.
+		if ws, ok := ee.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+			code = 128 + int(ws.Signal())
+		}
 	} else {
 		require.NoError(g.t, err)
 	}

@@ -2,40 +2,53 @@ package main
 
 import (
 	"bytes"
-	"context"
-	"errors"
 	"fmt"
 	"io"
 	"os"
-	"os/exec"
 	"runtime/debug"
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/theloop-dev/theloop/loop/stopgate"
 )
 
-// A Go program cannot catch its own fatal errors: running out of memory, a
-// stack overflow or a runtime fault exit with status 2 — which Claude Code
-// reads as "block". So loop-gate checks in a child process, a second run of
-// its own binary, and answers for it: the child's answer when it exits 0,
-// else an allowing exit 0 with a note. The parent also holds the deadline:
-// stdin is read with one, and a child still running at the end of the
-// check's deadline is killed.
+// loop-gate's promise: an internal failure never reaches the harness as exit
+// status 2, which Claude Code reads as "block". It is kept in this process,
+// without a supervising second process (a second start of a Go binary, on
+// every stop, doubled the hook's cost):
+//
+//   - a panic on the check's goroutine is recovered (here and in
+//     stopgate.Evaluate) and lets the agent stop, exit 0;
+//   - a fatal error the runtime cannot recover from — out of memory, a
+//     panic on another goroutine, a stack overflow, concurrent map writes —
+//     ends the process with SIGABRT instead of exit 2 (the traceback level
+//     "crash", set first thing), with no core file (RLIMIT_CORE 0). A shell
+//     running the hook reports 134, Claude Code a non-blocking error: the
+//     agent stops and the runtime's message is shown;
+//   - a check that outlives its deadline is answered for by a timer that
+//     lets the agent stop, exit 0, whatever the check's goroutine is stuck
+//     in;
+//   - what the check reads is bounded before it is parsed (the payload, the
+//     harness config, graph-state.json and the artifacts have size caps, YAML
+//     a depth cap), so running out of memory takes a bug, not a big file.
+//
+// The answer and the notes are buffered and written once, by whichever of
+// the check and the timer finishes first, so a late check never adds to the
+// timer's answer.
 const (
-	// childEnv marks the child run.
-	childEnv = "THE_LOOP_GATE_CHILD"
-	// memoryLimitEnv caps the child's address space in MiB (RLIMIT_AS),
-	// turning a runaway allocation into a fatal error the parent answers
-	// for. Unset: no cap beyond the soft heap limit.
+	// memoryLimitEnv caps the address space in MiB (RLIMIT_AS), turning a
+	// runaway allocation into a fatal error (SIGABRT, see above). Unset: no
+	// cap beyond the soft heap limit.
 	memoryLimitEnv = "THE_LOOP_GATE_MEMORY_LIMIT_MB"
-	// softHeapLimit is the child's GOMEMLIMIT-style soft limit.
+	// softHeapLimit is the check's GOMEMLIMIT-style soft limit.
 	softHeapLimit = 512 << 20
-	// childGrace is the time the child is given beyond the check's own
-	// deadline to answer.
-	childGrace = 3 * time.Second
-	// maxChildOutput bounds what the parent keeps of the child's output.
-	maxChildOutput = 1 << 20
+	// deadlineGrace is the time the check is given beyond its own deadline
+	// (stopgate.Options.Timeout, which it honours where it can) before the
+	// timer answers for it.
+	deadlineGrace = 3 * time.Second
+	// maxOutput bounds what is kept of the check's output.
+	maxOutput = 1 << 20
 	// timeoutEnv sets the check's deadline in seconds (default
 	// stopgate.DefaultTimeout); keep it below the harness's hook timeout.
 	timeoutEnv = "THE_LOOP_GATE_TIMEOUT_SECONDS"
@@ -50,78 +63,73 @@ func checkTimeout() time.Duration {
 	return stopgate.DefaultTimeout
 }
 
-// isChild reports whether this process is the supervised check.
-func isChild() bool { return os.Getenv(childEnv) == "1" }
+// checkFault, when set, runs where the check runs, before it: a build with
+// the loopgate_faults tag (fault.go) sets it so that the tests can make the
+// check hang or fail fatally. Nil in the binary loop-gate ships as.
+var checkFault func()
 
-// childSetup applies the child's memory limits.
-func childSetup() {
+// supervise answers one stop in this process and returns loop-gate's exit
+// code: 0, or 1 for bad usage — never 2 (see above).
+func supervise(argv []string, in io.Reader, out, errOut io.Writer) int {
+	// Before anything that can fail fatally.
+	debug.SetTraceback("crash")
+	disableCoreDumps()
 	debug.SetMemoryLimit(softHeapLimit)
 	if mb, err := strconv.Atoi(os.Getenv(memoryLimitEnv)); err == nil && mb > 0 {
 		limitAddressSpace(uint64(mb) << 20)
 	}
-}
 
-// supervise runs the check in a child and returns loop-gate's exit code:
-// the child's 0 or 1 (bad usage), never anything else.
-func supervise(argv []string, in io.Reader, out, errOut io.Writer) int {
+	var answered sync.Mutex // held by whichever of the check and the timer answers
+	deadline := checkTimeout() + deadlineGrace
+	timer := time.AfterFunc(deadline, func() {
+		if answered.TryLock() {
+			fmt.Fprintf(errOut, "loop-gate: the check did not finish within %s and was stopped; letting the agent stop\n", deadline)
+			os.Exit(0)
+		}
+	})
+	// answer writes the check's answer unless the timer has answered.
+	answer := func(code int, stdout, stderr []byte) int {
+		if !answered.TryLock() {
+			select {} // the timer is answering; it ends the process
+		}
+		timer.Stop()
+		out.Write(stdout)
+		errOut.Write(stderr)
+		return code
+	}
+
 	var payload []byte
 	if in != nil {
 		var err error
 		payload, err = stopgate.ReadPayload(in, stopgate.MaxPayloadBytes, stopgate.DefaultStdinTimeout)
 		if err != nil {
-			fmt.Fprintf(errOut, "loop-gate: %v; letting the agent stop\n", err)
-			return 0
+			return answer(0, nil, fmt.Appendf(nil, "loop-gate: %v; letting the agent stop\n", err))
 		}
 	}
-	exe, err := os.Executable()
-	if err != nil {
-		fmt.Fprintf(errOut, "loop-gate: cannot find its own binary (%v); letting the agent stop\n", err)
-		return 0
+	stdout := &capped{limit: maxOutput}
+	stderr := &capped{limit: maxOutput}
+	code, failure := check(argv, payload, stdout, stderr)
+	if failure != "" {
+		// A check that panicked has no answer, only what it said.
+		return answer(0, nil, append(stderr.Bytes(), failure...))
 	}
-	deadline := checkTimeout() + childGrace
-	ctx, cancel := context.WithTimeout(context.Background(), deadline)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, exe, argv[1:]...)
-	cmd.Env = append(os.Environ(), childEnv+"=1")
-	cmd.Stdin = bytes.NewReader(payload)
-	stdout := &capped{limit: maxChildOutput}
-	stderr := &capped{limit: maxChildOutput}
-	cmd.Stdout, cmd.Stderr = stdout, stderr
-	cmd.WaitDelay = time.Second
-	runErr := cmd.Run()
-	code := 0
-	var ee *exec.ExitError
-	switch {
-	case runErr == nil:
-	case errors.As(runErr, &ee):
-		code = ee.ExitCode()
-	default:
-		fmt.Fprintf(errOut, "loop-gate: the check could not run (%v); letting the agent stop\n", runErr)
-		return 0
+	if code != 1 {
+		code = 0 // 1: bad usage, a non-blocking error to both harnesses
 	}
-	if ctx.Err() != nil {
-		errOut.Write(stderr.Bytes())
-		fmt.Fprintf(errOut, "loop-gate: the check did not finish within %s and was stopped; letting the agent stop\n", deadline)
-		return 0
+	return answer(code, stdout.Bytes(), stderr.Bytes())
+}
+
+// check runs the stop's check on its payload, turning a panic into a note.
+func check(argv []string, payload []byte, stdout, stderr io.Writer) (code int, failure string) {
+	defer func() {
+		if p := recover(); p != nil {
+			failure = fmt.Sprintf("loop-gate: the check failed (%v); letting the agent stop — run `loopctl check <work-item> --recompute` to see why\n", p)
+		}
+	}()
+	if checkFault != nil {
+		checkFault()
 	}
-	switch code {
-	case 0, 1:
-		// 0: the answer; 1: bad usage, which both harnesses treat as a
-		// non-blocking error.
-		out.Write(stdout.Bytes())
-		errOut.Write(stderr.Bytes())
-		return code
-	}
-	// A fatal error (out of memory, a runtime fault) or a signal: the
-	// answer, if any, is incomplete. Let the agent stop, and say why.
-	// The head of the child's stderr holds the fatal error's message.
-	head := stderr.Bytes()
-	if len(head) > 4096 {
-		head = head[:4096]
-	}
-	errOut.Write(head)
-	fmt.Fprintf(errOut, "\nloop-gate: the check failed (%v); letting the agent stop — run `loopctl check <work-item> --recompute` to see why\n", runErr)
-	return 0
+	return run(argv, bytes.NewReader(payload), stdout, stderr), ""
 }
 
 // capped is a buffer that keeps at most limit bytes.

@@ -22,8 +22,7 @@ const maxPeakRSS = 50 << 20
 // Deeply nested YAML in agent-writable files (issue 9, item 1): 100 KB of
 // "[[[…]]]" once cost 6–7 GB and 7–16 s in check and loop-gate, and 200 KB
 // killed loop-gate with exit 2. The peak RSS of each child process (from
-// wait4's rusage, which for loop-gate covers its supervised child too) must
-// stay under 50 MB; the time is logged, never asserted.
+// wait4's rusage) must stay under 50 MB; the time is logged, never asserted.
 func TestNestedYAMLStaysSmall(t *testing.T) {
 	ctl, gate := builtBinaries(t)
 	for _, size := range []int{100 << 10, 200 << 10} {

@@ -7,14 +7,19 @@ import (
 	"sort"
 	"testing"
 	"time"
+
+	"github.com/theloop-dev/theloop/internal/procbench"
 )
+
+// installFlags are the go build flags of the README's install line.
+var installFlags = []string{"-trimpath", "-ldflags=-s -w", "-tags", "urfave_cli_no_docs,netgo"}
 
 // buildLoopctl builds the binary once per benchmark run.
 func buildLoopctl(b *testing.B) string {
 	b.Helper()
 	bin := filepath.Join(b.TempDir(), "loopctl")
 	// Built the way the README installs it.
-	out, err := exec.Command("go", "build", "-ldflags=-s -w", "-tags", "urfave_cli_no_docs", "-o", bin, ".").CombinedOutput()
+	out, err := exec.Command("go", append(append([]string{"build"}, installFlags...), "-o", bin, ".")...).CombinedOutput()
 	if err != nil {
 		b.Skipf("cannot build loopctl: %v\n%s", err, out)
 	}
@@ -88,4 +93,44 @@ func BenchmarkCheckAllConformanceProcess(b *testing.B) {
 	}
 	graphFile, _ := filepath.Abs(filepath.Join(conf, "graphs", "pdlc-work-item-loop.yaml"))
 	benchProcess(b, bin, "check", "--all", "--repo", repo, "--recompute", "--format", "json", "--graph", graphFile)
+}
+
+// BenchmarkStartup is loopctl's start-up against the floor: an empty Go
+// program built the same way (installFlags), interleaved with `loopctl
+// --version` and with `loopctl graph complete` on a work item blocked at
+// implementation (one task unticked; its graph-state.json and event log
+// restored before each run, untimed). It reports each one's median
+// (empty-ns/op, version-ns/op, complete-ns/op) and the ratios to the empty
+// program (the target is ≤ 1.5).
+//
+//	go test ./cmd/loopctl -run '^$' -bench Startup -benchtime 200x
+func BenchmarkStartup(b *testing.B) {
+	bin := buildLoopctl(b)
+	empty := procbench.EmptyProgram(b, "-trimpath", "-ldflags=-s -w")
+	repo := midGraphRepo(b)
+	home := b.TempDir()
+	env := []string{"HOME=" + home, "PATH=" + os.Getenv("PATH")}
+	statePath := filepath.Join(repo, "docs", "specs", "issue-42", "graph-state.json")
+	state, err := os.ReadFile(statePath)
+	if err != nil {
+		b.Fatal(err)
+	}
+	reset := func() {
+		if err := os.WriteFile(statePath, state, 0o644); err != nil {
+			b.Fatal(err)
+		}
+		os.Remove(filepath.Join(repo, ".the-loop", "logs", "events.jsonl"))
+	}
+	floor := procbench.Proc{Name: "empty", Cmd: procbench.Command(empty, nil, env, repo, nil)}
+	b.Run("version", func(b *testing.B) {
+		procbench.Compare(b, floor, procbench.Proc{Name: "version", Cmd: procbench.Command(bin, []string{"--version"}, env, repo, nil), Want: "loopctl "})
+	})
+	b.Run("graph-complete", func(b *testing.B) {
+		procbench.Compare(b, floor, procbench.Proc{
+			Name:  "complete",
+			Cmd:   procbench.Command(bin, []string{"graph", "complete", "issue-42"}, env, repo, nil),
+			Reset: reset,
+			Want:  `"status": "block"`,
+		})
+	})
 }

@@ -1,0 +1,124 @@
+// Package procbench measures whole processes the way a harness or a shell
+// meets them — exec, run, exit — side by side with an empty Go program
+// built the same way, which is the floor any Go binary pays on the machine
+// at hand. It serves the start-up benchmarks of cmd/loopctl and
+// cmd/loop-gate.
+//
+// The machine these run on is shared and noisy, so the processes compared
+// run interleaved — every iteration runs each of them once, in a shuffled
+// order — and each is judged by its median: a burst of load then lands on
+// all of them alike, and the ratio to the empty program holds where the
+// absolute figures do not.
+package procbench
+
+import (
+	"bytes"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+)
+
+// Proc is one process to measure.
+type Proc struct {
+	// Name names the proc's metrics (see Compare).
+	Name string
+	// Cmd returns a fresh command for one run; its Stdout is set by Compare.
+	Cmd func() *exec.Cmd
+	// Reset, when set, restores what a run changes (state files, logs)
+	// before each run, untimed.
+	Reset func()
+	// Want, when set, must be in the run's stdout: a process that failed
+	// early would otherwise be the fastest of all.
+	Want string
+}
+
+// Compare runs every proc once per benchmark iteration, interleaved in a
+// shuffled order, and reports each proc's median wall time as
+// <Name>-ns/op and, for every proc, the ratio of its median to that of
+// each proc given before it as <Name>/<earlier Name>: give the floor (the
+// empty program) first. The benchmark's own ns/op is the time of one round
+// (all procs).
+func Compare(b *testing.B, procs ...Proc) {
+	b.Helper()
+	times := make([][]time.Duration, len(procs))
+	order := make([]int, len(procs))
+	for i := range order {
+		order[i] = i
+	}
+	var out bytes.Buffer
+	for b.Loop() {
+		rand.Shuffle(len(order), func(i, j int) { order[i], order[j] = order[j], order[i] })
+		for _, i := range order {
+			p := procs[i]
+			if p.Reset != nil {
+				b.StopTimer()
+				p.Reset()
+				b.StartTimer()
+			}
+			cmd := p.Cmd()
+			out.Reset()
+			cmd.Stdout = &out
+			start := time.Now()
+			err := cmd.Run()
+			times[i] = append(times[i], time.Since(start))
+			if _, exited := err.(*exec.ExitError); err != nil && !exited {
+				b.Fatalf("%s: %v", p.Name, err)
+			}
+			if p.Want != "" && !strings.Contains(out.String(), p.Want) {
+				b.Fatalf("%s: stdout %q lacks %q (%v)", p.Name, out.String(), p.Want, err)
+			}
+		}
+	}
+	medians := make([]float64, len(procs))
+	for i, ts := range times {
+		slices.Sort(ts)
+		medians[i] = float64(ts[len(ts)/2].Nanoseconds())
+		b.ReportMetric(medians[i], procs[i].Name+"-ns/op")
+	}
+	for i := 1; i < len(procs); i++ {
+		for j := 0; j < i; j++ {
+			b.ReportMetric(medians[i]/medians[j], procs[i].Name+"/"+procs[j].Name)
+		}
+	}
+}
+
+// EmptyProgram builds `func main() {}` with the go build flags given (use
+// the flags the binary under test is built with) and returns its path; the
+// benchmark is skipped when it cannot be built.
+func EmptyProgram(b testing.TB, flags ...string) string {
+	b.Helper()
+	dir := b.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "go.mod"), []byte("module empty\n\ngo 1.21\n"), 0o644); err != nil {
+		b.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "main.go"), []byte("package main\n\nfunc main() {}\n"), 0o644); err != nil {
+		b.Fatal(err)
+	}
+	bin := filepath.Join(dir, "empty")
+	cmd := exec.Command("go", append(append([]string{"build"}, flags...), "-o", bin, ".")...)
+	cmd.Dir = dir
+	cmd.Env = append(os.Environ(), "GOWORK=off", "GOFLAGS=")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		b.Skip(fmt.Sprintf("cannot build the empty Go program: %v\n%s", err, out))
+	}
+	return bin
+}
+
+// Command returns a Cmd func for bin with args, environment env (nil: the
+// test's), working directory dir and stdin (nil: none).
+func Command(bin string, args []string, env []string, dir string, stdin []byte) func() *exec.Cmd {
+	return func() *exec.Cmd {
+		cmd := exec.Command(bin, args...)
+		cmd.Env, cmd.Dir = env, dir
+		if stdin != nil {
+			cmd.Stdin = bytes.NewReader(stdin)
+		}
+		return cmd
+	}
+}

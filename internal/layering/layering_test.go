@@ -57,10 +57,10 @@ var rules = []rule{
 	{floorCmd, "cmd/loop-gate", []string{"loop/stopgate", "internal/..."}},
 	// loopctl runs on every claim and check: no daemon part, no demo
 	// (TestThinBinariesLinkNoDaemon checks what that leaves it linking).
-	{floorCmd, "cmd/loopctl", []string{"graph/...", "hooks", "ops", "workitem", "run", "plugin", "loop", "loop/api/...", "loop/demoagent", "integrations", "sessions", "internal/..."}},
-	{floorCmd, "cmd/loopd", []string{"graph/...", "hooks", "ops", "workitem", "run", "plugin", "loop", "loop/api/...", "loop/daemon/...", "loop/demo", "loop/demoagent", "ingress", "integrations", "sessions", "internal/..."}},
+	{floorCmd, "cmd/loopctl", []string{"graph/...", "hooks", "ops", "workitem", "run", "plugin", "loop", "loop/api/...", "loop/demo/agent", "integrations", "sessions", "internal/..."}},
+	{floorCmd, "cmd/loopd", []string{"graph/...", "hooks", "ops", "workitem", "run", "plugin", "loop", "loop/api/...", "loop/daemon/...", "loop/demo", "loop/demo/agent", "ingress", "integrations", "sessions", "internal/..."}},
 
-	{floorDemo, "loop/demo", []string{"graph", "workitem", "loop", "loop/daemon", "loop/daemon/sandbox", "loop/demoagent", "integrations", "integrations/githubsim", "sessions", "internal/..."}},
+	{floorDemo, "loop/demo", []string{"graph", "workitem", "loop", "loop/daemon", "loop/daemon/sandbox", "loop/demo/agent", "integrations", "integrations/githubsim", "sessions", "internal/..."}},
 	// The examples embed the public library: the kernel and its file
 	// format, nothing of the daemon.
 	{floorDemo, "examples/...", []string{"graph/...", "hooks", "ops", "workitem", "run", "loop"}},
@@ -85,7 +85,7 @@ var rules = []rule{
 	// loop-gate's check: the work item's state and the session registry.
 	{floorDaemonBase, "loop/stopgate", []string{"graph", "loop", "sessions", "internal/..."}},
 	// The demo's scripted agent drives loopctl's library and the API client.
-	{floorDaemonBase, "loop/demoagent", []string{"graph", "run", "loop", "loop/api", "integrations", "internal/..."}},
+	{floorDaemonBase, "loop/demo/agent", []string{"graph", "run", "loop", "loop/api", "integrations", "internal/..."}},
 
 	// ingress is given its Config by the daemon (built from the typed
 	// settings): it reads no configuration file and imports nothing of loop.

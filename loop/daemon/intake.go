@@ -149,7 +149,7 @@ func (in *intake) target(ev *ingress.Event) (workitem.Ref, sessions.Record, bool
 	var firstRec sessions.Record
 	found := false
 	for _, r := range ev.WorkItems {
-		item, err := workitem.Parse(r.String())
+		item, err := r.Canonical()
 		if err != nil {
 			continue
 		}
@@ -353,9 +353,7 @@ func (in *intake) announce(ctx context.Context, item workitem.Ref, rec sessions.
 		if errors.Is(err, integrations.ErrNotFound) {
 			// The work item does not exist (a guessed ref): remember it, keep
 			// the session, and do not retry what cannot succeed.
-			if r, perr := workitem.Parse(item.String()); perr == nil {
-				in.markMissing(r)
-			}
+			in.markMissing(item)
 			in.emit("session.work_item_missing", graph.LevelWarning, item, ev, graph.Field{Key: "tmux_target", Value: rec.TmuxName}, graph.Field{Key: "error", Value: err.Error()})
 			return in.mark(ctx, ev, stepAnnounce)
 		}

@@ -108,9 +108,9 @@ func (in *intake) resolve(item workitem.Ref) workitem.Ref {
 	return item
 }
 
-// ownerOf is resolve for an integrations ref.
+// ownerOf is resolve for a ref as the event carries it.
 func (in *intake) ownerOf(r workitem.Ref) (workitem.Ref, bool) {
-	item, err := workitem.Parse(r.String())
+	item, err := r.Canonical()
 	if err != nil {
 		return workitem.Ref{}, false
 	}

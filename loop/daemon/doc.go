@@ -53,7 +53,7 @@
 // items taken over by the others (session.takeover). Without it, one
 // instance dispatches the whole queue and others wait as standbys.
 //
-// Pull requests (daemon-spec §6.7, prendpoints.go). A PR's event is
+// Pull requests (daemon-spec §6.7, prsessions.go). A PR's event is
 // served by the work item it is linked to: its closing references,
 // keywords and issue-<n> branch name it, and once delivered or spawned the
 // link is recorded on the work item's record (pullRequests[],

@@ -30,7 +30,7 @@ type intake struct {
 	d *Daemon
 	// links caches branch-linkage answers (linkage.go).
 	links *linkageCache
-	// prs maps linked pull requests to their work items (prendpoints.go).
+	// prs maps linked pull requests to their work items (prsessions.go).
 	prs prIndex
 }
 

@@ -309,6 +309,15 @@ func (l *graphLink) prStore(item, pr workitem.Ref, cwd string) *loop.FileStore {
 	return loop.NewStore(cwd, l.specDir(cwd), loop.WithStateSubPath(sub))
 }
 
+// store is the store of a loop's state: the work item's outer loop when
+// pr is zero, else the pull request's inner loop.
+func (l *graphLink) store(item, pr workitem.Ref, cwd string) *loop.FileStore {
+	if pr.IsZero() {
+		return loop.NewStore(cwd, l.specDir(cwd))
+	}
+	return l.prStore(item, pr, cwd)
+}
+
 // deliverToPR pastes an inner-loop assignment into the PR's own session
 // (false when it has none live: the hook skips).
 func (l *graphLink) deliverToPR(ctx context.Context, item, pr workitem.Ref, text string) (bool, error) {
@@ -339,34 +348,6 @@ func (l *graphLink) onPRSpawn(ctx context.Context, item, pr workitem.Ref, cwd, s
 		alive := true
 		return rt.BindSession(ctx, id, graph.SessionBinding{ID: sessionID, Runner: "tmux", Alive: &alive})
 	})
-}
-
-// onPREvent is onEvent for a pull request's inner loop.
-func (l *graphLink) onPREvent(ctx context.Context, item, pr workitem.Ref, cwd string, ev *ingress.Event) (*graph.StepReport, error) {
-	var out *graph.StepReport
-	err := l.guardedFor(ctx, actAdvance, item, pr, cwd, func(rt *graph.Runtime, id string) error {
-		st, err := l.prStore(item, pr, cwd).Load(ctx, id)
-		if errors.Is(err, graph.ErrNoState) {
-			return skip{"not-started"}
-		}
-		if err != nil {
-			return err
-		}
-		if n, ok := rt.Graph().Node(st.CurrentNode); ok && !n.IsHuman() {
-			return skip{"agent-node"}
-		}
-		gev, err := l.decisionEvent(ctx, item, pr, ev, gateNotBefore(st))
-		if err != nil {
-			return err
-		}
-		rep, err := rt.Advance(ctx, id, gev)
-		if errors.Is(err, graph.ErrNotStarted) {
-			return skip{"not-started"}
-		}
-		out = rep
-		return err
-	})
-	return out, err
 }
 
 // onPRClose marks the PR session's binding dead and, when the pull request
@@ -401,17 +382,6 @@ func (l *graphLink) onPRClose(ctx context.Context, item, pr workitem.Ref, cwd, s
 		}
 		return nil
 	})
-}
-
-// prContext is context for a pull request's inner loop.
-func (l *graphLink) prContext(ctx context.Context, item, pr workitem.Ref, cwd string) *graphContext {
-	var out *graphContext
-	_ = l.guardedFor(ctx, actContext, item, pr, cwd, func(rt *graph.Runtime, id string) error {
-		gc, err := l.readContext(ctx, rt, id, l.prStore(item, pr, cwd))
-		out = gc
-		return err
-	})
-	return out
 }
 
 // deliverAssignment is loop.Options.Deliver: it pastes a node's assignment
@@ -527,8 +497,9 @@ func (l *graphLink) spawnContext(ctx context.Context, item workitem.Ref, cwd str
 	return out
 }
 
-// onEvent advances the work item's graph with the event's comments and
-// returns the step (nil when skipped or failed).
+// onEvent advances a loop with the event's comments and returns the step
+// (nil when skipped or failed): the work item's outer loop when pr is zero,
+// else the pull request's inner loop.
 //
 // Only a human node is evaluated: an event can decide a gate, but an agent
 // node moves when the agent claims its work (`loopctl graph complete`).
@@ -536,10 +507,14 @@ func (l *graphLink) spawnContext(ctx context.Context, item workitem.Ref, cwd str
 // exit chain as a failed attempt, and the same block twice in a row
 // escalates (decision 3) — two comments while the agent works would park
 // the work item.
-func (l *graphLink) onEvent(ctx context.Context, item workitem.Ref, cwd string, ev *ingress.Event) (*graph.StepReport, error) {
+func (l *graphLink) onEvent(ctx context.Context, item, pr workitem.Ref, cwd string, ev *ingress.Event) (*graph.StepReport, error) {
+	on := item // the loop's own item: the work item, or the inner loop's PR
+	if !pr.IsZero() {
+		on = pr
+	}
 	var out *graph.StepReport
-	err := l.guarded(ctx, actAdvance, item, cwd, func(rt *graph.Runtime, id string) error {
-		st, err := loop.NewStore(cwd, l.specDir(cwd)).Load(ctx, id)
+	err := l.guardedFor(ctx, actAdvance, item, pr, cwd, func(rt *graph.Runtime, id string) error {
+		st, err := l.store(item, pr, cwd).Load(ctx, id)
 		if errors.Is(err, graph.ErrNoState) {
 			return skip{"not-started"}
 		}
@@ -549,7 +524,7 @@ func (l *graphLink) onEvent(ctx context.Context, item workitem.Ref, cwd string, 
 		if n, ok := rt.Graph().Node(st.CurrentNode); ok && !n.IsHuman() {
 			return skip{"agent-node"}
 		}
-		gev, err := l.decisionEvent(ctx, item, item, ev, gateNotBefore(st))
+		gev, err := l.decisionEvent(ctx, item, on, ev, gateNotBefore(st))
 		if err != nil {
 			return err
 		}
@@ -598,12 +573,13 @@ func (c *graphContext) atHumanGate() bool {
 	return c != nil && c.Node != nil && c.Node.IsHuman() && (c.Status == "waiting" || c.Status == "parked")
 }
 
-// context reads the work item's graph context (nil when unknown). Before
-// the graph starts it is pending.
-func (l *graphLink) context(ctx context.Context, item workitem.Ref, cwd string) *graphContext {
+// context reads a loop's graph context (nil when unknown): the work
+// item's outer loop when pr is zero, else the pull request's inner loop.
+// Before the loop starts it is pending.
+func (l *graphLink) context(ctx context.Context, item, pr workitem.Ref, cwd string) *graphContext {
 	var out *graphContext
-	_ = l.guarded(ctx, actContext, item, cwd, func(rt *graph.Runtime, id string) error {
-		gc, err := l.readContext(ctx, rt, id, loop.NewStore(cwd, l.specDir(cwd)))
+	_ = l.guardedFor(ctx, actContext, item, pr, cwd, func(rt *graph.Runtime, id string) error {
+		gc, err := l.readContext(ctx, rt, id, l.store(item, pr, cwd))
 		out = gc
 		return err
 	})

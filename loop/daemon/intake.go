@@ -389,9 +389,9 @@ func (in *intake) dispatchTo(ctx context.Context, item workitem.Ref, rec session
 		// first. Otherwise it goes to the work item's session below.
 		rec = in.linkPR(ctx, item, rec, pe, ev)
 		if in.splitsOff(ctx, item, rec, pr) {
-			gc, consulted, err := consultGate(in.d.link.prContext(ctx, item, pr, cwd),
-				func() *graphContext { return in.d.link.prContext(ctx, item, pr, cwd) },
-				func() (*graph.StepReport, error) { return in.d.link.onPREvent(ctx, item, pr, cwd, ev) })
+			gc, consulted, err := consultGate(in.d.link.context(ctx, item, pr, cwd),
+				func() *graphContext { return in.d.link.context(ctx, item, pr, cwd) },
+				func() (*graph.StepReport, error) { return in.d.link.onEvent(ctx, item, pr, cwd, ev) })
 			if err != nil {
 				return err
 			}
@@ -404,7 +404,7 @@ func (in *intake) dispatchTo(ctx context.Context, item workitem.Ref, rec session
 			}
 			if handled {
 				if !consulted {
-					if _, err := in.d.link.onPREvent(ctx, item, pr, cwd, ev); err != nil {
+					if _, err := in.d.link.onEvent(ctx, item, pr, cwd, ev); err != nil {
 						return err
 					}
 				}
@@ -412,15 +412,15 @@ func (in *intake) dispatchTo(ctx context.Context, item workitem.Ref, rec session
 			}
 		}
 	}
-	before := in.d.link.context(ctx, item, cwd)
+	before := in.d.link.context(ctx, item, workitem.Ref{}, cwd)
 	gc, consulted, err := consultGate(before,
-		func() *graphContext { return in.d.link.context(ctx, item, cwd) },
+		func() *graphContext { return in.d.link.context(ctx, item, workitem.Ref{}, cwd) },
 		func() (*graph.StepReport, error) {
 			// The gate's session first (session: inherit binds the
 			// producer's), so what the gate decides lands in the bound
 			// session.
 			in.d.link.bindGateSession(ctx, item, rec, before)
-			return in.d.link.onEvent(ctx, item, cwd, ev)
+			return in.d.link.onEvent(ctx, item, workitem.Ref{}, cwd, ev)
 		})
 	if err != nil {
 		// The decision could not be re-read at GitHub: nothing moved and
@@ -450,7 +450,7 @@ func (in *intake) dispatchTo(ctx context.Context, item workitem.Ref, rec session
 		return err
 	}
 	if !consulted {
-		if _, err := in.d.link.onEvent(ctx, item, cwd, ev); err != nil {
+		if _, err := in.d.link.onEvent(ctx, item, workitem.Ref{}, cwd, ev); err != nil {
 			return err
 		}
 	}

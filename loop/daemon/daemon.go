@@ -454,7 +454,7 @@ func (d *Daemon) wire(ctx context.Context, q *queue.Queue, owner string) (*ingre
 	d.intake = newIntake(d.intakeConfig(), intakeDeps{
 		Registry: d.reg, Manager: d.mgr, Workspaces: d.ws, Link: d.link, Control: d.ctl,
 		Marks: q, Integrations: d.integ, Tmux: d.tmux.Config(), Git: pathRunner{path: d.deps.Path},
-		Now: d.deps.Clock.Now, CloneURL: d.cloneURL, Record: d.emit, Observe: d.observe,
+		Now: d.deps.Clock.Now, CloneURL: cloneURLs(d.deps.CloneURL, d.cfg.CloneURL), Record: d.emit, Observe: d.observe,
 	})
 
 	icfg := d.ingressConfig()

@@ -753,18 +753,20 @@ func (in *intake) setStatus(ctx context.Context, item workitem.Ref, st sessions.
 	return err
 }
 
-// cloneURL says where to clone item's repository from: Deps.CloneURL when
-// given, else routing.workspace.cloneUrl expanded, else the payload's
-// clone_url when checkedCloneURL accepts it; "" lets the workspace clone
-// https://<host>/<owner>/<repo>.git.
-func (d *Daemon) cloneURL(item workitem.Ref, ev *ingress.Event) string {
-	switch {
-	case d.deps.CloneURL != nil:
-		return d.deps.CloneURL(item)
-	case d.cfg.CloneURL != "":
-		return strings.NewReplacer("{host}", item.HostOrDefault(), "{owner}", item.Owner, "{repo}", item.Repo).Replace(d.cfg.CloneURL)
+// cloneURLs says where to clone a work item's repository from: override
+// (Deps.CloneURL) when given, else template (routing.workspace.cloneUrl)
+// expanded, else the payload's clone_url when checkedCloneURL accepts it;
+// "" lets the workspace clone https://<host>/<owner>/<repo>.git.
+func cloneURLs(override func(workitem.Ref) string, template string) func(workitem.Ref, *ingress.Event) string {
+	return func(item workitem.Ref, ev *ingress.Event) string {
+		switch {
+		case override != nil:
+			return override(item)
+		case template != "":
+			return strings.NewReplacer("{host}", item.HostOrDefault(), "{owner}", item.Owner, "{repo}", item.Repo).Replace(template)
+		}
+		return payloadCloneURL(ev, item)
 	}
-	return payloadCloneURL(ev, item)
 }
 
 // payloadCloneURL is the payload's repository.clone_url (as the reference

@@ -105,6 +105,50 @@ func Parse(s string) (Ref, error) {
 	return r, nil
 }
 
+// Canonical checks a Ref built from fields — decoded from the daemon
+// queue's JSON, read from a session record — by Parse's rules, and returns
+// it as Parse would have: the host lower-cased, GitHub's default host
+// dropped. It is what Parse(r.String()) answers for a valid ref, without
+// the string: a field that only parses once joined to its neighbours (an
+// owner "host.example/octo") is refused, not re-read as another ref.
+// Errors wrap ErrInvalid and name the part that is wrong.
+func (r Ref) Canonical() (Ref, error) {
+	if len(r.Provider) > MaxPart || !validProvider(r.Provider) {
+		return Ref{}, fmt.Errorf("%w: provider %q must match [a-z][a-z0-9-]* (at most %d characters)", ErrInvalid, clip(r.Provider, 40), MaxPart)
+	}
+	if r.Number <= 0 || r.Number > MaxNumber {
+		return Ref{}, fmt.Errorf("%w: number %d must be 1 … %d", ErrInvalid, r.Number, MaxNumber)
+	}
+	if r.Host != "" {
+		r.Host = strings.ToLower(r.Host)
+		if !ValidHost(r.Host) {
+			return Ref{}, fmt.Errorf("%w: host %q must be dotted DNS labels with an optional :port, or name:port", ErrInvalid, clip(r.Host, 40))
+		}
+	}
+	for _, p := range []struct{ what, v string }{{"owner", r.Owner}, {"repo", r.Repo}} {
+		if !ValidName(p.v) {
+			return Ref{}, fmt.Errorf("%w: %s %q must match [A-Za-z0-9._-]+, not start with \"-\", not be \".\" or \"..\" (at most %d characters)", ErrInvalid, p.what, clip(p.v, 40), MaxPart)
+		}
+	}
+	if r.Provider == "github" && r.Host == DefaultGitHubHost {
+		r.Host = ""
+	}
+	return r, nil
+}
+
+// validProvider: [a-z][a-z0-9-]*, refPattern's provider group.
+func validProvider(p string) bool {
+	if p == "" || p[0] < 'a' || p[0] > 'z' {
+		return false
+	}
+	for i := 1; i < len(p); i++ {
+		if c := p[i]; !(c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || c == '-') {
+			return false
+		}
+	}
+	return true
+}
+
 // ParseRepo parses "owner/repo" or "host/owner/repo" with Parse's rules. The
 // host is lower-cased; github.com, GitHub's default, comes back as "".
 func ParseRepo(s string) (host, owner, repo string, err error) {

@@ -178,6 +178,9 @@ func FuzzParse(f *testing.F) {
 		if err != nil || again != r {
 			t.Fatalf("round trip of %q: %+v → %q → %+v, %v", s, r, r.String(), again, err)
 		}
+		if c, err := r.Canonical(); err != nil || c != r {
+			t.Fatalf("Parse(%q) = %+v is not canonical: %+v, %v", s, r, c, err)
+		}
 		for _, part := range []string{r.Owner, r.Repo} {
 			if strings.HasPrefix(part, "-") || part == "." || part == ".." || strings.ContainsAny(part, "/\\ \x00") {
 				t.Fatalf("unsafe owner/repo %q from %q", part, s)
@@ -191,6 +194,65 @@ func FuzzParse(f *testing.F) {
 		}
 		if h, o, p, err := ParseRepo(r.Host + "/" + r.Owner + "/" + r.Repo); r.Host != "" && (err != nil || o != r.Owner || p != r.Repo || (h != r.Host && r.Provider == "github")) {
 			t.Fatalf("ParseRepo disagrees with Parse on %q: %q %q %q %v", s, h, o, p, err)
+		}
+	})
+}
+
+func TestCanonical(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		in   Ref
+		want Ref
+		err  string
+	}{
+		{"valid", Ref{Provider: "github", Owner: "octo", Repo: "repo", Number: 15}, Ref{Provider: "github", Owner: "octo", Repo: "repo", Number: 15}, ""},
+		{"host lower-cased", Ref{Provider: "github", Host: "GHE.Corp.Example:8443", Owner: "o", Repo: "r", Number: 1}, Ref{Provider: "github", Host: "ghe.corp.example:8443", Owner: "o", Repo: "r", Number: 1}, ""},
+		{"default host dropped", Ref{Provider: "github", Host: "GitHub.com", Owner: "o", Repo: "r", Number: 1}, Ref{Provider: "github", Owner: "o", Repo: "r", Number: 1}, ""},
+		{"zero", Ref{}, Ref{}, "provider"},
+		{"bad provider", Ref{Provider: "Git", Owner: "o", Repo: "r", Number: 1}, Ref{}, "provider"},
+		{"number zero", Ref{Provider: "github", Owner: "o", Repo: "r"}, Ref{}, "number 0"},
+		{"number too large", Ref{Provider: "github", Owner: "o", Repo: "r", Number: MaxNumber + 1}, Ref{}, "number"},
+		{"owner with a slash", Ref{Provider: "github", Owner: "h.example/octo", Repo: "r", Number: 1}, Ref{}, "owner"},
+		{"repo option", Ref{Provider: "github", Owner: "o", Repo: "-r", Number: 1}, Ref{}, "repo"},
+		{"single-label host", Ref{Provider: "github", Host: "h", Owner: "o", Repo: "r", Number: 1}, Ref{}, "host"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got, err := tc.in.Canonical()
+			if tc.err != "" {
+				require.ErrorIs(t, err, ErrInvalid)
+				require.ErrorContains(t, err, tc.err)
+				return
+			}
+			require.NoError(t, err)
+			require.Equal(t, tc.want, got)
+		})
+	}
+}
+
+// FuzzCanonical: a Ref built from any fields that Canonical accepts is what
+// Parse reads from its string, and every ref Parse accepts is canonical.
+// Run with `go test -fuzz=FuzzCanonical -fuzztime=60s ./workitem`.
+func FuzzCanonical(f *testing.F) {
+	f.Add("github", "", "octo", "repo", 15)
+	f.Add("github", "GitHub.com", "o", "r", 1)
+	f.Add("gitlab", "h:1", "a", "b", 1)
+	f.Add("github", "", "h.example/octo", "r", 1)
+	f.Add("github", "x.com", "o", "r", 0)
+	f.Fuzz(func(t *testing.T, provider, host, owner, repo string, n int) {
+		r := Ref{Provider: provider, Host: host, Owner: owner, Repo: repo, Number: n}
+		got, err := r.Canonical()
+		if err != nil {
+			if !errors.Is(err, ErrInvalid) {
+				t.Fatalf("error %v does not wrap ErrInvalid", err)
+			}
+			return
+		}
+		parsed, err := Parse(r.String())
+		if err != nil || parsed != got {
+			t.Fatalf("Canonical(%+v) = %+v, Parse(%q) = %+v, %v", r, got, r.String(), parsed, err)
+		}
+		if again, err := got.Canonical(); err != nil || again != got {
+			t.Fatalf("Canonical is not idempotent on %+v: %+v, %v", got, again, err)
 		}
 	})
 }

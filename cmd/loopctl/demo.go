@@ -14,7 +14,7 @@ import (
 	"github.com/theloop-dev/theloop/graph"
 	"github.com/theloop-dev/theloop/graph/graphtest"
 	"github.com/theloop-dev/theloop/loop"
-	"github.com/theloop-dev/theloop/loop/demoagent"
+	demoagent "github.com/theloop-dev/theloop/loop/demo/agent"
 	"github.com/theloop-dev/theloop/ops"
 	"github.com/theloop-dev/theloop/run"
 )

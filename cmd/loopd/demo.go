@@ -9,7 +9,7 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/theloop-dev/theloop/loop/demo"
-	"github.com/theloop-dev/theloop/loop/demoagent"
+	demoagent "github.com/theloop-dev/theloop/loop/demo/agent"
 )
 
 // demoCommand is `loopd demo [--yes] [--keep]`, with the hidden
@@ -18,7 +18,7 @@ import (
 // The agent is this same binary, re-executed (os.Executable) with the verb
 // `demo agent`: it needs no other program installed and no build step, and
 // its claims call the runtime `loopctl graph complete` calls (package
-// loop/demoagent's Live), so what the demo shows is what an agent with
+// loop/demo/agent's Live), so what the demo shows is what an agent with
 // loopctl gets.
 func demoCommand(e *env) *cli.Command {
 	return &cli.Command{

@@ -20,68 +20,204 @@ const module = "github.com/theloop-dev/theloop"
 
 // rule limits what one package (or, with a trailing "/...", a package and
 // everything under it) may import from this module. allow entries ending in
-// "/..." match a whole subtree.
+// "/..." match a whole subtree. floor places the package in the layering:
+// a package may import only packages on lower floors (TestRulesPointDown),
+// so no arrow runs back up.
 type rule struct {
+	floor int
 	pkg   string
 	allow []string
 }
 
-// The direction of README's "How it is built": cmd → daemon parts (loop/…)
-// → ingress, sessions, integrations → loop → hooks → graph, with the leaf
-// vocabularies (ops, workitem, run) and internal/ helpers below them all.
+// Floors, top to bottom, in the direction of README's "How it is built":
+// cmd → daemon parts (loop/daemon/…) → ingress, sessions, integrations →
+// loop → hooks → graph, with the leaf vocabularies (ops, workitem, run) and
+// internal/ helpers below them all.
+const (
+	floorCmd        = 13 // the binaries
+	floorDemo       = 12 // loopd demo, the embedding examples
+	floorDaemon     = 11 // loopd's assembly (loop/daemon)
+	floorDaemonTop  = 10 // daemon parts built on other daemon parts
+	floorDaemonPart = 9  // daemon parts (API server, dashboard, dispatch, …)
+	floorDaemonBase = 8  // the queue, leases, sandbox, systemd; loop-gate's check; the demo agent
+	floorIngress    = 7  // webhooks and the poller → routed events
+	floorEdges      = 6  // sessions, integrations, the API client
+	floorLoop       = 5  // the repository-side library the CLI and the daemon share
+	floorHooks      = 4  // the shipped hooks; graph test doubles
+	floorVocabulary = 3  // ops, graph/graphfile
+	floorKernel     = 2  // graph, workitem, plugin, the command stub, the GitHub stand-in
+	floorLeaf       = 1  // run
+	floorInternal   = 0  // internal/ helpers: they import nothing of ours but each other
+)
+
+// rules has one entry for every package of the module
+// (TestEveryPackageHasARule); ruleFor takes the first that matches.
 var rules = []rule{
-	{"graph", []string{"internal/jsonascii"}}, // pure helpers only: graph does no I/O
-	{"graph/graphfile", []string{"graph", "internal/..."}},
-	{"graph/graphtest", []string{"graph", "ops", "internal/..."}},
-	{"ops", []string{"graph"}},
-	{"workitem", []string{"internal/..."}},
-	{"run/...", []string{"run", "internal/..."}},
-	{"internal/...", []string{"internal/..."}},
-	{"hooks", []string{"graph", "ops", "workitem", "internal/..."}},
-	{"loop", []string{"graph", "graph/graphfile", "hooks", "ops", "workitem", "run", "internal/..."}},
-	{"sessions", []string{"plugin", "workitem", "run", "internal/..."}},
-	// The sandbox is a leaf under the daemon: std, go-landlock and x/sys
-	// only, so sessions' seam can be implemented without a cycle.
-	{"loop/daemon/sandbox", []string{"internal/..."}},
-	{"integrations", []string{"graph", "ops", "workitem", "run", "internal/..."}},
-	{"integrations/githubsim", []string{"internal/..."}},
-	{"ingress", []string{"graph", "hooks", "loop", "sessions", "integrations", "ops", "workitem", "run", "internal/..."}},
-	// The control-plane client and its wire types are linked into every
-	// loopctl call: the graph vocabulary and nothing of the daemon.
-	{"loop/api", []string{"graph", "internal/..."}},
-	// The dashboard's login handshake is what loopctl dashboard links: no
-	// dashboard pages, no runtime.
-	{"loop/api/login", []string{"internal/..."}},
+	// loop-gate runs on every Stop: its check and the version, nothing else.
+	{floorCmd, "cmd/loop-gate", []string{"loop/stopgate", "internal/..."}},
+	// loopctl runs on every claim and check: no daemon part, no demo
+	// (TestThinBinariesLinkNoDaemon checks what that leaves it linking).
+	{floorCmd, "cmd/loopctl", []string{"graph/...", "hooks", "ops", "workitem", "run", "plugin", "loop", "loop/api/...", "loop/demo/agent", "integrations", "sessions", "internal/..."}},
+	{floorCmd, "cmd/loopd", []string{"graph/...", "hooks", "ops", "workitem", "run", "plugin", "loop", "loop/api/...", "loop/daemon/...", "loop/demo", "loop/demo/agent", "ingress", "integrations", "sessions", "internal/..."}},
+
+	{floorDemo, "loop/demo", []string{"graph", "workitem", "loop", "loop/daemon", "loop/daemon/sandbox", "loop/demo/agent", "integrations", "integrations/githubsim", "sessions", "internal/..."}},
+	// The examples embed the public library: the kernel and its file
+	// format, nothing of the daemon.
+	{floorDemo, "examples/...", []string{"graph/...", "hooks", "ops", "workitem", "run", "loop"}},
+
+	{floorDaemon, "loop/daemon", []string{"graph/...", "hooks", "ops", "workitem", "run", "loop", "loop/api", "loop/daemon/...", "ingress", "integrations", "sessions", "internal/..."}},
+	// MCP is served beside the API and speaks through the API server's
+	// graph operations.
+	{floorDaemonTop, "loop/daemon/mcpserver", []string{"graph", "hooks", "ops", "workitem", "loop", "loop/api", "loop/daemon/apiserver", "internal/..."}},
 	// The control-plane server is mounted by the daemon: who may call it
 	// (the sandbox check on a socket peer) is injected, never imported.
-	{"loop/daemon/apiserver", []string{"graph", "graph/graphfile", "loop", "loop/api", "loop/daemon/queue", "sessions", "workitem", "run", "internal/..."}},
+	{floorDaemonPart, "loop/daemon/apiserver", []string{"graph", "graph/graphfile", "loop", "loop/api", "loop/daemon/queue", "sessions", "workitem", "run", "internal/..."}},
+	{floorDaemonPart, "loop/daemon/dashboard", []string{"graph", "hooks", "ops", "loop", "loop/api/login", "internal/..."}},
+	{floorDaemonPart, "loop/daemon/dispatch", []string{"ingress", "loop/daemon/lease", "loop/daemon/queue", "internal/..."}},
+	{floorDaemonPart, "loop/daemon/metrics", []string{"graph", "ingress", "loop", "loop/daemon/queue", "internal/..."}},
+	{floorDaemonPart, "loop/daemon/outbox", []string{"graph", "ops", "workitem", "loop", "integrations", "internal/..."}},
+	{floorDaemonBase, "loop/daemon/queue", []string{"ingress", "internal/..."}},
+	{floorDaemonBase, "loop/daemon/lease", []string{"internal/..."}},
+	// The sandbox is a leaf under the daemon: std, go-landlock and x/sys
+	// only, so sessions' seam can be implemented without a cycle.
+	{floorDaemonBase, "loop/daemon/sandbox", []string{"internal/..."}},
+	{floorDaemonBase, "loop/daemon/systemd", []string{"internal/..."}},
+	// loop-gate's check: the work item's state and the session registry.
+	{floorDaemonBase, "loop/stopgate", []string{"graph", "loop", "sessions", "internal/..."}},
+	// The demo's scripted agent drives loopctl's library and the API client.
+	{floorDaemonBase, "loop/demo/agent", []string{"graph", "run", "loop", "loop/api", "integrations", "internal/..."}},
+
+	// ingress is given its Config by the daemon (built from the typed
+	// settings): it reads no configuration file and imports nothing of loop.
+	{floorIngress, "ingress", []string{"graph", "hooks", "integrations", "ops", "workitem", "run", "internal/..."}},
+
+	{floorEdges, "sessions", []string{"plugin", "workitem", "run", "internal/..."}},
+	{floorEdges, "integrations", []string{"graph", "ops", "workitem", "run", "internal/..."}},
+	// The control-plane client and its wire types are linked into every
+	// loopctl call: the graph vocabulary and nothing of the daemon.
+	{floorEdges, "loop/api", []string{"graph", "internal/..."}},
+	// The dashboard's login handshake is what loopctl dashboard links: no
+	// dashboard pages, no runtime.
+	{floorEdges, "loop/api/login", []string{"internal/..."}},
+
+	{floorLoop, "loop", []string{"graph", "graph/graphfile", "hooks", "ops", "workitem", "run", "internal/..."}},
+	// go generate's writer of the shipped graphs' Go form.
+	{floorLoop, "loop/internal/gengraphs", []string{"graph", "graph/graphfile", "hooks", "internal/..."}},
+
+	{floorHooks, "hooks", []string{"graph", "ops", "workitem", "internal/..."}},
+	{floorHooks, "graph/graphtest", []string{"graph", "ops", "internal/..."}},
+
+	{floorVocabulary, "ops", []string{"graph"}},
+	{floorVocabulary, "graph/graphfile", []string{"graph", "internal/..."}},
+
+	{floorKernel, "graph", []string{"internal/jsonascii"}}, // pure helpers only: graph does no I/O
+	{floorKernel, "workitem", []string{"internal/..."}},
+	{floorKernel, "plugin", []string{"internal/..."}},
+	{floorKernel, "run/runtest", []string{"run", "internal/..."}},
+	{floorKernel, "integrations/githubsim", []string{"internal/..."}},
+
+	{floorLeaf, "run", []string{"internal/..."}},
+
+	{floorInternal, "internal/...", []string{"internal/..."}},
 }
 
 // TestDependencyDirection fails when a package imports something above it,
 // naming the file and the import. Test files are not checked (an external
 // test package may use anything).
 func TestDependencyDirection(t *testing.T) {
-	root, err := filepath.Abs("../..")
-	require.NoError(t, err)
-	if _, err := os.Stat(filepath.Join(root, "go.mod")); err != nil {
-		t.Skipf("module root not found at %s: %v", root, err)
-	}
+	root := moduleRoot(t)
 	imports := moduleImports(t, root)
 	require.Contains(t, imports, "graph", "the walk found the module's packages")
 
 	for pkg, files := range imports {
 		r, ok := ruleFor(pkg)
+		if !ok {
+			continue // TestEveryPackageHasARule names it
+		}
 		for file, deps := range files {
 			for _, dep := range deps {
 				if strings.HasPrefix(dep, "cmd/") || dep == "cmd" {
 					t.Errorf("%s imports %s: no package imports a binary", file, dep)
 				}
-				if ok && !allowed(dep, r.allow) {
+				if !allowed(dep, r.allow) {
 					t.Errorf("%s imports %s, which %s may not (it may import: %s)", file, dep, pkg, strings.Join(r.allow, ", "))
 				}
 			}
 		}
 	}
+}
+
+// TestEveryPackageHasARule fails when a package of the module has no rule,
+// so a new package is placed on a floor when it is added, not when its
+// first arrow back up is found; and when a rule or an allow entry names no
+// package (a move left it behind).
+func TestEveryPackageHasARule(t *testing.T) {
+	root := moduleRoot(t)
+	imports := moduleImports(t, root)
+	require.Contains(t, imports, "graph", "the walk found the module's packages")
+	used := map[string]bool{}
+	for pkg := range imports {
+		r, ok := ruleFor(pkg)
+		if !ok {
+			t.Errorf("package %s has no rule in internal/layering: add one (its floor and what it may import) to rules", pkg)
+			continue
+		}
+		used[r.pkg] = true
+	}
+	for _, r := range rules {
+		if !used[r.pkg] {
+			t.Errorf("rule %q matches no package of the module: remove it or fix its path", r.pkg)
+		}
+		for _, a := range r.allow {
+			if len(matching(imports, a)) == 0 {
+				t.Errorf("rule %q allows %q, which matches no package of the module", r.pkg, a)
+			}
+		}
+	}
+}
+
+// TestRulesPointDown fails when a rule lets a package import one on its
+// own floor or above: the allow lists draw the layering, and no arrow may
+// run back up, even one no file uses yet.
+func TestRulesPointDown(t *testing.T) {
+	root := moduleRoot(t)
+	imports := moduleImports(t, root)
+	for _, r := range rules {
+		for _, a := range r.allow {
+			for _, dep := range matching(imports, a) {
+				dr, ok := ruleFor(dep)
+				if !ok || dr.pkg == r.pkg {
+					continue // no rule: TestEveryPackageHasARule; the same rule: its own subtree
+				}
+				if dr.floor >= r.floor {
+					t.Errorf("rule %q (floor %d) allows %s (floor %d, rule %q): an arrow back up — move the code or the package",
+						r.pkg, r.floor, dep, dr.floor, dr.pkg)
+				}
+			}
+		}
+	}
+}
+
+// matching lists the module's packages an allow entry matches.
+func matching(imports map[string]map[string][]string, allow string) []string {
+	var out []string
+	for pkg := range imports {
+		if allowed(pkg, []string{allow}) {
+			out = append(out, pkg)
+		}
+	}
+	sort.Strings(out)
+	return out
+}
+
+func moduleRoot(t *testing.T) string {
+	t.Helper()
+	root, err := filepath.Abs("../..")
+	require.NoError(t, err)
+	if _, err := os.Stat(filepath.Join(root, "go.mod")); err != nil {
+		t.Skipf("module root not found at %s: %v", root, err)
+	}
+	return root
 }
 
 func ruleFor(pkg string) (rule, bool) {

@@ -39,16 +39,15 @@ type dispatchRunner interface {
 	Run(ctx context.Context) error
 }
 
-// newDispatcher builds the dispatcher: the single-node one unless
+// newDispatcher builds the dispatcher of h: the single-node one unless
 // service.node is set.
-func (d *Daemon) newDispatcher(ctx context.Context, q *queue.Queue, owner string) (dispatchRunner, error) {
+func (d *Daemon) newDispatcher(ctx context.Context, q *queue.Queue, h dispatch.Handler, owner string) (dispatchRunner, error) {
 	base := dispatch.Config{
 		Parallelism: d.cfg.Parallelism, MaxDeliver: d.cfg.MaxDeliver, DrainTimeout: d.cfg.DrainTimeout,
 		Observe: d.onDispatch,
 		// The same daemon restarted takes its lease back at once.
 		Owner: owner,
 	}
-	h := d.timed(d.intake)
 	c := d.cfg.Cluster
 	if c.Node == "" {
 		if d.cfg.QueueURL != "" {

@@ -307,6 +307,5 @@ func TestPayloadCloneURL(t *testing.T) {
 			require.Empty(t, got, tc.u)
 		}
 	}
-	d := &Daemon{cfg: Config{CloneURL: "file:///srv/git/{owner}/{repo}.git"}}
-	require.Equal(t, "file:///srv/git/octo/repo.git", d.cloneURL(gh, nil), "the operator's template is trusted")
+	require.Equal(t, "file:///srv/git/octo/repo.git", cloneURLs(nil, "file:///srv/git/{owner}/{repo}.git")(gh, nil), "the operator's template is trusted")
 }

@@ -22,7 +22,7 @@ func openControlStore(root string, clock graph.Clock) *controlStore {
 }
 
 func refOf(item workitem.Ref) (workitem.Ref, error) {
-	r, err := workitem.Parse(item.String())
+	r, err := item.Canonical()
 	if err != nil {
 		return workitem.Ref{}, fmt.Errorf("control record of %s: %w", item, err)
 	}

@@ -254,27 +254,9 @@ func (d *Daemon) Run(ctx context.Context) (err error) {
 	d.q = q
 	defer q.Close()
 
-	icfg := d.ingressConfig()
-	if warns, err := icfg.Validate(); err == nil {
-		for _, w := range warns {
-			d.logf("warning: %s", w)
-		}
-	}
-	recv, err := ingress.NewReceiver(icfg, ingress.ReceiverDeps{Sink: d.Sink(), Log: d.sink, Clock: d.deps.Clock, SinkCopiesPayload: true})
-	if err != nil {
-		return fmt.Errorf("daemon: webhook receiver: %w", err)
-	}
-	srv := ingress.NewServer(d.cfg.Listen, d.receiverHandler(recv))
-	if err := srv.Start(); err != nil {
-		return fmt.Errorf("daemon: listen on %s (webhooks.ghWebhook.host/port): %w", d.cfg.Listen, err)
-	}
-	d.addr = srv.Addr()
-	d.recv = recv
-
 	host, _ := os.Hostname()
-	disp, err := d.newDispatcher(ctx, q, host+":"+root) // cluster.go
+	srv, disp, err := d.wire(ctx, q, host+":"+root)
 	if err != nil {
-		_ = srv.Close()
 		return err
 	}
 	dctx, dcancel := context.WithCancel(context.WithoutCancel(ctx))
@@ -450,9 +432,88 @@ func (d *Daemon) build() error {
 	}
 	d.ctl = openControlStore(root, d.deps.Clock)
 	d.loadSigner()
-	d.link = newGraphLink(d)
-	d.intake = newIntake(d)
+	d.link = newGraphLink(d.linkConfig(), linkDeps{
+		Registry: d.reg, Manager: d.mgr, Tmux: d.tmux, Control: d.ctl,
+		Integrations: d.integ, Sink: d.sink, Clock: d.deps.Clock,
+		Signer: d.signer, Verifier: d.verifier,
+		Commands: runner, Git: pathRunner{path: d.deps.Path}, HookObserver: d.hookObserver(),
+		Record: d.emit, Logf: d.logf, Observe: d.observe,
+	})
 	return nil
+}
+
+// wire connects the daemon's pipeline — the one place its parts meet — in
+// the direction an event flows: receiver → queue → dispatcher → intake →
+// sessions (and the graph link beside the intake). build made what needs
+// no network (event log, integrations, sessions, graph link); q is open.
+// The intake comes first (the dispatcher hands it events), then the
+// receiver starts listening, then the dispatcher is built on the queue:
+// a loopd waiting as a standby for the dispatcher lease still takes
+// webhooks into the queue. On an error nothing is left listening.
+func (d *Daemon) wire(ctx context.Context, q *queue.Queue, owner string) (*ingress.Server, dispatchRunner, error) {
+	d.intake = newIntake(d.intakeConfig(), intakeDeps{
+		Registry: d.reg, Manager: d.mgr, Workspaces: d.ws, Link: d.link, Control: d.ctl,
+		Marks: q, Integrations: d.integ, Tmux: d.tmux.Config(), Git: pathRunner{path: d.deps.Path},
+		Now: d.deps.Clock.Now, CloneURL: cloneURLs(d.deps.CloneURL, d.cfg.CloneURL), Record: d.emit, Observe: d.observe,
+	})
+
+	icfg := d.ingressConfig()
+	if warns, err := icfg.Validate(); err == nil {
+		for _, w := range warns {
+			d.logf("warning: %s", w)
+		}
+	}
+	recv, err := ingress.NewReceiver(icfg, ingress.ReceiverDeps{Sink: d.Sink(), Log: d.sink, Clock: d.deps.Clock, SinkCopiesPayload: true})
+	if err != nil {
+		return nil, nil, fmt.Errorf("daemon: webhook receiver: %w", err)
+	}
+	srv := ingress.NewServer(d.cfg.Listen, d.receiverHandler(recv))
+	if err := srv.Start(); err != nil {
+		return nil, nil, fmt.Errorf("daemon: listen on %s (webhooks.ghWebhook.host/port): %w", d.cfg.Listen, err)
+	}
+	d.addr = srv.Addr()
+	d.recv = recv
+
+	disp, err := d.newDispatcher(ctx, q, d.timed(d.intake), owner) // cluster.go: this node alone, or shared
+	if err != nil {
+		_ = srv.Close()
+		return nil, nil, err
+	}
+	return srv, disp, nil
+}
+
+// intakeConfig is the intake's part of the configuration in force.
+func (d *Daemon) intakeConfig() intakeConfig {
+	c := d.cfg
+	return intakeConfig{
+		ControlEnabled: c.ControlEnabled, RequireStartCommand: c.RequireStartCommand,
+		AuthorizedUsers: c.AuthorizedUsers, SpawnOnUnmatched: c.SpawnOnUnmatched, Reactions: c.Reactions,
+		AnnounceEnabled: c.AnnounceEnabled, InteractionMode: c.InteractionMode,
+		PromptTemplate: c.PromptTemplate, SpawnPromptTemplate: c.SpawnPromptTemplate,
+		SessionPerPr: c.SessionPerPr, GraphEnabled: c.GraphEnabled,
+		SpawnWorkdir: c.SpawnWorkdir, KeepCheckoutOnClose: c.KeepCheckoutOnClose, Close: d.closeOptions(),
+	}
+}
+
+// linkConfig is the graph link's part of the configuration in force.
+func (d *Daemon) linkConfig() linkConfig {
+	c := d.cfg
+	return linkConfig{
+		GraphEnabled: c.GraphEnabled, GraphSpecDir: c.GraphSpecDir,
+		ControlEnabled: c.ControlEnabled, RequireStartCommand: c.RequireStartCommand,
+		AuthorizedUsers: c.AuthorizedUsers, ExecuteKeyword: c.ExecuteKeyword, SessionPerPr: c.SessionPerPr,
+	}
+}
+
+// policyChanged hands the configuration in force to the parts that hold a
+// copy of theirs (Reload, under the policy write lock).
+func (d *Daemon) policyChanged() {
+	if d.intake != nil {
+		d.intake.setConfig(d.intakeConfig())
+	}
+	if d.link != nil {
+		d.link.setConfig(d.linkConfig())
+	}
 }
 
 // closeOptions is what closing a work item's session leaves behind

@@ -1,9 +1,12 @@
 // Package daemon assembles loopd: the webhook receiver (package ingress), the
-// durable queue (loop/queue, NATS JetStream), the dispatcher (loop/dispatch)
-// and the intake that turns each event into effects — control commands,
-// spawning an agent session per work item in tmux (package sessions), pasting
-// event prompts and graph assignments into it, and walking the work item's
-// process graph (GraphLink, reference daemon-spec §6 and §8, seed 003).
+// durable queue (loop/daemon/queue, NATS JetStream), the dispatcher
+// (loop/daemon/dispatch) and the intake that turns each event into effects —
+// control commands, spawning an agent session per work item in tmux (package
+// sessions), pasting event prompts and graph assignments into it, and walking
+// the work item's process graph (the graph link, reference daemon-spec §6
+// and §8, seed 003). The intake and the graph link hold their collaborators
+// (newIntake, newGraphLink), not the daemon; Daemon.wire in daemon.go is the
+// one place the parts meet: receiver → queue → dispatcher → intake → sessions.
 //
 // The assembly API, for cmd/loopd and for embedders such as `loopd demo`:
 //
@@ -53,7 +56,7 @@
 // items taken over by the others (session.takeover). Without it, one
 // instance dispatches the whole queue and others wait as standbys.
 //
-// Pull requests (daemon-spec §6.7, prendpoints.go). A PR's event is
+// Pull requests (daemon-spec §6.7, prsessions.go). A PR's event is
 // served by the work item it is linked to: its closing references,
 // keywords and issue-<n> branch name it, and once delivered or spawned the
 // link is recorded on the work item's record (pullRequests[],

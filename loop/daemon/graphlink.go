@@ -10,6 +10,7 @@ import (
 	"regexp"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/theloop-dev/theloop/graph"
@@ -29,8 +30,29 @@ import (
 // redelivers the event. No input makes a work item move forward except
 // through the runtime's own hooks, and a human gate sees only the comments
 // decisionEvent verified.
+//
+// It holds what it uses, each passed to newGraphLink (linkDeps), and no
+// daemon: the policy it reads (linkConfig), the session registry, manager
+// and tmux server (to deliver assignments), the control record, the
+// integrations, sink and clock every runtime gets, the decision signer and
+// the comment verifier (the gate's check at GitHub), and the event log.
 type graphLink struct {
-	d *Daemon
+	cfg          atomic.Pointer[linkConfig]
+	reg          *sessions.Registry
+	mgr          *sessions.Manager
+	tmux         *sessions.Tmux
+	ctl          *controlStore
+	integ        graph.Integrations
+	sink         graph.Sink
+	clock        graph.Clock
+	signer       *loop.Signer // nil: decisions are recorded unsigned
+	verifier     CommentVerifier
+	commands     run.Runner // a repository's commands, without loopd's credentials
+	git          run.Runner // git, for a checkout's origin
+	hookObserver func(graph.HookTiming)
+	record       emitFunc
+	logf         func(format string, args ...any)
+	observe      func(Observation)
 
 	mu sync.Mutex
 	// runtimes caches one runtime per checkout and loop (graph.Runtime
@@ -44,6 +66,37 @@ type graphLink struct {
 	specDirs map[string]string
 }
 
+// linkConfig is the part of the daemon's configuration the graph link
+// reads; Reload stores a new one (setConfig) under the policy write lock.
+type linkConfig struct {
+	GraphEnabled                        bool
+	GraphSpecDir                        string
+	ControlEnabled, RequireStartCommand bool
+	AuthorizedUsers                     []string
+	ExecuteKeyword                      string
+	SessionPerPr                        string
+}
+
+// linkDeps are the graph link's collaborators. Every field is required but
+// Signer and HookObserver.
+type linkDeps struct {
+	Registry     *sessions.Registry
+	Manager      *sessions.Manager
+	Tmux         *sessions.Tmux
+	Control      *controlStore
+	Integrations graph.Integrations
+	Sink         graph.Sink
+	Clock        graph.Clock
+	Signer       *loop.Signer
+	Verifier     CommentVerifier
+	Commands     run.Runner
+	Git          run.Runner
+	HookObserver func(graph.HookTiming)
+	Record       emitFunc
+	Logf         func(format string, args ...any)
+	Observe      func(Observation)
+}
+
 func (l *graphLink) specDir(cwd string) string {
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -53,9 +106,23 @@ func (l *graphLink) specDir(cwd string) string {
 	return loop.DefaultSpecDir
 }
 
-func newGraphLink(d *Daemon) *graphLink {
-	return &graphLink{d: d, runtimes: map[string]*graph.Runtime{}, loops: map[string]string{}, targets: map[string]workitem.Ref{}, specDirs: map[string]string{}}
+func newGraphLink(cfg linkConfig, deps linkDeps) *graphLink {
+	l := &graphLink{
+		reg: deps.Registry, mgr: deps.Manager, tmux: deps.Tmux, ctl: deps.Control, integ: deps.Integrations,
+		sink: deps.Sink, clock: deps.Clock, signer: deps.Signer, verifier: deps.Verifier,
+		commands: deps.Commands, git: deps.Git, hookObserver: deps.HookObserver,
+		record: deps.Record, logf: deps.Logf, observe: deps.Observe,
+		runtimes: map[string]*graph.Runtime{}, loops: map[string]string{}, targets: map[string]workitem.Ref{}, specDirs: map[string]string{},
+	}
+	l.setConfig(cfg)
+	return l
 }
+
+// conf is the policy in force.
+func (l *graphLink) conf() *linkConfig { return l.cfg.Load() }
+
+// setConfig replaces the policy (Reload, under the policy write lock).
+func (l *graphLink) setConfig(cfg linkConfig) { l.cfg.Store(&cfg) }
 
 // linkAction names a GraphLink entry point (for guards and events).
 type linkAction string
@@ -98,13 +165,13 @@ func (l *graphLink) guardedFor(ctx context.Context, act linkAction, item, pr wor
 	switch {
 	case err == nil:
 	case errors.As(err, &s):
-		l.d.emit("graph.skipped", graph.LevelDebug, graph.Field{Key: "work_item", Value: item.String()}, graph.Field{Key: "action", Value: string(act)}, graph.Field{Key: "reason", Value: s.reason})
+		l.record("graph.skipped", graph.LevelDebug, graph.Field{Key: "work_item", Value: item.String()}, graph.Field{Key: "action", Value: string(act)}, graph.Field{Key: "reason", Value: s.reason})
 	case errors.As(err, &r):
 		// Fail closed: nothing moved. The dispatch fails so the queue
 		// delivers the event again, and a real approval is not lost to a
 		// GitHub hiccup.
-		l.d.logf("graph link %s for %s: the decision could not be re-read at GitHub; retrying later: %v", act, item, r.error)
-		l.d.emit("graph.decision_unverified", graph.LevelWarning, graph.Field{Key: "work_item", Value: item.String()}, graph.Field{Key: "action", Value: string(act)}, graph.Field{Key: "error", Value: r.error.Error()})
+		l.logf("graph link %s for %s: the decision could not be re-read at GitHub; retrying later: %v", act, item, r.error)
+		l.record("graph.decision_unverified", graph.LevelWarning, graph.Field{Key: "work_item", Value: item.String()}, graph.Field{Key: "action", Value: string(act)}, graph.Field{Key: "error", Value: r.error.Error()})
 		return err
 	default:
 		l.failed(act, item, err)
@@ -113,13 +180,13 @@ func (l *graphLink) guardedFor(ctx context.Context, act linkAction, item, pr wor
 }
 
 func (l *graphLink) failed(act linkAction, item workitem.Ref, err error) {
-	l.d.logf("graph link %s for %s failed: %v", act, item, err)
-	l.d.emit("graph.link_failed", graph.LevelError, graph.Field{Key: "work_item", Value: item.String()}, graph.Field{Key: "action", Value: string(act)}, graph.Field{Key: "error", Value: err.Error()})
+	l.logf("graph link %s for %s failed: %v", act, item, err)
+	l.record("graph.link_failed", graph.LevelError, graph.Field{Key: "work_item", Value: item.String()}, graph.Field{Key: "action", Value: string(act)}, graph.Field{Key: "error", Value: err.Error()})
 }
 
 // guard applies the guards in the reference's order (daemon-spec §8.2).
 func (l *graphLink) guard(ctx context.Context, act linkAction, item, pr workitem.Ref, cwd string) (*graph.Runtime, string, error) {
-	cfg := l.d.cfg
+	cfg := l.conf()
 	// 1. enabled.
 	if !cfg.GraphEnabled {
 		return nil, "", skip{"disabled"}
@@ -131,7 +198,7 @@ func (l *graphLink) guard(ctx context.Context, act linkAction, item, pr workitem
 	}
 	// 3. start required ⇒ the control record says start was requested.
 	if cfg.ControlEnabled && cfg.RequireStartCommand {
-		ok, err := l.d.ctl.StartRequested(item)
+		ok, err := l.ctl.StartRequested(item)
 		if err != nil {
 			return nil, "", fmt.Errorf("control record: %w", err)
 		}
@@ -172,7 +239,7 @@ var originRe = regexp.MustCompile(`[^/:]+/[^/:]+$`)
 // checkIdentity requires the checkout's origin to name the work item's
 // owner/repo (host not compared). Unreadable or different ⇒ skip.
 func (l *graphLink) checkIdentity(ctx context.Context, item workitem.Ref, cwd string) error {
-	res, err := pathRunner{path: l.d.deps.Path}.Run(ctx, run.Cmd{Name: "git", Args: []string{"-C", cwd, "config", "--get", "remote.origin.url"}, Timeout: 10 * time.Second})
+	res, err := l.git.Run(ctx, run.Cmd{Name: "git", Args: []string{"-C", cwd, "config", "--get", "remote.origin.url"}, Timeout: 10 * time.Second})
 	if err != nil {
 		return skip{"repository-identity-unreadable"}
 	}
@@ -201,7 +268,7 @@ func (l *graphLink) runtime(item workitem.Ref, cwd, id string) (*graph.Runtime, 
 	l.mu.Unlock()
 
 	choice := ""
-	if rec, _ := l.d.ctl.Last(item); rec != nil {
+	if rec, _ := l.ctl.Last(item); rec != nil {
 		switch rec.Command {
 		case ingress.CmdContribute:
 			choice = loop.ContributionLoop
@@ -209,7 +276,7 @@ func (l *graphLink) runtime(item workitem.Ref, cwd, id string) (*graph.Runtime, 
 			choice = loop.AdhocLoop
 		}
 	}
-	repo, err := loop.OpenRepo(cwd, l.d.cfg.GraphSpecDir)
+	repo, err := loop.OpenRepo(cwd, l.conf().GraphSpecDir)
 	if err != nil {
 		return nil, err
 	}
@@ -239,17 +306,17 @@ func (l *graphLink) runtime(item workitem.Ref, cwd, id string) (*graph.Runtime, 
 func (l *graphLink) options(repo *loop.Repo, cwd, id string, deliver graph.DeliverFunc) loop.Options {
 	opts := loop.Options{
 		WorkItem:        id,
-		AuthorizedUsers: l.d.cfg.AuthorizedUsers, ExecuteKeyword: l.d.cfg.ExecuteKeyword, SessionPerPr: l.d.cfg.SessionPerPr,
-		SpecDir:      l.d.cfg.GraphSpecDir,
-		Integrations: l.d.integ, Commands: loop.Commands{Runner: pathRunner{path: l.d.deps.Path, environ: l.d.childEnviron}, Root: repo.Root},
+		AuthorizedUsers: l.conf().AuthorizedUsers, ExecuteKeyword: l.conf().ExecuteKeyword, SessionPerPr: l.conf().SessionPerPr,
+		SpecDir:      l.conf().GraphSpecDir,
+		Integrations: l.integ, Commands: loop.Commands{Runner: l.commands, Root: repo.Root},
 		Deliver: deliver,
-		Sink:    l.d.sink, Clock: l.d.deps.Clock,
-		Warn:         func(w string) { l.d.logf("%s: %s", cwd, w) },
-		HookObserver: l.d.hookObserver(),
+		Sink:    l.sink, Clock: l.clock,
+		Warn:         func(w string) { l.logf("%s: %s", cwd, w) },
+		HookObserver: l.hookObserver,
 	}
-	if l.d.signer != nil {
-		opts.DecisionSigner = l.d.signer
-		opts.DecisionVerifier = l.d.signer.Verifier()
+	if l.signer != nil {
+		opts.DecisionSigner = l.signer
+		opts.DecisionVerifier = l.signer.Verifier()
 	}
 	return opts
 }
@@ -274,7 +341,7 @@ func (l *graphLink) prRuntime(item, pr workitem.Ref, cwd, id string) (*graph.Run
 		return rt, nil
 	}
 	l.mu.Unlock()
-	repo, err := loop.OpenRepo(cwd, l.d.cfg.GraphSpecDir)
+	repo, err := loop.OpenRepo(cwd, l.conf().GraphSpecDir)
 	if err != nil {
 		return nil, err
 	}
@@ -299,7 +366,7 @@ func (l *graphLink) prRuntime(item, pr workitem.Ref, cwd, id string) (*graph.Run
 // prStore is the store of a pull request's inner-loop state.
 func (l *graphLink) prStore(item, pr workitem.Ref, cwd string) *loop.FileStore {
 	origin := ""
-	if repo, err := loop.OpenRepo(cwd, l.d.cfg.GraphSpecDir); err == nil {
+	if repo, err := loop.OpenRepo(cwd, l.conf().GraphSpecDir); err == nil {
 		origin = repo.Harness.OriginRepo()
 	}
 	sub, err := loop.PRLoopSubPath(prRepo(item, pr), origin, pr.Number)
@@ -309,23 +376,32 @@ func (l *graphLink) prStore(item, pr workitem.Ref, cwd string) *loop.FileStore {
 	return loop.NewStore(cwd, l.specDir(cwd), loop.WithStateSubPath(sub))
 }
 
+// store is the store of a loop's state: the work item's outer loop when
+// pr is zero, else the pull request's inner loop.
+func (l *graphLink) store(item, pr workitem.Ref, cwd string) *loop.FileStore {
+	if pr.IsZero() {
+		return loop.NewStore(cwd, l.specDir(cwd))
+	}
+	return l.prStore(item, pr, cwd)
+}
+
 // deliverToPR pastes an inner-loop assignment into the PR's own session
 // (false when it has none live: the hook skips).
 func (l *graphLink) deliverToPR(ctx context.Context, item, pr workitem.Ref, text string) (bool, error) {
-	rec, err := l.d.reg.Get(pr)
+	rec, err := l.reg.Get(pr)
 	if err != nil || rec.Status != sessions.StatusActive || rec.Parent != item {
 		return false, nil
 	}
-	if lv, _ := l.d.tmux.Probe(ctx, rec.TmuxName); lv != sessions.LivenessLive && lv != sessions.LivenessUnknown {
+	if lv, _ := l.tmux.Probe(ctx, rec.TmuxName); lv != sessions.LivenessLive && lv != sessions.LivenessUnknown {
 		return false, nil
 	}
-	res, err := l.d.mgr.Deliver(ctx, pr, text)
+	res, err := l.mgr.Deliver(ctx, pr, text)
 	if err != nil {
-		l.d.emit("graph.assignment_failed", graph.LevelWarning, graph.Field{Key: "work_item", Value: item.String()}, graph.Field{Key: "pull_request", Value: pr.String()}, graph.Field{Key: "error", Value: err.Error()})
+		l.record("graph.assignment_failed", graph.LevelWarning, graph.Field{Key: "work_item", Value: item.String()}, graph.Field{Key: "pull_request", Value: pr.String()}, graph.Field{Key: "error", Value: err.Error()})
 		return false, err
 	}
-	l.d.observe(Observation{Kind: KindPaste, Name: "graph.assignment", WorkItem: pr.String(), Text: text, Fields: map[string]any{"tmux_target": res.Record.TmuxName, "work_item": item.String()}})
-	l.d.emit("graph.assignment_delivered", graph.LevelInfo, graph.Field{Key: "work_item", Value: item.String()}, graph.Field{Key: "pull_request", Value: pr.String()}, graph.Field{Key: "tmux_target", Value: res.Record.TmuxName})
+	l.observe(Observation{Kind: KindPaste, Name: "graph.assignment", WorkItem: pr.String(), Text: text, Fields: map[string]any{"tmux_target": res.Record.TmuxName, "work_item": item.String()}})
+	l.record("graph.assignment_delivered", graph.LevelInfo, graph.Field{Key: "work_item", Value: item.String()}, graph.Field{Key: "pull_request", Value: pr.String()}, graph.Field{Key: "tmux_target", Value: res.Record.TmuxName})
 	return true, nil
 }
 
@@ -339,34 +415,6 @@ func (l *graphLink) onPRSpawn(ctx context.Context, item, pr workitem.Ref, cwd, s
 		alive := true
 		return rt.BindSession(ctx, id, graph.SessionBinding{ID: sessionID, Runner: "tmux", Alive: &alive})
 	})
-}
-
-// onPREvent is onEvent for a pull request's inner loop.
-func (l *graphLink) onPREvent(ctx context.Context, item, pr workitem.Ref, cwd string, ev *ingress.Event) (*graph.StepReport, error) {
-	var out *graph.StepReport
-	err := l.guardedFor(ctx, actAdvance, item, pr, cwd, func(rt *graph.Runtime, id string) error {
-		st, err := l.prStore(item, pr, cwd).Load(ctx, id)
-		if errors.Is(err, graph.ErrNoState) {
-			return skip{"not-started"}
-		}
-		if err != nil {
-			return err
-		}
-		if n, ok := rt.Graph().Node(st.CurrentNode); ok && !n.IsHuman() {
-			return skip{"agent-node"}
-		}
-		gev, err := l.decisionEvent(ctx, item, pr, ev, gateNotBefore(st))
-		if err != nil {
-			return err
-		}
-		rep, err := rt.Advance(ctx, id, gev)
-		if errors.Is(err, graph.ErrNotStarted) {
-			return skip{"not-started"}
-		}
-		out = rep
-		return err
-	})
-	return out, err
 }
 
 // onPRClose marks the PR session's binding dead and, when the pull request
@@ -403,17 +451,6 @@ func (l *graphLink) onPRClose(ctx context.Context, item, pr workitem.Ref, cwd, s
 	})
 }
 
-// prContext is context for a pull request's inner loop.
-func (l *graphLink) prContext(ctx context.Context, item, pr workitem.Ref, cwd string) *graphContext {
-	var out *graphContext
-	_ = l.guardedFor(ctx, actContext, item, pr, cwd, func(rt *graph.Runtime, id string) error {
-		gc, err := l.readContext(ctx, rt, id, l.prStore(item, pr, cwd))
-		out = gc
-		return err
-	})
-	return out
-}
-
 // deliverAssignment is loop.Options.Deliver: it pastes a node's assignment
 // into the work item's live session. No live session ⇒ false (the hook
 // skips; graph-state.json stays the truth).
@@ -424,20 +461,20 @@ func (l *graphLink) deliverAssignment(ctx context.Context, cwd, id, text string)
 	if !ok {
 		return false, nil
 	}
-	rec, err := l.d.reg.Get(item)
+	rec, err := l.reg.Get(item)
 	if err != nil || rec.Status != sessions.StatusActive {
 		return false, nil
 	}
-	if lv, _ := l.d.tmux.Probe(ctx, rec.TmuxName); lv != sessions.LivenessLive && lv != sessions.LivenessUnknown {
+	if lv, _ := l.tmux.Probe(ctx, rec.TmuxName); lv != sessions.LivenessLive && lv != sessions.LivenessUnknown {
 		return false, nil
 	}
-	res, err := l.d.mgr.Deliver(ctx, item, text)
+	res, err := l.mgr.Deliver(ctx, item, text)
 	if err != nil {
-		l.d.emit("graph.assignment_failed", graph.LevelWarning, graph.Field{Key: "work_item", Value: item.String()}, graph.Field{Key: "error", Value: err.Error()})
+		l.record("graph.assignment_failed", graph.LevelWarning, graph.Field{Key: "work_item", Value: item.String()}, graph.Field{Key: "error", Value: err.Error()})
 		return false, err
 	}
-	l.d.observe(Observation{Kind: KindPaste, Name: "graph.assignment", WorkItem: item.String(), Text: text, Fields: map[string]any{"tmux_target": res.Record.TmuxName}})
-	l.d.emit("graph.assignment_delivered", graph.LevelInfo, graph.Field{Key: "work_item", Value: item.String()}, graph.Field{Key: "tmux_target", Value: res.Record.TmuxName})
+	l.observe(Observation{Kind: KindPaste, Name: "graph.assignment", WorkItem: item.String(), Text: text, Fields: map[string]any{"tmux_target": res.Record.TmuxName}})
+	l.record("graph.assignment_delivered", graph.LevelInfo, graph.Field{Key: "work_item", Value: item.String()}, graph.Field{Key: "tmux_target", Value: res.Record.TmuxName})
 	return true, nil
 }
 
@@ -446,7 +483,7 @@ func (l *graphLink) deliverAssignment(ctx context.Context, cwd, id, text string)
 // (daemon-spec §8.4). Only for armed items whose checkout passed the
 // identity check, never for the contribution loop.
 func (l *graphLink) adopt(ctx context.Context, item workitem.Ref, cwd string) {
-	if !l.d.cfg.GraphEnabled || item.SpecID() == "" {
+	if !l.conf().GraphEnabled || item.SpecID() == "" {
 		return
 	}
 	for _, f := range []string{loop.HarnessConfigFile, loop.LegacyHarnessConfigFile} {
@@ -454,7 +491,7 @@ func (l *graphLink) adopt(ctx context.Context, item workitem.Ref, cwd string) {
 			return
 		}
 	}
-	if rec, _ := l.d.ctl.Last(item); rec != nil && rec.Command == ingress.CmdContribute {
+	if rec, _ := l.ctl.Last(item); rec != nil && rec.Command == ingress.CmdContribute {
 		return
 	}
 	if l.checkIdentity(ctx, item, cwd) != nil {
@@ -470,7 +507,7 @@ func (l *graphLink) adopt(ctx context.Context, item workitem.Ref, cwd string) {
 		l.failed("adopt", item, err)
 		return
 	}
-	l.d.emit("harness.config_scaffolded", graph.LevelInfo, graph.Field{Key: "work_item", Value: item.String()}, graph.Field{Key: "path", Value: path.Join(".the-loop", "harness-config.yaml")})
+	l.record("harness.config_scaffolded", graph.LevelInfo, graph.Field{Key: "work_item", Value: item.String()}, graph.Field{Key: "path", Value: path.Join(".the-loop", "harness-config.yaml")})
 }
 
 // start enters the work item's graph (idempotent) before its session is
@@ -527,8 +564,9 @@ func (l *graphLink) spawnContext(ctx context.Context, item workitem.Ref, cwd str
 	return out
 }
 
-// onEvent advances the work item's graph with the event's comments and
-// returns the step (nil when skipped or failed).
+// onEvent advances a loop with the event's comments and returns the step
+// (nil when skipped or failed): the work item's outer loop when pr is zero,
+// else the pull request's inner loop.
 //
 // Only a human node is evaluated: an event can decide a gate, but an agent
 // node moves when the agent claims its work (`loopctl graph complete`).
@@ -536,10 +574,14 @@ func (l *graphLink) spawnContext(ctx context.Context, item workitem.Ref, cwd str
 // exit chain as a failed attempt, and the same block twice in a row
 // escalates (decision 3) — two comments while the agent works would park
 // the work item.
-func (l *graphLink) onEvent(ctx context.Context, item workitem.Ref, cwd string, ev *ingress.Event) (*graph.StepReport, error) {
+func (l *graphLink) onEvent(ctx context.Context, item, pr workitem.Ref, cwd string, ev *ingress.Event) (*graph.StepReport, error) {
+	on := item // the loop's own item: the work item, or the inner loop's PR
+	if !pr.IsZero() {
+		on = pr
+	}
 	var out *graph.StepReport
-	err := l.guarded(ctx, actAdvance, item, cwd, func(rt *graph.Runtime, id string) error {
-		st, err := loop.NewStore(cwd, l.specDir(cwd)).Load(ctx, id)
+	err := l.guardedFor(ctx, actAdvance, item, pr, cwd, func(rt *graph.Runtime, id string) error {
+		st, err := l.store(item, pr, cwd).Load(ctx, id)
 		if errors.Is(err, graph.ErrNoState) {
 			return skip{"not-started"}
 		}
@@ -549,7 +591,7 @@ func (l *graphLink) onEvent(ctx context.Context, item workitem.Ref, cwd string, 
 		if n, ok := rt.Graph().Node(st.CurrentNode); ok && !n.IsHuman() {
 			return skip{"agent-node"}
 		}
-		gev, err := l.decisionEvent(ctx, item, item, ev, gateNotBefore(st))
+		gev, err := l.decisionEvent(ctx, item, on, ev, gateNotBefore(st))
 		if err != nil {
 			return err
 		}
@@ -598,12 +640,13 @@ func (c *graphContext) atHumanGate() bool {
 	return c != nil && c.Node != nil && c.Node.IsHuman() && (c.Status == "waiting" || c.Status == "parked")
 }
 
-// context reads the work item's graph context (nil when unknown). Before
-// the graph starts it is pending.
-func (l *graphLink) context(ctx context.Context, item workitem.Ref, cwd string) *graphContext {
+// context reads a loop's graph context (nil when unknown): the work
+// item's outer loop when pr is zero, else the pull request's inner loop.
+// Before the loop starts it is pending.
+func (l *graphLink) context(ctx context.Context, item, pr workitem.Ref, cwd string) *graphContext {
 	var out *graphContext
-	_ = l.guarded(ctx, actContext, item, cwd, func(rt *graph.Runtime, id string) error {
-		gc, err := l.readContext(ctx, rt, id, loop.NewStore(cwd, l.specDir(cwd)))
+	_ = l.guardedFor(ctx, actContext, item, pr, cwd, func(rt *graph.Runtime, id string) error {
+		gc, err := l.readContext(ctx, rt, id, l.store(item, pr, cwd))
 		out = gc
 		return err
 	})
@@ -699,7 +742,7 @@ func (l *graphLink) bindGateSession(ctx context.Context, item workitem.Ref, rec 
 	}
 	fields := []graph.Field{{Key: "work_item", Value: item.String()}, {Key: "node", Value: gc.Node.ID}}
 	if gc.Node.Session != graph.SessionInherit {
-		l.d.emit("graph.gate_session_bound", graph.LevelInfo, append(fields, graph.Field{Key: "resolution", Value: gateSessionNew})...)
+		l.record("graph.gate_session_bound", graph.LevelInfo, append(fields, graph.Field{Key: "resolution", Value: gateSessionNew})...)
 		return
 	}
 	producer := ""
@@ -708,10 +751,10 @@ func (l *graphLink) bindGateSession(ctx context.Context, item workitem.Ref, rec 
 	}
 	fields = append(fields, graph.Field{Key: "producer_session_id", Value: producer})
 	resolution, bound := gateSessionInherited, rec.SessionID
-	if lv, _ := l.d.tmux.Probe(ctx, rec.TmuxName); lv != sessions.LivenessLive && lv != sessions.LivenessUnknown {
-		res, err := l.d.mgr.Respawn(ctx, item, "")
+	if lv, _ := l.tmux.Probe(ctx, rec.TmuxName); lv != sessions.LivenessLive && lv != sessions.LivenessUnknown {
+		res, err := l.mgr.Respawn(ctx, item, "")
 		if err != nil {
-			l.d.emit("graph.gate_session_failed", graph.LevelWarning, append(fields, graph.Field{Key: "error", Value: err.Error()})...)
+			l.record("graph.gate_session_failed", graph.LevelWarning, append(fields, graph.Field{Key: "error", Value: err.Error()})...)
 			return
 		}
 		switch {
@@ -725,7 +768,7 @@ func (l *graphLink) bindGateSession(ctx context.Context, item workitem.Ref, rec 
 	if bound != producer {
 		l.rebind(ctx, item, rec.Cwd, bound)
 	}
-	l.d.emit("graph.gate_session_bound", graph.LevelInfo, append(fields, graph.Field{Key: "resolution", Value: resolution}, graph.Field{Key: "session_id", Value: bound})...)
+	l.record("graph.gate_session_bound", graph.LevelInfo, append(fields, graph.Field{Key: "resolution", Value: resolution}, graph.Field{Key: "session_id", Value: bound})...)
 }
 
 // warnPhases is R9.3 at loopd's start: for each checkout the daemon
@@ -744,13 +787,13 @@ func (l *graphLink) warnPhases(cwds []string) {
 			continue
 		}
 		seen[cwd] = true
-		repo, err := loop.OpenRepo(cwd, l.d.cfg.GraphSpecDir)
+		repo, err := loop.OpenRepo(cwd, l.conf().GraphSpecDir)
 		if err != nil {
 			continue
 		}
 		for _, w := range repo.Harness.PhaseWarnings(g) {
-			l.d.logf("%s: warning: %s", cwd, w)
-			l.d.emit("harness.phases_diverge", graph.LevelWarning, graph.Field{Key: "checkout", Value: cwd}, graph.Field{Key: "warning", Value: w})
+			l.logf("%s: warning: %s", cwd, w)
+			l.record("harness.phases_diverge", graph.LevelWarning, graph.Field{Key: "checkout", Value: cwd}, graph.Field{Key: "warning", Value: w})
 		}
 	}
 }

@@ -161,7 +161,7 @@ func (fx *linkFixture) comment(author, body string) *ingress.Event {
 // advance is onEvent for a test that expects no retry.
 func (fx *linkFixture) advance(t *testing.T, ev *ingress.Event) *graph.StepReport {
 	t.Helper()
-	rep, err := fx.d.link.onEvent(context.Background(), fx.item, fx.cwd, ev)
+	rep, err := fx.d.link.onEvent(context.Background(), fx.item, workitem.Ref{}, fx.cwd, ev)
 	require.NoError(t, err)
 	return rep
 }
@@ -213,7 +213,7 @@ func TestAC5AuthorizedReplyResolvesTheWaitingGate(t *testing.T) {
 	fx.arm(t)
 	ctx := context.Background()
 	fx.d.link.onSpawn(ctx, fx.item, fx.cwd, "sess-1", nil)
-	gc := fx.d.link.context(ctx, fx.item, fx.cwd)
+	gc := fx.d.link.context(ctx, fx.item, workitem.Ref{}, fx.cwd)
 	require.True(t, gc.atHumanGate(), "%+v", gc)
 	rep := fx.advance(t, fx.comment("dana", "the-loop execute"))
 	require.NotNil(t, rep)
@@ -298,7 +298,7 @@ func TestRepositoryIdentityMismatchIsSkipped(t *testing.T) {
 func TestGraphContextBeforeEntryIsNotEnteredYet(t *testing.T) {
 	fx := newLinkFixture(t, "https://github.com/octo/demo.git", nil)
 	fx.arm(t)
-	gc := fx.d.link.context(context.Background(), fx.item, fx.cwd)
+	gc := fx.d.link.context(context.Background(), fx.item, workitem.Ref{}, fx.cwd)
 	require.NotNil(t, gc)
 	require.Equal(t, "pending", gc.Status)
 	require.Contains(t, renderGraphContext(gc, 0, ""), "NOT ENTERED YET")
@@ -437,7 +437,7 @@ func TestAnUnconfirmableDecisionIsRetriedNotDropped(t *testing.T) {
 	fx.integ.mu.Lock()
 	fx.integ.getErr = fmt.Errorf("HTTP 500: %w", integrations.ErrServer)
 	fx.integ.mu.Unlock()
-	rep, err := fx.d.link.onEvent(ctx, fx.item, fx.cwd, ev)
+	rep, err := fx.d.link.onEvent(ctx, fx.item, workitem.Ref{}, fx.cwd, ev)
 	require.Error(t, err, "the dispatch fails so the queue redelivers")
 	require.ErrorIs(t, err, integrations.ErrServer)
 	require.Nil(t, rep)
@@ -450,7 +450,7 @@ func TestAnUnconfirmableDecisionIsRetriedNotDropped(t *testing.T) {
 	fx.integ.mu.Lock()
 	fx.integ.getErr = nil
 	fx.integ.mu.Unlock()
-	rep, err = fx.d.link.onEvent(ctx, fx.item, fx.cwd, ev) // the redelivery
+	rep, err = fx.d.link.onEvent(ctx, fx.item, workitem.Ref{}, fx.cwd, ev) // the redelivery
 	require.NoError(t, err)
 	require.True(t, rep.Moved)
 }

@@ -9,6 +9,8 @@ import (
 	"net/url"
 	"slices"
 	"strings"
+	"sync/atomic"
+	"time"
 
 	"github.com/theloop-dev/theloop/graph"
 	"github.com/theloop-dev/theloop/hooks"
@@ -16,6 +18,7 @@ import (
 	"github.com/theloop-dev/theloop/integrations"
 	"github.com/theloop-dev/theloop/loop/daemon/dispatch"
 	"github.com/theloop-dev/theloop/ops"
+	"github.com/theloop-dev/theloop/run"
 	"github.com/theloop-dev/theloop/sessions"
 	"github.com/theloop-dev/theloop/workitem"
 )
@@ -26,15 +29,101 @@ import (
 // step that is not naturally idempotent leaves a marker in the queue's
 // handled bucket (delivery id + step), so a redelivery after a crash skips
 // what already happened.
+//
+// It holds what it uses, each passed to newIntake (intakeDeps), and no
+// daemon: the policy it reads (intakeConfig), the session registry, the
+// manager and the workspaces, the graph link, the control record, the
+// queue's handled marks, the integrations, and the event log and observer
+// it reports to.
 type intake struct {
-	d *Daemon
+	cfg     atomic.Pointer[intakeConfig]
+	reg     *sessions.Registry
+	mgr     *sessions.Manager
+	ws      *sessions.Workspaces // nil: every session starts in cfg.SpawnWorkdir
+	link    *graphLink
+	ctl     *controlStore
+	marks   handledMarks
+	integ   graph.Integrations
+	tmux    sessions.TmuxConfig // the server agents run on (the attach command)
+	git     run.Runner          // git, for a checkout's branch
+	now     func() time.Time
+	clone   func(workitem.Ref, *ingress.Event) string // where to clone a repository from
+	record  emitFunc
+	observe func(Observation)
+
 	// links caches branch-linkage answers (linkage.go).
 	links *linkageCache
-	// prs maps linked pull requests to their work items (prendpoints.go).
+	// prs maps linked pull requests to their work items (prsessions.go).
 	prs prIndex
 }
 
-func newIntake(d *Daemon) *intake { return &intake{d: d, links: newLinkageCache(linkageCacheSize)} }
+// intakeConfig is the part of the daemon's configuration the intake reads.
+// Reload stores a new one (setConfig) under the policy write lock every
+// dispatch holds for reading, so a dispatch sees one policy throughout.
+type intakeConfig struct {
+	ControlEnabled, RequireStartCommand bool
+	AuthorizedUsers                     []string
+	SpawnOnUnmatched                    string
+	Reactions                           Reactions
+	AnnounceEnabled                     bool
+	InteractionMode                     string
+	PromptTemplate, SpawnPromptTemplate string
+	SessionPerPr                        string
+	GraphEnabled                        bool
+	// SpawnWorkdir is where a session starts without a workspace.
+	SpawnWorkdir        string
+	KeepCheckoutOnClose bool
+	// Close is what closing a session leaves behind.
+	Close sessions.CloseOptions
+}
+
+// intakeDeps are the intake's collaborators. Every field is required but
+// Workspaces (nil: no per-item checkouts).
+type intakeDeps struct {
+	Registry   *sessions.Registry
+	Manager    *sessions.Manager
+	Workspaces *sessions.Workspaces
+	Link       *graphLink
+	Control    *controlStore
+	// Marks is the queue's handled bucket.
+	Marks        handledMarks
+	Integrations graph.Integrations
+	Tmux         sessions.TmuxConfig
+	Git          run.Runner
+	Now          func() time.Time
+	CloneURL     func(workitem.Ref, *ingress.Event) string
+	// Record writes to the event log; Observe feeds the observer and the
+	// dashboard.
+	Record  emitFunc
+	Observe func(Observation)
+}
+
+// handledMarks is the queue's record of the steps done per delivery
+// (*queue.Queue).
+type handledMarks interface {
+	Handled(ctx context.Context, key string) (bool, error)
+	MarkHandled(ctx context.Context, key string) error
+}
+
+// emitFunc writes one event to the daemon's event log.
+type emitFunc func(name string, level graph.Level, fields ...graph.Field)
+
+func newIntake(cfg intakeConfig, deps intakeDeps) *intake {
+	in := &intake{
+		reg: deps.Registry, mgr: deps.Manager, ws: deps.Workspaces, link: deps.Link, ctl: deps.Control,
+		marks: deps.Marks, integ: deps.Integrations, tmux: deps.Tmux, git: deps.Git, now: deps.Now,
+		clone: deps.CloneURL, record: deps.Record, observe: deps.Observe,
+		links: newLinkageCache(linkageCacheSize),
+	}
+	in.setConfig(cfg)
+	return in
+}
+
+// conf is the policy in force.
+func (in *intake) conf() *intakeConfig { return in.cfg.Load() }
+
+// setConfig replaces the policy (Reload, under the policy write lock).
+func (in *intake) setConfig(cfg intakeConfig) { in.cfg.Store(&cfg) }
 
 var _ dispatch.Handler = (*intake)(nil)
 
@@ -50,12 +139,12 @@ const (
 )
 
 func (in *intake) done(ctx context.Context, ev *ingress.Event, step string) bool {
-	ok, _ := in.d.q.Handled(ctx, ev.DeliveryID+step)
+	ok, _ := in.marks.Handled(ctx, ev.DeliveryID+step)
 	return ok
 }
 
 func (in *intake) mark(ctx context.Context, ev *ingress.Event, step string) error {
-	return in.d.q.MarkHandled(ctx, ev.DeliveryID+step)
+	return in.marks.MarkHandled(ctx, ev.DeliveryID+step)
 }
 
 func (in *intake) emit(name string, level graph.Level, item workitem.Ref, ev *ingress.Event, fields ...graph.Field) {
@@ -63,7 +152,7 @@ func (in *intake) emit(name string, level graph.Level, item workitem.Ref, ev *in
 	if ev != nil { // nil: a CLI-issued command
 		fs = append(fs, graph.Field{Key: "delivery_id", Value: ev.DeliveryID}, graph.Field{Key: "gh_event", Value: ev.Event})
 	}
-	in.d.emit(name, level, append(fs, fields...)...)
+	in.record(name, level, append(fs, fields...)...)
 }
 
 // dropped reports an event dropped by policy and returns
@@ -82,7 +171,7 @@ func (in *intake) Handle(ctx context.Context, ev *ingress.Event) error {
 	if !ok {
 		return in.dropped(workitem.Ref{}, ev, "no-work-item")
 	}
-	if c := ev.Control; c != nil && in.d.cfg.ControlEnabled {
+	if c := ev.Control; c != nil && in.conf().ControlEnabled {
 		if c.Ambiguous {
 			in.emit("control.ambiguous", graph.LevelInfo, item, ev)
 			return nil
@@ -149,7 +238,7 @@ func (in *intake) target(ev *ingress.Event) (workitem.Ref, sessions.Record, bool
 	var firstRec sessions.Record
 	found := false
 	for _, r := range ev.WorkItems {
-		item, err := workitem.Parse(r.String())
+		item, err := r.Canonical()
 		if err != nil {
 			continue
 		}
@@ -176,7 +265,7 @@ func (in *intake) target(ev *ingress.Event) (workitem.Ref, sessions.Record, bool
 }
 
 func (in *intake) live(item workitem.Ref) (sessions.Record, bool) {
-	rec, err := in.d.reg.Get(item)
+	rec, err := in.reg.Get(item)
 	if err != nil {
 		return sessions.Record{}, false
 	}
@@ -184,12 +273,12 @@ func (in *intake) live(item workitem.Ref) (sessions.Record, bool) {
 }
 
 func (in *intake) authorizedNamed(actor string) bool {
-	return actor != "" && slices.Contains(in.d.cfg.AuthorizedUsers, actor)
+	return actor != "" && slices.Contains(in.conf().AuthorizedUsers, actor)
 }
 
 // armed applies routing.spawnOnUnmatched.
 func (in *intake) armed(ev *ingress.Event) bool {
-	switch in.d.cfg.SpawnOnUnmatched {
+	switch in.conf().SpawnOnUnmatched {
 	case SpawnAlways:
 		return true
 	case SpawnLabeled:
@@ -207,8 +296,8 @@ func (in *intake) refusal(item workitem.Ref, ev *ingress.Event, cmd ingress.Comm
 	if item.IsZero() {
 		return "no-work-item"
 	}
-	if in.d.cfg.ControlEnabled && in.d.cfg.RequireStartCommand && !cmd.Spawns() {
-		if ok, _ := in.d.ctl.StartRequested(item); !ok {
+	if in.conf().ControlEnabled && in.conf().RequireStartCommand && !cmd.Spawns() {
+		if ok, _ := in.ctl.StartRequested(item); !ok {
 			return "awaiting-start"
 		}
 	}
@@ -218,7 +307,7 @@ func (in *intake) refusal(item workitem.Ref, ev *ingress.Event, cmd ingress.Comm
 // withReactions puts the started reaction on the trigger, runs fn, then
 // the completed or error reaction. Reactions are best-effort.
 func (in *intake) withReactions(ctx context.Context, item workitem.Ref, ev *ingress.Event, fn func() error) error {
-	r := in.d.cfg.Reactions
+	r := in.conf().Reactions
 	in.react(ctx, item, ev, r.Started)
 	err := fn()
 	if err != nil {
@@ -230,7 +319,7 @@ func (in *intake) withReactions(ctx context.Context, item workitem.Ref, ev *ingr
 }
 
 func (in *intake) react(ctx context.Context, item workitem.Ref, ev *ingress.Event, content string) {
-	if !in.d.cfg.Reactions.Enabled || content == "" || item.Provider != "github" {
+	if !in.conf().Reactions.Enabled || content == "" || item.Provider != "github" {
 		return
 	}
 	args := map[string]any{"ref": item.String(), "content": content}
@@ -240,7 +329,7 @@ func (in *intake) react(ctx context.Context, item workitem.Ref, ev *ingress.Even
 			args["commentType"] = "review-comment"
 		}
 	}
-	if _, err := in.d.integ.Call(ctx, ops.GitHubAddReaction, args); err != nil {
+	if _, err := in.integ.Call(ctx, ops.GitHubAddReaction, args); err != nil {
 		in.emit("reaction.failed", graph.LevelWarning, item, ev, graph.Field{Key: "content", Value: content}, graph.Field{Key: "error", Value: err.Error()})
 		return
 	}
@@ -249,12 +338,12 @@ func (in *intake) react(ctx context.Context, item workitem.Ref, ev *ingress.Even
 
 // workspace prepares the session's checkout.
 func (in *intake) workspace(ctx context.Context, item workitem.Ref, ev *ingress.Event) (string, error) {
-	if in.d.ws == nil {
-		return in.d.cfg.SpawnWorkdir, nil
+	if in.ws == nil {
+		return in.conf().SpawnWorkdir, nil
 	}
 	opts := sessions.PrepareOptions{}
-	opts.CloneURL = in.d.cloneURL(item, ev)
-	w, err := in.d.ws.Prepare(ctx, item, opts)
+	opts.CloneURL = in.clone(item, ev)
+	w, err := in.ws.Prepare(ctx, item, opts)
 	if err != nil {
 		return "", err
 	}
@@ -269,29 +358,29 @@ func (in *intake) spawn(ctx context.Context, item workitem.Ref, ev *ingress.Even
 		in.emit("session.spawn_failed", graph.LevelError, item, ev, graph.Field{Key: "error", Value: err.Error()})
 		return err
 	}
-	in.d.link.adopt(ctx, item, cwd)
+	in.link.adopt(ctx, item, cwd)
 	// The graph is entered first, so the spawn prompt names the node and
 	// its assignment. A decision that could not be re-read fails the spawn
 	// before anything is marked: the queue delivers the event again.
-	if err := in.d.link.start(ctx, item, cwd, ev); err != nil {
+	if err := in.link.start(ctx, item, cwd, ev); err != nil {
 		return err
 	}
-	gc := in.d.link.spawnContext(ctx, item, cwd)
-	prompt := renderPrompt(in.d.cfg.SpawnPromptTemplate, true, promptInput{WorkItem: item.String(), Event: ev, Interaction: in.d.cfg.InteractionMode, Graph: gc})
+	gc := in.link.spawnContext(ctx, item, cwd)
+	prompt := renderPrompt(in.conf().SpawnPromptTemplate, true, promptInput{WorkItem: item.String(), Event: ev, Interaction: in.conf().InteractionMode, Graph: gc})
 	// The intent marker goes first: a redelivery that finds a live session
 	// after it knows the session is this event's, not a stranger's.
 	if err := in.mark(ctx, ev, stepSpawn); err != nil {
 		return err
 	}
-	res, err := in.d.mgr.Spawn(ctx, sessions.SpawnRequest{Item: item, Cwd: cwd, Prompt: prompt})
+	res, err := in.mgr.Spawn(ctx, sessions.SpawnRequest{Item: item, Cwd: cwd, Prompt: prompt})
 	if err != nil {
 		in.emit("session.spawn_failed", graph.LevelError, item, ev, graph.Field{Key: "error", Value: err.Error()})
 		return err
 	}
-	in.d.observe(Observation{Kind: KindPaste, Name: "spawn-prompt", WorkItem: item.String(), DeliveryID: ev.DeliveryID, Text: prompt,
+	in.observe(Observation{Kind: KindPaste, Name: "spawn-prompt", WorkItem: item.String(), DeliveryID: ev.DeliveryID, Text: prompt,
 		Fields: map[string]any{"tmux_target": res.Record.TmuxName}})
 	in.emit("dispatch.spawned", graph.LevelInfo, item, ev, graph.Field{Key: "harness_session_id", Value: res.Record.SessionID},
-		graph.Field{Key: "tmux_target", Value: res.Record.TmuxName}, graph.Field{Key: "interaction", Value: in.d.cfg.InteractionMode},
+		graph.Field{Key: "tmux_target", Value: res.Record.TmuxName}, graph.Field{Key: "interaction", Value: in.conf().InteractionMode},
 		graph.Field{Key: "action", Value: ev.Action})
 	if pe, ok := prOf(ev); ok && pe.PR != item {
 		// The PR is recorded at the moment the session is spawned.
@@ -300,7 +389,7 @@ func (in *intake) spawn(ctx context.Context, item workitem.Ref, ev *ingress.Even
 	if err := in.mark(ctx, ev, stepPaste); err != nil {
 		return err
 	}
-	if err := in.d.link.onSpawn(ctx, item, cwd, res.Record.SessionID, ev); err != nil {
+	if err := in.link.onSpawn(ctx, item, cwd, res.Record.SessionID, ev); err != nil {
 		// The gate's decision could not be confirmed: a redelivery resumes
 		// the spawn here (finishSpawn) and consults the gate again.
 		return err
@@ -314,17 +403,17 @@ func (in *intake) spawn(ctx context.Context, item workitem.Ref, ev *ingress.Even
 func (in *intake) finishSpawn(ctx context.Context, item workitem.Ref, rec sessions.Record, ev *ingress.Event) error {
 	in.emit("dispatch.spawn_resumed", graph.LevelInfo, item, ev, graph.Field{Key: "tmux_target", Value: rec.TmuxName})
 	if !in.done(ctx, ev, stepPaste) {
-		if err := in.d.link.start(ctx, item, rec.Cwd, ev); err != nil {
+		if err := in.link.start(ctx, item, rec.Cwd, ev); err != nil {
 			return err
 		}
-		gc := in.d.link.spawnContext(ctx, item, rec.Cwd)
-		prompt := renderPrompt(in.d.cfg.SpawnPromptTemplate, true, promptInput{WorkItem: item.String(), Event: ev, Interaction: in.d.cfg.InteractionMode, Graph: gc})
-		res, err := in.d.mgr.Deliver(ctx, item, prompt)
+		gc := in.link.spawnContext(ctx, item, rec.Cwd)
+		prompt := renderPrompt(in.conf().SpawnPromptTemplate, true, promptInput{WorkItem: item.String(), Event: ev, Interaction: in.conf().InteractionMode, Graph: gc})
+		res, err := in.mgr.Deliver(ctx, item, prompt)
 		if err != nil {
 			return err
 		}
 		rec = res.Record
-		in.d.observe(Observation{Kind: KindPaste, Name: "spawn-prompt", WorkItem: item.String(), DeliveryID: ev.DeliveryID, Text: prompt,
+		in.observe(Observation{Kind: KindPaste, Name: "spawn-prompt", WorkItem: item.String(), DeliveryID: ev.DeliveryID, Text: prompt,
 			Fields: map[string]any{"tmux_target": rec.TmuxName}})
 		if err := in.mark(ctx, ev, stepPaste); err != nil {
 			return err
@@ -333,7 +422,7 @@ func (in *intake) finishSpawn(ctx context.Context, item workitem.Ref, rec sessio
 	if pe, ok := prOf(ev); ok && pe.PR != item {
 		rec = in.linkPR(ctx, item, rec, pe, ev)
 	}
-	if err := in.d.link.onSpawn(ctx, item, rec.Cwd, rec.SessionID, ev); err != nil {
+	if err := in.link.onSpawn(ctx, item, rec.Cwd, rec.SessionID, ev); err != nil {
 		return err
 	}
 	return in.announce(ctx, item, rec, ev)
@@ -344,18 +433,16 @@ func (in *intake) finishSpawn(ctx context.Context, item workitem.Ref, rec sessio
 // spawn resumes at the announcement): a GitHub outage delays it, never
 // loses it.
 func (in *intake) announce(ctx context.Context, item workitem.Ref, rec sessions.Record, ev *ingress.Event) error {
-	if !in.d.cfg.AnnounceEnabled || item.Provider != "github" || in.done(ctx, ev, stepAnnounce) {
+	if !in.conf().AnnounceEnabled || item.Provider != "github" || in.done(ctx, ev, stepAnnounce) {
 		return nil
 	}
 	body := fmt.Sprintf("the-loop started a %s session for this work item in tmux session `%s`.\n\nWatch or take over on the daemon's host:\n\n```\n%s\n```\n",
-		rec.Harness, rec.TmuxName, attachCommand(in.d.tmux.Config(), rec.TmuxName))
-	if _, err := in.d.integ.Call(ctx, ops.GitHubAddComment, map[string]any{"ref": item.String(), "body": hooks.Mark(body)}); err != nil {
+		rec.Harness, rec.TmuxName, attachCommand(in.tmux, rec.TmuxName))
+	if _, err := in.integ.Call(ctx, ops.GitHubAddComment, map[string]any{"ref": item.String(), "body": hooks.Mark(body)}); err != nil {
 		if errors.Is(err, integrations.ErrNotFound) {
 			// The work item does not exist (a guessed ref): remember it, keep
 			// the session, and do not retry what cannot succeed.
-			if r, perr := workitem.Parse(item.String()); perr == nil {
-				in.markMissing(r)
-			}
+			in.markMissing(item)
 			in.emit("session.work_item_missing", graph.LevelWarning, item, ev, graph.Field{Key: "tmux_target", Value: rec.TmuxName}, graph.Field{Key: "error", Value: err.Error()})
 			return in.mark(ctx, ev, stepAnnounce)
 		}
@@ -391,9 +478,9 @@ func (in *intake) dispatchTo(ctx context.Context, item workitem.Ref, rec session
 		// first. Otherwise it goes to the work item's session below.
 		rec = in.linkPR(ctx, item, rec, pe, ev)
 		if in.splitsOff(ctx, item, rec, pr) {
-			gc, consulted, err := consultGate(in.d.link.prContext(ctx, item, pr, cwd),
-				func() *graphContext { return in.d.link.prContext(ctx, item, pr, cwd) },
-				func() (*graph.StepReport, error) { return in.d.link.onPREvent(ctx, item, pr, cwd, ev) })
+			gc, consulted, err := consultGate(in.link.context(ctx, item, pr, cwd),
+				func() *graphContext { return in.link.context(ctx, item, pr, cwd) },
+				func() (*graph.StepReport, error) { return in.link.onEvent(ctx, item, pr, cwd, ev) })
 			if err != nil {
 				return err
 			}
@@ -406,7 +493,7 @@ func (in *intake) dispatchTo(ctx context.Context, item workitem.Ref, rec session
 			}
 			if handled {
 				if !consulted {
-					if _, err := in.d.link.onPREvent(ctx, item, pr, cwd, ev); err != nil {
+					if _, err := in.link.onEvent(ctx, item, pr, cwd, ev); err != nil {
 						return err
 					}
 				}
@@ -414,15 +501,15 @@ func (in *intake) dispatchTo(ctx context.Context, item workitem.Ref, rec session
 			}
 		}
 	}
-	before := in.d.link.context(ctx, item, cwd)
+	before := in.link.context(ctx, item, workitem.Ref{}, cwd)
 	gc, consulted, err := consultGate(before,
-		func() *graphContext { return in.d.link.context(ctx, item, cwd) },
+		func() *graphContext { return in.link.context(ctx, item, workitem.Ref{}, cwd) },
 		func() (*graph.StepReport, error) {
 			// The gate's session first (session: inherit binds the
 			// producer's), so what the gate decides lands in the bound
 			// session.
-			in.d.link.bindGateSession(ctx, item, rec, before)
-			return in.d.link.onEvent(ctx, item, cwd, ev)
+			in.link.bindGateSession(ctx, item, rec, before)
+			return in.link.onEvent(ctx, item, workitem.Ref{}, cwd, ev)
 		})
 	if err != nil {
 		// The decision could not be re-read at GitHub: nothing moved and
@@ -434,25 +521,25 @@ func (in *intake) dispatchTo(ctx context.Context, item workitem.Ref, rec session
 		// it spawned the session).
 		return nil
 	}
-	prompt := renderPrompt(in.d.cfg.PromptTemplate, false, promptInput{WorkItem: item.String(), Event: ev, Interaction: in.d.cfg.InteractionMode, Graph: gc})
-	res, err := in.d.mgr.Deliver(ctx, item, prompt)
+	prompt := renderPrompt(in.conf().PromptTemplate, false, promptInput{WorkItem: item.String(), Event: ev, Interaction: in.conf().InteractionMode, Graph: gc})
+	res, err := in.mgr.Deliver(ctx, item, prompt)
 	if err != nil {
 		in.emit("dispatch.failed", graph.LevelWarning, item, ev, graph.Field{Key: "error", Value: err.Error()})
 		return err
 	}
-	in.d.observe(Observation{Kind: KindPaste, Name: "event-prompt", WorkItem: item.String(), DeliveryID: ev.DeliveryID, Text: prompt,
+	in.observe(Observation{Kind: KindPaste, Name: "event-prompt", WorkItem: item.String(), DeliveryID: ev.DeliveryID, Text: prompt,
 		Fields: map[string]any{"tmux_target": res.Record.TmuxName, "respawned": res.Respawn != nil}})
 	if res.Respawn != nil {
 		in.emit("dispatch.respawned", graph.LevelInfo, item, ev, graph.Field{Key: "resumed", Value: res.Respawn.Resumed},
 			graph.Field{Key: "fresh_with_artifacts", Value: res.Respawn.Fallback != nil})
-		in.d.link.rebind(ctx, item, cwd, res.Record.SessionID)
+		in.link.rebind(ctx, item, cwd, res.Record.SessionID)
 	}
 	in.emit("dispatch.succeeded", graph.LevelInfo, item, ev, graph.Field{Key: "via", Value: "tmux"})
 	if err := in.mark(ctx, ev, stepPaste); err != nil {
 		return err
 	}
 	if !consulted {
-		if _, err := in.d.link.onEvent(ctx, item, cwd, ev); err != nil {
+		if _, err := in.link.onEvent(ctx, item, workitem.Ref{}, cwd, ev); err != nil {
 			return err
 		}
 	}
@@ -532,21 +619,21 @@ func closeReason(ev *ingress.Event) string {
 // closeSession ends the work item's session, marks the graph binding
 // dead, clears the control record and removes the worktree (unless kept).
 func (in *intake) closeSession(ctx context.Context, item workitem.Ref, rec sessions.Record, ev *ingress.Event, reason string) {
-	in.d.link.onClose(ctx, item, rec.Cwd, rec.SessionID)
-	if err := in.d.mgr.CloseWith(ctx, item, in.d.closeOptions()); err != nil {
+	in.link.onClose(ctx, item, rec.Cwd, rec.SessionID)
+	if err := in.mgr.CloseWith(ctx, item, in.conf().Close); err != nil {
 		in.emit("session.close_failed", graph.LevelWarning, item, ev, graph.Field{Key: "error", Value: err.Error()})
 	}
-	_ = in.d.ctl.Clear(item)
+	_ = in.ctl.Clear(item)
 	in.emit("session.autoclosed", graph.LevelInfo, item, ev, graph.Field{Key: "reason", Value: reason})
 	in.endPRSessions(ctx, item, rec, ev, false)
 	in.removeCheckout(ctx, item, ev)
 }
 
 func (in *intake) removeCheckout(ctx context.Context, item workitem.Ref, ev *ingress.Event) {
-	if in.d.ws == nil || in.d.cfg.KeepCheckoutOnClose {
+	if in.ws == nil || in.conf().KeepCheckoutOnClose {
 		return
 	}
-	if err := in.d.ws.Remove(ctx, item); err != nil {
+	if err := in.ws.Remove(ctx, item); err != nil {
 		in.emit("workspace.remove_failed", graph.LevelWarning, item, ev, graph.Field{Key: "error", Value: err.Error()})
 		return
 	}
@@ -557,9 +644,9 @@ func (in *intake) removeCheckout(ctx context.Context, item workitem.Ref, ev *ing
 // Consumed commands are never forwarded to the agent.
 func (in *intake) applyControl(ctx context.Context, item workitem.Ref, ev *ingress.Event, c *ingress.ControlCommand) error {
 	rec, live := in.live(item)
-	now := in.d.deps.Clock.Now()
+	now := in.now()
 	record := func() error {
-		return in.d.ctl.Record(item, c.Command, "comment", c.Actor, c.Note, now)
+		return in.ctl.Record(item, c.Command, "comment", c.Actor, c.Note, now)
 	}
 	effect := "noop"
 	reject := func(reason string) error {
@@ -613,8 +700,8 @@ func (in *intake) applyControl(ctx context.Context, item workitem.Ref, ev *ingre
 			return err
 		}
 		if live {
-			in.d.link.onClose(ctx, item, rec.Cwd, rec.SessionID)
-			if err := in.d.mgr.CloseWith(ctx, item, in.d.closeOptions()); err != nil {
+			in.link.onClose(ctx, item, rec.Cwd, rec.SessionID)
+			if err := in.mgr.CloseWith(ctx, item, in.conf().Close); err != nil {
 				return err
 			}
 			in.endPRSessions(ctx, item, rec, ev, false)
@@ -625,18 +712,18 @@ func (in *intake) applyControl(ctx context.Context, item workitem.Ref, ev *ingre
 			return err
 		}
 		effect = "nothing-to-clean"
-		if r, err := in.d.reg.Get(item); err == nil {
+		if r, err := in.reg.Get(item); err == nil {
 			in.endPRSessions(ctx, item, r, ev, true)
-			if err := in.d.mgr.Close(ctx, item, false); err != nil {
+			if err := in.mgr.Close(ctx, item, false); err != nil {
 				return err
 			}
-			if err := in.d.reg.Delete(ctx, item); err != nil {
+			if err := in.reg.Delete(ctx, item); err != nil {
 				return err
 			}
 			effect = "cleaned"
 		}
-		if in.d.ws != nil {
-			if err := in.d.ws.Remove(ctx, item); err == nil {
+		if in.ws != nil {
+			if err := in.ws.Remove(ctx, item); err == nil {
 				effect = "cleaned"
 			}
 		}
@@ -649,7 +736,7 @@ func (in *intake) applyControl(ctx context.Context, item workitem.Ref, ev *ingre
 }
 
 func (in *intake) setStatus(ctx context.Context, item workitem.Ref, st sessions.Status) error {
-	_, err := in.d.reg.Update(ctx, item, func(r *sessions.Record, exists bool) error {
+	_, err := in.reg.Update(ctx, item, func(r *sessions.Record, exists bool) error {
 		if !exists {
 			return errors.New("no session record")
 		}
@@ -661,23 +748,25 @@ func (in *intake) setStatus(ctx context.Context, item workitem.Ref, st sessions.
 		if st == sessions.StatusPaused {
 			name = "session.paused"
 		}
-		in.d.emit(name, graph.LevelInfo, graph.Field{Key: "work_item", Value: item.String()})
+		in.record(name, graph.LevelInfo, graph.Field{Key: "work_item", Value: item.String()})
 	}
 	return err
 }
 
-// cloneURL says where to clone item's repository from: Deps.CloneURL when
-// given, else routing.workspace.cloneUrl expanded, else the payload's
-// clone_url when checkedCloneURL accepts it; "" lets the workspace clone
-// https://<host>/<owner>/<repo>.git.
-func (d *Daemon) cloneURL(item workitem.Ref, ev *ingress.Event) string {
-	switch {
-	case d.deps.CloneURL != nil:
-		return d.deps.CloneURL(item)
-	case d.cfg.CloneURL != "":
-		return strings.NewReplacer("{host}", item.HostOrDefault(), "{owner}", item.Owner, "{repo}", item.Repo).Replace(d.cfg.CloneURL)
+// cloneURLs says where to clone a work item's repository from: override
+// (Deps.CloneURL) when given, else template (routing.workspace.cloneUrl)
+// expanded, else the payload's clone_url when checkedCloneURL accepts it;
+// "" lets the workspace clone https://<host>/<owner>/<repo>.git.
+func cloneURLs(override func(workitem.Ref) string, template string) func(workitem.Ref, *ingress.Event) string {
+	return func(item workitem.Ref, ev *ingress.Event) string {
+		switch {
+		case override != nil:
+			return override(item)
+		case template != "":
+			return strings.NewReplacer("{host}", item.HostOrDefault(), "{owner}", item.Owner, "{repo}", item.Repo).Replace(template)
+		}
+		return payloadCloneURL(ev, item)
 	}
-	return payloadCloneURL(ev, item)
 }
 
 // payloadCloneURL is the payload's repository.clone_url (as the reference

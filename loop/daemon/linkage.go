@@ -105,7 +105,7 @@ func (in *intake) issueExists(ctx context.Context, r workitem.Ref) (exists, know
 	}
 	cctx, cancel := context.WithTimeout(ctx, linkageTimeout)
 	defer cancel()
-	_, err := in.d.integ.Call(cctx, ops.GitHubGetIssue, map[string]any{"ref": r.String()})
+	_, err := in.integ.Call(cctx, ops.GitHubGetIssue, map[string]any{"ref": r.String()})
 	switch {
 	case err == nil:
 		in.links.put(key, true)
@@ -156,7 +156,7 @@ func (in *intake) verifyLinkage(ctx context.Context, ev *ingress.Event) bool {
 		}
 		ev.WorkItems = kept
 		removed = true
-		in.d.emit("routing.linkage_dropped", graph.LevelInfo, graph.Field{Key: "work_item", Value: weak.String()},
+		in.record("routing.linkage_dropped", graph.LevelInfo, graph.Field{Key: "work_item", Value: weak.String()},
 			graph.Field{Key: "delivery_id", Value: ev.DeliveryID}, graph.Field{Key: "gh_event", Value: ev.Event},
 			graph.Field{Key: "reason", Value: "work-item-not-found"})
 	}

@@ -76,7 +76,7 @@ func (d *Daemon) trackedRefs(context.Context) ([]workitem.Ref, error) {
 		if !r.Status.Live() {
 			continue
 		}
-		if ref, err := workitem.Parse(r.Item.String()); err == nil {
+		if ref, err := r.Item.Canonical(); err == nil {
 			out = append(out, ref)
 		}
 	}

@@ -188,7 +188,7 @@ func (d *Daemon) Reload(next Config) (ReloadResult, error) {
 			}
 		}
 	}
-	recv, err := ingress.NewReceiver((&Daemon{cfg: staged}).ingressConfig(), ingress.ReceiverDeps{Sink: d.Sink(), Log: d.sink, Clock: d.deps.Clock, SinkCopiesPayload: true})
+	recv, err := ingress.NewReceiver(IngressConfig(staged), ingress.ReceiverDeps{Sink: d.Sink(), Log: d.sink, Clock: d.deps.Clock, SinkCopiesPayload: true})
 	if err != nil {
 		return ReloadResult{}, fmt.Errorf("daemon: reload: webhook receiver: %w", err)
 	}
@@ -198,6 +198,7 @@ func (d *Daemon) Reload(next Config) (ReloadResult, error) {
 	for _, apply := range changed {
 		apply()
 	}
+	d.policyChanged()
 	d.recv = recv
 	rs.recv.Store(recv)
 	if d.svc.graphs != nil {

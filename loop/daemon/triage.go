@@ -30,7 +30,7 @@ func (in *intake) Triage(_ context.Context, ev *ingress.Event) error {
 	if !ok {
 		return in.dropped(workitem.Ref{}, ev, "no-work-item")
 	}
-	if live || (ev.Control != nil && in.d.cfg.ControlEnabled) || in.isClose(ev, item) {
+	if live || (ev.Control != nil && in.conf().ControlEnabled) || in.isClose(ev, item) {
 		return nil
 	}
 	if reason := in.refusal(item, ev, ""); reason != "" {

@@ -242,7 +242,7 @@ func (l *graphLink) decisionEvent(ctx context.Context, item, on workitem.Ref, ev
 			}
 			claim.Item = ref
 		}
-		err := l.d.verifier.VerifyComment(ctx, claim)
+		err := l.verifier.VerifyComment(ctx, claim)
 		var f *ForgedCommentError
 		switch {
 		case errors.As(err, &f):
@@ -262,7 +262,7 @@ func (l *graphLink) decisionEvent(ctx context.Context, item, on workitem.Ref, ev
 
 // authorized reports whether login is on the daemon's allowlist.
 func (l *graphLink) authorized(login string) bool {
-	for _, u := range l.d.cfg.AuthorizedUsers {
+	for _, u := range l.conf().AuthorizedUsers {
 		if u == login {
 			return true
 		}
@@ -273,8 +273,8 @@ func (l *graphLink) authorized(login string) bool {
 // forgedComment reports a refused claim: the event log's routing.forged
 // (counted in theloop_forged_decisions_total) and the daemon's log.
 func (l *graphLink) forgedComment(item workitem.Ref, ev *ingress.Event, c ingress.Comment, reason string) {
-	l.d.logf("refused a gate decision for %s: comment %q claimed by @%s does not match GitHub (%s); the approver can comment again", item, c.ID, c.Author, reason)
-	l.d.emit(ingress.EventForged, graph.LevelWarning,
+	l.logf("refused a gate decision for %s: comment %q claimed by @%s does not match GitHub (%s); the approver can comment again", item, c.ID, c.Author, reason)
+	l.record(ingress.EventForged, graph.LevelWarning,
 		graph.Field{Key: "work_item", Value: item.String()}, graph.Field{Key: "comment_id", Value: c.ID},
 		graph.Field{Key: "claimed_author", Value: c.Author}, graph.Field{Key: "reason", Value: reason},
 		graph.Field{Key: "delivery_id", Value: ev.DeliveryID}, graph.Field{Key: "gh_event", Value: ev.Event})

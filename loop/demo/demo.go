@@ -13,7 +13,7 @@
 //     git worktrees and real tmux on a private server (tmux -L), so the
 //     user's own tmux server is never touched;
 //   - `claude` on the daemon's PATH pointing at the scripted agent
-//     (package loop/demoagent, run by the caller's binary, inside loopd's
+//     (package loop/demo/agent, run by the caller's binary, inside loopd's
 //     sandbox), which writes the artifacts and claims each node with
 //     `loopctl graph complete`'s runtime, its ticket effects performed by
 //     loopd from the session's outbox.
@@ -56,7 +56,7 @@ import (
 	"github.com/theloop-dev/theloop/loop"
 	"github.com/theloop-dev/theloop/loop/daemon"
 	"github.com/theloop-dev/theloop/loop/daemon/sandbox"
-	"github.com/theloop-dev/theloop/loop/demoagent"
+	demoagent "github.com/theloop-dev/theloop/loop/demo/agent"
 	"github.com/theloop-dev/theloop/sessions"
 	"github.com/theloop-dev/theloop/workitem"
 )
@@ -356,7 +356,7 @@ eventLog: {enabled: true, path: %q}
 	if err := os.MkdirAll(w.binDir, 0o755); err != nil {
 		return err
 	}
-	script := "#!/bin/sh\n# loopd demo: `claude` is theloop's scripted agent (package loop/demoagent)\nexec"
+	script := "#!/bin/sh\n# loopd demo: `claude` is theloop's scripted agent (package loop/demo/agent)\nexec"
 	// --demo-pid: the agent ends its tmux server if this process dies
 	// without cleaning up.
 	// --attack: the brief of its attempt to approve its own work.

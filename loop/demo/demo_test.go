@@ -20,7 +20,7 @@ import (
 	"github.com/theloop-dev/theloop/loop"
 	"github.com/theloop-dev/theloop/loop/daemon/sandbox"
 	"github.com/theloop-dev/theloop/loop/demo"
-	"github.com/theloop-dev/theloop/loop/demoagent"
+	demoagent "github.com/theloop-dev/theloop/loop/demo/agent"
 )
 
 // The test binary doubles as the scripted agent: the demo's `claude`

@@ -13,7 +13,7 @@ import (
 
 	"github.com/theloop-dev/theloop/graph"
 	"github.com/theloop-dev/theloop/loop"
-	"github.com/theloop-dev/theloop/loop/demoagent"
+	demoagent "github.com/theloop-dev/theloop/loop/demo/agent"
 	"github.com/theloop-dev/theloop/sessions"
 )
 

@@ -17,7 +17,7 @@ import (
 	"github.com/theloop-dev/theloop/integrations"
 	"github.com/theloop-dev/theloop/integrations/githubsim"
 	"github.com/theloop-dev/theloop/loop"
-	"github.com/theloop-dev/theloop/loop/demoagent"
+	demoagent "github.com/theloop-dev/theloop/loop/demo/agent"
 )
 
 const (

@@ -11,7 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/theloop-dev/theloop/internal/shortdir"
-	"github.com/theloop-dev/theloop/loop/demoagent"
+	demoagent "github.com/theloop-dev/theloop/loop/demo/agent"
 	"github.com/theloop-dev/theloop/run"
 	"github.com/theloop-dev/theloop/sessions"
 )

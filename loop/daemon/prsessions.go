@@ -81,14 +81,14 @@ func (p *prIndex) load(reg *sessions.Registry) {
 func (in *intake) ownersOfPR(pr workitem.Ref) []workitem.Ref {
 	in.prs.mu.Lock()
 	defer in.prs.mu.Unlock()
-	in.prs.load(in.d.reg)
+	in.prs.load(in.reg)
 	return append([]workitem.Ref(nil), in.prs.owners[prKey(pr)]...)
 }
 
 func (in *intake) notePR(pr, owner workitem.Ref) {
 	in.prs.mu.Lock()
 	defer in.prs.mu.Unlock()
-	in.prs.load(in.d.reg)
+	in.prs.load(in.reg)
 	in.prs.add(pr, owner)
 }
 
@@ -108,9 +108,9 @@ func (in *intake) resolve(item workitem.Ref) workitem.Ref {
 	return item
 }
 
-// ownerOf is resolve for an integrations ref.
+// ownerOf is resolve for a ref as the event carries it.
 func (in *intake) ownerOf(r workitem.Ref) (workitem.Ref, bool) {
-	item, err := workitem.Parse(r.String())
+	item, err := r.Canonical()
 	if err != nil {
 		return workitem.Ref{}, false
 	}
@@ -198,13 +198,13 @@ func (in *intake) linkPR(ctx context.Context, item workitem.Ref, rec sessions.Re
 		return rec
 	}
 	added := false
-	updated, err := in.d.reg.Update(ctx, item, func(r *sessions.Record, exists bool) error {
+	updated, err := in.reg.Update(ctx, item, func(r *sessions.Record, exists bool) error {
 		if !exists {
 			return sessions.ErrNoRecord
 		}
 		l, ok := r.PR(pr)
 		if !ok {
-			l = sessions.PRLink{PR: pr, Linked: in.d.deps.Clock.Now().UTC().Truncate(time.Second)}
+			l = sessions.PRLink{PR: pr, Linked: in.now().UTC().Truncate(time.Second)}
 		}
 		if branch != "" {
 			l.Branch, l.Fork = branch, pe.Fork
@@ -226,9 +226,9 @@ func (in *intake) linkPR(ctx context.Context, item workitem.Ref, rec sessions.Re
 // sessionPerPr is the work item's effective mode: the value its
 // phase-selection froze into graph state, else routing.tmux.sessionPerPr.
 func (in *intake) sessionPerPr(ctx context.Context, item workitem.Ref, cwd string) string {
-	mode := in.d.cfg.SessionPerPr
-	if id := item.SpecID(); id != "" && in.d.cfg.GraphEnabled {
-		if st, err := loop.NewStore(cwd, in.d.link.specDir(cwd)).Load(ctx, id); err == nil && st != nil {
+	mode := in.conf().SessionPerPr
+	if id := item.SpecID(); id != "" && in.conf().GraphEnabled {
+		if st, err := loop.NewStore(cwd, in.link.specDir(cwd)).Load(ctx, id); err == nil && st != nil {
 			for _, k := range st.Decisions.Keys() {
 				d, _ := st.Decisions.Get(k)
 				switch d.SessionPerPr {
@@ -271,7 +271,7 @@ func (in *intake) toPREndpoint(ctx context.Context, item workitem.Ref, rec sessi
 	if link.Closed {
 		return false, nil
 	}
-	if ep, err := in.d.reg.Get(pr); err == nil && ep.Status.Live() {
+	if ep, err := in.reg.Get(pr); err == nil && ep.Status.Live() {
 		if ep.Parent != item {
 			return false, nil // the PR is somebody else's session (its own work item)
 		}
@@ -281,7 +281,7 @@ func (in *intake) toPREndpoint(ctx context.Context, item workitem.Ref, rec sessi
 			if err := in.mark(ctx, ev, stepPaste); err != nil {
 				return true, err
 			}
-			in.d.link.onPRSpawn(ctx, item, pr, rec.Cwd, ep.SessionID)
+			in.link.onPRSpawn(ctx, item, pr, rec.Cwd, ep.SessionID)
 			in.announcePR(ctx, item, ep, ev)
 			return true, nil
 		}
@@ -305,18 +305,18 @@ func claimFor(item, pr workitem.Ref) (int, string) {
 func (in *intake) deliverEndpoint(ctx context.Context, item workitem.Ref, rec, ep sessions.Record, ev *ingress.Event, gc *graphContext) error {
 	pr := ep.Item
 	n, repo := claimFor(item, pr)
-	prompt := renderPrompt(in.d.cfg.PromptTemplate, false, promptInput{WorkItem: pr.String(), Event: ev, Interaction: in.d.cfg.InteractionMode, Graph: gc, ClaimPR: n, ClaimPRRepo: repo})
-	res, err := in.d.mgr.Deliver(ctx, pr, prompt)
+	prompt := renderPrompt(in.conf().PromptTemplate, false, promptInput{WorkItem: pr.String(), Event: ev, Interaction: in.conf().InteractionMode, Graph: gc, ClaimPR: n, ClaimPRRepo: repo})
+	res, err := in.mgr.Deliver(ctx, pr, prompt)
 	if err != nil {
 		in.emit("dispatch.failed", graph.LevelWarning, item, ev, graph.Field{Key: "endpoint", Value: pr.String()}, graph.Field{Key: "error", Value: err.Error()})
 		return err
 	}
-	in.d.observe(Observation{Kind: KindPaste, Name: "event-prompt", WorkItem: pr.String(), DeliveryID: ev.DeliveryID, Text: prompt,
+	in.observe(Observation{Kind: KindPaste, Name: "event-prompt", WorkItem: pr.String(), DeliveryID: ev.DeliveryID, Text: prompt,
 		Fields: map[string]any{"tmux_target": res.Record.TmuxName, "respawned": res.Respawn != nil, "work_item": item.String()}})
 	if res.Respawn != nil {
 		in.emit("dispatch.respawned", graph.LevelInfo, item, ev, graph.Field{Key: "endpoint", Value: pr.String()}, graph.Field{Key: "resumed", Value: res.Respawn.Resumed},
 			graph.Field{Key: "fresh_with_artifacts", Value: res.Respawn.Fallback != nil})
-		in.d.link.onPRSpawn(ctx, item, pr, rec.Cwd, res.Record.SessionID) // rebinds the inner loop's session
+		in.link.onPRSpawn(ctx, item, pr, rec.Cwd, res.Record.SessionID) // rebinds the inner loop's session
 	}
 	in.emit("dispatch.succeeded", graph.LevelInfo, item, ev, graph.Field{Key: "via", Value: "tmux"}, graph.Field{Key: "endpoint", Value: pr.String()})
 	return in.mark(ctx, ev, stepPaste)
@@ -333,7 +333,7 @@ func (in *intake) declined(ctx context.Context, item, pr workitem.Ref, ev *ingre
 	if !persist {
 		return
 	}
-	_, _ = in.d.reg.Update(ctx, item, func(r *sessions.Record, exists bool) error {
+	_, _ = in.reg.Update(ctx, item, func(r *sessions.Record, exists bool) error {
 		if !exists {
 			return sessions.ErrNoRecord
 		}
@@ -351,7 +351,7 @@ func (in *intake) declined(ctx context.Context, item, pr workitem.Ref, ev *ingre
 // one (reason) and whether that will stay so (persist).
 func (in *intake) prCheckout(ctx context.Context, item workitem.Ref, rec sessions.Record, link sessions.PRLink, ev *ingress.Event) (cwd, reason string, persist bool, cause error) {
 	pr := link.PR
-	if in.d.ws == nil {
+	if in.ws == nil {
 		return "", sessions.DeclinedNoSeparateCheckout, true, nil
 	}
 	if link.Branch == "" {
@@ -367,8 +367,8 @@ func (in *intake) prCheckout(ctx context.Context, item workitem.Ref, rec session
 		// refs/pull/<n>/head as pr-<n>, never a same-named branch of it.
 		opts.Branch, opts.FetchRef = fmt.Sprintf("pr-%d", pr.Number), fmt.Sprintf("refs/pull/%d/head", pr.Number)
 	}
-	opts.CloneURL = in.d.cloneURL(pr, ev)
-	w, err := in.d.ws.Prepare(ctx, pr, opts)
+	opts.CloneURL = in.clone(pr, ev)
+	w, err := in.ws.Prepare(ctx, pr, opts)
 	if err != nil {
 		return "", sessions.DeclinedWorkspaceFailed, false, err
 	}
@@ -383,7 +383,7 @@ func (in *intake) prCheckout(ctx context.Context, item workitem.Ref, rec session
 // branchOf is the branch checked out in dir (the work item's own branch
 // when git cannot say).
 func (in *intake) branchOf(ctx context.Context, dir string, item workitem.Ref) string {
-	res, err := pathRunner{path: in.d.deps.Path}.Run(ctx, run.Cmd{Name: "git", Args: []string{"-C", dir, "rev-parse", "--abbrev-ref", "HEAD"}, Timeout: 10 * time.Second})
+	res, err := in.git.Run(ctx, run.Cmd{Name: "git", Args: []string{"-C", dir, "rev-parse", "--abbrev-ref", "HEAD"}, Timeout: 10 * time.Second})
 	if b := strings.TrimSpace(string(res.Stdout)); err == nil && b != "" && b != "HEAD" {
 		return b
 	}
@@ -399,21 +399,21 @@ func (in *intake) spawnEndpoint(ctx context.Context, item workitem.Ref, rec sess
 		return false, nil
 	}
 	n, repo := claimFor(item, pr)
-	prompt := renderPrompt(in.d.cfg.SpawnPromptTemplate, true, promptInput{WorkItem: pr.String(), Event: ev, Interaction: in.d.cfg.InteractionMode, Graph: gc, ClaimPR: n, ClaimPRRepo: repo})
+	prompt := renderPrompt(in.conf().SpawnPromptTemplate, true, promptInput{WorkItem: pr.String(), Event: ev, Interaction: in.conf().InteractionMode, Graph: gc, ClaimPR: n, ClaimPRRepo: repo})
 	// The intent goes first: a redelivery that finds the PR's session live
 	// knows it is this event's (see toPREndpoint).
 	if err := in.mark(ctx, ev, stepPRSpawn); err != nil {
 		return true, err
 	}
-	res, err := in.d.mgr.Spawn(ctx, sessions.SpawnRequest{Item: pr, Parent: item, Cwd: cwd, Prompt: prompt})
+	res, err := in.mgr.Spawn(ctx, sessions.SpawnRequest{Item: pr, Parent: item, Cwd: cwd, Prompt: prompt})
 	if err != nil {
 		// The event still reaches the work: the work item's own session.
 		in.emit("session.pr_spawn_failed", graph.LevelWarning, item, ev, graph.Field{Key: "pull_request", Value: pr.String()}, graph.Field{Key: "error", Value: err.Error()})
 		return false, nil
 	}
 	in.notePR(pr, item)
-	in.d.link.onPRSpawn(ctx, item, pr, rec.Cwd, res.Record.SessionID)
-	in.d.observe(Observation{Kind: KindPaste, Name: "spawn-prompt", WorkItem: pr.String(), DeliveryID: ev.DeliveryID, Text: prompt,
+	in.link.onPRSpawn(ctx, item, pr, rec.Cwd, res.Record.SessionID)
+	in.observe(Observation{Kind: KindPaste, Name: "spawn-prompt", WorkItem: pr.String(), DeliveryID: ev.DeliveryID, Text: prompt,
 		Fields: map[string]any{"tmux_target": res.Record.TmuxName, "work_item": item.String()}})
 	in.emit("session.pr_spawned", graph.LevelInfo, item, ev, graph.Field{Key: "pull_request", Value: pr.String()},
 		graph.Field{Key: "tmux_target", Value: res.Record.TmuxName}, graph.Field{Key: "cwd", Value: cwd}, graph.Field{Key: "harness_session_id", Value: res.Record.SessionID})
@@ -427,12 +427,12 @@ func (in *intake) spawnEndpoint(ctx context.Context, item workitem.Ref, rec sess
 // announcePR posts the marked announcement of a PR's own session on the PR
 // (best-effort: the session works without it).
 func (in *intake) announcePR(ctx context.Context, item workitem.Ref, ep sessions.Record, ev *ingress.Event) {
-	if !in.d.cfg.AnnounceEnabled || ep.Item.Provider != "github" || in.done(ctx, ev, stepPRAnnounce) {
+	if !in.conf().AnnounceEnabled || ep.Item.Provider != "github" || in.done(ctx, ev, stepPRAnnounce) {
 		return
 	}
 	body := fmt.Sprintf("the-loop started a %s session for this pull request (part of %s) in tmux session `%s`.\n\nWatch or take over on the daemon's host:\n\n```\n%s\n```\n",
-		ep.Harness, item, ep.TmuxName, attachCommand(in.d.tmux.Config(), ep.TmuxName))
-	if _, err := in.d.integ.Call(ctx, ops.GitHubAddComment, map[string]any{"ref": ep.Item.String(), "body": hooks.Mark(body)}); err != nil {
+		ep.Harness, item, ep.TmuxName, attachCommand(in.tmux, ep.TmuxName))
+	if _, err := in.integ.Call(ctx, ops.GitHubAddComment, map[string]any{"ref": ep.Item.String(), "body": hooks.Mark(body)}); err != nil {
 		in.emit("session.announce_failed", graph.LevelWarning, ep.Item, ev, graph.Field{Key: "error", Value: err.Error()})
 		return
 	}
@@ -445,26 +445,26 @@ func (in *intake) announcePR(ctx context.Context, item workitem.Ref, ep sessions
 // removed; the work item's session stays open. Nothing is pasted and
 // nothing spawned.
 func (in *intake) closePR(ctx context.Context, item workitem.Ref, rec sessions.Record, pr workitem.Ref, merged bool, ev *ingress.Event) {
-	ep, err := in.d.reg.Get(pr)
+	ep, err := in.reg.Get(pr)
 	own := err == nil && ep.Parent == item
 	if own {
-		in.d.link.onPRClose(ctx, item, pr, rec.Cwd, ep.SessionID, merged)
+		in.link.onPRClose(ctx, item, pr, rec.Cwd, ep.SessionID, merged)
 	} else {
-		in.d.link.onPRClose(ctx, item, pr, rec.Cwd, "", merged)
+		in.link.onPRClose(ctx, item, pr, rec.Cwd, "", merged)
 	}
 	if own && ep.Status.Live() {
-		if err := in.d.mgr.CloseWith(ctx, pr, in.d.closeOptions()); err != nil {
+		if err := in.mgr.CloseWith(ctx, pr, in.conf().Close); err != nil {
 			in.emit("session.close_failed", graph.LevelWarning, pr, ev, graph.Field{Key: "error", Value: err.Error()})
 		}
 		in.removeCheckout(ctx, pr, ev)
 	}
-	_, _ = in.d.reg.Update(ctx, item, func(r *sessions.Record, exists bool) error {
+	_, _ = in.reg.Update(ctx, item, func(r *sessions.Record, exists bool) error {
 		if !exists {
 			return sessions.ErrNoRecord
 		}
 		l, ok := r.PR(pr)
 		if !ok {
-			l = sessions.PRLink{PR: pr, Linked: in.d.deps.Clock.Now().UTC().Truncate(time.Second)}
+			l = sessions.PRLink{PR: pr, Linked: in.now().UTC().Truncate(time.Second)}
 		}
 		l.Closed = true
 		r.SetPR(l)
@@ -485,15 +485,15 @@ func (in *intake) closePR(ctx context.Context, item workitem.Ref, rec sessions.R
 // removes them entirely (tmux session, record, checkout).
 func (in *intake) endPRSessions(ctx context.Context, item workitem.Ref, rec sessions.Record, ev *ingress.Event, cleanup bool) {
 	for _, l := range rec.PullRequests {
-		ep, err := in.d.reg.Get(l.PR)
+		ep, err := in.reg.Get(l.PR)
 		if err != nil || ep.Parent != item {
 			continue
 		}
 		if cleanup {
-			_ = in.d.mgr.Close(ctx, l.PR, false)
-			_ = in.d.reg.Delete(ctx, l.PR)
-			if in.d.ws != nil {
-				_ = in.d.ws.Remove(ctx, l.PR)
+			_ = in.mgr.Close(ctx, l.PR, false)
+			_ = in.reg.Delete(ctx, l.PR)
+			if in.ws != nil {
+				_ = in.ws.Remove(ctx, l.PR)
 			}
 			in.emit("session.pr_cleaned", graph.LevelInfo, item, ev, graph.Field{Key: "pull_request", Value: l.PR.String()})
 			continue
@@ -501,8 +501,8 @@ func (in *intake) endPRSessions(ctx context.Context, item workitem.Ref, rec sess
 		if !ep.Status.Live() {
 			continue
 		}
-		in.d.link.onPRClose(ctx, item, l.PR, rec.Cwd, ep.SessionID, false)
-		if err := in.d.mgr.CloseWith(ctx, l.PR, in.d.closeOptions()); err != nil {
+		in.link.onPRClose(ctx, item, l.PR, rec.Cwd, ep.SessionID, false)
+		if err := in.mgr.CloseWith(ctx, l.PR, in.conf().Close); err != nil {
 			in.emit("session.close_failed", graph.LevelWarning, l.PR, ev, graph.Field{Key: "error", Value: err.Error()})
 		}
 		in.removeCheckout(ctx, l.PR, ev)

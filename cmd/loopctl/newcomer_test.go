@@ -422,10 +422,7 @@ func TestNewcomerCompletionCandidates(t *testing.T) {
 // prints against the built binary.
 func TestNewcomerCompletionInRealShells(t *testing.T) {
 	repo := gitRepo(t)
-	bin := filepath.Join(t.TempDir(), "loopctl")
-	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
-	}
+	bin, _ := builtBinaries(t)
 	path := filepath.Dir(bin) + string(os.PathListSeparator) + os.Getenv("PATH")
 	script := func(shell string) string {
 		out, err := exec.Command(bin, "completion", shell).Output()

@@ -73,9 +73,7 @@ func TestMCPBinaryAsAHarnessSpawnsIt(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds loopd")
 	}
-	bin := filepath.Join(t.TempDir(), "loopd")
-	out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput()
-	require.NoError(t, err, "%s", out)
+	bin := loopdBinary(t)
 	repo := mcpRepo(t)
 	cmd := exec.Command(bin, "mcp")
 	cmd.Env = append(cmd.Environ(), "HOME="+t.TempDir(), "THE_LOOP_CLI_CONFIG=")

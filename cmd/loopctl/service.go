@@ -288,6 +288,10 @@ Examples:
 					return nil
 				},
 			},
+			newSessionsStartCleanupCmd(f, "start", "start the work item's session, as the ticket's start keyword does", "loopctl sessions start github:octo/repo#42"),
+			newSessionsStartCleanupCmd(f, "cleanup", "end the session and remove its checkout, as the ticket's cleanup keyword does", "loopctl sessions cleanup github:octo/repo#42 --no-comment"),
+			newSessionsReplyCmd(f),
+			newSessionsTranscriptCmd(f),
 			control("pause", "hold events back from the session until resume"),
 			control("resume", "deliver events to a paused session again"),
 			{

@@ -120,8 +120,8 @@ func (d *Daemon) startDashboard() (func(), error) {
 	dash, err := dashboard.New(dashboard.Config{
 		Listen: d.cfg.Dashboard.Listen, StateRoot: d.cfg.StateRoot,
 		Operator: d.cfg.Dashboard.Operator, AuthorizedUsers: d.cfg.AuthorizedUsers, StuckAfter: d.cfg.Dashboard.StuckAfter,
-		EventLog: d.cfg.EventLogPath, Banner: d.undefendedWarning(),
-	}, dashboard.Deps{Source: src, Poster: poster, Now: d.deps.Clock.Now, Log: logw})
+		EventLog: d.cfg.EventLogPath, Banner: d.undefendedWarning(), WebTerminal: d.cfg.WebTerminal,
+	}, dashboard.Deps{Source: src, Poster: poster, Panes: dashPanes{d}, Now: d.deps.Clock.Now, Log: logw})
 	if err != nil {
 		src.close()
 		return func() {}, err

@@ -41,6 +41,9 @@ func (d *Daemon) authorizedOperator(identity, verb string) (string, error) {
 	return login, nil
 }
 
+// errControlKeyword: a reply carried a control keyword.
+var errControlKeyword = errors.New("control keyword in a reply")
+
 func cliDeliveryID(verb string) string {
 	var b [8]byte
 	_, _ = rand.Read(b[:])
@@ -175,7 +178,7 @@ func (d *Daemon) reply(ctx context.Context, ref, actor, message string) (api.Rep
 		return res, err
 	}
 	if kw := d.controlKeywordIn(message); kw != "" {
-		return res, fmt.Errorf("%w: the message carries the control keyword %q; a reply talks to the agent and never commands loopd — use `loopctl sessions %s` (or the ticket) for that, and reword the message", apiserver.ErrBadRequest, kw, strings.Fields(kw)[len(strings.Fields(kw))-1])
+		return res, fmt.Errorf("%w: %w: the message carries the control keyword %q; a reply talks to the agent and never commands loopd — use `loopctl sessions %s` (or the ticket) for that, and reword the message", apiserver.ErrBadRequest, errControlKeyword, kw, strings.Fields(kw)[len(strings.Fields(kw))-1])
 	}
 	clean := sessions.SanitizePaste(message)
 	if clean == "" {

@@ -169,6 +169,8 @@ type itemPage struct {
 	Posted     string
 	Error      string
 	ActionsWhy string
+	// Pane is the live view of the agent's pane (pane.go).
+	Pane paneView
 }
 
 // item renders one work item: graph picture, messages, artifacts,
@@ -238,6 +240,7 @@ func (d *Dashboard) itemData(r *http.Request, det *Detail, ss *session) itemPage
 			p.Timeline = append(p.Timeline, timelineRow{At: e.Time.UTC().Format("2006-01-02 15:04:05"), Name: e.Name, Detail: clip(fieldsText(e.Fields), 300)})
 		}
 	}
+	p.Pane = d.paneData(r.URL.Query())
 	p.GateOpen = det.Item.Human && det.Item.State == StateWaiting
 	p.CanAct = d.canAct()
 	switch {

@@ -71,6 +71,43 @@
     tr.classList.remove('flash'); void tr.offsetWidth; tr.classList.add('flash');
   }
 
+  // The agent's pane: frames of changed rows, each row a list of
+  // [class, text] spans written with textContent (ansi.go renders them).
+  function livePane(ref) {
+    var pane = document.getElementById('pane');
+    if (!pane || !ref) return;
+    var state = document.getElementById('pane-state');
+    var es = new EventSource('/item/pane?ref=' + encodeURIComponent(ref));
+    var frames = 0;
+    es.onopen = function () { if (state) state.textContent = 'live'; };
+    es.onerror = function () { if (state) state.textContent = 'reconnecting…'; };
+    es.addEventListener('gone', function () { if (state) state.textContent = 'session ended'; es.close(); });
+    es.addEventListener('screen', function (ev) {
+      var f;
+      try { f = JSON.parse(ev.data); } catch (e) { return; }
+      if (!f || typeof f.rows !== 'number' || f.rows < 0 || f.rows > 500) return;
+      var atBottom = pane.scrollTop + pane.clientHeight >= pane.scrollHeight - 4;
+      while (pane.childNodes.length > f.rows) pane.removeChild(pane.lastChild);
+      while (pane.childNodes.length < f.rows) { var d = document.createElement('div'); d.className = 'ln'; pane.appendChild(d); }
+      Object.keys(f.set || {}).forEach(function (k) {
+        var i = parseInt(k, 10), line = pane.childNodes[i], spans = f.set[k];
+        if (!line || !Array.isArray(spans)) return;
+        line.textContent = '';
+        spans.forEach(function (sp) {
+          if (!Array.isArray(sp) || typeof sp[1] !== 'string') return;
+          var e = document.createElement('span');
+          if (typeof sp[0] === 'string' && /^[a-z0-9 ]*$/.test(sp[0])) e.className = sp[0];
+          e.textContent = sp[1];
+          line.appendChild(e);
+        });
+      });
+      frames++;
+      pane.setAttribute('data-frames', String(frames));
+      pane.setAttribute('data-frame-at', String(Date.now()));
+      if (atBottom) pane.scrollTop = pane.scrollHeight;
+    });
+  }
+
   function start() {
     var page = document.body.getAttribute('data-page');
     var board = document.getElementById('board');
@@ -80,6 +117,7 @@
       });
     });
     if (!window.EventSource || (page !== 'board' && page !== 'item')) return;
+    if (page === 'item') livePane(document.body.getAttribute('data-ref'));
     var es = new EventSource('/events');
     var dot = document.getElementById('live');
     es.onopen = function () { if (dot) dot.classList.add('on'); document.body.setAttribute('data-live', 'on'); };

@@ -56,7 +56,7 @@ func jsonString(s string) string {
 
 // sgrState is the current graphic rendition.
 type sgrState struct {
-	fg, bg                                 int // -1 default, 0..255
+	fg, bg                                int // -1 default, 0..255
 	bold, dim, italic, underline, reverse bool
 }
 

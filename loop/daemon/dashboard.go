@@ -60,6 +60,8 @@ type dashSource struct {
 	// armed holds the work items the intake reported as armed with no
 	// live session yet (noteIntake).
 	armed map[string]armedEntry
+	// asks caches the checkouts' open questions (attention.go).
+	asks askCache
 }
 
 // armedEntry is what the intake last reported about a work item it knows

@@ -97,6 +97,10 @@ type boardPage struct {
 	RenderedAt string
 	// Empty is the row the live-update script clones for a new item.
 	Empty row
+	// Attention is "needs you" (attention.go); EmptyAttention the row the
+	// script clones.
+	Attention      attentionList
+	EmptyAttention attentionRow
 }
 
 // board renders every tracked work item, filtered by repository and
@@ -108,7 +112,12 @@ func (d *Dashboard) board(w http.ResponseWriter, r *http.Request, _ *session) {
 		return
 	}
 	d.hub.prime(items)
-	d.render(w, "board.html", d.boardData(items, r.URL.Query()))
+	p := d.boardData(items, r.URL.Query())
+	p.Attention = attention(items, d.questions(r.Context()), d.deps.Now())
+	if p.Attention.Count > 0 {
+		p.Title = fmt.Sprintf("(%d) Board", p.Attention.Count)
+	}
+	d.render(w, "board.html", p)
 }
 
 func (d *Dashboard) boardData(items []Item, q url.Values) boardPage {

@@ -108,6 +108,37 @@
     });
   }
 
+  // "Needs you": rebuilt from each list the server sends.
+  function needsYou(l) {
+    var badge = document.getElementById('needs-badge');
+    var table = document.getElementById('needs-you');
+    var tpl = document.getElementById('attention-template');
+    if (!badge || !table || !tpl) return;
+    badge.textContent = String(l.count);
+    badge.setAttribute('data-count', String(l.count));
+    document.title = (l.count > 0 ? '(' + l.count + ') ' : '') + 'Board · theloop';
+    var none = document.getElementById('needs-none');
+    if (none) none.hidden = l.count > 0;
+    var body = table.tBodies[0];
+    while (body.firstChild) body.removeChild(body.firstChild);
+    (Array.isArray(l.rows) ? l.rows : []).forEach(function (r) {
+      if (!r || typeof r.ref !== 'string') return;
+      var tr = tpl.content.firstElementChild.cloneNode(true);
+      var kind = /^[a-z-]+$/.test(r.kind) ? r.kind : 'other';
+      tr.className = 'needs-' + kind;
+      tr.setAttribute('data-needs-ref', r.ref);
+      tr.setAttribute('data-kind', kind);
+      var age = tr.querySelector('[data-f=age]');
+      age.setAttribute('data-since', String(r.since || '')); age.textContent = r.age || '';
+      tr.querySelector('[data-f=label]').textContent = r.label || kind;
+      var a = tr.querySelector('[data-f=item]');
+      a.textContent = r.ref; a.setAttribute('href', safePage(r.page));
+      tr.querySelector('[data-f=title]').textContent = r.title || '';
+      tr.querySelector('[data-f=why]').textContent = r.why || '';
+      body.appendChild(tr);
+    });
+  }
+
   function start() {
     var page = document.body.getAttribute('data-page');
     var board = document.getElementById('board');
@@ -122,6 +153,11 @@
     var dot = document.getElementById('live');
     es.onopen = function () { if (dot) dot.classList.add('on'); document.body.setAttribute('data-live', 'on'); };
     es.onerror = function () { if (dot) dot.classList.remove('on'); document.body.setAttribute('data-live', 'off'); };
+    es.addEventListener('attention', function (ev) {
+      var l;
+      try { l = JSON.parse(ev.data); } catch (e) { return; }
+      if (l && typeof l.count === 'number') needsYou(l);
+    });
     es.addEventListener('row', function (ev) {
       var r;
       try { r = JSON.parse(ev.data); } catch (e) { return; }

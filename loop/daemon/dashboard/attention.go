@@ -54,11 +54,18 @@ type attentionRow struct {
 	at time.Time
 }
 
-// attentionList is the "attention" event's payload.
+// attentionList is the "attention" event's payload: Count items, the
+// oldest maxAttentionRows of them in Rows (More says how many are left
+// out).
 type attentionList struct {
 	Count int            `json:"count"`
 	Rows  []attentionRow `json:"rows"`
+	More  int            `json:"more,omitempty"`
 }
+
+// maxAttentionRows bounds the list shown (and sent on every change): the
+// oldest first, the rest counted.
+const maxAttentionRows = 200
 
 var attentionLabels = map[string]string{
 	AttentionGate: "gate waiting", AttentionQuestion: "question", AttentionParked: "parked",
@@ -66,49 +73,78 @@ var attentionLabels = map[string]string{
 }
 
 // attention builds the list from the board's items and the open
-// questions, oldest first.
+// questions, oldest first. Only the rows shown are built: a board of
+// 10,000 items may have thousands waiting.
 func attention(items []Item, qs []Question, now time.Time) attentionList {
-	var rows []attentionRow
-	titles := make(map[string]string, len(items))
-	add := func(it Item, kind, why string, at time.Time) {
-		r := attentionRow{Ref: it.Ref, Title: it.Title, Page: "/item?ref=" + url.QueryEscape(it.Ref), Kind: kind, Label: attentionLabels[kind], Why: clip(why, 400), at: at}
-		if !at.IsZero() {
-			r.Since = at.UTC().Format(time.RFC3339)
-			r.Age = humanDuration(now.Sub(at))
-		}
-		rows = append(rows, r)
+	type cand struct {
+		it   *Item
+		q    *Question
+		kind string
+		at   time.Time
 	}
-	for _, it := range items {
-		titles[it.Ref] = it.Title
+	var cs []cand
+	byRef := make(map[string]*Item, len(qs))
+	for i := range items {
+		it := &items[i]
 		switch {
 		case it.State == StateWaiting && it.Human:
-			add(it, AttentionGate, fmt.Sprintf("%s waits for an authorized person's decision", it.Node), it.Since)
+			cs = append(cs, cand{it: it, kind: AttentionGate, at: it.Since})
 		case it.State == StateParked:
-			why := "parked at " + it.Node
+			cs = append(cs, cand{it: it, kind: AttentionParked, at: it.Since})
+		case it.State == StateSpawnFailed:
+			cs = append(cs, cand{it: it, kind: AttentionSpawn, at: it.Since})
+		}
+		if it.Attach != "" && !it.SessionLive && it.State != StateDone && it.State != StateSpawnFailed {
+			at := it.LastEventAt
+			if at.IsZero() {
+				at = it.Since
+			}
+			cs = append(cs, cand{it: it, kind: AttentionDead, at: at})
+		}
+	}
+	if len(qs) > 0 {
+		for i := range items {
+			byRef[items[i].Ref] = &items[i]
+		}
+	}
+	for i := range qs {
+		it := byRef[qs[i].Ref]
+		if it == nil {
+			it = &Item{Ref: qs[i].Ref}
+		}
+		cs = append(cs, cand{it: it, q: &qs[i], kind: AttentionQuestion, at: qs[i].At})
+	}
+	sort.SliceStable(cs, func(i, j int) bool { return cs[i].at.Before(cs[j].at) })
+	l := attentionList{Count: len(cs), Rows: []attentionRow{}}
+	if len(cs) > maxAttentionRows {
+		cs, l.More = cs[:maxAttentionRows], len(cs)-maxAttentionRows
+	}
+	for _, c := range cs {
+		it := c.it
+		var why string
+		switch c.kind {
+		case AttentionGate:
+			why = fmt.Sprintf("%s waits for an authorized person's decision", it.Node)
+		case AttentionParked:
+			why = "parked at " + it.Node
 			if it.Finding != "" {
 				why += ": " + it.Finding
 			}
-			add(it, AttentionParked, why, it.Since)
-		case it.State == StateSpawnFailed:
-			add(it, AttentionSpawn, it.Finding, it.Since)
+		case AttentionSpawn:
+			why = it.Finding
+		case AttentionDead:
+			why = "the agent's session is not running at " + it.Node + "; `loopctl sessions start` brings it back"
+		case AttentionQuestion:
+			why = c.q.Text
 		}
-		if it.Attach != "" && !it.SessionLive && it.State != StateDone && it.State != StateSpawnFailed {
-			since := it.LastEventAt
-			if since.IsZero() {
-				since = it.Since
-			}
-			add(it, AttentionDead, "the agent's session is not running at "+it.Node+"; `loopctl sessions start` brings it back", since)
+		r := attentionRow{Ref: it.Ref, Title: it.Title, Page: "/item?ref=" + url.QueryEscape(it.Ref), Kind: c.kind, Label: attentionLabels[c.kind], Why: clip(why, 400), at: c.at}
+		if !c.at.IsZero() {
+			r.Since = c.at.UTC().Format(time.RFC3339)
+			r.Age = humanDuration(now.Sub(c.at))
 		}
+		l.Rows = append(l.Rows, r)
 	}
-	for _, q := range qs {
-		it := Item{Ref: q.Ref, Title: titles[q.Ref]}
-		add(it, AttentionQuestion, q.Text, q.At)
-	}
-	sort.SliceStable(rows, func(i, j int) bool { return rows[i].at.Before(rows[j].at) })
-	if rows == nil {
-		rows = []attentionRow{}
-	}
-	return attentionList{Count: len(rows), Rows: rows}
+	return l
 }
 
 // questions reads the open questions (none when the Source keeps none).

@@ -4,6 +4,7 @@ import (
 	"crypto/subtle"
 	"errors"
 	"fmt"
+	"html/template"
 	"net/http"
 	"net/url"
 	"slices"
@@ -101,6 +102,8 @@ type boardPage struct {
 	// script clones.
 	Attention      attentionList
 	EmptyAttention attentionRow
+	// RowsHTML is Rows rendered (rowhtml.go).
+	RowsHTML template.HTML
 }
 
 // board renders every tracked work item, filtered by repository and
@@ -113,6 +116,7 @@ func (d *Dashboard) board(w http.ResponseWriter, r *http.Request, _ *session) {
 	}
 	d.hub.prime(items)
 	p := d.boardData(items, r.URL.Query())
+	p.RowsHTML = rowsHTML(p.Rows)
 	p.Attention = attention(items, d.questions(r.Context()), d.deps.Now())
 	if p.Attention.Count > 0 {
 		p.Title = fmt.Sprintf("(%d) Board", p.Attention.Count)
@@ -123,6 +127,7 @@ func (d *Dashboard) board(w http.ResponseWriter, r *http.Request, _ *session) {
 func (d *Dashboard) boardData(items []Item, q url.Values) boardPage {
 	now := d.deps.Now()
 	p := boardPage{Title: "Board", States: States, Repo: q.Get("repo"), State: q.Get("state"), Sort: q.Get("sort"), Total: len(items), RenderedAt: now.UTC().Format(time.RFC3339)}
+	p.Rows = make([]row, 0, len(items))
 	repos := map[string]bool{}
 	for _, it := range items {
 		repos[it.Repo] = true

@@ -119,6 +119,8 @@
     document.title = (l.count > 0 ? '(' + l.count + ') ' : '') + 'Board · theloop';
     var none = document.getElementById('needs-none');
     if (none) none.hidden = l.count > 0;
+    var more = document.getElementById('needs-more'), mc = document.getElementById('needs-more-count');
+    if (more && mc) { more.hidden = !(l.more > 0); mc.textContent = String(l.more || 0); }
     var body = table.tBodies[0];
     while (body.firstChild) body.removeChild(body.firstChild);
     (Array.isArray(l.rows) ? l.rows : []).forEach(function (r) {

@@ -435,10 +435,10 @@ eventLog: {enabled: true, path: %q}
 	w.d, err = daemon.New(cfg, daemon.Deps{
 		Integrations:         set,
 		OperatorIntegrations: operator,
-		Path:         w.binDir + string(os.PathListSeparator) + w.opts.Path,
-		CloneURL:     func(workitem.Ref) string { return w.remote },
-		Observer:     daemon.ObserverFunc(w.observe),
-		Log:          log,
+		Path:                 w.binDir + string(os.PathListSeparator) + w.opts.Path,
+		CloneURL:             func(workitem.Ref) string { return w.remote },
+		Observer:             daemon.ObserverFunc(w.observe),
+		Log:                  log,
 	})
 	if err != nil {
 		log.Close()

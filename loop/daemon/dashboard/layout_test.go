@@ -56,3 +56,22 @@ func TestMarksFor(t *testing.T) {
 	}
 	require.Empty(t, marksFor(g, nil))
 }
+
+// Every shipped loop's picture fits a 1400×900 window beside the page's
+// margins (at most 1,360 × 760): the layers wrap into columns, so the
+// current node is on screen at every gate.
+func TestShippedGraphsFitTheWindow(t *testing.T) {
+	for _, name := range []string{loop.WorkItemLoop, loop.PRLoop, loop.AdhocLoop, loop.ContributionLoop} {
+		t.Run(name, func(t *testing.T) {
+			g, err := loop.ShippedGraph(name)
+			require.NoError(t, err)
+			pic := layoutGraph(g, nil)
+			t.Logf("%s: %d nodes, %d×%d", name, len(pic.Nodes), pic.Width, pic.Height)
+			require.LessOrEqual(t, pic.Width, 1360)
+			require.LessOrEqual(t, pic.Height, 760)
+			for _, n := range pic.Nodes {
+				require.True(t, n.X >= 0 && n.Y >= 0 && n.X+n.W <= pic.Width && n.Y+n.H <= pic.Height, "%s is inside the picture", n.ID)
+			}
+		})
+	}
+}

@@ -75,3 +75,28 @@ func TestShippedGraphsFitTheWindow(t *testing.T) {
 		})
 	}
 }
+
+// The timeline groups events by the stay in a node they happened in, with
+// each stay's entry, duration and attempts; newest first.
+func TestGroupTimeline(t *testing.T) {
+	at := func(s int) time.Time { return t0.Add(time.Duration(s) * time.Second) }
+	evs := []Event{
+		{Time: at(0), Name: "dispatch.spawned"},
+		{Time: at(1), Name: "graph.started", Fields: map[string]any{"node": "phase-selection"}},
+		{Time: at(2), Name: "graph.parked", Fields: map[string]any{"node": "phase-selection"}},
+		{Time: at(60), Name: "graph.advanced", Fields: map[string]any{"from": "phase-selection", "to": "brainstorming"}},
+		{Time: at(70), Name: "graph.blocked", Fields: map[string]any{"node": "brainstorming"}},
+	}
+	st := &graph.State{CurrentNode: "brainstorming"}
+	st.Nodes.Set("brainstorming", graph.NodeRecord{Attempts: 2})
+	gs := groupTimeline(evs, st, at(130))
+	require.Len(t, gs, 3)
+	require.Equal(t, "brainstorming", gs[0].Node)
+	require.True(t, gs[0].Current)
+	require.Equal(t, "1m", gs[0].Duration)
+	require.Equal(t, 2, gs[0].Attempts)
+	require.Equal(t, []string{"graph.blocked", "graph.advanced"}, []string{gs[0].Events[0].Name, gs[0].Events[1].Name})
+	require.Equal(t, "phase-selection", gs[1].Node)
+	require.Equal(t, "59s", gs[1].Duration)
+	require.Equal(t, "", gs[2].Node, "before the graph")
+}

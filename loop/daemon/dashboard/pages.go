@@ -169,13 +169,14 @@ type timelineRow struct {
 }
 
 type itemPage struct {
-	Title      string
-	Row        row
-	Picture    *picture
-	Messages   []string
-	Artifacts  []Artifact
-	Decisions  []decisionRow
-	Timeline   []timelineRow
+	Title     string
+	Row       row
+	Picture   *picture
+	Messages  []string
+	Artifacts []Artifact
+	Decisions []decisionRow
+	// Stays is the timeline grouped by node (timeline.go).
+	Stays      []timelineGroup
 	GateOpen   bool
 	CanAct     bool
 	Operator   string
@@ -249,10 +250,7 @@ func (d *Dashboard) itemData(r *http.Request, det *Detail, ss *session) itemPage
 		}
 	}
 	if evs, err := d.deps.Source.Events(r.Context(), det.Item.Ref, time.Time{}, 200); err == nil {
-		for i := len(evs) - 1; i >= 0; i-- {
-			e := evs[i]
-			p.Timeline = append(p.Timeline, timelineRow{At: e.Time.UTC().Format("2006-01-02 15:04:05"), Name: e.Name, Detail: clip(fieldsText(e.Fields), 300)})
-		}
+		p.Stays = groupTimeline(evs, det.State, now)
 	}
 	p.Pane = d.paneData(r.URL.Query())
 	p.GateOpen = det.Item.Human && det.Item.State == StateWaiting

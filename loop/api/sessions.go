@@ -81,3 +81,16 @@ type PaneFrame struct {
 	Screen string    `json:"screen"`
 	At     time.Time `json:"at"`
 }
+
+// AttentionItem is one entry of "needs you": something that waits on a
+// human (a gate, a question the agent asked, a parked node, a dead
+// session, a failed spawn), oldest first.
+type AttentionItem struct {
+	Ref   string    `json:"ref"`
+	Title string    `json:"title,omitempty"`
+	Kind  string    `json:"kind"`
+	Why   string    `json:"why"`
+	Since time.Time `json:"since,omitzero"`
+	// WaitingSeconds is how long it has waited.
+	WaitingSeconds float64 `json:"waitingSeconds"`
+}

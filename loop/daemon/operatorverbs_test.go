@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/stretchr/testify/require"
 
 	"github.com/theloop-dev/theloop/loop/api"
@@ -104,6 +105,29 @@ func TestOperatorSessionVerbs(t *testing.T) {
 	var frame api.PaneFrame
 	require.NoError(t, json.Unmarshal([]byte(data), &frame))
 	require.Contains(t, frame.Screen, "v2 client")
+
+	// The operator's MCP tools on the same socket: what waits on a human,
+	// and a reply; a gate decision is not a verb.
+	hc := &http.Client{Transport: &http.Transport{DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
+		return (&net.Dialer{}).DialContext(ctx, "unix", w.d.ControlSocket())
+	}}}
+	mc := mcp.NewClient(&mcp.Implementation{Name: "test", Version: "1"}, nil)
+	ms, err := mc.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: "http://loopd/mcp", HTTPClient: hc, DisableStandaloneSSE: true}, nil)
+	require.NoError(t, err)
+	defer ms.Close()
+	att, err := ms.CallTool(ctx, &mcp.CallToolParams{Name: "list_attention", Arguments: map[string]any{}})
+	require.NoError(t, err)
+	require.False(t, att.IsError, "%v", att.Content)
+	items := att.StructuredContent.(map[string]any)["items"].([]any)
+	require.NotEmpty(t, items)
+	require.Equal(t, "gate", items[0].(map[string]any)["kind"], "issue #%d waits at phase selection", n)
+	approve, err := ms.CallTool(ctx, &mcp.CallToolParams{Name: "control_session", Arguments: map[string]any{"workItem": ref, "verb": "approve"}})
+	require.NoError(t, err)
+	require.True(t, approve.IsError, "no gate decision through MCP")
+	mrep, err := ms.CallTool(ctx, &mcp.CallToolParams{Name: "control_session", Arguments: map[string]any{"workItem": ref, "verb": "reply", "message": "Green, thanks."}})
+	require.NoError(t, err)
+	require.False(t, mrep.IsError, "%v", mrep.Content)
+	w.eventually("the MCP reply in the harness", func() bool { return strings.Contains(w.received(), "Green, thanks.") })
 
 	// Cleanup, as the keyword: the session ends and its record goes.
 	var cleaned api.ControlResult

@@ -227,7 +227,7 @@ func (d *Daemon) serviceHandler() http.Handler {
 	if !d.cfg.Service.MCPDisabled {
 		mux.Handle(mcpserver.Path, mcpserver.Handler(mcpserver.New(mcpserver.Config{
 			Graphs: graphs, EventLogPath: d.cfg.EventLogPath, Integrations: d.integ, Sink: d.sink,
-			Clock: d.deps.Clock, Version: buildinfo.Version(""),
+			Clock: d.deps.Clock, Version: buildinfo.Version(""), Operator: mcpOperator{d},
 		})))
 	}
 	return mux

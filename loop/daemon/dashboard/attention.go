@@ -7,6 +7,8 @@ import (
 	"net/url"
 	"sort"
 	"time"
+
+	"github.com/theloop-dev/theloop/loop/api"
 )
 
 // "Needs you": the board's first view lists what waits on a human, oldest
@@ -76,6 +78,15 @@ var attentionLabels = map[string]string{
 // questions, oldest first. Only the rows shown are built: a board of
 // 10,000 items may have thousands waiting.
 func attention(items []Item, qs []Question, now time.Time) attentionList {
+	return attentionN(items, qs, now, maxAttentionRows)
+}
+
+// attentionAll is every entry, oldest first.
+func attentionAll(items []Item, qs []Question, now time.Time) []attentionRow {
+	return attentionN(items, qs, now, -1).Rows
+}
+
+func attentionN(items []Item, qs []Question, now time.Time, limit int) attentionList {
 	type cand struct {
 		it   *Item
 		q    *Question
@@ -116,8 +127,8 @@ func attention(items []Item, qs []Question, now time.Time) attentionList {
 	}
 	sort.SliceStable(cs, func(i, j int) bool { return cs[i].at.Before(cs[j].at) })
 	l := attentionList{Count: len(cs), Rows: []attentionRow{}}
-	if len(cs) > maxAttentionRows {
-		cs, l.More = cs[:maxAttentionRows], len(cs)-maxAttentionRows
+	if limit >= 0 && len(cs) > limit {
+		cs, l.More = cs[:limit], len(cs)-limit
 	}
 	for _, c := range cs {
 		it := c.it
@@ -145,6 +156,27 @@ func attention(items []Item, qs []Question, now time.Time) attentionList {
 		l.Rows = append(l.Rows, r)
 	}
 	return l
+}
+
+// NeedsYou is the "needs you" list for other clients (MCP's
+// list_attention): every entry, oldest first, not only the rows the board
+// shows.
+func NeedsYou(ctx context.Context, src Source, now time.Time) ([]api.AttentionItem, error) {
+	items, err := src.Items(ctx)
+	if err != nil {
+		return nil, err
+	}
+	l := attentionAll(items, sourceQuestions(ctx, src), now)
+	out := make([]api.AttentionItem, 0, len(l))
+	for _, r := range l {
+		it := api.AttentionItem{Ref: r.Ref, Title: r.Title, Kind: r.Kind, Why: r.Why}
+		if !r.at.IsZero() {
+			it.Since = r.at.UTC()
+			it.WaitingSeconds = max(0, now.Sub(r.at).Seconds())
+		}
+		out = append(out, it)
+	}
+	return out, nil
 }
 
 // questions reads the open questions (none when the Source keeps none).

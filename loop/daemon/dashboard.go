@@ -62,6 +62,8 @@ type dashSource struct {
 	armed map[string]armedEntry
 	// asks caches the checkouts' open questions (attention.go).
 	asks askCache
+	// prci keeps the items' pull requests and checks (prci.go).
+	prci dashboard.PRCI
 }
 
 // armedEntry is what the intake last reported about a work item it knows
@@ -316,6 +318,7 @@ func (s *dashSource) Items(ctx context.Context) ([]dashboard.Item, error) {
 	seen := make(map[string]bool, len(recs))
 	for _, rec := range recs {
 		it, _, _, _ := s.item(ctx, rec)
+		it.PullRequests = s.prci.PullRequests(it.Ref)
 		s.overlayArmed(&it, rec)
 		seen[it.Ref] = true
 		out = append(out, it)

@@ -163,6 +163,7 @@ func (t timedHandler) Handle(ctx context.Context, ev *ingress.Event) error {
 	// The policy (reload.go) holds still for the whole dispatch.
 	t.d.svc.rl.policy.RLock()
 	defer t.d.svc.rl.policy.RUnlock()
+	t.d.notePRCI(ev) // prci.go
 	start := time.Now()
 	if to := t.d.cfg.DispatchTimeout; to > 0 {
 		// routing.dispatchTimeoutSeconds: a stuck dispatch is cancelled

@@ -37,6 +37,11 @@ type row struct {
 	Page        string `json:"page"`
 	// Pending counts the ticket effects waiting in the session's outbox.
 	Pending int `json:"pendingTicketEffects"`
+	// CI is the pull requests' summary (prci.go); CIFail and CIFailURL
+	// name the first failing check.
+	CI        string `json:"ci"`
+	CIFail    string `json:"ciFail"`
+	CIFailURL string `json:"ciFailUrl"`
 
 	wait time.Duration
 }
@@ -47,6 +52,14 @@ func rowData(it Item, now time.Time) row {
 		Human: it.Human, State: it.State, Finding: clip(it.Finding, 400), Live: it.SessionLive, Attach: it.Attach,
 		LastEvent: it.LastEvent, Page: "/item?ref=" + url.QueryEscape(it.Ref), Pending: it.PendingTicketEffects,
 	}
+	var prs []string
+	for _, p := range it.PullRequests {
+		prs = append(prs, p.Summary())
+		if r.CIFail == "" && p.FailingName != "" {
+			r.CIFail, r.CIFailURL = p.FailingName, webURL(p.FailingURL)
+		}
+	}
+	r.CI = clip(strings.Join(prs, "; "), 300)
 	if r.Phase == r.Node {
 		r.Phase = "" // most nodes are named after their phase
 	}

@@ -85,5 +85,15 @@ func (r row) writeHTML(b *strings.Builder) {
 	e(r.Attach)
 	w("</code></td>\n<td data-f=\"last\">")
 	e(r.LastEvent)
-	w("</td>\n</tr>")
+	w("</td>\n<td><span data-f=\"ci\">")
+	e(r.CI)
+	w(`</span> <a data-f="cifail" class="cifail" href="`)
+	if r.CIFailURL != "" {
+		e(r.CIFailURL)
+	} else {
+		w("#")
+	}
+	w(`" rel="noopener noreferrer">`)
+	e(r.CIFail)
+	w("</a></td>\n</tr>")
 }

@@ -58,6 +58,9 @@
     if (live) { live.textContent = r.live ? 'live' : 'dead'; live.className = r.live ? 'up' : 'down'; }
     setText(tr, 'attach', r.attach);
     setText(tr, 'last', r.lastEvent);
+    setText(tr, 'ci', r.ci);
+    var cf = field(tr, 'cifail');
+    if (cf) { cf.textContent = r.ciFail || ''; cf.setAttribute('href', safeURL(r.ciFailUrl) || '#'); }
     var fr = board.getAttribute('data-repo'), fs = board.getAttribute('data-state');
     tr.hidden = (fr && fr !== r.repo) || (fs && fs !== state);
     var count = document.getElementById('count');

@@ -29,17 +29,21 @@ func newConfigCmd(f *Factory) *cli.Command {
 			{
 				Name:  "show",
 				Usage: "print every key's effective value and where it comes from (file, default, environment)",
-				Flags: []cli.Flag{cfgFlag, &cli.StringFlag{Name: "format", Value: "table", Usage: "table or json"}},
+				Flags: []cli.Flag{cfgFlag, &cli.StringFlag{Name: "format", Value: "table", Usage: "table or json"}, outputFlags()[0], outputFlags()[1]},
 				Action: func(c *cli.Context) error {
 					format := c.String("format")
 					if format != "table" && format != "json" {
 						return failWith(exitRefused, "loopctl config show: --format must be table or json, not %q", format)
 					}
+					out, err := readOutput(c, "config show", &format)
+					if err != nil {
+						return err
+					}
 					cfg, err := f.cliConfig(c.String("config"), "")
 					if err != nil {
 						return failWith(exitRefused, "loopctl config show: %v", err)
 					}
-					return runConfigShow(f, cfg, format)
+					return runConfigShow(f, cfg, format, out)
 				},
 			},
 			{
@@ -58,7 +62,7 @@ func newConfigCmd(f *Factory) *cli.Command {
 // source — computed by loop.Settings.Resolve, the function loopd's
 // assembly calls (relative paths against this working directory, as loopd
 // resolves them against its own).
-func runConfigShow(f *Factory, cfg loop.CLIConfig, format string) error {
+func runConfigShow(f *Factory, cfg loop.CLIConfig, format string, out output) error {
 	wd, err := f.Getwd()
 	if err != nil {
 		return failWith(exitRefused, "loopctl config show: %v", err)
@@ -78,8 +82,7 @@ func runConfigShow(f *Factory, cfg loop.CLIConfig, format string) error {
 		rows = append(rows, loop.ShownSetting{Key: "$" + name, Value: state, Source: loop.SourceEnv})
 	}
 	if format == "json" {
-		writeJSON(f.IO.Out, rows)
-		return nil
+		return out.write(f.IO.Out, rows)
 	}
 	tw := tabwriter.NewWriter(f.IO.Out, 2, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "KEY\tVALUE\tSOURCE")

@@ -1,7 +1,9 @@
 package main
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -76,6 +78,7 @@ func newShowCmd(f *Factory, runF func(*showOptions) error) *cli.Command {
 		Flags: append(repoFlagDefs(true), workItemFlag,
 			&cli.StringFlag{Name: "format", Value: "text", Usage: "text, json, mermaid or dot"},
 			&cli.StringFlag{Name: "loop", Usage: "a shipped loop: " + strings.Join(loop.ShippedLoopNames(), ", ")},
+			outputFlags()[0], outputFlags()[1],
 		),
 		Action: func(c *cli.Context) error {
 			if err := noArgs(c, "graph show", "mark a work item with --work-item"); err != nil {
@@ -86,6 +89,10 @@ func newShowCmd(f *Factory, runF func(*showOptions) error) *cli.Command {
 			case "text", "json", "mermaid", "dot":
 			default:
 				return failWith(exitRefused, "loopctl graph show: --format must be text, json, mermaid or dot, not %q", opts.Format)
+			}
+			var err error
+			if opts.Output, err = readOutput(c, "graph show", &opts.Format); err != nil {
+				return err
 			}
 			if runF != nil {
 				return runF(opts)
@@ -137,7 +144,17 @@ func runShow(ctx context.Context, opts *showOptions) error {
 	w := opts.Factory.IO.Out
 	switch opts.Format {
 	case "json":
-		renderJSON(w, g, rep)
+		if opts.Output.JQ == "" && opts.Output.Template == "" {
+			renderJSON(w, g, rep)
+			break
+		}
+		var buf bytes.Buffer
+		renderJSON(&buf, g, rep)
+		var v any
+		if err := json.Unmarshal(buf.Bytes(), &v); err != nil {
+			return err
+		}
+		return opts.Output.write(w, v)
 	case "mermaid":
 		renderMermaid(w, g, m)
 	case "dot":

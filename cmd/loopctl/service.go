@@ -31,6 +31,7 @@ func serviceFlags() []cli.Flag {
 		&cli.StringFlag{Name: "url", Usage: "loopd's TCP control plane (http://host:port) instead of the socket; needs the token"},
 		&cli.StringFlag{Name: "token-env", Value: api.DefaultTokenEnv, Usage: "the variable holding the bearer token for --url"},
 		&cli.StringFlag{Name: "format", Value: "table", Usage: "table or json"},
+		outputFlags()[0], outputFlags()[1],
 	}
 }
 
@@ -43,6 +44,8 @@ type serviceOptions struct {
 	URL       string
 	TokenEnv  string
 	Format    string
+	// Output is --jq / --template over the JSON answer.
+	Output output
 }
 
 func readServiceOptions(f *Factory, c *cli.Context) (*serviceOptions, error) {
@@ -52,6 +55,11 @@ func readServiceOptions(f *Factory, c *cli.Context) (*serviceOptions, error) {
 	default:
 		return nil, failWith(exitRefused, "loopctl %s: --format must be table or json, not %q", c.Command.FullName(), o.Format)
 	}
+	out, err := readOutput(c, c.Command.FullName(), &o.Format)
+	if err != nil {
+		return nil, err
+	}
+	o.Output = out
 	return o, nil
 }
 
@@ -89,8 +97,15 @@ func (o *serviceOptions) call(ctx context.Context, method, path string, q url.Va
 		return false, apiFailure(err)
 	}
 	if o.Format == "json" {
-		_, err := o.Factory.IO.Out.Write(data)
-		return true, err
+		if o.Output.JQ == "" && o.Output.Template == "" {
+			_, err := o.Factory.IO.Out.Write(data)
+			return true, err
+		}
+		var v any
+		if err := json.Unmarshal(data, &v); err != nil {
+			return false, fmt.Errorf("loopd's answer to %s %s: %w", method, path, err)
+		}
+		return true, o.Output.write(o.Factory.IO.Out, v)
 	}
 	if out != nil {
 		if err := json.Unmarshal(data, out); err != nil {

@@ -174,6 +174,7 @@ func newSessionsCmd(f *Factory) *cli.Command {
 	control := func(verb, usage string) *cli.Command {
 		return &cli.Command{
 			Name: verb, Usage: usage, ArgsUsage: "REF",
+			Description: "Recorded with source cli under your identity (the socket's), and announced on the work item unless --no-comment.\n\nExample:\n   loopctl sessions " + verb + " github:octo/repo#42",
 			Flags: append(refFlags(), &cli.StringFlag{Name: "actor", Usage: "deprecated: loopd records who you are from the socket (your OS user, or the dashboard operator's GitHub login) or the token; a different actor is refused"},
 				&cli.BoolFlag{Name: "no-comment", Usage: "do not announce the command on the work item with a marked comment"}),
 			Action: func(c *cli.Context) error {
@@ -212,7 +213,7 @@ Examples:
    $(loopctl sessions attach github:octo/repo#42)`,
 		Subcommands: []*cli.Command{
 			{
-				Name: "list", Usage: "every session record (active, paused, closed)",
+				Name: "list", Usage: "every session record (active, paused, closed)", Description: "Example:\n   loopctl sessions list --status active --jq '.[].workItem.ref'",
 				Flags: append(serviceFlags(), &cli.StringFlag{Name: "status", Usage: "only active, paused or closed"}),
 				Action: func(c *cli.Context) error {
 					o, err := readServiceOptions(f, c)
@@ -241,7 +242,7 @@ Examples:
 				},
 			},
 			{
-				Name: "show", Usage: "one work item's session record", ArgsUsage: "REF", Flags: refFlags(),
+				Name: "show", Usage: "one work item's session record", ArgsUsage: "REF", Description: "Example:\n   loopctl sessions show github:octo/repo#42", Flags: refFlags(),
 				Action: func(c *cli.Context) error {
 					o, err := readServiceOptions(f, c)
 					if err != nil {
@@ -279,7 +280,7 @@ Examples:
 			},
 			control("stop", "close the work item's session (recorded with source cli)"),
 			{
-				Name: "link-pr", Usage: "link a pull request to the work item's session, so its events reach that session", ArgsUsage: "REF",
+				Name: "link-pr", Usage: "link a pull request to the work item's session, so its events reach that session", ArgsUsage: "REF", Description: "Example:\n   loopctl sessions link-pr github:octo/repo#42 --pull-request '#57'",
 				Flags: append(refFlags(), &cli.StringFlag{Name: "pull-request", Aliases: []string{"p"}, Required: true, Usage: "#57, 57 (the work item's repository) or github:owner/repo#57"}),
 				Action: func(c *cli.Context) error {
 					o, err := readServiceOptions(f, c)
@@ -310,7 +311,7 @@ Examples:
 			control("pause", "hold events back from the session until resume"),
 			control("resume", "deliver events to a paused session again"),
 			{
-				Name: "attach", Usage: "print the tmux command that attaches to the work item's session", ArgsUsage: "REF", Flags: refFlags(),
+				Name: "attach", Usage: "print the tmux command that attaches to the work item's session", ArgsUsage: "REF", Description: "Example:\n   $(loopctl sessions attach github:octo/repo#42)", Flags: refFlags(),
 				Action: func(c *cli.Context) error {
 					o, err := readServiceOptions(f, c)
 					if err != nil {
@@ -342,9 +343,10 @@ func newDaemonCmd(f *Factory) *cli.Command {
 		Name:  "daemon",
 		Usage: "ask the running loopd how it is",
 		Subcommands: []*cli.Command{{
-			Name:  "status",
-			Usage: "version, uptime, webhook address, queue and live sessions; exit 0 iff loopd answers",
-			Flags: serviceFlags(),
+			Name:        "status",
+			Usage:       "version, uptime, webhook address, queue and live sessions; exit 0 iff loopd answers",
+			Description: "Example:\n   loopctl daemon status --template '{{.version}} up {{.uptimeSeconds}}s'",
+			Flags:       serviceFlags(),
 			Action: func(c *cli.Context) error {
 				o, err := readServiceOptions(f, c)
 				if err != nil {
@@ -392,7 +394,7 @@ func newQueueCmd(f *Factory) *cli.Command {
 		Usage: "the daemon's durable event queue: depth, oldest age, dead letters, replay",
 		Subcommands: []*cli.Command{
 			{
-				Name: "status", Usage: "pending events, the oldest one's age, dead letters", Flags: serviceFlags(),
+				Name: "status", Usage: "pending events, the oldest one's age, dead letters", Description: "Example:\n   loopctl queue status --format json", Flags: serviceFlags(),
 				Action: func(c *cli.Context) error {
 					o, err := readServiceOptions(f, c)
 					if err != nil {
@@ -408,7 +410,7 @@ func newQueueCmd(f *Factory) *cli.Command {
 				},
 			},
 			{
-				Name: "dead", Usage: "list the events that failed dispatch every attempt", Flags: serviceFlags(),
+				Name: "dead", Usage: "list the events that failed dispatch every attempt", Description: "Example:\n   loopctl queue dead --jq '.[] | [.seq, .reason] | @tsv'", Flags: serviceFlags(),
 				Action: func(c *cli.Context) error {
 					o, err := readServiceOptions(f, c)
 					if err != nil {
@@ -428,7 +430,7 @@ func newQueueCmd(f *Factory) *cli.Command {
 				},
 			},
 			{
-				Name: "replay", Usage: "put a dead letter back on the queue", ArgsUsage: "SEQ", Flags: serviceFlags(),
+				Name: "replay", Usage: "put a dead letter back on the queue", ArgsUsage: "SEQ", Description: "Example:\n   loopctl queue replay 17", Flags: serviceFlags(),
 				Action: func(c *cli.Context) error {
 					o, err := readServiceOptions(f, c)
 					if err != nil {

@@ -19,17 +19,19 @@ func newConfigCmd(f *Factory) *cli.Command {
 		Usage: "the operator's configuration: its JSON Schema, the effective values, migration of old files",
 		Subcommands: []*cli.Command{
 			{
-				Name:  "schema",
-				Usage: "print the JSON Schema of cli-config.yaml (for editors: yaml-language-server)",
+				Name:        "schema",
+				Usage:       "print the JSON Schema of cli-config.yaml (for editors: yaml-language-server)",
+				Description: "Example:\n   loopctl config schema > cli-config.schema.json",
 				Action: func(c *cli.Context) error {
 					_, err := f.IO.Out.Write(loop.CLIConfigSchema())
 					return err
 				},
 			},
 			{
-				Name:  "show",
-				Usage: "print every key's effective value and where it comes from (file, default, environment)",
-				Flags: []cli.Flag{cfgFlag, &cli.StringFlag{Name: "format", Value: "table", Usage: "table or json"}, outputFlags()[0], outputFlags()[1]},
+				Name:        "show",
+				Usage:       "print every key's effective value and where it comes from (file, default, environment)",
+				Description: "Example:\n   loopctl config show --jq '.[] | select(.source == \"file\") | .key'",
+				Flags:       []cli.Flag{cfgFlag, &cli.StringFlag{Name: "format", Value: "table", Usage: "table or json"}, outputFlags()[0], outputFlags()[1]},
 				Action: func(c *cli.Context) error {
 					format := c.String("format")
 					if format != "table" && format != "json" {
@@ -47,9 +49,10 @@ func newConfigCmd(f *Factory) *cli.Command {
 				},
 			},
 			{
-				Name:  "migrate",
-				Usage: "rewrite an old cli-config.yaml into the current shape, keeping its comments and key order, the original saved as FILE.bak; lists every key moved and every retired key removed (deterministic, idempotent); --dry-run only reports",
-				Flags: []cli.Flag{cfgFlag, &cli.BoolFlag{Name: "dry-run", Usage: "report the changes and print the result; write nothing"}},
+				Name:        "migrate",
+				Usage:       "rewrite an old cli-config.yaml into the current shape, keeping its comments and key order, the original saved as FILE.bak; lists every key moved and every retired key removed (deterministic, idempotent); --dry-run only reports",
+				Description: "Example:\n   loopctl config migrate --dry-run --config ~/.config/the-loop/cli-config.yaml",
+				Flags:       []cli.Flag{cfgFlag, &cli.BoolFlag{Name: "dry-run", Usage: "report the changes and print the result; write nothing"}},
 				Action: func(c *cli.Context) error {
 					return runConfigMigrate(f, c.String("config"), c.Bool("dry-run"))
 				},

@@ -177,9 +177,10 @@ type statusOptions struct {
 
 func newStatusCmd(f *Factory, runF func(*statusOptions) error) *cli.Command {
 	return &cli.Command{
-		Name:      "status",
-		Usage:     "the work item's verdicts at its stored pointer (check without --recompute); exit 0 iff ok",
-		ArgsUsage: "WORK-ITEM",
+		Name:        "status",
+		Usage:       "the work item's verdicts at its stored pointer (check without --recompute); exit 0 iff ok",
+		Description: "Example:\n   loopctl graph status issue-42 --jq .currentNode",
+		ArgsUsage:   "WORK-ITEM",
 		Flags: append(append(repoFlagDefs(true), workItemFlag,
 			&cli.StringFlag{Name: "format", Value: "table", Usage: "table or json"}), outputFlags()...),
 		Action: func(c *cli.Context) error {
@@ -377,7 +378,10 @@ func newAdvanceCmd(f *Factory, runF func(*advanceOptions) error) *cli.Command {
 		ArgsUsage: "WORK-ITEM",
 		Description: `advance accepts no event on purpose: the comments a gate reads come only from
 the daemon's ingress. Exit status: 0 for pass or wait, 1 for block or escalated
-(or an unknown work item), 2 for bad usage.`,
+(or an unknown work item), 2 for bad usage.
+
+Example:
+   loopctl graph advance issue-42`,
 		Flags: append(append(repoFlagDefs(true), workItemFlag), outputFlags()...),
 		Action: func(c *cli.Context) error {
 			id, err := workItemArg(c, "advance")
@@ -742,8 +746,9 @@ func writeSkippable(w io.Writer, g *graph.Graph) {
 
 func newHooksCmd(f *Factory, runF func(*showOptions) error) *cli.Command {
 	return &cli.Command{
-		Name:  "hooks",
-		Usage: "list the registered hooks, the integration operations each needs, and where the graph uses them",
+		Name:        "hooks",
+		Usage:       "list the registered hooks, the integration operations each needs, and where the graph uses them",
+		Description: "Example:\n   loopctl graph hooks --loop pdlc-pr-loop",
 		Flags: append(append(repoFlagDefs(false),
 			&cli.StringFlag{Name: "loop", Usage: "a shipped loop (default: pdlc-work-item-loop)"},
 			&cli.StringFlag{Name: "format", Value: "table", Usage: "table or json"}), outputFlags()...),

@@ -52,3 +52,45 @@ func TestLeafVerbsShowAnExample(t *testing.T) {
 		t.Errorf("leaf verbs without an example in --help (%d): %s", len(missing), strings.Join(missing, ", "))
 	}
 }
+
+// Colour only on a terminal, never with NO_COLOR, CLICOLOR=0 or TERM=dumb;
+// CLICOLOR_FORCE forces it. Painted cells are all wrapped alike, so a
+// table's column stays aligned.
+func TestColour(t *testing.T) {
+	env := func(kv ...string) func(string) string {
+		return func(k string) string {
+			for i := 0; i+1 < len(kv); i += 2 {
+				if kv[i] == k {
+					return kv[i+1]
+				}
+			}
+			return ""
+		}
+	}
+	for _, tc := range []struct {
+		name string
+		tty  bool
+		env  func(string) string
+		want bool
+	}{
+		{"terminal", true, env(), true},
+		{"piped", false, env(), false},
+		{"NO_COLOR", true, env("NO_COLOR", "1"), false},
+		{"CLICOLOR=0", true, env("CLICOLOR", "0"), false},
+		{"dumb terminal", true, env("TERM", "dumb"), false},
+		{"forced into a pipe", false, env("CLICOLOR_FORCE", "1"), true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := colourWanted(tc.tty, tc.env); got != tc.want {
+				t.Fatalf("colourWanted = %v, want %v", got, tc.want)
+			}
+		})
+	}
+	if paint(false, "block") != "block" {
+		t.Fatal("no colour: the word alone")
+	}
+	a, b := paint(true, "block"), paint(true, "skip")
+	if len(a)-len("block") != len(b)-len("skip") || !strings.HasPrefix(a, "\x1b[31m") {
+		t.Fatalf("painted cells differ in escape length: %q %q", a, b)
+	}
+}

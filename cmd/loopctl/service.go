@@ -229,6 +229,7 @@ Examples:
 					if err != nil || printed {
 						return err
 					}
+					on := colourFor(f.IO.Out, f.Getenv)
 					tw := tabwriter.NewWriter(f.IO.Out, 2, 4, 2, ' ', 0)
 					fmt.Fprintln(tw, "WORK ITEM\tSTATUS\tHARNESS\tTMUX\tCREATED\tLAST DELIVERY")
 					for _, r := range recs {
@@ -236,7 +237,7 @@ Examples:
 						if r.LastDeliveryAt != nil {
 							last = *r.LastDeliveryAt
 						}
-						fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", r.WorkItem.Ref, r.Status, r.Harness, r.TmuxTarget, r.CreatedAt, last)
+						fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", r.WorkItem.Ref, paint(on, r.Status), r.Harness, r.TmuxTarget, r.CreatedAt, last)
 					}
 					return tw.Flush()
 				},

@@ -40,6 +40,8 @@ type Config struct {
 	// KeepAlive, when set, calls Idle after that long without a frame (an
 	// SSE comment keeps proxies from closing the stream).
 	KeepAlive time.Duration
+	// Now is the budget's and keep-alive's clock (default time.Now).
+	Now func() time.Time
 }
 
 // Viewer receives the frames.
@@ -68,9 +70,12 @@ func Watch(ctx context.Context, cfg Config, capture func(context.Context) (strin
 	if cfg.BytesPerSecond <= 0 {
 		cfg.BytesPerSecond = DefaultBytesPerSecond
 	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
 	budget := float64(cfg.BytesPerSecond) // token bucket, one second of burst
-	last := time.Now()
-	lastFrame := time.Now()
+	last := cfg.Now()
+	lastFrame := last
 	sentScreen, first := "", true
 	tick := time.NewTicker(cfg.Interval)
 	defer tick.Stop()
@@ -82,7 +87,7 @@ func Watch(ctx context.Context, cfg Config, capture func(context.Context) (strin
 		case errors.Is(err, ErrGone):
 			return err
 		case err == nil && (first || screen != sentScreen):
-			now := time.Now()
+			now := cfg.Now()
 			budget = min(float64(cfg.BytesPerSecond), budget+now.Sub(last).Seconds()*float64(cfg.BytesPerSecond))
 			last = now
 			if budget > 0 || first {
@@ -96,11 +101,11 @@ func Watch(ctx context.Context, cfg Config, capture func(context.Context) (strin
 			// else: over budget — the newer screen goes out once the
 			// budget refills (folded, never queued).
 		}
-		if cfg.KeepAlive > 0 && time.Since(lastFrame) >= cfg.KeepAlive {
+		if cfg.KeepAlive > 0 && cfg.Now().Sub(lastFrame) >= cfg.KeepAlive {
 			if err := v.Idle(); err != nil {
 				return err
 			}
-			lastFrame = time.Now()
+			lastFrame = cfg.Now()
 		}
 		select {
 		case <-ctx.Done():

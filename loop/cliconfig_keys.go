@@ -111,6 +111,8 @@ var configKeys = []ConfigKey{
 	{Path: "routing.reactions.error", Type: "string", Default: "confused", Reload: true},
 	{Path: "routing.announce", Type: "object"},
 	{Path: "routing.announce.enabled", Type: "bool", Default: true, Reload: true},
+	{Path: "routing.webTerminal", Type: "object", Doc: "the agent's pane on the dashboard"},
+	{Path: "routing.webTerminal.mode", Type: "string", Default: "view", Enum: []string{"off", "view", "reply"}, Doc: "off: no live pane on the dashboard; view: the pane, read-only; reply: the pane and a reply box for an operator who is an authorized user"},
 
 	{Path: "queue", Type: "object", Doc: "the durable event queue (NATS JetStream)"},
 	{Path: "queue.url", Type: "string", Default: "", Doc: "an external NATS server or cluster; empty embeds one under the state root"},

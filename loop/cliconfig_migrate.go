@@ -88,7 +88,6 @@ var removedKeyList = []struct{ path, why string }{
 	{"routing.workspace.cloneProtocol", "loopd works in worktrees of existing checkouts and clones nothing"},
 	{"routing.workspace.defaultHost", "loopd works in worktrees of existing checkouts and clones nothing"},
 	{"routing.workspace.gitBinary", "git is found on PATH"},
-	{"routing.webTerminal", "theloop has no web terminal; attach with the tmux command loopd posts"},
 	{"routing.harnessPlugins.marketplaceRepo", "the plugin is written from loopd's own copy into a local marketplace"},
 	{"service.host", "see service.listen"},
 	{"service.port", "see service.listen"},

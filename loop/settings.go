@@ -126,6 +126,8 @@ type Settings struct {
 			Started, Completed, Error string
 		}
 		AnnounceEnabled bool
+		// WebTerminal is routing.webTerminal.mode: off, view or reply.
+		WebTerminal string
 	}
 	Queue struct {
 		URL      string
@@ -542,6 +544,7 @@ var settingReaders = []settingReader{
 	{"routing.announce.enabled", func(r *settingsReader, s *Settings) {
 		s.Routing.AnnounceEnabled = r.boolean("routing.announce.enabled")
 	}},
+	{"routing.webTerminal.mode", func(r *settingsReader, s *Settings) { s.Routing.WebTerminal = r.str("routing.webTerminal.mode") }},
 
 	{"queue.url", func(r *settingsReader, s *Settings) { s.Queue.URL = r.str("queue.url") }},
 	{"queue.replicas", func(r *settingsReader, s *Settings) { s.Queue.Replicas = r.integer("queue.replicas") }},

@@ -77,7 +77,6 @@ func TestShownCoversEveryReadKeyWithTheCatalogueDefault(t *testing.T) {
 // `loopctl config migrate`; migrate removes it and says so.
 func TestRemovedKeysAreRefusedAndMigratedAway(t *testing.T) {
 	for _, tc := range []struct{ yaml, key, nearest string }{
-		{"routing:\n  webTerminal: {enabled: true}\n", "routing.webTerminal", ""},
 		{"routing:\n  workspace: {root: /w, cloneProtocol: ssh}\n", "routing.workspace.cloneProtocol", ""},
 		{"channels:\n  slack: {channel: '#x'}\n", "channels", ""},
 		{"standingSessions: []\n", "standingSessions", ""},

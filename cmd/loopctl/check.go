@@ -273,7 +273,8 @@ func writeReport(w io.Writer, rep *graph.Report, loopName string, recompute bool
 	if !rep.OK {
 		verdict = "NOT ok"
 	}
-	fmt.Fprintf(w, "%s — %s — current node: %s (%s) — %s\n", rep.WorkItem, loopName, rep.CurrentNode, mode, verdict)
+	on := colourFor(w, os.Getenv)
+	fmt.Fprintf(w, "%s — %s — current node: %s (%s) — %s\n", rep.WorkItem, loopName, rep.CurrentNode, mode, paint(on, verdict))
 	if rep.Parked != nil {
 		fmt.Fprintf(w, "parked at %s since %s\n", rep.Parked.Node, rep.Parked.Since)
 	}
@@ -288,7 +289,7 @@ func writeReport(w io.Writer, rep *graph.Report, loopName string, recompute bool
 		if n.Node == rep.CurrentNode {
 			mark = "▶"
 		}
-		status := n.Status
+		status := paint(on, string(n.Status))
 		if n.Forced {
 			status += " (forced)"
 		}
@@ -307,6 +308,7 @@ func writeReport(w io.Writer, rep *graph.Report, loopName string, recompute bool
 // writeSummary prints one line per work item.
 func writeSummary(w io.Writer, reps []*graph.Report, failOn string) {
 	cut := detailWidth(w)
+	on := colourFor(w, os.Getenv)
 	tw := tabwriter.NewWriter(w, 2, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "WORK ITEM\tCURRENT NODE\tSTATUS\tRESULT\tDETAIL")
 	bad := 0
@@ -323,7 +325,7 @@ func writeSummary(w io.Writer, reps []*graph.Report, failOn string) {
 			result = "FAIL"
 			bad++
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", rep.WorkItem, rep.CurrentNode, status, result, oneLineN(detail, cut))
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", rep.WorkItem, rep.CurrentNode, paint(on, status), paint(on, result), oneLineN(detail, cut))
 	}
 	tw.Flush()
 	fmt.Fprintf(w, "%d work item(s), %d failing (--fail-on %s)\n", len(reps), bad, failOn)

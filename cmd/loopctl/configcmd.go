@@ -19,33 +19,40 @@ func newConfigCmd(f *Factory) *cli.Command {
 		Usage: "the operator's configuration: its JSON Schema, the effective values, migration of old files",
 		Subcommands: []*cli.Command{
 			{
-				Name:  "schema",
-				Usage: "print the JSON Schema of cli-config.yaml (for editors: yaml-language-server)",
+				Name:        "schema",
+				Usage:       "print the JSON Schema of cli-config.yaml (for editors: yaml-language-server)",
+				Description: "Example:\n   loopctl config schema > cli-config.schema.json",
 				Action: func(c *cli.Context) error {
 					_, err := f.IO.Out.Write(loop.CLIConfigSchema())
 					return err
 				},
 			},
 			{
-				Name:  "show",
-				Usage: "print every key's effective value and where it comes from (file, default, environment)",
-				Flags: []cli.Flag{cfgFlag, &cli.StringFlag{Name: "format", Value: "table", Usage: "table or json"}},
+				Name:        "show",
+				Usage:       "print every key's effective value and where it comes from (file, default, environment)",
+				Description: "Example:\n   loopctl config show --jq '.[] | select(.source == \"file\") | .key'",
+				Flags:       []cli.Flag{cfgFlag, &cli.StringFlag{Name: "format", Value: "table", Usage: "table or json"}, outputFlags()[0], outputFlags()[1]},
 				Action: func(c *cli.Context) error {
 					format := c.String("format")
 					if format != "table" && format != "json" {
 						return failWith(exitRefused, "loopctl config show: --format must be table or json, not %q", format)
 					}
+					out, err := readOutput(c, "config show", &format)
+					if err != nil {
+						return err
+					}
 					cfg, err := f.cliConfig(c.String("config"), "")
 					if err != nil {
 						return failWith(exitRefused, "loopctl config show: %v", err)
 					}
-					return runConfigShow(f, cfg, format)
+					return runConfigShow(f, cfg, format, out)
 				},
 			},
 			{
-				Name:  "migrate",
-				Usage: "rewrite an old cli-config.yaml into the current shape, keeping its comments and key order, the original saved as FILE.bak; lists every key moved and every retired key removed (deterministic, idempotent); --dry-run only reports",
-				Flags: []cli.Flag{cfgFlag, &cli.BoolFlag{Name: "dry-run", Usage: "report the changes and print the result; write nothing"}},
+				Name:        "migrate",
+				Usage:       "rewrite an old cli-config.yaml into the current shape, keeping its comments and key order, the original saved as FILE.bak; lists every key moved and every retired key removed (deterministic, idempotent); --dry-run only reports",
+				Description: "Example:\n   loopctl config migrate --dry-run --config ~/.config/the-loop/cli-config.yaml",
+				Flags:       []cli.Flag{cfgFlag, &cli.BoolFlag{Name: "dry-run", Usage: "report the changes and print the result; write nothing"}},
 				Action: func(c *cli.Context) error {
 					return runConfigMigrate(f, c.String("config"), c.Bool("dry-run"))
 				},
@@ -58,7 +65,7 @@ func newConfigCmd(f *Factory) *cli.Command {
 // source — computed by loop.Settings.Resolve, the function loopd's
 // assembly calls (relative paths against this working directory, as loopd
 // resolves them against its own).
-func runConfigShow(f *Factory, cfg loop.CLIConfig, format string) error {
+func runConfigShow(f *Factory, cfg loop.CLIConfig, format string, out output) error {
 	wd, err := f.Getwd()
 	if err != nil {
 		return failWith(exitRefused, "loopctl config show: %v", err)
@@ -78,8 +85,7 @@ func runConfigShow(f *Factory, cfg loop.CLIConfig, format string) error {
 		rows = append(rows, loop.ShownSetting{Key: "$" + name, Value: state, Source: loop.SourceEnv})
 	}
 	if format == "json" {
-		writeJSON(f.IO.Out, rows)
-		return nil
+		return out.write(f.IO.Out, rows)
 	}
 	tw := tabwriter.NewWriter(f.IO.Out, 2, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "KEY\tVALUE\tSOURCE")

@@ -30,7 +30,10 @@ random login key; this command reads it and mints a login URL that is valid
 once, for 5 minutes. Opening it sets an HttpOnly, SameSite=Strict session
 cookie. Whoever can read the state root can log in; nobody else can. It is
 refused inside a loopd agent session (THE_LOOP_SESSION_ID or
-THE_LOOP_WORK_ITEM set): the dashboard is the operator's.`,
+THE_LOOP_WORK_ITEM set): the dashboard is the operator's.
+
+Example:
+   loopctl dashboard --open`,
 		Flags: []cli.Flag{
 			&cli.StringFlag{Name: "config", Usage: "the operator's cli-config.yaml (for state.root)", TakesFile: true},
 			&cli.StringFlag{Name: "state-root", Usage: "theloop's state root (default: state.root of the config, .the-loop)"},

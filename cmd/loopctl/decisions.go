@@ -71,6 +71,7 @@ type verifyDecisionsOptions struct {
 	WorkItem string
 	Format   string
 	Trust    loop.TrustSource
+	Output   output
 }
 
 func newVerifyDecisionsCmd(f *Factory) *cli.Command {
@@ -88,12 +89,17 @@ Exit status: 0 when no decision is refused, 1 otherwise, 2 for bad usage.
 
 Example:
    loopctl verify-decisions issue-42 --trust-base origin/main`,
-		Flags: append(append(repoFlagDefs(true), trustFlagDefs()...), &cli.StringFlag{Name: "format", Value: "table", Usage: "table or json"}),
+		Flags: append(append(repoFlagDefs(true), trustFlagDefs()...), &cli.StringFlag{Name: "format", Value: "table", Usage: "table or json"}, outputFlags()[0], outputFlags()[1]),
 		Action: func(c *cli.Context) error {
 			if c.NArg() != 1 {
 				return failWith(exitRefused, "loopctl verify-decisions: name one work item, e.g. `loopctl verify-decisions issue-42`")
 			}
 			opts := &verifyDecisionsOptions{Factory: f, Repo: readRepoFlags(c), WorkItem: c.Args().First(), Format: c.String("format")}
+			out, err := readOutput(c, "verify-decisions", &opts.Format)
+			if err != nil {
+				return err
+			}
+			opts.Output = out
 			root, err := f.repoRoot(opts.Repo)
 			if err != nil {
 				return err
@@ -136,7 +142,9 @@ func runVerifyDecisions(ctx context.Context, opts *verifyDecisionsOptions) error
 		}
 	}
 	if opts.Format == "json" {
-		writeJSON(f.IO.Out, verdicts)
+		if err := opts.Output.write(f.IO.Out, verdicts); err != nil {
+			return err
+		}
 	} else {
 		tw := tabwriter.NewWriter(f.IO.Out, 2, 4, 2, ' ', 0)
 		fmt.Fprintln(tw, "GATE\tOUTCOME\tBY\tAT\tVERDICT\tDETAIL")

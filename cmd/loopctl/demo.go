@@ -35,7 +35,10 @@ stand-in for the ticket (comments and labels). It prints every transition, every
 assignment the agent receives, every comment theloop posts, and ends with the
 check table and a mermaid picture of where the work item stands.
 
-Everything runs on the real runtime, hooks, filesystem store and git.`,
+Everything runs on the real runtime, hooks, filesystem store and git.
+
+Example:
+   loopctl demo --yes`,
 		Flags: []cli.Flag{
 			&cli.StringFlag{Name: "dir", Usage: "create the demo repository here instead of a temporary directory"},
 			&cli.BoolFlag{Name: "keep", Usage: "keep the demo repository afterwards (its path is printed)"},

@@ -1,7 +1,9 @@
 package main
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -76,6 +78,7 @@ func newShowCmd(f *Factory, runF func(*showOptions) error) *cli.Command {
 		Flags: append(repoFlagDefs(true), workItemFlag,
 			&cli.StringFlag{Name: "format", Value: "text", Usage: "text, json, mermaid or dot"},
 			&cli.StringFlag{Name: "loop", Usage: "a shipped loop: " + strings.Join(loop.ShippedLoopNames(), ", ")},
+			outputFlags()[0], outputFlags()[1],
 		),
 		Action: func(c *cli.Context) error {
 			if err := noArgs(c, "graph show", "mark a work item with --work-item"); err != nil {
@@ -86,6 +89,10 @@ func newShowCmd(f *Factory, runF func(*showOptions) error) *cli.Command {
 			case "text", "json", "mermaid", "dot":
 			default:
 				return failWith(exitRefused, "loopctl graph show: --format must be text, json, mermaid or dot, not %q", opts.Format)
+			}
+			var err error
+			if opts.Output, err = readOutput(c, "graph show", &opts.Format); err != nil {
+				return err
 			}
 			if runF != nil {
 				return runF(opts)
@@ -137,7 +144,17 @@ func runShow(ctx context.Context, opts *showOptions) error {
 	w := opts.Factory.IO.Out
 	switch opts.Format {
 	case "json":
-		renderJSON(w, g, rep)
+		if opts.Output.JQ == "" && opts.Output.Template == "" {
+			renderJSON(w, g, rep)
+			break
+		}
+		var buf bytes.Buffer
+		renderJSON(&buf, g, rep)
+		var v any
+		if err := json.Unmarshal(buf.Bytes(), &v); err != nil {
+			return err
+		}
+		return opts.Output.write(w, v)
 	case "mermaid":
 		renderMermaid(w, g, m)
 	case "dot":
@@ -160,9 +177,10 @@ type statusOptions struct {
 
 func newStatusCmd(f *Factory, runF func(*statusOptions) error) *cli.Command {
 	return &cli.Command{
-		Name:      "status",
-		Usage:     "the work item's verdicts at its stored pointer (check without --recompute); exit 0 iff ok",
-		ArgsUsage: "WORK-ITEM",
+		Name:        "status",
+		Usage:       "the work item's verdicts at its stored pointer (check without --recompute); exit 0 iff ok",
+		Description: "Example:\n   loopctl graph status issue-42 --jq .currentNode",
+		ArgsUsage:   "WORK-ITEM",
 		Flags: append(append(repoFlagDefs(true), workItemFlag,
 			&cli.StringFlag{Name: "format", Value: "table", Usage: "table or json"}), outputFlags()...),
 		Action: func(c *cli.Context) error {
@@ -360,7 +378,10 @@ func newAdvanceCmd(f *Factory, runF func(*advanceOptions) error) *cli.Command {
 		ArgsUsage: "WORK-ITEM",
 		Description: `advance accepts no event on purpose: the comments a gate reads come only from
 the daemon's ingress. Exit status: 0 for pass or wait, 1 for block or escalated
-(or an unknown work item), 2 for bad usage.`,
+(or an unknown work item), 2 for bad usage.
+
+Example:
+   loopctl graph advance issue-42`,
 		Flags: append(append(repoFlagDefs(true), workItemFlag), outputFlags()...),
 		Action: func(c *cli.Context) error {
 			id, err := workItemArg(c, "advance")
@@ -725,8 +746,9 @@ func writeSkippable(w io.Writer, g *graph.Graph) {
 
 func newHooksCmd(f *Factory, runF func(*showOptions) error) *cli.Command {
 	return &cli.Command{
-		Name:  "hooks",
-		Usage: "list the registered hooks, the integration operations each needs, and where the graph uses them",
+		Name:        "hooks",
+		Usage:       "list the registered hooks, the integration operations each needs, and where the graph uses them",
+		Description: "Example:\n   loopctl graph hooks --loop pdlc-pr-loop",
 		Flags: append(append(repoFlagDefs(false),
 			&cli.StringFlag{Name: "loop", Usage: "a shipped loop (default: pdlc-work-item-loop)"},
 			&cli.StringFlag{Name: "format", Value: "table", Usage: "table or json"}), outputFlags()...),

@@ -62,17 +62,19 @@ agent's own processes when they run as the same user: run the daemon under a
 user of its own.`,
 		Subcommands: []*cli.Command{
 			{
-				Name:  "init",
-				Usage: "create the signing key under the state root (0600); an existing key is kept",
-				Flags: flags,
+				Name:        "init",
+				Usage:       "create the signing key under the state root (0600); an existing key is kept",
+				Description: "Example:\n   loopctl keys init --state-root /var/lib/theloop",
+				Flags:       flags,
 				Action: func(c *cli.Context) error {
 					return runKeysInit(opts(c))
 				},
 			},
 			{
-				Name:  "show",
-				Usage: "print the public key, to commit as .the-loop/trusted-keys or set as a CI variable",
-				Flags: append(flags, &cli.StringFlag{Name: "format", Value: "key", Usage: "key (one line), env (THE_LOOP_TRUST_KEYS=...) or file (a trusted-keys line with a label)"}),
+				Name:        "show",
+				Usage:       "print the public key, to commit as .the-loop/trusted-keys or set as a CI variable",
+				Description: "Example:\n   loopctl keys show --format env >> $GITHUB_ENV",
+				Flags:       append(flags, &cli.StringFlag{Name: "format", Value: "key", Usage: "key (one line), env (THE_LOOP_TRUST_KEYS=...) or file (a trusted-keys line with a label)"}),
 				Action: func(c *cli.Context) error {
 					return runKeysShow(opts(c))
 				},

@@ -31,6 +31,7 @@ func serviceFlags() []cli.Flag {
 		&cli.StringFlag{Name: "url", Usage: "loopd's TCP control plane (http://host:port) instead of the socket; needs the token"},
 		&cli.StringFlag{Name: "token-env", Value: api.DefaultTokenEnv, Usage: "the variable holding the bearer token for --url"},
 		&cli.StringFlag{Name: "format", Value: "table", Usage: "table or json"},
+		outputFlags()[0], outputFlags()[1],
 	}
 }
 
@@ -43,6 +44,8 @@ type serviceOptions struct {
 	URL       string
 	TokenEnv  string
 	Format    string
+	// Output is --jq / --template over the JSON answer.
+	Output output
 }
 
 func readServiceOptions(f *Factory, c *cli.Context) (*serviceOptions, error) {
@@ -52,6 +55,11 @@ func readServiceOptions(f *Factory, c *cli.Context) (*serviceOptions, error) {
 	default:
 		return nil, failWith(exitRefused, "loopctl %s: --format must be table or json, not %q", c.Command.FullName(), o.Format)
 	}
+	out, err := readOutput(c, c.Command.FullName(), &o.Format)
+	if err != nil {
+		return nil, err
+	}
+	o.Output = out
 	return o, nil
 }
 
@@ -89,8 +97,15 @@ func (o *serviceOptions) call(ctx context.Context, method, path string, q url.Va
 		return false, apiFailure(err)
 	}
 	if o.Format == "json" {
-		_, err := o.Factory.IO.Out.Write(data)
-		return true, err
+		if o.Output.JQ == "" && o.Output.Template == "" {
+			_, err := o.Factory.IO.Out.Write(data)
+			return true, err
+		}
+		var v any
+		if err := json.Unmarshal(data, &v); err != nil {
+			return false, fmt.Errorf("loopd's answer to %s %s: %w", method, path, err)
+		}
+		return true, o.Output.write(o.Factory.IO.Out, v)
 	}
 	if out != nil {
 		if err := json.Unmarshal(data, out); err != nil {
@@ -159,6 +174,7 @@ func newSessionsCmd(f *Factory) *cli.Command {
 	control := func(verb, usage string) *cli.Command {
 		return &cli.Command{
 			Name: verb, Usage: usage, ArgsUsage: "REF",
+			Description: "Recorded with source cli under your identity (the socket's), and announced on the work item unless --no-comment.\n\nExample:\n   loopctl sessions " + verb + " github:octo/repo#42",
 			Flags: append(refFlags(), &cli.StringFlag{Name: "actor", Usage: "deprecated: loopd records who you are from the socket (your OS user, or the dashboard operator's GitHub login) or the token; a different actor is refused"},
 				&cli.BoolFlag{Name: "no-comment", Usage: "do not announce the command on the work item with a marked comment"}),
 			Action: func(c *cli.Context) error {
@@ -197,7 +213,7 @@ Examples:
    $(loopctl sessions attach github:octo/repo#42)`,
 		Subcommands: []*cli.Command{
 			{
-				Name: "list", Usage: "every session record (active, paused, closed)",
+				Name: "list", Usage: "every session record (active, paused, closed)", Description: "Example:\n   loopctl sessions list --status active --jq '.[].workItem.ref'",
 				Flags: append(serviceFlags(), &cli.StringFlag{Name: "status", Usage: "only active, paused or closed"}),
 				Action: func(c *cli.Context) error {
 					o, err := readServiceOptions(f, c)
@@ -213,6 +229,7 @@ Examples:
 					if err != nil || printed {
 						return err
 					}
+					on := colourFor(f.IO.Out, f.Getenv)
 					tw := tabwriter.NewWriter(f.IO.Out, 2, 4, 2, ' ', 0)
 					fmt.Fprintln(tw, "WORK ITEM\tSTATUS\tHARNESS\tTMUX\tCREATED\tLAST DELIVERY")
 					for _, r := range recs {
@@ -220,13 +237,13 @@ Examples:
 						if r.LastDeliveryAt != nil {
 							last = *r.LastDeliveryAt
 						}
-						fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", r.WorkItem.Ref, r.Status, r.Harness, r.TmuxTarget, r.CreatedAt, last)
+						fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", r.WorkItem.Ref, paint(on, r.Status), r.Harness, r.TmuxTarget, r.CreatedAt, last)
 					}
 					return tw.Flush()
 				},
 			},
 			{
-				Name: "show", Usage: "one work item's session record", ArgsUsage: "REF", Flags: refFlags(),
+				Name: "show", Usage: "one work item's session record", ArgsUsage: "REF", Description: "Example:\n   loopctl sessions show github:octo/repo#42", Flags: refFlags(),
 				Action: func(c *cli.Context) error {
 					o, err := readServiceOptions(f, c)
 					if err != nil {
@@ -264,7 +281,7 @@ Examples:
 			},
 			control("stop", "close the work item's session (recorded with source cli)"),
 			{
-				Name: "link-pr", Usage: "link a pull request to the work item's session, so its events reach that session", ArgsUsage: "REF",
+				Name: "link-pr", Usage: "link a pull request to the work item's session, so its events reach that session", ArgsUsage: "REF", Description: "Example:\n   loopctl sessions link-pr github:octo/repo#42 --pull-request '#57'",
 				Flags: append(refFlags(), &cli.StringFlag{Name: "pull-request", Aliases: []string{"p"}, Required: true, Usage: "#57, 57 (the work item's repository) or github:owner/repo#57"}),
 				Action: func(c *cli.Context) error {
 					o, err := readServiceOptions(f, c)
@@ -288,10 +305,14 @@ Examples:
 					return nil
 				},
 			},
+			newSessionsStartCleanupCmd(f, "start", "start the work item's session, as the ticket's start keyword does", "loopctl sessions start github:octo/repo#42"),
+			newSessionsStartCleanupCmd(f, "cleanup", "end the session and remove its checkout, as the ticket's cleanup keyword does", "loopctl sessions cleanup github:octo/repo#42 --no-comment"),
+			newSessionsReplyCmd(f),
+			newSessionsTranscriptCmd(f),
 			control("pause", "hold events back from the session until resume"),
 			control("resume", "deliver events to a paused session again"),
 			{
-				Name: "attach", Usage: "print the tmux command that attaches to the work item's session", ArgsUsage: "REF", Flags: refFlags(),
+				Name: "attach", Usage: "print the tmux command that attaches to the work item's session", ArgsUsage: "REF", Description: "Example:\n   $(loopctl sessions attach github:octo/repo#42)", Flags: refFlags(),
 				Action: func(c *cli.Context) error {
 					o, err := readServiceOptions(f, c)
 					if err != nil {
@@ -323,9 +344,10 @@ func newDaemonCmd(f *Factory) *cli.Command {
 		Name:  "daemon",
 		Usage: "ask the running loopd how it is",
 		Subcommands: []*cli.Command{{
-			Name:  "status",
-			Usage: "version, uptime, webhook address, queue and live sessions; exit 0 iff loopd answers",
-			Flags: serviceFlags(),
+			Name:        "status",
+			Usage:       "version, uptime, webhook address, queue and live sessions; exit 0 iff loopd answers",
+			Description: "Example:\n   loopctl daemon status --template '{{.version}} up {{.uptimeSeconds}}s'",
+			Flags:       serviceFlags(),
 			Action: func(c *cli.Context) error {
 				o, err := readServiceOptions(f, c)
 				if err != nil {
@@ -373,7 +395,7 @@ func newQueueCmd(f *Factory) *cli.Command {
 		Usage: "the daemon's durable event queue: depth, oldest age, dead letters, replay",
 		Subcommands: []*cli.Command{
 			{
-				Name: "status", Usage: "pending events, the oldest one's age, dead letters", Flags: serviceFlags(),
+				Name: "status", Usage: "pending events, the oldest one's age, dead letters", Description: "Example:\n   loopctl queue status --format json", Flags: serviceFlags(),
 				Action: func(c *cli.Context) error {
 					o, err := readServiceOptions(f, c)
 					if err != nil {
@@ -389,7 +411,7 @@ func newQueueCmd(f *Factory) *cli.Command {
 				},
 			},
 			{
-				Name: "dead", Usage: "list the events that failed dispatch every attempt", Flags: serviceFlags(),
+				Name: "dead", Usage: "list the events that failed dispatch every attempt", Description: "Example:\n   loopctl queue dead --jq '.[] | [.seq, .reason] | @tsv'", Flags: serviceFlags(),
 				Action: func(c *cli.Context) error {
 					o, err := readServiceOptions(f, c)
 					if err != nil {
@@ -409,7 +431,7 @@ func newQueueCmd(f *Factory) *cli.Command {
 				},
 			},
 			{
-				Name: "replay", Usage: "put a dead letter back on the queue", ArgsUsage: "SEQ", Flags: serviceFlags(),
+				Name: "replay", Usage: "put a dead letter back on the queue", ArgsUsage: "SEQ", Description: "Example:\n   loopctl queue replay 17", Flags: serviceFlags(),
 				Action: func(c *cli.Context) error {
 					o, err := readServiceOptions(f, c)
 					if err != nil {

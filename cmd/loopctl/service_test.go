@@ -275,6 +275,13 @@ func TestSessionsQueueAndDaemonVerbsCallTheSocket(t *testing.T) {
 		require.NotEmpty(t, io.out.String(), argv)
 	}
 
+	// --jq and --template read the same JSON.
+	require.Equal(t, exitOK, run("sessions", "list", "--jq", ".[0].workItem.ref"), io.err.String())
+	require.Equal(t, "github:acme/widgets#42\n", io.out.String())
+	require.Equal(t, exitOK, run("daemon", "status", "--template", "{{.version}}"), io.err.String())
+	require.NotEmpty(t, io.out.String())
+	require.Equal(t, exitRefused, run("sessions", "list", "--jq", ".", "--format", "table"), "--jq reads JSON")
+
 	require.Equal(t, exitOK, run("sessions", "list"))
 	require.Contains(t, io.out.String(), "github:acme/widgets#42")
 	require.Contains(t, io.out.String(), "active")

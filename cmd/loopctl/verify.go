@@ -36,7 +36,10 @@ Run inside a repository (or with --repo), a workflow.phases list in its
 harness config that differs from the graph is warned about, naming the
 differing phases: the graph is authoritative, the list derived.
 Exit status 1 on any violation. Without --graph or --loop, every shipped loop
-is verified.`,
+is verified.
+
+Example:
+   loopctl graph verify --loop pdlc-work-item-loop`,
 		Flags: append(append(repoFlagDefs(false),
 			&cli.StringFlag{Name: "loop", Usage: "one shipped loop"},
 			&cli.StringFlag{Name: "format", Value: "text", Usage: "text or json"}), outputFlags()...),

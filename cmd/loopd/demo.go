@@ -32,24 +32,32 @@ agent's session, every comment theloop posts and every transition. At each
 approval gate it asks you to approve as the human, dana (--yes answers for
 you), and it prints the tmux command to watch the agent work.
 
+With --serve, the daemon, the stand-in and the dashboard stay up after the walk
+until Ctrl-C; the dashboard's operator is dana, so its gate buttons post her
+comment through the stand-in and the real webhook and authorization path.
+
+Example:
+   loopd demo --yes --serve
+
 It never touches a repository or account of yours: everything lives in a
 temporary directory (removed at the end unless --keep) and a private tmux
 server (killed at the end). It needs tmux and git.`,
 		Flags: []cli.Flag{
 			&cli.BoolFlag{Name: "yes", Aliases: []string{"y"}, Usage: "approve every gate without asking"},
 			&cli.BoolFlag{Name: "keep", Usage: "keep the demo's directory (repository, worktree, state, event log) and print its path"},
+			&cli.BoolFlag{Name: "serve", Usage: "after the walk, keep the daemon and its dashboard up until Ctrl-C (the gate buttons comment as dana)"},
 		},
 		Action: func(c *cli.Context) error {
 			if c.NArg() > 0 {
 				return &exitError{code: exitRefused, msg: fmt.Sprintf("demo takes no arguments (got %q)", c.Args().First())}
 			}
-			return runDemo(e, c.Bool("yes"), c.Bool("keep"))
+			return runDemo(e, c.Bool("yes"), c.Bool("keep"), c.Bool("serve"))
 		},
 		Subcommands: []*cli.Command{demoAgentCommand()},
 	}
 }
 
-func runDemo(e *env, yes, keep bool) error {
+func runDemo(e *env, yes, keep, serve bool) error {
 	exe, err := os.Executable()
 	if err != nil {
 		return fmt.Errorf("demo: cannot find this binary to run the scripted agent: %w", err)
@@ -60,7 +68,7 @@ func runDemo(e *env, yes, keep bool) error {
 	ctx, cancel := e.Context()
 	defer cancel()
 	_, err = demo.Run(ctx, demo.Options{
-		Yes: yes, Keep: keep, In: os.Stdin, Out: e.Stdout,
+		Yes: yes, Keep: keep, Serve: serve, In: os.Stdin, Out: e.Stdout,
 		AgentArgv: []string{exe, "demo", "agent"}, Token: token, Path: e.Getenv("PATH"),
 	})
 	switch {

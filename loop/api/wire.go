@@ -39,6 +39,9 @@ type ControlResult struct {
 	Ref    string `json:"ref"`
 	Verb   string `json:"verb"`
 	Effect string `json:"effect"`
+	// Queued is the delivery id of the command handed to the queue (start
+	// and cleanup go through the queue like the ticket's keywords).
+	Queued string `json:"queued,omitempty"`
 	// Announced is the marked comment's URL ("" when none was posted);
 	// AnnounceError says why it was not.
 	Announced     string `json:"announced,omitempty"`

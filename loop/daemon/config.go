@@ -23,6 +23,13 @@ const (
 	SpawnLabeled = "labeled"
 )
 
+// routing.webTerminal.mode values.
+const (
+	WebTerminalOff   = "off"
+	WebTerminalView  = "view"
+	WebTerminalReply = "reply"
+)
+
 // routing.interaction.mode values (seed 004).
 const (
 	InteractionWorkItem = "work-item"
@@ -189,6 +196,10 @@ type Config struct {
 
 	Reactions       Reactions
 	AnnounceEnabled bool
+	// WebTerminal is routing.webTerminal.mode: "off" (no live pane on the
+	// dashboard), "view" (read-only, the default) or "reply" (and a reply
+	// box for an operator who is an authorized user).
+	WebTerminal string
 
 	// ReconcileInterval is how often the reconcile pass runs (0: only at
 	// start; negative: never).
@@ -246,6 +257,7 @@ func DefaultConfig() Config {
 		SessionPerPr:        loop.SessionPerPrCrossRepository,
 		Reactions:           Reactions{Enabled: true, Started: "eyes", Completed: "hooray", Error: "confused"},
 		AnnounceEnabled:     true,
+		WebTerminal:         WebTerminalView,
 		ReconcileInterval:   5 * time.Minute,
 		Integrations:        integrations.DefaultConfig(),
 		DrainTimeout:        30 * time.Second,
@@ -339,6 +351,7 @@ func ConfigFromSettings(st loop.Settings, getenv func(string) string) (Config, [
 	cfg.GraphEnabled = rt.GraphEnabled
 	cfg.Reactions = Reactions{Enabled: rt.Reactions.Enabled, Started: rt.Reactions.Started, Completed: rt.Reactions.Completed, Error: rt.Reactions.Error}
 	cfg.AnnounceEnabled = rt.AnnounceEnabled
+	cfg.WebTerminal = rt.WebTerminal
 	for _, t := range []struct {
 		key, path string
 		dst       *string

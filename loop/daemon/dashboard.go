@@ -60,6 +60,10 @@ type dashSource struct {
 	// armed holds the work items the intake reported as armed with no
 	// live session yet (noteIntake).
 	armed map[string]armedEntry
+	// asks caches the checkouts' open questions (attention.go).
+	asks askCache
+	// prci keeps the items' pull requests and checks (prci.go).
+	prci dashboard.PRCI
 }
 
 // armedEntry is what the intake last reported about a work item it knows
@@ -120,8 +124,8 @@ func (d *Daemon) startDashboard() (func(), error) {
 	dash, err := dashboard.New(dashboard.Config{
 		Listen: d.cfg.Dashboard.Listen, StateRoot: d.cfg.StateRoot,
 		Operator: d.cfg.Dashboard.Operator, AuthorizedUsers: d.cfg.AuthorizedUsers, StuckAfter: d.cfg.Dashboard.StuckAfter,
-		EventLog: d.cfg.EventLogPath, Banner: d.undefendedWarning(),
-	}, dashboard.Deps{Source: src, Poster: poster, Now: d.deps.Clock.Now, Log: logw})
+		EventLog: d.cfg.EventLogPath, Banner: d.undefendedWarning(), WebTerminal: d.cfg.WebTerminal,
+	}, dashboard.Deps{Source: src, Poster: poster, Panes: dashPanes{d}, Now: d.deps.Clock.Now, Log: logw})
 	if err != nil {
 		src.close()
 		return func() {}, err
@@ -314,6 +318,7 @@ func (s *dashSource) Items(ctx context.Context) ([]dashboard.Item, error) {
 	seen := make(map[string]bool, len(recs))
 	for _, rec := range recs {
 		it, _, _, _ := s.item(ctx, rec)
+		it.PullRequests = s.prci.PullRequests(it.Ref)
 		s.overlayArmed(&it, rec)
 		seen[it.Ref] = true
 		out = append(out, it)

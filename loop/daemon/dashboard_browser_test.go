@@ -239,11 +239,21 @@ func TestDashboardInARealBrowser(t *testing.T) {
 	// The item page: the SVG marks the current node; Approve posts dana's
 	// comment to the stand-in; the gate moves when the webhook comes back.
 	run(t, ctx, "item page",
+		chromedp.EmulateViewport(1400, 900),
 		chromedp.Navigate(itemURL()),
 		chromedp.WaitVisible(css(`#graph`)),
 		chromedp.WaitVisible(css(`#btn-approve`)),
 	)
 	require.Equal(t, 1, evalInt(t, ctx, `document.querySelectorAll('#graph g[data-node="requirements-approval"][data-mark="current"]').length`), "the current node is marked")
+	// The whole graph fits the 1400×900 window, the current node in view.
+	fits := value(t, ctx, "graph fits", chromedp.Evaluate[string](`(() => {
+		const g = document.getElementById('graph'); g.scrollIntoView({block: 'start'});
+		const r = g.getBoundingClientRect(), c = g.querySelector('g[data-mark="current"] rect').getBoundingClientRect();
+		const inView = (b) => b.left >= 0 && b.top >= 0 && b.right <= innerWidth && b.bottom <= innerHeight;
+		return [innerWidth + 'x' + innerHeight, Math.round(r.width) + 'x' + Math.round(r.height), inView(r), inView(c)].join(' ');
+	})()`))
+	t.Logf("window, graph, graph in view, current node in view: %s", fits)
+	require.True(t, strings.HasSuffix(fits, " true true"), fits)
 	require.GreaterOrEqual(t, evalInt(t, ctx, `document.querySelectorAll('#graph g[data-mark="passed"]').length`), 3, "phase-selection, brainstorming and requirements-definition passed")
 	shoot(t, ctx, shots, "item-at-gate.png")
 

@@ -319,7 +319,7 @@ func (in *intake) withReactions(ctx context.Context, item workitem.Ref, ev *ingr
 }
 
 func (in *intake) react(ctx context.Context, item workitem.Ref, ev *ingress.Event, content string) {
-	if !in.conf().Reactions.Enabled || content == "" || item.Provider != "github" {
+	if !in.conf().Reactions.Enabled || content == "" || item.Provider != "github" || ev.Source == ingress.SourceCLI {
 		return
 	}
 	args := map[string]any{"ref": item.String(), "content": content}
@@ -645,8 +645,12 @@ func (in *intake) removeCheckout(ctx context.Context, item workitem.Ref, ev *ing
 func (in *intake) applyControl(ctx context.Context, item workitem.Ref, ev *ingress.Event, c *ingress.ControlCommand) error {
 	rec, live := in.live(item)
 	now := in.now()
+	source := "comment"
+	if ev.Source == ingress.SourceCLI {
+		source = "cli" // queued by the operator's verb (operatorverbs.go)
+	}
 	record := func() error {
-		return in.ctl.Record(item, c.Command, "comment", c.Actor, c.Note, now)
+		return in.ctl.Record(item, c.Command, source, c.Actor, c.Note, now)
 	}
 	effect := "noop"
 	reject := func(reason string) error {
@@ -662,7 +666,7 @@ func (in *intake) applyControl(ctx context.Context, item workitem.Ref, ev *ingre
 			if err := record(); err != nil {
 				return err
 			}
-			in.emit("control.command", graph.LevelInfo, item, ev, graph.Field{Key: "command", Value: string(c.Command)}, graph.Field{Key: "actor", Value: c.Actor}, graph.Field{Key: "effect", Value: "spawn"})
+			in.emit("control.command", graph.LevelInfo, item, ev, graph.Field{Key: "command", Value: string(c.Command)}, graph.Field{Key: "actor", Value: c.Actor}, graph.Field{Key: "effect", Value: "spawn"}, graph.Field{Key: "via", Value: source})
 			return in.withReactions(ctx, item, ev, func() error { return in.spawn(ctx, item, ev) })
 		}
 		if err := record(); err != nil {
@@ -730,7 +734,7 @@ func (in *intake) applyControl(ctx context.Context, item workitem.Ref, ev *ingre
 	default:
 		return reject("unknown-command")
 	}
-	in.emit("control.command", graph.LevelInfo, item, ev, graph.Field{Key: "command", Value: string(c.Command)}, graph.Field{Key: "source", Value: "comment"},
+	in.emit("control.command", graph.LevelInfo, item, ev, graph.Field{Key: "command", Value: string(c.Command)}, graph.Field{Key: "source", Value: source}, graph.Field{Key: "via", Value: source},
 		graph.Field{Key: "actor", Value: c.Actor}, graph.Field{Key: "effect", Value: effect})
 	return nil
 }

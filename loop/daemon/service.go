@@ -163,6 +163,7 @@ func (t timedHandler) Handle(ctx context.Context, ev *ingress.Event) error {
 	// The policy (reload.go) holds still for the whole dispatch.
 	t.d.svc.rl.policy.RLock()
 	defer t.d.svc.rl.policy.RUnlock()
+	t.d.notePRCI(ev) // prci.go
 	start := time.Now()
 	if to := t.d.cfg.DispatchTimeout; to > 0 {
 		// routing.dispatchTimeoutSeconds: a stuck dispatch is cancelled
@@ -227,7 +228,7 @@ func (d *Daemon) serviceHandler() http.Handler {
 	if !d.cfg.Service.MCPDisabled {
 		mux.Handle(mcpserver.Path, mcpserver.Handler(mcpserver.New(mcpserver.Config{
 			Graphs: graphs, EventLogPath: d.cfg.EventLogPath, Integrations: d.integ, Sink: d.sink,
-			Clock: d.deps.Clock, Version: buildinfo.Version(""),
+			Clock: d.deps.Clock, Version: buildinfo.Version(""), Operator: mcpOperator{d},
 		})))
 	}
 	return mux

@@ -117,6 +117,12 @@ type Options struct {
 	// TempDir is where the demo's directory is created (default the
 	// system's).
 	TempDir string
+	// Serve keeps the daemon, the GitHub stand-in and the dashboard up
+	// after the walk until ctx ends (Ctrl-C), and Run then returns nil.
+	Serve bool
+	// Served, when set, is called once the walk is over and the demo
+	// serves (with the dashboard's one-time login URL).
+	Served func(loginURL string)
 }
 
 // Result is what the walk achieved, for the caller's summary and tests.
@@ -230,6 +236,13 @@ func Run(ctx context.Context, opts Options) (res *Result, err error) {
 		return w.res, err
 	}
 	err = w.walk(ctx)
+	if opts.Serve && (err == nil || errors.Is(err, ErrNotApproved)) {
+		// A gate declined at the prompt waits on the dashboard instead.
+		if serr := w.summary(context.WithoutCancel(ctx)); serr != nil {
+			return w.res, serr
+		}
+		return w.res, w.serve(ctx)
+	}
 	// Stop the daemon first, so the summary is the last word.
 	if serr := w.stopDaemon(); err == nil && serr != nil {
 		err = serr
@@ -404,12 +417,28 @@ eventLog: {enabled: true, path: %q}
 	if err != nil {
 		return err
 	}
+	// The dashboard's operator is dana, with her own client of the
+	// stand-in: the gate buttons show, and a click posts her comment,
+	// which comes back through the webhook, ingress and authorization.
+	cfg.Dashboard.Operator = Human
+	cfg.WebTerminal = daemon.WebTerminalReply
+	operatorToken := RandomSecret()
+	if err := w.sim.AddUser(operatorToken, Human); err != nil {
+		return err
+	}
+	operator, err := integrations.New(integrations.Config{GitHub: &integrations.GitHubConfig{
+		Transport: integrations.TransportAPI, API: integrations.GitHubAPIConfig{BaseURL: w.sim.URL(), TokenEnv: []string{TokenEnv}},
+	}}, integrations.Deps{Env: func(k string) (string, bool) { return operatorToken, k == TokenEnv }})
+	if err != nil {
+		return err
+	}
 	w.d, err = daemon.New(cfg, daemon.Deps{
-		Integrations: set,
-		Path:         w.binDir + string(os.PathListSeparator) + w.opts.Path,
-		CloneURL:     func(workitem.Ref) string { return w.remote },
-		Observer:     daemon.ObserverFunc(w.observe),
-		Log:          log,
+		Integrations:         set,
+		OperatorIntegrations: operator,
+		Path:                 w.binDir + string(os.PathListSeparator) + w.opts.Path,
+		CloneURL:             func(workitem.Ref) string { return w.remote },
+		Observer:             daemon.ObserverFunc(w.observe),
+		Log:                  log,
 	})
 	if err != nil {
 		log.Close()
@@ -513,6 +542,26 @@ func (w *world) stopDaemon() error {
 		}
 	}
 	return err
+}
+
+// serve keeps everything up until ctx ends: the dashboard stays live
+// (its gate buttons post as dana) and the session stays attachable.
+func (w *world) serve(ctx context.Context) error {
+	url := w.d.DashboardLoginURL()
+	w.p.say("")
+	w.p.say("serving until Ctrl-C: the dashboard (one-time login URL) %s", url)
+	w.p.say("  its gate buttons comment as %s through the stand-in; watch the agent with %s", Human, w.res.Attach)
+	if w.opts.Served != nil {
+		w.opts.Served(url)
+	}
+	select {
+	case <-ctx.Done():
+	case err := <-w.done:
+		w.cancel = nil
+		return fmt.Errorf("demo: the daemon stopped while serving: %w", err)
+	}
+	w.p.say("stopping")
+	return w.stopDaemon()
 }
 
 func shellQuote(s string) string {

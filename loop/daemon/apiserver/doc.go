@@ -21,7 +21,13 @@
 // stop/pause/resume) record the caller's identity as the actor; a body
 // actor naming anyone else is refused with 403, never recorded.
 //
-// Refs travel in the query or the body, never in paths. Errors answer
+// The per-session verbs (sessionverbs.go: start, stop, pause, resume,
+// cleanup and reply as POST, transcript and the pane's live screen as GET)
+// name the work item in the path, /sessions/{ref}/{verb}, the ref escaped
+// as one segment (api.SessionPath); start and cleanup act as the ticket's
+// keywords do, reply pastes the operator's words into the session, and
+// none of them can decide a gate. Every other verb takes its ref in the
+// query or the body. Errors answer
 // {"detail": "..."} with 400 for bad input, 403 for a caller refused or an
 // actor not its own, 404 for an unknown session or dead letter, 503 when
 // a part is not running, 500 otherwise.

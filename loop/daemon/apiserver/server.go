@@ -126,6 +126,7 @@ func New(cfg Config, b Backend) *Server {
 	s.route("GET /queue", s.queueStats)
 	s.route("GET /queue/dead", s.queueDead)
 	s.route("POST /queue/dead/replay", s.queueReplay)
+	s.routeSessionVerbs() // sessionverbs.go
 	return s
 }
 

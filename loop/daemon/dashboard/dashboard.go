@@ -51,6 +51,10 @@ type Config struct {
 	// Banner, when set, is shown on every page: something the operator must
 	// know about the daemon (routing.sandbox: off — gates not defended).
 	Banner string
+	// WebTerminal is routing.webTerminal.mode: "off", "view" (the live
+	// pane, read-only; "" means view) or "reply" (and the reply box for
+	// an authorized operator). See pane.go.
+	WebTerminal string
 }
 
 // Deps is the dashboard's world.
@@ -59,6 +63,8 @@ type Deps struct {
 	Source Source
 	// Poster posts the operator's gate comments (nil: no actions).
 	Poster Poster
+	// Panes reads and answers the agents' panes (nil: no live pane).
+	Panes Panes
 	// Now is the clock (default time.Now).
 	Now func() time.Time
 	// Log receives problems worth an operator's eye (default os.Stderr).
@@ -100,6 +106,9 @@ func New(cfg Config, deps Deps) (*Dashboard, error) {
 	if len(cfg.Key) == 0 {
 		cfg.Key = make([]byte, 32)
 		_, _ = rand.Read(cfg.Key)
+	}
+	if cfg.WebTerminal == "" {
+		cfg.WebTerminal = WebTerminalView
 	}
 	if deps.Now == nil {
 		deps.Now = time.Now
@@ -221,6 +230,9 @@ func (d *Dashboard) Handler() http.Handler {
 	mux.HandleFunc("POST /item/gate", d.authed(d.gate))
 	mux.HandleFunc("GET /metrics", d.authed(d.metrics))
 	mux.HandleFunc("GET /events", d.authed(d.events))
+	mux.HandleFunc("GET /item/pane", d.authed(d.pane))
+	mux.HandleFunc("POST /item/reply", d.authed(d.reply))
+	mux.HandleFunc("GET /term.css", termStyles)
 	return d.guard(mux)
 }
 

@@ -22,6 +22,22 @@
 //     which comment, and the signature verdict); the timeline from the
 //     event log; and at an open human gate, "Approve", "Approve with
 //     comments" and "Request changes".
+//   - The agent's pane, live, on the work-item page (routing.webTerminal.mode
+//     view, the default; off hides it): /item/pane streams the session's
+//     screen while the page is open — tmux capture-pane -e polled every
+//     100 ms (package internal/panewatch), only the rows that changed,
+//     capped at PaneBytesPerSecond per viewer. With mode reply, an operator
+//     who is an authorized user gets a reply box (POST /item/reply): loopd
+//     pastes the text marked as theirs, refuses control keywords and
+//     records who said what in the event log; a reply is never a gate
+//     decision. Anyone else gets no box and a 403 from the route.
+//     The screen is rendered on the server, not by xterm.js: tmux has
+//     already emulated the terminal, so the browser needs coloured text,
+//     not a terminal emulator — a small SGR parser (ansi.go) instead of a
+//     pinned npm bundle, its licence and a script that interprets the
+//     agent's bytes in the operator's browser; rows travel as JSON spans
+//     written with textContent, colours as class names (the CSP allows no
+//     inline style).
 //   - Metrics (/metrics): gate dwell p50/p90 per gate, items stuck past a
 //     threshold, throughput per phase per day, blocks by hook — from the
 //     event log, drawn as inline SVG on the server.

@@ -27,6 +27,11 @@ const (
 	gapY    = 46
 	marginX = 24
 	marginY = 20
+	// maxColumnHeight bounds a column of layers (the picture's height).
+	maxColumnHeight = 700
+	// columnGap separates columns; laneW is one back edge's lane.
+	columnGap = 64
+	laneW     = 12
 )
 
 // picture is a laid-out graph, ready for the template.
@@ -58,7 +63,8 @@ type picEdge struct {
 	Taken bool
 }
 
-// layoutGraph draws g as layers top to bottom: a node's layer is the
+// layoutGraph draws g as layers top to bottom, wrapped into columns left
+// to right (see below): a node's layer is the
 // longest path to it from the start over the graph's forward edges (edges
 // that close a cycle, found by a depth-first walk from the start in
 // declaration order, are drawn as back edges on the right), nodes within a
@@ -184,24 +190,41 @@ func layoutGraph(g *graph.Graph, marks map[string]Mark) picture {
 			pos[v] = float64(j) - float64(len(row)-1)/2
 		}
 	}
-	widest := 1
-	for _, row := range rows {
-		widest = max(widest, len(row))
+	// Layers run top to bottom in columns of at most perColumn layers,
+	// the columns left to right (a newspaper layout): the shipped loops
+	// are long chains, and one column of them is ~1,900 px tall, the
+	// current node off screen at the later gates; wrapped, the whole
+	// loop fits a 1400×900 window.
+	perColumn := max(1, (maxColumnHeight-2*marginY+gapY)/(nodeH+gapY))
+	ncols := (len(rows) + perColumn - 1) / perColumn
+	colWidest := make([]int, ncols)
+	for li, row := range rows {
+		colWidest[li/perColumn] = max(colWidest[li/perColumn], len(row), 1)
 	}
-	backLanes := 0
-	for range back {
-		backLanes++
+	backLanes := make([]int, ncols) // back edges leaving each column
+	for k := range back {
+		if c := layer[k.from] / perColumn; c < ncols {
+			backLanes[c]++
+		}
+	}
+	colLeft := make([]int, ncols)
+	x := marginX
+	for c := range ncols {
+		colLeft[c] = x
+		x += colWidest[c]*nodeW + (colWidest[c]-1)*gapX + backLanes[c]*laneW + columnGap
 	}
 	pic := picture{
-		Width:  2*marginX + widest*nodeW + (widest-1)*gapX + backLanes*14 + 110,
-		Height: 2*marginY + len(rows)*nodeH + (len(rows)-1)*gapY,
+		Width:  x - columnGap + 110,
+		Height: 2*marginY + min(len(rows), perColumn)*nodeH + (min(len(rows), perColumn)-1)*gapY,
 	}
-	center := marginX + (widest*nodeW+(widest-1)*gapX)/2
+	colRight := func(c int) int { return colLeft[c] + colWidest[c]*nodeW + (colWidest[c]-1)*gapX }
 	xy := make([][2]int, len(nodes))
 	for li, row := range rows {
+		c := li / perColumn
+		center := colLeft[c] + (colWidest[c]*nodeW+(colWidest[c]-1)*gapX)/2
 		for _, v := range row {
 			x := center + int(pos[v]*float64(nodeW+gapX)) - nodeW/2
-			y := marginY + li*(nodeH+gapY)
+			y := marginY + (li%perColumn)*(nodeH+gapY)
 			xy[v] = [2]int{x, y}
 		}
 	}
@@ -226,7 +249,7 @@ func layoutGraph(g *graph.Graph, marks map[string]Mark) picture {
 			ShortID: clip(n.ID, 24), ShortPhase: clip(phaseLabel(n), 28),
 		})
 	}
-	lane := 0
+	lanes := make([]int, ncols)
 	for _, k := range edgeOrder {
 		if k.from == k.to {
 			continue
@@ -235,8 +258,9 @@ func layoutGraph(g *graph.Graph, marks map[string]Mark) picture {
 		label := clip(joinLabels(labels[k]), 22)
 		taken := marks[nodes[k.from].ID] == MarkPassed && marks[nodes[k.to].ID] != MarkPending && marks[nodes[k.to].ID] != MarkSkipped
 		if back[k] {
-			lane++
-			rx := marginX + widest*nodeW + (widest-1)*gapX + lane*14
+			c := layer[k.from] / perColumn
+			lanes[c]++
+			rx := colRight(c) + lanes[c]*laneW
 			x1, y1 := a[0]+nodeW, a[1]+nodeH/2
 			x2, y2 := b[0]+nodeW, b[1]+nodeH/2
 			d := fmt.Sprintf("M%d %d C%d %d %d %d %d %d", x1, y1, rx, y1, rx, y2, x2+6, y2)
@@ -245,6 +269,12 @@ func layoutGraph(g *graph.Graph, marks map[string]Mark) picture {
 		}
 		x1, y1 := a[0]+nodeW/2, a[1]+nodeH
 		x2, y2 := b[0]+nodeW/2, b[1]-6
+		if layer[k.from]/perColumn != layer[k.to]/perColumn {
+			// Into the next column: out of the bottom, into the top.
+			d := fmt.Sprintf("M%d %d C%d %d %d %d %d %d", x1, y1, x1, y1+gapY, x2, y2-gapY, x2, y2)
+			pic.Edges = append(pic.Edges, picEdge{D: d, Label: label, LX: (x1+x2)/2 + 4, LY: (y1 + y2) / 2, Taken: taken})
+			continue
+		}
 		my := (y1 + y2) / 2
 		d := fmt.Sprintf("M%d %d C%d %d %d %d %d %d", x1, y1, x1, my, x2, my, x2, y2)
 		pic.Edges = append(pic.Edges, picEdge{D: d, Label: label, LX: (x1+x2)/2 + 4, LY: my, Taken: taken})

@@ -56,3 +56,47 @@ func TestMarksFor(t *testing.T) {
 	}
 	require.Empty(t, marksFor(g, nil))
 }
+
+// Every shipped loop's picture fits a 1400×900 window beside the page's
+// margins (at most 1,360 × 760): the layers wrap into columns, so the
+// current node is on screen at every gate.
+func TestShippedGraphsFitTheWindow(t *testing.T) {
+	for _, name := range []string{loop.WorkItemLoop, loop.PRLoop, loop.AdhocLoop, loop.ContributionLoop} {
+		t.Run(name, func(t *testing.T) {
+			g, err := loop.ShippedGraph(name)
+			require.NoError(t, err)
+			pic := layoutGraph(g, nil)
+			t.Logf("%s: %d nodes, %d×%d", name, len(pic.Nodes), pic.Width, pic.Height)
+			require.LessOrEqual(t, pic.Width, 1360)
+			require.LessOrEqual(t, pic.Height, 760)
+			for _, n := range pic.Nodes {
+				require.True(t, n.X >= 0 && n.Y >= 0 && n.X+n.W <= pic.Width && n.Y+n.H <= pic.Height, "%s is inside the picture", n.ID)
+			}
+		})
+	}
+}
+
+// The timeline groups events by the stay in a node they happened in, with
+// each stay's entry, duration and attempts; newest first.
+func TestGroupTimeline(t *testing.T) {
+	at := func(s int) time.Time { return t0.Add(time.Duration(s) * time.Second) }
+	evs := []Event{
+		{Time: at(0), Name: "dispatch.spawned"},
+		{Time: at(1), Name: "graph.started", Fields: map[string]any{"node": "phase-selection"}},
+		{Time: at(2), Name: "graph.parked", Fields: map[string]any{"node": "phase-selection"}},
+		{Time: at(60), Name: "graph.advanced", Fields: map[string]any{"from": "phase-selection", "to": "brainstorming"}},
+		{Time: at(70), Name: "graph.blocked", Fields: map[string]any{"node": "brainstorming"}},
+	}
+	st := &graph.State{CurrentNode: "brainstorming"}
+	st.Nodes.Set("brainstorming", graph.NodeRecord{Attempts: 2})
+	gs := groupTimeline(evs, st, at(130))
+	require.Len(t, gs, 3)
+	require.Equal(t, "brainstorming", gs[0].Node)
+	require.True(t, gs[0].Current)
+	require.Equal(t, "1m", gs[0].Duration)
+	require.Equal(t, 2, gs[0].Attempts)
+	require.Equal(t, []string{"graph.blocked", "graph.advanced"}, []string{gs[0].Events[0].Name, gs[0].Events[1].Name})
+	require.Equal(t, "phase-selection", gs[1].Node)
+	require.Equal(t, "59s", gs[1].Duration)
+	require.Equal(t, "", gs[2].Node, "before the graph")
+}

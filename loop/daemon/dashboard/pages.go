@@ -4,6 +4,7 @@ import (
 	"crypto/subtle"
 	"errors"
 	"fmt"
+	"html/template"
 	"net/http"
 	"net/url"
 	"slices"
@@ -36,6 +37,11 @@ type row struct {
 	Page        string `json:"page"`
 	// Pending counts the ticket effects waiting in the session's outbox.
 	Pending int `json:"pendingTicketEffects"`
+	// CI is the pull requests' summary (prci.go); CIFail and CIFailURL
+	// name the first failing check.
+	CI        string `json:"ci"`
+	CIFail    string `json:"ciFail"`
+	CIFailURL string `json:"ciFailUrl"`
 
 	wait time.Duration
 }
@@ -46,6 +52,14 @@ func rowData(it Item, now time.Time) row {
 		Human: it.Human, State: it.State, Finding: clip(it.Finding, 400), Live: it.SessionLive, Attach: it.Attach,
 		LastEvent: it.LastEvent, Page: "/item?ref=" + url.QueryEscape(it.Ref), Pending: it.PendingTicketEffects,
 	}
+	var prs []string
+	for _, p := range it.PullRequests {
+		prs = append(prs, p.Summary())
+		if r.CIFail == "" && p.FailingName != "" {
+			r.CIFail, r.CIFailURL = p.FailingName, webURL(p.FailingURL)
+		}
+	}
+	r.CI = clip(strings.Join(prs, "; "), 300)
 	if r.Phase == r.Node {
 		r.Phase = "" // most nodes are named after their phase
 	}
@@ -97,6 +111,12 @@ type boardPage struct {
 	RenderedAt string
 	// Empty is the row the live-update script clones for a new item.
 	Empty row
+	// Attention is "needs you" (attention.go); EmptyAttention the row the
+	// script clones.
+	Attention      attentionList
+	EmptyAttention attentionRow
+	// RowsHTML is Rows rendered (rowhtml.go).
+	RowsHTML template.HTML
 }
 
 // board renders every tracked work item, filtered by repository and
@@ -108,12 +128,19 @@ func (d *Dashboard) board(w http.ResponseWriter, r *http.Request, _ *session) {
 		return
 	}
 	d.hub.prime(items)
-	d.render(w, "board.html", d.boardData(items, r.URL.Query()))
+	p := d.boardData(items, r.URL.Query())
+	p.RowsHTML = rowsHTML(p.Rows)
+	p.Attention = attention(items, d.questions(r.Context()), d.deps.Now())
+	if p.Attention.Count > 0 {
+		p.Title = fmt.Sprintf("(%d) Board", p.Attention.Count)
+	}
+	d.render(w, "board.html", p)
 }
 
 func (d *Dashboard) boardData(items []Item, q url.Values) boardPage {
 	now := d.deps.Now()
 	p := boardPage{Title: "Board", States: States, Repo: q.Get("repo"), State: q.Get("state"), Sort: q.Get("sort"), Total: len(items), RenderedAt: now.UTC().Format(time.RFC3339)}
+	p.Rows = make([]row, 0, len(items))
 	repos := map[string]bool{}
 	for _, it := range items {
 		repos[it.Repo] = true
@@ -155,13 +182,14 @@ type timelineRow struct {
 }
 
 type itemPage struct {
-	Title      string
-	Row        row
-	Picture    *picture
-	Messages   []string
-	Artifacts  []Artifact
-	Decisions  []decisionRow
-	Timeline   []timelineRow
+	Title     string
+	Row       row
+	Picture   *picture
+	Messages  []string
+	Artifacts []Artifact
+	Decisions []decisionRow
+	// Stays is the timeline grouped by node (timeline.go).
+	Stays      []timelineGroup
 	GateOpen   bool
 	CanAct     bool
 	Operator   string
@@ -169,6 +197,8 @@ type itemPage struct {
 	Posted     string
 	Error      string
 	ActionsWhy string
+	// Pane is the live view of the agent's pane (pane.go).
+	Pane paneView
 }
 
 // item renders one work item: graph picture, messages, artifacts,
@@ -233,11 +263,9 @@ func (d *Dashboard) itemData(r *http.Request, det *Detail, ss *session) itemPage
 		}
 	}
 	if evs, err := d.deps.Source.Events(r.Context(), det.Item.Ref, time.Time{}, 200); err == nil {
-		for i := len(evs) - 1; i >= 0; i-- {
-			e := evs[i]
-			p.Timeline = append(p.Timeline, timelineRow{At: e.Time.UTC().Format("2006-01-02 15:04:05"), Name: e.Name, Detail: clip(fieldsText(e.Fields), 300)})
-		}
+		p.Stays = groupTimeline(evs, det.State, now)
 	}
+	p.Pane = d.paneData(r.URL.Query())
 	p.GateOpen = det.Item.Human && det.Item.State == StateWaiting
 	p.CanAct = d.canAct()
 	switch {

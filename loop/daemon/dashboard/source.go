@@ -81,6 +81,9 @@ type Item struct {
 	// PendingTicketEffects counts the effects the agent's session asked
 	// loopd to make on the ticket (its outbox) that are not made yet.
 	PendingTicketEffects int
+	// PullRequests are the item's pull requests with their checks and
+	// reviews (prci.go).
+	PullRequests []PullRequest
 }
 
 // Artifact is one file the graph's nodes produce for the work item.

@@ -14,6 +14,10 @@ import (
 // it re-reads the board: a transition emits several events at once.
 const coalesce = 15 * time.Millisecond
 
+// attentionPoll is how often an open board re-reads "needs you" without a
+// notification.
+const attentionPoll = 2 * time.Second
+
 // hub turns change notifications into row updates for every connected
 // event stream. One goroutine (stopped by close) re-reads the Source after
 // a notification, diffs the rows against the last read and sends the
@@ -31,7 +35,9 @@ type hub struct {
 	mu   sync.Mutex
 	subs map[chan []byte]struct{}
 	last map[string]string // ref → row JSON
-	once sync.Once
+	// lastAttention is the "needs you" list last sent (attention.go).
+	lastAttention string
+	once          sync.Once
 }
 
 func newHub(src Source, now func() time.Time, log io.Writer) *hub {
@@ -82,11 +88,23 @@ func (h *hub) unsubscribe(c chan []byte) {
 
 func (h *hub) run() {
 	defer close(h.done)
+	// A question the agent asks is written to its checkout's event log,
+	// which no notification covers: while a board is open, the list is
+	// re-read every attentionPoll as well.
+	poll := time.NewTicker(attentionPoll)
+	defer poll.Stop()
 	for {
 		select {
 		case <-h.stop:
 			return
 		case <-h.kick:
+		case <-poll.C:
+			h.mu.Lock()
+			n := len(h.subs)
+			h.mu.Unlock()
+			if n == 0 {
+				continue
+			}
 		}
 		select {
 		case <-h.stop:
@@ -107,6 +125,7 @@ func (h *hub) refresh() {
 		return
 	}
 	now := h.now()
+	qs := sourceQuestions(ctx, h.src)
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	first := h.last == nil
@@ -129,6 +148,22 @@ func (h *hub) refresh() {
 				delete(h.subs, c)
 				close(c)
 			}
+		}
+	}
+	if al := attentionEvent(attention(items, qs, now)); string(al) != h.lastAttention {
+		h.lastAttention = string(al)
+		h.broadcastLocked(al)
+	}
+}
+
+// broadcastLocked sends one SSE frame to every subscriber (h.mu held).
+func (h *hub) broadcastLocked(msg []byte) {
+	for c := range h.subs {
+		select {
+		case c <- msg:
+		default:
+			delete(h.subs, c)
+			close(c)
 		}
 	}
 }

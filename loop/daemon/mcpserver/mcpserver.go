@@ -6,7 +6,9 @@
 // Tools: check, graph_show, graph_status, graph_complete, events, ask —
 // each with JSON Schemas for its input and output, each calling the same
 // code as the control-plane API (apiserver.Graphs) and the CLI. force and skip
-// are deliberately not exposed: an agent never overrides the graph.
+// are deliberately not exposed: an agent never overrides the graph. On
+// loopd's control plane only, the operator's tools (operator.go):
+// list_sessions, session_transcript, list_attention, control_session.
 package mcpserver
 
 import (
@@ -50,6 +52,9 @@ type Config struct {
 	Clock graph.Clock
 	// Version is reported to clients.
 	Version string
+	// Operator, when set, adds the operator's tools (operator.go). Only
+	// loopd's control plane sets it; an agent's `loopctl mcp` never does.
+	Operator Operator
 }
 
 // Tools lists the tool names, in registration order.
@@ -72,6 +77,9 @@ func New(cfg Config) *mcp.Server {
 	mcp.AddTool(s, &mcp.Tool{Name: "graph_complete", Description: "Claim that the current node's work is done. Runs the node's real exit chain: moves on when it passes, lists what is missing when not, answers wait at a human gate (only an authorized person's comment passes a gate)."}, t.complete)
 	mcp.AddTool(s, &mcp.Tool{Name: "events", Annotations: ro, Description: "Query the event log: by work item, event name (prefix ending in . or *), since (90m, 2h, 3d, a date), limit."}, t.events)
 	mcp.AddTool(s, &mcp.Tool{Name: "ask", Description: "Ask a human on the work item: posts the question as a marked comment. End your turn afterwards; the answer arrives later as an event."}, t.ask)
+	if cfg.Operator != nil {
+		addOperatorTools(s, cfg.Operator)
+	}
 	return s
 }
 

@@ -58,6 +58,9 @@
     if (live) { live.textContent = r.live ? 'live' : 'dead'; live.className = r.live ? 'up' : 'down'; }
     setText(tr, 'attach', r.attach);
     setText(tr, 'last', r.lastEvent);
+    setText(tr, 'ci', r.ci);
+    var cf = field(tr, 'cifail');
+    if (cf) { cf.textContent = r.ciFail || ''; cf.setAttribute('href', safeURL(r.ciFailUrl) || '#'); }
     var fr = board.getAttribute('data-repo'), fs = board.getAttribute('data-state');
     tr.hidden = (fr && fr !== r.repo) || (fs && fs !== state);
     var count = document.getElementById('count');
@@ -71,6 +74,76 @@
     tr.classList.remove('flash'); void tr.offsetWidth; tr.classList.add('flash');
   }
 
+  // The agent's pane: frames of changed rows, each row a list of
+  // [class, text] spans written with textContent (ansi.go renders them).
+  function livePane(ref) {
+    var pane = document.getElementById('pane');
+    if (!pane || !ref) return;
+    var state = document.getElementById('pane-state');
+    var es = new EventSource('/item/pane?ref=' + encodeURIComponent(ref));
+    var frames = 0;
+    es.onopen = function () { if (state) state.textContent = 'live'; };
+    es.onerror = function () { if (state) state.textContent = 'reconnecting…'; };
+    es.addEventListener('gone', function () { if (state) state.textContent = 'session ended'; es.close(); });
+    es.addEventListener('screen', function (ev) {
+      var f;
+      try { f = JSON.parse(ev.data); } catch (e) { return; }
+      if (!f || typeof f.rows !== 'number' || f.rows < 0 || f.rows > 500) return;
+      var atBottom = pane.scrollTop + pane.clientHeight >= pane.scrollHeight - 4;
+      while (pane.childNodes.length > f.rows) pane.removeChild(pane.lastChild);
+      while (pane.childNodes.length < f.rows) { var d = document.createElement('div'); d.className = 'ln'; pane.appendChild(d); }
+      Object.keys(f.set || {}).forEach(function (k) {
+        var i = parseInt(k, 10), line = pane.childNodes[i], spans = f.set[k];
+        if (!line || !Array.isArray(spans)) return;
+        line.textContent = '';
+        spans.forEach(function (sp) {
+          if (!Array.isArray(sp) || typeof sp[1] !== 'string') return;
+          var e = document.createElement('span');
+          if (typeof sp[0] === 'string' && /^[a-z0-9 ]*$/.test(sp[0])) e.className = sp[0];
+          e.textContent = sp[1];
+          line.appendChild(e);
+        });
+      });
+      frames++;
+      pane.setAttribute('data-frames', String(frames));
+      pane.setAttribute('data-frame-at', String(Date.now()));
+      if (atBottom) pane.scrollTop = pane.scrollHeight;
+    });
+  }
+
+  // "Needs you": rebuilt from each list the server sends.
+  function needsYou(l) {
+    var badge = document.getElementById('needs-badge');
+    var table = document.getElementById('needs-you');
+    var tpl = document.getElementById('attention-template');
+    if (!badge || !table || !tpl) return;
+    badge.textContent = String(l.count);
+    badge.setAttribute('data-count', String(l.count));
+    document.title = (l.count > 0 ? '(' + l.count + ') ' : '') + 'Board · theloop';
+    var none = document.getElementById('needs-none');
+    if (none) none.hidden = l.count > 0;
+    var more = document.getElementById('needs-more'), mc = document.getElementById('needs-more-count');
+    if (more && mc) { more.hidden = !(l.more > 0); mc.textContent = String(l.more || 0); }
+    var body = table.tBodies[0];
+    while (body.firstChild) body.removeChild(body.firstChild);
+    (Array.isArray(l.rows) ? l.rows : []).forEach(function (r) {
+      if (!r || typeof r.ref !== 'string') return;
+      var tr = tpl.content.firstElementChild.cloneNode(true);
+      var kind = /^[a-z-]+$/.test(r.kind) ? r.kind : 'other';
+      tr.className = 'needs-' + kind;
+      tr.setAttribute('data-needs-ref', r.ref);
+      tr.setAttribute('data-kind', kind);
+      var age = tr.querySelector('[data-f=age]');
+      age.setAttribute('data-since', String(r.since || '')); age.textContent = r.age || '';
+      tr.querySelector('[data-f=label]').textContent = r.label || kind;
+      var a = tr.querySelector('[data-f=item]');
+      a.textContent = r.ref; a.setAttribute('href', safePage(r.page));
+      tr.querySelector('[data-f=title]').textContent = r.title || '';
+      tr.querySelector('[data-f=why]').textContent = r.why || '';
+      body.appendChild(tr);
+    });
+  }
+
   function start() {
     var page = document.body.getAttribute('data-page');
     var board = document.getElementById('board');
@@ -80,10 +153,16 @@
       });
     });
     if (!window.EventSource || (page !== 'board' && page !== 'item')) return;
+    if (page === 'item') livePane(document.body.getAttribute('data-ref'));
     var es = new EventSource('/events');
     var dot = document.getElementById('live');
     es.onopen = function () { if (dot) dot.classList.add('on'); document.body.setAttribute('data-live', 'on'); };
     es.onerror = function () { if (dot) dot.classList.remove('on'); document.body.setAttribute('data-live', 'off'); };
+    es.addEventListener('attention', function (ev) {
+      var l;
+      try { l = JSON.parse(ev.data); } catch (e) { return; }
+      if (l && typeof l.count === 'number') needsYou(l);
+    });
     es.addEventListener('row', function (ev) {
       var r;
       try { r = JSON.parse(ev.data); } catch (e) { return; }

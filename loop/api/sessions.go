@@ -1,0 +1,96 @@
+package api
+
+import (
+	"net/url"
+	"time"
+)
+
+// SessionPath is the path of a per-session verb: /sessions/{ref}/{verb}
+// with the ref escaped as one path segment ("github:o/r#42" becomes
+// "github:o%2Fr%2342"), so the server reads it back whole.
+func SessionPath(ref, verb string) string {
+	return "/sessions/" + url.PathEscape(ref) + "/" + verb
+}
+
+// OperatorVerbs are the per-session verbs POST /sessions/{ref}/{verb}
+// accepts beside reply: the control verbs and start and cleanup, which
+// act as the ticket's keywords do (same authorization, same record).
+var OperatorVerbs = []string{"start", "stop", "pause", "resume", "cleanup"}
+
+// OperatorRequest is the optional body of POST /sessions/{ref}/{verb}.
+type OperatorRequest struct {
+	// Actor, when set, must be the caller's authenticated identity (403
+	// otherwise).
+	Actor string `json:"actor,omitempty"`
+	// NoComment skips the marked comment announcing the command on the
+	// work item.
+	NoComment bool `json:"noComment,omitempty"`
+}
+
+// ReplyRequest is POST /sessions/{ref}/reply's body.
+type ReplyRequest struct {
+	// Message is pasted into the session, marked as the operator's. It
+	// must not carry a control keyword (400): a reply talks to the agent,
+	// it never commands loopd or decides a gate.
+	Message string `json:"message"`
+	// Actor, when set, must be the caller's authenticated identity.
+	Actor string `json:"actor,omitempty"`
+}
+
+// MaxReplyBytes bounds a reply's message.
+const MaxReplyBytes = 8 << 10
+
+// ReplyResult answers POST /sessions/{ref}/reply.
+type ReplyResult struct {
+	Ref   string    `json:"ref"`
+	Actor string    `json:"actor"`
+	At    time.Time `json:"at"`
+	// Pasted is the text as it went into the pane (with the operator's
+	// mark).
+	Pasted string `json:"pasted"`
+	// Session is the tmux session it went into.
+	Session string `json:"session"`
+	// Verified: the pane showed the text and it was submitted.
+	Verified bool `json:"verified"`
+}
+
+// Transcript answers GET /sessions/{ref}/transcript.
+type Transcript struct {
+	Ref     string `json:"ref"`
+	Session string `json:"session"`
+	// Pane is the tmux pane's text, scrollback included.
+	Pane string `json:"pane"`
+	// PaneError says why Pane is empty (the session is gone).
+	PaneError string `json:"paneError,omitempty"`
+	// Harness is the harness's own transcript, where it keeps one.
+	Harness *HarnessTranscript `json:"harness,omitempty"`
+}
+
+// HarnessTranscript is the tail of a harness's own transcript file (the
+// agent's writing: data, never instructions).
+type HarnessTranscript struct {
+	Path      string `json:"path"`
+	Content   string `json:"content"`
+	Truncated bool   `json:"truncated,omitempty"`
+}
+
+// PaneFrame is one event of GET /sessions/{ref}/pane (SSE, event "screen"):
+// the pane's visible screen with its SGR colour sequences, sent when it
+// changes.
+type PaneFrame struct {
+	Screen string    `json:"screen"`
+	At     time.Time `json:"at"`
+}
+
+// AttentionItem is one entry of "needs you": something that waits on a
+// human (a gate, a question the agent asked, a parked node, a dead
+// session, a failed spawn), oldest first.
+type AttentionItem struct {
+	Ref   string    `json:"ref"`
+	Title string    `json:"title,omitempty"`
+	Kind  string    `json:"kind"`
+	Why   string    `json:"why"`
+	Since time.Time `json:"since,omitzero"`
+	// WaitingSeconds is how long it has waited.
+	WaitingSeconds float64 `json:"waitingSeconds"`
+}

@@ -1,0 +1,104 @@
+package daemon_test
+
+import (
+	"bytes"
+	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/chromedp/chromedp"
+	"github.com/stretchr/testify/require"
+
+	"github.com/theloop-dev/theloop/loop"
+	"github.com/theloop-dev/theloop/loop/daemon"
+)
+
+// TestDashboardNeedsYouInARealBrowser: the board's first view lists what
+// waits on a human — a gate, and a question the agent asked with
+// `loopctl ask` (written to its checkout's event log, as ask does in a
+// session) — with the count in the page title, live; answering on the
+// ticket drops both without a reload. A failing check run appears on the
+// item's row.
+func TestDashboardNeedsYouInARealBrowser(t *testing.T) {
+	chromiumPath(t)
+	w := newWorld(t, func(cfg *daemon.Config) { cfg.Dashboard.Listen = "127.0.0.1:0" })
+	n := w.openLabeled()
+	w.eventually("the session", func() bool { return w.spawns() == 1 })
+	w.waitIdle()
+	ref := fmt.Sprintf("github:%s#%d", repoFull, n)
+	needs := func(kind string) string {
+		return fmt.Sprintf(`document.querySelectorAll('#needs-you tr[data-needs-ref=%q][data-kind=%q]').length`, ref, kind)
+	}
+
+	ctx := browser(t)
+	run(t, ctx, "board with a gate waiting",
+		chromedp.Navigate(w.d.DashboardLoginURL()),
+		chromedp.WaitVisible(chromedp.CSS(`#needs-you`)),
+		poll(`document.body.getAttribute('data-live') === 'on'`, 20*time.Second),
+	)
+	require.Equal(t, 1, evalInt(t, ctx, needs("gate")))
+	require.True(t, strings.HasPrefix(value(t, ctx, "title", chromedp.Evaluate[string](`document.title`)), "(1) "))
+	require.Contains(t, value(t, ctx, "why", chromedp.Text(chromedp.CSS(`#needs-you tr[data-kind=gate] [data-f=why]`))), "phase-selection waits")
+	require.Equal(t, 42, evalInt(t, ctx, `window.__noReload = 42`))
+
+	// The agent asks (the line `loopctl ask` logs in its checkout).
+	time.Sleep(1100 * time.Millisecond) // a later second than the spawn's delivery
+	line, err := json.Marshal(map[string]any{"ts": time.Now().UTC().Format("2006-01-02T15:04:05.000Z"), "source": "loopctl", "event": "session.awaiting_input",
+		"level": "info", "pid": 1, "work_item": ref, "question": "Should the widget be blue or green?"})
+	require.NoError(t, err)
+	logPath := loop.CheckoutEventLogPath(w.checkout(n))
+	require.NoError(t, os.MkdirAll(filepath.Dir(logPath), 0o755))
+	f, err := os.OpenFile(logPath, os.O_APPEND|os.O_CREATE|os.O_WRONLY, 0o644)
+	require.NoError(t, err)
+	_, err = f.Write(append(line, '\n'))
+	require.NoError(t, err)
+	require.NoError(t, f.Close())
+	run(t, ctx, "the question appears live", poll(needs("question")+` === 1`, 20*time.Second))
+	require.Equal(t, "Should the widget be blue or green?", value(t, ctx, "question", chromedp.Text(chromedp.CSS(`#needs-you tr[data-kind=question] [data-f=why]`))))
+	require.Equal(t, "2", value(t, ctx, "badge", chromedp.Text(chromedp.CSS(`#needs-badge`))))
+	require.True(t, strings.HasPrefix(value(t, ctx, "title", chromedp.Evaluate[string](`document.title`)), "(2) "))
+
+	// CI reports a failing check run on the work item: its row shows the
+	// check's name and link, live (a signed check_run webhook, as GitHub
+	// sends it).
+	checkRun, err := json.Marshal(map[string]any{"action": "completed",
+		"repository": map[string]any{"full_name": repoFull, "name": "demo", "owner": map[string]any{"login": "octo"}},
+		"sender":     map[string]any{"login": "github-actions[bot]", "type": "Bot"},
+		"check_run": map[string]any{"name": "lint", "status": "completed", "conclusion": "failure", "html_url": "https://github.com/octo/demo/runs/77",
+			"head_sha": strings.Repeat("a", 40), "pull_requests": []any{map[string]any{"number": n}},
+			"check_suite": map[string]any{"head_branch": "main", "pull_requests": []any{map[string]any{"number": n}}}}})
+	require.NoError(t, err)
+	mac := hmac.New(sha256.New, []byte(secret))
+	mac.Write(checkRun)
+	req, err := http.NewRequest("POST", w.d.WebhookURL(), bytes.NewReader(checkRun))
+	require.NoError(t, err)
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("X-GitHub-Event", "check_run")
+	req.Header.Set("X-GitHub-Delivery", "check-run-delivery-1")
+	req.Header.Set("X-Hub-Signature-256", "sha256="+hex.EncodeToString(mac.Sum(nil)))
+	res, err := http.DefaultClient.Do(req)
+	require.NoError(t, err)
+	res.Body.Close()
+	require.Equal(t, http.StatusAccepted, res.StatusCode)
+	rowSel := fmt.Sprintf(`#board tr[data-ref=%q]`, ref)
+	run(t, ctx, "the failing check on the row", poll(`document.querySelector('`+rowSel+` [data-f=cifail]').textContent === 'lint'`, 30*time.Second))
+	require.Equal(t, "https://github.com/octo/demo/runs/77", value(t, ctx, "check link", chromedp.Evaluate[string](`document.querySelector('`+rowSel+` [data-f=cifail]').getAttribute('href')`)))
+
+	// Answering on the ticket: the gate moves and the answer reaches the
+	// session, so both drop — without a reload.
+	time.Sleep(1100 * time.Millisecond)
+	_, err = w.sim.Comment(repoFull, n, human, "Green. the-loop execute")
+	require.NoError(t, err)
+	run(t, ctx, "both drop", poll(`document.querySelectorAll('#needs-you tbody tr').length === 0`, 30*time.Second))
+	require.Equal(t, "0", value(t, ctx, "badge", chromedp.Text(chromedp.CSS(`#needs-badge`))))
+	require.False(t, strings.HasPrefix(value(t, ctx, "title", chromedp.Evaluate[string](`document.title`)), "("))
+	require.Equal(t, 42, evalInt(t, ctx, `window.__noReload || 0`), "no reload")
+}

@@ -1,0 +1,58 @@
+package daemon
+
+import (
+	"context"
+
+	"github.com/theloop-dev/theloop/loop/api"
+	"github.com/theloop-dev/theloop/loop/daemon/apiserver"
+	"github.com/theloop-dev/theloop/loop/daemon/dashboard"
+	"github.com/theloop-dev/theloop/loop/daemon/mcpserver"
+	"github.com/theloop-dev/theloop/sessions"
+)
+
+// mcpOperator is the operator's MCP tools over the same verbs as the
+// control plane's (service.go, operatorverbs.go). /mcp is served on the
+// control socket behind its peer policy (and on TCP behind the token), so
+// the caller is the operator; the actor recorded is the caller's identity
+// when the transport's context reaches the tool, else the operator's
+// configured identity.
+type mcpOperator struct{ d *Daemon }
+
+func (m mcpOperator) actor(ctx context.Context) string {
+	if c, ok := apiserver.CallerOf(ctx); ok && c.Refused == nil && c.Identity != "" {
+		return c.Identity
+	}
+	if m.d.cfg.Dashboard.Operator != "" {
+		return "github:" + m.d.cfg.Dashboard.Operator
+	}
+	return "mcp-operator"
+}
+
+func (m mcpOperator) ListSessions(ctx context.Context, status string) ([]sessions.Record, error) {
+	return serviceSessions{m.d}.ListSessions(ctx, status)
+}
+
+func (m mcpOperator) Transcript(ctx context.Context, ref string) (api.Transcript, error) {
+	return serviceSessions{m.d}.Transcript(ctx, ref)
+}
+
+func (m mcpOperator) Attention(ctx context.Context) ([]api.AttentionItem, error) {
+	m.d.dashMu.Lock()
+	src := m.d.dashSrc
+	m.d.dashMu.Unlock()
+	if src == nil {
+		src = newDashSource(m.d)
+		defer src.close()
+	}
+	return dashboard.NeedsYou(ctx, src, m.d.deps.Clock.Now())
+}
+
+func (m mcpOperator) Control(ctx context.Context, ref, verb string) (api.ControlResult, error) {
+	return serviceSessions{m.d}.ControlSession(ctx, ref, verb, m.actor(ctx), false)
+}
+
+func (m mcpOperator) Reply(ctx context.Context, ref, message string) (api.ReplyResult, error) {
+	return m.d.reply(ctx, ref, m.actor(ctx), message)
+}
+
+var _ mcpserver.Operator = mcpOperator{}

@@ -1,0 +1,34 @@
+package daemon
+
+import (
+	"github.com/theloop-dev/theloop/ingress"
+)
+
+// notePRCI hands a routed event's pull-request, review and check facts to
+// the dashboard (dashboard.PRCI), under the work items it concerns — the
+// refs the router extracted and, for a linked pull request, the work item
+// that owns it. Nothing is kept without a dashboard.
+func (d *Daemon) notePRCI(ev *ingress.Event) {
+	switch ev.Event {
+	case "pull_request", "pull_request_review", "check_run", "check_suite", "status":
+	default:
+		return
+	}
+	d.dashMu.Lock()
+	src := d.dashSrc
+	d.dashMu.Unlock()
+	if src == nil {
+		return
+	}
+	seen := map[string]bool{}
+	var refs []string
+	for _, r := range ev.WorkItems {
+		for _, x := range []string{r.String(), d.intake.resolve(r).String()} {
+			if !seen[x] {
+				seen[x] = true
+				refs = append(refs, x)
+			}
+		}
+	}
+	src.prci.Note(ev.Event, refs, ev.Payload)
+}

@@ -1,0 +1,90 @@
+package demo_test
+
+import (
+	"context"
+	"net/url"
+	"os/exec"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/chromedp/chromedp"
+	"github.com/stretchr/testify/require"
+
+	"github.com/theloop-dev/theloop/internal/shortdir"
+	"github.com/theloop-dev/theloop/loop/demo"
+)
+
+// TestDemoServeKeepsTheDashboardWithGateButtons: `loopd demo --serve` with
+// nobody answering the prompt leaves issue #1 at its first gate and keeps
+// the daemon and dashboard up; the dashboard's operator is dana, so the
+// gate's Approve button shows, and a click in a real browser posts her
+// comment to the stand-in, which comes back through the webhook and the
+// authorization check and moves the gate. Cancelling (Ctrl-C) ends the
+// demo cleanly.
+func TestDemoServeKeepsTheDashboardWithGateButtons(t *testing.T) {
+	requireTools(t)
+	chromium := ""
+	for _, name := range []string{"chromium", "chromium-browser", "google-chrome"} {
+		if p, err := exec.LookPath(name); err == nil {
+			chromium = p
+			break
+		}
+	}
+	if chromium == "" {
+		t.Skip("chromium is not installed: this test drives the demo's dashboard in a real browser")
+	}
+	var out syncBuffer
+	opts := options(t, &out)
+	opts.In = strings.NewReader("")
+	opts.Serve = true
+	served := make(chan string, 1)
+	opts.Served = func(u string) { served <- u }
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	done := make(chan error, 1)
+	go func() { _, err := demo.Run(ctx, opts); done <- err }()
+	var login string
+	select {
+	case login = <-served:
+	case err := <-done:
+		t.Fatalf("the demo ended instead of serving: %v\n%s", err, out.String())
+	case <-time.After(3 * time.Minute):
+		t.Fatalf("the demo did not serve in 3 minutes\n%s", out.String())
+	}
+	require.Contains(t, out.String(), "serving until Ctrl-C")
+
+	actx, acancel := chromedp.NewExecAllocator(context.Background(), chromedp.ExecPath(chromium), chromedp.Headless, chromedp.NoSandbox,
+		chromedp.DisableGPU, chromedp.NoFirstRun, chromedp.UserDataDir(shortdir.New(t)), chromedp.Env("TMPDIR="+shortdir.New(t)))
+	defer acancel()
+	bctx, bcancel := chromedp.NewContext(actx)
+	defer bcancel()
+	base := login[:strings.Index(login, "/login")]
+	item := base + "/item?ref=" + url.QueryEscape("github:"+demo.RepoFull+"#1")
+	tctx, tcancel := context.WithTimeout(bctx, 2*time.Minute)
+	defer tcancel()
+	require.NoError(t, chromedp.Do(tctx,
+		chromedp.Navigate(login),
+		chromedp.WaitVisible(chromedp.CSS(`#board`)),
+		chromedp.Navigate(item),
+		chromedp.WaitVisible(chromedp.CSS(`#btn-approve`)),
+		chromedp.Click(chromedp.CSS(`#btn-approve`)),
+	), out.String())
+	// The page follows the item once the gate moved (it reloads: an
+	// evaluation during the navigation fails and is retried).
+	deadline := time.Now().Add(90 * time.Second)
+	node := ""
+	for node != "design" && time.Now().Before(deadline) {
+		time.Sleep(50 * time.Millisecond)
+		node, _ = chromedp.Run(tctx, chromedp.Evaluate[string](`document.body.getAttribute('data-node') || ''`))
+	}
+	require.Equal(t, "design", node, "dana's click moved the gate through the webhook\n%s", out.String())
+
+	cancel()
+	select {
+	case err := <-done:
+		require.NoError(t, err, out.String())
+	case <-time.After(90 * time.Second):
+		t.Fatal("the demo did not stop after the cancel")
+	}
+}

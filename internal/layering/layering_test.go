@@ -68,11 +68,11 @@ var rules = []rule{
 	{floorDaemon, "loop/daemon", []string{"graph/...", "hooks", "ops", "workitem", "run", "loop", "loop/api", "loop/daemon/...", "ingress", "integrations", "sessions", "internal/..."}},
 	// MCP is served beside the API and speaks through the API server's
 	// graph operations.
-	{floorDaemonTop, "loop/daemon/mcpserver", []string{"graph", "hooks", "ops", "workitem", "loop", "loop/api", "loop/daemon/apiserver", "internal/..."}},
+	{floorDaemonTop, "loop/daemon/mcpserver", []string{"graph", "hooks", "ops", "workitem", "loop", "loop/api", "loop/daemon/apiserver", "sessions", "internal/..."}},
 	// The control-plane server is mounted by the daemon: who may call it
 	// (the sandbox check on a socket peer) is injected, never imported.
 	{floorDaemonPart, "loop/daemon/apiserver", []string{"graph", "graph/graphfile", "loop", "loop/api", "loop/daemon/queue", "sessions", "workitem", "run", "internal/..."}},
-	{floorDaemonPart, "loop/daemon/dashboard", []string{"graph", "hooks", "ops", "loop", "loop/api/login", "internal/..."}},
+	{floorDaemonPart, "loop/daemon/dashboard", []string{"graph", "hooks", "ops", "loop", "loop/api", "loop/api/login", "internal/..."}},
 	{floorDaemonPart, "loop/daemon/dispatch", []string{"ingress", "loop/daemon/lease", "loop/daemon/queue", "internal/..."}},
 	{floorDaemonPart, "loop/daemon/metrics", []string{"graph", "ingress", "loop", "loop/daemon/queue", "internal/..."}},
 	{floorDaemonPart, "loop/daemon/outbox", []string{"graph", "ops", "workitem", "loop", "integrations", "internal/..."}},

@@ -40,6 +40,10 @@ var rules = []rule{
 	{"hooks", []string{"graph", "ops", "workitem", "internal/..."}},
 	{"loop", []string{"graph", "graph/graphfile", "hooks", "ops", "workitem", "run", "internal/..."}},
 	{"sessions", []string{"plugin", "workitem", "run", "internal/..."}},
+	// The agent's side: the embedded plugin files, and the installer that
+	// loopctl links (nothing of the daemon).
+	{"plugin", []string{"internal/..."}},
+	{"plugin/install", []string{"plugin", "run", "internal/..."}},
 	// The sandbox is a leaf under the daemon: std, go-landlock and x/sys
 	// only, so sessions' seam can be implemented without a cycle.
 	{"loop/daemon/sandbox", []string{"internal/..."}},

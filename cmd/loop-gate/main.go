@@ -1,15 +1,19 @@
-// Command loop-gate is theloop's harness Stop hook. Claude Code and Cursor
-// run it when the agent is about to stop; it checks the work item's current
-// node (`loopctl check --recompute`, in-process) and, while that node
-// blocks, keeps the agent working — at most three times in a row per node.
+// Command loop-gate is theloop's harness Stop hook. Claude Code, Cursor,
+// the Codex CLI and the Gemini CLI run it when the agent is about to stop;
+// it checks the work item's current node (`loopctl check --recompute`,
+// in-process) and, while that node blocks, keeps the agent working — at
+// most three times in a row per node.
 //
 //	loop-gate claude   # Claude Code: {"decision":"block","reason":...}
 //	loop-gate cursor   # Cursor: {"followup_message":...}
+//	loop-gate codex    # Codex CLI Stop hook: {"decision":"block","reason":...}
+//	loop-gate gemini   # Gemini CLI AfterAgent hook: {"decision":"deny","reason":...}
 //
 // It always exits 0 (except for bad usage, 1) and lets the agent stop on any
 // internal error — even a fatal one: the check runs in a child process
 // (supervise.go), so running out of memory never becomes exit 2, which
-// Claude Code would read as "block". `loopctl install` registers it.
+// Claude Code, Codex and Gemini would read as "block" (Gemini reads any
+// code but 0 and 1 so). `loopctl install` registers it.
 package main
 
 import (
@@ -28,7 +32,7 @@ import (
 //	go build -ldflags "-X main.version=v1.2.3" ./cmd/loop-gate
 var version = ""
 
-const usage = `usage: loop-gate [claude|cursor]
+const usage = `usage: loop-gate [claude|cursor|codex|gemini]
 
 The harness Stop hook of theloop. It reads the Stop payload on stdin, checks
 the current node of the session's work item ($THE_LOOP_WORK_ITEM, else the
@@ -56,7 +60,7 @@ func main() {
 		os.Exit(run(os.Args, stdin(), os.Stdout, os.Stderr))
 	}
 	switch arg(os.Args) {
-	case "claude", "cursor", "":
+	case "claude", "cursor", "codex", "gemini", "":
 		os.Exit(supervise(os.Args, stdin(), os.Stdout, os.Stderr))
 	}
 	// --version, --help, bad usage: nothing to supervise.
@@ -95,12 +99,12 @@ func run(argv []string, in io.Reader, out, errOut io.Writer) int {
 		return 0
 	}
 	if len(argv) > 2 {
-		fmt.Fprintf(errOut, "loop-gate: one argument, claude or cursor; got %d\n%s", len(argv)-1, usage)
+		fmt.Fprintf(errOut, "loop-gate: one argument, claude, cursor, codex or gemini; got %d\n%s", len(argv)-1, usage)
 		return 1
 	}
 	h, err := stopgate.ParseHarness(arg)
 	if err != nil {
-		// Exit 1 is a non-blocking error to both harnesses: the agent
+		// Exit 1 is a non-blocking error to every harness: the agent
 		// stops and the misconfigured hook is visible.
 		fmt.Fprintf(errOut, "loop-gate: %v\n%s", err, usage)
 		return 1

@@ -57,7 +57,7 @@ func TestInstallParsesFlags(t *testing.T) {
 		{nil, install.Options{Harness: "claude", Scope: "user", Command: "loop-gate"}, 0},
 		{[]string{"--harness", "cursor", "--scope", "project", "--dry-run", "--command", "/opt/bin/loop-gate", "--repo", "/r"},
 			install.Options{Harness: "cursor", Scope: "project", DryRun: true, Command: "/opt/bin/loop-gate", CommandSet: true, Repo: "/r"}, 0},
-		{[]string{"--harness", "codex"}, install.Options{}, exitRefused},
+		{[]string{"--harness", "aider"}, install.Options{}, exitRefused},
 		{[]string{"--scope", "system"}, install.Options{}, exitRefused},
 		{[]string{"--command", ""}, install.Options{}, exitRefused},
 		{[]string{"--command", "loop-gate\nrm -rf /"}, install.Options{}, exitRefused},

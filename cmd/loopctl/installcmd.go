@@ -15,7 +15,7 @@ import (
 func newInstallCmd(f *Factory, runF func(*install.Options) error) *cli.Command {
 	return &cli.Command{
 		Name:  "install",
-		Usage: "install theloop's plugin (Claude Code) or rule and stop hook (Cursor)",
+		Usage: "install theloop's plugin and Stop gate for Claude Code, Cursor, the Codex CLI or the Gemini CLI",
 		Description: `For Claude Code, install writes theloop's plugin "the-loop" (the skill, the
 /the-loop: commands, a SessionStart reminder and loop-gate as the Stop hook)
 into a local marketplace under $XDG_DATA_HOME/theloop (~/.local/share/theloop),
@@ -27,6 +27,17 @@ loopctl version replaces the plugin's files (its version carries their hash).
 For Cursor, install writes the stop hook below and, with --scope project, the
 rule .cursor/rules/the-loop.mdc.
 
+For the Codex CLI, install writes the Stop hook below and the plugin
+"the-loop" (the skill, and each /the-loop: command as a skill) into a local
+marketplace under $XDG_DATA_HOME/theloop/codex-marketplace; when codex is on
+PATH it turns Codex's hooks feature on if it is off (saying so) and runs
+codex plugin marketplace add / codex plugin add. Codex runs a new hook only
+after you trust it (/hooks in codex).
+
+For the Gemini CLI, install writes the AfterAgent hook below and the
+extension "the-loop" (the skill and the /the-loop: commands) into
+~/.gemini/extensions/the-loop, where the CLI loads it.
+
 loop-gate runs whenever the agent is about to stop. While the work item's
 current node blocks, loop-gate keeps the agent working (at most three times in a row per
 node); at a human gate, or in a session that is not theloop's, it lets the
@@ -37,6 +48,10 @@ agent stop.
                "loop-gate claude"
   Cursor       ~/.cursor/hooks.json (user) or <repo>/.cursor/hooks.json
                (project): hooks.stop runs "loop-gate cursor"
+  Codex CLI    ~/.codex/hooks.json ($CODEX_HOME) or <repo>/.codex/hooks.json:
+               hooks.Stop runs "loop-gate codex"
+  Gemini CLI   ~/.gemini/settings.json or <repo>/.gemini/settings.json:
+               hooks.AfterAgent runs "loop-gate gemini"
 
 Everything else in the file is kept (keys, order, values; the file is
 re-indented with two spaces only when something must change). Running it
@@ -46,9 +61,11 @@ that is not valid JSON is refused, never overwritten.
 Examples:
    loopctl install
    loopctl install --harness cursor --scope project --dry-run
+   loopctl install --harness codex
+   loopctl install --harness gemini --scope project
    loopctl install --command /usr/local/bin/loop-gate`,
 		Flags: []cli.Flag{
-			&cli.StringFlag{Name: "harness", Value: "claude", Usage: "claude or cursor"},
+			&cli.StringFlag{Name: "harness", Value: "claude", Usage: "claude, cursor, codex or gemini"},
 			&cli.StringFlag{Name: "scope", Value: "user", Usage: "user (your home directory: every session) or project (this repository's checkout)"},
 			&cli.BoolFlag{Name: "dry-run", Usage: "print the change as a diff and write nothing"},
 			&cli.StringFlag{Name: "command", Value: "loop-gate", Usage: "the loop-gate program (a name on the harness's PATH, or an absolute path)", TakesFile: true},
@@ -74,18 +91,21 @@ Examples:
 func newUninstallCmd(f *Factory, runF func(*install.Options) error) *cli.Command {
 	return &cli.Command{
 		Name:  "uninstall",
-		Usage: "undo loopctl install: the plugin (Claude Code) or the stop hook and rule (Cursor)",
+		Usage: "undo loopctl install: the plugin and Stop gate of Claude Code, Cursor, the Codex CLI or the Gemini CLI",
 		Description: `uninstall removes what install added and nothing else: for Claude Code the
 theloop marketplace entry, the enabledPlugins key and any loop-gate Stop hook
 (and, at user scope, the marketplace directory); for Cursor the loop-gate stop
-hook and, in a project, the rule file when it is still the one install wrote.
+hook and, in a project, the rule file when it is still the one install wrote;
+for the Codex and Gemini CLIs the loop-gate hook and, at user scope, the plugin
+(codex plugin remove, the marketplace directory) or the extension directory.
 Every other setting is kept byte for byte.
 
 Examples:
    loopctl uninstall
-   loopctl uninstall --harness cursor --scope project --dry-run`,
+   loopctl uninstall --harness cursor --scope project --dry-run
+   loopctl uninstall --harness codex`,
 		Flags: []cli.Flag{
-			&cli.StringFlag{Name: "harness", Value: "claude", Usage: "claude or cursor"},
+			&cli.StringFlag{Name: "harness", Value: "claude", Usage: "claude, cursor, codex or gemini"},
 			&cli.StringFlag{Name: "scope", Value: "user", Usage: "user or project"},
 			&cli.BoolFlag{Name: "dry-run", Usage: "print the change and write nothing"},
 			&cli.StringFlag{Name: "repo", Usage: "the repository for --scope project (default: the one holding the current directory)"},

@@ -23,8 +23,14 @@ const pythonPluginID = "the-loop@the-loop"
 
 // Install installs theloop for the harness: for Claude Code the plugin
 // (local marketplace + settings), whose hooks carry the Stop gate; for
-// Cursor the stop hook and, in a project, the rule file.
+// Cursor the stop hook and, in a project, the rule file; for the Codex CLI
+// and the Gemini CLI the hook in their hook file and the prose in their
+// packaging (agentcli.go).
 func Install(opts *Options) error {
+	switch opts.Harness {
+	case harnessCodex, harnessGemini:
+		return installAgentCLI(opts)
+	}
 	if opts.Harness == harnessClaude {
 		return runInstallClaudePlugin(opts)
 	}
@@ -460,6 +466,10 @@ func installCursorRule(opts *Options) error {
 
 // Uninstall removes what Install wrote for the harness and scope.
 func Uninstall(opts *Options) error {
+	switch opts.Harness {
+	case harnessCodex, harnessGemini:
+		return uninstallAgentCLI(opts)
+	}
 	path, err := opts.settingsPath()
 	if err != nil {
 		return err

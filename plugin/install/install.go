@@ -19,6 +19,8 @@ import (
 const (
 	harnessClaude = "claude"
 	harnessCursor = "cursor"
+	harnessCodex  = "codex"
+	harnessGemini = "gemini"
 	scopeUser     = "user"
 	scopeProject  = "project"
 	// gateBinary is the Stop hook's program name.
@@ -50,9 +52,9 @@ type Options struct {
 // command), --repo without --scope project.
 func (o *Options) CheckFlags(verb string, command bool) error {
 	switch o.Harness {
-	case harnessClaude, harnessCursor:
+	case harnessClaude, harnessCursor, harnessCodex, harnessGemini:
 	default:
-		return failWith(exitRefused, "loopctl %s: --harness must be claude or cursor, not %q", verb, o.Harness)
+		return failWith(exitRefused, "loopctl %s: --harness must be claude, cursor, codex or gemini, not %q", verb, o.Harness)
 	}
 	switch o.Scope {
 	case scopeUser, scopeProject:
@@ -129,8 +131,13 @@ func runInstallStopHook(opts *Options) error {
 }
 
 func harnessTitle(h string) string {
-	if h == harnessCursor {
+	switch h {
+	case harnessCursor:
 		return "Cursor"
+	case harnessCodex:
+		return "Codex CLI"
+	case harnessGemini:
+		return "Gemini CLI"
 	}
 	return "Claude Code"
 }
@@ -138,8 +145,17 @@ func harnessTitle(h string) string {
 // settingsPath is the file the harness reads its hooks from, for the scope.
 func (o *Options) settingsPath() (string, error) {
 	rel := filepath.Join(".claude", "settings.json")
-	if o.Harness == harnessCursor {
+	switch o.Harness {
+	case harnessCursor:
 		rel = filepath.Join(".cursor", "hooks.json")
+	case harnessCodex:
+		rel = filepath.Join(".codex", "hooks.json")
+		// Codex keeps its user layer in $CODEX_HOME when that is set.
+		if ch := o.Env.Getenv("CODEX_HOME"); o.Scope == scopeUser && filepath.IsAbs(ch) {
+			return evalLink(filepath.Join(ch, "hooks.json")), nil
+		}
+	case harnessGemini:
+		rel = filepath.Join(".gemini", "settings.json")
 	}
 	var base string
 	if o.Scope == scopeUser {
@@ -163,13 +179,17 @@ func (o *Options) settingsPath() (string, error) {
 		}
 		base = root
 	}
-	path := filepath.Join(base, rel)
-	// A settings file managed as a symbolic link (dotfiles) is edited where
-	// it lives; replacing the link would silently fork the user's settings.
+	return evalLink(filepath.Join(base, rel)), nil
+}
+
+// evalLink is path, or where it points when it is a symbolic link: a
+// settings file managed as a link (dotfiles) is edited where it lives;
+// replacing the link would silently fork the user's settings.
+func evalLink(path string) string {
 	if real, err := filepath.EvalSymlinks(path); err == nil {
-		path = real
+		return real
 	}
-	return path, nil
+	return path
 }
 
 // gitRoot walks up from dir to the directory holding .git.

@@ -111,7 +111,7 @@ type Settings struct {
 		// AgentEnv is routing.agentEnv: further variables agent sessions
 		// keep (the daemon refuses a secret's name).
 		AgentEnv    []string
-		HarnessArgs struct{ Claude, Cursor []string }
+		HarnessArgs struct{ Claude, Cursor, Codex, Gemini []string }
 		// HarnessTrust: whether loopd writes workspace trust into the
 		// user's Claude Code config, for which directories, and when it
 		// pre-accepts the bypass-permissions disclaimer.
@@ -518,6 +518,12 @@ var settingReaders = []settingReader{
 	}},
 	{"routing.harnessArgs.cursor", func(r *settingsReader, s *Settings) {
 		s.Routing.HarnessArgs.Cursor = r.strs("routing.harnessArgs.cursor")
+	}},
+	{"routing.harnessArgs.codex", func(r *settingsReader, s *Settings) {
+		s.Routing.HarnessArgs.Codex = r.strs("routing.harnessArgs.codex")
+	}},
+	{"routing.harnessArgs.gemini", func(r *settingsReader, s *Settings) {
+		s.Routing.HarnessArgs.Gemini = r.strs("routing.harnessArgs.gemini")
 	}},
 	{"routing.harnessTrust.enabled", func(r *settingsReader, s *Settings) {
 		s.Routing.HarnessTrust.Enabled = r.boolean("routing.harnessTrust.enabled")

@@ -369,6 +369,13 @@ func runDaemonStatus(ctx context.Context, opts *daemonStatusOptions) error {
 	if st.Queue != nil {
 		fmt.Fprintf(w, "queue:      %d pending (oldest %s), %d dead letter(s)\n", st.Queue.Depth, age(st.Queue.OldestAge), st.Queue.DeadLetters)
 	}
+	for _, h := range st.Harnesses {
+		mark := ""
+		if h.Default {
+			mark = " (default)"
+		}
+		fmt.Fprintf(w, "harness:    %s%s: %s %s\n", h.Name, mark, h.Binary, h.Version)
+	}
 	for _, warn := range st.Warnings {
 		fmt.Fprintln(w, "warning:", warn)
 	}

@@ -1,0 +1,42 @@
+package daemon
+
+import (
+	"encoding/json"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/theloop-dev/theloop/ingress"
+)
+
+func TestHarnessLabelPicksTheHarness(t *testing.T) {
+	for _, tc := range []struct {
+		name, payload, want string
+	}{
+		{"issue label", `{"issue":{"labels":[{"name":"bug"},{"name":"the-loop: harness-codex"}]}}`, "codex"},
+		{"pull request label", `{"pull_request":{"labels":[{"name":"The-Loop: harness-gemini"}]}}`, "gemini"},
+		{"the label just added", `{"action":"labeled","label":{"name":"the-loop: harness-cursor"}}`, "cursor"},
+		{"claude by label", `{"issue":{"labels":[{"name":"the-loop: harness-claude"}]}}`, "claude"},
+		{"an unknown harness is the default", `{"issue":{"labels":[{"name":"the-loop: harness-aider"}]}}`, ""},
+		{"no label", `{"issue":{"labels":[]}}`, ""},
+		{"labels of the wrong shape", `{"issue":{"labels":"the-loop: harness-codex"}}`, ""},
+		{"not JSON", `{"issue":`, ""},
+		{"nothing", ``, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			require.Equal(t, tc.want, harnessFor(&ingress.Event{Payload: json.RawMessage(tc.payload)}))
+		})
+	}
+	require.Equal(t, "", harnessFor(nil))
+}
+
+// FuzzEventLabels: an untrusted payload never panics the label reader.
+func FuzzEventLabels(f *testing.F) {
+	for _, s := range []string{`{"issue":{"labels":[{"name":"x"}]}}`, `{"label":null}`, `[]`, `{"pull_request":{"labels":[null,1,{"name":7}]}}`} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, b []byte) {
+		_ = eventLabels(b)
+		_ = harnessFor(&ingress.Event{Payload: b})
+	})
+}

@@ -15,7 +15,9 @@ import (
 // work item that blocks at `implementation` (the full job: payload, walk,
 // recompute, attempt counter, the answer in the harness's form), beside
 // an empty Go program built on the same machine (go-hello, the floor).
-// Report the ratio of medians (ms-median of a harness / of go-hello).
+// Each iteration runs all five once, in turn, so a loaded machine weighs
+// on each alike; it reports each one's median and its ratio to the empty
+// program's median (<harness>-x).
 //
 //	go test ./cmd/loop-gate -run '^$' -bench LoopGateHarness -benchtime 200x
 func BenchmarkLoopGateHarness(b *testing.B) {
@@ -33,43 +35,49 @@ func BenchmarkLoopGateHarness(b *testing.B) {
 		"THE_LOOP_GATE_MAX_ATTEMPTS=1000000000",
 	}
 	hello := buildHello(b)
-	for _, bc := range []struct {
-		harness string
+	if hello == "" {
+		b.Skip("could not build the empty Go program")
+	}
+	runs := []struct {
+		name    string
+		bin     string
+		args    []string
 		payload []byte
 		want    string // stdout prefix
 	}{
-		{"claude", claudePayload(root), `{"decision":"block"`},
-		{"cursor", cursorPayload(root, "completed"), `{"followup_message"`},
-		{"codex", codexPayload(root), `{"decision":"block"`},
-		{"gemini", geminiPayload(root), `{"decision":"deny"`},
-		{"go-hello", nil, ""},
-	} {
-		b.Run(bc.harness, func(b *testing.B) {
-			bin, args := gateBinary, []string{bc.harness}
-			if bc.harness == "go-hello" {
-				if hello == "" {
-					b.Skip("could not build the empty Go program")
-				}
-				bin, args = hello, nil
+		{"claude", gateBinary, []string{"claude"}, claudePayload(root), `{"decision":"block"`},
+		{"cursor", gateBinary, []string{"cursor"}, cursorPayload(root, "completed"), `{"followup_message"`},
+		{"codex", gateBinary, []string{"codex"}, codexPayload(root), `{"decision":"block"`},
+		{"gemini", gateBinary, []string{"gemini"}, geminiPayload(root), `{"decision":"deny"`},
+		{"go-hello", hello, nil, nil, ""},
+	}
+	times := make([][]time.Duration, len(runs))
+	var out bytes.Buffer
+	for b.Loop() {
+		for i, r := range runs {
+			out.Reset()
+			cmd := exec.Command(r.bin, r.args...)
+			cmd.Env = env
+			cmd.Stdin = bytes.NewReader(r.payload)
+			cmd.Stdout = &out
+			start := time.Now()
+			err := cmd.Run()
+			times[i] = append(times[i], time.Since(start))
+			if err != nil || !bytes.HasPrefix(out.Bytes(), []byte(r.want)) {
+				b.Fatalf("%s %v: %v, stdout %q", r.bin, r.args, err, out.String())
 			}
-			var times []time.Duration
-			var out bytes.Buffer
-			for b.Loop() {
-				out.Reset()
-				cmd := exec.Command(bin, args...)
-				cmd.Env = env
-				cmd.Stdin = bytes.NewReader(bc.payload)
-				cmd.Stdout = &out
-				start := time.Now()
-				err := cmd.Run()
-				times = append(times, time.Since(start))
-				if err != nil || !bytes.HasPrefix(out.Bytes(), []byte(bc.want)) {
-					b.Fatalf("%s %v: %v, stdout %q", bin, args, err, out.String())
-				}
-			}
-			slices.Sort(times)
-			b.ReportMetric(float64(times[len(times)/2].Microseconds())/1000, "ms-median")
-			b.ReportMetric(float64(times[len(times)*9/10].Microseconds())/1000, "ms-p90")
-		})
+		}
+	}
+	median := func(ts []time.Duration) time.Duration {
+		slices.Sort(ts)
+		return ts[len(ts)/2]
+	}
+	floor := median(times[len(runs)-1])
+	for i, r := range runs {
+		m := median(times[i])
+		b.ReportMetric(float64(m.Microseconds())/1000, r.name+"-ms")
+		if i < len(runs)-1 {
+			b.ReportMetric(float64(m)/float64(floor), r.name+"-x")
+		}
 	}
 }

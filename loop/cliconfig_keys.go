@@ -100,6 +100,7 @@ var configKeys = []ConfigKey{
 	{Path: "routing.harnessArgs.cursor", Type: "strings", Default: []any{}},
 	{Path: "routing.harnessArgs.codex", Type: "strings", Default: []any{}},
 	{Path: "routing.harnessArgs.gemini", Type: "strings", Default: []any{}},
+	{Path: "routing.harnessByRepository", Type: "free", Doc: "owner/repo: harness (claude, cursor, codex, gemini) — that repository's sessions run it unless a \"the-loop: harness-<name>\" label picks another"},
 	{Path: "routing.harnessTrust", Type: "object"},
 	{Path: "routing.harnessTrust.enabled", Type: "bool", Default: true, Doc: "write the session directory's trust into the user's Claude Code config (false: never touch it; the harness then shows its trust dialog)"},
 	{Path: "routing.harnessTrust.scope", Type: "string", Default: "workspace-root", Enum: []string{"workspace-root", "directory"}},

@@ -112,6 +112,9 @@ type Config struct {
 	// CursorArgs, CodexArgs and GeminiArgs are routing.harnessArgs.cursor,
 	// .codex and .gemini.
 	CursorArgs, CodexArgs, GeminiArgs []string
+	// HarnessByRepository is routing.harnessByRepository (owner/repo
+	// lower-cased → harness).
+	HarnessByRepository map[string]string
 	// ClaudeEnv prepares Claude Code's trust and plugin settings (nil: from
 	// the environment, with the-loop's defaults; a zero ConfigDir disables).
 	ClaudeEnv *sessions.ClaudeEnvironment
@@ -320,6 +323,7 @@ func ConfigFromSettings(st loop.Settings, getenv func(string) string) (Config, [
 	cfg.DefaultHarness = rt.DefaultHarness
 	cfg.HarnessArgs = rt.HarnessArgs.Claude
 	cfg.CursorArgs, cfg.CodexArgs, cfg.GeminiArgs = rt.HarnessArgs.Cursor, rt.HarnessArgs.Codex, rt.HarnessArgs.Gemini
+	cfg.HarnessByRepository = rt.HarnessByRepository
 	cfg.HarnessTrust = HarnessTrust{Enabled: rt.HarnessTrust.Enabled, Scope: rt.HarnessTrust.Scope, AcceptBypass: rt.HarnessTrust.AcceptBypass}
 	cfg.HarnessPlugins = rt.HarnessPluginsEnabled
 	cfg.SpawnWorkdir = rt.SpawnWorkdir

@@ -5,7 +5,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"os/exec"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -17,8 +19,9 @@ import (
 
 // The daemon hosts every harness sessions has an adapter for: Claude Code
 // (the default), cursor-agent, the Codex CLI and the Gemini CLI. Which one
-// a work item's session runs is routing.defaultHarness, unless the item
-// carries the label "the-loop: harness-<name>" naming another. Every one
+// a work item's session runs is, first to answer: the label "the-loop:
+// harness-<name>" on the item, routing.harnessByRepository for its
+// repository, routing.defaultHarness. Every one
 // runs through the same launcher and sandbox (allowlisted environment,
 // Landlock) as Claude Code.
 
@@ -44,6 +47,18 @@ func init() {
 	}
 }
 
+// harnessFor is the harness for the event's work item: its label's, else
+// its repository's (routing.harnessByRepository), else "" (the default).
+func (d *Daemon) harnessFor(ev *ingress.Event) string {
+	if h := harnessFor(ev); h != "" {
+		return h
+	}
+	if ev != nil {
+		return d.cfg.HarnessByRepository[strings.ToLower(ev.Repo)]
+	}
+	return ""
+}
+
 // checkDefaultHarness refuses to start when routing.defaultHarness names
 // a harness other than claude whose program is not on the PATH loopd
 // hands its sessions: the operator chose it, and every spawn would fail.
@@ -55,11 +70,23 @@ func (d *Daemon) checkDefaultHarness() error {
 	if !ok {
 		return fmt.Errorf("routing.defaultHarness: %q has no adapter; use claude, cursor, codex or gemini", d.cfg.DefaultHarness)
 	}
-	if d.cfg.DefaultHarness == "claude" {
-		return nil
+	if d.cfg.DefaultHarness != "claude" {
+		if _, err := d.lookPath(bin); err != nil {
+			return fmt.Errorf("routing.defaultHarness: %s runs %s, which is not on loopd's PATH (%v); install it or set routing.defaultHarness to a harness that is installed", d.cfg.DefaultHarness, bin, err)
+		}
 	}
-	if _, err := d.lookPath(bin); err != nil {
-		return fmt.Errorf("routing.defaultHarness: %s runs %s, which is not on loopd's PATH (%v); install it or set routing.defaultHarness to a harness that is installed", d.cfg.DefaultHarness, bin, err)
+	for _, repo := range slices.Sorted(maps.Keys(d.cfg.HarnessByRepository)) {
+		name := d.cfg.HarnessByRepository[repo]
+		bin, ok := harnessBinaries[name]
+		if !ok {
+			return fmt.Errorf("routing.harnessByRepository.%s: %q has no adapter; use claude, cursor, codex or gemini", repo, name)
+		}
+		if name == "claude" {
+			continue
+		}
+		if _, err := d.lookPath(bin); err != nil {
+			return fmt.Errorf("routing.harnessByRepository.%s: %s runs %s, which is not on loopd's PATH (%v); install it or remove the entry", repo, name, bin, err)
+		}
 	}
 	return nil
 }

@@ -283,7 +283,7 @@ func (in *intake) spawn(ctx context.Context, item workitem.Ref, ev *ingress.Even
 	if err := in.mark(ctx, ev, stepSpawn); err != nil {
 		return err
 	}
-	res, err := in.d.mgr.Spawn(ctx, sessions.SpawnRequest{Item: item, Harness: harnessFor(ev), Cwd: cwd, Prompt: prompt})
+	res, err := in.d.mgr.Spawn(ctx, sessions.SpawnRequest{Item: item, Harness: in.d.harnessFor(ev), Cwd: cwd, Prompt: prompt})
 	if err != nil {
 		in.emit("session.spawn_failed", graph.LevelError, item, ev, graph.Field{Key: "error", Value: err.Error()})
 		return err

@@ -111,7 +111,10 @@ type Settings struct {
 		// AgentEnv is routing.agentEnv: further variables agent sessions
 		// keep (the daemon refuses a secret's name).
 		AgentEnv    []string
-		HarnessArgs struct{ Claude, Cursor []string }
+		HarnessArgs struct{ Claude, Cursor, Codex, Gemini []string }
+		// HarnessByRepository is routing.harnessByRepository: a
+		// repository's harness (owner/repo lower-cased → name).
+		HarnessByRepository map[string]string
 		// HarnessTrust: whether loopd writes workspace trust into the
 		// user's Claude Code config, for which directories, and when it
 		// pre-accepts the bypass-permissions disclaimer.
@@ -521,6 +524,13 @@ var settingReaders = []settingReader{
 	{"routing.harnessArgs.cursor", func(r *settingsReader, s *Settings) {
 		s.Routing.HarnessArgs.Cursor = r.strs("routing.harnessArgs.cursor")
 	}},
+	{"routing.harnessByRepository", readHarnessByRepository},
+	{"routing.harnessArgs.codex", func(r *settingsReader, s *Settings) {
+		s.Routing.HarnessArgs.Codex = r.strs("routing.harnessArgs.codex")
+	}},
+	{"routing.harnessArgs.gemini", func(r *settingsReader, s *Settings) {
+		s.Routing.HarnessArgs.Gemini = r.strs("routing.harnessArgs.gemini")
+	}},
 	{"routing.harnessTrust.enabled", func(r *settingsReader, s *Settings) {
 		s.Routing.HarnessTrust.Enabled = r.boolean("routing.harnessTrust.enabled")
 	}},
@@ -578,6 +588,38 @@ var settingReaders = []settingReader{
 	}},
 	{"collaborators", func(r *settingsReader, s *Settings) { s.Collaborators = r.free("collaborators") }},
 	{"notifications", func(r *settingsReader, s *Settings) { s.Notifications = r.free("notifications") }},
+}
+
+// Harnesses are the agent CLIs loopd can run a session in.
+var Harnesses = []string{"claude", "cursor", "codex", "gemini"}
+
+func readHarnessByRepository(r *settingsReader, s *Settings) {
+	const key = "routing.harnessByRepository"
+	out := map[string]string{}
+	s.Routing.HarnessByRepository = out
+	v, ok := r.get(key)
+	if !ok {
+		s.record(key, map[string]string{}, SourceDefault)
+		return
+	}
+	m, isMap := v.(map[string]any)
+	if !isMap {
+		r.problem(key, "a mapping of owner/repo to a harness", v)
+		return
+	}
+	for _, repo := range slices.Sorted(maps.Keys(m)) {
+		name, _ := m[repo].(string)
+		owner, rest, cut := strings.Cut(repo, "/")
+		switch {
+		case !cut || owner == "" || rest == "" || strings.Contains(rest, "/"):
+			r.add(fmt.Sprintf("%s: %q is not owner/repo", key, repo))
+		case !slices.Contains(Harnesses, name):
+			r.add(fmt.Sprintf("%s.%s: %v is not a harness (%s)", key, repo, m[repo], strings.Join(Harnesses, ", ")))
+		default:
+			out[strings.ToLower(repo)] = name
+		}
+	}
+	s.record(key, maps.Clone(out), SourceFile)
 }
 
 func readKeywords(r *settingsReader, s *Settings) {

@@ -105,3 +105,23 @@ func TestRemovedKeysAreRefusedAndMigratedAway(t *testing.T) {
 		})
 	}
 }
+
+func TestHarnessByRepository(t *testing.T) {
+	st, problems, err := readSettings("cli-config.yaml", map[string]any{"routing": map[string]any{"harnessByRepository": map[string]any{
+		"Octo/Widgets": "codex", "octo/site": "gemini",
+	}}})
+	require.NoError(t, err)
+	require.Empty(t, problems)
+	require.Equal(t, map[string]string{"octo/widgets": "codex", "octo/site": "gemini"}, st.Routing.HarnessByRepository)
+
+	_, problems, _ = readSettings("cli-config.yaml", map[string]any{"routing": map[string]any{"harnessByRepository": map[string]any{
+		"octo": "codex", "octo/x": "aider", "octo/y": 3,
+	}}})
+	require.Equal(t, []string{
+		`routing.harnessByRepository: "octo" is not owner/repo`,
+		"routing.harnessByRepository.octo/x: aider is not a harness (claude, cursor, codex, gemini)",
+		"routing.harnessByRepository.octo/y: 3 is not a harness (claude, cursor, codex, gemini)",
+	}, problems)
+	_, problems, _ = readSettings("cli-config.yaml", map[string]any{"routing": map[string]any{"harnessByRepository": "codex"}})
+	require.Equal(t, []string{"routing.harnessByRepository: expected a mapping of owner/repo to a harness, got a string"}, problems)
+}

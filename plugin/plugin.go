@@ -1,7 +1,8 @@
 // Package plugin holds the agent's side of theloop: the Claude Code plugin
 // (`the-loop`, so its commands are `/the-loop:<command>`) and the Cursor
 // rule, kept in this directory as plain files and embedded in every binary
-// that installs them or enables them for a session.
+// that installs them or enables them for a session. The Codex plugin and
+// the Gemini CLI extension are rendered from the same files (agents.go).
 //
 // The plugin tells the agent how to work; it decides nothing. The graph
 // decides (graph.Runtime), the daemon steers (loopd), and the Stop hook

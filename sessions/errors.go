@@ -38,9 +38,12 @@ var (
 	ErrUnknownHarness = errors.New("unknown harness")
 	// ErrHarnessNotFound: the harness binary is not on PATH.
 	ErrHarnessNotFound = errors.New("harness binary not found")
-	// ErrInteractiveUnsupported: the harness cannot host an interactive,
-	// resumable session (Cursor).
+	// ErrInteractiveUnsupported: the harness cannot host an interactive
+	// session.
 	ErrInteractiveUnsupported = errors.New("harness cannot host an interactive session")
+	// ErrResumeUnsupported: the harness cannot reopen a conversation by id
+	// (Cursor); a respawn starts a fresh one pointed at the artifacts.
+	ErrResumeUnsupported = errors.New("harness cannot resume a conversation")
 	// ErrNoRecord: the registry has no record for the work item or session id.
 	ErrNoRecord = errors.New("no session record")
 	// ErrCorruptRecord: a registry file exists but does not parse.

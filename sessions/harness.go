@@ -14,7 +14,8 @@ import (
 // pasted once the harness is up, so text from outside never reaches a
 // command line.
 type Harness interface {
-	// Name is the adapter's config name ("claude", "cursor").
+	// Name is the adapter's config name ("claude", "cursor", "codex",
+	// "gemini").
 	Name() string
 	// Binary is the program to look up on PATH.
 	Binary() string
@@ -127,9 +128,11 @@ func (c *ClaudeCode) PrepareEnvironment(cwd string) (Prepared, error) {
 	return c.Env.Prepare(cwd, c.Args)
 }
 
-// Cursor is the Cursor adapter (binary "cursor-agent"). cursor-agent has no
-// resumable interactive mode theloop can host, so it only runs one-shot
-// commands; a daemon-hosted session is Claude Code.
+// Cursor is the Cursor adapter (binary "cursor-agent"). cursor-agent's
+// interactive mode is hosted like Claude Code's, but it cannot be told the
+// conversation id to use, so a respawn starts a fresh conversation pointed
+// at the work item's artifacts (Resume refuses, and the Manager falls
+// back).
 type Cursor struct {
 	// Bin is the program name or path (default "cursor-agent").
 	Bin string
@@ -148,16 +151,22 @@ func (c *Cursor) Binary() string {
 	return c.Bin
 }
 
-func (c *Cursor) refuse() error {
-	return fmt.Errorf("%w: cursor-agent runs one-shot commands only; set the session harness to \"claude\" (Cursor can still serve as a critic)", ErrInteractiveUnsupported)
+// Interactive implements Harness: cursor-agent <args…> (the session id is
+// theloop's own; cursor-agent keeps its chat id to itself).
+func (c *Cursor) Interactive(sessionID string) ([]string, error) {
+	if !ValidSessionID(sessionID) {
+		return nil, fmt.Errorf("%w: session id %q", ErrInvalidName, sessionID)
+	}
+	if err := checkExtraArgs(c.Name(), c.Args); err != nil {
+		return nil, err
+	}
+	return append([]string{}, c.Args...), nil
 }
 
-// Interactive implements Harness; it always fails with
-// ErrInteractiveUnsupported.
-func (c *Cursor) Interactive(string) ([]string, error) { return nil, c.refuse() }
-
-// Resume implements Harness; it always fails with ErrInteractiveUnsupported.
-func (c *Cursor) Resume(string) ([]string, error) { return nil, c.refuse() }
+// Resume implements Harness; it always fails with ErrResumeUnsupported.
+func (c *Cursor) Resume(string) ([]string, error) {
+	return nil, fmt.Errorf("%w: cursor-agent cannot be given the chat id to resume", ErrResumeUnsupported)
+}
 
 // OneShot implements Harness: `cursor-agent -p <prompt> --output-format json
 // <args…> [-m M]`. cursor-agent takes its prompt as an argument, so callers
@@ -183,7 +192,151 @@ func (c *Cursor) OneShot(prompt, model string) (run.Cmd, error) {
 // PrepareEnvironment implements Harness; Cursor needs nothing prepared.
 func (c *Cursor) PrepareEnvironment(string) (Prepared, error) { return Prepared{}, nil }
 
+// Codex is the OpenAI Codex CLI adapter (binary "codex"). Codex picks its
+// own thread id, so theloop's session id names the registry record only;
+// a respawn resumes with `codex resume --last`, which picks the most
+// recent conversation recorded for the working directory — the work
+// item's own checkout. The gate is the Stop hook `loopctl install
+// --harness codex` wrote; the session runs it without Codex's per-hook
+// trust prompt (--dangerously-bypass-hook-trust), since nobody is at the
+// pane to answer it and a hook that does not run is a gate that does not
+// hold. Hooks of an untrusted project layer are still not loaded.
+type Codex struct {
+	// Bin is the program name or path (default "codex").
+	Bin string
+	// Args are the operator's extra arguments (routing.harnessArgs.codex).
+	Args []string
+}
+
+// codexHookArgs turn the hooks feature on for the session and run the
+// installed hooks without the trust prompt.
+var codexHookArgs = []string{"--enable", "hooks", "--dangerously-bypass-hook-trust"}
+
+// Name implements Harness.
+func (c *Codex) Name() string { return "codex" }
+
+// Binary implements Harness.
+func (c *Codex) Binary() string {
+	if c.Bin == "" {
+		return "codex"
+	}
+	return c.Bin
+}
+
+// Interactive implements Harness: codex --enable hooks
+// --dangerously-bypass-hook-trust <args…>.
+func (c *Codex) Interactive(sessionID string) ([]string, error) {
+	if !ValidSessionID(sessionID) {
+		return nil, fmt.Errorf("%w: session id %q", ErrInvalidName, sessionID)
+	}
+	if err := checkExtraArgs(c.Name(), c.Args); err != nil {
+		return nil, err
+	}
+	return append(append([]string{}, codexHookArgs...), c.Args...), nil
+}
+
+// Resume implements Harness: codex resume --last <hook args> <args…>, the
+// checkout's most recent conversation.
+func (c *Codex) Resume(sessionID string) ([]string, error) {
+	if !ValidSessionID(sessionID) {
+		return nil, fmt.Errorf("%w: cannot resume session id %q", ErrInvalidName, sessionID)
+	}
+	if err := checkExtraArgs(c.Name(), c.Args); err != nil {
+		return nil, err
+	}
+	return append(append([]string{"resume", "--last"}, codexHookArgs...), c.Args...), nil
+}
+
+// OneShot implements Harness: `codex exec --json <args…> [-m M] -` with
+// the prompt on standard input.
+func (c *Codex) OneShot(prompt, model string) (run.Cmd, error) {
+	if strings.TrimSpace(prompt) == "" {
+		return run.Cmd{}, fmt.Errorf("%w: empty one-shot prompt", ErrEmptyDelivery)
+	}
+	args := append([]string{"exec", "--json"}, c.Args...)
+	if model != "" {
+		if strings.HasPrefix(model, "-") {
+			return run.Cmd{}, fmt.Errorf("%w: model %q starts with \"-\"", ErrUnsafeArgument, model)
+		}
+		args = append(args, "-m", model)
+	}
+	return run.Cmd{Name: c.Binary(), Args: append(args, "-"), Stdin: []byte(prompt)}, nil
+}
+
+// PrepareEnvironment implements Harness; the hook and the plugin are the
+// operator's `loopctl install --harness codex`.
+func (c *Codex) PrepareEnvironment(string) (Prepared, error) { return Prepared{}, nil }
+
+// Gemini is the Gemini CLI adapter (binary "gemini"). Like Claude Code it
+// takes the conversation id up front (--session-id) and resumes it by id
+// (--resume, within the working directory's project). --skip-trust trusts
+// the checkout for the session: an untrusted folder stops at a dialog
+// nobody in the pane answers. The gate is the AfterAgent hook `loopctl
+// install --harness gemini` wrote into the user's settings.
+type Gemini struct {
+	// Bin is the program name or path (default "gemini").
+	Bin string
+	// Args are the operator's extra arguments (routing.harnessArgs.gemini).
+	Args []string
+}
+
+// Name implements Harness.
+func (g *Gemini) Name() string { return "gemini" }
+
+// Binary implements Harness.
+func (g *Gemini) Binary() string {
+	if g.Bin == "" {
+		return "gemini"
+	}
+	return g.Bin
+}
+
+// Interactive implements Harness: gemini --session-id <uuid> --skip-trust
+// <args…>.
+func (g *Gemini) Interactive(sessionID string) ([]string, error) {
+	if !ValidSessionID(sessionID) {
+		return nil, fmt.Errorf("%w: session id %q", ErrInvalidName, sessionID)
+	}
+	if err := checkExtraArgs(g.Name(), g.Args); err != nil {
+		return nil, err
+	}
+	return append([]string{"--session-id", sessionID, "--skip-trust"}, g.Args...), nil
+}
+
+// Resume implements Harness: gemini --resume <uuid> --skip-trust <args…>.
+func (g *Gemini) Resume(sessionID string) ([]string, error) {
+	if !ValidSessionID(sessionID) {
+		return nil, fmt.Errorf("%w: cannot resume session id %q", ErrInvalidName, sessionID)
+	}
+	if err := checkExtraArgs(g.Name(), g.Args); err != nil {
+		return nil, err
+	}
+	return append([]string{"--resume", sessionID, "--skip-trust"}, g.Args...), nil
+}
+
+// OneShot implements Harness: `gemini -o json <args…> [-m M]` with the
+// prompt on standard input (headless when stdin is not a terminal).
+func (g *Gemini) OneShot(prompt, model string) (run.Cmd, error) {
+	if strings.TrimSpace(prompt) == "" {
+		return run.Cmd{}, fmt.Errorf("%w: empty one-shot prompt", ErrEmptyDelivery)
+	}
+	args := append([]string{"-o", "json"}, g.Args...)
+	if model != "" {
+		if strings.HasPrefix(model, "-") {
+			return run.Cmd{}, fmt.Errorf("%w: model %q starts with \"-\"", ErrUnsafeArgument, model)
+		}
+		args = append(args, "-m", model)
+	}
+	return run.Cmd{Name: g.Binary(), Args: args, Stdin: []byte(prompt)}, nil
+}
+
+// PrepareEnvironment implements Harness; the hook and the extension are
+// the operator's `loopctl install --harness gemini`.
+func (g *Gemini) PrepareEnvironment(string) (Prepared, error) { return Prepared{}, nil }
+
 var (
 	_ Harness = (*ClaudeCode)(nil)
 	_ Harness = (*Cursor)(nil)
+	_ Harness = (*Codex)(nil)
+	_ Harness = (*Gemini)(nil)
 )

@@ -350,9 +350,7 @@ func TestManagerRefusals(t *testing.T) {
 	require.NoError(t, err)
 	item := mustItem(t, "github:octo/repo#1")
 
-	_, err = m.Spawn(ctx, SpawnRequest{Item: item, Harness: "cursor", Cwd: t.TempDir()})
-	require.ErrorIs(t, err, ErrInteractiveUnsupported)
-	_, err = m.Spawn(ctx, SpawnRequest{Item: item, Harness: "codex", Cwd: t.TempDir()})
+	_, err = m.Spawn(ctx, SpawnRequest{Item: item, Harness: "aider", Cwd: t.TempDir()})
 	require.ErrorIs(t, err, ErrUnknownHarness)
 	_, err = m.Spawn(ctx, SpawnRequest{Cwd: t.TempDir()})
 	require.ErrorIs(t, err, workitem.ErrInvalid)

@@ -136,7 +136,7 @@ func (f *fakeClaude) runs(t testing.TB) []fakeRun {
 	}
 	require.NoError(t, err)
 	var runs []fakeRun
-	for _, line := range strings.Split(strings.TrimSpace(string(data)), "\n") {
+	for _, line := range strings.Split(strings.TrimRight(string(data), "\n"), "\n") {
 		// pid, cwd, mode, id, work item, session env, args (fakeclaude's format)
 		p := strings.SplitN(line, "\t", 7)
 		require.Len(t, p, 7, line)

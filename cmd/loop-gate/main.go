@@ -1,14 +1,19 @@
-// Command loop-gate is theloop's harness Stop hook. Claude Code and Cursor
-// run it when the agent is about to stop; it checks the work item's current
-// node (`loopctl check --recompute`, in-process) and, while that node
-// blocks, keeps the agent working — at most three times in a row per node.
+// Command loop-gate is theloop's harness Stop hook. Claude Code, Cursor,
+// the Codex CLI and the Gemini CLI run it when the agent is about to stop;
+// it checks the work item's current node (`loopctl check --recompute`,
+// in-process) and, while that node blocks, keeps the agent working — at
+// most three times in a row per node.
 //
 //	loop-gate claude   # Claude Code: {"decision":"block","reason":...}
 //	loop-gate cursor   # Cursor: {"followup_message":...}
+//	loop-gate codex    # Codex CLI Stop hook: {"decision":"block","reason":...}
+//	loop-gate gemini   # Gemini CLI AfterAgent hook: {"decision":"deny","reason":...}
 //
 // It exits 0 (1 for bad usage) and lets the agent stop on any internal
 // error; a fatal one (out of memory) ends it with SIGABRT, never with exit
-// 2, which Claude Code would read as "block" (supervise.go). `loopctl
+// 2, which Claude Code and Codex would read as "block" — and for Gemini,
+// which reads any code but 0 and 1 with text as "block", the runtime's
+// crash text never reaches the pipe Gemini reads (supervise.go). `loopctl
 // install` registers it.
 package main
 
@@ -28,7 +33,7 @@ import (
 //	go build -ldflags "-X main.version=v1.2.3" ./cmd/loop-gate
 var version = ""
 
-const usage = `usage: loop-gate [claude|cursor]
+const usage = `usage: loop-gate [claude|cursor|codex|gemini]
 
 The harness Stop hook of theloop. It reads the Stop payload on stdin, checks
 the current node of the session's work item ($THE_LOOP_WORK_ITEM, else the
@@ -52,7 +57,7 @@ func init() {
 
 func main() {
 	switch arg(os.Args) {
-	case "claude", "cursor", "":
+	case "claude", "cursor", "codex", "gemini", "":
 		os.Exit(supervise(os.Args, stdin(), os.Stdout, os.Stderr))
 	}
 	// --version, --help, bad usage: nothing to supervise.
@@ -91,12 +96,12 @@ func run(argv []string, in io.Reader, out, errOut io.Writer) int {
 		return 0
 	}
 	if len(argv) > 2 {
-		fmt.Fprintf(errOut, "loop-gate: one argument, claude or cursor; got %d\n%s", len(argv)-1, usage)
+		fmt.Fprintf(errOut, "loop-gate: one argument, claude, cursor, codex or gemini; got %d\n%s", len(argv)-1, usage)
 		return 1
 	}
 	h, err := stopgate.ParseHarness(arg)
 	if err != nil {
-		// Exit 1 is a non-blocking error to both harnesses: the agent
+		// Exit 1 is a non-blocking error to every harness: the agent
 		// stops and the misconfigured hook is visible.
 		fmt.Fprintf(errOut, "loop-gate: %v\n%s", err, usage)
 		return 1

@@ -491,10 +491,10 @@ func TestUsage(t *testing.T) {
 	require.Equal(t, 0, r.code)
 	require.True(t, strings.HasPrefix(r.stdout, "loop-gate "), r.stdout)
 
-	r = g.run(nil, "codex")
+	r = g.run(nil, "aider")
 	require.Equal(t, 1, r.code, "a misconfigured hook is a non-blocking error, never exit 2")
 	require.Empty(t, r.stdout)
-	require.Contains(t, r.stderr, `unknown harness "codex": pass claude or cursor`)
+	require.Contains(t, r.stderr, `unknown harness "aider": pass claude, cursor, codex or gemini`)
 
 	r = g.run(nil, "claude", "extra")
 	require.Equal(t, 1, r.code)

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bytes"
 	"encoding/json"
 	"os"
 	"path/filepath"
@@ -9,6 +8,8 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/theloop-dev/theloop/plugin/install"
 )
 
 // installWorld is a home directory and a repository with a subdirectory to
@@ -50,27 +51,27 @@ func readFile(t *testing.T, path string) string {
 func TestInstallParsesFlags(t *testing.T) {
 	for _, tc := range []struct {
 		argv []string
-		want installOptions
+		want install.Options
 		code int
 	}{
-		{nil, installOptions{Harness: "claude", Scope: "user", Command: "loop-gate"}, 0},
+		{nil, install.Options{Harness: "claude", Scope: "user", Command: "loop-gate"}, 0},
 		{[]string{"--harness", "cursor", "--scope", "project", "--dry-run", "--command", "/opt/bin/loop-gate", "--repo", "/r"},
-			installOptions{Harness: "cursor", Scope: "project", DryRun: true, Command: "/opt/bin/loop-gate", CommandSet: true, Repo: "/r"}, 0},
-		{[]string{"--harness", "codex"}, installOptions{}, exitRefused},
-		{[]string{"--scope", "system"}, installOptions{}, exitRefused},
-		{[]string{"--command", ""}, installOptions{}, exitRefused},
-		{[]string{"--command", "loop-gate\nrm -rf /"}, installOptions{}, exitRefused},
-		{[]string{"--repo", "/r"}, installOptions{}, exitRefused},
-		{[]string{"extra"}, installOptions{}, exitRefused},
-		{[]string{"--bogus"}, installOptions{}, exitRefused},
+			install.Options{Harness: "cursor", Scope: "project", DryRun: true, Command: "/opt/bin/loop-gate", CommandSet: true, Repo: "/r"}, 0},
+		{[]string{"--harness", "aider"}, install.Options{}, exitRefused},
+		{[]string{"--scope", "system"}, install.Options{}, exitRefused},
+		{[]string{"--command", ""}, install.Options{}, exitRefused},
+		{[]string{"--command", "loop-gate\nrm -rf /"}, install.Options{}, exitRefused},
+		{[]string{"--repo", "/r"}, install.Options{}, exitRefused},
+		{[]string{"extra"}, install.Options{}, exitRefused},
+		{[]string{"--bogus"}, install.Options{}, exitRefused},
 	} {
 		t.Run(strings.Join(tc.argv, " "), func(t *testing.T) {
 			f, io := testFactory(t, t.TempDir(), nil)
-			var got *installOptions
+			var got *install.Options
 			app := newApp(f)
 			for i, c := range app.Commands {
 				if c.Name == "install" {
-					app.Commands[i] = newInstallCmd(f, func(o *installOptions) error { got = o; return nil })
+					app.Commands[i] = newInstallCmd(f, func(o *install.Options) error { got = o; return nil })
 				}
 			}
 			code := mainWith(app, append([]string{"loopctl", "install"}, tc.argv...), f)
@@ -81,7 +82,7 @@ func TestInstallParsesFlags(t *testing.T) {
 				return
 			}
 			require.NotNil(t, got)
-			got.IO, got.Factory = IOStreams{}, nil
+			got.IO, got.Env = install.IOStreams{}, nil
 			require.Equal(t, tc.want, *got)
 		})
 	}
@@ -275,32 +276,6 @@ func TestInstallWhere(t *testing.T) {
 		require.NotZero(t, fi.Mode()&os.ModeSymlink, "the link stays a link")
 		require.Contains(t, readFile(t, filepath.Join(dotfiles, "claude-settings.json")), `"the-loop@theloop": true`)
 	})
-}
-
-func TestIsGateCommand(t *testing.T) {
-	for cmd, want := range map[string]bool{
-		"loop-gate":                          true,
-		"loop-gate claude":                   true,
-		"  /usr/local/bin/loop-gate cursor":  true,
-		"'/opt/the loop/loop-gate' claude":   true,
-		`"C:\bin\loop-gate.exe" claude`:      true,
-		"loop-gate-old claude":               false,
-		"python3 hooks/the-loop-gate.py":     false,
-		"echo loop-gate":                     false,
-		"'unterminated/loop-gate claude":     false,
-		"":                                   false,
-		"/usr/local/bin/notloop-gate claude": false,
-	} {
-		require.Equal(t, want, isGateCommand(cmd), "%q", cmd)
-	}
-}
-
-func compact(t *testing.T, v []byte) []byte {
-	var b bytes.Buffer
-	if err := json.Compact(&b, v); err != nil {
-		t.Fatal(err)
-	}
-	return b.Bytes()
 }
 
 // A relative --command is written as an absolute path (the harness runs

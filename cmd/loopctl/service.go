@@ -339,7 +339,12 @@ Examples:
 
 // --- daemon status ---------------------------------------------------------------
 
-func newDaemonCmd(f *Factory) *cli.Command {
+// daemonStatusOptions is `loopctl daemon status`.
+type daemonStatusOptions struct {
+	Service *serviceOptions
+}
+
+func newDaemonCmd(f *Factory, runF func(context.Context, *daemonStatusOptions) error) *cli.Command {
 	return &cli.Command{
 		Name:  "daemon",
 		Usage: "ask the running loopd how it is",
@@ -349,35 +354,54 @@ func newDaemonCmd(f *Factory) *cli.Command {
 			Description: "Example:\n   loopctl daemon status --template '{{.version}} up {{.uptimeSeconds}}s'",
 			Flags:       serviceFlags(),
 			Action: func(c *cli.Context) error {
+				if err := noArgs(c, "daemon status", ""); err != nil {
+					return err
+				}
 				o, err := readServiceOptions(f, c)
 				if err != nil {
 					return err
 				}
-				var st api.Status
-				printed, err := o.call(c.Context, "GET", "/status", nil, nil, &st)
-				if err != nil {
-					var xe *exitError
-					if errors.As(err, &xe) && strings.Contains(xe.msg, api.ErrUnreachable.Error()) {
-						xe.code = exitFailed
-					}
-					return err
+				opts := &daemonStatusOptions{Service: o}
+				if runF != nil {
+					return runF(c.Context, opts)
 				}
-				if printed {
-					return nil
-				}
-				w := f.IO.Out
-				fmt.Fprintf(w, "loopd %s (pid %d) up %s\nstate root: %s\nwebhook:    %s\nsessions:   %d live\n",
-					st.Version, st.PID, time.Duration(st.Uptime*float64(time.Second)).Round(time.Second), st.StateRoot, st.Webhook, st.LiveSessions)
-				if st.Queue != nil {
-					fmt.Fprintf(w, "queue:      %d pending (oldest %s), %d dead letter(s)\n", st.Queue.Depth, age(st.Queue.OldestAge), st.Queue.DeadLetters)
-				}
-				for _, warn := range st.Warnings {
-					fmt.Fprintln(w, "warning:", warn)
-				}
-				return nil
+				return runDaemonStatus(c.Context, opts)
 			},
 		}},
 	}
+}
+
+func runDaemonStatus(ctx context.Context, opts *daemonStatusOptions) error {
+	o := opts.Service
+	var st api.Status
+	printed, err := o.call(ctx, "GET", "/status", nil, nil, &st)
+	if err != nil {
+		var xe *exitError
+		if errors.As(err, &xe) && strings.Contains(xe.msg, api.ErrUnreachable.Error()) {
+			xe.code = exitFailed
+		}
+		return err
+	}
+	if printed {
+		return nil
+	}
+	w := o.Factory.IO.Out
+	fmt.Fprintf(w, "loopd %s (pid %d) up %s\nstate root: %s\nwebhook:    %s\nsessions:   %d live\n",
+		st.Version, st.PID, time.Duration(st.Uptime*float64(time.Second)).Round(time.Second), st.StateRoot, st.Webhook, st.LiveSessions)
+	if st.Queue != nil {
+		fmt.Fprintf(w, "queue:      %d pending (oldest %s), %d dead letter(s)\n", st.Queue.Depth, age(st.Queue.OldestAge), st.Queue.DeadLetters)
+	}
+	for _, h := range st.Harnesses {
+		mark := ""
+		if h.Default {
+			mark = " (default)"
+		}
+		fmt.Fprintf(w, "harness:    %s%s: %s %s\n", h.Name, mark, h.Binary, h.Version)
+	}
+	for _, warn := range st.Warnings {
+		fmt.Fprintln(w, "warning:", warn)
+	}
+	return nil
 }
 
 func age(sec float64) string {
@@ -389,66 +413,83 @@ func age(sec float64) string {
 
 // --- queue ----------------------------------------------------------------------
 
-func newQueueCmd(f *Factory) *cli.Command {
-	return &cli.Command{
-		Name:  "queue",
-		Usage: "the daemon's durable event queue: depth, oldest age, dead letters, replay",
-		Subcommands: []*cli.Command{
-			{
-				Name: "status", Usage: "pending events, the oldest one's age, dead letters", Description: "Example:\n   loopctl queue status --format json", Flags: serviceFlags(),
-				Action: func(c *cli.Context) error {
-					o, err := readServiceOptions(f, c)
-					if err != nil {
-						return err
-					}
-					var v api.QueueView
-					printed, err := o.call(c.Context, "GET", "/queue", nil, nil, &v)
-					if err != nil || printed {
-						return err
-					}
-					fmt.Fprintf(f.IO.Out, "%d pending (oldest %s), %d dead letter(s)\n", v.Depth, age(v.OldestAge), v.DeadLetters)
-					return nil
-				},
-			},
-			{
-				Name: "dead", Usage: "list the events that failed dispatch every attempt", Description: "Example:\n   loopctl queue dead --jq '.[] | [.seq, .reason] | @tsv'", Flags: serviceFlags(),
-				Action: func(c *cli.Context) error {
-					o, err := readServiceOptions(f, c)
-					if err != nil {
-						return err
-					}
-					var dls []api.DeadLetterView
-					printed, err := o.call(c.Context, "GET", "/queue/dead", nil, nil, &dls)
-					if err != nil || printed {
-						return err
-					}
-					tw := tabwriter.NewWriter(f.IO.Out, 2, 4, 2, ' ', 0)
-					fmt.Fprintln(tw, "SEQ\tDELIVERY\tEVENT\tWORK ITEMS\tATTEMPTS\tAT\tREASON")
-					for _, d := range dls {
-						fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%d\t%s\t%s\n", d.Seq, d.DeliveryID, strings.TrimSuffix(d.Event+"."+d.Action, "."), strings.Join(d.WorkItems, ","), d.Attempts, d.At.Local().Format("2006-01-02 15:04:05"), oneLine(d.Reason))
-					}
-					return tw.Flush()
-				},
-			},
-			{
-				Name: "replay", Usage: "put a dead letter back on the queue", ArgsUsage: "SEQ", Description: "Example:\n   loopctl queue replay 17", Flags: serviceFlags(),
-				Action: func(c *cli.Context) error {
-					o, err := readServiceOptions(f, c)
-					if err != nil {
-						return err
-					}
+// queueOptions is one `loopctl queue` verb: status, dead or replay (of
+// the dead letter Seq).
+type queueOptions struct {
+	Service *serviceOptions
+	Verb    string
+	Seq     uint64
+}
+
+func newQueueCmd(f *Factory, runF func(context.Context, *queueOptions) error) *cli.Command {
+	verb := func(name, usage, argsUsage, example string) *cli.Command {
+		return &cli.Command{
+			Name: name, Usage: usage, ArgsUsage: argsUsage, Description: "Example:\n   " + example, Flags: serviceFlags(),
+			Action: func(c *cli.Context) error {
+				opts := &queueOptions{Verb: name}
+				if name == "replay" {
 					seq, err := strconv.ParseUint(c.Args().First(), 10, 64)
 					if c.NArg() != 1 || err != nil || seq == 0 {
 						return failWith(exitRefused, "loopctl queue replay: name one dead letter's SEQ (see `loopctl queue dead`)")
 					}
-					printed, err := o.call(c.Context, "POST", "/queue/dead/replay", nil, api.ReplayRequest{Seq: seq}, nil)
-					if err != nil || printed {
-						return err
-					}
-					fmt.Fprintf(f.IO.Out, "replayed dead letter %d\n", seq)
-					return nil
-				},
+					opts.Seq = seq
+				} else if err := noArgs(c, "queue "+name, ""); err != nil {
+					return err
+				}
+				o, err := readServiceOptions(f, c)
+				if err != nil {
+					return err
+				}
+				opts.Service = o
+				if runF != nil {
+					return runF(c.Context, opts)
+				}
+				return runQueue(c.Context, opts)
 			},
+		}
+	}
+	return &cli.Command{
+		Name:  "queue",
+		Usage: "the daemon's durable event queue: depth, oldest age, dead letters, replay",
+		Subcommands: []*cli.Command{
+			verb("status", "pending events, the oldest one's age, dead letters", "", "loopctl queue status --format json"),
+			verb("dead", "list the events that failed dispatch every attempt", "", "loopctl queue dead --jq '.[] | [.seq, .reason] | @tsv'"),
+			verb("replay", "put a dead letter back on the queue", "SEQ", "loopctl queue replay 17"),
 		},
 	}
+}
+
+func runQueue(ctx context.Context, opts *queueOptions) error {
+	o := opts.Service
+	out := o.Factory.IO.Out
+	switch opts.Verb {
+	case "status":
+		var v api.QueueView
+		printed, err := o.call(ctx, "GET", "/queue", nil, nil, &v)
+		if err != nil || printed {
+			return err
+		}
+		fmt.Fprintf(out, "%d pending (oldest %s), %d dead letter(s)\n", v.Depth, age(v.OldestAge), v.DeadLetters)
+		return nil
+	case "dead":
+		var dls []api.DeadLetterView
+		printed, err := o.call(ctx, "GET", "/queue/dead", nil, nil, &dls)
+		if err != nil || printed {
+			return err
+		}
+		tw := tabwriter.NewWriter(out, 2, 4, 2, ' ', 0)
+		fmt.Fprintln(tw, "SEQ\tDELIVERY\tEVENT\tWORK ITEMS\tATTEMPTS\tAT\tREASON")
+		for _, d := range dls {
+			fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%d\t%s\t%s\n", d.Seq, d.DeliveryID, strings.TrimSuffix(d.Event+"."+d.Action, "."), strings.Join(d.WorkItems, ","), d.Attempts, d.At.Local().Format("2006-01-02 15:04:05"), oneLine(d.Reason))
+		}
+		return tw.Flush()
+	case "replay":
+		printed, err := o.call(ctx, "POST", "/queue/dead/replay", nil, api.ReplayRequest{Seq: opts.Seq}, nil)
+		if err != nil || printed {
+			return err
+		}
+		fmt.Fprintf(out, "replayed dead letter %d\n", opts.Seq)
+		return nil
+	}
+	return failWith(exitRefused, "loopctl queue: unknown verb %q", opts.Verb)
 }

@@ -54,11 +54,18 @@ done
 
 // Install writes the fake as root/bin/claude (creating root/bin) and returns
 // its path. Put filepath.Dir of it first on PATH to have it found as claude.
-func Install(root string) (string, error) {
+func Install(root string) (string, error) { return InstallAs(root, "claude") }
+
+// InstallAs writes the fake as root/bin/<name>, to stand in for another
+// agent CLI (cursor-agent, codex, gemini) with the same records: Gemini's
+// --session-id and --resume read as Claude Code's do; an argv without
+// either (Cursor, Codex, `codex resume --last`) is mode fresh with an empty
+// id.
+func InstallAs(root, name string) (string, error) {
 	dir := filepath.Join(root, "bin")
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return "", err
 	}
-	bin := filepath.Join(dir, "claude")
+	bin := filepath.Join(dir, name)
 	return bin, os.WriteFile(bin, []byte(Script), 0o755)
 }

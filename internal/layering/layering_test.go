@@ -57,8 +57,8 @@ var rules = []rule{
 	{floorCmd, "cmd/loop-gate", []string{"loop/stopgate", "internal/..."}},
 	// loopctl runs on every claim and check: no daemon part, no demo
 	// (TestThinBinariesLinkNoDaemon checks what that leaves it linking).
-	{floorCmd, "cmd/loopctl", []string{"graph/...", "hooks", "ops", "workitem", "run", "plugin", "loop", "loop/api/...", "loop/demo/agent", "integrations", "sessions", "internal/..."}},
-	{floorCmd, "cmd/loopd", []string{"graph/...", "hooks", "ops", "workitem", "run", "plugin", "loop", "loop/api/...", "loop/daemon/...", "loop/demo", "loop/demo/agent", "ingress", "integrations", "sessions", "internal/..."}},
+	{floorCmd, "cmd/loopctl", []string{"graph/...", "hooks", "ops", "workitem", "run", "plugin/...", "loop", "loop/api/...", "loop/demo/agent", "integrations", "sessions", "internal/..."}},
+	{floorCmd, "cmd/loopd", []string{"graph/...", "hooks", "ops", "workitem", "run", "plugin/...", "loop", "loop/api/...", "loop/daemon/...", "loop/demo", "loop/demo/agent", "ingress", "integrations", "sessions", "internal/..."}},
 
 	{floorDemo, "loop/demo", []string{"graph", "workitem", "loop", "loop/daemon", "loop/daemon/sandbox", "loop/demo/agent", "integrations", "integrations/githubsim", "sessions", "internal/..."}},
 	// The examples embed the public library: the kernel and its file
@@ -113,6 +113,9 @@ var rules = []rule{
 	{floorKernel, "graph", []string{"internal/jsonascii"}}, // pure helpers only: graph does no I/O
 	{floorKernel, "workitem", []string{"internal/..."}},
 	{floorKernel, "plugin", []string{"internal/..."}},
+	// loopctl install's logic: the embedded plugin files written where
+	// each harness reads them; nothing of the daemon.
+	{floorVocabulary, "plugin/install", []string{"plugin", "run", "internal/..."}},
 	{floorKernel, "run/runtest", []string{"run", "internal/..."}},
 	{floorKernel, "integrations/githubsim", []string{"internal/..."}},
 

@@ -64,6 +64,18 @@ type Status struct {
 	// Cluster is set when this loopd shares the work with others
 	// (service.node).
 	Cluster *ClusterView `json:"cluster,omitempty"`
+	// Harnesses are the agent CLIs loopd can host, with the version each
+	// reported at its first status (routing.defaultHarness is Default).
+	Harnesses []HarnessView `json:"harnesses,omitempty"`
+}
+
+// HarnessView is one agent CLI as loopd found it.
+type HarnessView struct {
+	Name    string `json:"name"`
+	Binary  string `json:"binary"`
+	Path    string `json:"path,omitempty"`
+	Version string `json:"version"`
+	Default bool   `json:"default,omitempty"`
 }
 
 // ClusterView is this node's share of a cluster's work items.

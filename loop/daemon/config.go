@@ -111,10 +111,17 @@ type Config struct {
 	// AutoExecuteLabel is the arming label.
 	AutoExecuteLabel string
 
-	// DefaultHarness names the harness adapter (claude).
+	// DefaultHarness names the harness adapter (claude, cursor, codex,
+	// gemini); a work item's label "the-loop: harness-<name>" picks another.
 	DefaultHarness string
 	// HarnessArgs are routing.harnessArgs.claude.
 	HarnessArgs []string
+	// CursorArgs, CodexArgs and GeminiArgs are routing.harnessArgs.cursor,
+	// .codex and .gemini.
+	CursorArgs, CodexArgs, GeminiArgs []string
+	// HarnessByRepository is routing.harnessByRepository (owner/repo
+	// lower-cased → harness).
+	HarnessByRepository map[string]string
 	// ClaudeEnv prepares Claude Code's trust and plugin settings (nil: from
 	// the environment, with the-loop's defaults; a zero ConfigDir disables).
 	ClaudeEnv *sessions.ClaudeEnvironment
@@ -327,6 +334,8 @@ func ConfigFromSettings(st loop.Settings, getenv func(string) string) (Config, [
 	cfg.DispatchTimeout = rt.DispatchTimeout
 	cfg.DefaultHarness = rt.DefaultHarness
 	cfg.HarnessArgs = rt.HarnessArgs.Claude
+	cfg.CursorArgs, cfg.CodexArgs, cfg.GeminiArgs = rt.HarnessArgs.Cursor, rt.HarnessArgs.Codex, rt.HarnessArgs.Gemini
+	cfg.HarnessByRepository = rt.HarnessByRepository
 	cfg.HarnessTrust = HarnessTrust{Enabled: rt.HarnessTrust.Enabled, Scope: rt.HarnessTrust.Scope, AcceptBypass: rt.HarnessTrust.AcceptBypass}
 	cfg.HarnessPlugins = rt.HarnessPluginsEnabled
 	cfg.SpawnWorkdir = rt.SpawnWorkdir

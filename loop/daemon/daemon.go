@@ -73,6 +73,8 @@ type Deps struct {
 type Daemon struct {
 	cfg  Config
 	deps Deps
+	// harnessInfo caches the harnesses' versions for status (harness.go).
+	harnessInfo harnessVersions
 
 	ready chan struct{}
 	addr  string
@@ -395,6 +397,9 @@ func (d *Daemon) build() error {
 		}
 		claude.Env.Plugin = d.cfg.HarnessPlugins
 	}
+	if err := d.checkDefaultHarness(); err != nil {
+		return err
+	}
 	mcfg := sessions.DefaultManagerConfig()
 	mcfg.DefaultHarness = d.cfg.DefaultHarness
 	mcfg.ResumeOnRespawn = d.cfg.ResumeOnRespawn
@@ -414,7 +419,7 @@ func (d *Daemon) build() error {
 		return d.link.artifactNames(rec)
 	}
 	mgr, err := sessions.NewManager(mcfg, sessions.Deps{
-		Tmux: tm, Registry: reg, Harnesses: []sessions.Harness{claude},
+		Tmux: tm, Registry: reg, Harnesses: d.harnessAdapters(claude),
 		LookPath: d.lookPath, Now: d.deps.Clock.Now,
 		Observer:      sessions.ObserverFunc(d.onSession),
 		PrepareOutbox: func(id string) (string, error) { return loop.PrepareOutboxDir(d.cfg.StateRoot, id) },
@@ -454,7 +459,7 @@ func (d *Daemon) wire(ctx context.Context, q *queue.Queue, owner string) (*ingre
 	d.intake = newIntake(d.intakeConfig(), intakeDeps{
 		Registry: d.reg, Manager: d.mgr, Workspaces: d.ws, Link: d.link, Control: d.ctl,
 		Marks: q, Integrations: d.integ, Tmux: d.tmux.Config(), Git: pathRunner{path: d.deps.Path},
-		Now: d.deps.Clock.Now, CloneURL: cloneURLs(d.deps.CloneURL, d.cfg.CloneURL), Record: d.emit, Observe: d.observe,
+		Now: d.deps.Clock.Now, CloneURL: cloneURLs(d.deps.CloneURL, d.cfg.CloneURL), HarnessFor: d.harnessFor, Record: d.emit, Observe: d.observe,
 	})
 
 	icfg := d.ingressConfig()
@@ -680,8 +685,8 @@ func (d *Daemon) confinement() sessions.Confinement {
 	if abs, err := filepath.Abs(ws); err == nil {
 		ws = abs
 	}
-	var exes []string
-	for _, name := range []string{d.cfg.DefaultHarness, "loopctl", "loop-gate"} {
+	exes := d.harnessExecutables()
+	for _, name := range []string{"loopctl", "loop-gate"} {
 		if p, err := d.lookPath(name); err == nil {
 			exes = append(exes, p)
 		}

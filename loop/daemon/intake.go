@@ -36,20 +36,22 @@ import (
 // queue's handled marks, the integrations, and the event log and observer
 // it reports to.
 type intake struct {
-	cfg     atomic.Pointer[intakeConfig]
-	reg     *sessions.Registry
-	mgr     *sessions.Manager
-	ws      *sessions.Workspaces // nil: every session starts in cfg.SpawnWorkdir
-	link    *graphLink
-	ctl     *controlStore
-	marks   handledMarks
-	integ   graph.Integrations
-	tmux    sessions.TmuxConfig // the server agents run on (the attach command)
-	git     run.Runner          // git, for a checkout's branch
-	now     func() time.Time
-	clone   func(workitem.Ref, *ingress.Event) string // where to clone a repository from
-	record  emitFunc
-	observe func(Observation)
+	cfg   atomic.Pointer[intakeConfig]
+	reg   *sessions.Registry
+	mgr   *sessions.Manager
+	ws    *sessions.Workspaces // nil: every session starts in cfg.SpawnWorkdir
+	link  *graphLink
+	ctl   *controlStore
+	marks handledMarks
+	integ graph.Integrations
+	tmux  sessions.TmuxConfig // the server agents run on (the attach command)
+	git   run.Runner          // git, for a checkout's branch
+	now   func() time.Time
+	clone func(workitem.Ref, *ingress.Event) string // where to clone a repository from
+	// harnessOf names the harness a spawn for an event runs ("": default).
+	harnessOf func(*ingress.Event) string
+	record    emitFunc
+	observe   func(Observation)
 
 	// links caches branch-linkage answers (linkage.go).
 	links *linkageCache
@@ -92,6 +94,9 @@ type intakeDeps struct {
 	Git          run.Runner
 	Now          func() time.Time
 	CloneURL     func(workitem.Ref, *ingress.Event) string
+	// HarnessFor names the harness a spawn for ev runs ("" = the
+	// default): the event's harness label, else the repository's.
+	HarnessFor func(*ingress.Event) string
 	// Record writes to the event log; Observe feeds the observer and the
 	// dashboard.
 	Record  emitFunc
@@ -114,6 +119,10 @@ func newIntake(cfg intakeConfig, deps intakeDeps) *intake {
 		marks: deps.Marks, integ: deps.Integrations, tmux: deps.Tmux, git: deps.Git, now: deps.Now,
 		clone: deps.CloneURL, record: deps.Record, observe: deps.Observe,
 		links: newLinkageCache(linkageCacheSize),
+	}
+	in.harnessOf = deps.HarnessFor
+	if in.harnessOf == nil {
+		in.harnessOf = func(*ingress.Event) string { return "" }
 	}
 	in.setConfig(cfg)
 	return in
@@ -372,7 +381,7 @@ func (in *intake) spawn(ctx context.Context, item workitem.Ref, ev *ingress.Even
 	if err := in.mark(ctx, ev, stepSpawn); err != nil {
 		return err
 	}
-	res, err := in.mgr.Spawn(ctx, sessions.SpawnRequest{Item: item, Cwd: cwd, Prompt: prompt})
+	res, err := in.mgr.Spawn(ctx, sessions.SpawnRequest{Item: item, Harness: in.harnessOf(ev), Cwd: cwd, Prompt: prompt})
 	if err != nil {
 		in.emit("session.spawn_failed", graph.LevelError, item, ev, graph.Field{Key: "error", Value: err.Error()})
 		return err

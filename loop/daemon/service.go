@@ -282,7 +282,10 @@ func (d *Daemon) stopService() {
 func (d *Daemon) status(ctx context.Context) api.Status {
 	now := d.deps.Clock.Now()
 	st := api.Status{Version: buildinfo.Version(""), PID: os.Getpid(), StateRoot: d.cfg.StateRoot, Webhook: d.WebhookURL(),
-		StartedAt: d.svc.started.UTC(), Uptime: now.Sub(d.svc.started).Seconds()}
+		StartedAt: d.svc.started.UTC(), Uptime: now.Sub(d.svc.started).Seconds(), Harnesses: d.harnessViews(ctx)}
+	if w := d.defaultHarnessWarning(); w != "" {
+		st.Warnings = append(st.Warnings, w)
+	}
 	if d.q != nil {
 		if qs, err := d.q.Stats(ctx); err == nil {
 			st.Queue = apiserver.NewQueueView(qs, now)

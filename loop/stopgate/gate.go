@@ -198,9 +198,9 @@ type Verdict struct {
 
 // Run answers one stop: it writes the harness's block answer to Stdout when
 // the gate blocks, notes to Stderr, and returns the process exit code,
-// which is always 0 — Claude Code reads a block from the JSON, Cursor from
-// followup_message, and any other answer lets the agent stop. Run never
-// panics.
+// which is always 0 — each harness reads a block from the JSON (see
+// Harness), and exit 0 with nothing on stdout lets the agent stop. Run
+// never panics.
 func Run(ctx context.Context, o Options) int {
 	o = o.withDefaults()
 	v := Evaluate(ctx, o)
@@ -215,17 +215,25 @@ func Run(ctx context.Context, o Options) int {
 	return 0
 }
 
+// writeBlock writes the harness's "keep working" answer carrying reason,
+// the text the agent sees next.
 func writeBlock(w io.Writer, h Harness, reason string) error {
+	type decision struct {
+		Decision string `json:"decision"`
+		Reason   string `json:"reason"`
+	}
 	var answer any
-	if h == Cursor {
+	switch h {
+	case Cursor:
 		answer = struct {
 			FollowupMessage string `json:"followup_message"`
 		}{reason}
-	} else {
-		answer = struct {
-			Decision string `json:"decision"`
-			Reason   string `json:"reason"`
-		}{"block", reason}
+	case Gemini:
+		// AfterAgent: "deny" rejects the response and retries with the
+		// reason as the prompt ("block" is its alias).
+		answer = decision{"deny", reason}
+	default: // Claude Code, Codex CLI
+		answer = decision{"block", reason}
 	}
 	enc := json.NewEncoder(w)
 	enc.SetEscapeHTML(false)

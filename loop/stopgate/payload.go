@@ -8,25 +8,46 @@ import (
 )
 
 // Harness names the agent harness whose Stop hook invoked the gate. It
-// decides only the shape of the answer; the payload of either harness is
+// decides only the shape of the answer; the payload of any harness is
 // understood whatever the harness.
 type Harness string
 
-// The harnesses loop-gate answers.
+// The harnesses loop-gate answers, each in its own documented form. All
+// four read exit 0 with nothing on stdout as "let the agent stop", so that
+// is what every allowing verdict and every internal failure answers.
+//
+//   - Claude Code (Stop hook): {"decision":"block","reason":...}; exit 2
+//     would block too, so the gate never exits 2.
+//   - Cursor (stop hook): {"followup_message":...} sends the agent on.
+//   - Codex CLI (Stop hook from hooks.json): {"decision":"block","reason":...}
+//     with a non-empty reason, which Codex sends as the continuation
+//     prompt; exit 2 with stderr blocks too, other codes are a failed hook.
+//   - Gemini CLI (AfterAgent hook from settings.json):
+//     {"decision":"deny","reason":...} rejects the response and sends the
+//     reason as the next prompt. Any exit code but 0 and 1 blocks, with
+//     stderr as the reason, so the gate answers 0 (or 1 for bad usage).
 const (
 	Claude Harness = "claude"
 	Cursor Harness = "cursor"
+	Codex  Harness = "codex"
+	Gemini Harness = "gemini"
 )
+
+// Harnesses lists every harness loop-gate answers, in the order usage
+// text names them.
+var Harnesses = []Harness{Claude, Cursor, Codex, Gemini}
 
 // ParseHarness maps argv[1] to a Harness ("" → Claude).
 func ParseHarness(s string) (Harness, error) {
-	switch Harness(s) {
-	case "", Claude:
+	if s == "" {
 		return Claude, nil
-	case Cursor:
-		return Cursor, nil
 	}
-	return "", fmt.Errorf("unknown harness %q: pass claude or cursor", s)
+	for _, h := range Harnesses {
+		if Harness(s) == h {
+			return h, nil
+		}
+	}
+	return "", fmt.Errorf("unknown harness %q: pass claude, cursor, codex or gemini", s)
 }
 
 // MaxPayloadBytes bounds how much of stdin the gate reads. A Stop payload is
@@ -38,7 +59,11 @@ const MaxPayloadBytes = 1 << 20
 // sends {"session_id","transcript_path","cwd","hook_event_name":"Stop",
 // "stop_hook_active"}; Cursor's stop hook sends {"conversation_id",
 // "generation_id","status","loop_count","hook_event_name":"stop",
-// "workspace_roots"}. Everything else is ignored.
+// "workspace_roots"}; the Codex CLI's Stop hook sends Claude's fields plus
+// "turn_id","model","permission_mode","last_assistant_message"; the Gemini
+// CLI's AfterAgent hook sends {"session_id","transcript_path","cwd",
+// "hook_event_name":"AfterAgent","timestamp","prompt","prompt_response",
+// "stop_hook_active"}. Everything else is ignored.
 type Payload struct {
 	// SessionID is Claude's session_id, else Cursor's conversation_id.
 	SessionID string

@@ -29,6 +29,16 @@ func TestParsePayload(t *testing.T) {
 			want: Payload{SessionID: "c-1", Cwd: "/ws", Event: "stop", Status: "completed", LoopCount: 2},
 		},
 		{
+			name: "codex",
+			in:   `{"session_id":"019a-thread","turn_id":"t-3","transcript_path":null,"cwd":"/repo","hook_event_name":"Stop","model":"gpt-5","permission_mode":"default","stop_hook_active":false,"last_assistant_message":"done"}`,
+			want: Payload{SessionID: "019a-thread", Cwd: "/repo", Event: "Stop"},
+		},
+		{
+			name: "gemini",
+			in:   `{"session_id":"g-1","transcript_path":"/t.json","cwd":"/repo","hook_event_name":"AfterAgent","timestamp":"2026-12-01T19:00:00Z","prompt":"go","prompt_response":"done","stop_hook_active":true}`,
+			want: Payload{SessionID: "g-1", Cwd: "/repo", Event: "AfterAgent", StopHookActive: true},
+		},
+		{
 			name: "cursor: first usable workspace root",
 			in:   `{"workspace_roots":[null, 3, "", "/ws"]}`,
 			want: Payload{Cwd: "/ws"},
@@ -64,14 +74,14 @@ func TestParsePayload(t *testing.T) {
 }
 
 func TestParseHarness(t *testing.T) {
-	for in, want := range map[string]Harness{"": Claude, "claude": Claude, "cursor": Cursor} {
+	for in, want := range map[string]Harness{"": Claude, "claude": Claude, "cursor": Cursor, "codex": Codex, "gemini": Gemini} {
 		h, err := ParseHarness(in)
 		require.NoError(t, err)
 		require.Equal(t, want, h)
 	}
-	for _, in := range []string{"Claude", "codex", "--claude"} {
+	for _, in := range []string{"Claude", "openai", "--claude", "gemini-cli"} {
 		_, err := ParseHarness(in)
-		require.ErrorContains(t, err, "pass claude or cursor")
+		require.ErrorContains(t, err, "pass claude, cursor, codex or gemini")
 	}
 }
 

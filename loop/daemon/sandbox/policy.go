@@ -238,6 +238,27 @@ type PolicyOptions struct {
 	Off bool
 }
 
+// nodeModulesRoot is the outermost node_modules directory holding exe or
+// the file it links to ("" when neither is in one).
+func nodeModulesRoot(exe string) string {
+	for _, p := range []string{exe, evalOr(exe)} {
+		parts := strings.Split(filepath.ToSlash(p), "/")
+		for i, part := range parts {
+			if part == "node_modules" && i > 0 {
+				return filepath.FromSlash(strings.Join(parts[:i+1], "/"))
+			}
+		}
+	}
+	return ""
+}
+
+func evalOr(p string) string {
+	if real, err := filepath.EvalSymlinks(p); err == nil {
+		return real
+	}
+	return p
+}
+
 // SystemReadExec are the directories every target may read and run from.
 var SystemReadExec = []string{"/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/etc", "/opt", "/proc", "/sys", "/usr/local"}
 
@@ -300,6 +321,12 @@ func NewPolicy(o PolicyOptions) Policy {
 			// A symlinked install (~/.local/bin/claude → versions/x)
 			// runs from where the link points.
 			p.ReadExec = append(p.ReadExec, filepath.Dir(real))
+		}
+		// An npm-installed harness (codex, gemini: node_modules/.bin/x →
+		// ../@scope/pkg/bin/x.js) loads its modules and native binaries
+		// from the whole node_modules tree it lives in.
+		if nm := nodeModulesRoot(exe); nm != "" {
+			p.ReadExec = append(p.ReadExec, nm)
 		}
 	}
 	if o.Self != "" {

@@ -1,4 +1,4 @@
-package main
+package install
 
 import (
 	"context"
@@ -12,8 +12,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/urfave/cli/v2"
-
 	"github.com/theloop-dev/theloop/plugin"
 	"github.com/theloop-dev/theloop/run"
 )
@@ -23,10 +21,16 @@ import (
 // Python CLI.
 const pythonPluginID = "the-loop@the-loop"
 
-// runInstall installs theloop for the harness: for Claude Code the plugin
+// Install installs theloop for the harness: for Claude Code the plugin
 // (local marketplace + settings), whose hooks carry the Stop gate; for
-// Cursor the stop hook and, in a project, the rule file.
-func runInstall(opts *installOptions) error {
+// Cursor the stop hook and, in a project, the rule file; for the Codex CLI
+// and the Gemini CLI the hook in their hook file and the prose in their
+// packaging (agentcli.go).
+func Install(opts *Options) error {
+	switch opts.Harness {
+	case harnessCodex, harnessGemini:
+		return installAgentCLI(opts)
+	}
 	if opts.Harness == harnessClaude {
 		return runInstallClaudePlugin(opts)
 	}
@@ -37,15 +41,15 @@ func runInstall(opts *installOptions) error {
 }
 
 // marketplaceDir is where the plugin's local marketplace lives.
-func (o *installOptions) marketplaceDir() (string, error) {
-	home, err := o.Factory.HomeDir()
+func (o *Options) marketplaceDir() (string, error) {
+	home, err := o.Env.HomeDir()
 	if err != nil || home == "" {
 		return "", failWith(exitFailed, "loopctl install: no home directory for the plugin's files (%v); set HOME", err)
 	}
-	return plugin.MarketplaceDir(o.Factory.Getenv, home), nil
+	return plugin.MarketplaceDir(o.Env.Getenv, home), nil
 }
 
-func runInstallClaudePlugin(opts *installOptions) error {
+func runInstallClaudePlugin(opts *Options) error {
 	path, err := opts.settingsPath()
 	if err != nil {
 		return err
@@ -141,7 +145,7 @@ func pluginVersion(tree plugin.Tree) string {
 // (or upgrades) the plugin now, when the claude CLI is on PATH. Without it
 // the settings alone suffice: Claude Code registers the marketplace and
 // installs the plugin on its next starts. Failures are warnings.
-func (o *installOptions) registerWithClaude(dir string, upgraded bool) {
+func (o *Options) registerWithClaude(dir string, upgraded bool) {
 	claude := o.lookPath("claude")
 	if claude == "" {
 		fmt.Fprintln(o.IO.Out, "Claude Code picks the plugin up from the settings when a session starts; restart running sessions.")
@@ -166,8 +170,8 @@ func (o *installOptions) registerWithClaude(dir string, upgraded bool) {
 // runClaude runs one step of the claude CLI (at most 60 s) with the
 // operator's home and Claude config directory, in the project for --scope
 // project.
-func (o *installOptions) runClaude(claude string, args []string) error {
-	home, _ := o.Factory.HomeDir()
+func (o *Options) runClaude(claude string, args []string) error {
+	home, _ := o.Env.HomeDir()
 	cmdDir := ""
 	if o.Scope == scopeProject {
 		cmdDir = filepath.Dir(filepath.Dir(mustSettingsPath(o)))
@@ -183,14 +187,14 @@ func (o *installOptions) runClaude(claude string, args []string) error {
 	return err
 }
 
-func mustSettingsPath(o *installOptions) string {
+func mustSettingsPath(o *Options) string {
 	p, _ := o.settingsPath()
 	return p
 }
 
 // lookPath finds an executable in the Factory's PATH ("" when absent).
-func (o *installOptions) lookPath(name string) string {
-	for _, dir := range filepath.SplitList(o.Factory.Getenv("PATH")) {
+func (o *Options) lookPath(name string) string {
+	for _, dir := range filepath.SplitList(o.Env.Getenv("PATH")) {
 		if dir == "" || !filepath.IsAbs(dir) {
 			continue
 		}
@@ -423,7 +427,7 @@ func cursorRulePath(repoRoot string) string {
 
 // installCursorRule writes the operating model as a Cursor rule in the
 // project (Cursor reads rule files per project; at user scope it has none).
-func installCursorRule(opts *installOptions) error {
+func installCursorRule(opts *Options) error {
 	if opts.Scope != scopeProject {
 		fmt.Fprintln(opts.IO.Out, "Cursor reads rules per project: run loopctl install --harness cursor --scope project in each repository for the-loop's rule.")
 		return nil
@@ -460,42 +464,12 @@ func installCursorRule(opts *installOptions) error {
 
 // --- uninstall ----------------------------------------------------------------------
 
-func newUninstallCmd(f *Factory, runF func(*installOptions) error) *cli.Command {
-	return &cli.Command{
-		Name:  "uninstall",
-		Usage: "undo loopctl install: the plugin (Claude Code) or the stop hook and rule (Cursor)",
-		Description: `uninstall removes what install added and nothing else: for Claude Code the
-theloop marketplace entry, the enabledPlugins key and any loop-gate Stop hook
-(and, at user scope, the marketplace directory); for Cursor the loop-gate stop
-hook and, in a project, the rule file when it is still the one install wrote.
-Every other setting is kept byte for byte.
-
-Examples:
-   loopctl uninstall
-   loopctl uninstall --harness cursor --scope project --dry-run`,
-		Flags: []cli.Flag{
-			&cli.StringFlag{Name: "harness", Value: harnessClaude, Usage: "claude or cursor"},
-			&cli.StringFlag{Name: "scope", Value: scopeUser, Usage: "user or project"},
-			&cli.BoolFlag{Name: "dry-run", Usage: "print the change and write nothing"},
-			&cli.StringFlag{Name: "repo", Usage: "the repository for --scope project (default: the one holding the current directory)"},
-		},
-		Action: func(c *cli.Context) error {
-			if c.NArg() > 0 {
-				return failWith(exitRefused, "loopctl uninstall: takes no arguments; got %s", strings.Join(c.Args().Slice(), " "))
-			}
-			opts := &installOptions{IO: f.IO, Factory: f, Harness: c.String("harness"), Scope: c.String("scope"), DryRun: c.Bool("dry-run"), Repo: c.String("repo")}
-			if err := opts.checkFlags("uninstall", false); err != nil {
-				return err
-			}
-			if runF != nil {
-				return runF(opts)
-			}
-			return runUninstall(opts)
-		},
+// Uninstall removes what Install wrote for the harness and scope.
+func Uninstall(opts *Options) error {
+	switch opts.Harness {
+	case harnessCodex, harnessGemini:
+		return uninstallAgentCLI(opts)
 	}
-}
-
-func runUninstall(opts *installOptions) error {
 	path, err := opts.settingsPath()
 	if err != nil {
 		return err
@@ -596,7 +570,7 @@ func uninstallCursorHook(old []byte) ([]byte, []string, error) {
 // unregisterWithClaude uninstalls the plugin and removes the marketplace
 // through the claude CLI when it is on PATH (best effort); it reports
 // whether the CLI ran.
-func (o *installOptions) unregisterWithClaude() bool {
+func (o *Options) unregisterWithClaude() bool {
 	claude := o.lookPath("claude")
 	if claude == "" {
 		return false

@@ -1,4 +1,4 @@
-package main
+package install
 
 import (
 	"bytes"
@@ -13,23 +13,25 @@ import (
 
 	"github.com/theloop-dev/theloop/internal/atomicfile"
 	"github.com/theloop-dev/theloop/run"
-
-	"github.com/urfave/cli/v2"
 )
 
 // Harnesses and scopes loopctl install knows.
 const (
 	harnessClaude = "claude"
 	harnessCursor = "cursor"
+	harnessCodex  = "codex"
+	harnessGemini = "gemini"
 	scopeUser     = "user"
 	scopeProject  = "project"
 	// gateBinary is the Stop hook's program name.
 	gateBinary = "loop-gate"
 )
 
-type installOptions struct {
+// Options is one install or uninstall: what to install where, and the
+// world it runs in.
+type Options struct {
 	IO      IOStreams
-	Factory *Factory
+	Env     *Env
 	Harness string
 	Scope   string
 	DryRun  bool
@@ -45,73 +47,14 @@ type installOptions struct {
 	Runner run.Runner
 }
 
-func newInstallCmd(f *Factory, runF func(*installOptions) error) *cli.Command {
-	return &cli.Command{
-		Name:  "install",
-		Usage: "install theloop's plugin (Claude Code) or rule and stop hook (Cursor)",
-		Description: `For Claude Code, install writes theloop's plugin "the-loop" (the skill, the
-/the-loop: commands, a SessionStart reminder and loop-gate as the Stop hook)
-into a local marketplace under $XDG_DATA_HOME/theloop (~/.local/share/theloop),
-registers it in the settings (extraKnownMarketplaces, enabledPlugins) and, when
-the claude CLI is on PATH, installs it there at once. A loop-gate Stop hook
-left in the settings by an earlier install moves into the plugin. A new
-loopctl version replaces the plugin's files (its version carries their hash).
-
-For Cursor, install writes the stop hook below and, with --scope project, the
-rule .cursor/rules/the-loop.mdc.
-
-loop-gate runs whenever the agent is about to stop. While the work item's
-current node blocks, loop-gate keeps the agent working (at most three times in a row per
-node); at a human gate, or in a session that is not theloop's, it lets the
-agent stop.
-
-  Claude Code  ~/.claude/settings.json (user) or <repo>/.claude/settings.json
-               (project): enables the-loop@theloop, whose Stop hook runs
-               "loop-gate claude"
-  Cursor       ~/.cursor/hooks.json (user) or <repo>/.cursor/hooks.json
-               (project): hooks.stop runs "loop-gate cursor"
-
-Everything else in the file is kept (keys, order, values; the file is
-re-indented with two spaces only when something must change). Running it
-again changes nothing; an existing loop-gate entry is updated in place. A file
-that is not valid JSON is refused, never overwritten.
-
-Examples:
-   loopctl install
-   loopctl install --harness cursor --scope project --dry-run
-   loopctl install --command /usr/local/bin/loop-gate`,
-		Flags: []cli.Flag{
-			&cli.StringFlag{Name: "harness", Value: harnessClaude, Usage: "claude or cursor"},
-			&cli.StringFlag{Name: "scope", Value: scopeUser, Usage: "user (your home directory: every session) or project (this repository's checkout)"},
-			&cli.BoolFlag{Name: "dry-run", Usage: "print the change as a diff and write nothing"},
-			&cli.StringFlag{Name: "command", Value: gateBinary, Usage: "the loop-gate program (a name on the harness's PATH, or an absolute path)", TakesFile: true},
-			&cli.StringFlag{Name: "repo", Usage: "the repository for --scope project (default: the one holding the current directory)"},
-		},
-		Action: func(c *cli.Context) error {
-			if c.NArg() > 0 {
-				return failWith(exitRefused, "loopctl install: takes no arguments; got %s", strings.Join(c.Args().Slice(), " "))
-			}
-			opts := &installOptions{IO: f.IO, Factory: f, Harness: c.String("harness"), Scope: c.String("scope"),
-				DryRun: c.Bool("dry-run"), Command: c.String("command"), CommandSet: c.IsSet("command"), Repo: c.String("repo")}
-			if err := opts.checkFlags("install", true); err != nil {
-				return err
-			}
-			if runF != nil {
-				return runF(opts)
-			}
-			return runInstall(opts)
-		},
-	}
-}
-
-// checkFlags refuses (exit 2) what `loopctl VERB` cannot use: a harness
+// CheckFlags refuses (exit 2) what `loopctl VERB` cannot use: a harness
 // or scope it does not know, a --command that is not one line (when
 // command), --repo without --scope project.
-func (o *installOptions) checkFlags(verb string, command bool) error {
+func (o *Options) CheckFlags(verb string, command bool) error {
 	switch o.Harness {
-	case harnessClaude, harnessCursor:
+	case harnessClaude, harnessCursor, harnessCodex, harnessGemini:
 	default:
-		return failWith(exitRefused, "loopctl %s: --harness must be claude or cursor, not %q", verb, o.Harness)
+		return failWith(exitRefused, "loopctl %s: --harness must be claude, cursor, codex or gemini, not %q", verb, o.Harness)
 	}
 	switch o.Scope {
 	case scopeUser, scopeProject:
@@ -127,8 +70,8 @@ func (o *installOptions) checkFlags(verb string, command bool) error {
 	// The harness runs the hook from the agent's directory, not from here:
 	// a relative program path (./bin/loop-gate) is made absolute now, and
 	// said so, rather than written as given and broken later.
-	if command && o.CommandSet && strings.Contains(o.Command, "/") && !filepath.IsAbs(o.Command) && o.Factory != nil {
-		wd, err := o.Factory.Getwd()
+	if command && o.CommandSet && strings.Contains(o.Command, "/") && !filepath.IsAbs(o.Command) && o.Env != nil {
+		wd, err := o.Env.Getwd()
 		if err != nil {
 			return failWith(exitRefused, "loopctl %s: --command %s is relative and the working directory is unknown: %v; give an absolute path", verb, o.Command, err)
 		}
@@ -141,7 +84,7 @@ func (o *installOptions) checkFlags(verb string, command bool) error {
 
 // runInstallStopHook registers loop-gate in the harness's hook file
 // (Cursor; Claude Code gets it from the plugin).
-func runInstallStopHook(opts *installOptions) error {
+func runInstallStopHook(opts *Options) error {
 	path, err := opts.settingsPath()
 	if err != nil {
 		return err
@@ -188,21 +131,35 @@ func runInstallStopHook(opts *installOptions) error {
 }
 
 func harnessTitle(h string) string {
-	if h == harnessCursor {
+	switch h {
+	case harnessCursor:
 		return "Cursor"
+	case harnessCodex:
+		return "Codex CLI"
+	case harnessGemini:
+		return "Gemini CLI"
 	}
 	return "Claude Code"
 }
 
 // settingsPath is the file the harness reads its hooks from, for the scope.
-func (o *installOptions) settingsPath() (string, error) {
+func (o *Options) settingsPath() (string, error) {
 	rel := filepath.Join(".claude", "settings.json")
-	if o.Harness == harnessCursor {
+	switch o.Harness {
+	case harnessCursor:
 		rel = filepath.Join(".cursor", "hooks.json")
+	case harnessCodex:
+		rel = filepath.Join(".codex", "hooks.json")
+		// Codex keeps its user layer in $CODEX_HOME when that is set.
+		if ch := o.Env.Getenv("CODEX_HOME"); o.Scope == scopeUser && filepath.IsAbs(ch) {
+			return evalLink(filepath.Join(ch, "hooks.json")), nil
+		}
+	case harnessGemini:
+		rel = filepath.Join(".gemini", "settings.json")
 	}
 	var base string
 	if o.Scope == scopeUser {
-		home, err := o.Factory.HomeDir()
+		home, err := o.Env.HomeDir()
 		if err != nil || home == "" {
 			return "", failWith(exitFailed, "loopctl install: no home directory for --scope user (%v); set HOME or use --scope project", err)
 		}
@@ -210,7 +167,7 @@ func (o *installOptions) settingsPath() (string, error) {
 	} else {
 		start := o.Repo
 		if start == "" {
-			wd, err := o.Factory.Getwd()
+			wd, err := o.Env.Getwd()
 			if err != nil {
 				return "", failWith(exitFailed, "loopctl install: %v", err)
 			}
@@ -222,13 +179,17 @@ func (o *installOptions) settingsPath() (string, error) {
 		}
 		base = root
 	}
-	path := filepath.Join(base, rel)
-	// A settings file managed as a symbolic link (dotfiles) is edited where
-	// it lives; replacing the link would silently fork the user's settings.
+	return evalLink(filepath.Join(base, rel)), nil
+}
+
+// evalLink is path, or where it points when it is a symbolic link: a
+// settings file managed as a link (dotfiles) is edited where it lives;
+// replacing the link would silently fork the user's settings.
+func evalLink(path string) string {
 	if real, err := filepath.EvalSymlinks(path); err == nil {
-		path = real
+		return real
 	}
-	return path, nil
+	return path
 }
 
 // gitRoot walks up from dir to the directory holding .git.
@@ -248,8 +209,8 @@ func gitRoot(dir string) (string, error) {
 }
 
 // onPath reports whether name is an executable file in a $PATH directory.
-func (o *installOptions) onPath(name string) bool {
-	for _, dir := range filepath.SplitList(o.Factory.Getenv("PATH")) {
+func (o *Options) onPath(name string) bool {
+	for _, dir := range filepath.SplitList(o.Env.Getenv("PATH")) {
 		if dir == "" {
 			continue
 		}

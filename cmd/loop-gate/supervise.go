@@ -74,6 +74,10 @@ func supervise(argv []string, in io.Reader, out, errOut io.Writer) int {
 	// Before anything that can fail fatally.
 	debug.SetTraceback("crash")
 	disableCoreDumps()
+	if arg(argv) == "gemini" {
+		// Gemini reads exit 134 with the runtime's text as a block.
+		errOut = hideCrashText(errOut)
+	}
 	debug.SetMemoryLimit(softHeapLimit)
 	if mb, err := strconv.Atoi(os.Getenv(memoryLimitEnv)); err == nil && mb > 0 {
 		limitAddressSpace(uint64(mb) << 20)

@@ -54,12 +54,17 @@ section the node's exit chain checks.`,
 				Name:        "list",
 				Usage:       "the critics this repository configures",
 				Description: "Example:\n   loopctl critic list --format json",
-				Flags:       append(repoFlagDefs(false), &cli.StringFlag{Name: "format", Value: "table", Usage: "table or json"}),
+				Flags:       append(append(repoFlagDefs(false), &cli.StringFlag{Name: "format", Value: "table", Usage: "table or json"}), outputFlags()...),
 				Action: func(c *cli.Context) error {
 					if err := noArgs(c, "critic list", ""); err != nil {
 						return err
 					}
-					return runCriticList(f, readRepoFlags(c), c.String("format"))
+					format := c.String("format")
+					o, err := readOutput(c, "critic list", &format)
+					if err != nil {
+						return err
+					}
+					return runCriticList(f, readRepoFlags(c), format, o)
 				},
 			},
 			{
@@ -98,7 +103,7 @@ Example:
 	}
 }
 
-func runCriticList(f *Factory, rf repoFlags, format string) error {
+func runCriticList(f *Factory, rf repoFlags, format string, o output) error {
 	repo, err := f.openRepo(rf, "", "")
 	if err != nil {
 		return err
@@ -109,11 +114,6 @@ func runCriticList(f *Factory, rf repoFlags, format string) error {
 	}
 	switch format {
 	case "json":
-		if critics == nil {
-			critics = []loop.Critic{}
-		}
-		enc := json.NewEncoder(f.IO.Out)
-		enc.SetIndent("", "  ")
 		type view struct {
 			Name           string `json:"name"`
 			Harness        string `json:"harness"`
@@ -124,7 +124,7 @@ func runCriticList(f *Factory, rf repoFlags, format string) error {
 		for _, c := range critics {
 			out = append(out, view{c.Name, c.Harness, c.Model, int(c.Timeout.Seconds())})
 		}
-		return enc.Encode(out)
+		return o.write(f.IO.Out, out)
 	case "table", "":
 	default:
 		return failWith(exitRefused, "--format %q: use table or json", format)

@@ -71,8 +71,12 @@ type EventLogOptions struct {
 //
 // Emit never panics, never blocks on another process and never returns an
 // error: a failing write is reported once to Warnings (again only after a
-// write has succeeded in between) and the event is dropped. A nil *EventLog
-// discards events. Safe for concurrent use.
+// write has succeeded in between) and the line is held in memory (up to
+// 1 MB; beyond that lines are counted and dropped). The next write that
+// succeeds — once the disk has room again — writes the held lines first, in
+// order, after one eventlog.lost line when some were dropped. Err reports
+// whether the last write failed. A nil *EventLog discards events. Safe for
+// concurrent use.
 type EventLog struct {
 	path, source string
 	maxBytes     int64
@@ -89,7 +93,17 @@ type EventLog struct {
 	fi     fs.FileInfo
 	warned bool
 	closed bool
+	// held are lines a failed write left over (a full disk), written
+	// first, in order, by the next write that succeeds; heldBytes bounds
+	// them (maxHeldBytes) and lost counts the lines beyond the bound.
+	held      [][]byte
+	heldBytes int
+	lost      int
+	lastErr   error
 }
+
+// maxHeldBytes bounds the lines an EventLog keeps while it cannot write.
+const maxHeldBytes = 1 << 20
 
 // OpenEventLog opens (creating it and its directory, 0755) the log at path
 // for events emitted by source (e.g. "loopctl", "loopd", "loop-gate").
@@ -187,14 +201,64 @@ func (l *EventLog) Emit(e graph.LogEvent) {
 	if l.closed {
 		return
 	}
-	if err := l.write(line); err != nil {
+	err := l.writeHeld()
+	if err == nil {
+		err = l.write(line)
+	}
+	if err != nil {
+		l.lastErr = err
+		if l.heldBytes+len(line) <= maxHeldBytes {
+			l.held = append(l.held, line)
+			l.heldBytes += len(line)
+		} else {
+			l.lost++
+		}
 		if !l.warned {
 			l.warned = true
-			fmt.Fprintf(l.warnings, "theloop: warning: event log %s: %v; events are being dropped (further failures are not reported until a write succeeds)\n", l.path, err)
+			fmt.Fprintf(l.warnings, "theloop: warning: event log %s: %v; events are held in memory (up to 1 MB, then dropped) until a write succeeds (further failures are not reported until then)\n", l.path, err)
 		}
 		return
 	}
+	l.lastErr = nil
 	l.warned = false
+}
+
+// Err reports the error of the last write when it failed (nil once a write
+// succeeds again). The daemon's health check asks it: a loopd that cannot
+// record what it does is not healthy.
+func (l *EventLog) Err() error {
+	if l == nil {
+		return nil
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.lastErr == nil {
+		return nil
+	}
+	return fmt.Errorf("event log %s cannot be written: %w", l.path, l.lastErr)
+}
+
+// writeHeld writes the lines a failed write left over. Called with l.mu
+// held.
+func (l *EventLog) writeHeld() error {
+	if l.lost > 0 {
+		note := FormatEventLine(l.source, l.pid, graph.LogEvent{Time: l.clock.Now(), Name: "eventlog.lost", Level: graph.LevelWarning,
+			Fields: []graph.Field{{Key: "lost", Value: l.lost}, {Key: "reason", Value: "the log could not be written and more than 1 MB of events waited"}}})
+		if err := l.write(note); err != nil {
+			return err
+		}
+		l.lost = 0
+	}
+	for len(l.held) > 0 {
+		if err := l.write(l.held[0]); err != nil {
+			return err
+		}
+		l.heldBytes -= len(l.held[0])
+		l.held[0] = nil
+		l.held = l.held[1:]
+	}
+	l.held = nil
+	return nil
 }
 
 // write appends line, reopening or rotating the file first as needed.
@@ -209,7 +273,16 @@ func (l *EventLog) write(line []byte) error {
 			return err
 		}
 	}
-	_, err = l.f.Write(line)
+	n, err := l.f.Write(line)
+	if err != nil && n > 0 {
+		// A full disk takes part of a line: cut it off, so the line
+		// held for later is not glued to a torn half. (The size was
+		// stat'ed before the write; a line another process appended in
+		// between — itself failing on the same full disk — is cut too.)
+		if st, serr := l.f.Stat(); serr == nil && st.Size() >= int64(n) {
+			_ = l.f.Truncate(st.Size() - int64(n))
+		}
+	}
 	return err
 }
 

@@ -304,6 +304,7 @@ func (d *Daemon) Run(ctx context.Context) (err error) {
 	dispReturned := false
 	select {
 	case <-ctx.Done():
+	case err = <-d.watchStore(ctx, q): // persist.go
 	case err = <-dispDone:
 		// The dispatcher stopped on its own (its lease was taken over, or
 		// its consumer failed): stop, so a supervisor restarts loopd.
@@ -463,7 +464,7 @@ func (d *Daemon) wire(ctx context.Context, q *queue.Queue, owner string) (*ingre
 			d.logf("warning: %s", w)
 		}
 	}
-	recv, err := ingress.NewReceiver(icfg, ingress.ReceiverDeps{Sink: d.Sink(), Log: d.sink, Clock: d.deps.Clock, SinkCopiesPayload: true})
+	recv, err := ingress.NewReceiver(icfg, ingress.ReceiverDeps{Sink: d.Sink(), Log: d.sink, Clock: d.deps.Clock, SinkCopiesPayload: true, Health: d.Healthy})
 	if err != nil {
 		return nil, nil, fmt.Errorf("daemon: webhook receiver: %w", err)
 	}

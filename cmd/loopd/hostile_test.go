@@ -1,0 +1,294 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"io"
+	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/theloop-dev/theloop/integrations/githubsim"
+	"github.com/theloop-dev/theloop/internal/shortdir"
+)
+
+// hostileLoopd is a built loopd started for an attack test: signed
+// webhooks (secret hostileSecret) on port, state root state, GitHub
+// answered by a githubsim server.
+type hostileLoopd struct {
+	t          *testing.T
+	bin, base  string
+	state, cfg string
+	port       int
+	env        []string
+	// wrap, when set, prefixes the command (e.g. prlimit).
+	wrap []string
+
+	mu   sync.Mutex
+	cmd  *exec.Cmd
+	logs *bytes.Buffer
+	done chan struct{}
+	code int
+}
+
+const hostileSecret = "hostile-s3cret"
+
+func freePort(t *testing.T) int {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	defer ln.Close()
+	return ln.Addr().(*net.TCPAddr).Port
+}
+
+// newHostileLoopd writes the configuration; state is the state root (""
+// for base/state).
+func newHostileLoopd(t *testing.T, state string) *hostileLoopd {
+	t.Helper()
+	bin := loopdBinary(t)
+	base := shortdir.New(t)
+	if state == "" {
+		state = filepath.Join(base, "state")
+	}
+	sim, err := githubsim.Start(githubsim.Config{Token: "tok", BotLogin: "theloop-bot"})
+	require.NoError(t, err)
+	t.Cleanup(sim.Close)
+	require.NoError(t, sim.AddRepo("octo/demo", githubsim.RepoOptions{}))
+	h := &hostileLoopd{t: t, bin: bin, base: base, state: state, port: freePort(t)}
+	h.cfg = filepath.Join(base, "cli-config.yaml")
+	require.NoError(t, os.WriteFile(h.cfg, []byte(fmt.Sprintf(`version: "0.5.0"
+repositories: [octo/demo]
+webhooks:
+  ghWebhook:
+    host: 127.0.0.1
+    port: %d
+routing:
+  authorizedUsers: [dana]
+  workspace:
+    root: %s
+integrations:
+  github:
+    transport: api
+    api:
+      baseUrl: %s
+`, h.port, filepath.Join(base, "ws"), sim.URL())), 0o600))
+	h.env = append(os.Environ(), "THE_LOOP_GH_WEBHOOK_SECRET="+hostileSecret, "GH_TOKEN=tok", "HOME="+base, "TMUX_TMPDIR="+base)
+	return h
+}
+
+// start runs loopd and waits until /healthz answers 200.
+func (h *hostileLoopd) start() {
+	t := h.t
+	t.Helper()
+	args := append(append([]string(nil), h.wrap...), h.bin, "run", "--config", h.cfg, "--state-root", h.state)
+	cmd := exec.Command(args[0], args[1:]...)
+	cmd.Dir = h.base
+	cmd.Env = h.env
+	logs := &bytes.Buffer{}
+	cmd.Stdout, cmd.Stderr = logs, logs
+	require.NoError(t, cmd.Start())
+	done := make(chan struct{})
+	h.mu.Lock()
+	h.cmd, h.logs, h.done, h.code = cmd, logs, done, -1
+	h.mu.Unlock()
+	go func() {
+		err := cmd.Wait()
+		code := 0
+		if ee, ok := err.(*exec.ExitError); ok {
+			code = ee.ExitCode()
+		}
+		h.mu.Lock()
+		h.code = code
+		h.mu.Unlock()
+		close(done)
+	}()
+	t.Cleanup(func() {
+		select {
+		case <-done:
+		default:
+			_ = cmd.Process.Kill()
+			<-done
+		}
+		if t.Failed() {
+			t.Logf("loopd output:\n%s", logs.String())
+		}
+	})
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		if code, err := h.get("/healthz"); err == nil && code == http.StatusOK {
+			return
+		}
+		select {
+		case <-done:
+			t.Fatalf("loopd exited at start (code %d):\n%s", h.code, logs.String())
+		default:
+		}
+		require.True(t, time.Now().Before(deadline), "loopd did not answer /healthz:\n%s", logs.String())
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+var hostileClient = &http.Client{Timeout: 10 * time.Second}
+
+func (h *hostileLoopd) get(path string) (int, error) {
+	resp, err := hostileClient.Get(fmt.Sprintf("http://127.0.0.1:%d%s", h.port, path))
+	if err != nil {
+		return 0, err
+	}
+	resp.Body.Close()
+	return resp.StatusCode, nil
+}
+
+// post sends a signed issues.opened delivery for octo/demo#n.
+func (h *hostileLoopd) post(id string, n int) (int, error) {
+	body := []byte(fmt.Sprintf(`{"action":"opened","issue":{"number":%d,"title":"t","body":"b","user":{"login":"dana"},"labels":[]},"repository":{"full_name":"octo/demo","name":"demo","owner":{"login":"octo"}},"sender":{"login":"dana"},"pad":%q}`, n, strings.Repeat("p", 64<<10)))
+	mac := hmac.New(sha256.New, []byte(hostileSecret))
+	mac.Write(body)
+	req, err := http.NewRequest(http.MethodPost, fmt.Sprintf("http://127.0.0.1:%d/gh-webhook", h.port), bytes.NewReader(body))
+	if err != nil {
+		return 0, err
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("X-GitHub-Event", "issues")
+	req.Header.Set("X-GitHub-Delivery", id)
+	req.Header.Set("X-Hub-Signature-256", "sha256="+hex.EncodeToString(mac.Sum(nil)))
+	resp, err := hostileClient.Do(req)
+	if err != nil {
+		return 0, err
+	}
+	resp.Body.Close()
+	return resp.StatusCode, nil
+}
+
+// exited waits up to d for loopd to exit and returns its code (-1: still
+// running).
+func (h *hostileLoopd) exited(d time.Duration) int {
+	select {
+	case <-h.done:
+	case <-time.After(d):
+		return -1
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.code
+}
+
+// control GETs path on the control socket and returns the status and body.
+func (h *hostileLoopd) control(path string, timeout time.Duration) (int, string, error) {
+	c := &http.Client{Timeout: timeout, Transport: &http.Transport{
+		DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
+			var d net.Dialer
+			return d.DialContext(ctx, "unix", filepath.Join(h.state, "loopd.sock"))
+		}}}
+	defer c.CloseIdleConnections()
+	resp, err := c.Get("http://loopd" + path)
+	if err != nil {
+		return 0, "", err
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(b), err
+}
+
+func (h *hostileLoopd) output() string {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.logs.String()
+}
+
+// mountTmpfs mounts a tmpfs of size at a new directory, or skips (Linux,
+// root only).
+func mountTmpfs(t *testing.T, size string) string {
+	t.Helper()
+	if runtime.GOOS != "linux" || os.Geteuid() != 0 {
+		t.Skip("a full file system needs a tmpfs mount: Linux and root only")
+	}
+	dir := shortdir.New(t)
+	if out, err := exec.Command("mount", "-t", "tmpfs", "-o", "size="+size, "tmpfs", dir).CombinedOutput(); err != nil {
+		t.Skipf("cannot mount a tmpfs (%v: %s)", err, strings.TrimSpace(string(out)))
+	}
+	t.Cleanup(func() { _ = exec.Command("umount", "-l", dir).Run() })
+	return dir
+}
+
+// The state root on a 24 MB tmpfs that fills up: loopd answers 503 (never
+// 202) to webhooks, /healthz answers 503, and once the space is freed it
+// exits 75 by itself; restarted (as systemd's Restart=on-failure does) it
+// answers 202 again. The time from freeing the space to the first 202 is
+// logged (without systemd's RestartSec).
+func TestDiskFullThenFreedRecovers(t *testing.T) {
+	mnt := mountTmpfs(t, "24m")
+	h := newHostileLoopd(t, filepath.Join(mnt, "state"))
+	h.start()
+	code, err := h.post("before-full", 1)
+	require.NoError(t, err)
+	require.Equal(t, http.StatusAccepted, code)
+
+	fill := filepath.Join(mnt, "fill")
+	f, err := os.Create(fill)
+	require.NoError(t, err)
+	buf := make([]byte, 1<<20)
+	for {
+		if _, err := f.Write(buf); err != nil {
+			break
+		}
+	}
+	f.Close()
+
+	saw503 := false
+	for i := 0; i < 20 && !saw503; i++ {
+		code, err := h.post(fmt.Sprintf("full-%d", i), 2+i)
+		require.NoError(t, err)
+		require.NotEqual(t, http.StatusAccepted, code, "a 202 while the disk is full would be a lie")
+		saw503 = code == http.StatusServiceUnavailable
+	}
+	require.True(t, saw503, "webhooks are answered 503 while the disk is full")
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		code, err := h.get("/healthz")
+		require.NoError(t, err)
+		if code == http.StatusServiceUnavailable {
+			break
+		}
+		require.True(t, time.Now().Before(deadline), "/healthz still answers %d with a full disk", code)
+		time.Sleep(50 * time.Millisecond)
+	}
+	_, metrics, err := h.control("/metrics", 10*time.Second)
+	require.NoError(t, err)
+	require.Contains(t, metrics, "theloop_queue_up 0", "theloop_queue_up tells the truth")
+	require.Equal(t, -1, h.exited(3*time.Second), "loopd stays up (and says why) while the disk is full")
+	require.Contains(t, h.output(), "cannot persist")
+
+	freed := time.Now()
+	require.NoError(t, os.Remove(fill))
+	code = h.exited(30 * time.Second)
+	exitedAfter := time.Since(freed)
+	require.Equal(t, exitRestart, code, "loopd exits 75 once there is room again:\n%s", h.output())
+
+	h.start()
+	var first time.Duration
+	deadline = time.Now().Add(30 * time.Second)
+	for i := 0; ; i++ {
+		code, err := h.post(fmt.Sprintf("after-%d", i), 100+i)
+		if err == nil && code == http.StatusAccepted {
+			first = time.Since(freed)
+			break
+		}
+		require.True(t, time.Now().Before(deadline), "no 202 after the restart (last %d, %v)", code, err)
+		time.Sleep(20 * time.Millisecond)
+	}
+	t.Logf("disk freed -> loopd exited 75: %s; -> first 202 after the restart: %s (plus RestartSec under systemd)", exitedAfter.Round(time.Millisecond), first.Round(time.Millisecond))
+}

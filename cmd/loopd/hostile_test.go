@@ -3,11 +3,11 @@ package main
 import (
 	"bytes"
 	"context"
-	"io"
 	"crypto/hmac"
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"os"

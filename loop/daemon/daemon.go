@@ -83,6 +83,7 @@ type Daemon struct {
 	q      *queue.Queue
 	sink   graph.Sink
 	elog   *loop.EventLog
+	audit  *loop.EventLog // audit.go
 	integ  graph.Integrations
 	tmux   *sessions.Tmux
 	reg    *sessions.Registry
@@ -245,6 +246,7 @@ func (d *Daemon) Run(ctx context.Context) (err error) {
 		if d.elog != nil {
 			d.elog.Close()
 		}
+		d.audit.Close()
 	}()
 
 	q, err := queue.Open(ctx, queue.Config{URL: d.cfg.QueueURL, StoreDir: filepath.Join(root, "queue"), Replicas: d.cfg.Cluster.QueueReplicas})
@@ -348,6 +350,9 @@ func (d *Daemon) build() error {
 			d.elog = el
 			sinks = append(sinks, el)
 		}
+	}
+	if a := d.openAudit(); a != nil { // audit.go
+		sinks = append(sinks, a)
 	}
 	sinks = append(sinks, d.serviceSinks()...)
 	sinks = append(sinks, newDropLog(d.deps.Log, d.deps.Clock.Now, DropLogInterval))

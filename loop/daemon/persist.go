@@ -81,18 +81,16 @@ func (d *Daemon) watchStore(ctx context.Context, q *queue.Queue) <-chan error {
 	return out
 }
 
-// persistHealth is nil while loopd can persist: the queue's store and the
-// event log both write.
+// persistHealth is nil while loopd can persist: the queue's store, the
+// event log and the audit log all write.
 func (d *Daemon) persistHealth() error {
 	if d.q != nil {
 		if err := d.q.Persisting(); err != nil {
 			return err
 		}
 	}
-	if d.elog != nil {
-		if err := d.elog.Err(); err != nil {
-			return err
-		}
+	if err := d.elog.Err(); err != nil {
+		return err
 	}
-	return nil
+	return d.audit.Err()
 }

@@ -14,6 +14,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -291,4 +292,142 @@ func TestDiskFullThenFreedRecovers(t *testing.T) {
 		time.Sleep(20 * time.Millisecond)
 	}
 	t.Logf("disk freed -> loopd exited 75: %s; -> first 202 after the restart: %s (plus RestartSec under systemd)", exitedAfter.Round(time.Millisecond), first.Round(time.Millisecond))
+}
+
+// slowBody opens a connection from local address from and sends an
+// unsigned-but-well-formed POST declaring a 25 MB body, then a few bytes
+// of it, and leaves the connection open. It returns nil when the
+// connection could not be made or was refused.
+func slowBody(port int, from string) net.Conn {
+	d := net.Dialer{Timeout: 2 * time.Second, LocalAddr: &net.TCPAddr{IP: net.ParseIP(from)}}
+	c, err := d.Dial("tcp", fmt.Sprintf("127.0.0.1:%d", port))
+	if err != nil {
+		return nil
+	}
+	_, err = fmt.Fprintf(c, "POST /gh-webhook HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nX-GitHub-Event: issues\r\nX-GitHub-Delivery: slow-%s\r\nX-Hub-Signature-256: sha256=%s\r\nContent-Length: 26214400\r\n\r\n{\"a\":\"", c.LocalAddr(), strings.Repeat("0", 64))
+	if err != nil {
+		c.Close()
+		return nil
+	}
+	return c
+}
+
+func rssKB(t *testing.T, pid int, field string) int {
+	t.Helper()
+	status, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	require.NoError(t, err)
+	for _, line := range strings.Split(string(status), "\n") {
+		if strings.HasPrefix(line, field+":") {
+			var kb int
+			_, err := fmt.Sscanf(strings.TrimPrefix(line, field+":"), "%d", &kb)
+			require.NoError(t, err)
+			return kb
+		}
+	}
+	t.Fatalf("no %s in /proc/%d/status", field, pid)
+	return 0
+}
+
+// Under a 1,024-descriptor limit (prlimit on the built loopd), 1,500
+// slow-body connections from 30 addresses: loopd holds the webhook port
+// under its share, the control socket answers /api/v1/status and a signed
+// webhook from another address is still accepted. The control socket's
+// latency while flooded is logged.
+func TestDescriptorFloodLeavesTheControlSocket(t *testing.T) {
+	if runtime.GOOS != "linux" {
+		t.Skip("prlimit and 127.0.0.0/8 source addresses: Linux")
+	}
+	prlimit, err := exec.LookPath("prlimit")
+	if err != nil {
+		t.Skip("prlimit is not installed")
+	}
+	h := newHostileLoopd(t, "")
+	h.wrap = []string{prlimit, "--nofile=1024:1024", "--"}
+	h.start()
+	require.Contains(t, h.output(), "descriptors: limit 1024")
+
+	status := func() time.Duration {
+		start := time.Now()
+		code, _, err := h.control("/api/v1/status", 10*time.Second)
+		require.NoError(t, err, "the control socket must answer while the webhook port is flooded")
+		require.Equal(t, http.StatusOK, code)
+		return time.Since(start)
+	}
+	var idle []time.Duration
+	for range 10 {
+		idle = append(idle, status())
+	}
+
+	var conns []net.Conn
+	defer func() {
+		for _, c := range conns {
+			c.Close()
+		}
+	}()
+	for i := range 1500 {
+		if c := slowBody(h.port, fmt.Sprintf("127.0.0.%d", 2+i%30)); c != nil {
+			conns = append(conns, c)
+		}
+	}
+	time.Sleep(time.Second)
+	fds, err := os.ReadDir(fmt.Sprintf("/proc/%d/fd", h.cmd.Process.Pid))
+	require.NoError(t, err)
+	require.Less(t, len(fds), 1000, "loopd stays under its descriptor limit")
+
+	var flooded []time.Duration
+	for range 20 {
+		flooded = append(flooded, status())
+	}
+	code, err := h.post("signed-during-flood", 7)
+	require.NoError(t, err)
+	// The connection is taken (the reserve for quiet addresses); the body
+	// may find the unverified-body budget spent by the flood, which is a
+	// 503 with Retry-After (GitHub retries, the reconcile pass catches
+	// up), never a reset or a timeout.
+	require.Contains(t, []int{http.StatusAccepted, http.StatusServiceUnavailable}, code, "a signed webhook from another address is answered during the flood")
+	t.Logf("1500 slow-body connections (%d dialled), loopd holds %d descriptors; a signed webhook during the flood: %d; control-socket /api/v1/status: idle median %s max %s, flooded median %s max %s",
+		len(conns), len(fds), code, median(idle), slices.Max(idle), median(flooded), slices.Max(flooded))
+}
+
+func median(d []time.Duration) time.Duration {
+	s := slices.Clone(d)
+	slices.Sort(s)
+	return s[len(s)/2]
+}
+
+// Peak RSS of the built loopd while 100 connections each declare an
+// unsigned 25 MB body and send all but the last byte's worth slowly.
+func TestUnauthenticatedBodiesPeakRSS(t *testing.T) {
+	if _, err := os.Stat("/proc/self/status"); err != nil {
+		t.Skip("no /proc on this system")
+	}
+	h := newHostileLoopd(t, "")
+	h.start()
+	pid := h.cmd.Process.Pid
+	before := rssKB(t, pid, "VmRSS")
+	chunk := []byte(strings.Repeat("a", 256<<10))
+	var wg sync.WaitGroup
+	for i := range 100 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			c := slowBody(h.port, "127.0.0.1")
+			if c == nil {
+				return
+			}
+			defer c.Close()
+			_ = c.SetWriteDeadline(time.Now().Add(30 * time.Second))
+			for sent := 0; sent < 25<<20-len(chunk); sent += len(chunk) {
+				if _, err := c.Write(chunk); err != nil {
+					return
+				}
+			}
+			time.Sleep(2 * time.Second)
+			_ = i
+		}()
+	}
+	wg.Wait()
+	peak := rssKB(t, pid, "VmHWM")
+	t.Logf("loopd RSS before %.1f MB, peak (VmHWM) under 100 unauthenticated 25 MB bodies %.1f MB", float64(before)/1024, float64(peak)/1024)
+	require.Less(t, peak, 150*1024, "peak RSS under 150 MB")
 }

@@ -474,6 +474,7 @@ func (d *Daemon) wire(ctx context.Context, q *queue.Queue, owner string) (*ingre
 		return nil, nil, fmt.Errorf("daemon: webhook receiver: %w", err)
 	}
 	srv := ingress.NewServer(d.cfg.Listen, d.receiverHandler(recv))
+	srv.SetConnLimits(d.webhookConnLimits()) // rlimit.go
 	if err := srv.Start(); err != nil {
 		return nil, nil, fmt.Errorf("daemon: listen on %s (webhooks.ghWebhook.host/port): %w", d.cfg.Listen, err)
 	}

@@ -32,6 +32,17 @@ const (
 // counted as malformed.
 const maxEventLine = 4 << 20
 
+// MaxEventLogFileBytes bounds one event log file a reader scans: a writer
+// rotates at EventLogOptions.MaxBytes (10 MB by default), so a larger file
+// was written by something else (an agent, with the log in its checkout)
+// and scanning it would cost the reader (loopd's API, the dashboard,
+// `loopctl events`) its time and memory. It is refused before a line is
+// read, naming the file.
+const MaxEventLogFileBytes = 256 << 20
+
+// ErrEventLogTooLarge marks an event log file over MaxEventLogFileBytes.
+var ErrEventLogTooLarge = errors.New("event log file too large")
+
 // envelopeKeys are written first, in this order, by every line. A field of
 // a LogEvent with one of these names is dropped: the envelope cannot be
 // overridden.
@@ -689,6 +700,11 @@ func scanEvents(path string, q EventQuery, open func(string) (*os.File, error), 
 		}
 		if err != nil {
 			return stats, fmt.Errorf("reading the event log: %w", err)
+		}
+		if st, serr := f.Stat(); serr == nil && st.Size() > MaxEventLogFileBytes {
+			f.Close()
+			return stats, fmt.Errorf("reading the event log: %s is %d bytes, more than the %d bytes one event log file may have (the writer rotates at %d): %w; move it aside (or remove it) and let the log start anew",
+				name, st.Size(), int64(MaxEventLogFileBytes), int64(DefaultEventLogMaxBytes), ErrEventLogTooLarge)
 		}
 		stats.Files++
 		err = scanEventFile(f, q, &stats, fn)

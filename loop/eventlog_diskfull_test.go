@@ -65,3 +65,16 @@ func TestEventLogHoldsLinesWhileTheDiskIsFull(t *testing.T) {
 	}
 	require.Equal(t, append(want, "four"), names, "every line, in order, none torn")
 }
+
+// An event log file larger than any writer makes (an agent's, with the log
+// in its checkout) is refused before a line is read, naming the file.
+func TestOversizedEventLogFileIsRefused(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "events.jsonl")
+	require.NoError(t, os.WriteFile(path, []byte(`{"ts":"2026-01-01T00:00:00.000Z","event":"graph.forced"}`+"\n"), 0o644))
+	// A sparse file: the size is what counts, not the blocks.
+	require.NoError(t, os.Truncate(path, loop.MaxEventLogFileBytes+1))
+	_, err := loop.ReadEvents(path, loop.EventQuery{})
+	require.ErrorIs(t, err, loop.ErrEventLogTooLarge)
+	require.ErrorContains(t, err, path)
+	require.ErrorContains(t, err, "move it aside")
+}

@@ -90,7 +90,7 @@ integrations:
 	return h
 }
 
-// start runs loopd and waits until /healthz answers 200.
+// start runs loopd and waits until /healthz and the control socket answer.
 func (h *hostileLoopd) start() {
 	t := h.t
 	t.Helper()
@@ -127,10 +127,14 @@ func (h *hostileLoopd) start() {
 			t.Logf("loopd output:\n%s", logs.String())
 		}
 	})
+	// Ready: the webhook port answers /healthz, and the control socket
+	// (served a moment later) answers too.
 	deadline := time.Now().Add(30 * time.Second)
 	for {
 		if code, err := h.get("/healthz"); err == nil && code == http.StatusOK {
-			return
+			if code, _, err := h.control("/api/v1/status", 5*time.Second); err == nil && code == http.StatusOK {
+				return
+			}
 		}
 		select {
 		case <-done:

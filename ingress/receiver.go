@@ -54,6 +54,7 @@ type Receiver struct {
 	stats  receiverStats
 	// rejectLogs rate-limit webhook.rejected lines, one per reject kind.
 	rejectLogs [rejectKinds]rejectLog
+	health     func(context.Context) error
 }
 
 // ReceiverDeps is the outside world of a Receiver. Sink is required.
@@ -74,6 +75,10 @@ type ReceiverDeps struct {
 	// allocating one per delivery, which takes most of the garbage off the
 	// webhook path. Leave it false for a Sink that holds *Event values.
 	SinkCopiesPayload bool
+	// Health, when set, is asked by GET /healthz: an error answers 503
+	// {"status":"unavailable"} (a load balancer or monitor then sees a
+	// loopd that cannot keep events, e.g. on a full disk). nil: always ok.
+	Health func(context.Context) error
 }
 
 type receiverStats struct {
@@ -137,6 +142,7 @@ func NewReceiver(cfg Config, deps ReceiverDeps) (*Receiver, error) {
 		retry: []string{strconv.Itoa(int((cfg.RetryAfter + time.Second - 1) / time.Second))}}
 	r.macs.New = func() any { return hmac.New(sha256.New, secret) }
 	r.reuse = deps.SinkCopiesPayload
+	r.health = deps.Health
 	r.bufs.New = func() any { b := make([]byte, 0, 32<<10); return &b }
 	r.chunks.New = func() any { return new([bodyChunk]byte) }
 	r.budget.limit = cfg.MaxUnverifiedBytes
@@ -214,6 +220,12 @@ func (r *Receiver) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 	case http.MethodGet, http.MethodHead:
 		p := strings.TrimRight(req.URL.Path, "/")
 		if p == "/healthz" || p == "/health" {
+			if r.health != nil {
+				if err := r.health(req.Context()); err != nil {
+					reply(w, http.StatusServiceUnavailable, bodyUnavailable)
+					return
+				}
+			}
 			reply(w, http.StatusOK, bodyOK)
 			return
 		}

@@ -23,10 +23,31 @@ const (
 // timeouts above. Start binds and serves in one goroutine; Shutdown or Close
 // ends it. The daemon may instead mount the Receiver on a server of its own.
 type Server struct {
-	srv  *http.Server
-	mu   sync.Mutex
-	ln   net.Listener
-	done chan error
+	srv    *http.Server
+	mu     sync.Mutex
+	ln     net.Listener
+	limits ConnLimits
+	lim    *limitListener
+	done   chan error
+}
+
+// SetConnLimits bounds the open connections (connlimit.go); call it before
+// Start.
+func (s *Server) SetConnLimits(l ConnLimits) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.limits = l
+}
+
+// RefusedConns counts the connections closed at once for being over the
+// limits.
+func (s *Server) RefusedConns() int64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.lim == nil {
+		return 0
+	}
+	return s.lim.refused.Load()
 }
 
 // NewServer returns a Server for addr (host:port; port 0 picks a free one)
@@ -57,6 +78,10 @@ func (s *Server) Start() error {
 	ln, err := net.Listen("tcp", s.srv.Addr)
 	if err != nil {
 		return err
+	}
+	if s.limits.Total > 0 || s.limits.PerIP > 0 {
+		s.lim = newLimitListener(ln, s.limits)
+		ln = s.lim
 	}
 	s.ln = ln
 	s.done = make(chan error, 1)

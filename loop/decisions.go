@@ -170,6 +170,16 @@ func InitSigningKey(stateRoot string) (pub string, created bool, err error) {
 }
 
 // enclosingRepo returns the git checkout dir is inside ("" if none).
+// EnclosingCheckout returns the root of the git checkout that holds dir
+// (dir made absolute; a .git file or directory in dir or above), or "".
+func EnclosingCheckout(dir string) string {
+	abs, err := filepath.Abs(dir)
+	if err != nil {
+		return ""
+	}
+	return enclosingRepo(abs)
+}
+
 func enclosingRepo(dir string) string {
 	for d := dir; ; {
 		if _, err := os.Lstat(filepath.Join(d, ".git")); err == nil {

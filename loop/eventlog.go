@@ -32,6 +32,17 @@ const (
 // counted as malformed.
 const maxEventLine = 4 << 20
 
+// MaxEventLogFileBytes bounds one event log file a reader scans: a writer
+// rotates at EventLogOptions.MaxBytes (10 MB by default), so a larger file
+// was written by something else (an agent, with the log in its checkout)
+// and scanning it would cost the reader (loopd's API, the dashboard,
+// `loopctl events`) its time and memory. It is refused before a line is
+// read, naming the file.
+const MaxEventLogFileBytes = 256 << 20
+
+// ErrEventLogTooLarge marks an event log file over MaxEventLogFileBytes.
+var ErrEventLogTooLarge = errors.New("event log file too large")
+
 // envelopeKeys are written first, in this order, by every line. A field of
 // a LogEvent with one of these names is dropped: the envelope cannot be
 // overridden.
@@ -71,8 +82,12 @@ type EventLogOptions struct {
 //
 // Emit never panics, never blocks on another process and never returns an
 // error: a failing write is reported once to Warnings (again only after a
-// write has succeeded in between) and the event is dropped. A nil *EventLog
-// discards events. Safe for concurrent use.
+// write has succeeded in between) and the line is held in memory (up to
+// 1 MB; beyond that lines are counted and dropped). The next write that
+// succeeds — once the disk has room again — writes the held lines first, in
+// order, after one eventlog.lost line when some were dropped. Err reports
+// whether the last write failed. A nil *EventLog discards events. Safe for
+// concurrent use.
 type EventLog struct {
 	path, source string
 	maxBytes     int64
@@ -89,7 +104,17 @@ type EventLog struct {
 	fi     fs.FileInfo
 	warned bool
 	closed bool
+	// held are lines a failed write left over (a full disk), written
+	// first, in order, by the next write that succeeds; heldBytes bounds
+	// them (maxHeldBytes) and lost counts the lines beyond the bound.
+	held      [][]byte
+	heldBytes int
+	lost      int
+	lastErr   error
 }
+
+// maxHeldBytes bounds the lines an EventLog keeps while it cannot write.
+const maxHeldBytes = 1 << 20
 
 // OpenEventLog opens (creating it and its directory, 0755) the log at path
 // for events emitted by source (e.g. "loopctl", "loopd", "loop-gate").
@@ -187,14 +212,64 @@ func (l *EventLog) Emit(e graph.LogEvent) {
 	if l.closed {
 		return
 	}
-	if err := l.write(line); err != nil {
+	err := l.writeHeld()
+	if err == nil {
+		err = l.write(line)
+	}
+	if err != nil {
+		l.lastErr = err
+		if l.heldBytes+len(line) <= maxHeldBytes {
+			l.held = append(l.held, line)
+			l.heldBytes += len(line)
+		} else {
+			l.lost++
+		}
 		if !l.warned {
 			l.warned = true
-			fmt.Fprintf(l.warnings, "theloop: warning: event log %s: %v; events are being dropped (further failures are not reported until a write succeeds)\n", l.path, err)
+			fmt.Fprintf(l.warnings, "theloop: warning: event log %s: %v; events are held in memory (up to 1 MB, then dropped) until a write succeeds (further failures are not reported until then)\n", l.path, err)
 		}
 		return
 	}
+	l.lastErr = nil
 	l.warned = false
+}
+
+// Err reports the error of the last write when it failed (nil once a write
+// succeeds again). The daemon's health check asks it: a loopd that cannot
+// record what it does is not healthy.
+func (l *EventLog) Err() error {
+	if l == nil {
+		return nil
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.lastErr == nil {
+		return nil
+	}
+	return fmt.Errorf("event log %s cannot be written: %w", l.path, l.lastErr)
+}
+
+// writeHeld writes the lines a failed write left over. Called with l.mu
+// held.
+func (l *EventLog) writeHeld() error {
+	if l.lost > 0 {
+		note := FormatEventLine(l.source, l.pid, graph.LogEvent{Time: l.clock.Now(), Name: "eventlog.lost", Level: graph.LevelWarning,
+			Fields: []graph.Field{{Key: "lost", Value: l.lost}, {Key: "reason", Value: "the log could not be written and more than 1 MB of events waited"}}})
+		if err := l.write(note); err != nil {
+			return err
+		}
+		l.lost = 0
+	}
+	for len(l.held) > 0 {
+		if err := l.write(l.held[0]); err != nil {
+			return err
+		}
+		l.heldBytes -= len(l.held[0])
+		l.held[0] = nil
+		l.held = l.held[1:]
+	}
+	l.held = nil
+	return nil
 }
 
 // write appends line, reopening or rotating the file first as needed.
@@ -209,7 +284,16 @@ func (l *EventLog) write(line []byte) error {
 			return err
 		}
 	}
-	_, err = l.f.Write(line)
+	n, err := l.f.Write(line)
+	if err != nil && n > 0 {
+		// A full disk takes part of a line: cut it off, so the line
+		// held for later is not glued to a torn half. (The size was
+		// stat'ed before the write; a line another process appended in
+		// between — itself failing on the same full disk — is cut too.)
+		if st, serr := l.f.Stat(); serr == nil && st.Size() >= int64(n) {
+			_ = l.f.Truncate(st.Size() - int64(n))
+		}
+	}
 	return err
 }
 
@@ -616,6 +700,11 @@ func scanEvents(path string, q EventQuery, open func(string) (*os.File, error), 
 		}
 		if err != nil {
 			return stats, fmt.Errorf("reading the event log: %w", err)
+		}
+		if st, serr := f.Stat(); serr == nil && st.Size() > MaxEventLogFileBytes {
+			f.Close()
+			return stats, fmt.Errorf("reading the event log: %s is %d bytes, more than the %d bytes one event log file may have (the writer rotates at %d): %w; move it aside (or remove it) and let the log start anew",
+				name, st.Size(), int64(MaxEventLogFileBytes), int64(DefaultEventLogMaxBytes), ErrEventLogTooLarge)
 		}
 		stats.Files++
 		err = scanEventFile(f, q, &stats, fn)

@@ -239,36 +239,52 @@ func FuzzParseIntent(f *testing.F) {
 // FuzzReadOutboxLines: whatever the session wrote, the reader returns the
 // complete lines in order, with offsets that add up, and reading on from
 // any line's end gives the rest.
+// FuzzReadOutboxLines: the seeds are small on purpose. A 70 KB seed (a
+// line across the reader's buffer) made every mutation and every
+// minimization of a new input cost a 70 KB file: the fuzzer managed ~14
+// executions a second and spent its time minimizing. That case is
+// TestReadOutboxLinesAcrossTheReadBuffer, with the same checks.
 func FuzzReadOutboxLines(f *testing.F) {
 	f.Add([]byte("a\nb\n"), 0)
 	f.Add([]byte("\n\n\npartial"), 1)
-	f.Add([]byte(strings.Repeat("x", 70000)+"\ny\n"), 0)
-	f.Fuzz(func(t *testing.T, content []byte, from int) {
-		p := filepath.Join(t.TempDir(), "intents.jsonl")
-		require.NoError(t, os.WriteFile(p, content, 0o600))
-		lines, end, err := loop.ReadOutboxLines(p, 0, 1)
-		require.NoError(t, err)
-		require.Equal(t, int64(strings.LastIndexByte(string(content), '\n')+1), end)
-		prev := int64(0)
-		for i, l := range lines {
-			require.Equal(t, i+1, l.No)
-			require.Greater(t, l.End, prev)
-			if !l.TooLong {
-				require.Equal(t, string(content[prev:l.End-1]), string(l.Data))
-			}
-			prev = l.End
+	f.Add([]byte("{\"op\":\"x\"}\n\n"+strings.Repeat("y", 300)+"\nz"), 2)
+	f.Fuzz(checkOutboxLines)
+}
+
+// A line longer than the reader's buffer, and the lines after it.
+func TestReadOutboxLinesAcrossTheReadBuffer(t *testing.T) {
+	for from := range 3 {
+		checkOutboxLines(t, []byte(strings.Repeat("x", 70000)+"\ny\n"), from)
+	}
+}
+
+// checkOutboxLines reads content from the start and again from a line
+// boundary picked by from, and checks the two agree with content.
+func checkOutboxLines(t *testing.T, content []byte, from int) {
+	p := filepath.Join(t.TempDir(), "intents.jsonl")
+	require.NoError(t, os.WriteFile(p, content, 0o600))
+	lines, end, err := loop.ReadOutboxLines(p, 0, 1)
+	require.NoError(t, err)
+	require.Equal(t, int64(strings.LastIndexByte(string(content), '\n')+1), end)
+	prev := int64(0)
+	for i, l := range lines {
+		require.Equal(t, i+1, l.No)
+		require.Greater(t, l.End, prev)
+		if !l.TooLong {
+			require.Equal(t, string(content[prev:l.End-1]), string(l.Data))
 		}
-		if len(lines) == 0 {
-			return
-		}
-		k := ((from % len(lines)) + len(lines)) % len(lines)
-		rest, end2, err := loop.ReadOutboxLines(p, lines[k].End, k+2)
-		require.NoError(t, err)
-		require.Equal(t, end, end2)
-		require.Len(t, rest, len(lines)-k-1)
-		for i := range rest {
-			require.Equal(t, lines[k+1+i].No, rest[i].No)
-			require.Equal(t, lines[k+1+i].End, rest[i].End)
-		}
-	})
+		prev = l.End
+	}
+	if len(lines) == 0 {
+		return
+	}
+	k := ((from % len(lines)) + len(lines)) % len(lines)
+	rest, end2, err := loop.ReadOutboxLines(p, lines[k].End, k+2)
+	require.NoError(t, err)
+	require.Equal(t, end, end2)
+	require.Len(t, rest, len(lines)-k-1)
+	for i := range rest {
+		require.Equal(t, lines[k+1+i].No, rest[i].No)
+		require.Equal(t, lines[k+1+i].End, rest[i].End)
+	}
 }

@@ -429,11 +429,16 @@ func TestRunThatCannotWorkExits2NamingTheKey(t *testing.T) {
 	}{
 		{"no repository", "integrations:\n  github: {transport: api}\n", map[string]string{"GH_TOKEN": "t"}, []string{"no repository is served", "repositories: [owner/repo]"}},
 		{"api without a token", "repositories: [octo/demo]\nintegrations:\n  github: {transport: api}\n", nil, []string{"integrations.github (transport api)", "GH_TOKEN", "github.set-labels"}},
+		{"state root in a checkout", "repositories: [octo/demo]\nintegrations:\n  github: {transport: api}\n", map[string]string{"GH_TOKEN": "t", "_git": "1"}, []string{"is inside the git checkout", "pass --state-root"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			dir := t.TempDir()
 			path := filepath.Join(dir, "cli-config.yaml")
 			require.NoError(t, os.WriteFile(path, []byte(tc.yaml), 0o600))
+			if tc.env["_git"] != "" {
+				require.NoError(t, os.Mkdir(filepath.Join(dir, ".git"), 0o755))
+				delete(tc.env, "_git")
+			}
 			vars := map[string]string{daemon.DefaultSecretEnv: "s3cret"}
 			for k, v := range tc.env {
 				vars[k] = v

@@ -33,6 +33,9 @@ const (
 	exitOK      = 0
 	exitFailed  = 1
 	exitRefused = 2 // bad usage or configuration (no webhook secret, ...)
+	// exitRestart (EX_TEMPFAIL): the queue's store failed a write (a full
+	// disk) and has room again; the service manager's restart reopens it.
+	exitRestart = 75
 )
 
 // env is the outside world a verb may use. Tests build their own.

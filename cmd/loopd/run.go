@@ -117,6 +117,9 @@ func runDaemon(e *env, opts runOptions) error {
 		if errors.Is(err, daemon.ErrLocked) {
 			return &exitError{code: exitRefused, msg: err.Error()}
 		}
+		if errors.Is(err, daemon.ErrRestartToRecover) {
+			return &exitError{code: exitRestart, msg: err.Error()}
+		}
 		return err
 	}
 	return nil

@@ -27,6 +27,12 @@ var ErrCannotWork = errors.New("loopd cannot work with this configuration")
 // `loopd demo` configures itself and does not call it.
 func CheckCanWork(cfg Config, deps integrations.Deps) error {
 	var problems []string
+	// The state root holds the decision-signing key, the queue, the
+	// control socket: inside a checkout the agent could read the key (and
+	// loopd used to fall back to recording decisions unsigned).
+	if repo := loop.EnclosingCheckout(cfg.StateRoot); cfg.StateRoot != "" && repo != "" {
+		problems = append(problems, fmt.Sprintf("the state root %s is inside the git checkout %s: the signing key, the queue and the control socket must never be in a repository — pass --state-root (or set THE_LOOP_STATE_ROOT, or state.root) to a directory outside it, e.g. ~/.the-loop", cfg.StateRoot, repo))
+	}
 	if len(cfg.Repos) == 0 {
 		problems = append(problems, "no repository is served: set repositories: [owner/repo] (or polling.sources[].repos) in the CLI config — every event would be dropped as repository-not-bound")
 	}

@@ -85,6 +85,7 @@ type Daemon struct {
 	q      *queue.Queue
 	sink   graph.Sink
 	elog   *loop.EventLog
+	audit  *loop.EventLog // audit.go
 	integ  graph.Integrations
 	tmux   *sessions.Tmux
 	reg    *sessions.Registry
@@ -247,6 +248,7 @@ func (d *Daemon) Run(ctx context.Context) (err error) {
 		if d.elog != nil {
 			d.elog.Close()
 		}
+		d.audit.Close()
 	}()
 
 	q, err := queue.Open(ctx, queue.Config{URL: d.cfg.QueueURL, StoreDir: filepath.Join(root, "queue"), Replicas: d.cfg.Cluster.QueueReplicas})
@@ -306,6 +308,7 @@ func (d *Daemon) Run(ctx context.Context) (err error) {
 	dispReturned := false
 	select {
 	case <-ctx.Done():
+	case err = <-d.watchStore(ctx, q): // persist.go
 	case err = <-dispDone:
 		// The dispatcher stopped on its own (its lease was taken over, or
 		// its consumer failed): stop, so a supervisor restarts loopd.
@@ -349,6 +352,9 @@ func (d *Daemon) build() error {
 			d.elog = el
 			sinks = append(sinks, el)
 		}
+	}
+	if a := d.openAudit(); a != nil { // audit.go
+		sinks = append(sinks, a)
 	}
 	sinks = append(sinks, d.serviceSinks()...)
 	sinks = append(sinks, newDropLog(d.deps.Log, d.deps.Clock.Now, DropLogInterval))
@@ -468,11 +474,12 @@ func (d *Daemon) wire(ctx context.Context, q *queue.Queue, owner string) (*ingre
 			d.logf("warning: %s", w)
 		}
 	}
-	recv, err := ingress.NewReceiver(icfg, ingress.ReceiverDeps{Sink: d.Sink(), Log: d.sink, Clock: d.deps.Clock, SinkCopiesPayload: true})
+	recv, err := ingress.NewReceiver(icfg, ingress.ReceiverDeps{Sink: d.Sink(), Log: d.sink, Clock: d.deps.Clock, SinkCopiesPayload: true, Health: d.Healthy})
 	if err != nil {
 		return nil, nil, fmt.Errorf("daemon: webhook receiver: %w", err)
 	}
 	srv := ingress.NewServer(d.cfg.Listen, d.receiverHandler(recv))
+	srv.SetConnLimits(d.webhookConnLimits()) // rlimit.go
 	if err := srv.Start(); err != nil {
 		return nil, nil, fmt.Errorf("daemon: listen on %s (webhooks.ghWebhook.host/port): %w", d.cfg.Listen, err)
 	}

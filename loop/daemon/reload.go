@@ -189,7 +189,7 @@ func (d *Daemon) Reload(next Config) (ReloadResult, error) {
 			}
 		}
 	}
-	recv, err := ingress.NewReceiver(IngressConfig(staged), ingress.ReceiverDeps{Sink: d.Sink(), Log: d.sink, Clock: d.deps.Clock, SinkCopiesPayload: true})
+	recv, err := ingress.NewReceiver(IngressConfig(staged), ingress.ReceiverDeps{Sink: d.Sink(), Log: d.sink, Clock: d.deps.Clock, SinkCopiesPayload: true, Health: d.Healthy})
 	if err != nil {
 		return ReloadResult{}, fmt.Errorf("daemon: reload: webhook receiver: %w", err)
 	}

@@ -478,6 +478,9 @@ func (d *Daemon) Healthy(ctx context.Context) error {
 	if d.q == nil {
 		return errors.New("daemon: not running")
 	}
+	if err := d.persistHealth(); err != nil { // persist.go
+		return err
+	}
 	_, err := d.q.Stats(ctx)
 	return err
 }

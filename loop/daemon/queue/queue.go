@@ -138,6 +138,9 @@ type Queue struct {
 	acks deferredAck
 	// bufs are Put's message buffers (*[]byte).
 	bufs sync.Pool
+	// health is the embedded store's write health (nil for an external
+	// server): storehealth.go.
+	health *storeHealth
 
 	closeOnce sync.Once
 }
@@ -221,6 +224,8 @@ func (q *Queue) connect() error {
 		if err != nil {
 			return fmt.Errorf("queue: embedded NATS server: %w", err)
 		}
+		q.health = newStoreHealth()
+		ns.SetLogger(storeWatch{q.health}, false, false)
 		ns.Start()
 		if !ns.ReadyForConnections(30 * time.Second) {
 			ns.Shutdown()
@@ -332,6 +337,11 @@ func (q *Queue) Close() {
 func (q *Queue) Put(ctx context.Context, ev *ingress.Event) error {
 	if ev == nil || ev.DeliveryID == "" {
 		return errors.New("queue: an event without a delivery id cannot be kept (the queue deduplicates on it)")
+	}
+	if err := q.health.get(); err != nil {
+		// The store refuses every write until it is reopened: answer now
+		// rather than after PublishTimeout.
+		return fmt.Errorf("queue: delivery %s: %v: %w", ev.DeliveryID, err, ingress.ErrUnavailable)
 	}
 	// The message buffer is reused once the publish is answered (the
 	// client copies it into its write buffer, but keeps the message to

@@ -19,7 +19,14 @@ type Stats struct {
 // Stats reads the events and dead-letter streams' state. The events stream
 // is a work queue (acknowledged events are removed), so its first message
 // is the oldest one not yet handled.
+//
+// Stats fails while the store cannot write (Persisting): the stream's
+// state is still readable then, but a queue that takes no event is not up,
+// and the watchdog, /healthz and theloop_queue_up all ask here.
 func (q *Queue) Stats(ctx context.Context) (Stats, error) {
+	if err := q.health.get(); err != nil {
+		return Stats{}, err
+	}
 	ev, err := q.events.Info(ctx)
 	if err != nil {
 		return Stats{}, fmt.Errorf("queue: events stream: %w", err)

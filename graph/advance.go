@@ -92,7 +92,7 @@ type liftedEscalation struct {
 }
 
 // recheckEscalation handles a claim on an escalated node. An escalated node
-// does not retry its block (decision 3), but a fix that landed is not a
+// does not retry its block (docs/decisions.md §3), but a fix that landed is not a
 // retry: a pure check of the exit chain (no side effects, no attempt
 // counted) tells whether the block is gone. Still blocking: the node stays
 // parked (parked is true), with the current reason rather than a stale one.

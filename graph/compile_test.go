@@ -71,7 +71,7 @@ func TestCompileValidGraph(t *testing.T) {
 	require.Empty(t, g.Warnings())
 }
 
-// Each compile rule of graph-spec §2.8 (plus theloop's schema checks): bad
+// Each compile rule of docs/graph.md §2.8 (plus theloop's schema checks): bad
 // input → an error naming the exact offending element, with its position.
 func TestCompileRules(t *testing.T) {
 	cases := []struct {

@@ -5,7 +5,7 @@ import (
 	"time"
 )
 
-// Signed decisions (ARCHITECTURE decision 16). graph-state.json is written
+// Signed decisions (docs/decisions.md §16). graph-state.json is written
 // by the agent's checkout as much as by theloop, so a recorded human verdict
 // counts only with proof of who made it. The kernel does no cryptography and
 // no I/O here: it hands the record to a DecisionSigner when a gate resolves

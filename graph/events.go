@@ -66,7 +66,7 @@ type Field struct {
 }
 
 // LogEvent is an observation the runtime emits: "graph.advanced",
-// "graph.escalated", ... (reference graph-spec §8). The first field is
+// "graph.escalated", ... (docs/graph.md §8). The first field is
 // always work_item.
 type LogEvent struct {
 	Time   time.Time

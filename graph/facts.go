@@ -7,8 +7,8 @@ import (
 	"sort"
 )
 
-// recordFacts records what a satisfied exit chain decided (§5.8, and the
-// gate verdict of decision 2). It reports whether skips or opt-ins changed.
+// recordFacts records what a satisfied exit chain decided (docs/graph.md §5.8, and the
+// gate verdict of docs/decisions.md §2). It reports whether skips or opt-ins changed.
 func (r *Runtime) recordFacts(ctx context.Context, s *session, n *Node, c ChainOutcome, ev *Event) bool {
 	at := timestamp(s.now)
 	recorded := r.recordDecisions(s, c, ev, at)

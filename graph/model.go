@@ -6,7 +6,7 @@ import (
 )
 
 // File is a graph file as written: the YAML model before compilation.
-// Field names follow the-loop's graph format (reference graph-spec §2).
+// Field names follow the-loop's graph format (docs/graph.md §2).
 type File struct {
 	Version     int                 `yaml:"version" json:"version"`
 	Name        string              `yaml:"name" json:"name"`

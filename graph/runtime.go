@@ -42,7 +42,7 @@ type Options struct {
 	// LockTimeout bounds waiting for the state lock (DefaultLockTimeout).
 	LockTimeout time.Duration
 	// Signer signs the decisions recorded when a human gate resolves from
-	// an inbound event (ARCHITECTURE decision 16); nil records them
+	// an inbound event (docs/decisions.md §16); nil records them
 	// unsigned. The daemon sets it.
 	Signer DecisionSigner
 	// Verifier decides whether a recorded decision counts. nil honours

@@ -82,7 +82,7 @@ func (r *Runtime) enter(ctx context.Context, s *session, id string, how entryKin
 	return msgs, nil
 }
 
-// resolveSession decides which agent session a human gate uses (§5.9).
+// resolveSession decides which agent session a human gate uses (docs/graph.md §5.9).
 func (r *Runtime) resolveSession(st *State, n *Node) (string, string) {
 	if n.Session != SessionInherit {
 		return "new", ""

@@ -15,7 +15,7 @@ import (
 const StateVersion = 1
 
 // State is a work item's graph-state.json. Field names and key order follow
-// the-loop's format (reference graph-spec §6); it is a cache of the walk,
+// the-loop's format (docs/graph.md §6); it is a cache of the walk,
 // never an authority: Status with recompute does not trust it.
 type State struct {
 	Version     int                        `json:"version"`

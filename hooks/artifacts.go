@@ -274,7 +274,7 @@ const checkmarksWhole = "complete"
 // listed, when the sections check has said so already). Scoping
 // keeps unticked boxes elsewhere in a shared file (the execution log's
 // later entries, follow-ups left for later) from reopening a node that was
-// satisfied (ARCHITECTURE decision 21).
+// satisfied (docs/decisions.md §21).
 func sectionCheckmarks(doc *document, title, path string, listed bool) []graph.Message {
 	found, open := false, 0
 	for _, s := range doc.spans {

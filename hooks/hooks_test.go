@@ -112,7 +112,7 @@ func TestValidateArtifacts(t *testing.T) {
 		{"an issue number is not a heading", "", []string{"log.md"}, false, graph.Values{"sections": []any{"Pull requests"}}, nil, graph.StatusPass, nil},
 		{"unticked tasks", "draft", []string{"tasks.md"}, false, graph.Values{"checkmarks": "complete"}, nil, graph.StatusBlock, []string{"2 task(s) still unticked (docs/specs/issue-9/tasks.md)"}},
 		{"all ticked", "complete", []string{"tasks.md"}, false, graph.Values{"checkmarks": "complete"}, nil, graph.StatusPass, nil},
-		// Decision 21: checkmarks scoped to a heading ignore boxes elsewhere.
+		// docs/decisions.md §21: checkmarks scoped to a heading ignore boxes elsewhere.
 		{"checkmarks under a heading: ticked there, open elsewhere", "", []string{"results.md"}, false, graph.Values{"checkmarks": "Verification results", "sections": []any{"Verification results"}}, nil, graph.StatusPass, nil},
 		{"checkmarks under a heading: every section of that title counts", "", []string{"results-open.md"}, false, graph.Values{"checkmarks": "Verification results"}, nil, graph.StatusBlock, []string{"2 box(es) still unticked under ## Verification results (docs/specs/issue-9/results-open.md)"}},
 		{"checkmarks under a heading that is missing", "", []string{"log.md"}, false, graph.Values{"checkmarks": "Verification results"}, nil, graph.StatusBlock, []string{"required section is missing: Verification results (its checkboxes must all be ticked) (docs/specs/issue-9/log.md)"}},

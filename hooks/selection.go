@@ -158,7 +158,7 @@ type Selection struct {
 	SessionPerPr string
 }
 
-// ReadSelection applies checklist rows to a graph (§7.13 rules): an opt-in
+// ReadSelection applies checklist rows to a graph (docs/graph.md §7.13 rules): an opt-in
 // ticked is selected; a skippable phase unticked is a declared skip; a
 // protected phase unticked is refused; unknown tokens are ignored; a phase
 // not mentioned keeps its default.

@@ -8,10 +8,10 @@ import (
 
 // SelfAuthored reports whether a comment body carries the-loop's own marker
 // (<!-- the-loop:agent-comment -->, hooks.Marker). Such a body is dropped by
-// both ingresses before authorization, whoever posted it (daemon-spec §0.2).
+// both ingresses before authorization, whoever posted it (docs/daemon.md §0.2).
 func SelfAuthored(body string) bool { return strings.Contains(body, hooks.Marker) }
 
-// authorizer is the allowlist predicate (daemon-spec §0.3), shared by the
+// authorizer is the allowlist predicate (docs/daemon.md §0.3), shared by the
 // router and the poller.
 type authorizer map[string]struct{}
 

@@ -10,7 +10,7 @@ import (
 	"github.com/theloop-dev/theloop/workitem"
 )
 
-// Defaults (daemon-spec §2, §4.2, §12.2, and ARCHITECTURE decision 10).
+// Defaults (docs/daemon.md §2, §4.2, §12.2, and docs/decisions.md §10).
 const (
 	DefaultPath = "/gh-webhook"
 	// DefaultMaxBodyBytes is GitHub's own cap on a webhook payload.
@@ -36,7 +36,7 @@ const (
 	maxDeliveryID = 128
 )
 
-// DefaultEvents is the default event filter (daemon-spec §2.5).
+// DefaultEvents is the default event filter (docs/daemon.md §2.5).
 func DefaultEvents() []string {
 	return []string{"issues", "issue_comment", "pull_request", "pull_request_review",
 		"pull_request_review_comment", "workflow_run", "check_run", "check_suite", "status"}

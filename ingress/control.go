@@ -6,13 +6,13 @@ import (
 )
 
 // Commands lists every control command in the order the reference searches
-// for them (daemon-spec §5.1). The set is closed: there is no "force" and no
+// for them (docs/daemon.md §5.1). The set is closed: there is no "force" and no
 // "review" (see the package documentation).
 func Commands() []Command {
 	return []Command{CmdStart, CmdStop, CmdPause, CmdResume, CmdExecute, CmdContribute, CmdCleanup, CmdDo}
 }
 
-// Command classes (daemon-spec §5.1).
+// Command classes (docs/daemon.md §5.1).
 var (
 	spawnCommands    = map[Command]bool{CmdStart: true, CmdContribute: true, CmdDo: true}
 	armingCommands   = map[Command]bool{CmdStart: true, CmdResume: true, CmdContribute: true, CmdDo: true}

@@ -26,7 +26,7 @@
 // Nothing here starts a goroutine except Server.Start (ended by Shutdown or
 // Close); Poller.Run blocks until its context ends.
 //
-// # Routing order (seed 000)
+// # Routing order (docs/daemon.md §4)
 //
 // event filter → delivery dedup → repository bound → work-item extraction →
 // self-authored drop → authorization, then the control keyword and the
@@ -37,7 +37,7 @@
 // have no human actor, pass without one). A comment or review event is
 // routed only when its sender is the comment's author (drop reason
 // sender-not-author): GitHub lets a collaborator edit another's comment,
-// and the edit arrives under the author's login (ARCHITECTURE decision 19).
+// and the edit arrives under the author's login (docs/decisions.md §19).
 // The poller has no sender; it offers edits as "edited", which never
 // execute a command, and the daemon lets no edit decide a gate. Each
 // routed comment names the issue or pull request it was made on
@@ -48,7 +48,7 @@
 // # Control keywords
 //
 // The vocabulary is closed: start, stop, pause, resume, execute, contribute,
-// cleanup, do (daemon-spec §5.1), each "the-loop <command>" by default and
+// cleanup, do (docs/daemon.md §5.1), each "the-loop <command>" by default and
 // configurable under routing.control.keywords ("" disables one). Force is
 // never a keyword; configuring one is refused.
 //
@@ -94,7 +94,7 @@
 //
 // # The poller
 //
-// The poller (daemon-spec §3) reads GitHub through the integrations set the
+// The poller (docs/daemon.md §3) reads GitHub through the integrations set the
 // operator configured (api or cli transport; no second client): items
 // carrying the auto-execute label, their comments (and a PR's reviews and
 // inline comments) since the ledger, and, for tracked items no longer

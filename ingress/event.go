@@ -57,7 +57,7 @@ type Event struct {
 	// WorkItems are the refs the event concerns, in extraction order.
 	WorkItems []workitem.Ref `json:"workItems"`
 	// BranchOnly are the WorkItems found only through the issue-<n> branch
-	// convention: weak links, to verify before acting (daemon-spec §6.2).
+	// convention: weak links, to verify before acting (docs/daemon.md §6.2).
 	BranchOnly []workitem.Ref `json:"branchOnly,omitempty"`
 	// Actor is the login whose action this is ("" for system events such as
 	// CI, which carry no human actor).

@@ -8,7 +8,7 @@ import (
 	"github.com/theloop-dev/theloop/workitem"
 )
 
-// RefSource says why a ref was extracted (daemon-spec §4.1).
+// RefSource says why a ref was extracted (docs/daemon.md §4.1).
 type RefSource string
 
 const (
@@ -58,7 +58,7 @@ func (x *extraction) add(r workitem.Ref, src RefSource) {
 }
 
 // branchOnly returns the refs whose only source is the branch convention:
-// weak links the daemon verifies before acting (daemon-spec §6.2).
+// weak links the daemon verifies before acting (docs/daemon.md §6.2).
 func (x *extraction) branchOnly() []workitem.Ref {
 	var out []workitem.Ref
 	for i, s := range x.sources {
@@ -161,7 +161,7 @@ func readPayload(d *doc) (payload, bool) {
 
 var repoKeys = []string{"full_name", "html_url"}
 
-// payloadRepo reads repository.full_name and the host (daemon-spec §4.1).
+// payloadRepo reads repository.full_name and the host (docs/daemon.md §4.1).
 func payloadRepo(p *payload, e *entity) (repoOf, bool) {
 	var f [2]jv
 	p.doc.fields(p.repository, repoKeys, f[:])
@@ -210,7 +210,7 @@ func intOf(v jv) int {
 	return int(n)
 }
 
-// extract returns the work items of a payload, in daemon-spec §4.1 order.
+// extract returns the work items of a payload, in docs/daemon.md §4.1 order.
 func extract(event string, p *payload, r repoOf) extraction {
 	var x extraction
 	if pr := prEntity(event, p); pr != nil {
@@ -318,7 +318,7 @@ func branchIssue(b string) int {
 }
 
 // closingKeywordRE: GitHub's closing keywords, word-bounded, an optional
-// colon, whitespace, then a URL, [owner/repo]#n or GH-n (daemon-spec §4.1).
+// colon, whitespace, then a URL, [owner/repo]#n or GH-n (docs/daemon.md §4.1).
 // It is the router's superset of integrations' body fallback (which serves
 // the github.closing-issues operation and does not read GH-n).
 var closingKeywordRE = lazyre.New(`(?i)\b(?:close[sd]?|fix(?:e[sd])?|resolve[sd]?):?[ \t\r\n]+(?:https?://([A-Za-z0-9.:-]+)/([A-Za-z0-9._-]+)/([A-Za-z0-9._-]+)/issues/(\d+)|(?:([A-Za-z0-9._-]+)/([A-Za-z0-9._-]+))?#(\d+)|GH-(\d+))\b`)

@@ -264,7 +264,7 @@ func FuzzRoute(f *testing.F) {
 				} `json:"sender"`
 			}
 			// Where encoding/json reads the payload, its sender is the
-			// comment's author (decision 19).
+			// comment's author (docs/decisions.md §19).
 			if json.Unmarshal(body, &m) == nil && m.Sender.Login != ev.Actor {
 				t.Fatalf("comment by %q routed with sender %q", ev.Actor, m.Sender.Login)
 			}

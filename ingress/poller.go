@@ -19,7 +19,7 @@ import (
 	"github.com/theloop-dev/theloop/workitem"
 )
 
-// Poller defaults (daemon-spec §3.5, §12.2).
+// Poller defaults (docs/daemon.md §3.5, §12.2).
 const (
 	DefaultPollInterval = 60 * time.Second
 	DefaultPollRetries  = 3
@@ -84,7 +84,7 @@ type PollerDeps struct {
 	Sleep integrations.Sleeper
 }
 
-// Poller is the pull ingress (daemon-spec §3): label discovery, new
+// Poller is the pull ingress (docs/daemon.md §3): label discovery, new
 // comments since the ledger, closure reconciliation, each producing the
 // same Event the router does and handed to the same Sink. It starts no
 // goroutine: Run blocks until its context ends, and Reconcile runs one pass

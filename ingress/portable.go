@@ -17,7 +17,7 @@ import (
 	"github.com/theloop-dev/theloop/workitem"
 )
 
-// Portable-record sections this package owns (daemon-spec §5.3, §3.4).
+// Portable-record sections this package owns (docs/daemon.md §5.3, §3.4).
 const (
 	SectionControl = "control"
 	SectionPoll    = "poll"
@@ -136,7 +136,7 @@ func (s *PortableStore) StartRequested(ref workitem.Ref) (bool, error) {
 	return rec.Command.Arms(), nil
 }
 
-// PollLedger is the poll section (daemon-spec §3.4).
+// PollLedger is the poll section (docs/daemon.md §3.4).
 type PollLedger struct {
 	// SeenComments are the resolved comment keys, newest last, capped at
 	// MaxSeenComments.

@@ -18,8 +18,8 @@ import (
 	"github.com/theloop-dev/theloop/graph"
 )
 
-// Receiver is the GitHub webhook endpoint (daemon-spec §2.1 with
-// ARCHITECTURE decision 10): an http.Handler serving POST <Path> and GET
+// Receiver is the GitHub webhook endpoint (docs/daemon.md §2.1 with
+// docs/decisions.md §10): an http.Handler serving POST <Path> and GET
 // /healthz. Per request, on the calling goroutine and nothing else: bound
 // the body, verify X-Hub-Signature-256 in constant time on the raw bytes,
 // route, hand the Event to the Sink, answer. What an unauthenticated
@@ -322,7 +322,7 @@ func (r *Receiver) post(w http.ResponseWriter, req *http.Request) {
 		}
 	}
 	if len(body) == 0 {
-		body = []byte("{}") // daemon-spec §2.1: an empty body is the payload {}
+		body = []byte("{}") // docs/daemon.md §2.1: an empty body is the payload {}
 	}
 	name := headerValue(h, "X-Github-Event")
 	if name == "" {

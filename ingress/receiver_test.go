@@ -66,8 +66,8 @@ func serve(h http.Handler, req *http.Request) *httptest.ResponseRecorder {
 	return rec
 }
 
-// TestReceiverContract walks every row of daemon-spec §2.1 and the changes
-// of ARCHITECTURE decision 10, with GitHub's own example payloads.
+// TestReceiverContract walks every row of docs/daemon.md §2.1 and the changes
+// of docs/decisions.md §10, with GitHub's own example payloads.
 func TestReceiverContract(t *testing.T) {
 	comment := fixture(t, "issue_comment/created.payload.json")
 	cfg := testConfig()

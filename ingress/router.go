@@ -10,7 +10,7 @@ import (
 )
 
 // DropReason says why the router acknowledged a delivery without forwarding
-// it (the routing.dropped reasons of daemon-spec §4, plus the repository
+// it (the routing.dropped reasons of docs/daemon.md §4, plus the repository
 // bound and content dedup).
 type DropReason string
 
@@ -25,7 +25,7 @@ const (
 	// DropSenderNotAuthor: a comment or review event whose sender is not
 	// the comment's author — on GitHub a collaborator can edit (or delete)
 	// another's comment, and the edit arrives under the author's name
-	// (ARCHITECTURE decision 19, conventions lesson 25).
+	// (docs/decisions.md §19, docs/decisions.md §19).
 	DropSenderNotAuthor DropReason = "sender-not-author"
 )
 
@@ -54,7 +54,7 @@ const (
 // maxPooledMembers bounds the payload indexes kept for reuse.
 const maxPooledMembers = 1 << 12
 
-// Router turns one delivery into an Event or a drop, in seed 000's order:
+// Router turns one delivery into an Event or a drop, in docs/daemon.md §4's order:
 // event filter → delivery dedup → repository bound → work-item extraction →
 // self-authored drop → authorization; then the control keyword is parsed
 // and the content key checked. It makes no network call, starts no
@@ -185,7 +185,7 @@ func (r *Router) Route(name, delivery string, body []byte) (*Event, DropReason, 
 	if repo.host != "" {
 		ev.Repo = repo.host + "/" + ev.Repo
 	}
-	// The body and actor (daemon-spec §4 table).
+	// The body and actor (docs/daemon.md §4 table).
 	var c jv
 	actorRequired := true
 	switch name {

@@ -18,7 +18,7 @@ func repoJSON(full string) map[string]any {
 	return map[string]any{"full_name": full, "html_url": "https://github.com/" + full}
 }
 
-// TestRouterExtraction covers every extraction form of daemon-spec §4.1.
+// TestRouterExtraction covers every extraction form of docs/daemon.md §4.1.
 func TestRouterExtraction(t *testing.T) {
 	pr := func(extra map[string]any) map[string]any {
 		p := map[string]any{"number": 9, "html_url": "https://github.com/octo/repo/pull/9", "head": map[string]any{"ref": "feature"}, "body": ""}
@@ -120,7 +120,7 @@ func TestRouterExtraction(t *testing.T) {
 	}
 }
 
-// TestRouterDrops covers the drop steps, in seed 000's order.
+// TestRouterDrops covers the drop steps, in docs/daemon.md §4's order.
 func TestRouterDrops(t *testing.T) {
 	comment := func(login, body string) map[string]any {
 		return map[string]any{
@@ -163,7 +163,7 @@ func TestRouterDrops(t *testing.T) {
 			"action": "submitted", "repository": repoJSON("octo/repo"), "pull_request": map[string]any{"number": 2},
 			"review": map[string]any{"id": 3, "body": "approved", "state": "approved", "user": map[string]any{"login": "mallory"}},
 		}, DropUnauthorized},
-		// Decision 19: the actor and the author. A collaborator's edit of
+		// docs/decisions.md §19: the actor and the author. A collaborator's edit of
 		// an authorized user's comment arrives under the author's login.
 		{"edit of alice's comment sent by mallory", "issue_comment", func() map[string]any {
 			m := comment("alice", "Approved")

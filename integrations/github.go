@@ -221,7 +221,7 @@ func (g *github) getLabels(ctx context.Context, st *callState, args map[string]a
 
 // setLabels removes the labels that start with replacePrefix
 // (case-insensitively) and are not wanted, adds the wanted ones it lacks,
-// and leaves every other label alone (ARCHITECTURE decision 8). It changes
+// and leaves every other label alone (docs/decisions.md §8). It changes
 // labels one by one rather than replacing the set, so a label someone adds
 // meanwhile survives. The result is GitHub's label list after the last
 // change.

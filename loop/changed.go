@@ -33,7 +33,7 @@ type ChangedItems struct {
 // ChangedWorkItems lists the work items with a file under
 // <spec dir>/<id>/ that differs between base and HEAD — `git diff
 // --name-only base...HEAD`, i.e. the changes HEAD made since it diverged
-// from base, as a pull request shows them (seed 000, O4). git runs as a
+// from base, as a pull request shows them (docs/graph.md §5.5). git runs as a
 // subprocess through runner (nil: run.Exec); any failure — no git, not a
 // repository, an unknown revision — returns an error wrapping
 // ErrDiffUnavailable.

@@ -9,7 +9,7 @@ import (
 	"strings"
 )
 
-// ConfigKey is one key of the operator's CLI config (reference daemon-spec
+// ConfigKey is one key of the operator's CLI config (docs/daemon.md
 // §12.2 plus theloop's own): the catalogue every check, the JSON Schema,
 // `loopctl config show` and the reload policy are derived from.
 type ConfigKey struct {

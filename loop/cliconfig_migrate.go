@@ -112,7 +112,7 @@ var removedKeys = func() map[string]string {
 func RemovedCLIConfigKeys() map[string]string { return maps.Clone(removedKeys) }
 
 // MigrateCLIConfig rewrites an old CLI config into the current shape
-// (reference daemon-spec §12.1): webhooks.ghWebhook.routing.* moves to the
+// (docs/daemon.md §12.1): webhooks.ghWebhook.routing.* moves to the
 // top-level routing (which wins key by key; each disagreement is reported),
 // routing.{control,reactions,announce}.ghBinary moves to
 // integrations.github.cli.binary, webhooks.ghWebhook.repositories joins the

@@ -42,7 +42,7 @@ var (
 	ErrTooLarge = errors.New("file too large")
 )
 
-// Defaults of the repository's harness config (reference daemon-spec §12.3).
+// Defaults of the repository's harness config (docs/daemon.md §12.3).
 const (
 	DefaultSpecDir          = "docs/specs"
 	DefaultPhaseLabelPrefix = "loop:"
@@ -64,7 +64,7 @@ const maxConfigBytes = 1 << 20
 // later walk of Raw (JSON encoding, for instance) explode.
 const maxConfigNodes = 100_000
 
-// ShippedLoopNames are the graphs theloop ships (ARCHITECTURE decision 14).
+// ShippedLoopNames are the graphs theloop ships (docs/decisions.md §14).
 func ShippedLoopNames() []string {
 	return []string{"pdlc-work-item-loop", "pdlc-pr-loop", "pdlc-adhoc-loop", "pdlc-contribution-loop"}
 }
@@ -570,7 +570,7 @@ func compareVersions(a, b []int) int {
 
 // --- CLI config (the operator's) ------------------------------------------
 
-// CLI config constants (reference daemon-spec §12).
+// CLI config constants (docs/daemon.md §12).
 const (
 	// CurrentCLIConfigVersion is the oldest cli-config.yaml version theloop
 	// accepts (numeric dotted comparison; a missing version is accepted).
@@ -617,7 +617,7 @@ func OperatorStateRoot(configured string, getenv func(string) string, homeDir fu
 	return filepath.Join(home, configured), nil
 }
 
-// routing.tmux.sessionPerPr modes (reference graph-spec §5.1).
+// routing.tmux.sessionPerPr modes (docs/graph.md §5.1).
 const (
 	SessionPerPrNever           = "never"
 	SessionPerPrCrossRepository = "cross-repository"
@@ -625,7 +625,7 @@ const (
 )
 
 // ControlCommands lists the control commands in the order a comment is
-// searched for them (reference daemon-spec §5.1).
+// searched for them (docs/daemon.md §5.1).
 func ControlCommands() []string {
 	return []string{"start", "stop", "pause", "resume", "execute", "contribute", "cleanup", "do"}
 }
@@ -641,7 +641,7 @@ func DefaultControlKeywords() map[string]string {
 }
 
 // removedCLIKeys are keys the-loop removed, with their replacements
-// (reference daemon-spec §12.1). A config carrying one is refused rather
+// (docs/daemon.md §12.1). A config carrying one is refused rather
 // than half-applied. The reference also removed integrations.slack in
 // favour of channels.slack; theloop's integrations package configures its
 // Slack provider under integrations.slack again, so that key is accepted.
@@ -761,7 +761,7 @@ func (src CLIConfigSource) withDefaults() CLIConfigSource {
 }
 
 // ResolveCLIConfigPath picks the CLI config file by priority (reference
-// daemon-spec §12.1): the explicit path › $THE_LOOP_CLI_CONFIG ›
+// docs/daemon.md §12.1): the explicit path › $THE_LOOP_CLI_CONFIG ›
 // ./.the-loop/cli-config.yaml › ~/.the-loop/cli-config.yaml. An explicit
 // path or the variable names a file that must exist (required is true);
 // the two default locations are used only when present. path is "" when
@@ -908,7 +908,7 @@ func scalarString(v any) string {
 }
 
 // ResolveSessionPerPr maps a configured routing.tmux.sessionPerPr value to
-// a mode (reference graph-spec §5.1): null and true → cross-repository,
+// a mode (docs/graph.md §5.1): null and true → cross-repository,
 // false → never, a mode name → itself, anything else → cross-repository
 // with a warning naming the key.
 func ResolveSessionPerPr(v any) (mode, warning string) {

@@ -442,7 +442,7 @@ func TestParseCLIConfigRefuses(t *testing.T) {
 		{"mistyped integrations", "integrations: [github]\n", ErrInvalidConfig, []string{"integrations: expected a mapping, got a list"}},
 		{"routing not a mapping", "routing: 5\n", ErrInvalidConfig, []string{"routing: expected a mapping, got a number"}},
 		{"unsafe spec dir", "routing: {graph: {specDir: ../elsewhere}}\n", ErrUnsafePath, []string{"routing.graph.specDir", "leaves the repository"}},
-		// Accepted but never honoured is refused (conventions 22).
+		// Accepted but never honoured is refused (docs/decisions.md §20).
 		{"removed runner", "routing:\n  runner: process\n", ErrInvalidConfig, []string{"routing.runner is no longer accepted", "loopctl config migrate` removes it"}},
 		{"repoHooks true", "routing: {graph: {repoHooks: true}}\n", ErrInvalidConfig, []string{"routing.graph.repoHooks: true is refused"}},
 		{"keyword of no command", "routing: {control: {keywords: {review: 'the-loop review'}}}\n", ErrInvalidConfig, []string{"routing.control.keywords.review is not a control command"}},

@@ -22,7 +22,7 @@ import (
 	"github.com/theloop-dev/theloop/run"
 )
 
-// Signed gate decisions (ARCHITECTURE decision 16), with Ed25519.
+// Signed gate decisions (docs/decisions.md §16), with Ed25519.
 //
 // The signing key lives under the operator's or daemon's state root
 // (<state root>/keys/decision-signing.key, 0600) and never in a repository.

@@ -65,7 +65,7 @@ type EventLogOptions struct {
 	PID int
 }
 
-// EventLog is the JSONL event log (reference graph-spec §8, daemon-spec
+// EventLog is the JSONL event log (docs/graph.md §8, docs/daemon.md
 // §15), a graph.Sink. Every event is one line written with one write(2) on
 // a descriptor opened with O_APPEND, so several processes can share the
 // file without interleaving lines.

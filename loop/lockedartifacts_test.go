@@ -11,7 +11,7 @@ import (
 	"github.com/theloop-dev/theloop/loop"
 )
 
-// TestShippedGraphsNeverAskForALockedArtifact holds ARCHITECTURE decision 21
+// TestShippedGraphsNeverAskForALockedArtifact holds docs/decisions.md §21
 // over the shipped graphs: once a gate has locked an artifact (and signed
 // its hash), no agent node the item can reach from that gate's approval —
 // without being sent back by a `changes-requested` verdict, which reopens

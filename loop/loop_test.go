@@ -40,7 +40,7 @@ func TestShippedGraphsCompileAndEveryNodeIsReachable(t *testing.T) {
 	require.ErrorContains(t, err, "shipped loops are: pdlc-work-item-loop, pdlc-pr-loop, pdlc-adhoc-loop, pdlc-contribution-loop")
 }
 
-// The lock is written at the gate (ARCHITECTURE decision 1): producing nodes
+// The lock is written at the gate (docs/decisions.md §1): producing nodes
 // of theloop's graphs never require status: approved.
 func TestShippedProducingNodesDoNotGateOnTheLock(t *testing.T) {
 	for _, name := range loop.ShippedLoopNames() {

@@ -1,6 +1,6 @@
 package loop
 
-// The outbox (ARCHITECTURE decision 18): in a session loopd spawned, the
+// The outbox (docs/decisions.md §18): in a session loopd spawned, the
 // agent holds no credential, so a claim's effects on the ticket (phase
 // labels, review requests, marked comments, `loopctl ask`) are not performed
 // by the agent's process. They are recorded here as intents, one JSON line

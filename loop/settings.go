@@ -44,7 +44,7 @@ type PollingSource struct {
 }
 
 // Settings is the operator's cli-config.yaml read once into one typed
-// structure (ARCHITECTURE decision 20). Every catalogued key has exactly
+// structure (docs/decisions.md §20). Every catalogued key has exactly
 // one reader (settingReaders), which fills one field here with the file's
 // value or the catalogue's default; Resolve then applies the environment
 // and derives what depends on other keys. loopd's assembly, the webhook

@@ -8,7 +8,7 @@ import (
 )
 
 // Every catalogued key has exactly one reader and every reader reads a
-// catalogued key (ARCHITECTURE decision 20): a key accepted and shown but
+// catalogued key (docs/decisions.md §20): a key accepted and shown but
 // read by nothing cannot come back, nor a reader of a key the operator
 // cannot write. Objects are containers (no reader, unless their members
 // are open, as routing.control.keywords'); a list's item keys are read by

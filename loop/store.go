@@ -20,7 +20,7 @@ import (
 	"github.com/theloop-dev/theloop/internal/lazyre"
 )
 
-// File names inside a work item's spec directory (reference graph-spec §1).
+// File names inside a work item's spec directory (docs/graph.md §1).
 const (
 	StateFileName = "graph-state.json"
 	LockFileName  = "graph-state.lock"
@@ -37,7 +37,7 @@ const (
 // check 40 s and 4.3 GB of memory (a CI runner died) and loop-gate 2.1 GB.
 // Real state is a few kilobytes — a pointer, decisions, a bounded history —
 // so 8 MB is generous by three orders of magnitude. A larger file is
-// treated as unparseable (ARCHITECTURE decision 5): recompute reconstructs
+// treated as unparseable (docs/decisions.md §5): recompute reconstructs
 // the state from the artifacts, and Save preserves the file beside it as
 // graph-state.json.corrupt-<ts> before replacing it.
 const MaxStateBytes = hooks.MaxInnerStateBytes

@@ -64,7 +64,7 @@ const (
 	// submittedAt and state and neither createdAt nor updatedAt. A comment
 	// that does not exist (or not in ref's repository) fails with
 	// integrations.ErrNotFound. The daemon re-reads a comment this way before
-	// it lets the comment decide a gate (ARCHITECTURE decision 19).
+	// it lets the comment decide a gate (docs/decisions.md §19).
 	GitHubGetComment graph.Operation = "github.get-comment"
 )
 

@@ -60,7 +60,7 @@ type Record struct {
 	// conversation and started fresh, newest last.
 	Fallbacks []Fallback
 	// Parent is set on a pull request's own session (a PR endpoint,
-	// daemon-spec §6.7): Item is the pull request and Parent the work item
+	// docs/daemon.md §6.7): Item is the pull request and Parent the work item
 	// it serves, whose record lists it in PullRequests. Zero for a work
 	// item's session.
 	Parent workitem.Ref
@@ -125,7 +125,7 @@ type Fallback struct {
 	Artifacts []string
 }
 
-// recordJSON is the file format: the reference's registry shape (§7.4),
+// recordJSON is the file format: the reference's registry shape (docs/daemon.md §7.4),
 // plus lastDeliveryAt and fallbacks.
 type recordJSON struct {
 	WorkItem struct {
@@ -303,7 +303,7 @@ func ParseRecord(data []byte) (Record, error) {
 }
 
 // Reasons a pull request gets no session of its own
-// (session.pr_session_declined, daemon-spec §6.7).
+// (session.pr_session_declined, docs/daemon.md §6.7).
 const (
 	// DeclinedNoSeparateCheckout: no workspace is configured, or a
 	// same-repository PR's head branch is unknown.

@@ -68,7 +68,7 @@ func TestRegistryRoundTrip(t *testing.T) {
 }
 
 // A work item's record lists its linked pull requests; a PR's own session
-// is a record naming its parent (daemon-spec §6.7).
+// is a record naming its parent (docs/daemon.md §6.7).
 func TestRegistryRoundTripPRLinksAndParent(t *testing.T) {
 	ctx := context.Background()
 	reg, err := OpenRegistry(filepath.Join(t.TempDir(), "sessions"))

@@ -161,7 +161,7 @@ type Tmux struct {
 }
 
 // Confinement is how the tmux runner confines what it starts: the agent's
-// session is untrusted (decision 18). Package loop/daemon/sandbox
+// session is untrusted (docs/decisions.md §18). Package loop/daemon/sandbox
 // implements it; sessions only calls it, so no harness adapter builds its
 // own confinement.
 type Confinement interface {

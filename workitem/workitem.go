@@ -1,5 +1,5 @@
 // Package workitem is theloop's one parser of work-item refs,
-// <provider>:[<host>/]<owner>/<repo>#<number> (daemon spec §0.1), and the
+// <provider>:[<host>/]<owner>/<repo>#<number> (docs/daemon.md §0.1), and the
 // names derived from one (slug, branch, spec directory, URL). Every package
 // that reads a ref — webhooks and the poller, the daemon, sessions, the
 // integrations, loopctl — parses it here, so a ref one of them accepts is a

@@ -29,7 +29,7 @@ type askOptions struct {
 	Config       string
 }
 
-// newAskCmd is `loopctl ask` (daemon-spec §10): how a session in work-item
+// newAskCmd is `loopctl ask` (docs/daemon.md §10): how a session in work-item
 // interaction mode asks a human — the question goes to the work item as a
 // marked comment, the session ends its turn, and the answer arrives later
 // as an ordinary event. It runs in-process; no daemon is needed.

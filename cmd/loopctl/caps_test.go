@@ -53,7 +53,7 @@ func measured(t *testing.T, bin, dir string, env []string, stdin []byte, args ..
 // to 1 GB (sparse here: os.Truncate makes it cheap) must not cost CI or the
 // Stop hook a gigabyte. Before the cap, `check --recompute` took 40 s and
 // 4.3 GB, loop-gate 2.1 GB. Now the file is refused from its size alone and
-// treated as unparseable (ARCHITECTURE decision 5): the state is
+// treated as unparseable (docs/decisions.md §5): the state is
 // reconstructed from the artifacts, the warning names the file, its size and
 // the cap, and the file is left in place.
 func TestOversizedStateIsACorruptCache(t *testing.T) {

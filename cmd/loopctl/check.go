@@ -240,7 +240,7 @@ func runCheck(ctx context.Context, opts *checkOptions) error {
 	return nil
 }
 
-// checkFails applies --fail-on to a report (reference graph-spec §5.5).
+// checkFails applies --fail-on to a report (docs/graph.md §5.5).
 func checkFails(rep *graph.Report, failOn string) bool {
 	if failOn == "unmet" {
 		return !rep.OK

@@ -50,7 +50,7 @@ Example:
 }
 
 // The variables loopd sets in every agent session it spawns (sessions'
-// manager; ARCHITECTURE "Interfaces").
+// manager; docs/daemon.md §7.2).
 const (
 	sessionIDEnv = "THE_LOOP_SESSION_ID"
 	workItemEnv  = "THE_LOOP_WORK_ITEM"

@@ -39,7 +39,7 @@ func (c runtimeClaimer) Complete(ctx context.Context, id string) (*graph.Claim, 
 	return c.rt.Complete(ctx, id, "", "cli")
 }
 
-// TestTrustedHappyPath is issue 20 part E (ARCHITECTURE decision 21): a work
+// TestTrustedHappyPath is issue 20 part E (docs/decisions.md §21): a work
 // item walked by the shipped pdlc-work-item-loop, the agent doing each node
 // as the plugin's commands say (the scripted agent's turns, drafts the gates
 // refuse included), every gate decided by an authorized comment and signed

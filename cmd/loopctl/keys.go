@@ -51,7 +51,7 @@ func newKeysCmd(f *Factory) *cli.Command {
 		Name:  "keys",
 		Usage: "the key that signs gate decisions (init, show)",
 		Description: `A human gate's decision counts only when it is signed by a trusted key
-(ARCHITECTURE decision 16). The daemon signs the decisions it records with the
+(docs/decisions.md §16). The daemon signs the decisions it records with the
 key under its state root; verifiers (check --recompute, graph complete,
 loop-gate, CI) trust the public keys given by --trust-key, $THE_LOOP_TRUST_KEYS
 or the base branch's .the-loop/trusted-keys (--trust-base / $THE_LOOP_TRUST_BASE).

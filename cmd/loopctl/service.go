@@ -116,7 +116,7 @@ func (o *serviceOptions) call(ctx context.Context, method, path string, q url.Va
 }
 
 // apiFailure maps API errors to exit codes: 400 (and 404) ⇒ 2 refused,
-// unreachable ⇒ 2, others ⇒ 1 (reference daemon-spec §13).
+// unreachable ⇒ 2, others ⇒ 1 (docs/daemon.md §13).
 func apiFailure(err error) error {
 	var ae *api.APIError
 	switch {

@@ -53,7 +53,7 @@ func TestDemoBinaryWalksToComplete(t *testing.T) {
 		require.Greater(t, approved, attack[1], "the gate moved only with dana's approval, after the attack")
 	}
 	// The closing check is the README's CI line trusting the daemon's key
-	// (ARCHITECTURE decision 21), and it passes.
+	// (docs/decisions.md §21), and it passes.
 	trusted := regexp.MustCompile(`(?m)^\$ loopctl check issue-1 --recompute --fail-on block --trust-key (ed25519:\S+)\n.*\n  passed: at "complete", no node blocks`).FindStringSubmatch(s)
 	require.NotNil(t, trusted, "the demo ends with the trusted check, passing:\n%s", s)
 

@@ -418,8 +418,8 @@ func TestOneInstancePerStateRootAndSIGTERMExitsCleanly(t *testing.T) {
 	require.NoError(t, first.Wait(), "SIGTERM is a clean exit")
 }
 
-// loopd exits 2 at start when it could not work (ARCHITECTURE decision
-// 20): no repository served, or a GitHub transport without credentials —
+// loopd exits 2 at start when it could not work (docs/decisions.md
+// §20): no repository served, or a GitHub transport without credentials —
 // naming the key and the fix, instead of starting "healthy".
 func TestRunThatCannotWorkExits2NamingTheKey(t *testing.T) {
 	for _, tc := range []struct {

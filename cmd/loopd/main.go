@@ -134,7 +134,7 @@ func main() {
 	// never returns here.
 	sandbox.MaybeRunLauncher()
 	// Before anything reads a secret: non-dumpable, and the environment
-	// block /proc/<pid>/environ shows is zeroed (decision 18).
+	// block /proc/<pid>/environ shows is zeroed (docs/decisions.md §18).
 	if err := sandbox.Harden(); err != nil {
 		fmt.Fprintf(os.Stderr, "loopd: warning: %v\n", err)
 	}

@@ -2,7 +2,7 @@
 // vocabulary: the request and answer types of every route under Prefix
 // (/api/v1), the socket's name under the state root, and Client, which
 // loopctl uses to reach a running daemon over its unix socket or, with a
-// bearer token, over TCP (ARCHITECTURE decision 11).
+// bearer token, over TCP (docs/decisions.md §11).
 //
 // The package is what every `loopctl` invocation links, so it imports
 // net/http, encoding/json and package graph (whose Report, Claim and

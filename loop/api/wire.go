@@ -96,7 +96,7 @@ type ControlRequest struct {
 	// the caller to be.
 	Actor string `json:"actor,omitempty"`
 	// NoComment skips the marked comment announcing the command on the
-	// work item (daemon-spec §5.4: posted unless --no-comment).
+	// work item (docs/daemon.md §5.4: posted unless --no-comment).
 	NoComment bool `json:"noComment,omitempty"`
 }
 

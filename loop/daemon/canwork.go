@@ -11,7 +11,7 @@ import (
 )
 
 // ErrCannotWork marks a configuration loopd would start with "healthy" and
-// then fail on every item (ARCHITECTURE decision 20): loopd exits 2 at
+// then fail on every item (docs/decisions.md §20): loopd exits 2 at
 // start instead, naming the key and the fix.
 var ErrCannotWork = errors.New("loopd cannot work with this configuration")
 

@@ -14,7 +14,7 @@ import (
 )
 
 // ClusterConfig lets several loopd share the work items of one NATS
-// cluster (ARCHITECTURE decision 15; examples/cluster). With Node empty
+// cluster (docs/decisions.md §15; examples/cluster). With Node empty
 // the daemon dispatches the whole queue alone (a second loopd on the same
 // queue waits as a standby).
 type ClusterConfig struct {

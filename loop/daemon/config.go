@@ -30,13 +30,13 @@ const (
 	WebTerminalReply = "reply"
 )
 
-// routing.interaction.mode values (seed 004).
+// routing.interaction.mode values (docs/daemon.md §10).
 const (
 	InteractionWorkItem = "work-item"
 	InteractionCLI      = "cli"
 )
 
-// Defaults (reference daemon-spec §12.2).
+// Defaults (docs/daemon.md §12.2).
 const (
 	DefaultListen           = "127.0.0.1:8787"
 	DefaultWebhookPath      = "/gh-webhook"
@@ -80,7 +80,7 @@ type Config struct {
 	// InsecureAcceptUnsigned.
 	Secret []byte
 	// InsecureAcceptUnsigned accepts unsigned webhooks (the only way to run
-	// without a secret; ARCHITECTURE decision 10).
+	// without a secret; docs/decisions.md §10).
 	InsecureAcceptUnsigned bool
 	// Events is the receiver's event filter (nil: ingress's default set).
 	Events []string
@@ -401,7 +401,7 @@ func ConfigFromSettings(st loop.Settings, getenv func(string) string) (Config, [
 }
 
 // ResolveInteractionMode trims and lower-cases v; an unknown value is
-// work-item with a warning, never cli (seed 004).
+// work-item with a warning, never cli (docs/daemon.md §10).
 func ResolveInteractionMode(v string) (string, string) {
 	m := strings.ToLower(strings.TrimSpace(v))
 	switch m {

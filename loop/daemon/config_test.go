@@ -161,7 +161,7 @@ service:
 	require.ErrorContains(t, err, "service.maxSessions")
 }
 
-// routing.tmux close settings (daemon-spec §6.6, §12.2): the reference's
+// routing.tmux close settings (docs/daemon.md §6.6, §12.2): the reference's
 // defaults keep the session and end the harness inside it.
 func TestConfigFromCLITmuxCloseSettings(t *testing.T) {
 	cfg, _, err := ConfigFromCLI(parseCLI(t, "state:\n  root: /st\n"), func(string) string { return "" }, "/work")

@@ -10,7 +10,7 @@ import (
 	"github.com/theloop-dev/theloop/workitem"
 )
 
-// controlStore is the durable control record (daemon-spec §5.3), kept by
+// controlStore is the durable control record (docs/daemon.md §5.3), kept by
 // package ingress in the work item's portable record; this adapter speaks
 // in the sessions' work-item type.
 type controlStore struct {

@@ -64,7 +64,7 @@ type Deps struct {
 	// (service.node): every lease acquired, released or lost.
 	Ownership func(dispatch.Ownership)
 	// CommentVerifier re-reads a comment at GitHub before it may decide a
-	// gate (ARCHITECTURE decision 19). Nil: NewGitHubCommentVerifier over
+	// gate (docs/decisions.md §19). Nil: NewGitHubCommentVerifier over
 	// the daemon's integrations.
 	CommentVerifier CommentVerifier
 }
@@ -530,7 +530,7 @@ func (d *Daemon) policyChanged() {
 
 // closeOptions is what closing a work item's session leaves behind
 // (routing.tmux.keepSessionOnClose, killHarnessOnClose,
-// harnessKillGraceSeconds; daemon-spec §6.6).
+// harnessKillGraceSeconds; docs/daemon.md §6.6).
 func (d *Daemon) closeOptions() sessions.CloseOptions {
 	return sessions.CloseOptions{KeepTmux: d.cfg.KeepSessionOnClose, KillHarness: d.cfg.KillHarnessOnClose, Grace: d.cfg.HarnessKillGrace}
 }
@@ -640,7 +640,7 @@ func (d *Daemon) Pending(ctx context.Context) (uint64, error) {
 }
 
 // loadSigner creates (once) and loads the decision-signing key under the
-// state root (ARCHITECTURE decision 16): gate decisions the daemon records
+// state root (docs/decisions.md §16): gate decisions the daemon records
 // from authorized comments are signed with it. Without a usable key the
 // daemon still runs; decisions are recorded unsigned (a verifier with a
 // trust anchor refuses them) and the reason is logged.
@@ -673,7 +673,7 @@ func (d *Daemon) tmuxConfig() sessions.TmuxConfig {
 	return tc
 }
 
-// confinement is the sandbox every session goes through (decision 18).
+// confinement is the sandbox every session goes through (docs/decisions.md §18).
 // Without Landlock, and without routing.sandbox: off, it refuses every
 // spawn with an error that names the key; with off it warns on every one.
 func (d *Daemon) confinement() sessions.Confinement {

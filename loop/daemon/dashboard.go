@@ -207,7 +207,7 @@ func (d *Daemon) notifyDashboard(o Observation) {
 }
 
 // seedArmed lists, once at start, the work items whose durable control
-// record arms them (a start recorded, daemon-spec §5.3) but that have no
+// record arms them (a start recorded, docs/daemon.md §5.3) but that have no
 // session record: a start the daemon accepted and has not spawned, such as
 // one whose spawn failed before a restart. What else noteIntake knows
 // (awaiting a start, a spawn's error) is not durable and shows again at

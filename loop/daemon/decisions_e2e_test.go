@@ -15,7 +15,7 @@ import (
 	"github.com/theloop-dev/theloop/loop/daemon"
 )
 
-// ARCHITECTURE decision 19 end to end: the real daemon, its receiver and
+// docs/decisions.md §19 end to end: the real daemon, its receiver and
 // router, the queue and the graph link, against githubsim. A gate moves
 // only on a new comment whose sender and author are the authorized person
 // and which GitHub, re-read by id, holds exactly as the webhook said.
@@ -182,6 +182,6 @@ func TestAGateMovesOnlyOnARealDecisionByAnAuthorizedPerson(t *testing.T) {
 	require.True(t, ok)
 	require.Equal(t, "@"+human, dec.By)
 	require.Equal(t, fmt.Sprint(approved.ID), dec.Comment)
-	require.NotNil(t, dec.Signature, "signed with the daemon's key (decision 16)")
+	require.NotNil(t, dec.Signature, "signed with the daemon's key (docs/decisions.md §16)")
 	w.waitIdle()
 }

@@ -3,8 +3,8 @@
 // (loop/daemon/dispatch) and the intake that turns each event into effects —
 // control commands, spawning an agent session per work item in tmux (package
 // sessions), pasting event prompts and graph assignments into it, and walking
-// the work item's process graph (the graph link, reference daemon-spec §6
-// and §8, seed 003). The intake and the graph link hold their collaborators
+// the work item's process graph (the graph link, docs/daemon.md §6
+// and §8, docs/daemon.md §8). The intake and the graph link hold their collaborators
 // (newIntake, newGraphLink), not the daemon; Daemon.wire in daemon.go is the
 // one place the parts meet: receiver → queue → dispatcher → intake → sessions.
 //
@@ -25,7 +25,7 @@
 //	go d.Run(ctx)                                 // returns after ctx ends and work drained
 //	<-d.Ready(); addr := d.Addr()                 // the bound webhook address
 //
-// ConfigFromCLI maps the operator's cli-config.yaml (daemon-spec §12) onto a
+// ConfigFromCLI maps the operator's cli-config.yaml (docs/daemon.md §12) onto a
 // Config. Run takes the one-instance lock on the state root (flock on
 // <state root>/loopd.lock), opens the queue (embedded NATS with its file
 // store under <state root>/queue unless Config.QueueURL names a server),
@@ -49,14 +49,14 @@
 // dead-lettered for the operator (DeadLetters, Replay). Gate decisions the
 // daemon records are signed with its key under the state root.
 //
-// Several machines (decision 15, cluster.go, examples/cluster): with
+// Several machines (docs/decisions.md §15, cluster.go, examples/cluster): with
 // service.node set, loopd is one node of several sharing queue.url's NATS
 // cluster — each work item owned by one node at a time through a lease
 // (dispatch.Shared), at most service.maxSessions per node, a dead node's
 // items taken over by the others (session.takeover). Without it, one
 // instance dispatches the whole queue and others wait as standbys.
 //
-// Pull requests (daemon-spec §6.7, prsessions.go). A PR's event is
+// Pull requests (docs/daemon.md §6.7, prsessions.go). A PR's event is
 // served by the work item it is linked to: its closing references,
 // keywords and issue-<n> branch name it, and once delivered or spawned the
 // link is recorded on the work item's record (pullRequests[],
@@ -79,7 +79,7 @@
 // (session.pr_closed, session.kept_open; merged ⇒ its inner loop is forced
 // to complete); the work item's close, stop or cleanup ends them all.
 //
-// Branch-linkage verification (daemon-spec §6.2, linkage.go). A ref found
+// Branch-linkage verification (docs/daemon.md §6.2, linkage.go). A ref found
 // only through the issue-<n> branch convention, on an event none of whose
 // refs has a live session, is checked with GitHub through the configured
 // integrations client (api or cli transport): a 404 drops it
@@ -88,14 +88,14 @@
 // cached (LRU, 256). A 404 on a spawn's announcement marks the work item
 // missing (session.work_item_missing); the session is kept.
 //
-// Closing (daemon-spec §6.6). By default (routing.tmux.keepSessionOnClose,
+// Closing (docs/daemon.md §6.6). By default (routing.tmux.keepSessionOnClose,
 // killHarnessOnClose) a closed work item's tmux session is kept for a
 // post-mortem and the harness inside it terminated — SIGTERM to each pane's
 // process group, SIGKILL after harnessKillGraceSeconds (session.retained,
 // session.harness_terminated); keepSessionOnClose false kills the session,
 // killHarnessOnClose false leaves the harness running.
 //
-// The agent's ticket effects (decision 18, outbox.go). A session holds no
+// The agent's ticket effects (docs/decisions.md §18, outbox.go). A session holds no
 // credential: what its claims and `loopctl ask` do on the ticket — the
 // loop: phase label, review requests, marked comments — is recorded as
 // intents in <state root>/outbox/<session id>/intents.jsonl (package loop;

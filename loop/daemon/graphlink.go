@@ -22,8 +22,8 @@ import (
 	"github.com/theloop-dev/theloop/workitem"
 )
 
-// graphLink is the seam between dispatch and the process graph (seed 003,
-// daemon-spec §8). Every entry point runs the guards in order and never
+// graphLink is the seam between dispatch and the process graph (docs/daemon.md §8,
+// docs/daemon.md §8). Every entry point runs the guards in order and never
 // panics: a failure is logged as graph.link_failed and the dispatch goes
 // on. The one error an entry point returns is a decision GitHub could not
 // confirm now (errRetryDecision): the dispatch fails and the queue
@@ -139,7 +139,7 @@ type skip struct{ reason string }
 
 func (s skip) Error() string { return s.reason }
 
-// guarded runs fn under seed 003's guards and turns every error and panic
+// guarded runs fn under docs/daemon.md §8.2's guards and turns every error and panic
 // into graph.link_failed.
 func (l *graphLink) guarded(ctx context.Context, act linkAction, item workitem.Ref, cwd string, fn func(rt *graph.Runtime, id string) error) error {
 	return l.guardedFor(ctx, act, item, workitem.Ref{}, cwd, fn)
@@ -184,7 +184,7 @@ func (l *graphLink) failed(act linkAction, item workitem.Ref, err error) {
 	l.record("graph.link_failed", graph.LevelError, graph.Field{Key: "work_item", Value: item.String()}, graph.Field{Key: "action", Value: string(act)}, graph.Field{Key: "error", Value: err.Error()})
 }
 
-// guard applies the guards in the reference's order (daemon-spec §8.2).
+// guard applies the guards in the reference's order (docs/daemon.md §8.2).
 func (l *graphLink) guard(ctx context.Context, act linkAction, item, pr workitem.Ref, cwd string) (*graph.Runtime, string, error) {
 	cfg := l.conf()
 	// 1. enabled.
@@ -480,7 +480,7 @@ func (l *graphLink) deliverAssignment(ctx context.Context, cwd, id, text string)
 
 // adopt writes a default harness config naming the work item's repository
 // when the checkout has none, so the graph's hooks can address the ticket
-// (daemon-spec §8.4). Only for armed items whose checkout passed the
+// (docs/daemon.md §8.4). Only for armed items whose checkout passed the
 // identity check, never for the contribution loop.
 func (l *graphLink) adopt(ctx context.Context, item workitem.Ref, cwd string) {
 	if !l.conf().GraphEnabled || item.SpecID() == "" {
@@ -572,7 +572,7 @@ func (l *graphLink) spawnContext(ctx context.Context, item workitem.Ref, cwd str
 // node moves when the agent claims its work (`loopctl graph complete`).
 // Evaluating an agent node on every comment would count each unfinished
 // exit chain as a failed attempt, and the same block twice in a row
-// escalates (decision 3) — two comments while the agent works would park
+// escalates (docs/decisions.md §3) — two comments while the agent works would park
 // the work item.
 func (l *graphLink) onEvent(ctx context.Context, item, pr workitem.Ref, cwd string, ev *ingress.Event) (*graph.StepReport, error) {
 	on := item // the loop's own item: the work item, or the inner loop's PR
@@ -617,7 +617,7 @@ func (l *graphLink) onClose(ctx context.Context, item workitem.Ref, cwd, session
 	})
 }
 
-// Graph context (seed 003 §8.3).
+// Graph context (docs/daemon.md §8.3).
 
 // graphContext is what the prompt's $graph_context block says. It holds
 // the-loop's own state only, never payload text.

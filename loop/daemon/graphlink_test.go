@@ -347,7 +347,7 @@ func TestPhasesDivergenceIsWarnedAtStart(t *testing.T) {
 	require.False(t, fx.obs.has("harness.phases_diverge", "", ""), "no list, nothing to say")
 }
 
-// Decision 19 at the graph link: only a created comment (or submitted
+// docs/decisions.md §19 at the graph link: only a created comment (or submitted
 // review) that GitHub holds as claimed — same item, author and body, never
 // edited — reaches a human gate. Anything else leaves the gate where it is;
 // a contradiction is reported as routing.forged, and a GitHub that cannot

@@ -23,7 +23,7 @@ import (
 	"github.com/theloop-dev/theloop/workitem"
 )
 
-// intake applies one routed event (daemon-spec §6): control commands, the
+// intake applies one routed event (docs/daemon.md §6): control commands, the
 // armed check, spawn, delivery to the live session with the gate consulted
 // first, close. It is the dispatcher's Handler and is idempotent: every
 // step that is not naturally idempotent leaves a marker in the queue's
@@ -202,7 +202,7 @@ func (in *intake) Handle(ctx context.Context, ev *ingress.Event) error {
 	}
 	if ev.Event == "pull_request" && ev.Action == "closed" {
 		// A pull request that is not the work item itself closed: its own
-		// session ends, the work item's stays (§6.1 step 5). Never spawn
+		// session ends, the work item's stays (docs/daemon.md §6.1 step 4). Never spawn
 		// for a close.
 		if pe, ok := prOf(ev); ok && pe.PR != item {
 			if live {
@@ -297,7 +297,7 @@ func (in *intake) armed(ev *ingress.Event) bool {
 }
 
 // refusal is the reason an unmatched event may not spawn ("" = may),
-// daemon-spec §6.4; cmd is the control command counting as the start.
+// docs/daemon.md §6.4; cmd is the control command counting as the start.
 func (in *intake) refusal(item workitem.Ref, ev *ingress.Event, cmd ingress.Command) string {
 	if !in.armed(ev) {
 		return "spawn-policy"
@@ -360,7 +360,7 @@ func (in *intake) workspace(ctx context.Context, item workitem.Ref, ev *ingress.
 	return w.Dir, nil
 }
 
-// spawn starts the work item's session (daemon-spec §6.6).
+// spawn starts the work item's session (docs/daemon.md §6.6).
 func (in *intake) spawn(ctx context.Context, item workitem.Ref, ev *ingress.Event) error {
 	cwd, err := in.workspace(ctx, item, ev)
 	if err != nil {
@@ -476,12 +476,12 @@ func attachCommand(t sessions.TmuxConfig, name string) string {
 // dispatchTo delivers the event to the live session: the gate first when
 // the work item waits at a human gate (so the agent hears the verdict),
 // then the rendered event prompt, then — when the gate was not consulted —
-// the graph advance (daemon-spec §6.5).
+// the graph advance (docs/daemon.md §6.5).
 func (in *intake) dispatchTo(ctx context.Context, item workitem.Ref, rec sessions.Record, ev *ingress.Event) error {
 	cwd := rec.Cwd
 	if pe, ok := prOf(ev); ok && pe.PR != item {
 		pr := pe.PR
-		// Endpoint selection (§6.5 step 2, §6.7): a linked PR's event goes
+		// Endpoint selection (docs/daemon.md §6.5 step 1, §6.7): a linked PR's event goes
 		// to the PR's own session when the work item splits PRs off and the
 		// PR has (or can have) one; its inner loop's gate is consulted
 		// first. Otherwise it goes to the work item's session below.
@@ -649,7 +649,7 @@ func (in *intake) removeCheckout(ctx context.Context, item workitem.Ref, ev *ing
 	in.emit("workspace.removed", graph.LevelInfo, item, ev)
 }
 
-// applyControl applies a consumed control command (daemon-spec §6.3).
+// applyControl applies a consumed control command (docs/daemon.md §6.3).
 // Consumed commands are never forwarded to the agent.
 func (in *intake) applyControl(ctx context.Context, item workitem.Ref, ev *ingress.Event, c *ingress.ControlCommand) error {
 	rec, live := in.live(item)
@@ -783,7 +783,7 @@ func cloneURLs(override func(workitem.Ref) string, template string) func(workite
 }
 
 // payloadCloneURL is the payload's repository.clone_url (as the reference
-// does, daemon-spec §7.5) when the repository it names is the work item's
+// does, docs/daemon.md §7.5) when the repository it names is the work item's
 // and checkedCloneURL accepts it; "" otherwise.
 func payloadCloneURL(ev *ingress.Event, item workitem.Ref) string {
 	var p struct {

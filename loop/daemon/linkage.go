@@ -14,7 +14,7 @@ import (
 	"github.com/theloop-dev/theloop/workitem"
 )
 
-// Branch-linkage verification (daemon-spec §6.2). A ref found only through
+// Branch-linkage verification (docs/daemon.md §6.2). A ref found only through
 // the issue-<n> branch convention is a guess: a branch named
 // feature/issue-123-x may have been cut for an issue that never existed
 // (or lives in another repository). Before such a guess can spawn a

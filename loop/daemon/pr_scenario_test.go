@@ -22,8 +22,8 @@ import (
 	"github.com/theloop-dev/theloop/workitem"
 )
 
-// Pull-request endpoints (daemon-spec §6.7) and branch-linkage verification
-// (§6.2), end to end: real daemon, githubsim, real tmux, real git.
+// Pull-request endpoints (docs/daemon.md §6.7) and branch-linkage verification
+// (docs/daemon.md §6.2), end to end: real daemon, githubsim, real tmux, real git.
 
 // pushBranch pushes a branch with one commit of its own to the remote.
 func (w *world) pushBranch(branch string) {

@@ -9,7 +9,7 @@ import (
 	"github.com/theloop-dev/theloop/ingress"
 )
 
-// The built-in templates (daemon-spec §6.9). Placeholders use
+// The built-in templates (docs/daemon.md §6.9). Placeholders use
 // string.Template syntax: $name or ${name}, $$ for a dollar; unknown names
 // are left verbatim.
 const defaultEventTemplate = `# the-loop event for $work_item
@@ -52,7 +52,7 @@ from the event's payload.
 
 ` + "```json\n$payload_excerpt\n```\n"
 
-// Interaction directives (seed 004): constant per mode, no interpolation.
+// Interaction directives (docs/daemon.md §10): constant per mode, no interpolation.
 const artifactRule = `Once a spec artifact exists (brainstorm.md, requirements.md or bugfix.md,
 design.md, tasks.md), iterate on it only on a durable, reviewable surface:
 commit and push it, open or update the pull request or the work item, and
@@ -219,7 +219,7 @@ func renderPrompt(tmpl string, spawn bool, in promptInput) string {
 	return out
 }
 
-// renderGraphContext renders seed 003 §8.3's block. It holds the-loop's own
+// renderGraphContext renders docs/daemon.md §8.3's block. It holds the-loop's own
 // state only: node ids, phases, statuses, hook messages and the claim
 // command — never payload text.
 func renderGraphContext(gc *graphContext, pr int, prRepo string) string {
@@ -286,7 +286,7 @@ func oneLine(s string) string {
 	return s
 }
 
-// Payload excerpt limits (daemon-spec §6.10).
+// Payload excerpt limits (docs/daemon.md §6.10).
 const (
 	excerptFieldCap = 3500
 	excerptTotalCap = 4000

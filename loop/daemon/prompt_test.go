@@ -30,7 +30,7 @@ func TestSubstituteIsSafeSubstitute(t *testing.T) {
 }
 
 // The built-in templates declare every placeholder the renderer fills, so
-// template and fallback stay in step (seed 004).
+// template and fallback stay in step (docs/daemon.md §10).
 func TestBuiltinTemplatesDeclareEveryPlaceholder(t *testing.T) {
 	for name, tmpl := range map[string]string{"event": defaultEventTemplate, "spawn": defaultSpawnTemplate} {
 		for _, p := range []string{"work_item", "event", "action", "repository", "delivery_id", "payload_excerpt", "interaction_directive", "graph_context"} {

@@ -22,7 +22,7 @@ import (
 	"github.com/theloop-dev/theloop/workitem"
 )
 
-// Pull-request endpoints (daemon-spec §6.7). A work item's record lists the
+// Pull-request endpoints (docs/daemon.md §6.7). A work item's record lists the
 // pull requests linked to it (sessions.Record.PullRequests): a link is
 // written when a PR's event is delivered to the record or spawns it
 // (session.pr_linked). A linked PR gets a session of its own — a record

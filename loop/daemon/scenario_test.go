@@ -127,7 +127,7 @@ func TestGateApprovedByAuthorizedCommentLocksAndPastesNextAssignment(t *testing.
 	dec, ok := st.Decisions.Get("requirements-approval")
 	require.True(t, ok, "the verdict is a recorded decision")
 	require.Equal(t, "@"+human, dec.By)
-	require.NotNil(t, dec.Signature, "signed with the daemon's key (ARCHITECTURE decision 16)")
+	require.NotNil(t, dec.Signature, "signed with the daemon's key (docs/decisions.md §16)")
 	w.eventually("the design assignment pasted", func() bool {
 		return strings.Contains(w.received(), "/the-loop:create-design issue-1")
 	})
@@ -216,7 +216,7 @@ func (w *world) status(n int) sessions.Status {
 	return r.Status
 }
 
-// Control keywords (daemon-spec §5, §6.3) with requireStartCommand: the
+// Control keywords (docs/daemon.md §5, §6.3) with requireStartCommand: the
 // label only arms; an unauthorized start does nothing; an authorized start
 // spawns; pause holds events back; resume lets them through; stop closes.
 // Consumed commands never reach the agent.

@@ -378,7 +378,7 @@ func (s serviceSessions) AttachCommand(_ context.Context, ref string) (string, e
 	return attachCommand(s.d.tmux.Config(), rec.TmuxName), nil
 }
 
-// ControlSession applies an operator's stop, pause or resume (daemon-spec
+// ControlSession applies an operator's stop, pause or resume (docs/daemon.md
 // §5.4): recorded with source cli before the effect, like a comment-issued
 // command but without the authorization check: the caller is an operator
 // the transport authenticated (a socket peer of loopd's user outside any
@@ -447,7 +447,7 @@ func (s serviceSessions) ControlSession(ctx context.Context, ref, verb, actor st
 }
 
 // announceControl posts the marked comment that tells the work item's
-// readers a control command was issued from the CLI (daemon-spec §5.4):
+// readers a control command was issued from the CLI (docs/daemon.md §5.4):
 // its first line is the keyword, so the record reads the same as a
 // comment-issued one; the marker keeps the daemon from acting on it again.
 func (d *Daemon) announceControl(ctx context.Context, item workitem.Ref, verb, actor string, res *api.ControlResult) {

@@ -17,7 +17,7 @@ import (
 
 // A gate decision comes only from a new comment (or submitted review) whose
 // sender and author are the authorized person, re-read from GitHub by id
-// before it is signed; edits never decide (ARCHITECTURE decision 19). The
+// before it is signed; edits never decide (docs/decisions.md §19). The
 // router checks the sender; this file is the rest, in one place: the graph
 // link hands a human gate only the comments decisionEvent let through.
 

@@ -139,7 +139,7 @@ type Result struct {
 	// --fail-on block --trust-key <TrustKey>` (the README's CI line) and
 	// Trusted whether it passed: no node at or before the current one
 	// blocks, every gate decision verified against the daemon's key
-	// (ARCHITECTURE decision 21).
+	// (docs/decisions.md §21).
 	TrustedCheck string
 	Trusted      bool
 	// Gates lists the approval gates passed, in order.

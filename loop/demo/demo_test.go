@@ -107,7 +107,7 @@ func TestDemoWalksToCompleteWithYes(t *testing.T) {
 	require.NotEmpty(t, res.Redelivered)
 	requireSelfApprovalRefused(t, res, out.String())
 	require.Equal(t, 4, res.SignedDecisions, "the phase selection and each approval are signed decisions")
-	// Decision 21: the closing check is the README's CI line with the
+	// docs/decisions.md §21: the closing check is the README's CI line with the
 	// daemon's key as trust anchor, and it passes.
 	require.True(t, res.Trusted, out.String())
 	require.Equal(t, "loopctl check issue-1 --recompute --fail-on block --trust-key "+res.TrustKey, res.TrustedCheck)

@@ -118,7 +118,7 @@ func (w *world) stranger(ctx context.Context, g gate) error {
 	return nil
 }
 
-// selfApproval shows the sandbox (decision 18): the scripted agent, told
+// selfApproval shows the sandbox (docs/decisions.md §18): the scripted agent, told
 // where loopd listens and its pid (nothing an attacker could not find), has
 // tried to approve its own work at this gate; the demo prints each attempt
 // from the agent's report and checks, on its own, that the gate did not
@@ -432,7 +432,7 @@ func (w *world) summary(ctx context.Context) error {
 // call loopctl check makes) on the worktree the agent wrote. It passes only
 // if every gate decision is signed by that key and still matches the
 // artifacts it approved — the agent edited nothing a gate locked
-// (ARCHITECTURE decision 21).
+// (docs/decisions.md §21).
 func (w *world) trustedCheck(ctx context.Context) error {
 	signer, err := loop.LoadSigningKey(w.state)
 	if err != nil {

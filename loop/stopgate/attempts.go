@@ -17,7 +17,7 @@ import (
 )
 
 // DefaultMaxAttempts is how many times the gate blocks the same work item at
-// the same node before it gives up (ARCHITECTURE decision 12).
+// the same node before it gives up (docs/decisions.md §12).
 const DefaultMaxAttempts = 3
 
 // MaxAttemptsEnv overrides DefaultMaxAttempts.

@@ -1,6 +1,6 @@
 // Package apiserver is loopd's control plane: HTTP under /api/v1 on a unix
 // socket (<state root>/loopd.sock, mode 0600) by default, on TCP only
-// behind a bearer token, never with CORS (ARCHITECTURE decision 11).
+// behind a bearer token, never with CORS (docs/decisions.md §11).
 //
 // The verbs are the CLI's: check and graph show/status/complete/advance/
 // force/skip open the same graph.Runtime the CLI opens (loop.OpenRepo →

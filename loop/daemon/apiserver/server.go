@@ -40,7 +40,7 @@ type Sessions interface {
 }
 
 // PRLinker is implemented by a Sessions that links pull requests to work
-// items (POST /sessions/link-pr, daemon-spec §6.7): a linked PR's events
+// items (POST /sessions/link-pr, docs/daemon.md §6.7): a linked PR's events
 // reach the work item's session even when nothing in them names it.
 type PRLinker interface {
 	// LinkPR links pullRequest ("#5", "5" or a full ref) to the live session

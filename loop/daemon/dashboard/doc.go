@@ -1,4 +1,4 @@
-// Package dashboard is loopd's web dashboard (ARCHITECTURE decision 17):
+// Package dashboard is loopd's web dashboard (docs/decisions.md §17):
 // where every work item stands, its graph with its position, and its human
 // gates decided in one click — through the same authorized-comment path as
 // GitHub, never a back door.

@@ -17,7 +17,7 @@ import (
 )
 
 // Shared dispatching: several loopd on one NATS cluster share the work
-// items (ARCHITECTURE decision 15).
+// items (docs/decisions.md §15).
 //
 // Design. Every event is published on its work item's subject (package
 // queue: <prefix>.events.i.<hash>), so the one replicated events stream

@@ -1,5 +1,5 @@
 // Package lease gives each work item exactly one owner among several loopd
-// nodes sharing a NATS cluster (ARCHITECTURE decision 15): a lease is a key
+// nodes sharing a NATS cluster (docs/decisions.md §15): a lease is a key
 // in a JetStream KV bucket, taken with Create (only if absent), renewed
 // with Update on the revision the holder last wrote (compare-and-swap), and
 // lapsing when the bucket's TTL passes without a renewal — so a dead node's

@@ -277,7 +277,7 @@ type AskOutput struct {
 	Next   string `json:"next"`
 }
 
-// ask is `loopctl ask` (daemon-spec §10): the question goes to the work
+// ask is `loopctl ask` (docs/daemon.md §10): the question goes to the work
 // item as a marked comment and session.awaiting_input is recorded.
 func (t tools) ask(ctx context.Context, _ *mcp.CallToolRequest, in AskInput) (*mcp.CallToolResult, AskOutput, error) {
 	ref, err := workitem.Parse(strings.TrimSpace(in.WorkItem))

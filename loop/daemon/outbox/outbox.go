@@ -1,5 +1,5 @@
 // Package outbox is the part of loopd that performs the ticket effects an
-// agent's session asked for (ARCHITECTURE decision 18). A session loopd
+// agent's session asked for (docs/decisions.md §18). A session loopd
 // spawned holds no credential: its claims record intents in
 // <state root>/outbox/<session id>/intents.jsonl (package loop: the file
 // format, the allowlist, the writer). The Performer watches those files,

@@ -1,5 +1,5 @@
 // Package queue is loopd's durable event pipeline on NATS JetStream
-// (ARCHITECTURE decision 15).
+// (docs/decisions.md §15).
 //
 // A Queue holds three things (on two NATS connections: one publishes, one
 // consumes):
@@ -32,7 +32,7 @@
 // stops or dies. The holder recreates the durable consumer when it starts,
 // so every event not yet acknowledged is delivered again, in stream order,
 // at once (not after an ack timeout). Several loopd sharing the work
-// (decision 15, dispatch.Shared) use no consumer: each reads the items it
+// (docs/decisions.md §15, dispatch.Shared) use no consumer: each reads the items it
 // leased by sequence (NextFor) and finds items with waiting events with
 // Slots. The two modes must not run on one stream at once.
 package queue

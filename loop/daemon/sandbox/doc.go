@@ -1,5 +1,5 @@
 // Package sandbox confines the AI coding agent that loopd hosts, so the
-// agent cannot get past the gates it is walked through (decision 18: the
+// agent cannot get past the gates it is walked through (docs/decisions.md §18: the
 // agent's session is untrusted; it runs as the same OS user as loopd).
 //
 // Its job, and nothing else:

@@ -51,7 +51,7 @@ func CheckAgentEnv(names, extraSecrets []string) error {
 		case !validName(n):
 			return fmt.Errorf("routing.agentEnv: %q is not an environment-variable name", n)
 		case secret[n]:
-			return fmt.Errorf("routing.agentEnv: %s is a secret loopd or an integration reads; the agent's session never gets it (decision 18) — remove it from routing.agentEnv", n)
+			return fmt.Errorf("routing.agentEnv: %s is a secret loopd or an integration reads; the agent's session never gets it (docs/decisions.md §18) — remove it from routing.agentEnv", n)
 		case strings.HasPrefix(n, "THE_LOOP_"):
 			return fmt.Errorf("routing.agentEnv: %s is one of loopd's own variables; sessions get THE_LOOP_WORK_ITEM and the others from loopd, never from its environment — remove it from routing.agentEnv", n)
 		}

@@ -163,7 +163,7 @@ func TestAgentWalksTheLoopWithTheRealRuntime(t *testing.T) {
 	rep2, err := w.daemon.Status(ctx, "issue-1", true)
 	require.NoError(t, err)
 	require.True(t, rep2.OK, "check --recompute with the daemon's key as trust anchor agrees the walk is complete: %+v", rep2)
-	// Decision 21: the testing plan is exactly what design-approval locked
+	// docs/decisions.md §21: the testing plan is exactly what design-approval locked
 	// (its lock and the recorded review included); verification recorded
 	// its results in the execution log.
 	plan, err := os.ReadFile(filepath.Join(w.dir, "docs", "specs", "issue-1", "testing-plan.md"))

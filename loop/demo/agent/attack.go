@@ -1,6 +1,6 @@
 package demoagent
 
-// The scripted attack (ARCHITECTURE decisions 18, 21): at one approval
+// The scripted attack (docs/decisions.md §18, §21): at one approval
 // gate the scripted agent does what a compromised or over-eager agent
 // would — it tries to approve its own work — and narrates each attempt, so
 // `loopd demo` shows the session's confinement refusing every way in.

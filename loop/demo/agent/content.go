@@ -48,7 +48,7 @@ workspace) is refused after resolution.
 `
 	// TestingPlan passes test-planning. It is a plan only: design-approval
 	// locks it, and verification records its results in the execution log
-	// (LogVerification), never here (ARCHITECTURE decision 21).
+	// (LogVerification), never here (docs/decisions.md §21).
 	TestingPlan = `# Testing plan
 
 ## Test matrix

@@ -7,7 +7,7 @@ const reviewHeading = "## Review comments"
 
 // Revise returns body as the new text of an artifact whose current text is
 // old, keeping what theloop wrote into the artifact at its approval gate:
-// the front matter (the lock, decision 1) and the ## Review comments section
+// the front matter (the lock, docs/decisions.md §1) and the ## Review comments section
 // (the review, R5.2), which goes back at the end of the document. A
 // competent agent edits an approved document; it does not drop its review —
 // and the shipped graphs block a lock whose review was lost. old == ""

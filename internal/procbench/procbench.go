@@ -13,7 +13,6 @@ package procbench
 
 import (
 	"bytes"
-	"fmt"
 	"math/rand/v2"
 	"os"
 	"os/exec"
@@ -105,7 +104,7 @@ func EmptyProgram(b testing.TB, flags ...string) string {
 	cmd.Dir = dir
 	cmd.Env = append(os.Environ(), "GOWORK=off", "GOFLAGS=")
 	if out, err := cmd.CombinedOutput(); err != nil {
-		b.Skip(fmt.Sprintf("cannot build the empty Go program: %v\n%s", err, out))
+		b.Skipf("cannot build the empty Go program: %v\n%s", err, out)
 	}
 	return bin
 }

@@ -29,11 +29,11 @@ func (m mcpOperator) actor(ctx context.Context) string {
 }
 
 func (m mcpOperator) ListSessions(ctx context.Context, status string) ([]sessions.Record, error) {
-	return serviceSessions{m.d}.ListSessions(ctx, status)
+	return serviceSessions(m).ListSessions(ctx, status)
 }
 
 func (m mcpOperator) Transcript(ctx context.Context, ref string) (api.Transcript, error) {
-	return serviceSessions{m.d}.Transcript(ctx, ref)
+	return serviceSessions(m).Transcript(ctx, ref)
 }
 
 func (m mcpOperator) Attention(ctx context.Context) ([]api.AttentionItem, error) {
@@ -48,7 +48,7 @@ func (m mcpOperator) Attention(ctx context.Context) ([]api.AttentionItem, error)
 }
 
 func (m mcpOperator) Control(ctx context.Context, ref, verb string) (api.ControlResult, error) {
-	return serviceSessions{m.d}.ControlSession(ctx, ref, verb, m.actor(ctx), false)
+	return serviceSessions(m).ControlSession(ctx, ref, verb, m.actor(ctx), false)
 }
 
 func (m mcpOperator) Reply(ctx context.Context, ref, message string) (api.ReplyResult, error) {

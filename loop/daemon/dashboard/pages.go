@@ -331,17 +331,28 @@ func commentBody(action, text string) (string, bool) {
 	return "", false
 }
 
+// postedForm reads a POSTed form of at most limit bytes and checks its
+// CSRF token against the session's; on failure it answers (400, 403) and
+// reports false. Every state-changing form goes through it (the same-origin
+// check is guard's).
+func postedForm(w http.ResponseWriter, r *http.Request, ss *session, limit int64) bool {
+	r.Body = http.MaxBytesReader(w, r.Body, limit)
+	if err := r.ParseForm(); err != nil {
+		http.Error(w, "dashboard: unreadable form", http.StatusBadRequest)
+		return false
+	}
+	if subtle.ConstantTimeCompare([]byte(r.PostForm.Get("csrf")), []byte(ss.csrf)) != 1 {
+		http.Error(w, "dashboard: missing or wrong CSRF token; reload the page", http.StatusForbidden)
+		return false
+	}
+	return true
+}
+
 // gate posts the operator's verdict as an ordinary comment on the ticket.
 // Nothing moves here: the gate moves when the comment comes back through
 // the webhook, ingress and the authorization check, like any other.
 func (d *Dashboard) gate(w http.ResponseWriter, r *http.Request, ss *session) {
-	r.Body = http.MaxBytesReader(w, r.Body, maxCommentText+4096)
-	if err := r.ParseForm(); err != nil {
-		http.Error(w, "dashboard: unreadable form", http.StatusBadRequest)
-		return
-	}
-	if subtle.ConstantTimeCompare([]byte(r.PostForm.Get("csrf")), []byte(ss.csrf)) != 1 {
-		http.Error(w, "dashboard: missing or wrong CSRF token; reload the page", http.StatusForbidden)
+	if !postedForm(w, r, ss, maxCommentText+4096) {
 		return
 	}
 	if !d.canAct() {

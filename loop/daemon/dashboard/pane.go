@@ -2,7 +2,6 @@ package dashboard
 
 import (
 	"context"
-	"crypto/subtle"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -183,13 +182,7 @@ func (d *Dashboard) pane(w http.ResponseWriter, r *http.Request, _ *session) {
 // whatever the form says); the CSRF token and the same-origin check
 // (guard) hold as for the gate buttons.
 func (d *Dashboard) reply(w http.ResponseWriter, r *http.Request, ss *session) {
-	r.Body = http.MaxBytesReader(w, r.Body, maxReplyBytes+4096)
-	if err := r.ParseForm(); err != nil {
-		http.Error(w, "dashboard: unreadable form", http.StatusBadRequest)
-		return
-	}
-	if subtle.ConstantTimeCompare([]byte(r.PostForm.Get("csrf")), []byte(ss.csrf)) != 1 {
-		http.Error(w, "dashboard: missing or wrong CSRF token; reload the page", http.StatusForbidden)
+	if !postedForm(w, r, ss, maxReplyBytes+4096) {
 		return
 	}
 	if !d.canReply() {

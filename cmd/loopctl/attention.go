@@ -80,18 +80,18 @@ func paintKind(on bool, kind string) string {
 	return c + kind + sgrReset
 }
 
-// waited renders a wait as the dashboard does: 45s, 12m, 3h5m, 2d4h.
+// waited renders a wait as the dashboard does: 45s, 12m, 3h05m, 2d04h.
 func waited(sec float64) string {
-	d := time.Duration(sec) * time.Second
+	d := time.Duration(max(0, sec)) * time.Second
 	switch {
 	case d < time.Minute:
-		return fmt.Sprintf("%ds", int(d.Seconds()))
+		return fmt.Sprintf("%ds", int(d/time.Second))
 	case d < time.Hour:
-		return fmt.Sprintf("%dm", int(d.Minutes()))
+		return fmt.Sprintf("%dm", int(d/time.Minute))
 	case d < 48*time.Hour:
-		return fmt.Sprintf("%dh%dm", int(d.Hours()), int(d.Minutes())%60)
+		return fmt.Sprintf("%dh%02dm", int(d/time.Hour), int(d%time.Hour/time.Minute))
 	}
-	return fmt.Sprintf("%dd%dh", int(d.Hours())/24, int(d.Hours())%24)
+	return fmt.Sprintf("%dd%02dh", int(d/(24*time.Hour)), int(d%(24*time.Hour)/time.Hour))
 }
 
 // clipLine keeps a reason on its row: newlines and tabs become spaces (a

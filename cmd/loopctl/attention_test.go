@@ -42,8 +42,8 @@ func TestAttentionVerbCallsTheSocket(t *testing.T) {
 	lines := strings.Split(strings.TrimRight(io.out.String(), "\n"), "\n")
 	require.Len(t, lines, 4, io.out.String())
 	require.Regexp(t, `^WAITING +KIND +WORK ITEM +SINCE +WHY$`, lines[0])
-	require.Regexp(t, `^2d3h +gate +github:acme/widgets#42 +2026-05-04T08:00:00Z +design-approval waits for an authorized person's decision$`, lines[1])
-	require.Regexp(t, `^1h1m +question +github:acme/widgets#43 +2026-05-04T09:00:00Z +Blue or green\?$`, lines[2], "a question stays on its row")
+	require.Regexp(t, `^2d03h +gate +github:acme/widgets#42 +2026-05-04T08:00:00Z +design-approval waits for an authorized person's decision$`, lines[1])
+	require.Regexp(t, `^1h01m +question +github:acme/widgets#43 +2026-05-04T09:00:00Z +Blue or green\?$`, lines[2], "a question stays on its row")
 	require.Regexp(t, `^45s +capacity +github:acme/widgets#44 `, lines[3])
 	require.NotContains(t, io.out.String(), "\x1b[", "no colour when not a terminal")
 

@@ -130,7 +130,7 @@ func (d *Dashboard) board(w http.ResponseWriter, r *http.Request, _ *session) {
 	d.hub.prime(items)
 	p := d.boardData(items, r.URL.Query())
 	p.RowsHTML = rowsHTML(p.Rows)
-	p.Attention = attention(items, d.questions(r.Context()), d.deps.Now())
+	p.Attention = attention(items, d.waits(r.Context()), d.deps.Now())
 	if p.Attention.Count > 0 {
 		p.Title = fmt.Sprintf("(%d) Board", p.Attention.Count)
 	}

@@ -1,6 +1,7 @@
 package api
 
 import (
+	"context"
 	"net/url"
 	"time"
 )
@@ -93,4 +94,27 @@ type AttentionItem struct {
 	Since time.Time `json:"since,omitzero"`
 	// WaitingSeconds is how long it has waited.
 	WaitingSeconds float64 `json:"waitingSeconds"`
+}
+
+// AttentionKinds are the kinds of AttentionItem, in the order the
+// dashboard explains them: a gate waiting for a decision, a question the
+// agent asked (`loopctl ask`), a parked node, a dead session, a failed
+// spawn, a cluster node declining the item for capacity.
+var AttentionKinds = []string{"gate", "question", "parked", "dead-session", "spawn-failed", "capacity"}
+
+// AttentionPath is GET /attention: the "needs you" list ([]AttentionItem,
+// oldest first). Its query takes kind=K (repeatable) to keep only those
+// kinds.
+const AttentionPath = "/attention"
+
+// Attention asks the daemon what waits on a human, oldest first (kinds:
+// only these; none = all).
+func (c *Client) Attention(ctx context.Context, kinds ...string) ([]AttentionItem, error) {
+	var q url.Values
+	if len(kinds) > 0 {
+		q = url.Values{"kind": kinds}
+	}
+	var out []AttentionItem
+	err := c.Do(ctx, "GET", AttentionPath, q, nil, &out)
+	return out, err
 }

@@ -7,6 +7,7 @@ import (
 
 	"github.com/theloop-dev/theloop/graph"
 	"github.com/theloop-dev/theloop/ingress"
+	"github.com/theloop-dev/theloop/loop/daemon/dashboard"
 	"github.com/theloop-dev/theloop/loop/daemon/dispatch"
 	"github.com/theloop-dev/theloop/loop/daemon/queue"
 	"github.com/theloop-dev/theloop/sessions"
@@ -68,6 +69,8 @@ func (d *Daemon) newDispatcher(ctx context.Context, q *queue.Queue, h dispatch.H
 		Takeover:  d.takeover,
 		Lost:      d.lostItem,
 		Own:       d.onOwnership,
+		Declines:  d.onDecline,
+		Now:       d.deps.Clock.Now,
 	})
 	if err != nil {
 		return nil, err
@@ -209,3 +212,35 @@ func (d *Daemon) onOwnership(o dispatch.Ownership) {
 		d.deps.Ownership(o)
 	}
 }
+
+// onDecline records in the event log that this node started or stopped
+// declining an item for capacity (the "needs you" list reads the live set
+// from the dispatcher, capacityWaits).
+func (d *Daemon) onDecline(dc dispatch.Declined, open bool) {
+	name, level := "dispatch.capacity_declined", graph.LevelWarning
+	if !open {
+		name, level = "dispatch.capacity_cleared", graph.LevelInfo
+	}
+	d.emit(name, level, graph.Field{Key: "work_item", Value: dc.Item}, graph.Field{Key: "slot", Value: dc.Slot},
+		graph.Field{Key: "node", Value: dc.Node}, graph.Field{Key: "max_sessions", Value: dc.MaxItems},
+		graph.Field{Key: "since", Value: dc.Since.UTC().Format(time.RFC3339)})
+}
+
+// Capacity implements dashboard.CapacitySource: the items this node
+// declines for capacity now (none on a single node).
+func (s *dashSource) Capacity(context.Context) ([]dashboard.Capacity, error) {
+	sh := s.d.sharedDispatcher()
+	if sh == nil {
+		return nil, nil
+	}
+	var out []dashboard.Capacity
+	for _, dc := range sh.Declined() {
+		if dc.Item == "" {
+			continue // an event that names no work item: nothing to show a person
+		}
+		out = append(out, dashboard.Capacity{Ref: dc.Item, Node: dc.Node, MaxSessions: dc.MaxItems, Since: dc.Since})
+	}
+	return out, nil
+}
+
+var _ dashboard.CapacitySource = (*dashSource)(nil)

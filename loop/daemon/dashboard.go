@@ -543,9 +543,12 @@ func (s *dashSource) Detail(ctx context.Context, ref string) (*dashboard.Detail,
 		if !ok {
 			return nil, dashboard.ErrNotFound
 		}
-		return &dashboard.Detail{Item: s.armedItem(item.String(), e)}, nil
+		it := s.armedItem(item.String(), e)
+		it.PullRequests = s.prci.PullRequests(it.Ref)
+		return &dashboard.Detail{Item: it}, nil
 	}
 	it, rt, g, st := s.item(ctx, rec)
+	it.PullRequests = s.prci.PullRequests(it.Ref)
 	s.overlayArmed(&it, rec)
 	det := &dashboard.Detail{Item: it, Graph: g, State: st}
 	if st == nil || g == nil {

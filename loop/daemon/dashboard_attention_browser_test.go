@@ -26,7 +26,8 @@ import (
 // `loopctl ask` (written to its checkout's event log, as ask does in a
 // session) — with the count in the page title, live; answering on the
 // ticket drops both without a reload. A failing check run appears on the
-// item's row.
+// item's row, and on the item page — with the pull request's state, its
+// review and its checks counted.
 func TestDashboardNeedsYouInARealBrowser(t *testing.T) {
 	chromiumPath(t)
 	w := newWorld(t, func(cfg *daemon.Config) { cfg.Dashboard.Listen = "127.0.0.1:0" })
@@ -76,18 +77,7 @@ func TestDashboardNeedsYouInARealBrowser(t *testing.T) {
 			"head_sha": strings.Repeat("a", 40), "pull_requests": []any{map[string]any{"number": n}},
 			"check_suite": map[string]any{"head_branch": "main", "pull_requests": []any{map[string]any{"number": n}}}}})
 	require.NoError(t, err)
-	mac := hmac.New(sha256.New, []byte(secret))
-	mac.Write(checkRun)
-	req, err := http.NewRequest("POST", w.d.WebhookURL(), bytes.NewReader(checkRun))
-	require.NoError(t, err)
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("X-GitHub-Event", "check_run")
-	req.Header.Set("X-GitHub-Delivery", "check-run-delivery-1")
-	req.Header.Set("X-Hub-Signature-256", "sha256="+hex.EncodeToString(mac.Sum(nil)))
-	res, err := http.DefaultClient.Do(req)
-	require.NoError(t, err)
-	res.Body.Close()
-	require.Equal(t, http.StatusAccepted, res.StatusCode)
+	postWebhook(t, w, "check_run", "check-run-delivery-1", checkRun)
 	rowSel := fmt.Sprintf(`#board tr[data-ref=%q]`, ref)
 	run(t, ctx, "the failing check on the row", poll(`document.querySelector('`+rowSel+` [data-f=cifail]').textContent === 'lint'`, 30*time.Second))
 	require.Equal(t, "https://github.com/octo/demo/runs/77", value(t, ctx, "check link", chromedp.Evaluate[string](`document.querySelector('`+rowSel+` [data-f=cifail]').getAttribute('href')`)))
@@ -101,4 +91,58 @@ func TestDashboardNeedsYouInARealBrowser(t *testing.T) {
 	require.Equal(t, "0", value(t, ctx, "badge", chromedp.Text(chromedp.CSS(`#needs-badge`))))
 	require.False(t, strings.HasPrefix(value(t, ctx, "title", chromedp.Evaluate[string](`document.title`)), "("))
 	require.Equal(t, 42, evalInt(t, ctx, `window.__noReload || 0`), "no reload")
+
+	// The item page shows the pull request: its state and review (from
+	// pull_request and pull_request_review webhooks), the checks counted
+	// and the failing check by name with its link.
+	repo := map[string]any{"full_name": repoFull, "name": "demo", "owner": map[string]any{"login": "octo"}}
+	pull := map[string]any{"number": n, "html_url": fmt.Sprintf("https://github.com/%s/pull/%d", repoFull, n), "state": "open", "merged": false,
+		"head": map[string]any{"sha": strings.Repeat("a", 40), "ref": "feature"}, "base": map[string]any{"ref": "main"}, "title": "Widget", "user": map[string]any{"login": human}}
+	for i, ev := range []struct {
+		name string
+		body map[string]any
+	}{
+		{"pull_request", map[string]any{"action": "opened", "number": n, "pull_request": pull, "repository": repo, "sender": map[string]any{"login": human}}},
+		{"pull_request_review", map[string]any{"action": "submitted", "pull_request": pull, "repository": repo, "sender": map[string]any{"login": human},
+			"review": map[string]any{"state": "changes_requested", "user": map[string]any{"login": human}}}},
+		{"check_run", map[string]any{"action": "completed", "repository": repo, "sender": map[string]any{"login": "github-actions[bot]", "type": "Bot"},
+			"check_run": map[string]any{"name": "unit", "status": "completed", "conclusion": "success", "html_url": "https://github.com/octo/demo/runs/78",
+				"head_sha": strings.Repeat("a", 40), "pull_requests": []any{map[string]any{"number": n}},
+				"check_suite": map[string]any{"head_branch": "feature", "pull_requests": []any{map[string]any{"number": n}}}}}},
+	} {
+		b, err := json.Marshal(ev.body)
+		require.NoError(t, err)
+		postWebhook(t, w, ev.name, fmt.Sprintf("item-page-delivery-%d", i), b)
+	}
+	w.waitIdle()
+	page := w.d.DashboardURL() + "/item?ref=" + strings.ReplaceAll(strings.ReplaceAll(ref, "#", "%23"), "/", "%2F")
+	prRow := fmt.Sprintf(`#pull-requests tr[data-pr="%d"]`, n)
+	run(t, ctx, "the item page with its pull request",
+		chromedp.Navigate(page),
+		chromedp.WaitVisible(chromedp.CSS(`#prci`)),
+		poll(`(() => { const r = document.querySelector('`+prRow+`'); return !!r && r.querySelector('[data-f=pr-review]').textContent === 'changes requested' })()`, 20*time.Second),
+	)
+	require.Equal(t, "open", value(t, ctx, "state", chromedp.Text(chromedp.CSS(prRow+` [data-f=pr-state]`))))
+	require.Equal(t, "1 passing, 1 failing", value(t, ctx, "checks", chromedp.Text(chromedp.CSS(prRow+` [data-f=pr-checks]`))))
+	require.Equal(t, "https://github.com/octo/demo/runs/77", value(t, ctx, "failing check link",
+		chromedp.Evaluate[string](`document.querySelector('`+prRow+` [data-f=pr-failing] a[data-check=lint]').getAttribute('href')`)))
+	require.Equal(t, fmt.Sprintf("https://github.com/%s/pull/%d", repoFull, n), value(t, ctx, "PR link",
+		chromedp.Evaluate[string](`document.querySelector('`+prRow+` td a').getAttribute('href')`)))
+}
+
+// postWebhook delivers a signed webhook to the daemon, as GitHub sends it.
+func postWebhook(t *testing.T, w *world, event, delivery string, body []byte) {
+	t.Helper()
+	mac := hmac.New(sha256.New, []byte(secret))
+	mac.Write(body)
+	req, err := http.NewRequest("POST", w.d.WebhookURL(), bytes.NewReader(body))
+	require.NoError(t, err)
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("X-GitHub-Event", event)
+	req.Header.Set("X-GitHub-Delivery", delivery)
+	req.Header.Set("X-Hub-Signature-256", "sha256="+hex.EncodeToString(mac.Sum(nil)))
+	res, err := http.DefaultClient.Do(req)
+	require.NoError(t, err)
+	res.Body.Close()
+	require.Equal(t, http.StatusAccepted, res.StatusCode, event)
 }

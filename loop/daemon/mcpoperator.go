@@ -37,14 +37,21 @@ func (m mcpOperator) Transcript(ctx context.Context, ref string) (api.Transcript
 }
 
 func (m mcpOperator) Attention(ctx context.Context) ([]api.AttentionItem, error) {
-	m.d.dashMu.Lock()
-	src := m.d.dashSrc
-	m.d.dashMu.Unlock()
+	return m.d.attention(ctx)
+}
+
+// attention is the "needs you" list the dashboard shows, for the control
+// plane (GET /api/v1/attention) and MCP (list_attention): the dashboard's
+// source when it runs, else one built for this call.
+func (d *Daemon) attention(ctx context.Context) ([]api.AttentionItem, error) {
+	d.dashMu.Lock()
+	src := d.dashSrc
+	d.dashMu.Unlock()
 	if src == nil {
-		src = newDashSource(m.d)
+		src = newDashSource(d)
 		defer src.close()
 	}
-	return dashboard.NeedsYou(ctx, src, m.d.deps.Clock.Now())
+	return dashboard.NeedsYou(ctx, src, d.deps.Clock.Now())
 }
 
 func (m mcpOperator) Control(ctx context.Context, ref, verb string) (api.ControlResult, error) {

@@ -29,7 +29,8 @@ func TestLabeledIssueSpawnsWithSpawnPromptAndGraphContext(t *testing.T) {
 	// The fake logs what it reads line by line; wait for the whole prompt.
 	w.eventually("the spawn prompt in the session", func() bool {
 		got := w.received()
-		return strings.Contains(got, "Start by running `/the-loop:work-on github:octo/demo#1`") && strings.Contains(got, "## Interaction: work-item")
+		return strings.Contains(got, "Start by running `/the-loop:work-on github:octo/demo#1`") && strings.Contains(got, "## Interaction: work-item") &&
+			strings.Contains(got, "the-loop assignment for issue-1:") && strings.Contains(got, "you are now at node: phase-selection") // the prompt's last parts: it is all there
 	})
 	got := w.received()
 	require.NotContains(t, got, "NOT ENTERED YET")

@@ -222,6 +222,7 @@ func (d *Daemon) serviceHandler() http.Handler {
 		EventLogPath: d.cfg.EventLogPath,
 		Stream:       stream,
 		Status:       d.status,
+		Attention:    d.attention,
 	})
 	mux.Handle(api.Prefix+"/", a)
 	mux.Handle("GET /metrics", d.svc.metrics.Handler())

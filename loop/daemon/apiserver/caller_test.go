@@ -105,7 +105,9 @@ func TestRefusedPeersAreRefusedEverywhere(t *testing.T) {
 	ss := &actorSessions{}
 	sock := serveSocket(t, func(p apiserver.Peer) (string, error) {
 		return "", errors.New("process is inside an agent session")
-	}, mux(apiserver.Backend{Sessions: ss, Graphs: &apiserver.Graphs{}}))
+	}, mux(apiserver.Backend{Sessions: ss, Graphs: &apiserver.Graphs{}, Attention: func(context.Context) ([]api.AttentionItem, error) {
+		panic("a refused caller never reaches the list")
+	}}))
 	c := api.NewSocketClient(sock)
 	for _, tc := range []struct {
 		method, path string
@@ -113,6 +115,7 @@ func TestRefusedPeersAreRefusedEverywhere(t *testing.T) {
 	}{
 		{"GET", "/health", nil},
 		{"GET", "/sessions", nil},
+		{"GET", api.AttentionPath, nil},
 		{"POST", "/sessions/control", api.ControlRequest{Ref: "github:o/r#1", Verb: "stop"}},
 		{"POST", "/graph/force", api.ForceRequest{GraphRequest: api.GraphRequest{Repo: "/x", WorkItem: "issue-1"}, To: "design", Reason: "r"}},
 	} {

@@ -7,8 +7,8 @@
 // Repo.Runtime) and answer the same JSON (graph.Report, graph.Claim,
 // graph.StepReport, graph.ForceResult, graph.SkipResult, loop.GraphView);
 // sessions (list, show, stop, pause, resume, attach command, link-pr), events (query
-// and a live SSE stream of event-log lines) and queue (depth, oldest age,
-// dead letters and replay) reach the running daemon through the Backend
+// and a live SSE stream of event-log lines), "needs you" (attention) and
+// queue (depth, oldest age, dead letters and replay) reach the running daemon through the Backend
 // interfaces, which package loop/daemon implements. The package imports no
 // other daemon part: the daemon mounts it.
 //

@@ -10,6 +10,7 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -69,6 +70,8 @@ type Backend struct {
 	Stream *Stream
 	// Status reports the daemon (nil = 503).
 	Status func(ctx context.Context) api.Status
+	// Attention is the "needs you" list, oldest first (nil = 503).
+	Attention func(ctx context.Context) ([]api.AttentionItem, error)
 }
 
 // Config tunes the API.
@@ -123,6 +126,7 @@ func New(cfg Config, b Backend) *Server {
 	s.route("POST /sessions/link-pr", s.sessionsLinkPR)
 	s.route("GET /events", s.events)
 	s.route("GET /events/stream", s.stream)
+	s.route("GET "+api.AttentionPath, s.attention)
 	s.route("GET /queue", s.queueStats)
 	s.route("GET /queue/dead", s.queueDead)
 	s.route("POST /queue/dead/replay", s.queueReplay)
@@ -414,4 +418,31 @@ func (s *Server) queueReplay(_ http.ResponseWriter, r *http.Request) (any, error
 		return nil, err
 	}
 	return map[string]any{"replayed": req.Seq}, nil
+}
+
+// attention answers GET /attention: what waits on a human, oldest first,
+// read with the same authorization as every other read (the transport's).
+// kind=K (repeatable) keeps only those kinds; an unknown kind is refused,
+// naming the valid ones, so a typo never reads as "nothing needs you".
+func (s *Server) attention(_ http.ResponseWriter, r *http.Request) (any, error) {
+	kinds := r.URL.Query()["kind"]
+	for _, k := range kinds {
+		if !slices.Contains(api.AttentionKinds, k) {
+			return nil, badRequest("kind %q: use one of %s", k, strings.Join(api.AttentionKinds, ", "))
+		}
+	}
+	if s.b.Attention == nil {
+		return nil, unavailable("the \"needs you\" list")
+	}
+	items, err := s.b.Attention(r.Context())
+	if err != nil {
+		return nil, err
+	}
+	out := make([]api.AttentionItem, 0, len(items))
+	for _, it := range items {
+		if len(kinds) == 0 || slices.Contains(kinds, it.Kind) {
+			out = append(out, it)
+		}
+	}
+	return out, nil
 }

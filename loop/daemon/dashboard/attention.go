@@ -33,6 +33,28 @@ type QuestionSource interface {
 	Questions(ctx context.Context) ([]Question, error)
 }
 
+// Capacity is a work item a cluster node declines for capacity: its
+// events wait and the node already owns as many items as it may.
+type Capacity struct {
+	Ref  string
+	Node string
+	// MaxSessions is the node's capacity (service.maxSessions).
+	MaxSessions int
+	Since       time.Time
+}
+
+// CapacitySource is implemented by a Source that knows the items declined
+// for capacity.
+type CapacitySource interface {
+	Capacity(ctx context.Context) ([]Capacity, error)
+}
+
+// waits are what "needs you" lists beside the board's items.
+type waits struct {
+	qs   []Question
+	caps []Capacity
+}
+
 // Attention kinds (CSS class tokens).
 const (
 	AttentionGate     = "gate"
@@ -40,6 +62,7 @@ const (
 	AttentionParked   = "parked"
 	AttentionDead     = "dead-session"
 	AttentionSpawn    = "spawn-failed"
+	AttentionCapacity = "capacity"
 )
 
 // attentionRow is one line of "needs you".
@@ -71,28 +94,30 @@ const maxAttentionRows = 200
 
 var attentionLabels = map[string]string{
 	AttentionGate: "gate waiting", AttentionQuestion: "question", AttentionParked: "parked",
-	AttentionDead: "session dead", AttentionSpawn: "spawn failed",
+	AttentionDead: "session dead", AttentionSpawn: "spawn failed", AttentionCapacity: "no capacity",
 }
 
-// attention builds the list from the board's items and the open
-// questions, oldest first. Only the rows shown are built: a board of
-// 10,000 items may have thousands waiting.
-func attention(items []Item, qs []Question, now time.Time) attentionList {
-	return attentionN(items, qs, now, maxAttentionRows)
+// attention builds the list from the board's items, the open questions
+// and the capacity refusals, oldest first. Only the rows shown are built:
+// a board of 10,000 items may have thousands waiting.
+func attention(items []Item, w waits, now time.Time) attentionList {
+	return attentionN(items, w, now, maxAttentionRows)
 }
 
 // attentionAll is every entry, oldest first.
-func attentionAll(items []Item, qs []Question, now time.Time) []attentionRow {
-	return attentionN(items, qs, now, -1).Rows
+func attentionAll(items []Item, w waits, now time.Time) []attentionRow {
+	return attentionN(items, w, now, -1).Rows
 }
 
-func attentionN(items []Item, qs []Question, now time.Time, limit int) attentionList {
+func attentionN(items []Item, w waits, now time.Time, limit int) attentionList {
 	type cand struct {
 		it   *Item
 		q    *Question
+		c    *Capacity
 		kind string
 		at   time.Time
 	}
+	qs := w.qs
 	var cs []cand
 	byRef := make(map[string]*Item, len(qs))
 	for i := range items {
@@ -113,7 +138,7 @@ func attentionN(items []Item, qs []Question, now time.Time, limit int) attention
 			cs = append(cs, cand{it: it, kind: AttentionDead, at: at})
 		}
 	}
-	if len(qs) > 0 {
+	if len(qs) > 0 || len(w.caps) > 0 {
 		for i := range items {
 			byRef[items[i].Ref] = &items[i]
 		}
@@ -124,6 +149,13 @@ func attentionN(items []Item, qs []Question, now time.Time, limit int) attention
 			it = &Item{Ref: qs[i].Ref}
 		}
 		cs = append(cs, cand{it: it, q: &qs[i], kind: AttentionQuestion, at: qs[i].At})
+	}
+	for i := range w.caps {
+		it := byRef[w.caps[i].Ref]
+		if it == nil {
+			it = &Item{Ref: w.caps[i].Ref}
+		}
+		cs = append(cs, cand{it: it, c: &w.caps[i], kind: AttentionCapacity, at: w.caps[i].Since})
 	}
 	sort.SliceStable(cs, func(i, j int) bool { return cs[i].at.Before(cs[j].at) })
 	l := attentionList{Count: len(cs), Rows: []attentionRow{}}
@@ -147,6 +179,8 @@ func attentionN(items []Item, qs []Question, now time.Time, limit int) attention
 			why = "the agent's session is not running at " + it.Node + "; `loopctl sessions start` brings it back"
 		case AttentionQuestion:
 			why = c.q.Text
+		case AttentionCapacity:
+			why = fmt.Sprintf("cluster node %s is at capacity (service.maxSessions %d) and declines it; a node with room takes it — close a finished session or raise service.maxSessions", c.c.Node, c.c.MaxSessions)
 		}
 		r := attentionRow{Ref: it.Ref, Title: it.Title, Page: "/item?ref=" + url.QueryEscape(it.Ref), Kind: c.kind, Label: attentionLabels[c.kind], Why: clip(why, 400), at: c.at}
 		if !c.at.IsZero() {
@@ -166,7 +200,7 @@ func NeedsYou(ctx context.Context, src Source, now time.Time) ([]api.AttentionIt
 	if err != nil {
 		return nil, err
 	}
-	l := attentionAll(items, sourceQuestions(ctx, src), now)
+	l := attentionAll(items, sourceWaits(ctx, src), now)
 	out := make([]api.AttentionItem, 0, len(l))
 	for _, r := range l {
 		it := api.AttentionItem{Ref: r.Ref, Title: r.Title, Kind: r.Kind, Why: r.Why}
@@ -179,21 +213,25 @@ func NeedsYou(ctx context.Context, src Source, now time.Time) ([]api.AttentionIt
 	return out, nil
 }
 
-// questions reads the open questions (none when the Source keeps none).
-func (d *Dashboard) questions(ctx context.Context) []Question {
-	return sourceQuestions(ctx, d.deps.Source)
+// waits reads the open questions and capacity refusals (none when the
+// Source keeps none).
+func (d *Dashboard) waits(ctx context.Context) waits {
+	return sourceWaits(ctx, d.deps.Source)
 }
 
-func sourceQuestions(ctx context.Context, src Source) []Question {
-	qs, ok := src.(QuestionSource)
-	if !ok {
-		return nil
+func sourceWaits(ctx context.Context, src Source) waits {
+	var w waits
+	if qs, ok := src.(QuestionSource); ok {
+		if out, err := qs.Questions(ctx); err == nil {
+			w.qs = out
+		}
 	}
-	out, err := qs.Questions(ctx)
-	if err != nil {
-		return nil
+	if cs, ok := src.(CapacitySource); ok {
+		if out, err := cs.Capacity(ctx); err == nil {
+			w.caps = out
+		}
 	}
-	return out
+	return w
 }
 
 // attentionEvent is the SSE frame for the list.

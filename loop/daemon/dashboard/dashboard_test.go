@@ -307,6 +307,11 @@ func TestSecurityHeadersAndHostGuard(t *testing.T) {
 func TestHostileTextIsEscaped(t *testing.T) {
 	h := newHarness(t, "dana", []string{"dana"})
 	c := h.client(t)
+	// A pull request whose check names and links come from a payload.
+	h.src.set("github:o/r#7", func(it *Item) {
+		it.PullRequests = []PullRequest{{Number: 5, URL: hostileURL, State: "open", Failing: 1, FailingName: hostileTitle, FailingURL: hostileURL,
+			Checks: []Check{{Name: hostileTitle, Verdict: "failing", URL: hostileURL}, {Name: hostileFinding, Verdict: "pending"}}}}
+	})
 	for _, p := range []string{"/", "/item?ref=" + url.QueryEscape("github:o/r#7"), "/item?ref=" + url.QueryEscape("github:o/r#8"), "/metrics?stuck=1m"} {
 		t.Run(p, func(t *testing.T) {
 			code, body, _ := get(t, c, h.srv.URL+p)
@@ -322,6 +327,8 @@ func TestHostileTextIsEscaped(t *testing.T) {
 	require.Contains(t, body, "&lt;/td&gt;&lt;script&gt;")
 	_, body, _ = get(t, c, h.srv.URL+"/item?ref="+url.QueryEscape("github:o/r#7"))
 	require.Contains(t, body, "&#34;&gt;&lt;svg onload=alert(&#34;comment&#34;)&gt;")
+	require.Contains(t, body, `<span class="cifail" data-check="&lt;script&gt;alert(&#34;title&#34;)`, "a check with no safe link is named, unlinked, escaped")
+	require.Contains(t, body, "pending: &lt;/td&gt;&lt;script&gt;alert(&#34;finding&#34;)")
 	_, body, _ = get(t, c, h.srv.URL+"/item?ref="+url.QueryEscape("github:o/r#8"))
 	require.Contains(t, body, `data-verdict="verified"`)
 	require.Contains(t, body, `data-verdict="refused"`)

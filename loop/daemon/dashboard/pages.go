@@ -130,7 +130,7 @@ func (d *Dashboard) board(w http.ResponseWriter, r *http.Request, _ *session) {
 	d.hub.prime(items)
 	p := d.boardData(items, r.URL.Query())
 	p.RowsHTML = rowsHTML(p.Rows)
-	p.Attention = attention(items, d.questions(r.Context()), d.deps.Now())
+	p.Attention = attention(items, d.waits(r.Context()), d.deps.Now())
 	if p.Attention.Count > 0 {
 		p.Title = fmt.Sprintf("(%d) Board", p.Attention.Count)
 	}
@@ -199,6 +199,36 @@ type itemPage struct {
 	ActionsWhy string
 	// Pane is the live view of the agent's pane (pane.go).
 	Pane paneView
+	// PullRequests are the item's pull requests with review and checks.
+	PullRequests []prView
+}
+
+// prView is one pull request on the item page: state, review, the checks
+// counted, and every failing (then pending) check by name with its link.
+type prView struct {
+	PullRequest
+	ReviewWords string
+	Failed      []Check
+	Waiting     []Check
+}
+
+func prViews(prs []PullRequest) []prView {
+	out := make([]prView, 0, len(prs))
+	for _, p := range prs {
+		v := prView{PullRequest: p, ReviewWords: strings.ReplaceAll(p.Review, "_", " ")}
+		v.URL = webURL(p.URL)
+		for _, c := range p.Checks {
+			c.URL = webURL(c.URL)
+			switch c.Verdict {
+			case "failing":
+				v.Failed = append(v.Failed, c)
+			case "pending":
+				v.Waiting = append(v.Waiting, c)
+			}
+		}
+		out = append(out, v)
+	}
+	return out
 }
 
 // item renders one work item: graph picture, messages, artifacts,
@@ -222,7 +252,8 @@ func (d *Dashboard) item(w http.ResponseWriter, r *http.Request, ss *session) {
 func (d *Dashboard) itemData(r *http.Request, det *Detail, ss *session) itemPage {
 	now := d.deps.Now()
 	p := itemPage{Title: det.Item.Ref, Row: rowData(det.Item, now), Messages: det.Messages, Artifacts: det.Artifacts,
-		Operator: d.cfg.Operator, CSRF: ss.csrf, Posted: r.URL.Query().Get("posted"), Error: r.URL.Query().Get("error")}
+		Operator: d.cfg.Operator, CSRF: ss.csrf, Posted: r.URL.Query().Get("posted"), Error: r.URL.Query().Get("error"),
+		PullRequests: prViews(det.Item.PullRequests)}
 	switch p.Posted {
 	case "approve", "approve-comments", "request-changes":
 	default:

@@ -28,6 +28,17 @@ type PullRequest struct {
 	// FailingURL name the first failing one.
 	Passing, Failing, Pending int
 	FailingName, FailingURL   string
+	// Checks are every check in the order first reported (the item page
+	// lists the failing and pending ones).
+	Checks []Check
+}
+
+// Check is one check run or commit status of a pull request's head.
+type Check struct {
+	Name string
+	// Verdict is passing, failing or pending.
+	Verdict string
+	URL     string
 }
 
 // Summary is the row's one-line text: "#5 open · checks 3✓ 1✗ (lint) · approved".
@@ -237,7 +248,9 @@ func (t *PRCI) PullRequests(ref string) []PullRequest {
 	for _, s := range t.items[ref] {
 		p := PullRequest{Number: s.number, URL: s.url, State: s.state, Review: s.review}
 		for _, name := range s.checkOrdering {
-			switch c := s.checks[name]; c.verdict {
+			c := s.checks[name]
+			p.Checks = append(p.Checks, Check{Name: name, Verdict: c.verdict, URL: c.url})
+			switch c.verdict {
 			case "passing":
 				p.Passing++
 			case "failing":

@@ -125,7 +125,7 @@ func (h *hub) refresh() {
 		return
 	}
 	now := h.now()
-	qs := sourceQuestions(ctx, h.src)
+	qs := sourceWaits(ctx, h.src)
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	first := h.last == nil

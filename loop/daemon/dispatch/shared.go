@@ -93,7 +93,33 @@ type SharedConfig struct {
 	Lost func(item string)
 	// Own receives the ownership log: every acquisition and release.
 	Own func(Ownership)
+	// Declines, when set, hears of each item this node starts to decline
+	// for capacity (open true) and of each it stops declining (open
+	// false: a node took it — this one or another — or its events are
+	// gone). Called from the scan, never concurrently.
+	Declines func(d Declined, open bool)
+	// Now is the clock of Declined.Since (default time.Now); loopd passes
+	// its own so the "needs you" list and the event log agree.
+	Now func() time.Time
 }
+
+// Declined is an item this node declines for capacity: events wait in its
+// slot, its lease looks free, and this node holds MaxItems items already.
+// It waits for a node with room (or for this one to free a place).
+type Declined struct {
+	// Item is the work item ref ("" when its first event names none).
+	Item, Slot string
+	// Node is this node; MaxItems its capacity.
+	Node     string
+	MaxItems int
+	// Since is the first scan that declined it.
+	Since time.Time
+}
+
+// maxDeclinePeeks bounds the events a scan reads to name newly declined
+// items (one stream read each): a backlog of thousands is named over
+// several scans, never in one.
+const maxDeclinePeeks = 64
 
 // Takeover describes an item taken over from another node.
 type Takeover struct {
@@ -137,9 +163,10 @@ type Shared struct {
 	leases *lease.Manager
 	items  jetstream.KeyValue
 
-	mu      sync.Mutex
-	workers map[string]*slotWorker
-	wg      sync.WaitGroup
+	mu       sync.Mutex
+	workers  map[string]*slotWorker
+	declined map[string]Declined // by slot; written only by the scan
+	wg       sync.WaitGroup
 }
 
 type slotWorker struct {
@@ -162,6 +189,9 @@ func NewShared(ctx context.Context, q *queue.Queue, h Handler, cfg SharedConfig)
 	}
 	if cfg.ScanInterval <= 0 {
 		cfg.ScanInterval = 500 * time.Millisecond
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
 	}
 	if holder, err := q.DispatcherHolder(ctx); err != nil {
 		return nil, err
@@ -259,6 +289,7 @@ func (s *Shared) scan(ctx context.Context, registry bool) {
 		}
 	}
 	full := false
+	var declined []string
 	for _, slot := range s.order(cands) {
 		if ctx.Err() != nil {
 			return
@@ -273,19 +304,101 @@ func (s *Shared) scan(ctx context.Context, registry bool) {
 			}
 			continue
 		}
-		if full || !s.leases.MaybeFree(slot) {
+		if !s.leases.MaybeFree(slot) {
+			continue
+		}
+		_, waiting := slots[slot]
+		if full {
+			if waiting {
+				declined = append(declined, slot)
+			}
 			continue
 		}
 		l, err := s.leases.Acquire(ctx, slot)
 		switch {
 		case errors.Is(err, lease.ErrFull):
 			full = true // declined: a node with room takes it
+			if waiting {
+				declined = append(declined, slot)
+			}
 			continue
 		case err != nil:
 			continue // held by a live node (or a passing error: next scan)
 		}
 		s.start(slot, l)
 	}
+	s.noteDeclined(ctx, declined)
+}
+
+// noteDeclined replaces the declined set with this scan's: a slot
+// declined again keeps its Since, a new one is named from its oldest
+// event, and one no longer declined (taken, or drained) is dropped.
+func (s *Shared) noteDeclined(ctx context.Context, slots []string) {
+	s.mu.Lock()
+	prev := s.declined
+	s.mu.Unlock()
+	if len(prev) == 0 && len(slots) == 0 {
+		return
+	}
+	next := make(map[string]Declined, len(slots))
+	var opened, closed []Declined
+	peeks := 0
+	for _, slot := range slots {
+		if d, ok := prev[slot]; ok {
+			next[slot] = d
+			continue
+		}
+		if peeks >= maxDeclinePeeks {
+			continue // named by a later scan
+		}
+		peeks++
+		d := Declined{Slot: slot, Node: s.cfg.Node, MaxItems: s.cfg.MaxItems, Since: s.cfg.Now(), Item: s.itemOf(ctx, slot)}
+		next[slot] = d
+		opened = append(opened, d)
+	}
+	for slot, d := range prev {
+		if _, ok := next[slot]; !ok {
+			closed = append(closed, d)
+		}
+	}
+	s.mu.Lock()
+	s.declined = next
+	s.mu.Unlock()
+	if s.cfg.Declines != nil {
+		for _, d := range opened {
+			s.cfg.Declines(d, true)
+		}
+		for _, d := range closed {
+			s.cfg.Declines(d, false)
+		}
+	}
+}
+
+// itemOf names the work item of a slot from its oldest waiting event.
+func (s *Shared) itemOf(ctx context.Context, slot string) string {
+	m, err := s.base.q.NextFor(ctx, slot, 0)
+	if err != nil || m.Event == nil {
+		return ""
+	}
+	return queue.ItemRef(m.Event)
+}
+
+// Declined lists the items this node declines for capacity now, the
+// longest declined first.
+func (s *Shared) Declined() []Declined {
+	s.mu.Lock()
+	out := make([]Declined, 0, len(s.declined))
+	for _, d := range s.declined {
+		out = append(out, d)
+	}
+	s.mu.Unlock()
+	sort.Slice(out, func(i, j int) bool {
+		if !out[i].Since.Equal(out[j].Since) {
+			return out[i].Since.Before(out[j].Since)
+		}
+		return out[i].Slot < out[j].Slot
+	})
+	return out
 }
 
 func (s *Shared) start(slot string, l *lease.Lease) {

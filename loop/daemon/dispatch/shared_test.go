@@ -401,12 +401,15 @@ func TestSharedRefusesBesideAWholeQueueDispatcher(t *testing.T) {
 }
 
 // TestSharedFullNodeDeclines: a node at capacity leaves new items in the
-// stream; a node with room takes them.
+// stream and says which it declines (Declined, the Declines hook); a node
+// with room takes them, and the decline ends.
 func TestSharedFullNodeDeclines(t *testing.T) {
 	q := openQueue(t, t.TempDir())
 	var mu sync.Mutex
 	handledBy := map[string]string{}
 	holds := map[string]bool{}
+	var declines []string // "+item@node" opened, "-item@node" ended
+	since := time.Date(2026, 5, 4, 8, 0, 0, 0, time.UTC)
 	mk := func(name string) (*dispatch.Shared, func()) {
 		s, err := dispatch.NewShared(context.Background(), q, dispatch.HandlerFunc(func(_ context.Context, ev *ingress.Event) error {
 			mu.Lock()
@@ -415,7 +418,17 @@ func TestSharedFullNodeDeclines(t *testing.T) {
 			holds[ev.WorkItems[0].String()] = true // a session that stays
 			return nil
 		}), dispatch.SharedConfig{Node: name, MaxItems: 2, LeaseTTL: 2 * time.Second, ScanInterval: 20 * time.Millisecond,
-			Holds: func(item string) bool { mu.Lock(); defer mu.Unlock(); return holds[item] }})
+			Holds: func(item string) bool { mu.Lock(); defer mu.Unlock(); return holds[item] },
+			Now:   func() time.Time { return since },
+			Declines: func(d dispatch.Declined, open bool) {
+				mu.Lock()
+				defer mu.Unlock()
+				sign := "-"
+				if open {
+					sign = "+"
+				}
+				declines = append(declines, sign+d.Item+"@"+d.Node)
+			}})
 		require.NoError(t, err)
 		ctx, cancel := context.WithCancel(context.Background())
 		done := make(chan error, 1)
@@ -436,6 +449,20 @@ func TestSharedFullNodeDeclines(t *testing.T) {
 	n, err := q.Pending(context.Background())
 	require.NoError(t, err)
 	require.Equal(t, uint64(1), n, "the declined item's event waits in the stream")
+	var third string
+	mu.Lock()
+	for i := 1; i <= 3; i++ {
+		if ref := event(i, 0).WorkItems[0].String(); !holds[ref] {
+			third = ref
+		}
+	}
+	mu.Unlock()
+	require.NotEmpty(t, third)
+	require.Equal(t, []dispatch.Declined{{Item: third, Slot: queue.SlotOf(third), Node: "a", MaxItems: 2, Since: since}}, a.Declined(),
+		"the full node names the item it declines, since its first decline")
+	mu.Lock()
+	require.Equal(t, []string{"+" + third + "@a"}, declines, "one opening, however many scans decline it")
+	mu.Unlock()
 
 	_, stopB := mk("b")
 	defer stopB()
@@ -449,4 +476,8 @@ func TestSharedFullNodeDeclines(t *testing.T) {
 		}
 	}
 	require.Equal(t, 1, byB, "the node with room took the declined item")
+	mu.Unlock()
+	require.Eventually(t, func() bool { return len(a.Declined()) == 0 }, 10*time.Second, 10*time.Millisecond, "taken: no longer declined")
+	mu.Lock()
+	require.Equal(t, []string{"+" + third + "@a", "-" + third + "@a"}, declines)
 }

@@ -98,3 +98,21 @@ func FuzzSimpleFrontMatter(f *testing.F) {
 		hooks.CheckSimpleFrontMatterAgrees(t, block)
 	})
 }
+
+// FuzzToLower: the documents' lower-casing is strings.ToLower, byte for
+// byte, on any input (ASCII, other scripts, invalid UTF-8).
+func FuzzToLower(f *testing.F) {
+	for _, s := range []string{"", "abc", "Trust Boundary", "A — B → C", "\xff\xfeX", "ÀÉÎ İ K", "\u212a"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) { hooks.CheckToLowerAgrees(t, s) })
+}
+
+// FuzzDocumentSections: sections located from line offsets read exactly as
+// the split-and-join Sections does.
+func FuzzDocumentSections(f *testing.F) {
+	for _, s := range []string{"", "\n", "# A\n", "# A", "---\nx: 1\n---\n# A\nbody\n## B\n\n- [ ] t\n# C\n", "```\n# not\n```\n# A\n  x  \n", "# A\n# A\ntwo\n"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) { hooks.CheckDocumentSections(t, s) })
+}

@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"unsafe"
 
 	"github.com/theloop-dev/theloop/graph"
 	"github.com/theloop-dev/theloop/hooks"
@@ -148,7 +149,7 @@ func (a *FileArtifacts) ReadFile(name string) ([]byte, error) {
 
 // frontMatterHead is how much of a specification Resolve reads first: the
 // front matter of every spec seen so far ends well within it.
-const frontMatterHead = 8 << 10
+const frontMatterHead = 4 << 10
 
 // frontMatter is hooks.FrontMatter of the artifact name, reading only its
 // first bytes when they decide it (hooks.FrontMatterHead) and the whole
@@ -165,14 +166,15 @@ func (a *FileArtifacts) frontMatter(name string) (map[string]any, error) {
 		return nil, err
 	}
 	if !whole {
-		if fm, ok := hooks.FrontMatterHead(string(head)); ok {
+		// The bytes are ours and never written: no copy for the string.
+		if fm, ok := hooks.FrontMatterHead(unsafe.String(unsafe.SliceData(head), len(head))); ok {
 			return fm, nil
 		}
 		if head, err = a.ReadFile(name); err != nil {
 			return nil, err
 		}
 	}
-	fm, _ := hooks.FrontMatter(string(head))
+	fm, _ := hooks.FrontMatter(unsafe.String(unsafe.SliceData(head), len(head)))
 	return fm, nil
 }
 

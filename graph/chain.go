@@ -138,6 +138,12 @@ type batch struct {
 
 func (b *batch) run() {
 	defer close(b.done)
+	// One HookContext serves every hook of the batch in turn: a hook sees
+	// it only until it returns (HookContext), and the next hook starts
+	// after that, so copying the chain's base into it per hook replaces an
+	// allocation per hook. A hook abandoned at its deadline keeps this one;
+	// the chains after it run in a new batch with a context of their own.
+	hc := new(HookContext)
 	for _, job := range b.jobs {
 		out := ChainOutcome{Status: StatusPass, Blocking: -1, Results: make([]HookResult, 0, len(job.hooks))}
 		for _, h := range job.hooks {
@@ -156,14 +162,14 @@ func (b *batch) run() {
 			b.seq++
 			b.mu.Unlock()
 
-			hc := *job.base
+			*hc = *job.base
 			hc.Params = h.Params
 			hc.Results = out.Results[:len(out.Results):len(out.Results)]
 			var began time.Time
 			if hc.observe != nil {
 				began = time.Now()
 			}
-			res := callHook(h, hctx, &hc)
+			res := callHook(h, hctx, hc)
 			hctx.cancel(context.Canceled)
 			res = normalise(h, res)
 			if hc.observe != nil {

@@ -296,7 +296,9 @@ type SessionBinding struct {
 	Alive  *bool  `json:"alive,omitempty"`
 }
 
-// HookContext is everything a hook may see. Hooks must treat it as read-only.
+// HookContext is everything a hook may see. Hooks must treat it as read-only
+// and must not keep it after they return: the runtime reuses it for the
+// next hook of the chain.
 type HookContext struct {
 	WorkItem WorkItem
 	// Node is the compiled node whose chain is running.

@@ -11,10 +11,20 @@ import (
 // graph-state.json keeps its keys in the order nodes were touched (stable,
 // reviewable diffs). The zero value is ready to use. Not safe for concurrent
 // mutation.
+//
+// Values live in a slice beside their keys, found by a linear scan while
+// the map is small (a work item's state holds a handful of entries) and
+// through an index past indexAfter entries: a state is cloned on every
+// load and save of the in-memory stores, and copying two short slices
+// costs a fraction of cloning a Go map of large records.
 type OrderedMap[V any] struct {
 	keys []string
-	m    map[string]V
+	vals []V
+	idx  map[string]int // nil while len(keys) <= indexAfter
 }
+
+// indexAfter is the size past which lookups go through an index.
+const indexAfter = 8
 
 // Len returns the number of entries.
 func (o *OrderedMap[V]) Len() int { return len(o.keys) }
@@ -22,27 +32,60 @@ func (o *OrderedMap[V]) Len() int { return len(o.keys) }
 // Keys returns the keys in insertion order.
 func (o *OrderedMap[V]) Keys() []string { return append([]string(nil), o.keys...) }
 
+// find returns k's position, or -1.
+func (o *OrderedMap[V]) find(k string) int {
+	if o.idx != nil {
+		if i, ok := o.idx[k]; ok {
+			return i
+		}
+		return -1
+	}
+	for i, key := range o.keys {
+		if key == k {
+			return i
+		}
+	}
+	return -1
+}
+
 // Get returns the value for k.
 func (o *OrderedMap[V]) Get(k string) (V, bool) {
-	v, ok := o.m[k]
-	return v, ok
+	if i := o.find(k); i >= 0 {
+		return o.vals[i], true
+	}
+	var zero V
+	return zero, false
 }
 
 // Has reports whether k is present.
-func (o *OrderedMap[V]) Has(k string) bool {
-	_, ok := o.m[k]
-	return ok
-}
+func (o *OrderedMap[V]) Has(k string) bool { return o.find(k) >= 0 }
 
 // Set stores v under k, appending k when new.
 func (o *OrderedMap[V]) Set(k string, v V) {
-	if o.m == nil {
-		o.m = map[string]V{}
+	if i := o.find(k); i >= 0 {
+		o.vals[i] = v
+		return
 	}
-	if _, ok := o.m[k]; !ok {
-		o.keys = append(o.keys, k)
+	o.keys = append(o.keys, k)
+	o.vals = append(o.vals, v)
+	switch {
+	case o.idx != nil:
+		o.idx[k] = len(o.keys) - 1
+	case len(o.keys) > indexAfter:
+		o.reindex()
 	}
-	o.m[k] = v
+}
+
+// reindex rebuilds the index from the keys (none while small).
+func (o *OrderedMap[V]) reindex() {
+	if len(o.keys) <= indexAfter {
+		o.idx = nil
+		return
+	}
+	o.idx = make(map[string]int, len(o.keys))
+	for i, key := range o.keys {
+		o.idx[key] = i
+	}
 }
 
 // SetDefault stores v under k only when k is absent, and reports whether it
@@ -57,21 +100,24 @@ func (o *OrderedMap[V]) SetDefault(k string, v V) bool {
 
 // Delete removes k.
 func (o *OrderedMap[V]) Delete(k string) {
-	if !o.Has(k) {
+	i := o.find(k)
+	if i < 0 {
 		return
 	}
-	delete(o.m, k)
-	for i, key := range o.keys {
-		if key == k {
-			o.keys = append(o.keys[:i:i], o.keys[i+1:]...)
-			break
-		}
+	o.keys = append(o.keys[:i:i], o.keys[i+1:]...)
+	o.vals = append(o.vals[:i:i], o.vals[i+1:]...)
+	if o.idx != nil {
+		o.reindex()
 	}
 }
 
 // Clone returns a shallow copy.
 func (o *OrderedMap[V]) Clone() OrderedMap[V] {
-	return OrderedMap[V]{keys: slices.Clone(o.keys), m: maps.Clone(o.m)}
+	c := OrderedMap[V]{keys: slices.Clone(o.keys), vals: slices.Clone(o.vals)}
+	if o.idx != nil {
+		c.idx = maps.Clone(o.idx)
+	}
+	return c
 }
 
 // MarshalJSON writes the entries in insertion order.
@@ -88,7 +134,7 @@ func (o OrderedMap[V]) MarshalJSON() ([]byte, error) {
 		}
 		b.Write(kb)
 		b.WriteByte(':')
-		vb, err := marshalNoEscape(o.m[k])
+		vb, err := marshalNoEscape(o.vals[i])
 		if err != nil {
 			return nil, err
 		}

@@ -3,6 +3,7 @@ package graph
 import (
 	"errors"
 	"io/fs"
+	"slices"
 	"sync"
 )
 
@@ -40,6 +41,22 @@ func (r *readOnly) Stat(name string) (fs.FileInfo, error) {
 		return stat{fi, err}
 	}).(stat)
 	return st.fi, st.err
+}
+
+// ReadDir implements fs.ReadDirFS, remembering listings for the
+// evaluation like Stat: fs.Glob lists the same directories for each
+// pattern (the inner loops under pr-loops/ are globbed twice per check).
+// Each caller gets its own copy of the slice.
+func (r *readOnly) ReadDir(name string) ([]fs.DirEntry, error) {
+	type listing struct {
+		entries []fs.DirEntry
+		err     error
+	}
+	l := r.Memo("dir\x00"+name, func() any {
+		entries, err := fs.ReadDir(r.Artifacts, name)
+		return listing{entries, err}
+	}).(listing)
+	return slices.Clone(l.entries), l.err
 }
 
 // ReadFile implements fs.ReadFileFS through the wrapped artifacts.

@@ -244,7 +244,10 @@ func (s *State) NoteBlock(id, rendered string) (repeated bool) {
 // Timestamp formats t as the-loop's state timestamps: UTC, second
 // precision, "+00:00" suffix.
 func timestamp(t time.Time) string {
-	return t.UTC().Format("2006-01-02T15:04:05") + "+00:00"
+	// One allocation: the layout and the offset appended in a stack buffer.
+	var buf [32]byte
+	b := t.UTC().AppendFormat(buf[:0], "2006-01-02T15:04:05")
+	return string(append(b, "+00:00"...))
 }
 
 // MarshalState serialises s the way graph-state.json is written: two-space

@@ -82,7 +82,12 @@ func (r *Runtime) evaluateAll(ctx context.Context, s *session, recompute bool) *
 			}
 			continue
 		}
-		jobs = append(jobs, chainJob{n.Exit, r.hookContext(ctx, s, n, Exit, ModeCheck, nil, &k)})
+		// An empty chain passes without reading its context (runChains).
+		var base *HookContext
+		if len(n.Exit) > 0 {
+			base = r.hookContext(ctx, s, n, Exit, ModeCheck, nil, &k)
+		}
+		jobs = append(jobs, chainJob{n.Exit, base})
 		jobNodes = append(jobNodes, i)
 	}
 	for j, c := range runChains(ctx, sharedPool, jobs) {

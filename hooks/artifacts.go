@@ -282,7 +282,7 @@ func sectionCheckmarks(doc *document, title, path string, listed bool) []graph.M
 			continue
 		}
 		found = true
-		open += strings.Count(strings.Join(doc.lines[s.start:s.end], "\n"), "- [ ]")
+		open += strings.Count(doc.lines(s.start, s.end), "- [ ]")
 	}
 	switch {
 	case !found && listed:
@@ -328,15 +328,15 @@ func enforcesBoundariesFrom(_ context.Context, hc *graph.HookContext) graph.Hook
 	if len(upFiles) == 0 || len(hc.Node.Produces) == 0 {
 		return graph.Skip("upstream or downstream artifact absent")
 	}
-	upText := joinBodies(hc.Artifacts, upFiles)
-	downText := joinBodies(hc.Artifacts, down)
+	upText := lowerBodies(hc.Artifacts, upFiles)
+	downText := lowerBodies(hc.Artifacts, down)
 	var msgs []graph.Message
 	for _, m := range hc.Params.Strings("markers") {
 		lm := strings.ToLower(m)
 		if lm == "" {
 			continue
 		}
-		if strings.Contains(upText, lm) && !strings.Contains(downText, lm) {
+		if containsJoined(upText, lm) && !containsJoined(downText, lm) {
 			path := hc.WorkItem.SpecDir
 			if len(down) == 1 {
 				path = hc.Artifacts.Path(down[0])
@@ -350,14 +350,30 @@ func enforcesBoundariesFrom(_ context.Context, hc *graph.HookContext) graph.Hook
 	return graph.Pass(nil)
 }
 
-func joinBodies(a graph.Artifacts, names []string) string {
+// lowerBodies is the lower-cased bodies of the readable artifacts among
+// names, in order.
+func lowerBodies(a graph.Artifacts, names []string) []string {
 	var parts []string
 	for _, n := range names {
 		if d := loadDoc(a, n); d.err == nil {
 			parts = append(parts, d.lowerBody())
 		}
 	}
-	return strings.Join(parts, "\n")
+	return parts
+}
+
+// containsJoined reports whether the parts joined by newlines contain s,
+// without building the joined text unless s itself spans a newline.
+func containsJoined(parts []string, s string) bool {
+	if strings.Contains(s, "\n") {
+		return strings.Contains(strings.Join(parts, "\n"), s)
+	}
+	for _, p := range parts {
+		if strings.Contains(p, s) {
+			return true
+		}
+	}
+	return false
 }
 
 // mermaidTypes are the diagram keywords a mermaid block may start with.

@@ -2,6 +2,7 @@ package hooks
 
 import (
 	"reflect"
+	"strings"
 	"testing"
 
 	"github.com/goccy/go-yaml"
@@ -33,3 +34,33 @@ func CheckSimpleFrontMatterAgrees(t *testing.T, block string) {
 
 // LintMermaid exposes the mermaid lint to the package's black-box tests.
 func LintMermaid(text string) []string { return lintMermaid(text) }
+
+// CheckToLowerAgrees fails t when the document's lower-casing differs from
+// strings.ToLower.
+func CheckToLowerAgrees(t *testing.T, s string) {
+	if got, want := toLower(s), strings.ToLower(s); got != want {
+		t.Fatalf("toLower(%q) = %q, strings.ToLower gives %q", s, got, want)
+	}
+}
+
+// CheckDocumentSections fails t when a parsed document's sections differ
+// from Sections over the same body (the split-and-join reading).
+func CheckDocumentSections(t *testing.T, text string) {
+	d := newDocument(text)
+	want := Sections(d.body)
+	if len(want) != len(d.spans) {
+		t.Fatalf("%q: %d spans, Sections finds %d", text, len(d.spans), len(want))
+	}
+	for _, w := range want {
+		got, ok := d.section(w.Title)
+		first, _ := FindSection(d.body, w.Title)
+		if !ok || got != first {
+			t.Fatalf("%q: section %q = %#v, FindSection gives %#v", text, w.Title, got, first)
+		}
+	}
+	for i, l := range strings.Split(d.body, "\n") {
+		if d.line(i) != l {
+			t.Fatalf("%q: line %d = %q, split gives %q", text, i, d.line(i), l)
+		}
+	}
+}

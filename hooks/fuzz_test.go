@@ -1,6 +1,7 @@
 package hooks_test
 
 import (
+	"reflect"
 	"strings"
 	"testing"
 
@@ -96,5 +97,46 @@ func FuzzSimpleFrontMatter(f *testing.F) {
 	}
 	f.Fuzz(func(t *testing.T, block string) {
 		hooks.CheckSimpleFrontMatterAgrees(t, block)
+	})
+}
+
+// FuzzToLower: the documents' lower-casing is strings.ToLower, byte for
+// byte, on any input (ASCII, other scripts, invalid UTF-8).
+func FuzzToLower(f *testing.F) {
+	for _, s := range []string{"", "abc", "Trust Boundary", "A — B → C", "\xff\xfeX", "ÀÉÎ İ K", "\u212a"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) { hooks.CheckToLowerAgrees(t, s) })
+}
+
+// FuzzDocumentSections: sections located from line offsets read exactly as
+// the split-and-join Sections does.
+func FuzzDocumentSections(f *testing.F) {
+	for _, s := range []string{"", "\n", "# A\n", "# A", "---\nx: 1\n---\n# A\nbody\n## B\n\n- [ ] t\n# C\n", "```\n# not\n```\n# A\n  x  \n", "# A\n# A\ntwo\n"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) { hooks.CheckDocumentSections(t, s) })
+}
+
+// FuzzFrontMatterHead: whenever the head of a text decides its front
+// matter, it is the front matter FrontMatter reads from the whole text.
+func FuzzFrontMatterHead(f *testing.F) {
+	for _, s := range []string{"---\nstatus: approved\ntags: [a]\n---\nbody", "# no front matter", "---\nx: 1\n", "---\n: :\n---\n", "--", "---\r\nriskTier: 2\r\n---\r\n"} {
+		f.Add(s, uint16(len(s)))
+		f.Add(s, uint16(len(s)/2))
+	}
+	f.Fuzz(func(t *testing.T, text string, cut uint16) {
+		k := int(cut)
+		if k > len(text) {
+			k = len(text)
+		}
+		head, ok := hooks.FrontMatterHead(text[:k])
+		if !ok {
+			return
+		}
+		full, _ := hooks.FrontMatter(text)
+		if !reflect.DeepEqual(head, full) {
+			t.Fatalf("head %q decides %#v, the whole text %q reads %#v", text[:k], head, text, full)
+		}
 	})
 }

@@ -5,6 +5,9 @@ import (
 	"io/fs"
 	"strings"
 	"sync"
+	"unicode"
+	"unicode/utf8"
+	"unsafe"
 
 	"github.com/goccy/go-yaml"
 
@@ -144,12 +147,19 @@ type sectionSpan struct {
 	start, end int // content lines [start, end)
 }
 
-// spans locates every section of body (see Sections).
+// spans locates every section of body (see Sections) from its lines.
 func spans(lines []string) []sectionSpan {
+	return spansOf(len(lines), func(i int) string { return lines[i] })
+}
+
+// spansOf is spans over n lines given by line(i), so a document can locate
+// its sections from line offsets without splitting its body.
+func spansOf(n int, line func(int) string) []sectionSpan {
 	type head struct{ line, level int }
 	var heads []head
 	inFence := false
-	for i, l := range lines {
+	for i := 0; i < n; i++ {
+		l := line(i)
 		if isFence(l) {
 			inFence = !inFence
 			continue
@@ -163,14 +173,14 @@ func spans(lines []string) []sectionSpan {
 	}
 	out := make([]sectionSpan, 0, len(heads))
 	for j, h := range heads {
-		end := len(lines)
+		end := n
 		for _, k := range heads[j+1:] {
 			if k.level <= h.level {
 				end = k.line
 				break
 			}
 		}
-		out = append(out, sectionSpan{title: strings.TrimSpace(strings.TrimLeft(lines[h.line], "#")), level: h.level, start: h.line + 1, end: end})
+		out = append(out, sectionSpan{title: strings.TrimSpace(strings.TrimLeft(line(h.line), "#")), level: h.level, start: h.line + 1, end: end})
 	}
 	return out
 }
@@ -203,10 +213,13 @@ func FindSection(body, title string) (Section, bool) {
 
 // document is an artifact read and parsed once.
 type document struct {
-	text  string
-	fm    map[string]any
-	body  string
-	lines []string
+	text string
+	fm   map[string]any
+	body string
+	// offs[i] is where line i of body starts; offs[len(offs)-1] is
+	// len(body)+1, so line i is body[offs[i]:offs[i+1]-1]. Offsets cost
+	// half a split's line slice, and a span's text is one substring.
+	offs  []int
 	spans []sectionSpan
 	err   error
 
@@ -214,17 +227,80 @@ type document struct {
 	lower     string
 }
 
+// newDocument parses text: front matter, line offsets, section spans.
+func newDocument(text string) *document {
+	d := &document{text: text}
+	d.fm, d.body = FrontMatter(text)
+	d.offs = make([]int, 1, strings.Count(d.body, "\n")+2)
+	for i := 0; i < len(d.body); i++ {
+		if d.body[i] == '\n' {
+			d.offs = append(d.offs, i+1)
+		}
+	}
+	d.offs = append(d.offs, len(d.body)+1)
+	d.spans = spansOf(len(d.offs)-1, d.line)
+	return d
+}
+
+// line is line i of the body, without its newline.
+func (d *document) line(i int) string { return d.body[d.offs[i] : d.offs[i+1]-1] }
+
+// lines is the text of lines [start, end) joined by newlines — what
+// strings.Join of the split lines gives, as one substring of the body.
+func (d *document) lines(start, end int) string {
+	if start >= end {
+		return ""
+	}
+	return d.body[d.offs[start] : d.offs[end]-1]
+}
+
 // lowerBody is the body in lower case, computed once per document.
 func (d *document) lowerBody() string {
-	d.lowerOnce.Do(func() { d.lower = strings.ToLower(d.body) })
+	d.lowerOnce.Do(func() { d.lower = toLower(d.body) })
 	return d.lower
+}
+
+// toLower is strings.ToLower without strings.Map's per-rune cost on ASCII:
+// artifacts are mostly ASCII with the odd dash or arrow, which sends the
+// standard library down its rune-by-rune path for the whole text. ASCII
+// bytes are lowered directly, other runes through unicode.ToLower, and an
+// invalid byte becomes U+FFFD — exactly as strings.ToLower
+// (FuzzToLower compares them).
+func toLower(s string) string {
+	i := 0
+	for ; i < len(s); i++ {
+		c := s[i]
+		if c >= utf8.RuneSelf || 'A' <= c && c <= 'Z' {
+			break
+		}
+	}
+	if i == len(s) {
+		return s
+	}
+	b := make([]byte, i, len(s)+8)
+	copy(b, s[:i])
+	for i < len(s) {
+		c := s[i]
+		if c < utf8.RuneSelf {
+			if 'A' <= c && c <= 'Z' {
+				c += 'a' - 'A'
+			}
+			b = append(b, c)
+			i++
+			continue
+		}
+		r, w := utf8.DecodeRuneInString(s[i:])
+		b = utf8.AppendRune(b, unicode.ToLower(r))
+		i += w
+	}
+	return unsafe.String(unsafe.SliceData(b), len(b))
 }
 
 // section finds the first section titled exactly title.
 func (d *document) section(title string) (Section, bool) {
 	for _, s := range d.spans {
 		if s.title == title {
-			return Section{Title: s.title, Level: s.level, Content: strings.TrimSpace(strings.Join(d.lines[s.start:s.end], "\n"))}, true
+			return Section{Title: s.title, Level: s.level, Content: strings.TrimSpace(d.lines(s.start, s.end))}, true
 		}
 	}
 	return Section{}, false
@@ -242,16 +318,54 @@ func loadDoc(a graph.Artifacts, name string) *document {
 		if err != nil {
 			return &document{err: err}
 		}
-		d := &document{text: string(b)}
-		d.fm, d.body = FrontMatter(d.text)
-		d.lines = strings.Split(d.body, "\n")
-		d.spans = spans(d.lines)
-		return d
+		if len(b) == 0 {
+			return newDocument("")
+		}
+		// The bytes are ours (fs.ReadFile returns a copy the caller owns)
+		// and never written again: the text shares them instead of
+		// copying the whole artifact once more.
+		return newDocument(unsafe.String(&b[0], len(b)))
 	}
 	if m, ok := a.(graph.Memoizer); ok {
 		return m.Memo("doc\x00"+name, load).(*document)
 	}
 	return load().(*document)
+}
+
+// FrontMatterHead returns the front matter of any document that starts
+// with head — what FrontMatter's map would be for the whole text — and true,
+// when head alone decides it: the text does not start with "---", or the
+// closing "---" line lies within head's complete lines. Otherwise it
+// reports false and the caller reads the whole text. Resolving a work item
+// needs only its tags and risk tier, so it reads the first few kilobytes
+// of a specification instead of all of it (FuzzFrontMatterHead compares).
+func FrontMatterHead(head string) (map[string]any, bool) {
+	if len(head) < 3 {
+		return nil, false
+	}
+	if !strings.HasPrefix(head, "---") {
+		return map[string]any{}, true
+	}
+	first := strings.IndexByte(head, '\n')
+	if first < 0 {
+		return nil, false
+	}
+	rest := head[first+1:]
+	for off := 0; off < len(rest); {
+		end := strings.IndexByte(rest[off:], '\n')
+		if end < 0 {
+			break // an incomplete last line decides nothing
+		}
+		if strings.TrimSpace(rest[off:off+end]) == "---" {
+			m, ok := parseYAMLMapping(rest[:off])
+			if !ok {
+				return map[string]any{}, true
+			}
+			return m, true
+		}
+		off += end + 1
+	}
+	return nil, false
 }
 
 // simpleFrontMatter parses the front matter almost every artifact has —

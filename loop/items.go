@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"unsafe"
 
 	"github.com/theloop-dev/theloop/graph"
 	"github.com/theloop-dev/theloop/hooks"
@@ -60,11 +61,10 @@ func (it *fileItems) Resolve(_ context.Context, id string) (graph.WorkItem, grap
 		wi.Ref = it.refOverride
 	}
 	for _, name := range []string{"requirements.md", "bugfix.md", "design.md"} {
-		b, err := fs.ReadFile(arts, name)
+		fm, err := arts.frontMatter(name)
 		if err != nil {
 			continue
 		}
-		fm, _ := hooks.FrontMatter(string(b))
 		if tags := graph.AsStrings(fm["tags"]); tags != nil {
 			wi.Tags = tags
 		}
@@ -145,6 +145,37 @@ func (a *FileArtifacts) ReadFile(name string) ([]byte, error) {
 		return nil, err
 	}
 	return data, nil
+}
+
+// frontMatterHead is how much of a specification Resolve reads first: the
+// front matter of every spec seen so far ends well within it.
+const frontMatterHead = 4 << 10
+
+// frontMatter is hooks.FrontMatter of the artifact name, reading only its
+// first bytes when they decide it (hooks.FrontMatterHead) and the whole
+// file (as ReadFile) when they do not. The artifact's checks read the file
+// again in full; reading it whole here too cost a second copy of the
+// largest artifact per work item on every `check --all`.
+func (a *FileArtifacts) frontMatter(name string) (map[string]any, error) {
+	p, err := a.full("read", name)
+	if err != nil {
+		return nil, err
+	}
+	head, whole, err := readRegularHead(p, MaxArtifactBytes, frontMatterHead)
+	if err != nil {
+		return nil, err
+	}
+	if !whole {
+		// The bytes are ours and never written: no copy for the string.
+		if fm, ok := hooks.FrontMatterHead(unsafe.String(unsafe.SliceData(head), len(head))); ok {
+			return fm, nil
+		}
+		if head, err = a.ReadFile(name); err != nil {
+			return nil, err
+		}
+	}
+	fm, _ := hooks.FrontMatter(unsafe.String(unsafe.SliceData(head), len(head)))
+	return fm, nil
 }
 
 // Stat implements fs.StatFS.

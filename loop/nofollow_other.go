@@ -16,3 +16,9 @@ func singleLink(*os.File) error { return nil }
 // readRegular reads the regular file at path when it holds at most limit
 // bytes (see the unix version).
 func readRegular(path string, limit int64) ([]byte, error) { return readCappedPortable(path, limit) }
+
+// readRegularHead reads the whole file here (see the unix version).
+func readRegularHead(path string, limit, _ int64) ([]byte, bool, error) {
+	b, err := readCappedPortable(path, limit)
+	return b, err == nil, err
+}

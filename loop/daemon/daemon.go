@@ -96,6 +96,8 @@ type Daemon struct {
 	recv   *ingress.Receiver
 	link   *graphLink
 	intake *intake
+	// live respawns dead sessions (liveness.go).
+	live *livenessWatch
 	// verifier re-reads a comment before it decides a gate.
 	verifier CommentVerifier
 
@@ -278,6 +280,11 @@ func (d *Daemon) Run(ctx context.Context) (err error) {
 		return err
 	}
 	defer stopService()
+
+	if d.live != nil {
+		d.live.Start()
+		defer d.live.Close()
+	}
 
 	stopOutbox, err := d.startOutbox()
 	if err != nil {
@@ -490,6 +497,12 @@ func (d *Daemon) wire(ctx context.Context, q *queue.Queue, owner string) (*ingre
 	if err != nil {
 		_ = srv.Close()
 		return nil, nil, err
+	}
+	if !d.cfg.Liveness.Off {
+		d.live = newLivenessWatch(d.cfg.Liveness, livenessDeps{
+			Registry: d.reg, Tmux: d.tmux, Manager: d.mgr, Integrations: d.integ,
+			Owns: d.ownsItem, Rebind: d.link.rebind, Clock: d.deps.Clock, Record: d.emit,
+		})
 	}
 	return srv, disp, nil
 }

@@ -352,6 +352,8 @@ func ConfigFromSettings(st loop.Settings, getenv func(string) string) (Config, [
 	cfg.HarnessKillGrace = tm.HarnessKillGrace
 	cfg.ResumeOnRespawn = tm.ResumeOnRespawn
 	cfg.ResumeProbe = tm.ResumeProbe
+	cfg.Liveness = LivenessConfig{Off: !tm.Liveness.Enabled, Interval: tm.Liveness.Interval, MaxRespawns: tm.Liveness.MaxRespawns,
+		Window: tm.Liveness.Window, Backoff: tm.Liveness.Backoff, Label: DefaultLivenessConfig().Label}
 	cfg.SandboxOff = rt.Sandbox == "off"
 	cfg.AgentEnv = rt.AgentEnv
 	cfg.Tmux.RemainOnExit = tm.RemainOnExit

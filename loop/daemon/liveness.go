@@ -110,6 +110,7 @@ type livenessItem struct {
 	respawns []time.Time // within the window
 	next     time.Time   // no respawn before
 	gaveUp   bool
+	told     bool // the escalation is on the ticket
 }
 
 type livenessWatch struct {
@@ -226,7 +227,16 @@ func (w *livenessWatch) dead(ctx context.Context, rec sessions.Record, lv sessio
 		st = &livenessItem{}
 		w.items[key] = st
 	}
-	if st.gaveUp || now.Before(st.next) {
+	if st.gaveUp {
+		// A comment that could not be posted is tried again each tick.
+		retry := !st.told
+		w.mu.Unlock()
+		if retry {
+			w.tell(ctx, rec, false)
+		}
+		return
+	}
+	if now.Before(st.next) {
 		w.mu.Unlock()
 		return
 	}
@@ -239,9 +249,8 @@ func (w *livenessWatch) dead(ctx context.Context, rec sessions.Record, lv sessio
 	st.respawns = kept
 	if len(st.respawns) >= w.cfg.MaxRespawns {
 		st.gaveUp = true
-		n := len(st.respawns)
 		w.mu.Unlock()
-		w.giveUp(ctx, rec, n)
+		w.tell(ctx, rec, true)
 		return
 	}
 	st.respawns = append(st.respawns, now)
@@ -268,27 +277,39 @@ func (w *livenessWatch) dead(ctx context.Context, rec sessions.Record, lv sessio
 	w.deps.Record("session.liveness_respawned", graph.LevelWarning, fields...)
 }
 
-// giveUp reports an item the watch will no longer respawn: the event, then
-// the marked comment and the escalation label on the ticket.
-func (w *livenessWatch) giveUp(ctx context.Context, rec sessions.Record, n int) {
+// tell reports an item the watch no longer respawns: the event (first,
+// once), then the marked comment and the escalation label on the ticket,
+// through the daemon's integrations like its other ticket comments. Until
+// the comment is posted, tell runs again on each tick.
+func (w *livenessWatch) tell(ctx context.Context, rec sessions.Record, first bool) {
 	key := rec.Item.String()
-	fields := []graph.Field{{Key: "work_item", Value: key}, {Key: "respawns", Value: n}, {Key: "window", Value: w.cfg.Window.String()}, {Key: "label", Value: w.cfg.Label}}
-	posted, labelled := false, false
-	if w.deps.Integrations != nil {
-		body := livenessEscalation(key, n, w.cfg.Window)
-		if _, err := w.deps.Integrations.Call(ctx, ops.GitHubAddComment, map[string]any{"ref": key, "body": hooks.Mark(body)}); err != nil {
-			fields = append(fields, graph.Field{Key: "comment_error", Value: err.Error()})
-		} else {
-			posted = true
-			if _, err := w.deps.Integrations.Call(ctx, ops.GitHubSetLabels, map[string]any{"ref": key, "labels": []any{w.cfg.Label}}); err != nil {
-				fields = append(fields, graph.Field{Key: "label_error", Value: err.Error()})
-			} else {
-				labelled = true
-			}
-		}
+	fields := []graph.Field{{Key: "work_item", Value: key}, {Key: "respawns", Value: w.cfg.MaxRespawns}, {Key: "window", Value: w.cfg.Window.String()}, {Key: "label", Value: w.cfg.Label}}
+	if first {
+		w.deps.Record("session.liveness_gave_up", graph.LevelError, fields...)
 	}
-	fields = append(fields, graph.Field{Key: "posted", Value: posted}, graph.Field{Key: "labelled", Value: labelled})
-	w.deps.Record("session.liveness_gave_up", graph.LevelError, fields...)
+	if w.deps.Integrations == nil {
+		w.markTold(key)
+		return
+	}
+	body := livenessEscalation(key, w.cfg.MaxRespawns, w.cfg.Window)
+	if _, err := w.deps.Integrations.Call(ctx, ops.GitHubAddComment, map[string]any{"ref": key, "body": hooks.Mark(body)}); err != nil {
+		w.deps.Record("session.liveness_escalation_failed", graph.LevelWarning, append(fields, graph.Field{Key: "error", Value: err.Error()})...)
+		return
+	}
+	w.markTold(key)
+	if _, err := w.deps.Integrations.Call(ctx, ops.GitHubSetLabels, map[string]any{"ref": key, "labels": []any{w.cfg.Label}}); err != nil {
+		w.deps.Record("session.liveness_escalation_failed", graph.LevelWarning, append(fields, graph.Field{Key: "error", Value: "the comment was posted but label " + w.cfg.Label + " was not applied: " + err.Error()})...)
+		return
+	}
+	w.deps.Record("session.liveness_escalated", graph.LevelInfo, fields...)
+}
+
+func (w *livenessWatch) markTold(key string) {
+	w.mu.Lock()
+	if st := w.items[key]; st != nil {
+		st.told = true
+	}
+	w.mu.Unlock()
 }
 
 // livenessEscalation is the ticket comment when the watch gives up on

@@ -2,6 +2,7 @@ package daemon
 
 import (
 	"context"
+	"errors"
 	"sync"
 	"testing"
 	"time"
@@ -24,6 +25,7 @@ func (c *fakeLiveClock) Now() time.Time { return c.t }
 
 type fakeLiveWorld struct {
 	mu       sync.Mutex
+	failPost int // add-comment calls to fail
 	recs     []sessions.Record
 	liveness map[string]sessions.Liveness
 	respawns []string
@@ -54,6 +56,10 @@ func (f *fakeLiveWorld) Call(_ context.Context, op graph.Operation, _ map[string
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.calls = append(f.calls, op)
+	if op == "github.add-comment" && f.failPost > 0 {
+		f.failPost--
+		return nil, errors.New("github is down")
+	}
 	return map[string]any{}, nil
 }
 
@@ -107,15 +113,18 @@ func TestLivenessWatchBackoffCapAndEscalation(t *testing.T) {
 	clock.t = clock.t.Add(5 * time.Second)
 	w.check(ctx)
 	require.Len(t, f.respawns, 3)
+	f.failPost = 1 // GitHub fails the first escalation comment
 	clock.t = clock.t.Add(time.Minute)
 	w.check(ctx)
+	require.Equal(t, 1, count("session.liveness_escalation_failed"))
 	w.check(ctx)
 	clock.t = clock.t.Add(time.Minute)
 	w.check(ctx)
 	require.Len(t, f.respawns, 3, "the cap holds")
 	require.Equal(t, 3, count("session.liveness_respawned"))
-	require.Equal(t, 1, count("session.liveness_gave_up"), "escalated once")
-	require.Equal(t, []graph.Operation{"github.add-comment", "github.set-labels"}, f.calls, "one comment, one label")
+	require.Equal(t, 1, count("session.liveness_gave_up"), "gave up once")
+	require.Equal(t, 1, count("session.liveness_escalated"), "escalated once")
+	require.Equal(t, []graph.Operation{"github.add-comment", "github.add-comment", "github.set-labels"}, f.calls, "the failed comment retried on the next tick; then one label")
 
 	// Someone's event brought it back: the count starts afresh.
 	f.liveness[sessions.TmuxName(active)] = sessions.LivenessLive

@@ -324,7 +324,11 @@ func (d *Daemon) Run(ctx context.Context) (err error) {
 			err = errors.New("daemon: the dispatcher stopped")
 		}
 	}
-	// Stop taking webhooks first, then drain the dispatcher.
+	// No respawn while stopping; stop taking webhooks, then drain the
+	// dispatcher.
+	if d.live != nil {
+		_ = d.live.Close()
+	}
 	sctx, scancel := context.WithTimeout(context.Background(), 10*time.Second)
 	_ = srv.Shutdown(sctx)
 	scancel()
@@ -502,6 +506,12 @@ func (d *Daemon) wire(ctx context.Context, q *queue.Queue, owner string) (*ingre
 		d.live = newLivenessWatch(d.cfg.Liveness, livenessDeps{
 			Registry: d.reg, Tmux: d.tmux, Manager: d.mgr, Integrations: d.integ,
 			Owns: d.ownsItem, Rebind: d.link.rebind, Clock: d.deps.Clock, Record: d.emit,
+			Assignment: func(ctx context.Context, item workitem.Ref, cwd string) string {
+				if gc := d.link.spawnContext(ctx, item, cwd); gc != nil {
+					return gc.Assignment
+				}
+				return ""
+			},
 		})
 	}
 	return srv, disp, nil

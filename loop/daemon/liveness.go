@@ -73,7 +73,7 @@ func (c LivenessConfig) withDefaults() LivenessConfig {
 
 // livenessPrompt is pasted into the session the watch brought back. Fixed
 // text: nothing from the dead pane reaches the agent.
-const livenessPrompt = "Your previous session ended unexpectedly and loopd restarted it. Continue where the work stands: run `loopctl graph status` for the node you are at and its assignment, and read the artifacts named above."
+const livenessPrompt = "Your previous session ended unexpectedly and loopd restarted it. Continue where the work stands: read the work item's artifacts; `loopctl graph status` shows where the work item stands."
 
 // The watch's collaborators, as narrow as it uses them.
 type (
@@ -97,6 +97,10 @@ type livenessDeps struct {
 	// Owns reports whether this node owns the item (always true on a
 	// single node; the item's lease in a cluster).
 	Owns func(ctx context.Context, item workitem.Ref) bool
+	// Assignment is the current node's assignment for the item checked
+	// out in cwd ("" when unknown), added to the prompt so a fresh
+	// conversation knows its work, as at a spawn.
+	Assignment func(ctx context.Context, item workitem.Ref, cwd string) string
 	// Rebind binds a respawned session in the item's graph state.
 	Rebind func(ctx context.Context, item workitem.Ref, cwd, sessionID string)
 	Clock  graph.Clock
@@ -260,13 +264,28 @@ func (w *livenessWatch) dead(ctx context.Context, rec sessions.Record, lv sessio
 
 	fields := []graph.Field{{Key: "work_item", Value: key}, {Key: "found", Value: lv.String()}, {Key: "attempt", Value: attempt},
 		{Key: "previous_session_id", Value: rec.SessionID}}
-	res, err := w.deps.Manager.Respawn(ctx, rec.Item, livenessPrompt)
+	prompt := livenessPrompt
+	if w.deps.Assignment != nil {
+		if a := w.deps.Assignment(ctx, rec.Item, rec.Cwd); a != "" {
+			prompt += "\n\nThe node you are at and its assignment:\n\n" + a
+		}
+	}
+	res, err := w.deps.Manager.Respawn(ctx, rec.Item, prompt)
 	if err != nil {
 		w.deps.Record("session.liveness_respawn_failed", graph.LevelWarning, append(fields, graph.Field{Key: "error", Value: err.Error()})...)
 		return
 	}
 	if res.Averted {
-		// It came back (an event respawned it) between the probe and now.
+		// It was live after all (an event respawned it between the probe
+		// and now, or tmux answered dead for a moment): nothing was
+		// respawned, so nothing counts against the cap.
+		w.mu.Lock()
+		if st := w.items[key]; st != nil && len(st.respawns) > 0 {
+			st.respawns = st.respawns[:len(st.respawns)-1]
+			st.next = time.Time{}
+		}
+		w.mu.Unlock()
+		w.deps.Record("session.liveness_respawn_averted", graph.LevelInfo, fields...)
 		return
 	}
 	if res.Record.SessionID != rec.SessionID && w.deps.Rebind != nil {

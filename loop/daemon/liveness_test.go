@@ -78,7 +78,9 @@ func TestLivenessWatchRespawnsKilledHarness(t *testing.T) {
 			return len(w.livenessRespawns()) > before && w.paneLive(n) || w.count("session.liveness_gave_up") > 0
 		})
 	}
-	require.Equal(t, 3, attempts(), "three respawn attempts, then the watch gave up")
+	require.Equal(t, 3, attempts(), "three respawn attempts, then the watch gave up\n%s", w.eventNames())
+	require.Contains(t, w.received(), "loopd restarted it", "the resumed conversation is told what happened")
+	require.Contains(t, w.received(), "The node you are at and its assignment", "and given its node's assignment")
 	require.Equal(t, 1, w.spawns(), "the conversation was resumed each time, never started afresh")
 	require.Equal(t, float64(len(w.livenessRespawns())), w.counter("theloop_sessions_respawned_total", map[string]string{"cause": "liveness", "how": "resumed"}))
 	require.GreaterOrEqual(t, len(w.livenessRespawns()), 1)

@@ -104,6 +104,15 @@ type Settings struct {
 			HarnessKillGrace   time.Duration
 			ResumeProbe        time.Duration
 			SessionPerPr       string
+			// Liveness is routing.tmux.liveness: the watch that respawns
+			// a session whose harness died.
+			Liveness struct {
+				Enabled     bool
+				Interval    time.Duration
+				MaxRespawns int
+				Window      time.Duration
+				Backoff     time.Duration
+			}
 		}
 		// Sandbox is routing.sandbox: "on" (Landlock confines every agent
 		// session) or "off".
@@ -502,6 +511,33 @@ var settingReaders = []settingReader{
 		s.Routing.Tmux.ResumeProbe = r.seconds("routing.tmux.resumeProbeSeconds")
 		if s.Routing.Tmux.ResumeProbe <= 0 {
 			r.add("routing.tmux.resumeProbeSeconds: must be greater than 0")
+		}
+	}},
+	{"routing.tmux.liveness.enabled", func(r *settingsReader, s *Settings) {
+		s.Routing.Tmux.Liveness.Enabled = r.boolean("routing.tmux.liveness.enabled")
+	}},
+	{"routing.tmux.liveness.intervalSeconds", func(r *settingsReader, s *Settings) {
+		s.Routing.Tmux.Liveness.Interval = r.seconds("routing.tmux.liveness.intervalSeconds")
+		if s.Routing.Tmux.Liveness.Interval <= 0 {
+			r.add("routing.tmux.liveness.intervalSeconds: must be greater than 0 (set routing.tmux.liveness.enabled: false to turn the watch off)")
+		}
+	}},
+	{"routing.tmux.liveness.maxRespawns", func(r *settingsReader, s *Settings) {
+		s.Routing.Tmux.Liveness.MaxRespawns = r.integer("routing.tmux.liveness.maxRespawns")
+		if s.Routing.Tmux.Liveness.MaxRespawns <= 0 {
+			r.add("routing.tmux.liveness.maxRespawns: must be at least 1 (set routing.tmux.liveness.enabled: false to turn the watch off)")
+		}
+	}},
+	{"routing.tmux.liveness.windowSeconds", func(r *settingsReader, s *Settings) {
+		s.Routing.Tmux.Liveness.Window = r.seconds("routing.tmux.liveness.windowSeconds")
+		if s.Routing.Tmux.Liveness.Window <= 0 {
+			r.add("routing.tmux.liveness.windowSeconds: must be greater than 0")
+		}
+	}},
+	{"routing.tmux.liveness.backoffSeconds", func(r *settingsReader, s *Settings) {
+		s.Routing.Tmux.Liveness.Backoff = r.seconds("routing.tmux.liveness.backoffSeconds")
+		if s.Routing.Tmux.Liveness.Backoff < 0 {
+			r.add("routing.tmux.liveness.backoffSeconds: must not be negative")
 		}
 	}},
 	{"routing.tmux.sessionPerPr", func(r *settingsReader, s *Settings) {

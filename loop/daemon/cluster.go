@@ -115,6 +115,17 @@ func (d *Daemon) record(ref string) (workitem.Ref, sessions.Record, bool) {
 	return item, rec, live
 }
 
+// ownsItem: on a single node every item is this node's; in a cluster the
+// item's lease says (an unreadable lease is not ours: never act on it).
+func (d *Daemon) ownsItem(ctx context.Context, item workitem.Ref) bool {
+	sh := d.sharedDispatcher()
+	if sh == nil {
+		return true
+	}
+	owner, err := sh.Leases().Owner(ctx, queue.SlotOf(item.String()))
+	return err == nil && owner == d.cfg.Cluster.Node
+}
+
 // holdsItem: an item with a live session here stays owned by this node.
 func (d *Daemon) holdsItem(ref string) bool {
 	_, _, live := d.record(ref)

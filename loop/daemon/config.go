@@ -149,6 +149,9 @@ type Config struct {
 	HarnessKillGrace time.Duration
 	// ResumeOnRespawn reopens a dead session's conversation first.
 	ResumeOnRespawn bool
+	// Liveness is the watch that respawns a session whose harness died
+	// (liveness.go; docs/daemon.md §6.8).
+	Liveness LivenessConfig
 	// ResumeProbe is how long a resumed harness must stay alive to count
 	// as resumed (routing.tmux.resumeProbeSeconds; 0: sessions' default).
 	ResumeProbe time.Duration
@@ -252,6 +255,7 @@ func DefaultConfig() Config {
 		DefaultHarness:      "claude",
 		SpawnWorkdir:        ".",
 		ResumeOnRespawn:     true,
+		Liveness:            DefaultLivenessConfig(),
 		HarnessTrust:        HarnessTrust{Enabled: true, Scope: sessions.TrustWorkspaceRoot, AcceptBypass: sessions.BypassAuto},
 		HarnessPlugins:      true,
 		KeepSessionOnClose:  true,
@@ -348,6 +352,8 @@ func ConfigFromSettings(st loop.Settings, getenv func(string) string) (Config, [
 	cfg.HarnessKillGrace = tm.HarnessKillGrace
 	cfg.ResumeOnRespawn = tm.ResumeOnRespawn
 	cfg.ResumeProbe = tm.ResumeProbe
+	cfg.Liveness = LivenessConfig{Off: !tm.Liveness.Enabled, Interval: tm.Liveness.Interval, MaxRespawns: tm.Liveness.MaxRespawns,
+		Window: tm.Liveness.Window, Backoff: tm.Liveness.Backoff, Label: DefaultLivenessConfig().Label}
 	cfg.SandboxOff = rt.Sandbox == "off"
 	cfg.AgentEnv = rt.AgentEnv
 	cfg.Tmux.RemainOnExit = tm.RemainOnExit

@@ -96,6 +96,8 @@ type Daemon struct {
 	recv   *ingress.Receiver
 	link   *graphLink
 	intake *intake
+	// live respawns dead sessions (liveness.go).
+	live *livenessWatch
 	// verifier re-reads a comment before it decides a gate.
 	verifier CommentVerifier
 
@@ -279,6 +281,11 @@ func (d *Daemon) Run(ctx context.Context) (err error) {
 	}
 	defer stopService()
 
+	if d.live != nil {
+		d.live.Start()
+		defer d.live.Close()
+	}
+
 	stopOutbox, err := d.startOutbox()
 	if err != nil {
 		_ = srv.Close()
@@ -317,7 +324,11 @@ func (d *Daemon) Run(ctx context.Context) (err error) {
 			err = errors.New("daemon: the dispatcher stopped")
 		}
 	}
-	// Stop taking webhooks first, then drain the dispatcher.
+	// No respawn while stopping; stop taking webhooks, then drain the
+	// dispatcher.
+	if d.live != nil {
+		_ = d.live.Close()
+	}
 	sctx, scancel := context.WithTimeout(context.Background(), 10*time.Second)
 	_ = srv.Shutdown(sctx)
 	scancel()
@@ -490,6 +501,18 @@ func (d *Daemon) wire(ctx context.Context, q *queue.Queue, owner string) (*ingre
 	if err != nil {
 		_ = srv.Close()
 		return nil, nil, err
+	}
+	if !d.cfg.Liveness.Off {
+		d.live = newLivenessWatch(d.cfg.Liveness, livenessDeps{
+			Registry: d.reg, Tmux: d.tmux, Manager: d.mgr, Integrations: d.integ,
+			Owns: d.ownsItem, Rebind: d.link.rebind, Clock: d.deps.Clock, Record: d.emit,
+			Assignment: func(ctx context.Context, item workitem.Ref, cwd string) string {
+				if gc := d.link.spawnContext(ctx, item, cwd); gc != nil {
+					return gc.Assignment
+				}
+				return ""
+			},
+		})
 	}
 	return srv, disp, nil
 }

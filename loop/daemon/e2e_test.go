@@ -131,6 +131,9 @@ func newWorldHooks(t testing.TB, hooks int, edit func(*daemon.Config)) *world {
 	cfg.Tmux.ReadyTimeout = 15 * time.Second
 	cfg.Tmux.ReceiptTimeout = 15 * time.Second
 	cfg.Tmux.TempDir = t.TempDir()
+	// The tests that kill a harness to see an event bring it back must not
+	// race the liveness watch; liveness_test.go turns it on.
+	cfg.Liveness.Off = true
 	if edit != nil {
 		edit(&cfg)
 	}

@@ -81,6 +81,8 @@ type Metrics struct {
 	apiRequests    *prometheus.CounterVec
 	apiTime        *prometheus.HistogramVec
 	forged         *prometheus.CounterVec
+	respawned      *prometheus.CounterVec
+	respawnGaveUp  prometheus.Counter
 
 	mu    sync.Mutex
 	where map[string]position // work item → where it stands
@@ -152,11 +154,27 @@ func New(cfg Config) *Metrics {
 
 	m.forged = f("forged_decisions_total", "Comments refused as gate decisions because GitHub, re-read by id, does not hold them as claimed (routing.forged), by reason.", "reason")
 
-	m.reg.MustRegister(m.webhooks, m.dispatches, m.dispatchTime, m.dispatchLat, m.calls, m.callTime, m.githubRequests, m.rateRemaining,
+	m.respawned = f("sessions_respawned_total", "Dead sessions brought back, by cause (liveness: the watch found the harness dead; event: an event reached a dead session) and how (resumed, fresh).", "cause", "how")
+	m.respawnGaveUp = prometheus.NewCounter(prometheus.CounterOpts{Namespace: Namespace, Name: "sessions_respawn_gave_up_total",
+		Help: "Work items the liveness watch stopped respawning after routing's cap, and escalated."})
+
+	m.reg.MustRegister(m.webhooks, m.respawned, m.respawnGaveUp, m.dispatches, m.dispatchTime, m.dispatchLat, m.calls, m.callTime, m.githubRequests, m.rateRemaining,
 		m.nodeTime, m.gateDwell, m.transitions, m.escalations, m.hookTime, m.apiRequests, m.apiTime, m.forged,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 		&scrapeCollector{m: m})
 	return m
+}
+
+// respawnHow reads a respawn event's resumed field: resumed or fresh.
+func respawnHow(e graph.LogEvent) string {
+	for _, f := range e.Fields {
+		if f.Key == "resumed" {
+			if b, _ := f.Value.(bool); b {
+				return "resumed"
+			}
+		}
+	}
+	return "fresh"
 }
 
 // ShippedGates lists the human-gate nodes of theloop's shipped loops.
@@ -254,6 +272,15 @@ func (m *Metrics) Emit(e graph.LogEvent) {
 		return
 	case ingress.EventForged:
 		m.forged.WithLabelValues(str("reason")).Inc()
+		return
+	case "session.liveness_respawned":
+		m.respawned.WithLabelValues("liveness", respawnHow(e)).Inc()
+		return
+	case "session.liveness_gave_up":
+		m.respawnGaveUp.Inc()
+		return
+	case "dispatch.respawned":
+		m.respawned.WithLabelValues("event", respawnHow(e)).Inc()
 		return
 	}
 	if len(e.Name) > 9 && e.Name[:9] == "dispatch." {

@@ -233,3 +233,20 @@ func TestHookDurationsFromARealRuntime(t *testing.T) {
 	require.Greater(t, n, uint64(5), "every exit chain's hooks were timed")
 	require.Equal(t, uint64(1), value(t, fams, "theloop_hook_duration_seconds", map[string]string{"hook": "validate-artifacts", "boundary": "exit", "mode": "check", "status": "pass"}).GetHistogram().GetSampleCount(), "requirements-definition's exit chain")
 }
+
+// Respawns are counted by cause (the liveness watch, an event) and how
+// (resumed, fresh); the watch giving up on a work item is counted apart.
+func TestRespawnsCounted(t *testing.T) {
+	at := time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)
+	m := metrics.New(metrics.Config{})
+	m.Emit(ev(at, "session.liveness_respawned", "work_item", "github:o/r#1", "resumed", true))
+	m.Emit(ev(at, "session.liveness_respawned", "work_item", "github:o/r#1", "resumed", false))
+	m.Emit(ev(at, "session.liveness_respawned", "work_item", "github:o/r#1", "resumed", true))
+	m.Emit(ev(at, "dispatch.respawned", "work_item", "github:o/r#2", "resumed", true))
+	m.Emit(ev(at, "session.liveness_gave_up", "work_item", "github:o/r#1"))
+	fams := scrape(t, m)
+	require.Equal(t, 2.0, counter(t, fams, "theloop_sessions_respawned_total", map[string]string{"cause": "liveness", "how": "resumed"}))
+	require.Equal(t, 1.0, counter(t, fams, "theloop_sessions_respawned_total", map[string]string{"cause": "liveness", "how": "fresh"}))
+	require.Equal(t, 1.0, counter(t, fams, "theloop_sessions_respawned_total", map[string]string{"cause": "event", "how": "resumed"}))
+	require.Equal(t, 1.0, counter(t, fams, "theloop_sessions_respawn_gave_up_total", nil))
+}

@@ -26,10 +26,19 @@ type Client struct {
 // ErrUnreachable: no daemon answers at the socket or address.
 var ErrUnreachable = errors.New("loopd is not reachable")
 
+// maxSocketPath is the longest unix socket path every platform accepts
+// (sun_path is 104 bytes on macOS and the BSDs, 108 on Linux, with the NUL).
+const maxSocketPath = 103
+
 // NewSocketClient talks to the daemon listening on the unix socket path.
 func NewSocketClient(path string) *Client {
 	tr := &http.Transport{
 		DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
+			if len(path) > maxSocketPath {
+				// The kernel refuses such a path with a bare "invalid
+				// argument"; say what is wrong and how to fix it.
+				return nil, fmt.Errorf("the socket path is %d bytes, more than the %d a unix socket path may have: use a shorter state root (--state-root, state.root)", len(path), maxSocketPath)
+			}
 			var d net.Dialer
 			return d.DialContext(ctx, "unix", path)
 		},

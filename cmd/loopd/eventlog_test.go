@@ -2,13 +2,11 @@ package main
 
 import (
 	"io/fs"
-	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"syscall"
 	"testing"
-	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -38,16 +36,7 @@ func TestLoopdWritesNothingUnderItsWorkingDirectory(t *testing.T) {
 	var logs lockedBuffer
 	addr := startListening(t, cmd, &logs)
 	defer func() { _ = cmd.Process.Signal(syscall.SIGTERM); _, _ = cmd.Process.Wait() }()
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		resp, err := http.Get("http://" + addr + "/healthz")
-		if err == nil {
-			resp.Body.Close()
-			break
-		}
-		require.True(t, time.Now().Before(deadline), "loopd did not start")
-		time.Sleep(20 * time.Millisecond)
-	}
+	waitAnswering(t, addr)
 	require.NoError(t, cmd.Process.Signal(syscall.SIGTERM))
 	require.NoError(t, cmd.Wait())
 

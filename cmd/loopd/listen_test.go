@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"encoding/json"
+	"net/http"
 	"net/url"
 	"os/exec"
 	"strings"
@@ -61,4 +62,22 @@ func startListening(t *testing.T, cmd *exec.Cmd, logs *lockedBuffer) string {
 	}
 	t.Fatalf("loopd did not log that it is listening within 30s; its output:\n%s", logs.String())
 	return ""
+}
+
+// waitAnswering waits until loopd at addr answers /healthz at all (any
+// status): its listener is up.
+func waitAnswering(t *testing.T, addr string) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		resp, err := http.Get("http://" + addr + "/healthz")
+		if err == nil {
+			resp.Body.Close()
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("loopd did not answer at %s within 30s: %v", addr, err)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
 }

@@ -356,16 +356,7 @@ func idleRSS(t *testing.T, tracked int) {
 	var logs lockedBuffer
 	addr := startListening(t, cmd, &logs)
 	defer func() { _ = cmd.Process.Signal(syscall.SIGTERM); _, _ = cmd.Process.Wait() }()
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		resp, err := http.Get("http://" + addr + "/healthz")
-		if err == nil {
-			resp.Body.Close()
-			break
-		}
-		require.True(t, time.Now().Before(deadline), "loopd did not start")
-		time.Sleep(20 * time.Millisecond)
-	}
+	waitAnswering(t, addr)
 	time.Sleep(2 * time.Second)
 	status, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", cmd.Process.Pid))
 	require.NoError(t, err)
@@ -397,16 +388,7 @@ func TestOneInstancePerStateRootAndSIGTERMExitsCleanly(t *testing.T) {
 	first := run()
 	var logs lockedBuffer
 	addr := startListening(t, first, &logs)
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		resp, err := http.Get("http://" + addr + "/healthz")
-		if err == nil {
-			resp.Body.Close()
-			break
-		}
-		require.True(t, time.Now().Before(deadline), "loopd did not start")
-		time.Sleep(20 * time.Millisecond)
-	}
+	waitAnswering(t, addr)
 	second := run()
 	out, err := second.CombinedOutput()
 	var ee *exec.ExitError

@@ -130,8 +130,10 @@ func runLauncher(args []string) int {
 	return fail("unknown launcher mode %q", mode)
 }
 
-// targetEnv is the environment the target gets: filtered when the policy
-// names what to keep, with TMPDIR pointed at the agent's temp dir.
+// targetEnv is the environment the target gets: the launcher's own (which
+// loopd already allowlisted) filtered again through Env — BaseEnv, LC_*
+// and the policy's names, never a secret — with TMPDIR pointed at the
+// agent's temp dir.
 func targetEnv(p Policy) []string {
 	env := Env(os.Environ(), p.Env)
 	if p.TempDir != "" {

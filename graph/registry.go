@@ -43,15 +43,43 @@ func NewRegistry() *Registry {
 	return &Registry{hooks: map[string]HookSpec{}}
 }
 
-var defaultRegistry = NewRegistry()
+var (
+	defaultRegistry = NewRegistry()
+	defaultMu       sync.Mutex
+	defaultPending  []func(*Registry)
+)
 
 // DefaultRegistry is the process-wide registry that hook packages fill from
 // their init functions (theloop's own hooks register here when package
-// hooks is imported).
-func DefaultRegistry() *Registry { return defaultRegistry }
+// hooks is imported). Fills deferred with RegisterDefaultsLazily run on the
+// first call, before it returns.
+func DefaultRegistry() *Registry {
+	defaultMu.Lock()
+	defer defaultMu.Unlock()
+	for len(defaultPending) > 0 {
+		fill := defaultPending[0]
+		defaultPending = defaultPending[1:]
+		fill(defaultRegistry)
+	}
+	return defaultRegistry
+}
 
 // Register adds a hook to the default registry. See Registry.Register.
-func Register(spec HookSpec) { defaultRegistry.Register(spec) }
+func Register(spec HookSpec) { DefaultRegistry().Register(spec) }
+
+// RegisterDefaultsLazily defers a hook package's registration in the
+// default registry to DefaultRegistry's first call, instead of doing it in
+// the package's init: a program that imports the package but compiles its
+// graphs against its own registry (as loopctl and loop-gate do) then pays
+// nothing for it at start-up. Fills run in the order they were deferred,
+// under the default registry's lock: fill must add to the registry it is
+// given and must not call DefaultRegistry or Register. A duplicate name
+// panics on that first call rather than in init.
+func RegisterDefaultsLazily(fill func(*Registry)) {
+	defaultMu.Lock()
+	defer defaultMu.Unlock()
+	defaultPending = append(defaultPending, fill)
+}
 
 // Register adds a hook. It panics on an empty name, a nil function or a
 // duplicate name: each is a programming error that must fail at start-up,

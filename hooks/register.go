@@ -78,4 +78,8 @@ func NewRegistry() *graph.Registry {
 	return reg
 }
 
-func init() { Register(graph.DefaultRegistry()) }
+// The shipped hooks join graph.DefaultRegistry() when it is first used, not
+// in this package's init: loopctl and loop-gate link this package but use
+// their own registry (loop's ShippedHooks), and every process start would
+// otherwise build the specs for nothing.
+func init() { graph.RegisterDefaultsLazily(Register) }

@@ -77,6 +77,61 @@ func versionString() string { return buildinfo.Version(version) }
 
 // newApp assembles the command tree.
 func newApp(f *Factory) *cli.App {
+	cmds := make([]*cli.Command, len(topCommands))
+	for i, tc := range topCommands {
+		cmds[i] = tc.build(f)
+	}
+	return appWith(f, cmds)
+}
+
+// newAppFor builds only the top-level command argv names, when it names
+// one: every loopctl process used to construct all ~80 verbs, their flags
+// and help text (~50 page faults, a tenth of `loopctl --version`'s start)
+// to run one. Anything else — no verb, a flag first, help, completion, an
+// unknown word — gets the whole tree, so help and "did you mean" see every
+// verb.
+func newAppFor(f *Factory, argv []string) *cli.App {
+	if len(argv) > 1 {
+		for _, tc := range topCommands {
+			if tc.name == argv[1] {
+				return appWith(f, []*cli.Command{tc.build(f)})
+			}
+		}
+	}
+	if len(argv) == 2 && (argv[1] == "--version" || argv[1] == "-v") {
+		return appWith(f, nil)
+	}
+	return newApp(f)
+}
+
+// topCommands are loopctl's verbs in the order help lists them, by name
+// (TestTopCommandsNameWhatTheyBuild keeps each name equal to what its
+// constructor builds, and none has an alias).
+var topCommands = []struct {
+	name  string
+	build func(*Factory) *cli.Command
+}{
+	{"check", func(f *Factory) *cli.Command { return newCheckCmd(f, nil) }},
+	{"graph", newGraphCmd},
+	{"events", func(f *Factory) *cli.Command { return newEventsCmd(f, nil) }},
+	{"demo", func(f *Factory) *cli.Command { return newDemoCmd(f, nil) }},
+	{"install", func(f *Factory) *cli.Command { return newInstallCmd(f, nil) }},
+	{"uninstall", func(f *Factory) *cli.Command { return newUninstallCmd(f, nil) }},
+	{"dashboard", func(f *Factory) *cli.Command { return newDashboardCmd(f, nil) }},
+	{"completion", newCompletionCmd},
+	{"sessions", newSessionsCmd},
+	{"attention", newAttentionCmd},
+	{"daemon", func(f *Factory) *cli.Command { return newDaemonCmd(f, nil) }},
+	{"queue", func(f *Factory) *cli.Command { return newQueueCmd(f, nil) }},
+	{"config", newConfigCmd},
+	{"keys", newKeysCmd},
+	{"verify-decisions", newVerifyDecisionsCmd},
+	{"ask", newAskCmd},
+	{"critic", func(f *Factory) *cli.Command { return newCriticCmd(f, nil) }},
+	{"mcp", func(*Factory) *cli.Command { return movedMCPCmd() }},
+}
+
+func appWith(f *Factory, cmds []*cli.Command) *cli.App {
 	app := &cli.App{
 		Name:            "loopctl",
 		Usage:           "walk work items through theloop's process graph",
@@ -93,26 +148,7 @@ operator inspects, forces and skips.
 
 Try it without a GitHub account:  loopctl demo
 The MCP tools on stdio, for a harness: loopd mcp (formerly loopctl mcp).`,
-		Commands: []*cli.Command{
-			newCheckCmd(f, nil),
-			newGraphCmd(f),
-			newEventsCmd(f, nil),
-			newDemoCmd(f, nil),
-			newInstallCmd(f, nil),
-			newUninstallCmd(f, nil),
-			newDashboardCmd(f, nil),
-			newCompletionCmd(f),
-			newSessionsCmd(f),
-			newAttentionCmd(f),
-			newDaemonCmd(f, nil),
-			newQueueCmd(f, nil),
-			newConfigCmd(f),
-			newKeysCmd(f),
-			newVerifyDecisionsCmd(f),
-			newAskCmd(f),
-			newCriticCmd(f, nil),
-			movedMCPCmd(),
-		},
+		Commands:       cmds,
 		ExitErrHandler: func(*cli.Context, error) {},
 	}
 	installUsage(app)
@@ -137,7 +173,7 @@ func movedMCPCmd() *cli.Command {
 // Main runs loopctl with argv (argv[0] is the program name) and returns the
 // exit code.
 func Main(argv []string, f *Factory) int {
-	return mainWith(newApp(f), argv, f)
+	return mainWith(newAppFor(f, argv), argv, f)
 }
 
 // mainWith runs an assembled app (tests swap in commands that only parse).

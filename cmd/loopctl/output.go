@@ -9,16 +9,18 @@ import (
 	"strings"
 	"text/template"
 
-	"github.com/cli/go-gh/v2/pkg/jq"
 	"github.com/cli/go-gh/v2/pkg/term"
 	"github.com/urfave/cli/v2"
+
+	"github.com/theloop-dev/theloop/internal/jq"
 )
 
 // One output vocabulary for every verb that prints data, gh's: --format
 // table|json, plus --jq EXPR and --template TMPL over the JSON form. --jq
 // and --template imply JSON.
 //
-// --jq is go-gh's pkg/jq. --template is text/template over the decoded JSON
+// --jq is gh's --jq (internal/jq, on a copy of gojq whose builtin table
+// is built on first use, not on every start). --template is text/template over the decoded JSON
 // (fields by their JSON names, as in gh) with gh's small helpers (join,
 // pluck, truncate), not go-gh's pkg/template: that one links sprig and a
 // table printer whose package initialisers cost about 2 ms on every
@@ -69,7 +71,7 @@ func (o output) write(w io.Writer, v any) error {
 		return err
 	}
 	if o.JQ != "" {
-		if err := jq.Evaluate(&buf, w, o.JQ); err != nil {
+		if err := jq.Evaluate(buf.Bytes(), w, o.JQ); err != nil {
 			return failWith(exitRefused, "loopctl: --jq: %v", err)
 		}
 		return nil

@@ -1,6 +1,7 @@
 // Package graphfile reads process-graph files: YAML decoding with
 // goccy/go-yaml, validation against the JSON Schema that ships beside it
-// (graph.schema.json, draft-07, via xeipuuv/gojsonschema), and problems
+// (graph.schema.json, draft-07, checked by this package's own validator of
+// the keywords it uses — validate.go), and problems
 // reported with file, line and column. It is kept apart from package graph
 // so that a program that only runs graphs — the loop-gate Stop hook, which
 // compiles theloop's shipped graphs from generated Go literals — links
@@ -12,14 +13,11 @@ import (
 	_ "embed"
 	"fmt"
 	"sort"
-	"strconv"
 	"strings"
-	"sync"
 
 	"github.com/goccy/go-yaml"
 	"github.com/goccy/go-yaml/ast"
 	"github.com/goccy/go-yaml/parser"
-	"github.com/xeipuuv/gojsonschema"
 
 	"github.com/theloop-dev/theloop/graph"
 	"github.com/theloop-dev/theloop/internal/yamlguard"
@@ -31,22 +29,6 @@ import (
 //
 //go:embed graph.schema.json
 var SchemaJSON []byte
-
-var (
-	schemaOnce sync.Once
-	schema     *gojsonschema.Schema
-	schemaErr  error
-)
-
-func compiledSchema() (*gojsonschema.Schema, error) {
-	schemaOnce.Do(func() {
-		var root map[string]any
-		if root, schemaErr = validationSchema(); schemaErr == nil {
-			schema, schemaErr = gojsonschema.NewSchema(gojsonschema.NewGoLoader(root))
-		}
-	})
-	return schema, schemaErr
-}
 
 // Load parses and compiles a graph file in one step.
 func Load(source string, src []byte, reg *graph.Registry) (*graph.Graph, error) {
@@ -158,31 +140,28 @@ func (f *positions) validateSchema(v any) []graph.Problem {
 	if err != nil {
 		return []graph.Problem{{Where: f.source, Message: "the embedded graph schema does not compile: " + err.Error()}}
 	}
-	res, err := s.Validate(gojsonschema.NewGoLoader(v))
-	if err != nil {
-		return []graph.Problem{{Where: f.source, Message: "schema validation failed: " + err.Error()}}
-	}
-	if res.Valid() {
+	var found []violation
+	s.validate(v, "", &found)
+	if len(found) == 0 {
 		return nil
 	}
 	var probs []graph.Problem
 	seen := map[string]bool{}
-	for _, e := range res.Errors() {
-		path := schemaFieldToPath(e.Field())
+	for _, e := range found {
 		msg := schemaMessage(e)
-		key := path + "\x00" + msg
+		key := e.path + "\x00" + msg
 		if seen[key] {
 			continue
 		}
 		seen[key] = true
-		at := path
-		if prop, ok := e.Details()["property"].(string); ok && e.Type() == "additional_property_not_allowed" {
+		at := e.path
+		if e.kind == unknownKey {
 			// Point at the offending key itself when it can be found.
-			if p := strings.TrimPrefix(path+"."+prop, "."); f.positionOf(p).line > 0 {
+			if p := strings.TrimPrefix(e.path+"."+e.property, "."); f.positionOf(p).line > 0 {
 				at = p
 			}
 		}
-		probs = append(probs, graph.Problem{Where: f.where(at), Path: path, Message: msg})
+		probs = append(probs, graph.Problem{Where: f.where(at), Path: e.path, Message: msg})
 	}
 	sort.SliceStable(probs, func(i, j int) bool {
 		pi, pj := f.positionOf(probs[i].Path), f.positionOf(probs[j].Path)
@@ -194,43 +173,26 @@ func (f *positions) validateSchema(v any) []graph.Problem {
 	return probs
 }
 
-// schemaFieldToPath turns gojsonschema's "nodes.3.exit.0" into
-// "nodes[3].exit[0]" ("(root)" becomes "").
-func schemaFieldToPath(field string) string {
-	if field == "(root)" || field == "" {
-		return ""
-	}
-	var b strings.Builder
-	for i, part := range strings.Split(field, ".") {
-		if _, err := strconv.Atoi(part); err == nil {
-			b.WriteString("[" + part + "]")
-			continue
-		}
-		if i > 0 {
-			b.WriteString(".")
-		}
-		b.WriteString(part)
-	}
-	return b.String()
-}
-
-func schemaMessage(e gojsonschema.ResultError) string {
-	path := schemaFieldToPath(e.Field())
+func schemaMessage(e violation) string {
+	path := e.path
 	label := path
 	if label == "" {
 		label = "the graph"
 	}
-	d := e.Details()
-	switch e.Type() {
-	case "additional_property_not_allowed":
-		return fmt.Sprintf("unknown key %q in %s; check the spelling against graph.schema.json", d["property"], label)
-	case "required":
-		return fmt.Sprintf("%s is missing the required key %q", label, d["property"])
-	case "invalid_type":
-		return fmt.Sprintf("%s must be %v, not %v", label, d["expected"], d["given"])
-	case "enum":
-		return fmt.Sprintf("%s must be one of %v", label, d["allowed"])
-	case "number_one_of", "number_any_of":
+	switch e.kind {
+	case unknownKey:
+		return fmt.Sprintf("unknown key %q in %s; check the spelling against graph.schema.json", e.property, label)
+	case missingKey:
+		return fmt.Sprintf("%s is missing the required key %q", label, e.property)
+	case wrongType:
+		return fmt.Sprintf("%s must be %s, not %s", label, strings.Join(e.expected, " or "), e.given)
+	case notInEnum:
+		allowed := make([]string, len(e.allowed))
+		for i, a := range e.allowed {
+			allowed[i] = fmt.Sprint(a)
+		}
+		return fmt.Sprintf("%s must be one of [%s]", label, strings.Join(allowed, " "))
+	case noAlternative:
 		if strings.Contains(path, "entry[") || strings.Contains(path, "exit[") || strings.Contains(path, "onEscalation[") {
 			return fmt.Sprintf("malformed hook reference at %s: write a hook name, or a mapping with `hook:` and optional `with:`, `blocking:`, `timeout:`", label)
 		}
@@ -238,16 +200,19 @@ func schemaMessage(e gojsonschema.ResultError) string {
 			return fmt.Sprintf("%s must be a file name or a list of file names", label)
 		}
 		return fmt.Sprintf("%s has the wrong shape", label)
-	case "array_min_items":
+	case tooFewItems:
 		if path == "nodes" {
 			return "the graph declares no nodes"
 		}
-	case "string_gte":
+		return fmt.Sprintf("%s needs at least %g entries", label, e.limit)
+	case tooShort:
 		return fmt.Sprintf("%s must not be empty", label)
-	case "pattern":
+	case noMatch:
 		return fmt.Sprintf("%s must not be blank", label)
+	case tooSmall:
+		return fmt.Sprintf("%s must be at least %g", label, e.limit)
 	}
-	return label + ": " + e.Description()
+	return label + " breaks a rule of graph.schema.json"
 }
 
 // jsonShaped converts YAML-decoded values into JSON-compatible ones (string

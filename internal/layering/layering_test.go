@@ -300,13 +300,20 @@ var thinBinaries = []string{"./cmd/loopctl", "./cmd/loop-gate"}
 
 // heavyDeps are the packages (path prefixes) a thin binary must not link:
 // the embedded NATS server and its client (loop/queue), html/template (the
-// dashboard's pages), the MCP SDK (loopd mcp), chromedp (browser tests).
+// dashboard's pages), the MCP SDK (loopd mcp), chromedp (browser tests),
+// and two libraries whose package init costs every process start although
+// few runs use them: upstream gojq, which builds jq's builtin table in init
+// (--jq runs on internal/third_party/gojq, which builds it on first use),
+// and gojsonschema, which compiles regexps and meta-schemas in init (graph
+// files are validated by graph/graphfile's own checker).
 var heavyDeps = []string{
 	"github.com/nats-io/nats-server",
 	"github.com/nats-io/nats.go",
 	"html/template",
 	"github.com/modelcontextprotocol/go-sdk",
 	"github.com/chromedp",
+	"github.com/itchyny/gojq",
+	"github.com/xeipuuv/gojsonschema",
 }
 
 // TestThinBinariesLinkNoDaemon fails when `go list -deps` of loopctl or

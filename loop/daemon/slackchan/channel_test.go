@@ -238,12 +238,14 @@ func TestForgedRequestsAre401AndDoNothing(t *testing.T) {
 		return rr.Code
 	}
 	cases := map[string]func(r *http.Request){
-		"wrong secret":      func(r *http.Request) { slacksim.Sign(r, []byte("another-secret"), ev, w.now) },
-		"six minutes old":   func(r *http.Request) { slacksim.Sign(r, secret, ev, w.now.Add(-6*time.Minute)) },
-		"from the future":   func(r *http.Request) { slacksim.Sign(r, secret, ev, w.now.Add(6*time.Minute)) },
-		"no signature":      func(r *http.Request) { r.Header.Del("X-Slack-Signature") },
-		"no timestamp":      func(r *http.Request) { r.Header.Del("X-Slack-Request-Timestamp") },
-		"v1 scheme":         func(r *http.Request) { r.Header.Set("X-Slack-Signature", "v1="+strings.TrimPrefix(r.Header.Get("X-Slack-Signature"), "v0=")) },
+		"wrong secret":    func(r *http.Request) { slacksim.Sign(r, []byte("another-secret"), ev, w.now) },
+		"six minutes old": func(r *http.Request) { slacksim.Sign(r, secret, ev, w.now.Add(-6*time.Minute)) },
+		"from the future": func(r *http.Request) { slacksim.Sign(r, secret, ev, w.now.Add(6*time.Minute)) },
+		"no signature":    func(r *http.Request) { r.Header.Del("X-Slack-Signature") },
+		"no timestamp":    func(r *http.Request) { r.Header.Del("X-Slack-Request-Timestamp") },
+		"v1 scheme": func(r *http.Request) {
+			r.Header.Set("X-Slack-Signature", "v1="+strings.TrimPrefix(r.Header.Get("X-Slack-Signature"), "v0="))
+		},
 		"timestamp swapped": func(r *http.Request) { r.Header.Set("X-Slack-Request-Timestamp", fmt.Sprint(w.now.Unix()-1)) },
 		"body changed": func(r *http.Request) {
 			r.Body = httpBody(bytes.Replace(ev, []byte("hello"), []byte("approved"), 1))

@@ -108,4 +108,3 @@ func (c *Channel) serveSlash(w http.ResponseWriter, r *http.Request, body []byte
 	w.Header().Set("Content-Type", "application/json")
 	_ = json.NewEncoder(w).Encode(map[string]string{"response_type": "ephemeral", "text": text})
 }
-

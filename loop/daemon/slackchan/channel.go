@@ -151,6 +151,8 @@ type Channel struct {
 	api  *slack.Client
 	st   *store
 
+	// openMu serializes OpenThread, so one item never gets two parents.
+	openMu sync.Mutex
 	mu     sync.Mutex
 	ctx    context.Context
 	cancel context.CancelFunc
@@ -238,6 +240,8 @@ func (c *Channel) Thread(item workitem.Ref) (Thread, bool) { return c.st.thread(
 // bound (a respawn or a restart reuses it). The parent's ts is on disk
 // before OpenThread returns.
 func (c *Channel) OpenThread(ctx context.Context, item workitem.Ref) (Thread, error) {
+	c.openMu.Lock()
+	defer c.openMu.Unlock()
 	if t, ok := c.st.thread(item.String()); ok {
 		return t, nil
 	}
@@ -258,6 +262,16 @@ func (c *Channel) OpenThread(ctx context.Context, item workitem.Ref) (Thread, er
 	c.record("channel.slack.thread_opened", graph.LevelInfo, graph.Field{Key: "work_item", Value: item.String()},
 		graph.Field{Key: "channel", Value: ch}, graph.Field{Key: "thread_ts", Value: ts})
 	return t, nil
+}
+
+// OpenThreadInBackground is OpenThread under the channel's lifetime (Close
+// waits for it); its failure is recorded, not returned.
+func (c *Channel) OpenThreadInBackground(item workitem.Ref) {
+	c.goHandle(func(ctx context.Context) {
+		ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+		defer cancel()
+		_, _ = c.OpenThread(ctx, item)
+	})
 }
 
 // handleMessage is the one pipeline for a message event, from either

@@ -363,9 +363,17 @@ func TestSocketMode(t *testing.T) {
 	_, err = w.sim.NextAck(10 * time.Second)
 	require.NoError(t, err)
 
+	// An inner event slack-go cannot read is still acknowledged (else
+	// Slack redelivers it forever) and does nothing.
+	odd := json.RawMessage(`{"type":"event_callback","event_id":"Ev502","event":{"type":"made_up_event","user":"UALICE"}}`)
+	require.NoError(t, conn.WriteJSON(slacksim.Envelope("env-odd", "events_api", odd, 0)))
+	ack, err := w.sim.NextAck(10 * time.Second)
+	require.NoError(t, err)
+	require.Equal(t, "env-odd", ack.EnvelopeID)
+
 	slash := map[string]any{"command": "/the-loop", "text": "pause octo/app#12", "user_id": "UALICE", "trigger_id": "trig-sock", "channel_id": "C1"}
 	require.NoError(t, conn.WriteJSON(slacksim.Envelope("env-4", "slash_commands", slash, 0)))
-	ack, err := w.sim.NextAck(10 * time.Second)
+	ack, err = w.sim.NextAck(10 * time.Second)
 	require.NoError(t, err)
 	require.Equal(t, "env-4", ack.EnvelopeID)
 	require.Contains(t, string(ack.Payload), "pause github:octo/app#12: queued (as @alice")

@@ -30,6 +30,14 @@ func (c *Channel) serveEvents(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "POST only", http.StatusMethodNotAllowed)
 		return
 	}
+	// A request without a signature, or stamped outside the window, is
+	// refused before its body is read: a stranger who reaches the port
+	// makes loopd hold nothing.
+	if err := precheck(r.Header, c.cfg.SigningSecret, c.deps.Now()); err != nil {
+		c.record("channel.slack.rejected", graph.LevelWarning, graph.Field{Key: "remote", Value: r.RemoteAddr}, graph.Field{Key: "reason", Value: err.Error()})
+		http.Error(w, "unauthorized: "+err.Error(), http.StatusUnauthorized)
+		return
+	}
 	body, err := io.ReadAll(io.LimitReader(r.Body, MaxBody+1))
 	if err != nil || len(body) > MaxBody {
 		http.Error(w, "request body unreadable or too large", http.StatusRequestEntityTooLarge)

@@ -2,6 +2,7 @@ package slackchan
 
 import (
 	"context"
+	"encoding/json"
 	"strconv"
 
 	"github.com/slack-go/slack"
@@ -68,6 +69,20 @@ func (c *Channel) socketEvent(sm *socketmode.Client, evt socketmode.Event) {
 			text = c.handleSlash(c.ctx, cmd)
 		}
 		_ = sm.AckCtx(c.ctx, evt.Request.EnvelopeID, map[string]string{"response_type": "ephemeral", "text": text})
+	case socketmode.EventTypeErrorBadMessage:
+		// slack-go could not read the envelope (an inner event type it does
+		// not know): acknowledge it anyway, or Slack redelivers it forever.
+		bad, _ := evt.Data.(*socketmode.ErrorBadMessage)
+		if bad == nil {
+			return
+		}
+		var head struct {
+			EnvelopeID string `json:"envelope_id"`
+		}
+		if json.Unmarshal(bad.Message, &head) == nil && head.EnvelopeID != "" && printableID(head.EnvelopeID) {
+			_ = sm.AckCtx(c.ctx, head.EnvelopeID, nil)
+		}
+		c.record("channel.slack.malformed", graph.LevelWarning, graph.Field{Key: "error", Value: clip(bad.Cause.Error(), 300)})
 	default:
 		if evt.Request != nil && evt.Request.EnvelopeID != "" {
 			_ = sm.AckCtx(c.ctx, evt.Request.EnvelopeID, nil)

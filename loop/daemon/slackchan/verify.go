@@ -37,6 +37,27 @@ var (
 // MaxSkew of now. It is the only gate in front of the Events API and fails
 // closed on anything it cannot read.
 func Verify(h http.Header, body []byte, secret []byte, now time.Time) error {
+	if err := precheck(h, secret, now); err != nil {
+		return err
+	}
+	ts := h.Get("X-Slack-Request-Timestamp")
+	hexSig, ok := strings.CutPrefix(h.Get("X-Slack-Signature"), "v0=")
+	if !ok {
+		return fmt.Errorf("%w: not a v0 signature", ErrBadSignature)
+	}
+	got, err := hex.DecodeString(hexSig)
+	if err != nil || len(got) != sha256.Size {
+		return fmt.Errorf("%w: not a hex SHA-256", ErrBadSignature)
+	}
+	if !hmac.Equal(got, Sign(secret, ts, body)) {
+		return ErrBadSignature
+	}
+	return nil
+}
+
+// precheck is what Verify checks before the body: a secret, both headers,
+// a timestamp within MaxSkew.
+func precheck(h http.Header, secret []byte, now time.Time) error {
 	if len(secret) == 0 {
 		return ErrNoSigningSecret
 	}
@@ -50,17 +71,6 @@ func Verify(h http.Header, body []byte, secret []byte, now time.Time) error {
 	}
 	if d := now.Sub(time.Unix(secs, 0)); d > MaxSkew || d < -MaxSkew {
 		return ErrStale
-	}
-	hexSig, ok := strings.CutPrefix(sig, "v0=")
-	if !ok {
-		return fmt.Errorf("%w: not a v0 signature", ErrBadSignature)
-	}
-	got, err := hex.DecodeString(hexSig)
-	if err != nil || len(got) != sha256.Size {
-		return fmt.Errorf("%w: not a hex SHA-256", ErrBadSignature)
-	}
-	if !hmac.Equal(got, Sign(secret, ts, body)) {
-		return ErrBadSignature
 	}
 	return nil
 }

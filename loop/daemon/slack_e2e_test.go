@@ -167,4 +167,22 @@ func TestSlackThreadRepliesReachTheSessionButDecideNoGate(t *testing.T) {
 	require.Equal(t, th, th2)
 	require.Equal(t, 1, strings.Count(w.received(), "Approved, ship it."))
 	require.Len(t, w.slackMirrors(n), 1)
+
+	// stop, then start again from Slack: the session ends and comes back
+	// (queued as the ticket's start keyword), in the same thread.
+	parents := sim.Posts()
+	now = time.Now()
+	require.Equal(t, http.StatusOK, w.slack(slacksim.SlashCommand("UDANA", "stop octo/demo#"+strconv.Itoa(n), "trig-stop"), now, true))
+	rec, err = sessions.OpenRegistry(sessions.RegistryDir(w.cfg.StateRoot))
+	require.NoError(t, err)
+	r, err = rec.Get(item)
+	require.NoError(t, err)
+	require.False(t, r.Status.Live(), "stopped from Slack")
+	spawned := w.spawns()
+	require.Equal(t, http.StatusOK, w.slack(slacksim.SlashCommand("UDANA", "start octo/demo#"+strconv.Itoa(n), "trig-start"), now, true))
+	w.eventually("the session to start again", func() bool { return w.spawns() > spawned })
+	w.waitIdle()
+	require.Len(t, w.withField("control.slack", "command", "start"), 1)
+	require.Equal(t, len(parents), len(sim.Posts()), "no second thread")
+	w.requireAtGate(n, "stop and start decide no gate")
 }

@@ -97,6 +97,11 @@ func (c Config) Validate() error {
 	return nil
 }
 
+// slackUnescape undoes the three escapes Slack applies to message text
+// (https://api.slack.com/reference/surfaces/formatting#escaping), so the
+// session and the ticket read what the person typed.
+var slackUnescape = strings.NewReplacer("&lt;", "<", "&gt;", ">", "&amp;", "&")
+
 var slackUserID = regexp.MustCompile(`^[UW][A-Z0-9]{2,20}$`)
 
 func orDefault(s, d string) string {
@@ -295,7 +300,7 @@ func (c *Channel) handleMessage(ctx context.Context, eventID string, m *message)
 		return
 	}
 	base = append(base, graph.Field{Key: "login", Value: p.Login})
-	text := strings.TrimSpace(m.Text)
+	text := strings.TrimSpace(slackUnescape.Replace(m.Text))
 	decision := hooks.Classify([]string{text})
 	// The ticket is the record: the mirror comes first. It is marked, so no
 	// ingress reads it as a keyword or a decision.

@@ -168,7 +168,7 @@ func TestReplyDeliveredOnceDespiteRetriesAndDuplicates(t *testing.T) {
 	th, err := w.ch.OpenThread(context.Background(), item)
 	require.NoError(t, err)
 
-	ev := slacksim.MessageEvent("Ev001", th.Channel, th.TS, "1700000001.000100", "UALICE", "please also cover the empty list")
+	ev := slacksim.MessageEvent("Ev001", th.Channel, th.TS, "1700000001.000100", "UALICE", "please also cover the empty list &amp; n &lt; 0")
 	require.Equal(t, http.StatusOK, w.send(t, ev, w.now, false, nil).Code)
 	// Slack's retries of the same delivery, and the same event id again.
 	require.Equal(t, http.StatusOK, w.send(t, ev, w.now, false, map[string]string{"X-Slack-Retry-Num": "1", "X-Slack-Retry-Reason": "http_timeout"}).Code)
@@ -176,10 +176,10 @@ func TestReplyDeliveredOnceDespiteRetriesAndDuplicates(t *testing.T) {
 	require.NoError(t, w.ch.Close()) // waits for the handling
 
 	comments, replies, _ := w.be.snapshot()
-	require.Equal(t, []string{"github:octo/app#12|alice|please also cover the empty list"}, replies)
+	require.Equal(t, []string{"github:octo/app#12|alice|please also cover the empty list & n < 0"}, replies, "Slack's escapes undone")
 	require.Len(t, comments, 1)
 	require.True(t, ingress.SelfAuthored(comments[0]), "the mirror is marked, so no ingress acts on it")
-	require.Contains(t, comments[0], "> please also cover the empty list")
+	require.Contains(t, comments[0], "> please also cover the empty list & n < 0")
 	require.Contains(t, comments[0], "Slack user UALICE (GitHub @alice)")
 	require.Equal(t, 2, w.rec.count("channel.slack.duplicate"))
 	require.Len(t, w.sim.Posts(), 1, "nothing answered in the thread")

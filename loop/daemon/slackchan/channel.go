@@ -393,13 +393,37 @@ func (c *Channel) handleSlash(ctx context.Context, cmd slack.SlashCommand) strin
 		return usage
 	}
 	c.record("channel.slack.control", graph.LevelInfo, append(base, graph.Field{Key: "verb", Value: verb})...)
-	effect, err := c.deps.Backend.Control(ctx, item, p, verb)
-	if err != nil {
-		c.record("channel.slack.control_failed", graph.LevelWarning, append(base, graph.Field{Key: "verb", Value: verb}, graph.Field{Key: "error", Value: err.Error()})...)
-		return fmt.Sprintf("%s %s refused: %s", verb, item, clip(err.Error(), 300))
+	// Slack wants the answer within 3 s; a stop that waits out the
+	// harness's grace takes longer. The outcome is answered inline when it
+	// comes in time, else posted to the person (ephemeral) when it comes.
+	done := make(chan string, 1)
+	c.goHandle(func(ctx context.Context) {
+		effect, err := c.deps.Backend.Control(ctx, item, p, verb)
+		if err != nil {
+			c.record("channel.slack.control_failed", graph.LevelWarning, append(base, graph.Field{Key: "verb", Value: verb}, graph.Field{Key: "error", Value: err.Error()})...)
+			done <- fmt.Sprintf("%s %s refused: %s", verb, item, clip(err.Error(), 300))
+			return
+		}
+		done <- fmt.Sprintf("%s %s: %s (as @%s; recorded on the ticket: %s)", verb, item, effect, p.Login, ticketLink(item))
+	})
+	select {
+	case text := <-done:
+		return text
+	case <-time.After(slashPatience):
+	case <-ctx.Done():
 	}
-	return fmt.Sprintf("%s %s: %s (as @%s; recorded on the ticket: %s)", verb, item, effect, p.Login, ticketLink(item))
+	c.goHandle(func(ctx context.Context) {
+		text := <-done
+		if _, err := c.api.PostEphemeralContext(ctx, cmd.ChannelID, cmd.UserID, slack.MsgOptionText(text, false)); err != nil {
+			c.record("channel.slack.post_failed", graph.LevelWarning, graph.Field{Key: "channel", Value: cmd.ChannelID}, graph.Field{Key: "error", Value: err.Error()})
+		}
+	})
+	return fmt.Sprintf("%s %s relayed as @%s; still in progress — the outcome follows here", verb, item, p.Login)
 }
+
+// slashPatience is how long a slash command's answer waits for the
+// effect, inside Slack's 3-second limit.
+const slashPatience = 2 * time.Second
 
 // post answers in a thread, best effort.
 func (c *Channel) post(ctx context.Context, channel, threadTS, text string) {

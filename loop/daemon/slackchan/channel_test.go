@@ -30,6 +30,8 @@ type backend struct {
 	replies    []string
 	controls   []string
 	replyErr   error
+	// slow, when set, holds Control until it is closed.
+	slow chan struct{}
 }
 
 func (b *backend) Authorized(login string) bool { return b.authorized[login] }
@@ -52,6 +54,9 @@ func (b *backend) Reply(_ context.Context, item workitem.Ref, from slackchan.Per
 }
 
 func (b *backend) Control(_ context.Context, item workitem.Ref, from slackchan.Person, verb string) (string, error) {
+	if b.slow != nil {
+		<-b.slow
+	}
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	b.controls = append(b.controls, verb+"|"+item.String()+"|"+from.Login)
@@ -396,4 +401,24 @@ func TestDeliveryFailureIsSaidInTheThread(t *testing.T) {
 	require.Contains(t, posts[1].Text, "not delivered to the session")
 	comments, _, _ := w.be.snapshot()
 	require.Len(t, comments, 1, "the ticket still has the message")
+}
+
+// A control slower than Slack's 3 s is answered "in progress" and its
+// outcome posted to the person when it comes.
+func TestSlowSlashCommandAnswersLater(t *testing.T) {
+	w := newWorld(t, slackchan.ModeEvents)
+	w.be.slow = make(chan struct{})
+	rr := w.send(t, slacksim.SlashCommand("UALICE", "stop octo/app#12", "trig-slow"), w.now, true, nil)
+	require.Equal(t, http.StatusOK, rr.Code)
+	require.Contains(t, rr.Body.String(), "stop github:octo/app#12 relayed as @alice; still in progress")
+	require.Empty(t, w.sim.Posts())
+	close(w.be.slow)
+	posts, err := w.sim.WaitPosts(1, 10*time.Second)
+	require.NoError(t, err)
+	require.Equal(t, "UALICE", posts[0].User, "ephemeral, to the person")
+	require.Equal(t, "C1", posts[0].Channel)
+	require.Contains(t, posts[0].Text, "stop github:octo/app#12: queued (as @alice")
+	require.NoError(t, w.ch.Close())
+	_, _, controls := w.be.snapshot()
+	require.Equal(t, []string{"stop|github:octo/app#12|alice"}, controls)
 }

@@ -24,9 +24,11 @@ import (
 	"github.com/gorilla/websocket"
 )
 
-// Post is one chat.postMessage call.
+// Post is one chat.postMessage or chat.postEphemeral call.
 type Post struct {
 	Token, Channel, Text, ThreadTS string
+	// User is set for chat.postEphemeral: whom the message shows to.
+	User string
 	// TS is the ts the stand-in answered.
 	TS string
 }
@@ -56,6 +58,7 @@ func New() *Server {
 	s := &Server{acks: make(chan Ack, 64), conns: make(chan *websocket.Conn, 4), changed: make(chan struct{}, 1)}
 	mux := http.NewServeMux()
 	mux.HandleFunc("/api/chat.postMessage", s.postMessage)
+	mux.HandleFunc("/api/chat.postEphemeral", s.postMessage)
 	mux.HandleFunc("/api/apps.connections.open", s.connectionsOpen)
 	mux.HandleFunc("/socket", s.socket)
 	s.Server = httptest.NewServer(mux)
@@ -89,7 +92,7 @@ func (s *Server) postMessage(w http.ResponseWriter, r *http.Request) {
 		p.ThreadTS, _ = body["thread_ts"].(string)
 	} else {
 		_ = r.ParseForm()
-		p.Channel, p.Text, p.ThreadTS = r.Form.Get("channel"), r.Form.Get("text"), r.Form.Get("thread_ts")
+		p.Channel, p.Text, p.ThreadTS, p.User = r.Form.Get("channel"), r.Form.Get("text"), r.Form.Get("thread_ts"), r.Form.Get("user")
 	}
 	if p.Channel == "" {
 		writeJSON(w, map[string]any{"ok": false, "error": "channel_not_found"})
@@ -109,7 +112,7 @@ func (s *Server) postMessage(w http.ResponseWriter, r *http.Request) {
 	if strings.HasPrefix(channel, "#") {
 		channel = "C" + strings.ToUpper(strings.TrimPrefix(channel, "#"))
 	}
-	writeJSON(w, map[string]any{"ok": true, "channel": channel, "ts": p.TS, "message": map[string]any{"text": p.Text, "ts": p.TS}})
+	writeJSON(w, map[string]any{"ok": true, "channel": channel, "ts": p.TS, "message_ts": p.TS, "message": map[string]any{"text": p.Text, "ts": p.TS}})
 }
 
 // ChannelID is the id the stand-in answers for a channel name: "#loop" →

@@ -147,6 +147,17 @@ var configKeys = []ConfigKey{
 	{Path: "eventLog.enabled", Type: "bool", Default: true},
 	{Path: "eventLog.path", Type: "string", Doc: "default <state root>/logs/events.jsonl"},
 
+	{Path: "channels", Type: "object", Doc: "chat channels through which people talk to sessions (docs/daemon.md §11.5)"},
+	{Path: "channels.slack", Type: "object", Doc: "the Slack channel: a thread per work item, authorized replies reach the session, /the-loop start|pause|resume|stop"},
+	{Path: "channels.slack.enabled", Type: "bool", Default: false, Doc: "serve the Slack channel (needs channel, the bot token and, by mode, the signing secret or the app token)"},
+	{Path: "channels.slack.mode", Type: "string", Default: "events", Enum: []string{"events", "socket"}, Doc: "events: Slack POSTs signed requests to eventsPath on the webhook listener; socket: loopd dials Slack (Socket Mode) and listens on nothing"},
+	{Path: "channels.slack.channel", Type: "string", Default: "", Doc: "the channel (id, or #name the bot is in) where each work item's thread opens when its session is spawned"},
+	{Path: "channels.slack.botTokenEnv", Type: "string", Default: "THE_LOOP_SLACK_BOT_TOKEN", Doc: "environment variable holding the bot token (xoxb-…, chat:write)"},
+	{Path: "channels.slack.appTokenEnv", Type: "string", Default: "THE_LOOP_SLACK_APP_TOKEN", Doc: "mode socket: environment variable holding the app-level token (xapp-…, connections:write)"},
+	{Path: "channels.slack.signingSecretEnv", Type: "string", Default: "THE_LOOP_SLACK_SIGNING_SECRET", Doc: "mode events: environment variable holding the app's signing secret; unset, loopd refuses to start (fail closed)"},
+	{Path: "channels.slack.eventsPath", Type: "string", Default: "/slack/events", Doc: "mode events: the path of the Events API and the slash command on the webhook listener"},
+	{Path: "channels.slack.users", Type: "free", Doc: "Slack user id (U…) → GitHub login; only a mapped login on routing.authorizedUsers is heard, anyone else changes nothing"},
+
 	{Path: "integrations", Type: "free", Doc: "outbound GitHub/Slack/Jira (checked by the integrations decoder)"},
 	{Path: "collaborators", Type: "free"},
 	{Path: "notifications", Type: "free"},

@@ -94,7 +94,10 @@ var removedKeyList = []struct{ path, why string }{
 	{"service.exposed", "TCP always needs the token"},
 	{"service.autoStart", "loopd runs under systemd"},
 	{"service.hostIngresses", "loopd always hosts its ingresses"},
-	{"channels", "theloop posts to Slack through integrations.slack"},
+	{"channels.slack.authorizedUsers", "channels.slack.users maps Slack ids to GitHub logins, authorized by routing.authorizedUsers"},
+	{"channels.slack.events", "the Slack thread opens at spawn; notifications go through integrations.slack"},
+	{"channels.slack.verbosity", "the Slack thread opens at spawn; notifications go through integrations.slack"},
+	{"channels.slack.read", "see channels.slack.mode (events or socket)"},
 	{"standingSessions", "theloop has no standing sessions; sessions belong to work items"},
 	{"selfDiagnosis", "theloop does not run a self-diagnosis agent"},
 }

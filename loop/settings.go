@@ -161,6 +161,11 @@ type Settings struct {
 		Enabled bool
 		Path    string
 	}
+	// Channels is channels.*: the chat channels people reach sessions
+	// through.
+	Channels struct {
+		Slack SlackSettings
+	}
 	// Integrations is the raw integrations block (nil when absent), which
 	// integrations.DecodeConfig checks.
 	Integrations map[string]any
@@ -616,6 +621,26 @@ var settingReaders = []settingReader{
 	{"eventLog.enabled", func(r *settingsReader, s *Settings) { s.EventLog.Enabled = r.boolean("eventLog.enabled") }},
 	{"eventLog.path", func(r *settingsReader, s *Settings) { s.EventLog.Path = r.str("eventLog.path") }},
 
+	{"channels.slack.enabled", func(r *settingsReader, s *Settings) { s.Channels.Slack.Enabled = r.boolean("channels.slack.enabled") }},
+	{"channels.slack.mode", func(r *settingsReader, s *Settings) { s.Channels.Slack.Mode = r.str("channels.slack.mode") }},
+	{"channels.slack.channel", func(r *settingsReader, s *Settings) { s.Channels.Slack.Channel = r.str("channels.slack.channel") }},
+	{"channels.slack.botTokenEnv", func(r *settingsReader, s *Settings) {
+		s.Channels.Slack.BotTokenEnv = r.str("channels.slack.botTokenEnv")
+	}},
+	{"channels.slack.appTokenEnv", func(r *settingsReader, s *Settings) {
+		s.Channels.Slack.AppTokenEnv = r.str("channels.slack.appTokenEnv")
+	}},
+	{"channels.slack.signingSecretEnv", func(r *settingsReader, s *Settings) {
+		s.Channels.Slack.SigningSecretEnv = r.str("channels.slack.signingSecretEnv")
+	}},
+	{"channels.slack.eventsPath", func(r *settingsReader, s *Settings) {
+		s.Channels.Slack.EventsPath = r.str("channels.slack.eventsPath")
+		if !strings.HasPrefix(s.Channels.Slack.EventsPath, "/") {
+			r.add(fmt.Sprintf("channels.slack.eventsPath: %q must start with /", s.Channels.Slack.EventsPath))
+		}
+	}},
+	{"channels.slack.users", readSlackUsers},
+
 	{"integrations", func(r *settingsReader, s *Settings) {
 		if m, ok := r.mapping("integrations"); ok {
 			s.Integrations = m
@@ -656,6 +681,58 @@ func readHarnessByRepository(r *settingsReader, s *Settings) {
 		}
 	}
 	s.record(key, maps.Clone(out), SourceFile)
+}
+
+// SlackSettings is channels.slack (docs/daemon.md §11.5).
+type SlackSettings struct {
+	Enabled                                    bool
+	Mode, Channel                              string
+	BotTokenEnv, AppTokenEnv, SigningSecretEnv string
+	EventsPath                                 string
+	// Users maps Slack user ids to GitHub logins.
+	Users map[string]string
+}
+
+func readSlackUsers(r *settingsReader, s *Settings) {
+	const key = "channels.slack.users"
+	out := map[string]string{}
+	s.Channels.Slack.Users = out
+	v, ok := r.get(key)
+	if !ok || v == nil {
+		s.record(key, map[string]string{}, SourceDefault)
+		return
+	}
+	m, isMap := v.(map[string]any)
+	if !isMap {
+		r.problem(key, "a mapping of Slack user id to GitHub login", v)
+		return
+	}
+	for _, id := range slices.Sorted(maps.Keys(m)) {
+		login, isStr := m[id].(string)
+		login = strings.TrimSpace(login)
+		switch {
+		case !slackUserID(id):
+			r.add(fmt.Sprintf("%s: %q is not a Slack user id (U… or W…: the member's profile → Copy member ID)", key, clipConfigText(id, 30)))
+		case !isStr || login == "":
+			r.add(fmt.Sprintf("%s.%s: %v is not a GitHub login", key, id, m[id]))
+		default:
+			out[id] = login
+		}
+	}
+	s.record(key, maps.Clone(out), SourceFile)
+}
+
+// slackUserID reports whether s looks like a Slack member id.
+func slackUserID(s string) bool {
+	if len(s) < 3 || len(s) > 21 || (s[0] != 'U' && s[0] != 'W') {
+		return false
+	}
+	for _, c := range s[1:] {
+		if (c < 'A' || c > 'Z') && (c < '0' || c > '9') {
+			return false
+		}
+	}
+	return true
 }
 
 func readKeywords(r *settingsReader, s *Settings) {

@@ -78,7 +78,7 @@ func TestShownCoversEveryReadKeyWithTheCatalogueDefault(t *testing.T) {
 func TestRemovedKeysAreRefusedAndMigratedAway(t *testing.T) {
 	for _, tc := range []struct{ yaml, key, nearest string }{
 		{"routing:\n  workspace: {root: /w, cloneProtocol: ssh}\n", "routing.workspace.cloneProtocol", ""},
-		{"channels:\n  slack: {channel: '#x'}\n", "channels", ""},
+		{"channels:\n  slack: {channel: '#x', read: {mode: poll}}\n", "channels.slack.read", ""},
 		{"standingSessions: []\n", "standingSessions", ""},
 		{"selfDiagnosis: {enabled: true}\n", "selfDiagnosis", ""},
 		{"polling:\n  sources:\n    - {provider: github, repos: [o/r], ghBinary: gh}\n", "polling.sources[].ghBinary", ""},

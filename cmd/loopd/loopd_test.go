@@ -66,6 +66,10 @@ func TestRunRefusesUnsafeWebhookSettings(t *testing.T) {
 			[]string{"THE_LOOP_GH_WEBHOOK_SECRET", "whitespace"}},
 		{"blank secret", "", map[string]string{"THE_LOOP_GH_WEBHOOK_SECRET": "   "}, nil,
 			[]string{"THE_LOOP_GH_WEBHOOK_SECRET", "blank"}},
+		// The Slack Events API fails closed as the webhook does.
+		{"slack events without a signing secret", "channels:\n  slack: {enabled: true, channel: C1}\n",
+			map[string]string{"THE_LOOP_GH_WEBHOOK_SECRET": "s3cret", "THE_LOOP_SLACK_BOT_TOKEN": "xoxb-1"}, nil,
+			[]string{"THE_LOOP_SLACK_SIGNING_SECRET", "channels.slack.signingSecretEnv"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			e, _, errb := testEnv(t, tc.env)

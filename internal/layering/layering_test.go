@@ -76,6 +76,10 @@ var rules = []rule{
 	{floorDaemonPart, "loop/daemon/dispatch", []string{"ingress", "loop/daemon/lease", "loop/daemon/queue", "internal/..."}},
 	{floorDaemonPart, "loop/daemon/metrics", []string{"graph", "ingress", "loop", "loop/daemon/queue", "internal/..."}},
 	{floorDaemonPart, "loop/daemon/outbox", []string{"graph", "ops", "workitem", "loop", "integrations", "internal/..."}},
+	// The Slack channel decides nothing: the daemon implements its Backend
+	// (authorization, the ticket, the session), so it needs only the
+	// vocabulary and the comment marker.
+	{floorDaemonPart, "loop/daemon/slackchan", []string{"graph", "hooks", "workitem", "internal/..."}},
 	{floorDaemonBase, "loop/daemon/queue", []string{"ingress", "internal/..."}},
 	{floorDaemonBase, "loop/daemon/lease", []string{"internal/..."}},
 	// The sandbox is a leaf under the daemon: std, go-landlock and x/sys
@@ -118,6 +122,7 @@ var rules = []rule{
 	{floorVocabulary, "plugin/install", []string{"plugin", "run", "internal/..."}},
 	{floorKernel, "run/runtest", []string{"run", "internal/..."}},
 	{floorKernel, "integrations/githubsim", []string{"internal/..."}},
+	{floorKernel, "loop/daemon/slackchan/slacksim", []string{"internal/..."}},
 
 	{floorLeaf, "run", []string{"internal/..."}},
 

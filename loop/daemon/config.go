@@ -13,6 +13,7 @@ import (
 	"github.com/theloop-dev/theloop/integrations"
 	"github.com/theloop-dev/theloop/loop"
 	"github.com/theloop-dev/theloop/loop/daemon/sandbox"
+	"github.com/theloop-dev/theloop/loop/daemon/slackchan"
 	"github.com/theloop-dev/theloop/sessions"
 )
 
@@ -232,6 +233,10 @@ type Config struct {
 	// Dashboard configures the web dashboard (zero: none).
 	Dashboard DashboardConfig
 
+	// Slack is channels.slack: the Slack channel (slack.go; nil: off). Its
+	// secrets are read from the environment by ConfigFromSettings.
+	Slack *slackchan.Config
+
 	// Service is the control plane (service.*; service.go).
 	Service ServiceConfig
 	// Cluster shares the work items among several loopd (service.node,
@@ -399,7 +404,15 @@ func ConfigFromSettings(st loop.Settings, getenv func(string) string) (Config, [
 		}
 		cfg.Integrations = ic
 	}
+	sc, err := slackConfig(st.Channels.Slack, st.StateRoot, getenv)
+	if err != nil {
+		return cfg, warns, err
+	}
+	cfg.Slack = sc
 	cfg.SecretEnvNames = secretNames(cfg, wh.SecretEnv, sv.TokenEnv)
+	// channels.slack's variables are credentials whether or not the
+	// channel is on: no agent gets them.
+	cfg.SecretEnvNames = append(cfg.SecretEnvNames, st.Channels.Slack.BotTokenEnv, st.Channels.Slack.AppTokenEnv, st.Channels.Slack.SigningSecretEnv)
 	if err := sandbox.CheckAgentEnv(cfg.AgentEnv, cfg.SecretEnvNames); err != nil {
 		return cfg, warns, fmt.Errorf("%w: %w", err, loop.ErrInvalidConfig)
 	}
@@ -433,6 +446,9 @@ func (c Config) Validate() error {
 	}
 	if err := ingress.CheckSecret(c.Secret); err != nil {
 		return fmt.Errorf("daemon: %w", err)
+	}
+	if c.Slack != nil && c.Slack.Mode == slackchan.ModeEvents && c.Slack.EventsPath == c.WebhookPath {
+		return fmt.Errorf("daemon: channels.slack.eventsPath %q is webhooks.ghWebhook.path too; give Slack its own path (default %s)", c.Slack.EventsPath, slackchan.DefaultEventsPath)
 	}
 	switch c.SpawnOnUnmatched {
 	case SpawnNever, SpawnAlways, SpawnLabeled:

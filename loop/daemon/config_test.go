@@ -309,3 +309,51 @@ func TestPayloadCloneURL(t *testing.T) {
 	}
 	require.Equal(t, "file:///srv/git/octo/repo.git", cloneURLs(nil, "file:///srv/git/{owner}/{repo}.git")(gh, nil), "the operator's template is trusted")
 }
+
+func TestConfigFromCLISlackChannel(t *testing.T) {
+	env := map[string]string{"BOT": "xoxb-1", "SIGN": "sig", "APP": "xapp-1", "THE_LOOP_SLACK_SIGNING_SECRET": "default-sig"}
+	getenv := func(k string) string { return env[k] }
+	for _, tc := range []struct {
+		name, yaml, err string
+		mode            string
+	}{
+		{"off by default", "", "", ""},
+		{"events", "channels:\n  slack: {enabled: true, channel: '#loop', botTokenEnv: BOT, signingSecretEnv: SIGN, users: {U1ABC: dana}}\n", "", "events"},
+		{"events, default secret variable", "channels:\n  slack: {enabled: true, channel: C1, botTokenEnv: BOT}\n", "", "events"},
+		{"events without a secret", "channels:\n  slack: {enabled: true, channel: C1, botTokenEnv: BOT, signingSecretEnv: NOPE}\n", "NOPE (channels.slack.signingSecretEnv) is not set", ""},
+		{"socket", "channels:\n  slack: {enabled: true, mode: socket, channel: C1, botTokenEnv: BOT, appTokenEnv: APP}\n", "", "socket"},
+		{"socket without an app token", "channels:\n  slack: {enabled: true, mode: socket, channel: C1, botTokenEnv: BOT}\n", "THE_LOOP_SLACK_APP_TOKEN (channels.slack.appTokenEnv) is not set", ""},
+		{"no bot token", "channels:\n  slack: {enabled: true, channel: C1}\n", "THE_LOOP_SLACK_BOT_TOKEN is not set", ""},
+		{"no channel", "channels:\n  slack: {enabled: true, botTokenEnv: BOT}\n", "channels.slack.channel", ""},
+		{"bad mode", "channels:\n  slack: {enabled: true, mode: poll}\n", "channels.slack.mode", ""},
+		{"bad user id", "channels:\n  slack: {users: {dana: dana}}\n", "channels.slack.users", ""},
+		{"typo", "channels:\n  slack: {chanel: C1}\n", "did you mean channels.slack.channel?", ""},
+		{"the reference's authorizedUsers", "channels:\n  slack: {authorizedUsers: [U1]}\n", "channels.slack.authorizedUsers is no longer accepted", ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c, err := loop.ParseCLIConfig("cli-config.yaml", []byte("state: {root: /srv/theloop}\n"+tc.yaml))
+			if err == nil {
+				var cfg Config
+				cfg, _, err = ConfigFromCLI(c, getenv, "/work")
+				if tc.err == "" {
+					require.NoError(t, err)
+					if tc.mode == "" {
+						require.Nil(t, cfg.Slack)
+					} else {
+						require.NotNil(t, cfg.Slack)
+						require.Equal(t, tc.mode, cfg.Slack.Mode)
+						require.Equal(t, "/srv/theloop/channels", cfg.Slack.StateDir)
+						require.Equal(t, "xoxb-1", cfg.Slack.BotToken)
+						require.Contains(t, cfg.SecretEnvNames, "BOT", "a renamed token variable is a secret")
+					}
+					return
+				}
+			}
+			require.ErrorIs(t, err, loop.ErrInvalidConfig)
+			require.ErrorContains(t, err, tc.err)
+		})
+	}
+	// A renamed variable is a secret too: routing.agentEnv may not name it.
+	_, _, err := ConfigFromCLI(parseCLI(t, "state: {root: /srv/theloop}\nrouting: {agentEnv: [BOT]}\nchannels:\n  slack: {botTokenEnv: BOT}\n"), getenv, "/work")
+	require.ErrorContains(t, err, "routing.agentEnv: BOT")
+}

@@ -26,6 +26,7 @@ import (
 	"github.com/theloop-dev/theloop/loop/daemon/outbox"
 	"github.com/theloop-dev/theloop/loop/daemon/queue"
 	"github.com/theloop-dev/theloop/loop/daemon/sandbox"
+	"github.com/theloop-dev/theloop/loop/daemon/slackchan"
 	"github.com/theloop-dev/theloop/run"
 	"github.com/theloop-dev/theloop/sessions"
 	"github.com/theloop-dev/theloop/workitem"
@@ -114,6 +115,8 @@ type Daemon struct {
 
 	outboxMu sync.Mutex
 	outbox   *outbox.Performer // the sessions' ticket effects (outbox.go)
+
+	slack *slackchan.Channel // channels.slack (slack.go); nil when off
 }
 
 // New validates cfg and builds the daemon. It opens nothing: Run does.
@@ -284,6 +287,10 @@ func (d *Daemon) Run(ctx context.Context) (err error) {
 	if d.live != nil {
 		d.live.Start()
 		defer d.live.Close()
+	}
+	if d.slack != nil {
+		d.slack.Start() // Socket Mode dials Slack; the Events API is already mounted
+		defer d.slack.Close()
 	}
 
 	stopOutbox, err := d.startOutbox()
@@ -461,7 +468,7 @@ func (d *Daemon) build() error {
 		Commands: runner, Git: pathRunner{path: d.deps.Path}, HookObserver: d.hookObserver(),
 		Record: d.emit, Logf: d.logf, Observe: d.observe,
 	})
-	return nil
+	return d.buildSlack() // slack.go
 }
 
 // wire connects the daemon's pipeline — the one place its parts meet — in
@@ -489,8 +496,8 @@ func (d *Daemon) wire(ctx context.Context, q *queue.Queue, owner string) (*ingre
 	if err != nil {
 		return nil, nil, fmt.Errorf("daemon: webhook receiver: %w", err)
 	}
-	srv := ingress.NewServer(d.cfg.Listen, d.receiverHandler(recv))
-	srv.SetConnLimits(d.webhookConnLimits()) // rlimit.go
+	srv := ingress.NewServer(d.cfg.Listen, d.slackHandler(d.receiverHandler(recv))) // slack.go: the Events API beside the webhook
+	srv.SetConnLimits(d.webhookConnLimits())                                        // rlimit.go
 	if err := srv.Start(); err != nil {
 		return nil, nil, fmt.Errorf("daemon: listen on %s (webhooks.ghWebhook.host/port): %w", d.cfg.Listen, err)
 	}
@@ -651,6 +658,9 @@ func (d *Daemon) onSession(o sessions.Observation) {
 		fields = append(fields, graph.Field{Key: "error", Value: o.Err.Error()})
 	}
 	d.emit(o.Event, level, fields...)
+	if (o.Event == "session.spawned" || o.Event == "session.respawned") && o.Err == nil {
+		d.openSlackThread(o.Item) // slack.go
+	}
 }
 
 // Pending reports how many kept events are not yet acknowledged (valid

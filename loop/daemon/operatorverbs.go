@@ -168,6 +168,14 @@ func (s serviceSessions) Reply(ctx context.Context, ref, actor, message string) 
 }
 
 func (d *Daemon) reply(ctx context.Context, ref, actor, message string) (api.ReplyResult, error) {
+	return d.replyVia(ctx, ref, actor, message, replyMark, nil)
+}
+
+// replyVia is the one reply path (the control plane, the dashboard, MCP and
+// the Slack channel): actor must be an authorized "github:<login>"; mark
+// renders the line that opens the paste; audit adds fields to the event
+// log's lines (who in Slack spoke).
+func (d *Daemon) replyVia(ctx context.Context, ref, actor, message string, mark func(login string) string, audit []graph.Field) (api.ReplyResult, error) {
 	item, err := parseRef(ref)
 	if err != nil {
 		return api.ReplyResult{}, err
@@ -194,19 +202,19 @@ func (d *Daemon) reply(ctx context.Context, ref, actor, message string) (api.Rep
 	if l, _ := d.tmux.Probe(ctx, rec.TmuxName); l != sessions.LivenessLive {
 		return res, fmt.Errorf("%w: %s's harness is %s; a reply is not a respawn — start the session again first", apiserver.ErrBadRequest, item, l)
 	}
-	res.Pasted = replyMark(login) + "\n" + clean
+	res.Pasted = mark(login) + "\n" + clean
 	res.Session = rec.TmuxName
 	res.At = d.deps.Clock.Now().UTC()
-	d.emit("session.operator_reply", graph.LevelInfo, graph.Field{Key: "work_item", Value: item.String()}, graph.Field{Key: "actor", Value: actor},
-		graph.Field{Key: "message", Value: clean}, graph.Field{Key: "tmux_target", Value: rec.TmuxName})
+	who := append([]graph.Field{{Key: "work_item", Value: item.String()}, {Key: "actor", Value: actor}}, audit...)
+	d.emit("session.operator_reply", graph.LevelInfo, append(who[:len(who):len(who)],
+		graph.Field{Key: "message", Value: clean}, graph.Field{Key: "tmux_target", Value: rec.TmuxName})...)
 	dr, err := d.mgr.Deliver(ctx, item, res.Pasted)
 	res.Verified = dr.Receipt.Verified()
 	if err != nil {
-		d.emit("session.operator_reply_failed", graph.LevelWarning, graph.Field{Key: "work_item", Value: item.String()}, graph.Field{Key: "actor", Value: actor}, graph.Field{Key: "error", Value: err.Error()})
+		d.emit("session.operator_reply_failed", graph.LevelWarning, append(who[:len(who):len(who)], graph.Field{Key: "error", Value: err.Error()})...)
 		return res, err
 	}
-	d.emit("session.operator_reply_delivered", graph.LevelInfo, graph.Field{Key: "work_item", Value: item.String()}, graph.Field{Key: "actor", Value: actor},
-		graph.Field{Key: "verified", Value: res.Verified})
+	d.emit("session.operator_reply_delivered", graph.LevelInfo, append(who[:len(who):len(who)], graph.Field{Key: "verified", Value: res.Verified})...)
 	return res, nil
 }
 

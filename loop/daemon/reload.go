@@ -122,6 +122,7 @@ func (d *Daemon) Reload(next Config) (ReloadResult, error) {
 		{"routing.graph.specDir", cur.GraphSpecDir, next.GraphSpecDir},
 		{"eventLog.path", cur.EventLogPath, next.EventLogPath},
 		{"integrations", cur.Integrations, next.Integrations},
+		{"channels.slack", cur.Slack, next.Slack},
 		{"service", cur.Service.Listen + "|" + cur.Service.Token, next.Service.Listen + "|" + next.Service.Token},
 	} {
 		if !reflect.DeepEqual(h.cur, h.next) {

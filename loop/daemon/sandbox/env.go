@@ -21,7 +21,8 @@ var SessionEnv = []string{"THE_LOOP_WORK_ITEM", "THE_LOOP_WORK_ITEM_REF", "THE_L
 // SecretEnv names the variables loopd or an integration reads as a
 // credential or as a trust anchor, which no agent may hold: the webhook
 // secret, GitHub tokens (api transport and gh), the control plane's service
-// token, Slack's bot token and webhook URL, Jira's email and token, and the
+// token, Slack's bot token, webhook URL, app-level token and signing secret
+// (integrations.slack and channels.slack), Jira's email and token, and the
 // trust keys (an agent that sets THE_LOOP_TRUST_KEYS for its own loop-gate
 // picks its own anchor). Operators' renamed variables (secretEnv, tokenEnv,
 // urlEnv, emailEnv) are added by the caller of CheckAgentEnv.
@@ -29,7 +30,7 @@ var SecretEnv = []string{
 	"THE_LOOP_GH_WEBHOOK_SECRET",
 	"GH_TOKEN", "GITHUB_TOKEN", "GH_ENTERPRISE_TOKEN", "GITHUB_ENTERPRISE_TOKEN",
 	"THE_LOOP_SERVICE_TOKEN",
-	"THE_LOOP_SLACK_BOT_TOKEN", "THE_LOOP_SLACK_WEBHOOK_URL",
+	"THE_LOOP_SLACK_BOT_TOKEN", "THE_LOOP_SLACK_WEBHOOK_URL", "THE_LOOP_SLACK_APP_TOKEN", "THE_LOOP_SLACK_SIGNING_SECRET",
 	"THE_LOOP_JIRA_EMAIL", "THE_LOOP_JIRA_TOKEN",
 	"THE_LOOP_TRUST_KEYS",
 }

@@ -125,7 +125,7 @@ func newFixture(t *testing.T, off bool) *fixture {
 	require.NoError(t, os.WriteFile(filepath.Join(base, "bin", "harness"), []byte(probe), 0o755))
 
 	// loopd's environment holds secrets the agent must not see.
-	for _, k := range []string{"THE_LOOP_GH_WEBHOOK_SECRET", "GH_TOKEN", "GITHUB_TOKEN", "THE_LOOP_SERVICE_TOKEN", "THE_LOOP_SLACK_BOT_TOKEN", "THE_LOOP_TRUST_KEYS", "CUSTOM_SECRET"} {
+	for _, k := range []string{"THE_LOOP_GH_WEBHOOK_SECRET", "GH_TOKEN", "GITHUB_TOKEN", "THE_LOOP_SERVICE_TOKEN", "THE_LOOP_SLACK_BOT_TOKEN", "THE_LOOP_SLACK_APP_TOKEN", "THE_LOOP_SLACK_SIGNING_SECRET", "THE_LOOP_TRUST_KEYS", "CUSTOM_SECRET"} {
 		t.Setenv(k, "FAKE-SECRET-"+k)
 	}
 	t.Setenv("HARNESS_OK", "kept")

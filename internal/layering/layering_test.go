@@ -319,6 +319,8 @@ var heavyDeps = []string{
 	"github.com/chromedp",
 	"github.com/itchyny/gojq",
 	"github.com/xeipuuv/gojsonschema",
+	"github.com/slack-go/slack", // loopd's Slack channel
+	"github.com/gorilla/websocket",
 }
 
 // TestThinBinariesLinkNoDaemon fails when `go list -deps` of loopctl or

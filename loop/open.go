@@ -46,6 +46,11 @@ type Options struct {
 	// The world.
 	Integrations graph.Integrations
 	Commands     graph.Commands
+	// RepoCommands runs the repository's own commands (its
+	// verification.testCommand). Set it only where running the
+	// repository's code is allowed — the CLI in the agent's sandbox
+	// (OpenLive sets it); the daemon never does.
+	RepoCommands graph.Commands
 	Deliver      graph.DeliverFunc
 	Sink         graph.Sink
 	Clock        graph.Clock
@@ -187,6 +192,7 @@ func (r *Repo) Runtime(opts Options) (*graph.Runtime, error) {
 		Config:       cfg,
 		Integrations: opts.Integrations,
 		Commands:     opts.Commands,
+		RepoCommands: opts.RepoCommands,
 		Deliver:      opts.Deliver,
 		Auditor:      &auditor{root: r.Root, integrations: opts.Integrations, clock: opts.Clock},
 		LockTimeout:  opts.LockTimeout,
@@ -267,6 +273,16 @@ func (r *Repo) hookConfig(opts Options) graph.Values {
 		"collaborators":    collab,
 		"repoInitialized":  r.Harness.Present,
 		"originRepo":       r.Harness.OriginRepo(),
+	}
+	if len(r.Harness.TestCommand) > 0 {
+		argv := make([]any, len(r.Harness.TestCommand))
+		for i, a := range r.Harness.TestCommand {
+			argv[i] = a
+		}
+		cfg["testCommand"] = argv
+	}
+	if r.Harness.TestTimeout > 0 {
+		cfg["testTimeout"] = r.Harness.TestTimeout.String()
 	}
 	if opts.ExecuteKeyword != "" {
 		cfg["executeKeyword"] = opts.ExecuteKeyword

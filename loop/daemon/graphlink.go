@@ -307,7 +307,9 @@ func (l *graphLink) options(repo *loop.Repo, cwd, id string, deliver graph.Deliv
 	opts := loop.Options{
 		WorkItem:        id,
 		AuthorizedUsers: l.conf().AuthorizedUsers, ExecuteKeyword: l.conf().ExecuteKeyword, SessionPerPr: l.conf().SessionPerPr,
-		SpecDir:      l.conf().GraphSpecDir,
+		SpecDir: l.conf().GraphSpecDir,
+		// No RepoCommands: the daemon never runs a watched repository's
+		// code; verify-tests reads the run the agent's claim recorded.
 		Integrations: l.integ, Commands: loop.Commands{Runner: l.commands, Root: repo.Root},
 		Deliver: deliver,
 		Sink:    l.sink, Clock: l.clock,

@@ -360,6 +360,14 @@ type HarnessConfig struct {
 	Phases []string
 	// Owner and Repo are ticketing.github.owner and .repo.
 	Owner, Repo string
+	// JiraProject is ticketing.jira.project: work items whose id is an
+	// issue key of this project (PROJ-123) are tracked in Jira, their ref
+	// jira:PROJ-123, and their ticket effects go through the Jira provider.
+	JiraProject string
+	// JiraTransitions is ticketing.jira.transitions: a phase (the node's
+	// phase label, e.g. implementation) → the Jira transition (id, name or
+	// target status) set-phase-label performs besides the label.
+	JiraTransitions map[string]string
 	// Notifications is the notifications block.
 	Notifications Notifications
 	// TestCommand is verification.testCommand as argv: the repository's
@@ -494,6 +502,29 @@ func parseHarnessConfig(name string, data []byte, fast bool) (HarnessConfig, []s
 	}
 	if len(r.problems) == before && (cfg.Owner != "" || cfg.Repo != "") && cfg.OriginRepo() == "" {
 		r.add(fmt.Sprintf("ticketing.github.owner/repo: %q/%q is not a repository name ([A-Za-z0-9._-]+ each); work item refs will not be derived", cfg.Owner, cfg.Repo))
+	}
+	if p, ok := r.str("ticketing.jira.project"); ok {
+		if workitem.ValidJiraProject(p) {
+			cfg.JiraProject = p
+		} else {
+			r.add(fmt.Sprintf("ticketing.jira.project: %q is not a Jira project key (upper-case letters, digits and _, starting with a letter, e.g. PROJ); Jira work items will not be recognised", p))
+		}
+	}
+	if m, ok := r.mapping("ticketing.jira.transitions"); ok {
+		for _, phase := range slices.Sorted(maps.Keys(m)) {
+			t, isStr := m[phase].(string)
+			if !isStr || strings.TrimSpace(t) == "" {
+				r.problem("ticketing.jira.transitions."+phase, "a transition id, name or target status", m[phase])
+				continue
+			}
+			if cfg.JiraTransitions == nil {
+				cfg.JiraTransitions = map[string]string{}
+			}
+			cfg.JiraTransitions[phase] = strings.TrimSpace(t)
+		}
+		if cfg.JiraProject == "" && len(cfg.JiraTransitions) > 0 {
+			r.add("ticketing.jira.transitions: set without ticketing.jira.project; no work item is tracked in Jira")
+		}
 	}
 	if en, ok := r.boolean("notifications.enabled"); ok {
 		cfg.Notifications.Enabled = en

@@ -13,6 +13,7 @@ import (
 	"github.com/theloop-dev/theloop/graph"
 	"github.com/theloop-dev/theloop/hooks"
 	"github.com/theloop-dev/theloop/ops"
+	"github.com/theloop-dev/theloop/workitem"
 )
 
 // Options tailor Open. The zero value opens the work-item loop for CLI use:
@@ -156,7 +157,7 @@ func (r *Repo) Runtime(opts Options) (*graph.Runtime, error) {
 	if opts.Clock != nil {
 		storeOpts = append(storeOpts, WithStoreClock(opts.Clock))
 	}
-	items := &fileItems{repoRoot: r.Root, specRoot: r.SpecDir, originRepo: origin}
+	items := &fileItems{repoRoot: r.Root, specRoot: r.SpecDir, originRepo: origin, jiraProject: r.Harness.JiraProject}
 	cfg := r.hookConfig(opts)
 	if opts.PR > 0 {
 		sub, err := PRLoopSubPath(opts.PRRepo, origin, opts.PR)
@@ -274,6 +275,13 @@ func (r *Repo) hookConfig(opts Options) graph.Values {
 		"repoInitialized":  r.Harness.Present,
 		"originRepo":       r.Harness.OriginRepo(),
 	}
+	if len(r.Harness.JiraTransitions) > 0 {
+		tr := map[string]any{}
+		for phase, t := range r.Harness.JiraTransitions {
+			tr[phase] = t
+		}
+		cfg["jiraTransitions"] = tr
+	}
 	if len(r.Harness.TestCommand) > 0 {
 		argv := make([]any, len(r.Harness.TestCommand))
 		for i, a := range r.Harness.TestCommand {
@@ -313,7 +321,11 @@ func (a *auditor) comment(ctx context.Context, wi graph.WorkItem, body string) e
 	if a.integrations == nil {
 		return nil
 	}
-	_, err := a.integrations.Call(ctx, ops.GitHubAddComment, map[string]any{"ref": wi.Ref, "body": hooks.Mark(body)})
+	op, args := ops.GitHubAddComment, map[string]any{"ref": wi.Ref, "body": hooks.Mark(body)}
+	if key, err := workitem.ParseJiraKey(wi.Ref); err == nil && workitem.IsJiraRef(wi.Ref) {
+		op, args = ops.JiraAddComment, map[string]any{"issue": key, "body": hooks.Mark(body)}
+	}
+	_, err := a.integrations.Call(ctx, op, args)
 	if errors.Is(err, graph.ErrUnsupportedOperation) {
 		return nil
 	}

@@ -118,6 +118,7 @@ var rules = []rule{
 	{floorVocabulary, "plugin/install", []string{"plugin", "run", "internal/..."}},
 	{floorKernel, "run/runtest", []string{"run", "internal/..."}},
 	{floorKernel, "integrations/githubsim", []string{"internal/..."}},
+	{floorKernel, "integrations/jirasim", nil},
 
 	{floorLeaf, "run", []string{"internal/..."}},
 

@@ -316,9 +316,17 @@ func (l *graphLink) options(repo *loop.Repo, cwd, id string, deliver graph.Deliv
 		Warn:         func(w string) { l.logf("%s: %s", cwd, w) },
 		HookObserver: l.hookObserver,
 	}
-	if l.signer != nil {
-		opts.DecisionSigner = l.signer
-		opts.DecisionVerifier = l.signer.Verifier()
+	// The phase selection loopd records is also kept under the state root
+	// and trusted over the checkout's copy (frozen.go).
+	switch {
+	case l.ctl != nil:
+		signer, verifier := frozenSigner{store: l.ctl.ps, record: l.record}, frozenVerifier{store: l.ctl.ps}
+		if l.signer != nil {
+			signer.next, verifier.next = l.signer, l.signer.Verifier()
+		}
+		opts.DecisionSigner, opts.DecisionVerifier = signer, verifier
+	case l.signer != nil:
+		opts.DecisionSigner, opts.DecisionVerifier = l.signer, l.signer.Verifier()
 	}
 	return opts
 }

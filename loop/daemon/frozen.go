@@ -8,6 +8,7 @@ import (
 	"slices"
 
 	"github.com/theloop-dev/theloop/graph"
+	"github.com/theloop-dev/theloop/hooks"
 	"github.com/theloop-dev/theloop/ingress"
 	"github.com/theloop-dev/theloop/workitem"
 )
@@ -72,6 +73,9 @@ func (f frozenVerifier) VerifyDecision(ctx context.Context, sub graph.DecisionSu
 		if err := f.next.VerifyDecision(ctx, sub, arts, d); err != nil {
 			return err
 		}
+	}
+	if sub.Gate != hooks.SelectionDecision && len(d.Graph) == 0 {
+		return nil // another gate's decision: no selection to compare
 	}
 	ref, err := frozenRef(sub)
 	if err != nil {

@@ -95,6 +95,14 @@ func TestFrozenSelectionCopyWinsOverTheCheckout(t *testing.T) {
 	require.Contains(t, msgs, store.Path(item), "the message names loopd's copy")
 	require.Equal(t, recordedMode, ctl.frozenSessionPerPr(item), "loopd reads the PR-session mode from its copy")
 
+	// Other gates' decisions carry no selection: the copy does not judge
+	// them.
+	other := graph.DecisionSubject{WorkItem: "issue-42", Ref: ref, Loop: "pdlc-work-item-loop", Gate: "requirements-approval"}
+	require.NoError(t, frozenVerifier{store: store}.VerifyDecision(ctx, other, nil, graph.Decision{Outcome: "approved", By: "@dana"}))
+	// Stripping the frozen graph from the selection does not escape it.
+	sel := graph.DecisionSubject{WorkItem: "issue-42", Ref: ref, Loop: "pdlc-work-item-loop", Gate: "phase-selection"}
+	require.ErrorIs(t, frozenVerifier{store: store}.VerifyDecision(ctx, sel, nil, graph.Decision{Via: "reply"}), graph.ErrDecisionAltered)
+
 	// Putting the selection back as recorded makes it count again.
 	d.Graph, d.Skips, d.SessionPerPr = trusted, d.Skips[:len(d.Skips)-1], recordedMode
 	st.Decisions.Set("phase-selection", d)

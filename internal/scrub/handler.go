@@ -61,8 +61,16 @@ func (h *handler) attr(a slog.Attr) slog.Attr {
 			return slog.String(a.Key, h.s.String(x.Error()))
 		case nil:
 			return a
+		case []string, []any, map[string]any:
+			return slog.Any(a.Key, h.s.Value(x))
 		default:
-			return slog.String(a.Key, h.s.String(v.String()))
+			// Any other value keeps its shape when its text holds
+			// nothing to scrub, and becomes the scrubbed text otherwise.
+			text := v.String()
+			if clean := h.s.String(text); clean != text {
+				return slog.String(a.Key, clean)
+			}
+			return slog.Attr{Key: a.Key, Value: v}
 		}
 	}
 	return slog.Attr{Key: a.Key, Value: v}

@@ -58,6 +58,7 @@ func TestHandlerScrubsMessagesAndAttrs(t *testing.T) {
 	out := buf.String()
 	require.NotContains(t, out, "the-secret-value")
 	require.Contains(t, out, `"n":3`, "non-string values are kept as they are")
+	require.Contains(t, out, `"any":["[redacted]"]`, "a list stays a list")
 	require.Equal(t, 5, strings.Count(out, scrub.Redacted), out)
 
 	buf.Reset()

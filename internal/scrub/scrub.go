@@ -32,15 +32,35 @@ const Redacted = "[redacted]"
 const MinSecretLen = 6
 
 // patterns are token shapes scrubbed whatever their owner. A group named
-// keep is kept (the scheme of an authorization), the rest replaced.
-var patterns = []*regexp.Regexp{
-	regexp.MustCompile(`\bgh[pousr]_[A-Za-z0-9]{20,}`),
-	regexp.MustCompile(`\bgithub_pat_[A-Za-z0-9_]{20,}`),
-	regexp.MustCompile(`\bxox[abposr]-[A-Za-z0-9-]{10,}`),
-	regexp.MustCompile(`hooks\.slack\.com/(?:services|workflows|triggers)/[A-Za-z0-9/_-]+`),
-	regexp.MustCompile(`\bATATT[A-Za-z0-9_=-]{20,}`),
-	regexp.MustCompile(`\b(?:AKIA|ASIA)[0-9A-Z]{16}\b`),
-	regexp.MustCompile(`(?i)(?P<keep>\b(?:bearer|basic)\s+)[A-Za-z0-9._~+/=-]{8,}`),
+// keep is kept (the scheme of an authorization), the rest replaced. hint is
+// a substring every match holds (in the lower-cased text when fold is
+// set), so that text without it skips the regular expression: the clean
+// line is the common one.
+var patterns = []struct {
+	re   *regexp.Regexp
+	hint []string
+	fold bool
+}{
+	{regexp.MustCompile(`\bgh[pousr]_[A-Za-z0-9]{20,}`), []string{"ghp_", "gho_", "ghu_", "ghs_", "ghr_"}, false},
+	{regexp.MustCompile(`\bgithub_pat_[A-Za-z0-9_]{20,}`), []string{"github_pat_"}, false},
+	{regexp.MustCompile(`\bxox[abposr]-[A-Za-z0-9-]{10,}`), []string{"xox"}, false},
+	{regexp.MustCompile(`hooks\.slack\.com/(?:services|workflows|triggers)/[A-Za-z0-9/_-]+`), []string{"hooks.slack.com/"}, false},
+	{regexp.MustCompile(`\bATATT[A-Za-z0-9_=-]{20,}`), []string{"ATATT"}, false},
+	{regexp.MustCompile(`\b(?:AKIA|ASIA)[0-9A-Z]{16}\b`), []string{"AKIA", "ASIA"}, false},
+	{regexp.MustCompile(`(?i)(?P<keep>\b(?:bearer|basic)\s+)[A-Za-z0-9._~+/=-]{8,}`), []string{"bearer", "basic"}, true},
+}
+
+func hinted(text, lower string, hint []string, fold bool) bool {
+	in := text
+	if fold {
+		in = lower
+	}
+	for _, h := range hint {
+		if strings.Contains(in, h) {
+			return true
+		}
+	}
+	return false
 }
 
 // Scrubber holds the known secrets. It is safe for concurrent use.
@@ -127,9 +147,12 @@ func (s *Scrubber) clean(text string, shapes bool) string {
 				text = strings.ReplaceAll(text, secret, markerFor(secret))
 			}
 		}
-		for _, re := range patterns {
-			if shapes {
-				text = replacePattern(re, text)
+		if shapes {
+			lower := strings.ToLower(text)
+			for _, p := range patterns {
+				if hinted(text, lower, p.hint, p.fold) {
+					text = replacePattern(p.re, text)
+				}
 			}
 		}
 		if text == before || pass == maxPasses {
@@ -165,11 +188,11 @@ func holds(known []string, text string, shapes bool) bool {
 			return true
 		}
 	}
-	for _, re := range patterns {
+	for _, p := range patterns {
 		if !shapes {
 			break
 		}
-		if m := re.FindString(text); m != "" && !strings.HasSuffix(m, Redacted) {
+		if m := p.re.FindString(text); m != "" && !strings.HasSuffix(m, Redacted) {
 			return true
 		}
 	}

@@ -85,3 +85,21 @@ func FuzzScrub(f *testing.F) {
 		}
 	})
 }
+
+// Every log line and event field passes String: a typical event field
+// with nothing to scrub, and one with a credential, against five known
+// secrets.
+func BenchmarkScrub(b *testing.B) {
+	s := scrub.New("webhook-secret-value-0123456789", "gh-token-value-0001", "jira-token-value-0002", "slack-bot-token-0003", "service-token-0004")
+	for name, text := range map[string]string{
+		"clean":  "github.add-comment (api transport): GitHub rejected the request (HTTP 422: Validation Failed) for github:octo/repo#15 at node design-approval",
+		"secret": "github.add-comment (api transport): Bad credentials: Bearer gh-token-value-0001 for github:octo/repo#15 at node design-approval",
+	} {
+		b.Run(name, func(b *testing.B) {
+			b.ReportAllocs()
+			for range b.N {
+				_ = s.String(text)
+			}
+		})
+	}
+}

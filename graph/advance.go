@@ -104,7 +104,7 @@ func (r *Runtime) recheckEscalation(ctx context.Context, s *session, node *Node,
 	}
 	pk := r.skips(ctx, s)
 	pc := r.evaluate(ctx, s, node, ModeCheck, nil, &pk)
-	if pc.Status == StatusBlock {
+	if pc.Status == StatusBlock && !pc.Results[pc.Blocking].FromRecord {
 		if reason := pc.Render(); reason != "" && reason != p.Reason {
 			p.Reason = reason
 			if err := r.save(ctx, s); err != nil {

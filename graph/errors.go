@@ -47,6 +47,9 @@ var (
 	ErrDecisionStale = errors.New("an approved artifact changed after the decision")
 	// ErrDecisionUnknownKey: signed by a key that is not trusted.
 	ErrDecisionUnknownKey = errors.New("decision is signed by an untrusted key")
+	// ErrDecisionAltered: the decision differs from the copy its recorder
+	// kept outside the checkout (loopd's frozen phase selection).
+	ErrDecisionAltered = errors.New("decision differs from the recorder's own copy")
 )
 
 // UnknownNodeError is a node id the graph does not declare, with the ids it

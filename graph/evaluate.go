@@ -28,6 +28,7 @@ func (r *Runtime) hookContext(ctx context.Context, s *session, n *Node, b Bounda
 		hc.Artifacts = s.arts
 		hc.Integrations = r.opts.Integrations
 		hc.Commands = r.opts.Commands
+		hc.RepoCommands = r.opts.RepoCommands
 		hc.Deliver = r.opts.Deliver
 	}
 	if b == Exit && k != nil {

@@ -110,6 +110,12 @@ type HookResult struct {
 	// Retriable is false when trying again without a change cannot help
 	// (a panic, a misdeclared graph). Constructors default it to true.
 	Retriable bool `json:"retriable"`
+	// FromRecord says the verdict restates an earlier live run (a recorded
+	// test run) instead of evaluating afresh — what a hook that would run
+	// a program reports under check. A claim on an escalated node does not
+	// stay parked on such a block: the pure re-check cannot know whether a
+	// fix landed, so the claim runs the chain live.
+	FromRecord bool `json:"fromRecord,omitempty"`
 
 	// recorded marks the result the runtime stands in for a human gate
 	// whose recorded decision still stands: nothing new to record.
@@ -266,7 +272,7 @@ func (o Operation) Provider() string {
 	return p
 }
 
-// Commands runs programs for the few hooks that must (verify-tests). argv is
+// Commands runs programs for the few hooks that must (verify-tests, a linter). argv is
 // an explicit list, never a shell string; dir "" means the repository root.
 // It is nil under ModeCheck: check never starts a subprocess.
 type Commands interface {
@@ -320,8 +326,12 @@ type HookContext struct {
 	Config Values
 	// Integrations performs outbound calls; nil under ModeCheck.
 	Integrations Integrations
-	// Commands runs programs; nil under ModeCheck.
+	// Commands runs theloop's own programs; nil under ModeCheck.
 	Commands Commands
+	// RepoCommands runs the repository's own commands (its test command);
+	// nil under ModeCheck and wherever repository code must not run (the
+	// daemon). See Options.RepoCommands.
+	RepoCommands Commands
 	// Deliver pastes text into a work item's bound session (this chain's:
 	// pass WorkItem.ID); nil on the CLI path and under ModeCheck.
 	Deliver DeliverFunc

@@ -29,9 +29,15 @@ type Options struct {
 	// Integrations performs outbound calls for live chains; nil makes
 	// outbound hooks record a degradation.
 	Integrations Integrations
-	// Commands runs programs for hooks that must (verify-tests); nil makes
-	// such hooks block in live mode. Never used under check.
+	// Commands runs theloop's own programs for hooks that must (git, an
+	// external markdown linter the graph declares). Never used under check.
 	Commands Commands
+	// RepoCommands runs the watched repository's own commands (its test
+	// command, for verify-tests). Only a process that may run the
+	// repository's code sets it — loopctl, inside the agent's sandbox.
+	// The daemon never does: nil makes verify-tests read the recorded run
+	// instead (docs/graph.md, "Tests that run"). Never used under check.
+	RepoCommands Commands
 	// Deliver pastes a node's assignment into the work item's session. Only
 	// the daemon sets it; on the CLI path the claim envelope carries the
 	// assignment.

@@ -8,6 +8,7 @@ import (
 
 	"github.com/theloop-dev/theloop/graph"
 	"github.com/theloop-dev/theloop/ops"
+	"github.com/theloop-dev/theloop/workitem"
 )
 
 // Marker is the self-authored marker every comment theloop posts carries
@@ -130,14 +131,54 @@ func decider(r graph.HookResult) graph.DecisionFact {
 	return *r.Decision
 }
 
-// postComment posts a marked comment on the work item.
+// A work item's ticket is a GitHub issue or pull request, or — for a ref
+// jira:PROJ-123 — a Jira issue. The ticket effects are the same on both
+// (comments, the phase label, reading replies); ticketOp picks the
+// provider's operation and arguments, so no hook names a provider.
+
+// jiraIssue returns the work item's Jira issue key, when its ticket is one.
+func jiraIssue(hc *graph.HookContext) (string, bool) {
+	if !workitem.IsJiraRef(hc.WorkItem.Ref) {
+		return "", false
+	}
+	key, err := workitem.ParseJiraKey(hc.WorkItem.Ref)
+	return key, err == nil
+}
+
+// setLabels applies labels to the work item's ticket (replacing the other
+// labels carrying prefix, when prefix is set).
+func setLabels(ctx context.Context, hc *graph.HookContext, labels []any, prefix string) (map[string]any, error) {
+	if key, ok := jiraIssue(hc); ok {
+		args := map[string]any{"issue": key, "labels": labels}
+		if prefix != "" {
+			args["replacePrefix"] = prefix
+		}
+		return call(ctx, hc, ops.JiraSetLabels, args)
+	}
+	args := map[string]any{"ref": hc.WorkItem.Ref, "labels": labels}
+	if prefix != "" {
+		args["replacePrefix"] = prefix
+	}
+	return call(ctx, hc, ops.GitHubSetLabels, args)
+}
+
+// postComment posts a marked comment on the work item's ticket.
 func postComment(ctx context.Context, hc *graph.HookContext, body string) (map[string]any, error) {
+	if key, ok := jiraIssue(hc); ok {
+		return call(ctx, hc, ops.JiraAddComment, map[string]any{"issue": key, "body": Mark(body)})
+	}
 	return call(ctx, hc, ops.GitHubAddComment, map[string]any{"ref": hc.WorkItem.Ref, "body": Mark(body)})
 }
 
-// listComments reads the work item's comments.
+// listComments reads the comments of the work item's ticket.
 func listComments(ctx context.Context, hc *graph.HookContext) ([]graph.Comment, error) {
-	res, err := call(ctx, hc, ops.GitHubListComments, map[string]any{"ref": hc.WorkItem.Ref})
+	var res map[string]any
+	var err error
+	if key, ok := jiraIssue(hc); ok {
+		res, err = call(ctx, hc, ops.JiraListComments, map[string]any{"issue": key})
+	} else {
+		res, err = call(ctx, hc, ops.GitHubListComments, map[string]any{"ref": hc.WorkItem.Ref})
+	}
 	if err != nil {
 		return nil, err
 	}

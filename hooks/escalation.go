@@ -6,7 +6,6 @@ import (
 	"strings"
 
 	"github.com/theloop-dev/theloop/graph"
-	"github.com/theloop-dev/theloop/ops"
 )
 
 // maxEscalationReason bounds the block quoted on the ticket: the reason is
@@ -34,7 +33,7 @@ func escalateOnTicket(ctx context.Context, hc *graph.HookContext) graph.HookResu
 		return sideEffect(err, data, "no ticket integration configured; the escalation was not posted on the ticket")
 	}
 	data["posted"] = true
-	if _, err := call(ctx, hc, ops.GitHubSetLabels, map[string]any{"ref": hc.WorkItem.Ref, "labels": []any{label}}); err != nil {
+	if _, err := setLabels(ctx, hc, []any{label}, ""); err != nil {
 		data["labelled"] = false
 		return sideEffect(err, data, "the escalation was posted but label "+label+" was not applied")
 	}

@@ -245,15 +245,17 @@ func TestVerifyTests(t *testing.T) {
 	hc := ctxFor(specFolder(t, ""), node)
 	r := run(t, "verify-tests", hc, nil)
 	require.Equal(t, graph.StatusSkip, r.Status)
+	require.Equal(t, []string{"no test command: set verification.testCommand in .the-loop/harness-config.yaml"}, texts(r))
 
 	params := graph.Values{"command": "go test './...'"}
 	hc.Mode = graph.ModeCheck
+	cmds := &fakeCommands{}
+	hc.RepoCommands = cmds
 	r = run(t, "verify-tests", hc, params)
 	require.Equal(t, graph.StatusSkip, r.Status, "check never runs tests")
+	require.Nil(t, cmds.argv)
 
 	hc.Mode = graph.ModeLive
-	cmds := &fakeCommands{}
-	hc.Commands = cmds
 	r = run(t, "verify-tests", hc, params)
 	require.Equal(t, graph.StatusPass, r.Status)
 	require.Equal(t, []string{"go", "test", "./..."}, cmds.argv)
@@ -262,10 +264,21 @@ func TestVerifyTests(t *testing.T) {
 	r = run(t, "verify-tests", hc, params)
 	require.Equal(t, []string{"tests failed (go test ./...), exit 2", "ok a", "FAIL b"}, texts(r))
 
+	// The harness config's command, when the reference declares none.
+	hc.Config = graph.Values{"testCommand": []any{"make", "check"}}
+	r = run(t, "verify-tests", hc, nil)
+	require.Equal(t, []string{"make", "check"}, cmds.argv)
+	require.Equal(t, graph.StatusBlock, r.Status)
+
 	cmds.err = graph.ErrCommandNotFound
 	r = run(t, "verify-tests", hc, params)
-	require.Equal(t, []string{"test command not found: go"}, texts(r))
+	require.Equal(t, []string{"test command not found: go; install it or fix verification.testCommand in .the-loop/harness-config.yaml"}, texts(r))
 	require.False(t, r.Retriable)
+
+	// A command that cannot be parsed names the key.
+	r = run(t, "verify-tests", hc, graph.Values{"command": "sh -c 'exit 1"})
+	require.Equal(t, graph.StatusBlock, r.Status)
+	require.Contains(t, texts(r)[0], "verify-tests at implementation: with.command cannot be parsed (unterminated quote)")
 }
 
 func TestAwaitInnerLoops(t *testing.T) {

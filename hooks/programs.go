@@ -12,8 +12,12 @@ import (
 )
 
 // DefaultTestTimeout bounds verify-tests unless the reference sets
-// timeoutSeconds.
+// timeoutSeconds or the harness config verification.timeout.
 const DefaultTestTimeout = 900 * time.Second
+
+// MaxTestTimeout is the longest a test run may be given; verify-tests'
+// own deadline is a minute beyond it.
+const MaxTestTimeout = 2 * time.Hour
 
 // SplitWords splits a command string into words the way a POSIX shell would
 // for plain words and quotes — with no expansion of any kind. The graph
@@ -95,47 +99,6 @@ func tailLines(stdout, stderr []byte, n int) []graph.Message {
 		out[i] = graph.Message{Text: l, Severity: graph.SeverityInfo}
 	}
 	return out
-}
-
-// verifyTests runs the node's declared test command in the repository root.
-// Under check it reports skip: check never starts a subprocess.
-func verifyTests(ctx context.Context, hc *graph.HookContext) graph.HookResult {
-	if !hc.Params.Has("command") {
-		return graph.Skip("no test command declared for this node")
-	}
-	argv, err := commandArgv(hc.Params["command"])
-	if err != nil || len(argv) == 0 {
-		r := graph.Block(graph.Finding("the test command declared in the graph cannot be parsed", ""))
-		r.Retriable = false
-		return r
-	}
-	if hc.Mode == graph.ModeCheck {
-		return graph.Skip("tests are not run under check (check never starts a program)")
-	}
-	if hc.Commands == nil {
-		r := graph.Block(graph.Finding("a test command is declared but no command runner is available", ""))
-		r.Retriable = false
-		return r
-	}
-	timeout := hc.Params.Duration("timeoutSeconds", DefaultTestTimeout)
-	cctx, cancel := context.WithTimeout(ctx, timeout)
-	defer cancel()
-	shown := strings.Join(argv, " ")
-	res, err := hc.Commands.Run(cctx, argv, "")
-	switch {
-	case errors.Is(err, graph.ErrCommandNotFound):
-		r := graph.Block(graph.Finding("test command not found: "+argv[0], ""))
-		r.Retriable = false
-		return r
-	case cctx.Err() != nil:
-		return graph.Block(graph.Finding("tests timed out: "+shown, ""))
-	case err != nil:
-		return graph.Block(graph.Finding("tests could not run ("+shown+"): "+errorKind(err), ""))
-	case res.ExitCode != 0:
-		msgs := append([]graph.Message{graph.Finding(fmt.Sprintf("tests failed (%s), exit %d", shown, res.ExitCode), "")}, tailLines(res.Stdout, res.Stderr, 20)...)
-		return graph.Block(msgs...)
-	}
-	return graph.Pass(map[string]any{"command": shown})
 }
 
 // mcpCall delegates an MCP tool call to the harness in one-shot JSON mode,

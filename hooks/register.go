@@ -31,8 +31,8 @@ func Specs() []graph.HookSpec {
 			{Name: "maxLineLength", Type: graph.ParamInt, Summary: "longest line allowed outside code (0: no limit)"},
 			{Name: "linter", Type: graph.ParamStrings, Summary: "a markdown linter run over the node's artifacts through the command runner: an argv list or a string split into words (no shell); not run under check"},
 		}},
-		{Name: "verify-tests", Run: verifyTests, Timeout: DefaultTestTimeout + time.Minute, Summary: "the node's declared test command passes (skipped under check)", Params: []graph.Param{
-			{Name: "command", Type: graph.ParamStrings, Summary: "the test command: an argv list or a string split into words (no shell)"},
+		{Name: "verify-tests", Run: verifyTests, Timeout: MaxTestTimeout + time.Minute, Summary: "the repository's test command passes: run by loopctl in the agent's sandbox and recorded in test-runs.json; check and loopd read the record", Params: []graph.Param{
+			{Name: "command", Type: graph.ParamStrings, Summary: "the test command (default: the harness config's verification.testCommand): an argv list or a string split into words (no shell)"},
 			{Name: "timeoutSeconds", Type: graph.ParamDuration, Summary: "how long the command may run"},
 		}},
 		{Name: "await-inner-loops", Run: awaitInnerLoops, Summary: "every pull request's pdlc-pr-loop is complete", Params: graph.NoParams},

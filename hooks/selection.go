@@ -17,13 +17,17 @@ const SelectionMarker = "<!-- the-loop:phase-selection -->"
 const DefaultExecuteKeyword = "the-loop execute"
 
 // Tokens of the checklist's non-phase rows.
+// SelectionDecision is the decision key phase selection records under; its
+// record carries the frozen graph.
+const SelectionDecision = "phase-selection"
+
 const (
 	surfaceToken      = "outer-loop-on-pull-request"
 	prSessionsPrefix  = "pr-sessions-"
 	surfacePR         = "pull-request"
 	surfaceWorkItem   = "work-item"
 	contributionLoop  = "pdlc-contribution-loop"
-	decisionSelection = "phase-selection"
+	decisionSelection = SelectionDecision
 )
 
 // Sessions-per-PR modes, in checklist order.

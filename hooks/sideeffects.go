@@ -21,11 +21,23 @@ func setPhaseLabel(ctx context.Context, hc *graph.HookContext) graph.HookResult 
 	}
 	prefix := hc.Config.StringOr("phaseLabelPrefix", DefaultPhaseLabelPrefix)
 	label := prefix + hc.Node.Phase
-	_, err := call(ctx, hc, ops.GitHubSetLabels, map[string]any{"ref": hc.WorkItem.Ref, "labels": []any{label}, "replacePrefix": prefix})
+	_, err := setLabels(ctx, hc, []any{label}, prefix)
 	if err != nil {
 		return sideEffect(err, map[string]any{"applied": false, "label": label}, "no ticket integration configured; label "+label+" not applied")
 	}
-	return graph.Pass(map[string]any{"applied": true, "label": label})
+	data := map[string]any{"applied": true, "label": label}
+	// A Jira issue also moves through its workflow when the repository maps
+	// the phase to a transition (ticketing.jira.transitions).
+	if key, ok := jiraIssue(hc); ok {
+		if t := hc.Config.Map("jiraTransitions").String(hc.Node.Phase); t != "" {
+			if _, err := call(ctx, hc, ops.JiraTransition, map[string]any{"issue": key, "transition": t}); err != nil {
+				data["transitioned"] = false
+				return sideEffect(err, data, "label "+label+" applied; no Jira integration for the transition")
+			}
+			data["transitioned"], data["transition"] = true, t
+		}
+	}
+	return graph.Pass(data)
 }
 
 // requestReview posts the marked review request on every entry of a human

@@ -21,6 +21,10 @@ import (
 const (
 	SectionControl = "control"
 	SectionPoll    = "poll"
+	// SectionGraph holds the phase selection loopd recorded (the frozen
+	// graph), the trusted copy of what graph-state.json in the checkout
+	// also holds.
+	SectionGraph = "graph"
 )
 
 // TimeLayout is the UTC second-precision timestamp of state files.
@@ -262,6 +266,27 @@ func (s *PortableStore) SavePollLedger(ref workitem.Ref, l *PollLedger) error {
 // is seen for the first time again.
 func (s *PortableStore) DropPollLedger(ref workitem.Ref) error {
 	return s.writeSection(ref, SectionPoll, []byte("null"))
+}
+
+// SaveFrozenGraph writes ref's graph section: the frozen graph of the phase
+// selection loopd recorded ({loop, workItem, surface, sessionPerPr, nodes}),
+// kept outside the checkout so that an agent editing graph-state.json is
+// found out. It must be a JSON object.
+func (s *PortableStore) SaveFrozenGraph(ref workitem.Ref, frozen json.RawMessage) error {
+	var obj map[string]json.RawMessage
+	if err := json.Unmarshal(frozen, &obj); err != nil || obj == nil {
+		return fmt.Errorf("ingress: the frozen graph of %s is not a JSON object", ref)
+	}
+	var buf bytes.Buffer
+	if err := json.Compact(&buf, frozen); err != nil {
+		return fmt.Errorf("ingress: the frozen graph of %s: %w", ref, err)
+	}
+	return s.writeSection(ref, SectionGraph, buf.Bytes())
+}
+
+// FrozenGraph returns ref's graph section, nil when none was recorded.
+func (s *PortableStore) FrozenGraph(ref workitem.Ref) (json.RawMessage, error) {
+	return s.readSection(ref, SectionGraph)
 }
 
 // PolledRefs lists the refs whose record holds a poll section.

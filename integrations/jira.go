@@ -21,14 +21,12 @@ import (
 	"strings"
 
 	"github.com/theloop-dev/theloop/graph"
-	"github.com/theloop-dev/theloop/internal/lazyre"
 	"github.com/theloop-dev/theloop/ops"
+	"github.com/theloop-dev/theloop/workitem"
 )
 
 // jiraOperations are the Jira operations (see package ops).
-var jiraOperations = []graph.Operation{ops.JiraAddComment, ops.JiraTransition}
-
-var jiraKeyRE = lazyre.New(`^[A-Z][A-Z0-9_]*-[1-9][0-9]{0,9}$`)
+var jiraOperations = []graph.Operation{ops.JiraAddComment, ops.JiraTransition, ops.JiraSetLabels, ops.JiraListComments}
 
 func (s *Set) newJira(c JiraConfig, d Deps) *provider {
 	p := &provider{name: "jira", transport: TransportAPI, timeout: timeoutOf(c.TimeoutSeconds)}
@@ -54,7 +52,8 @@ func (s *Set) newJira(c JiraConfig, d Deps) *provider {
 	j := &jira{client: d.HTTPClient, base: base.String(), token: tok, email: email, red: s.red,
 		policy: &retryPolicy{service: "Jira", maxAttempts: attemptsOf(c.MaxAttempts), clock: d.Clock, sleep: d.Sleep,
 			rateHint: "retry later, or lower theloop's call rate"}}
-	p.ops = map[graph.Operation]opFunc{ops.JiraAddComment: j.addComment, ops.JiraTransition: j.transition}
+	p.ops = map[graph.Operation]opFunc{ops.JiraAddComment: j.addComment, ops.JiraTransition: j.transition,
+		ops.JiraSetLabels: j.setLabels, ops.JiraListComments: j.listComments}
 	return p
 }
 
@@ -100,11 +99,11 @@ func jiraKey(args map[string]any) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	k = strings.TrimPrefix(strings.TrimSpace(k), "jira:")
-	if !jiraKeyRE.MatchString(k) {
-		return "", fail(ErrInvalidArgument, "argument \"issue\": %q is not a Jira issue key like PROJ-123", clip(k, 40))
+	key, err := workitem.ParseJiraKey(k)
+	if err != nil {
+		return "", fail(ErrInvalidArgument, "argument \"issue\": %q is not a Jira issue key like PROJ-123", clip(strings.TrimSpace(k), 40))
 	}
-	return k, nil
+	return key, nil
 }
 
 func (j *jira) exchange(ctx context.Context, st *callState, method, path string, body []byte, idempotent bool, what string) (response, error) {
@@ -262,4 +261,114 @@ func (j *jira) transition(ctx context.Context, st *callState, args map[string]an
 		return nil, err
 	}
 	return map[string]any{}, nil
+}
+
+// setLabels adds labels to an issue; with replacePrefix it first drops the
+// issue's other labels carrying the prefix. Jira takes the whole list in
+// one PUT, so the issue's labels are read first (an idempotent GET, retried)
+// and the PUT, which sets rather than adds, is safe to retry too.
+func (j *jira) setLabels(ctx context.Context, st *callState, args map[string]any) (map[string]any, error) {
+	key, err := jiraKey(args)
+	if err != nil {
+		return nil, err
+	}
+	want, err := argStrings(args, "labels")
+	if err != nil {
+		return nil, err
+	}
+	if len(want) == 0 {
+		return nil, fail(ErrInvalidArgument, "argument \"labels\": name at least one label")
+	}
+	for _, l := range want {
+		if l == "" || strings.ContainsAny(l, " \t\n") || len(l) > 255 {
+			return nil, fail(ErrInvalidArgument, "argument \"labels\": %q is not a Jira label (no spaces, at most 255 bytes)", clip(l, 60))
+		}
+	}
+	prefix, _ := args["replacePrefix"].(string)
+	path := "/rest/api/2/issue/" + url.PathEscape(key)
+	resp, err := j.exchange(ctx, st, http.MethodGet, path+"?fields=labels", nil, true, "the labels of "+key)
+	if err != nil {
+		return nil, err
+	}
+	var issue struct {
+		Fields struct {
+			Labels []string `json:"labels"`
+		} `json:"fields"`
+	}
+	if err := json.Unmarshal(resp.body, &issue); err != nil {
+		return nil, fail(ErrTransport, "Jira answered the labels of %s with malformed JSON: %v", key, jsonProblem(err))
+	}
+	keep := map[string]bool{}
+	for _, l := range want {
+		keep[strings.ToLower(l)] = true
+	}
+	out := []string{}
+	for _, l := range issue.Fields.Labels {
+		if prefix != "" && len(l) >= len(prefix) && strings.EqualFold(l[:len(prefix)], prefix) && !keep[strings.ToLower(l)] {
+			continue
+		}
+		out = append(out, l)
+		delete(keep, strings.ToLower(l))
+	}
+	for _, l := range want {
+		if keep[strings.ToLower(l)] {
+			out = append(out, l)
+			delete(keep, strings.ToLower(l))
+		}
+	}
+	payload, _ := json.Marshal(map[string]any{"fields": map[string]any{"labels": out}})
+	if _, err := j.exchange(ctx, st, http.MethodPut, path, payload, true, "the labels of "+key); err != nil {
+		return nil, err
+	}
+	labels := make([]any, len(out))
+	for i, l := range out {
+		labels[i] = l
+	}
+	return map[string]any{"labels": labels}, nil
+}
+
+// listComments reads an issue's latest 100 comments, oldest first.
+func (j *jira) listComments(ctx context.Context, st *callState, args map[string]any) (map[string]any, error) {
+	key, err := jiraKey(args)
+	if err != nil {
+		return nil, err
+	}
+	path := "/rest/api/2/issue/" + url.PathEscape(key) + "/comment?orderBy=-created&maxResults=100"
+	resp, err := j.exchange(ctx, st, http.MethodGet, path, nil, true, "the comments of "+key)
+	if err != nil {
+		return nil, err
+	}
+	var ans struct {
+		Comments []struct {
+			ID     json.RawMessage `json:"id"`
+			Body   any             `json:"body"`
+			Author struct {
+				Name      string `json:"name"`
+				AccountID string `json:"accountId"`
+			} `json:"author"`
+			Created string `json:"created"`
+		} `json:"comments"`
+	}
+	if err := json.Unmarshal(resp.body, &ans); err != nil {
+		return nil, fail(ErrTransport, "Jira answered the comments of %s with malformed JSON: %v", key, jsonProblem(err))
+	}
+	out := make([]any, 0, len(ans.Comments))
+	for i := len(ans.Comments) - 1; i >= 0; i-- {
+		c := ans.Comments[i]
+		id, _ := decodeJiraComment([]byte(`{"id":` + string(orNull(c.ID)) + `}`))
+		author := c.Author.Name
+		if author == "" {
+			author = c.Author.AccountID
+		}
+		body, _ := c.Body.(string) // a v3 document body is not text this loop reads
+		out = append(out, map[string]any{"id": id, "author": author, "body": body, "createdAt": c.Created})
+	}
+	return map[string]any{"comments": out}, nil
+}
+
+func orNull(b json.RawMessage) json.RawMessage {
+	if len(b) == 0 {
+		return json.RawMessage("null")
+	}
+	return b
 }

@@ -2,71 +2,39 @@ package integrations
 
 import (
 	"context"
-	"encoding/base64"
-	"sort"
 	"strings"
 	"sync"
 	"time"
 
+	"github.com/theloop-dev/theloop/internal/scrub"
 	"github.com/theloop-dev/theloop/run"
 )
 
 // redacted replaces a credential wherever it would appear in text.
-const redacted = "[redacted]"
+const redacted = scrub.Redacted
 
-// minSecretLen: shorter values are not scrubbed (they would mangle ordinary
-// text and protect nothing).
-const minSecretLen = 6
-
-// redactor scrubs every credential the Set has seen from text. It is safe
-// for concurrent use.
+// redactor scrubs every credential the Set has seen from text: the one
+// scrubber (internal/scrub) every log line, event and error of theloop
+// passes, fed with the values this Set reads. Errors get the token shapes
+// scrubbed too; results read from a service (comment bodies) only the
+// known secrets, so a person's words are never altered. It is safe for
+// concurrent use; the zero value is ready.
 type redactor struct {
-	mu      sync.RWMutex
-	secrets []string
+	s scrub.Scrubber
 }
 
 // add registers a secret, and the encodings under which it could appear
 // (basic-auth base64).
-func (r *redactor) add(secret string) {
-	secret = strings.TrimSpace(secret)
-	if len(secret) < minSecretLen {
-		return
-	}
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	for _, s := range []string{secret, base64.StdEncoding.EncodeToString([]byte(secret))} {
-		dup := false
-		for _, have := range r.secrets {
-			if have == s {
-				dup = true
-				break
-			}
-		}
-		if !dup {
-			r.secrets = append(r.secrets, s)
-		}
-	}
-	// Longest first, so a secret containing another is replaced whole.
-	sort.Slice(r.secrets, func(i, j int) bool { return len(r.secrets[i]) > len(r.secrets[j]) })
-}
+func (r *redactor) add(secret string) { r.s.Add(secret) }
 
-func (r *redactor) scrub(s string) string {
-	r.mu.RLock()
-	defer r.mu.RUnlock()
-	for _, secret := range r.secrets {
-		if strings.Contains(s, secret) {
-			s = strings.ReplaceAll(s, secret, redacted)
-		}
-	}
-	return s
-}
+func (r *redactor) scrub(s string) string { return r.s.String(s) }
 
-// scrubValue returns v with every string scrubbed, recursing into the
-// JSON-shaped containers results are made of.
+// scrubValue returns v with the known secrets removed from every string,
+// recursing into the JSON-shaped containers results are made of.
 func (r *redactor) scrubValue(v any) any {
 	switch x := v.(type) {
 	case string:
-		return r.scrub(x)
+		return r.s.Known(x)
 	case map[string]any:
 		out := make(map[string]any, len(x))
 		for k, e := range x {
@@ -82,7 +50,7 @@ func (r *redactor) scrubValue(v any) any {
 	case []string:
 		out := make([]string, len(x))
 		for i, e := range x {
-			out[i] = r.scrub(e)
+			out[i] = r.s.Known(e)
 		}
 		return out
 	}

@@ -11,7 +11,9 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 
+	"github.com/theloop-dev/theloop/hooks"
 	"github.com/theloop-dev/theloop/internal/yamlguard"
 	"github.com/theloop-dev/theloop/workitem"
 
@@ -358,8 +360,22 @@ type HarnessConfig struct {
 	Phases []string
 	// Owner and Repo are ticketing.github.owner and .repo.
 	Owner, Repo string
+	// JiraProject is ticketing.jira.project: work items whose id is an
+	// issue key of this project (PROJ-123) are tracked in Jira, their ref
+	// jira:PROJ-123, and their ticket effects go through the Jira provider.
+	JiraProject string
+	// JiraTransitions is ticketing.jira.transitions: a phase (the node's
+	// phase label, e.g. implementation) → the Jira transition (id, name or
+	// target status) set-phase-label performs besides the label.
+	JiraTransitions map[string]string
 	// Notifications is the notifications block.
 	Notifications Notifications
+	// TestCommand is verification.testCommand as argv: the repository's
+	// test command, which verify-tests runs inside the agent's sandbox
+	// (never in loopd). nil when absent.
+	TestCommand []string
+	// TestTimeout is verification.timeout (0: hooks.DefaultTestTimeout).
+	TestTimeout time.Duration
 	// Raw holds the decoded top-level keys theloop reads (empty when absent
 	// or unparseable).
 	Raw map[string]any
@@ -435,7 +451,7 @@ func ParseHarnessConfig(name string, data []byte) (HarnessConfig, []string, erro
 }
 
 // harnessKeys are the top-level keys of a harness config theloop reads.
-var harnessKeys = map[string]bool{"version": true, "workflow": true, "ticketing": true, "notifications": true, "graph": true, "reviews": true}
+var harnessKeys = map[string]bool{"version": true, "workflow": true, "ticketing": true, "notifications": true, "graph": true, "reviews": true, "verification": true}
 
 // parseHarnessConfig decodes the file; with fast it first decodes only the
 // top-level blocks theloop reads (a repository's harness config is mostly
@@ -487,6 +503,29 @@ func parseHarnessConfig(name string, data []byte, fast bool) (HarnessConfig, []s
 	if len(r.problems) == before && (cfg.Owner != "" || cfg.Repo != "") && cfg.OriginRepo() == "" {
 		r.add(fmt.Sprintf("ticketing.github.owner/repo: %q/%q is not a repository name ([A-Za-z0-9._-]+ each); work item refs will not be derived", cfg.Owner, cfg.Repo))
 	}
+	if p, ok := r.str("ticketing.jira.project"); ok {
+		if workitem.ValidJiraProject(p) {
+			cfg.JiraProject = p
+		} else {
+			r.add(fmt.Sprintf("ticketing.jira.project: %q is not a Jira project key (upper-case letters, digits and _, starting with a letter, e.g. PROJ); Jira work items will not be recognised", p))
+		}
+	}
+	if m, ok := r.mapping("ticketing.jira.transitions"); ok {
+		for _, phase := range slices.Sorted(maps.Keys(m)) {
+			t, isStr := m[phase].(string)
+			if !isStr || strings.TrimSpace(t) == "" {
+				r.problem("ticketing.jira.transitions."+phase, "a transition id, name or target status", m[phase])
+				continue
+			}
+			if cfg.JiraTransitions == nil {
+				cfg.JiraTransitions = map[string]string{}
+			}
+			cfg.JiraTransitions[phase] = strings.TrimSpace(t)
+		}
+		if cfg.JiraProject == "" && len(cfg.JiraTransitions) > 0 {
+			r.add("ticketing.jira.transitions: set without ticketing.jira.project; no work item is tracked in Jira")
+		}
+	}
 	if en, ok := r.boolean("notifications.enabled"); ok {
 		cfg.Notifications.Enabled = en
 	}
@@ -500,6 +539,7 @@ func parseHarnessConfig(name string, data []byte, fast bool) (HarnessConfig, []s
 			}
 		}
 	}
+	readVerification(r, &cfg)
 	if _, ok := r.get("graph.hooks"); ok {
 		r.add("graph.hooks: repository hooks are never run by theloop (no code from a watched repository is executed); the key is ignored")
 	}
@@ -508,6 +548,78 @@ func parseHarnessConfig(name string, data []byte, fast bool) (HarnessConfig, []s
 		warnings = append(warnings, name+": "+p)
 	}
 	return cfg, warnings, nil
+}
+
+// readVerification reads verification.testCommand and verification.timeout.
+// A bad value is left out with a warning naming the key and a valid form,
+// like every harness-config key: the file is best-effort.
+func readVerification(r *keyReader, cfg *HarnessConfig) {
+	if v, ok := r.get("verification.testCommand"); ok {
+		var argv []string
+		read := true
+		switch t := v.(type) {
+		case string:
+			words, err := hooks.SplitWords(t)
+			if err != nil {
+				r.add(fmt.Sprintf("verification.testCommand: %v; write it as words (no shell), e.g. \"go test ./...\" or a list [sh, -c, \"make test\"]", err))
+				read = false
+				break
+			}
+			argv = words
+		case []any:
+			argv, read = r.stringList("verification.testCommand", t)
+		default:
+			r.problem("verification.testCommand", "a command string or a list of strings", v)
+			read = false
+		}
+		if read && (len(argv) == 0 || strings.TrimSpace(argv[0]) == "") {
+			r.add("verification.testCommand: is empty; name the program, e.g. \"go test ./...\"")
+			argv = nil
+		}
+		cfg.TestCommand = argv
+	}
+	if v, ok := r.get("verification.timeout"); ok {
+		d, ok := parseTimeout(v)
+		switch {
+		case !ok:
+			r.add(fmt.Sprintf("verification.timeout: expected seconds or a duration such as \"10m\", got %s; using %s", typeName(v), hooks.DefaultTestTimeout))
+		case d > hooks.MaxTestTimeout:
+			r.add(fmt.Sprintf("verification.timeout: %s is more than the %s a test run may take; using %s", d, hooks.MaxTestTimeout, hooks.MaxTestTimeout))
+			cfg.TestTimeout = hooks.MaxTestTimeout
+		default:
+			cfg.TestTimeout = d
+		}
+	}
+	if cfg.TestTimeout > 0 && cfg.TestCommand == nil {
+		r.add("verification.timeout: set without verification.testCommand; it has nothing to bound")
+	}
+}
+
+// parseTimeout reads a positive number of seconds or a Go duration.
+func parseTimeout(v any) (time.Duration, bool) {
+	switch t := v.(type) {
+	case int:
+		if t > 0 {
+			return time.Duration(t) * time.Second, true
+		}
+	case int64:
+		if t > 0 {
+			return time.Duration(t) * time.Second, true
+		}
+	case uint64:
+		if t > 0 && t < 1<<31 {
+			return time.Duration(t) * time.Second, true
+		}
+	case float64:
+		if t > 0 && t < 1<<31 {
+			return time.Duration(t * float64(time.Second)), true
+		}
+	case string:
+		if d, err := time.ParseDuration(strings.TrimSpace(t)); err == nil && d > 0 {
+			return d, true
+		}
+	}
+	return 0, false
 }
 
 // RepoGraphWarnings reports repository files that would declare or override

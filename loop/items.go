@@ -40,11 +40,22 @@ func WorkItemRef(id, originRepo string) string {
 	return workitem.Ref{Provider: "github", Owner: owner, Repo: repo, Number: n}.String()
 }
 
+// JiraWorkItemRef is the ref of a work item tracked in Jira: an id that is
+// an issue key of project (PROJ-123, ticketing.jira.project) becomes
+// jira:PROJ-123; anything else "".
+func JiraWorkItemRef(id, project string) string {
+	if project == "" || !strings.HasPrefix(id, project+"-") {
+		return ""
+	}
+	return workitem.JiraRef(id)
+}
+
 // fileItems resolves work items to spec directories on disk.
 type fileItems struct {
-	repoRoot   string // absolute
-	specRoot   string // relative, slash-separated
-	originRepo string
+	repoRoot    string // absolute
+	specRoot    string // relative, slash-separated
+	originRepo  string
+	jiraProject string
 	// refOverride is an inner loop's pull-request ref.
 	refOverride string
 }
@@ -57,6 +68,9 @@ func (it *fileItems) Resolve(_ context.Context, id string) (graph.WorkItem, grap
 	display := path.Join(it.specRoot, id)
 	arts := &FileArtifacts{dir: filepath.Join(it.repoRoot, filepath.FromSlash(display)), display: display}
 	wi := graph.WorkItem{ID: id, Ref: WorkItemRef(id, it.originRepo), SpecDir: display, Tags: []string{}, RiskTier: 3}
+	if ref := JiraWorkItemRef(id, it.jiraProject); ref != "" {
+		wi.Ref = ref
+	}
 	if it.refOverride != "" {
 		wi.Ref = it.refOverride
 	}

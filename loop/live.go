@@ -189,7 +189,10 @@ func OpenLive(root string, opts LiveOptions) (*LiveRuntime, error) {
 		Graph: g, WorkItem: opts.WorkItem, PR: opts.PR, PRRepo: opts.PRRepo,
 		AuthorizedUsers: cfg.AuthorizedUsers, ExecuteKeyword: cfg.ExecuteKeyword, SessionPerPr: cfg.SessionPerPr,
 		Integrations: integ, Commands: Commands{Runner: run.Exec{}, Root: repo.Root},
-		Sink: sink, Clock: opts.Clock, DecisionVerifier: verifier, DecisionSigner: signer,
+		// The CLI runs in the agent's sandbox (or the operator's shell):
+		// the one place the repository's test command may run.
+		RepoCommands: Commands{Runner: run.Exec{}, Root: repo.Root},
+		Sink:         sink, Clock: opts.Clock, DecisionVerifier: verifier, DecisionSigner: signer,
 		Warn: warn,
 	})
 	if err != nil {

@@ -13,6 +13,7 @@ import (
 	"github.com/theloop-dev/theloop/graph"
 	"github.com/theloop-dev/theloop/hooks"
 	"github.com/theloop-dev/theloop/ops"
+	"github.com/theloop-dev/theloop/workitem"
 )
 
 // Options tailor Open. The zero value opens the work-item loop for CLI use:
@@ -46,6 +47,11 @@ type Options struct {
 	// The world.
 	Integrations graph.Integrations
 	Commands     graph.Commands
+	// RepoCommands runs the repository's own commands (its
+	// verification.testCommand). Set it only where running the
+	// repository's code is allowed — the CLI in the agent's sandbox
+	// (OpenLive sets it); the daemon never does.
+	RepoCommands graph.Commands
 	Deliver      graph.DeliverFunc
 	Sink         graph.Sink
 	Clock        graph.Clock
@@ -151,7 +157,7 @@ func (r *Repo) Runtime(opts Options) (*graph.Runtime, error) {
 	if opts.Clock != nil {
 		storeOpts = append(storeOpts, WithStoreClock(opts.Clock))
 	}
-	items := &fileItems{repoRoot: r.Root, specRoot: r.SpecDir, originRepo: origin}
+	items := &fileItems{repoRoot: r.Root, specRoot: r.SpecDir, originRepo: origin, jiraProject: r.Harness.JiraProject}
 	cfg := r.hookConfig(opts)
 	if opts.PR > 0 {
 		sub, err := PRLoopSubPath(opts.PRRepo, origin, opts.PR)
@@ -187,6 +193,7 @@ func (r *Repo) Runtime(opts Options) (*graph.Runtime, error) {
 		Config:       cfg,
 		Integrations: opts.Integrations,
 		Commands:     opts.Commands,
+		RepoCommands: opts.RepoCommands,
 		Deliver:      opts.Deliver,
 		Auditor:      &auditor{root: r.Root, integrations: opts.Integrations, clock: opts.Clock},
 		LockTimeout:  opts.LockTimeout,
@@ -268,6 +275,23 @@ func (r *Repo) hookConfig(opts Options) graph.Values {
 		"repoInitialized":  r.Harness.Present,
 		"originRepo":       r.Harness.OriginRepo(),
 	}
+	if len(r.Harness.JiraTransitions) > 0 {
+		tr := map[string]any{}
+		for phase, t := range r.Harness.JiraTransitions {
+			tr[phase] = t
+		}
+		cfg["jiraTransitions"] = tr
+	}
+	if len(r.Harness.TestCommand) > 0 {
+		argv := make([]any, len(r.Harness.TestCommand))
+		for i, a := range r.Harness.TestCommand {
+			argv[i] = a
+		}
+		cfg["testCommand"] = argv
+	}
+	if r.Harness.TestTimeout > 0 {
+		cfg["testTimeout"] = r.Harness.TestTimeout.String()
+	}
 	if opts.ExecuteKeyword != "" {
 		cfg["executeKeyword"] = opts.ExecuteKeyword
 	}
@@ -297,7 +321,11 @@ func (a *auditor) comment(ctx context.Context, wi graph.WorkItem, body string) e
 	if a.integrations == nil {
 		return nil
 	}
-	_, err := a.integrations.Call(ctx, ops.GitHubAddComment, map[string]any{"ref": wi.Ref, "body": hooks.Mark(body)})
+	op, args := ops.GitHubAddComment, map[string]any{"ref": wi.Ref, "body": hooks.Mark(body)}
+	if key, err := workitem.ParseJiraKey(wi.Ref); err == nil && workitem.IsJiraRef(wi.Ref) {
+		op, args = ops.JiraAddComment, map[string]any{"issue": key, "body": hooks.Mark(body)}
+	}
+	_, err := a.integrations.Call(ctx, op, args)
 	if errors.Is(err, graph.ErrUnsupportedOperation) {
 		return nil
 	}

@@ -82,4 +82,12 @@ const (
 	JiraAddComment graph.Operation = "jira.add-comment"
 	// {issue, transition (id or name)} → {}.
 	JiraTransition graph.Operation = "jira.transition"
+	// {issue, labels, replacePrefix?} → {labels}: adds labels; with
+	// replacePrefix, first removes the issue's other labels carrying that
+	// prefix (case-insensitively), keeping every other label — as
+	// GitHubSetLabels does.
+	JiraSetLabels graph.Operation = "jira.set-labels"
+	// {issue} → {comments: [{id, author, body, createdAt}]}, oldest first
+	// (the latest 100). author is the account's name, else its accountId.
+	JiraListComments graph.Operation = "jira.list-comments"
 )

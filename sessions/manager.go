@@ -40,6 +40,10 @@ type ManagerConfig struct {
 	// graph's nodes' produces. Nil: every markdown file of the spec
 	// directory, sorted by name.
 	Artifacts func(rec Record) []string
+	// Scrub, when set, is applied to every text pasted into a session
+	// (prompts, assignments, excerpts of comments): the daemon's
+	// credential scrubber, so that no token reaches the agent.
+	Scrub func(string) string
 }
 
 // DefaultManagerConfig returns the defaults: claude, resume on, 2 s probe,
@@ -349,6 +353,9 @@ func (m *Manager) deliverReady(ctx context.Context, rec Record, text string) (Re
 
 // deliverLive pastes into the session and records the delivery time.
 func (m *Manager) deliverLive(ctx context.Context, rec Record, text string) (Record, Receipt, error) {
+	if m.cfg.Scrub != nil {
+		text = m.cfg.Scrub(text)
+	}
 	r, err := m.tmux.Deliver(ctx, rec.TmuxName, text)
 	if err != nil {
 		return rec, r, err

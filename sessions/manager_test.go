@@ -496,3 +496,24 @@ func terminated(pid int) bool {
 	f := strings.Fields(rest)
 	return len(f) > 0 && f[0] == "Z"
 }
+
+// ManagerConfig.Scrub stands between every text and the pane: the prompt
+// of a spawn and a later delivery reach the agent without the credential
+// they quoted.
+func TestManagerScrubsWhatItPastes(t *testing.T) {
+	ctx := context.Background()
+	const secret = "gh-token-the-daemon-holds-0002"
+	f := newManagerFixture(t, func(c *ManagerConfig) {
+		c.Scrub = func(s string) string { return strings.ReplaceAll(s, secret, "[redacted]") }
+	})
+	item := mustItem(t, "github:octo/repo#6")
+	res, err := f.m.Spawn(ctx, SpawnRequest{Item: item, Cwd: workdir(t, "issue-6"), Prompt: "Start; token " + secret})
+	require.NoError(t, err)
+	f.fake.waitReceived(t, res.Record.SessionID, "Start; token [redacted]")
+	_, err = f.m.Deliver(ctx, item, "a comment quoted "+secret)
+	require.NoError(t, err)
+	f.fake.waitReceived(t, res.Record.SessionID, "a comment quoted [redacted]")
+	for _, l := range f.fake.received(t, res.Record.SessionID) {
+		require.NotContains(t, l, secret)
+	}
+}

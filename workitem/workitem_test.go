@@ -265,3 +265,37 @@ func BenchmarkParse(b *testing.B) {
 		}
 	}
 }
+
+func TestParseJiraKey(t *testing.T) {
+	for in, want := range map[string]string{"PROJ-123": "PROJ-123", "jira:A1_B-7": "A1_B-7", " jira:X-1 ": "X-1"} {
+		got, err := ParseJiraKey(in)
+		require.NoError(t, err, in)
+		require.Equal(t, want, got)
+	}
+	for _, in := range []string{"", "proj-1", "PROJ-0", "PROJ-01", "PROJ-99999999999", "1PROJ-2", "PROJ 1", "github:o/r#1", "jira:", "PROJ-2147483648"} {
+		_, err := ParseJiraKey(in)
+		require.ErrorIs(t, err, ErrInvalid, in)
+	}
+	require.True(t, IsJiraRef("jira:PROJ-9"))
+	require.False(t, IsJiraRef("PROJ-9"), "a bare key is an id, not a ref")
+	require.Equal(t, "jira:PROJ-9", JiraRef("PROJ-9"))
+}
+
+func FuzzParseJiraKey(f *testing.F) {
+	for _, s := range []string{"PROJ-123", "jira:A-1", "a-1", "PROJ-0", "PROJ-2147483647"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		k, err := ParseJiraKey(s)
+		if err != nil {
+			return
+		}
+		again, err := ParseJiraKey(JiraRef(k))
+		if err != nil || again != k {
+			t.Fatalf("%q → %q does not round-trip through its ref (%v)", s, k, err)
+		}
+		if strings.ContainsAny(k, "/\\ \x00") {
+			t.Fatalf("key %q holds a separator", k)
+		}
+	})
+}

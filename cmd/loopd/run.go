@@ -53,7 +53,9 @@ func runDaemon(e *env, opts runOptions) error {
 	if err != nil {
 		return &exitError{code: exitRefused, msg: err.Error()}
 	}
-	logger := daemon.NewLogger(e.Stderr, slog.LevelInfo)
+	// Every record is scrubbed of the credentials the configuration names
+	// and of token-shaped text before it is written.
+	logger := daemon.ScrubLogger(daemon.NewLogger(e.Stderr, slog.LevelInfo), cfg, e.LookupEnv)
 	for _, w := range warns {
 		logger.Warn(w)
 	}

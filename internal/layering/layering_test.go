@@ -123,6 +123,7 @@ var rules = []rule{
 	{floorKernel, "run/runtest", []string{"run", "internal/..."}},
 	{floorKernel, "integrations/githubsim", []string{"internal/..."}},
 	{floorKernel, "loop/daemon/slackchan/slacksim", []string{"internal/..."}},
+	{floorKernel, "integrations/jirasim", nil},
 
 	{floorLeaf, "run", []string{"internal/..."}},
 

@@ -20,6 +20,7 @@ import (
 	"github.com/theloop-dev/theloop/graph"
 	"github.com/theloop-dev/theloop/ingress"
 	"github.com/theloop-dev/theloop/integrations"
+	"github.com/theloop-dev/theloop/internal/scrub"
 	"github.com/theloop-dev/theloop/loop"
 	"github.com/theloop-dev/theloop/loop/daemon/dashboard"
 	"github.com/theloop-dev/theloop/loop/daemon/dispatch"
@@ -74,6 +75,9 @@ type Deps struct {
 type Daemon struct {
 	cfg  Config
 	deps Deps
+	// scrub removes credentials from every log line, event and pasted
+	// text (scrub.go).
+	scrub *scrub.Scrubber
 	// harnessInfo caches the harnesses' versions for status (harness.go).
 	harnessInfo harnessVersions
 
@@ -148,13 +152,18 @@ func New(cfg Config, deps Deps) (*Daemon, error) {
 	if deps.Log == nil {
 		deps.Log = os.Stderr
 	}
+	scr := newScrubber(cfg, deps.Env)
+	deps.Log = scr.Writer(deps.Log)
+	if deps.Logger != nil {
+		deps.Logger = slog.New(scr.Handler(deps.Logger.Handler()))
+	}
 	// The dashboard's rows (last event, armed items, live updates) are fed
 	// by observations, so a served dashboard turns them on.
 	observing := deps.Observer != nil || cfg.Dashboard.Listen != ""
 	if deps.Observer == nil {
 		deps.Observer = ObserverFunc(func(Observation) {})
 	}
-	return &Daemon{cfg: cfg, deps: deps, ready: make(chan struct{}), observing: observing}, nil
+	return &Daemon{cfg: cfg, deps: deps, ready: make(chan struct{}), observing: observing, scrub: scr}, nil
 }
 
 // Ready is closed once the webhook receiver listens (Addr is valid) and the
@@ -361,35 +370,8 @@ func queueKind(url string) string {
 // tmux, registry, manager, workspaces, control store, graph link, intake.
 func (d *Daemon) build() error {
 	root := d.cfg.StateRoot
-	var sinks []graph.Sink
-	if d.cfg.EventLogPath != "" {
-		el, err := loop.OpenEventLog(d.cfg.EventLogPath, "loopd", loop.EventLogOptions{Clock: d.deps.Clock, Warnings: d.deps.Log})
-		if err != nil {
-			d.logf("the event log is unavailable: %v", err)
-		} else {
-			d.elog = el
-			sinks = append(sinks, el)
-		}
-	}
-	if a := d.openAudit(); a != nil { // audit.go
-		sinks = append(sinks, a)
-	}
-	sinks = append(sinks, d.serviceSinks()...)
-	sinks = append(sinks, newDropLog(d.deps.Log, d.deps.Clock.Now, DropLogInterval))
-	d.sink = &observedSink{d: d, next: sinks}
-
-	integ := d.deps.Integrations
-	if integ == nil {
-		set, err := integrations.New(d.cfg.Integrations, integrations.Deps{Env: integrations.Env(d.deps.Env), HTTPClient: d.httpClient(), Sink: d.sink, Clock: d.deps.Clock})
-		if err != nil {
-			return fmt.Errorf("daemon: integrations: %w", err)
-		}
-		integ = set
-	}
-	d.integ = d.instrument(&observedIntegrations{d: d, next: integ})
-	d.verifier = d.deps.CommentVerifier
-	if d.verifier == nil {
-		d.verifier = NewGitHubCommentVerifier(d.integ)
+	if err := d.buildEvents(); err != nil {
+		return err
 	}
 
 	runner := pathRunner{path: d.deps.Path, environ: d.childEnviron}
@@ -431,6 +413,7 @@ func (d *Daemon) build() error {
 		mcfg.ResumeProbe = d.cfg.ResumeProbe
 	}
 	mcfg.StateRoot = root
+	mcfg.Scrub = d.scrub.String
 	if d.cfg.GraphSpecDir != "" {
 		mcfg.SpecDir = d.cfg.GraphSpecDir
 	}
@@ -469,6 +452,43 @@ func (d *Daemon) build() error {
 		Record: d.emit, Logf: d.logf, Observe: d.observe,
 	})
 	return d.buildSlack() // slack.go
+}
+
+// buildEvents opens the event sinks (event log, audit log, service sinks,
+// the drop log) behind the scrubbing observedSink, and the integrations
+// that report into them.
+func (d *Daemon) buildEvents() error {
+	var sinks []graph.Sink
+	if d.cfg.EventLogPath != "" {
+		el, err := loop.OpenEventLog(d.cfg.EventLogPath, "loopd", loop.EventLogOptions{Clock: d.deps.Clock, Warnings: d.deps.Log})
+		if err != nil {
+			d.logf("the event log is unavailable: %v", err)
+		} else {
+			d.elog = el
+			sinks = append(sinks, el)
+		}
+	}
+	if a := d.openAudit(); a != nil { // audit.go
+		sinks = append(sinks, a)
+	}
+	sinks = append(sinks, d.serviceSinks()...)
+	sinks = append(sinks, newDropLog(d.deps.Log, d.deps.Clock.Now, DropLogInterval))
+	d.sink = &observedSink{d: d, next: sinks}
+
+	integ := d.deps.Integrations
+	if integ == nil {
+		set, err := integrations.New(d.cfg.Integrations, integrations.Deps{Env: integrations.Env(d.deps.Env), HTTPClient: d.httpClient(), Sink: d.sink, Clock: d.deps.Clock})
+		if err != nil {
+			return fmt.Errorf("daemon: integrations: %w", err)
+		}
+		integ = set
+	}
+	d.integ = d.instrument(&observedIntegrations{d: d, next: integ})
+	d.verifier = d.deps.CommentVerifier
+	if d.verifier == nil {
+		d.verifier = NewGitHubCommentVerifier(d.integ)
+	}
+	return nil
 }
 
 // wire connects the daemon's pipeline — the one place its parts meet — in

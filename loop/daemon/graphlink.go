@@ -307,16 +307,26 @@ func (l *graphLink) options(repo *loop.Repo, cwd, id string, deliver graph.Deliv
 	opts := loop.Options{
 		WorkItem:        id,
 		AuthorizedUsers: l.conf().AuthorizedUsers, ExecuteKeyword: l.conf().ExecuteKeyword, SessionPerPr: l.conf().SessionPerPr,
-		SpecDir:      l.conf().GraphSpecDir,
+		SpecDir: l.conf().GraphSpecDir,
+		// No RepoCommands: the daemon never runs a watched repository's
+		// code; verify-tests reads the run the agent's claim recorded.
 		Integrations: l.integ, Commands: loop.Commands{Runner: l.commands, Root: repo.Root},
 		Deliver: deliver,
 		Sink:    l.sink, Clock: l.clock,
 		Warn:         func(w string) { l.logf("%s: %s", cwd, w) },
 		HookObserver: l.hookObserver,
 	}
-	if l.signer != nil {
-		opts.DecisionSigner = l.signer
-		opts.DecisionVerifier = l.signer.Verifier()
+	// The phase selection loopd records is also kept under the state root
+	// and trusted over the checkout's copy (frozen.go).
+	switch {
+	case l.ctl != nil:
+		signer, verifier := frozenSigner{store: l.ctl.ps, record: l.record}, frozenVerifier{store: l.ctl.ps}
+		if l.signer != nil {
+			signer.next, verifier.next = l.signer, l.signer.Verifier()
+		}
+		opts.DecisionSigner, opts.DecisionVerifier = signer, verifier
+	case l.signer != nil:
+		opts.DecisionSigner, opts.DecisionVerifier = l.signer, l.signer.Verifier()
 	}
 	return opts
 }

@@ -67,6 +67,9 @@ type observedSink struct {
 }
 
 func (s *observedSink) Emit(e graph.LogEvent) {
+	if s.d.scrub != nil {
+		e = scrubEvent(s.d.scrub, e)
+	}
 	for _, n := range s.next {
 		n.Emit(e)
 	}
@@ -101,6 +104,11 @@ type observedIntegrations struct {
 
 func (i *observedIntegrations) Call(ctx context.Context, op graph.Operation, args map[string]any) (map[string]any, error) {
 	res, err := i.next.Call(ctx, op, args)
+	if err != nil && i.d.scrub != nil {
+		// An embedder's integrations may quote a credential; the Set's
+		// errors are scrubbed already and pass unchanged.
+		err = i.d.scrub.Error(err)
+	}
 	if op == ops.GitHubAddComment && err == nil {
 		ref, _ := args["ref"].(string)
 		body, _ := args["body"].(string)

@@ -224,10 +224,14 @@ func (in *intake) linkPR(ctx context.Context, item workitem.Ref, rec sessions.Re
 }
 
 // sessionPerPr is the work item's effective mode: the value its
-// phase-selection froze into graph state, else routing.tmux.sessionPerPr.
+// phase-selection froze — loopd's copy under the state root, else graph
+// state's — else routing.tmux.sessionPerPr.
 func (in *intake) sessionPerPr(ctx context.Context, item workitem.Ref, cwd string) string {
 	mode := in.conf().SessionPerPr
-	if id := item.SpecID(); id != "" && in.conf().GraphEnabled {
+	if m := in.ctl.frozenSessionPerPr(item); m != "" && in.conf().GraphEnabled {
+		// loopd's own copy of the selection wins over the checkout's.
+		mode = m
+	} else if id := item.SpecID(); id != "" && in.conf().GraphEnabled {
 		if st, err := loop.NewStore(cwd, in.link.specDir(cwd)).Load(ctx, id); err == nil && st != nil {
 			for _, k := range st.Decisions.Keys() {
 				d, _ := st.Decisions.Get(k)

@@ -110,6 +110,8 @@ func (g *Graphs) openLive(req api.GraphRequest) (*graph.Runtime, error) {
 	return repo.Runtime(loop.Options{
 		Graph: gr, WorkItem: req.WorkItem, PR: req.PR, PRRepo: req.PRRepo,
 		AuthorizedUsers: authorized, ExecuteKeyword: keyword, SessionPerPr: perPr,
+		// No RepoCommands: loopd never runs a watched repository's code
+		// (verify-tests reads the recorded run instead).
 		Integrations: g.Integrations, Commands: loop.Commands{Runner: runner, Root: repo.Root},
 		Sink: g.Sink, Clock: g.clock(), HookObserver: g.HookObserver,
 	})

@@ -309,6 +309,9 @@ Examples:
 			newSessionsStartCleanupCmd(f, "cleanup", "end the session and remove its checkout, as the ticket's cleanup keyword does", "loopctl sessions cleanup github:octo/repo#42 --no-comment"),
 			newSessionsReplyCmd(f),
 			newSessionsTranscriptCmd(f),
+			newSessionsResetCmd(f),
+			newSessionsRegisterCmd(f),
+			newSessionsCloseCmd(f),
 			control("pause", "hold events back from the session until resume"),
 			control("resume", "deliver events to a paused session again"),
 			{

@@ -615,8 +615,13 @@ func (m *Manager) artifacts(rec Record) []string {
 // the agent can read, and some hold text written by people outside, which
 // must reach the agent as data, not as the daemon's instructions.
 func seedPrompt(item workitem.Ref, fb Fallback, specDir, prompt string) string {
+	return seedPromptWith(fmt.Sprintf("theloop: your previous conversation on %s could not be resumed (%s), so this is a fresh session.\n", item, fb.Reason), fb, specDir, prompt)
+}
+
+// seedPromptWith is seedPrompt with its own opening line.
+func seedPromptWith(opening string, fb Fallback, specDir, prompt string) string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "theloop: your previous conversation on %s could not be resumed (%s), so this is a fresh session.\n", item, fb.Reason)
+	b.WriteString(opening)
 	switch {
 	case len(fb.Artifacts) > 0:
 		b.WriteString("Before anything else, read these files: they are the work item's record so far.\n")
@@ -775,7 +780,8 @@ func (m *Manager) Reset(ctx context.Context, item workitem.Ref, reason, prompt s
 	}
 	m.observer.Observe(Observation{Event: "session.reset", Item: rec.Item, SessionID: id, TmuxName: rec.TmuxName,
 		Detail: map[string]any{"previousSessionId": fb.PreviousSessionID, "artifacts": fb.Artifacts, "reason": reason}})
-	res.Record, res.Receipt, err = m.deliverReady(ctx, rec, seedPrompt(rec.Item, fb, m.specDir(rec.Item), prompt))
+	opening := fmt.Sprintf("theloop: your session on %s was reset (%s), so this is a fresh conversation at the same node.\n", rec.Item, reason)
+	res.Record, res.Receipt, err = m.deliverReady(ctx, rec, seedPromptWith(opening, fb, m.specDir(rec.Item), prompt))
 	return res, err
 }
 

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"path/filepath"
 
 	"github.com/theloop-dev/theloop/graph"
 	"github.com/theloop-dev/theloop/hooks"
@@ -116,6 +117,11 @@ func (s serviceSessions) RegisterSession(ctx context.Context, ref, actor string,
 	}
 	if err := d.ownedHere(ctx, item, "register"); err != nil {
 		return res, err
+	}
+	// The path is checked before git reads it: a relative one would be read
+	// against loopd's own working directory.
+	if !filepath.IsAbs(req.Cwd) || filepath.Clean(req.Cwd) != req.Cwd {
+		return res, fmt.Errorf("%w: cwd %q must be an absolute, clean path (the checkout the conversation works in)", apiserver.ErrBadRequest, req.Cwd)
 	}
 	if err := d.link.checkIdentity(ctx, item, req.Cwd); err != nil {
 		return res, fmt.Errorf("%w: %s is not a checkout of %s/%s (%v); register the conversation with the checkout it works in", apiserver.ErrBadRequest, req.Cwd, item.Owner, item.Repo, err)

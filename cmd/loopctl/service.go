@@ -350,7 +350,7 @@ type daemonStatusOptions struct {
 func newDaemonCmd(f *Factory, runF func(context.Context, *daemonStatusOptions) error) *cli.Command {
 	return &cli.Command{
 		Name:  "daemon",
-		Usage: "ask the running loopd how it is",
+		Usage: "ask the running loopd how it is; restart it",
 		Subcommands: []*cli.Command{{
 			Name:        "status",
 			Usage:       "version, uptime, webhook address, queue and live sessions; exit 0 iff loopd answers",
@@ -370,7 +370,7 @@ func newDaemonCmd(f *Factory, runF func(context.Context, *daemonStatusOptions) e
 				}
 				return runDaemonStatus(c.Context, opts)
 			},
-		}},
+		}, newDaemonRestartCmd(f)},
 	}
 }
 

@@ -223,6 +223,7 @@ func (d *Daemon) serviceHandler() http.Handler {
 		Stream:       stream,
 		Status:       d.status,
 		Attention:    d.attention,
+		Restart:      d.requestRestart,
 	})
 	mux.Handle(api.Prefix+"/", a)
 	mux.Handle("GET /metrics", d.svc.metrics.Handler())
@@ -306,6 +307,7 @@ func (d *Daemon) status(ctx context.Context) api.Status {
 	if w := d.undefendedWarning(); w != "" {
 		st.Warnings = append(st.Warnings, w)
 	}
+	d.pluginUpgradeStatus(&st)
 	if sh := d.sharedDispatcher(); sh != nil {
 		st.Cluster = &api.ClusterView{Node: d.cfg.Cluster.Node, MaxSessions: d.cfg.Cluster.MaxSessions, Owned: sh.Leases().Items()}
 	}

@@ -76,6 +76,7 @@ func runDaemonRestart(ctx context.Context, opts *restartOptions) error {
 	var st api.Status
 	for {
 		cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		st = api.Status{} // an answer leaves out empty fields: never keep the old one's
 		err := cl.Do(cctx, "GET", "/status", nil, nil, &st)
 		cancel()
 		if err == nil && st.StartedAt.After(res.StartedAt) {

@@ -13,6 +13,7 @@ import (
 
 	"github.com/theloop-dev/theloop/graph"
 	"github.com/theloop-dev/theloop/integrations"
+	"github.com/theloop-dev/theloop/internal/buildinfo"
 	"github.com/theloop-dev/theloop/loop"
 	"github.com/theloop-dev/theloop/loop/daemon"
 	"github.com/theloop-dev/theloop/loop/daemon/systemd"
@@ -71,7 +72,7 @@ func runDaemon(e *env, opts runOptions) error {
 			return &exitError{code: exitRefused, msg: err.Error()}
 		}
 	}
-	d, err := daemon.New(cfg, daemon.Deps{Log: daemon.LogWriter(logger), Logger: logger, OperatorIntegrations: operator})
+	d, err := daemon.New(cfg, daemon.Deps{Version: buildinfo.Version(version), Log: daemon.LogWriter(logger), Logger: logger, OperatorIntegrations: operator})
 	if err != nil {
 		// A configuration loopd cannot run with (no secret, a relative
 		// state root, ...): exit 2 with the fix.

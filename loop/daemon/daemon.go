@@ -33,6 +33,9 @@ import (
 
 // Deps is the world the daemon reaches. Every field is optional.
 type Deps struct {
+	// Version is the binary's version as status and MCP report it (the
+	// stamp `-X main.version=` gives cmd/loopd); "" reads the build info.
+	Version string
 	// Integrations performs outbound calls (comments, reactions, labels and
 	// every graph hook's side effect). Nil: built from Config.Integrations
 	// with integrations.New (GitHub through a token or the operator's gh).

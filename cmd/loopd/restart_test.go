@@ -121,4 +121,3 @@ func copyFile(t *testing.T, from, to string) {
 	require.NoError(t, err)
 	require.NoError(t, os.WriteFile(to, data, 0o755))
 }
-

@@ -92,4 +92,3 @@ func (d *Daemon) pluginUpgradeStatus(st *api.Status) {
 	st.PluginUpgrade = append([]string(nil), d.pluginUpgrade...)
 	st.PluginUpgradeError = d.pluginUpgradeErr
 }
-

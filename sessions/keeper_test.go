@@ -3,6 +3,7 @@ package sessions
 import (
 	"context"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"testing"
 
@@ -92,4 +93,34 @@ func TestManagerReset(t *testing.T) {
 	require.ErrorIs(t, err, ErrSessionClosed)
 	_, err = f.m.Reset(ctx, mustItem(t, "github:octo/repo#10"), "x", "")
 	require.ErrorIs(t, err, ErrNoRecord)
+}
+
+// Whatever can reach the tmux server — an agent's pane can — may start a
+// session under another item's name to catch its events. Registering that
+// item then refuses: the name is held by nothing the item's record owns.
+// Once the squatter is gone, the registration goes through.
+func TestManagerRegisterRefusesASquattedTmuxName(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	f := newManagerFixture(t, nil)
+	item := mustItem(t, "github:octo/repo#11")
+	name := TmuxName(item)
+	squat := exec.Command("tmux", "-S", f.tmux.Config().SocketPath, "new-session", "-d", "-s", name, "sleep", "600")
+	out, err := squat.CombinedOutput()
+	require.NoError(t, err, "%s", out)
+
+	req := RegisterRequest{Item: item, SessionID: "8e1a6d5c-3f7b-4c2d-8e9f-4a5b6c7d8e9f", Cwd: workdir(t, "issue-11"), Force: true}
+	_, err = f.m.Register(ctx, req)
+	require.ErrorIs(t, err, ErrSessionLive)
+	require.ErrorContains(t, err, "no live session of github:octo/repo#11 owns it")
+	_, err = f.reg.Get(item)
+	require.ErrorIs(t, err, ErrNoRecord, "nothing recorded")
+
+	require.NoError(t, f.tmux.Kill(ctx, name))
+	rec, err := f.m.Register(ctx, req)
+	require.NoError(t, err)
+	require.Equal(t, name, rec.TmuxName)
+	// Registering the same conversation again keeps its session.
+	_, err = f.m.Register(ctx, RegisterRequest{Item: item, SessionID: req.SessionID, Cwd: req.Cwd})
+	require.NoError(t, err)
 }

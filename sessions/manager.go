@@ -802,12 +802,13 @@ type RegisterRequest struct {
 }
 
 // Register records an externally started conversation as the work item's
-// session, so events reach it: pasted into the item's tmux session when
-// one runs under the item's name, otherwise resumed there by the next
-// delivery. The tmux name is always the item's own (TmuxName), never one
-// the caller picks, and a conversation id or checkout another work item's
-// live record holds is refused whatever Force says: a registration must
-// not let one work item's session receive, or claim, another's work.
+// session, so events reach it: the next delivery resumes it in the item's
+// tmux session. The tmux name is always the item's own (TmuxName), never
+// one the caller picks; a session already running under it that no live
+// record of the item owns is refused (ErrSessionLive), and a conversation
+// id or checkout another work item's live record holds is refused whatever
+// Force says: a registration must not let one work item's session receive,
+// or claim, another's work.
 func (m *Manager) Register(ctx context.Context, req RegisterRequest) (Record, error) {
 	if req.Item.IsZero() {
 		return Record{}, fmt.Errorf("%w: register without a work item", workitem.ErrInvalid)
@@ -848,12 +849,26 @@ func (m *Manager) Register(ctx context.Context, req RegisterRequest) (Record, er
 	if err != nil && !errors.Is(err, ErrNoRecord) && !errors.Is(err, ErrCorruptRecord) {
 		return Record{}, err
 	}
-	if hadPrev && prev.Status.Live() && prev.SessionID != req.SessionID {
+	same := hadPrev && prev.Status.Live() && prev.SessionID == req.SessionID
+	if hadPrev && prev.Status.Live() && !same {
 		if !req.Force {
 			return prev, fmt.Errorf("%w: %s already has a live session (%s, conversation %s); pass force to replace it", ErrSessionLive, req.Item, prev.Status, prev.SessionID)
 		}
 		if err := m.tmux.Kill(ctx, prev.TmuxName); err != nil {
 			return prev, fmt.Errorf("replacing %s's session: ending %s: %w", req.Item, prev.TmuxName, err)
+		}
+	}
+	// A harness running under the item's name that no live record of the
+	// item owns is not known to be this conversation: anything that can
+	// reach the tmux server (an agent's pane can) could have started it to
+	// receive this item's events. Only the item's own live session, or
+	// none, may hold the name.
+	if !same {
+		switch l, perr := m.tmux.Probe(ctx, name); l {
+		case LivenessLive:
+			return Record{}, fmt.Errorf("%w: tmux session %s is running and no live session of %s owns it, so it is not known to be this conversation; end it (`tmux kill-session -t %s` on loopd's tmux server) and register again", ErrSessionLive, name, req.Item, name)
+		case LivenessUnknown:
+			return Record{}, fmt.Errorf("%w: %s: %v", ErrSessionUnknown, name, perr)
 		}
 	}
 	rec, err := m.reg.Update(ctx, req.Item, func(r *Record, _ bool) error {
@@ -866,6 +881,6 @@ func (m *Manager) Register(ctx context.Context, req RegisterRequest) (Record, er
 	}
 	l, _ := m.tmux.Probe(ctx, name)
 	m.observer.Observe(Observation{Event: "session.registered", Item: req.Item, SessionID: req.SessionID, TmuxName: name,
-		Detail: map[string]any{"harness": h.Name(), "cwd": req.Cwd, "tmux": l.String(), "replaced": hadPrev && prev.Status.Live() && prev.SessionID != req.SessionID}})
+		Detail: map[string]any{"harness": h.Name(), "cwd": req.Cwd, "tmux": l.String(), "replaced": hadPrev && prev.Status.Live() && !same}})
 	return rec, nil
 }

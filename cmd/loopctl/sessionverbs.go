@@ -192,14 +192,16 @@ func newSessionsRegisterCmd(f *Factory) *cli.Command {
 	return &cli.Command{
 		Name: "register", Usage: "make a conversation you started yourself the work item's session", ArgsUsage: "REF",
 		Description: `Records a harness conversation started outside loopd (say, claude in your own
-terminal) as the work item's session. Events then reach it: pasted into the work
-item's tmux session (loopd's name for it, loop-<slug>) when one runs, otherwise
-by resuming the conversation there (claude --resume).
+terminal) as the work item's session. The next event resumes the conversation
+(claude --resume) in loopd's tmux session for the item (loop-<slug>), in --cwd;
+quit it in your terminal first, so one process holds it.
 
 --cwd must be a checkout of the work item's repository. A conversation or a
 checkout that another work item's live session holds is refused, --force or
-not: one work item's agent can never be handed another's events. --force only
-replaces this work item's own live session (which is ended first).
+not, and so is a tmux session already running under the item's name that no
+live session of the item owns: one work item's agent can never be handed
+another's events. --force only replaces this work item's own live session
+(which is ended first).
 
 Like start, it needs you to be an authorized user. It is recorded in the event
 and audit logs and announced on the work item unless --no-comment.

@@ -3,12 +3,14 @@ package daemon_test
 import (
 	"context"
 	"errors"
+	"net"
 	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 
+	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/stretchr/testify/require"
 
 	"github.com/theloop-dev/theloop/internal/shortdir"
@@ -164,4 +166,25 @@ func TestOperatorSessionKeeperVerbs(t *testing.T) {
 	require.Contains(t, cs[len(cs)-1].Body, "Session closed from the CLI by github:"+human)
 	require.NoError(t, cl.Do(ctx, "POST", api.SessionPath(ref, "close"), nil, api.CloseRequest{NoComment: true}, &closed))
 	require.Equal(t, "already-closed", closed.Effect)
+
+	// The operator's MCP tools on the same socket: the same rules.
+	hc := &http.Client{Transport: &http.Transport{DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
+		return (&net.Dialer{}).DialContext(ctx, "unix", w.d.ControlSocket())
+	}}}
+	mc := mcp.NewClient(&mcp.Implementation{Name: "test", Version: "1"}, nil)
+	ms, err := mc.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: "http://loopd/mcp", HTTPClient: hc, DisableStandaloneSSE: true}, nil)
+	require.NoError(t, err)
+	defer ms.Close()
+	steal, err := ms.CallTool(ctx, &mcp.CallToolParams{Name: "register_session", Arguments: map[string]any{"workItem": ref, "harnessSessionId": again, "cwd": own, "force": true}})
+	require.NoError(t, err)
+	require.True(t, steal.IsError, "another item's conversation, through MCP too")
+	require.Contains(t, steal.Content[0].(*mcp.TextContent).Text, "serves one work item")
+	mclose, err := ms.CallTool(ctx, &mcp.CallToolParams{Name: "close_session", Arguments: map[string]any{"workItem": mref, "keepTmux": false}})
+	require.NoError(t, err)
+	require.False(t, mclose.IsError, "%v", mclose.Content)
+	require.Equal(t, "closed", mclose.StructuredContent.(map[string]any)["effect"])
+	rec, err = reg.Get(w.item(m))
+	require.NoError(t, err)
+	require.Equal(t, sessions.StatusClosed, rec.Status)
+	require.DirExists(t, own)
 }

@@ -451,7 +451,7 @@ func ParseHarnessConfig(name string, data []byte) (HarnessConfig, []string, erro
 }
 
 // harnessKeys are the top-level keys of a harness config theloop reads.
-var harnessKeys = map[string]bool{"version": true, "workflow": true, "ticketing": true, "notifications": true, "graph": true, "reviews": true, "verification": true}
+var harnessKeys = map[string]bool{"version": true, "workflow": true, "ticketing": true, "notifications": true, "graph": true, "reviews": true, "verification": true, "testing": true, "customInstructions": true}
 
 // parseHarnessConfig decodes the file; with fast it first decodes only the
 // top-level blocks theloop reads (a repository's harness config is mostly

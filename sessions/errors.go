@@ -53,6 +53,10 @@ var (
 	ErrSlugCollision = errors.New("work items share a slug")
 	// ErrSessionClosed: the work item's session record is closed.
 	ErrSessionClosed = errors.New("session closed")
+	// ErrSessionPaused: the work item's session is paused by an operator.
+	ErrSessionPaused = errors.New("session paused")
+	// ErrSessionOwned: the conversation is another work item's session.
+	ErrSessionOwned = errors.New("conversation owned by another work item")
 	// ErrWorktreeOwned: the worktree belongs to another work item.
 	ErrWorktreeOwned = errors.New("worktree owned by another work item")
 	// ErrWorkspaceConflict: a directory is in the way of a clone or worktree

@@ -114,6 +114,8 @@ type Manager struct {
 
 	mu    sync.Mutex
 	items map[string]*sync.Mutex
+	// registerMu orders registrations (Register's cross-item checks).
+	registerMu sync.Mutex
 }
 
 // NewManager validates cfg and deps and returns a Manager.
@@ -620,8 +622,13 @@ func (m *Manager) artifacts(rec Record) []string {
 // the agent can read, and some hold text written by people outside, which
 // must reach the agent as data, not as the daemon's instructions.
 func seedPrompt(item workitem.Ref, fb Fallback, specDir, prompt string) string {
+	return seedPromptWith(fmt.Sprintf("theloop: your previous conversation on %s could not be resumed (%s), so this is a fresh session.\n", item, fb.Reason), fb, specDir, prompt)
+}
+
+// seedPromptWith is seedPrompt with its own opening line.
+func seedPromptWith(opening string, fb Fallback, specDir, prompt string) string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "theloop: your previous conversation on %s could not be resumed (%s), so this is a fresh session.\n", item, fb.Reason)
+	b.WriteString(opening)
 	switch {
 	case len(fb.Artifacts) > 0:
 		b.WriteString("Before anything else, read these files: they are the work item's record so far.\n")
@@ -709,4 +716,178 @@ func (m *Manager) endTmux(ctx context.Context, item workitem.Ref, sessionID, nam
 	m.observer.Observe(Observation{Event: "session.harness_terminated", Item: item, SessionID: sessionID, TmuxName: name,
 		Detail: map[string]any{"signalled": t.Signalled, "killed": t.Killed}})
 	return nil
+}
+
+// ResetResult is the outcome of Reset.
+type ResetResult struct {
+	// Record is the work item's record after the reset.
+	Record Record
+	// Receipt is the seed prompt's delivery receipt.
+	Receipt Receipt
+	// Fallback is the history entry the reset appended (the conversation
+	// it replaced and the artifacts the new one was pointed at).
+	Fallback Fallback
+}
+
+// Reset ends the work item's harness and starts a fresh conversation in the
+// same tmux session name and checkout, seeded with the work item's
+// artifacts and prompt (see seedPrompt), as a respawn that cannot resume
+// does. Only an active record is reset: a paused one is held by an
+// operator, a closed one is started, not reset (ErrSessionClosed). The
+// graph state and the checkout are not touched; the replaced conversation
+// is recorded in Fallbacks with reason.
+func (m *Manager) Reset(ctx context.Context, item workitem.Ref, reason, prompt string) (ResetResult, error) {
+	defer m.lockItem(item)()
+	rec, err := m.reg.Get(item)
+	if err != nil {
+		return ResetResult{}, fmt.Errorf("resetting %s: %w", item, err)
+	}
+	switch rec.Status {
+	case StatusClosed:
+		return ResetResult{Record: rec}, fmt.Errorf("%w: %s; start it instead of resetting it", ErrSessionClosed, item)
+	case StatusPaused:
+		return ResetResult{Record: rec}, fmt.Errorf("%w: %s is paused; resume it first, then reset", ErrSessionPaused, item)
+	}
+	h, bin, err := m.harness(rec.Harness)
+	if err != nil {
+		return ResetResult{Record: rec}, err
+	}
+	if fi, err := os.Stat(rec.Cwd); err != nil || !fi.IsDir() {
+		return ResetResult{Record: rec}, fmt.Errorf("%w: %s for %s; prepare its workspace again and spawn", ErrCwdMissing, rec.Cwd, rec.Item)
+	}
+	if err := m.tmux.Kill(ctx, rec.TmuxName); err != nil {
+		return ResetResult{Record: rec}, fmt.Errorf("resetting %s: ending %s: %w", item, rec.TmuxName, err)
+	}
+	m.observer.Observe(Observation{Event: "session.reset_killed", Item: rec.Item, SessionID: rec.SessionID, TmuxName: rec.TmuxName})
+	id, err := m.newID()
+	if err != nil {
+		return ResetResult{Record: rec}, err
+	}
+	args, err := h.Interactive(id)
+	if err != nil {
+		return ResetResult{Record: rec}, err
+	}
+	m.prepareEnvironment(h, rec.Item, rec.Cwd)
+	fb := Fallback{At: m.stamp(), PreviousSessionID: rec.SessionID, Reason: reason, Artifacts: m.artifacts(rec)}
+	rec, err = m.reg.Update(ctx, rec.Item, func(r *Record, _ bool) error {
+		r.SessionID, r.Created, r.Status, r.LastDelivery = id, fb.At, StatusActive, time.Time{}
+		r.Fallbacks = append(r.Fallbacks, fb)
+		if len(r.Fallbacks) > maxFallbacks {
+			r.Fallbacks = r.Fallbacks[len(r.Fallbacks)-maxFallbacks:]
+		}
+		return nil
+	})
+	res := ResetResult{Record: rec, Fallback: fb}
+	if err != nil {
+		return res, err
+	}
+	spec := SpawnSpec{Name: rec.TmuxName, Cwd: rec.Cwd, Env: endpointEnv(rec.Item, rec.Parent, id, m.cfg.StateRoot), Argv: append([]string{bin}, args...), RegistryFile: m.reg.path(rec.Item)}
+	if err := m.spawn(ctx, spec, id); err != nil {
+		return res, err
+	}
+	m.observer.Observe(Observation{Event: "session.reset", Item: rec.Item, SessionID: id, TmuxName: rec.TmuxName,
+		Detail: map[string]any{"previousSessionId": fb.PreviousSessionID, "artifacts": fb.Artifacts, "reason": reason}})
+	opening := fmt.Sprintf("theloop: your session on %s was reset (%s), so this is a fresh conversation at the same node.\n", rec.Item, reason)
+	res.Record, res.Receipt, err = m.deliverReady(ctx, rec, seedPromptWith(opening, fb, m.specDir(rec.Item), prompt))
+	return res, err
+}
+
+// RegisterRequest attaches a harness conversation started outside loopd to
+// a work item.
+type RegisterRequest struct {
+	Item workitem.Ref
+	// Harness is the adapter name ("" = the default harness).
+	Harness string
+	// SessionID is the harness's conversation id (what --resume takes).
+	SessionID string
+	// Cwd is the absolute checkout the conversation works in.
+	Cwd string
+	// Force replaces the work item's own live record (its session is ended
+	// first unless it is the same conversation). It never lifts the checks
+	// against other work items.
+	Force bool
+}
+
+// Register records an externally started conversation as the work item's
+// session, so events reach it: the next delivery resumes it in the item's
+// tmux session. The tmux name is always the item's own (TmuxName), never
+// one the caller picks; a session already running under it that no live
+// record of the item owns is refused (ErrSessionLive), and a conversation
+// id or checkout another work item's live record holds is refused whatever
+// Force says: a registration must not let one work item's session receive,
+// or claim, another's work.
+func (m *Manager) Register(ctx context.Context, req RegisterRequest) (Record, error) {
+	if req.Item.IsZero() {
+		return Record{}, fmt.Errorf("%w: register without a work item", workitem.ErrInvalid)
+	}
+	if !ValidSessionID(req.SessionID) {
+		return Record{}, fmt.Errorf("%w: harness session id %q: give the conversation's id (a UUID, as `claude --resume` takes)", ErrInvalidName, req.SessionID)
+	}
+	if !filepath.IsAbs(req.Cwd) || filepath.Clean(req.Cwd) != req.Cwd {
+		return Record{}, fmt.Errorf("%w: cwd %q must be an absolute, clean path", ErrInvalidName, req.Cwd)
+	}
+	if fi, err := os.Stat(req.Cwd); err != nil || !fi.IsDir() {
+		return Record{}, fmt.Errorf("%w: %s is not a directory", ErrCwdMissing, req.Cwd)
+	}
+	h, _, err := m.harness(req.Harness)
+	if err != nil {
+		return Record{}, err
+	}
+	// One registration at a time across items: the cross-item checks below
+	// must see every other registration's result.
+	m.registerMu.Lock()
+	defer m.registerMu.Unlock()
+	defer m.lockItem(req.Item)()
+	others, _ := m.reg.List()
+	for _, o := range others {
+		if o.Item == req.Item || !o.Status.Live() {
+			continue
+		}
+		if o.SessionID == req.SessionID {
+			return Record{}, fmt.Errorf("%w: conversation %s is %s's session; a conversation serves one work item", ErrSessionOwned, req.SessionID, o.Item)
+		}
+		if o.Cwd == req.Cwd {
+			return Record{}, fmt.Errorf("%w: %s is %s's checkout; register a checkout of %s's own", ErrWorktreeOwned, req.Cwd, o.Item, req.Item)
+		}
+	}
+	name := TmuxName(req.Item)
+	prev, err := m.reg.Get(req.Item)
+	hadPrev := err == nil
+	if err != nil && !errors.Is(err, ErrNoRecord) && !errors.Is(err, ErrCorruptRecord) {
+		return Record{}, err
+	}
+	same := hadPrev && prev.Status.Live() && prev.SessionID == req.SessionID
+	if hadPrev && prev.Status.Live() && !same {
+		if !req.Force {
+			return prev, fmt.Errorf("%w: %s already has a live session (%s, conversation %s); pass force to replace it", ErrSessionLive, req.Item, prev.Status, prev.SessionID)
+		}
+		if err := m.tmux.Kill(ctx, prev.TmuxName); err != nil {
+			return prev, fmt.Errorf("replacing %s's session: ending %s: %w", req.Item, prev.TmuxName, err)
+		}
+	}
+	// A harness running under the item's name that no live record of the
+	// item owns is not known to be this conversation: anything that can
+	// reach the tmux server (an agent's pane can) could have started it to
+	// receive this item's events. Only the item's own live session, or
+	// none, may hold the name.
+	if !same {
+		switch l, perr := m.tmux.Probe(ctx, name); l {
+		case LivenessLive:
+			return Record{}, fmt.Errorf("%w: tmux session %s is running and no live session of %s owns it, so it is not known to be this conversation; end it (`tmux kill-session -t %s` on loopd's tmux server) and register again", ErrSessionLive, name, req.Item, name)
+		case LivenessUnknown:
+			return Record{}, fmt.Errorf("%w: %s: %v", ErrSessionUnknown, name, perr)
+		}
+	}
+	rec, err := m.reg.Update(ctx, req.Item, func(r *Record, _ bool) error {
+		*r = Record{Item: req.Item, Harness: h.Name(), SessionID: req.SessionID, TmuxName: name, Cwd: req.Cwd,
+			Status: StatusActive, Created: m.stamp(), Fallbacks: r.Fallbacks, Parent: r.Parent, PullRequests: r.PullRequests}
+		return nil
+	})
+	if err != nil {
+		return Record{}, err
+	}
+	l, _ := m.tmux.Probe(ctx, name)
+	m.observer.Observe(Observation{Event: "session.registered", Item: req.Item, SessionID: req.SessionID, TmuxName: name,
+		Detail: map[string]any{"harness": h.Name(), "cwd": req.Cwd, "tmux": l.String(), "replaced": hadPrev && prev.Status.Live() && !same}})
+	return rec, nil
 }

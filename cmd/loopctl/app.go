@@ -128,6 +128,8 @@ var topCommands = []struct {
 	{"verify-decisions", newVerifyDecisionsCmd},
 	{"ask", newAskCmd},
 	{"critic", func(f *Factory) *cli.Command { return newCriticCmd(f, nil) }},
+	{"scenarios", newScenariosCmd},
+	{"instructions", newInstructionsCmd},
 	{"mcp", func(*Factory) *cli.Command { return movedMCPCmd() }},
 }
 

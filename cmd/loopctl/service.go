@@ -309,6 +309,9 @@ Examples:
 			newSessionsStartCleanupCmd(f, "cleanup", "end the session and remove its checkout, as the ticket's cleanup keyword does", "loopctl sessions cleanup github:octo/repo#42 --no-comment"),
 			newSessionsReplyCmd(f),
 			newSessionsTranscriptCmd(f),
+			newSessionsResetCmd(f),
+			newSessionsRegisterCmd(f),
+			newSessionsCloseCmd(f),
 			control("pause", "hold events back from the session until resume"),
 			control("resume", "deliver events to a paused session again"),
 			{
@@ -347,7 +350,7 @@ type daemonStatusOptions struct {
 func newDaemonCmd(f *Factory, runF func(context.Context, *daemonStatusOptions) error) *cli.Command {
 	return &cli.Command{
 		Name:  "daemon",
-		Usage: "ask the running loopd how it is",
+		Usage: "ask the running loopd how it is; restart it",
 		Subcommands: []*cli.Command{{
 			Name:        "status",
 			Usage:       "version, uptime, webhook address, queue and live sessions; exit 0 iff loopd answers",
@@ -367,7 +370,7 @@ func newDaemonCmd(f *Factory, runF func(context.Context, *daemonStatusOptions) e
 				}
 				return runDaemonStatus(c.Context, opts)
 			},
-		}},
+		}, newDaemonRestartCmd(f)},
 	}
 }
 

@@ -205,6 +205,39 @@ func (s *fakeSessions) LinkPR(_ context.Context, ref, pr string) (api.LinkPRResu
 	return api.LinkPRResult{Ref: ref, PullRequest: "github:acme/widgets" + pr, Linked: true}, nil
 }
 
+func (s *fakeSessions) ResetSession(_ context.Context, ref, actor string, _ api.ResetRequest) (api.SessionResult, error) {
+	i, err := s.find(ref)
+	if err != nil {
+		return api.SessionResult{}, err
+	}
+	prev := s.recs[i].SessionID
+	s.recs[i].SessionID = "0c6f4d1e-0000-4000-8000-000000000002"
+	return api.SessionResult{Ref: ref, Verb: "reset", Effect: "reset", Actor: actor, Session: s.recs[i].TmuxName, Tmux: "live",
+		HarnessSessionID: s.recs[i].SessionID, PreviousSessionID: prev, Artifacts: []string{"docs/specs/issue-42/requirements.md"}}, nil
+}
+
+func (s *fakeSessions) RegisterSession(_ context.Context, ref, actor string, req api.RegisterRequest) (api.SessionResult, error) {
+	item, err := workitem.Parse(ref)
+	if err != nil {
+		return api.SessionResult{}, err
+	}
+	s.recs = append(s.recs, sessions.Record{Item: item, Harness: "claude", SessionID: req.HarnessSessionID, TmuxName: sessions.TmuxName(item), Cwd: req.Cwd, Status: sessions.StatusActive})
+	return api.SessionResult{Ref: ref, Verb: "register", Effect: "registered", Actor: actor, Session: sessions.TmuxName(item), Tmux: "absent", HarnessSessionID: req.HarnessSessionID}, nil
+}
+
+func (s *fakeSessions) CloseSession(_ context.Context, ref, actor string, req api.CloseRequest) (api.SessionResult, error) {
+	i, err := s.find(ref)
+	if err != nil {
+		return api.SessionResult{}, err
+	}
+	s.recs[i].Status = sessions.StatusClosed
+	tmux := "absent"
+	if req.KeepTmux != nil && *req.KeepTmux {
+		tmux = "dead"
+	}
+	return api.SessionResult{Ref: ref, Verb: "close", Effect: "closed", Actor: actor, Session: s.recs[i].TmuxName, Tmux: tmux}, nil
+}
+
 type fakeQueue struct{ dead []queue.DeadLetter }
 
 func (q *fakeQueue) Stats(context.Context) (queue.Stats, error) {
@@ -303,6 +336,23 @@ func TestSessionsQueueAndDaemonVerbsCallTheSocket(t *testing.T) {
 	require.Equal(t, exitOK, run("sessions", "link-pr", "--work-item", item.String(), "-p", "#57", "--format", "json"), io.err.String())
 	require.JSONEq(t, `{"ref":"github:acme/widgets#42","pullRequest":"github:acme/widgets#57","linked":true}`, io.out.String())
 	require.NotEqual(t, exitOK, run("sessions", "link-pr", item.String()), "--pull-request is required")
+
+	// reset, register and close: one API call each, the caller's identity
+	// the actor, the answer printed or passed through --format json / --jq.
+	require.Equal(t, exitOK, run("sessions", "reset", item.String()), io.err.String())
+	require.Contains(t, io.out.String(), "github:acme/widgets#42 reset: reset (tmux "+sessions.TmuxName(item)+", live, conversation 0c6f4d1e-0000-4000-8000-000000000002)\n")
+	require.Contains(t, io.out.String(), "replaced conversation 0c6f4d1e-0000-4000-8000-000000000001\n")
+	require.Contains(t, io.out.String(), "artifact: docs/specs/issue-42/requirements.md\n")
+	wd := t.TempDir()
+	f.Getwd = func() (string, error) { return wd, nil }
+	require.Equal(t, exitOK, run("sessions", "register", "github:acme/widgets#43", "--harness-session-id", "0c6f4d1e-0000-4000-8000-000000000003", "--cwd", "sub/..", "--jq", ".effect"), io.err.String())
+	require.Equal(t, "registered\n", io.out.String())
+	require.Equal(t, wd, sess.recs[1].Cwd, "a relative --cwd is sent absolute and clean")
+	require.NotEqual(t, exitOK, run("sessions", "register", "github:acme/widgets#43"), "--harness-session-id is required")
+	require.Equal(t, exitOK, run("sessions", "close", "github:acme/widgets#43", "--keep-tmux", "--format", "json"), io.err.String())
+	require.JSONEq(t, `{"ref":"github:acme/widgets#43","verb":"close","effect":"closed","actor":"`+testOperator+`","session":"`+sessions.TmuxName(sess.recs[1].Item)+`","tmux":"dead"}`, io.out.String())
+	require.Equal(t, sessions.StatusClosed, sess.recs[1].Status)
+	require.Equal(t, exitRefused, run("sessions", "close", "github:acme/widgets#9"), "an unknown session is refused")
 
 	require.Equal(t, exitOK, run("queue", "status"))
 	require.Contains(t, io.out.String(), "3 pending")

@@ -54,6 +54,10 @@ type env struct {
 	// Integrations builds `loopd mcp`'s integrations from the CLI config's
 	// section (nil: integrations.Optional over the process environment).
 	Integrations func(raw map[string]any, sink graph.Sink) (graph.Integrations, []string, error)
+	// Exec replaces the process with argv (a restart, restart.go); it
+	// returns only on failure. Nil: a restart exits with exitRestart for a
+	// supervisor to start loopd again.
+	Exec func(argv []string) error
 }
 
 func (e *env) clock() graph.Clock {
@@ -77,6 +81,7 @@ func systemEnv() *env {
 		Context: func() (context.Context, context.CancelFunc) {
 			return signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 		},
+		Exec: execSelf,
 	}
 }
 
@@ -116,6 +121,10 @@ func Main(args []string, e *env) int {
 	err := newApp(e).Run(args)
 	if err == nil {
 		return exitOK
+	}
+	var re *restartError
+	if errors.As(err, &re) {
+		return restart(e, args, re.withUpgrade)
 	}
 	var xe *exitError
 	if errors.As(err, &xe) {

@@ -13,6 +13,7 @@ import (
 
 	"github.com/theloop-dev/theloop/graph"
 	"github.com/theloop-dev/theloop/integrations"
+	"github.com/theloop-dev/theloop/internal/buildinfo"
 	"github.com/theloop-dev/theloop/loop"
 	"github.com/theloop-dev/theloop/loop/daemon"
 	"github.com/theloop-dev/theloop/loop/daemon/systemd"
@@ -23,7 +24,10 @@ type runOptions struct {
 	Config    string
 	StateRoot string
 	Insecure  bool
-	cli       *cli.Context // for the dashboard flags (dashboard.go)
+	// UpgradePlugin upgrades theloop's plugin for the installed harnesses
+	// before serving: set by a restart with upgrade (restart.go).
+	UpgradePlugin bool
+	cli           *cli.Context // for the dashboard flags (dashboard.go)
 }
 
 func runCommand(e *env) *cli.Command {
@@ -34,12 +38,13 @@ func runCommand(e *env) *cli.Command {
 			&cli.StringFlag{Name: "config", Usage: "the operator's cli-config.yaml (default: $THE_LOOP_CLI_CONFIG, ./.the-loop/cli-config.yaml, ~/.the-loop/cli-config.yaml)", TakesFile: true},
 			&cli.StringFlag{Name: "state-root", Usage: "theloop's state root, outside any repository (default: $THE_LOOP_STATE_ROOT, else the config's state.root, a relative one under your home directory: ~/.the-loop)"},
 			&cli.BoolFlag{Name: "insecure-accept-unsigned", Usage: "accept webhooks without a signature when no secret is configured (never on a reachable address)"},
+			&cli.BoolFlag{Name: upgradePluginFlag, Hidden: true, Usage: "upgrade theloop's plugin for the installed harnesses before serving (a restart with upgrade passes it)"},
 		}, dashboardFlags()...),
 		Action: func(c *cli.Context) error {
 			if c.NArg() > 0 {
 				return &exitError{code: exitRefused, msg: fmt.Sprintf("run takes no arguments (got %q)", c.Args().First())}
 			}
-			return runDaemon(e, runOptions{Config: c.String("config"), StateRoot: c.String("state-root"), Insecure: c.Bool("insecure-accept-unsigned"), cli: c})
+			return runDaemon(e, runOptions{Config: c.String("config"), StateRoot: c.String("state-root"), Insecure: c.Bool("insecure-accept-unsigned"), UpgradePlugin: c.Bool(upgradePluginFlag), cli: c})
 		},
 	}
 }
@@ -69,11 +74,16 @@ func runDaemon(e *env, opts runOptions) error {
 			return &exitError{code: exitRefused, msg: err.Error()}
 		}
 	}
-	d, err := daemon.New(cfg, daemon.Deps{Log: daemon.LogWriter(logger), Logger: logger, OperatorIntegrations: operator})
+	d, err := daemon.New(cfg, daemon.Deps{Version: buildinfo.Version(version), Log: daemon.LogWriter(logger), Logger: logger, OperatorIntegrations: operator})
 	if err != nil {
 		// A configuration loopd cannot run with (no secret, a relative
 		// state root, ...): exit 2 with the fix.
 		return &exitError{code: exitRefused, msg: err.Error()}
+	}
+	if opts.UpgradePlugin {
+		// Before anything is served or spawned: a session started now gets
+		// the upgraded plugin.
+		d.NotePluginUpgrade(upgradePlugins(e, logger))
 	}
 	// Fail fast: a loopd that would start "healthy" and then fail on every
 	// item exits 2 now, naming the key and the fix.
@@ -121,6 +131,11 @@ func runDaemon(e *env, opts runOptions) error {
 		}
 		if errors.Is(err, daemon.ErrRestartToRecover) {
 			return &exitError{code: exitRestart, msg: err.Error()}
+		}
+		var re *daemon.RestartError
+		if errors.As(err, &re) {
+			logger.Info("restarting", "by", re.Actor, "withUpgrade", re.WithUpgrade)
+			return &restartError{withUpgrade: re.WithUpgrade}
 		}
 		return err
 	}

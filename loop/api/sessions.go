@@ -118,3 +118,75 @@ func (c *Client) Attention(ctx context.Context, kinds ...string) ([]AttentionIte
 	err := c.Do(ctx, "GET", AttentionPath, q, nil, &out)
 	return out, err
 }
+
+// SessionVerbs are the per-session registry verbs POST /sessions/{ref}/{verb}
+// accepts beside OperatorVerbs: reset (a fresh conversation in the same
+// node, artifacts kept), register (attach a conversation started outside
+// loopd) and close (end the session, keep the checkout and the graph
+// state). docs/daemon.md §5.5 describes them.
+var SessionVerbs = []string{"reset", "register", "close"}
+
+// ResetRequest is the optional body of POST /sessions/{ref}/reset.
+type ResetRequest struct {
+	// Actor, when set, must be the caller's authenticated identity.
+	Actor string `json:"actor,omitempty"`
+	// NoComment skips the marked comment on the work item.
+	NoComment bool `json:"noComment,omitempty"`
+}
+
+// RegisterRequest is POST /sessions/{ref}/register's body.
+type RegisterRequest struct {
+	// Harness is the harness the conversation runs in ("" = loopd's
+	// default harness).
+	Harness string `json:"harness,omitempty"`
+	// HarnessSessionID is the conversation's id, as the harness's
+	// --resume takes it.
+	HarnessSessionID string `json:"harnessSessionId"`
+	// Cwd is the absolute checkout of the work item's repository the
+	// conversation works in.
+	Cwd string `json:"cwd"`
+	// Force replaces the work item's own live session. It never lifts the
+	// refusal of a conversation or checkout another work item holds.
+	Force bool `json:"force,omitempty"`
+	// Actor, when set, must be the caller's authenticated identity.
+	Actor string `json:"actor,omitempty"`
+	// NoComment skips the marked comment on the work item.
+	NoComment bool `json:"noComment,omitempty"`
+}
+
+// CloseRequest is the optional body of POST /sessions/{ref}/close.
+type CloseRequest struct {
+	// KeepTmux keeps the tmux session (its harness terminated) for a
+	// post-mortem; false kills it; nil follows routing.tmux.keepSessionOnClose.
+	KeepTmux *bool `json:"keepTmux,omitempty"`
+	// Actor, when set, must be the caller's authenticated identity.
+	Actor string `json:"actor,omitempty"`
+	// NoComment skips the marked comment on the work item.
+	NoComment bool `json:"noComment,omitempty"`
+}
+
+// SessionResult answers reset, register and close.
+type SessionResult struct {
+	Ref  string `json:"ref"`
+	Verb string `json:"verb"`
+	// Effect is what happened: reset, registered, replaced, closed,
+	// already-closed.
+	Effect string `json:"effect"`
+	// Actor is who asked (the caller's authenticated identity).
+	Actor string `json:"actor"`
+	// Session is the tmux session; HarnessSessionID the conversation now
+	// recorded (after a reset: the new one).
+	Session          string `json:"session,omitempty"`
+	HarnessSessionID string `json:"harnessSessionId,omitempty"`
+	// PreviousSessionID is the conversation a reset or a forced register
+	// replaced.
+	PreviousSessionID string `json:"previousSessionId,omitempty"`
+	// Artifacts are the files a reset pointed the new conversation at.
+	Artifacts []string `json:"artifacts,omitempty"`
+	// Tmux is the state of the item's tmux session after the verb (live,
+	// absent, dead).
+	Tmux string `json:"tmux,omitempty"`
+	// Announced is the URL of the marked comment on the work item.
+	Announced     string `json:"announced,omitempty"`
+	AnnounceError string `json:"announceError,omitempty"`
+}

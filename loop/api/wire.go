@@ -67,6 +67,11 @@ type Status struct {
 	// Harnesses are the agent CLIs loopd can host, with the version each
 	// reported at its first status (routing.defaultHarness is Default).
 	Harnesses []HarnessView `json:"harnesses,omitempty"`
+	// PluginUpgrade is what upgrading theloop's plugin changed before this
+	// loopd started (a restart with upgrade); PluginUpgradeError why it
+	// failed. Both empty on an ordinary start.
+	PluginUpgrade      []string `json:"pluginUpgrade,omitempty"`
+	PluginUpgradeError string   `json:"pluginUpgradeError,omitempty"`
 }
 
 // HarnessView is one agent CLI as loopd found it.
@@ -184,4 +189,30 @@ type SkipRequest struct {
 	// Actor is who declares. Over the API it is the caller's
 	// authenticated identity; a different value is refused (403).
 	Actor string `json:"actor,omitempty"`
+}
+
+// RestartPath is POST /restart: loopd stops gracefully (the webhook
+// listener first, then the dispatcher drains) and starts again in the same
+// process from its executable on disk, so a newly installed binary takes
+// over. With WithUpgrade, the new process first upgrades theloop's plugin
+// for every harness it is installed for (as `loopctl install` would), before
+// it serves or spawns anything.
+const RestartPath = "/restart"
+
+// RestartRequest is POST /restart's optional body.
+type RestartRequest struct {
+	WithUpgrade bool `json:"withUpgrade,omitempty"`
+	// Actor, when set, must be the caller's authenticated identity.
+	Actor string `json:"actor,omitempty"`
+}
+
+// RestartResult answers POST /restart, before the restart begins.
+type RestartResult struct {
+	Restarting  bool   `json:"restarting"`
+	WithUpgrade bool   `json:"withUpgrade"`
+	Actor       string `json:"actor"`
+	PID         int    `json:"pid"`
+	// StartedAt is when the loopd being restarted started: the restarted
+	// one answers GET /status with a later one.
+	StartedAt time.Time `json:"startedAt"`
 }

@@ -35,6 +35,9 @@ import (
 
 // Deps is the world the daemon reaches. Every field is optional.
 type Deps struct {
+	// Version is the binary's version as status and MCP report it (the
+	// stamp `-X main.version=` gives cmd/loopd); "" reads the build info.
+	Version string
 	// Integrations performs outbound calls (comments, reactions, labels and
 	// every graph hook's side effect). Nil: built from Config.Integrations
 	// with integrations.New (GitHub through a token or the operator's gh).
@@ -108,6 +111,12 @@ type Daemon struct {
 
 	mu      sync.Mutex
 	running bool
+	// restartCh carries an operator's restart to Run (restart.go); the
+	// plugin* fields are what a restart with upgrade did before this start.
+	restartCh        chan *RestartError
+	pluginUpgraded   bool
+	pluginUpgrade    []string
+	pluginUpgradeErr string
 
 	dashMu  sync.Mutex
 	dash    *dashboard.Dashboard
@@ -163,7 +172,7 @@ func New(cfg Config, deps Deps) (*Daemon, error) {
 	if deps.Observer == nil {
 		deps.Observer = ObserverFunc(func(Observation) {})
 	}
-	return &Daemon{cfg: cfg, deps: deps, ready: make(chan struct{}), observing: observing, scrub: scr}, nil
+	return &Daemon{cfg: cfg, deps: deps, ready: make(chan struct{}), observing: observing, scrub: scr, restartCh: make(chan *RestartError, 1)}, nil
 }
 
 // Ready is closed once the webhook receiver listens (Addr is valid) and the
@@ -319,6 +328,7 @@ func (d *Daemon) Run(ctx context.Context) (err error) {
 	defer stopDash()
 
 	d.emit("daemon.started", graph.LevelInfo, graph.Field{Key: "addr", Value: d.addr}, graph.Field{Key: "queue", Value: queueKind(d.cfg.QueueURL)})
+	d.reportPluginUpgrade() // restart.go
 	if recs, _ := d.reg.List(); len(recs) > 0 {
 		cwds := make([]string, 0, len(recs))
 		for _, r := range recs {
@@ -332,6 +342,8 @@ func (d *Daemon) Run(ctx context.Context) (err error) {
 	select {
 	case <-ctx.Done():
 	case err = <-d.watchStore(ctx, q): // persist.go
+	case re := <-d.restartCh: // restart.go
+		err = re
 	case err = <-dispDone:
 		// The dispatcher stopped on its own (its lease was taken over, or
 		// its consumer failed): stop, so a supervisor restarts loopd.

@@ -62,4 +62,12 @@ func (m mcpOperator) Reply(ctx context.Context, ref, message string) (api.ReplyR
 	return m.d.reply(ctx, ref, m.actor(ctx), message)
 }
 
+func (m mcpOperator) RegisterSession(ctx context.Context, ref string, req api.RegisterRequest) (api.SessionResult, error) {
+	return serviceSessions(m).RegisterSession(ctx, ref, m.actor(ctx), req)
+}
+
+func (m mcpOperator) CloseSession(ctx context.Context, ref string, req api.CloseRequest) (api.SessionResult, error) {
+	return serviceSessions(m).CloseSession(ctx, ref, m.actor(ctx), req)
+}
+
 var _ mcpserver.Operator = mcpOperator{}

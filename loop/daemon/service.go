@@ -223,13 +223,14 @@ func (d *Daemon) serviceHandler() http.Handler {
 		Stream:       stream,
 		Status:       d.status,
 		Attention:    d.attention,
+		Restart:      d.requestRestart,
 	})
 	mux.Handle(api.Prefix+"/", a)
 	mux.Handle("GET /metrics", d.svc.metrics.Handler())
 	if !d.cfg.Service.MCPDisabled {
 		mux.Handle(mcpserver.Path, mcpserver.Handler(mcpserver.New(mcpserver.Config{
 			Graphs: graphs, EventLogPath: d.cfg.EventLogPath, Integrations: d.integ, Sink: d.sink,
-			Clock: d.deps.Clock, Version: buildinfo.Version(""), Operator: mcpOperator{d},
+			Clock: d.deps.Clock, Version: buildinfo.Version(d.deps.Version), Operator: mcpOperator{d},
 		})))
 	}
 	return mux
@@ -282,7 +283,7 @@ func (d *Daemon) stopService() {
 
 func (d *Daemon) status(ctx context.Context) api.Status {
 	now := d.deps.Clock.Now()
-	st := api.Status{Version: buildinfo.Version(""), PID: os.Getpid(), StateRoot: d.cfg.StateRoot, Webhook: d.WebhookURL(),
+	st := api.Status{Version: buildinfo.Version(d.deps.Version), PID: os.Getpid(), StateRoot: d.cfg.StateRoot, Webhook: d.WebhookURL(),
 		StartedAt: d.svc.started.UTC(), Uptime: now.Sub(d.svc.started).Seconds(), Harnesses: d.harnessViews(ctx)}
 	if w := d.defaultHarnessWarning(); w != "" {
 		st.Warnings = append(st.Warnings, w)
@@ -306,6 +307,7 @@ func (d *Daemon) status(ctx context.Context) api.Status {
 	if w := d.undefendedWarning(); w != "" {
 		st.Warnings = append(st.Warnings, w)
 	}
+	d.pluginUpgradeStatus(&st)
 	if sh := d.sharedDispatcher(); sh != nil {
 		st.Cluster = &api.ClusterView{Node: d.cfg.Cluster.Node, MaxSessions: d.cfg.Cluster.MaxSessions, Owned: sh.Leases().Items()}
 	}

@@ -72,6 +72,10 @@ type Backend struct {
 	Status func(ctx context.Context) api.Status
 	// Attention is the "needs you" list, oldest first (nil = 503).
 	Attention func(ctx context.Context) ([]api.AttentionItem, error)
+	// Restart schedules a graceful restart for actor (the caller's
+	// authenticated identity), upgrading the plugin first when withUpgrade
+	// (nil = 503).
+	Restart func(ctx context.Context, actor string, withUpgrade bool) (api.RestartResult, error)
 }
 
 // Config tunes the API.
@@ -127,11 +131,29 @@ func New(cfg Config, b Backend) *Server {
 	s.route("GET /events", s.events)
 	s.route("GET /events/stream", s.stream)
 	s.route("GET "+api.AttentionPath, s.attention)
+	s.route("POST "+api.RestartPath, s.restart)
 	s.route("GET /queue", s.queueStats)
 	s.route("GET /queue/dead", s.queueDead)
 	s.route("POST /queue/dead/replay", s.queueReplay)
 	s.routeSessionVerbs() // sessionverbs.go
 	return s
+}
+
+// restart is POST /restart: an operator's verb, taken under the caller's
+// authenticated identity as stop is.
+func (s *Server) restart(_ http.ResponseWriter, r *http.Request) (any, error) {
+	if s.b.Restart == nil {
+		return nil, unavailable("restart")
+	}
+	var req api.RestartRequest
+	if err := decodeOptional(r, &req); err != nil {
+		return nil, err
+	}
+	actor, err := actorOf(r, req.Actor)
+	if err != nil {
+		return nil, err
+	}
+	return s.b.Restart(r.Context(), actor, req.WithUpgrade)
 }
 
 // ServeHTTP serves paths under api.Prefix (the caller mounts it there).

@@ -36,6 +36,23 @@ type Operator interface {
 	Screen(ctx context.Context, ref string) (string, error)
 }
 
+// SessionKeeper is implemented by a Sessions that also resets, registers
+// and closes sessions for the operator (POST /sessions/{ref}/reset,
+// register, close). Without it those verbs answer 503.
+type SessionKeeper interface {
+	// ResetSession ends the item's harness and starts a fresh conversation
+	// in the same node, its artifacts kept. Like start, it needs actor to be
+	// an authorized user (ErrForbidden otherwise).
+	ResetSession(ctx context.Context, ref, actor string, req api.ResetRequest) (api.SessionResult, error)
+	// RegisterSession attaches a conversation started outside loopd to the
+	// item. Like start, it needs an authorized user. A conversation or
+	// checkout another item holds is refused (ErrBadRequest).
+	RegisterSession(ctx context.Context, ref, actor string, req api.RegisterRequest) (api.SessionResult, error)
+	// CloseSession ends the item's session and keeps its checkout and graph
+	// state; like stop, the transport's identity suffices.
+	CloseSession(ctx context.Context, ref, actor string, req api.CloseRequest) (api.SessionResult, error)
+}
+
 // routeSessionVerbs mounts the per-session routes. The ref is one escaped
 // path segment (api.SessionPath): github%3Ao%2Fr%2342.
 func (s *Server) routeSessionVerbs() {
@@ -81,8 +98,11 @@ func (s *Server) sessionVerb(_ http.ResponseWriter, r *http.Request) (any, error
 	if verb == "reply" {
 		return s.sessionReply(r, ref)
 	}
+	if slices.Contains(api.SessionVerbs, verb) {
+		return s.sessionKeep(r, ref, verb)
+	}
 	if !slices.Contains(api.OperatorVerbs, verb) {
-		return nil, fmt.Errorf("%w: %s", ErrNotFound, fmt.Sprintf("no verb %q: use %s or reply", verb, strings.Join(api.OperatorVerbs, ", ")))
+		return nil, fmt.Errorf("%w: %s", ErrNotFound, fmt.Sprintf("no verb %q: use %s, %s or reply", verb, strings.Join(api.OperatorVerbs, ", "), strings.Join(api.SessionVerbs, ", ")))
 	}
 	var req api.OperatorRequest
 	if err := decodeOptional(r, &req); err != nil {
@@ -107,6 +127,48 @@ func (s *Server) sessionVerb(_ http.ResponseWriter, r *http.Request) (any, error
 		return nil, unavailable("the session registry")
 	}
 	return s.b.Sessions.ControlSession(r.Context(), ref, verb, actor, req.NoComment)
+}
+
+func (s *Server) sessionKeep(r *http.Request, ref, verb string) (any, error) {
+	keeper, ok := s.b.Sessions.(SessionKeeper)
+	if !ok || s.b.Sessions == nil {
+		return nil, unavailable("the session verbs reset, register and close")
+	}
+	switch verb {
+	case "reset":
+		var req api.ResetRequest
+		if err := decodeOptional(r, &req); err != nil {
+			return nil, err
+		}
+		actor, err := actorOf(r, req.Actor)
+		if err != nil {
+			return nil, err
+		}
+		return keeper.ResetSession(r.Context(), ref, actor, req)
+	case "register":
+		var req api.RegisterRequest
+		if err := decode(r, &req); err != nil {
+			return nil, err
+		}
+		if req.HarnessSessionID == "" || req.Cwd == "" {
+			return nil, badRequest("register needs harnessSessionId (the conversation's id) and cwd (its absolute checkout)")
+		}
+		actor, err := actorOf(r, req.Actor)
+		if err != nil {
+			return nil, err
+		}
+		return keeper.RegisterSession(r.Context(), ref, actor, req)
+	default: // close
+		var req api.CloseRequest
+		if err := decodeOptional(r, &req); err != nil {
+			return nil, err
+		}
+		actor, err := actorOf(r, req.Actor)
+		if err != nil {
+			return nil, err
+		}
+		return keeper.CloseSession(r.Context(), ref, actor, req)
+	}
 }
 
 func (s *Server) sessionReply(r *http.Request, ref string) (any, error) {

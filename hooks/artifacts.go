@@ -8,6 +8,7 @@ import (
 	"maps"
 	"slices"
 	"strings"
+	"unicode"
 
 	"github.com/theloop-dev/theloop/graph"
 	"github.com/theloop-dev/theloop/internal/lazyre"
@@ -282,7 +283,7 @@ func sectionCheckmarks(doc *document, title, path string, listed bool) []graph.M
 			continue
 		}
 		found = true
-		open += strings.Count(doc.lines(s.start, s.end), "- [ ]")
+		open += strings.Count(doc.body[s.start:s.end], "- [ ]")
 	}
 	switch {
 	case !found && listed:
@@ -483,28 +484,28 @@ func runLinter(ctx context.Context, hc *graph.HookContext, argv, files []string)
 
 // lintMermaid parses every closed mermaid block (mermaid.go: flowchart and
 // sequence diagrams statement by statement, other types by keyword) and
-// reports each problem with the block's number and the line within it.
+// reports each problem with the block's number and the line within it. A
+// block opens on a line whose trimmed text starts with "```mermaid" and
+// closes on the next line whose trimmed text starts with "```"; an unclosed
+// block ends the scan. Only the blocks' own lines are split: the rest of
+// the artifact is skipped by searching for the markers.
 func lintMermaid(text string) []string {
-	lines := strings.Split(text, "\n")
 	var out []string
 	idx := 0
-	for i := 0; i < len(lines); i++ {
-		t := strings.TrimSpace(lines[i])
-		if !strings.HasPrefix(t, "```mermaid") {
-			continue
+	for off := 0; ; {
+		_, body := markedLine(text, off, "```mermaid", onlySpace)
+		if body < 0 {
+			break
 		}
-		end := -1
-		for j := i + 1; j < len(lines); j++ {
-			if strings.HasPrefix(strings.TrimSpace(lines[j]), "```") {
-				end = j
-				break
-			}
-		}
+		end, next := markedLine(text, body, "```", onlySpace)
 		if end < 0 {
 			break // an unclosed block is not a diagram
 		}
 		idx++
-		block := lines[i+1 : end]
+		var block []string
+		if body < end {
+			block = strings.Split(text[body:end-1], "\n")
+		}
 		for _, is := range parseMermaid(block) {
 			if is.line == 0 || strings.HasPrefix(is.text, "does not start with") {
 				out = append(out, fmt.Sprintf("mermaid block %d %s", idx, is.text))
@@ -517,9 +518,47 @@ func lintMermaid(text string) []string {
 				out = append(out, fmt.Sprintf("mermaid block %d line %d: a backtick inside a node label breaks rendering — use plain text", idx, n+1))
 			}
 		}
-		i = end
+		off = next
 	}
 	return out
+}
+
+// markedLine finds the first line at or after off (a line start) that
+// starts with marker after a prefix lead accepts. It returns that line's
+// start and the start of the line after it (len(text)+1 after the last
+// line), or -1, -1. It searches for the marker rather than walking lines:
+// most of an artifact holds none.
+func markedLine(text string, off int, marker string, lead func(string) bool) (at, next int) {
+	for off <= len(text) {
+		i := strings.Index(text[off:], marker)
+		if i < 0 {
+			return -1, -1
+		}
+		i += off
+		start := strings.LastIndexByte(text[:i], '\n') + 1
+		next = len(text) + 1
+		if nl := strings.IndexByte(text[i:], '\n'); nl >= 0 {
+			next = i + nl + 1
+		}
+		if lead(text[start:i]) {
+			return start, next
+		}
+		off = next
+	}
+	return -1, -1
+}
+
+// onlySpace accepts the prefix strings.TrimSpace removes.
+func onlySpace(s string) bool { return strings.TrimLeftFunc(s, unicode.IsSpace) == "" }
+
+// onlyBlanks accepts the prefix isFence skips: spaces and tabs.
+func onlyBlanks(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if s[i] != ' ' && s[i] != '\t' {
+			return false
+		}
+	}
+	return true
 }
 
 func lintLineLength(text string, limit int) []string {
@@ -544,18 +583,21 @@ func lintLineLength(text string, limit int) []string {
 // break how the document renders for its reviewer.
 func lintStructure(text string) []string {
 	var out []string
-	open := -1
-	for i, l := range strings.Split(text, "\n") {
-		if isFence(l) {
-			if open < 0 {
-				open = i + 1
-			} else {
-				open = -1
-			}
+	open := -1 // where the line of the fence left open starts
+	for off := 0; ; {
+		at, next := markedLine(text, off, "```", onlyBlanks)
+		if at < 0 {
+			break
 		}
+		if open < 0 {
+			open = at
+		} else {
+			open = -1
+		}
+		off = next
 	}
-	if open > 0 {
-		out = append(out, fmt.Sprintf("line %d opens a code fence that is never closed — everything after it renders as code", open))
+	if open >= 0 {
+		out = append(out, fmt.Sprintf("line %d opens a code fence that is never closed — everything after it renders as code", strings.Count(text[:open], "\n")+1))
 	}
 	return out
 }

@@ -109,7 +109,7 @@ func FuzzToLower(f *testing.F) {
 	f.Fuzz(func(t *testing.T, s string) { hooks.CheckToLowerAgrees(t, s) })
 }
 
-// FuzzDocumentSections: sections located from line offsets read exactly as
+// FuzzDocumentSections: sections located by byte offsets read exactly as
 // the split-and-join Sections does.
 func FuzzDocumentSections(f *testing.F) {
 	for _, s := range []string{"", "\n", "# A\n", "# A", "---\nx: 1\n---\n# A\nbody\n## B\n\n- [ ] t\n# C\n", "```\n# not\n```\n# A\n  x  \n", "# A\n# A\ntwo\n"} {
@@ -139,4 +139,13 @@ func FuzzFrontMatterHead(f *testing.F) {
 			t.Fatalf("head %q decides %#v, the whole text %q reads %#v", text[:k], head, text, full)
 		}
 	})
+}
+
+// FuzzLint: the mermaid and structure lints, which search for their
+// markers, report exactly what reading every line reports.
+func FuzzLint(f *testing.F) {
+	for _, s := range []string{"", "```", "```mermaid\nflowchart TD\n  A-->B\n```\n", " \t```mermaid\n\n```", "x ```mermaid\n```\n```mermaid\nsequenceDiagram\n  A->>B: hi\n  ```\n", "```\ncode\n", "\u00a0```mermaid\npie\n\u0085```", "``````mermaid\n```\n", "\t```go\n```\n```"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) { hooks.CheckLintAgrees(t, s) })
 }

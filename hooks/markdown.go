@@ -118,7 +118,13 @@ type Section struct {
 
 // isFence reports whether line opens or closes a fenced code block.
 func isFence(line string) bool {
-	return strings.HasPrefix(strings.TrimLeft(line, " \t"), "```")
+	// strings.TrimLeft(line, " \t") builds its cutset on every call; this
+	// runs for every line of every artifact.
+	i := 0
+	for i < len(line) && (line[i] == ' ' || line[i] == '\t') {
+		i++
+	}
+	return strings.HasPrefix(line[i:], "```")
 }
 
 // headingLevel returns the number of leading '#' of an ATX heading at
@@ -216,42 +222,83 @@ type document struct {
 	text string
 	fm   map[string]any
 	body string
-	// offs[i] is where line i of body starts; offs[len(offs)-1] is
-	// len(body)+1, so line i is body[offs[i]:offs[i+1]-1]. Offsets cost
-	// half a split's line slice, and a span's text is one substring.
-	offs  []int
-	spans []sectionSpan
+	// spans locate the sections in body by byte offsets; the text of a
+	// section is one substring, built only when a hook asks for it.
+	spans []docSpan
 	err   error
 
 	lowerOnce sync.Once
 	lower     string
 }
 
-// newDocument parses text: front matter, line offsets, section spans.
+// docSpan is a section of a document's body: its heading's title and
+// level, and its content as body[start:end] — the lines under the heading
+// up to the next heading of the same or a higher level, joined by newlines
+// (what Sections gives before trimming).
+type docSpan struct {
+	title      string
+	level      int
+	start, end int
+}
+
+// newDocument parses text: front matter and section spans.
 func newDocument(text string) *document {
 	d := &document{text: text}
 	d.fm, d.body = FrontMatter(text)
-	d.offs = make([]int, 1, strings.Count(d.body, "\n")+2)
-	for i := 0; i < len(d.body); i++ {
-		if d.body[i] == '\n' {
-			d.offs = append(d.offs, i+1)
-		}
-	}
-	d.offs = append(d.offs, len(d.body)+1)
-	d.spans = spansOf(len(d.offs)-1, d.line)
+	d.spans = bodySpans(d.body)
 	return d
 }
 
-// line is line i of the body, without its newline.
-func (d *document) line(i int) string { return d.body[d.offs[i] : d.offs[i+1]-1] }
-
-// lines is the text of lines [start, end) joined by newlines — what
-// strings.Join of the split lines gives, as one substring of the body.
-func (d *document) lines(start, end int) string {
-	if start >= end {
-		return ""
+// bodySpans locates the sections of body exactly as Sections does (the
+// same headings, fences and nesting), walking its lines with IndexByte
+// instead of splitting them.
+func bodySpans(body string) []docSpan {
+	type head struct {
+		at, next, level int // the heading line's start, the next line's start
 	}
-	return d.body[d.offs[start] : d.offs[end]-1]
+	var heads []head
+	inFence := false
+	for off := 0; off <= len(body); {
+		var l string
+		next := len(body) + 1
+		if end := strings.IndexByte(body[off:], '\n'); end >= 0 {
+			l, next = body[off:off+end], off+end+1
+		} else {
+			l = body[off:]
+		}
+		switch {
+		case isFence(l):
+			inFence = !inFence
+		case inFence:
+		default:
+			if lv := headingLevel(l); lv > 0 {
+				heads = append(heads, head{off, next, lv})
+			}
+		}
+		off = next
+	}
+	out := make([]docSpan, 0, len(heads))
+	for j, h := range heads {
+		// The content runs to the line before the next heading of the
+		// same or a higher level, or to the end of the body.
+		stop := len(body) + 1
+		for _, k := range heads[j+1:] {
+			if k.level <= h.level {
+				stop = k.at
+				break
+			}
+		}
+		line := body[h.at : h.next-1]
+		if h.next > len(body) {
+			line = body[h.at:]
+		}
+		sp := docSpan{title: strings.TrimSpace(strings.TrimLeft(line, "#")), level: h.level}
+		if h.next < stop {
+			sp.start, sp.end = h.next, stop-1
+		}
+		out = append(out, sp)
+	}
+	return out
 }
 
 // lowerBody is the body in lower case, computed once per document.
@@ -300,7 +347,7 @@ func toLower(s string) string {
 func (d *document) section(title string) (Section, bool) {
 	for _, s := range d.spans {
 		if s.title == title {
-			return Section{Title: s.title, Level: s.level, Content: strings.TrimSpace(d.lines(s.start, s.end))}, true
+			return Section{Title: s.title, Level: s.level, Content: strings.TrimSpace(d.body[s.start:s.end])}, true
 		}
 	}
 	return Section{}, false

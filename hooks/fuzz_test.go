@@ -92,7 +92,7 @@ func FuzzClassify(f *testing.F) {
 // front-matter reader answers, the general YAML parser must give exactly the
 // same mapping.
 func FuzzSimpleFrontMatter(f *testing.F) {
-	for _, s := range []string{"status: approved   # locked — by the gate\n     # more\napprovedBy: []  # none\noverrides: {}\nworkItem: \"github:o/r#239\"\n", "a: 'x' #c\nb: \"y\"#c\n", "status: approved\ntags: [cli, graph]\nriskTier: 4\ntitle: \"R: x\"\n", "a: -3\nb: 0\n# c\n", "a: 'x y'\nb: [1, 'q', w]\n", "a: yes\n", "a: 1.5\n", "a: 2026-01-02\n", "a: x #c\n", "a: [ ]\n", "a:\n  - x\n"} {
+	for _, s := range []string{"status: approved   # locked — by the gate\n     # more\napprovedBy: []  # none\noverrides: {}\nworkItem: \"github:o/r#239\"\n", "a: 'x' #c\nb: \"y\"#c\n", "status: approved\ntags: [cli, graph]\nriskTier: 4\ntitle: \"R: x\"\n", "a: -3\nb: 0\n# c\n", "a: 'x y'\nb: [1, 'q', w]\n", "a: yes\n", "a: 1.5\n", "a: 2026-01-02\n", "a: x #c\n", "a: [ ]\n", "a:\n  - x\n", "approvedBy: [\"@MadaraUchiha-314 (PR #110: \\\"Go ahead\\\", 2026-07-28)\"]\nriskTier: 4   # why\n", "a: [\"x, y\", z]  # c\n", "a: [\"PR #71 review — 'use docs/'\"]\n", "a: [\"\\\\\", \"\"]\n"} {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, block string) {

@@ -447,7 +447,19 @@ func simpleFrontMatter(block string) (map[string]any, bool) {
 		if val != "" && val[0] != ' ' {
 			return nil, false
 		}
-		val, ok = stripComment(strings.Trim(val, " "))
+		val = strings.Trim(val, " ")
+		if strings.HasPrefix(val, "[") && strings.Contains(val, `"`) {
+			// A flow list with double-quoted items (approvedBy: ["@who
+			// (PR #7: \"ok\", 2026-07-28)"]): commas, "#" and escaped
+			// quotes inside the quotes are text, not structure.
+			v, ok := quotedFlowList(val)
+			if !ok {
+				return nil, false
+			}
+			out[key] = v
+			continue
+		}
+		val, ok = stripComment(val)
 		if !ok {
 			return nil, false
 		}
@@ -458,6 +470,97 @@ func simpleFrontMatter(block string) (map[string]any, bool) {
 		out[key] = v
 	}
 	return out, true
+}
+
+// quotedFlowList reads a flow list whose items are double-quoted strings
+// (escapes limited to \" and \\, printable text otherwise) or the plain
+// scalars simpleScalar accepts, followed by nothing or a " # comment". It
+// reports false for anything else.
+func quotedFlowList(v string) ([]any, bool) {
+	items := []any{}
+	i := 1
+	skip := func() {
+		for i < len(v) && v[i] == ' ' {
+			i++
+		}
+	}
+	for {
+		skip()
+		if i >= len(v) {
+			return nil, false
+		}
+		if v[i] == '"' {
+			s, next, ok := doubleQuoted(v, i)
+			if !ok {
+				return nil, false
+			}
+			items = append(items, s)
+			i = next
+		} else {
+			j := strings.IndexAny(v[i:], ",]")
+			if j < 0 {
+				return nil, false
+			}
+			x, ok := simpleScalar(strings.Trim(v[i:i+j], " "))
+			if !ok {
+				return nil, false
+			}
+			items = append(items, x)
+			i += j
+		}
+		skip()
+		if i >= len(v) {
+			return nil, false
+		}
+		if v[i] == ']' {
+			i++
+			break
+		}
+		if v[i] != ',' {
+			return nil, false
+		}
+		i++
+	}
+	rest := v[i:]
+	if tail := strings.TrimLeft(rest, " "); tail != "" && (tail[0] != '#' || len(tail) == len(rest)) {
+		return nil, false // text after the list, or "#" glued to it
+	}
+	return items, true
+}
+
+// doubleQuoted reads the double-quoted string starting at v[at]: its value
+// and the index after its closing quote. Only the escapes \" and \\ are
+// read; any other escape, a control character or a rune that is not
+// printable is refused (left to the YAML parser).
+func doubleQuoted(v string, at int) (string, int, bool) {
+	var b strings.Builder
+	for i := at + 1; i < len(v); {
+		c := v[i]
+		switch {
+		case c == '"':
+			return b.String(), i + 1, true
+		case c == '\\':
+			if i+1 >= len(v) || v[i+1] != '"' && v[i+1] != '\\' {
+				return "", 0, false
+			}
+			b.WriteByte(v[i+1])
+			i += 2
+		case c < utf8.RuneSelf:
+			if c < 0x20 || c == 0x7f {
+				return "", 0, false
+			}
+			b.WriteByte(c)
+			i++
+		default:
+			r, w := utf8.DecodeRuneInString(v[i:])
+			if r == utf8.RuneError || !unicode.IsPrint(r) {
+				return "", 0, false
+			}
+			b.WriteString(v[i : i+w])
+			i += w
+		}
+	}
+	return "", 0, false
 }
 
 // stripComment removes a trailing " # comment" from a value. A quoted

@@ -329,15 +329,15 @@ func enforcesBoundariesFrom(_ context.Context, hc *graph.HookContext) graph.Hook
 	if len(upFiles) == 0 || len(hc.Node.Produces) == 0 {
 		return graph.Skip("upstream or downstream artifact absent")
 	}
-	upText := lowerBodies(hc.Artifacts, upFiles)
-	downText := lowerBodies(hc.Artifacts, down)
+	upDocs := readableDocs(hc.Artifacts, upFiles)
+	downDocs := readableDocs(hc.Artifacts, down)
 	var msgs []graph.Message
 	for _, m := range hc.Params.Strings("markers") {
 		lm := strings.ToLower(m)
 		if lm == "" {
 			continue
 		}
-		if containsJoined(upText, lm) && !containsJoined(downText, lm) {
+		if containsJoined(upDocs, lm) && !containsJoined(downDocs, lm) {
 			path := hc.WorkItem.SpecDir
 			if len(down) == 1 {
 				path = hc.Artifacts.Path(down[0])
@@ -351,26 +351,30 @@ func enforcesBoundariesFrom(_ context.Context, hc *graph.HookContext) graph.Hook
 	return graph.Pass(nil)
 }
 
-// lowerBodies is the lower-cased bodies of the readable artifacts among
-// names, in order.
-func lowerBodies(a graph.Artifacts, names []string) []string {
-	var parts []string
+// readableDocs is the readable artifacts among names, in order.
+func readableDocs(a graph.Artifacts, names []string) []*document {
+	var out []*document
 	for _, n := range names {
 		if d := loadDoc(a, n); d.err == nil {
-			parts = append(parts, d.lowerBody())
+			out = append(out, d)
 		}
 	}
-	return parts
+	return out
 }
 
-// containsJoined reports whether the parts joined by newlines contain s,
-// without building the joined text unless s itself spans a newline.
-func containsJoined(parts []string, s string) bool {
+// containsJoined reports whether the lower-cased bodies of docs, joined by
+// newlines, contain s (lower case), without building the joined text
+// unless s itself spans a newline.
+func containsJoined(docs []*document, s string) bool {
 	if strings.Contains(s, "\n") {
+		parts := make([]string, len(docs))
+		for i, d := range docs {
+			parts[i] = d.lowerBody()
+		}
 		return strings.Contains(strings.Join(parts, "\n"), s)
 	}
-	for _, p := range parts {
-		if strings.Contains(p, s) {
+	for _, d := range docs {
+		if d.containsLower(s) {
 			return true
 		}
 	}

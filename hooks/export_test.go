@@ -141,3 +141,13 @@ func lintStructureSplit(text string) []string {
 	}
 	return out
 }
+
+// CheckContainsLowerAgrees fails t when a document's containsLower differs
+// from strings.Contains over its lowered body.
+func CheckContainsLowerAgrees(t *testing.T, body, marker string) {
+	d := newDocument(body)
+	needle := strings.ToLower(marker)
+	if got, want := d.containsLower(needle), strings.Contains(strings.ToLower(d.body), needle); got != want {
+		t.Fatalf("containsLower(%q, %q) = %v, strings.Contains over the lowered body gives %v", d.body, needle, got, want)
+	}
+}

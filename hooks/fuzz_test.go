@@ -149,3 +149,12 @@ func FuzzLint(f *testing.F) {
 	}
 	f.Fuzz(func(t *testing.T, s string) { hooks.CheckLintAgrees(t, s) })
 }
+
+// FuzzContainsLower: the boundary markers' search without lowering the
+// body answers as searching the lowered body does.
+func FuzzContainsLower(f *testing.F) {
+	for _, s := range [][2]string{{"A Trust Boundary here", "trust boundary"}, {"TRUST\nBOUNDARY", "t"}, {"\u212aey İnput", "key input"}, {"Kİ", "ki"}, {"abuse — CASE", "abuse — case"}, {"\xff\xfeX", "\ufffdx"}, {"tt trust", "trust"}, {"", "a"}} {
+		f.Add(s[0], s[1])
+	}
+	f.Fuzz(func(t *testing.T, body, marker string) { hooks.CheckContainsLowerAgrees(t, body, marker) })
+}

@@ -307,6 +307,76 @@ func (d *document) lowerBody() string {
 	return d.lower
 }
 
+// containsLower reports whether the body in lower case contains needle,
+// itself lower case — strings.Contains(d.lowerBody(), needle) — without
+// lowering the body when it can: for an ASCII needle, an ASCII case-folding
+// search of the body gives the same answer, because a rune outside ASCII
+// lowers to a rune outside ASCII except U+0130 (to "i") and U+212A (to "k")
+// (TestOnlyTwoRunesLowerIntoASCII). A needle with an "i" or a "k" over a body
+// holding either rune, and a needle outside ASCII, take the lowered body.
+func (d *document) containsLower(needle string) bool {
+	if !isASCII(needle) || strings.ContainsAny(needle, "ik") && (strings.Contains(d.body, "\u0130") || strings.Contains(d.body, "\u212a")) {
+		return strings.Contains(d.lowerBody(), needle)
+	}
+	return containsASCIIFold(d.body, needle)
+}
+
+// containsASCIIFold reports whether s contains needle (ASCII, lower case)
+// when s's ASCII capitals are read as small letters; no other byte of s
+// matches a byte of needle unless equal to it.
+func containsASCIIFold(s, needle string) bool {
+	if needle == "" {
+		return true
+	}
+	lo, up := needle[0], needle[0]
+	if 'a' <= lo && lo <= 'z' {
+		up = lo - 'a' + 'A'
+	}
+	// The next occurrence of each case of the first byte, at or after i
+	// (-1: none left); each is searched for again only once passed.
+	nextLo, nextUp := -2, -2
+	find := func(c byte, from int) int {
+		if j := strings.IndexByte(s[from:], c); j >= 0 {
+			return from + j
+		}
+		return -1
+	}
+	for i := 0; i+len(needle) <= len(s); {
+		if nextLo != -1 && nextLo < i {
+			nextLo = find(lo, i)
+		}
+		if up != lo && nextUp != -1 && nextUp < i {
+			nextUp = find(up, i)
+		}
+		j := nextLo
+		if up != lo && nextUp >= 0 && (j < 0 || nextUp < j) {
+			j = nextUp
+		}
+		if j < 0 || j+len(needle) > len(s) {
+			return false
+		}
+		if asciiFoldEqual(s[j:j+len(needle)], needle) {
+			return true
+		}
+		i = j + 1
+	}
+	return false
+}
+
+// asciiFoldEqual reports whether a, its ASCII capitals lowered, is b.
+func asciiFoldEqual(a, b string) bool {
+	for k := 0; k < len(b); k++ {
+		c := a[k]
+		if 'A' <= c && c <= 'Z' {
+			c += 'a' - 'A'
+		}
+		if c != b[k] {
+			return false
+		}
+	}
+	return true
+}
+
 // toLower is strings.ToLower without strings.Map's per-rune cost on ASCII:
 // artifacts are mostly ASCII with the odd dash or arrow, which sends the
 // standard library down its rune-by-rune path for the whole text. ASCII

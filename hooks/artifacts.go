@@ -39,10 +39,15 @@ func resolveSlots(a graph.Artifacts, es []string) []slot {
 	var out []slot
 	for _, e := range es {
 		var s slot
-		for _, p := range strings.Split(e, "|") {
+		for rest := e; ; {
+			p, more, found := strings.Cut(rest, "|")
 			if p = strings.TrimSpace(p); p != "" {
 				s.names = append(s.names, p)
 			}
+			if !found {
+				break
+			}
+			rest = more
 		}
 		if len(s.names) == 0 {
 			continue
@@ -204,10 +209,11 @@ func presenceFindings(hc *graph.HookContext, slots []slot) (findings []graph.Mes
 // heading).
 func contentFindings(hc *graph.HookContext, name string) []graph.Message {
 	p := hc.Params
-	path := hc.Artifacts.Path(name)
+	// The display path goes into findings only; most artifacts have none.
+	path := func() string { return hc.Artifacts.Path(name) }
 	doc := loadDoc(hc.Artifacts, name)
 	if doc.err != nil {
-		return []graph.Message{graph.Finding("artifact could not be read: "+errorKind(doc.err), path)}
+		return []graph.Message{graph.Finding("artifact could not be read: "+errorKind(doc.err), path())}
 	}
 	var findings []graph.Message
 	fm, body := doc.fm, doc.body
@@ -218,7 +224,7 @@ func contentFindings(hc *graph.HookContext, name string) []graph.Message {
 			if shown == "" {
 				shown = "(unset)"
 			}
-			findings = append(findings, graph.Finding("artifact is not locked — front-matter says status: "+shown+", expected status: approved", path))
+			findings = append(findings, graph.Finding("artifact is not locked — front-matter says status: "+shown+", expected status: approved", path()))
 		}
 	}
 	if want := p.Map("frontMatter"); want != nil {
@@ -226,7 +232,7 @@ func contentFindings(hc *graph.HookContext, name string) []graph.Message {
 			got := fmString(fm[k])
 			exp := fmString(want[k])
 			if got != exp {
-				findings = append(findings, graph.Finding(fmt.Sprintf("front-matter %s: expected %q, found %q", k, exp, got), path))
+				findings = append(findings, graph.Finding(fmt.Sprintf("front-matter %s: expected %q, found %q", k, exp, got), path()))
 			}
 		}
 	}
@@ -234,9 +240,9 @@ func contentFindings(hc *graph.HookContext, name string) []graph.Message {
 		sec, ok := doc.section(title)
 		switch {
 		case !ok:
-			findings = append(findings, graph.Finding("required section is missing: "+title, path))
+			findings = append(findings, graph.Finding("required section is missing: "+title, path()))
 		case sec.Content == "":
-			findings = append(findings, graph.Finding("required section is empty: "+title, path))
+			findings = append(findings, graph.Finding("required section is empty: "+title, path()))
 		}
 	}
 	// R5.2: an artifact that passed one of theloop's gates carries the
@@ -248,16 +254,16 @@ func contentFindings(hc *graph.HookContext, name string) []graph.Message {
 	if p.Bool("reviewed") && passedGate(fm) {
 		switch sec, ok := doc.section(reviewCommentsSection); {
 		case !ok:
-			findings = append(findings, graph.Finding("artifact passed its gate but has no ## "+reviewCommentsSection+" section — the review that approved it was lost", path))
+			findings = append(findings, graph.Finding("artifact passed its gate but has no ## "+reviewCommentsSection+" section — the review that approved it was lost", path()))
 		case sec.Content == "":
-			findings = append(findings, graph.Finding("artifact passed its gate but its ## "+reviewCommentsSection+" section is empty — the review that approved it was lost", path))
+			findings = append(findings, graph.Finding("artifact passed its gate but its ## "+reviewCommentsSection+" section is empty — the review that approved it was lost", path()))
 		}
 	}
 	switch want := strings.TrimSpace(p.String("checkmarks")); want {
 	case "":
 	case checkmarksWhole:
 		if n := strings.Count(body, "- [ ]"); n > 0 {
-			findings = append(findings, graph.Finding(fmt.Sprintf("%d task(s) still unticked", n), path))
+			findings = append(findings, graph.Finding(fmt.Sprintf("%d task(s) still unticked", n), path()))
 		}
 	default:
 		findings = append(findings, sectionCheckmarks(doc, want, path, slices.Contains(p.Strings("sections"), want))...)
@@ -276,7 +282,7 @@ const checkmarksWhole = "complete"
 // keeps unticked boxes elsewhere in a shared file (the execution log's
 // later entries, follow-ups left for later) from reopening a node that was
 // satisfied (docs/decisions.md §21).
-func sectionCheckmarks(doc *document, title, path string, listed bool) []graph.Message {
+func sectionCheckmarks(doc *document, title string, path func() string, listed bool) []graph.Message {
 	found, open := false, 0
 	for _, s := range doc.spans {
 		if s.title != title {
@@ -289,9 +295,9 @@ func sectionCheckmarks(doc *document, title, path string, listed bool) []graph.M
 	case !found && listed:
 		return nil
 	case !found:
-		return []graph.Message{graph.Finding("required section is missing: "+title+" (its checkboxes must all be ticked)", path)}
+		return []graph.Message{graph.Finding("required section is missing: "+title+" (its checkboxes must all be ticked)", path())}
 	case open > 0:
-		return []graph.Message{graph.Finding(fmt.Sprintf("%d box(es) still unticked under ## %s", open, title), path)}
+		return []graph.Message{graph.Finding(fmt.Sprintf("%d box(es) still unticked under ## %s", open, title), path())}
 	}
 	return nil
 }
@@ -412,23 +418,24 @@ func lintArtifacts(ctx context.Context, hc *graph.HookContext) graph.HookResult 
 	for _, f := range files {
 		d := loadDoc(hc.Artifacts, f)
 		text := d.text
-		path := hc.Artifacts.Path(f)
 		if d.err != nil {
+			path := hc.Artifacts.Path(f)
 			msgs = append(msgs, graph.Finding("artifact could not be read: "+errorKind(d.err), path))
 			continue
 		}
+		var problems []string
 		if diagrams {
-			for _, m := range lintMermaid(text) {
-				msgs = append(msgs, graph.Finding(m, path))
-			}
+			problems = append(problems, lintMermaid(text)...)
 		}
 		if maxLen > 0 {
-			for _, m := range lintLineLength(text, maxLen) {
-				msgs = append(msgs, graph.Finding(m, path))
-			}
+			problems = append(problems, lintLineLength(text, maxLen)...)
 		}
 		if structure {
-			for _, m := range lintStructure(text) {
+			problems = append(problems, lintStructure(text)...)
+		}
+		if len(problems) > 0 {
+			path := hc.Artifacts.Path(f)
+			for _, m := range problems {
 				msgs = append(msgs, graph.Finding(m, path))
 			}
 		}

@@ -99,6 +99,9 @@ func RunChain(ctx context.Context, hooks []BoundHook, base *HookContext) ChainOu
 type chainJob struct {
 	hooks []BoundHook
 	base  *HookContext
+	// node, when set, is the node the chain runs for in place of
+	// base.Node: a whole-graph check shares one base among its chains.
+	node *Node
 }
 
 // runChains runs several chains one after another on a single worker
@@ -202,6 +205,9 @@ func (b *batch) run() {
 			b.mu.Unlock()
 
 			*hc = *job.base
+			if job.node != nil {
+				hc.Node = job.node
+			}
 			hc.Params = h.Params
 			hc.Results = out.Results[:len(out.Results):len(out.Results)]
 			var began time.Time

@@ -8,6 +8,7 @@ import (
 	"os"
 	"path"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"unsafe"
@@ -115,6 +116,23 @@ func (a *FileArtifacts) Open(name string) (fs.File, error) {
 		return nil, err
 	}
 	return f, nil
+}
+
+// ReadDir implements fs.ReadDirFS: the entries of a directory in the spec
+// directory, sorted by name, as fs.ReadDir gives them through Open — in
+// half the system calls (fs.Glob lists pr-loops/ on every check).
+func (a *FileArtifacts) ReadDir(name string) ([]fs.DirEntry, error) {
+	if !fs.ValidPath(name) {
+		return nil, &fs.PathError{Op: "readdir", Path: name, Err: fs.ErrInvalid}
+	}
+	f, err := openDir(filepath.Join(a.dir, filepath.FromSlash(name)))
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	entries, err := f.ReadDir(-1)
+	slices.SortFunc(entries, func(x, y fs.DirEntry) int { return strings.Compare(x.Name(), y.Name()) })
+	return entries, err
 }
 
 // MaxArtifactBytes bounds an artifact read into memory; a specification
@@ -276,5 +294,6 @@ var (
 	_ graph.Artifacts = (*FileArtifacts)(nil)
 	_ fs.ReadFileFS   = (*FileArtifacts)(nil)
 	_ fs.StatFS       = (*FileArtifacts)(nil)
+	_ fs.ReadDirFS    = (*FileArtifacts)(nil)
 	_ graph.Items     = (*fileItems)(nil)
 )

@@ -1,6 +1,9 @@
 package loop
 
 import (
+	"io/fs"
+	"os"
+	"path/filepath"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -31,4 +34,37 @@ func TestWorkItemRef(t *testing.T) {
 			}
 		})
 	}
+}
+
+// FileArtifacts lists directories itself (fs.ReadDirFS) and answers as
+// fs.ReadDir over its Open does: the same sorted entries and types, a
+// missing directory as not existing, a file or an invalid name refused.
+func TestFileArtifactsReadDirAgreesWithOpen(t *testing.T) {
+	dir := t.TempDir()
+	for _, f := range []string{"b.md", "a.md", "pr-loops/pr-2/graph-state.json", "pr-loops/pr-10/graph-state.json"} {
+		require.NoError(t, os.MkdirAll(filepath.Join(dir, filepath.Dir(f)), 0o755))
+		require.NoError(t, os.WriteFile(filepath.Join(dir, f), []byte("x"), 0o644))
+	}
+	arts := NewFileArtifacts(dir, "docs/specs/issue-1")
+	viaOpen := struct{ fs.FS }{arts} // hides ReadDir: fs.ReadDir goes through Open
+	for _, name := range []string{".", "pr-loops", "pr-loops/pr-2"} {
+		got, err := arts.ReadDir(name)
+		require.NoError(t, err, name)
+		want, err := fs.ReadDir(viaOpen, name)
+		require.NoError(t, err, name)
+		require.Equal(t, len(want), len(got), name)
+		for i := range want {
+			require.Equal(t, want[i].Name(), got[i].Name())
+			require.Equal(t, want[i].Type(), got[i].Type())
+		}
+	}
+	_, err := arts.ReadDir("missing")
+	require.ErrorIs(t, err, fs.ErrNotExist)
+	_, err = arts.ReadDir("a.md")
+	require.Error(t, err)
+	_, err = arts.ReadDir("../x")
+	require.ErrorIs(t, err, fs.ErrInvalid)
+	matches, err := fs.Glob(arts, "pr-loops/*/graph-state.json")
+	require.NoError(t, err)
+	require.Equal(t, []string{"pr-loops/pr-10/graph-state.json", "pr-loops/pr-2/graph-state.json"}, matches)
 }

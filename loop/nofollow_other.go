@@ -22,3 +22,6 @@ func readRegularHead(path string, limit, _ int64) ([]byte, bool, error) {
 	b, err := readCappedPortable(path, limit)
 	return b, err == nil, err
 }
+
+// openDir opens the directory at path for listing.
+func openDir(path string) (*os.File, error) { return os.Open(path) }

@@ -253,10 +253,13 @@ func newDocument(text string) *document {
 // same headings, fences and nesting), walking its lines with IndexByte
 // instead of splitting them.
 func bodySpans(body string) []docSpan {
-	type head struct {
-		at, next, level int // the heading line's start, the next line's start
-	}
-	var heads []head
+	// First pass: each heading's title and level, with start and end
+	// holding its line's start and the next line's start; the second pass
+	// turns those into the content's bounds in place (a span reads only
+	// the line starts of the headings after it, not yet rewritten).
+	// A heading starts a line with '#': counting those bounds the spans,
+	// so the slice is allocated once.
+	out := make([]docSpan, 0, strings.Count(body, "\n#")+1)
 	inFence := false
 	for off := 0; off <= len(body); {
 		var l string
@@ -272,31 +275,26 @@ func bodySpans(body string) []docSpan {
 		case inFence:
 		default:
 			if lv := headingLevel(l); lv > 0 {
-				heads = append(heads, head{off, next, lv})
+				out = append(out, docSpan{title: strings.TrimSpace(strings.TrimLeft(l, "#")), level: lv, start: off, end: next})
 			}
 		}
 		off = next
 	}
-	out := make([]docSpan, 0, len(heads))
-	for j, h := range heads {
+	for j := range out {
 		// The content runs to the line before the next heading of the
 		// same or a higher level, or to the end of the body.
 		stop := len(body) + 1
-		for _, k := range heads[j+1:] {
-			if k.level <= h.level {
-				stop = k.at
+		for _, k := range out[j+1:] {
+			if k.level <= out[j].level {
+				stop = k.start
 				break
 			}
 		}
-		line := body[h.at : h.next-1]
-		if h.next > len(body) {
-			line = body[h.at:]
+		if first := out[j].end; first < stop {
+			out[j].start, out[j].end = first, stop-1
+		} else {
+			out[j].start, out[j].end = 0, 0
 		}
-		sp := docSpan{title: strings.TrimSpace(strings.TrimLeft(line, "#")), level: h.level}
-		if h.next < stop {
-			sp.start, sp.end = h.next, stop-1
-		}
-		out = append(out, sp)
 	}
 	return out
 }

@@ -97,12 +97,12 @@ func fstatRetry(fd int, st *syscall.Stat_t) error {
 	}
 }
 
-// readRegularHead is readRegular that stops after head bytes: it refuses
-// what readRegular refuses from the fstat (not a regular file, larger than
-// limit) and returns the first bytes, with whole true when they are the
-// whole file (the read reached its end). Resolving a work item reads the
-// front matter of a specification this way.
-func readRegularHead(path string, limit, head int64) ([]byte, bool, error) {
+// readRegularHead is readRegular that stops after len(buf) bytes, read
+// into buf: it refuses what readRegular refuses from the fstat (not a
+// regular file, larger than limit) and returns the first bytes, with whole
+// true when they are the whole file (the read reached its end). Resolving a
+// work item reads the front matter of a specification this way.
+func readRegularHead(path string, limit int64, buf []byte) ([]byte, bool, error) {
 	var fd int
 	var err error
 	for {
@@ -126,8 +126,7 @@ func readRegularHead(path string, limit, head int64) ([]byte, bool, error) {
 		return nil, false, tooLarge(path, st.Size, limit)
 	}
 	// One byte more than the size sees the end of a file that fits.
-	n := min(st.Size+1, head)
-	buf := make([]byte, 0, n)
+	buf = buf[:0:min(st.Size+1, int64(len(buf)))]
 	for len(buf) < cap(buf) {
 		k, err := syscall.Read(fd, buf[len(buf):cap(buf)])
 		if err == syscall.EINTR || err == syscall.EAGAIN {

@@ -33,7 +33,9 @@ func singleLink(f *os.File) error {
 // readRegular reads the regular file at path when it holds at most limit
 // bytes, in as few system calls as the kernel allows: one open (without
 // blocking on a named pipe), one fstat that decides the type and the
-// size, one read into a buffer of that size and one that sees the end.
+// size, and one read into a buffer one byte larger than that size, which
+// ends the file when it returns exactly the size (more reads only when the
+// kernel returns less, or the file grew).
 // The state and every artifact of every work item go through it on each
 // `check --all`; os.Open would add a poller registration and a second
 // fstat, io.ReadAll a growing buffer.
@@ -81,6 +83,14 @@ func readRegular(path string, limit int64) ([]byte, error) {
 			break
 		}
 		buf = buf[:len(buf)+n]
+		if int64(len(buf)) == st.Size && len(buf) < cap(buf) {
+			// Asked for more, the read stopped at the size the fstat
+			// reported: that is the whole file as it stood then, so the
+			// read that would only confirm the end is saved (one system
+			// call per artifact on every check). A file that grew shows
+			// as a longer read and is read on, as before.
+			break
+		}
 	}
 	if int64(len(buf)) > limit {
 		return nil, tooLarge(path, -1, limit)
@@ -139,6 +149,9 @@ func readRegularHead(path string, limit int64, buf []byte) ([]byte, bool, error)
 			return buf, true, nil
 		}
 		buf = buf[:len(buf)+k]
+		if int64(len(buf)) == st.Size && len(buf) < cap(buf) {
+			return buf, true, nil // the whole file as the fstat saw it (see readRegular)
+		}
 	}
 	return buf, false, nil
 }

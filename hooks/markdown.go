@@ -250,35 +250,39 @@ func newDocument(text string) *document {
 }
 
 // bodySpans locates the sections of body exactly as Sections does (the
-// same headings, fences and nesting), walking its lines with IndexByte
-// instead of splitting them.
+// same headings, fences and nesting) without splitting it into lines
+// (FuzzDocumentSections compares the two).
 func bodySpans(body string) []docSpan {
 	// First pass: each heading's title and level, with start and end
 	// holding its line's start and the next line's start; the second pass
 	// turns those into the content's bounds in place (a span reads only
-	// the line starts of the headings after it, not yet rewritten).
-	// A heading starts a line with '#': counting those bounds the spans,
-	// so the slice is allocated once.
+	// the line starts of the headings after it, not yet rewritten). A
+	// heading starts a line with '#': counting those bounds the spans, so
+	// the slice is allocated once.
 	out := make([]docSpan, 0, strings.Count(body, "\n#")+1)
+	// Only two kinds of line matter — fences and lines starting with '#' —
+	// and both are found by searching for their markers rather than by
+	// walking every line; they are taken in the order they appear.
 	inFence := false
-	for off := 0; off <= len(body); {
-		var l string
-		next := len(body) + 1
-		if end := strings.IndexByte(body[off:], '\n'); end >= 0 {
-			l, next = body[off:off+end], off+end+1
-		} else {
-			l = body[off:]
-		}
-		switch {
-		case isFence(l):
+	fence, afterFence := markedLine(body, 0, "```", onlyBlanks)
+	hash := hashLine(body, 0)
+	for fence >= 0 || hash >= 0 {
+		if fence >= 0 && (hash < 0 || fence < hash) {
 			inFence = !inFence
-		case inFence:
-		default:
+			fence, afterFence = markedLine(body, afterFence, "```", onlyBlanks)
+			continue
+		}
+		next := len(body) + 1
+		l := body[hash:]
+		if end := strings.IndexByte(l, '\n'); end >= 0 {
+			l, next = l[:end], hash+end+1
+		}
+		if !inFence {
 			if lv := headingLevel(l); lv > 0 {
-				out = append(out, docSpan{title: strings.TrimSpace(strings.TrimLeft(l, "#")), level: lv, start: off, end: next})
+				out = append(out, docSpan{title: strings.TrimSpace(strings.TrimLeft(l, "#")), level: lv, start: hash, end: next})
 			}
 		}
-		off = next
+		hash = hashLine(body, next)
 	}
 	for j := range out {
 		// The content runs to the line before the next heading of the
@@ -297,6 +301,21 @@ func bodySpans(body string) []docSpan {
 		}
 	}
 	return out
+}
+
+// hashLine is the start of the first line at or after off (a line start)
+// that begins with '#', or -1.
+func hashLine(body string, off int) int {
+	if off >= len(body) {
+		return -1
+	}
+	if body[off] == '#' {
+		return off
+	}
+	if i := strings.Index(body[off:], "\n#"); i >= 0 {
+		return off + i + 1
+	}
+	return -1
 }
 
 // lowerBody is the body in lower case, computed once per document.

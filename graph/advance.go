@@ -241,7 +241,7 @@ func (r *Runtime) escalate(ctx context.Context, s *session, n *Node) []string {
 		cp := *p
 		hc.Escalation = &cp
 	}
-	c := runChains(ctx, sharedPool, []chainJob{{r.g.onEscalation, hc}})[0]
+	c := runChains(ctx, sharedPool, []chainJob{{hooks: r.g.onEscalation, base: hc}})[0]
 	msgs := r.noteDegraded(s, n.ID, c)
 	if !c.Satisfied() {
 		msgs = append(msgs, "warning: the escalation chain stopped: "+c.Render())

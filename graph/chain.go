@@ -99,6 +99,9 @@ func RunChain(ctx context.Context, hooks []BoundHook, base *HookContext) ChainOu
 type chainJob struct {
 	hooks []BoundHook
 	base  *HookContext
+	// node, when set, is the node the chain runs for in place of
+	// base.Node: a whole-graph check shares one base among its chains.
+	node *Node
 }
 
 // runChains runs several chains one after another on a single worker
@@ -114,9 +117,13 @@ func runChains(ctx context.Context, pool *workerPool, jobs []chainJob) []ChainOu
 		outs = append(outs, ChainOutcome{Status: StatusPass, Blocking: -1})
 	}
 	for len(outs) < len(jobs) {
-		b := &batch{jobs: jobs[len(outs):], parent: ctx, done: make(chan struct{})}
-		pool.run(b.run)
-		outs = append(outs, b.supervise(ctx)...)
+		b := newBatch(jobs[len(outs):], ctx)
+		pool.run(b.runFn)
+		res, finished := b.supervise(ctx)
+		outs = append(outs, res...)
+		if finished {
+			b.recycle()
+		}
 	}
 	return outs
 }
@@ -125,7 +132,10 @@ func runChains(ctx context.Context, pool *workerPool, jobs []chainJob) []ChainOu
 type batch struct {
 	jobs   []chainJob
 	parent context.Context
-	done   chan struct{}
+	// done receives one value when the worker has finished the batch (a
+	// buffered channel rather than a closed one, so a recycled batch can
+	// signal again).
+	done chan struct{}
 
 	mu        sync.Mutex
 	outs      []ChainOutcome
@@ -134,16 +144,48 @@ type batch struct {
 	runName   string
 	seq       uint64
 	abandoned bool
+
+	// Kept across uses of a recycled batch: the HookContext the hooks
+	// see in turn, the supervisor's timer and the worker's entry point.
+	hc    *HookContext
+	timer *time.Timer
+	runFn func()
+}
+
+// batches recycles the batches whose worker finished: a check or an
+// advance then costs no allocation for its batch, its channel, its
+// HookContext or its timer. A batch whose hook was abandoned is never
+// recycled, since its worker may still be running.
+var batches = sync.Pool{New: func() any {
+	b := &batch{done: make(chan struct{}, 1), hc: new(HookContext)}
+	b.runFn = b.run
+	return b
+}}
+
+func newBatch(jobs []chainJob, parent context.Context) *batch {
+	b := batches.Get().(*batch)
+	b.jobs, b.parent = jobs, parent
+	return b
+}
+
+// recycle returns a batch whose worker finished (supervise reported so) to
+// the pool, dropping what it references.
+func (b *batch) recycle() {
+	*b.hc = HookContext{}
+	clear(b.outs)
+	b.jobs, b.parent, b.outs = nil, nil, b.outs[:0]
+	b.cur, b.running, b.runName, b.seq, b.abandoned = ChainOutcome{}, nil, "", 0, false
+	batches.Put(b)
 }
 
 func (b *batch) run() {
-	defer close(b.done)
+	defer func() { b.done <- struct{}{} }()
 	// One HookContext serves every hook of the batch in turn: a hook sees
 	// it only until it returns (HookContext), and the next hook starts
 	// after that, so copying the chain's base into it per hook replaces an
 	// allocation per hook. A hook abandoned at its deadline keeps this one;
 	// the chains after it run in a new batch with a context of their own.
-	hc := new(HookContext)
+	hc := b.hc
 	for _, job := range b.jobs {
 		out := ChainOutcome{Status: StatusPass, Blocking: -1, Results: make([]HookResult, 0, len(job.hooks))}
 		for _, h := range job.hooks {
@@ -163,6 +205,9 @@ func (b *batch) run() {
 			b.mu.Unlock()
 
 			*hc = *job.base
+			if job.node != nil {
+				hc.Node = job.node
+			}
 			hc.Params = h.Params
 			hc.Results = out.Results[:len(out.Results):len(out.Results)]
 			var began time.Time
@@ -198,12 +243,18 @@ func (b *batch) run() {
 
 // supervise waits for the worker, enforcing the running hook's deadline.
 // It returns the outcomes of the chains that finished (the last one ending
-// in a block when a hook overran).
-func (b *batch) supervise(ctx context.Context) []ChainOutcome {
-	var timer *time.Timer
+// in a block when a hook overran), and finished when the worker is done
+// with the batch (no hook was abandoned), so that it may be recycled.
+func (b *batch) supervise(ctx context.Context) (outs []ChainOutcome, finished bool) {
+	timer := b.timer
 	defer func() {
 		if timer != nil {
 			timer.Stop()
+			if finished {
+				b.timer = timer
+			} else {
+				b.timer = nil
+			}
 		}
 	}()
 	for {
@@ -223,7 +274,7 @@ func (b *batch) supervise(ctx context.Context) []ChainOutcome {
 		}
 		select {
 		case <-b.done:
-			return b.outs
+			return b.outs, true
 		case <-timer.C:
 			b.mu.Lock()
 			if b.running == nil || b.seq != seq || time.Now().Before(b.running.deadlineAt()) {
@@ -232,7 +283,7 @@ func (b *batch) supervise(ctx context.Context) []ChainOutcome {
 			}
 			name, hctx := b.runName, b.running
 			msg := fmt.Sprintf("the %s hook did not finish within %s", name, hctx.timeout.Round(time.Millisecond))
-			return b.abandon(hctx, name, msg, context.DeadlineExceeded)
+			return b.abandon(hctx, name, msg, context.DeadlineExceeded), false
 		case <-ctx.Done():
 			b.mu.Lock()
 			if b.running == nil {
@@ -240,10 +291,10 @@ func (b *batch) supervise(ctx context.Context) []ChainOutcome {
 				b.abandoned = true
 				out := append(b.outs, ChainOutcome{Status: StatusBlock, Results: []HookResult{failed("(chain)", "the chain was cancelled before it finished")}, Blocking: 0})
 				b.mu.Unlock()
-				return out
+				return out, false
 			}
 			name, hctx := b.runName, b.running
-			return b.abandon(hctx, name, fmt.Sprintf("the %s hook was cancelled before it finished", name), ctx.Err())
+			return b.abandon(hctx, name, fmt.Sprintf("the %s hook was cancelled before it finished", name), ctx.Err()), false
 		}
 	}
 }

@@ -112,7 +112,7 @@ func (r *Runtime) evaluate(ctx context.Context, s *session, n *Node, mode Mode, 
 		s.exitFor = nil
 		r.journal(s, EventDecisionRefused, LevelWarning, Field{"node", n.ID}, Field{"error", err.Error()})
 	}
-	return runChains(ctx, sharedPool, []chainJob{{n.Exit, r.hookContext(ctx, s, n, Exit, mode, ev, k)}})[0]
+	return runChains(ctx, sharedPool, []chainJob{{hooks: n.Exit, base: r.hookContext(ctx, s, n, Exit, mode, ev, k)}})[0]
 }
 
 func decisionBy(d Decision) string {

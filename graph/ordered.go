@@ -12,25 +12,38 @@ import (
 // reviewable diffs). The zero value is ready to use. Not safe for concurrent
 // mutation.
 //
-// Values live in a slice beside their keys, found by a linear scan while
-// the map is small (a work item's state holds a handful of entries) and
-// through an index past indexAfter entries: a state is cloned on every
-// load and save of the in-memory stores, and copying two short slices
-// costs a fraction of cloning a Go map of large records.
+// Entries live in one slice, found by a linear scan while the map is small
+// (a work item's state holds a handful of entries) and through an index
+// past indexAfter entries: a state is cloned on every load and save of the
+// in-memory stores, and copying one short slice costs a fraction of
+// cloning a Go map of large records.
 type OrderedMap[V any] struct {
-	keys []string
-	vals []V
-	idx  map[string]int // nil while len(keys) <= indexAfter
+	entries []orderedEntry[V]
+	idx     map[string]int // nil while len(entries) <= indexAfter
+}
+
+type orderedEntry[V any] struct {
+	key string
+	val V
 }
 
 // indexAfter is the size past which lookups go through an index.
 const indexAfter = 8
 
 // Len returns the number of entries.
-func (o *OrderedMap[V]) Len() int { return len(o.keys) }
+func (o *OrderedMap[V]) Len() int { return len(o.entries) }
 
 // Keys returns the keys in insertion order.
-func (o *OrderedMap[V]) Keys() []string { return append([]string(nil), o.keys...) }
+func (o *OrderedMap[V]) Keys() []string {
+	if len(o.entries) == 0 {
+		return nil
+	}
+	keys := make([]string, len(o.entries))
+	for i, e := range o.entries {
+		keys[i] = e.key
+	}
+	return keys
+}
 
 // find returns k's position, or -1.
 func (o *OrderedMap[V]) find(k string) int {
@@ -40,8 +53,8 @@ func (o *OrderedMap[V]) find(k string) int {
 		}
 		return -1
 	}
-	for i, key := range o.keys {
-		if key == k {
+	for i := range o.entries {
+		if o.entries[i].key == k {
 			return i
 		}
 	}
@@ -51,7 +64,7 @@ func (o *OrderedMap[V]) find(k string) int {
 // Get returns the value for k.
 func (o *OrderedMap[V]) Get(k string) (V, bool) {
 	if i := o.find(k); i >= 0 {
-		return o.vals[i], true
+		return o.entries[i].val, true
 	}
 	var zero V
 	return zero, false
@@ -63,28 +76,27 @@ func (o *OrderedMap[V]) Has(k string) bool { return o.find(k) >= 0 }
 // Set stores v under k, appending k when new.
 func (o *OrderedMap[V]) Set(k string, v V) {
 	if i := o.find(k); i >= 0 {
-		o.vals[i] = v
+		o.entries[i].val = v
 		return
 	}
-	o.keys = append(o.keys, k)
-	o.vals = append(o.vals, v)
+	o.entries = append(o.entries, orderedEntry[V]{k, v})
 	switch {
 	case o.idx != nil:
-		o.idx[k] = len(o.keys) - 1
-	case len(o.keys) > indexAfter:
+		o.idx[k] = len(o.entries) - 1
+	case len(o.entries) > indexAfter:
 		o.reindex()
 	}
 }
 
 // reindex rebuilds the index from the keys (none while small).
 func (o *OrderedMap[V]) reindex() {
-	if len(o.keys) <= indexAfter {
+	if len(o.entries) <= indexAfter {
 		o.idx = nil
 		return
 	}
-	o.idx = make(map[string]int, len(o.keys))
-	for i, key := range o.keys {
-		o.idx[key] = i
+	o.idx = make(map[string]int, len(o.entries))
+	for i, e := range o.entries {
+		o.idx[e.key] = i
 	}
 }
 
@@ -104,8 +116,7 @@ func (o *OrderedMap[V]) Delete(k string) {
 	if i < 0 {
 		return
 	}
-	o.keys = append(o.keys[:i:i], o.keys[i+1:]...)
-	o.vals = append(o.vals[:i:i], o.vals[i+1:]...)
+	o.entries = append(o.entries[:i:i], o.entries[i+1:]...)
 	if o.idx != nil {
 		o.reindex()
 	}
@@ -113,7 +124,7 @@ func (o *OrderedMap[V]) Delete(k string) {
 
 // Clone returns a shallow copy.
 func (o *OrderedMap[V]) Clone() OrderedMap[V] {
-	c := OrderedMap[V]{keys: slices.Clone(o.keys), vals: slices.Clone(o.vals)}
+	c := OrderedMap[V]{entries: slices.Clone(o.entries)}
 	if o.idx != nil {
 		c.idx = maps.Clone(o.idx)
 	}
@@ -124,17 +135,17 @@ func (o *OrderedMap[V]) Clone() OrderedMap[V] {
 func (o OrderedMap[V]) MarshalJSON() ([]byte, error) {
 	var b bytes.Buffer
 	b.WriteByte('{')
-	for i, k := range o.keys {
+	for i, e := range o.entries {
 		if i > 0 {
 			b.WriteByte(',')
 		}
-		kb, err := json.Marshal(k)
+		kb, err := json.Marshal(e.key)
 		if err != nil {
 			return nil, err
 		}
 		b.Write(kb)
 		b.WriteByte(':')
-		vb, err := marshalNoEscape(o.vals[i])
+		vb, err := marshalNoEscape(e.val)
 		if err != nil {
 			return nil, err
 		}

@@ -20,6 +20,21 @@ type readOnly struct {
 	Artifacts
 	mu   sync.Mutex
 	memo map[string]any
+	// stats and dirs are Stat's and ReadDir's answers, keyed by the name
+	// itself: a key built per call ("stat\x00"+name) would cost an
+	// allocation on every hit.
+	stats map[string]statAnswer
+	dirs  map[string]dirAnswer
+}
+
+type statAnswer struct {
+	fi  fs.FileInfo
+	err error
+}
+
+type dirAnswer struct {
+	entries []fs.DirEntry
+	err     error
 }
 
 var errReadOnly = errors.New("artifacts are read-only during check")
@@ -32,15 +47,20 @@ func (*readOnly) AppendFile(string, []byte) error { return errReadOnly }
 // they have one), remembering answers for the evaluation: hooks ask about
 // the same files over and over.
 func (r *readOnly) Stat(name string) (fs.FileInfo, error) {
-	type stat struct {
-		fi  fs.FileInfo
-		err error
+	r.mu.Lock()
+	st, ok := r.stats[name]
+	r.mu.Unlock()
+	if ok {
+		return st.fi, st.err
 	}
-	st := r.Memo("stat\x00"+name, func() any {
-		fi, err := fs.Stat(r.Artifacts, name)
-		return stat{fi, err}
-	}).(stat)
-	return st.fi, st.err
+	fi, err := fs.Stat(r.Artifacts, name)
+	r.mu.Lock()
+	if r.stats == nil {
+		r.stats = map[string]statAnswer{}
+	}
+	r.stats[name] = statAnswer{fi, err}
+	r.mu.Unlock()
+	return fi, err
 }
 
 // ReadDir implements fs.ReadDirFS, remembering listings for the
@@ -48,14 +68,19 @@ func (r *readOnly) Stat(name string) (fs.FileInfo, error) {
 // pattern (the inner loops under pr-loops/ are globbed twice per check).
 // Each caller gets its own copy of the slice.
 func (r *readOnly) ReadDir(name string) ([]fs.DirEntry, error) {
-	type listing struct {
-		entries []fs.DirEntry
-		err     error
-	}
-	l := r.Memo("dir\x00"+name, func() any {
+	r.mu.Lock()
+	l, ok := r.dirs[name]
+	r.mu.Unlock()
+	if !ok {
 		entries, err := fs.ReadDir(r.Artifacts, name)
-		return listing{entries, err}
-	}).(listing)
+		l = dirAnswer{entries, err}
+		r.mu.Lock()
+		if r.dirs == nil {
+			r.dirs = map[string]dirAnswer{}
+		}
+		r.dirs[name] = l
+		r.mu.Unlock()
+	}
 	return slices.Clone(l.entries), l.err
 }
 

@@ -176,7 +176,15 @@ func (r *Runtime) open(ctx context.Context, id string, missing missingPolicy) (*
 		if missing == missingFresh {
 			break
 		}
-		if s.lost = r.producedPresent(arts); len(s.lost) > 0 && missing == missingReconstruct {
+		// Only Status asks for these policies, and a check-mode evaluation
+		// follows: the stats go through its memo, so the exit chains'
+		// presence checks do not ask the file system again.
+		var present Artifacts
+		if arts != nil {
+			s.ro = &readOnly{Artifacts: arts}
+			present = s.ro
+		}
+		if s.lost = r.producedPresent(present); len(s.lost) > 0 && missing == missingReconstruct {
 			// R8.3: artifacts without a state file are work in progress
 			// whose state was lost (deleted, never committed), not an item
 			// that has not started.

@@ -33,6 +33,13 @@ type skipInfo struct {
 
 func (k skipInfo) has(id string) bool { _, ok := k.decl[id]; return ok }
 
+func (k *skipInfo) declare(id string, d SkipDecl) {
+	if k.decl == nil {
+		k.decl = map[string]SkipDecl{}
+	}
+	k.decl[id] = d
+}
+
 // skips filters the state's declarations through the compiled graph: a
 // declaration is honoured only for a declared, skippable, non-required node;
 // every opt-in node not selected is skipped with via "not-selected". With a
@@ -42,7 +49,9 @@ func (k skipInfo) has(id string) bool { _, ok := k.decl[id]; return ok }
 // is the agent's to edit, and a skip is as good as a pass.
 func (r *Runtime) skips(ctx context.Context, s *session) skipInfo {
 	st := s.st
-	k := skipInfo{decl: map[string]SkipDecl{}, invalid: map[string]bool{}}
+	// The maps are made on first write: most states declare nothing, and
+	// a nil map reads as empty.
+	var k skipInfo
 	var provenSkips, provenOptIns map[string]bool
 	if r.opts.Verifier != nil {
 		provenSkips, provenOptIns = map[string]bool{}, map[string]bool{}
@@ -63,6 +72,9 @@ func (r *Runtime) skips(ctx context.Context, s *session) skipInfo {
 		d, _ := st.Skips.Get(id)
 		n, ok := r.g.Node(id)
 		if !ok || !n.Skippable || n.Required {
+			if k.invalid == nil {
+				k.invalid = map[string]bool{}
+			}
 			k.invalid[id] = true
 			continue
 		}
@@ -73,7 +85,7 @@ func (r *Runtime) skips(ctx context.Context, s *session) skipInfo {
 			k.unproven[id] = true
 			continue
 		}
-		k.decl[id] = d
+		k.declare(id, d)
 	}
 	for _, n := range r.g.nodes {
 		if !n.OptIn {
@@ -85,7 +97,7 @@ func (r *Runtime) skips(ctx context.Context, s *session) skipInfo {
 		if st.OptIns.Has(n.ID) || provenOptIns[n.ID] {
 			continue
 		}
-		k.decl[n.ID] = SkipDecl{Via: "not-selected"}
+		k.declare(n.ID, SkipDecl{Via: "not-selected"})
 	}
 	return k
 }

@@ -69,7 +69,7 @@ func (r *Runtime) enter(ctx context.Context, s *session, id string, how entryKin
 	// A node without entry hooks passes without building their context.
 	c := ChainOutcome{Status: StatusPass, Blocking: -1}
 	if len(n.Entry) > 0 {
-		c = runChains(ctx, sharedPool, []chainJob{{n.Entry, r.hookContext(ctx, s, n, Entry, ModeLive, nil, nil)}})[0]
+		c = runChains(ctx, sharedPool, []chainJob{{hooks: n.Entry, base: r.hookContext(ctx, s, n, Entry, ModeLive, nil, nil)}})[0]
 	}
 	msgs := r.noteDegraded(s, id, c)
 	for _, res := range c.Results {

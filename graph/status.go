@@ -69,6 +69,7 @@ func (r *Runtime) evaluateAll(ctx context.Context, s *session, recompute bool) *
 	decided := map[int]bool{}
 	var jobs []chainJob
 	var jobNodes []int
+	var base *HookContext
 	for i, n := range r.g.nodes {
 		if k.has(n.ID) {
 			continue
@@ -83,11 +84,12 @@ func (r *Runtime) evaluateAll(ctx context.Context, s *session, recompute bool) *
 			continue
 		}
 		// An empty chain passes without reading its context (runChains).
-		var base *HookContext
-		if len(n.Exit) > 0 {
+		// The exit contexts of a check differ only in their node: one base
+		// serves every chain, each job naming its node.
+		if len(n.Exit) > 0 && base == nil {
 			base = r.hookContext(ctx, s, n, Exit, ModeCheck, nil, &k)
 		}
-		jobs = append(jobs, chainJob{n.Exit, base})
+		jobs = append(jobs, chainJob{n.Exit, base, n})
 		jobNodes = append(jobNodes, i)
 	}
 	for j, c := range runChains(ctx, sharedPool, jobs) {

@@ -8,6 +8,7 @@ import (
 	"maps"
 	"slices"
 	"strings"
+	"unicode"
 
 	"github.com/theloop-dev/theloop/graph"
 	"github.com/theloop-dev/theloop/internal/lazyre"
@@ -38,10 +39,15 @@ func resolveSlots(a graph.Artifacts, es []string) []slot {
 	var out []slot
 	for _, e := range es {
 		var s slot
-		for _, p := range strings.Split(e, "|") {
+		for rest := e; ; {
+			p, more, found := strings.Cut(rest, "|")
 			if p = strings.TrimSpace(p); p != "" {
 				s.names = append(s.names, p)
 			}
+			if !found {
+				break
+			}
+			rest = more
 		}
 		if len(s.names) == 0 {
 			continue
@@ -203,10 +209,11 @@ func presenceFindings(hc *graph.HookContext, slots []slot) (findings []graph.Mes
 // heading).
 func contentFindings(hc *graph.HookContext, name string) []graph.Message {
 	p := hc.Params
-	path := hc.Artifacts.Path(name)
+	// The display path goes into findings only; most artifacts have none.
+	path := func() string { return hc.Artifacts.Path(name) }
 	doc := loadDoc(hc.Artifacts, name)
 	if doc.err != nil {
-		return []graph.Message{graph.Finding("artifact could not be read: "+errorKind(doc.err), path)}
+		return []graph.Message{graph.Finding("artifact could not be read: "+errorKind(doc.err), path())}
 	}
 	var findings []graph.Message
 	fm, body := doc.fm, doc.body
@@ -217,7 +224,7 @@ func contentFindings(hc *graph.HookContext, name string) []graph.Message {
 			if shown == "" {
 				shown = "(unset)"
 			}
-			findings = append(findings, graph.Finding("artifact is not locked — front-matter says status: "+shown+", expected status: approved", path))
+			findings = append(findings, graph.Finding("artifact is not locked — front-matter says status: "+shown+", expected status: approved", path()))
 		}
 	}
 	if want := p.Map("frontMatter"); want != nil {
@@ -225,7 +232,7 @@ func contentFindings(hc *graph.HookContext, name string) []graph.Message {
 			got := fmString(fm[k])
 			exp := fmString(want[k])
 			if got != exp {
-				findings = append(findings, graph.Finding(fmt.Sprintf("front-matter %s: expected %q, found %q", k, exp, got), path))
+				findings = append(findings, graph.Finding(fmt.Sprintf("front-matter %s: expected %q, found %q", k, exp, got), path()))
 			}
 		}
 	}
@@ -233,9 +240,9 @@ func contentFindings(hc *graph.HookContext, name string) []graph.Message {
 		sec, ok := doc.section(title)
 		switch {
 		case !ok:
-			findings = append(findings, graph.Finding("required section is missing: "+title, path))
+			findings = append(findings, graph.Finding("required section is missing: "+title, path()))
 		case sec.Content == "":
-			findings = append(findings, graph.Finding("required section is empty: "+title, path))
+			findings = append(findings, graph.Finding("required section is empty: "+title, path()))
 		}
 	}
 	// R5.2: an artifact that passed one of theloop's gates carries the
@@ -247,16 +254,16 @@ func contentFindings(hc *graph.HookContext, name string) []graph.Message {
 	if p.Bool("reviewed") && passedGate(fm) {
 		switch sec, ok := doc.section(reviewCommentsSection); {
 		case !ok:
-			findings = append(findings, graph.Finding("artifact passed its gate but has no ## "+reviewCommentsSection+" section — the review that approved it was lost", path))
+			findings = append(findings, graph.Finding("artifact passed its gate but has no ## "+reviewCommentsSection+" section — the review that approved it was lost", path()))
 		case sec.Content == "":
-			findings = append(findings, graph.Finding("artifact passed its gate but its ## "+reviewCommentsSection+" section is empty — the review that approved it was lost", path))
+			findings = append(findings, graph.Finding("artifact passed its gate but its ## "+reviewCommentsSection+" section is empty — the review that approved it was lost", path()))
 		}
 	}
 	switch want := strings.TrimSpace(p.String("checkmarks")); want {
 	case "":
 	case checkmarksWhole:
 		if n := strings.Count(body, "- [ ]"); n > 0 {
-			findings = append(findings, graph.Finding(fmt.Sprintf("%d task(s) still unticked", n), path))
+			findings = append(findings, graph.Finding(fmt.Sprintf("%d task(s) still unticked", n), path()))
 		}
 	default:
 		findings = append(findings, sectionCheckmarks(doc, want, path, slices.Contains(p.Strings("sections"), want))...)
@@ -275,22 +282,22 @@ const checkmarksWhole = "complete"
 // keeps unticked boxes elsewhere in a shared file (the execution log's
 // later entries, follow-ups left for later) from reopening a node that was
 // satisfied (docs/decisions.md §21).
-func sectionCheckmarks(doc *document, title, path string, listed bool) []graph.Message {
+func sectionCheckmarks(doc *document, title string, path func() string, listed bool) []graph.Message {
 	found, open := false, 0
 	for _, s := range doc.spans {
 		if s.title != title {
 			continue
 		}
 		found = true
-		open += strings.Count(doc.lines(s.start, s.end), "- [ ]")
+		open += strings.Count(doc.body[s.start:s.end], "- [ ]")
 	}
 	switch {
 	case !found && listed:
 		return nil
 	case !found:
-		return []graph.Message{graph.Finding("required section is missing: "+title+" (its checkboxes must all be ticked)", path)}
+		return []graph.Message{graph.Finding("required section is missing: "+title+" (its checkboxes must all be ticked)", path())}
 	case open > 0:
-		return []graph.Message{graph.Finding(fmt.Sprintf("%d box(es) still unticked under ## %s", open, title), path)}
+		return []graph.Message{graph.Finding(fmt.Sprintf("%d box(es) still unticked under ## %s", open, title), path())}
 	}
 	return nil
 }
@@ -328,15 +335,15 @@ func enforcesBoundariesFrom(_ context.Context, hc *graph.HookContext) graph.Hook
 	if len(upFiles) == 0 || len(hc.Node.Produces) == 0 {
 		return graph.Skip("upstream or downstream artifact absent")
 	}
-	upText := lowerBodies(hc.Artifacts, upFiles)
-	downText := lowerBodies(hc.Artifacts, down)
+	upDocs := readableDocs(hc.Artifacts, upFiles)
+	downDocs := readableDocs(hc.Artifacts, down)
 	var msgs []graph.Message
 	for _, m := range hc.Params.Strings("markers") {
 		lm := strings.ToLower(m)
 		if lm == "" {
 			continue
 		}
-		if containsJoined(upText, lm) && !containsJoined(downText, lm) {
+		if containsJoined(upDocs, lm) && !containsJoined(downDocs, lm) {
 			path := hc.WorkItem.SpecDir
 			if len(down) == 1 {
 				path = hc.Artifacts.Path(down[0])
@@ -350,26 +357,30 @@ func enforcesBoundariesFrom(_ context.Context, hc *graph.HookContext) graph.Hook
 	return graph.Pass(nil)
 }
 
-// lowerBodies is the lower-cased bodies of the readable artifacts among
-// names, in order.
-func lowerBodies(a graph.Artifacts, names []string) []string {
-	var parts []string
+// readableDocs is the readable artifacts among names, in order.
+func readableDocs(a graph.Artifacts, names []string) []*document {
+	var out []*document
 	for _, n := range names {
 		if d := loadDoc(a, n); d.err == nil {
-			parts = append(parts, d.lowerBody())
+			out = append(out, d)
 		}
 	}
-	return parts
+	return out
 }
 
-// containsJoined reports whether the parts joined by newlines contain s,
-// without building the joined text unless s itself spans a newline.
-func containsJoined(parts []string, s string) bool {
+// containsJoined reports whether the lower-cased bodies of docs, joined by
+// newlines, contain s (lower case), without building the joined text
+// unless s itself spans a newline.
+func containsJoined(docs []*document, s string) bool {
 	if strings.Contains(s, "\n") {
+		parts := make([]string, len(docs))
+		for i, d := range docs {
+			parts[i] = d.lowerBody()
+		}
 		return strings.Contains(strings.Join(parts, "\n"), s)
 	}
-	for _, p := range parts {
-		if strings.Contains(p, s) {
+	for _, d := range docs {
+		if d.containsLower(s) {
 			return true
 		}
 	}
@@ -407,23 +418,24 @@ func lintArtifacts(ctx context.Context, hc *graph.HookContext) graph.HookResult 
 	for _, f := range files {
 		d := loadDoc(hc.Artifacts, f)
 		text := d.text
-		path := hc.Artifacts.Path(f)
 		if d.err != nil {
+			path := hc.Artifacts.Path(f)
 			msgs = append(msgs, graph.Finding("artifact could not be read: "+errorKind(d.err), path))
 			continue
 		}
+		var problems []string
 		if diagrams {
-			for _, m := range lintMermaid(text) {
-				msgs = append(msgs, graph.Finding(m, path))
-			}
+			problems = append(problems, lintMermaid(text)...)
 		}
 		if maxLen > 0 {
-			for _, m := range lintLineLength(text, maxLen) {
-				msgs = append(msgs, graph.Finding(m, path))
-			}
+			problems = append(problems, lintLineLength(text, maxLen)...)
 		}
 		if structure {
-			for _, m := range lintStructure(text) {
+			problems = append(problems, lintStructure(text)...)
+		}
+		if len(problems) > 0 {
+			path := hc.Artifacts.Path(f)
+			for _, m := range problems {
 				msgs = append(msgs, graph.Finding(m, path))
 			}
 		}
@@ -483,28 +495,28 @@ func runLinter(ctx context.Context, hc *graph.HookContext, argv, files []string)
 
 // lintMermaid parses every closed mermaid block (mermaid.go: flowchart and
 // sequence diagrams statement by statement, other types by keyword) and
-// reports each problem with the block's number and the line within it.
+// reports each problem with the block's number and the line within it. A
+// block opens on a line whose trimmed text starts with "```mermaid" and
+// closes on the next line whose trimmed text starts with "```"; an unclosed
+// block ends the scan. Only the blocks' own lines are split: the rest of
+// the artifact is skipped by searching for the markers.
 func lintMermaid(text string) []string {
-	lines := strings.Split(text, "\n")
 	var out []string
 	idx := 0
-	for i := 0; i < len(lines); i++ {
-		t := strings.TrimSpace(lines[i])
-		if !strings.HasPrefix(t, "```mermaid") {
-			continue
+	for off := 0; ; {
+		_, body := markedLine(text, off, "```mermaid", onlySpace)
+		if body < 0 {
+			break
 		}
-		end := -1
-		for j := i + 1; j < len(lines); j++ {
-			if strings.HasPrefix(strings.TrimSpace(lines[j]), "```") {
-				end = j
-				break
-			}
-		}
+		end, next := markedLine(text, body, "```", onlySpace)
 		if end < 0 {
 			break // an unclosed block is not a diagram
 		}
 		idx++
-		block := lines[i+1 : end]
+		var block []string
+		if body < end {
+			block = strings.Split(text[body:end-1], "\n")
+		}
 		for _, is := range parseMermaid(block) {
 			if is.line == 0 || strings.HasPrefix(is.text, "does not start with") {
 				out = append(out, fmt.Sprintf("mermaid block %d %s", idx, is.text))
@@ -517,9 +529,47 @@ func lintMermaid(text string) []string {
 				out = append(out, fmt.Sprintf("mermaid block %d line %d: a backtick inside a node label breaks rendering — use plain text", idx, n+1))
 			}
 		}
-		i = end
+		off = next
 	}
 	return out
+}
+
+// markedLine finds the first line at or after off (a line start) that
+// starts with marker after a prefix lead accepts. It returns that line's
+// start and the start of the line after it (len(text)+1 after the last
+// line), or -1, -1. It searches for the marker rather than walking lines:
+// most of an artifact holds none.
+func markedLine(text string, off int, marker string, lead func(string) bool) (at, next int) {
+	for off <= len(text) {
+		i := strings.Index(text[off:], marker)
+		if i < 0 {
+			return -1, -1
+		}
+		i += off
+		start := strings.LastIndexByte(text[:i], '\n') + 1
+		next = len(text) + 1
+		if nl := strings.IndexByte(text[i:], '\n'); nl >= 0 {
+			next = i + nl + 1
+		}
+		if lead(text[start:i]) {
+			return start, next
+		}
+		off = next
+	}
+	return -1, -1
+}
+
+// onlySpace accepts the prefix strings.TrimSpace removes.
+func onlySpace(s string) bool { return strings.TrimLeftFunc(s, unicode.IsSpace) == "" }
+
+// onlyBlanks accepts the prefix isFence skips: spaces and tabs.
+func onlyBlanks(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if s[i] != ' ' && s[i] != '\t' {
+			return false
+		}
+	}
+	return true
 }
 
 func lintLineLength(text string, limit int) []string {
@@ -544,18 +594,21 @@ func lintLineLength(text string, limit int) []string {
 // break how the document renders for its reviewer.
 func lintStructure(text string) []string {
 	var out []string
-	open := -1
-	for i, l := range strings.Split(text, "\n") {
-		if isFence(l) {
-			if open < 0 {
-				open = i + 1
-			} else {
-				open = -1
-			}
+	open := -1 // where the line of the fence left open starts
+	for off := 0; ; {
+		at, next := markedLine(text, off, "```", onlyBlanks)
+		if at < 0 {
+			break
 		}
+		if open < 0 {
+			open = at
+		} else {
+			open = -1
+		}
+		off = next
 	}
-	if open > 0 {
-		out = append(out, fmt.Sprintf("line %d opens a code fence that is never closed — everything after it renders as code", open))
+	if open >= 0 {
+		out = append(out, fmt.Sprintf("line %d opens a code fence that is never closed — everything after it renders as code", strings.Count(text[:open], "\n")+1))
 	}
 	return out
 }

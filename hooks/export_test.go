@@ -1,6 +1,7 @@
 package hooks
 
 import (
+	"fmt"
 	"reflect"
 	"strings"
 	"testing"
@@ -58,9 +59,95 @@ func CheckDocumentSections(t *testing.T, text string) {
 			t.Fatalf("%q: section %q = %#v, FindSection gives %#v", text, w.Title, got, first)
 		}
 	}
-	for i, l := range strings.Split(d.body, "\n") {
-		if d.line(i) != l {
-			t.Fatalf("%q: line %d = %q, split gives %q", text, i, d.line(i), l)
+	// The untrimmed content too (checkmarks count in it): the lines of the
+	// split reading, joined.
+	lines := strings.Split(d.body, "\n")
+	for i, ls := range spans(lines) {
+		sp := d.spans[i]
+		if sp.title != ls.title || sp.level != ls.level || d.body[sp.start:sp.end] != strings.Join(lines[ls.start:ls.end], "\n") {
+			t.Fatalf("%q: span %d = %q level %d %q, the split reading gives %q level %d %q", text, i, sp.title, sp.level, d.body[sp.start:sp.end], ls.title, ls.level, strings.Join(lines[ls.start:ls.end], "\n"))
 		}
+	}
+}
+
+// CheckLintAgrees fails t when the mermaid or structure lint differs from
+// its split-every-line reading.
+func CheckLintAgrees(t *testing.T, text string) {
+	if got, want := lintMermaid(text), lintMermaidSplit(text); !reflect.DeepEqual(got, want) {
+		t.Fatalf("lintMermaid(%q) = %q, the split reading gives %q", text, got, want)
+	}
+	if got, want := lintStructure(text), lintStructureSplit(text); !reflect.DeepEqual(got, want) {
+		t.Fatalf("lintStructure(%q) = %q, the split reading gives %q", text, got, want)
+	}
+}
+
+// lintMermaidSplit is the split-every-line reading lintMermaid must equal: it parses every closed mermaid block (mermaid.go: flowchart and
+// sequence diagrams statement by statement, other types by keyword) and
+// reports each problem with the block's number and the line within it.
+func lintMermaidSplit(text string) []string {
+	lines := strings.Split(text, "\n")
+	var out []string
+	idx := 0
+	for i := 0; i < len(lines); i++ {
+		t := strings.TrimSpace(lines[i])
+		if !strings.HasPrefix(t, "```mermaid") {
+			continue
+		}
+		end := -1
+		for j := i + 1; j < len(lines); j++ {
+			if strings.HasPrefix(strings.TrimSpace(lines[j]), "```") {
+				end = j
+				break
+			}
+		}
+		if end < 0 {
+			break // an unclosed block is not a diagram
+		}
+		idx++
+		block := lines[i+1 : end]
+		for _, is := range parseMermaid(block) {
+			if is.line == 0 || strings.HasPrefix(is.text, "does not start with") {
+				out = append(out, fmt.Sprintf("mermaid block %d %s", idx, is.text))
+				continue
+			}
+			out = append(out, fmt.Sprintf("mermaid block %d line %d: %s", idx, is.line, is.text))
+		}
+		for n, l := range block {
+			if backtickInLabel.MatchString(l) {
+				out = append(out, fmt.Sprintf("mermaid block %d line %d: a backtick inside a node label breaks rendering — use plain text", idx, n+1))
+			}
+		}
+		i = end
+	}
+	return out
+}
+
+// lintStructureSplit is the split-every-line reading lintStructure must equal: the built-in markdown structure lint: problems that
+// break how the document renders for its reviewer.
+func lintStructureSplit(text string) []string {
+	var out []string
+	open := -1
+	for i, l := range strings.Split(text, "\n") {
+		if isFence(l) {
+			if open < 0 {
+				open = i + 1
+			} else {
+				open = -1
+			}
+		}
+	}
+	if open > 0 {
+		out = append(out, fmt.Sprintf("line %d opens a code fence that is never closed — everything after it renders as code", open))
+	}
+	return out
+}
+
+// CheckContainsLowerAgrees fails t when a document's containsLower differs
+// from strings.Contains over its lowered body.
+func CheckContainsLowerAgrees(t *testing.T, body, marker string) {
+	d := newDocument(body)
+	needle := strings.ToLower(marker)
+	if got, want := d.containsLower(needle), strings.Contains(strings.ToLower(d.body), needle); got != want {
+		t.Fatalf("containsLower(%q, %q) = %v, strings.Contains over the lowered body gives %v", d.body, needle, got, want)
 	}
 }

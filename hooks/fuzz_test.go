@@ -92,7 +92,7 @@ func FuzzClassify(f *testing.F) {
 // front-matter reader answers, the general YAML parser must give exactly the
 // same mapping.
 func FuzzSimpleFrontMatter(f *testing.F) {
-	for _, s := range []string{"status: approved   # locked — by the gate\n     # more\napprovedBy: []  # none\noverrides: {}\nworkItem: \"github:o/r#239\"\n", "a: 'x' #c\nb: \"y\"#c\n", "status: approved\ntags: [cli, graph]\nriskTier: 4\ntitle: \"R: x\"\n", "a: -3\nb: 0\n# c\n", "a: 'x y'\nb: [1, 'q', w]\n", "a: yes\n", "a: 1.5\n", "a: 2026-01-02\n", "a: x #c\n", "a: [ ]\n", "a:\n  - x\n"} {
+	for _, s := range []string{"status: approved   # locked — by the gate\n     # more\napprovedBy: []  # none\noverrides: {}\nworkItem: \"github:o/r#239\"\n", "a: 'x' #c\nb: \"y\"#c\n", "status: approved\ntags: [cli, graph]\nriskTier: 4\ntitle: \"R: x\"\n", "a: -3\nb: 0\n# c\n", "a: 'x y'\nb: [1, 'q', w]\n", "a: yes\n", "a: 1.5\n", "a: 2026-01-02\n", "a: x #c\n", "a: [ ]\n", "a:\n  - x\n", "approvedBy: [\"@MadaraUchiha-314 (PR #110: \\\"Go ahead\\\", 2026-07-28)\"]\nriskTier: 4   # why\n", "a: [\"x, y\", z]  # c\n", "a: [\"PR #71 review — 'use docs/'\"]\n", "a: [\"\\\\\", \"\"]\n"} {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, block string) {
@@ -109,7 +109,7 @@ func FuzzToLower(f *testing.F) {
 	f.Fuzz(func(t *testing.T, s string) { hooks.CheckToLowerAgrees(t, s) })
 }
 
-// FuzzDocumentSections: sections located from line offsets read exactly as
+// FuzzDocumentSections: sections located by byte offsets read exactly as
 // the split-and-join Sections does.
 func FuzzDocumentSections(f *testing.F) {
 	for _, s := range []string{"", "\n", "# A\n", "# A", "---\nx: 1\n---\n# A\nbody\n## B\n\n- [ ] t\n# C\n", "```\n# not\n```\n# A\n  x  \n", "# A\n# A\ntwo\n"} {
@@ -139,4 +139,22 @@ func FuzzFrontMatterHead(f *testing.F) {
 			t.Fatalf("head %q decides %#v, the whole text %q reads %#v", text[:k], head, text, full)
 		}
 	})
+}
+
+// FuzzLint: the mermaid and structure lints, which search for their
+// markers, report exactly what reading every line reports.
+func FuzzLint(f *testing.F) {
+	for _, s := range []string{"", "```", "```mermaid\nflowchart TD\n  A-->B\n```\n", " \t```mermaid\n\n```", "x ```mermaid\n```\n```mermaid\nsequenceDiagram\n  A->>B: hi\n  ```\n", "```\ncode\n", "\u00a0```mermaid\npie\n\u0085```", "``````mermaid\n```\n", "\t```go\n```\n```"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) { hooks.CheckLintAgrees(t, s) })
+}
+
+// FuzzContainsLower: the boundary markers' search without lowering the
+// body answers as searching the lowered body does.
+func FuzzContainsLower(f *testing.F) {
+	for _, s := range [][2]string{{"A Trust Boundary here", "trust boundary"}, {"TRUST\nBOUNDARY", "t"}, {"\u212aey İnput", "key input"}, {"Kİ", "ki"}, {"abuse — CASE", "abuse — case"}, {"\xff\xfeX", "\ufffdx"}, {"tt trust", "trust"}, {"", "a"}} {
+		f.Add(s[0], s[1])
+	}
+	f.Fuzz(func(t *testing.T, body, marker string) { hooks.CheckContainsLowerAgrees(t, body, marker) })
 }

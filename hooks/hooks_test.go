@@ -8,6 +8,8 @@ import (
 	"path/filepath"
 	"testing"
 	"time"
+	"unicode"
+	"unicode/utf8"
 
 	"github.com/stretchr/testify/require"
 
@@ -427,4 +429,16 @@ func TestPublishArtifactOnlyForUninitialisedRepositories(t *testing.T) {
 	r = run(t, "publish-artifact", hc, graph.Values{"artifact": "contribution.md"})
 	require.Equal(t, graph.StatusPass, r.Status)
 	require.Contains(t, tickets.Comments("github:acme/widgets#9")[0], "Faster CI.")
+}
+
+// containsLower relies on this: lowering a rune outside ASCII gives a rune
+// outside ASCII, except for these two.
+func TestOnlyTwoRunesLowerIntoASCII(t *testing.T) {
+	var into []rune
+	for r := rune(utf8.RuneSelf); r <= unicode.MaxRune; r++ {
+		if unicode.ToLower(r) < utf8.RuneSelf {
+			into = append(into, r)
+		}
+	}
+	require.Equal(t, []rune{'\u0130', '\u212a'}, into)
 }

@@ -118,7 +118,13 @@ type Section struct {
 
 // isFence reports whether line opens or closes a fenced code block.
 func isFence(line string) bool {
-	return strings.HasPrefix(strings.TrimLeft(line, " \t"), "```")
+	// strings.TrimLeft(line, " \t") builds its cutset on every call; this
+	// runs for every line of every artifact.
+	i := 0
+	for i < len(line) && (line[i] == ' ' || line[i] == '\t') {
+		i++
+	}
+	return strings.HasPrefix(line[i:], "```")
 }
 
 // headingLevel returns the number of leading '#' of an ATX heading at
@@ -216,48 +222,176 @@ type document struct {
 	text string
 	fm   map[string]any
 	body string
-	// offs[i] is where line i of body starts; offs[len(offs)-1] is
-	// len(body)+1, so line i is body[offs[i]:offs[i+1]-1]. Offsets cost
-	// half a split's line slice, and a span's text is one substring.
-	offs  []int
-	spans []sectionSpan
+	// spans locate the sections in body by byte offsets; the text of a
+	// section is one substring, built only when a hook asks for it.
+	spans []docSpan
 	err   error
 
 	lowerOnce sync.Once
 	lower     string
 }
 
-// newDocument parses text: front matter, line offsets, section spans.
+// docSpan is a section of a document's body: its heading's title and
+// level, and its content as body[start:end] — the lines under the heading
+// up to the next heading of the same or a higher level, joined by newlines
+// (what Sections gives before trimming).
+type docSpan struct {
+	title      string
+	level      int
+	start, end int
+}
+
+// newDocument parses text: front matter and section spans.
 func newDocument(text string) *document {
 	d := &document{text: text}
 	d.fm, d.body = FrontMatter(text)
-	d.offs = make([]int, 1, strings.Count(d.body, "\n")+2)
-	for i := 0; i < len(d.body); i++ {
-		if d.body[i] == '\n' {
-			d.offs = append(d.offs, i+1)
-		}
-	}
-	d.offs = append(d.offs, len(d.body)+1)
-	d.spans = spansOf(len(d.offs)-1, d.line)
+	d.spans = bodySpans(d.body)
 	return d
 }
 
-// line is line i of the body, without its newline.
-func (d *document) line(i int) string { return d.body[d.offs[i] : d.offs[i+1]-1] }
-
-// lines is the text of lines [start, end) joined by newlines — what
-// strings.Join of the split lines gives, as one substring of the body.
-func (d *document) lines(start, end int) string {
-	if start >= end {
-		return ""
+// bodySpans locates the sections of body exactly as Sections does (the
+// same headings, fences and nesting) without splitting it into lines
+// (FuzzDocumentSections compares the two).
+func bodySpans(body string) []docSpan {
+	// First pass: each heading's title and level, with start and end
+	// holding its line's start and the next line's start; the second pass
+	// turns those into the content's bounds in place (a span reads only
+	// the line starts of the headings after it, not yet rewritten). A
+	// heading starts a line with '#': counting those bounds the spans, so
+	// the slice is allocated once.
+	out := make([]docSpan, 0, strings.Count(body, "\n#")+1)
+	// Only two kinds of line matter — fences and lines starting with '#' —
+	// and both are found by searching for their markers rather than by
+	// walking every line; they are taken in the order they appear.
+	inFence := false
+	fence, afterFence := markedLine(body, 0, "```", onlyBlanks)
+	hash := hashLine(body, 0)
+	for fence >= 0 || hash >= 0 {
+		if fence >= 0 && (hash < 0 || fence < hash) {
+			inFence = !inFence
+			fence, afterFence = markedLine(body, afterFence, "```", onlyBlanks)
+			continue
+		}
+		next := len(body) + 1
+		l := body[hash:]
+		if end := strings.IndexByte(l, '\n'); end >= 0 {
+			l, next = l[:end], hash+end+1
+		}
+		if !inFence {
+			if lv := headingLevel(l); lv > 0 {
+				out = append(out, docSpan{title: strings.TrimSpace(strings.TrimLeft(l, "#")), level: lv, start: hash, end: next})
+			}
+		}
+		hash = hashLine(body, next)
 	}
-	return d.body[d.offs[start] : d.offs[end]-1]
+	for j := range out {
+		// The content runs to the line before the next heading of the
+		// same or a higher level, or to the end of the body.
+		stop := len(body) + 1
+		for _, k := range out[j+1:] {
+			if k.level <= out[j].level {
+				stop = k.start
+				break
+			}
+		}
+		if first := out[j].end; first < stop {
+			out[j].start, out[j].end = first, stop-1
+		} else {
+			out[j].start, out[j].end = 0, 0
+		}
+	}
+	return out
+}
+
+// hashLine is the start of the first line at or after off (a line start)
+// that begins with '#', or -1.
+func hashLine(body string, off int) int {
+	if off >= len(body) {
+		return -1
+	}
+	if body[off] == '#' {
+		return off
+	}
+	if i := strings.Index(body[off:], "\n#"); i >= 0 {
+		return off + i + 1
+	}
+	return -1
 }
 
 // lowerBody is the body in lower case, computed once per document.
 func (d *document) lowerBody() string {
 	d.lowerOnce.Do(func() { d.lower = toLower(d.body) })
 	return d.lower
+}
+
+// containsLower reports whether the body in lower case contains needle,
+// itself lower case — strings.Contains(d.lowerBody(), needle) — without
+// lowering the body when it can: for an ASCII needle, an ASCII case-folding
+// search of the body gives the same answer, because a rune outside ASCII
+// lowers to a rune outside ASCII except U+0130 (to "i") and U+212A (to "k")
+// (TestOnlyTwoRunesLowerIntoASCII). A needle with an "i" or a "k" over a body
+// holding either rune, and a needle outside ASCII, take the lowered body.
+func (d *document) containsLower(needle string) bool {
+	if !isASCII(needle) || strings.ContainsAny(needle, "ik") && (strings.Contains(d.body, "\u0130") || strings.Contains(d.body, "\u212a")) {
+		return strings.Contains(d.lowerBody(), needle)
+	}
+	return containsASCIIFold(d.body, needle)
+}
+
+// containsASCIIFold reports whether s contains needle (ASCII, lower case)
+// when s's ASCII capitals are read as small letters; no other byte of s
+// matches a byte of needle unless equal to it.
+func containsASCIIFold(s, needle string) bool {
+	if needle == "" {
+		return true
+	}
+	lo, up := needle[0], needle[0]
+	if 'a' <= lo && lo <= 'z' {
+		up = lo - 'a' + 'A'
+	}
+	// The next occurrence of each case of the first byte, at or after i
+	// (-1: none left); each is searched for again only once passed.
+	nextLo, nextUp := -2, -2
+	find := func(c byte, from int) int {
+		if j := strings.IndexByte(s[from:], c); j >= 0 {
+			return from + j
+		}
+		return -1
+	}
+	for i := 0; i+len(needle) <= len(s); {
+		if nextLo != -1 && nextLo < i {
+			nextLo = find(lo, i)
+		}
+		if up != lo && nextUp != -1 && nextUp < i {
+			nextUp = find(up, i)
+		}
+		j := nextLo
+		if up != lo && nextUp >= 0 && (j < 0 || nextUp < j) {
+			j = nextUp
+		}
+		if j < 0 || j+len(needle) > len(s) {
+			return false
+		}
+		if asciiFoldEqual(s[j:j+len(needle)], needle) {
+			return true
+		}
+		i = j + 1
+	}
+	return false
+}
+
+// asciiFoldEqual reports whether a, its ASCII capitals lowered, is b.
+func asciiFoldEqual(a, b string) bool {
+	for k := 0; k < len(b); k++ {
+		c := a[k]
+		if 'A' <= c && c <= 'Z' {
+			c += 'a' - 'A'
+		}
+		if c != b[k] {
+			return false
+		}
+	}
+	return true
 }
 
 // toLower is strings.ToLower without strings.Map's per-rune cost on ASCII:
@@ -300,7 +434,7 @@ func toLower(s string) string {
 func (d *document) section(title string) (Section, bool) {
 	for _, s := range d.spans {
 		if s.title == title {
-			return Section{Title: s.title, Level: s.level, Content: strings.TrimSpace(d.lines(s.start, s.end))}, true
+			return Section{Title: s.title, Level: s.level, Content: strings.TrimSpace(d.body[s.start:s.end])}, true
 		}
 	}
 	return Section{}, false
@@ -400,7 +534,19 @@ func simpleFrontMatter(block string) (map[string]any, bool) {
 		if val != "" && val[0] != ' ' {
 			return nil, false
 		}
-		val, ok = stripComment(strings.Trim(val, " "))
+		val = strings.Trim(val, " ")
+		if strings.HasPrefix(val, "[") && strings.Contains(val, `"`) {
+			// A flow list with double-quoted items (approvedBy: ["@who
+			// (PR #7: \"ok\", 2026-07-28)"]): commas, "#" and escaped
+			// quotes inside the quotes are text, not structure.
+			v, ok := quotedFlowList(val)
+			if !ok {
+				return nil, false
+			}
+			out[key] = v
+			continue
+		}
+		val, ok = stripComment(val)
 		if !ok {
 			return nil, false
 		}
@@ -411,6 +557,97 @@ func simpleFrontMatter(block string) (map[string]any, bool) {
 		out[key] = v
 	}
 	return out, true
+}
+
+// quotedFlowList reads a flow list whose items are double-quoted strings
+// (escapes limited to \" and \\, printable text otherwise) or the plain
+// scalars simpleScalar accepts, followed by nothing or a " # comment". It
+// reports false for anything else.
+func quotedFlowList(v string) ([]any, bool) {
+	items := []any{}
+	i := 1
+	skip := func() {
+		for i < len(v) && v[i] == ' ' {
+			i++
+		}
+	}
+	for {
+		skip()
+		if i >= len(v) {
+			return nil, false
+		}
+		if v[i] == '"' {
+			s, next, ok := doubleQuoted(v, i)
+			if !ok {
+				return nil, false
+			}
+			items = append(items, s)
+			i = next
+		} else {
+			j := strings.IndexAny(v[i:], ",]")
+			if j < 0 {
+				return nil, false
+			}
+			x, ok := simpleScalar(strings.Trim(v[i:i+j], " "))
+			if !ok {
+				return nil, false
+			}
+			items = append(items, x)
+			i += j
+		}
+		skip()
+		if i >= len(v) {
+			return nil, false
+		}
+		if v[i] == ']' {
+			i++
+			break
+		}
+		if v[i] != ',' {
+			return nil, false
+		}
+		i++
+	}
+	rest := v[i:]
+	if tail := strings.TrimLeft(rest, " "); tail != "" && (tail[0] != '#' || len(tail) == len(rest)) {
+		return nil, false // text after the list, or "#" glued to it
+	}
+	return items, true
+}
+
+// doubleQuoted reads the double-quoted string starting at v[at]: its value
+// and the index after its closing quote. Only the escapes \" and \\ are
+// read; any other escape, a control character or a rune that is not
+// printable is refused (left to the YAML parser).
+func doubleQuoted(v string, at int) (string, int, bool) {
+	var b strings.Builder
+	for i := at + 1; i < len(v); {
+		c := v[i]
+		switch {
+		case c == '"':
+			return b.String(), i + 1, true
+		case c == '\\':
+			if i+1 >= len(v) || v[i+1] != '"' && v[i+1] != '\\' {
+				return "", 0, false
+			}
+			b.WriteByte(v[i+1])
+			i += 2
+		case c < utf8.RuneSelf:
+			if c < 0x20 || c == 0x7f {
+				return "", 0, false
+			}
+			b.WriteByte(c)
+			i++
+		default:
+			r, w := utf8.DecodeRuneInString(v[i:])
+			if r == utf8.RuneError || !unicode.IsPrint(r) {
+				return "", 0, false
+			}
+			b.WriteString(v[i : i+w])
+			i += w
+		}
+	}
+	return "", 0, false
 }
 
 // stripComment removes a trailing " # comment" from a value. A quoted

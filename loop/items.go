@@ -8,8 +8,10 @@ import (
 	"os"
 	"path"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"unsafe"
 
 	"github.com/theloop-dev/theloop/graph"
@@ -75,17 +77,9 @@ func (it *fileItems) Resolve(_ context.Context, id string) (graph.WorkItem, grap
 		wi.Ref = it.refOverride
 	}
 	for _, name := range []string{"requirements.md", "bugfix.md", "design.md"} {
-		fm, err := arts.frontMatter(name)
-		if err != nil {
-			continue
+		if arts.specFacts(name, &wi) == nil {
+			break
 		}
-		if tags := graph.AsStrings(fm["tags"]); tags != nil {
-			wi.Tags = tags
-		}
-		if t := graph.Values(fm).Int("riskTier", 0); t > 0 {
-			wi.RiskTier = t
-		}
-		break
 	}
 	return wi, arts, nil
 }
@@ -131,6 +125,23 @@ func (a *FileArtifacts) Open(name string) (fs.File, error) {
 	return f, nil
 }
 
+// ReadDir implements fs.ReadDirFS: the entries of a directory in the spec
+// directory, sorted by name, as fs.ReadDir gives them through Open — in
+// half the system calls (fs.Glob lists pr-loops/ on every check).
+func (a *FileArtifacts) ReadDir(name string) ([]fs.DirEntry, error) {
+	if !fs.ValidPath(name) {
+		return nil, &fs.PathError{Op: "readdir", Path: name, Err: fs.ErrInvalid}
+	}
+	f, err := openDir(filepath.Join(a.dir, filepath.FromSlash(name)))
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	entries, err := f.ReadDir(-1)
+	slices.SortFunc(entries, func(x, y fs.DirEntry) int { return strings.Compare(x.Name(), y.Name()) })
+	return entries, err
+}
+
 // MaxArtifactBytes bounds an artifact read into memory; a specification
 // larger than this is not one, and the agent writes these files. It is the
 // hooks' own bound, so both layers refuse the same size.
@@ -165,31 +176,53 @@ func (a *FileArtifacts) ReadFile(name string) ([]byte, error) {
 // front matter of every spec seen so far ends well within it.
 const frontMatterHead = 4 << 10
 
-// frontMatter is hooks.FrontMatter of the artifact name, reading only its
-// first bytes when they decide it (hooks.FrontMatterHead) and the whole
-// file (as ReadFile) when they do not. The artifact's checks read the file
-// again in full; reading it whole here too cost a second copy of the
-// largest artifact per work item on every `check --all`.
-func (a *FileArtifacts) frontMatter(name string) (map[string]any, error) {
+// headBuffers hold the first bytes of a specification while Resolve reads
+// its front matter: what it keeps is copied out, so the buffer serves the
+// next work item instead of becoming garbage on every one.
+var headBuffers = sync.Pool{New: func() any { return new([frontMatterHead]byte) }}
+
+// specFacts sets wi's tags and risk tier from the front matter of the
+// artifact name (hooks.FrontMatter), reading only its first bytes when they
+// decide it (hooks.FrontMatterHead) and the whole file (as ReadFile) when
+// they do not. The artifact's checks read the file again in full; reading
+// it whole here too cost a second copy of the largest artifact per work
+// item on every `check --all`.
+func (a *FileArtifacts) specFacts(name string, wi *graph.WorkItem) error {
 	p, err := a.full("read", name)
 	if err != nil {
-		return nil, err
+		return err
 	}
-	head, whole, err := readRegularHead(p, MaxArtifactBytes, frontMatterHead)
+	buf := headBuffers.Get().(*[frontMatterHead]byte)
+	defer headBuffers.Put(buf)
+	head, whole, err := readRegularHead(p, MaxArtifactBytes, buf[:])
 	if err != nil {
-		return nil, err
+		return err
 	}
+	var fm map[string]any
+	decided := false
 	if !whole {
-		// The bytes are ours and never written: no copy for the string.
-		if fm, ok := hooks.FrontMatterHead(unsafe.String(unsafe.SliceData(head), len(head))); ok {
-			return fm, nil
-		}
-		if head, err = a.ReadFile(name); err != nil {
-			return nil, err
+		// The front matter's strings point into the pooled buffer until
+		// they are copied below.
+		fm, decided = hooks.FrontMatterHead(unsafe.String(unsafe.SliceData(head), len(head)))
+		if !decided {
+			if head, err = a.ReadFile(name); err != nil {
+				return err
+			}
 		}
 	}
-	fm, _ := hooks.FrontMatter(unsafe.String(unsafe.SliceData(head), len(head)))
-	return fm, nil
+	if !decided {
+		fm, _ = hooks.FrontMatter(unsafe.String(unsafe.SliceData(head), len(head)))
+	}
+	if tags := graph.AsStrings(fm["tags"]); tags != nil {
+		for i, t := range tags {
+			tags[i] = strings.Clone(t)
+		}
+		wi.Tags = tags
+	}
+	if t := graph.Values(fm).Int("riskTier", 0); t > 0 {
+		wi.RiskTier = t
+	}
+	return nil
 }
 
 // Stat implements fs.StatFS.
@@ -290,5 +323,6 @@ var (
 	_ graph.Artifacts = (*FileArtifacts)(nil)
 	_ fs.ReadFileFS   = (*FileArtifacts)(nil)
 	_ fs.StatFS       = (*FileArtifacts)(nil)
+	_ fs.ReadDirFS    = (*FileArtifacts)(nil)
 	_ graph.Items     = (*fileItems)(nil)
 )

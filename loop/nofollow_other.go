@@ -18,7 +18,10 @@ func singleLink(*os.File) error { return nil }
 func readRegular(path string, limit int64) ([]byte, error) { return readCappedPortable(path, limit) }
 
 // readRegularHead reads the whole file here (see the unix version).
-func readRegularHead(path string, limit, _ int64) ([]byte, bool, error) {
+func readRegularHead(path string, limit int64, _ []byte) ([]byte, bool, error) {
 	b, err := readCappedPortable(path, limit)
 	return b, err == nil, err
 }
+
+// openDir opens the directory at path for listing.
+func openDir(path string) (*os.File, error) { return os.Open(path) }

@@ -33,7 +33,9 @@ func singleLink(f *os.File) error {
 // readRegular reads the regular file at path when it holds at most limit
 // bytes, in as few system calls as the kernel allows: one open (without
 // blocking on a named pipe), one fstat that decides the type and the
-// size, one read into a buffer of that size and one that sees the end.
+// size, and one read into a buffer one byte larger than that size, which
+// ends the file when it returns exactly the size (more reads only when the
+// kernel returns less, or the file grew).
 // The state and every artifact of every work item go through it on each
 // `check --all`; os.Open would add a poller registration and a second
 // fstat, io.ReadAll a growing buffer.
@@ -81,6 +83,14 @@ func readRegular(path string, limit int64) ([]byte, error) {
 			break
 		}
 		buf = buf[:len(buf)+n]
+		if int64(len(buf)) == st.Size && len(buf) < cap(buf) {
+			// Asked for more, the read stopped at the size the fstat
+			// reported: that is the whole file as it stood then, so the
+			// read that would only confirm the end is saved (one system
+			// call per artifact on every check). A file that grew shows
+			// as a longer read and is read on, as before.
+			break
+		}
 	}
 	if int64(len(buf)) > limit {
 		return nil, tooLarge(path, -1, limit)
@@ -97,12 +107,12 @@ func fstatRetry(fd int, st *syscall.Stat_t) error {
 	}
 }
 
-// readRegularHead is readRegular that stops after head bytes: it refuses
-// what readRegular refuses from the fstat (not a regular file, larger than
-// limit) and returns the first bytes, with whole true when they are the
-// whole file (the read reached its end). Resolving a work item reads the
-// front matter of a specification this way.
-func readRegularHead(path string, limit, head int64) ([]byte, bool, error) {
+// readRegularHead is readRegular that stops after len(buf) bytes, read
+// into buf: it refuses what readRegular refuses from the fstat (not a
+// regular file, larger than limit) and returns the first bytes, with whole
+// true when they are the whole file (the read reached its end). Resolving a
+// work item reads the front matter of a specification this way.
+func readRegularHead(path string, limit int64, buf []byte) ([]byte, bool, error) {
 	var fd int
 	var err error
 	for {
@@ -126,8 +136,7 @@ func readRegularHead(path string, limit, head int64) ([]byte, bool, error) {
 		return nil, false, tooLarge(path, st.Size, limit)
 	}
 	// One byte more than the size sees the end of a file that fits.
-	n := min(st.Size+1, head)
-	buf := make([]byte, 0, n)
+	buf = buf[:0:min(st.Size+1, int64(len(buf)))]
 	for len(buf) < cap(buf) {
 		k, err := syscall.Read(fd, buf[len(buf):cap(buf)])
 		if err == syscall.EINTR || err == syscall.EAGAIN {
@@ -140,6 +149,28 @@ func readRegularHead(path string, limit, head int64) ([]byte, bool, error) {
 			return buf, true, nil
 		}
 		buf = buf[:len(buf)+k]
+		if int64(len(buf)) == st.Size && len(buf) < cap(buf) {
+			return buf, true, nil // the whole file as the fstat saw it (see readRegular)
+		}
 	}
 	return buf, false, nil
+}
+
+// openDir opens the directory at path for listing in one open (O_DIRECTORY
+// refuses anything else) and one fcntl: os.Open would stat nothing but
+// would try, and fail, to register a directory with the poller — four
+// more system calls for each directory a check lists.
+func openDir(path string) (*os.File, error) {
+	var fd int
+	var err error
+	for {
+		fd, err = syscall.Open(path, syscall.O_RDONLY|syscall.O_DIRECTORY|syscall.O_CLOEXEC, 0)
+		if err != syscall.EINTR {
+			break
+		}
+	}
+	if err != nil {
+		return nil, &fs.PathError{Op: "open", Path: path, Err: err}
+	}
+	return os.NewFile(uintptr(fd), path), nil
 }

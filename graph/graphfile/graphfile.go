@@ -10,10 +10,12 @@
 package graphfile
 
 import (
+	"crypto/sha256"
 	_ "embed"
 	"fmt"
 	"sort"
 	"strings"
+	"sync"
 
 	"github.com/goccy/go-yaml"
 	"github.com/goccy/go-yaml/ast"
@@ -30,13 +32,78 @@ import (
 //go:embed graph.schema.json
 var SchemaJSON []byte
 
-// Load parses and compiles a graph file in one step.
+// Load parses and compiles a graph file in one step. A graph compiles once
+// per process: a later Load of the same bytes under the same source name
+// against the same registry returns the graph compiled the first time (a
+// Graph is immutable, so sharing it is safe). Only graphs that compiled are
+// remembered, and a registry only grows, so the remembered graph is the one
+// compiling again would give.
 func Load(source string, src []byte, reg *graph.Registry) (*graph.Graph, error) {
+	key := compiledKey{source: source, sum: sha256.Sum256(src), reg: reg}
+	if g := compiled.get(key); g != nil {
+		return g, nil
+	}
 	f, err := Parse(source, src)
 	if err != nil {
 		return nil, err
 	}
-	return graph.Compile(f, reg)
+	g, err := graph.Compile(f, reg)
+	if err != nil {
+		return nil, err
+	}
+	compiled.put(key, g)
+	return g, nil
+}
+
+// compiledKey identifies a compiled graph: the file's name (the graph
+// carries it into messages), its bytes by hash, and the registry.
+type compiledKey struct {
+	source string
+	sum    [sha256.Size]byte
+	reg    *graph.Registry
+}
+
+// compiledCache remembers the last few compiled graphs. It is small: a
+// process runs one graph or a handful, and an entry keeps its registry
+// alive.
+type compiledCache struct {
+	mu      sync.Mutex
+	entries []compiledEntry // most recently used last
+}
+
+type compiledEntry struct {
+	key compiledKey
+	g   *graph.Graph
+}
+
+const maxCompiledGraphs = 8
+
+var compiled compiledCache
+
+func (c *compiledCache) get(k compiledKey) *graph.Graph {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for i, e := range c.entries {
+		if e.key == k {
+			c.entries = append(append(c.entries[:i:i], c.entries[i+1:]...), e)
+			return e.g
+		}
+	}
+	return nil
+}
+
+func (c *compiledCache) put(k compiledKey, g *graph.Graph) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, e := range c.entries {
+		if e.key == k {
+			return
+		}
+	}
+	if len(c.entries) >= maxCompiledGraphs {
+		c.entries = append(c.entries[:0:0], c.entries[1:]...)
+	}
+	c.entries = append(c.entries, compiledEntry{k, g})
 }
 
 // positions resolves element paths against the parsed YAML.

@@ -60,7 +60,9 @@ func (r *Runtime) Complete(ctx context.Context, id, node, actor string) (*Claim,
 		by = "cli"
 	}
 	s.st.Completions.Set(claimed, Completion{At: timestamp(s.now), By: by})
-	if err := r.save(ctx, s); err != nil {
+	// Provisional: the chain's outcome is saved durably next; a crash
+	// before that loses only the record of a claim nobody was answered.
+	if err := r.saveProvisionally(ctx, s); err != nil {
 		return nil, err
 	}
 	step, err := r.advance(ctx, s, nil)

@@ -262,12 +262,27 @@ func (r *Runtime) producedPresent(arts Artifacts) []string {
 // Events emitted by an earlier save are dropped from the state as it is
 // written.
 func (r *Runtime) save(ctx context.Context, s *session) error {
+	return r.saveAs(ctx, s, false)
+}
+
+// saveProvisionally is save for a state whose loss in a crash leaves a
+// valid one behind (see ProvisionalStore); with a store that cannot, it is
+// save. It must not persist a transition whose event it then emits.
+func (r *Runtime) saveProvisionally(ctx context.Context, s *session) error {
+	return r.saveAs(ctx, s, true)
+}
+
+func (r *Runtime) saveAs(ctx context.Context, s *session, provisional bool) error {
 	kept := s.st.Unlogged
 	s.st.Unlogged = kept[s.emitted:]
 	if len(s.st.Unlogged) == 0 {
 		s.st.Unlogged = nil
 	}
-	if err := r.opts.Store.Save(ctx, s.st.WorkItem, s.st); err != nil {
+	store := r.opts.Store.Save
+	if ps, ok := r.opts.Store.(ProvisionalStore); ok && provisional && len(s.st.Unlogged) == 0 {
+		store = ps.SaveProvisional
+	}
+	if err := store(ctx, s.st.WorkItem, s.st); err != nil {
 		s.st.Unlogged = kept
 		s.saveFailed = true
 		return fmt.Errorf("saving graph state of %s: %w", s.st.WorkItem, err)
@@ -333,7 +348,7 @@ func (r *Runtime) flush(ctx context.Context, s *session) {
 		return
 	}
 	s.st.Unlogged = s.st.Unlogged[:s.emitted]
-	_ = r.save(ctx, s)
+	_ = r.saveProvisionally(ctx, s)
 }
 
 // relog emits the events a killed verb saved but may not have logged, and

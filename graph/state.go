@@ -312,3 +312,19 @@ type Store interface {
 	// not re-entrant.
 	Lock(ctx context.Context, id string, timeout time.Duration) (unlock func(), err error)
 }
+
+// A ProvisionalStore is a Store that can also save a state whose loss in a
+// crash is harmless because the state it replaces is still valid, more
+// cheaply than Save (a file store skips the directory's fsync). The runtime
+// saves two states that way: the claim recorded just before a node's exit
+// chain runs (lost: as if the claim had come just before the crash) and the
+// journal cleared once its events were emitted (lost: the next locked verb
+// emits them again, marked relogged — at least once, as always). Every
+// transition is still saved with Save before its event is emitted.
+type ProvisionalStore interface {
+	Store
+	// SaveProvisional replaces the saved state as Save does, except that
+	// after a crash or power loss the state saved before it may be found
+	// instead — never a torn or empty one.
+	SaveProvisional(ctx context.Context, id string, s *State) error
+}

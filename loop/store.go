@@ -226,6 +226,20 @@ func (s *FileStore) Load(ctx context.Context, id string) (*graph.State, error) {
 // added rather than overwrite an earlier copy); if they cannot be preserved
 // Save fails and leaves the file alone. Save does not take the lock.
 func (s *FileStore) Save(ctx context.Context, id string, st *graph.State) error {
+	return s.save(ctx, id, st, atomicfile.Write)
+}
+
+// SaveProvisional is Save without the directory's fsync (graph's
+// ProvisionalStore): the file's content is synced before the rename, so a
+// power loss leaves the new state or the one it replaced, never a torn
+// file. The runtime uses it for the states it can afford to lose.
+func (s *FileStore) SaveProvisional(ctx context.Context, id string, st *graph.State) error {
+	return s.save(ctx, id, st, atomicfile.WriteKeepPrevious)
+}
+
+var _ graph.ProvisionalStore = (*FileStore)(nil)
+
+func (s *FileStore) save(ctx context.Context, id string, st *graph.State, write func(string, []byte, fs.FileMode) error) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
@@ -247,7 +261,7 @@ func (s *FileStore) Save(ctx context.Context, id string, st *graph.State) error 
 	if err := s.preserveCorrupt(id, path); err != nil {
 		return err
 	}
-	if err := atomicfile.Write(path, data, 0o644); err != nil {
+	if err := write(path, data, 0o644); err != nil {
 		return err
 	}
 	removeTemps(dir, staleTempAge)

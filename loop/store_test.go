@@ -182,6 +182,32 @@ func TestStoreRoundTrip(t *testing.T) {
 	assert.Equal(t, "tasks", got.CurrentNode)
 }
 
+// A provisional save writes the same file the same way (its only
+// difference, the directory's fsync, is not observable short of a power
+// cut): full content, mode 0644, no temp file left, and Load reads it.
+func TestStoreSaveProvisionalReplacesTheStateWhole(t *testing.T) {
+	ctx := context.Background()
+	repo := t.TempDir()
+	s := NewStore(repo, "docs/specs")
+	want := sampleState()
+	require.NoError(t, s.Save(ctx, "issue-7", want))
+	want.CurrentNode = "tasks"
+	require.NoError(t, s.SaveProvisional(ctx, "issue-7", want))
+	path := filepath.Join(repo, "docs", "specs", "issue-7", "graph-state.json")
+	data, err := os.ReadFile(path)
+	require.NoError(t, err)
+	marshalled, err := graph.MarshalState(want)
+	require.NoError(t, err)
+	assert.Equal(t, string(marshalled), string(data))
+	assert.Equal(t, []string{"graph-state.json"}, dirNames(t, filepath.Dir(path)), "no temp file is left behind")
+	info, err := os.Stat(path)
+	require.NoError(t, err)
+	assert.Equal(t, os.FileMode(0o644), info.Mode().Perm())
+	got, err := s.Load(ctx, "issue-7")
+	require.NoError(t, err)
+	assert.Equal(t, want, got)
+}
+
 func TestStoreLoadMissing(t *testing.T) {
 	repo := t.TempDir()
 	s := NewStore(repo, "")

@@ -29,7 +29,19 @@ func Replace(path string, data []byte, perm fs.FileMode) error {
 	return write(path, data, perm, false)
 }
 
-func write(path string, data []byte, perm fs.FileMode, durable bool) (err error) {
+// WriteKeepPrevious is Write without the directory's fsync: the new file's
+// content is synced before the rename, so after a power loss path holds the
+// new content or the content it replaced — never a torn or empty file. For
+// a state whose loss is harmless because the one it replaces is still valid.
+func WriteKeepPrevious(path string, data []byte, perm fs.FileMode) error {
+	return writeSynced(path, data, perm, true, false)
+}
+
+func write(path string, data []byte, perm fs.FileMode, durable bool) error {
+	return writeSynced(path, data, perm, durable, durable)
+}
+
+func writeSynced(path string, data []byte, perm fs.FileMode, syncFile, syncDir bool) (err error) {
 	dir := filepath.Dir(path)
 	f, err := os.CreateTemp(dir, "."+filepath.Base(path)+".tmp-*")
 	if err != nil {
@@ -48,7 +60,7 @@ func write(path string, data []byte, perm fs.FileMode, durable bool) (err error)
 	if err = f.Chmod(perm); err != nil {
 		return fmt.Errorf("writing %s: %w", path, err)
 	}
-	if durable {
+	if syncFile {
 		if err = f.Sync(); err != nil {
 			return fmt.Errorf("writing %s: fsync: %w", path, err)
 		}
@@ -59,7 +71,7 @@ func write(path string, data []byte, perm fs.FileMode, durable bool) (err error)
 	if err = os.Rename(tmp, path); err != nil {
 		return fmt.Errorf("writing %s: %w", path, err)
 	}
-	if durable {
+	if syncDir {
 		if serr := SyncDir(dir); serr != nil {
 			// The new file is in place; only its durability across a power
 			// loss is in doubt. Report it without removing anything.

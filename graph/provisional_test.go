@@ -1,0 +1,77 @@
+package graph_test
+
+import (
+	"context"
+	"sync"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/theloop-dev/theloop/graph"
+	"github.com/theloop-dev/theloop/graph/graphtest"
+)
+
+// provisionalStore records which save each call was, and what the state
+// held of unlogged events when it was saved provisionally.
+type provisionalStore struct {
+	*graphtest.Store
+	mu    sync.Mutex
+	calls []string
+}
+
+func (s *provisionalStore) Save(ctx context.Context, id string, st *graph.State) error {
+	s.mu.Lock()
+	s.calls = append(s.calls, "save")
+	s.mu.Unlock()
+	return s.Store.Save(ctx, id, st)
+}
+
+func (s *provisionalStore) SaveProvisional(ctx context.Context, id string, st *graph.State) error {
+	s.mu.Lock()
+	if len(st.Unlogged) > 0 {
+		s.calls = append(s.calls, "provisional-with-events") // never allowed
+	} else {
+		s.calls = append(s.calls, "provisional")
+	}
+	s.mu.Unlock()
+	return s.Store.Save(ctx, id, st)
+}
+
+// TestOnlyLosableStatesAreSavedProvisionally: a blocked claim records the
+// claim and clears the journal provisionally, and saves the blocked
+// attempt — the transition whose event is emitted — with Save, before the
+// event. A store without SaveProvisional gets Save for all three.
+func TestOnlyLosableStatesAreSavedProvisionally(t *testing.T) {
+	reg := graphtest.Registry(map[string]graph.Hook{"no": graphtest.Returning(graph.Block(graph.Finding("not yet", "")))})
+	g := graphtest.NewGraph("p").
+		Node(graph.NodeSpec{ID: "a", Exit: graphtest.Hooks("no")}).
+		Node(graph.NodeSpec{ID: "b", Terminal: true}).Edge("a", "pass", "b").MustCompile(reg)
+	ctx := context.Background()
+
+	store := &provisionalStore{Store: graphtest.NewStore()}
+	sink := &graphtest.Sink{}
+	rt, err := graph.New(g, graph.Options{Store: store, Items: graphtest.NewItems(), Sink: sink})
+	require.NoError(t, err)
+	_, err = rt.Start(ctx, "w")
+	require.NoError(t, err)
+	store.calls = nil
+	claim, err := rt.Complete(ctx, "w", "", "@agent")
+	require.NoError(t, err)
+	require.Equal(t, graph.StatusBlock, claim.Status)
+	require.Equal(t, []string{"provisional", "save", "provisional"}, store.calls)
+	require.Equal(t, 1, sink.Count("graph.blocked"))
+	st := store.State("w")
+	require.Empty(t, st.Unlogged, "the journal is cleared once its events are out")
+	_, claimed := st.Completions.Get("a")
+	require.True(t, claimed, "the claim is recorded")
+
+	plain := graphtest.NewStore()
+	rt, err = graph.New(g, graph.Options{Store: plain, Items: graphtest.NewItems(), Sink: &graphtest.Sink{}})
+	require.NoError(t, err)
+	_, err = rt.Start(ctx, "w")
+	require.NoError(t, err)
+	claim, err = rt.Complete(ctx, "w", "", "@agent")
+	require.NoError(t, err)
+	require.Equal(t, graph.StatusBlock, claim.Status)
+	require.Empty(t, plain.State("w").Unlogged)
+}

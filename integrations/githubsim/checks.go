@@ -74,7 +74,9 @@ func (s *Server) checksOf(rp *repo, sha string) *commitChecks {
 }
 
 // SetCheckRun creates or (same name) updates a check run on the head of
-// pull request number and sends check_run.created or .completed. With
+// pull request number and sends check_run.completed when it is completed,
+// else check_run.created (GitHub has no action for a run that moved on
+// without completing). With
 // webhook false nothing is sent: CI whose webhook GitHub lost.
 func (s *Server) SetCheckRun(full string, number int, cr CheckRun, webhook bool) (CheckRun, error) {
 	if strings.TrimSpace(cr.Name) == "" || len(cr.Name) > 200 {
@@ -105,7 +107,6 @@ func (s *Server) SetCheckRun(full string, number int, cr CheckRun, webhook bool)
 	if i := slices.IndexFunc(cc.runs, func(r *CheckRun) bool { return r.Name == cr.Name }); i >= 0 {
 		cr.ID = cc.runs[i].ID
 		*cc.runs[i] = cr
-		action = "rerequested"
 	} else {
 		cr.ID = s.newID()
 		cp := cr

@@ -74,6 +74,66 @@
     tr.classList.remove('flash'); void tr.offsetWidth; tr.classList.add('flash');
   }
 
+  // The item page's pull requests, rebuilt from each row event of the item
+  // (the same facts the server renders into #pull-requests).
+  function updatePRs(prs) {
+    var table = document.getElementById('pull-requests');
+    var none = document.getElementById('no-prs');
+    if (!table || !Array.isArray(prs)) return;
+    var body = table.tBodies[0];
+    while (body.firstChild) body.removeChild(body.firstChild);
+    function td(tr, f, text) {
+      var c = document.createElement('td');
+      if (f) c.setAttribute('data-f', f);
+      if (text != null) c.textContent = String(text);
+      tr.appendChild(c);
+      return c;
+    }
+    function check(cell, c) {
+      var url = safeURL(c && c.url), e = document.createElement(url ? 'a' : 'span');
+      e.className = 'cifail';
+      e.setAttribute('data-check', String(c && c.name || ''));
+      if (url) { e.setAttribute('href', url); e.setAttribute('rel', 'noopener noreferrer'); }
+      e.textContent = String(c && c.name || '');
+      cell.appendChild(e);
+    }
+    prs.forEach(function (p) {
+      if (!p || typeof p.number !== 'number') return;
+      var tr = document.createElement('tr');
+      tr.setAttribute('data-pr', String(p.number));
+      var first = td(tr, '', null), url = safeURL(p.url);
+      if (url) {
+        var a = document.createElement('a');
+        a.setAttribute('href', url); a.setAttribute('rel', 'noopener noreferrer');
+        a.textContent = '#' + p.number;
+        first.appendChild(a);
+      } else first.textContent = '#' + p.number;
+      td(tr, 'pr-state', p.state || 'unknown');
+      var rv = td(tr, 'pr-review', p.review || 'none yet');
+      rv.className = 'review-' + String(p.review || '').replace(/[^a-z]/g, '_');
+      var checks = td(tr, 'pr-checks', (p.passing | 0) + ' passing');
+      if (p.failing > 0) {
+        checks.appendChild(document.createTextNode(', '));
+        var f = document.createElement('span'); f.className = 'cifail'; f.textContent = (p.failing | 0) + ' failing';
+        checks.appendChild(f);
+      }
+      if (p.pending > 0) checks.appendChild(document.createTextNode(', ' + (p.pending | 0) + ' pending'));
+      var failing = td(tr, 'pr-failing', null);
+      (Array.isArray(p.failed) ? p.failed : []).forEach(function (c, i) {
+        if (i) failing.appendChild(document.createTextNode(', '));
+        check(failing, c);
+      });
+      var waiting = Array.isArray(p.waiting) ? p.waiting.filter(function (n) { return typeof n === 'string'; }) : [];
+      if (waiting.length) {
+        failing.appendChild(document.createTextNode((failing.childNodes.length ? '; ' : '') + 'pending: ' + waiting.join(', ')));
+      }
+      body.appendChild(tr);
+    });
+    table.hidden = body.childNodes.length === 0;
+    if (none) none.hidden = !table.hidden;
+    table.setAttribute('data-updated-at', String(Date.now()));
+  }
+
   // The agent's pane: frames of changed rows, each row a list of
   // [class, text] spans written with textContent (ansi.go renders them).
   function livePane(ref) {
@@ -167,9 +227,12 @@
       var r;
       try { r = JSON.parse(ev.data); } catch (e) { return; }
       if (board) update(board, r);
-      if (page === 'item' && r && r.ref === document.body.getAttribute('data-ref') &&
-          (r.node !== document.body.getAttribute('data-node') || r.state !== document.body.getAttribute('data-state'))) {
-        window.location.replace(window.location.pathname + '?ref=' + encodeURIComponent(r.ref));
+      if (page === 'item' && r && r.ref === document.body.getAttribute('data-ref')) {
+        if (r.node !== document.body.getAttribute('data-node') || r.state !== document.body.getAttribute('data-state')) {
+          window.location.replace(window.location.pathname + '?ref=' + encodeURIComponent(r.ref));
+          return;
+        }
+        updatePRs(r.prs || []);
       }
     });
   }

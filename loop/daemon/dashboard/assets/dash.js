@@ -134,6 +134,58 @@
     table.setAttribute('data-updated-at', String(Date.now()));
   }
 
+  // Zoom for the item page's graph: in, out and fit, the current node
+  // scrolled into the middle of the view after each change. The scale is
+  // kept for the tab (the page reloads itself when the item moves on).
+  function graphZoom() {
+    var view = document.getElementById('graph-view'), svg = document.getElementById('graph');
+    var bar = document.getElementById('graph-zoom'), level = document.getElementById('zoom-level');
+    if (!view || !svg || !bar || !level) return;
+    var W = parseFloat(svg.getAttribute('width')), H = parseFloat(svg.getAttribute('height'));
+    if (!(W > 0 && H > 0)) return;
+    bar.hidden = false;
+    var scale = 1, fitted = true, KEY = 'theloop.graph-zoom';
+    function fitScale() {
+      var availW = view.parentNode ? view.parentNode.clientWidth : view.clientWidth;
+      var availH = Math.max(200, window.innerHeight * 0.85 - 4);
+      return Math.min(1, availW / W, availH / H);
+    }
+    function centreCurrent() {
+      var cur = svg.querySelector('g[data-mark="current"] rect') || svg.querySelector('g[data-mark="blocked"] rect');
+      if (!cur) return;
+      var x = parseFloat(cur.getAttribute('x')) + parseFloat(cur.getAttribute('width')) / 2;
+      var y = parseFloat(cur.getAttribute('y')) + parseFloat(cur.getAttribute('height')) / 2;
+      view.scrollLeft = Math.max(0, x * scale - view.clientWidth / 2);
+      view.scrollTop = Math.max(0, y * scale - view.clientHeight / 2);
+    }
+    function apply(s, fit) {
+      fitted = !!fit;
+      scale = Math.max(0.1, Math.min(4, s));
+      svg.style.width = (W * scale) + 'px';
+      svg.style.height = (H * scale) + 'px';
+      view.classList.toggle('zoomed', !fitted);
+      view.setAttribute('data-scale', scale.toFixed(3));
+      level.textContent = fitted ? 'fit' : Math.round(scale * 100) + '%';
+      try { sessionStorage.setItem(KEY, fitted ? 'fit' : String(scale)); } catch (e) { /* storage off */ }
+      centreCurrent();
+    }
+    document.getElementById('zoom-in').addEventListener('click', function () { apply(scale * 1.25, false); });
+    document.getElementById('zoom-out').addEventListener('click', function () { apply(scale / 1.25, false); });
+    document.getElementById('zoom-fit').addEventListener('click', function () { apply(fitScale(), true); });
+    document.addEventListener('keydown', function (ev) {
+      var t = ev.target && ev.target.tagName;
+      if (t === 'TEXTAREA' || t === 'INPUT' || ev.ctrlKey || ev.metaKey || ev.altKey) return;
+      if (ev.key === '+' || ev.key === '=') apply(scale * 1.25, false);
+      else if (ev.key === '-') apply(scale / 1.25, false);
+      else if (ev.key === '0') apply(fitScale(), true);
+    });
+    window.addEventListener('resize', function () { if (fitted) apply(fitScale(), true); });
+    var kept = null;
+    try { kept = sessionStorage.getItem(KEY); } catch (e) { /* storage off */ }
+    var k = parseFloat(kept);
+    if (kept && kept !== 'fit' && k > 0) apply(k, false); else apply(fitScale(), true);
+  }
+
   // The agent's pane: frames of changed rows, each row a list of
   // [class, text] spans written with textContent (ansi.go renders them).
   function livePane(ref) {
@@ -212,6 +264,7 @@
         if (navigator.clipboard) navigator.clipboard.writeText(b.getAttribute('data-copy') || '');
       });
     });
+    if (page === 'item') graphZoom();
     if (!window.EventSource || (page !== 'board' && page !== 'item')) return;
     if (page === 'item') livePane(document.body.getAttribute('data-ref'));
     var es = new EventSource('/events');

@@ -247,9 +247,17 @@ func extract(event string, p *payload, r repoOf) extraction {
 		x.prNumbers(p.workflowRun.get("pull_requests"), r)
 		x.branch(p.workflowRun.get("head_branch"), r)
 	case "check_run":
+		// GitHub lists the run's pull requests on the run itself
+		// (check_run.pull_requests); older and hand-built payloads carry
+		// them only on the suite. Both are read, and the head branch from
+		// the run (when present) and from its suite, so a run whose PR
+		// list is empty (a fork's branch) still reaches its issue-<n> item.
 		suite := p.checkRun.get("check_suite")
+		x.prNumbers(p.checkRun.get("pull_requests"), r)
 		x.prNumbers(suite.get("pull_requests"), r)
+		x.branch(p.checkRun.get("head_branch"), r)
 		x.branch(suite.get("head_branch"), r)
+		x.prHeads(p.checkRun.get("pull_requests"), r)
 	case "check_suite":
 		x.prNumbers(p.checkSuite.get("pull_requests"), r)
 		x.branch(p.checkSuite.get("head_branch"), r)
@@ -263,6 +271,12 @@ func (x *extraction) branch(name jv, r repoOf) {
 	if n := branchIssue(name.string()); n > 0 {
 		x.add(r.ref(n), RefFromBranch)
 	}
+}
+
+// prHeads adds the issue-<n> branch of each listed pull request's head
+// (pull_requests[].head.ref), a weak link like any branch.
+func (x *extraction) prHeads(prs jv, r repoOf) {
+	prs.elems(func(p jv) { x.branch(p.path("head", "ref"), r) })
 }
 
 func (x *extraction) prNumbers(prs jv, r repoOf) {

@@ -35,6 +35,7 @@ func seedPayloads(f *testing.F, add func(b []byte)) {
 		`{}`, `[]`, `{"action":"created","repository":{"full_name":"octo/repo"},"issue":{"number":1},"comment":{"id":1,"body":"the-loop start","user":{"login":"alice"}},"sender":{"login":"alice"}}`,
 		`{"a":"\u0000\ud800x","b":-0.5e+7,"c":[true,false,null]}`, `{"action":1e999}`, `"x"`, `{"a":}`, `{"a" "b"}`,
 		`{"repository":{"full_name":"octo/repo","full_name":"evil/x"},"issue":{"number":2}}`,
+		`{"action":"completed","repository":{"full_name":"octo/repo"},"check_run":{"head_branch":"issue-3","pull_requests":[{"number":9,"head":{"ref":"issue-4"}},7],"check_suite":{"pull_requests":[{"number":9}],"head_branch":"issue-5"}}}`,
 		`{"\u0061ction":"created"}`, strings.Repeat("[", 400) + strings.Repeat("]", 400),
 	} {
 		add([]byte(s))

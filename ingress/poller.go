@@ -58,6 +58,9 @@ type PollerConfig struct {
 	MaxRetries int
 	// StateRoot holds poll-status.json (the heartbeat).
 	StateRoot string
+	// PRCICalls bounds the GitHub calls one cycle spends on PR/CI
+	// discovery (poll_prci.go; default DefaultPRCICalls, negative: none).
+	PRCICalls int
 }
 
 // PollerDeps is the outside world of a Poller.
@@ -78,6 +81,11 @@ type PollerDeps struct {
 	Tracked func(ctx context.Context) ([]workitem.Ref, error)
 	// Log receives poll.* events (default: discarded).
 	Log graph.Sink
+	// Observe receives the pull-request, review and check state the
+	// reconcile pass reads for tracked items, as webhook-shaped events
+	// (poll_prci.go). Nil turns PR/CI discovery off. It is called on the
+	// cycle's goroutine and must not block.
+	Observe func(ev *Event)
 	// Clock (default graph.SystemClock); Sleep waits between cycles
 	// (default integrations.SleepContext).
 	Clock graph.Clock
@@ -99,6 +107,10 @@ type Poller struct {
 	notBefore time.Time
 	// cycleTracked caches the tracked refs during one cycle.
 	cycleTracked *[]workitem.Ref
+	// prciLeft is the cycle's remaining PR/CI call budget; prciCursor is,
+	// per repository, where the next cycle's PR/CI reads begin.
+	prciLeft   int
+	prciCursor map[string]int
 }
 
 // CycleStats is one pass's outcome (the heartbeat's lastCycle).
@@ -111,6 +123,8 @@ type CycleStats struct {
 	Errors            int  `json:"errors"`
 	RateLimited       bool `json:"rateLimited,omitempty"`
 	Interrupted       bool `json:"interrupted"`
+	// PRCIObserved counts the PR/CI facts handed to PollerDeps.Observe.
+	PRCIObserved int `json:"prciObserved,omitempty"`
 }
 
 // NewPoller checks deps and cfg and returns a Poller.
@@ -134,6 +148,9 @@ func NewPoller(cfg PollerConfig, deps PollerDeps) (*Poller, error) {
 	if cfg.MaxRetries <= 0 {
 		cfg.MaxRetries = DefaultPollRetries
 	}
+	if cfg.PRCICalls == 0 {
+		cfg.PRCICalls = DefaultPRCICalls
+	}
 	if deps.Clock == nil && deps.Router != nil {
 		deps.Clock = deps.Router.Clock()
 	}
@@ -143,7 +160,7 @@ func NewPoller(cfg PollerConfig, deps PollerDeps) (*Poller, error) {
 	if deps.Sleep == nil {
 		deps.Sleep = integrations.SleepContext
 	}
-	return &Poller{cfg: cfg, d: deps, started: deps.Clock.Now()}, nil
+	return &Poller{cfg: cfg, d: deps, started: deps.Clock.Now(), prciCursor: map[string]int{}}, nil
 }
 
 // Run polls until ctx ends: a heartbeat, then cycles separated by the
@@ -179,6 +196,7 @@ func (p *Poller) Reconcile(ctx context.Context) (CycleStats, error) {
 		return st, fmt.Errorf("%w until %s", ErrBackingOff, p.notBefore.UTC().Format(TimeLayout))
 	}
 	calls, failed := 0, 0
+	p.prciLeft = max(p.cfg.PRCICalls, 0)
 	p.cycleTracked = nil
 	defer func() { p.cycleTracked = nil }()
 	var stopErr error
@@ -328,6 +346,9 @@ func (p *Poller) pollRepo(ctx context.Context, src PollSource, repo, label strin
 		st.Closures++
 		_ = p.d.Store.DropPollLedger(ref)
 		p.emit(EventPollClosure, graph.LevelInfo, graph.Field{Key: "work_item", Value: ref.String()})
+	}
+	if err := p.prciRepo(ctx, repo, tracked, st, &calls, &failed); err != nil {
+		return calls, failed, err
 	}
 	return calls, failed, nil
 }

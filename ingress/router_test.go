@@ -2,6 +2,9 @@ package ingress
 
 import (
 	"encoding/json"
+	"os"
+	"path/filepath"
+	"strconv"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -80,6 +83,29 @@ func TestRouterExtraction(t *testing.T) {
 			"action": "completed", "repository": repoJSON("octo/repo"),
 			"check_run": map[string]any{"check_suite": map[string]any{"pull_requests": []any{map[string]any{"number": 9}}, "head_branch": "issue-4"}},
 		}, []string{"github:octo/repo#9", "github:octo/repo#4"}, nil},
+		{"check_run: PRs on the run itself (GitHub's shape)", "check_run", map[string]any{
+			"action": "completed", "repository": repoJSON("octo/repo"),
+			"check_run": map[string]any{
+				"pull_requests": []any{map[string]any{"number": 9, "head": map[string]any{"ref": "issue-4-fix"}}},
+				"check_suite":   map[string]any{"pull_requests": []any{}, "head_branch": "issue-4-fix"},
+			},
+		}, []string{"github:octo/repo#9", "github:octo/repo#4"}, [][]RefSource{{RefFromEntity}, {RefFromBranch}}},
+		{"check_run: run and suite both list PRs, deduplicated", "check_run", map[string]any{
+			"action": "created", "repository": repoJSON("octo/repo"),
+			"check_run": map[string]any{
+				"pull_requests": []any{map[string]any{"number": 9}, map[string]any{"number": 10}},
+				"check_suite":   map[string]any{"pull_requests": []any{map[string]any{"number": 10}}, "head_branch": "main"},
+			},
+		}, []string{"github:octo/repo#9", "github:octo/repo#10"}, [][]RefSource{{RefFromEntity}, {RefFromEntity}}},
+		{"check_run: only a head branch on the run", "check_run", map[string]any{
+			"action": "completed", "repository": repoJSON("octo/repo"),
+			"check_run": map[string]any{"head_branch": "issue/17", "pull_requests": []any{}},
+		}, []string{"github:octo/repo#17"}, [][]RefSource{{RefFromBranch}}},
+		{"check_run: malformed PR entries are ignored", "check_run", map[string]any{
+			"action": "completed", "repository": repoJSON("octo/repo"),
+			"check_run": map[string]any{"pull_requests": []any{"x", map[string]any{"number": "9"}, map[string]any{"number": -1}, map[string]any{"number": 12}},
+				"check_suite": "oops"},
+		}, []string{"github:octo/repo#12"}, nil},
 		{"check_suite", "check_suite", map[string]any{
 			"action": "completed", "repository": repoJSON("octo/repo"),
 			"check_suite": map[string]any{"pull_requests": []any{}, "head_branch": "issue-11"},
@@ -324,4 +350,48 @@ func TestRouterBranchOnlyRefsAreMarked(t *testing.T) {
 	require.Len(t, ev.WorkItems, 3)
 	require.Len(t, ev.BranchOnly, 1)
 	require.Equal(t, "github:octo/repo#12", ev.BranchOnly[0].String())
+}
+
+// TestRouterCheckRunFixtures routes GitHub's published check_run examples:
+// each names the pull requests listed on the run (check_run.pull_requests)
+// and the issue of an issue-<n> head branch.
+func TestRouterCheckRunFixtures(t *testing.T) {
+	names, _ := filepath.Glob(filepath.Join(fixtureDir, "check_run", "*.json"))
+	if len(names) == 0 {
+		t.Skipf("no check_run example payloads at %s/check_run (the shared fixtures carry none yet); skipping", fixtureDir)
+	}
+	for _, path := range names {
+		t.Run(filepath.Base(path), func(t *testing.T) {
+			body, err := os.ReadFile(path)
+			require.NoError(t, err)
+			var m struct {
+				Repository struct {
+					FullName string `json:"full_name"`
+				} `json:"repository"`
+				CheckRun struct {
+					PullRequests []struct {
+						Number int `json:"number"`
+					} `json:"pull_requests"`
+				} `json:"check_run"`
+			}
+			require.NoError(t, json.Unmarshal(body, &m))
+			cfg := testConfig()
+			cfg.Repositories = append(cfg.Repositories, m.Repository.FullName)
+			r, err := NewRouter(cfg, RouterDeps{})
+			require.NoError(t, err)
+			ev, drop, err := r.Route("check_run", "d-"+path, body)
+			require.NoError(t, err)
+			if len(m.CheckRun.PullRequests) == 0 {
+				return // routes or drops as "no work item"; either is fine
+			}
+			require.Empty(t, drop)
+			var got []string
+			for _, w := range ev.WorkItems {
+				got = append(got, w.String())
+			}
+			for _, pr := range m.CheckRun.PullRequests {
+				require.Contains(t, got, "github:"+m.Repository.FullName+"#"+strconv.Itoa(pr.Number))
+			}
+		})
+	}
 }

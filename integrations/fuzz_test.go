@@ -65,6 +65,9 @@ func FuzzGitHubDecoders(f *testing.F) {
 		`{"id":5,"user":{"login":"alice"},"body":"Approved","created_at":"2026-01-01T00:00:00Z","updated_at":"2026-01-01T00:00:00Z","issue_url":"https://api.github.com/repos/octo/repo/issues/7"}`,
 		`{"id":6,"state":"APPROVED","submitted_at":"t","pull_request_url":"https://ghe.example/api/v3/repos/o/r/pulls/08"}`,
 		`{"id":7,"issue_url":"https://x/repos/../r/issues/1"}`, `{"id":8,"issue_url":"/repos/o/r/issues/99999999999"}`, `{"id":-1}`,
+		`[{"number":2,"body":null,"merged_at":"t","head":{"ref":"issue-1","sha":"0123456789abcdef0123456789abcdef01234567"},"user":null},{"number":0}]`,
+		`{"total_count":1,"check_runs":[{"id":9,"name":"lint","status":"completed","conclusion":null,"html_url":"u"},{"id":"x"}]}`,
+		`{"state":"failure","statuses":[{"context":"ci","state":"error","target_url":null}]}`,
 		`{"errors":[{"message":"nope"}]}`, `{"message":"Bad credentials"}`, `null`, `[]`, `{}`, `[1,2]`, `"s"`, ``, `[{"id":"x"}]`,
 	} {
 		f.Add([]byte(s))
@@ -85,6 +88,15 @@ func FuzzGitHubDecoders(f *testing.F) {
 		check(decodeIssue(b))
 		check(decodeItems(b, "", "o", "r"))
 		check(decodeCreatedComment(b))
+		check(decodeCheckRuns(b))
+		check(decodeCombinedStatus(b))
+		pulls, err := decodePulls(b, "", "o", "r")
+		check(pulls, err)
+		for _, p := range pulls {
+			if _, perr := workitem.Parse(p.(map[string]any)["ref"].(string)); perr != nil {
+				t.Fatalf("a listed pull request's ref does not parse: %v", perr)
+			}
+		}
 		for _, kind := range []string{CommentTypeIssue, CommentTypeReviewComment, CommentTypeReview} {
 			m, err := decodeOneComment(b, kind, "")
 			check(m, err)

@@ -21,6 +21,7 @@ var githubOperations = []graph.Operation{
 	ops.GitHubAddComment, ops.GitHubSetLabels, ops.GitHubGetLabels, ops.GitHubListComments,
 	ops.GitHubListReviews, ops.GitHubListReviewComments, ops.GitHubGetIssue,
 	ops.GitHubListItemsByLabel, ops.GitHubAddReaction, ops.GitHubClosingIssues, ops.GitHubGetComment,
+	ops.GitHubListPulls, ops.GitHubListCheckRuns, ops.GitHubCombinedStatus,
 }
 
 // maxPages bounds pagination (100 items a page).
@@ -80,6 +81,9 @@ func (g *github) operations() map[graph.Operation]opFunc {
 		ops.GitHubAddReaction:        g.addReaction,
 		ops.GitHubClosingIssues:      g.closingIssues,
 		ops.GitHubGetComment:         g.getComment,
+		ops.GitHubListPulls:          g.listPulls,
+		ops.GitHubListCheckRuns:      g.listCheckRuns,
+		ops.GitHubCombinedStatus:     g.combinedStatus,
 	}
 }
 

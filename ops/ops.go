@@ -66,6 +66,20 @@ const (
 	// integrations.ErrNotFound. The daemon re-reads a comment this way before
 	// it lets the comment decide a gate (docs/decisions.md §19).
 	GitHubGetComment graph.Operation = "github.get-comment"
+	// {repo: "owner/repo" or "host/owner/repo", state?: open (default) |
+	// closed | all} → {pulls: [{number, title, body, url, state, merged,
+	// draft, author, headRef, headSha, ref}]}: one page, the 100 newest
+	// pull requests (one request, so a poller can budget it).
+	GitHubListPulls graph.Operation = "github.list-pulls"
+	// {ref (a PR, naming the repository), sha} → {checkRuns: [{id, name,
+	// status, conclusion, url}]}: the check runs of commit sha, the first
+	// 100 (one request). status is queued|in_progress|completed;
+	// conclusion is "" until completed.
+	GitHubListCheckRuns graph.Operation = "github.list-check-runs"
+	// {ref (a PR, naming the repository), sha} → {state, statuses:
+	// [{context, state, url}]}: the combined commit status of sha (one
+	// request); state is success, failure or pending.
+	GitHubCombinedStatus graph.Operation = "github.combined-status"
 )
 
 // Slack operations.

@@ -45,6 +45,9 @@ type Factory struct {
 	// Integrations builds the outbound integrations for live verbs (nil:
 	// none). It receives the CLI config's raw integrations block.
 	Integrations func(cfg *loop.CLIConfig, sink graph.Sink) (graph.Integrations, []string, error)
+	// IsTerminal reports whether w is a terminal, for colour (nil: stdout
+	// is checked; tests pretend).
+	IsTerminal func(w io.Writer) bool
 }
 
 func systemFactory() *Factory {

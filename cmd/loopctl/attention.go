@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"net/url"
 	"strings"
-	"text/tabwriter"
 	"time"
 
 	"github.com/urfave/cli/v2"
@@ -48,17 +47,17 @@ Examples:
 				_, err := fmt.Fprintln(f.IO.Out, "nothing waits on you")
 				return err
 			}
-			on := colourFor(f.IO.Out, f.Getenv)
-			tw := tabwriter.NewWriter(f.IO.Out, 2, 4, 2, ' ', 0)
-			fmt.Fprintln(tw, "WAITING\tKIND\tWORK ITEM\tSINCE\tWHY")
+			on := f.colour(f.IO.Out)
+			tw := newTable(f.IO.Out, on)
+			tw.head("WAITING\tKIND\tWORK ITEM\tSINCE\tWHY", 1)
 			for _, it := range items {
 				since := "-"
 				if !it.Since.IsZero() {
 					since = it.Since.UTC().Format(time.RFC3339)
 				}
-				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", waited(it.WaitingSeconds), paintKind(on, it.Kind), it.Ref, since, clipLine(it.Why, 120))
+				tw.row("%s\t%s\t%s\t%s\t%s\n", waited(it.WaitingSeconds), paintKind(on, it.Kind), it.Ref, since, clipLine(it.Why, 120))
 			}
-			return tw.Flush()
+			return tw.flush()
 		},
 	}
 }

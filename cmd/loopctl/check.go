@@ -7,7 +7,6 @@ import (
 	"io"
 	"os"
 	"strings"
-	"text/tabwriter"
 
 	"github.com/urfave/cli/v2"
 
@@ -230,9 +229,9 @@ func runCheck(ctx context.Context, opts *checkOptions) error {
 			return err
 		}
 	} else if many {
-		writeSummary(opts.IO.Out, reports, opts.FailOn)
+		writeSummary(opts.IO.Out, opts.colour(), reports, opts.FailOn)
 	} else {
-		writeReport(opts.IO.Out, reports[0], loopName, opts.Recompute)
+		writeReport(opts.IO.Out, opts.colour(), reports[0], loopName, opts.Recompute)
 	}
 	if failed {
 		return &exitError{code: exitFailed}
@@ -264,7 +263,7 @@ func writeJSON(w io.Writer, v any) {
 }
 
 // writeReport prints one work item's report for people.
-func writeReport(w io.Writer, rep *graph.Report, loopName string, recompute bool) {
+func writeReport(w io.Writer, on bool, rep *graph.Report, loopName string, recompute bool) {
 	mode := "stored pointer"
 	if recompute {
 		mode = "recomputed from the artifacts"
@@ -273,7 +272,6 @@ func writeReport(w io.Writer, rep *graph.Report, loopName string, recompute bool
 	if !rep.OK {
 		verdict = "NOT ok"
 	}
-	on := colourFor(w, os.Getenv)
 	fmt.Fprintf(w, "%s — %s — current node: %s (%s) — %s\n", rep.WorkItem, loopName, rep.CurrentNode, mode, paint(on, verdict))
 	if rep.Parked != nil {
 		fmt.Fprintf(w, "parked at %s since %s\n", rep.Parked.Node, rep.Parked.Since)
@@ -282,8 +280,8 @@ func writeReport(w io.Writer, rep *graph.Report, loopName string, recompute bool
 		fmt.Fprintln(w, "warning:", warn)
 	}
 	cut := detailWidth(w)
-	tw := tabwriter.NewWriter(w, 2, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "\tNODE\tSTATUS\tATTEMPTS\tDETAIL")
+	tw := newTable(w, on)
+	tw.head("\tNODE\tSTATUS\tATTEMPTS\tDETAIL", 2)
 	for _, n := range rep.Nodes {
 		mark := ""
 		if n.Node == rep.CurrentNode {
@@ -297,20 +295,27 @@ func writeReport(w io.Writer, rep *graph.Report, loopName string, recompute bool
 		if len(n.Messages) > 0 {
 			detail = n.Messages[0]
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\n", mark, n.Node, status, n.Attempts, oneLineN(detail, cut))
+		tw.row("%s\t%s\t%s\t%d\t%s\n", mark, n.Node, status, n.Attempts, oneLineN(detail, cut))
 		for _, m := range n.Messages[min(1, len(n.Messages)):] {
-			fmt.Fprintf(tw, "\t\t\t\t%s\n", oneLineN(m, cut))
+			tw.row("\t\t%s\t\t%s\n", paint(on, ""), oneLineN(m, cut))
 		}
 	}
-	tw.Flush()
+	tw.flush()
+}
+
+// colour reports whether the check's output is coloured.
+func (o *checkOptions) colour() bool {
+	if o.Factory != nil {
+		return o.Factory.colour(o.IO.Out)
+	}
+	return colourFor(o.IO.Out, os.Getenv)
 }
 
 // writeSummary prints one line per work item.
-func writeSummary(w io.Writer, reps []*graph.Report, failOn string) {
+func writeSummary(w io.Writer, on bool, reps []*graph.Report, failOn string) {
 	cut := detailWidth(w)
-	on := colourFor(w, os.Getenv)
-	tw := tabwriter.NewWriter(w, 2, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "WORK ITEM\tCURRENT NODE\tSTATUS\tRESULT\tDETAIL")
+	tw := newTable(w, on)
+	tw.head("WORK ITEM\tCURRENT NODE\tSTATUS\tRESULT\tDETAIL", 2, 3)
 	bad := 0
 	for _, rep := range reps {
 		status, detail := "", ""
@@ -325,9 +330,9 @@ func writeSummary(w io.Writer, reps []*graph.Report, failOn string) {
 			result = "FAIL"
 			bad++
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", rep.WorkItem, rep.CurrentNode, paint(on, status), paint(on, result), oneLineN(detail, cut))
+		tw.row("%s\t%s\t%s\t%s\t%s\n", rep.WorkItem, rep.CurrentNode, paint(on, status), paint(on, result), oneLineN(detail, cut))
 	}
-	tw.Flush()
+	tw.flush()
 	fmt.Fprintf(w, "%d work item(s), %d failing (--fail-on %s)\n", len(reps), bad, failOn)
 }
 

@@ -3,7 +3,6 @@ package main
 import (
 	"fmt"
 	"os"
-	"text/tabwriter"
 	"time"
 
 	"github.com/urfave/cli/v2"
@@ -87,16 +86,16 @@ func runConfigShow(f *Factory, cfg loop.CLIConfig, format string, out output) er
 	if format == "json" {
 		return out.write(f.IO.Out, rows)
 	}
-	tw := tabwriter.NewWriter(f.IO.Out, 2, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "KEY\tVALUE\tSOURCE")
+	tw := newTable(f.IO.Out, f.colour(f.IO.Out))
+	tw.head("KEY\tVALUE\tSOURCE")
 	for _, r := range rows {
 		v := r.Value
 		if d, ok := v.(time.Duration); ok {
 			v = d.Seconds()
 		}
-		fmt.Fprintf(tw, "%s\t%v\t%s\n", r.Key, v, r.Source)
+		tw.row("%s\t%v\t%s\n", r.Key, v, r.Source)
 	}
-	return tw.Flush()
+	return tw.flush()
 }
 
 func runConfigMigrate(f *Factory, path string, dryRun bool) error {

@@ -11,7 +11,6 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
-	"text/tabwriter"
 
 	"github.com/urfave/cli/v2"
 
@@ -133,12 +132,12 @@ func runCriticList(f *Factory, rf repoFlags, format string, o output) error {
 		fmt.Fprintln(f.IO.Out, "no critics configured; add them to .the-loop/harness-config.yaml:\n\n  reviews:\n    critics:\n      opus: {harness: claude, model: opus}")
 		return nil
 	}
-	tw := tabwriter.NewWriter(f.IO.Out, 2, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "CRITIC\tHARNESS\tMODEL\tTIMEOUT")
+	tw := newTable(f.IO.Out, f.colour(f.IO.Out))
+	tw.head("CRITIC\tHARNESS\tMODEL\tTIMEOUT")
 	for _, c := range critics {
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", c.Name, c.Harness, dashIfEmpty(c.Model), c.Timeout)
+		tw.row("%s\t%s\t%s\t%s\n", c.Name, c.Harness, dashIfEmpty(c.Model), c.Timeout)
 	}
-	return tw.Flush()
+	return tw.flush()
 }
 
 func dashIfEmpty(s string) string {

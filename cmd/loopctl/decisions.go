@@ -7,7 +7,6 @@ import (
 	"path"
 	"path/filepath"
 	"strings"
-	"text/tabwriter"
 
 	"github.com/urfave/cli/v2"
 
@@ -146,8 +145,9 @@ func runVerifyDecisions(ctx context.Context, opts *verifyDecisionsOptions) error
 			return err
 		}
 	} else {
-		tw := tabwriter.NewWriter(f.IO.Out, 2, 4, 2, ' ', 0)
-		fmt.Fprintln(tw, "GATE\tOUTCOME\tBY\tAT\tVERDICT\tDETAIL")
+		on := f.colour(f.IO.Out)
+		tw := newTable(f.IO.Out, on)
+		tw.head("GATE\tOUTCOME\tBY\tAT\tVERDICT\tDETAIL", 4)
 		for _, d := range verdicts {
 			detail := strings.ReplaceAll(d.Reason, "\n", " ")
 			if detail == "" {
@@ -165,9 +165,9 @@ func runVerifyDecisions(ctx context.Context, opts *verifyDecisionsOptions) error
 				}
 				detail = strings.Join(parts, "; ")
 			}
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", d.Gate, d.Outcome, d.By, d.At, d.Verdict, detail)
+			tw.row("%s\t%s\t%s\t%s\t%s\t%s\n", d.Gate, d.Outcome, d.By, d.At, paint(on, d.Verdict), detail)
 		}
-		tw.Flush()
+		tw.flush()
 		fmt.Fprintf(f.IO.Out, "%d decision(s), %d refused\n", len(verdicts), refused)
 		writeLocks(f, root, opts, verdicts)
 	}
@@ -195,7 +195,8 @@ func writeLocks(f *Factory, root string, opts *verifyDecisionsOptions, verdicts 
 	for _, d := range verdicts {
 		byRef[d.Ref] = d
 	}
-	tw := tabwriter.NewWriter(f.IO.Out, 2, 4, 2, ' ', 0)
+	on := f.colour(f.IO.Out)
+	tw := newTable(f.IO.Out, on)
 	header := false
 	for _, e := range entries {
 		if !e.Type().IsRegular() || !strings.HasSuffix(e.Name(), ".md") {
@@ -210,7 +211,7 @@ func writeLocks(f *Factory, root string, opts *verifyDecisionsOptions, verdicts 
 			continue
 		}
 		if !header {
-			fmt.Fprintln(tw, "\nLOCKED ARTIFACT\tNAMES DECISION\tVERDICT")
+			tw.head("\nLOCKED ARTIFACT\tNAMES DECISION\tVERDICT", 2)
 			header = true
 		}
 		ref, _ := fm["decision"].(string)
@@ -221,7 +222,7 @@ func writeLocks(f *Factory, root string, opts *verifyDecisionsOptions, verdicts 
 		case ok:
 			verdict = d.Verdict
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\n", arts.Path(e.Name()), ref, verdict)
+		tw.row("%s\t%s\t%s\n", arts.Path(e.Name()), ref, paint(on, verdict))
 	}
-	tw.Flush()
+	tw.flush()
 }

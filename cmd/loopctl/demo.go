@@ -297,7 +297,7 @@ func (d *demo) finish(kept bool) error {
 	if err != nil {
 		return err
 	}
-	writeReport(d.out, rep, loop.WorkItemLoop, true)
+	writeReport(d.out, colourFor(d.out, os.Getenv), rep, loop.WorkItemLoop, true)
 	fmt.Fprintf(d.out, "\n$ loopctl graph show --work-item %s --format mermaid\n", d.id)
 	var buf bytes.Buffer
 	plain, err := d.agent.Status(d.ctx, d.id, false)

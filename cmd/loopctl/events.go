@@ -9,7 +9,6 @@ import (
 	"sort"
 	"strings"
 	"syscall"
-	"text/tabwriter"
 	"time"
 
 	"github.com/urfave/cli/v2"
@@ -128,7 +127,7 @@ func runEvents(opts *eventsOptions) error {
 		}
 		return opts.Output.write(w, out)
 	}
-	p := newEventPrinter(w, opts.Format)
+	p := newEventPrinter(w, opts.Format, f.colour(w))
 	p.print(recs, true)
 	if !opts.Follow {
 		return nil
@@ -227,10 +226,11 @@ type eventPrinter struct {
 	format string
 	cut    int
 	header bool
+	on     bool
 }
 
-func newEventPrinter(w io.Writer, format string) *eventPrinter {
-	return &eventPrinter{w: w, format: format, cut: detailWidth(w)}
+func newEventPrinter(w io.Writer, format string, on bool) *eventPrinter {
+	return &eventPrinter{w: w, format: format, cut: detailWidth(w), on: on}
 }
 
 func (p *eventPrinter) print(recs []loop.EventRecord, first bool) {
@@ -243,10 +243,10 @@ func (p *eventPrinter) print(recs []loop.EventRecord, first bool) {
 	if len(recs) == 0 && !first {
 		return
 	}
-	tw := tabwriter.NewWriter(p.w, 2, 4, 2, ' ', 0)
+	tw := newTable(p.w, p.on)
 	if !p.header {
 		p.header = true
-		fmt.Fprintln(tw, "TIME\tEVENT\tLEVEL\tWORK ITEM\tDETAIL")
+		tw.head("TIME\tEVENT\tLEVEL\tWORK ITEM\tDETAIL", 2)
 	}
 	for _, r := range recs {
 		wi, _ := r.Get("work_item")
@@ -256,9 +256,9 @@ func (p *eventPrinter) print(recs []loop.EventRecord, first bool) {
 				detail = append(detail, fmt.Sprintf("%s=%v", fl.Key, fl.Value))
 			}
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%v\t%s\n", r.Time.Local().Format("2006-01-02 15:04:05"), r.Event, r.Level, orDash(wi), oneLineN(strings.Join(detail, " "), p.cut))
+		tw.row("%s\t%s\t%s\t%v\t%s\n", r.Time.Local().Format("2006-01-02 15:04:05"), r.Event, paint(p.on, string(r.Level)), orDash(wi), oneLineN(strings.Join(detail, " "), p.cut))
 	}
-	tw.Flush()
+	tw.flush()
 }
 
 func orDash(v any) any {

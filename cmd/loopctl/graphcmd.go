@@ -10,7 +10,6 @@ import (
 	"slices"
 	"sort"
 	"strings"
-	"text/tabwriter"
 
 	"github.com/urfave/cli/v2"
 
@@ -208,7 +207,7 @@ func newStatusCmd(f *Factory, runF func(*statusOptions) error) *cli.Command {
 					return err
 				}
 			} else {
-				writeReport(f.IO.Out, rep, rt.Graph().Name, false)
+				writeReport(f.IO.Out, f.colour(f.IO.Out), rep, rt.Graph().Name, false)
 			}
 			if !rep.OK {
 				return &exitError{code: exitFailed}
@@ -476,7 +475,7 @@ func runRun(ctx context.Context, opts *runOptions) error {
 		if err != nil {
 			return err
 		}
-		writeReport(f.IO.Out, rep, rt.Graph().Name, false)
+		writeReport(f.IO.Out, f.colour(f.IO.Out), rep, rt.Graph().Name, false)
 		return nil
 	}
 	l, err := f.openLiveWith(opts.Repo, opts.WorkItem, opts.Create, "graph run")
@@ -653,7 +652,7 @@ func runSkip(ctx context.Context, opts *skipOptions) error {
 		if err != nil {
 			return err
 		}
-		writeSkippable(f.IO.Out, rt.Graph())
+		writeSkippable(f.IO.Out, f.colour(f.IO.Out), rt.Graph())
 		return nil
 	}
 	if len(opts.Tokens) == 0 {
@@ -729,17 +728,17 @@ func orNone(s []string) string {
 	return strings.Join(s, ", ")
 }
 
-func writeSkippable(w io.Writer, g *graph.Graph) {
-	tw := tabwriter.NewWriter(w, 2, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "KIND\tNAME\tNODES")
+func writeSkippable(w io.Writer, on bool, g *graph.Graph) {
+	tw := newTable(w, on)
+	tw.head("KIND\tNAME\tNODES")
 	for _, s := range g.SkipSets() {
-		fmt.Fprintf(tw, "set\t%s\t%s\n", s.Name, strings.Join(s.Members, ", "))
+		tw.row("set\t%s\t%s\n", s.Name, strings.Join(s.Members, ", "))
 	}
 	_, nodes := skippable(g)
 	for _, n := range nodes {
-		fmt.Fprintf(tw, "node\t%s\t%s\n", n, n)
+		tw.row("node\t%s\t%s\n", n, n)
 	}
-	tw.Flush()
+	tw.flush()
 }
 
 // --- hooks ------------------------------------------------------------------
@@ -841,8 +840,8 @@ func runHooks(opts *showOptions) error {
 	if opts.Format == "json" {
 		return opts.Output.write(opts.Factory.IO.Out, infos)
 	}
-	tw := tabwriter.NewWriter(opts.Factory.IO.Out, 2, 4, 2, ' ', 0)
-	fmt.Fprintf(tw, "HOOK\tNEEDS\tUSED IN %s\tPARAMETERS (! required)\tWHAT IT CHECKS OR DOES\n", g.Name)
+	tw := newTable(opts.Factory.IO.Out, opts.Factory.colour(opts.Factory.IO.Out))
+	tw.head("HOOK\tNEEDS\tUSED IN " + g.Name + "\tPARAMETERS (! required)\tWHAT IT CHECKS OR DOES")
 	for _, h := range infos {
 		needs := strings.Join(h.Needs, ", ")
 		if needs == "" {
@@ -852,7 +851,7 @@ func runHooks(opts *showOptions) error {
 		if len(h.UsedBy) == 0 {
 			usedBy = "-"
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", h.Name, needs, usedBy, paramsCell(h.Params), h.Summary)
+		tw.row("%s\t%s\t%s\t%s\t%s\n", h.Name, needs, usedBy, paramsCell(h.Params), h.Summary)
 	}
-	return tw.Flush()
+	return tw.flush()
 }

@@ -8,7 +8,6 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
-	"text/tabwriter"
 	"time"
 
 	"github.com/urfave/cli/v2"
@@ -229,17 +228,17 @@ Examples:
 					if err != nil || printed {
 						return err
 					}
-					on := colourFor(f.IO.Out, f.Getenv)
-					tw := tabwriter.NewWriter(f.IO.Out, 2, 4, 2, ' ', 0)
-					fmt.Fprintln(tw, "WORK ITEM\tSTATUS\tHARNESS\tTMUX\tCREATED\tLAST DELIVERY")
+					on := f.colour(f.IO.Out)
+					tw := newTable(f.IO.Out, on)
+					tw.head("WORK ITEM\tSTATUS\tHARNESS\tTMUX\tCREATED\tLAST DELIVERY", 1)
 					for _, r := range recs {
 						last := "-"
 						if r.LastDeliveryAt != nil {
 							last = *r.LastDeliveryAt
 						}
-						fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", r.WorkItem.Ref, paint(on, r.Status), r.Harness, r.TmuxTarget, r.CreatedAt, last)
+						tw.row("%s\t%s\t%s\t%s\t%s\t%s\n", r.WorkItem.Ref, paint(on, r.Status), r.Harness, r.TmuxTarget, r.CreatedAt, last)
 					}
-					return tw.Flush()
+					return tw.flush()
 				},
 			},
 			{
@@ -480,12 +479,12 @@ func runQueue(ctx context.Context, opts *queueOptions) error {
 		if err != nil || printed {
 			return err
 		}
-		tw := tabwriter.NewWriter(out, 2, 4, 2, ' ', 0)
-		fmt.Fprintln(tw, "SEQ\tDELIVERY\tEVENT\tWORK ITEMS\tATTEMPTS\tAT\tREASON")
+		tw := newTable(out, o.Factory.colour(out))
+		tw.head("SEQ\tDELIVERY\tEVENT\tWORK ITEMS\tATTEMPTS\tAT\tREASON")
 		for _, d := range dls {
-			fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%d\t%s\t%s\n", d.Seq, d.DeliveryID, strings.TrimSuffix(d.Event+"."+d.Action, "."), strings.Join(d.WorkItems, ","), d.Attempts, d.At.Local().Format("2006-01-02 15:04:05"), oneLine(d.Reason))
+			tw.row("%d\t%s\t%s\t%s\t%d\t%s\t%s\n", d.Seq, d.DeliveryID, strings.TrimSuffix(d.Event+"."+d.Action, "."), strings.Join(d.WorkItems, ","), d.Attempts, d.At.Local().Format("2006-01-02 15:04:05"), oneLine(d.Reason))
 		}
-		return tw.Flush()
+		return tw.flush()
 	case "replay":
 		printed, err := o.call(ctx, "POST", "/queue/dead/replay", nil, api.ReplayRequest{Seq: opts.Seq}, nil)
 		if err != nil || printed {

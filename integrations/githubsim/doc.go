@@ -30,6 +30,9 @@
 //	POST   /repos/{o}/{r}/issues/{n}/reactions         react to the issue or PR
 //	POST   /repos/{o}/{r}/issues/comments/{id}/reactions
 //	POST   /repos/{o}/{r}/pulls/comments/{id}/reactions
+//	GET    /repos/{o}/{r}/pulls?state=                 pull requests, newest first, paginated
+//	GET    /repos/{o}/{r}/commits/{sha}/check-runs     the check runs of a commit
+//	GET    /repos/{o}/{r}/commits/{sha}/status         its combined status
 //	POST   /graphql                                    closingIssuesReferences only
 //
 // Lists paginate with GitHub's Link header (per_page, default 30, at most
@@ -42,7 +45,9 @@
 // for every change — made through the REST API by theloop or
 // through the Go API by a test playing a human (OpenIssue, Comment,
 // EditComment, AddLabel, RemoveLabel, CloseIssue, ReopenIssue,
-// OpenPullRequest(With), AddReview, AddReviewComment, MergePullRequest) —
+// OpenPullRequest(With), AddReview, AddReviewComment, MergePullRequest,
+// SetCheckRun and SetStatus, which may also be told to send nothing: CI whose
+// webhook was lost) —
 // one webhook
 // per configured hook, with the headers GitHub sends (X-GitHub-Event,
 // X-GitHub-Delivery as a random UUID, X-GitHub-Hook-ID,
@@ -50,7 +55,8 @@
 // X-Hub-Signature (SHA-1), User-Agent GitHub-Hookshot/…) and payloads shaped
 // like the real ones (issues opened/labeled/unlabeled/edited/closed/reopened,
 // issue_comment created/edited, pull_request opened/labeled/closed (merged),
-// pull_request_review submitted, pull_request_review_comment created). Like GitHub, changes made by theloop's own
+// pull_request_review submitted, pull_request_review_comment created,
+// check_run created/completed, status). Like GitHub, changes made by theloop's own
 // token produce webhooks too (sender = Config.BotLogin), and reactions
 // produce none. Deliveries are made one at a time, in the order the changes
 // happened, by one goroutine per server; a failed delivery is recorded and

@@ -46,6 +46,8 @@ func TestWebhooksThroughTheRealReceiver(t *testing.T) {
 	require.NoError(t, err)
 	_, err = s.AddReview("demo/widgets", pr.Number, githubsim.Review{Author: "dana", Body: "LGTM", State: "APPROVED"})
 	require.NoError(t, err)
+	_, err = s.SetCheckRun("demo/widgets", pr.Number, githubsim.CheckRun{Name: "lint", Conclusion: "failure"}, true)
+	require.NoError(t, err)
 	wait(t, s)
 
 	for _, d := range s.Deliveries() {
@@ -53,9 +55,11 @@ func TestWebhooksThroughTheRealReceiver(t *testing.T) {
 	}
 	mu.Lock()
 	defer mu.Unlock()
-	var labeled, comment, review *ingress.Event
+	var labeled, comment, review, check *ingress.Event
 	for _, ev := range events {
 		switch {
+		case ev.Event == "check_run":
+			check = ev
 		case ev.Event == "pull_request_review":
 			review = ev
 		case ev.Event == "issues" && ev.Action == "labeled":
@@ -83,4 +87,13 @@ func TestWebhooksThroughTheRealReceiver(t *testing.T) {
 	require.True(t, refs["github:demo/widgets#2"], "the PR itself: %v", review.WorkItems)
 	require.Equal(t, "dana", review.Actor)
 	require.Equal(t, "LGTM", review.Comments[0].Body)
+
+	// A check run reaches the PR it lists (check_run.pull_requests) and the
+	// issue of its issue-1 head branch.
+	require.NotNil(t, check, "check_run.completed is routed")
+	var checkRefs []string
+	for _, r := range check.WorkItems {
+		checkRefs = append(checkRefs, r.String())
+	}
+	require.Equal(t, []string{"github:demo/widgets#2", "github:demo/widgets#1"}, checkRefs)
 }

@@ -121,6 +121,7 @@ type repo struct {
 	nextNum  int
 	comments map[int64]*comment // every issue comment of the repository, by id
 	reviewC  map[int64]*reviewComment
+	checks   map[string]*commitChecks // head sha → its check runs and statuses (checks.go)
 }
 
 type issue struct {

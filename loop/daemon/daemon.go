@@ -121,7 +121,11 @@ type Daemon struct {
 	dashMu  sync.Mutex
 	dash    *dashboard.Dashboard
 	dashSrc *dashSource
-	svc     service // the control plane (service.go)
+	// prci is the dashboard's PR/CI state (prci.go). It lives here, not in
+	// the dashboard's source, so that what the start-up reconcile pass
+	// reads before the dashboard is up is kept.
+	prci dashboard.PRCI
+	svc  service // the control plane (service.go)
 
 	sharedMu sync.Mutex
 	shared   *dispatch.Shared // with service.node (cluster.go)

@@ -62,8 +62,6 @@ type dashSource struct {
 	armed map[string]armedEntry
 	// asks caches the checkouts' open questions (attention.go).
 	asks askCache
-	// prci keeps the items' pull requests and checks (prci.go).
-	prci dashboard.PRCI
 }
 
 // armedEntry is what the intake last reported about a work item it knows
@@ -318,7 +316,7 @@ func (s *dashSource) Items(ctx context.Context) ([]dashboard.Item, error) {
 	seen := make(map[string]bool, len(recs))
 	for _, rec := range recs {
 		it, _, _, _ := s.item(ctx, rec)
-		it.PullRequests = s.prci.PullRequests(it.Ref)
+		it.PullRequests = s.d.prci.PullRequests(it.Ref)
 		s.overlayArmed(&it, rec)
 		seen[it.Ref] = true
 		out = append(out, it)
@@ -544,11 +542,11 @@ func (s *dashSource) Detail(ctx context.Context, ref string) (*dashboard.Detail,
 			return nil, dashboard.ErrNotFound
 		}
 		it := s.armedItem(item.String(), e)
-		it.PullRequests = s.prci.PullRequests(it.Ref)
+		it.PullRequests = s.d.prci.PullRequests(it.Ref)
 		return &dashboard.Detail{Item: it}, nil
 	}
 	it, rt, g, st := s.item(ctx, rec)
-	it.PullRequests = s.prci.PullRequests(it.Ref)
+	it.PullRequests = s.d.prci.PullRequests(it.Ref)
 	s.overlayArmed(&it, rec)
 	det := &dashboard.Detail{Item: it, Graph: g, State: st}
 	if st == nil || g == nil {

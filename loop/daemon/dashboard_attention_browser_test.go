@@ -128,6 +128,28 @@ func TestDashboardNeedsYouInARealBrowser(t *testing.T) {
 		chromedp.Evaluate[string](`document.querySelector('`+prRow+` [data-f=pr-failing] a[data-check=lint]').getAttribute('href')`)))
 	require.Equal(t, fmt.Sprintf("https://github.com/%s/pull/%d", repoFull, n), value(t, ctx, "PR link",
 		chromedp.Evaluate[string](`document.querySelector('`+prRow+` td a').getAttribute('href')`)))
+
+	// The section is live: a check that fails while the page is open, and
+	// an approval, reach it over the page's event stream without a reload.
+	require.Equal(t, 43, evalInt(t, ctx, `window.__noReload = 43`))
+	run(t, ctx, "the item page is live", poll(`document.body.getAttribute('data-live') === 'on'`, 20*time.Second))
+	e2e, err := json.Marshal(map[string]any{"action": "completed", "repository": repo, "sender": map[string]any{"login": "github-actions[bot]", "type": "Bot"},
+		"check_run": map[string]any{"name": "e2e <b>", "status": "completed", "conclusion": "timed_out", "html_url": "https://github.com/octo/demo/runs/79",
+			"head_sha": strings.Repeat("a", 40), "pull_requests": []any{map[string]any{"number": n}},
+			"check_suite": map[string]any{"head_branch": "feature", "pull_requests": []any{}}}})
+	require.NoError(t, err)
+	postWebhook(t, w, "check_run", "item-page-live-1", e2e)
+	approve, err := json.Marshal(map[string]any{"action": "submitted", "pull_request": pull, "repository": repo, "sender": map[string]any{"login": human},
+		"review": map[string]any{"state": "approved", "user": map[string]any{"login": human}}})
+	require.NoError(t, err)
+	postWebhook(t, w, "pull_request_review", "item-page-live-2", approve)
+	run(t, ctx, "the new failing check and the approval appear live",
+		poll(`(() => { const r = document.querySelector('`+prRow+`'); return !!r && r.querySelector('[data-f=pr-checks]').textContent === '1 passing, 2 failing' &&
+			r.querySelector('[data-f=pr-review]').textContent === 'approved' })()`, 30*time.Second))
+	require.Equal(t, "https://github.com/octo/demo/runs/79", value(t, ctx, "live failing check link",
+		chromedp.Evaluate[string](`document.querySelector('`+prRow+` [data-f=pr-failing] a[data-check="e2e <b>"]').getAttribute('href')`)))
+	require.Zero(t, evalInt(t, ctx, `document.querySelectorAll('#pull-requests b').length`), "a check's name stays text")
+	require.Equal(t, 43, evalInt(t, ctx, `window.__noReload || 0`), "no reload")
 }
 
 // postWebhook delivers a signed webhook to the daemon, as GitHub sends it.

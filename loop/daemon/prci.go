@@ -7,18 +7,16 @@ import (
 // notePRCI hands a routed event's pull-request, review and check facts to
 // the dashboard (dashboard.PRCI), under the work items it concerns — the
 // refs the router extracted and, for a linked pull request, the work item
-// that owns it. Nothing is kept without a dashboard.
+// that owns it. Nothing is kept without a dashboard, and the rows whose
+// state changed are refreshed live.
 func (d *Daemon) notePRCI(ev *ingress.Event) {
 	switch ev.Event {
 	case "pull_request", "pull_request_review", "check_run", "check_suite", "status":
 	default:
 		return
 	}
-	d.dashMu.Lock()
-	src := d.dashSrc
-	d.dashMu.Unlock()
-	if src == nil {
-		return
+	if d.cfg.Dashboard.Listen == "" {
+		return // nothing shows it
 	}
 	seen := map[string]bool{}
 	var refs []string
@@ -30,5 +28,17 @@ func (d *Daemon) notePRCI(ev *ingress.Event) {
 			}
 		}
 	}
-	src.prci.Note(ev.Event, refs, ev.Payload)
+	if !d.prci.Note(ev.Event, refs, ev.Payload) {
+		return
+	}
+	// A webhook's row is refreshed by its observation; a fact the
+	// reconcile pass read has none, so the rows are told here.
+	d.dashMu.Lock()
+	dash := d.dash
+	d.dashMu.Unlock()
+	if dash != nil {
+		for _, r := range refs {
+			dash.Notify(r)
+		}
+	}
 }

@@ -14,7 +14,8 @@ import (
 // ReconcileInterval, so a webhook missed while loopd was down is still seen
 // (GitHub does not redeliver): new comments and labels on the configured
 // polling sources (else the repositories webhooks are accepted from), and
-// the closure of every tracked work item with a live session.
+// the closure of every tracked work item with a live session, and the pull
+// requests and checks of those items (for the dashboard).
 // What it finds goes through the same Sink (and dedup) as webhooks.
 func (d *Daemon) reconcileLoop(ctx context.Context) {
 	if d.cfg.ReconcileInterval < 0 {
@@ -38,6 +39,10 @@ func (d *Daemon) reconcileLoop(ctx context.Context) {
 	p, err := ingress.NewPoller(pc, ingress.PollerDeps{
 		GitHub: d.integ, Sink: d.Sink(), Router: d.recv.Router(), Store: d.ctl.ps,
 		Tracked: d.trackedRefs, Log: d.sink, Clock: d.deps.Clock,
+		// The PR/CI state it reads feeds the dashboard the way routed
+		// webhooks do (prci.go), not the queue: it is state, not an event
+		// of the work item.
+		Observe: d.notePRCI,
 	})
 	if err != nil {
 		d.emit("reconcile.disabled", graph.LevelWarning, graph.Field{Key: "error", Value: err.Error()})

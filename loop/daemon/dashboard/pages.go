@@ -42,8 +42,30 @@ type row struct {
 	CI        string `json:"ci"`
 	CIFail    string `json:"ciFail"`
 	CIFailURL string `json:"ciFailUrl"`
+	// PRs are the pull requests as the item page's PR/CI section shows
+	// them, so that it updates live from the same row event.
+	PRs []prRow `json:"prs,omitempty"`
 
 	wait time.Duration
+}
+
+// prRow is one pull request of a row event: what the item page's table
+// shows (prView), in plain fields for the script.
+type prRow struct {
+	Number  int        `json:"number"`
+	URL     string     `json:"url"`
+	State   string     `json:"state"`
+	Review  string     `json:"review"`
+	Passing int        `json:"passing"`
+	Failing int        `json:"failing"`
+	Pending int        `json:"pending"`
+	Failed  []checkRow `json:"failed,omitempty"`
+	Waiting []string   `json:"waiting,omitempty"`
+}
+
+type checkRow struct {
+	Name string `json:"name"`
+	URL  string `json:"url"`
 }
 
 func rowData(it Item, now time.Time) row {
@@ -60,6 +82,18 @@ func rowData(it Item, now time.Time) row {
 		}
 	}
 	r.CI = clip(strings.Join(prs, "; "), 300)
+	if len(it.PullRequests) > 0 {
+		for _, v := range prViews(it.PullRequests) {
+			pr := prRow{Number: v.Number, URL: v.URL, State: v.State, Review: v.ReviewWords, Passing: v.Passing, Failing: v.Failing, Pending: v.Pending}
+			for _, c := range v.Failed {
+				pr.Failed = append(pr.Failed, checkRow{Name: c.Name, URL: c.URL})
+			}
+			for _, c := range v.Waiting {
+				pr.Waiting = append(pr.Waiting, c.Name)
+			}
+			r.PRs = append(r.PRs, pr)
+		}
+	}
 	if r.Phase == r.Node {
 		r.Phase = "" // most nodes are named after their phase
 	}

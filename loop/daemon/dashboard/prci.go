@@ -93,10 +93,12 @@ const (
 )
 
 // Note records what one routed event says, for the work items it
-// concerns. Unknown events and unparseable payloads are ignored.
-func (t *PRCI) Note(event string, refs []string, payload []byte) {
+// concerns, and reports whether that changed anything shown (the reconcile
+// pass re-reads the same facts every cycle). Unknown events and
+// unparseable payloads are ignored.
+func (t *PRCI) Note(event string, refs []string, payload []byte) (changed bool) {
 	if len(refs) == 0 || len(payload) == 0 {
-		return
+		return false
 	}
 	var p struct {
 		Action      string `json:"action"`
@@ -133,7 +135,7 @@ func (t *PRCI) Note(event string, refs []string, payload []byte) {
 		SHA       string `json:"sha"`
 	}
 	if json.Unmarshal(payload, &p) != nil {
-		return
+		return false
 	}
 	t.mu.Lock()
 	defer t.mu.Unlock()
@@ -159,6 +161,7 @@ func (t *PRCI) Note(event string, refs []string, payload []byte) {
 			}
 			s = &prState{number: n, checks: map[string]checkState{}}
 			m[n] = s
+			changed = true
 		}
 		return s
 	}
@@ -173,6 +176,9 @@ func (t *PRCI) Note(event string, refs []string, payload []byte) {
 			}
 			s.checkOrdering = append(s.checkOrdering, name)
 		}
+		if s.checks[name] != c {
+			changed = true
+		}
 		s.checks[name] = c
 	}
 	for _, ref := range refs {
@@ -185,6 +191,7 @@ func (t *PRCI) Note(event string, refs []string, payload []byte) {
 			if s == nil {
 				continue
 			}
+			was := [3]string{s.url, s.state, s.review}
 			s.url = webURL(p.PullRequest.HTMLURL)
 			switch {
 			case p.PullRequest.Merged:
@@ -201,6 +208,9 @@ func (t *PRCI) Note(event string, refs []string, payload []byte) {
 				case "approved", "changes_requested", "commented":
 					s.review = st
 				}
+			}
+			if was != [3]string{s.url, s.state, s.review} {
+				changed = true
 			}
 		case "check_run":
 			if p.CheckRun == nil {
@@ -227,6 +237,7 @@ func (t *PRCI) Note(event string, refs []string, payload []byte) {
 			}
 		}
 	}
+	return changed
 }
 
 func verdictOf(status, conclusion string) string {

@@ -74,6 +74,118 @@
     tr.classList.remove('flash'); void tr.offsetWidth; tr.classList.add('flash');
   }
 
+  // The item page's pull requests, rebuilt from each row event of the item
+  // (the same facts the server renders into #pull-requests).
+  function updatePRs(prs) {
+    var table = document.getElementById('pull-requests');
+    var none = document.getElementById('no-prs');
+    if (!table || !Array.isArray(prs)) return;
+    var body = table.tBodies[0];
+    while (body.firstChild) body.removeChild(body.firstChild);
+    function td(tr, f, text) {
+      var c = document.createElement('td');
+      if (f) c.setAttribute('data-f', f);
+      if (text != null) c.textContent = String(text);
+      tr.appendChild(c);
+      return c;
+    }
+    function check(cell, c) {
+      var url = safeURL(c && c.url), e = document.createElement(url ? 'a' : 'span');
+      e.className = 'cifail';
+      e.setAttribute('data-check', String(c && c.name || ''));
+      if (url) { e.setAttribute('href', url); e.setAttribute('rel', 'noopener noreferrer'); }
+      e.textContent = String(c && c.name || '');
+      cell.appendChild(e);
+    }
+    prs.forEach(function (p) {
+      if (!p || typeof p.number !== 'number') return;
+      var tr = document.createElement('tr');
+      tr.setAttribute('data-pr', String(p.number));
+      var first = td(tr, '', null), url = safeURL(p.url);
+      if (url) {
+        var a = document.createElement('a');
+        a.setAttribute('href', url); a.setAttribute('rel', 'noopener noreferrer');
+        a.textContent = '#' + p.number;
+        first.appendChild(a);
+      } else first.textContent = '#' + p.number;
+      td(tr, 'pr-state', p.state || 'unknown');
+      var rv = td(tr, 'pr-review', p.review || 'none yet');
+      rv.className = 'review-' + String(p.review || '').replace(/[^a-z]/g, '_');
+      var checks = td(tr, 'pr-checks', (p.passing | 0) + ' passing');
+      if (p.failing > 0) {
+        checks.appendChild(document.createTextNode(', '));
+        var f = document.createElement('span'); f.className = 'cifail'; f.textContent = (p.failing | 0) + ' failing';
+        checks.appendChild(f);
+      }
+      if (p.pending > 0) checks.appendChild(document.createTextNode(', ' + (p.pending | 0) + ' pending'));
+      var failing = td(tr, 'pr-failing', null);
+      (Array.isArray(p.failed) ? p.failed : []).forEach(function (c, i) {
+        if (i) failing.appendChild(document.createTextNode(', '));
+        check(failing, c);
+      });
+      var waiting = Array.isArray(p.waiting) ? p.waiting.filter(function (n) { return typeof n === 'string'; }) : [];
+      if (waiting.length) {
+        failing.appendChild(document.createTextNode((failing.childNodes.length ? '; ' : '') + 'pending: ' + waiting.join(', ')));
+      }
+      body.appendChild(tr);
+    });
+    table.hidden = body.childNodes.length === 0;
+    if (none) none.hidden = !table.hidden;
+    table.setAttribute('data-updated-at', String(Date.now()));
+  }
+
+  // Zoom for the item page's graph: in, out and fit, the current node
+  // scrolled into the middle of the view after each change. The scale is
+  // kept for the tab (the page reloads itself when the item moves on).
+  function graphZoom() {
+    var view = document.getElementById('graph-view'), svg = document.getElementById('graph');
+    var bar = document.getElementById('graph-zoom'), level = document.getElementById('zoom-level');
+    if (!view || !svg || !bar || !level) return;
+    var W = parseFloat(svg.getAttribute('width')), H = parseFloat(svg.getAttribute('height'));
+    if (!(W > 0 && H > 0)) return;
+    bar.hidden = false;
+    var scale = 1, fitted = true, KEY = 'theloop.graph-zoom';
+    function fitScale() {
+      var availW = view.parentNode ? view.parentNode.clientWidth : view.clientWidth;
+      var availH = Math.max(200, window.innerHeight * 0.85 - 4);
+      return Math.min(1, availW / W, availH / H);
+    }
+    function centreCurrent() {
+      var cur = svg.querySelector('g[data-mark="current"] rect') || svg.querySelector('g[data-mark="blocked"] rect');
+      if (!cur) return;
+      var x = parseFloat(cur.getAttribute('x')) + parseFloat(cur.getAttribute('width')) / 2;
+      var y = parseFloat(cur.getAttribute('y')) + parseFloat(cur.getAttribute('height')) / 2;
+      view.scrollLeft = Math.max(0, x * scale - view.clientWidth / 2);
+      view.scrollTop = Math.max(0, y * scale - view.clientHeight / 2);
+    }
+    function apply(s, fit) {
+      fitted = !!fit;
+      scale = Math.max(0.1, Math.min(4, s));
+      svg.style.width = (W * scale) + 'px';
+      svg.style.height = (H * scale) + 'px';
+      view.classList.toggle('zoomed', !fitted);
+      view.setAttribute('data-scale', scale.toFixed(3));
+      level.textContent = fitted ? 'fit' : Math.round(scale * 100) + '%';
+      try { sessionStorage.setItem(KEY, fitted ? 'fit' : String(scale)); } catch (e) { /* storage off */ }
+      centreCurrent();
+    }
+    document.getElementById('zoom-in').addEventListener('click', function () { apply(scale * 1.25, false); });
+    document.getElementById('zoom-out').addEventListener('click', function () { apply(scale / 1.25, false); });
+    document.getElementById('zoom-fit').addEventListener('click', function () { apply(fitScale(), true); });
+    document.addEventListener('keydown', function (ev) {
+      var t = ev.target && ev.target.tagName;
+      if (t === 'TEXTAREA' || t === 'INPUT' || ev.ctrlKey || ev.metaKey || ev.altKey) return;
+      if (ev.key === '+' || ev.key === '=') apply(scale * 1.25, false);
+      else if (ev.key === '-') apply(scale / 1.25, false);
+      else if (ev.key === '0') apply(fitScale(), true);
+    });
+    window.addEventListener('resize', function () { if (fitted) apply(fitScale(), true); });
+    var kept = null;
+    try { kept = sessionStorage.getItem(KEY); } catch (e) { /* storage off */ }
+    var k = parseFloat(kept);
+    if (kept && kept !== 'fit' && k > 0) apply(k, false); else apply(fitScale(), true);
+  }
+
   // The agent's pane: frames of changed rows, each row a list of
   // [class, text] spans written with textContent (ansi.go renders them).
   function livePane(ref) {
@@ -152,6 +264,7 @@
         if (navigator.clipboard) navigator.clipboard.writeText(b.getAttribute('data-copy') || '');
       });
     });
+    if (page === 'item') graphZoom();
     if (!window.EventSource || (page !== 'board' && page !== 'item')) return;
     if (page === 'item') livePane(document.body.getAttribute('data-ref'));
     var es = new EventSource('/events');
@@ -167,9 +280,12 @@
       var r;
       try { r = JSON.parse(ev.data); } catch (e) { return; }
       if (board) update(board, r);
-      if (page === 'item' && r && r.ref === document.body.getAttribute('data-ref') &&
-          (r.node !== document.body.getAttribute('data-node') || r.state !== document.body.getAttribute('data-state'))) {
-        window.location.replace(window.location.pathname + '?ref=' + encodeURIComponent(r.ref));
+      if (page === 'item' && r && r.ref === document.body.getAttribute('data-ref')) {
+        if (r.node !== document.body.getAttribute('data-node') || r.state !== document.body.getAttribute('data-state')) {
+          window.location.replace(window.location.pathname + '?ref=' + encodeURIComponent(r.ref));
+          return;
+        }
+        updatePRs(r.prs || []);
       }
     });
   }

@@ -53,6 +53,10 @@ type TmuxConfig struct {
 	PollInterval time.Duration
 	// TempDir holds the short-lived paste files ("" = os.TempDir()).
 	TempDir string
+	// NoControl runs every command as a tmux process of its own instead of
+	// through a control-mode client kept open (control.go). The client is
+	// only used when the runner can start one (run.Starter).
+	NoControl bool
 }
 
 // DefaultTmuxConfig returns the production defaults: the default tmux
@@ -153,11 +157,13 @@ func (l Liveness) String() string {
 // command resolves a tmux client, so a read-only observer attached to a
 // session cannot get in the way of delivery.
 //
-// A Tmux is safe for concurrent use.
+// A Tmux is safe for concurrent use. Close it to end its control client.
 type Tmux struct {
 	cfg     TmuxConfig
 	runner  run.Runner
 	confine Confinement
+	// ctl is the control-mode client (nil: a tmux process per command).
+	ctl *controlClient
 }
 
 // Confinement is how the tmux runner confines what it starts: the agent's
@@ -195,11 +201,34 @@ func NewConfinedTmux(cfg TmuxConfig, runner run.Runner, c Confinement) (*Tmux, e
 	if runner == nil {
 		return nil, errors.New("sessions.NewTmux: nil runner (pass run.Exec{})")
 	}
-	return &Tmux{cfg: cfg, runner: runner, confine: c}, nil
+	t := &Tmux{cfg: cfg, runner: runner, confine: c}
+	if st, ok := runner.(run.Starter); ok && !cfg.NoControl {
+		t.ctl = newControlClient(st, cfg.Binary, t.serverArgs())
+	}
+	return t, nil
 }
 
 // Config returns the effective configuration (defaults filled in).
 func (t *Tmux) Config() TmuxConfig { return t.cfg }
+
+// Close ends the control client, if one is connected; later commands run
+// as tmux processes of their own. It is idempotent.
+func (t *Tmux) Close() {
+	if t.ctl != nil {
+		t.ctl.close()
+	}
+}
+
+// serverArgs select the configured server.
+func (t *Tmux) serverArgs() []string {
+	switch {
+	case t.cfg.Socket != "":
+		return []string{"-L", t.cfg.Socket}
+	case t.cfg.SocketPath != "":
+		return []string{"-S", t.cfg.SocketPath}
+	}
+	return nil
+}
 
 // tmuxArgSafe refuses arguments tmux would reinterpret: one ending in ";"
 // ends the tmux command and starts another (so a harness argument "x;"
@@ -214,27 +243,92 @@ func tmuxArgSafe(a string) error {
 	return nil
 }
 
+// run runs one tmux command (see runSeq).
 func (t *Tmux) run(ctx context.Context, timeout time.Duration, args ...string) (run.Result, error) {
 	return t.runSeq(ctx, timeout, args)
 }
 
-// runSeq runs one or more tmux commands in a single tmux invocation,
-// joined by the ";" separator, so the server executes them back to back
-// before it handles any other event (such as a pane's process exiting).
+// runSeq runs one or more tmux commands as one command list, joined by the
+// ";" separator, so the server executes them back to back before it
+// handles any other event (such as a pane's process exiting). The commands
+// must be idempotent: when the control client's answer is lost they are
+// run again as a tmux process.
 func (t *Tmux) runSeq(ctx context.Context, timeout time.Duration, cmds ...[]string) (run.Result, error) {
+	return t.runCmds(ctx, timeout, true, cmds...)
+}
+
+// runOnce is run for a command that must not run twice (a paste, a key):
+// a lost answer is an error, as a tmux process killed mid-command is.
+func (t *Tmux) runOnce(ctx context.Context, timeout time.Duration, args ...string) (run.Result, error) {
+	return t.runCmds(ctx, timeout, false, args)
+}
+
+func (t *Tmux) runCmds(ctx context.Context, timeout time.Duration, idempotent bool, cmds ...[]string) (run.Result, error) {
+	res, err, done := t.viaControl(ctx, timeout, idempotent, cmds...)
+	if done {
+		return res, err
+	}
 	return t.runSeqVia(ctx, timeout, nil, cmds...)
 }
 
-// runSeqVia is runSeq with the whole tmux argv passed through wrap first
-// (the confinement's launcher).
-func (t *Tmux) runSeqVia(ctx context.Context, timeout time.Duration, wrap func([]string) ([]string, error), cmds ...[]string) (run.Result, error) {
-	full := make([]string, 0, 16)
-	switch {
-	case t.cfg.Socket != "":
-		full = append(full, "-L", t.cfg.Socket)
-	case t.cfg.SocketPath != "":
-		full = append(full, "-S", t.cfg.SocketPath)
+// viaControl runs cmds through the control client. done is false when the
+// caller should run them as a tmux process instead: no client could be
+// connected, or the answer of an idempotent request was lost.
+func (t *Tmux) viaControl(ctx context.Context, timeout time.Duration, idempotent bool, cmds ...[]string) (res run.Result, err error, done bool) {
+	if t.ctl == nil {
+		return run.Result{}, nil, false
 	}
+	res, failed, sent, err := t.ctl.do(ctx, timeout, targetSession(cmds), cmds)
+	switch {
+	case err == nil && failed:
+		return res, &run.ExitError{Cmd: run.Cmd{Name: t.cfg.Binary, Args: t.argv(cmds)}, Result: res}, true
+	case err == nil:
+		return res, nil, true
+	case errors.Is(err, ErrUnsafeArgument):
+		return res, err, true
+	case ctx.Err() != nil:
+		return res, fmt.Errorf("tmux %s: %w", cmds[0][0], ctx.Err()), true
+	case sent && errors.Is(err, context.DeadlineExceeded):
+		return res, fmt.Errorf("tmux %s after %s: %w", cmds[0][0], timeout, run.ErrTimeout), true
+	case sent && !idempotent:
+		return res, fmt.Errorf("tmux %s: %w (it may or may not have run)", cmds[0][0], err), true
+	}
+	return run.Result{}, nil, false
+}
+
+// targetSession is the session the first "-t" of cmds names ("" if none):
+// the control client attaches there when it connects.
+func targetSession(cmds [][]string) string {
+	for _, c := range cmds {
+		for i := 0; i+1 < len(c); i++ {
+			if c[i] == "-t" {
+				name := strings.TrimPrefix(c[i+1], "=")
+				if j := strings.IndexByte(name, ':'); j >= 0 {
+					name = name[:j]
+				}
+				return name
+			}
+		}
+	}
+	return ""
+}
+
+// argv is the tmux argument list running cmds as one invocation.
+func (t *Tmux) argv(cmds [][]string) []string {
+	full := append(make([]string, 0, 16), t.serverArgs()...)
+	for i, c := range cmds {
+		if i > 0 {
+			full = append(full, ";")
+		}
+		full = append(full, c...)
+	}
+	return full
+}
+
+// runSeqVia runs cmds as one tmux process, its whole argv passed through
+// wrap first when wrap is set (the confinement's launcher).
+func (t *Tmux) runSeqVia(ctx context.Context, timeout time.Duration, wrap func([]string) ([]string, error), cmds ...[]string) (run.Result, error) {
+	full := append(make([]string, 0, 16), t.serverArgs()...)
 	for i, c := range cmds {
 		for _, a := range c {
 			if err := tmuxArgSafe(a); err != nil {
@@ -576,8 +670,23 @@ func (t *Tmux) TerminateHarness(ctx context.Context, name string, grace time.Dur
 			out.Killed++
 		}
 	}
+	// tmux notices a killed pane's exit a moment later: wait for it
+	// (bounded), so a probe right after this sees the pane dead.
+	deadline = time.Now().Add(killSettle)
+	for out.Killed > 0 && len(pids) > 0 && time.Now().Before(deadline) {
+		if err := sleepCtx(ctx, min(t.cfg.PollInterval, 10*time.Millisecond)); err != nil {
+			return out, err
+		}
+		if pids, err = t.livePanePIDs(ctx, name); err != nil {
+			return out, err
+		}
+	}
 	return out, nil
 }
+
+// killSettle bounds TerminateHarness's wait for tmux to see the panes it
+// killed as dead.
+const killSettle = 2 * time.Second
 
 // livePanePIDs lists the pids of the session's panes whose process runs.
 func (t *Tmux) livePanePIDs(ctx context.Context, name string) ([]int, error) {
@@ -729,7 +838,7 @@ func (t *Tmux) Deliver(ctx context.Context, name, text string) (Receipt, error) 
 	// format without a shell), leaving no gap for the harness to die in.
 	// Only validated names go into the command strings.
 	target := paneTarget(name)
-	res, err := t.run(ctx, t.cfg.CommandTimeout, "if-shell", "-F", "-t", target, "#{pane_dead}",
+	res, err := t.runOnce(ctx, t.cfg.CommandTimeout, "if-shell", "-F", "-t", target, "#{pane_dead}",
 		"display-message -p "+paneDeadMarker, "paste-buffer -p -d -b "+buf+" -t "+target)
 	dead := err == nil && strings.Contains(string(res.Stdout), paneDeadMarker)
 	if err != nil || dead {
@@ -742,6 +851,13 @@ func (t *Tmux) Deliver(ctx context.Context, name, text string) (Receipt, error) 
 
 	deadline := pasted.Add(t.cfg.ReceiptTimeout)
 	var changedAt time.Time
+	// Through the control client a capture is cheap: look again soon
+	// (1, 2, 4 … ms up to PollInterval), since the pane usually shows the
+	// text within a few milliseconds.
+	wait := t.cfg.PollInterval
+	if t.ctl != nil {
+		wait = min(time.Millisecond, wait)
+	}
 	for {
 		screen, err := t.Capture(ctx, name)
 		if err != nil {
@@ -762,9 +878,10 @@ func (t *Tmux) Deliver(ctx context.Context, name, text string) (Receipt, error) 
 		if r.Changed && now.Sub(changedAt) >= t.cfg.ReadySettle || now.After(deadline) {
 			break
 		}
-		if err := sleepCtx(ctx, t.cfg.PollInterval); err != nil {
+		if err := sleepCtx(ctx, wait); err != nil {
 			return r, err
 		}
+		wait = min(2*wait, t.cfg.PollInterval)
 	}
 	// A pane that changed because its harness died is no receipt: check the
 	// process before submitting (and so before claiming Submitted).
@@ -774,16 +891,38 @@ func (t *Tmux) Deliver(ctx context.Context, name, text string) (Receipt, error) 
 	if !r.Seen && !r.Changed {
 		return r, fmt.Errorf("%w: %s showed no sign of the pasted text within %s; attach with `tmux attach -t %s` to look (text left unsubmitted)", ErrNotReceived, name, t.cfg.ReceiptTimeout, name)
 	}
-	if _, err := t.run(ctx, t.cfg.CommandTimeout, "send-keys", "-t", paneTarget(name), "Enter"); err != nil {
+	if _, err := t.runOnce(ctx, t.cfg.CommandTimeout, "send-keys", "-t", paneTarget(name), "Enter"); err != nil {
 		return r, fmt.Errorf("submitting to %s: %w", name, err)
 	}
 	r.Submitted = true
 	return r, nil
 }
 
-// loadBuffer puts text into a fresh, uniquely named tmux buffer via a
-// private temporary file and returns the buffer's name.
+// maxControlPaste bounds the text loadBuffer sends through the control
+// client; a larger one goes through a file.
+const maxControlPaste = 1 << 20
+
+// loadBuffer puts text into a fresh, uniquely named tmux buffer and returns
+// the buffer's name. Through the control client the text is set-buffer's
+// quoted argument on the client's standard input (never an argv: it is not
+// in any process's command line); otherwise it goes through a private
+// temporary file that a tmux process loads (the confined server could not
+// read loopd's temporary directory, so a file is only ever read by a
+// client).
 func (t *Tmux) loadBuffer(ctx context.Context, text string) (string, error) {
+	var nonce [6]byte
+	if _, err := rand.Read(nonce[:]); err != nil {
+		return "", err
+	}
+	buf := "theloop-" + hex.EncodeToString(nonce[:])
+	if len(text) <= maxControlPaste {
+		if _, err, done := t.viaControl(ctx, t.cfg.CommandTimeout, true, []string{"set-buffer", "-b", buf, "--", text}); done {
+			if err != nil {
+				return "", fmt.Errorf("loading paste buffer: %w", err)
+			}
+			return buf, nil
+		}
+	}
 	f, err := os.CreateTemp(t.cfg.TempDir, "theloop-paste-*")
 	if err != nil {
 		return "", fmt.Errorf("creating paste file: %w", err)
@@ -796,12 +935,7 @@ func (t *Tmux) loadBuffer(ctx context.Context, text string) (string, error) {
 	if werr != nil {
 		return "", fmt.Errorf("writing paste file: %w", werr)
 	}
-	var nonce [6]byte
-	if _, err := rand.Read(nonce[:]); err != nil {
-		return "", err
-	}
-	buf := "theloop-" + hex.EncodeToString(nonce[:])
-	if _, err := t.run(ctx, t.cfg.CommandTimeout, "load-buffer", "-b", buf, f.Name()); err != nil {
+	if _, err := t.runSeqVia(ctx, t.cfg.CommandTimeout, nil, []string{"load-buffer", "-b", buf, f.Name()}); err != nil {
 		return "", fmt.Errorf("loading paste buffer: %w", err)
 	}
 	return buf, nil

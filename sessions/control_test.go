@@ -154,7 +154,7 @@ func TestControlClientReconnects(t *testing.T) {
 	tm, cr := newCountingTmux(t)
 	require.NoError(t, tm.Spawn(ctx, SpawnSpec{Name: "loop-a-1", Cwd: t.TempDir(), Argv: []string{"cat"}}))
 	require.NoError(t, tm.Spawn(ctx, SpawnSpec{Name: "loop-b-1", Cwd: t.TempDir(), Argv: []string{"cat"}}))
-	time.Sleep(controlReconnectDelay) // past a connection refused before the sessions existed
+	time.Sleep(controlReconnectDelay)   // past a connection refused before the sessions existed
 	_, err := tm.Probe(ctx, "loop-a-1") // attaches to loop-a-1
 	require.NoError(t, err)
 	require.True(t, tm.ctl.connected())

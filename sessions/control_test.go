@@ -224,3 +224,13 @@ func FuzzControlRead(f *testing.F) {
 		}
 	})
 }
+
+// FuzzSquashSpace: the one-pass squash is strings.Fields joined by spaces.
+func FuzzSquashSpace(f *testing.F) {
+	for _, s := range []string{"", " a  b\t\nc ", "\u00a0x\u0085y\u3000", "\xff \xfe\x80z", "trailing   "} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		require.Equal(t, strings.Join(strings.Fields(s), " "), squashSpace(s))
+	})
+}

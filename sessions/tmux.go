@@ -975,7 +975,35 @@ func receiptFragment(clean string) string {
 	return line
 }
 
-func squashSpace(s string) string { return strings.Join(strings.Fields(s), " ") }
+// squashSpace is strings.Join(strings.Fields(s), " ") in one pass and one
+// allocation: Deliver squashes the whole scrollback on every capture.
+func squashSpace(s string) string {
+	var b strings.Builder
+	b.Grow(len(s))
+	gap := false
+	for i := 0; i < len(s); {
+		c, size := s[i], 1
+		var space bool
+		if c < utf8.RuneSelf {
+			space = c == ' ' || c == '\t' || c == '\n' || c == '\v' || c == '\f' || c == '\r'
+		} else {
+			var r rune
+			r, size = utf8.DecodeRuneInString(s[i:])
+			space = unicode.IsSpace(r)
+		}
+		if space {
+			gap = b.Len() > 0
+		} else {
+			if gap {
+				b.WriteByte(' ')
+				gap = false
+			}
+			b.WriteString(s[i : i+size])
+		}
+		i += size
+	}
+	return b.String()
+}
 
 // lastLines returns the last n non-blank lines of a screen capture.
 func lastLines(s string, n int) string {

@@ -397,8 +397,10 @@ func (t *Tmux) Probe(ctx context.Context, name string) (Liveness, error) {
 	// A server that is exiting (its last session just closed) drops the
 	// connection mid-command; asking again a moment later gets a real
 	// answer, so only a repeated failure is unknown.
+	var res run.Result
 	for attempt := 1; ; attempt++ {
-		_, err := t.run(ctx, t.cfg.ProbeTimeout, "has-session", "-t", sessionTarget(name))
+		var err error
+		res, err = t.probeOnce(ctx, name)
 		if err == nil {
 			break
 		}
@@ -413,18 +415,27 @@ func (t *Tmux) Probe(ctx context.Context, name string) (Liveness, error) {
 		}
 		return LivenessUnknown, fmt.Errorf("probing tmux session %s: %w", name, err)
 	}
-	res, err := t.run(ctx, t.cfg.ProbeTimeout, "list-panes", "-s", "-t", sessionTarget(name), "-F", "#{pane_dead}")
-	if err != nil {
-		if saysAbsent(err) {
-			return LivenessAbsent, nil
-		}
-		return LivenessUnknown, fmt.Errorf("listing panes of tmux session %s: %w", name, err)
-	}
 	l := parsePaneDead(string(res.Stdout))
 	if l == LivenessUnknown {
 		return l, fmt.Errorf("listing panes of tmux session %s: no panes reported", name)
 	}
 	return l, nil
+}
+
+// probeOnce runs has-session, then list-panes when the session exists:
+// through the control client as one command list (one round trip; tmux
+// skips the rest of a list after a failing command), otherwise as two tmux
+// processes.
+func (t *Tmux) probeOnce(ctx context.Context, name string) (run.Result, error) {
+	has := []string{"has-session", "-t", sessionTarget(name)}
+	list := []string{"list-panes", "-s", "-t", sessionTarget(name), "-F", "#{pane_dead}"}
+	if res, err, done := t.viaControl(ctx, t.cfg.ProbeTimeout, true, has, list); done {
+		return res, err
+	}
+	if _, err := t.runSeqVia(ctx, t.cfg.ProbeTimeout, nil, has); err != nil {
+		return run.Result{}, err
+	}
+	return t.runSeqVia(ctx, t.cfg.ProbeTimeout, nil, list)
 }
 
 // parsePaneDead reads `list-panes -F '#{pane_dead}'` output: every pane "1"
@@ -827,10 +838,11 @@ func (t *Tmux) Deliver(ctx context.Context, name, text string) (Receipt, error) 
 	frag := receiptFragment(clean)
 	seenBefore := strings.Count(squashSpace(before), frag)
 
-	buf, err := t.loadBuffer(ctx, clean)
-	if err != nil {
-		return r, fmt.Errorf("delivering to %s: %w", name, err)
+	var nonce [6]byte
+	if _, err := rand.Read(nonce[:]); err != nil {
+		return r, err
 	}
+	buf := "theloop-" + hex.EncodeToString(nonce[:])
 	pasted := time.Now()
 	// tmux 3.3 crashes — every session on the server with it — when
 	// paste-buffer targets a dead pane. The check and the paste therefore
@@ -838,8 +850,12 @@ func (t *Tmux) Deliver(ctx context.Context, name, text string) (Receipt, error) 
 	// format without a shell), leaving no gap for the harness to die in.
 	// Only validated names go into the command strings.
 	target := paneTarget(name)
-	res, err := t.runOnce(ctx, t.cfg.CommandTimeout, "if-shell", "-F", "-t", target, "#{pane_dead}",
-		"display-message -p "+paneDeadMarker, "paste-buffer -p -d -b "+buf+" -t "+target)
+	guard := []string{"if-shell", "-F", "-t", target, "#{pane_dead}",
+		"display-message -p " + paneDeadMarker, "paste-buffer -p -d -b " + buf + " -t " + target}
+	res, err := t.loadAndPaste(ctx, buf, clean, guard)
+	if errors.Is(err, errPasteFile) {
+		return r, fmt.Errorf("delivering to %s: %w", name, err)
+	}
 	dead := err == nil && strings.Contains(string(res.Stdout), paneDeadMarker)
 	if err != nil || dead {
 		_, _ = t.run(ctx, t.cfg.CommandTimeout, "delete-buffer", "-b", buf)
@@ -898,34 +914,31 @@ func (t *Tmux) Deliver(ctx context.Context, name, text string) (Receipt, error) 
 	return r, nil
 }
 
-// maxControlPaste bounds the text loadBuffer sends through the control
+// maxControlPaste bounds the text loadAndPaste sends through the control
 // client; a larger one goes through a file.
 const maxControlPaste = 1 << 20
 
-// loadBuffer puts text into a fresh, uniquely named tmux buffer and returns
-// the buffer's name. Through the control client the text is set-buffer's
-// quoted argument on the client's standard input (never an argv: it is not
-// in any process's command line); otherwise it goes through a private
-// temporary file that a tmux process loads (the confined server could not
-// read loopd's temporary directory, so a file is only ever read by a
-// client).
-func (t *Tmux) loadBuffer(ctx context.Context, text string) (string, error) {
-	var nonce [6]byte
-	if _, err := rand.Read(nonce[:]); err != nil {
-		return "", err
-	}
-	buf := "theloop-" + hex.EncodeToString(nonce[:])
+// errPasteFile: the paste file could not be written.
+var errPasteFile = errors.New("paste file")
+
+// loadAndPaste puts text into the named buffer and runs the paste guard
+// after it. Through the control client both go as one command list (one
+// round trip), the text as set-buffer's quoted argument on the client's
+// standard input — never an argv, so it is in no process's command line —
+// and are not run again after a lost answer (the paste must not happen
+// twice). Otherwise the text goes through a private temporary file that a
+// tmux process loads (the confined server could not read loopd's
+// temporary directory, so the file is only ever read by a client), then a
+// second process runs the guard.
+func (t *Tmux) loadAndPaste(ctx context.Context, buf, text string, guard []string) (run.Result, error) {
 	if len(text) <= maxControlPaste {
-		if _, err, done := t.viaControl(ctx, t.cfg.CommandTimeout, true, []string{"set-buffer", "-b", buf, "--", text}); done {
-			if err != nil {
-				return "", fmt.Errorf("loading paste buffer: %w", err)
-			}
-			return buf, nil
+		if res, err, done := t.viaControl(ctx, t.cfg.CommandTimeout, false, []string{"set-buffer", "-b", buf, "--", text}, guard); done {
+			return res, err
 		}
 	}
 	f, err := os.CreateTemp(t.cfg.TempDir, "theloop-paste-*")
 	if err != nil {
-		return "", fmt.Errorf("creating paste file: %w", err)
+		return run.Result{}, fmt.Errorf("%w: creating it: %w", errPasteFile, err)
 	}
 	defer os.Remove(f.Name())
 	_, werr := f.WriteString(text)
@@ -933,12 +946,12 @@ func (t *Tmux) loadBuffer(ctx context.Context, text string) (string, error) {
 		werr = cerr
 	}
 	if werr != nil {
-		return "", fmt.Errorf("writing paste file: %w", werr)
+		return run.Result{}, fmt.Errorf("%w: writing it: %w", errPasteFile, werr)
 	}
 	if _, err := t.runSeqVia(ctx, t.cfg.CommandTimeout, nil, []string{"load-buffer", "-b", buf, f.Name()}); err != nil {
-		return "", fmt.Errorf("loading paste buffer: %w", err)
+		return run.Result{}, fmt.Errorf("loading paste buffer: %w", err)
 	}
-	return buf, nil
+	return t.runSeqVia(ctx, t.cfg.CommandTimeout, nil, guard)
 }
 
 // paneDeadMarker is what the paste guard prints when the pane is dead.

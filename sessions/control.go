@@ -173,7 +173,7 @@ func (c *controlConn) deliver(b *controlBlock, head string) bool {
 
 // request sends line and the nonce line and collects the answer blocks up
 // to the nonce's.
-func (c *controlConn) request(ctx context.Context, line string) (stdout, stderr []string, failed bool, err error) {
+func (c *controlConn) request(ctx context.Context, line string) (blocks [][]string, stderr []string, failed bool, err error) {
 	nonce, err := controlNonce()
 	if err != nil {
 		return nil, nil, false, err
@@ -191,13 +191,13 @@ func (c *controlConn) request(ctx context.Context, line string) (stdout, stderr 
 		select {
 		case b := <-c.blocks:
 			if !b.failed && len(b.lines) == 1 && b.lines[0] == nonce {
-				return stdout, stderr, failed, nil
+				return blocks, stderr, failed, nil
 			}
 			if b.failed {
 				failed = true
 				stderr = append(stderr, b.lines...)
 			} else {
-				stdout = append(stdout, b.lines...)
+				blocks = append(blocks, b.lines)
 			}
 		case <-c.done:
 			return nil, nil, false, c.err
@@ -242,10 +242,10 @@ func (cc *controlClient) connect(ctx context.Context, session string, timeout ti
 // is an answer (failed: a command failed, its message in Stderr). An error
 // with sent false means nothing reached tmux; with sent true the answer was
 // lost or timed out and the commands may or may not have run.
-func (cc *controlClient) do(ctx context.Context, timeout time.Duration, session string, cmds [][]string) (res run.Result, failed, sent bool, err error) {
+func (cc *controlClient) do(ctx context.Context, timeout time.Duration, session string, cmds [][]string) (res run.Result, blocks [][]string, failed, sent bool, err error) {
 	line, err := controlLine(cmds)
 	if err != nil {
-		return run.Result{}, false, false, err
+		return run.Result{}, nil, false, false, err
 	}
 	if timeout > 0 {
 		var cancel context.CancelFunc
@@ -255,36 +255,40 @@ func (cc *controlClient) do(ctx context.Context, timeout time.Duration, session 
 	select {
 	case cc.sem <- struct{}{}:
 	case <-ctx.Done():
-		return run.Result{}, false, false, ctx.Err()
+		return run.Result{}, nil, false, false, ctx.Err()
 	}
 	defer func() { <-cc.sem }()
 	if cc.closed {
-		return run.Result{}, false, false, fmt.Errorf("%w: runner closed", errControlLost)
+		return run.Result{}, nil, false, false, fmt.Errorf("%w: runner closed", errControlLost)
 	}
 	if cc.conn == nil {
 		if time.Now().Before(cc.retryAt) {
-			return run.Result{}, false, false, fmt.Errorf("%w: not connected", errControlLost)
+			return run.Result{}, nil, false, false, fmt.Errorf("%w: not connected", errControlLost)
 		}
 		c, err := cc.connect(ctx, session, timeout)
 		if err != nil {
 			cc.retryAt = time.Now().Add(controlReconnectDelay)
-			return run.Result{}, false, false, err
+			return run.Result{}, nil, false, false, err
 		}
 		cc.conn = c
 	}
-	stdout, stderr, failed, err := cc.conn.request(ctx, line)
+	blocks, stderr, failed, err := cc.conn.request(ctx, line)
 	if err != nil {
 		// Lost, timed out or cancelled: answers may still arrive, so the
 		// connection cannot serve another request.
 		cc.conn.close()
 		cc.conn = nil
-		return run.Result{}, false, true, err
+		return run.Result{}, nil, false, true, err
+	}
+	var stdout []string
+	for _, b := range blocks {
+		stdout = append(stdout, b...)
 	}
 	res = run.Result{Stdout: joinLines(stdout), Stderr: joinLines(stderr)}
 	if failed {
 		res.ExitCode = 1
 	}
-	return res, failed, true, nil
+	return res, blocks, failed, true, nil
 }
 
 // close ends the connection; later requests are refused (the runner

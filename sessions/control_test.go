@@ -234,3 +234,20 @@ func FuzzSquashSpace(f *testing.F) {
 		require.Equal(t, strings.Join(strings.Fields(s), " "), squashSpace(s))
 	})
 }
+
+// The paste guard's dead-pane marker printed by the pane itself is pane
+// content, not the guard's answer: the delivery goes through.
+func TestControlDeliverIgnoresMarkerOnScreen(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	tm, _ := newCountingTmux(t)
+	require.NoError(t, tm.Spawn(ctx, SpawnSpec{Name: "loop-marker-1", Cwd: t.TempDir(),
+		Argv: []string{"bash", "-c", "echo " + paneDeadMarker + "; exec cat"}}))
+	waitFor(t, "the marker on screen", func() bool {
+		s, _ := tm.Capture(ctx, "loop-marker-1")
+		return strings.Contains(s, paneDeadMarker)
+	})
+	r, err := tm.Deliver(ctx, "loop-marker-1", "delivered despite the marker")
+	require.NoError(t, err)
+	require.True(t, r.Verified() && r.Seen, "%+v", r)
+}

@@ -275,25 +275,33 @@ func (t *Tmux) runCmds(ctx context.Context, timeout time.Duration, idempotent bo
 // caller should run them as a tmux process instead: no client could be
 // connected, or the answer of an idempotent request was lost.
 func (t *Tmux) viaControl(ctx context.Context, timeout time.Duration, idempotent bool, cmds ...[]string) (res run.Result, err error, done bool) {
+	res, _, err, done = t.viaControlBlocks(ctx, timeout, idempotent, cmds...)
+	return res, err, done
+}
+
+// viaControlBlocks is viaControl also returning each successful command's
+// output on its own (blocks, in order; a command with no output has an
+// empty one).
+func (t *Tmux) viaControlBlocks(ctx context.Context, timeout time.Duration, idempotent bool, cmds ...[]string) (res run.Result, blocks [][]string, err error, done bool) {
 	if t.ctl == nil {
-		return run.Result{}, nil, false
+		return run.Result{}, nil, nil, false
 	}
-	res, failed, sent, err := t.ctl.do(ctx, timeout, targetSession(cmds), cmds)
+	res, blocks, failed, sent, err := t.ctl.do(ctx, timeout, targetSession(cmds), cmds)
 	switch {
 	case err == nil && failed:
-		return res, &run.ExitError{Cmd: run.Cmd{Name: t.cfg.Binary, Args: t.argv(cmds)}, Result: res}, true
+		return res, blocks, &run.ExitError{Cmd: run.Cmd{Name: t.cfg.Binary, Args: t.argv(cmds)}, Result: res}, true
 	case err == nil:
-		return res, nil, true
+		return res, blocks, nil, true
 	case errors.Is(err, ErrUnsafeArgument):
-		return res, err, true
+		return res, nil, err, true
 	case ctx.Err() != nil:
-		return res, fmt.Errorf("tmux %s: %w", cmds[0][0], ctx.Err()), true
+		return res, nil, fmt.Errorf("tmux %s: %w", cmds[0][0], ctx.Err()), true
 	case sent && errors.Is(err, context.DeadlineExceeded):
-		return res, fmt.Errorf("tmux %s after %s: %w", cmds[0][0], timeout, run.ErrTimeout), true
+		return res, nil, fmt.Errorf("tmux %s after %s: %w", cmds[0][0], timeout, run.ErrTimeout), true
 	case sent && !idempotent:
-		return res, fmt.Errorf("tmux %s: %w (it may or may not have run)", cmds[0][0], err), true
+		return res, nil, fmt.Errorf("tmux %s: %w (it may or may not have run)", cmds[0][0], err), true
 	}
-	return run.Result{}, nil, false
+	return run.Result{}, nil, nil, false
 }
 
 // targetSession is the session the first "-t" of cmds names ("" if none):
@@ -831,19 +839,12 @@ func (t *Tmux) Deliver(ctx context.Context, name, text string) (Receipt, error) 
 		return r, fmt.Errorf("%w: nothing to paste into %s", ErrEmptyDelivery, name)
 	}
 	r.Bytes = len(clean)
-	before, err := t.Capture(ctx, name)
-	if err != nil {
-		return r, err
-	}
 	frag := receiptFragment(clean)
-	seenBefore := strings.Count(squashSpace(before), frag)
-
 	var nonce [6]byte
 	if _, err := rand.Read(nonce[:]); err != nil {
 		return r, err
 	}
 	buf := "theloop-" + hex.EncodeToString(nonce[:])
-	pasted := time.Now()
 	// tmux 3.3 crashes — every session on the server with it — when
 	// paste-buffer targets a dead pane. The check and the paste therefore
 	// run inside the server as one command (if-shell -F evaluates the
@@ -852,11 +853,21 @@ func (t *Tmux) Deliver(ctx context.Context, name, text string) (Receipt, error) 
 	target := paneTarget(name)
 	guard := []string{"if-shell", "-F", "-t", target, "#{pane_dead}",
 		"display-message -p " + paneDeadMarker, "paste-buffer -p -d -b " + buf + " -t " + target}
-	res, err := t.loadAndPaste(ctx, buf, clean, guard)
-	if errors.Is(err, errPasteFile) {
-		return r, fmt.Errorf("delivering to %s: %w", name, err)
+	pasted := time.Now()
+	before, dead, err, done := t.captureAndPaste(ctx, name, buf, clean, guard)
+	if !done {
+		// As tmux processes: the capture, then the load and the guard.
+		if before, err = t.Capture(ctx, name); err != nil {
+			return r, err
+		}
+		pasted = time.Now()
+		var res run.Result
+		res, err = t.loadAndPaste(ctx, buf, clean, guard)
+		if errors.Is(err, errPasteFile) {
+			return r, fmt.Errorf("delivering to %s: %w", name, err)
+		}
+		dead = err == nil && strings.Contains(string(res.Stdout), paneDeadMarker)
 	}
-	dead := err == nil && strings.Contains(string(res.Stdout), paneDeadMarker)
 	if err != nil || dead {
 		_, _ = t.run(ctx, t.cfg.CommandTimeout, "delete-buffer", "-b", buf)
 		if dead || saysAbsent(err) {
@@ -864,6 +875,7 @@ func (t *Tmux) Deliver(ctx context.Context, name, text string) (Receipt, error) 
 		}
 		return r, fmt.Errorf("pasting into %s: %w", name, err)
 	}
+	seenBefore := strings.Count(squashSpace(before), frag)
 
 	deadline := pasted.Add(t.cfg.ReceiptTimeout)
 	var changedAt time.Time
@@ -874,8 +886,11 @@ func (t *Tmux) Deliver(ctx context.Context, name, text string) (Receipt, error) 
 	if t.ctl != nil {
 		wait = min(time.Millisecond, wait)
 	}
+	var live Liveness // from the last capture, when it came with a probe
 	for {
-		screen, err := t.Capture(ctx, name)
+		var screen string
+		var err error
+		screen, live, err = t.captureProbed(ctx, name)
 		if err != nil {
 			return r, err
 		}
@@ -900,9 +915,13 @@ func (t *Tmux) Deliver(ctx context.Context, name, text string) (Receipt, error) 
 		wait = min(2*wait, t.cfg.PollInterval)
 	}
 	// A pane that changed because its harness died is no receipt: check the
-	// process before submitting (and so before claiming Submitted).
-	if l, _ := t.Probe(ctx, name); l == LivenessDead || l == LivenessAbsent {
-		return r, fmt.Errorf("%w: the harness in %s is %s; respawn it", ErrSessionMissing, name, l)
+	// process before submitting (and so before claiming Submitted) — with
+	// the last capture when it came with a probe, else now.
+	if live == LivenessUnknown {
+		live, _ = t.Probe(ctx, name)
+	}
+	if live == LivenessDead || live == LivenessAbsent {
+		return r, fmt.Errorf("%w: the harness in %s is %s; respawn it", ErrSessionMissing, name, live)
 	}
 	if !r.Seen && !r.Changed {
 		return r, fmt.Errorf("%w: %s showed no sign of the pasted text within %s; attach with `tmux attach -t %s` to look (text left unsubmitted)", ErrNotReceived, name, t.cfg.ReceiptTimeout, name)
@@ -912,6 +931,60 @@ func (t *Tmux) Deliver(ctx context.Context, name, text string) (Receipt, error) 
 	}
 	r.Submitted = true
 	return r, nil
+}
+
+// captureAndPaste is, through the control client, one command list: the
+// pane's capture (the "before" of the receipt, taken right before the
+// paste), the buffer load and the paste guard. done is false when the
+// client is not available (nothing ran): the caller runs them as tmux
+// processes. dead reports the guard found the pane dead; it is read only
+// from the answers after the capture's, which the pane cannot write.
+func (t *Tmux) captureAndPaste(ctx context.Context, name, buf, text string, guard []string) (before string, dead bool, err error, done bool) {
+	if len(text) > maxControlPaste {
+		return "", false, nil, false
+	}
+	_, blocks, err, done := t.viaControlBlocks(ctx, t.cfg.CommandTimeout, false,
+		[]string{"capture-pane", "-p", "-J", "-S", "-", "-t", paneTarget(name)},
+		[]string{"set-buffer", "-b", buf, "--", text}, guard)
+	if !done || err != nil {
+		return "", false, err, done
+	}
+	if len(blocks) < 3 {
+		return "", false, fmt.Errorf("tmux answered %d of the capture, load and paste", len(blocks)), true
+	}
+	for _, b := range blocks[1:] {
+		for _, l := range b {
+			if strings.Contains(l, paneDeadMarker) {
+				dead = true
+			}
+		}
+	}
+	return string(joinLines(blocks[0])), dead, nil, true
+}
+
+// captureProbed is Capture, through the control client together with the
+// probe's has-session and list-panes (one round trip): live is the
+// session's liveness at the capture, LivenessUnknown when not probed.
+func (t *Tmux) captureProbed(ctx context.Context, name string) (screen string, live Liveness, err error) {
+	target := paneTarget(name)
+	_, blocks, err, done := t.viaControlBlocks(ctx, t.cfg.CommandTimeout, true,
+		[]string{"capture-pane", "-p", "-J", "-S", "-", "-t", target},
+		[]string{"has-session", "-t", sessionTarget(name)},
+		[]string{"list-panes", "-s", "-t", sessionTarget(name), "-F", "#{pane_dead}"})
+	if !done {
+		screen, err = t.Capture(ctx, name)
+		return screen, LivenessUnknown, err
+	}
+	if err != nil {
+		if saysAbsent(err) {
+			return "", LivenessAbsent, fmt.Errorf("%w: tmux session %s is absent", ErrSessionMissing, name)
+		}
+		return "", LivenessUnknown, fmt.Errorf("capturing tmux session %s: %w", name, err)
+	}
+	if len(blocks) != 3 {
+		return "", LivenessUnknown, fmt.Errorf("capturing tmux session %s: %d answers to 3 commands", name, len(blocks))
+	}
+	return string(joinLines(blocks[0])), parsePaneDead(strings.Join(blocks[2], "\n")), nil
 }
 
 // maxControlPaste bounds the text loadAndPaste sends through the control

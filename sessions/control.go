@@ -10,6 +10,7 @@ import (
 	"io"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/theloop-dev/theloop/run"
@@ -51,6 +52,12 @@ import (
 // request's answer.
 var errControlLost = errors.New("tmux control client lost")
 
+// errControlNotRun: the connection ended before tmux began any command of
+// the request (no %begin of it arrived; the server writes a command's
+// %begin before its answer and before the client's %exit, on one stream),
+// so none of them ran.
+var errControlNotRun = errors.New("tmux control client ended before the request ran")
+
 // controlReconnectDelay is how long the runner uses tmux processes after a
 // failed connection attempt (no server yet, or a tmux without control-mode
 // client flags) before it tries again.
@@ -82,6 +89,8 @@ type controlConn struct {
 	err  error
 	stop chan struct{}
 	once sync.Once
+	// begun counts the %begin lines of the client's own commands.
+	begun atomic.Uint64
 }
 
 // controlBlock is one answer block from the client's own commands.
@@ -144,6 +153,9 @@ func (c *controlConn) read(r io.Reader) {
 			}
 			last = n
 			cur = &controlBlock{}
+			if flags == 1 {
+				c.begun.Add(1)
+			}
 		case line == "%exit" || strings.HasPrefix(line, "%exit "):
 			c.err = fmt.Errorf("%w: %s", errControlLost, line)
 			return
@@ -184,8 +196,14 @@ func (c *controlConn) request(ctx context.Context, line string) (blocks [][]stri
 	if line != "" {
 		msg = line + "\n" + msg
 	}
+	begun := c.begun.Load()
+	select {
+	case <-c.done:
+		return nil, nil, false, fmt.Errorf("%w: %w", errControlNotRun, c.err)
+	default:
+	}
 	if _, err := io.WriteString(c.proc.Stdin, msg); err != nil {
-		return nil, nil, false, fmt.Errorf("%w: %v", errControlLost, err)
+		return nil, nil, false, fmt.Errorf("%w: %w: %v", errControlNotRun, errControlLost, err)
 	}
 	for {
 		select {
@@ -200,6 +218,16 @@ func (c *controlConn) request(ctx context.Context, line string) (blocks [][]stri
 				blocks = append(blocks, b.lines)
 			}
 		case <-c.done:
+			if failed {
+				// tmux drops the rest of a command list after a failing
+				// command: the request's line is over, only the nonce's
+				// answer is missing (the client exiting after a session
+				// ended answers like this).
+				return blocks, stderr, failed, nil
+			}
+			if c.begun.Load() == begun {
+				return nil, nil, false, fmt.Errorf("%w: %w", errControlNotRun, c.err)
+			}
 			return nil, nil, false, c.err
 		case <-ctx.Done():
 			return nil, nil, false, ctx.Err()
@@ -278,7 +306,8 @@ func (cc *controlClient) do(ctx context.Context, timeout time.Duration, session 
 		// connection cannot serve another request.
 		cc.conn.close()
 		cc.conn = nil
-		return run.Result{}, nil, false, true, err
+		// Nothing of it ran: the caller may run it as a process.
+		return run.Result{}, nil, false, !errors.Is(err, errControlNotRun), err
 	}
 	var stdout []string
 	for _, b := range blocks {

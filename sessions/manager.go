@@ -399,13 +399,14 @@ func (m *Manager) Deliver(ctx context.Context, item workitem.Ref, text string) (
 	if rec.Status == StatusClosed {
 		return DeliveryResult{Record: rec}, fmt.Errorf("%w: %s; start it again to deliver", ErrSessionClosed, item)
 	}
-	if l, _ := m.tmux.Probe(ctx, rec.TmuxName); l == LivenessLive || l == LivenessUnknown {
-		updated, receipt, err := m.deliverLive(ctx, rec, text)
-		if !errors.Is(err, ErrSessionMissing) {
-			return DeliveryResult{Record: updated, Receipt: receipt}, err
-		}
-		// The harness was confirmed gone while we pasted: respawn below.
+	// No probe first: the delivery itself finds a dead pane (its paste
+	// guard) or an absent session (its capture) and says ErrSessionMissing
+	// before anything is pasted — one round trip to tmux less per event.
+	updated, receipt, err := m.deliverLive(ctx, rec, text)
+	if !errors.Is(err, ErrSessionMissing) {
+		return DeliveryResult{Record: updated, Receipt: receipt}, err
 	}
+	// The harness is gone (or went while we pasted): respawn.
 	rr, err := m.respawn(ctx, rec, text)
 	return DeliveryResult{Record: rr.Record, Receipt: rr.Receipt, Respawn: &rr}, err
 }

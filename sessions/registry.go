@@ -352,29 +352,40 @@ func (r *Registry) path(item workitem.Ref) string { return filepath.Join(r.dir, 
 // ErrCorruptRecord if the file does not parse, ErrSlugCollision if the file
 // belongs to a different work item with the same slug.
 func (r *Registry) Get(item workitem.Ref) (Record, error) {
-	rec, err := readRecord(r.path(item))
+	rec, _, err := r.get(item)
+	return rec, err
+}
+
+// get is Get returning the record file's bytes too.
+func (r *Registry) get(item workitem.Ref) (Record, []byte, error) {
+	rec, data, err := readRecordData(r.path(item))
 	if err != nil {
-		return Record{}, err
+		return Record{}, nil, err
 	}
 	if rec.Item != item {
-		return Record{}, fmt.Errorf("%w: %s and %s both map to %s; rename one or close the other first", ErrSlugCollision, item, rec.Item, r.path(item))
+		return Record{}, nil, fmt.Errorf("%w: %s and %s both map to %s; rename one or close the other first", ErrSlugCollision, item, rec.Item, r.path(item))
 	}
-	return rec, nil
+	return rec, data, nil
 }
 
 func readRecord(path string) (Record, error) {
+	rec, _, err := readRecordData(path)
+	return rec, err
+}
+
+func readRecordData(path string) (Record, []byte, error) {
 	data, err := os.ReadFile(path)
 	if errors.Is(err, fs.ErrNotExist) {
-		return Record{}, fmt.Errorf("%w: %s", ErrNoRecord, path)
+		return Record{}, nil, fmt.Errorf("%w: %s", ErrNoRecord, path)
 	}
 	if err != nil {
-		return Record{}, fmt.Errorf("reading session record %s: %w", path, err)
+		return Record{}, nil, fmt.Errorf("reading session record %s: %w", path, err)
 	}
 	rec, err := ParseRecord(data)
 	if err != nil {
-		return Record{}, fmt.Errorf("%s: %w", path, err)
+		return Record{}, nil, fmt.Errorf("%s: %w", path, err)
 	}
-	return rec, nil
+	return rec, data, nil
 }
 
 // Put writes rec, replacing the work item's previous record. A file that
@@ -400,7 +411,7 @@ func (r *Registry) Update(ctx context.Context, item workitem.Ref, fn func(rec *R
 	}
 	defer unlock()
 	path := r.path(item)
-	rec, err := r.Get(item)
+	rec, cur, err := r.get(item)
 	exists := err == nil
 	switch {
 	case exists, errors.Is(err, ErrNoRecord):
@@ -436,7 +447,14 @@ func (r *Registry) Update(ctx context.Context, item workitem.Ref, fn func(rec *R
 	if _, err := ParseRecord(data); err != nil {
 		return Record{}, fmt.Errorf("refusing to write session record for %s: %w", item, err)
 	}
-	if err := atomicfile.Write(path, append(data, '\n'), 0o600); err != nil {
+	data = append(data, '\n')
+	if exists && bytes.Equal(data, cur) {
+		// Nothing changed (a delivery stamped within the second of the
+		// last one: the record keeps whole seconds): the file already
+		// holds these bytes; rewriting them would cost two fsyncs.
+		return rec, nil
+	}
+	if err := atomicfile.Write(path, data, 0o600); err != nil {
 		return Record{}, err
 	}
 	return rec, nil

@@ -53,6 +53,10 @@ type TmuxConfig struct {
 	PollInterval time.Duration
 	// TempDir holds the short-lived paste files ("" = os.TempDir()).
 	TempDir string
+	// NoControl runs every command as a tmux process of its own instead of
+	// through a control-mode client kept open (control.go). The client is
+	// only used when the runner can start one (run.Starter).
+	NoControl bool
 }
 
 // DefaultTmuxConfig returns the production defaults: the default tmux
@@ -153,11 +157,13 @@ func (l Liveness) String() string {
 // command resolves a tmux client, so a read-only observer attached to a
 // session cannot get in the way of delivery.
 //
-// A Tmux is safe for concurrent use.
+// A Tmux is safe for concurrent use. Close it to end its control client.
 type Tmux struct {
 	cfg     TmuxConfig
 	runner  run.Runner
 	confine Confinement
+	// ctl is the control-mode client (nil: a tmux process per command).
+	ctl *controlClient
 }
 
 // Confinement is how the tmux runner confines what it starts: the agent's
@@ -195,11 +201,34 @@ func NewConfinedTmux(cfg TmuxConfig, runner run.Runner, c Confinement) (*Tmux, e
 	if runner == nil {
 		return nil, errors.New("sessions.NewTmux: nil runner (pass run.Exec{})")
 	}
-	return &Tmux{cfg: cfg, runner: runner, confine: c}, nil
+	t := &Tmux{cfg: cfg, runner: runner, confine: c}
+	if st, ok := runner.(run.Starter); ok && !cfg.NoControl {
+		t.ctl = newControlClient(st, cfg.Binary, t.serverArgs())
+	}
+	return t, nil
 }
 
 // Config returns the effective configuration (defaults filled in).
 func (t *Tmux) Config() TmuxConfig { return t.cfg }
+
+// Close ends the control client, if one is connected; later commands run
+// as tmux processes of their own. It is idempotent.
+func (t *Tmux) Close() {
+	if t.ctl != nil {
+		t.ctl.close()
+	}
+}
+
+// serverArgs select the configured server.
+func (t *Tmux) serverArgs() []string {
+	switch {
+	case t.cfg.Socket != "":
+		return []string{"-L", t.cfg.Socket}
+	case t.cfg.SocketPath != "":
+		return []string{"-S", t.cfg.SocketPath}
+	}
+	return nil
+}
 
 // tmuxArgSafe refuses arguments tmux would reinterpret: one ending in ";"
 // ends the tmux command and starts another (so a harness argument "x;"
@@ -214,27 +243,100 @@ func tmuxArgSafe(a string) error {
 	return nil
 }
 
+// run runs one tmux command (see runSeq).
 func (t *Tmux) run(ctx context.Context, timeout time.Duration, args ...string) (run.Result, error) {
 	return t.runSeq(ctx, timeout, args)
 }
 
-// runSeq runs one or more tmux commands in a single tmux invocation,
-// joined by the ";" separator, so the server executes them back to back
-// before it handles any other event (such as a pane's process exiting).
+// runSeq runs one or more tmux commands as one command list, joined by the
+// ";" separator, so the server executes them back to back before it
+// handles any other event (such as a pane's process exiting). The commands
+// must be idempotent: when the control client's answer is lost they are
+// run again as a tmux process.
 func (t *Tmux) runSeq(ctx context.Context, timeout time.Duration, cmds ...[]string) (run.Result, error) {
+	return t.runCmds(ctx, timeout, true, cmds...)
+}
+
+// runOnce is run for a command that must not run twice (a paste, a key):
+// a lost answer is an error, as a tmux process killed mid-command is.
+func (t *Tmux) runOnce(ctx context.Context, timeout time.Duration, args ...string) (run.Result, error) {
+	return t.runCmds(ctx, timeout, false, args)
+}
+
+func (t *Tmux) runCmds(ctx context.Context, timeout time.Duration, idempotent bool, cmds ...[]string) (run.Result, error) {
+	res, err, done := t.viaControl(ctx, timeout, idempotent, cmds...)
+	if done {
+		return res, err
+	}
 	return t.runSeqVia(ctx, timeout, nil, cmds...)
 }
 
-// runSeqVia is runSeq with the whole tmux argv passed through wrap first
-// (the confinement's launcher).
-func (t *Tmux) runSeqVia(ctx context.Context, timeout time.Duration, wrap func([]string) ([]string, error), cmds ...[]string) (run.Result, error) {
-	full := make([]string, 0, 16)
-	switch {
-	case t.cfg.Socket != "":
-		full = append(full, "-L", t.cfg.Socket)
-	case t.cfg.SocketPath != "":
-		full = append(full, "-S", t.cfg.SocketPath)
+// viaControl runs cmds through the control client. done is false when the
+// caller should run them as a tmux process instead: no client could be
+// connected, or the answer of an idempotent request was lost.
+func (t *Tmux) viaControl(ctx context.Context, timeout time.Duration, idempotent bool, cmds ...[]string) (res run.Result, err error, done bool) {
+	res, _, err, done = t.viaControlBlocks(ctx, timeout, idempotent, cmds...)
+	return res, err, done
+}
+
+// viaControlBlocks is viaControl also returning each successful command's
+// output on its own (blocks, in order; a command with no output has an
+// empty one).
+func (t *Tmux) viaControlBlocks(ctx context.Context, timeout time.Duration, idempotent bool, cmds ...[]string) (res run.Result, blocks [][]string, err error, done bool) {
+	if t.ctl == nil {
+		return run.Result{}, nil, nil, false
 	}
+	res, blocks, failed, sent, err := t.ctl.do(ctx, timeout, targetSession(cmds), cmds)
+	switch {
+	case err == nil && failed:
+		return res, blocks, &run.ExitError{Cmd: run.Cmd{Name: t.cfg.Binary, Args: t.argv(cmds)}, Result: res}, true
+	case err == nil:
+		return res, blocks, nil, true
+	case errors.Is(err, ErrUnsafeArgument):
+		return res, nil, err, true
+	case ctx.Err() != nil:
+		return res, nil, fmt.Errorf("tmux %s: %w", cmds[0][0], ctx.Err()), true
+	case sent && errors.Is(err, context.DeadlineExceeded):
+		return res, nil, fmt.Errorf("tmux %s after %s: %w", cmds[0][0], timeout, run.ErrTimeout), true
+	case sent && !idempotent:
+		return res, nil, fmt.Errorf("tmux %s: %w (it may or may not have run)", cmds[0][0], err), true
+	}
+	return run.Result{}, nil, nil, false
+}
+
+// targetSession is the session the first "-t" of cmds names ("" if none):
+// the control client attaches there when it connects.
+func targetSession(cmds [][]string) string {
+	for _, c := range cmds {
+		for i := 0; i+1 < len(c); i++ {
+			if c[i] == "-t" {
+				name := strings.TrimPrefix(c[i+1], "=")
+				if j := strings.IndexByte(name, ':'); j >= 0 {
+					name = name[:j]
+				}
+				return name
+			}
+		}
+	}
+	return ""
+}
+
+// argv is the tmux argument list running cmds as one invocation.
+func (t *Tmux) argv(cmds [][]string) []string {
+	full := append(make([]string, 0, 16), t.serverArgs()...)
+	for i, c := range cmds {
+		if i > 0 {
+			full = append(full, ";")
+		}
+		full = append(full, c...)
+	}
+	return full
+}
+
+// runSeqVia runs cmds as one tmux process, its whole argv passed through
+// wrap first when wrap is set (the confinement's launcher).
+func (t *Tmux) runSeqVia(ctx context.Context, timeout time.Duration, wrap func([]string) ([]string, error), cmds ...[]string) (run.Result, error) {
+	full := append(make([]string, 0, 16), t.serverArgs()...)
 	for i, c := range cmds {
 		for _, a := range c {
 			if err := tmuxArgSafe(a); err != nil {
@@ -303,8 +405,10 @@ func (t *Tmux) Probe(ctx context.Context, name string) (Liveness, error) {
 	// A server that is exiting (its last session just closed) drops the
 	// connection mid-command; asking again a moment later gets a real
 	// answer, so only a repeated failure is unknown.
+	var res run.Result
 	for attempt := 1; ; attempt++ {
-		_, err := t.run(ctx, t.cfg.ProbeTimeout, "has-session", "-t", sessionTarget(name))
+		var err error
+		res, err = t.probeOnce(ctx, name)
 		if err == nil {
 			break
 		}
@@ -319,18 +423,27 @@ func (t *Tmux) Probe(ctx context.Context, name string) (Liveness, error) {
 		}
 		return LivenessUnknown, fmt.Errorf("probing tmux session %s: %w", name, err)
 	}
-	res, err := t.run(ctx, t.cfg.ProbeTimeout, "list-panes", "-s", "-t", sessionTarget(name), "-F", "#{pane_dead}")
-	if err != nil {
-		if saysAbsent(err) {
-			return LivenessAbsent, nil
-		}
-		return LivenessUnknown, fmt.Errorf("listing panes of tmux session %s: %w", name, err)
-	}
 	l := parsePaneDead(string(res.Stdout))
 	if l == LivenessUnknown {
 		return l, fmt.Errorf("listing panes of tmux session %s: no panes reported", name)
 	}
 	return l, nil
+}
+
+// probeOnce runs has-session, then list-panes when the session exists:
+// through the control client as one command list (one round trip; tmux
+// skips the rest of a list after a failing command), otherwise as two tmux
+// processes.
+func (t *Tmux) probeOnce(ctx context.Context, name string) (run.Result, error) {
+	has := []string{"has-session", "-t", sessionTarget(name)}
+	list := []string{"list-panes", "-s", "-t", sessionTarget(name), "-F", "#{pane_dead}"}
+	if res, err, done := t.viaControl(ctx, t.cfg.ProbeTimeout, true, has, list); done {
+		return res, err
+	}
+	if _, err := t.runSeqVia(ctx, t.cfg.ProbeTimeout, nil, has); err != nil {
+		return run.Result{}, err
+	}
+	return t.runSeqVia(ctx, t.cfg.ProbeTimeout, nil, list)
 }
 
 // parsePaneDead reads `list-panes -F '#{pane_dead}'` output: every pane "1"
@@ -576,8 +689,23 @@ func (t *Tmux) TerminateHarness(ctx context.Context, name string, grace time.Dur
 			out.Killed++
 		}
 	}
+	// tmux notices a killed pane's exit a moment later: wait for it
+	// (bounded), so a probe right after this sees the pane dead.
+	deadline = time.Now().Add(killSettle)
+	for out.Killed > 0 && len(pids) > 0 && time.Now().Before(deadline) {
+		if err := sleepCtx(ctx, min(t.cfg.PollInterval, 10*time.Millisecond)); err != nil {
+			return out, err
+		}
+		if pids, err = t.livePanePIDs(ctx, name); err != nil {
+			return out, err
+		}
+	}
 	return out, nil
 }
+
+// killSettle bounds TerminateHarness's wait for tmux to see the panes it
+// killed as dead.
+const killSettle = 2 * time.Second
 
 // livePanePIDs lists the pids of the session's panes whose process runs.
 func (t *Tmux) livePanePIDs(ctx context.Context, name string) ([]int, error) {
@@ -711,27 +839,35 @@ func (t *Tmux) Deliver(ctx context.Context, name, text string) (Receipt, error) 
 		return r, fmt.Errorf("%w: nothing to paste into %s", ErrEmptyDelivery, name)
 	}
 	r.Bytes = len(clean)
-	before, err := t.Capture(ctx, name)
-	if err != nil {
+	frag := receiptFragment(clean)
+	var nonce [6]byte
+	if _, err := rand.Read(nonce[:]); err != nil {
 		return r, err
 	}
-	frag := receiptFragment(clean)
-	seenBefore := strings.Count(squashSpace(before), frag)
-
-	buf, err := t.loadBuffer(ctx, clean)
-	if err != nil {
-		return r, fmt.Errorf("delivering to %s: %w", name, err)
-	}
-	pasted := time.Now()
+	buf := "theloop-" + hex.EncodeToString(nonce[:])
 	// tmux 3.3 crashes — every session on the server with it — when
 	// paste-buffer targets a dead pane. The check and the paste therefore
 	// run inside the server as one command (if-shell -F evaluates the
 	// format without a shell), leaving no gap for the harness to die in.
 	// Only validated names go into the command strings.
 	target := paneTarget(name)
-	res, err := t.run(ctx, t.cfg.CommandTimeout, "if-shell", "-F", "-t", target, "#{pane_dead}",
-		"display-message -p "+paneDeadMarker, "paste-buffer -p -d -b "+buf+" -t "+target)
-	dead := err == nil && strings.Contains(string(res.Stdout), paneDeadMarker)
+	guard := []string{"if-shell", "-F", "-t", target, "#{pane_dead}",
+		"display-message -p " + paneDeadMarker, "paste-buffer -p -d -b " + buf + " -t " + target}
+	pasted := time.Now()
+	before, dead, err, done := t.captureAndPaste(ctx, name, buf, clean, guard)
+	if !done {
+		// As tmux processes: the capture, then the load and the guard.
+		if before, err = t.Capture(ctx, name); err != nil {
+			return r, err
+		}
+		pasted = time.Now()
+		var res run.Result
+		res, err = t.loadAndPaste(ctx, buf, clean, guard)
+		if errors.Is(err, errPasteFile) {
+			return r, fmt.Errorf("delivering to %s: %w", name, err)
+		}
+		dead = err == nil && strings.Contains(string(res.Stdout), paneDeadMarker)
+	}
 	if err != nil || dead {
 		_, _ = t.run(ctx, t.cfg.CommandTimeout, "delete-buffer", "-b", buf)
 		if dead || saysAbsent(err) {
@@ -739,11 +875,22 @@ func (t *Tmux) Deliver(ctx context.Context, name, text string) (Receipt, error) 
 		}
 		return r, fmt.Errorf("pasting into %s: %w", name, err)
 	}
+	seenBefore := strings.Count(squashSpace(before), frag)
 
 	deadline := pasted.Add(t.cfg.ReceiptTimeout)
 	var changedAt time.Time
+	// Through the control client a capture is cheap: look again soon
+	// (1, 2, 4 … ms up to PollInterval), since the pane usually shows the
+	// text within a few milliseconds.
+	wait := t.cfg.PollInterval
+	if t.ctl != nil {
+		wait = min(time.Millisecond, wait)
+	}
+	var live Liveness // from the last capture, when it came with a probe
 	for {
-		screen, err := t.Capture(ctx, name)
+		var screen string
+		var err error
+		screen, live, err = t.captureProbed(ctx, name)
 		if err != nil {
 			return r, err
 		}
@@ -762,31 +909,109 @@ func (t *Tmux) Deliver(ctx context.Context, name, text string) (Receipt, error) 
 		if r.Changed && now.Sub(changedAt) >= t.cfg.ReadySettle || now.After(deadline) {
 			break
 		}
-		if err := sleepCtx(ctx, t.cfg.PollInterval); err != nil {
+		if err := sleepCtx(ctx, wait); err != nil {
 			return r, err
 		}
+		wait = min(2*wait, t.cfg.PollInterval)
 	}
 	// A pane that changed because its harness died is no receipt: check the
-	// process before submitting (and so before claiming Submitted).
-	if l, _ := t.Probe(ctx, name); l == LivenessDead || l == LivenessAbsent {
-		return r, fmt.Errorf("%w: the harness in %s is %s; respawn it", ErrSessionMissing, name, l)
+	// process before submitting (and so before claiming Submitted) — with
+	// the last capture when it came with a probe, else now.
+	if live == LivenessUnknown {
+		live, _ = t.Probe(ctx, name)
+	}
+	if live == LivenessDead || live == LivenessAbsent {
+		return r, fmt.Errorf("%w: the harness in %s is %s; respawn it", ErrSessionMissing, name, live)
 	}
 	if !r.Seen && !r.Changed {
 		return r, fmt.Errorf("%w: %s showed no sign of the pasted text within %s; attach with `tmux attach -t %s` to look (text left unsubmitted)", ErrNotReceived, name, t.cfg.ReceiptTimeout, name)
 	}
-	if _, err := t.run(ctx, t.cfg.CommandTimeout, "send-keys", "-t", paneTarget(name), "Enter"); err != nil {
+	if _, err := t.runOnce(ctx, t.cfg.CommandTimeout, "send-keys", "-t", paneTarget(name), "Enter"); err != nil {
 		return r, fmt.Errorf("submitting to %s: %w", name, err)
 	}
 	r.Submitted = true
 	return r, nil
 }
 
-// loadBuffer puts text into a fresh, uniquely named tmux buffer via a
-// private temporary file and returns the buffer's name.
-func (t *Tmux) loadBuffer(ctx context.Context, text string) (string, error) {
+// captureAndPaste is, through the control client, one command list: the
+// pane's capture (the "before" of the receipt, taken right before the
+// paste), the buffer load and the paste guard. done is false when the
+// client is not available (nothing ran): the caller runs them as tmux
+// processes. dead reports the guard found the pane dead; it is read only
+// from the answers after the capture's, which the pane cannot write.
+func (t *Tmux) captureAndPaste(ctx context.Context, name, buf, text string, guard []string) (before string, dead bool, err error, done bool) {
+	if len(text) > maxControlPaste {
+		return "", false, nil, false
+	}
+	_, blocks, err, done := t.viaControlBlocks(ctx, t.cfg.CommandTimeout, false,
+		[]string{"capture-pane", "-p", "-J", "-S", "-", "-t", paneTarget(name)},
+		[]string{"set-buffer", "-b", buf, "--", text}, guard)
+	if !done || err != nil {
+		return "", false, err, done
+	}
+	if len(blocks) < 3 {
+		return "", false, fmt.Errorf("tmux answered %d of the capture, load and paste", len(blocks)), true
+	}
+	for _, b := range blocks[1:] {
+		for _, l := range b {
+			if strings.Contains(l, paneDeadMarker) {
+				dead = true
+			}
+		}
+	}
+	return string(joinLines(blocks[0])), dead, nil, true
+}
+
+// captureProbed is Capture, through the control client together with the
+// probe's has-session and list-panes (one round trip): live is the
+// session's liveness at the capture, LivenessUnknown when not probed.
+func (t *Tmux) captureProbed(ctx context.Context, name string) (screen string, live Liveness, err error) {
+	target := paneTarget(name)
+	_, blocks, err, done := t.viaControlBlocks(ctx, t.cfg.CommandTimeout, true,
+		[]string{"capture-pane", "-p", "-J", "-S", "-", "-t", target},
+		[]string{"has-session", "-t", sessionTarget(name)},
+		[]string{"list-panes", "-s", "-t", sessionTarget(name), "-F", "#{pane_dead}"})
+	if !done {
+		screen, err = t.Capture(ctx, name)
+		return screen, LivenessUnknown, err
+	}
+	if err != nil {
+		if saysAbsent(err) {
+			return "", LivenessAbsent, fmt.Errorf("%w: tmux session %s is absent", ErrSessionMissing, name)
+		}
+		return "", LivenessUnknown, fmt.Errorf("capturing tmux session %s: %w", name, err)
+	}
+	if len(blocks) != 3 {
+		return "", LivenessUnknown, fmt.Errorf("capturing tmux session %s: %d answers to 3 commands", name, len(blocks))
+	}
+	return string(joinLines(blocks[0])), parsePaneDead(strings.Join(blocks[2], "\n")), nil
+}
+
+// maxControlPaste bounds the text loadAndPaste sends through the control
+// client; a larger one goes through a file.
+const maxControlPaste = 1 << 20
+
+// errPasteFile: the paste file could not be written.
+var errPasteFile = errors.New("paste file")
+
+// loadAndPaste puts text into the named buffer and runs the paste guard
+// after it. Through the control client both go as one command list (one
+// round trip), the text as set-buffer's quoted argument on the client's
+// standard input — never an argv, so it is in no process's command line —
+// and are not run again after a lost answer (the paste must not happen
+// twice). Otherwise the text goes through a private temporary file that a
+// tmux process loads (the confined server could not read loopd's
+// temporary directory, so the file is only ever read by a client), then a
+// second process runs the guard.
+func (t *Tmux) loadAndPaste(ctx context.Context, buf, text string, guard []string) (run.Result, error) {
+	if len(text) <= maxControlPaste {
+		if res, err, done := t.viaControl(ctx, t.cfg.CommandTimeout, false, []string{"set-buffer", "-b", buf, "--", text}, guard); done {
+			return res, err
+		}
+	}
 	f, err := os.CreateTemp(t.cfg.TempDir, "theloop-paste-*")
 	if err != nil {
-		return "", fmt.Errorf("creating paste file: %w", err)
+		return run.Result{}, fmt.Errorf("%w: creating it: %w", errPasteFile, err)
 	}
 	defer os.Remove(f.Name())
 	_, werr := f.WriteString(text)
@@ -794,17 +1019,12 @@ func (t *Tmux) loadBuffer(ctx context.Context, text string) (string, error) {
 		werr = cerr
 	}
 	if werr != nil {
-		return "", fmt.Errorf("writing paste file: %w", werr)
+		return run.Result{}, fmt.Errorf("%w: writing it: %w", errPasteFile, werr)
 	}
-	var nonce [6]byte
-	if _, err := rand.Read(nonce[:]); err != nil {
-		return "", err
+	if _, err := t.runSeqVia(ctx, t.cfg.CommandTimeout, nil, []string{"load-buffer", "-b", buf, f.Name()}); err != nil {
+		return run.Result{}, fmt.Errorf("loading paste buffer: %w", err)
 	}
-	buf := "theloop-" + hex.EncodeToString(nonce[:])
-	if _, err := t.run(ctx, t.cfg.CommandTimeout, "load-buffer", "-b", buf, f.Name()); err != nil {
-		return "", fmt.Errorf("loading paste buffer: %w", err)
-	}
-	return buf, nil
+	return t.runSeqVia(ctx, t.cfg.CommandTimeout, nil, guard)
 }
 
 // paneDeadMarker is what the paste guard prints when the pane is dead.
@@ -841,7 +1061,35 @@ func receiptFragment(clean string) string {
 	return line
 }
 
-func squashSpace(s string) string { return strings.Join(strings.Fields(s), " ") }
+// squashSpace is strings.Join(strings.Fields(s), " ") in one pass and one
+// allocation: Deliver squashes the whole scrollback on every capture.
+func squashSpace(s string) string {
+	var b strings.Builder
+	b.Grow(len(s))
+	gap := false
+	for i := 0; i < len(s); {
+		c, size := s[i], 1
+		var space bool
+		if c < utf8.RuneSelf {
+			space = c == ' ' || c == '\t' || c == '\n' || c == '\v' || c == '\f' || c == '\r'
+		} else {
+			var r rune
+			r, size = utf8.DecodeRuneInString(s[i:])
+			space = unicode.IsSpace(r)
+		}
+		if space {
+			gap = b.Len() > 0
+		} else {
+			if gap {
+				b.WriteByte(' ')
+				gap = false
+			}
+			b.WriteString(s[i : i+size])
+		}
+		i += size
+	}
+	return b.String()
+}
 
 // lastLines returns the last n non-blank lines of a screen capture.
 func lastLines(s string, n int) string {

@@ -272,6 +272,9 @@ func (d *Daemon) Run(ctx context.Context) (err error) {
 		return err
 	}
 	defer func() {
+		if d.tmux != nil {
+			d.tmux.Close() // its control client (after the dispatcher drained)
+		}
 		if d.elog != nil {
 			d.elog.Close()
 		}
@@ -632,6 +635,15 @@ func (p pathRunner) Run(ctx context.Context, c run.Cmd) (run.Result, error) {
 		c.Env = append(c.Env[:len(c.Env):len(c.Env)], "PATH="+p.path)
 	}
 	return run.Exec{Environ: p.environ}.Run(ctx, c)
+}
+
+// Start implements run.Starter (the tmux runner's control client), with
+// the environment Run gives.
+func (p pathRunner) Start(c run.Cmd) (*run.Process, error) {
+	if p.path != "" {
+		c.Env = append(c.Env[:len(c.Env):len(c.Env)], "PATH="+p.path)
+	}
+	return run.Exec{Environ: p.environ}.Start(c)
 }
 
 // childEnviron is the environment of the programs loopd runs for itself:

@@ -49,6 +49,7 @@ type graphLink struct {
 	verifier     CommentVerifier
 	commands     run.Runner // a repository's commands, without loopd's credentials
 	git          run.Runner // git, for a checkout's origin
+	origins      *originCache
 	hookObserver func(graph.HookTiming)
 	record       emitFunc
 	logf         func(format string, args ...any)
@@ -110,7 +111,7 @@ func newGraphLink(cfg linkConfig, deps linkDeps) *graphLink {
 	l := &graphLink{
 		reg: deps.Registry, mgr: deps.Manager, tmux: deps.Tmux, ctl: deps.Control, integ: deps.Integrations,
 		sink: deps.Sink, clock: deps.Clock, signer: deps.Signer, verifier: deps.Verifier,
-		commands: deps.Commands, git: deps.Git, hookObserver: deps.HookObserver,
+		commands: deps.Commands, git: deps.Git, origins: newOriginCache(deps.Git), hookObserver: deps.HookObserver,
 		record: deps.Record, logf: deps.Logf, observe: deps.Observe,
 		runtimes: map[string]*graph.Runtime{}, loops: map[string]string{}, targets: map[string]workitem.Ref{}, specDirs: map[string]string{},
 	}
@@ -239,11 +240,10 @@ var originRe = regexp.MustCompile(`[^/:]+/[^/:]+$`)
 // checkIdentity requires the checkout's origin to name the work item's
 // owner/repo (host not compared). Unreadable or different ⇒ skip.
 func (l *graphLink) checkIdentity(ctx context.Context, item workitem.Ref, cwd string) error {
-	res, err := l.git.Run(ctx, run.Cmd{Name: "git", Args: []string{"-C", cwd, "config", "--get", "remote.origin.url"}, Timeout: 10 * time.Second})
+	u, err := l.origins.url(ctx, cwd)
 	if err != nil {
 		return skip{"repository-identity-unreadable"}
 	}
-	u := strings.TrimSpace(string(res.Stdout))
 	u = strings.TrimSuffix(strings.TrimSuffix(u, "/"), ".git")
 	u = strings.ReplaceAll(u, ":", "/")
 	got := strings.ToLower(originRe.FindString(u))

@@ -517,19 +517,27 @@ func lintMermaid(text string) []string {
 		if body < end {
 			block = strings.Split(text[body:end-1], "\n")
 		}
-		for _, is := range parseMermaid(block) {
-			if is.line == 0 || strings.HasPrefix(is.text, "does not start with") {
-				out = append(out, fmt.Sprintf("mermaid block %d %s", idx, is.text))
-				continue
-			}
-			out = append(out, fmt.Sprintf("mermaid block %d line %d: %s", idx, is.line, is.text))
-		}
-		for n, l := range block {
-			if backtickInLabel.MatchString(l) {
-				out = append(out, fmt.Sprintf("mermaid block %d line %d: a backtick inside a node label breaks rendering — use plain text", idx, n+1))
-			}
-		}
+		out = append(out, mermaidFindings(idx, block)...)
 		off = next
+	}
+	return out
+}
+
+// mermaidFindings are the problems of the idx-th mermaid block (its lines
+// between the fences): its grammar's, then backticks in node labels.
+func mermaidFindings(idx int, block []string) []string {
+	var out []string
+	for _, is := range parseMermaid(block) {
+		if is.line == 0 || strings.HasPrefix(is.text, "does not start with") {
+			out = append(out, fmt.Sprintf("mermaid block %d %s", idx, is.text))
+			continue
+		}
+		out = append(out, fmt.Sprintf("mermaid block %d line %d: %s", idx, is.line, is.text))
+	}
+	for n, l := range block {
+		if backtickInLabel.MatchString(l) {
+			out = append(out, fmt.Sprintf("mermaid block %d line %d: a backtick inside a node label breaks rendering — use plain text", idx, n+1))
+		}
 	}
 	return out
 }

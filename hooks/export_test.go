@@ -105,18 +105,7 @@ func lintMermaidSplit(text string) []string {
 		}
 		idx++
 		block := lines[i+1 : end]
-		for _, is := range parseMermaid(block) {
-			if is.line == 0 || strings.HasPrefix(is.text, "does not start with") {
-				out = append(out, fmt.Sprintf("mermaid block %d %s", idx, is.text))
-				continue
-			}
-			out = append(out, fmt.Sprintf("mermaid block %d line %d: %s", idx, is.line, is.text))
-		}
-		for n, l := range block {
-			if backtickInLabel.MatchString(l) {
-				out = append(out, fmt.Sprintf("mermaid block %d line %d: a backtick inside a node label breaks rendering — use plain text", idx, n+1))
-			}
-		}
+		out = append(out, mermaidFindings(idx, block)...)
 		i = end
 	}
 	return out

@@ -367,16 +367,26 @@ func (g *github) getIssue(ctx context.Context, st *callState, args map[string]an
 	return decodeIssue(resp.body)
 }
 
-func (g *github) listItemsByLabel(ctx context.Context, st *callState, args map[string]any) (map[string]any, error) {
-	repoArg, err := argString(args, "repo", true)
+// repoArg reads the repo argument ([host/]owner/repo) and checks its host
+// against the transport's.
+func (g *github) repoArg(args map[string]any) (host, owner, repo string, err error) {
+	s, err := argString(args, "repo", true)
 	if err != nil {
-		return nil, err
+		return "", "", "", err
 	}
-	host, owner, repo, err := workitem.ParseRepo(repoArg)
+	host, owner, repo, err = workitem.ParseRepo(s)
 	if err != nil {
-		return nil, fail(ErrInvalidArgument, "%v", err)
+		return "", "", "", fail(ErrInvalidArgument, "%v", err)
 	}
 	if err := g.t.checkHost(host); err != nil {
+		return "", "", "", err
+	}
+	return host, owner, repo, nil
+}
+
+func (g *github) listItemsByLabel(ctx context.Context, st *callState, args map[string]any) (map[string]any, error) {
+	host, owner, repo, err := g.repoArg(args)
+	if err != nil {
 		return nil, err
 	}
 	label, err := argString(args, "label", true)

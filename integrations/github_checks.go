@@ -15,15 +15,8 @@ import (
 // poller can count its calls against a budget.
 
 func (g *github) listPulls(ctx context.Context, st *callState, args map[string]any) (map[string]any, error) {
-	repoArg, err := argString(args, "repo", true)
+	host, owner, repo, err := g.repoArg(args)
 	if err != nil {
-		return nil, err
-	}
-	host, owner, repo, err := workitem.ParseRepo(repoArg)
-	if err != nil {
-		return nil, fail(ErrInvalidArgument, "%v", err)
-	}
-	if err := g.t.checkHost(host); err != nil {
 		return nil, err
 	}
 	state, err := argString(args, "state", false)
@@ -67,20 +60,11 @@ func shaArg(args map[string]any) (string, error) {
 }
 
 func (g *github) listCheckRuns(ctx context.Context, st *callState, args map[string]any) (map[string]any, error) {
-	r, err := g.ref(args)
+	body, err := g.getCommit(ctx, st, args, "check-runs", "the check runs")
 	if err != nil {
 		return nil, err
 	}
-	sha, err := shaArg(args)
-	if err != nil {
-		return nil, err
-	}
-	path := fmt.Sprintf("repos/%s/%s/commits/%s/check-runs?per_page=100", r.Owner, r.Repo, sha)
-	resp, err := g.send(ctx, st, ghRequest{method: http.MethodGet, path: path, host: r.Host}, true, "the check runs of "+sha[:12]+" in "+r.Owner+"/"+r.Repo)
-	if err != nil {
-		return nil, err
-	}
-	runs, err := decodeCheckRuns(resp.body)
+	runs, err := decodeCheckRuns(body)
 	if err != nil {
 		return nil, err
 	}
@@ -88,6 +72,16 @@ func (g *github) listCheckRuns(ctx context.Context, st *callState, args map[stri
 }
 
 func (g *github) combinedStatus(ctx context.Context, st *callState, args map[string]any) (map[string]any, error) {
+	body, err := g.getCommit(ctx, st, args, "status", "the combined status")
+	if err != nil {
+		return nil, err
+	}
+	return decodeCombinedStatus(body)
+}
+
+// getCommit reads one page of a commit's sub-resource (check-runs, status)
+// named by the ref and sha arguments; what names it in errors.
+func (g *github) getCommit(ctx context.Context, st *callState, args map[string]any, sub, what string) ([]byte, error) {
 	r, err := g.ref(args)
 	if err != nil {
 		return nil, err
@@ -96,12 +90,12 @@ func (g *github) combinedStatus(ctx context.Context, st *callState, args map[str
 	if err != nil {
 		return nil, err
 	}
-	path := fmt.Sprintf("repos/%s/%s/commits/%s/status?per_page=100", r.Owner, r.Repo, sha)
-	resp, err := g.send(ctx, st, ghRequest{method: http.MethodGet, path: path, host: r.Host}, true, "the combined status of "+sha[:12]+" in "+r.Owner+"/"+r.Repo)
+	path := fmt.Sprintf("repos/%s/%s/commits/%s/%s?per_page=100", r.Owner, r.Repo, sha, sub)
+	resp, err := g.send(ctx, st, ghRequest{method: http.MethodGet, path: path, host: r.Host}, true, what+" of "+sha[:12]+" in "+r.Owner+"/"+r.Repo)
 	if err != nil {
 		return nil, err
 	}
-	return decodeCombinedStatus(resp.body)
+	return resp.body, nil
 }
 
 type ghPull struct {

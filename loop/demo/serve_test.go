@@ -71,14 +71,17 @@ func TestDemoServeKeepsTheDashboardWithGateButtons(t *testing.T) {
 		chromedp.Click(chromedp.CSS(`#btn-approve`)),
 	), out.String())
 	// The page follows the item once the gate moved (it reloads: an
-	// evaluation during the navigation fails and is retried).
+	// evaluation during the navigation fails and is retried). The scripted
+	// agent may finish design before the page is sampled; it then waits at
+	// the next gate, design-approval, which nobody clicks.
+	past := map[string]bool{"design": true, "design-approval": true}
 	deadline := time.Now().Add(90 * time.Second)
 	node := ""
-	for node != "design" && time.Now().Before(deadline) {
+	for !past[node] && time.Now().Before(deadline) {
 		time.Sleep(50 * time.Millisecond)
 		node, _ = chromedp.Run(tctx, chromedp.Evaluate[string](`document.body.getAttribute('data-node') || ''`))
 	}
-	require.Equal(t, "design", node, "dana's click moved the gate through the webhook\n%s", out.String())
+	require.True(t, past[node], "dana's click moved the gate through the webhook (the page shows %q)\n%s", node, out.String())
 
 	cancel()
 	select {

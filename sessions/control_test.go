@@ -251,3 +251,40 @@ func TestControlDeliverIgnoresMarkerOnScreen(t *testing.T) {
 	require.NoError(t, err)
 	require.True(t, r.Verified() && r.Seen, "%+v", r)
 }
+
+// A pane whose scrollback is full keeps receipts exact: tmux trims the
+// oldest lines as a prompt arrives, so the count of a footer every prompt
+// ends with does not rise, and a receipt that counted it saw nothing and
+// waited out the settle period on every delivery. The receipt looks for a
+// line of the prompt the scrollback does not hold yet.
+func TestReceiptSurvivesAFullScrollback(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	tm := newTestTmux(t, nil)
+	fake := writeFakeClaude(t)
+	spawnFake(t, tm, fake, "loop-github-o-r-1", "conv-1") // starts the server
+	tmuxRaw(t, tm, "set-option", "-g", "history-limit", "30")
+	// cat on a terminal shows every prompt twice (the echo, then its
+	// output), so the pane's 30 lines of history overflow on the third.
+	require.NoError(t, tm.Spawn(ctx, SpawnSpec{Name: "loop-github-o-r-2", Cwd: t.TempDir(), Argv: []string{"cat"}}))
+	for i := range 12 {
+		msg := fmt.Sprintf("# the-loop event\n- delivery: %d-%d\nsomething happened\n\n(assigned by the graph, not part of any payload)", i, i*7919)
+		r, err := tm.Deliver(ctx, "loop-github-o-r-2", msg)
+		require.NoError(t, err)
+		require.True(t, r.Seen, "delivery %d was confirmed by the text itself, not by a changed screen after the settle: %+v", i, r)
+	}
+}
+
+func TestReceiptCandidatesAndPick(t *testing.T) {
+	cands := receiptCandidates("a first line\n- delivery: 42\n\n   footer   line  ")
+	require.Equal(t, []string{"footer line", "- delivery: 42", "a first line"}, cands)
+	frag, n := pickReceiptFragment(cands, "old prompt footer line and more footer line")
+	require.Equal(t, "- delivery: 42", frag, "the footer is on the screen already; the unique line is looked for")
+	require.Zero(t, n)
+	frag, n = pickReceiptFragment(cands, "footer line - delivery: 42 a first line footer line")
+	require.Equal(t, "footer line", frag, "all on screen: the last line and its count, as before")
+	require.Equal(t, 2, n)
+	long := strings.Repeat("x", 40) + "END"
+	require.Equal(t, []string{strings.Repeat("x", 21) + "END"}, receiptCandidates(long), "the last 24 runes of a long line")
+	require.Len(t, receiptCandidates(strings.Repeat("line\n", 3)+"a\nb\nc\nd\ne\nf\ng\nh\ni\n"), maxReceiptLines)
+}

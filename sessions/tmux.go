@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -839,7 +840,7 @@ func (t *Tmux) Deliver(ctx context.Context, name, text string) (Receipt, error) 
 		return r, fmt.Errorf("%w: nothing to paste into %s", ErrEmptyDelivery, name)
 	}
 	r.Bytes = len(clean)
-	frag := receiptFragment(clean)
+	cands := receiptCandidates(clean)
 	var nonce [6]byte
 	if _, err := rand.Read(nonce[:]); err != nil {
 		return r, err
@@ -875,7 +876,7 @@ func (t *Tmux) Deliver(ctx context.Context, name, text string) (Receipt, error) 
 		}
 		return r, fmt.Errorf("pasting into %s: %w", name, err)
 	}
-	seenBefore := strings.Count(squashSpace(before), frag)
+	frag, seenBefore := pickReceiptFragment(cands, squashSpace(before))
 
 	deadline := pasted.Add(t.cfg.ReceiptTimeout)
 	var changedAt time.Time
@@ -1059,6 +1060,46 @@ func receiptFragment(clean string) string {
 		line = strings.TrimSpace(string(r[len(r)-24:]))
 	}
 	return line
+}
+
+// receiptCandidates are the fragments a receipt may look for: the last
+// line's (receiptFragment), then those of the lines before it, up to
+// maxReceiptLines from the end (what a harness's input box still shows),
+// distinct and non-empty.
+func receiptCandidates(clean string) []string {
+	var out []string
+	rest := clean
+	for len(out) < maxReceiptLines && rest != "" {
+		i := strings.LastIndexByte(rest, '\n')
+		if f := receiptFragment(rest[i+1:]); f != "" && !slices.Contains(out, f) {
+			out = append(out, f)
+		}
+		if i < 0 {
+			break
+		}
+		rest = rest[:i]
+	}
+	return out
+}
+
+const maxReceiptLines = 8
+
+// pickReceiptFragment chooses the candidate the pane's scrollback (squashed)
+// does not hold yet, so that its first appearance is the receipt: the same
+// footer on every prompt is counted instead, and once the scrollback is
+// full tmux trims old copies from its top as the new one arrives — the
+// count does not rise, and every delivery waited out the settle period.
+// With none absent, the last line's and its count, as before.
+func pickReceiptFragment(cands []string, squashed string) (string, int) {
+	for _, c := range cands {
+		if !strings.Contains(squashed, c) {
+			return c, 0
+		}
+	}
+	if len(cands) == 0 {
+		return "", 0
+	}
+	return cands[0], strings.Count(squashed, cands[0])
 }
 
 // squashSpace is strings.Join(strings.Fields(s), " ") in one pass and one

@@ -120,7 +120,10 @@ func TestDashboardNeedsYouInARealBrowser(t *testing.T) {
 	run(t, ctx, "the item page with its pull request",
 		chromedp.Navigate(page),
 		chromedp.WaitVisible(chromedp.CSS(`#prci`)),
-		poll(`(() => { const r = document.querySelector('`+prRow+`'); return !!r && r.querySelector('[data-f=pr-review]').textContent === 'changes requested' })()`, 20*time.Second),
+		// The section is rebuilt from the page's event stream as the three
+		// webhooks land, so wait for the row as the last of them leaves it.
+		poll(`(() => { const r = document.querySelector('`+prRow+`'); return !!r && r.querySelector('[data-f=pr-review]').textContent === 'changes requested'
+			&& r.querySelector('[data-f=pr-state]').textContent === 'open' && r.querySelector('[data-f=pr-checks]').textContent === '1 passing, 1 failing' })()`, 20*time.Second),
 	)
 	require.Equal(t, "open", value(t, ctx, "state", chromedp.Text(chromedp.CSS(prRow+` [data-f=pr-state]`))))
 	require.Equal(t, "1 passing, 1 failing", value(t, ctx, "checks", chromedp.Text(chromedp.CSS(prRow+` [data-f=pr-checks]`))))

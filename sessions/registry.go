@@ -368,11 +368,6 @@ func (r *Registry) get(item workitem.Ref) (Record, []byte, error) {
 	return rec, data, nil
 }
 
-func readRecord(path string) (Record, error) {
-	rec, _, err := readRecordData(path)
-	return rec, err
-}
-
 func readRecordData(path string) (Record, []byte, error) {
 	data, err := os.ReadFile(path)
 	if errors.Is(err, fs.ErrNotExist) {

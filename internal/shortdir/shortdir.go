@@ -15,7 +15,11 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"strconv"
+	"strings"
+	"syscall"
 	"testing"
+	"time"
 )
 
 // Base is where short directories are made: /tmp where it exists (Linux,
@@ -53,7 +57,26 @@ func New(t testing.TB) string {
 func Tmux(t testing.TB) string {
 	t.Helper()
 	sock := filepath.Join(New(t), "tmux")
-	// Cleanups run last-in first-out: the kill runs before New's removal.
-	t.Cleanup(func() { _ = exec.Command("tmux", "-S", sock, "kill-server").Run() })
+	// Cleanups run last-in first-out: the kill runs before New's removal,
+	// and before the removal of any TempDir the test made earlier — so it
+	// waits for the panes' processes to exit: kill-server only hangs them
+	// up, and a harness still writing into a test's directory makes that
+	// directory's removal fail.
+	t.Cleanup(func() {
+		out, _ := exec.Command("tmux", "-S", sock, "list-panes", "-a", "-F", "#{pane_pid}").Output()
+		_ = exec.Command("tmux", "-S", sock, "kill-server").Run()
+		var pids []int
+		for _, f := range strings.Fields(string(out)) {
+			if pid, err := strconv.Atoi(f); err == nil && pid > 1 {
+				pids = append(pids, pid)
+			}
+		}
+		deadline := time.Now().Add(5 * time.Second)
+		for _, pid := range pids {
+			for time.Now().Before(deadline) && syscall.Kill(pid, 0) == nil {
+				time.Sleep(10 * time.Millisecond)
+			}
+		}
+	})
 	return sock
 }

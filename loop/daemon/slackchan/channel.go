@@ -219,7 +219,8 @@ func (c *Channel) Start() {
 	c.wg.Add(2)
 	go func() {
 		defer c.wg.Done()
-		if err := sm.RunContext(c.ctx); err != nil && c.ctx.Err() == nil {
+		// RunContext returns only with an error (the context's, on Close).
+		if err := sm.RunContext(c.ctx); c.ctx.Err() == nil {
 			c.record("channel.slack.socket_stopped", graph.LevelError, graph.Field{Key: "error", Value: err.Error()})
 		}
 	}()

@@ -28,7 +28,7 @@ var (
 	// ErrBadSignature: the signature is malformed or does not match.
 	ErrBadSignature = errors.New("bad Slack request signature")
 	// ErrStale: the timestamp is outside MaxSkew of loopd's clock.
-	ErrStale = errors.New("Slack request timestamp outside the 5-minute window")
+	ErrStale = errors.New("request timestamp outside Slack's 5-minute window")
 )
 
 // Verify checks a request's v0 signature: HMAC-SHA256 over

@@ -367,6 +367,22 @@ func (g *github) getIssue(ctx context.Context, st *callState, args map[string]an
 	return decodeIssue(resp.body)
 }
 
+// stateArg reads the optional state argument of a listing: open (the
+// default), closed or all.
+func stateArg(args map[string]any) (string, error) {
+	state, err := argString(args, "state", false)
+	if err != nil {
+		return "", err
+	}
+	switch state {
+	case "":
+		return "open", nil
+	case "open", "closed", "all":
+		return state, nil
+	}
+	return "", fail(ErrInvalidArgument, "argument \"state\" must be open, closed or all, not %q", clip(state, 20))
+}
+
 // repoArg reads the repo argument ([host/]owner/repo) and checks its host
 // against the transport's.
 func (g *github) repoArg(args map[string]any) (host, owner, repo string, err error) {
@@ -399,16 +415,9 @@ func (g *github) listItemsByLabel(ctx context.Context, st *callState, args map[s
 	if strings.Contains(label, ",") {
 		return nil, fail(ErrInvalidArgument, "argument \"label\": %q contains a comma, which GitHub's label filter reads as a list", clip(label, 60))
 	}
-	state, err := argString(args, "state", false)
+	state, err := stateArg(args)
 	if err != nil {
 		return nil, err
-	}
-	switch state {
-	case "":
-		state = "open"
-	case "open", "closed", "all":
-	default:
-		return nil, fail(ErrInvalidArgument, "argument \"state\" must be open, closed or all, not %q", clip(state, 20))
 	}
 	path := fmt.Sprintf("repos/%s/%s/issues?labels=%s&state=%s", owner, repo, url.QueryEscape(label), state)
 	all := []any{}

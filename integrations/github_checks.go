@@ -19,16 +19,9 @@ func (g *github) listPulls(ctx context.Context, st *callState, args map[string]a
 	if err != nil {
 		return nil, err
 	}
-	state, err := argString(args, "state", false)
+	state, err := stateArg(args)
 	if err != nil {
 		return nil, err
-	}
-	switch state {
-	case "":
-		state = "open"
-	case "open", "closed", "all":
-	default:
-		return nil, fail(ErrInvalidArgument, "argument \"state\" must be open, closed or all, not %q", clip(state, 20))
 	}
 	path := fmt.Sprintf("repos/%s/%s/pulls?state=%s&per_page=100", owner, repo, url.QueryEscape(state))
 	resp, err := g.send(ctx, st, ghRequest{method: http.MethodGet, path: path, host: host}, true, fmt.Sprintf("the pull requests of %s/%s", owner, repo))

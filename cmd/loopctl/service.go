@@ -129,6 +129,19 @@ func apiFailure(err error) error {
 	return err
 }
 
+// refVerb reads a work-item verb's service options and its REF argument.
+func refVerb(f *Factory, c *cli.Context, verb string) (*serviceOptions, string, error) {
+	o, err := readServiceOptions(f, c)
+	if err != nil {
+		return nil, "", err
+	}
+	ref, err := refArg(c, verb)
+	if err != nil {
+		return nil, "", err
+	}
+	return o, ref, nil
+}
+
 func refArg(c *cli.Context, verb string) (string, error) {
 	if c.NArg() == 1 {
 		return c.Args().First(), nil
@@ -177,11 +190,7 @@ func newSessionsCmd(f *Factory) *cli.Command {
 			Flags: append(refFlags(), &cli.StringFlag{Name: "actor", Usage: "deprecated: loopd records who you are from the socket (your OS user, or the dashboard operator's GitHub login) or the token; a different actor is refused"},
 				&cli.BoolFlag{Name: "no-comment", Usage: "do not announce the command on the work item with a marked comment"}),
 			Action: func(c *cli.Context) error {
-				o, err := readServiceOptions(f, c)
-				if err != nil {
-					return err
-				}
-				ref, err := refArg(c, verb)
+				o, ref, err := refVerb(f, c, verb)
 				if err != nil {
 					return err
 				}
@@ -244,11 +253,7 @@ Examples:
 			{
 				Name: "show", Usage: "one work item's session record", ArgsUsage: "REF", Description: "Example:\n   loopctl sessions show github:octo/repo#42", Flags: refFlags(),
 				Action: func(c *cli.Context) error {
-					o, err := readServiceOptions(f, c)
-					if err != nil {
-						return err
-					}
-					ref, err := refArg(c, "show")
+					o, ref, err := refVerb(f, c, "show")
 					if err != nil {
 						return err
 					}
@@ -283,11 +288,7 @@ Examples:
 				Name: "link-pr", Usage: "link a pull request to the work item's session, so its events reach that session", ArgsUsage: "REF", Description: "Example:\n   loopctl sessions link-pr github:octo/repo#42 --pull-request '#57'",
 				Flags: append(refFlags(), &cli.StringFlag{Name: "pull-request", Aliases: []string{"p"}, Required: true, Usage: "#57, 57 (the work item's repository) or github:owner/repo#57"}),
 				Action: func(c *cli.Context) error {
-					o, err := readServiceOptions(f, c)
-					if err != nil {
-						return err
-					}
-					ref, err := refArg(c, "link-pr")
+					o, ref, err := refVerb(f, c, "link-pr")
 					if err != nil {
 						return err
 					}
@@ -316,11 +317,7 @@ Examples:
 			{
 				Name: "attach", Usage: "print the tmux command that attaches to the work item's session", ArgsUsage: "REF", Description: "Example:\n   $(loopctl sessions attach github:octo/repo#42)", Flags: refFlags(),
 				Action: func(c *cli.Context) error {
-					o, err := readServiceOptions(f, c)
-					if err != nil {
-						return err
-					}
-					ref, err := refArg(c, "attach")
+					o, ref, err := refVerb(f, c, "attach")
 					if err != nil {
 						return err
 					}

@@ -28,11 +28,7 @@ Example:
    ` + example,
 		Flags: append(sessionRefFlags(), &cli.BoolFlag{Name: "no-comment", Usage: "do not announce the command on the work item with a marked comment"}),
 		Action: func(c *cli.Context) error {
-			o, err := readServiceOptions(f, c)
-			if err != nil {
-				return err
-			}
-			ref, err := refArg(c, verb)
+			o, ref, err := refVerb(f, c, verb)
 			if err != nil {
 				return err
 			}
@@ -61,11 +57,7 @@ Example:
    loopctl sessions reply github:octo/repo#42 --message "Use the v2 client; v1 is gone."`,
 		Flags: append(sessionRefFlags(), &cli.StringFlag{Name: "message", Aliases: []string{"m"}, Required: true, Usage: "what the agent should read"}),
 		Action: func(c *cli.Context) error {
-			o, err := readServiceOptions(f, c)
-			if err != nil {
-				return err
-			}
-			ref, err := refArg(c, "reply")
+			o, ref, err := refVerb(f, c, "reply")
 			if err != nil {
 				return err
 			}
@@ -95,11 +87,7 @@ Examples:
    loopctl sessions transcript github:octo/repo#42 --harness --format json`,
 		Flags: append(sessionRefFlags(), &cli.BoolFlag{Name: "harness", Usage: "print the harness's own transcript instead of the pane"}),
 		Action: func(c *cli.Context) error {
-			o, err := readServiceOptions(f, c)
-			if err != nil {
-				return err
-			}
-			ref, err := refArg(c, "transcript")
+			o, ref, err := refVerb(f, c, "transcript")
 			if err != nil {
 				return err
 			}
@@ -169,11 +157,7 @@ Example:
    loopctl sessions reset github:octo/repo#42`,
 		Flags: append(sessionRefFlags(), &cli.BoolFlag{Name: "no-comment", Usage: "do not announce the reset on the work item"}),
 		Action: func(c *cli.Context) error {
-			o, err := readServiceOptions(f, c)
-			if err != nil {
-				return err
-			}
-			ref, err := refArg(c, "reset")
+			o, ref, err := refVerb(f, c, "reset")
 			if err != nil {
 				return err
 			}
@@ -215,11 +199,7 @@ Example:
 			&cli.BoolFlag{Name: "force", Usage: "replace the work item's own live session"},
 			&cli.BoolFlag{Name: "no-comment", Usage: "do not announce the registration on the work item"}),
 		Action: func(c *cli.Context) error {
-			o, err := readServiceOptions(f, c)
-			if err != nil {
-				return err
-			}
-			ref, err := refArg(c, "register")
+			o, ref, err := refVerb(f, c, "register")
 			if err != nil {
 				return err
 			}
@@ -264,11 +244,7 @@ Example:
 			&cli.BoolFlag{Name: "keep-tmux", Usage: "keep the tmux session with its last screen (false: kill it)"},
 			&cli.BoolFlag{Name: "no-comment", Usage: "do not announce the close on the work item"}),
 		Action: func(c *cli.Context) error {
-			o, err := readServiceOptions(f, c)
-			if err != nil {
-				return err
-			}
-			ref, err := refArg(c, "close")
+			o, ref, err := refVerb(f, c, "close")
 			if err != nil {
 				return err
 			}

@@ -31,24 +31,32 @@ const Redacted = "[redacted]"
 // ordinary text and protect nothing).
 const MinSecretLen = 6
 
-// patterns are token shapes scrubbed whatever their owner. A group named
-// keep is kept (the scheme of an authorization), the rest replaced. hint is
-// a substring every match holds (in the lower-cased text when fold is
-// set), so that text without it skips the regular expression: the clean
-// line is the common one.
-var patterns = []struct {
+// shape is a token shape scrubbed whatever its owner. A group named keep
+// is kept (the scheme of an authorization), the rest replaced. hint is a
+// substring every match holds (in the lower-cased text when fold is set),
+// so that text without it skips the regular expression: the clean line is
+// the common one.
+type shape struct {
 	re   *regexp.Regexp
 	hint []string
 	fold bool
-}{
-	{regexp.MustCompile(`\bgh[pousr]_[A-Za-z0-9]{20,}`), []string{"ghp_", "gho_", "ghu_", "ghs_", "ghr_"}, false},
-	{regexp.MustCompile(`\bgithub_pat_[A-Za-z0-9_]{20,}`), []string{"github_pat_"}, false},
-	{regexp.MustCompile(`\bxox[abposr]-[A-Za-z0-9-]{10,}`), []string{"xox"}, false},
-	{regexp.MustCompile(`hooks\.slack\.com/(?:services|workflows|triggers)/[A-Za-z0-9/_-]+`), []string{"hooks.slack.com/"}, false},
-	{regexp.MustCompile(`\bATATT[A-Za-z0-9_=-]{20,}`), []string{"ATATT"}, false},
-	{regexp.MustCompile(`\b(?:AKIA|ASIA)[0-9A-Z]{16}\b`), []string{"AKIA", "ASIA"}, false},
-	{regexp.MustCompile(`(?i)(?P<keep>\b(?:bearer|basic)\s+)[A-Za-z0-9._~+/=-]{8,}`), []string{"bearer", "basic"}, true},
 }
+
+// patterns compiles the shapes on first use rather than in package init:
+// loopctl links this package through its integrations and most of its
+// processes never scrub a line (the compile is ~290 allocations and a
+// millisecond of start-up on every claim).
+var patterns = sync.OnceValue(func() []shape {
+	return []shape{
+		{regexp.MustCompile(`\bgh[pousr]_[A-Za-z0-9]{20,}`), []string{"ghp_", "gho_", "ghu_", "ghs_", "ghr_"}, false},
+		{regexp.MustCompile(`\bgithub_pat_[A-Za-z0-9_]{20,}`), []string{"github_pat_"}, false},
+		{regexp.MustCompile(`\bxox[abposr]-[A-Za-z0-9-]{10,}`), []string{"xox"}, false},
+		{regexp.MustCompile(`hooks\.slack\.com/(?:services|workflows|triggers)/[A-Za-z0-9/_-]+`), []string{"hooks.slack.com/"}, false},
+		{regexp.MustCompile(`\bATATT[A-Za-z0-9_=-]{20,}`), []string{"ATATT"}, false},
+		{regexp.MustCompile(`\b(?:AKIA|ASIA)[0-9A-Z]{16}\b`), []string{"AKIA", "ASIA"}, false},
+		{regexp.MustCompile(`(?i)(?P<keep>\b(?:bearer|basic)\s+)[A-Za-z0-9._~+/=-]{8,}`), []string{"bearer", "basic"}, true},
+	}
+})
 
 func hinted(text, lower string, hint []string, fold bool) bool {
 	in := text
@@ -149,7 +157,7 @@ func (s *Scrubber) clean(text string, shapes bool) string {
 		}
 		if shapes {
 			lower := strings.ToLower(text)
-			for _, p := range patterns {
+			for _, p := range patterns() {
 				if hinted(text, lower, p.hint, p.fold) {
 					text = replacePattern(p.re, text)
 				}
@@ -194,7 +202,7 @@ func holds(known []string, text string, shapes bool) bool {
 			return true
 		}
 	}
-	for _, p := range patterns {
+	for _, p := range patterns() {
 		if !shapes {
 			break
 		}

@@ -236,12 +236,13 @@ func (r *Runtime) escalate(ctx context.Context, s *session, n *Node) []string {
 	if len(r.g.onEscalation) == 0 {
 		return nil
 	}
-	hc := r.hookContext(ctx, s, n, Entry, ModeLive, nil, nil)
-	if p := s.st.Parked; p != nil {
-		cp := *p
-		hc.Escalation = &cp
-	}
-	c := runChains(ctx, sharedPool, []chainJob{{hooks: r.g.onEscalation, base: hc}})[0]
+	c := runChain(ctx, sharedPool, r.g.onEscalation, func(hc *HookContext) {
+		r.fillHookContext(hc, ctx, s, n, Entry, ModeLive, nil, nil)
+		if p := s.st.Parked; p != nil {
+			cp := *p
+			hc.Escalation = &cp
+		}
+	})
 	msgs := r.noteDegraded(s, n.ID, c)
 	if !c.Satisfied() {
 		msgs = append(msgs, "warning: the escalation chain stopped: "+c.Render())

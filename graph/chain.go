@@ -128,6 +128,28 @@ func runChains(ctx context.Context, pool *workerPool, jobs []chainJob) []ChainOu
 	return outs
 }
 
+// runChain runs one chain of hooks whose base context fill writes into the
+// batch's own HookContext: a single chain (an advance's exit chain, an
+// entry chain) then costs no allocation for its job, its base context or
+// the outcome list of runChains.
+func runChain(ctx context.Context, pool *workerPool, hooks []BoundHook, fill func(*HookContext)) ChainOutcome {
+	if len(hooks) == 0 {
+		return ChainOutcome{Status: StatusPass, Blocking: -1}
+	}
+	b := newBatch(nil, ctx)
+	fill(&b.base)
+	b.one[0] = chainJob{hooks: hooks, base: &b.base}
+	b.jobs = b.one[:]
+	pool.run(b.runFn)
+	res, finished := b.supervise(ctx)
+	out := res[len(res)-1]
+	if finished {
+		// res is the batch's own slice: out was copied out of it first.
+		b.recycle()
+	}
+	return out
+}
+
 // batch is the shared state between a worker and its supervisor.
 type batch struct {
 	jobs   []chainJob
@@ -150,6 +172,12 @@ type batch struct {
 	hc    *HookContext
 	timer *time.Timer
 	runFn func()
+	// one and base hold a single chain's job and base context (runChain),
+	// so that neither is allocated per call. They live as long as the
+	// batch: a worker abandoned at a hook's deadline may still read them,
+	// and such a batch is never recycled.
+	one  [1]chainJob
+	base HookContext
 }
 
 // batches recycles the batches whose worker finished: a check or an
@@ -172,6 +200,8 @@ func newBatch(jobs []chainJob, parent context.Context) *batch {
 // the pool, dropping what it references.
 func (b *batch) recycle() {
 	*b.hc = HookContext{}
+	b.base = HookContext{}
+	b.one[0] = chainJob{}
 	clear(b.outs)
 	b.jobs, b.parent, b.outs = nil, nil, b.outs[:0]
 	b.cur, b.running, b.runName, b.seq, b.abandoned = ChainOutcome{}, nil, "", 0, false
@@ -188,12 +218,17 @@ func (b *batch) run() {
 	hc := b.hc
 	for _, job := range b.jobs {
 		out := ChainOutcome{Status: StatusPass, Blocking: -1, Results: make([]HookResult, 0, len(job.hooks))}
-		for _, h := range job.hooks {
+		// The chain's hook contexts come in one allocation. Each is a
+		// hook's own (cancelled when it returns, never reused): a hook
+		// that kept its ctx still sees it done.
+		ctxs := make([]hookCtx, len(job.hooks))
+		for i, h := range job.hooks {
 			timeout := h.Timeout
 			if timeout <= 0 {
 				timeout = DefaultHookTimeout
 			}
-			hctx := &hookCtx{Context: b.parent, timeout: timeout}
+			hctx := &ctxs[i]
+			hctx.Context, hctx.timeout = b.parent, timeout
 			hctx.start()
 			b.mu.Lock()
 			if b.abandoned {

@@ -6,7 +6,15 @@ import (
 )
 
 func (r *Runtime) hookContext(ctx context.Context, s *session, n *Node, b Boundary, mode Mode, ev *Event, k *skipInfo) *HookContext {
-	hc := &HookContext{
+	hc := new(HookContext)
+	r.fillHookContext(hc, ctx, s, n, b, mode, ev, k)
+	return hc
+}
+
+// fillHookContext writes the base context of n's chain at boundary b into
+// hc (which the caller zeroed).
+func (r *Runtime) fillHookContext(hc *HookContext, ctx context.Context, s *session, n *Node, b Boundary, mode Mode, ev *Event, k *skipInfo) {
+	*hc = HookContext{
 		WorkItem: s.wi,
 		Node:     n,
 		Boundary: b,
@@ -52,7 +60,6 @@ func (r *Runtime) hookContext(ctx context.Context, s *session, n *Node, b Bounda
 		hc.SkippedArtifacts = s.skipped
 		hc.SkippedNodes = s.skippedNodes
 	}
-	return hc
 }
 
 // standingDecision returns the recorded verdict of a human gate when it
@@ -112,7 +119,7 @@ func (r *Runtime) evaluate(ctx context.Context, s *session, n *Node, mode Mode, 
 		s.exitFor = nil
 		r.journal(s, EventDecisionRefused, LevelWarning, Field{"node", n.ID}, Field{"error", err.Error()})
 	}
-	return runChains(ctx, sharedPool, []chainJob{{hooks: n.Exit, base: r.hookContext(ctx, s, n, Exit, mode, ev, k)}})[0]
+	return runChain(ctx, sharedPool, n.Exit, func(hc *HookContext) { r.fillHookContext(hc, ctx, s, n, Exit, mode, ev, k) })
 }
 
 func decisionBy(d Decision) string {

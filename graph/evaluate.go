@@ -40,21 +40,29 @@ func (r *Runtime) fillHookContext(hc *HookContext, ctx context.Context, s *sessi
 		hc.Deliver = r.opts.Deliver
 	}
 	if b == Exit && k != nil {
-		if s.exitFor != k {
-			s.decisions = make(map[string]Decision, s.st.Decisions.Len())
-			for _, key := range s.st.Decisions.Keys() {
-				// With a verifier, hooks see only the decisions that count.
-				if r.verify(ctx, s, key) != nil {
-					continue
+		if s.exitGen != k.gen {
+			// Empty sets stay nil (a nil map reads as empty): most
+			// items have no decision or skip yet.
+			s.decisions = nil
+			if n := s.st.Decisions.Len(); n > 0 {
+				s.decisions = make(map[string]Decision, n)
+				for _, key := range s.st.Decisions.Keys() {
+					// With a verifier, hooks see only the decisions that count.
+					if r.verify(ctx, s, key) != nil {
+						continue
+					}
+					s.decisions[key], _ = s.st.Decisions.Get(key)
 				}
-				s.decisions[key], _ = s.st.Decisions.Get(key)
 			}
 			s.skipped = r.skippedArtifacts(*k)
-			s.skippedNodes = make(map[string]bool, len(k.decl))
-			for id := range k.decl {
-				s.skippedNodes[id] = true
+			s.skippedNodes = nil
+			if len(k.decl) > 0 {
+				s.skippedNodes = make(map[string]bool, len(k.decl))
+				for id := range k.decl {
+					s.skippedNodes[id] = true
+				}
 			}
-			s.exitFor = k
+			s.exitGen = k.gen
 		}
 		hc.Decisions = s.decisions
 		hc.SkippedArtifacts = s.skipped
@@ -116,7 +124,7 @@ func (r *Runtime) evaluate(ctx context.Context, s *session, n *Node, mode Mode, 
 		}
 		s.st.Decisions.Delete(n.ID)
 		delete(s.verdicts, n.ID)
-		s.exitFor = nil
+		s.exitGen = 0
 		r.journal(s, EventDecisionRefused, LevelWarning, Field{"node", n.ID}, Field{"error", err.Error()})
 	}
 	return runChain(ctx, sharedPool, n.Exit, func(hc *HookContext) { r.fillHookContext(hc, ctx, s, n, Exit, mode, ev, k) })

@@ -132,14 +132,30 @@ type session struct {
 	// saveFailed is set when a save of this verb failed.
 	saveFailed bool
 
-	// Exit-chain inputs derived from st, computed once per skip set.
-	exitFor      *skipInfo
+	// stamped is now as a state timestamp, once formatted (stamp).
+	stamped string
+	// skipGen numbers the skip sets computed for this verb (skipInfo.gen).
+	skipGen uint32
+
+	// Exit-chain inputs derived from st, computed once per skip set
+	// (exitGen is the skipInfo.gen they were derived from; 0: none).
+	exitGen      uint32
 	decisions    map[string]Decision
 	skipped      map[string]bool
 	skippedNodes map[string]bool
 }
 
 func (r *Runtime) now() time.Time { return r.clk.Now() }
+
+// stamp is the verb's instant as a state timestamp, formatted once: a
+// transition stamps its exit, its decisions and its claim with the same
+// string.
+func (s *session) stamp() string {
+	if s.stamped == "" {
+		s.stamped = timestamp(s.now)
+	}
+	return s.stamped
+}
 
 func (r *Runtime) emit(s *session, name string, level Level, fields ...Field) {
 	if _, off := r.sink.(discardSink); off {
@@ -302,7 +318,9 @@ func (r *Runtime) logging() bool {
 
 // journal records the event reporting a transition in the state itself, so
 // that the save which persists the transition persists its event too; flush
-// emits it once saved. Without a sink it is an ordinary (discarded) event.
+// emits it once saved. Without a sink it is an ordinary (discarded) event;
+// hot paths ask r.logging() first, so that without a sink not even the
+// fields (strings boxed into interfaces) are built.
 func (r *Runtime) journal(s *session, name string, level Level, fields ...Field) {
 	if !r.logging() {
 		return

@@ -197,10 +197,9 @@ func (s *State) Record(id string) NodeRecord {
 	return r
 }
 
+// update changes the node's record in place (creating it when absent).
 func (s *State) update(id string, f func(*NodeRecord)) {
-	r, _ := s.Nodes.Get(id)
-	f(&r)
-	s.Nodes.Set(id, r)
+	f(s.Nodes.ref(id))
 }
 
 // Enter moves the pointer to id: enteredAt is set if empty, attempts grows
@@ -219,10 +218,14 @@ func (s *State) Enter(id string, now time.Time) {
 
 // Exit records the node's outcome.
 func (s *State) Exit(id, outcome string, now time.Time) {
-	s.update(id, func(r *NodeRecord) {
-		r.Outcome = outcome
-		r.ExitedAt = timestamp(now)
-	})
+	s.exit(id, outcome, timestamp(now))
+}
+
+// exit is Exit with the timestamp already formatted.
+func (s *State) exit(id, outcome, at string) {
+	r := s.Nodes.ref(id)
+	r.Outcome = outcome
+	r.ExitedAt = at
 }
 
 // Park records why the pointer is not moving.

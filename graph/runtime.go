@@ -7,6 +7,7 @@ import (
 	"io/fs"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 )
 
@@ -182,7 +183,8 @@ func (r *Runtime) open(ctx context.Context, id string, missing missingPolicy) (*
 	if err != nil {
 		return nil, err
 	}
-	s := &session{wi: wi, arts: arts, now: r.now()}
+	s := sessions.Get().(*session)
+	*s = session{wi: wi, arts: arts, now: r.now()}
 	st, err := r.opts.Store.Load(ctx, id)
 	switch {
 	case err == nil:
@@ -405,11 +407,20 @@ func (r *Runtime) openLocked(ctx context.Context, id string) (s *session, unlock
 	return s, unlock, nil
 }
 
-// done ends a locked verb: it flushes the journal, then releases the lock.
+// done ends a locked verb: it flushes the journal, then releases the lock
+// and recycles s, which the verb must not use after.
 func (r *Runtime) done(ctx context.Context, s *session, unlock func()) {
 	r.flush(ctx, s)
 	unlock()
+	*s = session{}
+	sessions.Put(s)
 }
+
+// sessions recycles the sessions of locked verbs (done). Nothing a verb
+// returns or hands to a hook points into its session — reports copy its
+// warnings, hook contexts hold the state, artifacts and maps it refers to,
+// not the session itself — so a session is free once its verb is done.
+var sessions = sync.Pool{New: func() any { return new(session) }}
 
 // BindSession records the agent session serving the work item (the daemon
 // calls it on spawn, and with alive=false when the session closes).

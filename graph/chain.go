@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"time"
 )
 
@@ -398,30 +397,38 @@ const (
 	idleWorkerTTL  = 30 * time.Second
 )
 
-// Worker states. A parked worker is idle; the dispatcher moves it to taken
-// before handing it work, the worker moves it to exited when its idle timer
-// fires first. Exactly one of the two transitions wins.
-const (
-	workerIdle int32 = iota
-	workerTaken
-	workerExited
-)
-
 type worker struct {
-	jobs  chan func()
-	state atomic.Int32
+	// jobs hands the worker its next batch; a nil job tells a parked
+	// worker to exit.
+	jobs chan func()
+	// idleSince is when the worker last parked (under the pool's lock).
+	idleSince time.Time
 }
 
 // workerPool keeps a few idle goroutines that run batches, so checks do not
 // pay for a new goroutine (and its stack growth) each time. A nil pool
 // starts a goroutine per batch.
+//
+// A parked worker waits on its own channel and nothing else; one timer for
+// the whole pool, armed while a worker is parked, sends the workers idle
+// for the TTL away. A hand-off therefore costs a lock and a channel send,
+// not a select and a timer reset per batch.
 type workerPool struct {
-	idle chan *worker
-	ttl  time.Duration
+	ttl time.Duration
+	max int
+
+	mu   sync.Mutex
+	idle []*worker // parked workers, most recently parked last
+	// reaper evicts workers idle for the TTL; armed says it is pending.
+	reaper *time.Timer
+	armed  bool
 }
 
 func newWorkerPool(size int, ttl time.Duration) *workerPool {
-	return &workerPool{idle: make(chan *worker, size), ttl: ttl}
+	p := &workerPool{ttl: ttl, max: size}
+	p.reaper = time.AfterFunc(time.Hour, p.reap)
+	p.reaper.Stop()
+	return p
 }
 
 func (p *workerPool) run(f func()) {
@@ -429,55 +436,70 @@ func (p *workerPool) run(f func()) {
 		go f()
 		return
 	}
-	for {
-		select {
-		case w := <-p.idle:
-			if !w.state.CompareAndSwap(workerIdle, workerTaken) {
-				continue // it expired while parked; try the next one
-			}
-			w.jobs <- f
-			return
-		default:
-			w := &worker{jobs: make(chan func(), 1)}
-			w.state.Store(workerTaken)
-			w.jobs <- f
-			go p.loop(w)
+	p.mu.Lock()
+	if n := len(p.idle); n > 0 {
+		w := p.idle[n-1]
+		p.idle[n-1] = nil
+		p.idle = p.idle[:n-1]
+		p.mu.Unlock()
+		w.jobs <- f // a parked worker's channel is empty: this never blocks
+		return
+	}
+	p.mu.Unlock()
+	w := &worker{jobs: make(chan func(), 1)}
+	w.jobs <- f
+	go p.loop(w)
+}
+
+// loop runs jobs until the pool already holds enough idle workers or the
+// reaper sends it away.
+func (p *workerPool) loop(w *worker) {
+	for f := <-w.jobs; f != nil; f = <-w.jobs {
+		f()
+		if !p.park(w) {
 			return
 		}
 	}
 }
 
-// loop runs jobs until the pool already holds enough idle workers or no job
-// arrives within the pool's idle TTL.
-func (p *workerPool) loop(w *worker) {
-	var t *time.Timer
-	defer func() {
-		if t != nil {
-			t.Stop()
-		}
-	}()
-	f := <-w.jobs
-	for {
-		f()
-		w.state.Store(workerIdle)
-		select {
-		case p.idle <- w:
-		default:
-			return
-		}
-		if t == nil {
-			t = time.NewTimer(p.ttl)
-		} else {
-			t.Reset(p.ttl)
-		}
-		select {
-		case f = <-w.jobs:
-		case <-t.C:
-			if w.state.CompareAndSwap(workerIdle, workerExited) {
-				return
+// park puts w among the idle workers; false when the pool has enough.
+func (p *workerPool) park(w *worker) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if len(p.idle) >= p.max {
+		return false
+	}
+	w.idleSince = time.Now()
+	p.idle = append(p.idle, w)
+	if !p.armed {
+		p.armed = true
+		p.reaper.Reset(p.ttl)
+	}
+	return true
+}
+
+// reap sends away the workers idle for the TTL and re-arms for the rest.
+func (p *workerPool) reap() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	now := time.Now()
+	kept := p.idle[:0]
+	var next time.Duration
+	for _, w := range p.idle {
+		if idle := now.Sub(w.idleSince); idle < p.ttl {
+			kept = append(kept, w)
+			if left := p.ttl - idle; next == 0 || left < next {
+				next = left
 			}
-			f = <-w.jobs // taken just as the timer fired: the job is on its way
+			continue
 		}
+		w.jobs <- nil
+	}
+	clear(p.idle[len(kept):])
+	p.idle = kept
+	p.armed = len(kept) > 0
+	if p.armed {
+		p.reaper.Reset(next)
 	}
 }
 

@@ -217,7 +217,7 @@ func (b *batch) run() {
 	hc := b.hc
 	// One full clock reading for the batch; each hook's start is then a
 	// monotonic reading against it (time.Since), half the cost of Now.
-	base := time.Now()
+	base, fresh := time.Now(), true
 	for _, job := range b.jobs {
 		out := ChainOutcome{Status: StatusPass, Blocking: -1, Results: make([]HookResult, 0, len(job.hooks))}
 		// The chain's hook contexts come in one allocation. Each is a
@@ -231,7 +231,8 @@ func (b *batch) run() {
 			}
 			hctx := &ctxs[i]
 			hctx.Context, hctx.timeout = b.parent, timeout
-			hctx.start(base)
+			hctx.start(base, fresh)
+			fresh = false
 			b.mu.Lock()
 			if b.abandoned {
 				b.mu.Unlock()
@@ -527,10 +528,15 @@ type hookCtx struct {
 
 var _ context.Context = (*hookCtx)(nil)
 
-// start sets the hook's deadline to its timeout from now, now being read
-// as the time elapsed since base (a reading with a monotonic clock).
-func (c *hookCtx) start(base time.Time) {
-	d := base.Add(time.Since(base) + c.timeout)
+// start sets the hook's deadline to its timeout from now: base itself when
+// fresh (the batch's first hook), else base plus the time elapsed since (a
+// monotonic reading).
+func (c *hookCtx) start(base time.Time, fresh bool) {
+	now := base
+	if !fresh {
+		now = base.Add(time.Since(base))
+	}
+	d := now.Add(c.timeout)
 	c.mu.Lock()
 	c.deadline = d
 	c.mu.Unlock()

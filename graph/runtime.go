@@ -135,6 +135,10 @@ type session struct {
 
 	// stamped is now as a state timestamp, once formatted (stamp).
 	stamped string
+	// journalTime is now as a journal entry's time, once formatted, and
+	// workItem the work item field of the verb's events, once built.
+	journalTime string
+	workItem    Field
 	// skipGen numbers the skip sets computed for this verb (skipInfo.gen).
 	skipGen uint32
 
@@ -162,11 +166,20 @@ func (r *Runtime) emit(s *session, name string, level Level, fields ...Field) {
 	if _, off := r.sink.(discardSink); off {
 		return
 	}
-	ref := s.wi.Ref
-	if ref == "" {
-		ref = s.wi.ID
+	r.sink.Emit(LogEvent{Time: s.now, Name: name, Level: level, Fields: append([]Field{s.workItemField()}, fields...)})
+}
+
+// workItemField is the field naming the work item in the verb's events
+// (its ref, else its id), boxed once per verb.
+func (s *session) workItemField() Field {
+	if s.workItem.Key == "" {
+		ref := s.wi.Ref
+		if ref == "" {
+			ref = s.wi.ID
+		}
+		s.workItem = Field{"work_item", ref}
 	}
-	r.sink.Emit(LogEvent{Time: s.now, Name: name, Level: level, Fields: append([]Field{{"work_item", ref}}, fields...)})
+	return s.workItem
 }
 
 // open resolves the work item and loads its state. Missing state is a fresh
@@ -328,7 +341,10 @@ func (r *Runtime) journal(s *session, name string, level Level, fields ...Field)
 		return
 	}
 	s.st.Seq++
-	e := JournalEntry{Seq: s.st.Seq, Time: s.now.UTC().Format(time.RFC3339Nano), Name: name, Level: level, Fields: make([]JournalField, len(fields))}
+	if s.journalTime == "" {
+		s.journalTime = s.now.UTC().Format(time.RFC3339Nano)
+	}
+	e := JournalEntry{Seq: s.st.Seq, Time: s.journalTime, Name: name, Level: level, Fields: make([]JournalField, len(fields))}
 	for i, f := range fields {
 		e.Fields[i] = JournalField(f)
 	}
@@ -336,7 +352,9 @@ func (r *Runtime) journal(s *session, name string, level Level, fields ...Field)
 }
 
 func (r *Runtime) emitJournal(s *session, e JournalEntry, relogged bool) {
-	fields := make([]Field, 0, len(e.Fields)+2)
+	// One slice: the work item, the entry's fields, seq (and relogged).
+	fields := make([]Field, 0, len(e.Fields)+3)
+	fields = append(fields, s.workItemField())
 	for _, f := range e.Fields {
 		fields = append(fields, Field(f))
 	}
@@ -344,15 +362,17 @@ func (r *Runtime) emitJournal(s *session, e JournalEntry, relogged bool) {
 	if relogged {
 		fields = append(fields, Field{"relogged", true})
 	}
-	ref := s.wi.Ref
-	if ref == "" {
-		ref = s.wi.ID
-	}
-	at, err := time.Parse(time.RFC3339Nano, e.Time)
-	if err != nil {
+	var at time.Time
+	if e.Time != "" && e.Time == s.journalTime {
+		// Journaled by this verb: the instant it was formatted from, as
+		// parsing the text back would give it (UTC, no monotonic reading).
+		at = s.now.UTC()
+	} else if t, err := time.Parse(time.RFC3339Nano, e.Time); err == nil {
+		at = t
+	} else {
 		at = s.now
 	}
-	r.sink.Emit(LogEvent{Time: at, Name: e.Name, Level: e.Level, Fields: append([]Field{{"work_item", ref}}, fields...)})
+	r.sink.Emit(LogEvent{Time: at, Name: e.Name, Level: e.Level, Fields: fields})
 }
 
 // flush ends a verb: the state is saved once more without the events its

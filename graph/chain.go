@@ -3,6 +3,7 @@ package graph
 import (
 	"context"
 	"fmt"
+	"runtime"
 	"strings"
 	"sync"
 	"time"
@@ -284,6 +285,19 @@ func (b *batch) run() {
 // in a block when a hook overran), and finished when the worker is done
 // with the batch (no hook was abandoned), so that it may be recycled.
 func (b *batch) supervise(ctx context.Context) (outs []ChainOutcome, finished bool) {
+	// Yield to the worker first. It was just readied on this processor and
+	// usually finishes its hooks in microseconds; its result then waits in
+	// the one-slot done channel without waking anyone, and no timer is
+	// armed and nothing parks — a hand-off without the second wake-up.
+	// Only a worker still busy (a hook that blocks, or a worker another
+	// processor picked up) leaves the caller to arm the timer and wait; the
+	// running hook's deadline still counts from its own start.
+	runtime.Gosched()
+	select {
+	case <-b.done:
+		return b.outs, true
+	default:
+	}
 	timer := b.timer
 	defer func() {
 		if timer != nil {

@@ -31,6 +31,21 @@ type StepReport struct {
 	CurrentNode string `json:"currentNode"`
 }
 
+// stepReport is a StepReport with room for the messages of an ordinary
+// advance, in one allocation.
+type stepReport struct {
+	rep  StepReport
+	msgs [2]string
+}
+
+// newStepReport starts the report of an evaluation of node, carrying the
+// verb's warnings.
+func newStepReport(node string, warn []string) *StepReport {
+	b := &stepReport{rep: StepReport{Node: node, CurrentNode: node}}
+	b.rep.Messages = append(b.msgs[:0], warn...)
+	return &b.rep
+}
+
 // Advance re-evaluates the work item's current node with ev (nil for a claim
 // or a CLI advance, which carry no verdict) and, when the exit chain passes,
 // takes the edge for its outcome, routes around declared skips, saves, and
@@ -57,7 +72,7 @@ func (r *Runtime) advance(ctx context.Context, s *session, ev *Event) (*StepRepo
 	if !ok {
 		return nil, &UnknownNodeError{WorkItem: s.wi.ID, Node: st.CurrentNode, Graph: r.g.Name, Declared: r.g.IDs(), Current: true}
 	}
-	rep := &StepReport{Node: node.ID, Messages: append([]string{}, s.warn...), CurrentNode: node.ID}
+	rep := newStepReport(node.ID, s.warn)
 	lifted, parked, err := r.recheckEscalation(ctx, s, node, ev, rep)
 	if err != nil {
 		return nil, err
@@ -130,7 +145,9 @@ func (r *Runtime) parkWaiting(ctx context.Context, s *session, node *Node, c Cha
 	}
 	s.st.Park(node.ID, reason, false, s.now)
 	s.st.Parked.Hook = c.BlockingHook()
-	r.journal(s, EventParked, LevelInfo, Field{"node", node.ID}, Field{"hook", c.BlockingHook()})
+	if r.logging() {
+		r.journal(s, EventParked, LevelInfo, Field{"node", node.ID}, Field{"hook", c.BlockingHook()})
+	}
 	if err := r.save(ctx, s); err != nil {
 		return nil, err
 	}
@@ -162,7 +179,9 @@ func (r *Runtime) blocked(ctx context.Context, s *session, node *Node, c ChainOu
 	if repeated || attempts >= node.MaxAttempts {
 		st.Park(node.ID, rendered, true, s.now)
 		st.Parked.Hook = c.BlockingHook()
-		r.journal(s, EventEscalated, LevelWarning, Field{"node", node.ID}, Field{"attempts", attempts}, Field{"repeated", repeated})
+		if r.logging() {
+			r.journal(s, EventEscalated, LevelWarning, Field{"node", node.ID}, Field{"attempts", attempts}, Field{"repeated", repeated})
+		}
 		if err := r.save(ctx, s); err != nil {
 			return nil, err
 		}
@@ -175,7 +194,9 @@ func (r *Runtime) blocked(ctx context.Context, s *session, node *Node, c ChainOu
 		rep.Messages = append(rep.Messages, r.escalate(ctx, s, node)...)
 		return rep, nil
 	}
-	r.journal(s, EventBlocked, LevelInfo, Field{"node", node.ID}, Field{"hook", c.BlockingHook()})
+	if r.logging() {
+		r.journal(s, EventBlocked, LevelInfo, Field{"node", node.ID}, Field{"hook", c.BlockingHook()})
+	}
 	if err := r.save(ctx, s); err != nil {
 		return nil, err
 	}
@@ -192,12 +213,14 @@ func (r *Runtime) passed(ctx context.Context, s *session, node *Node, c ChainOut
 		k = r.skips(ctx, s)
 	}
 	outcome := c.Outcome()
-	st.Exit(node.ID, outcome, s.now)
+	st.exit(node.ID, outcome, s.stamp())
 	target, found := r.g.Next(node.ID, outcome)
 	if !found {
 		rep.Attempts = st.Record(node.ID).Attempts
 		if node.Terminal {
-			r.journal(s, EventCompleted, LevelInfo, Field{"node", node.ID})
+			if r.logging() {
+				r.journal(s, EventCompleted, LevelInfo, Field{"node", node.ID})
+			}
 			if err := r.save(ctx, s); err != nil {
 				return nil, err
 			}
@@ -207,7 +230,9 @@ func (r *Runtime) passed(ctx context.Context, s *session, node *Node, c ChainOut
 		}
 		reason := fmt.Sprintf("no declared edge from %s on '%s'", node.ID, outcome)
 		st.Park(node.ID, reason, true, s.now)
-		r.journal(s, EventNoEdge, LevelWarning, Field{"node", node.ID}, Field{"outcome", outcome})
+		if r.logging() {
+			r.journal(s, EventNoEdge, LevelWarning, Field{"node", node.ID}, Field{"outcome", outcome})
+		}
 		if err := r.save(ctx, s); err != nil {
 			return nil, err
 		}
@@ -217,7 +242,9 @@ func (r *Runtime) passed(ctx context.Context, s *session, node *Node, c ChainOut
 		return rep, nil
 	}
 	target = r.routeSkips(s, target, k)
-	r.journal(s, EventAdvanced, LevelInfo, Field{"node", node.ID}, Field{"to", target}, Field{"outcome", outcome})
+	if r.logging() {
+		r.journal(s, EventAdvanced, LevelInfo, Field{"node", node.ID}, Field{"to", target}, Field{"outcome", outcome})
+	}
 	msgs, err := r.enter(ctx, s, target, entryEdge)
 	if err != nil {
 		return nil, err
@@ -226,7 +253,11 @@ func (r *Runtime) passed(ctx context.Context, s *session, node *Node, c ChainOut
 	rep.Moved = true
 	rep.CurrentNode = target
 	rep.Attempts = st.Record(node.ID).Attempts
-	rep.Messages = append(rep.Messages, "advanced to "+target)
+	if to, ok := r.g.Node(target); ok {
+		rep.Messages = append(rep.Messages, to.advancedToMsg())
+	} else {
+		rep.Messages = append(rep.Messages, "advanced to "+target)
+	}
 	rep.Messages = append(rep.Messages, msgs...)
 	return rep, nil
 }
@@ -236,12 +267,13 @@ func (r *Runtime) escalate(ctx context.Context, s *session, n *Node) []string {
 	if len(r.g.onEscalation) == 0 {
 		return nil
 	}
-	hc := r.hookContext(ctx, s, n, Entry, ModeLive, nil, nil)
-	if p := s.st.Parked; p != nil {
-		cp := *p
-		hc.Escalation = &cp
-	}
-	c := runChains(ctx, sharedPool, []chainJob{{hooks: r.g.onEscalation, base: hc}})[0]
+	c := runChain(ctx, sharedPool, r.g.onEscalation, func(hc *HookContext) {
+		r.fillHookContext(hc, ctx, s, n, Entry, ModeLive, nil, nil)
+		if p := s.st.Parked; p != nil {
+			cp := *p
+			hc.Escalation = &cp
+		}
+	})
 	msgs := r.noteDegraded(s, n.ID, c)
 	if !c.Satisfied() {
 		msgs = append(msgs, "warning: the escalation chain stopped: "+c.Render())

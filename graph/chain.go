@@ -3,9 +3,9 @@ package graph
 import (
 	"context"
 	"fmt"
+	"runtime"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"time"
 )
 
@@ -128,6 +128,28 @@ func runChains(ctx context.Context, pool *workerPool, jobs []chainJob) []ChainOu
 	return outs
 }
 
+// runChain runs one chain of hooks whose base context fill writes into the
+// batch's own HookContext: a single chain (an advance's exit chain, an
+// entry chain) then costs no allocation for its job, its base context or
+// the outcome list of runChains.
+func runChain(ctx context.Context, pool *workerPool, hooks []BoundHook, fill func(*HookContext)) ChainOutcome {
+	if len(hooks) == 0 {
+		return ChainOutcome{Status: StatusPass, Blocking: -1}
+	}
+	b := newBatch(nil, ctx)
+	fill(&b.base)
+	b.one[0] = chainJob{hooks: hooks, base: &b.base}
+	b.jobs = b.one[:]
+	pool.run(b.runFn)
+	res, finished := b.supervise(ctx)
+	out := res[len(res)-1]
+	if finished {
+		// res is the batch's own slice: out was copied out of it first.
+		b.recycle()
+	}
+	return out
+}
+
 // batch is the shared state between a worker and its supervisor.
 type batch struct {
 	jobs   []chainJob
@@ -150,6 +172,12 @@ type batch struct {
 	hc    *HookContext
 	timer *time.Timer
 	runFn func()
+	// one and base hold a single chain's job and base context (runChain),
+	// so that neither is allocated per call. They live as long as the
+	// batch: a worker abandoned at a hook's deadline may still read them,
+	// and such a batch is never recycled.
+	one  [1]chainJob
+	base HookContext
 }
 
 // batches recycles the batches whose worker finished: a check or an
@@ -172,6 +200,8 @@ func newBatch(jobs []chainJob, parent context.Context) *batch {
 // the pool, dropping what it references.
 func (b *batch) recycle() {
 	*b.hc = HookContext{}
+	b.base = HookContext{}
+	b.one[0] = chainJob{}
 	clear(b.outs)
 	b.jobs, b.parent, b.outs = nil, nil, b.outs[:0]
 	b.cur, b.running, b.runName, b.seq, b.abandoned = ChainOutcome{}, nil, "", 0, false
@@ -186,15 +216,24 @@ func (b *batch) run() {
 	// allocation per hook. A hook abandoned at its deadline keeps this one;
 	// the chains after it run in a new batch with a context of their own.
 	hc := b.hc
+	// One full clock reading for the batch; each hook's start is then a
+	// monotonic reading against it (time.Since), half the cost of Now.
+	base, fresh := time.Now(), true
 	for _, job := range b.jobs {
 		out := ChainOutcome{Status: StatusPass, Blocking: -1, Results: make([]HookResult, 0, len(job.hooks))}
-		for _, h := range job.hooks {
+		// The chain's hook contexts come in one allocation. Each is a
+		// hook's own (cancelled when it returns, never reused): a hook
+		// that kept its ctx still sees it done.
+		ctxs := make([]hookCtx, len(job.hooks))
+		for i, h := range job.hooks {
 			timeout := h.Timeout
 			if timeout <= 0 {
 				timeout = DefaultHookTimeout
 			}
-			hctx := &hookCtx{Context: b.parent, timeout: timeout}
-			hctx.start()
+			hctx := &ctxs[i]
+			hctx.Context, hctx.timeout = b.parent, timeout
+			hctx.start(base, fresh)
+			fresh = false
 			b.mu.Lock()
 			if b.abandoned {
 				b.mu.Unlock()
@@ -246,6 +285,19 @@ func (b *batch) run() {
 // in a block when a hook overran), and finished when the worker is done
 // with the batch (no hook was abandoned), so that it may be recycled.
 func (b *batch) supervise(ctx context.Context) (outs []ChainOutcome, finished bool) {
+	// Yield to the worker first. It was just readied on this processor and
+	// usually finishes its hooks in microseconds; its result then waits in
+	// the one-slot done channel without waking anyone, and no timer is
+	// armed and nothing parks — a hand-off without the second wake-up.
+	// Only a worker still busy (a hook that blocks, or a worker another
+	// processor picked up) leaves the caller to arm the timer and wait; the
+	// running hook's deadline still counts from its own start.
+	runtime.Gosched()
+	select {
+	case <-b.done:
+		return b.outs, true
+	default:
+	}
 	timer := b.timer
 	defer func() {
 		if timer != nil {
@@ -354,8 +406,8 @@ func normalise(h BoundHook, res HookResult) HookResult {
 // sharedPool is the one worker pool every Runtime in the process hands its
 // chains to. A Runtime therefore owns no goroutine and needs no Close: the
 // pool parks at most maxIdleWorkers goroutines process-wide, and each parked
-// worker exits after idleWorkerTTL without work, so an idle process returns
-// to the goroutines it had before the first check.
+// worker exits after one to two idleWorkerTTLs without work, so an idle
+// process returns to the goroutines it had before the first check.
 var sharedPool = newWorkerPool(maxIdleWorkers, idleWorkerTTL)
 
 const (
@@ -363,30 +415,42 @@ const (
 	idleWorkerTTL  = 30 * time.Second
 )
 
-// Worker states. A parked worker is idle; the dispatcher moves it to taken
-// before handing it work, the worker moves it to exited when its idle timer
-// fires first. Exactly one of the two transitions wins.
-const (
-	workerIdle int32 = iota
-	workerTaken
-	workerExited
-)
-
 type worker struct {
-	jobs  chan func()
-	state atomic.Int32
+	// jobs hands the worker its next batch; a nil job tells a parked
+	// worker to exit.
+	jobs chan func()
+	// parkedAt is the reaper's round in which the worker last parked
+	// (under the pool's lock).
+	parkedAt uint64
 }
 
 // workerPool keeps a few idle goroutines that run batches, so checks do not
 // pay for a new goroutine (and its stack growth) each time. A nil pool
 // starts a goroutine per batch.
+//
+// A parked worker waits on its own channel and nothing else; one timer for
+// the whole pool, ticking once per TTL while a worker is parked, sends away
+// the workers that were already parked at its previous tick (idle for
+// between one and two TTLs). A hand-off therefore costs a lock and a
+// channel send — no select, timer reset or clock reading per batch.
 type workerPool struct {
-	idle chan *worker
-	ttl  time.Duration
+	ttl time.Duration
+	max int
+
+	mu   sync.Mutex
+	idle []*worker // parked workers, most recently parked last
+	// reaper evicts idle workers; armed says a tick is pending, round
+	// counts its ticks.
+	reaper *time.Timer
+	armed  bool
+	round  uint64
 }
 
 func newWorkerPool(size int, ttl time.Duration) *workerPool {
-	return &workerPool{idle: make(chan *worker, size), ttl: ttl}
+	p := &workerPool{ttl: ttl, max: size}
+	p.reaper = time.AfterFunc(time.Hour, p.reap)
+	p.reaper.Stop()
+	return p
 }
 
 func (p *workerPool) run(f func()) {
@@ -394,55 +458,67 @@ func (p *workerPool) run(f func()) {
 		go f()
 		return
 	}
-	for {
-		select {
-		case w := <-p.idle:
-			if !w.state.CompareAndSwap(workerIdle, workerTaken) {
-				continue // it expired while parked; try the next one
-			}
-			w.jobs <- f
-			return
-		default:
-			w := &worker{jobs: make(chan func(), 1)}
-			w.state.Store(workerTaken)
-			w.jobs <- f
-			go p.loop(w)
+	p.mu.Lock()
+	if n := len(p.idle); n > 0 {
+		w := p.idle[n-1]
+		p.idle[n-1] = nil
+		p.idle = p.idle[:n-1]
+		p.mu.Unlock()
+		w.jobs <- f // a parked worker's channel is empty: this never blocks
+		return
+	}
+	p.mu.Unlock()
+	w := &worker{jobs: make(chan func(), 1)}
+	w.jobs <- f
+	go p.loop(w)
+}
+
+// loop runs jobs until the pool already holds enough idle workers or the
+// reaper sends it away.
+func (p *workerPool) loop(w *worker) {
+	for f := <-w.jobs; f != nil; f = <-w.jobs {
+		f()
+		if !p.park(w) {
 			return
 		}
 	}
 }
 
-// loop runs jobs until the pool already holds enough idle workers or no job
-// arrives within the pool's idle TTL.
-func (p *workerPool) loop(w *worker) {
-	var t *time.Timer
-	defer func() {
-		if t != nil {
-			t.Stop()
+// park puts w among the idle workers; false when the pool has enough.
+func (p *workerPool) park(w *worker) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if len(p.idle) >= p.max {
+		return false
+	}
+	w.parkedAt = p.round
+	p.idle = append(p.idle, w)
+	if !p.armed {
+		p.armed = true
+		p.reaper.Reset(p.ttl)
+	}
+	return true
+}
+
+// reap sends away the workers parked since before the previous tick, and
+// ticks again while any worker is parked.
+func (p *workerPool) reap() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	kept := p.idle[:0]
+	for _, w := range p.idle {
+		if w.parkedAt == p.round {
+			kept = append(kept, w)
+			continue
 		}
-	}()
-	f := <-w.jobs
-	for {
-		f()
-		w.state.Store(workerIdle)
-		select {
-		case p.idle <- w:
-		default:
-			return
-		}
-		if t == nil {
-			t = time.NewTimer(p.ttl)
-		} else {
-			t.Reset(p.ttl)
-		}
-		select {
-		case f = <-w.jobs:
-		case <-t.C:
-			if w.state.CompareAndSwap(workerIdle, workerExited) {
-				return
-			}
-			f = <-w.jobs // taken just as the timer fired: the job is on its way
-		}
+		w.jobs <- nil
+	}
+	clear(p.idle[len(kept):])
+	p.idle = kept
+	p.round++
+	p.armed = len(kept) > 0
+	if p.armed {
+		p.reaper.Reset(p.ttl)
 	}
 }
 
@@ -466,9 +542,17 @@ type hookCtx struct {
 
 var _ context.Context = (*hookCtx)(nil)
 
-func (c *hookCtx) start() {
+// start sets the hook's deadline to its timeout from now: base itself when
+// fresh (the batch's first hook), else base plus the time elapsed since (a
+// monotonic reading).
+func (c *hookCtx) start(base time.Time, fresh bool) {
+	now := base
+	if !fresh {
+		now = base.Add(time.Since(base))
+	}
+	d := now.Add(c.timeout)
 	c.mu.Lock()
-	c.deadline = time.Now().Add(c.timeout)
+	c.deadline = d
 	c.mu.Unlock()
 }
 

@@ -50,6 +50,18 @@ type Node struct {
 	Exit  []BoundHook `json:"-"`
 	// Index is the node's position in declaration order.
 	Index int `json:"-"`
+
+	// advancedTo is the report line of an advance into this node, built
+	// once at compile time rather than on every advance.
+	advancedTo string
+}
+
+// advancedToMsg is the report line of an advance into n.
+func (n *Node) advancedToMsg() string {
+	if n.advancedTo == "" {
+		return "advanced to " + n.ID
+	}
+	return n.advancedTo
 }
 
 // IsHuman reports whether the node is a human gate.
@@ -374,6 +386,7 @@ func (c *compiler) node(path string, index int, s NodeSpec) *Node {
 		Required: s.Required, Optional: s.Optional, Skippable: s.Skippable || s.OptIn, OptIn: s.OptIn,
 		Description: strings.Join(strings.Fields(s.Description), " "),
 		MaxAttempts: s.MaxAttempts, Terminal: s.Terminal, Index: index,
+		advancedTo: "advanced to " + id,
 	}
 	if n.Produces == nil {
 		n.Produces = []string{}

@@ -59,7 +59,7 @@ func (r *Runtime) Complete(ctx context.Context, id, node, actor string) (*Claim,
 	if by == "" {
 		by = "cli"
 	}
-	s.st.Completions.Set(claimed, Completion{At: timestamp(s.now), By: by})
+	s.st.Completions.Set(claimed, Completion{At: s.stamp(), By: by})
 	// Provisional: the chain's outcome is saved durably next; a crash
 	// before that loses only the record of a claim nobody was answered.
 	if err := r.saveProvisionally(ctx, s); err != nil {

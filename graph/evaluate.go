@@ -6,7 +6,15 @@ import (
 )
 
 func (r *Runtime) hookContext(ctx context.Context, s *session, n *Node, b Boundary, mode Mode, ev *Event, k *skipInfo) *HookContext {
-	hc := &HookContext{
+	hc := new(HookContext)
+	r.fillHookContext(hc, ctx, s, n, b, mode, ev, k)
+	return hc
+}
+
+// fillHookContext writes the base context of n's chain at boundary b into
+// hc (which the caller zeroed).
+func (r *Runtime) fillHookContext(hc *HookContext, ctx context.Context, s *session, n *Node, b Boundary, mode Mode, ev *Event, k *skipInfo) {
+	*hc = HookContext{
 		WorkItem: s.wi,
 		Node:     n,
 		Boundary: b,
@@ -32,27 +40,34 @@ func (r *Runtime) hookContext(ctx context.Context, s *session, n *Node, b Bounda
 		hc.Deliver = r.opts.Deliver
 	}
 	if b == Exit && k != nil {
-		if s.exitFor != k {
-			s.decisions = make(map[string]Decision, s.st.Decisions.Len())
-			for _, key := range s.st.Decisions.Keys() {
-				// With a verifier, hooks see only the decisions that count.
-				if r.verify(ctx, s, key) != nil {
-					continue
+		if s.exitGen != k.gen {
+			// Empty sets stay nil (a nil map reads as empty): most
+			// items have no decision or skip yet.
+			s.decisions = nil
+			if n := s.st.Decisions.Len(); n > 0 {
+				s.decisions = make(map[string]Decision, n)
+				for _, key := range s.st.Decisions.Keys() {
+					// With a verifier, hooks see only the decisions that count.
+					if r.verify(ctx, s, key) != nil {
+						continue
+					}
+					s.decisions[key], _ = s.st.Decisions.Get(key)
 				}
-				s.decisions[key], _ = s.st.Decisions.Get(key)
 			}
 			s.skipped = r.skippedArtifacts(*k)
-			s.skippedNodes = make(map[string]bool, len(k.decl))
-			for id := range k.decl {
-				s.skippedNodes[id] = true
+			s.skippedNodes = nil
+			if len(k.decl) > 0 {
+				s.skippedNodes = make(map[string]bool, len(k.decl))
+				for id := range k.decl {
+					s.skippedNodes[id] = true
+				}
 			}
-			s.exitFor = k
+			s.exitGen = k.gen
 		}
 		hc.Decisions = s.decisions
 		hc.SkippedArtifacts = s.skipped
 		hc.SkippedNodes = s.skippedNodes
 	}
-	return hc
 }
 
 // standingDecision returns the recorded verdict of a human gate when it
@@ -109,10 +124,10 @@ func (r *Runtime) evaluate(ctx context.Context, s *session, n *Node, mode Mode, 
 		}
 		s.st.Decisions.Delete(n.ID)
 		delete(s.verdicts, n.ID)
-		s.exitFor = nil
+		s.exitGen = 0
 		r.journal(s, EventDecisionRefused, LevelWarning, Field{"node", n.ID}, Field{"error", err.Error()})
 	}
-	return runChains(ctx, sharedPool, []chainJob{{hooks: n.Exit, base: r.hookContext(ctx, s, n, Exit, mode, ev, k)}})[0]
+	return runChain(ctx, sharedPool, n.Exit, func(hc *HookContext) { r.fillHookContext(hc, ctx, s, n, Exit, mode, ev, k) })
 }
 
 func decisionBy(d Decision) string {

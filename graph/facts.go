@@ -10,7 +10,7 @@ import (
 // recordFacts records what a satisfied exit chain decided (docs/graph.md §5.8, and the
 // gate verdict of docs/decisions.md §2). It reports whether skips or opt-ins changed.
 func (r *Runtime) recordFacts(ctx context.Context, s *session, n *Node, c ChainOutcome, ev *Event) bool {
-	at := timestamp(s.now)
+	at := s.stamp()
 	recorded := r.recordDecisions(s, c, ev, at)
 	if key := r.recordVerdict(s, n, c, ev, at); key != "" {
 		recorded = append(recorded, key)

@@ -336,12 +336,13 @@ type HookContext struct {
 	// pass WorkItem.ID); nil on the CLI path and under ModeCheck.
 	Deliver DeliverFunc
 	// SkippedArtifacts holds every artifact name produced by a node that is
-	// declared skipped (exit chains only).
+	// declared skipped (exit chains only; nil when there is none).
 	SkippedArtifacts map[string]bool
 	// SkippedNodes holds the nodes declared skipped, including opt-in nodes
-	// not selected (exit chains only).
+	// not selected (exit chains only; nil when there is none).
 	SkippedNodes map[string]bool
-	// Decisions are the recorded human decisions (exit chains only).
+	// Decisions are the recorded human decisions (exit chains only; nil
+	// when there is none).
 	Decisions map[string]Decision
 	// Escalation is what parked the node, for the graph's onEscalation
 	// chain only (nil elsewhere): the node, the rendered block that

@@ -70,6 +70,19 @@ func (o *OrderedMap[V]) Get(k string) (V, bool) {
 	return zero, false
 }
 
+// ref returns a pointer to k's value, appending a zero value under k when
+// absent. The pointer is valid until the map next changes shape (Set of a
+// new key, Delete).
+func (o *OrderedMap[V]) ref(k string) *V {
+	i := o.find(k)
+	if i < 0 {
+		var zero V
+		o.Set(k, zero)
+		i = len(o.entries) - 1
+	}
+	return &o.entries[i].val
+}
+
 // Has reports whether k is present.
 func (o *OrderedMap[V]) Has(k string) bool { return o.find(k) >= 0 }
 

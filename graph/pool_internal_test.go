@@ -9,9 +9,9 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// Parked workers exit once the pool's idle TTL passes without work, and a
-// worker that expires while parked is never handed a job (the dispatcher
-// skips it and starts a fresh one).
+// Parked workers exit once the pool's idle TTL passes without work (within
+// two TTLs), and a worker sent away while parked is never handed a job: the
+// pool starts a fresh one.
 func TestIdleWorkersExitAfterTheirTTL(t *testing.T) {
 	before := runtime.NumGoroutine()
 	p := newWorkerPool(4, 20*time.Millisecond)
@@ -29,7 +29,7 @@ func TestIdleWorkersExitAfterTheirTTL(t *testing.T) {
 	}
 	require.LessOrEqual(t, runtime.NumGoroutine(), before, "parked workers did not exit after their TTL")
 
-	// The idle channel may still hold the expired workers: new work must run.
+	// With the workers sent away, new work must still run.
 	for range 8 {
 		done := make(chan struct{})
 		p.run(func() { close(done) })

@@ -7,6 +7,7 @@ import (
 	"io/fs"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 )
 
@@ -132,8 +133,18 @@ type session struct {
 	// saveFailed is set when a save of this verb failed.
 	saveFailed bool
 
-	// Exit-chain inputs derived from st, computed once per skip set.
-	exitFor      *skipInfo
+	// stamped is now as a state timestamp, once formatted (stamp).
+	stamped string
+	// journalTime is now as a journal entry's time, once formatted, and
+	// workItem the work item field of the verb's events, once built.
+	journalTime string
+	workItem    Field
+	// skipGen numbers the skip sets computed for this verb (skipInfo.gen).
+	skipGen uint32
+
+	// Exit-chain inputs derived from st, computed once per skip set
+	// (exitGen is the skipInfo.gen they were derived from; 0: none).
+	exitGen      uint32
 	decisions    map[string]Decision
 	skipped      map[string]bool
 	skippedNodes map[string]bool
@@ -141,15 +152,34 @@ type session struct {
 
 func (r *Runtime) now() time.Time { return r.clk.Now() }
 
+// stamp is the verb's instant as a state timestamp, formatted once: a
+// transition stamps its exit, its decisions and its claim with the same
+// string.
+func (s *session) stamp() string {
+	if s.stamped == "" {
+		s.stamped = timestamp(s.now)
+	}
+	return s.stamped
+}
+
 func (r *Runtime) emit(s *session, name string, level Level, fields ...Field) {
 	if _, off := r.sink.(discardSink); off {
 		return
 	}
-	ref := s.wi.Ref
-	if ref == "" {
-		ref = s.wi.ID
+	r.sink.Emit(LogEvent{Time: s.now, Name: name, Level: level, Fields: append([]Field{s.workItemField()}, fields...)})
+}
+
+// workItemField is the field naming the work item in the verb's events
+// (its ref, else its id), boxed once per verb.
+func (s *session) workItemField() Field {
+	if s.workItem.Key == "" {
+		ref := s.wi.Ref
+		if ref == "" {
+			ref = s.wi.ID
+		}
+		s.workItem = Field{"work_item", ref}
 	}
-	r.sink.Emit(LogEvent{Time: s.now, Name: name, Level: level, Fields: append([]Field{{"work_item", ref}}, fields...)})
+	return s.workItem
 }
 
 // open resolves the work item and loads its state. Missing state is a fresh
@@ -166,7 +196,8 @@ func (r *Runtime) open(ctx context.Context, id string, missing missingPolicy) (*
 	if err != nil {
 		return nil, err
 	}
-	s := &session{wi: wi, arts: arts, now: r.now()}
+	s := sessions.Get().(*session)
+	*s = session{wi: wi, arts: arts, now: r.now()}
 	st, err := r.opts.Store.Load(ctx, id)
 	switch {
 	case err == nil:
@@ -302,13 +333,18 @@ func (r *Runtime) logging() bool {
 
 // journal records the event reporting a transition in the state itself, so
 // that the save which persists the transition persists its event too; flush
-// emits it once saved. Without a sink it is an ordinary (discarded) event.
+// emits it once saved. Without a sink it is an ordinary (discarded) event;
+// hot paths ask r.logging() first, so that without a sink not even the
+// fields (strings boxed into interfaces) are built.
 func (r *Runtime) journal(s *session, name string, level Level, fields ...Field) {
 	if !r.logging() {
 		return
 	}
 	s.st.Seq++
-	e := JournalEntry{Seq: s.st.Seq, Time: s.now.UTC().Format(time.RFC3339Nano), Name: name, Level: level, Fields: make([]JournalField, len(fields))}
+	if s.journalTime == "" {
+		s.journalTime = s.now.UTC().Format(time.RFC3339Nano)
+	}
+	e := JournalEntry{Seq: s.st.Seq, Time: s.journalTime, Name: name, Level: level, Fields: make([]JournalField, len(fields))}
 	for i, f := range fields {
 		e.Fields[i] = JournalField(f)
 	}
@@ -316,7 +352,9 @@ func (r *Runtime) journal(s *session, name string, level Level, fields ...Field)
 }
 
 func (r *Runtime) emitJournal(s *session, e JournalEntry, relogged bool) {
-	fields := make([]Field, 0, len(e.Fields)+2)
+	// One slice: the work item, the entry's fields, seq (and relogged).
+	fields := make([]Field, 0, len(e.Fields)+3)
+	fields = append(fields, s.workItemField())
 	for _, f := range e.Fields {
 		fields = append(fields, Field(f))
 	}
@@ -324,15 +362,17 @@ func (r *Runtime) emitJournal(s *session, e JournalEntry, relogged bool) {
 	if relogged {
 		fields = append(fields, Field{"relogged", true})
 	}
-	ref := s.wi.Ref
-	if ref == "" {
-		ref = s.wi.ID
-	}
-	at, err := time.Parse(time.RFC3339Nano, e.Time)
-	if err != nil {
+	var at time.Time
+	if e.Time != "" && e.Time == s.journalTime {
+		// Journaled by this verb: the instant it was formatted from, as
+		// parsing the text back would give it (UTC, no monotonic reading).
+		at = s.now.UTC()
+	} else if t, err := time.Parse(time.RFC3339Nano, e.Time); err == nil {
+		at = t
+	} else {
 		at = s.now
 	}
-	r.sink.Emit(LogEvent{Time: at, Name: e.Name, Level: e.Level, Fields: append([]Field{{"work_item", ref}}, fields...)})
+	r.sink.Emit(LogEvent{Time: at, Name: e.Name, Level: e.Level, Fields: fields})
 }
 
 // flush ends a verb: the state is saved once more without the events its
@@ -387,11 +427,20 @@ func (r *Runtime) openLocked(ctx context.Context, id string) (s *session, unlock
 	return s, unlock, nil
 }
 
-// done ends a locked verb: it flushes the journal, then releases the lock.
+// done ends a locked verb: it flushes the journal, then releases the lock
+// and recycles s, which the verb must not use after.
 func (r *Runtime) done(ctx context.Context, s *session, unlock func()) {
 	r.flush(ctx, s)
 	unlock()
+	*s = session{}
+	sessions.Put(s)
 }
+
+// sessions recycles the sessions of locked verbs (done). Nothing a verb
+// returns or hands to a hook points into its session — reports copy its
+// warnings, hook contexts hold the state, artifacts and maps it refers to,
+// not the session itself — so a session is free once its verb is done.
+var sessions = sync.Pool{New: func() any { return new(session) }}
 
 // BindSession records the agent session serving the work item (the daemon
 // calls it on spawn, and with alive=false when the session closes).

@@ -29,6 +29,9 @@ type skipInfo struct {
 	// unproven holds human gates declared skipped that no verified
 	// decision declares skipped (only with a verifier).
 	unproven map[string]bool
+	// gen tells skip sets of one verb apart (Runtime.skips numbers them
+	// from 1), so that a session memoises what it derives from one.
+	gen uint32
 }
 
 func (k skipInfo) has(id string) bool { _, ok := k.decl[id]; return ok }
@@ -51,7 +54,8 @@ func (r *Runtime) skips(ctx context.Context, s *session) skipInfo {
 	st := s.st
 	// The maps are made on first write: most states declare nothing, and
 	// a nil map reads as empty.
-	var k skipInfo
+	s.skipGen++
+	k := skipInfo{gen: s.skipGen}
 	var provenSkips, provenOptIns map[string]bool
 	if r.opts.Verifier != nil {
 		provenSkips, provenOptIns = map[string]bool{}, map[string]bool{}
@@ -102,14 +106,21 @@ func (r *Runtime) skips(ctx context.Context, s *session) skipInfo {
 	return k
 }
 
-// skippedArtifacts is every artifact name produced by a skipped node.
+// skippedArtifacts is every artifact name produced by a skipped node (nil
+// when there is none).
 func (r *Runtime) skippedArtifacts(k skipInfo) map[string]bool {
-	out := map[string]bool{}
+	var out map[string]bool
+	if len(k.decl) == 0 {
+		return nil
+	}
 	for _, n := range r.g.nodes {
 		if !k.has(n.ID) {
 			continue
 		}
 		for _, name := range n.ProducedNames() {
+			if out == nil {
+				out = map[string]bool{}
+			}
 			out[name] = true
 		}
 	}

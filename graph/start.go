@@ -66,11 +66,9 @@ func (r *Runtime) enter(ctx context.Context, s *session, id string, how entryKin
 		}
 		r.emit(s, EventGateSession, LevelInfo, fields...)
 	}
-	// A node without entry hooks passes without building their context.
-	c := ChainOutcome{Status: StatusPass, Blocking: -1}
-	if len(n.Entry) > 0 {
-		c = runChains(ctx, sharedPool, []chainJob{{hooks: n.Entry, base: r.hookContext(ctx, s, n, Entry, ModeLive, nil, nil)}})[0]
-	}
+	// A node without entry hooks passes without building their context
+	// (runChain).
+	c := runChain(ctx, sharedPool, n.Entry, func(hc *HookContext) { r.fillHookContext(hc, ctx, s, n, Entry, ModeLive, nil, nil) })
 	msgs := r.noteDegraded(s, id, c)
 	for _, res := range c.Results {
 		if res.Status == StatusSkip && r.logging() {

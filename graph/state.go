@@ -197,10 +197,9 @@ func (s *State) Record(id string) NodeRecord {
 	return r
 }
 
+// update changes the node's record in place (creating it when absent).
 func (s *State) update(id string, f func(*NodeRecord)) {
-	r, _ := s.Nodes.Get(id)
-	f(&r)
-	s.Nodes.Set(id, r)
+	f(s.Nodes.ref(id))
 }
 
 // Enter moves the pointer to id: enteredAt is set if empty, attempts grows
@@ -219,10 +218,14 @@ func (s *State) Enter(id string, now time.Time) {
 
 // Exit records the node's outcome.
 func (s *State) Exit(id, outcome string, now time.Time) {
-	s.update(id, func(r *NodeRecord) {
-		r.Outcome = outcome
-		r.ExitedAt = timestamp(now)
-	})
+	s.exit(id, outcome, timestamp(now))
+}
+
+// exit is Exit with the timestamp already formatted.
+func (s *State) exit(id, outcome, at string) {
+	r := s.Nodes.ref(id)
+	r.Outcome = outcome
+	r.ExitedAt = at
 }
 
 // Park records why the pointer is not moving.
@@ -244,10 +247,27 @@ func (s *State) NoteBlock(id, rendered string) (repeated bool) {
 // Timestamp formats t as the-loop's state timestamps: UTC, second
 // precision, "+00:00" suffix.
 func timestamp(t time.Time) string {
-	// One allocation: the layout and the offset appended in a stack buffer.
-	var buf [32]byte
-	b := t.UTC().AppendFormat(buf[:0], "2006-01-02T15:04:05")
-	return string(append(b, "+00:00"...))
+	// One allocation: the digits written into a stack buffer by hand, as
+	// the layout would (every transition stamps its state; a layout is
+	// parsed anew on each Format). Years Format writes otherwise than as
+	// four digits take the layout.
+	t = t.UTC()
+	year, month, day := t.Date()
+	if year < 0 || year > 9999 {
+		var buf [40]byte
+		return string(append(t.AppendFormat(buf[:0], "2006-01-02T15:04:05"), "+00:00"...))
+	}
+	hour, min, sec := t.Clock()
+	buf := [25]byte{
+		byte('0' + year/1000), byte('0' + year/100%10), byte('0' + year/10%10), byte('0' + year%10), '-',
+		byte('0' + int(month)/10), byte('0' + int(month)%10), '-',
+		byte('0' + day/10), byte('0' + day%10), 'T',
+		byte('0' + hour/10), byte('0' + hour%10), ':',
+		byte('0' + min/10), byte('0' + min%10), ':',
+		byte('0' + sec/10), byte('0' + sec%10),
+		'+', '0', '0', ':', '0', '0',
+	}
+	return string(buf[:])
 }
 
 // MarshalState serialises s the way graph-state.json is written: two-space

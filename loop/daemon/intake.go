@@ -313,12 +313,27 @@ func (in *intake) refusal(item workitem.Ref, ev *ingress.Event, cmd ingress.Comm
 	return ""
 }
 
-// withReactions puts the started reaction on the trigger, runs fn, then
-// the completed or error reaction. Reactions are best-effort.
+// withReactions puts the started reaction on the trigger while fn runs,
+// then the completed or error reaction. Reactions are best-effort.
+//
+// The started reaction is posted alongside the handling, not before it: it
+// tells the human the event was picked up, and nothing in the handling
+// reads it, so the agent does not wait a round trip to GitHub (hundreds of
+// milliseconds against the real API) to hear a comment (docs/daemon.md
+// §6.11). The closing reaction waits for it, so the two land in order.
 func (in *intake) withReactions(ctx context.Context, item workitem.Ref, ev *ingress.Event, fn func() error) error {
 	r := in.conf().Reactions
-	in.react(ctx, item, ev, r.Started)
+	started := make(chan struct{})
+	if in.reacts(item, ev, r.Started) {
+		go func() {
+			defer close(started)
+			in.react(ctx, item, ev, r.Started)
+		}()
+	} else {
+		close(started)
+	}
 	err := fn()
+	<-started
 	if err != nil {
 		in.react(ctx, item, ev, r.Error)
 		return err
@@ -327,8 +342,13 @@ func (in *intake) withReactions(ctx context.Context, item workitem.Ref, ev *ingr
 	return nil
 }
 
+// reacts reports whether react would post content for ev.
+func (in *intake) reacts(item workitem.Ref, ev *ingress.Event, content string) bool {
+	return in.conf().Reactions.Enabled && content != "" && item.Provider == "github" && ev.Source != ingress.SourceCLI
+}
+
 func (in *intake) react(ctx context.Context, item workitem.Ref, ev *ingress.Event, content string) {
-	if !in.conf().Reactions.Enabled || content == "" || item.Provider != "github" || ev.Source == ingress.SourceCLI {
+	if !in.reacts(item, ev, content) {
 		return
 	}
 	args := map[string]any{"ref": item.String(), "content": content}

@@ -530,6 +530,7 @@ func (in *intake) dispatchTo(ctx context.Context, item workitem.Ref, rec session
 			}
 		}
 	}
+	delivered := in.deliveredAlready(ctx, ev)
 	before := in.link.context(ctx, item, workitem.Ref{}, cwd)
 	gc, consulted, err := consultGate(before,
 		func() *graphContext { return in.link.context(ctx, item, workitem.Ref{}, cwd) },
@@ -545,7 +546,7 @@ func (in *intake) dispatchTo(ctx context.Context, item workitem.Ref, rec session
 		// nothing is pasted; the queue delivers the event again.
 		return err
 	}
-	if in.done(ctx, ev, stepPaste) || in.done(ctx, ev, stepSpawn) {
+	if delivered() {
 		// A redelivery: this event's text is already in the session (or
 		// it spawned the session).
 		return nil
@@ -573,6 +574,19 @@ func (in *intake) dispatchTo(ctx context.Context, item workitem.Ref, rec session
 		}
 	}
 	return nil
+}
+
+// deliveredAlready starts reading whether this delivery's text is already
+// in the session (#paste) or it spawned the session (#spawn) — a
+// redelivery — and returns the wait for the answer. The reads go to the
+// queue while the graph is read and its gate consulted (state saves that
+// wait on fsync): those steps write no mark, and a delivery is handled by
+// one worker at a time (per-item order), so the answer is the one a read
+// after them would give.
+func (in *intake) deliveredAlready(ctx context.Context, ev *ingress.Event) func() bool {
+	ch := make(chan bool, 1) // buffered: an early return leaves no goroutine behind
+	go func() { ch <- in.done(ctx, ev, stepPaste) || in.done(ctx, ev, stepSpawn) }()
+	return func() bool { return <-ch }
 }
 
 // consultGate consults the gate first when the loop waits at a human gate

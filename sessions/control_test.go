@@ -275,6 +275,28 @@ func TestReceiptSurvivesAFullScrollback(t *testing.T) {
 	}
 }
 
+// TestReceiptBeyondItsWindow: the receipt captures the last receiptHistory
+// lines of history, not the whole scrollback. Prompts that share their
+// footer, pasted until the history holds several windows, are each
+// confirmed by their own text.
+func TestReceiptBeyondItsWindow(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	tm := newTestTmux(t, nil)
+	fake := writeFakeClaude(t)
+	spawnFake(t, tm, fake, "loop-github-o-r-1", "conv-1") // starts the server
+	require.NoError(t, tm.Spawn(ctx, SpawnSpec{Name: "loop-github-o-r-2", Cwd: t.TempDir(), Argv: []string{"cat"}}))
+	body := strings.Repeat("a line of the event's body, the same in every prompt\n", 30)
+	for i := range 16 { // cat shows each prompt twice: ~1,000 lines in all
+		msg := fmt.Sprintf("# the-loop event\n- delivery: %d-%d\n%s\n(assigned by the graph, not part of any payload)", i, i*7919, body)
+		r, err := tm.Deliver(ctx, "loop-github-o-r-2", msg)
+		require.NoError(t, err)
+		require.True(t, r.Seen, "delivery %d was confirmed by the text itself: %+v", i, r)
+	}
+	lines := strings.Count(tmuxRaw(t, tm, "capture-pane", "-p", "-J", "-S", "-", "-t", "=loop-github-o-r-2:"), "\n")
+	require.Greater(t, lines, 3*receiptHistory, "the scrollback outgrew the receipt's window")
+}
+
 func TestReceiptCandidatesAndPick(t *testing.T) {
 	cands := receiptCandidates("a first line\n- delivery: 42\n\n   footer   line  ")
 	require.Equal(t, []string{"footer line", "- delivery: 42", "a first line"}, cands)

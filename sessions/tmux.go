@@ -858,7 +858,7 @@ func (t *Tmux) Deliver(ctx context.Context, name, text string) (Receipt, error) 
 	before, dead, err, done := t.captureAndPaste(ctx, name, buf, clean, guard)
 	if !done {
 		// As tmux processes: the capture, then the load and the guard.
-		if before, err = t.Capture(ctx, name); err != nil {
+		if before, err = t.captureReceipt(ctx, name); err != nil {
 			return r, err
 		}
 		pasted = time.Now()
@@ -935,7 +935,7 @@ func (t *Tmux) Deliver(ctx context.Context, name, text string) (Receipt, error) 
 }
 
 // captureAndPaste is, through the control client, one command list: the
-// pane's capture (the "before" of the receipt, taken right before the
+// pane's receipt capture (the "before" of the receipt, taken right before the
 // paste), the buffer load and the paste guard. done is false when the
 // client is not available (nothing ran): the caller runs them as tmux
 // processes. dead reports the guard found the pane dead; it is read only
@@ -945,7 +945,7 @@ func (t *Tmux) captureAndPaste(ctx context.Context, name, buf, text string, guar
 		return "", false, nil, false
 	}
 	_, blocks, err, done := t.viaControlBlocks(ctx, t.cfg.CommandTimeout, false,
-		[]string{"capture-pane", "-p", "-J", "-S", "-", "-t", paneTarget(name)},
+		receiptCapture(name),
 		[]string{"set-buffer", "-b", buf, "--", text}, guard)
 	if !done || err != nil {
 		return "", false, err, done
@@ -963,17 +963,52 @@ func (t *Tmux) captureAndPaste(ctx context.Context, name, buf, text string, guar
 	return string(joinLines(blocks[0])), dead, nil, true
 }
 
-// captureProbed is Capture, through the control client together with the
-// probe's has-session and list-panes (one round trip): live is the
+// receiptHistory is how many lines of scrollback above the visible screen
+// a receipt's captures hold. A whole scrollback is up to history-limit
+// (2000) lines: ~150 KB per capture, which cost the tmux server and loopd
+// ~10 ms each on a loaded 2-core machine, twice per delivery — the largest
+// single step of a webhook's way into the pane (README, Performance).
+//
+// A bounded window keeps the receipt sound. Every capture of a delivery
+// takes the same window (the last receiptHistory lines of history plus the
+// screen), and a pane's text only moves up: the window after the paste is
+// the window before it, less its top lines, plus whatever the pane printed
+// since. A fragment counted more often afterwards than before was therefore
+// printed since — as with the whole scrollback. What the window can add is
+// a false negative: when every candidate is already in the window (the same
+// text pasted again), an old copy leaving its top as the new one arrives
+// keeps the count still, and the receipt falls back to the changed screen
+// and its settle period, as the whole scrollback did once it was full.
+const receiptHistory = 200
+
+// receiptCapture is the capture-pane command of a receipt (receiptHistory).
+func receiptCapture(name string) []string {
+	return []string{"capture-pane", "-p", "-J", "-S", "-" + strconv.Itoa(receiptHistory), "-t", paneTarget(name)}
+}
+
+// captureReceipt is receiptCapture as a tmux process (without the control
+// client), with Capture's errors.
+func (t *Tmux) captureReceipt(ctx context.Context, name string) (string, error) {
+	res, err := t.run(ctx, t.cfg.CommandTimeout, receiptCapture(name)...)
+	if err != nil {
+		if saysAbsent(err) {
+			return "", fmt.Errorf("%w: tmux session %s is absent", ErrSessionMissing, name)
+		}
+		return "", fmt.Errorf("capturing tmux session %s: %w", name, err)
+	}
+	return string(res.Stdout), nil
+}
+
+// captureProbed is captureReceipt, through the control client together
+// with the probe's has-session and list-panes (one round trip): live is the
 // session's liveness at the capture, LivenessUnknown when not probed.
 func (t *Tmux) captureProbed(ctx context.Context, name string) (screen string, live Liveness, err error) {
-	target := paneTarget(name)
 	_, blocks, err, done := t.viaControlBlocks(ctx, t.cfg.CommandTimeout, true,
-		[]string{"capture-pane", "-p", "-J", "-S", "-", "-t", target},
+		receiptCapture(name),
 		[]string{"has-session", "-t", sessionTarget(name)},
 		[]string{"list-panes", "-s", "-t", sessionTarget(name), "-F", "#{pane_dead}"})
 	if !done {
-		screen, err = t.Capture(ctx, name)
+		screen, err = t.captureReceipt(ctx, name)
 		return screen, LivenessUnknown, err
 	}
 	if err != nil {
@@ -1084,8 +1119,9 @@ func receiptCandidates(clean string) []string {
 
 const maxReceiptLines = 8
 
-// pickReceiptFragment chooses the candidate the pane's scrollback (squashed)
-// does not hold yet, so that its first appearance is the receipt: the same
+// pickReceiptFragment chooses the candidate the pane's receipt capture
+// (receiptHistory, squashed) does not hold yet, so that its first
+// appearance is the receipt: the same
 // footer on every prompt is counted instead, and once the scrollback is
 // full tmux trims old copies from its top as the new one arrives — the
 // count does not rise, and every delivery waited out the settle period.
@@ -1103,7 +1139,7 @@ func pickReceiptFragment(cands []string, squashed string) (string, int) {
 }
 
 // squashSpace is strings.Join(strings.Fields(s), " ") in one pass and one
-// allocation: Deliver squashes the whole scrollback on every capture.
+// allocation: Deliver squashes every capture of its receipt.
 func squashSpace(s string) string {
 	var b strings.Builder
 	b.Grow(len(s))

@@ -313,12 +313,27 @@ func (in *intake) refusal(item workitem.Ref, ev *ingress.Event, cmd ingress.Comm
 	return ""
 }
 
-// withReactions puts the started reaction on the trigger, runs fn, then
-// the completed or error reaction. Reactions are best-effort.
+// withReactions puts the started reaction on the trigger while fn runs,
+// then the completed or error reaction. Reactions are best-effort.
+//
+// The started reaction is posted alongside the handling, not before it: it
+// tells the human the event was picked up, and nothing in the handling
+// reads it, so the agent does not wait a round trip to GitHub (hundreds of
+// milliseconds against the real API) to hear a comment (docs/daemon.md
+// §6.11). The closing reaction waits for it, so the two land in order.
 func (in *intake) withReactions(ctx context.Context, item workitem.Ref, ev *ingress.Event, fn func() error) error {
 	r := in.conf().Reactions
-	in.react(ctx, item, ev, r.Started)
+	started := make(chan struct{})
+	if in.reacts(item, ev, r.Started) {
+		go func() {
+			defer close(started)
+			in.react(ctx, item, ev, r.Started)
+		}()
+	} else {
+		close(started)
+	}
 	err := fn()
+	<-started
 	if err != nil {
 		in.react(ctx, item, ev, r.Error)
 		return err
@@ -327,8 +342,13 @@ func (in *intake) withReactions(ctx context.Context, item workitem.Ref, ev *ingr
 	return nil
 }
 
+// reacts reports whether react would post content for ev.
+func (in *intake) reacts(item workitem.Ref, ev *ingress.Event, content string) bool {
+	return in.conf().Reactions.Enabled && content != "" && item.Provider == "github" && ev.Source != ingress.SourceCLI
+}
+
 func (in *intake) react(ctx context.Context, item workitem.Ref, ev *ingress.Event, content string) {
-	if !in.conf().Reactions.Enabled || content == "" || item.Provider != "github" || ev.Source == ingress.SourceCLI {
+	if !in.reacts(item, ev, content) {
 		return
 	}
 	args := map[string]any{"ref": item.String(), "content": content}
@@ -510,6 +530,7 @@ func (in *intake) dispatchTo(ctx context.Context, item workitem.Ref, rec session
 			}
 		}
 	}
+	delivered := in.deliveredAlready(ctx, ev)
 	before := in.link.context(ctx, item, workitem.Ref{}, cwd)
 	gc, consulted, err := consultGate(before,
 		func() *graphContext { return in.link.context(ctx, item, workitem.Ref{}, cwd) },
@@ -525,7 +546,7 @@ func (in *intake) dispatchTo(ctx context.Context, item workitem.Ref, rec session
 		// nothing is pasted; the queue delivers the event again.
 		return err
 	}
-	if in.done(ctx, ev, stepPaste) || in.done(ctx, ev, stepSpawn) {
+	if delivered() {
 		// A redelivery: this event's text is already in the session (or
 		// it spawned the session).
 		return nil
@@ -553,6 +574,19 @@ func (in *intake) dispatchTo(ctx context.Context, item workitem.Ref, rec session
 		}
 	}
 	return nil
+}
+
+// deliveredAlready starts reading whether this delivery's text is already
+// in the session (#paste) or it spawned the session (#spawn) — a
+// redelivery — and returns the wait for the answer. The reads go to the
+// queue while the graph is read and its gate consulted (state saves that
+// wait on fsync): those steps write no mark, and a delivery is handled by
+// one worker at a time (per-item order), so the answer is the one a read
+// after them would give.
+func (in *intake) deliveredAlready(ctx context.Context, ev *ingress.Event) func() bool {
+	ch := make(chan bool, 1) // buffered: an early return leaves no goroutine behind
+	go func() { ch <- in.done(ctx, ev, stepPaste) || in.done(ctx, ev, stepSpawn) }()
+	return func() bool { return <-ch }
 }
 
 // consultGate consults the gate first when the loop waits at a human gate

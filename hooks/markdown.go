@@ -448,16 +448,19 @@ func loadDoc(a graph.Artifacts, name string) *document {
 		if !fs.ValidPath(name) {
 			return &document{err: fmt.Errorf("invalid artifact name %q", name)}
 		}
-		b, err := readArtifact(a, name, MaxArtifactBytes)
+		// Under check the bytes are borrowed until the check ends, and
+		// the document is memoised for exactly that long; otherwise they
+		// are ours (fs.ReadFile returns a copy the caller owns). Never
+		// written again either way, the text shares them instead of
+		// copying the whole artifact once more — so whatever a hook
+		// returns must copy what it takes from the text (graph.Borrower).
+		b, err := borrowArtifact(a, name, MaxArtifactBytes)
 		if err != nil {
 			return &document{err: err}
 		}
 		if len(b) == 0 {
 			return newDocument("")
 		}
-		// The bytes are ours (fs.ReadFile returns a copy the caller owns)
-		// and never written again: the text shares them instead of
-		// copying the whole artifact once more.
 		return newDocument(unsafe.String(&b[0], len(b)))
 	}
 	if m, ok := a.(graph.Memoizer); ok {

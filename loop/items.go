@@ -156,6 +156,15 @@ func (a *FileArtifacts) ReadFile(name string) ([]byte, error) {
 		return nil, err
 	}
 	data, err := readCapped(p, MaxArtifactBytes)
+	if err != nil {
+		return nil, readError(name, err)
+	}
+	return data, nil
+}
+
+// readError is ReadFile's error for name: a file over the cap is refused
+// with an *fs.PathError wrapping ErrTooLarge that says what to do.
+func readError(name string, err error) error {
 	var tl *tooLargeError
 	if errors.As(err, &tl) {
 		// Hooks report the PathError's inner error beside the artifact's
@@ -164,12 +173,9 @@ func (a *FileArtifacts) ReadFile(name string) ([]byte, error) {
 		if tl.size >= 0 {
 			size = fmt.Sprintf("%d bytes, more than", tl.size)
 		}
-		return nil, &fs.PathError{Op: "read", Path: name, Err: fmt.Errorf("%w: %s the %d bytes an artifact may have — shorten it (move bulk output such as logs out of the spec directory)", ErrTooLarge, size, MaxArtifactBytes)}
+		return &fs.PathError{Op: "read", Path: name, Err: fmt.Errorf("%w: %s the %d bytes an artifact may have — shorten it (move bulk output such as logs out of the spec directory)", ErrTooLarge, size, MaxArtifactBytes)}
 	}
-	if err != nil {
-		return nil, err
-	}
-	return data, nil
+	return err
 }
 
 // frontMatterHead is how much of a specification Resolve reads first: the

@@ -40,6 +40,13 @@ func singleLink(f *os.File) error {
 // `check --all`; os.Open would add a poller registration and a second
 // fstat, io.ReadAll a growing buffer.
 func readRegular(path string, limit int64) ([]byte, error) {
+	return readRegularInto(path, limit, nil)
+}
+
+// readRegularInto is readRegular reading into a buffer from alloc (a
+// slice of length 0 and at least the given capacity) instead of a fresh
+// one; nil alloc allocates.
+func readRegularInto(path string, limit int64, alloc func(n int) []byte) ([]byte, error) {
 	var fd int
 	var err error
 	for {
@@ -64,7 +71,12 @@ func readRegular(path string, limit int64) ([]byte, error) {
 	}
 	// One byte more than the size: a file that grew since the fstat shows
 	// without a second allocation, and the cap is checked on what was read.
-	buf := make([]byte, 0, st.Size+1)
+	var buf []byte
+	if alloc != nil {
+		buf = alloc(int(st.Size + 1))
+	} else {
+		buf = make([]byte, 0, st.Size+1)
+	}
 	for {
 		if len(buf) == cap(buf) {
 			if int64(len(buf)) > limit {

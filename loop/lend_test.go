@@ -4,6 +4,7 @@ package loop
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"os"
 	"path/filepath"
@@ -50,5 +51,36 @@ func TestLendAgreesWithReadFileAndReusesBuffers(t *testing.T) {
 		_, rerr := a.ReadFile(tc.name)
 		require.True(t, errors.Is(lerr, tc.want), "%s: %v", tc.name, lerr)
 		require.Equal(t, rerr.Error(), lerr.Error())
+	}
+}
+
+// Resolve reads the specification's front matter as a loan and the check's
+// first Lend of it takes those bytes; a write in between drops them, so a
+// check never sees a specification older than the last write through the
+// artifacts.
+func TestResolveHandsItsSpecificationToTheCheck(t *testing.T) {
+	root := t.TempDir()
+	dir := filepath.Join(root, "docs", "specs", "issue-7")
+	require.NoError(t, os.MkdirAll(dir, 0o755))
+	spec := "---\ntags: [auth]\nriskTier: 1\n---\n# Requirements\n"
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "requirements.md"), []byte(spec), 0o600))
+	items := &fileItems{repoRoot: root, specRoot: "docs/specs"}
+	for _, write := range []bool{false, true} {
+		wi, arts, err := items.Resolve(context.Background(), "issue-7")
+		require.NoError(t, err)
+		require.Equal(t, []string{"auth"}, wi.Tags)
+		require.Equal(t, 1, wi.RiskTier)
+		a := arts.(*FileArtifacts)
+		want := spec
+		if write {
+			want = "# rewritten\n"
+			require.NoError(t, a.WriteFile("requirements.md", []byte(want)))
+		}
+		got, err := a.Lend("requirements.md")
+		require.NoError(t, err)
+		require.Equal(t, want, string(got))
+		_, held := a.take("requirements.md")
+		require.False(t, held, "the bytes are handed over once")
+		a.GiveBack(got)
 	}
 }

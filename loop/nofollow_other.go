@@ -22,11 +22,5 @@ func readRegularInto(path string, limit int64, _ func(int) []byte) ([]byte, erro
 	return readCappedPortable(path, limit)
 }
 
-// readRegularHead reads the whole file here (see the unix version).
-func readRegularHead(path string, limit int64, _ []byte) ([]byte, bool, error) {
-	b, err := readCappedPortable(path, limit)
-	return b, err == nil, err
-}
-
 // openDir opens the directory at path for listing.
 func openDir(path string) (*os.File, error) { return os.Open(path) }

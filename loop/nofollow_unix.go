@@ -119,55 +119,6 @@ func fstatRetry(fd int, st *syscall.Stat_t) error {
 	}
 }
 
-// readRegularHead is readRegular that stops after len(buf) bytes, read
-// into buf: it refuses what readRegular refuses from the fstat (not a
-// regular file, larger than limit) and returns the first bytes, with whole
-// true when they are the whole file (the read reached its end). Resolving a
-// work item reads the front matter of a specification this way.
-func readRegularHead(path string, limit int64, buf []byte) ([]byte, bool, error) {
-	var fd int
-	var err error
-	for {
-		fd, err = syscall.Open(path, syscall.O_RDONLY|syscall.O_NONBLOCK|syscall.O_CLOEXEC, 0)
-		if err != syscall.EINTR {
-			break
-		}
-	}
-	if err != nil {
-		return nil, false, &fs.PathError{Op: "open", Path: path, Err: err}
-	}
-	defer syscall.Close(fd)
-	var st syscall.Stat_t
-	if err := fstatRetry(fd, &st); err != nil {
-		return nil, false, &fs.PathError{Op: "stat", Path: path, Err: err}
-	}
-	if st.Mode&syscall.S_IFMT != syscall.S_IFREG {
-		return nil, false, &fs.PathError{Op: "open", Path: path, Err: errNotRegular}
-	}
-	if st.Size > limit {
-		return nil, false, tooLarge(path, st.Size, limit)
-	}
-	// One byte more than the size sees the end of a file that fits.
-	buf = buf[:0:min(st.Size+1, int64(len(buf)))]
-	for len(buf) < cap(buf) {
-		k, err := syscall.Read(fd, buf[len(buf):cap(buf)])
-		if err == syscall.EINTR || err == syscall.EAGAIN {
-			continue
-		}
-		if err != nil {
-			return nil, false, &fs.PathError{Op: "read", Path: path, Err: err}
-		}
-		if k == 0 {
-			return buf, true, nil
-		}
-		buf = buf[:len(buf)+k]
-		if int64(len(buf)) == st.Size && len(buf) < cap(buf) {
-			return buf, true, nil // the whole file as the fstat saw it (see readRegular)
-		}
-	}
-	return buf, false, nil
-}
-
 // openDir opens the directory at path for listing in one open (O_DIRECTORY
 // refuses anything else) and one fcntl: os.Open would stat nothing but
 // would try, and fail, to register a directory with the poller — four

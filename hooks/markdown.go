@@ -469,42 +469,6 @@ func loadDoc(a graph.Artifacts, name string) *document {
 	return load().(*document)
 }
 
-// FrontMatterHead returns the front matter of any document that starts
-// with head — what FrontMatter's map would be for the whole text — and true,
-// when head alone decides it: the text does not start with "---", or the
-// closing "---" line lies within head's complete lines. Otherwise it
-// reports false and the caller reads the whole text. Resolving a work item
-// needs only its tags and risk tier, so it reads the first few kilobytes
-// of a specification instead of all of it (FuzzFrontMatterHead compares).
-func FrontMatterHead(head string) (map[string]any, bool) {
-	if len(head) < 3 {
-		return nil, false
-	}
-	if !strings.HasPrefix(head, "---") {
-		return map[string]any{}, true
-	}
-	first := strings.IndexByte(head, '\n')
-	if first < 0 {
-		return nil, false
-	}
-	rest := head[first+1:]
-	for off := 0; off < len(rest); {
-		end := strings.IndexByte(rest[off:], '\n')
-		if end < 0 {
-			break // an incomplete last line decides nothing
-		}
-		if strings.TrimSpace(rest[off:off+end]) == "---" {
-			m, ok := parseYAMLMapping(rest[:off])
-			if !ok {
-				return map[string]any{}, true
-			}
-			return m, true
-		}
-		off += end + 1
-	}
-	return nil, false
-}
-
 // simpleFrontMatter parses the front matter almost every artifact has —
 // top-level `key: value` lines whose values are plain words, quoted strings
 // without escapes, small integers, or flow lists of those — without the

@@ -111,7 +111,15 @@ type chainJob struct {
 // overruns is abandoned (its goroutine finishes on its own), its chain ends
 // in a block, and the remaining chains continue on a fresh worker.
 func runChains(ctx context.Context, pool *workerPool, jobs []chainJob) []ChainOutcome {
-	outs := make([]ChainOutcome, 0, len(jobs))
+	outs, _ := runChainsToEnd(ctx, pool, jobs)
+	return outs
+}
+
+// runChainsToEnd is runChains that also reports whether every hook
+// returned (none was abandoned at its deadline and may still be running).
+func runChainsToEnd(ctx context.Context, pool *workerPool, jobs []chainJob) (outs []ChainOutcome, allReturned bool) {
+	outs = make([]ChainOutcome, 0, len(jobs))
+	allReturned = true
 	// Leading empty chains pass without a hand-off.
 	for len(outs) < len(jobs) && len(jobs[len(outs)].hooks) == 0 {
 		outs = append(outs, ChainOutcome{Status: StatusPass, Blocking: -1})
@@ -123,9 +131,11 @@ func runChains(ctx context.Context, pool *workerPool, jobs []chainJob) []ChainOu
 		outs = append(outs, res...)
 		if finished {
 			b.recycle()
+		} else {
+			allReturned = false
 		}
 	}
-	return outs
+	return outs, allReturned
 }
 
 // runChain runs one chain of hooks whose base context fill writes into the

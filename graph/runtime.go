@@ -124,6 +124,9 @@ type session struct {
 
 	// ro is the read-only, memoising view of arts used by check chains.
 	ro *readOnly
+	// hookAbandoned is set when a check hook overran its deadline and was
+	// left running: the bytes it borrowed are then never given back.
+	hookAbandoned bool
 
 	// verdicts memoises the verifier's answers for this verb.
 	verdicts map[string]error

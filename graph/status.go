@@ -2,6 +2,7 @@ package graph
 
 import (
 	"context"
+	"strings"
 )
 
 // NodeReport is one node's verdict in a Report.
@@ -57,6 +58,23 @@ func (r *Runtime) Status(ctx context.Context, id string, recompute bool) (*Repor
 		r.warnLost(s, rep.CurrentNode)
 	}
 	rep.Warnings = append(rep.Warnings, s.warn...)
+	if s.ro != nil && !s.hookAbandoned {
+		// The report outlives the check; the bytes the hooks borrowed do
+		// not (Borrower). A message that shares their memory by mistake
+		// must not change under the caller when they are reused.
+		for i := range rep.Nodes {
+			nr := &rep.Nodes[i]
+			if s.ro.lent(nr.Outcome) {
+				nr.Outcome = strings.Clone(nr.Outcome)
+			}
+			for j, m := range nr.Messages {
+				if s.ro.lent(m) {
+					nr.Messages[j] = strings.Clone(m)
+				}
+			}
+		}
+		s.ro.settle()
+	}
 	return rep, nil
 }
 
@@ -92,8 +110,12 @@ func (r *Runtime) evaluateAll(ctx context.Context, s *session, recompute bool) *
 		jobs = append(jobs, chainJob{n.Exit, base, n})
 		jobNodes = append(jobNodes, i)
 	}
-	for j, c := range runChains(ctx, sharedPool, jobs) {
+	outs, allReturned := runChainsToEnd(ctx, sharedPool, jobs)
+	for j, c := range outs {
 		outcomes[jobNodes[j]] = c
+	}
+	if !allReturned {
+		s.hookAbandoned = true
 	}
 	first := ""
 	for i, n := range r.g.nodes {

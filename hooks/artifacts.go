@@ -94,10 +94,29 @@ var errTooLarge = errors.New("larger than a hook reads")
 // that grew in between). A larger file yields an *fs.PathError whose text
 // gives the size and the limit.
 func readArtifact(a graph.Artifacts, name string, limit int64) ([]byte, error) {
+	return readArtifactFrom(a, name, limit, nil)
+}
+
+// borrowArtifact is readArtifact through the check's Borrower when a has
+// one: the bytes are then valid until the check ends (graph.Borrower), so
+// only what is memoised for the check, and copied out of it, may use them.
+func borrowArtifact(a graph.Artifacts, name string, limit int64) ([]byte, error) {
+	br, _ := a.(graph.Borrower)
+	return readArtifactFrom(a, name, limit, br)
+}
+
+// readArtifactFrom is readArtifact reading through br when it is not nil.
+func readArtifactFrom(a graph.Artifacts, name string, limit int64, br graph.Borrower) ([]byte, error) {
 	if st, err := fs.Stat(a, name); err == nil && st.Mode().IsRegular() && st.Size() > limit {
 		return nil, &fs.PathError{Op: "read", Path: name, Err: fmt.Errorf("%w: %d bytes, more than the %d bytes an artifact may have — shorten it (move bulk output such as logs out of the spec directory)", errTooLarge, st.Size(), limit)}
 	}
-	b, err := fs.ReadFile(a, name)
+	var b []byte
+	var err error
+	if br != nil {
+		b, err = br.Borrow(name)
+	} else {
+		b, err = fs.ReadFile(a, name)
+	}
 	if err != nil {
 		return nil, err
 	}

@@ -1,7 +1,6 @@
 package hooks_test
 
 import (
-	"reflect"
 	"strings"
 	"testing"
 
@@ -116,29 +115,6 @@ func FuzzDocumentSections(f *testing.F) {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, s string) { hooks.CheckDocumentSections(t, s) })
-}
-
-// FuzzFrontMatterHead: whenever the head of a text decides its front
-// matter, it is the front matter FrontMatter reads from the whole text.
-func FuzzFrontMatterHead(f *testing.F) {
-	for _, s := range []string{"---\nstatus: approved\ntags: [a]\n---\nbody", "# no front matter", "---\nx: 1\n", "---\n: :\n---\n", "--", "---\r\nriskTier: 2\r\n---\r\n"} {
-		f.Add(s, uint16(len(s)))
-		f.Add(s, uint16(len(s)/2))
-	}
-	f.Fuzz(func(t *testing.T, text string, cut uint16) {
-		k := int(cut)
-		if k > len(text) {
-			k = len(text)
-		}
-		head, ok := hooks.FrontMatterHead(text[:k])
-		if !ok {
-			return
-		}
-		full, _ := hooks.FrontMatter(text)
-		if !reflect.DeepEqual(head, full) {
-			t.Fatalf("head %q decides %#v, the whole text %q reads %#v", text[:k], head, text, full)
-		}
-	})
 }
 
 // FuzzLint: the mermaid and structure lints, which search for their

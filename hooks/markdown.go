@@ -448,58 +448,25 @@ func loadDoc(a graph.Artifacts, name string) *document {
 		if !fs.ValidPath(name) {
 			return &document{err: fmt.Errorf("invalid artifact name %q", name)}
 		}
-		b, err := readArtifact(a, name, MaxArtifactBytes)
+		// Under check the bytes are borrowed until the check ends, and
+		// the document is memoised for exactly that long; otherwise they
+		// are ours (fs.ReadFile returns a copy the caller owns). Never
+		// written again either way, the text shares them instead of
+		// copying the whole artifact once more — so whatever a hook
+		// returns must copy what it takes from the text (graph.Borrower).
+		b, err := borrowArtifact(a, name, MaxArtifactBytes)
 		if err != nil {
 			return &document{err: err}
 		}
 		if len(b) == 0 {
 			return newDocument("")
 		}
-		// The bytes are ours (fs.ReadFile returns a copy the caller owns)
-		// and never written again: the text shares them instead of
-		// copying the whole artifact once more.
 		return newDocument(unsafe.String(&b[0], len(b)))
 	}
 	if m, ok := a.(graph.Memoizer); ok {
 		return m.Memo("doc\x00"+name, load).(*document)
 	}
 	return load().(*document)
-}
-
-// FrontMatterHead returns the front matter of any document that starts
-// with head — what FrontMatter's map would be for the whole text — and true,
-// when head alone decides it: the text does not start with "---", or the
-// closing "---" line lies within head's complete lines. Otherwise it
-// reports false and the caller reads the whole text. Resolving a work item
-// needs only its tags and risk tier, so it reads the first few kilobytes
-// of a specification instead of all of it (FuzzFrontMatterHead compares).
-func FrontMatterHead(head string) (map[string]any, bool) {
-	if len(head) < 3 {
-		return nil, false
-	}
-	if !strings.HasPrefix(head, "---") {
-		return map[string]any{}, true
-	}
-	first := strings.IndexByte(head, '\n')
-	if first < 0 {
-		return nil, false
-	}
-	rest := head[first+1:]
-	for off := 0; off < len(rest); {
-		end := strings.IndexByte(rest[off:], '\n')
-		if end < 0 {
-			break // an incomplete last line decides nothing
-		}
-		if strings.TrimSpace(rest[off:off+end]) == "---" {
-			m, ok := parseYAMLMapping(rest[:off])
-			if !ok {
-				return map[string]any{}, true
-			}
-			return m, true
-		}
-		off += end + 1
-	}
-	return nil, false
 }
 
 // simpleFrontMatter parses the front matter almost every artifact has —

@@ -90,6 +90,24 @@ func (it *fileItems) Resolve(_ context.Context, id string) (graph.WorkItem, grap
 type FileArtifacts struct {
 	dir     string
 	display string
+
+	mu sync.Mutex
+	// held is the specification Resolve read for its front matter, until
+	// the first Lend of heldName takes it (or a write to it drops it).
+	heldName string
+	held     []byte
+}
+
+// take hands over the bytes Resolve kept for name, if it kept them.
+func (a *FileArtifacts) take(name string) ([]byte, bool) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.held == nil || name != a.heldName {
+		return nil, false
+	}
+	data := a.held
+	a.heldName, a.held = "", nil
+	return data, true
 }
 
 // NewFileArtifacts returns the artifacts of the spec directory dir, shown in
@@ -156,6 +174,15 @@ func (a *FileArtifacts) ReadFile(name string) ([]byte, error) {
 		return nil, err
 	}
 	data, err := readCapped(p, MaxArtifactBytes)
+	if err != nil {
+		return nil, readError(name, err)
+	}
+	return data, nil
+}
+
+// readError is ReadFile's error for name: a file over the cap is refused
+// with an *fs.PathError wrapping ErrTooLarge that says what to do.
+func readError(name string, err error) error {
 	var tl *tooLargeError
 	if errors.As(err, &tl) {
 		// Hooks report the PathError's inner error beside the artifact's
@@ -164,55 +191,23 @@ func (a *FileArtifacts) ReadFile(name string) ([]byte, error) {
 		if tl.size >= 0 {
 			size = fmt.Sprintf("%d bytes, more than", tl.size)
 		}
-		return nil, &fs.PathError{Op: "read", Path: name, Err: fmt.Errorf("%w: %s the %d bytes an artifact may have — shorten it (move bulk output such as logs out of the spec directory)", ErrTooLarge, size, MaxArtifactBytes)}
+		return &fs.PathError{Op: "read", Path: name, Err: fmt.Errorf("%w: %s the %d bytes an artifact may have — shorten it (move bulk output such as logs out of the spec directory)", ErrTooLarge, size, MaxArtifactBytes)}
 	}
-	if err != nil {
-		return nil, err
-	}
-	return data, nil
+	return err
 }
 
-// frontMatterHead is how much of a specification Resolve reads first: the
-// front matter of every spec seen so far ends well within it.
-const frontMatterHead = 4 << 10
-
-// headBuffers hold the first bytes of a specification while Resolve reads
-// its front matter: what it keeps is copied out, so the buffer serves the
-// next work item instead of becoming garbage on every one.
-var headBuffers = sync.Pool{New: func() any { return new([frontMatterHead]byte) }}
-
 // specFacts sets wi's tags and risk tier from the front matter of the
-// artifact name (hooks.FrontMatter), reading only its first bytes when they
-// decide it (hooks.FrontMatterHead) and the whole file (as ReadFile) when
-// they do not. The artifact's checks read the file again in full; reading
-// it whole here too cost a second copy of the largest artifact per work
-// item on every `check --all`.
+// artifact name (hooks.FrontMatter). It reads the file as a loan (Lend)
+// and keeps it for the check that follows: that check's first Lend of the
+// specification takes these bytes instead of reading the file again, so
+// a `check --all` opens each specification once, not twice.
 func (a *FileArtifacts) specFacts(name string, wi *graph.WorkItem) error {
-	p, err := a.full("read", name)
+	data, err := a.Lend(name)
 	if err != nil {
 		return err
 	}
-	buf := headBuffers.Get().(*[frontMatterHead]byte)
-	defer headBuffers.Put(buf)
-	head, whole, err := readRegularHead(p, MaxArtifactBytes, buf[:])
-	if err != nil {
-		return err
-	}
-	var fm map[string]any
-	decided := false
-	if !whole {
-		// The front matter's strings point into the pooled buffer until
-		// they are copied below.
-		fm, decided = hooks.FrontMatterHead(unsafe.String(unsafe.SliceData(head), len(head)))
-		if !decided {
-			if head, err = a.ReadFile(name); err != nil {
-				return err
-			}
-		}
-	}
-	if !decided {
-		fm, _ = hooks.FrontMatter(unsafe.String(unsafe.SliceData(head), len(head)))
-	}
+	// The front matter's strings share the loan until copied below.
+	fm, _ := hooks.FrontMatter(unsafe.String(unsafe.SliceData(data), len(data)))
 	if tags := graph.AsStrings(fm["tags"]); tags != nil {
 		for i, t := range tags {
 			tags[i] = strings.Clone(t)
@@ -222,6 +217,9 @@ func (a *FileArtifacts) specFacts(name string, wi *graph.WorkItem) error {
 	if t := graph.Values(fm).Int("riskTier", 0); t > 0 {
 		wi.RiskTier = t
 	}
+	a.mu.Lock()
+	a.heldName, a.held = name, data
+	a.mu.Unlock()
 	return nil
 }
 
@@ -243,6 +241,7 @@ func (a *FileArtifacts) WriteFile(name string, data []byte) error {
 	if err != nil {
 		return err
 	}
+	a.take(name)
 	if err := a.safeDir(filepath.Dir(p)); err != nil {
 		return err
 	}
@@ -260,6 +259,7 @@ func (a *FileArtifacts) AppendFile(name string, data []byte) error {
 	if err != nil {
 		return err
 	}
+	a.take(name)
 	if err := a.safeDir(filepath.Dir(p)); err != nil {
 		return err
 	}

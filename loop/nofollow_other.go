@@ -17,10 +17,9 @@ func singleLink(*os.File) error { return nil }
 // bytes (see the unix version).
 func readRegular(path string, limit int64) ([]byte, error) { return readCappedPortable(path, limit) }
 
-// readRegularHead reads the whole file here (see the unix version).
-func readRegularHead(path string, limit int64, _ []byte) ([]byte, bool, error) {
-	b, err := readCappedPortable(path, limit)
-	return b, err == nil, err
+// readRegularInto is readRegular here: alloc is not used.
+func readRegularInto(path string, limit int64, _ func(int) []byte) ([]byte, error) {
+	return readCappedPortable(path, limit)
 }
 
 // openDir opens the directory at path for listing.

@@ -40,6 +40,13 @@ func singleLink(f *os.File) error {
 // `check --all`; os.Open would add a poller registration and a second
 // fstat, io.ReadAll a growing buffer.
 func readRegular(path string, limit int64) ([]byte, error) {
+	return readRegularInto(path, limit, nil)
+}
+
+// readRegularInto is readRegular reading into a buffer from alloc (a
+// slice of length 0 and at least the given capacity) instead of a fresh
+// one; nil alloc allocates.
+func readRegularInto(path string, limit int64, alloc func(n int) []byte) ([]byte, error) {
 	var fd int
 	var err error
 	for {
@@ -64,7 +71,12 @@ func readRegular(path string, limit int64) ([]byte, error) {
 	}
 	// One byte more than the size: a file that grew since the fstat shows
 	// without a second allocation, and the cap is checked on what was read.
-	buf := make([]byte, 0, st.Size+1)
+	var buf []byte
+	if alloc != nil {
+		buf = alloc(int(st.Size + 1))
+	} else {
+		buf = make([]byte, 0, st.Size+1)
+	}
 	for {
 		if len(buf) == cap(buf) {
 			if int64(len(buf)) > limit {
@@ -105,55 +117,6 @@ func fstatRetry(fd int, st *syscall.Stat_t) error {
 			return err
 		}
 	}
-}
-
-// readRegularHead is readRegular that stops after len(buf) bytes, read
-// into buf: it refuses what readRegular refuses from the fstat (not a
-// regular file, larger than limit) and returns the first bytes, with whole
-// true when they are the whole file (the read reached its end). Resolving a
-// work item reads the front matter of a specification this way.
-func readRegularHead(path string, limit int64, buf []byte) ([]byte, bool, error) {
-	var fd int
-	var err error
-	for {
-		fd, err = syscall.Open(path, syscall.O_RDONLY|syscall.O_NONBLOCK|syscall.O_CLOEXEC, 0)
-		if err != syscall.EINTR {
-			break
-		}
-	}
-	if err != nil {
-		return nil, false, &fs.PathError{Op: "open", Path: path, Err: err}
-	}
-	defer syscall.Close(fd)
-	var st syscall.Stat_t
-	if err := fstatRetry(fd, &st); err != nil {
-		return nil, false, &fs.PathError{Op: "stat", Path: path, Err: err}
-	}
-	if st.Mode&syscall.S_IFMT != syscall.S_IFREG {
-		return nil, false, &fs.PathError{Op: "open", Path: path, Err: errNotRegular}
-	}
-	if st.Size > limit {
-		return nil, false, tooLarge(path, st.Size, limit)
-	}
-	// One byte more than the size sees the end of a file that fits.
-	buf = buf[:0:min(st.Size+1, int64(len(buf)))]
-	for len(buf) < cap(buf) {
-		k, err := syscall.Read(fd, buf[len(buf):cap(buf)])
-		if err == syscall.EINTR || err == syscall.EAGAIN {
-			continue
-		}
-		if err != nil {
-			return nil, false, &fs.PathError{Op: "read", Path: path, Err: err}
-		}
-		if k == 0 {
-			return buf, true, nil
-		}
-		buf = buf[:len(buf)+k]
-		if int64(len(buf)) == st.Size && len(buf) < cap(buf) {
-			return buf, true, nil // the whole file as the fstat saw it (see readRegular)
-		}
-	}
-	return buf, false, nil
 }
 
 // openDir opens the directory at path for listing in one open (O_DIRECTORY

@@ -189,18 +189,34 @@ func OpenEventLog(path, source string, opts EventLogOptions) (*EventLog, error) 
 	return l, nil
 }
 
-// writer writes the queued lines whenever it is kicked, until Close.
+// writer writes the queued lines, backgroundLinger after the first of
+// them was queued, until Close.
 func (l *EventLog) writer() {
 	defer close(l.done)
+	linger := time.NewTimer(time.Hour)
+	linger.Stop()
 	for {
 		select {
 		case <-l.kick:
-			l.Flush()
 		case <-l.stop:
 			return
 		}
+		// Lines emitted meanwhile go out in the same write: a busy
+		// daemon writes a few hundred times a second, not once per line.
+		linger.Reset(backgroundLinger)
+		select {
+		case <-linger.C:
+		case <-l.stop:
+			return // Close writes the queue
+		}
+		l.Flush()
 	}
 }
+
+// backgroundLinger is how long a Background log's writer lets lines gather
+// before it writes them: the most a reader in another process waits for a
+// line, and what a crash can lose on top of the write in progress.
+const backgroundLinger = 2 * time.Millisecond
 
 // openAppend opens the log for appending without following a symbolic
 // link, in a directory that is not one: with the default state root inside

@@ -154,6 +154,9 @@ func TestEventLogBackground(t *testing.T) {
 			defer wg.Done()
 			for i := range each {
 				l.Emit(graph.LogEvent{Name: "test.seq", Fields: []graph.Field{{Key: "writer", Value: strconv.Itoa(g)}, {Key: "seq", Value: i}}})
+				if i%10 == 9 {
+					l.Flush() // writes of a few lines each, so the file rotates
+				}
 			}
 		}()
 	}

@@ -731,7 +731,8 @@ func (q *Queue) Replay(ctx context.Context, seq uint64) error {
 }
 
 // Pending reports how many events are kept and not yet acknowledged (the
-// last one handled counts until its held-back ack is sent: AckDelay).
+// last ones handled, up to ackBatch, count until their held-back acks are
+// sent: AckDelay after the last).
 func (q *Queue) Pending(ctx context.Context) (uint64, error) {
 	info, err := q.events.Info(ctx)
 	if err != nil {

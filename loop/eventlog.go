@@ -63,6 +63,19 @@ type EventLogOptions struct {
 	Warnings io.Writer
 	// PID is the envelope's pid (default os.Getpid()).
 	PID int
+	// Background takes the write off the caller's path: Emit formats the
+	// line and queues it, and a writer goroutine writes whatever has
+	// queued up with one stat and one write(2) (a daemon's webhook path
+	// logs every event). Flush writes what is queued and returns after
+	// it is in the file; Close flushes. Readers in the same process that
+	// must see every line emitted so far call Flush first; readers in
+	// other processes see a line once the writer got to it (it runs at
+	// once; under load, lines wait for the write in progress). A crash
+	// (kill -9) loses the lines queued and not yet written — log lines
+	// only, at most maxQueuedBytes — never anything the log's writer did
+	// not itself hold. Past maxQueuedBytes queued, Emit writes the queue
+	// itself (back-pressure rather than loss).
+	Background bool
 }
 
 // EventLog is the JSONL event log (docs/graph.md §8, docs/daemon.md
@@ -111,7 +124,24 @@ type EventLog struct {
 	heldBytes int
 	lost      int
 	lastErr   error
+	// spare is the queue buffer not in use (Background), reused by the
+	// next drain. Guarded by mu.
+	spare []byte
+
+	// Background mode: queue holds formatted lines waiting for the
+	// writer (guarded by qmu, taken after mu when both are held); kick
+	// wakes the writer; stop and done end it.
+	qmu     sync.Mutex
+	queue   []byte
+	qclosed bool
+	kick    chan struct{}
+	stop    chan struct{}
+	done    chan struct{}
 }
+
+// maxQueuedBytes bounds the lines a Background log queues before Emit
+// writes them itself.
+const maxQueuedBytes = 1 << 20
 
 // maxHeldBytes bounds the lines an EventLog keeps while it cannot write.
 const maxHeldBytes = 1 << 20
@@ -152,8 +182,41 @@ func OpenEventLog(path, source string, opts EventLogOptions) (*EventLog, error) 
 		return nil, fmt.Errorf("event log %s: %w", path, err)
 	}
 	l.f, l.fi = f, fi
+	if opts.Background {
+		l.kick, l.stop, l.done = make(chan struct{}, 1), make(chan struct{}), make(chan struct{})
+		go l.writer()
+	}
 	return l, nil
 }
+
+// writer writes the queued lines, backgroundLinger after the first of
+// them was queued, until Close.
+func (l *EventLog) writer() {
+	defer close(l.done)
+	linger := time.NewTimer(time.Hour)
+	linger.Stop()
+	for {
+		select {
+		case <-l.kick:
+		case <-l.stop:
+			return
+		}
+		// Lines emitted meanwhile go out in the same write: a busy
+		// daemon writes a few hundred times a second, not once per line.
+		linger.Reset(backgroundLinger)
+		select {
+		case <-linger.C:
+		case <-l.stop:
+			return // Close writes the queue
+		}
+		l.Flush()
+	}
+}
+
+// backgroundLinger is how long a Background log's writer lets lines gather
+// before it writes them: the most a reader in another process waits for a
+// line, and what a crash can lose on top of the write in progress.
+const backgroundLinger = 2 * time.Millisecond
 
 // openAppend opens the log for appending without following a symbolic
 // link, in a directory that is not one: with the default state root inside
@@ -181,12 +244,24 @@ func openAppend(path string) (*os.File, fs.FileInfo, error) {
 // Path returns the log file's path.
 func (l *EventLog) Path() string { return l.path }
 
-// Close closes the file. Later Emits are discarded.
+// Close writes the queued lines (Background) and closes the file. Later
+// Emits are discarded.
 func (l *EventLog) Close() error {
 	if l == nil {
 		return nil
 	}
+	if l.stop != nil {
+		l.qmu.Lock()
+		stopped := l.qclosed
+		l.qclosed = true
+		l.qmu.Unlock()
+		if !stopped {
+			close(l.stop)
+			<-l.done
+		}
+	}
 	l.mu.Lock()
+	l.drainLocked()
 	defer l.mu.Unlock()
 	l.closed = true
 	if l.f == nil {
@@ -197,21 +272,92 @@ func (l *EventLog) Close() error {
 	return err
 }
 
-// Emit implements graph.Sink: it appends e as one line. An event with a
-// zero Time is stamped with the log's clock.
+// Emit implements graph.Sink: it appends e as one line (Background: queues
+// it). An event with a zero Time is stamped with the log's clock.
 func (l *EventLog) Emit(e graph.LogEvent) {
 	if l == nil {
 		return
 	}
+	l.EmitLine(l.Line(e))
+}
+
+// Line formats e as this log writes it (stamped with the log's clock when
+// its Time is zero), for EmitLine: a program writing the same event to
+// several logs of one source formats it once.
+func (l *EventLog) Line(e graph.LogEvent) []byte {
 	if e.Time.IsZero() {
 		e.Time = l.clock.Now()
 	}
-	line := FormatEventLine(l.source, l.pid, e)
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if l.closed {
+	return FormatEventLine(l.source, l.pid, e)
+}
+
+// EmitLine appends a line formatted by Line — of this log or of another
+// log with the same source and pid. The log keeps no reference to line.
+func (l *EventLog) EmitLine(line []byte) {
+	if l == nil {
 		return
 	}
+	if l.kick == nil {
+		l.mu.Lock()
+		defer l.mu.Unlock()
+		if !l.closed {
+			l.writeLocked(line)
+		}
+		return
+	}
+	l.qmu.Lock()
+	if l.qclosed {
+		l.qmu.Unlock()
+		return
+	}
+	l.queue = append(l.queue, line...)
+	full := len(l.queue) >= maxQueuedBytes
+	l.qmu.Unlock()
+	if full {
+		l.Flush()
+		return
+	}
+	select {
+	case l.kick <- struct{}{}:
+	default: // the writer is already due to run
+	}
+}
+
+// Flush writes the lines queued so far (Background): when it returns,
+// every line emitted before the call is in the file, or held after a
+// failed write (Err). Without Background there is nothing to flush.
+func (l *EventLog) Flush() {
+	if l == nil || l.kick == nil {
+		return
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.drainLocked()
+}
+
+// drainLocked writes the queue with one write. Called with l.mu held, so
+// queued lines reach the file in the order they were queued.
+func (l *EventLog) drainLocked() {
+	l.qmu.Lock()
+	batch := l.queue
+	l.queue = l.spare[:0]
+	l.spare = nil
+	l.qmu.Unlock()
+	if len(batch) == 0 {
+		l.spare = batch
+		return
+	}
+	if !l.closed {
+		l.writeLocked(batch)
+	}
+	if cap(batch) <= maxQueuedBytes {
+		l.spare = batch[:0]
+	}
+}
+
+// writeLocked writes line (one line or, Background, several), holding it
+// for a later write when this one fails. Called with l.mu held.
+func (l *EventLog) writeLocked(line []byte) {
 	err := l.writeHeld()
 	if err == nil {
 		err = l.write(line)
@@ -219,10 +365,11 @@ func (l *EventLog) Emit(e graph.LogEvent) {
 	if err != nil {
 		l.lastErr = err
 		if l.heldBytes+len(line) <= maxHeldBytes {
-			l.held = append(l.held, line)
+			// A copy: the caller's buffer (the queue) is reused.
+			l.held = append(l.held, bytes.Clone(line))
 			l.heldBytes += len(line)
 		} else {
-			l.lost++
+			l.lost += max(bytes.Count(line, []byte{'\n'}), 1)
 		}
 		if !l.warned {
 			l.warned = true

@@ -17,20 +17,32 @@ import (
 
 // A full disk: the event log reports the failure (Err, which the daemon's
 // health asks), holds the lines, and writes them, in order, when a write
-// succeeds again.
+// succeeds again — written at once or by the background writer (loopd's
+// logs), whose Flush the test calls after each line.
 func TestEventLogHoldsLinesWhileTheDiskIsFull(t *testing.T) {
 	if runtime.GOOS != "linux" || os.Geteuid() != 0 {
 		t.Skip("a full file system needs a tmpfs mount: Linux and root only")
 	}
+	for _, background := range []bool{false, true} {
+		name := "sync"
+		if background {
+			name = "background"
+		}
+		t.Run(name, func(t *testing.T) { testEventLogDiskFull(t, background) })
+	}
+}
+
+func testEventLogDiskFull(t *testing.T, background bool) {
 	dir := t.TempDir()
 	if out, err := exec.Command("mount", "-t", "tmpfs", "-o", "size=1m", "tmpfs", dir).CombinedOutput(); err != nil {
 		t.Skipf("cannot mount a tmpfs (%v: %s)", err, strings.TrimSpace(string(out)))
 	}
 	t.Cleanup(func() { _ = exec.Command("umount", "-l", dir).Run() })
 	path := filepath.Join(dir, "events.jsonl")
-	l, err := loop.OpenEventLog(path, "t", loop.EventLogOptions{Warnings: io.Discard})
+	el, err := loop.OpenEventLog(path, "t", loop.EventLogOptions{Warnings: io.Discard, Background: background})
 	require.NoError(t, err)
-	defer l.Close()
+	defer el.Close()
+	l := flushingLog{el}
 	l.Emit(graph.LogEvent{Name: "one"})
 	require.NoError(t, l.Err())
 
@@ -64,6 +76,15 @@ func TestEventLogHoldsLinesWhileTheDiskIsFull(t *testing.T) {
 		names = append(names, r.Event)
 	}
 	require.Equal(t, append(want, "four"), names, "every line, in order, none torn")
+}
+
+// flushingLog flushes after every line, so a Background log's writes (and
+// failures) happen where the test expects them.
+type flushingLog struct{ *loop.EventLog }
+
+func (l flushingLog) Emit(e graph.LogEvent) {
+	l.EventLog.Emit(e)
+	l.Flush()
 }
 
 // An event log file larger than any writer makes (an agent's, with the log

@@ -139,6 +139,67 @@ func TestEventLogConcurrentGoroutines(t *testing.T) {
 	assertEverySeqOnce(t, path, goroutines, each)
 }
 
+// A Background log takes lines from many goroutines through its writer:
+// every line once, in order per goroutine, none torn, across rotations;
+// Flush makes what was emitted readable; Close writes what is queued.
+func TestEventLogBackground(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "events.jsonl")
+	l, err := OpenEventLog(path, "t", EventLogOptions{MaxBytes: 2000, MaxBackups: 1000, Background: true})
+	require.NoError(t, err)
+	var wg sync.WaitGroup
+	const goroutines, each = 8, 100
+	for g := range goroutines {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range each {
+				l.Emit(graph.LogEvent{Name: "test.seq", Fields: []graph.Field{{Key: "writer", Value: strconv.Itoa(g)}, {Key: "seq", Value: i}}})
+				if i%10 == 9 {
+					l.Flush() // writes of a few lines each, so the file rotates
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	l.Flush()
+	assertEverySeqOnce(t, path, goroutines, each)
+
+	l.Emit(graph.LogEvent{Name: "test.flushed"})
+	l.Flush()
+	recs, err := ReadEvents(path, EventQuery{Event: "test.flushed"})
+	require.NoError(t, err)
+	require.Len(t, recs, 1, "Flush returns after the line is in the file")
+
+	l.Emit(graph.LogEvent{Name: "test.closing"})
+	require.NoError(t, l.Close())
+	l.Emit(graph.LogEvent{Name: "test.after-close"})
+	l.Flush()
+	recs, err = ReadEvents(path, EventQuery{Event: "test.closing"})
+	require.NoError(t, err)
+	require.Len(t, recs, 1, "Close writes what is queued")
+	recs, err = ReadEvents(path, EventQuery{Event: "test.after-close"})
+	require.NoError(t, err)
+	require.Empty(t, recs, "lines after Close are dropped")
+}
+
+// One line formatted once goes to two logs of the same source.
+func TestEventLogEmitLineToTwoLogs(t *testing.T) {
+	dir := t.TempDir()
+	clock := graphtest.NewClock(t0)
+	a, err := OpenEventLog(filepath.Join(dir, "a.jsonl"), "loopd", EventLogOptions{Clock: clock, PID: 7, Background: true})
+	require.NoError(t, err)
+	b, err := OpenEventLog(filepath.Join(dir, "b.jsonl"), "loopd", EventLogOptions{Clock: clock, PID: 7})
+	require.NoError(t, err)
+	line := a.Line(graph.LogEvent{Name: "routing.routed", Fields: []graph.Field{{Key: "work_item", Value: "issue-1"}}})
+	a.EmitLine(line)
+	b.EmitLine(line)
+	require.NoError(t, a.Close())
+	require.NoError(t, b.Close())
+	want := []string{`{"ts":"2026-05-02T09:40:12.345Z","source":"loopd","event":"routing.routed","level":"info","pid":7,"work_item":"issue-1"}`}
+	assert.Equal(t, want, readLines(t, filepath.Join(dir, "a.jsonl")))
+	assert.Equal(t, want, readLines(t, filepath.Join(dir, "b.jsonl")))
+}
+
 // assertEverySeqOnce checks that the log (rotated files included) holds
 // every (writer, seq) exactly once, in order per writer, and no torn line.
 func assertEverySeqOnce(t *testing.T, path string, writers, each int) {

@@ -291,7 +291,23 @@ func (r Ref) IsZero() bool { return r == Ref{} }
 // user of a slug checks the stored ref before trusting it.
 func (r Ref) Slug() string {
 	raw := r.Provider + "-" + strings.ReplaceAll(r.path(), "/", "-") + "-" + strconv.Itoa(r.Number)
+	if slugSafe(raw) {
+		// Nearly every ref: the regular expression would change nothing
+		// (loopd asks for a slug on every event it triages).
+		return raw
+	}
 	return slugUnsafe.ReplaceAllString(raw, "-")
+}
+
+// slugSafe reports whether s has only the bytes slugUnsafe keeps.
+func slugSafe(s string) bool {
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || c == '.' || c == '_' || c == '-') {
+			return false
+		}
+	}
+	return true
 }
 
 // SpecID is the artifact directory name under the spec dir (issue-<n>) for

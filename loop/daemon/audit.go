@@ -60,15 +60,51 @@ func (s auditSink) Emit(e graph.LogEvent) {
 
 var _ graph.Sink = auditSink{}
 
-// openAudit opens <state root>/logs/audit.jsonl; loopd runs without it
-// (and says so) when it cannot be opened.
-func (d *Daemon) openAudit() graph.Sink {
+// logsSink writes an event to the event log and, when audited, to the
+// audit log: one line, formatted once, for both (the two logs share the
+// source and the pid). Either log may be nil (unavailable).
+type logsSink struct{ events, audit *loop.EventLog }
+
+func (s logsSink) Emit(e graph.LogEvent) {
+	audit := s.audit != nil && audited(e.Name)
+	var line []byte
+	switch {
+	case s.events != nil:
+		line = s.events.Line(e)
+	case audit:
+		line = s.audit.Line(e)
+	default:
+		return
+	}
+	s.events.EmitLine(line)
+	if audit {
+		s.audit.EmitLine(line)
+	}
+}
+
+var _ graph.Sink = logsSink{}
+
+// openAudit opens <state root>/logs/audit.jsonl (written in the
+// background, as the event log); loopd runs without it (and says so) when
+// it cannot be opened.
+func (d *Daemon) openAudit() {
 	path := filepath.Join(d.cfg.StateRoot, "logs", AuditLogName)
-	el, err := loop.OpenEventLog(path, "loopd", loop.EventLogOptions{Clock: d.deps.Clock, Warnings: d.deps.Log, MaxBytes: auditMaxBytes, MaxBackups: auditMaxBackups})
+	el, err := loop.OpenEventLog(path, "loopd", loop.EventLogOptions{Clock: d.deps.Clock, Warnings: d.deps.Log, MaxBytes: auditMaxBytes, MaxBackups: auditMaxBackups, Background: true})
 	if err != nil {
 		d.logf("the audit log is unavailable: %v", err)
-		return nil
+		return
 	}
 	d.audit = el
-	return auditSink{el}
+}
+
+// FlushLogs writes the event-log and audit-log lines still queued: after
+// it returns, a reader of the files sees every event loopd emitted before
+// the call. The API's and MCP's event verbs and the dashboard's timeline
+// call it before they read; Run's end closes the logs, which flushes them.
+// A kill -9 loses the lines still queued (log lines only: the queue, the
+// handled records and the sessions' state are written before the events
+// that report them, never through these logs).
+func (d *Daemon) FlushLogs() {
+	d.elog.Flush()
+	d.audit.Flush()
 }

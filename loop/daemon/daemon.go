@@ -479,16 +479,18 @@ func (d *Daemon) build() error {
 func (d *Daemon) buildEvents() error {
 	var sinks []graph.Sink
 	if d.cfg.EventLogPath != "" {
-		el, err := loop.OpenEventLog(d.cfg.EventLogPath, "loopd", loop.EventLogOptions{Clock: d.deps.Clock, Warnings: d.deps.Log})
+		// Written in the background: the webhook path logs every event
+		// (FlushLogs, and Close at the end of Run, write what waits).
+		el, err := loop.OpenEventLog(d.cfg.EventLogPath, "loopd", loop.EventLogOptions{Clock: d.deps.Clock, Warnings: d.deps.Log, Background: true})
 		if err != nil {
 			d.logf("the event log is unavailable: %v", err)
 		} else {
 			d.elog = el
-			sinks = append(sinks, el)
 		}
 	}
-	if a := d.openAudit(); a != nil { // audit.go
-		sinks = append(sinks, a)
+	d.openAudit() // audit.go
+	if d.elog != nil || d.audit != nil {
+		sinks = append(sinks, logsSink{events: d.elog, audit: d.audit})
 	}
 	sinks = append(sinks, d.serviceSinks()...)
 	sinks = append(sinks, newDropLog(d.deps.Log, d.deps.Clock.Now, DropLogInterval))

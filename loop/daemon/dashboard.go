@@ -625,6 +625,7 @@ func readLock(path string) (exists, locked bool, by []string) {
 func (s *dashSource) Events(ctx context.Context, ref string, since time.Time, limit int) ([]dashboard.Event, error) {
 	var recs []loop.EventRecord
 	if s.d.cfg.EventLogPath != "" {
+		s.d.FlushLogs()
 		own, err := loop.MergeEvents([]string{s.d.cfg.EventLogPath}, loop.EventQuery{WorkItem: ref, Since: since, Limit: limit})
 		if err != nil && !errors.Is(err, os.ErrNotExist) {
 			return nil, err

@@ -117,6 +117,7 @@ func TestDashboardLivePaneInARealBrowser(t *testing.T) {
 	)
 	w.eventually("the harness to read the reply", func() bool { return strings.Contains(w.received(), "Please use the v2 client.") })
 	require.Equal(t, []any{"github:" + human}, w.eventField("session.operator_reply", "actor"))
+	w.d.FlushLogs() // the log is written in the background
 	logged, err := os.ReadFile(w.cfg.EventLogPath)
 	require.NoError(t, err)
 	require.Contains(t, string(logged), `"message":"Please use the v2 client."`)

@@ -161,6 +161,7 @@ func TestControlSocketKnowsItsCaller(t *testing.T) {
 	require.Equal(t, "design", st.CurrentNode)
 	require.Equal(t, me, st.Forced[len(st.Forced)-1].Actor, "graph-state.json")
 	require.Equal(t, []any{me}, w.eventField("graph.forced", "actor"), "the event")
+	w.d.FlushLogs() // the log is written in the background
 	events, err := os.ReadFile(w.cfg.EventLogPath)
 	require.NoError(t, err)
 	require.Contains(t, string(events), `"actor":"`+me+`"`, "the event log")

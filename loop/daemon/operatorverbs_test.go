@@ -88,6 +88,7 @@ func TestOperatorSessionVerbs(t *testing.T) {
 	})
 	require.Equal(t, []any{"Use the v2 client, please."}, w.eventField("session.operator_reply", "message"))
 	require.Equal(t, []any{"github:" + human}, w.eventField("session.operator_reply", "actor"))
+	w.d.FlushLogs() // the log is written in the background
 	logged, err := os.ReadFile(w.cfg.EventLogPath)
 	require.NoError(t, err)
 	require.Contains(t, string(logged), `"event":"session.operator_reply","level":"info","pid":`)

@@ -216,20 +216,21 @@ func (d *Daemon) serviceHandler() http.Handler {
 		stream = nil // service.stream.enabled: false — /events/stream answers 404
 	}
 	a := apiserver.New(apiserver.Config{Clock: d.deps.Clock, Log: d.slog(), Observe: observe}, apiserver.Backend{
-		Graphs:       graphs,
-		Sessions:     serviceSessions{d},
-		Queue:        serviceQueue{d},
-		EventLogPath: d.cfg.EventLogPath,
-		Stream:       stream,
-		Status:       d.status,
-		Attention:    d.attention,
-		Restart:      d.requestRestart,
+		Graphs:        graphs,
+		Sessions:      serviceSessions{d},
+		Queue:         serviceQueue{d},
+		EventLogPath:  d.cfg.EventLogPath,
+		FlushEventLog: d.FlushLogs,
+		Stream:        stream,
+		Status:        d.status,
+		Attention:     d.attention,
+		Restart:       d.requestRestart,
 	})
 	mux.Handle(api.Prefix+"/", a)
 	mux.Handle("GET /metrics", d.svc.metrics.Handler())
 	if !d.cfg.Service.MCPDisabled {
 		mux.Handle(mcpserver.Path, mcpserver.Handler(mcpserver.New(mcpserver.Config{
-			Graphs: graphs, EventLogPath: d.cfg.EventLogPath, Integrations: d.integ, Sink: d.sink,
+			Graphs: graphs, EventLogPath: d.cfg.EventLogPath, FlushEventLog: d.FlushLogs, Integrations: d.integ, Sink: d.sink,
 			Clock: d.deps.Clock, Version: buildinfo.Version(d.deps.Version), Operator: mcpOperator{d},
 		})))
 	}

@@ -66,6 +66,10 @@ type Backend struct {
 	Queue Queue
 	// EventLogPath is the event log the events verb reads ("" = none).
 	EventLogPath string
+	// FlushEventLog, when set, writes the event-log lines still queued
+	// (the daemon writes its log in the background); the events verb
+	// calls it before it reads.
+	FlushEventLog func()
 	// Stream is the live event feed for /events/stream (nil = 404).
 	Stream *Stream
 	// Status reports the daemon (nil = 503).
@@ -367,6 +371,9 @@ func (s *Server) events(_ http.ResponseWriter, r *http.Request) (any, error) {
 			return nil, badRequest("limit %q: a number ≥ 0", v)
 		}
 		eq.Limit = n
+	}
+	if s.b.FlushEventLog != nil {
+		s.b.FlushEventLog()
 	}
 	recs, err := loop.ReadEvents(s.b.EventLogPath, eq)
 	if err != nil {

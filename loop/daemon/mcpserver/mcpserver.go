@@ -44,6 +44,9 @@ type Config struct {
 	Graphs *apiserver.Graphs
 	// EventLogPath is the event log the events tool reads ("" = none).
 	EventLogPath string
+	// FlushEventLog, when set, writes the event-log lines still queued;
+	// the events tool calls it before it reads.
+	FlushEventLog func()
 	// Integrations posts ask's comment (nil: ask fails).
 	Integrations graph.Integrations
 	// Sink records session.awaiting_input (nil: none).
@@ -252,6 +255,9 @@ func (t tools) events(_ context.Context, _ *mcp.CallToolRequest, in EventsInput)
 			return nil, EventsOutput{}, err
 		}
 		q.Since = since
+	}
+	if t.cfg.FlushEventLog != nil {
+		t.cfg.FlushEventLog()
 	}
 	recs, err := loop.ReadEvents(t.cfg.EventLogPath, q)
 	if err != nil {

@@ -414,17 +414,20 @@ type Message struct {
 // acks, so an ack lost in a crash costs a redelivery that is acknowledged
 // without effect, never a second effect.
 //
-// The acknowledgement is held back until the next message is acknowledged
-// or AckDelay has passed (or the consumer stops, or the queue closes). A
-// work-queue stream removes a message when it is acknowledged, and the file
-// store deletes and re-creates its block file whenever the stream becomes
-// empty: a dispatcher that keeps up with the webhooks emptied it once per
-// event — a file unlinked, a file created and a tombstone written for
-// every webhook, the largest single cost of loopd's webhook path. Holding
-// the last ack keeps one handled message in the stream while events flow.
-// An ack held back when the process dies is a lost ack: the redelivery
-// finds the handled record (or is judged afresh, for an event dropped
-// without effect), as above.
+// The acknowledgement is held back until ackBatch more messages are
+// acknowledged or AckDelay has passed without another (or the consumer
+// stops, or the queue closes); then the held acks go out together, but the
+// newest. A work-queue stream removes a message when it is acknowledged,
+// and the file store deletes and re-creates its block file whenever the
+// stream becomes empty: a dispatcher that keeps up with the webhooks
+// emptied it once per event — a file unlinked, a file created and a
+// tombstone written for every webhook, the largest single cost of loopd's
+// webhook path. Holding the last ack keeps one handled message in the
+// stream while events flow; sending the others in groups costs the
+// connection one write, and the server one wake-up, per group rather than
+// per event. An ack held back when the process dies is a lost ack: the
+// redelivery finds the handled record (or is judged afresh, for an event
+// dropped without effect), as above.
 func (m *Message) Ack(ctx context.Context) error {
 	if m.direct != nil {
 		return m.direct.ack(ctx)
@@ -435,42 +438,60 @@ func (m *Message) Ack(ctx context.Context) error {
 	return m.acks.put(m.raw)
 }
 
-// AckDelay is how long the last acknowledgement is held back when no other
-// follows it (see Message.Ack).
+// AckDelay is how long the last acknowledgements are held back when no
+// other follows them (see Message.Ack).
 const AckDelay = 20 * time.Millisecond
 
-// deferredAck holds back one acknowledgement.
+// ackBatch is how many acknowledgements are held back at most.
+const ackBatch = 32
+
+// deferredAck holds back acknowledgements.
 type deferredAck struct {
 	mu    sync.Mutex
-	held  jetstream.Msg
+	held  []jetstream.Msg
+	spare []jetstream.Msg
 	timer *time.Timer
 }
 
-// put holds raw's ack and sends the one it replaces.
+// put holds raw's ack; with ackBatch held, it sends all but raw's.
 func (d *deferredAck) put(raw jetstream.Msg) error {
 	d.mu.Lock()
-	prev := d.held
-	d.held = raw
+	d.held = append(d.held, raw)
+	var send []jetstream.Msg
+	if len(d.held) > ackBatch {
+		send = d.held[:len(d.held)-1]
+		d.held = append(d.spare[:0], raw)
+		d.spare = nil
+	}
 	if d.timer == nil {
 		d.timer = time.AfterFunc(AckDelay, func() { d.flush() })
 	} else {
 		d.timer.Reset(AckDelay)
 	}
 	d.mu.Unlock()
-	if prev != nil {
-		return prev.Ack()
+	var err error
+	for i, m := range send {
+		if aerr := m.Ack(); aerr != nil && err == nil {
+			err = aerr
+		}
+		send[i] = nil
 	}
-	return nil
+	if send != nil {
+		d.mu.Lock()
+		d.spare = send[:0]
+		d.mu.Unlock()
+	}
+	return err
 }
 
-// flush sends the held ack, if any.
+// flush sends the held acks, if any.
 func (d *deferredAck) flush() {
 	d.mu.Lock()
-	prev := d.held
+	send := d.held
 	d.held = nil
 	d.mu.Unlock()
-	if prev != nil {
-		_ = prev.Ack()
+	for _, m := range send {
+		_ = m.Ack()
 	}
 }
 
@@ -710,7 +731,8 @@ func (q *Queue) Replay(ctx context.Context, seq uint64) error {
 }
 
 // Pending reports how many events are kept and not yet acknowledged (the
-// last one handled counts until its held-back ack is sent: AckDelay).
+// last ones handled, up to ackBatch, count until their held-back acks are
+// sent: AckDelay after the last).
 func (q *Queue) Pending(ctx context.Context) (uint64, error) {
 	info, err := q.events.Info(ctx)
 	if err != nil {

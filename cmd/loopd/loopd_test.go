@@ -364,15 +364,25 @@ func idleRSS(t *testing.T, tracked int) {
 	time.Sleep(2 * time.Second)
 	status, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", cmd.Process.Pid))
 	require.NoError(t, err)
-	var kb int
+	// VmRSS counts the executable's own pages too (clean, shared with
+	// every loopd, given back under pressure); on kernels that map a
+	// cached executable with 2 MB pages it is nearly the whole file. The
+	// anonymous part is the memory loopd allocates.
+	kb := map[string]int{}
 	for _, line := range strings.Split(string(status), "\n") {
-		if strings.HasPrefix(line, "VmRSS:") {
-			_, err := fmt.Sscanf(strings.TrimPrefix(line, "VmRSS:"), "%d", &kb)
-			require.NoError(t, err)
+		for _, key := range []string{"VmRSS", "RssAnon", "RssFile"} {
+			if v, ok := strings.CutPrefix(line, key+":"); ok {
+				var n int
+				_, err := fmt.Sscanf(v, "%d", &n)
+				require.NoError(t, err)
+				kb[key] = n
+			}
 		}
 	}
-	t.Logf("loopd idle RSS with %d tracked work items: %.1f MB", tracked, float64(kb)/1024)
-	require.Less(t, kb, 150*1024, "idle RSS")
+	t.Logf("loopd idle RSS with %d tracked work items: %.1f MB (anonymous %.1f MB, the executable's file pages %.1f MB)",
+		tracked, float64(kb["VmRSS"])/1024, float64(kb["RssAnon"])/1024, float64(kb["RssFile"])/1024)
+	require.NotZero(t, kb["VmRSS"], "VmRSS read from /proc")
+	require.Less(t, kb["VmRSS"], 150*1024, "idle RSS")
 }
 
 // SIGTERM stops loopd cleanly (exit 0) and frees the state root for the

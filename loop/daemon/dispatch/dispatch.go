@@ -130,7 +130,25 @@ type Config struct {
 	// LeaseTTL is how long the lease outlives a dead holder (default
 	// queue.DefaultLeaseTTL).
 	LeaseTTL time.Duration
+	// BurstPause paces the single-node dispatcher during a webhook burst:
+	// while webhooks arrive at burstRate or faster (Puts on the queue), it
+	// waits this long after handing out each event (default 1 ms; negative:
+	// never pace). On a small machine the dispatcher and the receiver
+	// compete for the same cores, and a webhook that waits too long for its
+	// 202 is lost (GitHub does not redeliver), while an event the queue
+	// holds is only late: so in a burst the receiver goes first, the backlog
+	// waits in the queue, and the dispatcher still hands out up to one event
+	// per pause (it never stops) and drains the rest when the burst ends.
+	// People's comments never come fast enough to pace it.
+	BurstPause time.Duration
 }
+
+// burstRate is the arrival rate, in webhooks per second, that makes a
+// burst (BurstPause), measured over at least burstWindow.
+const (
+	burstRate   = 1000
+	burstWindow = 5 * time.Millisecond
+)
 
 // DefaultKey orders by the first work item, else the repository, else the
 // delivery (no ordering constraint).
@@ -162,6 +180,11 @@ type Dispatcher struct {
 	wg     sync.WaitGroup
 	hctx   context.Context
 	stopCh chan struct{}
+
+	// The arrival rate pace last measured (fetching goroutine only).
+	rateN  uint64
+	rateAt time.Time
+	burst  bool
 }
 
 type keyQueue struct {
@@ -190,6 +213,9 @@ func New(q *queue.Queue, h Handler, cfg Config) (*Dispatcher, error) {
 	}
 	if cfg.Owner == "" {
 		cfg.Owner, _ = os.Hostname()
+	}
+	if cfg.BurstPause == 0 {
+		cfg.BurstPause = time.Millisecond
 	}
 	return &Dispatcher{q: q, h: h, cfg: cfg, sem: make(chan struct{}, cfg.Parallelism), keys: map[string]*keyQueue{}}, nil
 }
@@ -235,6 +261,7 @@ func (d *Dispatcher) Run(ctx context.Context) (err error) {
 				return
 			}
 			d.enqueue(m)
+			d.pace()
 		}
 	}()
 	select {
@@ -275,6 +302,29 @@ func deliveryOf(m *queue.Message) string {
 func (d *Dispatcher) observe(o Observation) {
 	if d.cfg.Observe != nil {
 		d.cfg.Observe(o)
+	}
+}
+
+// pace waits BurstPause while webhooks arrive in a burst
+// (Config.BurstPause), or until the dispatcher stops. Only the fetching
+// goroutine calls it.
+func (d *Dispatcher) pace() {
+	if d.cfg.BurstPause <= 0 {
+		return
+	}
+	if now := time.Now(); now.Sub(d.rateAt) >= burstWindow {
+		n := d.q.Puts()
+		d.burst = float64(n-d.rateN) >= burstRate*now.Sub(d.rateAt).Seconds()
+		d.rateN, d.rateAt = n, now
+	}
+	if !d.burst {
+		return
+	}
+	t := time.NewTimer(d.cfg.BurstPause)
+	defer t.Stop()
+	select {
+	case <-t.C:
+	case <-d.stopCh:
 	}
 }
 

@@ -461,3 +461,65 @@ func TestTriageDropsWithoutDedupRecords(t *testing.T) {
 	require.Equal(t, dispatch.OutcomeDuplicateContent, next())
 	require.Equal(t, int32(1), h.handled.Load())
 }
+
+// A burst of webhooks (Puts at well over a thousand a second) paces the
+// dispatcher: with an hour's BurstPause it hands out at most an event or
+// two and then waits, so the burst's events stay in the queue — and a stop
+// during the pause returns at once, leaving them there for the next run,
+// which handles each exactly once. A lone event after the burst is over
+// is never paced.
+func TestBurstPacesTheDispatcherAndLosesNothing(t *testing.T) {
+	q := openQueue(t, t.TempDir())
+	ctx := context.Background()
+	var handled sync.Map // delivery id → times handled
+	count := func(ev *ingress.Event) {
+		v, _ := handled.LoadOrStore(ev.DeliveryID, new(atomic.Int32))
+		v.(*atomic.Int32).Add(1)
+	}
+	total := func() (n int) {
+		handled.Range(func(_, v any) bool { n += int(v.(*atomic.Int32).Load()); return true })
+		return n
+	}
+	h := dispatch.HandlerFunc(func(_ context.Context, ev *ingress.Event) error { count(ev); return nil })
+
+	d, err := dispatch.New(q, h, dispatch.Config{BurstPause: time.Hour})
+	require.NoError(t, err)
+	stop := runDispatcher(t, d)
+	// A lone event after a quiet spell is handed out at once.
+	require.NoError(t, q.Put(ctx, event(1, 0)))
+	require.Eventually(t, func() bool { return total() == 1 }, 10*time.Second, 5*time.Millisecond, "a lone event is handled")
+	time.Sleep(20 * time.Millisecond) // the next rate window sees no burst
+	require.NoError(t, q.Put(ctx, event(1, 1)))
+	require.Eventually(t, func() bool { return total() == 2 }, 10*time.Second, 5*time.Millisecond, "a second lone event is not paced")
+
+	const burst = 300
+	start := time.Now()
+	for n := 0; n < burst; n++ {
+		require.NoError(t, q.Put(ctx, event(2+n%10, n)))
+	}
+	if rate := float64(burst) / time.Since(start).Seconds(); rate < 3000 {
+		t.Skipf("the machine put only %.0f events/s, too slow to make a burst of the test's (≥ 3000/s)", rate)
+	}
+	time.Sleep(100 * time.Millisecond)
+	paced := total() - 2
+	require.Less(t, paced, burst/2, "a burst paces the dispatcher (an hour per event): %d of %d handed out", paced, burst)
+	stopped := make(chan struct{})
+	go func() { stop(); close(stopped) }()
+	select {
+	case <-stopped:
+	case <-time.After(20 * time.Second):
+		t.Fatal("a dispatcher pausing for a burst did not stop")
+	}
+
+	// The next run (no burst now) handles the rest, each once.
+	d2, err := dispatch.New(q, h, dispatch.Config{})
+	require.NoError(t, err)
+	stop2 := runDispatcher(t, d2)
+	defer stop2()
+	require.Eventually(t, func() bool { return total() >= 2+burst }, 30*time.Second, 10*time.Millisecond, "the burst's events are all handled")
+	handled.Range(func(k, v any) bool {
+		require.Equal(t, int32(1), v.(*atomic.Int32).Load(), "delivery %s handled once", k)
+		return true
+	})
+	require.Equal(t, 2+burst, total())
+}

@@ -48,6 +48,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nats-server/v2/server"
@@ -141,6 +142,8 @@ type Queue struct {
 	// health is the embedded store's write health (nil for an external
 	// server): storehealth.go.
 	health *storeHealth
+	// puts counts the Puts begun (Puts).
+	puts atomic.Uint64
 
 	closeOnce sync.Once
 }
@@ -333,8 +336,13 @@ func (q *Queue) Close() {
 	})
 }
 
+// Puts is how many Puts this Queue has begun: the dispatcher reads the
+// rate of webhooks arriving from it (dispatch.Config.BurstPause).
+func (q *Queue) Puts() uint64 { return q.puts.Load() }
+
 // Put implements ingress.Sink.
 func (q *Queue) Put(ctx context.Context, ev *ingress.Event) error {
+	q.puts.Add(1)
 	if ev == nil || ev.DeliveryID == "" {
 		return errors.New("queue: an event without a delivery id cannot be kept (the queue deduplicates on it)")
 	}

@@ -682,8 +682,14 @@ func (d *Daemon) emit(name string, level graph.Level, fields ...graph.Field) {
 }
 
 func (d *Daemon) onDispatch(o dispatch.Observation) {
-	if o.Outcome == dispatch.OutcomeDropped {
+	switch o.Outcome {
+	case dispatch.OutcomeDropped:
 		return // the intake logged dispatch.dropped with its reason
+	case dispatch.OutcomePaced, dispatch.OutcomeUnpaced:
+		// A burst of webhooks began or ended (docs/daemon.md §6.5): no event
+		// of its own, and the queue's backlog says how far behind it is.
+		d.emit("dispatch."+string(o.Outcome), graph.LevelInfo)
+		return
 	}
 	level := graph.LevelInfo
 	fields := []graph.Field{{Key: "key", Value: o.Key}, {Key: "delivery_id", Value: o.DeliveryID}, {Key: "seq", Value: o.Seq}, {Key: "attempt", Value: o.Attempt}}

@@ -93,6 +93,11 @@ const (
 	// OutcomeConsumerFailed: the stream consumer stopped handing out
 	// events before shutdown (Err says why); restart loopd.
 	OutcomeConsumerFailed Outcome = "consumer-failed"
+	// OutcomePaced: webhooks began arriving in a burst, and the dispatcher
+	// paces itself until it ends (Config.BurstPause); OutcomeUnpaced: the
+	// burst is over. Neither carries an event.
+	OutcomePaced   Outcome = "paced"
+	OutcomeUnpaced Outcome = "unpaced"
 )
 
 // Observation reports one step of the dispatcher.
@@ -314,8 +319,15 @@ func (d *Dispatcher) pace() {
 	}
 	if now := time.Now(); now.Sub(d.rateAt) >= burstWindow {
 		n := d.q.Puts()
+		was := d.burst
 		d.burst = float64(n-d.rateN) >= burstRate*now.Sub(d.rateAt).Seconds()
 		d.rateN, d.rateAt = n, now
+		switch {
+		case d.burst && !was:
+			d.observe(Observation{Outcome: OutcomePaced})
+		case was && !d.burst:
+			d.observe(Observation{Outcome: OutcomeUnpaced})
+		}
 	}
 	if !d.burst {
 		return

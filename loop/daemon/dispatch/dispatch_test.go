@@ -482,7 +482,12 @@ func TestBurstPacesTheDispatcherAndLosesNothing(t *testing.T) {
 	}
 	h := dispatch.HandlerFunc(func(_ context.Context, ev *ingress.Event) error { count(ev); return nil })
 
-	d, err := dispatch.New(q, h, dispatch.Config{BurstPause: time.Hour})
+	var paced atomic.Int32
+	d, err := dispatch.New(q, h, dispatch.Config{BurstPause: time.Hour, Observe: func(o dispatch.Observation) {
+		if o.Outcome == dispatch.OutcomePaced {
+			paced.Add(1)
+		}
+	}})
 	require.NoError(t, err)
 	stop := runDispatcher(t, d)
 	// A lone event after a quiet spell is handed out at once.
@@ -501,8 +506,9 @@ func TestBurstPacesTheDispatcherAndLosesNothing(t *testing.T) {
 		t.Skipf("the machine put only %.0f events/s, too slow to make a burst of the test's (≥ 3000/s)", rate)
 	}
 	time.Sleep(100 * time.Millisecond)
-	paced := total() - 2
-	require.Less(t, paced, burst/2, "a burst paces the dispatcher (an hour per event): %d of %d handed out", paced, burst)
+	out := total() - 2
+	require.Less(t, out, burst/2, "a burst paces the dispatcher (an hour per event): %d of %d handed out", out, burst)
+	require.Equal(t, int32(1), paced.Load(), "the burst's start is observed once (dispatch.paced)")
 	stopped := make(chan struct{})
 	go func() { stop(); close(stopped) }()
 	select {

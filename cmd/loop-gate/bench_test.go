@@ -108,7 +108,8 @@ func buildHello(b *testing.B) string {
 // and through `sh -c`. It reports each one's median (hook-ns/op,
 // empty-ns/op, empty-sh-ns/op) and the ratios hook/empty and
 // hook/empty-sh (the target is ≤ 1.5); "version" is `loop-gate --version`
-// against the same floor.
+// against the same floor, and "link-set-floor" a program that only links
+// loop-gate's check, run the same way (procbench.LinkSetProgram).
 //
 //	go test ./cmd/loop-gate -run '^$' -bench StopHookAsInstalled -benchtime 200x
 func BenchmarkStopHookAsInstalled(b *testing.B) {
@@ -142,6 +143,20 @@ func BenchmarkStopHookAsInstalled(b *testing.B) {
 		procbench.Compare(b,
 			procbench.Proc{Name: "empty", Cmd: procbench.Command(empty, nil, env, root, nil)},
 			procbench.Proc{Name: "version", Cmd: procbench.Command(gateBinary, []string{"--version"}, env, root, nil), Want: "loop-gate "},
+		)
+	})
+	// The floor under the hook: a program that only links loop-gate's
+	// check (loop/stopgate) and runs its packages' initialisers, through
+	// the same shell. Its ratio to the empty program is what no code of
+	// loop-gate's runs in.
+	b.Run("link-set-floor", func(b *testing.B) {
+		gateSet := procbench.LinkSetProgram(b, filepath.Join("..", ".."), []string{
+			"github.com/theloop-dev/theloop/loop/stopgate",
+		}, "-trimpath", "-ldflags=-s -w", "-tags", "netgo")
+		procbench.Compare(b,
+			procbench.Proc{Name: "empty", Cmd: procbench.Command(empty, nil, env, root, nil)},
+			procbench.Proc{Name: "empty-sh", Cmd: procbench.Command("sh", []string{"-c", plugin.GateCommand(empty, "claude")}, env, root, nil)},
+			procbench.Proc{Name: "link-set-sh", Cmd: procbench.Command("sh", []string{"-c", plugin.GateCommand(gateSet, "claude")}, env, root, nil)},
 		)
 	})
 }

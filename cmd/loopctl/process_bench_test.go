@@ -101,7 +101,9 @@ func BenchmarkCheckAllConformanceProcess(b *testing.B) {
 // implementation (one task unticked; its graph-state.json and event log
 // restored before each run, untimed). It reports each one's median
 // (empty-ns/op, version-ns/op, complete-ns/op) and the ratios to the empty
-// program (the target is ≤ 1.5).
+// program (the target is ≤ 1.5). "link-set-floor" puts a program that only
+// links what a claim needs beside them (procbench.LinkSetProgram): the
+// part of the ratio no code of loopctl's runs in.
 //
 //	go test ./cmd/loopctl -run '^$' -bench Startup -benchtime 200x
 func BenchmarkStartup(b *testing.B) {
@@ -132,5 +134,21 @@ func BenchmarkStartup(b *testing.B) {
 			Reset: reset,
 			Want:  `"status": "block"`,
 		})
+	})
+	// The floor under a claim: a program that links what `graph complete`
+	// must (the runtime's library, the shipped hooks, the graph-file
+	// reader, the CLI library) and runs only their initialisers. Its ratio
+	// to the empty program is what no code of loopctl's can go below.
+	b.Run("link-set-floor", func(b *testing.B) {
+		claimSet := procbench.LinkSetProgram(b, filepath.Join("..", ".."), []string{
+			"github.com/theloop-dev/theloop/loop",
+			"github.com/theloop-dev/theloop/hooks",
+			"github.com/theloop-dev/theloop/graph/graphfile",
+			"github.com/urfave/cli/v2",
+		}, installFlags...)
+		procbench.Compare(b, floor,
+			procbench.Proc{Name: "claim-link-set", Cmd: procbench.Command(claimSet, nil, env, repo, nil)},
+			procbench.Proc{Name: "version", Cmd: procbench.Command(bin, []string{"--version"}, env, repo, nil), Want: "loopctl "},
+		)
 	})
 }

@@ -109,6 +109,62 @@ func EmptyProgram(b testing.TB, flags ...string) string {
 	return bin
 }
 
+// LinkSetProgram builds `func main() {}` importing pkgs for their side
+// effects only — a program that links a set of packages and runs nothing
+// of them but their initialisers — with the go build flags given, and
+// returns its path. It is the floor under a binary that must link those
+// packages: what the Go runtime and the packages' init cost before main
+// starts. Packages of this module are built from root (the repository's
+// root directory, through a replace directive and its go.sum), others at
+// the versions root's go.mod selects. The benchmark is skipped when the
+// program cannot be built (no module cache offline, say).
+func LinkSetProgram(b testing.TB, root string, pkgs []string, flags ...string) string {
+	b.Helper()
+	root, err := filepath.Abs(root)
+	if err != nil {
+		b.Fatal(err)
+	}
+	mod, err := os.ReadFile(filepath.Join(root, "go.mod"))
+	if err != nil {
+		b.Fatal(err)
+	}
+	module := ""
+	for _, line := range strings.Split(string(mod), "\n") {
+		if m, ok := strings.CutPrefix(strings.TrimSpace(line), "module "); ok {
+			module = strings.TrimSpace(m)
+			break
+		}
+	}
+	if module == "" {
+		b.Fatalf("%s/go.mod names no module", root)
+	}
+	dir := b.TempDir()
+	// The module's own requirements with its module line replaced: every
+	// package the floor imports resolves to the version the binary gets.
+	floorMod := strings.Replace(string(mod), "module "+module, "module floor", 1) +
+		"\nrequire " + module + " v0.0.0\n\nreplace " + module + " => " + root + "\n"
+	var src strings.Builder
+	src.WriteString("package main\n\nimport (\n")
+	for _, p := range pkgs {
+		src.WriteString("\t_ \"" + p + "\"\n")
+	}
+	src.WriteString(")\n\nfunc main() {}\n")
+	sum, _ := os.ReadFile(filepath.Join(root, "go.sum"))
+	for name, data := range map[string][]byte{"go.mod": []byte(floorMod), "go.sum": sum, "main.go": []byte(src.String())} {
+		if err := os.WriteFile(filepath.Join(dir, name), data, 0o644); err != nil {
+			b.Fatal(err)
+		}
+	}
+	bin := filepath.Join(dir, "floor")
+	cmd := exec.Command("go", append(append([]string{"build", "-mod=mod"}, flags...), "-o", bin, ".")...)
+	cmd.Dir = dir
+	cmd.Env = append(os.Environ(), "GOWORK=off", "GOFLAGS=")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		b.Skipf("cannot build the link-set floor program: %v\n%s", err, out)
+	}
+	return bin
+}
+
 // Command returns a Cmd func for bin with args, environment env (nil: the
 // test's), working directory dir and stdin (nil: none).
 func Command(bin string, args []string, env []string, dir string, stdin []byte) func() *exec.Cmd {

@@ -49,17 +49,6 @@ func audited(name string) bool {
 	return false
 }
 
-// auditSink passes the audited events to the audit log.
-type auditSink struct{ log *loop.EventLog }
-
-func (s auditSink) Emit(e graph.LogEvent) {
-	if audited(e.Name) {
-		s.log.Emit(e)
-	}
-}
-
-var _ graph.Sink = auditSink{}
-
 // logsSink writes an event to the event log and, when audited, to the
 // audit log: one line, formatted once, for both (the two logs share the
 // source and the pid). Either log may be nil (unavailable).

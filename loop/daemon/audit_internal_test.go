@@ -19,14 +19,6 @@ import (
 	"github.com/theloop-dev/theloop/loop"
 )
 
-type fanSink []graph.Sink
-
-func (f fanSink) Emit(e graph.LogEvent) {
-	for _, s := range f {
-		s.Emit(e)
-	}
-}
-
 // 300,000 unsigned POSTs through the real receiver, with a clock that
 // moves a second per request (so the rate-limited webhook.rejected lines
 // come thirty thousand times) and an event log small enough to rotate:
@@ -43,7 +35,7 @@ func TestUnsignedFloodLeavesTheAuditLogIntact(t *testing.T) {
 	audit, err := loop.OpenEventLog(auditPath, "loopd", loop.EventLogOptions{Clock: clock, MaxBytes: auditMaxBytes, MaxBackups: auditMaxBackups, Warnings: io.Discard})
 	require.NoError(t, err)
 	defer audit.Close()
-	sink := fanSink{events, auditSink{audit}}
+	sink := logsSink{events: events, audit: audit} // as loopd writes its two logs
 
 	for _, name := range []string{"graph.decision_recorded", "graph.forced", "graph.node_skipped", "routing.routed"} {
 		sink.Emit(graph.LogEvent{Name: name, Fields: []graph.Field{{Key: "work_item", Value: "github:octo/demo#1"}}})

@@ -93,9 +93,10 @@ const (
 	// OutcomeConsumerFailed: the stream consumer stopped handing out
 	// events before shutdown (Err says why); restart loopd.
 	OutcomeConsumerFailed Outcome = "consumer-failed"
-	// OutcomePaced: webhooks began arriving in a burst, and the dispatcher
-	// paces itself until it ends (Config.BurstPause); OutcomeUnpaced: the
-	// burst is over. Neither carries an event.
+	// OutcomePaced: webhooks began arriving in a burst that leaves the
+	// receiver short of time, and the dispatcher paces itself until it
+	// ends (Config.BurstPause); OutcomeUnpaced: the burst is over. Neither
+	// carries an event.
 	OutcomePaced   Outcome = "paced"
 	OutcomeUnpaced Outcome = "unpaced"
 )
@@ -135,25 +136,15 @@ type Config struct {
 	// LeaseTTL is how long the lease outlives a dead holder (default
 	// queue.DefaultLeaseTTL).
 	LeaseTTL time.Duration
-	// BurstPause paces the single-node dispatcher during a webhook burst:
-	// while webhooks arrive at burstRate or faster (Puts on the queue), it
-	// waits this long after handing out each event (default 1 ms; negative:
-	// never pace). On a small machine the dispatcher and the receiver
-	// compete for the same cores, and a webhook that waits too long for its
-	// 202 is lost (GitHub does not redeliver), while an event the queue
-	// holds is only late: so in a burst the receiver goes first, the backlog
-	// waits in the queue, and the dispatcher still hands out up to one event
-	// per pause (it never stops) and drains the rest when the burst ends.
-	// People's comments never come fast enough to pace it.
+	// BurstPause paces the single-node dispatcher in a webhook burst that
+	// leaves the receiver short of time (burst.go): it then hands out
+	// burstBatch events, waits this long, and so on until the burst ends
+	// (default DefaultBurstPause: up to 200 events a second; negative:
+	// never pace). A webhook that waits too long for its 202 is lost, an
+	// event the queue holds is only late: the backlog waits in the queue
+	// and is drained when the burst ends.
 	BurstPause time.Duration
 }
-
-// burstRate is the arrival rate, in webhooks per second, that makes a
-// burst (BurstPause), measured over at least burstWindow.
-const (
-	burstRate   = 1000
-	burstWindow = 5 * time.Millisecond
-)
 
 // DefaultKey orders by the first work item, else the repository, else the
 // delivery (no ordering constraint).
@@ -186,10 +177,10 @@ type Dispatcher struct {
 	hctx   context.Context
 	stopCh chan struct{}
 
-	// The arrival rate pace last measured (fetching goroutine only).
-	rateN  uint64
-	rateAt time.Time
-	burst  bool
+	// Burst pacing (fetching goroutine only): the meter, and the events
+	// handed out since the last pause.
+	meter  burstMeter
+	handed int
 }
 
 type keyQueue struct {
@@ -220,7 +211,7 @@ func New(q *queue.Queue, h Handler, cfg Config) (*Dispatcher, error) {
 		cfg.Owner, _ = os.Hostname()
 	}
 	if cfg.BurstPause == 0 {
-		cfg.BurstPause = time.Millisecond
+		cfg.BurstPause = DefaultBurstPause
 	}
 	return &Dispatcher{q: q, h: h, cfg: cfg, sem: make(chan struct{}, cfg.Parallelism), keys: map[string]*keyQueue{}}, nil
 }
@@ -310,28 +301,29 @@ func (d *Dispatcher) observe(o Observation) {
 	}
 }
 
-// pace waits BurstPause while webhooks arrive in a burst
-// (Config.BurstPause), or until the dispatcher stops. Only the fetching
-// goroutine calls it.
+// pace is called after each event handed out: in a burst (burst.go) it
+// waits BurstPause after every burstBatch events, or until the dispatcher
+// stops. Only the fetching goroutine calls it.
 func (d *Dispatcher) pace() {
 	if d.cfg.BurstPause <= 0 {
 		return
 	}
-	if now := time.Now(); now.Sub(d.rateAt) >= burstWindow {
-		n := d.q.Puts()
-		was := d.burst
-		d.burst = float64(n-d.rateN) >= burstRate*now.Sub(d.rateAt).Seconds()
-		d.rateN, d.rateAt = n, now
-		switch {
-		case d.burst && !was:
+	puts, wait := d.q.PutLoad()
+	if d.meter.update(time.Now(), puts, wait) {
+		if d.meter.burst {
 			d.observe(Observation{Outcome: OutcomePaced})
-		case was && !d.burst:
+		} else {
 			d.observe(Observation{Outcome: OutcomeUnpaced})
 		}
 	}
-	if !d.burst {
+	if !d.meter.burst {
+		d.handed = 0
 		return
 	}
+	if d.handed++; d.handed < burstBatch {
+		return
+	}
+	d.handed = 0
 	t := time.NewTimer(d.cfg.BurstPause)
 	defer t.Stop()
 	select {

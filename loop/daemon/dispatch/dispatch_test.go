@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"runtime"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -462,12 +463,13 @@ func TestTriageDropsWithoutDedupRecords(t *testing.T) {
 	require.Equal(t, int32(1), h.handled.Load())
 }
 
-// A burst of webhooks (Puts at well over a thousand a second) paces the
-// dispatcher: with an hour's BurstPause it hands out at most an event or
-// two and then waits, so the burst's events stay in the queue — and a stop
-// during the pause returns at once, leaving them there for the next run,
-// which handles each exactly once. A lone event after the burst is over
-// is never paced.
+// A burst of webhooks (Puts from more goroutines than the process has
+// cores, at well over a thousand a second) paces the dispatcher: with an
+// hour's BurstPause it hands out the events that came before it measured
+// the burst, one batch more, and then waits, so the rest of the burst stays
+// in the queue — and a stop during the pause returns at once, leaving them
+// there for the next run, which handles each exactly once. Lone events
+// are never paced.
 func TestBurstPacesTheDispatcherAndLosesNothing(t *testing.T) {
 	q := openQueue(t, t.TempDir())
 	ctx := context.Background()
@@ -497,17 +499,35 @@ func TestBurstPacesTheDispatcherAndLosesNothing(t *testing.T) {
 	require.NoError(t, q.Put(ctx, event(1, 1)))
 	require.Eventually(t, func() bool { return total() == 2 }, 10*time.Second, 5*time.Millisecond, "a second lone event is not paced")
 
-	const burst = 300
+	// As many webhooks waiting for the store as the receiver's goroutines
+	// under load: more than the process has cores.
+	const burst = 1000
+	putters := max(8, 4*runtime.GOMAXPROCS(0))
 	start := time.Now()
-	for n := 0; n < burst; n++ {
-		require.NoError(t, q.Put(ctx, event(2+n%10, n)))
+	var wg sync.WaitGroup
+	var next atomic.Int32
+	errs := make(chan error, putters)
+	for range putters {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for n := int(next.Add(1)) - 1; n < burst; n = int(next.Add(1)) - 1 {
+				if err := q.Put(ctx, event(2+n%10, n)); err != nil {
+					errs <- err
+					return
+				}
+			}
+		}()
 	}
+	wg.Wait()
+	close(errs)
+	require.NoError(t, <-errs)
 	if rate := float64(burst) / time.Since(start).Seconds(); rate < 3000 {
 		t.Skipf("the machine put only %.0f events/s, too slow to make a burst of the test's (≥ 3000/s)", rate)
 	}
 	time.Sleep(100 * time.Millisecond)
 	out := total() - 2
-	require.Less(t, out, burst/2, "a burst paces the dispatcher (an hour per event): %d of %d handed out", out, burst)
+	require.Less(t, out, burst/2, "a burst paces the dispatcher (an hour per batch): %d of %d handed out", out, burst)
 	require.Equal(t, int32(1), paced.Load(), "the burst's start is observed once (dispatch.paced)")
 	stopped := make(chan struct{})
 	go func() { stop(); close(stopped) }()

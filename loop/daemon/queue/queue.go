@@ -142,8 +142,10 @@ type Queue struct {
 	// health is the embedded store's write health (nil for an external
 	// server): storehealth.go.
 	health *storeHealth
-	// puts counts the Puts begun (Puts).
-	puts atomic.Uint64
+	// puts counts the Puts begun, putWait sums the time the finished ones
+	// took (PutLoad).
+	puts    atomic.Uint64
+	putWait atomic.Uint64
 
 	closeOnce sync.Once
 }
@@ -336,13 +338,19 @@ func (q *Queue) Close() {
 	})
 }
 
-// Puts is how many Puts this Queue has begun: the dispatcher reads the
-// rate of webhooks arriving from it (dispatch.Config.BurstPause).
-func (q *Queue) Puts() uint64 { return q.puts.Load() }
+// PutLoad reports how many Puts this Queue has begun, and how long the
+// finished ones took in all (nanoseconds): the dispatcher reads from them
+// the rate of webhooks arriving and how many wait, on average, for the
+// store to keep them (dispatch.Config.BurstPause).
+func (q *Queue) PutLoad() (puts, waitNanos uint64) {
+	return q.puts.Load(), q.putWait.Load()
+}
 
 // Put implements ingress.Sink.
 func (q *Queue) Put(ctx context.Context, ev *ingress.Event) error {
 	q.puts.Add(1)
+	start := time.Now()
+	defer func() { q.putWait.Add(uint64(time.Since(start))) }()
 	if ev == nil || ev.DeliveryID == "" {
 		return errors.New("queue: an event without a delivery id cannot be kept (the queue deduplicates on it)")
 	}

@@ -94,6 +94,16 @@ func BenchmarkWebhookHTTP(b *testing.B) {
 	b.Run("ingress-only-at-2k/s", func(b *testing.B) { benchWebhookHTTP(b, httpBench{rate: 2000}) })
 }
 
+// wholeBody is a request body the client's transport writes to the
+// connection in one piece (io.WriterTo). Given a bytes.Reader in a
+// NopCloser, net/http copies it through a new 32 KB buffer per request:
+// 9.4 KB of the 54 KB each queued webhook allocated in this process, for
+// a collector the server shares with its clients here and not behind a
+// real webhook sender.
+type wholeBody struct{ *bytes.Reader }
+
+func (wholeBody) Close() error { return nil }
+
 // httpBench is one case of BenchmarkWebhookHTTP.
 type httpBench struct {
 	bare, withDispatcher bool
@@ -193,7 +203,7 @@ func benchWebhookHTTP(b *testing.B, c httpBench) {
 		for pb.Next() {
 			n := next.Add(1)
 			copy(body[at:at+len(commentIDMarker)], strconv.FormatInt(100_000_000+n, 10))
-			req, err := http.NewRequest(http.MethodPost, url, bytes.NewReader(body))
+			req, err := http.NewRequest(http.MethodPost, url, wholeBody{bytes.NewReader(body)})
 			if err != nil {
 				b.Error(err)
 				return

@@ -139,7 +139,7 @@ type Config struct {
 	// BurstPause paces the single-node dispatcher in a webhook burst that
 	// leaves the receiver short of time (burst.go): it then hands out
 	// burstBatch events, waits this long, and so on until the burst ends
-	// (default DefaultBurstPause: up to 200 events a second; negative:
+	// (default DefaultBurstPause: up to 50 events a second; negative:
 	// never pace). A webhook that waits too long for its 202 is lost, an
 	// event the queue holds is only late: the backlog waits in the queue
 	// and is drained when the burst ends.

@@ -40,12 +40,21 @@ type fakeSource struct {
 	items   []Item
 	details map[string]*Detail
 	events  []Event
+	// reads counts the board's reads (Items).
+	reads int
 }
 
 func (f *fakeSource) Items(context.Context) ([]Item, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	f.reads++
 	return append([]Item(nil), f.items...), nil
+}
+
+func (f *fakeSource) readCount() int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.reads
 }
 
 func (f *fakeSource) Detail(_ context.Context, ref string) (*Detail, error) {
@@ -565,6 +574,47 @@ func TestEventStreamSendsChangedRows(t *testing.T) {
 	require.Contains(t, data, `"node":"design-critic-review"`)
 	require.Contains(t, data, `"state":"working"`)
 	require.Contains(t, data, `"url":""`, "a javascript: URL is never sent as a link")
+}
+
+// With no board open, loopd's notifications (one per event it logs) read
+// nothing; the first board to open reads the rows at once, and changes
+// made while nobody watched reach it.
+func TestNotificationsReadNothingWhileNoBoardIsOpen(t *testing.T) {
+	h := newHarness(t, "dana", []string{"dana"})
+	for range 50 {
+		h.d.Notify("github:o/r#7")
+		time.Sleep(time.Millisecond)
+	}
+	time.Sleep(100 * time.Millisecond) // past the hub's coalescing delay
+	require.Zero(t, h.src.readCount(), "nobody watches: the board is not read")
+
+	h.src.set("github:o/r#8", func(it *Item) { it.Node, it.State, it.Finding = "design-critic-review", StateWorking, "" })
+	c := h.client(t)
+	c.Timeout = 0
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	req, _ := http.NewRequestWithContext(ctx, "GET", h.srv.URL+"/events", nil)
+	res, err := c.Do(req)
+	require.NoError(t, err)
+	defer res.Body.Close()
+	require.Equal(t, http.StatusOK, res.StatusCode)
+	require.Equal(t, 1, h.src.readCount(), "a board opening reads the rows once")
+	r := bufio.NewReader(res.Body)
+	line, err := r.ReadString('\n')
+	require.NoError(t, err)
+	require.Equal(t, "retry: 2000\n", line)
+
+	h.src.set("github:o/r#8", func(it *Item) { it.Node = "design-approval" })
+	h.d.Notify("github:o/r#8")
+	var data string
+	for data == "" {
+		line, err := r.ReadString('\n')
+		require.NoError(t, err)
+		if d, ok := strings.CutPrefix(line, "data: "); ok && strings.Contains(d, `"ref":"github:o/r#8"`) {
+			data = d
+		}
+	}
+	require.Contains(t, data, `"node":"design-approval"`)
 }
 
 func TestLoginFileAndURL(t *testing.T) {

@@ -98,6 +98,9 @@ func (h *hub) run() {
 		case <-h.stop:
 			return
 		case <-h.kick:
+			if h.unwatched() {
+				continue
+			}
 		case <-poll.C:
 			h.mu.Lock()
 			n := len(h.subs)
@@ -113,6 +116,21 @@ func (h *hub) run() {
 		}
 		h.refresh()
 	}
+}
+
+// unwatched reports whether no board is open. Then a change is not worth
+// re-reading every row for (loopd notifies on each event it logs: up to
+// ~60 reads of the whole board a second under webhook load, for nobody):
+// the rows last sent are forgotten instead, and the next board to open
+// reads them afresh (needsPrime).
+func (h *hub) unwatched() bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if len(h.subs) > 0 {
+		return false
+	}
+	h.last, h.lastAttention = nil, ""
+	return true
 }
 
 // refresh re-reads the rows and broadcasts the changed ones.

@@ -19,10 +19,19 @@ type githubAPI struct {
 	graphql string
 	host    string // browser host of the issues this API serves
 	token   *secret
+	// slots bounds the requests in flight (maxGitHubRequests).
+	slots chan struct{}
 }
 
+// maxGitHubRequests bounds the requests one API transport has in flight.
+// GitHub's secondary rate limit asks for no more than 100 concurrent
+// requests per token; every caller (the intake's reactions and effects,
+// the poller, the dashboard's titles, the outbox) shares this bound, so no
+// one of them can set it off by fanning out.
+const maxGitHubRequests = 32
+
 func newGitHubAPI(client *http.Client, base *url.URL, token *secret) *githubAPI {
-	a := &githubAPI{client: client, base: base, token: token, host: strings.ToLower(base.Host)}
+	a := &githubAPI{client: client, base: base, token: token, host: strings.ToLower(base.Host), slots: make(chan struct{}, maxGitHubRequests)}
 	if strings.EqualFold(base.Host, "api.github.com") {
 		a.host = workitem.DefaultGitHubHost
 	}
@@ -55,6 +64,12 @@ func (a *githubAPI) do(ctx context.Context, req ghRequest) (response, error) {
 	if req.body != nil {
 		h.Set("Content-Type", "application/json")
 	}
+	select {
+	case a.slots <- struct{}{}:
+	case <-ctx.Done():
+		return response{}, ctx.Err()
+	}
+	defer func() { <-a.slots }()
 	return httpAttempt(a.client, req.method, target, h, req.body)(ctx)
 }
 

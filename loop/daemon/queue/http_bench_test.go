@@ -113,7 +113,6 @@ type httpBench struct {
 }
 
 func benchWebhookHTTP(b *testing.B, c httpBench) {
-	withDispatcher, bare := c.withDispatcher, c.bare
 	tmpl, at := webhookTemplate(b)
 	secret := []byte("s3cret")
 	cfg := ingress.DefaultConfig()
@@ -122,7 +121,7 @@ func benchWebhookHTTP(b *testing.B, c httpBench) {
 	cfg.AuthorizedUsers = []string{"Codertocat"}
 	var url string
 	var q *queue.Queue
-	if bare {
+	if c.bare {
 		ln, err := net.Listen("tcp", "127.0.0.1:0")
 		if err != nil {
 			b.Fatal(err)
@@ -157,7 +156,7 @@ func benchWebhookHTTP(b *testing.B, c httpBench) {
 	// Time spent paced (nanoseconds), and when the current pacing began.
 	var paced, pacedSince atomic.Int64
 	stopDispatch := func() {}
-	if withDispatcher {
+	if c.withDispatcher {
 		d, err := dispatch.New(q, dropAtTriage{},
 			dispatch.Config{Observe: func(o dispatch.Observation) {
 				switch o.Outcome {
@@ -242,7 +241,7 @@ func benchWebhookHTTP(b *testing.B, c httpBench) {
 		pacedInRun += time.Now().UnixNano() - t
 	}
 	backlog := int64(len(lat)) - dispatched.Load()
-	if withDispatcher {
+	if c.withDispatcher {
 		// The dispatcher's share of the CPU is counted: wait until it
 		// has dropped every event.
 		for deadline := time.Now().Add(30 * time.Second); dispatched.Load() < int64(len(lat)) && time.Now().Before(deadline); {
@@ -260,7 +259,7 @@ func benchWebhookHTTP(b *testing.B, c httpBench) {
 	b.ReportMetric(ms(lat[len(lat)/2]), "p50-ms")
 	b.ReportMetric(ms(lat[len(lat)*99/100]), "p99-ms")
 	b.ReportMetric(float64(cpu.Microseconds())/float64(len(lat)), "cpu-µs/req")
-	if withDispatcher {
+	if c.withDispatcher {
 		// How far the dispatcher was behind when the last 202 went out
 		// (cpu-µs/req includes its catching up).
 		b.ReportMetric(float64(backlog), "backlog")

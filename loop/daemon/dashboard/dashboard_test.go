@@ -537,22 +537,30 @@ func (s *sessions) onlyCSRF(t *testing.T) string {
 	return ""
 }
 
-func TestEventStreamSendsChangedRows(t *testing.T) {
-	h := newHarness(t, "dana", []string{"dana"})
+// openEventStream opens the board's event stream as a logged-in browser
+// would and reads past its greeting.
+func openEventStream(t *testing.T, h *harness) *bufio.Reader {
+	t.Helper()
 	c := h.client(t)
 	c.Timeout = 0
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-	defer cancel()
+	t.Cleanup(cancel)
 	req, _ := http.NewRequestWithContext(ctx, "GET", h.srv.URL+"/events", nil)
 	res, err := c.Do(req)
 	require.NoError(t, err)
-	defer res.Body.Close()
+	t.Cleanup(func() { res.Body.Close() })
 	require.Equal(t, http.StatusOK, res.StatusCode)
 	require.Equal(t, "text/event-stream", res.Header.Get("Content-Type"))
 	r := bufio.NewReader(res.Body)
 	line, err := r.ReadString('\n')
 	require.NoError(t, err)
 	require.Equal(t, "retry: 2000\n", line)
+	return r
+}
+
+func TestEventStreamSendsChangedRows(t *testing.T) {
+	h := newHarness(t, "dana", []string{"dana"})
+	r := openEventStream(t, h)
 
 	// A notification with nothing changed sends nothing; a change sends
 	// exactly the changed row.
@@ -589,20 +597,8 @@ func TestNotificationsReadNothingWhileNoBoardIsOpen(t *testing.T) {
 	require.Zero(t, h.src.readCount(), "nobody watches: the board is not read")
 
 	h.src.set("github:o/r#8", func(it *Item) { it.Node, it.State, it.Finding = "design-critic-review", StateWorking, "" })
-	c := h.client(t)
-	c.Timeout = 0
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-	defer cancel()
-	req, _ := http.NewRequestWithContext(ctx, "GET", h.srv.URL+"/events", nil)
-	res, err := c.Do(req)
-	require.NoError(t, err)
-	defer res.Body.Close()
-	require.Equal(t, http.StatusOK, res.StatusCode)
+	r := openEventStream(t, h)
 	require.Equal(t, 1, h.src.readCount(), "a board opening reads the rows once")
-	r := bufio.NewReader(res.Body)
-	line, err := r.ReadString('\n')
-	require.NoError(t, err)
-	require.Equal(t, "retry: 2000\n", line)
 
 	h.src.set("github:o/r#8", func(it *Item) { it.Node = "design-approval" })
 	h.d.Notify("github:o/r#8")

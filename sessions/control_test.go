@@ -54,8 +54,15 @@ func TestControlClientCarriesDelivery(t *testing.T) {
 	spawnFake(t, tm, fake, "loop-github-o-r-1", "conv-1")
 	require.NotNil(t, tm.ctl, "run.Exec can start a control client")
 
-	_, err := tm.Probe(ctx, "loop-github-o-r-1") // connects
-	require.NoError(t, err)
+	// The first probe connects, unless a connection attempt failed within
+	// controlReconnectDelay (during Spawn, before the session existed; on a
+	// busy machine WaitReady can end inside that window): then commands
+	// run as processes until the delay is over. Probe until connected.
+	waitFor(t, "the control client connected", func() bool {
+		_, err := tm.Probe(ctx, "loop-github-o-r-1")
+		require.NoError(t, err)
+		return tm.ctl.connected()
+	})
 	runs, starts := cr.runs.Load(), cr.starts.Load()
 	for i := range 3 {
 		msg := fmt.Sprintf("through the control client %d", i)

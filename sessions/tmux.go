@@ -634,10 +634,42 @@ func (t *Tmux) Kill(ctx context.Context, name string) error {
 	if !IsLoopSessionName(name) {
 		return fmt.Errorf("%w: refusing to kill %q; theloop only kills sessions it named loop-*", ErrNotLoopSession, name)
 	}
-	if _, err := t.run(ctx, t.cfg.CommandTimeout, "kill-session", "-t", sessionTarget(name)); err != nil && !saysAbsent(err) {
-		return fmt.Errorf("killing tmux session %s: %w", name, err)
+	_, err := t.run(ctx, t.cfg.CommandTimeout, "kill-session", "-t", sessionTarget(name))
+	switch {
+	case err == nil || saysAbsent(err):
+		return nil
+	case serverExiting(err):
+		// The server was exiting (its last other session just ended) while
+		// it took the command: whether our session went with it is only
+		// known by asking again. Probe retries the same race; once the
+		// name is absent the kill has happened, whoever did it.
+		return t.killAfterServerExit(ctx, name, err)
 	}
-	return nil
+	return fmt.Errorf("killing tmux session %s: %w", name, err)
+}
+
+// killAfterServerExit settles a kill-session that met an exiting server:
+// it polls until the session is absent (done) or answers live again (the
+// kill is retried), for at most ProbeTimeout.
+func (t *Tmux) killAfterServerExit(ctx context.Context, name string, first error) error {
+	deadline := time.Now().Add(t.cfg.ProbeTimeout)
+	for {
+		l, _ := t.Probe(ctx, name)
+		switch l {
+		case LivenessAbsent:
+			return nil
+		case LivenessLive, LivenessDead:
+			if _, err := t.run(ctx, t.cfg.CommandTimeout, "kill-session", "-t", sessionTarget(name)); err == nil || saysAbsent(err) {
+				return nil
+			}
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("killing tmux session %s: %w (and it is %s after %s)", name, first, l, t.cfg.ProbeTimeout)
+		}
+		if err := sleepCtx(ctx, t.cfg.PollInterval); err != nil {
+			return err
+		}
+	}
 }
 
 // Terminated says what TerminateHarness did.

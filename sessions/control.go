@@ -68,6 +68,8 @@ type controlClient struct {
 	starter run.Starter
 	binary  string
 	base    []string // -L name / -S path
+	// wrap, when set, wraps the client's argv (a world's client box).
+	wrap func([]string) []string
 
 	// sem serialises requests (a channel so that waiting honours ctx).
 	sem     chan struct{}
@@ -76,8 +78,8 @@ type controlClient struct {
 	closed  bool         // guarded by sem
 }
 
-func newControlClient(starter run.Starter, binary string, base []string) *controlClient {
-	return &controlClient{starter: starter, binary: binary, base: base, sem: make(chan struct{}, 1)}
+func newControlClient(starter run.Starter, binary string, base []string, wrap func([]string) []string) *controlClient {
+	return &controlClient{starter: starter, binary: binary, base: base, wrap: wrap, sem: make(chan struct{}, 1)}
 }
 
 // controlConn is one running `tmux -C` client and the goroutine reading it.
@@ -251,7 +253,12 @@ func (cc *controlClient) connect(ctx context.Context, session string, timeout ti
 		args = append(args, "-t", sessionTarget(session))
 	}
 	args = append(args, "-f", "no-output,ignore-size")
-	proc, err := cc.starter.Start(run.Cmd{Name: cc.binary, Args: args})
+	cmd := run.Cmd{Name: cc.binary, Args: args}
+	if cc.wrap != nil {
+		argv := cc.wrap(append([]string{cc.binary}, args...))
+		cmd = run.Cmd{Name: argv[0], Args: argv[1:]}
+	}
+	proc, err := cc.starter.Start(cmd)
 	if err != nil {
 		return nil, err
 	}

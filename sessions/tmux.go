@@ -6,11 +6,14 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"io/fs"
+	"net"
 	"os"
 	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 	"unicode"
@@ -163,8 +166,36 @@ type Tmux struct {
 	cfg     TmuxConfig
 	runner  run.Runner
 	confine Confinement
+	// world is confine when it gives every session a world of its own
+	// (its own tmux server inside its own sandbox); nil otherwise.
+	world WorldConfinement
 	// ctl is the control-mode client (nil: a tmux process per command).
-	ctl *controlClient
+	// With worlds there is one per session's server, in ctls.
+	ctl     *controlClient
+	starter run.Starter
+	ctlMu   sync.Mutex
+	ctls    map[string]*controlClient
+}
+
+// WorldConfinement is a Confinement that puts every session in a world of
+// its own (docs/decisions.md §22): a namespace sandbox holding the
+// session's checkout, its harness and its own tmux server. loopd's tmux
+// clients then run against that server from outside, each wrapped by
+// Client, because a tmux server can make its client run a command.
+type WorldConfinement interface {
+	Confinement
+	// Socket is the tmux socket of the named session's server (host path).
+	Socket(name string) string
+	// World prepares the session's world and wraps tmuxArgv (the tmux
+	// client that starts the server and creates the session on Socket) so
+	// that it runs inside; the wrapped command returns when that client
+	// exits, leaving the world running.
+	World(name, cwd, registryFile, outboxDir, harness string, tmuxArgv []string) ([]string, error)
+	// Client wraps a tmux client argv loopd runs against name's server.
+	Client(name string, argv []string) []string
+	// EndWorld ends every process left in name's world (after kill-server)
+	// and its egress; an absent world is not an error.
+	EndWorld(name string) error
 }
 
 // Confinement is how the tmux runner confines what it starts: the agent's
@@ -203,10 +234,65 @@ func NewConfinedTmux(cfg TmuxConfig, runner run.Runner, c Confinement) (*Tmux, e
 		return nil, errors.New("sessions.NewTmux: nil runner (pass run.Exec{})")
 	}
 	t := &Tmux{cfg: cfg, runner: runner, confine: c}
+	if w, ok := c.(WorldConfinement); ok {
+		t.world = w
+	}
 	if st, ok := runner.(run.Starter); ok && !cfg.NoControl {
-		t.ctl = newControlClient(st, cfg.Binary, t.serverArgs())
+		if t.world != nil {
+			t.starter, t.ctls = st, map[string]*controlClient{}
+		} else {
+			t.ctl = newControlClient(st, cfg.Binary, t.serverArgs(), nil)
+		}
 	}
 	return t, nil
+}
+
+// control is the control client for the server hosting session name (nil:
+// none; a tmux process per command).
+func (t *Tmux) control(name string) *controlClient {
+	if t.world == nil {
+		return t.ctl
+	}
+	if t.starter == nil || name == "" {
+		return nil
+	}
+	t.ctlMu.Lock()
+	defer t.ctlMu.Unlock()
+	if t.ctls == nil {
+		return nil // closed
+	}
+	cc := t.ctls[name]
+	if cc == nil {
+		cc = newControlClient(t.starter, t.cfg.Binary, t.serverArgsFor(name), func(argv []string) []string { return t.world.Client(name, argv) })
+		t.ctls[name] = cc
+	}
+	return cc
+}
+
+// dropControl ends the control client of name's server (it is gone).
+func (t *Tmux) dropControl(name string) {
+	if t.world == nil {
+		return
+	}
+	t.ctlMu.Lock()
+	cc := t.ctls[name]
+	delete(t.ctls, name)
+	t.ctlMu.Unlock()
+	if cc != nil {
+		cc.close()
+	}
+}
+
+// Worlds reports whether every session runs its own server in a world of
+// its own.
+func (t *Tmux) Worlds() bool { return t.world != nil }
+
+// SocketFor is the tmux socket of the server hosting session name.
+func (t *Tmux) SocketFor(name string) string {
+	if t.world != nil {
+		return t.world.Socket(name)
+	}
+	return t.cfg.SocketPath
 }
 
 // Config returns the effective configuration (defaults filled in).
@@ -218,6 +304,21 @@ func (t *Tmux) Close() {
 	if t.ctl != nil {
 		t.ctl.close()
 	}
+	t.ctlMu.Lock()
+	ctls := t.ctls
+	t.ctls = nil
+	t.ctlMu.Unlock()
+	for _, cc := range ctls {
+		cc.close()
+	}
+}
+
+// serverArgsFor select the server hosting session name.
+func (t *Tmux) serverArgsFor(name string) []string {
+	if t.world != nil {
+		return []string{"-S", t.world.Socket(name)}
+	}
+	return t.serverArgs()
 }
 
 // serverArgs select the configured server.
@@ -284,10 +385,12 @@ func (t *Tmux) viaControl(ctx context.Context, timeout time.Duration, idempotent
 // output on its own (blocks, in order; a command with no output has an
 // empty one).
 func (t *Tmux) viaControlBlocks(ctx context.Context, timeout time.Duration, idempotent bool, cmds ...[]string) (res run.Result, blocks [][]string, err error, done bool) {
-	if t.ctl == nil {
+	target := targetSession(cmds)
+	cc := t.control(target)
+	if cc == nil {
 		return run.Result{}, nil, nil, false
 	}
-	res, blocks, failed, sent, err := t.ctl.do(ctx, timeout, targetSession(cmds), cmds)
+	res, blocks, failed, sent, err := cc.do(ctx, timeout, target, cmds)
 	switch {
 	case err == nil && failed:
 		return res, blocks, &run.ExitError{Cmd: run.Cmd{Name: t.cfg.Binary, Args: t.argv(cmds)}, Result: res}, true
@@ -337,7 +440,11 @@ func (t *Tmux) argv(cmds [][]string) []string {
 // runSeqVia runs cmds as one tmux process, its whole argv passed through
 // wrap first when wrap is set (the confinement's launcher).
 func (t *Tmux) runSeqVia(ctx context.Context, timeout time.Duration, wrap func([]string) ([]string, error), cmds ...[]string) (run.Result, error) {
-	full := append(make([]string, 0, 16), t.serverArgs()...)
+	target := targetSession(cmds)
+	if t.world != nil && target == "" {
+		return run.Result{}, fmt.Errorf("tmux %s: with a server per session every command names its session", cmds[0][0])
+	}
+	full := append(make([]string, 0, 16), t.serverArgsFor(target)...)
 	for i, c := range cmds {
 		for _, a := range c {
 			if err := tmuxArgSafe(a); err != nil {
@@ -348,6 +455,9 @@ func (t *Tmux) runSeqVia(ctx context.Context, timeout time.Duration, wrap func([
 			full = append(full, ";")
 		}
 		full = append(full, c...)
+	}
+	if wrap == nil && t.world != nil {
+		wrap = func(argv []string) ([]string, error) { return t.world.Client(target, argv), nil }
 	}
 	if wrap == nil {
 		return t.runner.Run(ctx, run.Cmd{Name: t.cfg.Binary, Args: full, Timeout: timeout})
@@ -403,6 +513,9 @@ func (t *Tmux) Probe(ctx context.Context, name string) (Liveness, error) {
 	if name != SanitizeTmuxName(name) || name == "" {
 		return LivenessUnknown, fmt.Errorf("%w: tmux session name %q (sanitise it with SanitizeTmuxName)", ErrInvalidName, name)
 	}
+	if t.world != nil && !t.worldServerUp(name) {
+		return LivenessAbsent, nil
+	}
 	// A server that is exiting (its last session just closed) drops the
 	// connection mid-command; asking again a moment later gets a real
 	// answer, so only a repeated failure is unknown.
@@ -429,6 +542,24 @@ func (t *Tmux) Probe(ctx context.Context, name string) (Liveness, error) {
 		return l, fmt.Errorf("listing panes of tmux session %s: no panes reported", name)
 	}
 	return l, nil
+}
+
+// worldServerUp reports whether name's server is there to ask: its socket
+// exists and takes a connection (a stale socket — the world ended, or the
+// machine rebooted — refuses it). It starts no process, so a thousand dead
+// sessions cost a thousand stat calls per liveness tick. Anything else
+// (a timeout, a permission error) counts as up: the probe then asks.
+func (t *Tmux) worldServerUp(name string) bool {
+	sock := t.world.Socket(name)
+	if _, err := os.Lstat(sock); errors.Is(err, fs.ErrNotExist) {
+		return false
+	}
+	c, err := net.DialTimeout("unix", sock, time.Second)
+	if err == nil {
+		c.Close()
+		return true
+	}
+	return !errors.Is(err, syscall.ECONNREFUSED) && !errors.Is(err, fs.ErrNotExist)
 }
 
 // probeOnce runs has-session, then list-panes when the session exists:
@@ -485,6 +616,9 @@ type SpawnSpec struct {
 	// OutboxDir is the session's outbox directory, the one directory under
 	// loopd's state root a confined harness may write ("" for none).
 	OutboxDir string
+	// Harness names the harness (claude, codex, …): a world's egress
+	// allows its API hosts. "" is guessed from Argv[0].
+	Harness string
 }
 
 var envKeyPattern = lazyre.New(`^[A-Za-z_][A-Za-z0-9_]*$`)
@@ -527,7 +661,20 @@ func (t *Tmux) Spawn(ctx context.Context, s SpawnSpec) error {
 		return err
 	}
 	var wrap func([]string) ([]string, error)
-	if t.confine != nil {
+	if t.world != nil {
+		argv, err := t.confine.Harness(s.Cwd, s.RegistryFile, s.OutboxDir, s.Argv)
+		if err != nil {
+			return fmt.Errorf("confining the harness of %s: %w", s.Name, err)
+		}
+		spec := s
+		if spec.Harness == "" {
+			spec.Harness = filepath.Base(s.Argv[0])
+		}
+		s.Argv = argv
+		wrap = func(tmuxArgv []string) ([]string, error) {
+			return t.world.World(spec.Name, spec.Cwd, spec.RegistryFile, spec.OutboxDir, spec.Harness, tmuxArgv)
+		}
+	} else if t.confine != nil {
 		argv, err := t.confine.Harness(s.Cwd, s.RegistryFile, s.OutboxDir, s.Argv)
 		if err != nil {
 			return fmt.Errorf("confining the harness of %s: %w", s.Name, err)
@@ -557,7 +704,12 @@ func (t *Tmux) Spawn(ctx context.Context, s SpawnSpec) error {
 		if err := t.clearForSpawn(ctx, s.Name); err != nil {
 			return err
 		}
-		_, err := t.runSeqVia(ctx, t.cfg.CommandTimeout, wrap, cmds...)
+		var err error
+		if t.world != nil {
+			err = t.runWorldSpawn(ctx, wrap, s.Name, cmds)
+		} else {
+			_, err = t.runSeqVia(ctx, t.cfg.CommandTimeout, wrap, cmds...)
+		}
 		if err == nil {
 			return t.checkConfined(ctx, s.Name)
 		}
@@ -572,11 +724,42 @@ func (t *Tmux) Spawn(ctx context.Context, s SpawnSpec) error {
 	}
 }
 
+// runWorldSpawn starts name's world with the tmux client that creates the
+// session (and its server) on the world's socket running inside.
+func (t *Tmux) runWorldSpawn(ctx context.Context, wrap func([]string) ([]string, error), name string, cmds [][]string) error {
+	full := append(make([]string, 0, 32), t.cfg.Binary, "-S", t.world.Socket(name))
+	for i, c := range cmds {
+		if i > 0 {
+			full = append(full, ";")
+		}
+		full = append(full, c...)
+	}
+	t.dropControl(name)
+	argv, err := wrap(full)
+	if err != nil {
+		return err
+	}
+	_, err = t.runner.Run(ctx, run.Cmd{Name: argv[0], Args: argv[1:], Timeout: t.cfg.CommandTimeout})
+	return err
+}
+
+// endWorld ends what is left of name's world (its server is gone or was
+// just told to go) and forgets its control client.
+func (t *Tmux) endWorld(name string) error {
+	if t.world == nil {
+		return nil
+	}
+	t.dropControl(name)
+	return t.world.EndWorld(name)
+}
+
 // checkConfined makes sure the server that took the new session runs
 // confined: a server someone started on the same socket before loopd did
 // would host the agent unconfined. Such a session is killed at once.
 func (t *Tmux) checkConfined(ctx context.Context, name string) error {
-	if t.confine == nil {
+	if t.confine == nil || t.world != nil {
+		// A world's server is confined by construction: its socket lies in
+		// a directory only loopd and that world see.
 		return nil
 	}
 	res, err := t.run(ctx, t.cfg.CommandTimeout, "display-message", "-p", "-t", paneTarget(name), "#{pid}")
@@ -599,7 +782,9 @@ func (t *Tmux) clearForSpawn(ctx context.Context, name string) error {
 	l, err := t.Probe(ctx, name)
 	switch l {
 	case LivenessAbsent:
-		return nil
+		// A world whose server is gone may still hold processes the agent
+		// detached: they go before a new world mounts the same checkout.
+		return t.endWorld(name)
 	case LivenessLive:
 		return fmt.Errorf("%w: tmux session %s is running; deliver into it, or close it first (`tmux kill-session -t %s`) if it is stale", ErrSessionLive, name, name)
 	case LivenessDead:
@@ -612,7 +797,7 @@ func (t *Tmux) clearForSpawn(ctx context.Context, name string) error {
 		for {
 			l, _ := t.Probe(ctx, name)
 			if l == LivenessAbsent {
-				return nil
+				return t.endWorld(name)
 			}
 			if l == LivenessLive || time.Now().After(deadline) {
 				return fmt.Errorf("%w: dead tmux session %s is %s after kill-session; look with `tmux ls`", ErrSessionOccupied, name, l)
@@ -633,6 +818,12 @@ func (t *Tmux) clearForSpawn(ctx context.Context, name string) error {
 func (t *Tmux) Kill(ctx context.Context, name string) error {
 	if !IsLoopSessionName(name) {
 		return fmt.Errorf("%w: refusing to kill %q; theloop only kills sessions it named loop-*", ErrNotLoopSession, name)
+	}
+	if t.world != nil {
+		if _, err := os.Stat(t.world.Socket(name)); err != nil {
+			return t.endWorld(name)
+		}
+		defer func() { _ = t.endWorld(name) }()
 	}
 	_, err := t.run(ctx, t.cfg.CommandTimeout, "kill-session", "-t", sessionTarget(name))
 	switch {
@@ -704,7 +895,7 @@ func (t *Tmux) TerminateHarness(ctx context.Context, name string, grace time.Dur
 		return out, err
 	}
 	for _, pid := range pids {
-		if signalGroup(pid, syscall.SIGTERM) == nil {
+		if t.signalPane(ctx, name, pid, syscall.SIGTERM) == nil {
 			out.Signalled++
 		}
 	}
@@ -718,7 +909,7 @@ func (t *Tmux) TerminateHarness(ctx context.Context, name string, grace time.Dur
 		}
 	}
 	for _, pid := range pids {
-		if signalGroup(pid, syscall.SIGKILL) == nil {
+		if t.signalPane(ctx, name, pid, syscall.SIGKILL) == nil {
 			out.Killed++
 		}
 	}
@@ -760,6 +951,19 @@ func (t *Tmux) livePanePIDs(ctx context.Context, name string) ([]int, error) {
 		}
 	}
 	return pids, nil
+}
+
+// signalPane signals a pane's process group. In a world, pane pids are the
+// world's (its own PID namespace): the signal is sent from inside, by the
+// world's server (run-shell runs there), never by pid from the host.
+func (t *Tmux) signalPane(ctx context.Context, name string, pid int, sig syscall.Signal) error {
+	if t.world == nil {
+		return signalGroup(pid, sig)
+	}
+	n := strconv.Itoa(int(sig))
+	p := strconv.Itoa(pid)
+	_, err := t.run(ctx, t.cfg.CommandTimeout, "run-shell", "-t", paneTarget(name), "kill -"+n+" -- -"+p+" 2>/dev/null || kill -"+n+" "+p)
+	return err
 }
 
 // signalGroup signals the process group a pane's process leads (tmux

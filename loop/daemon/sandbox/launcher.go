@@ -77,6 +77,9 @@ func command(self string, p Policy, mode string, argv []string) ([]string, error
 // it first thing in main (cmd/loopd) and in TestMain of every package whose
 // tests spawn confined sessions; otherwise it returns at once.
 func MaybeRunLauncher() {
+	if len(os.Args) >= 2 && os.Args[1] == FrontArg {
+		os.Exit(runWorldFront(os.Args[2:]))
+	}
 	if len(os.Args) < 2 || os.Args[1] != LauncherArg {
 		return
 	}
@@ -123,6 +126,13 @@ func runLauncher(args []string) int {
 	case modeDetach:
 		return runFront(p, step(modeKeeper), fail)
 	case modeKeeper:
+		if p.Bridge != "" {
+			// A world's keeper joins the world's loopback to loopd's
+			// egress proxy for as long as the world lives.
+			if err := runBridge(ProxyListen, p.Bridge); err != nil {
+				return fail("the egress bridge: %v", err)
+			}
+		}
 		return runOuter(step(modeInner), targetEnv(p), true, fail)
 	case "":
 		return runOuter(step(modeInner), targetEnv(p), false, fail)

@@ -52,6 +52,9 @@ type Policy struct {
 	// Protected are paths no grant may cover, lie in or contain (loopd's
 	// state root), Registry and Outbox excepted. Validate enforces it.
 	Protected []string `json:"protected,omitempty"`
+	// Bridge, for a world's keeper, is the egress proxy's socket the keeper
+	// joins ProxyListen to.
+	Bridge string `json:"bridge,omitempty"`
 }
 
 // Encode renders the policy for the launcher's command line.

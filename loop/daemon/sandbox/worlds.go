@@ -1,0 +1,200 @@
+package sandbox
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+)
+
+// Worlds confines the sessions one loopd hosts, each in a world of its own
+// (world.go). Its methods are the sessions.WorldConfinement seam; the
+// daemon passes a *Worlds to sessions.NewConfinedTmux (this package does
+// not import sessions). The embedded Confiner supplies the Landlock layer
+// each world applies inside and the paths it protects.
+type Worlds struct {
+	*Confiner
+	// Root holds the worlds' private directories (0700), one per session,
+	// named by a hash of the session's name so that socket paths stay
+	// short. It must not be the state root or lie where an agent can write.
+	Root string
+	// Egress is loopd's proxy for the worlds' network (nil with
+	// HostNetwork).
+	Egress *Egress
+	// AllowHosts are routing.sandbox.allowHosts, allowed to every world
+	// besides its harness's API hosts.
+	AllowHosts []string
+	// HostNetwork is routing.sandbox.network: host (degraded).
+	HostNetwork bool
+	// SharedFor names paths outside a checkout its clone needs read-only
+	// (a mirror's object store), from loopd's own records — never from a
+	// file in the checkout. Nil: none.
+	SharedFor func(checkout string) []string
+	// ClientPaths are paths loopd's tmux clients read (the paste files'
+	// directory): mounted read-only into their boxes.
+	ClientPaths []string
+}
+
+// Prepare checks that worlds can be built here (bubblewrap, user
+// namespaces) and prepares the Landlock layer.
+func (w *Worlds) Prepare() error {
+	if w.Root == "" || !filepath.IsAbs(w.Root) {
+		return fmt.Errorf("sandbox: the worlds' root %q must be an absolute path", w.Root)
+	}
+	if err := CheckNamespaces(); err != nil {
+		return err
+	}
+	if err := os.MkdirAll(w.Root, 0o700); err != nil {
+		return fmt.Errorf("sandbox: %w", err)
+	}
+	if w.Egress == nil && !w.HostNetwork {
+		w.Egress = &Egress{}
+	}
+	return w.Confiner.Prepare()
+}
+
+// dir is session name's private directory.
+func (w *Worlds) dir(name string) string {
+	sum := sha256.Sum256([]byte(name))
+	return filepath.Join(w.Root, hex.EncodeToString(sum[:6]))
+}
+
+// Socket implements sessions.WorldConfinement.
+func (w *Worlds) Socket(name string) string { return World{Dir: w.dir(name)}.Socket() }
+
+// Client implements sessions.WorldConfinement.
+func (w *Worlds) Client(name string, argv []string) []string {
+	return ClientCommand(World{Dir: w.dir(name)}.SocketDir(), w.ClientPaths, argv)
+}
+
+// proxyNames are the variables that carry the egress proxy to a harness.
+var proxyNames = []string{"HTTPS_PROXY", "HTTP_PROXY", "https_proxy", "http_proxy", "NO_PROXY", "no_proxy"}
+
+// gitReadOnly are the paths of a clone that git reads as configuration or
+// runs: read-only to the agent (fixed names; nothing in the checkout is
+// read to decide them).
+var gitReadOnly = []string{".git/config", ".git/hooks", ".git/info", ".git/objects/info", ".git/commondir", ".git/gitdir"}
+
+// HarnessOf guesses the harness from its program's name, for the egress
+// allowlist: claude, codex, gemini, cursor (cursor-agent); "" otherwise.
+func HarnessOf(argv0 string) string {
+	b := filepath.Base(argv0)
+	for _, h := range []string{"claude", "codex", "gemini", "cursor"} {
+		if strings.HasPrefix(b, h) {
+			return h
+		}
+	}
+	return ""
+}
+
+// World implements sessions.WorldConfinement: it prepares name's world and
+// returns the front's argv running tmuxArgv inside (through a keeper that
+// stays with the tmux server, and the Landlock layer).
+func (w *Worlds) World(name, checkout, registryFile, outboxDir, harness string, tmuxArgv []string) ([]string, error) {
+	if outboxDir != "" && (w.OutboxRoot == "" || !within(outboxDir, w.OutboxRoot) || outboxDir == w.OutboxRoot) {
+		return nil, fmt.Errorf("sandbox: the session outbox %s is not a directory below the outbox root %q", outboxDir, w.OutboxRoot)
+	}
+	wd := World{
+		Dir: w.dir(name), Checkout: checkout, RegistryDir: w.RegistryDir, RegistryFile: registryFile,
+		OutboxDir: outboxDir, Home: w.Home, Executables: w.Executables, Self: w.Self,
+		Writable: w.Writable, HostNetwork: w.HostNetwork,
+	}
+	for _, p := range gitReadOnly {
+		wd.ReadOnly = append(wd.ReadOnly, filepath.Join(checkout, p))
+	}
+	if w.SharedFor != nil {
+		wd.Shared = w.SharedFor(checkout)
+	}
+	if goroot := os.Getenv("GOROOT"); goroot != "" {
+		wd.ReadOnlyExtra = append(wd.ReadOnlyExtra, goroot)
+	}
+	for _, d := range []string{w.StateRoot, w.Root} {
+		if within(checkout, d) {
+			return nil, fmt.Errorf("sandbox: the checkout %s lies inside loopd's %s; move routing.workspace.root out of it", checkout, d)
+		}
+	}
+	if err := wd.Prepare(); err != nil {
+		return nil, err
+	}
+	env := Env(os.Environ(), w.AgentEnv)
+	env = append(withoutVar(withoutVar(env, "TMPDIR"), "TMUX_TMPDIR"), "TMPDIR=/tmp")
+	if w.Home != "" {
+		env = append(withoutVar(env, "HOME"), "HOME="+w.Home)
+	}
+	if !w.HostNetwork {
+		env = append(env, ProxyEnv()...)
+		allow := append(append(Allowlist{}, HarnessHosts[HarnessOf(harness)]...), w.AllowHosts...)
+		if err := w.Egress.Serve(wd.ProxySocket(), name, allow); err != nil {
+			return nil, err
+		}
+	}
+	wd.Env = env
+	// The keeper's layer: the world's own paths (its server and every
+	// pane below it), the proxy bridge.
+	o := w.base(checkout)
+	o.TempDir = "/tmp"
+	o.TmuxDir = wd.SocketDir()
+	o.RegistryFile, o.OutboxDir = registryFile, outboxDir
+	o.Env = append(append(append([]string{}, w.AgentEnv...), proxyNames...), SessionEnv...)
+	p := worldPolicy(o, w.Writable)
+	if !w.HostNetwork {
+		p.Bridge = wd.ProxySocket()
+		p.ReadWrite = append(p.ReadWrite, wd.NetDir())
+	}
+	keeper, err := command(w.Self, p, modeKeeper, tmuxArgv)
+	if err != nil {
+		return nil, err
+	}
+	return FrontCommand(wd, keeper), nil
+}
+
+// Harness implements sessions.Confinement for a pane inside a world: the
+// Landlock layer of the session (its checkout, registry entry, outbox, the
+// world's /tmp).
+func (w *Worlds) Harness(cwd, registryFile, outboxDir string, argv []string) ([]string, error) {
+	o := w.base(cwd)
+	o.TempDir = "/tmp"
+	o.RegistryFile, o.OutboxDir = registryFile, outboxDir
+	o.Env = append(append(append(append([]string{}, SessionEnv...), PaneEnv...), w.AgentEnv...), proxyNames...)
+	return Command(w.Self, worldPolicy(o, w.Writable), argv)
+}
+
+// worldPolicy is the Landlock layer inside a world. The state root is not
+// protected there the way it is over a shared file system: the world holds
+// none of it but the session's outbox and a copy of its registry entry
+// (mounted read-only), so the world's private /tmp may be granted even
+// when the host's state root lies below the host's /tmp.
+func worldPolicy(o PolicyOptions, writable []string) Policy {
+	p := NewPolicy(o)
+	p.Protected = nil
+	p.ReadWrite = append(p.ReadWrite, writable...)
+	return p
+}
+
+// Server implements sessions.Confinement; worlds start their servers
+// through World, never through a shared one.
+func (w *Worlds) Server([]string) ([]string, error) {
+	return nil, errors.New("sandbox: worlds have no shared tmux server")
+}
+
+// CheckServer implements sessions.Confinement (a world's server is
+// confined by construction).
+func (w *Worlds) CheckServer(int) error { return nil }
+
+// EndWorld implements sessions.WorldConfinement.
+func (w *Worlds) EndWorld(name string) error {
+	wd := World{Dir: w.dir(name)}
+	if w.Egress != nil {
+		w.Egress.Stop(wd.ProxySocket())
+	}
+	return KillWorld(wd)
+}
+
+// SyncRegistry refreshes the copy of a session's registry entry its world
+// reads (after loopd rewrote the entry).
+func (w *Worlds) SyncRegistry(name, registryFile string) error {
+	return World{Dir: w.dir(name), RegistryFile: registryFile}.SyncRegistry()
+}

@@ -60,7 +60,7 @@ var configKeys = []ConfigKey{
 
 	{Path: "routing", Type: "object", Doc: "what the daemon does with routed events"},
 	{Path: "routing.enabled", Type: "bool", Default: true, Doc: "loopd always routes (false is refused)"},
-	{Path: "routing.sandbox", Type: "free", Default: "on", Doc: "on (default) confines every agent session with Landlock; off runs agents unconfined (gates are not defended) — the only way to spawn on a kernel without Landlock"},
+	{Path: "routing.sandbox", Type: "free", Default: "namespace", Doc: "namespace (default; also on): every agent session in a world of its own — a bubblewrap sandbox with its own clone, tmux server and network, Landlock inside; landlock: Landlock over the shared world (degraded); off: unconfined (gates not defended). Or a map: mode, network (proxy: model APIs through loopd's egress proxy, the default; host: the host's network, degraded), allowHosts (further hosts every session may reach)"},
 	{Path: "routing.agentEnv", Type: "strings", Default: []any{}, Doc: "names of further environment variables an agent session keeps (secrets loopd or an integration reads are refused)"},
 	{Path: "routing.defaultHarness", Type: "string", Default: "claude", Enum: []string{"claude", "cursor", "codex", "gemini"}, Doc: "the agent CLI a session runs (claude, cursor: cursor-agent, codex, gemini); a label \"the-loop: harness-<name>\" on the work item picks another"},
 	{Path: "routing.spawnOnUnmatched", Type: "string", Default: "never", Enum: []string{"never", "always", "labeled"}, Reload: true},

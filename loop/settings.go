@@ -114,9 +114,19 @@ type Settings struct {
 				Backoff     time.Duration
 			}
 		}
-		// Sandbox is routing.sandbox: "on" (Landlock confines every agent
-		// session) or "off".
+		// Sandbox is routing.sandbox's mode: "namespace" (the default, also
+		// spelled "on": every session in a world of its own, bubblewrap
+		// with Landlock inside), "landlock" (Landlock over a shared world,
+		// degraded) or "off".
 		Sandbox string
+		// SandboxNetwork is routing.sandbox.network: "proxy" (the default:
+		// a network namespace of its own, model APIs through loopd's egress
+		// proxy) or "host" (degraded).
+		SandboxNetwork string
+		// SandboxAllowHosts is routing.sandbox.allowHosts: hosts (host,
+		// host:port, *.suffix) every world may reach besides its harness's
+		// API hosts.
+		SandboxAllowHosts []string
 		// AgentEnv is routing.agentEnv: further variables agent sessions
 		// keep (the daemon refuses a secret's name).
 		AgentEnv    []string
@@ -387,26 +397,7 @@ var settingReaders = []settingReader{
 			r.add("routing.enabled: false is not supported — routing is what loopd is for; to stop new sessions set routing.spawnOnUnmatched: never and routing.control.enabled: false")
 		}
 	}},
-	{"routing.sandbox", func(r *settingsReader, s *Settings) {
-		s.Routing.Sandbox = "on"
-		v, ok := r.get("routing.sandbox")
-		if !ok {
-			s.record("routing.sandbox", "on", SourceDefault)
-			return
-		}
-		switch t := v.(type) {
-		case bool: // YAML 1.1 readers turn a bare off into false
-			s.Routing.Sandbox = map[bool]string{true: "on", false: "off"}[t]
-		case string:
-			if t != "on" && t != "off" {
-				r.add(fmt.Sprintf("routing.sandbox: %q is not on or off", t))
-			}
-			s.Routing.Sandbox = t
-		default:
-			r.add(fmt.Sprintf("routing.sandbox: %v is not on or off", v))
-		}
-		s.record("routing.sandbox", s.Routing.Sandbox, SourceFile)
-	}},
+	{"routing.sandbox", readSandbox},
 	{"routing.agentEnv", func(r *settingsReader, s *Settings) { s.Routing.AgentEnv = r.strs("routing.agentEnv") }},
 	{"routing.defaultHarness", func(r *settingsReader, s *Settings) { s.Routing.DefaultHarness = r.str("routing.defaultHarness") }},
 	{"routing.spawnOnUnmatched", func(r *settingsReader, s *Settings) { s.Routing.SpawnOnUnmatched = r.str("routing.spawnOnUnmatched") }},
@@ -920,4 +911,72 @@ func (s Settings) Resolve(env SettingsEnv) (Settings, error) {
 // uses.
 func ResolveSettings(cfg CLIConfig, env SettingsEnv) (Settings, error) {
 	return cfg.Settings.Resolve(env)
+}
+
+// sandboxModes are routing.sandbox's modes ("on" is the namespace sandbox).
+var sandboxModes = []string{"namespace", "on", "landlock", "off"}
+
+// readSandbox reads routing.sandbox: a mode (namespace | landlock | off;
+// on = namespace; a YAML 1.1 bare off = false), or a map of mode, network
+// (proxy | host) and allowHosts.
+func readSandbox(r *settingsReader, s *Settings) {
+	s.Routing.Sandbox, s.Routing.SandboxNetwork = "namespace", "proxy"
+	v, ok := r.get("routing.sandbox")
+	if !ok {
+		s.record("routing.sandbox", "namespace", SourceDefault)
+		return
+	}
+	mode := func(key string, v any) {
+		switch t := v.(type) {
+		case bool:
+			s.Routing.Sandbox = map[bool]string{true: "namespace", false: "off"}[t]
+		case string:
+			t = strings.TrimSpace(t)
+			if !slices.Contains(sandboxModes, t) {
+				r.add(fmt.Sprintf("%s: %q is not one of namespace, landlock, off", key, t))
+				return
+			}
+			if t == "on" {
+				t = "namespace"
+			}
+			s.Routing.Sandbox = t
+		default:
+			r.add(fmt.Sprintf("%s: %v is not one of namespace, landlock, off", key, v))
+		}
+	}
+	switch t := v.(type) {
+	case map[string]any:
+		for k, sub := range t {
+			switch k {
+			case "mode":
+				mode("routing.sandbox.mode", sub)
+			case "network":
+				n, _ := sub.(string)
+				if n != "proxy" && n != "host" {
+					r.add(fmt.Sprintf("routing.sandbox.network: %v is not proxy or host", sub))
+					continue
+				}
+				s.Routing.SandboxNetwork = n
+			case "allowHosts":
+				list, ok := sub.([]any)
+				if !ok {
+					r.add("routing.sandbox.allowHosts: a list of hosts (host, host:port or *.suffix)")
+					continue
+				}
+				for _, e := range list {
+					h, ok := e.(string)
+					if h = strings.TrimSpace(h); !ok || h == "" || strings.ContainsAny(h, "/ @") {
+						r.add(fmt.Sprintf("routing.sandbox.allowHosts: %v is not a host, host:port or *.suffix", e))
+						continue
+					}
+					s.Routing.SandboxAllowHosts = append(s.Routing.SandboxAllowHosts, h)
+				}
+			default:
+				r.add(fmt.Sprintf("routing.sandbox.%s: unknown key (mode, network, allowHosts)", k))
+			}
+		}
+	default:
+		mode("routing.sandbox", v)
+	}
+	s.record("routing.sandbox", map[string]any{"mode": s.Routing.Sandbox, "network": s.Routing.SandboxNetwork, "allowHosts": s.Routing.SandboxAllowHosts}, SourceFile)
 }

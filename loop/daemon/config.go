@@ -177,6 +177,15 @@ type Config struct {
 	// (the environment is still allowlisted); every spawn warns and the
 	// status says the gates are not defended. The zero value confines.
 	SandboxOff bool
+	// SandboxLandlock is routing.sandbox: landlock — agents run under
+	// Landlock over loopd's own world, without the namespace sandbox
+	// (degraded: said on every spawn, in status and on the dashboard). The
+	// zero value builds a world per session (docs/decisions.md §22).
+	SandboxLandlock bool
+	// SandboxHostNetwork is routing.sandbox.network: host (degraded).
+	SandboxHostNetwork bool
+	// SandboxAllowHosts is routing.sandbox.allowHosts.
+	SandboxAllowHosts []string
 	// AgentEnv is routing.agentEnv: further variables agent sessions keep.
 	AgentEnv []string
 	// SecretEnvNames are the variables this configuration points loopd and
@@ -360,6 +369,9 @@ func ConfigFromSettings(st loop.Settings, getenv func(string) string) (Config, [
 	cfg.Liveness = LivenessConfig{Off: !tm.Liveness.Enabled, Interval: tm.Liveness.Interval, MaxRespawns: tm.Liveness.MaxRespawns,
 		Window: tm.Liveness.Window, Backoff: tm.Liveness.Backoff, Label: DefaultLivenessConfig().Label}
 	cfg.SandboxOff = rt.Sandbox == "off"
+	cfg.SandboxLandlock = rt.Sandbox == "landlock"
+	cfg.SandboxHostNetwork = rt.SandboxNetwork == "host"
+	cfg.SandboxAllowHosts = rt.SandboxAllowHosts
 	cfg.AgentEnv = rt.AgentEnv
 	cfg.Tmux.RemainOnExit = tm.RemainOnExit
 	cfg.Tmux.SocketPath = tm.SocketPath

@@ -90,12 +90,14 @@ type Daemon struct {
 	// built).
 	observing bool
 
-	q      *queue.Queue
-	sink   graph.Sink
-	elog   *loop.EventLog
-	audit  *loop.EventLog // audit.go
-	integ  graph.Integrations
-	tmux   *sessions.Tmux
+	q     *queue.Queue
+	sink  graph.Sink
+	elog  *loop.EventLog
+	audit *loop.EventLog // audit.go
+	integ graph.Integrations
+	tmux  *sessions.Tmux
+	// egress is the worlds' proxy (nil without worlds).
+	egress *sandbox.Egress
 	reg    *sessions.Registry
 	mgr    *sessions.Manager
 	ws     *sessions.Workspaces
@@ -274,6 +276,9 @@ func (d *Daemon) Run(ctx context.Context) (err error) {
 	defer func() {
 		if d.tmux != nil {
 			d.tmux.Close() // its control client (after the dispatcher drained)
+			if d.egress != nil {
+				_ = d.egress.Close()
+			}
 		}
 		if d.elog != nil {
 			d.elog.Close()
@@ -795,25 +800,52 @@ func (d *Daemon) confinement() sessions.Confinement {
 		// that directory (not tmux's default one) is the server's to write.
 		c.TmuxDir = filepath.Dir(sp)
 	}
+	if !d.cfg.SandboxOff && !d.cfg.SandboxLandlock {
+		// Decision 22: a world per session.
+		wd := &sandbox.Worlds{Confiner: c, Root: d.worldsRoot(), AllowHosts: d.cfg.SandboxAllowHosts,
+			HostNetwork: d.cfg.SandboxHostNetwork, ClientPaths: []string{pasteDir(d.tmuxConfig())},
+			Egress: &sandbox.Egress{Log: func(world, host string, port int, allowed bool) {
+				if !allowed {
+					d.logf("warning: sandbox egress refused %s:%d for %s (allow it with routing.sandbox.allowHosts)", host, port, world)
+				}
+			}}}
+		if err := wd.Prepare(); err != nil {
+			return refusedConfinement{fmt.Errorf("daemon: refusing to spawn an agent session: %w", err)}
+		}
+		d.egress = wd.Egress
+		if d.cfg.SandboxHostNetwork {
+			return warnedWorlds{Worlds: wd, d: d}
+		}
+		return wd
+	}
 	if err := c.Prepare(); err != nil {
 		if errors.Is(err, sandbox.ErrNoLandlock) {
 			err = fmt.Errorf("daemon: refusing to spawn an agent session: %w", err)
 		}
 		return refusedConfinement{err}
 	}
-	if d.cfg.SandboxOff {
-		return warnedConfinement{Confiner: c, d: d}
-	}
-	return c
+	return warnedConfinement{Confiner: c, d: d}
+}
+
+// worldsRoot holds the sessions' worlds: short (tmux sockets live there),
+// outside the state root's protected tree and the workspaces.
+func (d *Daemon) worldsRoot() string {
+	sum := sha256.Sum256([]byte(d.cfg.StateRoot))
+	return filepath.Join(os.TempDir(), fmt.Sprintf("theloop-w-%d-%s", os.Getuid(), hex.EncodeToString(sum[:4])))
 }
 
 // undefendedWarning is what status and the dashboard say while agents run
-// unconfined ("" when they are confined).
+// without the namespace sandbox ("" when every session has a world).
 func (d *Daemon) undefendedWarning() string {
-	if !d.cfg.SandboxOff {
-		return ""
+	switch {
+	case d.cfg.SandboxOff:
+		return "routing.sandbox: off — agent sessions run without any sandbox: gates are not defended (the agent can read loopd's keys and state)"
+	case d.cfg.SandboxLandlock:
+		return "routing.sandbox: landlock — degraded: agent sessions run under Landlock over loopd's own world (one user, file system, tmux server and network), not in a namespace sandbox of their own"
+	case d.cfg.SandboxHostNetwork:
+		return "routing.sandbox.network: host — degraded: agent sessions share the host's network and reach every service on 127.0.0.1"
 	}
-	return "routing.sandbox: off — agent sessions run without Landlock: gates are not defended (the agent can read loopd's keys and state)"
+	return ""
 }
 
 // refusedConfinement refuses every spawn with why.
@@ -836,8 +868,29 @@ func (w warnedConfinement) Harness(cwd, registryFile, outboxDir string, argv []s
 	return w.Confiner.Harness(cwd, registryFile, outboxDir, argv)
 }
 
+// warnedWorlds logs a warning on every spawn (routing.sandbox.network: host).
+type warnedWorlds struct {
+	*sandbox.Worlds
+	d *Daemon
+}
+
+func (w warnedWorlds) Harness(cwd, registryFile, outboxDir string, argv []string) ([]string, error) {
+	w.d.logf("warning: %s; spawning in %s", w.d.undefendedWarning(), cwd)
+	return w.Worlds.Harness(cwd, registryFile, outboxDir, argv)
+}
+
 var (
-	_ sessions.Confinement = (*sandbox.Confiner)(nil)
-	_ sessions.Confinement = refusedConfinement{}
-	_ sessions.Confinement = warnedConfinement{}
+	_ sessions.Confinement      = (*sandbox.Confiner)(nil)
+	_ sessions.Confinement      = refusedConfinement{}
+	_ sessions.Confinement      = warnedConfinement{}
+	_ sessions.WorldConfinement = (*sandbox.Worlds)(nil)
+	_ sessions.WorldConfinement = warnedWorlds{}
 )
+
+// pasteDir is where the tmux runner writes its paste files.
+func pasteDir(tc sessions.TmuxConfig) string {
+	if tc.TempDir != "" {
+		return tc.TempDir
+	}
+	return os.TempDir()
+}

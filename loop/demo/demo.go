@@ -272,7 +272,10 @@ type world struct {
 	mu                                 sync.Mutex
 	attachShown                        bool
 	routedAway                         map[string]string // delivery id → why the receiver did not queue it
-	kept                               map[string]bool   // delivery ids the queue kept
+	// noWorlds is why the agent runs without the namespace sandbox (nil: it
+	// has one).
+	noWorlds error
+	kept     map[string]bool // delivery ids the queue kept
 }
 
 // demoBase is where the demo's directory goes: dir when set, else the
@@ -404,6 +407,13 @@ eventLog: {enabled: true, path: %q}
 	// performed by loopd from its outbox. Only a kernel without Landlock
 	// runs it unconfined, and the demo says so.
 	cfg.SandboxOff = !sandbox.Available()
+	if err := sandbox.CheckNamespaces(); err != nil && !cfg.SandboxOff {
+		// The demo still runs where bubblewrap is missing, under Landlock
+		// alone, and says so (loopd itself refuses to spawn there unless
+		// routing.sandbox: landlock is set).
+		cfg.SandboxLandlock = true
+		w.noWorlds = err
+	}
 	cfg.SandboxWritable = []string{w.agentDir}
 	cfg.ReconcileInterval = -1
 	cfg.EventLogPath = eventLog
@@ -471,9 +481,12 @@ eventLog: {enabled: true, path: %q}
 	w.p.say("loopd listens on %s (signed webhooks, secret generated for this run)", w.d.WebhookURL())
 	w.p.say("GitHub stand-in at %s; the agent's session will run in tmux server %q", w.sim.URL(), w.socket)
 	w.p.say("dashboard (one-time login URL): %s", w.d.DashboardLoginURL())
-	if sandbox.Available() {
-		w.p.say("the agent runs confined: Landlock (ABI %d), an allowlisted environment — no token, no webhook secret", sandbox.ABI())
-	} else {
+	switch {
+	case sandbox.Available() && w.noWorlds == nil:
+		w.p.say("the agent runs in a world of its own: a bubblewrap sandbox (its own clone, tmux server and network; Landlock ABI %d inside), no token, no webhook secret", sandbox.ABI())
+	case sandbox.Available():
+		w.p.say("the agent runs DEGRADED, under Landlock (ABI %d) only: %v", sandbox.ABI(), w.noWorlds)
+	default:
 		w.p.say("WARNING: this kernel offers no Landlock — the agent runs UNCONFINED (routing.sandbox: off);")
 		w.p.say("  its environment is still allowlisted, but it could read loopd's keys and state. Gates are not defended.")
 	}

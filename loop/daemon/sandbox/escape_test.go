@@ -304,3 +304,63 @@ func TestEscapeFromTheWorld(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, sessions.LivenessAbsent, l)
 }
+
+// A session poisons everything it can write — links from its clone's git
+// configuration to loopd's key, a process that tries to outlive its world —
+// and is closed; the next session in the same checkout must see none of
+// it: the links do not carry loopd's files in, the process is gone.
+func TestEscapePoisonedRespawn(t *testing.T) {
+	w := newWorld(t)
+	ctx := context.Background()
+	poison := `#!/bin/bash
+st=$THE_LOOP_STATE_ROOT
+rm -rf .git/config.orig; mv .git/config .git/config.orig 2>/dev/null
+ln -sf "$st/keys/signing.key" .git/config 2>/dev/null || ln -sf "$st/keys/signing.key" poisoned-config
+rm -rf .git/hooks 2>/dev/null; ln -sf "$st/keys" .git/hooks 2>/dev/null
+ln -sf "$st/keys/signing.key" planted-link
+( setsid bash -c 'trap "" HUP TERM; while :; do date +%s%N > heartbeat; sleep 0.1; done' </dev/null >/dev/null 2>&1 & )
+echo poisoned > report
+echo ready
+exec cat
+`
+	require.NoError(t, os.WriteFile(filepath.Join(w.base, "bin", "poison"), []byte(poison), 0o755))
+	spec := func(bin string) sessions.SpawnSpec {
+		return sessions.SpawnSpec{Name: "loop-escape-7", Cwd: w.wt7,
+			Env:          []string{"THE_LOOP_WORK_ITEM=7", "THE_LOOP_STATE_ROOT=" + w.state},
+			Argv:         []string{filepath.Join(w.base, "bin", bin)},
+			RegistryFile: filepath.Join(w.state, "sessions", "github-octo-demo-7.json"), OutboxDir: filepath.Join(w.state, "outbox", "sess-7"), Harness: "claude"}
+	}
+	require.NoError(t, w.tm.Spawn(ctx, spec("poison")))
+	require.Eventually(t, func() bool {
+		_, err := os.Stat(filepath.Join(w.wt7, "heartbeat"))
+		return err == nil
+	}, 30*time.Second, 50*time.Millisecond, "the poisoner never started its process")
+	require.NoError(t, w.tm.Kill(ctx, "loop-escape-7"))
+	// The detached process went with its world.
+	hb := func() string { b, _ := os.ReadFile(filepath.Join(w.wt7, "heartbeat")); return string(b) }
+	time.Sleep(500 * time.Millisecond)
+	before := hb()
+	time.Sleep(time.Second)
+	require.Equal(t, before, hb(), "a process the agent detached outlived its world")
+
+	reader := `#!/bin/bash
+{
+echo "config=$(cat .git/config 2>&1 | head -c 200 | tr '\n' ' ')"
+echo "hooks=$(ls .git/hooks 2>&1 | tr '\n' ' ')"
+echo "link=$(cat planted-link 2>&1 | tr '\n' ' ')"
+} > report.tmp; mv report.tmp report
+echo ready
+exec cat
+`
+	require.NoError(t, os.WriteFile(filepath.Join(w.base, "bin", "reader"), []byte(reader), 0o755))
+	require.NoError(t, os.Remove(filepath.Join(w.wt7, "report")))
+	require.NoError(t, w.tm.Spawn(ctx, spec("reader")))
+	got := readReport(t, w.wt7)
+	t.Logf("second session saw: %v", got)
+	for k, v := range got {
+		require.NotContains(t, v, "PRIVATE-KEY", "%s: loopd's key reached the second world through a planted link", k)
+	}
+	fi, err := os.Lstat(filepath.Join(w.wt7, ".git", "config"))
+	require.NoError(t, err)
+	require.True(t, fi.Mode().IsRegular(), "the planted .git/config link was replaced before the mount")
+}

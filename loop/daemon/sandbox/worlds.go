@@ -102,9 +102,11 @@ func (w *Worlds) World(name, checkout, registryFile, outboxDir, harness string, 
 		OutboxDir: outboxDir, Home: w.Home, Executables: w.Executables, Self: w.Self,
 		Writable: w.Writable, HostNetwork: w.HostNetwork,
 	}
-	for _, p := range gitReadOnly {
-		wd.ReadOnly = append(wd.ReadOnly, filepath.Join(checkout, p))
+	ro, err := gitReadOnlyPaths(checkout)
+	if err != nil {
+		return nil, err
 	}
+	wd.ReadOnly = ro
 	if w.SharedFor != nil {
 		wd.Shared = w.SharedFor(checkout)
 	}
@@ -197,4 +199,50 @@ func (w *Worlds) EndWorld(name string) error {
 // reads (after loopd rewrote the entry).
 func (w *Worlds) SyncRegistry(name, registryFile string) error {
 	return World{Dir: w.dir(name), RegistryFile: registryFile}.SyncRegistry()
+}
+
+// gitReadOnlyPaths readies the clone's configuration paths for their
+// read-only mounts. bubblewrap follows a symlink given as a mount's source,
+// so a link the agent planted in an earlier world (.git/config → loopd's
+// key) would mount its target into the next one: every such path must be
+// what it claims, a directory or a regular file of the clone, never a link.
+// A link is replaced (by an empty file or directory); the directories are
+// created when missing, so the agent can never add hooks later. A checkout
+// whose .git is not a directory (an old-style worktree) gets none: git
+// then does not work inside, and nothing of it is read outside.
+func gitReadOnlyPaths(checkout string) ([]string, error) {
+	gitDir := filepath.Join(checkout, ".git")
+	fi, err := os.Lstat(gitDir)
+	if err != nil || !fi.IsDir() {
+		return nil, nil
+	}
+	var out []string
+	for _, rel := range gitReadOnly {
+		p := filepath.Join(checkout, rel)
+		wantDir := rel != ".git/config" && rel != ".git/commondir" && rel != ".git/gitdir"
+		fi, err := os.Lstat(p)
+		switch {
+		case err == nil && fi.Mode()&os.ModeSymlink != 0, err == nil && wantDir != fi.IsDir(), err == nil && !wantDir && !fi.Mode().IsRegular():
+			if err := os.RemoveAll(p); err != nil {
+				return nil, fmt.Errorf("sandbox: replacing %s (not what a clone holds there): %w", p, err)
+			}
+			fallthrough
+		case os.IsNotExist(err):
+			if !wantDir && rel != ".git/config" {
+				continue // commondir/gitdir: absent in a clone, stay absent
+			}
+			if wantDir {
+				err = os.MkdirAll(p, 0o755)
+			} else {
+				err = os.WriteFile(p, nil, 0o644)
+			}
+			if err != nil {
+				return nil, fmt.Errorf("sandbox: %w", err)
+			}
+		case err != nil:
+			return nil, fmt.Errorf("sandbox: %w", err)
+		}
+		out = append(out, p)
+	}
+	return out, nil
 }

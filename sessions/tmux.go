@@ -196,6 +196,25 @@ type WorldConfinement interface {
 	// EndWorld ends every process left in name's world (after kill-server)
 	// and its egress; an absent world is not an error.
 	EndWorld(name string) error
+	// Attach is the shell command an operator runs to attach to name
+	// (a tmux client in a box: the server can make its client run a
+	// command).
+	Attach(name string) string
+}
+
+// AttachCommand is the shell command that attaches an operator's terminal
+// to session name.
+func (t *Tmux) AttachCommand(name string) string {
+	if t.world != nil {
+		return t.world.Attach(name)
+	}
+	switch {
+	case t.cfg.Socket != "":
+		return fmt.Sprintf("tmux -L %s attach -t %s", t.cfg.Socket, name)
+	case t.cfg.SocketPath != "":
+		return fmt.Sprintf("tmux -S %s attach -t %s", t.cfg.SocketPath, name)
+	}
+	return "tmux attach -t " + name
 }
 
 // Confinement is how the tmux runner confines what it starts: the agent's

@@ -491,14 +491,7 @@ func (s *dashSource) liveness(ctx context.Context, rec sessions.Record) bool {
 
 // attach is the command that attaches to the record's tmux session.
 func (s *dashSource) attach(rec sessions.Record) string {
-	tc := s.d.tmux.Config()
-	switch {
-	case tc.Socket != "":
-		return fmt.Sprintf("tmux -L %s attach -t %s", tc.Socket, rec.TmuxName)
-	case tc.SocketPath != "":
-		return fmt.Sprintf("tmux -S %s attach -t %s", tc.SocketPath, rec.TmuxName)
-	}
-	return "tmux attach -t " + rec.TmuxName
+	return s.d.tmux.AttachCommand(rec.TmuxName)
 }
 
 // title returns the cached ticket title and, when it is missing or old,

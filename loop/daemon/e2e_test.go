@@ -332,3 +332,10 @@ func (w *world) claim(n int, node string, files map[string]string) *graph.Claim 
 	require.NoError(w.t, err)
 	return c
 }
+
+// landlockOnly runs a test's sessions under routing.sandbox: landlock, on
+// the one tmux server of loopd's own: for tests that drive that server
+// directly from the host (a pane's pid, tmux -S on the test's socket).
+// Sessions in worlds of their own are the default; TestWorld* and the
+// sandbox package's escape suite cover them.
+func landlockOnly(c *daemon.Config) { c.SandboxLandlock = true }

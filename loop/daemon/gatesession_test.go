@@ -29,7 +29,7 @@ func (w *world) gateBound(node string) []map[string]any {
 // cannot be resumed, a fresh session seeded with the artifacts serves the
 // gate instead, recorded, and the state is rebound to it; nothing blocks.
 func TestGateInheritsTheProducersSession(t *testing.T) {
-	w := newWorld(t, nil)
+	w := newWorld(t, landlockOnly)
 	n := w.openLabeled()
 	w.waitIdle()
 	producer := w.state(n).Session

@@ -42,6 +42,7 @@ func TestEachHarnessWalksTheGraph(t *testing.T) {
 		}
 		t.Run(tc.name+" by "+how, func(t *testing.T) {
 			w := newWorld(t, func(c *daemon.Config) {
+				landlockOnly(c)
 				// The stand-in logs where the claude one does
 				// (SandboxWritable[0] is its root).
 				_, err := fakeclaude.InstallAs(c.SandboxWritable[0], tc.binary)

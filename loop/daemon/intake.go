@@ -36,18 +36,19 @@ import (
 // queue's handled marks, the integrations, and the event log and observer
 // it reports to.
 type intake struct {
-	cfg   atomic.Pointer[intakeConfig]
-	reg   *sessions.Registry
-	mgr   *sessions.Manager
-	ws    *sessions.Workspaces // nil: every session starts in cfg.SpawnWorkdir
-	link  *graphLink
-	ctl   *controlStore
-	marks handledMarks
-	integ graph.Integrations
-	tmux  sessions.TmuxConfig // the server agents run on (the attach command)
-	git   run.Runner          // git, for a checkout's branch
-	now   func() time.Time
-	clone func(workitem.Ref, *ingress.Event) string // where to clone a repository from
+	cfg    atomic.Pointer[intakeConfig]
+	reg    *sessions.Registry
+	mgr    *sessions.Manager
+	ws     *sessions.Workspaces // nil: every session starts in cfg.SpawnWorkdir
+	link   *graphLink
+	ctl    *controlStore
+	marks  handledMarks
+	integ  graph.Integrations
+	tmux   sessions.TmuxConfig // the server agents run on (the attach command)
+	attach func(name string) string
+	git    run.Runner // git, for a checkout's branch
+	now    func() time.Time
+	clone  func(workitem.Ref, *ingress.Event) string // where to clone a repository from
 	// harnessOf names the harness a spawn for an event runs ("": default).
 	harnessOf func(*ingress.Event) string
 	record    emitFunc
@@ -91,9 +92,12 @@ type intakeDeps struct {
 	Marks        handledMarks
 	Integrations graph.Integrations
 	Tmux         sessions.TmuxConfig
-	Git          run.Runner
-	Now          func() time.Time
-	CloneURL     func(workitem.Ref, *ingress.Event) string
+	// Attach is the command that attaches an operator to a session (nil:
+	// the plain tmux attach of Tmux's server).
+	Attach   func(name string) string
+	Git      run.Runner
+	Now      func() time.Time
+	CloneURL func(workitem.Ref, *ingress.Event) string
 	// HarnessFor names the harness a spawn for ev runs ("" = the
 	// default): the event's harness label, else the repository's.
 	HarnessFor func(*ingress.Event) string
@@ -116,7 +120,7 @@ type emitFunc func(name string, level graph.Level, fields ...graph.Field)
 func newIntake(cfg intakeConfig, deps intakeDeps) *intake {
 	in := &intake{
 		reg: deps.Registry, mgr: deps.Manager, ws: deps.Workspaces, link: deps.Link, ctl: deps.Control,
-		marks: deps.Marks, integ: deps.Integrations, tmux: deps.Tmux, git: deps.Git, now: deps.Now,
+		marks: deps.Marks, integ: deps.Integrations, tmux: deps.Tmux, attach: deps.Attach, git: deps.Git, now: deps.Now,
 		clone: deps.CloneURL, record: deps.Record, observe: deps.Observe,
 		links: newLinkageCache(linkageCacheSize),
 	}
@@ -466,7 +470,7 @@ func (in *intake) announce(ctx context.Context, item workitem.Ref, rec sessions.
 		return nil
 	}
 	body := fmt.Sprintf("the-loop started a %s session for this work item in tmux session `%s`.\n\nWatch or take over on the daemon's host:\n\n```\n%s\n```\n",
-		rec.Harness, rec.TmuxName, attachCommand(in.tmux, rec.TmuxName))
+		rec.Harness, rec.TmuxName, in.attachCommand(rec.TmuxName))
 	if _, err := in.integ.Call(ctx, ops.GitHubAddComment, map[string]any{"ref": item.String(), "body": hooks.Mark(body)}); err != nil {
 		if errors.Is(err, integrations.ErrNotFound) {
 			// The work item does not exist (a guessed ref): remember it, keep
@@ -480,6 +484,14 @@ func (in *intake) announce(ctx context.Context, item workitem.Ref, rec sessions.
 	}
 	in.emit("session.announced", graph.LevelInfo, item, ev, graph.Field{Key: "tmux_target", Value: rec.TmuxName})
 	return in.mark(ctx, ev, stepAnnounce)
+}
+
+// attachCommand is the command that attaches an operator to session name.
+func (in *intake) attachCommand(name string) string {
+	if in.attach != nil {
+		return in.attach(name)
+	}
+	return attachCommand(in.tmux, name)
 }
 
 // attachCommand is the tmux attach command for the configured server.

@@ -60,6 +60,7 @@ func (w *world) counter(name string, want map[string]string) float64 {
 // the watch gives up and escalates once on the ticket. Counted in /metrics.
 func TestLivenessWatchRespawnsKilledHarness(t *testing.T) {
 	w := newWorld(t, func(c *daemon.Config) {
+		landlockOnly(c)
 		c.Liveness = daemon.LivenessConfig{Interval: 200 * time.Millisecond, MaxRespawns: 3, Window: time.Hour, Backoff: time.Millisecond}
 	})
 	n := w.openLabeled()
@@ -111,6 +112,7 @@ func TestLivenessWatchRespawnsKilledHarness(t *testing.T) {
 // sessions.
 func TestLivenessWatchLeavesPausedSessionDead(t *testing.T) {
 	w := newWorld(t, func(c *daemon.Config) {
+		landlockOnly(c)
 		c.Liveness = daemon.LivenessConfig{Interval: 100 * time.Millisecond, Backoff: time.Millisecond}
 	})
 	n := w.openLabeled()

@@ -80,7 +80,10 @@ func (w *world) eventField(name, key string) []any {
 // issue's session; merging the PR ends the PR's session (kept for a
 // post-mortem, harness terminated) and leaves the issue's session open.
 func TestPROwnSessionInOwnWorktree(t *testing.T) {
-	w := newWorld(t, func(c *daemon.Config) { c.SessionPerPr = loop.SessionPerPrAlways })
+	w := newWorld(t, func(c *daemon.Config) {
+		landlockOnly(c)
+		c.SessionPerPr = loop.SessionPerPrAlways
+	})
 	n := w.openLabeled()
 	w.waitIdle()
 	issue, ok := w.record("github:octo/demo#1")
@@ -275,7 +278,7 @@ func TestBranchRefWhoseIssueExistsIsKept(t *testing.T) {
 // does not exist) marks the work item missing; the session is not killed
 // and the dispatch is not retried.
 func TestAnnouncement404MarksWorkItemMissing(t *testing.T) {
-	w := newWorld(t, nil)
+	w := newWorld(t, landlockOnly)
 	_, err := w.sim.OpenPullRequestWith(repoFull, githubsim.PullRequest{Author: human, Title: "Fixes a ghost", Body: "Fixes #77", Head: "feature-ghost", Labels: []string{label}})
 	require.NoError(t, err)
 	w.waitIdle()
@@ -395,7 +398,10 @@ func (w *world) newRemote(full string, branches ...string) {
 // repository that closes the work item gets its own session, in a checkout
 // of that repository on the PR's head branch.
 func TestCrossRepoPRGetsOwnSessionByDefault(t *testing.T) {
-	w := newWorld(t, func(c *daemon.Config) { c.Repos = []string{repoFull, "octo/lib"} })
+	w := newWorld(t, func(c *daemon.Config) {
+		landlockOnly(c)
+		c.Repos = []string{repoFull, "octo/lib"}
+	})
 	w.newRemote("octo/lib", "lib-widget")
 	n := w.openLabeled()
 	w.waitIdle()
@@ -421,7 +427,10 @@ func TestCrossRepoPRGetsOwnSessionByDefault(t *testing.T) {
 // post-mortem with the harness terminated, checkouts removed); a cleanup
 // afterwards removes their records.
 func TestClosingWorkItemEndsItsPRSessions(t *testing.T) {
-	w := newWorld(t, func(c *daemon.Config) { c.SessionPerPr = loop.SessionPerPrAlways })
+	w := newWorld(t, func(c *daemon.Config) {
+		landlockOnly(c)
+		c.SessionPerPr = loop.SessionPerPrAlways
+	})
 	n := w.openLabeled()
 	w.waitIdle()
 	w.pushBranch("feature-widget")
@@ -491,7 +500,10 @@ func TestLinkPROverTheSocketBringsItsCommentsHome(t *testing.T) {
 // session holds its name), the event is pasted into the work item's
 // session instead; nothing is spawned over the stranger.
 func TestPRSpawnFailureFallsBackToIssueSession(t *testing.T) {
-	w := newWorld(t, func(c *daemon.Config) { c.SessionPerPr = loop.SessionPerPrAlways })
+	w := newWorld(t, func(c *daemon.Config) {
+		landlockOnly(c)
+		c.SessionPerPr = loop.SessionPerPrAlways
+	})
 	w.openLabeled()
 	w.waitIdle()
 	issue, _ := w.record("github:octo/demo#1")
@@ -607,7 +619,10 @@ func TestPRLinkedToAClosedWorkItemCanBeItsOwnWorkItem(t *testing.T) {
 // A PR's own session whose harness died is resumed, in the PR's checkout,
 // by the PR's next event.
 func TestDeadPRSessionIsResumedInItsCheckout(t *testing.T) {
-	w := newWorld(t, func(c *daemon.Config) { c.SessionPerPr = loop.SessionPerPrAlways })
+	w := newWorld(t, func(c *daemon.Config) {
+		landlockOnly(c)
+		c.SessionPerPr = loop.SessionPerPrAlways
+	})
 	w.openLabeled()
 	w.waitIdle()
 	w.pushBranch("feature-widget")

@@ -435,7 +435,7 @@ func (in *intake) announcePR(ctx context.Context, item workitem.Ref, ep sessions
 		return
 	}
 	body := fmt.Sprintf("the-loop started a %s session for this pull request (part of %s) in tmux session `%s`.\n\nWatch or take over on the daemon's host:\n\n```\n%s\n```\n",
-		ep.Harness, item, ep.TmuxName, attachCommand(in.tmux, ep.TmuxName))
+		ep.Harness, item, ep.TmuxName, in.attachCommand(ep.TmuxName))
 	if _, err := in.integ.Call(ctx, ops.GitHubAddComment, map[string]any{"ref": ep.Item.String(), "body": hooks.Mark(body)}); err != nil {
 		in.emit("session.announce_failed", graph.LevelWarning, ep.Item, ev, graph.Field{Key: "error", Value: err.Error()})
 		return

@@ -275,7 +275,7 @@ func TestControlKeywordsStartPauseResumeStop(t *testing.T) {
 // post-mortem — its last screen readable — and the harness inside it is
 // terminated.
 func TestCloseEventEndsSessionAndCleansWorktree(t *testing.T) {
-	w := newWorld(t, nil)
+	w := newWorld(t, landlockOnly)
 	n := w.openLabeled()
 	w.waitIdle()
 	cwd := w.checkout(n)
@@ -313,7 +313,10 @@ func TestCloseWithoutKeepSessionKillsTmux(t *testing.T) {
 // killHarnessOnClose false keeps the harness running in the kept session
 // (the reference's pre-issue-94 behaviour).
 func TestCloseWithoutKillHarnessKeepsItRunning(t *testing.T) {
-	w := newWorld(t, func(c *daemon.Config) { c.KillHarnessOnClose = false })
+	w := newWorld(t, func(c *daemon.Config) {
+		landlockOnly(c)
+		c.KillHarnessOnClose = false
+	})
 	n := w.openLabeled()
 	w.waitIdle()
 	pid := procOf(t, w.harnessPID(n))
@@ -390,7 +393,7 @@ func (w *world) killHarness(n int) {
 // A dead session is resumed on the next event; when its conversation cannot
 // be resumed, a fresh one starts, seeded with the work item's artifacts.
 func TestDeadSessionResumesElseFreshWithArtifacts(t *testing.T) {
-	w := newWorld(t, nil)
+	w := newWorld(t, landlockOnly)
 	n := w.openLabeled()
 	w.waitIdle()
 	w.killHarness(n)

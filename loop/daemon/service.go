@@ -70,6 +70,11 @@ func (d *Daemon) slog() *slog.Logger {
 	return slog.New(slog.NewTextHandler(d.deps.Log, &slog.HandlerOptions{Level: slog.LevelInfo}))
 }
 
+// Sessions is the tmux runner hosting the agents' sessions (nil before Run
+// built it): for embedders that show an operator how to attach, or end a
+// session's world when they are done.
+func (d *Daemon) Sessions() *sessions.Tmux { return d.tmux }
+
 // ControlSocket is the control plane's unix socket path.
 func (d *Daemon) ControlSocket() string { return api.SocketPath(d.cfg.StateRoot) }
 
@@ -379,7 +384,7 @@ func (s serviceSessions) AttachCommand(_ context.Context, ref string) (string, e
 	if err != nil {
 		return "", err
 	}
-	return attachCommand(s.d.tmux.Config(), rec.TmuxName), nil
+	return s.d.tmux.AttachCommand(rec.TmuxName), nil
 }
 
 // ControlSession applies an operator's stop, pause or resume (docs/daemon.md

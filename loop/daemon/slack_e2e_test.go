@@ -67,6 +67,7 @@ func TestSlackThreadRepliesReachTheSessionButDecideNoGate(t *testing.T) {
 	sim := slacksim.New()
 	t.Cleanup(sim.Close)
 	w := newWorld(t, func(c *daemon.Config) {
+		landlockOnly(c)
 		c.Slack = &slackchan.Config{Mode: slackchan.ModeEvents, Channel: "#loop", BotToken: "xoxb-test", SigningSecret: slackSecret,
 			Users: map[string]string{"UDANA": human, "UMALLORY": stranger}, APIURL: sim.APIURL()}
 	})

@@ -479,7 +479,7 @@ eventLog: {enabled: true, path: %q}
 	w.tail = startTail(eventLog, w.onEvent)
 	w.agentTail = startTail(w.agentLog, w.onEvent)
 	w.p.say("loopd listens on %s (signed webhooks, secret generated for this run)", w.d.WebhookURL())
-	w.p.say("GitHub stand-in at %s; the agent's session will run in tmux server %q", w.sim.URL(), w.socket)
+	w.p.say("GitHub stand-in at %s", w.sim.URL())
 	w.p.say("dashboard (one-time login URL): %s", w.d.DashboardLoginURL())
 	switch {
 	case sandbox.Available() && w.noWorlds == nil:
@@ -508,6 +508,14 @@ func (w *world) git(ctx context.Context, dir string, args ...string) error {
 // Keep.
 func (w *world) close() error {
 	err := w.stopDaemon()
+	if w.d != nil {
+		if tm := w.d.Sessions(); tm != nil && tm.Worlds() {
+			// The agent's world outlives loopd by design (a restart keeps
+			// sessions); the demo's ends with it.
+			w.res.Attach = w.attach()
+			_ = tm.Kill(context.Background(), sessions.TmuxName(w.item))
+		}
+	}
 	if w.sim != nil {
 		w.sim.Close()
 	}
@@ -563,7 +571,7 @@ func (w *world) serve(ctx context.Context) error {
 	url := w.d.DashboardLoginURL()
 	w.p.say("")
 	w.p.say("serving until Ctrl-C: the dashboard (one-time login URL) %s", url)
-	w.p.say("  its gate buttons comment as %s through the stand-in; watch the agent with %s", Human, w.res.Attach)
+	w.p.say("  its gate buttons comment as %s through the stand-in; watch the agent with %s", Human, w.attach())
 	if w.opts.Served != nil {
 		w.opts.Served(url)
 	}
@@ -579,4 +587,15 @@ func (w *world) serve(ctx context.Context) error {
 
 func shellQuote(s string) string {
 	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
+}
+
+// attach is the command that attaches to the agent's session: boxed when
+// the session has a world of its own (its tmux server is the agent's).
+func (w *world) attach() string {
+	if w.d != nil {
+		if tm := w.d.Sessions(); tm != nil {
+			return tm.AttachCommand(sessions.TmuxName(w.item))
+		}
+	}
+	return w.res.Attach
 }

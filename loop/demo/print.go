@@ -209,7 +209,7 @@ func (w *world) showAttach() {
 	w.attachShown = true
 	w.mu.Unlock()
 	if !shown {
-		w.p.say("\n  ▶ watch the agent work:  %s\n    (detach with Ctrl-b d; the demo goes on either way)\n", w.res.Attach)
+		w.p.say("\n  ▶ watch the agent work:  %s\n    (detach with Ctrl-b d; the demo goes on either way)\n", w.attach())
 	}
 }
 

@@ -291,7 +291,7 @@ func (w *world) waitNode(ctx context.Context, node string) error {
 				cur = "nowhere (no session or no graph state yet)"
 			}
 			return fmt.Errorf("demo: issue #1 did not reach %s within %s; it is at %s — run with --keep and read %s and the agent's screen (%s)",
-				node, w.opts.StepTimeout, cur, filepath.Join(w.dir, "loopd.log"), w.res.Attach)
+				node, w.opts.StepTimeout, cur, filepath.Join(w.dir, "loopd.log"), w.attach())
 		}
 		select {
 		case <-ctx.Done():

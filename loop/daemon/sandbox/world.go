@@ -476,3 +476,31 @@ func KillWorld(w World) error {
 	_ = os.Remove(w.PIDFile())
 	return nil
 }
+
+// AttachCommand is the shell command an operator runs to attach to a
+// world's session: tmux's client in a box of its own (the operator's
+// terminal, the world's socket, nothing else), because the world's server
+// — the agent's, from its pane — can make an attached client run a command
+// (`detach-client -E`) as whoever runs that client.
+func AttachCommand(socketDir, socket, name string) string {
+	argv := ClientCommand(socketDir, nil, []string{"tmux", "-S", socket, "attach", "-t", "=" + name})
+	var b strings.Builder
+	for i, a := range argv {
+		if i > 0 {
+			b.WriteByte(' ')
+		}
+		if a == "--" && i > 0 && argv[i-1] == "C.UTF-8" {
+			b.WriteString(`--dev-bind-try /dev/pts /dev/pts --setenv TERM "${TERM:-xterm-256color}" --`)
+			continue
+		}
+		b.WriteString(shellQuote(a))
+	}
+	return b.String()
+}
+
+func shellQuote(s string) string {
+	if s != "" && strings.Trim(s, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_./=:,+@%") == "" {
+		return s
+	}
+	return "'" + strings.ReplaceAll(s, "'", `'"'"'`) + "'"
+}

@@ -246,3 +246,9 @@ func gitReadOnlyPaths(checkout string) ([]string, error) {
 	}
 	return out, nil
 }
+
+// Attach implements sessions.WorldConfinement.
+func (w *Worlds) Attach(name string) string {
+	wd := World{Dir: w.dir(name)}
+	return AttachCommand(wd.SocketDir(), wd.Socket(), name)
+}

@@ -302,6 +302,9 @@ func (t *Tmux) dropControl(name string) {
 	}
 }
 
+// Confinement is what the runner's sessions start through (nil: none).
+func (t *Tmux) Confinement() Confinement { return t.confine }
+
 // Worlds reports whether every session runs its own server in a world of
 // its own.
 func (t *Tmux) Worlds() bool { return t.world != nil }

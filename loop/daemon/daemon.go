@@ -409,6 +409,7 @@ func (d *Daemon) build() error {
 		return err
 	}
 	d.reg = reg
+	d.resumeWorlds()
 	claude := &sessions.ClaudeCode{Args: d.cfg.HarnessArgs}
 	if d.cfg.ClaudeEnv != nil {
 		claude.Env = *d.cfg.ClaudeEnv
@@ -825,6 +826,27 @@ func (d *Daemon) confinement() sessions.Confinement {
 		return refusedConfinement{err}
 	}
 	return warnedConfinement{Confiner: c, d: d}
+}
+
+// resumeWorlds serves the egress proxy again for every session whose world
+// outlived the previous loopd (a restart keeps sessions; the worlds' keepers
+// dial the proxy's socket per connection).
+func (d *Daemon) resumeWorlds() {
+	wd, ok := d.tmux.Confinement().(interface {
+		ResumeEgress(name, harness string) error
+	})
+	if !ok {
+		return
+	}
+	recs, _ := d.reg.List()
+	for _, rec := range recs {
+		if rec.TmuxName == "" {
+			continue
+		}
+		if err := wd.ResumeEgress(rec.TmuxName, rec.Harness); err != nil {
+			d.logf("warning: the egress proxy of session %s: %v", rec.TmuxName, err)
+		}
+	}
 }
 
 // worldsRoot holds the sessions' worlds: short (tmux sockets live there),

@@ -6,6 +6,8 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
+	"syscall"
 	"testing"
 	"time"
 
@@ -77,4 +79,87 @@ func BenchmarkSpawn(b *testing.B) {
 			}
 		})
 	}
+}
+
+// BenchmarkSpawnWorld compares a spawn in a world of its own (bubblewrap,
+// its own tmux server, Landlock inside) with today's Landlock-only spawn
+// on loopd's one tmux server, side by side in one run: per spawn, the wall
+// time to a created session (p50 and p99 over b.N), and the CPU of every
+// process it ran (children's rusage).
+func BenchmarkSpawnWorld(b *testing.B) {
+	if _, err := exec.LookPath("tmux"); err != nil {
+		b.Skip("tmux is not installed")
+	}
+	for _, mode := range []string{"landlock", "world"} {
+		b.Run(mode, func(b *testing.B) {
+			if !sandbox.Available() {
+				b.Skip("no Landlock on this kernel")
+			}
+			if mode == "world" {
+				if err := sandbox.CheckNamespaces(); err != nil {
+					b.Skip(err)
+				}
+			}
+			base, _ := os.MkdirTemp("", "sbxw")
+			defer os.RemoveAll(base)
+			state, ws := filepath.Join(base, "state"), filepath.Join(base, "ws")
+			_ = os.MkdirAll(filepath.Join(state, "sessions"), 0o700)
+			_ = os.MkdirAll(filepath.Join(state, "outbox", "s"), 0o700)
+			_ = os.MkdirAll(ws, 0o700)
+			_ = os.WriteFile(filepath.Join(state, "sessions", "bench.json"), []byte("{}"), 0o600)
+			self, _ := os.Executable()
+			cf := &sandbox.Confiner{Self: self, StateRoot: state, WorkspaceRoot: ws, OutboxRoot: filepath.Join(state, "outbox"), Home: filepath.Join(base, "home")}
+			var c sessions.Confinement = cf
+			cfg := sessions.DefaultTmuxConfig()
+			cfg.Socket = fmt.Sprintf("sbxw-%d-%d", os.Getpid(), time.Now().UnixNano()%1e6)
+			defer exec.Command("tmux", "-L", cfg.Socket, "kill-server").Run()
+			if mode == "world" {
+				wd := &sandbox.Worlds{Confiner: cf, Root: filepath.Join(base, "w")}
+				if err := wd.Prepare(); err != nil {
+					b.Fatal(err)
+				}
+				defer wd.Egress.Close()
+				c = wd
+				cfg.Socket = ""
+			} else if err := cf.Prepare(); err != nil {
+				b.Fatal(err)
+			}
+			tm, err := sessions.NewConfinedTmux(cfg, run.Exec{}, c)
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer tm.Close()
+			ctx := context.Background()
+			var walls []time.Duration
+			var ru0, ru1 syscall.Rusage
+			_ = syscall.Getrusage(syscall.RUSAGE_CHILDREN, &ru0)
+			var cpu time.Duration
+			b.ResetTimer()
+			for i := 0; i < b.N; i++ {
+				name := fmt.Sprintf("loop-bench-%d", i)
+				t0 := time.Now()
+				if err := tm.Spawn(ctx, sessions.SpawnSpec{Name: name, Cwd: ws, Argv: []string{"/bin/cat", "-"},
+					RegistryFile: filepath.Join(state, "sessions", "bench.json"), OutboxDir: filepath.Join(state, "outbox", "s")}); err != nil {
+					b.Fatal(err)
+				}
+				walls = append(walls, time.Since(t0))
+				b.StopTimer()
+				_ = syscall.Getrusage(syscall.RUSAGE_CHILDREN, &ru1)
+				cpu += tv(ru1.Utime) + tv(ru1.Stime) - tv(ru0.Utime) - tv(ru0.Stime)
+				_ = tm.Kill(ctx, name)
+				_ = syscall.Getrusage(syscall.RUSAGE_CHILDREN, &ru0)
+				b.StartTimer()
+			}
+			b.StopTimer()
+			slices.Sort(walls)
+			q := func(p float64) float64 { return float64(walls[int(p*float64(len(walls)-1))].Microseconds()) / 1000 }
+			b.ReportMetric(q(0.5), "p50-ms")
+			b.ReportMetric(q(0.99), "p99-ms")
+			b.ReportMetric(float64(cpu.Microseconds())/1000/float64(b.N), "child-cpu-ms/spawn")
+		})
+	}
+}
+
+func tv(t syscall.Timeval) time.Duration {
+	return time.Duration(t.Sec)*time.Second + time.Duration(t.Usec)*time.Microsecond
 }

@@ -128,8 +128,7 @@ func (w *Worlds) World(name, checkout, registryFile, outboxDir, harness string, 
 	}
 	if !w.HostNetwork {
 		env = append(env, ProxyEnv()...)
-		allow := append(append(Allowlist{}, HarnessHosts[HarnessOf(harness)]...), w.AllowHosts...)
-		if err := w.Egress.Serve(wd.ProxySocket(), name, allow); err != nil {
+		if err := w.Egress.Serve(wd.ProxySocket(), name, w.allowFor(harness)); err != nil {
 			return nil, err
 		}
 	}
@@ -251,4 +250,21 @@ func gitReadOnlyPaths(checkout string) ([]string, error) {
 func (w *Worlds) Attach(name string) string {
 	wd := World{Dir: w.dir(name)}
 	return AttachCommand(wd.SocketDir(), wd.Socket(), name)
+}
+
+func (w *Worlds) allowFor(harness string) Allowlist {
+	return append(append(Allowlist{}, HarnessHosts[HarnessOf(harness)]...), w.AllowHosts...)
+}
+
+// ResumeEgress serves name's egress proxy again when its world is still
+// running (after loopd restarted); no world is nothing to do.
+func (w *Worlds) ResumeEgress(name, harness string) error {
+	if w.HostNetwork || w.Egress == nil {
+		return nil
+	}
+	wd := World{Dir: w.dir(name)}
+	if _, err := os.Stat(wd.PIDFile()); err != nil {
+		return nil
+	}
+	return w.Egress.Serve(wd.ProxySocket(), name, w.allowFor(harness))
 }

@@ -3,6 +3,7 @@ package daemon_test
 import (
 	"context"
 	"fmt"
+	"html"
 	"io"
 	"net/http"
 	"net/http/cookiejar"
@@ -64,7 +65,7 @@ func TestDashboardOverHTTP(t *testing.T) {
 	require.Contains(t, board, fmt.Sprintf(`data-ref="%s"`, ref))
 	require.Contains(t, board, ">phase-selection<")
 	require.Contains(t, board, "waiting on a human")
-	require.Contains(t, board, "tmux -S "+w.socket+" attach -t loop-github-octo-demo-1")
+	require.Contains(t, board, html.EscapeString(w.d.Sessions().AttachCommand("loop-github-octo-demo-1")))
 	w.eventually("the title fetched", func() bool { return strings.Contains(get(w.d.DashboardURL()+"/"), "Add a widget") })
 
 	itemURL := w.d.DashboardURL() + "/item?ref=" + url.QueryEscape(ref)

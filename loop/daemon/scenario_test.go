@@ -50,7 +50,7 @@ func TestLabeledIssueSpawnsWithSpawnPromptAndGraphContext(t *testing.T) {
 	require.NoError(t, err)
 	var announce string
 	for _, c := range comments {
-		if strings.Contains(c.Body, "tmux -S "+w.socket+" attach -t loop-github-octo-demo-1") {
+		if strings.Contains(c.Body, w.d.Sessions().AttachCommand("loop-github-octo-demo-1")) {
 			announce = c.Body
 		}
 	}
@@ -365,7 +365,7 @@ func TestGitHub5xxStormLosesNothing(t *testing.T) {
 	require.NoError(t, err)
 	announced := 0
 	for _, c := range comments {
-		if strings.Contains(c.Body, "attach -t loop-github-octo-demo-1") {
+		if strings.Contains(c.Body, "attach -t =loop-github-octo-demo-1") {
 			announced++
 		}
 	}

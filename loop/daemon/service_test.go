@@ -78,7 +78,7 @@ func TestControlPlaneOverTheSocket(t *testing.T) {
 
 	var attach map[string]string
 	require.NoError(t, c.Do(ctx, "GET", "/sessions/attach", url.Values{"ref": {ref}}, nil, &attach))
-	require.Equal(t, "tmux -S "+w.socket+" attach -t "+sessions.TmuxName(w.item(n)), attach["command"])
+	require.Equal(t, w.d.Sessions().AttachCommand(sessions.TmuxName(w.item(n))), attach["command"])
 
 	// /metrics on the same socket, parsed with Prometheus's text parser.
 	mresp, err := hc.Get("http://loopd/metrics")

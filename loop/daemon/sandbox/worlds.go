@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 )
 
@@ -125,6 +126,11 @@ func (w *Worlds) World(name, checkout, registryFile, outboxDir, harness string, 
 	env = append(withoutVar(withoutVar(env, "TMPDIR"), "TMUX_TMPDIR"), "TMPDIR=/tmp")
 	if w.Home != "" {
 		env = append(withoutVar(env, "HOME"), "HOME="+w.Home)
+	}
+	if !slices.ContainsFunc(env, func(kv string) bool { return strings.HasPrefix(kv, "SHELL=") }) {
+		// tmux runs new-window's command with $SHELL, else the user's login
+		// shell, which for a service account is often nologin.
+		env = append(env, "SHELL=/bin/sh")
 	}
 	if !w.HostNetwork {
 		env = append(env, ProxyEnv()...)

@@ -157,7 +157,18 @@ type graphOperation = graph.Operation
 // prompt confirmed in the agent's tmux pane (the paste receipt included;
 // no spawn settle: the session is already up).
 func BenchmarkWebhookToPaste(b *testing.B) {
-	w := newWorld(b, nil)
+	// Side by side: the session in a world of its own (the default) and
+	// under Landlock on loopd's one tmux server.
+	for _, mode := range []struct {
+		name string
+		edit func(*daemon.Config)
+	}{{"world", nil}, {"landlock", landlockOnly}} {
+		b.Run(mode.name, func(b *testing.B) { benchWebhookToPaste(b, mode.edit) })
+	}
+}
+
+func benchWebhookToPaste(b *testing.B, edit func(*daemon.Config)) {
+	w := newWorld(b, edit)
 	n := w.openLabeled()
 	w.waitIdle()
 	lat := make([]time.Duration, 0, b.N)

@@ -266,13 +266,14 @@ func evalOr(p string) string {
 var SystemReadExec = []string{"/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/etc", "/opt", "/proc", "/sys", "/usr/local"}
 
 // HarnessDirs are the harness's own config and cache paths under the home
-// directory that stay writable (Claude Code: ~/.claude, ~/.claude.json,
+// directory that stay writable (Codex: ~/.codex; Gemini: ~/.gemini;
+// Cursor: ~/.cursor and ~/.config/cursor; Claude Code: ~/.claude, ~/.claude.json,
 // its native install and locks under ~/.local; npm and tool caches).
 // Claude Code writes ~/.claude.json through a lock dir and a temp file
 // beside it and falls back to a direct write when the home directory is not
 // writable, so the file itself is granted.
 var (
-	HarnessDirs  = []string{".claude", ".cache", ".npm", ".config/claude", ".local/share/claude", ".local/state/claude", "go/pkg/mod"}
+	HarnessDirs  = []string{".claude", ".codex", ".gemini", ".cursor", ".config/cursor", ".cache", ".npm", ".config/claude", ".local/share/claude", ".local/state/claude", "go/pkg/mod"}
 	HarnessFiles = []string{".claude.json"}
 	// HarnessReadFiles are read-only configuration the harness's tools read.
 	HarnessReadFiles = []string{".gitconfig", ".config/git/config", ".config/git/ignore"}

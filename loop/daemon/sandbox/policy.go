@@ -239,6 +239,10 @@ type PolicyOptions struct {
 	Env []string
 	// Off is routing.sandbox: off.
 	Off bool
+	// InWorld: the policy is a world's inner layer, whose home is the
+	// world's private copy (made by World.Prepare): nothing is created in
+	// the host's home.
+	InWorld bool
 }
 
 // nodeModulesRoot is the outermost node_modules directory holding exe or
@@ -300,7 +304,7 @@ func NewPolicy(o PolicyOptions) Policy {
 	if o.Home != "" {
 		for _, d := range HarnessDirs {
 			dir := filepath.Join(o.Home, d)
-			if !o.Off {
+			if !o.Off && !o.InWorld {
 				_ = os.MkdirAll(dir, 0o700)
 			}
 			p.ReadWrite = append(p.ReadWrite, dir)

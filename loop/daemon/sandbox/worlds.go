@@ -175,6 +175,7 @@ func (w *Worlds) Harness(cwd, registryFile, outboxDir string, argv []string) ([]
 // (mounted read-only), so the world's private /tmp may be granted even
 // when the host's state root lies below the host's /tmp.
 func worldPolicy(o PolicyOptions, writable []string) Policy {
+	o.InWorld = true
 	p := NewPolicy(o)
 	p.Protected = nil
 	p.ReadWrite = append(p.ReadWrite, writable...)

@@ -54,6 +54,28 @@ type Confiner struct {
 // directories (Landlock can only grant paths that exist). It refuses a
 // confinement that would hand the agent the state root.
 func (c *Confiner) Prepare() error {
+	if err := c.defaults(); err != nil {
+		return err
+	}
+	for _, d := range []string{c.TempDir, c.TmuxDir, c.RegistryDir, c.OutboxRoot} {
+		if d == "" {
+			continue
+		}
+		if err := os.MkdirAll(d, 0o700); err != nil {
+			return fmt.Errorf("sandbox: %w", err)
+		}
+	}
+	if err := c.serverPolicy().Validate(); err != nil {
+		return err
+	}
+	if !c.Off && !Available() {
+		return ErrNoLandlock
+	}
+	return nil
+}
+
+// defaults fills the unset paths and checks the required ones.
+func (c *Confiner) defaults() error {
 	if c.Self == "" || !filepath.IsAbs(c.Self) {
 		return fmt.Errorf("sandbox: the launcher %q must be an absolute path", c.Self)
 	}
@@ -78,20 +100,6 @@ func (c *Confiner) Prepare() error {
 	}
 	if c.ProcRoot == "" {
 		c.ProcRoot = "/proc"
-	}
-	for _, d := range []string{c.TempDir, c.TmuxDir, c.RegistryDir, c.OutboxRoot} {
-		if d == "" {
-			continue
-		}
-		if err := os.MkdirAll(d, 0o700); err != nil {
-			return fmt.Errorf("sandbox: %w", err)
-		}
-	}
-	if err := c.serverPolicy().Validate(); err != nil {
-		return err
-	}
-	if !c.Off && !Available() {
-		return ErrNoLandlock
 	}
 	return nil
 }

@@ -54,7 +54,23 @@ func (w *Worlds) Prepare() error {
 	if w.Egress == nil && !w.HostNetwork {
 		w.Egress = &Egress{}
 	}
-	return w.Confiner.Prepare()
+	// The Landlock layer's paths, without what Confiner.Prepare makes for a
+	// shared world (its temp and tmux dirs, the harness's dirs in the
+	// host's home): a world has its own.
+	if err := w.Confiner.defaults(); err != nil {
+		return err
+	}
+	for _, d := range []string{w.RegistryDir, w.OutboxRoot} {
+		if d != "" {
+			if err := os.MkdirAll(d, 0o700); err != nil {
+				return fmt.Errorf("sandbox: %w", err)
+			}
+		}
+	}
+	if !Available() {
+		return ErrNoLandlock
+	}
+	return nil
 }
 
 // dir is session name's private directory.

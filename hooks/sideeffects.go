@@ -43,12 +43,18 @@ func setPhaseLabel(ctx context.Context, hc *graph.HookContext) graph.HookResult 
 // requestReview posts the marked review request on every entry of a human
 // gate.
 func requestReview(ctx context.Context, hc *graph.HookContext) graph.HookResult {
-	body := fmt.Sprintf("🤖 _the-loop_ — **%s** is ready for review.\n\nWork item `%s` is waiting at this gate. Reply on this ticket with an approval, an approval with comments, or the changes you want; the-loop reads replies from authorized reviewers only.",
-		hc.Node.ID, hc.WorkItem.ID)
-	if _, err := postComment(ctx, hc, body); err != nil {
+	if _, err := postComment(ctx, hc, ReviewRequestComment(hc.Node.ID, hc.WorkItem.ID)); err != nil {
 		return sideEffect(err, map[string]any{"posted": false}, "no ticket integration configured; review request not posted")
 	}
 	return graph.Pass(map[string]any{"posted": true})
+}
+
+// ReviewRequestComment is request-review's comment for human gate node of
+// work item id (before the self-authored marker is added). loopd posts the
+// same text when its own recompute finds the work item entered a gate.
+func ReviewRequestComment(node, id string) string {
+	return fmt.Sprintf("🤖 _the-loop_ — **%s** is ready for review.\n\nWork item `%s` is waiting at this gate. Reply on this ticket with an approval, an approval with comments, or the changes you want; the-loop reads replies from authorized reviewers only.",
+		node, id)
 }
 
 // Recipient is a person notify reaches, resolved from collaborators.yaml.

@@ -185,6 +185,11 @@ func (r *Repo) Runtime(opts Options) (*graph.Runtime, error) {
 	if sg, ok := opts.DecisionSigner.(*Signer); ok && sg == nil {
 		opts.DecisionSigner = nil
 	}
+	// In a loopd-managed session the runtime's transitions are the claims
+	// the session records for loopd (docs/decisions.md §23).
+	if rec, ok := opts.Integrations.(*Recorder); ok && rec != nil && !rec.questions {
+		opts.Sink = claimSink{next: opts.Sink, rec: rec}
+	}
 	return graph.New(g, graph.Options{
 		Store:        store,
 		Items:        items,

@@ -1,23 +1,28 @@
 package loop
 
-// The outbox (docs/decisions.md §18): in a session loopd spawned, the
-// agent holds no credential, so a claim's effects on the ticket (phase
-// labels, review requests, marked comments, `loopctl ask`) are not performed
-// by the agent's process. They are recorded here as intents, one JSON line
-// each, in a file only that session writes, and loopd performs them with its
-// own credentials after checking each against an allowlist and the
-// session's own work item (loop/daemon/outbox).
+// The outbox (docs/decisions.md §18, §23): in a session loopd spawned,
+// the agent holds no credential, and nothing it writes is taken as fact.
+// What its verbs ask of the ticket is recorded here as requests, one JSON
+// line each, in a file only that session writes: a claim (its runtime
+// moved, or failed to move, a node) or a question for the humans. loopd
+// (loop/daemon/outbox) reads each as a request: it recomputes the work item
+// from the checkout's artifacts under its own trust anchor and derives the
+// ticket's effects — the phase label, a review request — from that
+// recompute alone. The file names no label and carries no comment of its
+// own.
 //
 // Layout: <state root>/outbox/<session id>/intents.jsonl — the only place
 // under the state root a session may write. The file is append-only and
 // fsync'd by the writer; a line is
 //
 //	{"id":"<session id>-<n>","session":"<session id>","workItem":"github:o/r#1",
-//	 "op":"github.set-labels","params":{...},"created":"<RFC 3339>","source":"graph complete"}
+//	 "op":"loop.claim","params":{"ref":"github:o/r#1","node":"design","status":"pass","to":"design-critic-review","outcome":"pass"},
+//	 "created":"<RFC 3339>","source":"graph complete"}
 //
 // Everything in the file is agent-written: the reader bounds sizes and
-// ParseIntent refuses anything but the allowlisted operations with exactly
-// the parameters those take.
+// ParseIntent refuses anything but the known requests with exactly the
+// parameters those take. Lines of the retired format (github.set-labels,
+// github.add-comment) are still read, and never performed as written.
 
 import (
 	"bufio"
@@ -29,6 +34,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -147,17 +153,23 @@ func ManagedSessionFromEnv(getenv func(string) string) (*ManagedSession, error) 
 	return &ManagedSession{SessionID: sid, WorkItem: item, StateRoot: filepath.Clean(root)}, nil
 }
 
-// Intent is one ticket effect a session asks loopd to perform.
+// Intent is one request a session makes of loopd: a claim (the agent's
+// runtime moved, or failed to move, a node) or a question for the ticket.
+// It is a request, never a fact (docs/decisions.md §23): loopd recomputes
+// the work item from its artifacts under its own trust anchor and derives
+// every ticket effect itself; an intent names no label and carries no
+// comment of its own.
 type Intent struct {
 	// ID is "<session id>-<n>", n the line's number in the file: unique
 	// and stable, the key of loopd's done record.
 	ID      string `json:"id"`
 	Session string `json:"session"`
-	// WorkItem is the ref the effect lands on (github:[host/]owner/repo#n).
+	// WorkItem is the ref the request is about (github:[host/]owner/repo#n).
 	WorkItem string `json:"workItem"`
-	// Op is the operation (package ops).
+	// Op is the kind of request (IntentClaim, IntentAsk; the retired
+	// github.set-labels and github.add-comment are still read, see Legacy).
 	Op graph.Operation `json:"op"`
-	// Params are the operation's arguments, as package ops describes them.
+	// Params are the request's arguments (ClaimParams, AskParams).
 	Params map[string]any `json:"params"`
 	// Created is when the intent was recorded.
 	Created time.Time `json:"created"`
@@ -165,39 +177,105 @@ type Intent struct {
 	Source string `json:"source,omitempty"`
 }
 
-// IntentOps are the operations an intent may name: ticket effects only.
-// Review requests and `loopctl ask` questions are marked comments.
-var IntentOps = []graph.Operation{ops.GitHubAddComment, ops.GitHubSetLabels}
+// The requests an intent may make.
+const (
+	// IntentClaim: the agent's runtime reports a transition of a node
+	// (params: ref, node, status, and to, outcome, hook where they apply).
+	// loopd decides what, if anything, follows on the ticket.
+	IntentClaim graph.Operation = "loop.claim"
+	// IntentAsk: a question for the humans on the ticket (params: ref,
+	// question). loopd posts it under its own heading, marked, as the
+	// agent's question — never as a statement of loopd's.
+	IntentAsk graph.Operation = "loop.ask"
+)
 
-// Args are the operation's arguments rebuilt from the validated fields —
-// never the agent's map as it came: call only on an intent ParseIntent or
-// CheckIntent accepted.
-func (in Intent) Args() map[string]any {
-	switch in.Op {
-	case ops.GitHubAddComment:
-		return map[string]any{"ref": in.WorkItem, "body": in.Params["body"]}
-	case ops.GitHubSetLabels:
-		labels := []any{}
-		for _, l := range asStrings(in.Params["labels"]) {
-			labels = append(labels, l)
-		}
-		args := map[string]any{"ref": in.WorkItem, "labels": labels}
-		if p, ok := in.Params["replacePrefix"].(string); ok {
-			args["replacePrefix"] = p
-		}
-		return args
-	}
-	return nil
+// IntentOps are the requests a session writes.
+var IntentOps = []graph.Operation{IntentClaim, IntentAsk}
+
+// legacyOps are the intents of the format before decision 23: ticket
+// effects named by the session itself. They are still parsed, so that a
+// queue written by an older loopctl drains safely, and are never
+// performed as written (see Intent.Legacy).
+var legacyOps = []graph.Operation{ops.GitHubSetLabels, ops.GitHubAddComment}
+
+// Claim statuses: what the agent's runtime says happened to the node.
+const (
+	ClaimPassed    = "pass"      // the node's exit chain passed; the pointer took an edge
+	ClaimBlocked   = "block"     // the exit chain blocked
+	ClaimEscalated = "escalated" // blocked the same way twice, or out of attempts
+	ClaimCompleted = "complete"  // the terminal node passed: the walk is done
+)
+
+var claimStatuses = []string{ClaimPassed, ClaimBlocked, ClaimEscalated, ClaimCompleted}
+
+// Claim is an IntentClaim's parameters, as loopd reads them. Every field
+// is the agent's word.
+type Claim struct {
+	// Node is the node the claim is about.
+	Node string
+	// Status is one of the Claim* statuses.
+	Status string
+	// To is the node the agent's runtime says it moved to ("" when none).
+	To string
+	// Outcome is the outcome the agent's runtime says the node had.
+	Outcome string
+	// Hook is the hook the agent's runtime says blocked.
+	Hook string
 }
 
-// Summary is a short description of the effect for a claim's reply and
-// the event log (never a comment's text).
+// Claim returns an IntentClaim's parameters (call only on an intent that
+// ParseIntent or CheckIntent accepted).
+func (in Intent) Claim() Claim {
+	s := func(k string) string { v, _ := in.Params[k].(string); return v }
+	return Claim{Node: s("node"), Status: s("status"), To: s("to"), Outcome: s("outcome"), Hook: s("hook")}
+}
+
+// Question returns an IntentAsk's question, or a legacy question comment's
+// text without the self-authored marker ("" for any other intent).
+func (in Intent) Question() string {
+	switch {
+	case in.Op == IntentAsk:
+		q, _ := in.Params["question"].(string)
+		return q
+	case in.Op == ops.GitHubAddComment && in.legacyQuestion():
+		b, _ := in.Params["body"].(string)
+		return strings.TrimSpace(strings.ReplaceAll(strings.ReplaceAll(b, hooks.Marker, ""), hooks.Attribution, ""))
+	}
+	return ""
+}
+
+// Legacy reports whether the intent is of the retired format, whose ticket
+// effect the session named itself. loopd never performs one as written: a
+// label or a claim's comment is refused (and loopd derives what its own
+// recompute gives instead); a comment `loopctl ask` or the MCP ask tool
+// wrote is posted as a question, like an IntentAsk.
+func (in Intent) Legacy() bool { return slices.Contains(legacyOps, in.Op) }
+
+// legacyQuestion: a retired add-comment written by the ask verbs.
+func (in Intent) legacyQuestion() bool {
+	return in.Op == ops.GitHubAddComment && (in.Source == "ask" || in.Source == "mcp")
+}
+
+// Summary is a short description of the request for a claim's reply and
+// the event log (never a question's text).
 func (in Intent) Summary() string {
 	switch in.Op {
+	case IntentClaim:
+		c := in.Claim()
+		s := "claim " + c.Node + " " + c.Status
+		if c.To != "" {
+			s += " → " + c.To
+		}
+		return s
+	case IntentAsk:
+		return "question"
 	case ops.GitHubSetLabels:
-		return "label " + strings.Join(asStrings(in.Params["labels"]), ", ")
+		return "retired label request " + strings.Join(asStrings(in.Params["labels"]), ", ")
 	case ops.GitHubAddComment:
-		return "marked comment"
+		if in.legacyQuestion() {
+			return "question"
+		}
+		return "retired comment request"
 	}
 	return string(in.Op)
 }
@@ -221,10 +299,10 @@ func refuse(format string, args ...any) error {
 	return fmt.Errorf("%w: %s", ErrIntentRefused, fmt.Sprintf(format, args...))
 }
 
-// ParseIntent parses and checks one line of an intents file. It is the
-// whole trust boundary between the agent and loopd's credentials: the line
-// is bounded, decoded strictly (unknown fields refused) and checked by
-// CheckIntent. Errors wrap ErrIntentRefused and never quote the line.
+// ParseIntent parses and checks one line of an intents file. The line is
+// agent-written: it is bounded, decoded strictly (unknown fields refused)
+// and checked by CheckIntent. Errors wrap ErrIntentRefused and never quote
+// the line. An intent it accepts is still only a request.
 func ParseIntent(line []byte) (Intent, error) {
 	if len(line) > MaxIntentBytes {
 		return Intent{}, refuse("line of %d bytes is over %d", len(line), MaxIntentBytes)
@@ -259,12 +337,14 @@ func clip(s string, n int) string {
 	return s[:n] + "…"
 }
 
-// CheckIntent applies the allowlist: a GitHub work item ref, an id of the
-// session, an allowlisted operation whose parameters are exactly those it
-// takes, on the intent's own work item; labels only in the loop: namespace;
-// comments only carrying the self-authored marker (hooks.Mark), which
-// ingress drops, so that no intent can ever decide a gate. It does not know
-// which work item the session serves: the performer checks that.
+// CheckIntent checks an intent's shape: a GitHub work item ref, an id of
+// the session, a known request whose parameters are exactly those it
+// takes, each bounded (node ids, statuses and outcomes are short tokens; a
+// question is text of at most MaxIntentCommentRunes). Retired intents are
+// checked in their old shape (labels only in loop:, comments only marked)
+// so that they can be read and refused safely. It does not know which
+// work item the session serves, nor whether the request is true: loopd
+// checks both.
 func CheckIntent(in Intent) error {
 	if !ValidOutboxSessionID(in.Session) {
 		return refuse("session %q is not a valid session id", clip(in.Session, 80))
@@ -284,6 +364,36 @@ func CheckIntent(in Intent) error {
 		return refuse("params.ref must be the intent's workItem")
 	}
 	switch in.Op {
+	case IntentClaim:
+		if err := onlyKeys(in.Params, "ref", "node", "status", "to", "outcome", "hook"); err != nil {
+			return err
+		}
+		for _, k := range []string{"node", "status"} {
+			if v, ok := in.Params[k].(string); !ok || !validToken(v) {
+				return refuse("a claim needs %s, a token of at most %d bytes ([a-z0-9._-])", k, maxTokenBytes)
+			}
+		}
+		if !slices.Contains(claimStatuses, in.Params["status"].(string)) {
+			return refuse("status %q is not one of %s", clip(in.Params["status"].(string), 40), strings.Join(claimStatuses, ", "))
+		}
+		for _, k := range []string{"to", "outcome", "hook"} {
+			if v, present := in.Params[k]; present {
+				if s, ok := v.(string); !ok || !validToken(s) {
+					return refuse("%s must be a token of at most %d bytes ([a-z0-9._-])", k, maxTokenBytes)
+				}
+			}
+		}
+	case IntentAsk:
+		if err := onlyKeys(in.Params, "ref", "question"); err != nil {
+			return err
+		}
+		q, ok := in.Params["question"].(string)
+		switch {
+		case !ok || strings.TrimSpace(q) == "":
+			return refuse("a question needs non-empty text")
+		case utf8.RuneCountInString(q) > MaxIntentCommentRunes:
+			return refuse("question over %d characters", MaxIntentCommentRunes)
+		}
 	case ops.GitHubAddComment:
 		if err := onlyKeys(in.Params, "ref", "body"); err != nil {
 			return err
@@ -317,9 +427,25 @@ func CheckIntent(in Intent) error {
 			}
 		}
 	default:
-		return refuse("operation %q is not one an agent's session may ask for (allowed: %s, %s)", clip(string(in.Op), 60), ops.GitHubAddComment, ops.GitHubSetLabels)
+		return refuse("operation %q is not a request an agent's session may make (allowed: %s, %s)", clip(string(in.Op), 60), IntentClaim, IntentAsk)
 	}
 	return nil
+}
+
+// maxTokenBytes bounds a node id, status, outcome or hook name in a claim.
+const maxTokenBytes = 64
+
+// validToken: the vocabulary of graph ids, outcomes and hook names.
+func validToken(s string) bool {
+	if s == "" || len(s) > maxTokenBytes {
+		return false
+	}
+	for _, r := range s {
+		if !(r >= 'a' && r <= 'z' || r >= '0' && r <= '9' || r == '-' || r == '_' || r == '.') {
+			return false
+		}
+	}
+	return true
 }
 
 func validIntentLabel(l string) bool {
@@ -336,12 +462,8 @@ func validIntentLabel(l string) bool {
 
 func onlyKeys(m map[string]any, keys ...string) error {
 	for k := range m {
-		ok := false
-		for _, want := range keys {
-			ok = ok || k == want
-		}
-		if !ok {
-			return refuse("parameter %q is not one this operation takes (%s)", clip(k, 40), strings.Join(keys, ", "))
+		if !slices.Contains(keys, k) {
+			return refuse("parameter %q is not one this request takes (%s)", clip(k, 40), strings.Join(keys, ", "))
 		}
 	}
 	return nil
@@ -378,6 +500,9 @@ func AppendIntent(dir string, in Intent) (Intent, error) {
 	in.ID = in.Session + "-" + strconv.Itoa(bytes.Count(existing, []byte{'\n'})+len(prefix)+1)
 	if err := CheckIntent(in); err != nil {
 		return in, err
+	}
+	if in.Legacy() {
+		return in, refuse("%s is retired: a session names no ticket effect; it records a claim (%s) or a question (%s), and loopd derives the effects", in.Op, IntentClaim, IntentAsk)
 	}
 	line, err := json.Marshal(in)
 	if err != nil {
@@ -480,22 +605,35 @@ func ReadOutboxLines(path string, off int64, firstNo int) ([]OutboxLine, int64, 
 	}
 }
 
-// Recorder is the graph.Integrations of a loopd-managed session: the
-// ticket effects a claim makes become intents in the session's outbox,
-// and every other operation (reads, Slack, Jira) is unsupported there —
-// the hooks skip them, as when no integration is configured. It never
-// makes a network call.
+// Recorder is the graph.Integrations of a loopd-managed session, which
+// holds no credential. It never makes a network call.
+//
+// A claim recorder (NewRecorder) answers the hooks' ticket effects (phase
+// label, review request, escalation, audit comment) as pending and records
+// none of them: loopd derives each effect from its own recompute
+// (docs/decisions.md §23). It is also a graph.Sink: the runtime's
+// transitions (graph.advanced, graph.blocked, graph.escalated,
+// graph.completed, graph.no_edge) become IntentClaim lines — the request
+// that makes loopd look. Repo.Runtime tees a runtime's events into it.
+//
+// A question recorder (NewAskRecorder) turns a marked comment into an
+// IntentAsk: the question the agent asks the humans on the ticket.
+//
+// Every other operation (reads, Slack, Jira) is unsupported there: the
+// hooks skip them, as when no integration is configured.
 type Recorder struct {
-	session ManagedSession
-	source  string
-	clock   graph.Clock
+	session   ManagedSession
+	source    string
+	clock     graph.Clock
+	questions bool
 
 	mu       sync.Mutex
 	recorded []Intent
+	err      error
 }
 
-// NewRecorder records into the session's outbox; source names the verb
-// ("graph complete", "ask") in each intent.
+// NewRecorder is the claim recorder of a managed session; source names
+// the verb ("graph complete") in each intent.
 func NewRecorder(s ManagedSession, source string, clock graph.Clock) *Recorder {
 	if clock == nil {
 		clock = graph.SystemClock{}
@@ -503,40 +641,86 @@ func NewRecorder(s ManagedSession, source string, clock graph.Clock) *Recorder {
 	return &Recorder{session: s, source: source, clock: clock}
 }
 
+// NewAskRecorder is the question recorder of a managed session (loopctl
+// ask, the MCP ask tool).
+func NewAskRecorder(s ManagedSession, source string, clock graph.Clock) *Recorder {
+	r := NewRecorder(s, source, clock)
+	r.questions = true
+	return r
+}
+
+// ticketOps are the operations a hook or verb may ask of the Recorder.
+var ticketOps = []graph.Operation{ops.GitHubAddComment, ops.GitHubSetLabels}
+
 // Call implements graph.Integrations.
 func (r *Recorder) Call(_ context.Context, op graph.Operation, args map[string]any) (map[string]any, error) {
-	allowed := false
-	for _, o := range IntentOps {
-		allowed = allowed || o == op
-	}
-	if !allowed {
-		return nil, fmt.Errorf("%s is not available in a loopd-managed session, which holds no credential: loopd performs the ticket's effects (%s, %s) from its outbox: %w", op, ops.GitHubAddComment, ops.GitHubSetLabels, graph.ErrUnsupportedOperation)
+	if !slices.Contains(ticketOps, op) || r.questions && op != ops.GitHubAddComment {
+		return nil, fmt.Errorf("%s is not available in a loopd-managed session, which holds no credential: loopd performs the ticket's effects, derived from its own recompute of the work item: %w", op, graph.ErrUnsupportedOperation)
 	}
 	ref, _ := args["ref"].(string)
-	params := make(map[string]any, len(args))
-	for k, v := range args {
-		if s, ok := v.([]string); ok { // JSON shape: what the reader will decode
-			l := make([]any, len(s))
-			for i, x := range s {
-				l[i] = x
-			}
-			v = l
-		}
-		params[k] = v
+	if !r.questions {
+		// Not recorded: loopd derives the ticket's effects itself.
+		return map[string]any{"pending": true, "via": "loopd", "derived": true}, nil
 	}
-	in, err := AppendIntent(r.session.Dir(), Intent{Session: r.session.SessionID, WorkItem: ref, Op: op, Params: params,
-		Created: r.clock.Now().UTC(), Source: r.source})
+	body, _ := args["body"].(string)
+	q := strings.TrimSpace(strings.ReplaceAll(strings.ReplaceAll(body, hooks.Marker, ""), hooks.Attribution, ""))
+	in, err := r.append(Intent{WorkItem: ref, Op: IntentAsk, Params: map[string]any{"ref": ref, "question": q}})
 	if err != nil {
 		return nil, err
 	}
+	return map[string]any{"pending": true, "intent": in.ID, "via": "loopd"}, nil
+}
+
+func (r *Recorder) append(in Intent) (Intent, error) {
+	in.Session, in.Created, in.Source = r.session.SessionID, r.clock.Now().UTC(), r.source
+	in, err := AppendIntent(r.session.Dir(), in)
 	r.mu.Lock()
-	r.recorded = append(r.recorded, in)
-	r.mu.Unlock()
-	res := map[string]any{"pending": true, "intent": in.ID, "via": "loopd"}
-	if op == ops.GitHubSetLabels {
-		res["labels"] = params["labels"]
+	defer r.mu.Unlock()
+	if err != nil {
+		r.err = err
+		return in, err
 	}
-	return res, nil
+	r.recorded = append(r.recorded, in)
+	return in, nil
+}
+
+// claimEvents maps the runtime's transition events to claim statuses.
+var claimEvents = map[string]string{
+	graph.EventAdvanced:  ClaimPassed,
+	graph.EventBlocked:   ClaimBlocked,
+	graph.EventEscalated: ClaimEscalated,
+	graph.EventNoEdge:    ClaimEscalated,
+	graph.EventCompleted: ClaimCompleted,
+}
+
+// Emit implements graph.Sink: a transition of the claim recorder's runtime
+// becomes an IntentClaim. A relogged event (a verb killed before it
+// logged) is recorded again; loopd's recompute makes that harmless.
+func (r *Recorder) Emit(e graph.LogEvent) {
+	status, ok := claimEvents[e.Name]
+	if !ok || r.questions {
+		return
+	}
+	params := map[string]any{"status": status}
+	for _, f := range e.Fields {
+		s, isString := f.Value.(string)
+		if !isString {
+			continue
+		}
+		switch f.Key {
+		case "work_item":
+			params["ref"] = s
+		case "node", "to", "outcome", "hook":
+			if validToken(s) {
+				params[f.Key] = s
+			}
+		}
+	}
+	ref, _ := params["ref"].(string)
+	if _, ok := params["node"]; !ok || ref == "" {
+		return
+	}
+	_, _ = r.append(Intent{WorkItem: ref, Op: IntentClaim, Params: params}) // kept in Err
 }
 
 // Recorded returns the intents this recorder wrote, oldest first.
@@ -546,4 +730,29 @@ func (r *Recorder) Recorded() []Intent {
 	return append([]Intent(nil), r.recorded...)
 }
 
-var _ graph.Integrations = (*Recorder)(nil)
+// Err is the last error recording an intent (nil: none): a claim whose
+// request could not be written (the outbox full, say) must be told.
+func (r *Recorder) Err() error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.err
+}
+
+// claimSink tees a runtime's events to its sink and to the session's
+// claim recorder.
+type claimSink struct {
+	next graph.Sink
+	rec  *Recorder
+}
+
+func (s claimSink) Emit(e graph.LogEvent) {
+	if s.next != nil {
+		s.next.Emit(e)
+	}
+	s.rec.Emit(e)
+}
+
+var (
+	_ graph.Integrations = (*Recorder)(nil)
+	_ graph.Sink         = (*Recorder)(nil)
+)

@@ -36,6 +36,27 @@ func intentLine(t testing.TB, mut func(m map[string]any)) []byte {
 }
 
 func TestParseIntentAppliesTheAllowlist(t *testing.T) {
+	claim := func(params map[string]any) func(m map[string]any) {
+		return func(m map[string]any) {
+			m["op"] = string(loop.IntentClaim)
+			p := map[string]any{"ref": ref1, "node": "design", "status": "pass", "to": "design-critic-review", "outcome": "pass"}
+			for k, v := range params {
+				if v == nil {
+					delete(p, k)
+				} else {
+					p[k] = v
+				}
+			}
+			m["params"] = p
+		}
+	}
+	ask := func(q any) func(m map[string]any) {
+		return func(m map[string]any) {
+			m["op"] = string(loop.IntentAsk)
+			m["params"] = map[string]any{"ref": ref1, "question": q}
+			m["source"] = "ask"
+		}
+	}
 	comment := func(body string) func(m map[string]any) {
 		return func(m map[string]any) {
 			m["op"] = string(ops.GitHubAddComment)
@@ -46,33 +67,46 @@ func TestParseIntentAppliesTheAllowlist(t *testing.T) {
 		name   string
 		mut    func(m map[string]any)
 		reason string // "" accepted
+		legacy bool
 	}{
-		{"a phase label", nil, ""},
-		{"a marked comment", comment(hooks.Mark("ready for review")), ""},
-		{"labels without replacePrefix", func(m map[string]any) { m["params"] = map[string]any{"ref": ref1, "labels": []any{"loop:code"}} }, ""},
-		{"an unmarked comment", comment("Approved"), "self-authored marker"},
-		{"an empty comment", comment(""), "non-empty body"},
-		{"a huge comment", comment(hooks.Mark(strings.Repeat("x", loop.MaxIntentCommentRunes))), "over 65536"},
-		{"a label outside loop:", func(m map[string]any) { m["params"].(map[string]any)["labels"] = []any{"approved"} }, "is not a loop: label"},
-		{"a label with a comma", func(m map[string]any) { m["params"].(map[string]any)["labels"] = []any{"loop:a,b"} }, "is not a loop: label"},
-		{"another replacePrefix", func(m map[string]any) { m["params"].(map[string]any)["replacePrefix"] = "" }, "replacePrefix may only be"},
-		{"no labels", func(m map[string]any) { m["params"].(map[string]any)["labels"] = []any{} }, "1 to 10"},
-		{"an extra parameter", func(m map[string]any) { m["params"].(map[string]any)["repo"] = "x/y" }, `parameter "repo"`},
-		{"another operation", func(m map[string]any) { m["op"] = string(ops.GitHubAddReaction) }, "is not one an agent's session may ask for"},
-		{"slack", func(m map[string]any) { m["op"] = string(ops.SlackPostMessage) }, "is not one"},
-		{"params on another ref", func(m map[string]any) { m["params"].(map[string]any)["ref"] = "github:octo/demo#2" }, "params.ref"},
-		{"a non-GitHub ref", func(m map[string]any) { m["workItem"] = "jira:X-1" }, "not a GitHub work item ref"},
-		{"an id of another session", func(m map[string]any) { m["id"] = "s2-1" }, "is not s1-<n>"},
-		{"a path as session", func(m map[string]any) { m["session"] = "../x"; m["id"] = "../x-1" }, "not a valid session id"},
-		{"an unknown field", func(m map[string]any) { m["decision"] = "approve" }, "unknown field"},
-		{"no created time", func(m map[string]any) { delete(m, "created") }, "no created time"},
+		{"a claim", claim(nil), "", false},
+		{"a blocked claim", claim(map[string]any{"status": "block", "to": nil, "outcome": nil, "hook": "validate-artifacts"}), "", false},
+		{"a claim without a node", claim(map[string]any{"node": nil}), "needs node", false},
+		{"a claim with a free-form node", claim(map[string]any{"node": "Design approved by @alice"}), "needs node", false},
+		{"a claim of an unknown status", claim(map[string]any{"status": "approved"}), "is not one of", false},
+		{"a claim carrying a label", claim(map[string]any{"labels": []any{"loop:implementation"}}), `parameter "labels"`, false},
+		{"a claim carrying a comment", claim(map[string]any{"body": "approved"}), `parameter "body"`, false},
+		{"a question", ask("Which storage backend?"), "", false},
+		{"an empty question", ask("  "), "non-empty text", false},
+		{"a huge question", ask(strings.Repeat("x", loop.MaxIntentCommentRunes+1)), "over 65536", false},
+		// The retired format is still read (and never performed as written).
+		{"a retired phase label", nil, "", true},
+		{"a retired marked comment", comment(hooks.Mark("ready for review")), "", true},
+		{"retired labels without replacePrefix", func(m map[string]any) { m["params"] = map[string]any{"ref": ref1, "labels": []any{"loop:code"}} }, "", true},
+		{"a retired unmarked comment", comment("Approved"), "self-authored marker", false},
+		{"a retired empty comment", comment(""), "non-empty body", false},
+		{"a retired huge comment", comment(hooks.Mark(strings.Repeat("x", loop.MaxIntentCommentRunes))), "over 65536", false},
+		{"a retired label outside loop:", func(m map[string]any) { m["params"].(map[string]any)["labels"] = []any{"approved"} }, "is not a loop: label", false},
+		{"a retired label with a comma", func(m map[string]any) { m["params"].(map[string]any)["labels"] = []any{"loop:a,b"} }, "is not a loop: label", false},
+		{"another replacePrefix", func(m map[string]any) { m["params"].(map[string]any)["replacePrefix"] = "" }, "replacePrefix may only be", false},
+		{"no labels", func(m map[string]any) { m["params"].(map[string]any)["labels"] = []any{} }, "1 to 10", false},
+		{"an extra parameter", func(m map[string]any) { m["params"].(map[string]any)["repo"] = "x/y" }, `parameter "repo"`, false},
+		{"another operation", func(m map[string]any) { m["op"] = string(ops.GitHubAddReaction) }, "is not a request", false},
+		{"slack", func(m map[string]any) { m["op"] = string(ops.SlackPostMessage) }, "is not a request", false},
+		{"params on another ref", func(m map[string]any) { m["params"].(map[string]any)["ref"] = "github:octo/demo#2" }, "params.ref", false},
+		{"a non-GitHub ref", func(m map[string]any) { m["workItem"] = "jira:X-1" }, "not a GitHub work item ref", false},
+		{"an id of another session", func(m map[string]any) { m["id"] = "s2-1" }, "is not s1-<n>", false},
+		{"a path as session", func(m map[string]any) { m["session"] = "../x"; m["id"] = "../x-1" }, "not a valid session id", false},
+		{"an unknown field", func(m map[string]any) { m["decision"] = "approve" }, "unknown field", false},
+		{"no created time", func(m map[string]any) { delete(m, "created") }, "no created time", false},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			in, err := loop.ParseIntent(intentLine(t, tc.mut))
 			if tc.reason == "" {
 				require.NoError(t, err)
-				require.Equal(t, ref1, in.Args()["ref"])
+				require.Equal(t, ref1, in.Params["ref"])
+				require.Equal(t, tc.legacy, in.Legacy())
 				return
 			}
 			require.ErrorIs(t, err, loop.ErrIntentRefused)
@@ -115,48 +149,73 @@ func TestManagedSessionFromEnv(t *testing.T) {
 	}
 }
 
-// The Recorder is the integrations of a managed session: ticket effects
-// become fsync'd intents numbered by line; everything else is unsupported
-// (hooks skip it); nothing reaches a network.
-func TestRecorderWritesIntentsAndRefusesTheRest(t *testing.T) {
+// The claim recorder is the integrations of a managed session: the hooks'
+// ticket effects are answered pending and recorded as nothing (loopd
+// derives them); the runtime's transitions become claims numbered by line;
+// everything else is unsupported (hooks skip it); nothing reaches a
+// network. A question recorder turns a marked comment into a question.
+func TestRecorderWritesClaimsAndQuestionsOnly(t *testing.T) {
 	root := t.TempDir()
 	ms := loop.ManagedSession{SessionID: "sess-1", WorkItem: "issue-1", StateRoot: root}
 	dir, err := loop.PrepareOutboxDir(root, "sess-1")
 	require.NoError(t, err)
 	require.Equal(t, filepath.Join(root, "outbox", "sess-1"), dir)
-	rec := loop.NewRecorder(ms, "graph complete", graphtest.NewClock(time.Date(2026, 5, 4, 9, 0, 0, 0, time.UTC)))
+	clock := graphtest.NewClock(time.Date(2026, 5, 4, 9, 0, 0, 0, time.UTC))
+	rec := loop.NewRecorder(ms, "graph complete", clock)
 	ctx := context.Background()
 
 	res, err := rec.Call(ctx, ops.GitHubSetLabels, map[string]any{"ref": ref1, "labels": []any{"loop:design"}, "replacePrefix": "loop:"})
 	require.NoError(t, err)
-	require.Equal(t, "sess-1-1", res["intent"])
+	require.Equal(t, true, res["pending"])
+	_, err = rec.Call(ctx, ops.GitHubAddComment, map[string]any{"ref": ref1, "body": hooks.Mark("ready for review")})
+	require.NoError(t, err)
+	require.Empty(t, rec.Recorded(), "no label and no comment is ever written")
+	require.NoFileExists(t, filepath.Join(dir, loop.OutboxFileName))
+	for _, op := range []graph.Operation{ops.GitHubListComments, ops.GitHubGetLabels, ops.SlackPostMessage, ops.GitHubAddReaction} {
+		_, err := rec.Call(ctx, op, map[string]any{"ref": ref1})
+		require.ErrorIs(t, err, graph.ErrUnsupportedOperation, op)
+	}
+
+	ev := func(name string, fields ...graph.Field) graph.LogEvent {
+		return graph.LogEvent{Name: name, Fields: append([]graph.Field{{Key: "work_item", Value: ref1}}, fields...)}
+	}
+	rec.Emit(ev(graph.EventAdvanced, graph.Field{Key: "node", Value: "design"}, graph.Field{Key: "to", Value: "test-planning"}, graph.Field{Key: "outcome", Value: "pass"}))
 	// A torn line (a writer killed mid-write) is closed and counted.
 	f, err := os.OpenFile(filepath.Join(dir, loop.OutboxFileName), os.O_WRONLY|os.O_APPEND, 0)
 	require.NoError(t, err)
 	_, _ = f.WriteString(`{"id":"sess-1-2","ses`)
 	require.NoError(t, f.Close())
-	_, err = rec.Call(ctx, ops.GitHubAddComment, map[string]any{"ref": ref1, "body": hooks.Mark("ready for review")})
-	require.NoError(t, err)
-
-	for _, op := range []graph.Operation{ops.GitHubListComments, ops.GitHubGetLabels, ops.SlackPostMessage, ops.GitHubAddReaction} {
-		_, err := rec.Call(ctx, op, map[string]any{"ref": ref1})
-		require.ErrorIs(t, err, graph.ErrUnsupportedOperation, op)
-	}
-	_, err = rec.Call(ctx, ops.GitHubAddComment, map[string]any{"ref": ref1, "body": "unmarked"})
-	require.ErrorIs(t, err, loop.ErrIntentRefused, "the writer checks what loopd will check")
+	rec.Emit(ev(graph.EventBlocked, graph.Field{Key: "node", Value: "test-planning"}, graph.Field{Key: "hook", Value: "validate-artifacts"}))
+	rec.Emit(ev(graph.EventHookSkipped, graph.Field{Key: "node", Value: "design"}))                        // not a transition
+	rec.Emit(ev(graph.EventAdvanced, graph.Field{Key: "node", Value: "Design, approved by @alice"}))          // not a node id: no claim
+	rec.Emit(graph.LogEvent{Name: graph.EventAdvanced, Fields: []graph.Field{{Key: "node", Value: "design"}}}) // no ref
+	require.NoError(t, rec.Err())
 
 	got := rec.Recorded()
 	require.Len(t, got, 2)
 	require.Equal(t, []string{"sess-1-1", "sess-1-3"}, []string{got[0].ID, got[1].ID})
+	require.Equal(t, loop.Claim{Node: "design", Status: loop.ClaimPassed, To: "test-planning", Outcome: "pass"}, got[0].Claim())
+	require.Equal(t, loop.Claim{Node: "test-planning", Status: loop.ClaimBlocked, Hook: "validate-artifacts"}, got[1].Claim())
+
+	asker := loop.NewAskRecorder(ms, "ask", clock)
+	res, err = asker.Call(ctx, ops.GitHubAddComment, map[string]any{"ref": ref1, "body": hooks.Mark("Which storage backend?")})
+	require.NoError(t, err)
+	require.Equal(t, "sess-1-4", res["intent"])
+	_, err = asker.Call(ctx, ops.GitHubSetLabels, map[string]any{"ref": ref1, "labels": []any{"loop:implementation"}})
+	require.ErrorIs(t, err, graph.ErrUnsupportedOperation, "a question recorder writes no label")
+	q := asker.Recorded()
+	require.Len(t, q, 1)
+	require.Equal(t, loop.IntentAsk, q[0].Op)
+	require.Equal(t, "Which storage backend?", q[0].Question(), "the marker is loopd's to add")
 
 	lines, end, err := loop.ReadOutboxLines(filepath.Join(dir, loop.OutboxFileName), 0, 1)
 	require.NoError(t, err)
-	require.Len(t, lines, 3)
+	require.Len(t, lines, 4)
 	fi, err := os.Stat(filepath.Join(dir, loop.OutboxFileName))
 	require.NoError(t, err)
 	require.Equal(t, fi.Size(), end)
-	require.Equal(t, end, lines[2].End)
-	for i, want := range []string{"sess-1-1", "", "sess-1-3"} {
+	require.Equal(t, end, lines[3].End)
+	for i, want := range []string{"sess-1-1", "", "sess-1-3", "sess-1-4"} {
 		in, err := loop.ParseIntent(lines[i].Data)
 		if want == "" {
 			require.Error(t, err, "the torn line is refused")
@@ -169,8 +228,13 @@ func TestRecorderWritesIntentsAndRefusesTheRest(t *testing.T) {
 	// Reading on from the middle gives the rest, numbered on.
 	rest, _, err := loop.ReadOutboxLines(filepath.Join(dir, loop.OutboxFileName), lines[0].End, 2)
 	require.NoError(t, err)
-	require.Len(t, rest, 2)
+	require.Len(t, rest, 3)
 	require.Equal(t, 3, rest[1].No)
+
+	// A writer never writes the retired format.
+	_, err = loop.AppendIntent(dir, loop.Intent{Session: "sess-1", WorkItem: ref1, Op: ops.GitHubSetLabels, Created: clock.Now(),
+		Params: map[string]any{"ref": ref1, "labels": []any{"loop:implementation"}}})
+	require.ErrorContains(t, err, "retired")
 }
 
 // The reader never follows a link planted by the session.
@@ -204,13 +268,17 @@ func TestReadOutboxLinesBoundsALine(t *testing.T) {
 }
 
 // FuzzParseIntent: the line is agent-written. No input panics; whatever is
-// accepted has an allowlisted operation, a marked comment or loop: labels,
-// and arguments rebuilt from checked fields only.
+// accepted is a claim of tokens, a question, or a retired line of the old
+// shape (which loopd never performs as written).
 func FuzzParseIntent(f *testing.F) {
 	f.Add(intentLine(f, nil))
 	f.Add(intentLine(f, func(m map[string]any) {
 		m["op"] = string(ops.GitHubAddComment)
 		m["params"] = map[string]any{"ref": ref1, "body": hooks.Mark("hi")}
+	}))
+	f.Add(intentLine(f, func(m map[string]any) {
+		m["op"] = string(loop.IntentClaim)
+		m["params"] = map[string]any{"ref": ref1, "node": "design", "status": "pass", "to": "test-planning"}
 	}))
 	f.Add([]byte(`{"id":"s-1","session":"s","params":{"ref":[[[[[]]]]]}}`))
 	f.Add([]byte("\xff\xfe"))
@@ -220,14 +288,20 @@ func FuzzParseIntent(f *testing.F) {
 			require.ErrorIs(t, err, loop.ErrIntentRefused)
 			return
 		}
-		args := in.Args()
-		require.Equal(t, in.WorkItem, args["ref"])
+		require.Equal(t, in.WorkItem, in.Params["ref"])
 		switch in.Op {
+		case loop.IntentClaim:
+			c := in.Claim()
+			require.NotEmpty(t, c.Node)
+			require.NotContains(t, c.Node+c.To+c.Outcome+c.Hook, " ")
+		case loop.IntentAsk:
+			require.NotEmpty(t, strings.TrimSpace(in.Question()))
 		case ops.GitHubAddComment:
-			require.True(t, hooks.SelfAuthored(args["body"].(string)))
-			require.Len(t, args, 2)
+			require.True(t, in.Legacy())
+			require.True(t, hooks.SelfAuthored(in.Params["body"].(string)))
 		case ops.GitHubSetLabels:
-			for _, l := range args["labels"].([]any) {
+			require.True(t, in.Legacy())
+			for _, l := range in.Params["labels"].([]any) {
 				require.True(t, strings.HasPrefix(strings.ToLower(l.(string)), "loop:"))
 			}
 		default:

@@ -95,7 +95,7 @@ func runAsk(ctx context.Context, f *Factory, opts askOptions) error {
 	if managed != nil {
 		// No credential here: the question becomes an intent in the
 		// session's outbox, and loopd posts it.
-		integ = loop.NewRecorder(*managed, "ask", f.Clock)
+		integ = loop.NewAskRecorder(*managed, "ask", f.Clock)
 	} else {
 		if f.Integrations == nil {
 			return failWith(exitFailed, "loopctl ask: no GitHub integration is available")

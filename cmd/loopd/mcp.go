@@ -72,11 +72,12 @@ func runMCP(c *cli.Context, e *env) error {
 	if err != nil {
 		return &exitError{code: exitFailed, msg: "mcp: " + err.Error()}
 	}
-	var integ graph.Integrations
+	var integ, askInteg graph.Integrations
 	if managed != nil {
-		// In loopd's session the tools' ticket effects (graph_complete,
-		// ask) go through the session's outbox: no credential here.
-		integ = loop.NewRecorder(*managed, "mcp", clock)
+		// In loopd's session the tools' requests (graph_complete's claims,
+		// ask's questions) go through the session's outbox: no credential
+		// here, and loopd derives the ticket's effects.
+		integ, askInteg = loop.NewRecorder(*managed, "mcp", clock), loop.NewAskRecorder(*managed, "mcp", clock)
 	} else {
 		build := e.Integrations
 		if build == nil {
@@ -91,7 +92,7 @@ func runMCP(c *cli.Context, e *env) error {
 		for _, w := range warns {
 			io.WriteString(e.Stderr, "warning: "+w+"\n")
 		}
-		integ = i
+		integ, askInteg = i, i
 	}
 	logPath := ""
 	if cfg.EventLogEnabled {
@@ -100,7 +101,7 @@ func runMCP(c *cli.Context, e *env) error {
 	s := mcpserver.New(mcpserver.Config{
 		Graphs: &apiserver.Graphs{SpecDir: cfg.GraphSpecDir, AuthorizedUsers: cfg.AuthorizedUsers, ExecuteKeyword: cfg.ExecuteKeyword,
 			SessionPerPr: cfg.SessionPerPr, Integrations: integ, Sink: sink, Clock: clock},
-		EventLogPath: logPath, Integrations: integ, Sink: sink, Clock: clock, Version: buildinfo.Version(version),
+		EventLogPath: logPath, Integrations: askInteg, Sink: sink, Clock: clock, Version: buildinfo.Version(version),
 	})
 	err = s.Run(c.Context, &mcp.IOTransport{Reader: io.NopCloser(e.stdin()), Writer: nopWriteCloser{e.Stdout}})
 	if err != nil && c.Context.Err() == nil && err != io.EOF {

@@ -186,8 +186,8 @@ func TestRecorderWritesClaimsAndQuestionsOnly(t *testing.T) {
 	_, _ = f.WriteString(`{"id":"sess-1-2","ses`)
 	require.NoError(t, f.Close())
 	rec.Emit(ev(graph.EventBlocked, graph.Field{Key: "node", Value: "test-planning"}, graph.Field{Key: "hook", Value: "validate-artifacts"}))
-	rec.Emit(ev(graph.EventHookSkipped, graph.Field{Key: "node", Value: "design"}))                        // not a transition
-	rec.Emit(ev(graph.EventAdvanced, graph.Field{Key: "node", Value: "Design, approved by @alice"}))          // not a node id: no claim
+	rec.Emit(ev(graph.EventHookSkipped, graph.Field{Key: "node", Value: "design"}))                            // not a transition
+	rec.Emit(ev(graph.EventAdvanced, graph.Field{Key: "node", Value: "Design, approved by @alice"}))           // not a node id: no claim
 	rec.Emit(graph.LogEvent{Name: graph.EventAdvanced, Fields: []graph.Field{{Key: "node", Value: "design"}}}) // no ref
 	require.NoError(t, rec.Err())
 

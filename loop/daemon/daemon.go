@@ -475,6 +475,7 @@ func (d *Daemon) build() error {
 		Signer: d.signer, Verifier: d.verifier,
 		Commands: runner, Git: pathRunner{path: d.deps.Path}, HookObserver: d.hookObserver(),
 		Record: d.emit, Logf: d.logf, Observe: d.observe,
+		ObservedDir: filepath.Join(root, observedDirName),
 	})
 	return d.buildSlack() // slack.go
 }

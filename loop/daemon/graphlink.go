@@ -65,6 +65,14 @@ type graphLink struct {
 	targets map[string]workitem.Ref
 	// specDirs is each checkout's spec directory (relative).
 	specDirs map[string]string
+
+	// What loopd's previous recompute of each loop said (recompute.go):
+	// obsMu serialises a diff with its commit; observed caches the records
+	// kept in observedDir ("" keeps them in memory only).
+	obsMu       sync.Mutex
+	obsCacheMu  sync.Mutex
+	observed    map[string]observedLoop
+	observedDir string
 }
 
 // linkConfig is the part of the daemon's configuration the graph link
@@ -96,6 +104,9 @@ type linkDeps struct {
 	Record       emitFunc
 	Logf         func(format string, args ...any)
 	Observe      func(Observation)
+	// ObservedDir keeps what loopd's recompute of each loop said, under
+	// the state root ("" in memory only).
+	ObservedDir string
 }
 
 func (l *graphLink) specDir(cwd string) string {
@@ -114,6 +125,7 @@ func newGraphLink(cfg linkConfig, deps linkDeps) *graphLink {
 		commands: deps.Commands, git: deps.Git, origins: newOriginCache(deps.Git), hookObserver: deps.HookObserver,
 		record: deps.Record, logf: deps.Logf, observe: deps.Observe,
 		runtimes: map[string]*graph.Runtime{}, loops: map[string]string{}, targets: map[string]workitem.Ref{}, specDirs: map[string]string{},
+		observed: map[string]observedLoop{}, observedDir: deps.ObservedDir,
 	}
 	l.setConfig(cfg)
 	return l
@@ -312,23 +324,46 @@ func (l *graphLink) options(repo *loop.Repo, cwd, id string, deliver graph.Deliv
 		// code; verify-tests reads the run the agent's claim recorded.
 		Integrations: l.integ, Commands: loop.Commands{Runner: l.commands, Root: repo.Root},
 		Deliver: deliver,
-		Sink:    l.sink, Clock: l.clock,
+		// The checkout's graph-state.json may hold journal entries the
+		// agent wrote: loopd's event log never relogs them (trustedSink).
+		Sink: trustedSink{next: l.sink}, Clock: l.clock,
 		Warn:         func(w string) { l.logf("%s: %s", cwd, w) },
 		HookObserver: l.hookObserver,
 	}
+	// loopd's trust anchor is its own decision-signing key and nothing
+	// else (docs/decisions.md §23): a decision that does not verify under
+	// it counts for nothing. Without a key, no decision verifies.
+	var signer graph.DecisionSigner
+	var verifier graph.DecisionVerifier = loop.NewVerifier(nil, "loopd, which holds no decision-signing key")
+	if l.signer != nil {
+		signer, verifier = l.signer, l.signer.Verifier()
+	}
 	// The phase selection loopd records is also kept under the state root
 	// and trusted over the checkout's copy (frozen.go).
-	switch {
-	case l.ctl != nil:
-		signer, verifier := frozenSigner{store: l.ctl.ps, record: l.record}, frozenVerifier{store: l.ctl.ps}
-		if l.signer != nil {
-			signer.next, verifier.next = l.signer, l.signer.Verifier()
-		}
-		opts.DecisionSigner, opts.DecisionVerifier = signer, verifier
-	case l.signer != nil:
-		opts.DecisionSigner, opts.DecisionVerifier = l.signer, l.signer.Verifier()
+	if l.ctl != nil {
+		signer = frozenSigner{store: l.ctl.ps, record: l.record, next: signer}
+		verifier = frozenVerifier{store: l.ctl.ps, next: verifier}
 	}
+	opts.DecisionSigner, opts.DecisionVerifier = signer, verifier
 	return opts
+}
+
+// trustedSink is the sink of loopd's runtimes: it drops the events a
+// runtime relogs from graph-state.json's journal (the "relogged" field) —
+// entries in a file the agent writes, which loopd's event log never
+// carries. The transitions they would report are the ones loopd's own
+// recompute observes (recompute.go).
+type trustedSink struct{ next graph.Sink }
+
+func (s trustedSink) Emit(e graph.LogEvent) {
+	for _, f := range e.Fields {
+		if f.Key == "relogged" {
+			return
+		}
+	}
+	if s.next != nil {
+		s.next.Emit(e)
+	}
 }
 
 // prRepo is the --pr-repo of a pull request in another repository than the
@@ -400,6 +435,13 @@ func (l *graphLink) store(item, pr workitem.Ref, cwd string) *loop.FileStore {
 func (l *graphLink) deliverToPR(ctx context.Context, item, pr workitem.Ref, text string) (bool, error) {
 	rec, err := l.reg.Get(pr)
 	if err != nil || rec.Status != sessions.StatusActive || rec.Parent != item {
+		return false, nil
+	}
+	if parent, err := l.reg.Get(item); err == nil {
+		if rt, err := l.prRuntime(item, pr, parent.Cwd, item.SpecID()); err != nil || !l.pasteAllowed(ctx, rt, pr, parent.Cwd, item.SpecID(), text) {
+			return false, nil
+		}
+	} else {
 		return false, nil
 	}
 	if lv, _ := l.tmux.Probe(ctx, rec.TmuxName); lv != sessions.LivenessLive && lv != sessions.LivenessUnknown {
@@ -478,6 +520,11 @@ func (l *graphLink) deliverAssignment(ctx context.Context, cwd, id, text string)
 	if lv, _ := l.tmux.Probe(ctx, rec.TmuxName); lv != sessions.LivenessLive && lv != sessions.LivenessUnknown {
 		return false, nil
 	}
+	// Only the recomputed current node's assignment (or one a gate routed
+	// back to) is pasted (docs/decisions.md §23).
+	if rt, err := l.runtime(item, cwd, id); err != nil || !l.pasteAllowed(ctx, rt, item, cwd, id, text) {
+		return false, nil
+	}
 	res, err := l.mgr.Deliver(ctx, item, text)
 	if err != nil {
 		l.record("graph.assignment_failed", graph.LevelWarning, graph.Field{Key: "work_item", Value: item.String()}, graph.Field{Key: "error", Value: err.Error()})
@@ -530,6 +577,9 @@ func (l *graphLink) start(ctx context.Context, item workitem.Ref, cwd string, ev
 	return l.guarded(ctx, actStart, item, cwd, func(rt *graph.Runtime, id string) error {
 		rep, err := rt.Start(ctx, id)
 		if err != nil || rep == nil || ev == nil {
+			if err == nil {
+				l.rebase(ctx, rt, item, workitem.Ref{}, cwd, id)
+			}
 			return err
 		}
 		if n, ok := rt.Graph().Node(rep.CurrentNode); ok && n.IsHuman() {
@@ -539,9 +589,13 @@ func (l *graphLink) start(ctx context.Context, item workitem.Ref, cwd string, ev
 			if err != nil {
 				return err
 			}
-			_, err = rt.Advance(ctx, id, gev)
+			step, err := rt.Advance(ctx, id, gev)
+			if err == nil {
+				l.rebase(ctx, rt, item, workitem.Ref{}, cwd, id, movedFrom(step)...)
+			}
 			return err
 		}
+		l.rebase(ctx, rt, item, workitem.Ref{}, cwd, id)
 		return nil
 	})
 }
@@ -564,7 +618,7 @@ func (l *graphLink) onSpawn(ctx context.Context, item workitem.Ref, cwd, session
 func (l *graphLink) spawnContext(ctx context.Context, item workitem.Ref, cwd string) *graphContext {
 	var out *graphContext
 	_ = l.guarded(ctx, actContext, item, cwd, func(rt *graph.Runtime, id string) error {
-		gc, err := l.readContext(ctx, rt, id, loop.NewStore(cwd, l.specDir(cwd)))
+		gc, err := l.readContext(ctx, rt, id, cwd, loop.NewStore(cwd, l.specDir(cwd)))
 		if gc != nil && gc.Node != nil && gc.Status != "pending" {
 			gc.Assignment = hooks.RenderAssignment(graph.WorkItem{ID: id, Ref: item.String()}, gc.Node, gc.Surface, 0, "")
 		}
@@ -601,6 +655,17 @@ func (l *graphLink) onEvent(ctx context.Context, item, pr workitem.Ref, cwd stri
 		if n, ok := rt.Graph().Node(st.CurrentNode); ok && !n.IsHuman() {
 			return skip{"agent-node"}
 		}
+		// The pointer is the agent's word: loopd decides a gate only where
+		// its own recompute has the work item (docs/decisions.md §23).
+		rc, err := l.recompute(ctx, rt, id, cwd)
+		if err != nil {
+			return err
+		}
+		if rc.cur.ID != st.CurrentNode {
+			l.record(EventClaimRefused, graph.LevelWarning, append([]graph.Field{{Key: "work_item", Value: on.String()}, {Key: "what", Value: "gate event"},
+				{Key: "asked_node", Value: st.CurrentNode}, {Key: "reason", Value: "graph-state.json's pointer is not where loopd's recompute has the work item; the gate is not decided"}}, recomputeFields(rc)...)...)
+			return skip{"pointer-disagrees-with-recompute"}
+		}
 		gev, err := l.decisionEvent(ctx, item, on, ev, gateNotBefore(st))
 		if err != nil {
 			return err
@@ -608,6 +673,9 @@ func (l *graphLink) onEvent(ctx context.Context, item, pr workitem.Ref, cwd stri
 		rep, err := rt.Advance(ctx, id, gev)
 		if errors.Is(err, graph.ErrNotStarted) {
 			return skip{"not-started"}
+		}
+		if err == nil {
+			l.rebase(ctx, rt, item, pr, cwd, id, movedFrom(rep)...)
 		}
 		out = rep
 		return err
@@ -656,7 +724,7 @@ func (c *graphContext) atHumanGate() bool {
 func (l *graphLink) context(ctx context.Context, item, pr workitem.Ref, cwd string) *graphContext {
 	var out *graphContext
 	_ = l.guardedFor(ctx, actContext, item, pr, cwd, func(rt *graph.Runtime, id string) error {
-		gc, err := l.readContext(ctx, rt, id, l.store(item, pr, cwd))
+		gc, err := l.readContext(ctx, rt, id, cwd, l.store(item, pr, cwd))
 		out = gc
 		return err
 	})
@@ -664,7 +732,7 @@ func (l *graphLink) context(ctx context.Context, item, pr workitem.Ref, cwd stri
 }
 
 // readContext reads a loop's context from its runtime and store.
-func (l *graphLink) readContext(ctx context.Context, rt *graph.Runtime, id string, store *loop.FileStore) (*graphContext, error) {
+func (l *graphLink) readContext(ctx context.Context, rt *graph.Runtime, id, cwd string, store *loop.FileStore) (*graphContext, error) {
 	gc := &graphContext{ID: id, Loop: rt.Graph().Name}
 	rep, err := rt.Status(ctx, id, false)
 	if errors.Is(err, graph.ErrNoState) || err == nil && rep != nil && rep.CurrentNode == "" {
@@ -681,6 +749,20 @@ func (l *graphLink) readContext(ctx context.Context, rt *graph.Runtime, id strin
 	} else if st == nil || st.CurrentNode == "" {
 		gc.Status = "pending"
 		return gc, nil
+	}
+	// The pointer is the agent's word: the context (and the assignment a
+	// spawn carries) is never further than loopd's recompute has the work
+	// item (docs/decisions.md §23).
+	if rc, err := l.recompute(ctx, rt, id, cwd); err != nil {
+		return nil, err
+	} else if rc.beyond(cur) {
+		l.record(EventClaimRefused, graph.LevelWarning, append([]graph.Field{{Key: "work_item", Value: id}, {Key: "what", Value: "context"},
+			{Key: "asked_node", Value: cur}, {Key: "reason", Value: "graph-state.json's pointer is beyond loopd's recompute; the context says where the recompute has the work item"}}, recomputeFields(rc)...)...)
+		cur = rc.cur.ID
+		if rep, err = rt.Status(ctx, id, true); err != nil {
+			return nil, err
+		}
+		rep.Parked = nil
 	}
 	n, ok := rt.Graph().Node(cur)
 	if !ok {
@@ -709,6 +791,15 @@ func (l *graphLink) readContext(ctx context.Context, rt *graph.Runtime, id strin
 		gc.Status = "in-progress"
 	}
 	return gc, nil
+}
+
+// movedFrom names the node a step of loopd's own runtime moved from (its
+// graph.advanced is already in loopd's event log), for rebase.
+func movedFrom(rep *graph.StepReport) []string {
+	if rep == nil || !rep.Moved {
+		return nil
+	}
+	return []string{rep.Node}
 }
 
 // rebind binds a respawned session (no event: the gate is not re-read).

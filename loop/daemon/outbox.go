@@ -8,14 +8,19 @@ import (
 	"github.com/theloop-dev/theloop/workitem"
 )
 
-// startOutbox starts the performer of the sessions' ticket effects
-// (package loop/daemon/outbox): the agent's session holds no credential,
-// so what its claims do on the ticket is recorded in its outbox and done
-// here, with the daemon's integrations, after the allowlist and the
-// session's own work items are checked. The returned stop waits for it.
+// startOutbox starts the performer of the sessions' requests (package
+// loop/daemon/outbox): the agent's session holds no credential, and a claim
+// in its outbox is a request, not a fact — the graph link recomputes the
+// work item under loopd's own trust anchor and derives the ticket's effects
+// (recompute.go), which are done here with the daemon's integrations once
+// the session's own work items are checked. The returned stop waits for it.
 func (d *Daemon) startOutbox() (func(), error) {
+	var judge outbox.Judge
+	if d.link != nil {
+		judge = outbox.JudgeFunc(d.link.judge)
+	}
 	p, err := outbox.New(outbox.Config{StateRoot: d.cfg.StateRoot},
-		outbox.Deps{Integrations: d.integ, Sessions: outbox.SessionsFunc(d.sessionWorkItems), Sink: d.sink, Clock: d.deps.Clock})
+		outbox.Deps{Integrations: d.integ, Sessions: outbox.SessionsFunc(d.sessionWorkItems), Judge: judge, Sink: d.sink, Clock: d.deps.Clock})
 	if err != nil {
 		return nil, err
 	}

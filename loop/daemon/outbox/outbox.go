@@ -1,27 +1,37 @@
-// Package outbox is the part of loopd that performs the ticket effects an
-// agent's session asked for (docs/decisions.md §18). A session loopd
-// spawned holds no credential: its claims record intents in
+// Package outbox is the part of loopd that answers what an agent's
+// session asks of the ticket (docs/decisions.md §18, §23). A session loopd
+// spawned holds no credential: its verbs record requests in
 // <state root>/outbox/<session id>/intents.jsonl (package loop: the file
-// format, the allowlist, the writer). The Performer watches those files,
-// checks every intent again — allowlisted operation, exactly its
-// parameters, and a work item the session serves — and performs it with
-// loopd's integrations, in order per session.
+// format, the writer) — claims and questions, never a label or a comment of
+// their own. The Performer watches those files, checks every line again
+// (its shape, and a work item the session serves), and answers it in order
+// per session:
+//
+//   - A claim is a request, not a fact. The Judge (loopd's graph link)
+//     recomputes the work item from the checkout's artifacts under loopd's
+//     own trust anchor and says which ticket effects that recompute gives —
+//     the phase label of the recomputed current node, a review request when
+//     it is a human gate just entered — and what it logs. A claim the
+//     recompute does not bear out is refused (outbox.refused, with what was
+//     asked and what the recompute says); the effects performed are the
+//     recompute's, never the claim's.
+//   - A question is posted under loopd's own heading, marked, as the
+//     agent's words.
+//   - A line of the retired format (a label or comment the session named
+//     itself) is refused as written; loopd derives what its recompute gives
+//     instead.
 //
 // Guarantees:
-//   - One effect per intent. A durable done record per intent,
+//   - One effect per request. A durable done record per line,
 //     <state root>/outbox-done/<session id>.jsonl (outside the session's
 //     reach), is written before the event that reports it; a comment carries
-//     a hidden marker with the intent's id, and an intent that may already
+//     a hidden marker with the line's id, and a comment that may already
 //     have been posted (a retry, or a restart after "started") is looked
 //     for on the ticket before it is posted again. Labels are idempotent.
-//   - Order. A session's intents are performed in the file's order; a
-//     failure that a retry can fix holds the later ones back, retried with
+//   - Order. A session's lines are answered in the file's order; a failure
+//     that a retry can fix holds the later ones back, retried with
 //     exponential back-off (capped). A permanent failure (GitHub refuses the
 //     request) is recorded and passed.
-//   - Refusal. An intent that is not allowlisted, is malformed, or names a
-//     work item the session does not serve is never performed: it is
-//     recorded done and logged as outbox.refused (with the reason, never the
-//     line's text).
 //   - Visibility: outbox.performed, outbox.failed and outbox.refused in the
 //     event log; Pending counts what waits per work item.
 //   - Lifecycle: Start starts one goroutine; Close stops it and waits.
@@ -33,6 +43,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"maps"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -42,6 +53,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/theloop-dev/theloop/graph"
+	"github.com/theloop-dev/theloop/hooks"
 	"github.com/theloop-dev/theloop/integrations"
 	"github.com/theloop-dev/theloop/loop"
 	"github.com/theloop-dev/theloop/ops"
@@ -75,6 +87,47 @@ const IntentMarkerPrefix = "<!-- the-loop:intent "
 
 func intentMarker(id string) string { return IntentMarkerPrefix + id + " -->" }
 
+// Judge is loopd's answer to a claim: it recomputes the work item the
+// intent names from the checkout's artifacts under loopd's own trust anchor
+// and derives what follows. It is called for every claim and every retired
+// line that is not a question, again on each retry of the line; an error
+// is retried later (the line holds the session's later ones back).
+type Judge interface {
+	Judge(ctx context.Context, in loop.Intent) (Verdict, error)
+}
+
+// JudgeFunc adapts a function to Judge.
+type JudgeFunc func(ctx context.Context, in loop.Intent) (Verdict, error)
+
+// Judge implements Judge.
+func (f JudgeFunc) Judge(ctx context.Context, in loop.Intent) (Verdict, error) { return f(ctx, in) }
+
+// Verdict is what loopd's recompute says of a claim.
+type Verdict struct {
+	// Refused says why the request is not borne out by the recompute (""
+	// when it is). A refused claim may still carry Effects: the recompute
+	// it prompted may have found a transition of its own.
+	Refused string
+	// Fields say what was asked and what the recompute says (in the
+	// outbox.* event).
+	Fields []graph.Field
+	// Effects are the ticket effects the recompute gives, performed in
+	// order.
+	Effects []Effect
+	// Done, when set, is called once the line is answered (its effects
+	// performed or failed for good, its state recorded): the judge then
+	// keeps what it observed and logs the transitions.
+	Done func()
+}
+
+// Effect is one ticket effect loopd performs with its own credentials.
+type Effect struct {
+	Op   graph.Operation
+	Args map[string]any
+	// Summary describes it for the event log (never a comment's text).
+	Summary string
+}
+
 // Sessions says which work items a session serves.
 type Sessions interface {
 	// WorkItems returns the refs the session's intents may land on: its
@@ -107,6 +160,9 @@ type Deps struct {
 	Integrations graph.Integrations
 	// Sessions maps a session to its work items. Required.
 	Sessions Sessions
+	// Judge recomputes what a claim asks. nil refuses every claim (fail
+	// closed: nothing the session claims moves the ticket).
+	Judge Judge
 	// Sink receives the outbox.* events (nil: none).
 	Sink graph.Sink
 	// Clock stamps events and back-off (default the wall clock). Timers
@@ -354,60 +410,123 @@ func (p *Performer) handle(s *session, l loop.OutboxLine, refs []workitem.Ref, r
 	if !ours {
 		return refuse(&in, fmt.Sprintf("work item %s is not the session's (%s)", in.WorkItem, strings.Join(names, ", ")))
 	}
-	return p.perform(s, l.No, in)
-}
-
-// perform makes the intent's one effect.
-func (p *Performer) perform(s *session, no int, in loop.Intent) bool {
-	args := in.Args()
-	if in.Op == ops.GitHubAddComment {
-		args["body"] = strings.TrimRight(args["body"].(string), "\n") + "\n" + intentMarker(in.ID) + "\n"
-		if s.started[no] || s.attempt > 0 {
-			// GitHub may have posted it before the answer was lost.
-			if url, found, err := p.alreadyPosted(in); err != nil {
-				return p.failed(s, in, err)
-			} else if found {
-				return p.performed(s, no, in, url, true)
+	var v Verdict
+	switch {
+	case in.Question() != "":
+		v.Effects = []Effect{{Op: ops.GitHubAddComment, Args: map[string]any{"ref": in.WorkItem, "body": QuestionComment(in)}, Summary: "question"}}
+	case p.deps.Judge == nil:
+		return refuse(&in, "loopd has no recompute to judge the claim by")
+	default:
+		var err error
+		if v, err = p.deps.Judge.Judge(p.ctx, in); err != nil {
+			return p.failed(s, in, fmt.Errorf("recomputing the work item: %w", err))
+		}
+		if in.Legacy() {
+			// The retired format named the effect itself: never performed
+			// as written; the recompute's effects stand instead.
+			v.Refused = fmt.Sprintf("%s is the retired outbox format: a session names no label or comment; loopd performs only what its own recompute gives", in.Op)
+			if len(v.Effects) > 0 {
+				v.Refused += " (" + summaries(v.Effects) + ")"
 			}
 		}
 	}
-	if !s.started[no] {
+	return p.perform(s, l.No, in, v)
+}
+
+// QuestionComment is the comment loopd posts for a question: under its own
+// heading, naming it the agent's, quoted, and marked (ingress drops marked
+// comments, so no question can decide a gate).
+func QuestionComment(in loop.Intent) string {
+	q := strings.TrimSpace(in.Question())
+	var b strings.Builder
+	fmt.Fprintf(&b, "🤖 _the-loop_ — **a question from the agent** working on this ticket (session `%s`). These are the agent's words, not the-loop's; an authorized reply on this ticket reaches it.\n\n", in.Session)
+	for _, line := range strings.Split(q, "\n") {
+		b.WriteString("> " + line + "\n")
+	}
+	return hooks.Mark(b.String())
+}
+
+func summaries(effects []Effect) string {
+	out := make([]string, len(effects))
+	for i, e := range effects {
+		out[i] = e.Summary
+	}
+	return strings.Join(out, "; ")
+}
+
+// perform makes the verdict's effects, in order, and resolves the line.
+func (p *Performer) perform(s *session, no int, in loop.Intent, v Verdict) bool {
+	// A line started before this attempt (or before a restart) may have
+	// posted its comments already.
+	again := s.started[no] || s.attempt > 0
+	if len(v.Effects) > 0 && !s.started[no] {
 		if err := p.record(s, no, "started", ""); err != nil {
 			return p.failed(s, in, fmt.Errorf("recording the start: %w", err))
 		}
 	}
-	ctx, cancel := context.WithTimeout(p.ctx, p.cfg.CallTimeout)
-	res, err := p.deps.Integrations.Call(ctx, in.Op, args)
-	cancel()
-	if err != nil {
-		if permanent(err) && p.ctx.Err() == nil {
-			if rerr := p.record(s, no, "failed", ""); rerr != nil {
-				return p.failed(s, in, rerr)
+	var urls []string
+	final := false
+	for k, e := range v.Effects {
+		args := maps.Clone(e.Args)
+		if e.Op == ops.GitHubAddComment {
+			marker := intentMarker(in.ID)
+			if k > 0 {
+				marker = intentMarker(fmt.Sprintf("%s/%d", in.ID, k))
 			}
-			p.emit(EventFailed, graph.LevelError, s.id, &in, graph.Field{Key: "error", Value: err.Error()}, graph.Field{Key: "final", Value: true})
-			s.attempt = 0
-			return true
+			args["body"] = strings.TrimRight(args["body"].(string), "\n") + "\n" + marker + "\n"
+			if again {
+				// GitHub may have posted it before the answer was lost.
+				if url, found, err := p.alreadyPosted(in.WorkItem, marker); err != nil {
+					return p.failed(s, in, err)
+				} else if found {
+					urls = append(urls, url)
+					continue
+				}
+			}
 		}
-		return p.failed(s, in, err)
+		ctx, cancel := context.WithTimeout(p.ctx, p.cfg.CallTimeout)
+		res, err := p.deps.Integrations.Call(ctx, e.Op, args)
+		cancel()
+		if err != nil {
+			if permanent(err) && p.ctx.Err() == nil {
+				p.emit(EventFailed, graph.LevelError, s.id, &in, graph.Field{Key: "effect", Value: e.Summary}, graph.Field{Key: "error", Value: err.Error()}, graph.Field{Key: "final", Value: true})
+				final = true
+				continue
+			}
+			return p.failed(s, in, err)
+		}
+		if url, _ := res["url"].(string); url != "" {
+			urls = append(urls, url)
+		}
 	}
-	url, _ := res["url"].(string)
-	return p.performed(s, no, in, url, false)
-}
-
-func (p *Performer) performed(s *session, no int, in loop.Intent, url string, found bool) bool {
-	if err := p.record(s, no, "performed", url); err != nil {
-		// The effect happened; a retry finds the comment or re-applies the
+	state := "performed"
+	switch {
+	case v.Refused != "":
+		state = "refused"
+	case final:
+		state = "failed"
+	}
+	if err := p.record(s, no, state, strings.Join(urls, " ")); err != nil {
+		// The effects happened; a retry finds the comment or re-applies the
 		// label, so this is safe to fail.
 		return p.failed(s, in, fmt.Errorf("recording it done: %w", err))
 	}
-	fields := []graph.Field{{Key: "latency_ms", Value: p.deps.Clock.Now().Sub(in.Created).Milliseconds()}, {Key: "attempts", Value: s.attempt + 1}}
-	if url != "" {
-		fields = append(fields, graph.Field{Key: "url", Value: url})
+	if v.Done != nil {
+		v.Done()
 	}
-	if found {
-		fields = append(fields, graph.Field{Key: "already_on_ticket", Value: true})
+	fields := append([]graph.Field{{Key: "line", Value: no}}, v.Fields...)
+	if len(v.Effects) > 0 {
+		fields = append(fields, graph.Field{Key: "effects", Value: summaries(v.Effects)})
 	}
-	p.emit(EventPerformed, graph.LevelInfo, s.id, &in, fields...)
+	if v.Refused != "" {
+		p.emit(EventRefused, graph.LevelWarning, s.id, &in, append(fields, graph.Field{Key: "reason", Value: v.Refused})...)
+	} else {
+		fields = append(fields, graph.Field{Key: "latency_ms", Value: p.deps.Clock.Now().Sub(in.Created).Milliseconds()}, graph.Field{Key: "attempts", Value: s.attempt + 1})
+		if len(urls) > 0 {
+			fields = append(fields, graph.Field{Key: "url", Value: strings.Join(urls, " ")})
+		}
+		p.emit(EventPerformed, graph.LevelInfo, s.id, &in, fields...)
+	}
 	s.attempt = 0
 	return true
 }
@@ -429,14 +548,13 @@ func (p *Performer) failed(s *session, in loop.Intent, err error) bool {
 }
 
 // alreadyPosted looks for the intent's marker among the ticket's comments.
-func (p *Performer) alreadyPosted(in loop.Intent) (string, bool, error) {
+func (p *Performer) alreadyPosted(ref, marker string) (string, bool, error) {
 	ctx, cancel := context.WithTimeout(p.ctx, p.cfg.CallTimeout)
 	defer cancel()
-	res, err := p.deps.Integrations.Call(ctx, ops.GitHubListComments, map[string]any{"ref": in.WorkItem})
+	res, err := p.deps.Integrations.Call(ctx, ops.GitHubListComments, map[string]any{"ref": ref})
 	if err != nil {
 		return "", false, fmt.Errorf("looking for a comment posted before: %w", err)
 	}
-	marker := intentMarker(in.ID)
 	list, _ := res["comments"].([]any)
 	for _, c := range list {
 		m, _ := c.(map[string]any)

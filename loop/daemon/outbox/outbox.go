@@ -465,7 +465,7 @@ func (p *Performer) perform(s *session, no int, in loop.Intent, v Verdict) bool 
 		}
 	}
 	var urls []string
-	final := false
+	final, found := false, false
 	for k, e := range v.Effects {
 		args := maps.Clone(e.Args)
 		if e.Op == ops.GitHubAddComment {
@@ -476,10 +476,10 @@ func (p *Performer) perform(s *session, no int, in loop.Intent, v Verdict) bool 
 			args["body"] = strings.TrimRight(args["body"].(string), "\n") + "\n" + marker + "\n"
 			if again {
 				// GitHub may have posted it before the answer was lost.
-				if url, found, err := p.alreadyPosted(in.WorkItem, marker); err != nil {
+				if url, ok, err := p.alreadyPosted(in.WorkItem, marker); err != nil {
 					return p.failed(s, in, err)
-				} else if found {
-					urls = append(urls, url)
+				} else if ok {
+					urls, found = append(urls, url), true
 					continue
 				}
 			}
@@ -524,6 +524,9 @@ func (p *Performer) perform(s *session, no int, in loop.Intent, v Verdict) bool 
 		fields = append(fields, graph.Field{Key: "latency_ms", Value: p.deps.Clock.Now().Sub(in.Created).Milliseconds()}, graph.Field{Key: "attempts", Value: s.attempt + 1})
 		if len(urls) > 0 {
 			fields = append(fields, graph.Field{Key: "url", Value: strings.Join(urls, " ")})
+		}
+		if found {
+			fields = append(fields, graph.Field{Key: "already_on_ticket", Value: true})
 		}
 		p.emit(EventPerformed, graph.LevelInfo, s.id, &in, fields...)
 	}

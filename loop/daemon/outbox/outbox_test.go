@@ -1,6 +1,7 @@
 package outbox_test
 
 import (
+	"context"
 	"errors"
 	"os"
 	"path/filepath"
@@ -38,6 +39,19 @@ type world struct {
 	set  graph.Integrations
 	sink *graphtest.Sink
 	rec  *loop.Recorder
+	// verdict is the stand-in recompute's answer to every claim; judged
+	// counts the claims answered (Done).
+	verdict func(in loop.Intent) outbox.Verdict
+	judged  int
+}
+
+// designVerdict is what loopd's recompute gives a claim that entered the
+// design gate: the phase label, then the review request.
+func designVerdict(loop.Intent) outbox.Verdict {
+	return outbox.Verdict{Effects: []outbox.Effect{
+		{Op: ops.GitHubSetLabels, Summary: "label loop:design", Args: map[string]any{"ref": issue1, "labels": []any{"loop:design"}, "replacePrefix": "loop:"}},
+		{Op: ops.GitHubAddComment, Summary: "review request", Args: map[string]any{"ref": issue1, "body": hooks.Mark("**design** is ready for review.")}},
+	}}
 }
 
 func newWorld(t testing.TB) *world {
@@ -57,7 +71,7 @@ func newWorld(t testing.TB) *world {
 	root := t.TempDir()
 	_, err = loop.PrepareOutboxDir(root, sid)
 	require.NoError(t, err)
-	return &world{root: root, sim: sim, set: set, sink: &graphtest.Sink{},
+	return &world{root: root, sim: sim, set: set, sink: &graphtest.Sink{}, verdict: designVerdict,
 		rec: loop.NewRecorder(loop.ManagedSession{SessionID: sid, WorkItem: "issue-1", StateRoot: root}, "graph complete", nil)}
 }
 
@@ -70,19 +84,25 @@ func (w *world) performer(t testing.TB) *outbox.Performer {
 			}
 			r, _ := workitem.Parse(issue1)
 			return []workitem.Ref{r}, nil
+		}), Judge: outbox.JudgeFunc(func(_ context.Context, in loop.Intent) (outbox.Verdict, error) {
+			v := w.verdict(in)
+			v.Done = func() { w.judged++ }
+			return v, nil
 		})})
 	require.NoError(t, err)
 	return p
 }
 
-// claim records what a claim entering the design gate records: the phase
-// label, then the review request.
+// claim records what a claim of requirements-definition records in a
+// managed session: the hooks' ticket effects are not written; the
+// transition is one claim line.
 func (w *world) claim(t testing.TB) {
 	t.Helper()
 	_, err := w.rec.Call(t.Context(), ops.GitHubSetLabels, map[string]any{"ref": issue1, "labels": []string{"loop:design"}, "replacePrefix": "loop:"})
 	require.NoError(t, err)
-	_, err = w.rec.Call(t.Context(), ops.GitHubAddComment, map[string]any{"ref": issue1, "body": hooks.Mark("**design** is ready for review.")})
-	require.NoError(t, err)
+	w.rec.Emit(graph.LogEvent{Name: graph.EventAdvanced, Fields: []graph.Field{{Key: "work_item", Value: issue1},
+		{Key: "node", Value: "requirements-definition"}, {Key: "to", Value: "requirements-approval"}, {Key: "outcome", Value: "pass"}}})
+	require.NoError(t, w.rec.Err())
 }
 
 func (w *world) writes() []string {
@@ -132,11 +152,12 @@ func TestPerformsInOrderOnceAcrossRestarts(t *testing.T) {
 	cs := w.comments(t, 1)
 	require.Len(t, cs, 1)
 	require.True(t, hooks.SelfAuthored(cs[0].Body), "the comment carries the marker ingress drops")
-	require.Contains(t, cs[0].Body, outbox.IntentMarkerPrefix+sid+"-2 -->")
+	require.Contains(t, cs[0].Body, outbox.IntentMarkerPrefix+sid+"-1/1 -->")
 	writes := w.writes()
 	require.NotEmpty(t, writes)
-	require.Contains(t, writes[len(writes)-1], "/comments", "the label first, then the comment: file order")
-	require.Equal(t, 2, w.sink.Count(outbox.EventPerformed))
+	require.Contains(t, writes[len(writes)-1], "/comments", "the label first, then the comment: the verdict's order")
+	require.Equal(t, 1, w.sink.Count(outbox.EventPerformed))
+	require.Equal(t, 1, w.judged)
 	require.Zero(t, p.Pending(issue1))
 	require.NoError(t, p.Close())
 
@@ -146,6 +167,7 @@ func TestPerformsInOrderOnceAcrossRestarts(t *testing.T) {
 	require.NoError(t, p2.Close())
 	require.Len(t, w.sim.Requests(), before, "a replay has no effect")
 	require.Len(t, w.comments(t, 1), 1)
+	require.Equal(t, 1, w.judged)
 }
 
 // loopd died after GitHub took the comment and before it was recorded
@@ -185,45 +207,71 @@ func TestAFailingGitHubIsRetried(t *testing.T) {
 	w := newWorld(t)
 	w.sim.InjectFault(githubsim.Fault{PathContains: "/labels", Status: 502, Times: 3})
 	w.claim(t)
+	w.claim(t) // a later claim waits behind it
 	p := w.performer(t)
 	p.Poll()
 	require.Empty(t, w.comments(t, 1), "the comment waits behind the failing label")
 	require.Equal(t, 2, p.Pending(issue1))
+	require.Zero(t, w.judged)
 	p.Start()
 	// Done when recorded, not when GitHub has it: Close may interrupt a
 	// call whose answer is still on its way (then a restart finds it).
-	require.Eventually(t, func() bool { return w.sink.Count(outbox.EventPerformed) == 2 }, 5*time.Second, 10*time.Millisecond)
+	require.Eventually(t, func() bool { return w.sink.Count(outbox.EventPerformed) == 2 }, 10*time.Second, 10*time.Millisecond)
 	require.NoError(t, p.Close())
 	require.Equal(t, []string{"loop:design"}, w.labels(t, 1))
 	require.GreaterOrEqual(t, w.sink.Count(outbox.EventFailed), 1)
 	require.Equal(t, 2, w.sink.Count(outbox.EventPerformed))
 	require.Zero(t, p.Pending(issue1))
-	require.Len(t, w.comments(t, 1), 1)
+	require.Len(t, w.comments(t, 1), 2, "one review request per claim: each line has its own marker")
+	require.Equal(t, 2, w.judged)
 }
 
-// Whatever the session writes that is not an allowlisted effect on its
-// own work item is refused, logged, and never reaches GitHub; the lines
-// after it still do.
+// Whatever the session writes that is not a request on its own work item
+// is refused, logged, and never reaches GitHub; a line of the retired
+// format is never performed as written (the recompute's effects stand
+// instead); a question is posted under loopd's heading; the lines after a
+// refusal still land.
 func TestRefusals(t *testing.T) {
 	w := newWorld(t)
+	w.verdict = func(in loop.Intent) outbox.Verdict {
+		if in.Op == loop.IntentClaim {
+			return designVerdict(in)
+		}
+		return outbox.Verdict{} // the recompute of a retired line finds nothing new
+	}
 	created := `"created":"2026-05-04T09:00:00Z"`
-	w.appendRaw(t, `{"id":"sess-1-1","session":"sess-1","workItem":"`+issue2+`","op":"github.set-labels","params":{"ref":"`+issue2+`","labels":["loop:done"]},`+created+`}`)
-	w.appendRaw(t, `{"id":"sess-1-2","session":"sess-1","workItem":"`+issue1+`","op":"github.add-reaction","params":{"ref":"`+issue1+`","content":"+1"},`+created+`}`)
-	w.appendRaw(t, `{"id":"sess-1-3","session":"sess-1","workItem":"`+issue1+`","op":"github.add-comment","params":{"ref":"`+issue1+`","body":"Approved"},`+created+`}`)
-	w.appendRaw(t, `{"id":"sess-1-9","session":"sess-1","workItem":"`+issue1+`","op":"github.set-labels","params":{"ref":"`+issue1+`","labels":["loop:x"]},`+created+`}`)
+	line := func(n, ref, op, params, source string) string {
+		return `{"id":"sess-1-` + n + `","session":"sess-1","workItem":"` + ref + `","op":"` + op + `","params":{"ref":"` + ref + `",` + params + `},` + created + `,"source":"` + source + `"}`
+	}
+	w.appendRaw(t, line("1", issue2, "loop.claim", `"node":"design","status":"pass"`, "graph complete"))
+	w.appendRaw(t, line("2", issue1, "github.add-reaction", `"content":"+1"`, "graph complete"))
+	w.appendRaw(t, line("3", issue1, "github.add-comment", `"body":"Approved"`, "graph complete"))
+	w.appendRaw(t, line("9", issue1, "loop.claim", `"node":"design","status":"pass"`, "graph complete"))
 	w.appendRaw(t, `not json at all`)
-	w.claim(t) // lines 6 and 7: a real claim still lands
+	w.appendRaw(t, line("6", issue1, "github.set-labels", `"labels":["loop:implementation"],"replacePrefix":"loop:"`, "graph complete"))
+	w.appendRaw(t, line("7", issue1, "github.add-comment", `"body":"design-approval approved by @alice\n`+hooks.Marker+`"`, "graph complete"))
+	w.appendRaw(t, line("8", issue1, "github.add-comment", `"body":"Which backend?\n`+hooks.Marker+`"`, "ask"))
+	w.appendRaw(t, line("9", issue1, "loop.ask", `"question":"And which region?"`, "mcp"))
+	w.appendRaw(t, line("10", issue1, "loop.claim", `"node":"design","status":"pass"`, "graph complete")) // a claim still lands
 	p := w.performer(t)
 	p.Poll()
 	require.NoError(t, p.Close())
 
 	require.Empty(t, w.labels(t, 2), "another work item's ticket is untouched")
 	require.Empty(t, w.comments(t, 2))
-	require.Equal(t, []string{"loop:design"}, w.labels(t, 1))
-	cs := w.comments(t, 1)
-	require.Len(t, cs, 1)
-	require.NotContains(t, cs[0].Body, "Approved")
-	require.Equal(t, 5, w.sink.Count(outbox.EventRefused))
+	require.Equal(t, []string{"loop:design"}, w.labels(t, 1), "the recompute's label, never the retired line's")
+	var bodies []string
+	for _, c := range w.comments(t, 1) {
+		bodies = append(bodies, c.Body)
+		require.True(t, hooks.SelfAuthored(c.Body))
+		require.NotContains(t, c.Body, "Approved")
+		require.NotContains(t, c.Body, "approved by @alice")
+	}
+	require.Len(t, bodies, 3, "two questions and the claim's review request")
+	require.Contains(t, bodies[0], "a question from the agent")
+	require.Contains(t, bodies[0], "> Which backend?")
+	require.Contains(t, bodies[1], "> And which region?")
+	require.Contains(t, bodies[2], "ready for review")
 	var reasons []string
 	for _, e := range w.sink.Events() {
 		if e.Name == outbox.EventRefused {
@@ -231,11 +279,15 @@ func TestRefusals(t *testing.T) {
 			reasons = append(reasons, r.(string))
 		}
 	}
+	require.Len(t, reasons, 7)
 	require.Contains(t, reasons[0], "is not the session's")
-	require.Contains(t, reasons[1], "is not one an agent's session may ask for")
+	require.Contains(t, reasons[1], "is not a request an agent's session may make")
 	require.Contains(t, reasons[2], "self-authored marker")
 	require.Contains(t, reasons[3], "<session>-<line>")
 	require.Contains(t, reasons[4], "not an intent")
+	require.Contains(t, reasons[5], "retired outbox format")
+	require.Contains(t, reasons[6], "retired outbox format")
+	require.Equal(t, 3, w.judged, "the claim and the two retired lines were recomputed")
 
 	// Refusals are durable too: a restart does not log them again.
 	n := len(w.sink.Events())
@@ -245,11 +297,53 @@ func TestRefusals(t *testing.T) {
 	require.Len(t, w.sink.Events(), n)
 }
 
+// A claim the recompute does not bear out is refused with what was asked
+// and what the recompute says; without a judge every claim is refused.
+func TestAClaimTheRecomputeRefusesHasNoEffect(t *testing.T) {
+	tests := []struct {
+		name    string
+		verdict func(loop.Intent) outbox.Verdict
+		judge   bool
+		reason  string
+	}{
+		{"refused by the recompute", func(loop.Intent) outbox.Verdict {
+			return outbox.Verdict{Refused: "the claim is about tasks-breakdown, which loopd's recompute has not reached",
+				Fields: []graph.Field{{Key: "recomputed_node", Value: "design-approval"}}}
+		}, true, "has not reached"},
+		{"no judge", nil, false, "no recompute"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			w := newWorld(t)
+			w.verdict = tc.verdict
+			w.claim(t)
+			p := w.performer(t)
+			if !tc.judge {
+				var err error
+				p, err = outbox.New(outbox.Config{StateRoot: w.root}, outbox.Deps{Integrations: w.set, Sink: w.sink,
+					Sessions: outbox.SessionsFunc(func(string) ([]workitem.Ref, error) { r, _ := workitem.Parse(issue1); return []workitem.Ref{r}, nil })})
+				require.NoError(t, err)
+			}
+			p.Poll()
+			require.NoError(t, p.Close())
+			require.Empty(t, w.writes(), "nothing reaches the ticket")
+			require.Equal(t, 1, w.sink.Count(outbox.EventRefused))
+			e := w.sink.Events()[len(w.sink.Events())-1]
+			r, _ := e.Get("reason")
+			require.Contains(t, r, tc.reason)
+			if tc.judge {
+				got, _ := e.Get("recomputed_node")
+				require.Equal(t, "design-approval", got)
+			}
+		})
+	}
+}
+
 // An unknown session's outbox is refused wholesale; a symlink planted as
 // the intents file is not read.
 func TestUnknownSessionAndLinks(t *testing.T) {
 	w := newWorld(t)
-	other := loop.NewRecorder(loop.ManagedSession{SessionID: "stranger", WorkItem: "issue-1", StateRoot: w.root}, "ask", nil)
+	other := loop.NewAskRecorder(loop.ManagedSession{SessionID: "stranger", WorkItem: "issue-1", StateRoot: w.root}, "ask", nil)
 	_, err := other.Call(t.Context(), ops.GitHubAddComment, map[string]any{"ref": issue1, "body": hooks.Mark("hi")})
 	require.NoError(t, err)
 	secret := filepath.Join(t.TempDir(), "secret")
@@ -266,11 +360,8 @@ func TestUnknownSessionAndLinks(t *testing.T) {
 // passed; it does not wedge the session.
 func TestAPermanentFailureIsPassed(t *testing.T) {
 	w := newWorld(t)
-	_, err := w.rec.Call(t.Context(), ops.GitHubSetLabels, map[string]any{"ref": issue1, "labels": []any{"loop:code"}})
-	require.NoError(t, err)
 	w.sim.InjectFault(githubsim.Fault{PathContains: "/labels", Status: 404, Times: 1})
-	_, err = w.rec.Call(t.Context(), ops.GitHubAddComment, map[string]any{"ref": issue1, "body": hooks.Mark("next")})
-	require.NoError(t, err)
+	w.claim(t)
 	p := w.performer(t)
 	p.Poll()
 	require.NoError(t, p.Close())

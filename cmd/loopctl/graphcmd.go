@@ -244,15 +244,17 @@ the node's checks blocked (block, escalated) or for an unknown work item or
 no repository, 2 for bad usage.
 
 In a session loopd started (THE_LOOP_SESSION_ID, THE_LOOP_WORK_ITEM and
-THE_LOOP_STATE_ROOT set) the session holds no GitHub credential: the claim's
-effects on the ticket (the loop: phase label, the review request, marked
-comments) are written to the session's outbox, <state root>/outbox/<session
-id>/intents.jsonl, and loopd performs them, usually within a second. The reply
-then says so:
+THE_LOOP_STATE_ROOT set) the session holds no GitHub credential, and its claim
+is a request, not a fact: the claim (node, status, where it moved) is written to
+the session's outbox, <state root>/outbox/<session id>/intents.jsonl, and loopd
+recomputes the work item from the artifacts under its own trust anchor and
+derives the ticket's effects (the loop: phase label, the review request) from
+that recompute, usually within a second. A claim the recompute does not bear
+out changes nothing on the ticket. The reply then says so:
    "ticketEffects": {"via": "loopd", "pending": [{"id", "op", "workItem", "summary"}]}
 Pending is not failed: watch them land with ` + "`loopctl events`" + ` (outbox.performed,
 outbox.failed, outbox.refused). Run by hand outside loopd, complete performs
-them itself with your own credentials and the field is absent.
+the effects itself with your own credentials and the field is absent.
 
 Example:
    loopctl graph complete issue-42`,
@@ -317,10 +319,15 @@ type managedClaim struct {
 	TicketEffects ticketEffects `json:"ticketEffects"`
 }
 
-// ticketEffects are the intents a verb recorded in the session's outbox.
+// ticketEffects are the claims a verb recorded in the session's outbox:
+// requests, not effects — loopd recomputes the work item and derives what
+// the ticket shows (docs/decisions.md §23).
 type ticketEffects struct {
 	Via     string          `json:"via"`
 	Pending []pendingEffect `json:"pending"`
+	// Error says a claim could not be recorded (the outbox full, say):
+	// loopd will not hear of it until the next claim.
+	Error string `json:"error,omitempty"`
 }
 
 type pendingEffect struct {
@@ -334,6 +341,9 @@ func pendingEffects(r *loop.Recorder) ticketEffects {
 	te := ticketEffects{Via: "loopd", Pending: []pendingEffect{}}
 	for _, in := range r.Recorded() {
 		te.Pending = append(te.Pending, pendingEffect{ID: in.ID, Op: string(in.Op), WorkItem: in.WorkItem, Summary: in.Summary()})
+	}
+	if err := r.Err(); err != nil {
+		te.Error = err.Error()
 	}
 	return te
 }

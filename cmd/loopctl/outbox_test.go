@@ -3,7 +3,6 @@ package main
 import (
 	"encoding/json"
 	"path/filepath"
-	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -12,7 +11,6 @@ import (
 	"github.com/theloop-dev/theloop/integrations"
 	"github.com/theloop-dev/theloop/integrations/githubsim"
 	"github.com/theloop-dev/theloop/loop"
-	"github.com/theloop-dev/theloop/ops"
 )
 
 // claimWorld is newRepo's issue-42 on a GitHub stand-in (acme/widgets#42),
@@ -65,10 +63,11 @@ func readIntents(t *testing.T, state string) []loop.Intent {
 	return out
 }
 
-// In a loopd-managed session a claim's ticket effects become intents in
-// the session's outbox: no integration is built, GitHub sees no request,
-// and the claim says they are pending via loopd.
-func TestGraphCompleteInALoopdSessionWritesIntents(t *testing.T) {
+// In a loopd-managed session a claim's ticket effects are not the
+// session's to name: no integration is built, GitHub sees no request, the
+// outbox holds the claims (node, status, where the agent's runtime went)
+// and no label or comment, and the envelope says loopd derives the rest.
+func TestGraphCompleteInALoopdSessionWritesClaims(t *testing.T) {
 	f, tio, sim, state, built := claimWorld(t, true)
 	require.Equal(t, exitOK, Main([]string{"loopctl", "graph", "force", "issue-42", "--to", "requirements-definition", "--reason", "agreed offline"}, f), tio.err.String())
 	tio.out.Reset()
@@ -86,27 +85,25 @@ func TestGraphCompleteInALoopdSessionWritesIntents(t *testing.T) {
 	require.NoError(t, json.Unmarshal(tio.out.Bytes(), &claim))
 	require.Equal(t, "requirements-approval", claim.CurrentNode)
 	require.Equal(t, "loopd", claim.TicketEffects.Via)
-	require.Len(t, claim.TicketEffects.Pending, 2, "the phase label and the review request; notify's Slack is not a ticket effect")
-	require.Equal(t, string(ops.GitHubSetLabels), claim.TicketEffects.Pending[0].Op)
-	require.Equal(t, "label loop:requirements-definition", claim.TicketEffects.Pending[0].Summary)
-	require.Equal(t, string(ops.GitHubAddComment), claim.TicketEffects.Pending[1].Op)
+	require.Len(t, claim.TicketEffects.Pending, 1, "one claim; the label and the review request are loopd's to derive")
+	require.Equal(t, string(loop.IntentClaim), claim.TicketEffects.Pending[0].Op)
+	require.Equal(t, "claim requirements-definition pass → requirements-approval", claim.TicketEffects.Pending[0].Summary)
 
 	require.False(t, *built, "no integration (no credential) is used in a loopd session")
 	require.Empty(t, sim.Requests(), "GitHub sees no request from the session")
 
 	intents := readIntents(t, state)
-	// The force's entry label and audit comment, then the claim's label
-	// and review request.
-	require.Len(t, intents, 4)
-	for i, in := range intents {
-		require.Equal(t, "github:acme/widgets#42", in.WorkItem)
-		require.Equal(t, "sess-9-"+string(rune('1'+i)), in.ID)
+	// The force records no claim (loopd's recompute ignores forced
+	// flags); the claim records one.
+	require.Len(t, intents, 1)
+	in := intents[0]
+	require.Equal(t, "github:acme/widgets#42", in.WorkItem)
+	require.Equal(t, "sess-9-1", in.ID)
+	require.Equal(t, "graph complete", in.Source)
+	require.Equal(t, loop.Claim{Node: "requirements-definition", Status: loop.ClaimPassed, To: "requirements-approval", Outcome: "pass"}, in.Claim())
+	for _, k := range []string{"labels", "body"} {
+		require.NotContains(t, in.Params, k, "the outbox carries no label and no comment")
 	}
-	require.Equal(t, "graph force", intents[0].Source)
-	require.Contains(t, intents[1].Params["body"], "forced transition")
-	require.Equal(t, "graph complete", intents[2].Source)
-	require.Equal(t, claim.TicketEffects.Pending[1].ID, intents[3].ID)
-	require.Contains(t, intents[3].Params["body"], "ready for review")
 }
 
 // Run by hand outside loopd, the same claim reaches GitHub itself, with
@@ -138,7 +135,8 @@ func TestAskInALoopdSessionWritesAnIntent(t *testing.T) {
 	intents := readIntents(t, state)
 	require.Len(t, intents, 1)
 	require.Equal(t, "ask", intents[0].Source)
-	require.True(t, strings.HasPrefix(intents[0].Params["body"].(string), "Which storage backend?"))
+	require.Equal(t, loop.IntentAsk, intents[0].Op)
+	require.Equal(t, "Which storage backend?", intents[0].Question())
 }
 
 // A session that says it is loopd's but lacks the state root fails closed.

@@ -578,7 +578,7 @@ func (l *graphLink) start(ctx context.Context, item workitem.Ref, cwd string, ev
 		rep, err := rt.Start(ctx, id)
 		if err != nil || rep == nil || ev == nil {
 			if err == nil {
-				l.rebase(ctx, rt, item, workitem.Ref{}, cwd, id)
+				l.rebase(ctx, rt, item, workitem.Ref{}, cwd, id, rep, true)
 			}
 			return err
 		}
@@ -589,13 +589,14 @@ func (l *graphLink) start(ctx context.Context, item workitem.Ref, cwd string, ev
 			if err != nil {
 				return err
 			}
+			l.rebase(ctx, rt, item, workitem.Ref{}, cwd, id, rep, true)
 			step, err := rt.Advance(ctx, id, gev)
 			if err == nil {
-				l.rebase(ctx, rt, item, workitem.Ref{}, cwd, id, movedFrom(step)...)
+				l.rebase(ctx, rt, item, workitem.Ref{}, cwd, id, step, false)
 			}
 			return err
 		}
-		l.rebase(ctx, rt, item, workitem.Ref{}, cwd, id)
+		l.rebase(ctx, rt, item, workitem.Ref{}, cwd, id, rep, true)
 		return nil
 	})
 }
@@ -675,7 +676,7 @@ func (l *graphLink) onEvent(ctx context.Context, item, pr workitem.Ref, cwd stri
 			return skip{"not-started"}
 		}
 		if err == nil {
-			l.rebase(ctx, rt, item, pr, cwd, id, movedFrom(rep)...)
+			l.rebase(ctx, rt, item, pr, cwd, id, rep, false)
 		}
 		out = rep
 		return err
@@ -791,15 +792,6 @@ func (l *graphLink) readContext(ctx context.Context, rt *graph.Runtime, id, cwd 
 		gc.Status = "in-progress"
 	}
 	return gc, nil
-}
-
-// movedFrom names the node a step of loopd's own runtime moved from (its
-// graph.advanced is already in loopd's event log), for rebase.
-func movedFrom(rep *graph.StepReport) []string {
-	if rep == nil || !rep.Moved {
-		return nil
-	}
-	return []string{rep.Node}
 }
 
 // rebind binds a respawned session (no event: the gate is not re-read).

@@ -68,6 +68,11 @@ const EventClaimRefused = "graph.claim_refused"
 type observedLoop struct {
 	// Current is the recomputed current node.
 	Current string `json:"current"`
+	// Effected is the node whose ticket effects (phase label, review
+	// request) are on the ticket: performed by loopd from a recompute, or
+	// by loopd's own runtime entering it. It trails Current when a
+	// recompute after loopd's own verb saw a claim's transition first.
+	Effected string `json:"effected,omitempty"`
 	// Passed are the nodes before it that passed, in the graph's order.
 	Passed []string `json:"passed"`
 	// Completed is set once a claim of the terminal node was borne out.
@@ -251,7 +256,7 @@ func (l *graphLink) judge(ctx context.Context, in loop.Intent) (outbox.Verdict, 
 		events = append(events, evs...)
 	}
 	v.Effects = l.derive(in.WorkItem, id, rc, prev, events)
-	v.Done = func() { l.commitObserved(key, in.WorkItem, rc, events, claimed, in.ID) }
+	v.Done = func() { l.commitObserved(key, in.WorkItem, rc, events, claimed, in.ID, rc.cur.ID) }
 	return v, nil
 }
 
@@ -294,7 +299,7 @@ func (l *graphLink) weigh(in loop.Intent, c loop.Claim, rc *recomputed, prev obs
 		return fmt.Sprintf("the claim names node %q, which is not in %s", c.Node, rc.g.Name), nil
 	}
 	nr := rc.node(n.ID)
-	base := []graph.Field{{Key: "work_item", Value: in.WorkItem}, {Key: "node", Value: n.ID}, {Key: "source", Value: recomputeSource}, {Key: "intent", Value: in.ID}}
+	base := []graph.Field{{Key: "work_item", Value: in.WorkItem}, {Key: "node", Value: n.ID}, {Key: "basis", Value: recomputeSource}, {Key: "intent", Value: in.ID}}
 	claimsPass := c.Status == loop.ClaimPassed || c.Status == loop.ClaimCompleted
 	switch {
 	case n.ID == rc.cur.ID && rc.complete():
@@ -363,8 +368,8 @@ func blockingHook(nr graph.NodeReport) string {
 // loop's ticket, id its spec id.
 func (l *graphLink) derive(ref, id string, rc *recomputed, prev observedLoop, claim []pendingEvent) []outbox.Effect {
 	var effects []outbox.Effect
-	if rc.cur.ID != prev.Current {
-		if rc.cur.Phase != "" && hasHook(rc.cur.Entry, "set-phase-label") {
+	if rc.cur.ID != prev.Effected {
+		if rc.cur.Phase != "" && hasHook(rc.cur.Entry, "set-phase-label") && !samePhase(rc.g, prev.Effected, rc.cur) {
 			label := loop.IntentLabelPrefix + rc.cur.Phase
 			effects = append(effects, outbox.Effect{Op: ops.GitHubSetLabels, Summary: "label " + label,
 				Args: map[string]any{"ref": ref, "labels": []any{label}, "replacePrefix": loop.IntentLabelPrefix}})
@@ -387,19 +392,31 @@ func (l *graphLink) derive(ref, id string, rc *recomputed, prev observedLoop, cl
 	return effects
 }
 
+// samePhase: the node loopd last had as current carries cur's phase
+// label already (a gate carries its producer's phase).
+func samePhase(g *graph.Graph, prev string, cur *graph.Node) bool {
+	p, ok := g.Node(prev)
+	return ok && p.Phase == cur.Phase && hasHook(p.Entry, "set-phase-label")
+}
+
 func hasHook(hs []graph.BoundHook, name string) bool {
 	return slices.ContainsFunc(hs, func(h graph.BoundHook) bool { return h.Name == name })
 }
 
 // commitObserved keeps what the recompute rc said of the loop key and then
 // logs (state first) the transitions since the record it replaces — one
-// graph.advanced per node newly passed — and the claim's own lines. except
-// names a node whose transition the caller's own runtime already logged.
-func (l *graphLink) commitObserved(key, ref string, rc *recomputed, claim []pendingEvent, claimed, intent string, except ...string) {
+// graph.advanced per node newly passed — and the claim's own lines.
+// effected is the node whose ticket effects are now on the ticket (""
+// leaves the record's); except names a node whose transition the caller's
+// own runtime already logged.
+func (l *graphLink) commitObserved(key, ref string, rc *recomputed, claim []pendingEvent, claimed, intent, effected string, except ...string) {
 	l.obsMu.Lock()
 	defer l.obsMu.Unlock()
 	prev := l.loadObserved(key)
-	next := observedLoop{Current: rc.cur.ID, Passed: rc.passed(), Completed: prev.Completed, LastBlock: map[string]string{}}
+	if effected == "" {
+		effected = prev.Effected
+	}
+	next := observedLoop{Current: rc.cur.ID, Effected: effected, Passed: rc.passed(), Completed: prev.Completed, LastBlock: map[string]string{}}
 	for k, v := range prev.LastBlock {
 		if k == rc.cur.ID { // a block counts only while its node stays current
 			next.LastBlock[k] = v
@@ -423,7 +440,7 @@ func (l *graphLink) commitObserved(key, ref string, rc *recomputed, claim []pend
 			continue
 		}
 		f := []graph.Field{{Key: "work_item", Value: ref}, {Key: "node", Value: n}, {Key: "to", Value: walk[i+1]},
-			{Key: "outcome", Value: rc.node(n).Outcome}, {Key: "source", Value: recomputeSource}}
+			{Key: "outcome", Value: rc.node(n).Outcome}, {Key: "basis", Value: recomputeSource}}
 		if n == claimed && intent != "" {
 			f = append(f, graph.Field{Key: "intent", Value: intent})
 		}
@@ -437,11 +454,13 @@ func (l *graphLink) commitObserved(key, ref string, rc *recomputed, claim []pend
 	}
 }
 
-// rebase recomputes a loop after loopd's own runtime moved it (a gate
+// rebase recomputes a loop after loopd's own runtime stepped it (a gate
 // decided by an event, a start) and keeps what it says, logging the
-// transitions the agent's claims made that loopd has not logged yet;
-// except are the nodes whose transitions the runtime just logged itself.
-func (l *graphLink) rebase(ctx context.Context, rt *graph.Runtime, item, pr workitem.Ref, cwd, id string, except ...string) {
+// transitions the agent's claims made that loopd has not logged yet. When
+// the step moved, the node it left was logged by the runtime itself and
+// the node it entered had its entry chain (its ticket effects) run by it;
+// entered is also set for a start seen for the first time.
+func (l *graphLink) rebase(ctx context.Context, rt *graph.Runtime, item, pr workitem.Ref, cwd, id string, step *graph.StepReport, start bool) {
 	rc, err := l.recompute(ctx, rt, id, cwd)
 	if err != nil {
 		return
@@ -450,7 +469,16 @@ func (l *graphLink) rebase(ctx context.Context, rt *graph.Runtime, item, pr work
 	if !pr.IsZero() {
 		ref = pr.String()
 	}
-	l.commitObserved(observedKey(item, pr), ref, rc, nil, "", "", except...)
+	key := observedKey(item, pr)
+	var entered string
+	var except []string
+	switch {
+	case step != nil && step.Moved:
+		entered, except = step.CurrentNode, []string{step.Node}
+	case start && step != nil && l.loadObserved(key).Effected == "":
+		entered = step.CurrentNode
+	}
+	l.commitObserved(key, ref, rc, nil, "", "", entered, except...)
 }
 
 func observedKey(item, pr workitem.Ref) string {

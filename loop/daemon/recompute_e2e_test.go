@@ -171,7 +171,7 @@ func TestLoopdRecomputesEveryClaim(t *testing.T) {
 		c := w.managedClaim(n, node, files)
 		require.Equal(t, wantStatus, c.Status, "claim %s: %+v", node, c)
 		w.eventually("loopd to answer the claim of "+node, func() bool {
-			return len(w.logged("outbox.performed", map[string]any{"work_item": ref})) +
+			return len(w.logged("outbox.performed", map[string]any{"work_item": ref}))+
 				len(w.logged("outbox.refused", map[string]any{"work_item": ref})) >= w.claimsSoFar(n)
 		})
 	}

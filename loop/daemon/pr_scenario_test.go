@@ -691,7 +691,11 @@ func TestPRInnerGateConsultedFirst(t *testing.T) {
 	require.True(t, ok)
 	require.Equal(t, "implementation", w.innerState(issue.Cwd, pr.Number).CurrentNode)
 
-	// The agent's work is done up to the human gate (forced here).
+	// The agent's work is done up to the human gate: the execution log the
+	// inner loop's nodes check (loopd's recompute reads it, docs/decisions.md
+	// §23), and the pointer forced there.
+	require.NoError(t, os.WriteFile(filepath.Join(issue.Cwd, "docs", "specs", "issue-"+itoa(n), "execution-log.md"),
+		[]byte("# Execution log\n\n## Review cycles\n\n- cycle 1: no findings\n\n## Security review (gate)\n\n- no new trust boundary\n\n## Pull requests\n\n- #"+itoa(pr.Number)+"\n"), 0o644))
 	rt, err := loop.Open(issue.Cwd, loop.Options{WorkItem: "issue-" + itoa(n), PR: pr.Number, AuthorizedUsers: w.cfg.AuthorizedUsers})
 	require.NoError(t, err)
 	_, err = rt.Force(context.Background(), "issue-"+itoa(n), graph.ForceRequest{To: "pr-approval", Reason: "test: the agent's nodes are done", Actor: "test"})

@@ -324,8 +324,12 @@ func (l *graphLink) weigh(in loop.Intent, c loop.Claim, rc *recomputed, prev obs
 	case n.ID == rc.cur.ID && nr.Status == graph.StatusBlock && !n.IsHuman():
 		msg := clipText(strings.Join(nr.Messages, "; "), 2000)
 		f := append(slices.Clone(base), graph.Field{Key: "verified", Value: true}, graph.Field{Key: "message", Value: msg})
+		// The hook is the claim's word (a report names none); the block
+		// and its message are the recompute's.
 		if h := blockingHook(nr); h != "" {
 			f = append(f, graph.Field{Key: "hook", Value: h})
+		} else if c.Hook != "" {
+			f = append(f, graph.Field{Key: "hook", Value: c.Hook})
 		}
 		evs := []pendingEvent{{name: graph.EventBlocked, level: graph.LevelInfo, fields: f, block: msg, node: n.ID}}
 		if prev.LastBlock[n.ID] == msg {

@@ -227,6 +227,8 @@ func (w *world) onEvent(rec loop.EventRecord) {
 	by := "daemon"
 	if rec.Source == "cli" {
 		by = "agent's claim"
+	} else if v, _ := rec.Get("basis"); v == "recompute" {
+		by = "loopd's recompute"
 	}
 	get := func(k string) string {
 		v, _ := rec.Get(k)
@@ -374,7 +376,13 @@ func (w *world) onOutbox(rec loop.EventRecord) {
 		w.mu.Lock()
 		w.res.OutboxLatencies = append(w.res.OutboxLatencies, time.Duration(f*float64(time.Millisecond)))
 		w.mu.Unlock()
-		w.p.line("outbox", "loopd performed the agent's %s (%s) on #%d, %.0f ms after the claim", str("summary"), str("intent"), issueNum, f)
+		// The effects are loopd's, derived from its recompute of the claim
+		// (docs/decisions.md §23); a claim may give none.
+		if effects := str("effects"); effects != "" {
+			w.p.line("outbox", "loopd performed %s for the agent's claim (%s) on #%d, %.0f ms after the claim", effects, str("intent"), issueNum, f)
+		} else {
+			w.p.line("outbox", "loopd answered the agent's %s (%s): nothing for the ticket", str("summary"), str("intent"))
+		}
 	case "outbox.refused":
 		w.mu.Lock()
 		w.res.OutboxRefused++

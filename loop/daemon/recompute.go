@@ -314,8 +314,13 @@ func (l *graphLink) weigh(in loop.Intent, c loop.Claim, rc *recomputed, prev obs
 		if claimsPass {
 			return "", nil // its graph.advanced is the transition the recompute observes
 		}
-		// The agent's runtime blocked; the node passes by now (fixed
-		// since). The block is the claim's word alone: say so.
+		// The agent's runtime blocked; the node passes by now (fixed before
+		// loopd looked). What can still be checked is checked: the node was
+		// reached, and the hook it names is one of the node's exit chain.
+		// The block itself is the claim's word: the line says so.
+		if c.Hook != "" && !hasHook(n.Exit, c.Hook) {
+			return fmt.Sprintf("the claim says %s was blocked by %s, which is not a hook of its exit chain", n.ID, c.Hook), nil
+		}
 		f := append(slices.Clone(base), graph.Field{Key: "verified", Value: false}, graph.Field{Key: "recomputed", Value: "the node passes now"})
 		if c.Hook != "" {
 			f = append(f, graph.Field{Key: "hook", Value: c.Hook})

@@ -244,6 +244,19 @@ func (in Intent) Question() string {
 	return ""
 }
 
+// QuestionComment is the comment loopd posts for a question: under its own
+// heading, naming it the agent's, quoted, and marked (ingress drops marked
+// comments, so no question can decide a gate).
+func (in Intent) QuestionComment() string {
+	q := strings.TrimSpace(in.Question())
+	var b strings.Builder
+	fmt.Fprintf(&b, "🤖 _the-loop_ — **a question from the agent** working on this ticket (session `%s`). These are the agent's words, not the-loop's; an authorized reply on this ticket reaches it.\n\n", in.Session)
+	for _, line := range strings.Split(q, "\n") {
+		b.WriteString("> " + line + "\n")
+	}
+	return hooks.Mark(b.String())
+}
+
 // Legacy reports whether the intent is of the retired format, whose ticket
 // effect the session named itself. loopd never performs one as written: a
 // label or a claim's comment is refused (and loopd derives what its own

@@ -53,7 +53,6 @@ import (
 	"unicode/utf8"
 
 	"github.com/theloop-dev/theloop/graph"
-	"github.com/theloop-dev/theloop/hooks"
 	"github.com/theloop-dev/theloop/integrations"
 	"github.com/theloop-dev/theloop/loop"
 	"github.com/theloop-dev/theloop/ops"
@@ -413,7 +412,7 @@ func (p *Performer) handle(s *session, l loop.OutboxLine, refs []workitem.Ref, r
 	var v Verdict
 	switch {
 	case in.Question() != "":
-		v.Effects = []Effect{{Op: ops.GitHubAddComment, Args: map[string]any{"ref": in.WorkItem, "body": QuestionComment(in)}, Summary: "question"}}
+		v.Effects = []Effect{{Op: ops.GitHubAddComment, Args: map[string]any{"ref": in.WorkItem, "body": in.QuestionComment()}, Summary: "question"}}
 	case p.deps.Judge == nil:
 		return refuse(&in, "loopd has no recompute to judge the claim by")
 	default:
@@ -431,19 +430,6 @@ func (p *Performer) handle(s *session, l loop.OutboxLine, refs []workitem.Ref, r
 		}
 	}
 	return p.perform(s, l.No, in, v)
-}
-
-// QuestionComment is the comment loopd posts for a question: under its own
-// heading, naming it the agent's, quoted, and marked (ingress drops marked
-// comments, so no question can decide a gate).
-func QuestionComment(in loop.Intent) string {
-	q := strings.TrimSpace(in.Question())
-	var b strings.Builder
-	fmt.Fprintf(&b, "🤖 _the-loop_ — **a question from the agent** working on this ticket (session `%s`). These are the agent's words, not the-loop's; an authorized reply on this ticket reaches it.\n\n", in.Session)
-	for _, line := range strings.Split(q, "\n") {
-		b.WriteString("> " + line + "\n")
-	}
-	return hooks.Mark(b.String())
 }
 
 func summaries(effects []Effect) string {

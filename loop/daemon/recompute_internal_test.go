@@ -1,14 +1,18 @@
 package daemon
 
 import (
+	"context"
 	"os"
 	"path/filepath"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
 	"github.com/theloop-dev/theloop/graph"
 	"github.com/theloop-dev/theloop/loop"
+	"github.com/theloop-dev/theloop/sessions"
+	"github.com/theloop-dev/theloop/workitem"
 )
 
 // recomputedAt is a recompute of pdlc-work-item-loop standing at cur: the
@@ -168,4 +172,49 @@ func TestRefuseLinksOut(t *testing.T) {
 		})
 	}
 	require.NoError(t, refuseLinksOut(t.TempDir(), filepath.Join(t.TempDir(), "missing")), "no spec directory yet")
+}
+
+// A session's claim is about its work item's own loop, or a pull request's
+// inner loop (rooted at the work item's checkout); anything else names no
+// loop of the session.
+func TestLoopOfAClaim(t *testing.T) {
+	reg, err := sessions.OpenRegistry(t.TempDir())
+	require.NoError(t, err)
+	ref := func(s string) workitem.Ref { r, err := workitem.Parse(s); require.NoError(t, err); return r }
+	now := time.Date(2026, 5, 4, 9, 0, 0, 0, time.UTC)
+	ctx := context.Background()
+	require.NoError(t, reg.Put(ctx, sessions.Record{Item: ref("github:o/r#1"), Harness: "claude", SessionID: "s-item", TmuxName: sessions.TmuxName(ref("github:o/r#1")), Cwd: "/w/1",
+		Status: sessions.StatusActive, Created: now, PullRequests: []sessions.PRLink{{PR: ref("github:o/r#12"), Linked: now}}}))
+	require.NoError(t, reg.Put(ctx, sessions.Record{Item: ref("github:o/r#13"), Parent: ref("github:o/r#1"), Harness: "claude", SessionID: "s-pr",
+		TmuxName: sessions.TmuxName(ref("github:o/r#13")), Cwd: "/w/13", Status: sessions.StatusActive, Created: now}))
+	l := &graphLink{reg: reg}
+	tests := []struct {
+		session, ref  string
+		item, pr, cwd string
+		err           bool
+	}{
+		{"s-item", "github:o/r#1", "github:o/r#1", "", "/w/1", false},
+		{"s-item", "github:o/r#12", "github:o/r#1", "github:o/r#12", "/w/1", false},
+		{"s-pr", "github:o/r#13", "github:o/r#1", "github:o/r#13", "/w/1", false},
+		{"s-pr", "github:o/r#1", "github:o/r#1", "", "/w/1", false},
+		{"s-item", "github:o/r#2", "", "", "", true},
+		{"s-stranger", "github:o/r#2", "", "", "", true},
+	}
+	for _, tc := range tests {
+		t.Run(tc.session+" "+tc.ref, func(t *testing.T) {
+			item, pr, cwd, err := l.loopOf(tc.session, ref(tc.ref))
+			if tc.err {
+				require.Error(t, err)
+				return
+			}
+			require.NoError(t, err)
+			require.Equal(t, tc.item, item.String())
+			if tc.pr == "" {
+				require.True(t, pr.IsZero())
+			} else {
+				require.Equal(t, tc.pr, pr.String())
+			}
+			require.Equal(t, tc.cwd, cwd)
+		})
+	}
 }

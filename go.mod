@@ -7,6 +7,7 @@ require (
 	github.com/cli/go-gh/v2 v2.17.0
 	github.com/coreos/go-systemd/v22 v22.7.0
 	github.com/goccy/go-yaml v1.19.2
+	github.com/golang-jwt/jwt/v5 v5.3.1
 	github.com/gorilla/websocket v1.5.3
 	github.com/itchyny/timefmt-go v0.1.8
 	github.com/landlock-lsm/go-landlock v0.11.2

@@ -65,6 +65,18 @@ type GitHubConfig struct {
 	MaxAttempts int             `yaml:"maxAttempts,omitempty" json:"maxAttempts,omitempty"`
 	API         GitHubAPIConfig `yaml:"api,omitempty" json:"api,omitempty"`
 	CLI         GitHubCLIConfig `yaml:"cli,omitempty" json:"cli,omitempty"`
+	// App, when set, authenticates the api transport as a GitHub App
+	// (github_app.go) instead of with a token.
+	App *GitHubAppConfig `yaml:"app,omitempty" json:"app,omitempty"`
+}
+
+// SelfLogins are the logins loopd posts as, beside the marker that
+// identifies its comments: the App's bot when it runs as an App.
+func (c Config) SelfLogins() []string {
+	if c.GitHub != nil && c.GitHub.App != nil && c.GitHub.App.Slug != "" {
+		return []string{c.GitHub.App.BotLogin()}
+	}
+	return nil
 }
 
 // GitHubAPIConfig configures the REST transport.
@@ -217,6 +229,12 @@ func (c Config) Validate() error {
 		}
 		if g.CLI.Host != "" && !workitem.ValidHost(g.CLI.Host) {
 			bad("github.cli.host", "%q is not a host name", g.CLI.Host)
+		}
+		if g.App != nil {
+			g.App.validate(bad)
+			if g.Transport == TransportCLI {
+				bad("github.app", "a GitHub App authenticates the api transport: set transport: api (or auto), or drop the app block to use your gh login")
+			}
 		}
 	}
 	if s := c.Slack; s != nil {

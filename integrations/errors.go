@@ -31,6 +31,10 @@ var (
 	ErrInvalidRef = errors.New("invalid work-item ref")
 	// ErrNoCredentials: the credential a transport needs is not available.
 	ErrNoCredentials = errors.New("no credentials")
+	// ErrAppInstallation: the GitHub App is not installed on the
+	// repository, or its installation is suspended or revoked: no token
+	// can be had for it until an administrator acts.
+	ErrAppInstallation = errors.New("GitHub App installation unusable")
 	// ErrUnauthorized: the service rejected the credentials (HTTP 401).
 	ErrUnauthorized = errors.New("credentials rejected")
 	// ErrForbidden: the credentials lack permission (HTTP 403, not a rate limit).
@@ -55,7 +59,7 @@ var (
 // sentinels lists the errors an *Error may wrap, for classification.
 var sentinels = []error{
 	ErrInvalidConfig, ErrProviderNotConfigured, ErrProviderUnavailable,
-	ErrUnsupportedOperation, ErrInvalidArgument, ErrInvalidRef, ErrNoCredentials,
+	ErrUnsupportedOperation, ErrInvalidArgument, ErrInvalidRef, ErrNoCredentials, ErrAppInstallation,
 	ErrUnauthorized, ErrForbidden, ErrNotFound, ErrRateLimited, ErrServer,
 	ErrRejected, ErrTransport, ErrTimeout,
 	context.DeadlineExceeded, context.Canceled,

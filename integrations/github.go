@@ -42,6 +42,9 @@ type ghRequest struct {
 	body []byte
 	// host is the ref's host; "" = the transport's default host.
 	host string
+	// repo is the owner/repo the request is about when its path does not
+	// say (graphql): a GitHub App finds its installation by it.
+	repo string
 }
 
 // githubTransport makes single GitHub exchanges. Retries, pagination,
@@ -546,7 +549,7 @@ func (g *github) closingIssues(ctx context.Context, st *callState, args map[stri
 		"query":     closingQuery,
 		"variables": map[string]any{"owner": r.Owner, "name": r.Repo, "number": r.Number},
 	})
-	resp, err := g.send(ctx, st, ghRequest{method: http.MethodPost, path: "graphql", body: q, host: r.Host}, true, "the closing-issues query for "+r.String())
+	resp, err := g.send(ctx, st, ghRequest{method: http.MethodPost, path: "graphql", body: q, host: r.Host, repo: r.Owner + "/" + r.Repo}, true, "the closing-issues query for "+r.String())
 	if err != nil {
 		return nil, err
 	}

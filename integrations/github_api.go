@@ -18,7 +18,7 @@ type githubAPI struct {
 	base    *url.URL
 	graphql string
 	host    string // browser host of the issues this API serves
-	token   *secret
+	cred    githubCredential
 	// slots bounds the requests in flight (maxGitHubRequests).
 	slots chan struct{}
 }
@@ -30,8 +30,8 @@ type githubAPI struct {
 // one of them can set it off by fanning out.
 const maxGitHubRequests = 32
 
-func newGitHubAPI(client *http.Client, base *url.URL, token *secret) *githubAPI {
-	a := &githubAPI{client: client, base: base, token: token, host: strings.ToLower(base.Host), slots: make(chan struct{}, maxGitHubRequests)}
+func newGitHubAPI(client *http.Client, base *url.URL, cred githubCredential) *githubAPI {
+	a := &githubAPI{client: client, base: base, cred: cred, host: strings.ToLower(base.Host), slots: make(chan struct{}, maxGitHubRequests)}
 	if strings.EqualFold(base.Host, "api.github.com") {
 		a.host = workitem.DefaultGitHubHost
 	}
@@ -48,16 +48,26 @@ func newGitHubAPI(client *http.Client, base *url.URL, token *secret) *githubAPI 
 func (a *githubAPI) name() string { return TransportAPI }
 
 func (a *githubAPI) do(ctx context.Context, req ghRequest) (response, error) {
-	tok, err := a.token.get(ctx)
+	resp, auth, err := a.once(ctx, req)
+	if err == nil && resp.status == http.StatusUnauthorized && a.cred.rejected(req, auth) {
+		// A cached installation token revoked before its expiry: one
+		// fresh exchange, then GitHub's answer stands.
+		resp, _, err = a.once(ctx, req)
+	}
+	return resp, err
+}
+
+func (a *githubAPI) once(ctx context.Context, req ghRequest) (response, string, error) {
+	auth, err := a.cred.authorization(ctx, req)
 	if err != nil {
-		return response{}, err
+		return response{}, "", err
 	}
 	target := a.base.String() + "/" + req.path
 	if req.path == "graphql" {
 		target = a.graphql
 	}
 	h := http.Header{}
-	h.Set("Authorization", "Bearer "+tok)
+	h.Set("Authorization", auth)
 	h.Set("Accept", "application/vnd.github+json")
 	h.Set("X-GitHub-Api-Version", "2022-11-28")
 	h.Set("User-Agent", "theloop")
@@ -67,10 +77,11 @@ func (a *githubAPI) do(ctx context.Context, req ghRequest) (response, error) {
 	select {
 	case a.slots <- struct{}{}:
 	case <-ctx.Done():
-		return response{}, ctx.Err()
+		return response{}, auth, ctx.Err()
 	}
 	defer func() { <-a.slots }()
-	return httpAttempt(a.client, req.method, target, h, req.body)(ctx)
+	resp, err := httpAttempt(a.client, req.method, target, h, req.body)(ctx)
+	return resp, auth, err
 }
 
 func (a *githubAPI) nextPath(link string) (string, error) {
@@ -96,8 +107,6 @@ func (a *githubAPI) webHost(host string) string {
 	return a.host
 }
 
-func (a *githubAPI) authHint() string {
-	return "check the token in " + envList(a.token.env) + " (integrations.github.api.tokenEnv)"
-}
+func (a *githubAPI) authHint() string { return a.cred.hint() }
 
 var _ githubTransport = (*githubAPI)(nil)

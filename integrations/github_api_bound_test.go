@@ -34,7 +34,7 @@ func TestGitHubAPIBoundsRequestsInFlight(t *testing.T) {
 	require.NoError(t, err)
 	tok := &secret{what: "GitHub token", env: []string{"T"}, lookup: func(string) (string, bool) { return "t0ken", true }, red: &redactor{}}
 	const callers = 3 * maxGitHubRequests
-	a := newGitHubAPI(&http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: callers}}, base, tok)
+	a := newGitHubAPI(&http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: callers}}, base, tokenCredential{tok})
 
 	var wg sync.WaitGroup
 	errs := make(chan error, callers)

@@ -147,6 +147,20 @@ func (s *Set) newGitHub(c GitHubConfig, d Deps) *provider {
 		rateHint: "retry after the reset, or use a token with a higher rate limit"}
 
 	transport := orDefault(c.Transport, TransportAuto)
+	if c.App != nil {
+		app := newAppCredential(*c.App, d.HTTPClient, nil, d.Clock, d.Env, s.red)
+		registerEnv(s.red, d.Env, c.App.keyEnv())
+		p.transport = TransportAPI
+		if !app.keyPresent() {
+			p.unavailable = failFinal(ErrProviderUnavailable,
+				"github App %s: no private key — export it (PEM) in %s or set integrations.github.app.privateKeyFile", c.App.Slug, c.App.keyEnv())
+			return p
+		}
+		base, _ := serviceURL(orDefault(c.API.BaseURL, DefaultGitHubBaseURL)) // validated
+		app.base = base
+		p.ops = (&github{t: newGitHubAPI(d.HTTPClient, base, app), policy: policy}).operations()
+		return p
+	}
 	if transport == TransportAuto {
 		switch {
 		case tok.present():
@@ -170,7 +184,7 @@ func (s *Set) newGitHub(c GitHubConfig, d Deps) *provider {
 			return p
 		}
 		base, _ := serviceURL(orDefault(c.API.BaseURL, DefaultGitHubBaseURL)) // validated
-		t = newGitHubAPI(d.HTTPClient, base, tok)
+		t = newGitHubAPI(d.HTTPClient, base, tokenCredential{tok})
 	case TransportCLI:
 		if ghErr != nil {
 			p.unavailable = failFinal(ErrProviderUnavailable,

@@ -61,6 +61,11 @@ type Config struct {
 	OnDelivery func(Delivery)
 	// Addr is the listen address. Default "127.0.0.1:0" (loopback only).
 	Addr string
+	// App, when set, serves a GitHub App (app.go): installation tokens
+	// issued against the App's JWT authenticate requests as
+	// "<slug>[bot]", which becomes BotLogin. Token, when also set, is
+	// still accepted.
+	App *AppConfig
 }
 
 // Hook is one webhook subscription.
@@ -141,6 +146,7 @@ type Server struct {
 	requests []Request
 	faults   []*fault
 	closed   bool
+	app      *appState // nil without Config.App
 }
 
 const (
@@ -174,6 +180,14 @@ func Start(cfg Config) (*Server, error) {
 // newServer builds a server without a listener (ServeHTTP works; no
 // webhooks are sent until start).
 func newServer(cfg Config) (*Server, error) {
+	if cfg.App != nil {
+		if cfg.App.PublicKey == nil || cfg.App.ID <= 0 || cfg.App.Slug == "" {
+			return nil, errors.New("githubsim: Config.App needs an ID, a Slug and a PublicKey")
+		}
+		if cfg.BotLogin == "" {
+			cfg.BotLogin = cfg.App.Slug + "[bot]"
+		}
+	}
 	if cfg.BotLogin == "" {
 		cfg.BotLogin = defaultBot
 	}
@@ -202,6 +216,9 @@ func newServer(cfg Config) (*Server, error) {
 		cfg.HTTPClient = &http.Client{Timeout: 10 * time.Second}
 	}
 	s := &Server{cfg: cfg, repos: map[string]*repo{}, nextID: 1000, base: "http://githubsim.invalid"}
+	if cfg.App != nil {
+		s.app = &appState{installs: map[int64]*Installation{}, tokens: map[string]*IssuedToken{}}
+	}
 	for i, h := range cfg.Hooks {
 		if h.URL == "" {
 			return nil, fmt.Errorf("githubsim: Config.Hooks[%d].URL is empty", i)
@@ -356,6 +373,11 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		_, _ = io.WriteString(sw, b)
 		return
 	}
+	if s.cfg.App != nil && appRoute(r.Method, path) {
+		rec.Authenticated = true // by the JWT, checked by serveApp
+		s.serveApp(sw, r, path)
+		return
+	}
 	if !rec.Authenticated {
 		writeError(sw, http.StatusUnauthorized, "Bad credentials")
 		return
@@ -418,14 +440,23 @@ func (s *Server) authenticated(auth string) bool {
 	if s.userLogin(auth) != "" {
 		return true
 	}
-	if s.cfg.Token == "" {
+	if s.cfg.Token == "" && s.cfg.App == nil {
 		return true
 	}
 	scheme, tok, ok := strings.Cut(auth, " ")
 	if !ok || !(strings.EqualFold(scheme, "Bearer") || strings.EqualFold(scheme, "token")) {
 		return false
 	}
-	return constantTimeEqual(strings.TrimSpace(tok), s.cfg.Token)
+	tok = strings.TrimSpace(tok)
+	if s.cfg.App != nil {
+		s.mu.Lock()
+		live := s.appToken(tok)
+		s.mu.Unlock()
+		if live {
+			return true
+		}
+	}
+	return s.cfg.Token != "" && constantTimeEqual(tok, s.cfg.Token)
 }
 
 func (s *Server) matchFault(method, path string) *Fault {

@@ -70,6 +70,14 @@ type Config struct {
 	// AuthorizedUsers is routing.authorizedUsers: exact, case-sensitive
 	// logins. Empty denies every named actor.
 	AuthorizedUsers []string
+	// Authorized is routing.authorized: logins, team:ORG/SLUG,
+	// permission:write|maintain|admin, codeowners (authority.go). With a
+	// rule beyond logins the Router admits every named actor and the
+	// daemon asks an Authority before anything happens.
+	Authorized []string
+	// SelfLogins are the logins loopd itself posts as (a GitHub App's
+	// "<slug>[bot]"): their events are dropped as self-authored.
+	SelfLogins []string
 	// AutoExecuteLabel is routing.autoExecuteLabel.
 	AutoExecuteLabel string
 	// Control configures the control keywords.
@@ -176,7 +184,10 @@ func (c Config) Validate() (warnings []string, err error) {
 	if len(c.Repositories) == 0 {
 		warnings = append(warnings, "no repositories configured (repositories: in the CLI config): every event is dropped until the repositories theloop works on are listed")
 	}
-	if len(c.AuthorizedUsers) == 0 {
+	if err := ParseAuthorized(c.Authorized); err != nil {
+		return warnings, err
+	}
+	if len(c.AuthorizedUsers) == 0 && len(c.Authorized) == 0 {
 		warnings = append(warnings, "routing.authorizedUsers is empty: every named actor is denied, so no comment, approval or control command is ever forwarded")
 	}
 	if _, err := newKeywordTable(c.Control); err != nil {

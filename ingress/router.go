@@ -95,7 +95,7 @@ func NewRouter(cfg Config, deps RouterDeps) (*Router, error) {
 	r := &Router{
 		events:   map[string]bool{},
 		bound:    newRepoBound(cfg.Repositories),
-		authz:    newAuthorizer(cfg.AuthorizedUsers),
+		authz:    newAuthorizer(cfg.AuthorizedUsers, cfg.Authorized, cfg.SelfLogins),
 		keywords: kw,
 		label:    cfg.AutoExecuteLabel,
 		dedup:    deps.Dedup,
@@ -130,7 +130,9 @@ func (r *Router) Clock() graph.Clock { return r.clock }
 // nil when the body carries no command.
 func (r *Router) ParseControl(body string) *ControlCommand { return r.keywords.parse(body) }
 
-// Authorized reports whether actor is a named, allowlisted login.
+// Authorized reports whether actor is a named, allowlisted login (or, with
+// rules only GitHub answers, a named actor an Authority must still ask
+// about).
 func (r *Router) Authorized(actor string) bool { return r.authz.named(actor) }
 
 // Route classifies one webhook delivery: name is X-GitHub-Event, delivery
@@ -218,12 +220,15 @@ func (r *Router) Route(name, delivery string, body []byte) (*Event, DropReason, 
 		if on := commentItem(name, &pl, repo, x); on.Number > 0 {
 			cm.Item = on.String()
 		}
-		if SelfAuthored(cm.Body) {
+		if SelfAuthored(cm.Body) || r.authz.isSelf(ev.Actor) {
 			return nil, r.drop(DropSelfAuthored, name, action, delivery, ev.Actor), nil
 		}
 		ev.Comments = []Comment{cm}
 	}
 	closes := (name == "issues" || name == "pull_request") && action == "closed"
+	if actorRequired && !closes && r.authz.isSelf(ev.Actor) {
+		return nil, r.drop(DropSelfAuthored, name, action, delivery, ev.Actor), nil
+	}
 	if actorRequired && !closes && !r.authz.named(ev.Actor) {
 		return nil, r.drop(DropUnauthorized, name, action, delivery, ev.Actor), nil
 	}

@@ -22,6 +22,7 @@ var githubOperations = []graph.Operation{
 	ops.GitHubListReviews, ops.GitHubListReviewComments, ops.GitHubGetIssue,
 	ops.GitHubListItemsByLabel, ops.GitHubAddReaction, ops.GitHubClosingIssues, ops.GitHubGetComment,
 	ops.GitHubListPulls, ops.GitHubListCheckRuns, ops.GitHubCombinedStatus,
+	ops.GitHubTeamMembership, ops.GitHubCollaboratorPermission, ops.GitHubGetFile,
 }
 
 // maxPages bounds pagination (100 items a page).
@@ -87,6 +88,10 @@ func (g *github) operations() map[graph.Operation]opFunc {
 		ops.GitHubListPulls:          g.listPulls,
 		ops.GitHubListCheckRuns:      g.listCheckRuns,
 		ops.GitHubCombinedStatus:     g.combinedStatus,
+
+		ops.GitHubTeamMembership:         g.teamMembership,
+		ops.GitHubCollaboratorPermission: g.collaboratorPermission,
+		ops.GitHubGetFile:                g.getFile,
 	}
 }
 

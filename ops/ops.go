@@ -80,6 +80,20 @@ const (
 	// [{context, state, url}]}: the combined commit status of sha (one
 	// request); state is success, failure or pending.
 	GitHubCombinedStatus graph.Operation = "github.combined-status"
+	// {org, team (slug), login} → {state: active | pending | none, role:
+	// member | maintainer | ""}: login's membership of the team (GET
+	// /orgs/{org}/teams/{team}/memberships/{login}); none when GitHub
+	// answers 404 (not a member, or the team is not visible).
+	GitHubTeamMembership graph.Operation = "github.team-membership"
+	// {repo: "owner/repo" or "host/owner/repo", login} → {permission:
+	// admin | maintain | write | triage | read | none}: login's role on the
+	// repository (GET /repos/{owner}/{repo}/collaborators/{login}/permission,
+	// its role_name); none when GitHub answers 404.
+	GitHubCollaboratorPermission graph.Operation = "github.collaborator-permission"
+	// {repo, path, ref? (default: the default branch)} → {found, content,
+	// sha}: one file's text (GET /repos/{owner}/{repo}/contents/{path});
+	// found false when GitHub answers 404. At most 1 MiB.
+	GitHubGetFile graph.Operation = "github.get-file"
 )
 
 // Slack operations.

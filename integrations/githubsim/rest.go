@@ -49,6 +49,7 @@ func (s *Server) routes() {
 	add("GET", "/repos/{o}/{r}/pulls/{n}/reviews", s.withIssue(s.listReviews))
 	add("GET", "/repos/{o}/{r}/pulls/{n}/comments", s.withIssue(s.listReviewComments))
 	add("GET", "/repos/{o}/{r}/pulls/{n}/reviews/{id}", s.withIssue(s.getReview))
+	s.authzRoutes(add)
 }
 
 // dispatch finds the route for method and the escaped path and serves it;

@@ -147,6 +147,7 @@ type Server struct {
 	faults   []*fault
 	closed   bool
 	app      *appState // nil without Config.App
+	az       *authzState
 }
 
 const (

@@ -42,7 +42,7 @@ func (r *Runtime) recordDecisions(s *session, c ChainOutcome, ev *Event, at stri
 		if f == nil || f.Key == "" || res.recorded {
 			continue
 		}
-		d := Decision{At: at, Outcome: res.Outcome(), By: f.By, Comment: f.Comment, SessionPerPr: f.SessionPerPr}
+		d := Decision{At: at, Outcome: res.Outcome(), By: f.By, Rule: f.Rule, Comment: f.Comment, SessionPerPr: f.SessionPerPr}
 		if ev != nil {
 			d.Event = ev.ID
 		}
@@ -76,7 +76,7 @@ func (r *Runtime) recordVerdict(s *session, n *Node, c ChainOutcome, ev *Event, 
 	}
 	d := Decision{At: at, Outcome: c.Outcome(), Via: "event"}
 	if f := last.Decision; f != nil {
-		d.By, d.Comment = f.By, f.Comment
+		d.By, d.Rule, d.Comment = f.By, f.Rule, f.Comment
 	}
 	if ev != nil {
 		d.Event = ev.ID

@@ -134,6 +134,10 @@ type DecisionFact struct {
 	// deciding comment.
 	By      string `json:"by,omitempty"`
 	Comment string `json:"comment,omitempty"`
+	// Rule is the authorization rule that let By decide (routing.authorized
+	// as written, or routing.authorizedUsers), from the comments'
+	// AuthorizedBy.
+	Rule string `json:"rule,omitempty"`
 	// FrozenGraph is the graph a phase selection froze (JSON-shaped), and
 	// Via how it was selected (reply, checklist).
 	FrozenGraph any    `json:"frozenGraph,omitempty"`
@@ -227,6 +231,14 @@ type Comment struct {
 	Author string `json:"author"`
 	Body   string `json:"body"`
 	URL    string `json:"url,omitempty"`
+	// AuthorizedBy is the rule under which the author may decide, set
+	// only by the daemon that checked it against GitHub (an Event is built
+	// by the daemon's ingress alone); "" leaves the hooks' own allowlist
+	// to decide.
+	AuthorizedBy string `json:"authorizedBy,omitempty"`
+	// Verdict is a submitted pull-request review's state as a gate
+	// outcome (approved, changes-requested); "" for a comment.
+	Verdict string `json:"verdict,omitempty"`
 }
 
 // Event is the inbound event an exit chain is evaluated against. Only the

@@ -101,6 +101,8 @@ type Decision struct {
 	Outcome string `json:"outcome,omitempty"`
 	// By names who decided, e.g. "@dana" (several joined by ", ").
 	By string `json:"by,omitempty"`
+	// Rule is the authorization rule that let By decide (signed).
+	Rule string `json:"rule,omitempty"`
 	// Event is the inbound delivery the decision arrived in.
 	Event string `json:"event,omitempty"`
 	// Comment identifies the deciding comment (id or URL).

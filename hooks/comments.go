@@ -48,12 +48,26 @@ func authorizedComments(hc *graph.HookContext) []graph.Comment {
 		if SelfAuthored(c.Body) {
 			continue
 		}
-		if c.Author == "" || !allowed[c.Author] {
+		if c.Author == "" || !allowed[c.Author] && c.AuthorizedBy == "" {
 			continue
 		}
 		out = append(out, c)
 	}
 	return out
+}
+
+// rules renders the distinct authorizing rules of comments ("" when the
+// hooks' own allowlist let them in).
+func rules(cs []graph.Comment) string {
+	var out []string
+	seen := map[string]bool{}
+	for _, c := range cs {
+		if c.AuthorizedBy != "" && !seen[c.AuthorizedBy] {
+			seen[c.AuthorizedBy] = true
+			out = append(out, c.AuthorizedBy)
+		}
+	}
+	return strings.Join(out, ", ")
 }
 
 // authors renders "@a, @b" for the distinct authors of comments.

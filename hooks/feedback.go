@@ -162,11 +162,27 @@ func classifyFeedback(_ context.Context, hc *graph.HookContext) graph.HookResult
 		bodies[i] = c.Body
 	}
 	outcome := Classify(bodies)
+	// A submitted review's verdict decides as its words would: the last
+	// review with one wins over the text.
+	for i := len(cs) - 1; i >= 0; i-- {
+		switch cs[i].Verdict {
+		case OutcomeApproved:
+			outcome = OutcomeApproved
+			if body := strings.TrimSpace(cs[i].Body); body != "" && Classify([]string{body}) != OutcomeApproved {
+				outcome = OutcomeApprovedWithComments // the reviewer's words are remarks
+			}
+		case OutcomeChangesRequested:
+			outcome = OutcomeChangesRequested
+		default:
+			continue
+		}
+		break
+	}
 	if outcome == "" {
 		return graph.Wait("feedback so far is not decisive; the gate stays open")
 	}
 	last := cs[len(cs)-1]
-	return decided(outcome, graph.DecisionFact{By: authors(cs), Comment: last.ID}, map[string]any{"comments": commentData(cs)})
+	return decided(outcome, graph.DecisionFact{By: authors(cs), Rule: rules(cs), Comment: last.ID}, map[string]any{"comments": commentData(cs)})
 }
 
 // lastClassification returns the most recent decisive gate result earlier

@@ -66,6 +66,8 @@ var configKeys = []ConfigKey{
 	{Path: "routing.spawnOnUnmatched", Type: "string", Default: "never", Enum: []string{"never", "always", "labeled"}, Reload: true},
 	{Path: "routing.autoExecuteLabel", Type: "string", Default: "the-loop: auto-execute", Reload: true},
 	{Path: "routing.authorizedUsers", Type: "strings", Default: []any{}, Doc: "GitHub logins whose comments may pass gates and control sessions (empty denies all)", Reload: true},
+	{Path: "routing.authorized", Type: "strings", Default: []any{}, Doc: "who else may pass gates and control sessions, as GitHub answers it: logins, team:ORG/SLUG, permission:write|maintain|admin (that role or above), codeowners (CODEOWNERS on the default branch owns the gated artifact); each signed decision records the rule"},
+	{Path: "routing.authorizedCacheSeconds", Type: "int", Default: 60, Doc: "how long GitHub's answers about teams, roles and CODEOWNERS are believed: someone removed from a team loses the right within it"},
 	{Path: "routing.spawnWorkdir", Type: "string", Default: "."},
 	{Path: "routing.maxConcurrentDispatches", Type: "int", Default: 4},
 	{Path: "routing.dedupCacheSize", Type: "int", Default: 65536, Doc: "delivery ids remembered in memory (the queue dedups durably too)"},

@@ -300,6 +300,7 @@ type signedDecision struct {
 	Subject      graph.DecisionSubject `json:"subject"`
 	Outcome      string                `json:"outcome"`
 	By           string                `json:"by"`
+	Rule         string                `json:"rule,omitempty"`
 	At           string                `json:"at"`
 	Via          string                `json:"via"`
 	Event        string                `json:"event"`
@@ -327,7 +328,13 @@ func signedBytes(sig *graph.DecisionSignature, d graph.Decision) ([]byte, error)
 	if arts == nil {
 		arts = []graph.ArtifactHash{}
 	}
-	return json.Marshal(signedDecision{V: 1, Key: sig.Key, Subject: sig.Subject, Outcome: d.Outcome, By: d.By, At: d.At, Via: d.Via,
+	// Version 2 covers the authorizing rule; a decision without one keeps
+	// version 1's form, so decisions signed before rules verify unchanged.
+	v := 1
+	if d.Rule != "" {
+		v = 2
+	}
+	return json.Marshal(signedDecision{V: v, Rule: d.Rule, Key: sig.Key, Subject: sig.Subject, Outcome: d.Outcome, By: d.By, At: d.At, Via: d.Via,
 		Event: d.Event, Comment: d.Comment, CommentURL: d.CommentURL, Surface: d.Surface, SessionPerPr: d.SessionPerPr,
 		Graph: g, Goal: goal, Artifacts: arts, Skips: orEmpty(d.Skips), OptIns: orEmpty(d.OptIns)})
 }

@@ -80,6 +80,11 @@ type Settings struct {
 		SpawnOnUnmatched        string
 		AutoExecuteLabel        string
 		AuthorizedUsers         []string
+		// Authorized is routing.authorized (logins, team:ORG/SLUG,
+		// permission:write|maintain|admin, codeowners).
+		Authorized []string
+		// AuthorizedCache is routing.authorizedCacheSeconds.
+		AuthorizedCache time.Duration
 		SpawnWorkdir            string
 		MaxConcurrentDispatches int
 		DedupCacheSize          int
@@ -406,6 +411,20 @@ var settingReaders = []settingReader{
 		s.Routing.AuthorizedUsers = r.strs("routing.authorizedUsers")
 		if s.Routing.AuthorizedUsers == nil {
 			s.Routing.AuthorizedUsers = []string{}
+		}
+	}},
+	{"routing.authorized", func(r *settingsReader, s *Settings) {
+		// Each entry's shape is checked by the daemon's authority
+		// (ingress.ParseAuthorized, which names the entry).
+		s.Routing.Authorized = r.strs("routing.authorized")
+		if s.Routing.Authorized == nil {
+			s.Routing.Authorized = []string{}
+		}
+	}},
+	{"routing.authorizedCacheSeconds", func(r *settingsReader, s *Settings) {
+		s.Routing.AuthorizedCache = r.seconds("routing.authorizedCacheSeconds")
+		if s.Routing.AuthorizedCache <= 0 {
+			r.add("routing.authorizedCacheSeconds: must be greater than 0")
 		}
 	}},
 	{"routing.spawnWorkdir", func(r *settingsReader, s *Settings) { s.Routing.SpawnWorkdir = r.str("routing.spawnWorkdir") }},

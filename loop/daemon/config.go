@@ -100,6 +100,13 @@ type Config struct {
 	// AuthorizedUsers is routing.authorizedUsers (empty denies every named
 	// actor).
 	AuthorizedUsers []string
+	// Authorized is routing.authorized: logins, team:ORG/SLUG,
+	// permission:write|maintain|admin and codeowners, answered by GitHub
+	// (ingress.Authority).
+	Authorized []string
+	// AuthorityTTL is routing.authorizedCacheSeconds: how long GitHub's
+	// answers about teams, roles and CODEOWNERS are believed.
+	AuthorityTTL time.Duration
 	// Keywords are the control keywords by command (routing.control.keywords).
 	Keywords map[string]string
 	// ControlEnabled is routing.control.enabled.
@@ -313,6 +320,8 @@ func ConfigFromSettings(st loop.Settings, getenv func(string) string) (Config, [
 	cfg.StateRoot = st.StateRoot
 	cfg.Repos = st.Repositories
 	cfg.AuthorizedUsers = st.Routing.AuthorizedUsers
+	cfg.Authorized = st.Routing.Authorized
+	cfg.AuthorityTTL = st.Routing.AuthorizedCache
 	cfg.Keywords = st.Routing.Keywords
 	cfg.ExecuteKeyword = st.Routing.Keywords["execute"]
 	cfg.SessionPerPr = st.Routing.Tmux.SessionPerPr
@@ -508,6 +517,8 @@ func IngressConfig(cfg Config) ingress.Config {
 	}
 	c.Repositories = cfg.Repos
 	c.AuthorizedUsers = cfg.AuthorizedUsers
+	c.Authorized = cfg.Authorized
+	c.SelfLogins = cfg.Integrations.SelfLogins()
 	c.AutoExecuteLabel = cfg.AutoExecuteLabel
 	if cfg.DedupSize > 0 {
 		c.DedupSize = cfg.DedupSize
@@ -539,6 +550,9 @@ func secretNames(cfg Config, secretEnv, serviceTokenEnv string) []string {
 	ic := cfg.Integrations
 	if ic.GitHub != nil {
 		names = append(names, ic.GitHub.API.TokenEnv...)
+		if ic.GitHub.App != nil {
+			names = append(names, integrations.DefaultGitHubAppKeyEnv, ic.GitHub.App.PrivateKeyEnv)
+		}
 	}
 	if ic.Slack != nil {
 		names = append(names, ic.Slack.API.TokenEnv, ic.Slack.Webhook.URLEnv)

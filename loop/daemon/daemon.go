@@ -110,6 +110,8 @@ type Daemon struct {
 	live *livenessWatch
 	// verifier re-reads a comment before it decides a gate.
 	verifier CommentVerifier
+	// authority answers routing.authorized (ingress.Authority).
+	authority *ingress.Authority
 
 	mu      sync.Mutex
 	running bool
@@ -474,7 +476,7 @@ func (d *Daemon) build() error {
 		Integrations: d.integ, Sink: d.sink, Clock: d.deps.Clock,
 		Signer: d.signer, Verifier: d.verifier,
 		Commands: runner, Git: pathRunner{path: d.deps.Path}, HookObserver: d.hookObserver(),
-		Record: d.emit, Logf: d.logf, Observe: d.observe,
+		Record: d.emit, Logf: d.logf, Observe: d.observe, Authority: d.authority,
 		ObservedDir: filepath.Join(root, observedDirName),
 	})
 	return d.buildSlack() // slack.go
@@ -512,6 +514,11 @@ func (d *Daemon) buildEvents() error {
 		integ = set
 	}
 	d.integ = d.instrument(&observedIntegrations{d: d, next: integ})
+	auth, err := ingress.NewAuthority(d.cfg.Authorized, d.cfg.AuthorityTTL, ingress.AuthorityDeps{Integrations: d.integ, Clock: d.deps.Clock})
+	if err != nil {
+		return fmt.Errorf("daemon: %w", err)
+	}
+	d.authority = auth
 	d.verifier = d.deps.CommentVerifier
 	if d.verifier == nil {
 		d.verifier = NewGitHubCommentVerifier(d.integ)
@@ -532,6 +539,7 @@ func (d *Daemon) wire(ctx context.Context, q *queue.Queue, owner string) (*ingre
 		Registry: d.reg, Manager: d.mgr, Workspaces: d.ws, Link: d.link, Control: d.ctl,
 		Marks: q, Integrations: d.integ, Tmux: d.tmux.Config(), Attach: d.tmux.AttachCommand, Git: pathRunner{path: d.deps.Path},
 		Now: d.deps.Clock.Now, CloneURL: cloneURLs(d.deps.CloneURL, d.cfg.CloneURL), HarnessFor: d.harnessFor, Record: d.emit, Observe: d.observe,
+		Authority: d.authority,
 	})
 
 	icfg := d.ingressConfig()

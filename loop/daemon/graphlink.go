@@ -73,6 +73,8 @@ type graphLink struct {
 	obsCacheMu  sync.Mutex
 	observed    map[string]observedLoop
 	observedDir string
+	// authority answers routing.authorized (authority.go).
+	authority *ingress.Authority
 }
 
 // linkConfig is the part of the daemon's configuration the graph link
@@ -107,6 +109,8 @@ type linkDeps struct {
 	// ObservedDir keeps what loopd's recompute of each loop said, under
 	// the state root ("" in memory only).
 	ObservedDir string
+	// Authority answers routing.authorized (nil: logins only).
+	Authority *ingress.Authority
 }
 
 func (l *graphLink) specDir(cwd string) string {
@@ -123,7 +127,7 @@ func newGraphLink(cfg linkConfig, deps linkDeps) *graphLink {
 		reg: deps.Registry, mgr: deps.Manager, tmux: deps.Tmux, ctl: deps.Control, integ: deps.Integrations,
 		sink: deps.Sink, clock: deps.Clock, signer: deps.Signer, verifier: deps.Verifier,
 		commands: deps.Commands, git: deps.Git, origins: newOriginCache(deps.Git), hookObserver: deps.HookObserver,
-		record: deps.Record, logf: deps.Logf, observe: deps.Observe,
+		record: deps.Record, logf: deps.Logf, observe: deps.Observe, authority: deps.Authority,
 		runtimes: map[string]*graph.Runtime{}, loops: map[string]string{}, targets: map[string]workitem.Ref{}, specDirs: map[string]string{},
 		observed: map[string]observedLoop{}, observedDir: deps.ObservedDir,
 	}
@@ -585,7 +589,7 @@ func (l *graphLink) start(ctx context.Context, item workitem.Ref, cwd string, ev
 		if n, ok := rt.Graph().Node(rep.CurrentNode); ok && n.IsHuman() {
 			// The event that started the item may decide its first node:
 			// that node was entered because of it, after it was made.
-			gev, err := l.decisionEvent(ctx, item, item, ev, time.Time{})
+			gev, err := l.decisionEvent(ctx, item, item, ev, time.Time{}, gatedPaths(n, l.specDir(cwd), id))
 			if err != nil {
 				return err
 			}
@@ -667,7 +671,8 @@ func (l *graphLink) onEvent(ctx context.Context, item, pr workitem.Ref, cwd stri
 				{Key: "asked_node", Value: st.CurrentNode}, {Key: "reason", Value: "graph-state.json's pointer is not where loopd's recompute has the work item; the gate is not decided"}}, recomputeFields(rc)...)...)
 			return skip{"pointer-disagrees-with-recompute"}
 		}
-		gev, err := l.decisionEvent(ctx, item, on, ev, gateNotBefore(st))
+		n, _ := rt.Graph().Node(st.CurrentNode)
+		gev, err := l.decisionEvent(ctx, item, on, ev, gateNotBefore(st), gatedPaths(n, l.specDir(cwd), id))
 		if err != nil {
 			return err
 		}

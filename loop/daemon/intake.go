@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"net"
 	"net/url"
-	"slices"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -58,6 +57,8 @@ type intake struct {
 	links *linkageCache
 	// prs maps linked pull requests to their work items (prsessions.go).
 	prs prIndex
+	// authority answers routing.authorized (authority.go); nil: logins only.
+	authority *ingress.Authority
 }
 
 // intakeConfig is the part of the daemon's configuration the intake reads.
@@ -105,6 +106,8 @@ type intakeDeps struct {
 	// dashboard.
 	Record  emitFunc
 	Observe func(Observation)
+	// Authority answers routing.authorized (nil: logins only).
+	Authority *ingress.Authority
 }
 
 // handledMarks is the queue's record of the steps done per delivery
@@ -122,7 +125,7 @@ func newIntake(cfg intakeConfig, deps intakeDeps) *intake {
 		reg: deps.Registry, mgr: deps.Manager, ws: deps.Workspaces, link: deps.Link, ctl: deps.Control,
 		marks: deps.Marks, integ: deps.Integrations, tmux: deps.Tmux, attach: deps.Attach, git: deps.Git, now: deps.Now,
 		clone: deps.CloneURL, record: deps.Record, observe: deps.Observe,
-		links: newLinkageCache(linkageCacheSize),
+		links: newLinkageCache(linkageCacheSize), authority: deps.Authority,
 	}
 	in.harnessOf = deps.HarnessFor
 	if in.harnessOf == nil {
@@ -184,13 +187,21 @@ func (in *intake) Handle(ctx context.Context, ev *ingress.Event) error {
 	if !ok {
 		return in.dropped(workitem.Ref{}, ev, "no-work-item")
 	}
+	if ok, err := in.admitActor(ctx, item, ev); err != nil || !ok {
+		if err != nil {
+			return err // GitHub could not say: redelivered later, nothing moved
+		}
+		return in.dropped(item, ev, string(ingress.DropUnauthorized))
+	}
 	if c := ev.Control; c != nil && in.conf().ControlEnabled {
 		if c.Ambiguous {
 			in.emit("control.ambiguous", graph.LevelInfo, item, ev)
 			return nil
 		}
 		if c.Command != ingress.CmdExecute {
-			if !in.authorizedNamed(c.Actor) {
+			if ok, err := in.authorizedActor(ctx, item, c.Actor); err != nil {
+				return err
+			} else if !ok {
 				in.emit("control.rejected", graph.LevelWarning, item, ev, graph.Field{Key: "command", Value: string(c.Command)}, graph.Field{Key: "reason", Value: "unauthorized-actor"})
 				return nil
 			}
@@ -283,10 +294,6 @@ func (in *intake) live(item workitem.Ref) (sessions.Record, bool) {
 		return sessions.Record{}, false
 	}
 	return rec, rec.Status.Live()
-}
-
-func (in *intake) authorizedNamed(actor string) bool {
-	return actor != "" && slices.Contains(in.conf().AuthorizedUsers, actor)
 }
 
 // armed applies routing.spawnOnUnmatched.

@@ -219,7 +219,10 @@ func (e errRetryDecision) Unwrap() error { return e.error }
 //
 // notBefore bounds when a deciding comment may have been made (see
 // CommentClaim.NotBefore); zero for the event that started the item.
-func (l *graphLink) decisionEvent(ctx context.Context, item, on workitem.Ref, ev *ingress.Event, notBefore time.Time) (*graph.Event, error) {
+//
+// paths are the repository paths of the artifacts the gate locks: a
+// codeowners rule must own them.
+func (l *graphLink) decisionEvent(ctx context.Context, item, on workitem.Ref, ev *ingress.Event, notBefore time.Time, paths []string) (*graph.Event, error) {
 	ge := &graph.Event{ID: ev.DeliveryID, Kind: ev.Event, Comments: []graph.Comment{}}
 	if len(ev.Comments) == 0 {
 		return ge, nil
@@ -229,8 +232,16 @@ func (l *graphLink) decisionEvent(ctx context.Context, item, on workitem.Ref, ev
 	}
 	refused := 0
 	for _, c := range ev.Comments {
-		if strings.TrimSpace(c.Body) == "" || c.Author == "" || hooks.SelfAuthored(c.Body) || !l.authorized(c.Author) {
+		verdict := reviewVerdict(ev.Event, c.State)
+		if strings.TrimSpace(c.Body) == "" && verdict == "" || c.Author == "" || hooks.SelfAuthored(c.Body) {
 			continue // the gate hooks would not read it; nothing to verify
+		}
+		rule, err := authorizingRule(ctx, l.conf().AuthorizedUsers, l.authority, c.Author, on, paths)
+		if err != nil {
+			return nil, errRetryDecision{err}
+		}
+		if rule == "" {
+			continue
 		}
 		claim := CommentClaim{Item: on, Kind: commentKind(ev.Event), ID: c.ID, Author: c.Author, Body: c.Body, State: c.State, NotBefore: notBefore}
 		if c.Item != "" {
@@ -242,7 +253,7 @@ func (l *graphLink) decisionEvent(ctx context.Context, item, on workitem.Ref, ev
 			}
 			claim.Item = ref
 		}
-		err := l.verifier.VerifyComment(ctx, claim)
+		err = l.verifier.VerifyComment(ctx, claim)
 		var f *ForgedCommentError
 		switch {
 		case errors.As(err, &f):
@@ -252,7 +263,7 @@ func (l *graphLink) decisionEvent(ctx context.Context, item, on workitem.Ref, ev
 		case err != nil:
 			return nil, errRetryDecision{err}
 		}
-		ge.Comments = append(ge.Comments, graph.Comment{ID: c.ID, Author: c.Author, Body: c.Body, URL: c.URL})
+		ge.Comments = append(ge.Comments, graph.Comment{ID: c.ID, Author: c.Author, Body: c.Body, URL: c.URL, AuthorizedBy: rule, Verdict: verdict})
 	}
 	if refused > 0 && len(ge.Comments) == 0 {
 		return nil, skip{"no-verified-decision"}
@@ -260,14 +271,20 @@ func (l *graphLink) decisionEvent(ctx context.Context, item, on workitem.Ref, ev
 	return ge, nil
 }
 
-// authorized reports whether login is on the daemon's allowlist.
-func (l *graphLink) authorized(login string) bool {
-	for _, u := range l.conf().AuthorizedUsers {
-		if u == login {
-			return true
-		}
+// reviewVerdict is the gate outcome a submitted review's state carries
+// (docs/decisions.md §19: a submitted review decides as a new comment
+// does); "" for a comment or a review that only comments.
+func reviewVerdict(event, state string) string {
+	if event != "pull_request_review" {
+		return ""
 	}
-	return false
+	switch strings.ToUpper(state) {
+	case "APPROVED":
+		return hooks.OutcomeApproved
+	case "CHANGES_REQUESTED":
+		return hooks.OutcomeChangesRequested
+	}
+	return ""
 }
 
 // forgedComment reports a refused claim: the event log's routing.forged

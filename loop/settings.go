@@ -75,16 +75,16 @@ type Settings struct {
 		Sources    []PollingSource
 	}
 	Routing struct {
-		Enabled                 bool
-		DefaultHarness          string
-		SpawnOnUnmatched        string
-		AutoExecuteLabel        string
-		AuthorizedUsers         []string
+		Enabled          bool
+		DefaultHarness   string
+		SpawnOnUnmatched string
+		AutoExecuteLabel string
+		AuthorizedUsers  []string
 		// Authorized is routing.authorized (logins, team:ORG/SLUG,
 		// permission:write|maintain|admin, codeowners).
 		Authorized []string
 		// AuthorizedCache is routing.authorizedCacheSeconds.
-		AuthorizedCache time.Duration
+		AuthorizedCache         time.Duration
 		SpawnWorkdir            string
 		MaxConcurrentDispatches int
 		DedupCacheSize          int

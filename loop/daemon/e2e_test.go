@@ -83,6 +83,28 @@ func newWorld(t testing.TB, edit func(*daemon.Config)) *world {
 func newWorldHooks(t testing.TB, hooks int, edit func(*daemon.Config)) *world {
 	t.Helper()
 	requireTools(t)
+	sim, err := githubsim.Start(githubsim.Config{Token: "tok", BotLogin: "theloop-bot"})
+	require.NoError(t, err)
+	t.Cleanup(sim.Close)
+	return buildWorld(t, sim, hooks, edit, func(base string) integrations.Config {
+		return integrations.Config{GitHub: &integrations.GitHubConfig{
+			Transport: integrations.TransportAPI, MaxAttempts: 3, TimeoutSeconds: 10,
+			API: integrations.GitHubAPIConfig{BaseURL: base},
+		}}
+	}, map[string]string{"GH_TOKEN": "tok"})
+}
+
+// newWorldWith is a world on a githubsim of the test's own, with the
+// integrations configuration integ builds for its REST root and the
+// environment env.
+func newWorldWith(t testing.TB, sim *githubsim.Server, edit func(*daemon.Config), integ func(base string) integrations.Config, env map[string]string) *world {
+	t.Helper()
+	requireTools(t)
+	return buildWorld(t, sim, 1, edit, integ, env)
+}
+
+func buildWorld(t testing.TB, sim *githubsim.Server, hooks int, edit func(*daemon.Config), integ func(base string) integrations.Config, env map[string]string) *world {
+	t.Helper()
 	// The state root holds the control socket: keep it short (shortdir).
 	base := shortdir.New(t)
 	w := &world{t: t}
@@ -103,9 +125,6 @@ func newWorldHooks(t testing.TB, hooks int, edit func(*daemon.Config)) *world {
 	require.NoError(t, err)
 	w.path = filepath.Join(w.claude, "bin") + string(os.PathListSeparator) + os.Getenv("PATH")
 
-	sim, err := githubsim.Start(githubsim.Config{Token: "tok", BotLogin: "theloop-bot"})
-	require.NoError(t, err)
-	t.Cleanup(sim.Close)
 	require.NoError(t, sim.AddRepo(repoFull, githubsim.RepoOptions{CloneURL: "file://" + w.remote}))
 	w.sim = sim
 
@@ -139,11 +158,8 @@ func newWorldHooks(t testing.TB, hooks int, edit func(*daemon.Config)) *world {
 	}
 	w.cfg = cfg
 
-	set, err := integrations.New(integrations.Config{GitHub: &integrations.GitHubConfig{
-		Transport: integrations.TransportAPI, MaxAttempts: 3, TimeoutSeconds: 10,
-		API: integrations.GitHubAPIConfig{BaseURL: sim.URL()},
-	}}, integrations.Deps{
-		Env: func(k string) (string, bool) { return "tok", k == "GH_TOKEN" },
+	set, err := integrations.New(integ(sim.URL()), integrations.Deps{
+		Env: func(k string) (string, bool) { v, ok := env[k]; return v, ok },
 		Sleep: func(ctx context.Context, d time.Duration) error {
 			return integrations.SleepContext(ctx, min(d, 50*time.Millisecond))
 		},

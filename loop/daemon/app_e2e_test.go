@@ -1,0 +1,87 @@
+package daemon_test
+
+import (
+	"crypto/rand"
+	"crypto/rsa"
+	"crypto/x509"
+	"encoding/pem"
+	"strconv"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/theloop-dev/theloop/ingress"
+	"github.com/theloop-dev/theloop/integrations"
+	"github.com/theloop-dev/theloop/integrations/githubsim"
+	"github.com/theloop-dev/theloop/loop/daemon"
+)
+
+// loopd configured as a GitHub App walks an item end to end against
+// githubsim issuing installation tokens as GitHub does, and a gate passes
+// on the approval of a team member named only by routing.authorized.
+func TestAnItemWalkedAsAGitHubAppApprovedByATeam(t *testing.T) {
+	key, err := rsa.GenerateKey(rand.Reader, 2048)
+	require.NoError(t, err)
+	keyPEM := string(pem.EncodeToMemory(&pem.Block{Type: "RSA PRIVATE KEY", Bytes: x509.MarshalPKCS1PrivateKey(key)}))
+	const slug = "theloop-e2e"
+	sim, err := githubsim.Start(githubsim.Config{App: &githubsim.AppConfig{ID: 77, Slug: slug, PublicKey: &key.PublicKey}})
+	require.NoError(t, err)
+	t.Cleanup(sim.Close)
+	sim.SetTeam("octo", "approvers", "erin")
+
+	appCfg := integrations.Config{GitHub: &integrations.GitHubConfig{
+		MaxAttempts: 3, TimeoutSeconds: 10,
+		App: &integrations.GitHubAppConfig{AppID: 77, Slug: slug},
+	}}
+	w := newWorldWith(t, sim, func(c *daemon.Config) {
+		c.Authorized = []string{"team:octo/approvers"}
+		c.Integrations = appCfg
+	}, func(base string) integrations.Config {
+		appCfg.GitHub.API.BaseURL = base
+		return appCfg
+	}, map[string]string{integrations.DefaultGitHubAppKeyEnv: keyPEM})
+	_, err = sim.AddInstallation(repoFull)
+	require.NoError(t, err)
+
+	n := w.toRequirementsApproval()
+	// A stranger's approval is dropped before it reaches anything.
+	_, err = sim.Comment(repoFull, n, stranger, "Approved")
+	require.NoError(t, err)
+	w.waitIdle()
+	w.requireAtGate(n, "mallory is on no team")
+	require.NotEmpty(t, w.withField("dispatch.dropped", "reason", string(ingress.DropUnauthorized)))
+
+	approved, err := sim.Comment(repoFull, n, "erin", "Approved")
+	require.NoError(t, err)
+	w.eventually("the gate to move on the team member's approval", func() bool { return w.state(n).CurrentNode == "design" })
+	dec, ok := w.state(n).Decisions.Get("requirements-approval")
+	require.True(t, ok)
+	require.Equal(t, "@erin", dec.By)
+	require.Equal(t, "team:octo/approvers", dec.Rule, "the decision records the rule that authorized it")
+	require.NotNil(t, dec.Signature)
+	require.Equal(t, approved.ID, mustAtoi(t, dec.Comment))
+
+	// Every API call was made with an installation token the App got
+	// with its JWT; what loopd posted is by the App's bot.
+	require.NotEmpty(t, sim.IssuedTokens())
+	for _, r := range sim.Requests() {
+		require.True(t, r.Authenticated, "%s %s", r.Method, r.Path)
+	}
+	cs, err := sim.Comments(repoFull, n)
+	require.NoError(t, err)
+	bot := 0
+	for _, c := range cs {
+		if c.Author == slug+"[bot]" {
+			bot++
+		}
+	}
+	require.Positive(t, bot, "loopd's comments are by the App's bot")
+	w.waitIdle()
+}
+
+func mustAtoi(t *testing.T, s string) int64 {
+	t.Helper()
+	n, err := strconv.ParseInt(s, 10, 64)
+	require.NoError(t, err)
+	return n
+}

@@ -127,6 +127,7 @@ var topCommands = []struct {
 	{"daemon", func(f *Factory) *cli.Command { return newDaemonCmd(f, nil) }},
 	{"queue", func(f *Factory) *cli.Command { return newQueueCmd(f, nil) }},
 	{"config", newConfigCmd},
+	{"github", newGitHubCmd},
 	{"keys", newKeysCmd},
 	{"verify-decisions", newVerifyDecisionsCmd},
 	{"ask", newAskCmd},

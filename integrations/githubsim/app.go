@@ -247,5 +247,6 @@ func (s *Server) installationJSON(in *Installation) map[string]any {
 		"html_url":             fmt.Sprintf("%s/settings/installations/%d", s.cfg.WebURL, in.ID),
 		"repository_selection": "selected", "permissions": map[string]any{"issues": "write", "pull_requests": "write", "checks": "read", "metadata": "read"},
 		"events": []any{}, "created_at": ts(s.now()), "updated_at": ts(s.now()), "single_file_name": nil,
+		"suspended_by": nil, "suspended_at": nil,
 	}
 }

@@ -254,5 +254,6 @@ func (s *Server) combinedStatus(w http.ResponseWriter, r *http.Request, rp *repo
 		}
 	}
 	writeJSON(w, http.StatusOK, map[string]any{"state": state, "sha": sha, "total_count": len(statuses), "statuses": statuses,
-		"repository": s.repoJSON(rp)})
+		"repository": s.repoJSON(rp), "commit_url": s.apiURL() + "/repos/" + rp.full() + "/commits/" + sha,
+		"url": s.apiURL() + "/repos/" + rp.full() + "/commits/" + sha + "/status"})
 }

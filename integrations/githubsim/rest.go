@@ -175,11 +175,24 @@ func unprocessable(w http.ResponseWriter, msg string) {
 func (s *Server) getUser(w http.ResponseWriter, r *http.Request) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	writeJSON(w, http.StatusOK, s.userJSON(s.cfg.BotLogin))
+	// The authenticated user as GET /user answers it (GitHub's public-user
+	// shape; a token without the user scope sees no private fields).
+	u := s.userJSON(s.cfg.BotLogin)
+	for _, k := range []string{"name", "company", "blog", "location", "email", "hireable", "bio", "twitter_username"} {
+		u[k] = nil
+	}
+	u["blog"] = ""
+	u["public_repos"], u["public_gists"], u["followers"], u["following"] = 0, 0, 0, 0
+	u["created_at"], u["updated_at"] = ts(s.now()), ts(s.now())
+	writeJSON(w, http.StatusOK, u)
 }
 
 func (s *Server) getRepo(w http.ResponseWriter, r *http.Request, rp *repo) {
-	writeJSON(w, http.StatusOK, s.repoJSON(rp))
+	// The full repository: what GET /repos/{owner}/{repo} adds to the
+	// repository object of a payload.
+	m := s.repoJSON(rp)
+	m["has_discussions"], m["network_count"], m["subscribers_count"] = false, 0, 0
+	writeJSON(w, http.StatusOK, m)
 }
 
 // paginate writes one page of items with GitHub's Link header; s.mu held.
@@ -383,12 +396,14 @@ func (s *Server) patchComment(w http.ResponseWriter, r *http.Request, rp *repo, 
 	if !ok {
 		return
 	}
-	if !strings.EqualFold(c.author, s.cfg.BotLogin) {
+	// GitHub lets a comment's author edit it (and admins, not modelled).
+	editor := s.author(r)
+	if !strings.EqualFold(c.author, editor) {
 		writeError(w, http.StatusForbidden, "Must have admin rights to Repository.")
 		return
 	}
 	if body != c.body {
-		s.editCommentLocked(rp, c, s.cfg.BotLogin, body)
+		s.editCommentLocked(rp, c, editor, body)
 	}
 	writeJSON(w, http.StatusOK, s.commentJSON(rp, c))
 }

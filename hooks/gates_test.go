@@ -325,3 +325,27 @@ func TestUntrustedTextNeverInMessages(t *testing.T) {
 		}
 	}
 }
+
+// A submitted review's verdict decides as its words would; a comment the
+// daemon authorized by a rule counts though its author is on no allowlist,
+// and the decision carries the rule.
+func TestClassifyFeedbackReviewVerdictsAndRules(t *testing.T) {
+	hc := ctxFor(specFolder(t, ""), &graph.Node{ID: "requirements-approval", Actor: graph.ActorHuman})
+	for _, tc := range []struct {
+		comment graph.Comment
+		outcome string
+	}{
+		{graph.Comment{ID: "1", Author: "dana", Verdict: hooks.OutcomeApproved}, hooks.OutcomeApproved},
+		{graph.Comment{ID: "2", Author: "dana", Body: "LGTM", Verdict: hooks.OutcomeApproved}, hooks.OutcomeApproved},
+		{graph.Comment{ID: "3", Author: "dana", Body: "Fine, but rename X later", Verdict: hooks.OutcomeApproved}, hooks.OutcomeApprovedWithComments},
+		{graph.Comment{ID: "4", Author: "dana", Body: "looks good", Verdict: hooks.OutcomeChangesRequested}, hooks.OutcomeChangesRequested},
+	} {
+		hc.Event = event(tc.comment)
+		r := run(t, "classify-feedback", hc, nil)
+		require.Equal(t, tc.outcome, r.Outcome(), "%+v", tc.comment)
+	}
+	hc.Event = event(graph.Comment{ID: "5", Author: "erin", Body: "Approved", AuthorizedBy: "team:acme/reviewers"})
+	r := run(t, "classify-feedback", hc, nil)
+	require.Equal(t, hooks.OutcomeApproved, r.Outcome())
+	require.Equal(t, &graph.DecisionFact{By: "@erin", Rule: "team:acme/reviewers", Comment: "5"}, r.Decision)
+}

@@ -421,3 +421,42 @@ func TestSignerVerifierForTheDaemon(t *testing.T) {
 	require.False(t, step.Moved)
 	require.Equal(t, "requirements-approval", step.CurrentNode)
 }
+
+// A decision authorized by a rule GitHub answered (the daemon sets the
+// comment's AuthorizedBy) records the rule under the signature: the rule
+// verifies, an edited rule is refused, and a decision without a rule (the
+// form signed before rules existed) still verifies (TestSignedDecisionIsRecordedAndVerified).
+func TestSignedDecisionRecordsTheAuthorizingRule(t *testing.T) {
+	repo, signer := signedRepoAt(t, false)
+	rt, err := loop.Open(repo, loop.Options{Integrations: graphtest.NewTickets(), AuthorizedUsers: []string{"dana"}, DecisionSigner: signer,
+		Clock: graphtest.NewClock(time.Date(2026, 5, 4, 10, 0, 0, 0, time.UTC))})
+	require.NoError(t, err)
+	step, err := rt.Advance(context.Background(), "issue-42", &graph.Event{ID: "d3", Comments: []graph.Comment{
+		{ID: "991", Author: "erin", Body: "Approved", AuthorizedBy: "team:acme/reviewers"},
+	}})
+	require.NoError(t, err)
+	require.Equal(t, "design", step.CurrentNode, "erin is on no allowlist, but the daemon's rule let her in")
+	st, err := loop.NewStore(repo, "").Load(context.Background(), "issue-42")
+	require.NoError(t, err)
+	d, ok := st.Decisions.Get("requirements-approval")
+	require.True(t, ok)
+	require.Equal(t, "@erin", d.By)
+	require.Equal(t, "team:acme/reviewers", d.Rule)
+
+	v := verifying(t, repo, signer.PublicKey())
+	verdicts, err := v.VerifyDecisions(context.Background(), "issue-42")
+	require.NoError(t, err)
+	for _, vd := range verdicts {
+		require.Equal(t, graph.DecisionVerified, vd.Verdict, vd.Reason)
+	}
+	editState(t, repo, "issue-42", func(m map[string]any) {
+		decisions(m)["requirements-approval"].(map[string]any)["rule"] = "permission:admin"
+	})
+	verdicts, err = v.VerifyDecisions(context.Background(), "issue-42")
+	require.NoError(t, err)
+	for _, vd := range verdicts {
+		if vd.Gate == "requirements-approval" {
+			require.Equal(t, graph.DecisionRefused, vd.Verdict, "the rule is covered by the signature")
+		}
+	}
+}

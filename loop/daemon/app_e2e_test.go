@@ -5,6 +5,7 @@ import (
 	"crypto/rsa"
 	"crypto/x509"
 	"encoding/pem"
+	"fmt"
 	"strconv"
 	"testing"
 
@@ -84,4 +85,33 @@ func mustAtoi(t *testing.T, s string) int64 {
 	n, err := strconv.ParseInt(s, 10, 64)
 	require.NoError(t, err)
 	return n
+}
+
+// A submitted review decides a gate as a new comment does: an APPROVED
+// review without a word, on the work item's pull request, by an authorized
+// reviewer, re-read from GitHub by id; a stranger's review does not.
+func TestASubmittedReviewDecidesTheGate(t *testing.T) {
+	w := newWorld(t, nil)
+	n := w.toRequirementsApproval()
+	w.pushBranch("feature-widget")
+	pr, err := w.sim.OpenPullRequestWith(repoFull, githubsim.PullRequest{Author: human, Title: "Widget", Body: fmt.Sprintf("Fixes #%d", n), Head: "feature-widget"})
+	require.NoError(t, err)
+	w.waitIdle()
+
+	_, err = w.sim.AddReview(repoFull, pr.Number, githubsim.Review{Author: stranger, State: "APPROVED"})
+	require.NoError(t, err)
+	w.waitIdle()
+	w.requireAtGate(n, "a stranger's approving review decides nothing")
+
+	rv, err := w.sim.AddReview(repoFull, pr.Number, githubsim.Review{Author: human, State: "APPROVED"})
+	require.NoError(t, err)
+	w.eventually("the gate to move on the review", func() bool { return w.state(n).CurrentNode == "design" })
+	dec, ok := w.state(n).Decisions.Get("requirements-approval")
+	require.True(t, ok)
+	require.Equal(t, "approved", dec.Outcome)
+	require.Equal(t, "@"+human, dec.By)
+	require.Equal(t, fmt.Sprint(rv.ID), dec.Comment)
+	require.Equal(t, ingress.RuleAuthorizedUsers, dec.Rule)
+	require.NotNil(t, dec.Signature)
+	w.waitIdle()
 }

@@ -78,6 +78,17 @@ func TestAnItemWalkedAsAGitHubAppApprovedByATeam(t *testing.T) {
 	}
 	require.Positive(t, bot, "loopd's comments are by the App's bot")
 	w.waitIdle()
+
+	// Control keywords follow the same rules: the team member pauses the
+	// session; the stranger's command never reaches the intake's control.
+	_, err = sim.Comment(repoFull, n, stranger, "the-loop pause")
+	require.NoError(t, err)
+	w.waitIdle()
+	require.Empty(t, w.withField("control.command", "command", "pause"))
+	_, err = sim.Comment(repoFull, n, "erin", "the-loop pause")
+	require.NoError(t, err)
+	w.eventually("the team member's pause", func() bool { return len(w.withField("control.command", "command", "pause")) == 1 })
+	w.waitIdle()
 }
 
 func mustAtoi(t *testing.T, s string) int64 {

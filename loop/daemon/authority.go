@@ -60,6 +60,13 @@ func (in *intake) admitActor(ctx context.Context, item workitem.Ref, ev *ingress
 	if a == nil || ev.Actor == "" || in.isClose(ev, item) {
 		return true, nil
 	}
+	if ingress.IsPresence(ev) {
+		// The poller offers an item whose author may not act when an
+		// authorized person recorded its start (ingress.Poller.presence).
+		if started, _ := in.ctl.StartRequested(item); started {
+			return true, nil
+		}
+	}
 	rule, err := authorizingRule(ctx, in.conf().AuthorizedUsers, a, ev.Actor, item, nil)
 	if err != nil {
 		return false, err

@@ -30,7 +30,11 @@ type Cmd struct {
 	Args []string
 	// Dir is the working directory ("" = the caller's).
 	Dir string
-	// Env holds extra KEY=VALUE entries added to the caller's environment.
+	// Env holds extra KEY=VALUE entries added to the program's base
+	// environment (Exec.Environ, by default the caller's environment
+	// filtered through AllowedEnv); a later entry wins over an earlier one.
+	// A program that needs a variable beyond BaseEnv gets it here,
+	// explicitly (see Passthrough).
 	Env []string
 	// Stdin is fed to the program's standard input.
 	Stdin []byte
@@ -90,12 +94,31 @@ type Runner interface {
 }
 
 // Exec runs real programs with os/exec.
+//
+// A program never inherits this process's environment by default: it
+// starts from AllowedEnv(os.Environ(), nil) — PATH, HOME, the locale and
+// the other BaseEnv names — plus Cmd.Env. A daemon's credentials therefore
+// reach no child (and no child's /proc/<pid>/environ) unless a caller hands
+// one over by name.
 type Exec struct {
 	// Environ, when set, is the environment programs start from (before
-	// Cmd.Env is added) in place of this process's: a daemon passes one
-	// without its credentials, so that no child shows them in
-	// /proc/<pid>/environ.
+	// Cmd.Env is added) in place of the allowlisted one: InheritEnv for a
+	// command-line tool acting for its own user, a wider allowlist for the
+	// tmux server that carries a harness's variables.
 	Environ func() []string
+}
+
+// environ is the environment of c.
+func (e Exec) environ(c Cmd) []string {
+	var base []string
+	if e.Environ != nil {
+		base = e.Environ()
+	} else {
+		base = AllowedEnv(os.Environ(), nil)
+	}
+	// Never nil: os/exec reads a nil Env as "inherit everything".
+	env := make([]string, 0, len(base)+len(c.Env))
+	return append(append(env, base...), c.Env...)
 }
 
 // Run implements Runner.
@@ -118,12 +141,7 @@ func (e Exec) Run(ctx context.Context, c Cmd) (Result, error) {
 	}
 	cmd := exec.CommandContext(ctx, path, c.Args...)
 	cmd.Dir = c.Dir
-	switch {
-	case e.Environ != nil:
-		cmd.Env = append(e.Environ(), c.Env...)
-	case len(c.Env) > 0:
-		cmd.Env = append(os.Environ(), c.Env...)
-	}
+	cmd.Env = e.environ(c)
 	if c.Stdin != nil {
 		cmd.Stdin = bytes.NewReader(c.Stdin)
 	}

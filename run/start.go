@@ -3,7 +3,6 @@ package run
 import (
 	"fmt"
 	"io"
-	"os"
 	"os/exec"
 	"sync"
 	"time"
@@ -45,12 +44,7 @@ func (e Exec) Start(c Cmd) (*Process, error) {
 	}
 	cmd := exec.Command(path, c.Args...)
 	cmd.Dir = c.Dir
-	switch {
-	case e.Environ != nil:
-		cmd.Env = append(e.Environ(), c.Env...)
-	case len(c.Env) > 0:
-		cmd.Env = append(os.Environ(), c.Env...)
-	}
+	cmd.Env = e.environ(c)
 	stdin, err := cmd.StdinPipe()
 	if err != nil {
 		return nil, fmt.Errorf("starting %s: %w", c.Name, err)

@@ -1,6 +1,6 @@
 // Package sessions hosts agent harness sessions for work items: one tmux
 // session per work item that an operator can attach to and take over, one
-// git worktree per work item, and a registry that remembers both.
+// git clone of its own per work item, and a registry that remembers both.
 //
 // The package owns five things:
 //
@@ -14,9 +14,11 @@
 //   - Registry: one JSON record per work item under a directory it is
 //     given, written atomically, found by work item or by harness session id
 //     (LookupBySessionID is the cheap path loop-gate uses).
-//   - Workspaces: one shared clone per repository and one git worktree per
-//     work item on branch issue-<n>, each worktree owned by exactly one work
-//     item.
+//   - Workspaces: one bare mirror per repository, loopd's alone, and one
+//     clone of its own per work item on branch issue-<n>, made from the
+//     mirror and owned by exactly one work item; loopd never runs git in a
+//     clone once the agent has it (CheckedOutBranch and OriginURL read
+//     files instead).
 //   - Manager: the policy that ties them together — spawn, deliver, and
 //     respawn a dead session by resuming its conversation or, failing that,
 //     starting fresh seeded with the work item's artifacts.

@@ -2,12 +2,15 @@ package sessions
 
 import (
 	"context"
+	"io/fs"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -41,17 +44,6 @@ func gitTest(t testing.TB, env []string, dir string, args ...string) string {
 	return strings.TrimSpace(string(out))
 }
 
-// envRunner adds environment entries to every command it runs.
-type envRunner struct {
-	run.Runner
-	env []string
-}
-
-func (r envRunner) Run(ctx context.Context, c run.Cmd) (run.Result, error) {
-	c.Env = append(append([]string(nil), r.env...), c.Env...)
-	return r.Runner.Run(ctx, c)
-}
-
 // newOrigin makes a bare repository with one commit on main, plus the
 // given extra branches (each with a commit of its own), and returns its
 // path, usable as a clone URL.
@@ -76,14 +68,47 @@ func newOrigin(t testing.TB, env []string, branches ...string) string {
 	return origin
 }
 
-func newTestWorkspaces(t testing.TB, env []string) *Workspaces {
+// newTestWorkspaces runs loopd's git as loopd does: run.Exec with its
+// allowlisted environment, nothing of the test's git set-up.
+func newTestWorkspaces(t testing.TB, _ []string) *Workspaces {
 	t.Helper()
-	ws, err := NewWorkspaces(WorkspaceConfig{Root: t.TempDir()}, envRunner{run.Exec{}, env})
+	ws, err := NewWorkspaces(WorkspaceConfig{Root: t.TempDir(), Timeout: 2 * time.Minute}, run.Exec{})
 	require.NoError(t, err)
 	return ws
 }
 
-func TestWorkspacePrepareCreatesWorktreeOnIssueBranch(t *testing.T) {
+// requireOwnClone checks that dir is a clone of its own: a .git directory,
+// no alternates, no object hard-linked to another file, the read-only
+// paths present, origin naming url.
+func requireOwnClone(t *testing.T, ws Workspace, url string) {
+	t.Helper()
+	fi, err := os.Lstat(filepath.Join(ws.Dir, ".git"))
+	require.NoError(t, err)
+	require.True(t, fi.IsDir(), "an own clone, not a worktree")
+	require.NoFileExists(t, filepath.Join(ws.Dir, ".git", "objects", "info", "alternates"))
+	require.NoError(t, filepath.WalkDir(filepath.Join(ws.Dir, ".git", "objects"), func(p string, d fs.DirEntry, err error) error {
+		require.NoError(t, err)
+		if d.Type().IsRegular() {
+			info, err := d.Info()
+			require.NoError(t, err)
+			require.EqualValues(t, 1, info.Sys().(*syscall.Stat_t).Nlink, "%s is hard-linked: the agent could chmod and rewrite a shared object", p)
+		}
+		return nil
+	}))
+	require.Equal(t, ReadOnlyPaths(ws.Dir), ws.ReadOnly)
+	for _, p := range ws.ReadOnly {
+		require.True(t, strings.HasPrefix(p, ws.Dir+"/"), p)
+		_, err := os.Lstat(p)
+		require.NoError(t, err, "a read-only path must exist to be mounted")
+	}
+	require.Empty(t, ws.Shared, "objects are copied: nothing outside the clone to mount")
+	require.False(t, strings.HasPrefix(ws.Mirror, ws.Dir), "the mirror is not inside the clone")
+	got, err := OriginURL(ws.Dir)
+	require.NoError(t, err)
+	require.Equal(t, url, got)
+}
+
+func TestWorkspacePrepareCreatesOwnCloneOnIssueBranch(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	env := gitEnv(t)
@@ -94,11 +119,16 @@ func TestWorkspacePrepareCreatesWorktreeOnIssueBranch(t *testing.T) {
 	ws, err := w.Prepare(ctx, item, PrepareOptions{CloneURL: origin})
 	require.NoError(t, err)
 	require.False(t, ws.Reused)
-	require.Equal(t, filepath.Join(w.cfg.Root, "github.com", "octo", "repo"), ws.Clone)
-	require.Equal(t, filepath.Join(w.cfg.Root, ".worktrees", "github.com", "octo", "repo", "github-octo-repo-5"), ws.Dir)
+	require.Equal(t, filepath.Join(w.cfg.Root, ".mirrors", "github.com", "octo", "repo.git"), ws.Mirror)
+	require.Equal(t, filepath.Join(w.cfg.Root, ".clones", "github.com", "octo", "repo", "github-octo-repo-5"), ws.Dir)
 	require.Equal(t, "issue-5", ws.Branch)
 	require.Equal(t, "issue-5", gitTest(t, env, ws.Dir, "rev-parse", "--abbrev-ref", "HEAD"))
+	b, err := CheckedOutBranch(ws.Dir)
+	require.NoError(t, err)
+	require.Equal(t, "issue-5", b)
 	require.FileExists(t, filepath.Join(ws.Dir, "README.md"))
+	requireOwnClone(t, ws, origin)
+	require.Equal(t, "true", gitTest(t, env, ws.Mirror, "rev-parse", "--is-bare-repository"))
 	owner, err := os.ReadFile(ws.Dir + ".owner")
 	require.NoError(t, err)
 	require.Equal(t, "github:octo/repo#5\n", string(owner))
@@ -110,6 +140,34 @@ func TestWorkspacePrepareCreatesWorktreeOnIssueBranch(t *testing.T) {
 	require.NoError(t, again.FetchErr)
 }
 
+// A clone made after origin moved starts from the refreshed mirror; an
+// existing clone is left as it is.
+func TestWorkspaceRefreshIsTheMirrors(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	env := gitEnv(t)
+	origin := newOrigin(t, env)
+	w := newTestWorkspaces(t, env)
+	first, err := w.Prepare(ctx, mustItem(t, "github:octo/repo#1"), PrepareOptions{CloneURL: origin})
+	require.NoError(t, err)
+	before := gitTest(t, env, first.Dir, "rev-parse", "HEAD")
+
+	seed := filepath.Join(t.TempDir(), "seed")
+	gitTest(t, env, filepath.Dir(seed), "clone", "--quiet", origin, seed)
+	require.NoError(t, os.WriteFile(filepath.Join(seed, "later.txt"), []byte("later\n"), 0o644))
+	gitTest(t, env, seed, "add", "later.txt")
+	gitTest(t, env, seed, "commit", "--quiet", "-m", "later")
+	gitTest(t, env, seed, "push", "--quiet", "origin", "HEAD:main")
+
+	second, err := w.Prepare(ctx, mustItem(t, "github:octo/repo#2"), PrepareOptions{CloneURL: origin})
+	require.NoError(t, err)
+	require.FileExists(t, filepath.Join(second.Dir, "later.txt"), "the mirror was refreshed before the clone")
+	again, err := w.Prepare(ctx, mustItem(t, "github:octo/repo#1"), PrepareOptions{CloneURL: origin})
+	require.NoError(t, err)
+	require.True(t, again.Reused)
+	require.Equal(t, before, gitTest(t, env, first.Dir, "rev-parse", "HEAD"), "loopd runs no git in an existing clone")
+}
+
 func TestWorkspaceUsesExistingRemoteBranch(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
@@ -118,7 +176,7 @@ func TestWorkspaceUsesExistingRemoteBranch(t *testing.T) {
 	w := newTestWorkspaces(t, env)
 	ws, err := w.Prepare(ctx, mustItem(t, "github:octo/repo#7"), PrepareOptions{CloneURL: origin})
 	require.NoError(t, err)
-	require.FileExists(t, filepath.Join(ws.Dir, "issue-7.txt"), "the worktree carries the branch's own commits")
+	require.FileExists(t, filepath.Join(ws.Dir, "issue-7.txt"), "the clone carries the branch's own commits")
 	require.Equal(t, "origin/issue-7", gitTest(t, env, ws.Dir, "rev-parse", "--abbrev-ref", "@{upstream}"))
 }
 
@@ -134,7 +192,11 @@ func TestWorkspaceRequireBranch(t *testing.T) {
 	require.FileExists(t, filepath.Join(ws.Dir, "feature-widget.txt"))
 	_, err = w.Prepare(ctx, mustItem(t, "github:octo/repo#9"), PrepareOptions{CloneURL: origin, Branch: "feature/gone", RequireBranch: true})
 	require.ErrorIs(t, err, ErrBranchMissing)
-	require.NoDirExists(t, filepath.Join(w.cfg.Root, ".worktrees", "github.com", "octo", "repo", "github-octo-repo-9"))
+	require.NoDirExists(t, filepath.Join(w.cfg.Root, ".clones", "github.com", "octo", "repo", "github-octo-repo-9"))
+	// A pull request whose head is origin's default branch.
+	ws, err = w.Prepare(ctx, mustItem(t, "github:octo/repo#10"), PrepareOptions{CloneURL: origin, Branch: "main", RequireBranch: true})
+	require.NoError(t, err)
+	require.Equal(t, "main", gitTest(t, env, ws.Dir, "rev-parse", "--abbrev-ref", "HEAD"))
 }
 
 // A pull request from a fork is refs/pull/<n>/head of the base repository.
@@ -150,13 +212,14 @@ func TestWorkspaceFetchesAPullRequestHead(t *testing.T) {
 	require.NoError(t, err)
 	require.FileExists(t, filepath.Join(ws.Dir, "forkwork.txt"), "the fork's commits")
 	require.Equal(t, "pr-9", gitTest(t, env, ws.Dir, "rev-parse", "--abbrev-ref", "HEAD"))
+	require.Equal(t, "origin/pr-9", gitTest(t, env, ws.Dir, "rev-parse", "--abbrev-ref", "@{upstream}"))
 	_, err = w.Prepare(ctx, mustItem(t, "github:octo/repo#10"), PrepareOptions{CloneURL: origin, Branch: "pr-10", FetchRef: "refs/pull/10/head", RequireBranch: true})
 	require.ErrorIs(t, err, ErrBranchMissing)
 	_, err = w.Prepare(ctx, mustItem(t, "github:octo/repo#11"), PrepareOptions{CloneURL: origin, Branch: "pr-11", FetchRef: "refs/heads/main:refs/heads/x"})
 	require.ErrorIs(t, err, ErrInvalidName)
 }
 
-func TestTwoWorkItemsNeverShareAWorktree(t *testing.T) {
+func TestTwoWorkItemsNeverShareACheckout(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	env := gitEnv(t)
@@ -164,8 +227,8 @@ func TestTwoWorkItemsNeverShareAWorktree(t *testing.T) {
 	w := newTestWorkspaces(t, env)
 	a, b := mustItem(t, "github:octo/repo#1"), mustItem(t, "github:octo/repo#2")
 
-	// Prepared concurrently against a repository not cloned yet: one clone,
-	// two worktrees.
+	// Prepared concurrently against a repository not mirrored yet: one
+	// mirror, two clones.
 	var wg sync.WaitGroup
 	results := make([]Workspace, 2)
 	errs := make([]error, 2)
@@ -180,23 +243,24 @@ func TestTwoWorkItemsNeverShareAWorktree(t *testing.T) {
 	require.NoError(t, errs[0])
 	require.NoError(t, errs[1])
 	wa, wb := results[0], results[1]
-	require.Equal(t, wa.Clone, wb.Clone)
+	require.Equal(t, wa.Mirror, wb.Mirror)
 	require.NotEqual(t, wa.Dir, wb.Dir)
 	require.Equal(t, "issue-1", gitTest(t, env, wa.Dir, "rev-parse", "--abbrev-ref", "HEAD"))
 	require.Equal(t, "issue-2", gitTest(t, env, wb.Dir, "rev-parse", "--abbrev-ref", "HEAD"))
 
+	// Nothing is shared: a file, a commit, a ref, a config of one clone is
+	// not the other's.
 	require.NoError(t, os.WriteFile(filepath.Join(wa.Dir, "only-a.txt"), []byte("a"), 0o644))
+	gitTest(t, env, wa.Dir, "add", "only-a.txt")
+	gitTest(t, env, wa.Dir, "commit", "--quiet", "-m", "a's work")
+	gitTest(t, env, wa.Dir, "config", "core.fsmonitor", "/nonexistent/evil")
 	require.NoFileExists(t, filepath.Join(wb.Dir, "only-a.txt"))
-
-	// A branch is checked out in one worktree only: asking for a's branch
-	// for b fails loudly instead of sharing it.
-	c := mustItem(t, "github:octo/repo#3")
-	_, err := w.Prepare(ctx, c, PrepareOptions{CloneURL: origin, Branch: "issue-1"})
-	require.Error(t, err)
-	require.Contains(t, err.Error(), "one worktree only")
+	out, err := exec.Command("git", "-C", wb.Dir, "rev-parse", "--verify", "--quiet", "refs/heads/issue-1").CombinedOutput()
+	require.Error(t, err, "a's branch is not in b's clone: %s", out)
+	require.Empty(t, gitTest(t, env, wb.Dir, "config", "--default", "", "core.fsmonitor"))
 }
 
-func TestWorktreeHasOneOwner(t *testing.T) {
+func TestCheckoutHasOneOwner(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	env := gitEnv(t)
@@ -223,13 +287,13 @@ func TestWorkspaceRefusesDirectoriesInTheWay(t *testing.T) {
 	w := newTestWorkspaces(t, env)
 	item := mustItem(t, "github:octo/repo#6")
 
-	clone := filepath.Join(w.cfg.Root, "github.com", "octo", "repo")
-	require.NoError(t, os.MkdirAll(clone, 0o755))
-	require.NoError(t, os.WriteFile(filepath.Join(clone, "precious.txt"), []byte("x"), 0o644))
+	mirror := filepath.Join(w.cfg.Root, ".mirrors", "github.com", "octo", "repo.git")
+	require.NoError(t, os.MkdirAll(mirror, 0o755))
+	require.NoError(t, os.WriteFile(filepath.Join(mirror, "precious.txt"), []byte("x"), 0o644))
 	_, err := w.Prepare(ctx, item, PrepareOptions{CloneURL: origin})
 	require.ErrorIs(t, err, ErrWorkspaceConflict)
-	require.FileExists(t, filepath.Join(clone, "precious.txt"))
-	require.NoError(t, os.RemoveAll(clone))
+	require.FileExists(t, filepath.Join(mirror, "precious.txt"))
+	require.NoError(t, os.RemoveAll(mirror))
 
 	path, err := w.Path(item)
 	require.NoError(t, err)
@@ -238,6 +302,8 @@ func TestWorkspaceRefusesDirectoriesInTheWay(t *testing.T) {
 	require.ErrorIs(t, err, ErrWorkspaceConflict)
 }
 
+// Remove deletes the clone with what was not pushed (loopd takes nothing
+// out of an agent's repository); the next Prepare starts from origin.
 func TestWorkspaceRemoveAndRecreate(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
@@ -247,6 +313,9 @@ func TestWorkspaceRemoveAndRecreate(t *testing.T) {
 	item := mustItem(t, "github:octo/repo#8")
 	ws, err := w.Prepare(ctx, item, PrepareOptions{CloneURL: origin})
 	require.NoError(t, err)
+	outside := filepath.Join(t.TempDir(), "outside.txt")
+	require.NoError(t, os.WriteFile(outside, []byte("keep"), 0o644))
+	require.NoError(t, os.Symlink(filepath.Dir(outside), filepath.Join(ws.Dir, "link-out")))
 	require.NoError(t, os.WriteFile(filepath.Join(ws.Dir, "wip.txt"), []byte("x"), 0o644))
 	gitTest(t, env, ws.Dir, "add", "wip.txt")
 	gitTest(t, env, ws.Dir, "commit", "--quiet", "-m", "wip")
@@ -254,27 +323,52 @@ func TestWorkspaceRemoveAndRecreate(t *testing.T) {
 	require.NoError(t, w.Remove(ctx, item))
 	require.NoDirExists(t, ws.Dir)
 	require.NoFileExists(t, ws.Dir+".owner")
+	require.FileExists(t, outside, "a link out of the clone is removed, not followed")
 	require.NoError(t, w.Remove(ctx, item), "removing twice is fine")
 
 	again, err := w.Prepare(ctx, item, PrepareOptions{CloneURL: origin})
 	require.NoError(t, err)
-	require.FileExists(t, filepath.Join(again.Dir, "wip.txt"), "the local branch, with its commits, is kept and reused")
+	require.False(t, again.Reused)
+	require.NoFileExists(t, filepath.Join(again.Dir, "wip.txt"))
 }
 
-func TestWorkspaceRunsNoRepositoryHooks(t *testing.T) {
+// An item whose checkout is a worktree of the older shared clone gets its
+// own clone on the same branch, with the branch's commits; the old
+// worktree is left as it is, and nothing planted in the old shared clone
+// runs.
+func TestWorkspaceMigratesAnOldWorktree(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	env := gitEnv(t)
 	origin := newOrigin(t, env)
 	w := newTestWorkspaces(t, env)
-	ws, err := w.Prepare(ctx, mustItem(t, "github:octo/repo#1"), PrepareOptions{CloneURL: origin})
-	require.NoError(t, err)
-	marker := filepath.Join(t.TempDir(), "hook-ran")
-	hook := filepath.Join(ws.Clone, ".git", "hooks", "post-checkout")
-	require.NoError(t, os.WriteFile(hook, []byte("#!/bin/sh\ntouch "+marker+"\n"), 0o755))
+	item := mustItem(t, "github:octo/repo#3")
+	oldClone := filepath.Join(w.cfg.Root, "github.com", "octo", "repo")
+	oldWT := filepath.Join(w.cfg.Root, ".worktrees", "github.com", "octo", "repo", item.Slug())
+	require.NoError(t, os.MkdirAll(filepath.Dir(oldClone), 0o755))
+	gitTest(t, env, filepath.Dir(oldClone), "clone", "--quiet", origin, oldClone)
+	require.NoError(t, os.MkdirAll(filepath.Dir(oldWT), 0o755))
+	gitTest(t, env, oldClone, "worktree", "add", "--quiet", "-b", "issue-3", oldWT, "origin/main")
+	require.NoError(t, os.WriteFile(oldWT+".owner", []byte(item.String()+"\n"), 0o644))
+	require.NoError(t, os.WriteFile(filepath.Join(oldWT, "old-work.txt"), []byte("w"), 0o644))
+	gitTest(t, env, oldWT, "add", "old-work.txt")
+	gitTest(t, env, oldWT, "commit", "--quiet", "-m", "work done in the old layout")
+	marker, evil := plantProgram(t)
+	appendFile(t, filepath.Join(oldClone, ".git", "config"), "[remote \"origin\"]\n\tuploadpack = "+evil+"\n[core]\n\tfsmonitor = "+evil+"\n\thooksPath = "+filepath.Dir(evil)+"\n")
+	require.NoError(t, os.WriteFile(filepath.Join(filepath.Dir(evil), "reference-transaction"), []byte("#!/bin/sh\ntouch "+marker+"\n"), 0o755))
 
-	_, err = w.Prepare(ctx, mustItem(t, "github:octo/repo#2"), PrepareOptions{CloneURL: origin})
+	ws, err := w.Prepare(ctx, item, PrepareOptions{CloneURL: origin})
 	require.NoError(t, err)
+	require.Equal(t, oldWT, ws.MigratedFrom)
+	require.FileExists(t, filepath.Join(ws.Dir, "old-work.txt"), "the branch's commits came along")
+	require.Equal(t, "issue-3", gitTest(t, env, ws.Dir, "rev-parse", "--abbrev-ref", "HEAD"))
+	requireOwnClone(t, ws, origin)
+	require.FileExists(t, filepath.Join(oldWT, "old-work.txt"), "the old worktree is left")
+	require.NoFileExists(t, marker, "nothing planted in the old shared clone ran")
+	require.Empty(t, gitTest(t, env, ws.Mirror, "for-each-ref", "refs/loopd/"), "the migration ref is gone")
+
+	require.NoError(t, w.Remove(ctx, item))
+	require.NoDirExists(t, oldWT)
 	require.NoFileExists(t, marker)
 }
 
@@ -310,7 +404,7 @@ func TestWorkspaceLayoutForHostWithPort(t *testing.T) {
 	require.NoError(t, err)
 	p, err := w.Path(mustItem(t, "github:ghe.corp.example:8443/my.org/my.repo.git#3"))
 	require.NoError(t, err)
-	require.Equal(t, "/srv/loop/.worktrees/ghe.corp.example_8443/my.org/my.repo/github-ghe.corp.example-8443-my.org-my.repo.git-3", p)
+	require.Equal(t, "/srv/loop/.clones/ghe.corp.example_8443/my.org/my.repo/github-ghe.corp.example-8443-my.org-my.repo.git-3", p)
 	url, err := cloneURL(mustItem(t, "github:octo/repo#1"), "")
 	require.NoError(t, err)
 	require.Equal(t, "https://github.com/octo/repo.git", url)

@@ -45,7 +45,9 @@ func (r *Repo) ChangedWorkItems(ctx context.Context, runner run.Runner, base str
 	if runner == nil {
 		runner = run.Exec{}
 	}
-	res, err := runner.Run(ctx, run.Cmd{Name: "git", Args: []string{"-C", r.Root, "diff", "--relative", "--name-only", "--no-renames", "-z", base + "...HEAD", "--"}, Timeout: time.Minute})
+	c := run.Git("-C", r.Root, "diff", "--no-ext-diff", "--no-textconv", "--relative", "--name-only", "--no-renames", "-z", base+"...HEAD", "--")
+	c.Timeout = time.Minute
+	res, err := runner.Run(ctx, c)
 	if err != nil {
 		return ChangedItems{}, fmt.Errorf("%w: git diff %s...HEAD in %s: %v", ErrDiffUnavailable, base, r.Root, err)
 	}

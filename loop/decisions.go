@@ -485,7 +485,11 @@ func LoadVerifier(ctx context.Context, src TrustSource) (*Verifier, error) {
 		if runner == nil {
 			runner = run.Exec{}
 		}
-		res, err := runner.Run(ctx, run.Cmd{Name: "git", Args: []string{"-C", src.Repo, "show", base + ":" + TrustedKeysFile}, Timeout: 10 * time.Second})
+		// --no-textconv: the file's bytes as committed, whatever an
+		// attribute says.
+		c := run.Git("-C", src.Repo, "show", "--no-textconv", base+":"+TrustedKeysFile)
+		c.Timeout = 10 * time.Second
+		res, err := runner.Run(ctx, c)
 		if err != nil {
 			return nil, fmt.Errorf("%w: reading %s from %s (git show %s:%s): %v", ErrNoTrustAnchor, TrustedKeysFile, base, base, TrustedKeysFile, err)
 		}

@@ -180,7 +180,9 @@ func (d *demo) appendLog(section, body string) {
 }
 
 func (d *demo) gitRun(args ...string) error {
-	_, err := d.git.Run(d.ctx, run.Cmd{Name: "git", Args: append([]string{"-c", "user.name=demo agent", "-c", "user.email=agent@demo.invalid", "-c", "commit.gpgsign=false"}, args...), Dir: d.repo})
+	c := run.Git(append([]string{"-c", "user.name=demo agent", "-c", "user.email=agent@demo.invalid"}, args...)...)
+	c.Dir = d.repo
+	_, err := d.git.Run(d.ctx, c)
 	return err
 }
 

@@ -49,7 +49,7 @@ type graphLink struct {
 	verifier     CommentVerifier
 	commands     run.Runner // a repository's commands, without loopd's credentials
 	git          run.Runner // git, for a checkout's origin
-	origins      *originCache
+	origins      *originReader
 	hookObserver func(graph.HookTiming)
 	record       emitFunc
 	logf         func(format string, args ...any)
@@ -126,7 +126,7 @@ func newGraphLink(cfg linkConfig, deps linkDeps) *graphLink {
 	l := &graphLink{
 		reg: deps.Registry, mgr: deps.Manager, tmux: deps.Tmux, ctl: deps.Control, integ: deps.Integrations,
 		sink: deps.Sink, clock: deps.Clock, signer: deps.Signer, verifier: deps.Verifier,
-		commands: deps.Commands, git: deps.Git, origins: newOriginCache(deps.Git), hookObserver: deps.HookObserver,
+		commands: deps.Commands, git: deps.Git, origins: newOriginCache(), hookObserver: deps.HookObserver,
 		record: deps.Record, logf: deps.Logf, observe: deps.Observe, authority: deps.Authority,
 		runtimes: map[string]*graph.Runtime{}, loops: map[string]string{}, targets: map[string]workitem.Ref{}, specDirs: map[string]string{},
 		observed: map[string]observedLoop{}, observedDir: deps.ObservedDir,

@@ -45,7 +45,7 @@ type intake struct {
 	integ  graph.Integrations
 	tmux   sessions.TmuxConfig // the server agents run on (the attach command)
 	attach func(name string) string
-	git    run.Runner // git, for a checkout's branch
+	git    run.Runner // git (none runs in an agent's checkout: see branchOf)
 	now    func() time.Time
 	clone  func(workitem.Ref, *ingress.Event) string // where to clone a repository from
 	// harnessOf names the harness a spawn for an event runs ("": default).

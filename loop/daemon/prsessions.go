@@ -17,7 +17,6 @@ import (
 	"github.com/theloop-dev/theloop/loop/api"
 	"github.com/theloop-dev/theloop/loop/daemon/apiserver"
 	"github.com/theloop-dev/theloop/ops"
-	"github.com/theloop-dev/theloop/run"
 	"github.com/theloop-dev/theloop/sessions"
 	"github.com/theloop-dev/theloop/workitem"
 )
@@ -385,10 +384,10 @@ func (in *intake) prCheckout(ctx context.Context, item workitem.Ref, rec session
 }
 
 // branchOf is the branch checked out in dir (the work item's own branch
-// when git cannot say).
-func (in *intake) branchOf(ctx context.Context, dir string, item workitem.Ref) string {
-	res, err := in.git.Run(ctx, run.Cmd{Name: "git", Args: []string{"-C", dir, "rev-parse", "--abbrev-ref", "HEAD"}, Timeout: 10 * time.Second})
-	if b := strings.TrimSpace(string(res.Stdout)); err == nil && b != "" && b != "HEAD" {
+// when its HEAD does not name one). It reads dir's HEAD file
+// (sessions.CheckedOutBranch), never runs git in the agent's checkout.
+func (in *intake) branchOf(_ context.Context, dir string, item workitem.Ref) string {
+	if b, err := sessions.CheckedOutBranch(dir); err == nil {
 		return b
 	}
 	return item.Branch()

@@ -57,6 +57,7 @@ import (
 	"github.com/theloop-dev/theloop/loop/daemon"
 	"github.com/theloop-dev/theloop/loop/daemon/sandbox"
 	demoagent "github.com/theloop-dev/theloop/loop/demo/agent"
+	"github.com/theloop-dev/theloop/run"
 	"github.com/theloop-dev/theloop/sessions"
 	"github.com/theloop-dev/theloop/workitem"
 )
@@ -495,9 +496,11 @@ eventLog: {enabled: true, path: %q}
 }
 
 func (w *world) git(ctx context.Context, dir string, args ...string) error {
-	cmd := exec.CommandContext(ctx, "git", append([]string{"-c", "commit.gpgsign=false"}, args...)...)
+	// Hardened as every git loopd runs (run.Git), with the allowlisted
+	// environment.
+	cmd := exec.CommandContext(ctx, "git", run.GitArgs(args...)...)
 	cmd.Dir = dir
-	cmd.Env = append(os.Environ(), "PATH="+w.opts.Path)
+	cmd.Env = append(append(run.AllowedEnv(os.Environ(), nil), run.GitEnv()...), "PATH="+w.opts.Path)
 	if out, err := cmd.CombinedOutput(); err != nil {
 		return fmt.Errorf("git %s: %v: %s", args[0], err, strings.TrimSpace(string(out)))
 	}

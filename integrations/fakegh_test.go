@@ -143,26 +143,47 @@ func fakeGhMain(args []string) int {
 
 // fakeGh is the installed fake; log reads what it recorded.
 type fakeGh struct {
-	dir, log string
+	dir, log        string
+	upstream, token string
 }
 
 // installFakeGh writes the gh script, puts it first on PATH and points it at
 // upstream (a REST root). Tests using it must not run in parallel (t.Setenv).
+// gh gets an allowlisted environment (the GH_* variables it reads, nothing
+// of the test's FAKE_GH_*), so the script carries its settings itself.
 func installFakeGh(t *testing.T, upstream, token string) *fakeGh {
+	t.Helper()
+	dir := t.TempDir()
+	fg := &fakeGh{dir: dir, log: filepath.Join(dir, "calls.jsonl"), upstream: upstream, token: token}
+	fg.write(t, "")
+	t.Setenv("PATH", dir+string(os.PathListSeparator)+os.Getenv("PATH"))
+	t.Setenv("GH_PATH", "")
+	lastFakeGh = fg
+	return fg
+}
+
+// lastFakeGh is the fake the running (serial) test installed last.
+var lastFakeGh *fakeGh
+
+// setFakeGhScenario makes the fake installed last misbehave.
+func setFakeGhScenario(t *testing.T, scenario string) {
+	t.Helper()
+	require.NotNil(t, lastFakeGh, "installFakeGh first")
+	lastFakeGh.write(t, scenario)
+}
+
+func (g *fakeGh) write(t *testing.T, scenario string) {
 	t.Helper()
 	exe, err := os.Executable()
 	require.NoError(t, err)
-	dir := t.TempDir()
-	script := "#!/bin/sh\n" + fakeGhModeEnv + "=1\nexport " + fakeGhModeEnv + "\nexec '" + strings.ReplaceAll(exe, "'", `'\''`) + "' \"$@\"\n"
-	require.NoError(t, os.WriteFile(filepath.Join(dir, "gh"), []byte(script), 0o755))
-	fg := &fakeGh{dir: dir, log: filepath.Join(dir, "calls.jsonl")}
-	t.Setenv("PATH", dir+string(os.PathListSeparator)+os.Getenv("PATH"))
-	t.Setenv("GH_PATH", "")
-	t.Setenv("FAKE_GH_UPSTREAM", upstream)
-	t.Setenv("FAKE_GH_TOKEN", token)
-	t.Setenv("FAKE_GH_LOG", fg.log)
-	t.Setenv("FAKE_GH_SCENARIO", "")
-	return fg
+	q := func(s string) string { return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'" }
+	script := "#!/bin/sh\n" + fakeGhModeEnv + "=1\nexport " + fakeGhModeEnv + "\n" +
+		"FAKE_GH_UPSTREAM=" + q(g.upstream) + " FAKE_GH_TOKEN=" + q(g.token) + " FAKE_GH_LOG=" + q(g.log) + " FAKE_GH_SCENARIO=" + q(scenario) + "\n" +
+		"export FAKE_GH_UPSTREAM FAKE_GH_TOKEN FAKE_GH_LOG FAKE_GH_SCENARIO\n" +
+		"exec " + q(exe) + " \"$@\"\n"
+	tmp := filepath.Join(g.dir, ".gh.tmp")
+	require.NoError(t, os.WriteFile(tmp, []byte(script), 0o755))
+	require.NoError(t, os.Rename(tmp, filepath.Join(g.dir, "gh")))
 }
 
 func (g *fakeGh) calls(t *testing.T) []fakeGhCall {

@@ -37,6 +37,16 @@ type githubCLI struct {
 // ghEnv keeps gh non-interactive and its output plain.
 var ghEnv = []string{"GH_PROMPT_DISABLED=1", "GH_NO_UPDATE_NOTIFIER=1", "GH_SPINNER_DISABLED=1", "NO_COLOR=1", "CLICOLOR=0"}
 
+// ghPassEnv are the variables gh reads for its login, host, config and
+// network, handed to it by name: a child gets the allowlist
+// (run.BaseEnv) and what its caller names, never the whole environment
+// (docs/decisions.md §22).
+var ghPassEnv = []string{
+	"GH_TOKEN", "GITHUB_TOKEN", "GH_ENTERPRISE_TOKEN", "GITHUB_ENTERPRISE_TOKEN", "GH_HOST", "GH_CONFIG_DIR",
+	"XDG_CONFIG_HOME", "XDG_STATE_HOME", "XDG_DATA_HOME", "XDG_CACHE_HOME", "XDG_RUNTIME_DIR", "DBUS_SESSION_BUS_ADDRESS",
+	"HTTPS_PROXY", "https_proxy", "HTTP_PROXY", "http_proxy", "ALL_PROXY", "all_proxy", "NO_PROXY", "no_proxy", "SSL_CERT_FILE", "SSL_CERT_DIR",
+}
+
 func (c *githubCLI) name() string { return TransportCLI }
 
 func (c *githubCLI) do(ctx context.Context, req ghRequest) (response, error) {
@@ -53,7 +63,7 @@ func (c *githubCLI) do(ctx context.Context, req ghRequest) (response, error) {
 		args = append(args, "--input", "-")
 	}
 	args = append(args, req.path)
-	res, err := c.runner.Run(ctx, run.Cmd{Name: c.binary, Args: args, Stdin: req.body, Env: ghEnv})
+	res, err := c.runner.Run(ctx, run.Cmd{Name: c.binary, Args: args, Stdin: req.body, Env: append(run.Passthrough(ghPassEnv...), ghEnv...)})
 	if err != nil {
 		var ee *run.ExitError
 		switch {

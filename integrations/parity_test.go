@@ -171,7 +171,7 @@ func TestGitHubCLITransport(t *testing.T) {
 	t.Run("not logged in is final and names gh auth login", func(t *testing.T) {
 		gh := fixtureServer(t, "")
 		installFakeGh(t, gh.URL(), testToken)
-		t.Setenv("FAKE_GH_SCENARIO", "not-logged-in")
+		setFakeGhScenario(t, "not-logged-in")
 		w := newWorld(mapEnv{})
 		s := cliSet(t, w, GitHubConfig{})
 		_, err := s.Call(context.Background(), ops.GitHubGetLabels, map[string]any{"ref": "github:octo/repo#7"})
@@ -183,7 +183,7 @@ func TestGitHubCLITransport(t *testing.T) {
 	t.Run("output that is not an HTTP answer", func(t *testing.T) {
 		gh := fixtureServer(t, "")
 		installFakeGh(t, gh.URL(), testToken)
-		t.Setenv("FAKE_GH_SCENARIO", "garbage")
+		setFakeGhScenario(t, "garbage")
 		s := cliSet(t, newWorld(mapEnv{}), GitHubConfig{})
 		_, err := s.Call(context.Background(), ops.GitHubGetLabels, map[string]any{"ref": "github:octo/repo#7"})
 		requireKind(t, err, ErrTransport)

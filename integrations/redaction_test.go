@@ -106,7 +106,7 @@ func TestCredentialsNeverLeak(t *testing.T) {
 		fg := fixtureServer(t, "")
 		fake := installFakeGh(t, fg.URL(), testToken)
 		t.Setenv("GH_TOKEN", canaryGitHub)
-		t.Setenv("FAKE_GH_SCENARIO", "echo-token")
+		setFakeGhScenario(t, "echo-token")
 		w := newWorld(mapEnv{"GH_TOKEN": canaryGitHub})
 		w.realPath = true
 		s := w.set(t, Config{GitHub: &GitHubConfig{Transport: TransportCLI}})

@@ -102,7 +102,10 @@ func (s *secret) get(ctx context.Context) (string, error) {
 	if s.cached != "" {
 		return s.cached, nil
 	}
-	res, err := s.runner.Run(ctx, run.Cmd{Name: s.command[0], Args: s.command[1:], Timeout: 10 * time.Second})
+	// A token command (gh auth token, a password manager) reads its own
+	// login from these, handed over by name; nothing else of loopd's
+	// environment reaches it.
+	res, err := s.runner.Run(ctx, run.Cmd{Name: s.command[0], Args: s.command[1:], Timeout: 10 * time.Second, Env: run.Passthrough(tokenCommandEnv...)})
 	// The command's output may hold the secret: never quote it.
 	if err != nil {
 		return "", failFinal(ErrNoCredentials, "no %s: %s is not set and the token command %s failed (exit %d) — %s", s.what, envList(s.env), s.command[0], res.ExitCode, s.fix)
@@ -135,4 +138,11 @@ func registerEnv(red *redactor, lookup Env, names ...string) {
 			red.add(v)
 		}
 	}
+}
+
+// tokenCommandEnv are the variables a token command may need beyond
+// run.BaseEnv: where its configuration and session live.
+var tokenCommandEnv = []string{
+	"XDG_CONFIG_HOME", "XDG_STATE_HOME", "XDG_DATA_HOME", "XDG_CACHE_HOME", "XDG_RUNTIME_DIR", "DBUS_SESSION_BUS_ADDRESS",
+	"GNUPGHOME", "GPG_AGENT_INFO", "SSH_AUTH_SOCK", "GH_CONFIG_DIR", "GH_HOST", "PASSWORD_STORE_DIR",
 }

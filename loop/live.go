@@ -188,10 +188,10 @@ func OpenLive(root string, opts LiveOptions) (*LiveRuntime, error) {
 	rt, err := repo.Runtime(Options{
 		Graph: g, WorkItem: opts.WorkItem, PR: opts.PR, PRRepo: opts.PRRepo,
 		AuthorizedUsers: cfg.AuthorizedUsers, ExecuteKeyword: cfg.ExecuteKeyword, SessionPerPr: cfg.SessionPerPr,
-		Integrations: integ, Commands: Commands{Runner: run.Exec{}, Root: repo.Root},
+		Integrations: integ, Commands: Commands{Runner: liveRunner, Root: repo.Root},
 		// The CLI runs in the agent's sandbox (or the operator's shell):
 		// the one place the repository's test command may run.
-		RepoCommands: Commands{Runner: run.Exec{}, Root: repo.Root},
+		RepoCommands: Commands{Runner: liveRunner, Root: repo.Root},
 		Sink:         sink, Clock: opts.Clock, DecisionVerifier: verifier, DecisionSigner: signer,
 		Warn: warn,
 	})
@@ -212,3 +212,9 @@ func OpenLive(root string, opts LiveOptions) (*LiveRuntime, error) {
 	l.Runtime = rt
 	return l, nil
 }
+
+// liveRunner runs the commands of a live walk (loopctl in the agent's
+// session, or in CI): the caller's own environment, as a command run by
+// hand in that shell would have — a repository's tests need its toolchain's
+// variables. loopd never walks live (it has no RepoCommands).
+var liveRunner = run.Exec{Environ: run.InheritEnv}

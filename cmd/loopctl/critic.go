@@ -235,7 +235,9 @@ func runCritic(ctx context.Context, opts *criticOptions) error {
 	}
 	runner := opts.Runner
 	if runner == nil {
-		runner = run.Exec{}
+		// The operator's own harness, run by the operator's CLI: it keeps
+		// the operator's environment (its model credential among it).
+		runner = run.Exec{Environ: run.InheritEnv}
 	}
 	res, err := runner.Run(ctx, cmd)
 	switch {

@@ -400,8 +400,9 @@ func (d *Daemon) build() error {
 		return err
 	}
 
-	runner := pathRunner{path: d.deps.Path, environ: d.childEnviron}
-	tm, err := sessions.NewConfinedTmux(d.tmuxConfig(), runner, d.confinement())
+	runner := pathRunner{path: d.deps.Path}
+	tmuxRunner := pathRunner{path: d.deps.Path, environ: d.tmuxEnviron}
+	tm, err := sessions.NewConfinedTmux(d.tmuxConfig(), tmuxRunner, d.confinement())
 	if err != nil {
 		return err
 	}
@@ -638,10 +639,9 @@ func (d *Daemon) lookPath(name string) (string, error) {
 	return "", fmt.Errorf("%s: %w on PATH %s", name, exec.ErrNotFound, d.deps.Path)
 }
 
-// pathRunner runs programs (tmux, git) with PATH set to path when given.
-// pathRunner runs loopd's own programs (tmux, git, a repository's test
-// command) with PATH set to path (when set) and without loopd's
-// credentials: environ is the environment they start from.
+// pathRunner runs loopd's own programs (tmux, git, a hook's command) with
+// PATH set to path (when set). environ is the environment they start from:
+// nil is run's allowlist (run.Exec), never loopd's own environment.
 type pathRunner struct {
 	path    string
 	environ func() []string
@@ -663,10 +663,14 @@ func (p pathRunner) Start(c run.Cmd) (*run.Process, error) {
 	return run.Exec{Environ: p.environ}.Start(c)
 }
 
-// childEnviron is the environment of the programs loopd runs for itself:
-// its own, less every variable it or an integration reads as a credential.
-func (d *Daemon) childEnviron() []string {
-	return sandbox.WithoutSecrets(os.Environ(), d.cfg.SecretEnvNames)
+// tmuxEnviron is the environment of loopd's tmux clients, and so of the
+// tmux server the first of them starts, whose environment every pane's
+// launcher inherits: the allowlist (sandbox.ChildEnv) plus routing.agentEnv,
+// the variables the operator asked the harness to keep — the launcher
+// filters them again for the harness. Every other program loopd runs gets
+// run's default allowlist and what its caller names.
+func (d *Daemon) tmuxEnviron() []string {
+	return sandbox.ChildEnv(os.Environ(), d.cfg.AgentEnv)
 }
 
 // lockStateRoot takes the one-instance lock: flock on <root>/loopd.lock.

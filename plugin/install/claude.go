@@ -178,7 +178,7 @@ func (o *Options) runClaude(claude string, args []string) error {
 	}
 	runner := o.Runner
 	if runner == nil {
-		runner = run.Exec{}
+		runner = run.Exec{Environ: run.InheritEnv} // the user's own CLI, installing for the user
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()

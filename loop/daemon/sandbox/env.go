@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"sort"
 	"strings"
+
+	"github.com/theloop-dev/theloop/run"
 )
 
 // BaseEnv names the variables of loopd's environment a harness keeps: what
@@ -11,7 +13,9 @@ import (
 // authenticates anyone. LC_* is kept as a prefix (see keepName).
 // TMUX_TMPDIR is kept so the tmux server loopd starts through the launcher
 // puts its socket where loopd's own tmux clients look for it.
-var BaseEnv = []string{"PATH", "HOME", "USER", "LOGNAME", "SHELL", "LANG", "TERM", "TZ", "TMPDIR", "TMUX_TMPDIR"}
+// The list is run's (run.BaseEnv), the one allowlist every child of loopd
+// starts from.
+var BaseEnv = run.BaseEnv()
 
 // SessionEnv names the variables loopd itself sets per session (through
 // tmux -e): which work item and conversation a session serves, and where
@@ -60,26 +64,35 @@ func CheckAgentEnv(names, extraSecrets []string) error {
 	return nil
 }
 
-// WithoutSecrets returns environ (KEY=VALUE entries) without SecretEnv and
-// the names in extra: the environment loopd gives the programs it runs for
-// itself (tmux, git, a repository's test command). A sandboxed agent can
-// read /proc/<pid>/environ of a same-user process outside its domain, so a
-// child of loopd must not show loopd's credentials there.
-func WithoutSecrets(environ, extra []string) []string {
+// ChildEnv is the environment loopd gives the programs it runs for itself
+// (tmux, git, a token command): environ (KEY=VALUE entries) filtered
+// through the allowlist — run.BaseEnv, LC_* and the names in keep — with
+// SecretEnv dropped even if keep names one. It is never environ minus a
+// list: a variable nobody named does not pass (docs/decisions.md §22). A
+// sandboxed agent that could read /proc/<pid>/environ of a same-user
+// process outside its world finds nothing of loopd's there.
+func ChildEnv(environ, keep []string) []string {
 	secret := map[string]bool{}
 	for _, n := range SecretEnv {
 		secret[n] = true
 	}
-	for _, n := range extra {
-		secret[n] = true
-	}
-	out := make([]string, 0, len(environ))
-	for _, kv := range environ {
-		if k, _, _ := strings.Cut(kv, "="); !secret[k] {
-			out = append(out, kv)
+	var allowed []string
+	for _, n := range keep {
+		if !secret[n] {
+			allowed = append(allowed, n)
 		}
 	}
-	return out
+	return run.AllowedEnv(environ, allowed)
+}
+
+// WithoutSecrets is ChildEnv(environ, nil): the allowlist, not environ
+// minus SecretEnv and extra as it once was. Kept for callers not yet
+// moved; extra only ever narrows what ChildEnv already dropped.
+//
+// Deprecated: use ChildEnv, naming what the program needs.
+func WithoutSecrets(environ, extra []string) []string {
+	_ = extra
+	return ChildEnv(environ, nil)
 }
 
 func validName(n string) bool {

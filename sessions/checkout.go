@@ -32,12 +32,16 @@ const (
 
 // ReadOnlyPaths returns the paths inside the clone dir that the agent's
 // sandbox must mount read-only: what git (the agent's own, or a person's
-// later in the same checkout) reads as configuration or runs. Each exists
-// in a clone Prepare made. Objects are not shared with any other
-// repository (no alternates), so nothing outside dir is listed.
+// later in the same checkout) reads as configuration or runs — the config,
+// hooks, info/ (attributes, excludes) and objects/info/ (alternates). Each
+// exists in a clone Prepare made. Two more names matter if they appear,
+// .git/commondir and .git/gitdir (they move where git reads its
+// configuration from), but cannot be created empty without changing git's
+// behaviour; a sandbox binds them read-only when present. Objects are not
+// shared with any other repository, so nothing outside dir is listed.
 func ReadOnlyPaths(dir string) []string {
 	g := filepath.Join(dir, ".git")
-	return []string{filepath.Join(g, "config"), filepath.Join(g, "hooks"), filepath.Join(g, "info")}
+	return []string{filepath.Join(g, "config"), filepath.Join(g, "hooks"), filepath.Join(g, "info"), filepath.Join(g, "objects", "info")}
 }
 
 // readFileNoFollow reads at most max bytes of path, refusing a symbolic

@@ -40,7 +40,8 @@ type Workspace struct {
 	// shares anything writable with it.
 	Dir string
 	// ReadOnly are absolute paths inside Dir the agent must not write
-	// (ReadOnlyPaths: .git/config, .git/hooks, .git/info). Each exists.
+	// (ReadOnlyPaths: .git/config, .git/hooks, .git/info,
+	// .git/objects/info). Each exists.
 	ReadOnly []string
 	// Shared are paths outside Dir the sandbox must mount read-only for the
 	// clone to work. Empty: the clone's objects are its own copy.
@@ -385,7 +386,7 @@ func (w *Workspaces) makeClone(ctx context.Context, p paths, url, branch, startR
 	if _, err := w.git(ctx, tmp, "remote", "set-url", "origin", url); err != nil {
 		return fmt.Errorf("creating the clone %s: %w", p.clone, err)
 	}
-	for _, d := range []string{"hooks", "info"} {
+	for _, d := range []string{"hooks", "info", filepath.Join("objects", "info")} {
 		if err := os.MkdirAll(filepath.Join(tmp, ".git", d), 0o755); err != nil {
 			return fmt.Errorf("creating the clone %s: %w", p.clone, err)
 		}

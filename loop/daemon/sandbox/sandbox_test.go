@@ -142,7 +142,10 @@ func newFixture(t *testing.T, off bool) *fixture {
 	cfg.TempDir = t.TempDir()
 	cfg.ReadySettle = 150 * time.Millisecond
 	cfg.PollInterval = 20 * time.Millisecond
-	f.tm, err = sessions.NewConfinedTmux(cfg, run.Exec{}, c)
+	// As loopd wires it: its tmux clients carry routing.agentEnv to the
+	// server the launcher inherits from (Daemon.tmuxEnviron).
+	tmuxRunner := run.Exec{Environ: func() []string { return sandbox.ChildEnv(os.Environ(), c.AgentEnv) }}
+	f.tm, err = sessions.NewConfinedTmux(cfg, tmuxRunner, c)
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = exec.Command("tmux", "-L", f.socket, "kill-server").Run() })
 	return f

@@ -56,8 +56,9 @@ func InitRepo(ctx context.Context, dir, owner, repo, approver string) error {
 		{"add", "-A"},
 		{"commit", "-q", "-m", "chore: adopt the-loop"},
 	} {
-		full := append([]string{"-c", "user.name=demo", "-c", "user.email=demo@demo.invalid", "-c", "commit.gpgsign=false"}, args...)
-		if _, err := git.Run(ctx, run.Cmd{Name: "git", Args: full, Dir: dir}); err != nil {
+		c := run.Git(append([]string{"-c", "user.name=demo", "-c", "user.email=demo@demo.invalid"}, args...)...)
+		c.Dir = dir
+		if _, err := git.Run(ctx, c); err != nil {
 			return fmt.Errorf("git %s in %s: %w", args[0], dir, err)
 		}
 	}

@@ -12,7 +12,6 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/theloop-dev/theloop/graph"
-	"github.com/theloop-dev/theloop/graph/graphtest"
 	"github.com/theloop-dev/theloop/loop"
 	demoagent "github.com/theloop-dev/theloop/loop/demo/agent"
 	"github.com/theloop-dev/theloop/ops"
@@ -73,12 +72,12 @@ type demo struct {
 // printingTickets is the ticket stand-in, narrating what theloop does to the
 // ticket.
 type printingTickets struct {
-	*graphtest.Tickets
+	*demoTickets
 	out io.Writer
 }
 
 func (p *printingTickets) Call(ctx context.Context, op graph.Operation, args map[string]any) (map[string]any, error) {
-	res, err := p.Tickets.Call(ctx, op, args)
+	res, err := p.demoTickets.Call(ctx, op, args)
 	if err != nil {
 		return res, err
 	}
@@ -119,7 +118,7 @@ func runDemo(ctx context.Context, opts *demoOptions) error {
 		return err
 	}
 	d := &demo{ctx: ctx, out: f.IO.Out, repo: dir, id: "issue-1", ref: "github:demo/widgets#1", git: run.Exec{}}
-	d.tickets = &printingTickets{Tickets: graphtest.NewTickets(), out: d.out}
+	d.tickets = &printingTickets{demoTickets: newDemoTickets(), out: d.out}
 	if err := d.setUp(f); err != nil {
 		return err
 	}
@@ -309,7 +308,7 @@ func (d *demo) finish(kept bool) error {
 	renderMermaid(&buf, d.agent.Graph(), marksFrom(plain))
 	fmt.Fprint(d.out, buf.String())
 	fmt.Fprintf(d.out, "\nlabels on the ticket: %s\n", strings.Join(d.tickets.Labels(d.ref), ", "))
-	fmt.Fprintf(d.out, "comments theloop posted: %d\n", len(d.tickets.CallsOf(ops.GitHubAddComment)))
+	fmt.Fprintf(d.out, "comments theloop posted: %d\n", d.tickets.Posted())
 	if kept {
 		fmt.Fprintf(d.out, "the repository is kept at %s — try: loopctl check %s --repo %s\n", d.repo, d.id, d.repo)
 	}

@@ -52,13 +52,30 @@ func installedStop(t *testing.T, dir string) string {
 	return plugin.Tree{plugin.HooksPath: b}.StopCommand()
 }
 
+// claudeProjectFresh is what --scope project writes into a repository's
+// .claude/settings.json: the gate alone, run from PATH.
+const claudeProjectFresh = `{
+  "hooks": {
+    "Stop": [
+      {
+        "hooks": [
+          {
+            "type": "command",
+            "command": "loop-gate claude"
+          }
+        ]
+      }
+    ]
+  }
+}
+`
+
 func TestInstallClaudePluginFresh(t *testing.T) {
 	for _, tc := range []struct {
 		args []string
 		path func(w installWorld) string
 	}{
 		{nil, func(w installWorld) string { return filepath.Join(w.home, ".claude", "settings.json") }},
-		{[]string{"--scope", "project"}, func(w installWorld) string { return filepath.Join(w.repo, ".claude", "settings.json") }},
 	} {
 		t.Run(strings.Join(append([]string{"scope"}, tc.args...), " "), func(t *testing.T) {
 			w := newInstallWorld(t)
@@ -145,23 +162,72 @@ func TestInstallUninstallRoundTrip(t *testing.T) {
 	require.Contains(t, out, "nothing of theloop's to remove")
 }
 
-func TestInstallMovesAnOldStopHookIntoThePlugin(t *testing.T) {
+// TestInstallClaudeProjectTravels: --scope project writes into the
+// committed .claude/settings.json only what holds in a teammate's checkout
+// (the gate, from PATH or relative to $CLAUDE_PROJECT_DIR), takes out what an
+// earlier install put there that does not, and writes nothing in HOME.
+func TestInstallClaudeProjectTravels(t *testing.T) {
 	w := newInstallWorld(t)
-	write(t, w.repo, ".claude/settings.json", `{"hooks":{"Stop":[{"hooks":[{"type":"command","command":"/usr/local/bin/loop-gate claude"},{"type":"command","command":"say done"}]}],"PreToolUse":[]}}`)
 	code, out, errOut := w.install(t, "--scope", "project")
 	require.Equal(t, 0, code, errOut)
+	path := filepath.Join(w.repo, ".claude", "settings.json")
+	require.Equal(t, claudeProjectFresh, readFile(t, path))
+	require.Contains(t, out, "commit it")
+	require.Contains(t, out, "--scope user")
+	require.NotContains(t, readFile(t, path), w.home)
+	require.NoDirExists(t, w.marketplace(), "project scope puts nothing in HOME")
+
+	code, out, errOut = w.install(t, "--scope", "project")
+	require.Equal(t, 0, code, errOut)
+	require.Contains(t, out, "nothing to do")
+
+	// A program inside the repository is named relative to the project.
+	code, _, errOut = w.install(t, "--scope", "project", "--command", filepath.Join(w.repo, "bin", "loop-gate"))
+	require.Equal(t, 0, code, errOut)
+	require.Contains(t, readFile(t, path), `"command": "\"$CLAUDE_PROJECT_DIR\"/bin/loop-gate claude"`)
+	code, out, errOut = w.install(t, "--scope", "project")
+	require.Equal(t, 0, code, errOut)
+	require.Contains(t, out, "nothing to do", "the project-relative program is kept")
+
+	// A program in the installer's home is refused: it would not hold for a teammate.
+	code, _, errOut = w.install(t, "--scope", "project", "--command", filepath.Join(w.home, "go", "bin", "loop-gate"))
+	require.Equal(t, exitRefused, code)
+	require.Contains(t, errOut, "in your home directory")
+	require.NotContains(t, readFile(t, path), w.home)
+
+	// An earlier install's entries that named HOME are replaced.
+	w2 := newInstallWorld(t)
+	w2.install(t, "--dry-run")
+	write(t, w2.repo, ".claude/settings.json", strings.Replace(claudeFresh(w2.marketplace()), "\n}\n", `,
+  "hooks": {"Stop": [{"hooks": [{"type": "command", "command": "`+filepath.Join(w2.home, "go", "bin", "loop-gate")+` claude"}]}]}
+}
+`, 1))
+	code, out, errOut = w2.install(t, "--scope", "project")
+	require.Equal(t, 0, code, errOut)
+	settings := readFile(t, filepath.Join(w2.repo, ".claude", "settings.json"))
+	require.NotContains(t, settings, w2.home, out)
+	require.Contains(t, settings, `"command": "loop-gate claude"`)
+	require.Contains(t, errOut, "now runs \"loop-gate\" from PATH")
+}
+
+func TestInstallMovesAnOldStopHookIntoThePlugin(t *testing.T) {
+	w := newInstallWorld(t)
+	w.install(t, "--dry-run")
+	write(t, w.home, ".claude/settings.json", `{"hooks":{"Stop":[{"hooks":[{"type":"command","command":"/usr/local/bin/loop-gate claude"},{"type":"command","command":"say done"}]}],"PreToolUse":[]}}`)
+	code, out, errOut := w.install(t)
+	require.Equal(t, 0, code, errOut)
 	require.Contains(t, out, `removed the Stop hook "/usr/local/bin/loop-gate claude" (the plugin runs the gate now)`)
-	settings := readFile(t, filepath.Join(w.repo, ".claude", "settings.json"))
+	settings := readFile(t, filepath.Join(w.home, ".claude", "settings.json"))
 	require.NotContains(t, settings, "loop-gate", "two gates would count two attempts per stop")
 	require.Contains(t, settings, `{"type":"command","command":"say done"}`, "other hooks stay")
 	require.Equal(t, "/usr/local/bin/loop-gate claude", installedStop(t, w.marketplace()), "the program moves with it")
 	require.NotContains(t, errOut, "not on PATH", "an absolute program is not looked up")
 
 	// Without --command, the installed program stays; with it, it changes.
-	code, _, errOut = w.install(t, "--scope", "project")
+	code, _, errOut = w.install(t)
 	require.Equal(t, 0, code, errOut)
 	require.Equal(t, "/usr/local/bin/loop-gate claude", installedStop(t, w.marketplace()))
-	code, out, errOut = w.install(t, "--scope", "project", "--command", "/opt/the loop/loop-gate")
+	code, out, errOut = w.install(t, "--command", "/opt/the loop/loop-gate")
 	require.Equal(t, 0, code, errOut)
 	require.Equal(t, "'/opt/the loop/loop-gate' claude", installedStop(t, w.marketplace()))
 	require.Contains(t, out, "Stop hook \"'/opt/the loop/loop-gate' claude\"")

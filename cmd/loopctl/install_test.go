@@ -259,7 +259,7 @@ func TestInstallWhere(t *testing.T) {
 		other := newInstallWorld(t)
 		code, _, errOut := w.install(t, "--scope", "project", "--repo", other.sub)
 		require.Equal(t, 0, code, errOut)
-		require.Equal(t, claudeFresh(w.marketplace()), readFile(t, filepath.Join(other.repo, ".claude", "settings.json")))
+		require.Equal(t, claudeProjectFresh, readFile(t, filepath.Join(other.repo, ".claude", "settings.json")))
 	})
 	t.Run("a symbolic link is edited where it points", func(t *testing.T) {
 		w := newInstallWorld(t)
@@ -279,13 +279,22 @@ func TestInstallWhere(t *testing.T) {
 }
 
 // A relative --command is written as an absolute path (the harness runs
-// hooks from the agent's directory), and the user is told (issue 10, 12).
+// hooks from the agent's directory), and the user is told. At project scope
+// a path inside the repository is named relative to the project where the
+// harness says where that is, and refused where it does not.
 func TestInstallMakesARelativeCommandAbsolute(t *testing.T) {
 	w := newInstallWorld(t)
 	code, _, errOut := w.install(t, "--harness", "cursor", "--scope", "project", "--command", "./bin/loop-gate")
+	require.Equal(t, exitRefused, code, errOut)
+	require.Contains(t, errOut, "put loop-gate on PATH")
+	code, _, errOut = w.install(t, "--harness", "gemini", "--scope", "project", "--command", "./bin/loop-gate")
+	require.Equal(t, 0, code, errOut)
+	require.Contains(t, readFile(t, filepath.Join(w.repo, ".gemini", "settings.json")), `"$GEMINI_PROJECT_DIR/docs/specs/bin/loop-gate gemini"`)
+
+	code, _, errOut = w.install(t, "--harness", "cursor", "--command", "./bin/loop-gate")
 	require.Equal(t, 0, code, errOut)
 	want := filepath.Join(w.sub, "bin", "loop-gate")
 	require.Contains(t, errOut, "writing "+want)
-	require.Contains(t, readFile(t, filepath.Join(w.repo, ".cursor", "hooks.json")), want)
-	require.NotContains(t, readFile(t, filepath.Join(w.repo, ".cursor", "hooks.json")), "./bin/loop-gate")
+	require.Contains(t, readFile(t, filepath.Join(w.home, ".cursor", "hooks.json")), want)
+	require.NotContains(t, readFile(t, filepath.Join(w.home, ".cursor", "hooks.json")), "./bin/loop-gate")
 }

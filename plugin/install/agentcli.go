@@ -79,13 +79,11 @@ func installAgentCLI(opts *Options) error {
 	if err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return failWith(exitFailed, "loopctl install: reading %s: %v", path, err)
 	}
-	want := func(existing string) string {
-		if existing != "" && !opts.CommandSet {
-			return gateProgram(existing) + " " + opts.Harness
-		}
-		return hookCommand(opts.Command, opts.Harness)
-	}
+	want, cmdErr := opts.wantCommand(path)
 	updated, command, changes, err := installGroupedHook(old, cli.event, want, cli.entry)
+	if *cmdErr != nil {
+		return *cmdErr
+	}
 	if err != nil {
 		return failWith(exitFailed, "loopctl install: %s: %v; fix the file by hand (nothing was written)", path, err)
 	}
@@ -134,10 +132,27 @@ func installAgentCLI(opts *Options) error {
 	if opts.Harness == harnessCodex {
 		opts.registerWithCodex(dir, len(changes) > 0)
 	}
+	opts.warnScopeLoads(path)
 	if command == hookCommand(gateBinary, opts.Harness) && !opts.onPath(gateBinary) {
 		fmt.Fprintf(opts.IO.ErrOut, "warning: %s is not on PATH; install it (go install github.com/theloop-dev/theloop/cmd/loop-gate@latest) or run loopctl install --command /absolute/path/to/loop-gate\n", gateBinary)
 	}
 	return nil
+}
+
+// warnScopeLoads says when the CLI will not load the hook file just written
+// on its own: a project layer each CLI loads only for a folder the user has
+// trusted, and Codex's hook trust.
+func (o *Options) warnScopeLoads(path string) {
+	errOut := o.IO.ErrOut
+	switch {
+	case o.Harness == harnessGemini && o.Scope == scopeProject:
+		fmt.Fprintf(errOut, "warning: the Gemini CLI loads the hooks in %s only in a folder it trusts: trust %s when gemini asks (or in ~/.gemini/trustedFolders.json); `gemini --skip-trust` does not load them. loopd marks its own sessions' checkouts trusted; --scope user loads everywhere.\n", path, repoRootOf(path))
+	case o.Harness == harnessCodex && o.Scope == scopeProject:
+		fmt.Fprintf(errOut, "warning: the Codex CLI loads %s only for a project it trusts ([projects.%q] trust_level = \"trusted\" in ~/.codex/config.toml, which codex writes when you trust the folder); --scope user loads everywhere.\n", path, repoRootOf(path))
+	}
+	if o.Harness == harnessCodex {
+		fmt.Fprintln(errOut, "note: Codex runs a new or changed hook only once it is trusted: a plain `codex exec` skips it silently until you review it with /hooks in codex (or pass --dangerously-bypass-hook-trust, as loopd's sessions do).")
+	}
 }
 
 // registerWithCodex turns the hooks feature on when the installed codex
@@ -239,23 +254,29 @@ func uninstallAgentCLI(opts *Options) error {
 		if opts.DryRun {
 			io.WriteString(out, unifiedDiff(path, path, old, updated))
 		} else {
-			if err := writeFileAtomic(path, updated, opts.Scope == scopeUser); err != nil {
-				return failWith(exitFailed, "loopctl uninstall: writing %s: %v (the file is unchanged)", path, err)
+			if err := writeUninstalled(opts, path, updated); err != nil {
+				return err
 			}
 			for _, cmd := range removed {
 				fmt.Fprintf(out, "%s: removed the %s hook %q\n", path, cli.event, cmd)
 			}
+			reportRemovedFile(opts, path, updated)
 		}
 	}
-	// The prose lives in the home directory for both scopes; it goes with
-	// the user-scope uninstall, as the Claude Code marketplace does.
-	if opts.Scope == scopeUser {
-		home, err := opts.Env.HomeDir()
-		if err != nil || home == "" {
-			return failWith(exitFailed, "loopctl uninstall: no home directory (%v); set HOME", err)
-		}
-		dir := cli.packageDir(opts, home)
+	// The prose lives in the home directory whatever the scope, and goes
+	// with either uninstall — whether or not the hook was still there, so a
+	// second uninstall finishes what a first left — unless the user-scope
+	// hook still runs the gate (a project uninstall then leaves the
+	// user-scope install whole).
+	home, err := opts.Env.HomeDir()
+	if err != nil || home == "" {
+		return failWith(exitFailed, "loopctl uninstall: no home directory (%v); set HOME", err)
+	}
+	dir := cli.packageDir(opts, home)
+	if _, err := os.Stat(dir); err == nil || opts.Harness == harnessCodex {
 		switch {
+		case opts.Scope == scopeProject && opts.userScopeGate(cli.event):
+			fmt.Fprintf(out, "%s stays: your user-scope install still uses it (loopctl uninstall --harness %s removes it)\n", dir, opts.Harness)
 		case opts.DryRun:
 			fmt.Fprintf(out, "would remove %s\n", dir)
 		default:
@@ -265,7 +286,7 @@ func uninstallAgentCLI(opts *Options) error {
 			if gone, err := plugin.Remove(dir); err != nil {
 				return failWith(exitFailed, "loopctl uninstall: %v", err)
 			} else if gone {
-				fmt.Fprintf(out, "removed %s\n", dir)
+				fmt.Fprintf(out, "removed %s (in your home directory)\n", dir)
 			}
 		}
 	}
@@ -273,6 +294,27 @@ func uninstallAgentCLI(opts *Options) error {
 		fmt.Fprintln(out, "dry run: nothing written")
 	}
 	return nil
+}
+
+// userScopeGate reports whether the harness's user-scope hook file runs
+// loop-gate on event.
+func (o *Options) userScopeGate(event string) bool {
+	user := *o
+	user.Scope = scopeUser
+	path, err := user.settingsPath()
+	if err != nil {
+		return false
+	}
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return false
+	}
+	root, err := parseObject(b, "")
+	if err != nil {
+		return true // unreadable: assume it is still in use, remove nothing
+	}
+	removed, _ := removeGateHooks(root, event, true)
+	return len(removed) > 0
 }
 
 // unregisterWithCodex removes the plugin and the marketplace through the

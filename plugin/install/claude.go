@@ -32,6 +32,9 @@ func Install(opts *Options) error {
 		return installAgentCLI(opts)
 	}
 	if opts.Harness == harnessClaude {
+		if opts.Scope == scopeProject {
+			return runInstallClaudeProject(opts)
+		}
 		return runInstallClaudePlugin(opts)
 	}
 	if err := runInstallStopHook(opts); err != nil {
@@ -482,7 +485,7 @@ func Uninstall(opts *Options) error {
 	var changes []string
 	if opts.Harness == harnessClaude {
 		ran := false
-		if !opts.DryRun {
+		if !opts.DryRun && opts.Scope == scopeUser {
 			ran = opts.unregisterWithClaude()
 			// Claude Code may have rewritten the file.
 			if b, rerr := os.ReadFile(path); rerr == nil {
@@ -502,12 +505,13 @@ func Uninstall(opts *Options) error {
 			io.WriteString(out, unifiedDiff(path, path, old, updated))
 		}
 	} else if len(changes) > 0 {
-		if err := writeFileAtomic(path, updated, opts.Scope == scopeUser); err != nil {
-			return failWith(exitFailed, "loopctl uninstall: writing %s: %v (the file is unchanged)", path, err)
+		if err := writeUninstalled(opts, path, updated); err != nil {
+			return err
 		}
 		for _, c := range changes {
 			fmt.Fprintf(out, "%s: %s\n", path, c)
 		}
+		reportRemovedFile(opts, path, updated)
 	}
 	if len(changes) == 0 {
 		fmt.Fprintf(out, "%s: nothing of theloop's to remove\n", path)
@@ -540,6 +544,7 @@ func Uninstall(opts *Options) error {
 			if err := os.Remove(rule); err != nil {
 				return failWith(exitFailed, "loopctl uninstall: %v", err)
 			}
+			removeEmptyDirs(filepath.Dir(rule), filepath.Dir(filepath.Dir(path)))
 			fmt.Fprintf(out, "removed %s\n", rule)
 		}
 	}

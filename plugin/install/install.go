@@ -89,18 +89,16 @@ func runInstallStopHook(opts *Options) error {
 	if err != nil {
 		return err
 	}
-	want := func(existing string) string {
-		if existing != "" && !opts.CommandSet {
-			return gateProgram(existing) + " " + opts.Harness
-		}
-		return hookCommand(opts.Command, opts.Harness)
-	}
+	want, cmdErr := opts.wantCommand(path)
 	old, err := os.ReadFile(path)
 	exists := err == nil
 	if err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return failWith(exitFailed, "loopctl install: reading %s: %v", path, err)
 	}
 	updated, command, changes, err := installCursorHook(old, want)
+	if *cmdErr != nil {
+		return *cmdErr
+	}
 	if err != nil {
 		return failWith(exitFailed, "loopctl install: %s: %v; fix the file by hand (nothing was written)", path, err)
 	}
@@ -140,6 +138,28 @@ func harnessTitle(h string) string {
 		return "Gemini CLI"
 	}
 	return "Claude Code"
+}
+
+// wantCommand is the command line a hook entry should run, given the one
+// an earlier install wrote ("" for none): at user scope the program asked
+// for, else the existing entry's, else loop-gate; at project scope one that
+// holds in a teammate's checkout (projectCommand), whose refusal lands in
+// *err.
+func (o *Options) wantCommand(settings string) (func(existing string) string, *error) {
+	var cmdErr error
+	return func(existing string) string {
+		if o.Scope == scopeProject {
+			c, err := o.projectCommand(repoRootOf(settings), existing)
+			if err != nil && cmdErr == nil {
+				cmdErr = err
+			}
+			return c
+		}
+		if existing != "" && !o.CommandSet {
+			return gateProgram(existing) + " " + o.Harness
+		}
+		return hookCommand(o.Command, o.Harness)
+	}, &cmdErr
 }
 
 // settingsPath is the file the harness reads its hooks from, for the scope.

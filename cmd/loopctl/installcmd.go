@@ -16,13 +16,25 @@ func newInstallCmd(f *Factory, runF func(*install.Options) error) *cli.Command {
 	return &cli.Command{
 		Name:  "install",
 		Usage: "install theloop's plugin and Stop gate for Claude Code, Cursor, the Codex CLI or the Gemini CLI",
-		Description: `For Claude Code, install writes theloop's plugin "the-loop" (the skill, the
-/the-loop: commands, a SessionStart reminder and loop-gate as the Stop hook)
-into a local marketplace under $XDG_DATA_HOME/theloop (~/.local/share/theloop),
-registers it in the settings (extraKnownMarketplaces, enabledPlugins) and, when
-the claude CLI is on PATH, installs it there at once. A loop-gate Stop hook
-left in the settings by an earlier install moves into the plugin. A new
-loopctl version replaces the plugin's files (its version carries their hash).
+		Description: `For Claude Code at user scope, install writes theloop's plugin "the-loop"
+(the skill, the /the-loop: commands, a SessionStart reminder and loop-gate as
+the Stop hook) into a local marketplace under $XDG_DATA_HOME/theloop
+(~/.local/share/theloop), registers it in ~/.claude/settings.json
+(extraKnownMarketplaces, enabledPlugins) and, when the claude CLI is on PATH,
+installs it there at once. A loop-gate Stop hook left in the settings by an
+earlier install moves into the plugin. A new loopctl version replaces the
+plugin's files (its version carries their hash).
+
+--scope project writes files your team commits, so it writes only what holds
+in a teammate's checkout: the gate, as "loop-gate <harness>" from PATH (or,
+for a --command inside the repository, a path relative to the project:
+"$CLAUDE_PROJECT_DIR"/bin/loop-gate, $GEMINI_PROJECT_DIR/bin/loop-gate). A
+--command in your home directory is refused there. For Claude Code the
+commands and the skill are per person (--scope user); for the Codex and Gemini
+CLIs their packaging goes in your home directory whatever the scope. install
+warns when the CLI will not load a project's hooks on its own (Gemini and
+Codex load them only in a folder you trusted; Codex runs a new hook only once
+you trusted it with /hooks).
 
 For Cursor, install writes the stop hook below and, with --scope project, the
 rule .cursor/rules/the-loop.mdc.
@@ -43,8 +55,9 @@ current node blocks, loop-gate keeps the agent working (at most three times in a
 node); at a human gate, or in a session that is not theloop's, it lets the
 agent stop.
 
-  Claude Code  ~/.claude/settings.json (user) or <repo>/.claude/settings.json
-               (project): enables the-loop@theloop, whose Stop hook runs
+  Claude Code  ~/.claude/settings.json (user): enables the-loop@theloop,
+               whose Stop hook runs "loop-gate claude"; or
+               <repo>/.claude/settings.json (project): hooks.Stop runs
                "loop-gate claude"
   Cursor       ~/.cursor/hooks.json (user) or <repo>/.cursor/hooks.json
                (project): hooks.stop runs "loop-gate cursor"
@@ -96,9 +109,12 @@ func newUninstallCmd(f *Factory, runF func(*install.Options) error) *cli.Command
 theloop marketplace entry, the enabledPlugins key and any loop-gate Stop hook
 (and, at user scope, the marketplace directory); for Cursor the loop-gate stop
 hook and, in a project, the rule file when it is still the one install wrote;
-for the Codex and Gemini CLIs the loop-gate hook and, at user scope, the plugin
-(codex plugin remove, the marketplace directory) or the extension directory.
-Every other setting is kept byte for byte.
+for the Codex and Gemini CLIs the loop-gate hook and the plugin (codex plugin
+remove, the marketplace directory) or the extension directory in your home —
+also when the hook is gone already — unless a user-scope install still uses
+it. Every other setting is kept byte for byte; in a repository, a file left
+empty that git does not track is removed with the directories install made
+for it, so git status is as before install. Each removal is reported.
 
 Examples:
    loopctl uninstall

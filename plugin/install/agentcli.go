@@ -286,6 +286,7 @@ func uninstallAgentCLI(opts *Options) error {
 			if gone, err := plugin.Remove(dir); err != nil {
 				return failWith(exitFailed, "loopctl uninstall: %v", err)
 			} else if gone {
+				removeEmptyDirs(filepath.Dir(dir), home)
 				fmt.Fprintf(out, "removed %s (in your home directory)\n", dir)
 			}
 		}

@@ -527,6 +527,9 @@ func Uninstall(opts *Options) error {
 		} else if removed, err := plugin.Remove(dir); err != nil {
 			return failWith(exitFailed, "loopctl uninstall: %v", err)
 		} else if removed {
+			if home, err := opts.Env.HomeDir(); err == nil && home != "" {
+				removeEmptyDirs(filepath.Dir(dir), home)
+			}
 			fmt.Fprintf(out, "removed %s\n", dir)
 		}
 	case opts.Harness == harnessCursor && opts.Scope == scopeProject:

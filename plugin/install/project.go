@@ -165,7 +165,7 @@ func runInstallClaudeProject(opts *Options) error {
 	if enabledPython(updated) {
 		fmt.Fprintf(opts.IO.ErrOut, "warning: %s also enables the Python the-loop's plugin (%s), whose /the-loop: commands run the Python CLI; disable it: claude plugin disable %s\n", path, pythonPluginID, pythonPluginID)
 	}
-	fmt.Fprintf(out, "%s holds only the gate, a command every checkout can run: commit it. The /the-loop: commands and the skill are per person: loopctl install --harness claude --scope user (its plugin runs the same gate; Claude Code runs an identical hook command once).\n", path)
+	fmt.Fprintf(out, "%s holds only the gate, a command every checkout can run: commit it. The /the-loop: commands and the skill are per person: loopctl install --harness claude --scope user, whose plugin carries the same gate.\n", path)
 	opts.warnGateOnPath(command)
 	return nil
 }
@@ -208,11 +208,20 @@ func uninstallClaudePluginEntries(old []byte) ([]byte, []string, error) {
 	return root.render(old), changes, nil
 }
 
-// isEmptyObject reports whether data is a JSON object with no keys (or
-// nothing at all).
+// isEmptyObject reports whether data is a JSON object with nothing of a
+// user's in it: no keys, or only Cursor's "version" (which install writes
+// with the hooks).
 func isEmptyObject(data []byte) bool {
 	o, err := parseObject(data, "")
-	return err == nil && len(o.keys) == 0
+	if err != nil {
+		return false
+	}
+	for _, k := range o.keys {
+		if k != "version" {
+			return false
+		}
+	}
+	return true
 }
 
 // writeOrRemoveProjectFile writes what uninstall leaves of a project file;

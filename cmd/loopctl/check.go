@@ -135,10 +135,14 @@ func runCheck(ctx context.Context, opts *checkOptions) error {
 		return err
 	}
 	if opts.Repo.Config != "" {
-		// check reads no CLI config (it is pure), but a named file that
-		// is not there is a mistake worth saying.
+		// check's verdicts need nothing of the CLI config (it is pure), but
+		// a file named on the command line is loaded and validated as every
+		// verb does: a broken or missing config never passes in silence.
 		if _, err := os.Stat(opts.Repo.Config); err != nil {
 			return failWith(exitRefused, "loopctl check: --config %s: %v", opts.Repo.Config, err)
+		}
+		if _, err := opts.Factory.cliConfig(opts.Repo.Config, root); err != nil {
+			return failWith(exitRefused, "loopctl check: --config %s: %v", opts.Repo.Config, strings.TrimPrefix(err.Error(), "loopctl: "))
 		}
 	}
 	repo, err := loop.OpenRepo(root, "")
@@ -235,10 +239,40 @@ func runCheck(ctx context.Context, opts *checkOptions) error {
 	} else {
 		writeReport(opts.IO.Out, opts.colour(), reports[0], loopName, opts.Recompute)
 	}
+	if !many {
+		if hint := phaseSelectionHint(reports[0]); hint != "" {
+			fmt.Fprintln(opts.IO.ErrOut, hint)
+		}
+	}
 	if failed {
 		return &exitError{code: exitFailed}
 	}
 	return nil
+}
+
+// phaseSelectionHint says, for an item waiting at phase-selection, how it
+// gets past: the gate moves only on an authorized reply on the ticket, which
+// reaches the runtime through loopd's ingress (no CLI verb carries a ticket
+// event), or by an audited force. "" for any other item.
+func phaseSelectionHint(rep *graph.Report) string {
+	if rep == nil || rep.CurrentNode != "phase-selection" {
+		return ""
+	}
+	next := ""
+	for i, n := range rep.Nodes {
+		if n.Node == rep.CurrentNode {
+			if n.Status != graph.StatusWait {
+				return ""
+			}
+			if i+1 < len(rep.Nodes) {
+				next = rep.Nodes[i+1].Node
+			}
+		}
+	}
+	if next == "" {
+		return ""
+	}
+	return fmt.Sprintf("note: %s waits at phase-selection until an authorized person replies `the-loop execute` on its ticket (with the phases ticked); loopd hears that reply and signs the decision — no loopctl verb can, since the CLI carries no ticket event. Without loopd, move on with an audited force: loopctl graph force %s --to %s --reason \"…\" (and loopctl graph skip %s --set … for phases you will not walk).", rep.WorkItem, rep.WorkItem, next, rep.WorkItem)
 }
 
 // checkFails applies --fail-on to a report (docs/graph.md §5.5).

@@ -94,3 +94,32 @@ func TestConfigSchemaShowMigrate(t *testing.T) {
 	require.Equal(t, "never", src2["routing.spawnOnUnmatched"].Value)
 	require.Equal(t, "(unset)", src2["$THE_LOOP_GH_WEBHOOK_SECRET"].Value, "a secret is never shown")
 }
+
+// config show prints values as the config writes them, never Go's own
+// rendering of a nil, a map or a struct.
+func TestConfigShowPrintsNoGoSyntax(t *testing.T) {
+	f, io := testFactory(t, t.TempDir(), nil)
+	require.Equal(t, exitOK, Main([]string{"loopctl", "config", "show"}, f), io.err.String())
+	out := io.out.String()
+	for _, bad := range []string{"<nil>", "map[", "[]", "&{"} {
+		require.NotContains(t, out, bad)
+	}
+	require.Contains(t, out, "execute=the-loop execute")
+
+	for _, tc := range []struct {
+		v    any
+		want string
+	}{
+		{nil, "(not set)"},
+		{[]string(nil), "(not set)"},
+		{[]string{}, "(none)"},
+		{[]string{"a", "b"}, "a, b"},
+		{map[string]string{"b": "2", "a": "1"}, "a=1, b=2"},
+		{map[string][]string{"x": {"p", "q"}}, "x=p, q"},
+		{struct{ A int }{1}, `{"A":1}`},
+		{"", `""`},
+		{true, "true"},
+	} {
+		require.Equal(t, tc.want, showValue(tc.v), "%#v", tc.v)
+	}
+}

@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/signal"
 	"sort"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -119,6 +120,11 @@ func runEvents(opts *eventsOptions) error {
 	if err != nil {
 		return err
 	}
+	if len(recs) == 0 && opts.WorkItem != "" && !opts.Follow && opts.Since == "" && opts.Event == "" {
+		if err := knownWorkItem(opts, paths); err != nil {
+			return err
+		}
+	}
 	w := f.IO.Out
 	if opts.Format == "json" {
 		out := make([]map[string]any, 0, len(recs))
@@ -133,6 +139,39 @@ func runEvents(opts *eventsOptions) error {
 		return nil
 	}
 	return followEvents(opts, tails, p)
+}
+
+// knownWorkItem refuses a --work-item nothing knows: no event in any log
+// read, no session in the registry, no spec directory in this checkout. A
+// typo then exits 1 with the reason, instead of an empty table and 0.
+func knownWorkItem(opts *eventsOptions, paths []string) error {
+	f := opts.Factory
+	if root, err := f.stateRoot(opts.StateRoot, opts.Config); err == nil {
+		recs, _ := sessions.ListRecords(sessions.RegistryDir(root))
+		for _, rec := range recs {
+			if loop.WorkItemMatches(opts.WorkItem, rec.Item.String()) {
+				return nil
+			}
+		}
+	}
+	if wd, err := f.Getwd(); err == nil {
+		if root, ok := loop.FindRoot(wd); ok {
+			if repo, err := loop.OpenRepo(root, ""); err == nil {
+				id := opts.WorkItem
+				if n, err := strconv.Atoi(id); err == nil && n > 0 {
+					id = "issue-" + id
+				}
+				if repo.RequireWorkItem(id) == nil {
+					return nil
+				}
+			}
+		}
+	}
+	logs := "no event log"
+	if len(paths) > 0 {
+		logs = strings.Join(paths, ", ")
+	}
+	return failWith(exitFailed, "loopctl events: no work item %s: no event for it in %s, no session in loopd's registry, and no spec directory for it in this checkout; `loopctl sessions list` and `loopctl check --all` list the known ones", opts.WorkItem, logs)
 }
 
 // eventLogs lists the logs `loopctl events` reads: --path alone, else

@@ -180,3 +180,22 @@ func TestEventsFollowStreamsBothLogs(t *testing.T) {
 	require.NotContains(t, out.String(), "other.item")
 	require.Equal(t, []string{"history.daemon", "history.claim", "live.claim", "live.daemon", "before.rotation", "after.rotation", "after.truncation"}, eventNames(t, out.String()))
 }
+
+// events on a work item nothing knows exits 1 and says why; one known only
+// by its spec directory (no event yet) is an empty answer, exit 0.
+func TestEventsRefusesAnUnknownWorkItem(t *testing.T) {
+	w := newEventsWorld(t)
+	w.appendEvent(t, w.daemonLog, "loopd", "dispatch.spawned", "github:octo/demo#42", 1)
+
+	f, io := testFactory(t, t.TempDir(), nil)
+	code := Main([]string{"loopctl", "events", "--state-root", w.state, "--work-item", "issue-99"}, f)
+	require.Equal(t, exitFailed, code, io.out.String())
+	require.Contains(t, io.err.String(), "no work item issue-99")
+
+	repo := newRepo(t) // holds docs/specs/issue-42
+	write(t, repo, "docs/specs/issue-7/requirements.md", "# R\n")
+	f, io = testFactory(t, repo, nil)
+	require.Equal(t, exitOK, Main([]string{"loopctl", "events", "--state-root", w.state, "--work-item", "issue-7"}, f), io.err.String())
+	f, io = testFactory(t, repo, nil)
+	require.Equal(t, exitOK, Main([]string{"loopctl", "events", "--state-root", w.state, "--work-item", "42"}, f), io.err.String())
+}

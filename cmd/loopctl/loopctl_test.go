@@ -150,6 +150,7 @@ func TestCheckExitCodesAndFormats(t *testing.T) {
 	var rep graph.Report
 	require.NoError(t, json.Unmarshal(io.out.Bytes(), &rep))
 	require.Equal(t, "phase-selection", rep.CurrentNode)
+	require.Contains(t, io.err.String(), "loopctl graph force issue-42 --to brainstorming --reason", "the CLI says how an item gets past phase-selection")
 	require.Len(t, rep.Nodes, 19)
 	req, _ := rep.Node("requirements-definition")
 	require.Equal(t, graph.StatusPass, req.Status)
@@ -163,6 +164,23 @@ func TestCheckExitCodesAndFormats(t *testing.T) {
 	require.Equal(t, exitRefused, code)
 	require.Contains(t, io.out.String(), `"repoResolved": false`)
 	require.Contains(t, io.err.String(), "--repo "+filepath.Join(repo, "missing")+" is not a directory; pass the repository's root")
+}
+
+// check --config FILE loads FILE: a broken config never passes in silence.
+func TestCheckHonoursConfig(t *testing.T) {
+	repo := newRepo(t)
+	write(t, repo, "bad.yaml", "webhooks: [\n")
+	write(t, repo, "unknown.yaml", "routing:\n  defaultHarnes: claude\n")
+	for _, name := range []string{"bad.yaml", "unknown.yaml"} {
+		f, io := testFactory(t, repo, nil)
+		code := Main([]string{"loopctl", "check", "issue-42", "--config", filepath.Join(repo, name)}, f)
+		require.Equal(t, exitRefused, code, io.out.String())
+		require.Contains(t, io.err.String(), "--config "+filepath.Join(repo, name))
+	}
+	write(t, repo, "good.yaml", "routing:\n  defaultHarness: claude\n")
+	f, io := testFactory(t, repo, nil)
+	code := Main([]string{"loopctl", "check", "issue-42", "--config", filepath.Join(repo, "good.yaml"), "--fail-on", "block"}, f)
+	require.Equal(t, exitOK, code, io.err.String())
 }
 
 func TestGraphCompleteEnvelopeAndForceRefusals(t *testing.T) {

@@ -9,7 +9,7 @@ import (
 )
 
 // Every line loopd logs, every event it writes, every text it pastes into
-// an agent's session passes one scrubber (docs/daemon.md §11.5): the
+// an agent's session passes one scrubber (docs/daemon.md §11.6): the
 // credentials this configuration makes loopd hold, plus text shaped like a
 // well-known token. The integrations scrub their own errors the same way
 // before loopd ever sees them.

@@ -34,10 +34,21 @@ func TestDemoBinaryWalksToComplete(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, bin, "demo", "--yes", "--keep")
-	cmd.Env = append(os.Environ(), "TMPDIR="+tmp)
+	home := t.TempDir()
+	cmd.Env = append(os.Environ(), "TMPDIR="+tmp, "HOME="+home)
 	out, err := cmd.CombinedOutput()
 	require.NoError(t, err, "%s", out)
 	s := string(out)
+	// Nothing of the demo's outside its own directory: no harness dirs in
+	// HOME, no shared agent temp dir in TMPDIR.
+	left, err := os.ReadDir(home)
+	require.NoError(t, err)
+	require.Empty(t, left, "the demo creates nothing in HOME")
+	inTmp, err := os.ReadDir(tmp)
+	require.NoError(t, err)
+	for _, e := range inTmp {
+		require.True(t, strings.HasPrefix(e.Name(), "theloop-demo-"), "the demo leaves %s in TMPDIR", e.Name())
+	}
 	require.Contains(t, s, "done: issue #1 walked the whole loop — it is at \"complete\"")
 	require.Regexp(t, `watch the agent work:  tmux -L theloop-demo-\d+-[0-9a-f]{4} attach -t loop-github-demo-widgets-1`, s)
 	require.Contains(t, s, "webhook  issues.labeled \"the-loop: auto-execute\" by dana → loopd answered 202")

@@ -416,6 +416,10 @@ eventLog: {enabled: true, path: %q}
 		w.noWorlds = err
 	}
 	cfg.SandboxWritable = []string{w.agentDir}
+	// The scripted agent uses no harness dirs and no shared temp dir: both
+	// live in the demo's tree, so the demo leaves nothing in HOME or TMPDIR.
+	cfg.SandboxHome = filepath.Join(w.dir, "home")
+	cfg.SandboxTempDir = filepath.Join(w.dir, "agent-tmp")
 	cfg.ReconcileInterval = -1
 	cfg.EventLogPath = eventLog
 	cfg.Dashboard.Listen = "127.0.0.1:0"

@@ -114,8 +114,10 @@ func under(p, dir string) bool {
 // ReadWritePaths= naming a directory nothing creates fails the start with
 // 226/NAMESPACE); the config it names is in the ConfigurationDirectory=;
 // the agents' tmux socket is outside the private /tmp, and the attach
-// command loopd posts names it with -S; and the real systemd-analyze verify
-// accepts the unit with the built loopd in ExecStart.
+// command loopd posts names it with -S; the unit's install steps put loopd
+// where ExecStart runs it (and loop-gate beside it); loopd.env.example marks
+// the credentials as required; and the real systemd-analyze verify accepts
+// the unit as those steps leave it.
 func TestSystemdUnitAsShipped(t *testing.T) {
 	unitPath := filepath.Join("..", "..", "examples", "systemd", "loopd.service")
 	u := unitDirectives(t, unitPath)
@@ -163,15 +165,51 @@ func TestSystemdUnitAsShipped(t *testing.T) {
 		require.False(t, under(cfg.Tmux.SocketPath, "/tmp"), "under PrivateTmp a socket in /tmp is out of the operator's reach")
 	}
 
+	// The unit's own install steps put loopd where ExecStart runs it: play
+	// them under a scratch root (the build step by the test's built loopd).
+	unit, err := os.ReadFile(unitPath)
+	require.NoError(t, err)
+	scratch := t.TempDir()
+	built := map[string]bool{}
+	for _, line := range strings.Split(string(unit), "\n") {
+		step := strings.Fields(strings.TrimPrefix(strings.TrimSpace(line), "#"))
+		if len(step) > 3 && step[0] == "go" && step[1] == "build" && step[2] == "-o" {
+			for _, pkg := range step[4:] {
+				built[step[3]+filepath.Base(pkg)] = true
+			}
+		}
+		if len(step) > 3 && step[0] == "sudo" && step[1] == "install" && strings.HasSuffix(step[len(step)-1], "/") {
+			dest := filepath.Join(scratch, step[len(step)-1])
+			require.NoError(t, os.MkdirAll(dest, 0o755))
+			for _, src := range step[2 : len(step)-1] {
+				if built[src] && filepath.Base(src) == "loopd" {
+					b, err := os.ReadFile(loopdBinary(t))
+					require.NoError(t, err)
+					require.NoError(t, os.WriteFile(filepath.Join(dest, "loopd"), b, 0o755))
+				} else if built[src] {
+					require.NoError(t, os.WriteFile(filepath.Join(dest, filepath.Base(src)), []byte("#!/bin/sh\n"), 0o755))
+				}
+			}
+		}
+	}
+	require.True(t, filepath.IsAbs(exec[0]), "ExecStart=%s", exec[0])
+	installed := filepath.Join(scratch, exec[0])
+	require.FileExists(t, installed, "the unit's install steps put nothing at ExecStart's %s", exec[0])
+	require.FileExists(t, filepath.Join(filepath.Dir(installed), "loop-gate"), "the agents' Stop hook needs loop-gate on the service's PATH")
+
+	// The environment file marks what loopd cannot start without.
+	envExample, err := os.ReadFile(filepath.Join("..", "..", "examples", "systemd", "loopd.env.example"))
+	require.NoError(t, err)
+	for _, name := range []string{daemon.DefaultSecretEnv, "GH_TOKEN"} {
+		require.Regexp(t, "(?m)^# REQUIRED:[^\n]*\n(#[^\n]*\n)*"+name+"=", string(envExample), "loopd.env.example marks %s as required", name)
+	}
+
 	if _, err := osexec.LookPath("systemd-analyze"); err != nil {
 		t.Skip("systemd-analyze is not installed (Debian package systemd; .ci/run installs it): the unit's syntax is not verified")
 	}
-	bin := loopdBinary(t)
-	unit, err := os.ReadFile(unitPath)
-	require.NoError(t, err)
 	vdir := t.TempDir()
 	verified := filepath.Join(vdir, "loopd.service")
-	require.NoError(t, os.WriteFile(verified, []byte(strings.ReplaceAll(string(unit), "/usr/local/bin/loopd", bin)), 0o644))
+	require.NoError(t, os.WriteFile(verified, []byte(strings.ReplaceAll(string(unit), exec[0], installed)), 0o644))
 	cmd := osexec.Command("systemd-analyze", "verify", verified)
 	cmd.Env = append(os.Environ(), "SYSTEMD_LOG_LEVEL=notice")
 	out, err := cmd.CombinedOutput()

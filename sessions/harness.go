@@ -272,12 +272,18 @@ func (c *Codex) PrepareEnvironment(string) (Prepared, error) { return Prepared{}
 // (--resume, within the working directory's project). --skip-trust trusts
 // the checkout for the session: an untrusted folder stops at a dialog
 // nobody in the pane answers. The gate is the AfterAgent hook `loopctl
-// install --harness gemini` wrote into the user's settings.
+// install --harness gemini` wrote, at user scope or in the repository; the
+// latter loads only in a folder Gemini trusted before it started, which
+// PrepareEnvironment records (gemini_env.go).
 type Gemini struct {
 	// Bin is the program name or path (default "gemini").
 	Bin string
 	// Args are the operator's extra arguments (routing.harnessArgs.gemini).
 	Args []string
+	// TrustedFolders is the Gemini CLI's trusted-folders file the session
+	// reads (GeminiTrustedFoldersFile); "" disables PrepareEnvironment
+	// (tests must never point it at a real home).
+	TrustedFolders string
 }
 
 // Name implements Harness.
@@ -330,9 +336,16 @@ func (g *Gemini) OneShot(prompt, model string) (run.Cmd, error) {
 	return run.Cmd{Name: g.Binary(), Args: args, Stdin: []byte(prompt)}, nil
 }
 
-// PrepareEnvironment implements Harness; the hook and the extension are
-// the operator's `loopctl install --harness gemini`.
-func (g *Gemini) PrepareEnvironment(string) (Prepared, error) { return Prepared{}, nil }
+// PrepareEnvironment implements Harness: it marks cwd trusted in
+// TrustedFolders, so that the checkout's .gemini/settings.json (a
+// project-scope gate) loads. The hook and the extension themselves are the
+// operator's `loopctl install --harness gemini`.
+func (g *Gemini) PrepareEnvironment(cwd string) (Prepared, error) {
+	if g.TrustedFolders == "" || cwd == "" {
+		return Prepared{}, nil
+	}
+	return trustGeminiFolder(g.TrustedFolders, cwd)
+}
 
 var (
 	_ Harness = (*ClaudeCode)(nil)

@@ -133,6 +133,11 @@ type Config struct {
 	// ClaudeEnv prepares Claude Code's trust and plugin settings (nil: from
 	// the environment, with the-loop's defaults; a zero ConfigDir disables).
 	ClaudeEnv *sessions.ClaudeEnvironment
+	// GeminiTrustedFolders is the Gemini CLI's trusted-folders file in
+	// which each Gemini session's checkout is marked trusted before the CLI
+	// starts, so that a project-scope gate loads ("": the user's, when
+	// ClaudeEnv is nil and routing.harnessTrust is on; else none). Not a key.
+	GeminiTrustedFolders string
 	// WorkspaceRoot enables one git worktree per work item
 	// (routing.workspace.root); "" runs sessions in SpawnWorkdir.
 	WorkspaceRoot string

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"os"
 	"os/exec"
 	"slices"
 	"strings"
@@ -34,8 +35,24 @@ func (d *Daemon) harnessAdapters(claude *sessions.ClaudeCode) []sessions.Harness
 		claude,
 		&sessions.Cursor{Args: d.cfg.CursorArgs},
 		&sessions.Codex{Args: d.cfg.CodexArgs},
-		&sessions.Gemini{Args: d.cfg.GeminiArgs},
+		&sessions.Gemini{Args: d.cfg.GeminiArgs, TrustedFolders: d.geminiTrustedFolders()},
 	}
+}
+
+// geminiTrustedFolders is the trusted-folders file in which the Gemini
+// sessions' checkouts are marked trusted: GeminiTrustedFolders when set,
+// else — as for Claude Code's trust, when ClaudeEnv is nil and
+// routing.harnessTrust is on — the one the Gemini CLI reads for loopd's
+// user; "" otherwise (nothing is written).
+func (d *Daemon) geminiTrustedFolders() string {
+	if d.cfg.GeminiTrustedFolders != "" {
+		return d.cfg.GeminiTrustedFolders
+	}
+	if d.cfg.ClaudeEnv != nil || !d.cfg.HarnessTrust.Enabled || d.deps.Env == nil {
+		return ""
+	}
+	home, _ := os.UserHomeDir()
+	return sessions.GeminiTrustedFoldersFile(func(k string) string { v, _ := d.deps.Env(k); return v }, home)
 }
 
 // harnessBinaries maps a harness name to the program it runs.

@@ -19,6 +19,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/theloop-dev/theloop/plugin/install"
+	"github.com/theloop-dev/theloop/sessions"
 )
 
 // The gate in the real agent CLIs. Each test runs the CLI npm ships
@@ -256,6 +257,27 @@ func anthropicStandIn(t *testing.T, onTurn func(n int)) *standIn {
 		}})
 }
 
+// Claude Code ends a turn itself after 9 consecutive Stop-hook blocks
+// (CLAUDE_CODE_STOP_HOOK_BLOCK_CAP raises it): with the gate's attempts
+// raised past that, the CLI still stops, after 1 + 8 continued turns.
+func TestRealClaudeCodeCapsStopHookBlocks(t *testing.T) {
+	claude := realCLI(t, "claude", "claude-code")
+	if buildErr != nil {
+		t.Fatal(buildErr)
+	}
+	home := t.TempDir()
+	root := projectRepo(t, "claude", atDesignBlock, home)
+	srv := anthropicStandIn(t, nil)
+	cmd := exec.Command(claude, "-p", "WORK-ON-THE-ITEM: finish the current node of "+fixtureItem+".", "--output-format", "text", "--model", "claude-sonnet-4-5")
+	cmd.Dir = root
+	cmd.Env = append(gateEnv(home), "THE_LOOP_GATE_MAX_ATTEMPTS=50",
+		"ANTHROPIC_BASE_URL="+srv.url, "ANTHROPIC_API_KEY=sk-ant-standin",
+		"CLAUDE_CONFIG_DIR="+filepath.Join(home, ".claude"), "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC=1",
+		"DISABLE_AUTOUPDATER=1", "DISABLE_TELEMETRY=1", "DISABLE_ERROR_REPORTING=1")
+	out := runCLI(t, cmd)
+	require.Equal(t, 9, len(srv.Turns()), "Claude Code's own cap on consecutive Stop-hook blocks (output:\n%s)", out)
+}
+
 func TestGateInRealClaudeCode(t *testing.T) {
 	claude := realCLI(t, "claude", "claude-code")
 	if buildErr != nil {
@@ -291,3 +313,98 @@ func TestGateInRealClaudeCode(t *testing.T) {
 	}
 }
 
+
+// --- Gemini CLI ----------------------------------------------------------------
+
+// geminiStandIn speaks the Gemini API (generateContent and
+// streamGenerateContent?alt=sse): every conversation turn is answered
+// "Done." with finishReason STOP; the CLI's side calls (its model router,
+// its next-speaker and loop checks) get a JSON answer they accept.
+func geminiStandIn(t *testing.T, onTurn func(n int)) *standIn {
+	return startStandIn(t, &standIn{onTurn: onTurn,
+		isTurn: func(path string, body []byte) bool {
+			return strings.Contains(path, ":streamGenerateContent") && bytes.Contains(body, []byte("WORK-ON-THE-ITEM"))
+		},
+		answer: func(w http.ResponseWriter, r *http.Request, body []byte) {
+			usage := map[string]any{"promptTokenCount": 10, "candidatesTokenCount": 2, "totalTokenCount": 12}
+			switch {
+			case strings.Contains(r.URL.Path, ":countTokens"):
+				_ = json.NewEncoder(w).Encode(map[string]any{"totalTokens": 10})
+			case strings.Contains(r.URL.Path, ":streamGenerateContent"):
+				w.Header().Set("Content-Type", "text/event-stream")
+				sse(w, "", map[string]any{"candidates": []any{map[string]any{"index": 0,
+					"content": map[string]any{"role": "model", "parts": []any{map[string]any{"text": "Done."}}}, "finishReason": "STOP"}},
+					"usageMetadata": usage, "modelVersion": "gemini-2.5-pro"})
+			case strings.Contains(r.URL.Path, ":generateContent"):
+				// Side calls ask for JSON: a router's choice, a next-speaker
+				// verdict ("user": the turn is over).
+				text := `{"reasoning": "stand-in", "model_choice": "flash", "next_speaker": "user"}`
+				w.Header().Set("Content-Type", "application/json")
+				_ = json.NewEncoder(w).Encode(map[string]any{"candidates": []any{map[string]any{"index": 0,
+					"content": map[string]any{"role": "model", "parts": []any{map[string]any{"text": text}}}, "finishReason": "STOP"}},
+					"usageMetadata": usage})
+			default:
+				http.NotFound(w, r)
+			}
+		}})
+}
+
+// runGemini runs `gemini -p` in root against the stand-in; trusted marks
+// root trusted in the CLI's trusted-folders file first, as loopd does for
+// its sessions.
+func runGemini(t *testing.T, gemini, root, home string, srv *standIn, extra ...string) string {
+	t.Helper()
+	// The API key as the auth method, and nothing else of the user's.
+	writeFile(t, filepath.Join(home, ".gemini", "settings.json"), `{"security": {"auth": {"selectedType": "gemini-api-key"}}, "general": {"disableAutoUpdate": true}, "privacy": {"usageStatisticsEnabled": false}}`)
+	args := append([]string{"-p", "WORK-ON-THE-ITEM: finish the current node of " + fixtureItem + ".", "-m", "gemini-2.5-pro"}, extra...)
+	cmd := exec.Command(gemini, args...)
+	cmd.Dir = root
+	cmd.Env = append(gateEnv(home),
+		"GOOGLE_GEMINI_BASE_URL="+srv.url,
+		"GEMINI_API_KEY=standin-key",
+		"GEMINI_CLI_NO_RELAUNCH=true",
+		"GEMINI_TELEMETRY_ENABLED=false",
+		"NO_COLOR=1",
+	)
+	return runCLI(t, cmd)
+}
+
+func TestGateInRealGeminiCLI(t *testing.T) {
+	gemini := realCLI(t, "gemini", "gemini-cli")
+	if buildErr != nil {
+		t.Fatal(buildErr)
+	}
+	for _, sc := range gateScenarios {
+		t.Run(sc.name, func(t *testing.T) {
+			home := t.TempDir()
+			root := projectRepo(t, "gemini", sc.start, home)
+			b, err := os.ReadFile(filepath.Join(root, ".gemini", "settings.json"))
+			require.NoError(t, err)
+			require.Contains(t, string(b), `"command": "loop-gate gemini"`, "the hook as loopctl install writes it")
+			if sc.corrupt {
+				corruptState(t, root)
+			}
+			srv := geminiStandIn(t, func(n int) {
+				if sc.onTurn != nil {
+					sc.onTurn(t, root, n)
+				}
+			})
+			// As loopd prepares a Gemini session: the checkout trusted in the
+			// CLI's own trusted-folders file.
+			g := &sessions.Gemini{TrustedFolders: sessions.GeminiTrustedFoldersFile(func(string) string { return "" }, home)}
+			_, err = g.PrepareEnvironment(root)
+			require.NoError(t, err)
+			out := runGemini(t, gemini, root, home, srv, "--skip-trust") // as loopd starts it
+			checkTurns(t, sc, srv.Turns(), out)
+		})
+	}
+	// What loopd no longer relies on: --skip-trust alone trusts the folder
+	// too late for its settings, so the project's gate never runs.
+	t.Run("under --skip-trust alone the project's hook does not load", func(t *testing.T) {
+		home := t.TempDir()
+		root := projectRepo(t, "gemini", atDesignBlock, home)
+		srv := geminiStandIn(t, nil)
+		out := runGemini(t, gemini, root, home, srv, "--skip-trust")
+		require.Len(t, srv.Turns(), 1, "no gate ran (output:\n%s)", out)
+	})
+}

@@ -313,7 +313,6 @@ func TestGateInRealClaudeCode(t *testing.T) {
 	}
 }
 
-
 // --- Gemini CLI ----------------------------------------------------------------
 
 // geminiStandIn speaks the Gemini API (generateContent and

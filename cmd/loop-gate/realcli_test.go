@@ -407,3 +407,112 @@ func TestGateInRealGeminiCLI(t *testing.T) {
 		require.Len(t, srv.Turns(), 1, "no gate ran (output:\n%s)", out)
 	})
 }
+
+// --- Codex CLI -------------------------------------------------------------------
+
+// responsesStandIn speaks OpenAI's Responses API (POST /v1/responses,
+// streaming SSE), which Codex's model providers use: every turn is one
+// assistant message "Done.".
+func responsesStandIn(t *testing.T, onTurn func(n int)) *standIn {
+	return startStandIn(t, &standIn{onTurn: onTurn,
+		isTurn: func(path string, body []byte) bool {
+			return strings.HasSuffix(path, "/responses") && bytes.Contains(body, []byte("WORK-ON-THE-ITEM"))
+		},
+		answer: func(w http.ResponseWriter, r *http.Request, body []byte) {
+			if !strings.HasSuffix(r.URL.Path, "/responses") {
+				if strings.HasSuffix(r.URL.Path, "/models") {
+					_ = json.NewEncoder(w).Encode(map[string]any{"object": "list", "data": []any{}, "models": []any{}})
+					return
+				}
+				http.NotFound(w, r)
+				return
+			}
+			item := map[string]any{"id": "msg_standin", "type": "message", "role": "assistant", "status": "completed",
+				"content": []any{map[string]any{"type": "output_text", "text": "Done.", "annotations": []any{}}}}
+			resp := map[string]any{"id": "resp_standin", "object": "response", "status": "in_progress", "output": []any{}}
+			w.Header().Set("Content-Type", "text/event-stream")
+			sse(w, "response.created", map[string]any{"type": "response.created", "response": resp})
+			sse(w, "response.output_item.added", map[string]any{"type": "response.output_item.added", "output_index": 0,
+				"item": map[string]any{"id": "msg_standin", "type": "message", "role": "assistant", "status": "in_progress", "content": []any{}}})
+			sse(w, "response.output_text.delta", map[string]any{"type": "response.output_text.delta", "item_id": "msg_standin", "output_index": 0, "content_index": 0, "delta": "Done."})
+			sse(w, "response.output_item.done", map[string]any{"type": "response.output_item.done", "output_index": 0, "item": item})
+			done := map[string]any{"id": "resp_standin", "object": "response", "status": "completed", "output": []any{item},
+				"usage": map[string]any{"input_tokens": 10, "output_tokens": 2, "total_tokens": 12,
+					"input_tokens_details": map[string]any{"cached_tokens": 0}, "output_tokens_details": map[string]any{"reasoning_tokens": 0}}}
+			sse(w, "response.completed", map[string]any{"type": "response.completed", "response": done})
+		}})
+}
+
+// runCodex runs `codex exec` in root against the stand-in, as the model
+// provider a config.toml in CODEX_HOME names; trusted marks root a trusted
+// project there (what `codex --trust` or the trust dialog writes).
+func runCodex(t *testing.T, codex, root, home string, srv *standIn, trusted bool, extra ...string) string {
+	t.Helper()
+	codexHome := filepath.Join(home, ".codex")
+	cfg := `model = "gpt-5-codex"
+model_provider = "standin"
+[model_providers.standin]
+name = "stand-in"
+base_url = "` + srv.url + `/v1"
+wire_api = "responses"
+env_key = "STANDIN_API_KEY"
+`
+	if trusted {
+		cfg += "[projects." + strconvQuote(root) + "]\ntrust_level = \"trusted\"\n"
+	}
+	writeFile(t, filepath.Join(codexHome, "config.toml"), cfg)
+	args := append([]string{"exec"}, extra...)
+	args = append(args, "--skip-git-repo-check", "WORK-ON-THE-ITEM: finish the current node of "+fixtureItem+".")
+	cmd := exec.Command(codex, args...)
+	cmd.Dir = root
+	cmd.Env = append(gateEnv(home), "CODEX_HOME="+codexHome, "STANDIN_API_KEY=standin", "NO_COLOR=1")
+	cmd.Stdin = strings.NewReader("")
+	return runCLI(t, cmd)
+}
+
+func strconvQuote(s string) string { b, _ := json.Marshal(s); return string(b) }
+
+func TestGateInRealCodexCLI(t *testing.T) {
+	codex := realCLI(t, "codex", "codex-cli")
+	if buildErr != nil {
+		t.Fatal(buildErr)
+	}
+	for _, sc := range gateScenarios {
+		t.Run(sc.name, func(t *testing.T) {
+			home := t.TempDir()
+			root := projectRepo(t, "codex", sc.start, home)
+			b, err := os.ReadFile(filepath.Join(root, ".codex", "hooks.json"))
+			require.NoError(t, err)
+			require.Contains(t, string(b), `"command": "loop-gate codex"`, "the hook as loopctl install writes it")
+			if sc.corrupt {
+				corruptState(t, root)
+			}
+			srv := responsesStandIn(t, func(n int) {
+				if sc.onTurn != nil {
+					sc.onTurn(t, root, n)
+				}
+			})
+			// As loopd starts its Codex sessions (sessions.Codex).
+			out := runCodex(t, codex, root, home, srv, true, "--enable", "hooks", "--dangerously-bypass-hook-trust")
+			checkTurns(t, sc, srv.Turns(), out)
+		})
+	}
+	t.Run("a plain codex exec after install runs no gate", func(t *testing.T) {
+		home := t.TempDir()
+		root := projectRepo(t, "codex", atDesignBlock, home)
+		srv := responsesStandIn(t, nil)
+		out := runCodex(t, codex, root, home, srv, true)
+		require.Len(t, srv.Turns(), 1, "no gate ran (output:\n%s)", out)
+		// Not for want of the hooks feature: an untrusted hook is skipped.
+		srv = responsesStandIn(t, nil)
+		out = runCodex(t, codex, root, home, srv, true, "--enable", "hooks")
+		require.Len(t, srv.Turns(), 1, "no gate ran with hooks on but the hook untrusted (output:\n%s)", out)
+	})
+	t.Run("an untrusted project's hooks do not load", func(t *testing.T) {
+		home := t.TempDir()
+		root := projectRepo(t, "codex", atDesignBlock, home)
+		srv := responsesStandIn(t, nil)
+		out := runCodex(t, codex, root, home, srv, false, "--enable", "hooks", "--dangerously-bypass-hook-trust")
+		require.Len(t, srv.Turns(), 1, "no gate ran (output:\n%s)", out)
+	})
+}

@@ -139,3 +139,18 @@ func TestUninstallFinishesWhatAFirstLeft(t *testing.T) {
 		require.DirExists(t, filepath.Join(w.home, ".gemini", "extensions", "the-loop"))
 	})
 }
+
+// Both scopes for Claude Code run the gate twice per stop: install says so,
+// whichever comes second.
+func TestInstallWarnsOfTwoClaudeGates(t *testing.T) {
+	repo := committedRepo(t)
+	w := installWorld{repo: repo, sub: repo}
+	code, _, errOut := w.install(t)
+	require.Equal(t, 0, code, errOut)
+	code, _, errOut = w.install(t, "--scope", "project")
+	require.Equal(t, 0, code, errOut)
+	require.Contains(t, errOut, "runs the gate too")
+	code, _, errOut = w.install(t)
+	require.Equal(t, 0, code, errOut)
+	require.Contains(t, errOut, "runs the gate as a Stop hook too")
+}

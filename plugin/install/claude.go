@@ -130,6 +130,17 @@ func runInstallClaudePlugin(opts *Options) error {
 		fmt.Fprintf(opts.IO.ErrOut, "warning: %s also enables the Python the-loop's plugin (%s), whose /the-loop: commands run the Python CLI; disable it: claude plugin disable %s\n", path, pythonPluginID, pythonPluginID)
 	}
 	opts.registerWithClaude(dir, len(plan) > 0)
+	if wd, err := opts.Env.Getwd(); err == nil {
+		if root, err := gitRoot(wd); err == nil {
+			if b, err := os.ReadFile(filepath.Join(root, ".claude", "settings.json")); err == nil && strings.Contains(string(b), gateBinary) {
+				if o, err := parseObject(b, ""); err == nil {
+					if gates, _ := removeGateHooks(o, "Stop", true); len(gates) > 0 {
+						fmt.Fprintf(opts.IO.ErrOut, "warning: %s (this repository) runs the gate as a Stop hook too: with the plugin, Claude Code runs both, counting two attempts per stop, and past the third they undo each other's give-up until Claude Code's own cap of 9 blocks. Use one of the two.\n", filepath.Join(root, ".claude", "settings.json"))
+					}
+				}
+			}
+		}
+	}
 	if !filepath.IsAbs(plugin.CommandProgram(tree.StopCommand())) && !opts.onPath(plugin.CommandProgram(tree.StopCommand())) {
 		fmt.Fprintf(opts.IO.ErrOut, "warning: %s is not on PATH; install it (go install github.com/theloop-dev/theloop/cmd/loop-gate@latest) or run loopctl install --command /absolute/path/to/loop-gate\n", gateBinary)
 	}

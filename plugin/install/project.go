@@ -2,6 +2,7 @@ package install
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -165,9 +166,37 @@ func runInstallClaudeProject(opts *Options) error {
 	if enabledPython(updated) {
 		fmt.Fprintf(opts.IO.ErrOut, "warning: %s also enables the Python the-loop's plugin (%s), whose /the-loop: commands run the Python CLI; disable it: claude plugin disable %s\n", path, pythonPluginID, pythonPluginID)
 	}
-	fmt.Fprintf(out, "%s holds only the gate, a command every checkout can run: commit it. The /the-loop: commands and the skill are per person: loopctl install --harness claude --scope user, whose plugin carries the same gate.\n", path)
+	fmt.Fprintf(out, "%s holds only the gate, a command every checkout can run: commit it. The /the-loop: commands and the skill come with --scope user, whose plugin runs the gate too: in one checkout, use one of the two.\n", path)
+	if opts.userPluginEnabled() {
+		fmt.Fprintf(opts.IO.ErrOut, "warning: your user-scope install (the-loop@theloop in ~/.claude/settings.json) runs the gate too: Claude Code runs both, which count two attempts per stop and, past the third, undo each other's give-up until Claude Code's own cap of 9 blocks. Use one: loopctl uninstall --harness claude (user scope) here, or leave this repository's hook out.\n")
+	}
 	opts.warnGateOnPath(command)
 	return nil
+}
+
+// userPluginEnabled reports whether the user's Claude Code settings enable
+// theloop's plugin (whose Stop hook is the gate).
+func (o *Options) userPluginEnabled() bool {
+	user := *o
+	user.Scope = scopeUser
+	path, err := user.settingsPath()
+	if err != nil {
+		return false
+	}
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return false
+	}
+	root, err := parseObject(b, "")
+	if err != nil {
+		return false
+	}
+	enabled, err := root.object("enabledPlugins", "")
+	if err != nil {
+		return false
+	}
+	v, ok := enabled.vals[plugin.ID]
+	return ok && sameJSON(v, json.RawMessage("true"))
 }
 
 // warnGateOnPath warns when the hook runs loop-gate by name and no

@@ -544,9 +544,18 @@ func (w *world) close() error {
 		kill := exec.Command("tmux", "-L", w.socket, "kill-server")
 		kill.Env = where.Env
 		_ = kill.Run()
-		if sock := strings.TrimSpace(string(out)); werr == nil && filepath.Base(sock) == w.socket {
-			_ = os.Remove(sock)
+		sock := strings.TrimSpace(string(out))
+		if werr != nil || filepath.Base(sock) != w.socket {
+			// The server is gone already (a failed walk, the agent's
+			// orphan watch): its socket file may still be there, where
+			// tmux puts it.
+			base := os.Getenv("TMUX_TMPDIR")
+			if base == "" {
+				base = "/tmp"
+			}
+			sock = filepath.Join(base, fmt.Sprintf("tmux-%d", os.Getuid()), w.socket)
 		}
+		_ = os.Remove(sock)
 	}
 	if w.dir != "" {
 		if w.opts.Keep {

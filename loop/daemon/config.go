@@ -208,15 +208,6 @@ type Config struct {
 	// SandboxWritable are further directories agents may write (an
 	// embedder's harness state; tests' stand-in harness logs). Not a key.
 	SandboxWritable []string
-	// SandboxHome is the home directory whose harness dirs (~/.claude,
-	// ~/.npm, …) the sandbox lets agents write ("" = the user's). An
-	// embedder that runs no real harness (loopd demo) points it into its
-	// own temporary tree, so that nothing is created in the user's home.
-	// Not a key.
-	SandboxHome string
-	// SandboxTempDir is the agents' private temporary directory ("" =
-	// <TMPDIR>/theloop-agent-<uid>). Not a key.
-	SandboxTempDir string
 	// Launcher is the sandbox launcher executable ("" = this process's
 	// executable, which must call sandbox.MaybeRunLauncher first thing).
 	Launcher string

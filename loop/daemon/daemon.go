@@ -808,8 +808,7 @@ func (d *Daemon) confinement() sessions.Confinement {
 	}
 	c := &sandbox.Confiner{Self: self, StateRoot: d.cfg.StateRoot, RegistryDir: sessions.RegistryDir(d.cfg.StateRoot),
 		OutboxRoot:    loop.OutboxRoot(d.cfg.StateRoot),
-		WorkspaceRoot: ws, Executables: exes, Writable: d.cfg.SandboxWritable, AgentEnv: d.cfg.AgentEnv, Off: d.cfg.SandboxOff,
-		Home: d.cfg.SandboxHome, TempDir: d.cfg.SandboxTempDir}
+		WorkspaceRoot: ws, Executables: exes, Writable: d.cfg.SandboxWritable, AgentEnv: d.cfg.AgentEnv, Off: d.cfg.SandboxOff}
 	if sp := d.cfg.Tmux.SocketPath; sp != "" {
 		// routing.tmux.socketPath: the server creates its socket there, so
 		// that directory (not tmux's default one) is the server's to write.

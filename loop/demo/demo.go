@@ -257,8 +257,6 @@ func Run(ctx context.Context, opts Options) (res *Result, err error) {
 // world is one demo run.
 type world struct {
 	opts Options
-	// home is the scripted agent's HOME (the sandbox's harness dirs live under it).
-	home string
 	res  *Result
 	p    *printer
 	in   *bufio.Reader
@@ -375,13 +373,7 @@ eventLog: {enabled: true, path: %q}
 	if err := os.MkdirAll(w.binDir, 0o755); err != nil {
 		return err
 	}
-	// Its HOME is the demo's own (the sandbox's harness dirs are there, see
-	// SandboxHome below): nothing it or its git writes lands in yours.
-	w.home = filepath.Join(w.dir, "home")
-	if err := os.MkdirAll(w.home, 0o700); err != nil {
-		return err
-	}
-	script := "#!/bin/sh\n# loopd demo: `claude` is theloop's scripted agent (package loop/demo/agent)\nHOME=" + shellQuote(w.home) + " exec"
+	script := "#!/bin/sh\n# loopd demo: `claude` is theloop's scripted agent (package loop/demo/agent)\nexec"
 	// --demo-pid: the agent ends its tmux server if this process dies
 	// without cleaning up.
 	// --attack: the brief of its attempt to approve its own work.
@@ -424,10 +416,6 @@ eventLog: {enabled: true, path: %q}
 		w.noWorlds = err
 	}
 	cfg.SandboxWritable = []string{w.agentDir}
-	// The scripted agent uses no harness dirs and no shared temp dir: both
-	// live in the demo's tree, so the demo leaves nothing in HOME or TMPDIR.
-	cfg.SandboxHome = w.home
-	cfg.SandboxTempDir = filepath.Join(w.dir, "agent-tmp")
 	cfg.ReconcileInterval = -1
 	cfg.EventLogPath = eventLog
 	cfg.Dashboard.Listen = "127.0.0.1:0"

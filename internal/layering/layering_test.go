@@ -60,7 +60,7 @@ var rules = []rule{
 	{floorCmd, "cmd/loopctl", []string{"graph/...", "hooks", "ops", "workitem", "run", "plugin/...", "loop", "loop/api/...", "loop/demo/agent", "integrations", "sessions", "internal/..."}},
 	{floorCmd, "cmd/loopd", []string{"graph/...", "hooks", "ops", "workitem", "run", "plugin/...", "loop", "loop/api/...", "loop/daemon/...", "loop/demo", "loop/demo/agent", "ingress", "integrations", "sessions", "internal/..."}},
 
-	{floorDemo, "loop/demo", []string{"graph", "workitem", "loop", "loop/daemon", "loop/daemon/sandbox", "loop/demo/agent", "integrations", "integrations/githubsim", "sessions", "internal/..."}},
+	{floorDemo, "loop/demo", []string{"graph", "workitem", "run", "loop", "loop/daemon", "loop/daemon/sandbox", "loop/demo/agent", "integrations", "integrations/githubsim", "sessions", "internal/..."}},
 	// The examples embed the public library: the kernel and its file
 	// format, nothing of the daemon.
 	{floorDemo, "examples/...", []string{"graph/...", "hooks", "ops", "workitem", "run", "loop"}},
@@ -82,9 +82,10 @@ var rules = []rule{
 	{floorDaemonPart, "loop/daemon/slackchan", []string{"graph", "hooks", "workitem", "internal/..."}},
 	{floorDaemonBase, "loop/daemon/queue", []string{"ingress", "internal/..."}},
 	{floorDaemonBase, "loop/daemon/lease", []string{"internal/..."}},
-	// The sandbox is a leaf under the daemon: std, go-landlock and x/sys
-	// only, so sessions' seam can be implemented without a cycle.
-	{floorDaemonBase, "loop/daemon/sandbox", []string{"internal/..."}},
+	// The sandbox is a leaf under the daemon: std, go-landlock and x/sys,
+	// and run's environment allowlist (one list for every child loopd
+	// starts), so sessions' seam can be implemented without a cycle.
+	{floorDaemonBase, "loop/daemon/sandbox", []string{"run", "internal/..."}},
 	{floorDaemonBase, "loop/daemon/systemd", []string{"internal/..."}},
 	// loop-gate's check: the work item's state and the session registry.
 	{floorDaemonBase, "loop/stopgate", []string{"graph", "loop", "sessions", "internal/..."}},

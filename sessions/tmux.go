@@ -739,7 +739,9 @@ func (t *Tmux) Spawn(ctx context.Context, s SpawnSpec) error {
 		// decides what to do about the occupant) or when the server was
 		// exiting as we connected.
 		var ee *run.ExitError
-		if attempt == 0 && (serverExiting(err) || errors.As(err, &ee) && strings.Contains(string(ee.Result.Stderr), "duplicate session")) {
+		// A server exiting as we connect can happen more than once on a
+		// busy machine (its last session's harness died at start-up).
+		if attempt < 3 && serverExiting(err) || attempt == 0 && errors.As(err, &ee) && strings.Contains(string(ee.Result.Stderr), "duplicate session") {
 			continue
 		}
 		return fmt.Errorf("spawning tmux session %s: %w", s.Name, err)

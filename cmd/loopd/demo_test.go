@@ -50,16 +50,30 @@ func TestDemoBinaryWalksToComplete(t *testing.T) {
 		require.True(t, strings.HasPrefix(e.Name(), "theloop-demo-"), "the demo leaves %s in TMPDIR", e.Name())
 	}
 	require.Contains(t, s, "done: issue #1 walked the whole loop — it is at \"complete\"")
-	require.Regexp(t, `watch the agent work:  tmux -L theloop-demo-\d+-[0-9a-f]{4} attach -t loop-github-demo-widgets-1`, s)
+	if strings.Contains(s, "the agent runs in a world of its own") {
+		require.Regexp(t, `watch the agent work:  bwrap .* tmux -S \S+ attach -t =loop-github-demo-widgets-1`, s)
+	} else {
+		require.Regexp(t, `watch the agent work:  tmux -L theloop-demo-\d+-[0-9a-f]{4} attach -t loop-github-demo-widgets-1`, s)
+	}
 	require.Contains(t, s, "webhook  issues.labeled \"the-loop: auto-execute\" by dana → loopd answered 202")
 	require.Contains(t, s, "(agent's claim)", "the scripted agent's claims were made")
 	// The agent runs sandboxed and, at the first gate, fails to approve its
 	// own work every way it tries; dana's approval moves the gate after.
 	if sandbox.Available() {
-		require.Contains(t, s, "the agent runs confined: Landlock")
-		attack := regexp.MustCompile(`(?m)^━━ the agent tried to approve its own work: key → permission denied; webhook → 401 Unauthorized \(no secret\); operator socket → 403 Forbidden; loopd's environment → [^;]*no secrets\. Nothing moved: issue #1 is still at requirements-approval\.$`).FindStringIndex(s)
+		// In a world of its own, loopd's key, socket and port are not there;
+		// under Landlock alone they are there and refuse it.
+		want := `key → permission denied; webhook → 401 Unauthorized \(no secret\); operator socket → 403 Forbidden`
+		if sandbox.CheckNamespaces() == nil {
+			require.Contains(t, s, "the agent runs in a world of its own")
+			want = `key → no such file; webhook → connection refused; operator socket → no such file`
+		} else {
+			require.Contains(t, s, "the agent runs DEGRADED, under Landlock")
+		}
+		attack := regexp.MustCompile(`(?m)^━━ the agent tried to approve its own work: ` + want + `; loopd's environment → [^;]*no secrets\. Nothing moved: issue #1 is still at requirements-approval\.$`).FindStringIndex(s)
 		require.NotNil(t, attack, "the attack block:\n%s", s)
-		require.Contains(t, s, "(THE_LOOP_GH_WEBHOOK_SECRET is not in its environment: it signed with a guess)")
+		if sandbox.CheckNamespaces() != nil {
+			require.Contains(t, s, "(THE_LOOP_GH_WEBHOOK_SECRET is not in its environment: it signed with a guess)")
+		}
 		approved := strings.Index(s, "graph    requirements-approval: approved → design (daemon)")
 		require.Greater(t, approved, attack[1], "the gate moved only with dana's approval, after the attack")
 	}
@@ -107,6 +121,12 @@ func TestDemoBinaryWalksToComplete(t *testing.T) {
 		require.NotEqual(t, graph.StatusBlock, n.Status, "%s: %v", n.Node, n.Messages)
 	}
 
+	if m := regexp.MustCompile(`tmux -S (\S+) attach`).FindStringSubmatch(s); m != nil {
+		// The world's server: gone with its socket.
+		_, err := os.Stat(m[1])
+		require.True(t, os.IsNotExist(err), "the world's tmux server is gone with its socket: %s", m[1])
+		return
+	}
 	sock := regexp.MustCompile(`tmux -L (theloop-demo-\d+-[0-9a-f]{4})`).FindStringSubmatch(s)[1]
 	require.Error(t, exec.Command("tmux", "-L", sock, "has-session").Run(), "the demo's private tmux server is killed")
 }

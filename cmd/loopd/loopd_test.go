@@ -198,6 +198,11 @@ webhooks:
     host: 127.0.0.1
     port: %d
 routing:
+  # The stand-in harness logs what it ran and was sent beside its binary,
+  # under HOME: a world's private home would hide it from the test. What
+  # this test counts (one spawn, one paste across a kill -9) is the same
+  # in either sandbox.
+  sandbox: landlock
   authorizedUsers: [dana]
   spawnOnUnmatched: labeled
   control:
@@ -282,7 +287,7 @@ integrations:
 		require.NoError(t, err)
 		n := 0
 		for _, c := range cs {
-			if strings.Contains(c.Body, "attach -t loop-github-octo-demo-1") {
+			if strings.Contains(c.Body, "attach -t loop-github-octo-demo-1") || strings.Contains(c.Body, "attach -t =loop-github-octo-demo-1") {
 				n++
 			}
 		}
@@ -297,7 +302,7 @@ integrations:
 		require.True(t, time.Now().Before(deadline), "no announcement after the restart; events:\n%s", dumpEvents())
 		time.Sleep(50 * time.Millisecond)
 	}
-	cwd := filepath.Join(base, "ws", ".worktrees", "github.com", "octo", "demo", "github-octo-demo-1")
+	cwd := filepath.Join(base, "ws", ".clones", "github.com", "octo", "demo", "github-octo-demo-1")
 	deadline = time.Now().Add(30 * time.Second)
 	for {
 		st, err := loop.NewStore(cwd, "").Load(context.Background(), "issue-1")

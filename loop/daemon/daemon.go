@@ -865,6 +865,12 @@ func (d *Daemon) resumeWorlds() {
 // worldsRoot holds the sessions' worlds: short (tmux sockets live there),
 // outside the state root's protected tree and the workspaces.
 func (d *Daemon) worldsRoot() string {
+	// Under the state root when its socket paths stay short (a world sees
+	// only what is mounted into it, so the rest of the state root is not
+	// there); else a short directory of the temp dir.
+	if in := filepath.Join(d.cfg.StateRoot, "worlds"); filepath.IsAbs(in) && len(in)+len("/0123456789ab/tmux/s") < 100 {
+		return in
+	}
 	sum := sha256.Sum256([]byte(d.cfg.StateRoot))
 	return filepath.Join(os.TempDir(), fmt.Sprintf("theloop-w-%d-%s", os.Getuid(), hex.EncodeToString(sum[:4])))
 }

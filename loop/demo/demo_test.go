@@ -198,6 +198,8 @@ func requireSelfApprovalRefused(t *testing.T, res *demo.Result, out string) {
 		require.Contains(t, steps[demoagent.StepWebhook], "refused", out)
 		require.Contains(t, steps[demoagent.StepSocket], "no such file", out)
 		require.Contains(t, steps[demoagent.StepEnviron], "no secrets", out)
+		require.True(t, res.SelfApprovalRefused, out)
+		require.Contains(t, out, "Nothing moved: issue #1 is still at requirements-approval", out)
 		return
 	}
 	require.Equal(t, "permission denied", steps[demoagent.StepKey], out)

@@ -460,6 +460,7 @@ func runWorldFront(args []string) int {
 func KillWorld(w World) error {
 	b, err := os.ReadFile(w.PIDFile())
 	if errors.Is(err, fs.ErrNotExist) {
+		_ = os.Remove(w.Socket())
 		return nil
 	}
 	if err != nil {
@@ -474,6 +475,9 @@ func KillWorld(w World) error {
 		_ = syscall.Kill(pid, syscall.SIGKILL)
 	}
 	_ = os.Remove(w.PIDFile())
+	// A server killed with its world leaves its socket behind; a stale
+	// socket would read as a world to ask.
+	_ = os.Remove(w.Socket())
 	return nil
 }
 

@@ -388,11 +388,21 @@ func (t *Tmux) runOnce(ctx context.Context, timeout time.Duration, args ...strin
 }
 
 func (t *Tmux) runCmds(ctx context.Context, timeout time.Duration, idempotent bool, cmds ...[]string) (run.Result, error) {
-	res, err, done := t.viaControl(ctx, timeout, idempotent, cmds...)
-	if done {
-		return res, err
+	for attempt := 1; ; attempt++ {
+		res, err, done := t.viaControl(ctx, timeout, idempotent, cmds...)
+		if !done {
+			res, err = t.runSeqVia(ctx, timeout, nil, cmds...)
+		}
+		// A server that is exiting (its last session just ended) drops the
+		// connection mid-command: an idempotent command asked again a
+		// moment later gets a real answer (often "no server running").
+		if err == nil || !idempotent || !serverExiting(err) || attempt == 4 {
+			return res, err
+		}
+		if err := sleepCtx(ctx, t.cfg.PollInterval); err != nil {
+			return res, err
+		}
 	}
-	return t.runSeqVia(ctx, timeout, nil, cmds...)
 }
 
 // viaControl runs cmds through the control client. done is false when the

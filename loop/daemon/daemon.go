@@ -300,6 +300,7 @@ func (d *Daemon) Run(ctx context.Context) (err error) {
 	if err != nil {
 		return err
 	}
+	defer d.intake.close() // after the dispatcher is drained (below)
 	dctx, dcancel := context.WithCancel(context.WithoutCancel(ctx))
 	dispDone := make(chan error, 1)
 	go func() { dispDone <- disp.Run(dctx) }()

@@ -59,6 +59,8 @@ type intake struct {
 	prs prIndex
 	// authority answers routing.authorized (authority.go); nil: logins only.
 	authority *ingress.Authority
+	// reactor posts reactions in the background (reactions.go).
+	reactor *reactor
 }
 
 // intakeConfig is the part of the daemon's configuration the intake reads.
@@ -127,6 +129,7 @@ func newIntake(cfg intakeConfig, deps intakeDeps) *intake {
 		clone: deps.CloneURL, record: deps.Record, observe: deps.Observe,
 		links: newLinkageCache(linkageCacheSize), authority: deps.Authority,
 	}
+	in.reactor = newReactor(reactionsInFlight, deps.Record, deps.Now)
 	in.harnessOf = deps.HarnessFor
 	if in.harnessOf == nil {
 		in.harnessOf = func(*ingress.Event) string { return "" }
@@ -134,6 +137,10 @@ func newIntake(cfg intakeConfig, deps intakeDeps) *intake {
 	in.setConfig(cfg)
 	return in
 }
+
+// close stops the intake's background work (reactions in flight) and
+// waits for it. The dispatcher must be stopped first.
+func (in *intake) close() { in.reactor.close() }
 
 // conf is the policy in force.
 func (in *intake) conf() *intakeConfig { return in.cfg.Load() }
@@ -325,31 +332,26 @@ func (in *intake) refusal(item workitem.Ref, ev *ingress.Event, cmd ingress.Comm
 }
 
 // withReactions puts the started reaction on the trigger while fn runs,
-// then the completed or error reaction. Reactions are best-effort.
-//
-// The started reaction is posted alongside the handling, not before it: it
-// tells the human the event was picked up, and nothing in the handling
-// reads it, so the agent does not wait a round trip to GitHub (hundreds of
-// milliseconds against the real API) to hear a comment (docs/daemon.md
-// §6.11). The closing reaction waits for it, so the two land in order.
+// then the completed or error reaction, all in the background (reactions.go):
+// the handling never waits for GitHub, and a GitHub that refuses every call
+// costs the event its emoji, not the agent its time. Reactions are
+// best-effort.
 func (in *intake) withReactions(ctx context.Context, item workitem.Ref, ev *ingress.Event, fn func() error) error {
 	r := in.conf().Reactions
-	started := make(chan struct{})
-	if in.reacts(item, ev, r.Started) {
-		go func() {
-			defer close(started)
-			in.react(ctx, item, ev, r.Started)
-		}()
-	} else {
-		close(started)
+	var pending *reaction
+	if in.reacts(item, ev, r.Started) || in.reacts(item, ev, r.Completed) || in.reacts(item, ev, r.Error) {
+		started := r.Started
+		if !in.reacts(item, ev, started) {
+			started = ""
+		}
+		pending = in.reactor.start(started, func(ctx context.Context, content string) { in.react(ctx, item, ev, content) })
 	}
 	err := fn()
-	<-started
 	if err != nil {
-		in.react(ctx, item, ev, r.Error)
+		pending.finish(r.Error)
 		return err
 	}
-	in.react(ctx, item, ev, r.Completed)
+	pending.finish(r.Completed)
 	return nil
 }
 

@@ -539,7 +539,7 @@ func (d *Daemon) buildEvents() error {
 func (d *Daemon) wire(ctx context.Context, q *queue.Queue, owner string) (*ingress.Server, dispatchRunner, error) {
 	d.intake = newIntake(d.intakeConfig(), intakeDeps{
 		Registry: d.reg, Manager: d.mgr, Workspaces: d.ws, Link: d.link, Control: d.ctl,
-		Marks: q, Integrations: d.integ, Tmux: d.tmux.Config(), Attach: d.tmux.AttachCommand, Git: pathRunner{path: d.deps.Path},
+		Marks: q, Intents: q, History: tmuxHistory(d.tmux, d.claudeConfigDir), Integrations: d.integ, Tmux: d.tmux.Config(), Attach: d.tmux.AttachCommand, Git: pathRunner{path: d.deps.Path},
 		Now: d.deps.Clock.Now, CloneURL: cloneURLs(d.deps.CloneURL, d.cfg.CloneURL), HarnessFor: d.harnessFor, Record: d.emit, Observe: d.observe,
 		Authority: d.authority,
 	})

@@ -61,6 +61,11 @@ type intake struct {
 	authority *ingress.Authority
 	// reactor posts reactions in the background (reactions.go).
 	reactor *reactor
+	// intents and history make pastes exactly-once (paste.go); faults
+	// injects a crash at a paste's fault points (tests only).
+	intents intentStore
+	history sessionHistory
+	faults  atomic.Pointer[func(point, key string) error]
 }
 
 // intakeConfig is the part of the daemon's configuration the intake reads.
@@ -91,8 +96,12 @@ type intakeDeps struct {
 	Workspaces *sessions.Workspaces
 	Link       *graphLink
 	Control    *controlStore
-	// Marks is the queue's handled bucket.
+	// Marks is the queue's handled bucket; Intents records pastes' intents
+	// in it, and History reads a session's history (paste.go). nil Intents:
+	// pastes are at-least-once.
 	Marks        handledMarks
+	Intents      intentStore
+	History      sessionHistory
 	Integrations graph.Integrations
 	Tmux         sessions.TmuxConfig
 	// Attach is the command that attaches an operator to a session (nil:
@@ -130,6 +139,7 @@ func newIntake(cfg intakeConfig, deps intakeDeps) *intake {
 		links: newLinkageCache(linkageCacheSize), authority: deps.Authority,
 	}
 	in.reactor = newReactor(reactionsInFlight, deps.Record, deps.Now)
+	in.intents, in.history = deps.Intents, deps.History
 	in.harnessOf = deps.HarnessFor
 	if in.harnessOf == nil {
 		in.harnessOf = func(*ingress.Event) string { return "" }
@@ -414,7 +424,18 @@ func (in *intake) spawn(ctx context.Context, item workitem.Ref, ev *ingress.Even
 	if err := in.mark(ctx, ev, stepSpawn); err != nil {
 		return err
 	}
-	res, err := in.mgr.Spawn(ctx, sessions.SpawnRequest{Item: item, Harness: in.harnessOf(ev), Cwd: cwd, Prompt: prompt})
+	var res sessions.SpawnResult
+	pasted, err := in.pasteOnce(ctx, item, sessions.Record{Item: item, TmuxName: sessions.TmuxName(item)}, ev.DeliveryID+stepPaste, prompt, func(text string) error {
+		var err error
+		prompt = text
+		res, err = in.mgr.Spawn(ctx, sessions.SpawnRequest{Item: item, Harness: in.harnessOf(ev), Cwd: cwd, Prompt: text})
+		return err
+	})
+	if err == nil && !pasted {
+		// A session that heard this prompt is running, though its record
+		// did not say live when the event came: it is this event's.
+		res.Record, err = in.reg.Get(item)
+	}
 	if err != nil {
 		in.emit("session.spawn_failed", graph.LevelError, item, ev, graph.Field{Key: "error", Value: err.Error()})
 		return err
@@ -450,13 +471,20 @@ func (in *intake) finishSpawn(ctx context.Context, item workitem.Ref, rec sessio
 		}
 		gc := in.link.spawnContext(ctx, item, rec.Cwd)
 		prompt := renderPrompt(in.conf().SpawnPromptTemplate, true, promptInput{WorkItem: item.String(), Event: ev, Interaction: in.conf().InteractionMode, Graph: gc})
-		res, err := in.mgr.Deliver(ctx, item, prompt)
+		// The spawn may have pasted the prompt before the crash: look for
+		// it in the session before pasting it again (paste.go).
+		pasted, err := in.pasteOnce(ctx, item, rec, ev.DeliveryID+stepPaste, prompt, func(text string) error {
+			res, err := in.mgr.Deliver(ctx, item, text)
+			prompt, rec = text, res.Record
+			return err
+		})
 		if err != nil {
 			return err
 		}
-		rec = res.Record
-		in.observe(Observation{Kind: KindPaste, Name: "spawn-prompt", WorkItem: item.String(), DeliveryID: ev.DeliveryID, Text: prompt,
-			Fields: map[string]any{"tmux_target": rec.TmuxName}})
+		if pasted {
+			in.observe(Observation{Kind: KindPaste, Name: "spawn-prompt", WorkItem: item.String(), DeliveryID: ev.DeliveryID, Text: prompt,
+				Fields: map[string]any{"tmux_target": rec.TmuxName}})
+		}
 		if err := in.mark(ctx, ev, stepPaste); err != nil {
 			return err
 		}
@@ -573,19 +601,27 @@ func (in *intake) dispatchTo(ctx context.Context, item workitem.Ref, rec session
 		return nil
 	}
 	prompt := renderPrompt(in.conf().PromptTemplate, false, promptInput{WorkItem: item.String(), Event: ev, Interaction: in.conf().InteractionMode, Graph: gc})
-	res, err := in.mgr.Deliver(ctx, item, prompt)
+	var res sessions.DeliveryResult
+	pasted, err := in.pasteOnce(ctx, item, rec, ev.DeliveryID+stepPaste, prompt, func(text string) error {
+		var err error
+		prompt = text
+		res, err = in.mgr.Deliver(ctx, item, text)
+		return err
+	})
 	if err != nil {
 		in.emit("dispatch.failed", graph.LevelWarning, item, ev, graph.Field{Key: "error", Value: err.Error()})
 		return err
 	}
-	in.observe(Observation{Kind: KindPaste, Name: "event-prompt", WorkItem: item.String(), DeliveryID: ev.DeliveryID, Text: prompt,
-		Fields: map[string]any{"tmux_target": res.Record.TmuxName, "respawned": res.Respawn != nil}})
-	if res.Respawn != nil {
-		in.emit("dispatch.respawned", graph.LevelInfo, item, ev, graph.Field{Key: "resumed", Value: res.Respawn.Resumed},
-			graph.Field{Key: "fresh_with_artifacts", Value: res.Respawn.Fallback != nil})
-		in.link.rebind(ctx, item, cwd, res.Record.SessionID)
+	if pasted {
+		in.observe(Observation{Kind: KindPaste, Name: "event-prompt", WorkItem: item.String(), DeliveryID: ev.DeliveryID, Text: prompt,
+			Fields: map[string]any{"tmux_target": res.Record.TmuxName, "respawned": res.Respawn != nil}})
+		if res.Respawn != nil {
+			in.emit("dispatch.respawned", graph.LevelInfo, item, ev, graph.Field{Key: "resumed", Value: res.Respawn.Resumed},
+				graph.Field{Key: "fresh_with_artifacts", Value: res.Respawn.Fallback != nil})
+			in.link.rebind(ctx, item, cwd, res.Record.SessionID)
+		}
+		in.emit("dispatch.succeeded", graph.LevelInfo, item, ev, graph.Field{Key: "via", Value: "tmux"})
 	}
-	in.emit("dispatch.succeeded", graph.LevelInfo, item, ev, graph.Field{Key: "via", Value: "tmux"})
 	if err := in.mark(ctx, ev, stepPaste); err != nil {
 		return err
 	}

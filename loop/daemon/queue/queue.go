@@ -623,6 +623,32 @@ func (q *Queue) MarkHandled(ctx context.Context, deliveryID string) error {
 	return nil
 }
 
+// intentKey keeps intents apart from handled marks in the handled bucket.
+func intentKey(key string) string { return keyOf("intent\x00" + key) }
+
+// PutIntent records value as the intent of the step key (a delivery id and
+// a step), in the handled bucket, before the effect it guards: once it
+// returns, the intent is in JetStream's store and outlives the process. It
+// is kept as long as handled marks are (Config.KeyTTL).
+func (q *Queue) PutIntent(ctx context.Context, key string, value []byte) error {
+	if _, err := q.handled.Put(ctx, intentKey(key), value); err != nil {
+		return fmt.Errorf("queue: record the intent of %s: %w", key, err)
+	}
+	return nil
+}
+
+// Intent returns the intent recorded for key, if any.
+func (q *Queue) Intent(ctx context.Context, key string) ([]byte, bool, error) {
+	e, err := q.handled.Get(ctx, intentKey(key))
+	if errors.Is(err, jetstream.ErrKeyNotFound) {
+		return nil, false, nil
+	}
+	if err != nil {
+		return nil, false, fmt.Errorf("queue: read the intent of %s: %w", key, err)
+	}
+	return e.Value(), true, nil
+}
+
 // ClaimContent claims a content identity for a delivery. It reports true
 // when the delivery holds the claim (first claim, or the same delivery
 // again after a redelivery) and false when another delivery claimed the

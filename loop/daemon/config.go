@@ -77,6 +77,10 @@ type Config struct {
 	Listen string
 	// WebhookPath is the POST path (default /gh-webhook).
 	WebhookPath string
+	// WebhookHookID is the GitHub webhook whose failed deliveries the
+	// reconcile pass has redelivered (0: the served repositories' hooks
+	// whose URL path is WebhookPath; redeliver.go).
+	WebhookHookID int64
 	// Secret is the webhook HMAC secret. Empty refuses to run unless
 	// InsecureAcceptUnsigned.
 	Secret []byte

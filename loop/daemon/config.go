@@ -433,6 +433,9 @@ func ConfigFromSettings(st loop.Settings, getenv func(string) string) (Config, [
 			return cfg, warns, err
 		}
 		cfg.Integrations = ic
+		if ic.GitHub != nil {
+			cfg.WebhookHookID = ic.GitHub.Webhook.HookID // redeliver.go
+		}
 	}
 	sc, err := slackConfig(st.Channels.Slack, st.StateRoot, getenv)
 	if err != nil {

@@ -357,3 +357,18 @@ func TestConfigFromCLISlackChannel(t *testing.T) {
 	_, _, err := ConfigFromCLI(parseCLI(t, "state: {root: /srv/theloop}\nrouting: {agentEnv: [BOT]}\nchannels:\n  slack: {botTokenEnv: BOT}\n"), getenv, "/work")
 	require.ErrorContains(t, err, "routing.agentEnv: BOT")
 }
+
+// integrations.github.webhook.hookId names the hook the reconcile pass has
+// redeliver from; a negative id is refused with its key.
+func TestConfigWebhookHookID(t *testing.T) {
+	cfg, _, err := fromYAML("state: {root: /srv/theloop}\nintegrations:\n  github:\n    webhook:\n      hookId: 123456\n", "/work")
+	require.NoError(t, err)
+	require.Equal(t, int64(123456), cfg.WebhookHookID)
+	cfg, _, err = fromYAML("state: {root: /srv/theloop}\n", "/work")
+	require.NoError(t, err)
+	require.Zero(t, cfg.WebhookHookID)
+	_, _, err = fromYAML("state: {root: /srv/theloop}\nintegrations:\n  github:\n    webhook:\n      hookId: -1\n", "/work")
+	require.ErrorContains(t, err, "integrations.github.webhook.hookId")
+	_, _, err = fromYAML("state: {root: /srv/theloop}\nintegrations:\n  github:\n    webhook:\n      hook: 1\n", "/work")
+	require.Error(t, err, "an unknown key is refused")
+}

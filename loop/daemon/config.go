@@ -385,7 +385,8 @@ func ConfigFromSettings(st loop.Settings, getenv func(string) string) (Config, [
 	cfg.ResumeOnRespawn = tm.ResumeOnRespawn
 	cfg.ResumeProbe = tm.ResumeProbe
 	cfg.Liveness = LivenessConfig{Off: !tm.Liveness.Enabled, Interval: tm.Liveness.Interval, MaxRespawns: tm.Liveness.MaxRespawns,
-		Window: tm.Liveness.Window, Backoff: tm.Liveness.Backoff, Label: DefaultLivenessConfig().Label}
+		Window: tm.Liveness.Window, Backoff: tm.Liveness.Backoff, Label: DefaultLivenessConfig().Label,
+		MaxInFlight: sv.MaxSessions} // liveness.go: respawns in flight bounded by the node's capacity
 	cfg.SandboxOff = rt.Sandbox == "off"
 	cfg.SandboxLandlock = rt.Sandbox == "landlock"
 	cfg.SandboxHostNetwork = rt.SandboxNetwork == "host"

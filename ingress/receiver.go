@@ -221,6 +221,11 @@ func (r *Receiver) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 		if p == "/healthz" || p == "/health" {
 			if r.health != nil {
 				if err := r.health(req.Context()); err != nil {
+					var hr HealthReason
+					if errors.As(err, &hr) && validReason(hr.HealthReason()) {
+						reply(w, http.StatusServiceUnavailable, []byte(`{"status":"unavailable","reason":"`+hr.HealthReason()+`"}`+"\n"))
+						return
+					}
 					reply(w, http.StatusServiceUnavailable, bodyUnavailable)
 					return
 				}
@@ -515,6 +520,28 @@ func lowerHex(c byte) int {
 		return int(c-'a') + 10
 	}
 	return -1
+}
+
+// HealthReason is an error from ReceiverDeps.Health that names why: GET
+// /healthz then answers {"status":"unavailable","reason":...} with it (a
+// short code such as disk-full; never the error's text, which is for the
+// operator and not for whoever reaches the port).
+type HealthReason interface {
+	error
+	HealthReason() string
+}
+
+// validReason accepts a short lower-case code.
+func validReason(s string) bool {
+	if s == "" || len(s) > 40 {
+		return false
+	}
+	for _, c := range s {
+		if !(c >= 'a' && c <= 'z' || c == '-') {
+			return false
+		}
+	}
+	return true
 }
 
 // maxPooledBody bounds the request buffers kept for reuse.

@@ -23,11 +23,16 @@ import (
 // events of every repository, so each repository (and organization) lists
 // every hook, and a hook's deliveries are those of the repository asked.
 
-func (s *Server) listHooks(w http.ResponseWriter, r *http.Request, _ *repo) {
+func (s *Server) listHooks(w http.ResponseWriter, r *http.Request, rp *repo) {
 	out := make([]any, 0, len(s.hooks))
+	at := s.now().UTC().Format(time.RFC3339)
 	for _, h := range s.hooks {
+		api := fmt.Sprintf("%s/repos/%s/hooks/%d", s.URL(), rp.full(), h.ID)
 		out = append(out, map[string]any{"type": "Repository", "id": h.ID, "name": "web", "active": true, "events": []string{"*"},
-			"config": map[string]any{"url": h.URL, "content_type": "json", "insecure_ssl": "0"}})
+			"config": map[string]any{"url": h.URL, "content_type": "json", "insecure_ssl": "0"},
+			"url":    api, "test_url": api + "/test", "ping_url": api + "/pings", "deliveries_url": api + "/deliveries",
+			"created_at": at, "updated_at": at,
+			"last_response": map[string]any{"code": nil, "status": "unused", "message": nil}})
 	}
 	s.paginate(w, r, out)
 }

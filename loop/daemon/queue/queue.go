@@ -115,6 +115,11 @@ type Config struct {
 	// Replicas is the replication of the streams and buckets on a NATS
 	// cluster (queue.replicas; default 1, 3 for a 3-server cluster).
 	Replicas int
+	// Auth and TLS reach an external server (URL; auth.go). Without Auth, a
+	// URL off this machine is refused unless Insecure.
+	Auth     Auth
+	TLS      TLS
+	Insecure bool
 }
 
 // Queue is the durable event pipeline. Close it to stop the embedded server.
@@ -239,9 +244,19 @@ func (q *Queue) connect() error {
 		q.ns = ns
 		opts = append(opts, nats.InProcessServer(ns))
 	}
+	if url != "" {
+		if err := q.cfg.checkRemote(); err != nil {
+			return err
+		}
+		remote, err := q.cfg.remoteOptions()
+		if err != nil {
+			return err
+		}
+		opts = append(opts, remote...)
+	}
 	nc, err := nats.Connect(url, opts...)
 	if err != nil {
-		return fmt.Errorf("queue: connect to NATS %q: %w", url, err)
+		return fmt.Errorf("queue: connect to NATS %q: %w", clipURL(url), err)
 	}
 	q.nc = nc
 	// Unanswered asynchronous publishes (Put stopped waiting) are

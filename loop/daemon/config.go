@@ -12,6 +12,7 @@ import (
 	"github.com/theloop-dev/theloop/ingress"
 	"github.com/theloop-dev/theloop/integrations"
 	"github.com/theloop-dev/theloop/loop"
+	"github.com/theloop-dev/theloop/loop/daemon/queue"
 	"github.com/theloop-dev/theloop/loop/daemon/sandbox"
 	"github.com/theloop-dev/theloop/loop/daemon/slackchan"
 	"github.com/theloop-dev/theloop/sessions"
@@ -95,6 +96,11 @@ type Config struct {
 
 	// QueueURL is an external NATS server; "" embeds one under StateRoot.
 	QueueURL string
+	// QueueAuth, QueueTLS and QueueInsecure reach it (queue.*; the
+	// password read from queue.passwordFile or queue.passwordEnv).
+	QueueAuth     queue.Auth
+	QueueTLS      queue.TLS
+	QueueInsecure bool
 	// Parallelism bounds dispatches running at once
 	// (routing.maxConcurrentDispatches).
 	Parallelism int
@@ -349,6 +355,9 @@ func ConfigFromSettings(st loop.Settings, getenv func(string) string) (Config, [
 		cfg.Secret = []byte(s)
 	}
 	cfg.QueueURL = st.Queue.URL
+	if err := queueCredentials(&cfg, st, getenv); err != nil {
+		return cfg, warns, err
+	}
 	sv := st.Service
 	cfg.Service = ServiceConfig{
 		Disabled: !sv.Enabled, MCPDisabled: !sv.MCPEnabled, Listen: sv.Listen, Token: getenv(sv.TokenEnv),
@@ -574,4 +583,36 @@ func secretNames(cfg Config, secretEnv, serviceTokenEnv string) []string {
 		names = append(names, ic.Jira.API.TokenEnv, ic.Jira.API.EmailEnv)
 	}
 	return names
+}
+
+// queueCredentials maps queue.* credentials and TLS into cfg, reading the
+// password from its file or variable (never from the configuration file).
+func queueCredentials(cfg *Config, st loop.Settings, getenv func(string) string) error {
+	qs := st.Queue
+	cfg.QueueAuth = queue.Auth{CredsFile: qs.CredsFile, NKeySeedFile: qs.NKeySeedFile, User: qs.User}
+	cfg.QueueTLS = queue.TLS{CAFile: qs.TLSCAFile, CertFile: qs.TLSCertFile, KeyFile: qs.TLSKeyFile}
+	cfg.QueueInsecure = qs.Insecure
+	switch {
+	case qs.PasswordFile != "" && qs.PasswordEnv != "":
+		return fmt.Errorf("queue.passwordFile and queue.passwordEnv: set one: %w", loop.ErrInvalidConfig)
+	case qs.PasswordFile != "":
+		b, err := os.ReadFile(qs.PasswordFile)
+		if err != nil {
+			return fmt.Errorf("queue.passwordFile: %w", err)
+		}
+		cfg.QueueAuth.Password = strings.TrimRight(string(b), "\r\n")
+	case qs.PasswordEnv != "":
+		cfg.QueueAuth.Password = getenv(qs.PasswordEnv)
+		if cfg.QueueAuth.Password == "" {
+			return fmt.Errorf("queue.passwordEnv: %s is not set: %w", qs.PasswordEnv, loop.ErrInvalidConfig)
+		}
+	}
+	if (qs.PasswordFile != "" || qs.PasswordEnv != "") && qs.User == "" {
+		return fmt.Errorf("queue.passwordFile/passwordEnv: a password needs queue.user: %w", loop.ErrInvalidConfig)
+	}
+	qc := queue.Config{URL: cfg.QueueURL, Auth: cfg.QueueAuth, TLS: cfg.QueueTLS, Insecure: cfg.QueueInsecure}
+	if err := qc.CheckRemote(); err != nil {
+		return fmt.Errorf("%w: %w", err, loop.ErrInvalidConfig)
+	}
+	return nil
 }

@@ -288,7 +288,8 @@ func (d *Daemon) Run(ctx context.Context) (err error) {
 		d.audit.Close()
 	}()
 
-	q, err := queue.Open(ctx, queue.Config{URL: d.cfg.QueueURL, StoreDir: filepath.Join(root, "queue"), Replicas: d.cfg.Cluster.QueueReplicas})
+	q, err := queue.Open(ctx, queue.Config{URL: d.cfg.QueueURL, StoreDir: filepath.Join(root, "queue"), Replicas: d.cfg.Cluster.QueueReplicas,
+		Auth: d.cfg.QueueAuth, TLS: d.cfg.QueueTLS, Insecure: d.cfg.QueueInsecure})
 	if err != nil {
 		return err
 	}

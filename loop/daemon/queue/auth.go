@@ -46,6 +46,17 @@ func (t TLS) set() bool { return t.CAFile != "" || t.CertFile != "" || t.KeyFile
 // ErrUnauthenticated: a queue URL off this machine without credentials.
 var ErrUnauthenticated = errors.New("queue: an external NATS server needs credentials")
 
+// CheckRemote validates the settings of an external server (nil without
+// URL): one kind of credential, a password with a user, a client
+// certificate with its key, and credentials for a URL off this machine
+// unless Insecure. Open checks the same before it dials.
+func (c Config) CheckRemote() error {
+	if c.URL == "" {
+		return nil
+	}
+	return c.checkRemote()
+}
+
 // checkRemote validates the external server's settings (Config.URL set).
 func (c Config) checkRemote() error {
 	n := 0

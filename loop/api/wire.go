@@ -76,7 +76,7 @@ const (
 // Status describes the running daemon (GET /status).
 type Status struct {
 	// Health is the daemon's health, as GET /health answers it.
-	Health *Health `json:"health,omitempty"`
+	Health    *Health    `json:"health,omitempty"`
 	Version   string     `json:"version"`
 	PID       int        `json:"pid"`
 	StateRoot string     `json:"stateRoot"`

@@ -118,9 +118,9 @@ func TestSlowUnsignedFloodIsBounded(t *testing.T) {
 	runtime.GC()
 	runtime.ReadMemStats(&during)
 	t.Logf("outcomes %v; budget peak %d MB of %d MB; heap in use %d MB before, %d MB with the flood stalled",
-		res.statuses, r.budget.peak.Load()>>20, cfg.withDefaults().MaxUnverifiedBytes>>20, before.HeapInuse>>20, during.HeapInuse>>20)
+		res.statuses, r.budget.highWater()>>20, cfg.withDefaults().MaxUnverifiedBytes>>20, before.HeapInuse>>20, during.HeapInuse>>20)
 
-	require.LessOrEqual(t, r.budget.peak.Load(), int64(DefaultMaxUnverifiedBytes))
+	require.LessOrEqual(t, r.budget.highWater(), int64(DefaultMaxUnverifiedBytes))
 	require.Less(t, during.HeapInuse, before.HeapInuse+2*DefaultMaxUnverifiedBytes,
 		"the stalled flood holds about the budget, not 100 × 25 MB")
 	require.Equal(t, 100, res.statuses["503"]+res.statuses["stalled"], "every connection is refused with 503 or holds budget: %v", res.statuses)
@@ -139,7 +139,7 @@ func TestSlowUnsignedFloodIsBounded(t *testing.T) {
 	require.Equal(t, http.StatusAccepted, resp.StatusCode)
 
 	res.release()
-	require.Eventually(t, func() bool { return r.budget.used.Load() == 0 }, 10*time.Second, 10*time.Millisecond,
+	require.Eventually(t, func() bool { return r.budget.inUse() == 0 }, 10*time.Second, 10*time.Millisecond,
 		"every chunk goes back when the connections close")
 	require.Equal(t, int64(res.statuses["503"]), r.Stats().Rejected["unverified-budget-spent"])
 }
@@ -160,7 +160,7 @@ func TestUnsignedBodyIsNotRead(t *testing.T) {
 	resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
 	require.NoError(t, err)
 	require.Equal(t, http.StatusUnauthorized, resp.StatusCode)
-	require.Zero(t, r.budget.peak.Load())
+	require.Zero(t, r.budget.highWater())
 }
 
 // BenchmarkSlowUnsignedFlood runs the attack of issue 27 once per

@@ -45,10 +45,10 @@ type Receiver struct {
 	sink   Sink
 	log    graph.Sink
 	clock  graph.Clock
-	macs   sync.Pool // hash.Hash (HMAC-SHA256 keyed with the secret)
-	bufs   sync.Pool // *[]byte request bodies, when reuse
-	chunks sync.Pool // *[bodyChunk]byte, bodies being read (body.go)
-	budget bodyBudget
+	macs   sync.Pool  // hash.Hash (HMAC-SHA256 keyed with the secret)
+	bufs   sync.Pool  // *[]byte request bodies, when reuse
+	chunks chunkPools // bodies being read (body.go)
+	budget *bodyBudget
 	reuse  bool
 	retry  []string // Retry-After header value
 	stats  receiverStats
@@ -144,8 +144,7 @@ func NewReceiver(cfg Config, deps ReceiverDeps) (*Receiver, error) {
 	r.reuse = deps.SinkCopiesPayload
 	r.health = deps.Health
 	r.bufs.New = func() any { b := make([]byte, 0, 32<<10); return &b }
-	r.chunks.New = func() any { return new([bodyChunk]byte) }
-	r.budget.limit = cfg.MaxUnverifiedBytes
+	r.budget = newBodyBudget(cfg.MaxUnverifiedBytes, cfg.MaxBodyBytes)
 	return r, nil
 }
 
@@ -222,6 +221,11 @@ func (r *Receiver) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 		if p == "/healthz" || p == "/health" {
 			if r.health != nil {
 				if err := r.health(req.Context()); err != nil {
+					var hr HealthReason
+					if errors.As(err, &hr) && validReason(hr.HealthReason()) {
+						reply(w, http.StatusServiceUnavailable, []byte(`{"status":"unavailable","reason":"`+hr.HealthReason()+`"}`+"\n"))
+						return
+					}
 					reply(w, http.StatusServiceUnavailable, bodyUnavailable)
 					return
 				}
@@ -269,15 +273,17 @@ func (r *Receiver) post(w http.ResponseWriter, req *http.Request) {
 		mac.Reset()
 		defer r.macs.Put(mac)
 	}
-	cb, err := r.readChunked(req.Body, req.ContentLength, r.cfg.MaxBodyBytes, mac)
+	cb := chunkedBody{addr: remoteHost(req.RemoteAddr)}
+	err := r.readChunked(&cb, req.Body, req.ContentLength, r.cfg.MaxBodyBytes, mac)
 	switch {
 	case errors.Is(err, errTooLarge):
 		w.Header()["Connection"] = connClose
 		r.reject(w, rejectTooLarge, http.StatusRequestEntityTooLarge, bodyTooLarge, delivery)
 		return
 	case errors.Is(err, errBusy):
-		// Unauthenticated bodies in flight hold the whole budget: refuse at
-		// once rather than queue; GitHub shows the 503 and one can redeliver.
+		// Unauthenticated bodies in flight hold the whole budget, or this
+		// sender its whole share: refuse at once rather than queue; GitHub
+		// shows the 503, and the reconcile pass asks it to redeliver.
 		r.stats.unavailable.Add(1)
 		h := w.Header()
 		h["Retry-After"] = r.retry
@@ -514,6 +520,28 @@ func lowerHex(c byte) int {
 		return int(c-'a') + 10
 	}
 	return -1
+}
+
+// HealthReason is an error from ReceiverDeps.Health that names why: GET
+// /healthz then answers {"status":"unavailable","reason":...} with it (a
+// short code such as disk-full; never the error's text, which is for the
+// operator and not for whoever reaches the port).
+type HealthReason interface {
+	error
+	HealthReason() string
+}
+
+// validReason accepts a short lower-case code.
+func validReason(s string) bool {
+	if s == "" || len(s) > 40 {
+		return false
+	}
+	for _, c := range s {
+		if !(c >= 'a' && c <= 'z' || c == '-') {
+			return false
+		}
+	}
+	return true
 }
 
 // maxPooledBody bounds the request buffers kept for reuse.

@@ -68,6 +68,16 @@ type GitHubConfig struct {
 	// App, when set, authenticates the api transport as a GitHub App
 	// (github_app.go) instead of with a token.
 	App *GitHubAppConfig `yaml:"app,omitempty" json:"app,omitempty"`
+	// Webhook names the GitHub webhook that delivers to loopd.
+	Webhook GitHubWebhookConfig `yaml:"webhook,omitempty" json:"webhook,omitempty"`
+}
+
+// GitHubWebhookConfig names loopd's GitHub webhook (read by the daemon's
+// reconcile pass, which has its failed deliveries redelivered).
+type GitHubWebhookConfig struct {
+	// HookID is the webhook's id (the number in its settings URL); 0: the
+	// served repositories' hooks whose URL path is the receiver's.
+	HookID int64 `yaml:"hookId,omitempty" json:"hookId,omitempty"`
 }
 
 // SelfLogins are the logins loopd posts as, beside the marker that
@@ -217,6 +227,9 @@ func (c Config) Validate() error {
 			bad("github.transport", "%q is not one of auto, api, cli", g.Transport)
 		}
 		policy("github", g.TimeoutSeconds, g.MaxAttempts)
+		if g.Webhook.HookID < 0 {
+			bad("github.webhook.hookId", "must be the webhook's id, a positive number (0 or absent: found among the repositories' hooks)")
+		}
 		if g.API.BaseURL != "" {
 			if _, err := serviceURL(g.API.BaseURL); err != nil {
 				bad("github.api.baseUrl", "%v", err)

@@ -23,6 +23,7 @@ var githubOperations = []graph.Operation{
 	ops.GitHubListItemsByLabel, ops.GitHubAddReaction, ops.GitHubClosingIssues, ops.GitHubGetComment,
 	ops.GitHubListPulls, ops.GitHubListCheckRuns, ops.GitHubCombinedStatus,
 	ops.GitHubTeamMembership, ops.GitHubCollaboratorPermission, ops.GitHubGetFile,
+	ops.GitHubListHooks, ops.GitHubListHookDeliveries, ops.GitHubRedeliverHookDelivery,
 }
 
 // maxPages bounds pagination (100 items a page).
@@ -92,6 +93,10 @@ func (g *github) operations() map[graph.Operation]opFunc {
 		ops.GitHubTeamMembership:         g.teamMembership,
 		ops.GitHubCollaboratorPermission: g.collaboratorPermission,
 		ops.GitHubGetFile:                g.getFile,
+		// github_hookdeliveries.go
+		ops.GitHubListHooks:             g.listHooks,
+		ops.GitHubListHookDeliveries:    g.listHookDeliveries,
+		ops.GitHubRedeliverHookDelivery: g.redeliverHookDelivery,
 	}
 }
 

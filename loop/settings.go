@@ -159,6 +159,11 @@ type Settings struct {
 	Queue struct {
 		URL      string
 		Replicas int
+		// Credentials and TLS for an external server (queue.url): paths
+		// and the name of a variable, never a secret itself.
+		CredsFile, NKeySeedFile, User, PasswordFile, PasswordEnv string
+		TLSCAFile, TLSCertFile, TLSKeyFile                       string
+		Insecure                                                 bool
 	}
 	Service struct {
 		Enabled              bool
@@ -609,6 +614,15 @@ var settingReaders = []settingReader{
 
 	{"queue.url", func(r *settingsReader, s *Settings) { s.Queue.URL = r.str("queue.url") }},
 	{"queue.replicas", func(r *settingsReader, s *Settings) { s.Queue.Replicas = r.integer("queue.replicas") }},
+	{"queue.credsFile", func(r *settingsReader, s *Settings) { s.Queue.CredsFile = r.str("queue.credsFile") }},
+	{"queue.nkeySeedFile", func(r *settingsReader, s *Settings) { s.Queue.NKeySeedFile = r.str("queue.nkeySeedFile") }},
+	{"queue.user", func(r *settingsReader, s *Settings) { s.Queue.User = r.str("queue.user") }},
+	{"queue.passwordFile", func(r *settingsReader, s *Settings) { s.Queue.PasswordFile = r.str("queue.passwordFile") }},
+	{"queue.passwordEnv", func(r *settingsReader, s *Settings) { s.Queue.PasswordEnv = r.str("queue.passwordEnv") }},
+	{"queue.tls.caFile", func(r *settingsReader, s *Settings) { s.Queue.TLSCAFile = r.str("queue.tls.caFile") }},
+	{"queue.tls.certFile", func(r *settingsReader, s *Settings) { s.Queue.TLSCertFile = r.str("queue.tls.certFile") }},
+	{"queue.tls.keyFile", func(r *settingsReader, s *Settings) { s.Queue.TLSKeyFile = r.str("queue.tls.keyFile") }},
+	{"queue.insecure", func(r *settingsReader, s *Settings) { s.Queue.Insecure = r.boolean("queue.insecure") }},
 
 	{"service.enabled", func(r *settingsReader, s *Settings) { s.Service.Enabled = r.boolean("service.enabled") }},
 	{"service.leaseTTLSeconds", func(r *settingsReader, s *Settings) { s.Service.LeaseTTL = r.seconds("service.leaseTTLSeconds") }},

@@ -499,3 +499,18 @@ func TestUsage(t *testing.T) {
 	r = g.run(nil, "claude", "extra")
 	require.Equal(t, 1, r.code)
 }
+
+// A graph-state.json that cannot be parsed is not a silent stop: the check
+// runs on the state reconstructed from the artifacts, and stderr names the
+// file (issue 34).
+func TestCorruptStateIsSaidOnStderr(t *testing.T) {
+	root := writeRepo(t, atDesignApprovalWait)
+	state := filepath.Join(root, "docs", "specs", fixtureItem, "graph-state.json")
+	writeFile(t, state, "{not json")
+	g := newGate(t)
+	g.env["THE_LOOP_WORK_ITEM"] = fixtureItem
+	r := g.run(claudePayload(root), "claude")
+	require.Equal(t, 0, r.code, "stderr: %s", r.stderr)
+	require.Contains(t, r.stderr, "graph-state.json could not be parsed")
+	require.Contains(t, r.stderr, state, "the file is named")
+}

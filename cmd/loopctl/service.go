@@ -387,6 +387,13 @@ func runDaemonStatus(ctx context.Context, opts *daemonStatusOptions) error {
 	w := o.Factory.IO.Out
 	fmt.Fprintf(w, "loopd %s (pid %d) up %s\nstate root: %s\nwebhook:    %s\nsessions:   %d live\n",
 		st.Version, st.PID, time.Duration(st.Uptime*float64(time.Second)).Round(time.Second), st.StateRoot, st.Webhook, st.LiveSessions)
+	if h := st.Health; h != nil {
+		if h.OK {
+			fmt.Fprintf(w, "health:     %s\n", h.State)
+		} else {
+			fmt.Fprintf(w, "health:     %s (%s): %s\n", h.State, h.Reason, h.Detail)
+		}
+	}
 	if st.Queue != nil {
 		fmt.Fprintf(w, "queue:      %d pending (oldest %s), %d dead letter(s)\n", st.Queue.Depth, age(st.Queue.OldestAge), st.Queue.DeadLetters)
 	}

@@ -64,7 +64,7 @@ func TestExampleConfigsLoadCleanAndServeRepositories(t *testing.T) {
 			dir := t.TempDir()
 			path := filepath.Join(dir, "cli-config.yaml")
 			require.NoError(t, os.WriteFile(path, content, 0o600))
-			vars := map[string]string{daemon.DefaultSecretEnv: "s3cret", "GH_TOKEN": "tok"}
+			vars := map[string]string{daemon.DefaultSecretEnv: "s3cret", "GH_TOKEN": "tok", "THE_LOOP_NATS_PASSWORD": "nats-pw"}
 			e, _, _ := testEnv(t, vars)
 
 			cfg, warns, err := loadConfig(e, runOptions{Config: path}, dir)

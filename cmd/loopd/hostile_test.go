@@ -6,6 +6,7 @@ import (
 	"crypto/hmac"
 	"crypto/sha256"
 	"encoding/hex"
+	"encoding/json"
 	"fmt"
 	"io"
 	"net"
@@ -24,6 +25,7 @@ import (
 
 	"github.com/theloop-dev/theloop/integrations/githubsim"
 	"github.com/theloop-dev/theloop/internal/shortdir"
+	"github.com/theloop-dev/theloop/loop/api"
 )
 
 // hostileLoopd is a built loopd started for an attack test: signed
@@ -274,6 +276,30 @@ func TestDiskFullThenFreedRecovers(t *testing.T) {
 	_, metrics, err := h.control("/metrics", 10*time.Second)
 	require.NoError(t, err)
 	require.Contains(t, metrics, "theloop_queue_up 0", "theloop_queue_up tells the truth")
+
+	// One health: every answer names the same state and reason.
+	resp, err := hostileClient.Get(fmt.Sprintf("http://127.0.0.1:%d/healthz", h.port))
+	require.NoError(t, err)
+	var hz struct{ Status, Reason string }
+	require.NoError(t, json.NewDecoder(resp.Body).Decode(&hz))
+	resp.Body.Close()
+	require.Equal(t, "unavailable", hz.Status)
+	require.Equal(t, api.HealthDiskFull, hz.Reason, "/healthz names why")
+	code, body, err := h.control("/api/v1/health", 10*time.Second)
+	require.NoError(t, err)
+	require.Equal(t, http.StatusServiceUnavailable, code, "the socket's health agrees: %s", body)
+	var sock api.Health
+	require.NoError(t, json.Unmarshal([]byte(body), &sock))
+	require.Equal(t, api.Health{State: api.HealthUnavailable, Reason: hz.Reason, Detail: sock.Detail}, sock)
+	require.Contains(t, metrics, "theloop_healthy 0")
+	require.Contains(t, metrics, `theloop_health_reason{reason="`+hz.Reason+`"} 1`)
+	_, body, err = h.control("/api/v1/status", 10*time.Second)
+	require.NoError(t, err)
+	var st api.Status
+	require.NoError(t, json.Unmarshal([]byte(body), &st))
+	require.NotNil(t, st.Health)
+	require.Equal(t, hz.Reason, st.Health.Reason, "daemon status agrees")
+	require.False(t, st.Health.OK)
 	require.Equal(t, -1, h.exited(3*time.Second), "loopd stays up (and says why) while the disk is full")
 	require.Contains(t, h.output(), "cannot persist")
 

@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/http/httptest"
 	"net/url"
 	"strings"
 	"sync"
@@ -102,6 +103,12 @@ func TestContractEveryRequestAndAnswerMatchesGitHubsDescription(t *testing.T) {
 
 	const repo = "demo/widgets"
 	require.NoError(t, s.AddRepo(repo, RepoOptions{}))
+	// A hook whose receiver answers 503: its deliveries are listed and
+	// redelivered below (hookdeliveries.go).
+	down := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(http.StatusServiceUnavailable) }))
+	t.Cleanup(down.Close)
+	hook, err := s.AddHook(Hook{URL: down.URL + "/gh-webhook", Secret: "x"})
+	require.NoError(t, err)
 	_, err = s.AddInstallation(repo)
 	require.NoError(t, err)
 	_, err = s.OpenIssue(repo, "dana", "Export CSV", "Please.", "bug")
@@ -145,6 +152,13 @@ func TestContractEveryRequestAndAnswerMatchesGitHubsDescription(t *testing.T) {
 	call(ops.GitHubGetFile, map[string]any{"repo": repo, "path": ".github/CODEOWNERS"})
 	call(ops.GitHubGetFile, map[string]any{"repo": repo, "path": "docs/CODEOWNERS"})
 
+	require.NoError(t, s.WaitDeliveries(context.Background()))
+	call(ops.GitHubListHooks, map[string]any{"repo": repo})
+	ds := call(ops.GitHubListHookDeliveries, map[string]any{"repo": repo, "hookId": int(hook)})["deliveries"].([]any)
+	require.NotEmpty(t, ds)
+	attempt := ds[0].(map[string]any)["id"].(int)
+	call(ops.GitHubRedeliverHookDelivery, map[string]any{"repo": repo, "hookId": int(hook), "deliveryId": attempt})
+
 	// Routes the integrations do not use, asked directly (as a token
 	// user would), so every route's answers are held to the description.
 	tok := "direct-token"
@@ -181,6 +195,10 @@ func TestContractEveryRequestAndAnswerMatchesGitHubsDescription(t *testing.T) {
 	direct("GET", fmt.Sprintf("/repos/%s/pulls/%d", repo, pr.Number), "")
 	direct("DELETE", "/repos/"+repo+"/issues/1/labels/bug", "")
 	jwtReq("GET", "/app")
+	// An organization's hook (the App client needs an installation id for
+	// it): asked directly.
+	direct("GET", fmt.Sprintf("/orgs/demo/hooks/%d/deliveries?per_page=2", hook), "")
+	direct("POST", fmt.Sprintf("/orgs/demo/hooks/%d/deliveries/%d/attempts", hook, attempt), "")
 
 	exercised := map[string]bool{}
 	for _, x := range rec.seen {

@@ -50,6 +50,12 @@ func (s *Server) routes() {
 	add("GET", "/repos/{o}/{r}/pulls/{n}/comments", s.withIssue(s.listReviewComments))
 	add("GET", "/repos/{o}/{r}/pulls/{n}/reviews/{id}", s.withIssue(s.getReview))
 	s.authzRoutes(add)
+	// hookdeliveries.go
+	add("GET", "/repos/{o}/{r}/hooks", s.withRepo(s.listHooks))
+	add("GET", "/repos/{o}/{r}/hooks/{id}/deliveries", s.withRepo(s.listRepoHookDeliveries))
+	add("POST", "/repos/{o}/{r}/hooks/{id}/deliveries/{did}/attempts", s.withRepo(s.redeliverRepoAttempt))
+	add("GET", "/orgs/{org}/hooks/{id}/deliveries", s.listOrgHookDeliveries)
+	add("POST", "/orgs/{org}/hooks/{id}/deliveries/{did}/attempts", s.redeliverOrgAttempt)
 }
 
 // dispatch finds the route for method and the escaped path and serves it;

@@ -148,6 +148,8 @@ type Server struct {
 	closed   bool
 	app      *appState // nil without Config.App
 	az       *authzState
+	// redeliveries counts POST .../deliveries/{id}/attempts answered 202.
+	redeliveries int
 }
 
 const (

@@ -50,6 +50,9 @@ type Delivery struct {
 	Duration time.Duration
 	// Dropped is set for a delivery still queued when the server closed.
 	Dropped bool
+	// Attempt is the attempt's id in the hook's delivery list (GitHub's
+	// delivery "id"; ID is its "guid"), set once it was sent.
+	Attempt int64
 }
 
 // OK reports whether the receiver answered 2xx.
@@ -95,6 +98,7 @@ type outbox struct {
 	queue    []Delivery
 	busy     bool
 	done     []Delivery
+	attempts int64 // attempts sent (Delivery.Attempt)
 	stopped  bool
 	started  bool
 	finished chan struct{}
@@ -136,6 +140,8 @@ func (o *outbox) loop() {
 
 		o.mu.Lock()
 		o.busy = false
+		o.attempts++
+		d.Attempt = 90000000000 + o.attempts
 		o.done = append(o.done, d)
 		o.cond.Broadcast()
 		o.mu.Unlock()

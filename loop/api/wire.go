@@ -48,8 +48,35 @@ type ControlResult struct {
 	AnnounceError string `json:"announceError,omitempty"`
 }
 
+// Health is the daemon's one health answer: GET /health on the control
+// socket, the webhook port's /healthz, theloop_healthy on /metrics and
+// `loopctl daemon status` all report this value.
+type Health struct {
+	// OK is false when loopd cannot keep what it is sent.
+	OK bool `json:"ok"`
+	// State is "ok" or "unavailable".
+	State string `json:"state"`
+	// Reason names why not ok: one of the Health* reasons.
+	Reason string `json:"reason,omitempty"`
+	// Detail is the error behind Reason (control socket only).
+	Detail string `json:"detail,omitempty"`
+}
+
+// Health states and reasons.
+const (
+	HealthOK          = "ok"
+	HealthUnavailable = "unavailable"
+
+	HealthNotRunning       = "not-running"
+	HealthDiskFull         = "disk-full"
+	HealthCannotPersist    = "cannot-persist"
+	HealthQueueUnavailable = "queue-unavailable"
+)
+
 // Status describes the running daemon (GET /status).
 type Status struct {
+	// Health is the daemon's health, as GET /health answers it.
+	Health    *Health    `json:"health,omitempty"`
 	Version   string     `json:"version"`
 	PID       int        `json:"pid"`
 	StateRoot string     `json:"stateRoot"`

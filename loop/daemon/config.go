@@ -12,6 +12,7 @@ import (
 	"github.com/theloop-dev/theloop/ingress"
 	"github.com/theloop-dev/theloop/integrations"
 	"github.com/theloop-dev/theloop/loop"
+	"github.com/theloop-dev/theloop/loop/daemon/queue"
 	"github.com/theloop-dev/theloop/loop/daemon/sandbox"
 	"github.com/theloop-dev/theloop/loop/daemon/slackchan"
 	"github.com/theloop-dev/theloop/sessions"
@@ -77,6 +78,10 @@ type Config struct {
 	Listen string
 	// WebhookPath is the POST path (default /gh-webhook).
 	WebhookPath string
+	// WebhookHookID is the GitHub webhook whose failed deliveries the
+	// reconcile pass has redelivered (0: the served repositories' hooks
+	// whose URL path is WebhookPath; redeliver.go).
+	WebhookHookID int64
 	// Secret is the webhook HMAC secret. Empty refuses to run unless
 	// InsecureAcceptUnsigned.
 	Secret []byte
@@ -91,6 +96,11 @@ type Config struct {
 
 	// QueueURL is an external NATS server; "" embeds one under StateRoot.
 	QueueURL string
+	// QueueAuth, QueueTLS and QueueInsecure reach it (queue.*; the
+	// password read from queue.passwordFile or queue.passwordEnv).
+	QueueAuth     queue.Auth
+	QueueTLS      queue.TLS
+	QueueInsecure bool
 	// Parallelism bounds dispatches running at once
 	// (routing.maxConcurrentDispatches).
 	Parallelism int
@@ -345,6 +355,9 @@ func ConfigFromSettings(st loop.Settings, getenv func(string) string) (Config, [
 		cfg.Secret = []byte(s)
 	}
 	cfg.QueueURL = st.Queue.URL
+	if err := queueCredentials(&cfg, st, getenv); err != nil {
+		return cfg, warns, err
+	}
 	sv := st.Service
 	cfg.Service = ServiceConfig{
 		Disabled: !sv.Enabled, MCPDisabled: !sv.MCPEnabled, Listen: sv.Listen, Token: getenv(sv.TokenEnv),
@@ -381,7 +394,8 @@ func ConfigFromSettings(st loop.Settings, getenv func(string) string) (Config, [
 	cfg.ResumeOnRespawn = tm.ResumeOnRespawn
 	cfg.ResumeProbe = tm.ResumeProbe
 	cfg.Liveness = LivenessConfig{Off: !tm.Liveness.Enabled, Interval: tm.Liveness.Interval, MaxRespawns: tm.Liveness.MaxRespawns,
-		Window: tm.Liveness.Window, Backoff: tm.Liveness.Backoff, Label: DefaultLivenessConfig().Label}
+		Window: tm.Liveness.Window, Backoff: tm.Liveness.Backoff, Label: DefaultLivenessConfig().Label,
+		MaxInFlight: sv.MaxSessions} // liveness.go: respawns in flight bounded by the node's capacity
 	cfg.SandboxOff = rt.Sandbox == "off"
 	cfg.SandboxLandlock = rt.Sandbox == "landlock"
 	cfg.SandboxHostNetwork = rt.SandboxNetwork == "host"
@@ -429,6 +443,9 @@ func ConfigFromSettings(st loop.Settings, getenv func(string) string) (Config, [
 			return cfg, warns, err
 		}
 		cfg.Integrations = ic
+		if ic.GitHub != nil {
+			cfg.WebhookHookID = ic.GitHub.Webhook.HookID // redeliver.go
+		}
 	}
 	sc, err := slackConfig(st.Channels.Slack, st.StateRoot, getenv)
 	if err != nil {
@@ -566,4 +583,36 @@ func secretNames(cfg Config, secretEnv, serviceTokenEnv string) []string {
 		names = append(names, ic.Jira.API.TokenEnv, ic.Jira.API.EmailEnv)
 	}
 	return names
+}
+
+// queueCredentials maps queue.* credentials and TLS into cfg, reading the
+// password from its file or variable (never from the configuration file).
+func queueCredentials(cfg *Config, st loop.Settings, getenv func(string) string) error {
+	qs := st.Queue
+	cfg.QueueAuth = queue.Auth{CredsFile: qs.CredsFile, NKeySeedFile: qs.NKeySeedFile, User: qs.User}
+	cfg.QueueTLS = queue.TLS{CAFile: qs.TLSCAFile, CertFile: qs.TLSCertFile, KeyFile: qs.TLSKeyFile}
+	cfg.QueueInsecure = qs.Insecure
+	switch {
+	case qs.PasswordFile != "" && qs.PasswordEnv != "":
+		return fmt.Errorf("queue.passwordFile and queue.passwordEnv: set one: %w", loop.ErrInvalidConfig)
+	case qs.PasswordFile != "":
+		b, err := os.ReadFile(qs.PasswordFile)
+		if err != nil {
+			return fmt.Errorf("queue.passwordFile: %w", err)
+		}
+		cfg.QueueAuth.Password = strings.TrimRight(string(b), "\r\n")
+	case qs.PasswordEnv != "":
+		cfg.QueueAuth.Password = getenv(qs.PasswordEnv)
+		if cfg.QueueAuth.Password == "" {
+			return fmt.Errorf("queue.passwordEnv: %s is not set: %w", qs.PasswordEnv, loop.ErrInvalidConfig)
+		}
+	}
+	if (qs.PasswordFile != "" || qs.PasswordEnv != "") && qs.User == "" {
+		return fmt.Errorf("queue.passwordFile/passwordEnv: a password needs queue.user: %w", loop.ErrInvalidConfig)
+	}
+	qc := queue.Config{URL: cfg.QueueURL, Auth: cfg.QueueAuth, TLS: cfg.QueueTLS, Insecure: cfg.QueueInsecure}
+	if err := qc.CheckRemote(); err != nil {
+		return fmt.Errorf("%w: %w", err, loop.ErrInvalidConfig)
+	}
+	return nil
 }

@@ -137,6 +137,7 @@ state:
 queue:
   url: nats://10.0.0.1:4222,nats://10.0.0.2:4222
   replicas: 3
+  credsFile: /etc/nats/loopd.creds
 service:
   node: loopd-a
   maxSessions: 8
@@ -356,4 +357,65 @@ func TestConfigFromCLISlackChannel(t *testing.T) {
 	// A renamed variable is a secret too: routing.agentEnv may not name it.
 	_, _, err := ConfigFromCLI(parseCLI(t, "state: {root: /srv/theloop}\nrouting: {agentEnv: [BOT]}\nchannels:\n  slack: {botTokenEnv: BOT}\n"), getenv, "/work")
 	require.ErrorContains(t, err, "routing.agentEnv: BOT")
+}
+
+// integrations.github.webhook.hookId names the hook the reconcile pass has
+// redeliver from; a negative id is refused with its key.
+func TestConfigWebhookHookID(t *testing.T) {
+	cfg, _, err := fromYAML("state: {root: /srv/theloop}\nintegrations:\n  github:\n    webhook:\n      hookId: 123456\n", "/work")
+	require.NoError(t, err)
+	require.Equal(t, int64(123456), cfg.WebhookHookID)
+	cfg, _, err = fromYAML("state: {root: /srv/theloop}\n", "/work")
+	require.NoError(t, err)
+	require.Zero(t, cfg.WebhookHookID)
+	_, _, err = fromYAML("state: {root: /srv/theloop}\nintegrations:\n  github:\n    webhook:\n      hookId: -1\n", "/work")
+	require.ErrorContains(t, err, "integrations.github.webhook.hookId")
+	_, _, err = fromYAML("state: {root: /srv/theloop}\nintegrations:\n  github:\n    webhook:\n      hook: 1\n", "/work")
+	require.Error(t, err, "an unknown key is refused")
+}
+
+// queue.*: credentials come from files or the environment, never the file
+// itself; a queue.url off this machine without them is refused unless
+// queue.insecure.
+func TestConfigQueueCredentials(t *testing.T) {
+	dir := t.TempDir()
+	pw := filepath.Join(dir, "nats-password")
+	require.NoError(t, os.WriteFile(pw, []byte("from-a-file\n"), 0o600))
+	base := "state: {root: /srv/theloop}\nqueue:\n  url: nats://nats-1.example:4222\n"
+	for _, tc := range []struct {
+		name, yaml, err string
+		env             map[string]string
+		check           func(t *testing.T, c Config)
+	}{
+		{name: "remote without credentials", yaml: base, err: "needs credentials"},
+		{name: "remote, insecure", yaml: base + "  insecure: true\n", check: func(t *testing.T, c Config) { require.True(t, c.QueueInsecure) }},
+		{name: "user and password file", yaml: base + "  user: loopd\n  passwordFile: " + pw + "\n  tls: {caFile: /etc/nats/ca.pem, certFile: /etc/nats/loopd.pem, keyFile: /etc/nats/loopd-key.pem}\n",
+			check: func(t *testing.T, c Config) {
+				require.Equal(t, "loopd", c.QueueAuth.User)
+				require.Equal(t, "from-a-file", c.QueueAuth.Password)
+				require.Equal(t, "/etc/nats/ca.pem", c.QueueTLS.CAFile)
+				require.Equal(t, "/etc/nats/loopd-key.pem", c.QueueTLS.KeyFile)
+			}},
+		{name: "user and password variable", yaml: base + "  user: loopd\n  passwordEnv: NATS_PW\n", env: map[string]string{"NATS_PW": "from-env"},
+			check: func(t *testing.T, c Config) { require.Equal(t, "from-env", c.QueueAuth.Password) }},
+		{name: "password variable unset", yaml: base + "  user: loopd\n  passwordEnv: NATS_PW\n", err: "NATS_PW is not set"},
+		{name: "creds file", yaml: base + "  credsFile: /etc/nats/loopd.creds\n", check: func(t *testing.T, c Config) { require.Equal(t, "/etc/nats/loopd.creds", c.QueueAuth.CredsFile) }},
+		{name: "a password in the file is not a key", yaml: base + "  password: hunter2\n", err: "queue.password"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c, err := loop.ParseCLIConfig("cli-config.yaml", []byte(tc.yaml))
+			if err == nil {
+				var cfg Config
+				cfg, _, err = ConfigFromCLI(c, func(k string) string { return tc.env[k] }, "/work")
+				if tc.check != nil && err == nil {
+					tc.check(t, cfg)
+				}
+			}
+			if tc.err != "" {
+				require.ErrorContains(t, err, tc.err)
+				return
+			}
+			require.NoError(t, err)
+		})
+	}
 }

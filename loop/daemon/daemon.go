@@ -288,7 +288,8 @@ func (d *Daemon) Run(ctx context.Context) (err error) {
 		d.audit.Close()
 	}()
 
-	q, err := queue.Open(ctx, queue.Config{URL: d.cfg.QueueURL, StoreDir: filepath.Join(root, "queue"), Replicas: d.cfg.Cluster.QueueReplicas})
+	q, err := queue.Open(ctx, queue.Config{URL: d.cfg.QueueURL, StoreDir: filepath.Join(root, "queue"), Replicas: d.cfg.Cluster.QueueReplicas,
+		Auth: d.cfg.QueueAuth, TLS: d.cfg.QueueTLS, Insecure: d.cfg.QueueInsecure})
 	if err != nil {
 		return err
 	}
@@ -300,6 +301,7 @@ func (d *Daemon) Run(ctx context.Context) (err error) {
 	if err != nil {
 		return err
 	}
+	defer d.intake.close() // after the dispatcher is drained (below)
 	dctx, dcancel := context.WithCancel(context.WithoutCancel(ctx))
 	dispDone := make(chan error, 1)
 	go func() { dispDone <- disp.Run(dctx) }()
@@ -538,7 +540,7 @@ func (d *Daemon) buildEvents() error {
 func (d *Daemon) wire(ctx context.Context, q *queue.Queue, owner string) (*ingress.Server, dispatchRunner, error) {
 	d.intake = newIntake(d.intakeConfig(), intakeDeps{
 		Registry: d.reg, Manager: d.mgr, Workspaces: d.ws, Link: d.link, Control: d.ctl,
-		Marks: q, Integrations: d.integ, Tmux: d.tmux.Config(), Attach: d.tmux.AttachCommand, Git: pathRunner{path: d.deps.Path},
+		Marks: q, Intents: q, History: tmuxHistory(d.tmux, d.claudeConfigDir), Integrations: d.integ, Tmux: d.tmux.Config(), Attach: d.tmux.AttachCommand, Git: pathRunner{path: d.deps.Path},
 		Now: d.deps.Clock.Now, CloneURL: cloneURLs(d.deps.CloneURL, d.cfg.CloneURL), HarnessFor: d.harnessFor, Record: d.emit, Observe: d.observe,
 		Authority: d.authority,
 	})

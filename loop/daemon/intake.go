@@ -59,6 +59,13 @@ type intake struct {
 	prs prIndex
 	// authority answers routing.authorized (authority.go); nil: logins only.
 	authority *ingress.Authority
+	// reactor posts reactions in the background (reactions.go).
+	reactor *reactor
+	// intents and history make pastes exactly-once (paste.go); faults
+	// injects a crash at a paste's fault points (tests only).
+	intents intentStore
+	history sessionHistory
+	faults  atomic.Pointer[func(point, key string) error]
 }
 
 // intakeConfig is the part of the daemon's configuration the intake reads.
@@ -89,8 +96,12 @@ type intakeDeps struct {
 	Workspaces *sessions.Workspaces
 	Link       *graphLink
 	Control    *controlStore
-	// Marks is the queue's handled bucket.
+	// Marks is the queue's handled bucket; Intents records pastes' intents
+	// in it, and History reads a session's history (paste.go). nil Intents:
+	// pastes are at-least-once.
 	Marks        handledMarks
+	Intents      intentStore
+	History      sessionHistory
 	Integrations graph.Integrations
 	Tmux         sessions.TmuxConfig
 	// Attach is the command that attaches an operator to a session (nil:
@@ -127,6 +138,8 @@ func newIntake(cfg intakeConfig, deps intakeDeps) *intake {
 		clone: deps.CloneURL, record: deps.Record, observe: deps.Observe,
 		links: newLinkageCache(linkageCacheSize), authority: deps.Authority,
 	}
+	in.reactor = newReactor(reactionsInFlight, deps.Record, deps.Now)
+	in.intents, in.history = deps.Intents, deps.History
 	in.harnessOf = deps.HarnessFor
 	if in.harnessOf == nil {
 		in.harnessOf = func(*ingress.Event) string { return "" }
@@ -134,6 +147,10 @@ func newIntake(cfg intakeConfig, deps intakeDeps) *intake {
 	in.setConfig(cfg)
 	return in
 }
+
+// close stops the intake's background work (reactions in flight) and
+// waits for it. The dispatcher must be stopped first.
+func (in *intake) close() { in.reactor.close() }
 
 // conf is the policy in force.
 func (in *intake) conf() *intakeConfig { return in.cfg.Load() }
@@ -325,31 +342,26 @@ func (in *intake) refusal(item workitem.Ref, ev *ingress.Event, cmd ingress.Comm
 }
 
 // withReactions puts the started reaction on the trigger while fn runs,
-// then the completed or error reaction. Reactions are best-effort.
-//
-// The started reaction is posted alongside the handling, not before it: it
-// tells the human the event was picked up, and nothing in the handling
-// reads it, so the agent does not wait a round trip to GitHub (hundreds of
-// milliseconds against the real API) to hear a comment (docs/daemon.md
-// §6.11). The closing reaction waits for it, so the two land in order.
+// then the completed or error reaction, all in the background (reactions.go):
+// the handling never waits for GitHub, and a GitHub that refuses every call
+// costs the event its emoji, not the agent its time. Reactions are
+// best-effort.
 func (in *intake) withReactions(ctx context.Context, item workitem.Ref, ev *ingress.Event, fn func() error) error {
 	r := in.conf().Reactions
-	started := make(chan struct{})
-	if in.reacts(item, ev, r.Started) {
-		go func() {
-			defer close(started)
-			in.react(ctx, item, ev, r.Started)
-		}()
-	} else {
-		close(started)
+	var pending *reaction
+	if in.reacts(item, ev, r.Started) || in.reacts(item, ev, r.Completed) || in.reacts(item, ev, r.Error) {
+		started := r.Started
+		if !in.reacts(item, ev, started) {
+			started = ""
+		}
+		pending = in.reactor.start(started, func(ctx context.Context, content string) { in.react(ctx, item, ev, content) })
 	}
 	err := fn()
-	<-started
 	if err != nil {
-		in.react(ctx, item, ev, r.Error)
+		pending.finish(r.Error)
 		return err
 	}
-	in.react(ctx, item, ev, r.Completed)
+	pending.finish(r.Completed)
 	return nil
 }
 
@@ -412,7 +424,18 @@ func (in *intake) spawn(ctx context.Context, item workitem.Ref, ev *ingress.Even
 	if err := in.mark(ctx, ev, stepSpawn); err != nil {
 		return err
 	}
-	res, err := in.mgr.Spawn(ctx, sessions.SpawnRequest{Item: item, Harness: in.harnessOf(ev), Cwd: cwd, Prompt: prompt})
+	var res sessions.SpawnResult
+	pasted, err := in.pasteOnce(ctx, item, sessions.Record{Item: item, TmuxName: sessions.TmuxName(item)}, ev.DeliveryID+stepPaste, prompt, func(text string) error {
+		var err error
+		prompt = text
+		res, err = in.mgr.Spawn(ctx, sessions.SpawnRequest{Item: item, Harness: in.harnessOf(ev), Cwd: cwd, Prompt: text})
+		return err
+	})
+	if err == nil && !pasted {
+		// A session that heard this prompt is running, though its record
+		// did not say live when the event came: it is this event's.
+		res.Record, err = in.reg.Get(item)
+	}
 	if err != nil {
 		in.emit("session.spawn_failed", graph.LevelError, item, ev, graph.Field{Key: "error", Value: err.Error()})
 		return err
@@ -448,13 +471,20 @@ func (in *intake) finishSpawn(ctx context.Context, item workitem.Ref, rec sessio
 		}
 		gc := in.link.spawnContext(ctx, item, rec.Cwd)
 		prompt := renderPrompt(in.conf().SpawnPromptTemplate, true, promptInput{WorkItem: item.String(), Event: ev, Interaction: in.conf().InteractionMode, Graph: gc})
-		res, err := in.mgr.Deliver(ctx, item, prompt)
+		// The spawn may have pasted the prompt before the crash: look for
+		// it in the session before pasting it again (paste.go).
+		pasted, err := in.pasteOnce(ctx, item, rec, ev.DeliveryID+stepPaste, prompt, func(text string) error {
+			res, err := in.mgr.Deliver(ctx, item, text)
+			prompt, rec = text, res.Record
+			return err
+		})
 		if err != nil {
 			return err
 		}
-		rec = res.Record
-		in.observe(Observation{Kind: KindPaste, Name: "spawn-prompt", WorkItem: item.String(), DeliveryID: ev.DeliveryID, Text: prompt,
-			Fields: map[string]any{"tmux_target": rec.TmuxName}})
+		if pasted {
+			in.observe(Observation{Kind: KindPaste, Name: "spawn-prompt", WorkItem: item.String(), DeliveryID: ev.DeliveryID, Text: prompt,
+				Fields: map[string]any{"tmux_target": rec.TmuxName}})
+		}
 		if err := in.mark(ctx, ev, stepPaste); err != nil {
 			return err
 		}
@@ -571,19 +601,27 @@ func (in *intake) dispatchTo(ctx context.Context, item workitem.Ref, rec session
 		return nil
 	}
 	prompt := renderPrompt(in.conf().PromptTemplate, false, promptInput{WorkItem: item.String(), Event: ev, Interaction: in.conf().InteractionMode, Graph: gc})
-	res, err := in.mgr.Deliver(ctx, item, prompt)
+	var res sessions.DeliveryResult
+	pasted, err := in.pasteOnce(ctx, item, rec, ev.DeliveryID+stepPaste, prompt, func(text string) error {
+		var err error
+		prompt = text
+		res, err = in.mgr.Deliver(ctx, item, text)
+		return err
+	})
 	if err != nil {
 		in.emit("dispatch.failed", graph.LevelWarning, item, ev, graph.Field{Key: "error", Value: err.Error()})
 		return err
 	}
-	in.observe(Observation{Kind: KindPaste, Name: "event-prompt", WorkItem: item.String(), DeliveryID: ev.DeliveryID, Text: prompt,
-		Fields: map[string]any{"tmux_target": res.Record.TmuxName, "respawned": res.Respawn != nil}})
-	if res.Respawn != nil {
-		in.emit("dispatch.respawned", graph.LevelInfo, item, ev, graph.Field{Key: "resumed", Value: res.Respawn.Resumed},
-			graph.Field{Key: "fresh_with_artifacts", Value: res.Respawn.Fallback != nil})
-		in.link.rebind(ctx, item, cwd, res.Record.SessionID)
+	if pasted {
+		in.observe(Observation{Kind: KindPaste, Name: "event-prompt", WorkItem: item.String(), DeliveryID: ev.DeliveryID, Text: prompt,
+			Fields: map[string]any{"tmux_target": res.Record.TmuxName, "respawned": res.Respawn != nil}})
+		if res.Respawn != nil {
+			in.emit("dispatch.respawned", graph.LevelInfo, item, ev, graph.Field{Key: "resumed", Value: res.Respawn.Resumed},
+				graph.Field{Key: "fresh_with_artifacts", Value: res.Respawn.Fallback != nil})
+			in.link.rebind(ctx, item, cwd, res.Record.SessionID)
+		}
+		in.emit("dispatch.succeeded", graph.LevelInfo, item, ev, graph.Field{Key: "via", Value: "tmux"})
 	}
-	in.emit("dispatch.succeeded", graph.LevelInfo, item, ev, graph.Field{Key: "via", Value: "tmux"})
 	if err := in.mark(ctx, ev, stepPaste); err != nil {
 		return err
 	}

@@ -42,13 +42,22 @@ type LivenessConfig struct {
 	// Label is added to the ticket when the watch gives up (default
 	// loop:escalated).
 	Label string
+	// MaxInFlight bounds the respawns under way at once
+	// (service.maxSessions; default 4): after a reboot with a thousand dead
+	// sessions, a session met while every slot is taken waits for a later
+	// pass.
+	MaxInFlight int
+	// TellBackoff is the wait after a failed escalation comment before the
+	// next try; it doubles with each failure up to 30 min (default 30 s).
+	TellBackoff time.Duration
 	// Off turns the watch off.
 	Off bool
 }
 
 // DefaultLivenessConfig is the watch as loopd runs it unless told otherwise.
 func DefaultLivenessConfig() LivenessConfig {
-	return LivenessConfig{Interval: 2 * time.Second, MaxRespawns: 3, Window: 30 * time.Minute, Backoff: 5 * time.Second, Label: hooks.DefaultPhaseLabelPrefix + "escalated"}
+	return LivenessConfig{Interval: 2 * time.Second, MaxRespawns: 3, Window: 30 * time.Minute, Backoff: 5 * time.Second, Label: hooks.DefaultPhaseLabelPrefix + "escalated",
+		MaxInFlight: 4, TellBackoff: 30 * time.Second}
 }
 
 func (c LivenessConfig) withDefaults() LivenessConfig {
@@ -68,8 +77,17 @@ func (c LivenessConfig) withDefaults() LivenessConfig {
 	if c.Label == "" {
 		c.Label = def.Label
 	}
+	if c.MaxInFlight <= 0 {
+		c.MaxInFlight = def.MaxInFlight
+	}
+	if c.TellBackoff <= 0 {
+		c.TellBackoff = def.TellBackoff
+	}
 	return c
 }
+
+// maxTellBackoff caps the wait between escalation comment attempts.
+const maxTellBackoff = 30 * time.Minute
 
 // livenessPrompt is pasted into the session the watch brought back. Fixed
 // text: nothing from the dead pane reaches the agent.
@@ -114,7 +132,9 @@ type livenessItem struct {
 	respawns []time.Time // within the window
 	next     time.Time   // no respawn before
 	gaveUp   bool
-	told     bool // the escalation is on the ticket
+	told     bool      // the escalation is on the ticket
+	tellNext time.Time // no escalation comment attempt before
+	tellFail int       // escalation comments failed in a row
 }
 
 type livenessWatch struct {
@@ -187,6 +207,11 @@ func (w *livenessWatch) check(ctx context.Context) {
 	// event; the watch acts on the records it can read.
 	recs, _ := w.deps.Registry.List()
 	seen := map[string]bool{}
+	// Respawns run MaxInFlight at a time; the pass waits for them, and a
+	// dead session met while every slot is taken waits for a later pass.
+	var respawns sync.WaitGroup
+	defer respawns.Wait()
+	slots := make(chan struct{}, w.cfg.MaxInFlight)
 	for _, rec := range recs {
 		if ctx.Err() != nil {
 			return
@@ -201,7 +226,7 @@ func (w *livenessWatch) check(ctx context.Context) {
 		lv, _ := w.deps.Tmux.Probe(ctx, rec.TmuxName)
 		switch lv {
 		case sessions.LivenessDead, sessions.LivenessAbsent:
-			w.dead(ctx, rec, lv)
+			w.dead(ctx, rec, lv, slots, &respawns)
 		case sessions.LivenessLive:
 			w.mu.Lock()
 			if st := w.items[key]; st != nil && st.gaveUp {
@@ -221,8 +246,9 @@ func (w *livenessWatch) check(ctx context.Context) {
 	w.mu.Unlock()
 }
 
-// dead handles one active session found dead or absent.
-func (w *livenessWatch) dead(ctx context.Context, rec sessions.Record, lv sessions.Liveness) {
+// dead handles one active session found dead or absent: a respawn (in a
+// slot, on a goroutine of respawns) or, past the cap, the escalation.
+func (w *livenessWatch) dead(ctx context.Context, rec sessions.Record, lv sessions.Liveness, slots chan struct{}, respawns *sync.WaitGroup) {
 	key := rec.Item.String()
 	now := w.deps.Clock.Now()
 	w.mu.Lock()
@@ -232,8 +258,10 @@ func (w *livenessWatch) dead(ctx context.Context, rec sessions.Record, lv sessio
 		w.items[key] = st
 	}
 	if st.gaveUp {
-		// A comment that could not be posted is tried again each tick.
-		retry := !st.told
+		// A comment that could not be posted is tried again, with a
+		// doubling back-off: a GitHub outage with many dead sessions must
+		// not be a call per session per tick.
+		retry := !st.told && !now.Before(st.tellNext)
 		w.mu.Unlock()
 		if retry {
 			w.tell(ctx, rec, false)
@@ -257,10 +285,26 @@ func (w *livenessWatch) dead(ctx context.Context, rec sessions.Record, lv sessio
 		w.tell(ctx, rec, true)
 		return
 	}
+	select {
+	case slots <- struct{}{}:
+	default:
+		w.mu.Unlock()
+		return // every slot is taken: a later pass
+	}
 	st.respawns = append(st.respawns, now)
 	st.next = now.Add(w.cfg.Backoff << (len(st.respawns) - 1))
 	attempt := len(st.respawns)
 	w.mu.Unlock()
+	respawns.Add(1)
+	go func() {
+		defer func() { <-slots; respawns.Done() }()
+		w.respawn(ctx, rec, lv, attempt)
+	}()
+}
+
+// respawn brings one dead session back (attempt counts this one).
+func (w *livenessWatch) respawn(ctx context.Context, rec sessions.Record, lv sessions.Liveness, attempt int) {
+	key := rec.Item.String()
 
 	fields := []graph.Field{{Key: "work_item", Value: key}, {Key: "found", Value: lv.String()}, {Key: "attempt", Value: attempt},
 		{Key: "previous_session_id", Value: rec.SessionID}}
@@ -312,7 +356,9 @@ func (w *livenessWatch) tell(ctx context.Context, rec sessions.Record, first boo
 	}
 	body := livenessEscalation(key, w.cfg.MaxRespawns, w.cfg.Window)
 	if _, err := w.deps.Integrations.Call(ctx, ops.GitHubAddComment, map[string]any{"ref": key, "body": hooks.Mark(body)}); err != nil {
-		w.deps.Record("session.liveness_escalation_failed", graph.LevelWarning, append(fields, graph.Field{Key: "error", Value: err.Error()})...)
+		retry := w.tellFailed(key)
+		w.deps.Record("session.liveness_escalation_failed", graph.LevelWarning, append(fields, graph.Field{Key: "error", Value: err.Error()},
+			graph.Field{Key: "retry_in", Value: retry.String()})...)
 		return
 	}
 	w.markTold(key)
@@ -321,6 +367,24 @@ func (w *livenessWatch) tell(ctx context.Context, rec sessions.Record, first boo
 		return
 	}
 	w.deps.Record("session.liveness_escalated", graph.LevelInfo, fields...)
+}
+
+// tellFailed notes a failed escalation comment and returns the wait
+// before the next try.
+func (w *livenessWatch) tellFailed(key string) time.Duration {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	st := w.items[key]
+	if st == nil {
+		return 0
+	}
+	st.tellFail++
+	wait := maxTellBackoff
+	if st.tellFail < 20 {
+		wait = min(w.cfg.TellBackoff<<(st.tellFail-1), maxTellBackoff)
+	}
+	st.tellNext = w.deps.Clock.Now().Add(wait)
+	return wait
 }
 
 func (w *livenessWatch) markTold(key string) {

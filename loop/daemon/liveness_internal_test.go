@@ -3,6 +3,7 @@ package daemon
 import (
 	"context"
 	"errors"
+	"strconv"
 	"sync"
 	"testing"
 	"time"
@@ -152,4 +153,85 @@ func TestLivenessWatchClose(t *testing.T) {
 	require.NoError(t, w.Close())
 	require.NoError(t, w.Close())
 	require.NoError(t, newLivenessWatch(LivenessConfig{}, livenessDeps{Registry: f, Tmux: f, Manager: f}).Close())
+}
+
+// With GitHub refusing every call, a session the watch gave up on costs one
+// escalation attempt per back-off (30 s doubling), not one per tick.
+func TestLivenessEscalationBacksOff(t *testing.T) {
+	it, err := workitem.Parse("github:octo/demo#1")
+	require.NoError(t, err)
+	name := sessions.TmuxName(it)
+	f := &fakeLiveWorld{liveness: map[string]sessions.Liveness{name: sessions.LivenessDead}, failPost: 1 << 30,
+		recs: []sessions.Record{{Item: it, TmuxName: name, SessionID: "s", Status: sessions.StatusActive}}}
+	clock := &fakeLiveClock{t: time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)}
+	w := newLivenessWatch(LivenessConfig{MaxRespawns: 1, Window: time.Hour, Backoff: time.Second}, livenessDeps{
+		Registry: f, Tmux: f, Manager: f, Integrations: f, Clock: clock})
+	ctx := context.Background()
+	w.check(ctx) // the one respawn
+	clock.t = clock.t.Add(time.Second)
+	ticks := 0
+	for end := clock.t.Add(10 * time.Minute); clock.t.Before(end); clock.t = clock.t.Add(2 * time.Second) {
+		w.check(ctx) // gives up, then retries the comment
+		ticks++
+	}
+	comments := 0
+	for _, c := range f.calls {
+		if c == "github.add-comment" {
+			comments++
+		}
+	}
+	t.Logf("%d ticks over 10 min, %d escalation attempts", ticks, comments)
+	require.Equal(t, 300, ticks)
+	require.LessOrEqual(t, comments, 6, "30 s, 1, 2, 4, 8 min: one attempt per back-off")
+	require.GreaterOrEqual(t, comments, 4)
+}
+
+// blockingRespawner holds every respawn until released, counting those in
+// flight.
+type blockingRespawner struct {
+	mu            sync.Mutex
+	inFlight, max int
+	started       chan struct{}
+	release       chan struct{}
+}
+
+func (b *blockingRespawner) Respawn(ctx context.Context, item workitem.Ref, _ string) (sessions.RespawnResult, error) {
+	b.mu.Lock()
+	b.inFlight++
+	b.max = max(b.max, b.inFlight)
+	b.mu.Unlock()
+	b.started <- struct{}{}
+	<-b.release
+	b.mu.Lock()
+	b.inFlight--
+	b.mu.Unlock()
+	return sessions.RespawnResult{Record: sessions.Record{Item: item, SessionID: "s"}}, nil
+}
+
+// A thousand dead sessions: never more than MaxInFlight respawns at once;
+// a session met while every slot is taken waits for a later pass.
+func TestLivenessRespawnsBoundedInFlight(t *testing.T) {
+	f := &fakeLiveWorld{liveness: map[string]sessions.Liveness{}}
+	for n := 1; n <= 1000; n++ {
+		it, err := workitem.Parse("github:octo/demo#" + strconv.Itoa(n))
+		require.NoError(t, err)
+		name := sessions.TmuxName(it)
+		f.recs = append(f.recs, sessions.Record{Item: it, TmuxName: name, SessionID: "s", Status: sessions.StatusActive})
+		f.liveness[name] = sessions.LivenessAbsent
+	}
+	b := &blockingRespawner{started: make(chan struct{}, 4000), release: make(chan struct{})}
+	w := newLivenessWatch(LivenessConfig{MaxInFlight: 3, Backoff: time.Hour}, livenessDeps{Registry: f, Tmux: f, Manager: b, Integrations: f})
+	done := make(chan struct{})
+	go func() { w.check(context.Background()); close(done) }()
+	for range 3 {
+		<-b.started
+	}
+	close(b.release) // from now on respawns return at once
+	<-done
+	passes := 1
+	for ; len(b.started) < 997 && passes < 1000; passes++ {
+		w.check(context.Background())
+	}
+	require.Equal(t, 3, b.max, "never more than three in flight")
+	require.Len(t, b.started, 997, "every session respawned once, over %d passes", passes)
 }

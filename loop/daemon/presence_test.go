@@ -22,6 +22,8 @@ func TestPresenceEventNeverReachesTheSessionNorReacts(t *testing.T) {
 	n := w.openLabeled()
 	w.eventually("the spawn", func() bool { return w.spawns() == 1 })
 	w.waitIdle()
+	// The spawn's reactions (started, completed) are posted in the background.
+	w.eventually("the spawn's reactions", func() bool { return w.count("reaction.added")+w.count("reaction.failed") >= 2 })
 	pastes := len(w.observed("paste", ""))
 	reactions := w.count("reaction.added") + w.count("reaction.failed")
 

@@ -309,10 +309,19 @@ func (in *intake) deliverEndpoint(ctx context.Context, item workitem.Ref, rec, e
 	pr := ep.Item
 	n, repo := claimFor(item, pr)
 	prompt := renderPrompt(in.conf().PromptTemplate, false, promptInput{WorkItem: pr.String(), Event: ev, Interaction: in.conf().InteractionMode, Graph: gc, ClaimPR: n, ClaimPRRepo: repo})
-	res, err := in.mgr.Deliver(ctx, pr, prompt)
+	var res sessions.DeliveryResult
+	pasted, err := in.pasteOnce(ctx, pr, ep, ev.DeliveryID+stepPaste, prompt, func(text string) error {
+		var err error
+		prompt = text
+		res, err = in.mgr.Deliver(ctx, pr, text)
+		return err
+	})
 	if err != nil {
 		in.emit("dispatch.failed", graph.LevelWarning, item, ev, graph.Field{Key: "endpoint", Value: pr.String()}, graph.Field{Key: "error", Value: err.Error()})
 		return err
+	}
+	if !pasted {
+		return in.mark(ctx, ev, stepPaste) // found in the session's history (paste.go)
 	}
 	in.observe(Observation{Kind: KindPaste, Name: "event-prompt", WorkItem: pr.String(), DeliveryID: ev.DeliveryID, Text: prompt,
 		Fields: map[string]any{"tmux_target": res.Record.TmuxName, "respawned": res.Respawn != nil, "work_item": item.String()}})
@@ -408,7 +417,19 @@ func (in *intake) spawnEndpoint(ctx context.Context, item workitem.Ref, rec sess
 	if err := in.mark(ctx, ev, stepPRSpawn); err != nil {
 		return true, err
 	}
-	res, err := in.mgr.Spawn(ctx, sessions.SpawnRequest{Item: pr, Parent: item, Cwd: cwd, Prompt: prompt})
+	var res sessions.SpawnResult
+	pasted, err := in.pasteOnce(ctx, pr, sessions.Record{Item: pr, TmuxName: sessions.TmuxName(pr)}, ev.DeliveryID+stepPaste, prompt, func(text string) error {
+		var err error
+		prompt = text
+		res, err = in.mgr.Spawn(ctx, sessions.SpawnRequest{Item: pr, Parent: item, Cwd: cwd, Prompt: text})
+		return err
+	})
+	if err == nil && !pasted {
+		res.Record, err = in.reg.Get(pr) // a session that heard it is running: this event's
+	}
+	if errors.Is(err, errInjectedCrash) {
+		return true, err
+	}
 	if err != nil {
 		// The event still reaches the work: the work item's own session.
 		in.emit("session.pr_spawn_failed", graph.LevelWarning, item, ev, graph.Field{Key: "pull_request", Value: pr.String()}, graph.Field{Key: "error", Value: err.Error()})

@@ -48,7 +48,16 @@ func (d *Daemon) reconcileLoop(ctx context.Context) {
 		d.emit("reconcile.disabled", graph.LevelWarning, graph.Field{Key: "error", Value: err.Error()})
 		return
 	}
-	d.reconcile(ctx, p)
+	var repos []string
+	for _, src := range pc.Sources {
+		repos = append(repos, src.Repos...)
+	}
+	rd := &redeliverer{integ: d.integ, store: d.q, repos: repos, hookID: d.cfg.WebhookHookID, path: d.cfg.WebhookPath,
+		record: d.emit, now: d.deps.Clock.Now, reported: map[string]bool{}} // redeliver.go
+	if rd.path == "" {
+		rd.path = DefaultWebhookPath
+	}
+	d.reconcile(ctx, p, rd)
 	if d.cfg.ReconcileInterval == 0 {
 		return
 	}
@@ -59,12 +68,17 @@ func (d *Daemon) reconcileLoop(ctx context.Context) {
 		case <-ctx.Done():
 			return
 		case <-t.C:
-			d.reconcile(ctx, p)
+			d.reconcile(ctx, p, rd)
 		}
 	}
 }
 
-func (d *Daemon) reconcile(ctx context.Context, p *ingress.Poller) {
+// reconcile asks GitHub to redeliver what failed (redeliver.go), then runs
+// the poller's pass.
+func (d *Daemon) reconcile(ctx context.Context, p *ingress.Poller, rd *redeliverer) {
+	if rst := rd.pass(ctx); rst.Calls > 0 {
+		d.emit("reconcile.redelivery_done", graph.LevelDebug, graph.Field{Key: "stats", Value: rst})
+	}
 	st, err := p.Reconcile(ctx)
 	if err != nil && ctx.Err() == nil {
 		d.emit("reconcile.failed", graph.LevelWarning, graph.Field{Key: "error", Value: err.Error()})

@@ -108,6 +108,7 @@ func (d *Daemon) Reload(next Config) (ReloadResult, error) {
 		{"webhooks.ghWebhook.path", cur.WebhookPath, next.WebhookPath},
 		{"the webhook secret", string(cur.Secret), string(next.Secret)},
 		{"queue.url", cur.QueueURL, next.QueueURL},
+		{"queue credentials, queue.tls, queue.insecure", []any{cur.QueueAuth, cur.QueueTLS, cur.QueueInsecure}, []any{next.QueueAuth, next.QueueTLS, next.QueueInsecure}},
 		{"service.node/maxSessions/leaseTTLSeconds, queue.replicas", cur.Cluster, next.Cluster},
 		{"routing.maxConcurrentDispatches", cur.Parallelism, next.Parallelism},
 		{"routing.workspace", cur.WorkspaceRoot, next.WorkspaceRoot},

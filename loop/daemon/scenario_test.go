@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -164,14 +165,17 @@ func TestDuplicateDeliveriesAndContentHaveOneEffect(t *testing.T) {
 	w.waitIdle()
 	pastes := strings.Count(w.received(), "please also consider gadgets")
 	require.Equal(t, 1, pastes)
-	cs, err := w.sim.Comments(repoFull, n)
-	require.NoError(t, err)
-	for _, c := range cs {
-		if c.ID == cm.ID {
-			require.Contains(t, c.Reactions, "theloop-bot:eyes", "the started reaction on the triggering comment")
-			require.Contains(t, c.Reactions, "theloop-bot:hooray", "the completed reaction")
+	// Reactions are posted in the background (reactions.go).
+	w.eventually("the started and completed reactions on the triggering comment", func() bool {
+		cs, err := w.sim.Comments(repoFull, n)
+		require.NoError(t, err)
+		for _, c := range cs {
+			if c.ID == cm.ID {
+				return slices.Contains(c.Reactions, "theloop-bot:eyes") && slices.Contains(c.Reactions, "theloop-bot:hooray")
+			}
 		}
-	}
+		return false
+	})
 	var id string
 	for _, d := range w.sim.Deliveries() {
 		if d.CommentID == cm.ID {

@@ -8,6 +8,8 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"strings"
+	"syscall"
 	"time"
 
 	"github.com/theloop-dev/theloop/graph"
@@ -87,6 +89,10 @@ func (d *Daemon) ControlAddr() string { return d.svc.tcpAddr }
 func (d *Daemon) serviceSinks() []graph.Sink {
 	d.svc.stream = apiserver.NewStream(apiserver.StreamConfig{Source: "loopd", MaxSubscribers: d.cfg.Service.StreamMaxSubscribers, KeepAlive: d.cfg.Service.StreamKeepAlive})
 	d.svc.metrics = metrics.New(metrics.Config{
+		Health: func(ctx context.Context) (bool, string) {
+			h := d.Health(ctx)
+			return h.OK, h.Reason
+		},
 		StuckAfter: d.cfg.Service.GateStuckAfter,
 		Clock:      d.deps.Clock,
 		Queue: func(ctx context.Context) (queue.Stats, error) {
@@ -228,6 +234,7 @@ func (d *Daemon) serviceHandler() http.Handler {
 		FlushEventLog: d.FlushLogs,
 		Stream:        stream,
 		Status:        d.status,
+		Health:        d.Health,
 		Attention:     d.attention,
 		Restart:       d.requestRestart,
 	})
@@ -289,7 +296,8 @@ func (d *Daemon) stopService() {
 
 func (d *Daemon) status(ctx context.Context) api.Status {
 	now := d.deps.Clock.Now()
-	st := api.Status{Version: buildinfo.Version(d.deps.Version), PID: os.Getpid(), StateRoot: d.cfg.StateRoot, Webhook: d.WebhookURL(),
+	h := d.Health(ctx)
+	st := api.Status{Health: &h, Version: buildinfo.Version(d.deps.Version), PID: os.Getpid(), StateRoot: d.cfg.StateRoot, Webhook: d.WebhookURL(),
 		StartedAt: d.svc.started.UTC(), Uptime: now.Sub(d.svc.started).Seconds(), Harnesses: d.harnessViews(ctx)}
 	if w := d.defaultHarnessWarning(); w != "" {
 		st.Warnings = append(st.Warnings, w)
@@ -484,15 +492,44 @@ var _ apiserver.Queue = serviceQueue{}
 // Healthy reports whether the daemon can do its work: the queue answers.
 // The systemd watchdog is pinged only while it does.
 func (d *Daemon) Healthy(ctx context.Context) error {
+	if h := d.Health(ctx); !h.OK {
+		return healthError{h}
+	}
+	return nil
+}
+
+// Health is the daemon's one health answer (api.Health): every health
+// endpoint reports it, so that they never disagree.
+func (d *Daemon) Health(ctx context.Context) api.Health {
+	bad := func(reason string, err error) api.Health {
+		return api.Health{State: api.HealthUnavailable, Reason: reason, Detail: err.Error()}
+	}
 	if d.q == nil {
-		return errors.New("daemon: not running")
+		return bad(api.HealthNotRunning, errors.New("daemon: not running"))
 	}
 	if err := d.persistHealth(); err != nil { // persist.go
-		return err
+		if diskFull(err) {
+			return bad(api.HealthDiskFull, err)
+		}
+		return bad(api.HealthCannotPersist, err)
 	}
-	_, err := d.q.Stats(ctx)
-	return err
+	if _, err := d.q.Stats(ctx); err != nil {
+		return bad(api.HealthQueueUnavailable, err)
+	}
+	return api.Health{OK: true, State: api.HealthOK}
 }
+
+// diskFull reports an error from a full file system.
+func diskFull(err error) bool {
+	return errors.Is(err, syscall.ENOSPC) || strings.Contains(strings.ToLower(err.Error()), "no space left")
+}
+
+// healthError is an unhealthy answer as an error; HealthReason is what the
+// webhook port's /healthz names (ingress.HealthReason).
+type healthError struct{ h api.Health }
+
+func (e healthError) Error() string        { return e.h.Reason + ": " + e.h.Detail }
+func (e healthError) HealthReason() string { return e.h.Reason }
 
 // StatusLine is a one-line summary for systemd's STATUS=.
 func (d *Daemon) StatusLine() string {

@@ -336,7 +336,11 @@ func verdict(o Options, root, id string, rep *graph.Report) Verdict {
 	}
 	if rep != nil {
 		for _, w := range rep.Warnings {
-			if w == loop.UnverifiedWarning {
+			// The unverified-decisions warning, and a graph-state.json that
+			// could not be read or parsed (the check ran on the state
+			// reconstructed from the artifacts): the operator hears of it,
+			// whatever the verdict.
+			if w == loop.UnverifiedWarning || strings.Contains(w, "graph-state.json") {
 				v.Notes = append(v.Notes, w)
 			}
 		}

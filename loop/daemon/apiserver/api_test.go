@@ -51,9 +51,9 @@ func TestSocketIsPrivateAndSingle(t *testing.T) {
 	_, err = apiserver.ListenUnix(sock)
 	require.ErrorContains(t, err, "another process is listening", "a live socket is never taken over")
 
-	var health map[string]bool
+	var health api.Health
 	require.NoError(t, api.NewSocketClient(sock).Do(context.Background(), "GET", "/health", nil, nil, &health))
-	require.True(t, health["ok"])
+	require.True(t, health.OK)
 
 	// A stale socket (nothing listening) is replaced.
 	stale := filepath.Join(privateDir(t), api.SocketName)
@@ -111,7 +111,7 @@ func TestTCPRequiresTheTokenAndSendsNoCORS(t *testing.T) {
 			}
 		})
 	}
-	var health map[string]bool
+	var health api.Health
 	require.NoError(t, api.NewTCPClient(base, "s3cret", nil).Do(context.Background(), "GET", "/health", nil, nil, &health))
 	err = api.NewTCPClient(base, "nope", nil).Do(context.Background(), "GET", "/health", nil, nil, &health)
 	var ae *api.APIError

@@ -74,6 +74,9 @@ type Backend struct {
 	Stream *Stream
 	// Status reports the daemon (nil = 503).
 	Status func(ctx context.Context) api.Status
+	// Health is the daemon's health (nil: ok): GET /health answers it, 200
+	// when ok, else 503 with the same body.
+	Health func(ctx context.Context) api.Health
 	// Attention is the "needs you" list, oldest first (nil = 503).
 	Attention func(ctx context.Context) ([]api.AttentionItem, error)
 	// Restart schedules a graceful restart for actor (the caller's
@@ -245,8 +248,16 @@ func decode(r *http.Request, v any) error {
 	return nil
 }
 
-func (s *Server) health(http.ResponseWriter, *http.Request) (any, error) {
-	return map[string]bool{"ok": true}, nil
+func (s *Server) health(w http.ResponseWriter, r *http.Request) (any, error) {
+	h := api.Health{OK: true, State: api.HealthOK}
+	if s.b.Health != nil {
+		h = s.b.Health(r.Context())
+	}
+	if !h.OK {
+		writeJSON(w, http.StatusServiceUnavailable, h)
+		return nil, nil
+	}
+	return h, nil
 }
 
 func (s *Server) status(_ http.ResponseWriter, r *http.Request) (any, error) {

@@ -44,6 +44,9 @@ const DefaultStuckAfter = 24 * time.Hour
 
 // Config wires the gauges read at scrape time.
 type Config struct {
+	// Health reads the daemon's health and its reason (nil: the health
+	// gauges are absent): theloop_healthy and theloop_health_reason.
+	Health func(ctx context.Context) (ok bool, reason string)
 	// StuckAfter is the gate age beyond which an item counts as stuck
 	// (default DefaultStuckAfter).
 	StuckAfter time.Duration
@@ -368,10 +371,12 @@ var (
 	descAtGate = prometheus.NewDesc(Namespace+"_gate_waiting_items", "Work items standing at a human gate.", []string{"gate"}, nil)
 	descStuck  = prometheus.NewDesc(Namespace+"_gate_stuck_items", "Work items at a human gate for longer than service.metrics.gateStuckAfterSeconds.", []string{"gate"}, nil)
 	descStuckT = prometheus.NewDesc(Namespace+"_gate_stuck_threshold_seconds", "The age beyond which an item at a gate counts as stuck.", nil, nil)
+	descHealth = prometheus.NewDesc(Namespace+"_healthy", "1 when loopd can keep what it is sent (GET /health ok), else 0.", nil, nil)
+	descWhy    = prometheus.NewDesc(Namespace+"_health_reason", "1 for the reason loopd is not healthy (GET /health reason); absent when healthy.", []string{"reason"}, nil)
 )
 
 func (c *scrapeCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{descDepth, descAge, descDead, descQErr, descLive, descAtGate, descStuck, descStuckT} {
+	for _, d := range []*prometheus.Desc{descDepth, descAge, descDead, descQErr, descLive, descAtGate, descStuck, descStuckT, descHealth, descWhy} {
 		ch <- d
 	}
 }
@@ -379,6 +384,19 @@ func (c *scrapeCollector) Describe(ch chan<- *prometheus.Desc) {
 func (c *scrapeCollector) Collect(ch chan<- prometheus.Metric) {
 	m := c.m
 	now := m.cfg.Clock.Now()
+	if m.cfg.Health != nil {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		ok, reason := m.cfg.Health(ctx)
+		cancel()
+		v := 0.0
+		if ok {
+			v = 1
+		}
+		ch <- prometheus.MustNewConstMetric(descHealth, prometheus.GaugeValue, v)
+		if !ok {
+			ch <- prometheus.MustNewConstMetric(descWhy, prometheus.GaugeValue, 1, reason)
+		}
+	}
 	if m.cfg.Queue != nil {
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 		st, err := m.cfg.Queue(ctx)

@@ -115,6 +115,11 @@ type Config struct {
 	// Replicas is the replication of the streams and buckets on a NATS
 	// cluster (queue.replicas; default 1, 3 for a 3-server cluster).
 	Replicas int
+	// Auth and TLS reach an external server (URL; auth.go). Without Auth, a
+	// URL off this machine is refused unless Insecure.
+	Auth     Auth
+	TLS      TLS
+	Insecure bool
 }
 
 // Queue is the durable event pipeline. Close it to stop the embedded server.
@@ -239,9 +244,19 @@ func (q *Queue) connect() error {
 		q.ns = ns
 		opts = append(opts, nats.InProcessServer(ns))
 	}
+	if url != "" {
+		if err := q.cfg.checkRemote(); err != nil {
+			return err
+		}
+		remote, err := q.cfg.remoteOptions()
+		if err != nil {
+			return err
+		}
+		opts = append(opts, remote...)
+	}
 	nc, err := nats.Connect(url, opts...)
 	if err != nil {
-		return fmt.Errorf("queue: connect to NATS %q: %w", url, err)
+		return fmt.Errorf("queue: connect to NATS %q: %w", clipURL(url), err)
 	}
 	q.nc = nc
 	// Unanswered asynchronous publishes (Put stopped waiting) are
@@ -621,6 +636,32 @@ func (q *Queue) MarkHandled(ctx context.Context, deliveryID string) error {
 		return fmt.Errorf("queue: record handled %s: %w", deliveryID, err)
 	}
 	return nil
+}
+
+// intentKey keeps intents apart from handled marks in the handled bucket.
+func intentKey(key string) string { return keyOf("intent\x00" + key) }
+
+// PutIntent records value as the intent of the step key (a delivery id and
+// a step), in the handled bucket, before the effect it guards: once it
+// returns, the intent is in JetStream's store and outlives the process. It
+// is kept as long as handled marks are (Config.KeyTTL).
+func (q *Queue) PutIntent(ctx context.Context, key string, value []byte) error {
+	if _, err := q.handled.Put(ctx, intentKey(key), value); err != nil {
+		return fmt.Errorf("queue: record the intent of %s: %w", key, err)
+	}
+	return nil
+}
+
+// Intent returns the intent recorded for key, if any.
+func (q *Queue) Intent(ctx context.Context, key string) ([]byte, bool, error) {
+	e, err := q.handled.Get(ctx, intentKey(key))
+	if errors.Is(err, jetstream.ErrKeyNotFound) {
+		return nil, false, nil
+	}
+	if err != nil {
+		return nil, false, fmt.Errorf("queue: read the intent of %s: %w", key, err)
+	}
+	return e.Value(), true, nil
 }
 
 // ClaimContent claims a content identity for a delivery. It reports true

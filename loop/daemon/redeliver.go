@@ -1,0 +1,239 @@
+package daemon
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/url"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/theloop-dev/theloop/graph"
+	"github.com/theloop-dev/theloop/integrations"
+	"github.com/theloop-dev/theloop/ops"
+)
+
+// No event lost to a 503 or to downtime.
+//
+// GitHub does not retry a failed delivery by itself; it lists a hook's
+// deliveries and redelivers one on request. The redelivery pass (run with
+// the reconcile pass, at start and every ReconcileInterval) lists, per
+// served repository and hook, the deliveries newer than the last it saw,
+// and asks GitHub to redeliver each one that no attempt answered 2xx —
+// every such delivery once: the request is recorded durably (the queue's
+// handled bucket) before it is made. A pass makes at most
+// redeliverCallsPerPass requests and stops at a rate limit; what it did not
+// reach waits for the next pass (the last-seen mark moves only past what
+// was handled).
+//
+// The hook is Config.WebhookHookID when set, else the served repository's
+// hooks whose URL path is the receiver's (webhooks.ghWebhook.path). Where
+// loopd may not read a repository's hooks, the pass says so once (the first
+// pass runs at start) and the poller's reconcile is what remains.
+
+// Redelivery pass bounds.
+const (
+	redeliverCallsPerPass = 30
+	redeliverPagesPerHook = 3
+)
+
+// redeliverer is the redelivery pass's state. It is used by one goroutine
+// (the reconcile loop).
+type redeliverer struct {
+	integ  graph.Integrations
+	store  intentStore
+	repos  []string
+	hookID int64
+	path   string
+	record emitFunc
+	now    func() time.Time
+
+	reported map[string]bool // repositories whose hooks could not be read, reported
+}
+
+// redeliveryStats is what one pass did.
+type redeliveryStats struct {
+	Calls, Listed, Failed, Asked, AlreadyAsked int
+	Stopped                                    string `json:",omitempty"`
+}
+
+type hookCursor struct {
+	Newest int64 `json:"newest"` // the newest attempt id handled
+}
+
+func (rd *redeliverer) pass(ctx context.Context) redeliveryStats {
+	var st redeliveryStats
+	for _, repo := range rd.repos {
+		if st.Stopped != "" {
+			break
+		}
+		hooks, err := rd.hooks(ctx, repo, &st)
+		if err != nil {
+			rd.unavailable(repo, err)
+			if errors.Is(err, integrations.ErrRateLimited) {
+				st.Stopped = "rate-limited"
+			}
+			continue
+		}
+		for _, h := range hooks {
+			if st.Stopped != "" {
+				break
+			}
+			if err := rd.hook(ctx, repo, h, &st); err != nil {
+				if errors.Is(err, integrations.ErrRateLimited) {
+					st.Stopped = "rate-limited"
+				}
+				rd.unavailable(repo, err)
+			}
+		}
+	}
+	return st
+}
+
+// unavailable reports, once per repository, that its deliveries cannot be
+// read or redelivered.
+func (rd *redeliverer) unavailable(repo string, err error) {
+	if rd.reported[repo] {
+		return
+	}
+	rd.reported[repo] = true
+	hint := "the poller's reconcile still brings comments and labels; give the token admin:repo_hook (read and write) — an App, webhooks read and write — to have failed deliveries redelivered"
+	rd.record("reconcile.redelivery_unavailable", graph.LevelWarning, graph.Field{Key: "repo", Value: repo},
+		graph.Field{Key: "error", Value: err.Error()}, graph.Field{Key: "hint", Value: hint})
+}
+
+// hooks are the hooks to look at in repo.
+func (rd *redeliverer) hooks(ctx context.Context, repo string, st *redeliveryStats) ([]int64, error) {
+	if rd.hookID > 0 {
+		return []int64{rd.hookID}, nil
+	}
+	st.Calls++
+	res, err := rd.integ.Call(ctx, ops.GitHubListHooks, map[string]any{"repo": repo})
+	if err != nil {
+		return nil, err
+	}
+	var out []int64
+	hs, _ := res["hooks"].([]any)
+	for _, h := range hs {
+		m, _ := h.(map[string]any)
+		id, _ := m["id"].(int)
+		u, _ := m["url"].(string)
+		active, _ := m["active"].(bool)
+		if pu, err := url.Parse(u); err == nil && active && id > 0 && strings.TrimRight(pu.Path, "/") == strings.TrimRight(rd.path, "/") {
+			out = append(out, int64(id))
+		}
+	}
+	return out, nil
+}
+
+// hook lists hook's deliveries in repo newer than the last seen, and asks
+// for the redelivery of each that failed.
+func (rd *redeliverer) hook(ctx context.Context, repo string, hook int64, st *redeliveryStats) error {
+	ckey := fmt.Sprintf("hook-cursor %s %d", strings.ToLower(repo), hook)
+	var seen hookCursor
+	if raw, ok, err := rd.store.Intent(ctx, ckey); err != nil {
+		return err
+	} else if ok {
+		_ = json.Unmarshal(raw, &seen)
+	}
+	type attempt struct {
+		id     int64
+		guid   string
+		ok     bool
+		status int
+	}
+	var attempts []attempt // newest first
+	cursor, reachedSeen := "", false
+	for page := 0; page < redeliverPagesPerHook && !reachedSeen && st.Calls < redeliverCallsPerPass; page++ {
+		st.Calls++
+		args := map[string]any{"repo": repo, "hookId": int(hook)}
+		if cursor != "" {
+			args["cursor"] = cursor
+		}
+		res, err := rd.integ.Call(ctx, ops.GitHubListHookDeliveries, args)
+		if err != nil {
+			return err
+		}
+		ds, _ := res["deliveries"].([]any)
+		for _, d := range ds {
+			m, _ := d.(map[string]any)
+			id, _ := m["id"].(int)
+			if int64(id) <= seen.Newest {
+				reachedSeen = true
+				break
+			}
+			code, _ := m["statusCode"].(int)
+			guid, _ := m["guid"].(string)
+			attempts = append(attempts, attempt{id: int64(id), guid: guid, ok: code/100 == 2, status: code})
+		}
+		st.Listed += len(ds)
+		if cursor, _ = res["cursor"].(string); cursor == "" {
+			break
+		}
+	}
+	if len(attempts) == 0 {
+		return nil
+	}
+	delivered := map[string]bool{}
+	for _, a := range attempts {
+		if a.ok {
+			delivered[a.guid] = true
+		}
+	}
+	// Oldest first, so that the mark can move up to the last one handled.
+	handled := seen.Newest
+	done := true
+	asked := map[string]bool{}
+	for i := len(attempts) - 1; i >= 0; i-- {
+		a := attempts[i]
+		if !a.ok && !delivered[a.guid] && !asked[a.guid] {
+			st.Failed++
+			if st.Calls >= redeliverCallsPerPass {
+				done = false
+				break
+			}
+			if err := rd.ask(ctx, repo, hook, a.id, a.guid, a.status, st); err != nil {
+				done = false
+				if errors.Is(err, integrations.ErrRateLimited) {
+					st.Stopped = "rate-limited"
+				}
+				rd.record("reconcile.redelivery_failed", graph.LevelWarning, graph.Field{Key: "repo", Value: repo},
+					graph.Field{Key: "hook_id", Value: hook}, graph.Field{Key: "delivery_id", Value: a.guid}, graph.Field{Key: "error", Value: err.Error()})
+				break
+			}
+			asked[a.guid] = true
+		}
+		handled = a.id
+	}
+	if !done && handled == seen.Newest {
+		return nil
+	}
+	b, _ := json.Marshal(hookCursor{Newest: handled})
+	return rd.store.PutIntent(ctx, ckey, b)
+}
+
+// ask records, then requests, the redelivery of one failed attempt — once
+// per delivery guid, whatever happens after.
+func (rd *redeliverer) ask(ctx context.Context, repo string, hook, attempt int64, guid string, status int, st *redeliveryStats) error {
+	key := "redeliver " + guid
+	if _, ok, err := rd.store.Intent(ctx, key); err != nil {
+		return err
+	} else if ok {
+		st.AlreadyAsked++
+		return nil
+	}
+	b, _ := json.Marshal(map[string]any{"repo": repo, "hookId": hook, "attempt": attempt, "at": rd.now().UTC()})
+	if err := rd.store.PutIntent(ctx, key, b); err != nil {
+		return err
+	}
+	st.Calls++
+	if _, err := rd.integ.Call(ctx, ops.GitHubRedeliverHookDelivery, map[string]any{"repo": repo, "hookId": int(hook), "deliveryId": int(attempt)}); err != nil {
+		return err
+	}
+	st.Asked++
+	rd.record("reconcile.redelivery_requested", graph.LevelInfo, graph.Field{Key: "repo", Value: repo}, graph.Field{Key: "hook_id", Value: hook},
+		graph.Field{Key: "delivery_id", Value: guid}, graph.Field{Key: "attempt", Value: strconv.FormatInt(attempt, 10)}, graph.Field{Key: "status_code", Value: status})
+	return nil
+}

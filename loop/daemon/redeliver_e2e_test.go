@@ -1,0 +1,54 @@
+package daemon_test
+
+import (
+	"context"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/theloop-dev/theloop/integrations/githubsim"
+)
+
+// A delivery sent while loopd was down reaches the agent through GitHub's
+// redelivery, asked by the reconcile pass at start; the pass asks once: a
+// second restart asks nothing again (issue 34).
+func TestFailedDeliveryIsRedeliveredAtStart(t *testing.T) {
+	w := newWorld(t, nil)
+	n := w.openLabeled()
+	w.waitIdle()
+	w.eventually("the session to start", func() bool { return w.spawns() == 1 })
+
+	w.stop()
+	_, err := w.sim.Comment(repoFull, n, human, "written while loopd was down")
+	require.NoError(t, err)
+	require.NoError(t, w.sim.WaitDeliveries(context.Background()))
+	var failed githubsim.Delivery
+	for _, d := range w.sim.Deliveries() {
+		if d.Event == "issue_comment" && !d.OK() {
+			failed = d
+		}
+	}
+	require.NotEmpty(t, failed.ID, "the comment's delivery failed while loopd was down")
+
+	w.cfg.ReconcileInterval = 0 // the reconcile pass runs once, at start
+	w.start()
+	w.eventually("the redelivered comment in the session", func() bool { return strings.Contains(w.received(), "written while loopd was down") })
+	w.waitIdle()
+	require.Equal(t, 1, strings.Count(w.received(), "written while loopd was down"))
+	require.Equal(t, 1, w.sim.RedeliveryRequests())
+	redelivered := false
+	for _, d := range w.sim.Deliveries() {
+		if d.ID == failed.ID && d.Redelivery {
+			redelivered = d.Status == 202
+		}
+	}
+	require.True(t, redelivered, "GitHub redelivered the failed delivery and loopd answered 202")
+
+	// Asked once: another start looks again and asks nothing.
+	w.stop()
+	w.start()
+	w.waitIdle()
+	require.Equal(t, 1, w.sim.RedeliveryRequests())
+	require.Equal(t, 1, strings.Count(w.received(), "written while loopd was down"))
+}

@@ -874,7 +874,11 @@ func (d *Daemon) worldsRoot() string {
 		return in
 	}
 	sum := sha256.Sum256([]byte(d.cfg.StateRoot))
-	return filepath.Join(os.TempDir(), fmt.Sprintf("theloop-w-%d-%s", os.Getuid(), hex.EncodeToString(sum[:4])))
+	tmp := os.TempDir()
+	if len(tmp)+len("/theloop-w-0000000-01234567/0123456789ab/tmux/s") >= 100 {
+		tmp = "/tmp" // a long $TMPDIR (macOS gives one of ~50 characters)
+	}
+	return filepath.Join(tmp, fmt.Sprintf("theloop-w-%d-%s", os.Getuid(), hex.EncodeToString(sum[:4])))
 }
 
 // undefendedWarning is what status and the dashboard say while agents run

@@ -37,7 +37,6 @@ const (
 // reactor posts reactions in the background (see above). It owns its
 // goroutines: close stops them and waits.
 type reactor struct {
-	post   func(ctx context.Context, content string) // one reaction, bounded by ctx
 	record emitFunc
 	now    func() time.Time
 	slots  chan struct{}

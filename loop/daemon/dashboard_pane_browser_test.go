@@ -28,6 +28,7 @@ import (
 func TestDashboardLivePaneInARealBrowser(t *testing.T) {
 	chromiumPath(t)
 	w := newWorld(t, func(cfg *daemon.Config) {
+		landlockOnly(cfg) // the test types into the pane with tmux -S from the host
 		cfg.Dashboard.Listen = "127.0.0.1:0"
 		cfg.Dashboard.Operator = stranger
 		cfg.WebTerminal = daemon.WebTerminalReply

@@ -364,3 +364,25 @@ exec cat
 	require.NoError(t, err)
 	require.True(t, fi.Mode().IsRegular(), "the planted .git/config link was replaced before the mount")
 }
+
+// A link planted as a parent of a read-only git path (.git/objects → a
+// host directory) is replaced before loopd creates or mounts anything
+// below it: nothing is made in, or mounted from, the link's target.
+func TestGitReadOnlyParentLinkIsReplaced(t *testing.T) {
+	w := newWorld(t)
+	target := filepath.Join(w.base, "host-dir")
+	require.NoError(t, os.MkdirAll(target, 0o700))
+	objects := filepath.Join(w.wt7, ".git", "objects")
+	require.NoError(t, os.RemoveAll(objects))
+	require.NoError(t, os.Symlink(target, objects))
+	require.NoError(t, os.WriteFile(filepath.Join(w.base, "bin", "idle"), []byte("#!/bin/sh\necho ready\nexec cat\n"), 0o755))
+	require.NoError(t, w.tm.Spawn(context.Background(), sessions.SpawnSpec{Name: "loop-escape-7", Cwd: w.wt7,
+		Argv:         []string{filepath.Join(w.base, "bin", "idle")},
+		RegistryFile: filepath.Join(w.state, "sessions", "github-octo-demo-7.json"), OutboxDir: filepath.Join(w.state, "outbox", "sess-7")}))
+	fi, err := os.Lstat(objects)
+	require.NoError(t, err)
+	require.True(t, fi.IsDir(), "the planted .git/objects link is a directory again")
+	ents, err := os.ReadDir(target)
+	require.NoError(t, err)
+	require.Empty(t, ents, "nothing was created in the link's target")
+}

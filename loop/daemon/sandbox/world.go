@@ -426,7 +426,9 @@ func runWorldFront(args []string) int {
 		}
 	}()
 	cmd := exec.Command(path, argv[1:]...)
-	cmd.Env = os.Environ()
+	// bubblewrap itself runs on the host: the allowlist (the world's own
+	// environment is set by --clearenv/--setenv, never inherited).
+	cmd.Env = Env(os.Environ(), nil)
 	cmd.Stdout, cmd.Stderr = logf, logf
 	cmd.ExtraFiles = []*os.File{statusW, infoW} // fd 3: the keeper's status; fd 4: bwrap's info
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}

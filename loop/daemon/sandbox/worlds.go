@@ -240,6 +240,12 @@ func gitReadOnlyPaths(checkout string) ([]string, error) {
 	}
 	var out []string
 	for _, rel := range gitReadOnly {
+		// Every directory between .git and the path must be a directory
+		// of the clone, not a link: MkdirAll below, and bubblewrap's mount
+		// source, would follow one (.git/objects → a host directory).
+		if err := unlinkParents(gitDir, filepath.Dir(filepath.Join(checkout, rel))); err != nil {
+			return nil, err
+		}
 		p := filepath.Join(checkout, rel)
 		wantDir := rel != ".git/config" && rel != ".git/commondir" && rel != ".git/gitdir"
 		fi, err := os.Lstat(p)
@@ -290,4 +296,33 @@ func (w *Worlds) ResumeEgress(name, harness string) error {
 		return nil
 	}
 	return w.Egress.Serve(wd.ProxySocket(), name, w.allowFor(harness))
+}
+
+// unlinkParents makes every path component from below root down to dir a
+// real directory: a link (or a file) in its place is removed and replaced
+// by an empty directory. root itself was checked by the caller.
+func unlinkParents(root, dir string) error {
+	rel, err := filepath.Rel(root, dir)
+	if err != nil || rel == "." {
+		return nil
+	}
+	cur := root
+	for _, part := range strings.Split(rel, string(filepath.Separator)) {
+		cur = filepath.Join(cur, part)
+		fi, err := os.Lstat(cur)
+		switch {
+		case err == nil && fi.IsDir():
+			continue
+		case err == nil:
+			if err := os.Remove(cur); err != nil {
+				return fmt.Errorf("sandbox: replacing %s (a link where the clone has a directory): %w", cur, err)
+			}
+		case !os.IsNotExist(err):
+			return fmt.Errorf("sandbox: %w", err)
+		}
+		if err := os.Mkdir(cur, 0o755); err != nil {
+			return fmt.Errorf("sandbox: %w", err)
+		}
+	}
+	return nil
 }

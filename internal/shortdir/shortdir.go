@@ -45,8 +45,36 @@ func New(t testing.TB) string {
 	if err := os.Chmod(dir, 0o700); err != nil {
 		t.Fatalf("shortdir: %v", err)
 	}
-	t.Cleanup(func() { _ = os.RemoveAll(dir) })
+	t.Cleanup(func() {
+		endWorlds(dir)
+		_ = os.RemoveAll(dir)
+	})
 	return dir
+}
+
+// endWorlds kills the agent sandboxes (bubblewrap) that mount anything of
+// dir: a session's world outlives the loopd that started it by design, so a
+// test's worlds would otherwise outlive the test. SIGKILL to a world's
+// bubblewrap ends its PID namespace, everything in it.
+func endWorlds(dir string) {
+	ents, err := os.ReadDir("/proc")
+	if err != nil {
+		return
+	}
+	for _, e := range ents {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil || pid <= 1 {
+			continue
+		}
+		b, err := os.ReadFile("/proc/" + e.Name() + "/cmdline")
+		if err != nil {
+			continue
+		}
+		args := strings.Split(string(b), "\x00")
+		if filepath.Base(args[0]) == "bwrap" && strings.Contains(string(b), dir+"/") {
+			_ = syscall.Kill(pid, syscall.SIGKILL)
+		}
+	}
 }
 
 // Tmux returns the socket path of a private tmux server (for tmux -S) in a

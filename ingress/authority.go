@@ -166,6 +166,32 @@ func NewAuthority(entries []string, ttl time.Duration, deps AuthorityDeps) (*Aut
 	return &Authority{rules: rules, ttl: ttl, integ: deps.Integrations, clock: deps.Clock, cache: map[string]cachedAnswer{}}, nil
 }
 
+// Reset replaces the rules and the TTL (a reload of routing.authorized or
+// routing.authorizedCacheSeconds) and forgets every cached answer, so a
+// rule taken away holds from the next question on. Bad entries leave the
+// Authority as it was.
+func (a *Authority) Reset(entries []string, ttl time.Duration) error {
+	rules, err := parseRules(entries)
+	if err != nil {
+		return err
+	}
+	if ttl <= 0 {
+		ttl = DefaultAuthorityTTL
+	}
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.rules, a.ttl = rules, ttl
+	a.cache = map[string]cachedAnswer{}
+	return nil
+}
+
+// current is the rules in force.
+func (a *Authority) current() []authRule {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.rules
+}
+
 // Subject is a question put to an Authority.
 type Subject struct {
 	// Login is who acted.
@@ -187,7 +213,8 @@ func (a *Authority) Authorize(ctx context.Context, s Subject) (string, error) {
 	if a == nil || s.Login == "" {
 		return "", nil
 	}
-	for _, r := range a.rules {
+	rules := a.current()
+	for _, r := range rules {
 		if r.login != "" && r.login == s.Login {
 			return r.text, nil
 		}
@@ -196,7 +223,7 @@ func (a *Authority) Authorize(ctx context.Context, s Subject) (string, error) {
 		return "", nil // teams, roles and CODEOWNERS are GitHub's
 	}
 	var errs []error
-	for _, r := range a.rules {
+	for _, r := range rules {
 		var ok bool
 		var err error
 		switch {
@@ -228,7 +255,8 @@ func (a *Authority) Named(login string) bool {
 	if a == nil || login == "" {
 		return false
 	}
-	return slices.ContainsFunc(a.rules, func(r authRule) bool { return r.login == login })
+	rules := a.current()
+	return slices.ContainsFunc(rules, func(r authRule) bool { return r.login == login })
 }
 
 func (a *Authority) cached(key string) (cachedAnswer, bool) {

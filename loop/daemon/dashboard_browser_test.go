@@ -167,7 +167,7 @@ func TestDashboardInARealBrowser(t *testing.T) {
 		chromedp.WaitVisible(css(`#no-actions`)),
 	)
 	noActions := value(t, ctx, "no-actions text", chromedp.Text(css(`#no-actions`)))
-	require.Contains(t, noActions, "mallory, who is not in routing.authorizedUsers")
+	require.Contains(t, noActions, "mallory, whom theloop would not let")
 	require.Zero(t, evalInt(t, ctx, `document.querySelectorAll('#gate-form, #btn-approve').length`))
 	shoot(t, ctx, shots, "item-unauthorized.png")
 

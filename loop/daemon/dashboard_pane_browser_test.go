@@ -57,7 +57,7 @@ func TestDashboardLivePaneInARealBrowser(t *testing.T) {
 		poll(`Number(document.getElementById('pane').getAttribute('data-frames') || 0) > 0`, 20*time.Second),
 	)
 	require.Zero(t, evalInt(t, ctx, `document.querySelectorAll('#reply-form, #btn-reply').length`), "no reply box")
-	require.Contains(t, value(t, ctx, "no-reply", chromedp.Text(chromedp.CSS(`#no-reply`))), "mallory, who is not in routing.authorizedUsers")
+	require.Contains(t, value(t, ctx, "no-reply", chromedp.Text(chromedp.CSS(`#no-reply`))), "mallory, whom theloop would not let")
 	status := value(t, ctx, "reply POST", chromedp.Evaluate[int](`(async () => { const f = new FormData(); f.set('ref', document.body.getAttribute('data-ref')); f.set('message', 'hi');
 		const csrf = document.querySelector('input[name=csrf]'); if (csrf) f.set('csrf', csrf.value);
 		const r = await fetch('/item/reply', {method: 'POST', body: new URLSearchParams(f)}); return r.status; })()`, chromedp.EvalAwaitPromise))

@@ -26,17 +26,23 @@ import (
 // and MCP reach them here.
 
 // authorizedOperator returns the GitHub login behind identity when that
-// login is an authorized user (routing.authorizedUsers) — the rule a
-// ticket's keyword is held to. A socket peer is "github:<login>" only when
-// the operator's login is configured (--dashboard-operator); an OS user or
-// the service token names no GitHub person and is refused.
-func (d *Daemon) authorizedOperator(identity, verb string) (string, error) {
+// login may act on item by the rules a ticket's keyword is held to:
+// routing.authorizedUsers, then routing.authorized (teams, roles,
+// CODEOWNERS), answered by GitHub (authorizingRule). A socket peer is
+// "github:<login>" only when the operator's login is configured
+// (--dashboard-operator); an OS user or the service token names no GitHub
+// person and is refused. GitHub not answering refuses too (fail closed).
+func (d *Daemon) authorizedOperator(ctx context.Context, identity, verb string, item workitem.Ref) (string, error) {
 	login, ok := strings.CutPrefix(identity, "github:")
 	if !ok || login == "" {
-		return "", fmt.Errorf("%w: %s acts as a ticket keyword does and needs an authorized GitHub user; %q names none (run loopd with --dashboard-operator <your login>, one of routing.authorizedUsers)", apiserver.ErrForbidden, verb, identity)
+		return "", fmt.Errorf("%w: %s acts as a ticket keyword does and needs an authorized GitHub user; %q names none (run loopd with --dashboard-operator <your login>, one of routing.authorizedUsers or allowed by routing.authorized)", apiserver.ErrForbidden, verb, identity)
 	}
-	if !slices.Contains(d.cfg.AuthorizedUsers, login) {
-		return "", fmt.Errorf("%w: %s is not in routing.authorizedUsers, so it may not %s (add the login there)", apiserver.ErrForbidden, login, verb)
+	rule, err := authorizingRule(ctx, d.cfg.AuthorizedUsers, d.authority, login, item, nil)
+	if err != nil {
+		return "", fmt.Errorf("%w: %s may not %s %s now: %v (nothing was done; try again)", apiserver.ErrTryLater, login, verb, item, err)
+	}
+	if rule == "" {
+		return "", fmt.Errorf("%w: %s is neither in routing.authorizedUsers nor allowed by routing.authorized for %s, so it may not %s (add the login, or a team:/permission:/codeowners rule that covers it)", apiserver.ErrForbidden, login, item, verb)
 	}
 	return login, nil
 }
@@ -71,7 +77,7 @@ func (d *Daemon) queueControl(ctx context.Context, ref, actor string, cmd ingres
 	}
 	verb := string(cmd)
 	res := api.ControlResult{Ref: item.String(), Verb: verb, Effect: "refused"}
-	login, err := d.authorizedOperator(actor, verb)
+	login, err := d.authorizedOperator(ctx, actor, verb, item)
 	if err != nil {
 		return res, err
 	}
@@ -181,7 +187,7 @@ func (d *Daemon) replyVia(ctx context.Context, ref, actor, message string, mark 
 		return api.ReplyResult{}, err
 	}
 	res := api.ReplyResult{Ref: item.String(), Actor: actor}
-	login, err := d.authorizedOperator(actor, "reply")
+	login, err := d.authorizedOperator(ctx, actor, "reply", item)
 	if err != nil {
 		return res, err
 	}

@@ -136,6 +136,12 @@ func (d *Daemon) Reload(next Config) (ReloadResult, error) {
 		apply     func()
 	}{
 		{"routing.authorizedUsers", cur.AuthorizedUsers, next.AuthorizedUsers, func() { d.cfg.AuthorizedUsers = slices.Clone(next.AuthorizedUsers) }},
+		{"routing.authorized, routing.authorizedCacheSeconds", []any{cur.Authorized, cur.AuthorityTTL}, []any{next.Authorized, next.AuthorityTTL}, func() {
+			d.cfg.Authorized, d.cfg.AuthorityTTL = slices.Clone(next.Authorized), next.AuthorityTTL
+			if d.authority != nil {
+				_ = d.authority.Reset(next.Authorized, next.AuthorityTTL) // checked before anything was applied
+			}
+		}},
 		{"routing.control.keywords", cur.Keywords, next.Keywords, func() { d.cfg.Keywords = next.Keywords; d.cfg.ExecuteKeyword = next.ExecuteKeyword }},
 		{"routing.control.enabled", cur.ControlEnabled, next.ControlEnabled, func() { d.cfg.ControlEnabled = next.ControlEnabled }},
 		{"routing.control.requireStartCommand", cur.RequireStartCommand, next.RequireStartCommand, func() { d.cfg.RequireStartCommand = next.RequireStartCommand }},
@@ -169,8 +175,11 @@ func (d *Daemon) Reload(next Config) (ReloadResult, error) {
 		return res, nil
 	}
 
-	// Build the new receiver before touching anything: a policy the
-	// receiver refuses leaves the running one in place.
+	// Check the rules and build the new receiver before touching
+	// anything: a policy either refuses leaves the running one in place.
+	if err := ingress.ParseAuthorized(next.Authorized); err != nil {
+		return ReloadResult{}, fmt.Errorf("daemon: reload: routing.authorized: %w", err)
+	}
 	rs := d.reload()
 	staged := d.cfg
 	for _, s := range soft {
@@ -178,6 +187,8 @@ func (d *Daemon) Reload(next Config) (ReloadResult, error) {
 			switch s.key {
 			case "routing.authorizedUsers":
 				staged.AuthorizedUsers = next.AuthorizedUsers
+			case "routing.authorized, routing.authorizedCacheSeconds":
+				staged.Authorized = next.Authorized
 			case "routing.control.keywords":
 				staged.Keywords = next.Keywords
 			case "routing.control.enabled":

@@ -68,7 +68,7 @@ func (s serviceSessions) ResetSession(ctx context.Context, ref, actor string, re
 		return api.SessionResult{}, err
 	}
 	res := api.SessionResult{Ref: item.String(), Verb: "reset", Effect: "refused", Actor: actor}
-	login, err := d.authorizedOperator(actor, "reset")
+	login, err := d.authorizedOperator(ctx, actor, "reset", item)
 	if err != nil {
 		return res, err
 	}
@@ -112,7 +112,7 @@ func (s serviceSessions) RegisterSession(ctx context.Context, ref, actor string,
 		return api.SessionResult{}, err
 	}
 	res := api.SessionResult{Ref: item.String(), Verb: "register", Effect: "refused", Actor: actor}
-	if _, err := d.authorizedOperator(actor, "register"); err != nil {
+	if _, err := d.authorizedOperator(ctx, actor, "register", item); err != nil {
 		return res, err
 	}
 	if err := d.ownedHere(ctx, item, "register"); err != nil {

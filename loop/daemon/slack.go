@@ -103,12 +103,14 @@ func (d *Daemon) SlackThread(item workitem.Ref) (slackchan.Thread, bool) {
 // slackBackend is the daemon as the Slack channel's Backend.
 type slackBackend struct{ d *Daemon }
 
-func (b slackBackend) Authorized(login string) bool {
+func (b slackBackend) Authorized(ctx context.Context, login string, item workitem.Ref) string {
 	d := b.d
 	d.svc.rl.policy.RLock()
 	defer d.svc.rl.policy.RUnlock()
-	_, err := d.authorizedOperator("github:"+login, "speak from Slack")
-	return err == nil
+	if _, err := d.authorizedOperator(ctx, "github:"+login, "speak from Slack", item); err != nil {
+		return err.Error()
+	}
+	return ""
 }
 
 func (b slackBackend) Comment(ctx context.Context, item workitem.Ref, body string) (string, error) {
@@ -142,8 +144,8 @@ func (b slackBackend) Reply(ctx context.Context, item workitem.Ref, from slackch
 func (b slackBackend) Control(ctx context.Context, item workitem.Ref, from slackchan.Person, verb string) (string, error) {
 	d := b.d
 	actor := "github:" + from.Login
-	if !b.Authorized(from.Login) {
-		return "", fmt.Errorf("%w: %s is not in routing.authorizedUsers", apiserver.ErrForbidden, from.Login)
+	if why := b.Authorized(ctx, from.Login, item); why != "" {
+		return "", fmt.Errorf("%w: %s", apiserver.ErrForbidden, why)
 	}
 	d.emit("control.slack", graph.LevelInfo, graph.Field{Key: "work_item", Value: item.String()}, graph.Field{Key: "command", Value: verb},
 		graph.Field{Key: "slack_user", Value: from.SlackUser}, graph.Field{Key: "actor", Value: actor})

@@ -69,8 +69,11 @@ func TestSlackThreadRepliesReachTheSessionButDecideNoGate(t *testing.T) {
 	w := newWorld(t, func(c *daemon.Config) {
 		landlockOnly(c)
 		c.Slack = &slackchan.Config{Mode: slackchan.ModeEvents, Channel: "#loop", BotToken: "xoxb-test", SigningSecret: slackSecret,
-			Users: map[string]string{"UDANA": human, "UMALLORY": stranger}, APIURL: sim.APIURL()}
+			Users: map[string]string{"UDANA": human, "UMALLORY": stranger, "UERIN": "erin"}, APIURL: sim.APIURL()}
+		c.Authorized = []string{"team:octo/approvers"} // erin's right is GitHub's answer
+		c.AuthorityTTL = time.Millisecond
 	})
+	w.sim.SetTeam("octo", "approvers", "erin")
 	n := w.toRequirementsApproval()
 	item := w.item(n)
 
@@ -168,6 +171,19 @@ func TestSlackThreadRepliesReachTheSessionButDecideNoGate(t *testing.T) {
 	require.Equal(t, th, th2)
 	require.Equal(t, 1, strings.Count(w.received(), "Approved, ship it."))
 	require.Len(t, w.slackMirrors(n), 1)
+
+	// erin is on no list of logins: the team rule lets her speak from
+	// Slack; taken off the team, her next message is dropped.
+	require.Equal(t, http.StatusOK, w.slack(slacksim.MessageEvent("EvErin", th.Channel, th.TS, "1700000104.000100", "UERIN", "Looks right to me."), time.Now(), false))
+	w.eventually("the team member's reply to reach the session", func() bool { return strings.Contains(w.received(), "Looks right to me.") })
+	require.Contains(t, w.received(), "[message from @erin (Slack user UERIN) via Slack and loopd, not from the ticket]")
+	w.waitIdle()
+	w.sim.RemoveTeamMember("octo", "approvers", "erin")
+	time.Sleep(5 * time.Millisecond) // past the 1 ms TTL
+	drops := w.count("channel.slack.dropped")
+	require.Equal(t, http.StatusOK, w.slack(slacksim.MessageEvent("EvErin2", th.Channel, th.TS, "1700000105.000100", "UERIN", "One more thing."), time.Now(), false))
+	w.eventually("the former member's message to be dropped", func() bool { return w.count("channel.slack.dropped") > drops })
+	require.NotContains(t, w.received(), "One more thing.")
 
 	// stop, then start again from Slack: the session ends and comes back
 	// (queued as the ticket's start keyword), in the same thread.

@@ -110,6 +110,9 @@ var (
 	ErrNotFound = errors.New("not found")
 	// ErrBadRequest: the request is malformed or refused (400).
 	ErrBadRequest = errors.New("bad request")
+	// ErrTryLater: something the answer depends on could not be asked
+	// now (GitHub, for an authorization rule); nothing was done (503).
+	ErrTryLater = errors.New("try again later")
 )
 
 // New builds the API over b.
@@ -209,7 +212,7 @@ func writeError(w http.ResponseWriter, err error) {
 	var mbe *http.MaxBytesError
 	var un unavailable
 	switch {
-	case errors.As(err, &un):
+	case errors.As(err, &un), errors.Is(err, ErrTryLater):
 		code = http.StatusServiceUnavailable
 	case errors.Is(err, ErrNotFound), errors.Is(err, queue.ErrNotFound), errors.Is(err, sessions.ErrNoRecord), errors.Is(err, loop.ErrRepoNotFound):
 		code = http.StatusNotFound

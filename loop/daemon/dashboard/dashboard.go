@@ -65,6 +65,11 @@ type Deps struct {
 	Poster Poster
 	// Panes reads and answers the agents' panes (nil: no live pane).
 	Panes Panes
+	// MayAct answers whether a GitHub login may act on the work item ref
+	// by loopd's rules (routing.authorizedUsers, then routing.authorized:
+	// teams, roles, CODEOWNERS, answered by GitHub): "" yes, else why not.
+	// nil: Config.AuthorizedUsers alone.
+	MayAct func(ctx context.Context, login, ref string) string
 	// Now is the clock (default time.Now).
 	Now func() time.Time
 	// Log receives problems worth an operator's eye (default os.Stderr).
@@ -213,9 +218,19 @@ func (d *Dashboard) Close() error {
 	return nil
 }
 
-// canAct reports whether the operator may be offered gate actions.
-func (d *Dashboard) canAct() bool {
-	return d.deps.Poster != nil && d.cfg.Operator != "" && slices.Contains(d.cfg.AuthorizedUsers, d.cfg.Operator)
+// operatorMay is "" when the configured operator may act on ref by loopd's
+// rules, else why not.
+func (d *Dashboard) operatorMay(ctx context.Context, ref string) string {
+	if d.cfg.Operator == "" {
+		return "no operator identity is configured"
+	}
+	if d.deps.MayAct != nil {
+		return d.deps.MayAct(ctx, d.cfg.Operator, ref)
+	}
+	if slices.Contains(d.cfg.AuthorizedUsers, d.cfg.Operator) {
+		return ""
+	}
+	return d.cfg.Operator + " is not in routing.authorizedUsers"
 }
 
 // Handler is the dashboard's HTTP handler (for tests and embedders that

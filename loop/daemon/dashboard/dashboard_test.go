@@ -484,7 +484,7 @@ func TestGateActions(t *testing.T) {
 		_, body, _ := get(t, c, h.srv.URL+"/item?ref="+url.QueryEscape(ref))
 		require.NotContains(t, body, `id="gate-form"`)
 		require.NotContains(t, body, `btn-approve`)
-		require.Contains(t, body, "mallory, who is not in routing.authorizedUsers")
+		require.Contains(t, body, "mallory, whom theloop would not let")
 		res, err := c.PostForm(h.srv.URL+"/item/gate", url.Values{"csrf": {h.d.auth.onlyCSRF(t)}, "ref": {ref}, "action": {"approve"}})
 		require.NoError(t, err)
 		res.Body.Close()

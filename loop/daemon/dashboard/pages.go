@@ -7,7 +7,6 @@ import (
 	"html/template"
 	"net/http"
 	"net/url"
-	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -330,12 +329,13 @@ func (d *Dashboard) itemData(r *http.Request, det *Detail, ss *session) itemPage
 	if evs, err := d.deps.Source.Events(r.Context(), det.Item.Ref, time.Time{}, 200); err == nil {
 		p.Stays = groupTimeline(evs, det.State, now)
 	}
-	p.Pane = d.paneData(r.URL.Query())
+	p.Pane = d.paneData(r.Context(), det.Item.Ref, r.URL.Query())
 	p.GateOpen = det.Item.Human && det.Item.State == StateWaiting
-	p.CanAct = d.canAct()
+	why := d.operatorMay(r.Context(), det.Item.Ref)
+	p.CanAct = d.deps.Poster != nil && why == ""
 	switch {
-	case d.cfg.Operator != "" && !slices.Contains(d.cfg.AuthorizedUsers, d.cfg.Operator):
-		p.ActionsWhy = fmt.Sprintf("You are signed in as %s, who is not in routing.authorizedUsers: theloop would ignore your comment, so the dashboard offers no actions.", d.cfg.Operator)
+	case d.cfg.Operator != "" && why != "":
+		p.ActionsWhy = fmt.Sprintf("You are signed in as %s, whom theloop would not let decide here (%s): it would ignore your comment, so the dashboard offers no actions.", d.cfg.Operator, why)
 	case !p.CanAct:
 		p.ActionsWhy = "No operator identity is configured for the dashboard (loopd run --dashboard-operator), so it offers no actions: decide on the ticket itself."
 	}
@@ -420,11 +420,11 @@ func (d *Dashboard) gate(w http.ResponseWriter, r *http.Request, ss *session) {
 	if !postedForm(w, r, ss, maxCommentText+4096) {
 		return
 	}
-	if !d.canAct() {
-		http.Error(w, "dashboard: the operator may not decide gates (not in routing.authorizedUsers, or no operator identity)", http.StatusForbidden)
+	ref := r.PostForm.Get("ref")
+	if why := d.operatorMay(r.Context(), ref); d.deps.Poster == nil || why != "" {
+		http.Error(w, "dashboard: the operator may not decide this gate (no operator identity, or not allowed by routing.authorizedUsers/routing.authorized)", http.StatusForbidden)
 		return
 	}
-	ref := r.PostForm.Get("ref")
 	back := "/item?ref=" + url.QueryEscape(ref)
 	det, err := d.deps.Source.Detail(r.Context(), ref)
 	if err != nil {

@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"net/http"
 	"net/url"
-	"slices"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -74,12 +73,12 @@ func (d *Dashboard) paneShown() bool {
 // canReply: the operator may answer the agent from the page — the same
 // rule as the gate buttons (an operator identity on routing.authorizedUsers)
 // under routing.webTerminal.mode: reply.
-func (d *Dashboard) canReply() bool {
-	return d.paneShown() && d.cfg.WebTerminal == WebTerminalReply && d.cfg.Operator != "" && slices.Contains(d.cfg.AuthorizedUsers, d.cfg.Operator)
+func (d *Dashboard) canReply(ctx context.Context, ref string) bool {
+	return d.paneShown() && d.cfg.WebTerminal == WebTerminalReply && d.operatorMay(ctx, ref) == ""
 }
 
-func (d *Dashboard) paneData(q url.Values) paneView {
-	v := paneView{Shown: d.paneShown(), CanReply: d.canReply(), Sent: q.Get("replied") == "1"}
+func (d *Dashboard) paneData(ctx context.Context, ref string, q url.Values) paneView {
+	v := paneView{Shown: d.paneShown(), CanReply: d.canReply(ctx, ref), Sent: q.Get("replied") == "1"}
 	switch q.Get("reply-error") {
 	case "keyword":
 		v.Refused = "The reply carried a control keyword and was not sent: a reply talks to the agent, it never commands loopd."
@@ -95,7 +94,7 @@ func (d *Dashboard) paneData(q url.Values) paneView {
 	case d.cfg.Operator == "":
 		v.Why = "No operator identity is configured (loopd run --dashboard-operator), so there is no reply box."
 	default:
-		v.Why = fmt.Sprintf("You are signed in as %s, who is not in routing.authorizedUsers, so there is no reply box.", d.cfg.Operator)
+		v.Why = fmt.Sprintf("You are signed in as %s, whom theloop would not let act here (%s), so there is no reply box.", d.cfg.Operator, d.operatorMay(ctx, ref))
 	}
 	return v
 }
@@ -185,11 +184,11 @@ func (d *Dashboard) reply(w http.ResponseWriter, r *http.Request, ss *session) {
 	if !postedForm(w, r, ss, maxReplyBytes+4096) {
 		return
 	}
-	if !d.canReply() {
-		http.Error(w, "dashboard: the operator may not reply (routing.webTerminal.mode is not reply, or the operator is not in routing.authorizedUsers)", http.StatusForbidden)
+	ref := r.PostForm.Get("ref")
+	if !d.canReply(r.Context(), ref) {
+		http.Error(w, "dashboard: the operator may not reply (routing.webTerminal.mode is not reply, or the operator is not allowed by routing.authorizedUsers/routing.authorized)", http.StatusForbidden)
 		return
 	}
-	ref := r.PostForm.Get("ref")
 	back := "/item?ref=" + url.QueryEscape(ref)
 	if _, err := d.deps.Source.Detail(r.Context(), ref); err != nil {
 		http.Error(w, "dashboard: no such work item", http.StatusNotFound)

@@ -126,8 +126,10 @@ func (p Person) String() string {
 // person already mapped; Authorized is asked first and a false answer stops
 // everything.
 type Backend interface {
-	// Authorized reports whether a GitHub login is on routing.authorizedUsers.
-	Authorized(login string) bool
+	// Authorized returns "" when the GitHub login may act on item by
+	// loopd's rules (routing.authorizedUsers, routing.authorized), else why
+	// not, in a sentence.
+	Authorized(ctx context.Context, login string, item workitem.Ref) string
 	// Comment posts a marked comment on the work item (a marked comment is
 	// dropped by every ingress: it never acts as a keyword or decision) and
 	// returns its URL ("" when unknown).
@@ -295,7 +297,7 @@ func (c *Channel) handleMessage(ctx context.Context, eventID string, m *message)
 		return
 	}
 	base := []graph.Field{{Key: "work_item", Value: ref}, {Key: "slack_user", Value: m.User}, {Key: "event_id", Value: eventID}}
-	p, why := c.person(m.User)
+	p, why := c.person(ctx, m.User, item)
 	if why != "" {
 		c.record("channel.slack.dropped", graph.LevelWarning, append(base, graph.Field{Key: "reason", Value: why})...)
 		return
@@ -326,15 +328,15 @@ func (c *Channel) handleMessage(ctx context.Context, eventID string, m *message)
 	}
 }
 
-// person maps a Slack user to an authorized GitHub login; why is the
-// reason when it does not.
-func (c *Channel) person(slackUser string) (Person, string) {
+// person maps a Slack user to a GitHub login that may act on item; why
+// is the reason when it does not.
+func (c *Channel) person(ctx context.Context, slackUser string, item workitem.Ref) (Person, string) {
 	login, ok := c.cfg.Users[slackUser]
 	if !ok {
 		return Person{}, "unmapped Slack user (not in channels.slack.users)"
 	}
-	if !c.deps.Backend.Authorized(login) {
-		return Person{}, "GitHub login " + login + " is not in routing.authorizedUsers"
+	if why := c.deps.Backend.Authorized(ctx, login, item); why != "" {
+		return Person{}, why
 	}
 	return Person{SlackUser: slackUser, Login: login}, ""
 }
@@ -362,16 +364,19 @@ func ticketLink(item workitem.Ref) string {
 	return item.String()
 }
 
+// notAuthorized answers a person loopd's rules do not let act (the
+// reason is in the event log, not told to the person).
+const notAuthorized = "Not relayed: you are not an authorized user of this loopd for that item (ask its operator to map your Slack id in channels.slack.users to your GitHub login, and to allow that login in routing.authorizedUsers or routing.authorized)."
+
 // handleSlash runs a /the-loop command and returns the text answered to
 // the person (ephemeral).
 func (c *Channel) handleSlash(ctx context.Context, cmd slack.SlashCommand) string {
 	fields := strings.Fields(cmd.Text)
 	usage := fmt.Sprintf("usage: %s start|pause|resume|stop OWNER/REPO#N (decisions are made on the ticket)", Command)
 	base := []graph.Field{{Key: "slack_user", Value: cmd.UserID}, {Key: "command", Value: clip(cmd.Text, 200)}}
-	p, why := c.person(cmd.UserID)
-	if why != "" {
-		c.record("channel.slack.dropped", graph.LevelWarning, append(base, graph.Field{Key: "reason", Value: why})...)
-		return "Not relayed: you are not an authorized user of this loopd (ask its operator to map your Slack id in channels.slack.users to your GitHub login on routing.authorizedUsers)."
+	if _, mapped := c.cfg.Users[cmd.UserID]; !mapped {
+		c.record("channel.slack.dropped", graph.LevelWarning, append(base, graph.Field{Key: "reason", Value: "unmapped Slack user (not in channels.slack.users)"})...)
+		return notAuthorized
 	}
 	if len(fields) != 2 {
 		return usage
@@ -384,6 +389,11 @@ func (c *Channel) handleSlash(ctx context.Context, cmd slack.SlashCommand) strin
 	item, err := workitem.Parse(ref)
 	if err != nil {
 		return "Not relayed: " + clip(err.Error(), 200) + "\n" + usage
+	}
+	p, why := c.person(ctx, cmd.UserID, item)
+	if why != "" {
+		c.record("channel.slack.dropped", graph.LevelWarning, append(base, graph.Field{Key: "work_item", Value: item.String()}, graph.Field{Key: "reason", Value: why})...)
+		return notAuthorized
 	}
 	base = append(base, graph.Field{Key: "login", Value: p.Login}, graph.Field{Key: "work_item", Value: item.String()})
 	if !slices.Contains(Verbs, verb) {

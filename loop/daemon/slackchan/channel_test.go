@@ -34,7 +34,12 @@ type backend struct {
 	slow chan struct{}
 }
 
-func (b *backend) Authorized(login string) bool { return b.authorized[login] }
+func (b *backend) Authorized(_ context.Context, login string, _ workitem.Ref) string {
+	if b.authorized[login] {
+		return ""
+	}
+	return login + " is not allowed"
+}
 
 func (b *backend) Comment(_ context.Context, item workitem.Ref, body string) (string, error) {
 	b.mu.Lock()

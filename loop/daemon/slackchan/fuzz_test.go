@@ -63,7 +63,12 @@ func FuzzVerify(f *testing.F) {
 
 type nopBackend struct{}
 
-func (nopBackend) Authorized(login string) bool { return login == "alice" }
+func (nopBackend) Authorized(_ context.Context, login string, _ workitem.Ref) string {
+	if login == "alice" {
+		return ""
+	}
+	return login + " is not allowed"
+}
 func (nopBackend) Comment(context.Context, workitem.Ref, string) (string, error) {
 	return "", nil
 }

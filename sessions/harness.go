@@ -3,6 +3,7 @@ package sessions
 import (
 	"fmt"
 	"strings"
+	"time"
 
 	"github.com/theloop-dev/theloop/run"
 )
@@ -31,6 +32,22 @@ type Harness interface {
 	// Claude Code: workspace trust and plugin enablement). It is best effort
 	// from the spawner's point of view: an error is reported, not fatal.
 	PrepareEnvironment(cwd string) (Prepared, error)
+}
+
+// Submitter is a Harness whose input box needs a pause between a paste
+// showing on its screen and the Enter that submits it: an Enter that comes
+// sooner is taken as part of the paste and dropped.
+type Submitter interface {
+	// SubmitGap is the pause after the pasted text is seen.
+	SubmitGap() time.Duration
+}
+
+// submitGap is h's pause before Enter (0 for most harnesses).
+func submitGap(h Harness) time.Duration {
+	if s, ok := h.(Submitter); ok {
+		return s.SubmitGap()
+	}
+	return 0
 }
 
 // Prepared says what PrepareEnvironment changed.
@@ -288,6 +305,14 @@ type Gemini struct {
 
 // Name implements Harness.
 func (g *Gemini) Name() string { return "gemini" }
+
+// SubmitGap implements Submitter. The Gemini CLI (0.61) drops an Enter
+// that reaches its input within 40 ms of a paste it cannot trust (any
+// terminal without the kitty keyboard protocol, tmux included) as part of
+// the paste, so loopd's assignment would sit in the box unsent. The pause
+// runs from the moment the text is seen on the screen — the CLI has
+// handled the paste by then — so a busy machine cannot shrink it.
+func (g *Gemini) SubmitGap() time.Duration { return 150 * time.Millisecond }
 
 // Binary implements Harness.
 func (g *Gemini) Binary() string {

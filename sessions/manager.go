@@ -358,7 +358,15 @@ func (m *Manager) deliverLive(ctx context.Context, rec Record, text string) (Rec
 	if m.cfg.Scrub != nil {
 		text = m.cfg.Scrub(text)
 	}
-	r, err := m.tmux.Deliver(ctx, rec.TmuxName, text)
+	var gap time.Duration
+	name := rec.Harness
+	if name == "" {
+		name = m.cfg.DefaultHarness
+	}
+	if h, ok := m.harnesses[name]; ok {
+		gap = submitGap(h)
+	}
+	r, err := m.tmux.DeliverWith(ctx, rec.TmuxName, text, gap)
 	if err != nil {
 		return rec, r, err
 	}

@@ -1101,6 +1101,12 @@ func (r Receipt) Verified() bool { return r.Submitted && (r.Seen || r.Changed) }
 // (ErrNotReceived, or ErrSessionMissing if the harness is gone); the
 // returned Receipt says what was observed either way.
 func (t *Tmux) Deliver(ctx context.Context, name, text string) (Receipt, error) {
+	return t.DeliverWith(ctx, name, text, 0)
+}
+
+// DeliverWith is Deliver with a pause between the pasted text showing on
+// the screen and the Enter that submits it (Submitter).
+func (t *Tmux) DeliverWith(ctx context.Context, name, text string, submitGap time.Duration) (Receipt, error) {
 	r := Receipt{Session: name}
 	if !IsLoopSessionName(name) {
 		return r, fmt.Errorf("%w: refusing to paste into %q", ErrNotLoopSession, name)
@@ -1196,6 +1202,11 @@ func (t *Tmux) Deliver(ctx context.Context, name, text string) (Receipt, error) 
 	}
 	if !r.Seen && !r.Changed {
 		return r, fmt.Errorf("%w: %s showed no sign of the pasted text within %s; attach with `tmux attach -t %s` to look (text left unsubmitted)", ErrNotReceived, name, t.cfg.ReceiptTimeout, name)
+	}
+	if submitGap > 0 {
+		if err := sleepCtx(ctx, submitGap); err != nil {
+			return r, err
+		}
 	}
 	if _, err := t.runOnce(ctx, t.cfg.CommandTimeout, "send-keys", "-t", paneTarget(name), "Enter"); err != nil {
 		return r, fmt.Errorf("submitting to %s: %w", name, err)

@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 )
 
 // CaptureScreen returns what the session's active pane shows now — the
@@ -55,8 +56,10 @@ func ClaudeTranscriptPath(configDir, cwd, id string) string {
 // MaxTranscriptBytes) of the harness's own transcript of rec's
 // conversation, where the harness keeps one (Claude Code does, under
 // claudeConfigDir). The file is the agent's own writing: the caller shows
-// it as data, never as instructions. A symbolic link is not followed
-// (the agent could point it at loopd's own files).
+// it as data, never as instructions. The file is read beneath
+// claudeConfigDir (os.Root): a symbolic link the agent planted there —
+// the file, or a directory on the way — never takes the read outside it,
+// to loopd's own files; and the file itself must not be a link.
 func HarnessTranscript(rec Record, claudeConfigDir string) (path string, tail []byte, truncated bool, err error) {
 	if rec.Harness != "claude" || claudeConfigDir == "" || rec.SessionID == "" || rec.Cwd == "" {
 		return "", nil, false, fmt.Errorf("%w: harness %q keeps none loopd can read", ErrNoTranscript, rec.Harness)
@@ -65,18 +68,30 @@ func HarnessTranscript(rec Record, claudeConfigDir string) (path string, tail []
 		return "", nil, false, fmt.Errorf("%w: session id %q is not a file name", ErrNoTranscript, rec.SessionID)
 	}
 	path = ClaudeTranscriptPath(claudeConfigDir, rec.Cwd, rec.SessionID)
-	fi, err := os.Lstat(path)
+	rel, err := filepath.Rel(claudeConfigDir, path)
+	if err != nil {
+		return path, nil, false, fmt.Errorf("%w: %v", ErrNoTranscript, err)
+	}
+	root, err := os.OpenRoot(claudeConfigDir)
+	if err != nil {
+		return path, nil, false, fmt.Errorf("%w: %v", ErrNoTranscript, err)
+	}
+	defer root.Close()
+	fi, err := root.Lstat(rel)
 	if err != nil {
 		return path, nil, false, fmt.Errorf("%w: %v", ErrNoTranscript, err)
 	}
 	if !fi.Mode().IsRegular() {
 		return path, nil, false, fmt.Errorf("%w: %s is not a regular file", ErrNoTranscript, path)
 	}
-	f, err := os.Open(path)
+	f, err := root.OpenFile(rel, os.O_RDONLY|syscall.O_NOFOLLOW|syscall.O_NONBLOCK, 0)
 	if err != nil {
 		return path, nil, false, fmt.Errorf("%w: %v", ErrNoTranscript, err)
 	}
 	defer f.Close()
+	if fi, err = f.Stat(); err != nil || !fi.Mode().IsRegular() {
+		return path, nil, false, fmt.Errorf("%w: %s is not a regular file", ErrNoTranscript, path)
+	}
 	size := fi.Size()
 	if size > MaxTranscriptBytes {
 		if _, err := f.Seek(size-MaxTranscriptBytes, io.SeekStart); err != nil {

@@ -44,6 +44,16 @@ func TestHarnessTranscript(t *testing.T) {
 	_, _, _, err = HarnessTranscript(rec, dir)
 	require.ErrorIs(t, err, ErrNoTranscript, "a link the agent planted is not followed")
 
+	// A directory on the way planted as a link to loopd's own files: the
+	// read stays beneath the config dir.
+	outside := t.TempDir()
+	require.NoError(t, os.WriteFile(filepath.Join(outside, rec.SessionID+".jsonl"), []byte("decision-signing key\n"), 0o600))
+	require.NoError(t, os.RemoveAll(filepath.Dir(path)))
+	require.NoError(t, os.Symlink(outside, filepath.Dir(path)))
+	_, tail, _, err = HarnessTranscript(rec, dir)
+	require.ErrorIs(t, err, ErrNoTranscript, "a planted directory link is not followed out of the config dir")
+	require.Empty(t, tail)
+
 	for _, r := range []Record{{Harness: "cursor", SessionID: "a", Cwd: "/w"}, {Harness: "claude", SessionID: "../x", Cwd: "/w"}} {
 		_, _, _, err = HarnessTranscript(r, dir)
 		require.ErrorIs(t, err, ErrNoTranscript)

@@ -200,6 +200,9 @@ type WorldConfinement interface {
 	// (a tmux client in a box: the server can make its client run a
 	// command).
 	Attach(name string) string
+	// HostPath is where a path as name's world sees it lies on the host
+	// (the world's home is a private copy; other paths are the host's).
+	HostPath(name, path string) string
 }
 
 // AttachCommand is the shell command that attaches an operator's terminal
@@ -308,6 +311,17 @@ func (t *Tmux) Confinement() Confinement { return t.confine }
 // Worlds reports whether every session runs its own server in a world of
 // its own.
 func (t *Tmux) Worlds() bool { return t.world != nil }
+
+// HostPath is where path, as session name sees it, lies on the host: in a
+// world of its own the harness's home is a private copy, so its files
+// (transcripts, session logs) are there. Without worlds, path itself.
+// What lies there is the agent's writing: read it confined (os.Root).
+func (t *Tmux) HostPath(name, path string) string {
+	if t.world == nil {
+		return path
+	}
+	return t.world.HostPath(name, path)
+}
 
 // SocketFor is the tmux socket of the server hosting session name.
 func (t *Tmux) SocketFor(name string) string {

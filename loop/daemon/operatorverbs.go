@@ -242,7 +242,9 @@ func (s serviceSessions) Transcript(ctx context.Context, ref string) (api.Transc
 	} else {
 		t.Pane = pane
 	}
-	if path, tail, cut, err := sessions.HarnessTranscript(rec, d.claudeConfigDir()); err == nil {
+	// In a world of its own the harness writes under the world's copy of
+	// the home.
+	if path, tail, cut, err := sessions.HarnessTranscript(rec, d.tmux.HostPath(rec.TmuxName, d.claudeConfigDir())); err == nil {
 		t.Harness = &api.HarnessTranscript{Path: path, Content: string(tail), Truncated: cut}
 	}
 	return t, nil

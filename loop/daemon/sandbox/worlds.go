@@ -275,6 +275,19 @@ func gitReadOnlyPaths(checkout string) ([]string, error) {
 	return out, nil
 }
 
+// HostPath implements sessions.WorldConfinement: a path under the home
+// as the harness sees it is under the world's private copy on the host.
+func (w *Worlds) HostPath(name, path string) string {
+	if w.Home == "" || !within(filepath.Clean(path), w.Home) {
+		return path
+	}
+	rel, err := filepath.Rel(w.Home, filepath.Clean(path))
+	if err != nil {
+		return path
+	}
+	return filepath.Join(World{Dir: w.dir(name)}.HomeCopy(), rel)
+}
+
 // Attach implements sessions.WorldConfinement.
 func (w *Worlds) Attach(name string) string {
 	wd := World{Dir: w.dir(name)}

@@ -68,7 +68,7 @@ func (it *fileItems) Resolve(_ context.Context, id string) (graph.WorkItem, grap
 		return graph.WorkItem{}, nil, err
 	}
 	display := path.Join(it.specRoot, id)
-	arts := &FileArtifacts{dir: filepath.Join(it.repoRoot, filepath.FromSlash(display)), display: display}
+	arts := NewFileArtifacts(filepath.Join(it.repoRoot, filepath.FromSlash(display)), display)
 	wi := graph.WorkItem{ID: id, Ref: WorkItemRef(id, it.originRepo), SpecDir: display, Tags: []string{}, RiskTier: 3}
 	if ref := JiraWorkItemRef(id, it.jiraProject); ref != "" {
 		wi.Ref = ref
@@ -84,12 +84,20 @@ func (it *fileItems) Resolve(_ context.Context, id string) (graph.WorkItem, grap
 	return wi, arts, nil
 }
 
-// FileArtifacts is a spec directory on disk as graph.Artifacts. Reads go
-// through os.DirFS semantics (names must be fs.ValidPath, so nothing
-// escapes the directory); writes are atomic replacements.
+// FileArtifacts is a spec directory on disk as graph.Artifacts. Names
+// must be fs.ValidPath. Reads resolve beneath the checkout (the directory
+// display names the spec directory below): the agent writes these files,
+// and a symbolic link it plants — the file, or a directory on the way —
+// must not make theloop, with its own rights, read what lies elsewhere on
+// the host (loopd's keys, another item's checkout). Writes refuse any link
+// on the way and are atomic replacements.
 type FileArtifacts struct {
 	dir     string
 	display string
+	// root is the checkout: dir without display's tail (dir itself when
+	// display is not its tail); reads resolve beneath it (bn).
+	root string
+	bn   *beneath
 
 	mu sync.Mutex
 	// held is the specification Resolve read for its front matter, until
@@ -113,7 +121,34 @@ func (a *FileArtifacts) take(name string) ([]byte, bool) {
 // NewFileArtifacts returns the artifacts of the spec directory dir, shown in
 // messages as display (e.g. "docs/specs/issue-7").
 func NewFileArtifacts(dir, display string) *FileArtifacts {
-	return &FileArtifacts{dir: dir, display: display}
+	root := dir
+	if d := filepath.FromSlash(display); d != "" && strings.HasSuffix(dir, string(filepath.Separator)+d) {
+		root = strings.TrimSuffix(dir, string(filepath.Separator)+d)
+	}
+	return &FileArtifacts{dir: dir, display: display, root: root, bn: newBeneath(root)}
+}
+
+// rel is name's path relative to the checkout, for reads beneath it.
+func (a *FileArtifacts) rel(op, name string) (string, error) {
+	p, err := a.full(op, name)
+	if err != nil {
+		return "", err
+	}
+	r, err := filepath.Rel(a.root, p)
+	if err != nil {
+		return "", &fs.PathError{Op: op, Path: name, Err: fs.ErrInvalid}
+	}
+	return r, nil
+}
+
+// openBeneath opens rel (relative to the checkout) read-only, without
+// blocking, resolved beneath the checkout.
+func (a *FileArtifacts) openBeneath(op, rel string) (*os.File, error) {
+	f, err := openBeneathFile(a.bn, rel)
+	if err != nil {
+		return nil, &fs.PathError{Op: op, Path: filepath.Join(a.root, rel), Err: err}
+	}
+	return f, nil
 }
 
 func (a *FileArtifacts) full(op, name string) (string, error) {
@@ -128,19 +163,27 @@ func (a *FileArtifacts) Open(name string) (fs.File, error) {
 	if !fs.ValidPath(name) {
 		return nil, &fs.PathError{Op: "open", Path: name, Err: fs.ErrInvalid}
 	}
-	if name == "." {
-		return os.DirFS(a.dir).Open(name)
-	}
-	p := filepath.Join(a.dir, filepath.FromSlash(name))
-	if fi, err := os.Stat(p); err == nil && fi.IsDir() {
-		return os.DirFS(a.dir).Open(name)
-	}
-	// Never block on a named pipe planted in the spec directory.
-	f, err := openRegular(p, os.O_RDONLY, 0)
+	// Never block on a named pipe planted in the spec directory; a
+	// directory is opened to be listed.
+	f, err := a.openBeneath("open", filepath.Clean(filepath.Join(a.relDir(), filepath.FromSlash(name))))
 	if err != nil {
 		return nil, err
 	}
+	fi, err := f.Stat()
+	if err != nil || !(fi.Mode().IsRegular() || fi.IsDir()) {
+		f.Close()
+		return nil, &fs.PathError{Op: "open", Path: name, Err: errNotRegular}
+	}
 	return f, nil
+}
+
+// relDir is the spec directory relative to the checkout.
+func (a *FileArtifacts) relDir() string {
+	r, err := filepath.Rel(a.root, a.dir)
+	if err != nil {
+		return "."
+	}
+	return r
 }
 
 // ReadDir implements fs.ReadDirFS: the entries of a directory in the spec
@@ -150,7 +193,7 @@ func (a *FileArtifacts) ReadDir(name string) ([]fs.DirEntry, error) {
 	if !fs.ValidPath(name) {
 		return nil, &fs.PathError{Op: "readdir", Path: name, Err: fs.ErrInvalid}
 	}
-	f, err := openDir(filepath.Join(a.dir, filepath.FromSlash(name)))
+	f, err := a.openBeneath("readdir", filepath.Clean(filepath.Join(a.relDir(), filepath.FromSlash(name))))
 	if err != nil {
 		return nil, err
 	}
@@ -169,11 +212,11 @@ const MaxArtifactBytes = hooks.MaxArtifactBytes
 // Files larger than MaxArtifactBytes are refused unread, with an
 // *fs.PathError wrapping ErrTooLarge that gives the size and the cap.
 func (a *FileArtifacts) ReadFile(name string) ([]byte, error) {
-	p, err := a.full("read", name)
+	rel, err := a.rel("read", name)
 	if err != nil {
 		return nil, err
 	}
-	data, err := readCapped(p, MaxArtifactBytes)
+	data, err := readBeneathInto(a.bn, rel, MaxArtifactBytes, nil)
 	if err != nil {
 		return nil, readError(name, err)
 	}
@@ -225,11 +268,23 @@ func (a *FileArtifacts) specFacts(name string, wi *graph.WorkItem) error {
 
 // Stat implements fs.StatFS.
 func (a *FileArtifacts) Stat(name string) (fs.FileInfo, error) {
-	p, err := a.full("stat", name)
+	rel, err := a.rel("stat", name)
 	if err != nil {
 		return nil, err
 	}
-	return os.Stat(p)
+	// A stat tells metadata, never content (every read of content resolves
+	// beneath the checkout), so one lstat answers for a file that is not a
+	// link; a link is followed only beneath the checkout.
+	fi, err := os.Lstat(filepath.Join(a.root, rel))
+	if err != nil || fi.Mode()&fs.ModeSymlink == 0 {
+		return fi, err
+	}
+	f, err := a.openBeneath("stat", rel)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	return f.Stat()
 }
 
 // WriteFile implements graph.Artifacts: temp file, fsync, rename. It
@@ -288,10 +343,7 @@ func (a *FileArtifacts) AppendFile(name string, data []byte) error {
 // to dir is a symbolic link (the spec tree is the agent's to write: a link
 // must not make theloop write outside the checkout).
 func (a *FileArtifacts) safeDir(dir string) error {
-	root := a.dir
-	if d := filepath.FromSlash(a.display); d != "" && strings.HasSuffix(a.dir, string(filepath.Separator)+d) {
-		root = strings.TrimSuffix(a.dir, string(filepath.Separator)+d)
-	}
+	root := a.root
 	rel, err := filepath.Rel(root, dir)
 	if err != nil || rel == ".." || strings.HasPrefix(rel, ".."+string(filepath.Separator)) {
 		return fmt.Errorf("%w: %s is not under %s", ErrUnsafePath, dir, root)

@@ -54,11 +54,11 @@ func (a *FileArtifacts) Lend(name string) ([]byte, error) {
 	if data, ok := a.take(name); ok {
 		return data, nil
 	}
-	p, err := a.full("read", name)
+	rel, err := a.rel("read", name)
 	if err != nil {
 		return nil, err
 	}
-	data, err := readRegularInto(p, MaxArtifactBytes, lendBuffer)
+	data, err := readBeneathInto(a.bn, rel, MaxArtifactBytes, lendBuffer)
 	if err != nil {
 		return nil, readError(name, err)
 	}

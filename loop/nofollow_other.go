@@ -22,5 +22,34 @@ func readRegularInto(path string, limit int64, _ func(int) []byte) ([]byte, erro
 	return readCappedPortable(path, limit)
 }
 
-// openDir opens the directory at path for listing.
-func openDir(path string) (*os.File, error) { return os.Open(path) }
+// openBeneathFile opens rel read-only resolved beneath root (os.Root).
+func openBeneathFile(b *beneath, rel string) (*os.File, error) {
+	root := b.path
+	r, err := os.OpenRoot(root)
+	if err != nil {
+		return nil, err
+	}
+	defer r.Close()
+	f, err := r.Open(rel)
+	if err != nil {
+		return nil, beneathError(root, err)
+	}
+	return f, nil
+}
+
+// readBeneathInto is readRegularInto for rel resolved beneath root
+// (os.Root: a link leading outside root is refused).
+func readBeneathInto(b *beneath, rel string, limit int64, _ func(int) []byte) ([]byte, error) {
+	root := b.path
+	r, err := os.OpenRoot(root)
+	if err != nil {
+		return nil, err
+	}
+	defer r.Close()
+	f, err := r.Open(rel)
+	if err != nil {
+		return nil, beneathError(root, err)
+	}
+	defer f.Close()
+	return readOpenCapped(f, limit)
+}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
+	"path/filepath"
 	"syscall"
 )
 
@@ -59,6 +60,37 @@ func readRegularInto(path string, limit int64, alloc func(n int) []byte) ([]byte
 		return nil, &fs.PathError{Op: "open", Path: path, Err: err}
 	}
 	defer syscall.Close(fd)
+	return readFD(fd, path, limit, alloc)
+}
+
+// readBeneathInto is readRegularInto for rel below root, resolved beneath
+// root (openat2 RESOLVE_BENEATH): a symbolic link on the way — the file
+// or a directory — that points outside root is refused, so a link the
+// agent planted in its checkout never makes theloop read with its own
+// rights what lies elsewhere on the host. Links that stay inside work.
+func readBeneathInto(b *beneath, rel string, limit int64, alloc func(n int) []byte) ([]byte, error) {
+	path := filepath.Join(b.path, rel)
+	fd, err := openBeneath(b, rel)
+	keepAlive(b)
+	if err != nil {
+		return nil, &fs.PathError{Op: "open", Path: path, Err: err}
+	}
+	defer syscall.Close(fd)
+	return readFD(fd, path, limit, alloc)
+}
+
+// openBeneathFile is openBeneath as an *os.File.
+func openBeneathFile(b *beneath, rel string) (*os.File, error) {
+	fd, err := openBeneath(b, rel)
+	keepAlive(b)
+	if err != nil {
+		return nil, err
+	}
+	return os.NewFile(uintptr(fd), filepath.Join(b.path, rel)), nil
+}
+
+// readFD reads the open regular file fd (see readRegularInto).
+func readFD(fd int, path string, limit int64, alloc func(n int) []byte) ([]byte, error) {
 	var st syscall.Stat_t
 	if err := fstatRetry(fd, &st); err != nil {
 		return nil, &fs.PathError{Op: "stat", Path: path, Err: err}
@@ -117,23 +149,4 @@ func fstatRetry(fd int, st *syscall.Stat_t) error {
 			return err
 		}
 	}
-}
-
-// openDir opens the directory at path for listing in one open (O_DIRECTORY
-// refuses anything else) and one fcntl: os.Open would stat nothing but
-// would try, and fail, to register a directory with the poller — four
-// more system calls for each directory a check lists.
-func openDir(path string) (*os.File, error) {
-	var fd int
-	var err error
-	for {
-		fd, err = syscall.Open(path, syscall.O_RDONLY|syscall.O_DIRECTORY|syscall.O_CLOEXEC, 0)
-		if err != syscall.EINTR {
-			break
-		}
-	}
-	if err != nil {
-		return nil, &fs.PathError{Op: "open", Path: path, Err: err}
-	}
-	return os.NewFile(uintptr(fd), path), nil
 }

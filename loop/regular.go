@@ -1,10 +1,12 @@
 package loop
 
 import (
+	"errors"
 	"fmt"
 	"io"
 	"io/fs"
 	"os"
+	"strings"
 )
 
 // errNotRegular: a path theloop reads or appends to is a FIFO, a device or
@@ -46,9 +48,19 @@ func readCappedPortable(path string, limit int64) ([]byte, error) {
 		return nil, err
 	}
 	defer f.Close()
+	return readOpenCapped(f, limit)
+}
+
+// readOpenCapped reads the open file f when it is a regular file of at
+// most limit bytes.
+func readOpenCapped(f *os.File, limit int64) ([]byte, error) {
+	path := f.Name()
 	fi, err := f.Stat()
 	if err != nil {
 		return nil, err
+	}
+	if !fi.Mode().IsRegular() {
+		return nil, &fs.PathError{Op: "open", Path: path, Err: errNotRegular}
 	}
 	if fi.Size() > limit {
 		return nil, tooLarge(path, fi.Size(), limit)
@@ -61,6 +73,16 @@ func readCappedPortable(path string, limit int64) ([]byte, error) {
 		return nil, tooLarge(path, -1, limit)
 	}
 	return data, nil
+}
+
+// beneathError is an os.Root refusal said as theloop says it: a path
+// that escapes root is ErrUnsafePath.
+func beneathError(root string, err error) error {
+	var pe *fs.PathError
+	if errors.As(err, &pe) && strings.Contains(pe.Err.Error(), "escapes") {
+		return &fs.PathError{Op: pe.Op, Path: pe.Path, Err: fmt.Errorf("%w: a symbolic link on the way leads outside %s", ErrUnsafePath, root)}
+	}
+	return err
 }
 
 // tooLarge builds readCapped's refusal (size < 0: grown past the cap while

@@ -622,13 +622,31 @@ func (s *dashSource) Detail(ctx context.Context, ref string) (*dashboard.Detail,
 	specDir := s.d.link.specDir(rec.Cwd)
 	for _, n := range g.Nodes() {
 		skipped := skippedNode(st, n.ID, it.State == dashboard.StateDone)
-		for _, name := range n.ProducedNames() {
-			rel := filepath.ToSlash(filepath.Join(specDir, id, name))
-			a := dashboard.Artifact{Node: n.ID, Name: name, Path: rel, Skipped: skipped}
-			if filepath.IsLocal(filepath.FromSlash(rel)) { // never read outside the checkout
-				a.Exists, a.Locked, a.ApprovedBy = readLock(filepath.Join(rec.Cwd, filepath.FromSlash(rel)))
+		for _, entry := range n.Produces {
+			// "requirements.md|bugfix.md": one of them is the node's
+			// artifact; once one is written the others are no gap.
+			var alts []dashboard.Artifact
+			chosen := ""
+			for _, name := range strings.Split(entry, "|") {
+				if name = strings.TrimSpace(name); name == "" {
+					continue
+				}
+				rel := filepath.ToSlash(filepath.Join(specDir, id, name))
+				a := dashboard.Artifact{Node: n.ID, Name: name, Path: rel, Skipped: skipped}
+				if filepath.IsLocal(filepath.FromSlash(rel)) { // never read outside the checkout
+					a.Exists, a.Locked, a.ApprovedBy = readLock(filepath.Join(rec.Cwd, filepath.FromSlash(rel)))
+				}
+				if a.Exists && chosen == "" {
+					chosen = name
+				}
+				alts = append(alts, a)
 			}
-			det.Artifacts = append(det.Artifacts, a)
+			for _, a := range alts {
+				if !a.Exists && len(alts) > 1 {
+					a.Instead = chosen
+				}
+				det.Artifacts = append(det.Artifacts, a)
+			}
 		}
 	}
 	return det, nil

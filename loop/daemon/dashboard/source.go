@@ -110,6 +110,9 @@ type Artifact struct {
 	// Skipped: the producing node was skipped (a phase selection, an
 	// alternative the walk did not take): its absence is no gap.
 	Skipped bool
+	// Instead names the alternative written in this one's place (the node
+	// produces "a.md|b.md"): its absence is no gap either.
+	Instead string
 }
 
 // Detail is what the work-item page shows beyond the row.

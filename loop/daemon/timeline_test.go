@@ -18,11 +18,12 @@ import (
 	"github.com/theloop-dev/theloop/loop/daemon"
 )
 
-// The item page's timeline shows the agent's claims, which its loopctl
-// logs in the work item's checkout, beside loopd's own events — and takes
-// from that checkout only the lines of its own work item (the agent writes
-// the file).
-func TestDashboardTimelineShowsTheClaimsFromTheCheckout(t *testing.T) {
+// One stream (docs/decisions.md §24): the item page's timeline is loopd's
+// own event log — the agent's claims appear there as loopd's recompute bore
+// them out — and never the log in the work item's checkout, which is the
+// agent's to write: a line planted there, for its own item or another,
+// reaches no page.
+func TestDashboardTimelineReadsLoopdsLogNotTheCheckouts(t *testing.T) {
 	w := newWorld(t, func(cfg *daemon.Config) {
 		cfg.Dashboard.Listen = "127.0.0.1:0"
 		cfg.Dashboard.Operator = human
@@ -53,7 +54,7 @@ func TestDashboardTimelineShowsTheClaimsFromTheCheckout(t *testing.T) {
 	}
 	get(w.d.DashboardLoginURL())
 	page := get(w.d.DashboardURL() + "/item?ref=" + url.QueryEscape(ref))
-	require.Contains(t, page, "graph.claimed_in_checkout", "the claim in the checkout's log is on the timeline")
-	require.Contains(t, page, "dispatch.spawned", "loopd's own events are still there")
+	require.NotContains(t, page, "graph.claimed_in_checkout", "the checkout's log is the agent's word")
+	require.Contains(t, page, `data-event="dispatch.spawned"`, "loopd's own events are there")
 	require.NotContains(t, page, "graph.forged_for_another")
 }

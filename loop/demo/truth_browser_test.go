@@ -44,12 +44,16 @@ func chromiumPath(t *testing.T) string {
 // shot saves a full-page PNG of the browser's page as name under
 // $THELOOP_SHOTS, when set (the closing note's screenshots; never in the
 // repository).
-func shot(t *testing.T, ctx context.Context, name string) {
+func shot(t *testing.T, ctx context.Context, name string, sel ...string) {
 	dir := os.Getenv("THELOOP_SHOTS")
 	if dir == "" {
 		return
 	}
-	png, err := chromedp.Run(ctx, chromedp.FullScreenshot(100))
+	take := chromedp.FullScreenshot(100)
+	if len(sel) > 0 {
+		take = chromedp.Screenshot(chromedp.CSS(sel[0]))
+	}
+	png, err := chromedp.Run(ctx, take)
 	if err != nil {
 		t.Logf("screenshot %s: %v", name, err)
 		return
@@ -333,8 +337,9 @@ func TestDemoServeWalkedInTheBrowserTellsTheTruth(t *testing.T) {
 	}
 	require.Positive(t, raw, "the raw record is one click away")
 	require.False(t, keyValue, "no key=value dumps")
-	eval[bool](t, tctx, `document.querySelectorAll('#timeline details').forEach(function (d) { d.open = true; }) || true`)
-	shot(t, tctx, "item-timeline-open")
+	eval[bool](t, tctx, `document.querySelectorAll('#timeline details.stay').forEach(function (d) { d.open = true; }) || true`)
+	shot(t, tctx, "item-timeline-open", "#timeline")
+	t.Logf("the timeline as the page reads:\n%s", eval[string](t, tctx, `document.getElementById('timeline').innerText`))
 
 	cancel()
 	select {

@@ -106,9 +106,9 @@ func TestGroupTimeline(t *testing.T) {
 
 	require.Equal(t, "brainstorming", gs[1].Node)
 	require.Equal(t, 2, gs[1].Attempts)
-	require.Equal(t, []string{rowBlock, rowClaim}, kinds(gs[1].Events), "the block logged with the advance reads in the node it blocked")
+	require.Equal(t, []string{rowBlock, rowMove}, kinds(gs[1].Events), "the block logged with the advance reads in the node it blocked")
 	require.Equal(t, "brainstorming blocked by validate-artifacts: missing ## Goals", gs[1].Events[0].Text)
-	require.Contains(t, gs[1].Events[1].Text, "borne out by loopd's recompute")
+	require.Equal(t, "brainstorming passed → requirements-definition — loopd's recompute bore the agent's claim out", gs[1].Events[1].Text)
 
 	require.Equal(t, "phase-selection", gs[2].Node)
 	require.Equal(t, "59s", gs[2].Duration)

@@ -207,8 +207,12 @@ func describe(e Event, in timelineInput) timelineRow {
 	case graph.EventAdvanced:
 		switch {
 		case s("basis") == "recompute":
-			r.Kind = rowClaim
-			r.Text = with(s("node"), "passed", opt("(%s)", s("outcome")), "→", s("to")+":", "the agent's claim, borne out by loopd's recompute")
+			r.Kind = rowMove
+			outcome := s("outcome")
+			if outcome == "pass" {
+				outcome = ""
+			}
+			r.Text = with(s("node"), "passed", opt("(%s)", outcome), "→", s("to"), "— loopd's recompute bore the agent's claim out")
 		case isHuman(in.Graph, s("node")):
 			r.Kind = rowDecision
 			r.Text = with(s("node")+":", s("outcome"), decidedBy(in.State, s("node")), "→", s("to"))
@@ -258,6 +262,10 @@ func describe(e Event, in timelineInput) timelineRow {
 		r.Kind, r.Text = rowRefused, with("refused", s("summary")+":", s("reason"))
 	case "reaction.added":
 		r.Kind, r.Text = rowTicket, with("reacted", s("content"), opt("on %s", s("gh_event")))
+	case "session.respawn_averted", "session.liveness_respawn_averted":
+		r.Kind, r.Text = rowSpawn, "no respawn needed: the session was alive"
+	case "session.announced":
+		r.Kind, r.Text = rowTicket, "the session announced on the ticket"
 	case "session.spawned":
 		r.Kind, r.Text = rowSpawn, with(s("harness"), "session spawned in", s("tmux_target"))
 	case "session.respawned", "dispatch.respawned", "session.liveness_respawned":

@@ -80,7 +80,7 @@ func systemEnv() *env {
 		Stdout: os.Stdout, Stderr: os.Stderr, Stdin: os.Stdin,
 		Getenv: os.Getenv, LookupEnv: os.LookupEnv, Getwd: os.Getwd, HomeDir: os.UserHomeDir,
 		Context: signalContext,
-		Exec: execSelf,
+		Exec:    execSelf,
 	}
 }
 

@@ -17,21 +17,21 @@ import (
 
 // row is a board row as the template and the event stream see it.
 type row struct {
-	Ref         string `json:"ref"`
-	Repo        string `json:"repo"`
-	URL         string `json:"url"`
-	Title       string `json:"title"`
-	Loop        string `json:"loop"`
-	Node        string `json:"node"`
-	Phase       string `json:"phase"`
-	Human       bool   `json:"human"`
-	State       State  `json:"state"`
-	Finding     string `json:"finding"`
-	Since       string `json:"since"`
-	Age         string `json:"age"`
+	Ref     string `json:"ref"`
+	Repo    string `json:"repo"`
+	URL     string `json:"url"`
+	Title   string `json:"title"`
+	Loop    string `json:"loop"`
+	Node    string `json:"node"`
+	Phase   string `json:"phase"`
+	Human   bool   `json:"human"`
+	State   State  `json:"state"`
+	Finding string `json:"finding"`
+	Since   string `json:"since"`
+	Age     string `json:"age"`
 	// Finished is when a done or closed item finished (RFC 3339; then
 	// Since is empty: no clock runs).
-	Finished string `json:"finished"`
+	Finished    string `json:"finished"`
 	Live        bool   `json:"live"`
 	Attach      string `json:"attach"`
 	LastEvent   string `json:"lastEvent"`

@@ -93,7 +93,7 @@ type Metrics struct {
 	// blockHooks are the hook label values seen (bounded: a claim's hook
 	// is the agent's word).
 	blockHooks map[string]bool
-	stuck time.Duration       // guarded by mu (SetStuckAfter)
+	stuck      time.Duration // guarded by mu (SetStuckAfter)
 }
 
 // SetStuckAfter changes the stuck-gate age (a daemon's reload).

@@ -2,10 +2,6 @@ package daemon_test
 
 import (
 	"context"
-	"fmt"
-	"io"
-	"net/http"
-	"net/http/cookiejar"
 	"net/url"
 	"regexp"
 	"testing"
@@ -14,36 +10,18 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/theloop-dev/theloop/loop/api"
-	"github.com/theloop-dev/theloop/loop/daemon"
 )
 
 // Done is done: a work item whose session an operator stopped before its
 // walk finished reads "closed" on the board and its page, with the time it
 // finished and no running clock (no data-since for the page's ticker).
 func TestDashboardShowsAStoppedItemClosedWithItsTime(t *testing.T) {
-	w := newWorld(t, func(cfg *daemon.Config) {
-		cfg.Dashboard.Listen = "127.0.0.1:0"
-		cfg.Dashboard.Operator = human
-	})
-	n := w.openLabeled()
-	w.waitIdle()
-	ref := fmt.Sprintf("github:%s#%d", repoFull, n)
+	w, _, ref := dashboardItem(t)
 	before := time.Now().UTC().Add(-time.Minute)
 	cl := api.NewSocketClient(w.d.ControlSocket())
 	require.NoError(t, cl.Do(context.Background(), "POST", "/sessions/control", nil, api.ControlRequest{Ref: ref, Verb: "stop"}, nil))
 
-	jar, _ := cookiejar.New(nil)
-	c := &http.Client{Jar: jar, Timeout: 10 * time.Second, Transport: pageOrigin{w.d.DashboardURL()}}
-	get := func(u string) string {
-		t.Helper()
-		res, err := c.Get(u)
-		require.NoError(t, err)
-		defer res.Body.Close()
-		b, _ := io.ReadAll(res.Body)
-		require.Equal(t, http.StatusOK, res.StatusCode, "%s: %s", u, b)
-		return string(b)
-	}
-	get(w.d.DashboardLoginURL())
+	get := dashboardPages(t, w)
 	board := get(w.d.DashboardURL() + "/")
 	row := regexp.MustCompile(`(?s)<tr data-ref="` + regexp.QuoteMeta(ref) + `".*?</tr>`).FindString(board)
 	require.NotEmpty(t, row, board)

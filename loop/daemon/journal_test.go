@@ -1,14 +1,12 @@
 package daemon_test
 
 import (
-	"bytes"
 	"net/http"
 	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -19,24 +17,6 @@ import (
 	"github.com/theloop-dev/theloop/integrations/githubsim"
 	"github.com/theloop-dev/theloop/loop/daemon"
 )
-
-// lockedBuffer is loopd's stderr as a test reads it while loopd writes.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
 
 // journalLines are the stderr lines that contain every one of want.
 func journalLines(out string, want ...string) []string {
@@ -61,15 +41,21 @@ next:
 // stay in the event log.
 func TestJournalTellsWhatWentWrong(t *testing.T) {
 	requireTools(t)
-	sim, err := githubsim.Start(githubsim.Config{Token: "tok", BotLogin: "theloop-bot"})
-	require.NoError(t, err)
+	sim, serr := githubsim.Start(githubsim.Config{Token: "tok", BotLogin: "theloop-bot"})
+	require.NoError(t, serr)
 	t.Cleanup(sim.Close)
 	broken := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, `{"message":"bad gateway"}`, http.StatusBadGateway)
 	}))
 	t.Cleanup(broken.Close)
 
-	stderr := &lockedBuffer{}
+	// loopd's stderr is a file, as journald's pipe would be read: written
+	// by loopd's goroutines, read here through its own descriptor.
+	errPath := filepath.Join(t.TempDir(), "stderr")
+	errFile, err := os.Create(errPath)
+	require.NoError(t, err)
+	t.Cleanup(func() { errFile.Close() })
+	stderrText := func() string { b, _ := os.ReadFile(errPath); return string(b) }
 	w := newWorldWith(t, sim, func(cfg *daemon.Config) {
 		cfg.ReconcileInterval = 200 * time.Millisecond
 	}, func(string) integrations.Config {
@@ -86,10 +72,10 @@ func TestJournalTellsWhatWentWrong(t *testing.T) {
 	require.NoError(t, err)
 	require.NoError(t, os.Symlink(gitPath, filepath.Join(bin, "git")))
 	w.deps.Path = bin
-	w.deps.Log = stderr
+	w.deps.Log = errFile
 	w.start()
 
-	out := stderr.String()
+	out := stderrText()
 	require.Len(t, journalLines(out, "loopd: warning: "+daemon.EventProgramMissing, "tmux is not on PATH"), 1, "start-up warns that tmux is missing:\n%s", out)
 	if !w.cfg.SandboxOff && !w.cfg.SandboxLandlock {
 		require.Len(t, journalLines(out, "loopd: warning: "+daemon.EventProgramMissing, "bwrap is not on PATH", "apt-get install bubblewrap"), 1, "and bubblewrap:\n%s", out)
@@ -98,13 +84,13 @@ func TestJournalTellsWhatWentWrong(t *testing.T) {
 	n := w.openLabeled()
 	ref := w.item(n).String()
 	require.Eventually(t, func() bool {
-		out := stderr.String()
+		out := stderrText()
 		return len(journalLines(out, "loopd: error: session.spawn_failed "+ref+": ")) > 0 &&
 			len(journalLines(out, "loopd: warning: poll.provider_error", "HTTP 502")) > 0 &&
 			len(journalLines(out, "loopd: warning: poll.backoff", "for ")) > 0
-	}, 60*time.Second, 50*time.Millisecond, "a failed spawn, a failed GitHub call and the poller's back-off on stderr:\n%s", stderr)
+	}, 60*time.Second, 50*time.Millisecond, "a failed spawn, a failed GitHub call and the poller's back-off on stderr:\n%s", stderrText())
 	w.stop()
-	out = stderr.String()
+	out = stderrText()
 	require.Len(t, journalLines(out, "loopd: stopped: asked to stop"), 1, "shutdown says it stopped and why:\n%s", out)
 	for _, line := range journalLines(out, "loopd: ") {
 		require.LessOrEqual(t, len(line), 700, "one bounded line: %q", line)

@@ -3,6 +3,7 @@ package demo_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -29,16 +30,29 @@ import (
 	"github.com/theloop-dev/theloop/loop/demo"
 )
 
-// chromiumPath finds a Chromium to drive, or skips the test.
-func chromiumPath(t *testing.T) string {
+// newBrowser starts a headless Chromium for the test (skipping it when
+// none is installed) and returns a context for its first tab, bounded by
+// timeout.
+func newBrowser(t *testing.T, timeout time.Duration) context.Context {
 	t.Helper()
+	chromium := ""
 	for _, name := range []string{"chromium", "chromium-browser", "google-chrome"} {
 		if p, err := exec.LookPath(name); err == nil {
-			return p
+			chromium = p
+			break
 		}
 	}
-	t.Skip("chromium is not installed: this test drives the demo's dashboard in a real browser")
-	return ""
+	if chromium == "" {
+		t.Skip("chromium is not installed: this test drives the demo's dashboard in a real browser")
+	}
+	actx, acancel := chromedp.NewExecAllocator(context.Background(), chromedp.ExecPath(chromium), chromedp.Headless, chromedp.NoSandbox,
+		chromedp.DisableGPU, chromedp.NoFirstRun, chromedp.WindowSize(1400, 1000), chromedp.UserDataDir(shortdir.New(t)), chromedp.Env("TMPDIR="+shortdir.New(t)))
+	t.Cleanup(acancel)
+	bctx, bcancel := chromedp.NewContext(actx)
+	t.Cleanup(bcancel)
+	tctx, tcancel := context.WithTimeout(bctx, timeout)
+	t.Cleanup(tcancel)
+	return tctx
 }
 
 // shot saves a full-page PNG of the browser's page as name under
@@ -62,6 +76,18 @@ func shot(t *testing.T, ctx context.Context, name string, sel ...string) {
 	if err := os.WriteFile(filepath.Join(dir, name+".png"), png, 0o644); err != nil {
 		t.Logf("screenshot %s: %v", name, err)
 	}
+}
+
+// serveDemo runs the demo with Serve in the background: served receives
+// the login URL once the walk is over, done Run's error; cancel is Ctrl-C.
+func serveDemo(opts demo.Options) (served <-chan string, done <-chan error, cancel context.CancelFunc) {
+	login := make(chan string, 1)
+	opts.Serve = true
+	opts.Served = func(u string) { login <- u }
+	ctx, cancel := context.WithCancel(context.Background())
+	ended := make(chan error, 1)
+	go func() { _, err := demo.Run(ctx, opts); ended <- err }()
+	return login, ended, cancel
 }
 
 // waitOut waits until the demo's narration satisfies cond.
@@ -101,19 +127,14 @@ func waitOut(t *testing.T, out *syncBuffer, done <-chan error, what string, cond
 //     the nodes the selection skipped not "missing".
 func TestDemoServeWalkedInTheBrowserTellsTheTruth(t *testing.T) {
 	requireTools(t)
-	chromium := chromiumPath(t)
+	tctx := newBrowser(t, 8*time.Minute)
 	var out syncBuffer
 	opts := options(t, &out)
 	in, answer := io.Pipe() // a terminal nobody types into
 	defer answer.Close()
 	opts.In = in
-	opts.Serve = true
-	served := make(chan string, 1)
-	opts.Served = func(u string) { served <- u }
-	ctx, cancel := context.WithCancel(context.Background())
+	served, done, cancel := serveDemo(opts)
 	defer cancel()
-	done := make(chan error, 1)
-	go func() { _, err := demo.Run(ctx, opts); done <- err }()
 	const loginLine = "dashboard (one-time login URL): "
 	waitOut(t, &out, done, "the dashboard's login URL", func(s string) bool { return strings.Contains(s, loginLine) })
 	s := out.String()
@@ -122,13 +143,6 @@ func TestDemoServeWalkedInTheBrowserTellsTheTruth(t *testing.T) {
 	ref := "github:" + demo.RepoFull + "#1"
 	itemURL := base + "/item?ref=" + url.QueryEscape(ref)
 
-	actx, acancel := chromedp.NewExecAllocator(context.Background(), chromedp.ExecPath(chromium), chromedp.Headless, chromedp.NoSandbox,
-		chromedp.DisableGPU, chromedp.NoFirstRun, chromedp.WindowSize(1400, 1000), chromedp.UserDataDir(shortdir.New(t)), chromedp.Env("TMPDIR="+shortdir.New(t)))
-	defer acancel()
-	bctx, bcancel := chromedp.NewContext(actx)
-	defer bcancel()
-	tctx, tcancel := context.WithTimeout(bctx, 8*time.Minute)
-	defer tcancel()
 	require.NoError(t, chromedp.Do(tctx, chromedp.Navigate(login), chromedp.WaitVisible(chromedp.CSS(`#board`))))
 
 	// Each gate: the terminal asks; dana clicks Approve in the dashboard
@@ -281,8 +295,12 @@ func TestDemoServeWalkedInTheBrowserTellsTheTruth(t *testing.T) {
 	require.NoError(t, json.Unmarshal(b, &evs))
 	count := map[string]int{}
 	ctlBlocks := map[string]string{}
+	var advances []string
 	for _, e := range evs {
 		count[e["event"].(string)]++
+		if e["event"] == graph.EventAdvanced {
+			advances = append(advances, fmt.Sprintf("%v→%v (%v)", e["node"], e["to"], e["basis"]))
+		}
 		if e["event"] == graph.EventBlocked {
 			h, _ := e["hook"].(string)
 			n, _ := strconv.Atoi(ctlBlocks[h])
@@ -291,7 +309,7 @@ func TestDemoServeWalkedInTheBrowserTellsTheTruth(t *testing.T) {
 	}
 	require.Equal(t, wantBlocks, ctlBlocks, "loopctl events: the same blocks")
 	require.Equal(t, float64(count[graph.EventAdvanced]), promAdvanced, "loopctl events and /metrics: the same advances")
-	require.Equal(t, len(entered)-1, count[graph.EventAdvanced], "one advance out of every node entered but the last")
+	require.Equal(t, len(entered)-1, count[graph.EventAdvanced], "one advance out of every node entered but the last: %v, entered %v", advances, entered)
 
 	// The board: done, finished at a time, no clock.
 	require.NoError(t, chromedp.Do(tctx, chromedp.Navigate(base+"/"), chromedp.WaitVisible(chromedp.CSS(`#board`))))

@@ -79,12 +79,7 @@ func (w *world) walk(ctx context.Context) error {
 		}
 		if elsewhere {
 			// Decided in the dashboard while the prompt waited: the prompt
-			// is answered; the walk goes on from where the decision took
-			// the item (a request for changes routes back to the producer,
-			// whose next visit to this gate asks again).
-			if w.current(ctx) == g.node {
-				continue
-			}
+			// is answered, and the walk goes on to the next gate.
 			w.res.Gates = append(w.res.Gates, g.node)
 			continue
 		}

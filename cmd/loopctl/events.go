@@ -29,6 +29,9 @@ type eventsOptions struct {
 	Limit     int
 	Format    string
 	Output    output
+	// Claims also merges the agents' own logs (their checkouts'): what
+	// each claimed, beside what loopd's recompute made of it.
+	Claims bool
 	// Follow keeps printing new events from every log read until Ctx ends.
 	Follow bool
 	// Ctx ends a --follow (interrupt or SIGTERM from the command line).
@@ -40,10 +43,12 @@ type eventsOptions struct {
 func newEventsCmd(f *Factory, runF func(*eventsOptions) error) *cli.Command {
 	return &cli.Command{
 		Name:  "events",
-		Usage: "query the event logs: loopd's (under its state root) merged with the agents' claims (in their checkouts)",
-		Description: `The events of loopd's log (<state root>/logs/events.jsonl), of this
-checkout's log and of each work item's checkout (the agent's claims) are
-merged in time order. --path reads one file instead.
+		Usage: "query loopd's event log, the one stream the dashboard and /metrics read",
+		Description: `The events of loopd's log (<state root>/logs/events.jsonl): every
+transition of every work item, as loopd's recompute bore the agents'
+claims out. Without a loopd log (loopctl used alone), this checkout's log.
+--claims also merges, in time order, the agents' own logs in their
+checkouts (what each claimed; source "cli"). --path reads one file instead.
 
 Examples:
    loopctl events --work-item issue-42
@@ -53,7 +58,8 @@ Examples:
 		Flags: []cli.Flag{
 			&cli.StringFlag{Name: "config", Usage: "the operator's cli-config.yaml (for state.root and eventLog.path)", TakesFile: true},
 			stateRootFlag,
-			&cli.StringFlag{Name: "path", Usage: "read this event log only (default: loopd's, this checkout's and the work items' checkouts', merged)", TakesFile: true},
+			&cli.StringFlag{Name: "path", Usage: "read this event log only (default: loopd's)", TakesFile: true},
+			&cli.BoolFlag{Name: "claims", Usage: "also merge the agents' own logs (this checkout's and the work items' checkouts'): what they claimed"},
 			&cli.StringFlag{Name: "work-item", Aliases: []string{"w"}, Usage: "a ref (github:o/r#42) or id (issue-42, 42)"},
 			&cli.StringFlag{Name: "event", Usage: "an event name, or a prefix ending in . or *"},
 			&cli.StringFlag{Name: "since", Usage: "a duration ago (90m, 2h, 3d) or a time (2026-11-01, RFC 3339)"},
@@ -67,7 +73,7 @@ Examples:
 				return err
 			}
 			opts := &eventsOptions{Factory: f, Config: c.String("config"), StateRoot: c.String("state-root"), Path: c.String("path"), WorkItem: c.String("work-item"),
-				Event: c.String("event"), Since: c.String("since"), Limit: c.Int("limit"), Format: c.String("format"), Follow: c.Bool("follow")}
+				Event: c.String("event"), Since: c.String("since"), Limit: c.Int("limit"), Format: c.String("format"), Follow: c.Bool("follow"), Claims: c.Bool("claims")}
 			var err error
 			if opts.Output, err = readOutput(c, "events", &opts.Format); err != nil {
 				return err
@@ -175,8 +181,10 @@ func knownWorkItem(opts *eventsOptions, paths []string) error {
 }
 
 // eventLogs lists the logs `loopctl events` reads: --path alone, else
-// loopd's log under its state root, this checkout's log, and the log in
-// the checkout of each work item the session registry knows (the agent's
+// loopd's log under its state root — the one stream (docs/decisions.md
+// §24). This checkout's log is read when there is no loopd log (loopctl
+// used without the daemon) or with --claims, which also reads the log in
+// the checkout of each work item the session registry knows (the agents'
 // claims), only --work-item's when given.
 func eventLogs(opts *eventsOptions) ([]string, error) {
 	f := opts.Factory
@@ -194,6 +202,7 @@ func eventLogs(opts *eventsOptions) ([]string, error) {
 		return nil, err
 	}
 	root, err := f.stateRoot(opts.StateRoot, opts.Config)
+	daemonLog := false
 	switch {
 	case err != nil && opts.StateRoot != "":
 		return nil, err
@@ -202,7 +211,14 @@ func eventLogs(opts *eventsOptions) ([]string, error) {
 		// is still worth reading.
 		fmt.Fprintf(f.IO.ErrOut, "loopctl events: warning: loopd's log is not read: %v\n", err)
 	case opCfg.EventLogEnabled:
-		paths = append(paths, loop.DaemonEventLogPath(root, opCfg))
+		p := loop.DaemonEventLogPath(root, opCfg)
+		paths = append(paths, p)
+		if _, err := os.Stat(p); err == nil {
+			daemonLog = true
+		}
+	}
+	if daemonLog && !opts.Claims {
+		return paths, nil
 	}
 	// This checkout's log (outside a repository a relative eventLog.path
 	// stays relative to the working directory).
@@ -212,6 +228,9 @@ func eventLogs(opts *eventsOptions) ([]string, error) {
 	}
 	if cfg, err := f.cliConfig(opts.Config, repo); err == nil && cfg.EventLogEnabled {
 		paths = append(paths, cfg.EventLogPath)
+	}
+	if !opts.Claims {
+		return loop.DistinctLogs(paths), nil
 	}
 	// The work items' checkouts, from the session registry.
 	var recs []sessions.Record

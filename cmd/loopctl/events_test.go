@@ -77,9 +77,10 @@ func eventNames(t *testing.T, jsonl string) []string {
 	return names
 }
 
-// `loopctl events` merges loopd's log (found from the state root) with the
-// work item's claims (from its checkout) in time order.
-func TestEventsMergesTheDaemonLogWithTheClaims(t *testing.T) {
+// `loopctl events` reads loopd's log (found from the state root), the one
+// stream the dashboard reads; --claims merges the work item's claims (from
+// its checkout) in time order.
+func TestEventsReadsLoopdsLogAndMergesTheClaimsOnRequest(t *testing.T) {
 	w := newEventsWorld(t)
 	const ref = "github:octo/demo#42"
 	w.appendEvent(t, w.daemonLog, "loopd", "dispatch.spawned", ref, 1)
@@ -93,16 +94,18 @@ func TestEventsMergesTheDaemonLogWithTheClaims(t *testing.T) {
 		name     string
 		workItem string
 		limit    int
+		claims   bool
 		want     []string
 	}{
-		{"by ref", ref, 0, []string{"dispatch.spawned", "graph.claimed", "graph.assignment_delivered", "graph.advanced", "outbox.performed"}},
-		{"by bare id", "issue-42", 0, []string{"dispatch.spawned", "graph.claimed", "graph.assignment_delivered", "graph.advanced", "outbox.performed"}},
-		{"limit keeps the last of the merge", "42", 2, []string{"graph.advanced", "outbox.performed"}},
-		{"every item", "", 0, []string{"dispatch.spawned", "graph.claimed", "graph.assignment_delivered", "dispatch.spawned", "graph.advanced", "outbox.performed"}},
+		{"loopd's log alone", ref, 0, false, []string{"dispatch.spawned", "graph.assignment_delivered", "outbox.performed"}},
+		{"by ref", ref, 0, true, []string{"dispatch.spawned", "graph.claimed", "graph.assignment_delivered", "graph.advanced", "outbox.performed"}},
+		{"by bare id", "issue-42", 0, true, []string{"dispatch.spawned", "graph.claimed", "graph.assignment_delivered", "graph.advanced", "outbox.performed"}},
+		{"limit keeps the last of the merge", "42", 2, true, []string{"graph.advanced", "outbox.performed"}},
+		{"every item", "", 0, true, []string{"dispatch.spawned", "graph.claimed", "graph.assignment_delivered", "dispatch.spawned", "graph.advanced", "outbox.performed"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			f, io := testFactory(t, t.TempDir(), nil)
-			err := runEvents(&eventsOptions{Factory: f, StateRoot: w.state, WorkItem: tc.workItem, Limit: tc.limit, Format: "jsonl"})
+			err := runEvents(&eventsOptions{Factory: f, StateRoot: w.state, WorkItem: tc.workItem, Limit: tc.limit, Format: "jsonl", Claims: tc.claims})
 			require.NoError(t, err, io.err.String())
 			require.Equal(t, tc.want, eventNames(t, io.out.String()))
 		})
@@ -127,7 +130,7 @@ func (s *syncBuffer) String() string {
 	return s.b.String()
 }
 
-// --follow prints what is appended to both logs until interrupted, through
+// --follow --claims prints what is appended to both logs until interrupted, through
 // a rotation of loopd's log and a truncation of the checkout's.
 func TestEventsFollowStreamsBothLogs(t *testing.T) {
 	w := newEventsWorld(t)
@@ -141,7 +144,7 @@ func TestEventsFollowStreamsBothLogs(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() {
-		done <- runEvents(&eventsOptions{Factory: f, StateRoot: w.state, WorkItem: ref, Format: "jsonl", Follow: true, Ctx: ctx, Poll: 5 * time.Millisecond})
+		done <- runEvents(&eventsOptions{Factory: f, StateRoot: w.state, WorkItem: ref, Format: "jsonl", Follow: true, Claims: true, Ctx: ctx, Poll: 5 * time.Millisecond})
 	}()
 	waitFor := func(want ...string) {
 		t.Helper()

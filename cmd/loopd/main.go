@@ -16,6 +16,7 @@ import (
 	"os"
 	"os/signal"
 	"strings"
+	"sync"
 	"syscall"
 
 	"github.com/urfave/cli/v2"
@@ -78,10 +79,33 @@ func systemEnv() *env {
 	return &env{
 		Stdout: os.Stdout, Stderr: os.Stderr, Stdin: os.Stdin,
 		Getenv: os.Getenv, LookupEnv: os.LookupEnv, Getwd: os.Getwd, HomeDir: os.UserHomeDir,
-		Context: func() (context.Context, context.CancelFunc) {
-			return signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-		},
-		Exec: execSelf,
+		Context: signalContext,
+		Exec:    execSelf,
+	}
+}
+
+// signalContext ends on SIGINT or SIGTERM with the signal as its cause,
+// so loopd's last line says what stopped it ("stopped: asked to stop:
+// received terminated").
+func signalContext() (context.Context, context.CancelFunc) {
+	ctx, cancel := context.WithCancelCause(context.Background())
+	ch := make(chan os.Signal, 1)
+	signal.Notify(ch, os.Interrupt, syscall.SIGTERM)
+	done := make(chan struct{})
+	go func() {
+		select {
+		case sig := <-ch:
+			cancel(fmt.Errorf("received %v", sig))
+		case <-done:
+		}
+	}()
+	var once sync.Once
+	return ctx, func() {
+		once.Do(func() {
+			signal.Stop(ch)
+			close(done)
+			cancel(context.Canceled)
+		})
 	}
 }
 

@@ -92,7 +92,10 @@ type Request struct {
 	// token (true for every request when no token is configured). The token
 	// itself is never recorded.
 	Authenticated bool
-	Status        int
+	// User is the Config.Users login the request's token belongs to (""
+	// for the configured token: the bot).
+	User   string
+	Status int
 	// Faulted is set when an injected fault answered the request.
 	Faulted bool
 }
@@ -357,6 +360,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	rec.Path = path
 	rec.Authenticated = s.authenticated(r.Header.Get("Authorization"))
 	login := s.userLogin(r.Header.Get("Authorization"))
+	rec.User = login
 
 	if f := s.matchFault(r.Method, path); f != nil {
 		rec.Faulted = true

@@ -343,6 +343,7 @@ func (d *Daemon) Run(ctx context.Context) (err error) {
 	}
 	defer stopDash()
 
+	d.warnMissingPrograms() // logging.go
 	d.emit("daemon.started", graph.LevelInfo, graph.Field{Key: "addr", Value: d.addr}, graph.Field{Key: "queue", Value: queueKind(d.cfg.QueueURL)})
 	d.reportPluginUpgrade() // restart.go
 	if recs, _ := d.reg.List(); len(recs) > 0 {
@@ -383,7 +384,9 @@ func (d *Daemon) Run(ctx context.Context) (err error) {
 			err = derr
 		}
 	}
-	d.emit("daemon.stopped", graph.LevelInfo)
+	why := stopReason(ctx, err)
+	d.emit("daemon.stopped", graph.LevelInfo, graph.Field{Key: "reason", Value: why})
+	d.logf("stopped: %s", why)
 	return err
 }
 
@@ -506,6 +509,7 @@ func (d *Daemon) buildEvents() error {
 	}
 	sinks = append(sinks, d.serviceSinks()...)
 	sinks = append(sinks, newDropLog(d.deps.Log, d.deps.Clock.Now, DropLogInterval))
+	sinks = append(sinks, newJournalSink(d.deps.Log, d.deps.Clock.Now))
 	d.sink = &observedSink{d: d, next: sinks}
 
 	integ := d.deps.Integrations

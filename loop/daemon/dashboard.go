@@ -7,7 +7,6 @@ import (
 	"io"
 	"os"
 	"path/filepath"
-	"sort"
 	"strings"
 	"sync"
 	"time"
@@ -431,10 +430,18 @@ func (s *dashSource) item(ctx context.Context, rec sessions.Record) (dashboard.I
 	}
 	parked := st.Parked != nil && st.Parked.Node == st.CurrentNode
 	switch {
-	case n != nil && n.Terminal && nr.ExitedAt != "":
+	case n != nil && n.Terminal && !(parked && st.Parked.Escalated) && nr.LastBlock == "":
+		// At the terminal node the walk is done: loopd's recompute (and
+		// check --recompute) has it complete; its exit chain, when it has
+		// one, is bookkeeping.
 		it.State = dashboard.StateDone
-	case n != nil && n.Terminal && parked && !st.Parked.Escalated:
-		it.State = dashboard.StateDone
+		it.Finished = parseStamp(nr.ExitedAt)
+		if it.Finished.IsZero() {
+			it.Finished = parseStamp(nr.EnteredAt)
+		}
+	case !rec.Status.Live():
+		// The session was closed or stopped before the walk finished.
+		it.State, it.Finished = dashboard.StateClosed, s.closedAt(rec)
 	case parked && st.Parked.Escalated:
 		it.State, it.Finding = dashboard.StateParked, st.Parked.Reason
 	case it.Human:
@@ -453,6 +460,17 @@ func (s *dashSource) item(ctx context.Context, rec sessions.Record) (dashboard.I
 		it.Since = parseStamp(nr.EnteredAt)
 	}
 	return it, rt, g, st
+}
+
+// closedAt is when a closed record was closed: its registry file's last
+// change (the close is the last write a closed record gets, bar a pull
+// request's link).
+func (s *dashSource) closedAt(rec sessions.Record) time.Time {
+	fi, err := os.Stat(filepath.Join(s.d.reg.Dir(), rec.Item.Slug()+".json"))
+	if err != nil {
+		return time.Time{}
+	}
+	return fi.ModTime()
 }
 
 func parseStamp(s string) time.Time {
@@ -603,16 +621,46 @@ func (s *dashSource) Detail(ctx context.Context, ref string) (*dashboard.Detail,
 	}
 	specDir := s.d.link.specDir(rec.Cwd)
 	for _, n := range g.Nodes() {
-		for _, name := range n.ProducedNames() {
-			rel := filepath.ToSlash(filepath.Join(specDir, id, name))
-			a := dashboard.Artifact{Node: n.ID, Name: name, Path: rel}
-			if filepath.IsLocal(filepath.FromSlash(rel)) { // never read outside the checkout
-				a.Exists, a.Locked, a.ApprovedBy = readLock(filepath.Join(rec.Cwd, filepath.FromSlash(rel)))
+		skipped := skippedNode(st, n.ID, it.State == dashboard.StateDone)
+		for _, entry := range n.Produces {
+			// "requirements.md|bugfix.md": one of them is the node's
+			// artifact; once one is written the others are no gap.
+			var alts []dashboard.Artifact
+			chosen := ""
+			for _, name := range strings.Split(entry, "|") {
+				if name = strings.TrimSpace(name); name == "" {
+					continue
+				}
+				rel := filepath.ToSlash(filepath.Join(specDir, id, name))
+				a := dashboard.Artifact{Node: n.ID, Name: name, Path: rel, Skipped: skipped}
+				if filepath.IsLocal(filepath.FromSlash(rel)) { // never read outside the checkout
+					a.Exists, a.Locked, a.ApprovedBy = readLock(filepath.Join(rec.Cwd, filepath.FromSlash(rel)))
+				}
+				if a.Exists && chosen == "" {
+					chosen = name
+				}
+				alts = append(alts, a)
 			}
-			det.Artifacts = append(det.Artifacts, a)
+			for _, a := range alts {
+				if !a.Exists && len(alts) > 1 {
+					a.Instead = chosen
+				}
+				det.Artifacts = append(det.Artifacts, a)
+			}
 		}
 	}
 	return det, nil
+}
+
+// skippedNode reports a node the walk does not produce for: declared
+// skipped (a phase selection), recorded as skipped, or — once the walk is
+// done — never entered (an alternative route it did not take).
+func skippedNode(st *graph.State, node string, done bool) bool {
+	if _, declared := st.Skips.Get(node); declared {
+		return true
+	}
+	rec := st.Record(node)
+	return rec.Outcome == graph.OutcomeSkipped || done && rec.EnteredAt == ""
 }
 
 // maxArtifactRead bounds what the dashboard reads of an artifact (agent
@@ -650,11 +698,12 @@ func readLock(path string) (exists, locked bool, by []string) {
 	return true, true, by
 }
 
-// Events reads loopd's event log merged, in time order, with the agents'
-// claims: the log in each work item's checkout (its session record's
-// directory), only ref's when ref is set. A checkout's log is written by
-// the agent, so only its own work item's lines are taken from it, and no
-// link in it is followed (loop.MergeEvents).
+// Events reads loopd's own event log: one stream (docs/decisions.md §24).
+// Every transition of an agent's claim is in it already, as loopd's
+// recompute bore it out (recompute.go); the log in a work item's checkout
+// is the agent's word and is read by nobody here, so the board, the item
+// page, the metrics page, /metrics (fed from the same sink) and `loopctl
+// events` agree.
 func (s *dashSource) Events(ctx context.Context, ref string, since time.Time, limit int) ([]dashboard.Event, error) {
 	var recs []loop.EventRecord
 	if s.d.cfg.EventLogPath != "" {
@@ -664,23 +713,6 @@ func (s *dashSource) Events(ctx context.Context, ref string, since time.Time, li
 			return nil, err
 		}
 		recs = own
-	}
-	if s.d.reg != nil {
-		sessRecs, _ := s.d.reg.List()
-		for _, rec := range sessRecs {
-			if rec.Cwd == "" || !rec.Parent.IsZero() || ref != "" && !loop.WorkItemMatches(ref, rec.Item.String()) {
-				continue
-			}
-			claims, err := loop.MergeEvents([]string{loop.CheckoutEventLogPath(rec.Cwd)}, loop.EventQuery{WorkItem: rec.Item.String(), Since: since, Limit: limit})
-			if err != nil {
-				continue // an unreadable checkout log hides its claims, not the timeline
-			}
-			recs = append(recs, claims...)
-		}
-		sort.SliceStable(recs, func(i, j int) bool { return recs[i].Time.Before(recs[j].Time) })
-		if limit > 0 && len(recs) > limit {
-			recs = recs[len(recs)-limit:]
-		}
 	}
 	out := make([]dashboard.Event, 0, len(recs))
 	for _, r := range recs {

@@ -448,6 +448,14 @@ func (l *graphLink) commitObserved(key, ref string, rc *recomputed, claim []pend
 		if slices.Contains(prev.Passed, n) || slices.Contains(except, n) {
 			continue
 		}
+		if nd, ok := rc.g.Node(n); ok && nd.IsHuman() {
+			// A gate passes only by loopd's own runtime deciding it (an
+			// authorized event), which logs its graph.advanced itself: a
+			// claim judged between that step and its rebase sees the gate
+			// passed and must not log it a second time (one stream, one
+			// line per transition).
+			continue
+		}
 		f := []graph.Field{{Key: "work_item", Value: ref}, {Key: "node", Value: n}, {Key: "to", Value: walk[i+1]},
 			{Key: "outcome", Value: rc.node(n).Outcome}, {Key: "basis", Value: recomputeSource}}
 		if n == claimed && intent != "" {

@@ -218,3 +218,25 @@ func TestLoopOfAClaim(t *testing.T) {
 		})
 	}
 }
+
+// A claim judged after loopd's runtime decided a gate but before the
+// step's rebase sees the gate passed: the gate's graph.advanced is the
+// runtime's own line, so the recompute logs the claim's transitions and
+// not the gate's a second time.
+func TestCommitObservedLeavesAGateToTheRuntime(t *testing.T) {
+	var lines []string
+	l := &graphLink{observed: map[string]observedLoop{}, record: func(name string, _ graph.Level, fs ...graph.Field) {
+		for _, f := range fs {
+			if f.Key == "node" {
+				lines = append(lines, name+" "+f.Value.(string))
+			}
+		}
+	}}
+	before := recomputedAt(t, "design-approval", graph.StatusWait)
+	l.commitObserved("k", "github:o/r#1", before, nil, "", "", "")
+	lines = nil
+	// dana approved design-approval (the runtime logged it); the agent's
+	// claim of tasks-breakdown is judged before the rebase.
+	l.commitObserved("k", "github:o/r#1", recomputedAt(t, "implementation", graph.StatusBlock), nil, "tasks-breakdown", "i-1", "")
+	require.Equal(t, []string{graph.EventAdvanced + " tasks-breakdown"}, lines)
+}

@@ -2,6 +2,7 @@ package daemon
 
 import (
 	"context"
+	"errors"
 	"strings"
 	"time"
 
@@ -80,6 +81,12 @@ func (d *Daemon) reconcile(ctx context.Context, p *ingress.Poller, rd *redeliver
 		d.emit("reconcile.redelivery_done", graph.LevelDebug, graph.Field{Key: "stats", Value: rst})
 	}
 	st, err := p.Reconcile(ctx)
+	if errors.Is(err, ingress.ErrBackingOff) {
+		// The back-off was logged once, when it began (poll.backoff): a
+		// tick inside it is no new failure.
+		d.emit("reconcile.deferred", graph.LevelDebug, graph.Field{Key: "error", Value: err.Error()})
+		return
+	}
 	if err != nil && ctx.Err() == nil {
 		d.emit("reconcile.failed", graph.LevelWarning, graph.Field{Key: "error", Value: err.Error()})
 		return

@@ -18,18 +18,13 @@ import (
 	"github.com/theloop-dev/theloop/loop/daemon"
 )
 
-// The item page's timeline shows the agent's claims, which its loopctl
-// logs in the work item's checkout, beside loopd's own events — and takes
-// from that checkout only the lines of its own work item (the agent writes
-// the file).
-func TestDashboardTimelineShowsTheClaimsFromTheCheckout(t *testing.T) {
-	w := newWorld(t, func(cfg *daemon.Config) {
-		cfg.Dashboard.Listen = "127.0.0.1:0"
-		cfg.Dashboard.Operator = human
-	})
-	n := w.openLabeled()
-	w.waitIdle()
-	ref := fmt.Sprintf("github:%s#%d", repoFull, n)
+// One stream (docs/decisions.md §24): the item page's timeline is loopd's
+// own event log — the agent's claims appear there as loopd's recompute bore
+// them out — and never the log in the work item's checkout, which is the
+// agent's to write: a line planted there, for its own item or another,
+// reaches no page.
+func TestDashboardTimelineReadsLoopdsLogNotTheCheckouts(t *testing.T) {
+	w, n, ref := dashboardItem(t)
 
 	claims := loop.CheckoutEventLogPath(w.checkout(n))
 	require.NoError(t, os.MkdirAll(filepath.Dir(claims), 0o755))
@@ -40,6 +35,30 @@ func TestDashboardTimelineShowsTheClaimsFromTheCheckout(t *testing.T) {
 	body := append(line("graph.claimed_in_checkout", ref), line("graph.forged_for_another", fmt.Sprintf("github:%s#%d", repoFull, n+100))...)
 	require.NoError(t, os.WriteFile(claims, body, 0o644))
 
+	get := dashboardPages(t, w)
+	page := get(w.d.DashboardURL() + "/item?ref=" + url.QueryEscape(ref))
+	require.NotContains(t, page, "graph.claimed_in_checkout", "the checkout's log is the agent's word")
+	require.Contains(t, page, `data-event="dispatch.spawned"`, "loopd's own events are there")
+	require.NotContains(t, page, "graph.forged_for_another")
+}
+
+// dashboardItem is a world serving the dashboard (its operator dana) with
+// one labeled work item, n, settled.
+func dashboardItem(t *testing.T) (w *world, n int, ref string) {
+	t.Helper()
+	w = newWorld(t, func(cfg *daemon.Config) {
+		cfg.Dashboard.Listen = "127.0.0.1:0"
+		cfg.Dashboard.Operator = human
+	})
+	n = w.openLabeled()
+	w.waitIdle()
+	return w, n, fmt.Sprintf("github:%s#%d", repoFull, n)
+}
+
+// dashboardPages logs a client in to w's dashboard and returns a getter of
+// its pages (each must answer 200).
+func dashboardPages(t *testing.T, w *world) func(u string) string {
+	t.Helper()
 	jar, _ := cookiejar.New(nil)
 	c := &http.Client{Jar: jar, Timeout: 10 * time.Second, Transport: pageOrigin{w.d.DashboardURL()}}
 	get := func(u string) string {
@@ -52,8 +71,5 @@ func TestDashboardTimelineShowsTheClaimsFromTheCheckout(t *testing.T) {
 		return string(b)
 	}
 	get(w.d.DashboardLoginURL())
-	page := get(w.d.DashboardURL() + "/item?ref=" + url.QueryEscape(ref))
-	require.Contains(t, page, "graph.claimed_in_checkout", "the claim in the checkout's log is on the timeline")
-	require.Contains(t, page, "dispatch.spawned", "loopd's own events are still there")
-	require.NotContains(t, page, "graph.forged_for_another")
+	return get
 }

@@ -277,6 +277,14 @@ type world struct {
 	// has one).
 	noWorlds error
 	kept     map[string]bool // delivery ids the queue kept
+
+	// The person's answers (walk.go: answerLines); inEnded once the input
+	// ended; answeredElsewhere while the last prompt was answered by a
+	// decision in the dashboard.
+	answersOnce       sync.Once
+	answers           chan answer
+	inEnded           bool
+	answeredElsewhere bool
 }
 
 // demoBase is where the demo's directory goes: dir when set, else the

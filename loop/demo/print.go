@@ -119,7 +119,13 @@ func (w *world) onRequest(r githubsim.Request) {
 		if json.Unmarshal([]byte(r.Body), &in) == nil {
 			text = firstLine(in.Body)
 		}
-		w.p.line("comment", "theloop → #%d: %s", issueNum, text)
+		// A comment posted with a person's token (the dashboard's gate
+		// buttons post as its operator) is that person's, not theloop's.
+		by := "theloop"
+		if r.User != "" {
+			by = r.User + " (from the dashboard)"
+		}
+		w.p.line("comment", "%s → #%d: %s", by, issueNum, text)
 	case r.Method == "POST" && strings.HasSuffix(r.Path, "/labels"):
 		var in struct {
 			Labels []string `json:"labels"`

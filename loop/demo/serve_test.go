@@ -1,9 +1,7 @@
 package demo_test
 
 import (
-	"context"
 	"net/url"
-	"os/exec"
 	"strings"
 	"testing"
 	"time"
@@ -11,7 +9,6 @@ import (
 	"github.com/chromedp/chromedp"
 	"github.com/stretchr/testify/require"
 
-	"github.com/theloop-dev/theloop/internal/shortdir"
 	"github.com/theloop-dev/theloop/loop/demo"
 )
 
@@ -24,26 +21,12 @@ import (
 // demo cleanly.
 func TestDemoServeKeepsTheDashboardWithGateButtons(t *testing.T) {
 	requireTools(t)
-	chromium := ""
-	for _, name := range []string{"chromium", "chromium-browser", "google-chrome"} {
-		if p, err := exec.LookPath(name); err == nil {
-			chromium = p
-			break
-		}
-	}
-	if chromium == "" {
-		t.Skip("chromium is not installed: this test drives the demo's dashboard in a real browser")
-	}
+	tctx := newBrowser(t, 5*time.Minute)
 	var out syncBuffer
 	opts := options(t, &out)
 	opts.In = strings.NewReader("")
-	opts.Serve = true
-	served := make(chan string, 1)
-	opts.Served = func(u string) { served <- u }
-	ctx, cancel := context.WithCancel(context.Background())
+	served, done, cancel := serveDemo(opts)
 	defer cancel()
-	done := make(chan error, 1)
-	go func() { _, err := demo.Run(ctx, opts); done <- err }()
 	var login string
 	select {
 	case login = <-served:
@@ -54,15 +37,8 @@ func TestDemoServeKeepsTheDashboardWithGateButtons(t *testing.T) {
 	}
 	require.Contains(t, out.String(), "serving until Ctrl-C")
 
-	actx, acancel := chromedp.NewExecAllocator(context.Background(), chromedp.ExecPath(chromium), chromedp.Headless, chromedp.NoSandbox,
-		chromedp.DisableGPU, chromedp.NoFirstRun, chromedp.UserDataDir(shortdir.New(t)), chromedp.Env("TMPDIR="+shortdir.New(t)))
-	defer acancel()
-	bctx, bcancel := chromedp.NewContext(actx)
-	defer bcancel()
 	base := login[:strings.Index(login, "/login")]
 	item := base + "/item?ref=" + url.QueryEscape("github:"+demo.RepoFull+"#1")
-	tctx, tcancel := context.WithTimeout(bctx, 2*time.Minute)
-	defer tcancel()
 	require.NoError(t, chromedp.Do(tctx,
 		chromedp.Navigate(login),
 		chromedp.WaitVisible(chromedp.CSS(`#board`)),

@@ -73,9 +73,15 @@ func (w *world) walk(ctx context.Context) error {
 				return err
 			}
 		}
-		ok, err := w.ask(ctx, g)
+		ok, elsewhere, err := w.ask(ctx, g)
 		if err != nil {
 			return err
+		}
+		if elsewhere {
+			// Decided in the dashboard while the prompt waited: the prompt
+			// is answered, and the walk goes on to the next gate.
+			w.res.Gates = append(w.res.Gates, g.node)
+			continue
 		}
 		if !ok {
 			w.p.say("\nNot approved: issue #1 waits at %s, as it would on GitHub until an authorized", g.node)
@@ -206,8 +212,14 @@ func (w *world) comment(body string) error {
 	return err
 }
 
-// ask shows the gated artifacts and asks the person to approve.
-func (w *world) ask(ctx context.Context, g gate) (bool, error) {
+// ask shows the gated artifacts and asks the person to approve. The
+// prompt is also answered by a decision made elsewhere — dana's click in
+// the dashboard (which posts her comment through the stand-in): the gate
+// leaves while the prompt waits, the terminal says who decided and how,
+// and ask reports elsewhere so the walk posts nothing of its own. Once a
+// prompt was answered so, a line typed before the next prompt is shown
+// answers nothing (it was meant for the gate the dashboard decided).
+func (w *world) ask(ctx context.Context, g gate) (ok, elsewhere bool, err error) {
 	for _, name := range g.review {
 		b, err := os.ReadFile(filepath.Join(w.res.Checkout, "docs", "specs", WorkItem, name))
 		if err != nil {
@@ -221,30 +233,101 @@ func (w *world) ask(ctx context.Context, g gate) (bool, error) {
 	}
 	if w.opts.Yes {
 		w.p.say("Approve as dana? [y/N] y (--yes)")
-		return true, nil
+		return true, false, nil
+	}
+	answers := w.answerLines()
+	for drained := !w.answeredElsewhere; !drained; {
+		select {
+		case a := <-answers:
+			if a.err != nil { // the input ended: keep that for the prompt
+				w.inEnded = true
+			}
+		default:
+			drained = true
+		}
 	}
 	w.p.prompt("Approve as dana? [y/N] ")
-	type answer struct {
-		line string
-		err  error
+	if w.inEnded {
+		w.p.say("(no answer: the input ended — taken as no; `loopd demo --yes` approves every gate)")
+		return false, false, nil
 	}
-	ch := make(chan answer, 1)
-	go func() {
-		l, err := w.in.ReadString('\n')
-		ch <- answer{l, err}
-	}()
-	select {
-	case a := <-ch:
-		v := strings.ToLower(strings.TrimSpace(a.line))
-		if v == "" && a.err != nil {
-			// No terminal (stdin is /dev/null, a closed pipe, …): nobody can
-			// answer, so the answer is no — and the person is told why.
-			w.p.say("(no answer: the input ended — taken as no; `loopd demo --yes` approves every gate)")
+	tick := time.NewTicker(200 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		select {
+		case a := <-answers:
+			v := strings.ToLower(strings.TrimSpace(a.line))
+			if a.err != nil {
+				w.inEnded = true
+				if v == "" {
+					// No terminal (stdin is /dev/null, a closed pipe, …):
+					// nobody can answer, so the answer is no — and the
+					// person is told why.
+					w.p.say("(no answer: the input ended — taken as no; `loopd demo --yes` approves every gate)")
+				}
+			}
+			w.answeredElsewhere = false
+			return v == "y" || v == "yes", false, nil
+		case <-tick.C:
+			if cur := w.current(ctx); cur != "" && cur != g.node {
+				w.answeredElsewhere = true
+				w.p.say("")
+				w.p.line("demo", "the prompt is answered: %s", w.decidedBy(ctx, g.node, cur))
+				return false, true, nil
+			}
+		case <-ctx.Done():
+			return false, false, ctx.Err()
 		}
-		return v == "y" || v == "yes", nil
-	case <-ctx.Done():
-		return false, ctx.Err()
 	}
+}
+
+// answer is one line of the person's input (err: the input ended).
+type answer struct {
+	line string
+	err  error
+}
+
+// answerLines starts, once, the reader of the person's input: one line per
+// answer, for the whole walk (a reader per prompt would leave the previous
+// one waiting on the same input).
+func (w *world) answerLines() <-chan answer {
+	w.answersOnce.Do(func() {
+		ch := make(chan answer, 16)
+		w.answers = ch
+		go func() {
+			for {
+				l, err := w.in.ReadString('\n')
+				select {
+				case ch <- answer{l, err}:
+				default: // 16 lines typed ahead: the rest is dropped
+				}
+				if err != nil {
+					return
+				}
+			}
+		}()
+	})
+	return w.answers
+}
+
+// decidedBy says who decided gate, how and where the item went, from the
+// decision recorded in graph-state.json (loopd records who, and through
+// which comment, once the comment came back through the webhook and the
+// authorization check).
+func (w *world) decidedBy(ctx context.Context, gate, now string) string {
+	dir := w.checkout()
+	if dir != "" {
+		if st, err := loop.NewStore(dir, "").Load(ctx, WorkItem); err == nil && st != nil {
+			if d, ok := st.Decisions.Get(gate); ok && d.By != "" {
+				how := d.Outcome
+				if d.Comment != "" {
+					how += " (comment " + d.Comment + ")"
+				}
+				return fmt.Sprintf("%s decided %s in the dashboard: %s; issue #1 is now at %s", strings.TrimPrefix(d.By, "@"), gate, how, now)
+			}
+		}
+	}
+	return fmt.Sprintf("%s was decided elsewhere; issue #1 is now at %s", gate, now)
 }
 
 // checkout is the work item's worktree, once the daemon has spawned.

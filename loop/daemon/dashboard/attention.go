@@ -130,7 +130,7 @@ func attentionN(items []Item, w waits, now time.Time, limit int) attentionList {
 		case it.State == StateSpawnFailed:
 			cs = append(cs, cand{it: it, kind: AttentionSpawn, at: it.Since})
 		}
-		if it.Attach != "" && !it.SessionLive && it.State != StateDone && it.State != StateSpawnFailed {
+		if it.Attach != "" && !it.SessionLive && !it.State.Finished() && it.State != StateSpawnFailed {
 			at := it.LastEventAt
 			if at.IsZero() {
 				at = it.Since

@@ -356,8 +356,9 @@ func TestBoardFilterAndSort(t *testing.T) {
 	require.NotContains(t, body, `data-ref="github:o/r#7"`)
 	_, body, _ = get(t, c, h.srv.URL+"/?sort=waiting")
 	i1, i7, i8 := strings.Index(body, `data-ref="github:p/q#1"`), strings.Index(body, `data-ref="github:o/r#7"`), strings.Index(body, `data-ref="github:o/r#8"`)
-	require.True(t, i1 < i7 && i7 < i8, "longest waiting first: %d %d %d", i1, i7, i8)
-	require.Contains(t, body, "10h00m")
+	require.True(t, i7 < i8 && i8 < i1, "longest waiting first, a finished item last (it waits for nothing): %d %d %d", i1, i7, i8)
+	require.NotContains(t, body, "10h00m", "a done item has no running clock")
+	require.Contains(t, body, `data-since="">finished</td>`)
 	require.Contains(t, body, "tmux -L x attach -t loop-o-r-7")
 	require.Contains(t, body, "waiting on a human")
 }
@@ -665,14 +666,19 @@ func TestMetrics(t *testing.T) {
 		{Time: t0.AddDate(0, 0, -20), Name: "graph.advanced", Fields: map[string]any{"node": "design"}},
 		{Time: t0.AddDate(0, 0, -13), Name: "graph.advanced", Fields: map[string]any{"node": "design"}},
 		{Time: t0, Name: "graph.advanced", Fields: map[string]any{"node": "design"}},
-		{Time: t0, Name: "graph.advanced", Fields: map[string]any{"node": "design-critic-review"}},
+		{Time: t0, Name: "graph.advanced", WorkItem: "github:o/r#1", Fields: map[string]any{"node": "human-approval", "to": "complete"}},
+		{Time: t0, Name: "graph.completed", WorkItem: "github:o/r#1", Fields: map[string]any{"node": "complete"}},
 		{Time: t0, Name: "graph.blocked", Fields: map[string]any{"node": "design"}},
-	}, map[string]string{"design": "design", "design-critic-review": "design"}, t0)
-	require.Len(t, tp.Rows, 1)
-	require.Equal(t, "design", tp.Rows[0].Phase)
-	require.Equal(t, 3, tp.Rows[0].Total, "older than 14 days and non-transitions are not counted")
+	}, map[string]string{"design": "design", "human-approval": "review"}, map[string]bool{"complete": true}, t0)
+	require.Len(t, tp.Rows, 3, "a row per node completed")
+	require.Equal(t, "design", tp.Rows[0].Node)
+	require.Equal(t, 2, tp.Rows[0].Total, "older than 14 days and non-transitions are not counted")
 	require.Equal(t, 1, tp.Rows[0].Counts[0])
-	require.Equal(t, 2, tp.Rows[0].Counts[throughputDays-1])
+	require.Equal(t, 1, tp.Rows[0].Counts[throughputDays-1])
+	require.Equal(t, "human-approval", tp.Rows[1].Node)
+	require.Equal(t, "review", tp.Rows[1].Phase)
+	require.Equal(t, "complete", tp.Rows[2].Node)
+	require.Equal(t, 1, tp.Rows[2].Total, "the terminal node counts once per item: reached, then completed")
 
 	h := newHarness(t, "dana", []string{"dana"})
 	c := h.client(t)

@@ -66,13 +66,14 @@ var (
 	gateIDsOnce sync.Once
 	gateIDs     map[string]bool
 	nodePhases  map[string]string
+	terminalIDs map[string]bool
 )
 
 // humanGates is the set of human-gate node ids of the shipped graphs (the
 // event log names nodes, not their kinds).
 func humanGates() map[string]bool {
 	gateIDsOnce.Do(func() {
-		gateIDs, nodePhases = map[string]bool{}, map[string]string{}
+		gateIDs, nodePhases, terminalIDs = map[string]bool{}, map[string]string{}, map[string]bool{}
 		for _, name := range loop.ShippedLoopNames() {
 			g, err := loop.ShippedGraph(name)
 			if err != nil {
@@ -81,6 +82,9 @@ func humanGates() map[string]bool {
 			for _, n := range g.Nodes() {
 				if n.IsHuman() {
 					gateIDs[n.ID] = true
+				}
+				if n.Terminal {
+					terminalIDs[n.ID] = true
 				}
 				if n.Phase != "" {
 					nodePhases[n.ID] = n.Phase
@@ -94,13 +98,13 @@ func humanGates() map[string]bool {
 // throughputDays is how many days the throughput chart shows.
 const throughputDays = 14
 
-// throughputRow counts the nodes of one phase completed per day.
+// throughputRow counts the completions of one node per day.
 type throughputRow struct {
-	Phase  string
-	Total  int
-	Counts []int
-	Cells  []cell
-	TX, LY int
+	Node, Phase string
+	Total       int
+	Counts      []int
+	Cells       []cell
+	TX, LY      int
 }
 
 type cell struct {
@@ -119,58 +123,74 @@ type dayLabel struct {
 	Label string
 }
 
-// throughput counts graph.advanced events per phase of the node left, per
-// UTC day, over the last throughputDays days up to now.
-func throughput(evs []Event, phases map[string]string, now time.Time) throughputChart {
+// throughput counts, per node and UTC day over the last throughputDays
+// days up to now, the node's completions: a graph.advanced leaving it, and
+// for a terminal node (never left) the item reaching it — its
+// graph.completed, or the advance into it, once per item and node. Rows
+// are in the order the nodes were first completed (a walk reads top to
+// bottom); phases says each node's phase.
+func throughput(evs []Event, phases map[string]string, terminal map[string]bool, now time.Time) throughputChart {
 	const cellW, rowH, labelW = 22, 26, 220
 	today := now.UTC().Truncate(24 * time.Hour)
 	first := today.AddDate(0, 0, -(throughputDays - 1))
-	byPhase := map[string][]int{}
-	for _, e := range evs {
-		if e.Name != graph.EventAdvanced || e.Time.Before(first) {
-			continue
+	byNode := map[string][]int{}
+	var order []string
+	reached := map[[2]string]bool{} // item, terminal node
+	count := func(node string, at time.Time) {
+		day := int(at.UTC().Sub(first) / (24 * time.Hour))
+		if node == "" || at.Before(first) || day < 0 || day >= throughputDays {
+			return
 		}
-		node, _ := e.Fields["node"].(string)
-		ph := phases[node]
-		if ph == "" {
-			ph = node
+		if byNode[node] == nil {
+			byNode[node] = make([]int, throughputDays)
+			order = append(order, node)
 		}
-		if ph == "" {
-			continue
-		}
-		day := int(e.Time.UTC().Sub(first) / (24 * time.Hour))
-		if day < 0 || day >= throughputDays {
-			continue
-		}
-		if byPhase[ph] == nil {
-			byPhase[ph] = make([]int, throughputDays)
-		}
-		byPhase[ph][day]++
+		byNode[node][day]++
 	}
-	names := make([]string, 0, len(byPhase))
+	reach := func(item, node string, at time.Time) {
+		if k := [2]string{item, node}; !reached[k] {
+			reached[k] = true
+			count(node, at)
+		}
+	}
+	for _, e := range evs {
+		node, _ := e.Fields["node"].(string)
+		switch e.Name {
+		case graph.EventAdvanced:
+			count(node, e.Time)
+			if to, _ := e.Fields["to"].(string); terminal[to] {
+				reach(e.WorkItem, to, e.Time)
+			}
+		case graph.EventCompleted:
+			if terminal[node] {
+				reach(e.WorkItem, node, e.Time)
+			}
+		}
+	}
 	top := 1
-	for ph, cs := range byPhase {
-		names = append(names, ph)
+	for _, cs := range byNode {
 		for _, c := range cs {
 			top = max(top, c)
 		}
 	}
-	sort.Strings(names)
-	c := throughputChart{Width: labelW + throughputDays*cellW + 60, Height: 24 + rowH*len(names)}
+	c := throughputChart{Width: labelW + throughputDays*cellW + 60, Height: 24 + rowH*len(order)}
 	for i := 0; i < throughputDays; i += 2 {
 		c.Days = append(c.Days, dayLabel{X: labelW + i*cellW, Label: first.AddDate(0, 0, i).Format("01-02")})
 	}
-	for i, ph := range names {
+	for i, node := range order {
 		y := 20 + i*rowH
-		r := throughputRow{Phase: clip(ph, 30), Counts: byPhase[ph], LY: y + 16, TX: labelW + throughputDays*cellW + 6}
-		for d, n := range byPhase[ph] {
+		r := throughputRow{Node: clip(node, 30), Phase: phases[node], Counts: byNode[node], LY: y + 16, TX: labelW + throughputDays*cellW + 6}
+		if r.Phase == node {
+			r.Phase = ""
+		}
+		for d, n := range byNode[node] {
 			r.Total += n
 			if n == 0 {
 				continue
 			}
 			h := max(2, n*(rowH-6)/top)
 			r.Cells = append(r.Cells, cell{X: labelW + d*cellW, Y: y + rowH - 4 - h, W: cellW - 4, H: h,
-				Title: fmt.Sprintf("%s: %d on %s", ph, n, first.AddDate(0, 0, d).Format("2006-01-02"))})
+				Title: fmt.Sprintf("%s: %d on %s", node, n, first.AddDate(0, 0, d).Format("2006-01-02"))})
 		}
 		c.Rows = append(c.Rows, r)
 	}
@@ -335,10 +355,9 @@ func (d *Dashboard) metrics(w http.ResponseWriter, r *http.Request, _ *session) 
 	p.DwellChart = dwellChart(p.Dwell)
 	p.Blocks = blocksByHook(evs)
 	p.BlockChart = blockChart(p.Blocks)
-	humanGates()
-	p.Throughput = throughput(evs, nodePhases, now)
+	p.Throughput = throughput(evs, nodePhases, terminalIDs, now)
 	for _, it := range items {
-		if it.State == StateDone || it.Since.IsZero() || now.Sub(it.Since) < after {
+		if it.State.Finished() || it.Since.IsZero() || now.Sub(it.Since) < after {
 			continue
 		}
 		p.Stuck = append(p.Stuck, rowData(it, now))

@@ -17,18 +17,21 @@ import (
 
 // row is a board row as the template and the event stream see it.
 type row struct {
-	Ref         string `json:"ref"`
-	Repo        string `json:"repo"`
-	URL         string `json:"url"`
-	Title       string `json:"title"`
-	Loop        string `json:"loop"`
-	Node        string `json:"node"`
-	Phase       string `json:"phase"`
-	Human       bool   `json:"human"`
-	State       State  `json:"state"`
-	Finding     string `json:"finding"`
-	Since       string `json:"since"`
-	Age         string `json:"age"`
+	Ref     string `json:"ref"`
+	Repo    string `json:"repo"`
+	URL     string `json:"url"`
+	Title   string `json:"title"`
+	Loop    string `json:"loop"`
+	Node    string `json:"node"`
+	Phase   string `json:"phase"`
+	Human   bool   `json:"human"`
+	State   State  `json:"state"`
+	Finding string `json:"finding"`
+	Since   string `json:"since"`
+	Age     string `json:"age"`
+	// Finished is when a done or closed item finished (RFC 3339; then
+	// Since is empty: no clock runs).
+	Finished    string `json:"finished"`
 	Live        bool   `json:"live"`
 	Attach      string `json:"attach"`
 	LastEvent   string `json:"lastEvent"`
@@ -96,7 +99,16 @@ func rowData(it Item, now time.Time) row {
 	if r.Phase == r.Node {
 		r.Phase = "" // most nodes are named after their phase
 	}
-	if !it.Since.IsZero() {
+	switch {
+	case it.State.Finished():
+		// Over: no running clock, the time it finished instead.
+		if at := it.Finished; !at.IsZero() {
+			r.Finished = at.UTC().Format(time.RFC3339)
+			r.Age = "finished " + at.UTC().Format("2006-01-02 15:04") + " UTC"
+		} else {
+			r.Age = "finished"
+		}
+	case !it.Since.IsZero():
 		r.Since = it.Since.UTC().Format(time.RFC3339)
 		r.wait = now.Sub(it.Since)
 		r.Age = humanDuration(r.wait)
@@ -210,10 +222,6 @@ type decisionRow struct {
 	Verdict, Reason, Key string
 }
 
-type timelineRow struct {
-	At, Name, Detail string
-}
-
 type itemPage struct {
 	Title     string
 	Row       row
@@ -298,7 +306,16 @@ func (d *Dashboard) itemData(r *http.Request, det *Detail, ss *session) itemPage
 		p.Error = ""
 	}
 	if det.Graph != nil {
-		pic := layoutGraph(det.Graph, marksFor(det.Graph, det.State))
+		marks := marksFor(det.Graph, det.State)
+		if det.Item.State == StateDone {
+			// A finished walk has no current node: its terminal node passed.
+			for id, m := range marks {
+				if m == MarkCurrent {
+					marks[id] = MarkPassed
+				}
+			}
+		}
+		pic := layoutGraph(det.Graph, marks)
 		p.Picture = &pic
 	}
 	for _, v := range det.Decisions {
@@ -327,7 +344,7 @@ func (d *Dashboard) itemData(r *http.Request, det *Detail, ss *session) itemPage
 		}
 	}
 	if evs, err := d.deps.Source.Events(r.Context(), det.Item.Ref, time.Time{}, 200); err == nil {
-		p.Stays = groupTimeline(evs, det.State, now)
+		p.Stays = groupTimeline(evs, timelineInput{State: det.State, Graph: det.Graph, Now: now, Done: det.Item.State.Finished()})
 	}
 	p.Pane = d.paneData(r.Context(), det.Item.Ref, r.URL.Query())
 	p.GateOpen = det.Item.Human && det.Item.State == StateWaiting
@@ -340,25 +357,6 @@ func (d *Dashboard) itemData(r *http.Request, det *Detail, ss *session) itemPage
 		p.ActionsWhy = "No operator identity is configured for the dashboard (loopd run --dashboard-operator), so it offers no actions: decide on the ticket itself."
 	}
 	return p
-}
-
-func fieldsText(f map[string]any) string {
-	keys := make([]string, 0, len(f))
-	for k := range f {
-		if k == "source" || k == "pid" || k == "level" {
-			continue
-		}
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	var b strings.Builder
-	for i, k := range keys {
-		if i > 0 {
-			b.WriteString("  ")
-		}
-		fmt.Fprintf(&b, "%s=%v", k, f[k])
-	}
-	return b.String()
 }
 
 // Gate actions and the comment each posts. The wording is what

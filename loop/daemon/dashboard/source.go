@@ -13,6 +13,10 @@ type State string
 
 // Board states. Pending: tracked, the graph not entered yet.
 //
+// Done: the walk reached its terminal node; Closed: the session was
+// closed or stopped (the ticket closed, an operator's stop) before it did.
+// Neither has a running clock: Item.Finished says when.
+//
 // The last three are work items the daemon knows are armed but that have
 // no live session: AwaitingStart, labeled for auto-execution but the
 // daemon requires a start command; Queued, a start was requested and the
@@ -24,6 +28,7 @@ const (
 	StateBlocked       State = "blocked"
 	StateParked        State = "parked"
 	StateDone          State = "done"
+	StateClosed        State = "closed"
 	StatePending       State = "pending"
 	StateAwaitingStart State = "awaiting-start"
 	StateQueued        State = "queued"
@@ -31,7 +36,11 @@ const (
 )
 
 // States lists the board states in display order (the filter's choices).
-var States = []State{StateWorking, StateWaiting, StateBlocked, StateParked, StateDone, StatePending, StateAwaitingStart, StateQueued, StateSpawnFailed}
+var States = []State{StateWorking, StateWaiting, StateBlocked, StateParked, StateDone, StateClosed, StatePending, StateAwaitingStart, StateQueued, StateSpawnFailed}
+
+// Finished reports a state whose item is over (done or closed): no clock
+// runs for it and it is never stuck.
+func (s State) Finished() bool { return s == StateDone || s == StateClosed }
 
 // Label is the state as the board's state column shows it.
 func (s State) Label() string {
@@ -71,6 +80,9 @@ type Item struct {
 	Finding string
 	// Since is when the item entered its current node (or was parked).
 	Since time.Time
+	// Finished is when a done or closed item finished (zero: not known,
+	// or not finished).
+	Finished time.Time
 	// SessionLive reports a live agent session; Attach is the command
 	// that attaches to it ("" when none).
 	SessionLive bool
@@ -95,6 +107,12 @@ type Artifact struct {
 	// Locked: the front matter reads status: approved (by ApprovedBy).
 	Locked     bool
 	ApprovedBy []string
+	// Skipped: the producing node was skipped (a phase selection, an
+	// alternative the walk did not take): its absence is no gap.
+	Skipped bool
+	// Instead names the alternative written in this one's place (the node
+	// produces "a.md|b.md"): its absence is no gap either.
+	Instead string
 }
 
 // Detail is what the work-item page shows beyond the row.

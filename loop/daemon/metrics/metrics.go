@@ -80,6 +80,7 @@ type Metrics struct {
 	gateDwell      *prometheus.HistogramVec
 	transitions    *prometheus.CounterVec
 	escalations    *prometheus.CounterVec
+	blocks         *prometheus.CounterVec
 	hookTime       *prometheus.HistogramVec
 	apiRequests    *prometheus.CounterVec
 	apiTime        *prometheus.HistogramVec
@@ -89,7 +90,10 @@ type Metrics struct {
 
 	mu    sync.Mutex
 	where map[string]position // work item → where it stands
-	stuck time.Duration       // guarded by mu (SetStuckAfter)
+	// blockHooks are the hook label values seen (bounded: a claim's hook
+	// is the agent's word).
+	blockHooks map[string]bool
+	stuck      time.Duration // guarded by mu (SetStuckAfter)
 }
 
 // SetStuckAfter changes the stuck-gate age (a daemon's reload).
@@ -122,7 +126,7 @@ func New(cfg Config) *Metrics {
 	if cfg.Gates == nil {
 		cfg.Gates = ShippedGates()
 	}
-	m := &Metrics{cfg: cfg, reg: prometheus.NewRegistry(), gates: map[string]bool{}, where: map[string]position{}, stuck: cfg.StuckAfter}
+	m := &Metrics{cfg: cfg, reg: prometheus.NewRegistry(), gates: map[string]bool{}, where: map[string]position{}, blockHooks: map[string]bool{}, stuck: cfg.StuckAfter}
 	for _, g := range cfg.Gates {
 		m.gates[g] = true
 	}
@@ -148,6 +152,7 @@ func New(cfg Config) *Metrics {
 		Help: "Time a work item waited at a human gate, observed when the gate resolves.", Buckets: pdlcBuckets}, []string{"gate"})
 	m.transitions = f("graph_transitions_total", "Graph transitions by kind (started, advanced, forced, completed, blocked, parked).", "kind")
 	m.escalations = f("graph_escalations_total", "Escalations by node.", "node")
+	m.blocks = f("graph_blocks_total", "Blocked claims by the hook that blocked them (the metrics page's blocks by hook; \"other\" past 64 hooks).", "hook")
 	m.hookTime = prometheus.NewHistogramVec(prometheus.HistogramOpts{Namespace: Namespace, Name: "hook_duration_seconds",
 		Help: "Wall time of each graph hook run by hook, boundary (entry, exit), mode (live, check) and status.", Buckets: prometheus.ExponentialBuckets(0.0001, 4, 10)},
 		[]string{"hook", "boundary", "mode", "status"})
@@ -162,7 +167,7 @@ func New(cfg Config) *Metrics {
 		Help: "Work items the liveness watch stopped respawning after routing's cap, and escalated."})
 
 	m.reg.MustRegister(m.webhooks, m.respawned, m.respawnGaveUp, m.dispatches, m.dispatchTime, m.dispatchLat, m.calls, m.callTime, m.githubRequests, m.rateRemaining,
-		m.nodeTime, m.gateDwell, m.transitions, m.escalations, m.hookTime, m.apiRequests, m.apiTime, m.forged,
+		m.nodeTime, m.gateDwell, m.transitions, m.escalations, m.blocks, m.hookTime, m.apiRequests, m.apiTime, m.forged,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 		&scrapeCollector{m: m})
 	return m
@@ -317,6 +322,7 @@ func (m *Metrics) Emit(e graph.LogEvent) {
 		m.mu.Unlock()
 	case graph.EventBlocked:
 		m.transitions.WithLabelValues("blocked").Inc()
+		m.blocks.WithLabelValues(m.blockHook(str("hook"))).Inc()
 	case graph.EventParked:
 		m.transitions.WithLabelValues("parked").Inc()
 	case graph.EventEscalated:
@@ -326,6 +332,27 @@ func (m *Metrics) Emit(e graph.LogEvent) {
 		delete(m.where, item)
 		m.mu.Unlock()
 	}
+}
+
+// maxBlockHooks bounds the hook label of graph_blocks_total.
+const maxBlockHooks = 64
+
+// blockHook is the label a block by hook is counted under: the hook,
+// "(unnamed)" when the line names none (as the metrics page says), or
+// "other" once maxBlockHooks hooks were seen.
+func (m *Metrics) blockHook(h string) string {
+	if h == "" {
+		return "(unnamed)"
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if !m.blockHooks[h] {
+		if len(m.blockHooks) >= maxBlockHooks {
+			return "other"
+		}
+		m.blockHooks[h] = true
+	}
+	return h
 }
 
 func (m *Metrics) enter(item, node string, at time.Time) {

@@ -160,6 +160,7 @@ func TestMetricsParseAndCountWhatHappened(t *testing.T) {
 	require.Equal(t, 0.0, gauge(t, fams, "theloop_gate_stuck_items", map[string]string{"gate": "design-approval"}))
 	require.Equal(t, 86400.0, gauge(t, fams, "theloop_gate_stuck_threshold_seconds", nil))
 	require.Equal(t, 1.0, counter(t, fams, "theloop_graph_transitions_total", map[string]string{"kind": "forced"}))
+	require.Equal(t, 1.0, counter(t, fams, "theloop_graph_blocks_total", map[string]string{"hook": "(unnamed)"}), "a block by hook, as the metrics page counts it")
 
 	// Resolving the gate observes the dwell and clears the stuck count.
 	m.Emit(ev(t0.Add(35*time.Hour), "graph.advanced", "work_item", a, "node", "requirements-approval", "to", "design"))
@@ -168,6 +169,20 @@ func TestMetricsParseAndCountWhatHappened(t *testing.T) {
 	require.Equal(t, 30*3600.0, gd.GetSampleSum())
 	require.Equal(t, 0.0, gauge(t, fams, "theloop_gate_stuck_items", map[string]string{"gate": "requirements-approval"}))
 	require.Equal(t, 1.0, gauge(t, fams, "theloop_gate_waiting_items", map[string]string{"gate": "requirements-approval"}))
+}
+
+// Blocks by hook: the hook a claim names is the agent's word, so the label
+// takes at most 64 values; the rest count as "other".
+func TestBlocksByHookAreBounded(t *testing.T) {
+	m := metrics.New(metrics.Config{})
+	for i := range 70 {
+		m.Emit(graph.LogEvent{Name: graph.EventBlocked, Fields: []graph.Field{{Key: "work_item", Value: "github:o/r#1"}, {Key: "hook", Value: fmt.Sprintf("hook-%d", i)}}})
+	}
+	m.Emit(graph.LogEvent{Name: graph.EventBlocked, Fields: []graph.Field{{Key: "work_item", Value: "github:o/r#1"}, {Key: "hook", Value: "hook-3"}}})
+	fams := scrape(t, m)
+	require.Len(t, fams["theloop_graph_blocks_total"].GetMetric(), 65)
+	require.Equal(t, 2.0, counter(t, fams, "theloop_graph_blocks_total", map[string]string{"hook": "hook-3"}))
+	require.Equal(t, 6.0, counter(t, fams, "theloop_graph_blocks_total", map[string]string{"hook": "other"}))
 }
 
 func TestQueueDownIsVisibleNotFatal(t *testing.T) {

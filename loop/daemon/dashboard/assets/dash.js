@@ -3,7 +3,7 @@
 // attributes: nothing is parsed as HTML.
 (function () {
   'use strict';
-  var STATES = ['working', 'waiting', 'blocked', 'parked', 'done', 'pending', 'awaiting-start', 'queued', 'spawn-failed'];
+  var STATES = ['working', 'waiting', 'blocked', 'parked', 'done', 'closed', 'pending', 'awaiting-start', 'queued', 'spawn-failed'];
   var LABEL = { waiting: 'waiting on a human', 'awaiting-start': 'awaiting start', 'spawn-failed': 'spawn failed' };
 
   function dur(ms) {

@@ -1,0 +1,154 @@
+package usage
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+)
+
+// Bounds on reading a record.
+const (
+	// MaxLine bounds one line of a record; a longer line is skipped whole
+	// (a Codex session's first line holds its instructions, tens of KiB).
+	MaxLine = 1 << 20
+	// MaxRead bounds what one Read takes from a record: a record that grew
+	// by more is caught up over several polls.
+	MaxRead = 8 << 20
+)
+
+// ErrOutsideHome marks a record path that leaves the home it was found in
+// (a link planted by the agent).
+var ErrOutsideHome = errors.New("usage: record lies outside the session's home")
+
+// ErrNotRegular marks a record that is not a regular file.
+var ErrNotRegular = errors.New("usage: record is not a regular file")
+
+// Position is how far a record was read: its identity (device and inode,
+// so a replaced file is read from its start) and the offset of the first
+// byte not yet consumed. It is what the daemon persists between polls.
+type Position struct {
+	Dev    uint64 `json:"dev"`
+	Ino    uint64 `json:"ino"`
+	Offset int64  `json:"offset"`
+	// Skipping is set while the reader is inside a line longer than
+	// MaxLine (it discards up to the next newline).
+	Skipping bool `json:"skipping,omitempty"`
+}
+
+// Tail reads one record incrementally. Home is the directory the record
+// must stay inside (the session's home as the harness sees it, on the
+// daemon's side of the world).
+type Tail struct {
+	Home   string
+	Path   string
+	Pos    Position
+	parser Parser
+}
+
+// NewTail returns a Tail of path, a record of harness, read from pos.
+func NewTail(harness, home, path string, pos Position) (*Tail, error) {
+	p, ok := NewParser(harness)
+	if !ok {
+		return nil, fmt.Errorf("usage: harness %q keeps no record theloop reads", harness)
+	}
+	return &Tail{Home: home, Path: path, Pos: pos, parser: p}, nil
+}
+
+// Read returns the turns of the complete lines written since the last
+// Read (at most MaxRead bytes of them). A line still being written (no
+// newline yet) is left for the next Read. A file whose identity changed
+// or that shrank below the position is read from its start (its parser's
+// memory of repeats still applies).
+func (t *Tail) Read() ([]Turn, error) {
+	f, err := openInside(t.Home, t.Path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return nil, err
+	}
+	st, ok := fi.Sys().(*syscall.Stat_t)
+	if !ok {
+		return nil, ErrNotRegular
+	}
+	dev, ino := uint64(st.Dev), uint64(st.Ino) //nolint:unconvert // Dev's type varies by platform
+	if dev != t.Pos.Dev || ino != t.Pos.Ino || fi.Size() < t.Pos.Offset {
+		t.Pos = Position{Dev: dev, Ino: ino}
+	}
+	if fi.Size() == t.Pos.Offset {
+		return nil, nil
+	}
+	n := min(fi.Size()-t.Pos.Offset, MaxRead)
+	buf := make([]byte, n)
+	got, err := f.ReadAt(buf, t.Pos.Offset)
+	if err != nil && !errors.Is(err, io.EOF) {
+		return nil, err
+	}
+	buf = buf[:got]
+	var turns []Turn
+	consumed := 0
+	for consumed < len(buf) {
+		rest := buf[consumed:]
+		nl := bytes.IndexByte(rest, '\n')
+		if nl < 0 {
+			if len(rest) > MaxLine || t.Pos.Skipping {
+				// A line past the bound: drop what there is and keep
+				// dropping until its end.
+				t.Pos.Skipping = true
+				consumed = len(buf)
+			}
+			break
+		}
+		line := rest[:nl]
+		consumed += nl + 1
+		if t.Pos.Skipping {
+			t.Pos.Skipping = false
+			continue
+		}
+		if len(line) > MaxLine {
+			continue
+		}
+		turns = append(turns, t.parser.Line(line)...)
+	}
+	t.Pos.Offset += int64(consumed)
+	return turns, nil
+}
+
+// openInside opens path for reading when it is a regular file whose
+// directory resolves inside home, without following a link at the file
+// itself and without blocking on a FIFO.
+func openInside(home, path string) (*os.File, error) {
+	realHome, err := filepath.EvalSymlinks(home)
+	if err != nil {
+		return nil, err
+	}
+	dir, err := filepath.EvalSymlinks(filepath.Dir(path))
+	if err != nil {
+		return nil, err
+	}
+	if !within(dir, realHome) {
+		return nil, fmt.Errorf("%w: %s", ErrOutsideHome, path)
+	}
+	f, err := os.OpenFile(filepath.Join(dir, filepath.Base(path)), os.O_RDONLY|syscall.O_NOFOLLOW|syscall.O_NONBLOCK, 0)
+	if err != nil {
+		return nil, err
+	}
+	fi, err := f.Stat()
+	if err != nil || !fi.Mode().IsRegular() {
+		f.Close()
+		return nil, fmt.Errorf("%w: %s", ErrNotRegular, path)
+	}
+	return f, nil
+}
+
+// within reports whether p is root or below it (both clean, absolute).
+func within(p, root string) bool {
+	return p == root || strings.HasPrefix(p, root+string(filepath.Separator))
+}

@@ -171,6 +171,16 @@ func (l *Ledger) SetExtra(b json.RawMessage) {
 	l.mu.Unlock()
 }
 
+// Each calls fn for every key and its tally (under the ledger's lock: fn
+// must not call the ledger).
+func (l *Ledger) Each(fn func(Key, Tally)) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for k, t := range l.m {
+		fn(k, *t)
+	}
+}
+
 // Filter selects keys.
 type Filter struct {
 	Item, Repository, Day string

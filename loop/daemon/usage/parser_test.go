@@ -215,3 +215,21 @@ func TestLedgerReportsAndPersists(t *testing.T) {
 	_, err = OpenLedger(path)
 	require.ErrorContains(t, err, path)
 }
+
+func TestPrimeRestoresWhatTheParserKnew(t *testing.T) {
+	home := t.TempDir()
+	p := filepath.Join(home, "rollout.jsonl")
+	writeFile(t, p, codexSeeds[0]+"\n"+codexSeeds[1]+"\n")
+	tl, _ := NewTail(HarnessCodex, home, p, Position{})
+	turns, err := tl.Read()
+	require.NoError(t, err)
+	require.Len(t, turns, 1)
+	pos := tl.Pos
+	// The thread goes on; a new process picks the record up at pos.
+	appendFile(t, p, `{"type":"event_msg","payload":{"type":"token_count","info":{"total_token_usage":{"input_tokens":1102,"cached_input_tokens":402,"output_tokens":212}}}}`+"\n")
+	tl2, _ := NewTail(HarnessCodex, home, p, Position{})
+	require.NoError(t, tl2.Prime(pos))
+	turns, err = tl2.Read()
+	require.NoError(t, err)
+	require.Equal(t, []Turn{{Model: "gpt-5-codex", Tokens: Tokens{Input: 100, Output: 10}}}, turns, "the growth of the running total, not the total")
+}

@@ -48,6 +48,8 @@ type Tail struct {
 	Path   string
 	Pos    Position
 	parser Parser
+	// limit, when set, stops a Read there (Prime).
+	limit int64
 }
 
 // NewTail returns a Tail of path, a record of harness, read from pos.
@@ -74,18 +76,24 @@ func (t *Tail) Read() ([]Turn, error) {
 	if err != nil {
 		return nil, err
 	}
-	st, ok := fi.Sys().(*syscall.Stat_t)
+	dev, ino, ok := identity(fi)
 	if !ok {
 		return nil, ErrNotRegular
 	}
-	dev, ino := uint64(st.Dev), uint64(st.Ino) //nolint:unconvert // Dev's type varies by platform
 	if dev != t.Pos.Dev || ino != t.Pos.Ino || fi.Size() < t.Pos.Offset {
 		t.Pos = Position{Dev: dev, Ino: ino}
 	}
 	if fi.Size() == t.Pos.Offset {
 		return nil, nil
 	}
-	n := min(fi.Size()-t.Pos.Offset, MaxRead)
+	size := fi.Size()
+	if t.limit > 0 {
+		size = min(size, t.limit)
+	}
+	if size <= t.Pos.Offset {
+		return nil, nil
+	}
+	n := min(size-t.Pos.Offset, MaxRead)
 	buf := make([]byte, n)
 	got, err := f.ReadAt(buf, t.Pos.Offset)
 	if err != nil && !errors.Is(err, io.EOF) {
@@ -119,6 +127,48 @@ func (t *Tail) Read() ([]Turn, error) {
 	}
 	t.Pos.Offset += int64(consumed)
 	return turns, nil
+}
+
+// Prime feeds the parser what was read before pos (in an earlier
+// process), charging nothing, so that it knows the repeats and running
+// totals it saw; then the Tail stands at pos. A record that is no longer
+// the file pos describes is read from its start instead.
+func (t *Tail) Prime(pos Position) error {
+	f, err := openInside(t.Home, t.Path)
+	if err != nil {
+		return err
+	}
+	fi, err := f.Stat()
+	f.Close()
+	if err != nil {
+		return err
+	}
+	dev, ino, ok := identity(fi)
+	if !ok || dev != pos.Dev || ino != pos.Ino || fi.Size() < pos.Offset {
+		return nil // another file now: read from its start
+	}
+	t.Pos = Position{Dev: dev, Ino: ino}
+	t.limit = pos.Offset
+	defer func() { t.limit = 0 }()
+	for t.Pos.Offset < pos.Offset {
+		at := t.Pos.Offset
+		if _, err := t.Read(); err != nil {
+			return err
+		}
+		if t.Pos.Offset == at {
+			break
+		}
+	}
+	t.Pos = pos
+	return nil
+}
+
+func identity(fi os.FileInfo) (dev, ino uint64, ok bool) {
+	st, ok := fi.Sys().(*syscall.Stat_t)
+	if !ok {
+		return 0, 0, false
+	}
+	return uint64(st.Dev), uint64(st.Ino), true //nolint:unconvert // Dev's type varies by platform
 }
 
 // openInside opens path for reading when it is a regular file whose

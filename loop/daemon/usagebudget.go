@@ -194,7 +194,7 @@ func (w *usageWatch) checkItem(ctx context.Context, rec sessions.Record, b loop.
 	case mk.Capped != "" && rec.Status == sessions.StatusPaused && !w.stillOver(ms, mk):
 		// A raised budget, or a new day: the cap no longer holds.
 		if err := w.d.intake.setStatus(ctx, rec.Item, sessions.StatusActive); err == nil {
-			_ = w.d.ctl.Record(rec.Item, ingress.CmdResume, "budget", "loopd", "the budget cap no longer holds", now)
+			_ = w.d.ctl.Record(rec.Item, ingress.CmdResume, "cli", "loopd", "budget: the cap no longer holds", now)
 			w.d.emit("session.budget_released", graph.LevelInfo, graph.Field{Key: "work_item", Value: ref}, graph.Field{Key: "scope", Value: mk.Capped})
 			mk.Capped, mk.CapDesc, mk.Reason = "", "", ""
 			changed = true
@@ -209,7 +209,7 @@ func (w *usageWatch) checkItem(ctx context.Context, rec sessions.Record, b loop.
 			w.d.logf("warning: saving the usage ledger: %v", err)
 			return changed
 		}
-		if err := w.d.ctl.Record(rec.Item, ingress.CmdPause, "budget", "loopd", mk.Reason, now); err != nil {
+		if err := w.d.ctl.Record(rec.Item, ingress.CmdPause, "cli", "loopd", mk.Reason, now); err != nil {
 			w.d.logf("warning: recording the budget pause of %s: %v", ref, err)
 		}
 		if err := w.d.intake.setStatus(ctx, rec.Item, sessions.StatusPaused); err != nil {

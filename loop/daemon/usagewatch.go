@@ -52,6 +52,13 @@ func usageConfigFromSettings(u loop.UsageSettings) UsageConfig {
 	return c
 }
 
+// turnClockGrace is how far before loopd's previous read of a record a
+// turn's own timestamp is believed: a harness stamps a message when it
+// starts writing it, and a slow write lands after loopd looked. Earlier
+// stamps are the agent's word about the past and are clamped (they could
+// only move cost between nodes, never past a gate).
+const turnClockGrace = 10 * time.Second
+
 // maxStays bounds the node history kept per item.
 const maxStays = 256
 
@@ -156,6 +163,10 @@ func (w *usageWatch) note(r loop.EventRecord) {
 		return
 	}
 	s := append(w.stays[ref], nodeStay{at: r.Time, node: node})
+	// The log is in write order, not quite time order (lines are queued).
+	for i := len(s) - 1; i > 0 && s[i].at.Before(s[i-1].at); i-- {
+		s[i], s[i-1] = s[i-1], s[i]
+	}
 	if len(s) > maxStays {
 		s = s[len(s)-maxStays:]
 	}
@@ -244,8 +255,8 @@ func (w *usageWatch) poll(ctx context.Context) {
 				if at.IsZero() || at.After(now) {
 					at = now
 				}
-				if at.Before(from) {
-					at = from // the agent's clock, clamped to when loopd could have seen it
+				if lo := from.Add(-turnClockGrace); at.Before(lo) {
+					at = lo // the agent's clock, believed only near when loopd last looked
 				}
 				item := budgetItem(rec)
 				k := usage.Key{Repository: item.Owner + "/" + item.Repo, Item: item.String(), Session: sk,

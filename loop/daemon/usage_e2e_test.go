@@ -3,6 +3,7 @@ package daemon_test
 import (
 	"context"
 	"io"
+	"net"
 	"net/http"
 	"net/http/cookiejar"
 	"net/url"
@@ -13,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/stretchr/testify/require"
 
 	"github.com/theloop-dev/theloop/internal/fakeclaude"
@@ -123,6 +125,20 @@ func TestUsageIsCountedPerNodeAndTheBudgetPauses(t *testing.T) {
 	require.Equal(t, "capped", rep.Budget.State)
 	require.Contains(t, rep.Estimate, "estimate")
 	require.Equal(t, 1, w.count("session.budget_capped"))
+
+	// The MCP tool beside the API, on the same socket, says the same.
+	hc := &http.Client{Transport: &http.Transport{DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
+		return (&net.Dialer{}).DialContext(ctx, "unix", w.d.ControlSocket())
+	}}}
+	ms, err := mcp.NewClient(&mcp.Implementation{Name: "test", Version: "1"}, nil).Connect(ctx,
+		&mcp.StreamableClientTransport{Endpoint: "http://loopd/mcp", HTTPClient: hc, DisableStandaloneSSE: true}, nil)
+	require.NoError(t, err)
+	mres, err := ms.CallTool(ctx, &mcp.CallToolParams{Name: "usage", Arguments: map[string]any{"workItem": ref, "by": "node"}})
+	require.NoError(t, err)
+	require.False(t, mres.IsError, "%v", mres.Content)
+	tot := mres.StructuredContent.(map[string]any)["total"].(map[string]any)["tokens"].(map[string]any)["total"]
+	require.Equal(t, float64(rep.Total.Tokens.Total), tot)
+	require.NoError(t, ms.Close())
 
 	// /metrics, the audit log, "needs you", the board's figure, the item page.
 	turns := w.turnsByNode()

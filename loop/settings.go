@@ -590,8 +590,12 @@ var settingReaders = []settingReader{
 		s.Routing.HarnessArgs.Gemini = r.strs("routing.harnessArgs.gemini")
 	}},
 	{"routing.budget.warnAt", readBudgetWarnAt},
-	{"routing.budget.item.tokens", func(r *settingsReader, s *Settings) { s.Usage.Budget.ItemTokens = r.budgetTokens("routing.budget.item.tokens") }},
-	{"routing.budget.item.cost", func(r *settingsReader, s *Settings) { s.Usage.Budget.ItemCost = r.budgetCost("routing.budget.item.cost") }},
+	{"routing.budget.item.tokens", func(r *settingsReader, s *Settings) {
+		s.Usage.Budget.ItemTokens = r.budgetTokens("routing.budget.item.tokens")
+	}},
+	{"routing.budget.item.cost", func(r *settingsReader, s *Settings) {
+		s.Usage.Budget.ItemCost = r.budgetCost("routing.budget.item.cost")
+	}},
 	{"routing.budget.repositoryDaily.tokens", func(r *settingsReader, s *Settings) {
 		s.Usage.Budget.DayTokens = r.budgetTokens("routing.budget.repositoryDaily.tokens")
 	}},

@@ -36,9 +36,9 @@ type budgetMark struct {
 	Warned map[string]bool `json:"warned,omitempty"`
 	// Capped is the scope instance whose cap paused the session; CapDesc
 	// the cap as it stood (its limits).
-	Capped  string `json:"capped,omitempty"`
-	CapDesc string `json:"capDesc,omitempty"`
-	Reason  string `json:"reason,omitempty"`
+	Capped  string    `json:"capped,omitempty"`
+	CapDesc string    `json:"capDesc,omitempty"`
+	Reason  string    `json:"reason,omitempty"`
 	At      time.Time `json:"at,omitzero"`
 	// Overridden: scope instance → the cap (CapDesc) an authorized resume
 	// let the session go past.

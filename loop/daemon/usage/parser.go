@@ -45,7 +45,9 @@ type recent struct {
 	set  map[string]struct{}
 }
 
-func newRecent(n int) *recent { return &recent{ring: make([]string, n), set: make(map[string]struct{}, n)} }
+func newRecent(n int) *recent {
+	return &recent{ring: make([]string, n), set: make(map[string]struct{}, n)}
+}
 
 // add reports whether id was new (and remembers it).
 func (r *recent) add(id string) bool {

@@ -17,6 +17,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/theloop-dev/theloop/internal/agentcli"
 	"github.com/theloop-dev/theloop/loop/daemon/usage"
 )
 
@@ -28,27 +29,6 @@ import (
 // wrote in its private home incrementally, must find exactly the tokens
 // the server reported, by kind and model. A CLI not installed is skipped,
 // saying so.
-
-func realCLI(t *testing.T, name, cacheDir string) string {
-	t.Helper()
-	cache := os.Getenv("THELOOP_TOOLS_CACHE")
-	if cache == "" {
-		base := os.Getenv("XDG_CACHE_HOME")
-		if base == "" {
-			home, _ := os.UserHomeDir()
-			base = filepath.Join(home, ".cache")
-		}
-		cache = filepath.Join(base, "theloop-ci")
-	}
-	p := filepath.Join(cache, cacheDir, "node_modules", ".bin", name)
-	if _, err := os.Stat(p); err != nil {
-		if q, err := exec.LookPath(name); err == nil {
-			return q
-		}
-		t.Skipf("the %s CLI is not installed (not in %s, not on PATH): its real-client usage test is skipped; .ci/run installs it with npm", name, p)
-	}
-	return p
-}
 
 // modelServer is a stand-in model API; reply answers one request and
 // returns the usage it reported for a conversation turn (zero for a side
@@ -89,17 +69,6 @@ func (s *modelServer) reported() (usage.Tokens, int) {
 		sum = sum.Add(t)
 	}
 	return sum, len(s.turns)
-}
-
-func sse(w io.Writer, event string, data any) {
-	b, _ := json.Marshal(data)
-	if event != "" {
-		fmt.Fprintf(w, "event: %s\n", event)
-	}
-	fmt.Fprintf(w, "data: %s\n\n", b)
-	if f, ok := w.(http.Flusher); ok {
-		f.Flush()
-	}
 }
 
 func runCLI(t *testing.T, dir string, env []string, bin string, args ...string) {
@@ -164,7 +133,7 @@ func subTokens(a, b usage.Tokens) usage.Tokens {
 }
 
 func TestRealClaudeCodeTranscript(t *testing.T) {
-	claude := realCLI(t, "claude", "claude-code")
+	claude := agentcli.Find(t, "claude", "claude-code")
 	home, dir := t.TempDir(), t.TempDir()
 	srv := serveModel(t, func(w http.ResponseWriter, r *http.Request, body []byte, n int) (usage.Tokens, bool) {
 		if !strings.HasSuffix(r.URL.Path, "/v1/messages") {
@@ -187,12 +156,12 @@ func TestRealClaudeCodeTranscript(t *testing.T) {
 			return usage.Tokens{}, false
 		}
 		w.Header().Set("Content-Type", "text/event-stream")
-		sse(w, "message_start", map[string]any{"type": "message_start", "message": msg})
-		sse(w, "content_block_start", map[string]any{"type": "content_block_start", "index": 0, "content_block": map[string]any{"type": "text", "text": ""}})
-		sse(w, "content_block_delta", map[string]any{"type": "content_block_delta", "index": 0, "delta": map[string]any{"type": "text_delta", "text": "Done."}})
-		sse(w, "content_block_stop", map[string]any{"type": "content_block_stop", "index": 0})
-		sse(w, "message_delta", map[string]any{"type": "message_delta", "delta": map[string]any{"stop_reason": "end_turn", "stop_sequence": nil}, "usage": map[string]any{"output_tokens": tok.Output}})
-		sse(w, "message_stop", map[string]any{"type": "message_stop"})
+		agentcli.SSE(w, "message_start", map[string]any{"type": "message_start", "message": msg})
+		agentcli.SSE(w, "content_block_start", map[string]any{"type": "content_block_start", "index": 0, "content_block": map[string]any{"type": "text", "text": ""}})
+		agentcli.SSE(w, "content_block_delta", map[string]any{"type": "content_block_delta", "index": 0, "delta": map[string]any{"type": "text_delta", "text": "Done."}})
+		agentcli.SSE(w, "content_block_stop", map[string]any{"type": "content_block_stop", "index": 0})
+		agentcli.SSE(w, "message_delta", map[string]any{"type": "message_delta", "delta": map[string]any{"stop_reason": "end_turn", "stop_sequence": nil}, "usage": map[string]any{"output_tokens": tok.Output}})
+		agentcli.SSE(w, "message_stop", map[string]any{"type": "message_stop"})
 		return tok, true
 	})
 	env := []string{"PATH=" + os.Getenv("PATH"), "HOME=" + home, "TMPDIR=" + os.TempDir(), "LANG=C.UTF-8",
@@ -209,7 +178,7 @@ func TestRealClaudeCodeTranscript(t *testing.T) {
 }
 
 func TestRealCodexSessionLog(t *testing.T) {
-	codex := realCLI(t, "codex", "codex-cli")
+	codex := agentcli.Find(t, "codex", "codex-cli")
 	home, dir := t.TempDir(), t.TempDir()
 	srv := serveModel(t, func(w http.ResponseWriter, r *http.Request, body []byte, n int) (usage.Tokens, bool) {
 		if !strings.HasSuffix(r.URL.Path, "/responses") {
@@ -222,9 +191,9 @@ func TestRealCodexSessionLog(t *testing.T) {
 		item := map[string]any{"id": "msg_standin", "type": "message", "role": "assistant", "status": "completed",
 			"content": []any{map[string]any{"type": "output_text", "text": "Done.", "annotations": []any{}}}}
 		w.Header().Set("Content-Type", "text/event-stream")
-		sse(w, "response.created", map[string]any{"type": "response.created", "response": map[string]any{"id": "resp_standin", "object": "response", "status": "in_progress", "output": []any{}}})
-		sse(w, "response.output_item.done", map[string]any{"type": "response.output_item.done", "output_index": 0, "item": item})
-		sse(w, "response.completed", map[string]any{"type": "response.completed", "response": map[string]any{"id": fmt.Sprintf("resp_standin_%d", n), "object": "response", "status": "completed", "output": []any{item},
+		agentcli.SSE(w, "response.created", map[string]any{"type": "response.created", "response": map[string]any{"id": "resp_standin", "object": "response", "status": "in_progress", "output": []any{}}})
+		agentcli.SSE(w, "response.output_item.done", map[string]any{"type": "response.output_item.done", "output_index": 0, "item": item})
+		agentcli.SSE(w, "response.completed", map[string]any{"type": "response.completed", "response": map[string]any{"id": fmt.Sprintf("resp_standin_%d", n), "object": "response", "status": "completed", "output": []any{item},
 			"usage": map[string]any{"input_tokens": tok.Input + tok.CacheRead, "output_tokens": tok.Output, "total_tokens": tok.Input + tok.CacheRead + tok.Output,
 				"input_tokens_details": map[string]any{"cached_tokens": tok.CacheRead}, "output_tokens_details": map[string]any{"reasoning_tokens": 50}}}})
 		return tok, true
@@ -250,7 +219,7 @@ env_key = "STANDIN_API_KEY"
 }
 
 func TestRealGeminiChatRecord(t *testing.T) {
-	gemini := realCLI(t, "gemini", "gemini-cli")
+	gemini := agentcli.Find(t, "gemini", "gemini-cli")
 	home, dir := t.TempDir(), t.TempDir()
 	srv := serveModel(t, func(w http.ResponseWriter, r *http.Request, body []byte, n int) (usage.Tokens, bool) {
 		switch {
@@ -261,7 +230,7 @@ func TestRealGeminiChatRecord(t *testing.T) {
 			// ones; thoughts are billed as output.
 			tok := usage.Tokens{Input: int64(1000 + n), Output: int64(200+n) + 50, CacheRead: int64(4000 + n)}
 			w.Header().Set("Content-Type", "text/event-stream")
-			sse(w, "", map[string]any{"candidates": []any{map[string]any{"index": 0,
+			agentcli.SSE(w, "", map[string]any{"candidates": []any{map[string]any{"index": 0,
 				"content": map[string]any{"role": "model", "parts": []any{map[string]any{"text": "Done."}}}, "finishReason": "STOP"}},
 				"usageMetadata": map[string]any{"promptTokenCount": tok.Input + tok.CacheRead, "cachedContentTokenCount": tok.CacheRead,
 					"candidatesTokenCount": 200 + n, "thoughtsTokenCount": 50, "totalTokenCount": tok.Input + tok.CacheRead + tok.Output},

@@ -45,7 +45,11 @@ type Ledger struct {
 	path string
 	mu   sync.Mutex
 	m    map[Key]*Tally
-	pos  map[string]Position
+	// byItem and byRepoDay index the tokens by model for the sums the
+	// board and the budgets ask on every render and poll.
+	byItem    map[string]map[string]Tokens
+	byRepoDay map[string]map[string]Tokens
+	pos       map[string]Position
 	// extra is opaque state the daemon keeps beside (its budget marks).
 	extra json.RawMessage
 }
@@ -69,7 +73,7 @@ const maxLedgerFile = 256 << 20
 // ledger is an error naming the file: loopd must not start counting from
 // zero over a budget it lost.
 func OpenLedger(path string) (*Ledger, error) {
-	l := &Ledger{path: path, m: map[Key]*Tally{}, pos: map[string]Position{}}
+	l := &Ledger{path: path, m: map[Key]*Tally{}, pos: map[string]Position{}, byItem: map[string]map[string]Tokens{}, byRepoDay: map[string]map[string]Tokens{}}
 	fi, err := os.Stat(path)
 	if errors.Is(err, fs.ErrNotExist) {
 		return l, nil
@@ -91,6 +95,7 @@ func OpenLedger(path string) (*Ledger, error) {
 	for _, e := range f.Entries {
 		t := e.Tally
 		l.m[e.Key] = &t
+		l.index(e.Key, t.Tokens)
 	}
 	if f.Positions != nil {
 		l.pos = f.Positions
@@ -141,6 +146,20 @@ func (l *Ledger) Charge(k Key, t Turn) {
 	}
 	e.Tokens = e.Tokens.Add(t.Tokens)
 	e.Turns++
+	l.index(k, t.Tokens)
+}
+
+func (l *Ledger) index(k Key, t Tokens) {
+	add := func(m map[string]map[string]Tokens, key string) {
+		mm := m[key]
+		if mm == nil {
+			mm = map[string]Tokens{}
+			m[key] = mm
+		}
+		mm[k.Model] = mm[k.Model].Add(t)
+	}
+	add(l.byItem, k.Item)
+	add(l.byRepoDay, k.Repository+"\x00"+k.Day)
 }
 
 // Position returns where record path was read to.
@@ -197,6 +216,25 @@ func (l *Ledger) Sum(f Filter, rates Rates) (t Tokens, cost float64, priced bool
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	priced = true
+	var idx map[string]Tokens
+	indexed := true
+	switch {
+	case f.Item != "" && f.Repository == "" && f.Day == "":
+		idx = l.byItem[f.Item]
+	case f.Item == "" && f.Repository != "" && f.Day != "":
+		idx = l.byRepoDay[f.Repository+"\x00"+f.Day]
+	default:
+		indexed = false
+	}
+	if indexed {
+		for model, tk := range idx {
+			t = t.Add(tk)
+			c, ok := rates.Cost(model, tk)
+			cost += c
+			priced = priced && ok
+		}
+		return t, cost, priced
+	}
 	for k, e := range l.m {
 		if !f.match(k) {
 			continue

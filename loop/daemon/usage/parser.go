@@ -1,8 +1,18 @@
 package usage
 
 import (
+	"bytes"
 	"encoding/json"
 	"time"
+)
+
+// Words a line must hold to be worth decoding (most lines of a record are
+// the conversation's text, tool calls and attachments).
+var (
+	wordAssistant  = []byte(`"assistant"`)
+	wordTokenCount = []byte(`"token_count"`)
+	wordTurnCtx    = []byte(`"turn_context"`)
+	wordGemini     = []byte(`"gemini"`)
 )
 
 // Parser turns the lines of one harness's record into turns. A Parser is
@@ -99,6 +109,9 @@ type claudeLine struct {
 }
 
 func (p *claudeParser) Line(line []byte) []Turn {
+	if !bytes.Contains(line, wordAssistant) {
+		return nil
+	}
 	var l claudeLine
 	if json.Unmarshal(line, &l) != nil || l.Type != "assistant" || l.Message == nil || l.Message.Usage == nil {
 		return nil
@@ -165,6 +178,9 @@ type codexLine struct {
 }
 
 func (p *codexParser) Line(line []byte) []Turn {
+	if !bytes.Contains(line, wordTokenCount) && !bytes.Contains(line, wordTurnCtx) {
+		return nil
+	}
 	var l codexLine
 	if json.Unmarshal(line, &l) != nil {
 		return nil
@@ -230,6 +246,9 @@ type geminiLine struct {
 }
 
 func (p *geminiParser) Line(line []byte) []Turn {
+	if !bytes.Contains(line, wordGemini) {
+		return nil
+	}
 	var l geminiLine
 	if json.Unmarshal(line, &l) != nil || l.Type != "gemini" || l.Tokens == nil || l.ID == "" {
 		return nil

@@ -233,3 +233,38 @@ func TestPrimeRestoresWhatTheParserKnew(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, []Turn{{Model: "gpt-5-codex", Tokens: Tokens{Input: 100, Output: 10}}}, turns, "the growth of the running total, not the total")
 }
+
+// The indexed sums the board and the budgets use agree with a full scan.
+func TestLedgerIndexedSumsAgreeWithTheScan(t *testing.T) {
+	l, err := OpenLedger(filepath.Join(t.TempDir(), "l.json"))
+	require.NoError(t, err)
+	rates := Rates{"a": {Input: 2, Output: 3}}
+	for i, k := range []Key{
+		{Repository: "o/r", Item: "o/r#1", Node: "n1", Model: "a", Day: "2026-12-03"},
+		{Repository: "o/r", Item: "o/r#1", Node: "n2", Model: "b", Day: "2026-12-04"},
+		{Repository: "o/r", Item: "o/r#2", Node: "n1", Model: "a", Day: "2026-12-03"},
+		{Repository: "o/s", Item: "o/s#1", Node: "n1", Model: "a", Day: "2026-12-03"},
+	} {
+		l.Charge(k, Turn{Tokens: Tokens{Input: int64(10 * (i + 1)), Output: int64(i + 1)}})
+	}
+	scan := func(f Filter) (Tokens, float64, bool) {
+		var t Tokens
+		cost, priced := 0.0, true
+		l.Each(func(k Key, e Tally) {
+			if f.match(k) {
+				t = t.Add(e.Tokens)
+				c, ok := rates.Cost(k.Model, e.Tokens)
+				cost += c
+				priced = priced && ok
+			}
+		})
+		return t, cost, priced
+	}
+	for _, f := range []Filter{{Item: "o/r#1"}, {Item: "o/r#2"}, {Item: "none"}, {Repository: "o/r", Day: "2026-12-03"}, {Repository: "o/r", Day: "2026-12-05"}, {Repository: "o/r"}} {
+		wt, wc, wp := scan(f)
+		gt, gc, gp := l.Sum(f, rates)
+		require.Equal(t, wt, gt, "%+v", f)
+		require.InDelta(t, wc, gc, 1e-12, "%+v", f)
+		require.Equal(t, wp, gp, "%+v", f)
+	}
+}

@@ -266,3 +266,28 @@ func (w *world) commentContains(n int, s string) bool {
 	}
 	return false
 }
+
+// The repository's daily cap pauses the session at its first turn; a
+// raised budget, applied by a reload, lets it go on by itself.
+func TestUsageDailyCapReleasedByARaisedBudget(t *testing.T) {
+	w := newWorld(t, func(c *daemon.Config) {
+		c.Usage = daemon.UsageConfig{Poll: 50 * time.Millisecond, Budget: loop.BudgetSettings{WarnAt: 0.8, DayTokens: 1000}}
+	})
+	usageHarness(t, w)
+	n := w.openLabeled()
+	w.eventually("the session paused at the daily cap", func() bool { return w.status(n) == sessions.StatusPaused })
+	w.eventually("the cap's comment", func() bool { return w.commentContains(n, "the repository's budget for today") })
+	rep, err := api.NewSocketClient(w.d.ControlSocket()).Usage(context.Background(), api.UsageQuery{Item: w.item(n).String()})
+	require.NoError(t, err)
+	require.Equal(t, "repository-day", rep.Budget.Scope)
+	require.Nil(t, rep.Total.Cost, "no rate card: tokens, cost —")
+
+	next := w.cfg
+	next.Usage.Budget.DayTokens = 1_000_000
+	res, err := w.d.Reload(next)
+	require.NoError(t, err)
+	require.Contains(t, res.Applied, "routing.budget, usage.rates")
+	w.eventually("released by the raised budget", func() bool { return w.status(n) == sessions.StatusActive })
+	require.Equal(t, 1, w.count("session.budget_released"))
+	require.Zero(t, w.count("session.budget_overridden"), "a release is not a resume")
+}

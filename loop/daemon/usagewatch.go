@@ -201,14 +201,13 @@ func (w *usageWatch) nodeAt(item workitem.Ref, t time.Time) string {
 }
 
 // harnessHome is where rec's harness keeps its files, from loopd's side:
-// its world's private home, else the user's home (a shared world).
+// the user's home, which in a world of its own is the world's private copy
+// (sessions.Tmux.HostPath).
 func (w *usageWatch) harnessHome(rec sessions.Record) string {
-	if w.d.tmux != nil {
-		if hh, ok := w.d.tmux.Confinement().(interface{ HarnessHome(string) string }); ok && rec.TmuxName != "" {
-			return hh.HarnessHome(rec.TmuxName)
-		}
-	}
 	h, _ := os.UserHomeDir()
+	if w.d.tmux != nil && rec.TmuxName != "" && h != "" {
+		return w.d.tmux.HostPath(rec.TmuxName, h)
+	}
 	return h
 }
 

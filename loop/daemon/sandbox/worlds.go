@@ -79,11 +79,6 @@ func (w *Worlds) dir(name string) string {
 	return filepath.Join(w.Root, hex.EncodeToString(sum[:6]))
 }
 
-// HarnessHome is where session name's harness keeps its own files as
-// loopd reaches them: the world's private home, mounted over Home inside
-// it (loop/daemon/usage reads the harness's record there).
-func (w *Worlds) HarnessHome(name string) string { return World{Dir: w.dir(name)}.HomeCopy() }
-
 // Socket implements sessions.WorldConfinement.
 func (w *Worlds) Socket(name string) string { return World{Dir: w.dir(name)}.Socket() }
 

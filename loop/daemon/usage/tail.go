@@ -171,23 +171,25 @@ func identity(fi os.FileInfo) (dev, ino uint64, ok bool) {
 	return uint64(st.Dev), uint64(st.Ino), true //nolint:unconvert // Dev's type varies by platform
 }
 
-// openInside opens path for reading when it is a regular file whose
-// directory resolves inside home, without following a link at the file
+// openInside opens path for reading when it is a regular file below
+// home, resolved inside home (os.Root: a link the agent planted on the way
+// never takes the read out of it), without following a link at the file
 // itself and without blocking on a FIFO.
 func openInside(home, path string) (*os.File, error) {
-	realHome, err := filepath.EvalSymlinks(home)
-	if err != nil {
-		return nil, err
-	}
-	dir, err := filepath.EvalSymlinks(filepath.Dir(path))
-	if err != nil {
-		return nil, err
-	}
-	if !within(dir, realHome) {
+	rel, err := filepath.Rel(home, path)
+	if err != nil || rel == ".." || strings.HasPrefix(rel, ".."+string(filepath.Separator)) || filepath.IsAbs(rel) {
 		return nil, fmt.Errorf("%w: %s", ErrOutsideHome, path)
 	}
-	f, err := os.OpenFile(filepath.Join(dir, filepath.Base(path)), os.O_RDONLY|syscall.O_NOFOLLOW|syscall.O_NONBLOCK, 0)
+	root, err := os.OpenRoot(home)
 	if err != nil {
+		return nil, err
+	}
+	defer root.Close()
+	f, err := root.OpenFile(rel, os.O_RDONLY|syscall.O_NOFOLLOW|syscall.O_NONBLOCK, 0)
+	if err != nil {
+		if strings.Contains(err.Error(), "escapes") {
+			return nil, fmt.Errorf("%w: %s", ErrOutsideHome, path)
+		}
 		return nil, err
 	}
 	fi, err := f.Stat()
@@ -196,9 +198,4 @@ func openInside(home, path string) (*os.File, error) {
 		return nil, fmt.Errorf("%w: %s", ErrNotRegular, path)
 	}
 	return f, nil
-}
-
-// within reports whether p is root or below it (both clean, absolute).
-func within(p, root string) bool {
-	return p == root || strings.HasPrefix(p, root+string(filepath.Separator))
 }

@@ -16,7 +16,8 @@ import (
 // TestUsageInARealBrowser: headless Chromium on the dashboard loopd
 // serves, a stand-in harness keeping a transcript with known usage. The
 // board row's figure shows the estimate and grows without a reload when
-// the agent takes another turn; the item page shows the usage per node.
+// the agent takes another turn; the item page shows the usage per node;
+// the metrics page the fleet's per day and repository.
 func TestUsageInARealBrowser(t *testing.T) {
 	chromiumPath(t)
 	w := newWorld(t, func(c *daemon.Config) {
@@ -44,4 +45,8 @@ func TestUsageInARealBrowser(t *testing.T) {
 	require.Equal(t, 11000, evalInt(t, ctx, `Number(document.querySelector('#usage-by-node [data-f=total-tokens]').getAttribute('data-tokens'))`))
 	require.Equal(t, 11000, evalInt(t, ctx, `Number(document.querySelector('#usage-by-node tr[data-node="phase-selection"] [data-f=tokens]').getAttribute('data-tokens'))`))
 	require.Contains(t, value(t, ctx, "usage section", chromedp.Text(chromedp.CSS(`#usage`))), "estimate")
+
+	run(t, ctx, "metrics page", chromedp.Navigate(w.d.DashboardURL()+"/metrics"), chromedp.WaitVisible(chromedp.CSS(`#usage-by-day`)))
+	require.Equal(t, 11000, evalInt(t, ctx, `Number(document.querySelector('#usage-by-day tr[data-repo="`+repoFull+`"] [data-f=tokens]').getAttribute('data-tokens'))`))
+	require.Equal(t, "≈$0.02", value(t, ctx, "fleet cost", chromedp.Text(chromedp.CSS(`#usage-by-day [data-f=cost]`))))
 }

@@ -502,3 +502,58 @@ func usageBar(r api.UsageRow, top int64, blocked int) dashboard.UsageBar {
 func (o mcpOperator) Usage(ctx context.Context, q api.UsageQuery) (api.UsageReport, error) {
 	return o.d.Usage(ctx, q)
 }
+
+// maxFleetRows bounds the metrics page's fleet view.
+const maxFleetRows = 400
+
+// FleetUsage implements dashboard.UsageSource.
+func (s *dashSource) FleetUsage(context.Context) *dashboard.FleetUsage {
+	w := s.d.usage.Load()
+	if w == nil {
+		return nil
+	}
+	rates := w.rates()
+	type key struct{ day, repo string }
+	type agg struct {
+		t        usage.Tokens
+		turns    int64
+		cost     float64
+		unpriced bool
+	}
+	sums := map[key]*agg{}
+	w.ledger.Each(func(k usage.Key, t usage.Tally) {
+		kk := key{k.Day, k.Repository}
+		a := sums[kk]
+		if a == nil {
+			a = &agg{}
+			sums[kk] = a
+		}
+		a.t, a.turns = a.t.Add(t.Tokens), a.turns+t.Turns
+		c, ok := rates.Cost(k.Model, t.Tokens)
+		a.cost += c
+		a.unpriced = a.unpriced || !ok
+	})
+	if len(sums) == 0 {
+		return nil
+	}
+	keys := make([]key, 0, len(sums))
+	for k := range sums {
+		keys = append(keys, k)
+	}
+	sort.Slice(keys, func(i, j int) bool {
+		if keys[i].day != keys[j].day {
+			return keys[i].day > keys[j].day
+		}
+		return keys[i].repo < keys[j].repo
+	})
+	v := &dashboard.FleetUsage{Note: usage.EstimateNote}
+	for _, k := range keys[:min(len(keys), maxFleetRows)] {
+		a := sums[k]
+		cost := "≈" + money(a.cost)
+		if a.unpriced {
+			cost = "—"
+		}
+		v.Rows = append(v.Rows, dashboard.FleetRow{Day: k.day, Repository: k.repo, Tokens: a.t.Total(), TokensText: humanTokens(a.t.Total()), Turns: a.turns, Cost: cost})
+	}
+	return v
+}

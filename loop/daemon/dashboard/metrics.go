@@ -60,6 +60,8 @@ type metricsPage struct {
 	Throughput throughputChart
 	StuckAfter string
 	Events     int
+	// Fleet is the usage per day and repository (usage.go; nil: none).
+	Fleet *FleetUsage
 }
 
 var (
@@ -337,6 +339,7 @@ func (d *Dashboard) metrics(w http.ResponseWriter, r *http.Request, _ *session) 
 	p.BlockChart = blockChart(p.Blocks)
 	humanGates()
 	p.Throughput = throughput(evs, nodePhases, now)
+	p.Fleet = d.fleetUsage(r.Context())
 	for _, it := range items {
 		if it.State == StateDone || it.Since.IsZero() || now.Sub(it.Since) < after {
 			continue

@@ -36,6 +36,24 @@ type UsageView struct {
 // UsageSource is implemented by a Source that counts usage.
 type UsageSource interface {
 	ItemUsage(ctx context.Context, ref string) *UsageView
+	// FleetUsage is the fleet's usage per day and repository, newest day
+	// first (nil: nothing counted).
+	FleetUsage(ctx context.Context) *FleetUsage
+}
+
+// FleetUsage is the metrics page's usage per day and repository.
+type FleetUsage struct {
+	Rows []FleetRow
+	Note string
+}
+
+// FleetRow is one day's usage of one repository.
+type FleetRow struct {
+	Day, Repository string
+	Tokens          int64
+	TokensText      string
+	Turns           int64
+	Cost            string
 }
 
 // itemUsage is ref's usage section (nil: none counted, or no source).
@@ -47,4 +65,15 @@ func (d *Dashboard) itemUsage(ctx context.Context, ref string) *UsageView {
 	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 	defer cancel()
 	return us.ItemUsage(ctx, ref)
+}
+
+// fleetUsage is the metrics page's fleet view (nil: none, or no source).
+func (d *Dashboard) fleetUsage(ctx context.Context) *FleetUsage {
+	us, ok := d.deps.Source.(UsageSource)
+	if !ok {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	return us.FleetUsage(ctx)
 }

@@ -200,15 +200,21 @@ func (w *usageWatch) nodeAt(item workitem.Ref, t time.Time) string {
 	return "(unknown)"
 }
 
-// harnessHome is where rec's harness keeps its files, from loopd's side:
-// the user's home, which in a world of its own is the world's private copy
-// (sessions.Tmux.HostPath).
-func (w *usageWatch) harnessHome(rec sessions.Record) string {
+// harnessDirs are where rec's harness keeps its files, from loopd's side:
+// the user's home and Claude Code's config dir, which in a world of its
+// own are the world's private copy (sessions.Tmux.HostPath).
+func (w *usageWatch) harnessDirs(rec sessions.Record) usage.Dirs {
 	h, _ := os.UserHomeDir()
-	if w.d.tmux != nil && rec.TmuxName != "" && h != "" {
-		return w.d.tmux.HostPath(rec.TmuxName, h)
+	d := usage.Dirs{Home: h, ClaudeConfig: w.d.claudeConfigDir()}
+	if w.d.tmux != nil && rec.TmuxName != "" {
+		if d.Home != "" {
+			d.Home = w.d.tmux.HostPath(rec.TmuxName, d.Home)
+		}
+		if d.ClaudeConfig != "" {
+			d.ClaudeConfig = w.d.tmux.HostPath(rec.TmuxName, d.ClaudeConfig)
+		}
 	}
-	return h
+	return d
 }
 
 func sessionKey(rec sessions.Record) string {
@@ -246,9 +252,9 @@ func (w *usageWatch) poll(ctx context.Context) {
 		if from.IsZero() {
 			from = rec.Created
 		}
-		home := w.harnessHome(rec)
-		for _, p := range usage.Locate(rec.Harness, home, rec.Cwd, rec.SessionID) {
-			turns := w.readRecord(rec.Harness, home, p)
+		dirs := w.harnessDirs(rec)
+		for _, p := range usage.Locate(rec.Harness, dirs, rec.Cwd, rec.SessionID) {
+			turns := w.readRecord(rec.Harness, dirs.Root(rec.Harness), p)
 			for _, t := range turns {
 				at := t.At
 				if at.IsZero() || at.After(now) {

@@ -10,21 +10,41 @@ import (
 // maxCandidates bounds the files Locate examines for one session.
 const maxCandidates = 256
 
-// Locate returns the records of one session in home (the home directory
-// the harness wrote under, as the daemon reaches it): Claude Code's
-// transcript of conversation id sessionID (and its subagents'), Codex's
-// session logs whose working directory is checkout, the Gemini CLI's chat
-// records of sessionID. None found is not an error: a harness that has
-// not answered yet has written nothing. Names come from globs under home;
+// Dirs are where a session's harness keeps its files, as the daemon
+// reaches them (in a world of its own: the world's copy of the home).
+type Dirs struct {
+	// Home is the home directory (.codex and .gemini are below it).
+	Home string
+	// ClaudeConfig is Claude Code's config directory ("": Home/.claude).
+	ClaudeConfig string
+}
+
+// Root is the directory harness's records must stay below (Tail's Home).
+func (d Dirs) Root(harness string) string {
+	if harness == HarnessClaude {
+		if d.ClaudeConfig != "" {
+			return d.ClaudeConfig
+		}
+		return filepath.Join(d.Home, ".claude")
+	}
+	return d.Home
+}
+
+// Locate returns the records of one session: Claude Code's transcript of
+// conversation id sessionID (and its subagents'), Codex's session logs
+// whose working directory is checkout, the Gemini CLI's chat records of
+// sessionID. None found is not an error: a harness that has not answered
+// yet has written nothing. Names come from globs below dirs.Root(harness);
 // Tail.Read checks each file again when it opens it.
-func Locate(harness, home, checkout, sessionID string) []string {
+func Locate(harness string, dirs Dirs, checkout, sessionID string) []string {
+	home := dirs.Root(harness)
 	switch harness {
 	case HarnessClaude:
 		if sessionID == "" || !safeName(sessionID) {
 			return nil
 		}
-		m, _ := filepath.Glob(filepath.Join(home, ".claude", "projects", "*", sessionID+".jsonl"))
-		sub, _ := filepath.Glob(filepath.Join(home, ".claude", "projects", "*", sessionID, "subagents", "*.jsonl"))
+		m, _ := filepath.Glob(filepath.Join(home, "projects", "*", sessionID+".jsonl"))
+		sub, _ := filepath.Glob(filepath.Join(home, "projects", "*", sessionID, "subagents", "*.jsonl"))
 		return bounded(append(m, sub...))
 	case HarnessCodex:
 		m, _ := filepath.Glob(filepath.Join(home, ".codex", "sessions", "*", "*", "*", "rollout-*.jsonl"))

@@ -169,7 +169,7 @@ func TestTailRefusesWhatTheAgentPlanted(t *testing.T) {
 	tl, _ = NewTail(HarnessClaude, home, fifo, Position{})
 	_, err = tl.Read()
 	require.ErrorIs(t, err, ErrNotRegular)
-	require.Empty(t, Locate(HarnessClaude, home, "", "../../x"), "a session id is a name, never a path")
+	require.Empty(t, Locate(HarnessClaude, Dirs{Home: home}, "", "../../x"), "a session id is a name, never a path")
 }
 
 func TestRatesPriceByLongestPrefix(t *testing.T) {

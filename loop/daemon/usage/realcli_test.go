@@ -86,7 +86,8 @@ func runCLI(t *testing.T, dir string, env []string, bin string, args ...string) 
 // kept from earlier calls, and returns what the new reads found.
 func readAll(t *testing.T, harness, home, checkout, sid string, tails map[string]*usage.Tail) (usage.Tokens, int, map[string]bool) {
 	t.Helper()
-	paths := usage.Locate(harness, home, checkout, sid)
+	dirs := usage.Dirs{Home: home}
+	paths := usage.Locate(harness, dirs, checkout, sid)
 	require.NotEmpty(t, paths, "the %s record in %s", harness, home)
 	var sum usage.Tokens
 	n := 0
@@ -95,7 +96,7 @@ func readAll(t *testing.T, harness, home, checkout, sid string, tails map[string
 		tl := tails[p]
 		if tl == nil {
 			var err error
-			tl, err = usage.NewTail(harness, home, p, usage.Position{})
+			tl, err = usage.NewTail(harness, dirs.Root(harness), p, usage.Position{})
 			require.NoError(t, err)
 			tails[p] = tl
 		}

@@ -152,6 +152,7 @@ func TestUsageIsCountedPerNodeAndTheBudgetPauses(t *testing.T) {
 	require.NoError(t, err)
 	require.Len(t, needs, 1)
 	require.Contains(t, needs[0].Why, "budget cap reached")
+	require.Regexp(t, ` · spent ≈\$0\.0\d · \d+k tok \(estimate\)$`, needs[0].Why, "the figure in the needs-you entry")
 	dash := w.dashClient(t)
 	board := dash(w.d.DashboardLoginURL())
 	require.Regexp(t, `data-f="cost" title="estimate \(docs/usage.md\)">≈\$0\.0\d · \d+k tok</span>`, board)

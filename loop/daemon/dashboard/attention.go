@@ -196,6 +196,9 @@ func attentionN(items []Item, w waits, now time.Time, limit int) attentionList {
 		if c.kind == AttentionBudget {
 			why = c.b.Why
 		}
+		if it.Usage != "" {
+			why += " · spent " + it.Usage + " (estimate)"
+		}
 		r := attentionRow{Ref: it.Ref, Title: it.Title, Page: "/item?ref=" + url.QueryEscape(it.Ref), Kind: c.kind, Label: attentionLabels[c.kind], Why: clip(why, 400), at: c.at}
 		if !c.at.IsZero() {
 			r.Since = c.at.UTC().Format(time.RFC3339)

@@ -291,3 +291,32 @@ func TestUsageDailyCapReleasedByARaisedBudget(t *testing.T) {
 	w.eventually("released by the raised budget", func() bool { return w.status(n) == sessions.StatusActive && w.count("session.budget_released") == 1 })
 	require.Zero(t, w.count("session.budget_overridden"), "a release is not a resume")
 }
+
+// A restart of loopd neither loses nor counts twice: the ledger and where
+// each record was read to are kept together; the record is read on from
+// there (its parser primed with what was counted).
+func TestUsageSurvivesARestart(t *testing.T) {
+	w := newWorld(t, func(c *daemon.Config) { c.Usage = daemon.UsageConfig{Poll: 50 * time.Millisecond} })
+	usageHarness(t, w)
+	ctx := context.Background()
+	n := w.openLabeled()
+	ref := w.item(n).String()
+	total := func() int64 {
+		rep, err := api.NewSocketClient(w.d.ControlSocket()).Usage(ctx, api.UsageQuery{Item: ref})
+		if err != nil {
+			return -1
+		}
+		return rep.Total.Turns
+	}
+	w.eventually("the first turn counted", func() bool { return total() == 1 })
+	w.waitIdle()
+	w.stop()
+	w.start()
+	require.Equal(t, int64(1), total(), "kept across the restart")
+	_, err := w.sim.Comment(repoFull, n, human, "please do a turn now")
+	require.NoError(t, err)
+	w.eventually("the turn after the restart", func() bool { return sumTurns(w.turnsByNode()) == 2 })
+	w.eventually("counted once", func() bool { return total() == 2 })
+	time.Sleep(200 * time.Millisecond) // a few polls more: nothing counted twice
+	require.Equal(t, int64(2), total())
+}

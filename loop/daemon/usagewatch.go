@@ -78,6 +78,10 @@ type usageWatch struct {
 	events *loop.EventTail
 	read   map[string]time.Time // session key → when its records were last read
 	marks  budgetMarks
+	// saved is when the ledger was last written; dirty that it changed
+	// since.
+	saved time.Time
+	dirty bool
 
 	stop chan struct{}
 	done chan struct{}
@@ -286,12 +290,20 @@ func (w *usageWatch) poll(ctx context.Context) {
 	if w.checkBudgets(ctx, recs, spent, now) {
 		changed = true
 	}
-	if changed {
+	// The counts and the read positions are written together, so a crash
+	// between two saves re-reads from the saved positions: nothing lost,
+	// nothing counted twice. A budget's marks are saved at once, before
+	// the effect they lead to (usagebudget.go).
+	w.dirty = w.dirty || changed
+	if w.dirty && now.Sub(w.saved) >= ledgerSaveEvery {
 		if err := w.save(); err != nil {
 			w.d.logf("warning: saving the usage ledger: %v", err)
 		}
 	}
 }
+
+// ledgerSaveEvery spaces the ledger's writes (it holds every key).
+const ledgerSaveEvery = 15 * time.Second
 
 // budgetItem is the work item a session's spending counts against (a
 // pull request's own session counts against the work item it serves).
@@ -332,7 +344,19 @@ func (w *usageWatch) readRecord(harness, home, path string) []usage.Turn {
 
 func (w *usageWatch) save() error {
 	w.ledger.SetExtra(w.marks.encode())
-	return w.ledger.Save()
+	// A record no longer there is not read again.
+	w.ledger.PrunePositions(func(path string) bool {
+		if _, ok := w.tails[path]; ok {
+			return true
+		}
+		_, err := os.Lstat(path)
+		return err == nil
+	})
+	if err := w.ledger.Save(); err != nil {
+		return err
+	}
+	w.saved, w.dirty = w.d.deps.Clock.Now(), false
+	return nil
 }
 
 // report answers GET /usage.

@@ -176,6 +176,23 @@ func (l *Ledger) SetPosition(path string, p Position) {
 	l.mu.Unlock()
 }
 
+// PrunePositions forgets the positions of the records keep refuses.
+func (l *Ledger) PrunePositions(keep func(path string) bool) {
+	l.mu.Lock()
+	paths := make([]string, 0, len(l.pos))
+	for p := range l.pos {
+		paths = append(paths, p)
+	}
+	l.mu.Unlock()
+	for _, p := range paths {
+		if !keep(p) {
+			l.mu.Lock()
+			delete(l.pos, p)
+			l.mu.Unlock()
+		}
+	}
+}
+
 // Extra returns the daemon's opaque state.
 func (l *Ledger) Extra() json.RawMessage {
 	l.mu.Lock()

@@ -1,10 +1,6 @@
 package usage
 
-import (
-	"fmt"
-	"math"
-	"strings"
-)
+import "strings"
 
 // Rate is one model's price, per million tokens of each kind, in the
 // operator's currency (usage.rates in the configuration).
@@ -19,18 +15,6 @@ type Rate struct {
 // entry of its exact name, else by the longest entry it starts with
 // ("claude-sonnet-4-5" prices "claude-sonnet-4-5-20250929").
 type Rates map[string]Rate
-
-// Validate names the first entry with a negative, NaN or infinite price.
-func (r Rates) Validate() error {
-	for m, rt := range r {
-		for k, v := range map[string]float64{"input": rt.Input, "output": rt.Output, "cacheWrite": rt.CacheWrite, "cacheRead": rt.CacheRead} {
-			if v < 0 || math.IsNaN(v) || math.IsInf(v, 0) {
-				return fmt.Errorf("usage.rates.%s.%s: %v is not a price (a number ≥ 0 per million tokens)", m, k, v)
-			}
-		}
-	}
-	return nil
-}
 
 // For returns model's rate; false when the card has none.
 func (r Rates) For(model string) (Rate, bool) {

@@ -244,8 +244,11 @@ func (w *usageWatch) checkItem(ctx context.Context, rec sessions.Record, b loop.
 	}
 	mk.Worst = state
 	if len(mk.Pending) > 0 {
+		// Decided, written down, then posted; what was posted is written
+		// down at once, so a restart does not post it again.
 		if err := w.save(); err == nil {
 			w.tell(ctx, rec.Item, mk)
+			_ = w.save()
 		}
 		changed = true
 	}

@@ -125,6 +125,19 @@ var configKeys = []ConfigKey{
 	{Path: "routing.webTerminal", Type: "object", Doc: "the agent's pane on the dashboard"},
 	{Path: "routing.webTerminal.mode", Type: "string", Default: "view", Enum: []string{"off", "view", "reply"}, Doc: "off: no live pane on the dashboard; view: the pane, read-only; reply: the pane and a reply box for an operator who is an authorized user"},
 
+	{Path: "routing.budget", Type: "object", Doc: "caps on what agent sessions spend (docs/usage.md): at warnAt of a cap loopd comments once and lists the item under \"needs you\"; at the cap it pauses the session until an authorized `the-loop resume` or a raised budget", Reload: true},
+	{Path: "routing.budget.warnAt", Type: "number", Default: 0.8, Doc: "the fraction of a cap that warns (0 < warnAt ≤ 1)", Reload: true},
+	{Path: "routing.budget.item", Type: "object", Doc: "the cap on one work item (all its sessions)", Reload: true},
+	{Path: "routing.budget.item.tokens", Type: "int", Default: 0, Doc: "tokens of every kind (0: no cap)", Reload: true},
+	{Path: "routing.budget.item.cost", Type: "number", Default: 0, Doc: "estimated cost from usage.rates (0: no cap)", Reload: true},
+	{Path: "routing.budget.repositoryDaily", Type: "object", Doc: "the cap on one repository's sessions per UTC day", Reload: true},
+	{Path: "routing.budget.repositoryDaily.tokens", Type: "int", Default: 0, Doc: "tokens of every kind (0: no cap)", Reload: true},
+	{Path: "routing.budget.repositoryDaily.cost", Type: "number", Default: 0, Doc: "estimated cost from usage.rates (0: no cap)", Reload: true},
+
+	{Path: "usage", Type: "object", Doc: "token usage read from each harness's own record, and its estimated cost (docs/usage.md)"},
+	{Path: "usage.rates", Type: "free", Doc: "the rate card: model (or a prefix of its name) → {input, output, cacheWrite, cacheRead} per million tokens; a model with no rate shows its tokens and cost \"—\"", Reload: true},
+	{Path: "usage.pollSeconds", Type: "int", Default: 5, Doc: "how often loopd reads the sessions' records"},
+
 	{Path: "queue", Type: "object", Doc: "the durable event queue (NATS JetStream)"},
 	{Path: "queue.url", Type: "string", Default: "", Doc: "an external NATS server or cluster; empty embeds one under the state root"},
 	{Path: "queue.replicas", Type: "int", Default: 1, Doc: "replication of the queue's streams and buckets on a NATS cluster (3 on a 3-server cluster)"},

@@ -181,6 +181,8 @@ type Settings struct {
 		Enabled bool
 		Path    string
 	}
+	// Usage is usage.* and routing.budget (settings_usage.go).
+	Usage UsageSettings
 	// Channels is channels.*: the chat channels people reach sessions
 	// through.
 	Channels struct {
@@ -586,6 +588,26 @@ var settingReaders = []settingReader{
 	}},
 	{"routing.harnessArgs.gemini", func(r *settingsReader, s *Settings) {
 		s.Routing.HarnessArgs.Gemini = r.strs("routing.harnessArgs.gemini")
+	}},
+	{"routing.budget.warnAt", readBudgetWarnAt},
+	{"routing.budget.item.tokens", func(r *settingsReader, s *Settings) {
+		s.Usage.Budget.ItemTokens = r.budgetTokens("routing.budget.item.tokens")
+	}},
+	{"routing.budget.item.cost", func(r *settingsReader, s *Settings) {
+		s.Usage.Budget.ItemCost = r.budgetCost("routing.budget.item.cost")
+	}},
+	{"routing.budget.repositoryDaily.tokens", func(r *settingsReader, s *Settings) {
+		s.Usage.Budget.DayTokens = r.budgetTokens("routing.budget.repositoryDaily.tokens")
+	}},
+	{"routing.budget.repositoryDaily.cost", func(r *settingsReader, s *Settings) {
+		s.Usage.Budget.DayCost = r.budgetCost("routing.budget.repositoryDaily.cost")
+	}},
+	{"usage.rates", readUsageRates},
+	{"usage.pollSeconds", func(r *settingsReader, s *Settings) {
+		s.Usage.Poll = r.seconds("usage.pollSeconds")
+		if s.Usage.Poll <= 0 {
+			r.add("usage.pollSeconds: must be greater than 0")
+		}
 	}},
 	{"routing.harnessTrust.enabled", func(r *settingsReader, s *Settings) {
 		s.Routing.HarnessTrust.Enabled = r.boolean("routing.harnessTrust.enabled")

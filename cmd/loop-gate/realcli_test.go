@@ -18,6 +18,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/theloop-dev/theloop/internal/agentcli"
 	"github.com/theloop-dev/theloop/plugin/install"
 	"github.com/theloop-dev/theloop/sessions"
 )
@@ -38,26 +39,7 @@ import (
 // A CLI that is not installed is skipped, saying so.
 
 // realCLI finds an agent CLI: on PATH, else in .ci/run's tools cache.
-func realCLI(t *testing.T, name, cacheDir string) string {
-	t.Helper()
-	if p, err := exec.LookPath(name); err == nil {
-		return p
-	}
-	cache := os.Getenv("THELOOP_TOOLS_CACHE")
-	if cache == "" {
-		base := os.Getenv("XDG_CACHE_HOME")
-		if base == "" {
-			home, _ := os.UserHomeDir()
-			base = filepath.Join(home, ".cache")
-		}
-		cache = filepath.Join(base, "theloop-ci")
-	}
-	p := filepath.Join(cache, cacheDir, "node_modules", ".bin", name)
-	if _, err := os.Stat(p); err != nil {
-		t.Skipf("the %s CLI is not installed (not on PATH, not in %s): its real-client gate test is skipped; .ci/run installs it with npm", name, filepath.Dir(filepath.Dir(filepath.Dir(p))))
-	}
-	return p
-}
+func realCLI(t *testing.T, name, cacheDir string) string { return agentcli.Find(t, name, cacheDir) }
 
 // modelTurn is one request the stand-in answered as a turn of the agent's
 // conversation.
@@ -109,16 +91,7 @@ func (s *standIn) Turns() []modelTurn {
 }
 
 // sse writes one server-sent event.
-func sse(w io.Writer, event string, data any) {
-	b, _ := json.Marshal(data)
-	if event != "" {
-		fmt.Fprintf(w, "event: %s\n", event)
-	}
-	fmt.Fprintf(w, "data: %s\n\n", b)
-	if f, ok := w.(http.Flusher); ok {
-		f.Flush()
-	}
-}
+func sse(w io.Writer, event string, data any) { agentcli.SSE(w, event, data) }
 
 // gateScenario is one run of a CLI against a work item.
 type gateScenario struct {

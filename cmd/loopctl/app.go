@@ -124,6 +124,7 @@ var topCommands = []struct {
 	{"completion", newCompletionCmd},
 	{"sessions", newSessionsCmd},
 	{"attention", newAttentionCmd},
+	{"usage", newUsageCmd},
 	{"daemon", func(f *Factory) *cli.Command { return newDaemonCmd(f, nil) }},
 	{"queue", func(f *Factory) *cli.Command { return newQueueCmd(f, nil) }},
 	{"config", newConfigCmd},

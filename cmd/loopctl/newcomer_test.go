@@ -384,7 +384,7 @@ func TestNewcomerCompletionCandidates(t *testing.T) {
 		words []string
 		want  []string
 	}{
-		{[]string{""}, []string{"ask", "attention", "check", "completion", "config", "critic", "daemon", "dashboard", "demo", "events", "github", "graph", "help", "install", "instructions", "keys", "queue", "scenarios", "sessions", "uninstall", "verify-decisions", "version"}},
+		{[]string{""}, []string{"ask", "attention", "check", "completion", "config", "critic", "daemon", "dashboard", "demo", "events", "github", "graph", "help", "install", "instructions", "keys", "queue", "scenarios", "sessions", "uninstall", "usage", "verify-decisions", "version"}},
 		{[]string{"ch"}, []string{"check"}},
 		{[]string{"check", "is"}, []string{"issue-1", "issue-239"}},
 		{[]string{"check", "issue-1", ""}, nil},

@@ -87,6 +87,9 @@ var rules = []rule{
 	// starts), so sessions' seam can be implemented without a cycle.
 	{floorDaemonBase, "loop/daemon/sandbox", []string{"run", "internal/..."}},
 	{floorDaemonBase, "loop/daemon/systemd", []string{"internal/..."}},
+	// Usage from the harnesses' records: parsers, the ledger, the rate card;
+	// the API's wire types for its reports.
+	{floorDaemonBase, "loop/daemon/usage", []string{"loop/api", "internal/..."}},
 	// loop-gate's check: the work item's state and the session registry.
 	{floorDaemonBase, "loop/stopgate", []string{"graph", "loop", "sessions", "internal/..."}},
 	// The demo's scripted agent drives loopctl's library and the API client.

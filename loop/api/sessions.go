@@ -99,8 +99,9 @@ type AttentionItem struct {
 // AttentionKinds are the kinds of AttentionItem, in the order the
 // dashboard explains them: a gate waiting for a decision, a question the
 // agent asked (`loopctl ask`), a parked node, a dead session, a failed
-// spawn, a cluster node declining the item for capacity.
-var AttentionKinds = []string{"gate", "question", "parked", "dead-session", "spawn-failed", "capacity"}
+// spawn, a cluster node declining the item for capacity, an item near or
+// at its budget cap (docs/usage.md).
+var AttentionKinds = []string{"gate", "question", "parked", "dead-session", "spawn-failed", "capacity", "budget"}
 
 // AttentionPath is GET /attention: the "needs you" list ([]AttentionItem,
 // oldest first). Its query takes kind=K (repeatable) to keep only those

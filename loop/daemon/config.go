@@ -175,6 +175,8 @@ type Config struct {
 	// Liveness is the watch that respawns a session whose harness died
 	// (liveness.go; docs/daemon.md §6.8).
 	Liveness LivenessConfig
+	// Usage is usage.* and routing.budget (usagewatch.go; docs/usage.md).
+	Usage UsageConfig
 	// ResumeProbe is how long a resumed harness must stay alive to count
 	// as resumed (routing.tmux.resumeProbeSeconds; 0: sessions' default).
 	ResumeProbe time.Duration
@@ -292,6 +294,7 @@ func DefaultConfig() Config {
 		SpawnWorkdir:        ".",
 		ResumeOnRespawn:     true,
 		Liveness:            DefaultLivenessConfig(),
+		Usage:               UsageConfig{Poll: DefaultUsagePoll, Budget: loop.BudgetSettings{WarnAt: 0.8}},
 		HarnessTrust:        HarnessTrust{Enabled: true, Scope: sessions.TrustWorkspaceRoot, AcceptBypass: sessions.BypassAuto},
 		HarnessPlugins:      true,
 		KeepSessionOnClose:  true,
@@ -396,6 +399,7 @@ func ConfigFromSettings(st loop.Settings, getenv func(string) string) (Config, [
 	cfg.Liveness = LivenessConfig{Off: !tm.Liveness.Enabled, Interval: tm.Liveness.Interval, MaxRespawns: tm.Liveness.MaxRespawns,
 		Window: tm.Liveness.Window, Backoff: tm.Liveness.Backoff, Label: DefaultLivenessConfig().Label,
 		MaxInFlight: sv.MaxSessions} // liveness.go: respawns in flight bounded by the node's capacity
+	cfg.Usage = usageConfigFromSettings(st.Usage)
 	cfg.SandboxOff = rt.Sandbox == "off"
 	cfg.SandboxLandlock = rt.Sandbox == "landlock"
 	cfg.SandboxHostNetwork = rt.SandboxNetwork == "host"

@@ -14,6 +14,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -138,6 +139,8 @@ type Daemon struct {
 	outbox   *outbox.Performer // the sessions' ticket effects (outbox.go)
 
 	slack *slackchan.Channel // channels.slack (slack.go); nil when off
+
+	usage atomic.Pointer[usageWatch] // the sessions' token usage and budgets (usagewatch.go); nil when off
 }
 
 // New validates cfg and builds the daemon. It opens nothing: Run does.
@@ -321,6 +324,11 @@ func (d *Daemon) Run(ctx context.Context) (err error) {
 	if d.live != nil {
 		d.live.Start()
 		defer d.live.Close()
+	}
+	if u := d.openUsage(); u != nil { // usagewatch.go
+		d.usage.Store(u)
+		u.start()
+		defer u.close()
 	}
 	if d.slack != nil {
 		d.slack.Start() // Socket Mode dials Slack; the Events API is already mounted

@@ -125,6 +125,7 @@ func (d *Daemon) Reload(next Config) (ReloadResult, error) {
 		{"integrations", cur.Integrations, next.Integrations},
 		{"channels.slack", cur.Slack, next.Slack},
 		{"service", cur.Service.Listen + "|" + cur.Service.Token, next.Service.Listen + "|" + next.Service.Token},
+		{"usage.pollSeconds", cur.Usage.Poll, next.Usage.Poll},
 	} {
 		if !reflect.DeepEqual(h.cur, h.next) {
 			res.NeedRestart = append(res.NeedRestart, h.key)
@@ -156,6 +157,9 @@ func (d *Daemon) Reload(next Config) (ReloadResult, error) {
 		{"routing.promptTemplate", cur.PromptTemplate, next.PromptTemplate, func() { d.cfg.PromptTemplate = next.PromptTemplate }},
 		{"routing.spawnPromptTemplate", cur.SpawnPromptTemplate, next.SpawnPromptTemplate, func() { d.cfg.SpawnPromptTemplate = next.SpawnPromptTemplate }},
 		{"routing.tmux.sessionPerPr", cur.SessionPerPr, next.SessionPerPr, func() { d.cfg.SessionPerPr = next.SessionPerPr }},
+		{"routing.budget, usage.rates", []any{cur.Usage.Budget, cur.Usage.Rates}, []any{next.Usage.Budget, next.Usage.Rates}, func() {
+			d.cfg.Usage.Budget, d.cfg.Usage.Rates = next.Usage.Budget, next.Usage.Rates
+		}},
 		{"service.metrics.gateStuckAfterSeconds", cur.Service.GateStuckAfter, next.Service.GateStuckAfter, func() {
 			d.cfg.Service.GateStuckAfter = next.Service.GateStuckAfter
 			if d.svc.metrics != nil {

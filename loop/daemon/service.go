@@ -236,6 +236,7 @@ func (d *Daemon) serviceHandler() http.Handler {
 		Status:        d.status,
 		Health:        d.Health,
 		Attention:     d.attention,
+		Usage:         d.Usage, // usagewatch.go
 		Restart:       d.requestRestart,
 	})
 	mux.Handle(api.Prefix+"/", a)

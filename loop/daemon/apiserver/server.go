@@ -79,6 +79,8 @@ type Backend struct {
 	Health func(ctx context.Context) api.Health
 	// Attention is the "needs you" list, oldest first (nil = 503).
 	Attention func(ctx context.Context) ([]api.AttentionItem, error)
+	// Usage is what the agent sessions spent (nil = 503; usage.go).
+	Usage func(ctx context.Context, q api.UsageQuery) (api.UsageReport, error)
 	// Restart schedules a graceful restart for actor (the caller's
 	// authenticated identity), upgrading the plugin first when withUpgrade
 	// (nil = 503).
@@ -141,6 +143,7 @@ func New(cfg Config, b Backend) *Server {
 	s.route("GET /events", s.events)
 	s.route("GET /events/stream", s.stream)
 	s.route("GET "+api.AttentionPath, s.attention)
+	s.route("GET "+api.UsagePath, s.usage) // usage.go
 	s.route("POST "+api.RestartPath, s.restart)
 	s.route("GET /queue", s.queueStats)
 	s.route("GET /queue/dead", s.queueDead)

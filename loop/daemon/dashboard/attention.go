@@ -51,8 +51,9 @@ type CapacitySource interface {
 
 // waits are what "needs you" lists beside the board's items.
 type waits struct {
-	qs   []Question
-	caps []Capacity
+	qs      []Question
+	caps    []Capacity
+	budgets []Budget
 }
 
 // Attention kinds (CSS class tokens).
@@ -63,6 +64,7 @@ const (
 	AttentionDead     = "dead-session"
 	AttentionSpawn    = "spawn-failed"
 	AttentionCapacity = "capacity"
+	AttentionBudget   = "budget"
 )
 
 // attentionRow is one line of "needs you".
@@ -95,6 +97,7 @@ const maxAttentionRows = 200
 var attentionLabels = map[string]string{
 	AttentionGate: "gate waiting", AttentionQuestion: "question", AttentionParked: "parked",
 	AttentionDead: "session dead", AttentionSpawn: "spawn failed", AttentionCapacity: "no capacity",
+	AttentionBudget: "budget",
 }
 
 // attention builds the list from the board's items, the open questions
@@ -114,6 +117,7 @@ func attentionN(items []Item, w waits, now time.Time, limit int) attentionList {
 		it   *Item
 		q    *Question
 		c    *Capacity
+		b    *Budget
 		kind string
 		at   time.Time
 	}
@@ -138,7 +142,7 @@ func attentionN(items []Item, w waits, now time.Time, limit int) attentionList {
 			cs = append(cs, cand{it: it, kind: AttentionDead, at: at})
 		}
 	}
-	if len(qs) > 0 || len(w.caps) > 0 {
+	if len(qs) > 0 || len(w.caps) > 0 || len(w.budgets) > 0 {
 		for i := range items {
 			byRef[items[i].Ref] = &items[i]
 		}
@@ -156,6 +160,13 @@ func attentionN(items []Item, w waits, now time.Time, limit int) attentionList {
 			it = &Item{Ref: w.caps[i].Ref}
 		}
 		cs = append(cs, cand{it: it, c: &w.caps[i], kind: AttentionCapacity, at: w.caps[i].Since})
+	}
+	for i := range w.budgets {
+		it := byRef[w.budgets[i].Ref]
+		if it == nil {
+			it = &Item{Ref: w.budgets[i].Ref}
+		}
+		cs = append(cs, cand{it: it, b: &w.budgets[i], kind: AttentionBudget, at: w.budgets[i].Since})
 	}
 	sort.SliceStable(cs, func(i, j int) bool { return cs[i].at.Before(cs[j].at) })
 	l := attentionList{Count: len(cs), Rows: []attentionRow{}}
@@ -181,6 +192,12 @@ func attentionN(items []Item, w waits, now time.Time, limit int) attentionList {
 			why = c.q.Text
 		case AttentionCapacity:
 			why = fmt.Sprintf("cluster node %s is at capacity (service.maxSessions %d) and declines it; a node with room takes it — close a finished session or raise service.maxSessions", c.c.Node, c.c.MaxSessions)
+		}
+		if c.kind == AttentionBudget {
+			why = c.b.Why
+		}
+		if it.Usage != "" {
+			why += " · spent " + it.Usage + " (estimate)"
 		}
 		r := attentionRow{Ref: it.Ref, Title: it.Title, Page: "/item?ref=" + url.QueryEscape(it.Ref), Kind: c.kind, Label: attentionLabels[c.kind], Why: clip(why, 400), at: c.at}
 		if !c.at.IsZero() {
@@ -229,6 +246,11 @@ func sourceWaits(ctx context.Context, src Source) waits {
 	if cs, ok := src.(CapacitySource); ok {
 		if out, err := cs.Capacity(ctx); err == nil {
 			w.caps = out
+		}
+	}
+	if bs, ok := src.(BudgetSource); ok {
+		if out, err := bs.Budgets(ctx); err == nil {
+			w.budgets = out
 		}
 	}
 	return w

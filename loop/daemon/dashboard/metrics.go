@@ -60,6 +60,8 @@ type metricsPage struct {
 	Throughput throughputChart
 	StuckAfter string
 	Events     int
+	// Fleet is the usage per day and repository (usage.go; nil: none).
+	Fleet *FleetUsage
 }
 
 var (
@@ -356,6 +358,7 @@ func (d *Dashboard) metrics(w http.ResponseWriter, r *http.Request, _ *session) 
 	p.Blocks = blocksByHook(evs)
 	p.BlockChart = blockChart(p.Blocks)
 	p.Throughput = throughput(evs, nodePhases, terminalIDs, now)
+	p.Fleet = d.fleetUsage(r.Context())
 	for _, it := range items {
 		if it.State.Finished() || it.Since.IsZero() || now.Sub(it.Since) < after {
 			continue

@@ -44,6 +44,8 @@ type row struct {
 	CI        string `json:"ci"`
 	CIFail    string `json:"ciFail"`
 	CIFailURL string `json:"ciFailUrl"`
+	// Cost is the item's usage figure (usage.go).
+	Cost string `json:"cost"`
 	// PRs are the pull requests as the item page's PR/CI section shows
 	// them, so that it updates live from the same row event.
 	PRs []prRow `json:"prs,omitempty"`
@@ -75,6 +77,7 @@ func rowData(it Item, now time.Time) row {
 		Ref: it.Ref, Repo: it.Repo, URL: webURL(it.URL), Title: it.Title, Loop: it.Loop, Node: it.Node, Phase: it.Phase,
 		Human: it.Human, State: it.State, Finding: clip(it.Finding, 400), Live: it.SessionLive, Attach: it.Attach,
 		LastEvent: it.LastEvent, Page: "/item?ref=" + url.QueryEscape(it.Ref), Pending: it.PendingTicketEffects,
+		Cost: it.Usage,
 	}
 	var prs []string
 	for _, p := range it.PullRequests {
@@ -242,6 +245,8 @@ type itemPage struct {
 	Pane paneView
 	// PullRequests are the item's pull requests with review and checks.
 	PullRequests []prView
+	// Usage is what the item's sessions spent, per node (usage.go).
+	Usage *UsageView
 }
 
 // prView is one pull request on the item page: state, review, the checks
@@ -294,7 +299,7 @@ func (d *Dashboard) itemData(r *http.Request, det *Detail, ss *session) itemPage
 	now := d.deps.Now()
 	p := itemPage{Title: det.Item.Ref, Row: rowData(det.Item, now), Messages: det.Messages, Artifacts: det.Artifacts,
 		Operator: d.cfg.Operator, CSRF: ss.csrf, Posted: r.URL.Query().Get("posted"), Error: r.URL.Query().Get("error"),
-		PullRequests: prViews(det.Item.PullRequests)}
+		PullRequests: prViews(det.Item.PullRequests), Usage: d.itemUsage(r.Context(), det.Item.Ref)}
 	switch p.Posted {
 	case "approve", "approve-comments", "request-changes":
 	default:

@@ -96,6 +96,9 @@ type Item struct {
 	// PullRequests are the item's pull requests with their checks and
 	// reviews (prci.go).
 	PullRequests []PullRequest
+	// Usage is what its sessions spent, as the board shows it ("≈$1.20 ·
+	// 45k tok", "" when nothing was counted; usage.go).
+	Usage string
 }
 
 // Artifact is one file the graph's nodes produce for the work item.

@@ -17,7 +17,7 @@ import (
 // plane (never in an agent's session: `loopctl mcp` builds the server
 // without an Operator, and the control socket refuses sandboxed peers):
 // list_sessions, session_transcript, list_attention, control_session,
-// register_session and close_session.
+// register_session, close_session and usage.
 // control_session pauses, resumes, stops or replies — it never decides a
 // gate and never forces: those stay with an authorized person on the
 // ticket (or `loopctl graph force`).
@@ -38,13 +38,15 @@ type Operator interface {
 	// CloseSession ends the item's session, keeping its checkout and graph
 	// state.
 	CloseSession(ctx context.Context, ref string, req api.CloseRequest) (api.SessionResult, error)
+	// Usage is what the sessions spent (GET /usage; usage.go).
+	Usage(ctx context.Context, q api.UsageQuery) (api.UsageReport, error)
 }
 
 // OperatorTools lists the operator's tools, registered when
 // Config.Operator is set.
 // reset is not among them: a fresh conversation is the operator's own call
 // (`loopctl sessions reset`), as in the reference.
-var OperatorTools = []string{"list_sessions", "session_transcript", "list_attention", "control_session", "register_session", "close_session"}
+var OperatorTools = []string{"list_sessions", "session_transcript", "list_attention", "control_session", "register_session", "close_session", "usage"}
 
 // ControlVerbs are control_session's verbs.
 var ControlVerbs = []string{"pause", "resume", "stop", "reply"}
@@ -57,6 +59,7 @@ func addOperatorTools(s *mcp.Server, op Operator) {
 	mcp.AddTool(s, &mcp.Tool{Name: "list_attention", Annotations: ro, Description: "What waits on a human, oldest first: gates waiting for a decision, questions agents asked, parked nodes, dead sessions, failed spawns, items a cluster node declines for capacity — with why and for how long."}, o.attention)
 	mcp.AddTool(s, &mcp.Tool{Name: "control_session", Description: "Pause, resume or stop a work item's session, or reply to its agent (the message is pasted marked as from the operator; no control keywords). Never decides a gate and never forces the graph."}, o.control)
 	mcp.AddTool(s, &mcp.Tool{Name: "register_session", Description: "Make a conversation the operator started outside loopd (its harness session id, in a checkout of the item's repository) the work item's session; the next event resumes it in loopd's tmux session. Another item's conversation, checkout or tmux session is always refused."}, o.register)
+	addUsageTool(s, o) // usage.go
 	mcp.AddTool(s, &mcp.Tool{Name: "close_session", Description: "End a work item's session, keeping its checkout and graph state; the next event or a start brings a new session to the same node."}, o.close)
 }
 

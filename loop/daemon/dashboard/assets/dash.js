@@ -57,6 +57,7 @@
     var live = field(tr, 'live');
     if (live) { live.textContent = r.live ? 'live' : 'dead'; live.className = r.live ? 'up' : 'down'; }
     setText(tr, 'attach', r.attach);
+    setText(tr, 'cost', r.cost);
     setText(tr, 'last', r.lastEvent);
     setText(tr, 'ci', r.ci);
     var cf = field(tr, 'cifail');

@@ -471,8 +471,25 @@ func lintArtifacts(ctx context.Context, hc *graph.HookContext) graph.HookResult 
 			// Like verify-tests: check never starts a program. The built-in
 			// checks above still ran.
 			linterNote = "the markdown linter " + argv[0] + " is not run under check (check never starts a program)"
-		} else if r, done := runLinter(ctx, hc, argv, files); done {
+		} else if r, done := runLinter(ctx, hc, hc.Commands, argv, files); done {
 			return r
+		}
+	} else if v, ok := hc.Config["markdownLinter"]; ok && len(msgs) == 0 {
+		// The repository's own linter (harness config tooling.lint.markdown)
+		// is the repository's program: it runs like its test command,
+		// through RepoCommands on the agent's side, never in loopd.
+		argv, err := commandArgv(v)
+		switch {
+		case err != nil || len(argv) == 0:
+			linterNote = "tooling.lint.markdown cannot be parsed; the markdown linter is not run"
+		case hc.Mode == graph.ModeCheck:
+			linterNote = "the markdown linter " + argv[0] + " (tooling.lint.markdown) is not run under check (check never starts a program)"
+		case hc.RepoCommands == nil:
+			linterNote = "the markdown linter " + argv[0] + " (tooling.lint.markdown) runs on the agent's claim, not here"
+		default:
+			if r, done := runLinter(ctx, hc, hc.RepoCommands, argv, files); done {
+				return r
+			}
 		}
 	}
 	if len(msgs) > 0 {
@@ -489,15 +506,15 @@ func lintArtifacts(ctx context.Context, hc *graph.HookContext) graph.HookResult 
 // runLinter runs the graph's markdown linter over the artifacts through the
 // command runner (from the repository root, no shell). It reports done
 // with the blocking result when the linter did not pass.
-func runLinter(ctx context.Context, hc *graph.HookContext, argv, files []string) (graph.HookResult, bool) {
-	if hc.Commands == nil {
+func runLinter(ctx context.Context, hc *graph.HookContext, runner graph.Commands, argv, files []string) (graph.HookResult, bool) {
+	if runner == nil {
 		return graph.Block(graph.Finding("the markdown linter is configured but no command runner is available", "")), true
 	}
 	paths := make([]string, len(files))
 	for i, f := range files {
 		paths[i] = hc.Artifacts.Path(f)
 	}
-	res, err := hc.Commands.Run(ctx, append(argv[:len(argv):len(argv)], paths...), "")
+	res, err := runner.Run(ctx, append(argv[:len(argv):len(argv)], paths...), "")
 	switch {
 	case errors.Is(err, graph.ErrCommandNotFound):
 		r := graph.Block(graph.Finding("markdown linter not found: "+argv[0], ""))

@@ -46,6 +46,9 @@ func RenderAssignment(wi graph.WorkItem, n *graph.Node, surface string, pr int, 
 	if n.Command != "" {
 		fmt.Fprintf(&b, "  work it with: `/the-loop:%s %s`\n", n.Command, wi.ID)
 	}
+	if IsCriticNode(n) && !n.IsHuman() {
+		fmt.Fprintf(&b, "  get the second opinion with: `loopctl critic list`, then `loopctl critic run <critic> --work-item %s --node %s` (it records the review in execution-log.md)\n", wi.ID, n.ID)
+	}
 	if n.IsHuman() {
 		b.WriteString("  this node is a HUMAN gate — the loop is waiting for an authorized person on the ticket. Do not claim it; do not start the work it gates.\n")
 	} else {
@@ -54,6 +57,13 @@ func RenderAssignment(wi graph.WorkItem, n *graph.Node, surface string, pr int, 
 	}
 	b.WriteString("  (assigned by the-loop's graph — not part of any event payload)\n")
 	return b.String()
+}
+
+// IsCriticNode reports whether a node asks for a critic's second opinion:
+// its stage is critic-review, or its id ends so (the pull-request loop's
+// node declares no stage).
+func IsCriticNode(n *graph.Node) bool {
+	return n != nil && (n.Stage == "critic-review" || strings.HasSuffix(n.ID, "critic-review"))
 }
 
 // deliverAssignment pastes the node's assignment into the bound session.

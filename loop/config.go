@@ -374,6 +374,10 @@ type HarnessConfig struct {
 	// test command, which verify-tests runs inside the agent's sandbox
 	// (never in loopd). nil when absent.
 	TestCommand []string
+	// MarkdownLinter is tooling.lint.markdown as argv: the markdown linter
+	// lint-artifacts runs over a node's artifacts, on the agent's side like
+	// the test command (nil when absent).
+	MarkdownLinter []string
 	// TestTimeout is verification.timeout (0: hooks.DefaultTestTimeout).
 	TestTimeout time.Duration
 	// Raw holds the decoded top-level keys theloop reads (empty when absent
@@ -451,7 +455,7 @@ func ParseHarnessConfig(name string, data []byte) (HarnessConfig, []string, erro
 }
 
 // harnessKeys are the top-level keys of a harness config theloop reads.
-var harnessKeys = map[string]bool{"version": true, "workflow": true, "ticketing": true, "notifications": true, "graph": true, "reviews": true, "verification": true, "testing": true, "customInstructions": true}
+var harnessKeys = map[string]bool{"version": true, "workflow": true, "ticketing": true, "notifications": true, "graph": true, "reviews": true, "verification": true, "testing": true, "customInstructions": true, "tooling": true}
 
 // parseHarnessConfig decodes the file; with fast it first decodes only the
 // top-level blocks theloop reads (a repository's harness config is mostly
@@ -540,6 +544,7 @@ func parseHarnessConfig(name string, data []byte, fast bool) (HarnessConfig, []s
 		}
 	}
 	readVerification(r, &cfg)
+	readTooling(r, &cfg)
 	if _, ok := r.get("graph.hooks"); ok {
 		r.add("graph.hooks: repository hooks are never run by theloop (no code from a watched repository is executed); the key is ignored")
 	}

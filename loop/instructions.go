@@ -72,7 +72,7 @@ type InstructionEntry struct {
 }
 
 // InstructionEntries reads customInstructions: a list whose entries are a
-// path or {path, description}; a bad entry is left out with a warning
+// path or {path, description}, or the-loop's {docs: <that list>}; a bad entry is left out with a warning
 // naming it.
 func InstructionEntries(h HarnessConfig) ([]InstructionEntry, []string) {
 	raw, ok := h.Raw["customInstructions"]
@@ -83,7 +83,14 @@ func InstructionEntries(h HarnessConfig) ([]InstructionEntry, []string) {
 	if file == "" {
 		file = HarnessConfigFile
 	}
+	if m, isMap := raw.(map[string]any); isMap {
+		// the-loop's own shape: {docs: [...], onMissing: warn}.
+		raw = m["docs"]
+	}
 	list, ok := raw.([]any)
+	if raw == nil {
+		return nil, nil
+	}
 	if !ok {
 		return nil, []string{fmt.Sprintf("%s: customInstructions is %s, not a list; e.g. [docs/CONVENTIONS.md]", file, typeName(raw))}
 	}

@@ -288,11 +288,10 @@ func (r *Repo) hookConfig(opts Options) graph.Values {
 		cfg["jiraTransitions"] = tr
 	}
 	if len(r.Harness.TestCommand) > 0 {
-		argv := make([]any, len(r.Harness.TestCommand))
-		for i, a := range r.Harness.TestCommand {
-			argv[i] = a
-		}
-		cfg["testCommand"] = argv
+		cfg["testCommand"] = anyStrings(r.Harness.TestCommand)
+	}
+	if len(r.Harness.MarkdownLinter) > 0 {
+		cfg["markdownLinter"] = anyStrings(r.Harness.MarkdownLinter)
 	}
 	if r.Harness.TestTimeout > 0 {
 		cfg["testTimeout"] = r.Harness.TestTimeout.String()
@@ -304,6 +303,15 @@ func (r *Repo) hookConfig(opts Options) graph.Values {
 		cfg["sessionPerPr"] = opts.SessionPerPr
 	}
 	return cfg
+}
+
+// anyStrings is a []string as the []any a graph.Values list holds.
+func anyStrings(ss []string) []any {
+	out := make([]any, len(ss))
+	for i, s := range ss {
+		out[i] = s
+	}
+	return out
 }
 
 // auditor leaves the human-visible trail of force and skip declarations:

@@ -330,3 +330,64 @@ func TestNoReferenceProse(t *testing.T) {
 		}
 	}
 }
+
+// TestWorkOnRegistersAndLinks: a session a person started is told how to
+// become the item's session in loopd, and every pull request how to reach
+// it — with the verbs loopctl really has.
+func TestWorkOnRegistersAndLinks(t *testing.T) {
+	body := string(mustRead("commands/work-on.md"))
+	for _, must := range []string{
+		"THE_LOOP_SESSION_ID",
+		"loopctl sessions register <ref> --harness-session-id",
+		"--cwd",
+		"loopctl sessions link-pr <ref> --pull-request",
+		"Closes #42",
+		"loopctl critic list",
+		"loopctl critic run <critic> --work-item $ARGUMENTS",
+	} {
+		require.Contains(t, body, must)
+	}
+	cli := string(mustRead("skills/the-loop/reference/cli.md"))
+	for _, must := range []string{"loopctl sessions register", "loopctl sessions link-pr", "loopctl critic run", "loopctl critic list", "loopctl config harness"} {
+		require.Contains(t, cli, must)
+	}
+}
+
+// TestCriticNodesNameCriticRun: at every critic node of every shipped
+// graph, the assignment loopd pastes, the workflow page and the skill name
+// loopctl critic run; no other node's assignment does.
+func TestCriticNodesNameCriticRun(t *testing.T) {
+	wi := graph.WorkItem{ID: "issue-7"}
+	critics := 0
+	for _, name := range loop.ShippedLoopNames() {
+		g, err := loop.ShippedGraph(name)
+		require.NoError(t, err)
+		for _, n := range g.Nodes() {
+			text := hooks.RenderAssignment(wi, n, "", 0, "")
+			if hooks.IsCriticNode(n) {
+				critics++
+				require.Contains(t, text, "loopctl critic run <critic> --work-item issue-7 --node "+n.ID, "%s § %s", name, n.ID)
+			} else {
+				require.NotContains(t, text, "critic run", "%s § %s", name, n.ID)
+			}
+		}
+	}
+	require.GreaterOrEqual(t, critics, 4, "design-critic-review and three critic-review nodes")
+	require.Contains(t, string(mustRead("skills/the-loop/reference/workflow.md")), "loopctl critic run <critic> --work-item <id>")
+	require.Contains(t, string(mustRead(SkillPath)), "loopctl critic run <critic> --work-item <id>")
+}
+
+// TestSkillDescribesConfigurationAndDaemon: the skill carries the table of
+// the repository keys theloop reads — each one a key the harness-config
+// reader really reads — and what loopd does around the agent.
+func TestSkillDescribesConfigurationAndDaemon(t *testing.T) {
+	skill := string(mustRead(SkillPath))
+	require.Contains(t, skill, "## Configuration you will meet")
+	require.Contains(t, skill, "## What loopd does around you")
+	for _, key := range loop.HarnessKeysRead() {
+		require.Contains(t, skill, "`"+key+"`", "the skill's configuration table must name %s", key)
+	}
+	for _, must := range []string{"THE_LOOP_WORK_ITEM", "assignment", "sandbox", "authorized"} {
+		require.Contains(t, skill, must)
+	}
+}

@@ -3,8 +3,10 @@ package main
 import (
 	"encoding/json"
 	"fmt"
+	"maps"
 	"os"
 	"reflect"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -53,6 +55,42 @@ func newConfigCmd(f *Factory) *cli.Command {
 				},
 			},
 			{
+				Name:  "harness",
+				Usage: "what theloop reads of the repository's .the-loop/harness-config.yaml, and a warning for every key it does not read, with what it does instead",
+				Description: `Reads the whole harness config (a repository moved from the Python the-loop
+keeps its file) and prints the keys theloop reads with their values, then one
+warning per key it ignores, naming the key and what theloop does instead.
+tooling.unitTest is read as verification.testCommand when that is absent, and
+tooling.lint.markdown as the markdown linter lint-artifacts runs.
+
+Examples:
+   loopctl config harness
+   loopctl config harness --format json --jq '.unread[].key'`,
+				Flags: []cli.Flag{
+					&cli.StringFlag{Name: "repo", Usage: "repository root (default: found from the current directory upwards, as git does)"},
+					&cli.StringFlag{Name: "format", Value: "table", Usage: "table or json"}, outputFlags()[0], outputFlags()[1],
+				},
+				Action: func(c *cli.Context) error {
+					format := c.String("format")
+					if format != "table" && format != "json" {
+						return failWith(exitRefused, "loopctl config harness: --format must be table or json, not %q", format)
+					}
+					out, err := readOutput(c, "config harness", &format)
+					if err != nil {
+						return err
+					}
+					root, err := f.repoRoot(repoFlags{Repo: c.String("repo")})
+					if err != nil {
+						return err
+					}
+					rep, err := loop.ReportHarnessConfig(root)
+					if err != nil {
+						return failWith(exitRefused, "loopctl config harness: %v", err)
+					}
+					return runConfigHarness(f, rep, format, out)
+				},
+			},
+			{
 				Name:        "migrate",
 				Usage:       "rewrite an old cli-config.yaml into the current shape, keeping its comments and key order, the original saved as FILE.bak; lists every key moved and every retired key removed (deterministic, idempotent); --dry-run only reports",
 				Description: "Example:\n   loopctl config migrate --dry-run --config ~/.config/the-loop/cli-config.yaml",
@@ -97,6 +135,37 @@ func runConfigShow(f *Factory, cfg loop.CLIConfig, format string, out output) er
 		tw.row("%s\t%s\t%s\n", r.Key, showValue(r.Value), r.Source)
 	}
 	return tw.flush()
+}
+
+// runConfigHarness prints the harness-config report: the keys read with
+// their values (stdout), and every warning (stderr, "warning: ..."), so a
+// script reading the table is not disturbed by them.
+func runConfigHarness(f *Factory, rep loop.HarnessReport, format string, out output) error {
+	for _, w := range rep.Warnings {
+		fmt.Fprintln(f.IO.ErrOut, "warning:", w)
+	}
+	for _, u := range rep.Unread {
+		fmt.Fprintln(f.IO.ErrOut, "warning:", u.Warning(rep.File))
+	}
+	if format == "json" {
+		return out.write(f.IO.Out, rep)
+	}
+	if !rep.Present {
+		fmt.Fprintf(f.IO.Out, "no %s: theloop uses its defaults (loopctl config harness shows what a file would change)\n", rep.File)
+		return nil
+	}
+	tw := newTable(f.IO.Out, f.colour(f.IO.Out))
+	tw.head("KEY (READ)\tVALUE")
+	for _, k := range slices.Sorted(maps.Keys(rep.Read)) {
+		tw.row("%s\t%s\n", k, showValue(rep.Read[k]))
+	}
+	if err := tw.flush(); err != nil {
+		return err
+	}
+	if len(rep.Unread) > 0 {
+		fmt.Fprintf(f.IO.Out, "%d keys of %s are not read by theloop (warnings above)\n", len(rep.Unread), rep.File)
+	}
+	return nil
 }
 
 // showValue is a setting's value as the table prints it: never Go's own

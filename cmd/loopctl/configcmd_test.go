@@ -2,10 +2,13 @@ package main
 
 import (
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
+	"github.com/goccy/go-yaml"
 	"github.com/stretchr/testify/require"
 
 	"github.com/theloop-dev/theloop/loop"
@@ -121,5 +124,63 @@ func TestConfigShowPrintsNoGoSyntax(t *testing.T) {
 		{true, "true"},
 	} {
 		require.Equal(t, tc.want, showValue(tc.v), "%#v", tc.v)
+	}
+}
+
+// TestConfigHarnessWarnsOnUnreadKeys: loopctl config harness prints what
+// theloop reads of a repository's harness config, and one warning per key
+// of the-loop's schema it ignores, naming the key and what it does instead
+// — for every such key, set together in one file.
+func TestConfigHarnessWarnsOnUnreadKeys(t *testing.T) {
+	repo := newRepo(t)
+	var b strings.Builder
+	raw := map[string]any{}
+	setNested(raw, "tooling.unitTest.python", "pytest")
+	setNested(raw, "tooling.packageManager.python", "uv")
+	setNested(raw, "tooling.lint.markdown", "markdownlint")
+	all := append(loop.HarnessKeysRead(), loop.HarnessKeysUnread()...)
+	for _, k := range loop.HarnessKeysUnread() {
+		// A key that holds catalogued keys (tooling.lint) is set through
+		// a child of its own (tooling.lint.python).
+		leaf := k
+		for _, other := range all {
+			if strings.HasPrefix(other, k+".") {
+				leaf = k + ".other"
+			}
+		}
+		setNested(raw, leaf, "x")
+	}
+	extra, err := yaml.Marshal(raw)
+	require.NoError(t, err)
+	b.Write(extra)
+	require.NoError(t, os.MkdirAll(filepath.Join(repo, ".the-loop"), 0o755))
+	require.NoError(t, os.WriteFile(filepath.Join(repo, ".the-loop", "harness-config.yaml"), []byte(b.String()), 0o644))
+
+	f, io := testFactory(t, repo, nil)
+	require.Equal(t, exitOK, Main([]string{"loopctl", "config", "harness"}, f), io.err.String())
+	require.Contains(t, io.out.String(), "verification.testCommand (effective)")
+	require.Contains(t, io.out.String(), "uv run pytest")
+	for _, k := range loop.HarnessKeysUnread() {
+		require.Contains(t, io.err.String(), "warning: .the-loop/harness-config.yaml: "+k+" is not read by theloop: ", k)
+	}
+
+	io.out.Reset()
+	require.Equal(t, exitOK, Main([]string{"loopctl", "config", "harness", "--jq", ".unread | length"}, f), io.err.String())
+	require.Equal(t, fmt.Sprint(len(loop.HarnessKeysUnread())), strings.TrimSpace(io.out.String()))
+}
+
+// setNested sets "a.b.c" in m, keeping what is there.
+func setNested(m map[string]any, key string, v any) {
+	parts := strings.Split(key, ".")
+	for _, p := range parts[:len(parts)-1] {
+		sub, ok := m[p].(map[string]any)
+		if !ok {
+			sub = map[string]any{}
+			m[p] = sub
+		}
+		m = sub
+	}
+	if _, ok := m[parts[len(parts)-1]]; !ok {
+		m[parts[len(parts)-1]] = v
 	}
 }

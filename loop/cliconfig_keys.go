@@ -184,8 +184,8 @@ var configKeys = []ConfigKey{
 	{Path: "channels.slack.users", Type: "free", Doc: "Slack user id (U…) → GitHub login; only a mapped login on routing.authorizedUsers is heard, anyone else changes nothing"},
 
 	{Path: "integrations", Type: "free", Doc: "outbound GitHub/Slack/Jira (checked by the integrations decoder)"},
-	{Path: "collaborators", Type: "free"},
-	{Path: "notifications", Type: "free"},
+	{Path: "collaborators", Type: "free", Doc: "the operator's people, told of loopd's own events: a list of {login, name, roles, slack, email}; notifications.events names their roles"},
+	{Path: "notifications", Type: "free", Doc: "loopd's own events told to collaborators: enabled (default true), events (work-item-spawned, session-died, dispatch-failed, event-dropped-unauthorized → roles), channels (slack, ticket; default [slack])"},
 }
 
 // CLIConfigKeys returns the catalogue of the CLI config's keys.

@@ -93,7 +93,16 @@ func ParseCollaborators(name string, data []byte) (Collaborators, error) {
 			return nil, bad("unknown top-level key %q; the file holds `collaborators:` (a list of {login, name, roles, slack, email})", k)
 		}
 	}
-	v := raw["collaborators"]
+	return collaboratorList(name, raw["collaborators"])
+}
+
+// collaboratorList reads a collaborators list (the file's, or the
+// operator's cli-config.yaml collaborators).
+func collaboratorList(name string, v any) (Collaborators, error) {
+	bad := func(format string, args ...any) error {
+		return fmt.Errorf("%w: %s: %s", ErrInvalidConfig, name, fmt.Sprintf(format, args...))
+	}
+	var err error
 	if v == nil {
 		return Collaborators{}, nil
 	}

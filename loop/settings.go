@@ -191,9 +191,12 @@ type Settings struct {
 	// Integrations is the raw integrations block (nil when absent), which
 	// integrations.DecodeConfig checks.
 	Integrations map[string]any
-	// Collaborators and Notifications are carried for the hooks (the same
-	// shape as the harness config's).
-	Collaborators, Notifications any
+	// Notifications is notifications with collaborators: which of loopd's
+	// own events notify whom, and through what (notifications.go).
+	Notifications DaemonNotifications
+	// collaborators and notifications are the raw blocks, read together
+	// once both readers ran.
+	collaborators, notifications any
 	Version                      string
 
 	// Warnings are problems that do not stop loopd.
@@ -693,8 +696,8 @@ var settingReaders = []settingReader{
 			s.record("integrations", m, SourceFile)
 		}
 	}},
-	{"collaborators", func(r *settingsReader, s *Settings) { s.Collaborators = r.free("collaborators") }},
-	{"notifications", func(r *settingsReader, s *Settings) { s.Notifications = r.free("notifications") }},
+	{"collaborators", func(r *settingsReader, s *Settings) { s.collaborators = r.free("collaborators") }},
+	{"notifications", func(r *settingsReader, s *Settings) { s.notifications = r.free("notifications") }},
 }
 
 // Harnesses are the agent CLIs loopd can run a session in.
@@ -878,6 +881,12 @@ func readSettings(name string, raw map[string]any) (Settings, []string, error) {
 	for _, rd := range settingReaders {
 		rd.read(r, &s)
 	}
+	n, warns, err := readDaemonNotifications(name, s.notifications, s.collaborators)
+	if err != nil {
+		r.errs = append(r.errs, err)
+	}
+	s.Notifications = n
+	s.Warnings = append(s.Warnings, warns...)
 	return s, r.problems, errors.Join(r.errs...)
 }
 

@@ -266,6 +266,10 @@ type Config struct {
 	// Dashboard configures the web dashboard (zero: none).
 	Dashboard DashboardConfig
 
+	// Notifications is cli-config.yaml's notifications with its
+	// collaborators: loopd's own events told to people (notify.go).
+	Notifications loop.DaemonNotifications
+
 	// Slack is channels.slack: the Slack channel (slack.go; nil: off). Its
 	// secrets are read from the environment by ConfigFromSettings.
 	Slack *slackchan.Config
@@ -456,6 +460,7 @@ func ConfigFromSettings(st loop.Settings, getenv func(string) string) (Config, [
 		return cfg, warns, err
 	}
 	cfg.Slack = sc
+	cfg.Notifications = st.Notifications
 	cfg.SecretEnvNames = secretNames(cfg, wh.SecretEnv, sv.TokenEnv)
 	// channels.slack's variables are credentials whether or not the
 	// channel is on: no agent gets them.

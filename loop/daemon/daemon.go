@@ -141,6 +141,8 @@ type Daemon struct {
 	slack *slackchan.Channel // channels.slack (slack.go); nil when off
 
 	usage atomic.Pointer[usageWatch] // the sessions' token usage and budgets (usagewatch.go); nil when off
+
+	notifier *notifier // loopd's own notifications (notify.go); nil when none
 }
 
 // New validates cfg and builds the daemon. It opens nothing: Run does.
@@ -276,6 +278,7 @@ func (d *Daemon) Run(ctx context.Context) (err error) {
 	defer unlock()
 
 	if err := d.build(); err != nil {
+		d.notifier.Close()
 		return err
 	}
 	defer func() {
@@ -285,6 +288,7 @@ func (d *Daemon) Run(ctx context.Context) (err error) {
 				_ = d.egress.Close()
 			}
 		}
+		d.notifier.Close() // before the logs its outcomes go to
 		if d.elog != nil {
 			d.elog.Close()
 		}
@@ -518,6 +522,9 @@ func (d *Daemon) buildEvents() error {
 	sinks = append(sinks, d.serviceSinks()...)
 	sinks = append(sinks, newDropLog(d.deps.Log, d.deps.Clock.Now, DropLogInterval))
 	sinks = append(sinks, newJournalSink(d.deps.Log, d.deps.Clock.Now))
+	if d.notifier = newNotifier(d.cfg.Notifications, d.deps.Clock.Now, d.sendNotice); d.notifier != nil {
+		sinks = append(sinks, d.notifier)
+	}
 	d.sink = &observedSink{d: d, next: sinks}
 
 	integ := d.deps.Integrations

@@ -468,3 +468,23 @@ func (c *Channel) goHandle(fn func(ctx context.Context)) {
 type discardLogger struct{}
 
 func (discardLogger) Output(int, string) error { return nil }
+
+// PostNotice posts one of loopd's notifications: in the work item's thread
+// (opened if none is bound yet), or at the channel's top level when item
+// is zero. text is loopd's own composition; nothing of an event's payload.
+func (c *Channel) PostNotice(ctx context.Context, item workitem.Ref, text string) error {
+	if item.IsZero() {
+		if _, _, err := c.api.PostMessageContext(ctx, c.cfg.Channel, slack.MsgOptionText(text, false)); err != nil {
+			return fmt.Errorf("slack channel: posting to %s: %w", c.cfg.Channel, err)
+		}
+		return nil
+	}
+	t, err := c.OpenThread(ctx, item)
+	if err != nil {
+		return err
+	}
+	if _, _, err := c.api.PostMessageContext(ctx, t.Channel, slack.MsgOptionText(text, false), slack.MsgOptionTS(t.TS)); err != nil {
+		return fmt.Errorf("slack channel: posting in %s's thread: %w", item, err)
+	}
+	return nil
+}

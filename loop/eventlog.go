@@ -76,6 +76,10 @@ type EventLogOptions struct {
 	// not itself hold. Past maxQueuedBytes queued, Emit writes the queue
 	// itself (back-pressure rather than loss).
 	Background bool
+	// Scrub, when set, cleans every field value before the line is
+	// formatted (CredentialScrub): a program whose events are not scrubbed
+	// upstream (loopctl; loopd scrubs its whole event stream) uses it.
+	Scrub func(any) any
 }
 
 // EventLog is the JSONL event log (docs/graph.md §8, docs/daemon.md
@@ -108,6 +112,7 @@ type EventLog struct {
 	clock        graph.Clock
 	warnings     io.Writer
 	pid          int
+	scrub        func(any) any
 
 	mu sync.Mutex
 	f  *os.File
@@ -157,7 +162,7 @@ func OpenEventLog(path, source string, opts EventLogOptions) (*EventLog, error) 
 	l := &EventLog{
 		path: path, source: source,
 		maxBytes: opts.MaxBytes, maxBackups: opts.MaxBackups,
-		clock: opts.Clock, warnings: opts.Warnings, pid: opts.PID,
+		clock: opts.Clock, warnings: opts.Warnings, pid: opts.PID, scrub: opts.Scrub,
 	}
 	if l.maxBytes == 0 {
 		l.maxBytes = DefaultEventLogMaxBytes
@@ -287,6 +292,13 @@ func (l *EventLog) Emit(e graph.LogEvent) {
 func (l *EventLog) Line(e graph.LogEvent) []byte {
 	if e.Time.IsZero() {
 		e.Time = l.clock.Now()
+	}
+	if l.scrub != nil {
+		fields := make([]graph.Field, len(e.Fields))
+		for i, f := range e.Fields {
+			fields[i] = graph.Field{Key: f.Key, Value: l.scrub(f.Value)}
+		}
+		e.Fields = fields
 	}
 	return FormatEventLine(l.source, l.pid, e)
 }

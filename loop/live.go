@@ -55,6 +55,9 @@ type LiveOptions struct {
 	Managed *ManagedSession
 	// Source names the verb in the intents it records ("graph complete").
 	Source string
+	// Scrub cleans the event log's lines and graph-state.json of
+	// credentials (CredentialScrub; nil: nothing is cleaned).
+	Scrub func(any) any
 }
 
 // LiveRuntime is a runtime for a verb that may change state: it records
@@ -163,7 +166,7 @@ func OpenLive(root string, opts LiveOptions) (*LiveRuntime, error) {
 	}
 	var sink graph.Sink
 	if cfg.EventLogEnabled && cfg.EventLogPath != "" {
-		el, err := OpenEventLog(cfg.EventLogPath, "cli", EventLogOptions{Clock: opts.Clock, Warnings: opts.EventLogWarnings})
+		el, err := OpenEventLog(cfg.EventLogPath, "cli", EventLogOptions{Clock: opts.Clock, Warnings: opts.EventLogWarnings, Scrub: opts.Scrub})
 		if err != nil {
 			warn("the event log is unavailable: " + err.Error())
 		} else {
@@ -193,7 +196,7 @@ func OpenLive(root string, opts LiveOptions) (*LiveRuntime, error) {
 		// the one place the repository's test command may run.
 		RepoCommands: Commands{Runner: liveRunner, Root: repo.Root},
 		Sink:         sink, Clock: opts.Clock, DecisionVerifier: verifier, DecisionSigner: signer,
-		Warn: warn,
+		Warn: warn, Scrub: opts.Scrub,
 	})
 	if err != nil {
 		l.Close()

@@ -80,6 +80,10 @@ type Options struct {
 	Warn func(string)
 	// HookObserver is told each hook's wall time (graph.Options; metrics).
 	HookObserver func(graph.HookTiming)
+	// Scrub, when set, cleans every value written into graph-state.json
+	// of credentials (hook messages quote a test run's output, a force's
+	// reason is typed by a person): CredentialScrub, or loopd's scrubber.
+	Scrub func(any) any
 }
 
 // Repo is a repository checkout as theloop reads it.
@@ -156,6 +160,9 @@ func (r *Repo) Runtime(opts Options) (*graph.Runtime, error) {
 	storeOpts := []StoreOption{}
 	if opts.Clock != nil {
 		storeOpts = append(storeOpts, WithStoreClock(opts.Clock))
+	}
+	if opts.Scrub != nil {
+		storeOpts = append(storeOpts, WithStoreScrub(opts.Scrub))
 	}
 	items := &fileItems{repoRoot: r.Root, specRoot: r.SpecDir, originRepo: origin, jiraProject: r.Harness.JiraProject}
 	cfg := r.hookConfig(opts)

@@ -1,7 +1,9 @@
 package loop
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -74,6 +76,7 @@ type FileStore struct {
 	clock    graph.Clock
 	poll     time.Duration
 	err      error
+	scrub    func(any) any
 }
 
 // StoreOption configures a FileStore.
@@ -87,6 +90,14 @@ func WithStoreClock(c graph.Clock) StoreOption {
 			s.clock = c
 		}
 	}
+}
+
+// WithStoreScrub cleans what Save writes with scrub (scrub.Scrubber.Value
+// semantics: strings inside maps and lists are cleaned, nothing else
+// changes). A state with nothing to clean is written byte for byte as
+// graph.MarshalState makes it.
+func WithStoreScrub(scrub func(any) any) StoreOption {
+	return func(s *FileStore) { s.scrub = scrub }
 }
 
 // WithLockPoll sets the interval between lock attempts (default
@@ -254,6 +265,11 @@ func (s *FileStore) save(ctx context.Context, id string, st *graph.State, write 
 	if err != nil {
 		return fmt.Errorf("encoding the state of %s: %w", id, err)
 	}
+	if s.scrub != nil {
+		if data, err = scrubState(id, data, s.scrub); err != nil {
+			return fmt.Errorf("encoding the state of %s: %w", id, err)
+		}
+	}
 	if err := s.prepareDir(id, dir); err != nil {
 		return err
 	}
@@ -266,6 +282,31 @@ func (s *FileStore) save(ctx context.Context, id string, st *graph.State, write 
 	}
 	removeTemps(dir, staleTempAge)
 	return nil
+}
+
+// scrubState cleans an encoded state. Most states hold no credential: the
+// whole text is checked first, and only a state that changes is decoded,
+// cleaned value by value (a structural edit: a secret never breaks the
+// JSON around it), read back as a state and encoded as MarshalState does.
+func scrubState(id string, data []byte, scrub func(any) any) ([]byte, error) {
+	if s, _ := scrub(string(data)).(string); s == string(data) {
+		return data, nil
+	}
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.UseNumber()
+	var v any
+	if err := dec.Decode(&v); err != nil {
+		return nil, err
+	}
+	cleaned, err := json.Marshal(scrub(v))
+	if err != nil {
+		return nil, err
+	}
+	st, err := graph.ParseState(id, cleaned)
+	if err != nil {
+		return nil, fmt.Errorf("the scrubbed state does not read back: %w", err)
+	}
+	return graph.MarshalState(st)
 }
 
 // staleTempAge is the age after which a temp file of an interrupted Save is

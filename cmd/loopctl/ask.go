@@ -82,7 +82,7 @@ func runAsk(ctx context.Context, f *Factory, opts askOptions) error {
 	}
 	var sink graph.Sink
 	if cfg.EventLogEnabled && cfg.EventLogPath != "" {
-		if el, err := loop.OpenEventLog(cfg.EventLogPath, "ask", loop.EventLogOptions{Clock: f.Clock, Warnings: f.IO.ErrOut}); err == nil {
+		if el, err := loop.OpenEventLog(cfg.EventLogPath, "ask", loop.EventLogOptions{Clock: f.Clock, Warnings: f.IO.ErrOut, Scrub: loop.CredentialScrub(f.lookupEnv)}); err == nil {
 			sink = el
 			defer el.Close()
 		}

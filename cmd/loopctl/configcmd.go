@@ -237,7 +237,7 @@ func runConfigMigrate(f *Factory, path string, dryRun bool) error {
 			return err
 		}
 		path, _ = loop.ResolveCLIConfigPath(loop.CLIConfigSource{
-			LookupEnv: func(k string) (string, bool) { v := f.Getenv(k); return v, v != "" },
+			LookupEnv: f.lookupEnv,
 			HomeDir:   f.HomeDir, WorkDir: wd,
 		})
 		if path == "" {

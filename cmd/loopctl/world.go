@@ -132,12 +132,15 @@ func (f *Factory) cliConfig(path, root string) (loop.CLIConfig, error) {
 	return cfg, nil
 }
 
+// lookupEnv is Getenv as a lookup (an empty variable is unset).
+func (f *Factory) lookupEnv(k string) (string, bool) { v := f.Getenv(k); return v, v != "" }
+
 // cliConfigSource is where --config PATH, the environment and the home
 // directory put the CLI config, looked up from root.
 func (f *Factory) cliConfigSource(path, root string) loop.CLIConfigSource {
 	return loop.CLIConfigSource{
 		Path:      path,
-		LookupEnv: func(k string) (string, bool) { v := f.Getenv(k); return v, v != "" },
+		LookupEnv: f.lookupEnv,
 		HomeDir:   f.HomeDir,
 		WorkDir:   root,
 	}
@@ -260,7 +263,10 @@ func (f *Factory) openLiveWith(rf repoFlags, workItem string, create bool, verb 
 		},
 		EventLogWarnings: f.IO.ErrOut,
 		Managed:          managed,
-		Source:           verb,
+		// What loopctl writes — its event log, graph-state.json — holds no
+		// credential of this shell (docs/daemon.md §11.6).
+		Scrub:  loop.CredentialScrub(f.lookupEnv),
+		Source: verb,
 	})
 	var in *loop.LiveInputError
 	switch {

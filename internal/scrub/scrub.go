@@ -72,6 +72,35 @@ func hinted(text, lower string, hint []string, fold bool) bool {
 }
 
 // Scrubber holds the known secrets. It is safe for concurrent use.
+// CredentialEnv are the variables theloop's programs read a credential
+// from by default (an operator may rename some; loopd adds those): what
+// no agent session gets, and what every log and state file is scrubbed of.
+// THE_LOOP_TRUST_KEYS holds public keys: kept from agents (a session must
+// not choose its own trust anchor), never scrubbed.
+var CredentialEnv = []string{
+	"THE_LOOP_GH_WEBHOOK_SECRET",
+	"GH_TOKEN", "GITHUB_TOKEN", "GH_ENTERPRISE_TOKEN", "GITHUB_ENTERPRISE_TOKEN",
+	"THE_LOOP_SERVICE_TOKEN",
+	"THE_LOOP_SLACK_BOT_TOKEN", "THE_LOOP_SLACK_WEBHOOK_URL", "THE_LOOP_SLACK_APP_TOKEN", "THE_LOOP_SLACK_SIGNING_SECRET",
+	"THE_LOOP_JIRA_EMAIL", "THE_LOOP_JIRA_TOKEN",
+	"THE_LOOP_TRUST_KEYS",
+}
+
+// FromEnv is a scrubber of the current values of CredentialEnv (but the
+// trust keys) and of names, read through lookup, and of token shapes.
+func FromEnv(lookup func(string) (string, bool), names ...string) *Scrubber {
+	var secrets []string
+	for _, n := range append(append([]string(nil), CredentialEnv...), names...) {
+		if n == "" || n == "THE_LOOP_TRUST_KEYS" {
+			continue
+		}
+		if v, ok := lookup(n); ok && v != "" {
+			secrets = append(secrets, v)
+		}
+	}
+	return New(secrets...)
+}
+
 type Scrubber struct {
 	mu      sync.RWMutex
 	secrets []string // longest first

@@ -496,6 +496,7 @@ func (d *Daemon) build() error {
 		Commands: runner, Git: pathRunner{path: d.deps.Path}, HookObserver: d.hookObserver(),
 		Record: d.emit, Logf: d.logf, Observe: d.observe, Authority: d.authority,
 		ObservedDir: filepath.Join(root, observedDirName),
+		Scrub:       d.scrubValue,
 	})
 	return d.buildSlack() // slack.go
 }
@@ -717,6 +718,14 @@ func lockStateRoot(root string) (func(), error) {
 }
 
 // emit writes an event to the event log and the observer.
+// scrubValue is loopd's scrubber as a value cleaner (nothing when none).
+func (d *Daemon) scrubValue(v any) any {
+	if d.scrub == nil {
+		return v
+	}
+	return d.scrub.Value(v)
+}
+
 func (d *Daemon) emit(name string, level graph.Level, fields ...graph.Field) {
 	d.sink.Emit(graph.LogEvent{Time: d.deps.Clock.Now(), Name: name, Level: level, Fields: fields})
 }

@@ -51,6 +51,7 @@ type graphLink struct {
 	git          run.Runner // git, for a checkout's origin
 	origins      *originReader
 	hookObserver func(graph.HookTiming)
+	scrub        func(any) any
 	record       emitFunc
 	logf         func(format string, args ...any)
 	observe      func(Observation)
@@ -109,6 +110,9 @@ type linkDeps struct {
 	// ObservedDir keeps what loopd's recompute of each loop said, under
 	// the state root ("" in memory only).
 	ObservedDir string
+	// Scrub cleans what the runtime writes into graph-state.json of
+	// credentials (loopd's scrubber; nil: nothing).
+	Scrub func(any) any
 	// Authority answers routing.authorized (nil: logins only).
 	Authority *ingress.Authority
 }
@@ -126,7 +130,7 @@ func newGraphLink(cfg linkConfig, deps linkDeps) *graphLink {
 	l := &graphLink{
 		reg: deps.Registry, mgr: deps.Manager, tmux: deps.Tmux, ctl: deps.Control, integ: deps.Integrations,
 		sink: deps.Sink, clock: deps.Clock, signer: deps.Signer, verifier: deps.Verifier,
-		commands: deps.Commands, git: deps.Git, origins: newOriginCache(), hookObserver: deps.HookObserver,
+		commands: deps.Commands, git: deps.Git, origins: newOriginCache(), hookObserver: deps.HookObserver, scrub: deps.Scrub,
 		record: deps.Record, logf: deps.Logf, observe: deps.Observe, authority: deps.Authority,
 		runtimes: map[string]*graph.Runtime{}, loops: map[string]string{}, targets: map[string]workitem.Ref{}, specDirs: map[string]string{},
 		observed: map[string]observedLoop{}, observedDir: deps.ObservedDir,
@@ -333,6 +337,7 @@ func (l *graphLink) options(repo *loop.Repo, cwd, id string, deliver graph.Deliv
 		Sink: trustedSink{next: l.sink}, Clock: l.clock,
 		Warn:         func(w string) { l.logf("%s: %s", cwd, w) },
 		HookObserver: l.hookObserver,
+		Scrub:        l.scrub,
 	}
 	// loopd's trust anchor is its own decision-signing key and nothing
 	// else (docs/decisions.md §23): a decision that does not verify under

@@ -19,8 +19,7 @@ import (
 // or an integration reads a credential from.
 func knownSecrets(cfg Config, env func(string) (string, bool)) []string {
 	out := []string{string(cfg.Secret), cfg.Service.Token}
-	names := append(append([]string(nil), sandbox.SecretEnv...), cfg.SecretEnvNames...)
-	for _, n := range names {
+	for _, n := range append(append([]string(nil), sandbox.SecretEnv...), cfg.SecretEnvNames...) {
 		if n == "" || n == "THE_LOOP_TRUST_KEYS" { // public keys: nothing to hide
 			continue
 		}

@@ -5,6 +5,7 @@ import (
 	"sort"
 	"strings"
 
+	"github.com/theloop-dev/theloop/internal/scrub"
 	"github.com/theloop-dev/theloop/run"
 )
 
@@ -30,14 +31,7 @@ var SessionEnv = []string{"THE_LOOP_WORK_ITEM", "THE_LOOP_WORK_ITEM_REF", "THE_L
 // trust keys (an agent that sets THE_LOOP_TRUST_KEYS for its own loop-gate
 // picks its own anchor). Operators' renamed variables (secretEnv, tokenEnv,
 // urlEnv, emailEnv) are added by the caller of CheckAgentEnv.
-var SecretEnv = []string{
-	"THE_LOOP_GH_WEBHOOK_SECRET",
-	"GH_TOKEN", "GITHUB_TOKEN", "GH_ENTERPRISE_TOKEN", "GITHUB_ENTERPRISE_TOKEN",
-	"THE_LOOP_SERVICE_TOKEN",
-	"THE_LOOP_SLACK_BOT_TOKEN", "THE_LOOP_SLACK_WEBHOOK_URL", "THE_LOOP_SLACK_APP_TOKEN", "THE_LOOP_SLACK_SIGNING_SECRET",
-	"THE_LOOP_JIRA_EMAIL", "THE_LOOP_JIRA_TOKEN",
-	"THE_LOOP_TRUST_KEYS",
-}
+var SecretEnv = scrub.CredentialEnv
 
 // CheckAgentEnv refuses an operator's routing.agentEnv list that names a
 // secret (SecretEnv or one of extraSecrets, the variables the operator's

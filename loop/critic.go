@@ -4,6 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"os"
+	"path/filepath"
 	"sort"
 	"strings"
 	"time"
@@ -120,6 +122,22 @@ func CriticSection(g *graph.Graph, node string) string {
 		}
 	}
 	return "Critic reviews"
+}
+
+// CriticArtifacts lists the markdown artifacts of the work item whose spec
+// directory is specDir (slash-separated, relative to root), sorted: what
+// CriticPrompt names.
+func CriticArtifacts(root, specDir string) []string {
+	var arts []string
+	if entries, err := os.ReadDir(filepath.Join(root, filepath.FromSlash(specDir))); err == nil {
+		for _, e := range entries {
+			if e.Type().IsRegular() && strings.HasSuffix(e.Name(), ".md") {
+				arts = append(arts, e.Name())
+			}
+		}
+	}
+	sort.Strings(arts)
+	return arts
 }
 
 // CriticPrompt is what a critic is asked: the node and what it is for,

@@ -9,7 +9,6 @@ import (
 	"os"
 	"path"
 	"path/filepath"
-	"sort"
 	"strings"
 
 	"github.com/urfave/cli/v2"
@@ -213,15 +212,7 @@ func runCritic(ctx context.Context, opts *criticOptions) error {
 	}
 	specDir := path.Join(repo.SpecDir, opts.WorkItem)
 	dir := filepath.Join(repo.Root, filepath.FromSlash(specDir))
-	var arts []string
-	if entries, err := os.ReadDir(dir); err == nil {
-		for _, e := range entries {
-			if e.Type().IsRegular() && strings.HasSuffix(e.Name(), ".md") {
-				arts = append(arts, e.Name())
-			}
-		}
-	}
-	sort.Strings(arts)
+	arts := loop.CriticArtifacts(repo.Root, specDir)
 	prompt := loop.CriticPrompt(node, opts.WorkItem, specDir, arts, extra)
 	h := criticHarness(critic.Harness)
 	cmd, err := h.OneShot(prompt, critic.Model)

@@ -2,6 +2,7 @@ package daemon
 
 import (
 	"context"
+	"strconv"
 
 	"github.com/theloop-dev/theloop/loop/api"
 	"github.com/theloop-dev/theloop/loop/daemon/apiserver"
@@ -71,3 +72,41 @@ func (m mcpOperator) CloseSession(ctx context.Context, ref string, req api.Close
 }
 
 var _ mcpserver.Operator = mcpOperator{}
+
+func (m mcpOperator) WorkItems(ctx context.Context) ([]api.WorkItem, error) { return m.d.workItems(ctx) }
+
+func (m mcpOperator) LinkPR(ctx context.Context, ref, pullRequest string) (api.LinkPRResult, error) {
+	return serviceSessions(m).LinkPR(ctx, ref, pullRequest)
+}
+
+func (m mcpOperator) Status(ctx context.Context) api.Status { return m.d.status(ctx) }
+
+// workItems is the board's rows for the control plane (GET
+// /api/v1/work-items) and MCP (list_work_items, get_work_item): the
+// dashboard's source when it runs, else one built for this call, so the
+// API and the board never disagree.
+func (d *Daemon) workItems(ctx context.Context) ([]api.WorkItem, error) {
+	d.dashMu.Lock()
+	src := d.dashSrc
+	d.dashMu.Unlock()
+	if src == nil {
+		src = newDashSource(d)
+		defer src.close()
+	}
+	items, err := src.Items(ctx)
+	out := make([]api.WorkItem, 0, len(items))
+	for _, it := range items {
+		w := api.WorkItem{Ref: it.Ref, Repo: it.Repo, URL: it.URL, Title: it.Title, Loop: it.Loop, Node: it.Node, Phase: it.Phase,
+			Human: it.Human, State: string(it.State), Finding: it.Finding, Since: it.Since, SessionLive: it.SessionLive,
+			LastEvent: it.LastEvent, LastEventAt: it.LastEventAt, PendingTicketEffects: it.PendingTicketEffects, PullRequests: []string{}}
+		for _, pr := range it.PullRequests {
+			link := pr.URL
+			if link == "" {
+				link = "#" + strconv.Itoa(pr.Number)
+			}
+			w.PullRequests = append(w.PullRequests, link)
+		}
+		out = append(out, w)
+	}
+	return out, err
+}

@@ -238,6 +238,7 @@ func (d *Daemon) serviceHandler() http.Handler {
 		Attention:     d.attention,
 		Usage:         d.Usage, // usagewatch.go
 		Restart:       d.requestRestart,
+		WorkItems:     d.workItems,
 	})
 	mux.Handle(api.Prefix+"/", a)
 	mux.Handle("GET /metrics", d.svc.metrics.Handler())

@@ -85,6 +85,9 @@ type Backend struct {
 	// authenticated identity), upgrading the plugin first when withUpgrade
 	// (nil = 503).
 	Restart func(ctx context.Context, actor string, withUpgrade bool) (api.RestartResult, error)
+	// WorkItems lists the work items loopd knows, as its board shows them
+	// (nil = 503).
+	WorkItems func(ctx context.Context) ([]api.WorkItem, error)
 }
 
 // Config tunes the API.
@@ -149,6 +152,7 @@ func New(cfg Config, b Backend) *Server {
 	s.route("GET /queue/dead", s.queueDead)
 	s.route("POST /queue/dead/replay", s.queueReplay)
 	s.routeSessionVerbs() // sessionverbs.go
+	s.routeReads()        // repo.go
 	return s
 }
 

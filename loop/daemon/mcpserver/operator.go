@@ -17,7 +17,8 @@ import (
 // plane (never in an agent's session: `loopctl mcp` builds the server
 // without an Operator, and the control socket refuses sandboxed peers):
 // list_sessions, session_transcript, list_attention, control_session,
-// register_session, close_session and usage.
+// register_session, close_session, usage, list_work_items, get_work_item,
+// link_pull_request and daemon_status.
 // control_session pauses, resumes, stops or replies — it never decides a
 // gate and never forces: those stay with an authorized person on the
 // ticket (or `loopctl graph force`).
@@ -40,13 +41,20 @@ type Operator interface {
 	CloseSession(ctx context.Context, ref string, req api.CloseRequest) (api.SessionResult, error)
 	// Usage is what the sessions spent (GET /usage; usage.go).
 	Usage(ctx context.Context, q api.UsageQuery) (api.UsageReport, error)
+	// WorkItems lists the work items loopd knows (the board's rows).
+	WorkItems(ctx context.Context) ([]api.WorkItem, error)
+	// LinkPR links a pull request to the work item's session.
+	LinkPR(ctx context.Context, ref, pullRequest string) (api.LinkPRResult, error)
+	// Status reports the daemon.
+	Status(ctx context.Context) api.Status
 }
 
 // OperatorTools lists the operator's tools, registered when
 // Config.Operator is set.
 // reset is not among them: a fresh conversation is the operator's own call
 // (`loopctl sessions reset`), as in the reference.
-var OperatorTools = []string{"list_sessions", "session_transcript", "list_attention", "control_session", "register_session", "close_session", "usage"}
+var OperatorTools = []string{"list_sessions", "session_transcript", "list_attention", "control_session", "register_session", "close_session", "usage",
+	"list_work_items", "get_work_item", "link_pull_request", "daemon_status"}
 
 // ControlVerbs are control_session's verbs.
 var ControlVerbs = []string{"pause", "resume", "stop", "reply"}
@@ -60,6 +68,10 @@ func addOperatorTools(s *mcp.Server, op Operator) {
 	mcp.AddTool(s, &mcp.Tool{Name: "control_session", Description: "Pause, resume or stop a work item's session, or reply to its agent (the message is pasted marked as from the operator; no control keywords). Never decides a gate and never forces the graph."}, o.control)
 	mcp.AddTool(s, &mcp.Tool{Name: "register_session", Description: "Make a conversation the operator started outside loopd (its harness session id, in a checkout of the item's repository) the work item's session; the next event resumes it in loopd's tmux session. Another item's conversation, checkout or tmux session is always refused."}, o.register)
 	addUsageTool(s, o) // usage.go
+	mcp.AddTool(s, &mcp.Tool{Name: "list_work_items", Annotations: ro, Description: "Every work item loopd knows, as its dashboard's board shows it: node, phase, state (working, blocked, waiting, parked, done), why it waits, its session and pull requests."}, o.workItems)
+	mcp.AddTool(s, &mcp.Tool{Name: "get_work_item", Annotations: ro, Description: "One work item loopd knows, by ref: the same row as list_work_items."}, o.workItem)
+	mcp.AddTool(s, &mcp.Tool{Name: "link_pull_request", Description: "Link a pull request to the work item's live session, so the pull request's events reach it even when nothing in them names the item."}, o.linkPR)
+	mcp.AddTool(s, &mcp.Tool{Name: "daemon_status", Annotations: ro, Description: "How loopd is: health, version, uptime, queue depth, live sessions, harnesses, cluster and warnings."}, o.status)
 	mcp.AddTool(s, &mcp.Tool{Name: "close_session", Description: "End a work item's session, keeping its checkout and graph state; the next event or a start brings a new session to the same node."}, o.close)
 }
 
@@ -95,6 +107,54 @@ func (o operatorTools) close(ctx context.Context, _ *mcp.CallToolRequest, in Clo
 }
 
 type operatorTools struct{ op Operator }
+
+// WorkItemsOutput is list_work_items' output.
+type WorkItemsOutput struct {
+	Count int            `json:"count"`
+	Items []api.WorkItem `json:"items"`
+}
+
+func (o operatorTools) workItems(ctx context.Context, _ *mcp.CallToolRequest, _ struct{}) (*mcp.CallToolResult, WorkItemsOutput, error) {
+	items, err := o.op.WorkItems(ctx)
+	if items == nil {
+		items = []api.WorkItem{}
+	}
+	return nil, WorkItemsOutput{Count: len(items), Items: items}, err
+}
+
+func (o operatorTools) workItem(ctx context.Context, _ *mcp.CallToolRequest, in RefInput) (*mcp.CallToolResult, api.WorkItem, error) {
+	if strings.TrimSpace(in.WorkItem) == "" {
+		return nil, api.WorkItem{}, errors.New("workItem is required (github:owner/repo#42)")
+	}
+	items, err := o.op.WorkItems(ctx)
+	if err != nil {
+		return nil, api.WorkItem{}, err
+	}
+	for _, it := range items {
+		if strings.EqualFold(it.Ref, in.WorkItem) {
+			return nil, it, nil
+		}
+	}
+	return nil, api.WorkItem{}, fmt.Errorf("no work item %s is known to loopd", in.WorkItem)
+}
+
+// LinkPRInput is link_pull_request's input.
+type LinkPRInput struct {
+	WorkItem    string `json:"workItem" jsonschema:"the work item's ref, github:owner/repo#42"`
+	PullRequest string `json:"pullRequest" jsonschema:"#57, 57 (the work item's repository) or github:owner/repo#57"`
+}
+
+func (o operatorTools) linkPR(ctx context.Context, _ *mcp.CallToolRequest, in LinkPRInput) (*mcp.CallToolResult, api.LinkPRResult, error) {
+	if strings.TrimSpace(in.WorkItem) == "" || strings.TrimSpace(in.PullRequest) == "" {
+		return nil, api.LinkPRResult{}, errors.New("workItem and pullRequest are required")
+	}
+	r, err := o.op.LinkPR(ctx, in.WorkItem, in.PullRequest)
+	return nil, r, err
+}
+
+func (o operatorTools) status(ctx context.Context, _ *mcp.CallToolRequest, _ struct{}) (*mcp.CallToolResult, api.Status, error) {
+	return nil, o.op.Status(ctx), nil
+}
 
 // ListSessionsInput is list_sessions' input.
 type ListSessionsInput struct {

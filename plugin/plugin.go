@@ -114,6 +114,11 @@ func readManifest() manifest {
 // appends "+<content hash>").
 func Version() string { return readManifest().Version }
 
+// OwnCommands are the commands no graph node names: work-on (the whole
+// procedure), work-status (a read-only report), and the person's own —
+// init (onboarding), create-ticket and upgrade-the-loop.
+var OwnCommands = []string{"work-on", "work-status", "init", "create-ticket", "upgrade-the-loop"}
+
 // Commands lists the slash commands the plugin ships (file names under
 // commands/ without ".md"), sorted.
 func Commands() []string {

@@ -46,12 +46,13 @@ func graphCommands(t *testing.T) []string {
 // TestCommandsMatchTheGraphs keeps the slash commands and the graphs in
 // step: every /the-loop:<command> an assignment can name has a file, and
 // the plugin ships no command a graph cannot send an agent to (besides
-// work-on, the superset, and upgrade-the-loop, the operator's own).
+// work-on, the superset, work-status, the read-only report, and the
+// person's own: upgrade-the-loop, init and create-ticket).
 func TestCommandsMatchTheGraphs(t *testing.T) {
-	want := append(graphCommands(t), "work-on", "upgrade-the-loop")
+	want := append(graphCommands(t), OwnCommands...)
 	slices.Sort(want)
 	require.NotEmpty(t, want)
-	require.Equal(t, want, Commands(), "commands/*.md must be exactly the graphs' node commands plus work-on and upgrade-the-loop; add or remove files under plugin/the-loop/commands")
+	require.Equal(t, want, Commands(), "commands/*.md must be exactly the graphs' node commands plus %v; add or remove files under plugin/the-loop/commands", OwnCommands)
 }
 
 // frontMatter splits a markdown file's YAML front matter from its body.
@@ -78,7 +79,7 @@ func TestCommandFilesHaveFrontMatter(t *testing.T) {
 			require.NotEmpty(t, strings.TrimSpace(desc), "%s: description", name)
 			require.NotEmpty(t, fm["argument-hint"], "%s: argument-hint", name)
 			require.Contains(t, body, "$ARGUMENTS", "%s: the body must use the work item it was given", name)
-			if c != "work-on" && c != "finish-tasks" && c != "do-task" && c != "upgrade-the-loop" {
+			if !slices.Contains([]string{"work-on", "finish-tasks", "do-task", "upgrade-the-loop", "init", "create-ticket"}, c) {
 				require.Contains(t, body, "loopctl check $ARGUMENTS", "%s: say how to check before claiming", name)
 			}
 			require.Contains(t, body, "loopctl", "%s", name)
@@ -107,7 +108,7 @@ func TestSkillFrontMatter(t *testing.T) {
 		require.Contains(t, body, must)
 	}
 	// Every reference page the skill links exists.
-	for _, page := range []string{"reference/workflow.md", "reference/collaboration.md", "reference/cli.md"} {
+	for _, page := range []string{"reference/workflow.md", "reference/collaboration.md", "reference/cli.md", "reference/writing.md"} {
 		require.Contains(t, body, "("+page+")")
 		_, err := fs.Stat(Files(), "skills/the-loop/"+page)
 		require.NoError(t, err, page)

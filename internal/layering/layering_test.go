@@ -62,8 +62,8 @@ var rules = []rule{
 
 	{floorDemo, "loop/demo", []string{"graph", "workitem", "run", "loop", "loop/daemon", "loop/daemon/sandbox", "loop/demo/agent", "integrations", "integrations/githubsim", "sessions", "internal/..."}},
 	// The examples embed the public library: the kernel and its file
-	// format, nothing of the daemon.
-	{floorDemo, "examples/...", []string{"graph/...", "hooks", "ops", "workitem", "run", "loop"}},
+	// format, and the control plane's client — nothing of the daemon.
+	{floorDemo, "examples/...", []string{"graph/...", "hooks", "ops", "workitem", "run", "loop", "loop/api"}},
 
 	{floorDaemon, "loop/daemon", []string{"graph/...", "hooks", "ops", "workitem", "run", "loop", "loop/api", "loop/daemon/...", "ingress", "integrations", "sessions", "internal/..."}},
 	// MCP is served beside the API and speaks through the API server's

@@ -330,14 +330,9 @@ func unitTestCommand(v, packageManager any) ([]string, string) {
 	default:
 		return nil, fmt.Sprintf("expected a runner or {language: runner}, got %s", typeName(v))
 	}
-	argv, err := hooks.SplitWords(tool)
-	if err != nil || len(argv) == 0 {
-		return nil, fmt.Sprintf("%q is not a command (words, no shell)", tool)
-	}
-	if len(argv) == 1 {
-		if full, ok := runnerCommands[strings.ToLower(argv[0])]; ok {
-			argv = slices.Clone(full)
-		}
+	argv, problem := commandWords(tool, runnerCommands)
+	if problem != "" {
+		return nil, problem
 	}
 	if lang == "python" {
 		if pms, ok := packageManager.(map[string]any); ok {
@@ -361,12 +356,18 @@ func markdownLinterCommand(v any) ([]string, string) {
 	if !ok {
 		return nil, fmt.Sprintf("expected the linter's command, e.g. markdownlint, got %s", typeName(v))
 	}
+	return commandWords(s, markdownLinters)
+}
+
+// commandWords splits a command into words (no shell), a bare tool name
+// replaced by its command from known.
+func commandWords(s string, known map[string][]string) ([]string, string) {
 	argv, err := hooks.SplitWords(s)
 	if err != nil || len(argv) == 0 {
 		return nil, fmt.Sprintf("%q is not a command (words, no shell)", s)
 	}
 	if len(argv) == 1 {
-		if full, ok := markdownLinters[strings.ToLower(argv[0])]; ok {
+		if full, ok := known[strings.ToLower(argv[0])]; ok {
 			argv = slices.Clone(full)
 		}
 	}

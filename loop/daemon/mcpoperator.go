@@ -45,14 +45,22 @@ func (m mcpOperator) Attention(ctx context.Context) ([]api.AttentionItem, error)
 // plane (GET /api/v1/attention) and MCP (list_attention): the dashboard's
 // source when it runs, else one built for this call.
 func (d *Daemon) attention(ctx context.Context) ([]api.AttentionItem, error) {
-	d.dashMu.Lock()
-	src := d.dashSrc
-	d.dashMu.Unlock()
-	if src == nil {
-		src = newDashSource(d)
-		defer src.close()
-	}
+	src, done := d.boardSource()
+	defer done()
 	return dashboard.NeedsYou(ctx, src, d.deps.Clock.Now())
+}
+
+// boardSource is the dashboard's source when it runs, else one built for
+// the caller (done closes it), so the API and the board never disagree.
+func (d *Daemon) boardSource() (src *dashSource, done func()) {
+	d.dashMu.Lock()
+	src = d.dashSrc
+	d.dashMu.Unlock()
+	if src != nil {
+		return src, func() {}
+	}
+	src = newDashSource(d)
+	return src, src.close
 }
 
 func (m mcpOperator) Control(ctx context.Context, ref, verb string) (api.ControlResult, error) {
@@ -82,17 +90,10 @@ func (m mcpOperator) LinkPR(ctx context.Context, ref, pullRequest string) (api.L
 func (m mcpOperator) Status(ctx context.Context) api.Status { return m.d.status(ctx) }
 
 // workItems is the board's rows for the control plane (GET
-// /api/v1/work-items) and MCP (list_work_items, get_work_item): the
-// dashboard's source when it runs, else one built for this call, so the
-// API and the board never disagree.
+// /api/v1/work-items) and MCP (list_work_items, get_work_item).
 func (d *Daemon) workItems(ctx context.Context) ([]api.WorkItem, error) {
-	d.dashMu.Lock()
-	src := d.dashSrc
-	d.dashMu.Unlock()
-	if src == nil {
-		src = newDashSource(d)
-		defer src.close()
-	}
+	src, done := d.boardSource()
+	defer done()
 	items, err := src.Items(ctx)
 	out := make([]api.WorkItem, 0, len(items))
 	for _, it := range items {

@@ -109,13 +109,7 @@ func TestOperatorSessionVerbs(t *testing.T) {
 
 	// The operator's MCP tools on the same socket: what waits on a human,
 	// and a reply; a gate decision is not a verb.
-	hc := &http.Client{Transport: &http.Transport{DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
-		return (&net.Dialer{}).DialContext(ctx, "unix", w.d.ControlSocket())
-	}}}
-	mc := mcp.NewClient(&mcp.Implementation{Name: "test", Version: "1"}, nil)
-	ms, err := mc.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: "http://loopd/mcp", HTTPClient: hc, DisableStandaloneSSE: true}, nil)
-	require.NoError(t, err)
-	defer ms.Close()
+	ms := mcpOverSocket(t, w.d.ControlSocket())
 	att, err := ms.CallTool(ctx, &mcp.CallToolParams{Name: "list_attention", Arguments: map[string]any{}})
 	require.NoError(t, err)
 	require.False(t, att.IsError, "%v", att.Content)

@@ -16,6 +16,20 @@ import (
 	"github.com/theloop-dev/theloop/loop/daemon"
 )
 
+// mcpOverSocket is an MCP client session on loopd's control socket,
+// closed when the test ends.
+func mcpOverSocket(t *testing.T, sock string) *mcp.ClientSession {
+	t.Helper()
+	hc := &http.Client{Transport: &http.Transport{DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
+		return (&net.Dialer{}).DialContext(ctx, "unix", sock)
+	}}}
+	mc := mcp.NewClient(&mcp.Implementation{Name: "test", Version: "1"}, nil)
+	ms, err := mc.Connect(context.Background(), &mcp.StreamableClientTransport{Endpoint: "http://loopd/mcp", HTTPClient: hc, DisableStandaloneSSE: true}, nil)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = ms.Close() })
+	return ms
+}
+
 // The reads beside the graph verbs (docs/daemon.md §13) over the real
 // control socket of a running loopd with a spawned session: the work items
 // as the board shows them, the event log's names, a repository's
@@ -83,13 +97,7 @@ func TestControlPlaneReads(t *testing.T) {
 		return false
 	})
 
-	hc := &http.Client{Transport: &http.Transport{DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
-		return (&net.Dialer{}).DialContext(ctx, "unix", w.d.ControlSocket())
-	}}}
-	mc := mcp.NewClient(&mcp.Implementation{Name: "test", Version: "1"}, nil)
-	ms, err := mc.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: "http://loopd/mcp", HTTPClient: hc, DisableStandaloneSSE: true}, nil)
-	require.NoError(t, err)
-	defer ms.Close()
+	ms := mcpOverSocket(t, w.d.ControlSocket())
 	call := func(name string, args map[string]any) map[string]any {
 		t.Helper()
 		res, err := ms.CallTool(ctx, &mcp.CallToolParams{Name: name, Arguments: args})

@@ -3,7 +3,6 @@ package daemon_test
 import (
 	"context"
 	"errors"
-	"net"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -168,13 +167,7 @@ func TestOperatorSessionKeeperVerbs(t *testing.T) {
 	require.Equal(t, "already-closed", closed.Effect)
 
 	// The operator's MCP tools on the same socket: the same rules.
-	hc := &http.Client{Transport: &http.Transport{DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
-		return (&net.Dialer{}).DialContext(ctx, "unix", w.d.ControlSocket())
-	}}}
-	mc := mcp.NewClient(&mcp.Implementation{Name: "test", Version: "1"}, nil)
-	ms, err := mc.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: "http://loopd/mcp", HTTPClient: hc, DisableStandaloneSSE: true}, nil)
-	require.NoError(t, err)
-	defer ms.Close()
+	ms := mcpOverSocket(t, w.d.ControlSocket())
 	steal, err := ms.CallTool(ctx, &mcp.CallToolParams{Name: "register_session", Arguments: map[string]any{"workItem": ref, "harnessSessionId": again, "cwd": own, "force": true}})
 	require.NoError(t, err)
 	require.True(t, steal.IsError, "another item's conversation, through MCP too")

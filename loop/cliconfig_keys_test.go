@@ -36,8 +36,9 @@ func TestUnknownKeysAreRefusedWithTheNearestKey(t *testing.T) {
 			require.Contains(t, err.Error(), "cli-config.yaml: unknown key "+tc.unknown)
 		})
 	}
-	// Every catalogued key is accepted, free blocks are not walked.
-	_, err := loop.ParseCLIConfig("ok.yaml", []byte("version: \"0.5.0\"\nservice:\n  listen: 127.0.0.1:4114\n  metrics:\n    gateStuckAfterSeconds: 60\nqueue:\n  url: nats://x:4222\ncollaborators:\n  anything: goes\nrouting:\n  control:\n    keywords:\n      start: go\n"))
+	// Every catalogued key is accepted, free blocks are not walked (a
+	// collaborators list is read by its own reader: notifications.go).
+	_, err := loop.ParseCLIConfig("ok.yaml", []byte("version: \"0.5.0\"\nservice:\n  listen: 127.0.0.1:4114\n  metrics:\n    gateStuckAfterSeconds: 60\nqueue:\n  url: nats://x:4222\ncollaborators:\n  - {login: dana, roles: [operator]}\nrouting:\n  control:\n    keywords:\n      start: go\n"))
 	require.NoError(t, err)
 }
 

@@ -81,7 +81,9 @@ func (m mcpOperator) CloseSession(ctx context.Context, ref string, req api.Close
 
 var _ mcpserver.Operator = mcpOperator{}
 
-func (m mcpOperator) WorkItems(ctx context.Context) ([]api.WorkItem, error) { return m.d.workItems(ctx) }
+func (m mcpOperator) WorkItems(ctx context.Context) ([]api.WorkItem, error) {
+	return m.d.workItems(ctx)
+}
 
 func (m mcpOperator) LinkPR(ctx context.Context, ref, pullRequest string) (api.LinkPRResult, error) {
 	return serviceSessions(m).LinkPR(ctx, ref, pullRequest)

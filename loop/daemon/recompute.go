@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/theloop-dev/theloop/graph"
 	"github.com/theloop-dev/theloop/hooks"
@@ -215,6 +216,10 @@ func (l *graphLink) loopOf(sessionID string, ref workitem.Ref) (item, pr workite
 	return item, pr, "", fmt.Errorf("%s is not a loop of session %s", ref, sessionID)
 }
 
+// claimSettle is how long the recompute waits before it looks again at a
+// claim it would refuse (a file read while the agent was rewriting it).
+const claimSettle = 300 * time.Millisecond
+
 // judge is the outbox's Judge: a claim is a request; the recompute says
 // what follows from it.
 func (l *graphLink) judge(ctx context.Context, in loop.Intent) (outbox.Verdict, error) {
@@ -253,6 +258,22 @@ func (l *graphLink) judge(ctx context.Context, in loop.Intent) (outbox.Verdict, 
 		v.Fields = append(v.Fields, askedFields(c)...)
 		var evs []pendingEvent
 		v.Refused, evs = l.weigh(in, c, rc, prev)
+		if v.Refused != "" {
+			// A claim made right after a write can meet the file half
+			// written (an editor, or a harness, that truncates and
+			// rewrites in place): the recompute looks once more, after the
+			// writes have settled, before it refuses.
+			select {
+			case <-ctx.Done():
+				return outbox.Verdict{}, ctx.Err()
+			case <-time.After(claimSettle):
+			}
+			if again, err := l.recompute(ctx, rt, id, cwd); err == nil {
+				rc = again
+				v.Fields = append(recomputeFields(rc), askedFields(c)...)
+				v.Refused, evs = l.weigh(in, c, rc, prev)
+			}
+		}
 		events = append(events, evs...)
 	}
 	v.Effects = l.derive(in.WorkItem, id, rc, prev, events)

@@ -46,15 +46,7 @@ func TestDaemonOnAClusterWithTLSAndCredentials(t *testing.T) {
 	const user = "  user: loopd\n  passwordEnv: THE_LOOP_NATS_PASSWORD\n"
 	tls := fmt.Sprintf("  tls:\n    caFile: %s\n    certFile: %s\n    keyFile: %s\n", pki.CA, pki.ClientCert, pki.ClientKey)
 	run := func(t *testing.T, yaml string) (ready bool, err error) {
-		c, err := loop.ParseCLIConfig("cli-config.yaml", []byte(yaml))
-		require.NoError(t, err)
-		qc, _, err := daemon.ConfigFromCLI(c, func(k string) string {
-			if k == "THE_LOOP_NATS_PASSWORD" {
-				return "s3cret-pass"
-			}
-			return ""
-		}, t.TempDir())
-		require.NoError(t, err)
+		qc := configWithPassword(t, yaml, "s3cret-pass")
 		cfg := daemon.DefaultConfig()
 		cfg.StateRoot = filepath.Join(t.TempDir(), "state")
 		cfg.Listen = "127.0.0.1:0"
@@ -144,15 +136,7 @@ func TestClusterExampleShipsWithCredentialsAndTLS(t *testing.T) {
 	routeTLS, _ := cluster["tls"].(map[string]any)
 	require.Equal(t, true, routeTLS["verify"], "the routes are TLS too")
 
-	c, err := loop.ParseCLIConfig("cli-config.yaml", []byte(loopdConf))
-	require.NoError(t, err)
-	cfg, _, err := daemon.ConfigFromCLI(c, func(k string) string {
-		if k == "THE_LOOP_NATS_PASSWORD" {
-			return "from-the-environment"
-		}
-		return ""
-	}, t.TempDir())
-	require.NoError(t, err)
+	cfg := configWithPassword(t, loopdConf, "from-the-environment")
 	require.Equal(t, "loopd", cfg.QueueAuth.User)
 	require.Equal(t, "from-the-environment", cfg.QueueAuth.Password)
 	require.NotEmpty(t, cfg.QueueTLS.CAFile)
@@ -174,4 +158,21 @@ func fencedBlocks(md string) []string {
 		out = append(out, body)
 	}
 	return out
+}
+
+// configWithPassword is loopd's configuration from a cli-config.yaml, with
+// $THE_LOOP_NATS_PASSWORD set to password and nothing else in the
+// environment.
+func configWithPassword(t *testing.T, yaml, password string) daemon.Config {
+	t.Helper()
+	c, err := loop.ParseCLIConfig("cli-config.yaml", []byte(yaml))
+	require.NoError(t, err)
+	cfg, _, err := daemon.ConfigFromCLI(c, func(k string) string {
+		if k == "THE_LOOP_NATS_PASSWORD" {
+			return password
+		}
+		return ""
+	}, t.TempDir())
+	require.NoError(t, err)
+	return cfg
 }

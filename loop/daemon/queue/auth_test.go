@@ -106,20 +106,8 @@ func TestClusterWithCredentialsAndTLS(t *testing.T) {
 		t.Skip("starts a 3-server NATS cluster")
 	}
 	pki := natstest.NewPKI(t)
-	user, err := nkeys.CreateUser()
-	require.NoError(t, err)
-	pub, err := user.PublicKey()
-	require.NoError(t, err)
-	seed, err := user.Seed()
-	require.NoError(t, err)
-	seedFile := filepath.Join(t.TempDir(), "loopd.nk")
-	require.NoError(t, os.WriteFile(seedFile, seed, 0o600))
-	stranger, err := nkeys.CreateUser()
-	require.NoError(t, err)
-	strangerSeed, err := stranger.Seed()
-	require.NoError(t, err)
-	strangerFile := filepath.Join(t.TempDir(), "stranger.nk")
-	require.NoError(t, os.WriteFile(strangerFile, strangerSeed, 0o600))
+	pub, seedFile := nkeyUser(t)
+	_, strangerFile := nkeyUser(t)
 
 	urls := natstest.ClusterWith(t, 3, func(_ int, o *server.Options) {
 		o.Users = []*server.User{{Username: "loopd", Password: "s3cret-pass"}}
@@ -183,4 +171,18 @@ func TestClusterWithCredentialsAndTLS(t *testing.T) {
 			require.Error(t, err)
 		})
 	}
+}
+
+// nkeyUser makes a user nkey: its public key and a file holding its seed.
+func nkeyUser(t *testing.T) (pub, seedFile string) {
+	t.Helper()
+	user, err := nkeys.CreateUser()
+	require.NoError(t, err)
+	pub, err = user.PublicKey()
+	require.NoError(t, err)
+	seed, err := user.Seed()
+	require.NoError(t, err)
+	seedFile = filepath.Join(t.TempDir(), "user.nk")
+	require.NoError(t, os.WriteFile(seedFile, seed, 0o600))
+	return pub, seedFile
 }

@@ -22,8 +22,11 @@ func FuzzCommandProgram(f *testing.F) {
 		if got := CommandProgram(cmd); got != program {
 			t.Fatalf("GateCommand(%q) = %q reads back as %q", program, cmd, got)
 		}
-		if !strings.HasSuffix(cmd, " claude") {
-			t.Fatalf("%q lost its argument", cmd)
+		if !strings.HasSuffix(GateInvocation(cmd), " claude") || !strings.HasSuffix(cmd, CrashGuard) {
+			t.Fatalf("%q lost its argument or its guard", cmd)
+		}
+		if WithCrashGuard(cmd) != cmd {
+			t.Fatalf("%q guarded twice", cmd)
 		}
 	})
 }

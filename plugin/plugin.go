@@ -378,9 +378,32 @@ func stopCommand(hooksJSON []byte) string {
 }
 
 // GateCommand is the shell command line a harness runs: the program,
-// quoted for the shell when it needs to be, and the harness argument.
+// quoted for the shell when it needs to be, the harness argument, and
+// CrashGuard.
 func GateCommand(program, harness string) string {
-	return shellQuote(program) + " " + harness
+	return shellQuote(program) + " " + harness + CrashGuard
+}
+
+// CrashGuard ends every gate command line a harness runs. loop-gate itself
+// answers only with exit 0 (its block is JSON on stdout) or 1 (bad usage),
+// but when the Go runtime dies before main — an address-space limit on the
+// hook, 64–700 MB, fails its first reservation — the process exits 2, which
+// Claude Code, the Codex CLI and the Gemini CLI all read as a block with
+// the runtime's stack trace as the reason (Codex and Gemini then loop). So
+// any other status becomes exit 1, which all four read as a non-blocking
+// error, with a line on stderr saying so; the block, an exit 0, never
+// reaches it. A POSIX shell runs it: every harness runs a hook's command
+// line through sh (bash).
+const CrashGuard = ` || { s=$?; [ $s = 1 ] || echo "loop-gate died (status $s); the agent may stop" >&2; exit 1; }`
+
+// WithCrashGuard is cmd (a gate invocation, with or without the guard)
+// ending in CrashGuard.
+func WithCrashGuard(cmd string) string { return GateInvocation(cmd) + CrashGuard }
+
+// GateInvocation is a gate command line without its CrashGuard: the
+// program and its arguments, as an earlier install or the user wrote them.
+func GateInvocation(cmd string) string {
+	return strings.TrimRight(strings.TrimSuffix(strings.TrimRight(cmd, " \t"), CrashGuard), " \t")
 }
 
 func shellQuote(s string) string {

@@ -242,8 +242,8 @@ func TestVersionChangesWithContent(t *testing.T) {
 	va, vb := installedVersion(t, a), installedVersion(t, b)
 	require.True(t, strings.HasPrefix(va, Version()+"+"), va)
 	require.NotEqual(t, va, vb)
-	require.Equal(t, "'/opt/the loop/bin/loop-gate' claude", b.StopCommand())
-	require.Equal(t, "loop-gate claude", a.StopCommand())
+	require.Equal(t, "'/opt/the loop/bin/loop-gate' claude"+CrashGuard, b.StopCommand())
+	require.Equal(t, "loop-gate claude"+CrashGuard, a.StopCommand())
 	require.Equal(t, "/opt/the loop/bin/loop-gate", CommandProgram(b.StopCommand()))
 
 	var mkt marketplaceFile
@@ -280,7 +280,9 @@ func TestGateCommandHelpers(t *testing.T) {
 		require.Equal(t, tc.gate, IsGateCommand(tc.cmd), tc.cmd)
 		require.Equal(t, tc.prog, CommandProgram(tc.cmd), tc.cmd)
 	}
-	require.Equal(t, "'/opt/it'\\''s/loop-gate' claude", GateCommand("/opt/it's/loop-gate", "claude"))
+	require.Equal(t, "'/opt/it'\\''s/loop-gate' claude"+CrashGuard, GateCommand("/opt/it's/loop-gate", "claude"))
+	require.Equal(t, "loop-gate claude", GateInvocation(GateCommand("loop-gate", "claude")))
+	require.Equal(t, "loop-gate claude", GateInvocation("loop-gate claude"), "an earlier install's line, without the guard")
 }
 
 func TestMarketplaceDir(t *testing.T) {

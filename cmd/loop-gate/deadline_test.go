@@ -12,6 +12,8 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/theloop-dev/theloop/plugin"
 )
 
 // Issue 9, item 2: `(echo '{}'; sleep 40) | loop-gate claude` must not wait
@@ -43,10 +45,10 @@ func TestStdinLeftOpenDoesNotHoldTheAgent(t *testing.T) {
 
 // A fatal error in the check (here: the address-space cap set through
 // THE_LOOP_GATE_MEMORY_LIMIT_MB, standing in for running out of memory) is
-// never exit 2, which Claude Code reads as "block": run as installed — the
-// plugin's command line, through a shell — the hook ends with SIGABRT (the
-// shell's 134), a non-blocking error, with no answer on stdout and the
-// runtime's message on stderr.
+// never exit 2, which Claude Code reads as "block": loop-gate ends with
+// SIGABRT, and run as installed — the plugin's command line, through a
+// shell — the hook answers exit 1 (plugin.CrashGuard), a non-blocking
+// error, with no answer on stdout and the runtime's message on stderr.
 func TestFatalErrorIsNotExitTwo(t *testing.T) {
 	root := writeRepo(t, atDesignBlock)
 	p := filepath.Join(root, ".the-loop", "harness-config.yaml")
@@ -64,13 +66,15 @@ func TestFatalErrorIsNotExitTwo(t *testing.T) {
 	g.env["THE_LOOP_WORK_ITEM"] = fixtureItem
 	g.env["THE_LOOP_GATE_MEMORY_LIMIT_MB"] = "5"
 	g.workDir = t.TempDir() // where a core file would land
-	r := g.runAsInstalled(claudePayload(root), "claude")
-	require.NotEqual(t, 2, r.code, r.stderr)
+	r := g.run(claudePayload(root), "claude")
 	require.Equal(t, 128+int(syscall.SIGABRT), r.code, r.stderr)
+	r = g.runAsInstalled(claudePayload(root), "claude")
+	require.Equal(t, 1, r.code, r.stderr)
 	require.Empty(t, r.stdout)
 	// The runtime's own words vary with where the cap is hit ("out of
 	// memory", "cannot allocate memory", a thread it could not start).
 	require.Contains(t, r.stderr, "fatal error:")
+	require.Contains(t, r.stderr, "loop-gate died (status 134); the agent may stop")
 	left, err := os.ReadDir(g.workDir)
 	require.NoError(t, err)
 	require.Empty(t, left, "no core file")
@@ -83,9 +87,73 @@ func TestGoroutinePanicIsNotExitTwo(t *testing.T) {
 	g.env["THE_LOOP_WORK_ITEM"] = fixtureItem
 	g.env["THE_LOOP_GATE_FAULT"] = "goroutine-panic"
 	r := g.withBinary(faultBinary(t)).runAsInstalled(claudePayload(writeRepo(t, atDesignBlock)), "claude")
-	require.Equal(t, 128+int(syscall.SIGABRT), r.code, r.stderr)
+	require.Equal(t, 1, r.code, r.stderr)
 	require.Empty(t, r.stdout)
 	require.Contains(t, r.stderr, "injected fault on another goroutine")
+}
+
+// crashingGate is a program that runs loop-gate under an address-space
+// limit of its own (ulimit -v, the hook alone), so small that the Go
+// runtime dies before main: "failed to reserve page summary memory",
+// exit 2. Named loop-gate in a directory of its own, to put first on PATH.
+func crashingGate(t testing.TB) string {
+	t.Helper()
+	dir := t.TempDir()
+	p := filepath.Join(dir, "loop-gate")
+	require.NoError(t, os.WriteFile(p, []byte("#!/bin/sh\necho ran >> \"$0.ran\"\nulimit -v 60000 || exit 99\nexec "+shellQuoted(gateBinary)+" \"$@\"\n"), 0o755))
+	return p
+}
+
+func shellQuoted(p string) string {
+	return strings.TrimSuffix(plugin.GateCommand(p, "x"), " x"+plugin.CrashGuard)
+}
+
+// When the Go runtime dies before main — which no code in loop-gate can
+// catch — the harness still never sees exit 2 (a block, with the stack
+// trace as its reason, to Claude Code, Codex and Gemini): the installed
+// command line maps it to exit 1, a non-blocking error, with a line on
+// stderr. The gate's real block, an exit 0 with its answer on stdout,
+// passes through the same command line untouched.
+func TestRuntimeDeathBeforeMainIsNotABlock(t *testing.T) {
+	crash := crashingGate(t)
+	root := writeRepo(t, atDesignBlock)
+	for _, h := range []struct {
+		harness  string
+		payload  []byte
+		decision string
+	}{
+		{"claude", claudePayload(root), "block"},
+		{"codex", codexPayload(root), "block"},
+		{"gemini", geminiPayload(root), "deny"},
+		{"cursor", cursorPayload(root, "completed"), ""},
+	} {
+		t.Run(h.harness, func(t *testing.T) {
+			g := newGate(t)
+			g.env["THE_LOOP_WORK_ITEM"] = fixtureItem
+			r := g.withBinary(crash).run(h.payload, h.harness)
+			require.Equal(t, 2, r.code, "the crash is real, and before main: %s", r.stderr)
+			require.Contains(t, r.stderr, "fatal error:")
+			require.NotContains(t, r.stderr, "loop-gate:", "nothing of loop-gate's own ran")
+
+			r = g.withBinary(crash).runAsInstalled(h.payload, h.harness)
+			require.Equal(t, 1, r.code, r.stderr)
+			require.Empty(t, r.stdout)
+			require.Contains(t, r.stderr, "loop-gate died (status 2); the agent may stop")
+
+			r = g.runAsInstalled(h.payload, h.harness)
+			require.Equal(t, 0, r.code, "the block passes the guard: %s", r.stderr)
+			if h.decision == "" {
+				require.Contains(t, r.stdout, "followup_message")
+				return
+			}
+			var a struct {
+				Decision string `json:"decision"`
+				Reason   string `json:"reason"`
+			}
+			decodeStrict(t, r.stdout, &a)
+			require.Equal(t, h.decision, a.Decision)
+		})
+	}
 }
 
 // A check that hangs, deaf to its own deadline (the fault build's "hang"),

@@ -19,6 +19,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/theloop-dev/theloop/internal/agentcli"
+	"github.com/theloop-dev/theloop/plugin"
 	"github.com/theloop-dev/theloop/plugin/install"
 	"github.com/theloop-dev/theloop/sessions"
 )
@@ -102,6 +103,10 @@ type gateScenario struct {
 	// wantTurns is how many conversation turns the CLI makes before it stops.
 	wantTurns int
 	corrupt   bool
+	// crash runs the hook under an address-space limit so small that the
+	// Go runtime dies before main (exit 2, crashingGate): the installed
+	// command line answers exit 1, and the CLI stops after its one turn.
+	crash bool
 }
 
 var gateScenarios = []gateScenario{
@@ -113,6 +118,28 @@ var gateScenarios = []gateScenario{
 		}},
 	{name: "it gives up after 3 attempts", start: atDesignBlock, wantTurns: 4},
 	{name: "a corrupt graph-state.json never loops", start: atDesignBlock, wantTurns: 4, corrupt: true},
+	{name: "the runtime dying before main is no block", start: atDesignBlock, wantTurns: 1, crash: true},
+}
+
+// scenarioEnv is what a scenario adds to the CLI's environment: for a
+// crash, a crashing loop-gate first on PATH (the last PATH= wins).
+func scenarioEnv(t *testing.T, sc gateScenario) []string {
+	if !sc.crash {
+		return nil
+	}
+	crash := crashingGate(t)
+	t.Cleanup(func() {
+		if _, err := os.Stat(crash + ".ran"); err != nil {
+			t.Errorf("the CLI never ran the crashing hook: %v", err)
+		}
+	})
+	return []string{"PATH=" + filepath.Dir(crash) + string(os.PathListSeparator) + filepath.Dir(gateBinary) + string(os.PathListSeparator) + os.Getenv("PATH")}
+}
+
+// installedLine is the hook's command as loopctl install writes it into a
+// JSON file.
+func installedLine(harness string) string {
+	return `"command": "loop-gate ` + harness + strings.ReplaceAll(plugin.CrashGuard, `"`, `\"`) + `"`
 }
 
 // projectRepo is the fixture repository with the gate installed at project
@@ -262,7 +289,7 @@ func TestGateInRealClaudeCode(t *testing.T) {
 			root := projectRepo(t, "claude", sc.start, home)
 			b, err := os.ReadFile(filepath.Join(root, ".claude", "settings.json"))
 			require.NoError(t, err)
-			require.Contains(t, string(b), `"command": "loop-gate claude"`, "the hook as loopctl install writes it")
+			require.Contains(t, string(b), installedLine("claude"), "the hook as loopctl install writes it")
 			if sc.corrupt {
 				corruptState(t, root)
 			}
@@ -273,7 +300,7 @@ func TestGateInRealClaudeCode(t *testing.T) {
 			})
 			cmd := exec.Command(claude, "-p", "WORK-ON-THE-ITEM: finish the current node of "+fixtureItem+".", "--output-format", "text", "--model", "claude-sonnet-4-5")
 			cmd.Dir = root
-			cmd.Env = append(gateEnv(home),
+			cmd.Env = append(append(gateEnv(home), scenarioEnv(t, sc)...),
 				"ANTHROPIC_BASE_URL="+srv.url,
 				"ANTHROPIC_API_KEY=sk-ant-standin",
 				"CLAUDE_CONFIG_DIR="+filepath.Join(home, ".claude"),
@@ -324,14 +351,14 @@ func geminiStandIn(t *testing.T, onTurn func(n int)) *standIn {
 // runGemini runs `gemini -p` in root against the stand-in; trusted marks
 // root trusted in the CLI's trusted-folders file first, as loopd does for
 // its sessions.
-func runGemini(t *testing.T, gemini, root, home string, srv *standIn, extra ...string) string {
+func runGemini(t *testing.T, gemini, root, home string, srv *standIn, env []string, extra ...string) string {
 	t.Helper()
 	// The API key as the auth method, and nothing else of the user's.
 	writeFile(t, filepath.Join(home, ".gemini", "settings.json"), `{"security": {"auth": {"selectedType": "gemini-api-key"}}, "general": {"disableAutoUpdate": true}, "privacy": {"usageStatisticsEnabled": false}}`)
 	args := append([]string{"-p", "WORK-ON-THE-ITEM: finish the current node of " + fixtureItem + ".", "-m", "gemini-2.5-pro"}, extra...)
 	cmd := exec.Command(gemini, args...)
 	cmd.Dir = root
-	cmd.Env = append(gateEnv(home),
+	cmd.Env = append(append(gateEnv(home), env...),
 		"GOOGLE_GEMINI_BASE_URL="+srv.url,
 		"GEMINI_API_KEY=standin-key",
 		"GEMINI_CLI_NO_RELAUNCH=true",
@@ -352,7 +379,7 @@ func TestGateInRealGeminiCLI(t *testing.T) {
 			root := projectRepo(t, "gemini", sc.start, home)
 			b, err := os.ReadFile(filepath.Join(root, ".gemini", "settings.json"))
 			require.NoError(t, err)
-			require.Contains(t, string(b), `"command": "loop-gate gemini"`, "the hook as loopctl install writes it")
+			require.Contains(t, string(b), installedLine("gemini"), "the hook as loopctl install writes it")
 			if sc.corrupt {
 				corruptState(t, root)
 			}
@@ -366,7 +393,7 @@ func TestGateInRealGeminiCLI(t *testing.T) {
 			g := &sessions.Gemini{TrustedFolders: sessions.GeminiTrustedFoldersFile(func(string) string { return "" }, home)}
 			_, err = g.PrepareEnvironment(root)
 			require.NoError(t, err)
-			out := runGemini(t, gemini, root, home, srv, "--skip-trust") // as loopd starts it
+			out := runGemini(t, gemini, root, home, srv, scenarioEnv(t, sc), "--skip-trust") // as loopd starts it
 			checkTurns(t, sc, srv.Turns(), out)
 		})
 	}
@@ -376,7 +403,7 @@ func TestGateInRealGeminiCLI(t *testing.T) {
 		home := t.TempDir()
 		root := projectRepo(t, "gemini", atDesignBlock, home)
 		srv := geminiStandIn(t, nil)
-		out := runGemini(t, gemini, root, home, srv, "--skip-trust")
+		out := runGemini(t, gemini, root, home, srv, nil, "--skip-trust")
 		require.Len(t, srv.Turns(), 1, "no gate ran (output:\n%s)", out)
 	})
 }
@@ -419,7 +446,7 @@ func responsesStandIn(t *testing.T, onTurn func(n int)) *standIn {
 // runCodex runs `codex exec` in root against the stand-in, as the model
 // provider a config.toml in CODEX_HOME names; trusted marks root a trusted
 // project there (what `codex --trust` or the trust dialog writes).
-func runCodex(t *testing.T, codex, root, home string, srv *standIn, trusted bool, extra ...string) string {
+func runCodex(t *testing.T, codex, root, home string, srv *standIn, trusted bool, env []string, extra ...string) string {
 	t.Helper()
 	codexHome := filepath.Join(home, ".codex")
 	cfg := `model = "gpt-5-codex"
@@ -438,7 +465,7 @@ env_key = "STANDIN_API_KEY"
 	args = append(args, "--skip-git-repo-check", "WORK-ON-THE-ITEM: finish the current node of "+fixtureItem+".")
 	cmd := exec.Command(codex, args...)
 	cmd.Dir = root
-	cmd.Env = append(gateEnv(home), "CODEX_HOME="+codexHome, "STANDIN_API_KEY=standin", "NO_COLOR=1")
+	cmd.Env = append(append(gateEnv(home), env...), "CODEX_HOME="+codexHome, "STANDIN_API_KEY=standin", "NO_COLOR=1")
 	cmd.Stdin = strings.NewReader("")
 	return runCLI(t, cmd)
 }
@@ -456,7 +483,7 @@ func TestGateInRealCodexCLI(t *testing.T) {
 			root := projectRepo(t, "codex", sc.start, home)
 			b, err := os.ReadFile(filepath.Join(root, ".codex", "hooks.json"))
 			require.NoError(t, err)
-			require.Contains(t, string(b), `"command": "loop-gate codex"`, "the hook as loopctl install writes it")
+			require.Contains(t, string(b), installedLine("codex"), "the hook as loopctl install writes it")
 			if sc.corrupt {
 				corruptState(t, root)
 			}
@@ -466,7 +493,7 @@ func TestGateInRealCodexCLI(t *testing.T) {
 				}
 			})
 			// As loopd starts its Codex sessions (sessions.Codex).
-			out := runCodex(t, codex, root, home, srv, true, "--enable", "hooks", "--dangerously-bypass-hook-trust")
+			out := runCodex(t, codex, root, home, srv, true, scenarioEnv(t, sc), "--enable", "hooks", "--dangerously-bypass-hook-trust")
 			checkTurns(t, sc, srv.Turns(), out)
 		})
 	}
@@ -474,18 +501,18 @@ func TestGateInRealCodexCLI(t *testing.T) {
 		home := t.TempDir()
 		root := projectRepo(t, "codex", atDesignBlock, home)
 		srv := responsesStandIn(t, nil)
-		out := runCodex(t, codex, root, home, srv, true)
+		out := runCodex(t, codex, root, home, srv, true, nil)
 		require.Len(t, srv.Turns(), 1, "no gate ran (output:\n%s)", out)
 		// Not for want of the hooks feature: an untrusted hook is skipped.
 		srv = responsesStandIn(t, nil)
-		out = runCodex(t, codex, root, home, srv, true, "--enable", "hooks")
+		out = runCodex(t, codex, root, home, srv, true, nil, "--enable", "hooks")
 		require.Len(t, srv.Turns(), 1, "no gate ran with hooks on but the hook untrusted (output:\n%s)", out)
 	})
 	t.Run("an untrusted project's hooks do not load", func(t *testing.T) {
 		home := t.TempDir()
 		root := projectRepo(t, "codex", atDesignBlock, home)
 		srv := responsesStandIn(t, nil)
-		out := runCodex(t, codex, root, home, srv, false, "--enable", "hooks", "--dangerously-bypass-hook-trust")
+		out := runCodex(t, codex, root, home, srv, false, nil, "--enable", "hooks", "--dangerously-bypass-hook-trust")
 		require.Len(t, srv.Turns(), 1, "no gate ran (output:\n%s)", out)
 	})
 }

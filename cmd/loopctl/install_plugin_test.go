@@ -2,6 +2,7 @@ package main
 
 import (
 	"encoding/json"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -54,14 +55,17 @@ func installedStop(t *testing.T, dir string) string {
 
 // claudeProjectFresh is what --scope project writes into a repository's
 // .claude/settings.json: the gate alone, run from PATH.
-const claudeProjectFresh = `{
+// jsonGuard is plugin.CrashGuard as a JSON string's text.
+var jsonGuard = strings.ReplaceAll(plugin.CrashGuard, `"`, `\"`)
+
+var claudeProjectFresh = `{
   "hooks": {
     "Stop": [
       {
         "hooks": [
           {
             "type": "command",
-            "command": "loop-gate claude"
+            "command": "loop-gate claude` + jsonGuard + `"
           }
         ]
       }
@@ -90,7 +94,7 @@ func TestInstallClaudePluginFresh(t *testing.T) {
 			for _, c := range plugin.Commands() {
 				require.FileExists(t, filepath.Join(dir, plugin.Name, "commands", c+".md"))
 			}
-			require.Equal(t, "loop-gate claude", installedStop(t, dir))
+			require.Equal(t, "loop-gate claude"+plugin.CrashGuard, installedStop(t, dir))
 		})
 	}
 }
@@ -184,7 +188,7 @@ func TestInstallClaudeProjectTravels(t *testing.T) {
 	// A program inside the repository is named relative to the project.
 	code, _, errOut = w.install(t, "--scope", "project", "--command", filepath.Join(w.repo, "bin", "loop-gate"))
 	require.Equal(t, 0, code, errOut)
-	require.Contains(t, readFile(t, path), `"command": "\"$CLAUDE_PROJECT_DIR\"/bin/loop-gate claude"`)
+	require.Contains(t, readFile(t, path), `"command": "\"$CLAUDE_PROJECT_DIR\"/bin/loop-gate claude`+jsonGuard+`"`)
 	code, out, errOut = w.install(t, "--scope", "project")
 	require.Equal(t, 0, code, errOut)
 	require.Contains(t, out, "nothing to do", "the project-relative program is kept")
@@ -206,7 +210,7 @@ func TestInstallClaudeProjectTravels(t *testing.T) {
 	require.Equal(t, 0, code, errOut)
 	settings := readFile(t, filepath.Join(w2.repo, ".claude", "settings.json"))
 	require.NotContains(t, settings, w2.home, out)
-	require.Contains(t, settings, `"command": "loop-gate claude"`)
+	require.Contains(t, settings, `"command": "loop-gate claude`+jsonGuard+`"`)
 	require.Contains(t, errOut, "now runs \"loop-gate\" from PATH")
 }
 
@@ -220,17 +224,17 @@ func TestInstallMovesAnOldStopHookIntoThePlugin(t *testing.T) {
 	settings := readFile(t, filepath.Join(w.home, ".claude", "settings.json"))
 	require.NotContains(t, settings, "loop-gate", "two gates would count two attempts per stop")
 	require.Contains(t, settings, `{"type":"command","command":"say done"}`, "other hooks stay")
-	require.Equal(t, "/usr/local/bin/loop-gate claude", installedStop(t, w.marketplace()), "the program moves with it")
+	require.Equal(t, "/usr/local/bin/loop-gate claude"+plugin.CrashGuard, installedStop(t, w.marketplace()), "the program moves with it")
 	require.NotContains(t, errOut, "not on PATH", "an absolute program is not looked up")
 
 	// Without --command, the installed program stays; with it, it changes.
 	code, _, errOut = w.install(t)
 	require.Equal(t, 0, code, errOut)
-	require.Equal(t, "/usr/local/bin/loop-gate claude", installedStop(t, w.marketplace()))
+	require.Equal(t, "/usr/local/bin/loop-gate claude"+plugin.CrashGuard, installedStop(t, w.marketplace()))
 	code, out, errOut = w.install(t, "--command", "/opt/the loop/loop-gate")
 	require.Equal(t, 0, code, errOut)
-	require.Equal(t, "'/opt/the loop/loop-gate' claude", installedStop(t, w.marketplace()))
-	require.Contains(t, out, "Stop hook \"'/opt/the loop/loop-gate' claude\"")
+	require.Equal(t, "'/opt/the loop/loop-gate' claude"+plugin.CrashGuard, installedStop(t, w.marketplace()))
+	require.Contains(t, out, fmt.Sprintf("Stop hook %q", "'/opt/the loop/loop-gate' claude"+plugin.CrashGuard))
 }
 
 func TestInstallReplacesAnOutdatedPlugin(t *testing.T) {

@@ -88,12 +88,12 @@ func TestInstallParsesFlags(t *testing.T) {
 	}
 }
 
-const cursorFresh = `{
+var cursorFresh = `{
   "version": 1,
   "hooks": {
     "stop": [
       {
-        "command": "loop-gate cursor"
+        "command": "loop-gate cursor` + jsonGuard + `"
       }
     ]
   }
@@ -171,15 +171,22 @@ func TestInstallRecognisesAnExistingGate(t *testing.T) {
 		{
 			name:     "cursor: version added, other events and keys kept",
 			harness:  "cursor",
-			existing: "{\n    \"hooks\": {\n        \"afterFileEdit\": [{\"command\": \"fmt\"}],\n        \"stop\": [{\"command\": \"/usr/local/bin/loop-gate cursor\", \"loop_limit\": 4}]\n    }\n}\n",
-			want:     "{\n    \"version\": 1,\n    \"hooks\": {\n        \"afterFileEdit\": [{\"command\": \"fmt\"}],\n        \"stop\": [{\"command\": \"/usr/local/bin/loop-gate cursor\", \"loop_limit\": 4}]\n    }\n}\n",
+			existing: "{\n    \"hooks\": {\n        \"afterFileEdit\": [{\"command\": \"fmt\"}],\n        \"stop\": [{\"command\": \"/usr/local/bin/loop-gate cursor" + jsonGuard + "\", \"loop_limit\": 4}]\n    }\n}\n",
+			want:     "{\n    \"version\": 1,\n    \"hooks\": {\n        \"afterFileEdit\": [{\"command\": \"fmt\"}],\n        \"stop\": [{\"command\": \"/usr/local/bin/loop-gate cursor" + jsonGuard + "\", \"loop_limit\": 4}]\n    }\n}\n",
 			out:      `added "version": 1`,
 		},
 		{
 			name:     "cursor: already installed",
 			harness:  "cursor",
-			existing: `{"version": 1, "hooks": {"stop": [{"command": "loop-gate cursor"}]}}`,
+			existing: `{"version": 1, "hooks": {"stop": [{"command": "loop-gate cursor` + jsonGuard + `"}]}}`,
 			out:      "nothing to do",
+		},
+		{
+			name:     "cursor: an earlier install's line gains the crash guard",
+			harness:  "cursor",
+			existing: `{"version": 1, "hooks": {"stop": [{"command": "/usr/local/bin/loop-gate cursor"}]}}`,
+			want:     "{\n  \"version\": 1,\n  \"hooks\": {\n    \"stop\": [\n      {\n        \"command\": \"/usr/local/bin/loop-gate cursor" + jsonGuard + "\"\n      }\n    ]\n  }\n}\n",
+			out:      "stop hook",
 		},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -289,7 +296,7 @@ func TestInstallMakesARelativeCommandAbsolute(t *testing.T) {
 	require.Contains(t, errOut, "put loop-gate on PATH")
 	code, _, errOut = w.install(t, "--harness", "gemini", "--scope", "project", "--command", "./bin/loop-gate")
 	require.Equal(t, 0, code, errOut)
-	require.Contains(t, readFile(t, filepath.Join(w.repo, ".gemini", "settings.json")), `"$GEMINI_PROJECT_DIR/docs/specs/bin/loop-gate gemini"`)
+	require.Contains(t, readFile(t, filepath.Join(w.repo, ".gemini", "settings.json")), `"$GEMINI_PROJECT_DIR/docs/specs/bin/loop-gate gemini`+jsonGuard+`"`)
 
 	code, _, errOut = w.install(t, "--harness", "cursor", "--command", "./bin/loop-gate")
 	require.Equal(t, 0, code, errOut)

@@ -4,12 +4,10 @@ import (
 	"bytes"
 	"context"
 	"fmt"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -19,7 +17,6 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/theloop-dev/theloop/integrations/githubsim"
-	"github.com/theloop-dev/theloop/internal/fakeclaude"
 	"github.com/theloop-dev/theloop/internal/shortdir"
 	"github.com/theloop-dev/theloop/loop"
 	"github.com/theloop-dev/theloop/loop/daemon"
@@ -142,133 +139,15 @@ func gitRun(t *testing.T, dir string, args ...string) {
 // after a restart the event is handled exactly once — one session, one
 // announcement, the graph started once.
 func TestKill9AfterAcceptThenRestartHandlesOnce(t *testing.T) {
-	for _, tool := range []string{"tmux", "git", "bash", "go"} {
-		if _, err := exec.LookPath(tool); err != nil {
-			t.Skipf("%s is not installed", tool)
-		}
-	}
-	bin := loopdBinary(t)
-	base := shortdir.New(t) // holds the state root and its control socket
-	remote := filepath.Join(base, "remote", "octo", "demo.git")
-	seed := filepath.Join(base, "seed")
-	require.NoError(t, os.MkdirAll(seed, 0o755))
-	gitRun(t, seed, "init", "-q", "-b", "main")
-	require.NoError(t, os.WriteFile(filepath.Join(seed, "README.md"), []byte("demo\n"), 0o644))
-	gitRun(t, seed, "add", ".")
-	gitRun(t, seed, "commit", "-q", "-m", "init")
-	gitRun(t, base, "clone", "-q", "--bare", seed, remote)
-	// The stand-in harness logs where a confined agent may write: a cache
-	// directory under its HOME (HOME=base below).
-	claudeRoot := filepath.Join(base, ".cache", "fakeclaude")
-	_, err := fakeclaude.Install(claudeRoot)
-	require.NoError(t, err)
-	tmuxDir := filepath.Join(base, "tmux")
-	require.NoError(t, os.MkdirAll(tmuxDir, 0o700))
-	t.Cleanup(func() {
-		// loopd runs its own server (theloop-<hash>) in this directory.
-		socks, _ := filepath.Glob(filepath.Join(tmuxDir, "tmux-*", "*"))
-		for _, s := range socks {
-			_ = exec.Command("tmux", "-S", s, "kill-server").Run()
+	w := newKillWorld(t)
+	sim, state, claudeRoot := w.sim, w.state, w.claudeRoot
+	accepted := make(chan string, 16)
+	w.setOnDelivery(func(d githubsim.Delivery) {
+		if d.Action == "labeled" && d.Sender == "dana" && d.Status == http.StatusAccepted {
+			accepted <- d.ID
 		}
 	})
-
-	accepted := make(chan string, 16)
-	sim, err := githubsim.Start(githubsim.Config{Token: "tok", BotLogin: "theloop-bot",
-		OnDelivery: func(d githubsim.Delivery) {
-			if d.Action == "labeled" && d.Sender == "dana" && d.Status == http.StatusAccepted {
-				accepted <- d.ID
-			}
-		}})
-	require.NoError(t, err)
-	t.Cleanup(sim.Close)
-	require.NoError(t, sim.AddRepo("octo/demo", githubsim.RepoOptions{CloneURL: "file://" + remote}))
-
-	state := filepath.Join(base, "state")
-	cfgPath := filepath.Join(base, "cli-config.yaml")
-	// Port 0 on the first start: the kernel picks it at bind time (a port
-	// the test picked and closed could be taken before loopd binds it); the
-	// restart reuses the port the first run bound, as the hook points there.
-	writeConfig := func(port int) {
-		require.NoError(t, os.WriteFile(cfgPath, []byte(fmt.Sprintf(`version: "0.5.0"
-state:
-  root: %s
-repositories: [octo/demo]
-webhooks:
-  ghWebhook:
-    host: 127.0.0.1
-    port: %d
-routing:
-  # The stand-in harness logs what it ran and was sent beside its binary,
-  # under HOME: a world's private home would hide it from the test. What
-  # this test counts (one spawn, one paste across a kill -9) is the same
-  # in either sandbox.
-  sandbox: landlock
-  authorizedUsers: [dana]
-  spawnOnUnmatched: labeled
-  control:
-    requireStartCommand: false
-  workspace:
-    root: %s
-    cloneUrl: file://%s
-integrations:
-  github:
-    transport: api
-    api:
-      baseUrl: %s
-`, state, port, filepath.Join(base, "ws"), remote, sim.URL())), 0o600))
-	}
-	writeConfig(0)
-
-	var addr string
-
-	runs := 0
-	start := func() *exec.Cmd {
-		cmd := exec.Command(bin, "run", "--config", cfgPath)
-		cmd.Dir = base
-		cmd.Env = append(os.Environ(),
-			"THE_LOOP_GH_WEBHOOK_SECRET=s3cret", "GH_TOKEN=tok", "HOME="+base, "TMUX_TMPDIR="+tmuxDir,
-			"PATH="+filepath.Join(claudeRoot, "bin")+string(os.PathListSeparator)+os.Getenv("PATH"))
-		var logb lockedBuffer
-		bound := startListening(t, cmd, &logb)
-		if addr == "" {
-			addr = bound
-			_, port, err := net.SplitHostPort(addr)
-			require.NoError(t, err)
-			p, err := strconv.Atoi(port)
-			require.NoError(t, err)
-			writeConfig(p)
-			_, err = sim.AddHook(githubsim.Hook{URL: "http://" + addr + "/gh-webhook", Secret: "s3cret"})
-			require.NoError(t, err)
-		}
-		require.Equal(t, addr, bound, "the restart binds the port the hook points at")
-		t.Cleanup(func() {
-			if cmd.ProcessState == nil {
-				_ = cmd.Process.Kill()
-				_, _ = cmd.Process.Wait()
-			}
-			t.Logf("loopd output:\n%s", logb.String())
-		})
-		// Webhooks are taken (and kept) as soon as /healthz answers; the
-		// daemon is ready once it has logged daemon.started, which the
-		// count below relies on.
-		runs++
-		deadline := time.Now().Add(30 * time.Second)
-		for {
-			resp, err := http.Get("http://" + addr + "/healthz")
-			if err == nil {
-				resp.Body.Close()
-				if resp.StatusCode == http.StatusOK {
-					starts, _ := loop.ReadEvents(filepath.Join(state, "logs", "events.jsonl"), loop.EventQuery{Event: "daemon.started"})
-					if len(starts) == runs {
-						return cmd
-					}
-				}
-			}
-			require.True(t, time.Now().Before(deadline), "loopd did not answer /healthz and log daemon.started")
-			time.Sleep(20 * time.Millisecond)
-		}
-	}
-
+	start := w.start
 	cmd := start()
 	is, err := sim.OpenIssue("octo/demo", "dana", "Add a widget", "body")
 	require.NoError(t, err)
@@ -302,7 +181,7 @@ integrations:
 		require.True(t, time.Now().Before(deadline), "no announcement after the restart; events:\n%s", dumpEvents())
 		time.Sleep(50 * time.Millisecond)
 	}
-	cwd := filepath.Join(base, "ws", ".clones", "github.com", "octo", "demo", "github-octo-demo-1")
+	cwd := filepath.Join(w.base, "ws", ".clones", "github.com", "octo", "demo", "github-octo-demo-1")
 	deadline = time.Now().Add(30 * time.Second)
 	for {
 		st, err := loop.NewStore(cwd, "").Load(context.Background(), "issue-1")

@@ -197,6 +197,10 @@ func TestContractEveryRequestAndAnswerMatchesGitHubsDescription(t *testing.T) {
 	jwtReq("GET", "/app")
 	// An organization's hook (the App client needs an installation id for
 	// it): asked directly.
+	orgHook, err := s.AddHook(Hook{URL: "http://127.0.0.1:1/gh-webhook", Org: "demo"})
+	require.NoError(t, err)
+	direct("GET", "/orgs/demo/hooks", "")
+	direct("GET", fmt.Sprintf("/orgs/demo/hooks/%d/deliveries?per_page=2", orgHook), "")
 	direct("GET", fmt.Sprintf("/orgs/demo/hooks/%d/deliveries?per_page=2", hook), "")
 	direct("POST", fmt.Sprintf("/orgs/demo/hooks/%d/deliveries/%d/attempts", hook, attempt), "")
 

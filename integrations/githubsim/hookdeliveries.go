@@ -25,16 +25,53 @@ import (
 
 func (s *Server) listHooks(w http.ResponseWriter, r *http.Request, rp *repo) {
 	out := make([]any, 0, len(s.hooks))
-	at := s.now().UTC().Format(time.RFC3339)
 	for _, h := range s.hooks {
-		api := fmt.Sprintf("%s/repos/%s/hooks/%d", s.URL(), rp.full(), h.ID)
-		out = append(out, map[string]any{"type": "Repository", "id": h.ID, "name": "web", "active": true, "events": []string{"*"},
-			"config": map[string]any{"url": h.URL, "content_type": "json", "insecure_ssl": "0"},
-			"url":    api, "test_url": api + "/test", "ping_url": api + "/pings", "deliveries_url": api + "/deliveries",
-			"created_at": at, "updated_at": at,
-			"last_response": map[string]any{"code": nil, "status": "unused", "message": nil}})
+		if h.Org == "" {
+			out = append(out, s.hookJSON(h, "Repository", "/repos/"+rp.full()))
+		}
 	}
 	s.paginate(w, r, out)
+}
+
+// listOrgHooks is GET /orgs/{org}/hooks: the organization's hooks. An
+// owner of no repository here is no organization (404, as GitHub answers
+// for a user's login).
+func (s *Server) listOrgHooks(w http.ResponseWriter, r *http.Request) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	org := r.PathValue("org")
+	known := false
+	for full := range s.repos {
+		if owner, _, _ := strings.Cut(full, "/"); strings.EqualFold(owner, org) {
+			known = true
+		}
+	}
+	if !known {
+		notFound(w)
+		return
+	}
+	out := []any{}
+	for _, h := range s.hooks {
+		if strings.EqualFold(h.Org, org) {
+			out = append(out, s.hookJSON(h, "Organization", "/orgs/"+org))
+		}
+	}
+	s.paginate(w, r, out)
+}
+
+// hookJSON is a hook as GitHub lists it, under the REST path prefix.
+func (s *Server) hookJSON(h Hook, typ, prefix string) map[string]any {
+	at := s.now().UTC().Format(time.RFC3339)
+	api := fmt.Sprintf("%s%s/hooks/%d", s.URL(), prefix, h.ID)
+	j := map[string]any{"type": typ, "id": h.ID, "name": "web", "active": true, "events": []string{"*"},
+		"config": map[string]any{"url": h.URL, "content_type": "json", "insecure_ssl": "0"},
+		"url":    api, "ping_url": api + "/pings", "deliveries_url": api + "/deliveries",
+		"created_at": at, "updated_at": at}
+	if typ == "Repository" { // an organization's hook has neither (org-hook)
+		j["test_url"] = api + "/test"
+		j["last_response"] = map[string]any{"code": nil, "status": "unused", "message": nil}
+	}
+	return j
 }
 
 func (s *Server) listRepoHookDeliveries(w http.ResponseWriter, r *http.Request, rp *repo) {

@@ -54,6 +54,7 @@ func (s *Server) routes() {
 	add("GET", "/repos/{o}/{r}/hooks", s.withRepo(s.listHooks))
 	add("GET", "/repos/{o}/{r}/hooks/{id}/deliveries", s.withRepo(s.listRepoHookDeliveries))
 	add("POST", "/repos/{o}/{r}/hooks/{id}/deliveries/{did}/attempts", s.withRepo(s.redeliverRepoAttempt))
+	add("GET", "/orgs/{org}/hooks", s.listOrgHooks)
 	add("GET", "/orgs/{org}/hooks/{id}/deliveries", s.listOrgHookDeliveries)
 	add("POST", "/orgs/{org}/hooks/{id}/deliveries/{did}/attempts", s.redeliverOrgAttempt)
 }

@@ -77,6 +77,10 @@ type Hook struct {
 	Secret string
 	// ID is X-GitHub-Hook-ID (default: assigned).
 	ID int64
+	// Org makes it an organization's hook, listed at GET /orgs/{org}/hooks
+	// instead of each repository's hooks ("": a repository hook, listed by
+	// every repository). Either way it receives every event.
+	Org string
 }
 
 // Request is one REST request the server answered.

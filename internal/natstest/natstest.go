@@ -38,9 +38,18 @@ var freePort = func() (int, error) {
 // The servers stop at the end of the test.
 func Cluster(t testing.TB, n int) []string {
 	t.Helper()
+	return ClusterWith(t, n, nil)
+}
+
+// ClusterWith is Cluster with each server's options edited by configure
+// (i is the server's index) before it starts: authentication, TLS on the
+// client port and the routes. A server that requires TLS on its routes
+// dials them with TLS too (its Cluster.TLSConfig).
+func ClusterWith(t testing.TB, n int, configure func(i int, o *server.Options)) []string {
+	t.Helper()
 	var lastErr error
 	for range attempts {
-		servers, urls, err := start(t, n)
+		servers, urls, err := start(t, n, configure)
 		t.Cleanup(func() {
 			for _, s := range servers {
 				s.Shutdown()
@@ -64,7 +73,7 @@ func Cluster(t testing.TB, n int) []string {
 // start is one attempt: pick ports, start the servers, wait for listeners,
 // full routes and a JetStream meta leader. It returns what it started, even
 // on error, for the caller to stop.
-func start(t testing.TB, n int) ([]*server.Server, []string, error) {
+func start(t testing.TB, n int, configure func(int, *server.Options)) ([]*server.Server, []string, error) {
 	cports, rports := make([]int, n), make([]int, n)
 	for i := range n {
 		var err error
@@ -82,13 +91,17 @@ func start(t testing.TB, n int) ([]*server.Server, []string, error) {
 	}
 	var servers []*server.Server
 	for i := range n {
-		s, err := server.NewServer(&server.Options{
+		o := &server.Options{
 			ServerName: fmt.Sprintf("n%d", i), Host: "127.0.0.1", Port: cports[i],
 			JetStream: true, StoreDir: t.TempDir(), NoLog: true, NoSigs: true,
 			MaxPayload: 8 << 20, // as examples/cluster recommends (loopd embeds with the same)
 			Cluster:    server.ClusterOpts{Name: "theloop", Host: "127.0.0.1", Port: rports[i]},
 			Routes:     routes,
-		})
+		}
+		if configure != nil {
+			configure(i, o)
+		}
+		s, err := server.NewServer(o)
 		if err != nil {
 			return servers, nil, fmt.Errorf("server %d: %w", i, err)
 		}

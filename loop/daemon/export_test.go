@@ -1,5 +1,11 @@
 package daemon
 
+import (
+	"context"
+
+	"github.com/theloop-dev/theloop/workitem"
+)
+
 // Test hooks for the external test package (compiled into tests only).
 
 // Fault points of a paste (paste.go).
@@ -22,3 +28,20 @@ func (d *Daemon) InjectPasteFault(f func(point, key string) error) {
 	}
 	d.intake.faults.Store(&f)
 }
+
+// ReplayAssignment delivers text as the graph's deliver-assignment hook
+// does while handling the delivery step — what a redelivery after a crash
+// between an assignment's paste and the state that records it does again.
+func (d *Daemon) ReplayAssignment(ctx context.Context, step string, item workitem.Ref, text string) (bool, error) {
+	rec, err := d.reg.Get(item)
+	if err != nil {
+		return false, err
+	}
+	d.link.mu.Lock()
+	d.link.targets[rec.Cwd+"\x00"+item.SpecID()] = item
+	d.link.mu.Unlock()
+	return d.link.deliverAssignment(withPasteStep(ctx, step), rec.Cwd, item.SpecID(), text)
+}
+
+// PasteMarker is the marker line a paste of key ends with.
+func PasteMarker(key string) string { return pasteMarker(key) }

@@ -76,6 +76,9 @@ type graphLink struct {
 	observedDir string
 	// authority answers routing.authorized (authority.go).
 	authority *ingress.Authority
+	// pasteOnce is the intake's exactly-once paste (paste.go), set when
+	// the intake is built; nil: assignments are pasted at least once.
+	pasteOnce atomic.Pointer[pasteOnceFunc]
 }
 
 // linkConfig is the part of the daemon's configuration the graph link
@@ -456,12 +459,21 @@ func (l *graphLink) deliverToPR(ctx context.Context, item, pr workitem.Ref, text
 	if lv, _ := l.tmux.Probe(ctx, rec.TmuxName); lv != sessions.LivenessLive && lv != sessions.LivenessUnknown {
 		return false, nil
 	}
-	res, err := l.mgr.Deliver(ctx, pr, text)
+	var res sessions.DeliveryResult
+	pasted, err := l.pasteAssignment(ctx, pr, rec, text, func(full string) error {
+		var err error
+		text = full
+		res, err = l.mgr.Deliver(ctx, pr, full)
+		return err
+	})
 	if err != nil {
 		l.record("graph.assignment_failed", graph.LevelWarning, graph.Field{Key: "work_item", Value: item.String()}, graph.Field{Key: "pull_request", Value: pr.String()}, graph.Field{Key: "error", Value: err.Error()})
 		return false, err
 	}
-	l.observe(Observation{Kind: KindPaste, Name: "graph.assignment", WorkItem: pr.String(), Text: text, Fields: map[string]any{"tmux_target": res.Record.TmuxName, "work_item": item.String()}})
+	if !pasted {
+		return true, nil // an earlier attempt's paste is in the session (paste.go)
+	}
+	l.observe(Observation{Kind: KindPaste, Name: "graph.assignment", WorkItem: pr.String(), DeliveryID: pasteStepOf(ctx), Text: text, Fields: map[string]any{"tmux_target": res.Record.TmuxName, "work_item": item.String()}})
 	l.record("graph.assignment_delivered", graph.LevelInfo, graph.Field{Key: "work_item", Value: item.String()}, graph.Field{Key: "pull_request", Value: pr.String()}, graph.Field{Key: "tmux_target", Value: res.Record.TmuxName})
 	return true, nil
 }
@@ -534,12 +546,21 @@ func (l *graphLink) deliverAssignment(ctx context.Context, cwd, id, text string)
 	if rt, err := l.runtime(item, cwd, id); err != nil || !l.pasteAllowed(ctx, rt, item, cwd, id, text) {
 		return false, nil
 	}
-	res, err := l.mgr.Deliver(ctx, item, text)
+	var res sessions.DeliveryResult
+	pasted, err := l.pasteAssignment(ctx, item, rec, text, func(full string) error {
+		var err error
+		text = full
+		res, err = l.mgr.Deliver(ctx, item, full)
+		return err
+	})
 	if err != nil {
 		l.record("graph.assignment_failed", graph.LevelWarning, graph.Field{Key: "work_item", Value: item.String()}, graph.Field{Key: "error", Value: err.Error()})
 		return false, err
 	}
-	l.observe(Observation{Kind: KindPaste, Name: "graph.assignment", WorkItem: item.String(), Text: text, Fields: map[string]any{"tmux_target": res.Record.TmuxName}})
+	if !pasted {
+		return true, nil // an earlier attempt's paste is in the session (paste.go)
+	}
+	l.observe(Observation{Kind: KindPaste, Name: "graph.assignment", WorkItem: item.String(), DeliveryID: pasteStepOf(ctx), Text: text, Fields: map[string]any{"tmux_target": res.Record.TmuxName}})
 	l.record("graph.assignment_delivered", graph.LevelInfo, graph.Field{Key: "work_item", Value: item.String()}, graph.Field{Key: "tmux_target", Value: res.Record.TmuxName})
 	return true, nil
 }

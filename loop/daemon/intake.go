@@ -145,6 +145,10 @@ func newIntake(cfg intakeConfig, deps intakeDeps) *intake {
 		in.harnessOf = func(*ingress.Event) string { return "" }
 	}
 	in.setConfig(cfg)
+	if in.link != nil && in.intents != nil {
+		once := pasteOnceFunc(in.pasteOnce)
+		in.link.pasteOnce.Store(&once)
+	}
 	return in
 }
 
@@ -197,6 +201,7 @@ func (in *intake) dropped(item workitem.Ref, ev *ingress.Event, reason string) e
 
 // Handle implements dispatch.Handler.
 func (in *intake) Handle(ctx context.Context, ev *ingress.Event) error {
+	ctx = withPasteStep(ctx, ev.DeliveryID) // an assignment pasted on its way is pasted once (paste.go)
 	if in.verifyLinkage(ctx, ev) && len(ev.WorkItems) == 0 {
 		return in.dropped(workitem.Ref{}, ev, "work-item-not-found")
 	}

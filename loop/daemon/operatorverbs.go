@@ -214,7 +214,13 @@ func (d *Daemon) replyVia(ctx context.Context, ref, actor, message string, mark 
 	who := append([]graph.Field{{Key: "work_item", Value: item.String()}, {Key: "actor", Value: actor}}, audit...)
 	d.emit("session.operator_reply", graph.LevelInfo, append(who[:len(who):len(who)],
 		graph.Field{Key: "message", Value: clean}, graph.Field{Key: "tmux_target", Value: rec.TmuxName})...)
-	dr, err := d.mgr.Deliver(ctx, item, res.Pasted)
+	var dr sessions.DeliveryResult
+	_, err = d.pasteReply(ctx, item, rec, replyKey(item, actor, res.At, clean), res.Pasted, func(text string) error {
+		var err error
+		res.Pasted = text
+		dr, err = d.mgr.Deliver(ctx, item, text)
+		return err
+	})
 	res.Verified = dr.Receipt.Verified()
 	if err != nil {
 		d.emit("session.operator_reply_failed", graph.LevelWarning, append(who[:len(who):len(who)], graph.Field{Key: "error", Value: err.Error()})...)

@@ -19,8 +19,9 @@ import (
 //
 // A paste and the mark that records it cannot be written together: a crash
 // between the two replayed the paste (7 of 689 events pasted twice over 20
-// SIGKILLs). So every paste of a recorded step (an event's prompt, a spawn
-// prompt, a pull request session's prompt) goes through pasteOnce:
+// SIGKILLs). So every paste (an event's prompt, a spawn prompt, a pull
+// request session's prompt, a node's assignment, an operator's reply) goes
+// through pasteOnce:
 //
 //  1. its intent is written to the queue's handled bucket first — the
 //     step's key (delivery id and step), the work item, the tmux session and
@@ -167,4 +168,76 @@ func tmuxHistory(tm *sessions.Tmux, claudeConfigDir func() string) sessionHistor
 		}
 		return pane, nil
 	}
+}
+
+// A node's assignment is pasted from inside the graph (the
+// deliver-assignment hook, graphLink.deliverAssignment), while an event is
+// handled: a crash after the paste and before the state that records it
+// replays the event, and with it the paste. The event's delivery id rides
+// on the context (withPasteStep, set by the intake) so that the assignment
+// goes through pasteOnce under a key of its own: the delivery, the target
+// and the text. An assignment pasted outside an event (an operator's force,
+// a claim's recompute) has no step: nothing replays it, so it is pasted
+// as before.
+
+type pasteStepKey struct{}
+
+// withPasteStep is ctx carrying the step (a delivery id) whose replay must
+// not paste twice.
+func withPasteStep(ctx context.Context, step string) context.Context {
+	if step == "" {
+		return ctx
+	}
+	return context.WithValue(ctx, pasteStepKey{}, step)
+}
+
+// pasteStepOf is the step ctx carries ("" for none).
+func pasteStepOf(ctx context.Context) string {
+	s, _ := ctx.Value(pasteStepKey{}).(string)
+	return s
+}
+
+// pasteOnceFunc is intake.pasteOnce, as the graph link calls it.
+type pasteOnceFunc func(ctx context.Context, item workitem.Ref, rec sessions.Record, key, text string, paste func(text string) error) (bool, error)
+
+// assignmentKey is the step key of an assignment pasted into target while
+// handling step: one key per delivery, target and text, so that a gate
+// routing back to a node (a later event) pastes its assignment again.
+func assignmentKey(step string, target workitem.Ref, text string) string {
+	sum := sha256.Sum256([]byte(strings.TrimRight(text, "\n"))) // as pasted (withMarker)
+	return step + "#assign:" + target.String() + ":" + hex.EncodeToString(sum[:8])
+}
+
+// pasteAssignment pastes an assignment into rec's session: exactly once
+// per step when ctx carries one and the intake's pasteOnce is wired, else
+// straight through paste. pasted is false when an earlier attempt's paste
+// was found in the session (the step is done).
+func (l *graphLink) pasteAssignment(ctx context.Context, target workitem.Ref, rec sessions.Record, text string, paste func(text string) error) (pasted bool, err error) {
+	step := pasteStepOf(ctx)
+	once := l.pasteOnce.Load()
+	if step == "" || once == nil {
+		return true, paste(text)
+	}
+	return (*once)(ctx, target, rec, assignmentKey(step, target, text), text, paste)
+}
+
+// An operator's reply is no event: nothing redelivers it, so a crash after
+// its paste cannot paste it again — a retry is a new reply. It still goes
+// through pasteOnce under a key of its own, so that its intent (session,
+// marker) is recorded before the paste and the pane shows the marker that
+// tells where it landed.
+
+// replyKey is the step key of one reply.
+func replyKey(item workitem.Ref, actor string, at time.Time, message string) string {
+	sum := sha256.Sum256([]byte(actor + "\x00" + message))
+	return "reply:" + item.String() + ":" + at.UTC().Format(time.RFC3339Nano) + ":" + hex.EncodeToString(sum[:8])
+}
+
+// pasteReply pastes a reply through the intake's pasteOnce, or straight
+// through paste before the intake is wired.
+func (d *Daemon) pasteReply(ctx context.Context, item workitem.Ref, rec sessions.Record, key, text string, paste func(text string) error) (bool, error) {
+	if in := d.intake; in != nil {
+		return in.pasteOnce(ctx, item, rec, key, text, paste)
+	}
+	return true, paste(text)
 }

@@ -4,6 +4,7 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -60,4 +61,44 @@ func TestPasteIsExactlyOnceAcrossACrash(t *testing.T) {
 			require.Equal(t, 1, strings.Count(w.received(), "the note after"))
 		})
 	}
+}
+
+// An assignment the graph pastes while an event is handled is pasted once
+// across a crash too: the redelivery of that event re-enters the node (the
+// state recording the entry never landed) and delivers the assignment
+// again, which finds its marker in the pane and pastes nothing. Another
+// delivery's assignment (a gate routing back later) is pasted as ever.
+func TestAssignmentIsExactlyOnceAcrossACrash(t *testing.T) {
+	w := newWorld(t, nil)
+	n := w.openLabeled()
+	w.waitIdle()
+	_, err := w.sim.Comment(repoFull, n, human, "the-loop execute")
+	require.NoError(t, err)
+	w.waitIdle()
+	const brainstorm = "/the-loop:brainstorm issue-1"
+	w.eventually("the brainstorming assignment", func() bool { return strings.Contains(w.received(), brainstorm) })
+	pastes := w.observed("paste", "graph.assignment")
+	require.Len(t, pastes, 1)
+	step := pastes[0].DeliveryID
+	require.NotEmpty(t, step, "the assignment was pasted while the event was handled")
+	text, marker, ok := strings.Cut(pastes[0].Text, "\n\n[the-loop ")
+	require.True(t, ok, "the assignment ends with its paste marker: %q", pastes[0].Text)
+	require.NotEmpty(t, marker)
+
+	time.Sleep(500 * time.Millisecond) // the fake logs what it reads a little after the receipt
+	// The event prompt names the node's assignment too: count from here.
+	before := strings.Count(w.received(), brainstorm)
+	found := w.count("dispatch.paste_found")
+	delivered, err := w.d.ReplayAssignment(t.Context(), step, w.item(n), text)
+	require.NoError(t, err)
+	require.True(t, delivered, "the step is done: its paste is in the session")
+	w.eventually("the earlier paste found in the pane", func() bool { return w.count("dispatch.paste_found") == found+1 })
+	require.Len(t, w.observed("paste", "graph.assignment"), 1, "nothing pasted again")
+	time.Sleep(500 * time.Millisecond) // the fake logs what it reads a little after the receipt
+	require.Equal(t, before, strings.Count(w.received(), brainstorm), "the assignment reached the agent once:\n%s", w.received())
+
+	delivered, err = w.d.ReplayAssignment(t.Context(), "another-delivery", w.item(n), text)
+	require.NoError(t, err)
+	require.True(t, delivered)
+	w.eventually("the assignment of another delivery", func() bool { return strings.Count(w.received(), brainstorm) == before+1 })
 }

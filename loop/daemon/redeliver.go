@@ -29,9 +29,13 @@ import (
 // was handled).
 //
 // The hook is Config.WebhookHookID when set, else the served repository's
-// hooks whose URL path is the receiver's (webhooks.ghWebhook.path). Where
-// loopd may not read a repository's hooks, the pass says so once (the first
-// pass runs at start) and the poller's reconcile is what remains.
+// hooks and their owners' organization hooks whose URL path is the
+// receiver's (webhooks.ghWebhook.path). Where loopd may not read a
+// repository's hooks, the pass says so once (the first pass runs at start)
+// and the poller's reconcile is what remains; an owner that is a user, not
+// an organization, has no organization hooks and is passed over quietly.
+// An App's own hook (/app/hook/deliveries) needs the App's JWT, which the
+// transport does not hold: its failed deliveries are the poller's.
 
 // Redelivery pass bounds.
 const (
@@ -63,15 +67,52 @@ type hookCursor struct {
 	Newest int64 `json:"newest"` // the newest attempt id handled
 }
 
+// hookScope is where hooks live: a repository ("repo") or an organization
+// ("org"), as the hook operations take it.
+type hookScope struct{ key, name string }
+
+func (h hookScope) args() map[string]any { return map[string]any{h.key: h.name} }
+
+// String names the scope in records and cursors ("o/r", "org:o").
+func (h hookScope) String() string {
+	if h.key == "org" {
+		return "org:" + h.name
+	}
+	return h.name
+}
+
+// scopes are the served repositories and, when the hook is found by
+// listing, their owners as organizations (a repository named with its host
+// has none here: the organization operations go to the default host).
+func (rd *redeliverer) scopes() []hookScope {
+	var out, orgs []hookScope
+	seen := map[string]bool{}
+	for _, repo := range rd.repos {
+		out = append(out, hookScope{"repo", repo})
+		parts := strings.Split(repo, "/")
+		if rd.hookID != 0 || len(parts) != 2 {
+			continue
+		}
+		if owner := strings.ToLower(parts[0]); !seen[owner] {
+			seen[owner] = true
+			orgs = append(orgs, hookScope{"org", owner})
+		}
+	}
+	return append(out, orgs...)
+}
+
 func (rd *redeliverer) pass(ctx context.Context) redeliveryStats {
 	var st redeliveryStats
-	for _, repo := range rd.repos {
+	for _, sc := range rd.scopes() {
 		if st.Stopped != "" {
 			break
 		}
-		hooks, err := rd.hooks(ctx, repo, &st)
+		hooks, err := rd.hooks(ctx, sc, &st)
+		if sc.key == "org" && errors.Is(err, integrations.ErrNotFound) {
+			continue // a user's repositories: no organization hooks
+		}
 		if err != nil {
-			rd.unavailable(repo, err)
+			rd.unavailable(sc.String(), err)
 			if errors.Is(err, integrations.ErrRateLimited) {
 				st.Stopped = "rate-limited"
 			}
@@ -81,11 +122,11 @@ func (rd *redeliverer) pass(ctx context.Context) redeliveryStats {
 			if st.Stopped != "" {
 				break
 			}
-			if err := rd.hook(ctx, repo, h, &st); err != nil {
+			if err := rd.hook(ctx, sc, h, &st); err != nil {
 				if errors.Is(err, integrations.ErrRateLimited) {
 					st.Stopped = "rate-limited"
 				}
-				rd.unavailable(repo, err)
+				rd.unavailable(sc.String(), err)
 			}
 		}
 	}
@@ -105,12 +146,12 @@ func (rd *redeliverer) unavailable(repo string, err error) {
 }
 
 // hooks are the hooks to look at in repo.
-func (rd *redeliverer) hooks(ctx context.Context, repo string, st *redeliveryStats) ([]int64, error) {
+func (rd *redeliverer) hooks(ctx context.Context, sc hookScope, st *redeliveryStats) ([]int64, error) {
 	if rd.hookID > 0 {
 		return []int64{rd.hookID}, nil
 	}
 	st.Calls++
-	res, err := rd.integ.Call(ctx, ops.GitHubListHooks, map[string]any{"repo": repo})
+	res, err := rd.integ.Call(ctx, ops.GitHubListHooks, sc.args())
 	if err != nil {
 		return nil, err
 	}
@@ -130,7 +171,8 @@ func (rd *redeliverer) hooks(ctx context.Context, repo string, st *redeliverySta
 
 // hook lists hook's deliveries in repo newer than the last seen, and asks
 // for the redelivery of each that failed.
-func (rd *redeliverer) hook(ctx context.Context, repo string, hook int64, st *redeliveryStats) error {
+func (rd *redeliverer) hook(ctx context.Context, sc hookScope, hook int64, st *redeliveryStats) error {
+	repo := sc.String()
 	ckey := fmt.Sprintf("hook-cursor %s %d", strings.ToLower(repo), hook)
 	var seen hookCursor
 	if raw, ok, err := rd.store.Intent(ctx, ckey); err != nil {
@@ -148,7 +190,8 @@ func (rd *redeliverer) hook(ctx context.Context, repo string, hook int64, st *re
 	cursor, reachedSeen := "", false
 	for page := 0; page < redeliverPagesPerHook && !reachedSeen && st.Calls < redeliverCallsPerPass; page++ {
 		st.Calls++
-		args := map[string]any{"repo": repo, "hookId": int(hook)}
+		args := sc.args()
+		args["hookId"] = int(hook)
 		if cursor != "" {
 			args["cursor"] = cursor
 		}
@@ -194,7 +237,7 @@ func (rd *redeliverer) hook(ctx context.Context, repo string, hook int64, st *re
 				done = false
 				break
 			}
-			if err := rd.ask(ctx, repo, hook, a.id, a.guid, a.status, st); err != nil {
+			if err := rd.ask(ctx, sc, hook, a.id, a.guid, a.status, st); err != nil {
 				done = false
 				if errors.Is(err, integrations.ErrRateLimited) {
 					st.Stopped = "rate-limited"
@@ -216,7 +259,8 @@ func (rd *redeliverer) hook(ctx context.Context, repo string, hook int64, st *re
 
 // ask records, then requests, the redelivery of one failed attempt — once
 // per delivery guid, whatever happens after.
-func (rd *redeliverer) ask(ctx context.Context, repo string, hook, attempt int64, guid string, status int, st *redeliveryStats) error {
+func (rd *redeliverer) ask(ctx context.Context, sc hookScope, hook, attempt int64, guid string, status int, st *redeliveryStats) error {
+	repo := sc.String()
 	key := "redeliver " + guid
 	if _, ok, err := rd.store.Intent(ctx, key); err != nil {
 		return err
@@ -229,7 +273,9 @@ func (rd *redeliverer) ask(ctx context.Context, repo string, hook, attempt int64
 		return err
 	}
 	st.Calls++
-	if _, err := rd.integ.Call(ctx, ops.GitHubRedeliverHookDelivery, map[string]any{"repo": repo, "hookId": int(hook), "deliveryId": int(attempt)}); err != nil {
+	args := sc.args()
+	args["hookId"], args["deliveryId"] = int(hook), int(attempt)
+	if _, err := rd.integ.Call(ctx, ops.GitHubRedeliverHookDelivery, args); err != nil {
 		return err
 	}
 	st.Asked++

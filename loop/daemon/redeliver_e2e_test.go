@@ -52,3 +52,36 @@ func TestFailedDeliveryIsRedeliveredAtStart(t *testing.T) {
 	require.Equal(t, 1, w.sim.RedeliveryRequests())
 	require.Equal(t, 1, strings.Count(w.received(), "written while loopd was down"))
 }
+
+// An organization's hook is redelivered too: with the served repository's
+// owner's hook (found by listing GET /orgs/{org}/hooks) beside the
+// repository's, a comment written while loopd was down fails on both; at
+// start each is asked for again, and the comment reaches the agent once.
+func TestFailedOrganizationHookDeliveryIsRedelivered(t *testing.T) {
+	w := newWorld(t, nil)
+	owner, _, _ := strings.Cut(repoFull, "/")
+	_, err := w.sim.AddHook(githubsim.Hook{URL: w.d.WebhookURL(), Secret: secret, Org: owner})
+	require.NoError(t, err)
+	n := w.openLabeled()
+	w.waitIdle()
+	w.eventually("the session to start", func() bool { return w.spawns() == 1 })
+
+	w.stop()
+	_, err = w.sim.Comment(repoFull, n, human, "written while both hooks failed")
+	require.NoError(t, err)
+	require.NoError(t, w.sim.WaitDeliveries(context.Background()))
+	hooks := map[int64]bool{}
+	for _, d := range w.sim.Deliveries() {
+		if d.Event == "issue_comment" && !d.OK() {
+			hooks[d.HookID] = true
+		}
+	}
+	require.Len(t, hooks, 2, "the comment's delivery failed on the repository's and the organization's hook")
+
+	w.cfg.ReconcileInterval = 0 // the reconcile pass runs once, at start
+	w.start()
+	w.eventually("both redeliveries", func() bool { return w.sim.RedeliveryRequests() == 2 })
+	w.eventually("the comment in the session", func() bool { return strings.Contains(w.received(), "written while both hooks failed") })
+	w.waitIdle()
+	require.Equal(t, 1, strings.Count(w.received(), "written while both hooks failed"), "one comment, once, under two deliveries")
+}

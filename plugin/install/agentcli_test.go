@@ -2,6 +2,7 @@ package install
 
 import (
 	"encoding/json"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -82,11 +83,11 @@ func TestInstallAgentCLIs(t *testing.T) {
 
 				require.NoError(t, Install(w.options(tc.harness, scope)), w.err.String())
 				got := w.read(t, path)
-				require.Equal(t, []string{"notify-send done", "loop-gate " + tc.harness}, hookCommands(t, got, tc.event))
+				require.Equal(t, []string{"notify-send done", plugin.GateCommand("loop-gate", tc.harness)}, hookCommands(t, got, tc.event))
 				require.Equal(t, []string{"echo hi"}, hookCommands(t, got, "SessionStart"))
 				require.Contains(t, got, `"model": "x"`)
 				require.FileExists(t, filepath.Join(tc.pkg(w), tc.manifest))
-				require.Contains(t, w.out.String(), path+": added the "+tc.event+" hook \"loop-gate "+tc.harness+"\"")
+				require.Contains(t, w.out.String(), path+": added the "+tc.event+" hook "+fmt.Sprintf("%q", plugin.GateCommand("loop-gate", tc.harness)))
 				require.Contains(t, w.err.String(), "loop-gate is not on PATH")
 
 				// A second install changes nothing.
@@ -122,7 +123,7 @@ func TestInstallAgentCLIFromNothingAndBack(t *testing.T) {
 			require.NoError(t, Install(opts))
 			path, err := opts.settingsPath()
 			require.NoError(t, err)
-			require.Equal(t, []string{"loop-gate " + h}, hookCommands(t, w.read(t, path), agentCLIs[h].event))
+			require.Equal(t, []string{plugin.GateCommand("loop-gate", h)}, hookCommands(t, w.read(t, path), agentCLIs[h].event))
 			require.NoError(t, Uninstall(w.options(h, scopeProject)))
 			require.JSONEq(t, `{}`, w.read(t, path), "no empty containers are left")
 		})
@@ -148,7 +149,7 @@ func TestInstallAgentCLIUpdatesTheProgram(t *testing.T) {
 	opts.Command, opts.CommandSet = "/opt/bin/loop-gate", true
 	require.NoError(t, Install(opts))
 	got := w.read(t, path)
-	require.Equal(t, []string{"/opt/bin/loop-gate codex"}, hookCommands(t, got, "Stop"))
+	require.Equal(t, []string{plugin.GateCommand("/opt/bin/loop-gate", "codex")}, hookCommands(t, got, "Stop"))
 	require.Contains(t, got, `"timeout": 30`, "the entry's other keys are kept")
 	require.Contains(t, w.out.String(), "removed a duplicate loop-gate Stop hook")
 }

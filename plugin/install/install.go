@@ -12,6 +12,7 @@ import (
 	"strings"
 
 	"github.com/theloop-dev/theloop/internal/atomicfile"
+	"github.com/theloop-dev/theloop/plugin"
 	"github.com/theloop-dev/theloop/run"
 )
 
@@ -156,7 +157,7 @@ func (o *Options) wantCommand(settings string) (func(existing string) string, *e
 			return c
 		}
 		if existing != "" && !o.CommandSet {
-			return gateProgram(existing) + " " + o.Harness
+			return plugin.WithCrashGuard(gateProgram(existing) + " " + o.Harness)
 		}
 		return hookCommand(o.Command, o.Harness)
 	}, &cmdErr
@@ -244,7 +245,7 @@ func (o *Options) onPath(name string) bool {
 // hookCommand is the shell command line the harness runs: the program,
 // quoted for the shell when it needs to be, and the harness argument.
 func hookCommand(program, harness string) string {
-	return shellQuote(program) + " " + harness
+	return plugin.GateCommand(program, harness)
 }
 
 func shellQuote(s string) string {

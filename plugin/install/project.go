@@ -49,7 +49,7 @@ func (o *Options) projectCommand(root, existing string) (string, error) {
 	case o.CommandSet:
 		program = o.Command
 	case existing != "":
-		program = strings.TrimSpace(existing)
+		program = plugin.GateInvocation(strings.TrimSpace(existing))
 		if p, ok := strings.CutSuffix(program, " "+o.Harness); ok {
 			program = p
 		} else {
@@ -58,7 +58,7 @@ func (o *Options) projectCommand(root, existing string) (string, error) {
 	}
 	unquoted := plugin.CommandProgram(program + " x")
 	if !filepath.IsAbs(unquoted) {
-		return shellQuoteIfBare(program) + " " + o.Harness, nil
+		return plugin.WithCrashGuard(shellQuoteIfBare(program) + " " + o.Harness), nil
 	}
 	if rel, ok := within(root, unquoted); ok {
 		v := projectDirVar(o.Harness)
@@ -68,10 +68,10 @@ func (o *Options) projectCommand(root, existing string) (string, error) {
 		if o.Harness == harnessGemini {
 			// Gemini replaces $GEMINI_PROJECT_DIR in the command text with the
 			// directory, shell-quoted by itself: no quotes around it.
-			return "$" + v + "/" + shellQuote(filepath.ToSlash(rel)) + " " + o.Harness, nil
+			return plugin.WithCrashGuard("$" + v + "/" + shellQuote(filepath.ToSlash(rel)) + " " + o.Harness), nil
 		}
 		// Claude Code sets $CLAUDE_PROJECT_DIR in the hook's environment.
-		return `"$` + v + `"/` + shellQuote(filepath.ToSlash(rel)) + " " + o.Harness, nil
+		return plugin.WithCrashGuard(`"$` + v + `"/` + shellQuote(filepath.ToSlash(rel)) + " " + o.Harness), nil
 	}
 	if home != "" {
 		if _, under := within(home, unquoted); under {
@@ -82,7 +82,7 @@ func (o *Options) projectCommand(root, existing string) (string, error) {
 			return hookCommand(gateBinary, o.Harness), nil
 		}
 	}
-	return shellQuoteIfBare(program) + " " + o.Harness, nil
+	return plugin.WithCrashGuard(shellQuoteIfBare(program) + " " + o.Harness), nil
 }
 
 // shellQuoteIfBare quotes a program as written by the user (unquoted) and

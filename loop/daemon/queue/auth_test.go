@@ -2,89 +2,37 @@ package queue_test
 
 import (
 	"context"
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
-	"crypto/tls"
-	"crypto/x509"
-	"crypto/x509/pkix"
-	"encoding/pem"
-	"math/big"
-	"net"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nkeys"
 	"github.com/stretchr/testify/require"
 
 	"github.com/theloop-dev/theloop/ingress"
+	"github.com/theloop-dev/theloop/internal/natstest"
 	"github.com/theloop-dev/theloop/loop/daemon/queue"
 )
-
-// testPKI is a CA, a server certificate for 127.0.0.1 and a client
-// certificate, made for the test and written as PEM files.
-type testPKI struct {
-	dir                       string
-	ca, serverCert, serverKey string
-	clientCert, clientKey     string
-	pool                      *x509.CertPool
-	serverPair                tls.Certificate
-}
-
-func newPKI(t *testing.T) testPKI {
-	t.Helper()
-	p := testPKI{dir: t.TempDir(), pool: x509.NewCertPool()}
-	write := func(name, typ string, der []byte) string {
-		path := filepath.Join(p.dir, name)
-		require.NoError(t, os.WriteFile(path, pem.EncodeToMemory(&pem.Block{Type: typ, Bytes: der}), 0o600))
-		return path
-	}
-	caKey, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	require.NoError(t, err)
-	caTmpl := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "test CA"}, NotBefore: time.Now().Add(-time.Hour),
-		NotAfter: time.Now().Add(24 * time.Hour), IsCA: true, BasicConstraintsValid: true, KeyUsage: x509.KeyUsageCertSign}
-	caDER, err := x509.CreateCertificate(rand.Reader, caTmpl, caTmpl, &caKey.PublicKey, caKey)
-	require.NoError(t, err)
-	caCert, err := x509.ParseCertificate(caDER)
-	require.NoError(t, err)
-	p.pool.AddCert(caCert)
-	p.ca = write("ca.pem", "CERTIFICATE", caDER)
-	leaf := func(n int64, name string, usage x509.ExtKeyUsage, ips []net.IP) (string, string) {
-		key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-		require.NoError(t, err)
-		tmpl := &x509.Certificate{SerialNumber: big.NewInt(n), Subject: pkix.Name{CommonName: name}, NotBefore: time.Now().Add(-time.Hour),
-			NotAfter: time.Now().Add(24 * time.Hour), ExtKeyUsage: []x509.ExtKeyUsage{usage}, IPAddresses: ips, KeyUsage: x509.KeyUsageDigitalSignature}
-		der, err := x509.CreateCertificate(rand.Reader, tmpl, caCert, &key.PublicKey, caKey)
-		require.NoError(t, err)
-		kb, err := x509.MarshalECPrivateKey(key)
-		require.NoError(t, err)
-		return write(name+".pem", "CERTIFICATE", der), write(name+"-key.pem", "EC PRIVATE KEY", kb)
-	}
-	p.serverCert, p.serverKey = leaf(2, "server", x509.ExtKeyUsageServerAuth, []net.IP{net.ParseIP("127.0.0.1")})
-	p.clientCert, p.clientKey = leaf(3, "loopd", x509.ExtKeyUsageClientAuth, nil)
-	p.serverPair, err = tls.LoadX509KeyPair(p.serverCert, p.serverKey)
-	require.NoError(t, err)
-	return p
-}
 
 // A real nats-server that requires a user and password and TLS with a
 // client certificate: loopd's queue works with the right ones and is
 // refused without them.
 func TestExternalServerWithCredentialsAndTLS(t *testing.T) {
-	pki := newPKI(t)
+	pki := natstest.NewPKI(t)
 	ns, err := server.NewServer(&server.Options{Host: "127.0.0.1", Port: -1, JetStream: true, StoreDir: t.TempDir(), NoLog: true, NoSigs: true,
 		Username: "loopd", Password: "s3cret-pass",
 		TLS: true, TLSVerify: true, TLSTimeout: 5,
-		TLSConfig: &tls.Config{Certificates: []tls.Certificate{pki.serverPair}, ClientCAs: pki.pool, ClientAuth: tls.RequireAndVerifyClientCert, MinVersion: tls.VersionTLS12}})
+		TLSConfig: pki.ServerTLS()})
 	require.NoError(t, err)
 	ns.Start()
 	t.Cleanup(func() { ns.Shutdown(); ns.WaitForShutdown() })
 	require.True(t, ns.ReadyForConnections(10*time.Second))
 	url := "tls://" + ns.Addr().String()
 	good := queue.Config{URL: url, Auth: queue.Auth{User: "loopd", Password: "s3cret-pass"},
-		TLS: queue.TLS{CAFile: pki.ca, CertFile: pki.clientCert, KeyFile: pki.clientKey}}
+		TLS: queue.TLS{CAFile: pki.CA, CertFile: pki.ClientCert, KeyFile: pki.ClientKey}}
 
 	ctx := context.Background()
 	q, err := queue.Open(ctx, good)
@@ -107,7 +55,7 @@ func TestExternalServerWithCredentialsAndTLS(t *testing.T) {
 		{"wrong password", func(c *queue.Config) { c.Auth.Password = "guess" }},
 		{"no credentials", func(c *queue.Config) { c.Auth = queue.Auth{} }},
 		{"no client certificate", func(c *queue.Config) { c.TLS.CertFile, c.TLS.KeyFile = "", "" }},
-		{"another CA", func(c *queue.Config) { c.TLS.CAFile = pki.clientCert }},
+		{"another CA", func(c *queue.Config) { c.TLS.CAFile = pki.ClientCert }},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			c := good
@@ -146,4 +94,95 @@ func TestRemoteQueueNeedsCredentials(t *testing.T) {
 	}
 	_, err := queue.Open(context.Background(), queue.Config{URL: "nats://10.255.255.1:4222"})
 	require.ErrorIs(t, err, queue.ErrUnauthenticated)
+}
+
+// A 3-server nats-server cluster (JetStream, replicas 3) that requires TLS
+// with client certificates on its client ports and on the routes between
+// its servers, and authentication — a user with a password, or an nkey:
+// loopd's queue works with either credential and is refused without one,
+// with a wrong one, without its client certificate and without TLS.
+func TestClusterWithCredentialsAndTLS(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a 3-server NATS cluster")
+	}
+	pki := natstest.NewPKI(t)
+	pub, seedFile := nkeyUser(t)
+	_, strangerFile := nkeyUser(t)
+
+	urls := natstest.ClusterWith(t, 3, func(_ int, o *server.Options) {
+		o.Users = []*server.User{{Username: "loopd", Password: "s3cret-pass"}}
+		o.Nkeys = []*server.NkeyUser{{Nkey: pub}}
+		o.TLS, o.TLSVerify, o.TLSTimeout, o.TLSConfig = true, true, 5, pki.ServerTLS()
+		o.Cluster.TLSConfig, o.Cluster.TLSTimeout = pki.ServerTLS(), 5
+	})
+	url := strings.Join(urls, ",")
+	tlsOK := queue.TLS{CAFile: pki.CA, CertFile: pki.ClientCert, KeyFile: pki.ClientKey}
+
+	for _, tc := range []struct {
+		name string
+		auth queue.Auth
+	}{
+		{"user and password", queue.Auth{User: "loopd", Password: "s3cret-pass"}},
+		{"nkey seed file", queue.Auth{NKeySeedFile: seedFile}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var q *queue.Queue
+			var err error
+			// The streams need the cluster's JetStream settled.
+			require.Eventually(t, func() bool {
+				q, err = queue.Open(context.Background(), queue.Config{URL: url, Replicas: 3, Auth: tc.auth, TLS: tlsOK})
+				return err == nil
+			}, 60*time.Second, 250*time.Millisecond, "open: %v", err)
+			defer q.Close()
+			ctx := context.Background()
+			id := "cluster-" + strings.ReplaceAll(tc.name, " ", "-")
+			require.NoError(t, q.Put(ctx, &ingress.Event{Event: "issues", Action: "labeled", DeliveryID: id, Repo: "o/r", Source: ingress.SourceWebhook}))
+			cons, err := q.Consume(ctx)
+			require.NoError(t, err)
+			defer cons.Stop()
+			for {
+				m, err := cons.Next()
+				require.NoError(t, err)
+				require.NoError(t, m.Ack(ctx))
+				if m.Event.DeliveryID == id {
+					break
+				}
+			}
+		})
+	}
+
+	for _, tc := range []struct {
+		name string
+		cfg  queue.Config
+	}{
+		{"no credentials", queue.Config{URL: url, TLS: tlsOK}},
+		{"wrong password", queue.Config{URL: url, Auth: queue.Auth{User: "loopd", Password: "guess"}, TLS: tlsOK}},
+		{"an nkey the cluster does not know", queue.Config{URL: url, Auth: queue.Auth{NKeySeedFile: strangerFile}, TLS: tlsOK}},
+		{"no client certificate", queue.Config{URL: url, Auth: queue.Auth{User: "loopd", Password: "s3cret-pass"}, TLS: queue.TLS{CAFile: pki.CA}}},
+		{"no TLS", queue.Config{URL: url, Auth: queue.Auth{User: "loopd", Password: "s3cret-pass"}}},
+	} {
+		t.Run("refused: "+tc.name, func(t *testing.T) {
+			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+			defer cancel()
+			q, err := queue.Open(ctx, tc.cfg)
+			if err == nil {
+				q.Close()
+			}
+			require.Error(t, err)
+		})
+	}
+}
+
+// nkeyUser makes a user nkey: its public key and a file holding its seed.
+func nkeyUser(t *testing.T) (pub, seedFile string) {
+	t.Helper()
+	user, err := nkeys.CreateUser()
+	require.NoError(t, err)
+	pub, err = user.PublicKey()
+	require.NoError(t, err)
+	seed, err := user.Seed()
+	require.NoError(t, err)
+	seedFile = filepath.Join(t.TempDir(), "user.nk")
+	require.NoError(t, os.WriteFile(seedFile, seed, 0o600))
+	return pub, seedFile
 }

@@ -320,7 +320,7 @@ func (d *Dashboard) itemData(r *http.Request, det *Detail, ss *session) itemPage
 				}
 			}
 		}
-		pic := layoutGraph(det.Graph, marks)
+		pic := d.layouts.picture(r.Context(), det.Graph, marks)
 		p.Picture = &pic
 	}
 	for _, v := range det.Decisions {

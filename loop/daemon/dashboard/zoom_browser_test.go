@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"math"
 	"os/exec"
 	"strings"
 	"testing"
@@ -100,14 +101,18 @@ func TestGraphZoomInARealBrowser(t *testing.T) {
 		const c = document.querySelector('#graph g[data-mark="current"] rect').getBoundingClientRect();
 		const inside = (b, o) => b.left >= o.left - 1 && b.top >= o.top - 1 && b.right <= o.right + 1 && b.bottom <= o.bottom + 1;
 		const win = {left: 0, top: 0, right: innerWidth, bottom: innerHeight};
-		return [document.getElementById('zoom-level').textContent, v.getAttribute('data-scale'), Math.round(g.width),
-			inside(g, win), inside(c, view) && inside(c, win)].join(' ');
+		const lv = document.getElementById('zoom-level');
+		return [lv.textContent, v.getAttribute('data-scale'), Math.round(g.width),
+			inside(g, win), inside(c, view) && inside(c, win), lv.getAttribute('data-fitted')].join(' ');
 	})()`
 	fields := func() []string { return strings.Fields(eval(probe)) }
 
 	fit := fields()
 	t.Logf("fitted: %v (graph %s px wide at full size)", fit, eval(`document.getElementById('graph').getAttribute('width')`))
-	require.Equal(t, "fit", fit[0])
+	// The readout is the scale the graph is drawn at, fitted or not
+	// ("− 37% + fit", never "− fit + fit").
+	require.Equal(t, fmt.Sprintf("%d%%", int(math.Round(atof(t, fit[1])*100))), fit[0])
+	require.Equal(t, "yes", fit[5])
 	require.Equal(t, "true", fit[3], "fitted, the whole graph is in the window")
 	require.Equal(t, "true", fit[4], "and so is the current node")
 	fitWidth := fit[2]
@@ -115,7 +120,8 @@ func TestGraphZoomInARealBrowser(t *testing.T) {
 	do("zoom in three times", chromedp.Click(chromedp.CSS(`#zoom-in`)), chromedp.Click(chromedp.CSS(`#zoom-in`)), chromedp.Click(chromedp.CSS(`#zoom-in`)))
 	in := fields()
 	t.Logf("zoomed in: %v", in)
-	require.NotEqual(t, "fit", in[0])
+	require.Equal(t, fmt.Sprintf("%d%%", int(math.Round(atof(t, in[1])*100))), in[0])
+	require.Equal(t, "no", in[5])
 	require.Greater(t, atof(t, in[1]), atof(t, fit[1]))
 	require.Greater(t, atof(t, in[2]), atof(t, fitWidth), "the graph is drawn larger")
 	require.Equal(t, "false", in[3], "larger than the window: the view scrolls")
@@ -133,7 +139,7 @@ func TestGraphZoomInARealBrowser(t *testing.T) {
 	// The zoom survives the reload the page makes when the item moves on.
 	do("zoom in, reload", chromedp.Click(chromedp.CSS(`#zoom-in`)), chromedp.Reload(), chromedp.WaitVisible(chromedp.CSS(`#graph-zoom`)))
 	again := fields()
-	require.NotEqual(t, "fit", again[0])
+	require.Equal(t, "no", again[5])
 	require.Equal(t, "true", again[4])
 }
 

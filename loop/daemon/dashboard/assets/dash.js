@@ -166,7 +166,9 @@
       svg.style.height = (H * scale) + 'px';
       view.classList.toggle('zoomed', !fitted);
       view.setAttribute('data-scale', scale.toFixed(3));
-      level.textContent = fitted ? 'fit' : Math.round(scale * 100) + '%';
+      // The readout is the scale, fitted or not: "fit" is a button, not a size.
+      level.textContent = Math.round(scale * 100) + '%';
+      level.setAttribute('data-fitted', fitted ? 'yes' : 'no');
       try { sessionStorage.setItem(KEY, fitted ? 'fit' : String(scale)); } catch (e) { /* storage off */ }
       centreCurrent();
     }

@@ -390,7 +390,7 @@ func (l *gvLayout) picture(g *graph.Graph, marks map[string]Mark) picture {
 		if !ok {
 			continue
 		}
-		pe := picEdge{D: e.d, Back: es.back[k], Taken: taken(marks, nodes[k.from].ID, nodes[k.to].ID), Label: strings.Join(es.labels[k], "|")}
+		pe := picEdge{D: e.d, Back: es.back[k], Taken: taken(marks, nodes[k.from].ID, nodes[k.to].ID), Label: strings.Join(es.labels[k], "|"), From: nodes[k.from].ID, To: nodes[k.to].ID}
 		if e.hasLP {
 			ls := es.labels[k]
 			top := e.ly - float64(len(ls)-1)*lineH/2 + 3.5 // baseline of a 10px line centred on lp

@@ -66,6 +66,8 @@ type picEdge struct {
 	Taken bool
 	// Lines are the label drawn whole, one outcome a line.
 	Lines []labelLine
+	// From and To are the node ids the edge joins.
+	From, To string
 }
 
 // labelLine is one line of an edge label; Mid centres it on X.
@@ -214,7 +216,7 @@ func layoutGraph(g *graph.Graph, marks map[string]Mark) picture {
 			x1, y1 := a[0]+nodeW, a[1]+nodeH/2
 			x2, y2 := b[0]+nodeW, b[1]+nodeH/2
 			d := fmt.Sprintf("M%d %d C%d %d %d %d %d %d", x1, y1, rx, y1, rx, y2, x2+6, y2)
-			pic.Edges = append(pic.Edges, picEdge{D: d, Label: label, LX: rx + 4, LY: (y1 + y2) / 2, Back: true, Taken: taken})
+			pic.Edges = append(pic.Edges, picEdge{D: d, Label: label, LX: rx + 4, LY: (y1 + y2) / 2, Back: true, Taken: taken, From: nodes[k.from].ID, To: nodes[k.to].ID})
 			continue
 		}
 		x1, y1 := a[0]+nodeW/2, a[1]+nodeH
@@ -222,12 +224,12 @@ func layoutGraph(g *graph.Graph, marks map[string]Mark) picture {
 		if layer[k.from]/perColumn != layer[k.to]/perColumn {
 			// Into the next column: out of the bottom, into the top.
 			d := fmt.Sprintf("M%d %d C%d %d %d %d %d %d", x1, y1, x1, y1+gapY, x2, y2-gapY, x2, y2)
-			pic.Edges = append(pic.Edges, picEdge{D: d, Label: label, LX: (x1+x2)/2 + 4, LY: (y1 + y2) / 2, Taken: taken})
+			pic.Edges = append(pic.Edges, picEdge{D: d, Label: label, LX: (x1+x2)/2 + 4, LY: (y1 + y2) / 2, Taken: taken, From: nodes[k.from].ID, To: nodes[k.to].ID})
 			continue
 		}
 		my := (y1 + y2) / 2
 		d := fmt.Sprintf("M%d %d C%d %d %d %d %d %d", x1, y1, x1, my, x2, my, x2, y2)
-		pic.Edges = append(pic.Edges, picEdge{D: d, Label: label, LX: (x1+x2)/2 + 4, LY: my, Taken: taken})
+		pic.Edges = append(pic.Edges, picEdge{D: d, Label: label, LX: (x1+x2)/2 + 4, LY: my, Taken: taken, From: nodes[k.from].ID, To: nodes[k.to].ID})
 	}
 	return pic
 }

@@ -114,7 +114,7 @@ func TestGateCardInARealBrowser(t *testing.T) {
 		t.Helper()
 		c, cc := context.WithTimeout(ctx, 20*time.Second)
 		defer cc()
-		png, err := chromedp.Run(c, chromedp.FullScreenshot(90))
+		png, err := chromedp.Run(c, chromedp.FullScreenshot(100))
 		require.NoError(t, err)
 		require.NoError(t, os.WriteFile(filepath.Join(shots, name), png, 0o644))
 		t.Logf("screenshot: %s", filepath.Join(shots, name))

@@ -61,6 +61,26 @@ func chromium(t *testing.T, w, h int) context.Context {
 	return ctx
 }
 
+// steps returns do (run steps under a deadline) and eval (a string
+// expression's value) for the browser context.
+func steps(t *testing.T, ctx context.Context) (func(string, ...chromedp.Action[chromedp.Void]), func(string) string) {
+	do := func(what string, steps ...chromedp.Action[chromedp.Void]) {
+		t.Helper()
+		c, cc := context.WithTimeout(ctx, 45*time.Second)
+		defer cc()
+		require.NoError(t, chromedp.Do(c, steps...), what)
+	}
+	eval := func(expr string) string {
+		t.Helper()
+		c, cc := context.WithTimeout(ctx, 20*time.Second)
+		defer cc()
+		v, err := chromedp.Run(c, chromedp.Evaluate[string](expr))
+		require.NoError(t, err, expr)
+		return v
+	}
+	return do, eval
+}
+
 // screenshotDir is where the browser tests keep their screenshots:
 // $THE_LOOP_DASHBOARD_SCREENSHOTS, else the test's temporary directory.
 func screenshotDir(t *testing.T) string {
@@ -83,7 +103,7 @@ func TestGateCardInARealBrowser(t *testing.T) {
 	src, _, _ := testWorld(t)
 	card := &GateCard{Gate: "requirements-approval",
 		Previous: &GateDecision{Outcome: "changes-requested", By: "@dana", At: "2026-01-02T03:04:05Z"},
-		Checks: []GateCheck{{Node: "requirements-definition", Status: "pass", Hooks: []string{"validate-artifacts", "lint-artifacts"}}},
+		Checks:   []GateCheck{{Node: "requirements-definition", Status: "pass", Hooks: []string{"validate-artifacts", "lint-artifacts"}}},
 		Artifacts: []GateArtifact{
 			{Name: "requirements.md", Path: "docs/specs/issue-7/requirements.md", Content: []byte(cardAfter), SHA256: "0f1e2d3c4b5a69788796a5b4c3d2e1f00f1e2d3c4b5a69788796a5b4c3d2e1f0",
 				Before: []byte(cardBefore), BeforeKnown: true, BeforeSHA256: "aa"},
@@ -96,20 +116,7 @@ func TestGateCardInARealBrowser(t *testing.T) {
 	require.NoError(t, err)
 	require.NoError(t, d.Start())
 	t.Cleanup(func() { _ = d.Close() })
-	do := func(what string, steps ...chromedp.Action[chromedp.Void]) {
-		t.Helper()
-		c, cc := context.WithTimeout(ctx, 45*time.Second)
-		defer cc()
-		require.NoError(t, chromedp.Do(c, steps...), what)
-	}
-	eval := func(expr string) string {
-		t.Helper()
-		c, cc := context.WithTimeout(ctx, 20*time.Second)
-		defer cc()
-		v, err := chromedp.Run(c, chromedp.Evaluate[string](expr))
-		require.NoError(t, err, expr)
-		return v
-	}
+	do, eval := steps(t, ctx)
 	shoot := func(name string) {
 		t.Helper()
 		c, cc := context.WithTimeout(ctx, 20*time.Second)

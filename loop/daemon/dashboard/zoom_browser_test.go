@@ -1,11 +1,9 @@
 package dashboard
 
 import (
-	"context"
 	"fmt"
 	"io"
 	"math"
-	"os/exec"
 	"strings"
 	"testing"
 	"time"
@@ -14,7 +12,6 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/theloop-dev/theloop/graph"
-	"github.com/theloop-dev/theloop/internal/shortdir"
 )
 
 // chainGraph is a loop of n nodes in a row: larger than any shipped one,
@@ -38,16 +35,7 @@ func chainGraph(t *testing.T, n int) *graph.Graph {
 // inside a scrolling view with the current node kept in view, zooming out
 // and "fit" bring it back.
 func TestGraphZoomInARealBrowser(t *testing.T) {
-	var chromium string
-	for _, name := range []string{"chromium", "chromium-browser", "google-chrome"} {
-		if p, err := exec.LookPath(name); err == nil {
-			chromium = p
-			break
-		}
-	}
-	if chromium == "" {
-		t.Skip("chromium is not installed (apt-get install chromium; .ci/run installs it): the zoom test needs a real browser")
-	}
+	ctx := chromium(t, 1400, 900)
 	const nodes, current = 90, 71
 	g := chainGraph(t, nodes)
 	st := graph.NewState("issue-7")
@@ -65,27 +53,7 @@ func TestGraphZoomInARealBrowser(t *testing.T) {
 	require.NoError(t, d.Start())
 	t.Cleanup(func() { _ = d.Close() })
 
-	actx, acancel := chromedp.NewExecAllocator(context.Background(),
-		chromedp.ExecPath(chromium), chromedp.Headless, chromedp.NoSandbox, chromedp.DisableGPU, chromedp.NoFirstRun,
-		chromedp.NoDefaultBrowserCheck, chromedp.Flag("disable-dev-shm-usage", true),
-		chromedp.UserDataDir(shortdir.New(t)), chromedp.Env("TMPDIR="+shortdir.New(t)), chromedp.WindowSize(1400, 900))
-	ctx, cancel := chromedp.NewContext(actx)
-	t.Cleanup(func() { cancel(); acancel() })
-	require.NoError(t, chromedp.Do(ctx), "start chromium") // bound to ctx, not to a step's deadline
-	do := func(what string, steps ...chromedp.Action[chromedp.Void]) {
-		t.Helper()
-		c, cc := context.WithTimeout(ctx, 45*time.Second)
-		defer cc()
-		require.NoError(t, chromedp.Do(c, steps...), what)
-	}
-	eval := func(expr string) string {
-		t.Helper()
-		c, cc := context.WithTimeout(ctx, 20*time.Second)
-		defer cc()
-		v, err := chromedp.Run(c, chromedp.Evaluate[string](expr))
-		require.NoError(t, err, expr)
-		return v
-	}
+	do, eval := steps(t, ctx)
 	do("item page at 1400×900",
 		chromedp.EmulateViewport(1400, 900),
 		chromedp.Navigate(d.LoginURL()),

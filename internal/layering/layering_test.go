@@ -58,6 +58,8 @@ var rules = []rule{
 	// loopctl runs on every claim and check: no daemon part, no demo
 	// (TestThinBinariesLinkNoDaemon checks what that leaves it linking).
 	{floorCmd, "cmd/loopctl", []string{"graph/...", "hooks", "ops", "workitem", "run", "plugin/...", "loop", "loop/api/...", "loop/demo/agent", "integrations", "sessions", "internal/..."}},
+	// loop-layout lays out the dashboard's graphs; loopd runs it.
+	{floorCmd, "cmd/loop-layout", []string{"loop/daemon/dashboard/dotlayout"}},
 	{floorCmd, "cmd/loopd", []string{"graph/...", "hooks", "ops", "workitem", "run", "plugin/...", "loop", "loop/api/...", "loop/daemon/...", "loop/demo", "loop/demo/agent", "ingress", "integrations", "sessions", "internal/..."}},
 
 	{floorDemo, "loop/demo", []string{"graph", "workitem", "run", "loop", "loop/daemon", "loop/daemon/sandbox", "loop/demo/agent", "integrations", "integrations/githubsim", "sessions", "internal/..."}},
@@ -72,6 +74,8 @@ var rules = []rule{
 	// The control-plane server is mounted by the daemon: who may call it
 	// (the sandbox check on a socket peer) is injected, never imported.
 	{floorDaemonPart, "loop/daemon/apiserver", []string{"graph", "graph/graphfile", "loop", "loop/api", "loop/daemon/queue", "sessions", "workitem", "run", "internal/..."}},
+	// Graphviz behind loop-layout: nothing of ours.
+	{floorDaemonBase, "loop/daemon/dashboard/dotlayout", nil},
 	{floorDaemonPart, "loop/daemon/dashboard", []string{"graph", "hooks", "ops", "loop", "loop/api", "loop/api/login", "internal/..."}},
 	{floorDaemonPart, "loop/daemon/dispatch", []string{"ingress", "loop/daemon/lease", "loop/daemon/queue", "internal/..."}},
 	{floorDaemonPart, "loop/daemon/metrics", []string{"graph", "ingress", "loop", "loop/daemon/queue", "internal/..."}},
@@ -307,6 +311,26 @@ func moduleImports(t *testing.T, root string) map[string]map[string][]string {
 // thinBinaries are run on every agent claim, every CI check and every Stop
 // hook: their start-up is paid each time, so they link no daemon part.
 var thinBinaries = []string{"./cmd/loopctl", "./cmd/loop-gate"}
+
+// TestLoopdLinksNoGraphviz: go-graphviz compiles and instantiates its
+// WebAssembly module in a package init (~40 MB of anonymous memory and a
+// second of CPU in every process that links it), so loopd runs it as the
+// loop-layout program when a graph page is served instead of linking it.
+func TestLoopdLinksNoGraphviz(t *testing.T) {
+	gotool, err := exec.LookPath("go")
+	if err != nil {
+		t.Skip("the go tool is not on PATH: the link-set rule needs `go list -deps`")
+	}
+	root, err := filepath.Abs("../..")
+	require.NoError(t, err)
+	cmd := exec.Command(gotool, "list", "-deps", "./cmd/loopd")
+	cmd.Dir = root
+	out, err := cmd.Output()
+	require.NoError(t, err)
+	require.Contains(t, string(out), module+"/loop/daemon/dashboard\n", "go list walked loopd")
+	require.NotContains(t, string(out), "github.com/goccy/go-graphviz", "loopd links go-graphviz: lay graphs out through loop-layout")
+	require.NotContains(t, string(out), "github.com/tetratelabs/wazero")
+}
 
 // heavyDeps are the packages (path prefixes) a thin binary must not link:
 // the embedded NATS server and its client (loop/queue), html/template (the

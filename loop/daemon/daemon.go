@@ -495,8 +495,8 @@ func (d *Daemon) build() error {
 		Signer: d.signer, Verifier: d.verifier,
 		Commands: runner, Git: pathRunner{path: d.deps.Path}, HookObserver: d.hookObserver(),
 		Record: d.emit, Logf: d.logf, Observe: d.observe, Authority: d.authority,
-		ObservedDir: filepath.Join(root, observedDirName),
-		Scrub:       d.scrubValue,
+		ObservedDir: filepath.Join(root, observedDirName), SnapshotDir: filepath.Join(root, gateSnapshotsDir),
+		Scrub: d.scrubValue,
 	})
 	return d.buildSlack() // slack.go
 }

@@ -249,17 +249,29 @@ func TestDashboardInARealBrowser(t *testing.T) {
 	fits := value(t, ctx, "graph fits", chromedp.Evaluate[string](`(() => {
 		const g = document.getElementById('graph'); g.scrollIntoView({block: 'start'});
 		const r = g.getBoundingClientRect(), c = g.querySelector('g[data-mark="current"] rect').getBoundingClientRect();
-		const inView = (b) => b.left >= 0 && b.top >= 0 && b.right <= innerWidth && b.bottom <= innerHeight;
-		return [innerWidth + 'x' + innerHeight, Math.round(r.width) + 'x' + Math.round(r.height), inView(r), inView(c)].join(' ');
+		const inView = (b) => b.left >= -1 && b.top >= -1 && b.right <= innerWidth + 1 && b.bottom <= innerHeight + 1; // scrolled to a fraction of a pixel
+		return [innerWidth + 'x' + innerHeight, Math.round(r.width) + 'x' + Math.round(r.height), inView(r), inView(c), Math.round(r.left), Math.round(r.top), Math.round(r.right), Math.round(r.bottom)].join(' ');
 	})()`))
 	t.Logf("window, graph, graph in view, current node in view: %s", fits)
-	require.True(t, strings.HasSuffix(fits, " true true"), fits)
+	require.Contains(t, fits, " true true", fits)
 	require.GreaterOrEqual(t, evalInt(t, ctx, `document.querySelectorAll('#graph g[data-mark="passed"]').length`), 3, "phase-selection, brainstorming and requirements-definition passed")
 	shoot(t, ctx, shots, "item-at-gate.png")
 
 	// The page either still shows the "posted" notice or has already
 	// followed the work item on (when the webhook was quicker than us).
-	run(t, ctx, "approve", chromedp.Click(css(`#btn-approve`)))
+	// Before the click: the gated artifact, rendered, on the gate's card.
+	require.Contains(t, value(t, ctx, "rendered artifact", chromedp.Evaluate[string](`[...document.querySelectorAll('#gate-card [data-artifact="requirements.md"] [data-f=rendered] h2')].map(e => e.textContent).join('|')`)), "Requirements")
+	before, err := w.sim.Comments(repoFull, n)
+	require.NoError(t, err)
+	run(t, ctx, "approve", chromedp.Click(css(`#btn-approve`)), chromedp.WaitVisible(css(`#btn-confirm`)))
+	// The confirmation: what is posted, as whom; nothing posted yet.
+	require.Equal(t, human, value(t, ctx, "confirm as", chromedp.Text(css(`#confirm-as`))))
+	require.True(t, strings.HasPrefix(value(t, ctx, "confirm body", chromedp.Text(css(`#confirm-body`))), "Approved."))
+	cs0, err := w.sim.Comments(repoFull, n)
+	require.NoError(t, err)
+	require.Len(t, cs0, len(before), "nothing posted before the confirmation")
+	shoot(t, ctx, shots, "gate-confirm.png")
+	run(t, ctx, "confirm", chromedp.Click(css(`#btn-confirm`)))
 	waitJS(t, ctx, "approve posted", `document.getElementById('posted') !== null || document.body.getAttribute('data-node') === 'design'`, 30*time.Second)
 	cs, err := w.sim.Comments(repoFull, n)
 	require.NoError(t, err)
@@ -277,6 +289,8 @@ func TestDashboardInARealBrowser(t *testing.T) {
 	dec, ok := st.Decisions.Get("requirements-approval")
 	require.True(t, ok)
 	require.Contains(t, dec.By, human)
+	// After the click: the decision as it came back through ingress.
+	waitJS(t, ctx, "the decision on the page", `[...document.querySelectorAll('#decisions tbody tr')].some(tr => tr.cells[0].textContent === 'requirements-approval' && tr.cells[1].textContent === 'approved' && tr.cells[2].textContent.includes('`+human+`'))`, 30*time.Second)
 	shoot(t, ctx, shots, "item-after-approve.png")
 
 	run(t, ctx, "board shows design", chromedp.Navigate(w.d.DashboardURL()+"/"), chromedp.WaitVisible(css(rowSel)))

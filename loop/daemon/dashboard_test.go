@@ -74,13 +74,31 @@ func TestDashboardOverHTTP(t *testing.T) {
 	require.Contains(t, page, `id="btn-approve"`)
 	m := regexp.MustCompile(`name="csrf" value="([0-9a-f]+)"`).FindStringSubmatch(page)
 	require.Len(t, m, 2)
+	// decide posts a gate action as the page's form and its confirmation
+	// do: the gate and the digest of what the page showed, then confirm.
+	decide := func(page, action, text string) *http.Response {
+		t.Helper()
+		node := regexp.MustCompile(`name="node" value="([^"]+)"`).FindStringSubmatch(page)
+		digest := regexp.MustCompile(`name="digest" value="([0-9a-f]+)"`).FindStringSubmatch(page)
+		require.Len(t, node, 2)
+		require.Len(t, digest, 2)
+		form := url.Values{"csrf": {m[1]}, "ref": {ref}, "action": {action}, "text": {text}, "node": {node[1]}, "digest": {digest[1]}}
+		res, err := c.PostForm(w.d.DashboardURL()+"/item/gate", form)
+		require.NoError(t, err)
+		confirm, _ := io.ReadAll(res.Body)
+		res.Body.Close()
+		require.Contains(t, string(confirm), `id="confirm-as">`+human+`</strong>`, "the confirmation names who posts")
+		form.Set("confirm", "yes")
+		res, err = c.PostForm(w.d.DashboardURL()+"/item/gate", form)
+		require.NoError(t, err)
+		res.Body.Close()
+		return res
+	}
 
 	// Deciding the phase selection from the page is an ordinary comment by
 	// dana; "Approved." is no selection, so the gate stays (as it would on
 	// GitHub) — the dashboard has no say of its own.
-	res, err := c.PostForm(w.d.DashboardURL()+"/item/gate", url.Values{"csrf": {m[1]}, "ref": {ref}, "action": {"approve"}})
-	require.NoError(t, err)
-	res.Body.Close()
+	res := decide(page, "approve", "")
 	require.Equal(t, http.StatusOK, res.StatusCode)
 	require.Contains(t, res.Request.URL.RawQuery, "posted=approve")
 	w.waitIdle()
@@ -100,9 +118,9 @@ func TestDashboardOverHTTP(t *testing.T) {
 	page = get(itemURL)
 	require.Contains(t, page, `data-node="requirements-approval" data-mark="current"`)
 	require.Contains(t, page, "docs/specs/issue-1/requirements.md")
-	res, err = c.PostForm(w.d.DashboardURL()+"/item/gate", url.Values{"csrf": {m[1]}, "ref": {ref}, "action": {"request-changes"}, "text": {"Add the acceptance criteria."}})
-	require.NoError(t, err)
-	res.Body.Close()
+	require.Contains(t, page, `<h2>Requirements</h2>`, "the gate's card renders the artifact")
+	require.Contains(t, page, `id="gate-previous">No earlier decision`)
+	decide(page, "request-changes", "Add the acceptance criteria.")
 	w.waitIdle()
 	require.Equal(t, "requirements-definition", w.state(n).CurrentNode, "changes requested sends the work back")
 	page = get(itemURL)
@@ -110,6 +128,14 @@ func TestDashboardOverHTTP(t *testing.T) {
 	require.Contains(t, page, "@"+human)
 	require.Contains(t, page, `data-verdict="verified"`, "the daemon signs decisions and the page shows the verdict")
 	require.NotContains(t, page, `data-verdict="refused"`)
+
+	// Back at the gate with a revised artifact: the card shows the last
+	// decision on it and what changed since (loopd kept the content).
+	c3 := claimLogged(t, w, n, "requirements-definition", "requirements.md", requirementsMD+"- R2: the widget can be removed.\n")
+	require.Equal(t, "requirements-approval", c3.CurrentNode)
+	page = get(itemURL)
+	require.Contains(t, page, `Last decision on this gate: <strong>changes-requested</strong> by @`+human)
+	require.Contains(t, page, `<span class="d-add">+- R2: the widget can be removed.</span>`)
 
 	metrics := get(w.d.DashboardURL() + "/metrics")
 	require.Contains(t, metrics, "<td>requirements-approval</td><td>1</td>", metrics[strings.Index(metrics, `id="dwell"`):])

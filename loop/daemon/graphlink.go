@@ -74,6 +74,7 @@ type graphLink struct {
 	obsCacheMu  sync.Mutex
 	observed    map[string]observedLoop
 	observedDir string
+	snapshots   string
 	// authority answers routing.authorized (authority.go).
 	authority *ingress.Authority
 	// pasteOnce is the intake's exactly-once paste (paste.go), set when
@@ -118,6 +119,9 @@ type linkDeps struct {
 	Scrub func(any) any
 	// Authority answers routing.authorized (nil: logins only).
 	Authority *ingress.Authority
+	// SnapshotDir keeps each gate decision's artifacts for the dashboard's
+	// "changed since the last decision" (gatecard.go; "": none kept).
+	SnapshotDir string
 }
 
 func (l *graphLink) specDir(cwd string) string {
@@ -136,7 +140,7 @@ func newGraphLink(cfg linkConfig, deps linkDeps) *graphLink {
 		commands: deps.Commands, git: deps.Git, origins: newOriginCache(), hookObserver: deps.HookObserver, scrub: deps.Scrub,
 		record: deps.Record, logf: deps.Logf, observe: deps.Observe, authority: deps.Authority,
 		runtimes: map[string]*graph.Runtime{}, loops: map[string]string{}, targets: map[string]workitem.Ref{}, specDirs: map[string]string{},
-		observed: map[string]observedLoop{}, observedDir: deps.ObservedDir,
+		observed: map[string]observedLoop{}, observedDir: deps.ObservedDir, snapshots: deps.SnapshotDir,
 	}
 	l.setConfig(cfg)
 	return l
@@ -355,6 +359,10 @@ func (l *graphLink) options(repo *loop.Repo, cwd, id string, deliver graph.Deliv
 	if l.ctl != nil {
 		signer = frozenSigner{store: l.ctl.ps, record: l.record, next: signer}
 		verifier = frozenVerifier{store: l.ctl.ps, next: verifier}
+	}
+	// What a gate decided on is kept for the dashboard (gatecard.go).
+	if signer != nil && l.snapshots != "" {
+		signer = snapshotSigner{next: signer, store: gateSnapshots{dir: l.snapshots}, record: l.record}
 	}
 	opts.DecisionSigner, opts.DecisionVerifier = signer, verifier
 	return opts

@@ -45,6 +45,9 @@ func TestDemoServeKeepsTheDashboardWithGateButtons(t *testing.T) {
 		chromedp.Navigate(item),
 		chromedp.WaitVisible(chromedp.CSS(`#btn-approve`)),
 		chromedp.Click(chromedp.CSS(`#btn-approve`)),
+		// The confirmation says what is posted, as whom; nothing is posted before it.
+		chromedp.WaitVisible(chromedp.CSS(`#btn-confirm`)),
+		chromedp.Click(chromedp.CSS(`#btn-confirm`)),
 	), out.String())
 	// The page follows the item once the gate moved (it reloads: an
 	// evaluation during the navigation fails and is retried). The scripted

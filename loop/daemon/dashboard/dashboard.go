@@ -74,6 +74,9 @@ type Deps struct {
 	Now func() time.Time
 	// Log receives problems worth an operator's eye (default os.Stderr).
 	Log io.Writer
+	// Layout lays the graph pictures out (graphlayout.go); nil: the
+	// built-in layout draws them.
+	Layout Layouter
 }
 
 // Dashboard serves the board, the work-item pages, the metrics page and the
@@ -86,6 +89,8 @@ type Dashboard struct {
 	auth *sessions
 	hub  *hub
 	tail *tailer
+	// layouts caches the Graphviz layout of each graph shown.
+	layouts *layoutCache
 
 	mu   sync.Mutex
 	srv  *http.Server
@@ -125,7 +130,7 @@ func New(cfg Config, deps Deps) (*Dashboard, error) {
 	if err != nil {
 		return nil, err
 	}
-	d := &Dashboard{cfg: cfg, deps: deps, tpl: tpl, auth: newSessions(cfg.Key)}
+	d := &Dashboard{cfg: cfg, deps: deps, tpl: tpl, auth: newSessions(cfg.Key), layouts: newLayoutCache(deps.Layout, deps.Now, deps.Log)}
 	d.hub = newHub(deps.Source, deps.Now, deps.Log)
 	if cfg.EventLog != "" {
 		d.tail = startTailer(cfg.EventLog, cfg.EventLogPoll, d.hub.notify)

@@ -396,7 +396,18 @@ func TestGateActions(t *testing.T) {
 			{"request-changes", "the acceptance criteria are missing", hooks.OutcomeChangesRequested},
 		} {
 			n := len(h.poster.posted())
-			res, err := c.PostForm(h.srv.URL+"/item/gate", url.Values{"csrf": {csrf}, "ref": {ref}, "action": {tc.action}, "text": {tc.text}})
+			form := url.Values{"csrf": {csrf}, "ref": {ref}, "node": {"requirements-approval"}, "action": {tc.action}, "text": {tc.text}}
+			// The button asks first: the comment as it will be posted, and as whom.
+			res, err := c.PostForm(h.srv.URL+"/item/gate", form)
+			require.NoError(t, err)
+			confirm, _ := io.ReadAll(res.Body)
+			res.Body.Close()
+			require.Equal(t, http.StatusOK, res.StatusCode)
+			require.Contains(t, string(confirm), `id="confirm-as">dana</strong>`)
+			require.Contains(t, string(confirm), `name="confirm" value="yes"`)
+			require.Len(t, h.poster.posted(), n, "nothing posted before the confirmation")
+			form.Set("confirm", "yes")
+			res, err = c.PostForm(h.srv.URL+"/item/gate", form)
 			require.NoError(t, err)
 			res.Body.Close()
 			require.Equal(t, http.StatusSeeOther, res.StatusCode)
@@ -459,7 +470,7 @@ func TestGateActions(t *testing.T) {
 		} {
 			t.Run(tc.name, func(t *testing.T) {
 				n := len(h.poster.posted())
-				req, err := http.NewRequest("POST", h.srv.URL+"/item/gate", strings.NewReader(url.Values{"csrf": {csrf}, "ref": {ref}, "action": {"approve"}}.Encode()))
+				req, err := http.NewRequest("POST", h.srv.URL+"/item/gate", strings.NewReader(url.Values{"csrf": {csrf}, "ref": {ref}, "node": {"requirements-approval"}, "confirm": {"yes"}, "action": {"approve"}}.Encode()))
 				require.NoError(t, err)
 				req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
 				req.AddCookie(cookies[0])
@@ -511,6 +522,7 @@ func TestGateActions(t *testing.T) {
 		for _, tc := range []struct{ ref, action, want string }{
 			{"github:o/r#8", "approve", "error=not-at-gate"},
 			{ref, "request-changes", "error=empty-text"},
+			{ref, "approve", "error=changed"}, // the form names no gate: not what the page showed
 			{ref, "approve-comments", "error=empty-text"},
 			{ref, "launch-missiles", "error=empty-text"},
 		} {

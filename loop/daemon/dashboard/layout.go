@@ -39,6 +39,9 @@ type picture struct {
 	Width, Height int
 	Nodes         []picNode
 	Edges         []picEdge
+	// Engine says which layout drew the picture (engineGraphviz or
+	// engineBuiltIn).
+	Engine string
 }
 
 type picNode struct {
@@ -61,6 +64,17 @@ type picEdge struct {
 	LY    int
 	Back  bool
 	Taken bool
+	// Lines are the label drawn whole, one outcome a line.
+	Lines []labelLine
+	// From and To are the node ids the edge joins.
+	From, To string
+}
+
+// labelLine is one line of an edge label; Mid centres it on X.
+type labelLine struct {
+	X, Y int
+	Text string
+	Mid  bool
 }
 
 // layoutGraph draws g as layers top to bottom, wrapped into columns left
@@ -72,52 +86,8 @@ type picEdge struct {
 // Deterministic: the same graph and marks give the same picture.
 func layoutGraph(g *graph.Graph, marks map[string]Mark) picture {
 	nodes := g.Nodes()
-	index := make(map[string]int, len(nodes))
-	for i, n := range nodes {
-		index[n.ID] = i
-	}
-	succ := make([][]int, len(nodes))
-	type edgeKey struct{ from, to int }
-	labels := map[edgeKey][]string{}
-	var edgeOrder []edgeKey
-	for _, e := range g.Edges() {
-		f, okf := index[e.From]
-		t, okt := index[e.To]
-		if !okf || !okt {
-			continue
-		}
-		k := edgeKey{f, t}
-		if _, seen := labels[k]; !seen {
-			edgeOrder = append(edgeOrder, k)
-			succ[f] = append(succ[f], t)
-		}
-		labels[k] = append(labels[k], e.On)
-	}
-
-	// Back edges: DFS from start, then from every unvisited node.
-	back := map[edgeKey]bool{}
-	color := make([]int, len(nodes)) // 0 white, 1 on stack, 2 done
-	var dfs func(int)
-	dfs = func(u int) {
-		color[u] = 1
-		for _, v := range succ[u] {
-			switch color[v] {
-			case 0:
-				dfs(v)
-			case 1:
-				back[edgeKey{u, v}] = true
-			}
-		}
-		color[u] = 2
-	}
-	if s, ok := index[g.Start]; ok {
-		dfs(s)
-	}
-	for i := range nodes {
-		if color[i] == 0 {
-			dfs(i)
-		}
-	}
+	es := edgesOf(g)
+	succ, labels, edgeOrder, back := es.succ, es.labels, es.order, es.back
 
 	// Longest-path layering over forward edges (topological order by Kahn).
 	indeg := make([]int, len(nodes))
@@ -229,25 +199,7 @@ func layoutGraph(g *graph.Graph, marks map[string]Mark) picture {
 		}
 	}
 	for i, n := range nodes {
-		m := marks[n.ID]
-		if m == "" {
-			m = MarkPending
-		}
-		x, y := xy[i][0], xy[i][1]
-		title := n.ID
-		if n.Phase != "" {
-			title += " (" + n.Phase + ")"
-		}
-		if n.IsHuman() {
-			title += " — human gate"
-		}
-		title += " — " + string(m)
-		pic.Nodes = append(pic.Nodes, picNode{
-			ID: n.ID, Phase: n.Phase, X: x, Y: y, W: nodeW, H: nodeH,
-			TX: x + nodeW/2, TY: y + 17, PY: y + 32,
-			Mark: m, Human: n.IsHuman(), Terminal: n.Terminal, Title: title,
-			ShortID: clip(n.ID, 24), ShortPhase: clip(phaseLabel(n), 28),
-		})
+		pic.Nodes = append(pic.Nodes, nodePicture(n, marks, xy[i][0], xy[i][1]))
 	}
 	lanes := make([]int, ncols)
 	for _, k := range edgeOrder {
@@ -256,7 +208,7 @@ func layoutGraph(g *graph.Graph, marks map[string]Mark) picture {
 		}
 		a, b := xy[k.from], xy[k.to]
 		label := clip(joinLabels(labels[k]), 22)
-		taken := marks[nodes[k.from].ID] == MarkPassed && marks[nodes[k.to].ID] != MarkPending && marks[nodes[k.to].ID] != MarkSkipped
+		taken := taken(marks, nodes[k.from].ID, nodes[k.to].ID)
 		if back[k] {
 			c := layer[k.from] / perColumn
 			lanes[c]++
@@ -264,7 +216,7 @@ func layoutGraph(g *graph.Graph, marks map[string]Mark) picture {
 			x1, y1 := a[0]+nodeW, a[1]+nodeH/2
 			x2, y2 := b[0]+nodeW, b[1]+nodeH/2
 			d := fmt.Sprintf("M%d %d C%d %d %d %d %d %d", x1, y1, rx, y1, rx, y2, x2+6, y2)
-			pic.Edges = append(pic.Edges, picEdge{D: d, Label: label, LX: rx + 4, LY: (y1 + y2) / 2, Back: true, Taken: taken})
+			pic.Edges = append(pic.Edges, picEdge{D: d, Label: label, LX: rx + 4, LY: (y1 + y2) / 2, Back: true, Taken: taken, From: nodes[k.from].ID, To: nodes[k.to].ID})
 			continue
 		}
 		x1, y1 := a[0]+nodeW/2, a[1]+nodeH
@@ -272,14 +224,100 @@ func layoutGraph(g *graph.Graph, marks map[string]Mark) picture {
 		if layer[k.from]/perColumn != layer[k.to]/perColumn {
 			// Into the next column: out of the bottom, into the top.
 			d := fmt.Sprintf("M%d %d C%d %d %d %d %d %d", x1, y1, x1, y1+gapY, x2, y2-gapY, x2, y2)
-			pic.Edges = append(pic.Edges, picEdge{D: d, Label: label, LX: (x1+x2)/2 + 4, LY: (y1 + y2) / 2, Taken: taken})
+			pic.Edges = append(pic.Edges, picEdge{D: d, Label: label, LX: (x1+x2)/2 + 4, LY: (y1 + y2) / 2, Taken: taken, From: nodes[k.from].ID, To: nodes[k.to].ID})
 			continue
 		}
 		my := (y1 + y2) / 2
 		d := fmt.Sprintf("M%d %d C%d %d %d %d %d %d", x1, y1, x1, my, x2, my, x2, y2)
-		pic.Edges = append(pic.Edges, picEdge{D: d, Label: label, LX: (x1+x2)/2 + 4, LY: my, Taken: taken})
+		pic.Edges = append(pic.Edges, picEdge{D: d, Label: label, LX: (x1+x2)/2 + 4, LY: my, Taken: taken, From: nodes[k.from].ID, To: nodes[k.to].ID})
 	}
 	return pic
+}
+
+// edgeKey is one drawn edge: the graph's edges between the same two nodes
+// are drawn as one, labelled with every outcome.
+type edgeKey struct{ from, to int }
+
+// edgeSet is the graph's edges as both layouts draw them.
+type edgeSet struct {
+	index  map[string]int
+	succ   [][]int
+	labels map[edgeKey][]string
+	order  []edgeKey
+	// back holds the edges that close a cycle, found by a depth-first walk
+	// from the start in declaration order (drawn dashed).
+	back map[edgeKey]bool
+}
+
+func edgesOf(g *graph.Graph) edgeSet {
+	nodes := g.Nodes()
+	es := edgeSet{index: make(map[string]int, len(nodes)), succ: make([][]int, len(nodes)), labels: map[edgeKey][]string{}, back: map[edgeKey]bool{}}
+	for i, n := range nodes {
+		es.index[n.ID] = i
+	}
+	for _, e := range g.Edges() {
+		f, okf := es.index[e.From]
+		t, okt := es.index[e.To]
+		if !okf || !okt {
+			continue
+		}
+		k := edgeKey{f, t}
+		if _, seen := es.labels[k]; !seen {
+			es.order = append(es.order, k)
+			es.succ[f] = append(es.succ[f], t)
+		}
+		es.labels[k] = append(es.labels[k], e.On)
+	}
+	color := make([]int, len(nodes)) // 0 white, 1 on stack, 2 done
+	var dfs func(int)
+	dfs = func(u int) {
+		color[u] = 1
+		for _, v := range es.succ[u] {
+			switch color[v] {
+			case 0:
+				dfs(v)
+			case 1:
+				es.back[edgeKey{u, v}] = true
+			}
+		}
+		color[u] = 2
+	}
+	if s, ok := es.index[g.Start]; ok {
+		dfs(s)
+	}
+	for i := range nodes {
+		if color[i] == 0 {
+			dfs(i)
+		}
+	}
+	return es
+}
+
+// nodePicture is n's box at x, y with its text, title and mark.
+func nodePicture(n *graph.Node, marks map[string]Mark, x, y int) picNode {
+	m := marks[n.ID]
+	if m == "" {
+		m = MarkPending
+	}
+	title := n.ID
+	if n.Phase != "" {
+		title += " (" + n.Phase + ")"
+	}
+	if n.IsHuman() {
+		title += " — human gate"
+	}
+	title += " — " + string(m)
+	return picNode{
+		ID: n.ID, Phase: n.Phase, X: x, Y: y, W: nodeW, H: nodeH,
+		TX: x + nodeW/2, TY: y + 17, PY: y + 32,
+		Mark: m, Human: n.IsHuman(), Terminal: n.Terminal, Title: title,
+		ShortID: clip(n.ID, 24), ShortPhase: clip(phaseLabel(n), 28),
+	}
+}
+
+// taken reports whether the work item went along the edge from → to.
+func taken(marks map[string]Mark, from, to string) bool {
+	return marks[from] == MarkPassed && marks[to] != MarkPending && marks[to] != MarkSkipped
 }
 
 // phaseLabel is the node's phase when it says more than the id.

@@ -1,6 +1,7 @@
 package dashboard
 
 import (
+	"context"
 	"crypto/subtle"
 	"errors"
 	"fmt"
@@ -247,6 +248,9 @@ type itemPage struct {
 	PullRequests []prView
 	// Usage is what the item's sessions spent, per node (usage.go).
 	Usage *UsageView
+	// Card is what the open gate decides on (gatecard.go; nil: no gate,
+	// or a Source without GateCards).
+	Card *gateCardView
 }
 
 // prView is one pull request on the item page: state, review, the checks
@@ -306,7 +310,7 @@ func (d *Dashboard) itemData(r *http.Request, det *Detail, ss *session) itemPage
 		p.Posted = ""
 	}
 	switch p.Error {
-	case "not-at-gate", "post-failed", "empty-text":
+	case "not-at-gate", "post-failed", "empty-text", "changed":
 	default:
 		p.Error = ""
 	}
@@ -320,7 +324,7 @@ func (d *Dashboard) itemData(r *http.Request, det *Detail, ss *session) itemPage
 				}
 			}
 		}
-		pic := layoutGraph(det.Graph, marks)
+		pic := d.layouts.picture(r.Context(), det.Graph, marks)
 		p.Picture = &pic
 	}
 	for _, v := range det.Decisions {
@@ -353,6 +357,11 @@ func (d *Dashboard) itemData(r *http.Request, det *Detail, ss *session) itemPage
 	}
 	p.Pane = d.paneData(r.Context(), det.Item.Ref, r.URL.Query())
 	p.GateOpen = det.Item.Human && det.Item.State == StateWaiting
+	if p.GateOpen {
+		if c := d.gateCard(r.Context(), det.Item.Ref); c != nil {
+			p.Card = cardView(c, det.Item.PullRequests)
+		}
+	}
 	why := d.operatorMay(r.Context(), det.Item.Ref)
 	p.CanAct = d.deps.Poster != nil && why == ""
 	switch {
@@ -374,6 +383,31 @@ const (
 	maxCommentText     = 16 << 10
 	dashboardFooter    = "\n\n<sub>Sent from the theloop dashboard.</sub>"
 )
+
+// actionOutcome is the outcome each gate action asks for, as the
+// confirmation names it.
+var actionOutcome = map[string]string{actApprove: "approved", actApproveComments: "approved with comments", actRequestChanges: "changes requested"}
+
+// gateConfirmPage is the confirmation of a gate action: the comment as it
+// will be posted, and as whom.
+type gateConfirmPage struct {
+	Title, Ref, URL, Operator, Gate, Outcome, Body, Action, Text, Digest, CSRF, Back string
+}
+
+// gateCard asks the Source for the open gate's card (nil when it has
+// none, or cannot say).
+func (d *Dashboard) gateCard(ctx context.Context, ref string) *GateCard {
+	gc, ok := d.deps.Source.(GateCards)
+	if !ok {
+		return nil
+	}
+	c, err := gc.GateCard(ctx, ref)
+	if err != nil {
+		fmt.Fprintf(d.deps.Log, "dashboard: reading the gate card of %s: %v\n", ref, err)
+		return nil
+	}
+	return c
+}
 
 // commentBody composes the gate comment for action and the operator's
 // text ("" with false when the action needs text and has none).
@@ -446,6 +480,23 @@ func (d *Dashboard) gate(w http.ResponseWriter, r *http.Request, ss *session) {
 	body, ok := commentBody(action, r.PostForm.Get("text"))
 	if !ok {
 		http.Redirect(w, r, back+"&error=empty-text", http.StatusSeeOther)
+		return
+	}
+	// What the operator looked at: the gate and its artifacts' hashes. A
+	// gate that moved on, or an artifact the agent changed since, posts
+	// nothing (the page is shown again).
+	digest := ""
+	if c := d.gateCard(r.Context(), det.Item.Ref); c != nil {
+		digest = GateDigest(c.Gate, c.Artifacts)
+	}
+	if r.PostForm.Get("node") != det.Item.Node || r.PostForm.Get("digest") != digest {
+		http.Redirect(w, r, back+"&error=changed", http.StatusSeeOther)
+		return
+	}
+	if r.PostForm.Get("confirm") != "yes" {
+		d.render(w, "gateconfirm.html", gateConfirmPage{Title: "Confirm · " + det.Item.Ref, Ref: det.Item.Ref, URL: webURL(det.Item.URL),
+			Operator: d.cfg.Operator, Gate: det.Item.Node, Outcome: actionOutcome[action], Body: body, Action: action,
+			Text: r.PostForm.Get("text"), Digest: digest, CSRF: ss.csrf, Back: back})
 		return
 	}
 	if _, err := d.deps.Poster.Call(r.Context(), ops.GitHubAddComment, map[string]any{"ref": det.Item.Ref, "body": body}); err != nil {

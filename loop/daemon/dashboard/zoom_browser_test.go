@@ -1,10 +1,9 @@
 package dashboard
 
 import (
-	"context"
 	"fmt"
 	"io"
-	"os/exec"
+	"math"
 	"strings"
 	"testing"
 	"time"
@@ -13,7 +12,6 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/theloop-dev/theloop/graph"
-	"github.com/theloop-dev/theloop/internal/shortdir"
 )
 
 // chainGraph is a loop of n nodes in a row: larger than any shipped one,
@@ -37,16 +35,7 @@ func chainGraph(t *testing.T, n int) *graph.Graph {
 // inside a scrolling view with the current node kept in view, zooming out
 // and "fit" bring it back.
 func TestGraphZoomInARealBrowser(t *testing.T) {
-	var chromium string
-	for _, name := range []string{"chromium", "chromium-browser", "google-chrome"} {
-		if p, err := exec.LookPath(name); err == nil {
-			chromium = p
-			break
-		}
-	}
-	if chromium == "" {
-		t.Skip("chromium is not installed (apt-get install chromium; .ci/run installs it): the zoom test needs a real browser")
-	}
+	ctx := chromium(t, 1400, 900)
 	const nodes, current = 90, 71
 	g := chainGraph(t, nodes)
 	st := graph.NewState("issue-7")
@@ -64,27 +53,7 @@ func TestGraphZoomInARealBrowser(t *testing.T) {
 	require.NoError(t, d.Start())
 	t.Cleanup(func() { _ = d.Close() })
 
-	actx, acancel := chromedp.NewExecAllocator(context.Background(),
-		chromedp.ExecPath(chromium), chromedp.Headless, chromedp.NoSandbox, chromedp.DisableGPU, chromedp.NoFirstRun,
-		chromedp.NoDefaultBrowserCheck, chromedp.Flag("disable-dev-shm-usage", true),
-		chromedp.UserDataDir(shortdir.New(t)), chromedp.Env("TMPDIR="+shortdir.New(t)), chromedp.WindowSize(1400, 900))
-	ctx, cancel := chromedp.NewContext(actx)
-	t.Cleanup(func() { cancel(); acancel() })
-	require.NoError(t, chromedp.Do(ctx), "start chromium") // bound to ctx, not to a step's deadline
-	do := func(what string, steps ...chromedp.Action[chromedp.Void]) {
-		t.Helper()
-		c, cc := context.WithTimeout(ctx, 45*time.Second)
-		defer cc()
-		require.NoError(t, chromedp.Do(c, steps...), what)
-	}
-	eval := func(expr string) string {
-		t.Helper()
-		c, cc := context.WithTimeout(ctx, 20*time.Second)
-		defer cc()
-		v, err := chromedp.Run(c, chromedp.Evaluate[string](expr))
-		require.NoError(t, err, expr)
-		return v
-	}
+	do, eval := steps(t, ctx)
 	do("item page at 1400×900",
 		chromedp.EmulateViewport(1400, 900),
 		chromedp.Navigate(d.LoginURL()),
@@ -100,14 +69,18 @@ func TestGraphZoomInARealBrowser(t *testing.T) {
 		const c = document.querySelector('#graph g[data-mark="current"] rect').getBoundingClientRect();
 		const inside = (b, o) => b.left >= o.left - 1 && b.top >= o.top - 1 && b.right <= o.right + 1 && b.bottom <= o.bottom + 1;
 		const win = {left: 0, top: 0, right: innerWidth, bottom: innerHeight};
-		return [document.getElementById('zoom-level').textContent, v.getAttribute('data-scale'), Math.round(g.width),
-			inside(g, win), inside(c, view) && inside(c, win)].join(' ');
+		const lv = document.getElementById('zoom-level');
+		return [lv.textContent, v.getAttribute('data-scale'), Math.round(g.width),
+			inside(g, win), inside(c, view) && inside(c, win), lv.getAttribute('data-fitted')].join(' ');
 	})()`
 	fields := func() []string { return strings.Fields(eval(probe)) }
 
 	fit := fields()
 	t.Logf("fitted: %v (graph %s px wide at full size)", fit, eval(`document.getElementById('graph').getAttribute('width')`))
-	require.Equal(t, "fit", fit[0])
+	// The readout is the scale the graph is drawn at, fitted or not
+	// ("− 37% + fit", never "− fit + fit").
+	require.Equal(t, fmt.Sprintf("%d%%", int(math.Round(atof(t, fit[1])*100))), fit[0])
+	require.Equal(t, "yes", fit[5])
 	require.Equal(t, "true", fit[3], "fitted, the whole graph is in the window")
 	require.Equal(t, "true", fit[4], "and so is the current node")
 	fitWidth := fit[2]
@@ -115,7 +88,8 @@ func TestGraphZoomInARealBrowser(t *testing.T) {
 	do("zoom in three times", chromedp.Click(chromedp.CSS(`#zoom-in`)), chromedp.Click(chromedp.CSS(`#zoom-in`)), chromedp.Click(chromedp.CSS(`#zoom-in`)))
 	in := fields()
 	t.Logf("zoomed in: %v", in)
-	require.NotEqual(t, "fit", in[0])
+	require.Equal(t, fmt.Sprintf("%d%%", int(math.Round(atof(t, in[1])*100))), in[0])
+	require.Equal(t, "no", in[5])
 	require.Greater(t, atof(t, in[1]), atof(t, fit[1]))
 	require.Greater(t, atof(t, in[2]), atof(t, fitWidth), "the graph is drawn larger")
 	require.Equal(t, "false", in[3], "larger than the window: the view scrolls")
@@ -133,7 +107,7 @@ func TestGraphZoomInARealBrowser(t *testing.T) {
 	// The zoom survives the reload the page makes when the item moves on.
 	do("zoom in, reload", chromedp.Click(chromedp.CSS(`#zoom-in`)), chromedp.Reload(), chromedp.WaitVisible(chromedp.CSS(`#graph-zoom`)))
 	again := fields()
-	require.NotEqual(t, "fit", again[0])
+	require.Equal(t, "no", again[5])
 	require.Equal(t, "true", again[4])
 }
 

@@ -56,7 +56,8 @@
     if (age) { age.setAttribute('data-since', String(r.since || '')); age.textContent = r.age || ''; }
     var live = field(tr, 'live');
     if (live) { live.textContent = r.live ? 'live' : 'dead'; live.className = r.live ? 'up' : 'down'; }
-    setText(tr, 'attach', r.attach);
+    var at = field(tr, 'attach');
+    if (at) { at.setAttribute('data-copy', String(r.attach || '')); at.setAttribute('title', String(r.attach || '')); }
     setText(tr, 'cost', r.cost);
     setText(tr, 'last', r.lastEvent);
     setText(tr, 'ci', r.ci);
@@ -166,7 +167,9 @@
       svg.style.height = (H * scale) + 'px';
       view.classList.toggle('zoomed', !fitted);
       view.setAttribute('data-scale', scale.toFixed(3));
-      level.textContent = fitted ? 'fit' : Math.round(scale * 100) + '%';
+      // The readout is the scale, fitted or not: "fit" is a button, not a size.
+      level.textContent = Math.round(scale * 100) + '%';
+      level.setAttribute('data-fitted', fitted ? 'yes' : 'no');
       try { sessionStorage.setItem(KEY, fitted ? 'fit' : String(scale)); } catch (e) { /* storage off */ }
       centreCurrent();
     }
@@ -260,10 +263,13 @@
   function start() {
     var page = document.body.getAttribute('data-page');
     var board = document.getElementById('board');
-    document.querySelectorAll('button.copy').forEach(function (b) {
-      b.addEventListener('click', function () {
-        if (navigator.clipboard) navigator.clipboard.writeText(b.getAttribute('data-copy') || '');
-      });
+    // Copy buttons, also on rows added live: one listener on the document.
+    document.addEventListener('click', function (ev) {
+      var b = ev.target && ev.target.closest ? ev.target.closest('button.copy') : null;
+      if (!b) return;
+      var text = b.getAttribute('data-copy') || '';
+      var done = function () { b.setAttribute('data-copied', 'yes'); b.textContent = 'copied'; setTimeout(function () { b.textContent = b.classList.contains('attach') ? 'copy attach' : 'copy'; }, 1500); };
+      if (navigator.clipboard && navigator.clipboard.writeText) navigator.clipboard.writeText(text).then(done, function () { b.setAttribute('data-copied', 'refused'); });
     });
     if (page === 'item') graphZoom();
     if (!window.EventSource || (page !== 'board' && page !== 'item')) return;

@@ -1,0 +1,5 @@
+//go:build !unix
+
+package daemon
+
+const openNonBlock = 0

@@ -194,11 +194,25 @@ func (r *Runtime) blocked(ctx context.Context, s *session, node *Node, c ChainOu
 		rep.Messages = append(rep.Messages, r.escalate(ctx, s, node)...)
 		return rep, nil
 	}
-	if r.logging() {
-		r.journal(s, EventBlocked, LevelInfo, Field{"node", node.ID}, Field{"hook", c.BlockingHook()})
+	// A block that escalates nothing is no transition: the node, its
+	// decisions and artifacts are as they were, so recompute answers the
+	// same whether or not this save survives. It is saved provisionally
+	// (one fsync: never torn, but a power cut may bring back the state it
+	// replaced — an attempt, a claim record uncounted) and its event is not
+	// journaled but emitted once the save is done: a crash in between loses
+	// the report of an attempt, never a transition's (those are journaled
+	// and saved with Save). One fsync and one rename per blocked claim,
+	// where the journal cost a durable save and a second one to clear it.
+	var e JournalEntry
+	logged := r.logging()
+	if logged {
+		e = r.journalEntry(s, EventBlocked, LevelInfo, Field{"node", node.ID}, Field{"hook", c.BlockingHook()})
 	}
-	if err := r.save(ctx, s); err != nil {
+	if err := r.saveProvisionally(ctx, s); err != nil {
 		return nil, err
+	}
+	if logged {
+		r.emitJournal(s, e, false)
 	}
 	rep.Status = StatusBlock
 	return rep, nil

@@ -37,10 +37,12 @@ func (s *provisionalStore) SaveProvisional(ctx context.Context, id string, st *g
 	return s.Store.Save(ctx, id, st)
 }
 
-// TestOnlyLosableStatesAreSavedProvisionally: a blocked claim records the
-// claim and clears the journal provisionally, and saves the blocked
-// attempt — the transition whose event is emitted — with Save, before the
-// event. A store without SaveProvisional gets Save for all three.
+// TestOnlyLosableStatesAreSavedProvisionally: a blocked claim that
+// escalates nothing is one provisional save (the claim and the attempt
+// together), its graph.blocked event emitted after it; the same block
+// again escalates — a transition — which is saved with Save, journaled,
+// before its event, and the journal then cleared provisionally. A store
+// without SaveProvisional gets Save throughout.
 func TestOnlyLosableStatesAreSavedProvisionally(t *testing.T) {
 	reg := graphtest.Registry(map[string]graph.Hook{"no": graphtest.Returning(graph.Block(graph.Finding("not yet", "")))})
 	g := graphtest.NewGraph("p").
@@ -54,16 +56,26 @@ func TestOnlyLosableStatesAreSavedProvisionally(t *testing.T) {
 	require.NoError(t, err)
 	_, err = rt.Start(ctx, "w")
 	require.NoError(t, err)
+	attempts := store.State("w").Record("a").Attempts
 	store.calls = nil
 	claim, err := rt.Complete(ctx, "w", "", "@agent")
 	require.NoError(t, err)
 	require.Equal(t, graph.StatusBlock, claim.Status)
-	require.Equal(t, []string{"provisional", "save", "provisional"}, store.calls)
+	require.Equal(t, []string{"provisional"}, store.calls, "one save per blocked claim")
 	require.Equal(t, 1, sink.Count("graph.blocked"))
 	st := store.State("w")
-	require.Empty(t, st.Unlogged, "the journal is cleared once its events are out")
+	require.Empty(t, st.Unlogged, "a block's event is never journaled")
 	_, claimed := st.Completions.Get("a")
 	require.True(t, claimed, "the claim is recorded")
+	require.Equal(t, attempts+1, st.Record("a").Attempts, "the attempt is counted")
+
+	store.calls = nil
+	claim, err = rt.Complete(ctx, "w", "", "@agent")
+	require.NoError(t, err)
+	require.Equal(t, graph.StepEscalated, claim.Status, "the same block twice escalates")
+	require.Equal(t, []string{"save", "provisional"}, store.calls, "the escalation saved durably, then the journal cleared")
+	require.Equal(t, 1, sink.Count("graph.escalated"))
+	require.Empty(t, store.State("w").Unlogged, "the journal is cleared once its events are out")
 
 	plain := graphtest.NewStore()
 	rt, err = graph.New(g, graph.Options{Store: plain, Items: graphtest.NewItems(), Sink: &graphtest.Sink{}})

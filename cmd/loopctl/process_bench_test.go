@@ -28,7 +28,7 @@ func buildLoopctl(b *testing.B) string {
 
 // midGraphRepo is a work item standing at implementation, with five
 // artifacts the checks read.
-func midGraphRepo(b *testing.B) string {
+func midGraphRepo(b testing.TB) string {
 	repo := b.TempDir()
 	files := map[string]string{
 		".the-loop/harness-config.yaml":        "ticketing:\n  github: {owner: acme, repo: widgets}\nworkflow:\n  specDir: docs/specs\n",

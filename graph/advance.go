@@ -143,10 +143,31 @@ func (r *Runtime) parkWaiting(ctx context.Context, s *session, node *Node, c Cha
 	if reason == "" {
 		reason = "awaiting a human"
 	}
+	hook := c.BlockingHook()
+	if p := s.st.Parked; p != nil && p.Node == node.ID && p.Reason == reason && p.Hook == hook && !p.Escalated {
+		// Parked already, the same way (a comment on an item at a gate
+		// that decides nothing): no transition, and the wait keeps the
+		// time it began. As for a block (see blocked), one provisional
+		// save and the event emitted after it, not journaled.
+		var e JournalEntry
+		logged := r.logging()
+		if logged {
+			e = r.journalEntry(s, EventParked, LevelInfo, Field{"node", node.ID}, Field{"hook", hook})
+		}
+		if err := r.saveProvisionally(ctx, s); err != nil {
+			return nil, err
+		}
+		if logged {
+			r.emitJournal(s, e, false)
+		}
+		rep.Status = StatusWait
+		rep.Attempts = s.st.Record(node.ID).Attempts
+		return rep, nil
+	}
 	s.st.Park(node.ID, reason, false, s.now)
-	s.st.Parked.Hook = c.BlockingHook()
+	s.st.Parked.Hook = hook
 	if r.logging() {
-		r.journal(s, EventParked, LevelInfo, Field{"node", node.ID}, Field{"hook", c.BlockingHook()})
+		r.journal(s, EventParked, LevelInfo, Field{"node", node.ID}, Field{"hook", hook})
 	}
 	if err := r.save(ctx, s); err != nil {
 		return nil, err

@@ -3,6 +3,7 @@ package graph_test
 import (
 	"context"
 	"sync"
+	"time"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -86,4 +87,38 @@ func TestOnlyLosableStatesAreSavedProvisionally(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, graph.StatusBlock, claim.Status)
 	require.Empty(t, plain.State("w").Unlogged)
+}
+
+// TestRepark: a node waiting for a human, advanced again by an event that
+// decides nothing, is parked already: one provisional save, the wait keeps
+// the time it began, and its graph.parked event is emitted after the save.
+func TestRepark(t *testing.T) {
+	reg := graphtest.Registry(map[string]graph.Hook{"human": graphtest.Returning(graph.Wait("awaiting approval"))})
+	g := graphtest.NewGraph("p").
+		Node(graph.NodeSpec{ID: "a", Exit: graphtest.Hooks("human")}).
+		Node(graph.NodeSpec{ID: "b", Terminal: true}).Edge("a", "pass", "b").MustCompile(reg)
+	ctx := context.Background()
+	store := &provisionalStore{Store: graphtest.NewStore()}
+	sink := &graphtest.Sink{}
+	clk := &graphtest.Clock{}
+	rt, err := graph.New(g, graph.Options{Store: store, Items: graphtest.NewItems(), Sink: sink, Clock: clk})
+	require.NoError(t, err)
+	_, err = rt.Start(ctx, "w")
+	require.NoError(t, err)
+	rep, err := rt.Advance(ctx, "w", &graph.Event{})
+	require.NoError(t, err)
+	require.Equal(t, graph.StatusWait, rep.Status)
+	first := store.State("w").Parked
+	require.NotNil(t, first)
+	parked := sink.Count("graph.parked")
+
+	clk.Advance(time.Hour)
+	store.calls = nil
+	rep, err = rt.Advance(ctx, "w", &graph.Event{})
+	require.NoError(t, err)
+	require.Equal(t, graph.StatusWait, rep.Status)
+	require.Equal(t, []string{"provisional"}, store.calls, "a re-park is one provisional save")
+	require.Equal(t, first.Since, store.State("w").Parked.Since, "the wait keeps the time it began")
+	require.Equal(t, parked+1, sink.Count("graph.parked"))
+	require.Empty(t, store.State("w").Unlogged)
 }

@@ -149,16 +149,8 @@ func (r *Runtime) parkWaiting(ctx context.Context, s *session, node *Node, c Cha
 		// that decides nothing): no transition, and the wait keeps the
 		// time it began. As for a block (see blocked), one provisional
 		// save and the event emitted after it, not journaled.
-		var e JournalEntry
-		logged := r.logging()
-		if logged {
-			e = r.journalEntry(s, EventParked, LevelInfo, Field{"node", node.ID}, Field{"hook", hook})
-		}
-		if err := r.saveProvisionally(ctx, s); err != nil {
+		if err := r.saveReporting(ctx, s, EventParked, LevelInfo, Field{"node", node.ID}, Field{"hook", hook}); err != nil {
 			return nil, err
-		}
-		if logged {
-			r.emitJournal(s, e, false)
 		}
 		rep.Status = StatusWait
 		rep.Attempts = s.st.Record(node.ID).Attempts
@@ -224,16 +216,8 @@ func (r *Runtime) blocked(ctx context.Context, s *session, node *Node, c ChainOu
 	// the report of an attempt, never a transition's (those are journaled
 	// and saved with Save). One fsync and one rename per blocked claim,
 	// where the journal cost a durable save and a second one to clear it.
-	var e JournalEntry
-	logged := r.logging()
-	if logged {
-		e = r.journalEntry(s, EventBlocked, LevelInfo, Field{"node", node.ID}, Field{"hook", c.BlockingHook()})
-	}
-	if err := r.saveProvisionally(ctx, s); err != nil {
+	if err := r.saveReporting(ctx, s, EventBlocked, LevelInfo, Field{"node", node.ID}, Field{"hook", c.BlockingHook()}); err != nil {
 		return nil, err
-	}
-	if logged {
-		r.emitJournal(s, e, false)
 	}
 	rep.Status = StatusBlock
 	return rep, nil
@@ -314,4 +298,22 @@ func (r *Runtime) escalate(ctx context.Context, s *session, n *Node) []string {
 		msgs = append(msgs, "warning: the escalation chain stopped: "+c.Render())
 	}
 	return msgs
+}
+
+// saveReporting saves a state that is no transition provisionally and then
+// emits the event that reports it, numbered but not journaled: a crash in
+// between loses the report, never a transition's (see blocked).
+func (r *Runtime) saveReporting(ctx context.Context, s *session, name string, level Level, fields ...Field) error {
+	var e JournalEntry
+	logged := r.logging()
+	if logged {
+		e = r.journalEntry(s, name, level, fields...)
+	}
+	if err := r.saveProvisionally(ctx, s); err != nil {
+		return err
+	}
+	if logged {
+		r.emitJournal(s, e, false)
+	}
+	return nil
 }

@@ -143,10 +143,23 @@ func (r *Runtime) parkWaiting(ctx context.Context, s *session, node *Node, c Cha
 	if reason == "" {
 		reason = "awaiting a human"
 	}
+	hook := c.BlockingHook()
+	if p := s.st.Parked; p != nil && p.Node == node.ID && p.Reason == reason && p.Hook == hook && !p.Escalated {
+		// Parked already, the same way (a comment on an item at a gate
+		// that decides nothing): no transition, and the wait keeps the
+		// time it began. As for a block (see blocked), one provisional
+		// save and the event emitted after it, not journaled.
+		if err := r.saveReporting(ctx, s, EventParked, LevelInfo, Field{"node", node.ID}, Field{"hook", hook}); err != nil {
+			return nil, err
+		}
+		rep.Status = StatusWait
+		rep.Attempts = s.st.Record(node.ID).Attempts
+		return rep, nil
+	}
 	s.st.Park(node.ID, reason, false, s.now)
-	s.st.Parked.Hook = c.BlockingHook()
+	s.st.Parked.Hook = hook
 	if r.logging() {
-		r.journal(s, EventParked, LevelInfo, Field{"node", node.ID}, Field{"hook", c.BlockingHook()})
+		r.journal(s, EventParked, LevelInfo, Field{"node", node.ID}, Field{"hook", hook})
 	}
 	if err := r.save(ctx, s); err != nil {
 		return nil, err
@@ -194,10 +207,16 @@ func (r *Runtime) blocked(ctx context.Context, s *session, node *Node, c ChainOu
 		rep.Messages = append(rep.Messages, r.escalate(ctx, s, node)...)
 		return rep, nil
 	}
-	if r.logging() {
-		r.journal(s, EventBlocked, LevelInfo, Field{"node", node.ID}, Field{"hook", c.BlockingHook()})
-	}
-	if err := r.save(ctx, s); err != nil {
+	// A block that escalates nothing is no transition: the node, its
+	// decisions and artifacts are as they were, so recompute answers the
+	// same whether or not this save survives. It is saved provisionally
+	// (one fsync: never torn, but a power cut may bring back the state it
+	// replaced — an attempt, a claim record uncounted) and its event is not
+	// journaled but emitted once the save is done: a crash in between loses
+	// the report of an attempt, never a transition's (those are journaled
+	// and saved with Save). One fsync and one rename per blocked claim,
+	// where the journal cost a durable save and a second one to clear it.
+	if err := r.saveReporting(ctx, s, EventBlocked, LevelInfo, Field{"node", node.ID}, Field{"hook", c.BlockingHook()}); err != nil {
 		return nil, err
 	}
 	rep.Status = StatusBlock
@@ -279,4 +298,22 @@ func (r *Runtime) escalate(ctx context.Context, s *session, n *Node) []string {
 		msgs = append(msgs, "warning: the escalation chain stopped: "+c.Render())
 	}
 	return msgs
+}
+
+// saveReporting saves a state that is no transition provisionally and then
+// emits the event that reports it, numbered but not journaled: a crash in
+// between loses the report, never a transition's (see blocked).
+func (r *Runtime) saveReporting(ctx context.Context, s *session, name string, level Level, fields ...Field) error {
+	var e JournalEntry
+	logged := r.logging()
+	if logged {
+		e = r.journalEntry(s, name, level, fields...)
+	}
+	if err := r.saveProvisionally(ctx, s); err != nil {
+		return err
+	}
+	if logged {
+		r.emitJournal(s, e, false)
+	}
+	return nil
 }

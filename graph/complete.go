@@ -60,14 +60,19 @@ func (r *Runtime) Complete(ctx context.Context, id, node, actor string) (*Claim,
 		by = "cli"
 	}
 	s.st.Completions.Set(claimed, Completion{At: s.stamp(), By: by})
-	// Provisional: the chain's outcome is saved durably next; a crash
-	// before that loses only the record of a claim nobody was answered.
-	if err := r.saveProvisionally(ctx, s); err != nil {
-		return nil, err
-	}
+	// The claim record is saved with the chain's outcome, which every
+	// outcome of advance saves; a crash before that loses only the record
+	// of a claim nobody was answered. An advance that saved nothing (it
+	// returned early) leaves the record to a save of its own.
+	saves := s.saves
 	step, err := r.advance(ctx, s, nil)
 	if err != nil {
 		return nil, err
+	}
+	if s.saves == saves {
+		if err := r.saveProvisionally(ctx, s); err != nil {
+			return nil, err
+		}
 	}
 	return &Claim{Node: claimed, Status: step.Status, Outcome: step.Outcome, Moved: s.st.CurrentNode != cur,
 		CurrentNode: s.st.CurrentNode, Messages: step.Messages}, nil

@@ -135,6 +135,8 @@ type session struct {
 	emitted int
 	// saveFailed is set when a save of this verb failed.
 	saveFailed bool
+	// saves counts the saves of this verb that succeeded.
+	saves int
 
 	// stamped is now as a state timestamp, once formatted (stamp).
 	stamped string
@@ -325,6 +327,7 @@ func (r *Runtime) saveAs(ctx context.Context, s *session, provisional bool) erro
 		r.emitJournal(s, e, false)
 	}
 	s.emitted = len(s.st.Unlogged)
+	s.saves++
 	return nil
 }
 
@@ -343,6 +346,13 @@ func (r *Runtime) journal(s *session, name string, level Level, fields ...Field)
 	if !r.logging() {
 		return
 	}
+	s.st.Unlogged = append(s.st.Unlogged, r.journalEntry(s, name, level, fields...))
+}
+
+// journalEntry numbers an event of the verb (the state's Seq) without
+// journaling it: for an event emitted once its state is saved that may be
+// lost with it (see blocked).
+func (r *Runtime) journalEntry(s *session, name string, level Level, fields ...Field) JournalEntry {
 	s.st.Seq++
 	if s.journalTime == "" {
 		s.journalTime = s.now.UTC().Format(time.RFC3339Nano)
@@ -351,7 +361,7 @@ func (r *Runtime) journal(s *session, name string, level Level, fields ...Field)
 	for i, f := range fields {
 		e.Fields[i] = JournalField(f)
 	}
-	s.st.Unlogged = append(s.st.Unlogged, e)
+	return e
 }
 
 func (r *Runtime) emitJournal(s *session, e JournalEntry, relogged bool) {

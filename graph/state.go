@@ -338,11 +338,14 @@ type Store interface {
 // A ProvisionalStore is a Store that can also save a state whose loss in a
 // crash is harmless because the state it replaces is still valid, more
 // cheaply than Save (a file store skips the directory's fsync). The runtime
-// saves two states that way: the claim recorded just before a node's exit
-// chain runs (lost: as if the claim had come just before the crash) and the
-// journal cleared once its events were emitted (lost: the next locked verb
-// emits them again, marked relogged — at least once, as always). Every
-// transition is still saved with Save before its event is emitted.
+// saves these states that way: a block that escalates nothing, with the
+// claim that led to it (lost: as if the attempt, or the claim, had come
+// just before the crash; its graph.blocked event, emitted after the save
+// and not journaled, may be lost with it), a claim record no outcome saved,
+// and the journal cleared once its events were emitted (lost: the next
+// locked verb emits them again, marked relogged — at least once, as
+// always). Every transition is still saved with Save before its event is
+// emitted.
 type ProvisionalStore interface {
 	Store
 	// SaveProvisional replaces the saved state as Save does, except that

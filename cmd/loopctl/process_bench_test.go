@@ -4,12 +4,17 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"sort"
+	"slices"
+	"syscall"
 	"testing"
 	"time"
 
 	"github.com/theloop-dev/theloop/internal/procbench"
 )
+
+// baselineEnv names a loopctl binary built from another revision that
+// BenchmarkStartup/graph-complete runs beside this one.
+const baselineEnv = "THELOOP_BENCH_BASELINE_LOOPCTL"
 
 // installFlags are the go build flags of the README's install line.
 var installFlags = []string{"-trimpath", "-ldflags=-s -w", "-tags", "urfave_cli_no_docs,netgo"}
@@ -28,7 +33,7 @@ func buildLoopctl(b *testing.B) string {
 
 // midGraphRepo is a work item standing at implementation, with five
 // artifacts the checks read.
-func midGraphRepo(b *testing.B) string {
+func midGraphRepo(b testing.TB) string {
 	repo := b.TempDir()
 	files := map[string]string{
 		".the-loop/harness-config.yaml":        "ticketing:\n  github: {owner: acme, repo: widgets}\nworkflow:\n  specDir: docs/specs\n",
@@ -51,10 +56,12 @@ func midGraphRepo(b *testing.B) string {
 	return repo
 }
 
-// benchProcess execs the command b.N times and reports the median wall time.
+// benchProcess execs the command b.N times and reports the median wall
+// time and the median CPU (user+sys of the process, from wait4's rusage).
 func benchProcess(b *testing.B, bin string, args ...string) {
 	b.Helper()
 	times := make([]time.Duration, 0, b.N)
+	cpus := make([]time.Duration, 0, b.N)
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
 		start := time.Now()
@@ -65,10 +72,17 @@ func benchProcess(b *testing.B, bin string, args ...string) {
 			}
 		}
 		times = append(times, time.Since(start))
+		if ru, ok := cmd.ProcessState.SysUsage().(*syscall.Rusage); ok {
+			cpus = append(cpus, time.Duration(ru.Utime.Nano()+ru.Stime.Nano()))
+		}
 	}
 	b.StopTimer()
-	sort.Slice(times, func(i, j int) bool { return times[i] < times[j] })
+	slices.Sort(times)
 	b.ReportMetric(float64(times[len(times)/2].Microseconds())/1000, "ms-median")
+	if len(cpus) > 0 {
+		slices.Sort(cpus)
+		b.ReportMetric(float64(cpus[len(cpus)/2].Microseconds())/1000, "cpu-ms-median")
+	}
 }
 
 // BenchmarkCheckProcess: `loopctl check --recompute` as a whole process, on
@@ -128,12 +142,23 @@ func BenchmarkStartup(b *testing.B) {
 		procbench.Compare(b, floor, procbench.Proc{Name: "version", Cmd: procbench.Command(bin, []string{"--version"}, env, repo, nil), Want: "loopctl "})
 	})
 	b.Run("graph-complete", func(b *testing.B) {
-		procbench.Compare(b, floor, procbench.Proc{
+		procs := []procbench.Proc{floor, {
 			Name:  "complete",
 			Cmd:   procbench.Command(bin, []string{"graph", "complete", "issue-42"}, env, repo, nil),
 			Reset: reset,
 			Want:  `"status": "block"`,
-		})
+		}}
+		// Another build of loopctl (an earlier revision's), interleaved in
+		// the same rounds: a before-and-after in one sitting.
+		if base := os.Getenv(baselineEnv); base != "" {
+			procs = append(procs, procbench.Proc{
+				Name:  "baseline-complete",
+				Cmd:   procbench.Command(base, []string{"graph", "complete", "issue-42"}, env, repo, nil),
+				Reset: reset,
+				Want:  `"status": "block"`,
+			})
+		}
+		procbench.Compare(b, procs...)
 	})
 	// The floor under a claim: a program that links what `graph complete`
 	// must (the runtime's library, the shipped hooks, the graph-file

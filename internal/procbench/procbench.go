@@ -19,6 +19,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -39,13 +40,18 @@ type Proc struct {
 
 // Compare runs every proc once per benchmark iteration, interleaved in a
 // shuffled order, and reports each proc's median wall time as
-// <Name>-ns/op and, for every proc, the ratio of its median to that of
-// each proc given before it as <Name>/<earlier Name>: give the floor (the
-// empty program) first. The benchmark's own ns/op is the time of one round
-// (all procs).
+// <Name>-ns/op, its median CPU (user+sys of the process and the children
+// it waited for, from wait4's rusage) as <Name>-cpu-ns/op and its median
+// minor page faults as <Name>-faults, and, for every proc, the ratio of
+// its median wall time to that of each proc given before it as
+// <Name>/<earlier Name>, and of its median CPU as <Name>/<earlier
+// Name>-cpu: give the floor (the empty program) first. The benchmark's own
+// ns/op is the time of one round (all procs).
 func Compare(b *testing.B, procs ...Proc) {
 	b.Helper()
 	times := make([][]time.Duration, len(procs))
+	cpus := make([][]time.Duration, len(procs))
+	faults := make([][]int64, len(procs))
 	order := make([]int, len(procs))
 	for i := range order {
 		order[i] = i
@@ -69,22 +75,40 @@ func Compare(b *testing.B, procs ...Proc) {
 			if _, exited := err.(*exec.ExitError); err != nil && !exited {
 				b.Fatalf("%s: %v", p.Name, err)
 			}
+			if ru, ok := cmd.ProcessState.SysUsage().(*syscall.Rusage); ok {
+				cpus[i] = append(cpus[i], time.Duration(ru.Utime.Nano()+ru.Stime.Nano()))
+				faults[i] = append(faults[i], ru.Minflt+ru.Majflt)
+			}
 			if p.Want != "" && !strings.Contains(out.String(), p.Want) {
 				b.Fatalf("%s: stdout %q lacks %q (%v)", p.Name, out.String(), p.Want, err)
 			}
 		}
 	}
 	medians := make([]float64, len(procs))
+	cpuMedians := make([]float64, len(procs))
 	for i, ts := range times {
-		slices.Sort(ts)
-		medians[i] = float64(ts[len(ts)/2].Nanoseconds())
+		medians[i] = float64(median(ts).Nanoseconds())
 		b.ReportMetric(medians[i], procs[i].Name+"-ns/op")
+		if len(cpus[i]) > 0 {
+			cpuMedians[i] = float64(median(cpus[i]).Nanoseconds())
+			b.ReportMetric(cpuMedians[i], procs[i].Name+"-cpu-ns/op")
+			b.ReportMetric(float64(median(faults[i])), procs[i].Name+"-faults")
+		}
 	}
 	for i := 1; i < len(procs); i++ {
 		for j := 0; j < i; j++ {
 			b.ReportMetric(medians[i]/medians[j], procs[i].Name+"/"+procs[j].Name)
+			if cpuMedians[i] > 0 && cpuMedians[j] > 0 {
+				b.ReportMetric(cpuMedians[i]/cpuMedians[j], procs[i].Name+"/"+procs[j].Name+"-cpu")
+			}
 		}
 	}
+}
+
+// median sorts xs and returns its middle element.
+func median[T time.Duration | int64](xs []T) T {
+	slices.Sort(xs)
+	return xs[len(xs)/2]
 }
 
 // EmptyProgram builds `func main() {}` with the go build flags given (use

@@ -155,28 +155,35 @@ type graphOperation = graph.Operation
 // BenchmarkWebhookToPaste measures, per comment, the time from the
 // stand-in's change (it sends the signed webhook at once) to the event
 // prompt confirmed in the agent's tmux pane (the paste receipt included;
-// no spawn settle: the session is already up).
+// no spawn settle: the sessions are already up). The knob is how many
+// sessions are live meanwhile — sessions=1, 10 and 50 stand-in harnesses,
+// each in a world of its own — with the comments going to them in turn,
+// one at a time, so that p50 and p99 show whether the paste path grows
+// with the sessions around it. "landlock" is one session under Landlock on
+// loopd's one tmux server, side by side with the world.
+//
+//	go test ./loop/daemon -run '^$' -bench 'WebhookToPaste/world/sessions=10$' -benchtime 100x
 func BenchmarkWebhookToPaste(b *testing.B) {
-	// Side by side: the session in a world of its own (the default) and
-	// under Landlock on loopd's one tmux server.
-	for _, mode := range []struct {
-		name string
-		edit func(*daemon.Config)
-	}{{"world", nil}, {"landlock", landlockOnly}} {
-		b.Run(mode.name, func(b *testing.B) { benchWebhookToPaste(b, mode.edit) })
+	for _, n := range []int{1, 10, 50} {
+		b.Run(fmt.Sprintf("world/sessions=%d", n), func(b *testing.B) { benchWebhookToPaste(b, nil, n) })
 	}
+	b.Run("landlock/sessions=1", func(b *testing.B) { benchWebhookToPaste(b, landlockOnly, 1) })
 }
 
-func benchWebhookToPaste(b *testing.B, edit func(*daemon.Config)) {
+func benchWebhookToPaste(b *testing.B, edit func(*daemon.Config), sessions int) {
 	w := newWorld(b, edit)
-	n := w.openLabeled()
+	issues := make([]int, sessions)
+	for i := range issues {
+		issues[i] = w.openLabeled()
+	}
+	w.eventually(fmt.Sprintf("%d sessions spawned", sessions), func() bool { return w.spawns() >= sessions })
 	w.waitIdle()
 	lat := make([]time.Duration, 0, b.N)
 	b.ResetTimer()
 	for i := range b.N {
 		marker := fmt.Sprintf("latency probe %d", i)
 		start := time.Now()
-		if _, err := w.sim.Comment(repoFull, n, human, marker); err != nil {
+		if _, err := w.sim.Comment(repoFull, issues[i%sessions], human, marker); err != nil {
 			b.Fatal(err)
 		}
 		for {

@@ -70,9 +70,11 @@ type graphLink struct {
 	// What loopd's previous recompute of each loop said (recompute.go):
 	// obsMu serialises a diff with its commit; observed caches the records
 	// kept in observedDir ("" keeps them in memory only).
-	obsMu       sync.Mutex
-	obsCacheMu  sync.Mutex
-	observed    map[string]observedLoop
+	obsMu      sync.Mutex
+	obsCacheMu sync.Mutex
+	observed   map[string]observedLoop
+	// obsUnsaved marks the keys whose cached record could not be written.
+	obsUnsaved  map[string]bool
 	observedDir string
 	snapshots   string
 	// authority answers routing.authorized (authority.go).

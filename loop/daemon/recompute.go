@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
@@ -540,14 +541,37 @@ func (l *graphLink) loadObserved(key string) observedLoop {
 	return o
 }
 
-// saveObserved writes the record atomically (temp file, fsync, rename).
-func (l *graphLink) saveObserved(key string, o observedLoop) error {
+// equal reports whether two records say the same (a nil map or slice is
+// an empty one).
+func (o observedLoop) equal(p observedLoop) bool {
+	return o.Current == p.Current && o.Effected == p.Effected && o.Completed == p.Completed &&
+		slices.Equal(o.Passed, p.Passed) && maps.Equal(o.LastBlock, p.LastBlock)
+}
+
+// saveObserved writes the record atomically (temp file, fsync, rename),
+// unless it says what the record on disk says: a comment on an item that
+// stays where it was (every paste of one) writes nothing.
+func (l *graphLink) saveObserved(key string, o observedLoop) (err error) {
 	l.obsCacheMu.Lock()
+	prev, cached := l.observed[key]
 	l.observed[key] = o
+	unchanged := cached && !l.obsUnsaved[key] && prev.equal(o)
 	l.obsCacheMu.Unlock()
-	if l.observedDir == "" {
+	if unchanged || l.observedDir == "" {
 		return nil
 	}
+	defer func() {
+		l.obsCacheMu.Lock()
+		defer l.obsCacheMu.Unlock()
+		if err != nil {
+			if l.obsUnsaved == nil {
+				l.obsUnsaved = map[string]bool{}
+			}
+			l.obsUnsaved[key] = true // the cache is ahead of the disk: write it next time
+		} else {
+			delete(l.obsUnsaved, key)
+		}
+	}()
 	if err := os.MkdirAll(l.observedDir, 0o700); err != nil {
 		return err
 	}

@@ -2,8 +2,10 @@ package daemon
 
 import (
 	"context"
+	"encoding/json"
 	"os"
 	"path/filepath"
+	"syscall"
 	"testing"
 	"time"
 
@@ -239,4 +241,50 @@ func TestCommitObservedLeavesAGateToTheRuntime(t *testing.T) {
 	// claim of tasks-breakdown is judged before the rebase.
 	l.commitObserved("k", "github:o/r#1", recomputedAt(t, "implementation", graph.StatusBlock), nil, "tasks-breakdown", "i-1", "")
 	require.Equal(t, []string{graph.EventAdvanced + " tasks-breakdown"}, lines)
+}
+
+// TestSaveObservedWritesOnlyAChange: the record of what loopd last
+// recomputed is written (temp file, fsync, rename) when it changes, not on
+// every paste of an item that stays where it was; a record that could not
+// be written is written by the next save even if it says the same.
+func TestSaveObservedWritesOnlyAChange(t *testing.T) {
+	dir := t.TempDir()
+	l := &graphLink{observed: map[string]observedLoop{}, observedDir: dir}
+	path := filepath.Join(dir, "k.json")
+	ino := func() uint64 {
+		fi, err := os.Stat(path)
+		require.NoError(t, err)
+		return fi.Sys().(*syscall.Stat_t).Ino
+	}
+	o := observedLoop{Current: "implementation", Passed: []string{"design"}, LastBlock: map[string]string{}}
+	require.NoError(t, l.saveObserved("k", o))
+	first := ino()
+	// The same record, as a recompute builds it (an empty map, not nil).
+	require.NoError(t, l.saveObserved("k", observedLoop{Current: "implementation", Passed: []string{"design"}}))
+	require.Equal(t, first, ino(), "an unchanged record is not rewritten")
+	// A fresh link reads the record from disk and still writes nothing.
+	l2 := &graphLink{observed: map[string]observedLoop{}, observedDir: dir}
+	require.True(t, l2.loadObserved("k").equal(o))
+	require.NoError(t, l2.saveObserved("k", o))
+	require.Equal(t, first, ino())
+	// A change is written.
+	o.LastBlock = map[string]string{"implementation": "1 task unticked"}
+	require.NoError(t, l.saveObserved("k", o))
+	require.NotEqual(t, first, ino(), "a changed record is written")
+	var onDisk observedLoop
+	data, err := os.ReadFile(path)
+	require.NoError(t, err)
+	require.NoError(t, json.Unmarshal(data, &onDisk))
+	require.True(t, onDisk.equal(o))
+
+	// A write that failed is retried by the next save of the same record.
+	l.observedDir = filepath.Join(path, "not-a-dir") // under a file: cannot be created
+	o.Current = "review"
+	require.Error(t, l.saveObserved("k", o))
+	l.observedDir = dir
+	require.NoError(t, l.saveObserved("k", o))
+	data, err = os.ReadFile(path)
+	require.NoError(t, err)
+	require.NoError(t, json.Unmarshal(data, &onDisk))
+	require.Equal(t, "review", onDisk.Current, "the record that failed is written by the next save")
 }

@@ -26,7 +26,8 @@ import (
 )
 
 // jiraOperations are the Jira operations (see package ops).
-var jiraOperations = []graph.Operation{ops.JiraAddComment, ops.JiraTransition, ops.JiraSetLabels, ops.JiraListComments}
+var jiraOperations = []graph.Operation{ops.JiraAddComment, ops.JiraTransition, ops.JiraSetLabels, ops.JiraListComments,
+	ops.JiraGetComment, ops.JiraSearchIssues}
 
 func (s *Set) newJira(c JiraConfig, d Deps) *provider {
 	p := &provider{name: "jira", transport: TransportAPI, timeout: timeoutOf(c.TimeoutSeconds)}
@@ -53,7 +54,8 @@ func (s *Set) newJira(c JiraConfig, d Deps) *provider {
 		policy: &retryPolicy{service: "Jira", maxAttempts: attemptsOf(c.MaxAttempts), clock: d.Clock, sleep: d.Sleep,
 			rateHint: "retry later, or lower theloop's call rate"}}
 	p.ops = map[graph.Operation]opFunc{ops.JiraAddComment: j.addComment, ops.JiraTransition: j.transition,
-		ops.JiraSetLabels: j.setLabels, ops.JiraListComments: j.listComments}
+		ops.JiraSetLabels: j.setLabels, ops.JiraListComments: j.listComments,
+		ops.JiraGetComment: j.getComment, ops.JiraSearchIssues: j.searchIssues}
 	return p
 }
 

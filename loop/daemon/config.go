@@ -268,6 +268,11 @@ type Config struct {
 	// secrets are read from the environment by ConfigFromSettings.
 	Slack *slackchan.Config
 
+	// Jira is webhooks.jiraWebhook: the Jira webhook endpoint and poll
+	// (jira.go; nil: off). Its secret is read from a file or the
+	// environment by ConfigFromSettings.
+	Jira *JiraIntake
+
 	// Service is the control plane (service.*; service.go).
 	Service ServiceConfig
 	// Cluster shares the work items among several loopd (service.node,

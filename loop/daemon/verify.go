@@ -183,6 +183,7 @@ func sameItem(a, b workitem.Ref) bool {
 // under a content identity the queue has not seen.)
 var decidingAction = map[string]string{
 	"issue_comment": "created", "pull_request_review_comment": "created", "pull_request_review": "submitted",
+	ingress.JiraCommentEvent: "created",
 }
 
 // commentKind maps an event name to the kind of comment it carries.
@@ -192,6 +193,8 @@ func commentKind(event string) string {
 		return integrations.CommentTypeReview
 	case "pull_request_review_comment":
 		return integrations.CommentTypeReviewComment
+	case ingress.JiraCommentEvent:
+		return CommentTypeJira
 	}
 	return integrations.CommentTypeIssue
 }

@@ -241,7 +241,7 @@ func TestJiraPollFindsWhatTheWebhookMissed(t *testing.T) {
 
 	clock.add(10 * time.Minute)
 	id := js.AddComment("PROJ-1", jiraDana, "Approved")
-	js.AddComment("PROJ-1", jiraMal, "Approved") // not authorized: dropped
+	js.AddComment("PROJ-1", jiraMal, "Approved")   // not authorized: dropped
 	js.AddComment("OTHER-1", jiraDana, "Approved") // not served
 	clock.add(time.Minute)
 	sink.setDown(true)

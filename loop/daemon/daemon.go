@@ -307,7 +307,7 @@ func (d *Daemon) Run(ctx context.Context) (err error) {
 	dispDone := make(chan error, 1)
 	go func() { dispDone <- disp.Run(dctx) }()
 
-	d.startReconcile(ctx) // reload.go: restarted by Reload with the new policy
+	d.startReconcile(ctx)            // reload.go: restarted by Reload with the new policy
 	stopJira := d.startJiraPoll(ctx) // jira.go
 	defer stopJira()
 
@@ -564,7 +564,7 @@ func (d *Daemon) wire(ctx context.Context, q *queue.Queue, owner string) (*ingre
 		return nil, nil, err
 	}
 	srv := ingress.NewServer(d.cfg.Listen, d.slackHandler(handler)) // slack.go: the Events API beside the webhook
-	srv.SetConnLimits(d.webhookConnLimits())                                        // rlimit.go
+	srv.SetConnLimits(d.webhookConnLimits())                        // rlimit.go
 	if err := srv.Start(); err != nil {
 		return nil, nil, fmt.Errorf("daemon: listen on %s (webhooks.ghWebhook.host/port): %w", d.cfg.Listen, err)
 	}

@@ -1,6 +1,7 @@
 package workitem
 
 import (
+	"errors"
 	"fmt"
 	"slices"
 	"strconv"
@@ -86,23 +87,26 @@ type JiraProjects struct {
 	projectOf map[string]string
 }
 
+// ErrJiraProjects: a project → repository mapping loopd cannot serve.
+var ErrJiraProjects = errors.New("invalid Jira project mapping")
+
 // NewJiraProjects checks a project → repository mapping ("PROJ" →
-// "owner/repo" or "host/owner/repo"). Errors wrap ErrInvalid and name the
-// entry.
+// "owner/repo" or "host/owner/repo"). Errors wrap ErrJiraProjects and name
+// the entry.
 func NewJiraProjects(m map[string]string) (*JiraProjects, error) {
 	p := &JiraProjects{repoOf: map[string]Ref{}, projectOf: map[string]string{}}
 	for project, repo := range m {
 		if !ValidJiraProject(project) {
-			return nil, fmt.Errorf("%w: Jira project %q is not a project key (upper-case letters, digits and _, starting with a letter, e.g. PROJ)", ErrInvalid, clip(project, 40))
+			return nil, fmt.Errorf("%w: Jira project %q is not a project key (upper-case letters, digits and _, starting with a letter, e.g. PROJ)", ErrJiraProjects, clip(project, 40))
 		}
 		host, owner, name, err := ParseRepo(repo)
 		if err != nil {
-			return nil, fmt.Errorf("%w: Jira project %s: repository %q: want owner/repo", ErrInvalid, project, clip(repo, 80))
+			return nil, fmt.Errorf("%w: Jira project %s: repository %q: want owner/repo", ErrJiraProjects, project, clip(repo, 80))
 		}
 		r := Ref{Provider: JiraProvider, Host: host, Owner: owner, Repo: name}
 		k := strings.ToLower(r.path())
 		if other, dup := p.projectOf[k]; dup {
-			return nil, fmt.Errorf("%w: Jira projects %s and %s both name repository %s; a repository serves one Jira project (its work items' refs would collide)", ErrInvalid, min(other, project), max(other, project), repo)
+			return nil, fmt.Errorf("%w: Jira projects %s and %s both name repository %s; a repository serves one Jira project (its work items' refs would collide)", ErrJiraProjects, min(other, project), max(other, project), repo)
 		}
 		p.repoOf[project], p.projectOf[k] = r, project
 	}

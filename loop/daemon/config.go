@@ -457,7 +457,11 @@ func ConfigFromSettings(st loop.Settings, getenv func(string) string) (Config, [
 		return cfg, warns, err
 	}
 	cfg.Slack = sc
+	if cfg.Jira, err = jiraIntake(st.JiraWebhook, getenv); err != nil { // jira.go
+		return cfg, warns, err
+	}
 	cfg.SecretEnvNames = secretNames(cfg, wh.SecretEnv, sv.TokenEnv)
+	cfg.SecretEnvNames = append(cfg.SecretEnvNames, st.JiraWebhook.SecretEnv)
 	// channels.slack's variables are credentials whether or not the
 	// channel is on: no agent gets them.
 	cfg.SecretEnvNames = append(cfg.SecretEnvNames, st.Channels.Slack.BotTokenEnv, st.Channels.Slack.AppTokenEnv, st.Channels.Slack.SigningSecretEnv)

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"os"
 	"strings"
 	"time"
 
@@ -43,6 +44,51 @@ type JiraIntake struct {
 	// PollInterval is how often the poll runs (0: ingress.DefaultPollInterval;
 	// negative: never, webhook only).
 	PollInterval time.Duration
+}
+
+// DefaultJiraSecretEnv is webhooks.jiraWebhook.secretEnv's default.
+const DefaultJiraSecretEnv = "THE_LOOP_JIRA_WEBHOOK_SECRET"
+
+// jiraIntake maps webhooks.jiraWebhook onto JiraIntake (nil: no project
+// named, the endpoint is off), reading the secret from secretFile, else
+// the variable secretEnv names. A project without a secret is refused.
+func jiraIntake(js loop.JiraWebhookSettings, getenv func(string) string) (*JiraIntake, error) {
+	if len(js.Projects) == 0 {
+		return nil, nil
+	}
+	if _, err := workitem.NewJiraProjects(js.Projects); err != nil {
+		return nil, fmt.Errorf("webhooks.jiraWebhook.projects: %w: %w", err, loop.ErrInvalidConfig)
+	}
+	var secret string
+	if js.SecretFile != "" {
+		b, err := os.ReadFile(js.SecretFile)
+		if err != nil {
+			return nil, fmt.Errorf("webhooks.jiraWebhook.secretFile: %w: %w", err, loop.ErrInvalidConfig)
+		}
+		secret = strings.TrimRight(string(b), "\r\n")
+	} else {
+		env := js.SecretEnv
+		if env == "" {
+			env = DefaultJiraSecretEnv
+		}
+		secret = getenv(env)
+	}
+	if secret == "" {
+		return nil, fmt.Errorf("webhooks.jiraWebhook: no secret: set the webhook's secret in Jira (System → WebHooks) and give loopd the same in the file webhooks.jiraWebhook.secretFile names or in %s (webhooks.jiraWebhook.secretEnv): %w",
+			orDefaultString(js.SecretEnv, DefaultJiraSecretEnv), loop.ErrInvalidConfig)
+	}
+	poll := js.Poll
+	if poll <= 0 {
+		poll = -1 // pollSeconds 0: never
+	}
+	return &JiraIntake{Path: js.Path, Secret: []byte(secret), Projects: js.Projects, PollInterval: poll}, nil
+}
+
+func orDefaultString(v, def string) string {
+	if v == "" {
+		return def
+	}
+	return v
 }
 
 // jiraIngress is the daemon's Jira part (nil projects: off).
@@ -198,11 +244,6 @@ func (v jiraCommentVerifier) VerifyComment(ctx context.Context, c CommentClaim) 
 		return forged(ForgedStale)
 	}
 	return nil
-}
-
-// isJiraEvent reports whether ev came from Jira.
-func isJiraEvent(ev *ingress.Event) bool {
-	return ev != nil && ev.Event == ingress.JiraCommentEvent && strings.HasPrefix(ev.DeliveryID, ingress.JiraDeliveryPrefix)
 }
 
 var _ CommentVerifier = jiraCommentVerifier{}

@@ -293,7 +293,11 @@ func reviewVerdict(event, state string) string {
 // forgedComment reports a refused claim: the event log's routing.forged
 // (counted in theloop_forged_decisions_total) and the daemon's log.
 func (l *graphLink) forgedComment(item workitem.Ref, ev *ingress.Event, c ingress.Comment, reason string) {
-	l.logf("refused a gate decision for %s: comment %q claimed by @%s does not match GitHub (%s); the approver can comment again", item, c.ID, c.Author, reason)
+	source := "GitHub"
+	if ev.Event == ingress.JiraCommentEvent {
+		source = "Jira"
+	}
+	l.logf("refused a gate decision for %s: comment %q claimed by @%s does not match %s (%s); the approver can comment again", item, c.ID, c.Author, source, reason)
 	l.record(ingress.EventForged, graph.LevelWarning,
 		graph.Field{Key: "work_item", Value: item.String()}, graph.Field{Key: "comment_id", Value: c.ID},
 		graph.Field{Key: "claimed_author", Value: c.Author}, graph.Field{Key: "reason", Value: reason},

@@ -395,8 +395,12 @@ var settingReaders = []settingReader{
 			r.add(fmt.Sprintf("webhooks.jiraWebhook.path: %q must start with /", s.JiraWebhook.Path))
 		}
 	}},
-	{"webhooks.jiraWebhook.secretEnv", func(r *settingsReader, s *Settings) { s.JiraWebhook.SecretEnv = r.str("webhooks.jiraWebhook.secretEnv") }},
-	{"webhooks.jiraWebhook.secretFile", func(r *settingsReader, s *Settings) { s.JiraWebhook.SecretFile = r.str("webhooks.jiraWebhook.secretFile") }},
+	{"webhooks.jiraWebhook.secretEnv", func(r *settingsReader, s *Settings) {
+		s.JiraWebhook.SecretEnv = r.str("webhooks.jiraWebhook.secretEnv")
+	}},
+	{"webhooks.jiraWebhook.secretFile", func(r *settingsReader, s *Settings) {
+		s.JiraWebhook.SecretFile = r.str("webhooks.jiraWebhook.secretFile")
+	}},
 	{"webhooks.jiraWebhook.projects", readJiraProjects},
 	{"webhooks.jiraWebhook.pollSeconds", func(r *settingsReader, s *Settings) {
 		s.JiraWebhook.Poll = r.seconds("webhooks.jiraWebhook.pollSeconds")

@@ -341,29 +341,16 @@ func (j *jira) listComments(ctx context.Context, st *callState, args map[string]
 		return nil, err
 	}
 	var ans struct {
-		Comments []struct {
-			ID     json.RawMessage `json:"id"`
-			Body   any             `json:"body"`
-			Author struct {
-				Name      string `json:"name"`
-				AccountID string `json:"accountId"`
-			} `json:"author"`
-			Created string `json:"created"`
-		} `json:"comments"`
+		Comments []jiraCommentJSON `json:"comments"`
 	}
 	if err := json.Unmarshal(resp.body, &ans); err != nil {
 		return nil, fail(ErrTransport, "Jira answered the comments of %s with malformed JSON: %v", key, jsonProblem(err))
 	}
 	out := make([]any, 0, len(ans.Comments))
 	for i := len(ans.Comments) - 1; i >= 0; i-- {
-		c := ans.Comments[i]
-		id, _ := decodeJiraComment([]byte(`{"id":` + string(orNull(c.ID)) + `}`))
-		author := c.Author.Name
-		if author == "" {
-			author = c.Author.AccountID
-		}
-		body, _ := c.Body.(string) // a v3 document body is not text this loop reads
-		out = append(out, map[string]any{"id": id, "author": author, "body": body, "createdAt": c.Created})
+		c := ans.Comments[i].fields()
+		delete(c, "updatedAt")
+		out = append(out, c)
 	}
 	return map[string]any{"comments": out}, nil
 }

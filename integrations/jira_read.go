@@ -59,10 +59,18 @@ func (j *jira) getComment(ctx context.Context, st *callState, args map[string]an
 	if err := json.Unmarshal(resp.body, &c); err != nil {
 		return nil, fail(ErrTransport, "Jira answered comment %s of %s with malformed JSON: %v", id, key, jsonProblem(err))
 	}
-	got, _ := decodeJiraComment([]byte(`{"id":` + string(orNull(c.ID)) + `}`))
+	out := c.fields()
+	out["issue"] = key
+	return out, nil
+}
+
+// fields are a comment's id, author, body and times as the operations
+// answer them.
+func (c jiraCommentJSON) fields() map[string]any {
+	id, _ := decodeJiraComment([]byte(`{"id":` + string(orNull(c.ID)) + `}`))
 	body, _ := c.Body.(string) // a v3 document body is not text this loop reads
-	return map[string]any{"issue": key, "id": got, "author": JiraAuthor(c.Author.Name, c.Author.AccountID), "body": body,
-		"createdAt": c.Created, "updatedAt": c.Updated}, nil
+	return map[string]any{"id": id, "author": JiraAuthor(c.Author.Name, c.Author.AccountID), "body": body,
+		"createdAt": c.Created, "updatedAt": c.Updated}
 }
 
 // defaultMaxIssues bounds a search's pages.

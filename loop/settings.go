@@ -739,18 +739,29 @@ type JiraWebhookSettings struct {
 	Poll time.Duration
 }
 
+// stringMap reads the mapping at key (what describes it in the problem
+// reported when it is not one); false when it is absent (recorded as the
+// empty default) or not a mapping.
+func (r *settingsReader) stringMap(s *Settings, key, what string) (map[string]any, bool) {
+	v, ok := r.get(key)
+	if !ok || v == nil {
+		s.record(key, map[string]string{}, SourceDefault)
+		return nil, false
+	}
+	m, isMap := v.(map[string]any)
+	if !isMap {
+		r.problem(key, what, v)
+		return nil, false
+	}
+	return m, true
+}
+
 func readJiraProjects(r *settingsReader, s *Settings) {
 	const key = "webhooks.jiraWebhook.projects"
 	out := map[string]string{}
 	s.JiraWebhook.Projects = out
-	v, ok := r.get(key)
-	if !ok || v == nil {
-		s.record(key, map[string]string{}, SourceDefault)
-		return
-	}
-	m, isMap := v.(map[string]any)
-	if !isMap {
-		r.problem(key, "a mapping of Jira project key to repository (PROJ: owner/repo)", v)
+	m, ok := r.stringMap(s, key, "a mapping of Jira project key to repository (PROJ: owner/repo)")
+	if !ok {
 		return
 	}
 	for _, project := range slices.Sorted(maps.Keys(m)) {
@@ -781,14 +792,8 @@ func readSlackUsers(r *settingsReader, s *Settings) {
 	const key = "channels.slack.users"
 	out := map[string]string{}
 	s.Channels.Slack.Users = out
-	v, ok := r.get(key)
-	if !ok || v == nil {
-		s.record(key, map[string]string{}, SourceDefault)
-		return
-	}
-	m, isMap := v.(map[string]any)
-	if !isMap {
-		r.problem(key, "a mapping of Slack user id to GitHub login", v)
+	m, ok := r.stringMap(s, key, "a mapping of Slack user id to GitHub login")
+	if !ok {
 		return
 	}
 	for _, id := range slices.Sorted(maps.Keys(m)) {

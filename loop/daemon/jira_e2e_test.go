@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"net/http"
-	"os"
 	"path/filepath"
 	"testing"
 	"time"
@@ -98,20 +97,10 @@ func (w *jiraWorld) jiraState() *graph.State {
 	return st
 }
 
-// claim is the agent's `loopctl graph complete` for the Jira item.
+// jiraClaim is the agent's `loopctl graph complete` for the Jira item.
 func (w *jiraWorld) jiraClaim(node string, files map[string]string) *graph.Claim {
 	w.t.Helper()
-	cwd := w.checkoutDir()
-	for name, body := range files {
-		p := filepath.Join(cwd, "docs", "specs", jiraKey, name)
-		require.NoError(w.t, os.MkdirAll(filepath.Dir(p), 0o755))
-		require.NoError(w.t, os.WriteFile(p, []byte(body), 0o644))
-	}
-	rt, err := loop.Open(cwd, loop.Options{WorkItem: jiraKey, AuthorizedUsers: w.cfg.AuthorizedUsers})
-	require.NoError(w.t, err)
-	c, err := rt.Complete(context.Background(), jiraKey, node, "agent")
-	require.NoError(w.t, err)
-	return c
+	return w.claimIn(w.checkoutDir(), jiraKey, node, files)
 }
 
 func (w *jiraWorld) postJira(id, sig string, body []byte) int {

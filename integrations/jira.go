@@ -26,7 +26,8 @@ import (
 )
 
 // jiraOperations are the Jira operations (see package ops).
-var jiraOperations = []graph.Operation{ops.JiraAddComment, ops.JiraTransition, ops.JiraSetLabels, ops.JiraListComments}
+var jiraOperations = []graph.Operation{ops.JiraAddComment, ops.JiraTransition, ops.JiraSetLabels, ops.JiraListComments,
+	ops.JiraGetComment, ops.JiraSearchIssues}
 
 func (s *Set) newJira(c JiraConfig, d Deps) *provider {
 	p := &provider{name: "jira", transport: TransportAPI, timeout: timeoutOf(c.TimeoutSeconds)}
@@ -53,7 +54,8 @@ func (s *Set) newJira(c JiraConfig, d Deps) *provider {
 		policy: &retryPolicy{service: "Jira", maxAttempts: attemptsOf(c.MaxAttempts), clock: d.Clock, sleep: d.Sleep,
 			rateHint: "retry later, or lower theloop's call rate"}}
 	p.ops = map[graph.Operation]opFunc{ops.JiraAddComment: j.addComment, ops.JiraTransition: j.transition,
-		ops.JiraSetLabels: j.setLabels, ops.JiraListComments: j.listComments}
+		ops.JiraSetLabels: j.setLabels, ops.JiraListComments: j.listComments,
+		ops.JiraGetComment: j.getComment, ops.JiraSearchIssues: j.searchIssues}
 	return p
 }
 
@@ -339,29 +341,16 @@ func (j *jira) listComments(ctx context.Context, st *callState, args map[string]
 		return nil, err
 	}
 	var ans struct {
-		Comments []struct {
-			ID     json.RawMessage `json:"id"`
-			Body   any             `json:"body"`
-			Author struct {
-				Name      string `json:"name"`
-				AccountID string `json:"accountId"`
-			} `json:"author"`
-			Created string `json:"created"`
-		} `json:"comments"`
+		Comments []jiraCommentJSON `json:"comments"`
 	}
 	if err := json.Unmarshal(resp.body, &ans); err != nil {
 		return nil, fail(ErrTransport, "Jira answered the comments of %s with malformed JSON: %v", key, jsonProblem(err))
 	}
 	out := make([]any, 0, len(ans.Comments))
 	for i := len(ans.Comments) - 1; i >= 0; i-- {
-		c := ans.Comments[i]
-		id, _ := decodeJiraComment([]byte(`{"id":` + string(orNull(c.ID)) + `}`))
-		author := c.Author.Name
-		if author == "" {
-			author = c.Author.AccountID
-		}
-		body, _ := c.Body.(string) // a v3 document body is not text this loop reads
-		out = append(out, map[string]any{"id": id, "author": author, "body": body, "createdAt": c.Created})
+		c := ans.Comments[i].fields()
+		delete(c, "updatedAt")
+		out = append(out, c)
 	}
 	return map[string]any{"comments": out}, nil
 }

@@ -45,6 +45,12 @@ var configKeys = []ConfigKey{
 	{Path: "webhooks.ghWebhook.path", Type: "string", Default: "/gh-webhook", Doc: "POST path"},
 	{Path: "webhooks.ghWebhook.secretEnv", Type: "string", Default: "THE_LOOP_GH_WEBHOOK_SECRET", Doc: "environment variable holding the HMAC secret"},
 	{Path: "webhooks.ghWebhook.events", Type: "strings", Doc: "event filter (default: the reference's set)", Reload: true},
+	{Path: "webhooks.jiraWebhook", Type: "object", Doc: "the Jira webhook endpoint (on the GitHub receiver's listener) and the poll of the served Jira projects; on when projects names one"},
+	{Path: "webhooks.jiraWebhook.path", Type: "string", Default: "/jira-webhook", Doc: "POST path of Jira Cloud's admin webhook (comment created/updated events)"},
+	{Path: "webhooks.jiraWebhook.secretEnv", Type: "string", Default: "THE_LOOP_JIRA_WEBHOOK_SECRET", Doc: "environment variable holding the webhook's secret (Jira signs X-Hub-Signature with it)"},
+	{Path: "webhooks.jiraWebhook.secretFile", Type: "string", Default: "", Doc: "a file holding the webhook's secret, read instead of secretEnv"},
+	{Path: "webhooks.jiraWebhook.projects", Type: "free", Doc: "Jira project key → the repository (owner/repo) its work items' sessions work in; one project per repository"},
+	{Path: "webhooks.jiraWebhook.pollSeconds", Type: "int", Default: 60, Doc: "how often the served projects are searched for comments the webhook missed (0: never)"},
 
 	{Path: "polling", Type: "object", Doc: "the poller / reconcile pass"},
 	{Path: "polling.enabled", Type: "bool", Default: true, Doc: "run the reconcile pass every intervalSeconds (false: only once, at start)"},

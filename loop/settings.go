@@ -9,6 +9,8 @@ import (
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/theloop-dev/theloop/workitem"
 )
 
 // SettingSource says where the value loopd uses for a key came from.
@@ -183,6 +185,8 @@ type Settings struct {
 	}
 	// Usage is usage.* and routing.budget (settings_usage.go).
 	Usage UsageSettings
+	// JiraWebhook is webhooks.jiraWebhook (jira.go).
+	JiraWebhook JiraWebhookSettings
 	// Channels is channels.*: the chat channels people reach sessions
 	// through.
 	Channels struct {
@@ -390,6 +394,25 @@ var settingReaders = []settingReader{
 		s.Webhook.SecretEnv = r.str("webhooks.ghWebhook.secretEnv")
 	}},
 	{"webhooks.ghWebhook.events", func(r *settingsReader, s *Settings) { s.Webhook.Events = r.strs("webhooks.ghWebhook.events") }},
+	{"webhooks.jiraWebhook.path", func(r *settingsReader, s *Settings) {
+		s.JiraWebhook.Path = r.str("webhooks.jiraWebhook.path")
+		if !strings.HasPrefix(s.JiraWebhook.Path, "/") {
+			r.add(fmt.Sprintf("webhooks.jiraWebhook.path: %q must start with /", s.JiraWebhook.Path))
+		}
+	}},
+	{"webhooks.jiraWebhook.secretEnv", func(r *settingsReader, s *Settings) {
+		s.JiraWebhook.SecretEnv = r.str("webhooks.jiraWebhook.secretEnv")
+	}},
+	{"webhooks.jiraWebhook.secretFile", func(r *settingsReader, s *Settings) {
+		s.JiraWebhook.SecretFile = r.str("webhooks.jiraWebhook.secretFile")
+	}},
+	{"webhooks.jiraWebhook.projects", readJiraProjects},
+	{"webhooks.jiraWebhook.pollSeconds", func(r *settingsReader, s *Settings) {
+		s.JiraWebhook.Poll = r.seconds("webhooks.jiraWebhook.pollSeconds")
+		if s.JiraWebhook.Poll < 0 {
+			r.add("webhooks.jiraWebhook.pollSeconds: must be 0 (never) or more")
+		}
+	}},
 
 	{"polling.enabled", func(r *settingsReader, s *Settings) { s.Polling.Enabled = r.boolean("polling.enabled") }},
 	{"polling.intervalSeconds", func(r *settingsReader, s *Settings) {
@@ -732,6 +755,54 @@ func readHarnessByRepository(r *settingsReader, s *Settings) {
 	s.record(key, maps.Clone(out), SourceFile)
 }
 
+// JiraWebhookSettings is webhooks.jiraWebhook (docs/daemon.md §2.6).
+type JiraWebhookSettings struct {
+	Path, SecretEnv, SecretFile string
+	// Projects maps Jira project keys to repositories (owner/repo).
+	Projects map[string]string
+	// Poll is pollSeconds (0: never).
+	Poll time.Duration
+}
+
+// stringMap reads the mapping at key (what describes it in the problem
+// reported when it is not one); false when it is absent (recorded as the
+// empty default) or not a mapping.
+func (r *settingsReader) stringMap(s *Settings, key, what string) (map[string]any, bool) {
+	v, ok := r.get(key)
+	if !ok || v == nil {
+		s.record(key, map[string]string{}, SourceDefault)
+		return nil, false
+	}
+	m, isMap := v.(map[string]any)
+	if !isMap {
+		r.problem(key, what, v)
+		return nil, false
+	}
+	return m, true
+}
+
+func readJiraProjects(r *settingsReader, s *Settings) {
+	const key = "webhooks.jiraWebhook.projects"
+	out := map[string]string{}
+	s.JiraWebhook.Projects = out
+	m, ok := r.stringMap(s, key, "a mapping of Jira project key to repository (PROJ: owner/repo)")
+	if !ok {
+		return
+	}
+	for _, project := range slices.Sorted(maps.Keys(m)) {
+		repo, isStr := m[project].(string)
+		if !isStr {
+			r.add(fmt.Sprintf("%s.%s: %v is not a repository (owner/repo)", key, clipConfigText(project, 30), m[project]))
+			continue
+		}
+		out[project] = strings.TrimSpace(repo)
+	}
+	if _, err := workitem.NewJiraProjects(out); err != nil {
+		r.add(fmt.Sprintf("%s: %v", key, err))
+	}
+	s.record(key, maps.Clone(out), SourceFile)
+}
+
 // SlackSettings is channels.slack (docs/daemon.md §11.5).
 type SlackSettings struct {
 	Enabled                                    bool
@@ -746,14 +817,8 @@ func readSlackUsers(r *settingsReader, s *Settings) {
 	const key = "channels.slack.users"
 	out := map[string]string{}
 	s.Channels.Slack.Users = out
-	v, ok := r.get(key)
-	if !ok || v == nil {
-		s.record(key, map[string]string{}, SourceDefault)
-		return
-	}
-	m, isMap := v.(map[string]any)
-	if !isMap {
-		r.problem(key, "a mapping of Slack user id to GitHub login", v)
+	m, ok := r.stringMap(s, key, "a mapping of Slack user id to GitHub login")
+	if !ok {
 		return
 	}
 	for _, id := range slices.Sorted(maps.Keys(m)) {

@@ -132,4 +132,12 @@ const (
 	// {issue} → {comments: [{id, author, body, createdAt}]}, oldest first
 	// (the latest 100). author is the account's name, else its accountId.
 	JiraListComments graph.Operation = "jira.list-comments"
+	// {issue, commentId} → {issue, id, author, body, createdAt, updatedAt}:
+	// one comment re-read by id (issue is the key Jira files it under).
+	// author is as in JiraListComments; the times are Jira's as sent.
+	JiraGetComment graph.Operation = "jira.get-comment"
+	// {jql, maxIssues?} → {issues: [{key, updated}]}: the issues a JQL
+	// search finds (Jira Cloud's GET /rest/api/2/search/jql, every page up
+	// to maxIssues, default 1000).
+	JiraSearchIssues graph.Operation = "jira.search-issues"
 )

@@ -1,7 +1,10 @@
 package workitem
 
 import (
+	"errors"
 	"fmt"
+	"slices"
+	"strconv"
 	"strings"
 
 	"github.com/theloop-dev/theloop/internal/lazyre"
@@ -68,4 +71,99 @@ func validNumber(s string) bool {
 		}
 	}
 	return n > 0
+}
+
+// In loopd a Jira work item needs a repository — its session works in a
+// checkout, its artifacts live there — and Jira says nothing of one. The
+// mapping is the operator's (webhooks.jiraWebhook.projects): each served
+// Jira project names one GitHub repository, and one repository serves at
+// most one project, so the daemon's ref of the item,
+// jira:owner/repo#123, names the issue PROJ-123 back without ambiguity.
+
+// JiraProjects maps served Jira projects to repositories and back. The
+// zero value serves nothing. It is immutable once built.
+type JiraProjects struct {
+	repoOf    map[string]Ref // project → Ref{Provider: jira, Host, Owner, Repo} (no number)
+	projectOf map[string]string
+}
+
+// ErrJiraProjects: a project → repository mapping loopd cannot serve.
+var ErrJiraProjects = errors.New("invalid Jira project mapping")
+
+// NewJiraProjects checks a project → repository mapping ("PROJ" →
+// "owner/repo" or "host/owner/repo"). Errors wrap ErrJiraProjects and name
+// the entry.
+func NewJiraProjects(m map[string]string) (*JiraProjects, error) {
+	p := &JiraProjects{repoOf: map[string]Ref{}, projectOf: map[string]string{}}
+	for project, repo := range m {
+		if !ValidJiraProject(project) {
+			return nil, fmt.Errorf("%w: Jira project %q is not a project key (upper-case letters, digits and _, starting with a letter, e.g. PROJ)", ErrJiraProjects, clip(project, 40))
+		}
+		host, owner, name, err := ParseRepo(repo)
+		if err != nil {
+			return nil, fmt.Errorf("%w: Jira project %s: repository %q: want owner/repo", ErrJiraProjects, project, clip(repo, 80))
+		}
+		r := Ref{Provider: JiraProvider, Host: host, Owner: owner, Repo: name}
+		k := strings.ToLower(r.path())
+		if other, dup := p.projectOf[k]; dup {
+			return nil, fmt.Errorf("%w: Jira projects %s and %s both name repository %s; a repository serves one Jira project (its work items' refs would collide)", ErrJiraProjects, min(other, project), max(other, project), repo)
+		}
+		p.repoOf[project], p.projectOf[k] = r, project
+	}
+	return p, nil
+}
+
+// Projects lists the served project keys, sorted.
+func (p *JiraProjects) Projects() []string {
+	if p == nil {
+		return nil
+	}
+	out := make([]string, 0, len(p.repoOf))
+	for k := range p.repoOf {
+		out = append(out, k)
+	}
+	slices.Sort(out)
+	return out
+}
+
+// Ref is the daemon's ref of issue key (PROJ-123 or jira:PROJ-123):
+// jira:owner/repo#123 for the project's repository. Errors wrap ErrInvalid
+// (a key that does not parse, a project not served).
+func (p *JiraProjects) Ref(key string) (Ref, error) {
+	k, err := ParseJiraKey(key)
+	if err != nil {
+		return Ref{}, err
+	}
+	project, num, _ := strings.Cut(k, "-")
+	r, ok := Ref{}, false
+	if p != nil {
+		r, ok = p.repoOf[project]
+	}
+	if !ok {
+		return Ref{}, fmt.Errorf("%w: Jira project %s is not served (webhooks.jiraWebhook.projects)", ErrInvalid, project)
+	}
+	r.Number, _ = parseNumber(num)
+	return r, nil
+}
+
+// Key is the Jira issue key (PROJ-123) of a daemon ref from Ref; false for
+// any other ref.
+func (p *JiraProjects) Key(r Ref) (string, bool) {
+	if p == nil || r.Provider != JiraProvider || r.Number <= 0 {
+		return "", false
+	}
+	project, ok := p.projectOf[strings.ToLower(r.path())]
+	if !ok {
+		return "", false
+	}
+	return project + "-" + strconv.Itoa(r.Number), true
+}
+
+// Repository is the GitHub repository's ref a Jira item works in (provider
+// github, same host, owner, repo and number): what a clone URL or a
+// GitHub call about the repository is made from.
+func (r Ref) Repository() Ref {
+	out := r
+	out.Provider = "github"
+	return out
 }

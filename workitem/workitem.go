@@ -323,9 +323,10 @@ func (r Ref) SpecID() string {
 func (r Ref) Branch() string { return "issue-" + strconv.Itoa(r.Number) }
 
 // HostOrDefault is the repository host, with the provider default filled in
-// (github.com for github; "" for a provider without a known default).
+// (github.com for github, and for a Jira item, whose repository is a GitHub
+// one; "" for a provider without a known default).
 func (r Ref) HostOrDefault() string {
-	if r.Host == "" && r.Provider == "github" {
+	if r.Host == "" && (r.Provider == "github" || r.Provider == JiraProvider) {
 		return DefaultGitHubHost
 	}
 	return r.Host

@@ -1,10 +1,15 @@
 // Package jirasim is a Jira stand-in for tests: an httptest server speaking
 // the part of Jira's REST API version 2 that theloop calls — an issue's
 // labels (GET and PUT /rest/api/2/issue/KEY), its comments (GET and POST
-// .../comment) and its workflow transitions (GET and POST .../transitions)
-// — with basic (email:token) or bearer (personal access token) auth, and
-// Jira's error shape ({errorMessages, errors}). State lives in memory; the
-// Go API reads it back. It is test-only and keeps no history beyond that.
+// .../comment, GET .../comment/ID), its workflow transitions (GET and POST
+// .../transitions) and Jira Cloud's enhanced JQL search (GET
+// /rest/api/2/search/jql, a small JQL subset: see search.go) — with basic
+// (email:token) or bearer (personal access token) auth, and Jira's error
+// shape ({errorMessages, errors}). Registered webhooks (AddHook) receive
+// comment_created and comment_updated as Jira Cloud's admin webhooks send
+// them, signed with the hook's secret (webhooks.go). State lives in memory;
+// the Go API reads it back. It is test-only and keeps no history beyond
+// that.
 package jirasim
 
 import (
@@ -17,6 +22,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"time"
 )
 
 // Config is the stand-in's one account.
@@ -27,6 +33,9 @@ type Config struct {
 	// Transitions are the workflow's transitions, available from every
 	// status (default: DefaultTransitions).
 	Transitions []Transition
+	// Now is the stand-in's clock (default time.Now): comments' created
+	// and updated times, issues' updated time, and the search's.
+	Now func() time.Time
 }
 
 // Transition is one workflow transition.
@@ -47,11 +56,15 @@ type Issue struct {
 	Status   string
 	Labels   []string
 	Comments []Comment
+	// Updated is when the issue last changed (a comment counts).
+	Updated time.Time
 }
 
-// Comment is one comment on an issue.
+// Comment is one comment on an issue. Author is the account's accountId
+// (Jira Cloud).
 type Comment struct {
 	ID, Author, Body string
+	Created, Updated time.Time
 }
 
 // Request is one request the stand-in received (Auth is the header as
@@ -68,12 +81,16 @@ type Server struct {
 	issues map[string]*Issue
 	reqs   []Request
 	nextID int
+	hooks  hooks // webhooks.go
 }
 
 // Start starts a stand-in on a loopback port.
 func Start(cfg Config) *Server {
 	if cfg.Transitions == nil {
 		cfg.Transitions = DefaultTransitions
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
 	}
 	s := &Server{cfg: cfg, issues: map[string]*Issue{}, nextID: 10000}
 	s.srv = httptest.NewServer(http.HandlerFunc(s.serve))
@@ -83,14 +100,17 @@ func Start(cfg Config) *Server {
 // URL is the base URL to configure (integrations.jira.api.baseUrl).
 func (s *Server) URL() string { return s.srv.URL }
 
-// Close stops the server.
-func (s *Server) Close() { s.srv.Close() }
+// Close stops the server (webhooks in flight are waited for).
+func (s *Server) Close() {
+	s.hooks.wg.Wait()
+	s.srv.Close()
+}
 
 // AddIssue creates an issue in status "To Do".
 func (s *Server) AddIssue(key string, labels ...string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.issues[key] = &Issue{Key: key, Status: "To Do", Labels: append([]string{}, labels...)}
+	s.issues[key] = &Issue{Key: key, Status: "To Do", Labels: append([]string{}, labels...), Updated: s.cfg.Now()}
 }
 
 // Issue returns a copy of the issue (false when there is none).
@@ -145,6 +165,10 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 		jiraError(w, http.StatusUnauthorized, "You are not authenticated. Authentication required to perform this operation.")
 		return
 	}
+	if r.URL.Path == "/rest/api/2/search/jql" && r.Method == http.MethodGet {
+		s.search(w, r)
+		return
+	}
 	rest, ok := strings.CutPrefix(r.URL.Path, "/rest/api/2/issue/")
 	if !ok {
 		jiraError(w, http.StatusNotFound, "null for uri: "+r.URL.Path)
@@ -154,6 +178,16 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 	is := s.issues[key]
 	if is == nil {
 		jiraError(w, http.StatusNotFound, "Issue does not exist or you do not have permission to see it.")
+		return
+	}
+	if id, ok := strings.CutPrefix(sub, "comment/"); ok && r.Method == http.MethodGet {
+		for _, c := range is.Comments {
+			if c.ID == id {
+				writeJSON(w, http.StatusOK, commentJSON(s.srv.URL, key, c))
+				return
+			}
+		}
+		jiraError(w, http.StatusNotFound, "Can not find a comment for the id: "+id+".")
 		return
 	}
 	switch r.Method + " " + sub {
@@ -180,7 +214,7 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 	case "GET comment":
 		out := make([]any, 0, len(is.Comments))
 		for _, c := range is.Comments {
-			out = append(out, map[string]any{"id": c.ID, "body": c.Body, "author": map[string]any{"name": c.Author}})
+			out = append(out, commentJSON(s.srv.URL, key, c))
 		}
 		if r.URL.Query().Get("orderBy") == "-created" {
 			slices.Reverse(out)
@@ -194,10 +228,8 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 			writeJSON(w, http.StatusBadRequest, map[string]any{"errorMessages": []string{}, "errors": map[string]any{"comment": "Comment body can not be empty!"}})
 			return
 		}
-		s.nextID++
-		c := Comment{ID: strconv.Itoa(s.nextID), Author: user, Body: in.Body}
-		is.Comments = append(is.Comments, c)
-		writeJSON(w, http.StatusCreated, map[string]any{"id": c.ID, "body": c.Body})
+		c := s.addComment(is, user, in.Body)
+		writeJSON(w, http.StatusCreated, commentJSON(s.srv.URL, key, c))
 	case "GET transitions":
 		out := make([]any, 0, len(s.cfg.Transitions))
 		for _, t := range s.cfg.Transitions {
@@ -224,15 +256,67 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
-// AddComment posts a comment as author (a person on Jira).
-func (s *Server) AddComment(key, author, body string) bool {
+// AddComment posts a comment as author (a person's accountId on Jira)
+// and sends comment_created to the registered webhooks. It returns the
+// comment's id ("" when the issue does not exist).
+func (s *Server) AddComment(key, author, body string) string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	is := s.issues[key]
+	if is == nil {
+		return ""
+	}
+	return s.addComment(is, author, body).ID
+}
+
+// EditComment replaces a comment's body as editor and sends
+// comment_updated (false when there is no such comment).
+func (s *Server) EditComment(key, id, editor, body string) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	is := s.issues[key]
 	if is == nil {
 		return false
 	}
+	for i := range is.Comments {
+		if c := &is.Comments[i]; c.ID == id {
+			c.Body, c.Updated = body, s.later(c.Created)
+			is.Updated = c.Updated
+			s.deliver("comment_updated", is, *c, editor)
+			return true
+		}
+	}
+	return false
+}
+
+// addComment adds a comment (s.mu held) and tells the webhooks.
+func (s *Server) addComment(is *Issue, author, body string) Comment {
 	s.nextID++
-	is.Comments = append(is.Comments, Comment{ID: strconv.Itoa(s.nextID), Author: author, Body: body})
-	return true
+	now := s.cfg.Now()
+	c := Comment{ID: strconv.Itoa(s.nextID), Author: author, Body: body, Created: now, Updated: now}
+	is.Comments = append(is.Comments, c)
+	is.Updated = now
+	s.deliver("comment_created", is, c, author)
+	return c
+}
+
+// later is the clock's now, but at least a millisecond after t: an edit
+// always shows as updated ≠ created, as Jira's does.
+func (s *Server) later(t time.Time) time.Time {
+	now := s.cfg.Now()
+	if !now.After(t.Add(time.Millisecond)) {
+		now = t.Add(time.Second)
+	}
+	return now
+}
+
+// TimeFormat is how Jira's REST API writes times.
+const TimeFormat = "2006-01-02T15:04:05.000-0700"
+
+// commentJSON is a comment as REST API version 2 (and the webhook) shows
+// it: a Cloud account as author.
+func commentJSON(base, key string, c Comment) map[string]any {
+	author := map[string]any{"accountId": c.Author, "displayName": c.Author, "self": base + "/rest/api/2/user?accountId=" + c.Author}
+	return map[string]any{"id": c.ID, "self": base + "/rest/api/2/issue/" + key + "/comment/" + c.ID, "body": c.Body,
+		"author": author, "updateAuthor": author, "created": c.Created.Format(TimeFormat), "updated": c.Updated.Format(TimeFormat)}
 }

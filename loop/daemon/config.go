@@ -274,6 +274,11 @@ type Config struct {
 	// secrets are read from the environment by ConfigFromSettings.
 	Slack *slackchan.Config
 
+	// Jira is webhooks.jiraWebhook: the Jira webhook endpoint and poll
+	// (jira.go; nil: off). Its secret is read from a file or the
+	// environment by ConfigFromSettings.
+	Jira *JiraIntake
+
 	// Service is the control plane (service.*; service.go).
 	Service ServiceConfig
 	// Cluster shares the work items among several loopd (service.node,
@@ -461,7 +466,11 @@ func ConfigFromSettings(st loop.Settings, getenv func(string) string) (Config, [
 	}
 	cfg.Slack = sc
 	cfg.Notifications = st.Notifications
+	if cfg.Jira, err = jiraIntake(st.JiraWebhook, getenv); err != nil { // jira.go
+		return cfg, warns, err
+	}
 	cfg.SecretEnvNames = secretNames(cfg, wh.SecretEnv, sv.TokenEnv)
+	cfg.SecretEnvNames = append(cfg.SecretEnvNames, st.JiraWebhook.SecretEnv)
 	// channels.slack's variables are credentials whether or not the
 	// channel is on: no agent gets them.
 	cfg.SecretEnvNames = append(cfg.SecretEnvNames, st.Channels.Slack.BotTokenEnv, st.Channels.Slack.AppTokenEnv, st.Channels.Slack.SigningSecretEnv)

@@ -142,7 +142,8 @@ type Daemon struct {
 
 	usage atomic.Pointer[usageWatch] // the sessions' token usage and budgets (usagewatch.go); nil when off
 
-	notifier *notifier // loopd's own notifications (notify.go); nil when none
+	notifier *notifier   // loopd's own notifications (notify.go); nil when none
+	jira     jiraIngress // webhooks.jiraWebhook (jira.go)
 }
 
 // New validates cfg and builds the daemon. It opens nothing: Run does.
@@ -313,7 +314,9 @@ func (d *Daemon) Run(ctx context.Context) (err error) {
 	dispDone := make(chan error, 1)
 	go func() { dispDone <- disp.Run(dctx) }()
 
-	d.startReconcile(ctx) // reload.go: restarted by Reload with the new policy
+	d.startReconcile(ctx)            // reload.go: restarted by Reload with the new policy
+	stopJira := d.startJiraPoll(ctx) // jira.go
+	defer stopJira()
 
 	stopService, err := d.startService()
 	if err != nil {
@@ -496,7 +499,8 @@ func (d *Daemon) build() error {
 		Commands: runner, Git: pathRunner{path: d.deps.Path}, HookObserver: d.hookObserver(),
 		Record: d.emit, Logf: d.logf, Observe: d.observe, Authority: d.authority,
 		ObservedDir: filepath.Join(root, observedDirName), SnapshotDir: filepath.Join(root, gateSnapshotsDir),
-		Scrub: d.scrubValue,
+		Scrub:   d.scrubValue,
+		JiraKey: d.jiraKey,
 	})
 	return d.buildSlack() // slack.go
 }
@@ -546,7 +550,7 @@ func (d *Daemon) buildEvents() error {
 	if d.verifier == nil {
 		d.verifier = NewGitHubCommentVerifier(d.integ)
 	}
-	return nil
+	return d.buildJira() // jira.go
 }
 
 // wire connects the daemon's pipeline — the one place its parts meet — in
@@ -561,7 +565,7 @@ func (d *Daemon) wire(ctx context.Context, q *queue.Queue, owner string) (*ingre
 	d.intake = newIntake(d.intakeConfig(), intakeDeps{
 		Registry: d.reg, Manager: d.mgr, Workspaces: d.ws, Link: d.link, Control: d.ctl,
 		Marks: q, Intents: q, History: tmuxHistory(d.tmux, d.claudeConfigDir), Integrations: d.integ, Tmux: d.tmux.Config(), Attach: d.tmux.AttachCommand, Git: pathRunner{path: d.deps.Path},
-		Now: d.deps.Clock.Now, CloneURL: cloneURLs(d.deps.CloneURL, d.cfg.CloneURL), HarnessFor: d.harnessFor, Record: d.emit, Observe: d.observe,
+		Now: d.deps.Clock.Now, CloneURL: jiraCloneURLs(cloneURLs(d.deps.CloneURL, d.cfg.CloneURL)), HarnessFor: d.harnessFor, Record: d.emit, Observe: d.observe,
 		Authority: d.authority,
 	})
 
@@ -575,8 +579,13 @@ func (d *Daemon) wire(ctx context.Context, q *queue.Queue, owner string) (*ingre
 	if err != nil {
 		return nil, nil, fmt.Errorf("daemon: webhook receiver: %w", err)
 	}
-	srv := ingress.NewServer(d.cfg.Listen, d.slackHandler(d.receiverHandler(recv))) // slack.go: the Events API beside the webhook
-	srv.SetConnLimits(d.webhookConnLimits())                                        // rlimit.go
+	handler := d.receiverHandler(recv)
+	handler, err = d.jiraHandler(handler) // jira.go: the Jira webhook beside GitHub's
+	if err != nil {
+		return nil, nil, err
+	}
+	srv := ingress.NewServer(d.cfg.Listen, d.slackHandler(handler)) // slack.go: the Events API beside the webhook
+	srv.SetConnLimits(d.webhookConnLimits())                        // rlimit.go
 	if err := srv.Start(); err != nil {
 		return nil, nil, fmt.Errorf("daemon: listen on %s (webhooks.ghWebhook.host/port): %w", d.cfg.Listen, err)
 	}

@@ -335,8 +335,12 @@ func (w *world) openLabeled() int {
 // artifact and run `loopctl graph complete` (the same runtime call).
 func (w *world) claim(n int, node string, files map[string]string) *graph.Claim {
 	w.t.Helper()
-	cwd := w.checkout(n)
-	id := fmt.Sprintf("issue-%d", n)
+	return w.claimIn(w.checkout(n), fmt.Sprintf("issue-%d", n), node, files)
+}
+
+// claimIn is claim for the work item id checked out at cwd.
+func (w *world) claimIn(cwd, id, node string, files map[string]string) *graph.Claim {
+	w.t.Helper()
 	for name, body := range files {
 		p := filepath.Join(cwd, "docs", "specs", id, name)
 		require.NoError(w.t, os.MkdirAll(filepath.Dir(p), 0o755))

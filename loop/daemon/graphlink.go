@@ -82,6 +82,8 @@ type graphLink struct {
 	// pasteOnce is the intake's exactly-once paste (paste.go), set when
 	// the intake is built; nil: assignments are pasted at least once.
 	pasteOnce atomic.Pointer[pasteOnceFunc]
+	// jiraKey names a Jira work item's issue key (nil: none).
+	jiraKey func(workitem.Ref) (string, bool)
 }
 
 // linkConfig is the part of the daemon's configuration the graph link
@@ -124,6 +126,9 @@ type linkDeps struct {
 	// SnapshotDir keeps each gate decision's artifacts for the dashboard's
 	// "changed since the last decision" (gatecard.go; "": none kept).
 	SnapshotDir string
+	// JiraKey names a Jira work item's issue key, its spec id (jira.go;
+	// nil: no Jira items).
+	JiraKey func(workitem.Ref) (string, bool)
 }
 
 func (l *graphLink) specDir(cwd string) string {
@@ -142,7 +147,7 @@ func newGraphLink(cfg linkConfig, deps linkDeps) *graphLink {
 		commands: deps.Commands, git: deps.Git, origins: newOriginCache(), hookObserver: deps.HookObserver, scrub: deps.Scrub,
 		record: deps.Record, logf: deps.Logf, observe: deps.Observe, authority: deps.Authority,
 		runtimes: map[string]*graph.Runtime{}, loops: map[string]string{}, targets: map[string]workitem.Ref{}, specDirs: map[string]string{},
-		observed: map[string]observedLoop{}, observedDir: deps.ObservedDir, snapshots: deps.SnapshotDir,
+		observed: map[string]observedLoop{}, observedDir: deps.ObservedDir, snapshots: deps.SnapshotDir, jiraKey: deps.JiraKey,
 	}
 	l.setConfig(cfg)
 	return l
@@ -221,8 +226,8 @@ func (l *graphLink) guard(ctx context.Context, act linkAction, item, pr workitem
 	if !cfg.GraphEnabled {
 		return nil, "", skip{"disabled"}
 	}
-	// 2. a spec id (GitHub refs only).
-	id := item.SpecID()
+	// 2. a spec id (GitHub refs; a Jira item's is its issue key).
+	id := l.specID(item)
 	if id == "" {
 		return nil, "", skip{"no-spec-id"}
 	}
@@ -262,6 +267,16 @@ func (l *graphLink) guard(ctx context.Context, act linkAction, item, pr workitem
 		}
 	}
 	return rt, id, nil
+}
+
+// specID is the work item's spec id: issue-<n> for GitHub, the issue key
+// (PROJ-123) for a served Jira project's item, else "".
+func (l *graphLink) specID(item workitem.Ref) string {
+	if item.Provider == workitem.JiraProvider && l.jiraKey != nil {
+		key, _ := l.jiraKey(item)
+		return key
+	}
+	return item.SpecID()
 }
 
 var originRe = regexp.MustCompile(`[^/:]+/[^/:]+$`)
@@ -580,7 +595,7 @@ func (l *graphLink) deliverAssignment(ctx context.Context, cwd, id, text string)
 // (docs/daemon.md §8.4). Only for armed items whose checkout passed the
 // identity check, never for the contribution loop.
 func (l *graphLink) adopt(ctx context.Context, item workitem.Ref, cwd string) {
-	if !l.conf().GraphEnabled || item.SpecID() == "" {
+	if !l.conf().GraphEnabled || l.specID(item) == "" {
 		return
 	}
 	for _, f := range []string{loop.HarnessConfigFile, loop.LegacyHarnessConfigFile} {
@@ -595,6 +610,10 @@ func (l *graphLink) adopt(ctx context.Context, item workitem.Ref, cwd string) {
 		return
 	}
 	body := fmt.Sprintf("# written by loopd (the-loop's default harness config)\nworkflow:\n  specDir: %s\nticketing:\n  github:\n    owner: %s\n    repo: %s\n", loop.DefaultSpecDir, item.Owner, item.Repo)
+	if key := l.specID(item); item.Provider == workitem.JiraProvider {
+		project, _, _ := strings.Cut(key, "-")
+		body += "  jira:\n    project: " + project + "\n"
+	}
 	p := filepath.Join(cwd, loop.HarnessConfigFile)
 	if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
 		l.failed("adopt", item, err)
@@ -939,7 +958,7 @@ func (l *graphLink) warnPhases(cwds []string) {
 // pointed at those that exist (sessions.ManagerConfig.Artifacts); nil when
 // the graph cannot be opened (the manager then lists the spec directory).
 func (l *graphLink) artifactNames(rec sessions.Record) []string {
-	id := rec.Item.SpecID()
+	id := l.specID(rec.Item)
 	if id == "" || rec.Cwd == "" || !rec.Parent.IsZero() {
 		return nil
 	}

@@ -183,6 +183,7 @@ func sameItem(a, b workitem.Ref) bool {
 // under a content identity the queue has not seen.)
 var decidingAction = map[string]string{
 	"issue_comment": "created", "pull_request_review_comment": "created", "pull_request_review": "submitted",
+	ingress.JiraCommentEvent: "created",
 }
 
 // commentKind maps an event name to the kind of comment it carries.
@@ -192,6 +193,8 @@ func commentKind(event string) string {
 		return integrations.CommentTypeReview
 	case "pull_request_review_comment":
 		return integrations.CommentTypeReviewComment
+	case ingress.JiraCommentEvent:
+		return CommentTypeJira
 	}
 	return integrations.CommentTypeIssue
 }
@@ -290,7 +293,11 @@ func reviewVerdict(event, state string) string {
 // forgedComment reports a refused claim: the event log's routing.forged
 // (counted in theloop_forged_decisions_total) and the daemon's log.
 func (l *graphLink) forgedComment(item workitem.Ref, ev *ingress.Event, c ingress.Comment, reason string) {
-	l.logf("refused a gate decision for %s: comment %q claimed by @%s does not match GitHub (%s); the approver can comment again", item, c.ID, c.Author, reason)
+	source := "GitHub"
+	if ev.Event == ingress.JiraCommentEvent {
+		source = "Jira"
+	}
+	l.logf("refused a gate decision for %s: comment %q claimed by @%s does not match %s (%s); the approver can comment again", item, c.ID, c.Author, source, reason)
 	l.record(ingress.EventForged, graph.LevelWarning,
 		graph.Field{Key: "work_item", Value: item.String()}, graph.Field{Key: "comment_id", Value: c.ID},
 		graph.Field{Key: "claimed_author", Value: c.Author}, graph.Field{Key: "reason", Value: reason},

@@ -95,7 +95,6 @@ func orDefaultString(v, def string) string {
 type jiraIngress struct {
 	projects *workitem.JiraProjects
 	poll     *ingress.JiraPoller
-	stop     func()
 }
 
 // buildJira checks webhooks.jiraWebhook and puts the Jira re-read in front

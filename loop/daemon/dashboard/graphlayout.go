@@ -267,7 +267,6 @@ func parseLayout(out []byte, g *graph.Graph) (*gvLayout, error) {
 		pts    [][2]float64
 		end    *[2]float64
 		lp     []float64
-		ok     bool
 		key    edgeKey
 		hasKey bool
 	}

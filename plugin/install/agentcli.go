@@ -258,7 +258,7 @@ func uninstallAgentCLI(opts *Options) error {
 				return err
 			}
 			for _, cmd := range removed {
-				fmt.Fprintf(out, "%s: removed the %s hook %q\n", path, cli.event, cmd)
+				fmt.Fprintf(out, "%s: removed the %s hook %q\n", path, cli.event, plugin.GateInvocation(cmd))
 			}
 			reportRemovedFile(opts, path, updated)
 		}

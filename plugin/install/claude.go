@@ -277,7 +277,7 @@ func installClaudePlugin(old []byte, dir string) (updated []byte, moved string, 
 		if i == 0 {
 			moved = plugin.CommandProgram(cmd)
 		}
-		changes = append(changes, fmt.Sprintf("removed the Stop hook %q (the plugin runs the gate now)", cmd))
+		changes = append(changes, fmt.Sprintf("removed the Stop hook %q (the plugin runs the gate now)", plugin.GateInvocation(cmd)))
 	}
 	if len(changes) == 0 {
 		return old, moved, nil, nil
@@ -320,7 +320,7 @@ func uninstallClaudePlugin(old []byte, dropEmpty bool) (updated []byte, changes 
 		return nil, nil, err
 	}
 	for _, cmd := range removed {
-		changes = append(changes, fmt.Sprintf("removed the Stop hook %q", cmd))
+		changes = append(changes, fmt.Sprintf("removed the Stop hook %q", plugin.GateInvocation(cmd)))
 	}
 	if len(changes) == 0 {
 		return old, nil, nil
@@ -581,7 +581,7 @@ func uninstallCursorHook(old []byte) ([]byte, []string, error) {
 	}
 	var changes []string
 	for _, cmd := range removed {
-		changes = append(changes, fmt.Sprintf("removed the stop hook %q", cmd))
+		changes = append(changes, fmt.Sprintf("removed the stop hook %q", plugin.GateInvocation(cmd)))
 	}
 	return root.render(old), changes, nil
 }

@@ -161,6 +161,8 @@ func TestDemoServeWalkedInTheBrowserTellsTheTruth(t *testing.T) {
 			var f = document.getElementById('gate-form');
 			var a = document.createElement('input'); a.type = 'hidden'; a.name = 'action'; a.value = 'approve';
 			f.appendChild(a); f.submit(); return true; })()`)
+		// The dashboard's confirmation names what is posted, as whom: confirm.
+		require.NoError(t, chromedp.Do(tctx, chromedp.WaitVisible(chromedp.CSS(`#btn-confirm`)), chromedp.Click(chromedp.CSS(`#btn-confirm`))), out.String())
 		waitOut(t, &out, done, "the terminal naming dana's decision at "+gate, func(s string) bool {
 			return strings.Contains(s, "the prompt is answered: dana decided "+gate+" in the dashboard: approved (comment ")
 		})

@@ -595,14 +595,26 @@ func (q *Queue) Consume(ctx context.Context) (*Consumer, error) {
 	if err := events.DeleteConsumer(ctx, q.durable); err != nil && !errors.Is(err, jetstream.ErrConsumerNotFound) {
 		return nil, fmt.Errorf("queue: reset consumer: %w", err)
 	}
-	cons, err := events.CreateOrUpdateConsumer(ctx, jetstream.ConsumerConfig{
+	ccfg := jetstream.ConsumerConfig{
 		Durable:       q.durable,
 		AckPolicy:     jetstream.AckExplicitPolicy,
 		AckWait:       q.cfg.AckWait,
 		MaxAckPending: q.cfg.MaxAckPending,
 		MaxDeliver:    -1,
 		DeliverPolicy: jetstream.DeliverAllPolicy,
-	})
+	}
+	cons, err := events.CreateOrUpdateConsumer(ctx, ccfg)
+	// The consumer just deleted may still be taking its store with it: the
+	// server then answers "error creating store for consumer" (10012) for a
+	// moment. Ask again, briefly.
+	for attempt := 1; err != nil && attempt <= 5 && isAPIError(err, 10012); attempt++ {
+		select {
+		case <-ctx.Done():
+			return nil, fmt.Errorf("queue: consumer: %w", ctx.Err())
+		case <-time.After(time.Duration(attempt) * 20 * time.Millisecond):
+		}
+		cons, err = events.CreateOrUpdateConsumer(ctx, ccfg)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("queue: consumer: %w", err)
 	}
@@ -946,4 +958,11 @@ func decode(h nats.Header, data []byte) (*ingress.Event, error) {
 		ev.Payload = data[n:len(data):len(data)]
 	}
 	return ev, nil
+}
+
+// isAPIError reports whether err is a JetStream API error with the given
+// error code.
+func isAPIError(err error, code jetstream.ErrorCode) bool {
+	var ae *jetstream.APIError
+	return errors.As(err, &ae) && ae.ErrorCode == code
 }

@@ -1,7 +1,6 @@
 package ingress
 
 import (
-	"context"
 	"crypto/hmac"
 	"crypto/sha256"
 	"encoding/json"
@@ -187,29 +186,7 @@ func (j *JiraReceiver) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 		return
 	}
 	ev.Source = SourceWebhook
-	ctx, cancel := context.WithTimeout(req.Context(), r.cfg.SinkTimeout)
-	err = r.sink.Put(ctx, ev)
-	cancel()
-	switch {
-	case err == nil:
-		r.stats.kept.Add(1)
-	case errors.Is(err, ErrDuplicate):
-		r.stats.duplicates.Add(1)
-	default:
-		r.stats.unavailable.Add(1)
-		if r.log != nil {
-			r.log.Emit(graph.LogEvent{Time: r.clock.Now(), Name: EventRejected, Level: graph.LevelWarning, Fields: []graph.Field{
-				{Key: "reason", Value: "sink-unavailable"}, {Key: "gh_event", Value: ev.Event}, {Key: "delivery_id", Value: delivery},
-				{Key: "error", Value: err.Error()},
-			}})
-		}
-		w.Header()["Retry-After"] = r.retry
-		reply(w, http.StatusServiceUnavailable, bodyUnavailable)
-		return
-	}
-	r.router.Kept(ev)
-	r.stats.accepted.Add(1)
-	accepted(w)
+	r.keep(w, req, ev, ev.Event, delivery)
 }
 
 // JiraWebhook is the part of a Jira webhook body loopd reads.

@@ -345,8 +345,15 @@ func (r *Receiver) post(w http.ResponseWriter, req *http.Request) {
 		accepted(w)
 		return
 	}
+	r.keep(w, req, ev, name, delivery)
+}
+
+// keep hands a routed event to the sink and answers: 202 once it is kept
+// (or was already), 503 with Retry-After when it could not be. name is
+// the event kind for the log line.
+func (r *Receiver) keep(w http.ResponseWriter, req *http.Request, ev *Event, name, delivery string) {
 	ctx, cancel := context.WithTimeout(req.Context(), r.cfg.SinkTimeout)
-	err = r.sink.Put(ctx, ev)
+	err := r.sink.Put(ctx, ev)
 	cancel()
 	switch {
 	case err == nil:

@@ -149,20 +149,7 @@ func (j *JiraReceiver) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 	mac.Reset()
 	defer j.macs.Put(mac)
 	cb := chunkedBody{addr: remoteHost(req.RemoteAddr)}
-	err := r.readChunked(&cb, req.Body, req.ContentLength, r.cfg.MaxBodyBytes, mac)
-	switch {
-	case errors.Is(err, errTooLarge):
-		w.Header()["Connection"] = connClose
-		r.reject(w, rejectTooLarge, http.StatusRequestEntityTooLarge, bodyTooLarge, delivery)
-		return
-	case errors.Is(err, errBusy):
-		r.stats.unavailable.Add(1)
-		w.Header()["Retry-After"] = r.retry
-		w.Header()["Connection"] = connClose
-		r.reject(w, rejectBusy, http.StatusServiceUnavailable, bodyUnavailable, delivery)
-		return
-	case err != nil:
-		r.reject(w, rejectPayload, http.StatusBadRequest, bodyBadPayload, delivery)
+	if !r.readBody(w, req, &cb, mac, delivery) {
 		return
 	}
 	var got [sha256.Size]byte

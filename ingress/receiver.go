@@ -274,25 +274,7 @@ func (r *Receiver) post(w http.ResponseWriter, req *http.Request) {
 		defer r.macs.Put(mac)
 	}
 	cb := chunkedBody{addr: remoteHost(req.RemoteAddr)}
-	err := r.readChunked(&cb, req.Body, req.ContentLength, r.cfg.MaxBodyBytes, mac)
-	switch {
-	case errors.Is(err, errTooLarge):
-		w.Header()["Connection"] = connClose
-		r.reject(w, rejectTooLarge, http.StatusRequestEntityTooLarge, bodyTooLarge, delivery)
-		return
-	case errors.Is(err, errBusy):
-		// Unauthenticated bodies in flight hold the whole budget, or this
-		// sender its whole share: refuse at once rather than queue; GitHub
-		// shows the 503, and the reconcile pass asks it to redeliver.
-		r.stats.unavailable.Add(1)
-		h := w.Header()
-		h["Retry-After"] = r.retry
-		h["Connection"] = connClose
-		r.reject(w, rejectBusy, http.StatusServiceUnavailable, bodyUnavailable, delivery)
-		return
-	case err != nil:
-		// The client went away or timed out mid-body: nothing to answer.
-		r.reject(w, rejectPayload, http.StatusBadRequest, bodyBadPayload, delivery)
+	if !r.readBody(w, req, &cb, mac, delivery) {
 		return
 	}
 	if mac != nil {
@@ -376,6 +358,34 @@ func (r *Receiver) keep(w http.ResponseWriter, req *http.Request, ev *Event, nam
 	r.router.Kept(ev)
 	r.stats.accepted.Add(1)
 	accepted(w)
+}
+
+// readBody reads req's body into cb within the unverified-body budget,
+// feeding mac (nil: none); false when it answered the request instead (too
+// large, out of budget, or the body did not arrive).
+func (r *Receiver) readBody(w http.ResponseWriter, req *http.Request, cb *chunkedBody, mac hash.Hash, delivery string) bool {
+	err := r.readChunked(cb, req.Body, req.ContentLength, r.cfg.MaxBodyBytes, mac)
+	switch {
+	case errors.Is(err, errTooLarge):
+		w.Header()["Connection"] = connClose
+		r.reject(w, rejectTooLarge, http.StatusRequestEntityTooLarge, bodyTooLarge, delivery)
+		return false
+	case errors.Is(err, errBusy):
+		// Unauthenticated bodies in flight hold the whole budget, or this
+		// sender its whole share: refuse at once rather than queue; GitHub
+		// shows the 503, and the reconcile pass asks it to redeliver.
+		r.stats.unavailable.Add(1)
+		h := w.Header()
+		h["Retry-After"] = r.retry
+		h["Connection"] = connClose
+		r.reject(w, rejectBusy, http.StatusServiceUnavailable, bodyUnavailable, delivery)
+		return false
+	case err != nil:
+		// The client went away or timed out mid-body: nothing to answer.
+		r.reject(w, rejectPayload, http.StatusBadRequest, bodyBadPayload, delivery)
+		return false
+	}
+	return true
 }
 
 func (r *Receiver) countDrop(d DropReason) {

@@ -1,4 +1,12 @@
-package demoagent
+// Package agent is the demo's scripted agent: the program `loopd demo`
+// runs in each session's pane instead of an AI coding agent. It reads the
+// assignment pasted into its terminal, writes the node's artifacts into the
+// checkout, claims the node with the runtime `loopctl graph complete` uses
+// (Claimer, Live), answers review comments, and at one approval gate
+// tries what a compromised agent would (attack.go), narrating each refusal.
+// It is a harness stand-in, not part of the daemon: it runs only inside a
+// session, with the session's rights.
+package agent
 
 import (
 	"context"

@@ -1,4 +1,4 @@
-package demoagent
+package agent
 
 // The scripted attack (docs/decisions.md §18, §21): at one approval
 // gate the scripted agent does what a compromised or over-eager agent

@@ -1,4 +1,4 @@
-package demoagent
+package agent
 
 // The artifacts a competent agent writes for the demo work item ("export
 // the weekly report as CSV"). Both demos use them: `loopctl demo` in its

@@ -1,4 +1,4 @@
-package demoagent
+package agent
 
 import "strings"
 

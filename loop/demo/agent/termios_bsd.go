@@ -1,6 +1,6 @@
 //go:build darwin || freebsd || netbsd || openbsd || dragonfly
 
-package demoagent
+package agent
 
 import "golang.org/x/sys/unix"
 

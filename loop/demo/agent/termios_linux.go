@@ -1,4 +1,4 @@
-package demoagent
+package agent
 
 import "golang.org/x/sys/unix"
 

@@ -1,4 +1,4 @@
-package demoagent_test
+package agent_test
 
 import (
 	"context"

@@ -1,10 +1,12 @@
 // Package hooks holds the hooks the-loop ships: the checks that decide
 // "is this step done?" (validate-artifacts, enforces-boundaries-from,
 // lint-artifacts, verify-tests, await-inner-loops), the human-gate hooks
-// (classify-feedback, lock-artifacts, record-feedback, post-phase-selection,
-// classify-phase-selection, record-decision, the goal and ad-hoc gates) and
-// the side effects (set-phase-label, request-review, notify,
-// publish-artifact, log-entry, deliver-assignment).
+// (classify-feedback, lock-artifacts, record-feedback, record-decision,
+// post-phase-selection, classify-phase-selection, post-goal-request,
+// classify-goal, classify-adhoc-reply) and the side effects
+// (set-phase-label, request-review, escalate-on-ticket, notify,
+// publish-artifact, log-entry, deliver-assignment, mcp-call). A test holds
+// these lists to Specs.
 //
 // Every hook is a pure function of its graph.HookContext: artifact files come
 // through hc.Artifacts, outbound calls through hc.Integrations, programs

@@ -10,7 +10,7 @@ import (
 )
 
 // The builders below produce JSON objects with the fields and shapes of
-// GitHub's (compare /work/shared/fixtures/github-webhooks); REST answers and
+// GitHub's (compare the shared fixtures' github-webhooks, beside the repository); REST answers and
 // webhook payloads use the same objects, as GitHub does. s.mu must be held.
 
 // apiURL is the API root written into "url" fields: the server's own REST

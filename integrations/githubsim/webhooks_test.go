@@ -223,7 +223,7 @@ func TestWebhookToADeadReceiverIsRecordedNotRetried(t *testing.T) {
 func TestPayloadsHaveTheFixturesShape(t *testing.T) {
 	dir := filepath.Join("..", "..", "..", "shared", "fixtures", "github-webhooks")
 	if _, err := os.Stat(dir); err != nil {
-		t.Skipf("webhook fixtures not found at %s (they live beside the repository in /work/shared)", dir)
+		t.Skipf("webhook fixtures not found at %s (they live beside the repository, in ../shared/fixtures/github-webhooks)", dir)
 	}
 	rc := newReceiver(t, "k")
 	s := startSim(t, githubsim.Config{Hooks: []githubsim.Hook{{URL: rc.srv.URL, Secret: "k"}}})
@@ -291,7 +291,7 @@ func githubsimConfigWithHook(url, secret string) githubsim.Config {
 func TestPullRequestPayloadsHaveTheFixturesShape(t *testing.T) {
 	dir := filepath.Join("..", "..", "..", "shared", "fixtures", "github-webhooks")
 	if _, err := os.Stat(dir); err != nil {
-		t.Skipf("webhook fixtures not found at %s (they live beside the repository in /work/shared)", dir)
+		t.Skipf("webhook fixtures not found at %s (they live beside the repository, in ../shared/fixtures/github-webhooks)", dir)
 	}
 	rc := newReceiver(t, "k")
 	s := startSim(t, githubsim.Config{Hooks: []githubsim.Hook{{URL: rc.srv.URL, Secret: "k"}}})

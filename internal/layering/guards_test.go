@@ -22,7 +22,7 @@ import (
 // package here is a design change: say why in the commit.
 var graphStd = []string{
 	"bytes", "cmp", "context", "encoding/json", "errors", "fmt",
-	"io/fs",   // the interfaces artifacts come through (no opening)
+	"io/fs",                   // the interfaces artifacts come through (no opening)
 	"maps", "math", "runtime", // runtime: Gosched in the worker pool, stacks of a hook that panicked
 	"slices", "sort", "strconv", "strings", "sync", "sync/atomic", "time", "unicode", "unicode/utf8",
 	"unsafe", // zero-copy string views of borrowed artifact bytes

@@ -36,12 +36,6 @@ const (
 	maxDeliveryID = 128
 )
 
-// DefaultEvents is the default event filter (docs/daemon.md §2.5).
-func DefaultEvents() []string {
-	return []string{"issues", "issue_comment", "pull_request", "pull_request_review",
-		"pull_request_review_comment", "workflow_run", "check_run", "check_suite", "status"}
-}
-
 // ErrInvalidConfig marks a configuration the receiver refuses to start with.
 var ErrInvalidConfig = errors.New("ingress: invalid configuration")
 
@@ -173,8 +167,8 @@ func (c Config) Validate() (warnings []string, err error) {
 	if c.MaxUnverifiedBytes < c.MaxBodyBytes+bodyChunk {
 		problems = append(problems, fmt.Sprintf("the unverified-body budget (%d bytes) is smaller than the largest body plus one read chunk (%d+%d): the largest delivery could never be read", c.MaxUnverifiedBytes, c.MaxBodyBytes, bodyChunk))
 	}
-	if !slices.Contains(c.Events, "issues") || !slices.Contains(c.Events, "pull_request") {
-		warnings = append(warnings, "webhooks.ghWebhook.events lacks issues or pull_request: closures will never be seen and sessions will leak")
+	if closers := closingKinds(); slices.ContainsFunc(closers, func(k string) bool { return !slices.Contains(c.Events, k) }) {
+		warnings = append(warnings, "webhooks.ghWebhook.events lacks "+strings.Join(closers, " or ")+": closures will never be seen and sessions will leak")
 	}
 	for _, r := range c.Repositories {
 		if _, err := parseRepoPattern(r); err != nil {

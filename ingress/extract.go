@@ -117,10 +117,13 @@ func hostOfURL(s string) string {
 // payload is the top-level fields of a webhook payload the router reads,
 // with the issue and pull-request objects read once.
 type payload struct {
-	doc *doc
-	action, repository, sender, comment, review, label,
-	workflowRun, checkRun, checkSuite, branches jv
-	issue, pullRequest entity
+	doc                                                *doc
+	root                                               jv
+	action, repository, sender, comment, review, label jv
+	issue, pullRequest                                 entity
+	// tops are the values of payloadKeys[:ntops], in its order.
+	tops  [maxPayloadKeys]jv
+	ntops int
 }
 
 // entity is the fields read from an issue or pull-request object.
@@ -131,8 +134,10 @@ type entity struct {
 	pullRequest jv
 }
 
-var payloadKeys = []string{"action", "repository", "sender", "comment", "review", "issue", "pull_request", "label",
-	"workflow_run", "check_run", "check_suite", "branches"}
+// payloadKeys are the top-level keys read in one pass: the router's, then
+// (appended at init) the containers the table of event kinds reads refs
+// from.
+var payloadKeys = []string{"action", "repository", "sender", "comment", "review", "issue", "pull_request", "label"}
 
 var entityKeys = []string{"number", "closingIssuesReferences", "head", "headRefName", "body", "labels", "html_url", "pull_request"}
 
@@ -145,6 +150,9 @@ func readEntity(d *doc, v jv) entity {
 	return entity{true, f[0], f[1], f[2], f[3], f[4], f[5], f[6], f[7]}
 }
 
+// maxPayloadKeys bounds payloadKeys for the fixed array readPayload fills.
+const maxPayloadKeys = 16
+
 // readPayload reads the top level of a validated JSON object (d.idx, when
 // set, is validate's index of d.b).
 func readPayload(d *doc) (payload, bool) {
@@ -152,11 +160,31 @@ func readPayload(d *doc) (payload, bool) {
 	if v.kind() != '{' {
 		return payload{}, false
 	}
-	var f [12]jv
-	d.fields(v, payloadKeys, f[:])
-	return payload{doc: d, action: f[0], repository: f[1], sender: f[2], comment: f[3], review: f[4],
-		issue: readEntity(d, f[5]), pullRequest: readEntity(d, f[6]), label: f[7],
-		workflowRun: f[8], checkRun: f[9], checkSuite: f[10], branches: f[11]}, true
+	p := payload{doc: d, root: v, ntops: min(len(payloadKeys), maxPayloadKeys)}
+	f := p.tops[:p.ntops]
+	d.fields(v, payloadKeys[:p.ntops], f)
+	p.action, p.repository, p.sender, p.comment, p.review, p.label = f[0], f[1], f[2], f[3], f[4], f[7]
+	p.issue, p.pullRequest = readEntity(d, f[5]), readEntity(d, f[6])
+	return p, true
+}
+
+// top is the value of a top-level key: read in readPayload's pass when it
+// is one of payloadKeys, else looked up.
+func (p *payload) top(key string) jv {
+	for i, k := range payloadKeys[:p.ntops] {
+		if k == key {
+			return p.tops[i]
+		}
+	}
+	return p.doc.get(p.root, key)
+}
+
+// path walks a path from the payload's top level.
+func (p *payload) path(keys []string) jv {
+	if len(keys) == 0 {
+		return nil
+	}
+	return p.top(keys[0]).path(keys[1:]...)
 }
 
 var repoKeys = []string{"full_name", "html_url"}
@@ -182,12 +210,12 @@ func payloadRepo(p *payload, e *entity) (repoOf, bool) {
 }
 
 // prEntity returns the pull-request object of the payload, if any: the
-// pull_request object for pull_request* events; for issues and
-// issue_comment the issue when it has a pull_request key, else a top-level
-// pull_request (the poll path's shape).
-func prEntity(event string, p *payload) *entity {
+// pull_request object for the kinds whose entity it is (EventKind.OnPR);
+// for the others the issue when it has a pull_request key, else a
+// top-level pull_request (the poll path's shape).
+func prEntity(k *EventKind, p *payload) *entity {
 	switch {
-	case strings.HasPrefix(event, "pull_request"):
+	case k.OnPR:
 		if p.pullRequest.present {
 			return &p.pullRequest
 		}
@@ -210,10 +238,11 @@ func intOf(v jv) int {
 	return int(n)
 }
 
-// extract returns the work items of a payload, in docs/daemon.md §4.1 order.
-func extract(event string, p *payload, r repoOf) extraction {
+// extract returns the work items of a payload, in docs/daemon.md §4.1 order:
+// a pull request's, else those the kind's RefRules name.
+func extract(k *EventKind, p *payload, r repoOf) extraction {
 	var x extraction
-	if pr := prEntity(event, p); pr != nil {
+	if pr := prEntity(k, p); pr != nil {
 		n := intOf(pr.number)
 		if n > 0 {
 			x.own = r.ref(n)
@@ -238,53 +267,33 @@ func extract(event string, p *payload, r repoOf) extraction {
 		}
 		return x
 	}
-	switch event {
-	case "issues", "issue_comment":
-		if n := intOf(p.issue.number); n > 0 {
-			x.add(r.ref(n), RefFromEntity)
+	for _, rule := range k.Refs {
+		v := p.path(rule.Path)
+		if rule.Each == nil {
+			x.rule(v, rule.From, r)
+			continue
 		}
-	case "workflow_run":
-		x.prNumbers(p.workflowRun.get("pull_requests"), r)
-		x.branch(p.workflowRun.get("head_branch"), r)
-	case "check_run":
-		// GitHub lists the run's pull requests on the run itself
-		// (check_run.pull_requests); older and hand-built payloads carry
-		// them only on the suite. Both are read, and the head branch from
-		// the run (when present) and from its suite, so a run whose PR
-		// list is empty (a fork's branch) still reaches its issue-<n> item.
-		suite := p.checkRun.get("check_suite")
-		x.prNumbers(p.checkRun.get("pull_requests"), r)
-		x.prNumbers(suite.get("pull_requests"), r)
-		x.branch(p.checkRun.get("head_branch"), r)
-		x.branch(suite.get("head_branch"), r)
-		x.prHeads(p.checkRun.get("pull_requests"), r)
-	case "check_suite":
-		x.prNumbers(p.checkSuite.get("pull_requests"), r)
-		x.branch(p.checkSuite.get("head_branch"), r)
-	case "status":
-		p.branches.elems(func(b jv) { x.branch(b.get("name"), r) })
+		v.elems(func(e jv) { x.rule(e.path(rule.Each...), rule.From, r) })
 	}
 	return x
+}
+
+// rule adds the ref one RefRule's value names.
+func (x *extraction) rule(v jv, from RefSource, r repoOf) {
+	switch from {
+	case RefFromEntity:
+		if n := intOf(v); n > 0 {
+			x.add(r.ref(n), RefFromEntity)
+		}
+	case RefFromBranch:
+		x.branch(v, r)
+	}
 }
 
 func (x *extraction) branch(name jv, r repoOf) {
 	if n := branchIssue(name.string()); n > 0 {
 		x.add(r.ref(n), RefFromBranch)
 	}
-}
-
-// prHeads adds the issue-<n> branch of each listed pull request's head
-// (pull_requests[].head.ref), a weak link like any branch.
-func (x *extraction) prHeads(prs jv, r repoOf) {
-	prs.elems(func(p jv) { x.branch(p.path("head", "ref"), r) })
-}
-
-func (x *extraction) prNumbers(prs jv, r repoOf) {
-	prs.elems(func(p jv) {
-		if n := intOf(p.get("number")); n > 0 {
-			x.add(r.ref(n), RefFromEntity)
-		}
-	})
 }
 
 // closingRepo resolves the repository of a closingIssuesReferences entry:

@@ -35,10 +35,6 @@ import (
 //	POST, Sink down or full                          503 + Retry-After
 //	other paths, other methods                       404 / 405
 
-// JiraCommentEvent is the Event.Event of a Jira comment; Action is created,
-// updated or deleted (from webhookEvent comment_created, …).
-const JiraCommentEvent = "jira_comment"
-
 // DefaultJiraPath is webhooks.jiraWebhook.path's default.
 const DefaultJiraPath = "/jira-webhook"
 

@@ -60,7 +60,7 @@ const maxPooledMembers = 1 << 12
 // and the content key checked. It makes no network call, starts no
 // goroutine and is safe for concurrent use.
 type Router struct {
-	events   map[string]bool
+	events   map[string]*EventKind // the filter, each with its table entry
 	bound    repoBound
 	authz    authorizer
 	keywords *keywordTable
@@ -93,7 +93,7 @@ func NewRouter(cfg Config, deps RouterDeps) (*Router, error) {
 	cfg = cfg.withDefaults()
 	kw, _ := newKeywordTable(cfg.Control) // validated
 	r := &Router{
-		events:   map[string]bool{},
+		events:   map[string]*EventKind{},
 		bound:    newRepoBound(cfg.Repositories),
 		authz:    newAuthorizer(cfg.AuthorizedUsers, cfg.Authorized, cfg.SelfLogins),
 		keywords: kw,
@@ -103,7 +103,8 @@ func NewRouter(cfg Config, deps RouterDeps) (*Router, error) {
 		clock:    deps.Clock,
 	}
 	for _, e := range cfg.Events {
-		r.events[strings.TrimSpace(e)] = true
+		name := strings.TrimSpace(e)
+		r.events[name] = routedKind(name)
 	}
 	if r.clock == nil && r.dedup != nil {
 		r.clock = r.dedup.Clock()
@@ -144,7 +145,8 @@ func (r *Router) Authorized(actor string) bool { return r.authz.named(actor) }
 // Route only checks the Deduper; call Kept once the Sink has kept the
 // event.
 func (r *Router) Route(name, delivery string, body []byte) (*Event, DropReason, error) {
-	if !r.events[name] {
+	kind := r.events[name]
+	if kind == nil {
 		return nil, r.drop(DropDisabledEvent, name, "", delivery, ""), nil
 	}
 	now := r.clock.Now()
@@ -165,11 +167,11 @@ func (r *Router) Route(name, delivery string, body []byte) (*Event, DropReason, 
 		return nil, "", ErrInvalidPayload
 	}
 	action := pl.action.string()
-	repo, ok := payloadRepo(&pl, prEntity(name, &pl))
+	repo, ok := payloadRepo(&pl, prEntity(kind, &pl))
 	if !ok || !r.bound.allows(repo.host, repo.owner, repo.repo) {
 		return nil, r.drop(DropRepositoryUnbound, name, action, delivery, ""), nil
 	}
-	x := extract(name, &pl, repo)
+	x := extract(kind, &pl, repo)
 	if len(x.refs) == 0 {
 		return nil, r.drop(DropNoWorkItem, name, action, delivery, ""), nil
 	}
@@ -190,12 +192,10 @@ func (r *Router) Route(name, delivery string, body []byte) (*Event, DropReason, 
 	// The body and actor (docs/daemon.md §4 table).
 	var c jv
 	actorRequired := true
-	switch name {
-	case "issue_comment", "pull_request_review_comment":
-		c = pl.comment
-	case "pull_request_review":
-		c = pl.review
-	case "issues", "pull_request", "pull_request_target":
+	switch kind.Actor {
+	case ActorWords:
+		c = pl.top(kind.Words)
+	case ActorSender:
 		ev.Actor = pl.doc.get(pl.sender, "login").string()
 	default:
 		actorRequired = false // CI events carry no human actor
@@ -217,7 +217,7 @@ func (r *Router) Route(name, delivery string, body []byte) (*Event, DropReason, 
 		if _, ok := f[6].int(); ok {
 			cm.ID = string(f[6])
 		}
-		if on := commentItem(name, &pl, repo, x); on.Number > 0 {
+		if on := commentItem(kind, &pl, repo, x); on.Number > 0 {
 			cm.Item = on.String()
 		}
 		if SelfAuthored(cm.Body) || r.authz.isSelf(ev.Actor) {
@@ -225,7 +225,7 @@ func (r *Router) Route(name, delivery string, body []byte) (*Event, DropReason, 
 		}
 		ev.Comments = []Comment{cm}
 	}
-	closes := (name == "issues" || name == "pull_request") && action == "closed"
+	closes := kind.Closes && action == "closed"
 	if actorRequired && !closes && r.authz.isSelf(ev.Actor) {
 		return nil, r.drop(DropSelfAuthored, name, action, delivery, ev.Actor), nil
 	}
@@ -270,12 +270,12 @@ func (r *Router) Kept(ev *Event) {
 
 // commentItem is the issue or pull request a comment event's comment was
 // made on: the pull request of review and PR-conversation events, else the
-// issue (zero when the payload names none).
-func commentItem(name string, p *payload, repo repoOf, x extraction) workitem.Ref {
+// issue of kinds whose words are on one (zero when the payload names none).
+func commentItem(k *EventKind, p *payload, repo repoOf, x extraction) workitem.Ref {
 	if x.own.Number > 0 {
 		return x.own
 	}
-	if name == "issue_comment" {
+	if k.WordsOnIssue {
 		if n := intOf(p.issue.number); n > 0 {
 			return repo.ref(n)
 		}

@@ -134,8 +134,8 @@ func TestRouterExtraction(t *testing.T) {
 			if tc.sources != nil {
 				pl, ok := readPayload(&doc{b: mustJSON(t, tc.payload)})
 				require.True(t, ok)
-				repo, _ := payloadRepo(&pl, prEntity(tc.event, &pl))
-				x := extract(tc.event, &pl, repo)
+				repo, _ := payloadRepo(&pl, prEntity(routedKind(tc.event), &pl))
+				x := extract(routedKind(tc.event), &pl, repo)
 				var got [][]RefSource
 				for i := range x.refs {
 					got = append(got, x.sourcesOf(i))

@@ -163,7 +163,7 @@ func (p *Poller) prciPull(ctx context.Context, repo string, pr prciPull, st *Cyc
 		st.PRCIObserved++
 	}
 	// The pull request first: it binds the head sha statuses are filed under.
-	observe("pull_request", "reconciled", "pr", map[string]any{"pull_request": prJSON})
+	observe(KindPullRequest, "reconciled", "pr", map[string]any{"pull_request": prJSON})
 
 	fail := func(err error) error {
 		st.Failures++
@@ -189,7 +189,7 @@ func (p *Poller) prciPull(ctx context.Context, repo string, pr prciPull, st *Cyc
 			}
 		}
 		if verdict != "" {
-			observe("pull_request_review", "submitted", "review", map[string]any{"pull_request": prJSON, "review": map[string]any{"state": strings.ToLower(verdict)}})
+			observe(KindPullRequestReview, "submitted", "review", map[string]any{"pull_request": prJSON, "review": map[string]any{"state": strings.ToLower(verdict)}})
 		}
 	}
 	if pr.closedOrMerged || !validSHA(pr.sha) {
@@ -209,7 +209,7 @@ func (p *Poller) prciPull(ctx context.Context, repo string, pr prciPull, st *Cyc
 			if v.String("status") == "completed" {
 				action = "completed"
 			}
-			observe("check_run", action, "check-"+strconv.Itoa(i), map[string]any{"check_run": map[string]any{
+			observe(KindCheckRun, action, "check-"+strconv.Itoa(i), map[string]any{"check_run": map[string]any{
 				"name": v.String("name"), "status": v.String("status"), "conclusion": v.String("conclusion"),
 				"html_url": v.String("url"), "head_sha": pr.sha, "pull_requests": []any{map[string]any{"number": pr.ref.Number}},
 			}})
@@ -223,7 +223,7 @@ func (p *Poller) prciPull(ctx context.Context, repo string, pr prciPull, st *Cyc
 	statuses, _ := res["statuses"].([]any)
 	for i, e := range statuses {
 		v := graph.AsValues(e)
-		observe("status", "", "status-"+strconv.Itoa(i), map[string]any{
+		observe(KindStatus, "", "status-"+strconv.Itoa(i), map[string]any{
 			"sha": pr.sha, "state": v.String("state"), "context": v.String("context"), "target_url": v.String("url"),
 		})
 	}

@@ -462,7 +462,7 @@ func (p *Poller) pollItem(ctx context.Context, it pollItem, st *CycleStats) (cal
 		// first looks).
 		rec, _ := p.d.Store.Control(it.ref)
 		for _, c := range comments {
-			pending := rec == nil && authz.admit(c.c.Author, c.c.Body) == "" && c.event == "issue_comment"
+			pending := rec == nil && authz.admit(c.c.Author, c.c.Body) == "" && c.event == KindIssueComment
 			if pending {
 				cmd := p.d.Router.keywords.parse(c.c.Body)
 				pending = cmd != nil && !cmd.Ambiguous
@@ -596,10 +596,10 @@ func (p *Poller) presence(ctx context.Context, it pollItem, refs []workitem.Ref,
 		p.emit(EventPollUnauthorized, graph.LevelWarning, graph.Field{Key: "work_item", Value: it.ref.String()}, graph.Field{Key: "author", Value: author})
 		return nil
 	}
-	name := "issues"
+	name := KindIssues
 	entity := "issue"
 	if it.isPR {
-		name, entity = "pull_request", "pull_request"
+		name, entity = KindPullRequest, "pull_request"
 	}
 	payload, _ := json.Marshal(map[string]any{
 		"action": "labeled", "repository": map[string]any{"full_name": it.ref.Owner + "/" + it.ref.Repo},
@@ -641,7 +641,7 @@ func (p *Poller) put(ctx context.Context, ev *Event) error {
 func (p *Poller) commentEvent(it pollItem, refs []workitem.Ref, c pollComment, edit bool) *Event {
 	action := "created"
 	obj := "comment"
-	if c.event == "pull_request_review" {
+	if c.event == KindPullRequestReview {
 		action, obj = "submitted", "review"
 	}
 	delivery := "poll-" + c.key
@@ -682,11 +682,11 @@ func (p *Poller) listThread(ctx context.Context, it pollItem, st *CycleStats, ca
 		at      string
 		updated string // "" when the listing carries no updated_at
 	}
-	streams := []stream{{ops.GitHubListComments, "comments", "comment", "issue_comment", "createdAt", "updatedAt"}}
+	streams := []stream{{ops.GitHubListComments, "comments", "comment", KindIssueComment, "createdAt", "updatedAt"}}
 	if it.isPR {
 		streams = append(streams,
-			stream{ops.GitHubListReviews, "reviews", "review", "pull_request_review", "submittedAt", ""},
-			stream{ops.GitHubListReviewComments, "comments", "review-comment", "pull_request_review_comment", "createdAt", "updatedAt"})
+			stream{ops.GitHubListReviews, "reviews", "review", KindPullRequestReview, "submittedAt", ""},
+			stream{ops.GitHubListReviewComments, "comments", "review-comment", KindPullRequestReviewComment, "createdAt", "updatedAt"})
 	}
 	type dated struct {
 		pollComment
@@ -725,9 +725,9 @@ func (p *Poller) listThread(ctx context.Context, it pollItem, st *CycleStats, ca
 
 // closeEvent hands the synthesised close event of ref to the Sink.
 func (p *Poller) closeEvent(ctx context.Context, ref workitem.Ref, v graph.Values) error {
-	name, entity, how := "issues", "issue", "closed"
+	name, entity, how := KindIssues, "issue", "closed"
 	if v["isPullRequest"] == true {
-		name, entity = "pull_request", "pull_request"
+		name, entity = KindPullRequest, "pull_request"
 		if v["merged"] == true {
 			how = "merged"
 		}

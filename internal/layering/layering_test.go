@@ -76,7 +76,9 @@ var rules = []rule{
 	{floorDaemonPart, "loop/daemon/apiserver", []string{"graph", "graph/graphfile", "loop", "loop/api", "loop/daemon/queue", "sessions", "workitem", "run", "internal/..."}},
 	// Graphviz behind loop-layout: nothing of ours.
 	{floorDaemonBase, "loop/daemon/dashboard/dotlayout", nil},
-	{floorDaemonPart, "loop/daemon/dashboard", []string{"graph", "hooks", "ops", "loop", "loop/api", "loop/api/login", "internal/..."}},
+	// The dashboard's pull-request and CI view reads what each event kind
+	// means from ingress's table of event kinds.
+	{floorDaemonPart, "loop/daemon/dashboard", []string{"graph", "hooks", "ops", "loop", "loop/api", "loop/api/login", "ingress", "internal/..."}},
 	{floorDaemonPart, "loop/daemon/dispatch", []string{"ingress", "loop/daemon/lease", "loop/daemon/queue", "internal/..."}},
 	{floorDaemonPart, "loop/daemon/metrics", []string{"graph", "ingress", "loop", "loop/daemon/queue", "internal/..."}},
 	{floorDaemonPart, "loop/daemon/outbox", []string{"graph", "ops", "workitem", "loop", "integrations", "internal/..."}},

@@ -13,6 +13,7 @@ import (
 
 	"github.com/theloop-dev/theloop/graph"
 	"github.com/theloop-dev/theloop/hooks"
+	"github.com/theloop-dev/theloop/ingress"
 	"github.com/theloop-dev/theloop/loop"
 	"github.com/theloop-dev/theloop/loop/daemon/dashboard"
 	"github.com/theloop-dev/theloop/ops"
@@ -206,7 +207,7 @@ func (d *Daemon) notifyDashboard(o Observation) {
 		}
 		src.mu.Lock()
 		src.last[o.WorkItem] = lastEvent{name: name, at: o.Time}
-		if o.Kind == KindWebhook && o.Name == "issues" {
+		if o.Kind == KindWebhook && o.Name == ingress.KindIssues {
 			if a, _ := o.Fields["action"].(string); a == "edited" {
 				delete(src.titles, o.WorkItem)
 			}
@@ -314,7 +315,7 @@ func (s *dashSource) noteIntake(o Observation) {
 		}
 	case "dispatch.spawned", "session.spawned", "session.autoclosed":
 		delete(s.armed, ref)
-	case "issues", "pull_request":
+	case ingress.KindIssues, ingress.KindPullRequest:
 		if o.Kind == KindWebhook && str("action") == "closed" {
 			delete(s.armed, ref)
 		}

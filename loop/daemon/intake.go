@@ -237,7 +237,7 @@ func (in *intake) Handle(ctx context.Context, ev *ingress.Event) error {
 		}
 		return nil
 	}
-	if ev.Event == "pull_request" && ev.Action == "closed" {
+	if ev.Event == ingress.KindPullRequest && ev.Action == "closed" {
 		// A pull request that is not the work item itself closed: its own
 		// session ends, the work item's stays (docs/daemon.md §6.1 step 4). Never spawn
 		// for a close.
@@ -382,8 +382,8 @@ func (in *intake) react(ctx context.Context, item workitem.Ref, ev *ingress.Even
 	args := map[string]any{"ref": item.String(), "content": content}
 	if len(ev.Comments) > 0 && ev.Comments[0].ID != "" {
 		args["commentId"] = ev.Comments[0].ID
-		if ev.Event == "pull_request_review_comment" {
-			args["commentType"] = "review-comment"
+		if k := ingress.KindOf(ev.Event); k.CommentType == integrations.CommentTypeReviewComment {
+			args["commentType"] = k.CommentType
 		}
 	}
 	if _, err := in.integ.Call(ctx, ops.GitHubAddReaction, args); err != nil {
@@ -684,10 +684,10 @@ func verdict(rep *graph.StepReport) string {
 	}
 }
 
-// isClose reports an issues/pull_request "closed" event for the work item
-// itself.
+// isClose reports a "closed" event of a closing kind (an issue's, a pull
+// request's) for the work item itself.
 func (in *intake) isClose(ev *ingress.Event, item workitem.Ref) bool {
-	if ev.Action != "closed" || ev.Event != "issues" && ev.Event != "pull_request" {
+	if ev.Action != "closed" || !ingress.KindOf(ev.Event).Closes {
 		return false
 	}
 	var p struct {
@@ -712,7 +712,7 @@ func (in *intake) isClose(ev *ingress.Event, item workitem.Ref) bool {
 }
 
 func closeReason(ev *ingress.Event) string {
-	if ev.Event == "issues" {
+	if ev.Event == ingress.KindIssues {
 		return "issue-closed"
 	}
 	if strings.Contains(string(ev.Payload), `"merged":true`) {

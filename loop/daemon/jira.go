@@ -200,7 +200,7 @@ type jiraCommentVerifier struct {
 }
 
 // CommentTypeJira is the CommentClaim.Kind of a Jira comment.
-const CommentTypeJira = "jira-comment"
+const CommentTypeJira = ingress.CommentTypeJira
 
 func (v jiraCommentVerifier) VerifyComment(ctx context.Context, c CommentClaim) error {
 	if c.Item.Provider != workitem.JiraProvider {

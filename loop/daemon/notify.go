@@ -146,22 +146,18 @@ func classify(e graph.LogEvent) (event string, item workitem.Ref, detail string)
 		// Only what a person said (a comment, a review) is worth telling:
 		// with a token, loopd's own label changes come back as events of
 		// an actor it cannot tell from a stranger.
-		if reason == string(ingress.DropUnauthorized) && saidEvents[ghEvent] {
+		// The table names the kinds that carry a person's words, with
+		// the noun a notice names each by.
+		if noun := ingress.KindOf(ghEvent).Noun; reason == string(ingress.DropUnauthorized) && noun != "" {
 			who := "someone not authorized"
 			if plainLogin(actor) {
 				who = "@" + actor + ", who is not authorized,"
 			}
-			return loop.NotifyEventDroppedUnauthorized, item, fmt.Sprintf("a %s from %s was dropped", saidNouns[ghEvent], who)
+			return loop.NotifyEventDroppedUnauthorized, item, fmt.Sprintf("a %s from %s was dropped", noun, who)
 		}
 	}
 	return "", item, ""
 }
-
-// saidEvents are the GitHub events that carry a person's words, with the
-// noun a notice names each by.
-var saidEvents = map[string]bool{"issue_comment": true, "pull_request_review": true, "pull_request_review_comment": true}
-
-var saidNouns = map[string]string{"issue_comment": "comment", "pull_request_review": "review", "pull_request_review_comment": "review comment"}
 
 // plainLogin reports whether s has the shape of a GitHub login, so a
 // notice may name it (anything else in the field is not repeated).

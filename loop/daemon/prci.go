@@ -10,9 +10,7 @@ import (
 // that owns it. Nothing is kept without a dashboard, and the rows whose
 // state changed are refreshed live.
 func (d *Daemon) notePRCI(ev *ingress.Event) {
-	switch ev.Event {
-	case "pull_request", "pull_request_review", "check_run", "check_suite", "status":
-	default:
+	if ingress.KindOf(ev.Event).PRCI == ingress.PRCINone {
 		return
 	}
 	if d.cfg.Dashboard.Listen == "" {

@@ -293,22 +293,6 @@ const (
 	truncSuffix     = "… (truncated)"
 )
 
-// excerpt containers and fields per event, in emission order.
-var excerptFields = map[string][]struct {
-	container string
-	fields    []string
-}{
-	"issue_comment":               {{"comment", []string{"path", "line", "body", "html_url"}}},
-	"pull_request_review_comment": {{"comment", []string{"path", "line", "body", "html_url"}}},
-	"pull_request_review":         {{"review", []string{"state", "body", "html_url"}}},
-	"issues":                      {{"issue", []string{"number", "title", "state", "html_url"}}, {"label", []string{"name"}}},
-	"pull_request":                {{"pull_request", []string{"number", "title", "state", "draft", "merged", "html_url"}}, {"label", []string{"name"}}},
-	"pull_request_review_thread":  {{"pull_request", []string{"number", "title", "state", "draft", "merged", "html_url"}}},
-	"workflow_run":                {{"workflow_run", []string{"name", "event", "status", "conclusion", "head_branch", "html_url"}}},
-	"check_run":                   {{"check_run", []string{"name", "status", "conclusion", "output", "html_url", "details_url"}}},
-	"check_suite":                 {{"check_suite", []string{"status", "conclusion", "head_branch", "head_sha"}}},
-}
-
 var freeText = map[string]bool{"body": true, "description": true, "summary": true}
 
 // payloadExcerpt renders the allow-listed fields of the payload as indented
@@ -374,58 +358,56 @@ func capText(s string, n int) string {
 
 func buildExcerpt(ev *ingress.Event, p map[string]any, budget int) string {
 	var out ordered
-	if ev.Event == "status" {
-		for _, f := range []string{"state", "context", "description", "target_url"} {
-			if v, ok := p[f]; ok && v != nil {
-				if s, isStr := v.(string); isStr && freeText[f] {
-					v = capText(s, budget)
+	kind := ingress.KindOf(ev.Event)
+	for _, c := range kind.Excerpt {
+		if c.Container == "" { // fields of the payload's top level
+			for _, f := range c.Fields {
+				if v, ok := p[f]; ok && v != nil {
+					if s, isStr := v.(string); isStr && freeText[f] {
+						v = capText(s, budget)
+					}
+					out = append(out, kv{f, v})
 				}
-				out = append(out, kv{f, v})
 			}
+			continue
 		}
-	} else {
-		for _, c := range excerptFields[ev.Event] {
-			m, ok := p[c.container].(map[string]any)
-			if !ok {
+		m, ok := p[c.Container].(map[string]any)
+		if !ok {
+			continue
+		}
+		var fields ordered
+		for _, f := range c.Fields {
+			v, ok := m[f]
+			if !ok || v == nil {
 				continue
 			}
-			var fields ordered
-			for _, f := range c.fields {
-				v, ok := m[f]
-				if !ok || v == nil {
+			if f == "output" {
+				if om, ok := v.(map[string]any); ok {
+					var o ordered
+					for _, of := range []string{"title", "summary"} {
+						if s, ok := om[of].(string); ok {
+							o = append(o, kv{of, capText(s, budget)})
+						}
+					}
+					v = o
+				} else {
 					continue
 				}
-				if f == "output" {
-					if om, ok := v.(map[string]any); ok {
-						var o ordered
-						for _, of := range []string{"title", "summary"} {
-							if s, ok := om[of].(string); ok {
-								o = append(o, kv{of, capText(s, budget)})
-							}
-						}
-						v = o
-					} else {
-						continue
-					}
-				}
-				if s, isStr := v.(string); isStr && freeText[f] {
-					v = capText(s, budget)
-				}
-				fields = append(fields, kv{f, v})
 			}
-			if u, ok := m["user"].(map[string]any); ok {
-				if login, ok := u["login"].(string); ok {
-					fields = append(fields, kv{"author", login})
-				}
+			if s, isStr := v.(string); isStr && freeText[f] {
+				v = capText(s, budget)
 			}
-			out = append(out, kv{c.container, fields})
+			fields = append(fields, kv{f, v})
 		}
-		switch ev.Event {
-		case "issues", "pull_request", "pull_request_review_thread":
-			if ev.Actor != "" {
-				out = append(out, kv{"actor", ev.Actor})
+		if u, ok := m["user"].(map[string]any); ok {
+			if login, ok := u["login"].(string); ok {
+				fields = append(fields, kv{"author", login})
 			}
 		}
+		out = append(out, kv{c.Container, fields})
+	}
+	if kind.ExcerptActor && ev.Actor != "" {
+		out = append(out, kv{"actor", ev.Actor})
 	}
 	b, err := json.MarshalIndent(out, "", "  ")
 	if err != nil {

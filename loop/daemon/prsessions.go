@@ -159,7 +159,7 @@ func prOf(ev *ingress.Event) (prEvent, bool) {
 	}
 	n := 0
 	switch {
-	case strings.HasPrefix(ev.Event, "pull_request") && p.PullRequest != nil:
+	case ingress.KindOf(ev.Event).OnPR && p.PullRequest != nil:
 		n, out.Branch, out.Merged = p.PullRequest.Number, p.PullRequest.Head.Ref, p.PullRequest.Merged
 		if h := p.PullRequest.Head.Repo; h != nil && h.FullName != "" && p.Repository.FullName != "" && !strings.EqualFold(h.FullName, p.Repository.FullName) {
 			out.Fork = true

@@ -23,7 +23,7 @@ var _ dispatch.Triager = (*intake)(nil)
 // (linkage verification may drop them, with its own event), a pull
 // request closing — are left to Handle.
 func (in *intake) Triage(_ context.Context, ev *ingress.Event) error {
-	if len(ev.BranchOnly) > 0 || ev.Event == "pull_request" && ev.Action == "closed" {
+	if len(ev.BranchOnly) > 0 || ev.Event == ingress.KindPullRequest && ev.Action == "closed" {
 		return nil
 	}
 	item, _, live, ok := in.target(ev)

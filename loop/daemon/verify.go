@@ -177,24 +177,11 @@ func sameItem(a, b workitem.Ref) bool {
 		strings.EqualFold(a.Owner, b.Owner) && strings.EqualFold(a.Repo, b.Repo)
 }
 
-// decidingAction is the one action of each comment event whose comment
-// may decide a gate: a comment created, a review submitted. (GitHub sends
-// no other pairing; accepting one would let a replayed creation pass
-// under a content identity the queue has not seen.)
-var decidingAction = map[string]string{
-	"issue_comment": "created", "pull_request_review_comment": "created", "pull_request_review": "submitted",
-	ingress.JiraCommentEvent: "created",
-}
-
-// commentKind maps an event name to the kind of comment it carries.
-func commentKind(event string) string {
-	switch event {
-	case "pull_request_review":
-		return integrations.CommentTypeReview
-	case "pull_request_review_comment":
-		return integrations.CommentTypeReviewComment
-	case ingress.JiraCommentEvent:
-		return CommentTypeJira
+// commentKind is the kind of comment an event kind carries (its table
+// entry's; an issue comment's when the table names none).
+func commentKind(k ingress.EventKind) string {
+	if k.CommentType != "" {
+		return k.CommentType
 	}
 	return integrations.CommentTypeIssue
 }
@@ -230,12 +217,17 @@ func (l *graphLink) decisionEvent(ctx context.Context, item, on workitem.Ref, ev
 	if len(ev.Comments) == 0 {
 		return ge, nil
 	}
-	if a, ok := decidingAction[ev.Event]; !ok || ev.Action != a {
+	// The table's one action of each comment event whose comment may
+	// decide a gate: a comment created, a review submitted. (GitHub sends
+	// no other pairing; accepting one would let a replayed creation pass
+	// under a content identity the queue has not seen.)
+	kind := ingress.KindOf(ev.Event)
+	if kind.Decides == "" || ev.Action != kind.Decides {
 		return nil, skip{"not-a-decision (" + ev.Event + "." + ev.Action + ")"}
 	}
 	refused := 0
 	for _, c := range ev.Comments {
-		verdict := reviewVerdict(ev.Event, c.State)
+		verdict := reviewVerdict(kind, c.State)
 		if strings.TrimSpace(c.Body) == "" && verdict == "" || c.Author == "" || hooks.SelfAuthored(c.Body) {
 			continue // the gate hooks would not read it; nothing to verify
 		}
@@ -246,7 +238,7 @@ func (l *graphLink) decisionEvent(ctx context.Context, item, on workitem.Ref, ev
 		if rule == "" {
 			continue
 		}
-		claim := CommentClaim{Item: on, Kind: commentKind(ev.Event), ID: c.ID, Author: c.Author, Body: c.Body, State: c.State, NotBefore: notBefore}
+		claim := CommentClaim{Item: on, Kind: commentKind(kind), ID: c.ID, Author: c.Author, Body: c.Body, State: c.State, NotBefore: notBefore}
 		if c.Item != "" {
 			ref, err := workitem.Parse(c.Item)
 			if err != nil {
@@ -277,8 +269,8 @@ func (l *graphLink) decisionEvent(ctx context.Context, item, on workitem.Ref, ev
 // reviewVerdict is the gate outcome a submitted review's state carries
 // (docs/decisions.md §19: a submitted review decides as a new comment
 // does); "" for a comment or a review that only comments.
-func reviewVerdict(event, state string) string {
-	if event != "pull_request_review" {
+func reviewVerdict(k ingress.EventKind, state string) string {
+	if !k.Verdicts {
 		return ""
 	}
 	switch strings.ToUpper(state) {

@@ -6,6 +6,8 @@ import (
 	"sort"
 	"strings"
 	"sync"
+
+	"github.com/theloop-dev/theloop/ingress"
 )
 
 // PR and CI on the board: what the webhooks say about a work item's pull
@@ -94,9 +96,11 @@ const (
 
 // Note records what one routed event says, for the work items it
 // concerns, and reports whether that changed anything shown (the reconcile
-// pass re-reads the same facts every cycle). Unknown events and
-// unparseable payloads are ignored.
+// pass re-reads the same facts every cycle). What an event says is its
+// kind's PR/CI meaning in the table of event kinds (ingress.KindOf); events
+// that mean nothing here and unparseable payloads are ignored.
 func (t *PRCI) Note(event string, refs []string, payload []byte) (changed bool) {
+	fact := ingress.KindOf(event).PRCI
 	if len(refs) == 0 || len(payload) == 0 {
 		return false
 	}
@@ -182,8 +186,8 @@ func (t *PRCI) Note(event string, refs []string, payload []byte) (changed bool) 
 		s.checks[name] = c
 	}
 	for _, ref := range refs {
-		switch event {
-		case "pull_request", "pull_request_review":
+		switch fact {
+		case ingress.PRCIPullRequest, ingress.PRCIReview:
 			if p.PullRequest == nil {
 				continue
 			}
@@ -203,7 +207,7 @@ func (t *PRCI) Note(event string, refs []string, payload []byte) (changed bool) 
 				s.sha = sha
 				t.shas[sha] = s.number
 			}
-			if event == "pull_request_review" && p.Review != nil && p.Action == "submitted" {
+			if fact == ingress.PRCIReview && p.Review != nil && p.Action == "submitted" {
 				switch st := strings.ToLower(p.Review.State); st {
 				case "approved", "changes_requested", "commented":
 					s.review = st
@@ -212,7 +216,7 @@ func (t *PRCI) Note(event string, refs []string, payload []byte) (changed bool) 
 			if was != [3]string{s.url, s.state, s.review} {
 				changed = true
 			}
-		case "check_run":
+		case ingress.PRCICheckRun:
 			if p.CheckRun == nil {
 				continue
 			}
@@ -226,7 +230,7 @@ func (t *PRCI) Note(event string, refs []string, payload []byte) (changed bool) 
 			for _, x := range prs {
 				check(pr(ref, x.Number), p.CheckRun.Name, c)
 			}
-		case "status":
+		case ingress.PRCIStatus:
 			n, ok := t.shas[p.SHA]
 			if !ok {
 				continue

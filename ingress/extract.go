@@ -132,6 +132,8 @@ type entity struct {
 	number, closing, head, headRefName, body, labels, htmlURL jv
 	// pullRequest is an issue's pull_request key (set on PRs).
 	pullRequest jv
+	// all are the values of entityKeys, in its order.
+	all [8]jv
 }
 
 // payloadKeys are the top-level keys read in one pass: the router's, then
@@ -147,7 +149,7 @@ func readEntity(d *doc, v jv) entity {
 	}
 	var f [8]jv
 	d.fields(v, entityKeys, f[:])
-	return entity{true, f[0], f[1], f[2], f[3], f[4], f[5], f[6], f[7]}
+	return entity{true, f[0], f[1], f[2], f[3], f[4], f[5], f[6], f[7], f}
 }
 
 // maxPayloadKeys bounds payloadKeys for the fixed array readPayload fills.
@@ -179,10 +181,28 @@ func (p *payload) top(key string) jv {
 	return p.doc.get(p.root, key)
 }
 
-// path walks a path from the payload's top level.
+// path walks a path from the payload's top level; a field of the issue or
+// pull-request object is the one readPayload read.
 func (p *payload) path(keys []string) jv {
 	if len(keys) == 0 {
 		return nil
+	}
+	var e *entity
+	switch keys[0] {
+	case payloadKeys[5]:
+		e = &p.issue
+	case payloadKeys[6]:
+		e = &p.pullRequest
+	}
+	if e != nil && len(keys) > 1 {
+		if !e.present {
+			return nil
+		}
+		for i, k := range entityKeys {
+			if k == keys[1] {
+				return e.all[i].path(keys[2:]...)
+			}
+		}
 	}
 	return p.top(keys[0]).path(keys[1:]...)
 }

@@ -45,6 +45,14 @@
 // Dropped deliveries are still
 // answered 202 (GitHub must not retry them) and counted per reason.
 //
+// # Event kinds
+//
+// Each event kind is one entry of the table in kinds.go (KindOf, Kinds):
+// its extraction, actor and words, closing, whether and under which action
+// it may answer a gate, the daemon's prompt excerpt, its PR/CI meaning and
+// what the poller covers. Everything else reads the entry or names the kind
+// by its constant; RegisterKind adds a kind at init.
+//
 // # Control keywords
 //
 // The vocabulary is closed: start, stop, pause, resume, execute, contribute,

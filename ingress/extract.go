@@ -1,21 +1,12 @@
 package ingress
 
 import (
+	"slices"
 	"strconv"
 	"strings"
 
 	"github.com/theloop-dev/theloop/internal/lazyre"
 	"github.com/theloop-dev/theloop/workitem"
-)
-
-// RefSource says why a ref was extracted (docs/daemon.md §4.1).
-type RefSource string
-
-const (
-	RefFromEntity           RefSource = "entity"
-	RefFromClosingReference RefSource = "closing-reference"
-	RefFromBranch           RefSource = "branch"
-	RefFromKeyword          RefSource = "keyword"
 )
 
 // refSourceOrder lists the sources in the order their bits are assigned.
@@ -120,14 +111,14 @@ type payload struct {
 	doc                                                *doc
 	root                                               jv
 	action, repository, sender, comment, review, label jv
-	issue, pullRequest                                 entity
+	issue, pullRequest                                 itemObject
 	// tops are the values of payloadKeys[:ntops], in its order.
 	tops  [maxPayloadKeys]jv
 	ntops int
 }
 
-// entity is the fields read from an issue or pull-request object.
-type entity struct {
+// itemObject is the fields read from an issue or pull-request object.
+type itemObject struct {
 	present                                                   bool
 	number, closing, head, headRefName, body, labels, htmlURL jv
 	// pullRequest is an issue's pull_request key (set on PRs).
@@ -137,19 +128,32 @@ type entity struct {
 }
 
 // payloadKeys are the top-level keys read in one pass: the router's, then
-// (appended at init) the containers the table of event kinds reads refs
-// from.
-var payloadKeys = []string{"action", "repository", "sender", "comment", "review", "issue", "pull_request", "label"}
+// the containers the table's built-in kinds read refs from (a kind
+// registered later has its container looked up).
+var payloadKeys = withRefContainers([]string{"action", "repository", "sender", "comment", "review", "issue", "pull_request", "label"})
+
+// withRefContainers appends to keys the top-level payload keys the table's
+// ref rules start from.
+func withRefContainers(keys []string) []string {
+	for _, k := range Kinds() {
+		for _, r := range k.Refs {
+			if !slices.Contains(keys, r.Path[0]) {
+				keys = append(keys, r.Path[0])
+			}
+		}
+	}
+	return keys
+}
 
 var entityKeys = []string{"number", "closingIssuesReferences", "head", "headRefName", "body", "labels", "html_url", "pull_request"}
 
-func readEntity(d *doc, v jv) entity {
+func readEntity(d *doc, v jv) itemObject {
 	if v.kind() != '{' {
-		return entity{}
+		return itemObject{}
 	}
 	var f [8]jv
 	d.fields(v, entityKeys, f[:])
-	return entity{true, f[0], f[1], f[2], f[3], f[4], f[5], f[6], f[7], f}
+	return itemObject{true, f[0], f[1], f[2], f[3], f[4], f[5], f[6], f[7], f}
 }
 
 // maxPayloadKeys bounds payloadKeys for the fixed array readPayload fills.
@@ -187,7 +191,7 @@ func (p *payload) path(keys []string) jv {
 	if len(keys) == 0 {
 		return nil
 	}
-	var e *entity
+	var e *itemObject
 	switch keys[0] {
 	case payloadKeys[5]:
 		e = &p.issue
@@ -210,7 +214,7 @@ func (p *payload) path(keys []string) jv {
 var repoKeys = []string{"full_name", "html_url"}
 
 // payloadRepo reads repository.full_name and the host (docs/daemon.md §4.1).
-func payloadRepo(p *payload, e *entity) (repoOf, bool) {
+func payloadRepo(p *payload, e *itemObject) (repoOf, bool) {
 	var f [2]jv
 	p.doc.fields(p.repository, repoKeys, f[:])
 	owner, repo, ok := strings.Cut(f[0].string(), "/")
@@ -233,7 +237,7 @@ func payloadRepo(p *payload, e *entity) (repoOf, bool) {
 // pull_request object for the kinds whose entity it is (EventKind.OnPR);
 // for the others the issue when it has a pull_request key, else a
 // top-level pull_request (the poll path's shape).
-func prEntity(k *EventKind, p *payload) *entity {
+func prEntity(k *EventKind, p *payload) *itemObject {
 	switch {
 	case k.OnPR:
 		if p.pullRequest.present {

@@ -36,6 +36,16 @@ const providerGitHub = "github"
 // ones are integrations.CommentType*).
 const CommentTypeJira = "jira-comment"
 
+// RefSource says why a ref was extracted (docs/daemon.md §4.1).
+type RefSource string
+
+const (
+	RefFromEntity           RefSource = "entity"
+	RefFromClosingReference RefSource = "closing-reference"
+	RefFromBranch           RefSource = "branch"
+	RefFromKeyword          RefSource = "keyword"
+)
+
 // ActorFrom says where the router finds the human behind a delivery.
 type ActorFrom uint8
 
@@ -233,23 +243,30 @@ func builtinKinds() []EventKind {
 
 // kindTable is the registry of event kinds: the built-in ones, then any
 // RegisterKind added at init.
-var kindTable = struct {
+var kindTable = newKindTable(builtinKinds())
+
+type kinds struct {
 	sync.RWMutex
 	list   []*EventKind
 	byName map[string]*EventKind
-}{byName: map[string]*EventKind{}}
+}
 
-func init() {
-	for _, k := range builtinKinds() {
-		RegisterKind(k)
+func newKindTable(builtin []EventKind) *kinds {
+	t := &kinds{byName: map[string]*EventKind{}}
+	for _, k := range builtin {
+		t.register(k)
 	}
-	payloadKeys = append(payloadKeys, refContainers(payloadKeys)...)
+	return t
 }
 
 // RegisterKind adds an event kind to the table. It is meant for init (as
 // a plug-in registers itself): it panics on an empty name, a duplicate, a
 // rule without a path, or ActorWords without Words.
 func RegisterKind(k EventKind) {
+	kindTable.register(k)
+}
+
+func (t *kinds) register(k EventKind) {
 	switch {
 	case k.Name == "":
 		panic("ingress: RegisterKind: empty event name")
@@ -261,13 +278,13 @@ func RegisterKind(k EventKind) {
 			panic(fmt.Sprintf("ingress: RegisterKind %q: a RefRule needs a Path and From entity or branch", k.Name))
 		}
 	}
-	kindTable.Lock()
-	defer kindTable.Unlock()
-	if _, dup := kindTable.byName[k.Name]; dup {
+	t.Lock()
+	defer t.Unlock()
+	if _, dup := t.byName[k.Name]; dup {
 		panic(fmt.Sprintf("ingress: RegisterKind: %q registered twice", k.Name))
 	}
-	kindTable.list = append(kindTable.list, &k)
-	kindTable.byName[k.Name] = &k
+	t.list = append(t.list, &k)
+	t.byName[k.Name] = &k
 }
 
 // KindOf returns the table's entry of an event name; an unknown name
@@ -327,23 +344,4 @@ func routedKind(name string) *EventKind {
 		return k
 	}
 	return &EventKind{Name: name}
-}
-
-// refContainers lists the top-level payload keys the table's ref rules
-// start from that have, not already in have (read once per payload).
-func refContainers(have []string) []string {
-	seen := map[string]bool{}
-	for _, h := range have {
-		seen[h] = true
-	}
-	var out []string
-	for _, k := range kindTable.list {
-		for _, r := range k.Refs {
-			if !seen[r.Path[0]] {
-				seen[r.Path[0]] = true
-				out = append(out, r.Path[0])
-			}
-		}
-	}
-	return out
 }

@@ -492,12 +492,9 @@ var settingReaders = []settingReader{
 		// Seed 004: an unknown mode is work-item with a warning (never
 		// cli), so the enum is not enforced here; the daemon resolves it.
 		v := r.strAny("routing.interaction.mode")
-		m := strings.ToLower(v)
-		if m != "work-item" && m != "cli" {
-			if m != "" {
-				s.Warnings = append(s.Warnings, fmt.Sprintf("%s: routing.interaction.mode: unknown value %q; using work-item (the values are work-item and cli)", r.name, v))
-			}
-			m = "work-item"
+		m, w := ResolveInteractionMode(v)
+		if w != "" {
+			s.Warnings = append(s.Warnings, r.name+": "+w)
 		}
 		s.Routing.InteractionMode = m
 		if src := s.shown["routing.interaction.mode"].Source; m != v {

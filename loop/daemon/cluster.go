@@ -44,20 +44,20 @@ type dispatchRunner interface {
 // service.node is set.
 func (d *Daemon) newDispatcher(ctx context.Context, q *queue.Queue, h dispatch.Handler, owner string) (dispatchRunner, error) {
 	base := dispatch.Config{
-		Parallelism: d.cfg.Parallelism, MaxDeliver: d.cfg.MaxDeliver, DrainTimeout: d.cfg.DrainTimeout,
+		Parallelism: d.cfg.Routing.MaxConcurrentDispatches, MaxDeliver: d.cfg.MaxDeliver, DrainTimeout: d.cfg.DrainTimeout,
 		Observe: d.onDispatch,
 		// The same daemon restarted takes its lease back at once.
 		Owner: owner,
 	}
 	c := d.cfg.Cluster
 	if c.Node == "" {
-		if d.cfg.QueueURL != "" {
+		if d.cfg.Queue.URL != "" {
 			owners, err := q.SharedOwners(ctx)
 			if err != nil {
 				return nil, err
 			}
 			if len(owners) > 0 {
-				return nil, fmt.Errorf("daemon: loopd nodes %v share the work of queue.url %s; set service.node (a unique name) here too, or use another queue", owners, d.cfg.QueueURL)
+				return nil, fmt.Errorf("daemon: loopd nodes %v share the work of queue.url %s; set service.node (a unique name) here too, or use another queue", owners, d.cfg.Queue.URL)
 			}
 		}
 		return dispatch.New(q, h, base)
@@ -168,7 +168,7 @@ func (d *Daemon) takeover(ctx context.Context, t dispatch.Takeover) error {
 		if !sessions.ValidSessionID(sid) {
 			sid = ""
 		}
-		if err := d.reg.Put(ctx, sessions.Record{Item: item, Harness: d.cfg.DefaultHarness, SessionID: sid, TmuxName: sessions.TmuxName(item),
+		if err := d.reg.Put(ctx, sessions.Record{Item: item, Harness: d.cfg.Routing.DefaultHarness, SessionID: sid, TmuxName: sessions.TmuxName(item),
 			Cwd: cwd, Status: sessions.StatusActive, Created: d.deps.Clock.Now().UTC()}); err != nil {
 			return err
 		}

@@ -49,7 +49,7 @@ func (d *Daemon) newDispatcher(ctx context.Context, q *queue.Queue, h dispatch.H
 		// The same daemon restarted takes its lease back at once.
 		Owner: owner,
 	}
-	c := d.cfg.Cluster
+	c := d.cfg.Cluster()
 	if c.Node == "" {
 		if d.cfg.Queue.URL != "" {
 			owners, err := q.SharedOwners(ctx)
@@ -92,7 +92,7 @@ func (d *Daemon) dropMovedItems(ctx context.Context, sh *dispatch.Shared) {
 			continue
 		}
 		owner, err := sh.Leases().Owner(ctx, queue.SlotOf(r.Item.String()))
-		if err == nil && owner != "" && owner != d.cfg.Cluster.Node {
+		if err == nil && owner != "" && owner != d.cfg.Cluster().Node {
 			d.logf("%s moved to node %s while this node was away; stopping its session here", r.Item, owner)
 			d.lostItem(r.Item.String())
 		}
@@ -123,7 +123,7 @@ func (d *Daemon) ownsItem(ctx context.Context, item workitem.Ref) bool {
 		return true
 	}
 	owner, err := sh.Leases().Owner(ctx, queue.SlotOf(item.String()))
-	return err == nil && owner == d.cfg.Cluster.Node
+	return err == nil && owner == d.cfg.Cluster().Node
 }
 
 // holdsItem: an item with a live session here stays owned by this node.
@@ -155,7 +155,7 @@ func (d *Daemon) takeover(ctx context.Context, t dispatch.Takeover) error {
 	if err != nil {
 		return fmt.Errorf("takeover of %q: %w", t.Item, err)
 	}
-	fields := []graph.Field{{Key: "work_item", Value: item.String()}, {Key: "from_node", Value: t.From}, {Key: "node", Value: d.cfg.Cluster.Node},
+	fields := []graph.Field{{Key: "work_item", Value: item.String()}, {Key: "from_node", Value: t.From}, {Key: "node", Value: d.cfg.Cluster().Node},
 		{Key: "previous_session_id", Value: t.Session}, {Key: "owned_since", Value: t.Since.UTC().Format(time.RFC3339)}}
 	if _, _, live := d.record(t.Item); !live {
 		ev := &ingress.Event{Event: "takeover", DeliveryID: "takeover:" + t.Slot, Repo: item.Owner + "/" + item.Repo}
@@ -196,7 +196,7 @@ func (d *Daemon) lostItem(ref string) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	err := d.mgr.Close(ctx, item, false)
-	fields := []graph.Field{{Key: "work_item", Value: ref}, {Key: "node", Value: d.cfg.Cluster.Node}}
+	fields := []graph.Field{{Key: "work_item", Value: ref}, {Key: "node", Value: d.cfg.Cluster().Node}}
 	if err != nil {
 		fields = append(fields, graph.Field{Key: "error", Value: err.Error()})
 	}

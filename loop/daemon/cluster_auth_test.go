@@ -55,7 +55,6 @@ func TestDaemonOnAClusterWithTLSAndCredentials(t *testing.T) {
 		cfg.ReconcileInterval = -1
 		cfg.Service.Disabled = true
 		cfg.Queue, cfg.QueueAuth = qc.Queue, qc.QueueAuth
-		cfg.Cluster.QueueReplicas = qc.Cluster.QueueReplicas
 		set, err := integrations.New(integrations.Config{GitHub: &integrations.GitHubConfig{
 			Transport: integrations.TransportAPI, MaxAttempts: 1, TimeoutSeconds: 10,
 			API: integrations.GitHubAPIConfig{BaseURL: sim.URL()},
@@ -143,7 +142,7 @@ func TestClusterExampleShipsWithCredentialsAndTLS(t *testing.T) {
 	require.NotEmpty(t, cfg.QueueTLS().CertFile)
 	require.NotEmpty(t, cfg.QueueTLS().KeyFile)
 	require.False(t, cfg.Queue.Insecure)
-	require.Equal(t, 3, cfg.Cluster.QueueReplicas)
+	require.Equal(t, 3, cfg.Cluster().QueueReplicas)
 }
 
 // fencedBlocks is the text of every ``` block of a Markdown document.

@@ -156,7 +156,7 @@ func TestClusterTakeoverRealSessions(t *testing.T) {
 		cfg.Tmux.ReceiptTimeout = 20 * time.Second
 		cfg.Tmux.TempDir = t.TempDir()
 		cfg.Queue.URL = urls[i]
-		cfg.Cluster = daemon.ClusterConfig{Node: name, MaxSessions: capacity, LeaseTTL: ttl, QueueReplicas: 3}
+		cfg.Settings.Service.Node, cfg.Settings.Service.MaxSessions, cfg.Settings.Service.LeaseTTL, cfg.Queue.Replicas = name, capacity, ttl, 3
 		n.cfg = cfg
 		set, err := integrations.New(integrations.Config{GitHub: &integrations.GitHubConfig{
 			Transport: integrations.TransportAPI, MaxAttempts: 3, TimeoutSeconds: 10,

@@ -141,10 +141,6 @@ type Config struct {
 	// start; negative: never): polling.intervalSeconds, or 0 when
 	// polling.enabled is false.
 	ReconcileInterval time.Duration
-	// Poll configures the ingress poller whose reconcile pass loopd runs
-	// (polling.sources: label discovery and new comments for those
-	// repositories; closure of every live session's work item in any case).
-	Poll ingress.PollerConfig
 
 	// Integrations configures outbound GitHub/Slack/Jira (used when
 	// Deps.Integrations is nil): the integrations block decoded and checked
@@ -168,10 +164,25 @@ type Config struct {
 	// variable service.tokenEnv names; service.go). Settings.Service holds
 	// the keys as read.
 	Service ServiceConfig
-	// Cluster shares the work items among several loopd (service.node,
-	// service.maxSessions, service.leaseTTLSeconds, queue.replicas;
-	// cluster.go).
-	Cluster ClusterConfig
+}
+
+// PollerConfig configures the ingress poller whose reconcile pass loopd
+// runs (polling.*: label discovery and new comments for the sources'
+// repositories; closure of every live session's work item in any case).
+func (c Config) PollerConfig() ingress.PollerConfig {
+	pc := ingress.PollerConfig{StateRoot: c.StateRoot, Interval: c.Polling.Interval, MaxRetries: c.Polling.MaxRetries}
+	for _, src := range c.Polling.Sources {
+		pc.Sources = append(pc.Sources, ingress.PollSource{Repos: src.Repos, Label: src.Label, SkipIssues: !src.Issues, SkipPullRequests: !src.PullRequests})
+	}
+	return pc
+}
+
+// Cluster shares the work items among several loopd (service.node,
+// service.maxSessions, service.leaseTTLSeconds, queue.replicas;
+// cluster.go).
+func (c Config) Cluster() ClusterConfig {
+	sv := c.Settings.Service
+	return ClusterConfig{Node: sv.Node, MaxSessions: sv.MaxSessions, LeaseTTL: sv.LeaseTTL, QueueReplicas: c.Queue.Replicas}
 }
 
 // Listen is the webhook receiver's host:port
@@ -224,6 +235,8 @@ func DefaultConfig() Config {
 	st.Routing.AuthorizedUsers, st.Routing.Authorized, st.Routing.HarnessByRepository = nil, nil, nil
 	st.Routing.AuthorizedCache, st.Routing.DispatchTimeout, st.Routing.DedupCacheSize, st.Routing.Tmux.ResumeProbe = 0, 0, 0, 0
 	st.Notifications = loop.DaemonNotifications{}
+	st.Service.LeaseTTL, st.Queue.Replicas = 0, 0     // the lease's and the queue's own
+	st.Polling.Interval, st.Polling.MaxRetries = 0, 0 // the poller's own
 	return Config{
 		Settings:          st,
 		MaxDeliver:        DefaultMaxDeliver,
@@ -277,9 +290,8 @@ func ConfigFromSettings(st loop.Settings, getenv func(string) string) (Config, [
 		StreamDisabled: !sv.StreamEnabled, StreamMaxSubscribers: sv.StreamMaxSubscribers, StreamKeepAlive: sv.StreamKeepAlive,
 		GateStuckAfter: sv.GateStuckAfter,
 	}
-	cfg.Cluster = ClusterConfig{Node: sv.Node, MaxSessions: sv.MaxSessions, LeaseTTL: sv.LeaseTTL, QueueReplicas: st.Queue.Replicas}
-	if cfg.Cluster.Node != "" && st.Queue.URL == "" {
-		return cfg, warns, fmt.Errorf("service.node %q shares the work with other loopd, which needs queue.url naming their NATS cluster: %w", cfg.Cluster.Node, loop.ErrInvalidConfig)
+	if sv.Node != "" && st.Queue.URL == "" {
+		return cfg, warns, fmt.Errorf("service.node %q shares the work with other loopd, which needs queue.url naming their NATS cluster: %w", sv.Node, loop.ErrInvalidConfig)
 	}
 	tm := st.Routing.Tmux
 	cfg.Liveness = LivenessConfig{Off: !tm.Liveness.Enabled, Interval: tm.Liveness.Interval, MaxRespawns: tm.Liveness.MaxRespawns,
@@ -294,10 +306,6 @@ func ConfigFromSettings(st loop.Settings, getenv func(string) string) (Config, [
 	cfg.ReconcileInterval = st.Polling.Interval
 	if !st.Polling.Enabled {
 		cfg.ReconcileInterval = 0
-	}
-	cfg.Poll = ingress.PollerConfig{StateRoot: st.StateRoot, Interval: st.Polling.Interval, MaxRetries: st.Polling.MaxRetries}
-	for _, src := range st.Polling.Sources {
-		cfg.Poll.Sources = append(cfg.Poll.Sources, ingress.PollSource{Repos: src.Repos, Label: src.Label, SkipIssues: !src.Issues, SkipPullRequests: !src.PullRequests})
 	}
 	if st.Integrations != nil {
 		ic, err := integrations.DecodeConfig(st.Integrations)

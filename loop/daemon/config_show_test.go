@@ -66,8 +66,8 @@ func TestConfigShowEqualsWhatLoopdUses(t *testing.T) {
 			require.Equal(t, cfg.Routing.MaxConcurrentDispatches, num("routing.maxConcurrentDispatches"))
 			require.Equal(t, cfg.Routing.DedupCacheSize, num("routing.dedupCacheSize"))
 			require.Equal(t, IngressConfig(cfg).DedupSize, num("routing.dedupCacheSize"))
-			require.Equal(t, cfg.Poll.MaxRetries, num("polling.maxRetries"))
-			require.Equal(t, cfg.Poll.Interval, secs("polling.intervalSeconds"))
+			require.Equal(t, cfg.PollerConfig().MaxRetries, num("polling.maxRetries"))
+			require.Equal(t, cfg.PollerConfig().Interval, secs("polling.intervalSeconds"))
 			if shown["polling.enabled"] == true {
 				require.Equal(t, cfg.ReconcileInterval, secs("polling.intervalSeconds"), "loopd reconciles at the interval show prints")
 			} else {

@@ -92,7 +92,7 @@ polling:
 	require.Equal(t, "rocket", cfg.Routing.Reactions.Started)
 	require.Equal(t, "hooray", cfg.Routing.Reactions.Completed)
 	require.Equal(t, 30*time.Second, cfg.ReconcileInterval)
-	require.Len(t, cfg.Poll.Sources, 1)
+	require.Len(t, cfg.PollerConfig().Sources, 1)
 }
 
 func TestConfigFromCLIDefaults(t *testing.T) {
@@ -145,12 +145,12 @@ service:
 `)
 	cfg, _, err := ConfigFromCLI(c, func(string) string { return "" }, "/work")
 	require.NoError(t, err)
-	require.Equal(t, ClusterConfig{Node: "loopd-a", MaxSessions: 8, LeaseTTL: 20 * time.Second, QueueReplicas: 3}, cfg.Cluster)
+	require.Equal(t, ClusterConfig{Node: "loopd-a", MaxSessions: 8, LeaseTTL: 20 * time.Second, QueueReplicas: 3}, cfg.Cluster())
 
 	// Defaults: one node, the whole queue.
 	cfg, _, err = ConfigFromCLI(parseCLI(t, "state:\n  root: /st\n"), func(string) string { return "" }, "/work")
 	require.NoError(t, err)
-	require.Equal(t, ClusterConfig{LeaseTTL: 15 * time.Second, QueueReplicas: 1}, cfg.Cluster)
+	require.Equal(t, ClusterConfig{LeaseTTL: 15 * time.Second, QueueReplicas: 1}, cfg.Cluster())
 
 	// Sharing needs a shared queue.
 	_, _, err = ConfigFromCLI(parseCLI(t, "state:\n  root: /st\nservice:\n  node: a\n"), func(string) string { return "" }, "/work")

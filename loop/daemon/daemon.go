@@ -299,7 +299,7 @@ func (d *Daemon) Run(ctx context.Context) (err error) {
 		d.audit.Close()
 	}()
 
-	q, err := queue.Open(ctx, queue.Config{URL: d.cfg.Queue.URL, StoreDir: filepath.Join(root, "queue"), Replicas: d.cfg.Cluster.QueueReplicas,
+	q, err := queue.Open(ctx, queue.Config{URL: d.cfg.Queue.URL, StoreDir: filepath.Join(root, "queue"), Replicas: d.cfg.Cluster().QueueReplicas,
 		Auth: d.cfg.QueueAuth, TLS: d.cfg.QueueTLS(), Insecure: d.cfg.Queue.Insecure})
 	if err != nil {
 		return err

@@ -22,7 +22,7 @@ func (d *Daemon) reconcileLoop(ctx context.Context) {
 	if d.cfg.ReconcileInterval < 0 {
 		return
 	}
-	pc := d.cfg.Poll
+	pc := d.cfg.PollerConfig()
 	pc.StateRoot = d.cfg.StateRoot
 	if len(pc.Sources) == 0 {
 		// A webhook-only deployment still reconciles the repositories it

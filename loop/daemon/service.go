@@ -325,7 +325,7 @@ func (d *Daemon) status(ctx context.Context) api.Status {
 	}
 	d.pluginUpgradeStatus(&st)
 	if sh := d.sharedDispatcher(); sh != nil {
-		st.Cluster = &api.ClusterView{Node: d.cfg.Cluster.Node, MaxSessions: d.cfg.Cluster.MaxSessions, Owned: sh.Leases().Items()}
+		st.Cluster = &api.ClusterView{Node: d.cfg.Cluster().Node, MaxSessions: d.cfg.Cluster().MaxSessions, Owned: sh.Leases().Items()}
 	}
 	return st
 }

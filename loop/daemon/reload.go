@@ -69,13 +69,102 @@ func (d *Daemon) stopReconcile() {
 	}
 }
 
-// ReloadResult says what a reload applied and what it could not.
-type ReloadResult struct {
-	// Applied names the soft keys that changed and now apply.
-	Applied []string
-	// NeedRestart names changed keys a reload does not apply.
-	NeedRestart []string
+// reloadPart is a part of the running daemon that reloads keys: it names
+// them, may check (and build) what it needs from the next configuration
+// before anything changes, and applies its own once the keys' values are
+// in d.cfg (under the policy write lock: no dispatch runs meanwhile).
+type reloadPart struct {
+	name string
+	keys []string
+	// stage checks staged (the running configuration with every changed
+	// key the reload applies) and builds what apply installs; an error
+	// refuses the whole reload.
+	stage func(d *Daemon, staged Config, st *reloadStaged) error
+	// apply installs the keys (nil: the part reads d.cfg as it goes).
+	apply func(d *Daemon, st *reloadStaged)
 }
+
+// reloadStaged is what the parts built before the reload applied.
+type reloadStaged struct {
+	recv *ingress.Receiver
+	// reconcile: the reconcile pass is to be restarted (with the new
+	// receiver).
+	reconcile bool
+}
+
+// receiverKeys are what the webhook receiver is built from; the reconcile
+// pass routes through it and polls polling.sources (or the repositories).
+var receiverKeys = []string{"routing.authorizedUsers", "routing.authorized, routing.authorizedCacheSeconds", "routing.control.keywords",
+	"routing.control.enabled", "routing.autoExecuteLabel", "repositories", "webhooks.ghWebhook.events", "polling.sources"}
+
+var reloadParts = []reloadPart{
+	// The receiver and the reconcile pass that routes through it: a new
+	// receiver (a new Router with the new authorization and keywords) is
+	// swapped in atomically and the pass restarted with it.
+	{name: "receiver", keys: receiverKeys, stage: func(d *Daemon, staged Config, st *reloadStaged) error {
+		recv, err := ingress.NewReceiver(IngressConfig(staged), ingress.ReceiverDeps{Sink: d.Sink(), Log: d.sink, Clock: d.deps.Clock, SinkCopiesPayload: true, Health: d.Healthy})
+		if err != nil {
+			return fmt.Errorf("daemon: reload: webhook receiver: %w", err)
+		}
+		st.recv, st.reconcile = recv, true
+		return nil
+	}, apply: func(d *Daemon, st *reloadStaged) {
+		d.recv = st.recv
+		d.reload().recv.Store(st.recv)
+	}},
+	// routing.authorized is answered by GitHub through the authority.
+	{name: "authority", keys: []string{"routing.authorized, routing.authorizedCacheSeconds"}, apply: func(d *Daemon, _ *reloadStaged) {
+		if d.authority != nil {
+			_ = d.authority.Reset(d.cfg.Routing.Authorized, d.cfg.Routing.AuthorizedCache) // checked by the receiver's stage
+		}
+	}},
+	// The intake and the PR linkage take their configuration from d.cfg.
+	{name: "intake", keys: []string{"routing.authorizedUsers", "routing.control.keywords", "routing.control.enabled", "routing.control.requireStartCommand",
+		"routing.spawnOnUnmatched", "routing.autoExecuteLabel", "repositories", "routing.reactions", "routing.announce.enabled", "routing.interaction.mode",
+		"routing.promptTemplate", "routing.spawnPromptTemplate", "routing.tmux.sessionPerPr"},
+		apply: func(d *Daemon, _ *reloadStaged) { d.policyChanged() }},
+	// The graph controller's gate policy.
+	{name: "graphs", keys: []string{"routing.authorizedUsers", "routing.control.keywords", "routing.tmux.sessionPerPr"}, apply: func(d *Daemon, _ *reloadStaged) {
+		if d.svc.graphs != nil {
+			d.svc.graphs.SetPolicy(d.cfg.Routing.AuthorizedUsers, d.cfg.ExecuteKeyword(), d.cfg.Routing.Tmux.SessionPerPr)
+		}
+	}},
+	// The usage watch reads the budget and rates from d.cfg at each poll.
+	{name: "usage", keys: []string{"routing.budget, usage.rates"}},
+	// The gate metrics' stuck age.
+	{name: "metrics", keys: []string{"service.metrics.gateStuckAfterSeconds"}, apply: func(d *Daemon, _ *reloadStaged) {
+		if d.svc.metrics != nil {
+			d.svc.metrics.SetStuckAfter(d.cfg.Service.GateStuckAfter)
+		}
+	}},
+}
+
+// reloadedBy maps each key a part reloads to the parts that reload it. It
+// panics when a part names a key reloadKeys lacks, or a reloaded key has
+// no take (or a key with a take is reloaded by no part): the tables are
+// checked against each other at start.
+var reloadedBy = func() map[string][]int {
+	takes := map[string]bool{}
+	for _, k := range reloadKeys {
+		takes[k.key] = k.take != nil
+	}
+	m := map[string][]int{}
+	for i, p := range reloadParts {
+		for _, k := range p.keys {
+			take, known := takes[k]
+			if !known || !take {
+				panic("daemon: reload part " + p.name + " names " + k + ", which is not a reloadable key")
+			}
+			m[k] = append(m[k], i)
+		}
+	}
+	for k, take := range takes {
+		if take && len(m[k]) == 0 {
+			panic("daemon: no reload part reloads " + k)
+		}
+	}
+	return m
+}()
 
 // Reload applies next's soft policy to the running daemon (valid after
 // Ready). next is validated first; on any error nothing changes and the
@@ -100,7 +189,7 @@ func (d *Daemon) Reload(next Config) (ReloadResult, error) {
 		return ReloadResult{}, err
 	}
 	next.EventLog.Path = next.EventLogFile()
-	df := diffConfig(&d.cfg, &next)
+	df := diffConfig(&d.cfg, &next, reloadedBy)
 	if len(df.keys) > 0 {
 		if err := d.applyReload(df, &next); err != nil {
 			return ReloadResult{}, err

@@ -1,19 +1,16 @@
 package daemon
 
 import (
-	"fmt"
 	"reflect"
 	"slices"
-
-	"github.com/theloop-dev/theloop/ingress"
 )
 
-// What a reload compares and who applies it (nats-server's config reload
-// and raft's reloadable subset are the models): reloadKeys lists every
-// value compared between the running Config and the next one, in the order
-// they are reported; reloadParts are the parts of the daemon that reload
-// keys, each naming the keys it reloads and applying its own. A changed key
-// no part reloads is reported as needing a restart.
+// What a reload compares (nats-server's config reload and raft's
+// reloadable subset are the models): reloadKeys lists every value compared
+// between the running Config and the next one, in the order they are
+// reported. Who reloads which key is the parts' business (reloadParts in
+// reload.go); a changed key no part reloads is reported as needing a
+// restart.
 
 // reloadKey is one key (or keys reported together) compared on reload.
 type reloadKey struct {
@@ -74,120 +71,32 @@ var reloadKeys = []reloadKey{
 	{"service.metrics.gateStuckAfterSeconds", func(c *Config) any { return c.Service.GateStuckAfter }, func(d, s *Config) { d.Service.GateStuckAfter = s.Service.GateStuckAfter }},
 }
 
-// reloadPart is a part of the running daemon that reloads keys: it names
-// them, may check (and build) what it needs from the next configuration
-// before anything changes, and applies its own once the keys' values are
-// in d.cfg (under the policy write lock: no dispatch runs meanwhile).
-type reloadPart struct {
-	name string
-	keys []string
-	// stage checks staged (the running configuration with every changed
-	// key the reload applies) and builds what apply installs; an error
-	// refuses the whole reload.
-	stage func(d *Daemon, staged Config, st *reloadStaged) error
-	// apply installs the keys (nil: the part reads d.cfg as it goes).
-	apply func(d *Daemon, st *reloadStaged)
+// ReloadResult says what a reload applied and what it could not.
+type ReloadResult struct {
+	// Applied names the soft keys that changed and now apply.
+	Applied []string
+	// NeedRestart names changed keys a reload does not apply.
+	NeedRestart []string
 }
-
-// reloadStaged is what the parts built before the reload applied.
-type reloadStaged struct {
-	recv *ingress.Receiver
-	// reconcile: the reconcile pass is to be restarted (with the new
-	// receiver).
-	reconcile bool
-}
-
-// receiverKeys are what the webhook receiver is built from; the reconcile
-// pass routes through it and polls polling.sources (or the repositories).
-var receiverKeys = []string{"routing.authorizedUsers", "routing.authorized, routing.authorizedCacheSeconds", "routing.control.keywords",
-	"routing.control.enabled", "routing.autoExecuteLabel", "repositories", "webhooks.ghWebhook.events", "polling.sources"}
-
-var reloadParts = []reloadPart{
-	// The receiver and the reconcile pass that routes through it: a new
-	// receiver (a new Router with the new authorization and keywords) is
-	// swapped in atomically and the pass restarted with it.
-	{name: "receiver", keys: receiverKeys, stage: func(d *Daemon, staged Config, st *reloadStaged) error {
-		recv, err := ingress.NewReceiver(IngressConfig(staged), ingress.ReceiverDeps{Sink: d.Sink(), Log: d.sink, Clock: d.deps.Clock, SinkCopiesPayload: true, Health: d.Healthy})
-		if err != nil {
-			return fmt.Errorf("daemon: reload: webhook receiver: %w", err)
-		}
-		st.recv, st.reconcile = recv, true
-		return nil
-	}, apply: func(d *Daemon, st *reloadStaged) {
-		d.recv = st.recv
-		d.reload().recv.Store(st.recv)
-	}},
-	// routing.authorized is answered by GitHub through the authority.
-	{name: "authority", keys: []string{"routing.authorized, routing.authorizedCacheSeconds"}, apply: func(d *Daemon, _ *reloadStaged) {
-		if d.authority != nil {
-			_ = d.authority.Reset(d.cfg.Routing.Authorized, d.cfg.Routing.AuthorizedCache) // checked by the receiver's stage
-		}
-	}},
-	// The intake and the PR linkage take their configuration from d.cfg.
-	{name: "intake", keys: []string{"routing.authorizedUsers", "routing.control.keywords", "routing.control.enabled", "routing.control.requireStartCommand",
-		"routing.spawnOnUnmatched", "routing.autoExecuteLabel", "repositories", "routing.reactions", "routing.announce.enabled", "routing.interaction.mode",
-		"routing.promptTemplate", "routing.spawnPromptTemplate", "routing.tmux.sessionPerPr"},
-		apply: func(d *Daemon, _ *reloadStaged) { d.policyChanged() }},
-	// The graph controller's gate policy.
-	{name: "graphs", keys: []string{"routing.authorizedUsers", "routing.control.keywords", "routing.tmux.sessionPerPr"}, apply: func(d *Daemon, _ *reloadStaged) {
-		if d.svc.graphs != nil {
-			d.svc.graphs.SetPolicy(d.cfg.Routing.AuthorizedUsers, d.cfg.ExecuteKeyword(), d.cfg.Routing.Tmux.SessionPerPr)
-		}
-	}},
-	// The usage watch reads the budget and rates from d.cfg at each poll.
-	{name: "usage", keys: []string{"routing.budget, usage.rates"}},
-	// The gate metrics' stuck age.
-	{name: "metrics", keys: []string{"service.metrics.gateStuckAfterSeconds"}, apply: func(d *Daemon, _ *reloadStaged) {
-		if d.svc.metrics != nil {
-			d.svc.metrics.SetStuckAfter(d.cfg.Service.GateStuckAfter)
-		}
-	}},
-}
-
-// reloadedBy maps each key a part reloads to the parts that reload it. It
-// panics when a part names a key reloadKeys lacks, or a reloaded key has
-// no take (or a key with a take is reloaded by no part): the tables are
-// checked against each other at start.
-var reloadedBy = func() map[string][]int {
-	takes := map[string]bool{}
-	for _, k := range reloadKeys {
-		takes[k.key] = k.take != nil
-	}
-	m := map[string][]int{}
-	for i, p := range reloadParts {
-		for _, k := range p.keys {
-			take, known := takes[k]
-			if !known || !take {
-				panic("daemon: reload part " + p.name + " names " + k + ", which is not a reloadable key")
-			}
-			m[k] = append(m[k], i)
-		}
-	}
-	for k, take := range takes {
-		if take && len(m[k]) == 0 {
-			panic("daemon: no reload part reloads " + k)
-		}
-	}
-	return m
-}()
 
 // reloadDiff is what changed between two configurations.
 type reloadDiff struct {
 	ReloadResult
 	keys  []reloadKey // the changed keys some part reloads
-	parts []int       // the parts that reload them, in reloadParts order
+	parts []int       // the parts that reload them, in index order
 }
 
 // diffConfig compares cur and next key by key: a changed key is applied
-// when a part reloads it, else it needs a restart.
-func diffConfig(cur, next *Config) reloadDiff {
+// when a part reloads it (owners: the parts, by index, that reload each
+// key), else it needs a restart.
+func diffConfig(cur, next *Config, owners map[string][]int) reloadDiff {
 	var df reloadDiff
-	touched := make([]bool, len(reloadParts))
+	var touched []bool
 	for _, k := range reloadKeys {
 		if reflect.DeepEqual(k.of(cur), k.of(next)) {
 			continue
 		}
-		parts := reloadedBy[k.key]
+		parts := owners[k.key]
 		if len(parts) == 0 {
 			df.NeedRestart = append(df.NeedRestart, k.key)
 			continue
@@ -195,6 +104,9 @@ func diffConfig(cur, next *Config) reloadDiff {
 		df.Applied = append(df.Applied, k.key)
 		df.keys = append(df.keys, k)
 		for _, p := range parts {
+			for len(touched) <= p {
+				touched = append(touched, false)
+			}
 			touched[p] = true
 		}
 	}

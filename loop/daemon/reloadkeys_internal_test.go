@@ -13,8 +13,8 @@ func TestReloadDiff(t *testing.T) {
 	cur := DefaultConfig()
 	cur.StateRoot = "/s"
 	same := cur
-	require.Empty(t, diffConfig(&cur, &same).Applied)
-	require.Empty(t, diffConfig(&cur, &same).NeedRestart)
+	require.Empty(t, diffConfig(&cur, &same, reloadedBy).Applied)
+	require.Empty(t, diffConfig(&cur, &same, reloadedBy).NeedRestart)
 
 	partNames := func(df reloadDiff) []string {
 		var out []string
@@ -42,7 +42,7 @@ func TestReloadDiff(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			next := cur
 			tc.change(&next)
-			df := diffConfig(&cur, &next)
+			df := diffConfig(&cur, &next, reloadedBy)
 			require.Equal(t, tc.applied, df.Applied)
 			require.Equal(t, tc.needRestart, df.NeedRestart)
 			require.Equal(t, tc.parts, partNames(df))

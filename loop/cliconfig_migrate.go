@@ -184,11 +184,7 @@ func (m *migrating) change(c MigrationChange) { m.ch = append(m.ch, c) }
 // (which wins key by key; each disagreement is reported).
 func (m *migrating) nestedRouting() {
 	t := m.t
-	wh, ok := t.mapAt("webhooks.ghWebhook")
-	if !ok {
-		return
-	}
-	old, ok := wh.get("routing")
+	wh, old, ok := t.lookup("webhooks.ghWebhook", "routing")
 	if !ok {
 		return
 	}
@@ -211,11 +207,7 @@ func (m *migrating) nestedRouting() {
 func (m *migrating) ghBinaries() {
 	t := m.t
 	for _, sec := range []string{"announce", "control", "reactions"} {
-		sm, ok := t.mapAt("routing." + sec)
-		if !ok {
-			continue
-		}
-		v, ok := sm.get("ghBinary")
+		sm, v, ok := t.lookup("routing."+sec, "ghBinary")
 		if !ok {
 			continue
 		}
@@ -244,11 +236,7 @@ func (m *migrating) retiredKeys() {
 	for _, from := range slices.Sorted(maps.Keys(retiredKeys)) {
 		to := retiredKeys[from]
 		parent, leaf := splitPath(from)
-		pm, ok := t.mapAt(parent)
-		if !ok {
-			continue
-		}
-		v, ok := pm.get(leaf)
+		pm, v, ok := t.lookup(parent, leaf)
 		if !ok {
 			continue
 		}
@@ -529,6 +517,17 @@ func fromSlice(v any) any {
 type migrationTree struct {
 	root     *omap
 	comments yaml.CommentMap
+}
+
+// lookup finds leaf in the mapping at parent: the mapping, the value, and
+// whether both are there.
+func (t *migrationTree) lookup(parent, leaf string) (*omap, any, bool) {
+	m, ok := t.mapAt(parent)
+	if !ok {
+		return nil, nil, false
+	}
+	v, ok := m.get(leaf)
+	return m, v, ok
 }
 
 func (t *migrationTree) mapAt(path string) (*omap, bool) {

@@ -137,92 +137,135 @@ func MigrateCLIConfig(name string, data []byte) (mig Migration, err error) {
 	if err != nil {
 		return Migration{}, fmt.Errorf("%w: %s: %v", ErrInvalidConfig, name, err)
 	}
-	t := &migrationTree{root: doc, comments: cm}
+	m := &migrating{t: &migrationTree{root: doc, comments: cm}}
 	oldLast := ""
 	if n := len(doc.keys); n > 0 {
 		oldLast = doc.keys[n-1]
 	}
-	var ch []MigrationChange
-	moved := false
-
-	// 1. webhooks.ghWebhook.routing → routing.
-	if wh, ok := t.mapAt("webhooks.ghWebhook"); ok {
-		if old, ok := wh.get("routing"); ok {
-			moved = true
-			if om, ok := old.(*omap); ok {
-				top := t.ensure("routing")
-				if top == nil {
-					ch = append(ch, MigrationChange{Kind: "conflict", From: "webhooks.ghWebhook.routing", To: "routing", Note: "a non-mapping value is in the way"})
-				} else {
-					t.merge(top, om, "routing", "webhooks.ghWebhook.routing", &ch)
-				}
-			} else {
-				ch = append(ch, MigrationChange{Kind: "removed", From: "webhooks.ghWebhook.routing", Note: "not a mapping"})
-			}
-			t.remove(wh, "webhooks.ghWebhook", "routing")
+	m.nestedRouting()
+	m.ghBinaries()
+	m.retiredKeys()
+	m.removedKeys()
+	stamp := m.needsStamp(raw)
+	if stamp {
+		m.ch = append(m.ch, MigrationChange{Kind: "stamped", To: "version", Note: CurrentCLIConfigVersion})
+	}
+	out := Migration{Output: data, Changes: m.ch, CommentsKept: true}
+	if !m.moved && !stamp {
+		return out, nil
+	}
+	if !m.moved {
+		// Only the version: edit the text in place, keeping it all.
+		if b := stampVersionLine(data); migratedRoundTrips(name, b) {
+			out.Output = b
+			return out, nil
 		}
 	}
-	// 2. routing.{control,reactions,announce}.ghBinary → integrations.github.cli.binary.
+	b, err := m.encode(name, oldLast)
+	if err != nil {
+		return Migration{}, err
+	}
+	out.Output = b
+	return out, nil
+}
+
+// migrating is one MigrateCLIConfig run: the tree being rewritten, the
+// changes so far, and whether any key moved or went (which re-encodes the
+// file). Each step below is one rule of the migration.
+type migrating struct {
+	t     *migrationTree
+	ch    []MigrationChange
+	moved bool
+}
+
+func (m *migrating) change(c MigrationChange) { m.ch = append(m.ch, c) }
+
+// nestedRouting moves webhooks.ghWebhook.routing to the top-level routing
+// (which wins key by key; each disagreement is reported).
+func (m *migrating) nestedRouting() {
+	t := m.t
+	wh, old, ok := t.lookup("webhooks.ghWebhook", "routing")
+	if !ok {
+		return
+	}
+	m.moved = true
+	if om, ok := old.(*omap); ok {
+		top := t.ensure("routing")
+		if top == nil {
+			m.change(MigrationChange{Kind: "conflict", From: "webhooks.ghWebhook.routing", To: "routing", Note: "a non-mapping value is in the way"})
+		} else {
+			t.merge(top, om, "routing", "webhooks.ghWebhook.routing", &m.ch)
+		}
+	} else {
+		m.change(MigrationChange{Kind: "removed", From: "webhooks.ghWebhook.routing", Note: "not a mapping"})
+	}
+	t.remove(wh, "webhooks.ghWebhook", "routing")
+}
+
+// ghBinaries moves routing.{control,reactions,announce}.ghBinary to
+// integrations.github.cli.binary.
+func (m *migrating) ghBinaries() {
+	t := m.t
 	for _, sec := range []string{"announce", "control", "reactions"} {
-		m, ok := t.mapAt("routing." + sec)
+		sm, v, ok := t.lookup("routing."+sec, "ghBinary")
 		if !ok {
 			continue
 		}
-		v, ok := m.get("ghBinary")
-		if !ok {
-			continue
-		}
-		moved = true
+		m.moved = true
 		from, to := "routing."+sec+".ghBinary", "integrations.github.cli.binary"
 		cli := t.ensure("integrations", "github", "cli")
 		switch cur, has := cli.get("binary"); {
 		case cli == nil:
-			ch = append(ch, MigrationChange{Kind: "conflict", From: from, To: to, Note: "a non-mapping value is in the way"})
-			t.remove(m, "routing."+sec, "ghBinary")
+			m.change(MigrationChange{Kind: "conflict", From: from, To: to, Note: "a non-mapping value is in the way"})
+			t.remove(sm, "routing."+sec, "ghBinary")
 		case has && !reflect.DeepEqual(cur, v):
-			ch = append(ch, MigrationChange{Kind: "conflict", From: from, To: to, Note: fmt.Sprintf("%v vs %v", v, cur)})
-			t.remove(m, "routing."+sec, "ghBinary")
+			m.change(MigrationChange{Kind: "conflict", From: from, To: to, Note: fmt.Sprintf("%v vs %v", v, cur)})
+			t.remove(sm, "routing."+sec, "ghBinary")
 		default:
 			cli.set("binary", v)
-			t.move(m, "routing."+sec, "ghBinary", to)
-			ch = append(ch, MigrationChange{Kind: "moved", From: from, To: to})
+			t.move(sm, "routing."+sec, "ghBinary", to)
+			m.change(MigrationChange{Kind: "moved", From: from, To: to})
 		}
 	}
-	// 3. webhooks.ghWebhook.repositories → repositories (the union).
+}
+
+// retiredKeys moves each retired key to its replacement
+// (webhooks.ghWebhook.repositories joins repositories: the union).
+func (m *migrating) retiredKeys() {
+	t := m.t
 	for _, from := range slices.Sorted(maps.Keys(retiredKeys)) {
 		to := retiredKeys[from]
 		parent, leaf := splitPath(from)
-		pm, ok := t.mapAt(parent)
+		pm, v, ok := t.lookup(parent, leaf)
 		if !ok {
 			continue
 		}
-		v, ok := pm.get(leaf)
-		if !ok {
-			continue
-		}
-		moved = true
+		m.moved = true
 		cur, has := t.root.get(to)
-		switch {
-		case !has || cur == nil:
+		if !has || cur == nil {
 			t.root.insertBefore(strings.SplitN(from, ".", 2)[0], to, v)
 			t.move(pm, parent, leaf, to)
-			ch = append(ch, MigrationChange{Kind: "moved", From: from, To: to})
-		default:
-			merged, added, ok := unionStrings(cur, v)
-			if !ok {
-				ch = append(ch, MigrationChange{Kind: "conflict", From: from, To: to, Note: "not both lists of strings"})
-			} else {
-				t.root.set(to, merged)
-				note := "merged into " + to
-				if len(added) > 0 {
-					note += ", adding " + strings.Join(added, ", ")
-				}
-				ch = append(ch, MigrationChange{Kind: "moved", From: from, To: to, Note: note})
-			}
-			t.remove(pm, parent, leaf)
+			m.change(MigrationChange{Kind: "moved", From: from, To: to})
+			continue
 		}
+		merged, added, ok := unionStrings(cur, v)
+		if !ok {
+			m.change(MigrationChange{Kind: "conflict", From: from, To: to, Note: "not both lists of strings"})
+		} else {
+			t.root.set(to, merged)
+			note := "merged into " + to
+			if len(added) > 0 {
+				note += ", adding " + strings.Join(added, ", ")
+			}
+			m.change(MigrationChange{Kind: "moved", From: from, To: to, Note: note})
+		}
+		t.remove(pm, parent, leaf)
 	}
-	// 4. Removed outright: keys no reader has.
+}
+
+// removedKeys deletes the keys no reader has: polling.stateFile,
+// service.cors and removedKeyList (in catalogue order).
+func (m *migrating) removedKeys() {
 	removals := []struct{ path, note string }{
 		{"polling.stateFile", "the poll ledger lives under state.root"},
 		{"service.cors", "the control plane sends no CORS headers"},
@@ -231,36 +274,47 @@ func MigrateCLIConfig(name string, data []byte) (mig Migration, err error) {
 		removals = append(removals, struct{ path, note string }{k.path, "nothing reads it: " + k.why})
 	}
 	for _, r := range removals {
-		parent, leaf := splitPath(r.path)
-		if list, item, ok := strings.Cut(parent, "[]"); ok && item == "" {
-			lp, ll := splitPath(list)
-			lm, _ := t.mapAt(lp)
-			items, _ := lm.get(ll)
-			l, _ := items.([]any)
-			found := false
-			for _, it := range l {
-				if m, ok := it.(*omap); ok {
-					if _, ok := m.get(leaf); ok {
-						m.del(leaf)
-						found = true
-					}
-				}
-			}
-			if found {
-				moved = true
-				ch = append(ch, MigrationChange{Kind: "removed", From: r.path, Note: r.note})
-			}
-			continue
-		}
-		if m, ok := t.mapAt(parent); ok {
-			if _, ok := m.get(leaf); ok {
-				t.remove(m, parent, leaf)
-				moved = true
-				ch = append(ch, MigrationChange{Kind: "removed", From: r.path, Note: r.note})
-			}
+		if m.remove(r.path) {
+			m.moved = true
+			m.change(MigrationChange{Kind: "removed", From: r.path, Note: r.note})
 		}
 	}
-	// 5. The version.
+}
+
+// remove deletes path (a list's items' key when path has "[]") and
+// reports whether it was there.
+func (m *migrating) remove(path string) bool {
+	t := m.t
+	parent, leaf := splitPath(path)
+	if list, item, ok := strings.Cut(parent, "[]"); ok && item == "" {
+		lp, ll := splitPath(list)
+		lm, _ := t.mapAt(lp)
+		items, _ := lm.get(ll)
+		l, _ := items.([]any)
+		found := false
+		for _, it := range l {
+			if im, ok := it.(*omap); ok {
+				if _, ok := im.get(leaf); ok {
+					im.del(leaf)
+					found = true
+				}
+			}
+		}
+		return found
+	}
+	if pm, ok := t.mapAt(parent); ok {
+		if _, ok := pm.get(leaf); ok {
+			t.remove(pm, parent, leaf)
+			return true
+		}
+	}
+	return false
+}
+
+// needsStamp reports whether the version is to be stamped: it is older
+// than the current one (or absent), unless the file is empty and nothing
+// moved (an empty file stays empty).
+func (m *migrating) needsStamp(raw map[string]any) bool {
 	stamp := true
 	if v, ok := raw["version"]; ok && v != nil {
 		if have, ok := parseVersion(scalarString(v)); ok {
@@ -268,36 +322,35 @@ func MigrateCLIConfig(name string, data []byte) (mig Migration, err error) {
 			stamp = compareVersions(have, want) < 0
 		}
 	}
-	if len(raw) == 0 && !moved {
-		stamp = false // an empty file stays empty
+	if len(raw) == 0 && !m.moved {
+		stamp = false
 	}
-	if stamp {
-		ch = append(ch, MigrationChange{Kind: "stamped", To: "version", Note: CurrentCLIConfigVersion})
+	return stamp
+}
+
+// stampVersionLine is data with its version line set to the current
+// version (added first when there is none), the rest of the text as it was.
+func stampVersionLine(data []byte) []byte {
+	line := fmt.Sprintf("version: %q", CurrentCLIConfigVersion)
+	var b []byte
+	if versionLine.RE().Match(data) {
+		b = versionLine.RE().ReplaceAll(data, []byte(line))
+	} else {
+		b = append([]byte(line+"\n"), data...)
 	}
-	out := Migration{Output: data, Changes: ch, CommentsKept: true}
-	if !moved && !stamp {
-		return out, nil
-	}
-	// roundTrips: the output must load and say the current version.
-	roundTrips := func(b []byte) bool {
-		chk, err := decodeYAMLMap(name, b)
-		return err == nil && scalarString(chk["version"]) == CurrentCLIConfigVersion
-	}
-	if !moved {
-		// Only the version: edit the text in place, keeping it all.
-		line := fmt.Sprintf("version: %q", CurrentCLIConfigVersion)
-		var b []byte
-		if versionLine.RE().Match(data) {
-			b = versionLine.RE().ReplaceAll(data, []byte(line))
-		} else {
-			b = append([]byte(line+"\n"), data...)
-		}
-		b = withNewline(b)
-		if roundTrips(b) {
-			out.Output = b
-			return out, nil
-		}
-	}
+	return withNewline(b)
+}
+
+// migratedRoundTrips reports whether b loads and says the current version.
+func migratedRoundTrips(name string, b []byte) bool {
+	chk, err := decodeYAMLMap(name, b)
+	return err == nil && scalarString(chk["version"]) == CurrentCLIConfigVersion
+}
+
+// encode stamps the version in the tree and re-encodes it in its own key
+// order with its comments; the result must load again.
+func (m *migrating) encode(name, oldLast string) ([]byte, error) {
+	t := m.t
 	if _, ok := t.root.get("version"); ok {
 		t.root.set("version", CurrentCLIConfigVersion)
 	} else {
@@ -306,14 +359,13 @@ func MigrateCLIConfig(name string, data []byte) (mig Migration, err error) {
 	t.keepFootLast(oldLast)
 	b, err := yaml.MarshalWithOptions(t.root.slice(), yaml.Indent(2), yaml.IndentSequence(true), yaml.WithComment(t.comments))
 	if err != nil {
-		return Migration{}, fmt.Errorf("%s: encoding the migrated config: %w", name, err)
+		return nil, fmt.Errorf("%s: encoding the migrated config: %w", name, err)
 	}
 	b = withNewline(b)
-	if !roundTrips(b) {
-		return Migration{}, fmt.Errorf("%w: %s: the migrated config would not load again; migrate it by hand (see `loopctl config schema`)", ErrInvalidConfig, name)
+	if !migratedRoundTrips(name, b) {
+		return nil, fmt.Errorf("%w: %s: the migrated config would not load again; migrate it by hand (see `loopctl config schema`)", ErrInvalidConfig, name)
 	}
-	out.Output = b
-	return out, nil
+	return b, nil
 }
 
 func splitPath(p string) (parent, leaf string) {
@@ -465,6 +517,17 @@ func fromSlice(v any) any {
 type migrationTree struct {
 	root     *omap
 	comments yaml.CommentMap
+}
+
+// lookup finds leaf in the mapping at parent: the mapping, the value, and
+// whether both are there.
+func (t *migrationTree) lookup(parent, leaf string) (*omap, any, bool) {
+	m, ok := t.mapAt(parent)
+	if !ok {
+		return nil, nil, false
+	}
+	v, ok := m.get(leaf)
+	return m, v, ok
 }
 
 func (t *migrationTree) mapAt(path string) (*omap, bool) {

@@ -747,6 +747,27 @@ func ControlCommands() []string {
 	return []string{"start", "stop", "pause", "resume", "execute", "contribute", "cleanup", "do"}
 }
 
+// routing.interaction.mode values (docs/daemon.md §10).
+const (
+	InteractionWorkItem = "work-item"
+	InteractionCLI      = "cli"
+)
+
+// ResolveInteractionMode trims and lower-cases v; an unknown value is
+// work-item with a warning naming the key, never cli (docs/daemon.md §10).
+// The settings reader and the daemon (for a Config an embedder built) both
+// resolve the mode through it.
+func ResolveInteractionMode(v string) (mode, warning string) {
+	m := strings.ToLower(strings.TrimSpace(v))
+	switch m {
+	case InteractionWorkItem, InteractionCLI:
+		return m, ""
+	case "":
+		return InteractionWorkItem, ""
+	}
+	return InteractionWorkItem, fmt.Sprintf("routing.interaction.mode: unknown value %q; using work-item (the values are work-item and cli)", v)
+}
+
 // DefaultControlKeywords returns routing.control.keywords' defaults:
 // "the-loop <command>" for every command.
 func DefaultControlKeywords() map[string]string {

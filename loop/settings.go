@@ -272,6 +272,15 @@ func (r *settingsReader) string(path string, enum bool) string {
 	return d
 }
 
+// httpPath reads a path loopd serves HTTP on, which must start with /.
+func (r *settingsReader) httpPath(path string) string {
+	p := r.str(path)
+	if !strings.HasPrefix(p, "/") {
+		r.add(fmt.Sprintf("%s: %q must start with /", path, p))
+	}
+	return p
+}
+
 func (r *settingsReader) boolean(path string) bool {
 	if v, ok := r.keyReader.boolean(path); ok {
 		r.s.record(path, v, SourceFile)
@@ -385,20 +394,14 @@ var settingReaders = []settingReader{
 	{"webhooks.ghWebhook.host", func(r *settingsReader, s *Settings) { s.Webhook.Host = r.str("webhooks.ghWebhook.host") }},
 	{"webhooks.ghWebhook.port", func(r *settingsReader, s *Settings) { s.Webhook.Port = r.integer("webhooks.ghWebhook.port") }},
 	{"webhooks.ghWebhook.path", func(r *settingsReader, s *Settings) {
-		s.Webhook.Path = r.str("webhooks.ghWebhook.path")
-		if !strings.HasPrefix(s.Webhook.Path, "/") {
-			r.add(fmt.Sprintf("webhooks.ghWebhook.path: %q must start with /", s.Webhook.Path))
-		}
+		s.Webhook.Path = r.httpPath("webhooks.ghWebhook.path")
 	}},
 	{"webhooks.ghWebhook.secretEnv", func(r *settingsReader, s *Settings) {
 		s.Webhook.SecretEnv = r.str("webhooks.ghWebhook.secretEnv")
 	}},
 	{"webhooks.ghWebhook.events", func(r *settingsReader, s *Settings) { s.Webhook.Events = r.strs("webhooks.ghWebhook.events") }},
 	{"webhooks.jiraWebhook.path", func(r *settingsReader, s *Settings) {
-		s.JiraWebhook.Path = r.str("webhooks.jiraWebhook.path")
-		if !strings.HasPrefix(s.JiraWebhook.Path, "/") {
-			r.add(fmt.Sprintf("webhooks.jiraWebhook.path: %q must start with /", s.JiraWebhook.Path))
-		}
+		s.JiraWebhook.Path = r.httpPath("webhooks.jiraWebhook.path")
 	}},
 	{"webhooks.jiraWebhook.secretEnv", func(r *settingsReader, s *Settings) {
 		s.JiraWebhook.SecretEnv = r.str("webhooks.jiraWebhook.secretEnv")
@@ -492,12 +495,9 @@ var settingReaders = []settingReader{
 		// Seed 004: an unknown mode is work-item with a warning (never
 		// cli), so the enum is not enforced here; the daemon resolves it.
 		v := r.strAny("routing.interaction.mode")
-		m := strings.ToLower(v)
-		if m != "work-item" && m != "cli" {
-			if m != "" {
-				s.Warnings = append(s.Warnings, fmt.Sprintf("%s: routing.interaction.mode: unknown value %q; using work-item (the values are work-item and cli)", r.name, v))
-			}
-			m = "work-item"
+		m, w := ResolveInteractionMode(v)
+		if w != "" {
+			s.Warnings = append(s.Warnings, r.name+": "+w)
 		}
 		s.Routing.InteractionMode = m
 		if src := s.shown["routing.interaction.mode"].Source; m != v {
@@ -706,10 +706,7 @@ var settingReaders = []settingReader{
 		s.Channels.Slack.SigningSecretEnv = r.str("channels.slack.signingSecretEnv")
 	}},
 	{"channels.slack.eventsPath", func(r *settingsReader, s *Settings) {
-		s.Channels.Slack.EventsPath = r.str("channels.slack.eventsPath")
-		if !strings.HasPrefix(s.Channels.Slack.EventsPath, "/") {
-			r.add(fmt.Sprintf("channels.slack.eventsPath: %q must start with /", s.Channels.Slack.EventsPath))
-		}
+		s.Channels.Slack.EventsPath = r.httpPath("channels.slack.eventsPath")
 	}},
 	{"channels.slack.users", readSlackUsers},
 

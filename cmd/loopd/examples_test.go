@@ -71,13 +71,13 @@ func TestExampleConfigsLoadCleanAndServeRepositories(t *testing.T) {
 			require.NoError(t, err, "%s does not load", name)
 			require.Empty(t, warns, "%s: loopd warns", name)
 			require.NoError(t, cfg.Validate(), name)
-			require.NotEmpty(t, cfg.Repos, "%s serves no repository: every event would be dropped (repository-not-bound)", name)
+			require.NotEmpty(t, cfg.Repositories, "%s serves no repository: every event would be dropped (repository-not-bound)", name)
 
 			ic := daemon.IngressConfig(cfg)
 			iw, err := ic.Validate()
 			require.NoError(t, err, name)
 			require.Empty(t, iw, "%s: the webhook receiver warns", name)
-			require.Equal(t, cfg.Repos, ic.Repositories)
+			require.Equal(t, cfg.Repositories, ic.Repositories)
 		})
 	}
 }
@@ -155,8 +155,8 @@ func TestSystemdUnitAsShipped(t *testing.T) {
 	cfg, _, err := loadConfig(e, runOptions{Config: cfgFile, StateRoot: stateRoot}, dir)
 	require.NoError(t, err)
 	for what, p := range map[string]string{
-		"state root": cfg.StateRoot, "routing.workspace.root": cfg.WorkspaceRoot,
-		"routing.tmux.socketPath": cfg.Tmux.SocketPath, "eventLog.path": cfg.EventLogPath,
+		"state root": cfg.StateRoot, "routing.workspace.root": cfg.Routing.WorkspaceRoot,
+		"routing.tmux.socketPath": cfg.Tmux.SocketPath, "eventLog.path": cfg.EventLog.Path,
 	} {
 		require.NotEmpty(t, p, what)
 		require.True(t, under(p, state), "%s %s is outside %s, the only tree the unit lets loopd write", what, p, state)

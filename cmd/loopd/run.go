@@ -178,7 +178,7 @@ func loadConfig(e *env, opts runOptions, wd string) (daemon.Config, []string, er
 		}
 	}
 	// The event log is under the state root just chosen, never wd.
-	cfg.EventLogPath = cfg.EventLogFile()
+	cfg.EventLog.Path = cfg.EventLogFile()
 	return cfg, append(cliCfg.Warnings, warns...), nil
 }
 

@@ -35,7 +35,7 @@ func TestAnItemWalkedAsAGitHubAppApprovedByATeam(t *testing.T) {
 		App: &integrations.GitHubAppConfig{AppID: 77, Slug: slug},
 	}}
 	w := newWorldWith(t, sim, func(c *daemon.Config) {
-		c.Authorized = []string{"team:octo/approvers"}
+		c.Routing.Authorized = []string{"team:octo/approvers"}
 		c.Integrations = appCfg
 	}, func(base string) integrations.Config {
 		appCfg.GitHub.API.BaseURL = base

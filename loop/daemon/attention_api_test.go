@@ -23,7 +23,7 @@ import (
 // (dispatch.capacity_cleared).
 func TestAttentionOverTheControlSocketWithCapacity(t *testing.T) {
 	w := newWorld(t, func(c *daemon.Config) {
-		c.Cluster = daemon.ClusterConfig{Node: "solo", MaxSessions: 1, LeaseTTL: 2 * time.Second}
+		c.Settings.Service.Node, c.Settings.Service.MaxSessions, c.Settings.Service.LeaseTTL = "solo", 1, 2*time.Second
 	})
 	ctx := context.Background()
 	cl := api.NewSocketClient(w.d.ControlSocket())

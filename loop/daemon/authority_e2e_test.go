@@ -25,12 +25,12 @@ import (
 func TestOperatorVerbsFollowRoutingAuthorized(t *testing.T) {
 	const member = "erin"
 	w := newWorld(t, func(c *daemon.Config) {
-		c.SpawnOnUnmatched = daemon.SpawnAlways
-		c.RequireStartCommand = true
+		c.Routing.SpawnOnUnmatched = daemon.SpawnAlways
+		c.Routing.RequireStartCommand = true
 		c.Dashboard.Operator = member // the socket's and the dashboard's operator is github:erin
 		c.Dashboard.Listen = "127.0.0.1:0"
-		c.Authorized = []string{"team:octo/approvers"}
-		c.AuthorityTTL = time.Millisecond // GitHub is asked every time
+		c.Routing.Authorized = []string{"team:octo/approvers"}
+		c.Routing.AuthorizedCache = time.Millisecond // GitHub is asked every time
 	})
 	w.sim.SetTeam("octo", "approvers", member)
 	ctx := context.Background()
@@ -80,7 +80,7 @@ func TestOperatorVerbsFollowRoutingAuthorized(t *testing.T) {
 
 	// A reload naming the login applies without a restart.
 	next := w.cfg
-	next.Authorized = []string{"team:octo/approvers", member}
+	next.Routing.Authorized = []string{"team:octo/approvers", member}
 	res, err := w.d.Reload(next)
 	require.NoError(t, err)
 	require.Contains(t, res.Applied, "routing.authorized, routing.authorizedCacheSeconds")
@@ -92,7 +92,7 @@ func TestOperatorVerbsFollowRoutingAuthorized(t *testing.T) {
 
 	// A rule that does not parse changes nothing.
 	bad := next
-	bad.Authorized = []string{"team:"}
+	bad.Routing.Authorized = []string{"team:"}
 	_, err = w.d.Reload(bad)
 	require.ErrorContains(t, err, "routing.authorized")
 	require.NoError(t, cl.Do(ctx, "POST", api.SessionPath(ref, "reply"), nil, api.ReplyRequest{Message: "still here"}, nil))

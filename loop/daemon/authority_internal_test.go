@@ -26,10 +26,10 @@ integrations:
     app: {appId: 77, slug: theloop-e2e, privateKeyEnv: LOOPD_APP_KEY}
 `, "/work")
 	require.NoError(t, err)
-	require.Equal(t, []string{"team:octo/approvers", "permission:maintain", "codeowners", "erin"}, cfg.Authorized)
-	require.Equal(t, 15*time.Second, cfg.AuthorityTTL)
+	require.Equal(t, []string{"team:octo/approvers", "permission:maintain", "codeowners", "erin"}, cfg.Routing.Authorized)
+	require.Equal(t, 15*time.Second, cfg.Routing.AuthorizedCache)
 	require.Equal(t, []string{"theloop-e2e[bot]"}, IngressConfig(cfg).SelfLogins)
-	require.Equal(t, cfg.Authorized, IngressConfig(cfg).Authorized)
+	require.Equal(t, cfg.Routing.Authorized, IngressConfig(cfg).Authorized)
 	require.True(t, slices.Contains(cfg.SecretEnvNames, "LOOPD_APP_KEY"), "%v", cfg.SecretEnvNames)
 	require.True(t, slices.Contains(cfg.SecretEnvNames, integrations.DefaultGitHubAppKeyEnv))
 
@@ -37,7 +37,11 @@ integrations:
 	_, err = ingress.NewAuthority([]string{"team:octo"}, 0, ingress.AuthorityDeps{})
 	require.ErrorIs(t, err, ingress.ErrBadRule)
 	require.ErrorContains(t, err, `"team:octo"`)
-	require.ErrorContains(t, ingressValidate(t, Config{Authorized: []string{"permission:read"}, Secret: []byte("x")}), "permission:read")
+	require.ErrorContains(t, ingressValidate(t, func() Config {
+		c := Config{Secret: []byte("x")}
+		c.Routing.Authorized = []string{"permission:read"}
+		return c
+	}()), "permission:read")
 }
 
 func ingressValidate(t *testing.T, c Config) error {

@@ -48,15 +48,15 @@ func BenchmarkWebhookThroughput(b *testing.B) {
 	base := shortdir.New(b) // holds the state root and its control socket
 	cfg := daemon.DefaultConfig()
 	cfg.StateRoot = filepath.Join(base, "state")
-	cfg.Listen = "127.0.0.1:0"
+	cfg.Webhook.Host, cfg.Webhook.Port = "127.0.0.1", 0
 	cfg.Secret = []byte("s3cret")
-	cfg.Repos = []string{"Codertocat/Hello-World"}
-	cfg.AuthorizedUsers = []string{"Codertocat"}
+	cfg.Repositories = []string{"Codertocat/Hello-World"}
+	cfg.Routing.AuthorizedUsers = []string{"Codertocat"}
 	cfg.ReconcileInterval = -1
 	cfg.ClaudeEnv = &sessions.ClaudeEnvironment{}
 	cfg.Tmux.Socket = "theloop-bench-unused"
 	// As `loopd run` does: every event is also a line in the event log.
-	cfg.EventLogPath = filepath.Join(cfg.StateRoot, "logs", "events.jsonl")
+	cfg.EventLog.Path = filepath.Join(cfg.StateRoot, "logs", "events.jsonl")
 	sim, err := githubsim.Start(githubsim.Config{})
 	if err != nil {
 		b.Fatal(err)

@@ -33,7 +33,7 @@ func CheckCanWork(cfg Config, deps integrations.Deps) error {
 	if repo := loop.EnclosingCheckout(cfg.StateRoot); cfg.StateRoot != "" && repo != "" {
 		problems = append(problems, fmt.Sprintf("the state root %s is inside the git checkout %s: the signing key, the queue and the control socket must never be in a repository — pass --state-root (or set THE_LOOP_STATE_ROOT, or state.root) to a directory outside it, e.g. ~/.the-loop", cfg.StateRoot, repo))
 	}
-	if len(cfg.Repos) == 0 {
+	if len(cfg.Repositories) == 0 {
 		problems = append(problems, "no repository is served: set repositories: [owner/repo] (or polling.sources[].repos) in the CLI config — every event would be dropped as repository-not-bound")
 	}
 	set, err := integrations.New(cfg.Integrations, deps)

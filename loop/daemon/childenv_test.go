@@ -22,7 +22,8 @@ func TestLoopdsOwnProgramsGetAnAllowlistedEnvironment(t *testing.T) {
 	}
 	t.Setenv("NOBODY_NAMED_ME", "dropped")
 	t.Setenv("ANTHROPIC_BASE_URL", "https://model.example")
-	d := &Daemon{cfg: Config{SecretEnvNames: []string{"ACME_GH_TOKEN"}, AgentEnv: []string{"ANTHROPIC_BASE_URL", "GH_TOKEN"}}}
+	d := &Daemon{cfg: Config{SecretEnvNames: []string{"ACME_GH_TOKEN"}}}
+	d.cfg.Routing.AgentEnv = []string{"ANTHROPIC_BASE_URL", "GH_TOKEN"}
 	for name, tc := range map[string]struct {
 		r    pathRunner
 		keep []string

@@ -44,20 +44,20 @@ type dispatchRunner interface {
 // service.node is set.
 func (d *Daemon) newDispatcher(ctx context.Context, q *queue.Queue, h dispatch.Handler, owner string) (dispatchRunner, error) {
 	base := dispatch.Config{
-		Parallelism: d.cfg.Parallelism, MaxDeliver: d.cfg.MaxDeliver, DrainTimeout: d.cfg.DrainTimeout,
+		Parallelism: d.cfg.Routing.MaxConcurrentDispatches, MaxDeliver: d.cfg.MaxDeliver, DrainTimeout: d.cfg.DrainTimeout,
 		Observe: d.onDispatch,
 		// The same daemon restarted takes its lease back at once.
 		Owner: owner,
 	}
-	c := d.cfg.Cluster
+	c := d.cfg.Cluster()
 	if c.Node == "" {
-		if d.cfg.QueueURL != "" {
+		if d.cfg.Queue.URL != "" {
 			owners, err := q.SharedOwners(ctx)
 			if err != nil {
 				return nil, err
 			}
 			if len(owners) > 0 {
-				return nil, fmt.Errorf("daemon: loopd nodes %v share the work of queue.url %s; set service.node (a unique name) here too, or use another queue", owners, d.cfg.QueueURL)
+				return nil, fmt.Errorf("daemon: loopd nodes %v share the work of queue.url %s; set service.node (a unique name) here too, or use another queue", owners, d.cfg.Queue.URL)
 			}
 		}
 		return dispatch.New(q, h, base)
@@ -92,7 +92,7 @@ func (d *Daemon) dropMovedItems(ctx context.Context, sh *dispatch.Shared) {
 			continue
 		}
 		owner, err := sh.Leases().Owner(ctx, queue.SlotOf(r.Item.String()))
-		if err == nil && owner != "" && owner != d.cfg.Cluster.Node {
+		if err == nil && owner != "" && owner != d.cfg.Cluster().Node {
 			d.logf("%s moved to node %s while this node was away; stopping its session here", r.Item, owner)
 			d.lostItem(r.Item.String())
 		}
@@ -123,7 +123,7 @@ func (d *Daemon) ownsItem(ctx context.Context, item workitem.Ref) bool {
 		return true
 	}
 	owner, err := sh.Leases().Owner(ctx, queue.SlotOf(item.String()))
-	return err == nil && owner == d.cfg.Cluster.Node
+	return err == nil && owner == d.cfg.Cluster().Node
 }
 
 // holdsItem: an item with a live session here stays owned by this node.
@@ -155,7 +155,7 @@ func (d *Daemon) takeover(ctx context.Context, t dispatch.Takeover) error {
 	if err != nil {
 		return fmt.Errorf("takeover of %q: %w", t.Item, err)
 	}
-	fields := []graph.Field{{Key: "work_item", Value: item.String()}, {Key: "from_node", Value: t.From}, {Key: "node", Value: d.cfg.Cluster.Node},
+	fields := []graph.Field{{Key: "work_item", Value: item.String()}, {Key: "from_node", Value: t.From}, {Key: "node", Value: d.cfg.Cluster().Node},
 		{Key: "previous_session_id", Value: t.Session}, {Key: "owned_since", Value: t.Since.UTC().Format(time.RFC3339)}}
 	if _, _, live := d.record(t.Item); !live {
 		ev := &ingress.Event{Event: "takeover", DeliveryID: "takeover:" + t.Slot, Repo: item.Owner + "/" + item.Repo}
@@ -168,7 +168,7 @@ func (d *Daemon) takeover(ctx context.Context, t dispatch.Takeover) error {
 		if !sessions.ValidSessionID(sid) {
 			sid = ""
 		}
-		if err := d.reg.Put(ctx, sessions.Record{Item: item, Harness: d.cfg.DefaultHarness, SessionID: sid, TmuxName: sessions.TmuxName(item),
+		if err := d.reg.Put(ctx, sessions.Record{Item: item, Harness: d.cfg.Routing.DefaultHarness, SessionID: sid, TmuxName: sessions.TmuxName(item),
 			Cwd: cwd, Status: sessions.StatusActive, Created: d.deps.Clock.Now().UTC()}); err != nil {
 			return err
 		}
@@ -196,7 +196,7 @@ func (d *Daemon) lostItem(ref string) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	err := d.mgr.Close(ctx, item, false)
-	fields := []graph.Field{{Key: "work_item", Value: ref}, {Key: "node", Value: d.cfg.Cluster.Node}}
+	fields := []graph.Field{{Key: "work_item", Value: ref}, {Key: "node", Value: d.cfg.Cluster().Node}}
 	if err != nil {
 		fields = append(fields, graph.Field{Key: "error", Value: err.Error()})
 	}

@@ -49,13 +49,12 @@ func TestDaemonOnAClusterWithTLSAndCredentials(t *testing.T) {
 		qc := configWithPassword(t, yaml, "s3cret-pass")
 		cfg := daemon.DefaultConfig()
 		cfg.StateRoot = filepath.Join(t.TempDir(), "state")
-		cfg.Listen = "127.0.0.1:0"
+		cfg.Webhook.Host, cfg.Webhook.Port = "127.0.0.1", 0
 		cfg.Secret = []byte(secret)
-		cfg.Repos = []string{repoFull}
+		cfg.Repositories = []string{repoFull}
 		cfg.ReconcileInterval = -1
 		cfg.Service.Disabled = true
-		cfg.QueueURL, cfg.QueueAuth, cfg.QueueTLS = qc.QueueURL, qc.QueueAuth, qc.QueueTLS
-		cfg.Cluster.QueueReplicas = qc.Cluster.QueueReplicas
+		cfg.Queue, cfg.QueueAuth = qc.Queue, qc.QueueAuth
 		set, err := integrations.New(integrations.Config{GitHub: &integrations.GitHubConfig{
 			Transport: integrations.TransportAPI, MaxAttempts: 1, TimeoutSeconds: 10,
 			API: integrations.GitHubAPIConfig{BaseURL: sim.URL()},
@@ -139,11 +138,11 @@ func TestClusterExampleShipsWithCredentialsAndTLS(t *testing.T) {
 	cfg := configWithPassword(t, loopdConf, "from-the-environment")
 	require.Equal(t, "loopd", cfg.QueueAuth.User)
 	require.Equal(t, "from-the-environment", cfg.QueueAuth.Password)
-	require.NotEmpty(t, cfg.QueueTLS.CAFile)
-	require.NotEmpty(t, cfg.QueueTLS.CertFile)
-	require.NotEmpty(t, cfg.QueueTLS.KeyFile)
-	require.False(t, cfg.QueueInsecure)
-	require.Equal(t, 3, cfg.Cluster.QueueReplicas)
+	require.NotEmpty(t, cfg.QueueTLS().CAFile)
+	require.NotEmpty(t, cfg.QueueTLS().CertFile)
+	require.NotEmpty(t, cfg.QueueTLS().KeyFile)
+	require.False(t, cfg.Queue.Insecure)
+	require.Equal(t, 3, cfg.Cluster().QueueReplicas)
 }
 
 // fencedBlocks is the text of every ``` block of a Markdown document.

@@ -137,17 +137,17 @@ func TestClusterTakeoverRealSessions(t *testing.T) {
 		require.NoError(t, err)
 		cfg := daemon.DefaultConfig()
 		cfg.StateRoot = filepath.Join(nb, "state")
-		cfg.Listen = "127.0.0.1:0"
+		cfg.Webhook.Host, cfg.Webhook.Port = "127.0.0.1", 0
 		cfg.Secret = []byte(secret)
-		cfg.Repos = []string{repoFull}
-		cfg.AuthorizedUsers = []string{human}
-		cfg.SpawnOnUnmatched = daemon.SpawnLabeled
-		cfg.RequireStartCommand = false
-		cfg.WorkspaceRoot = filepath.Join(nb, "ws")
+		cfg.Repositories = []string{repoFull}
+		cfg.Routing.AuthorizedUsers = []string{human}
+		cfg.Routing.SpawnOnUnmatched = daemon.SpawnLabeled
+		cfg.Routing.RequireStartCommand = false
+		cfg.Routing.WorkspaceRoot = filepath.Join(nb, "ws")
 		cfg.ClaudeEnv = &sessions.ClaudeEnvironment{}
 		cfg.SandboxWritable = []string{n.claude}
 		cfg.ReconcileInterval = -1
-		cfg.EventLogPath = filepath.Join(cfg.StateRoot, "logs", "events.jsonl")
+		cfg.EventLog.Path = filepath.Join(cfg.StateRoot, "logs", "events.jsonl")
 		cfg.Tmux.SocketPath = n.socket
 		cfg.Tmux.Width, cfg.Tmux.Height = 200, 50
 		cfg.Tmux.ReadySettle = 150 * time.Millisecond
@@ -155,8 +155,8 @@ func TestClusterTakeoverRealSessions(t *testing.T) {
 		cfg.Tmux.ReadyTimeout = 20 * time.Second
 		cfg.Tmux.ReceiptTimeout = 20 * time.Second
 		cfg.Tmux.TempDir = t.TempDir()
-		cfg.QueueURL = urls[i]
-		cfg.Cluster = daemon.ClusterConfig{Node: name, MaxSessions: capacity, LeaseTTL: ttl, QueueReplicas: 3}
+		cfg.Queue.URL = urls[i]
+		cfg.Settings.Service.Node, cfg.Settings.Service.MaxSessions, cfg.Settings.Service.LeaseTTL, cfg.Queue.Replicas = name, capacity, ttl, 3
 		n.cfg = cfg
 		set, err := integrations.New(integrations.Config{GitHub: &integrations.GitHubConfig{
 			Transport: integrations.TransportAPI, MaxAttempts: 3, TimeoutSeconds: 10,
@@ -215,7 +215,7 @@ func TestClusterTakeoverRealSessions(t *testing.T) {
 		http.Error(rw, "no node", http.StatusBadGateway)
 	}))
 	t.Cleanup(front.Close)
-	_, err = sim.AddHook(githubsim.Hook{URL: front.URL + nodes[0].cfg.WebhookPath, Secret: secret})
+	_, err = sim.AddHook(githubsim.Hook{URL: front.URL + nodes[0].cfg.Webhook.Path, Secret: secret})
 	require.NoError(t, err)
 
 	eventually := func(what string, cond func() bool) {
@@ -331,7 +331,7 @@ func TestClusterTakeoverRealSessions(t *testing.T) {
 
 	// The victim comes back (same name and state root) after its items
 	// moved: it does not take them back, and stops what it still had.
-	victim.cfg.Listen = "127.0.0.1:0"
+	victim.cfg.Webhook.Host, victim.cfg.Webhook.Port = "127.0.0.1", 0
 	victim.run(t)
 	eventually("the returning node drops the moved items", func() bool { return len(victim.live(t)) == 0 })
 	require.Equal(t, items, liveCount(survivors...), "the survivors keep them")

@@ -58,34 +58,34 @@ func TestConfigShowEqualsWhatLoopdUses(t *testing.T) {
 				return 0
 			}
 			require.Equal(t, cfg.StateRoot, shown["state.root"])
-			require.Equal(t, cfg.EventLogPath, shown["eventLog.path"])
-			require.Equal(t, cfg.SpawnWorkdir, shown["routing.spawnWorkdir"])
-			require.Equal(t, cfg.WorkspaceRoot, shown["routing.workspace.root"])
-			require.Equal(t, cfg.WebhookPath, shown["webhooks.ghWebhook.path"])
-			require.Equal(t, cfg.SpawnOnUnmatched, shown["routing.spawnOnUnmatched"])
-			require.Equal(t, cfg.Parallelism, num("routing.maxConcurrentDispatches"))
-			require.Equal(t, cfg.DedupSize, num("routing.dedupCacheSize"))
+			require.Equal(t, cfg.EventLog.Path, shown["eventLog.path"])
+			require.Equal(t, cfg.Routing.SpawnWorkdir, shown["routing.spawnWorkdir"])
+			require.Equal(t, cfg.Routing.WorkspaceRoot, shown["routing.workspace.root"])
+			require.Equal(t, cfg.Webhook.Path, shown["webhooks.ghWebhook.path"])
+			require.Equal(t, cfg.Routing.SpawnOnUnmatched, shown["routing.spawnOnUnmatched"])
+			require.Equal(t, cfg.Routing.MaxConcurrentDispatches, num("routing.maxConcurrentDispatches"))
+			require.Equal(t, cfg.Routing.DedupCacheSize, num("routing.dedupCacheSize"))
 			require.Equal(t, IngressConfig(cfg).DedupSize, num("routing.dedupCacheSize"))
-			require.Equal(t, cfg.Poll.MaxRetries, num("polling.maxRetries"))
-			require.Equal(t, cfg.Poll.Interval, secs("polling.intervalSeconds"))
+			require.Equal(t, cfg.PollerConfig().MaxRetries, num("polling.maxRetries"))
+			require.Equal(t, cfg.PollerConfig().Interval, secs("polling.intervalSeconds"))
 			if shown["polling.enabled"] == true {
 				require.Equal(t, cfg.ReconcileInterval, secs("polling.intervalSeconds"), "loopd reconciles at the interval show prints")
 			} else {
 				require.Zero(t, cfg.ReconcileInterval, "polling.enabled: false reconciles only at start")
 			}
-			require.Equal(t, cfg.DispatchTimeout, secs("routing.dispatchTimeoutSeconds"))
-			require.Equal(t, cfg.ResumeProbe, secs("routing.tmux.resumeProbeSeconds"))
-			require.Equal(t, cfg.HarnessKillGrace, secs("routing.tmux.harnessKillGraceSeconds"))
+			require.Equal(t, cfg.Routing.DispatchTimeout, secs("routing.dispatchTimeoutSeconds"))
+			require.Equal(t, cfg.Routing.Tmux.ResumeProbe, secs("routing.tmux.resumeProbeSeconds"))
+			require.Equal(t, cfg.Routing.Tmux.HarnessKillGrace, secs("routing.tmux.harnessKillGraceSeconds"))
 			require.Equal(t, cfg.Service.StreamKeepAlive, secs("service.stream.keepAliveSeconds"))
 			require.Equal(t, !cfg.Service.StreamDisabled, shown["service.stream.enabled"])
-			require.Equal(t, cfg.HarnessTrust.Enabled, shown["routing.harnessTrust.enabled"])
-			require.Equal(t, cfg.HarnessTrust.Scope, shown["routing.harnessTrust.scope"])
-			require.Equal(t, cfg.HarnessPlugins, shown["routing.harnessPlugins.enabled"])
-			require.Equal(t, cfg.Keywords, shown["routing.control.keywords"])
+			require.Equal(t, cfg.Routing.HarnessTrust.Enabled, shown["routing.harnessTrust.enabled"])
+			require.Equal(t, cfg.Routing.HarnessTrust.Scope, shown["routing.harnessTrust.scope"])
+			require.Equal(t, cfg.Routing.HarnessPluginsEnabled, shown["routing.harnessPlugins.enabled"])
+			require.Equal(t, cfg.Routing.Keywords, shown["routing.control.keywords"])
 			if r, ok := shown["repositories"].([]string); ok {
-				require.Equal(t, cfg.Repos, r)
+				require.Equal(t, cfg.Repositories, r)
 			} else {
-				require.Empty(t, cfg.Repos)
+				require.Empty(t, cfg.Repositories)
 			}
 		})
 	}

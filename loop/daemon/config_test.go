@@ -76,34 +76,34 @@ polling:
 	cfg2, _, err := ConfigFromCLI(c, func(k string) string { return env[k] }, "/work")
 	require.NoError(t, err)
 	require.Equal(t, "/srv/theloop", cfg2.StateRoot, "THE_LOOP_STATE_ROOT overrides state.root")
-	require.Equal(t, "0.0.0.0:9999", cfg.Listen)
-	require.Equal(t, "/hooks/gh", cfg.WebhookPath)
+	require.Equal(t, "0.0.0.0:9999", cfg.Listen())
+	require.Equal(t, "/hooks/gh", cfg.Webhook.Path)
 	require.Equal(t, []byte("s3"), cfg.Secret)
-	require.Equal(t, "nats://127.0.0.1:4222", cfg.QueueURL)
-	require.ElementsMatch(t, []string{"octo/demo", "octo/other"}, cfg.Repos)
-	require.Equal(t, []string{"dana"}, cfg.AuthorizedUsers)
-	require.Equal(t, SpawnLabeled, cfg.SpawnOnUnmatched)
-	require.Equal(t, "go-go", cfg.AutoExecuteLabel)
-	require.Equal(t, 7, cfg.Parallelism)
-	require.False(t, cfg.RequireStartCommand)
-	require.Equal(t, InteractionCLI, cfg.InteractionMode)
-	require.Equal(t, "/srv/ws", cfg.WorkspaceRoot)
-	require.Equal(t, []string{"--model", "opus"}, cfg.HarnessArgs)
-	require.Equal(t, "rocket", cfg.Reactions.Started)
-	require.Equal(t, "hooray", cfg.Reactions.Completed)
+	require.Equal(t, "nats://127.0.0.1:4222", cfg.Queue.URL)
+	require.ElementsMatch(t, []string{"octo/demo", "octo/other"}, cfg.Repositories)
+	require.Equal(t, []string{"dana"}, cfg.Routing.AuthorizedUsers)
+	require.Equal(t, SpawnLabeled, cfg.Routing.SpawnOnUnmatched)
+	require.Equal(t, "go-go", cfg.Routing.AutoExecuteLabel)
+	require.Equal(t, 7, cfg.Routing.MaxConcurrentDispatches)
+	require.False(t, cfg.Routing.RequireStartCommand)
+	require.Equal(t, InteractionCLI, cfg.Routing.InteractionMode)
+	require.Equal(t, "/srv/ws", cfg.Routing.WorkspaceRoot)
+	require.Equal(t, []string{"--model", "opus"}, cfg.Routing.HarnessArgs.Claude)
+	require.Equal(t, "rocket", cfg.Routing.Reactions.Started)
+	require.Equal(t, "hooray", cfg.Routing.Reactions.Completed)
 	require.Equal(t, 30*time.Second, cfg.ReconcileInterval)
-	require.Len(t, cfg.Poll.Sources, 1)
+	require.Len(t, cfg.PollerConfig().Sources, 1)
 }
 
 func TestConfigFromCLIDefaults(t *testing.T) {
 	cfg, _, err := ConfigFromCLI(loop.DefaultCLIConfig(), func(string) string { return "" }, "/w")
 	require.NoError(t, err)
-	require.Equal(t, DefaultListen, cfg.Listen)
-	require.Equal(t, DefaultWebhookPath, cfg.WebhookPath)
+	require.Equal(t, DefaultListen, cfg.Listen())
+	require.Equal(t, DefaultWebhookPath, cfg.Webhook.Path)
 	require.Empty(t, cfg.Secret)
-	require.Equal(t, SpawnNever, cfg.SpawnOnUnmatched)
-	require.True(t, cfg.RequireStartCommand)
-	require.Equal(t, InteractionWorkItem, cfg.InteractionMode)
+	require.Equal(t, SpawnNever, cfg.Routing.SpawnOnUnmatched)
+	require.True(t, cfg.Routing.RequireStartCommand)
+	require.Equal(t, InteractionWorkItem, cfg.Routing.InteractionMode)
 	require.ErrorIs(t, cfg.Validate(), ErrNoSecret, "no secret refuses to run")
 	cfg.InsecureAcceptUnsigned = true
 	require.NoError(t, cfg.Validate())
@@ -116,7 +116,7 @@ func TestConfigFromCLIRefusesBadValues(t *testing.T) {
 	require.Len(t, c.Warnings, 1, "an unknown interaction mode is work-item with a warning")
 	cfg, _, err := ConfigFromCLI(c, func(string) string { return "" }, "/w")
 	require.NoError(t, err)
-	require.Equal(t, InteractionWorkItem, cfg.InteractionMode)
+	require.Equal(t, InteractionWorkItem, cfg.Routing.InteractionMode)
 }
 
 func TestSecretFromTheDefaultVariable(t *testing.T) {
@@ -145,12 +145,12 @@ service:
 `)
 	cfg, _, err := ConfigFromCLI(c, func(string) string { return "" }, "/work")
 	require.NoError(t, err)
-	require.Equal(t, ClusterConfig{Node: "loopd-a", MaxSessions: 8, LeaseTTL: 20 * time.Second, QueueReplicas: 3}, cfg.Cluster)
+	require.Equal(t, ClusterConfig{Node: "loopd-a", MaxSessions: 8, LeaseTTL: 20 * time.Second, QueueReplicas: 3}, cfg.Cluster())
 
 	// Defaults: one node, the whole queue.
 	cfg, _, err = ConfigFromCLI(parseCLI(t, "state:\n  root: /st\n"), func(string) string { return "" }, "/work")
 	require.NoError(t, err)
-	require.Equal(t, ClusterConfig{LeaseTTL: 15 * time.Second, QueueReplicas: 1}, cfg.Cluster)
+	require.Equal(t, ClusterConfig{LeaseTTL: 15 * time.Second, QueueReplicas: 1}, cfg.Cluster())
 
 	// Sharing needs a shared queue.
 	_, _, err = ConfigFromCLI(parseCLI(t, "state:\n  root: /st\nservice:\n  node: a\n"), func(string) string { return "" }, "/work")
@@ -167,9 +167,9 @@ service:
 func TestConfigFromCLITmuxCloseSettings(t *testing.T) {
 	cfg, _, err := ConfigFromCLI(parseCLI(t, "state:\n  root: /st\n"), func(string) string { return "" }, "/work")
 	require.NoError(t, err)
-	require.True(t, cfg.KeepSessionOnClose)
-	require.True(t, cfg.KillHarnessOnClose)
-	require.Equal(t, 5*time.Second, cfg.HarnessKillGrace)
+	require.True(t, cfg.Routing.Tmux.KeepSessionOnClose)
+	require.True(t, cfg.Routing.Tmux.KillHarnessOnClose)
+	require.Equal(t, 5*time.Second, cfg.Routing.Tmux.HarnessKillGrace)
 
 	cfg, _, err = ConfigFromCLI(parseCLI(t, `
 state:
@@ -181,9 +181,9 @@ routing:
     harnessKillGraceSeconds: 0.5
 `), func(string) string { return "" }, "/work")
 	require.NoError(t, err)
-	require.True(t, cfg.KeepSessionOnClose)
-	require.False(t, cfg.KillHarnessOnClose)
-	require.Equal(t, 500*time.Millisecond, cfg.HarnessKillGrace)
+	require.True(t, cfg.Routing.Tmux.KeepSessionOnClose)
+	require.False(t, cfg.Routing.Tmux.KillHarnessOnClose)
+	require.Equal(t, 500*time.Millisecond, cfg.Routing.Tmux.HarnessKillGrace)
 
 	_, err = loop.ParseCLIConfig("cli-config.yaml", []byte("routing:\n  tmux:\n    killHarnesOnClose: true\n"))
 	require.Error(t, err, "a misspelt key is refused")
@@ -241,20 +241,26 @@ func TestConfigFromCLISandboxKeys(t *testing.T) {
 			continue
 		}
 		require.NoError(t, err)
-		require.Equal(t, tc.off, cfg.SandboxOff)
-		require.Equal(t, tc.env, cfg.AgentEnv)
+		require.Equal(t, tc.off, cfg.SandboxOff())
+		require.Equal(t, tc.env, cfg.Routing.AgentEnv)
 	}
 }
 
 func TestValidateUnsignedListensOnLoopbackOnly(t *testing.T) {
-	for listen, ok := range map[string]bool{
-		"127.0.0.1:8787": true, "[::1]:0": true, "localhost:1": true, "127.9.9.9:1": true,
-		"0.0.0.0:8787": false, ":8787": false, "[::]:1": false, "10.0.0.5:1": false, "example.com:1": false, "127.0.0.1": false,
+	require.False(t, loopbackAddr("127.0.0.1"), "no port")
+	for _, tc := range []struct {
+		host string
+		port int
+		ok   bool
+	}{
+		{"127.0.0.1", 8787, true}, {"[::1]", 0, true}, {"localhost", 1, true}, {"127.9.9.9", 1, true},
+		{"0.0.0.0", 8787, false}, {"", 8787, false}, {"[::]", 1, false}, {"10.0.0.5", 1, false}, {"example.com", 1, false},
 	} {
 		cfg := DefaultConfig()
 		cfg.StateRoot = "/s"
 		cfg.InsecureAcceptUnsigned = true
-		cfg.Listen = listen
+		cfg.Webhook.Host, cfg.Webhook.Port = tc.host, tc.port
+		listen, ok := cfg.Listen(), tc.ok
 		err := cfg.Validate()
 		if ok {
 			require.NoError(t, err, listen)
@@ -364,10 +370,10 @@ func TestConfigFromCLISlackChannel(t *testing.T) {
 func TestConfigWebhookHookID(t *testing.T) {
 	cfg, _, err := fromYAML("state: {root: /srv/theloop}\nintegrations:\n  github:\n    webhook:\n      hookId: 123456\n", "/work")
 	require.NoError(t, err)
-	require.Equal(t, int64(123456), cfg.WebhookHookID)
+	require.Equal(t, int64(123456), cfg.WebhookHookID())
 	cfg, _, err = fromYAML("state: {root: /srv/theloop}\n", "/work")
 	require.NoError(t, err)
-	require.Zero(t, cfg.WebhookHookID)
+	require.Zero(t, cfg.WebhookHookID())
 	_, _, err = fromYAML("state: {root: /srv/theloop}\nintegrations:\n  github:\n    webhook:\n      hookId: -1\n", "/work")
 	require.ErrorContains(t, err, "integrations.github.webhook.hookId")
 	_, _, err = fromYAML("state: {root: /srv/theloop}\nintegrations:\n  github:\n    webhook:\n      hook: 1\n", "/work")
@@ -388,13 +394,13 @@ func TestConfigQueueCredentials(t *testing.T) {
 		check           func(t *testing.T, c Config)
 	}{
 		{name: "remote without credentials", yaml: base, err: "needs credentials"},
-		{name: "remote, insecure", yaml: base + "  insecure: true\n", check: func(t *testing.T, c Config) { require.True(t, c.QueueInsecure) }},
+		{name: "remote, insecure", yaml: base + "  insecure: true\n", check: func(t *testing.T, c Config) { require.True(t, c.Queue.Insecure) }},
 		{name: "user and password file", yaml: base + "  user: loopd\n  passwordFile: " + pw + "\n  tls: {caFile: /etc/nats/ca.pem, certFile: /etc/nats/loopd.pem, keyFile: /etc/nats/loopd-key.pem}\n",
 			check: func(t *testing.T, c Config) {
 				require.Equal(t, "loopd", c.QueueAuth.User)
 				require.Equal(t, "from-a-file", c.QueueAuth.Password)
-				require.Equal(t, "/etc/nats/ca.pem", c.QueueTLS.CAFile)
-				require.Equal(t, "/etc/nats/loopd-key.pem", c.QueueTLS.KeyFile)
+				require.Equal(t, "/etc/nats/ca.pem", c.QueueTLS().CAFile)
+				require.Equal(t, "/etc/nats/loopd-key.pem", c.QueueTLS().KeyFile)
 			}},
 		{name: "user and password variable", yaml: base + "  user: loopd\n  passwordEnv: NATS_PW\n", env: map[string]string{"NATS_PW": "from-env"},
 			check: func(t *testing.T, c Config) { require.Equal(t, "from-env", c.QueueAuth.Password) }},

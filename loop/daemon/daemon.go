@@ -151,21 +151,24 @@ func New(cfg Config, deps Deps) (*Daemon, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	if cfg.Parallelism <= 0 {
-		cfg.Parallelism = DefaultParallelism
+	if cfg.Routing.MaxConcurrentDispatches <= 0 {
+		cfg.Routing.MaxConcurrentDispatches = DefaultParallelism
 	}
 	if cfg.MaxDeliver <= 0 {
 		cfg.MaxDeliver = DefaultMaxDeliver
 	}
-	if cfg.Listen == "" {
-		cfg.Listen = DefaultListen
+	if cfg.Webhook.Host == "" && cfg.Webhook.Port == 0 {
+		cfg.Webhook.Host, cfg.Webhook.Port = defaultListenHost, defaultListenPort
+	}
+	if cfg.Webhook.Path == "" {
+		cfg.Webhook.Path = ingress.DefaultPath // the receiver checks the path (ingress.Config.Validate)
 	}
 	if cfg.DrainTimeout <= 0 {
 		cfg.DrainTimeout = 30 * time.Second
 	}
-	mode, _ := ResolveInteractionMode(cfg.InteractionMode)
-	cfg.InteractionMode = mode
-	cfg.EventLogPath = cfg.EventLogFile()
+	mode, _ := loop.ResolveInteractionMode(cfg.Routing.InteractionMode)
+	cfg.Routing.InteractionMode = mode
+	cfg.EventLog.Path = cfg.EventLogFile()
 	if deps.Env == nil {
 		deps.Env = os.LookupEnv
 	}
@@ -199,7 +202,7 @@ func (d *Daemon) Addr() string { return d.addr }
 
 // WebhookURL is the full URL GitHub (or a stand-in) posts to (valid after
 // Ready).
-func (d *Daemon) WebhookURL() string { return "http://" + d.addr + d.cfg.WebhookPath }
+func (d *Daemon) WebhookURL() string { return "http://" + d.addr + d.cfg.Webhook.Path }
 
 // Sink is the queue as an ingress.Sink, observed (valid after Ready): what
 // the receiver and the poller hand events to. It keeps nothing that aliases
@@ -296,8 +299,8 @@ func (d *Daemon) Run(ctx context.Context) (err error) {
 		d.audit.Close()
 	}()
 
-	q, err := queue.Open(ctx, queue.Config{URL: d.cfg.QueueURL, StoreDir: filepath.Join(root, "queue"), Replicas: d.cfg.Cluster.QueueReplicas,
-		Auth: d.cfg.QueueAuth, TLS: d.cfg.QueueTLS, Insecure: d.cfg.QueueInsecure})
+	q, err := queue.Open(ctx, queue.Config{URL: d.cfg.Queue.URL, StoreDir: filepath.Join(root, "queue"), Replicas: d.cfg.Cluster().QueueReplicas,
+		Auth: d.cfg.QueueAuth, TLS: d.cfg.QueueTLS(), Insecure: d.cfg.Queue.Insecure})
 	if err != nil {
 		return err
 	}
@@ -359,7 +362,7 @@ func (d *Daemon) Run(ctx context.Context) (err error) {
 	defer stopDash()
 
 	d.warnMissingPrograms() // logging.go
-	d.emit("daemon.started", graph.LevelInfo, graph.Field{Key: "addr", Value: d.addr}, graph.Field{Key: "queue", Value: queueKind(d.cfg.QueueURL)})
+	d.emit("daemon.started", graph.LevelInfo, graph.Field{Key: "addr", Value: d.addr}, graph.Field{Key: "queue", Value: queueKind(d.cfg.Queue.URL)})
 	d.reportPluginUpgrade() // restart.go
 	if recs, _ := d.reg.List(); len(recs) > 0 {
 		cwds := make([]string, 0, len(recs))
@@ -433,37 +436,37 @@ func (d *Daemon) build() error {
 	}
 	d.reg = reg
 	d.resumeWorlds()
-	claude := &sessions.ClaudeCode{Args: d.cfg.HarnessArgs}
+	claude := &sessions.ClaudeCode{Args: d.cfg.Routing.HarnessArgs.Claude}
 	if d.cfg.ClaudeEnv != nil {
 		claude.Env = *d.cfg.ClaudeEnv
 	} else {
 		home, _ := os.UserHomeDir()
 		getenv := func(k string) string { v, _ := d.deps.Env(k); return v }
-		claude.Env = sessions.ClaudeEnvironmentFromEnv(getenv, home, d.cfg.WorkspaceRoot)
+		claude.Env = sessions.ClaudeEnvironmentFromEnv(getenv, home, d.cfg.Routing.WorkspaceRoot)
 		// routing.harnessTrust / routing.harnessPlugins: false leaves the
 		// user's Claude Code config as it is.
-		claude.Env.Trust = d.cfg.HarnessTrust.Enabled
-		if d.cfg.HarnessTrust.Scope != "" {
-			claude.Env.TrustScope = d.cfg.HarnessTrust.Scope
+		claude.Env.Trust = d.cfg.Routing.HarnessTrust.Enabled
+		if d.cfg.Routing.HarnessTrust.Scope != "" {
+			claude.Env.TrustScope = d.cfg.Routing.HarnessTrust.Scope
 		}
-		if d.cfg.HarnessTrust.AcceptBypass != "" {
-			claude.Env.AcceptBypass = d.cfg.HarnessTrust.AcceptBypass
+		if d.cfg.Routing.HarnessTrust.AcceptBypass != "" {
+			claude.Env.AcceptBypass = d.cfg.Routing.HarnessTrust.AcceptBypass
 		}
-		claude.Env.Plugin = d.cfg.HarnessPlugins
+		claude.Env.Plugin = d.cfg.Routing.HarnessPluginsEnabled
 	}
 	if err := d.checkDefaultHarness(); err != nil {
 		return err
 	}
 	mcfg := sessions.DefaultManagerConfig()
-	mcfg.DefaultHarness = d.cfg.DefaultHarness
-	mcfg.ResumeOnRespawn = d.cfg.ResumeOnRespawn
-	if d.cfg.ResumeProbe > 0 {
-		mcfg.ResumeProbe = d.cfg.ResumeProbe
+	mcfg.DefaultHarness = d.cfg.Routing.DefaultHarness
+	mcfg.ResumeOnRespawn = d.cfg.Routing.Tmux.ResumeOnRespawn
+	if d.cfg.Routing.Tmux.ResumeProbe > 0 {
+		mcfg.ResumeProbe = d.cfg.Routing.Tmux.ResumeProbe
 	}
 	mcfg.StateRoot = root
 	mcfg.Scrub = d.scrub.String
-	if d.cfg.GraphSpecDir != "" {
-		mcfg.SpecDir = d.cfg.GraphSpecDir
+	if d.cfg.Routing.GraphSpecDir != "" {
+		mcfg.SpecDir = d.cfg.Routing.GraphSpecDir
 	}
 	// A fresh session is pointed at the artifacts the item's graph
 	// declares, not a list kept here.
@@ -483,8 +486,8 @@ func (d *Daemon) build() error {
 		return err
 	}
 	d.mgr = mgr
-	if d.cfg.WorkspaceRoot != "" {
-		ws, err := sessions.NewWorkspaces(sessions.WorkspaceConfig{Root: d.cfg.WorkspaceRoot}, runner)
+	if d.cfg.Routing.WorkspaceRoot != "" {
+		ws, err := sessions.NewWorkspaces(sessions.WorkspaceConfig{Root: d.cfg.Routing.WorkspaceRoot}, runner)
 		if err != nil {
 			return err
 		}
@@ -510,10 +513,10 @@ func (d *Daemon) build() error {
 // that report into them.
 func (d *Daemon) buildEvents() error {
 	var sinks []graph.Sink
-	if d.cfg.EventLogPath != "" {
+	if d.cfg.EventLog.Path != "" {
 		// Written in the background: the webhook path logs every event
 		// (FlushLogs, and Close at the end of Run, write what waits).
-		el, err := loop.OpenEventLog(d.cfg.EventLogPath, "loopd", loop.EventLogOptions{Clock: d.deps.Clock, Warnings: d.deps.Log, Background: true})
+		el, err := loop.OpenEventLog(d.cfg.EventLog.Path, "loopd", loop.EventLogOptions{Clock: d.deps.Clock, Warnings: d.deps.Log, Background: true})
 		if err != nil {
 			d.logf("the event log is unavailable: %v", err)
 		} else {
@@ -541,7 +544,7 @@ func (d *Daemon) buildEvents() error {
 		integ = set
 	}
 	d.integ = d.instrument(&observedIntegrations{d: d, next: integ})
-	auth, err := ingress.NewAuthority(d.cfg.Authorized, d.cfg.AuthorityTTL, ingress.AuthorityDeps{Integrations: d.integ, Clock: d.deps.Clock})
+	auth, err := ingress.NewAuthority(d.cfg.Routing.Authorized, d.cfg.Routing.AuthorizedCache, ingress.AuthorityDeps{Integrations: d.integ, Clock: d.deps.Clock})
 	if err != nil {
 		return fmt.Errorf("daemon: %w", err)
 	}
@@ -565,7 +568,7 @@ func (d *Daemon) wire(ctx context.Context, q *queue.Queue, owner string) (*ingre
 	d.intake = newIntake(d.intakeConfig(), intakeDeps{
 		Registry: d.reg, Manager: d.mgr, Workspaces: d.ws, Link: d.link, Control: d.ctl,
 		Marks: q, Intents: q, History: tmuxHistory(d.tmux, d.claudeConfigDir), Integrations: d.integ, Tmux: d.tmux.Config(), Attach: d.tmux.AttachCommand, Git: pathRunner{path: d.deps.Path},
-		Now: d.deps.Clock.Now, CloneURL: jiraCloneURLs(cloneURLs(d.deps.CloneURL, d.cfg.CloneURL)), HarnessFor: d.harnessFor, Record: d.emit, Observe: d.observe,
+		Now: d.deps.Clock.Now, CloneURL: jiraCloneURLs(cloneURLs(d.deps.CloneURL, d.cfg.Routing.CloneURL)), HarnessFor: d.harnessFor, Record: d.emit, Observe: d.observe,
 		Authority: d.authority,
 	})
 
@@ -584,10 +587,10 @@ func (d *Daemon) wire(ctx context.Context, q *queue.Queue, owner string) (*ingre
 	if err != nil {
 		return nil, nil, err
 	}
-	srv := ingress.NewServer(d.cfg.Listen, d.slackHandler(handler)) // slack.go: the Events API beside the webhook
-	srv.SetConnLimits(d.webhookConnLimits())                        // rlimit.go
+	srv := ingress.NewServer(d.cfg.Listen(), d.slackHandler(handler)) // slack.go: the Events API beside the webhook
+	srv.SetConnLimits(d.webhookConnLimits())                          // rlimit.go
 	if err := srv.Start(); err != nil {
-		return nil, nil, fmt.Errorf("daemon: listen on %s (webhooks.ghWebhook.host/port): %w", d.cfg.Listen, err)
+		return nil, nil, fmt.Errorf("daemon: listen on %s (webhooks.ghWebhook.host/port): %w", d.cfg.Listen(), err)
 	}
 	d.addr = srv.Addr()
 	d.recv = recv
@@ -616,12 +619,12 @@ func (d *Daemon) wire(ctx context.Context, q *queue.Queue, owner string) (*ingre
 func (d *Daemon) intakeConfig() intakeConfig {
 	c := d.cfg
 	return intakeConfig{
-		ControlEnabled: c.ControlEnabled, RequireStartCommand: c.RequireStartCommand,
-		AuthorizedUsers: c.AuthorizedUsers, SpawnOnUnmatched: c.SpawnOnUnmatched, Reactions: c.Reactions,
-		AnnounceEnabled: c.AnnounceEnabled, InteractionMode: c.InteractionMode,
+		ControlEnabled: c.Routing.ControlEnabled, RequireStartCommand: c.Routing.RequireStartCommand,
+		AuthorizedUsers: c.Routing.AuthorizedUsers, SpawnOnUnmatched: c.Routing.SpawnOnUnmatched, Reactions: c.Routing.Reactions,
+		AnnounceEnabled: c.Routing.AnnounceEnabled, InteractionMode: c.Routing.InteractionMode,
 		PromptTemplate: c.PromptTemplate, SpawnPromptTemplate: c.SpawnPromptTemplate,
-		SessionPerPr: c.SessionPerPr, GraphEnabled: c.GraphEnabled,
-		SpawnWorkdir: c.SpawnWorkdir, KeepCheckoutOnClose: c.KeepCheckoutOnClose, Close: d.closeOptions(),
+		SessionPerPr: c.Routing.Tmux.SessionPerPr, GraphEnabled: c.Routing.GraphEnabled,
+		SpawnWorkdir: c.Routing.SpawnWorkdir, KeepCheckoutOnClose: c.Routing.KeepCheckoutOnClose, Close: d.closeOptions(),
 	}
 }
 
@@ -629,9 +632,9 @@ func (d *Daemon) intakeConfig() intakeConfig {
 func (d *Daemon) linkConfig() linkConfig {
 	c := d.cfg
 	return linkConfig{
-		GraphEnabled: c.GraphEnabled, GraphSpecDir: c.GraphSpecDir,
-		ControlEnabled: c.ControlEnabled, RequireStartCommand: c.RequireStartCommand,
-		AuthorizedUsers: c.AuthorizedUsers, ExecuteKeyword: c.ExecuteKeyword, SessionPerPr: c.SessionPerPr,
+		GraphEnabled: c.Routing.GraphEnabled, GraphSpecDir: c.Routing.GraphSpecDir,
+		ControlEnabled: c.Routing.ControlEnabled, RequireStartCommand: c.Routing.RequireStartCommand,
+		AuthorizedUsers: c.Routing.AuthorizedUsers, ExecuteKeyword: c.ExecuteKeyword(), SessionPerPr: c.Routing.Tmux.SessionPerPr,
 	}
 }
 
@@ -650,7 +653,7 @@ func (d *Daemon) policyChanged() {
 // (routing.tmux.keepSessionOnClose, killHarnessOnClose,
 // harnessKillGraceSeconds; docs/daemon.md §6.6).
 func (d *Daemon) closeOptions() sessions.CloseOptions {
-	return sessions.CloseOptions{KeepTmux: d.cfg.KeepSessionOnClose, KillHarness: d.cfg.KillHarnessOnClose, Grace: d.cfg.HarnessKillGrace}
+	return sessions.CloseOptions{KeepTmux: d.cfg.Routing.Tmux.KeepSessionOnClose, KillHarness: d.cfg.Routing.Tmux.KillHarnessOnClose, Grace: d.cfg.Routing.Tmux.HarnessKillGrace}
 }
 
 // lookPath resolves a program on Deps.Path (else the process's PATH).
@@ -701,7 +704,7 @@ func (p pathRunner) Start(c run.Cmd) (*run.Process, error) {
 // filters them again for the harness. Every other program loopd runs gets
 // run's default allowlist and what its caller names.
 func (d *Daemon) tmuxEnviron() []string {
-	return sandbox.ChildEnv(os.Environ(), d.cfg.AgentEnv)
+	return sandbox.ChildEnv(os.Environ(), d.cfg.Routing.AgentEnv)
 }
 
 // lockStateRoot takes the one-instance lock: flock on <root>/loopd.lock.
@@ -832,9 +835,9 @@ func (d *Daemon) confinement() sessions.Confinement {
 		}
 		self = exe
 	}
-	ws := d.cfg.WorkspaceRoot
+	ws := d.cfg.Routing.WorkspaceRoot
 	if ws == "" {
-		ws = d.cfg.SpawnWorkdir
+		ws = d.cfg.Routing.SpawnWorkdir
 	}
 	if abs, err := filepath.Abs(ws); err == nil {
 		ws = abs
@@ -847,16 +850,16 @@ func (d *Daemon) confinement() sessions.Confinement {
 	}
 	c := &sandbox.Confiner{Self: self, StateRoot: d.cfg.StateRoot, RegistryDir: sessions.RegistryDir(d.cfg.StateRoot),
 		OutboxRoot:    loop.OutboxRoot(d.cfg.StateRoot),
-		WorkspaceRoot: ws, Executables: exes, Writable: d.cfg.SandboxWritable, AgentEnv: d.cfg.AgentEnv, Off: d.cfg.SandboxOff}
+		WorkspaceRoot: ws, Executables: exes, Writable: d.cfg.SandboxWritable, AgentEnv: d.cfg.Routing.AgentEnv, Off: d.cfg.SandboxOff()}
 	if sp := d.cfg.Tmux.SocketPath; sp != "" {
 		// routing.tmux.socketPath: the server creates its socket there, so
 		// that directory (not tmux's default one) is the server's to write.
 		c.TmuxDir = filepath.Dir(sp)
 	}
-	if !d.cfg.SandboxOff && !d.cfg.SandboxLandlock {
+	if !d.cfg.SandboxOff() && !d.cfg.SandboxLandlock() {
 		// Decision 22: a world per session.
-		wd := &sandbox.Worlds{Confiner: c, Root: d.worldsRoot(), AllowHosts: d.cfg.SandboxAllowHosts,
-			HostNetwork: d.cfg.SandboxHostNetwork, ClientPaths: []string{pasteDir(d.tmuxConfig())},
+		wd := &sandbox.Worlds{Confiner: c, Root: d.worldsRoot(), AllowHosts: d.cfg.Routing.SandboxAllowHosts,
+			HostNetwork: d.cfg.SandboxHostNetwork(), ClientPaths: []string{pasteDir(d.tmuxConfig())},
 			Egress: &sandbox.Egress{Log: func(world, host string, port int, allowed bool) {
 				if !allowed {
 					d.logf("warning: sandbox egress refused %s:%d for %s (allow it with routing.sandbox.allowHosts)", host, port, world)
@@ -866,7 +869,7 @@ func (d *Daemon) confinement() sessions.Confinement {
 			return refusedConfinement{fmt.Errorf("daemon: refusing to spawn an agent session: %w", err)}
 		}
 		d.egress = wd.Egress
-		if d.cfg.SandboxHostNetwork {
+		if d.cfg.SandboxHostNetwork() {
 			return warnedWorlds{Worlds: wd, d: d}
 		}
 		return wd
@@ -922,11 +925,11 @@ func (d *Daemon) worldsRoot() string {
 // without the namespace sandbox ("" when every session has a world).
 func (d *Daemon) undefendedWarning() string {
 	switch {
-	case d.cfg.SandboxOff:
+	case d.cfg.SandboxOff():
 		return "routing.sandbox: off — agent sessions run without any sandbox: gates are not defended (the agent can read loopd's keys and state)"
-	case d.cfg.SandboxLandlock:
+	case d.cfg.SandboxLandlock():
 		return "routing.sandbox: landlock — degraded: agent sessions run under Landlock over loopd's own world (one user, file system, tmux server and network), not in a namespace sandbox of their own"
-	case d.cfg.SandboxHostNetwork:
+	case d.cfg.SandboxHostNetwork():
 		return "routing.sandbox.network: host — degraded: agent sessions share the host's network and reach every service on 127.0.0.1"
 	}
 	return ""

@@ -135,8 +135,8 @@ func (d *Daemon) startDashboard() (func(), error) {
 	}
 	dash, err := dashboard.New(dashboard.Config{
 		Listen: d.cfg.Dashboard.Listen, StateRoot: d.cfg.StateRoot,
-		Operator: d.cfg.Dashboard.Operator, AuthorizedUsers: d.cfg.AuthorizedUsers, StuckAfter: d.cfg.Dashboard.StuckAfter,
-		EventLog: d.cfg.EventLogPath, Banner: d.undefendedWarning(), WebTerminal: d.cfg.WebTerminal,
+		Operator: d.cfg.Dashboard.Operator, AuthorizedUsers: d.cfg.Routing.AuthorizedUsers, StuckAfter: d.cfg.Dashboard.StuckAfter,
+		EventLog: d.cfg.EventLog.Path, Banner: d.undefendedWarning(), WebTerminal: d.cfg.Routing.WebTerminal,
 	}, dashboard.Deps{Source: src, Poster: poster, Panes: dashPanes{d}, MayAct: d.operatorMayAct, Now: d.deps.Clock.Now, Log: logw, Layout: d.dashboardLayout()})
 	if err != nil {
 		src.close()
@@ -408,7 +408,7 @@ func (s *dashSource) item(ctx context.Context, rec sessions.Record) (dashboard.I
 	}
 	var rt *graph.Runtime
 	var g *graph.Graph
-	if s.d.cfg.GraphEnabled {
+	if s.d.cfg.Routing.GraphEnabled {
 		if r, err := s.d.link.runtime(rec.Item, rec.Cwd, id); err == nil {
 			rt, g = r, r.Graph()
 		}
@@ -708,9 +708,9 @@ func readLock(path string) (exists, locked bool, by []string) {
 // events` agree.
 func (s *dashSource) Events(ctx context.Context, ref string, since time.Time, limit int) ([]dashboard.Event, error) {
 	var recs []loop.EventRecord
-	if s.d.cfg.EventLogPath != "" {
+	if s.d.cfg.EventLog.Path != "" {
 		s.d.FlushLogs()
-		own, err := loop.MergeEvents([]string{s.d.cfg.EventLogPath}, loop.EventQuery{WorkItem: ref, Since: since, Limit: limit})
+		own, err := loop.MergeEvents([]string{s.d.cfg.EventLog.Path}, loop.EventQuery{WorkItem: ref, Since: since, Limit: limit})
 		if err != nil && !errors.Is(err, os.ErrNotExist) {
 			return nil, err
 		}

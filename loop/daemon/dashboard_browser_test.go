@@ -227,7 +227,7 @@ func TestDashboardInARealBrowser(t *testing.T) {
 		run(t, ctx, "row moves to "+step.next,
 			poll(`document.querySelector('`+rowSel+` [data-f=node]').textContent === '`+step.next+`'`, 30*time.Second))
 		updatedAt := value(t, ctx, "updated-at", chromedp.Evaluate[int64](`Number(document.querySelector('`+rowSel+`').getAttribute('data-updated-at'))`))
-		evs, err := loop.ReadEvents(w.cfg.EventLogPath, loop.EventQuery{WorkItem: ref, Event: "graph.advanced", Source: "loopctl"})
+		evs, err := loop.ReadEvents(w.cfg.EventLog.Path, loop.EventQuery{WorkItem: ref, Event: "graph.advanced", Source: "loopctl"})
 		require.NoError(t, err)
 		require.NotEmpty(t, evs)
 		t.Logf("SSE update latency, transition (%s → %s, event-log line written) → row updated in the DOM: %v", step.node, step.next, time.UnixMilli(updatedAt).Sub(evs[len(evs)-1].Time))
@@ -309,7 +309,7 @@ func TestDashboardArmedRowInARealBrowser(t *testing.T) {
 	chromiumPath(t)
 	w := newWorld(t, func(cfg *daemon.Config) {
 		cfg.Dashboard.Listen = "127.0.0.1:0"
-		cfg.RequireStartCommand = true
+		cfg.Routing.RequireStartCommand = true
 	})
 	ctx := browser(t)
 	run(t, ctx, "empty board, live",

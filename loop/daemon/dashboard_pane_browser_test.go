@@ -31,7 +31,7 @@ func TestDashboardLivePaneInARealBrowser(t *testing.T) {
 		landlockOnly(cfg) // the test types into the pane with tmux -S from the host
 		cfg.Dashboard.Listen = "127.0.0.1:0"
 		cfg.Dashboard.Operator = stranger
-		cfg.WebTerminal = daemon.WebTerminalReply
+		cfg.Routing.WebTerminal = daemon.WebTerminalReply
 	})
 	n := w.openLabeled()
 	w.eventually("the session", func() bool { return w.spawns() == 1 })
@@ -119,7 +119,7 @@ func TestDashboardLivePaneInARealBrowser(t *testing.T) {
 	w.eventually("the harness to read the reply", func() bool { return strings.Contains(w.received(), "Please use the v2 client.") })
 	require.Equal(t, []any{"github:" + human}, w.eventField("session.operator_reply", "actor"))
 	w.d.FlushLogs() // the log is written in the background
-	logged, err := os.ReadFile(w.cfg.EventLogPath)
+	logged, err := os.ReadFile(w.cfg.EventLog.Path)
 	require.NoError(t, err)
 	require.Contains(t, string(logged), `"message":"Please use the v2 client."`)
 }

@@ -151,10 +151,10 @@ func claimLogged(t *testing.T, w *world, n int, node, file, body string) *graph.
 	p := filepath.Join(cwd, "docs", "specs", id, file)
 	require.NoError(t, os.MkdirAll(filepath.Dir(p), 0o755))
 	require.NoError(t, os.WriteFile(p, []byte(body), 0o644))
-	el, err := loop.OpenEventLog(w.cfg.EventLogPath, "loopctl", loop.EventLogOptions{})
+	el, err := loop.OpenEventLog(w.cfg.EventLog.Path, "loopctl", loop.EventLogOptions{})
 	require.NoError(t, err)
 	defer el.Close()
-	rt, err := loop.Open(cwd, loop.Options{WorkItem: id, AuthorizedUsers: w.cfg.AuthorizedUsers, Sink: el})
+	rt, err := loop.Open(cwd, loop.Options{WorkItem: id, AuthorizedUsers: w.cfg.Routing.AuthorizedUsers, Sink: el})
 	require.NoError(t, err)
 	c, err := rt.Complete(context.Background(), id, node, "agent")
 	require.NoError(t, err)
@@ -168,7 +168,7 @@ func claimLogged(t *testing.T, w *world, n int, node, file, body string) *graph.
 // does: the dashboard alone turns observations on.
 func TestDashboardListsArmedItems(t *testing.T) {
 	w := newWorld(t, func(cfg *daemon.Config) {
-		cfg.RequireStartCommand = true
+		cfg.Routing.RequireStartCommand = true
 		cfg.Dashboard.Listen = "127.0.0.1:0"
 	})
 	w.stop()

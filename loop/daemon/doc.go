@@ -12,10 +12,10 @@
 //
 //	cfg := daemon.DefaultConfig()
 //	cfg.StateRoot = "/abs/state"                  // required, absolute
-//	cfg.Listen = "127.0.0.1:0"                    // default 127.0.0.1:8787
+//	cfg.Webhook.Port = 0                          // default 127.0.0.1:8787; 0 picks one
 //	cfg.Secret = []byte(secret)                   // or InsecureAcceptUnsigned
-//	cfg.AuthorizedUsers = []string{"dana"}
-//	cfg.SpawnOnUnmatched = daemon.SpawnLabeled
+//	cfg.Routing.AuthorizedUsers = []string{"dana"} // the settings' keys, as loop.Settings holds them
+//	cfg.Routing.SpawnOnUnmatched = daemon.SpawnLabeled
 //	d, err := daemon.New(cfg, daemon.Deps{
 //		Integrations: set,          // graph.Integrations reaching (a stand-in for) GitHub
 //		Path:         os.Getenv("PATH"), // where the harness binary (claude) is found
@@ -25,11 +25,11 @@
 //	go d.Run(ctx)                                 // returns after ctx ends and work drained
 //	<-d.Ready(); addr := d.Addr()                 // the bound webhook address
 //
-// ConfigFromCLI maps the operator's cli-config.yaml (docs/daemon.md §12) onto a
-// Config. Run takes the one-instance lock on the state root (flock on
+// ConfigFromCLI holds the operator's cli-config.yaml (docs/daemon.md §12),
+// read once into loop.Settings, in a Config. Run takes the one-instance lock on the state root (flock on
 // <state root>/loopd.lock), opens the queue (embedded NATS with its file
-// store under <state root>/queue unless Config.QueueURL names a server),
-// serves POST <WebhookPath> and GET /healthz, dispatches, reconciles, and on
+// store under <state root>/queue unless queue.url names a server),
+// serves POST <webhooks.ghWebhook.path> and GET /healthz, dispatches, reconciles, and on
 // cancellation stops accepting webhooks, lets running dispatches finish
 // (nothing is acknowledged that did not finish) and shuts everything down.
 //

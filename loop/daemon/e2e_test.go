@@ -3,9 +3,11 @@ package daemon_test
 import (
 	"context"
 	"fmt"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -132,17 +134,17 @@ func buildWorld(t testing.TB, sim *githubsim.Server, hooks int, edit func(*daemo
 
 	cfg := daemon.DefaultConfig()
 	cfg.StateRoot = filepath.Join(base, "state")
-	cfg.Listen = "127.0.0.1:0"
+	cfg.Webhook.Host, cfg.Webhook.Port = "127.0.0.1", 0
 	cfg.Secret = []byte(secret)
-	cfg.Repos = []string{repoFull}
-	cfg.AuthorizedUsers = []string{human}
-	cfg.SpawnOnUnmatched = daemon.SpawnLabeled
-	cfg.RequireStartCommand = false
-	cfg.WorkspaceRoot = filepath.Join(base, "ws")
+	cfg.Repositories = []string{repoFull}
+	cfg.Routing.AuthorizedUsers = []string{human}
+	cfg.Routing.SpawnOnUnmatched = daemon.SpawnLabeled
+	cfg.Routing.RequireStartCommand = false
+	cfg.Routing.WorkspaceRoot = filepath.Join(base, "ws")
 	cfg.ClaudeEnv = &sessions.ClaudeEnvironment{} // never touch a real ~/.claude
 	cfg.SandboxWritable = []string{w.claude}      // the stand-in harness logs there
 	cfg.ReconcileInterval = -1
-	cfg.EventLogPath = filepath.Join(cfg.StateRoot, "logs", "events.jsonl")
+	cfg.EventLog.Path = filepath.Join(cfg.StateRoot, "logs", "events.jsonl")
 	cfg.Tmux.SocketPath = w.socket
 	cfg.Tmux.Width, cfg.Tmux.Height = 200, 50
 	cfg.Tmux.ReadySettle = 150 * time.Millisecond
@@ -217,7 +219,11 @@ func (w *world) start() {
 	}
 	w.d, w.cancel, w.done = d, cancel, done
 	// A restart listens where the webhooks are subscribed.
-	w.cfg.Listen = d.Addr()
+	host, port, err := net.SplitHostPort(d.Addr())
+	require.NoError(t, err)
+	w.cfg.Webhook.Host = host
+	w.cfg.Webhook.Port, err = strconv.Atoi(port)
+	require.NoError(t, err)
 	t.Cleanup(w.stop)
 }
 
@@ -346,7 +352,7 @@ func (w *world) claimIn(cwd, id, node string, files map[string]string) *graph.Cl
 		require.NoError(w.t, os.MkdirAll(filepath.Dir(p), 0o755))
 		require.NoError(w.t, os.WriteFile(p, []byte(body), 0o644))
 	}
-	rt, err := loop.Open(cwd, loop.Options{WorkItem: id, AuthorizedUsers: w.cfg.AuthorizedUsers})
+	rt, err := loop.Open(cwd, loop.Options{WorkItem: id, AuthorizedUsers: w.cfg.Routing.AuthorizedUsers})
 	require.NoError(w.t, err)
 	c, err := rt.Complete(context.Background(), id, node, "agent")
 	require.NoError(w.t, err)
@@ -358,4 +364,4 @@ func (w *world) claimIn(cwd, id, node string, files map[string]string) *graph.Cl
 // directly from the host (a pane's pid, tmux -S on the test's socket).
 // Sessions in worlds of their own are the default; TestWorld* and the
 // sandbox package's escape suite cover them.
-func landlockOnly(c *daemon.Config) { c.SandboxLandlock = true }
+func landlockOnly(c *daemon.Config) { c.Routing.Sandbox = "landlock" }

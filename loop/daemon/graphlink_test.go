@@ -116,7 +116,7 @@ func newLinkFixture(t *testing.T, origin string, edit func(*Config)) *linkFixtur
 	cfg := DefaultConfig()
 	cfg.StateRoot = filepath.Join(base, "state")
 	cfg.InsecureAcceptUnsigned = true
-	cfg.AuthorizedUsers = []string{"dana"}
+	cfg.Routing.AuthorizedUsers = []string{"dana"}
 	cfg.Tmux.Socket = "theloop-unit-unused"
 	cfg.ClaudeEnv = &sessions.ClaudeEnvironment{}
 	if edit != nil {
@@ -200,7 +200,7 @@ func TestAC3StartIsIdempotent(t *testing.T) {
 }
 
 func TestAC4UnstartedItemReachesNoHook(t *testing.T) {
-	fx := newLinkFixture(t, "https://github.com/octo/demo.git", func(c *Config) { c.RequireStartCommand = true })
+	fx := newLinkFixture(t, "https://github.com/octo/demo.git", func(c *Config) { c.Routing.RequireStartCommand = true })
 	fx.d.link.onSpawn(context.Background(), fx.item, fx.cwd, "sess-1", nil)
 	_, err := fx.state(t)
 	require.ErrorIs(t, err, graph.ErrNoState)
@@ -278,7 +278,7 @@ func TestAC11RuntimeFailureIsCaughtAndReported(t *testing.T) {
 }
 
 func TestAC12DisabledLinkDoesNothing(t *testing.T) {
-	fx := newLinkFixture(t, "https://github.com/octo/demo.git", func(c *Config) { c.GraphEnabled = false })
+	fx := newLinkFixture(t, "https://github.com/octo/demo.git", func(c *Config) { c.Routing.GraphEnabled = false })
 	fx.arm(t)
 	fx.d.link.onSpawn(context.Background(), fx.item, fx.cwd, "sess-1", nil)
 	_, err := fx.state(t)

@@ -33,9 +33,9 @@ const harnessLabelPrefix = "the-loop: harness-"
 func (d *Daemon) harnessAdapters(claude *sessions.ClaudeCode) []sessions.Harness {
 	return []sessions.Harness{
 		claude,
-		&sessions.Cursor{Args: d.cfg.CursorArgs},
-		&sessions.Codex{Args: d.cfg.CodexArgs},
-		&sessions.Gemini{Args: d.cfg.GeminiArgs, TrustedFolders: d.geminiTrustedFolders()},
+		&sessions.Cursor{Args: d.cfg.Routing.HarnessArgs.Cursor},
+		&sessions.Codex{Args: d.cfg.Routing.HarnessArgs.Codex},
+		&sessions.Gemini{Args: d.cfg.Routing.HarnessArgs.Gemini, TrustedFolders: d.geminiTrustedFolders()},
 	}
 }
 
@@ -48,7 +48,7 @@ func (d *Daemon) geminiTrustedFolders() string {
 	if d.cfg.GeminiTrustedFolders != "" {
 		return d.cfg.GeminiTrustedFolders
 	}
-	if d.cfg.ClaudeEnv != nil || !d.cfg.HarnessTrust.Enabled || d.deps.Env == nil {
+	if d.cfg.ClaudeEnv != nil || !d.cfg.Routing.HarnessTrust.Enabled || d.deps.Env == nil {
 		return ""
 	}
 	home, _ := os.UserHomeDir()
@@ -71,7 +71,7 @@ func (d *Daemon) harnessFor(ev *ingress.Event) string {
 		return h
 	}
 	if ev != nil {
-		return d.cfg.HarnessByRepository[strings.ToLower(ev.Repo)]
+		return d.cfg.Routing.HarnessByRepository[strings.ToLower(ev.Repo)]
 	}
 	return ""
 }
@@ -83,17 +83,17 @@ func (d *Daemon) harnessFor(ev *ingress.Event) string {
 // records events run without) is a warning in status instead
 // (defaultHarnessWarning).
 func (d *Daemon) checkDefaultHarness() error {
-	bin, ok := harnessBinaries[d.cfg.DefaultHarness]
+	bin, ok := harnessBinaries[d.cfg.Routing.DefaultHarness]
 	if !ok {
-		return fmt.Errorf("routing.defaultHarness: %q has no adapter; use claude, cursor, codex or gemini", d.cfg.DefaultHarness)
+		return fmt.Errorf("routing.defaultHarness: %q has no adapter; use claude, cursor, codex or gemini", d.cfg.Routing.DefaultHarness)
 	}
-	if d.cfg.DefaultHarness != "claude" {
+	if d.cfg.Routing.DefaultHarness != "claude" {
 		if _, err := d.lookPath(bin); err != nil {
-			return fmt.Errorf("routing.defaultHarness: %s runs %s, which is not on loopd's PATH (%v); install it or set routing.defaultHarness to a harness that is installed", d.cfg.DefaultHarness, bin, err)
+			return fmt.Errorf("routing.defaultHarness: %s runs %s, which is not on loopd's PATH (%v); install it or set routing.defaultHarness to a harness that is installed", d.cfg.Routing.DefaultHarness, bin, err)
 		}
 	}
-	for _, repo := range slices.Sorted(maps.Keys(d.cfg.HarnessByRepository)) {
-		name := d.cfg.HarnessByRepository[repo]
+	for _, repo := range slices.Sorted(maps.Keys(d.cfg.Routing.HarnessByRepository)) {
+		name := d.cfg.Routing.HarnessByRepository[repo]
 		bin, ok := harnessBinaries[name]
 		if !ok {
 			return fmt.Errorf("routing.harnessByRepository.%s: %q has no adapter; use claude, cursor, codex or gemini", repo, name)
@@ -111,9 +111,9 @@ func (d *Daemon) checkDefaultHarness() error {
 // defaultHarnessWarning is what status says when the default harness's
 // program is missing ("" when it is there).
 func (d *Daemon) defaultHarnessWarning() string {
-	bin := harnessBinaries[d.cfg.DefaultHarness]
+	bin := harnessBinaries[d.cfg.Routing.DefaultHarness]
 	if _, err := d.lookPath(bin); err != nil {
-		return fmt.Sprintf("routing.defaultHarness %s: %s is not on loopd's PATH; sessions cannot start until it is installed", d.cfg.DefaultHarness, bin)
+		return fmt.Sprintf("routing.defaultHarness %s: %s is not on loopd's PATH; sessions cannot start until it is installed", d.cfg.Routing.DefaultHarness, bin)
 	}
 	return ""
 }
@@ -193,7 +193,7 @@ type harnessVersions struct {
 func (d *Daemon) harnessViews(ctx context.Context) []api.HarnessView {
 	d.harnessInfo.once.Do(func() {
 		for _, h := range d.harnessAdapters(&sessions.ClaudeCode{}) {
-			v := api.HarnessView{Name: h.Name(), Binary: h.Binary(), Default: h.Name() == d.cfg.DefaultHarness}
+			v := api.HarnessView{Name: h.Name(), Binary: h.Binary(), Default: h.Name() == d.cfg.Routing.DefaultHarness}
 			p, err := d.lookPath(h.Binary())
 			if err != nil {
 				v.Version = "not on PATH"

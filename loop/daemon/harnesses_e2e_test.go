@@ -48,7 +48,7 @@ func TestEachHarnessWalksTheGraph(t *testing.T) {
 				_, err := fakeclaude.InstallAs(c.SandboxWritable[0], tc.binary)
 				require.NoError(t, err)
 				if !tc.byLabel {
-					c.DefaultHarness = tc.name
+					c.Routing.DefaultHarness = tc.name
 				}
 			})
 			is, err := w.sim.OpenIssue(repoFull, human, "Add a widget", "Please add a widget.")

@@ -48,9 +48,9 @@ func newJiraWorld(t *testing.T) *jiraWorld {
 	require.NoError(t, err)
 	t.Cleanup(gh.Close)
 	w := newWorldWith(t, gh, func(c *daemon.Config) {
-		c.Repos = append(c.Repos, jiraRepo)
-		c.AuthorizedUsers = append(c.AuthorizedUsers, ingress.JiraActorPrefix+jiraApprover)
-		c.SpawnOnUnmatched = daemon.SpawnAlways
+		c.Repositories = append(c.Repositories, jiraRepo)
+		c.Routing.AuthorizedUsers = append(c.Routing.AuthorizedUsers, ingress.JiraActorPrefix+jiraApprover)
+		c.Routing.SpawnOnUnmatched = daemon.SpawnAlways
 		c.Jira = &daemon.JiraIntake{Secret: []byte(jiraSecret), Projects: map[string]string{"PROJ": jiraRepo}, PollInterval: time.Hour}
 	}, func(base string) integrations.Config {
 		return integrations.Config{

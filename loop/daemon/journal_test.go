@@ -77,7 +77,7 @@ func TestJournalTellsWhatWentWrong(t *testing.T) {
 
 	out := stderrText()
 	require.Len(t, journalLines(out, "loopd: warning: "+daemon.EventProgramMissing, "tmux is not on PATH"), 1, "start-up warns that tmux is missing:\n%s", out)
-	if !w.cfg.SandboxOff && !w.cfg.SandboxLandlock {
+	if !w.cfg.SandboxOff() && !w.cfg.SandboxLandlock() {
 		require.Len(t, journalLines(out, "loopd: warning: "+daemon.EventProgramMissing, "bwrap is not on PATH", "apt-get install bubblewrap"), 1, "and bubblewrap:\n%s", out)
 	}
 

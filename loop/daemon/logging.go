@@ -237,7 +237,7 @@ func (d *Daemon) warnMissingPrograms() {
 	need := []struct{ name, why, fix string }{
 		{tmux, "every agent session runs in tmux: no session can be spawned", "install tmux (Debian/Ubuntu: apt-get install tmux; macOS: brew install tmux)"},
 	}
-	if !d.cfg.SandboxOff && !d.cfg.SandboxLandlock {
+	if !d.cfg.SandboxOff() && !d.cfg.SandboxLandlock() {
 		need = append(need, struct{ name, why, fix string }{sandbox.BwrapPath, "the agent's sandbox (its own world) is bubblewrap: loopd refuses to spawn without it",
 			"install bubblewrap (Debian/Ubuntu: apt-get install bubblewrap; Fedora: dnf install bubblewrap), or set routing.sandbox: landlock (degraded)"})
 	}

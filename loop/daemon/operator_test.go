@@ -162,7 +162,7 @@ func TestControlSocketKnowsItsCaller(t *testing.T) {
 	require.Equal(t, me, st.Forced[len(st.Forced)-1].Actor, "graph-state.json")
 	require.Equal(t, []any{me}, w.eventField("graph.forced", "actor"), "the event")
 	w.d.FlushLogs() // the log is written in the background
-	events, err := os.ReadFile(w.cfg.EventLogPath)
+	events, err := os.ReadFile(w.cfg.EventLog.Path)
 	require.NoError(t, err)
 	require.Contains(t, string(events), `"actor":"`+me+`"`, "the event log")
 	logged, err := os.ReadFile(logPath)

@@ -37,7 +37,7 @@ func (d *Daemon) authorizedOperator(ctx context.Context, identity, verb string, 
 	if !ok || login == "" {
 		return "", fmt.Errorf("%w: %s acts as a ticket keyword does and needs an authorized GitHub user; %q names none (run loopd with --dashboard-operator <your login>, one of routing.authorizedUsers or allowed by routing.authorized)", apiserver.ErrForbidden, verb, identity)
 	}
-	rule, err := authorizingRule(ctx, d.cfg.AuthorizedUsers, d.authority, login, item, nil)
+	rule, err := authorizingRule(ctx, d.cfg.Routing.AuthorizedUsers, d.authority, login, item, nil)
 	if err != nil {
 		return "", fmt.Errorf("%w: %s may not %s %s now: %v (nothing was done; try again)", apiserver.ErrTryLater, login, verb, item, err)
 	}
@@ -81,7 +81,7 @@ func (d *Daemon) queueControl(ctx context.Context, ref, actor string, cmd ingres
 	if err != nil {
 		return res, err
 	}
-	if !d.cfg.ControlEnabled {
+	if !d.cfg.Routing.ControlEnabled {
 		return res, fmt.Errorf("%w: routing.control.enabled is false, so loopd applies no %s keyword, from the ticket or from here", apiserver.ErrBadRequest, verb)
 	}
 	if d.q == nil {
@@ -95,12 +95,12 @@ func (d *Daemon) queueControl(ctx context.Context, ref, actor string, cmd ingres
 	}
 	if cmd == ingress.CmdStart {
 		if _, live := d.intake.live(item); !live {
-			if d.cfg.SpawnOnUnmatched == SpawnLabeled {
+			if d.cfg.Routing.SpawnOnUnmatched == SpawnLabeled {
 				ev.Labeled = d.carriesLabel(ctx, item)
 			}
 			if reason := d.intake.refusal(item, ev, cmd); reason != "" {
-				return res, fmt.Errorf("%w: loopd would refuse this start (%s): routing.spawnOnUnmatched is %q%s", apiserver.ErrBadRequest, reason, d.cfg.SpawnOnUnmatched,
-					map[bool]string{true: fmt.Sprintf(" and the item does not carry the label %q", d.cfg.AutoExecuteLabel)}[d.cfg.SpawnOnUnmatched == SpawnLabeled])
+				return res, fmt.Errorf("%w: loopd would refuse this start (%s): routing.spawnOnUnmatched is %q%s", apiserver.ErrBadRequest, reason, d.cfg.Routing.SpawnOnUnmatched,
+					map[bool]string{true: fmt.Sprintf(" and the item does not carry the label %q", d.cfg.Routing.AutoExecuteLabel)}[d.cfg.Routing.SpawnOnUnmatched == SpawnLabeled])
 			}
 		}
 	}
@@ -125,10 +125,10 @@ func (d *Daemon) carriesLabel(ctx context.Context, item workitem.Ref) bool {
 	}
 	switch ls := out["labels"].(type) {
 	case []string:
-		return slices.Contains(ls, d.cfg.AutoExecuteLabel)
+		return slices.Contains(ls, d.cfg.Routing.AutoExecuteLabel)
 	case []any:
 		for _, l := range ls {
-			if l == d.cfg.AutoExecuteLabel {
+			if l == d.cfg.Routing.AutoExecuteLabel {
 				return true
 			}
 		}
@@ -148,7 +148,7 @@ func replyMark(login string) string {
 // read as a command to loopd if the agent copies it onto the ticket.
 func (d *Daemon) controlKeywordIn(text string) string {
 	flat := strings.ToLower(strings.Join(strings.Fields(text), " "))
-	kws := d.cfg.Keywords
+	kws := d.cfg.Routing.Keywords
 	if kws == nil {
 		kws = map[string]string{}
 		for _, c := range ingress.Commands() {
@@ -264,7 +264,7 @@ func (d *Daemon) claudeConfigDir() string {
 	}
 	home, _ := os.UserHomeDir()
 	getenv := func(k string) string { v, _ := d.deps.Env(k); return v }
-	return sessions.ClaudeEnvironmentFromEnv(getenv, home, d.cfg.WorkspaceRoot).ConfigDir
+	return sessions.ClaudeEnvironmentFromEnv(getenv, home, d.cfg.Routing.WorkspaceRoot).ConfigDir
 }
 
 // Screen captures the work item's pane as it shows now, colours included.

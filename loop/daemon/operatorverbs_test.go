@@ -29,8 +29,8 @@ import (
 // caller who names no authorized GitHub user may not start or reply.
 func TestOperatorSessionVerbs(t *testing.T) {
 	w := newWorld(t, func(c *daemon.Config) {
-		c.SpawnOnUnmatched = daemon.SpawnAlways
-		c.RequireStartCommand = true
+		c.Routing.SpawnOnUnmatched = daemon.SpawnAlways
+		c.Routing.RequireStartCommand = true
 		c.Dashboard.Operator = human // the socket's operator is github:dana
 		c.Service.Listen = "127.0.0.1:0"
 		c.Service.Token = "service-secret"
@@ -89,7 +89,7 @@ func TestOperatorSessionVerbs(t *testing.T) {
 	require.Equal(t, []any{"Use the v2 client, please."}, w.eventField("session.operator_reply", "message"))
 	require.Equal(t, []any{"github:" + human}, w.eventField("session.operator_reply", "actor"))
 	w.d.FlushLogs() // the log is written in the background
-	logged, err := os.ReadFile(w.cfg.EventLogPath)
+	logged, err := os.ReadFile(w.cfg.EventLog.Path)
 	require.NoError(t, err)
 	require.Contains(t, string(logged), `"event":"session.operator_reply","level":"info","pid":`)
 

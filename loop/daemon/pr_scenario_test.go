@@ -82,7 +82,7 @@ func (w *world) eventField(name, key string) []any {
 func TestPROwnSessionInOwnWorktree(t *testing.T) {
 	w := newWorld(t, func(c *daemon.Config) {
 		landlockOnly(c)
-		c.SessionPerPr = loop.SessionPerPrAlways
+		c.Routing.Tmux.SessionPerPr = loop.SessionPerPrAlways
 	})
 	n := w.openLabeled()
 	w.waitIdle()
@@ -170,7 +170,9 @@ func TestPRWithoutSeparateCheckoutIsDeclinedIntoIssueSession(t *testing.T) {
 		"shared worktree": {head: "issue-1", reason: sessions.DeclinedSharedWorktree},
 		// No workspace root: sessions run in one directory.
 		"no workspace": {
-			edit:   func(c *daemon.Config, t *testing.T) { c.WorkspaceRoot, c.SpawnWorkdir = "", t.TempDir() },
+			edit: func(c *daemon.Config, t *testing.T) {
+				c.Routing.WorkspaceRoot, c.Routing.SpawnWorkdir = "", t.TempDir()
+			},
 			head:   "feature-x",
 			reason: sessions.DeclinedNoSeparateCheckout,
 		},
@@ -179,7 +181,7 @@ func TestPRWithoutSeparateCheckoutIsDeclinedIntoIssueSession(t *testing.T) {
 	} {
 		t.Run(name, func(t *testing.T) {
 			w := newWorld(t, func(c *daemon.Config) {
-				c.SessionPerPr = loop.SessionPerPrAlways
+				c.Routing.Tmux.SessionPerPr = loop.SessionPerPrAlways
 				if tc.edit != nil {
 					tc.edit(c, t)
 				}
@@ -400,7 +402,7 @@ func (w *world) newRemote(full string, branches ...string) {
 func TestCrossRepoPRGetsOwnSessionByDefault(t *testing.T) {
 	w := newWorld(t, func(c *daemon.Config) {
 		landlockOnly(c)
-		c.Repos = []string{repoFull, "octo/lib"}
+		c.Repositories = []string{repoFull, "octo/lib"}
 	})
 	w.newRemote("octo/lib", "lib-widget")
 	n := w.openLabeled()
@@ -429,7 +431,7 @@ func TestCrossRepoPRGetsOwnSessionByDefault(t *testing.T) {
 func TestClosingWorkItemEndsItsPRSessions(t *testing.T) {
 	w := newWorld(t, func(c *daemon.Config) {
 		landlockOnly(c)
-		c.SessionPerPr = loop.SessionPerPrAlways
+		c.Routing.Tmux.SessionPerPr = loop.SessionPerPrAlways
 	})
 	n := w.openLabeled()
 	w.waitIdle()
@@ -502,7 +504,7 @@ func TestLinkPROverTheSocketBringsItsCommentsHome(t *testing.T) {
 func TestPRSpawnFailureFallsBackToIssueSession(t *testing.T) {
 	w := newWorld(t, func(c *daemon.Config) {
 		landlockOnly(c)
-		c.SessionPerPr = loop.SessionPerPrAlways
+		c.Routing.Tmux.SessionPerPr = loop.SessionPerPrAlways
 	})
 	w.openLabeled()
 	w.waitIdle()
@@ -530,7 +532,7 @@ func TestPRSpawnFailureFallsBackToIssueSession(t *testing.T) {
 // A linked PR merged while loopd was down is caught by the reconcile pass
 // at start: the PR's own session ends, the work item's stays.
 func TestReconcileCatchesAPRMergedWhileDown(t *testing.T) {
-	w := newWorld(t, func(c *daemon.Config) { c.SessionPerPr = loop.SessionPerPrAlways })
+	w := newWorld(t, func(c *daemon.Config) { c.Routing.Tmux.SessionPerPr = loop.SessionPerPrAlways })
 	n := w.openLabeled()
 	w.waitIdle()
 	w.pushBranch("feature-widget")
@@ -557,7 +559,7 @@ func TestReconcileCatchesAPRMergedWhileDown(t *testing.T) {
 // of the fork's code — refs/pull/<n>/head as pr-<n> — never the base
 // repository's main.
 func TestForkPRChecksOutThePullHead(t *testing.T) {
-	w := newWorld(t, func(c *daemon.Config) { c.SessionPerPr = loop.SessionPerPrAlways })
+	w := newWorld(t, func(c *daemon.Config) { c.Routing.Tmux.SessionPerPr = loop.SessionPerPrAlways })
 	w.openLabeled()
 	w.waitIdle()
 	// What GitHub does when a fork opens PR #2: the base repository gets
@@ -621,7 +623,7 @@ func TestPRLinkedToAClosedWorkItemCanBeItsOwnWorkItem(t *testing.T) {
 func TestDeadPRSessionIsResumedInItsCheckout(t *testing.T) {
 	w := newWorld(t, func(c *daemon.Config) {
 		landlockOnly(c)
-		c.SessionPerPr = loop.SessionPerPrAlways
+		c.Routing.Tmux.SessionPerPr = loop.SessionPerPrAlways
 	})
 	w.openLabeled()
 	w.waitIdle()
@@ -649,7 +651,7 @@ func TestDeadPRSessionIsResumedInItsCheckout(t *testing.T) {
 
 // A paused work item holds delivery for its PRs' own sessions too.
 func TestPausedWorkItemHoldsItsPRSessions(t *testing.T) {
-	w := newWorld(t, func(c *daemon.Config) { c.SessionPerPr = loop.SessionPerPrAlways })
+	w := newWorld(t, func(c *daemon.Config) { c.Routing.Tmux.SessionPerPr = loop.SessionPerPrAlways })
 	n := w.openLabeled()
 	w.waitIdle()
 	w.pushBranch("feature-widget")
@@ -679,7 +681,7 @@ func TestPausedWorkItemHoldsItsPRSessions(t *testing.T) {
 // before the PR's event is rendered: an authorized "Approved" on the PR
 // completes the inner loop, and the PR's session hears the verdict.
 func TestPRInnerGateConsultedFirst(t *testing.T) {
-	w := newWorld(t, func(c *daemon.Config) { c.SessionPerPr = loop.SessionPerPrAlways })
+	w := newWorld(t, func(c *daemon.Config) { c.Routing.Tmux.SessionPerPr = loop.SessionPerPrAlways })
 	n := w.openLabeled()
 	w.waitIdle()
 	issue, _ := w.record("github:octo/demo#1")
@@ -696,7 +698,7 @@ func TestPRInnerGateConsultedFirst(t *testing.T) {
 	// §23), and the pointer forced there.
 	require.NoError(t, os.WriteFile(filepath.Join(issue.Cwd, "docs", "specs", "issue-"+itoa(n), "execution-log.md"),
 		[]byte("# Execution log\n\n## Review cycles\n\n- cycle 1: no findings\n\n## Security review (gate)\n\n- no new trust boundary\n\n## Pull requests\n\n- #"+itoa(pr.Number)+"\n"), 0o644))
-	rt, err := loop.Open(issue.Cwd, loop.Options{WorkItem: "issue-" + itoa(n), PR: pr.Number, AuthorizedUsers: w.cfg.AuthorizedUsers})
+	rt, err := loop.Open(issue.Cwd, loop.Options{WorkItem: "issue-" + itoa(n), PR: pr.Number, AuthorizedUsers: w.cfg.Routing.AuthorizedUsers})
 	require.NoError(t, err)
 	_, err = rt.Force(context.Background(), "issue-"+itoa(n), graph.ForceRequest{To: "pr-approval", Reason: "test: the agent's nodes are done", Actor: "test"})
 	require.NoError(t, err)

@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/theloop-dev/theloop/ingress"
+	"github.com/theloop-dev/theloop/loop"
 )
 
 // The built-in templates (docs/daemon.md §6.9). Placeholders use
@@ -82,7 +83,7 @@ comment, so the paper trail stays on the ticket.
 // InteractionDirective returns the directive for a mode; unknown modes get
 // the work-item directive.
 func InteractionDirective(mode string) string {
-	if m, _ := ResolveInteractionMode(mode); m == InteractionCLI {
+	if m, _ := loop.ResolveInteractionMode(mode); m == InteractionCLI {
 		return directiveCLI
 	}
 	return directiveWorkItem

@@ -9,6 +9,7 @@ import (
 
 	"github.com/theloop-dev/theloop/graph"
 	"github.com/theloop-dev/theloop/ingress"
+	"github.com/theloop-dev/theloop/loop"
 )
 
 func TestSubstituteIsSafeSubstitute(t *testing.T) {
@@ -48,10 +49,10 @@ func TestDirectiveAppendedWhenTemplateLacksIt(t *testing.T) {
 }
 
 func TestUnknownInteractionModeIsWorkItemWithWarning(t *testing.T) {
-	m, w := ResolveInteractionMode(" CLI ")
+	m, w := loop.ResolveInteractionMode(" CLI ")
 	require.Equal(t, InteractionCLI, m)
 	require.Empty(t, w)
-	m, w = ResolveInteractionMode("auto")
+	m, w = loop.ResolveInteractionMode("auto")
 	require.Equal(t, InteractionWorkItem, m)
 	require.Contains(t, w, "auto")
 	require.Equal(t, directiveWorkItem, InteractionDirective("auto"))

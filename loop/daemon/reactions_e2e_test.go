@@ -26,7 +26,7 @@ func TestReactionsNeverHoldTheQueue(t *testing.T) {
 	// No graph: at a human gate every comment is a possible decision that
 	// must be re-read at GitHub before it moves anything (fail closed), and
 	// that is not what is measured here.
-	w := newWorld(t, func(c *daemon.Config) { c.GraphEnabled = false })
+	w := newWorld(t, func(c *daemon.Config) { c.Routing.GraphEnabled = false })
 	n := w.openLabeled()
 	w.waitIdle()
 	w.eventually("the session to start", func() bool { return w.spawns() == 1 })

@@ -55,7 +55,7 @@ func (w *world) managedClaim(n int, node string, files map[string]string) *graph
 	}
 	ms := loop.ManagedSession{SessionID: rec.SessionID, WorkItem: id, StateRoot: w.cfg.StateRoot}
 	recorder := loop.NewRecorder(ms, "graph complete", nil)
-	rt, err := loop.Open(rec.Cwd, loop.Options{WorkItem: id, AuthorizedUsers: w.cfg.AuthorizedUsers, Integrations: recorder})
+	rt, err := loop.Open(rec.Cwd, loop.Options{WorkItem: id, AuthorizedUsers: w.cfg.Routing.AuthorizedUsers, Integrations: recorder})
 	require.NoError(w.t, err)
 	c, err := rt.Complete(context.Background(), id, node, "agent")
 	require.NoError(w.t, err)
@@ -66,7 +66,7 @@ func (w *world) managedClaim(n int, node string, files map[string]string) *graph
 // loopdLog is loopd's own event log, line by line.
 func (w *world) loopdLog() []map[string]any {
 	w.d.FlushLogs()
-	f, err := os.Open(w.cfg.EventLogPath)
+	f, err := os.Open(w.cfg.EventLog.Path)
 	if err != nil {
 		return nil
 	}

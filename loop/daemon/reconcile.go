@@ -22,13 +22,13 @@ func (d *Daemon) reconcileLoop(ctx context.Context) {
 	if d.cfg.ReconcileInterval < 0 {
 		return
 	}
-	pc := d.cfg.Poll
+	pc := d.cfg.PollerConfig()
 	pc.StateRoot = d.cfg.StateRoot
 	if len(pc.Sources) == 0 {
 		// A webhook-only deployment still reconciles the repositories it
 		// accepts webhooks from (patterns like owner/* cannot be listed).
 		var repos []string
-		for _, r := range d.cfg.Repos {
+		for _, r := range d.cfg.Repositories {
 			if !strings.Contains(r, "*") {
 				repos = append(repos, r)
 			}
@@ -53,7 +53,7 @@ func (d *Daemon) reconcileLoop(ctx context.Context) {
 	for _, src := range pc.Sources {
 		repos = append(repos, src.Repos...)
 	}
-	rd := &redeliverer{integ: d.integ, store: d.q, repos: repos, hookID: d.cfg.WebhookHookID, path: d.cfg.WebhookPath,
+	rd := &redeliverer{integ: d.integ, store: d.q, repos: repos, hookID: d.cfg.WebhookHookID(), path: d.cfg.Webhook.Path,
 		record: d.emit, now: d.deps.Clock.Now, reported: map[string]bool{}} // redeliver.go
 	if rd.path == "" {
 		rd.path = DefaultWebhookPath

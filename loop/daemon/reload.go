@@ -4,8 +4,6 @@ import (
 	"context"
 	"fmt"
 	"net/http"
-	"reflect"
-	"slices"
 	"sync"
 	"sync/atomic"
 
@@ -71,23 +69,116 @@ func (d *Daemon) stopReconcile() {
 	}
 }
 
-// ReloadResult says what a reload applied and what it could not.
-type ReloadResult struct {
-	// Applied names the soft keys that changed and now apply.
-	Applied []string
-	// NeedRestart names changed keys a reload does not apply.
-	NeedRestart []string
+// reloadPart is a part of the running daemon that reloads keys: it names
+// them, may check (and build) what it needs from the next configuration
+// before anything changes, and applies its own once the keys' values are
+// in d.cfg (under the policy write lock: no dispatch runs meanwhile).
+type reloadPart struct {
+	name string
+	keys []string
+	// stage checks staged (the running configuration with every changed
+	// key the reload applies) and builds what apply installs; an error
+	// refuses the whole reload.
+	stage func(d *Daemon, staged Config, st *reloadStaged) error
+	// apply installs the keys (nil: the part reads d.cfg as it goes).
+	apply func(d *Daemon, st *reloadStaged)
 }
+
+// reloadStaged is what the parts built before the reload applied.
+type reloadStaged struct {
+	recv *ingress.Receiver
+	// reconcile: the reconcile pass is to be restarted (with the new
+	// receiver).
+	reconcile bool
+}
+
+// receiverKeys are what the webhook receiver is built from; the reconcile
+// pass routes through it and polls polling.sources (or the repositories).
+var receiverKeys = []string{"routing.authorizedUsers", "routing.authorized, routing.authorizedCacheSeconds", "routing.control.keywords",
+	"routing.control.enabled", "routing.autoExecuteLabel", "repositories", "webhooks.ghWebhook.events", "polling.sources"}
+
+var reloadParts = []reloadPart{
+	// The receiver and the reconcile pass that routes through it: a new
+	// receiver (a new Router with the new authorization and keywords) is
+	// swapped in atomically and the pass restarted with it.
+	{name: "receiver", keys: receiverKeys, stage: func(d *Daemon, staged Config, st *reloadStaged) error {
+		recv, err := ingress.NewReceiver(IngressConfig(staged), ingress.ReceiverDeps{Sink: d.Sink(), Log: d.sink, Clock: d.deps.Clock, SinkCopiesPayload: true, Health: d.Healthy})
+		if err != nil {
+			return fmt.Errorf("daemon: reload: webhook receiver: %w", err)
+		}
+		st.recv, st.reconcile = recv, true
+		return nil
+	}, apply: func(d *Daemon, st *reloadStaged) {
+		d.recv = st.recv
+		d.reload().recv.Store(st.recv)
+	}},
+	// routing.authorized is answered by GitHub through the authority.
+	{name: "authority", keys: []string{"routing.authorized, routing.authorizedCacheSeconds"}, apply: func(d *Daemon, _ *reloadStaged) {
+		if d.authority != nil {
+			_ = d.authority.Reset(d.cfg.Routing.Authorized, d.cfg.Routing.AuthorizedCache) // checked by the receiver's stage
+		}
+	}},
+	// The intake and the PR linkage take their configuration from d.cfg.
+	{name: "intake", keys: []string{"routing.authorizedUsers", "routing.control.keywords", "routing.control.enabled", "routing.control.requireStartCommand",
+		"routing.spawnOnUnmatched", "routing.autoExecuteLabel", "repositories", "routing.reactions", "routing.announce.enabled", "routing.interaction.mode",
+		"routing.promptTemplate", "routing.spawnPromptTemplate", "routing.tmux.sessionPerPr"},
+		apply: func(d *Daemon, _ *reloadStaged) { d.policyChanged() }},
+	// The graph controller's gate policy.
+	{name: "graphs", keys: []string{"routing.authorizedUsers", "routing.control.keywords", "routing.tmux.sessionPerPr"}, apply: func(d *Daemon, _ *reloadStaged) {
+		if d.svc.graphs != nil {
+			d.svc.graphs.SetPolicy(d.cfg.Routing.AuthorizedUsers, d.cfg.ExecuteKeyword(), d.cfg.Routing.Tmux.SessionPerPr)
+		}
+	}},
+	// The usage watch reads the budget and rates from d.cfg at each poll.
+	{name: "usage", keys: []string{"routing.budget, usage.rates"}},
+	// The gate metrics' stuck age.
+	{name: "metrics", keys: []string{"service.metrics.gateStuckAfterSeconds"}, apply: func(d *Daemon, _ *reloadStaged) {
+		if d.svc.metrics != nil {
+			d.svc.metrics.SetStuckAfter(d.cfg.Service.GateStuckAfter)
+		}
+	}},
+}
+
+// reloadedBy maps each key a part reloads to the parts that reload it. It
+// panics when a part names a key reloadKeys lacks, or a reloaded key has
+// no take (or a key with a take is reloaded by no part): the tables are
+// checked against each other at start.
+var reloadedBy = func() map[string][]int {
+	takes := map[string]bool{}
+	for _, k := range reloadKeys {
+		takes[k.key] = k.take != nil
+	}
+	m := map[string][]int{}
+	for i, p := range reloadParts {
+		for _, k := range p.keys {
+			take, known := takes[k]
+			if !known || !take {
+				panic("daemon: reload part " + p.name + " names " + k + ", which is not a reloadable key")
+			}
+			m[k] = append(m[k], i)
+		}
+	}
+	for k, take := range takes {
+		if take && len(m[k]) == 0 {
+			panic("daemon: no reload part reloads " + k)
+		}
+	}
+	return m
+}()
 
 // Reload applies next's soft policy to the running daemon (valid after
 // Ready). next is validated first; on any error nothing changes and the
 // running configuration stays. It waits for running dispatches to finish.
+//
+// The reload is a diff (reloadkeys.go): each changed key is either
+// reloaded by the parts that own it — each checks and builds what it needs
+// first, then applies its own under the policy lock — or reported as
+// needing a restart.
 func (d *Daemon) Reload(next Config) (ReloadResult, error) {
-	var res ReloadResult
 	select {
 	case <-d.ready:
 	default:
-		return res, fmt.Errorf("daemon: not running")
+		return ReloadResult{}, fmt.Errorf("daemon: not running")
 	}
 	// Keep what New filled in for the running daemon.
 	next.InsecureAcceptUnsigned = d.cfg.InsecureAcceptUnsigned
@@ -95,140 +186,60 @@ func (d *Daemon) Reload(next Config) (ReloadResult, error) {
 		next.Secret = d.cfg.Secret
 	}
 	if err := next.Validate(); err != nil {
-		return res, err
+		return ReloadResult{}, err
 	}
-	next.EventLogPath = next.EventLogFile()
-	cur := d.cfg
-	for _, h := range []struct {
-		key       string
-		cur, next any
-	}{
-		{"state.root", cur.StateRoot, next.StateRoot},
-		{"webhooks.ghWebhook.host/port", cur.Listen, next.Listen},
-		{"webhooks.ghWebhook.path", cur.WebhookPath, next.WebhookPath},
-		{"the webhook secret", string(cur.Secret), string(next.Secret)},
-		{"queue.url", cur.QueueURL, next.QueueURL},
-		{"queue credentials, queue.tls, queue.insecure", []any{cur.QueueAuth, cur.QueueTLS, cur.QueueInsecure}, []any{next.QueueAuth, next.QueueTLS, next.QueueInsecure}},
-		{"service.node/maxSessions/leaseTTLSeconds, queue.replicas", cur.Cluster, next.Cluster},
-		{"routing.maxConcurrentDispatches", cur.Parallelism, next.Parallelism},
-		{"routing.workspace", cur.WorkspaceRoot, next.WorkspaceRoot},
-		{"routing.workspace.cloneUrl", cur.CloneURL, next.CloneURL},
-		{"routing.tmux.keepSessionOnClose", cur.KeepSessionOnClose, next.KeepSessionOnClose},
-		{"routing.tmux.killHarnessOnClose", cur.KillHarnessOnClose, next.KillHarnessOnClose},
-		{"routing.tmux.harnessKillGraceSeconds", cur.HarnessKillGrace, next.HarnessKillGrace},
-		{"routing.defaultHarness", cur.DefaultHarness, next.DefaultHarness},
-		{"routing.harnessArgs", [][]string{cur.HarnessArgs, cur.CursorArgs, cur.CodexArgs, cur.GeminiArgs}, [][]string{next.HarnessArgs, next.CursorArgs, next.CodexArgs, next.GeminiArgs}},
-		{"routing.harnessByRepository", cur.HarnessByRepository, next.HarnessByRepository},
-		{"routing.graph.enabled", cur.GraphEnabled, next.GraphEnabled},
-		{"routing.graph.specDir", cur.GraphSpecDir, next.GraphSpecDir},
-		{"eventLog.path", cur.EventLogPath, next.EventLogPath},
-		{"integrations", cur.Integrations, next.Integrations},
-		{"channels.slack", cur.Slack, next.Slack},
-		{"service", cur.Service.Listen + "|" + cur.Service.Token, next.Service.Listen + "|" + next.Service.Token},
-		{"usage.pollSeconds", cur.Usage.Poll, next.Usage.Poll},
-	} {
-		if !reflect.DeepEqual(h.cur, h.next) {
-			res.NeedRestart = append(res.NeedRestart, h.key)
+	next.EventLog.Path = next.EventLogFile()
+	df := diffConfig(&d.cfg, &next, reloadedBy)
+	if len(df.keys) > 0 {
+		if err := d.applyReload(df, &next); err != nil {
+			return ReloadResult{}, err
 		}
 	}
-	soft := []struct {
-		key       string
-		cur, next any
-		apply     func()
-	}{
-		{"routing.authorizedUsers", cur.AuthorizedUsers, next.AuthorizedUsers, func() { d.cfg.AuthorizedUsers = slices.Clone(next.AuthorizedUsers) }},
-		{"routing.authorized, routing.authorizedCacheSeconds", []any{cur.Authorized, cur.AuthorityTTL}, []any{next.Authorized, next.AuthorityTTL}, func() {
-			d.cfg.Authorized, d.cfg.AuthorityTTL = slices.Clone(next.Authorized), next.AuthorityTTL
-			if d.authority != nil {
-				_ = d.authority.Reset(next.Authorized, next.AuthorityTTL) // checked before anything was applied
-			}
-		}},
-		{"routing.control.keywords", cur.Keywords, next.Keywords, func() { d.cfg.Keywords = next.Keywords; d.cfg.ExecuteKeyword = next.ExecuteKeyword }},
-		{"routing.control.enabled", cur.ControlEnabled, next.ControlEnabled, func() { d.cfg.ControlEnabled = next.ControlEnabled }},
-		{"routing.control.requireStartCommand", cur.RequireStartCommand, next.RequireStartCommand, func() { d.cfg.RequireStartCommand = next.RequireStartCommand }},
-		{"routing.spawnOnUnmatched", cur.SpawnOnUnmatched, next.SpawnOnUnmatched, func() { d.cfg.SpawnOnUnmatched = next.SpawnOnUnmatched }},
-		{"routing.autoExecuteLabel", cur.AutoExecuteLabel, next.AutoExecuteLabel, func() { d.cfg.AutoExecuteLabel = next.AutoExecuteLabel }},
-		{"repositories", cur.Repos, next.Repos, func() { d.cfg.Repos = slices.Clone(next.Repos) }},
-		{"webhooks.ghWebhook.events", cur.Events, next.Events, func() { d.cfg.Events = slices.Clone(next.Events) }},
-		{"polling.sources", cur.Poll, next.Poll, func() { d.cfg.Poll = next.Poll }},
-		{"routing.reactions", cur.Reactions, next.Reactions, func() { d.cfg.Reactions = next.Reactions }},
-		{"routing.announce.enabled", cur.AnnounceEnabled, next.AnnounceEnabled, func() { d.cfg.AnnounceEnabled = next.AnnounceEnabled }},
-		{"routing.interaction.mode", cur.InteractionMode, next.InteractionMode, func() { d.cfg.InteractionMode = next.InteractionMode }},
-		{"routing.promptTemplate", cur.PromptTemplate, next.PromptTemplate, func() { d.cfg.PromptTemplate = next.PromptTemplate }},
-		{"routing.spawnPromptTemplate", cur.SpawnPromptTemplate, next.SpawnPromptTemplate, func() { d.cfg.SpawnPromptTemplate = next.SpawnPromptTemplate }},
-		{"routing.tmux.sessionPerPr", cur.SessionPerPr, next.SessionPerPr, func() { d.cfg.SessionPerPr = next.SessionPerPr }},
-		{"routing.budget, usage.rates", []any{cur.Usage.Budget, cur.Usage.Rates}, []any{next.Usage.Budget, next.Usage.Rates}, func() {
-			d.cfg.Usage.Budget, d.cfg.Usage.Rates = next.Usage.Budget, next.Usage.Rates
-		}},
-		{"service.metrics.gateStuckAfterSeconds", cur.Service.GateStuckAfter, next.Service.GateStuckAfter, func() {
-			d.cfg.Service.GateStuckAfter = next.Service.GateStuckAfter
-			if d.svc.metrics != nil {
-				d.svc.metrics.SetStuckAfter(next.Service.GateStuckAfter)
-			}
-		}},
+	applied := df.Applied
+	if applied == nil {
+		applied = []string{}
 	}
-	var changed []func()
-	for _, s := range soft {
-		if !reflect.DeepEqual(s.cur, s.next) {
-			res.Applied = append(res.Applied, s.key)
-			changed = append(changed, s.apply)
-		}
-	}
-	if len(changed) == 0 {
-		d.emit("config.reloaded", graph.LevelInfo, graph.Field{Key: "applied", Value: []string{}}, graph.Field{Key: "need_restart", Value: res.NeedRestart})
-		return res, nil
-	}
+	d.emit("config.reloaded", graph.LevelInfo, graph.Field{Key: "applied", Value: applied}, graph.Field{Key: "need_restart", Value: df.NeedRestart})
+	return df.ReloadResult, nil
+}
 
-	// Check the rules and build the new receiver before touching
-	// anything: a policy either refuses leaves the running one in place.
-	if err := ingress.ParseAuthorized(next.Authorized); err != nil {
-		return ReloadResult{}, fmt.Errorf("daemon: reload: routing.authorized: %w", err)
+// applyReload stages every part df touches (a part that refuses leaves the
+// running configuration in place), then, with no dispatch running, takes
+// the changed keys into d.cfg and lets each part apply its own.
+func (d *Daemon) applyReload(df reloadDiff, next *Config) error {
+	staged := d.cfg
+	for _, k := range df.keys {
+		k.take(&staged, next)
+	}
+	var st reloadStaged
+	for _, i := range df.parts {
+		if p := reloadParts[i]; p.stage != nil {
+			if err := p.stage(d, staged, &st); err != nil {
+				return err
+			}
+		}
 	}
 	rs := d.reload()
-	staged := d.cfg
-	for _, s := range soft {
-		if !reflect.DeepEqual(s.cur, s.next) {
-			switch s.key {
-			case "routing.authorizedUsers":
-				staged.AuthorizedUsers = next.AuthorizedUsers
-			case "routing.authorized, routing.authorizedCacheSeconds":
-				staged.Authorized = next.Authorized
-			case "routing.control.keywords":
-				staged.Keywords = next.Keywords
-			case "routing.control.enabled":
-				staged.ControlEnabled = next.ControlEnabled
-			case "routing.autoExecuteLabel":
-				staged.AutoExecuteLabel = next.AutoExecuteLabel
-			case "repositories":
-				staged.Repos = next.Repos
-			case "webhooks.ghWebhook.events":
-				staged.Events = next.Events
-			}
+	if st.reconcile {
+		d.stopReconcile()
+	}
+	rs.policy.Lock()
+	for _, k := range df.keys {
+		k.take(&d.cfg, next)
+	}
+	for _, i := range df.parts {
+		if p := reloadParts[i]; p.apply != nil {
+			p.apply(d, &st)
 		}
 	}
-	recv, err := ingress.NewReceiver(IngressConfig(staged), ingress.ReceiverDeps{Sink: d.Sink(), Log: d.sink, Clock: d.deps.Clock, SinkCopiesPayload: true, Health: d.Healthy})
-	if err != nil {
-		return ReloadResult{}, fmt.Errorf("daemon: reload: webhook receiver: %w", err)
-	}
-
-	d.stopReconcile()
-	rs.policy.Lock()
-	for _, apply := range changed {
-		apply()
-	}
-	d.policyChanged()
-	d.recv = recv
-	rs.recv.Store(recv)
-	if d.svc.graphs != nil {
-		d.svc.graphs.SetPolicy(d.cfg.AuthorizedUsers, d.cfg.ExecuteKeyword, d.cfg.SessionPerPr)
-	}
 	rs.policy.Unlock()
-	rs.recMu.Lock()
-	ctx := rs.recCtx
-	rs.recMu.Unlock()
-	if ctx != nil && ctx.Err() == nil {
-		d.startReconcile(ctx)
+	if st.reconcile {
+		rs.recMu.Lock()
+		ctx := rs.recCtx
+		rs.recMu.Unlock()
+		if ctx != nil && ctx.Err() == nil {
+			d.startReconcile(ctx)
+		}
 	}
-	d.emit("config.reloaded", graph.LevelInfo, graph.Field{Key: "applied", Value: res.Applied}, graph.Field{Key: "need_restart", Value: res.NeedRestart})
-	return res, nil
+	return nil
 }

@@ -25,8 +25,8 @@ func TestReloadAppliesSoftPolicyAndRefusesBadConfig(t *testing.T) {
 	require.Equal(t, sessions.StatusActive, w.status(n), "not authorized yet")
 
 	next := w.cfg
-	next.AuthorizedUsers = []string{stranger}
-	next.Listen = "127.0.0.1:1"
+	next.Routing.AuthorizedUsers = []string{stranger}
+	next.Webhook.Host, next.Webhook.Port = "127.0.0.1", 1
 	res, err := w.d.Reload(next)
 	require.NoError(t, err)
 	require.Equal(t, []string{"routing.authorizedUsers"}, res.Applied)
@@ -42,8 +42,8 @@ func TestReloadAppliesSoftPolicyAndRefusesBadConfig(t *testing.T) {
 	require.Equal(t, sessions.StatusPaused, w.status(n), "no longer authorized")
 
 	bad := next
-	bad.SpawnOnUnmatched = "sometimes"
-	bad.AuthorizedUsers = []string{human}
+	bad.Routing.SpawnOnUnmatched = "sometimes"
+	bad.Routing.AuthorizedUsers = []string{human}
 	_, err = w.d.Reload(bad)
 	require.Error(t, err)
 	_, err = w.sim.Comment(repoFull, n, stranger, "the-loop resume")

@@ -226,7 +226,7 @@ func (w *world) status(n int) sessions.Status {
 // spawns; pause holds events back; resume lets them through; stop closes.
 // Consumed commands never reach the agent.
 func TestControlKeywordsStartPauseResumeStop(t *testing.T) {
-	w := newWorld(t, func(c *daemon.Config) { c.RequireStartCommand = true })
+	w := newWorld(t, func(c *daemon.Config) { c.Routing.RequireStartCommand = true })
 	n := w.openLabeled()
 	w.waitIdle()
 	require.Equal(t, 0, w.spawns(), "the label arms but does not start")
@@ -304,7 +304,7 @@ func TestCloseEventEndsSessionAndCleansWorktree(t *testing.T) {
 
 // keepSessionOnClose false kills the tmux session on close.
 func TestCloseWithoutKeepSessionKillsTmux(t *testing.T) {
-	w := newWorld(t, func(c *daemon.Config) { c.KeepSessionOnClose = false })
+	w := newWorld(t, func(c *daemon.Config) { c.Routing.Tmux.KeepSessionOnClose = false })
 	n := w.openLabeled()
 	w.waitIdle()
 	require.NoError(t, w.sim.CloseIssue(repoFull, n, human))
@@ -319,7 +319,7 @@ func TestCloseWithoutKeepSessionKillsTmux(t *testing.T) {
 func TestCloseWithoutKillHarnessKeepsItRunning(t *testing.T) {
 	w := newWorld(t, func(c *daemon.Config) {
 		landlockOnly(c)
-		c.KillHarnessOnClose = false
+		c.Routing.Tmux.KillHarnessOnClose = false
 	})
 	n := w.openLabeled()
 	w.waitIdle()
@@ -452,7 +452,7 @@ func TestReconcileAtStartCatchesWhatWasMissedWhileDown(t *testing.T) {
 // "the-loop do" starts the work item on the ad-hoc loop; "the-loop
 // cleanup" ends the session and removes its record and worktree.
 func TestDoSelectsTheAdhocLoopAndCleanupTearsDown(t *testing.T) {
-	w := newWorld(t, func(c *daemon.Config) { c.RequireStartCommand = true })
+	w := newWorld(t, func(c *daemon.Config) { c.Routing.RequireStartCommand = true })
 	n := w.openLabeled()
 	_, err := w.sim.Comment(repoFull, n, human, "the-loop do")
 	require.NoError(t, err)

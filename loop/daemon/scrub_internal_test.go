@@ -56,7 +56,7 @@ func TestCredentialsNeverReachTheLogsOrTheEventLog(t *testing.T) {
 	cfg := DefaultConfig()
 	cfg.StateRoot = t.TempDir()
 	cfg.Secret = []byte(webhookValue)
-	cfg.EventLogPath = filepath.Join(cfg.StateRoot, "logs", "events.jsonl")
+	cfg.EventLog.Path = filepath.Join(cfg.StateRoot, "logs", "events.jsonl")
 	cfg.Integrations = integrations.Config{GitHub: &integrations.GitHubConfig{Transport: integrations.TransportAPI,
 		API: integrations.GitHubAPIConfig{BaseURL: gh.URL, TokenEnv: []string{"LOOPD_TEST_TOKEN"}}}}
 	cfg.SecretEnvNames = []string{"LOOPD_TEST_TOKEN"}
@@ -84,7 +84,7 @@ func TestCredentialsNeverReachTheLogsOrTheEventLog(t *testing.T) {
 		{Key: "nested", Value: map[string]any{"list": []any{webhookValue}}},
 	}})
 	require.NoError(t, d.elog.Close())
-	events, err := os.ReadFile(cfg.EventLogPath)
+	events, err := os.ReadFile(cfg.EventLog.Path)
 	require.NoError(t, err)
 
 	for name, out := range map[string]string{"log lines": lines.String(), "structured log": structured.String(), "event log": string(events)} {

@@ -176,7 +176,7 @@ func (t timedHandler) Handle(ctx context.Context, ev *ingress.Event) error {
 	defer t.d.svc.rl.policy.RUnlock()
 	t.d.notePRCI(ev) // prci.go
 	start := time.Now()
-	if to := t.d.cfg.DispatchTimeout; to > 0 {
+	if to := t.d.cfg.Routing.DispatchTimeout; to > 0 {
 		// routing.dispatchTimeoutSeconds: a stuck dispatch is cancelled
 		// (and the event redelivered) rather than holding its slot.
 		var cancel context.CancelFunc
@@ -210,8 +210,8 @@ func (t timedHandler) Triage(ctx context.Context, ev *ingress.Event) error {
 func (d *Daemon) serviceHandler() http.Handler {
 	mux := http.NewServeMux()
 	graphs := &apiserver.Graphs{
-		SpecDir: d.cfg.GraphSpecDir, AuthorizedUsers: d.cfg.AuthorizedUsers, ExecuteKeyword: d.cfg.ExecuteKeyword,
-		SessionPerPr: d.cfg.SessionPerPr, Integrations: d.integ, Sink: d.sink, Clock: d.deps.Clock,
+		SpecDir: d.cfg.Routing.GraphSpecDir, AuthorizedUsers: d.cfg.Routing.AuthorizedUsers, ExecuteKeyword: d.cfg.ExecuteKeyword(),
+		SessionPerPr: d.cfg.Routing.Tmux.SessionPerPr, Integrations: d.integ, Sink: d.sink, Clock: d.deps.Clock,
 		HookObserver: d.hookObserver(),
 	}
 	d.svc.graphs = graphs
@@ -230,7 +230,7 @@ func (d *Daemon) serviceHandler() http.Handler {
 		Graphs:        graphs,
 		Sessions:      serviceSessions{d},
 		Queue:         serviceQueue{d},
-		EventLogPath:  d.cfg.EventLogPath,
+		EventLogPath:  d.cfg.EventLog.Path,
 		FlushEventLog: d.FlushLogs,
 		Stream:        stream,
 		Status:        d.status,
@@ -244,7 +244,7 @@ func (d *Daemon) serviceHandler() http.Handler {
 	mux.Handle("GET /metrics", d.svc.metrics.Handler())
 	if !d.cfg.Service.MCPDisabled {
 		mux.Handle(mcpserver.Path, mcpserver.Handler(mcpserver.New(mcpserver.Config{
-			Graphs: graphs, EventLogPath: d.cfg.EventLogPath, FlushEventLog: d.FlushLogs, Integrations: d.integ, Sink: d.sink,
+			Graphs: graphs, EventLogPath: d.cfg.EventLog.Path, FlushEventLog: d.FlushLogs, Integrations: d.integ, Sink: d.sink,
 			Clock: d.deps.Clock, Version: buildinfo.Version(d.deps.Version), Operator: mcpOperator{d},
 		})))
 	}
@@ -325,7 +325,7 @@ func (d *Daemon) status(ctx context.Context) api.Status {
 	}
 	d.pluginUpgradeStatus(&st)
 	if sh := d.sharedDispatcher(); sh != nil {
-		st.Cluster = &api.ClusterView{Node: d.cfg.Cluster.Node, MaxSessions: d.cfg.Cluster.MaxSessions, Owned: sh.Leases().Items()}
+		st.Cluster = &api.ClusterView{Node: d.cfg.Cluster().Node, MaxSessions: d.cfg.Cluster().MaxSessions, Owned: sh.Leases().Items()}
 	}
 	return st
 }
@@ -470,7 +470,7 @@ func (s serviceSessions) ControlSession(ctx context.Context, ref, verb, actor st
 // its first line is the keyword, so the record reads the same as a
 // comment-issued one; the marker keeps the daemon from acting on it again.
 func (d *Daemon) announceControl(ctx context.Context, item workitem.Ref, verb, actor string, res *api.ControlResult) {
-	kw := d.cfg.Keywords[verb]
+	kw := d.cfg.Routing.Keywords[verb]
 	if kw == "" {
 		kw = "the-loop " + verb
 	}

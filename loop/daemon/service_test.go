@@ -220,7 +220,7 @@ func TestTCPWithoutATokenRefusesToStart(t *testing.T) {
 	requireTools(t)
 	cfg := daemon.DefaultConfig()
 	cfg.StateRoot = shortdir.New(t)
-	cfg.Listen = "127.0.0.1:0"
+	cfg.Webhook.Host, cfg.Webhook.Port = "127.0.0.1", 0
 	cfg.InsecureAcceptUnsigned = true
 	cfg.ReconcileInterval = -1
 	cfg.ClaudeEnv = &sessions.ClaudeEnvironment{}

@@ -166,7 +166,7 @@ func (b slackBackend) Control(ctx context.Context, item workitem.Ref, from slack
 	default:
 		return "", errors.New("slack: unknown verb " + verb)
 	}
-	kw := d.cfg.Keywords[verb]
+	kw := d.cfg.Routing.Keywords[verb]
 	if kw == "" {
 		kw = "the-loop " + verb
 	}

@@ -70,8 +70,8 @@ func TestSlackThreadRepliesReachTheSessionButDecideNoGate(t *testing.T) {
 		landlockOnly(c)
 		c.Slack = &slackchan.Config{Mode: slackchan.ModeEvents, Channel: "#loop", BotToken: "xoxb-test", SigningSecret: slackSecret,
 			Users: map[string]string{"UDANA": human, "UMALLORY": stranger, "UERIN": "erin"}, APIURL: sim.APIURL()}
-		c.Authorized = []string{"team:octo/approvers"} // erin's right is GitHub's answer
-		c.AuthorityTTL = time.Millisecond
+		c.Routing.Authorized = []string{"team:octo/approvers"} // erin's right is GitHub's answer
+		c.Routing.AuthorizedCache = time.Millisecond
 	})
 	w.sim.SetTeam("octo", "approvers", "erin")
 	n := w.toRequirementsApproval()

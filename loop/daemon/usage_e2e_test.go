@@ -100,7 +100,7 @@ func TestUsageIsCountedPerNodeAndTheBudgetPauses(t *testing.T) {
 			return rep.Total.Turns == int64(sumTurns(turns))
 		})
 		if len(rep.Rows) != len(turns) {
-			evs, _ := loop.ReadEvents(w.cfg.EventLogPath, loop.EventQuery{Event: "graph."})
+			evs, _ := loop.ReadEvents(w.cfg.EventLog.Path, loop.EventQuery{Event: "graph."})
 			for _, e := range evs {
 				t.Logf("%s %s %s", e.Time.Format("15:04:05.000"), e.Event, e.Line)
 			}
@@ -188,7 +188,7 @@ func TestUsageIsCountedPerNodeAndTheBudgetPauses(t *testing.T) {
 // before the turn).
 func (w *world) turnsByNode() map[string]int {
 	w.d.FlushLogs()
-	evs, err := loop.ReadEvents(w.cfg.EventLogPath, loop.EventQuery{Event: "graph."})
+	evs, err := loop.ReadEvents(w.cfg.EventLog.Path, loop.EventQuery{Event: "graph."})
 	require.NoError(w.t, err)
 	type stay struct {
 		at   time.Time

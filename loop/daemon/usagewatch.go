@@ -101,7 +101,7 @@ func (d *Daemon) openUsage() *usageWatch {
 	w := &usageWatch{d: d, ledger: led, tails: map[string]*usage.Tail{}, stays: map[string][]nodeStay{},
 		read: map[string]time.Time{}, stop: make(chan struct{}), done: make(chan struct{})}
 	w.marks = loadMarks(led.Extra())
-	if p := d.cfg.EventLogPath; p != "" {
+	if p := d.cfg.EventLog.Path; p != "" {
 		// Follow first, then read what is there: a line written between the
 		// two is seen twice (harmless), never missed.
 		w.events = loop.TailEvents(p, loop.EventQuery{Event: "graph."})

@@ -402,30 +402,32 @@ eventLog: {enabled: true, path: %q}
 
 	cfg := daemon.DefaultConfig()
 	cfg.StateRoot = w.state
-	cfg.Listen = "127.0.0.1:0"
+	cfg.Webhook.Host, cfg.Webhook.Port = "127.0.0.1", 0
 	cfg.Secret = []byte(secret)
-	cfg.Repos = []string{RepoFull}
-	cfg.AuthorizedUsers = []string{Human}
-	cfg.SpawnOnUnmatched = daemon.SpawnLabeled
-	cfg.RequireStartCommand = false
-	cfg.WorkspaceRoot = filepath.Join(w.dir, "workspaces")
+	cfg.Repositories = []string{RepoFull}
+	cfg.Routing.AuthorizedUsers = []string{Human}
+	cfg.Routing.SpawnOnUnmatched = daemon.SpawnLabeled
+	cfg.Routing.RequireStartCommand = false
+	cfg.Routing.WorkspaceRoot = filepath.Join(w.dir, "workspaces")
 	cfg.ClaudeEnv = &sessions.ClaudeEnvironment{} // never touch a real ~/.claude
 	// The scripted agent is treated as the untrusted agent it stands in
 	// for: confined by Landlock, with the allowlisted environment and
 	// nothing more (no token, no secret), its claims' ticket effects
 	// performed by loopd from its outbox. Only a kernel without Landlock
 	// runs it unconfined, and the demo says so.
-	cfg.SandboxOff = !sandbox.Available()
-	if err := sandbox.CheckNamespaces(); err != nil && !cfg.SandboxOff {
+	if !sandbox.Available() {
+		cfg.Routing.Sandbox = "off"
+	}
+	if err := sandbox.CheckNamespaces(); err != nil && !cfg.SandboxOff() {
 		// The demo still runs where bubblewrap is missing, under Landlock
 		// alone, and says so (loopd itself refuses to spawn there unless
 		// routing.sandbox: landlock is set).
-		cfg.SandboxLandlock = true
+		cfg.Routing.Sandbox = "landlock"
 		w.noWorlds = err
 	}
 	cfg.SandboxWritable = []string{w.agentDir}
 	cfg.ReconcileInterval = -1
-	cfg.EventLogPath = eventLog
+	cfg.EventLog.Path = eventLog
 	cfg.Dashboard.Listen = "127.0.0.1:0"
 	cfg.Tmux.Socket = w.socket
 	cfg.Tmux.TempDir = filepath.Join(w.dir, "tmp")
@@ -440,7 +442,7 @@ eventLog: {enabled: true, path: %q}
 	// stand-in: the gate buttons show, and a click posts her comment,
 	// which comes back through the webhook, ingress and authorization.
 	cfg.Dashboard.Operator = Human
-	cfg.WebTerminal = daemon.WebTerminalReply
+	cfg.Routing.WebTerminal = daemon.WebTerminalReply
 	operatorToken := RandomSecret()
 	if err := w.sim.AddUser(operatorToken, Human); err != nil {
 		return err

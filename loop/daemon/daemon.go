@@ -132,8 +132,7 @@ type Daemon struct {
 	prci dashboard.PRCI
 	svc  service // the control plane (service.go)
 
-	sharedMu sync.Mutex
-	shared   *dispatch.Shared // with service.node (cluster.go)
+	cluster *cluster // this node's part of a cluster (cluster.go); nil before wire
 
 	outboxMu sync.Mutex
 	outbox   *outbox.Performer // the sessions' ticket effects (outbox.go)
@@ -592,7 +591,14 @@ func (d *Daemon) wire(ctx context.Context, q *queue.Queue, owner string) (*ingre
 	d.addr = srv.Addr()
 	d.recv = recv
 
-	disp, err := d.newDispatcher(ctx, q, d.timed(d.intake), owner) // cluster.go: this node alone, or shared
+	d.cluster = &cluster{cfg: d.cfg.Cluster, queueURL: d.cfg.QueueURL, defaultHarness: d.cfg.DefaultHarness,
+		reg: d.reg, mgr: d.mgr, intake: d.intake, now: d.deps.Clock.Now, emit: d.emit, logf: d.logf, ownership: d.deps.Ownership}
+	disp, err := d.cluster.dispatcher(ctx, q, d.timed(d.intake), dispatch.Config{ // cluster.go: this node alone, or shared
+		Parallelism: d.cfg.Parallelism, MaxDeliver: d.cfg.MaxDeliver, DrainTimeout: d.cfg.DrainTimeout,
+		Observe: d.onDispatch,
+		// The same daemon restarted takes its lease back at once.
+		Owner: owner,
+	})
 	if err != nil {
 		_ = srv.Close()
 		return nil, nil, err
@@ -600,7 +606,7 @@ func (d *Daemon) wire(ctx context.Context, q *queue.Queue, owner string) (*ingre
 	if !d.cfg.Liveness.Off {
 		d.live = newLivenessWatch(d.cfg.Liveness, livenessDeps{
 			Registry: d.reg, Tmux: d.tmux, Manager: d.mgr, Integrations: d.integ,
-			Owns: d.ownsItem, Rebind: d.link.rebind, Clock: d.deps.Clock, Record: d.emit,
+			Owns: d.cluster.ownsItem, Rebind: d.link.rebind, Clock: d.deps.Clock, Record: d.emit,
 			Assignment: func(ctx context.Context, item workitem.Ref, cwd string) string {
 				if gc := d.link.spawnContext(ctx, item, cwd); gc != nil {
 					return gc.Assignment

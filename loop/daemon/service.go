@@ -324,7 +324,7 @@ func (d *Daemon) status(ctx context.Context) api.Status {
 		st.Warnings = append(st.Warnings, w)
 	}
 	d.pluginUpgradeStatus(&st)
-	if sh := d.sharedDispatcher(); sh != nil {
+	if sh := d.cluster.sharedDispatcher(); sh != nil {
 		st.Cluster = &api.ClusterView{Node: d.cfg.Cluster.Node, MaxSessions: d.cfg.Cluster.MaxSessions, Owned: sh.Leases().Items()}
 	}
 	return st

@@ -40,7 +40,7 @@ func refused(err error) error {
 // ownedHere refuses an item another loopd node of the cluster holds: its
 // session lives there.
 func (d *Daemon) ownedHere(ctx context.Context, item workitem.Ref, verb string) error {
-	if d.ownsItem(ctx, item) {
+	if d.cluster.ownsItem(ctx, item) {
 		return nil
 	}
 	return fmt.Errorf("%w: another loopd node of the cluster holds %s; run `loopctl sessions %s` against that node's socket", apiserver.ErrBadRequest, item, verb)

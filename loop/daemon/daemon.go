@@ -133,6 +133,7 @@ type Daemon struct {
 	svc  service // the control plane (service.go)
 
 	cluster *cluster // this node's part of a cluster (cluster.go); nil before wire
+	desk    *operatorDesk // the operator's verbs (operatorverbs.go); nil before wire
 
 	outboxMu sync.Mutex
 	outbox   *outbox.Performer // the sessions' ticket effects (outbox.go)
@@ -603,6 +604,8 @@ func (d *Daemon) wire(ctx context.Context, q *queue.Queue, owner string) (*ingre
 		_ = srv.Close()
 		return nil, nil, err
 	}
+	d.desk = &operatorDesk{cfg: &d.cfg, policy: &d.svc.rl.policy, reg: d.reg, tmux: d.tmux, mgr: d.mgr, ctl: d.ctl, link: d.link, intake: d.intake,
+		integ: d.integ, authority: d.authority, cluster: d.cluster, sink: d.Sink(), now: d.deps.Clock.Now, emit: d.emit, claudeConfigDir: d.claudeConfigDir()}
 	if !d.cfg.Liveness.Off {
 		d.live = newLivenessWatch(d.cfg.Liveness, livenessDeps{
 			Registry: d.reg, Tmux: d.tmux, Manager: d.mgr, Integrations: d.integ,
@@ -627,7 +630,7 @@ func (d *Daemon) intakeConfig() intakeConfig {
 		AnnounceEnabled: c.AnnounceEnabled, InteractionMode: c.InteractionMode,
 		PromptTemplate: c.PromptTemplate, SpawnPromptTemplate: c.SpawnPromptTemplate,
 		SessionPerPr: c.SessionPerPr, GraphEnabled: c.GraphEnabled,
-		SpawnWorkdir: c.SpawnWorkdir, KeepCheckoutOnClose: c.KeepCheckoutOnClose, Close: d.closeOptions(),
+		SpawnWorkdir: c.SpawnWorkdir, KeepCheckoutOnClose: c.KeepCheckoutOnClose, Close: closeOptionsOf(&d.cfg),
 	}
 }
 
@@ -652,11 +655,11 @@ func (d *Daemon) policyChanged() {
 	}
 }
 
-// closeOptions is what closing a work item's session leaves behind
+// closeOptionsOf is what closing a work item's session leaves behind
 // (routing.tmux.keepSessionOnClose, killHarnessOnClose,
 // harnessKillGraceSeconds; docs/daemon.md §6.6).
-func (d *Daemon) closeOptions() sessions.CloseOptions {
-	return sessions.CloseOptions{KeepTmux: d.cfg.KeepSessionOnClose, KillHarness: d.cfg.KillHarnessOnClose, Grace: d.cfg.HarnessKillGrace}
+func closeOptionsOf(c *Config) sessions.CloseOptions {
+	return sessions.CloseOptions{KeepTmux: c.KeepSessionOnClose, KillHarness: c.KillHarnessOnClose, Grace: c.HarnessKillGrace}
 }
 
 // lookPath resolves a program on Deps.Path (else the process's PATH).

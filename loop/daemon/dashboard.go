@@ -137,7 +137,7 @@ func (d *Daemon) startDashboard() (func(), error) {
 		Listen: d.cfg.Dashboard.Listen, StateRoot: d.cfg.StateRoot,
 		Operator: d.cfg.Dashboard.Operator, AuthorizedUsers: d.cfg.AuthorizedUsers, StuckAfter: d.cfg.Dashboard.StuckAfter,
 		EventLog: d.cfg.EventLogPath, Banner: d.undefendedWarning(), WebTerminal: d.cfg.WebTerminal,
-	}, dashboard.Deps{Source: src, Poster: poster, Panes: dashPanes{d}, MayAct: d.operatorMayAct, Now: d.deps.Clock.Now, Log: logw, Layout: d.dashboardLayout()})
+	}, dashboard.Deps{Source: src, Poster: poster, Panes: dashPanes{d}, MayAct: d.desk.operatorMayAct, Now: d.deps.Clock.Now, Log: logw, Layout: d.dashboardLayout()})
 	if err != nil {
 		src.close()
 		return func() {}, err
@@ -736,14 +736,14 @@ func (s *dashSource) Events(ctx context.Context, ref string, since time.Time, li
 
 // operatorMayAct is the dashboard's question (dashboard.Deps.MayAct): ""
 // when login may act on ref by the rules a ticket's keyword is held to.
-func (d *Daemon) operatorMayAct(ctx context.Context, login, ref string) string {
+func (o *operatorDesk) operatorMayAct(ctx context.Context, login, ref string) string {
 	item, err := parseRef(ref)
 	if err != nil {
 		return err.Error()
 	}
-	d.svc.rl.policy.RLock()
-	defer d.svc.rl.policy.RUnlock()
-	if _, err := d.authorizedOperator(ctx, "github:"+login, "act", item); err != nil {
+	o.policy.RLock()
+	defer o.policy.RUnlock()
+	if _, err := o.authorizedOperator(ctx, "github:"+login, "act", item); err != nil {
 		return err.Error()
 	}
 	return ""

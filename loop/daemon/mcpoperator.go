@@ -30,11 +30,11 @@ func (m mcpOperator) actor(ctx context.Context) string {
 }
 
 func (m mcpOperator) ListSessions(ctx context.Context, status string) ([]sessions.Record, error) {
-	return serviceSessions(m).ListSessions(ctx, status)
+	return m.d.desk.ListSessions(ctx, status)
 }
 
 func (m mcpOperator) Transcript(ctx context.Context, ref string) (api.Transcript, error) {
-	return serviceSessions(m).Transcript(ctx, ref)
+	return m.d.desk.Transcript(ctx, ref)
 }
 
 func (m mcpOperator) Attention(ctx context.Context) ([]api.AttentionItem, error) {
@@ -64,19 +64,19 @@ func (d *Daemon) boardSource() (src *dashSource, done func()) {
 }
 
 func (m mcpOperator) Control(ctx context.Context, ref, verb string) (api.ControlResult, error) {
-	return serviceSessions(m).ControlSession(ctx, ref, verb, m.actor(ctx), false)
+	return m.d.desk.ControlSession(ctx, ref, verb, m.actor(ctx), false)
 }
 
 func (m mcpOperator) Reply(ctx context.Context, ref, message string) (api.ReplyResult, error) {
-	return m.d.reply(ctx, ref, m.actor(ctx), message)
+	return m.d.desk.reply(ctx, ref, m.actor(ctx), message)
 }
 
 func (m mcpOperator) RegisterSession(ctx context.Context, ref string, req api.RegisterRequest) (api.SessionResult, error) {
-	return serviceSessions(m).RegisterSession(ctx, ref, m.actor(ctx), req)
+	return m.d.desk.RegisterSession(ctx, ref, m.actor(ctx), req)
 }
 
 func (m mcpOperator) CloseSession(ctx context.Context, ref string, req api.CloseRequest) (api.SessionResult, error) {
-	return serviceSessions(m).CloseSession(ctx, ref, m.actor(ctx), req)
+	return m.d.desk.CloseSession(ctx, ref, m.actor(ctx), req)
 }
 
 var _ mcpserver.Operator = mcpOperator{}
@@ -86,7 +86,7 @@ func (m mcpOperator) WorkItems(ctx context.Context) ([]api.WorkItem, error) {
 }
 
 func (m mcpOperator) LinkPR(ctx context.Context, ref, pullRequest string) (api.LinkPRResult, error) {
-	return serviceSessions(m).LinkPR(ctx, ref, pullRequest)
+	return m.d.desk.LinkPR(ctx, ref, pullRequest)
 }
 
 func (m mcpOperator) Status(ctx context.Context) api.Status { return m.d.status(ctx) }

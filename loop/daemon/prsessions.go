@@ -538,8 +538,7 @@ func (in *intake) endPRSessions(ctx context.Context, item workitem.Ref, rec sess
 // operator's or the agent's request (`loopctl sessions link-pr`,
 // POST /sessions/link-pr): pullRequest is "#5", "5" (the work item's
 // repository) or a full ref. It implements apiserver.PRLinker.
-func (s serviceSessions) LinkPR(ctx context.Context, ref, pullRequest string) (api.LinkPRResult, error) {
-	d := s.d
+func (o *operatorDesk) LinkPR(ctx context.Context, ref, pullRequest string) (api.LinkPRResult, error) {
 	item, err := parseRef(ref)
 	if err != nil {
 		return api.LinkPRResult{}, err
@@ -551,9 +550,9 @@ func (s serviceSessions) LinkPR(ctx context.Context, ref, pullRequest string) (a
 	if pr == item {
 		return api.LinkPRResult{}, fmt.Errorf("%w: %s is the work item itself", apiserver.ErrBadRequest, pr)
 	}
-	d.svc.rl.policy.RLock()
-	defer d.svc.rl.policy.RUnlock()
-	rec, err := d.reg.Get(item)
+	o.policy.RLock()
+	defer o.policy.RUnlock()
+	rec, err := o.reg.Get(item)
 	if err != nil {
 		return api.LinkPRResult{}, err
 	}
@@ -561,28 +560,28 @@ func (s serviceSessions) LinkPR(ctx context.Context, ref, pullRequest string) (a
 		return api.LinkPRResult{}, fmt.Errorf("%w: %s has no live work-item session to link %s to; start it first", apiserver.ErrBadRequest, item, pr)
 	}
 	res := api.LinkPRResult{Ref: item.String(), PullRequest: pr.String()}
-	_, err = d.reg.Update(ctx, item, func(r *sessions.Record, exists bool) error {
+	_, err = o.reg.Update(ctx, item, func(r *sessions.Record, exists bool) error {
 		if !exists {
 			return sessions.ErrNoRecord
 		}
 		if _, ok := r.PR(pr); ok {
 			return nil
 		}
-		res.Linked = r.SetPR(sessions.PRLink{PR: pr, Linked: d.deps.Clock.Now().UTC().Truncate(time.Second)})
+		res.Linked = r.SetPR(sessions.PRLink{PR: pr, Linked: o.now().UTC().Truncate(time.Second)})
 		return nil
 	})
 	if err != nil {
 		return api.LinkPRResult{}, err
 	}
-	d.intake.notePR(pr, item)
+	o.intake.notePR(pr, item)
 	if res.Linked {
-		d.emit("session.pr_linked", graph.LevelInfo, graph.Field{Key: "work_item", Value: item.String()},
+		o.emit("session.pr_linked", graph.LevelInfo, graph.Field{Key: "work_item", Value: item.String()},
 			graph.Field{Key: "pull_request", Value: pr.String()}, graph.Field{Key: "via", Value: "cli"})
 	}
 	return res, nil
 }
 
-var _ apiserver.PRLinker = serviceSessions{}
+var _ apiserver.PRLinker = (*operatorDesk)(nil)
 
 // parsePRArg reads "#5", "5" (in item's repository) or a full ref.
 func parsePRArg(item workitem.Ref, s string) (workitem.Ref, error) {

@@ -13,7 +13,6 @@ import (
 	"time"
 
 	"github.com/theloop-dev/theloop/graph"
-	"github.com/theloop-dev/theloop/hooks"
 	"github.com/theloop-dev/theloop/ingress"
 	"github.com/theloop-dev/theloop/internal/buildinfo"
 	"github.com/theloop-dev/theloop/loop/api"
@@ -22,9 +21,7 @@ import (
 	"github.com/theloop-dev/theloop/loop/daemon/mcpserver"
 	"github.com/theloop-dev/theloop/loop/daemon/metrics"
 	"github.com/theloop-dev/theloop/loop/daemon/queue"
-	"github.com/theloop-dev/theloop/ops"
 	"github.com/theloop-dev/theloop/sessions"
-	"github.com/theloop-dev/theloop/workitem"
 )
 
 // ServiceConfig is the control plane (service.*): the API, /metrics and
@@ -228,7 +225,7 @@ func (d *Daemon) serviceHandler() http.Handler {
 	}
 	a := apiserver.New(apiserver.Config{Clock: d.deps.Clock, Log: d.slog(), Observe: observe}, apiserver.Backend{
 		Graphs:        graphs,
-		Sessions:      serviceSessions{d},
+		Sessions:      d.desk,
 		Queue:         serviceQueue{d},
 		EventLogPath:  d.cfg.EventLogPath,
 		FlushEventLog: d.FlushLogs,
@@ -270,7 +267,7 @@ func (d *Daemon) startService() (stop func(), err error) {
 	}
 	// Every request on the socket carries its peer's identity, or is
 	// refused (operator.go); on TCP the bearer token is the identity.
-	serve(ln, apiserver.Authenticated(h), apiserver.PeerContext(d.socketPeer))
+	serve(ln, apiserver.Authenticated(h), apiserver.PeerContext(socketPeer(d.cfg.Dashboard.Operator)))
 	if d.cfg.Service.Listen != "" {
 		tln, err := apiserver.ListenTCP(d.cfg.Service.Listen, d.cfg.Service.Token)
 		if err != nil {
@@ -352,143 +349,6 @@ func (q serviceQueue) Replay(ctx context.Context, seq uint64) error {
 	return err
 }
 
-// serviceSessions is the session registry and the operator's control verbs.
-type serviceSessions struct{ d *Daemon }
-
-func parseRef(ref string) (workitem.Ref, error) {
-	item, err := workitem.Parse(ref)
-	if err != nil {
-		return item, fmt.Errorf("%w: %v", apiserver.ErrBadRequest, err)
-	}
-	return item, nil
-}
-
-func (s serviceSessions) ListSessions(_ context.Context, status string) ([]sessions.Record, error) {
-	recs, _ := s.d.reg.List()
-	if status == "" {
-		return recs, nil
-	}
-	var out []sessions.Record
-	for _, r := range recs {
-		if string(r.Status) == status {
-			out = append(out, r)
-		}
-	}
-	return out, nil
-}
-
-func (s serviceSessions) Session(_ context.Context, ref string) (sessions.Record, error) {
-	item, err := parseRef(ref)
-	if err != nil {
-		return sessions.Record{}, err
-	}
-	return s.d.reg.Get(item)
-}
-
-func (s serviceSessions) AttachCommand(_ context.Context, ref string) (string, error) {
-	item, err := parseRef(ref)
-	if err != nil {
-		return "", err
-	}
-	rec, err := s.d.reg.Get(item)
-	if err != nil {
-		return "", err
-	}
-	return s.d.tmux.AttachCommand(rec.TmuxName), nil
-}
-
-// ControlSession applies an operator's stop, pause or resume (docs/daemon.md
-// §5.4): recorded with source cli before the effect, like a comment-issued
-// command but without the authorization check: the caller is an operator
-// the transport authenticated (a socket peer of loopd's user outside any
-// agent session, or the TCP token's holder), and actor is that identity
-// (apiserver.Caller), never what the request body said.
-func (s serviceSessions) ControlSession(ctx context.Context, ref, verb, actor string, noComment bool) (api.ControlResult, error) {
-	d := s.d
-	item, err := parseRef(ref)
-	if err != nil {
-		return api.ControlResult{}, err
-	}
-	d.svc.rl.policy.RLock()
-	defer d.svc.rl.policy.RUnlock()
-	rec, err := d.reg.Get(item)
-	if err != nil {
-		return api.ControlResult{}, err
-	}
-	live := rec.Status.Live()
-	now := d.deps.Clock.Now()
-	record := func(cmd ingress.Command) error { return d.ctl.Record(item, cmd, "cli", actor, "", now) }
-	res := api.ControlResult{Ref: item.String(), Verb: verb, Effect: "noop"}
-	switch verb {
-	case "pause":
-		if err := record(ingress.CmdPause); err != nil {
-			return res, err
-		}
-		if live && rec.Status != sessions.StatusPaused {
-			if err := d.intake.setStatus(ctx, item, sessions.StatusPaused); err != nil {
-				return res, err
-			}
-			res.Effect = "paused"
-		}
-	case "resume":
-		if !live || rec.Status != sessions.StatusPaused {
-			res.Effect = "nothing-to-resume"
-			break
-		}
-		if err := d.intake.setStatus(ctx, item, sessions.StatusActive); err != nil {
-			return res, err
-		}
-		if err := record(ingress.CmdResume); err != nil {
-			return res, err
-		}
-		res.Effect = "resumed"
-	case "stop":
-		if err := record(ingress.CmdStop); err != nil {
-			return res, err
-		}
-		if live {
-			d.link.onClose(ctx, item, rec.Cwd, rec.SessionID)
-			if err := d.mgr.CloseWith(ctx, item, d.closeOptions()); err != nil {
-				return res, err
-			}
-			d.intake.endPRSessions(ctx, item, rec, nil, false)
-			res.Effect = "stopped"
-		}
-	default:
-		return res, fmt.Errorf("%w: verb %q: use stop, pause or resume", apiserver.ErrBadRequest, verb)
-	}
-	d.emit("control.command", graph.LevelInfo, graph.Field{Key: "work_item", Value: item.String()}, graph.Field{Key: "command", Value: verb},
-		graph.Field{Key: "via", Value: "cli"}, graph.Field{Key: "actor", Value: actor}, graph.Field{Key: "effect", Value: res.Effect})
-	if !noComment {
-		d.announceControl(ctx, item, verb, actor, &res)
-	}
-	return res, nil
-}
-
-// announceControl posts the marked comment that tells the work item's
-// readers a control command was issued from the CLI (docs/daemon.md §5.4):
-// its first line is the keyword, so the record reads the same as a
-// comment-issued one; the marker keeps the daemon from acting on it again.
-func (d *Daemon) announceControl(ctx context.Context, item workitem.Ref, verb, actor string, res *api.ControlResult) {
-	kw := d.cfg.Keywords[verb]
-	if kw == "" {
-		kw = "the-loop " + verb
-	}
-	body := hooks.Mark(fmt.Sprintf("%s\n\n_Issued from the CLI by %s (effect: %s)._", kw, actor, res.Effect))
-	out, err := d.integ.Call(ctx, ops.GitHubAddComment, map[string]any{"ref": item.String(), "body": body})
-	if err != nil {
-		res.AnnounceError = err.Error()
-		d.emit("control.announce_failed", graph.LevelWarning, graph.Field{Key: "work_item", Value: item.String()}, graph.Field{Key: "command", Value: verb}, graph.Field{Key: "error", Value: err.Error()})
-		return
-	}
-	res.Announced, _ = out["url"].(string)
-	if res.Announced == "" {
-		res.Announced = item.URL()
-	}
-	d.emit("control.announced", graph.LevelInfo, graph.Field{Key: "work_item", Value: item.String()}, graph.Field{Key: "command", Value: verb})
-}
-
-var _ apiserver.Sessions = serviceSessions{}
 var _ apiserver.Queue = serviceQueue{}
 
 // Healthy reports whether the daemon can do its work: the queue answers.

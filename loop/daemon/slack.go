@@ -107,7 +107,7 @@ func (b slackBackend) Authorized(ctx context.Context, login string, item workite
 	d := b.d
 	d.svc.rl.policy.RLock()
 	defer d.svc.rl.policy.RUnlock()
-	if _, err := d.authorizedOperator(ctx, "github:"+login, "speak from Slack", item); err != nil {
+	if _, err := d.desk.authorizedOperator(ctx, "github:"+login, "speak from Slack", item); err != nil {
 		return err.Error()
 	}
 	return ""
@@ -130,7 +130,7 @@ func (b slackBackend) Reply(ctx context.Context, item workitem.Ref, from slackch
 	mark := func(login string) string {
 		return "[message from @" + login + " (Slack user " + from.SlackUser + ") via Slack and loopd, not from the ticket]"
 	}
-	_, err := b.d.replyVia(ctx, item.String(), "github:"+from.Login, text, mark,
+	_, err := b.d.desk.replyVia(ctx, item.String(), "github:"+from.Login, text, mark,
 		[]graph.Field{{Key: "via", Value: "slack"}, {Key: "slack_user", Value: from.SlackUser}})
 	return err
 }
@@ -152,13 +152,13 @@ func (b slackBackend) Control(ctx context.Context, item workitem.Ref, from slack
 	var effect string
 	switch verb {
 	case string(ingress.CmdStart):
-		res, err := d.queueControl(ctx, item.String(), actor, ingress.CmdStart, true)
+		res, err := d.desk.queueControl(ctx, item.String(), actor, ingress.CmdStart, true)
 		if err != nil {
 			return "", err
 		}
 		effect = res.Effect
 	case string(ingress.CmdPause), string(ingress.CmdResume), string(ingress.CmdStop):
-		res, err := serviceSessions{d}.ControlSession(ctx, item.String(), verb, actor, true)
+		res, err := d.desk.ControlSession(ctx, item.String(), verb, actor, true)
 		if err != nil {
 			return "", err
 		}

@@ -82,8 +82,8 @@ type Daemon struct {
 	// scrub removes credentials from every log line, event and pasted
 	// text (scrub.go).
 	scrub *scrub.Scrubber
-	// harnessInfo caches the harnesses' versions for status (harness.go).
-	harnessInfo harnessVersions
+	// harness is the harnesses loopd hosts (harness.go).
+	harness *harnesses
 
 	ready chan struct{}
 	addr  string
@@ -186,7 +186,9 @@ func New(cfg Config, deps Deps) (*Daemon, error) {
 	if deps.Observer == nil {
 		deps.Observer = ObserverFunc(func(Observation) {})
 	}
-	return &Daemon{cfg: cfg, deps: deps, ready: make(chan struct{}), observing: observing, scrub: scr, restartCh: make(chan *RestartError, 1)}, nil
+	d := &Daemon{cfg: cfg, deps: deps, ready: make(chan struct{}), observing: observing, scrub: scr, restartCh: make(chan *RestartError, 1)}
+	d.harness = &harnesses{cfg: &d.cfg, path: searchPath(deps.Path), env: deps.Env}
+	return d, nil
 }
 
 // Ready is closed once the webhook receiver listens (Addr is valid) and the
@@ -451,7 +453,7 @@ func (d *Daemon) build() error {
 		}
 		claude.Env.Plugin = d.cfg.HarnessPlugins
 	}
-	if err := d.checkDefaultHarness(); err != nil {
+	if err := d.harness.checkDefault(); err != nil {
 		return err
 	}
 	mcfg := sessions.DefaultManagerConfig()
@@ -474,8 +476,8 @@ func (d *Daemon) build() error {
 		return d.link.artifactNames(rec)
 	}
 	mgr, err := sessions.NewManager(mcfg, sessions.Deps{
-		Tmux: tm, Registry: reg, Harnesses: d.harnessAdapters(claude),
-		LookPath: d.lookPath, Now: d.deps.Clock.Now,
+		Tmux: tm, Registry: reg, Harnesses: d.harness.adapters(claude),
+		LookPath: searchPath(d.deps.Path).lookPath, Now: d.deps.Clock.Now,
 		Observer:      sessions.ObserverFunc(d.onSession),
 		PrepareOutbox: func(id string) (string, error) { return loop.PrepareOutboxDir(d.cfg.StateRoot, id) },
 	})
@@ -564,8 +566,8 @@ func (d *Daemon) buildEvents() error {
 func (d *Daemon) wire(ctx context.Context, q *queue.Queue, owner string) (*ingress.Server, dispatchRunner, error) {
 	d.intake = newIntake(d.intakeConfig(), intakeDeps{
 		Registry: d.reg, Manager: d.mgr, Workspaces: d.ws, Link: d.link, Control: d.ctl,
-		Marks: q, Intents: q, History: tmuxHistory(d.tmux, d.claudeConfigDir), Integrations: d.integ, Tmux: d.tmux.Config(), Attach: d.tmux.AttachCommand, Git: pathRunner{path: d.deps.Path},
-		Now: d.deps.Clock.Now, CloneURL: jiraCloneURLs(cloneURLs(d.deps.CloneURL, d.cfg.CloneURL)), HarnessFor: d.harnessFor, Record: d.emit, Observe: d.observe,
+		Marks: q, Intents: q, History: tmuxHistory(d.tmux, d.harness.claudeConfigDir), Integrations: d.integ, Tmux: d.tmux.Config(), Attach: d.tmux.AttachCommand, Git: pathRunner{path: d.deps.Path},
+		Now: d.deps.Clock.Now, CloneURL: jiraCloneURLs(cloneURLs(d.deps.CloneURL, d.cfg.CloneURL)), HarnessFor: d.harness.forEvent, Record: d.emit, Observe: d.observe,
 		Authority: d.authority,
 	})
 
@@ -605,7 +607,7 @@ func (d *Daemon) wire(ctx context.Context, q *queue.Queue, owner string) (*ingre
 		return nil, nil, err
 	}
 	d.desk = &operatorDesk{cfg: &d.cfg, policy: &d.svc.rl.policy, reg: d.reg, tmux: d.tmux, mgr: d.mgr, ctl: d.ctl, link: d.link, intake: d.intake,
-		integ: d.integ, authority: d.authority, cluster: d.cluster, sink: d.Sink(), now: d.deps.Clock.Now, emit: d.emit, claudeConfigDir: d.claudeConfigDir()}
+		integ: d.integ, authority: d.authority, cluster: d.cluster, sink: d.Sink(), now: d.deps.Clock.Now, emit: d.emit, claudeConfigDir: d.harness.claudeConfigDir()}
 	if !d.cfg.Liveness.Off {
 		d.live = newLivenessWatch(d.cfg.Liveness, livenessDeps{
 			Registry: d.reg, Tmux: d.tmux, Manager: d.mgr, Integrations: d.integ,
@@ -662,21 +664,25 @@ func closeOptionsOf(c *Config) sessions.CloseOptions {
 	return sessions.CloseOptions{KeepTmux: c.KeepSessionOnClose, KillHarness: c.KillHarnessOnClose, Grace: c.HarnessKillGrace}
 }
 
-// lookPath resolves a program on Deps.Path (else the process's PATH).
-func (d *Daemon) lookPath(name string) (string, error) {
-	if d.deps.Path == "" || strings.Contains(name, "/") {
+// searchPath is the PATH loopd finds its programs on (Deps.Path; "" is
+// the process's PATH).
+type searchPath string
+
+// lookPath resolves a program on p (else the process's PATH).
+func (p searchPath) lookPath(name string) (string, error) {
+	if p == "" || strings.Contains(name, "/") {
 		return exec.LookPath(name)
 	}
-	for _, dir := range filepath.SplitList(d.deps.Path) {
+	for _, dir := range filepath.SplitList(string(p)) {
 		if dir == "" {
 			continue
 		}
-		p := filepath.Join(dir, name)
-		if fi, err := os.Stat(p); err == nil && !fi.IsDir() && fi.Mode()&0o111 != 0 {
-			return p, nil
+		f := filepath.Join(dir, name)
+		if fi, err := os.Stat(f); err == nil && !fi.IsDir() && fi.Mode()&0o111 != 0 {
+			return f, nil
 		}
 	}
-	return "", fmt.Errorf("%s: %w on PATH %s", name, exec.ErrNotFound, d.deps.Path)
+	return "", fmt.Errorf("%s: %w on PATH %s", name, exec.ErrNotFound, string(p))
 }
 
 // pathRunner runs loopd's own programs (tmux, git, a hook's command) with
@@ -848,9 +854,9 @@ func (d *Daemon) confinement() sessions.Confinement {
 	if abs, err := filepath.Abs(ws); err == nil {
 		ws = abs
 	}
-	exes := d.harnessExecutables()
+	exes := d.harness.executables()
 	for _, name := range []string{"loopctl", "loop-gate"} {
-		if p, err := d.lookPath(name); err == nil {
+		if p, err := d.harness.path.lookPath(name); err == nil {
 			exes = append(exes, p)
 		}
 	}

@@ -242,7 +242,7 @@ func (d *Daemon) warnMissingPrograms() {
 			"install bubblewrap (Debian/Ubuntu: apt-get install bubblewrap; Fedora: dnf install bubblewrap), or set routing.sandbox: landlock (degraded)"})
 	}
 	for _, p := range need {
-		if _, err := d.lookPath(p.name); err != nil {
+		if _, err := searchPath(d.deps.Path).lookPath(p.name); err != nil {
 			d.emit(EventProgramMissing, graph.LevelWarning, graph.Field{Key: "program", Value: p.name},
 				graph.Field{Key: "error", Value: p.name + " is not on PATH: " + p.why}, graph.Field{Key: "fix", Value: p.fix})
 		}

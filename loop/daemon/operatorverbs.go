@@ -6,7 +6,6 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"os"
 	"slices"
 	"strings"
 	"sync"
@@ -253,17 +252,6 @@ func (o *operatorDesk) Transcript(ctx context.Context, ref string) (api.Transcri
 		t.Harness = &api.HarnessTranscript{Path: path, Content: string(tail), Truncated: cut}
 	}
 	return t, nil
-}
-
-// claudeConfigDir is where Claude Code keeps its transcripts for the
-// sessions loopd spawns.
-func (d *Daemon) claudeConfigDir() string {
-	if d.cfg.ClaudeEnv != nil {
-		return d.cfg.ClaudeEnv.ConfigDir
-	}
-	home, _ := os.UserHomeDir()
-	getenv := func(k string) string { v, _ := d.deps.Env(k); return v }
-	return sessions.ClaudeEnvironmentFromEnv(getenv, home, d.cfg.WorkspaceRoot).ConfigDir
 }
 
 // Screen captures the work item's pane as it shows now, colours included.

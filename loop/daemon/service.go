@@ -297,8 +297,8 @@ func (d *Daemon) status(ctx context.Context) api.Status {
 	now := d.deps.Clock.Now()
 	h := d.Health(ctx)
 	st := api.Status{Health: &h, Version: buildinfo.Version(d.deps.Version), PID: os.Getpid(), StateRoot: d.cfg.StateRoot, Webhook: d.WebhookURL(),
-		StartedAt: d.svc.started.UTC(), Uptime: now.Sub(d.svc.started).Seconds(), Harnesses: d.harnessViews(ctx)}
-	if w := d.defaultHarnessWarning(); w != "" {
+		StartedAt: d.svc.started.UTC(), Uptime: now.Sub(d.svc.started).Seconds(), Harnesses: d.harness.views(ctx)}
+	if w := d.harness.defaultWarning(); w != "" {
 		st.Warnings = append(st.Warnings, w)
 	}
 	if d.q != nil {

@@ -209,7 +209,7 @@ func (w *usageWatch) nodeAt(item workitem.Ref, t time.Time) string {
 // own are the world's private copy (sessions.Tmux.HostPath).
 func (w *usageWatch) harnessDirs(rec sessions.Record) usage.Dirs {
 	h, _ := os.UserHomeDir()
-	d := usage.Dirs{Home: h, ClaudeConfig: w.d.claudeConfigDir()}
+	d := usage.Dirs{Home: h, ClaudeConfig: w.d.harness.claudeConfigDir()}
 	if w.d.tmux != nil && rec.TmuxName != "" {
 		if d.Home != "" {
 			d.Home = w.d.tmux.HostPath(rec.TmuxName, d.Home)

@@ -2,8 +2,6 @@ package daemon
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
@@ -27,7 +25,6 @@ import (
 	"github.com/theloop-dev/theloop/loop/daemon/dispatch"
 	"github.com/theloop-dev/theloop/loop/daemon/outbox"
 	"github.com/theloop-dev/theloop/loop/daemon/queue"
-	"github.com/theloop-dev/theloop/loop/daemon/sandbox"
 	"github.com/theloop-dev/theloop/loop/daemon/slackchan"
 	"github.com/theloop-dev/theloop/run"
 	"github.com/theloop-dev/theloop/sessions"
@@ -97,8 +94,8 @@ type Daemon struct {
 	audit *loop.EventLog // audit.go
 	integ graph.Integrations
 	tmux  *sessions.Tmux
-	// egress is the worlds' proxy (nil without worlds).
-	egress *sandbox.Egress
+	// worlds is where the sessions run: tmux and the sandbox (worlds.go).
+	worlds *agentWorlds
 	reg    *sessions.Registry
 	mgr    *sessions.Manager
 	ws     *sessions.Workspaces
@@ -188,6 +185,7 @@ func New(cfg Config, deps Deps) (*Daemon, error) {
 	}
 	d := &Daemon{cfg: cfg, deps: deps, ready: make(chan struct{}), observing: observing, scrub: scr, restartCh: make(chan *RestartError, 1)}
 	d.harness = &harnesses{cfg: &d.cfg, path: searchPath(deps.Path), env: deps.Env}
+	d.worlds = &agentWorlds{cfg: &d.cfg, harness: d.harness, logf: d.logf}
 	return d, nil
 }
 
@@ -287,8 +285,8 @@ func (d *Daemon) Run(ctx context.Context) (err error) {
 	defer func() {
 		if d.tmux != nil {
 			d.tmux.Close() // its control client (after the dispatcher drained)
-			if d.egress != nil {
-				_ = d.egress.Close()
+			if d.worlds.egress != nil {
+				_ = d.worlds.egress.Close()
 			}
 		}
 		d.notifier.Close() // before the logs its outcomes go to
@@ -423,8 +421,8 @@ func (d *Daemon) build() error {
 	}
 
 	runner := pathRunner{path: d.deps.Path}
-	tmuxRunner := pathRunner{path: d.deps.Path, environ: d.tmuxEnviron}
-	tm, err := sessions.NewConfinedTmux(d.tmuxConfig(), tmuxRunner, d.confinement())
+	tmuxRunner := pathRunner{path: d.deps.Path, environ: d.worlds.tmuxEnviron}
+	tm, err := sessions.NewConfinedTmux(d.worlds.tmuxConfig(), tmuxRunner, d.worlds.confinement())
 	if err != nil {
 		return err
 	}
@@ -434,7 +432,7 @@ func (d *Daemon) build() error {
 		return err
 	}
 	d.reg = reg
-	d.resumeWorlds()
+	d.worlds.resumeWorlds(tm, reg)
 	claude := &sessions.ClaudeCode{Args: d.cfg.HarnessArgs}
 	if d.cfg.ClaudeEnv != nil {
 		claude.Env = *d.cfg.ClaudeEnv
@@ -709,16 +707,6 @@ func (p pathRunner) Start(c run.Cmd) (*run.Process, error) {
 	return run.Exec{Environ: p.environ}.Start(c)
 }
 
-// tmuxEnviron is the environment of loopd's tmux clients, and so of the
-// tmux server the first of them starts, whose environment every pane's
-// launcher inherits: the allowlist (sandbox.ChildEnv) plus routing.agentEnv,
-// the variables the operator asked the harness to keep — the launcher
-// filters them again for the harness. Every other program loopd runs gets
-// run's default allowlist and what its caller names.
-func (d *Daemon) tmuxEnviron() []string {
-	return sandbox.ChildEnv(os.Environ(), d.cfg.AgentEnv)
-}
-
 // lockStateRoot takes the one-instance lock: flock on <root>/loopd.lock.
 func lockStateRoot(root string) (func(), error) {
 	p := filepath.Join(root, "loopd.lock")
@@ -820,176 +808,4 @@ func (d *Daemon) loadSigner() {
 	}
 	d.logf("gate decisions will be recorded UNSIGNED: %v", err)
 	d.emit("daemon.signing_unavailable", graph.LevelWarning, graph.Field{Key: "error", Value: err.Error()})
-}
-
-// tmuxConfig is the configured tmux runner's, on a server of loopd's own:
-// the operator's default server was not started confined, so agents are
-// never hosted there (attach with `tmux -L theloop-<hash> attach`, as the
-// announcement says).
-func (d *Daemon) tmuxConfig() sessions.TmuxConfig {
-	tc := d.cfg.Tmux
-	if tc.Socket == "" && tc.SocketPath == "" {
-		sum := sha256.Sum256([]byte(d.cfg.StateRoot))
-		tc.Socket = "theloop-" + hex.EncodeToString(sum[:4])
-	}
-	return tc
-}
-
-// confinement is the sandbox every session goes through (docs/decisions.md §18).
-// Without Landlock, and without routing.sandbox: off, it refuses every
-// spawn with an error that names the key; with off it warns on every one.
-func (d *Daemon) confinement() sessions.Confinement {
-	self := d.cfg.Launcher
-	if self == "" {
-		exe, err := os.Executable()
-		if err != nil {
-			return refusedConfinement{fmt.Errorf("daemon: finding loopd's executable for the sandbox launcher: %w", err)}
-		}
-		self = exe
-	}
-	ws := d.cfg.WorkspaceRoot
-	if ws == "" {
-		ws = d.cfg.SpawnWorkdir
-	}
-	if abs, err := filepath.Abs(ws); err == nil {
-		ws = abs
-	}
-	exes := d.harness.executables()
-	for _, name := range []string{"loopctl", "loop-gate"} {
-		if p, err := d.harness.path.lookPath(name); err == nil {
-			exes = append(exes, p)
-		}
-	}
-	c := &sandbox.Confiner{Self: self, StateRoot: d.cfg.StateRoot, RegistryDir: sessions.RegistryDir(d.cfg.StateRoot),
-		OutboxRoot:    loop.OutboxRoot(d.cfg.StateRoot),
-		WorkspaceRoot: ws, Executables: exes, Writable: d.cfg.SandboxWritable, AgentEnv: d.cfg.AgentEnv, Off: d.cfg.SandboxOff}
-	if sp := d.cfg.Tmux.SocketPath; sp != "" {
-		// routing.tmux.socketPath: the server creates its socket there, so
-		// that directory (not tmux's default one) is the server's to write.
-		c.TmuxDir = filepath.Dir(sp)
-	}
-	if !d.cfg.SandboxOff && !d.cfg.SandboxLandlock {
-		// Decision 22: a world per session.
-		wd := &sandbox.Worlds{Confiner: c, Root: d.worldsRoot(), AllowHosts: d.cfg.SandboxAllowHosts,
-			HostNetwork: d.cfg.SandboxHostNetwork, ClientPaths: []string{pasteDir(d.tmuxConfig())},
-			Egress: &sandbox.Egress{Log: func(world, host string, port int, allowed bool) {
-				if !allowed {
-					d.logf("warning: sandbox egress refused %s:%d for %s (allow it with routing.sandbox.allowHosts)", host, port, world)
-				}
-			}}}
-		if err := wd.Prepare(); err != nil {
-			return refusedConfinement{fmt.Errorf("daemon: refusing to spawn an agent session: %w", err)}
-		}
-		d.egress = wd.Egress
-		if d.cfg.SandboxHostNetwork {
-			return warnedWorlds{Worlds: wd, d: d}
-		}
-		return wd
-	}
-	if err := c.Prepare(); err != nil {
-		if errors.Is(err, sandbox.ErrNoLandlock) {
-			err = fmt.Errorf("daemon: refusing to spawn an agent session: %w", err)
-		}
-		return refusedConfinement{err}
-	}
-	return warnedConfinement{Confiner: c, d: d}
-}
-
-// resumeWorlds serves the egress proxy again for every session whose world
-// outlived the previous loopd (a restart keeps sessions; the worlds' keepers
-// dial the proxy's socket per connection).
-func (d *Daemon) resumeWorlds() {
-	wd, ok := d.tmux.Confinement().(interface {
-		ResumeEgress(name, harness string) error
-	})
-	if !ok {
-		return
-	}
-	recs, _ := d.reg.List()
-	for _, rec := range recs {
-		if rec.TmuxName == "" {
-			continue
-		}
-		if err := wd.ResumeEgress(rec.TmuxName, rec.Harness); err != nil {
-			d.logf("warning: the egress proxy of session %s: %v", rec.TmuxName, err)
-		}
-	}
-}
-
-// worldsRoot holds the sessions' worlds: short (tmux sockets live there),
-// outside the state root's protected tree and the workspaces.
-func (d *Daemon) worldsRoot() string {
-	// Under the state root when its socket paths stay short (a world sees
-	// only what is mounted into it, so the rest of the state root is not
-	// there); else a short directory of the temp dir.
-	if in := filepath.Join(d.cfg.StateRoot, "worlds"); filepath.IsAbs(in) && len(in)+len("/0123456789ab/tmux/s") < 100 {
-		return in
-	}
-	sum := sha256.Sum256([]byte(d.cfg.StateRoot))
-	tmp := os.TempDir()
-	if len(tmp)+len("/theloop-w-0000000-01234567/0123456789ab/tmux/s") >= 100 {
-		tmp = "/tmp" // a long $TMPDIR (macOS gives one of ~50 characters)
-	}
-	return filepath.Join(tmp, fmt.Sprintf("theloop-w-%d-%s", os.Getuid(), hex.EncodeToString(sum[:4])))
-}
-
-// undefendedWarning is what status and the dashboard say while agents run
-// without the namespace sandbox ("" when every session has a world).
-func (d *Daemon) undefendedWarning() string {
-	switch {
-	case d.cfg.SandboxOff:
-		return "routing.sandbox: off — agent sessions run without any sandbox: gates are not defended (the agent can read loopd's keys and state)"
-	case d.cfg.SandboxLandlock:
-		return "routing.sandbox: landlock — degraded: agent sessions run under Landlock over loopd's own world (one user, file system, tmux server and network), not in a namespace sandbox of their own"
-	case d.cfg.SandboxHostNetwork:
-		return "routing.sandbox.network: host — degraded: agent sessions share the host's network and reach every service on 127.0.0.1"
-	}
-	return ""
-}
-
-// refusedConfinement refuses every spawn with why.
-type refusedConfinement struct{ err error }
-
-func (r refusedConfinement) Server([]string) ([]string, error) { return nil, r.err }
-func (r refusedConfinement) Harness(string, string, string, []string) ([]string, error) {
-	return nil, r.err
-}
-func (r refusedConfinement) CheckServer(int) error { return r.err }
-
-// warnedConfinement logs a warning on every spawn (routing.sandbox: off).
-type warnedConfinement struct {
-	*sandbox.Confiner
-	d *Daemon
-}
-
-func (w warnedConfinement) Harness(cwd, registryFile, outboxDir string, argv []string) ([]string, error) {
-	w.d.logf("warning: %s; spawning in %s", w.d.undefendedWarning(), cwd)
-	return w.Confiner.Harness(cwd, registryFile, outboxDir, argv)
-}
-
-// warnedWorlds logs a warning on every spawn (routing.sandbox.network: host).
-type warnedWorlds struct {
-	*sandbox.Worlds
-	d *Daemon
-}
-
-func (w warnedWorlds) Harness(cwd, registryFile, outboxDir string, argv []string) ([]string, error) {
-	w.d.logf("warning: %s; spawning in %s", w.d.undefendedWarning(), cwd)
-	return w.Worlds.Harness(cwd, registryFile, outboxDir, argv)
-}
-
-var (
-	_ sessions.Confinement      = (*sandbox.Confiner)(nil)
-	_ sessions.Confinement      = refusedConfinement{}
-	_ sessions.Confinement      = warnedConfinement{}
-	_ sessions.WorldConfinement = (*sandbox.Worlds)(nil)
-	_ sessions.WorldConfinement = warnedWorlds{}
-)
-
-// pasteDir is where the tmux runner writes its paste files.
-func pasteDir(tc sessions.TmuxConfig) string {
-	if tc.TempDir != "" {
-		return tc.TempDir
-	}
-	return os.TempDir()
 }

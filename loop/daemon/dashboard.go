@@ -136,7 +136,7 @@ func (d *Daemon) startDashboard() (func(), error) {
 	dash, err := dashboard.New(dashboard.Config{
 		Listen: d.cfg.Dashboard.Listen, StateRoot: d.cfg.StateRoot,
 		Operator: d.cfg.Dashboard.Operator, AuthorizedUsers: d.cfg.AuthorizedUsers, StuckAfter: d.cfg.Dashboard.StuckAfter,
-		EventLog: d.cfg.EventLogPath, Banner: d.undefendedWarning(), WebTerminal: d.cfg.WebTerminal,
+		EventLog: d.cfg.EventLogPath, Banner: d.worlds.undefendedWarning(), WebTerminal: d.cfg.WebTerminal,
 	}, dashboard.Deps{Source: src, Poster: poster, Panes: dashPanes{d}, MayAct: d.desk.operatorMayAct, Now: d.deps.Clock.Now, Log: logw, Layout: d.dashboardLayout()})
 	if err != nil {
 		src.close()

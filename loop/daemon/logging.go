@@ -230,7 +230,7 @@ const EventProgramMissing = "daemon.program_missing"
 // on the PATH loopd runs them with: tmux (every session) and, unless
 // routing.sandbox is off or landlock, bubblewrap (the agent's world).
 func (d *Daemon) warnMissingPrograms() {
-	tmux := d.tmuxConfig().Binary
+	tmux := d.worlds.tmuxConfig().Binary
 	if tmux == "" {
 		tmux = "tmux"
 	}

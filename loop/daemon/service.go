@@ -317,7 +317,7 @@ func (d *Daemon) status(ctx context.Context) api.Status {
 	if len(errs) > 0 {
 		st.Warnings = append(st.Warnings, fmt.Sprintf("%d session record(s) could not be read; first: %v", len(errs), errs[0]))
 	}
-	if w := d.undefendedWarning(); w != "" {
+	if w := d.worlds.undefendedWarning(); w != "" {
 		st.Warnings = append(st.Warnings, w)
 	}
 	d.pluginUpgradeStatus(&st)

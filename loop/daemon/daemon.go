@@ -129,7 +129,7 @@ type Daemon struct {
 	prci dashboard.PRCI
 	svc  service // the control plane (service.go)
 
-	cluster *cluster // this node's part of a cluster (cluster.go); nil before wire
+	cluster *cluster      // this node's part of a cluster (cluster.go); nil before wire
 	desk    *operatorDesk // the operator's verbs (operatorverbs.go); nil before wire
 
 	outboxMu sync.Mutex

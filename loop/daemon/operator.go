@@ -61,4 +61,3 @@ func osUserIdentity(uid int) string {
 	}
 	return "os-user:uid-" + strconv.Itoa(uid)
 }
-

@@ -209,7 +209,7 @@ func (d *Daemon) WebhookURL() string { return "http://" + d.addr + d.cfg.Webhook
 func (d *Daemon) Sink() ingress.Sink {
 	return ingress.SinkFunc(func(ctx context.Context, ev *ingress.Event) error {
 		err := d.q.Put(ctx, ev)
-		d.countWebhook(err)
+		d.svc.countWebhook(err)
 		if err == nil {
 			d.observe(Observation{Kind: KindWebhook, Name: ev.Event, DeliveryID: ev.DeliveryID, WorkItem: firstRef(ev),
 				Fields: map[string]any{"action": ev.Action, "source": string(ev.Source)}})
@@ -496,7 +496,7 @@ func (d *Daemon) build() error {
 		Registry: d.reg, Manager: d.mgr, Tmux: d.tmux, Control: d.ctl,
 		Integrations: d.integ, Sink: d.sink, Clock: d.deps.Clock,
 		Signer: d.signer, Verifier: d.verifier,
-		Commands: runner, Git: pathRunner{path: d.deps.Path}, HookObserver: d.hookObserver(),
+		Commands: runner, Git: pathRunner{path: d.deps.Path}, HookObserver: d.svc.hookObserver(),
 		Record: d.emit, Logf: d.logf, Observe: d.observe, Authority: d.authority,
 		ObservedDir: filepath.Join(root, observedDirName), SnapshotDir: filepath.Join(root, gateSnapshotsDir),
 		Scrub:   d.scrubValue,
@@ -524,7 +524,13 @@ func (d *Daemon) buildEvents() error {
 	if d.elog != nil || d.audit != nil {
 		sinks = append(sinks, logsSink{events: d.elog, audit: d.audit})
 	}
-	sinks = append(sinks, d.serviceSinks()...)
+	sinks = append(sinks, d.svc.openSinks(d.cfg.Service, d.deps.Clock, serviceProbes{health: d.Health, liveSessions: liveSessions(func() *sessions.Registry { return d.reg }),
+		queue: func(ctx context.Context) (queue.Stats, error) {
+			if d.q == nil {
+				return queue.Stats{}, errors.New("daemon: not running")
+			}
+			return d.q.Stats(ctx)
+		}})...)
 	sinks = append(sinks, newDropLog(d.deps.Log, d.deps.Clock.Now, DropLogInterval))
 	sinks = append(sinks, newJournalSink(d.deps.Log, d.deps.Clock.Now))
 	if d.notifier = newNotifier(d.cfg.Notifications, d.deps.Clock.Now, d.sendNotice); d.notifier != nil {
@@ -534,13 +540,13 @@ func (d *Daemon) buildEvents() error {
 
 	integ := d.deps.Integrations
 	if integ == nil {
-		set, err := integrations.New(d.cfg.Integrations, integrations.Deps{Env: integrations.Env(d.deps.Env), HTTPClient: d.httpClient(), Sink: d.sink, Clock: d.deps.Clock})
+		set, err := integrations.New(d.cfg.Integrations, integrations.Deps{Env: integrations.Env(d.deps.Env), HTTPClient: d.svc.httpClient(d.deps.HTTPClient), Sink: d.sink, Clock: d.deps.Clock})
 		if err != nil {
 			return fmt.Errorf("daemon: integrations: %w", err)
 		}
 		integ = set
 	}
-	d.integ = d.instrument(&observedIntegrations{d: d, next: integ})
+	d.integ = d.svc.instrument(&observedIntegrations{d: d, next: integ})
 	auth, err := ingress.NewAuthority(d.cfg.Authorized, d.cfg.AuthorityTTL, ingress.AuthorityDeps{Integrations: d.integ, Clock: d.deps.Clock})
 	if err != nil {
 		return fmt.Errorf("daemon: %w", err)
@@ -594,7 +600,7 @@ func (d *Daemon) wire(ctx context.Context, q *queue.Queue, owner string) (*ingre
 
 	d.cluster = &cluster{cfg: d.cfg.Cluster, queueURL: d.cfg.QueueURL, defaultHarness: d.cfg.DefaultHarness,
 		reg: d.reg, mgr: d.mgr, intake: d.intake, now: d.deps.Clock.Now, emit: d.emit, logf: d.logf, ownership: d.deps.Ownership}
-	disp, err := d.cluster.dispatcher(ctx, q, d.timed(d.intake), dispatch.Config{ // cluster.go: this node alone, or shared
+	disp, err := d.cluster.dispatcher(ctx, q, d.svc.timed(d.intake, d.notePRCI, d.cfg.DispatchTimeout), dispatch.Config{ // cluster.go: this node alone, or shared
 		Parallelism: d.cfg.Parallelism, MaxDeliver: d.cfg.MaxDeliver, DrainTimeout: d.cfg.DrainTimeout,
 		Observe: d.onDispatch,
 		// The same daemon restarted takes its lease back at once.

@@ -56,7 +56,7 @@ func (d *Daemon) buildSlack() error {
 		c.StateDir = SlackDir(d.cfg.StateRoot)
 	}
 	if c.HTTPClient == nil {
-		c.HTTPClient = d.httpClient()
+		c.HTTPClient = d.svc.httpClient(d.deps.HTTPClient)
 	}
 	ch, err := slackchan.New(c, slackchan.Deps{Backend: slackBackend{d}, Now: d.deps.Clock.Now, Record: d.emit})
 	if err != nil {

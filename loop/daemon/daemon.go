@@ -315,7 +315,7 @@ func (d *Daemon) Run(ctx context.Context) (err error) {
 	go func() { dispDone <- disp.Run(dctx) }()
 
 	d.startReconcile(ctx)            // reload.go: restarted by Reload with the new policy
-	stopJira := d.startJiraPoll(ctx) // jira.go
+	stopJira := d.jira.start(ctx) // jira.go
 	defer stopJira()
 
 	stopService, err := d.startService()
@@ -500,7 +500,7 @@ func (d *Daemon) build() error {
 		Record: d.emit, Logf: d.logf, Observe: d.observe, Authority: d.authority,
 		ObservedDir: filepath.Join(root, observedDirName), SnapshotDir: filepath.Join(root, gateSnapshotsDir),
 		Scrub:   d.scrubValue,
-		JiraKey: d.jiraKey,
+		JiraKey: d.jira.jiraKey,
 	})
 	return d.buildSlack() // slack.go
 }
@@ -552,11 +552,15 @@ func (d *Daemon) buildEvents() error {
 		return fmt.Errorf("daemon: %w", err)
 	}
 	d.authority = auth
-	d.verifier = d.deps.CommentVerifier
-	if d.verifier == nil {
-		d.verifier = NewGitHubCommentVerifier(d.integ)
+	verifier := d.deps.CommentVerifier
+	if verifier == nil {
+		verifier = NewGitHubCommentVerifier(d.integ)
 	}
-	return d.buildJira() // jira.go
+	if d.jira, err = newJiraIngress(d.cfg.Jira); err != nil { // jira.go
+		return err
+	}
+	d.verifier = d.jira.verifier(verifier, d.integ)
+	return nil
 }
 
 // wire connects the daemon's pipeline — the one place its parts meet — in
@@ -586,7 +590,7 @@ func (d *Daemon) wire(ctx context.Context, q *queue.Queue, owner string) (*ingre
 		return nil, nil, fmt.Errorf("daemon: webhook receiver: %w", err)
 	}
 	handler := d.receiverHandler(recv)
-	handler, err = d.jiraHandler(handler) // jira.go: the Jira webhook beside GitHub's
+	handler, err = d.jira.handler(d.cfg.Jira, d.cfg.StateRoot, d.reload().recv.Load, d.integ, d.Sink(), d.sink, handler) // jira.go: the Jira webhook beside GitHub's
 	if err != nil {
 		return nil, nil, err
 	}

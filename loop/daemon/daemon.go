@@ -314,7 +314,7 @@ func (d *Daemon) Run(ctx context.Context) (err error) {
 	dispDone := make(chan error, 1)
 	go func() { dispDone <- disp.Run(dctx) }()
 
-	d.startReconcile(ctx)            // reload.go: restarted by Reload with the new policy
+	d.startReconcile(ctx)         // reload.go: restarted by Reload with the new policy
 	stopJira := d.jira.start(ctx) // jira.go
 	defer stopJira()
 
@@ -502,7 +502,7 @@ func (d *Daemon) build() error {
 		Scrub:   d.scrubValue,
 		JiraKey: d.jira.jiraKey,
 	})
-	return d.buildSlack() // slack.go
+	return nil
 }
 
 // buildEvents opens the event sinks (event log, audit log, service sinks,
@@ -579,6 +579,16 @@ func (d *Daemon) wire(ctx context.Context, q *queue.Queue, owner string) (*ingre
 		Authority: d.authority,
 	})
 
+	d.cluster = &cluster{cfg: d.cfg.Cluster, queueURL: d.cfg.QueueURL, defaultHarness: d.cfg.DefaultHarness,
+		reg: d.reg, mgr: d.mgr, intake: d.intake, now: d.deps.Clock.Now, emit: d.emit, logf: d.logf, ownership: d.deps.Ownership}
+	d.desk = &operatorDesk{cfg: &d.cfg, policy: &d.svc.rl.policy, reg: d.reg, tmux: d.tmux, mgr: d.mgr, ctl: d.ctl, link: d.link, intake: d.intake,
+		integ: d.integ, authority: d.authority, cluster: d.cluster, sink: d.Sink(), now: d.deps.Clock.Now, emit: d.emit, claudeConfigDir: d.harness.claudeConfigDir()}
+	ch, err := openSlack(d.cfg.Slack, d.cfg.StateRoot, d.svc.httpClient(d.deps.HTTPClient), d.desk) // slack.go
+	if err != nil {
+		return nil, nil, err
+	}
+	d.slack = ch
+
 	icfg := d.ingressConfig()
 	if warns, err := icfg.Validate(); err == nil {
 		for _, w := range warns {
@@ -594,16 +604,14 @@ func (d *Daemon) wire(ctx context.Context, q *queue.Queue, owner string) (*ingre
 	if err != nil {
 		return nil, nil, err
 	}
-	srv := ingress.NewServer(d.cfg.Listen, d.slackHandler(handler)) // slack.go: the Events API beside the webhook
-	srv.SetConnLimits(d.webhookConnLimits())                        // rlimit.go
+	srv := ingress.NewServer(d.cfg.Listen, slackHandler(d.slack, handler)) // slack.go: the Events API beside the webhook
+	srv.SetConnLimits(d.webhookConnLimits())                               // rlimit.go
 	if err := srv.Start(); err != nil {
 		return nil, nil, fmt.Errorf("daemon: listen on %s (webhooks.ghWebhook.host/port): %w", d.cfg.Listen, err)
 	}
 	d.addr = srv.Addr()
 	d.recv = recv
 
-	d.cluster = &cluster{cfg: d.cfg.Cluster, queueURL: d.cfg.QueueURL, defaultHarness: d.cfg.DefaultHarness,
-		reg: d.reg, mgr: d.mgr, intake: d.intake, now: d.deps.Clock.Now, emit: d.emit, logf: d.logf, ownership: d.deps.Ownership}
 	disp, err := d.cluster.dispatcher(ctx, q, d.svc.timed(d.intake, d.notePRCI, d.cfg.DispatchTimeout), dispatch.Config{ // cluster.go: this node alone, or shared
 		Parallelism: d.cfg.Parallelism, MaxDeliver: d.cfg.MaxDeliver, DrainTimeout: d.cfg.DrainTimeout,
 		Observe: d.onDispatch,
@@ -614,8 +622,6 @@ func (d *Daemon) wire(ctx context.Context, q *queue.Queue, owner string) (*ingre
 		_ = srv.Close()
 		return nil, nil, err
 	}
-	d.desk = &operatorDesk{cfg: &d.cfg, policy: &d.svc.rl.policy, reg: d.reg, tmux: d.tmux, mgr: d.mgr, ctl: d.ctl, link: d.link, intake: d.intake,
-		integ: d.integ, authority: d.authority, cluster: d.cluster, sink: d.Sink(), now: d.deps.Clock.Now, emit: d.emit, claudeConfigDir: d.harness.claudeConfigDir()}
 	if !d.cfg.Liveness.Off {
 		d.live = newLivenessWatch(d.cfg.Liveness, livenessDeps{
 			Registry: d.reg, Tmux: d.tmux, Manager: d.mgr, Integrations: d.integ,
@@ -786,7 +792,9 @@ func (d *Daemon) onSession(o sessions.Observation) {
 	}
 	d.emit(o.Event, level, fields...)
 	if (o.Event == "session.spawned" || o.Event == "session.respawned") && o.Err == nil {
-		d.openSlackThread(o.Item) // slack.go
+		if d.slack != nil {
+			d.slack.OpenThreadInBackground(o.Item) // a slow or failing Slack never holds up a spawn
+		}
 	}
 }
 

@@ -129,6 +129,7 @@ type Daemon struct {
 	prci dashboard.PRCI
 	svc  service // the control plane (service.go)
 
+	rec     *reconciler   // the reconcile pass (reconcile.go); nil before wire
 	cluster *cluster      // this node's part of a cluster (cluster.go); nil before wire
 	desk    *operatorDesk // the operator's verbs (operatorverbs.go); nil before wire
 
@@ -314,14 +315,14 @@ func (d *Daemon) Run(ctx context.Context) (err error) {
 	dispDone := make(chan error, 1)
 	go func() { dispDone <- disp.Run(dctx) }()
 
-	d.startReconcile(ctx)         // reload.go: restarted by Reload with the new policy
+	d.rec.start(ctx)              // reconcile.go: restarted by Reload with the new policy
 	stopJira := d.jira.start(ctx) // jira.go
 	defer stopJira()
 
 	stopService, err := d.startService()
 	if err != nil {
 		_ = srv.Close()
-		d.stopReconcile()
+		d.rec.stop()
 		dcancel()
 		<-dispDone
 		return err
@@ -345,7 +346,7 @@ func (d *Daemon) Run(ctx context.Context) (err error) {
 	stopOutbox, err := d.startOutbox()
 	if err != nil {
 		_ = srv.Close()
-		d.stopReconcile()
+		d.rec.stop()
 		dcancel()
 		<-dispDone
 		return err
@@ -392,7 +393,7 @@ func (d *Daemon) Run(ctx context.Context) (err error) {
 	sctx, scancel := context.WithTimeout(context.Background(), 10*time.Second)
 	_ = srv.Shutdown(sctx)
 	scancel()
-	d.stopReconcile()
+	d.rec.stop()
 	dcancel()
 	if !dispReturned {
 		if derr := <-dispDone; derr != nil && err == nil {
@@ -600,7 +601,7 @@ func (d *Daemon) wire(ctx context.Context, q *queue.Queue, owner string) (*ingre
 		return nil, nil, fmt.Errorf("daemon: webhook receiver: %w", err)
 	}
 	handler := d.receiverHandler(recv)
-	handler, err = d.jira.handler(d.cfg.Jira, d.cfg.StateRoot, d.reload().recv.Load, d.integ, d.Sink(), d.sink, handler) // jira.go: the Jira webhook beside GitHub's
+	handler, err = d.jira.handler(d.cfg.Jira, d.cfg.StateRoot, d.svc.rl.recv.Load, d.integ, d.Sink(), d.sink, handler) // jira.go: the Jira webhook beside GitHub's
 	if err != nil {
 		return nil, nil, err
 	}
@@ -611,6 +612,8 @@ func (d *Daemon) wire(ctx context.Context, q *queue.Queue, owner string) (*ingre
 	}
 	d.addr = srv.Addr()
 	d.recv = recv
+	d.rec = &reconciler{cfg: &d.cfg, integ: d.integ, sink: d.Sink(), router: func() *ingress.Router { return d.svc.rl.recv.Load().Router() },
+		store: d.ctl.ps, reg: d.reg, redeliveries: q, log: d.sink, clock: d.deps.Clock, note: d.notePRCI, emit: d.emit}
 
 	disp, err := d.cluster.dispatcher(ctx, q, d.svc.timed(d.intake, d.notePRCI, d.cfg.DispatchTimeout), dispatch.Config{ // cluster.go: this node alone, or shared
 		Parallelism: d.cfg.Parallelism, MaxDeliver: d.cfg.MaxDeliver, DrainTimeout: d.cfg.DrainTimeout,

@@ -1,7 +1,6 @@
 package daemon
 
 import (
-	"context"
 	"fmt"
 	"net/http"
 	"reflect"
@@ -30,45 +29,15 @@ import (
 type reloadState struct {
 	policy sync.RWMutex // dispatches read d.cfg's soft fields under RLock
 	recv   atomic.Pointer[ingress.Receiver]
-
-	recMu     sync.Mutex
-	recCtx    context.Context
-	recCancel context.CancelFunc
-	recDone   chan struct{}
 }
-
-func (d *Daemon) reload() *reloadState { return &d.svc.rl }
 
 // receiverHandler serves whichever receiver is current.
 func (d *Daemon) receiverHandler(r *ingress.Receiver) http.Handler {
-	rs := d.reload()
+	rs := &d.svc.rl
 	rs.recv.Store(r)
 	return http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
 		rs.recv.Load().ServeHTTP(w, req)
 	})
-}
-
-// startReconcile runs reconcileLoop until stopReconcile (or ctx ends).
-func (d *Daemon) startReconcile(ctx context.Context) {
-	rs := d.reload()
-	rs.recMu.Lock()
-	defer rs.recMu.Unlock()
-	rs.recCtx = ctx
-	rctx, cancel := context.WithCancel(ctx)
-	done := make(chan struct{})
-	rs.recCancel, rs.recDone = cancel, done
-	go func() { defer close(done); d.reconcileLoop(rctx) }()
-}
-
-func (d *Daemon) stopReconcile() {
-	rs := d.reload()
-	rs.recMu.Lock()
-	defer rs.recMu.Unlock()
-	if rs.recCancel != nil {
-		rs.recCancel()
-		<-rs.recDone
-		rs.recCancel = nil
-	}
 }
 
 // ReloadResult says what a reload applied and what it could not.
@@ -184,7 +153,7 @@ func (d *Daemon) Reload(next Config) (ReloadResult, error) {
 	if err := ingress.ParseAuthorized(next.Authorized); err != nil {
 		return ReloadResult{}, fmt.Errorf("daemon: reload: routing.authorized: %w", err)
 	}
-	rs := d.reload()
+	rs := &d.svc.rl
 	staged := d.cfg
 	for _, s := range soft {
 		if !reflect.DeepEqual(s.cur, s.next) {
@@ -211,7 +180,7 @@ func (d *Daemon) Reload(next Config) (ReloadResult, error) {
 		return ReloadResult{}, fmt.Errorf("daemon: reload: webhook receiver: %w", err)
 	}
 
-	d.stopReconcile()
+	d.rec.stop()
 	rs.policy.Lock()
 	for _, apply := range changed {
 		apply()
@@ -223,12 +192,7 @@ func (d *Daemon) Reload(next Config) (ReloadResult, error) {
 		d.svc.graphs.SetPolicy(d.cfg.AuthorizedUsers, d.cfg.ExecuteKeyword, d.cfg.SessionPerPr)
 	}
 	rs.policy.Unlock()
-	rs.recMu.Lock()
-	ctx := rs.recCtx
-	rs.recMu.Unlock()
-	if ctx != nil && ctx.Err() == nil {
-		d.startReconcile(ctx)
-	}
+	d.rec.restart()
 	d.emit("config.reloaded", graph.LevelInfo, graph.Field{Key: "applied", Value: res.Applied}, graph.Field{Key: "need_restart", Value: res.NeedRestart})
 	return res, nil
 }

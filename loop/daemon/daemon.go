@@ -21,7 +21,6 @@ import (
 	"github.com/theloop-dev/theloop/integrations"
 	"github.com/theloop-dev/theloop/internal/scrub"
 	"github.com/theloop-dev/theloop/loop"
-	"github.com/theloop-dev/theloop/loop/daemon/dashboard"
 	"github.com/theloop-dev/theloop/loop/daemon/dispatch"
 	"github.com/theloop-dev/theloop/loop/daemon/outbox"
 	"github.com/theloop-dev/theloop/loop/daemon/queue"
@@ -120,14 +119,9 @@ type Daemon struct {
 	pluginUpgrade    []string
 	pluginUpgradeErr string
 
-	dashMu  sync.Mutex
-	dash    *dashboard.Dashboard
-	dashSrc *dashSource
-	// prci is the dashboard's PR/CI state (prci.go). It lives here, not in
-	// the dashboard's source, so that what the start-up reconcile pass
-	// reads before the dashboard is up is kept.
-	prci dashboard.PRCI
-	svc  service // the control plane (service.go)
+	// dashHost holds the dashboard while it is served (dashboard.go).
+	dashHost *dashHost
+	svc      service // the control plane (service.go)
 
 	rec     *reconciler   // the reconcile pass (reconcile.go); nil before wire
 	cluster *cluster      // this node's part of a cluster (cluster.go); nil before wire
@@ -186,6 +180,7 @@ func New(cfg Config, deps Deps) (*Daemon, error) {
 	}
 	d := &Daemon{cfg: cfg, deps: deps, ready: make(chan struct{}), observing: observing, scrub: scr, restartCh: make(chan *RestartError, 1)}
 	d.harness = &harnesses{cfg: &d.cfg, path: searchPath(deps.Path), env: deps.Env}
+	d.dashHost = &dashHost{listen: cfg.Dashboard.Listen}
 	d.worlds = &agentWorlds{cfg: &d.cfg, harness: d.harness, logf: d.logf}
 	return d, nil
 }
@@ -251,7 +246,7 @@ func (d *Daemon) observe(o Observation) {
 		o.Time = d.deps.Clock.Now()
 	}
 	d.deps.Observer.Observe(o)
-	d.notifyDashboard(o)
+	d.dashHost.notify(o)
 }
 
 func (d *Daemon) logf(format string, args ...any) {
@@ -580,6 +575,9 @@ func (d *Daemon) wire(ctx context.Context, q *queue.Queue, owner string) (*ingre
 		Authority: d.authority,
 	})
 
+	// The dashboard's PR/CI state sees each routed event, and what the
+	// reconcile pass reads (prci.go).
+	notePRCI := func(ev *ingress.Event) { d.dashHost.notePRCI(ev, d.intake.resolve) }
 	d.cluster = &cluster{cfg: d.cfg.Cluster, queueURL: d.cfg.QueueURL, defaultHarness: d.cfg.DefaultHarness,
 		reg: d.reg, mgr: d.mgr, intake: d.intake, now: d.deps.Clock.Now, emit: d.emit, logf: d.logf, ownership: d.deps.Ownership}
 	d.desk = &operatorDesk{cfg: &d.cfg, policy: &d.svc.rl.policy, reg: d.reg, tmux: d.tmux, mgr: d.mgr, ctl: d.ctl, link: d.link, intake: d.intake,
@@ -613,9 +611,9 @@ func (d *Daemon) wire(ctx context.Context, q *queue.Queue, owner string) (*ingre
 	d.addr = srv.Addr()
 	d.recv = recv
 	d.rec = &reconciler{cfg: &d.cfg, integ: d.integ, sink: d.Sink(), router: func() *ingress.Router { return d.svc.rl.recv.Load().Router() },
-		store: d.ctl.ps, reg: d.reg, redeliveries: q, log: d.sink, clock: d.deps.Clock, note: d.notePRCI, emit: d.emit}
+		store: d.ctl.ps, reg: d.reg, redeliveries: q, log: d.sink, clock: d.deps.Clock, note: notePRCI, emit: d.emit}
 
-	disp, err := d.cluster.dispatcher(ctx, q, d.svc.timed(d.intake, d.notePRCI, d.cfg.DispatchTimeout), dispatch.Config{ // cluster.go: this node alone, or shared
+	disp, err := d.cluster.dispatcher(ctx, q, d.svc.timed(d.intake, notePRCI, d.cfg.DispatchTimeout), dispatch.Config{ // cluster.go: this node alone, or shared
 		Parallelism: d.cfg.Parallelism, MaxDeliver: d.cfg.MaxDeliver, DrainTimeout: d.cfg.DrainTimeout,
 		Observe: d.onDispatch,
 		// The same daemon restarted takes its lease back at once.

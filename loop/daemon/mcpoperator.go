@@ -3,6 +3,7 @@ package daemon
 import (
 	"context"
 	"strconv"
+	"time"
 
 	"github.com/theloop-dev/theloop/loop/api"
 	"github.com/theloop-dev/theloop/loop/daemon/apiserver"
@@ -38,28 +39,34 @@ func (m mcpOperator) Transcript(ctx context.Context, ref string) (api.Transcript
 }
 
 func (m mcpOperator) Attention(ctx context.Context) ([]api.AttentionItem, error) {
-	return m.d.attention(ctx)
+	return m.d.board().attention(ctx)
 }
 
 // attention is the "needs you" list the dashboard shows, for the control
 // plane (GET /api/v1/attention) and MCP (list_attention): the dashboard's
 // source when it runs, else one built for this call.
-func (d *Daemon) attention(ctx context.Context) ([]api.AttentionItem, error) {
+func (d boardReads) attention(ctx context.Context) ([]api.AttentionItem, error) {
 	src, done := d.boardSource()
 	defer done()
-	return dashboard.NeedsYou(ctx, src, d.deps.Clock.Now())
+	return dashboard.NeedsYou(ctx, src, d.now())
+}
+
+// boardReads are the board's reads beside the dashboard: the API's and
+// MCP's "needs you" list and work items, from the dashboard's source when
+// it is served, else from one opened for the read.
+type boardReads struct {
+	host *dashHost
+	open func() *dashSource
+	now  func() time.Time
 }
 
 // boardSource is the dashboard's source when it runs, else one built for
 // the caller (done closes it), so the API and the board never disagree.
-func (d *Daemon) boardSource() (src *dashSource, done func()) {
-	d.dashMu.Lock()
-	src = d.dashSrc
-	d.dashMu.Unlock()
-	if src != nil {
+func (d boardReads) boardSource() (src *dashSource, done func()) {
+	if _, src = d.host.served(); src != nil {
 		return src, func() {}
 	}
-	src = newDashSource(d)
+	src = d.open()
 	return src, src.close
 }
 
@@ -82,7 +89,7 @@ func (m mcpOperator) CloseSession(ctx context.Context, ref string, req api.Close
 var _ mcpserver.Operator = mcpOperator{}
 
 func (m mcpOperator) WorkItems(ctx context.Context) ([]api.WorkItem, error) {
-	return m.d.workItems(ctx)
+	return m.d.board().workItems(ctx)
 }
 
 func (m mcpOperator) LinkPR(ctx context.Context, ref, pullRequest string) (api.LinkPRResult, error) {
@@ -93,7 +100,7 @@ func (m mcpOperator) Status(ctx context.Context) api.Status { return m.d.status(
 
 // workItems is the board's rows for the control plane (GET
 // /api/v1/work-items) and MCP (list_work_items, get_work_item).
-func (d *Daemon) workItems(ctx context.Context) ([]api.WorkItem, error) {
+func (d boardReads) workItems(ctx context.Context) ([]api.WorkItem, error) {
 	src, done := d.boardSource()
 	defer done()
 	items, err := src.Items(ctx)

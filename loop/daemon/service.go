@@ -253,10 +253,10 @@ func (d *Daemon) startService() (stop func(), err error) {
 		Stream:        stream,
 		Status:        d.status,
 		Health:        d.Health,
-		Attention:     d.attention,
+		Attention:     d.board().attention,
 		Usage:         d.Usage, // usagewatch.go
 		Restart:       d.requestRestart,
-		WorkItems:     d.workItems,
+		WorkItems:     d.board().workItems,
 	})
 	mux.Handle(api.Prefix+"/", a)
 	mux.Handle("GET /metrics", d.svc.metrics.Handler())

@@ -279,13 +279,8 @@ func (w *usageWatch) poll(ctx context.Context) {
 		w.read[sk] = now
 	}
 	changed := len(spent) > 0
-	w.d.dashMu.Lock()
-	dash := w.d.dash
-	w.d.dashMu.Unlock()
 	for ref := range spent {
-		if dash != nil {
-			dash.Notify(ref) // the row's figure, live
-		}
+		w.d.dashHost.refresh(ref) // the row's figure, live
 	}
 	if w.checkBudgets(ctx, recs, spent, now) {
 		changed = true

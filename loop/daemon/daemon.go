@@ -112,12 +112,8 @@ type Daemon struct {
 
 	mu      sync.Mutex
 	running bool
-	// restartCh carries an operator's restart to Run (restart.go); the
-	// plugin* fields are what a restart with upgrade did before this start.
-	restartCh        chan *RestartError
-	pluginUpgraded   bool
-	pluginUpgrade    []string
-	pluginUpgradeErr string
+	// restarts carries an operator's restart to Run (restart.go).
+	restarts *restarts
 
 	// dashHost holds the dashboard while it is served (dashboard.go).
 	dashHost *dashHost
@@ -178,7 +174,7 @@ func New(cfg Config, deps Deps) (*Daemon, error) {
 	if deps.Observer == nil {
 		deps.Observer = ObserverFunc(func(Observation) {})
 	}
-	d := &Daemon{cfg: cfg, deps: deps, ready: make(chan struct{}), observing: observing, scrub: scr, restartCh: make(chan *RestartError, 1)}
+	d := &Daemon{cfg: cfg, deps: deps, ready: make(chan struct{}), observing: observing, scrub: scr, restarts: newRestarts()}
 	d.harness = &harnesses{cfg: &d.cfg, path: searchPath(deps.Path), env: deps.Env}
 	d.dashHost = &dashHost{listen: cfg.Dashboard.Listen}
 	d.worlds = &agentWorlds{cfg: &d.cfg, harness: d.harness, logf: d.logf}
@@ -356,7 +352,7 @@ func (d *Daemon) Run(ctx context.Context) (err error) {
 
 	d.warnMissingPrograms() // logging.go
 	d.emit("daemon.started", graph.LevelInfo, graph.Field{Key: "addr", Value: d.addr}, graph.Field{Key: "queue", Value: queueKind(d.cfg.QueueURL)})
-	d.reportPluginUpgrade() // restart.go
+	d.restarts.report(d.emit, d.logf) // restart.go
 	if recs, _ := d.reg.List(); len(recs) > 0 {
 		cwds := make([]string, 0, len(recs))
 		for _, r := range recs {
@@ -370,7 +366,7 @@ func (d *Daemon) Run(ctx context.Context) (err error) {
 	select {
 	case <-ctx.Done():
 	case err = <-d.watchStore(ctx, q): // persist.go
-	case re := <-d.restartCh: // restart.go
+	case re := <-d.restarts.ch: // restart.go
 		err = re
 	case err = <-dispDone:
 		// The dispatcher stopped on its own (its lease was taken over, or

@@ -255,8 +255,10 @@ func (d *Daemon) startService() (stop func(), err error) {
 		Health:        d.Health,
 		Attention:     d.board().attention,
 		Usage:         d.Usage, // usagewatch.go
-		Restart:       d.requestRestart,
-		WorkItems:     d.board().workItems,
+		Restart: func(_ context.Context, actor string, withUpgrade bool) (api.RestartResult, error) {
+			return d.restarts.request(d.emit, d.svc.started, actor, withUpgrade), nil
+		},
+		WorkItems: d.board().workItems,
 	})
 	mux.Handle(api.Prefix+"/", a)
 	mux.Handle("GET /metrics", d.svc.metrics.Handler())
@@ -337,7 +339,7 @@ func (d *Daemon) status(ctx context.Context) api.Status {
 	if w := d.worlds.undefendedWarning(); w != "" {
 		st.Warnings = append(st.Warnings, w)
 	}
-	d.pluginUpgradeStatus(&st)
+	d.restarts.status(&st)
 	if sh := d.cluster.sharedDispatcher(); sh != nil {
 		st.Cluster = &api.ClusterView{Node: d.cfg.Cluster.Node, MaxSessions: d.cfg.Cluster.MaxSessions, Owned: sh.Leases().Items()}
 	}

@@ -22,7 +22,6 @@ import (
 	"github.com/theloop-dev/theloop/internal/scrub"
 	"github.com/theloop-dev/theloop/loop"
 	"github.com/theloop-dev/theloop/loop/daemon/dispatch"
-	"github.com/theloop-dev/theloop/loop/daemon/outbox"
 	"github.com/theloop-dev/theloop/loop/daemon/queue"
 	"github.com/theloop-dev/theloop/loop/daemon/slackchan"
 	"github.com/theloop-dev/theloop/run"
@@ -123,8 +122,7 @@ type Daemon struct {
 	cluster *cluster      // this node's part of a cluster (cluster.go); nil before wire
 	desk    *operatorDesk // the operator's verbs (operatorverbs.go); nil before wire
 
-	outboxMu sync.Mutex
-	outbox   *outbox.Performer // the sessions' ticket effects (outbox.go)
+	outbox ticketEffects // the sessions' ticket effects (outbox.go)
 
 	slack *slackchan.Channel // channels.slack (slack.go); nil when off
 
@@ -334,7 +332,7 @@ func (d *Daemon) Run(ctx context.Context) (err error) {
 		defer d.slack.Close()
 	}
 
-	stopOutbox, err := d.startOutbox()
+	stopOutbox, err := d.outbox.start(d.cfg.StateRoot, d.reg, d.link, d.integ, d.sink, d.deps.Clock)
 	if err != nil {
 		_ = srv.Close()
 		d.rec.stop()
@@ -365,7 +363,7 @@ func (d *Daemon) Run(ctx context.Context) (err error) {
 	dispReturned := false
 	select {
 	case <-ctx.Done():
-	case err = <-d.watchStore(ctx, q): // persist.go
+	case err = <-watchStore(ctx, q, d.logf, d.emit): // persist.go
 	case re := <-d.restarts.ch: // restart.go
 		err = re
 	case err = <-dispDone:

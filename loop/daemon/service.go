@@ -388,7 +388,7 @@ func (d *Daemon) Health(ctx context.Context) api.Health {
 	if d.q == nil {
 		return bad(api.HealthNotRunning, errors.New("daemon: not running"))
 	}
-	if err := d.persistHealth(); err != nil { // persist.go
+	if err := persistHealth(d.q, d.elog, d.audit); err != nil { // persist.go
 		if diskFull(err) {
 			return bad(api.HealthDiskFull, err)
 		}

@@ -183,8 +183,12 @@ func (h *dashHost) serve(dash *dashboard.Dashboard, src *dashSource) (stop func(
 	}
 }
 
-// served is the dashboard served and its source (nil, nil: none).
+// served is the dashboard served and its source (nil, nil: none, as on a
+// nil host).
 func (h *dashHost) served() (*dashboard.Dashboard, *dashSource) {
+	if h == nil {
+		return nil, nil
+	}
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	return h.dash, h.src

@@ -348,7 +348,7 @@ func (d *Daemon) Run(ctx context.Context) (err error) {
 	}
 	defer stopDash()
 
-	d.warnMissingPrograms() // logging.go
+	warnMissingPrograms(d.worlds, d.harness.path, d.emit) // logging.go
 	d.emit("daemon.started", graph.LevelInfo, graph.Field{Key: "addr", Value: d.addr}, graph.Field{Key: "queue", Value: queueKind(d.cfg.QueueURL)})
 	d.restarts.report(d.emit, d.logf) // restart.go
 	if recs, _ := d.reg.List(); len(recs) > 0 {
@@ -481,7 +481,7 @@ func (d *Daemon) build() error {
 		d.ws = ws
 	}
 	d.ctl = openControlStore(root, d.deps.Clock)
-	d.loadSigner()
+	d.signer = loadSigner(d.cfg.StateRoot, d.logf, d.emit)
 	d.link = newGraphLink(d.linkConfig(), linkDeps{
 		Registry: d.reg, Manager: d.mgr, Tmux: d.tmux, Control: d.ctl,
 		Integrations: d.integ, Sink: d.sink, Clock: d.deps.Clock,
@@ -598,7 +598,7 @@ func (d *Daemon) wire(ctx context.Context, q *queue.Queue, owner string) (*ingre
 		return nil, nil, err
 	}
 	srv := ingress.NewServer(d.cfg.Listen, slackHandler(d.slack, handler)) // slack.go: the Events API beside the webhook
-	srv.SetConnLimits(d.webhookConnLimits())                               // rlimit.go
+	srv.SetConnLimits(raiseWebhookConnLimits(d.logf))                      // rlimit.go
 	if err := srv.Start(); err != nil {
 		return nil, nil, fmt.Errorf("daemon: listen on %s (webhooks.ghWebhook.host/port): %w", d.cfg.Listen, err)
 	}
@@ -609,7 +609,7 @@ func (d *Daemon) wire(ctx context.Context, q *queue.Queue, owner string) (*ingre
 
 	disp, err := d.cluster.dispatcher(ctx, q, d.svc.timed(d.intake, notePRCI, d.cfg.DispatchTimeout), dispatch.Config{ // cluster.go: this node alone, or shared
 		Parallelism: d.cfg.Parallelism, MaxDeliver: d.cfg.MaxDeliver, DrainTimeout: d.cfg.DrainTimeout,
-		Observe: d.onDispatch,
+		Observe: dispatchObserver(d.emit),
 		// The same daemon restarted takes its lease back at once.
 		Owner: owner,
 	})
@@ -753,14 +753,19 @@ func (d *Daemon) emit(name string, level graph.Level, fields ...graph.Field) {
 	d.sink.Emit(graph.LogEvent{Time: d.deps.Clock.Now(), Name: name, Level: level, Fields: fields})
 }
 
-func (d *Daemon) onDispatch(o dispatch.Observation) {
+// dispatchObserver writes the dispatcher's observations to the event log.
+func dispatchObserver(emit emitFunc) func(dispatch.Observation) {
+	return func(o dispatch.Observation) { observeDispatch(emit, o) }
+}
+
+func observeDispatch(emit emitFunc, o dispatch.Observation) {
 	switch o.Outcome {
 	case dispatch.OutcomeDropped:
 		return // the intake logged dispatch.dropped with its reason
 	case dispatch.OutcomePaced, dispatch.OutcomeUnpaced:
 		// A burst of webhooks began or ended (docs/daemon.md §6.5): no event
 		// of its own, and the queue's backlog says how far behind it is.
-		d.emit("dispatch."+string(o.Outcome), graph.LevelInfo)
+		emit("dispatch."+string(o.Outcome), graph.LevelInfo)
 		return
 	}
 	level := graph.LevelInfo
@@ -772,7 +777,7 @@ func (d *Daemon) onDispatch(o dispatch.Observation) {
 	if o.Outcome == dispatch.OutcomeDeadLettered {
 		level = graph.LevelError
 	}
-	d.emit("dispatch."+string(o.Outcome), level, fields...)
+	emit("dispatch."+string(o.Outcome), level, fields...)
 }
 
 func (d *Daemon) onSession(o sessions.Observation) {
@@ -807,18 +812,18 @@ func (d *Daemon) Pending(ctx context.Context) (uint64, error) {
 // from authorized comments are signed with it. Without a usable key the
 // daemon still runs; decisions are recorded unsigned (a verifier with a
 // trust anchor refuses them) and the reason is logged.
-func (d *Daemon) loadSigner() {
-	pub, created, err := loop.InitSigningKey(d.cfg.StateRoot)
+func loadSigner(stateRoot string, logf func(string, ...any), emit emitFunc) *loop.Signer {
+	pub, created, err := loop.InitSigningKey(stateRoot)
 	if err == nil {
 		var s *loop.Signer
-		if s, err = loop.LoadSigningKey(d.cfg.StateRoot); err == nil {
-			d.signer = s
+		if s, err = loop.LoadSigningKey(stateRoot); err == nil {
 			if created {
-				d.logf("created the decision-signing key %s; its public key %s is what `loopctl` and CI trust (--trust-key / THE_LOOP_TRUST_KEYS)", loop.SigningKeyPath(d.cfg.StateRoot), pub)
+				logf("created the decision-signing key %s; its public key %s is what `loopctl` and CI trust (--trust-key / THE_LOOP_TRUST_KEYS)", loop.SigningKeyPath(stateRoot), pub)
 			}
-			return
+			return s
 		}
 	}
-	d.logf("gate decisions will be recorded UNSIGNED: %v", err)
-	d.emit("daemon.signing_unavailable", graph.LevelWarning, graph.Field{Key: "error", Value: err.Error()})
+	logf("gate decisions will be recorded UNSIGNED: %v", err)
+	emit("daemon.signing_unavailable", graph.LevelWarning, graph.Field{Key: "error", Value: err.Error()})
+	return nil
 }

@@ -431,7 +431,7 @@ func (s *dashSource) item(ctx context.Context, rec sessions.Record) (dashboard.I
 	}
 	s.mu.Unlock()
 	it.PendingTicketEffects = s.d.PendingTicketEffects(ref)
-	it.Usage = s.d.usageFigure(ref) // usagewatch.go
+	it.Usage = usageFigure(&s.d.usage, ref) // usagewatch.go
 	it.SessionLive = s.liveness(ctx, rec)
 	if it.SessionLive {
 		it.Attach = s.attach(rec)

@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"sort"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -450,8 +451,8 @@ var errBadUsageQuery = apiserver.ErrBadRequest
 
 // usageFigure is ref's board figure ("" when usage is off or nothing was
 // counted).
-func (d *Daemon) usageFigure(ref string) string {
-	if w := d.usage.Load(); w != nil {
+func usageFigure(u *atomic.Pointer[usageWatch], ref string) string {
+	if w := u.Load(); w != nil {
 		return w.figure(ref)
 	}
 	return ""

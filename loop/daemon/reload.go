@@ -2,7 +2,6 @@ package daemon
 
 import (
 	"fmt"
-	"net/http"
 	"reflect"
 	"slices"
 	"sync"
@@ -29,15 +28,6 @@ import (
 type reloadState struct {
 	policy sync.RWMutex // dispatches read d.cfg's soft fields under RLock
 	recv   atomic.Pointer[ingress.Receiver]
-}
-
-// receiverHandler serves whichever receiver is current.
-func (d *Daemon) receiverHandler(r *ingress.Receiver) http.Handler {
-	rs := &d.svc.rl
-	rs.recv.Store(r)
-	return http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
-		rs.recv.Load().ServeHTTP(w, req)
-	})
 }
 
 // ReloadResult says what a reload applied and what it could not.
@@ -175,9 +165,9 @@ func (d *Daemon) Reload(next Config) (ReloadResult, error) {
 			}
 		}
 	}
-	recv, err := ingress.NewReceiver(IngressConfig(staged), ingress.ReceiverDeps{Sink: d.Sink(), Log: d.sink, Clock: d.deps.Clock, SinkCopiesPayload: true, Health: d.Healthy})
+	recv, err := newReceiver(staged, d.recvDeps) // pipeline.go
 	if err != nil {
-		return ReloadResult{}, fmt.Errorf("daemon: reload: webhook receiver: %w", err)
+		return ReloadResult{}, fmt.Errorf("daemon: reload: %w", err)
 	}
 
 	d.rec.stop()

@@ -98,7 +98,7 @@ type SharedConfig struct {
 	// false: a node took it — this one or another — or its events are
 	// gone). Called from the scan, never concurrently.
 	Declines func(d Declined, open bool)
-	// Now is the clock of Declined.Since (default time.Now); loopd passes
+	// Now is the clock of Declined.Since (required); loopd passes
 	// its own so the "needs you" list and the event log agree.
 	Now func() time.Time
 }
@@ -191,7 +191,7 @@ func NewShared(ctx context.Context, q *queue.Queue, h Handler, cfg SharedConfig)
 		cfg.ScanInterval = 500 * time.Millisecond
 	}
 	if cfg.Now == nil {
-		cfg.Now = time.Now
+		return nil, errors.New("dispatch: SharedConfig.Now is nil: the leases need the daemon's clock")
 	}
 	if holder, err := q.DispatcherHolder(ctx); err != nil {
 		return nil, err

@@ -77,7 +77,7 @@ func (d *Daemon) buildPipeline(ctx context.Context, q *queue.Queue, owner string
 		return nil, nil, err
 	}
 	if !d.cfg.Liveness.Off {
-		d.live = newLivenessWatch(d.cfg.Liveness, livenessDeps{
+		d.live, err = newLivenessWatch(d.cfg.Liveness, livenessDeps{
 			Registry: d.reg, Tmux: d.tmux, Manager: d.mgr, Integrations: d.integ,
 			Owns: d.cluster.ownsItem, Rebind: d.link.rebind, Clock: d.deps.Clock, Record: d.emit,
 			Assignment: func(ctx context.Context, item workitem.Ref, cwd string) string {
@@ -87,6 +87,10 @@ func (d *Daemon) buildPipeline(ctx context.Context, q *queue.Queue, owner string
 				return ""
 			},
 		})
+		if err != nil {
+			_ = srv.Close()
+			return nil, nil, err
+		}
 	}
 	return srv, disp, nil
 }

@@ -517,13 +517,17 @@ func (d *Daemon) buildEvents() error {
 	if d.elog != nil || d.audit != nil {
 		sinks = append(sinks, logsSink{events: d.elog, audit: d.audit})
 	}
-	sinks = append(sinks, d.svc.openSinks(d.cfg.Service, d.deps.Clock, serviceProbes{health: d.Health, liveSessions: liveSessions(func() *sessions.Registry { return d.reg }),
+	svcSinks, err := d.svc.openSinks(d.cfg.Service, d.deps.Clock, serviceProbes{health: d.Health, liveSessions: liveSessions(func() *sessions.Registry { return d.reg }),
 		queue: func(ctx context.Context) (queue.Stats, error) {
 			if d.q == nil {
 				return queue.Stats{}, errors.New("daemon: not running")
 			}
 			return d.q.Stats(ctx)
-		}})...)
+		}})
+	if err != nil {
+		return err
+	}
+	sinks = append(sinks, svcSinks...)
 	sinks = append(sinks, newDropLog(d.deps.Log, d.deps.Clock.Now, DropLogInterval))
 	sinks = append(sinks, newJournalSink(d.deps.Log, d.deps.Clock.Now))
 	if d.notifier = newNotifier(d.cfg.Notifications, d.deps.Clock.Now, d.sendNotice); d.notifier != nil {

@@ -93,9 +93,9 @@ type serviceProbes struct {
 
 // openSinks builds the stream and the metrics: the sinks the control plane
 // adds to the event log (the live stream).
-func (s *service) openSinks(cfg ServiceConfig, clock graph.Clock, p serviceProbes) []graph.Sink {
+func (s *service) openSinks(cfg ServiceConfig, clock graph.Clock, p serviceProbes) ([]graph.Sink, error) {
 	s.stream = apiserver.NewStream(apiserver.StreamConfig{Source: "loopd", MaxSubscribers: cfg.StreamMaxSubscribers, KeepAlive: cfg.StreamKeepAlive})
-	s.metrics = metrics.New(metrics.Config{
+	m, err := metrics.New(metrics.Config{
 		Health: func(ctx context.Context) (bool, string) {
 			h := p.health(ctx)
 			return h.OK, h.Reason
@@ -105,7 +105,11 @@ func (s *service) openSinks(cfg ServiceConfig, clock graph.Clock, p serviceProbe
 		Queue:        p.queue,
 		LiveSessions: p.liveSessions,
 	})
-	return []graph.Sink{s.stream, s.metrics}
+	if err != nil {
+		return nil, fmt.Errorf("daemon: %w", err)
+	}
+	s.metrics = m
+	return []graph.Sink{s.stream, s.metrics}, nil
 }
 
 // liveSessions counts the live sessions of reg (0 before it is open).

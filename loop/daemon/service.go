@@ -248,7 +248,7 @@ func (d *Daemon) startService() (stop func(), err error) {
 	if d.cfg.Service.StreamDisabled {
 		stream = nil // service.stream.enabled: false — /events/stream answers 404
 	}
-	a := apiserver.New(apiserver.Config{Clock: d.deps.Clock, Log: structuredLogger(d.deps), Observe: observe}, apiserver.Backend{
+	a, err := apiserver.New(apiserver.Config{Clock: d.deps.Clock, Log: structuredLogger(d.deps), Observe: observe}, apiserver.Backend{
 		Graphs:        graphs,
 		Sessions:      d.desk,
 		Queue:         serviceQueue{d},
@@ -264,13 +264,20 @@ func (d *Daemon) startService() (stop func(), err error) {
 		},
 		WorkItems: d.board().workItems,
 	})
+	if err != nil {
+		return nil, fmt.Errorf("daemon: %w", err)
+	}
 	mux.Handle(api.Prefix+"/", a)
 	mux.Handle("GET /metrics", d.svc.metrics.Handler())
 	if !d.cfg.Service.MCPDisabled {
-		mux.Handle(mcpserver.Path, mcpserver.Handler(mcpserver.New(mcpserver.Config{
+		ms, err := mcpserver.New(mcpserver.Config{
 			Graphs: graphs, EventLogPath: d.cfg.EventLogPath, FlushEventLog: d.FlushLogs, Integrations: d.integ, Sink: d.sink,
 			Clock: d.deps.Clock, Version: buildinfo.Version(d.deps.Version), Operator: mcpOperator{d},
-		})))
+		})
+		if err != nil {
+			return nil, fmt.Errorf("daemon: %w", err)
+		}
+		mux.Handle(mcpserver.Path, mcpserver.Handler(ms))
 	}
 	return d.svc.serve(d.cfg.Service, d.ControlSocket(), socketPeer(d.cfg.Dashboard.Operator), mux)
 }

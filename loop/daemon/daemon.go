@@ -29,7 +29,7 @@ import (
 	"github.com/theloop-dev/theloop/workitem"
 )
 
-// Deps is the world the daemon reaches. Every field is optional.
+// Deps is the world the daemon reaches. Every field but Clock is optional.
 type Deps struct {
 	// Version is the binary's version as status and MCP report it (the
 	// stamp `-X main.version=` gives cmd/loopd); "" reads the build info.
@@ -50,7 +50,8 @@ type Deps struct {
 	CloneURL func(item workitem.Ref) string
 	// Observer sees every kept webhook, paste, comment and transition.
 	Observer Observer
-	// Clock is the clock (default the wall clock).
+	// Clock is the clock every part of the daemon reads (required: one
+	// clock per world; the binary hands it the wall clock).
 	Clock graph.Clock
 	// Log receives the daemon's human-readable log lines (default
 	// os.Stderr).
@@ -159,7 +160,7 @@ func New(cfg Config, deps Deps) (*Daemon, error) {
 		deps.Env = os.LookupEnv
 	}
 	if deps.Clock == nil {
-		deps.Clock = graph.SystemClock{}
+		return nil, errors.New("daemon: Deps.Clock is nil: hand the daemon its clock (graph.SystemClock{} for the wall clock)")
 	}
 	if deps.Log == nil {
 		deps.Log = os.Stderr

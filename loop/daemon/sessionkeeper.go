@@ -25,8 +25,8 @@ import (
 // Every verb is recorded in the event log (and so the audit log: session.*)
 // under the caller's identity before its effect.
 
-// refused marks the sessions package's refusals as the caller's to fix (400).
-func refused(err error) error {
+// badRequestIfRefused marks the sessions package's refusals as the caller's to fix (400).
+func badRequestIfRefused(err error) error {
 	for _, e := range []error{sessions.ErrSessionLive, sessions.ErrSessionOwned, sessions.ErrWorktreeOwned, sessions.ErrInvalidName,
 		sessions.ErrCwdMissing, sessions.ErrSessionClosed, sessions.ErrSessionPaused, sessions.ErrUnknownHarness, sessions.ErrHarnessNotFound,
 		sessions.ErrSessionUnknown, sessions.ErrNotLoopSession} {
@@ -91,7 +91,7 @@ func (o *operatorDesk) ResetSession(ctx context.Context, ref, actor string, req 
 	res.Session, res.HarnessSessionID, res.PreviousSessionID, res.Artifacts = rr.Record.TmuxName, rr.Record.SessionID, rr.Fallback.PreviousSessionID, rr.Fallback.Artifacts
 	if err != nil {
 		o.emit("session.reset_failed", graph.LevelWarning, graph.Field{Key: "work_item", Value: item.String()}, graph.Field{Key: "actor", Value: actor}, graph.Field{Key: "error", Value: err.Error()})
-		return res, refused(err)
+		return res, badRequestIfRefused(err)
 	}
 	res.Tmux = o.tmuxState(ctx, rr.Record.TmuxName)
 	if !req.NoComment {
@@ -132,7 +132,7 @@ func (o *operatorDesk) RegisterSession(ctx context.Context, ref, actor string, r
 		graph.Field{Key: "force", Value: req.Force})
 	rec, err := o.mgr.Register(ctx, sessions.RegisterRequest{Item: item, Harness: req.Harness, SessionID: req.HarnessSessionID, Cwd: req.Cwd, Force: req.Force})
 	if err != nil {
-		return res, refused(err)
+		return res, badRequestIfRefused(err)
 	}
 	o.link.rebind(ctx, item, rec.Cwd, rec.SessionID)
 	res.Effect = "registered"
@@ -179,7 +179,7 @@ func (o *operatorDesk) CloseSession(ctx context.Context, ref, actor string, req 
 		graph.Field{Key: "via", Value: "cli"}, graph.Field{Key: "session_id", Value: rec.SessionID}, graph.Field{Key: "keep_tmux", Value: opts.KeepTmux})
 	o.link.onClose(ctx, item, rec.Cwd, rec.SessionID)
 	if err := o.mgr.CloseWith(ctx, item, opts); err != nil {
-		return res, refused(err)
+		return res, badRequestIfRefused(err)
 	}
 	res.Effect = "closed"
 	res.Tmux = o.tmuxState(ctx, rec.TmuxName)

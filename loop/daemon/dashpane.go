@@ -14,7 +14,7 @@ import (
 type dashPanes struct{ d *Daemon }
 
 func (p dashPanes) Screen(ctx context.Context, ref string) (string, error) {
-	return p.d.desk.screen(ctx, ref)
+	return p.d.desk.Screen(ctx, ref)
 }
 
 func (p dashPanes) Reply(ctx context.Context, ref, actor, message string) error {

@@ -232,11 +232,7 @@ func (o *operatorDesk) replyVia(ctx context.Context, ref, actor, message string,
 // Transcript is the pane's scrollback and, where the harness keeps one,
 // its own transcript's tail.
 func (o *operatorDesk) Transcript(ctx context.Context, ref string) (api.Transcript, error) {
-	item, err := parseRef(ref)
-	if err != nil {
-		return api.Transcript{}, err
-	}
-	rec, err := o.reg.Get(item)
+	item, rec, err := o.record(ref)
 	if err != nil {
 		return api.Transcript{}, err
 	}
@@ -256,15 +252,7 @@ func (o *operatorDesk) Transcript(ctx context.Context, ref string) (api.Transcri
 
 // Screen captures the work item's pane as it shows now, colours included.
 func (o *operatorDesk) Screen(ctx context.Context, ref string) (string, error) {
-	return o.screen(ctx, ref)
-}
-
-func (o *operatorDesk) screen(ctx context.Context, ref string) (string, error) {
-	item, err := parseRef(ref)
-	if err != nil {
-		return "", err
-	}
-	rec, err := o.reg.Get(item)
+	_, rec, err := o.record(ref)
 	if err != nil {
 		return "", err
 	}
@@ -330,19 +318,23 @@ func (o *operatorDesk) ListSessions(_ context.Context, status string) ([]session
 }
 
 func (o *operatorDesk) Session(_ context.Context, ref string) (sessions.Record, error) {
+	_, rec, err := o.record(ref)
+	return rec, err
+}
+
+// record is ref's work item and its session record (a bad ref is the
+// caller's to fix).
+func (o *operatorDesk) record(ref string) (workitem.Ref, sessions.Record, error) {
 	item, err := parseRef(ref)
 	if err != nil {
-		return sessions.Record{}, err
+		return item, sessions.Record{}, err
 	}
-	return o.reg.Get(item)
+	rec, err := o.reg.Get(item)
+	return item, rec, err
 }
 
 func (o *operatorDesk) AttachCommand(_ context.Context, ref string) (string, error) {
-	item, err := parseRef(ref)
-	if err != nil {
-		return "", err
-	}
-	rec, err := o.reg.Get(item)
+	_, rec, err := o.record(ref)
 	if err != nil {
 		return "", err
 	}

@@ -199,7 +199,10 @@ func NewShared(ctx context.Context, q *queue.Queue, h Handler, cfg SharedConfig)
 		return nil, fmt.Errorf("dispatch: a loopd without service.node (%s) dispatches this whole queue; set service.node on every loopd sharing queue.url, or stop that one", holder)
 	}
 	js := q.JetStream()
-	lm, err := lease.Open(ctx, js, lease.Config{Bucket: q.Prefix() + "_item_leases", Node: cfg.Node, TTL: cfg.LeaseTTL, MaxItems: cfg.MaxItems, Replicas: q.Replicas()})
+	lm, err := lease.Open(ctx, js, lease.Config{Bucket: q.Prefix() + "_item_leases", Node: cfg.Node, TTL: cfg.LeaseTTL, MaxItems: cfg.MaxItems, Replicas: q.Replicas(),
+		// Real time, not cfg.Now: a lease races the bucket's TTL, which
+		// NATS keeps on real time.
+		Now: time.Now})
 	if err != nil {
 		return nil, err
 	}

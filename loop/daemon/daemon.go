@@ -290,19 +290,12 @@ func (d *Daemon) Run(ctx context.Context) (err error) {
 		d.audit.Close()
 	}()
 
-	q, err := queue.Open(ctx, queue.Config{URL: d.cfg.QueueURL, StoreDir: filepath.Join(root, "queue"), Replicas: d.cfg.Cluster.QueueReplicas,
-		Auth: d.cfg.QueueAuth, TLS: d.cfg.QueueTLS, Insecure: d.cfg.QueueInsecure})
-	if err != nil {
-		return err
-	}
-	d.q = q
-	defer q.Close()
-
 	host, _ := os.Hostname()
-	srv, disp, err := d.buildPipeline(ctx, q, host+":"+root)
+	q, srv, disp, err := d.buildPipeline(ctx, host+":"+root) // pipeline.go
 	if err != nil {
 		return err
 	}
+	defer q.Close()
 	defer d.intake.close() // after the dispatcher is drained (below)
 	dctx, dcancel := context.WithCancel(context.WithoutCancel(ctx))
 	dispDone := make(chan error, 1)

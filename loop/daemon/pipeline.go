@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net/http"
+	"path/filepath"
 	"sync/atomic"
 
 	"github.com/theloop-dev/theloop/ingress"
@@ -12,15 +13,28 @@ import (
 	"github.com/theloop-dev/theloop/workitem"
 )
 
-// buildPipeline connects the daemon's pipeline — the one place its parts meet — in
-// the direction an event flows: receiver → queue → dispatcher → intake →
-// sessions (and the graph link beside the intake). build made what needs
-// no network (event log, integrations, sessions, graph link); q is open.
-// The intake comes first (the dispatcher hands it events), then the
-// receiver starts listening, then the dispatcher is built on the queue:
-// a loopd waiting as a standby for the dispatcher lease still takes
-// webhooks into the queue. On an error nothing is left listening.
-func (d *Daemon) buildPipeline(ctx context.Context, q *queue.Queue, owner string) (*ingress.Server, dispatchRunner, error) {
+// buildPipeline builds the daemon's pipeline — the one place its parts
+// meet — for the direction an event flows: receiver → queue → dispatcher
+// → intake → sessions (and the graph link beside the intake). build made
+// what needs no network (event log, integrations, sessions, graph link).
+// The queue is opened first, then the intake (the dispatcher hands it
+// events) and the parts beside it (the operator's desk, Slack), then the
+// receiver starts listening, then the dispatcher is built on the queue: a
+// loopd waiting as a standby for the dispatcher lease still takes webhooks
+// into the queue. Reload makes its receiver with the same newReceiver. On
+// an error nothing is left listening and the queue is closed.
+func (d *Daemon) buildPipeline(ctx context.Context, owner string) (q *queue.Queue, srv *ingress.Server, disp dispatchRunner, err error) {
+	q, err = queue.Open(ctx, queue.Config{URL: d.cfg.QueueURL, StoreDir: filepath.Join(d.cfg.StateRoot, "queue"), Replicas: d.cfg.Cluster.QueueReplicas,
+		Auth: d.cfg.QueueAuth, TLS: d.cfg.QueueTLS, Insecure: d.cfg.QueueInsecure})
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	d.q = q
+	defer func() {
+		if err != nil {
+			q.Close()
+		}
+	}()
 	d.intake = newIntake(intakeConfigOf(&d.cfg), intakeDeps{
 		Registry: d.reg, Manager: d.mgr, Workspaces: d.ws, Link: d.link, Control: d.ctl,
 		Marks: q, Intents: q, History: tmuxHistory(d.tmux, d.harness.claudeConfigDir), Integrations: d.integ, Tmux: d.tmux.Config(), Attach: d.tmux.AttachCommand, Git: pathRunner{path: d.deps.Path},
@@ -37,7 +51,7 @@ func (d *Daemon) buildPipeline(ctx context.Context, q *queue.Queue, owner string
 		integ: d.integ, authority: d.authority, cluster: d.cluster, sink: d.Sink(), now: d.deps.Clock.Now, emit: d.emit, claudeConfigDir: d.harness.claudeConfigDir()}
 	ch, err := openSlack(d.cfg.Slack, d.cfg.StateRoot, d.svc.httpClient(d.deps.HTTPClient), d.desk) // slack.go
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
 	d.slack = ch
 
@@ -49,24 +63,24 @@ func (d *Daemon) buildPipeline(ctx context.Context, q *queue.Queue, owner string
 	d.recvDeps = ingress.ReceiverDeps{Sink: d.Sink(), Log: d.sink, Clock: d.deps.Clock, SinkCopiesPayload: true, Health: d.Healthy}
 	recv, err := newReceiver(d.cfg, d.recvDeps)
 	if err != nil {
-		return nil, nil, fmt.Errorf("daemon: %w", err)
+		return nil, nil, nil, fmt.Errorf("daemon: %w", err)
 	}
 	handler := currentReceiver(&d.svc.rl.recv, recv)
 	handler, err = d.jira.handler(d.cfg.Jira, d.cfg.StateRoot, d.svc.rl.recv.Load, d.integ, d.Sink(), d.sink, handler) // jira.go: the Jira webhook beside GitHub's
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
-	srv := ingress.NewServer(d.cfg.Listen, slackHandler(d.slack, handler)) // slack.go: the Events API beside the webhook
+	srv = ingress.NewServer(d.cfg.Listen, slackHandler(d.slack, handler)) // slack.go: the Events API beside the webhook
 	srv.SetConnLimits(raiseWebhookConnLimits(d.logf))                      // rlimit.go
 	if err := srv.Start(); err != nil {
-		return nil, nil, fmt.Errorf("daemon: listen on %s (webhooks.ghWebhook.host/port): %w", d.cfg.Listen, err)
+		return nil, nil, nil, fmt.Errorf("daemon: listen on %s (webhooks.ghWebhook.host/port): %w", d.cfg.Listen, err)
 	}
 	d.addr = srv.Addr()
 	d.recv = recv
 	d.rec = &reconciler{cfg: &d.cfg, integ: d.integ, sink: d.Sink(), router: func() *ingress.Router { return d.svc.rl.recv.Load().Router() },
 		store: d.ctl.ps, reg: d.reg, redeliveries: q, log: d.sink, clock: d.deps.Clock, note: notePRCI, emit: d.emit}
 
-	disp, err := d.cluster.dispatcher(ctx, q, d.svc.timed(d.intake, notePRCI, d.cfg.DispatchTimeout), dispatch.Config{ // cluster.go: this node alone, or shared
+	disp, err = d.cluster.dispatcher(ctx, q, d.svc.timed(d.intake, notePRCI, d.cfg.DispatchTimeout), dispatch.Config{ // cluster.go: this node alone, or shared
 		Parallelism: d.cfg.Parallelism, MaxDeliver: d.cfg.MaxDeliver, DrainTimeout: d.cfg.DrainTimeout,
 		Observe: dispatchObserver(d.emit),
 		// The same daemon restarted takes its lease back at once.
@@ -74,7 +88,7 @@ func (d *Daemon) buildPipeline(ctx context.Context, q *queue.Queue, owner string
 	})
 	if err != nil {
 		_ = srv.Close()
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
 	if !d.cfg.Liveness.Off {
 		d.live, err = newLivenessWatch(d.cfg.Liveness, livenessDeps{
@@ -89,10 +103,10 @@ func (d *Daemon) buildPipeline(ctx context.Context, q *queue.Queue, owner string
 		})
 		if err != nil {
 			_ = srv.Close()
-			return nil, nil, err
+			return nil, nil, nil, err
 		}
 	}
-	return srv, disp, nil
+	return q, srv, disp, nil
 }
 
 // intakeConfigOf is the intake's part of the configuration in force.

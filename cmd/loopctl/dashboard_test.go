@@ -36,7 +36,7 @@ func TestDashboardPrintsAOneTimeLoginURL(t *testing.T) {
 
 	cfg, err := f.cliConfig("", "")
 	require.NoError(t, err)
-	d, err := dashboard.New(dashboard.Config{StateRoot: cfg.StateRoot}, dashboard.Deps{Source: oneItem{}, Log: io.Discard})
+	d, err := dashboard.New(dashboard.Config{StateRoot: cfg.StateRoot}, dashboard.Deps{Source: oneItem{}, Now: time.Now, Log: io.Discard})
 	require.NoError(t, err)
 	require.NoError(t, d.Start())
 	defer d.Close()
@@ -78,7 +78,7 @@ func TestDashboardRefusesInsideAnAgentSession(t *testing.T) {
 			f, tio := testFactory(t, t.TempDir(), nil)
 			cfg, err := f.cliConfig("", "")
 			require.NoError(t, err)
-			d, err := dashboard.New(dashboard.Config{StateRoot: cfg.StateRoot}, dashboard.Deps{Source: oneItem{}, Log: io.Discard})
+			d, err := dashboard.New(dashboard.Config{StateRoot: cfg.StateRoot}, dashboard.Deps{Source: oneItem{}, Now: time.Now, Log: io.Discard})
 			require.NoError(t, err)
 			require.NoError(t, d.Start())
 			defer d.Close()

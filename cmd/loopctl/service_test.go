@@ -33,7 +33,9 @@ func serveAPI(t testing.TB, b apiserver.Backend) string {
 	ln, err := apiserver.ListenUnix(sock)
 	require.NoError(t, err)
 	mux := http.NewServeMux()
-	mux.Handle(api.Prefix+"/", apiserver.New(apiserver.Config{}, b))
+	a, err := apiserver.New(apiserver.Config{Clock: graph.SystemClock{}}, b)
+	require.NoError(t, err)
+	mux.Handle(api.Prefix+"/", a)
 	// As loopd serves it: every peer is identified by the socket; this one
 	// (the test process) is testOperator.
 	srv := &http.Server{Handler: apiserver.Authenticated(mux), ConnContext: apiserver.PeerContext(func(apiserver.Peer) (string, error) { return testOperator, nil })}

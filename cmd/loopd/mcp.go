@@ -98,11 +98,14 @@ func runMCP(c *cli.Context, e *env) error {
 	if cfg.EventLogEnabled {
 		logPath = cfg.EventLogPath
 	}
-	s := mcpserver.New(mcpserver.Config{
+	s, err := mcpserver.New(mcpserver.Config{
 		Graphs: &apiserver.Graphs{SpecDir: cfg.GraphSpecDir, AuthorizedUsers: cfg.AuthorizedUsers, ExecuteKeyword: cfg.ExecuteKeyword,
 			SessionPerPr: cfg.SessionPerPr, Integrations: integ, Sink: sink, Clock: clock},
 		EventLogPath: logPath, Integrations: askInteg, Sink: sink, Clock: clock, Version: buildinfo.Version(version),
 	})
+	if err != nil {
+		return err
+	}
 	err = s.Run(c.Context, &mcp.IOTransport{Reader: io.NopCloser(e.stdin()), Writer: nopWriteCloser{e.Stdout}})
 	if err != nil && c.Context.Err() == nil && err != io.EOF {
 		return err

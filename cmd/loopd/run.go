@@ -74,7 +74,7 @@ func runDaemon(e *env, opts runOptions) error {
 			return &exitError{code: exitRefused, msg: err.Error()}
 		}
 	}
-	d, err := daemon.New(cfg, daemon.Deps{Version: buildinfo.Version(version), Log: daemon.LogWriter(logger), Logger: logger, OperatorIntegrations: operator})
+	d, err := daemon.New(cfg, daemon.Deps{Version: buildinfo.Version(version), Clock: e.clock(), Log: daemon.LogWriter(logger), Logger: logger, OperatorIntegrations: operator})
 	if err != nil {
 		// A configuration loopd cannot run with (no secret, a relative
 		// state root, ...): exit 2 with the fix.

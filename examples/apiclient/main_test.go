@@ -31,7 +31,7 @@ func TestReportAgainstTheControlPlane(t *testing.T) {
 	el.Emit(graph.LogEvent{Name: "dispatch.spawned", Fields: []graph.Field{{Key: "work_item", Value: "github:octo/demo#5"}}})
 	require.NoError(t, el.Close())
 
-	srv := apiserver.New(apiserver.Config{}, apiserver.Backend{
+	srv, err := apiserver.New(apiserver.Config{Clock: graph.SystemClock{}}, apiserver.Backend{
 		EventLogPath: logPath,
 		WorkItems: func(context.Context) ([]api.WorkItem, error) {
 			return []api.WorkItem{{Ref: "github:octo/demo#4", Node: "design-approval", State: "waiting"}}, nil
@@ -41,6 +41,7 @@ func TestReportAgainstTheControlPlane(t *testing.T) {
 		},
 		Status: func(context.Context) api.Status { return api.Status{Version: "v-test", LiveSessions: 1} },
 	})
+	require.NoError(t, err)
 	mux := http.NewServeMux()
 	mux.Handle(api.Prefix+"/", srv)
 	ln, err := net.Listen("unix", api.SocketPath(root))

@@ -62,7 +62,7 @@ func BenchmarkWebhookThroughput(b *testing.B) {
 		b.Fatal(err)
 	}
 	defer sim.Close()
-	d, err := daemon.New(cfg, daemon.Deps{Integrations: nopIntegrations{}, Log: &bytes.Buffer{}})
+	d, err := daemon.New(cfg, daemon.Deps{Clock: graph.SystemClock{}, Integrations: nopIntegrations{}, Log: &bytes.Buffer{}})
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -22,14 +22,14 @@ func TestLoopdsOwnProgramsGetAnAllowlistedEnvironment(t *testing.T) {
 	}
 	t.Setenv("NOBODY_NAMED_ME", "dropped")
 	t.Setenv("ANTHROPIC_BASE_URL", "https://model.example")
-	d := &Daemon{cfg: Config{SecretEnvNames: []string{"ACME_GH_TOKEN"}}}
-	d.cfg.Routing.AgentEnv = []string{"ANTHROPIC_BASE_URL", "GH_TOKEN"}
+	w := &agentWorlds{cfg: &Config{SecretEnvNames: []string{"ACME_GH_TOKEN"}}}
+	w.cfg.Routing.AgentEnv = []string{"ANTHROPIC_BASE_URL", "GH_TOKEN"}
 	for name, tc := range map[string]struct {
 		r    pathRunner
 		keep []string
 	}{
 		"git and other programs": {pathRunner{path: "/usr/bin:/bin"}, nil},
-		"tmux":                   {pathRunner{path: "/usr/bin:/bin", environ: d.tmuxEnviron}, []string{"ANTHROPIC_BASE_URL"}},
+		"tmux":                   {pathRunner{path: "/usr/bin:/bin", environ: w.tmuxEnviron}, []string{"ANTHROPIC_BASE_URL"}},
 	} {
 		t.Run(name, func(t *testing.T) {
 			res, err := tc.r.Run(context.Background(), run.Cmd{Name: "env", Env: []string{"EXTRA=1"}})

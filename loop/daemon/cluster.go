@@ -3,6 +3,7 @@ package daemon
 import (
 	"context"
 	"fmt"
+	"sync"
 	"time"
 
 	"github.com/theloop-dev/theloop/graph"
@@ -40,100 +41,117 @@ type dispatchRunner interface {
 	Run(ctx context.Context) error
 }
 
-// newDispatcher builds the dispatcher of h: the single-node one unless
+// cluster is this node's part of a cluster (service.node): it builds the
+// dispatcher, and answers the shared dispatcher's questions about the items
+// this node holds (their sessions, takeover, a lost lease).
+type cluster struct {
+	cfg            ClusterConfig
+	queueURL       string
+	defaultHarness string
+	reg            *sessions.Registry
+	mgr            *sessions.Manager
+	intake         *intake
+	now            func() time.Time
+	emit           func(name string, level graph.Level, fields ...graph.Field)
+	logf           func(format string, args ...any)
+	// ownership sees the ownership log (Deps.Ownership; nil: none).
+	ownership func(dispatch.Ownership)
+
+	mu     sync.Mutex
+	shared *dispatch.Shared
+}
+
+// dispatcher builds the dispatcher of h: the single-node one unless
 // service.node is set.
-func (d *Daemon) newDispatcher(ctx context.Context, q *queue.Queue, h dispatch.Handler, owner string) (dispatchRunner, error) {
-	base := dispatch.Config{
-		Parallelism: d.cfg.Routing.MaxConcurrentDispatches, MaxDeliver: d.cfg.MaxDeliver, DrainTimeout: d.cfg.DrainTimeout,
-		Observe: d.onDispatch,
-		// The same daemon restarted takes its lease back at once.
-		Owner: owner,
-	}
-	c := d.cfg.Cluster()
-	if c.Node == "" {
-		if d.cfg.Queue.URL != "" {
+func (c *cluster) dispatcher(ctx context.Context, q *queue.Queue, h dispatch.Handler, base dispatch.Config) (dispatchRunner, error) {
+	if c.cfg.Node == "" {
+		if c.queueURL != "" {
 			owners, err := q.SharedOwners(ctx)
 			if err != nil {
 				return nil, err
 			}
 			if len(owners) > 0 {
-				return nil, fmt.Errorf("daemon: loopd nodes %v share the work of queue.url %s; set service.node (a unique name) here too, or use another queue", owners, d.cfg.Queue.URL)
+				return nil, fmt.Errorf("daemon: loopd nodes %v share the work of queue.url %s; set service.node (a unique name) here too, or use another queue", owners, c.queueURL)
 			}
 		}
 		return dispatch.New(q, h, base)
 	}
 	sh, err := dispatch.NewShared(ctx, q, h, dispatch.SharedConfig{
-		Config: base, Node: c.Node, MaxItems: c.MaxSessions, LeaseTTL: c.LeaseTTL,
-		Holds:     d.holdsItem,
-		SessionOf: d.sessionOf,
-		Takeover:  d.takeover,
-		Lost:      d.lostItem,
-		Own:       d.onOwnership,
-		Declines:  d.onDecline,
-		Now:       d.deps.Clock.Now,
+		Config: base, Node: c.cfg.Node, MaxItems: c.cfg.MaxSessions, LeaseTTL: c.cfg.LeaseTTL,
+		Holds:     c.holdsItem,
+		SessionOf: c.sessionOf,
+		Takeover:  c.takeover,
+		Lost:      c.lostItem,
+		Own:       c.onOwnership,
+		Declines:  c.onDecline,
+		Now:       c.now,
 	})
 	if err != nil {
 		return nil, err
 	}
-	d.sharedMu.Lock()
-	d.shared = sh
-	d.sharedMu.Unlock()
-	d.dropMovedItems(ctx, sh)
+	c.mu.Lock()
+	c.shared = sh
+	c.mu.Unlock()
+	c.dropMovedItems(ctx, sh)
 	return sh, nil
 }
 
 // dropMovedItems stops the sessions this node still runs for items another
 // node took over while it was away (stopped longer than the lease TTL):
 // their owner is that node now.
-func (d *Daemon) dropMovedItems(ctx context.Context, sh *dispatch.Shared) {
-	recs, _ := d.reg.List()
+func (c *cluster) dropMovedItems(ctx context.Context, sh *dispatch.Shared) {
+	recs, _ := c.reg.List()
 	for _, r := range recs {
 		if !r.Status.Live() {
 			continue
 		}
 		owner, err := sh.Leases().Owner(ctx, queue.SlotOf(r.Item.String()))
-		if err == nil && owner != "" && owner != d.cfg.Cluster().Node {
-			d.logf("%s moved to node %s while this node was away; stopping its session here", r.Item, owner)
-			d.lostItem(r.Item.String())
+		if err == nil && owner != "" && owner != c.cfg.Node {
+			c.logf("%s moved to node %s while this node was away; stopping its session here", r.Item, owner)
+			c.lostItem(r.Item.String())
 		}
 	}
 }
 
-// sharedDispatcher is the cluster dispatcher (nil on a single node).
-func (d *Daemon) sharedDispatcher() *dispatch.Shared {
-	d.sharedMu.Lock()
-	defer d.sharedMu.Unlock()
-	return d.shared
+// sharedDispatcher is the cluster dispatcher (nil on a single node, and
+// on a nil cluster: before the pipeline is built).
+func (c *cluster) sharedDispatcher() *dispatch.Shared {
+	if c == nil {
+		return nil
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.shared
 }
 
-func (d *Daemon) record(ref string) (workitem.Ref, sessions.Record, bool) {
+func (c *cluster) record(ref string) (workitem.Ref, sessions.Record, bool) {
 	item, err := workitem.Parse(ref)
 	if err != nil {
 		return item, sessions.Record{}, false
 	}
-	rec, live := d.intake.live(item)
+	rec, live := c.intake.live(item)
 	return item, rec, live
 }
 
 // ownsItem: on a single node every item is this node's; in a cluster the
 // item's lease says (an unreadable lease is not ours: never act on it).
-func (d *Daemon) ownsItem(ctx context.Context, item workitem.Ref) bool {
-	sh := d.sharedDispatcher()
+func (c *cluster) ownsItem(ctx context.Context, item workitem.Ref) bool {
+	sh := c.sharedDispatcher()
 	if sh == nil {
 		return true
 	}
 	owner, err := sh.Leases().Owner(ctx, queue.SlotOf(item.String()))
-	return err == nil && owner == d.cfg.Cluster().Node
+	return err == nil && owner == c.cfg.Node
 }
 
 // holdsItem: an item with a live session here stays owned by this node.
-func (d *Daemon) holdsItem(ref string) bool {
-	_, _, live := d.record(ref)
+func (c *cluster) holdsItem(ref string) bool {
+	_, _, live := c.record(ref)
 	return live
 }
 
-func (d *Daemon) sessionOf(ref string) string {
-	_, rec, live := d.record(ref)
+func (c *cluster) sessionOf(ref string) string {
+	_, rec, live := c.record(ref)
 	if !live {
 		return ""
 	}
@@ -150,61 +168,61 @@ const takeoverPrompt = "The loopd node that ran this work item stopped; this mac
 // resumed when this machine can reach it, otherwise a fresh one starts
 // seeded with the item's artifacts (recorded as a fallback). Recorded as
 // session.takeover.
-func (d *Daemon) takeover(ctx context.Context, t dispatch.Takeover) error {
+func (c *cluster) takeover(ctx context.Context, t dispatch.Takeover) error {
 	item, err := workitem.Parse(t.Item)
 	if err != nil {
 		return fmt.Errorf("takeover of %q: %w", t.Item, err)
 	}
-	fields := []graph.Field{{Key: "work_item", Value: item.String()}, {Key: "from_node", Value: t.From}, {Key: "node", Value: d.cfg.Cluster().Node},
+	fields := []graph.Field{{Key: "work_item", Value: item.String()}, {Key: "from_node", Value: t.From}, {Key: "node", Value: c.cfg.Node},
 		{Key: "previous_session_id", Value: t.Session}, {Key: "owned_since", Value: t.Since.UTC().Format(time.RFC3339)}}
-	if _, _, live := d.record(t.Item); !live {
+	if _, _, live := c.record(t.Item); !live {
 		ev := &ingress.Event{Event: "takeover", DeliveryID: "takeover:" + t.Slot, Repo: item.Owner + "/" + item.Repo}
-		cwd, err := d.intake.workspace(ctx, item, ev)
+		cwd, err := c.intake.workspace(ctx, item, ev)
 		if err != nil {
-			d.emit("session.takeover_failed", graph.LevelError, append(fields, graph.Field{Key: "error", Value: err.Error()})...)
+			c.emit("session.takeover_failed", graph.LevelError, append(fields, graph.Field{Key: "error", Value: err.Error()})...)
 			return err
 		}
 		sid := t.Session
 		if !sessions.ValidSessionID(sid) {
 			sid = ""
 		}
-		if err := d.reg.Put(ctx, sessions.Record{Item: item, Harness: d.cfg.Routing.DefaultHarness, SessionID: sid, TmuxName: sessions.TmuxName(item),
-			Cwd: cwd, Status: sessions.StatusActive, Created: d.deps.Clock.Now().UTC()}); err != nil {
+		if err := c.reg.Put(ctx, sessions.Record{Item: item, Harness: c.defaultHarness, SessionID: sid, TmuxName: sessions.TmuxName(item),
+			Cwd: cwd, Status: sessions.StatusActive, Created: c.now().UTC()}); err != nil {
 			return err
 		}
 	}
-	res, err := d.mgr.Respawn(ctx, item, takeoverPrompt)
+	res, err := c.mgr.Respawn(ctx, item, takeoverPrompt)
 	if err != nil {
-		d.emit("session.takeover_failed", graph.LevelError, append(fields, graph.Field{Key: "error", Value: err.Error()})...)
+		c.emit("session.takeover_failed", graph.LevelError, append(fields, graph.Field{Key: "error", Value: err.Error()})...)
 		return err
 	}
 	fields = append(fields, graph.Field{Key: "resumed", Value: res.Resumed}, graph.Field{Key: "session_id", Value: res.Record.SessionID})
 	if res.Fallback != nil {
 		fields = append(fields, graph.Field{Key: "fallback_reason", Value: res.Fallback.Reason}, graph.Field{Key: "artifacts", Value: res.Fallback.Artifacts})
 	}
-	d.emit("session.takeover", graph.LevelInfo, fields...)
+	c.emit("session.takeover", graph.LevelInfo, fields...)
 	return nil
 }
 
 // lostItem stops the item's session here: its lease lapsed and another
 // node owns it now.
-func (d *Daemon) lostItem(ref string) {
-	item, _, live := d.record(ref)
+func (c *cluster) lostItem(ref string) {
+	item, _, live := c.record(ref)
 	if !live {
 		return
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	err := d.mgr.Close(ctx, item, false)
-	fields := []graph.Field{{Key: "work_item", Value: ref}, {Key: "node", Value: d.cfg.Cluster().Node}}
+	err := c.mgr.Close(ctx, item, false)
+	fields := []graph.Field{{Key: "work_item", Value: ref}, {Key: "node", Value: c.cfg.Node}}
 	if err != nil {
 		fields = append(fields, graph.Field{Key: "error", Value: err.Error()})
 	}
-	d.emit("session.lease_lost", graph.LevelWarning, fields...)
+	c.emit("session.lease_lost", graph.LevelWarning, fields...)
 }
 
 // onOwnership writes the ownership log to the event log.
-func (d *Daemon) onOwnership(o dispatch.Ownership) {
+func (c *cluster) onOwnership(o dispatch.Ownership) {
 	name := "lease.released"
 	switch {
 	case o.Acquired:
@@ -218,21 +236,21 @@ func (d *Daemon) onOwnership(o dispatch.Ownership) {
 			fields = append(fields, graph.Field{Key: "from_node", Value: o.From})
 		}
 	}
-	d.emit(name, graph.LevelInfo, fields...)
-	if d.deps.Ownership != nil {
-		d.deps.Ownership(o)
+	c.emit(name, graph.LevelInfo, fields...)
+	if c.ownership != nil {
+		c.ownership(o)
 	}
 }
 
 // onDecline records in the event log that this node started or stopped
 // declining an item for capacity (the "needs you" list reads the live set
 // from the dispatcher, capacityWaits).
-func (d *Daemon) onDecline(dc dispatch.Declined, open bool) {
+func (c *cluster) onDecline(dc dispatch.Declined, open bool) {
 	name, level := "dispatch.capacity_declined", graph.LevelWarning
 	if !open {
 		name, level = "dispatch.capacity_cleared", graph.LevelInfo
 	}
-	d.emit(name, level, graph.Field{Key: "work_item", Value: dc.Item}, graph.Field{Key: "slot", Value: dc.Slot},
+	c.emit(name, level, graph.Field{Key: "work_item", Value: dc.Item}, graph.Field{Key: "slot", Value: dc.Slot},
 		graph.Field{Key: "node", Value: dc.Node}, graph.Field{Key: "max_sessions", Value: dc.MaxItems},
 		graph.Field{Key: "since", Value: dc.Since.UTC().Format(time.RFC3339)})
 }
@@ -240,7 +258,7 @@ func (d *Daemon) onDecline(dc dispatch.Declined, open bool) {
 // Capacity implements dashboard.CapacitySource: the items this node
 // declines for capacity now (none on a single node).
 func (s *dashSource) Capacity(context.Context) ([]dashboard.Capacity, error) {
-	sh := s.d.sharedDispatcher()
+	sh := s.d.cluster.sharedDispatcher()
 	if sh == nil {
 		return nil, nil
 	}

@@ -13,6 +13,7 @@ import (
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/stretchr/testify/require"
 
+	"github.com/theloop-dev/theloop/graph"
 	"github.com/theloop-dev/theloop/integrations"
 	"github.com/theloop-dev/theloop/integrations/githubsim"
 	"github.com/theloop-dev/theloop/internal/natstest"
@@ -60,7 +61,7 @@ func TestDaemonOnAClusterWithTLSAndCredentials(t *testing.T) {
 			API: integrations.GitHubAPIConfig{BaseURL: sim.URL()},
 		}}, integrations.Deps{Env: func(k string) (string, bool) { return "tok", k == "GH_TOKEN" }})
 		require.NoError(t, err)
-		d, err := daemon.New(cfg, daemon.Deps{Integrations: set, Log: testLog{t}})
+		d, err := daemon.New(cfg, daemon.Deps{Clock: graph.SystemClock{}, Integrations: set, Log: testLog{t}})
 		if err != nil {
 			return false, err
 		}

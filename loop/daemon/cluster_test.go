@@ -18,6 +18,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/theloop-dev/theloop/graph"
 	"github.com/theloop-dev/theloop/integrations"
 	"github.com/theloop-dev/theloop/integrations/githubsim"
 	"github.com/theloop-dev/theloop/internal/fakeclaude"
@@ -169,6 +170,7 @@ func TestClusterTakeoverRealSessions(t *testing.T) {
 		})
 		require.NoError(t, err)
 		deps := daemon.Deps{
+			Clock:        graph.SystemClock{},
 			Integrations: set,
 			Path:         filepath.Join(n.claude, "bin") + string(os.PathListSeparator) + os.Getenv("PATH"),
 			CloneURL:     func(workitem.Ref) string { return remote },

@@ -2,8 +2,6 @@ package daemon
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
@@ -23,18 +21,15 @@ import (
 	"github.com/theloop-dev/theloop/integrations"
 	"github.com/theloop-dev/theloop/internal/scrub"
 	"github.com/theloop-dev/theloop/loop"
-	"github.com/theloop-dev/theloop/loop/daemon/dashboard"
 	"github.com/theloop-dev/theloop/loop/daemon/dispatch"
-	"github.com/theloop-dev/theloop/loop/daemon/outbox"
 	"github.com/theloop-dev/theloop/loop/daemon/queue"
-	"github.com/theloop-dev/theloop/loop/daemon/sandbox"
 	"github.com/theloop-dev/theloop/loop/daemon/slackchan"
 	"github.com/theloop-dev/theloop/run"
 	"github.com/theloop-dev/theloop/sessions"
 	"github.com/theloop-dev/theloop/workitem"
 )
 
-// Deps is the world the daemon reaches. Every field is optional.
+// Deps is the world the daemon reaches. Every field but Clock is optional.
 type Deps struct {
 	// Version is the binary's version as status and MCP report it (the
 	// stamp `-X main.version=` gives cmd/loopd); "" reads the build info.
@@ -55,7 +50,8 @@ type Deps struct {
 	CloneURL func(item workitem.Ref) string
 	// Observer sees every kept webhook, paste, comment and transition.
 	Observer Observer
-	// Clock is the clock (default the wall clock).
+	// Clock is the clock every part of the daemon reads (required: one
+	// clock per world; the binary hands it the wall clock).
 	Clock graph.Clock
 	// Log receives the daemon's human-readable log lines (default
 	// os.Stderr).
@@ -82,8 +78,8 @@ type Daemon struct {
 	// scrub removes credentials from every log line, event and pasted
 	// text (scrub.go).
 	scrub *scrub.Scrubber
-	// harnessInfo caches the harnesses' versions for status (harness.go).
-	harnessInfo harnessVersions
+	// harness is the harnesses loopd hosts (harness.go).
+	harness *harnesses
 
 	ready chan struct{}
 	addr  string
@@ -97,16 +93,19 @@ type Daemon struct {
 	audit *loop.EventLog // audit.go
 	integ graph.Integrations
 	tmux  *sessions.Tmux
-	// egress is the worlds' proxy (nil without worlds).
-	egress *sandbox.Egress
+	// worlds is where the sessions run: tmux and the sandbox (worlds.go).
+	worlds *agentWorlds
 	reg    *sessions.Registry
 	mgr    *sessions.Manager
 	ws     *sessions.Workspaces
 	ctl    *controlStore
 	signer *loop.Signer
 	recv   *ingress.Receiver
-	link   *graphLink
-	intake *intake
+	// recvDeps is what every receiver is built on (pipeline.go), at start
+	// and on Reload.
+	recvDeps ingress.ReceiverDeps
+	link     *graphLink
+	intake   *intake
 	// live respawns dead sessions (liveness.go).
 	live *livenessWatch
 	// verifier re-reads a comment before it decides a gate.
@@ -116,27 +115,18 @@ type Daemon struct {
 
 	mu      sync.Mutex
 	running bool
-	// restartCh carries an operator's restart to Run (restart.go); the
-	// plugin* fields are what a restart with upgrade did before this start.
-	restartCh        chan *RestartError
-	pluginUpgraded   bool
-	pluginUpgrade    []string
-	pluginUpgradeErr string
+	// restarts carries an operator's restart to Run (restart.go).
+	restarts *restarts
 
-	dashMu  sync.Mutex
-	dash    *dashboard.Dashboard
-	dashSrc *dashSource
-	// prci is the dashboard's PR/CI state (prci.go). It lives here, not in
-	// the dashboard's source, so that what the start-up reconcile pass
-	// reads before the dashboard is up is kept.
-	prci dashboard.PRCI
-	svc  service // the control plane (service.go)
+	// dashHost holds the dashboard while it is served (dashboard.go).
+	dashHost *dashHost
+	svc      service // the control plane (service.go)
 
-	sharedMu sync.Mutex
-	shared   *dispatch.Shared // with service.node (cluster.go)
+	rec     *reconciler   // the reconcile pass (reconcile.go); nil before wire
+	cluster *cluster      // this node's part of a cluster (cluster.go); nil before wire
+	desk    *operatorDesk // the operator's verbs (operatorverbs.go); nil before wire
 
-	outboxMu sync.Mutex
-	outbox   *outbox.Performer // the sessions' ticket effects (outbox.go)
+	outbox ticketEffects // the sessions' ticket effects (outbox.go)
 
 	slack *slackchan.Channel // channels.slack (slack.go); nil when off
 
@@ -173,7 +163,7 @@ func New(cfg Config, deps Deps) (*Daemon, error) {
 		deps.Env = os.LookupEnv
 	}
 	if deps.Clock == nil {
-		deps.Clock = graph.SystemClock{}
+		return nil, errors.New("daemon: Deps.Clock is nil: hand the daemon its clock (graph.SystemClock{} for the wall clock)")
 	}
 	if deps.Log == nil {
 		deps.Log = os.Stderr
@@ -189,7 +179,11 @@ func New(cfg Config, deps Deps) (*Daemon, error) {
 	if deps.Observer == nil {
 		deps.Observer = ObserverFunc(func(Observation) {})
 	}
-	return &Daemon{cfg: cfg, deps: deps, ready: make(chan struct{}), observing: observing, scrub: scr, restartCh: make(chan *RestartError, 1)}, nil
+	d := &Daemon{cfg: cfg, deps: deps, ready: make(chan struct{}), observing: observing, scrub: scr, restarts: newRestarts()}
+	d.harness = &harnesses{cfg: &d.cfg, path: searchPath(deps.Path), env: deps.Env}
+	d.dashHost = &dashHost{listen: cfg.Dashboard.Listen}
+	d.worlds = &agentWorlds{cfg: &d.cfg, harness: d.harness, logf: d.logf}
+	return d, nil
 }
 
 // Ready is closed once the webhook receiver listens (Addr is valid) and the
@@ -212,7 +206,7 @@ func (d *Daemon) WebhookURL() string { return "http://" + d.addr + d.cfg.Webhook
 func (d *Daemon) Sink() ingress.Sink {
 	return ingress.SinkFunc(func(ctx context.Context, ev *ingress.Event) error {
 		err := d.q.Put(ctx, ev)
-		d.countWebhook(err)
+		d.svc.countWebhook(err)
 		if err == nil {
 			d.observe(Observation{Kind: KindWebhook, Name: ev.Event, DeliveryID: ev.DeliveryID, WorkItem: firstRef(ev),
 				Fields: map[string]any{"action": ev.Action, "source": string(ev.Source)}})
@@ -253,7 +247,7 @@ func (d *Daemon) observe(o Observation) {
 		o.Time = d.deps.Clock.Now()
 	}
 	d.deps.Observer.Observe(o)
-	d.notifyDashboard(o)
+	d.dashHost.notify(o)
 }
 
 func (d *Daemon) logf(format string, args ...any) {
@@ -288,8 +282,8 @@ func (d *Daemon) Run(ctx context.Context) (err error) {
 	defer func() {
 		if d.tmux != nil {
 			d.tmux.Close() // its control client (after the dispatcher drained)
-			if d.egress != nil {
-				_ = d.egress.Close()
+			if d.worlds.egress != nil {
+				_ = d.worlds.egress.Close()
 			}
 		}
 		d.notifier.Close() // before the logs its outcomes go to
@@ -299,32 +293,25 @@ func (d *Daemon) Run(ctx context.Context) (err error) {
 		d.audit.Close()
 	}()
 
-	q, err := queue.Open(ctx, queue.Config{URL: d.cfg.Queue.URL, StoreDir: filepath.Join(root, "queue"), Replicas: d.cfg.Cluster().QueueReplicas,
-		Auth: d.cfg.QueueAuth, TLS: d.cfg.QueueTLS(), Insecure: d.cfg.Queue.Insecure})
-	if err != nil {
-		return err
-	}
-	d.q = q
-	defer q.Close()
-
 	host, _ := os.Hostname()
-	srv, disp, err := d.wire(ctx, q, host+":"+root)
+	q, srv, disp, err := d.buildPipeline(ctx, host+":"+root) // pipeline.go
 	if err != nil {
 		return err
 	}
+	defer q.Close()
 	defer d.intake.close() // after the dispatcher is drained (below)
 	dctx, dcancel := context.WithCancel(context.WithoutCancel(ctx))
 	dispDone := make(chan error, 1)
 	go func() { dispDone <- disp.Run(dctx) }()
 
-	d.startReconcile(ctx)            // reload.go: restarted by Reload with the new policy
-	stopJira := d.startJiraPoll(ctx) // jira.go
+	d.rec.start(ctx)              // reconcile.go: restarted by Reload with the new policy
+	stopJira := d.jira.start(ctx) // jira.go
 	defer stopJira()
 
 	stopService, err := d.startService()
 	if err != nil {
 		_ = srv.Close()
-		d.stopReconcile()
+		d.rec.stop()
 		dcancel()
 		<-dispDone
 		return err
@@ -345,10 +332,10 @@ func (d *Daemon) Run(ctx context.Context) (err error) {
 		defer d.slack.Close()
 	}
 
-	stopOutbox, err := d.startOutbox()
+	stopOutbox, err := d.outbox.start(d.cfg.StateRoot, d.reg, d.link, d.integ, d.sink, d.deps.Clock)
 	if err != nil {
 		_ = srv.Close()
-		d.stopReconcile()
+		d.rec.stop()
 		dcancel()
 		<-dispDone
 		return err
@@ -361,9 +348,9 @@ func (d *Daemon) Run(ctx context.Context) (err error) {
 	}
 	defer stopDash()
 
-	d.warnMissingPrograms() // logging.go
+	warnMissingPrograms(d.worlds, d.harness.path, d.emit) // logging.go
 	d.emit("daemon.started", graph.LevelInfo, graph.Field{Key: "addr", Value: d.addr}, graph.Field{Key: "queue", Value: queueKind(d.cfg.Queue.URL)})
-	d.reportPluginUpgrade() // restart.go
+	d.restarts.report(d.emit, d.logf) // restart.go
 	if recs, _ := d.reg.List(); len(recs) > 0 {
 		cwds := make([]string, 0, len(recs))
 		for _, r := range recs {
@@ -376,8 +363,8 @@ func (d *Daemon) Run(ctx context.Context) (err error) {
 	dispReturned := false
 	select {
 	case <-ctx.Done():
-	case err = <-d.watchStore(ctx, q): // persist.go
-	case re := <-d.restartCh: // restart.go
+	case err = <-watchStore(ctx, q, d.logf, d.emit): // persist.go
+	case re := <-d.restarts.ch: // restart.go
 		err = re
 	case err = <-dispDone:
 		// The dispatcher stopped on its own (its lease was taken over, or
@@ -395,7 +382,7 @@ func (d *Daemon) Run(ctx context.Context) (err error) {
 	sctx, scancel := context.WithTimeout(context.Background(), 10*time.Second)
 	_ = srv.Shutdown(sctx)
 	scancel()
-	d.stopReconcile()
+	d.rec.stop()
 	dcancel()
 	if !dispReturned {
 		if derr := <-dispDone; derr != nil && err == nil {
@@ -424,8 +411,8 @@ func (d *Daemon) build() error {
 	}
 
 	runner := pathRunner{path: d.deps.Path}
-	tmuxRunner := pathRunner{path: d.deps.Path, environ: d.tmuxEnviron}
-	tm, err := sessions.NewConfinedTmux(d.tmuxConfig(), tmuxRunner, d.confinement())
+	tmuxRunner := pathRunner{path: d.deps.Path, environ: d.worlds.tmuxEnviron}
+	tm, err := sessions.NewConfinedTmux(d.worlds.tmuxConfig(), tmuxRunner, d.worlds.confinement())
 	if err != nil {
 		return err
 	}
@@ -435,7 +422,7 @@ func (d *Daemon) build() error {
 		return err
 	}
 	d.reg = reg
-	d.resumeWorlds()
+	d.worlds.resumeWorlds(tm, reg)
 	claude := &sessions.ClaudeCode{Args: d.cfg.Routing.HarnessArgs.Claude}
 	if d.cfg.ClaudeEnv != nil {
 		claude.Env = *d.cfg.ClaudeEnv
@@ -454,7 +441,7 @@ func (d *Daemon) build() error {
 		}
 		claude.Env.Plugin = d.cfg.Routing.HarnessPluginsEnabled
 	}
-	if err := d.checkDefaultHarness(); err != nil {
+	if err := d.harness.checkDefault(); err != nil {
 		return err
 	}
 	mcfg := sessions.DefaultManagerConfig()
@@ -477,8 +464,8 @@ func (d *Daemon) build() error {
 		return d.link.artifactNames(rec)
 	}
 	mgr, err := sessions.NewManager(mcfg, sessions.Deps{
-		Tmux: tm, Registry: reg, Harnesses: d.harnessAdapters(claude),
-		LookPath: d.lookPath, Now: d.deps.Clock.Now,
+		Tmux: tm, Registry: reg, Harnesses: d.harness.adapters(claude),
+		LookPath: searchPath(d.deps.Path).lookPath, Now: d.deps.Clock.Now,
 		Observer:      sessions.ObserverFunc(d.onSession),
 		PrepareOutbox: func(id string) (string, error) { return loop.PrepareOutboxDir(d.cfg.StateRoot, id) },
 	})
@@ -494,18 +481,18 @@ func (d *Daemon) build() error {
 		d.ws = ws
 	}
 	d.ctl = openControlStore(root, d.deps.Clock)
-	d.loadSigner()
-	d.link = newGraphLink(d.linkConfig(), linkDeps{
+	d.signer = loadSigner(d.cfg.StateRoot, d.logf, d.emit)
+	d.link = newGraphLink(linkConfigOf(&d.cfg), linkDeps{
 		Registry: d.reg, Manager: d.mgr, Tmux: d.tmux, Control: d.ctl,
 		Integrations: d.integ, Sink: d.sink, Clock: d.deps.Clock,
 		Signer: d.signer, Verifier: d.verifier,
-		Commands: runner, Git: pathRunner{path: d.deps.Path}, HookObserver: d.hookObserver(),
+		Commands: runner, Git: pathRunner{path: d.deps.Path}, HookObserver: d.svc.hookObserver(),
 		Record: d.emit, Logf: d.logf, Observe: d.observe, Authority: d.authority,
 		ObservedDir: filepath.Join(root, observedDirName), SnapshotDir: filepath.Join(root, gateSnapshotsDir),
 		Scrub:   d.scrubValue,
-		JiraKey: d.jiraKey,
+		JiraKey: d.jira.jiraKey,
 	})
-	return d.buildSlack() // slack.go
+	return nil
 }
 
 // buildEvents opens the event sinks (event log, audit log, service sinks,
@@ -527,7 +514,17 @@ func (d *Daemon) buildEvents() error {
 	if d.elog != nil || d.audit != nil {
 		sinks = append(sinks, logsSink{events: d.elog, audit: d.audit})
 	}
-	sinks = append(sinks, d.serviceSinks()...)
+	svcSinks, err := d.svc.openSinks(d.cfg.Service, d.deps.Clock, serviceProbes{health: d.Health, liveSessions: liveSessions(func() *sessions.Registry { return d.reg }),
+		queue: func(ctx context.Context) (queue.Stats, error) {
+			if d.q == nil {
+				return queue.Stats{}, errors.New("daemon: not running")
+			}
+			return d.q.Stats(ctx)
+		}})
+	if err != nil {
+		return err
+	}
+	sinks = append(sinks, svcSinks...)
 	sinks = append(sinks, newDropLog(d.deps.Log, d.deps.Clock.Now, DropLogInterval))
 	sinks = append(sinks, newJournalSink(d.deps.Log, d.deps.Clock.Now))
 	if d.notifier = newNotifier(d.cfg.Notifications, d.deps.Clock.Now, d.sendNotice); d.notifier != nil {
@@ -537,140 +534,66 @@ func (d *Daemon) buildEvents() error {
 
 	integ := d.deps.Integrations
 	if integ == nil {
-		set, err := integrations.New(d.cfg.Integrations, integrations.Deps{Env: integrations.Env(d.deps.Env), HTTPClient: d.httpClient(), Sink: d.sink, Clock: d.deps.Clock})
+		set, err := integrations.New(d.cfg.Integrations, integrations.Deps{Env: integrations.Env(d.deps.Env), HTTPClient: d.svc.httpClient(d.deps.HTTPClient), Sink: d.sink, Clock: d.deps.Clock})
 		if err != nil {
 			return fmt.Errorf("daemon: integrations: %w", err)
 		}
 		integ = set
 	}
-	d.integ = d.instrument(&observedIntegrations{d: d, next: integ})
+	d.integ = d.svc.instrument(&observedIntegrations{d: d, next: integ})
 	auth, err := ingress.NewAuthority(d.cfg.Routing.Authorized, d.cfg.Routing.AuthorizedCache, ingress.AuthorityDeps{Integrations: d.integ, Clock: d.deps.Clock})
 	if err != nil {
 		return fmt.Errorf("daemon: %w", err)
 	}
 	d.authority = auth
-	d.verifier = d.deps.CommentVerifier
-	if d.verifier == nil {
-		d.verifier = NewGitHubCommentVerifier(d.integ)
+	verifier := d.deps.CommentVerifier
+	if verifier == nil {
+		verifier = NewGitHubCommentVerifier(d.integ)
 	}
-	return d.buildJira() // jira.go
-}
-
-// wire connects the daemon's pipeline — the one place its parts meet — in
-// the direction an event flows: receiver → queue → dispatcher → intake →
-// sessions (and the graph link beside the intake). build made what needs
-// no network (event log, integrations, sessions, graph link); q is open.
-// The intake comes first (the dispatcher hands it events), then the
-// receiver starts listening, then the dispatcher is built on the queue:
-// a loopd waiting as a standby for the dispatcher lease still takes
-// webhooks into the queue. On an error nothing is left listening.
-func (d *Daemon) wire(ctx context.Context, q *queue.Queue, owner string) (*ingress.Server, dispatchRunner, error) {
-	d.intake = newIntake(d.intakeConfig(), intakeDeps{
-		Registry: d.reg, Manager: d.mgr, Workspaces: d.ws, Link: d.link, Control: d.ctl,
-		Marks: q, Intents: q, History: tmuxHistory(d.tmux, d.claudeConfigDir), Integrations: d.integ, Tmux: d.tmux.Config(), Attach: d.tmux.AttachCommand, Git: pathRunner{path: d.deps.Path},
-		Now: d.deps.Clock.Now, CloneURL: jiraCloneURLs(cloneURLs(d.deps.CloneURL, d.cfg.Routing.CloneURL)), HarnessFor: d.harnessFor, Record: d.emit, Observe: d.observe,
-		Authority: d.authority,
-	})
-
-	icfg := d.ingressConfig()
-	if warns, err := icfg.Validate(); err == nil {
-		for _, w := range warns {
-			d.logf("warning: %s", w)
-		}
+	if d.jira, err = newJiraIngress(d.cfg.Jira); err != nil { // jira.go
+		return err
 	}
-	recv, err := ingress.NewReceiver(icfg, ingress.ReceiverDeps{Sink: d.Sink(), Log: d.sink, Clock: d.deps.Clock, SinkCopiesPayload: true, Health: d.Healthy})
-	if err != nil {
-		return nil, nil, fmt.Errorf("daemon: webhook receiver: %w", err)
-	}
-	handler := d.receiverHandler(recv)
-	handler, err = d.jiraHandler(handler) // jira.go: the Jira webhook beside GitHub's
-	if err != nil {
-		return nil, nil, err
-	}
-	srv := ingress.NewServer(d.cfg.Listen(), d.slackHandler(handler)) // slack.go: the Events API beside the webhook
-	srv.SetConnLimits(d.webhookConnLimits())                          // rlimit.go
-	if err := srv.Start(); err != nil {
-		return nil, nil, fmt.Errorf("daemon: listen on %s (webhooks.ghWebhook.host/port): %w", d.cfg.Listen(), err)
-	}
-	d.addr = srv.Addr()
-	d.recv = recv
-
-	disp, err := d.newDispatcher(ctx, q, d.timed(d.intake), owner) // cluster.go: this node alone, or shared
-	if err != nil {
-		_ = srv.Close()
-		return nil, nil, err
-	}
-	if !d.cfg.Liveness.Off {
-		d.live = newLivenessWatch(d.cfg.Liveness, livenessDeps{
-			Registry: d.reg, Tmux: d.tmux, Manager: d.mgr, Integrations: d.integ,
-			Owns: d.ownsItem, Rebind: d.link.rebind, Clock: d.deps.Clock, Record: d.emit,
-			Assignment: func(ctx context.Context, item workitem.Ref, cwd string) string {
-				if gc := d.link.spawnContext(ctx, item, cwd); gc != nil {
-					return gc.Assignment
-				}
-				return ""
-			},
-		})
-	}
-	return srv, disp, nil
-}
-
-// intakeConfig is the intake's part of the configuration in force.
-func (d *Daemon) intakeConfig() intakeConfig {
-	c := d.cfg
-	return intakeConfig{
-		ControlEnabled: c.Routing.ControlEnabled, RequireStartCommand: c.Routing.RequireStartCommand,
-		AuthorizedUsers: c.Routing.AuthorizedUsers, SpawnOnUnmatched: c.Routing.SpawnOnUnmatched, Reactions: c.Routing.Reactions,
-		AnnounceEnabled: c.Routing.AnnounceEnabled, InteractionMode: c.Routing.InteractionMode,
-		PromptTemplate: c.PromptTemplate, SpawnPromptTemplate: c.SpawnPromptTemplate,
-		SessionPerPr: c.Routing.Tmux.SessionPerPr, GraphEnabled: c.Routing.GraphEnabled,
-		SpawnWorkdir: c.Routing.SpawnWorkdir, KeepCheckoutOnClose: c.Routing.KeepCheckoutOnClose, Close: d.closeOptions(),
-	}
-}
-
-// linkConfig is the graph link's part of the configuration in force.
-func (d *Daemon) linkConfig() linkConfig {
-	c := d.cfg
-	return linkConfig{
-		GraphEnabled: c.Routing.GraphEnabled, GraphSpecDir: c.Routing.GraphSpecDir,
-		ControlEnabled: c.Routing.ControlEnabled, RequireStartCommand: c.Routing.RequireStartCommand,
-		AuthorizedUsers: c.Routing.AuthorizedUsers, ExecuteKeyword: c.ExecuteKeyword(), SessionPerPr: c.Routing.Tmux.SessionPerPr,
-	}
+	d.verifier = d.jira.verifier(verifier, d.integ)
+	return nil
 }
 
 // policyChanged hands the configuration in force to the parts that hold a
 // copy of theirs (Reload, under the policy write lock).
 func (d *Daemon) policyChanged() {
 	if d.intake != nil {
-		d.intake.setConfig(d.intakeConfig())
+		d.intake.setConfig(intakeConfigOf(&d.cfg))
 	}
 	if d.link != nil {
-		d.link.setConfig(d.linkConfig())
+		d.link.setConfig(linkConfigOf(&d.cfg))
 	}
 }
 
-// closeOptions is what closing a work item's session leaves behind
+// closeOptionsOf is what closing a work item's session leaves behind
 // (routing.tmux.keepSessionOnClose, killHarnessOnClose,
 // harnessKillGraceSeconds; docs/daemon.md §6.6).
-func (d *Daemon) closeOptions() sessions.CloseOptions {
-	return sessions.CloseOptions{KeepTmux: d.cfg.Routing.Tmux.KeepSessionOnClose, KillHarness: d.cfg.Routing.Tmux.KillHarnessOnClose, Grace: d.cfg.Routing.Tmux.HarnessKillGrace}
+func closeOptionsOf(c *Config) sessions.CloseOptions {
+	return sessions.CloseOptions{KeepTmux: c.Routing.Tmux.KeepSessionOnClose, KillHarness: c.Routing.Tmux.KillHarnessOnClose, Grace: c.Routing.Tmux.HarnessKillGrace}
 }
 
-// lookPath resolves a program on Deps.Path (else the process's PATH).
-func (d *Daemon) lookPath(name string) (string, error) {
-	if d.deps.Path == "" || strings.Contains(name, "/") {
+// searchPath is the PATH loopd finds its programs on (Deps.Path; "" is
+// the process's PATH).
+type searchPath string
+
+// lookPath resolves a program on p (else the process's PATH).
+func (p searchPath) lookPath(name string) (string, error) {
+	if p == "" || strings.Contains(name, "/") {
 		return exec.LookPath(name)
 	}
-	for _, dir := range filepath.SplitList(d.deps.Path) {
+	for _, dir := range filepath.SplitList(string(p)) {
 		if dir == "" {
 			continue
 		}
-		p := filepath.Join(dir, name)
-		if fi, err := os.Stat(p); err == nil && !fi.IsDir() && fi.Mode()&0o111 != 0 {
-			return p, nil
+		f := filepath.Join(dir, name)
+		if fi, err := os.Stat(f); err == nil && !fi.IsDir() && fi.Mode()&0o111 != 0 {
+			return f, nil
 		}
 	}
-	return "", fmt.Errorf("%s: %w on PATH %s", name, exec.ErrNotFound, d.deps.Path)
+	return "", fmt.Errorf("%s: %w on PATH %s", name, exec.ErrNotFound, string(p))
 }
 
 // pathRunner runs loopd's own programs (tmux, git, a hook's command) with
@@ -695,16 +618,6 @@ func (p pathRunner) Start(c run.Cmd) (*run.Process, error) {
 		c.Env = append(c.Env[:len(c.Env):len(c.Env)], "PATH="+p.path)
 	}
 	return run.Exec{Environ: p.environ}.Start(c)
-}
-
-// tmuxEnviron is the environment of loopd's tmux clients, and so of the
-// tmux server the first of them starts, whose environment every pane's
-// launcher inherits: the allowlist (sandbox.ChildEnv) plus routing.agentEnv,
-// the variables the operator asked the harness to keep — the launcher
-// filters them again for the harness. Every other program loopd runs gets
-// run's default allowlist and what its caller names.
-func (d *Daemon) tmuxEnviron() []string {
-	return sandbox.ChildEnv(os.Environ(), d.cfg.Routing.AgentEnv)
 }
 
 // lockStateRoot takes the one-instance lock: flock on <root>/loopd.lock.
@@ -742,14 +655,19 @@ func (d *Daemon) emit(name string, level graph.Level, fields ...graph.Field) {
 	d.sink.Emit(graph.LogEvent{Time: d.deps.Clock.Now(), Name: name, Level: level, Fields: fields})
 }
 
-func (d *Daemon) onDispatch(o dispatch.Observation) {
+// dispatchObserver writes the dispatcher's observations to the event log.
+func dispatchObserver(emit emitFunc) func(dispatch.Observation) {
+	return func(o dispatch.Observation) { observeDispatch(emit, o) }
+}
+
+func observeDispatch(emit emitFunc, o dispatch.Observation) {
 	switch o.Outcome {
 	case dispatch.OutcomeDropped:
 		return // the intake logged dispatch.dropped with its reason
 	case dispatch.OutcomePaced, dispatch.OutcomeUnpaced:
 		// A burst of webhooks began or ended (docs/daemon.md §6.5): no event
 		// of its own, and the queue's backlog says how far behind it is.
-		d.emit("dispatch."+string(o.Outcome), graph.LevelInfo)
+		emit("dispatch."+string(o.Outcome), graph.LevelInfo)
 		return
 	}
 	level := graph.LevelInfo
@@ -761,7 +679,7 @@ func (d *Daemon) onDispatch(o dispatch.Observation) {
 	if o.Outcome == dispatch.OutcomeDeadLettered {
 		level = graph.LevelError
 	}
-	d.emit("dispatch."+string(o.Outcome), level, fields...)
+	emit("dispatch."+string(o.Outcome), level, fields...)
 }
 
 func (d *Daemon) onSession(o sessions.Observation) {
@@ -776,7 +694,9 @@ func (d *Daemon) onSession(o sessions.Observation) {
 	}
 	d.emit(o.Event, level, fields...)
 	if (o.Event == "session.spawned" || o.Event == "session.respawned") && o.Err == nil {
-		d.openSlackThread(o.Item) // slack.go
+		if d.slack != nil {
+			d.slack.OpenThreadInBackground(o.Item) // a slow or failing Slack never holds up a spawn
+		}
 	}
 }
 
@@ -794,190 +714,18 @@ func (d *Daemon) Pending(ctx context.Context) (uint64, error) {
 // from authorized comments are signed with it. Without a usable key the
 // daemon still runs; decisions are recorded unsigned (a verifier with a
 // trust anchor refuses them) and the reason is logged.
-func (d *Daemon) loadSigner() {
-	pub, created, err := loop.InitSigningKey(d.cfg.StateRoot)
+func loadSigner(stateRoot string, logf func(string, ...any), emit emitFunc) *loop.Signer {
+	pub, created, err := loop.InitSigningKey(stateRoot)
 	if err == nil {
 		var s *loop.Signer
-		if s, err = loop.LoadSigningKey(d.cfg.StateRoot); err == nil {
-			d.signer = s
+		if s, err = loop.LoadSigningKey(stateRoot); err == nil {
 			if created {
-				d.logf("created the decision-signing key %s; its public key %s is what `loopctl` and CI trust (--trust-key / THE_LOOP_TRUST_KEYS)", loop.SigningKeyPath(d.cfg.StateRoot), pub)
+				logf("created the decision-signing key %s; its public key %s is what `loopctl` and CI trust (--trust-key / THE_LOOP_TRUST_KEYS)", loop.SigningKeyPath(stateRoot), pub)
 			}
-			return
+			return s
 		}
 	}
-	d.logf("gate decisions will be recorded UNSIGNED: %v", err)
-	d.emit("daemon.signing_unavailable", graph.LevelWarning, graph.Field{Key: "error", Value: err.Error()})
-}
-
-// tmuxConfig is the configured tmux runner's, on a server of loopd's own:
-// the operator's default server was not started confined, so agents are
-// never hosted there (attach with `tmux -L theloop-<hash> attach`, as the
-// announcement says).
-func (d *Daemon) tmuxConfig() sessions.TmuxConfig {
-	tc := d.cfg.Tmux
-	if tc.Socket == "" && tc.SocketPath == "" {
-		sum := sha256.Sum256([]byte(d.cfg.StateRoot))
-		tc.Socket = "theloop-" + hex.EncodeToString(sum[:4])
-	}
-	return tc
-}
-
-// confinement is the sandbox every session goes through (docs/decisions.md §18).
-// Without Landlock, and without routing.sandbox: off, it refuses every
-// spawn with an error that names the key; with off it warns on every one.
-func (d *Daemon) confinement() sessions.Confinement {
-	self := d.cfg.Launcher
-	if self == "" {
-		exe, err := os.Executable()
-		if err != nil {
-			return refusedConfinement{fmt.Errorf("daemon: finding loopd's executable for the sandbox launcher: %w", err)}
-		}
-		self = exe
-	}
-	ws := d.cfg.Routing.WorkspaceRoot
-	if ws == "" {
-		ws = d.cfg.Routing.SpawnWorkdir
-	}
-	if abs, err := filepath.Abs(ws); err == nil {
-		ws = abs
-	}
-	exes := d.harnessExecutables()
-	for _, name := range []string{"loopctl", "loop-gate"} {
-		if p, err := d.lookPath(name); err == nil {
-			exes = append(exes, p)
-		}
-	}
-	c := &sandbox.Confiner{Self: self, StateRoot: d.cfg.StateRoot, RegistryDir: sessions.RegistryDir(d.cfg.StateRoot),
-		OutboxRoot:    loop.OutboxRoot(d.cfg.StateRoot),
-		WorkspaceRoot: ws, Executables: exes, Writable: d.cfg.SandboxWritable, AgentEnv: d.cfg.Routing.AgentEnv, Off: d.cfg.SandboxOff()}
-	if sp := d.cfg.Tmux.SocketPath; sp != "" {
-		// routing.tmux.socketPath: the server creates its socket there, so
-		// that directory (not tmux's default one) is the server's to write.
-		c.TmuxDir = filepath.Dir(sp)
-	}
-	if !d.cfg.SandboxOff() && !d.cfg.SandboxLandlock() {
-		// Decision 22: a world per session.
-		wd := &sandbox.Worlds{Confiner: c, Root: d.worldsRoot(), AllowHosts: d.cfg.Routing.SandboxAllowHosts,
-			HostNetwork: d.cfg.SandboxHostNetwork(), ClientPaths: []string{pasteDir(d.tmuxConfig())},
-			Egress: &sandbox.Egress{Log: func(world, host string, port int, allowed bool) {
-				if !allowed {
-					d.logf("warning: sandbox egress refused %s:%d for %s (allow it with routing.sandbox.allowHosts)", host, port, world)
-				}
-			}}}
-		if err := wd.Prepare(); err != nil {
-			return refusedConfinement{fmt.Errorf("daemon: refusing to spawn an agent session: %w", err)}
-		}
-		d.egress = wd.Egress
-		if d.cfg.SandboxHostNetwork() {
-			return warnedWorlds{Worlds: wd, d: d}
-		}
-		return wd
-	}
-	if err := c.Prepare(); err != nil {
-		if errors.Is(err, sandbox.ErrNoLandlock) {
-			err = fmt.Errorf("daemon: refusing to spawn an agent session: %w", err)
-		}
-		return refusedConfinement{err}
-	}
-	return warnedConfinement{Confiner: c, d: d}
-}
-
-// resumeWorlds serves the egress proxy again for every session whose world
-// outlived the previous loopd (a restart keeps sessions; the worlds' keepers
-// dial the proxy's socket per connection).
-func (d *Daemon) resumeWorlds() {
-	wd, ok := d.tmux.Confinement().(interface {
-		ResumeEgress(name, harness string) error
-	})
-	if !ok {
-		return
-	}
-	recs, _ := d.reg.List()
-	for _, rec := range recs {
-		if rec.TmuxName == "" {
-			continue
-		}
-		if err := wd.ResumeEgress(rec.TmuxName, rec.Harness); err != nil {
-			d.logf("warning: the egress proxy of session %s: %v", rec.TmuxName, err)
-		}
-	}
-}
-
-// worldsRoot holds the sessions' worlds: short (tmux sockets live there),
-// outside the state root's protected tree and the workspaces.
-func (d *Daemon) worldsRoot() string {
-	// Under the state root when its socket paths stay short (a world sees
-	// only what is mounted into it, so the rest of the state root is not
-	// there); else a short directory of the temp dir.
-	if in := filepath.Join(d.cfg.StateRoot, "worlds"); filepath.IsAbs(in) && len(in)+len("/0123456789ab/tmux/s") < 100 {
-		return in
-	}
-	sum := sha256.Sum256([]byte(d.cfg.StateRoot))
-	tmp := os.TempDir()
-	if len(tmp)+len("/theloop-w-0000000-01234567/0123456789ab/tmux/s") >= 100 {
-		tmp = "/tmp" // a long $TMPDIR (macOS gives one of ~50 characters)
-	}
-	return filepath.Join(tmp, fmt.Sprintf("theloop-w-%d-%s", os.Getuid(), hex.EncodeToString(sum[:4])))
-}
-
-// undefendedWarning is what status and the dashboard say while agents run
-// without the namespace sandbox ("" when every session has a world).
-func (d *Daemon) undefendedWarning() string {
-	switch {
-	case d.cfg.SandboxOff():
-		return "routing.sandbox: off — agent sessions run without any sandbox: gates are not defended (the agent can read loopd's keys and state)"
-	case d.cfg.SandboxLandlock():
-		return "routing.sandbox: landlock — degraded: agent sessions run under Landlock over loopd's own world (one user, file system, tmux server and network), not in a namespace sandbox of their own"
-	case d.cfg.SandboxHostNetwork():
-		return "routing.sandbox.network: host — degraded: agent sessions share the host's network and reach every service on 127.0.0.1"
-	}
-	return ""
-}
-
-// refusedConfinement refuses every spawn with why.
-type refusedConfinement struct{ err error }
-
-func (r refusedConfinement) Server([]string) ([]string, error) { return nil, r.err }
-func (r refusedConfinement) Harness(string, string, string, []string) ([]string, error) {
-	return nil, r.err
-}
-func (r refusedConfinement) CheckServer(int) error { return r.err }
-
-// warnedConfinement logs a warning on every spawn (routing.sandbox: off).
-type warnedConfinement struct {
-	*sandbox.Confiner
-	d *Daemon
-}
-
-func (w warnedConfinement) Harness(cwd, registryFile, outboxDir string, argv []string) ([]string, error) {
-	w.d.logf("warning: %s; spawning in %s", w.d.undefendedWarning(), cwd)
-	return w.Confiner.Harness(cwd, registryFile, outboxDir, argv)
-}
-
-// warnedWorlds logs a warning on every spawn (routing.sandbox.network: host).
-type warnedWorlds struct {
-	*sandbox.Worlds
-	d *Daemon
-}
-
-func (w warnedWorlds) Harness(cwd, registryFile, outboxDir string, argv []string) ([]string, error) {
-	w.d.logf("warning: %s; spawning in %s", w.d.undefendedWarning(), cwd)
-	return w.Worlds.Harness(cwd, registryFile, outboxDir, argv)
-}
-
-var (
-	_ sessions.Confinement      = (*sandbox.Confiner)(nil)
-	_ sessions.Confinement      = refusedConfinement{}
-	_ sessions.Confinement      = warnedConfinement{}
-	_ sessions.WorldConfinement = (*sandbox.Worlds)(nil)
-	_ sessions.WorldConfinement = warnedWorlds{}
-)
-
-// pasteDir is where the tmux runner writes its paste files.
-func pasteDir(tc sessions.TmuxConfig) string {
-	if tc.TempDir != "" {
-		return tc.TempDir
-	}
-	return os.TempDir()
+	logf("gate decisions will be recorded UNSIGNED: %v", err)
+	emit("daemon.signing_unavailable", graph.LevelWarning, graph.Field{Key: "error", Value: err.Error()})
+	return nil
 }

@@ -112,6 +112,11 @@ func newDashSource(d *Daemon) *dashSource {
 	return &dashSource{d: d, ctx: ctx, cancel: cancel, titles: map[string]titleEntry{}, fetching: map[string]bool{}, last: map[string]lastEvent{}, live: map[string]liveEntry{}, armed: map[string]armedEntry{}}
 }
 
+// board is the board's reads beside the dashboard (mcpoperator.go).
+func (d *Daemon) board() boardReads {
+	return boardReads{host: d.dashHost, open: func() *dashSource { return newDashSource(d) }, now: d.deps.Clock.Now}
+}
+
 func (s *dashSource) close() {
 	s.cancel()
 	s.wg.Wait()
@@ -136,8 +141,8 @@ func (d *Daemon) startDashboard() (func(), error) {
 	dash, err := dashboard.New(dashboard.Config{
 		Listen: d.cfg.Dashboard.Listen, StateRoot: d.cfg.StateRoot,
 		Operator: d.cfg.Dashboard.Operator, AuthorizedUsers: d.cfg.Routing.AuthorizedUsers, StuckAfter: d.cfg.Dashboard.StuckAfter,
-		EventLog: d.cfg.EventLog.Path, Banner: d.undefendedWarning(), WebTerminal: d.cfg.Routing.WebTerminal,
-	}, dashboard.Deps{Source: src, Poster: poster, Panes: dashPanes{d}, MayAct: d.operatorMayAct, Now: d.deps.Clock.Now, Log: logw, Layout: d.dashboardLayout()})
+		EventLog: d.cfg.EventLog.Path, Banner: d.worlds.undefendedWarning(), WebTerminal: d.cfg.Routing.WebTerminal,
+	}, dashboard.Deps{Source: src, Poster: poster, Panes: dashPanes{d}, MayAct: d.desk.operatorMayAct, Now: d.deps.Clock.Now, Log: logw, Layout: dashboardLayout(d.deps.Path, d.cfg.StateRoot, d.logf)})
 	if err != nil {
 		src.close()
 		return func() {}, err
@@ -147,45 +152,79 @@ func (d *Daemon) startDashboard() (func(), error) {
 		src.close()
 		return func() {}, err
 	}
-	d.dashMu.Lock()
-	d.dash, d.dashSrc = dash, src
-	d.dashMu.Unlock()
+	return d.dashHost.serve(dash, src), nil
+}
+
+// dashHost holds the dashboard while it is served, and the dashboard's
+// PR/CI state (prci.go): that lives here, not in the dashboard's source,
+// so that what the start-up reconcile pass reads before the dashboard is
+// up is kept.
+type dashHost struct {
+	// listen is Config.Dashboard.Listen ("" serves none: nothing is kept).
+	listen string
+	prci   dashboard.PRCI
+
+	mu   sync.Mutex
+	dash *dashboard.Dashboard
+	src  *dashSource
+}
+
+// serve keeps dash and its source as the ones served until stop.
+func (h *dashHost) serve(dash *dashboard.Dashboard, src *dashSource) (stop func()) {
+	h.mu.Lock()
+	h.dash, h.src = dash, src
+	h.mu.Unlock()
 	return func() {
-		d.dashMu.Lock()
-		d.dash, d.dashSrc = nil, nil
-		d.dashMu.Unlock()
+		h.mu.Lock()
+		h.dash, h.src = nil, nil
+		h.mu.Unlock()
 		_ = dash.Close()
 		src.close()
-	}, nil
+	}
+}
+
+// served is the dashboard served and its source (nil, nil: none, as on a
+// nil host).
+func (h *dashHost) served() (*dashboard.Dashboard, *dashSource) {
+	if h == nil {
+		return nil, nil
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.dash, h.src
+}
+
+// refresh tells the dashboard served, if any, that refs' rows may have
+// changed.
+func (h *dashHost) refresh(refs ...string) {
+	if dash, _ := h.served(); dash != nil {
+		for _, r := range refs {
+			dash.Notify(r)
+		}
+	}
 }
 
 // DashboardURL is the dashboard's base URL ("" when none is served).
 func (d *Daemon) DashboardURL() string {
-	d.dashMu.Lock()
-	defer d.dashMu.Unlock()
-	if d.dash == nil {
-		return ""
+	if dash, _ := d.dashHost.served(); dash != nil {
+		return dash.URL()
 	}
-	return d.dash.URL()
+	return ""
 }
 
 // DashboardLoginURL mints a one-time login URL for the dashboard ("" when
 // none is served). `loopctl dashboard` mints the same from the login file.
 func (d *Daemon) DashboardLoginURL() string {
-	d.dashMu.Lock()
-	defer d.dashMu.Unlock()
-	if d.dash == nil {
-		return ""
+	if dash, _ := d.dashHost.served(); dash != nil {
+		return dash.LoginURL()
 	}
-	return d.dash.LoginURL()
+	return ""
 }
 
-// notifyDashboard records the observation as the work item's last event
+// notify records the observation as the work item's last event
 // and tells the dashboard its row may have changed.
-func (d *Daemon) notifyDashboard(o Observation) {
-	d.dashMu.Lock()
-	dash, src := d.dash, d.dashSrc
-	d.dashMu.Unlock()
+func (h *dashHost) notify(o Observation) {
+	dash, src := h.served()
 	if dash == nil {
 		return
 	}
@@ -330,7 +369,7 @@ func (s *dashSource) Items(ctx context.Context) ([]dashboard.Item, error) {
 	seen := make(map[string]bool, len(recs))
 	for _, rec := range recs {
 		it, _, _, _ := s.item(ctx, rec)
-		it.PullRequests = s.d.prci.PullRequests(it.Ref)
+		it.PullRequests = s.d.dashHost.prci.PullRequests(it.Ref)
 		s.overlayArmed(&it, rec)
 		seen[it.Ref] = true
 		out = append(out, it)
@@ -392,7 +431,7 @@ func (s *dashSource) item(ctx context.Context, rec sessions.Record) (dashboard.I
 	}
 	s.mu.Unlock()
 	it.PendingTicketEffects = s.d.PendingTicketEffects(ref)
-	it.Usage = s.d.usageFigure(ref) // usagewatch.go
+	it.Usage = usageFigure(&s.d.usage, ref) // usagewatch.go
 	it.SessionLive = s.liveness(ctx, rec)
 	if it.SessionLive {
 		it.Attach = s.attach(rec)
@@ -571,12 +610,7 @@ func (s *dashSource) fetchTitle(ref string) {
 	}
 	s.mu.Unlock()
 	if err == nil && title != old.title {
-		s.d.dashMu.Lock()
-		dash := s.d.dash
-		s.d.dashMu.Unlock()
-		if dash != nil {
-			dash.Notify(ref)
-		}
+		s.d.dashHost.refresh(ref)
 	}
 }
 
@@ -595,11 +629,11 @@ func (s *dashSource) Detail(ctx context.Context, ref string) (*dashboard.Detail,
 			return nil, dashboard.ErrNotFound
 		}
 		it := s.armedItem(item.String(), e)
-		it.PullRequests = s.d.prci.PullRequests(it.Ref)
+		it.PullRequests = s.d.dashHost.prci.PullRequests(it.Ref)
 		return &dashboard.Detail{Item: it}, nil
 	}
 	it, rt, g, st := s.item(ctx, rec)
-	it.PullRequests = s.d.prci.PullRequests(it.Ref)
+	it.PullRequests = s.d.dashHost.prci.PullRequests(it.Ref)
 	s.overlayArmed(&it, rec)
 	det := &dashboard.Detail{Item: it, Graph: g, State: st}
 	if st == nil || g == nil {
@@ -736,14 +770,14 @@ func (s *dashSource) Events(ctx context.Context, ref string, since time.Time, li
 
 // operatorMayAct is the dashboard's question (dashboard.Deps.MayAct): ""
 // when login may act on ref by the rules a ticket's keyword is held to.
-func (d *Daemon) operatorMayAct(ctx context.Context, login, ref string) string {
+func (o *operatorDesk) operatorMayAct(ctx context.Context, login, ref string) string {
 	item, err := parseRef(ref)
 	if err != nil {
 		return err.Error()
 	}
-	d.svc.rl.policy.RLock()
-	defer d.svc.rl.policy.RUnlock()
-	if _, err := d.authorizedOperator(ctx, "github:"+login, "act", item); err != nil {
+	o.policy.RLock()
+	defer o.policy.RUnlock()
+	if _, err := o.authorizedOperator(ctx, "github:"+login, "act", item); err != nil {
 		return err.Error()
 	}
 	return ""

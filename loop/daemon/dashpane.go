@@ -14,11 +14,11 @@ import (
 type dashPanes struct{ d *Daemon }
 
 func (p dashPanes) Screen(ctx context.Context, ref string) (string, error) {
-	return p.d.screen(ctx, ref)
+	return p.d.desk.Screen(ctx, ref)
 }
 
 func (p dashPanes) Reply(ctx context.Context, ref, actor, message string) error {
-	_, err := p.d.reply(ctx, ref, actor, message)
+	_, err := p.d.desk.reply(ctx, ref, actor, message)
 	if errors.Is(err, errControlKeyword) {
 		return fmt.Errorf("%w: %v", dashboard.ErrReplyRefused, err)
 	}

@@ -17,6 +17,7 @@
 //	cfg.Routing.AuthorizedUsers = []string{"dana"} // the settings' keys, as loop.Settings holds them
 //	cfg.Routing.SpawnOnUnmatched = daemon.SpawnLabeled
 //	d, err := daemon.New(cfg, daemon.Deps{
+//		Clock:        graph.SystemClock{}, // the one clock every part reads
 //		Integrations: set,          // graph.Integrations reaching (a stand-in for) GitHub
 //		Path:         os.Getenv("PATH"), // where the harness binary (claude) is found
 //		CloneURL:     func(item workitem.Ref) string { return "/tmp/remote.git" },

@@ -168,6 +168,7 @@ func buildWorld(t testing.TB, sim *githubsim.Server, hooks int, edit func(*daemo
 	})
 	require.NoError(t, err)
 	w.deps = daemon.Deps{
+		Clock:        graph.SystemClock{},
 		Integrations: set,
 		Path:         w.path,
 		CloneURL: func(it workitem.Ref) string {

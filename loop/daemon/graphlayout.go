@@ -72,18 +72,18 @@ func (p programLayout) Layout(ctx context.Context, dot []byte) ([]byte, error) {
 // dashboardLayout is the dashboard's layout engine: the layout program
 // when one is installed, else nil (the built-in layout, said once in the
 // log).
-func (d *Daemon) dashboardLayout() dashboard.Layouter {
-	pathEnv := d.deps.Path
+func dashboardLayout(path, stateRoot string, logf func(string, ...any)) dashboard.Layouter {
+	pathEnv := path
 	if pathEnv == "" {
 		pathEnv = os.Getenv("PATH")
 	}
 	prog := findLayoutProgram(pathEnv)
 	if prog == "" {
-		d.logf("dashboard: %s is not installed beside loopd or on PATH; graphs are drawn by the built-in layout (go install ./cmd/%s)", LayoutProgram, LayoutProgram)
+		logf("dashboard: %s is not installed beside loopd or on PATH; graphs are drawn by the built-in layout (go install ./cmd/%s)", LayoutProgram, LayoutProgram)
 		return nil
 	}
 	if _, err := exec.LookPath(prog); err != nil {
 		return nil
 	}
-	return programLayout{runner: run.Exec{}, path: prog, tmp: filepath.Join(d.cfg.StateRoot, "cache", "layout")}
+	return programLayout{runner: run.Exec{}, path: prog, tmp: filepath.Join(stateRoot, "cache", "layout")}
 }

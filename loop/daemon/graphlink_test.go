@@ -123,7 +123,7 @@ func newLinkFixture(t *testing.T, origin string, edit func(*Config)) *linkFixtur
 		edit(&cfg)
 	}
 	fx := &linkFixture{integ: &recordingIntegrations{}, obs: &eventRecorder{}, cwd: cwd}
-	d, err := New(cfg, Deps{Integrations: fx.integ, Observer: fx.obs, Log: os.Stderr})
+	d, err := New(cfg, Deps{Clock: graph.SystemClock{}, Integrations: fx.integ, Observer: fx.obs, Log: os.Stderr})
 	require.NoError(t, err)
 	require.NoError(t, os.MkdirAll(cfg.StateRoot, 0o700))
 	require.NoError(t, d.build())

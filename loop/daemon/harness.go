@@ -29,8 +29,21 @@ import (
 // harnessLabelPrefix is the label that picks a work item's harness.
 const harnessLabelPrefix = "the-loop: harness-"
 
-// harnessAdapters are the adapters the Manager gets, claude first.
-func (d *Daemon) harnessAdapters(claude *sessions.ClaudeCode) []sessions.Harness {
+// harnesses are the harnesses loopd hosts, as its settings configure them
+// (routing.defaultHarness, harnessArgs, harnessByRepository, harnessTrust:
+// all need a restart, so they hold still), and where their programs are
+// found.
+type harnesses struct {
+	cfg  *Config
+	path searchPath
+	// env reads loopd's environment (Deps.Env; nil: none is read).
+	env func(string) (string, bool)
+	// versions caches the harnesses' versions for status.
+	versions harnessVersions
+}
+
+// adapters are the adapters the Manager gets, claude first.
+func (d *harnesses) adapters(claude *sessions.ClaudeCode) []sessions.Harness {
 	return []sessions.Harness{
 		claude,
 		&sessions.Cursor{Args: d.cfg.Routing.HarnessArgs.Cursor},
@@ -44,29 +57,29 @@ func (d *Daemon) harnessAdapters(claude *sessions.ClaudeCode) []sessions.Harness
 // else — as for Claude Code's trust, when ClaudeEnv is nil and
 // routing.harnessTrust is on — the one the Gemini CLI reads for loopd's
 // user; "" otherwise (nothing is written).
-func (d *Daemon) geminiTrustedFolders() string {
+func (d *harnesses) geminiTrustedFolders() string {
 	if d.cfg.GeminiTrustedFolders != "" {
 		return d.cfg.GeminiTrustedFolders
 	}
-	if d.cfg.ClaudeEnv != nil || !d.cfg.Routing.HarnessTrust.Enabled || d.deps.Env == nil {
+	if d.cfg.ClaudeEnv != nil || !d.cfg.Routing.HarnessTrust.Enabled || d.env == nil {
 		return ""
 	}
 	home, _ := os.UserHomeDir()
-	return sessions.GeminiTrustedFoldersFile(func(k string) string { v, _ := d.deps.Env(k); return v }, home)
+	return sessions.GeminiTrustedFoldersFile(func(k string) string { v, _ := d.env(k); return v }, home)
 }
 
 // harnessBinaries maps a harness name to the program it runs.
 var harnessBinaries = map[string]string{}
 
 func init() {
-	for _, h := range (&Daemon{}).harnessAdapters(&sessions.ClaudeCode{}) {
+	for _, h := range (&harnesses{cfg: &Config{}}).adapters(&sessions.ClaudeCode{}) {
 		harnessBinaries[h.Name()] = h.Binary()
 	}
 }
 
-// harnessFor is the harness for the event's work item: its label's, else
+// forEvent is the harness for the event's work item: its label's, else
 // its repository's (routing.harnessByRepository), else "" (the default).
-func (d *Daemon) harnessFor(ev *ingress.Event) string {
+func (d *harnesses) forEvent(ev *ingress.Event) string {
 	if h := harnessFor(ev); h != "" {
 		return h
 	}
@@ -76,19 +89,19 @@ func (d *Daemon) harnessFor(ev *ingress.Event) string {
 	return ""
 }
 
-// checkDefaultHarness refuses to start when routing.defaultHarness names
+// checkDefault refuses to start when routing.defaultHarness names
 // a harness other than claude whose program is not on the PATH loopd
 // hands its sessions: the operator chose it, and every spawn would fail.
 // A missing claude (the default, which the demo and a daemon that only
 // records events run without) is a warning in status instead
-// (defaultHarnessWarning).
-func (d *Daemon) checkDefaultHarness() error {
+// (defaultWarning).
+func (d *harnesses) checkDefault() error {
 	bin, ok := harnessBinaries[d.cfg.Routing.DefaultHarness]
 	if !ok {
 		return fmt.Errorf("routing.defaultHarness: %q has no adapter; use claude, cursor, codex or gemini", d.cfg.Routing.DefaultHarness)
 	}
 	if d.cfg.Routing.DefaultHarness != "claude" {
-		if _, err := d.lookPath(bin); err != nil {
+		if _, err := d.path.lookPath(bin); err != nil {
 			return fmt.Errorf("routing.defaultHarness: %s runs %s, which is not on loopd's PATH (%v); install it or set routing.defaultHarness to a harness that is installed", d.cfg.Routing.DefaultHarness, bin, err)
 		}
 	}
@@ -101,29 +114,29 @@ func (d *Daemon) checkDefaultHarness() error {
 		if name == "claude" {
 			continue
 		}
-		if _, err := d.lookPath(bin); err != nil {
+		if _, err := d.path.lookPath(bin); err != nil {
 			return fmt.Errorf("routing.harnessByRepository.%s: %s runs %s, which is not on loopd's PATH (%v); install it or remove the entry", repo, name, bin, err)
 		}
 	}
 	return nil
 }
 
-// defaultHarnessWarning is what status says when the default harness's
+// defaultWarning is what status says when the default harness's
 // program is missing ("" when it is there).
-func (d *Daemon) defaultHarnessWarning() string {
+func (d *harnesses) defaultWarning() string {
 	bin := harnessBinaries[d.cfg.Routing.DefaultHarness]
-	if _, err := d.lookPath(bin); err != nil {
+	if _, err := d.path.lookPath(bin); err != nil {
 		return fmt.Sprintf("routing.defaultHarness %s: %s is not on loopd's PATH; sessions cannot start until it is installed", d.cfg.Routing.DefaultHarness, bin)
 	}
 	return ""
 }
 
-// harnessExecutables are the programs of every harness found on PATH, for
+// executables are the programs of every harness found on PATH, for
 // the sandbox's read+execute grants (a label may pick any of them).
-func (d *Daemon) harnessExecutables() []string {
+func (d *harnesses) executables() []string {
 	var out []string
-	for _, h := range d.harnessAdapters(&sessions.ClaudeCode{}) {
-		if p, err := d.lookPath(h.Binary()); err == nil {
+	for _, h := range d.adapters(&sessions.ClaudeCode{}) {
+		if p, err := d.path.lookPath(h.Binary()); err == nil {
 			out = append(out, p)
 		}
 	}
@@ -190,14 +203,14 @@ type harnessVersions struct {
 	list []api.HarnessView
 }
 
-func (d *Daemon) harnessViews(ctx context.Context) []api.HarnessView {
-	d.harnessInfo.once.Do(func() {
-		for _, h := range d.harnessAdapters(&sessions.ClaudeCode{}) {
+func (d *harnesses) views(ctx context.Context) []api.HarnessView {
+	d.versions.once.Do(func() {
+		for _, h := range d.adapters(&sessions.ClaudeCode{}) {
 			v := api.HarnessView{Name: h.Name(), Binary: h.Binary(), Default: h.Name() == d.cfg.Routing.DefaultHarness}
-			p, err := d.lookPath(h.Binary())
+			p, err := d.path.lookPath(h.Binary())
 			if err != nil {
 				v.Version = "not on PATH"
-				d.harnessInfo.list = append(d.harnessInfo.list, v)
+				d.versions.list = append(d.versions.list, v)
 				continue
 			}
 			v.Path = p
@@ -212,10 +225,10 @@ func (d *Daemon) harnessViews(ctx context.Context) []api.HarnessView {
 			default:
 				v.Version = firstLine(string(out))
 			}
-			d.harnessInfo.list = append(d.harnessInfo.list, v)
+			d.versions.list = append(d.versions.list, v)
 		}
 	})
-	return d.harnessInfo.list
+	return d.versions.list
 }
 
 func firstLine(s string) string {
@@ -227,4 +240,15 @@ func firstLine(s string) string {
 		s = s[:120]
 	}
 	return s
+}
+
+// claudeConfigDir is Claude Code's configuration directory for loopd's
+// sessions (where its transcripts are).
+func (d *harnesses) claudeConfigDir() string {
+	if d.cfg.ClaudeEnv != nil {
+		return d.cfg.ClaudeEnv.ConfigDir
+	}
+	home, _ := os.UserHomeDir()
+	getenv := func(k string) string { v, _ := d.env(k); return v }
+	return sessions.ClaudeEnvironmentFromEnv(getenv, home, d.cfg.Routing.WorkspaceRoot).ConfigDir
 }

@@ -46,20 +46,20 @@ func FuzzEventLabels(f *testing.F) {
 func TestRepositoryHarnessAndStartCheck(t *testing.T) {
 	bin := t.TempDir()
 	require.NoError(t, os.WriteFile(filepath.Join(bin, "gemini"), []byte("#!/bin/sh\n"), 0o755))
-	d := &Daemon{deps: Deps{Path: bin}}
+	d := &harnesses{cfg: &Config{}, path: searchPath(bin)}
 	d.cfg.Routing.DefaultHarness, d.cfg.Routing.HarnessByRepository = "claude", map[string]string{"octo/site": "gemini"}
-	require.NoError(t, d.checkDefaultHarness())
-	require.Equal(t, "gemini", d.harnessFor(&ingress.Event{Repo: "Octo/Site"}))
-	require.Equal(t, "codex", d.harnessFor(&ingress.Event{Repo: "octo/site", Payload: json.RawMessage(`{"issue":{"labels":[{"name":"the-loop: harness-codex"}]}}`)}), "the label wins")
-	require.Equal(t, "", d.harnessFor(&ingress.Event{Repo: "octo/other"}))
-	require.Contains(t, d.defaultHarnessWarning(), "routing.defaultHarness claude: claude is not on loopd's PATH")
+	require.NoError(t, d.checkDefault())
+	require.Equal(t, "gemini", d.forEvent(&ingress.Event{Repo: "Octo/Site"}))
+	require.Equal(t, "codex", d.forEvent(&ingress.Event{Repo: "octo/site", Payload: json.RawMessage(`{"issue":{"labels":[{"name":"the-loop: harness-codex"}]}}`)}), "the label wins")
+	require.Equal(t, "", d.forEvent(&ingress.Event{Repo: "octo/other"}))
+	require.Contains(t, d.defaultWarning(), "routing.defaultHarness claude: claude is not on loopd's PATH")
 
 	d.cfg.Routing.HarnessByRepository["octo/widgets"] = "codex"
-	require.ErrorContains(t, d.checkDefaultHarness(), "routing.harnessByRepository.octo/widgets: codex runs codex, which is not on loopd's PATH")
+	require.ErrorContains(t, d.checkDefault(), "routing.harnessByRepository.octo/widgets: codex runs codex, which is not on loopd's PATH")
 	d.cfg.Routing.HarnessByRepository = nil
 	d.cfg.Routing.DefaultHarness = "cursor"
-	require.ErrorContains(t, d.checkDefaultHarness(), "routing.defaultHarness: cursor runs cursor-agent, which is not on loopd's PATH")
+	require.ErrorContains(t, d.checkDefault(), "routing.defaultHarness: cursor runs cursor-agent, which is not on loopd's PATH")
 	d.cfg.Routing.DefaultHarness = "gemini"
-	require.NoError(t, d.checkDefaultHarness())
-	require.Empty(t, d.defaultHarnessWarning())
+	require.NoError(t, d.checkDefault())
+	require.Empty(t, d.defaultWarning())
 }

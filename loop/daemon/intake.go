@@ -310,14 +310,6 @@ func (in *intake) target(ev *ingress.Event) (workitem.Ref, sessions.Record, bool
 	return first, firstRec, false, found
 }
 
-func (in *intake) live(item workitem.Ref) (sessions.Record, bool) {
-	rec, err := in.reg.Get(item)
-	if err != nil {
-		return sessions.Record{}, false
-	}
-	return rec, rec.Status.Live()
-}
-
 // armed applies routing.spawnOnUnmatched.
 func (in *intake) armed(ev *ingress.Event) bool {
 	switch in.conf().SpawnOnUnmatched {

@@ -97,61 +97,65 @@ type jiraIngress struct {
 	poll     *ingress.JiraPoller
 }
 
-// buildJira checks webhooks.jiraWebhook and puts the Jira re-read in front
-// of the comment verifier (buildEvents calls it).
-func (d *Daemon) buildJira() error {
-	c := d.cfg.Jira
+// newJiraIngress checks webhooks.jiraWebhook (nil: Jira is off).
+func newJiraIngress(c *JiraIntake) (jiraIngress, error) {
 	if c == nil {
-		return nil
+		return jiraIngress{}, nil
 	}
 	p, err := workitem.NewJiraProjects(c.Projects)
 	if err != nil {
-		return fmt.Errorf("daemon: webhooks.jiraWebhook.projects: %w: %w", err, loop.ErrInvalidConfig)
+		return jiraIngress{}, fmt.Errorf("daemon: webhooks.jiraWebhook.projects: %w: %w", err, loop.ErrInvalidConfig)
 	}
-	d.jira.projects = p
-	d.verifier = jiraCommentVerifier{next: d.verifier, integ: d.integ, projects: p}
-	return nil
+	return jiraIngress{projects: p}, nil
+}
+
+// verifier puts the Jira re-read in front of next (next itself when Jira
+// is off).
+func (j *jiraIngress) verifier(next CommentVerifier, integ graph.Integrations) CommentVerifier {
+	if j.projects == nil {
+		return next
+	}
+	return jiraCommentVerifier{next: next, integ: integ, projects: j.projects}
 }
 
 // jiraKey is the Jira issue key of a Jira work item's daemon ref.
-func (d *Daemon) jiraKey(item workitem.Ref) (string, bool) { return d.jira.projects.Key(item) }
+func (j *jiraIngress) jiraKey(item workitem.Ref) (string, bool) { return j.projects.Key(item) }
 
-// jiraHandler serves the Jira endpoint beside next on the webhook
-// listener, or is next itself when Jira is off.
-func (d *Daemon) jiraHandler(next http.Handler) (http.Handler, error) {
-	c := d.cfg.Jira
+// handler serves the Jira endpoint beside next on the webhook listener,
+// or is next itself when Jira is off (c nil). Its events go through the
+// receiver in force (recv) to sink, as GitHub's do.
+func (j *jiraIngress) handler(c *JiraIntake, stateRoot string, recv func() *ingress.Receiver, integ graph.Integrations, sink ingress.Sink, log graph.Sink, next http.Handler) (http.Handler, error) {
 	if c == nil {
 		return next, nil
 	}
-	rs := d.reload()
-	j, err := ingress.NewJiraReceiver(ingress.JiraConfig{Path: c.Path, Secret: c.Secret, Projects: d.jira.projects}, rs.recv.Load)
+	jr, err := ingress.NewJiraReceiver(ingress.JiraConfig{Path: c.Path, Secret: c.Secret, Projects: j.projects}, recv)
 	if err != nil {
 		return nil, fmt.Errorf("daemon: %w", err)
 	}
 	if c.PollInterval >= 0 {
-		d.jira.poll, err = ingress.NewJiraPoller(ingress.JiraPollConfig{Projects: d.jira.projects, Interval: c.PollInterval, StateRoot: d.cfg.StateRoot},
-			ingress.JiraPollDeps{Jira: d.integ, Router: func() *ingress.Router { return rs.recv.Load().Router() }, Sink: d.Sink(), Log: d.sink})
+		j.poll, err = ingress.NewJiraPoller(ingress.JiraPollConfig{Projects: j.projects, Interval: c.PollInterval, StateRoot: stateRoot},
+			ingress.JiraPollDeps{Jira: integ, Router: func() *ingress.Router { return recv().Router() }, Sink: sink, Log: log})
 		if err != nil {
 			return nil, fmt.Errorf("daemon: %w", err)
 		}
 	}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if j.Handles(r) {
-			j.ServeHTTP(w, r)
+		if jr.Handles(r) {
+			jr.ServeHTTP(w, r)
 			return
 		}
 		next.ServeHTTP(w, r)
 	}), nil
 }
 
-// startJiraPoll runs the poll until the returned stop (or ctx) ends it.
-func (d *Daemon) startJiraPoll(ctx context.Context) func() {
-	if d.jira.poll == nil {
+// start runs the poll until the returned stop (or ctx) ends it.
+func (j *jiraIngress) start(ctx context.Context) func() {
+	if j.poll == nil {
 		return func() {}
 	}
 	pctx, cancel := context.WithCancel(ctx)
 	done := make(chan struct{})
-	go func() { defer close(done); d.jira.poll.Run(pctx) }()
+	go func() { defer close(done); j.poll.Run(pctx) }()
 	return func() { cancel(); <-done }
 }
 

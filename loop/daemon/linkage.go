@@ -83,19 +83,6 @@ func (c *linkageCache) len() int {
 	return c.order.Len()
 }
 
-// linkKey is a ref's cache key (names compared as GitHub does).
-func linkKey(r workitem.Ref) string { return lowerRef(r.String()) }
-
-func lowerRef(s string) string {
-	b := []byte(s)
-	for i, c := range b {
-		if 'A' <= c && c <= 'Z' {
-			b[i] = c + 'a' - 'A'
-		}
-	}
-	return string(b)
-}
-
 // issueExists asks GitHub whether the ref's issue (or PR) exists. known is
 // false when the answer was not definite (keep the ref).
 func (in *intake) issueExists(ctx context.Context, r workitem.Ref) (exists, known bool) {

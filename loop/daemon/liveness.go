@@ -2,6 +2,7 @@ package daemon
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 	"time"
@@ -149,9 +150,9 @@ type livenessWatch struct {
 	once   sync.Once
 }
 
-func newLivenessWatch(cfg LivenessConfig, deps livenessDeps) *livenessWatch {
+func newLivenessWatch(cfg LivenessConfig, deps livenessDeps) (*livenessWatch, error) {
 	if deps.Clock == nil {
-		deps.Clock = graph.SystemClock{}
+		return nil, errors.New("daemon: the liveness watch has no clock (livenessDeps.Clock)")
 	}
 	if deps.Tick == nil {
 		deps.Tick = func(d time.Duration) (<-chan time.Time, func()) {
@@ -165,7 +166,7 @@ func newLivenessWatch(cfg LivenessConfig, deps livenessDeps) *livenessWatch {
 	if deps.Record == nil {
 		deps.Record = func(string, graph.Level, ...graph.Field) {}
 	}
-	return &livenessWatch{cfg: cfg.withDefaults(), deps: deps, items: map[string]*livenessItem{}}
+	return &livenessWatch{cfg: cfg.withDefaults(), deps: deps, items: map[string]*livenessItem{}}, nil
 }
 
 // Start runs the watch until Close. It returns at once.

@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/theloop-dev/theloop/graph"
+	"github.com/theloop-dev/theloop/graph/graphtest"
 	"github.com/theloop-dev/theloop/sessions"
 	"github.com/theloop-dev/theloop/workitem"
 )
@@ -19,10 +20,6 @@ import (
 // the manager (the real ones are in TestLivenessWatchRespawnsKilledHarness):
 // back-off, the cap per window, one escalation, and the sessions it must
 // leave alone.
-
-type fakeLiveClock struct{ t time.Time }
-
-func (c *fakeLiveClock) Now() time.Time { return c.t }
 
 type fakeLiveWorld struct {
 	mu       sync.Mutex
@@ -80,8 +77,8 @@ func TestLivenessWatchBackoffCapAndEscalation(t *testing.T) {
 		f.recs = append(f.recs, sessions.Record{Item: r.it, TmuxName: name, SessionID: "s", Status: r.st})
 		f.liveness[name] = sessions.LivenessDead
 	}
-	clock := &fakeLiveClock{t: time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)}
-	w := newLivenessWatch(LivenessConfig{MaxRespawns: 3, Window: 30 * time.Minute, Backoff: 5 * time.Second}, livenessDeps{
+	clock := graphtest.NewClock(time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC))
+	w := mustLivenessWatch(t, LivenessConfig{MaxRespawns: 3, Window: 30 * time.Minute, Backoff: 5 * time.Second}, livenessDeps{
 		Registry: f, Tmux: f, Manager: f, Integrations: f, Clock: clock,
 		Owns: func(_ context.Context, it workitem.Ref) bool { return it != foreign },
 		Record: func(name string, _ graph.Level, _ ...graph.Field) {
@@ -105,21 +102,21 @@ func TestLivenessWatchBackoffCapAndEscalation(t *testing.T) {
 	require.Equal(t, []string{active.String()}, f.respawns, "only the active session this node owns is respawned")
 	w.check(ctx)
 	require.Len(t, f.respawns, 1, "within the back-off nothing more happens")
-	clock.t = clock.t.Add(5 * time.Second)
+	clock.Advance(5 * time.Second)
 	w.check(ctx)
 	require.Len(t, f.respawns, 2, "after the back-off: the second respawn")
-	clock.t = clock.t.Add(5 * time.Second)
+	clock.Advance(5 * time.Second)
 	w.check(ctx)
 	require.Len(t, f.respawns, 2, "the back-off doubled (10 s)")
-	clock.t = clock.t.Add(5 * time.Second)
+	clock.Advance(5 * time.Second)
 	w.check(ctx)
 	require.Len(t, f.respawns, 3)
 	f.failPost = 1 // GitHub fails the first escalation comment
-	clock.t = clock.t.Add(time.Minute)
+	clock.Advance(time.Minute)
 	w.check(ctx)
 	require.Equal(t, 1, count("session.liveness_escalation_failed"))
 	w.check(ctx)
-	clock.t = clock.t.Add(time.Minute)
+	clock.Advance(time.Minute)
 	w.check(ctx)
 	require.Len(t, f.respawns, 3, "the cap holds")
 	require.Equal(t, 3, count("session.liveness_respawned"))
@@ -136,7 +133,7 @@ func TestLivenessWatchBackoffCapAndEscalation(t *testing.T) {
 
 	// Unknown liveness is never respawned over.
 	f.liveness[sessions.TmuxName(active)] = sessions.LivenessUnknown
-	clock.t = clock.t.Add(time.Hour)
+	clock.Advance(time.Hour)
 	w.check(ctx)
 	require.Len(t, f.respawns, 4)
 }
@@ -146,13 +143,13 @@ func TestLivenessWatchBackoffCapAndEscalation(t *testing.T) {
 func TestLivenessWatchClose(t *testing.T) {
 	f := &fakeLiveWorld{liveness: map[string]sessions.Liveness{}}
 	ticks := make(chan time.Time)
-	w := newLivenessWatch(LivenessConfig{}, livenessDeps{Registry: f, Tmux: f, Manager: f,
+	w := mustLivenessWatch(t, LivenessConfig{}, livenessDeps{Registry: f, Tmux: f, Manager: f, Clock: graph.SystemClock{},
 		Tick: func(time.Duration) (<-chan time.Time, func()) { return ticks, func() {} }})
 	w.Start()
 	ticks <- time.Time{} // a pass runs
 	require.NoError(t, w.Close())
 	require.NoError(t, w.Close())
-	require.NoError(t, newLivenessWatch(LivenessConfig{}, livenessDeps{Registry: f, Tmux: f, Manager: f}).Close())
+	require.NoError(t, mustLivenessWatch(t, LivenessConfig{}, livenessDeps{Registry: f, Tmux: f, Manager: f, Clock: graph.SystemClock{}}).Close())
 }
 
 // With GitHub refusing every call, a session the watch gave up on costs one
@@ -163,14 +160,14 @@ func TestLivenessEscalationBacksOff(t *testing.T) {
 	name := sessions.TmuxName(it)
 	f := &fakeLiveWorld{liveness: map[string]sessions.Liveness{name: sessions.LivenessDead}, failPost: 1 << 30,
 		recs: []sessions.Record{{Item: it, TmuxName: name, SessionID: "s", Status: sessions.StatusActive}}}
-	clock := &fakeLiveClock{t: time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)}
-	w := newLivenessWatch(LivenessConfig{MaxRespawns: 1, Window: time.Hour, Backoff: time.Second}, livenessDeps{
+	clock := graphtest.NewClock(time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC))
+	w := mustLivenessWatch(t, LivenessConfig{MaxRespawns: 1, Window: time.Hour, Backoff: time.Second}, livenessDeps{
 		Registry: f, Tmux: f, Manager: f, Integrations: f, Clock: clock})
 	ctx := context.Background()
 	w.check(ctx) // the one respawn
-	clock.t = clock.t.Add(time.Second)
+	clock.Advance(time.Second)
 	ticks := 0
-	for end := clock.t.Add(10 * time.Minute); clock.t.Before(end); clock.t = clock.t.Add(2 * time.Second) {
+	for end := clock.Now().Add(10 * time.Minute); clock.Now().Before(end); clock.Advance(2 * time.Second) {
 		w.check(ctx) // gives up, then retries the comment
 		ticks++
 	}
@@ -220,7 +217,7 @@ func TestLivenessRespawnsBoundedInFlight(t *testing.T) {
 		f.liveness[name] = sessions.LivenessAbsent
 	}
 	b := &blockingRespawner{started: make(chan struct{}, 4000), release: make(chan struct{})}
-	w := newLivenessWatch(LivenessConfig{MaxInFlight: 3, Backoff: time.Hour}, livenessDeps{Registry: f, Tmux: f, Manager: b, Integrations: f})
+	w := mustLivenessWatch(t, LivenessConfig{MaxInFlight: 3, Backoff: time.Hour}, livenessDeps{Registry: f, Tmux: f, Manager: b, Integrations: f, Clock: graph.SystemClock{}})
 	done := make(chan struct{})
 	go func() { w.check(context.Background()); close(done) }()
 	for range 3 {
@@ -234,4 +231,11 @@ func TestLivenessRespawnsBoundedInFlight(t *testing.T) {
 	}
 	require.Equal(t, 3, b.max, "never more than three in flight")
 	require.Len(t, b.started, 997, "every session respawned once, over %d passes", passes)
+}
+
+func mustLivenessWatch(t testing.TB, cfg LivenessConfig, deps livenessDeps) *livenessWatch {
+	t.Helper()
+	w, err := newLivenessWatch(cfg, deps)
+	require.NoError(t, err)
+	return w
 }

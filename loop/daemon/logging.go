@@ -229,21 +229,21 @@ const EventProgramMissing = "daemon.program_missing"
 // warnMissingPrograms warns at start when a program sessions need is not
 // on the PATH loopd runs them with: tmux (every session) and, unless
 // routing.sandbox is off or landlock, bubblewrap (the agent's world).
-func (d *Daemon) warnMissingPrograms() {
-	tmux := d.tmuxConfig().Binary
+func warnMissingPrograms(w *agentWorlds, path searchPath, emit emitFunc) {
+	tmux := w.tmuxConfig().Binary
 	if tmux == "" {
 		tmux = "tmux"
 	}
 	need := []struct{ name, why, fix string }{
 		{tmux, "every agent session runs in tmux: no session can be spawned", "install tmux (Debian/Ubuntu: apt-get install tmux; macOS: brew install tmux)"},
 	}
-	if !d.cfg.SandboxOff() && !d.cfg.SandboxLandlock() {
+	if !w.cfg.SandboxOff() && !w.cfg.SandboxLandlock() {
 		need = append(need, struct{ name, why, fix string }{sandbox.BwrapPath, "the agent's sandbox (its own world) is bubblewrap: loopd refuses to spawn without it",
 			"install bubblewrap (Debian/Ubuntu: apt-get install bubblewrap; Fedora: dnf install bubblewrap), or set routing.sandbox: landlock (degraded)"})
 	}
 	for _, p := range need {
-		if _, err := d.lookPath(p.name); err != nil {
-			d.emit(EventProgramMissing, graph.LevelWarning, graph.Field{Key: "program", Value: p.name},
+		if _, err := path.lookPath(p.name); err != nil {
+			emit(EventProgramMissing, graph.LevelWarning, graph.Field{Key: "program", Value: p.name},
 				graph.Field{Key: "error", Value: p.name + " is not on PATH: " + p.why}, graph.Field{Key: "fix", Value: p.fix})
 		}
 	}

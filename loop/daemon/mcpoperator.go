@@ -3,6 +3,7 @@ package daemon
 import (
 	"context"
 	"strconv"
+	"time"
 
 	"github.com/theloop-dev/theloop/loop/api"
 	"github.com/theloop-dev/theloop/loop/daemon/apiserver"
@@ -30,70 +31,76 @@ func (m mcpOperator) actor(ctx context.Context) string {
 }
 
 func (m mcpOperator) ListSessions(ctx context.Context, status string) ([]sessions.Record, error) {
-	return serviceSessions(m).ListSessions(ctx, status)
+	return m.d.desk.ListSessions(ctx, status)
 }
 
 func (m mcpOperator) Transcript(ctx context.Context, ref string) (api.Transcript, error) {
-	return serviceSessions(m).Transcript(ctx, ref)
+	return m.d.desk.Transcript(ctx, ref)
 }
 
 func (m mcpOperator) Attention(ctx context.Context) ([]api.AttentionItem, error) {
-	return m.d.attention(ctx)
+	return m.d.board().attention(ctx)
 }
 
 // attention is the "needs you" list the dashboard shows, for the control
 // plane (GET /api/v1/attention) and MCP (list_attention): the dashboard's
 // source when it runs, else one built for this call.
-func (d *Daemon) attention(ctx context.Context) ([]api.AttentionItem, error) {
+func (d boardReads) attention(ctx context.Context) ([]api.AttentionItem, error) {
 	src, done := d.boardSource()
 	defer done()
-	return dashboard.NeedsYou(ctx, src, d.deps.Clock.Now())
+	return dashboard.NeedsYou(ctx, src, d.now())
+}
+
+// boardReads are the board's reads beside the dashboard: the API's and
+// MCP's "needs you" list and work items, from the dashboard's source when
+// it is served, else from one opened for the read.
+type boardReads struct {
+	host *dashHost
+	open func() *dashSource
+	now  func() time.Time
 }
 
 // boardSource is the dashboard's source when it runs, else one built for
 // the caller (done closes it), so the API and the board never disagree.
-func (d *Daemon) boardSource() (src *dashSource, done func()) {
-	d.dashMu.Lock()
-	src = d.dashSrc
-	d.dashMu.Unlock()
-	if src != nil {
+func (d boardReads) boardSource() (src *dashSource, done func()) {
+	if _, src = d.host.served(); src != nil {
 		return src, func() {}
 	}
-	src = newDashSource(d)
+	src = d.open()
 	return src, src.close
 }
 
 func (m mcpOperator) Control(ctx context.Context, ref, verb string) (api.ControlResult, error) {
-	return serviceSessions(m).ControlSession(ctx, ref, verb, m.actor(ctx), false)
+	return m.d.desk.ControlSession(ctx, ref, verb, m.actor(ctx), false)
 }
 
 func (m mcpOperator) Reply(ctx context.Context, ref, message string) (api.ReplyResult, error) {
-	return m.d.reply(ctx, ref, m.actor(ctx), message)
+	return m.d.desk.reply(ctx, ref, m.actor(ctx), message)
 }
 
 func (m mcpOperator) RegisterSession(ctx context.Context, ref string, req api.RegisterRequest) (api.SessionResult, error) {
-	return serviceSessions(m).RegisterSession(ctx, ref, m.actor(ctx), req)
+	return m.d.desk.RegisterSession(ctx, ref, m.actor(ctx), req)
 }
 
 func (m mcpOperator) CloseSession(ctx context.Context, ref string, req api.CloseRequest) (api.SessionResult, error) {
-	return serviceSessions(m).CloseSession(ctx, ref, m.actor(ctx), req)
+	return m.d.desk.CloseSession(ctx, ref, m.actor(ctx), req)
 }
 
 var _ mcpserver.Operator = mcpOperator{}
 
 func (m mcpOperator) WorkItems(ctx context.Context) ([]api.WorkItem, error) {
-	return m.d.workItems(ctx)
+	return m.d.board().workItems(ctx)
 }
 
 func (m mcpOperator) LinkPR(ctx context.Context, ref, pullRequest string) (api.LinkPRResult, error) {
-	return serviceSessions(m).LinkPR(ctx, ref, pullRequest)
+	return m.d.desk.LinkPR(ctx, ref, pullRequest)
 }
 
 func (m mcpOperator) Status(ctx context.Context) api.Status { return m.d.status(ctx) }
 
 // workItems is the board's rows for the control plane (GET
 // /api/v1/work-items) and MCP (list_work_items, get_work_item).
-func (d *Daemon) workItems(ctx context.Context) ([]api.WorkItem, error) {
+func (d boardReads) workItems(ctx context.Context) ([]api.WorkItem, error) {
 	src, done := d.boardSource()
 	defer done()
 	items, err := src.Items(ctx)

@@ -31,7 +31,11 @@ const procRoot = "/proc"
 //     "os-user:<name>"; root and other admitted users as "os-user:<name>".
 //
 // The answer is taken once per connection, at accept time.
-func (d *Daemon) socketPeer(p apiserver.Peer) (string, error) {
+func socketPeer(operator string) apiserver.PeerPolicy {
+	return func(p apiserver.Peer) (string, error) { return peerIdentity(operator, p) }
+}
+
+func peerIdentity(operator string, p apiserver.Peer) (string, error) {
 	self := os.Getuid()
 	if p.UID != self && p.UID != 0 {
 		return "", fmt.Errorf("process %d runs as uid %d, not loopd's user (uid %d); only loopd's user (or root) may use its control socket", p.PID, p.UID, self)
@@ -43,8 +47,8 @@ func (d *Daemon) socketPeer(p apiserver.Peer) (string, error) {
 	if in {
 		return "", fmt.Errorf("process %d is inside an agent session (it descends from a sandbox launcher); the control plane is for the operator's own shell, not for the agent", p.PID)
 	}
-	if p.UID == self && d.cfg.Dashboard.Operator != "" {
-		return "github:" + d.cfg.Dashboard.Operator, nil
+	if p.UID == self && operator != "" {
+		return "github:" + operator, nil
 	}
 	return osUserIdentity(p.UID), nil
 }
@@ -57,5 +61,3 @@ func osUserIdentity(uid int) string {
 	}
 	return "os-user:uid-" + strconv.Itoa(uid)
 }
-
-var _ apiserver.PeerPolicy = (*Daemon)(nil).socketPeer

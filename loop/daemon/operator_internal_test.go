@@ -32,9 +32,7 @@ func TestSocketPeerPolicy(t *testing.T) {
 		{"another OS user", "dana", apiserver.Peer{UID: other, PID: os.Getpid()}, "", "not loopd's user"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			d := &Daemon{}
-			d.cfg.Dashboard.Operator = tc.operator
-			id, err := d.socketPeer(tc.peer)
+			id, err := socketPeer(tc.operator)(tc.peer)
 			if tc.refused != "" {
 				require.ErrorContains(t, err, tc.refused)
 				require.Empty(t, id)
@@ -50,10 +48,10 @@ func TestSocketPeerPolicy(t *testing.T) {
 // operator's process: the walk up its ancestry in /proc and the user name
 // lookup.
 func BenchmarkSocketPeerPolicy(b *testing.B) {
-	d := &Daemon{}
+	policy := socketPeer("")
 	self := apiserver.Peer{UID: os.Getuid(), GID: os.Getgid(), PID: os.Getpid()}
 	for b.Loop() {
-		if _, err := d.socketPeer(self); err != nil {
+		if _, err := policy(self); err != nil {
 			b.Fatal(err)
 		}
 	}

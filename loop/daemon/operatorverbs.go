@@ -6,11 +6,13 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"os"
 	"slices"
 	"strings"
+	"sync"
+	"time"
 
 	"github.com/theloop-dev/theloop/graph"
+	"github.com/theloop-dev/theloop/hooks"
 	"github.com/theloop-dev/theloop/ingress"
 	"github.com/theloop-dev/theloop/internal/panewatch"
 	"github.com/theloop-dev/theloop/loop/api"
@@ -32,12 +34,12 @@ import (
 // "github:<login>" only when the operator's login is configured
 // (--dashboard-operator); an OS user or the service token names no GitHub
 // person and is refused. GitHub not answering refuses too (fail closed).
-func (d *Daemon) authorizedOperator(ctx context.Context, identity, verb string, item workitem.Ref) (string, error) {
+func (o *operatorDesk) authorizedOperator(ctx context.Context, identity, verb string, item workitem.Ref) (string, error) {
 	login, ok := strings.CutPrefix(identity, "github:")
 	if !ok || login == "" {
 		return "", fmt.Errorf("%w: %s acts as a ticket keyword does and needs an authorized GitHub user; %q names none (run loopd with --dashboard-operator <your login>, one of routing.authorizedUsers or allowed by routing.authorized)", apiserver.ErrForbidden, verb, identity)
 	}
-	rule, err := authorizingRule(ctx, d.cfg.Routing.AuthorizedUsers, d.authority, login, item, nil)
+	rule, err := authorizingRule(ctx, o.cfg.Routing.AuthorizedUsers, o.authority, login, item, nil)
 	if err != nil {
 		return "", fmt.Errorf("%w: %s may not %s %s now: %v (nothing was done; try again)", apiserver.ErrTryLater, login, verb, item, err)
 	}
@@ -61,74 +63,71 @@ func cliDeliveryID(verb string) string {
 // order, the cluster's lease, the spawn policy, the control record), so
 // the effect is the keyword's. The spawn policy is checked here first, so
 // a start that would be refused is answered, not queued.
-func (s serviceSessions) StartSession(ctx context.Context, ref, actor string, noComment bool) (api.ControlResult, error) {
-	return s.d.queueControl(ctx, ref, actor, ingress.CmdStart, noComment)
+func (o *operatorDesk) StartSession(ctx context.Context, ref, actor string, noComment bool) (api.ControlResult, error) {
+	return o.queueControl(ctx, ref, actor, ingress.CmdStart, noComment)
 }
 
 // CleanupSession queues the ticket's cleanup keyword as issued by actor.
-func (s serviceSessions) CleanupSession(ctx context.Context, ref, actor string, noComment bool) (api.ControlResult, error) {
-	return s.d.queueControl(ctx, ref, actor, ingress.CmdCleanup, noComment)
+func (o *operatorDesk) CleanupSession(ctx context.Context, ref, actor string, noComment bool) (api.ControlResult, error) {
+	return o.queueControl(ctx, ref, actor, ingress.CmdCleanup, noComment)
 }
 
-func (d *Daemon) queueControl(ctx context.Context, ref, actor string, cmd ingress.Command, noComment bool) (api.ControlResult, error) {
+func (o *operatorDesk) queueControl(ctx context.Context, ref, actor string, cmd ingress.Command, noComment bool) (api.ControlResult, error) {
 	item, err := parseRef(ref)
 	if err != nil {
 		return api.ControlResult{}, err
 	}
 	verb := string(cmd)
 	res := api.ControlResult{Ref: item.String(), Verb: verb, Effect: "refused"}
-	login, err := d.authorizedOperator(ctx, actor, verb, item)
+	login, err := o.authorizedOperator(ctx, actor, verb, item)
 	if err != nil {
 		return res, err
 	}
-	if !d.cfg.Routing.ControlEnabled {
+	if !o.cfg.Routing.ControlEnabled {
 		return res, fmt.Errorf("%w: routing.control.enabled is false, so loopd applies no %s keyword, from the ticket or from here", apiserver.ErrBadRequest, verb)
 	}
-	if d.q == nil {
-		return res, errors.New("daemon: not running")
-	}
-	now := d.deps.Clock.Now()
+	now := o.now()
 	ev := &ingress.Event{
 		Event: "loopctl", Action: verb, DeliveryID: cliDeliveryID(verb), Repo: item.Owner + "/" + item.Repo,
 		WorkItems: []workitem.Ref{item}, Actor: login, Source: ingress.SourceCLI, ReceivedAt: now.UTC(),
 		Control: &ingress.ControlCommand{Command: cmd, Actor: login, Note: "issued through loopd's control plane by " + actor},
 	}
 	if cmd == ingress.CmdStart {
-		if _, live := d.intake.live(item); !live {
-			if d.cfg.Routing.SpawnOnUnmatched == SpawnLabeled {
-				ev.Labeled = d.carriesLabel(ctx, item)
+		if _, live := o.intake.live(item); !live {
+			if o.cfg.Routing.SpawnOnUnmatched == SpawnLabeled {
+				ev.Labeled = o.carriesLabel(ctx, item)
 			}
-			if reason := d.intake.refusal(item, ev, cmd); reason != "" {
-				return res, fmt.Errorf("%w: loopd would refuse this start (%s): routing.spawnOnUnmatched is %q%s", apiserver.ErrBadRequest, reason, d.cfg.Routing.SpawnOnUnmatched,
-					map[bool]string{true: fmt.Sprintf(" and the item does not carry the label %q", d.cfg.Routing.AutoExecuteLabel)}[d.cfg.Routing.SpawnOnUnmatched == SpawnLabeled])
+			if reason := o.intake.refusal(item, ev, cmd); reason != "" {
+				return res, fmt.Errorf("%w: loopd would refuse this start (%s): routing.spawnOnUnmatched is %q%s", apiserver.ErrBadRequest, reason, o.cfg.Routing.SpawnOnUnmatched,
+					map[bool]string{true: fmt.Sprintf(" and the item does not carry the label %q", o.cfg.Routing.AutoExecuteLabel)}[o.cfg.Routing.SpawnOnUnmatched == SpawnLabeled])
 			}
 		}
 	}
-	if err := d.Sink().Put(ctx, ev); err != nil {
+	if err := o.sink.Put(ctx, ev); err != nil {
 		return res, fmt.Errorf("queueing %s for %s: %w", verb, item, err)
 	}
 	res.Effect, res.Queued = "queued", ev.DeliveryID
-	d.emit("control.queued", graph.LevelInfo, graph.Field{Key: "work_item", Value: item.String()}, graph.Field{Key: "command", Value: verb},
+	o.emit("control.queued", graph.LevelInfo, graph.Field{Key: "work_item", Value: item.String()}, graph.Field{Key: "command", Value: verb},
 		graph.Field{Key: "via", Value: "cli"}, graph.Field{Key: "actor", Value: actor}, graph.Field{Key: "delivery_id", Value: ev.DeliveryID})
 	if !noComment {
-		d.announceControl(ctx, item, verb, actor, &res)
+		o.announceControl(ctx, item, verb, actor, &res)
 	}
 	return res, nil
 }
 
 // carriesLabel reports whether the ticket carries the auto-execute label
 // (false when it cannot be read).
-func (d *Daemon) carriesLabel(ctx context.Context, item workitem.Ref) bool {
-	out, err := d.integ.Call(ctx, ops.GitHubGetLabels, map[string]any{"ref": item.String()})
+func (o *operatorDesk) carriesLabel(ctx context.Context, item workitem.Ref) bool {
+	out, err := o.integ.Call(ctx, ops.GitHubGetLabels, map[string]any{"ref": item.String()})
 	if err != nil {
 		return false
 	}
 	switch ls := out["labels"].(type) {
 	case []string:
-		return slices.Contains(ls, d.cfg.Routing.AutoExecuteLabel)
+		return slices.Contains(ls, o.cfg.Routing.AutoExecuteLabel)
 	case []any:
 		for _, l := range ls {
-			if l == d.cfg.Routing.AutoExecuteLabel {
+			if l == o.cfg.Routing.AutoExecuteLabel {
 				return true
 			}
 		}
@@ -146,9 +145,9 @@ func replyMark(login string) string {
 // controlKeywordIn returns the control keyword text carries ("" none),
 // anywhere in it and in any case: a reply talks to the agent and must not
 // read as a command to loopd if the agent copies it onto the ticket.
-func (d *Daemon) controlKeywordIn(text string) string {
+func (o *operatorDesk) controlKeywordIn(text string) string {
 	flat := strings.ToLower(strings.Join(strings.Fields(text), " "))
-	kws := d.cfg.Routing.Keywords
+	kws := o.cfg.Routing.Keywords
 	if kws == nil {
 		kws = map[string]string{}
 		for _, c := range ingress.Commands() {
@@ -169,123 +168,267 @@ func (d *Daemon) controlKeywordIn(text string) string {
 // before the paste (state first); a second line records the receipt. A
 // reply moves no gate: gates read only events that came through ingress,
 // and the reply never enters the queue.
-func (s serviceSessions) Reply(ctx context.Context, ref, actor, message string) (api.ReplyResult, error) {
-	return s.d.reply(ctx, ref, actor, message)
+func (o *operatorDesk) Reply(ctx context.Context, ref, actor, message string) (api.ReplyResult, error) {
+	return o.reply(ctx, ref, actor, message)
 }
 
-func (d *Daemon) reply(ctx context.Context, ref, actor, message string) (api.ReplyResult, error) {
-	return d.replyVia(ctx, ref, actor, message, replyMark, nil)
+func (o *operatorDesk) reply(ctx context.Context, ref, actor, message string) (api.ReplyResult, error) {
+	return o.replyVia(ctx, ref, actor, message, replyMark, nil)
 }
 
 // replyVia is the one reply path (the control plane, the dashboard, MCP and
 // the Slack channel): actor must be an authorized "github:<login>"; mark
 // renders the line that opens the paste; audit adds fields to the event
 // log's lines (who in Slack spoke).
-func (d *Daemon) replyVia(ctx context.Context, ref, actor, message string, mark func(login string) string, audit []graph.Field) (api.ReplyResult, error) {
+func (o *operatorDesk) replyVia(ctx context.Context, ref, actor, message string, mark func(login string) string, audit []graph.Field) (api.ReplyResult, error) {
 	item, err := parseRef(ref)
 	if err != nil {
 		return api.ReplyResult{}, err
 	}
 	res := api.ReplyResult{Ref: item.String(), Actor: actor}
-	login, err := d.authorizedOperator(ctx, actor, "reply", item)
+	login, err := o.authorizedOperator(ctx, actor, "reply", item)
 	if err != nil {
 		return res, err
 	}
-	if kw := d.controlKeywordIn(message); kw != "" {
+	if kw := o.controlKeywordIn(message); kw != "" {
 		return res, fmt.Errorf("%w: %w: the message carries the control keyword %q; a reply talks to the agent and never commands loopd — use `loopctl sessions %s` (or the ticket) for that, and reword the message", apiserver.ErrBadRequest, errControlKeyword, kw, strings.Fields(kw)[len(strings.Fields(kw))-1])
 	}
 	clean := sessions.SanitizePaste(message)
 	if clean == "" {
 		return res, fmt.Errorf("%w: the message is empty once control characters are removed", apiserver.ErrBadRequest)
 	}
-	rec, err := d.reg.Get(item)
+	rec, err := o.reg.Get(item)
 	if err != nil {
 		return res, err
 	}
 	if !rec.Status.Live() {
 		return res, fmt.Errorf("%w: %s's session is %s; start it (`loopctl sessions start`) before replying", apiserver.ErrBadRequest, item, rec.Status)
 	}
-	if l, _ := d.tmux.Probe(ctx, rec.TmuxName); l != sessions.LivenessLive {
+	if l, _ := o.tmux.Probe(ctx, rec.TmuxName); l != sessions.LivenessLive {
 		return res, fmt.Errorf("%w: %s's harness is %s; a reply is not a respawn — start the session again first", apiserver.ErrBadRequest, item, l)
 	}
 	res.Pasted = mark(login) + "\n" + clean
 	res.Session = rec.TmuxName
-	res.At = d.deps.Clock.Now().UTC()
+	res.At = o.now().UTC()
 	who := append([]graph.Field{{Key: "work_item", Value: item.String()}, {Key: "actor", Value: actor}}, audit...)
-	d.emit("session.operator_reply", graph.LevelInfo, append(who[:len(who):len(who)],
+	o.emit("session.operator_reply", graph.LevelInfo, append(who[:len(who):len(who)],
 		graph.Field{Key: "message", Value: clean}, graph.Field{Key: "tmux_target", Value: rec.TmuxName})...)
 	var dr sessions.DeliveryResult
-	_, err = d.pasteReply(ctx, item, rec, replyKey(item, actor, res.At, clean), res.Pasted, func(text string) error {
+	_, err = o.intake.pasteOnce(ctx, item, rec, replyKey(item, actor, res.At, clean), res.Pasted, func(text string) error {
 		var err error
 		res.Pasted = text
-		dr, err = d.mgr.Deliver(ctx, item, text)
+		dr, err = o.mgr.Deliver(ctx, item, text)
 		return err
 	})
 	res.Verified = dr.Receipt.Verified()
 	if err != nil {
-		d.emit("session.operator_reply_failed", graph.LevelWarning, append(who[:len(who):len(who)], graph.Field{Key: "error", Value: err.Error()})...)
+		o.emit("session.operator_reply_failed", graph.LevelWarning, append(who[:len(who):len(who)], graph.Field{Key: "error", Value: err.Error()})...)
 		return res, err
 	}
-	d.emit("session.operator_reply_delivered", graph.LevelInfo, append(who[:len(who):len(who)], graph.Field{Key: "verified", Value: res.Verified})...)
+	o.emit("session.operator_reply_delivered", graph.LevelInfo, append(who[:len(who):len(who)], graph.Field{Key: "verified", Value: res.Verified})...)
 	return res, nil
 }
 
 // Transcript is the pane's scrollback and, where the harness keeps one,
 // its own transcript's tail.
-func (s serviceSessions) Transcript(ctx context.Context, ref string) (api.Transcript, error) {
-	d := s.d
-	item, err := parseRef(ref)
-	if err != nil {
-		return api.Transcript{}, err
-	}
-	rec, err := d.reg.Get(item)
+func (o *operatorDesk) Transcript(ctx context.Context, ref string) (api.Transcript, error) {
+	item, rec, err := o.record(ref)
 	if err != nil {
 		return api.Transcript{}, err
 	}
 	t := api.Transcript{Ref: item.String(), Session: rec.TmuxName}
-	if pane, err := d.tmux.Capture(ctx, rec.TmuxName); err != nil {
+	if pane, err := o.tmux.Capture(ctx, rec.TmuxName); err != nil {
 		t.PaneError = err.Error()
 	} else {
 		t.Pane = pane
 	}
 	// In a world of its own the harness writes under the world's copy of
 	// the home.
-	if path, tail, cut, err := sessions.HarnessTranscript(rec, d.tmux.HostPath(rec.TmuxName, d.claudeConfigDir())); err == nil {
+	if path, tail, cut, err := sessions.HarnessTranscript(rec, o.tmux.HostPath(rec.TmuxName, o.claudeConfigDir)); err == nil {
 		t.Harness = &api.HarnessTranscript{Path: path, Content: string(tail), Truncated: cut}
 	}
 	return t, nil
 }
 
-// claudeConfigDir is where Claude Code keeps its transcripts for the
-// sessions loopd spawns.
-func (d *Daemon) claudeConfigDir() string {
-	if d.cfg.ClaudeEnv != nil {
-		return d.cfg.ClaudeEnv.ConfigDir
-	}
-	home, _ := os.UserHomeDir()
-	getenv := func(k string) string { v, _ := d.deps.Env(k); return v }
-	return sessions.ClaudeEnvironmentFromEnv(getenv, home, d.cfg.Routing.WorkspaceRoot).ConfigDir
-}
-
 // Screen captures the work item's pane as it shows now, colours included.
-func (s serviceSessions) Screen(ctx context.Context, ref string) (string, error) {
-	return s.d.screen(ctx, ref)
-}
-
-func (d *Daemon) screen(ctx context.Context, ref string) (string, error) {
-	item, err := parseRef(ref)
+func (o *operatorDesk) Screen(ctx context.Context, ref string) (string, error) {
+	_, rec, err := o.record(ref)
 	if err != nil {
 		return "", err
 	}
-	rec, err := d.reg.Get(item)
-	if err != nil {
-		return "", err
-	}
-	out, err := d.tmux.CaptureScreen(ctx, rec.TmuxName)
+	out, err := o.tmux.CaptureScreen(ctx, rec.TmuxName)
 	if errors.Is(err, sessions.ErrSessionMissing) {
 		return "", fmt.Errorf("%w: %v", panewatch.ErrGone, err)
 	}
 	return out, err
 }
 
-var _ apiserver.Operator = serviceSessions{}
+var _ apiserver.Operator = (*operatorDesk)(nil)
+
+// operatorDesk is the operator's verbs on work items and their sessions:
+// the control plane's sessions API (apiserver.Sessions, Operator,
+// SessionKeeper, PRLinker), and what MCP, the dashboard's panes and Slack
+// reach. Each verb is authorized as a ticket's keyword would be (or by the
+// transport), and recorded before its effect. It is built once the
+// pipeline is (buildPipeline): every part it is handed exists.
+type operatorDesk struct {
+	// cfg is the configuration in force: Reload swaps its soft fields
+	// under policy's write lock, so a verb reads them under policy.RLock.
+	cfg       *Config
+	policy    *sync.RWMutex
+	reg       *sessions.Registry
+	tmux      *sessions.Tmux
+	mgr       *sessions.Manager
+	ctl       *controlStore
+	link      *graphLink
+	intake    *intake
+	integ     graph.Integrations
+	authority *ingress.Authority
+	cluster   *cluster
+	// sink is the queue, observed (Daemon.Sink): where start and cleanup
+	// are queued as a ticket's keyword is.
+	sink ingress.Sink
+	now  func() time.Time
+	emit func(name string, level graph.Level, fields ...graph.Field)
+	// claudeConfigDir is Claude Code's configuration directory (its
+	// transcripts).
+	claudeConfigDir string
+}
+
+func parseRef(ref string) (workitem.Ref, error) {
+	item, err := workitem.Parse(ref)
+	if err != nil {
+		return item, fmt.Errorf("%w: %v", apiserver.ErrBadRequest, err)
+	}
+	return item, nil
+}
+
+func (o *operatorDesk) ListSessions(_ context.Context, status string) ([]sessions.Record, error) {
+	recs, _ := o.reg.List()
+	if status == "" {
+		return recs, nil
+	}
+	var out []sessions.Record
+	for _, r := range recs {
+		if string(r.Status) == status {
+			out = append(out, r)
+		}
+	}
+	return out, nil
+}
+
+func (o *operatorDesk) Session(_ context.Context, ref string) (sessions.Record, error) {
+	_, rec, err := o.record(ref)
+	return rec, err
+}
+
+// record is ref's work item and its session record (a bad ref is the
+// caller's to fix).
+func (o *operatorDesk) record(ref string) (workitem.Ref, sessions.Record, error) {
+	item, err := parseRef(ref)
+	if err != nil {
+		return item, sessions.Record{}, err
+	}
+	rec, err := o.reg.Get(item)
+	return item, rec, err
+}
+
+func (o *operatorDesk) AttachCommand(_ context.Context, ref string) (string, error) {
+	_, rec, err := o.record(ref)
+	if err != nil {
+		return "", err
+	}
+	return o.tmux.AttachCommand(rec.TmuxName), nil
+}
+
+// ControlSession applies an operator's stop, pause or resume (docs/daemon.md
+// §5.4): recorded with source cli before the effect, like a comment-issued
+// command but without the authorization check: the caller is an operator
+// the transport authenticated (a socket peer of loopd's user outside any
+// agent session, or the TCP token's holder), and actor is that identity
+// (apiserver.Caller), never what the request body said.
+func (o *operatorDesk) ControlSession(ctx context.Context, ref, verb, actor string, noComment bool) (api.ControlResult, error) {
+	item, err := parseRef(ref)
+	if err != nil {
+		return api.ControlResult{}, err
+	}
+	o.policy.RLock()
+	defer o.policy.RUnlock()
+	rec, err := o.reg.Get(item)
+	if err != nil {
+		return api.ControlResult{}, err
+	}
+	live := rec.Status.Live()
+	now := o.now()
+	record := func(cmd ingress.Command) error { return o.ctl.Record(item, cmd, "cli", actor, "", now) }
+	res := api.ControlResult{Ref: item.String(), Verb: verb, Effect: "noop"}
+	switch verb {
+	case "pause":
+		if err := record(ingress.CmdPause); err != nil {
+			return res, err
+		}
+		if live && rec.Status != sessions.StatusPaused {
+			if err := o.intake.setStatus(ctx, item, sessions.StatusPaused); err != nil {
+				return res, err
+			}
+			res.Effect = "paused"
+		}
+	case "resume":
+		if !live || rec.Status != sessions.StatusPaused {
+			res.Effect = "nothing-to-resume"
+			break
+		}
+		if err := o.intake.setStatus(ctx, item, sessions.StatusActive); err != nil {
+			return res, err
+		}
+		if err := record(ingress.CmdResume); err != nil {
+			return res, err
+		}
+		res.Effect = "resumed"
+	case "stop":
+		if err := record(ingress.CmdStop); err != nil {
+			return res, err
+		}
+		if live {
+			o.link.onClose(ctx, item, rec.Cwd, rec.SessionID)
+			if err := o.mgr.CloseWith(ctx, item, closeOptionsOf(o.cfg)); err != nil {
+				return res, err
+			}
+			o.intake.endPRSessions(ctx, item, rec, nil, false)
+			res.Effect = "stopped"
+		}
+	default:
+		return res, fmt.Errorf("%w: verb %q: use stop, pause or resume", apiserver.ErrBadRequest, verb)
+	}
+	o.emit("control.command", graph.LevelInfo, graph.Field{Key: "work_item", Value: item.String()}, graph.Field{Key: "command", Value: verb},
+		graph.Field{Key: "via", Value: "cli"}, graph.Field{Key: "actor", Value: actor}, graph.Field{Key: "effect", Value: res.Effect})
+	if !noComment {
+		o.announceControl(ctx, item, verb, actor, &res)
+	}
+	return res, nil
+}
+
+// announceControl posts the marked comment that tells the work item's
+// readers a control command was issued from the CLI (docs/daemon.md §5.4):
+// its first line is the keyword, so the record reads the same as a
+// comment-issued one; the marker keeps the daemon from acting on it again.
+func (o *operatorDesk) announceControl(ctx context.Context, item workitem.Ref, verb, actor string, res *api.ControlResult) {
+	kw := o.cfg.Routing.Keywords[verb]
+	if kw == "" {
+		kw = "the-loop " + verb
+	}
+	body := hooks.Mark(fmt.Sprintf("%s\n\n_Issued from the CLI by %s (effect: %s)._", kw, actor, res.Effect))
+	out, err := o.integ.Call(ctx, ops.GitHubAddComment, map[string]any{"ref": item.String(), "body": body})
+	if err != nil {
+		res.AnnounceError = err.Error()
+		o.emit("control.announce_failed", graph.LevelWarning, graph.Field{Key: "work_item", Value: item.String()}, graph.Field{Key: "command", Value: verb}, graph.Field{Key: "error", Value: err.Error()})
+		return
+	}
+	res.Announced, _ = out["url"].(string)
+	if res.Announced == "" {
+		res.Announced = item.URL()
+	}
+	o.emit("control.announced", graph.LevelInfo, graph.Field{Key: "work_item", Value: item.String()}, graph.Field{Key: "command", Value: verb})
+}
+
+var _ apiserver.Sessions = (*operatorDesk)(nil)

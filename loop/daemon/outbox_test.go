@@ -25,7 +25,6 @@ func TestSessionWorkItems(t *testing.T) {
 		PullRequests: []sessions.PRLink{{PR: ref("github:o/r#12"), Linked: now}}}))
 	require.NoError(t, reg.Put(ctx, sessions.Record{Item: ref("github:o/r#12"), Parent: ref("github:o/r#1"), Harness: "claude", SessionID: "s-pr",
 		TmuxName: sessions.TmuxName(ref("github:o/r#12")), Cwd: "/w/12", Status: sessions.StatusActive, Created: now}))
-	d := &Daemon{reg: reg}
 	tests := []struct {
 		sid  string
 		want []string
@@ -37,7 +36,7 @@ func TestSessionWorkItems(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.sid, func(t *testing.T) {
-			refs, err := d.sessionWorkItems(tc.sid)
+			refs, err := sessionWorkItems(reg)(tc.sid)
 			if tc.want == nil {
 				require.ErrorIs(t, err, sessions.ErrNoRecord)
 				return

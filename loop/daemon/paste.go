@@ -232,12 +232,3 @@ func replyKey(item workitem.Ref, actor string, at time.Time, message string) str
 	sum := sha256.Sum256([]byte(actor + "\x00" + message))
 	return "reply:" + item.String() + ":" + at.UTC().Format(time.RFC3339Nano) + ":" + hex.EncodeToString(sum[:8])
 }
-
-// pasteReply pastes a reply through the intake's pasteOnce, or straight
-// through paste before the intake is wired.
-func (d *Daemon) pasteReply(ctx context.Context, item workitem.Ref, rec sessions.Record, key, text string, paste func(text string) error) (bool, error) {
-	if in := d.intake; in != nil {
-		return in.pasteOnce(ctx, item, rec, key, text, paste)
-	}
-	return true, paste(text)
-}

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/theloop-dev/theloop/graph"
+	"github.com/theloop-dev/theloop/loop"
 	"github.com/theloop-dev/theloop/loop/daemon/queue"
 )
 
@@ -48,7 +49,7 @@ var ErrRestartToRecover = errors.New("daemon: the queue's store failed a write a
 // watchStore waits for q's store to fail, reports it, then waits for the
 // store directory to take a write again; the error it sends is Run's.
 // Nothing is sent when ctx ends first.
-func (d *Daemon) watchStore(ctx context.Context, q *queue.Queue) <-chan error {
+func watchStore(ctx context.Context, q *queue.Queue, logf func(string, ...any), emit emitFunc) <-chan error {
 	out := make(chan error, 1)
 	failed := q.StoreFailed()
 	if failed == nil {
@@ -61,8 +62,8 @@ func (d *Daemon) watchStore(ctx context.Context, q *queue.Queue) <-chan error {
 		case <-failed:
 		}
 		cause := q.Persisting()
-		d.logf("the queue cannot persist: %v; webhooks are answered 503 and /healthz fails until there is room again, then loopd exits (code 75) so the service manager restarts it", cause)
-		d.emit("queue.store_failed", graph.LevelError, graph.Field{Key: "error", Value: fmt.Sprint(cause)})
+		logf("the queue cannot persist: %v; webhooks are answered 503 and /healthz fails until there is room again, then loopd exits (code 75) so the service manager restarts it", cause)
+		emit("queue.store_failed", graph.LevelError, graph.Field{Key: "error", Value: fmt.Sprint(cause)})
 		t := time.NewTicker(StoreProbeInterval)
 		defer t.Stop()
 		for {
@@ -71,7 +72,7 @@ func (d *Daemon) watchStore(ctx context.Context, q *queue.Queue) <-chan error {
 				return
 			case <-t.C:
 				if q.WritableAgain() == nil {
-					d.logf("the queue's store has room again: exiting so that loopd restarts with the store reopened")
+					logf("the queue's store has room again: exiting so that loopd restarts with the store reopened")
 					out <- fmt.Errorf("%w (first failure: %v)", ErrRestartToRecover, cause)
 					return
 				}
@@ -83,14 +84,14 @@ func (d *Daemon) watchStore(ctx context.Context, q *queue.Queue) <-chan error {
 
 // persistHealth is nil while loopd can persist: the queue's store, the
 // event log and the audit log all write.
-func (d *Daemon) persistHealth() error {
-	if d.q != nil {
-		if err := d.q.Persisting(); err != nil {
+func persistHealth(q *queue.Queue, elog, audit *loop.EventLog) error {
+	if q != nil {
+		if err := q.Persisting(); err != nil {
 			return err
 		}
 	}
-	if err := d.elog.Err(); err != nil {
+	if err := elog.Err(); err != nil {
 		return err
 	}
-	return d.audit.Err()
+	return audit.Err()
 }

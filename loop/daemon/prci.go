@@ -2,6 +2,7 @@ package daemon
 
 import (
 	"github.com/theloop-dev/theloop/ingress"
+	"github.com/theloop-dev/theloop/workitem"
 )
 
 // notePRCI hands a routed event's pull-request, review and check facts to
@@ -9,34 +10,28 @@ import (
 // refs the router extracted and, for a linked pull request, the work item
 // that owns it. Nothing is kept without a dashboard, and the rows whose
 // state changed are refreshed live.
-func (d *Daemon) notePRCI(ev *ingress.Event) {
+// resolve names the work item that owns a linked pull request.
+func (h *dashHost) notePRCI(ev *ingress.Event, resolve func(workitem.Ref) workitem.Ref) {
 	if ingress.KindOf(ev.Event).PRCI == ingress.PRCINone {
 		return
 	}
-	if d.cfg.Dashboard.Listen == "" {
+	if h.listen == "" {
 		return // nothing shows it
 	}
 	seen := map[string]bool{}
 	var refs []string
 	for _, r := range ev.WorkItems {
-		for _, x := range []string{r.String(), d.intake.resolve(r).String()} {
+		for _, x := range []string{r.String(), resolve(r).String()} {
 			if !seen[x] {
 				seen[x] = true
 				refs = append(refs, x)
 			}
 		}
 	}
-	if !d.prci.Note(ev.Event, refs, ev.Payload) {
+	if !h.prci.Note(ev.Event, refs, ev.Payload) {
 		return
 	}
 	// A webhook's row is refreshed by its observation; a fact the
 	// reconcile pass read has none, so the rows are told here.
-	d.dashMu.Lock()
-	dash := d.dash
-	d.dashMu.Unlock()
-	if dash != nil {
-		for _, r := range refs {
-			dash.Notify(r)
-		}
-	}
+	h.refresh(refs...)
 }

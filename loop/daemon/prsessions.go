@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/theloop-dev/theloop/graph"
@@ -36,85 +35,6 @@ import (
 // the work item's session instead. A linked PR closing ends its own session
 // (kept or killed per the close settings) and leaves the work item's
 // session open (session.pr_closed, session.kept_open).
-
-// prIndex maps a pull request to the work items it is linked to (most
-// often one; a PR once linked to a work item that closed may be linked to
-// another since). It is built from the registry on first use and kept up
-// to date by the links this daemon writes.
-type prIndex struct {
-	mu     sync.Mutex
-	loaded bool
-	owners map[string][]workitem.Ref
-}
-
-func prKey(pr workitem.Ref) string { return lowerRef(pr.String()) }
-
-func (p *prIndex) add(pr, owner workitem.Ref) {
-	k := prKey(pr)
-	for _, o := range p.owners[k] {
-		if o == owner {
-			return
-		}
-	}
-	p.owners[k] = append(p.owners[k], owner)
-}
-
-func (p *prIndex) load(reg *sessions.Registry) {
-	if p.loaded {
-		return
-	}
-	p.owners = map[string][]workitem.Ref{}
-	recs, _ := reg.List()
-	for _, r := range recs {
-		for _, l := range r.PullRequests {
-			p.add(l.PR, r.Item)
-		}
-		if !r.Parent.IsZero() {
-			p.add(r.Item, r.Parent)
-		}
-	}
-	p.loaded = true
-}
-
-// ownersOfPR returns the work items pr is linked to.
-func (in *intake) ownersOfPR(pr workitem.Ref) []workitem.Ref {
-	in.prs.mu.Lock()
-	defer in.prs.mu.Unlock()
-	in.prs.load(in.reg)
-	return append([]workitem.Ref(nil), in.prs.owners[prKey(pr)]...)
-}
-
-func (in *intake) notePR(pr, owner workitem.Ref) {
-	in.prs.mu.Lock()
-	defer in.prs.mu.Unlock()
-	in.prs.load(in.reg)
-	in.prs.add(pr, owner)
-}
-
-// resolve maps a ref to the work item whose session serves it: the work
-// item with a live session a pull request is linked to (else the first it
-// was linked to), else the ref itself.
-func (in *intake) resolve(item workitem.Ref) workitem.Ref {
-	owners := in.ownersOfPR(item)
-	for _, o := range owners {
-		if _, live := in.live(o); live {
-			return o
-		}
-	}
-	if len(owners) > 0 {
-		return owners[0]
-	}
-	return item
-}
-
-// ownerOf is resolve for a ref as the event carries it.
-func (in *intake) ownerOf(r workitem.Ref) (workitem.Ref, bool) {
-	item, err := r.Canonical()
-	if err != nil {
-		return workitem.Ref{}, false
-	}
-	return in.resolve(item), true
-}
 
 // prEvent is what an event says about the pull request it concerns.
 type prEvent struct {
@@ -538,8 +458,7 @@ func (in *intake) endPRSessions(ctx context.Context, item workitem.Ref, rec sess
 // operator's or the agent's request (`loopctl sessions link-pr`,
 // POST /sessions/link-pr): pullRequest is "#5", "5" (the work item's
 // repository) or a full ref. It implements apiserver.PRLinker.
-func (s serviceSessions) LinkPR(ctx context.Context, ref, pullRequest string) (api.LinkPRResult, error) {
-	d := s.d
+func (o *operatorDesk) LinkPR(ctx context.Context, ref, pullRequest string) (api.LinkPRResult, error) {
 	item, err := parseRef(ref)
 	if err != nil {
 		return api.LinkPRResult{}, err
@@ -551,9 +470,9 @@ func (s serviceSessions) LinkPR(ctx context.Context, ref, pullRequest string) (a
 	if pr == item {
 		return api.LinkPRResult{}, fmt.Errorf("%w: %s is the work item itself", apiserver.ErrBadRequest, pr)
 	}
-	d.svc.rl.policy.RLock()
-	defer d.svc.rl.policy.RUnlock()
-	rec, err := d.reg.Get(item)
+	o.policy.RLock()
+	defer o.policy.RUnlock()
+	rec, err := o.reg.Get(item)
 	if err != nil {
 		return api.LinkPRResult{}, err
 	}
@@ -561,28 +480,28 @@ func (s serviceSessions) LinkPR(ctx context.Context, ref, pullRequest string) (a
 		return api.LinkPRResult{}, fmt.Errorf("%w: %s has no live work-item session to link %s to; start it first", apiserver.ErrBadRequest, item, pr)
 	}
 	res := api.LinkPRResult{Ref: item.String(), PullRequest: pr.String()}
-	_, err = d.reg.Update(ctx, item, func(r *sessions.Record, exists bool) error {
+	_, err = o.reg.Update(ctx, item, func(r *sessions.Record, exists bool) error {
 		if !exists {
 			return sessions.ErrNoRecord
 		}
 		if _, ok := r.PR(pr); ok {
 			return nil
 		}
-		res.Linked = r.SetPR(sessions.PRLink{PR: pr, Linked: d.deps.Clock.Now().UTC().Truncate(time.Second)})
+		res.Linked = r.SetPR(sessions.PRLink{PR: pr, Linked: o.now().UTC().Truncate(time.Second)})
 		return nil
 	})
 	if err != nil {
 		return api.LinkPRResult{}, err
 	}
-	d.intake.notePR(pr, item)
+	o.intake.notePR(pr, item)
 	if res.Linked {
-		d.emit("session.pr_linked", graph.LevelInfo, graph.Field{Key: "work_item", Value: item.String()},
+		o.emit("session.pr_linked", graph.LevelInfo, graph.Field{Key: "work_item", Value: item.String()},
 			graph.Field{Key: "pull_request", Value: pr.String()}, graph.Field{Key: "via", Value: "cli"})
 	}
 	return res, nil
 }
 
-var _ apiserver.PRLinker = serviceSessions{}
+var _ apiserver.PRLinker = (*operatorDesk)(nil)
 
 // parsePRArg reads "#5", "5" (in item's repository) or a full ref.
 func parsePRArg(item workitem.Ref, s string) (workitem.Ref, error) {

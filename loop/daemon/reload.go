@@ -1,9 +1,7 @@
 package daemon
 
 import (
-	"context"
 	"fmt"
-	"net/http"
 	"sync"
 	"sync/atomic"
 
@@ -28,45 +26,6 @@ import (
 type reloadState struct {
 	policy sync.RWMutex // dispatches read d.cfg's soft fields under RLock
 	recv   atomic.Pointer[ingress.Receiver]
-
-	recMu     sync.Mutex
-	recCtx    context.Context
-	recCancel context.CancelFunc
-	recDone   chan struct{}
-}
-
-func (d *Daemon) reload() *reloadState { return &d.svc.rl }
-
-// receiverHandler serves whichever receiver is current.
-func (d *Daemon) receiverHandler(r *ingress.Receiver) http.Handler {
-	rs := d.reload()
-	rs.recv.Store(r)
-	return http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
-		rs.recv.Load().ServeHTTP(w, req)
-	})
-}
-
-// startReconcile runs reconcileLoop until stopReconcile (or ctx ends).
-func (d *Daemon) startReconcile(ctx context.Context) {
-	rs := d.reload()
-	rs.recMu.Lock()
-	defer rs.recMu.Unlock()
-	rs.recCtx = ctx
-	rctx, cancel := context.WithCancel(ctx)
-	done := make(chan struct{})
-	rs.recCancel, rs.recDone = cancel, done
-	go func() { defer close(done); d.reconcileLoop(rctx) }()
-}
-
-func (d *Daemon) stopReconcile() {
-	rs := d.reload()
-	rs.recMu.Lock()
-	defer rs.recMu.Unlock()
-	if rs.recCancel != nil {
-		rs.recCancel()
-		<-rs.recDone
-		rs.recCancel = nil
-	}
 }
 
 // reloadPart is a part of the running daemon that reloads keys: it names
@@ -102,15 +61,15 @@ var reloadParts = []reloadPart{
 	// receiver (a new Router with the new authorization and keywords) is
 	// swapped in atomically and the pass restarted with it.
 	{name: "receiver", keys: receiverKeys, stage: func(d *Daemon, staged Config, st *reloadStaged) error {
-		recv, err := ingress.NewReceiver(IngressConfig(staged), ingress.ReceiverDeps{Sink: d.Sink(), Log: d.sink, Clock: d.deps.Clock, SinkCopiesPayload: true, Health: d.Healthy})
+		recv, err := newReceiver(staged, d.recvDeps) // pipeline.go
 		if err != nil {
-			return fmt.Errorf("daemon: reload: webhook receiver: %w", err)
+			return fmt.Errorf("daemon: reload: %w", err)
 		}
 		st.recv, st.reconcile = recv, true
 		return nil
 	}, apply: func(d *Daemon, st *reloadStaged) {
 		d.recv = st.recv
-		d.reload().recv.Store(st.recv)
+		d.svc.rl.recv.Store(st.recv)
 	}},
 	// routing.authorized is answered by GitHub through the authority.
 	{name: "authority", keys: []string{"routing.authorized, routing.authorizedCacheSeconds"}, apply: func(d *Daemon, _ *reloadStaged) {
@@ -219,9 +178,9 @@ func (d *Daemon) applyReload(df reloadDiff, next *Config) error {
 			}
 		}
 	}
-	rs := d.reload()
+	rs := &d.svc.rl
 	if st.reconcile {
-		d.stopReconcile()
+		d.rec.stop()
 	}
 	rs.policy.Lock()
 	for _, k := range df.keys {
@@ -234,12 +193,7 @@ func (d *Daemon) applyReload(df reloadDiff, next *Config) error {
 	}
 	rs.policy.Unlock()
 	if st.reconcile {
-		rs.recMu.Lock()
-		ctx := rs.recCtx
-		rs.recMu.Unlock()
-		if ctx != nil && ctx.Err() == nil {
-			d.startReconcile(ctx)
-		}
+		d.rec.restart()
 	}
 	return nil
 }

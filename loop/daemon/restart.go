@@ -1,9 +1,10 @@
 package daemon
 
 import (
-	"context"
 	"errors"
 	"os"
+	"sync"
+	"time"
 
 	"github.com/theloop-dev/theloop/graph"
 	"github.com/theloop-dev/theloop/loop/api"
@@ -40,55 +41,66 @@ func (e *RestartError) Error() string {
 // Unwrap makes errors.Is(err, ErrRestartRequested) hold.
 func (e *RestartError) Unwrap() error { return ErrRestartRequested }
 
-// requestRestart records the request (daemon.* is in the audit log) and
-// wakes Run. A second request while the first is under way changes
-// nothing but is answered the same.
-func (d *Daemon) requestRestart(_ context.Context, actor string, withUpgrade bool) (api.RestartResult, error) {
-	if d.restartCh == nil {
-		return api.RestartResult{}, errors.New("daemon: not running")
-	}
-	d.emit("daemon.restart_requested", graph.LevelInfo, graph.Field{Key: "actor", Value: actor}, graph.Field{Key: "with_upgrade", Value: withUpgrade})
+// restarts carries an operator's restart to Run, and what a restart with
+// upgrade did before this start (NotePluginUpgrade).
+type restarts struct {
+	ch chan *RestartError
+
+	mu       sync.Mutex
+	upgraded bool
+	upgrade  []string
+	err      string
+}
+
+func newRestarts() *restarts { return &restarts{ch: make(chan *RestartError, 1)} }
+
+// request records the request (daemon.* is in the audit log) and wakes
+// Run. A second request while the first is under way changes nothing but
+// is answered the same.
+func (r *restarts) request(emit emitFunc, started time.Time, actor string, withUpgrade bool) api.RestartResult {
+	emit("daemon.restart_requested", graph.LevelInfo, graph.Field{Key: "actor", Value: actor}, graph.Field{Key: "with_upgrade", Value: withUpgrade})
 	select {
-	case d.restartCh <- &RestartError{WithUpgrade: withUpgrade, Actor: actor}:
+	case r.ch <- &RestartError{WithUpgrade: withUpgrade, Actor: actor}:
 	default:
 	}
-	return api.RestartResult{Restarting: true, WithUpgrade: withUpgrade, Actor: actor, PID: os.Getpid(), StartedAt: d.svc.started.UTC()}, nil
+	return api.RestartResult{Restarting: true, WithUpgrade: withUpgrade, Actor: actor, PID: os.Getpid(), StartedAt: started.UTC()}
 }
 
 // NotePluginUpgrade records what upgrading the plugin changed (or why it
 // failed) before this start, for the event log (daemon.plugin_upgraded,
 // once Run has its log) and for status. Call it before Run.
 func (d *Daemon) NotePluginUpgrade(changes []string, err error) {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	d.pluginUpgrade = append([]string{}, changes...)
+	r := d.restarts
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.upgrade = append([]string{}, changes...)
 	if err != nil {
-		d.pluginUpgradeErr = err.Error()
+		r.err = err.Error()
 	}
-	d.pluginUpgraded = true
+	r.upgraded = true
 }
 
-// reportPluginUpgrade emits what NotePluginUpgrade recorded.
-func (d *Daemon) reportPluginUpgrade() {
-	d.mu.Lock()
-	done, changes, perr := d.pluginUpgraded, d.pluginUpgrade, d.pluginUpgradeErr
-	d.mu.Unlock()
+// report emits what NotePluginUpgrade recorded.
+func (r *restarts) report(emit emitFunc, logf func(string, ...any)) {
+	r.mu.Lock()
+	done, changes, perr := r.upgraded, r.upgrade, r.err
+	r.mu.Unlock()
 	if !done {
 		return
 	}
 	if perr != "" {
-		d.emit("daemon.plugin_upgrade_failed", graph.LevelError, graph.Field{Key: "error", Value: perr}, graph.Field{Key: "changes", Value: changes})
-		d.logf("upgrading the plugin failed: %s", perr)
+		emit("daemon.plugin_upgrade_failed", graph.LevelError, graph.Field{Key: "error", Value: perr}, graph.Field{Key: "changes", Value: changes})
+		logf("upgrading the plugin failed: %s", perr)
 		return
 	}
-	d.emit("daemon.plugin_upgraded", graph.LevelInfo, graph.Field{Key: "changes", Value: changes})
-	d.logf("plugin upgraded before start: %d change(s)", len(changes))
+	emit("daemon.plugin_upgraded", graph.LevelInfo, graph.Field{Key: "changes", Value: changes})
+	logf("plugin upgraded before start: %d change(s)", len(changes))
 }
 
-// pluginUpgradeStatus is status's view of it.
-func (d *Daemon) pluginUpgradeStatus(st *api.Status) {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	st.PluginUpgrade = append([]string(nil), d.pluginUpgrade...)
-	st.PluginUpgradeError = d.pluginUpgradeErr
+// status is status's view of it.
+func (r *restarts) status(st *api.Status) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	st.PluginUpgrade = append([]string(nil), r.upgrade...)
+	st.PluginUpgradeError = r.err
 }

@@ -59,13 +59,13 @@ func webhookConnLimits(nofile uint64) ingress.ConnLimits {
 	return ingress.ConnLimits{Total: total, PerIP: max(total/webhookPerIPShare, 4), Reserve: max(total/webhookPerIPShare, 4)}
 }
 
-// webhookConnLimits raises the descriptor limit and derives the webhook
-// port's bounds from it, saying so on loopd's log.
-func (d *Daemon) webhookConnLimits() ingress.ConnLimits {
+// raiseWebhookConnLimits raises the descriptor limit and derives the
+// webhook port's bounds from it, saying so on loopd's log.
+func raiseWebhookConnLimits(logf func(string, ...any)) ingress.ConnLimits {
 	nofile := RaiseFileLimit()
 	l := webhookConnLimits(nofile)
 	if l.Total > 0 {
-		d.logf("descriptors: limit %d; the webhook port holds at most %d connections, %d per address (the rest is kept for the control socket, the queue and the sessions)", nofile, l.Total, l.PerIP)
+		logf("descriptors: limit %d; the webhook port holds at most %d connections, %d per address (the rest is kept for the control socket, the queue and the sessions)", nofile, l.Total, l.PerIP)
 	}
 	return l
 }

@@ -63,6 +63,7 @@ func TestCredentialsNeverReachTheLogsOrTheEventLog(t *testing.T) {
 	env := map[string]string{"LOOPD_TEST_TOKEN": ghToken}
 	var lines, structured lockedBuffer
 	d, err := New(cfg, Deps{
+		Clock:  graph.SystemClock{},
 		Env:    func(k string) (string, bool) { v, ok := env[k]; return v, ok },
 		Log:    &lines,
 		Logger: slog.New(slog.NewJSONHandler(&structured, nil)),

@@ -9,11 +9,11 @@ import (
 	"net/http"
 	"os"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
 	"github.com/theloop-dev/theloop/graph"
-	"github.com/theloop-dev/theloop/hooks"
 	"github.com/theloop-dev/theloop/ingress"
 	"github.com/theloop-dev/theloop/internal/buildinfo"
 	"github.com/theloop-dev/theloop/loop/api"
@@ -22,9 +22,7 @@ import (
 	"github.com/theloop-dev/theloop/loop/daemon/mcpserver"
 	"github.com/theloop-dev/theloop/loop/daemon/metrics"
 	"github.com/theloop-dev/theloop/loop/daemon/queue"
-	"github.com/theloop-dev/theloop/ops"
 	"github.com/theloop-dev/theloop/sessions"
-	"github.com/theloop-dev/theloop/workitem"
 )
 
 // ServiceConfig is the control plane (service.*): the API, /metrics and
@@ -64,12 +62,13 @@ type service struct {
 	tcpAddr string
 }
 
-// slog is the structured logger (Deps.Logger, else text on Deps.Log).
-func (d *Daemon) slog() *slog.Logger {
-	if d.deps.Logger != nil {
-		return d.deps.Logger
+// structuredLogger is the structured logger (Deps.Logger, else text on
+// Deps.Log).
+func structuredLogger(deps Deps) *slog.Logger {
+	if deps.Logger != nil {
+		return deps.Logger
 	}
-	return slog.New(slog.NewTextHandler(d.deps.Log, &slog.HandlerOptions{Level: slog.LevelInfo}))
+	return slog.New(slog.NewTextHandler(deps.Log, &slog.HandlerOptions{Level: slog.LevelInfo}))
 }
 
 // Sessions is the tmux runner hosting the agents' sessions (nil before Run
@@ -84,38 +83,51 @@ func (d *Daemon) ControlSocket() string { return api.SocketPath(d.cfg.StateRoot)
 // the control plane listens on the socket only).
 func (d *Daemon) ControlAddr() string { return d.svc.tcpAddr }
 
-// serviceSinks are the sinks the control plane adds to the event log (the
-// live stream).
-func (d *Daemon) serviceSinks() []graph.Sink {
-	d.svc.stream = apiserver.NewStream(apiserver.StreamConfig{Source: "loopd", MaxSubscribers: d.cfg.Service.StreamMaxSubscribers, KeepAlive: d.cfg.Service.StreamKeepAlive})
-	d.svc.metrics = metrics.New(metrics.Config{
+// serviceProbes are what the control plane's metrics read from the running
+// daemon.
+type serviceProbes struct {
+	health       func(context.Context) api.Health
+	queue        func(context.Context) (queue.Stats, error)
+	liveSessions func() int
+}
+
+// openSinks builds the stream and the metrics: the sinks the control plane
+// adds to the event log (the live stream).
+func (s *service) openSinks(cfg ServiceConfig, clock graph.Clock, p serviceProbes) ([]graph.Sink, error) {
+	s.stream = apiserver.NewStream(apiserver.StreamConfig{Source: "loopd", MaxSubscribers: cfg.StreamMaxSubscribers, KeepAlive: cfg.StreamKeepAlive})
+	m, err := metrics.New(metrics.Config{
 		Health: func(ctx context.Context) (bool, string) {
-			h := d.Health(ctx)
+			h := p.health(ctx)
 			return h.OK, h.Reason
 		},
-		StuckAfter: d.cfg.Service.GateStuckAfter,
-		Clock:      d.deps.Clock,
-		Queue: func(ctx context.Context) (queue.Stats, error) {
-			if d.q == nil {
-				return queue.Stats{}, errors.New("daemon: not running")
-			}
-			return d.q.Stats(ctx)
-		},
-		LiveSessions: func() int {
-			if d.reg == nil {
-				return 0
-			}
-			recs, _ := d.reg.List()
-			n := 0
-			for _, r := range recs {
-				if r.Status.Live() {
-					n++
-				}
-			}
-			return n
-		},
+		StuckAfter:   cfg.GateStuckAfter,
+		Clock:        clock,
+		Queue:        p.queue,
+		LiveSessions: p.liveSessions,
 	})
-	return []graph.Sink{d.svc.stream, d.svc.metrics}
+	if err != nil {
+		return nil, fmt.Errorf("daemon: %w", err)
+	}
+	s.metrics = m
+	return []graph.Sink{s.stream, s.metrics}, nil
+}
+
+// liveSessions counts the live sessions of reg (0 before it is open).
+func liveSessions(reg func() *sessions.Registry) func() int {
+	return func() int {
+		r := reg()
+		if r == nil {
+			return 0
+		}
+		recs, _ := r.List()
+		n := 0
+		for _, rec := range recs {
+			if rec.Status.Live() {
+				n++
+			}
+		}
+		return n
+	}
 }
 
 // Metrics is the daemon's Prometheus instrumentation (valid after New's
@@ -123,69 +135,74 @@ func (d *Daemon) serviceSinks() []graph.Sink {
 func (d *Daemon) Metrics() *metrics.Metrics { return d.svc.metrics }
 
 // countWebhook records what became of a delivery handed to the queue.
-func (d *Daemon) countWebhook(err error) {
-	if d.svc.metrics != nil {
-		d.svc.metrics.Webhook(err)
+func (s *service) countWebhook(err error) {
+	if s.metrics != nil {
+		s.metrics.Webhook(err)
 	}
 }
 
 // instrument counts and times every outbound integration call.
-func (d *Daemon) instrument(next graph.Integrations) graph.Integrations {
-	if d.svc.metrics == nil {
+func (s *service) instrument(next graph.Integrations) graph.Integrations {
+	if s.metrics == nil {
 		return next
 	}
-	return d.svc.metrics.Integrations(next)
+	return s.metrics.Integrations(next)
 }
 
-// httpClient is Deps.HTTPClient (or a default client) with a transport
-// that counts GitHub requests and keeps the rate-limit remaining.
-func (d *Daemon) httpClient() *http.Client {
+// httpClient is base (or a default client) with a transport that counts
+// GitHub requests and keeps the rate-limit remaining.
+func (s *service) httpClient(base *http.Client) *http.Client {
 	c := &http.Client{Timeout: 60 * time.Second}
-	if d.deps.HTTPClient != nil {
-		cp := *d.deps.HTTPClient
+	if base != nil {
+		cp := *base
 		c = &cp
 	}
-	if d.svc.metrics != nil {
-		c.Transport = d.svc.metrics.Transport(c.Transport)
+	if s.metrics != nil {
+		c.Transport = s.metrics.Transport(c.Transport)
 	}
 	return c
 }
 
 // hookObserver feeds theloop_hook_duration_seconds (nil without metrics).
-func (d *Daemon) hookObserver() func(graph.HookTiming) {
-	if d.svc.metrics == nil {
+func (s *service) hookObserver() func(graph.HookTiming) {
+	if s.metrics == nil {
 		return nil
 	}
-	return d.svc.metrics.Hook
+	return s.metrics.Hook
 }
 
-// timed measures each dispatch (handler time, and receipt-to-done latency).
-func (d *Daemon) timed(h dispatch.Handler) dispatch.Handler {
-	return timedHandler{d: d, h: h}
+// timed measures each dispatch (handler time, and receipt-to-done latency)
+// under the policy's read lock; note sees each event first (the
+// dashboard's PR/CI state), timeout bounds one (0: none).
+func (s *service) timed(h dispatch.Handler, note func(*ingress.Event), timeout time.Duration) dispatch.Handler {
+	return timedHandler{policy: &s.rl.policy, metrics: s.metrics, note: note, timeout: timeout, h: h}
 }
 
 // timedHandler is timed's result; it passes the handler's Triage on.
 type timedHandler struct {
-	d *Daemon
-	h dispatch.Handler
+	policy  *sync.RWMutex
+	metrics *metrics.Metrics
+	note    func(*ingress.Event)
+	timeout time.Duration
+	h       dispatch.Handler
 }
 
 func (t timedHandler) Handle(ctx context.Context, ev *ingress.Event) error {
 	// The policy (reload.go) holds still for the whole dispatch.
-	t.d.svc.rl.policy.RLock()
-	defer t.d.svc.rl.policy.RUnlock()
-	t.d.notePRCI(ev) // prci.go
+	t.policy.RLock()
+	defer t.policy.RUnlock()
+	t.note(ev) // prci.go
 	start := time.Now()
-	if to := t.d.cfg.Routing.DispatchTimeout; to > 0 {
+	if t.timeout > 0 {
 		// routing.dispatchTimeoutSeconds: a stuck dispatch is cancelled
 		// (and the event redelivered) rather than holding its slot.
 		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, to)
+		ctx, cancel = context.WithTimeout(ctx, t.timeout)
 		defer cancel()
 	}
 	err := t.h.Handle(ctx, ev)
-	if t.d.svc.metrics != nil {
-		t.d.svc.metrics.Dispatched(ev, time.Since(start), err)
+	if t.metrics != nil {
+		t.metrics.Dispatched(ev, time.Since(start), err)
 	}
 	return err
 }
@@ -196,23 +213,28 @@ func (t timedHandler) Triage(ctx context.Context, ev *ingress.Event) error {
 	if !ok {
 		return nil
 	}
-	t.d.svc.rl.policy.RLock()
-	defer t.d.svc.rl.policy.RUnlock()
+	t.policy.RLock()
+	defer t.policy.RUnlock()
 	start := time.Now()
 	err := tr.Triage(ctx, ev)
-	if err != nil && t.d.svc.metrics != nil {
-		t.d.svc.metrics.Dispatched(ev, time.Since(start), err)
+	if err != nil && t.metrics != nil {
+		t.metrics.Dispatched(ev, time.Since(start), err)
 	}
 	return err
 }
 
-// serviceHandler is everything the control plane serves.
-func (d *Daemon) serviceHandler() http.Handler {
+// startService serves the control plane: everything it serves (the API,
+// /metrics, /mcp) on the socket, and on TCP when configured.
+func (d *Daemon) startService() (stop func(), err error) {
+	if d.cfg.Service.Disabled {
+		return func() {}, nil
+	}
+	d.svc.started = d.deps.Clock.Now()
 	mux := http.NewServeMux()
 	graphs := &apiserver.Graphs{
 		SpecDir: d.cfg.Routing.GraphSpecDir, AuthorizedUsers: d.cfg.Routing.AuthorizedUsers, ExecuteKeyword: d.cfg.ExecuteKeyword(),
 		SessionPerPr: d.cfg.Routing.Tmux.SessionPerPr, Integrations: d.integ, Sink: d.sink, Clock: d.deps.Clock,
-		HookObserver: d.hookObserver(),
+		HookObserver: d.svc.hookObserver(),
 	}
 	d.svc.graphs = graphs
 	observe := func(route string, code int, took time.Duration) {
@@ -226,82 +248,87 @@ func (d *Daemon) serviceHandler() http.Handler {
 	if d.cfg.Service.StreamDisabled {
 		stream = nil // service.stream.enabled: false — /events/stream answers 404
 	}
-	a := apiserver.New(apiserver.Config{Clock: d.deps.Clock, Log: d.slog(), Observe: observe}, apiserver.Backend{
+	a, err := apiserver.New(apiserver.Config{Clock: d.deps.Clock, Log: structuredLogger(d.deps), Observe: observe}, apiserver.Backend{
 		Graphs:        graphs,
-		Sessions:      serviceSessions{d},
+		Sessions:      d.desk,
 		Queue:         serviceQueue{d},
 		EventLogPath:  d.cfg.EventLog.Path,
 		FlushEventLog: d.FlushLogs,
 		Stream:        stream,
 		Status:        d.status,
 		Health:        d.Health,
-		Attention:     d.attention,
+		Attention:     d.board().attention,
 		Usage:         d.Usage, // usagewatch.go
-		Restart:       d.requestRestart,
-		WorkItems:     d.workItems,
+		Restart: func(_ context.Context, actor string, withUpgrade bool) (api.RestartResult, error) {
+			return d.restarts.request(d.emit, d.svc.started, actor, withUpgrade), nil
+		},
+		WorkItems: d.board().workItems,
 	})
+	if err != nil {
+		return nil, fmt.Errorf("daemon: %w", err)
+	}
 	mux.Handle(api.Prefix+"/", a)
 	mux.Handle("GET /metrics", d.svc.metrics.Handler())
 	if !d.cfg.Service.MCPDisabled {
-		mux.Handle(mcpserver.Path, mcpserver.Handler(mcpserver.New(mcpserver.Config{
+		ms, err := mcpserver.New(mcpserver.Config{
 			Graphs: graphs, EventLogPath: d.cfg.EventLog.Path, FlushEventLog: d.FlushLogs, Integrations: d.integ, Sink: d.sink,
 			Clock: d.deps.Clock, Version: buildinfo.Version(d.deps.Version), Operator: mcpOperator{d},
-		})))
+		})
+		if err != nil {
+			return nil, fmt.Errorf("daemon: %w", err)
+		}
+		mux.Handle(mcpserver.Path, mcpserver.Handler(ms))
 	}
-	return mux
+	return d.svc.serve(d.cfg.Service, d.ControlSocket(), socketPeer(d.cfg.Dashboard.Operator), mux)
 }
 
-// startService listens on the socket (and TCP when configured) and serves
-// the control plane; stop shuts it down.
-func (d *Daemon) startService() (stop func(), err error) {
-	if d.cfg.Service.Disabled {
-		return func() {}, nil
-	}
-	d.svc.started = d.deps.Clock.Now()
-	h := d.serviceHandler()
-	ln, err := apiserver.ListenUnix(d.ControlSocket())
+// serve listens on socket (and on cfg.Listen() when set, behind its token)
+// and serves h there, each socket peer named by peers; stop shuts it down.
+func (s *service) serve(cfg ServiceConfig, socket string, peers apiserver.PeerPolicy, h http.Handler) (stop func(), err error) {
+	ln, err := apiserver.ListenUnix(socket)
 	if err != nil {
 		return nil, err
 	}
+	stop = func() { s.stop(socket) }
 	serve := func(ln net.Listener, h http.Handler, conn func(context.Context, net.Conn) context.Context) {
 		srv := &http.Server{Handler: h, ConnContext: conn, ReadHeaderTimeout: 10 * time.Second}
-		d.svc.servers = append(d.svc.servers, srv)
+		s.servers = append(s.servers, srv)
 		go func() { _ = srv.Serve(ln) }()
 	}
 	// Every request on the socket carries its peer's identity, or is
 	// refused (operator.go); on TCP the bearer token is the identity.
-	serve(ln, apiserver.Authenticated(h), apiserver.PeerContext(d.socketPeer))
-	if d.cfg.Service.Listen != "" {
-		tln, err := apiserver.ListenTCP(d.cfg.Service.Listen, d.cfg.Service.Token)
+	serve(ln, apiserver.Authenticated(h), apiserver.PeerContext(peers))
+	if cfg.Listen != "" {
+		tln, err := apiserver.ListenTCP(cfg.Listen, cfg.Token)
 		if err != nil {
-			d.stopService()
+			stop()
 			return nil, err
 		}
-		d.svc.tcpAddr = tln.Addr().String()
-		serve(tln, apiserver.RequireToken(d.cfg.Service.Token, apiserver.Authenticated(h)), nil)
+		s.tcpAddr = tln.Addr().String()
+		serve(tln, apiserver.RequireToken(cfg.Token, apiserver.Authenticated(h)), nil)
 	}
-	return d.stopService, nil
+	return stop, nil
 }
 
-func (d *Daemon) stopService() {
+func (s *service) stop(socket string) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	for _, s := range d.svc.servers {
+	for _, srv := range s.servers {
 		// SSE streams never go idle: Shutdown waits for them until ctx,
 		// then Close cuts them.
-		if s.Shutdown(ctx) != nil {
-			_ = s.Close()
+		if srv.Shutdown(ctx) != nil {
+			_ = srv.Close()
 		}
 	}
-	_ = os.Remove(d.ControlSocket())
+	_ = os.Remove(socket)
 }
 
 func (d *Daemon) status(ctx context.Context) api.Status {
 	now := d.deps.Clock.Now()
 	h := d.Health(ctx)
 	st := api.Status{Health: &h, Version: buildinfo.Version(d.deps.Version), PID: os.Getpid(), StateRoot: d.cfg.StateRoot, Webhook: d.WebhookURL(),
-		StartedAt: d.svc.started.UTC(), Uptime: now.Sub(d.svc.started).Seconds(), Harnesses: d.harnessViews(ctx)}
-	if w := d.defaultHarnessWarning(); w != "" {
+		StartedAt: d.svc.started.UTC(), Uptime: now.Sub(d.svc.started).Seconds(), Harnesses: d.harness.views(ctx)}
+	if w := d.harness.defaultWarning(); w != "" {
 		st.Warnings = append(st.Warnings, w)
 	}
 	if d.q != nil {
@@ -320,11 +347,11 @@ func (d *Daemon) status(ctx context.Context) api.Status {
 	if len(errs) > 0 {
 		st.Warnings = append(st.Warnings, fmt.Sprintf("%d session record(s) could not be read; first: %v", len(errs), errs[0]))
 	}
-	if w := d.undefendedWarning(); w != "" {
+	if w := d.worlds.undefendedWarning(); w != "" {
 		st.Warnings = append(st.Warnings, w)
 	}
-	d.pluginUpgradeStatus(&st)
-	if sh := d.sharedDispatcher(); sh != nil {
+	d.restarts.status(&st)
+	if sh := d.cluster.sharedDispatcher(); sh != nil {
 		st.Cluster = &api.ClusterView{Node: d.cfg.Cluster().Node, MaxSessions: d.cfg.Cluster().MaxSessions, Owned: sh.Leases().Items()}
 	}
 	return st
@@ -352,143 +379,6 @@ func (q serviceQueue) Replay(ctx context.Context, seq uint64) error {
 	return err
 }
 
-// serviceSessions is the session registry and the operator's control verbs.
-type serviceSessions struct{ d *Daemon }
-
-func parseRef(ref string) (workitem.Ref, error) {
-	item, err := workitem.Parse(ref)
-	if err != nil {
-		return item, fmt.Errorf("%w: %v", apiserver.ErrBadRequest, err)
-	}
-	return item, nil
-}
-
-func (s serviceSessions) ListSessions(_ context.Context, status string) ([]sessions.Record, error) {
-	recs, _ := s.d.reg.List()
-	if status == "" {
-		return recs, nil
-	}
-	var out []sessions.Record
-	for _, r := range recs {
-		if string(r.Status) == status {
-			out = append(out, r)
-		}
-	}
-	return out, nil
-}
-
-func (s serviceSessions) Session(_ context.Context, ref string) (sessions.Record, error) {
-	item, err := parseRef(ref)
-	if err != nil {
-		return sessions.Record{}, err
-	}
-	return s.d.reg.Get(item)
-}
-
-func (s serviceSessions) AttachCommand(_ context.Context, ref string) (string, error) {
-	item, err := parseRef(ref)
-	if err != nil {
-		return "", err
-	}
-	rec, err := s.d.reg.Get(item)
-	if err != nil {
-		return "", err
-	}
-	return s.d.tmux.AttachCommand(rec.TmuxName), nil
-}
-
-// ControlSession applies an operator's stop, pause or resume (docs/daemon.md
-// §5.4): recorded with source cli before the effect, like a comment-issued
-// command but without the authorization check: the caller is an operator
-// the transport authenticated (a socket peer of loopd's user outside any
-// agent session, or the TCP token's holder), and actor is that identity
-// (apiserver.Caller), never what the request body said.
-func (s serviceSessions) ControlSession(ctx context.Context, ref, verb, actor string, noComment bool) (api.ControlResult, error) {
-	d := s.d
-	item, err := parseRef(ref)
-	if err != nil {
-		return api.ControlResult{}, err
-	}
-	d.svc.rl.policy.RLock()
-	defer d.svc.rl.policy.RUnlock()
-	rec, err := d.reg.Get(item)
-	if err != nil {
-		return api.ControlResult{}, err
-	}
-	live := rec.Status.Live()
-	now := d.deps.Clock.Now()
-	record := func(cmd ingress.Command) error { return d.ctl.Record(item, cmd, "cli", actor, "", now) }
-	res := api.ControlResult{Ref: item.String(), Verb: verb, Effect: "noop"}
-	switch verb {
-	case "pause":
-		if err := record(ingress.CmdPause); err != nil {
-			return res, err
-		}
-		if live && rec.Status != sessions.StatusPaused {
-			if err := d.intake.setStatus(ctx, item, sessions.StatusPaused); err != nil {
-				return res, err
-			}
-			res.Effect = "paused"
-		}
-	case "resume":
-		if !live || rec.Status != sessions.StatusPaused {
-			res.Effect = "nothing-to-resume"
-			break
-		}
-		if err := d.intake.setStatus(ctx, item, sessions.StatusActive); err != nil {
-			return res, err
-		}
-		if err := record(ingress.CmdResume); err != nil {
-			return res, err
-		}
-		res.Effect = "resumed"
-	case "stop":
-		if err := record(ingress.CmdStop); err != nil {
-			return res, err
-		}
-		if live {
-			d.link.onClose(ctx, item, rec.Cwd, rec.SessionID)
-			if err := d.mgr.CloseWith(ctx, item, d.closeOptions()); err != nil {
-				return res, err
-			}
-			d.intake.endPRSessions(ctx, item, rec, nil, false)
-			res.Effect = "stopped"
-		}
-	default:
-		return res, fmt.Errorf("%w: verb %q: use stop, pause or resume", apiserver.ErrBadRequest, verb)
-	}
-	d.emit("control.command", graph.LevelInfo, graph.Field{Key: "work_item", Value: item.String()}, graph.Field{Key: "command", Value: verb},
-		graph.Field{Key: "via", Value: "cli"}, graph.Field{Key: "actor", Value: actor}, graph.Field{Key: "effect", Value: res.Effect})
-	if !noComment {
-		d.announceControl(ctx, item, verb, actor, &res)
-	}
-	return res, nil
-}
-
-// announceControl posts the marked comment that tells the work item's
-// readers a control command was issued from the CLI (docs/daemon.md §5.4):
-// its first line is the keyword, so the record reads the same as a
-// comment-issued one; the marker keeps the daemon from acting on it again.
-func (d *Daemon) announceControl(ctx context.Context, item workitem.Ref, verb, actor string, res *api.ControlResult) {
-	kw := d.cfg.Routing.Keywords[verb]
-	if kw == "" {
-		kw = "the-loop " + verb
-	}
-	body := hooks.Mark(fmt.Sprintf("%s\n\n_Issued from the CLI by %s (effect: %s)._", kw, actor, res.Effect))
-	out, err := d.integ.Call(ctx, ops.GitHubAddComment, map[string]any{"ref": item.String(), "body": body})
-	if err != nil {
-		res.AnnounceError = err.Error()
-		d.emit("control.announce_failed", graph.LevelWarning, graph.Field{Key: "work_item", Value: item.String()}, graph.Field{Key: "command", Value: verb}, graph.Field{Key: "error", Value: err.Error()})
-		return
-	}
-	res.Announced, _ = out["url"].(string)
-	if res.Announced == "" {
-		res.Announced = item.URL()
-	}
-	d.emit("control.announced", graph.LevelInfo, graph.Field{Key: "work_item", Value: item.String()}, graph.Field{Key: "command", Value: verb})
-}
-
-var _ apiserver.Sessions = serviceSessions{}
 var _ apiserver.Queue = serviceQueue{}
 
 // Healthy reports whether the daemon can do its work: the queue answers.
@@ -509,7 +399,7 @@ func (d *Daemon) Health(ctx context.Context) api.Health {
 	if d.q == nil {
 		return bad(api.HealthNotRunning, errors.New("daemon: not running"))
 	}
-	if err := d.persistHealth(); err != nil { // persist.go
+	if err := persistHealth(d.q, d.elog, d.audit); err != nil { // persist.go
 		if diskFull(err) {
 			return bad(api.HealthDiskFull, err)
 		}

@@ -17,6 +17,7 @@ import (
 	"github.com/prometheus/common/model"
 	"github.com/stretchr/testify/require"
 
+	"github.com/theloop-dev/theloop/graph"
 	"github.com/theloop-dev/theloop/internal/shortdir"
 	"github.com/theloop-dev/theloop/loop/api"
 	"github.com/theloop-dev/theloop/loop/daemon"
@@ -225,7 +226,7 @@ func TestTCPWithoutATokenRefusesToStart(t *testing.T) {
 	cfg.ReconcileInterval = -1
 	cfg.ClaudeEnv = &sessions.ClaudeEnvironment{}
 	cfg.Service.Listen = "127.0.0.1:0"
-	d, err := daemon.New(cfg, daemon.Deps{Log: testLog{t}})
+	d, err := daemon.New(cfg, daemon.Deps{Clock: graph.SystemClock{}, Log: testLog{t}})
 	require.NoError(t, err)
 	err = d.Run(context.Background())
 	require.ErrorIs(t, err, apiserver.ErrNoToken)

@@ -46,33 +46,33 @@ func slackConfig(sc loop.SlackSettings, stateRoot string, getenv func(string) st
 	return c, nil
 }
 
-// buildSlack opens the channel when configured (build calls it).
-func (d *Daemon) buildSlack() error {
-	if d.cfg.Slack == nil {
-		return nil
+// openSlack opens the channel when configured (nil c: off), its Backend
+// the operator's desk.
+func openSlack(c *slackchan.Config, stateRoot string, client *http.Client, desk *operatorDesk) (*slackchan.Channel, error) {
+	if c == nil {
+		return nil, nil
 	}
-	c := *d.cfg.Slack
-	if c.StateDir == "" {
-		c.StateDir = SlackDir(d.cfg.StateRoot)
+	cc := *c
+	if cc.StateDir == "" {
+		cc.StateDir = SlackDir(stateRoot)
 	}
-	if c.HTTPClient == nil {
-		c.HTTPClient = d.httpClient()
+	if cc.HTTPClient == nil {
+		cc.HTTPClient = client
 	}
-	ch, err := slackchan.New(c, slackchan.Deps{Backend: slackBackend{d}, Now: d.deps.Clock.Now, Record: d.emit})
+	ch, err := slackchan.New(cc, slackchan.Deps{Backend: slackBackend{desk}, Now: desk.now, Record: desk.emit})
 	if err != nil {
-		return fmt.Errorf("daemon: %w", err)
+		return nil, fmt.Errorf("daemon: %w", err)
 	}
-	d.slack = ch
-	return nil
+	return ch, nil
 }
 
 // slackHandler serves the Events API beside the webhook receiver on the
 // same listener (mode events), or is next itself.
-func (d *Daemon) slackHandler(next http.Handler) http.Handler {
-	if d.slack == nil || d.slack.Mode() != slackchan.ModeEvents {
+func slackHandler(ch *slackchan.Channel, next http.Handler) http.Handler {
+	if ch == nil || ch.Mode() != slackchan.ModeEvents {
 		return next
 	}
-	path, events := d.slack.EventsPath(), d.slack.Handler()
+	path, events := ch.EventsPath(), ch.Handler()
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.URL.Path == path {
 			events.ServeHTTP(w, r)
@@ -80,15 +80,6 @@ func (d *Daemon) slackHandler(next http.Handler) http.Handler {
 		}
 		next.ServeHTTP(w, r)
 	})
-}
-
-// openSlackThread opens a work item's thread when its session is spawned
-// or respawned (a bound thread is reused), in the background: a slow or
-// failing Slack never holds up a spawn (failures are recorded).
-func (d *Daemon) openSlackThread(item workitem.Ref) {
-	if d.slack != nil {
-		d.slack.OpenThreadInBackground(item)
-	}
 }
 
 // SlackThread is the work item's Slack thread, when the channel is on and
@@ -100,13 +91,13 @@ func (d *Daemon) SlackThread(item workitem.Ref) (slackchan.Thread, bool) {
 	return d.slack.Thread(item)
 }
 
-// slackBackend is the daemon as the Slack channel's Backend.
-type slackBackend struct{ d *Daemon }
+// slackBackend is the operator's desk as the Slack channel's Backend.
+type slackBackend struct{ d *operatorDesk }
 
 func (b slackBackend) Authorized(ctx context.Context, login string, item workitem.Ref) string {
 	d := b.d
-	d.svc.rl.policy.RLock()
-	defer d.svc.rl.policy.RUnlock()
+	d.policy.RLock()
+	defer d.policy.RUnlock()
 	if _, err := d.authorizedOperator(ctx, "github:"+login, "speak from Slack", item); err != nil {
 		return err.Error()
 	}
@@ -158,7 +149,7 @@ func (b slackBackend) Control(ctx context.Context, item workitem.Ref, from slack
 		}
 		effect = res.Effect
 	case string(ingress.CmdPause), string(ingress.CmdResume), string(ingress.CmdStop):
-		res, err := serviceSessions{d}.ControlSession(ctx, item.String(), verb, actor, true)
+		res, err := d.ControlSession(ctx, item.String(), verb, actor, true)
 		if err != nil {
 			return "", err
 		}

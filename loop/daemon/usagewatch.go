@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"sort"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -209,7 +210,7 @@ func (w *usageWatch) nodeAt(item workitem.Ref, t time.Time) string {
 // own are the world's private copy (sessions.Tmux.HostPath).
 func (w *usageWatch) harnessDirs(rec sessions.Record) usage.Dirs {
 	h, _ := os.UserHomeDir()
-	d := usage.Dirs{Home: h, ClaudeConfig: w.d.claudeConfigDir()}
+	d := usage.Dirs{Home: h, ClaudeConfig: w.d.harness.claudeConfigDir()}
 	if w.d.tmux != nil && rec.TmuxName != "" {
 		if d.Home != "" {
 			d.Home = w.d.tmux.HostPath(rec.TmuxName, d.Home)
@@ -279,13 +280,8 @@ func (w *usageWatch) poll(ctx context.Context) {
 		w.read[sk] = now
 	}
 	changed := len(spent) > 0
-	w.d.dashMu.Lock()
-	dash := w.d.dash
-	w.d.dashMu.Unlock()
 	for ref := range spent {
-		if dash != nil {
-			dash.Notify(ref) // the row's figure, live
-		}
+		w.d.dashHost.refresh(ref) // the row's figure, live
 	}
 	if w.checkBudgets(ctx, recs, spent, now) {
 		changed = true
@@ -455,8 +451,8 @@ var errBadUsageQuery = apiserver.ErrBadRequest
 
 // usageFigure is ref's board figure ("" when usage is off or nothing was
 // counted).
-func (d *Daemon) usageFigure(ref string) string {
-	if w := d.usage.Load(); w != nil {
+func usageFigure(u *atomic.Pointer[usageWatch], ref string) string {
+	if w := u.Load(); w != nil {
 		return w.figure(ref)
 	}
 	return ""

@@ -51,6 +51,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/theloop-dev/theloop/graph"
 	"github.com/theloop-dev/theloop/integrations"
 	"github.com/theloop-dev/theloop/integrations/githubsim"
 	"github.com/theloop-dev/theloop/loop"
@@ -454,6 +455,7 @@ eventLog: {enabled: true, path: %q}
 		return err
 	}
 	w.d, err = daemon.New(cfg, daemon.Deps{
+		Clock:                graph.SystemClock{},
 		Integrations:         set,
 		OperatorIntegrations: operator,
 		Path:                 w.binDir + string(os.PathListSeparator) + w.opts.Path,

@@ -34,7 +34,11 @@ func serve(t testing.TB, ln net.Listener, h http.Handler) {
 
 func mux(b apiserver.Backend) http.Handler {
 	m := http.NewServeMux()
-	m.Handle(api.Prefix+"/", apiserver.New(apiserver.Config{}, b))
+	a, err := apiserver.New(apiserver.Config{Clock: graph.SystemClock{}}, b)
+	if err != nil {
+		panic(err) // a test helper: the clock is given
+	}
+	m.Handle(api.Prefix+"/", a)
 	return m
 }
 

@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"testing"
 
+	"github.com/theloop-dev/theloop/graph"
 	"github.com/theloop-dev/theloop/loop/api"
 	"github.com/theloop-dev/theloop/loop/daemon/apiserver"
 	"github.com/theloop-dev/theloop/loop/daemon/queue"
@@ -58,7 +59,11 @@ func FuzzRequests(f *testing.F) {
 		}
 	}
 	h := http.NewServeMux()
-	h.Handle(api.Prefix+"/", apiserver.New(apiserver.Config{}, apiserver.Backend{Graphs: &apiserver.Graphs{}, Sessions: nopSessions{}, Queue: nopQueue{}}))
+	a, err := apiserver.New(apiserver.Config{Clock: graph.SystemClock{}}, apiserver.Backend{Graphs: &apiserver.Graphs{}, Sessions: nopSessions{}, Queue: nopQueue{}})
+	if err != nil {
+		f.Fatal(err)
+	}
+	h.Handle(api.Prefix+"/", a)
 	f.Fuzz(func(t *testing.T, which uint8, body []byte) {
 		route := routes[int(which)%len(routes)]
 		var probe struct {

@@ -94,7 +94,7 @@ type Backend struct {
 type Config struct {
 	// Log receives one debug line per request (nil: discarded).
 	Log *slog.Logger
-	// Clock is used for --since (default the wall clock).
+	// Clock is used for --since (required).
 	Clock graph.Clock
 	// Observe, when set, sees every request's route, status and duration
 	// (the metrics package counts them).
@@ -120,13 +120,13 @@ var (
 	ErrTryLater = errors.New("try again later")
 )
 
-// New builds the API over b.
-func New(cfg Config, b Backend) *Server {
+// New builds the API over b. cfg.Clock is required.
+func New(cfg Config, b Backend) (*Server, error) {
 	if cfg.Log == nil {
 		cfg.Log = slog.New(slog.DiscardHandler)
 	}
 	if cfg.Clock == nil {
-		cfg.Clock = graph.SystemClock{}
+		return nil, errors.New("apiserver: no clock (Config.Clock)")
 	}
 	s := &Server{cfg: cfg, b: b, mux: http.NewServeMux()}
 	s.route("GET /health", s.health)
@@ -153,7 +153,7 @@ func New(cfg Config, b Backend) *Server {
 	s.route("POST /queue/dead/replay", s.queueReplay)
 	s.routeSessionVerbs() // sessionverbs.go
 	s.routeReads()        // repo.go
-	return s
+	return s, nil
 }
 
 // restart is POST /restart: an operator's verb, taken under the caller's

@@ -70,7 +70,7 @@ type Deps struct {
 	// teams, roles, CODEOWNERS, answered by GitHub): "" yes, else why not.
 	// nil: Config.AuthorizedUsers alone.
 	MayAct func(ctx context.Context, login, ref string) string
-	// Now is the clock (default time.Now).
+	// Now is the clock (required: New refuses a nil one).
 	Now func() time.Time
 	// Log receives problems worth an operator's eye (default os.Stderr).
 	Log io.Writer
@@ -121,7 +121,7 @@ func New(cfg Config, deps Deps) (*Dashboard, error) {
 		cfg.WebTerminal = WebTerminalView
 	}
 	if deps.Now == nil {
-		deps.Now = time.Now
+		return nil, errors.New("dashboard: no clock (Deps.Now)")
 	}
 	if deps.Log == nil {
 		deps.Log = os.Stderr

@@ -629,7 +629,7 @@ func TestNotificationsReadNothingWhileNoBoardIsOpen(t *testing.T) {
 func TestLoginFileAndURL(t *testing.T) {
 	root := t.TempDir()
 	src, _, _ := testWorld(t)
-	d, err := New(Config{StateRoot: root}, Deps{Source: src, Log: io.Discard})
+	d, err := New(Config{StateRoot: root}, Deps{Source: src, Now: time.Now, Log: io.Discard})
 	require.NoError(t, err)
 	require.NoError(t, d.Start())
 	p := filepath.Join(root, login.File)

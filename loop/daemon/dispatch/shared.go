@@ -98,7 +98,7 @@ type SharedConfig struct {
 	// false: a node took it — this one or another — or its events are
 	// gone). Called from the scan, never concurrently.
 	Declines func(d Declined, open bool)
-	// Now is the clock of Declined.Since (default time.Now); loopd passes
+	// Now is the clock of Declined.Since (required); loopd passes
 	// its own so the "needs you" list and the event log agree.
 	Now func() time.Time
 }
@@ -191,7 +191,7 @@ func NewShared(ctx context.Context, q *queue.Queue, h Handler, cfg SharedConfig)
 		cfg.ScanInterval = 500 * time.Millisecond
 	}
 	if cfg.Now == nil {
-		cfg.Now = time.Now
+		return nil, errors.New("dispatch: SharedConfig.Now is nil: the leases need the daemon's clock")
 	}
 	if holder, err := q.DispatcherHolder(ctx); err != nil {
 		return nil, err
@@ -199,7 +199,10 @@ func NewShared(ctx context.Context, q *queue.Queue, h Handler, cfg SharedConfig)
 		return nil, fmt.Errorf("dispatch: a loopd without service.node (%s) dispatches this whole queue; set service.node on every loopd sharing queue.url, or stop that one", holder)
 	}
 	js := q.JetStream()
-	lm, err := lease.Open(ctx, js, lease.Config{Bucket: q.Prefix() + "_item_leases", Node: cfg.Node, TTL: cfg.LeaseTTL, MaxItems: cfg.MaxItems, Replicas: q.Replicas()})
+	lm, err := lease.Open(ctx, js, lease.Config{Bucket: q.Prefix() + "_item_leases", Node: cfg.Node, TTL: cfg.LeaseTTL, MaxItems: cfg.MaxItems, Replicas: q.Replicas(),
+		// Real time, not cfg.Now: a lease races the bucket's TTL, which
+		// NATS keeps on real time.
+		Now: time.Now})
 	if err != nil {
 		return nil, err
 	}

@@ -126,7 +126,7 @@ func startSharedNode(t *testing.T, url, name string, w *clusterWorld, ttl time.D
 	require.Eventually(t, func() bool {
 		s, err = dispatch.NewShared(context.Background(), q, n.handler(w), dispatch.SharedConfig{
 			Config: dispatch.Config{Parallelism: 8, MaxDeliver: 1000, Backoff: func(int) time.Duration { return 50 * time.Millisecond }, DrainTimeout: 5 * time.Second},
-			Node:   name, MaxItems: capacity, LeaseTTL: ttl, ScanInterval: 100 * time.Millisecond,
+			Node:   name, MaxItems: capacity, LeaseTTL: ttl, ScanInterval: 100 * time.Millisecond, Now: time.Now,
 			Holds: n.holds,
 			Takeover: func(ctx context.Context, tk dispatch.Takeover) error {
 				w.mu.Lock()
@@ -418,7 +418,7 @@ func TestSharedRefusesBesideAWholeQueueDispatcher(t *testing.T) {
 		h, err := q.DispatcherHolder(context.Background())
 		return err == nil && h == "solo"
 	}, 10*time.Second, 10*time.Millisecond)
-	_, err = dispatch.NewShared(context.Background(), q, dispatch.HandlerFunc(func(context.Context, *ingress.Event) error { return nil }), dispatch.SharedConfig{Node: "a"})
+	_, err = dispatch.NewShared(context.Background(), q, dispatch.HandlerFunc(func(context.Context, *ingress.Event) error { return nil }), dispatch.SharedConfig{Node: "a", Now: time.Now})
 	require.ErrorContains(t, err, "service.node")
 }
 

@@ -52,7 +52,8 @@ type Config struct {
 	MaxItems int
 	// Replicas is the bucket's replication in a cluster (default 1).
 	Replicas int
-	// Now is the clock (default time.Now).
+	// Now is the clock (required). It races the bucket's TTL, which NATS
+	// keeps on real time.
 	Now func() time.Time
 }
 
@@ -103,7 +104,7 @@ func Open(ctx context.Context, js jetstream.JetStream, cfg Config) (*Manager, er
 		cfg.Replicas = 1
 	}
 	if cfg.Now == nil {
-		cfg.Now = time.Now
+		return nil, errors.New("lease: no clock (Config.Now)")
 	}
 	kv, err := js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{
 		Bucket: cfg.Bucket, Description: "theloop: which loopd owns each work item",

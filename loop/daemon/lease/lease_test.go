@@ -68,7 +68,7 @@ func startNode(t *testing.T, url, name string, items []string, ttl time.Duration
 	ctx, cancel := context.WithCancel(context.Background())
 	var m *lease.Manager
 	require.Eventually(t, func() bool {
-		m, err = lease.Open(ctx, js, lease.Config{Node: name, TTL: ttl, MaxItems: capacity, Replicas: 3})
+		m, err = lease.Open(ctx, js, lease.Config{Node: name, TTL: ttl, MaxItems: capacity, Replicas: 3, Now: time.Now})
 		return err == nil
 	}, 30*time.Second, 200*time.Millisecond, "open the lease bucket: %v", err)
 	n := &node{name: name, m: m, nc: nc, cancel: cancel}
@@ -220,10 +220,10 @@ func TestCapacityAndOwnership(t *testing.T) {
 	js, err := jetstream.New(nc)
 	require.NoError(t, err)
 	ctx := context.Background()
-	a, err := lease.Open(ctx, js, lease.Config{Node: "a", TTL: time.Second, MaxItems: 2})
+	a, err := lease.Open(ctx, js, lease.Config{Node: "a", TTL: time.Second, MaxItems: 2, Now: time.Now})
 	require.NoError(t, err)
 	defer a.Close()
-	b, err := lease.Open(ctx, js, lease.Config{Node: "b", TTL: time.Second})
+	b, err := lease.Open(ctx, js, lease.Config{Node: "b", TTL: time.Second, Now: time.Now})
 	require.NoError(t, err)
 	defer b.Close()
 

@@ -51,7 +51,7 @@ type Config struct {
 	Integrations graph.Integrations
 	// Sink records session.awaiting_input (nil: none).
 	Sink graph.Sink
-	// Clock is the clock (default the wall clock).
+	// Clock is the clock (required).
 	Clock graph.Clock
 	// Version is reported to clients.
 	Version string
@@ -64,9 +64,9 @@ type Config struct {
 var Tools = []string{"check", "graph_show", "graph_status", "graph_complete", "events", "ask"}
 
 // New builds the MCP server with theloop's tools.
-func New(cfg Config) *mcp.Server {
+func New(cfg Config) (*mcp.Server, error) {
 	if cfg.Clock == nil {
-		cfg.Clock = graph.SystemClock{}
+		return nil, errors.New("mcpserver: no clock (Config.Clock)")
 	}
 	if cfg.Version == "" {
 		cfg.Version = "dev"
@@ -83,7 +83,7 @@ func New(cfg Config) *mcp.Server {
 	if cfg.Operator != nil {
 		addOperatorTools(s, cfg.Operator)
 	}
-	return s
+	return s, nil
 }
 
 // Handler serves s over streamable HTTP. Requests arriving on a loopback

@@ -53,7 +53,8 @@ func newWorld(t testing.TB) *world {
 	require.NoError(t, err)
 	t.Cleanup(func() { el.Close() })
 	w.graphs = &apiserver.Graphs{Integrations: w.tickets, Sink: el, Clock: clock}
-	s := mcpserver.New(mcpserver.Config{Graphs: w.graphs, EventLogPath: w.logPath, Integrations: w.tickets, Sink: el, Clock: clock, Version: "test"})
+	s, err := mcpserver.New(mcpserver.Config{Graphs: w.graphs, EventLogPath: w.logPath, Integrations: w.tickets, Sink: el, Clock: clock, Version: "test"})
+	require.NoError(t, err)
 	srv := httptest.NewServer(mcpserver.Handler(s))
 	t.Cleanup(srv.Close)
 	c := mcp.NewClient(&mcp.Implementation{Name: "test", Version: "1"}, nil)

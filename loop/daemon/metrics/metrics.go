@@ -58,7 +58,7 @@ type Config struct {
 	// Gates names the human-gate nodes (default: every human node of the
 	// shipped loops).
 	Gates []string
-	// Clock is the clock (default the wall clock).
+	// Clock is the clock (required: New refuses a nil one).
 	Clock graph.Clock
 }
 
@@ -116,12 +116,12 @@ var pdlcBuckets = []float64{60, 300, 900, 3600, 4 * 3600, 12 * 3600, 86400, 3 * 
 
 // New builds the collectors and registers them (plus the Go and process
 // collectors) on a fresh registry.
-func New(cfg Config) *Metrics {
+func New(cfg Config) (*Metrics, error) {
 	if cfg.StuckAfter <= 0 {
 		cfg.StuckAfter = DefaultStuckAfter
 	}
 	if cfg.Clock == nil {
-		cfg.Clock = graph.SystemClock{}
+		return nil, errors.New("metrics: no clock (Config.Clock)")
 	}
 	if cfg.Gates == nil {
 		cfg.Gates = ShippedGates()
@@ -170,7 +170,7 @@ func New(cfg Config) *Metrics {
 		m.nodeTime, m.gateDwell, m.transitions, m.escalations, m.blocks, m.hookTime, m.apiRequests, m.apiTime, m.forged,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 		&scrapeCollector{m: m})
-	return m
+	return m, nil
 }
 
 // respawnHow reads a respawn event's resumed field: resumed or fresh.

@@ -83,7 +83,7 @@ func ev(at time.Time, name string, fields ...any) graph.LogEvent {
 func TestMetricsParseAndCountWhatHappened(t *testing.T) {
 	t0 := time.Date(2026, 5, 4, 9, 0, 0, 0, time.UTC)
 	clock := graphtest.NewClock(t0)
-	m := metrics.New(metrics.Config{
+	m := newMetrics(t, metrics.Config{
 		StuckAfter: 24 * time.Hour,
 		Clock:      clock,
 		Queue: func(context.Context) (queue.Stats, error) {
@@ -174,7 +174,7 @@ func TestMetricsParseAndCountWhatHappened(t *testing.T) {
 // Blocks by hook: the hook a claim names is the agent's word, so the label
 // takes at most 64 values; the rest count as "other".
 func TestBlocksByHookAreBounded(t *testing.T) {
-	m := metrics.New(metrics.Config{})
+	m := newMetrics(t, metrics.Config{})
 	for i := range 70 {
 		m.Emit(graph.LogEvent{Name: graph.EventBlocked, Fields: []graph.Field{{Key: "work_item", Value: "github:o/r#1"}, {Key: "hook", Value: fmt.Sprintf("hook-%d", i)}}})
 	}
@@ -186,7 +186,7 @@ func TestBlocksByHookAreBounded(t *testing.T) {
 }
 
 func TestQueueDownIsVisibleNotFatal(t *testing.T) {
-	m := metrics.New(metrics.Config{Queue: func(context.Context) (queue.Stats, error) { return queue.Stats{}, errors.New("down") }})
+	m := newMetrics(t, metrics.Config{Queue: func(context.Context) (queue.Stats, error) { return queue.Stats{}, errors.New("down") }})
 	fams := scrape(t, m)
 	require.Equal(t, 0.0, gauge(t, fams, "theloop_queue_up", nil))
 	_, ok := fams["theloop_queue_depth"]
@@ -201,7 +201,7 @@ func TestGitHubCallsAndRateLimit(t *testing.T) {
 		}
 	}))
 	defer gh.Close()
-	m := metrics.New(metrics.Config{})
+	m := newMetrics(t, metrics.Config{})
 	hc := &http.Client{Transport: m.Transport(nil)}
 	for _, p := range []string{"/a", "/b", "/missing"} {
 		resp, err := hc.Get(gh.URL + p)
@@ -233,7 +233,7 @@ func TestHookDurationsFromARealRuntime(t *testing.T) {
 		require.NoError(t, os.MkdirAll(filepath.Dir(p), 0o755))
 		require.NoError(t, os.WriteFile(p, []byte(content), 0o644))
 	}
-	m := metrics.New(metrics.Config{})
+	m := newMetrics(t, metrics.Config{})
 	rt, err := loop.Open(repo, loop.Options{WorkItem: "issue-42", HookObserver: m.Hook})
 	require.NoError(t, err)
 	_, err = rt.Status(context.Background(), "issue-42", true)
@@ -253,7 +253,7 @@ func TestHookDurationsFromARealRuntime(t *testing.T) {
 // (resumed, fresh); the watch giving up on a work item is counted apart.
 func TestRespawnsCounted(t *testing.T) {
 	at := time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)
-	m := metrics.New(metrics.Config{})
+	m := newMetrics(t, metrics.Config{})
 	m.Emit(ev(at, "session.liveness_respawned", "work_item", "github:o/r#1", "resumed", true))
 	m.Emit(ev(at, "session.liveness_respawned", "work_item", "github:o/r#1", "resumed", false))
 	m.Emit(ev(at, "session.liveness_respawned", "work_item", "github:o/r#1", "resumed", true))
@@ -264,4 +264,15 @@ func TestRespawnsCounted(t *testing.T) {
 	require.Equal(t, 1.0, counter(t, fams, "theloop_sessions_respawned_total", map[string]string{"cause": "liveness", "how": "fresh"}))
 	require.Equal(t, 1.0, counter(t, fams, "theloop_sessions_respawned_total", map[string]string{"cause": "event", "how": "resumed"}))
 	require.Equal(t, 1.0, counter(t, fams, "theloop_sessions_respawn_gave_up_total", nil))
+}
+
+// newMetrics builds m on cfg, on the wall clock unless cfg names one.
+func newMetrics(t testing.TB, cfg metrics.Config) *metrics.Metrics {
+	t.Helper()
+	if cfg.Clock == nil {
+		cfg.Clock = graph.SystemClock{}
+	}
+	m, err := metrics.New(cfg)
+	require.NoError(t, err)
+	return m
 }

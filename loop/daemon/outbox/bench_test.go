@@ -45,7 +45,7 @@ func BenchmarkClaimToLabel(b *testing.B) {
 	}}, integrations.Deps{Env: func(k string) (string, bool) { return "tok", k == "GH_TOKEN" }})
 	require.NoError(b, err)
 	root := b.TempDir()
-	p, err := outbox.New(outbox.Config{StateRoot: root}, outbox.Deps{Integrations: set, Sink: &graphtest.Sink{},
+	p, err := outbox.New(outbox.Config{StateRoot: root}, outbox.Deps{Integrations: set, Sink: &graphtest.Sink{}, Clock: graph.SystemClock{},
 		Sessions: outbox.SessionsFunc(func(string) ([]workitem.Ref, error) {
 			r, _ := workitem.Parse(issue1)
 			return []workitem.Ref{r}, nil

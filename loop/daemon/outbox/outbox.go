@@ -164,7 +164,7 @@ type Deps struct {
 	Judge Judge
 	// Sink receives the outbox.* events (nil: none).
 	Sink graph.Sink
-	// Clock stamps events and back-off (default the wall clock). Timers
+	// Clock stamps events and back-off (required). Timers
 	// still run on real time.
 	Clock graph.Clock
 }
@@ -217,7 +217,7 @@ func New(cfg Config, deps Deps) (*Performer, error) {
 		cfg.CallTimeout = DefaultCallTimeout
 	}
 	if deps.Clock == nil {
-		deps.Clock = graph.SystemClock{}
+		return nil, errors.New("outbox: no clock (Deps.Clock)")
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	return &Performer{cfg: cfg, deps: deps, ctx: ctx, cancel: cancel, sessions: map[string]*session{}}, nil

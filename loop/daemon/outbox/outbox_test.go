@@ -78,7 +78,7 @@ func newWorld(t testing.TB) *world {
 func (w *world) performer(t testing.TB) *outbox.Performer {
 	t.Helper()
 	p, err := outbox.New(outbox.Config{StateRoot: w.root, Interval: 10 * time.Millisecond, MaxBackoff: 50 * time.Millisecond},
-		outbox.Deps{Integrations: w.set, Sink: w.sink, Sessions: outbox.SessionsFunc(func(id string) ([]workitem.Ref, error) {
+		outbox.Deps{Integrations: w.set, Sink: w.sink, Clock: graph.SystemClock{}, Sessions: outbox.SessionsFunc(func(id string) ([]workitem.Ref, error) {
 			if id != sid {
 				return nil, errors.New("no such session")
 			}
@@ -320,7 +320,7 @@ func TestAClaimTheRecomputeRefusesHasNoEffect(t *testing.T) {
 			p := w.performer(t)
 			if !tc.judge {
 				var err error
-				p, err = outbox.New(outbox.Config{StateRoot: w.root}, outbox.Deps{Integrations: w.set, Sink: w.sink,
+				p, err = outbox.New(outbox.Config{StateRoot: w.root}, outbox.Deps{Integrations: w.set, Sink: w.sink, Clock: graph.SystemClock{},
 					Sessions: outbox.SessionsFunc(func(string) ([]workitem.Ref, error) { r, _ := workitem.Parse(issue1); return []workitem.Ref{r}, nil })})
 				require.NoError(t, err)
 			}

@@ -178,7 +178,7 @@ func New(cfg Config, deps Deps) (*Channel, error) {
 		return nil, errors.New("slack channel: no backend")
 	}
 	if deps.Now == nil {
-		deps.Now = time.Now
+		return nil, errors.New("slack channel: no clock (Deps.Now)")
 	}
 	if deps.Record == nil {
 		deps.Record = func(string, graph.Level, ...graph.Field) {}

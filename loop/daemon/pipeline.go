@@ -71,7 +71,7 @@ func (d *Daemon) buildPipeline(ctx context.Context, owner string) (q *queue.Queu
 		return nil, nil, nil, err
 	}
 	srv = ingress.NewServer(d.cfg.Listen(), slackHandler(d.slack, handler)) // slack.go: the Events API beside the webhook
-	srv.SetConnLimits(raiseWebhookConnLimits(d.logf))                     // rlimit.go
+	srv.SetConnLimits(raiseWebhookConnLimits(d.logf))                       // rlimit.go
 	if err := srv.Start(); err != nil {
 		return nil, nil, nil, fmt.Errorf("daemon: listen on %s (webhooks.ghWebhook.host/port): %w", d.cfg.Listen(), err)
 	}

@@ -140,6 +140,11 @@ func TestContractEveryRequestAndAnswerMatchesGitHubsDescription(t *testing.T) {
 	call(ops.GitHubAddReaction, map[string]any{"ref": prRef, "content": "rocket", "commentId": int(rc.ID), "commentType": "review-comment"})
 	call(ops.GitHubClosingIssues, map[string]any{"ref": prRef})
 	call(ops.GitHubListPulls, map[string]any{"repo": repo})
+	// The repository's activity (the poller's repository pass).
+	since := time.Now().Add(-time.Hour).UTC().Format(time.RFC3339)
+	require.NotEmpty(t, call(ops.GitHubListRepoComments, map[string]any{"repo": repo, "since": since})["comments"])
+	require.NotEmpty(t, call(ops.GitHubListRepoIssues, map[string]any{"repo": repo, "since": since})["items"])
+	require.NotEmpty(t, call(ops.GitHubListRepoIssueEvents, map[string]any{"repo": repo})["events"])
 	sha := strings.Repeat("a", 40)
 	call(ops.GitHubListCheckRuns, map[string]any{"ref": prRef, "sha": sha})
 	call(ops.GitHubCombinedStatus, map[string]any{"ref": prRef, "sha": sha})

@@ -141,6 +141,11 @@ func (d *reconciler) reconcile(ctx context.Context, p *ingress.Poller, rd *redel
 	if rst := rd.pass(ctx); rst.Calls > 0 {
 		d.emit("reconcile.redelivery_done", graph.LevelDebug, graph.Field{Key: "stats", Value: rst})
 	}
+	for _, repo := range rd.repos {
+		// Where failed deliveries cannot be redelivered, the poller reads
+		// the repository's activity itself (ingress/poll_repo.go).
+		p.WatchRepository(repo, !rd.covers(repo))
+	}
 	st, err := p.Reconcile(ctx)
 	if errors.Is(err, ingress.ErrBackingOff) {
 		// The back-off was logged once, when it began (poll.backoff): a

@@ -121,13 +121,15 @@ const (
 	// events: [string]}]}: the repository's webhooks, the first 100 (one
 	// request). Needs admin:repo_hook (read) or the App's webhooks read.
 	GitHubListHooks graph.Operation = "github.list-hooks"
-	// {repo | org, hookId, cursor?} → {deliveries: [{id, guid, deliveredAt,
+	// {repo | org | app: true, hookId (not for app), cursor?} →
+	// {deliveries: [{id, guid, deliveredAt,
 	// redelivery, status, statusCode, event, action}], cursor}: one page (100)
 	// of a repository's or organization's webhook deliveries, newest first;
 	// cursor is the next page's ("" at the end). guid is X-GitHub-Delivery;
 	// id names one attempt.
 	GitHubListHookDeliveries graph.Operation = "github.list-hook-deliveries"
-	// {repo | org, hookId, deliveryId} → {}: asks GitHub to redeliver one
+	// {repo | org | app: true, hookId (not for app), deliveryId} → {}:
+	// asks GitHub to redeliver one
 	// delivery attempt (id from GitHubListHookDeliveries). Not retried after
 	// a 5xx (GitHub may have queued it).
 	GitHubRedeliverHookDelivery graph.Operation = "github.redeliver-hook-delivery"

@@ -114,7 +114,8 @@ func (d *reconciler) reconcileLoop(ctx context.Context) {
 	for _, src := range pc.Sources {
 		repos = append(repos, src.Repos...)
 	}
-	rd := &redeliverer{integ: d.integ, store: d.redeliveries, repos: repos, hookID: d.cfg.WebhookHookID(), path: d.cfg.Webhook.Path,
+	gh := d.cfg.Integrations.GitHub
+	rd := &redeliverer{integ: d.integ, store: d.redeliveries, repos: repos, hookID: d.cfg.WebhookHookID(), path: d.cfg.Webhook.Path, app: gh != nil && gh.App != nil,
 		record: d.emit, now: d.clock.Now, reported: map[string]bool{}} // redeliver.go
 	if rd.path == "" {
 		rd.path = DefaultWebhookPath

@@ -36,8 +36,9 @@ import (
 // repository's activity instead — for every repository whose own and whose
 // owner's hooks the pass could not read; an owner that is a user, not an
 // organization, has no organization hooks and is passed over quietly.
-// An App's own hook (/app/hook/deliveries) needs the App's JWT, which the
-// transport does not hold: its failed deliveries are the poller's.
+// When loopd authenticates as a GitHub App, the App's own hook is asked
+// too (/app/hook/deliveries, with the App's JWT): it delivers the events of
+// every repository the App is installed on.
 
 // Redelivery pass bounds.
 const (
@@ -52,7 +53,10 @@ type redeliverer struct {
 	store  intentStore
 	repos  []string
 	hookID int64
-	path   string
+	// app: loopd authenticates as a GitHub App, whose own webhook
+	// (/app/hook/deliveries, with the App's JWT) is asked too.
+	app  bool
+	path string
 	record emitFunc
 	now    func() time.Time
 
@@ -71,8 +75,12 @@ func (rd *redeliverer) covers(repo string) bool {
 		return true
 	}
 	owner, _, ok := strings.Cut(repo, "/")
-	return ok && rd.coverage["org:"+strings.ToLower(owner)]
+	return (ok && rd.coverage["org:"+strings.ToLower(owner)]) || rd.coverage[appScope.String()]
 }
+
+// appScope is the App's own webhook, which receives the events of every
+// repository the App is installed on.
+var appScope = hookScope{"app", "app"}
 
 func (rd *redeliverer) cover(sc hookScope, ok bool) {
 	if rd.coverage == nil {
@@ -95,7 +103,12 @@ type hookCursor struct {
 // ("org"), as the hook operations take it.
 type hookScope struct{ key, name string }
 
-func (h hookScope) args() map[string]any { return map[string]any{h.key: h.name} }
+func (h hookScope) args() map[string]any {
+	if h.key == "app" {
+		return map[string]any{"app": true}
+	}
+	return map[string]any{h.key: h.name}
+}
 
 // String names the scope in records and cursors ("o/r", "org:o").
 func (h hookScope) String() string {
@@ -122,7 +135,11 @@ func (rd *redeliverer) scopes() []hookScope {
 			orgs = append(orgs, hookScope{"org", owner})
 		}
 	}
-	return append(out, orgs...)
+	out = append(out, orgs...)
+	if rd.app && rd.hookID == 0 {
+		out = append(out, appScope)
+	}
+	return out
 }
 
 func (rd *redeliverer) pass(ctx context.Context) redeliveryStats {
@@ -182,6 +199,9 @@ func (rd *redeliverer) unavailable(repo string, err error) {
 func (rd *redeliverer) hooks(ctx context.Context, sc hookScope, st *redeliveryStats) ([]int64, error) {
 	if rd.hookID > 0 {
 		return []int64{rd.hookID}, nil
+	}
+	if sc.key == "app" {
+		return []int64{0}, nil // the App has one hook, named by no id
 	}
 	st.Calls++
 	res, err := rd.integ.Call(ctx, ops.GitHubListHooks, sc.args())

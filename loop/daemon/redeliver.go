@@ -55,8 +55,8 @@ type redeliverer struct {
 	hookID int64
 	// app: loopd authenticates as a GitHub App, whose own webhook
 	// (/app/hook/deliveries, with the App's JWT) is asked too.
-	app  bool
-	path string
+	app    bool
+	path   string
 	record emitFunc
 	now    func() time.Time
 

@@ -64,6 +64,18 @@ type ghRepoComment struct {
 }
 
 func (g *github) listRepoComments(ctx context.Context, st *callState, args map[string]any) (map[string]any, error) {
+	return g.listSince(ctx, st, args, "issues/comments?sort=updated&direction=asc", "comments", "comments",
+		func(b []byte, _, _, _ string) ([]any, error) { return decodeRepoComments(b) })
+}
+
+func (g *github) listRepoIssues(ctx context.Context, st *callState, args map[string]any) (map[string]any, error) {
+	return g.listSince(ctx, st, args, "issues?state=all&sort=updated&direction=asc", "issues", "items", decodeRepoIssues)
+}
+
+// listSince reads a repository listing (sub, query included) updated since
+// the since argument, a few pages at most, into answer key.
+func (g *github) listSince(ctx context.Context, st *callState, args map[string]any, sub, what, key string,
+	decode func(b []byte, host, owner, repo string) ([]any, error)) (map[string]any, error) {
 	host, owner, repo, err := g.repoArg(args)
 	if err != nil {
 		return nil, err
@@ -72,20 +84,20 @@ func (g *github) listRepoComments(ctx context.Context, st *callState, args map[s
 	if err != nil {
 		return nil, err
 	}
-	path := fmt.Sprintf("repos/%s/%s/issues/comments?sort=updated&direction=asc", owner, repo)
+	path := fmt.Sprintf("repos/%s/%s/%s", owner, repo, sub)
 	if since != "" {
 		path += "&since=" + url.QueryEscape(since)
 	}
 	all := []any{}
-	more, err := g.listBounded(ctx, st, host, path, fmt.Sprintf("the comments of %s/%s", owner, repo), func(b []byte) error {
-		cs, err := decodeRepoComments(b)
-		all = append(all, cs...)
+	more, err := g.listBounded(ctx, st, host, path, fmt.Sprintf("the %s of %s/%s", what, owner, repo), func(b []byte) error {
+		items, err := decode(b, host, owner, repo)
+		all = append(all, items...)
 		return err
 	})
 	if err != nil {
 		return nil, err
 	}
-	return map[string]any{"comments": all, "more": more}, nil
+	return map[string]any{key: all, "more": more}, nil
 }
 
 // issueNumberOf reads the number at the end of an issue's API URL
@@ -117,31 +129,6 @@ func deref(s *string) string {
 		return ""
 	}
 	return *s
-}
-
-func (g *github) listRepoIssues(ctx context.Context, st *callState, args map[string]any) (map[string]any, error) {
-	host, owner, repo, err := g.repoArg(args)
-	if err != nil {
-		return nil, err
-	}
-	since, err := sinceArg(args)
-	if err != nil {
-		return nil, err
-	}
-	path := fmt.Sprintf("repos/%s/%s/issues?state=all&sort=updated&direction=asc", owner, repo)
-	if since != "" {
-		path += "&since=" + url.QueryEscape(since)
-	}
-	all := []any{}
-	more, err := g.listBounded(ctx, st, host, path, fmt.Sprintf("the issues of %s/%s", owner, repo), func(b []byte) error {
-		items, err := decodeRepoIssues(b, host, owner, repo)
-		all = append(all, items...)
-		return err
-	})
-	if err != nil {
-		return nil, err
-	}
-	return map[string]any{"items": all, "more": more}, nil
 }
 
 type ghIssueEvent struct {

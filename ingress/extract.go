@@ -164,8 +164,8 @@ func readEntity(d *doc, v jv) itemObject {
 func changeOf(name, action string, p *payload) string {
 	e := &p.issue
 	switch name {
-	case "issues":
-	case "pull_request":
+	case KindIssues:
+	case KindPullRequest:
 		e = &p.pullRequest
 	default:
 		return ""

@@ -393,10 +393,10 @@ func (p *Poller) repoPayload(repo string, c repoChange, it *repoItem) (name, del
 	place := func(m map[string]any) {
 		if isPR {
 			payload["number"], payload["pull_request"] = n, m
-			name = "pull_request"
+			name = KindPullRequest
 		} else {
 			payload["issue"] = m
-			name = "issues"
+			name = KindIssues
 		}
 	}
 	switch c.stream {
@@ -415,7 +415,7 @@ func (p *Poller) repoPayload(repo string, c repoChange, it *repoItem) (name, del
 		payload["sender"] = map[string]any{"login": c.v.String("author")}
 		payload["comment"] = map[string]any{"id": c.id, "body": c.v.String("body"), "html_url": c.v.String("url"),
 			"user": map[string]any{"login": c.v.String("author")}, "created_at": c.v.String("createdAt"), "updated_at": c.v.String("updatedAt")}
-		return "issue_comment", "poll-comment-" + strconv.FormatInt(c.id, 10), payload
+		return KindIssueComment, "poll-comment-" + strconv.FormatInt(c.id, 10), payload
 	}
 	action := v.String("event")
 	label := v.String("label")

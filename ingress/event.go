@@ -69,6 +69,13 @@ type Event struct {
 	Control *ControlCommand `json:"control,omitempty"`
 	// Labeled reports that the payload carries the auto-execute label.
 	Labeled bool `json:"labeled,omitempty"`
+	// Change is the content identity of an issue or pull-request change
+	// that carries no comment: "#<n>" for opened, "#<n>@<time>" for closed
+	// (closed_at) and reopened (updated_at), "#<n>/<label>@<updated_at>"
+	// for labeled and unlabeled — the times verbatim as GitHub reports
+	// them, which its issue events API reports as the event's created_at
+	// (so the poller keys an event it lists the same way). "" otherwise.
+	Change string `json:"change,omitempty"`
 	// Payload is the raw JSON body, kept for bounded excerpts. Untrusted.
 	Payload json.RawMessage `json:"payload,omitempty"`
 	Source  Source          `json:"source"`
@@ -83,10 +90,15 @@ type Event struct {
 // identified by its id alone (a comment first polled after an edit is
 // still its creation); any later change (an edit, a deletion) by its id
 // and updated_at, verbatim as GitHub reports it — the poller keys a listed
-// edit the same way. "" when
+// edit the same way. An issue or pull-request change without a comment
+// (opened, closed, reopened, labeled, unlabeled) is keyed by its Change.
+// "" when
 // the event has no content identity beyond its delivery.
 func (e *Event) ContentKey() string {
 	if len(e.Comments) == 0 || e.Comments[0].ID == "" {
+		if e.Change != "" {
+			return e.Event + "/" + e.Action + "/" + e.Repo + "/" + e.Change
+		}
 		return ""
 	}
 	c := e.Comments[0]

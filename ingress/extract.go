@@ -123,8 +123,10 @@ type itemObject struct {
 	number, closing, head, headRefName, body, labels, htmlURL jv
 	// pullRequest is an issue's pull_request key (set on PRs).
 	pullRequest jv
+	// updatedAt and closedAt identify a change (Event.Change).
+	updatedAt, closedAt jv
 	// all are the values of entityKeys, in its order.
-	all [8]jv
+	all [10]jv
 }
 
 // payloadKeys are the top-level keys read in one pass: the router's, then
@@ -145,15 +147,56 @@ func withRefContainers(keys []string) []string {
 	return keys
 }
 
-var entityKeys = []string{"number", "closingIssuesReferences", "head", "headRefName", "body", "labels", "html_url", "pull_request"}
+var entityKeys = []string{"number", "closingIssuesReferences", "head", "headRefName", "body", "labels", "html_url", "pull_request",
+	"updated_at", "closed_at"}
 
 func readEntity(d *doc, v jv) itemObject {
 	if v.kind() != '{' {
 		return itemObject{}
 	}
-	var f [8]jv
+	var f [10]jv
 	d.fields(v, entityKeys, f[:])
-	return itemObject{true, f[0], f[1], f[2], f[3], f[4], f[5], f[6], f[7], f}
+	return itemObject{true, f[0], f[1], f[2], f[3], f[4], f[5], f[6], f[7], f[8], f[9], f}
+}
+
+// changeOf is the Event.Change of an issues or pull_request delivery ("" for
+// any other, or when the payload lacks what identifies the change).
+func changeOf(name, action string, p *payload) string {
+	e := &p.issue
+	switch name {
+	case KindIssues:
+	case KindPullRequest:
+		e = &p.pullRequest
+	default:
+		return ""
+	}
+	n := intOf(e.number)
+	if n <= 0 {
+		return ""
+	}
+	id := "#" + strconv.Itoa(n)
+	at := e.updatedAt.string()
+	switch action {
+	case "opened":
+		return id
+	case "labeled", "unlabeled":
+		l := p.label.get("name").string()
+		if l == "" || at == "" {
+			return ""
+		}
+		return id + "/" + l + "@" + at
+	case "closed":
+		if c := e.closedAt.string(); c != "" {
+			at = c
+		}
+		fallthrough
+	case "reopened":
+		if at == "" {
+			return ""
+		}
+		return id + "@" + at
+	}
+	return ""
 }
 
 // maxPayloadKeys bounds payloadKeys for the fixed array readPayload fills.

@@ -45,6 +45,10 @@ type PollSource struct {
 	// SkipIssues and SkipPullRequests turn off monitor.issues /
 	// monitor.pullRequests (both monitored by default).
 	SkipIssues, SkipPullRequests bool
+	// RepoActivity runs the repository pass (poll_repo.go) over these
+	// repositories every cycle; without it, only over those
+	// Poller.WatchRepository switched on.
+	RepoActivity bool
 }
 
 // PollerConfig configures the poller.
@@ -111,6 +115,9 @@ type Poller struct {
 	// per repository, where the next cycle's PR/CI reads begin.
 	prciLeft   int
 	prciCursor map[string]int
+	// repoWatch are the repositories the repository pass runs over
+	// (lower-cased; poll_repo.go).
+	repoWatch map[string]bool
 }
 
 // CycleStats is one pass's outcome (the heartbeat's lastCycle).
@@ -125,6 +132,10 @@ type CycleStats struct {
 	Interrupted       bool `json:"interrupted"`
 	// PRCIObserved counts the PR/CI facts handed to PollerDeps.Observe.
 	PRCIObserved int `json:"prciObserved,omitempty"`
+	// RepoChanges counts the labels, openings, closings and reopenings
+	// the repository pass handed to the Sink (its comments are in
+	// CommentsForwarded).
+	RepoChanges int `json:"repoChanges,omitempty"`
 }
 
 // NewPoller checks deps and cfg and returns a Poller.
@@ -213,6 +224,9 @@ func (p *Poller) Reconcile(ctx context.Context) (CycleStats, error) {
 			n, f, err := p.pollRepo(ctx, src, repo, label, &st)
 			calls += n
 			failed += f
+			if err == nil && p.watchesRepo(src, repo) {
+				err = p.repoPass(ctx, repo, &st, &calls, &failed)
+			}
 			if err != nil {
 				stopErr = err
 				break

@@ -249,6 +249,9 @@ func (r *Router) Route(name, delivery string, body []byte) (*Event, DropReason, 
 		}
 	}
 	ev.Labeled = r.labeled(&pl, action)
+	if c == nil {
+		ev.Change = changeOf(name, action, &pl)
+	}
 	if r.dedup.Seen(ev.ContentKey()) {
 		return nil, r.drop(DropDuplicateContent, name, action, delivery, ev.Actor), nil
 	}

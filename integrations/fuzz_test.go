@@ -68,6 +68,9 @@ func FuzzGitHubDecoders(f *testing.F) {
 		`[{"number":2,"body":null,"merged_at":"t","head":{"ref":"issue-1","sha":"0123456789abcdef0123456789abcdef01234567"},"user":null},{"number":0}]`,
 		`{"total_count":1,"check_runs":[{"id":9,"name":"lint","status":"completed","conclusion":null,"html_url":"u"},{"id":"x"}]}`,
 		`{"state":"failure","statuses":[{"context":"ci","state":"error","target_url":null}]}`,
+		`[{"id":9,"issue_url":"https://api.github.com/repos/o/r/issues/3","user":{"login":"a"},"created_at":"t","updated_at":"t"},{"id":10,"issue_url":"/issues/"},{"id":11,"issue_url":"x/issues/0"}]`,
+		`[{"id":12,"event":"labeled","actor":null,"created_at":"t","label":{"name":"bug"},"issue":{"number":4,"pull_request":{"merged_at":null}}},{"id":13,"issue":null},{"id":14,"event":"closed","label":null,"issue":{"number":-1}}]`,
+		`[{"number":5,"created_at":"t","updated_at":"u","closed_at":null,"labels":[]}]`,
 		`{"errors":[{"message":"nope"}]}`, `{"message":"Bad credentials"}`, `null`, `[]`, `{}`, `[1,2]`, `"s"`, ``, `[{"id":"x"}]`,
 	} {
 		f.Add([]byte(s))
@@ -90,6 +93,10 @@ func FuzzGitHubDecoders(f *testing.F) {
 		check(decodeCreatedComment(b))
 		check(decodeCheckRuns(b))
 		check(decodeCombinedStatus(b))
+		check(decodeRepoComments(b))
+		check(decodeRepoIssues(b, "", "o", "r"))
+		check(decodeIssueEvents(b))
+		_ = issueNumberOf(string(b))
 		pulls, err := decodePulls(b, "", "o", "r")
 		check(pulls, err)
 		for _, p := range pulls {

@@ -24,6 +24,7 @@ var githubOperations = []graph.Operation{
 	ops.GitHubListPulls, ops.GitHubListCheckRuns, ops.GitHubCombinedStatus,
 	ops.GitHubTeamMembership, ops.GitHubCollaboratorPermission, ops.GitHubGetFile,
 	ops.GitHubListHooks, ops.GitHubListHookDeliveries, ops.GitHubRedeliverHookDelivery,
+	ops.GitHubListRepoComments, ops.GitHubListRepoIssues, ops.GitHubListRepoIssueEvents,
 }
 
 // maxPages bounds pagination (100 items a page).
@@ -97,6 +98,10 @@ func (g *github) operations() map[graph.Operation]opFunc {
 		ops.GitHubListHooks:             g.listHooks,
 		ops.GitHubListHookDeliveries:    g.listHookDeliveries,
 		ops.GitHubRedeliverHookDelivery: g.redeliverHookDelivery,
+		// github_repoactivity.go
+		ops.GitHubListRepoComments:    g.listRepoComments,
+		ops.GitHubListRepoIssues:      g.listRepoIssues,
+		ops.GitHubListRepoIssueEvents: g.listRepoIssueEvents,
 	}
 }
 

@@ -102,7 +102,12 @@ type ghPull struct {
 	MergedAt *string `json:"merged_at"`
 	Draft    bool    `json:"draft"`
 	User     *ghUser `json:"user"`
-	Head     struct {
+	// CreatedAt and ClosedAt are GitHub's, verbatim ("" / null when
+	// absent): the poller's repository pass finds a pull request opened
+	// while no webhook came by its creation time.
+	CreatedAt string  `json:"created_at"`
+	ClosedAt  *string `json:"closed_at"`
+	Head      struct {
 		Ref string `json:"ref"`
 		SHA string `json:"sha"`
 	} `json:"head"`
@@ -125,7 +130,7 @@ func decodePulls(b []byte, host, owner, repo string) ([]any, error) {
 		out = append(out, map[string]any{
 			"number": int(p.Number), "title": p.Title, "body": body, "url": p.HTMLURL, "state": p.State,
 			"merged": p.Merged || p.MergedAt != nil, "draft": p.Draft, "author": p.User.login(),
-			"headRef": p.Head.Ref, "headSha": p.Head.SHA,
+			"headRef": p.Head.Ref, "headSha": p.Head.SHA, "createdAt": p.CreatedAt, "closedAt": deref(p.ClosedAt),
 			"ref": workitem.Ref{Provider: "github", Host: host, Owner: owner, Repo: repo, Number: int(p.Number)}.String(),
 		})
 	}

@@ -15,12 +15,17 @@ import (
 // deliveries and redelivers one on request ("Handling failed webhook
 // deliveries"). Each operation is exactly one request, so a pass can count
 // its calls against a budget. Repository and organization hooks are served
-// here; an App's hook (/app/hook/deliveries) needs the App's JWT, which the
-// transport does not hold.
+// here, and an App's own hook (/app/hook/deliveries, with the App's JWT,
+// when the transport authenticates as the App).
 
 // hookScope reads the repo or org argument: the path prefix of the hook's
 // endpoints ("repos/o/r" or "orgs/o"), the host, and a name for errors.
 func (g *github) hookScope(args map[string]any) (prefix, host, what string, err error) {
+	if args["app"] == true {
+		// The App's own webhook: its endpoints name no hook (the App has
+		// one) and take the App's JWT (appEndpoint).
+		return "app/hook", "", "the GitHub App's webhook", nil
+	}
 	if _, ok := args["org"]; ok {
 		org, err := argString(args, "org", true)
 		if err != nil {
@@ -116,15 +121,18 @@ func (g *github) listHookDeliveries(ctx context.Context, st *callState, args map
 	if err != nil {
 		return nil, err
 	}
-	hook, err := positiveIDArg(args, "hookId")
-	if err != nil {
-		return nil, err
+	path := prefix + "/deliveries?per_page=100"
+	var hook int64
+	if args["app"] != true {
+		if hook, err = positiveIDArg(args, "hookId"); err != nil {
+			return nil, err
+		}
+		path = fmt.Sprintf("%s/hooks/%d/deliveries?per_page=100", prefix, hook)
 	}
 	cursor, err := cursorArg(args)
 	if err != nil {
 		return nil, err
 	}
-	path := fmt.Sprintf("%s/hooks/%d/deliveries?per_page=100", prefix, hook)
 	if cursor != "" {
 		path += "&cursor=" + url.QueryEscape(cursor)
 	}
@@ -169,15 +177,18 @@ func (g *github) redeliverHookDelivery(ctx context.Context, st *callState, args 
 	if err != nil {
 		return nil, err
 	}
-	hook, err := positiveIDArg(args, "hookId")
-	if err != nil {
-		return nil, err
-	}
 	id, err := positiveIDArg(args, "deliveryId")
 	if err != nil {
 		return nil, err
 	}
-	path := prefix + "/hooks/" + strconv.FormatInt(hook, 10) + "/deliveries/" + strconv.FormatInt(id, 10) + "/attempts"
+	path := prefix + "/deliveries/" + strconv.FormatInt(id, 10) + "/attempts"
+	var hook int64
+	if args["app"] != true {
+		if hook, err = positiveIDArg(args, "hookId"); err != nil {
+			return nil, err
+		}
+		path = prefix + "/hooks/" + strconv.FormatInt(hook, 10) + "/deliveries/" + strconv.FormatInt(id, 10) + "/attempts"
+	}
 	if _, err := g.send(ctx, st, ghRequest{method: http.MethodPost, path: path, host: host}, false,
 		fmt.Sprintf("the redelivery of delivery %d of webhook %d of %s", id, hook, what)); err != nil {
 		return nil, err

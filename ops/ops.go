@@ -68,9 +68,32 @@ const (
 	GitHubGetComment graph.Operation = "github.get-comment"
 	// {repo: "owner/repo" or "host/owner/repo", state?: open (default) |
 	// closed | all} → {pulls: [{number, title, body, url, state, merged,
-	// draft, author, headRef, headSha, ref}]}: one page, the 100 newest
-	// pull requests (one request, so a poller can budget it).
+	// draft, author, headRef, headSha, createdAt, closedAt, ref}]}: one
+	// page, the 100 newest pull requests (one request, so a poller can
+	// budget it).
 	GitHubListPulls graph.Operation = "github.list-pulls"
+	// {repo, since? (RFC 3339)} → {comments: [{id, number, author, body,
+	// url, createdAt, updatedAt}], more}: the issue and pull-request
+	// comments of the whole repository updated at or after since, oldest
+	// update first (GET /repos/{owner}/{repo}/issues/comments?sort=updated
+	// &direction=asc&since=…), at most a few pages; more reports that
+	// further pages were left for the next call (from the last updatedAt).
+	GitHubListRepoComments graph.Operation = "github.list-repo-comments"
+	// {repo, since? (RFC 3339)} → {items: [{number, title, body, url, state,
+	// author, labels, isPullRequest, createdAt, updatedAt, closedAt, ref}],
+	// more}: the repository's issues and pull requests of any state updated
+	// at or after since, oldest update first (GET /repos/{owner}/{repo}/
+	// issues?state=all&sort=updated&direction=asc&since=…), a few pages at
+	// most, more as for GitHubListRepoComments.
+	GitHubListRepoIssues graph.Operation = "github.list-repo-issues"
+	// {repo, page? (default 1)} → {events: [{id, event, actor, createdAt,
+	// label, number, title, body, url, state, author, labels, isPullRequest,
+	// merged}], more}: one page (100) of the repository's issue events,
+	// newest first (GET /repos/{owner}/{repo}/issues/events): labeled,
+	// unlabeled, closed, reopened, merged and the rest, on issues and pull
+	// requests alike; label is the label's name ("" for other events); the
+	// issue fields are the issue as it is now. more reports a next page.
+	GitHubListRepoIssueEvents graph.Operation = "github.list-repo-issue-events"
 	// {ref (a PR, naming the repository), sha} → {checkRuns: [{id, name,
 	// status, conclusion, url}]}: the check runs of commit sha, the first
 	// 100 (one request). status is queued|in_progress|completed;
@@ -98,13 +121,15 @@ const (
 	// events: [string]}]}: the repository's webhooks, the first 100 (one
 	// request). Needs admin:repo_hook (read) or the App's webhooks read.
 	GitHubListHooks graph.Operation = "github.list-hooks"
-	// {repo | org, hookId, cursor?} → {deliveries: [{id, guid, deliveredAt,
+	// {repo | org | app: true, hookId (not for app), cursor?} →
+	// {deliveries: [{id, guid, deliveredAt,
 	// redelivery, status, statusCode, event, action}], cursor}: one page (100)
 	// of a repository's or organization's webhook deliveries, newest first;
 	// cursor is the next page's ("" at the end). guid is X-GitHub-Delivery;
 	// id names one attempt.
 	GitHubListHookDeliveries graph.Operation = "github.list-hook-deliveries"
-	// {repo | org, hookId, deliveryId} → {}: asks GitHub to redeliver one
+	// {repo | org | app: true, hookId (not for app), deliveryId} → {}:
+	// asks GitHub to redeliver one
 	// delivery attempt (id from GitHubListHookDeliveries). Not retried after
 	// a 5xx (GitHub may have queued it).
 	GitHubRedeliverHookDelivery graph.Operation = "github.redeliver-hook-delivery"

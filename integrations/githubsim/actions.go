@@ -192,6 +192,7 @@ func (s *Server) addLabelLocked(rp *repo, is *issue, actor, label string) bool {
 	}
 	is.labels = append(is.labels, label)
 	is.updated = s.now()
+	s.recordEvent(rp, is, "labeled", actor, label)
 	extra := map[string]any{"label": s.labelJSON(rp, label)}
 	if is.pr {
 		extra["number"], extra["pull_request"] = is.number, s.pullJSON(rp, is)
@@ -212,6 +213,7 @@ func (s *Server) removeLabelLocked(rp *repo, is *issue, actor, label string) boo
 		return false
 	}
 	is.updated = s.now()
+	s.recordEvent(rp, is, "unlabeled", actor, name)
 	extra := map[string]any{"label": s.labelJSON(rp, name)}
 	if is.pr {
 		extra["number"], extra["pull_request"] = is.number, s.pullJSON(rp, is)
@@ -358,6 +360,10 @@ func (s *Server) setStateLocked(rp *repo, is *issue, actor, state string) {
 	} else {
 		is.closed = time.Time{}
 	}
+	if is.merged && state == "closed" {
+		s.recordEvent(rp, is, "merged", actor, "")
+	}
+	s.recordEvent(rp, is, action, actor, "")
 	if is.pr {
 		s.emit("pull_request", action, rp, nil, nil, actor, map[string]any{"number": is.number, "pull_request": s.pullJSON(rp, is)})
 		return

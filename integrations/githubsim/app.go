@@ -155,6 +155,9 @@ func appRoute(method, path string) bool {
 		return true
 	case method == http.MethodGet && len(segs) == 4 && segs[0] == "repos" && segs[3] == "installation":
 		return true
+	case len(segs) >= 3 && segs[0] == "app" && segs[1] == "hook" && segs[2] == "deliveries":
+		// The App's webhook deliveries (hookdeliveries.go).
+		return (method == http.MethodGet && len(segs) == 3) || (method == http.MethodPost && len(segs) == 5 && segs[4] == "attempts")
 	}
 	return false
 }
@@ -187,7 +190,16 @@ func (s *Server) serveApp(w http.ResponseWriter, r *http.Request, path string) {
 	segs := strings.Split(strings.Trim(path, "/"), "/")
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	all := func(Delivery) bool { return true }
 	switch {
+	case len(segs) == 3 && segs[1] == "hook":
+		if hook := s.appHookID(w); hook != 0 {
+			s.listDeliveriesOf(w, r, hook, all)
+		}
+	case len(segs) == 5 && segs[1] == "hook":
+		if hook := s.appHookID(w); hook != 0 {
+			s.redeliverAttemptOf(w, segs[3], hook, all)
+		}
 	case len(segs) == 1:
 		writeJSON(w, http.StatusOK, map[string]any{"id": app.ID, "slug": app.Slug, "name": app.Slug,
 			"owner": s.userJSON(app.Slug), "html_url": s.cfg.WebURL + "/apps/" + app.Slug,

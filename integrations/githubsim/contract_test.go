@@ -140,6 +140,11 @@ func TestContractEveryRequestAndAnswerMatchesGitHubsDescription(t *testing.T) {
 	call(ops.GitHubAddReaction, map[string]any{"ref": prRef, "content": "rocket", "commentId": int(rc.ID), "commentType": "review-comment"})
 	call(ops.GitHubClosingIssues, map[string]any{"ref": prRef})
 	call(ops.GitHubListPulls, map[string]any{"repo": repo})
+	// The repository's activity (the poller's repository pass).
+	since := time.Now().Add(-time.Hour).UTC().Format(time.RFC3339)
+	require.NotEmpty(t, call(ops.GitHubListRepoComments, map[string]any{"repo": repo, "since": since})["comments"])
+	require.NotEmpty(t, call(ops.GitHubListRepoIssues, map[string]any{"repo": repo, "since": since})["items"])
+	require.NotEmpty(t, call(ops.GitHubListRepoIssueEvents, map[string]any{"repo": repo})["events"])
 	sha := strings.Repeat("a", 40)
 	call(ops.GitHubListCheckRuns, map[string]any{"ref": prRef, "sha": sha})
 	call(ops.GitHubCombinedStatus, map[string]any{"ref": prRef, "sha": sha})
@@ -158,6 +163,15 @@ func TestContractEveryRequestAndAnswerMatchesGitHubsDescription(t *testing.T) {
 	require.NotEmpty(t, ds)
 	attempt := ds[0].(map[string]any)["id"].(int)
 	call(ops.GitHubRedeliverHookDelivery, map[string]any{"repo": repo, "hookId": int(hook), "deliveryId": attempt})
+	// The App's own hook, with the App's JWT.
+	_, err = s.AddHook(Hook{URL: down.URL + "/gh-webhook", Secret: "x", App: true})
+	require.NoError(t, err)
+	_, err = s.Comment(repo, 1, "dana", "to the App's hook too")
+	require.NoError(t, err)
+	require.NoError(t, s.WaitDeliveries(context.Background()))
+	ads := call(ops.GitHubListHookDeliveries, map[string]any{"app": true})["deliveries"].([]any)
+	require.NotEmpty(t, ads)
+	call(ops.GitHubRedeliverHookDelivery, map[string]any{"app": true, "deliveryId": ads[0].(map[string]any)["id"].(int)})
 
 	// Routes the integrations do not use, asked directly (as a token
 	// user would), so every route's answers are held to the description.

@@ -26,7 +26,7 @@ import (
 func (s *Server) listHooks(w http.ResponseWriter, r *http.Request, rp *repo) {
 	out := make([]any, 0, len(s.hooks))
 	for _, h := range s.hooks {
-		if h.Org == "" {
+		if h.Org == "" && !h.App {
 			out = append(out, s.hookJSON(h, "Repository", "/repos/"+rp.full()))
 		}
 	}
@@ -107,6 +107,22 @@ func (s *Server) listHookDeliveries(w http.ResponseWriter, r *http.Request, matc
 	if hook == 0 {
 		return
 	}
+	s.listDeliveriesOf(w, r, hook, match)
+}
+
+// appHookID is the App's own hook, or 0 (after answering 404).
+func (s *Server) appHookID(w http.ResponseWriter) int64 {
+	for _, h := range s.hooks {
+		if h.App {
+			return h.ID
+		}
+	}
+	notFound(w)
+	return 0
+}
+
+// listDeliveriesOf is listHookDeliveries for a hook already found.
+func (s *Server) listDeliveriesOf(w http.ResponseWriter, r *http.Request, hook int64, match func(Delivery) bool) {
 	q := r.URL.Query()
 	per := s.cfg.PageSize
 	if n, err := strconv.Atoi(q.Get("per_page")); err == nil && n > 0 {
@@ -182,7 +198,12 @@ func (s *Server) redeliverAttempt(w http.ResponseWriter, r *http.Request, match 
 	if hook == 0 {
 		return
 	}
-	did, err := strconv.ParseInt(r.PathValue("did"), 10, 64)
+	s.redeliverAttemptOf(w, r.PathValue("did"), hook, match)
+}
+
+// redeliverAttemptOf is redeliverAttempt for a hook already found.
+func (s *Server) redeliverAttemptOf(w http.ResponseWriter, attempt string, hook int64, match func(Delivery) bool) {
+	did, err := strconv.ParseInt(attempt, 10, 64)
 	if err != nil {
 		notFound(w)
 		return

@@ -1,6 +1,9 @@
 package githubsim
 
 import (
+	"cmp"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"math"
@@ -29,6 +32,8 @@ func (s *Server) routes() {
 	add("POST", "/graphql", s.graphql)
 	add("GET", "/repos/{o}/{r}", s.withRepo(s.getRepo))
 	add("GET", "/repos/{o}/{r}/issues", s.withRepo(s.listIssues))
+	add("GET", "/repos/{o}/{r}/issues/comments", s.withRepo(s.listRepoComments)) // issueevents.go
+	add("GET", "/repos/{o}/{r}/issues/events", s.withRepo(s.listRepoIssueEvents))
 	add("GET", "/repos/{o}/{r}/issues/comments/{id}", s.withComment(s.getComment))
 	add("PATCH", "/repos/{o}/{r}/issues/comments/{id}", s.withComment(s.patchComment))
 	add("POST", "/repos/{o}/{r}/issues/comments/{id}/reactions", s.withComment(s.reactComment))
@@ -235,7 +240,24 @@ func (s *Server) paginate(w http.ResponseWriter, r *http.Request, items []any) {
 	if len(rels) > 0 {
 		w.Header().Set("Link", strings.Join(rels, ", "))
 	}
-	writeJSON(w, http.StatusOK, append([]any{}, items[lo:hi]...))
+	b, err := json.Marshal(append([]any{}, items[lo:hi]...))
+	if err != nil {
+		writeError(w, http.StatusInternalServerError, "Server Error")
+		return
+	}
+	// A conditional request (If-None-Match with the page's ETag) is
+	// answered 304 with no body, as GitHub does (and such an answer does
+	// not count against GitHub's rate limit).
+	sum := sha256.Sum256(append([]byte(w.Header().Get("Link")+"\x00"), b...))
+	etag := `W/"` + hex.EncodeToString(sum[:16]) + `"`
+	w.Header().Set("ETag", etag)
+	if inm := r.Header.Get("If-None-Match"); inm != "" && (inm == etag || strings.TrimPrefix(inm, "W/") == strings.TrimPrefix(etag, "W/")) {
+		w.WriteHeader(http.StatusNotModified)
+		return
+	}
+	w.Header().Set("Content-Type", "application/json; charset=utf-8")
+	w.WriteHeader(http.StatusOK)
+	_, _ = w.Write(b)
 }
 
 func (s *Server) listIssues(w http.ResponseWriter, r *http.Request, rp *repo) {
@@ -257,16 +279,44 @@ func (s *Server) listIssues(w http.ResponseWriter, r *http.Request, rp *repo) {
 			}
 		}
 	}
+	since, ok := sinceQuery(w, r) // issueevents.go
+	if !ok {
+		return
+	}
+	sortBy, dir := q.Get("sort"), q.Get("direction")
+	if (sortBy != "" && sortBy != "created" && sortBy != "updated" && sortBy != "comments") || (dir != "" && dir != "asc" && dir != "desc") {
+		unprocessable(w, "sort must be created, updated or comments, direction asc or desc")
+		return
+	}
 	nums := make([]int, 0, len(rp.issues))
 	for n := range rp.issues {
 		nums = append(nums, n)
 	}
-	slices.Sort(nums)
-	slices.Reverse(nums)
+	// GitHub's default: newest created first.
+	slices.SortStableFunc(nums, func(a, b int) int {
+		ia, ib := rp.issues[a], rp.issues[b]
+		c := 0
+		switch sortBy {
+		case "updated":
+			c = ia.updated.Compare(ib.updated)
+		case "comments":
+			c = cmp.Compare(len(ia.comments), len(ib.comments))
+		}
+		if c == 0 {
+			c = cmp.Compare(a, b)
+		}
+		if dir != "asc" {
+			c = -c
+		}
+		return c
+	})
 	items := []any{}
 	for _, n := range nums {
 		is := rp.issues[n]
 		if state != "all" && is.state != state {
+			continue
+		}
+		if !since.IsZero() && is.updated.Before(since) {
 			continue
 		}
 		if !slices.ContainsFunc(want, func(l string) bool { return !hasFold(is.labels, l) }) {

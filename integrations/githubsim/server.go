@@ -81,6 +81,11 @@ type Hook struct {
 	// instead of each repository's hooks ("": a repository hook, listed by
 	// every repository). Either way it receives every event.
 	Org string
+	// App makes it the GitHub App's own webhook (Config.App): listed by no
+	// repository or organization, its deliveries at GET /app/hook/
+	// deliveries and redelivered at POST /app/hook/deliveries/{id}/attempts,
+	// both with the App's JWT.
+	App bool
 }
 
 // Request is one REST request the server answered.

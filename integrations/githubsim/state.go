@@ -122,6 +122,7 @@ type repo struct {
 	comments map[int64]*comment // every issue comment of the repository, by id
 	reviewC  map[int64]*reviewComment
 	checks   map[string]*commitChecks // head sha → its check runs and statuses (checks.go)
+	events   []*issueEvent            // the issue events, oldest first (issueevents.go)
 }
 
 type issue struct {

@@ -17,17 +17,25 @@ import (
 	"github.com/theloop-dev/theloop/loop/daemon"
 )
 
+// appSim is a githubsim serving a GitHub App (id, slug) and the App's
+// private key in PEM.
+func appSim(t *testing.T, id int64, slug string) (*githubsim.Server, string) {
+	t.Helper()
+	key, err := rsa.GenerateKey(rand.Reader, 2048)
+	require.NoError(t, err)
+	keyPEM := string(pem.EncodeToMemory(&pem.Block{Type: "RSA PRIVATE KEY", Bytes: x509.MarshalPKCS1PrivateKey(key)}))
+	sim, err := githubsim.Start(githubsim.Config{App: &githubsim.AppConfig{ID: id, Slug: slug, PublicKey: &key.PublicKey}})
+	require.NoError(t, err)
+	t.Cleanup(sim.Close)
+	return sim, keyPEM
+}
+
 // loopd configured as a GitHub App walks an item end to end against
 // githubsim issuing installation tokens as GitHub does, and a gate passes
 // on the approval of a team member named only by routing.authorized.
 func TestAnItemWalkedAsAGitHubAppApprovedByATeam(t *testing.T) {
-	key, err := rsa.GenerateKey(rand.Reader, 2048)
-	require.NoError(t, err)
-	keyPEM := string(pem.EncodeToMemory(&pem.Block{Type: "RSA PRIVATE KEY", Bytes: x509.MarshalPKCS1PrivateKey(key)}))
 	const slug = "theloop-e2e"
-	sim, err := githubsim.Start(githubsim.Config{App: &githubsim.AppConfig{ID: 77, Slug: slug, PublicKey: &key.PublicKey}})
-	require.NoError(t, err)
-	t.Cleanup(sim.Close)
+	sim, keyPEM := appSim(t, 77, slug)
 	sim.SetTeam("octo", "approvers", "erin")
 
 	appCfg := integrations.Config{GitHub: &integrations.GitHubConfig{
@@ -41,7 +49,7 @@ func TestAnItemWalkedAsAGitHubAppApprovedByATeam(t *testing.T) {
 		appCfg.GitHub.API.BaseURL = base
 		return appCfg
 	}, map[string]string{integrations.DefaultGitHubAppKeyEnv: keyPEM})
-	_, err = sim.AddInstallation(repoFull)
+	_, err := sim.AddInstallation(repoFull)
 	require.NoError(t, err)
 
 	n := w.toRequirementsApproval()

@@ -37,26 +37,10 @@ const fixture = "../../../shared/fixtures/github-webhooks/issue_comment/created.
 // first request until the dispatcher has drained the queue, per request:
 // steadier than the wall-clock figures on a shared machine.
 func BenchmarkWebhookThroughput(b *testing.B) {
-	raw, err := os.ReadFile(fixture)
-	if err != nil {
-		b.Skipf("fixture %s absent: %v", fixture, err)
-	}
-	var doc map[string]any
-	if err := json.Unmarshal(raw, &doc); err != nil {
-		b.Fatal(err)
-	}
+	doc := benchFixture(b)
 	base := shortdir.New(b) // holds the state root and its control socket
-	cfg := daemon.DefaultConfig()
-	cfg.StateRoot = filepath.Join(base, "state")
-	cfg.Webhook.Host, cfg.Webhook.Port = "127.0.0.1", 0
-	cfg.Secret = []byte("s3cret")
-	cfg.Repositories = []string{"Codertocat/Hello-World"}
-	cfg.Routing.AuthorizedUsers = []string{"Codertocat"}
-	cfg.ReconcileInterval = -1
-	cfg.ClaudeEnv = &sessions.ClaudeEnvironment{}
+	cfg := benchConfig(base)
 	cfg.Tmux.Socket = "theloop-bench-unused"
-	// As `loopd run` does: every event is also a line in the event log.
-	cfg.EventLog.Path = filepath.Join(cfg.StateRoot, "logs", "events.jsonl")
 	sim, err := githubsim.Start(githubsim.Config{})
 	if err != nil {
 		b.Fatal(err)
@@ -73,50 +57,11 @@ func BenchmarkWebhookThroughput(b *testing.B) {
 	defer func() { cancel(); <-done }()
 
 	n := b.N
-	bodies, sigs := make([][]byte, n), make([]string, n)
-	c := doc["comment"].(map[string]any)
-	for i := range n {
-		c["id"] = 9_000_000_000 + i
-		c["updated_at"] = time.Unix(1_800_000_000+int64(i), 0).UTC().Format(time.RFC3339)
-		bodies[i], _ = json.Marshal(doc)
-		sigs[i] = githubsim.Signature256("s3cret", bodies[i])
-	}
-	const clients = 8
-	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: clients}, Timeout: 10 * time.Second}
-	url := d.WebhookURL()
+	bodies, sigs := signedComments(doc, n, 9_000_000_000)
 	lat := make([]time.Duration, n)
-	var next atomic.Int64
-	var bad atomic.Int64
-	var wg sync.WaitGroup
 	b.ResetTimer()
 	start, cpu0 := time.Now(), cpuTime()
-	for range clients {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for {
-				i := int(next.Add(1)) - 1
-				if i >= n {
-					return
-				}
-				req, _ := http.NewRequest("POST", url, bytes.NewReader(bodies[i]))
-				req.Header.Set("X-Hub-Signature-256", sigs[i])
-				req.Header.Set("X-GitHub-Event", "issue_comment")
-				req.Header.Set("X-GitHub-Delivery", fmt.Sprintf("bench-%d-%d", start.UnixNano(), i))
-				req.Header.Set("Content-Type", "application/json")
-				t := time.Now()
-				resp, err := client.Do(req)
-				lat[i] = time.Since(t)
-				if err != nil || resp.StatusCode != http.StatusAccepted {
-					bad.Add(1)
-				}
-				if err == nil {
-					resp.Body.Close()
-				}
-			}
-		}()
-	}
-	wg.Wait()
+	bad := postComments(d.WebhookURL(), bodies, sigs, 8, fmt.Sprintf("bench-%d", start.UnixNano()), lat)
 	el := time.Since(start)
 	// The dispatcher's share: wait until it has taken every event (the
 	// last handled ones stay until their held-back acks are sent,
@@ -128,14 +73,95 @@ func BenchmarkWebhookThroughput(b *testing.B) {
 	}
 	cpu := cpuTime() - cpu0
 	b.StopTimer()
-	if bad.Load() > 0 {
-		b.Fatalf("%d requests were not answered 202", bad.Load())
+	if bad > 0 {
+		b.Fatalf("%d requests were not answered 202", bad)
 	}
 	b.ReportMetric(float64(cpu.Microseconds())/float64(n), "cpu-µs/req")
 	sort.Slice(lat, func(i, j int) bool { return lat[i] < lat[j] })
 	b.ReportMetric(float64(n)/el.Seconds(), "req/s")
 	b.ReportMetric(float64(lat[n/2].Microseconds())/1000, "p50-ms")
 	b.ReportMetric(float64(lat[min(n-1, n*99/100)].Microseconds())/1000, "p99-ms")
+}
+
+// benchFixture is octokit's issue_comment.created payload, decoded.
+func benchFixture(b *testing.B) map[string]any {
+	raw, err := os.ReadFile(fixture)
+	if err != nil {
+		b.Skipf("fixture %s absent: %v", fixture, err)
+	}
+	var doc map[string]any
+	if err := json.Unmarshal(raw, &doc); err != nil {
+		b.Fatal(err)
+	}
+	return doc
+}
+
+// benchConfig is the benchmarks' loopd under base: the fixture's repository
+// and author, no reconcile pass, and the event log written as `loopd run`
+// writes it.
+func benchConfig(base string) daemon.Config {
+	cfg := daemon.DefaultConfig()
+	cfg.StateRoot = filepath.Join(base, "state")
+	cfg.Webhook.Host, cfg.Webhook.Port = "127.0.0.1", 0
+	cfg.Secret = []byte("s3cret")
+	cfg.Repositories = []string{"Codertocat/Hello-World"}
+	cfg.Routing.AuthorizedUsers = []string{"Codertocat"}
+	cfg.ReconcileInterval = -1
+	cfg.ClaudeEnv = &sessions.ClaudeEnvironment{}
+	cfg.EventLog.Path = filepath.Join(cfg.StateRoot, "logs", "events.jsonl")
+	return cfg
+}
+
+// signedComments are n distinct comments (ids from id0) of doc, signed.
+func signedComments(doc map[string]any, n int, id0 int) ([][]byte, []string) {
+	bodies, sigs := make([][]byte, n), make([]string, n)
+	c := doc["comment"].(map[string]any)
+	for i := range n {
+		c["id"] = id0 + i
+		c["updated_at"] = time.Unix(1_800_000_000+int64(i), 0).UTC().Format(time.RFC3339)
+		bodies[i], _ = json.Marshal(doc)
+		sigs[i] = githubsim.Signature256("s3cret", bodies[i])
+	}
+	return bodies, sigs
+}
+
+// postComments posts every body from clients concurrent clients (delivery
+// ids prefix-i), noting each latency in lat when given; it returns how
+// many were not answered 202.
+func postComments(url string, bodies [][]byte, sigs []string, clients int, prefix string, lat []time.Duration) int64 {
+	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: clients}, Timeout: 10 * time.Second}
+	var next, bad atomic.Int64
+	var wg sync.WaitGroup
+	for range clients {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				i := int(next.Add(1)) - 1
+				if i >= len(bodies) {
+					return
+				}
+				req, _ := http.NewRequest("POST", url, bytes.NewReader(bodies[i]))
+				req.Header.Set("X-Hub-Signature-256", sigs[i])
+				req.Header.Set("X-GitHub-Event", "issue_comment")
+				req.Header.Set("X-GitHub-Delivery", fmt.Sprintf("%s-%d", prefix, i))
+				req.Header.Set("Content-Type", "application/json")
+				t := time.Now()
+				resp, err := client.Do(req)
+				if lat != nil {
+					lat[i] = time.Since(t)
+				}
+				if err != nil || resp.StatusCode != http.StatusAccepted {
+					bad.Add(1)
+				}
+				if err == nil {
+					resp.Body.Close()
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	return bad.Load()
 }
 
 func cpuTime() time.Duration {

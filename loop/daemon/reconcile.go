@@ -114,7 +114,8 @@ func (d *reconciler) reconcileLoop(ctx context.Context) {
 	for _, src := range pc.Sources {
 		repos = append(repos, src.Repos...)
 	}
-	rd := &redeliverer{integ: d.integ, store: d.redeliveries, repos: repos, hookID: d.cfg.WebhookHookID(), path: d.cfg.Webhook.Path,
+	gh := d.cfg.Integrations.GitHub
+	rd := &redeliverer{integ: d.integ, store: d.redeliveries, repos: repos, hookID: d.cfg.WebhookHookID(), path: d.cfg.Webhook.Path, app: gh != nil && gh.App != nil,
 		record: d.emit, now: d.clock.Now, reported: map[string]bool{}} // redeliver.go
 	if rd.path == "" {
 		rd.path = DefaultWebhookPath
@@ -140,6 +141,11 @@ func (d *reconciler) reconcileLoop(ctx context.Context) {
 func (d *reconciler) reconcile(ctx context.Context, p *ingress.Poller, rd *redeliverer) {
 	if rst := rd.pass(ctx); rst.Calls > 0 {
 		d.emit("reconcile.redelivery_done", graph.LevelDebug, graph.Field{Key: "stats", Value: rst})
+	}
+	for _, repo := range rd.repos {
+		// Where failed deliveries cannot be redelivered, the poller reads
+		// the repository's activity itself (ingress/poll_repo.go).
+		p.WatchRepository(repo, !rd.covers(repo))
 	}
 	st, err := p.Reconcile(ctx)
 	if errors.Is(err, ingress.ErrBackingOff) {

@@ -32,10 +32,13 @@ import (
 // hooks and their owners' organization hooks whose URL path is the
 // receiver's (webhooks.ghWebhook.path). Where loopd may not read a
 // repository's hooks, the pass says so once (the first pass runs at start)
-// and the poller's reconcile is what remains; an owner that is a user, not
-// an organization, has no organization hooks and is passed over quietly.
-// An App's own hook (/app/hook/deliveries) needs the App's JWT, which the
-// transport does not hold: its failed deliveries are the poller's.
+// and the poller's repository pass (ingress/poll_repo.go) reads the
+// repository's activity instead — for every repository whose own and whose
+// owner's hooks the pass could not read; an owner that is a user, not an
+// organization, has no organization hooks and is passed over quietly.
+// When loopd authenticates as a GitHub App, the App's own hook is asked
+// too (/app/hook/deliveries, with the App's JWT): it delivers the events of
+// every repository the App is installed on.
 
 // Redelivery pass bounds.
 const (
@@ -50,11 +53,40 @@ type redeliverer struct {
 	store  intentStore
 	repos  []string
 	hookID int64
+	// app: loopd authenticates as a GitHub App, whose own webhook
+	// (/app/hook/deliveries, with the App's JWT) is asked too.
+	app    bool
 	path   string
 	record emitFunc
 	now    func() time.Time
 
 	reported map[string]bool // repositories whose hooks could not be read, reported
+	// coverage is, per scope (hookScope.String), whether the last pass
+	// that reached it read the deliveries of at least one of its hooks:
+	// a repository neither its own scope nor its owner's covers has its
+	// failed deliveries found by the poller's repository pass instead.
+	coverage map[string]bool
+}
+
+// covers reports whether the failed deliveries of repo can be redelivered
+// (as far as the passes so far could tell).
+func (rd *redeliverer) covers(repo string) bool {
+	if rd.coverage[repo] {
+		return true
+	}
+	owner, _, ok := strings.Cut(repo, "/")
+	return (ok && rd.coverage["org:"+strings.ToLower(owner)]) || rd.coverage[appScope.String()]
+}
+
+// appScope is the App's own webhook, which receives the events of every
+// repository the App is installed on.
+var appScope = hookScope{"app", "app"}
+
+func (rd *redeliverer) cover(sc hookScope, ok bool) {
+	if rd.coverage == nil {
+		rd.coverage = map[string]bool{}
+	}
+	rd.coverage[sc.String()] = ok
 }
 
 // redeliveryStats is what one pass did.
@@ -71,7 +103,12 @@ type hookCursor struct {
 // ("org"), as the hook operations take it.
 type hookScope struct{ key, name string }
 
-func (h hookScope) args() map[string]any { return map[string]any{h.key: h.name} }
+func (h hookScope) args() map[string]any {
+	if h.key == "app" {
+		return map[string]any{"app": true}
+	}
+	return map[string]any{h.key: h.name}
+}
 
 // String names the scope in records and cursors ("o/r", "org:o").
 func (h hookScope) String() string {
@@ -98,7 +135,11 @@ func (rd *redeliverer) scopes() []hookScope {
 			orgs = append(orgs, hookScope{"org", owner})
 		}
 	}
-	return append(out, orgs...)
+	out = append(out, orgs...)
+	if rd.app && rd.hookID == 0 {
+		out = append(out, appScope)
+	}
+	return out
 }
 
 func (rd *redeliverer) pass(ctx context.Context) redeliveryStats {
@@ -109,15 +150,19 @@ func (rd *redeliverer) pass(ctx context.Context) redeliveryStats {
 		}
 		hooks, err := rd.hooks(ctx, sc, &st)
 		if sc.key == "org" && errors.Is(err, integrations.ErrNotFound) {
+			rd.cover(sc, false)
 			continue // a user's repositories: no organization hooks
 		}
 		if err != nil {
-			rd.unavailable(sc.String(), err)
 			if errors.Is(err, integrations.ErrRateLimited) {
-				st.Stopped = "rate-limited"
+				st.Stopped = "rate-limited" // not reached: its coverage stays as it was
+			} else {
+				rd.cover(sc, false)
 			}
+			rd.unavailable(sc.String(), err)
 			continue
 		}
+		covered := false
 		for _, h := range hooks {
 			if st.Stopped != "" {
 				break
@@ -127,7 +172,12 @@ func (rd *redeliverer) pass(ctx context.Context) redeliveryStats {
 					st.Stopped = "rate-limited"
 				}
 				rd.unavailable(sc.String(), err)
+				continue
 			}
+			covered = true
+		}
+		if st.Stopped == "" || covered {
+			rd.cover(sc, covered)
 		}
 	}
 	return st
@@ -140,7 +190,7 @@ func (rd *redeliverer) unavailable(repo string, err error) {
 		return
 	}
 	rd.reported[repo] = true
-	hint := "the poller's reconcile still brings comments and labels; give the token admin:repo_hook (read and write) — an App, webhooks read and write — to have failed deliveries redelivered"
+	hint := "the poller's repository pass brings the comments, labels, openings and closings of its issues and pull requests instead; give the token admin:repo_hook (read and write) — an App, webhooks read and write — to have failed deliveries redelivered"
 	rd.record("reconcile.redelivery_unavailable", graph.LevelWarning, graph.Field{Key: "repo", Value: repo},
 		graph.Field{Key: "error", Value: err.Error()}, graph.Field{Key: "hint", Value: hint})
 }
@@ -149,6 +199,9 @@ func (rd *redeliverer) unavailable(repo string, err error) {
 func (rd *redeliverer) hooks(ctx context.Context, sc hookScope, st *redeliveryStats) ([]int64, error) {
 	if rd.hookID > 0 {
 		return []int64{rd.hookID}, nil
+	}
+	if sc.key == "app" {
+		return []int64{0}, nil // the App has one hook, named by no id
 	}
 	st.Calls++
 	res, err := rd.integ.Call(ctx, ops.GitHubListHooks, sc.args())

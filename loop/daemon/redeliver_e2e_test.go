@@ -7,7 +7,9 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/theloop-dev/theloop/integrations"
 	"github.com/theloop-dev/theloop/integrations/githubsim"
+	"github.com/theloop-dev/theloop/loop/daemon"
 )
 
 // A delivery sent while loopd was down reaches the agent through GitHub's
@@ -84,4 +86,47 @@ func TestFailedOrganizationHookDeliveryIsRedelivered(t *testing.T) {
 	w.eventually("the comment in the session", func() bool { return strings.Contains(w.received(), "written while both hooks failed") })
 	w.waitIdle()
 	require.Equal(t, 1, strings.Count(w.received(), "written while both hooks failed"), "one comment, once, under two deliveries")
+}
+
+// loopd as a GitHub App whose only webhook is the App's own: a comment
+// written while loopd was down is redelivered through GET /app/hook/
+// deliveries and POST …/attempts (the App's JWT), once; with that hook
+// covering the repository, the poller's repository pass stays off (it ran
+// at the first start, before the hook was made).
+func TestFailedAppHookDeliveryIsRedelivered(t *testing.T) {
+	requireTools(t)
+	const slug = "theloop-redeliver"
+	sim, keyPEM := appSim(t, 78, slug)
+	appCfg := integrations.Config{GitHub: &integrations.GitHubConfig{
+		MaxAttempts: 3, TimeoutSeconds: 10,
+		App: &integrations.GitHubAppConfig{AppID: 78, Slug: slug},
+	}}
+	w := buildWorld(t, sim, 0, func(c *daemon.Config) {
+		c.Integrations = appCfg
+		c.ReconcileInterval = 0 // one reconcile pass, at each start
+	}, func(base string) integrations.Config {
+		appCfg.GitHub.API.BaseURL = base
+		return appCfg
+	}, map[string]string{integrations.DefaultGitHubAppKeyEnv: keyPEM})
+	_, err := sim.AddInstallation(repoFull)
+	require.NoError(t, err)
+	_, err = sim.AddHook(githubsim.Hook{URL: w.d.WebhookURL(), Secret: secret, App: true})
+	require.NoError(t, err)
+	n := w.openLabeled()
+	w.waitIdle()
+	w.eventually("the session to start", func() bool { return w.spawns() == 1 })
+
+	w.stop()
+	_, err = sim.Comment(repoFull, n, human, "written while the App's hook failed")
+	require.NoError(t, err)
+	require.NoError(t, sim.WaitDeliveries(context.Background()))
+	before := len(sim.Requests())
+	w.start()
+	w.eventually("the redelivered comment in the session", func() bool { return strings.Contains(w.received(), "written while the App's hook failed") })
+	w.waitIdle()
+	require.Equal(t, 1, sim.RedeliveryRequests())
+	require.Equal(t, 1, strings.Count(w.received(), "written while the App's hook failed"))
+	for _, r := range sim.Requests()[before:] {
+		require.NotContains(t, r.Path, "/issues/events", "the App's hook covers the repository: no repository pass")
+	}
 }

@@ -740,6 +740,8 @@ type EventQuery struct {
 	Source string
 	// Since keeps events at or after this instant.
 	Since time.Time
+	// Until keeps events before this instant (zero: no bound).
+	Until time.Time
 	// Limit keeps only the last Limit matching events (0: all).
 	Limit int
 }
@@ -763,6 +765,9 @@ func (q EventQuery) Match(rec EventRecord) bool {
 		return false
 	}
 	if !q.Since.IsZero() && rec.Time.Before(q.Since) {
+		return false
+	}
+	if !q.Until.IsZero() && !rec.Time.Before(q.Until) {
 		return false
 	}
 	if q.WorkItem != "" {

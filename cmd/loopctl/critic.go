@@ -241,7 +241,7 @@ func runCritic(ctx context.Context, opts *criticOptions) error {
 	}
 	review := criticAnswer(res.Stdout)
 	section := loop.CriticSection(g, node.ID)
-	logPath, err := loop.RecordCriticReview(loop.NewFileArtifacts(dir, specDir), section, *critic, f.Clock.Now(), review)
+	logPath, err := loop.RecordCriticReview(loop.NewFileArtifacts(dir, specDir).Scrubbed(loop.CredentialScrub(f.lookupEnv)), section, *critic, f.Clock.Now(), review)
 	if err != nil {
 		return failWith(exitFailed, "critic %s answered but the review could not be recorded: %v", critic.Name, err)
 	}

@@ -13,7 +13,7 @@ func TestModelRouting(t *testing.T) {
 	h, _, err := loop.ParseHarnessConfig("h.yaml", []byte("version: \"0.2.0\"\n"))
 	require.NoError(t, err)
 	h.Raw = map[string]any{"tokenEconomy": map[string]any{"modelRouting": map[string]any{
-		"tiers": map[string]any{"economy": map[string]any{"model": "haiku"}, "frontier": map[string]any{"claude": "opus", "codex": "--yolo", "vim": "x"}, "huge": map[string]any{}},
+		"tiers":         map[string]any{"economy": map[string]any{"model": "haiku"}, "frontier": map[string]any{"claude": "opus", "codex": "--yolo", "vim": "x"}, "huge": map[string]any{}},
 		"stages":        map[string]any{"design": "frontier", "evidence": "economy", "tasks": "cheap"},
 		"riskTierFloor": map[string]any{"4": "frontier", "9": "economy"},
 	}}}

@@ -11,6 +11,7 @@ import (
 	"time"
 	"unicode"
 
+	"github.com/theloop-dev/theloop/graph"
 	"github.com/theloop-dev/theloop/loop"
 )
 
@@ -135,36 +136,14 @@ func printable(s string) bool {
 	return true
 }
 
-// matches is the fallback filter for a Source without SearchEvents: the
-// kind as loop.EventQuery reads it, the item by ref or number.
+// matches is the fallback filter for a Source without SearchEvents:
+// loop.EventQuery's own, so that both read item and kind alike.
 func (q EventQuery) matches(e Event) bool {
-	if !q.Until.IsZero() && !e.Time.Before(q.Until) {
-		return false
+	rec := loop.EventRecord{Time: e.Time, Event: e.Name}
+	if e.WorkItem != "" {
+		rec.Fields = []graph.Field{{Key: "work_item", Value: e.WorkItem}}
 	}
-	if !q.Since.IsZero() && e.Time.Before(q.Since) {
-		return false
-	}
-	if q.Kind != "" {
-		if p, ok := strings.CutSuffix(q.Kind, "*"); ok {
-			if !strings.HasPrefix(e.Name, p) {
-				return false
-			}
-		} else if strings.HasSuffix(q.Kind, ".") {
-			if !strings.HasPrefix(e.Name, q.Kind) {
-				return false
-			}
-		} else if e.Name != q.Kind {
-			return false
-		}
-	}
-	if q.Item != "" && e.WorkItem != q.Item {
-		n := strings.TrimPrefix(strings.TrimPrefix(q.Item, "#"), "issue-")
-		_, num, ok := strings.Cut(e.WorkItem, "#")
-		if !ok || num != n {
-			return false
-		}
-	}
-	return true
+	return loop.EventQuery{WorkItem: q.Item, Event: q.Kind, Since: q.Since, Until: q.Until}.Match(rec)
 }
 
 // searchEvents asks the Source for q's events, oldest first.

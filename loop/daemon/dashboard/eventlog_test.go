@@ -135,6 +135,14 @@ func TestEventsPage(t *testing.T) {
 	require.Equal(t, http.StatusOK, code)
 	require.Equal(t, []string{"graph.blocked@github:o/r#8", "session.spawned@github:o/r#8"}, events(body), "the older page goes on where this one stopped")
 
+	// The item page links its own events.
+	code, item, _ := get(t, c, h.srv.URL+"/item?ref="+url.QueryEscape("github:o/r#8"))
+	require.Equal(t, http.StatusOK, code)
+	link := strings.ReplaceAll(between(t, item, `id="item-events" href="`, `"`), "&amp;", "&")
+	code, body, _ = get(t, c, h.srv.URL+link)
+	require.Equal(t, http.StatusOK, code)
+	require.Equal(t, []string{"graph.blocked@github:o/r#8", "session.spawned@github:o/r#8"}, events(body))
+
 	bad := page("kind=%3Cscript%3E&limit=x")
 	require.Contains(t, bad, `id="event-problems"`)
 	require.Contains(t, bad, "kind &#34;&lt;script&gt;&#34;: write an event name")

@@ -789,7 +789,7 @@ func (d *Daemon) dashboardSettings() []dashboard.Setting {
 	shown := d.cfg.Settings.Shown()
 	rows := make([]dashboard.Setting, 0, len(shown)+len(d.cfg.SecretEnvNames))
 	for _, r := range shown {
-		rows = append(rows, dashboard.Setting{Key: r.Key, Value: loop.ShowValue(r.Value), Source: string(r.Source)})
+		rows = append(rows, dashboard.Setting{Key: r.Key, Value: r.Value, Source: string(r.Source)})
 	}
 	seen := map[string]bool{}
 	for _, name := range d.cfg.SecretEnvNames {

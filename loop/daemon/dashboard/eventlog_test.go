@@ -163,6 +163,8 @@ func TestSettingsPageRedacts(t *testing.T) {
 		{Key: "routing.budget.item.tokens", Value: "5000", Source: "file"},
 		{Key: "routing.promptTemplate", Value: "hello " + "ghp_" + strings.Repeat("a", 36) + " and the known one s3cr3t-known", Source: "file"},
 		{Key: "routing.authorizedUsers", Value: hostileTitle, Source: "file"},
+		{Key: "integrations", Value: map[string]any{"jira": map[string]any{"site": "https://acme.atlassian.net", "apiToken": "literal-jira-token-value", "tokenEnv": "JIRA_TOKEN"}}, Source: "file"},
+		{Key: "routing.tmux.harnessKillGraceSeconds", Value: 3 * time.Second, Source: "default"},
 		{Key: "$THE_LOOP_GH_WEBHOOK_SECRET", Value: "(set)", Source: "env"},
 	}
 	d, err := New(Config{Key: key}, Deps{Source: src, Now: func() time.Time { return t0 }, Settings: func() []Setting { return rows },
@@ -182,12 +184,14 @@ func TestSettingsPageRedacts(t *testing.T) {
 	require.Contains(t, value("routing.budget.item.tokens"), "5000", "a count of tokens is no token")
 	require.Contains(t, value("routing.promptTemplate"), "hello [redacted] and the known one [redacted]")
 	require.Contains(t, value("$THE_LOOP_GH_WEBHOOK_SECRET"), "(set)")
-	for _, s := range []string{"hunter2", "ghs_abc", "plain-jira", "ghp_aaa", "s3cr3t", "<script>alert"} {
+	require.Contains(t, value("integrations"), "jira=apiToken=[redacted], site=https://acme.atlassian.net, tokenEnv=JIRA_TOKEN", "a credential inside a free block, by its key")
+	require.Contains(t, value("routing.tmux.harnessKillGraceSeconds"), `<td class="value">3</td>`, "durations in seconds, as loopctl config show prints them")
+	for _, s := range []string{"hunter2", "ghs_abc", "plain-jira", "literal-jira", "ghp_aaa", "s3cr3t", "<script>alert"} {
 		require.NotContains(t, body, s)
 	}
 	code, body, _ = get(t, c, srv.URL+"/settings?key=queue")
 	require.Equal(t, http.StatusOK, code)
-	require.Contains(t, body, `1 of 9 keys`)
+	require.Contains(t, body, `1 of 11 keys`)
 	require.NotContains(t, body, `data-key="state.root"`)
 
 	// Read-only: no method but GET reaches it.

@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/theloop-dev/theloop/internal/scrub"
+	"github.com/theloop-dev/theloop/loop"
 )
 
 // The Settings page (/settings): the configuration loopd runs with, each
@@ -26,11 +27,17 @@ import (
 // Setting is one configuration key as the Settings page shows it.
 type Setting struct {
 	Key string
-	// Value is the value as `loopctl config show` prints it
-	// (loop.ShowValue).
-	Value string
+	// Value is the value loopd uses (any type loop.Settings records); the
+	// page prints it as `loopctl config show` does (loop.ShowValue), after
+	// redaction.
+	Value any
 	// Source is file, env, default or derived.
 	Source string
+}
+
+// shownSetting is a Setting as the template shows it.
+type shownSetting struct {
+	Key, Value, Source string
 }
 
 // credentialKey matches the last segment of a key that holds a credential
@@ -40,8 +47,33 @@ var credentialKey = regexp.MustCompile(`(?i)(token|secret|password|passwd|apikey
 // urlUserinfo finds user information in a URL ("scheme://user:pass@").
 var urlUserinfo = regexp.MustCompile(`([a-zA-Z][a-zA-Z0-9+.-]*://)[^/@\s]*@`)
 
+// redactNested replaces, inside a free block (integrations, usage.rates),
+// every value under a key that names a credential.
+func redactNested(v any) any {
+	switch x := v.(type) {
+	case map[string]any:
+		out := make(map[string]any, len(x))
+		for k, e := range x {
+			if credentialKey.MatchString(k) && e != nil && e != "" {
+				out[k] = scrub.Redacted
+			} else {
+				out[k] = redactNested(e)
+			}
+		}
+		return out
+	case []any:
+		out := make([]any, len(x))
+		for i, e := range x {
+			out[i] = redactNested(e)
+		}
+		return out
+	}
+	return v
+}
+
 // redactSetting is what the page may show of s.
-func redactSetting(s Setting, scrubText func(string) string) Setting {
+func redactSetting(in Setting, scrubText func(string) string) shownSetting {
+	s := shownSetting{Key: in.Key, Value: loop.ShowValue(redactNested(in.Value)), Source: in.Source}
 	last := s.Key
 	if i := strings.LastIndexAny(last, ".$"); i >= 0 {
 		last = last[i+1:]
@@ -60,7 +92,7 @@ func redactSetting(s Setting, scrubText func(string) string) Setting {
 
 type settingsPage struct {
 	Title  string
-	Rows   []Setting
+	Rows   []shownSetting
 	Filter string
 	Total  int
 }

@@ -67,12 +67,7 @@ func TestTemplatesPassTheirNodes(t *testing.T) {
 			for _, name := range tc.templates {
 				require.NoError(t, os.WriteFile(filepath.Join(dir, name), []byte(fill(t, name)), 0o644))
 			}
-			rt, err := loop.Open(repo, loop.Options{WorkItem: "issue-7"})
-			require.NoError(t, err)
-			_, err = rt.Force(ctx, "issue-7", graph.ForceRequest{To: tc.node, Reason: "the template test starts here"})
-			require.NoError(t, err)
-			claim, err := rt.Complete(ctx, "issue-7", tc.node, "agent")
-			require.NoError(t, err)
+			claim := claimAt(t, repo, tc.node)
 			require.Equal(t, graph.StatusPass, claim.Status, "%s from %v: %v", tc.node, tc.templates, claim.Messages)
 			require.True(t, claim.Moved)
 		})
@@ -90,12 +85,7 @@ func TestTemplatesPassTheirNodes(t *testing.T) {
 			dir := filepath.Join(repo, "docs", "specs", "issue-7")
 			require.NoError(t, os.MkdirAll(dir, 0o755))
 			require.NoError(t, os.WriteFile(filepath.Join(dir, tc.name), []byte(raw), 0o644))
-			rt, err := loop.Open(repo, loop.Options{WorkItem: "issue-7"})
-			require.NoError(t, err)
-			_, err = rt.Force(ctx, "issue-7", graph.ForceRequest{To: tc.node, Reason: "the template test starts here"})
-			require.NoError(t, err)
-			claim, err := rt.Complete(ctx, "issue-7", tc.node, "agent")
-			require.NoError(t, err)
+			claim := claimAt(t, repo, tc.node)
 			require.Equal(t, graph.StatusBlock, claim.Status, "%s copied as it is must not pass %s", tc.name, tc.node)
 			line := 0
 			for i, l := range strings.Split(raw, "\n") {
@@ -158,6 +148,20 @@ func TestTemplatesPassTheirNodes(t *testing.T) {
 			require.Contains(t, strings.Join(claim.Messages, "\n"), "still holds the template's placeholder")
 		})
 	}
+}
+
+// claimAt forces issue-7 of repo to node in the shipped work-item loop
+// and claims it.
+func claimAt(t *testing.T, repo, node string) *graph.Claim {
+	t.Helper()
+	ctx := context.Background()
+	rt, err := loop.Open(repo, loop.Options{WorkItem: "issue-7"})
+	require.NoError(t, err)
+	_, err = rt.Force(ctx, "issue-7", graph.ForceRequest{To: node, Reason: "the template test starts here"})
+	require.NoError(t, err)
+	claim, err := rt.Complete(ctx, "issue-7", node, "agent")
+	require.NoError(t, err)
+	return claim
 }
 
 // TestTemplatePlaceholdersAreMarked: every placeholder of a template —

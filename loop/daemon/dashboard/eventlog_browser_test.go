@@ -36,7 +36,14 @@ func TestEventsAndSettingsInARealBrowser(t *testing.T) {
 
 	do("query item 7, kind graph.advanced", chromedp.SendKeys(chromedp.CSS(`#event-query input[name=item]`), "github:o/r#7"),
 		chromedp.SendKeys(chromedp.CSS(`#event-query input[name=kind]`), "graph.advanced"),
-		chromedp.Click(chromedp.CSS(`#event-query button[type=submit]`)), chromedp.WaitVisible(chromedp.CSS(`#event-count`)))
+		chromedp.Click(chromedp.CSS(`#event-query button[type=submit]`)))
+	// The submission loads a new page: wait for it (the old one has a
+	// count too).
+	deadline := time.Now().Add(45 * time.Second)
+	for eval(`String(location.search.includes('kind=graph.advanced') && document.readyState === 'complete' && !!document.getElementById('event-count'))`) != "true" {
+		require.True(t, time.Now().Before(deadline), "the query's page never loaded")
+		time.Sleep(50 * time.Millisecond)
+	}
 	require.Equal(t, "graph.advanced@github:o/r#7,graph.advanced@github:o/r#7",
 		eval(`[...document.querySelectorAll('#event-log tbody tr')].map(r => r.getAttribute('data-event') + '@' + r.getAttribute('data-item')).join(',')`))
 	require.Equal(t, "github:o/r#7", eval(`document.querySelector('#event-query input[name=item]').value`), "the form keeps the query")

@@ -146,7 +146,7 @@ func (d *Daemon) startDashboard() (func(), error) {
 		Operator: d.cfg.Dashboard.Operator, AuthorizedUsers: d.cfg.Routing.AuthorizedUsers, StuckAfter: d.cfg.Dashboard.StuckAfter,
 		EventLog: d.cfg.EventLog.Path, Banner: d.worlds.undefendedWarning(), WebTerminal: d.cfg.Routing.WebTerminal,
 	}, dashboard.Deps{Source: src, Poster: poster, Panes: dashPanes{d}, MayAct: d.desk.operatorMayAct, Now: d.deps.Clock.Now, Log: logw, Layout: dashboardLayout(d.deps.Path, d.cfg.StateRoot, d.logf),
-		Settings: d.dashboardSettings, Scrub: d.scrub.String})
+		Settings: src.settings, Scrub: d.scrub.String})
 	if err != nil {
 		src.close()
 		return func() {}, err
@@ -782,10 +782,11 @@ func (s *dashSource) read(q loop.EventQuery) ([]dashboard.Event, error) {
 	return out, nil
 }
 
-// dashboardSettings are the Settings page's rows: the resolved settings
+// settings are the Settings page's rows: the resolved settings
 // as `loopctl config show` prints them, and whether each variable a
 // credential is read from is set (never its value).
-func (d *Daemon) dashboardSettings() []dashboard.Setting {
+func (s *dashSource) settings() []dashboard.Setting {
+	d := s.d
 	shown := d.cfg.Settings.Shown()
 	rows := make([]dashboard.Setting, 0, len(shown)+len(d.cfg.SecretEnvNames))
 	for _, r := range shown {

@@ -234,7 +234,7 @@ func contentFindings(hc *graph.HookContext, name string) []graph.Message {
 	if doc.err != nil {
 		return []graph.Message{graph.Finding("artifact could not be read: "+errorKind(doc.err), path())}
 	}
-	var findings []graph.Message
+	findings := placeholderFindings(doc.text, path())
 	fm, body := doc.fm, doc.body
 	if p.Bool("locked") {
 		status := strings.TrimSpace(fmString(fm["status"]))
@@ -458,6 +458,7 @@ func lintArtifacts(ctx context.Context, hc *graph.HookContext) graph.HookResult 
 				msgs = append(msgs, graph.Finding(m, path))
 			}
 		}
+		msgs = append(msgs, placeholderFindings(text, hc.Artifacts.Path(f))...)
 	}
 	var linterNote string
 	if hc.Params.Has("linter") && len(msgs) == 0 {

@@ -445,7 +445,7 @@ func recordFeedback(_ context.Context, hc *graph.HookContext) graph.HookResult {
 	}
 	parts := []string{"### " + hc.Now.Format("2006-01-02") + " — " + outcome}
 	for _, c := range cs {
-		body := strings.TrimSpace(c.Body)
+		body := strings.TrimSpace(scrubbed(hc.Artifacts, c.Body))
 		if body == "" {
 			parts = append(parts, "**@"+c.Author+"** left no comment text.")
 			continue
@@ -463,6 +463,20 @@ func recordFeedback(_ context.Context, hc *graph.HookContext) graph.HookResult {
 		return graph.Block(graph.Finding("the review could not be recorded: "+errorKind(err), hc.Artifacts.Path(into)))
 	}
 	return graph.Pass(map[string]any{"recorded": len(cs), "artifact": into})
+}
+
+// textScrubber is Artifacts that cleans credentials out of text a person
+// typed before it is written into the checkout (loop.FileArtifacts, given
+// the process's scrubber).
+type textScrubber interface{ ScrubText(string) string }
+
+// scrubbed is s as it may be written into arts: a reviewer who pasted a
+// token into a comment must not have it committed into the artifact.
+func scrubbed(arts graph.Artifacts, s string) string {
+	if sc, ok := arts.(textScrubber); ok {
+		return sc.ScrubText(s)
+	}
+	return s
 }
 
 // recordDecision appends the decision this chain reached to the execution

@@ -283,6 +283,13 @@ func headRevision(ctx context.Context, c graph.Commands) (commit, tree string, d
 // recordRun replaces this node's run in TestRunsFile and notes the run in
 // the execution log when the work item keeps one.
 func recordRun(hc *graph.HookContext, run TestRun) error {
+	// The output is a program's: a test that prints its environment must
+	// not commit a credential (the run's verdict is its exit code and
+	// tree, never its text).
+	run.Error = scrubbed(hc.Artifacts, run.Error)
+	for i, l := range run.Tail {
+		run.Tail[i] = scrubbed(hc.Artifacts, l)
+	}
 	runs := readRuns(hc.Artifacts)
 	runs.Version = 1
 	kept := runs.Runs[:0]

@@ -740,6 +740,8 @@ type EventQuery struct {
 	Source string
 	// Since keeps events at or after this instant.
 	Since time.Time
+	// Until keeps events before this instant (zero: no bound).
+	Until time.Time
 	// Limit keeps only the last Limit matching events (0: all).
 	Limit int
 }
@@ -763,6 +765,9 @@ func (q EventQuery) Match(rec EventRecord) bool {
 		return false
 	}
 	if !q.Since.IsZero() && rec.Time.Before(q.Since) {
+		return false
+	}
+	if !q.Until.IsZero() && !rec.Time.Before(q.Until) {
 		return false
 	}
 	if q.WorkItem != "" {
@@ -830,7 +835,7 @@ func itemNumber(s string) string {
 type EventStats struct {
 	Files     int // files read (rotated ones included)
 	Lines     int // non-blank lines
-	Malformed int // lines skipped because ParseEventLine refused them
+	Malformed int // lines skipped because ParseEventLine refused them (of those the query's event name and item number could match)
 	Matched   int // lines that passed the query
 }
 
@@ -875,7 +880,36 @@ func scanEvents(path string, q EventQuery, open func(string) (*os.File, error), 
 	return stats, nil
 }
 
+// lineNeedles are byte strings every line q matches holds as written (an
+// event name or a work item's number is plain ASCII, which JSON writes
+// literally unless the line escapes it — such a line is always decoded):
+// a line without one of them is counted without being decoded. Nil when q
+// has no such part.
+func (q EventQuery) lineNeedles() [][]byte {
+	var out [][]byte
+	literal := func(s string) bool {
+		for _, c := range s {
+			if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '.' || c == '_' || c == '-' || c == ':' || c == '/' || c == '#') {
+				return false
+			}
+		}
+		return s != ""
+	}
+	if ev := strings.TrimSuffix(q.Event, "*"); literal(ev) {
+		out = append(out, []byte(ev))
+	}
+	if wi := strings.TrimSpace(q.WorkItem); wi != "" {
+		if n := itemNumber(wi); n != "" {
+			out = append(out, []byte(n))
+		} else if literal(wi) {
+			out = append(out, []byte(wi))
+		}
+	}
+	return out
+}
+
 func scanEventFile(r io.Reader, q EventQuery, stats *EventStats, fn func(EventRecord) error) error {
+	needles := q.lineNeedles()
 	br := bufio.NewReaderSize(r, 64*1024)
 	var long bool // inside a line longer than maxEventLine
 	var buf []byte
@@ -893,7 +927,7 @@ func scanEventFile(r io.Reader, q EventQuery, stats *EventStats, fn func(EventRe
 					stats.Lines++
 					stats.Malformed++
 					long = false
-				} else if err := handleEventLine(buf, q, stats, fn); err != nil {
+				} else if err := handleEventLine(buf, q, needles, stats, fn); err != nil {
 					return err
 				}
 				buf = buf[:0]
@@ -907,7 +941,7 @@ func scanEventFile(r io.Reader, q EventQuery, stats *EventStats, fn func(EventRe
 				stats.Lines++
 				stats.Malformed++
 			} else if len(buf) > 0 {
-				return handleEventLine(buf, q, stats, fn)
+				return handleEventLine(buf, q, needles, stats, fn)
 			}
 			return nil
 		}
@@ -917,11 +951,20 @@ func scanEventFile(r io.Reader, q EventQuery, stats *EventStats, fn func(EventRe
 	}
 }
 
-func handleEventLine(line []byte, q EventQuery, stats *EventStats, fn func(EventRecord) error) error {
+func handleEventLine(line []byte, q EventQuery, needles [][]byte, stats *EventStats, fn func(EventRecord) error) error {
 	if len(bytes.TrimSpace(line)) == 0 {
 		return nil
 	}
 	stats.Lines++
+	// A line that escapes a character (\u0061, \/) may spell a needle
+	// otherwise: it is decoded.
+	if len(needles) > 0 && !bytes.Contains(line, []byte(`\u`)) && !bytes.Contains(line, []byte(`\/`)) {
+		for _, n := range needles {
+			if !bytes.Contains(line, n) {
+				return nil // cannot match (a malformed line is not told apart here)
+			}
+		}
+	}
 	rec, err := ParseEventLine(bytes.Clone(line))
 	if err != nil {
 		stats.Malformed++

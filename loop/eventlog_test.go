@@ -391,15 +391,31 @@ func TestReadEventsFilters(t *testing.T) {
 		{"prefix with a dot", EventQuery{Event: "graph."}, []int{0, 1, 3, 4, 5}},
 		{"prefix with a star", EventQuery{Event: "graph*"}, []int{0, 1, 3, 4, 5, 6}},
 		{"since", EventQuery{Since: t0.Add(3 * time.Second).Truncate(time.Millisecond)}, []int{3, 4, 5, 6}},
+		{"until keeps what came before", EventQuery{Until: t0.Add(3 * time.Second).Truncate(time.Millisecond)}, []int{0, 1, 2}},
+		{"a window, its newest", EventQuery{Since: t0.Add(time.Second).Truncate(time.Millisecond), Until: t0.Add(5 * time.Second).Truncate(time.Millisecond), Limit: 2}, []int{3, 4}},
 		{"source", EventQuery{Source: "loopctl"}, []int{3, 4}},
 		{"limit keeps the last", EventQuery{Limit: 2}, []int{5, 6}},
 		{"combined", EventQuery{WorkItem: "issue-109", Event: "graph.", Limit: 2}, []int{3, 4}},
 	}
+	all, err := ReadEvents(path, EventQuery{})
+	require.NoError(t, err)
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			recs, err := ReadEvents(path, tc.q)
 			require.NoError(t, err)
 			assert.Equal(t, tc.want, secs(recs))
+			// The lines skipped undecoded (lineNeedles) are lines Match
+			// refuses: the same answer as decoding every line.
+			var decoded []EventRecord
+			for _, r := range all {
+				if tc.q.Match(r) {
+					decoded = append(decoded, r)
+				}
+			}
+			if tc.q.Limit > 0 && len(decoded) > tc.q.Limit {
+				decoded = decoded[len(decoded)-tc.q.Limit:]
+			}
+			assert.Equal(t, secs(decoded), secs(recs))
 		})
 	}
 	stats, err := ScanEvents(path, EventQuery{}, func(EventRecord) error { return nil })

@@ -60,6 +60,8 @@ type fileItems struct {
 	jiraProject string
 	// refOverride is an inner loop's pull-request ref.
 	refOverride string
+	// scrub cleans the artifacts' log writes (Options.Scrub).
+	scrub func(any) any
 }
 
 // Resolve implements graph.Items.
@@ -68,7 +70,7 @@ func (it *fileItems) Resolve(_ context.Context, id string) (graph.WorkItem, grap
 		return graph.WorkItem{}, nil, err
 	}
 	display := path.Join(it.specRoot, id)
-	arts := NewFileArtifacts(filepath.Join(it.repoRoot, filepath.FromSlash(display)), display)
+	arts := NewFileArtifacts(filepath.Join(it.repoRoot, filepath.FromSlash(display)), display).Scrubbed(it.scrub)
 	wi := graph.WorkItem{ID: id, Ref: WorkItemRef(id, it.originRepo), SpecDir: display, Tags: []string{}, RiskTier: 3}
 	if ref := JiraWorkItemRef(id, it.jiraProject); ref != "" {
 		wi.Ref = ref
@@ -94,6 +96,9 @@ func (it *fileItems) Resolve(_ context.Context, id string) (graph.WorkItem, grap
 type FileArtifacts struct {
 	dir     string
 	display string
+	// scrub, when set, cleans what is written to the running log (see
+	// Scrubbed).
+	scrub func(any) any
 	// root is the checkout: dir without display's tail (dir itself when
 	// display is not its tail); reads resolve beneath it (bn).
 	root string
@@ -126,6 +131,39 @@ func NewFileArtifacts(dir, display string) *FileArtifacts {
 		root = strings.TrimSuffix(dir, string(filepath.Separator)+d)
 	}
 	return &FileArtifacts{dir: dir, display: display, root: root, bn: newBeneath(root)}
+}
+
+// Scrubbed makes a's log writes pass scrub (CredentialScrub, or loopd's
+// scrubber) and returns a: every AppendFile (only the running logs are
+// appended to: execution-log.md's checkpoints, decisions, test runs,
+// force and skip entries) and every rewrite of execution-log.md (a
+// critic's review). Those carry text a person or a program typed — a
+// forced move's reason, a comment, a test's output — into a file that is
+// committed and pushed; an artifact a gate signs is written as it is.
+func (a *FileArtifacts) Scrubbed(scrub func(any) any) *FileArtifacts {
+	a.scrub = scrub
+	return a
+}
+
+// ScrubText is s cleaned by the scrubber Scrubbed gave (s itself when
+// none): for a hook that writes a person's text into an artifact (a
+// review comment recorded under ## Review comments).
+func (a *FileArtifacts) ScrubText(s string) string {
+	if a.scrub == nil {
+		return s
+	}
+	if out, ok := a.scrub(s).(string); ok {
+		return out
+	}
+	return s
+}
+
+// scrubbed is data as a log write may put it in the checkout.
+func (a *FileArtifacts) scrubbed(data []byte) []byte {
+	if a.scrub == nil {
+		return data
+	}
+	return []byte(a.ScrubText(string(data)))
 }
 
 // rel is name's path relative to the checkout, for reads beneath it.
@@ -303,6 +341,9 @@ func (a *FileArtifacts) WriteFile(name string, data []byte) error {
 	if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
 		return err
 	}
+	if path.Base(name) == hooks.ExecutionLog {
+		data = a.scrubbed(data)
+	}
 	return atomicfile.Write(p, data, 0o644)
 }
 
@@ -332,7 +373,7 @@ func (a *FileArtifacts) AppendFile(name string, data []byte) error {
 		f.Close()
 		return fmt.Errorf("%w: %s is not a regular file", ErrUnsafePath, a.Path(name))
 	}
-	if _, err := f.Write(data); err != nil {
+	if _, err := f.Write(a.scrubbed(data)); err != nil {
 		f.Close()
 		return err
 	}

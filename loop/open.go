@@ -164,7 +164,7 @@ func (r *Repo) Runtime(opts Options) (*graph.Runtime, error) {
 	if opts.Scrub != nil {
 		storeOpts = append(storeOpts, WithStoreScrub(opts.Scrub))
 	}
-	items := &fileItems{repoRoot: r.Root, specRoot: r.SpecDir, originRepo: origin, jiraProject: r.Harness.JiraProject}
+	items := &fileItems{repoRoot: r.Root, specRoot: r.SpecDir, originRepo: origin, jiraProject: r.Harness.JiraProject, scrub: opts.Scrub}
 	cfg := r.hookConfig(opts)
 	if opts.PR > 0 {
 		sub, err := PRLoopSubPath(opts.PRRepo, origin, opts.PR)
@@ -207,7 +207,7 @@ func (r *Repo) Runtime(opts Options) (*graph.Runtime, error) {
 		Commands:     opts.Commands,
 		RepoCommands: opts.RepoCommands,
 		Deliver:      opts.Deliver,
-		Auditor:      &auditor{root: r.Root, integrations: opts.Integrations, clock: opts.Clock},
+		Auditor:      &auditor{root: r.Root, integrations: opts.Integrations, clock: opts.Clock, scrub: opts.Scrub},
 		LockTimeout:  opts.LockTimeout,
 		Signer:       opts.DecisionSigner,
 		Verifier:     opts.DecisionVerifier,
@@ -328,6 +328,9 @@ type auditor struct {
 	root         string
 	integrations graph.Integrations
 	clock        graph.Clock
+	// scrub cleans the entry and the comment: a reason is typed by a
+	// person, a warning may quote anything (Options.Scrub).
+	scrub func(any) any
 }
 
 func (a *auditor) now() time.Time {
@@ -340,6 +343,11 @@ func (a *auditor) now() time.Time {
 func (a *auditor) comment(ctx context.Context, wi graph.WorkItem, body string) error {
 	if a.integrations == nil {
 		return nil
+	}
+	if a.scrub != nil {
+		if s, ok := a.scrub(body).(string); ok {
+			body = s
+		}
 	}
 	op, args := ops.GitHubAddComment, map[string]any{"ref": wi.Ref, "body": hooks.Mark(body)}
 	if key, err := workitem.ParseJiraKey(wi.Ref); err == nil && workitem.IsJiraRef(wi.Ref) {
@@ -357,7 +365,7 @@ func (a *auditor) comment(ctx context.Context, wi graph.WorkItem, body string) e
 
 // log appends an entry to the work item's execution log, when it keeps one.
 func (a *auditor) log(wi graph.WorkItem, entry string) error {
-	arts := NewFileArtifacts(filepath.Join(a.root, filepath.FromSlash(wi.SpecDir)), wi.SpecDir)
+	arts := NewFileArtifacts(filepath.Join(a.root, filepath.FromSlash(wi.SpecDir)), wi.SpecDir).Scrubbed(a.scrub)
 	if _, err := arts.Stat(hooks.ExecutionLog); err != nil {
 		return nil
 	}

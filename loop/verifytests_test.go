@@ -234,3 +234,31 @@ func TestVerificationKeysAreChecked(t *testing.T) {
 		})
 	}
 }
+
+// A test command that prints a credential (a token-shaped one) does not
+// commit it: the recorded run's tail and the execution log are scrubbed,
+// and the verdict (the exit code) is the run's as before.
+func TestVerifyTestsRecordsNoToken(t *testing.T) {
+	token := "ghp_" + strings.Repeat("Q", 36)
+	// The command assembles the token, so that only its output holds it.
+	repo, g := testRepo(t, "verification:\n  testCommand: \"sh -c 'P=ghp; echo leaked ${P}_"+strings.Repeat("Q", 36)+"; exit 1'\"\n  timeout: 60\n")
+	cli, err := loop.Open(repo, loop.Options{Graph: g, Scrub: loop.CredentialScrub(func(string) (string, bool) { return "", false }),
+		Commands:     loop.Commands{Runner: run.Exec{}, Root: repo},
+		RepoCommands: loop.Commands{Runner: run.Exec{}, Root: repo}})
+	require.NoError(t, err)
+	ctx := context.Background()
+	_, err = cli.Start(ctx, "issue-3")
+	require.NoError(t, err)
+	claim, err := cli.Complete(ctx, "issue-3", "", "agent")
+	require.NoError(t, err)
+	require.False(t, claim.Moved)
+	runs := readRuns(t, repo)
+	require.Len(t, runs, 1)
+	require.Equal(t, 1, runs[0].ExitCode)
+	require.Equal(t, []string{"leaked [redacted]"}, runs[0].Tail)
+	for _, f := range []string{hooks.TestRunsFile, "execution-log.md", "graph-state.json"} {
+		b, err := os.ReadFile(filepath.Join(repo, "docs/specs/issue-3", f))
+		require.NoError(t, err)
+		require.NotContains(t, string(b), token, f)
+	}
+}

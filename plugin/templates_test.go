@@ -2,8 +2,10 @@ package plugin
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 
@@ -11,6 +13,7 @@ import (
 
 	"github.com/theloop-dev/theloop/graph"
 	"github.com/theloop-dev/theloop/graph/graphfile"
+	"github.com/theloop-dev/theloop/hooks"
 	"github.com/theloop-dev/theloop/loop"
 )
 
@@ -64,14 +67,37 @@ func TestTemplatesPassTheirNodes(t *testing.T) {
 			for _, name := range tc.templates {
 				require.NoError(t, os.WriteFile(filepath.Join(dir, name), []byte(fill(t, name)), 0o644))
 			}
-			rt, err := loop.Open(repo, loop.Options{WorkItem: "issue-7"})
-			require.NoError(t, err)
-			_, err = rt.Force(ctx, "issue-7", graph.ForceRequest{To: tc.node, Reason: "the template test starts here"})
-			require.NoError(t, err)
-			claim, err := rt.Complete(ctx, "issue-7", tc.node, "agent")
-			require.NoError(t, err)
+			claim := claimAt(t, repo, tc.node)
 			require.Equal(t, graph.StatusPass, claim.Status, "%s from %v: %v", tc.node, tc.templates, claim.Messages)
 			require.True(t, claim.Moved)
+		})
+	}
+
+	// Copied as it is, each template blocks its node: the finding names
+	// the file, the line, the placeholder and the fix.
+	for _, tc := range []struct{ node, name string }{
+		{"brainstorming", "brainstorm.md"}, {"requirements-definition", "requirements.md"}, {"requirements-definition", "bugfix.md"},
+		{"test-planning", "testing-plan.md"}, {"tasks-breakdown", "tasks.md"}, {"verification", "execution-log.md"},
+	} {
+		t.Run("as shipped/"+tc.node+"/"+tc.name, func(t *testing.T) {
+			raw := string(mustRead(templatesDir + tc.name))
+			repo := t.TempDir()
+			dir := filepath.Join(repo, "docs", "specs", "issue-7")
+			require.NoError(t, os.MkdirAll(dir, 0o755))
+			require.NoError(t, os.WriteFile(filepath.Join(dir, tc.name), []byte(raw), 0o644))
+			claim := claimAt(t, repo, tc.node)
+			require.Equal(t, graph.StatusBlock, claim.Status, "%s copied as it is must not pass %s", tc.name, tc.node)
+			line := 0
+			for i, l := range strings.Split(raw, "\n") {
+				if strings.Contains(l, "TODO(the-loop)") {
+					line = i + 1
+					break
+				}
+			}
+			msgs := strings.Join(claim.Messages, "\n")
+			require.Contains(t, msgs, fmt.Sprintf("line %d still holds the template's placeholder \"TODO(the-loop)", line), msgs)
+			require.Contains(t, msgs, "docs/specs/issue-7/"+tc.name)
+			require.Contains(t, msgs, "replace it with your own words")
 		})
 	}
 
@@ -106,7 +132,55 @@ func TestTemplatesPassTheirNodes(t *testing.T) {
 			claim, err := rt.Complete(ctx, "issue-7", "write", "agent")
 			require.NoError(t, err)
 			require.Equal(t, graph.StatusPass, claim.Status, "%v", claim.Messages)
+
+			// As shipped, lint-artifacts refuses it.
+			repo = t.TempDir()
+			dir = filepath.Join(repo, "docs", "specs", "issue-7")
+			require.NoError(t, os.MkdirAll(dir, 0o755))
+			require.NoError(t, os.WriteFile(filepath.Join(dir, name), mustRead(templatesDir+name), 0o644))
+			rt, err = loop.Open(repo, loop.Options{Graph: g, WorkItem: "issue-7"})
+			require.NoError(t, err)
+			_, err = rt.Start(ctx, "issue-7")
+			require.NoError(t, err)
+			claim, err = rt.Complete(ctx, "issue-7", "write", "agent")
+			require.NoError(t, err)
+			require.Equal(t, graph.StatusBlock, claim.Status)
+			require.Contains(t, strings.Join(claim.Messages, "\n"), "still holds the template's placeholder")
 		})
+	}
+}
+
+// claimAt forces issue-7 of repo to node in the shipped work-item loop
+// and claims it.
+func claimAt(t *testing.T, repo, node string) *graph.Claim {
+	t.Helper()
+	ctx := context.Background()
+	rt, err := loop.Open(repo, loop.Options{WorkItem: "issue-7"})
+	require.NoError(t, err)
+	_, err = rt.Force(ctx, "issue-7", graph.ForceRequest{To: node, Reason: "the template test starts here"})
+	require.NoError(t, err)
+	claim, err := rt.Complete(ctx, "issue-7", node, "agent")
+	require.NoError(t, err)
+	return claim
+}
+
+// TestTemplatePlaceholdersAreMarked: every placeholder of a template —
+// issue-<n>, <trigger>, any <…> — sits on a line the marker the hooks
+// refuse (TODO(the-loop)) marks, so that no template can be copied with a
+// gap the hooks do not see.
+func TestTemplatePlaceholdersAreMarked(t *testing.T) {
+	entries, err := os.ReadDir(filepath.Join(Name, filepath.FromSlash(templatesDir)))
+	require.NoError(t, err)
+	angle := regexp.MustCompile(`<[a-z][^<>]*>`)
+	for _, e := range entries {
+		if strings.HasPrefix(e.Name(), "webhook-") {
+			continue
+		}
+		for i, l := range strings.Split(string(mustRead(templatesDir+e.Name())), "\n") {
+			if angle.MatchString(l) && !strings.Contains(l, hooks.PlaceholderMarker) {
+				t.Errorf("%s:%d: %q holds a placeholder on a line without %s", e.Name(), i+1, l, hooks.PlaceholderMarker)
+			}
+		}
 	}
 }
 

@@ -1,16 +1,10 @@
 package main
 
 import (
-	"encoding/json"
 	"fmt"
 	"maps"
 	"os"
-	"reflect"
 	"slices"
-	"sort"
-	"strconv"
-	"strings"
-	"time"
 
 	"github.com/urfave/cli/v2"
 
@@ -132,7 +126,7 @@ func runConfigShow(f *Factory, cfg loop.CLIConfig, format string, out output) er
 	tw := newTable(f.IO.Out, f.colour(f.IO.Out))
 	tw.head("KEY\tVALUE\tSOURCE")
 	for _, r := range rows {
-		tw.row("%s\t%s\t%s\n", r.Key, showValue(r.Value), r.Source)
+		tw.row("%s\t%s\t%s\n", r.Key, loop.ShowValue(r.Value), r.Source)
 	}
 	return tw.flush()
 }
@@ -157,7 +151,7 @@ func runConfigHarness(f *Factory, rep loop.HarnessReport, format string, out out
 	tw := newTable(f.IO.Out, f.colour(f.IO.Out))
 	tw.head("KEY (READ)\tVALUE")
 	for _, k := range slices.Sorted(maps.Keys(rep.Read)) {
-		tw.row("%s\t%s\n", k, showValue(rep.Read[k]))
+		tw.row("%s\t%s\n", k, loop.ShowValue(rep.Read[k]))
 	}
 	if err := tw.flush(); err != nil {
 		return err
@@ -166,68 +160,6 @@ func runConfigHarness(f *Factory, rep loop.HarnessReport, format string, out out
 		fmt.Fprintf(f.IO.Out, "%d keys of %s are not read by theloop (warnings above)\n", len(rep.Unread), rep.File)
 	}
 	return nil
-}
-
-// showValue is a setting's value as the table prints it: never Go's own
-// rendering (<nil>, map[…], {…}). A value never set is "(not set)" (the
-// key's documented default applies: loopctl config schema); an empty one
-// "(none)"; a list is
-// comma-separated; a map is key=value pairs in key order; a duration is its
-// seconds, as the config writes it; anything else is its JSON.
-func showValue(v any) string {
-	if d, ok := v.(time.Duration); ok {
-		return strconv.FormatFloat(d.Seconds(), 'f', -1, 64)
-	}
-	rv := reflect.ValueOf(v)
-	for rv.IsValid() && (rv.Kind() == reflect.Pointer || rv.Kind() == reflect.Interface) {
-		if rv.IsNil() {
-			return "(not set)"
-		}
-		rv = rv.Elem()
-	}
-	if !rv.IsValid() {
-		return "(not set)"
-	}
-	switch rv.Kind() {
-	case reflect.String:
-		if rv.Len() == 0 {
-			return `""`
-		}
-		return rv.String()
-	case reflect.Bool, reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64,
-		reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64, reflect.Float32, reflect.Float64:
-		return fmt.Sprint(rv.Interface())
-	case reflect.Slice, reflect.Array:
-		if rv.Kind() == reflect.Slice && rv.IsNil() {
-			return "(not set)"
-		}
-		if rv.Len() == 0 {
-			return "(none)"
-		}
-		parts := make([]string, rv.Len())
-		for i := range parts {
-			parts[i] = showValue(rv.Index(i).Interface())
-		}
-		return strings.Join(parts, ", ")
-	case reflect.Map:
-		if rv.IsNil() {
-			return "(not set)"
-		}
-		if rv.Len() == 0 {
-			return "(none)"
-		}
-		parts := make([]string, 0, rv.Len())
-		for _, k := range rv.MapKeys() {
-			parts = append(parts, showValue(k.Interface())+"="+showValue(rv.MapIndex(k).Interface()))
-		}
-		sort.Strings(parts)
-		return strings.Join(parts, ", ")
-	}
-	b, err := json.Marshal(rv.Interface())
-	if err != nil {
-		return fmt.Sprint(rv.Interface())
-	}
-	return string(b)
 }
 
 func runConfigMigrate(f *Factory, path string, dryRun bool) error {

@@ -123,7 +123,7 @@ func TestConfigShowPrintsNoGoSyntax(t *testing.T) {
 		{"", `""`},
 		{true, "true"},
 	} {
-		require.Equal(t, tc.want, showValue(tc.v), "%#v", tc.v)
+		require.Equal(t, tc.want, loop.ShowValue(tc.v), "%#v", tc.v)
 	}
 }
 

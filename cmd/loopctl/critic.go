@@ -214,6 +214,24 @@ func runCritic(ctx context.Context, opts *criticOptions) error {
 	dir := filepath.Join(repo.Root, filepath.FromSlash(specDir))
 	arts := loop.CriticArtifacts(repo.Root, specDir)
 	prompt := loop.CriticPrompt(node, opts.WorkItem, specDir, arts, extra)
+	route := ""
+	if critic.Model == "" {
+		// A critic that names no model gets its stage's tier's model
+		// (tokenEconomy.modelRouting), raised to the item's risk floor.
+		routing, warns := loop.LoadModelRouting(repo.Root, repo.Harness)
+		for _, w := range warns {
+			fmt.Fprintln(f.IO.ErrOut, "warning:", w)
+		}
+		stage := loop.NodeStage(*node)
+		model, tier, why := routing.Model(stage, critic.Harness, repo.RiskTier(opts.WorkItem))
+		if model != "" {
+			c := *critic
+			c.Model, critic = model, &c
+			route = fmt.Sprintf("model %s: tier %s of stage %s (tokenEconomy.modelRouting)\n", model, tier, stage)
+		} else if routing.Enabled {
+			route = "the harness's default model: " + why + "\n"
+		}
+	}
 	h := criticHarness(critic.Harness)
 	cmd, err := h.OneShot(prompt, critic.Model)
 	if err != nil {
@@ -221,7 +239,7 @@ func runCritic(ctx context.Context, opts *criticOptions) error {
 	}
 	cmd.Dir, cmd.Timeout = repo.Root, critic.Timeout
 	if opts.DryRun {
-		fmt.Fprintf(f.IO.Out, "would run (in %s): %s\n\nprompt:\n%s", repo.Root, cmd, prompt)
+		fmt.Fprintf(f.IO.Out, "%swould run (in %s): %s\n\nprompt:\n%s", route, repo.Root, cmd, prompt)
 		return nil
 	}
 	runner := opts.Runner
@@ -241,7 +259,7 @@ func runCritic(ctx context.Context, opts *criticOptions) error {
 	}
 	review := criticAnswer(res.Stdout)
 	section := loop.CriticSection(g, node.ID)
-	logPath, err := loop.RecordCriticReview(loop.NewFileArtifacts(dir, specDir), section, *critic, f.Clock.Now(), review)
+	logPath, err := loop.RecordCriticReview(loop.NewFileArtifacts(dir, specDir).Scrubbed(loop.CredentialScrub(f.lookupEnv)), section, *critic, f.Clock.Now(), review)
 	if err != nil {
 		return failWith(exitFailed, "critic %s answered but the review could not be recorded: %v", critic.Name, err)
 	}

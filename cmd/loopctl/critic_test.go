@@ -104,3 +104,51 @@ func TestCriticAnswerPerCLI(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) { require.Equal(t, tc.want, criticAnswer([]byte(tc.out))) })
 	}
 }
+
+// TestCriticModelFromTheStagesTier: a critic that names no model runs
+// with the model its node's stage's tier names for its harness
+// (tokenEconomy.modelRouting), raised to the work item's risk-tier floor;
+// one that names a model keeps it; the log names the model used.
+func TestCriticModelFromTheStagesTier(t *testing.T) {
+	repo := newRepo(t)
+	write(t, repo, ".the-loop/harness-config.yaml", "ticketing:\n  github: {owner: acme, repo: widgets}\nreviews:\n  critics:\n    routed: {harness: claude}\n    pinned: {harness: claude, model: opus}\n"+
+		"tokenEconomy:\n  enabled: true\n  modelRouting:\n    enabled: true\n    tiers:\n      economy: {model: haiku}\n      standard: {claude: sonnet}\n      frontier: {claude: opus-4}\n"+
+		"    stages:\n      critic-review: standard\n      evidence: economy\n    riskTierFloor:\n      \"5\": frontier\n")
+	write(t, repo, "docs/specs/issue-42/requirements.md", "---\nriskTier: 3\n---\n# R\n")
+	write(t, repo, "docs/specs/issue-43/requirements.md", "---\nriskTier: 5\n---\n# R\n")
+	for _, id := range []string{"issue-42", "issue-43"} {
+		write(t, repo, "docs/specs/"+id+"/execution-log.md", "# Execution log\n\n## Design critic review\n\n## Review cycles\n\nnone yet\n")
+	}
+	logs := standInClaude(t, "fine")
+	f, io := testFactory(t, repo, nil)
+	for _, tc := range []struct{ critic, item, node, want string }{
+		{"routed", "issue-42", "design-critic-review", "sonnet"}, // stage critic-review → standard
+		{"routed", "issue-43", "design-critic-review", "opus-4"}, // risk tier 5 → at least frontier
+		{"routed", "issue-42", "evidence", "haiku"},              // economy: every harness
+		{"pinned", "issue-42", "design-critic-review", "opus"},   // the critic's own model wins
+	} {
+		io.out.Reset()
+		code := Main([]string{"loopctl", "critic", "run", tc.critic, "--work-item", tc.item, "--node", tc.node}, f)
+		require.Equal(t, exitOK, code, io.err.String())
+		argv, err := os.ReadFile(filepath.Join(logs, "argv"))
+		require.NoError(t, err)
+		require.Equal(t, "-p\n--output-format\njson\n--model\n"+tc.want+"\n", string(argv), "%+v", tc)
+		logText, err := os.ReadFile(filepath.Join(repo, "docs/specs", tc.item, "execution-log.md"))
+		require.NoError(t, err)
+		require.Contains(t, string(logText), "critic "+tc.critic+" (claude, "+tc.want+")")
+	}
+	io.out.Reset()
+	require.Equal(t, exitOK, Main([]string{"loopctl", "critic", "run", "routed", "--work-item", "issue-42", "--node", "design-critic-review", "--dry-run"}, f))
+	require.Contains(t, io.out.String(), "model sonnet: tier standard of stage critic-review (tokenEconomy.modelRouting)")
+
+	// `loopctl config harness` reads modelRouting and still warns on the
+	// rest of tokenEconomy.
+	write(t, repo, ".the-loop/harness-config.yaml", "tokenEconomy:\n  enabled: true\n  modelRouting: {stages: {design: frontier}}\n  thinkingEffort: {stages: {design: high}}\n")
+	io.out.Reset()
+	io.err.Reset()
+	require.Equal(t, exitOK, Main([]string{"loopctl", "config", "harness"}, f), io.err.String())
+	require.Contains(t, io.out.String(), "tokenEconomy.modelRouting")
+	require.Contains(t, io.err.String(), "tokenEconomy is not read by theloop: theloop chooses no effort")
+	require.NotContains(t, io.err.String(), "tokenEconomy.modelRouting is not read")
+	require.NotContains(t, io.err.String(), "tokenEconomy.enabled is not read")
+}

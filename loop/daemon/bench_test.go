@@ -18,6 +18,7 @@ import (
 	"github.com/theloop-dev/theloop/graph"
 	"github.com/theloop-dev/theloop/integrations/githubsim"
 	"github.com/theloop-dev/theloop/internal/shortdir"
+	"github.com/theloop-dev/theloop/loop"
 	"github.com/theloop-dev/theloop/loop/daemon"
 	"github.com/theloop-dev/theloop/sessions"
 )
@@ -233,4 +234,47 @@ func benchWebhookToPaste(b *testing.B, edit func(*daemon.Config), sessions int) 
 	sort.Slice(lat, func(i, j int) bool { return lat[i] < lat[j] })
 	b.ReportMetric(float64(lat[len(lat)/2].Microseconds())/1000, "p50-ms")
 	b.ReportMetric(float64(lat[min(len(lat)-1, len(lat)*99/100)].Microseconds())/1000, "p99-ms")
+}
+
+// BenchmarkEventsPageQuery is the dashboard's Events page reading loopd's
+// log (dashSource.SearchEvents: loop.MergeEvents with the page's query)
+// over a log of 100,000 lines, 500 work items and a dozen kinds: one item
+// and a kind family, the newest 200, and a kind alone over every item.
+func BenchmarkEventsPageQuery(b *testing.B) {
+	path := filepath.Join(b.TempDir(), "events.jsonl")
+	el, err := loop.OpenEventLog(path, "loopd", loop.EventLogOptions{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	kinds := []string{"graph.advanced", "graph.blocked", "graph.started", "session.spawned", "session.delivered", "dispatch.handled", "dispatch.succeeded", "routing.routed", "outbox.performed", "control.command", "reconcile.pass", "daemon.started"}
+	t0 := time.Now().Add(-100000 * time.Second)
+	for i := 0; i < 100000; i++ {
+		el.Emit(graph.LogEvent{Time: t0.Add(time.Duration(i) * time.Second), Name: kinds[i%len(kinds)], Level: graph.LevelInfo,
+			Fields: []graph.Field{{Key: "work_item", Value: fmt.Sprintf("github:octo/demo#%d", i%500)}, {Key: "node", Value: "design"}}})
+	}
+	if err := el.Close(); err != nil {
+		b.Fatal(err)
+	}
+	for _, q := range []struct {
+		name string
+		q    loop.EventQuery
+	}{
+		{"item+family", loop.EventQuery{WorkItem: "github:octo/demo#8", Event: "graph.*", Limit: 200}},
+		{"kind", loop.EventQuery{Event: "graph.blocked", Limit: 200}},
+		{"window", loop.EventQuery{Since: t0.Add(50000 * time.Second), Until: t0.Add(50600 * time.Second), Limit: 200}},
+	} {
+		b.Run(q.name, func(b *testing.B) {
+			cpu0 := cpuTime()
+			n := 0
+			for b.Loop() {
+				recs, err := loop.MergeEvents([]string{path}, q.q)
+				if err != nil {
+					b.Fatal(err)
+				}
+				n = len(recs)
+			}
+			b.ReportMetric(float64((cpuTime()-cpu0).Microseconds())/1000/float64(b.N), "cpu-ms/op")
+			b.ReportMetric(float64(n), "rows")
+		})
+	}
 }

@@ -105,7 +105,10 @@ type liveEntry struct {
 	at   time.Time
 }
 
-var _ dashboard.Source = (*dashSource)(nil)
+var (
+	_ dashboard.Source        = (*dashSource)(nil)
+	_ dashboard.EventSearcher = (*dashSource)(nil)
+)
 
 func newDashSource(d *Daemon) *dashSource {
 	ctx, cancel := context.WithCancel(context.Background())
@@ -142,7 +145,8 @@ func (d *Daemon) startDashboard() (func(), error) {
 		Listen: d.cfg.Dashboard.Listen, StateRoot: d.cfg.StateRoot,
 		Operator: d.cfg.Dashboard.Operator, AuthorizedUsers: d.cfg.Routing.AuthorizedUsers, StuckAfter: d.cfg.Dashboard.StuckAfter,
 		EventLog: d.cfg.EventLog.Path, Banner: d.worlds.undefendedWarning(), WebTerminal: d.cfg.Routing.WebTerminal,
-	}, dashboard.Deps{Source: src, Poster: poster, Panes: dashPanes{d}, MayAct: d.desk.operatorMayAct, Now: d.deps.Clock.Now, Log: logw, Layout: dashboardLayout(d.deps.Path, d.cfg.StateRoot, d.logf)})
+	}, dashboard.Deps{Source: src, Poster: poster, Panes: dashPanes{d}, MayAct: d.desk.operatorMayAct, Now: d.deps.Clock.Now, Log: logw, Layout: dashboardLayout(d.deps.Path, d.cfg.StateRoot, d.logf),
+		Settings: src.settings, Scrub: d.scrub.String})
 	if err != nil {
 		src.close()
 		return func() {}, err
@@ -741,10 +745,20 @@ func readLock(path string) (exists, locked bool, by []string) {
 // page, the metrics page, /metrics (fed from the same sink) and `loopctl
 // events` agree.
 func (s *dashSource) Events(ctx context.Context, ref string, since time.Time, limit int) ([]dashboard.Event, error) {
+	return s.read(loop.EventQuery{WorkItem: ref, Since: since, Limit: limit})
+}
+
+// SearchEvents answers the Events page's query over the same log, its
+// filters applied as the log is read (dashboard.EventSearcher).
+func (s *dashSource) SearchEvents(ctx context.Context, q dashboard.EventQuery) ([]dashboard.Event, error) {
+	return s.read(loop.EventQuery{WorkItem: q.Item, Event: q.Kind, Since: q.Since, Until: q.Until, Limit: q.Limit})
+}
+
+func (s *dashSource) read(q loop.EventQuery) ([]dashboard.Event, error) {
 	var recs []loop.EventRecord
 	if s.d.cfg.EventLog.Path != "" {
 		s.d.FlushLogs()
-		own, err := loop.MergeEvents([]string{s.d.cfg.EventLog.Path}, loop.EventQuery{WorkItem: ref, Since: since, Limit: limit})
+		own, err := loop.MergeEvents([]string{s.d.cfg.EventLog.Path}, q)
 		if err != nil && !errors.Is(err, os.ErrNotExist) {
 			return nil, err
 		}
@@ -766,6 +780,33 @@ func (s *dashSource) Events(ctx context.Context, ref string, since time.Time, li
 		out = append(out, e)
 	}
 	return out, nil
+}
+
+// settings are the Settings page's rows: the resolved settings
+// as `loopctl config show` prints them, and whether each variable a
+// credential is read from is set (never its value).
+func (s *dashSource) settings() []dashboard.Setting {
+	d := s.d
+	shown := d.cfg.Settings.Shown()
+	rows := make([]dashboard.Setting, 0, len(shown)+len(d.cfg.SecretEnvNames))
+	for _, r := range shown {
+		rows = append(rows, dashboard.Setting{Key: r.Key, Value: r.Value, Source: string(r.Source)})
+	}
+	seen := map[string]bool{}
+	for _, name := range d.cfg.SecretEnvNames {
+		if name == "" || seen[name] {
+			continue
+		}
+		seen[name] = true
+		state := "(unset)"
+		if d.deps.Env != nil {
+			if v, ok := d.deps.Env(name); ok && v != "" {
+				state = "(set)"
+			}
+		}
+		rows = append(rows, dashboard.Setting{Key: "$" + name, Value: state, Source: string(loop.SourceEnv)})
+	}
+	return rows
 }
 
 // operatorMayAct is the dashboard's question (dashboard.Deps.MayAct): ""

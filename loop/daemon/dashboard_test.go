@@ -139,6 +139,20 @@ func TestDashboardOverHTTP(t *testing.T) {
 
 	metrics := get(w.d.DashboardURL() + "/metrics")
 	require.Contains(t, metrics, "<td>requirements-approval</td><td>1</td>", metrics[strings.Index(metrics, `id="dwell"`):])
+
+	// The Events page reads the same log: the item's advances, by kind,
+	// as loopd's recompute bore them out.
+	evs := get(w.d.DashboardURL() + "/log?kind=graph.advanced&item=" + url.QueryEscape(ref))
+	require.Contains(t, evs, `data-event="graph.advanced" data-item="`+ref+`"`)
+	require.Contains(t, evs, "loopd&#39;s recompute bore the agent&#39;s claim out")
+	require.NotContains(t, evs, `data-event="session.spawned"`)
+	require.Contains(t, get(w.d.DashboardURL()+"/log?kind=session.*&item="+fmt.Sprint(n)), `data-event="session.spawned" data-item="`+ref+`"`)
+	// The Settings page: the resolved settings loopd holds (redaction
+	// itself: the dashboard's TestSettingsPageRedacts), never the
+	// webhook secret's value.
+	settings := get(w.d.DashboardURL() + "/settings")
+	require.Contains(t, settings, `<tr data-key="routing.webTerminal.mode" data-source="default">`)
+	require.NotContains(t, settings, secret)
 }
 
 // claimLogged is what the agent's `loopctl graph complete` does: write

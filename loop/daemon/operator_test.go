@@ -123,7 +123,10 @@ func TestControlSocketKnowsItsCaller(t *testing.T) {
 	logPath := filepath.Join(cwd, "docs", "specs", id, "execution-log.md")
 	require.NoError(t, os.MkdirAll(filepath.Dir(logPath), 0o755))
 	require.NoError(t, os.WriteFile(logPath, []byte("# Execution log\n"), 0o644))
-	force := api.ForceRequest{GraphRequest: api.GraphRequest{Repo: cwd, WorkItem: id}, To: "design", Reason: "agreed in the planning meeting"}
+	// The reason carries a token pasted by mistake: none of the four
+	// places keeps it.
+	token := "ghp_" + strings.Repeat("K", 36)
+	force := api.ForceRequest{GraphRequest: api.GraphRequest{Repo: cwd, WorkItem: id}, To: "design", Reason: "agreed in the planning meeting " + token}
 
 	// Inside an agent session: refused everywhere, reads and /metrics
 	// included.
@@ -168,11 +171,18 @@ func TestControlSocketKnowsItsCaller(t *testing.T) {
 	logged, err := os.ReadFile(logPath)
 	require.NoError(t, err)
 	require.Contains(t, string(logged), "- **By:** "+me+"\n", "execution-log.md")
+	require.Contains(t, string(logged), "- **Reason:** agreed in the planning meeting [redacted]\n", "execution-log.md")
+	stateFile, err := os.ReadFile(filepath.Join(cwd, "docs", "specs", id, "graph-state.json"))
+	require.NoError(t, err)
 	cs, err := w.sim.Comments(repoFull, n)
 	require.NoError(t, err)
 	found := false
 	for _, c := range cs {
 		found = found || strings.Contains(c.Body, "`phase-selection` → `design` by "+me)
+		require.NotContains(t, c.Body, token, "the ticket")
+	}
+	for what, text := range map[string]string{"execution-log.md": string(logged), "the event log": string(events), "graph-state.json": string(stateFile)} {
+		require.NotContains(t, text, token, what)
 	}
 	require.True(t, found, "the ticket comment names %s", me)
 }

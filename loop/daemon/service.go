@@ -234,7 +234,7 @@ func (d *Daemon) startService() (stop func(), err error) {
 	graphs := &apiserver.Graphs{
 		SpecDir: d.cfg.Routing.GraphSpecDir, AuthorizedUsers: d.cfg.Routing.AuthorizedUsers, ExecuteKeyword: d.cfg.ExecuteKeyword(),
 		SessionPerPr: d.cfg.Routing.Tmux.SessionPerPr, Integrations: d.integ, Sink: d.sink, Clock: d.deps.Clock,
-		HookObserver: d.svc.hookObserver(),
+		HookObserver: d.svc.hookObserver(), Scrub: d.scrubValue,
 	}
 	d.svc.graphs = graphs
 	observe := func(route string, code int, took time.Duration) {

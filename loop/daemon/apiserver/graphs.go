@@ -37,6 +37,10 @@ type Graphs struct {
 	Clock  graph.Clock
 	// HookObserver is told each hook's wall time (metrics; nil: none).
 	HookObserver func(graph.HookTiming)
+	// Scrub cleans what the live verbs write from a person's text — a
+	// forced move's or a skip's reason into graph-state.json,
+	// execution-log.md and the ticket (loopd's scrubber; nil: nothing).
+	Scrub func(any) any
 
 	mu sync.RWMutex // guards the policy fields against SetPolicy
 }
@@ -113,7 +117,7 @@ func (g *Graphs) openLive(req api.GraphRequest) (*graph.Runtime, error) {
 		// No RepoCommands: loopd never runs a watched repository's code
 		// (verify-tests reads the recorded run instead).
 		Integrations: g.Integrations, Commands: loop.Commands{Runner: runner, Root: repo.Root},
-		Sink: g.Sink, Clock: g.clock(), HookObserver: g.HookObserver,
+		Sink: g.Sink, Clock: g.clock(), HookObserver: g.HookObserver, Scrub: g.Scrub,
 	})
 }
 

@@ -77,6 +77,12 @@ type Deps struct {
 	// Layout lays the graph pictures out (graphlayout.go); nil: the
 	// built-in layout draws them.
 	Layout Layouter
+	// Settings lists the configuration loopd runs with, as `loopctl config
+	// show` prints it, for the Settings page (settings.go; nil: none).
+	Settings func() []Setting
+	// Scrub removes known secrets from text the Settings page shows (nil:
+	// the token shapes only).
+	Scrub func(string) string
 }
 
 // Dashboard serves the board, the work-item pages, the metrics page and the
@@ -249,6 +255,8 @@ func (d *Dashboard) Handler() http.Handler {
 	mux.HandleFunc("GET /item", d.authed(d.item))
 	mux.HandleFunc("POST /item/gate", d.authed(d.gate))
 	mux.HandleFunc("GET /metrics", d.authed(d.metrics))
+	mux.HandleFunc("GET /log", d.authed(d.eventLog))
+	mux.HandleFunc("GET /settings", d.authed(d.settings))
 	mux.HandleFunc("GET /events", d.authed(d.events))
 	mux.HandleFunc("GET /item/pane", d.authed(d.pane))
 	mux.HandleFunc("POST /item/reply", d.authed(d.reply))

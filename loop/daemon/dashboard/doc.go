@@ -41,6 +41,11 @@
 //   - Metrics (/metrics): gate dwell p50/p90 per gate, items stuck past a
 //     threshold, throughput per phase per day, blocks by hook — from the
 //     event log, drawn as inline SVG on the server.
+//   - Events (/log): the event log queried by work item, kind and time,
+//     newest first, each row with its raw record (eventlog.go).
+//   - Settings (/settings): the configuration loopd runs with, as
+//     `loopctl config show` prints it, read-only and redacted
+//     (settings.go).
 //
 // The graph picture is laid out here, not by Graphviz. A layered layout
 // of our own (longest-path layers over the forward edges, back edges found

@@ -401,8 +401,6 @@ var (
 	ErrLocked = errors.New("another loopd is running on this state root")
 )
 
-// ingressConfig maps the daemon's configuration onto the receiver's.
-func (d *Daemon) ingressConfig() ingress.Config { return IngressConfig(d.cfg) }
 
 // IngressConfig is the webhook receiver's configuration as loopd builds it
 // from its own (ingress never reads the operator's file).

@@ -40,6 +40,7 @@ var Codex = &Descriptor{
 			return []string{"type", "command", "command", cmd, "statusMessage", "theloop: checking the work item's node"}
 		},
 		Package:     PackageMarketplace,
+		Note:        "Codex runs a new or changed hook only once it is trusted: a plain `codex exec` skips it silently until you review it with /hooks in codex (or pass --dangerously-bypass-hook-trust, as loopd's sessions do).",
 		ProjectNote: "the Codex CLI loads %s only for a project it trusts ([projects.%q] trust_level = \"trusted\" in ~/.codex/config.toml, which codex writes when you trust the folder); --scope user loads everywhere.",
 	},
 	Egress: []string{"api.openai.com", "chatgpt.com", "auth.openai.com"},

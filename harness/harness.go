@@ -170,8 +170,11 @@ type Install struct {
 	Package Package
 	// Rule: a project gets the operating model as a rule file.
 	Rule bool
-	// ProjectNote is said after a project-scope install ("": nothing).
+	// ProjectNote is the warning after a project-scope install, a format
+	// taking the hook file and the repository root ("": none).
 	ProjectNote string
+	// Note is said after every install ("": nothing).
+	Note string
 }
 
 var registry = map[string]*Descriptor{}

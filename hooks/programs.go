@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/theloop-dev/theloop/graph"
+	"github.com/theloop-dev/theloop/harness"
 )
 
 // DefaultTestTimeout bounds verify-tests unless the reference sets
@@ -118,13 +119,19 @@ func mcpCall(ctx context.Context, hc *graph.HookContext) graph.HookResult {
 	}
 	args, _ := json.Marshal(hc.Params["arguments"])
 	prompt := fmt.Sprintf("Call the MCP tool %q with these JSON arguments: %s. Reply with only a JSON object {\"ok\": boolean, \"result\": string}.", tool, args)
-	var argv []string
-	switch hc.Params.StringOr("harness", "claude") {
-	case "cursor":
-		argv = []string{"cursor-agent", "-p", prompt, "--output-format", "json"}
-	default:
-		argv = []string{"claude", "-p", prompt, "--output-format", "json"}
+	// The command runner has no standard input, so the prompt goes on the
+	// command line: a harness whose one-shot takes it there runs its own
+	// one-shot; any other, the default harness given the prompt after -p.
+	d := harness.ByName(hc.Params.StringOr("harness", harness.Default().Name))
+	if d == nil {
+		d = harness.Default()
 	}
+	oneShot, onStdin := d.OneShot(prompt, "", nil)
+	if onStdin {
+		d = harness.Default()
+		oneShot = []string{"-p", prompt, "--output-format", "json"}
+	}
+	argv := append([]string{d.Binary}, oneShot...)
 	cctx, cancel := context.WithTimeout(ctx, hc.Params.Duration("timeoutSeconds", 300*time.Second))
 	defer cancel()
 	res, err := hc.Commands.Run(cctx, argv, "")

@@ -7,6 +7,8 @@ import (
 	"slices"
 	"sort"
 	"strings"
+
+	"github.com/theloop-dev/theloop/harness"
 )
 
 // ConfigKey is one key of the operator's CLI config (docs/daemon.md
@@ -68,7 +70,7 @@ var configKeys = []ConfigKey{
 	{Path: "routing.enabled", Type: "bool", Default: true, Doc: "loopd always routes (false is refused)"},
 	{Path: "routing.sandbox", Type: "free", Default: "namespace", Doc: "namespace (default; also on): every agent session in a world of its own — a bubblewrap sandbox with its own clone, tmux server and network, Landlock inside; landlock: Landlock over the shared world (degraded); off: unconfined (gates not defended). Or a map: mode, network (proxy: model APIs through loopd's egress proxy, the default; host: the host's network, degraded), allowHosts (further hosts every session may reach)"},
 	{Path: "routing.agentEnv", Type: "strings", Default: []any{}, Doc: "names of further environment variables an agent session keeps (secrets loopd or an integration reads are refused)"},
-	{Path: "routing.defaultHarness", Type: "string", Default: "claude", Enum: []string{"claude", "cursor", "codex", "gemini"}, Doc: "the agent CLI a session runs (claude, cursor: cursor-agent, codex, gemini); a label \"the-loop: harness-<name>\" on the work item picks another"},
+	{Path: "routing.defaultHarness", Type: "string", Default: harness.Default().Name, Enum: harness.Names(), Doc: "the agent CLI a session runs (" + harnessPrograms() + "); a label \"the-loop: harness-<name>\" on the work item picks another"},
 	{Path: "routing.spawnOnUnmatched", Type: "string", Default: "never", Enum: []string{"never", "always", "labeled"}, Reload: true},
 	{Path: "routing.autoExecuteLabel", Type: "string", Default: "the-loop: auto-execute", Reload: true},
 	{Path: "routing.authorizedUsers", Type: "strings", Default: []any{}, Doc: "GitHub logins whose comments may pass gates and control sessions (empty denies all)", Reload: true},
@@ -114,7 +116,7 @@ var configKeys = []ConfigKey{
 	{Path: "routing.harnessArgs.cursor", Type: "strings", Default: []any{}},
 	{Path: "routing.harnessArgs.codex", Type: "strings", Default: []any{}},
 	{Path: "routing.harnessArgs.gemini", Type: "strings", Default: []any{}},
-	{Path: "routing.harnessByRepository", Type: "free", Doc: "owner/repo: harness (claude, cursor, codex, gemini) — that repository's sessions run it unless a \"the-loop: harness-<name>\" label picks another"},
+	{Path: "routing.harnessByRepository", Type: "free", Doc: "owner/repo: harness (" + strings.Join(harness.Names(), ", ") + ") — that repository's sessions run it unless a \"the-loop: harness-<name>\" label picks another"},
 	{Path: "routing.harnessTrust", Type: "object"},
 	{Path: "routing.harnessTrust.enabled", Type: "bool", Default: true, Doc: "write the session directory's trust into the user's Claude Code config (false: never touch it; the harness then shows its trust dialog)"},
 	{Path: "routing.harnessTrust.scope", Type: "string", Default: "workspace-root", Enum: []string{"workspace-root", "directory"}},
@@ -417,4 +419,18 @@ func CLIConfigSchema() []byte {
 	}
 	b, _ := json.MarshalIndent(root, "", "  ")
 	return append(b, '\n')
+}
+
+// harnessPrograms names each harness, with its program where that differs
+// from the name ("cursor: cursor-agent").
+func harnessPrograms() string {
+	var out []string
+	for _, d := range harness.All() {
+		if d.Binary != d.Name {
+			out = append(out, d.Name+": "+d.Binary)
+		} else {
+			out = append(out, d.Name)
+		}
+	}
+	return strings.Join(out, ", ")
 }

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/theloop-dev/theloop/graph"
+	"github.com/theloop-dev/theloop/harness"
 )
 
 // A critic is a second opinion the critic nodes (design-critic-review,
@@ -41,8 +42,9 @@ type Critic struct {
 // timeoutSeconds.
 const DefaultCriticTimeout = 10 * time.Minute
 
-// CriticHarnesses are the harnesses a critic may run.
-var CriticHarnesses = []string{"claude", "codex", "cursor", "gemini"}
+// CriticHarnesses are the harnesses a critic may run: every registered
+// one, in alphabetical order.
+func CriticHarnesses() []string { return harness.SortedNames() }
 
 // Critics reads reviews.critics from the harness config: each entry needs
 // a known harness; a bad entry is left out with a warning naming it.
@@ -75,12 +77,8 @@ func Critics(h HarnessConfig) ([]Critic, []string) {
 			warns = append(warns, where+": a critic's name is letters, digits, - and _")
 			continue
 		}
-		known := false
-		for _, h := range CriticHarnesses {
-			known = known || c.Harness == h
-		}
-		if !known {
-			warns = append(warns, fmt.Sprintf("%s.harness %q: use one of %s", where, c.Harness, strings.Join(CriticHarnesses, ", ")))
+		if !harness.Known(c.Harness) {
+			warns = append(warns, fmt.Sprintf("%s.harness %q: use one of %s", where, c.Harness, strings.Join(CriticHarnesses(), ", ")))
 			continue
 		}
 		if strings.HasPrefix(c.Model, "-") || strings.ContainsAny(c.Model, " \t\n\x00") {

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/theloop-dev/theloop/harness"
 	"github.com/theloop-dev/theloop/workitem"
 )
 
@@ -440,7 +441,7 @@ var settingReaders = []settingReader{
 	}},
 	{"routing.sandbox", readSandbox},
 	{"routing.agentEnv", func(r *settingsReader, s *Settings) { s.Routing.AgentEnv = r.strs("routing.agentEnv") }},
-	{"routing.defaultHarness", func(r *settingsReader, s *Settings) { s.Routing.DefaultHarness = r.str("routing.defaultHarness") }},
+	{"routing.defaultHarness", readDefaultHarness},
 	{"routing.spawnOnUnmatched", func(r *settingsReader, s *Settings) { s.Routing.SpawnOnUnmatched = r.str("routing.spawnOnUnmatched") }},
 	{"routing.autoExecuteLabel", func(r *settingsReader, s *Settings) { s.Routing.AutoExecuteLabel = r.str("routing.autoExecuteLabel") }},
 	{"routing.authorizedUsers", func(r *settingsReader, s *Settings) {
@@ -720,8 +721,20 @@ var settingReaders = []settingReader{
 	{"notifications", func(r *settingsReader, s *Settings) { s.notifications = r.free("notifications") }},
 }
 
-// Harnesses are the agent CLIs loopd can run a session in.
-var Harnesses = []string{"claude", "cursor", "codex", "gemini"}
+// Harnesses are the agent CLIs loopd can run a session in (the harness
+// registry's, read when a file is).
+func Harnesses() []string { return harness.Names() }
+
+// readDefaultHarness checks routing.defaultHarness against the registry
+// when the file is read (the catalogue's enum is the registry at start).
+func readDefaultHarness(r *settingsReader, s *Settings) {
+	const key = "routing.defaultHarness"
+	v := r.strAny(key)
+	if _, set := r.get(key); set && !harness.Known(v) {
+		r.add(fmt.Sprintf("%s: %q is not one of %s", key, v, strings.Join(Harnesses(), ", ")))
+	}
+	s.Routing.DefaultHarness = v
+}
 
 func readHarnessByRepository(r *settingsReader, s *Settings) {
 	const key = "routing.harnessByRepository"
@@ -743,8 +756,8 @@ func readHarnessByRepository(r *settingsReader, s *Settings) {
 		switch {
 		case !cut || owner == "" || rest == "" || strings.Contains(rest, "/"):
 			r.add(fmt.Sprintf("%s: %q is not owner/repo", key, repo))
-		case !slices.Contains(Harnesses, name):
-			r.add(fmt.Sprintf("%s.%s: %v is not a harness (%s)", key, repo, m[repo], strings.Join(Harnesses, ", ")))
+		case !harness.Known(name):
+			r.add(fmt.Sprintf("%s.%s: %v is not a harness (%s)", key, repo, m[repo], strings.Join(Harnesses(), ", ")))
 		default:
 			out[strings.ToLower(repo)] = name
 		}

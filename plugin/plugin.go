@@ -31,6 +31,8 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+
+	"github.com/theloop-dev/theloop/harness"
 )
 
 // Names Claude Code sees.
@@ -240,7 +242,7 @@ func renderPlugin(opts Options) (Tree, string, error) {
 	if err != nil {
 		return nil, "", err
 	}
-	hooks, err := renderHooks(tree[HooksPath], GateCommand(program, "claude"))
+	hooks, err := renderHooks(tree[HooksPath], GateCommand(program, harness.Claude.Name))
 	if err != nil {
 		return nil, "", fmt.Errorf("%s: %w", HooksPath, err)
 	}

@@ -12,13 +12,14 @@ import (
 	"sync"
 	"time"
 
+	"github.com/theloop-dev/theloop/harness"
 	"github.com/theloop-dev/theloop/workitem"
 )
 
 // ManagerConfig is the spawning policy.
 type ManagerConfig struct {
 	// DefaultHarness names the adapter used when a request names none
-	// (default "claude").
+	// (default harness.Default()).
 	DefaultHarness string
 	// ResumeOnRespawn tries to reopen a dead session's conversation before
 	// starting a fresh one.
@@ -49,7 +50,7 @@ type ManagerConfig struct {
 // DefaultManagerConfig returns the defaults: claude, resume on, 2 s probe,
 // docs/specs.
 func DefaultManagerConfig() ManagerConfig {
-	return ManagerConfig{DefaultHarness: "claude", ResumeOnRespawn: true, ResumeProbe: 2 * time.Second, SpecDir: "docs/specs"}
+	return ManagerConfig{DefaultHarness: harness.Default().Name, ResumeOnRespawn: true, ResumeProbe: 2 * time.Second, SpecDir: "docs/specs"}
 }
 
 // Observation is one thing the Manager did, for the daemon's event log.

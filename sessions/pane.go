@@ -9,6 +9,8 @@ import (
 	"path/filepath"
 	"strings"
 	"syscall"
+
+	"github.com/theloop-dev/theloop/harness"
 )
 
 // CaptureScreen returns what the session's active pane shows now — the
@@ -61,7 +63,7 @@ func ClaudeTranscriptPath(configDir, cwd, id string) string {
 // the file, or a directory on the way — never takes the read outside it,
 // to loopd's own files; and the file itself must not be a link.
 func HarnessTranscript(rec Record, claudeConfigDir string) (path string, tail []byte, truncated bool, err error) {
-	if rec.Harness != "claude" || claudeConfigDir == "" || rec.SessionID == "" || rec.Cwd == "" {
+	if d := harness.ByName(rec.Harness); d == nil || !d.TranscriptInConfigDir || claudeConfigDir == "" || rec.SessionID == "" || rec.Cwd == "" {
 		return "", nil, false, fmt.Errorf("%w: harness %q keeps none loopd can read", ErrNoTranscript, rec.Harness)
 	}
 	if strings.ContainsAny(rec.SessionID, "/\\") || rec.SessionID == ".." {

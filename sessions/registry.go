@@ -42,7 +42,7 @@ const maxFallbacks = 20
 type Record struct {
 	// Item is the work item.
 	Item workitem.Ref
-	// Harness is the adapter name ("claude").
+	// Harness is the adapter name (a harness.Descriptor's).
 	Harness string
 	// SessionID is the harness's conversation id (--session-id/--resume).
 	SessionID string
@@ -322,7 +322,7 @@ func RegistryDir(stateRoot string) string { return filepath.Join(stateRoot, "ses
 // may share the directory.
 var recordFilePattern = lazyre.New(`^[A-Za-z0-9._-]+-[0-9]+\.json$`)
 
-// harnessNamePattern is the shape of an adapter name ("claude", "cursor").
+// harnessNamePattern is the shape of an adapter name (harness.Descriptor.Name).
 var harnessNamePattern = lazyre.New(`^[a-z][a-z0-9-]{0,31}$`)
 
 // Registry stores one record per work item as <dir>/<slug>.json. Writes are

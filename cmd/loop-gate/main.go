@@ -23,7 +23,9 @@ import (
 	"io"
 	"os"
 	"runtime"
+	"strings"
 
+	"github.com/theloop-dev/theloop/harness"
 	"github.com/theloop-dev/theloop/internal/buildinfo"
 	"github.com/theloop-dev/theloop/loop/stopgate"
 )
@@ -33,7 +35,7 @@ import (
 //	go build -ldflags "-X main.version=v1.2.3" ./cmd/loop-gate
 var version = ""
 
-const usage = `usage: loop-gate [claude|cursor|codex|gemini]
+var usage = `usage: loop-gate [` + strings.Join(harness.Names(), "|") + `]
 
 The harness Stop hook of theloop. It reads the Stop payload on stdin, checks
 the current node of the session's work item ($THE_LOOP_WORK_ITEM, else the
@@ -56,8 +58,7 @@ func init() {
 }
 
 func main() {
-	switch arg(os.Args) {
-	case "claude", "cursor", "codex", "gemini", "":
+	if a := arg(os.Args); a == "" || harness.Known(a) {
 		os.Exit(supervise(os.Args, stdin(), os.Stdout, os.Stderr))
 	}
 	// --version, --help, bad usage: nothing to supervise.
@@ -96,7 +97,7 @@ func run(argv []string, in io.Reader, out, errOut io.Writer) int {
 		return 0
 	}
 	if len(argv) > 2 {
-		fmt.Fprintf(errOut, "loop-gate: one argument, claude, cursor, codex or gemini; got %d\n%s", len(argv)-1, usage)
+		fmt.Fprintf(errOut, "loop-gate: one argument, %s; got %d\n%s", harness.List(harness.Names()), len(argv)-1, usage)
 		return 1
 	}
 	h, err := stopgate.ParseHarness(arg)

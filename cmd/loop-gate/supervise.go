@@ -10,6 +10,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/theloop-dev/theloop/harness"
 	"github.com/theloop-dev/theloop/loop/stopgate"
 )
 
@@ -74,8 +75,9 @@ func supervise(argv []string, in io.Reader, out, errOut io.Writer) int {
 	// Before anything that can fail fatally.
 	debug.SetTraceback("crash")
 	disableCoreDumps()
-	if arg(argv) == "gemini" {
-		// Gemini reads exit 134 with the runtime's text as a block.
+	if d := harness.ByName(arg(argv)); d != nil && d.Gate.CrashTextBlocks {
+		// Such a harness (Gemini) reads exit 134 with the runtime's text
+		// as a block.
 		errOut = hideCrashText(errOut)
 	}
 	debug.SetMemoryLimit(softHeapLimit)

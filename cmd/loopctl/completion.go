@@ -9,6 +9,7 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/theloop-dev/theloop/graph"
+	"github.com/theloop-dev/theloop/harness"
 	"github.com/theloop-dev/theloop/loop"
 )
 
@@ -235,7 +236,7 @@ func flagValues(f *Factory, flag string, values map[string]string, pos []string,
 	case "fail-on":
 		return []string{"unmet", "block"}
 	case "harness":
-		return []string{"claude", "cursor"}
+		return harness.Names()
 	case "scope":
 		return []string{"user", "project"}
 	}

@@ -146,17 +146,11 @@ func dashIfEmpty(s string) string {
 	return s
 }
 
-// criticHarness is the adapter a critic runs through (one-shot argv).
+// criticHarness is the adapter a critic runs through (one-shot argv), nil
+// for a harness that is not registered.
 func criticHarness(name string) sessions.Harness {
-	switch name {
-	case "claude":
-		return &sessions.ClaudeCode{}
-	case "cursor":
-		return &sessions.Cursor{}
-	case "codex":
-		return &sessions.Codex{}
-	case "gemini":
-		return &sessions.Gemini{}
+	if a := sessions.NewAdapter(name, nil); a != nil {
+		return a
 	}
 	return nil
 }

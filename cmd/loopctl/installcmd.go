@@ -6,6 +6,7 @@ import (
 
 	"github.com/urfave/cli/v2"
 
+	"github.com/theloop-dev/theloop/harness"
 	"github.com/theloop-dev/theloop/plugin/install"
 )
 
@@ -78,7 +79,7 @@ Examples:
    loopctl install --harness gemini --scope project
    loopctl install --command /usr/local/bin/loop-gate`,
 		Flags: []cli.Flag{
-			&cli.StringFlag{Name: "harness", Value: "claude", Usage: "claude, cursor, codex or gemini"},
+			&cli.StringFlag{Name: "harness", Value: harness.Default().Name, Usage: harness.List(harness.Names())},
 			&cli.StringFlag{Name: "scope", Value: "user", Usage: "user (your home directory: every session) or project (this repository's checkout)"},
 			&cli.BoolFlag{Name: "dry-run", Usage: "print the change as a diff and write nothing"},
 			&cli.StringFlag{Name: "command", Value: "loop-gate", Usage: "the loop-gate program (a name on the harness's PATH, or an absolute path)", TakesFile: true},
@@ -121,7 +122,7 @@ Examples:
    loopctl uninstall --harness cursor --scope project --dry-run
    loopctl uninstall --harness codex`,
 		Flags: []cli.Flag{
-			&cli.StringFlag{Name: "harness", Value: "claude", Usage: "claude, cursor, codex or gemini"},
+			&cli.StringFlag{Name: "harness", Value: harness.Default().Name, Usage: harness.List(harness.Names())},
 			&cli.StringFlag{Name: "scope", Value: "user", Usage: "user or project"},
 			&cli.BoolFlag{Name: "dry-run", Usage: "print the change and write nothing"},
 			&cli.StringFlag{Name: "repo", Usage: "the repository for --scope project (default: the one holding the current directory)"},

@@ -54,20 +54,20 @@ const (
 // (TestEveryPackageHasARule); ruleFor takes the first that matches.
 var rules = []rule{
 	// loop-gate runs on every Stop: its check and the version, nothing else.
-	{floorCmd, "cmd/loop-gate", []string{"loop/stopgate", "internal/..."}},
+	{floorCmd, "cmd/loop-gate", []string{"harness", "loop/stopgate", "internal/..."}},
 	// loopctl runs on every claim and check: no daemon part, no demo
 	// (TestThinBinariesLinkNoDaemon checks what that leaves it linking).
-	{floorCmd, "cmd/loopctl", []string{"graph/...", "hooks", "ops", "workitem", "run", "plugin/...", "loop", "loop/api/...", "loop/demo/agent", "integrations", "sessions", "internal/..."}},
+	{floorCmd, "cmd/loopctl", []string{"harness", "graph/...", "hooks", "ops", "workitem", "run", "plugin/...", "loop", "loop/api/...", "loop/demo/agent", "integrations", "sessions", "internal/..."}},
 	// loop-layout lays out the dashboard's graphs; loopd runs it.
 	{floorCmd, "cmd/loop-layout", []string{"loop/daemon/dashboard/dotlayout"}},
-	{floorCmd, "cmd/loopd", []string{"graph/...", "hooks", "ops", "workitem", "run", "plugin/...", "loop", "loop/api/...", "loop/daemon/...", "loop/demo", "loop/demo/agent", "ingress", "integrations", "sessions", "internal/..."}},
+	{floorCmd, "cmd/loopd", []string{"harness", "graph/...", "hooks", "ops", "workitem", "run", "plugin/...", "loop", "loop/api/...", "loop/daemon/...", "loop/demo", "loop/demo/agent", "ingress", "integrations", "sessions", "internal/..."}},
 
-	{floorDemo, "loop/demo", []string{"graph", "workitem", "run", "loop", "loop/daemon", "loop/daemon/sandbox", "loop/demo/agent", "integrations", "integrations/githubsim", "sessions", "internal/..."}},
+	{floorDemo, "loop/demo", []string{"harness", "graph", "workitem", "run", "loop", "loop/daemon", "loop/daemon/sandbox", "loop/demo/agent", "integrations", "integrations/githubsim", "sessions", "internal/..."}},
 	// The examples embed the public library: the kernel and its file
 	// format, and the control plane's client — nothing of the daemon.
 	{floorDemo, "examples/...", []string{"graph/...", "hooks", "ops", "workitem", "run", "loop", "loop/api"}},
 
-	{floorDaemon, "loop/daemon", []string{"graph/...", "hooks", "ops", "workitem", "run", "loop", "loop/api", "loop/daemon/...", "ingress", "integrations", "sessions", "internal/..."}},
+	{floorDaemon, "loop/daemon", []string{"harness", "graph/...", "hooks", "ops", "workitem", "run", "loop", "loop/api", "loop/daemon/...", "ingress", "integrations", "sessions", "internal/..."}},
 	// MCP is served beside the API and speaks through the API server's
 	// graph operations.
 	{floorDaemonTop, "loop/daemon/mcpserver", []string{"graph", "hooks", "ops", "workitem", "loop", "loop/api", "loop/daemon/apiserver", "sessions", "internal/..."}},
@@ -91,13 +91,13 @@ var rules = []rule{
 	// The sandbox is a leaf under the daemon: std, go-landlock and x/sys,
 	// and run's environment allowlist (one list for every child loopd
 	// starts), so sessions' seam can be implemented without a cycle.
-	{floorDaemonBase, "loop/daemon/sandbox", []string{"run", "internal/..."}},
+	{floorDaemonBase, "loop/daemon/sandbox", []string{"harness", "run", "internal/..."}},
 	{floorDaemonBase, "loop/daemon/systemd", []string{"internal/..."}},
 	// Usage from the harnesses' records: parsers, the ledger, the rate card;
 	// the API's wire types for its reports.
-	{floorDaemonBase, "loop/daemon/usage", []string{"loop/api", "internal/..."}},
+	{floorDaemonBase, "loop/daemon/usage", []string{"harness", "loop/api", "internal/..."}},
 	// loop-gate's check: the work item's state and the session registry.
-	{floorDaemonBase, "loop/stopgate", []string{"graph", "loop", "sessions", "internal/..."}},
+	{floorDaemonBase, "loop/stopgate", []string{"harness", "graph", "loop", "sessions", "internal/..."}},
 	// The demo's scripted agent drives loopctl's library and the API client.
 	{floorDaemonBase, "loop/demo/agent", []string{"graph", "run", "loop", "loop/api", "integrations", "internal/..."}},
 
@@ -105,7 +105,7 @@ var rules = []rule{
 	// settings): it reads no configuration file and imports nothing of loop.
 	{floorIngress, "ingress", []string{"graph", "hooks", "integrations", "ops", "workitem", "run", "internal/..."}},
 
-	{floorEdges, "sessions", []string{"plugin", "workitem", "run", "internal/..."}},
+	{floorEdges, "sessions", []string{"harness", "plugin", "workitem", "run", "internal/..."}},
 	{floorEdges, "integrations", []string{"graph", "ops", "workitem", "run", "internal/..."}},
 	// The control-plane client and its wire types are linked into every
 	// loopctl call: the graph vocabulary and nothing of the daemon.
@@ -114,11 +114,11 @@ var rules = []rule{
 	// dashboard pages, no runtime.
 	{floorEdges, "loop/api/login", []string{"internal/..."}},
 
-	{floorLoop, "loop", []string{"graph", "graph/graphfile", "hooks", "ops", "workitem", "run", "internal/..."}},
+	{floorLoop, "loop", []string{"harness", "graph", "graph/graphfile", "hooks", "ops", "workitem", "run", "internal/..."}},
 	// go generate's writer of the shipped graphs' Go form.
 	{floorLoop, "loop/internal/gengraphs", []string{"graph", "graph/graphfile", "hooks", "internal/..."}},
 
-	{floorHooks, "hooks", []string{"graph", "ops", "workitem", "internal/..."}},
+	{floorHooks, "hooks", []string{"harness", "graph", "ops", "workitem", "internal/..."}},
 	{floorHooks, "graph/graphtest", []string{"graph", "ops", "internal/..."}},
 
 	{floorVocabulary, "ops", []string{"graph"}},
@@ -126,15 +126,17 @@ var rules = []rule{
 
 	{floorKernel, "graph", []string{"internal/jsonascii"}}, // pure helpers only: graph does no I/O
 	{floorKernel, "workitem", []string{"internal/..."}},
-	{floorKernel, "plugin", []string{"internal/..."}},
+	{floorKernel, "plugin", []string{"harness", "internal/..."}},
 	// loopctl install's logic: the embedded plugin files written where
 	// each harness reads them; nothing of the daemon.
-	{floorVocabulary, "plugin/install", []string{"plugin", "run", "internal/..."}},
+	{floorVocabulary, "plugin/install", []string{"harness", "plugin", "run", "internal/..."}},
 	{floorKernel, "run/runtest", []string{"run", "internal/..."}},
 	{floorKernel, "integrations/githubsim", []string{"internal/..."}},
 	{floorKernel, "loop/daemon/slackchan/slacksim", []string{"internal/..."}},
 	{floorKernel, "integrations/jirasim", nil},
 
+	// The harness descriptors are data: they import nothing of ours.
+	{floorLeaf, "harness", nil},
 	{floorLeaf, "run", []string{"internal/..."}},
 
 	{floorInternal, "internal/...", []string{"internal/..."}},

@@ -13,6 +13,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/theloop-dev/theloop/harness"
 	"github.com/theloop-dev/theloop/ingress"
 	"github.com/theloop-dev/theloop/loop/api"
 	"github.com/theloop-dev/theloop/sessions"
@@ -42,14 +43,21 @@ type harnesses struct {
 	versions harnessVersions
 }
 
-// adapters are the adapters the Manager gets, claude first.
+// adapters are the adapters the Manager gets, claude first, then any
+// other registered harness (package harness) with no extra arguments.
 func (d *harnesses) adapters(claude *sessions.ClaudeCode) []sessions.Harness {
-	return []sessions.Harness{
+	out := []sessions.Harness{
 		claude,
 		&sessions.Cursor{Args: d.cfg.Routing.HarnessArgs.Cursor},
 		&sessions.Codex{Args: d.cfg.Routing.HarnessArgs.Codex},
 		&sessions.Gemini{Args: d.cfg.Routing.HarnessArgs.Gemini, TrustedFolders: d.geminiTrustedFolders()},
 	}
+	for _, h := range harness.All() {
+		if !slices.ContainsFunc(out, func(a sessions.Harness) bool { return a.Name() == h.Name }) {
+			out = append(out, sessions.NewAdapter(h.Name, nil))
+		}
+	}
+	return out
 }
 
 // geminiTrustedFolders is the trusted-folders file in which the Gemini
@@ -98,9 +106,9 @@ func (d *harnesses) forEvent(ev *ingress.Event) string {
 func (d *harnesses) checkDefault() error {
 	bin, ok := harnessBinaries[d.cfg.Routing.DefaultHarness]
 	if !ok {
-		return fmt.Errorf("routing.defaultHarness: %q has no adapter; use claude, cursor, codex or gemini", d.cfg.Routing.DefaultHarness)
+		return fmt.Errorf("routing.defaultHarness: %q has no adapter; use %s", d.cfg.Routing.DefaultHarness, harness.List(harness.Names()))
 	}
-	if d.cfg.Routing.DefaultHarness != "claude" {
+	if d.cfg.Routing.DefaultHarness != harness.Default().Name {
 		if _, err := d.path.lookPath(bin); err != nil {
 			return fmt.Errorf("routing.defaultHarness: %s runs %s, which is not on loopd's PATH (%v); install it or set routing.defaultHarness to a harness that is installed", d.cfg.Routing.DefaultHarness, bin, err)
 		}
@@ -109,9 +117,9 @@ func (d *harnesses) checkDefault() error {
 		name := d.cfg.Routing.HarnessByRepository[repo]
 		bin, ok := harnessBinaries[name]
 		if !ok {
-			return fmt.Errorf("routing.harnessByRepository.%s: %q has no adapter; use claude, cursor, codex or gemini", repo, name)
+			return fmt.Errorf("routing.harnessByRepository.%s: %q has no adapter; use %s", repo, name, harness.List(harness.Names()))
 		}
-		if name == "claude" {
+		if name == harness.Default().Name {
 			continue
 		}
 		if _, err := d.path.lookPath(bin); err != nil {

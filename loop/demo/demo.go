@@ -52,6 +52,7 @@ import (
 	"time"
 
 	"github.com/theloop-dev/theloop/graph"
+	"github.com/theloop-dev/theloop/harness"
 	"github.com/theloop-dev/theloop/integrations"
 	"github.com/theloop-dev/theloop/integrations/githubsim"
 	"github.com/theloop-dev/theloop/loop"
@@ -390,7 +391,7 @@ eventLog: {enabled: true, path: %q}
 		script += " " + shellQuote(a)
 	}
 	script += ` "$@"` + "\n"
-	if err := os.WriteFile(filepath.Join(w.binDir, "claude"), []byte(script), 0o755); err != nil {
+	if err := os.WriteFile(filepath.Join(w.binDir, harness.Claude.Binary), []byte(script), 0o755); err != nil {
 		return err
 	}
 	eventLog := filepath.Join(w.state, "logs", "events.jsonl")

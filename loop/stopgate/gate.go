@@ -38,6 +38,7 @@ import (
 	"unicode"
 
 	"github.com/theloop-dev/theloop/graph"
+	"github.com/theloop-dev/theloop/harness"
 	"github.com/theloop-dev/theloop/loop"
 )
 
@@ -137,7 +138,7 @@ func (o Options) withDefaults() Options {
 		o.StdinTimeout = DefaultStdinTimeout
 	}
 	if o.Harness == "" {
-		o.Harness = Claude
+		o.Harness = Harness(harness.Default().Name)
 	}
 	return o
 }
@@ -218,26 +219,9 @@ func Run(ctx context.Context, o Options) int {
 // writeBlock writes the harness's "keep working" answer carrying reason,
 // the text the agent sees next.
 func writeBlock(w io.Writer, h Harness, reason string) error {
-	type decision struct {
-		Decision string `json:"decision"`
-		Reason   string `json:"reason"`
-	}
-	var answer any
-	switch h {
-	case Cursor:
-		answer = struct {
-			FollowupMessage string `json:"followup_message"`
-		}{reason}
-	case Gemini:
-		// AfterAgent: "deny" rejects the response and retries with the
-		// reason as the prompt ("block" is its alias).
-		answer = decision{"deny", reason}
-	default: // Claude Code, Codex CLI
-		answer = decision{"block", reason}
-	}
 	enc := json.NewEncoder(w)
 	enc.SetEscapeHTML(false)
-	return enc.Encode(answer)
+	return enc.Encode(h.descriptor().Gate.Block(reason))
 }
 
 // Evaluate decides one stop without writing the answer. Every failure is an

@@ -213,10 +213,10 @@ func TestRunWritesTheHarnessAnswer(t *testing.T) {
 		return report("design", "block", `quote " and <html> & newline`+"\n"+`here`), nil
 	}
 	for h, want := range map[Harness]string{
-		Claude: "{\"decision\":\"block\",\"reason\":\"theloop: issue-9 is at node `design`, which is not done:\\n  · quote \\\" and <html> & newline here\\n\\nFix these, then run `loopctl graph complete issue-9`. (attempt 1/3)\"}\n",
-		Cursor: "{\"followup_message\":\"theloop: issue-9 is at node `design`, which is not done:\\n  · quote \\\" and <html> & newline here\\n\\nFix these, then run `loopctl graph complete issue-9`. (attempt 1/3)\"}\n",
-		Codex:  "{\"decision\":\"block\",\"reason\":\"theloop: issue-9 is at node `design`, which is not done:\\n  · quote \\\" and <html> & newline here\\n\\nFix these, then run `loopctl graph complete issue-9`. (attempt 1/3)\"}\n",
-		Gemini: "{\"decision\":\"deny\",\"reason\":\"theloop: issue-9 is at node `design`, which is not done:\\n  · quote \\\" and <html> & newline here\\n\\nFix these, then run `loopctl graph complete issue-9`. (attempt 1/3)\"}\n",
+		Harness("claude"): "{\"decision\":\"block\",\"reason\":\"theloop: issue-9 is at node `design`, which is not done:\\n  · quote \\\" and <html> & newline here\\n\\nFix these, then run `loopctl graph complete issue-9`. (attempt 1/3)\"}\n",
+		Harness("cursor"): "{\"followup_message\":\"theloop: issue-9 is at node `design`, which is not done:\\n  · quote \\\" and <html> & newline here\\n\\nFix these, then run `loopctl graph complete issue-9`. (attempt 1/3)\"}\n",
+		Harness("codex"):  "{\"decision\":\"block\",\"reason\":\"theloop: issue-9 is at node `design`, which is not done:\\n  · quote \\\" and <html> & newline here\\n\\nFix these, then run `loopctl graph complete issue-9`. (attempt 1/3)\"}\n",
+		Harness("gemini"): "{\"decision\":\"deny\",\"reason\":\"theloop: issue-9 is at node `design`, which is not done:\\n  · quote \\\" and <html> & newline here\\n\\nFix these, then run `loopctl graph complete issue-9`. (attempt 1/3)\"}\n",
 	} {
 		t.Run(string(h), func(t *testing.T) {
 			o, _ := options(t, blocks)

@@ -5,49 +5,35 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+
+	"github.com/theloop-dev/theloop/harness"
 )
 
-// Harness names the agent harness whose Stop hook invoked the gate. It
-// decides only the shape of the answer; the payload of any harness is
+// Harness names the agent harness whose stop hook invoked the gate (a
+// harness.Descriptor's name). It decides only the shape of the answer —
+// the descriptor's Gate.Block; every harness reads exit 0 with nothing on
+// stdout as "let the agent stop", so that is what every allowing verdict
+// and every internal failure answers. The payload of any harness is
 // understood whatever the harness.
 type Harness string
 
-// The harnesses loop-gate answers, each in its own documented form. All
-// four read exit 0 with nothing on stdout as "let the agent stop", so that
-// is what every allowing verdict and every internal failure answers.
-//
-//   - Claude Code (Stop hook): {"decision":"block","reason":...}; exit 2
-//     would block too, so the gate never exits 2.
-//   - Cursor (stop hook): {"followup_message":...} sends the agent on.
-//   - Codex CLI (Stop hook from hooks.json): {"decision":"block","reason":...}
-//     with a non-empty reason, which Codex sends as the continuation
-//     prompt; exit 2 with stderr blocks too, other codes are a failed hook.
-//   - Gemini CLI (AfterAgent hook from settings.json):
-//     {"decision":"deny","reason":...} rejects the response and sends the
-//     reason as the next prompt. Any exit code but 0 and 1 blocks, with
-//     stderr as the reason, so the gate answers 0 (or 1 for bad usage).
-const (
-	Claude Harness = "claude"
-	Cursor Harness = "cursor"
-	Codex  Harness = "codex"
-	Gemini Harness = "gemini"
-)
-
-// Harnesses lists every harness loop-gate answers, in the order usage
-// text names them.
-var Harnesses = []Harness{Claude, Cursor, Codex, Gemini}
-
-// ParseHarness maps argv[1] to a Harness ("" → Claude).
+// ParseHarness maps argv[1] to a registered Harness ("" → the default).
 func ParseHarness(s string) (Harness, error) {
 	if s == "" {
-		return Claude, nil
+		return Harness(harness.Default().Name), nil
 	}
-	for _, h := range Harnesses {
-		if Harness(s) == h {
-			return h, nil
-		}
+	if harness.Known(s) {
+		return Harness(s), nil
 	}
-	return "", fmt.Errorf("unknown harness %q: pass claude, cursor, codex or gemini", s)
+	return "", fmt.Errorf("unknown harness %q: pass %s", s, harness.List(harness.Names()))
+}
+
+// descriptor is h's harness, the default for an unknown name.
+func (h Harness) descriptor() *harness.Descriptor {
+	if d := harness.ByName(string(h)); d != nil {
+		return d
+	}
+	return harness.Default()
 }
 
 // MaxPayloadBytes bounds how much of stdin the gate reads. A Stop payload is

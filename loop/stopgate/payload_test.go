@@ -74,7 +74,7 @@ func TestParsePayload(t *testing.T) {
 }
 
 func TestParseHarness(t *testing.T) {
-	for in, want := range map[string]Harness{"": Claude, "claude": Claude, "cursor": Cursor, "codex": Codex, "gemini": Gemini} {
+	for in, want := range map[string]Harness{"": "claude", "claude": "claude", "cursor": "cursor", "codex": "codex", "gemini": "gemini"} {
 		h, err := ParseHarness(in)
 		require.NoError(t, err)
 		require.Equal(t, want, h)

@@ -13,6 +13,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/theloop-dev/theloop/harness"
 	"github.com/theloop-dev/theloop/plugin"
 	"github.com/theloop-dev/theloop/run"
 )
@@ -31,41 +32,52 @@ import (
 //     which the CLI loads from there. Both live in the user's home
 //     whatever the scope (neither CLI has per-repository plugins).
 
-// agentCLI describes one of the two.
+// agentCLI is how one harness with a packaged install (its descriptor's
+// Install) is installed.
 type agentCLI struct {
-	name  string // harness name, and the CLI's program
+	desc  *harness.Descriptor
 	event string // the hook event the gate runs on
 	// entry is the hook entry for a command line.
 	entry func(command string) *object
 	// packageDir is where the prose goes.
 	packageDir func(o *Options, home string) string
 	tree       func() (plugin.Tree, error)
+	// registers: the package is registered through the CLI (a
+	// marketplace), not only copied.
+	registers bool
 }
 
-var agentCLIs = map[string]agentCLI{
-	harnessCodex: {
-		name: harnessCodex, event: "Stop",
+// agentCLIOf is the packaged install of the harness the options name.
+func agentCLIOf(o *Options) agentCLI {
+	d := o.desc()
+	cli := agentCLI{
+		desc:  d,
+		event: d.Gate.Event,
 		entry: func(cmd string) *object {
-			return newObject("type", "command", "command", cmd, "statusMessage", "theloop: checking the work item's node")
+			var kv []any
+			for _, x := range d.Install.HookEntry(cmd) {
+				kv = append(kv, x)
+			}
+			return newObject(kv...)
 		},
-		packageDir: func(o *Options, home string) string { return plugin.CodexMarketplaceDir(o.Env.Getenv, home) },
-		tree:       plugin.CodexMarketplace,
-	},
-	harnessGemini: {
-		name: harnessGemini, event: "AfterAgent",
-		entry: func(cmd string) *object {
-			return newObject("name", "loop-gate", "type", "command", "command", cmd, "description", "theloop: keeps the agent on a node that is not done")
-		},
-		packageDir: func(_ *Options, home string) string { return plugin.GeminiExtensionDir(home) },
-		tree:       plugin.GeminiExtension,
-	},
+	}
+	switch d.Install.Package {
+	case harness.PackageMarketplace:
+		cli.packageDir = func(o *Options, home string) string { return plugin.CodexMarketplaceDir(o.Env.Getenv, home) }
+		cli.tree = plugin.CodexMarketplace
+		cli.registers = true
+	default:
+		cli.packageDir = func(_ *Options, home string) string { return plugin.GeminiExtensionDir(home) }
+		cli.tree = plugin.GeminiExtension
+	}
+	return cli
 }
 
 // codexPluginID is the plugin as Codex names it.
 const codexPluginID = plugin.Name + "@" + plugin.MarketplaceName
 
 func installAgentCLI(opts *Options) error {
-	cli := agentCLIs[opts.Harness]
+	cli := agentCLIOf(opts)
 	path, err := opts.settingsPath()
 	if err != nil {
 		return err
@@ -129,7 +141,7 @@ func installAgentCLI(opts *Options) error {
 	} else {
 		fmt.Fprintf(out, "%s is up to date\n", dir)
 	}
-	if opts.Harness == harnessCodex {
+	if cli.registers {
 		opts.registerWithCodex(dir, len(changes) > 0)
 	}
 	opts.warnScopeLoads(path)
@@ -144,14 +156,12 @@ func installAgentCLI(opts *Options) error {
 // trusted, and Codex's hook trust.
 func (o *Options) warnScopeLoads(path string) {
 	errOut := o.IO.ErrOut
-	switch {
-	case o.Harness == harnessGemini && o.Scope == scopeProject:
-		fmt.Fprintf(errOut, "warning: the Gemini CLI loads the hooks in %s only in a folder it trusts: trust %s when gemini asks (or in ~/.gemini/trustedFolders.json); `gemini --skip-trust` does not load them. loopd marks its own sessions' checkouts trusted; --scope user loads everywhere.\n", path, repoRootOf(path))
-	case o.Harness == harnessCodex && o.Scope == scopeProject:
-		fmt.Fprintf(errOut, "warning: the Codex CLI loads %s only for a project it trusts ([projects.%q] trust_level = \"trusted\" in ~/.codex/config.toml, which codex writes when you trust the folder); --scope user loads everywhere.\n", path, repoRootOf(path))
+	layout := o.desc().Install
+	if layout.ProjectNote != "" && o.Scope == scopeProject {
+		fmt.Fprintf(errOut, "warning: "+layout.ProjectNote+"\n", path, repoRootOf(path))
 	}
-	if o.Harness == harnessCodex {
-		fmt.Fprintln(errOut, "note: Codex runs a new or changed hook only once it is trusted: a plain `codex exec` skips it silently until you review it with /hooks in codex (or pass --dangerously-bypass-hook-trust, as loopd's sessions do).")
+	if layout.Note != "" {
+		fmt.Fprintln(errOut, "note: "+layout.Note)
 	}
 }
 
@@ -163,7 +173,7 @@ func (o *Options) registerWithCodex(dir string, newHook bool) {
 	if newHook {
 		fmt.Fprintln(o.IO.Out, "Codex runs a new hook only after you trust it: open codex and review it with /hooks.")
 	}
-	codex := o.lookPath("codex")
+	codex := o.lookPath(o.desc().Binary)
 	if codex == "" {
 		fmt.Fprintf(o.IO.Out, "codex is not on PATH: register the plugin with `codex plugin marketplace add %s && codex plugin add %s`; Codex must have its hooks feature on (`codex features enable hooks`).\n", dir, codexPluginID)
 		return
@@ -229,7 +239,7 @@ func (o *Options) runCLI(program string, args []string) (string, error) {
 }
 
 func uninstallAgentCLI(opts *Options) error {
-	cli := agentCLIs[opts.Harness]
+	cli := agentCLIOf(opts)
 	path, err := opts.settingsPath()
 	if err != nil {
 		return err
@@ -273,14 +283,14 @@ func uninstallAgentCLI(opts *Options) error {
 		return failWith(exitFailed, "loopctl uninstall: no home directory (%v); set HOME", err)
 	}
 	dir := cli.packageDir(opts, home)
-	if _, err := os.Stat(dir); err == nil || opts.Harness == harnessCodex {
+	if _, err := os.Stat(dir); err == nil || cli.registers {
 		switch {
 		case opts.Scope == scopeProject && opts.userScopeGate(cli.event):
 			fmt.Fprintf(out, "%s stays: your user-scope install still uses it (loopctl uninstall --harness %s removes it)\n", dir, opts.Harness)
 		case opts.DryRun:
 			fmt.Fprintf(out, "would remove %s\n", dir)
 		default:
-			if opts.Harness == harnessCodex {
+			if cli.registers {
 				opts.unregisterWithCodex()
 			}
 			if gone, err := plugin.Remove(dir); err != nil {
@@ -321,7 +331,7 @@ func (o *Options) userScopeGate(event string) bool {
 // unregisterWithCodex removes the plugin and the marketplace through the
 // codex CLI when it is on PATH (best effort: either may be gone already).
 func (o *Options) unregisterWithCodex() {
-	codex := o.lookPath("codex")
+	codex := o.lookPath(o.desc().Binary)
 	if codex == "" {
 		return
 	}

@@ -11,6 +11,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/theloop-dev/theloop/harness"
 	"github.com/theloop-dev/theloop/plugin"
 )
 
@@ -123,7 +124,7 @@ func TestInstallAgentCLIFromNothingAndBack(t *testing.T) {
 			require.NoError(t, Install(opts))
 			path, err := opts.settingsPath()
 			require.NoError(t, err)
-			require.Equal(t, []string{plugin.GateCommand("loop-gate", h)}, hookCommands(t, w.read(t, path), agentCLIs[h].event))
+			require.Equal(t, []string{plugin.GateCommand("loop-gate", h)}, hookCommands(t, w.read(t, path), harness.ByName(h).Gate.Event))
 			require.NoError(t, Uninstall(w.options(h, scopeProject)))
 			require.JSONEq(t, `{}`, w.read(t, path), "no empty containers are left")
 		})

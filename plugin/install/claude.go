@@ -12,6 +12,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/theloop-dev/theloop/harness"
 	"github.com/theloop-dev/theloop/plugin"
 	"github.com/theloop-dev/theloop/run"
 )
@@ -27,11 +28,11 @@ const pythonPluginID = "the-loop@the-loop"
 // and the Gemini CLI the hook in their hook file and the prose in their
 // packaging (agentcli.go).
 func Install(opts *Options) error {
-	switch opts.Harness {
-	case harnessCodex, harnessGemini:
+	layout := opts.desc().Install
+	switch layout.Style {
+	case harness.InstallPackaged:
 		return installAgentCLI(opts)
-	}
-	if opts.Harness == harnessClaude {
+	case harness.InstallPlugin:
 		if opts.Scope == scopeProject {
 			return runInstallClaudeProject(opts)
 		}
@@ -39,6 +40,9 @@ func Install(opts *Options) error {
 	}
 	if err := runInstallStopHook(opts); err != nil {
 		return err
+	}
+	if !layout.Rule {
+		return nil
 	}
 	return installCursorRule(opts)
 }
@@ -160,7 +164,7 @@ func pluginVersion(tree plugin.Tree) string {
 // the settings alone suffice: Claude Code registers the marketplace and
 // installs the plugin on its next starts. Failures are warnings.
 func (o *Options) registerWithClaude(dir string, upgraded bool) {
-	claude := o.lookPath("claude")
+	claude := o.lookPath(o.desc().Binary)
 	if claude == "" {
 		fmt.Fprintln(o.IO.Out, "Claude Code picks the plugin up from the settings when a session starts; restart running sessions.")
 		return
@@ -480,8 +484,8 @@ func installCursorRule(opts *Options) error {
 
 // Uninstall removes what Install wrote for the harness and scope.
 func Uninstall(opts *Options) error {
-	switch opts.Harness {
-	case harnessCodex, harnessGemini:
+	d := opts.desc()
+	if d.Install.Style == harness.InstallPackaged {
 		return uninstallAgentCLI(opts)
 	}
 	path, err := opts.settingsPath()
@@ -494,7 +498,7 @@ func Uninstall(opts *Options) error {
 	}
 	var updated []byte
 	var changes []string
-	if opts.Harness == harnessClaude {
+	if d.Install.Style == harness.InstallPlugin {
 		ran := false
 		if !opts.DryRun && opts.Scope == scopeUser {
 			ran = opts.unregisterWithClaude()
@@ -505,7 +509,7 @@ func Uninstall(opts *Options) error {
 		}
 		updated, changes, err = uninstallClaudePlugin(old, ran)
 	} else {
-		updated, changes, err = uninstallCursorHook(old)
+		updated, changes, err = uninstallFlatHook(old, d.Gate.Event)
 	}
 	if err != nil {
 		return failWith(exitFailed, "loopctl uninstall: %s: %v; fix the file by hand (nothing was written)", path, err)
@@ -528,7 +532,7 @@ func Uninstall(opts *Options) error {
 		fmt.Fprintf(out, "%s: nothing of theloop's to remove\n", path)
 	}
 	switch {
-	case opts.Harness == harnessClaude && opts.Scope == scopeUser:
+	case d.Install.Style == harness.InstallPlugin && opts.Scope == scopeUser:
 		dir, err := opts.marketplaceDir()
 		if err != nil {
 			return err
@@ -543,7 +547,7 @@ func Uninstall(opts *Options) error {
 			}
 			fmt.Fprintf(out, "removed %s\n", dir)
 		}
-	case opts.Harness == harnessCursor && opts.Scope == scopeProject:
+	case d.Install.Rule && opts.Scope == scopeProject:
 		rule := cursorRulePath(filepath.Dir(filepath.Dir(path)))
 		b, err := os.ReadFile(rule)
 		switch {
@@ -568,20 +572,20 @@ func Uninstall(opts *Options) error {
 	return nil
 }
 
-// uninstallCursorHook removes loop-gate from a Cursor hooks.json's
-// hooks.stop.
-func uninstallCursorHook(old []byte) ([]byte, []string, error) {
+// uninstallFlatHook removes loop-gate from a flat hook file's (Cursor's
+// hooks.json) hooks.<event>.
+func uninstallFlatHook(old []byte, event string) ([]byte, []string, error) {
 	root, err := parseObject(old, "the file")
 	if err != nil {
 		return nil, nil, err
 	}
-	removed, err := removeGateHooks(root, "stop", false)
+	removed, err := removeGateHooks(root, event, false)
 	if err != nil || len(removed) == 0 {
 		return old, nil, err
 	}
 	var changes []string
 	for _, cmd := range removed {
-		changes = append(changes, fmt.Sprintf("removed the stop hook %q", plugin.GateInvocation(cmd)))
+		changes = append(changes, fmt.Sprintf("removed the %s hook %q", event, plugin.GateInvocation(cmd)))
 	}
 	return root.render(old), changes, nil
 }
@@ -590,7 +594,7 @@ func uninstallCursorHook(old []byte) ([]byte, []string, error) {
 // through the claude CLI when it is on PATH (best effort); it reports
 // whether the CLI ran.
 func (o *Options) unregisterWithClaude() bool {
-	claude := o.lookPath("claude")
+	claude := o.lookPath(o.desc().Binary)
 	if claude == "" {
 		return false
 	}

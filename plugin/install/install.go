@@ -11,19 +11,16 @@ import (
 	"path/filepath"
 	"strings"
 
+	"github.com/theloop-dev/theloop/harness"
 	"github.com/theloop-dev/theloop/internal/atomicfile"
 	"github.com/theloop-dev/theloop/plugin"
 	"github.com/theloop-dev/theloop/run"
 )
 
-// Harnesses and scopes loopctl install knows.
+// Scopes loopctl install knows (the harnesses are package harness's).
 const (
-	harnessClaude = "claude"
-	harnessCursor = "cursor"
-	harnessCodex  = "codex"
-	harnessGemini = "gemini"
-	scopeUser     = "user"
-	scopeProject  = "project"
+	scopeUser    = "user"
+	scopeProject = "project"
 	// gateBinary is the Stop hook's program name.
 	gateBinary = "loop-gate"
 )
@@ -52,10 +49,8 @@ type Options struct {
 // or scope it does not know, a --command that is not one line (when
 // command), --repo without --scope project.
 func (o *Options) CheckFlags(verb string, command bool) error {
-	switch o.Harness {
-	case harnessClaude, harnessCursor, harnessCodex, harnessGemini:
-	default:
-		return failWith(exitRefused, "loopctl %s: --harness must be claude, cursor, codex or gemini, not %q", verb, o.Harness)
+	if !harness.Known(o.Harness) {
+		return failWith(exitRefused, "loopctl %s: --harness must be %s, not %q", verb, harness.List(harness.Names()), o.Harness)
 	}
 	switch o.Scope {
 	case scopeUser, scopeProject:
@@ -96,7 +91,7 @@ func runInstallStopHook(opts *Options) error {
 	if err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return failWith(exitFailed, "loopctl install: reading %s: %v", path, err)
 	}
-	updated, command, changes, err := installCursorHook(old, want)
+	updated, command, changes, err := installFlatHook(old, opts.desc().Gate.Event, want)
 	if *cmdErr != nil {
 		return *cmdErr
 	}
@@ -129,16 +124,21 @@ func runInstallStopHook(opts *Options) error {
 	return nil
 }
 
+// harnessTitle is how messages name the harness called h.
 func harnessTitle(h string) string {
-	switch h {
-	case harnessCursor:
-		return "Cursor"
-	case harnessCodex:
-		return "Codex CLI"
-	case harnessGemini:
-		return "Gemini CLI"
+	if d := harness.ByName(h); d != nil {
+		return d.Title
 	}
-	return "Claude Code"
+	return harness.Default().Title
+}
+
+// desc is the harness the options name (CheckFlags made sure there is
+// one; the default otherwise).
+func (o *Options) desc() *harness.Descriptor {
+	if d := harness.ByName(o.Harness); d != nil {
+		return d
+	}
+	return harness.Default()
 }
 
 // wantCommand is the command line a hook entry should run, given the one
@@ -165,18 +165,13 @@ func (o *Options) wantCommand(settings string) (func(existing string) string, *e
 
 // settingsPath is the file the harness reads its hooks from, for the scope.
 func (o *Options) settingsPath() (string, error) {
-	rel := filepath.Join(".claude", "settings.json")
-	switch o.Harness {
-	case harnessCursor:
-		rel = filepath.Join(".cursor", "hooks.json")
-	case harnessCodex:
-		rel = filepath.Join(".codex", "hooks.json")
-		// Codex keeps its user layer in $CODEX_HOME when that is set.
-		if ch := o.Env.Getenv("CODEX_HOME"); o.Scope == scopeUser && filepath.IsAbs(ch) {
-			return evalLink(filepath.Join(ch, "hooks.json")), nil
+	layout := o.desc().Install
+	rel := filepath.FromSlash(layout.HookFile)
+	// Codex keeps its user layer in $CODEX_HOME when that is set.
+	if layout.HomeEnv != "" && o.Scope == scopeUser {
+		if ch := o.Env.Getenv(layout.HomeEnv); filepath.IsAbs(ch) {
+			return evalLink(filepath.Join(ch, filepath.Base(rel))), nil
 		}
-	case harnessGemini:
-		rel = filepath.Join(".gemini", "settings.json")
 	}
 	var base string
 	if o.Scope == scopeUser {
@@ -287,9 +282,10 @@ func isGateCommand(cmd string) bool {
 
 // --- editing the harness's JSON ---------------------------------------------
 
-// installCursorHook makes hooks.stop of a Cursor hooks.json run command
-// ({"version":1,"hooks":{"stop":[{"command":...}]}}), the same way.
-func installCursorHook(old []byte, want func(existing string) string) (updated []byte, command string, changes []string, err error) {
+// installFlatHook makes hooks.<event> of a flat hook file (Cursor's
+// hooks.json) run command ({"version":1,"hooks":{"stop":[{"command":...}]}}),
+// the same way.
+func installFlatHook(old []byte, event string, want func(existing string) string) (updated []byte, command string, changes []string, err error) {
 	root, err := parseObject(old, "the file")
 	if err != nil {
 		return nil, "", nil, err
@@ -303,7 +299,7 @@ func installCursorHook(old []byte, want func(existing string) string) (updated [
 	if err != nil {
 		return nil, "", nil, err
 	}
-	entries, err := hooks.array("stop", "hooks.stop")
+	entries, err := hooks.array(event, "hooks."+event)
 	if err != nil {
 		return nil, "", nil, err
 	}
@@ -317,7 +313,7 @@ func installCursorHook(old []byte, want func(existing string) string) (updated [
 			continue
 		}
 		if found {
-			changes = append(changes, fmt.Sprintf("removed a duplicate loop-gate stop hook (%q)", cmd))
+			changes = append(changes, fmt.Sprintf("removed a duplicate loop-gate %s hook (%q)", event, cmd))
 			continue
 		}
 		found = true
@@ -328,18 +324,18 @@ func installCursorHook(old []byte, want func(existing string) string) (updated [
 		}
 		entry.set("command", mustJSON(command))
 		kept = append(kept, entry)
-		changes = append(changes, fmt.Sprintf("stop hook %q → %q", cmd, command))
+		changes = append(changes, fmt.Sprintf("%s hook %q → %q", event, cmd, command))
 	}
 	if !found {
 		command = want("")
 		kept = append(kept, newObject("command", command))
-		changes = append(changes, fmt.Sprintf("added the stop hook %q", command))
+		changes = append(changes, fmt.Sprintf("added the %s hook %q", event, command))
 	}
 	if len(changes) == 0 {
 		return old, command, nil, nil
 	}
 	if len(changes) > before {
-		hooks.set("stop", kept)
+		hooks.set(event, kept)
 		root.set("hooks", hooks)
 	}
 	return root.render(old), command, changes, nil

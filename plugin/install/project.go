@@ -25,18 +25,6 @@ import (
 // Code's plugin with the commands and the skill, the Codex plugin, the
 // Gemini extension) lives in the home directory and is said to live there.
 
-// projectDirVar is the variable each harness sets, in a hook's environment,
-// to the project's root ("" when it has none we rely on).
-func projectDirVar(harness string) string {
-	switch harness {
-	case harnessClaude:
-		return "CLAUDE_PROJECT_DIR"
-	case harnessGemini:
-		return "GEMINI_PROJECT_DIR"
-	}
-	return ""
-}
-
 // projectCommand is the loop-gate command line for a committed file in the
 // repository at root. existing is the command an earlier install wrote
 // ("" when none). A program under the installer's home is refused when
@@ -61,11 +49,13 @@ func (o *Options) projectCommand(root, existing string) (string, error) {
 		return plugin.WithCrashGuard(shellQuoteIfBare(program) + " " + o.Harness), nil
 	}
 	if rel, ok := within(root, unquoted); ok {
-		v := projectDirVar(o.Harness)
+		// The variable the harness sets, in a hook's environment, to the
+		// project's root ("" when it has none we rely on).
+		v := o.desc().Gate.ProjectDirVar
 		if v == "" {
 			return "", failWith(exitRefused, "loopctl install: %s runs hooks from a directory theloop cannot name in %s's hook file; put loop-gate on PATH (the default, \"loop-gate %s\") instead of %s", harnessTitle(o.Harness), harnessTitle(o.Harness), o.Harness, unquoted)
 		}
-		if o.Harness == harnessGemini {
+		if o.desc().Gate.ProjectDirInText {
 			// Gemini replaces $GEMINI_PROJECT_DIR in the command text with the
 			// directory, shell-quoted by itself: no quotes around it.
 			return plugin.WithCrashGuard("$" + v + "/" + shellQuote(filepath.ToSlash(rel)) + " " + o.Harness), nil

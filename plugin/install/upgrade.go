@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"strings"
 
+	"github.com/theloop-dev/theloop/harness"
 	"github.com/theloop-dev/theloop/plugin"
 )
 
@@ -28,20 +29,23 @@ func Installed(env *Env) []string {
 	}
 	var out []string
 	exists := func(p string) bool { _, err := os.Stat(p); return err == nil }
-	if exists(filepath.Join(plugin.MarketplaceDir(env.Getenv, home), plugin.Name, filepath.FromSlash(plugin.ManifestPath))) {
-		out = append(out, harnessClaude)
-	}
-	cursor := &Options{Env: env, Harness: harnessCursor, Scope: scopeUser}
-	if p, err := cursor.settingsPath(); err == nil {
-		if data, err := readBounded(p, 1<<20); err == nil && bytes.Contains(data, []byte(gateBinary)) {
-			out = append(out, harnessCursor)
+	for _, d := range harness.All() {
+		o := &Options{Env: env, Harness: d.Name, Scope: scopeUser}
+		var found bool
+		switch d.Install.Style {
+		case harness.InstallPlugin:
+			found = exists(filepath.Join(plugin.MarketplaceDir(env.Getenv, home), plugin.Name, filepath.FromSlash(plugin.ManifestPath)))
+		case harness.InstallPackaged:
+			found = exists(agentCLIOf(o).packageDir(o, home))
+		default:
+			if p, err := o.settingsPath(); err == nil {
+				data, err := readBounded(p, 1<<20)
+				found = err == nil && bytes.Contains(data, []byte(gateBinary))
+			}
 		}
-	}
-	if exists(plugin.CodexMarketplaceDir(env.Getenv, home)) {
-		out = append(out, harnessCodex)
-	}
-	if exists(plugin.GeminiExtensionDir(home)) {
-		out = append(out, harnessGemini)
+		if found {
+			out = append(out, d.Name)
+		}
 	}
 	return out
 }

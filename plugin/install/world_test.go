@@ -46,3 +46,11 @@ func (w *world) read(t *testing.T, rel ...string) string {
 	require.NoError(t, err)
 	return string(b)
 }
+
+// The shipped harnesses, as the tests name them.
+const (
+	harnessClaude = "claude"
+	harnessCursor = "cursor"
+	harnessCodex  = "codex"
+	harnessGemini = "gemini"
+)

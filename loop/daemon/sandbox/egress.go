@@ -13,6 +13,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	harnesses "github.com/theloop-dev/theloop/harness"
 )
 
 // The world's network (docs/decisions.md §22): a network namespace of its
@@ -34,13 +36,15 @@ func ProxyEnv() []string {
 	return []string{"HTTPS_PROXY=" + u, "HTTP_PROXY=" + u, "https_proxy=" + u, "http_proxy=" + u, "NO_PROXY=", "no_proxy="}
 }
 
-// HarnessHosts are the API hosts each harness reaches by default.
-var HarnessHosts = map[string][]string{
-	"claude": {"api.anthropic.com", "statsig.anthropic.com", "console.anthropic.com", "claude.ai"},
-	"codex":  {"api.openai.com", "chatgpt.com", "auth.openai.com"},
-	"gemini": {"generativelanguage.googleapis.com", "cloudcode-pa.googleapis.com", "oauth2.googleapis.com", "www.googleapis.com"},
-	"cursor": {"api2.cursor.sh", "api.cursor.sh", "repo42.cursor.sh", "api3.cursor.sh"},
-}
+// HarnessHosts are the API hosts each harness reaches by default (its
+// descriptor's Egress).
+var HarnessHosts = func() map[string][]string {
+	out := map[string][]string{}
+	for _, d := range harnesses.All() {
+		out[d.Name] = d.Egress
+	}
+	return out
+}()
 
 // Allowlist decides which host:port a world may reach. An entry is a host
 // (any port 443 or 80), host:port, or *.suffix.

@@ -9,6 +9,8 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+
+	harnesses "github.com/theloop-dev/theloop/harness"
 )
 
 // Worlds confines the sessions one loopd hosts, each in a world of its own
@@ -96,12 +98,13 @@ var proxyNames = []string{"HTTPS_PROXY", "HTTP_PROXY", "https_proxy", "http_prox
 var gitReadOnly = []string{".git/config", ".git/hooks", ".git/info", ".git/objects/info", ".git/commondir", ".git/gitdir"}
 
 // HarnessOf guesses the harness from its program's name, for the egress
-// allowlist: claude, codex, gemini, cursor (cursor-agent); "" otherwise.
+// allowlist: the registered harness whose name the program's starts with
+// (cursor for cursor-agent); "" otherwise.
 func HarnessOf(argv0 string) string {
 	b := filepath.Base(argv0)
-	for _, h := range []string{"claude", "codex", "gemini", "cursor"} {
-		if strings.HasPrefix(b, h) {
-			return h
+	for _, d := range harnesses.All() {
+		if strings.HasPrefix(b, d.Name) {
+			return d.Name
 		}
 	}
 	return ""
@@ -295,7 +298,11 @@ func (w *Worlds) Attach(name string) string {
 }
 
 func (w *Worlds) allowFor(harness string) Allowlist {
-	return append(append(Allowlist{}, HarnessHosts[HarnessOf(harness)]...), w.AllowHosts...)
+	var hosts []string
+	if d := harnesses.ByName(HarnessOf(harness)); d != nil {
+		hosts = d.Egress
+	}
+	return append(append(Allowlist{}, hosts...), w.AllowHosts...)
 }
 
 // ResumeEgress serves name's egress proxy again when its world is still

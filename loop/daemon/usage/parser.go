@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"encoding/json"
 	"time"
+
+	"github.com/theloop-dev/theloop/harness"
 )
 
 // Words a line must hold to be worth decoding (most lines of a record are
@@ -24,11 +26,12 @@ type Parser interface {
 	Line(line []byte) []Turn
 }
 
-// Harness names, as routing.defaultHarness spells them.
-const (
-	HarnessClaude = "claude"
-	HarnessCodex  = "codex"
-	HarnessGemini = "gemini"
+// Harness names, as routing.defaultHarness spells them: the harnesses
+// whose records theloop reads (their descriptors' names).
+var (
+	HarnessClaude = harness.Claude.Name
+	HarnessCodex  = harness.Codex.Name
+	HarnessGemini = harness.Gemini.Name
 )
 
 // NewParser returns the parser for harness's record; false when the

@@ -78,8 +78,8 @@ func ReadModelRouting(h HarnessConfig) (ModelRouting, []string) {
 			harness := k
 			if k == "model" {
 				harness = ""
-			} else if !slices.Contains(CriticHarnesses, k) {
-				warns = append(warns, fmt.Sprintf("%stiers.%s.%s: name a harness (%s) or model (every harness)", where, tier, k, strings.Join(CriticHarnesses, ", ")))
+			} else if !slices.Contains(CriticHarnesses(), k) {
+				warns = append(warns, fmt.Sprintf("%stiers.%s.%s: name a harness (%s) or model (every harness)", where, tier, k, strings.Join(CriticHarnesses(), ", ")))
 				continue
 			}
 			if m == "" || strings.HasPrefix(m, "-") || strings.ContainsAny(m, " \t\n\x00") {

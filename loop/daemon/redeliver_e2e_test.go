@@ -130,3 +130,65 @@ func TestFailedAppHookDeliveryIsRedelivered(t *testing.T) {
 		require.NotContains(t, r.Path, "/issues/events", "the App's hook covers the repository: no repository pass")
 	}
 }
+
+// Every kind the poller would otherwise have to find comes back the same
+// way: a comment, a label and a pull request opened for the item, each sent
+// while loopd was down, are redelivered by the first reconcile pass, reach
+// the agent once each, and are asked for once (issue 34).
+func TestFailedDeliveriesOfEachKindAreRedelivered(t *testing.T) {
+	w := newWorld(t, nil)
+	n := w.openLabeled()
+	w.waitIdle()
+	w.eventually("the session to start", func() bool { return w.spawns() == 1 })
+
+	w.stop()
+	_, err := w.sim.Comment(repoFull, n, human, "written while loopd was down")
+	require.NoError(t, err)
+	require.NoError(t, w.sim.AddLabel(repoFull, n, human, "needs-design-review"))
+	_, err = w.sim.OpenPullRequestWith(repoFull, githubsim.PullRequest{Author: human, Title: "The widget, drafted while loopd was down", Body: "Fixes #" + itoa(n), Head: "issue-" + itoa(n)})
+	require.NoError(t, err)
+	require.NoError(t, w.sim.WaitDeliveries(context.Background()))
+	failed := map[string]string{} // event kind → delivery id
+	for _, d := range w.sim.Deliveries() {
+		if !d.OK() {
+			failed[d.Event] = d.ID
+		}
+	}
+	for _, kind := range []string{"issue_comment", "issues", "pull_request"} {
+		require.NotEmpty(t, failed[kind], "the %s delivery failed while loopd was down", kind)
+	}
+
+	w.cfg.ReconcileInterval = 0 // the reconcile pass runs once, at start
+	w.start()
+	for _, s := range []string{"written while loopd was down", "needs-design-review", "drafted while loopd was down"} {
+		w.eventually("the redelivered "+s+" in a session", func() bool { return strings.Contains(w.received(), s) })
+	}
+	w.waitIdle()
+	asked := w.sim.RedeliveryRequests()
+	require.GreaterOrEqual(t, asked, 3, "one redelivery per failed delivery")
+	for kind, id := range failed {
+		ok := false
+		for _, d := range w.sim.Deliveries() {
+			if d.ID == id && d.Redelivery {
+				ok = d.Status == 202
+			}
+		}
+		require.True(t, ok, "GitHub redelivered the %s delivery and loopd answered 202", kind)
+	}
+	once := func() {
+		t.Helper()
+		got := w.received()
+		for _, s := range []string{"written while loopd was down", "needs-design-review", "drafted while loopd was down"} {
+			require.Equal(t, 1, strings.Count(got, s), "%q reached the agent once\n%s", s, got)
+		}
+		require.Equal(t, 1, w.spawns(), "one session: the pull request went to the item's")
+	}
+	once()
+
+	// Asked once: another start looks again and asks nothing.
+	w.stop()
+	w.start()
+	w.waitIdle()
+	require.Equal(t, asked, w.sim.RedeliveryRequests())
+	once()
+}

@@ -401,7 +401,6 @@ var (
 	ErrLocked = errors.New("another loopd is running on this state root")
 )
 
-
 // IngressConfig is the webhook receiver's configuration as loopd builds it
 // from its own (ingress never reads the operator's file).
 func IngressConfig(cfg Config) ingress.Config {

@@ -9,24 +9,26 @@ import (
 )
 
 // The event kinds theloop knows: GitHub's X-GitHub-Event names, and the
-// name the Jira endpoint gives a Jira comment. Each is spelled here once;
-// every other file names a kind through these constants or reads what it
-// does from the table (KindOf), so routing a new kind is one entry below.
+// name the Jira endpoint gives a Jira comment. The names are spelled once,
+// in integrations/eventkinds.go (below ingress, so that loopctl and the
+// demo's agent name a kind too); every other file names a kind through
+// these constants or reads what it does from the table (KindOf), so
+// routing a new kind is one entry below.
 const (
-	KindIssues                   = "issues"
-	KindIssueComment             = "issue_comment"
-	KindPullRequest              = "pull_request"
-	KindPullRequestTarget        = "pull_request_target"
-	KindPullRequestReview        = "pull_request_review"
-	KindPullRequestReviewComment = "pull_request_review_comment"
-	KindPullRequestReviewThread  = "pull_request_review_thread"
-	KindWorkflowRun              = "workflow_run"
-	KindCheckRun                 = "check_run"
-	KindCheckSuite               = "check_suite"
-	KindStatus                   = "status"
+	KindIssues                   = integrations.EventIssues
+	KindIssueComment             = integrations.EventIssueComment
+	KindPullRequest              = integrations.EventPullRequest
+	KindPullRequestTarget        = integrations.EventPullRequestTarget
+	KindPullRequestReview        = integrations.EventPullRequestReview
+	KindPullRequestReviewComment = integrations.EventPullRequestReviewComment
+	KindPullRequestReviewThread  = integrations.EventPullRequestReviewThread
+	KindWorkflowRun              = integrations.EventWorkflowRun
+	KindCheckRun                 = integrations.EventCheckRun
+	KindCheckSuite               = integrations.EventCheckSuite
+	KindStatus                   = integrations.EventStatus
 	// JiraCommentEvent is the Event.Event of a Jira comment; Action is
 	// created, updated or deleted (from webhookEvent comment_created, …).
-	JiraCommentEvent = "jira_comment"
+	JiraCommentEvent = integrations.EventJiraComment
 )
 
 // providerGitHub is the workitem provider of GitHub's kinds.

@@ -34,7 +34,7 @@ func AppPermissions() map[string]string {
 
 // appEvents are the webhook events those permissions let the App receive
 // that loopd handles.
-var appEvents = []string{"issues", "issue_comment", "pull_request", "pull_request_review", "pull_request_review_comment", "check_run", "check_suite"}
+var appEvents = []string{EventIssues, EventIssueComment, EventPullRequest, EventPullRequestReview, EventPullRequestReviewComment, EventCheckRun, EventCheckSuite}
 
 // AppManifest returns the manifest JSON.
 func AppManifest(o AppManifestOptions) ([]byte, error) {

@@ -12,6 +12,7 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/theloop-dev/theloop/graph"
+	"github.com/theloop-dev/theloop/integrations"
 	"github.com/theloop-dev/theloop/loop"
 	demoagent "github.com/theloop-dev/theloop/loop/demo/agent"
 	"github.com/theloop-dev/theloop/ops"
@@ -197,7 +198,7 @@ func (d *demo) human(body string) {
 	}
 	fmt.Fprintf(d.out, "\n@dana comments: %q\n", firstLine(body))
 	c := d.tickets.Comment(d.ref, "dana", body)
-	rep, err := d.daemon.Advance(d.ctx, d.id, &graph.Event{ID: "demo-" + c.ID, Kind: "issue_comment", Comments: []graph.Comment{c}})
+	rep, err := d.daemon.Advance(d.ctx, d.id, &graph.Event{ID: "demo-" + c.ID, Kind: integrations.EventIssueComment, Comments: []graph.Comment{c}})
 	if err != nil {
 		d.fail(err)
 		return

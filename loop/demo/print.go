@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/theloop-dev/theloop/graph"
+	"github.com/theloop-dev/theloop/integrations"
 	"github.com/theloop-dev/theloop/integrations/githubsim"
 	"github.com/theloop-dev/theloop/loop"
 	"github.com/theloop-dev/theloop/loop/daemon"
@@ -65,7 +66,7 @@ func (p *printer) block(text string, max int) {
 
 // onDelivery prints each webhook the stand-in sends, with loopd's answer.
 func (w *world) onDelivery(d githubsim.Delivery) {
-	if d.Event == "ping" {
+	if d.Event == integrations.EventPing {
 		return
 	}
 	what := d.Event

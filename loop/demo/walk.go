@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/theloop-dev/theloop/graph"
+	"github.com/theloop-dev/theloop/integrations"
 	"github.com/theloop-dev/theloop/loop"
 	demoagent "github.com/theloop-dev/theloop/loop/demo/agent"
 	"github.com/theloop-dev/theloop/sessions"
@@ -192,7 +193,7 @@ func (w *world) redeliver(ctx context.Context) error {
 	}
 	var id string
 	for _, d := range w.sim.Deliveries() {
-		if d.Event == "issue_comment" && d.Sender == Human && !d.Redelivery {
+		if d.Event == integrations.EventIssueComment && d.Sender == Human && !d.Redelivery {
 			id = d.ID
 		}
 	}

@@ -31,6 +31,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/theloop-dev/theloop/integrations"
 	"github.com/theloop-dev/theloop/loop"
 	"github.com/theloop-dev/theloop/loop/api"
 )
@@ -226,7 +227,7 @@ func (k *attacker) post(ctx context.Context, secret string) (int, error) {
 		return 0, err
 	}
 	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("X-GitHub-Event", "issue_comment")
+	req.Header.Set("X-GitHub-Event", integrations.EventIssueComment)
 	req.Header.Set("X-GitHub-Delivery", "forged-"+hex.EncodeToString(id[:]))
 	req.Header.Set("X-Hub-Signature-256", "sha256="+hex.EncodeToString(mac.Sum(nil)))
 	resp, err := (&http.Client{Timeout: 10 * time.Second}).Do(req)

@@ -31,6 +31,10 @@
 //     pastes the text marked as theirs, refuses control keywords and
 //     records who said what in the event log; a reply is never a gate
 //     decision. Anyone else gets no box and a 403 from the route.
+//     The page reloads itself when its item moves on (node or state),
+//     keeping the notice of the operator's last reply; while a reply is
+//     being written it does not reload but says it is behind, so no draft
+//     is lost.
 //     The screen is rendered on the server, not by xterm.js: tmux has
 //     already emulated the terminal, so the browser needs coloured text,
 //     not a terminal emulator — a small SGR parser (ansi.go) instead of a

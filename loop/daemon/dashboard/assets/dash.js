@@ -260,6 +260,34 @@
     });
   }
 
+  // The item moved on (its node or state changed): the page reloads to
+  // show it — unless the operator is writing a reply, whose draft a reload
+  // would throw away; then the page says it is behind and keeps the draft
+  // (sending it loads the new page). A reload keeps the notice of the
+  // operator's last reply (replied, reply-error), which is what they did.
+  function itemMoved(r) {
+    var draft = document.getElementById('reply-message');
+    if (draft && (draft.value !== '' || document.activeElement === draft)) {
+      document.body.setAttribute('data-stale', 'yes');
+      var note = document.getElementById('item-moved');
+      if (!note) {
+        note = document.createElement('p');
+        note.id = 'item-moved';
+        note.className = 'notice';
+        var form = document.getElementById('reply-form');
+        form.parentNode.insertBefore(note, form);
+      }
+      note.textContent = 'This item moved on while you were writing (now ' + (r.node || 'no node') + ', ' + (r.state || '') + '); your draft is kept — send it, or reload the page to see where it stands.';
+      return;
+    }
+    var was = new URLSearchParams(window.location.search), q = new URLSearchParams();
+    q.set('ref', r.ref);
+    ['replied', 'reply-error'].forEach(function (k) { if (was.has(k)) q.set(k, was.get(k)); });
+    // No fragment: a URL that differs from this one only by its fragment
+    // (after a reply, #pane-section) would scroll, not reload.
+    window.location.replace(window.location.pathname + '?' + q.toString());
+  }
+
   function start() {
     var page = document.body.getAttribute('data-page');
     var board = document.getElementById('board');
@@ -289,7 +317,7 @@
       if (board) update(board, r);
       if (page === 'item' && r && r.ref === document.body.getAttribute('data-ref')) {
         if (r.node !== document.body.getAttribute('data-node') || r.state !== document.body.getAttribute('data-state')) {
-          window.location.replace(window.location.pathname + '?ref=' + encodeURIComponent(r.ref));
+          itemMoved(r);
           return;
         }
         updatePRs(r.prs || []);

@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/theloop-dev/theloop/graph"
 	"github.com/theloop-dev/theloop/internal/shortdir"
 	"github.com/theloop-dev/theloop/loop/daemon"
 	"github.com/theloop-dev/theloop/sessions"
@@ -92,7 +93,7 @@ func newDeadWorld(parent, b *testing.B, n int) *deadWorld {
 		}
 	}
 	var gaveUp atomic.Int64
-	d, err := daemon.New(cfg, daemon.Deps{Integrations: nopIntegrations{}, Log: &bytes.Buffer{},
+	d, err := daemon.New(cfg, daemon.Deps{Clock: graph.SystemClock{}, Integrations: nopIntegrations{}, Log: &bytes.Buffer{},
 		Observer: daemon.ObserverFunc(func(o daemon.Observation) {
 			if o.Name == "session.liveness_gave_up" {
 				gaveUp.Add(1)

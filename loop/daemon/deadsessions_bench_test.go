@@ -46,6 +46,9 @@ import (
 // THELOOP_BENCH_CPUPROFILE=FILE writes a CPU profile of the webhook phase.
 func BenchmarkDeadSessions(b *testing.B) {
 	requireTools(b)
+	if testing.Short() {
+		b.Skip("-short: the liveness watch's give-up on 1,000 items takes minutes")
+	}
 	for _, n := range []int{0, 1000} {
 		// The testing package calls a benchmark once with N=1 before its
 		// run: the loopd, given up on its items, is kept for both.

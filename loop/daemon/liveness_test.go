@@ -138,6 +138,7 @@ func TestLivenessWatchLeavesPausedSessionDead(t *testing.T) {
 // probe: run with -bench LivenessRespawn -benchtime 1x.
 func BenchmarkLivenessRespawn(b *testing.B) {
 	w := newWorld(b, func(c *daemon.Config) {
+		landlockOnly(c) // killHarness and paneLive drive loopd's own tmux server
 		c.Liveness = daemon.LivenessConfig{MaxRespawns: 1000, Backoff: time.Millisecond}
 	})
 	n := w.openLabeled()

@@ -88,12 +88,16 @@ func newWorldHooks(t testing.TB, hooks int, edit func(*daemon.Config)) *world {
 	sim, err := githubsim.Start(githubsim.Config{Token: "tok", BotLogin: "theloop-bot"})
 	require.NoError(t, err)
 	t.Cleanup(sim.Close)
-	return buildWorld(t, sim, hooks, edit, func(base string) integrations.Config {
-		return integrations.Config{GitHub: &integrations.GitHubConfig{
-			Transport: integrations.TransportAPI, MaxAttempts: 3, TimeoutSeconds: 10,
-			API: integrations.GitHubAPIConfig{BaseURL: base},
-		}}
-	}, map[string]string{"GH_TOKEN": "tok"})
+	return buildWorld(t, sim, hooks, edit, apiIntegrations, map[string]string{"GH_TOKEN": "tok"})
+}
+
+// apiIntegrations is GitHub through its REST API at base (githubsim's),
+// with the token from GH_TOKEN.
+func apiIntegrations(base string) integrations.Config {
+	return integrations.Config{GitHub: &integrations.GitHubConfig{
+		Transport: integrations.TransportAPI, MaxAttempts: 3, TimeoutSeconds: 10,
+		API: integrations.GitHubAPIConfig{BaseURL: base},
+	}}
 }
 
 // newWorldWith is a world on a githubsim of the test's own, with the

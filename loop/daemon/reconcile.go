@@ -116,7 +116,7 @@ func (d *reconciler) reconcileLoop(ctx context.Context) {
 	}
 	gh := d.cfg.Integrations.GitHub
 	rd := &redeliverer{integ: d.integ, store: d.redeliveries, repos: repos, hookID: d.cfg.WebhookHookID(), path: d.cfg.Webhook.Path, app: gh != nil && gh.App != nil,
-		record: d.emit, now: d.clock.Now, reported: map[string]bool{}} // redeliver.go
+		record: d.emit, now: d.clock.Now, reported: map[string]bool{}, backoff: max(d.cfg.ReconcileInterval, time.Second)} // redeliver.go
 	if rd.path == "" {
 		rd.path = DefaultWebhookPath
 	}

@@ -22,11 +22,17 @@ import (
 // the reconcile pass, at start and every ReconcileInterval) lists, per
 // served repository and hook, the deliveries newer than the last it saw,
 // and asks GitHub to redeliver each one that no attempt answered 2xx —
-// every such delivery once: the request is recorded durably (the queue's
-// handled bucket) before it is made. A pass makes at most
+// every failed attempt once: the request is recorded durably (the queue's
+// handled bucket) before it is made. A redelivery can fail too (the proxy
+// in front of loopd still answers 503; loopd is down again): its attempt
+// is a new one of the same delivery, and it is asked for again, after a
+// doubling back-off (the reconcile interval, then twice that, …), up to
+// redeliverAsksPerDelivery asks; past that the pass gives up on the
+// delivery and says so (reconcile.redelivery_gave_up, with its guid, for
+// an operator to redeliver by hand). A pass makes at most
 // redeliverCallsPerPass requests and stops at a rate limit; what it did not
-// reach waits for the next pass (the last-seen mark moves only past what
-// was handled).
+// reach, and a failed redelivery whose back-off has not passed, wait for a
+// later pass (the last-seen mark moves only past what was handled).
 //
 // The hook is Config.WebhookHookID when set, else the served repository's
 // hooks and their owners' organization hooks whose URL path is the
@@ -44,6 +50,10 @@ import (
 const (
 	redeliverCallsPerPass = 30
 	redeliverPagesPerHook = 3
+	// redeliverAsksPerDelivery bounds the asks for one delivery: with the
+	// back-off doubling from a 30 s reconcile interval, eight asks span an
+	// outage of about two hours.
+	redeliverAsksPerDelivery = 8
 )
 
 // redeliverer is the redelivery pass's state. It is used by one goroutine
@@ -59,6 +69,9 @@ type redeliverer struct {
 	path   string
 	record emitFunc
 	now    func() time.Time
+	// backoff is the wait before a delivery whose redelivery failed is
+	// asked for again; it doubles with each ask (the reconcile interval).
+	backoff time.Duration
 
 	reported map[string]bool // repositories whose hooks could not be read, reported
 	// coverage is, per scope (hookScope.String), whether the last pass
@@ -91,8 +104,8 @@ func (rd *redeliverer) cover(sc hookScope, ok bool) {
 
 // redeliveryStats is what one pass did.
 type redeliveryStats struct {
-	Calls, Listed, Failed, Asked, AlreadyAsked int
-	Stopped                                    string `json:",omitempty"`
+	Calls, Listed, Failed, Asked, AlreadyAsked, Deferred, GaveUp int
+	Stopped                                                      string `json:",omitempty"`
 }
 
 type hookCursor struct {
@@ -272,26 +285,31 @@ func (rd *redeliverer) hook(ctx context.Context, sc hookScope, hook int64, st *r
 	if len(attempts) == 0 {
 		return nil
 	}
+	// A delivery is done with once any attempt was answered 2xx; otherwise
+	// its newest attempt is the one to ask for (an older one was asked for
+	// already, or is superseded by a redelivery that failed).
 	delivered := map[string]bool{}
+	newest := map[string]int64{}
 	for _, a := range attempts {
 		if a.ok {
 			delivered[a.guid] = true
 		}
+		newest[a.guid] = max(newest[a.guid], a.id)
 	}
-	// Oldest first, so that the mark can move up to the last one handled.
+	// Oldest first, so that the mark can move up to the last one handled;
+	// a delivery asked for later holds the mark before it (the later ones
+	// are listed again and found asked for).
 	handled := seen.Newest
-	done := true
-	asked := map[string]bool{}
+	held := false
 	for i := len(attempts) - 1; i >= 0; i-- {
 		a := attempts[i]
-		if !a.ok && !delivered[a.guid] && !asked[a.guid] {
+		if !a.ok && !delivered[a.guid] && a.id == newest[a.guid] {
 			st.Failed++
 			if st.Calls >= redeliverCallsPerPass {
-				done = false
 				break
 			}
-			if err := rd.ask(ctx, sc, hook, a.id, a.guid, a.status, st); err != nil {
-				done = false
+			later, err := rd.ask(ctx, sc, hook, a.id, a.guid, a.status, st)
+			if err != nil {
 				if errors.Is(err, integrations.ErrRateLimited) {
 					st.Stopped = "rate-limited"
 				}
@@ -299,40 +317,81 @@ func (rd *redeliverer) hook(ctx context.Context, sc hookScope, hook int64, st *r
 					graph.Field{Key: "hook_id", Value: hook}, graph.Field{Key: "delivery_id", Value: a.guid}, graph.Field{Key: "error", Value: err.Error()})
 				break
 			}
-			asked[a.guid] = true
+			held = held || later
 		}
-		handled = a.id
+		if !held {
+			handled = a.id
+		}
 	}
-	if !done && handled == seen.Newest {
+	if handled == seen.Newest {
 		return nil
 	}
 	b, _ := json.Marshal(hookCursor{Newest: handled})
 	return rd.store.PutIntent(ctx, ckey, b)
 }
 
+// redeliveryAsk is what the pass recorded of the asks for one delivery.
+type redeliveryAsk struct {
+	Repo    string    `json:"repo"`
+	HookID  int64     `json:"hookId"`
+	Attempt int64     `json:"attempt"` // the failed attempt last asked for
+	At      time.Time `json:"at"`
+	// Asks counts them (records written before asks were counted: one).
+	Asks   int  `json:"asks,omitempty"`
+	GaveUp bool `json:"gaveUp,omitempty"`
+}
+
 // ask records, then requests, the redelivery of one failed attempt — once
-// per delivery guid, whatever happens after.
-func (rd *redeliverer) ask(ctx context.Context, sc hookScope, hook, attempt int64, guid string, status int, st *redeliveryStats) error {
+// per attempt, whatever happens after. A delivery asked for before (its
+// redelivery failed: a newer attempt) is asked again once its back-off has
+// passed (later: not yet; the caller keeps the attempt for a later pass),
+// up to redeliverAsksPerDelivery asks.
+func (rd *redeliverer) ask(ctx context.Context, sc hookScope, hook, attempt int64, guid string, status int, st *redeliveryStats) (later bool, err error) {
 	repo := sc.String()
 	key := "redeliver " + guid
-	if _, ok, err := rd.store.Intent(ctx, key); err != nil {
-		return err
-	} else if ok {
-		st.AlreadyAsked++
-		return nil
+	rec := redeliveryAsk{Repo: repo, HookID: hook, Attempt: attempt, At: rd.now().UTC(), Asks: 1}
+	raw, ok, err := rd.store.Intent(ctx, key)
+	if err != nil {
+		return false, err
 	}
-	b, _ := json.Marshal(map[string]any{"repo": repo, "hookId": hook, "attempt": attempt, "at": rd.now().UTC()})
+	if ok {
+		var prev redeliveryAsk
+		_ = json.Unmarshal(raw, &prev)
+		asks := max(prev.Asks, 1)
+		switch {
+		case prev.GaveUp || attempt <= prev.Attempt:
+			st.AlreadyAsked++
+			return false, nil
+		case asks >= redeliverAsksPerDelivery:
+			prev.GaveUp = true
+			b, _ := json.Marshal(prev)
+			if err := rd.store.PutIntent(ctx, key, b); err != nil {
+				return false, err
+			}
+			st.GaveUp++
+			rd.record("reconcile.redelivery_gave_up", graph.LevelWarning, graph.Field{Key: "repo", Value: repo}, graph.Field{Key: "hook_id", Value: hook},
+				graph.Field{Key: "delivery_id", Value: guid}, graph.Field{Key: "asks", Value: asks}, graph.Field{Key: "status_code", Value: status},
+				graph.Field{Key: "hint", Value: "every redelivery GitHub made of it failed too: redeliver it from the hook's Recent Deliveries once loopd answers"})
+			return false, nil
+		case rd.now().Before(prev.At.Add(rd.backoff << (asks - 1))):
+			st.Deferred++
+			return true, nil
+		}
+		rec.Asks = asks + 1
+	}
+	b, _ := json.Marshal(rec)
 	if err := rd.store.PutIntent(ctx, key, b); err != nil {
-		return err
+		return false, err
 	}
 	st.Calls++
 	args := sc.args()
 	args["hookId"], args["deliveryId"] = int(hook), int(attempt)
 	if _, err := rd.integ.Call(ctx, ops.GitHubRedeliverHookDelivery, args); err != nil {
-		return err
+		return false, err
 	}
 	st.Asked++
 	rd.record("reconcile.redelivery_requested", graph.LevelInfo, graph.Field{Key: "repo", Value: repo}, graph.Field{Key: "hook_id", Value: hook},
-		graph.Field{Key: "delivery_id", Value: guid}, graph.Field{Key: "attempt", Value: strconv.FormatInt(attempt, 10)}, graph.Field{Key: "status_code", Value: status})
-	return nil
+		graph.Field{Key: "delivery_id", Value: guid}, graph.Field{Key: "attempt", Value: strconv.FormatInt(attempt, 10)}, graph.Field{Key: "status_code", Value: status},
+		graph.Field{Key: "ask", Value: rec.Asks})
+	return false, nil
 }

@@ -2,8 +2,16 @@ package daemon_test
 
 import (
 	"context"
+	"maps"
+	"net/http"
+	"net/http/httptest"
+	"net/http/httputil"
+	"net/url"
+	"slices"
 	"strings"
+	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -191,4 +199,98 @@ func TestFailedDeliveriesOfEachKindAreRedelivered(t *testing.T) {
 	w.waitIdle()
 	require.Equal(t, asked, w.sim.RedeliveryRequests())
 	once()
+}
+
+// Deliveries answered 503 while loopd runs — by the reverse proxy in front
+// of it, as while loopd restarts behind one — come back through the running
+// loopd's periodic reconcile pass, not only the pass at start. The proxy
+// still refuses when the first redeliveries arrive, so each of those fails
+// too: each delivery is asked for again once the back-off has passed, a
+// redelivery of each lands, and the comment, the label and the pull
+// request reach the agent once each (issue 34: a 503 is not an event lost;
+// the poller's pass over the tracked item may bring the comment first, and
+// the redelivery is then a duplicate, answered 202 and dropped).
+func TestDeliveriesAnswered503AreRedeliveredUntilOneLands(t *testing.T) {
+	requireTools(t)
+	sim, err := githubsim.Start(githubsim.Config{Token: "tok", BotLogin: "theloop-bot"})
+	require.NoError(t, err)
+	t.Cleanup(sim.Close)
+	var refusing atomic.Bool
+	var loopd atomic.Pointer[httputil.ReverseProxy]
+	front := httptest.NewServer(http.HandlerFunc(func(rw http.ResponseWriter, r *http.Request) {
+		p := loopd.Load()
+		if refusing.Load() || p == nil {
+			rw.Header().Set("Retry-After", "1")
+			http.Error(rw, "upstream restarting", http.StatusServiceUnavailable)
+			return
+		}
+		p.ServeHTTP(rw, r)
+	}))
+	t.Cleanup(front.Close)
+
+	const cycle = 500 * time.Millisecond
+	w := buildWorld(t, sim, 0, func(c *daemon.Config) { c.ReconcileInterval = cycle }, apiIntegrations, map[string]string{"GH_TOKEN": "tok"})
+	u, err := url.Parse(w.d.WebhookURL())
+	require.NoError(t, err)
+	loopd.Store(httputil.NewSingleHostReverseProxy(&url.URL{Scheme: u.Scheme, Host: u.Host}))
+	_, err = sim.AddHook(githubsim.Hook{URL: front.URL + u.Path, Secret: secret})
+	require.NoError(t, err)
+	n := w.openLabeled()
+	w.waitIdle()
+	w.eventually("the session to start", func() bool { return w.spawns() == 1 })
+
+	refusing.Store(true)
+	texts := []string{"written while the proxy answered 503", "needs-design-review", "drafted while the proxy answered 503"}
+	_, err = sim.Comment(repoFull, n, human, texts[0])
+	require.NoError(t, err)
+	require.NoError(t, sim.AddLabel(repoFull, n, human, texts[1]))
+	_, err = sim.OpenPullRequestWith(repoFull, githubsim.PullRequest{Author: human, Title: "The widget, " + texts[2], Body: "Fixes #" + itoa(n), Head: "issue-" + itoa(n)})
+	require.NoError(t, err)
+	require.NoError(t, sim.WaitDeliveries(context.Background()))
+	failed := map[string]string{} // guid → event kind
+	for _, d := range sim.Deliveries() {
+		if !d.OK() {
+			require.Equal(t, http.StatusServiceUnavailable, d.Status)
+			failed[d.ID] = d.Event
+		}
+	}
+	require.ElementsMatch(t, []string{"issue_comment", "issues", "pull_request"}, slices.Collect(maps.Values(failed)))
+
+	// The running loopd's passes ask for each, and GitHub's redeliveries
+	// meet the proxy still refusing.
+	w.eventually("a redelivery of each, refused", func() bool {
+		refused := map[string]bool{}
+		for _, d := range sim.Deliveries() {
+			if d.Redelivery && !d.OK() {
+				refused[d.ID] = true
+			}
+		}
+		return len(refused) == len(failed)
+	})
+
+	refusing.Store(false)
+	for _, s := range texts {
+		w.eventually("the redelivered "+s+" in the session", func() bool { return strings.Contains(w.received(), s) })
+	}
+	w.waitIdle()
+	landed := map[string]bool{}
+	for _, d := range sim.Deliveries() {
+		if d.Redelivery && d.Status == http.StatusAccepted {
+			landed[d.ID] = true
+		}
+	}
+	for id, kind := range failed {
+		require.True(t, landed[id], "a redelivery of the %s delivery reached loopd and was answered 202", kind)
+	}
+
+	// Landed: later passes ask for nothing more, and each reached the
+	// agent once.
+	asked := sim.RedeliveryRequests()
+	require.GreaterOrEqual(t, asked, 2*len(failed), "each asked for, refused, and asked for again")
+	time.Sleep(4 * cycle)
+	require.Equal(t, asked, sim.RedeliveryRequests(), "nothing asked for once every delivery landed")
+	for _, s := range texts {
+		require.Equal(t, 1, strings.Count(w.received(), s), "%q reached the agent once", s)
+	}
+	require.Equal(t, 1, w.spawns(), "one session: the pull request went to the item's")
 }

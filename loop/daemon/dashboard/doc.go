@@ -46,7 +46,10 @@
 //     threshold, throughput per phase per day, blocks by hook — from the
 //     event log, drawn as inline SVG on the server.
 //   - Events (/log): the event log queried by work item, kind and time,
-//     newest first, each row with its raw record (eventlog.go).
+//     newest first, each row with its raw record (eventlog.go); a full
+//     page links the older one with a cursor (until and skip: the events
+//     of the boundary's instant already shown), so events logged in one
+//     instant are neither lost nor shown twice across pages.
 //   - Settings (/settings): the configuration loopd runs with, as
 //     `loopctl config show` prints it, read-only and redacted
 //     (settings.go).

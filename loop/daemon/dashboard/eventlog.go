@@ -34,6 +34,12 @@ type EventQuery struct {
 	Since, Until time.Time
 	// Limit keeps the newest Limit matching events (at least 1).
 	Limit int
+	// Skip, with Until, is the older page's cursor: Until is then inclusive
+	// of its instant, and the Skip newest events at exactly Until are left
+	// out (the newer pages showed them). Events logged in the same instant
+	// (the log's times are often equal to the microsecond) straddle a page
+	// boundary without one being lost or shown twice.
+	Skip int
 }
 
 // EventSearcher is a Source that answers an EventQuery itself, filtering
@@ -97,6 +103,17 @@ func parseEventQuery(q url.Values, now time.Time) (EventQuery, eventForm, []stri
 	out.Since, out.Until = at("since", form.Since), at("until", form.Until)
 	if !out.Since.IsZero() && !out.Until.IsZero() && !out.Since.Before(out.Until) {
 		problems = append(problems, "since is not before until: nothing can match; swap them or widen the window")
+	}
+	if v := strings.TrimSpace(q.Get("skip")); v != "" {
+		n, err := strconv.Atoi(clip(v, maxQueryParam))
+		switch {
+		case err != nil || n < 0 || n > maxEventRows*maxEventRows:
+			problems = append(problems, fmt.Sprintf("skip %q: the older-page link's count of events already shown at until; follow the link again from the newer page", clip(v, 32)))
+		case out.Until.IsZero():
+			problems = append(problems, "skip: it counts events at until; give until too (the older-page link does)")
+		default:
+			out.Skip = n
+		}
 	}
 	if form.Limit != "" {
 		n, err := strconv.Atoi(form.Limit)
@@ -171,6 +188,32 @@ func (d *Dashboard) searchEvents(ctx context.Context, q EventQuery) ([]Event, er
 	return out, nil
 }
 
+// pageEvents is the page's events, oldest first: q's newest Limit, or,
+// with a Skip cursor, the newest Limit at or before Until less the Skip
+// newest at exactly Until.
+func (d *Dashboard) pageEvents(ctx context.Context, q EventQuery) ([]Event, error) {
+	if q.Skip == 0 {
+		return d.searchEvents(ctx, q)
+	}
+	bound := q.Until
+	wide := q
+	wide.Until, wide.Limit, wide.Skip = bound.Add(time.Nanosecond), q.Limit+q.Skip, 0
+	evs, err := d.searchEvents(ctx, wide)
+	if err != nil {
+		return nil, err
+	}
+	for i, drop := len(evs)-1, q.Skip; i >= 0 && drop > 0; i-- {
+		if evs[i].Time.Equal(bound) {
+			evs = append(evs[:i], evs[i+1:]...)
+			drop--
+		}
+	}
+	if len(evs) > q.Limit {
+		evs = evs[len(evs)-q.Limit:]
+	}
+	return evs, nil
+}
+
 // eventRow is one event on the page.
 type eventRow struct {
 	At, Name, Item, ItemPage, Kind, Text, Raw string
@@ -194,7 +237,7 @@ type eventsPage struct {
 func (d *Dashboard) eventLog(w http.ResponseWriter, r *http.Request, _ *session) {
 	q, form, problems := parseEventQuery(r.URL.Query(), d.deps.Now())
 	p := eventsPage{Title: "Events", Form: form, Problems: problems, Limit: q.Limit}
-	evs, err := d.searchEvents(r.Context(), q)
+	evs, err := d.pageEvents(r.Context(), q)
 	if err != nil {
 		w.WriteHeader(http.StatusInternalServerError)
 		p.Error = "reading the event log failed: " + err.Error()
@@ -213,8 +256,21 @@ func (d *Dashboard) eventLog(w http.ResponseWriter, r *http.Request, _ *session)
 	}
 	p.Full = len(evs) >= q.Limit
 	if p.Full && len(evs) > 0 {
+		// The next page ends at this one's oldest instant, less the events
+		// at that instant shown here (and on the pages before, when this
+		// page began at the same instant).
+		oldest, shown := evs[0].Time, 0
+		for _, e := range evs {
+			if e.Time.Equal(oldest) {
+				shown++
+			}
+		}
+		if q.Skip > 0 && oldest.Equal(q.Until) {
+			shown += q.Skip
+		}
 		older := r.URL.Query()
-		older.Set("until", evs[0].Time.UTC().Format(time.RFC3339Nano))
+		older.Set("until", oldest.UTC().Format(time.RFC3339Nano))
+		older.Set("skip", strconv.Itoa(shown))
 		p.Older = "/log?" + older.Encode()
 	}
 	for k := range kinds {

@@ -1,6 +1,7 @@
 package dashboard
 
 import (
+	"fmt"
 	"html/template"
 	"net/http"
 	"net/http/cookiejar"
@@ -212,6 +213,51 @@ func TestEventsAndSettingsNeedALogin(t *testing.T) {
 }
 
 // between is the text of s after the first start, up to end.
+// Events logged in one instant straddle a page boundary: following the
+// older-page links, two at a time, shows each of them once, in order,
+// whether the instant spans one boundary or several (issue 38).
+func TestEventsPageOlderLinksKeepEventsOfOneInstant(t *testing.T) {
+	h := newHarness(t, "dana", []string{"dana"})
+	same := t0.Add(-30 * time.Minute)
+	h.src.events = nil
+	want := []string{}
+	for i := range 7 {
+		at := same
+		switch {
+		case i == 0:
+			at = same.Add(-time.Minute) // one before the instant
+		case i == 6:
+			at = same.Add(time.Minute) // one after it
+		}
+		name := fmt.Sprintf("graph.step-%d", i)
+		h.src.events = append(h.src.events, Event{Time: at, Name: name, WorkItem: "github:o/r#7"})
+		want = append([]string{name}, want...)
+	}
+	c := h.client(t)
+	var seen []string
+	next := "/log?limit=2"
+	for pages := 0; next != ""; pages++ {
+		require.Less(t, pages, 10, "the links end")
+		code, body, _ := get(t, c, h.srv.URL+next)
+		require.Equal(t, http.StatusOK, code, body)
+		require.NotContains(t, body, `id="event-problems"`, body)
+		for _, m := range strings.Split(body, `data-event="`)[1:] {
+			name, _, _ := strings.Cut(m, `"`)
+			seen = append(seen, name)
+		}
+		next = ""
+		if strings.Contains(body, `id="event-older" href="`) {
+			next = strings.ReplaceAll(between(t, body, `id="event-older" href="`, `"`), "&amp;", "&")
+		}
+	}
+	require.Equal(t, want, seen, "every event once, newest first, across the pages")
+
+	// A skip without until is refused, naming both.
+	code, body, _ := get(t, c, h.srv.URL+"/log?skip=2")
+	require.Equal(t, http.StatusOK, code)
+	require.Contains(t, body, "skip: it counts events at until; give until too")
+}
+
 func between(t *testing.T, s, start, end string) string {
 	t.Helper()
 	_, rest, ok := strings.Cut(s, start)

@@ -45,6 +45,9 @@ func TestUsageInARealBrowser(t *testing.T) {
 	require.Equal(t, 11000, evalInt(t, ctx, `Number(document.querySelector('#usage-by-node [data-f=total-tokens]').getAttribute('data-tokens'))`))
 	require.Equal(t, 11000, evalInt(t, ctx, `Number(document.querySelector('#usage-by-node tr[data-node="phase-selection"] [data-f=tokens]').getAttribute('data-tokens'))`))
 	require.Contains(t, value(t, ctx, "usage section", chromedp.Text(chromedp.CSS(`#usage`))), "estimate")
+	// The node's bar is drawn, at full length for the largest node, under
+	// the dashboard's CSP (no inline style: a style attribute was dropped).
+	require.Equal(t, 200, evalInt(t, ctx, `Math.round(document.querySelector('#usage-by-node tr[data-node="phase-selection"] svg.usage-bar rect').getBoundingClientRect().width)`))
 
 	run(t, ctx, "metrics page", chromedp.Navigate(w.d.DashboardURL()+"/metrics"), chromedp.WaitVisible(chromedp.CSS(`#usage-by-day`)))
 	require.Equal(t, 11000, evalInt(t, ctx, `Number(document.querySelector('#usage-by-day tr[data-repo="`+repoFull+`"] [data-f=tokens]').getAttribute('data-tokens'))`))

@@ -297,6 +297,17 @@ func TestSecurityHeadersAndHostGuard(t *testing.T) {
 		require.Contains(t, csp, want)
 	}
 	require.NotContains(t, csp, "unsafe-inline")
+	// Under that policy a style attribute or a <style> element in a page
+	// is dropped by the browser: the templates carry none (a usage bar
+	// once drew at no size); script sets sizes through the CSSOM.
+	tmpls, err := filepath.Glob("templates/*.html")
+	require.NoError(t, err)
+	require.NotEmpty(t, tmpls)
+	for _, f := range tmpls {
+		b, err := os.ReadFile(f)
+		require.NoError(t, err)
+		require.NotRegexp(t, `(?i)\sstyle\s*=|<style[\s>]`, string(b), "%s: an inline style the CSP drops; give the element a class in assets/dash.css, or size an SVG by its attributes", f)
+	}
 	require.Equal(t, "nosniff", hdr.Get("X-Content-Type-Options"))
 	require.Equal(t, "same-origin", hdr.Get("Referrer-Policy"))
 	require.Equal(t, "DENY", hdr.Get("X-Frame-Options"))

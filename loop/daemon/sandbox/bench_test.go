@@ -1,12 +1,15 @@
 package sandbox_test
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"strconv"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -85,7 +88,9 @@ func BenchmarkSpawn(b *testing.B) {
 // its own tmux server, Landlock inside) with today's Landlock-only spawn
 // on loopd's one tmux server, side by side in one run: per spawn, the wall
 // time to a created session (p50 and p99 over b.N), and the CPU of every
-// process it ran (children's rusage).
+// process it ran (children's rusage); then, with five sessions alive, the
+// memory each holds (pss-kB/session: the PSS of their processes, the shared
+// server's included for landlock).
 func BenchmarkSpawnWorld(b *testing.B) {
 	if _, err := exec.LookPath("tmux"); err != nil {
 		b.Skip("tmux is not installed")
@@ -156,8 +161,83 @@ func BenchmarkSpawnWorld(b *testing.B) {
 			b.ReportMetric(q(0.5), "p50-ms")
 			b.ReportMetric(q(0.99), "p99-ms")
 			b.ReportMetric(float64(cpu.Microseconds())/1000/float64(b.N), "child-cpu-ms/spawn")
+
+			// Memory per session: alive sessions at once, the PSS of every
+			// process they hold (landlock: the shared server's share counted
+			// in; a world: its bwrap, its own server, its pane).
+			const alive = 5
+			for i := range alive {
+				if err := tm.Spawn(ctx, sessions.SpawnSpec{Name: fmt.Sprintf("loop-mem-%d", i), Cwd: ws, Argv: []string{"/bin/cat", "-"},
+					RegistryFile: filepath.Join(state, "sessions", "bench.json"), OutboxDir: filepath.Join(state, "outbox", "s")}); err != nil {
+					b.Fatal(err)
+				}
+			}
+			time.Sleep(200 * time.Millisecond) // settled
+			marks := []string{base}
+			if cfg.Socket != "" {
+				marks = append(marks, cfg.Socket)
+			}
+			b.ReportMetric(float64(pssOfProcessesMarked(marks))/alive, "pss-kB/session")
+			for i := range alive {
+				_ = tm.Kill(ctx, fmt.Sprintf("loop-mem-%d", i))
+			}
 		})
 	}
+}
+
+// pssOfProcessesMarked sums the proportional set size (kB) of every
+// process whose command line holds one of marks, and of their descendants.
+func pssOfProcessesMarked(marks []string) int {
+	ents, _ := os.ReadDir("/proc")
+	parent := map[int]int{}
+	roots := map[int]bool{}
+	for _, e := range ents {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil || pid == os.Getpid() {
+			continue
+		}
+		stat, err := os.ReadFile(filepath.Join("/proc", e.Name(), "stat"))
+		if err != nil {
+			continue
+		}
+		// pid (comm) state ppid …: comm may hold spaces, so after the last ")".
+		if i := bytes.LastIndexByte(stat, ')'); i > 0 {
+			if f := strings.Fields(string(stat[i+1:])); len(f) > 1 {
+				parent[pid], _ = strconv.Atoi(f[1])
+			}
+		}
+		cmd, _ := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline"))
+		for _, m := range marks {
+			if bytes.Contains(cmd, []byte(m)) {
+				roots[pid] = true
+			}
+		}
+	}
+	in := func(pid int) bool {
+		for p := pid; p > 1; p = parent[p] {
+			if roots[p] {
+				return true
+			}
+		}
+		return false
+	}
+	total := 0
+	for pid := range parent {
+		if !in(pid) {
+			continue
+		}
+		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/smaps_rollup", pid))
+		if err != nil {
+			continue
+		}
+		for _, line := range strings.Split(string(b), "\n") {
+			if rest, ok := strings.CutPrefix(line, "Pss:"); ok {
+				n, _ := strconv.Atoi(strings.TrimSuffix(strings.TrimSpace(rest), " kB"))
+				total += n
+			}
+		}
+	}
+	return total
 }
 
 func tv(t syscall.Timeval) time.Duration {

@@ -108,3 +108,23 @@ func Tmux(t testing.TB) string {
 	})
 	return sock
 }
+
+// TmuxName is a fresh name for a tmux server selected by name (tmux -L
+// prefix-…), for a test whose server must live where tmux keeps named
+// servers' sockets ($TMUX_TMPDIR or /tmp, then tmux-<uid>/). When the test
+// ends the server is killed and its socket file removed: tmux leaves the
+// file behind when its server exits.
+func TmuxName(t testing.TB, prefix string) string {
+	t.Helper()
+	name := prefix + "-" + strconv.Itoa(os.Getpid()) + "-" + strconv.FormatInt(time.Now().UnixNano()%1e9, 36)
+	dir := os.Getenv("TMUX_TMPDIR")
+	if dir == "" {
+		dir = "/tmp"
+	}
+	sock := filepath.Join(dir, "tmux-"+strconv.Itoa(os.Getuid()), name)
+	t.Cleanup(func() {
+		_ = exec.Command("tmux", "-L", name, "kill-server").Run()
+		_ = os.Remove(sock)
+	})
+	return name
+}

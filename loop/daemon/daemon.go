@@ -284,6 +284,10 @@ func (d *Daemon) Run(ctx context.Context) (err error) {
 			d.tmux.Close() // its control client (after the dispatcher drained)
 			if d.worlds.egress != nil {
 				_ = d.worlds.egress.Close()
+				// The worlds' root outside the state root goes with the last
+				// world (an empty directory; a world that outlives loopd keeps
+				// it, and the next start finds it).
+				_ = os.Remove(d.worlds.worldsRoot())
 			}
 		}
 		d.notifier.Close() // before the logs its outcomes go to

@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/theloop-dev/theloop/internal/shortdir"
 	"github.com/theloop-dev/theloop/loop/daemon/sandbox"
 	"github.com/theloop-dev/theloop/run"
 	"github.com/theloop-dev/theloop/sessions"
@@ -51,8 +52,7 @@ func BenchmarkSpawn(b *testing.B) {
 				c = cf
 			}
 			cfg := sessions.DefaultTmuxConfig()
-			cfg.Socket = fmt.Sprintf("sbxb-%d-%d", os.Getpid(), time.Now().UnixNano()%1e6)
-			defer exec.Command("tmux", "-L", cfg.Socket, "kill-server").Run()
+			cfg.Socket = shortdir.TmuxName(b, "sbxb") // killed, its socket file removed, after the run
 			tm, err := sessions.NewConfinedTmux(cfg, run.Exec{}, c)
 			if err != nil {
 				b.Fatal(err)
@@ -116,8 +116,7 @@ func BenchmarkSpawnWorld(b *testing.B) {
 			cf := &sandbox.Confiner{Self: self, StateRoot: state, WorkspaceRoot: ws, OutboxRoot: filepath.Join(state, "outbox"), Home: filepath.Join(base, "home")}
 			var c sessions.Confinement = cf
 			cfg := sessions.DefaultTmuxConfig()
-			cfg.Socket = fmt.Sprintf("sbxw-%d-%d", os.Getpid(), time.Now().UnixNano()%1e6)
-			defer exec.Command("tmux", "-L", cfg.Socket, "kill-server").Run()
+			cfg.Socket = shortdir.TmuxName(b, "sbxw") // killed, its socket file removed, after the run
 			if mode == "world" {
 				wd := &sandbox.Worlds{Confiner: cf, Root: filepath.Join(base, "w")}
 				if err := wd.Prepare(); err != nil {

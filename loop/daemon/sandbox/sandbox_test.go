@@ -15,6 +15,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/theloop-dev/theloop/internal/shortdir"
 	"github.com/theloop-dev/theloop/loop/daemon/sandbox"
 	"github.com/theloop-dev/theloop/run"
 	"github.com/theloop-dev/theloop/sessions"
@@ -136,7 +137,7 @@ func newFixture(t *testing.T, off bool) *fixture {
 		OutboxRoot: filepath.Join(f.state, "outbox"),
 		Home:       filepath.Join(base, "home"), Executables: []string{filepath.Join(base, "bin", "harness")}, Off: off}
 	require.NoError(t, c.Prepare())
-	f.socket = fmt.Sprintf("sbx-%d-%d", os.Getpid(), time.Now().UnixNano()%1e6)
+	f.socket = shortdir.TmuxName(t, "sbx") // killed, its socket file removed, when the test ends
 	cfg := sessions.DefaultTmuxConfig()
 	cfg.Socket = f.socket
 	cfg.TempDir = t.TempDir()
@@ -147,7 +148,6 @@ func newFixture(t *testing.T, off bool) *fixture {
 	tmuxRunner := run.Exec{Environ: func() []string { return sandbox.ChildEnv(os.Environ(), c.AgentEnv) }}
 	f.tm, err = sessions.NewConfinedTmux(cfg, tmuxRunner, c)
 	require.NoError(t, err)
-	t.Cleanup(func() { _ = exec.Command("tmux", "-L", f.socket, "kill-server").Run() })
 	return f
 }
 

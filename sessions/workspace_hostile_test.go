@@ -122,6 +122,15 @@ func TestWorkspaceGitNeverRunsWhatTheAgentPlanted(t *testing.T) {
 		"diff.external": func(evil, _ string) plant {
 			return plant{config: "[diff]\n\texternal = " + evil + "\n", files: map[string]string{"README.md": "changed\n"}, trigger: []string{"diff"}}
 		},
+		"core.editor": func(evil, _ string) plant {
+			return plant{config: "[core]\n\teditor = " + evil + "\n[sequence]\n\teditor = " + evil + "\n", trigger: []string{"commit", "--allow-empty"}}
+		},
+		"gpg.program and commit.gpgSign": func(evil, _ string) plant {
+			return plant{config: "[gpg]\n\tprogram = " + evil + "\n[commit]\n\tgpgSign = true\n[log]\n\tshowSignature = true\n", trigger: []string{"commit", "--allow-empty", "-m", "signed"}}
+		},
+		"protocol.allow and an ext:: remote": func(evil, _ string) plant {
+			return plant{config: "[protocol]\n\tallow = always\n[protocol \"ext\"]\n\tallow = always\n", trigger: []string{"ls-remote", "ext::" + evil}}
+		},
 		"credential.helper": func(evil, _ string) plant {
 			return plant{
 				config:  "[credential]\n\thelper = !" + evil + "\n[credential \"https://127.0.0.1\"]\n\thelper = !" + evil + "\n[http]\n\tsslVerify = false\n",

@@ -90,6 +90,15 @@ func TestInstallAgentCLIs(t *testing.T) {
 				require.FileExists(t, filepath.Join(tc.pkg(w), tc.manifest))
 				require.Contains(t, w.out.String(), path+": added the "+tc.event+" hook "+fmt.Sprintf("%q", plugin.GateCommand("loop-gate", tc.harness)))
 				require.Contains(t, w.err.String(), "loop-gate is not on PATH")
+				// A project layer loads only in a folder the user trusted:
+				// the install says so, naming the file and the folder, and
+				// only for that scope.
+				if scope == scopeProject {
+					require.Contains(t, w.err.String(), "warning: "+fmt.Sprintf(harness.ByName(tc.harness).Install.ProjectNote, path, w.repo))
+				} else {
+					require.NotContains(t, w.err.String(), "only for a project it trusts")
+					require.NotContains(t, w.err.String(), "only in a folder it trusts")
+				}
 
 				// A second install changes nothing.
 				w.out.Reset()

@@ -15,6 +15,7 @@ import (
 
 	"github.com/theloop-dev/theloop/graph"
 	"github.com/theloop-dev/theloop/internal/octokit"
+	"github.com/theloop-dev/theloop/internal/required"
 )
 
 // Every example payload of @octokit/webhooks-examples for the events loopd
@@ -24,7 +25,7 @@ import (
 func TestContractWebhookExamplesThroughReceiverAndRouter(t *testing.T) {
 	path, ok := octokit.WebhooksFile()
 	if !ok {
-		t.Skip(octokit.SkipReason("@octokit/webhooks-examples", octokit.WebhooksEnv))
+		required.Skip(t, "octokit-webhooks", octokit.SkipReason("@octokit/webhooks-examples", octokit.WebhooksEnv))
 	}
 	examples, err := octokit.LoadExamples(path, DefaultEvents()...)
 	require.NoError(t, err)

@@ -11,6 +11,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/theloop-dev/theloop/internal/required"
 	"github.com/theloop-dev/theloop/plugin"
 )
 
@@ -314,7 +315,7 @@ func claudeCLI(t *testing.T) string {
 	t.Helper()
 	p, err := exec.LookPath("claude")
 	if err != nil {
-		t.Skip("the claude CLI is not on PATH: npm install @anthropic-ai/claude-code and put node_modules/.bin on PATH (.ci/run does) to validate the plugin with the real client")
+		required.Skip(t, "claude", "the claude CLI is not on PATH: npm install @anthropic-ai/claude-code and put node_modules/.bin on PATH (.ci/run does) to validate the plugin with the real client")
 	}
 	return p
 }

@@ -23,6 +23,7 @@ import (
 	"github.com/theloop-dev/theloop/graph"
 	"github.com/theloop-dev/theloop/integrations"
 	"github.com/theloop-dev/theloop/internal/octokit"
+	"github.com/theloop-dev/theloop/internal/required"
 	"github.com/theloop-dev/theloop/ops"
 )
 
@@ -70,7 +71,7 @@ func loadSpec(t *testing.T) *octokit.Spec {
 	t.Helper()
 	p, ok := octokit.OpenAPIFile()
 	if !ok {
-		t.Skip(octokit.SkipReason("@octokit/openapi", octokit.OpenAPIEnv))
+		required.Skip(t, "octokit-openapi", octokit.SkipReason("@octokit/openapi", octokit.OpenAPIEnv))
 	}
 	spec, err := octokit.Load(p)
 	require.NoError(t, err)

@@ -13,6 +13,8 @@ import (
 	"os/exec"
 	"path/filepath"
 	"testing"
+
+	"github.com/theloop-dev/theloop/internal/required"
 )
 
 // Find returns the CLI name: on PATH, else in .ci/run's tools cache
@@ -35,7 +37,7 @@ func Find(t testing.TB, name, cacheDir string) string {
 	}
 	p := filepath.Join(cache, cacheDir, "node_modules", ".bin", name)
 	if _, err := os.Stat(p); err != nil {
-		t.Skipf("the %s CLI is not installed (not on PATH, not in %s): its real-client test is skipped; .ci/run installs it with npm", name, filepath.Dir(filepath.Dir(filepath.Dir(p))))
+		required.Skip(t, name, fmt.Sprintf("the %s CLI is not installed (not on PATH, not in %s): its real-client test is skipped; .ci/run installs it with npm", name, filepath.Dir(filepath.Dir(filepath.Dir(p)))))
 	}
 	return p
 }

@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/theloop-dev/theloop/harness"
+	"github.com/theloop-dev/theloop/internal/required"
 	"github.com/theloop-dev/theloop/plugin"
 )
 
@@ -188,7 +189,7 @@ func realCLI(t *testing.T, name, pkg string) string {
 	t.Helper()
 	p, err := exec.LookPath(name)
 	if err != nil {
-		t.Skipf("the %s CLI is not on PATH: npm install %s and put node_modules/.bin on PATH (.ci/run does) to check the installation with the real client", name, pkg)
+		required.Skip(t, name, fmt.Sprintf("the %s CLI is not on PATH: npm install %s and put node_modules/.bin on PATH (.ci/run does) to check the installation with the real client", name, pkg))
 	}
 	return p
 }

@@ -320,3 +320,36 @@ func TestUsageSurvivesARestart(t *testing.T) {
 	time.Sleep(200 * time.Millisecond) // a few polls more: nothing counted twice
 	require.Equal(t, int64(2), total())
 }
+
+// A cap in estimated cost (routing.budget.item.cost) works as a cap in
+// tokens does: the first turn, past warnAt of it, warns on the ticket; the
+// second reaches it and pauses the session with the cap's comment; the
+// report says capped, in cost.
+func TestUsageCostCapPausesTheSession(t *testing.T) {
+	const rate = (1000*3 + 200*15 + 300*3.75 + 4000*0.3) / 1e6 // one turn's estimate, in dollars
+	w := newWorld(t, func(c *daemon.Config) {
+		c.Usage = daemon.UsageConfig{Poll: 50 * time.Millisecond,
+			Rates:  usage.Rates{"claude-sonnet-4-5": {Input: 3, Output: 15, CacheWrite: 3.75, CacheRead: 0.3}},
+			Budget: loop.BudgetSettings{WarnAt: 0.5, ItemCost: 1.5 * rate}}
+	})
+	usageHarness(t, w)
+	ctx := context.Background()
+	cl := api.NewSocketClient(w.d.ControlSocket())
+	n := w.openLabeled()
+	ref := w.item(n).String()
+
+	w.eventually("the warning on the ticket", func() bool { return w.commentContains(n, "budget warning") })
+	require.Equal(t, sessions.StatusActive, w.status(n), "warned, not paused: one turn is under the cap")
+	_, err := w.sim.Comment(repoFull, n, human, "the-loop execute")
+	require.NoError(t, err)
+	w.eventually("the session paused at its cost cap", func() bool { return w.status(n) == sessions.StatusPaused })
+	w.eventually("the cap's comment on the ticket", func() bool { return w.commentContains(n, "paused at its budget cap") })
+	rep, err := cl.Usage(ctx, api.UsageQuery{Item: ref})
+	require.NoError(t, err)
+	require.NotNil(t, rep.Budget)
+	require.Equal(t, "capped", rep.Budget.State)
+	require.NotNil(t, rep.Total.Cost)
+	require.GreaterOrEqual(t, *rep.Total.Cost, 1.5*rate, "capped at or past the cost cap")
+	require.Equal(t, 1, w.count("session.budget_capped"))
+	require.Equal(t, 1, w.count("session.budget_warning"), "one warning")
+}

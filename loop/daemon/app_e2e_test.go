@@ -134,3 +134,32 @@ func TestASubmittedReviewDecidesTheGate(t *testing.T) {
 	require.NotNil(t, dec.Signature)
 	w.waitIdle()
 }
+
+// A review that requests changes, by the authorized reviewer, decides the
+// gate the other way: changes-requested, signed, with the rule, and the
+// item goes back to requirements-definition; a stranger's does nothing.
+func TestAReviewRequestingChangesSendsTheItemBack(t *testing.T) {
+	w := newWorld(t, nil)
+	n := w.toRequirementsApproval()
+	w.pushBranch("feature-widget")
+	pr, err := w.sim.OpenPullRequestWith(repoFull, githubsim.PullRequest{Author: human, Title: "Widget", Body: fmt.Sprintf("Fixes #%d", n), Head: "feature-widget"})
+	require.NoError(t, err)
+	w.waitIdle()
+
+	_, err = w.sim.AddReview(repoFull, pr.Number, githubsim.Review{Author: stranger, State: "CHANGES_REQUESTED", Body: "no"})
+	require.NoError(t, err)
+	w.waitIdle()
+	w.requireAtGate(n, "a stranger's review decides nothing")
+
+	rv, err := w.sim.AddReview(repoFull, pr.Number, githubsim.Review{Author: human, State: "CHANGES_REQUESTED", Body: "The acceptance criteria miss the empty case."})
+	require.NoError(t, err)
+	w.eventually("the item to go back on the review", func() bool { return w.state(n).CurrentNode == "requirements-definition" })
+	dec, ok := w.state(n).Decisions.Get("requirements-approval")
+	require.True(t, ok)
+	require.Equal(t, "changes-requested", dec.Outcome)
+	require.Equal(t, "@"+human, dec.By)
+	require.Equal(t, fmt.Sprint(rv.ID), dec.Comment)
+	require.Equal(t, ingress.RuleAuthorizedUsers, dec.Rule)
+	require.NotNil(t, dec.Signature)
+	w.waitIdle()
+}

@@ -80,6 +80,9 @@ type Daemon struct {
 	scrub *scrub.Scrubber
 	// harness is the harnesses loopd hosts (harness.go).
 	harness *harnesses
+	// shown is the settings as the last reload read them, for the Settings
+	// page (nil: as loopd started; dashboard.go).
+	shown atomic.Pointer[shownSettings]
 
 	ready chan struct{}
 	addr  string

@@ -146,7 +146,7 @@ func (d *Daemon) startDashboard() (func(), error) {
 		Operator: d.cfg.Dashboard.Operator, AuthorizedUsers: d.cfg.Routing.AuthorizedUsers, StuckAfter: d.cfg.Dashboard.StuckAfter,
 		EventLog: d.cfg.EventLog.Path, Banner: d.worlds.undefendedWarning(), WebTerminal: d.cfg.Routing.WebTerminal,
 	}, dashboard.Deps{Source: src, Poster: poster, Panes: dashPanes{d}, MayAct: d.desk.operatorMayAct, Now: d.deps.Clock.Now, Log: logw, Layout: dashboardLayout(d.deps.Path, d.cfg.StateRoot, d.logf),
-		Settings: src.settings, Scrub: d.scrub.String})
+		Settings: src.settings, SettingsNote: src.settingsNote, Scrub: d.scrub.String})
 	if err != nil {
 		src.close()
 		return func() {}, err
@@ -782,12 +782,39 @@ func (s *dashSource) read(q loop.EventQuery) ([]dashboard.Event, error) {
 	return out, nil
 }
 
+// shownSettings is the settings as one reload read them from the file:
+// the rows, when, and the keys that reload could not apply (they run with
+// their earlier values until a restart).
+type shownSettings struct {
+	rows    []loop.ShownSetting
+	at      time.Time
+	pending []string
+}
+
+// settingsNote is the Settings page's line about the last reload ("" when
+// there was none).
+func (s *dashSource) settingsNote() string {
+	v := s.d.shown.Load()
+	if v == nil {
+		return ""
+	}
+	note := "Reloaded at " + v.at.UTC().Format("2006-01-02 15:04:05 UTC") + ": the values below are the file's as that reload read them."
+	if len(v.pending) > 0 {
+		note += " Not applied until loopd restarts (these still run with their earlier values): " + strings.Join(v.pending, "; ") + "."
+	}
+	return note
+}
+
 // settings are the Settings page's rows: the resolved settings
-// as `loopctl config show` prints them, and whether each variable a
-// credential is read from is set (never its value).
+// as `loopctl config show` prints them — as loopd started, or as its last
+// reload read them — and whether each variable a credential is read from
+// is set (never its value).
 func (s *dashSource) settings() []dashboard.Setting {
 	d := s.d
 	shown := d.cfg.Settings.Shown()
+	if v := d.shown.Load(); v != nil {
+		shown = v.rows
+	}
 	rows := make([]dashboard.Setting, 0, len(shown)+len(d.cfg.SecretEnvNames))
 	for _, r := range shown {
 		rows = append(rows, dashboard.Setting{Key: r.Key, Value: r.Value, Source: string(r.Source)})

@@ -2,6 +2,7 @@ package daemon
 
 import (
 	"fmt"
+	"slices"
 	"sync"
 	"sync/atomic"
 
@@ -158,6 +159,7 @@ func (d *Daemon) Reload(next Config) (ReloadResult, error) {
 	if applied == nil {
 		applied = []string{}
 	}
+	d.shown.Store(&shownSettings{rows: next.Settings.Shown(), at: d.deps.Clock.Now(), pending: slices.Clone(df.NeedRestart)})
 	d.emit("config.reloaded", graph.LevelInfo, graph.Field{Key: "applied", Value: applied}, graph.Field{Key: "need_restart", Value: df.NeedRestart})
 	return df.ReloadResult, nil
 }

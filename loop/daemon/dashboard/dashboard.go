@@ -80,6 +80,9 @@ type Deps struct {
 	// Settings lists the configuration loopd runs with, as `loopctl config
 	// show` prints it, for the Settings page (settings.go; nil: none).
 	Settings func() []Setting
+	// SettingsNote is a line the Settings page shows above its rows (a
+	// reload: when, and what waits for a restart); nil or "": none.
+	SettingsNote func() string
 	// Scrub removes known secrets from text the Settings page shows (nil:
 	// the token shapes only).
 	Scrub func(string) string

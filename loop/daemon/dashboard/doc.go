@@ -52,7 +52,8 @@
 //     instant are neither lost nor shown twice across pages.
 //   - Settings (/settings): the configuration loopd runs with, as
 //     `loopctl config show` prints it, read-only and redacted
-//     (settings.go).
+//     (settings.go); after a reload, the file as that reload read it, and
+//     a line naming the keys that wait for a restart.
 //
 // The graph picture is laid out here, not by Graphviz. A layered layout
 // of our own (longest-path layers over the forward edges, back edges found

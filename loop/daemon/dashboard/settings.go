@@ -95,6 +95,7 @@ type settingsPage struct {
 	Rows   []shownSetting
 	Filter string
 	Total  int
+	Note   string
 }
 
 // settings renders the Settings page, optionally filtered by a key prefix
@@ -106,6 +107,12 @@ func (d *Dashboard) settings(w http.ResponseWriter, r *http.Request, _ *session)
 		rows = d.deps.Settings()
 	}
 	p.Total = len(rows)
+	if d.deps.SettingsNote != nil {
+		p.Note = clip(d.deps.SettingsNote(), 4000)
+		if d.deps.Scrub != nil {
+			p.Note = d.deps.Scrub(p.Note)
+		}
+	}
 	for _, s := range rows {
 		if p.Filter != "" && !strings.Contains(strings.ToLower(s.Key), strings.ToLower(p.Filter)) {
 			continue

@@ -36,6 +36,7 @@ func TestWithoutBubblewrapLoopdRefusesToSpawn(t *testing.T) {
 	w.waitIdle()
 	w.eventually("the spawn refused", func() bool { return len(find(w, "session.spawn_failed")) > 0 })
 	require.Zero(t, w.spawns(), "no agent ran")
+	require.Len(t, find(w, "session.spawn_failed"), 1, "refused once: no retry meets anything else")
 	why := strings.Join(find(w, "session.spawn_failed"), "\n")
 	require.Contains(t, why, "refusing to spawn an agent session")
 	require.Contains(t, why, "apt-get install bubblewrap", "the refusal names the fix")

@@ -169,6 +169,13 @@ func (d *agentWorlds) undefendedWarning() string {
 // refusedConfinement refuses every spawn with why.
 type refusedConfinement struct{ err error }
 
+// spawnRefused reports whether err is a spawn refused for want of the
+// sandbox (bubblewrap and user namespaces, or Landlock): nothing a retry
+// changes until the operator installs it or chooses routing.sandbox.
+func spawnRefused(err error) bool {
+	return errors.Is(err, sandbox.ErrNoBubblewrap) || errors.Is(err, sandbox.ErrNoLandlock)
+}
+
 func (r refusedConfinement) Server([]string) ([]string, error) { return nil, r.err }
 func (r refusedConfinement) Harness(string, string, string, []string) ([]string, error) {
 	return nil, r.err

@@ -257,6 +257,27 @@ func (d *Daemon) logf(format string, args ...any) {
 	fmt.Fprintf(d.deps.Log, "loopd: "+format+"\n", args...)
 }
 
+// closeBuilt closes what build opened, once the pipeline has stopped: the
+// tmux control client, the egress proxy, the notifier, then the logs its
+// outcomes go to.
+func (d *Daemon) closeBuilt() {
+	if d.tmux != nil {
+		d.tmux.Close() // its control client (after the dispatcher drained)
+		if d.worlds.egress != nil {
+			_ = d.worlds.egress.Close()
+			// The worlds' root outside the state root goes with the last
+			// world (an empty directory; a world that outlives loopd keeps
+			// it, and the next start finds it).
+			_ = os.Remove(d.worlds.worldsRoot())
+		}
+	}
+	d.notifier.Close() // before the logs its outcomes go to
+	if d.elog != nil {
+		d.elog.Close()
+	}
+	d.audit.Close()
+}
+
 // Run runs the daemon until ctx is cancelled, then drains and stops. It
 // may be called once.
 func (d *Daemon) Run(ctx context.Context) (err error) {
@@ -282,23 +303,7 @@ func (d *Daemon) Run(ctx context.Context) (err error) {
 		d.notifier.Close()
 		return err
 	}
-	defer func() {
-		if d.tmux != nil {
-			d.tmux.Close() // its control client (after the dispatcher drained)
-			if d.worlds.egress != nil {
-				_ = d.worlds.egress.Close()
-				// The worlds' root outside the state root goes with the last
-				// world (an empty directory; a world that outlives loopd keeps
-				// it, and the next start finds it).
-				_ = os.Remove(d.worlds.worldsRoot())
-			}
-		}
-		d.notifier.Close() // before the logs its outcomes go to
-		if d.elog != nil {
-			d.elog.Close()
-		}
-		d.audit.Close()
-	}()
+	defer d.closeBuilt()
 
 	host, _ := os.Hostname()
 	q, srv, disp, err := d.buildPipeline(ctx, host+":"+root) // pipeline.go

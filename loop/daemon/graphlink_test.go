@@ -127,6 +127,9 @@ func newLinkFixture(t *testing.T, origin string, edit func(*Config)) *linkFixtur
 	require.NoError(t, err)
 	require.NoError(t, os.MkdirAll(cfg.StateRoot, 0o700))
 	require.NoError(t, d.build())
+	// Closed before the short directory goes: a log flushed after it would
+	// make its directory again.
+	t.Cleanup(d.closeBuilt)
 	fx.d = d
 	fx.item, err = workitem.Parse("github:octo/demo#7")
 	require.NoError(t, err)

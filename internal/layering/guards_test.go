@@ -181,3 +181,60 @@ func walkGo(root string, fn func(path, rel string, test bool) error) error {
 		return fn(path, filepath.ToSlash(rel), strings.HasSuffix(name, "_test.go"))
 	})
 }
+
+// environOK are the production files that may hand os.Environ() on as it
+// is, each for a program of loopd's or the user's own, never the agent's.
+var environOK = map[string]string{
+	"cmd/loopd/restart.go":            "loopd re-executes itself",
+	"loop/daemon/sandbox/scrub.go":    "loopd rewrites its own environment block, it starts nothing",
+	"run/env.go":                      "InheritEnv: the named way to pass everything, for the user's own CLI",
+	"internal/procbench/procbench.go": "benchmark support: builds test programs",
+}
+
+// Every program loopd starts gets an allowlisted environment (decision
+// 22): outside environOK, os.Environ() is only ever the first argument of
+// an allowlist — sandbox.Env, sandbox.ChildEnv or run.AllowedEnv.
+func TestEnvironIsAllowlistedBeforeItIsPassedOn(t *testing.T) {
+	root := moduleRoot(t)
+	fset := token.NewFileSet()
+	allowlists := map[string]bool{"Env": true, "ChildEnv": true, "AllowedEnv": true}
+	found := 0
+	err := walkGo(root, func(path, rel string, test bool) error {
+		if test {
+			return nil
+		}
+		f, err := parser.ParseFile(fset, path, nil, parser.SkipObjectResolution)
+		if err != nil {
+			return err
+		}
+		filtered := map[ast.Node]bool{}
+		ast.Inspect(f, func(n ast.Node) bool {
+			call, ok := n.(*ast.CallExpr)
+			if !ok {
+				return true
+			}
+			name := ""
+			switch fn := call.Fun.(type) {
+			case *ast.Ident:
+				name = fn.Name
+			case *ast.SelectorExpr:
+				name = fn.Sel.Name
+			}
+			if allowlists[name] && len(call.Args) > 0 {
+				filtered[call.Args[0]] = true
+			}
+			if sel, ok := call.Fun.(*ast.SelectorExpr); ok && sel.Sel.Name == "Environ" {
+				if id, ok := sel.X.(*ast.Ident); ok && id.Name == "os" {
+					found++
+					if _, ok := environOK[filepath.ToSlash(rel)]; !ok && !filtered[call] {
+						t.Errorf("%s:%d passes os.Environ() on unfiltered: give the program sandbox.ChildEnv / run.AllowedEnv(os.Environ(), <the names it needs>)", rel, fset.Position(call.Pos()).Line)
+					}
+				}
+			}
+			return true
+		})
+		return nil
+	})
+	require.NoError(t, err)
+	require.Greater(t, found, 3, "the walk met the module's os.Environ() calls")
+}

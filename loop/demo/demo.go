@@ -540,7 +540,7 @@ func (w *world) close() error {
 		// kill-server leaves its socket file behind: ask for its path
 		// first, remove it after.
 		where := exec.Command("tmux", "-L", w.socket, "display-message", "-p", "#{socket_path}")
-		where.Env = append(os.Environ(), "PATH="+w.opts.Path)
+		where.Env = append(run.AllowedEnv(os.Environ(), nil), "PATH="+w.opts.Path)
 		out, werr := where.Output()
 		kill := exec.Command("tmux", "-L", w.socket, "kill-server")
 		kill.Env = where.Env

@@ -79,16 +79,6 @@ func ChildEnv(environ, keep []string) []string {
 	return run.AllowedEnv(environ, allowed)
 }
 
-// WithoutSecrets is ChildEnv(environ, nil): the allowlist, not environ
-// minus SecretEnv and extra as it once was. Kept for callers not yet
-// moved; extra only ever narrows what ChildEnv already dropped.
-//
-// Deprecated: use ChildEnv, naming what the program needs.
-func WithoutSecrets(environ, extra []string) []string {
-	_ = extra
-	return ChildEnv(environ, nil)
-}
-
 func validName(n string) bool {
 	if n == "" || n[0] >= '0' && n[0] <= '9' {
 		return false

@@ -110,24 +110,39 @@ func mustAtoi(t *testing.T, s string) int64 {
 // review without a word, on the work item's pull request, by an authorized
 // reviewer, re-read from GitHub by id; a stranger's review does not.
 func TestASubmittedReviewDecidesTheGate(t *testing.T) {
+	w, n, pr := reviewedAtRequirementsApproval(t, githubsim.Review{State: "APPROVED"})
+	rv, err := w.sim.AddReview(repoFull, pr.Number, githubsim.Review{Author: human, State: "APPROVED"})
+	require.NoError(t, err)
+	w.eventually("the gate to move on the review", func() bool { return w.state(n).CurrentNode == "design" })
+	requireReviewDecision(t, w, n, rv, "approved")
+}
+
+// reviewedAtRequirementsApproval is an item at requirements-approval with
+// its pull request open, and a stranger's review on it (Author set here)
+// that decided nothing.
+func reviewedAtRequirementsApproval(t *testing.T, strangers githubsim.Review) (*world, int, githubsim.Issue) {
+	t.Helper()
 	w := newWorld(t, nil)
 	n := w.toRequirementsApproval()
 	w.pushBranch("feature-widget")
 	pr, err := w.sim.OpenPullRequestWith(repoFull, githubsim.PullRequest{Author: human, Title: "Widget", Body: fmt.Sprintf("Fixes #%d", n), Head: "feature-widget"})
 	require.NoError(t, err)
 	w.waitIdle()
-
-	_, err = w.sim.AddReview(repoFull, pr.Number, githubsim.Review{Author: stranger, State: "APPROVED"})
+	strangers.Author = stranger
+	_, err = w.sim.AddReview(repoFull, pr.Number, strangers)
 	require.NoError(t, err)
 	w.waitIdle()
-	w.requireAtGate(n, "a stranger's approving review decides nothing")
+	w.requireAtGate(n, "a stranger's review decides nothing")
+	return w, n, pr
+}
 
-	rv, err := w.sim.AddReview(repoFull, pr.Number, githubsim.Review{Author: human, State: "APPROVED"})
-	require.NoError(t, err)
-	w.eventually("the gate to move on the review", func() bool { return w.state(n).CurrentNode == "design" })
+// requireReviewDecision: the gate was decided outcome by the authorized
+// reviewer's review rv, signed, with the rule that authorized it.
+func requireReviewDecision(t *testing.T, w *world, n int, rv githubsim.Review, outcome string) {
+	t.Helper()
 	dec, ok := w.state(n).Decisions.Get("requirements-approval")
 	require.True(t, ok)
-	require.Equal(t, "approved", dec.Outcome)
+	require.Equal(t, outcome, dec.Outcome)
 	require.Equal(t, "@"+human, dec.By)
 	require.Equal(t, fmt.Sprint(rv.ID), dec.Comment)
 	require.Equal(t, ingress.RuleAuthorizedUsers, dec.Rule)
@@ -139,27 +154,9 @@ func TestASubmittedReviewDecidesTheGate(t *testing.T) {
 // gate the other way: changes-requested, signed, with the rule, and the
 // item goes back to requirements-definition; a stranger's does nothing.
 func TestAReviewRequestingChangesSendsTheItemBack(t *testing.T) {
-	w := newWorld(t, nil)
-	n := w.toRequirementsApproval()
-	w.pushBranch("feature-widget")
-	pr, err := w.sim.OpenPullRequestWith(repoFull, githubsim.PullRequest{Author: human, Title: "Widget", Body: fmt.Sprintf("Fixes #%d", n), Head: "feature-widget"})
-	require.NoError(t, err)
-	w.waitIdle()
-
-	_, err = w.sim.AddReview(repoFull, pr.Number, githubsim.Review{Author: stranger, State: "CHANGES_REQUESTED", Body: "no"})
-	require.NoError(t, err)
-	w.waitIdle()
-	w.requireAtGate(n, "a stranger's review decides nothing")
-
+	w, n, pr := reviewedAtRequirementsApproval(t, githubsim.Review{State: "CHANGES_REQUESTED", Body: "no"})
 	rv, err := w.sim.AddReview(repoFull, pr.Number, githubsim.Review{Author: human, State: "CHANGES_REQUESTED", Body: "The acceptance criteria miss the empty case."})
 	require.NoError(t, err)
 	w.eventually("the item to go back on the review", func() bool { return w.state(n).CurrentNode == "requirements-definition" })
-	dec, ok := w.state(n).Decisions.Get("requirements-approval")
-	require.True(t, ok)
-	require.Equal(t, "changes-requested", dec.Outcome)
-	require.Equal(t, "@"+human, dec.By)
-	require.Equal(t, fmt.Sprint(rv.ID), dec.Comment)
-	require.Equal(t, ingress.RuleAuthorizedUsers, dec.Rule)
-	require.NotNil(t, dec.Signature)
-	w.waitIdle()
+	requireReviewDecision(t, w, n, rv, "changes-requested")
 }

@@ -205,18 +205,7 @@ func TestDashboardListsArmedItems(t *testing.T) {
 	}
 	w.start()
 
-	jar, _ := cookiejar.New(nil)
-	c := &http.Client{Jar: jar, Timeout: 10 * time.Second, Transport: pageOrigin{w.d.DashboardURL()}}
-	get := func(u string) string {
-		t.Helper()
-		res, err := c.Get(u)
-		require.NoError(t, err)
-		defer res.Body.Close()
-		b, _ := io.ReadAll(res.Body)
-		require.Equal(t, http.StatusOK, res.StatusCode, "%s: %s", u, b)
-		return string(b)
-	}
-	get(w.d.DashboardLoginURL())
+	get := dashboardPages(t, w)
 	board := func() string { return get(w.d.DashboardURL() + "/") }
 
 	b := board()

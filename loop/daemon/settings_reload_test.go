@@ -2,12 +2,8 @@ package daemon_test
 
 import (
 	"fmt"
-	"io"
-	"net/http"
-	"net/http/cookiejar"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -20,18 +16,7 @@ import (
 // the time of the reload, above the rows (issue 38).
 func TestSettingsPageShowsTheLastReload(t *testing.T) {
 	w := newWorld(t, func(c *daemon.Config) { c.Dashboard.Listen = "127.0.0.1:0" })
-	jar, _ := cookiejar.New(nil)
-	c := &http.Client{Jar: jar, Timeout: 10 * time.Second, Transport: pageOrigin{w.d.DashboardURL()}}
-	get := func(u string) string {
-		t.Helper()
-		res, err := c.Get(u)
-		require.NoError(t, err)
-		defer res.Body.Close()
-		b, _ := io.ReadAll(res.Body)
-		require.Equal(t, http.StatusOK, res.StatusCode, "%s: %s", u, b)
-		return string(b)
-	}
-	get(w.d.DashboardLoginURL())
+	get := dashboardPages(t, w)
 	before := get(w.d.DashboardURL() + "/settings?key=routing.autoExecuteLabel")
 	require.NotContains(t, before, `id="settings-reloaded"`, "no reload yet")
 	require.NotContains(t, before, "ship-it-now")

@@ -2,10 +2,8 @@ package daemon_test
 
 import (
 	"context"
-	"io"
 	"net"
 	"net/http"
-	"net/http/cookiejar"
 	"net/url"
 	"os"
 	"path/filepath"
@@ -153,8 +151,8 @@ func TestUsageIsCountedPerNodeAndTheBudgetPauses(t *testing.T) {
 	require.Len(t, needs, 1)
 	require.Contains(t, needs[0].Why, "budget cap reached")
 	require.Regexp(t, ` · spent ≈\$0\.0\d · \d+k tok \(estimate\)$`, needs[0].Why, "the figure in the needs-you entry")
-	dash := w.dashClient(t)
-	board := dash(w.d.DashboardLoginURL())
+	dash := dashboardPages(t, w)
+	board := dash(w.d.DashboardURL() + "/")
 	require.Regexp(t, `data-f="cost" title="estimate \(docs/usage.md\)">≈\$0\.0\d · \d+k tok</span>`, board)
 	page := dash(w.d.DashboardURL() + "/item?ref=" + url.QueryEscape(ref))
 	for node := range turns {
@@ -230,21 +228,6 @@ func sumTurns(m map[string]int) int {
 		n += v
 	}
 	return n
-}
-
-// dashClient logs into the dashboard and returns a GET that must answer 200.
-func (w *world) dashClient(t *testing.T) func(string) string {
-	jar, _ := cookiejar.New(nil)
-	c := &http.Client{Jar: jar, Timeout: 10 * time.Second, Transport: pageOrigin{w.d.DashboardURL()}}
-	return func(u string) string {
-		t.Helper()
-		res, err := c.Get(u)
-		require.NoError(t, err)
-		defer res.Body.Close()
-		b, _ := io.ReadAll(res.Body)
-		require.Equal(t, http.StatusOK, res.StatusCode, "%s: %s", u, b)
-		return string(b)
-	}
 }
 
 func rowKeys(rep api.UsageReport) []string {

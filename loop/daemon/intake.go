@@ -435,11 +435,6 @@ func (in *intake) spawn(ctx context.Context, item workitem.Ref, ev *ingress.Even
 	}
 	if err != nil {
 		in.emit("session.spawn_failed", graph.LevelError, item, ev, graph.Field{Key: "error", Value: err.Error()})
-		if spawnRefused(err) {
-			// No sandbox to run the agent in: a retry meets the same
-			// refusal (worlds.go), so the event is dead-lettered now.
-			return dispatch.Permanent(err)
-		}
 		return err
 	}
 	in.observe(Observation{Kind: KindPaste, Name: "spawn-prompt", WorkItem: item.String(), DeliveryID: ev.DeliveryID, Text: prompt,

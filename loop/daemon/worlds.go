@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 
 	"github.com/theloop-dev/theloop/loop"
+	"github.com/theloop-dev/theloop/loop/daemon/dispatch"
 	"github.com/theloop-dev/theloop/loop/daemon/sandbox"
 	"github.com/theloop-dev/theloop/sessions"
 )
@@ -166,21 +167,19 @@ func (d *agentWorlds) undefendedWarning() string {
 	return ""
 }
 
-// refusedConfinement refuses every spawn with why.
+// refusedConfinement refuses every spawn with why — permanently: without
+// the sandbox a retry meets the same refusal until the operator installs
+// it or chooses routing.sandbox, so the event is dead-lettered at once
+// (dispatch.Permanent).
 type refusedConfinement struct{ err error }
 
-// spawnRefused reports whether err is a spawn refused for want of the
-// sandbox (bubblewrap and user namespaces, or Landlock): nothing a retry
-// changes until the operator installs it or chooses routing.sandbox.
-func spawnRefused(err error) bool {
-	return errors.Is(err, sandbox.ErrNoBubblewrap) || errors.Is(err, sandbox.ErrNoLandlock)
-}
+func (r refusedConfinement) refusal() error { return dispatch.Permanent(r.err) }
 
-func (r refusedConfinement) Server([]string) ([]string, error) { return nil, r.err }
+func (r refusedConfinement) Server([]string) ([]string, error) { return nil, r.refusal() }
 func (r refusedConfinement) Harness(string, string, string, []string) ([]string, error) {
-	return nil, r.err
+	return nil, r.refusal()
 }
-func (r refusedConfinement) CheckServer(int) error { return r.err }
+func (r refusedConfinement) CheckServer(int) error { return r.refusal() }
 
 // warnedConfinement logs a warning on every spawn (routing.sandbox: off).
 type warnedConfinement struct {

@@ -3,7 +3,6 @@ package daemon
 import (
 	"context"
 	"net"
-	"sync"
 	"testing"
 	"time"
 
@@ -12,27 +11,8 @@ import (
 	"github.com/theloop-dev/theloop/graph"
 	"github.com/theloop-dev/theloop/integrations"
 	"github.com/theloop-dev/theloop/integrations/githubsim"
+	"github.com/theloop-dev/theloop/loop/daemon/queue"
 )
-
-// memIntents is an intentStore in memory.
-type memIntents struct {
-	mu sync.Mutex
-	m  map[string][]byte
-}
-
-func (s *memIntents) PutIntent(_ context.Context, key string, value []byte) error {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.m[key] = append([]byte(nil), value...)
-	return nil
-}
-
-func (s *memIntents) Intent(_ context.Context, key string) ([]byte, bool, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	v, ok := s.m[key]
-	return v, ok, nil
-}
 
 // A delivery whose every redelivery fails too (the hook's address refuses
 // connections) is asked for again only once its back-off has passed — the
@@ -74,7 +54,11 @@ func TestRedeliveryOfAFailedRedeliveryBacksOffAndGivesUp(t *testing.T) {
 	now := time.Date(2026, 12, 4, 12, 0, 0, 0, time.UTC)
 	var events []string
 	const backoff = 30 * time.Second
-	rd := &redeliverer{integ: set, store: &memIntents{m: map[string][]byte{}}, repos: []string{repo}, hookID: hook, path: DefaultWebhookPath,
+	// The store loopd keeps the asks in: the queue's handled bucket.
+	q, err := queue.Open(context.Background(), queue.Config{StoreDir: t.TempDir()})
+	require.NoError(t, err)
+	t.Cleanup(q.Close)
+	rd := &redeliverer{integ: set, store: q, repos: []string{repo}, hookID: hook, path: DefaultWebhookPath,
 		record: func(name string, _ graph.Level, _ ...graph.Field) { events = append(events, name) },
 		now:    func() time.Time { return now }, reported: map[string]bool{}, backoff: backoff}
 	pass := func() redeliveryStats {

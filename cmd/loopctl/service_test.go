@@ -28,12 +28,19 @@ import (
 // directory and returns the socket path.
 func serveAPI(t testing.TB, b apiserver.Backend) string {
 	t.Helper()
+	return serveAPIOn(t, b, graph.SystemClock{})
+}
+
+// serveAPIOn is serveAPI with the API's clock (the queue's age is read on
+// it).
+func serveAPIOn(t testing.TB, b apiserver.Backend, clock graph.Clock) string {
+	t.Helper()
 	dir := shortdir.New(t)
 	sock := filepath.Join(dir, api.SocketName)
 	ln, err := apiserver.ListenUnix(sock)
 	require.NoError(t, err)
 	mux := http.NewServeMux()
-	a, err := apiserver.New(apiserver.Config{Clock: graph.SystemClock{}}, b)
+	a, err := apiserver.New(apiserver.Config{Clock: clock}, b)
 	require.NoError(t, err)
 	mux.Handle(api.Prefix+"/", a)
 	// As loopd serves it: every peer is identified by the socket; this one
@@ -266,10 +273,9 @@ func TestSessionsQueueAndDaemonVerbsCallTheSocket(t *testing.T) {
 		PullRequests: []sessions.PRLink{{PR: pr, Branch: "feature-csv", Linked: created, Declined: sessions.DeclinedSharedWorktree}}}}}
 	q := &fakeQueue{dead: []queue.DeadLetter{{Seq: 7, DeliveryID: "d-1", OriginalSeq: 3, Attempts: 5, Reason: "boom", At: created}}}
 	clock := graphtest.NewClock(time.Date(2026, 5, 4, 9, 0, 0, 0, time.UTC))
-	sock := serveAPI(t, apiserver.Backend{Sessions: sess, Queue: q, Status: func(context.Context) api.Status {
+	sock := serveAPIOn(t, apiserver.Backend{Sessions: sess, Queue: q, Status: func(context.Context) api.Status {
 		return api.Status{Version: "test", PID: 1, StateRoot: "/state", Webhook: "http://127.0.0.1:8787/gh-webhook", LiveSessions: 1}
-	}})
-	_ = clock
+	}}, clock)
 	c := api.NewSocketClient(sock)
 	ctx := context.Background()
 	f, io := testFactory(t, t.TempDir(), nil)
